@@ -1,0 +1,1 @@
+"""minikafka: storage package."""

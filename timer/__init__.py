@@ -1,0 +1,1 @@
+"""minikafka: timer package."""
