@@ -1,0 +1,215 @@
+"""Broker configuration: defaults that work on a laptop, a properties file, overrides.
+
+A config file uses Kafka's ``server.properties`` syntax: ``key=value`` lines, ``#``
+comments, keys either in our snake_case (``max_request_bytes``) or Kafka's dotted form
+(``socket.request.max.bytes`` is not mapped: only our names with ``.`` for ``_``, e.g.
+``max.request.bytes``).  Precedence: defaults < file < explicit overrides (CLI flags).
+Every value is validated; a bad key or value raises :class:`InvalidConfigError` naming
+the key and, for a file, the file and line.
+
+Bounds (every queue, pool and size is bounded):
+
+| key                        | default     | what it bounds                                  |
+|----------------------------|-------------|-------------------------------------------------|
+| max_request_bytes          | 16 MiB      | one request frame; larger -> connection closed  |
+| buffer_pool_bytes          | 128 MiB     | shared memory for requests and responses        |
+| buffer_poolable_bytes      | 64 KiB      | size of a pooled buffer (free-list fast path)   |
+| queued_max_requests        | 500         | requests handed to the main process, not done   |
+| max_connections            | 1000        | open client connections per network process     |
+| max_fetch_wait_ms          | 30000       | a fetch's max_wait_ms is capped at this         |
+| fetch_max_bytes            | 50 MiB      | bytes in one fetch response                     |
+
+Choices where Kafka's defaults do not fit a laptop: ``segment_bytes`` 64 MiB (Kafka 1 GiB),
+``buffer_pool_bytes`` 128 MiB, and ``auto_create_topics_enable`` false so an unknown
+topic is a precise UNKNOWN_TOPIC_OR_PARTITION error instead of a silently created topic.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, field, fields
+from pathlib import Path
+from typing import Any
+
+from clients.errors import InvalidConfigError
+
+MiB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class BrokerConfig:
+    node_id: int = 0
+    host: str = "127.0.0.1"
+    port: int = 9092
+    advertised_host: str = ""  # empty: same as host
+    advertised_port: int = 0  # 0: same as port
+    data_dir: str = "./data/broker-0"
+    controller_address: str = ""  # "host:port"; empty = standalone broker (no controller)
+    num_network_processes: int = 1
+    max_request_bytes: int = 16 * MiB
+    buffer_pool_bytes: int = 128 * MiB
+    buffer_poolable_bytes: int = 64 * 1024
+    queued_max_requests: int = 500
+    max_connections: int = 1000
+    max_fetch_wait_ms: int = 30_000
+    fetch_max_bytes: int = 50 * MiB
+    num_partitions: int = 1
+    default_replication_factor: int = 1
+    min_insync_replicas: int = 1
+    auto_create_topics_enable: bool = False
+    # log defaults (per-topic configs override these)
+    segment_bytes: int = 64 * MiB
+    segment_ms: int = 7 * 24 * 3600 * 1000
+    retention_ms: int = 7 * 24 * 3600 * 1000
+    retention_bytes: int = -1
+    max_message_bytes: int = 1 * MiB + 12
+    flush_messages: int = 0  # 0 = no count-based fsync (rely on replication, like Kafka)
+    flush_ms: int = 0  # 0 = no time-based fsync
+    # schedules of the main loop (ms)
+    retention_check_interval_ms: int = 60_000
+    flush_scheduler_interval_ms: int = 1_000
+    checkpoint_interval_ms: int = 5_000
+    # replication (used once a controller is configured)
+    replica_lag_time_max_ms: int = 10_000
+    replica_fetch_max_bytes: int = 1 * MiB
+    replica_fetch_wait_max_ms: int = 200
+    broker_heartbeat_interval_ms: int = 500
+    broker_session_timeout_ms: int = 3_000
+    extra: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
+
+    @property
+    def advertised(self) -> tuple[str, int]:
+        return (self.advertised_host or self.host, self.advertised_port or self.port)
+
+    def validate(self) -> BrokerConfig:
+        positive = (
+            "num_network_processes",
+            "max_request_bytes",
+            "buffer_pool_bytes",
+            "buffer_poolable_bytes",
+            "queued_max_requests",
+            "max_connections",
+            "max_fetch_wait_ms",
+            "fetch_max_bytes",
+            "num_partitions",
+            "default_replication_factor",
+            "min_insync_replicas",
+            "segment_bytes",
+            "max_message_bytes",
+            "retention_check_interval_ms",
+            "flush_scheduler_interval_ms",
+            "checkpoint_interval_ms",
+            "replica_lag_time_max_ms",
+            "replica_fetch_max_bytes",
+            "broker_heartbeat_interval_ms",
+            "broker_session_timeout_ms",
+        )
+        for name in positive:
+            if getattr(self, name) <= 0:
+                raise InvalidConfigError(f"{name} must be positive, got {getattr(self, name)}")
+        if self.node_id < 0:
+            raise InvalidConfigError(f"node_id must be >= 0, got {self.node_id}")
+        if not 0 <= self.port <= 65535:
+            raise InvalidConfigError(f"port must be in 0..65535, got {self.port}")
+        if self.num_network_processes > 64:
+            raise InvalidConfigError("num_network_processes must be at most 64")
+        if self.max_request_bytes > self.buffer_pool_bytes // 2:
+            raise InvalidConfigError(
+                f"max_request_bytes ({self.max_request_bytes}) must be at most half of "
+                f"buffer_pool_bytes ({self.buffer_pool_bytes}) so one request cannot starve "
+                "the pool"
+            )
+        if self.buffer_poolable_bytes > self.max_request_bytes:
+            raise InvalidConfigError("buffer_poolable_bytes must not exceed max_request_bytes")
+        if self.segment_bytes < 1024:
+            raise InvalidConfigError(f"segment_bytes must be >= 1024, got {self.segment_bytes}")
+        if self.broker_heartbeat_interval_ms >= self.broker_session_timeout_ms:
+            raise InvalidConfigError(
+                "broker_heartbeat_interval_ms must be below broker_session_timeout_ms"
+            )
+        return self
+
+    def log_defaults(self) -> dict[str, int | None]:
+        """Topic-level log settings this broker applies when a topic does not set them."""
+        return {
+            "segment_bytes": self.segment_bytes,
+            "segment_ms": self.segment_ms,
+            "retention_ms": self.retention_ms,
+            "retention_bytes": self.retention_bytes,
+            "max_message_bytes": self.max_message_bytes,
+            "flush_messages": self.flush_messages or None,
+            "flush_ms": self.flush_ms or None,
+        }
+
+    def with_overrides(
+        self, overrides: Mapping[str, Any], source: str = "override"
+    ) -> BrokerConfig:
+        return dataclasses.replace(self, **_coerce_all(overrides, source)).validate()
+
+    @classmethod
+    def load(
+        cls, path: str | Path | None = None, overrides: Mapping[str, Any] | None = None
+    ) -> BrokerConfig:
+        config = cls()
+        if path is not None:
+            config = config.with_overrides(parse_properties(Path(path)), str(path))
+        if overrides:
+            config = config.with_overrides(overrides)
+        return config.validate()
+
+
+_FIELDS = {f.name: f for f in fields(BrokerConfig) if f.name != "extra"}
+
+
+def _coerce_all(values: Mapping[str, Any], source: str) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for raw_key, raw_value in values.items():
+        key = raw_key.strip().replace(".", "_").replace("-", "_")
+        if key not in _FIELDS:
+            raise InvalidConfigError(f"{source}: unknown broker config key {raw_key!r}")
+        out[key] = _coerce(key, raw_value, source)
+    return out
+
+
+def _coerce(key: str, value: Any, source: str) -> Any:
+    default = getattr(BrokerConfig, key)
+    if isinstance(default, bool):
+        if isinstance(value, bool):
+            return value
+        text = str(value).strip().lower()
+        if text in ("true", "1", "yes"):
+            return True
+        if text in ("false", "0", "no"):
+            return False
+        raise InvalidConfigError(f"{source}: {key} must be true or false, got {value!r}")
+    if isinstance(default, int):
+        if isinstance(value, int) and not isinstance(value, bool):
+            return value
+        try:
+            return int(str(value).strip())
+        except ValueError:
+            raise InvalidConfigError(f"{source}: {key} must be an integer, got {value!r}") from None
+    return str(value).strip()
+
+
+def parse_properties(path: Path) -> dict[str, str]:
+    """Parse a ``key=value`` file; errors name the file and line."""
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise InvalidConfigError(f"cannot read config file {path}: {exc.strerror}") from None
+    except UnicodeDecodeError:
+        raise InvalidConfigError(f"config file {path} is not utf-8 text") from None
+    out: dict[str, str] = {}
+    for number, line in enumerate(text.splitlines(), start=1):
+        stripped = line.strip()
+        if not stripped or stripped.startswith(("#", "!")):
+            continue
+        if "=" not in stripped:
+            raise InvalidConfigError(f"{path}:{number}: expected key=value, got {stripped!r}")
+        key, value = stripped.split("=", 1)
+        if not key.strip():
+            raise InvalidConfigError(f"{path}:{number}: empty key")
+        out[key.strip()] = value.strip()
+    return out
