@@ -26,7 +26,11 @@ Batch layout (all integers big-endian, 61-byte header)::
 Each record: varint length (of what follows), int8 attributes (0), varlong
 timestamp_delta, varint offset_delta, varint key_length (-1 = null) + key, varint
 value_length (-1 = null) + value, varint header_count, then per header: varint key
-length + utf-8 key, varint value length (-1 = null) + value.  Varints are zig-zag.
+length + utf-8 key, varint value length (-1 = null) + value.  Varints are zig-zag;
+timestamp_delta is a varlong (<= 10 bytes, 64 bits), every other varint is an int32
+field (<= 5 bytes, 32 bits) and a longer or wider one is corrupt.  Decoded offsets and
+timestamps must fit in int64.  With LogAppendTime (attribute bit 3) every record's
+timestamp reads as the batch's max_timestamp, as in Kafka.
 
 The CRC does not cover base_offset, batch_length, partition_leader_epoch or magic, so
 the broker restamps base offset and leader epoch in place without recomputing it.
@@ -57,6 +61,8 @@ NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1
 NO_SEQUENCE = -1
 NO_PARTITION_LEADER_EPOCH = -1
+INT64_MIN = -(1 << 63)
+INT64_MAX = (1 << 63) - 1
 
 COMPRESSION_MASK = 0x07
 TIMESTAMP_TYPE_MASK = 0x08  # 0 = CreateTime, 1 = LogAppendTime
@@ -220,7 +226,11 @@ def encode_varint(value: int, out: bytearray) -> None:
 
 
 def decode_varint(buf: Buffer, pos: int) -> tuple[int, int]:
-    """Decode a zig-zag varint at ``pos``; returns ``(value, next_pos)``."""
+    """Decode a zig-zag varlong (at most 10 bytes, 64 bits) at ``pos``: ``(value, next_pos)``.
+
+    Bits beyond 64 (a 10th byte above 1) raise :class:`CorruptRecordError`, so every value
+    returned fits in int64.
+    """
     result = 0
     shift = 0
     end = len(buf)
@@ -235,7 +245,34 @@ def decode_varint(buf: Buffer, pos: int) -> tuple[int, int]:
         shift += 7
         if shift > 63:
             raise CorruptRecordError("varint longer than 10 bytes")
+    if result >> 64:
+        raise CorruptRecordError("varlong overflows 64 bits")
     return (result >> 1) ^ -(result & 1), pos
+
+
+def decode_varint32(buf: Buffer, pos: int) -> tuple[int, int]:
+    """Decode a zig-zag varint of an int32 field (at most 5 bytes, 32 bits) at ``pos``.
+
+    Kafka writes lengths, offset deltas and header counts as 32-bit varints; longer or
+    wider encodings raise :class:`CorruptRecordError`.
+    """
+    end = len(buf)
+    if pos < end:
+        b = buf[pos]
+        if b < 0x80:  # one-byte fast path: the common case
+            return (b >> 1) ^ -(b & 1), pos + 1
+    result = 0
+    for shift in range(0, 35, 7):
+        if pos >= end:
+            raise CorruptRecordError("varint runs past the end of the batch")
+        b = buf[pos]
+        pos += 1
+        result |= (b & 0x7F) << shift
+        if not b & 0x80:
+            if result >> 32:
+                raise CorruptRecordError("varint overflows 32 bits")
+            return (result >> 1) ^ -(result & 1), pos
+    raise CorruptRecordError("varint of an int32 field longer than 5 bytes")
 
 
 # -- building ------------------------------------------------------------------------
@@ -298,6 +335,7 @@ def build_batch(
         raise ValueError("a record batch needs at least one record")
     base_timestamp = items[0][2]
     max_timestamp = max(r[2] for r in items)
+    check_timestamp_range(base_timestamp, min(r[2] for r in items), max_timestamp)
     body = bytearray()
     for delta, (key, value, timestamp, headers) in enumerate(items):
         _encode_record(body, delta, timestamp - base_timestamp, key, value, headers)
@@ -314,6 +352,16 @@ def build_batch(
         base_sequence=base_sequence,
         attributes=attributes,
     )
+
+
+def check_timestamp_range(base_timestamp: int, min_timestamp: int, max_timestamp: int) -> None:
+    """Raise ``ValueError`` unless timestamps and their deltas to the base fit in int64."""
+    if min_timestamp < INT64_MIN or max_timestamp > INT64_MAX:
+        raise ValueError(f"timestamps must fit in int64, got [{min_timestamp}, {max_timestamp}]")
+    if min_timestamp - base_timestamp < INT64_MIN or max_timestamp - base_timestamp > INT64_MAX:
+        raise ValueError(
+            f"timestamp deltas to the base timestamp {base_timestamp} do not fit in int64"
+        )
 
 
 def assemble_batch(
@@ -356,7 +404,7 @@ def assemble_batch(
 
 
 def _read_bytes(buf: Buffer, pos: int, end: int) -> tuple[bytes | None, int]:
-    length, pos = decode_varint(buf, pos)
+    length, pos = decode_varint32(buf, pos)
     if length < 0:
         if length != -1:
             raise CorruptRecordError(f"invalid length {length} in record")
@@ -366,42 +414,70 @@ def _read_bytes(buf: Buffer, pos: int, end: int) -> tuple[bytes | None, int]:
     return bytes(buf[pos : pos + length]), pos + length
 
 
+def decode_record_headers(
+    buf: Buffer, pos: int, count: int, end: int
+) -> tuple[tuple[Header, ...], int]:
+    """Decode ``count`` record headers at ``pos`` (none may pass ``end``): (headers, next_pos)."""
+    if count < 0:
+        raise CorruptRecordError(f"negative header count {count}")
+    headers: list[Header] = []
+    for _h in range(count):
+        h_key, pos = _read_bytes(buf, pos, end)
+        if h_key is None:
+            raise CorruptRecordError("null header key")
+        h_value, pos = _read_bytes(buf, pos, end)
+        try:
+            headers.append((h_key.decode("utf-8"), h_value))
+        except UnicodeDecodeError as exc:
+            raise CorruptRecordError(f"header key is not utf-8: {exc}") from None
+    return tuple(headers), pos
+
+
+def check_absolute(base: int, delta: int, what: str) -> int:
+    """``base + delta``, or :class:`CorruptRecordError` when it leaves int64."""
+    value = base + delta
+    if value < INT64_MIN or value > INT64_MAX:
+        raise CorruptRecordError(f"record {what} {base} + {delta} overflows int64")
+    return value
+
+
 def decode_batch(buf: Buffer, pos: int = 0, validate: bool = True) -> list[Record]:
-    """Decode every record of the batch at ``pos`` (validating it first by default)."""
+    """Decode every record of the batch at ``pos`` (validating it first by default).
+
+    With LogAppendTime (attribute bit 3) every record's timestamp is the batch's
+    max_timestamp, as in Kafka.  Lengths, offset deltas and header counts must be 32-bit
+    varints (at most 5 bytes); absolute offsets and timestamps must fit in int64.
+    """
     header = validate_batch(buf, pos) if validate else read_header(buf, pos)
     end = pos + header.size_in_bytes
+    if end > len(buf):
+        raise CorruptRecordError(
+            f"batch at position {pos} claims {header.size_in_bytes} bytes, "
+            f"only {len(buf) - pos} available"
+        )
+    log_append_time = bool(header.attributes & TIMESTAMP_TYPE_MASK)
     p = pos + HEADER_SIZE
     out: list[Record] = []
     for _ in range(header.record_count):
-        length, p = decode_varint(buf, p)
+        length, p = decode_varint32(buf, p)
         rec_end = p + length
         if length < 0 or rec_end > end:
             raise CorruptRecordError("record length runs past the end of the batch")
         p += 1  # record attributes
         ts_delta, p = decode_varint(buf, p)
-        off_delta, p = decode_varint(buf, p)
+        off_delta, p = decode_varint32(buf, p)
         key, p = _read_bytes(buf, p, rec_end)
         value, p = _read_bytes(buf, p, rec_end)
-        count, p = decode_varint(buf, p)
-        if count < 0:
-            raise CorruptRecordError(f"negative header count {count}")
-        headers: list[Header] = []
-        for _h in range(count):
-            h_key, p = _read_bytes(buf, p, rec_end)
-            if h_key is None:
-                raise CorruptRecordError("null header key")
-            h_value, p = _read_bytes(buf, p, rec_end)
-            try:
-                headers.append((h_key.decode("utf-8"), h_value))
-            except UnicodeDecodeError as exc:
-                raise CorruptRecordError(f"header key is not utf-8: {exc}") from None
+        count, p = decode_varint32(buf, p)
+        headers, p = decode_record_headers(buf, p, count, rec_end)
         if p != rec_end:
             used = p - rec_end + length
             raise CorruptRecordError(f"record declares {length} bytes but uses {used}")
-        out.append(
-            Record(header.base_offset + off_delta, header.base_timestamp + ts_delta, key, value,
-                   tuple(headers))
-        )
+        timestamp = check_absolute(header.base_timestamp, ts_delta, "timestamp")
+        if log_append_time:
+            timestamp = header.max_timestamp
+        offset = check_absolute(header.base_offset, off_delta, "offset")
+        out.append(Record(offset, timestamp, key, value, headers))
     if p != end:
         raise CorruptRecordError(f"batch has {end - p} bytes after its last record")
     return out
