@@ -1,0 +1,136 @@
+"""Per-log (per-topic) storage configuration: :class:`LogConfig`.
+
+Every field has a Kafka topic-config twin; :meth:`LogConfig.from_dict` accepts both our
+names (``segment_bytes``) and Kafka's dotted names (``segment.bytes``), with values as
+ints or decimal strings (as they arrive from a properties file or an admin request).
+
+=====================  ===================  =============  =================================
+field                  Kafka name           default        meaning / bound
+=====================  ===================  =============  =================================
+segment_bytes          segment.bytes        64 MiB         roll when the active segment would
+                                                           exceed it; [1024, 2**31 - 1]
+segment_ms             segment.ms           7 days         roll when the active segment's
+                                                           first append is older; >= 1
+segment_index_bytes    segment.index.bytes  10 MiB         preallocated .index/.timeindex
+                                                           size; [96, 2**31 - 1]
+index_interval_bytes   index.interval.bytes 4096           bytes of log between index
+                                                           entries; >= 1
+retention_ms           retention.ms         7 days         delete segments older; -1 = never
+retention_bytes        retention.bytes      -1             keep at most this many bytes; -1
+flush_messages         flush.messages       None           fsync after N messages; None =
+                                                           rely on replication; >= 1
+flush_ms               flush.ms             None           fsync when the oldest unflushed
+                                                           append is older; None; >= 0
+max_message_bytes      max.message.bytes    1 MiB + 12     largest batch accepted; >= 61
+cleanup_policy         cleanup.policy       "delete"       "delete" | "compact"
+=====================  ===================  =============  =================================
+
+An out-of-range value or an unknown key raises :class:`~clients.errors.InvalidConfigError`
+whose message names the key.  Immutable (frozen dataclass): safe to share between threads
+and to send to other processes.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass
+
+from clients.errors import InvalidConfigError
+
+INT32_MAX = 2**31 - 1
+MIN_SEGMENT_BYTES = 1024
+MIN_SEGMENT_INDEX_BYTES = 96  # 12 offset-index entries / 8 time-index entries
+MIN_MESSAGE_BYTES = 61  # one batch header
+CLEANUP_POLICIES = ("delete", "compact")
+_NONE_WORDS = ("", "none", "null")
+
+
+@dataclass(frozen=True)
+class LogConfig:
+    segment_bytes: int = 64 * 1024 * 1024
+    segment_ms: int = 7 * 24 * 3600 * 1000
+    segment_index_bytes: int = 10 * 1024 * 1024
+    index_interval_bytes: int = 4096
+    retention_ms: int = 7 * 24 * 3600 * 1000
+    retention_bytes: int = -1
+    flush_messages: int | None = None
+    flush_ms: int | None = None
+    max_message_bytes: int = 1024 * 1024 + 12
+    cleanup_policy: str = "delete"
+
+    def __post_init__(self) -> None:
+        _check_int("segment_bytes", self.segment_bytes, MIN_SEGMENT_BYTES, INT32_MAX)
+        _check_int("segment_ms", self.segment_ms, 1, None)
+        _check_int(
+            "segment_index_bytes", self.segment_index_bytes, MIN_SEGMENT_INDEX_BYTES, INT32_MAX
+        )
+        _check_int("index_interval_bytes", self.index_interval_bytes, 1, INT32_MAX)
+        _check_int("retention_ms", self.retention_ms, -1, None)
+        _check_int("retention_bytes", self.retention_bytes, -1, None)
+        if self.flush_messages is not None:
+            _check_int("flush_messages", self.flush_messages, 1, None)
+        if self.flush_ms is not None:
+            _check_int("flush_ms", self.flush_ms, 0, None)
+        _check_int("max_message_bytes", self.max_message_bytes, MIN_MESSAGE_BYTES, INT32_MAX)
+        if self.cleanup_policy not in CLEANUP_POLICIES:
+            raise InvalidConfigError(
+                f"cleanup_policy must be one of {CLEANUP_POLICIES}, got {self.cleanup_policy!r}"
+            )
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, str | int | None]) -> LogConfig:
+        """Build from ``{name: value}``; names as fields or Kafka's dotted names."""
+        kwargs: dict[str, object] = {}
+        fields = {f.name for f in dataclasses.fields(cls)}
+        for raw_key, raw_value in d.items():
+            key = str(raw_key).strip().replace(".", "_")
+            if key not in fields:
+                raise InvalidConfigError(f"unknown log config key {raw_key!r}")
+            if key in kwargs:
+                raise InvalidConfigError(f"log config key {raw_key!r} given twice")
+            kwargs[key] = _parse(key, raw_key, raw_value)
+        return cls(**kwargs)  # type: ignore[arg-type]
+
+    def to_dict(self) -> dict[str, int | str | None]:
+        return dataclasses.asdict(self)
+
+    def with_overrides(self, overrides: Mapping[str, str | int | None]) -> LogConfig:
+        """A copy with ``overrides`` (same key rules as :meth:`from_dict`) applied."""
+        merged: dict[str, str | int | None] = dict(self.to_dict())
+        for raw_key, value in overrides.items():
+            key = str(raw_key).strip().replace(".", "_")
+            if key not in merged:
+                raise InvalidConfigError(f"unknown log config key {raw_key!r}")
+            merged[key] = value
+        return LogConfig.from_dict(merged)
+
+
+def _parse(key: str, raw_key: object, value: object) -> object:
+    if key == "cleanup_policy":
+        if not isinstance(value, str):
+            raise InvalidConfigError(f"{raw_key}: expected a string, got {value!r}")
+        return value.strip()
+    optional = key in ("flush_messages", "flush_ms")
+    if value is None or (isinstance(value, str) and value.strip().lower() in _NONE_WORDS):
+        if optional:
+            return None
+        raise InvalidConfigError(f"{raw_key}: a value is required")
+    if isinstance(value, bool):
+        raise InvalidConfigError(f"{raw_key}: expected an integer, got {value!r}")
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str):
+        try:
+            return int(value.strip(), 10)
+        except ValueError:
+            raise InvalidConfigError(f"{raw_key}: expected an integer, got {value!r}") from None
+    raise InvalidConfigError(f"{raw_key}: expected an integer, got {value!r}")
+
+
+def _check_int(key: str, value: object, low: int, high: int | None) -> None:
+    if not isinstance(value, int) or isinstance(value, bool):
+        raise InvalidConfigError(f"{key} must be an integer, got {value!r}")
+    if value < low or (high is not None and value > high):
+        bound = f"[{low}, {high}]" if high is not None else f">= {low}"
+        raise InvalidConfigError(f"{key} must be {bound}, got {value}")
