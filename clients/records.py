@@ -378,10 +378,15 @@ def assemble_batch(
     base_sequence: int = NO_SEQUENCE,
     attributes: int = 0,
 ) -> bytes:
-    """Prefix encoded records with a header and CRC (shared by both codec paths)."""
-    out = bytearray(HEADER_SIZE + len(records_body))
+    """Prefix encoded records with a header and CRC (shared by both codec paths).
+
+    The body is copied once (into the joined result); the CRC is chained over the header
+    tail and the body instead of being computed over a copy.
+    """
+    body = memoryview(records_body).cast("B")
+    head = bytearray(HEADER_SIZE)
     _AFTER_CRC.pack_into(
-        out,
+        head,
         ATTRIBUTES_OFFSET,
         attributes,
         last_offset_delta,
@@ -392,12 +397,18 @@ def assemble_batch(
         base_sequence,
         record_count,
     )
-    out[HEADER_SIZE:] = records_body
-    crc = crc32c(memoryview(out)[ATTRIBUTES_OFFSET:])
+    crc = crc32c(body, crc32c(memoryview(head)[ATTRIBUTES_OFFSET:]))
     struct.pack_into(
-        ">qiibI", out, 0, base_offset, len(out) - LOG_OVERHEAD, partition_leader_epoch, MAGIC, crc
+        ">qiibI",
+        head,
+        0,
+        base_offset,
+        HEADER_SIZE + len(body) - LOG_OVERHEAD,
+        partition_leader_epoch,
+        MAGIC,
+        crc,
     )
-    return bytes(out)
+    return b"".join((head, body))
 
 
 # -- decoding ------------------------------------------------------------------------
