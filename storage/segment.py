@@ -1,0 +1,385 @@
+"""One log segment: ``<base_offset:020d>.log`` + ``.index`` + ``.timeindex``.
+
+The ``.log`` file is a plain concatenation of RecordBatch v2 (byte table in
+:mod:`clients.records`; run layout in :mod:`storage.recovery`); the index formats are in
+:mod:`storage.offset_index` and :mod:`storage.time_index`.  ``base_offset`` is the first
+offset the segment may hold; batch offsets inside are strictly increasing.
+
+The segment keeps one descriptor on its ``.log`` (``O_APPEND``; its logical size is
+tracked in :attr:`size`) and appends with one ``os.writev`` per request.  Reads never go
+through this object's descriptor for the bytes themselves: the log hands out
+``(path, position, length)`` regions that other processes open and ``sendfile``.
+
+Costs: append O(batches) Python + one ``writev``; :meth:`find_batch` O(log entries) index
+search + a forward header walk of at most ~``index_interval_bytes``; :meth:`recover`
+O(bytes) (CRC) + O(batches); :meth:`load_clean` O(index entries) + a walk of the tail
+after the last index entry.
+
+Not thread-safe: owned by one :class:`~storage.log.Log` (one event-loop thread).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import mmap
+import os
+import struct
+from collections.abc import Iterator, Sequence
+from pathlib import Path
+from typing import NamedTuple, TypeVar
+
+from clients.records import HEADER_SIZE, LOG_OVERHEAD, MAGIC
+from storage.config import LogConfig
+from storage.errors import CorruptIndexError, StorageError
+from storage.offset_index import OffsetIndex
+from storage.recovery import INT32_MAX, SegmentScan, scan_segment
+from storage.time_index import NO_TIMESTAMP, TimeIndex
+
+# base_offset, batch_length, partition_leader_epoch, magic, crc, attributes,
+# last_offset_delta, base_timestamp, max_timestamp  (first 43 bytes of the header)
+_WALK = struct.Struct(">qiibIhiqq")
+_WALK_CHUNK = 16 * 1024
+_I = TypeVar("_I", OffsetIndex, TimeIndex)
+_IOV_MAX = min(os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024, 1024)
+
+
+def segment_file(directory: Path, base_offset: int, suffix: str) -> Path:
+    return directory / f"{base_offset:020d}{suffix}"
+
+
+class BatchPosition(NamedTuple):
+    position: int
+    base_offset: int
+    last_offset: int
+    size: int
+    max_timestamp: int
+
+
+class Segment:
+    def __init__(self, directory: Path, base_offset: int, config: LogConfig, *,
+                 create: bool, now_ms: int) -> None:
+        self.base_offset = base_offset
+        self.config = config
+        self.log_path = segment_file(directory, base_offset, ".log")
+        flags = os.O_RDWR | os.O_APPEND | os.O_CLOEXEC | (os.O_CREAT | os.O_TRUNC if create else 0)
+        self.fd = os.open(self.log_path, flags, 0o644)
+        self.size = os.fstat(self.fd).st_size
+        self.next_offset = base_offset
+        self.max_timestamp = NO_TIMESTAMP
+        self.offset_of_max_timestamp = -1
+        self.bytes_since_last_index = 0
+        self.rolling_ms: int | None = None  # first append time (segment_ms roll)
+        self.dirty = False
+        self._opened_ms = now_ms
+        index_path = segment_file(directory, base_offset, ".index")
+        time_path = segment_file(directory, base_offset, ".timeindex")
+        if create:
+            index_path.unlink(missing_ok=True)
+            time_path.unlink(missing_ok=True)
+        self.indexes_missing = not (index_path.exists() and time_path.exists())
+        self.index = self._open_index(OffsetIndex, index_path)
+        self.time_index = self._open_index(TimeIndex, time_path)
+
+    def _open_index(self, cls: type[_I], path: Path) -> _I:
+        try:
+            return cls(path, self.base_offset, self.config.segment_index_bytes)
+        except CorruptIndexError:
+            path.unlink(missing_ok=True)
+            self.indexes_missing = True
+            return cls(path, self.base_offset, self.config.segment_index_bytes)
+
+    # -- append ------------------------------------------------------------------------
+
+    def append(self, iovs: Sequence[bytes | memoryview], total: int,
+               batches: Sequence[tuple[int, int, int, int]], now_ms: int) -> None:
+        """Write ``iovs`` (``total`` bytes) and index ``batches`` = (base, last, max_ts, size).
+
+        All-or-nothing: a failed write truncates the file back and raises StorageError.
+        """
+        start = self.size
+        try:
+            self._write_all(iovs, total)
+        except OSError as exc:
+            with contextlib.suppress(OSError):
+                os.ftruncate(self.fd, start)
+            raise StorageError(f"append to {self.log_path} failed: {exc}") from exc
+        if self.rolling_ms is None:
+            self.rolling_ms = now_ms
+        pos = start
+        interval = self.config.index_interval_bytes
+        index, time_index = self.index, self.time_index
+        for base, _last, max_ts, size in batches:
+            if max_ts > self.max_timestamp:
+                self.max_timestamp, self.offset_of_max_timestamp = max_ts, base
+            if index.entries == 0 or self.bytes_since_last_index >= interval:
+                if not index.is_full:
+                    index.append(base, pos)
+                if not time_index.is_full:
+                    time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
+                self.bytes_since_last_index = 0
+            self.bytes_since_last_index += size
+            pos += size
+        self.size = pos
+        if batches:
+            self.next_offset = batches[-1][1] + 1
+        self.dirty = True
+
+    def _write_all(self, iovs: Sequence[bytes | memoryview], total: int) -> None:
+        written = 0
+        pending = list(iovs)
+        while pending:
+            chunk = pending[:_IOV_MAX]
+            n = os.writev(self.fd, chunk)
+            written += n
+            want = sum(len(b) for b in chunk)
+            if n == want:
+                del pending[:_IOV_MAX]
+                continue
+            # short write (rare on regular files): drop what was written and retry the rest
+            rest: list[bytes | memoryview] = []
+            for b in pending:
+                if n >= len(b):
+                    n -= len(b)
+                    continue
+                rest.append(memoryview(b)[n:] if n else b)
+                n = 0
+            pending = rest
+        if written != total:
+            raise OSError(f"wrote {written} bytes, expected {total}")
+
+    # -- reading headers ---------------------------------------------------------------
+
+    def iter_batches(self, start: int, end: int | None = None) -> Iterator[BatchPosition]:
+        """Walk batch headers from ``start`` (a batch boundary) up to ``end`` (no CRC)."""
+        end = self.size if end is None else end
+        buf, buf_start = b"", start
+        pos = start
+        unpack = _WALK.unpack_from
+        while pos < end:
+            off = pos - buf_start
+            if off + HEADER_SIZE > len(buf):
+                buf, buf_start, off = os.pread(self.fd, _WALK_CHUNK, pos), pos, 0
+                if len(buf) < HEADER_SIZE:
+                    raise StorageError(f"{self.log_path}: torn batch header at position {pos}")
+            base, length, _e, magic, _c, _a, lod, _bt, max_ts = unpack(buf, off)
+            if magic != MAGIC or length < HEADER_SIZE - LOG_OVERHEAD:
+                raise StorageError(f"{self.log_path}: no batch header at position {pos}")
+            size = length + LOG_OVERHEAD
+            yield BatchPosition(pos, base, base + lod, size, max_ts)
+            pos += size
+
+    def find_batch(self, offset: int) -> BatchPosition | None:
+        """The first batch whose last offset is >= ``offset`` (None if there is none)."""
+        if offset >= self.next_offset:
+            return None
+        _, start = self.index.lookup(offset)
+        for batch in self.iter_batches(start):
+            if batch.last_offset >= offset:
+                return batch
+        return None
+
+    def end_position(self, max_offset: int) -> int:
+        """Position of the first batch with last offset >= ``max_offset`` (else size)."""
+        batch = self.find_batch(max_offset)
+        return self.size if batch is None else batch.position
+
+    def boundary_at_or_before(self, limit: int, start: int) -> int:
+        """The largest batch end <= ``limit``, walking from ``start`` (a boundary <= limit)."""
+        _, indexed = self.index.lookup_position(limit)
+        cut = max(indexed, start)
+        for batch in self.iter_batches(cut):
+            if batch.position + batch.size > limit:
+                break
+            cut = batch.position + batch.size
+        return cut
+
+    def find_timestamp(self, timestamp_ms: int) -> BatchPosition | None:
+        """The first batch whose max timestamp is >= ``timestamp_ms``."""
+        if timestamp_ms > self.max_timestamp:
+            return None
+        entry = self.time_index.lookup(timestamp_ms)
+        start = 0 if entry is None else self.index.lookup(entry[1])[1]
+        for batch in self.iter_batches(start):
+            if batch.max_timestamp >= timestamp_ms:
+                return batch
+        return None
+
+    def read_bytes(self, position: int, length: int) -> bytes:
+        data = os.pread(self.fd, length, position)
+        if len(data) != length:
+            raise StorageError(f"{self.log_path}: short read at {position} ({len(data)}/{length})")
+        return data
+
+    @property
+    def largest_timestamp(self) -> int:
+        """Max batch timestamp, or the file's mtime when no batch carries one."""
+        if self.max_timestamp >= 0:
+            return self.max_timestamp
+        return os.fstat(self.fd).st_mtime_ns // 1_000_000
+
+    # -- loading and recovery ----------------------------------------------------------
+
+    def load_clean(self) -> None:
+        """Trust-but-verify load after a clean shutdown; CorruptIndexError -> rebuild."""
+        if self.indexes_missing:
+            raise CorruptIndexError(f"{self.log_path}: index files missing")
+        self.index.sanity_check(self.size)
+        start = 0
+        if self.index.entries:
+            start = self.index.last_position
+            head = os.pread(self.fd, HEADER_SIZE, start)
+            if len(head) < HEADER_SIZE:
+                raise CorruptIndexError(f"{self.index.path}: last entry points past the log")
+            base, _l, _e, magic, *_ = _WALK.unpack_from(head)
+            if magic != MAGIC or base != self.index.last_offset:
+                raise CorruptIndexError(
+                    f"{self.index.path}: last entry ({self.index.last_offset}, {start}) does "
+                    f"not point at that batch (found base offset {base}, magic {magic})"
+                )
+        self.max_timestamp = self.time_index.last_timestamp
+        self.offset_of_max_timestamp = self.time_index.last_offset
+        next_offset, since = self.base_offset, 0
+        try:
+            for batch in self.iter_batches(start):
+                if batch.max_timestamp > self.max_timestamp:
+                    self.max_timestamp = batch.max_timestamp
+                    self.offset_of_max_timestamp = batch.base_offset
+                next_offset = batch.last_offset + 1
+                since = batch.position + batch.size - start
+                if batch.position + batch.size > self.size:
+                    raise CorruptIndexError(f"{self.log_path}: torn batch at {batch.position}")
+        except StorageError as exc:
+            raise CorruptIndexError(str(exc)) from None
+        if self.index.entries:
+            self.next_offset, self.bytes_since_last_index = next_offset, since
+        self.time_index.sanity_check(self.next_offset)
+        self._init_rolling()
+
+    def recover(self, min_offset: int) -> SegmentScan:
+        """Rescan with CRC, truncate at the first bad batch, rebuild both indexes."""
+        scan = self._scan(min_offset)
+        if scan.valid_bytes < self.size:
+            os.ftruncate(self.fd, scan.valid_bytes)
+            self.size = scan.valid_bytes
+            self.dirty = True
+        self.index.replace_entries(scan.offset_entries)
+        self.time_index.replace_entries(scan.time_entries)
+        self.indexes_missing = False
+        self.next_offset = scan.next_offset
+        self.max_timestamp = scan.max_timestamp
+        self.offset_of_max_timestamp = scan.offset_of_max_timestamp
+        self.bytes_since_last_index = scan.bytes_since_last_index
+        self._init_rolling()
+        return scan
+
+    def _scan(self, min_offset: int) -> SegmentScan:
+        kwargs = dict(
+            min_offset=max(min_offset, self.base_offset),
+            index_interval_bytes=self.config.index_interval_bytes,
+            max_offset_entries=self.index.max_entries,
+            max_time_entries=self.time_index.max_entries,
+        )
+        if self.size == 0:
+            return scan_segment(b"", self.base_offset, **kwargs)
+        mm = mmap.mmap(self.fd, self.size, access=mmap.ACCESS_READ)
+        try:
+            if hasattr(mm, "madvise"):
+                mm.madvise(mmap.MADV_SEQUENTIAL)
+            return scan_segment(mm, self.base_offset, **kwargs)
+        finally:
+            mm.close()
+
+    def _init_rolling(self) -> None:
+        """After a load the first append time is unknown: use the first batch's timestamp."""
+        self.rolling_ms = None
+        if self.size:
+            first = next(self.iter_batches(0), None)
+            ts = first.max_timestamp if first is not None else NO_TIMESTAMP
+            self.rolling_ms = ts if ts >= 0 else self._opened_ms
+
+    # -- truncation --------------------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> int | None:
+        """Drop every batch whose last offset is >= ``offset``; return the first dropped
+        batch's base offset (None if nothing was dropped).  The segment must be active."""
+        batch = self.find_batch(offset)
+        if batch is None:
+            return None
+        os.ftruncate(self.fd, batch.position)
+        self.size = batch.position
+        self.dirty = True
+        self.index.truncate_to_offset(batch.base_offset)
+        self.time_index.truncate_to_offset(batch.base_offset)
+        # recompute the running state from the last surviving index entry
+        self.max_timestamp = self.time_index.last_timestamp
+        self.offset_of_max_timestamp = self.time_index.last_offset
+        start = self.index.last_position if self.index.entries else 0
+        self.next_offset, self.bytes_since_last_index = self.base_offset, 0
+        for b in self.iter_batches(start):
+            if b.max_timestamp > self.max_timestamp:
+                self.max_timestamp, self.offset_of_max_timestamp = b.max_timestamp, b.base_offset
+            self.next_offset = b.last_offset + 1
+            self.bytes_since_last_index = b.position + b.size - start
+        if self.size == 0:
+            self.rolling_ms = None
+        return batch.base_offset
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def make_active(self) -> None:
+        self.index.make_active()
+        self.time_index.make_active()
+
+    def make_inactive(self) -> None:
+        """On roll: record the final largest timestamp and trim both indexes."""
+        self._final_time_entry()
+        self.index.trim()
+        self.time_index.trim()
+
+    def _final_time_entry(self) -> None:
+        ts, off = self.max_timestamp, self.offset_of_max_timestamp
+        if ts > self.time_index.last_timestamp and self.time_index.entries < (
+            self.time_index.max_entries
+        ):
+            self.time_index.maybe_append(ts, off)
+
+    def flush(self) -> None:
+        if self.dirty:
+            os.fsync(self.fd)
+            self.dirty = False
+        self.index.flush()
+        self.time_index.flush()
+
+    def close(self) -> None:
+        if self.fd < 0:
+            return
+        if self.index.is_writable:
+            self._final_time_entry()
+        self.index.close()
+        self.time_index.close()
+        os.close(self.fd)
+        self.fd = -1
+
+    def abandon(self) -> None:
+        """Close without flushing or trimming anything (simulated process crash)."""
+        if self.fd < 0:
+            return
+        self.index.abandon()
+        self.time_index.abandon()
+        os.close(self.fd)
+        self.fd = -1
+
+    def delete(self) -> None:
+        if self.fd >= 0:
+            os.close(self.fd)
+            self.fd = -1
+        self.index.delete()
+        self.time_index.delete()
+        self.log_path.unlink(missing_ok=True)
+
+    def relative_offset_fits(self, last_offset: int) -> bool:
+        return last_offset - self.base_offset <= INT32_MAX
+
+    def __repr__(self) -> str:
+        return (f"Segment(base={self.base_offset}, size={self.size}, "
+                f"next_offset={self.next_offset})")
