@@ -1,4 +1,4 @@
-"""Walking runs of record batches: append-request validation and segment recovery scans.
+"""Walking runs of record batches (append validation, segment rescans) and log recovery.
 
 Both paths share one rule set so that whatever the log accepts on append is exactly what a
 recovery scan later accepts.  A run of batches is plain concatenation of RecordBatch v2
@@ -18,15 +18,25 @@ with the same index-point rule the append path uses (first batch, then every
 ``index_interval_bytes``; full indexes skip entries; one final time entry for the
 largest timestamp).
 
+:func:`load_segments` is the open-time procedure (clean sanity checks or unclean rescan,
+truncation of a torn/corrupt tail, the :class:`RecoveryReport`).
+
 Costs: O(bytes) for the CRC (hardware CRC-32C) plus O(batches) of Python for the header
-walk; one ``struct.unpack_from`` per batch.  Pure functions over buffers: thread-safe.
+walk; one ``struct.unpack_from`` per batch.  The scan functions are pure (thread-safe);
+:func:`load_segments` mutates the files of one directory and must be its only user.
 """
 
 from __future__ import annotations
 
+import bisect
 import mmap
+import os
+import re
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 from crc32c import crc32c
@@ -40,8 +50,13 @@ from clients.records import (
     MAGIC,
     validate_batch,
 )
+from storage.errors import CorruptIndexError, LogInvariantError
 from storage.offset_index import OffsetIndex
 from storage.time_index import NO_TIMESTAMP, TimeIndex
+
+if TYPE_CHECKING:
+    from storage.log import Log
+    from storage.segment import Segment
 
 INT32_MAX = 2**31 - 1
 # base_offset, batch_length, partition_leader_epoch, magic, crc, attributes,
@@ -225,3 +240,150 @@ def scan_segment(
         time_entries=times,
         error=error,
     )
+
+
+SEGMENT_NAME = re.compile(r"^(\d{20})\.log$")
+STRAY_SUFFIXES = (".deleted", ".cleaned", ".swap")
+INDEX_SUFFIXES = (".index", ".timeindex")
+
+
+def load_segments(
+    directory: Path,
+    *,
+    recovery_point: int,
+    had_clean_shutdown: bool,
+    open_segment: Callable[[int], Segment],
+) -> tuple[list[Segment], RecoveryReport]:
+    """Open every segment of ``directory``; rescan from the recovery point if unclean.
+
+    After a clean shutdown each segment gets a cheap sanity check (index sizes, monotonic
+    entries, last entry on a real batch header); a failure rebuilds that segment's
+    indexes by a CRC rescan.  After an unclean shutdown every segment from the one holding
+    ``recovery_point`` onwards is rescanned.  The first torn or corrupt batch truncates its
+    segment there and deletes every later segment (nothing after a corrupt point
+    survives).  Stray ``.deleted``/``.swap``/``.cleaned`` files and indexes without a
+    ``.log`` are removed.
+    """
+    report = RecoveryReport(had_clean_shutdown=had_clean_shutdown)
+    bases: list[int] = []
+    names: set[str] = set()
+    for entry in os.scandir(directory):
+        if entry.name.endswith(STRAY_SUFFIXES):
+            os.unlink(entry.path)
+            report.problems.append(f"removed stray file {entry.name}")
+            continue
+        names.add(entry.name)
+        match = SEGMENT_NAME.match(entry.name)
+        if match:
+            bases.append(int(match.group(1)))
+    bases.sort()
+    for name in names:
+        stem, dot, suffix = name.partition(".")
+        if dot and "." + suffix in INDEX_SUFFIXES and stem + ".log" not in names:
+            os.unlink(directory / name)
+            report.problems.append(f"removed index {name} without a .log")
+    segments = [open_segment(base) for base in bases]
+    report.segments_loaded = len(segments)
+    first_rescan = len(segments)
+    if not had_clean_shutdown:
+        first_rescan = max(0, bisect.bisect_right(bases, recovery_point) - 1)
+    prev_next: int | None = None
+    for i, seg in enumerate(segments):
+        min_offset = seg.base_offset if prev_next is None else max(seg.base_offset, prev_next)
+        scan: SegmentScan | None = None
+        if i >= first_rescan:
+            scan = _rescan(seg, min_offset, report)
+        else:
+            try:
+                seg.load_clean()
+            except CorruptIndexError as exc:
+                report.problems.append(f"rebuilding indexes: {exc}")
+                scan = _rescan(seg, min_offset, report)
+        if scan is not None and scan.error is not None:
+            report.problems.append(f"{seg.log_path}: {scan.error}; truncated")
+            report.truncated_at_offset = seg.next_offset
+            for later in segments[i + 1:]:
+                report.truncated_bytes += later.size
+                report.segments_deleted += 1
+                later.delete()
+            del segments[i + 1:]
+            break
+        prev_next = seg.next_offset
+    return segments, report
+
+
+def _rescan(seg: Segment, min_offset: int, report: RecoveryReport) -> SegmentScan:
+    before = seg.size
+    scan = seg.recover(min_offset)
+    report.segments_rescanned += 1
+    report.bytes_rescanned += before
+    report.indexes_rebuilt += 1
+    report.truncated_bytes += before - seg.size
+    return scan
+
+
+def check_log_invariants(log: Log) -> None:
+    """Walk every batch of ``log``; raise LogInvariantError naming the first broken rule.
+
+    Rules: segments sorted with matching file names and sizes; only the last may be empty;
+    batch offsets strictly increasing within and across segments and at or above each
+    segment's base; each segment's next offset and largest timestamp match its batches;
+    every offset-index entry points at a batch start with that base offset and every
+    time-index entry at a batch base offset, both strictly increasing; LEO equals the
+    active segment's next offset; log start in [first base, LEO]; recovery point <= LEO.
+    """
+    segs = log.segments
+    if not segs:
+        raise LogInvariantError(f"{log.dir}: no segments")
+    prev_next = segs[0].base_offset
+    for i, seg in enumerate(segs):
+        where = f"{log.dir}/{seg.log_path.name}"
+        if seg.base_offset < prev_next:
+            raise LogInvariantError(f"{where}: base offset below previous end {prev_next}")
+        if os.fstat(seg.fd).st_size != seg.size:
+            raise LogInvariantError(f"{where}: file size differs from tracked size {seg.size}")
+        if seg.size == 0 and i != len(segs) - 1:
+            raise LogInvariantError(f"{where}: empty segment that is not the active one")
+        starts: dict[int, int] = {}
+        expected, max_ts = max(prev_next, seg.base_offset), NO_TIMESTAMP
+        end = 0
+        for batch in seg.iter_batches(0):
+            if batch.base_offset < expected:
+                raise LogInvariantError(
+                    f"{where}: batch at {batch.position} has base offset {batch.base_offset} "
+                    f"< {expected}")
+            starts[batch.position] = batch.base_offset
+            expected = batch.last_offset + 1
+            max_ts = max(max_ts, batch.max_timestamp)
+            end = batch.position + batch.size
+        if end != seg.size:
+            raise LogInvariantError(f"{where}: batches end at {end}, file size {seg.size}")
+        next_offset = expected if starts else seg.base_offset
+        if seg.next_offset != next_offset or seg.max_timestamp != max_ts:
+            raise LogInvariantError(
+                f"{where}: tracked next_offset/max_timestamp {seg.next_offset}/"
+                f"{seg.max_timestamp}, batches say {next_offset}/{max_ts}")
+        bases = set(starts.values())
+        entries = seg.index.to_array()
+        for rel, pos in zip(entries["rel"].tolist(), entries["pos"].tolist(), strict=True):
+            if starts.get(pos) != seg.base_offset + rel:
+                raise LogInvariantError(f"{where}: index entry ({rel}, {pos}) is not a batch start")
+        if len(entries) > 1 and not (bool((entries["rel"][1:] > entries["rel"][:-1]).all())
+                                     and bool((entries["pos"][1:] > entries["pos"][:-1]).all())):
+            raise LogInvariantError(f"{where}: offset index not strictly increasing")
+        times = seg.time_index.to_array()
+        for ts, rel in zip(times["ts"].tolist(), times["rel"].tolist(), strict=True):
+            if seg.base_offset + rel not in bases or ts > max_ts:
+                raise LogInvariantError(f"{where}: time index entry ({ts}, {rel}) is invalid")
+        if len(times) > 1 and not (bool((times["ts"][1:] > times["ts"][:-1]).all())
+                                   and bool((times["rel"][1:] > times["rel"][:-1]).all())):
+            raise LogInvariantError(f"{where}: time index not strictly increasing")
+        prev_next = seg.next_offset
+    if log.log_end_offset != segs[-1].next_offset:
+        raise LogInvariantError(
+            f"{log.dir}: log end offset {log.log_end_offset} != active segment end "
+            f"{segs[-1].next_offset}")
+    if not segs[0].base_offset <= log.log_start_offset <= log.log_end_offset:
+        raise LogInvariantError(f"{log.dir}: log start offset {log.log_start_offset} out of range")
+    if log.recovery_point > log.log_end_offset:
+        raise LogInvariantError(f"{log.dir}: recovery point {log.recovery_point} > LEO")
