@@ -53,8 +53,15 @@ OpT = TypeVar("OpT", bound=DelayedOperation)
 class Purgatory(Generic[OpT]):
     """Watch lists by key plus a timer; see the module docstring."""
 
-    __slots__ = ("_estimated_total", "_shut_down", "_timer", "_watched", "_watchers", "name",
-                 "purge_interval")
+    __slots__ = (
+        "_estimated_total",
+        "_shut_down",
+        "_timer",
+        "_watched",
+        "_watchers",
+        "name",
+        "purge_interval",
+    )
 
     def __init__(self, name: str, timer: TimerLike, purge_interval: int = 1000) -> None:
         if isinstance(purge_interval, bool) or not isinstance(purge_interval, int):

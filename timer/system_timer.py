@@ -80,8 +80,11 @@ class SystemTimer:
         max_tasks: int = DEFAULT_MAX_TASKS,
         on_task_error: TaskErrorHook | None = None,
     ) -> None:
-        for name, value, low in (("tick_ms", tick_ms, 1), ("wheel_size", wheel_size, 2),
-                                 ("max_tasks", max_tasks, 1)):
+        for name, value, low in (
+            ("tick_ms", tick_ms, 1),
+            ("wheel_size", wheel_size, 2),
+            ("max_tasks", max_tasks, 1),
+        ):
             if isinstance(value, bool) or not isinstance(value, int):
                 raise TypeError(f"{name} must be an int, got {value!r}")
             if value < low:
