@@ -1,0 +1,344 @@
+"""The producer's sender thread: drains the accumulator into Produce requests.
+
+One loop iteration: refresh metadata if due (one Metadata request at a time, to the
+least loaded connected broker, else a bootstrap address); ask the accumulator which
+leader nodes have sendable batches; connect to them; drain one request per node (only
+nodes whose connection has room under ``max_in_flight``); expire queued batches past
+``delivery_timeout_ms``; then wait for responses (bounded by the next linger/backoff
+deadline, and woken early by ``wakeup()`` through a socketpair).
+
+Produce v0 request built per node::
+
+    {acks, timeout_ms, topics: [{name, partitions: [{index, records}]}]}
+
+``records`` is the one batch's pooled buffer (zero copy) or, when a drain took several
+consecutive batches of the partition, their concatenation.  The response's
+``base_offset`` belongs to the first batch; the following batches get consecutive
+offsets.
+
+Error handling per partition: NONE resolves the futures; a retriable code (or a lost
+connection / request timeout for the whole request) puts the batches back at the head
+of their queue with ``retry_backoff_ms`` unless ``retries`` or ``delivery_timeout_ms``
+are exhausted (then their futures fail); leadership/unknown-topic errors and lost
+connections also request a metadata refresh; other codes fail the futures at once.
+
+Thread safety: the thread owns its connections and poller; other threads call only
+``wakeup``, ``initiate_close``, ``force_close`` and ``metrics``.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+from typing import Any
+
+from clients.accumulator import ProducerBatch, RecordAccumulator, monotonic_ms
+from clients.api import ApiKey
+from clients.cluster_metadata import ClusterMetadata
+from clients.connection import BrokerConnection, ClientResponse, NetworkError, Poller
+from clients.errors import (
+    ErrorCode,
+    MiniKafkaError,
+    RequestTimedOutError,
+    error_for,
+)
+from clients.types import TopicPartition
+
+_REFRESH_CODES = frozenset(
+    {
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.LEADER_NOT_AVAILABLE,
+        ErrorCode.NETWORK_EXCEPTION,
+        ErrorCode.REQUEST_TIMED_OUT,
+        ErrorCode.FENCED_LEADER_EPOCH,
+        ErrorCode.UNKNOWN_LEADER_EPOCH,
+        ErrorCode.BROKER_NOT_AVAILABLE,
+    }
+)
+_MAX_POLL_MS = 100.0
+
+
+class DeliveryTimeoutError(RequestTimedOutError):
+    """A batch was not acknowledged within ``delivery_timeout_ms`` of its creation."""
+
+
+class ProducerClosedError(MiniKafkaError):
+    """The producer was force-closed before the record was acknowledged."""
+
+
+class Sender(threading.Thread):
+    def __init__(
+        self,
+        bootstrap: list[tuple[str, int]],
+        metadata: ClusterMetadata,
+        accumulator: RecordAccumulator,
+        *,
+        client_id: str,
+        acks: int,
+        retries: int,
+        retry_backoff_ms: int,
+        request_timeout_ms: int,
+        max_in_flight: int,
+        max_request_size: int,
+    ) -> None:
+        super().__init__(name=f"minikafka-sender-{client_id}", daemon=True)
+        self._bootstrap_servers = bootstrap
+        self._metadata = metadata
+        self._acc = accumulator
+        self._client_id = client_id
+        self._acks = acks
+        self._retries = retries
+        self._retry_backoff_ms = retry_backoff_ms
+        self._request_timeout_ms = request_timeout_ms
+        self._max_in_flight = max_in_flight
+        self._max_request_size = max_request_size
+        self._conns: dict[int, BrokerConnection] = {}  # node id (bootstrap: -1 - index)
+        self._node_backoff: dict[int, float] = {}  # node id -> monotonic ms
+        self._next_bootstrap = 0
+        self._metadata_in_flight = False
+        self._running = True
+        self._forced = False
+        self._wake_r, self._wake_w = socket.socketpair()
+        self._wake_w.setblocking(False)
+        self._poller = Poller(self._wake_r)
+        self._stats = {"produce_requests": 0, "retries": 0, "failed_batches": 0}
+
+    # ------------------------------------------------------------ control (any thread)
+    def wakeup(self) -> None:
+        with contextlib.suppress(BlockingIOError, OSError):
+            self._wake_w.send(b"\x00")
+
+    def initiate_close(self) -> None:
+        self._running = False
+        self.wakeup()
+
+    def force_close(self) -> None:
+        self._forced = True
+        self._running = False
+        self.wakeup()
+
+    def metrics(self) -> dict[str, Any]:
+        return dict(self._stats)
+
+    # ------------------------------------------------------------ loop
+    def run(self) -> None:
+        try:
+            while self._running:
+                self._run_once()
+            while not self._forced and self._acc.incomplete > 0:
+                self._run_once()
+        finally:
+            self._shutdown()
+
+    def _shutdown(self) -> None:
+        error = ProducerClosedError("producer closed before the record was acknowledged")
+        for conn in self._conns.values():
+            for response in conn.close(error):
+                self._handle(response, monotonic_ms())
+        for batch in self._acc.undrained_batches():
+            self._fail(batch, error)
+        self._poller.close()
+        self._wake_r.close()
+        self._wake_w.close()
+
+    def _run_once(self) -> None:
+        now = monotonic_ms()
+        self._maybe_update_metadata(now)
+        ready, next_ms, unknown = self._acc.ready(self._metadata, now)
+        if unknown:
+            self._metadata.add_topics(unknown)
+            self._metadata.request_update()
+        sendable = set()
+        for node in ready:
+            conn = self._connection(node, now)
+            if conn is not None and conn.can_send:
+                sendable.add(node)
+        for node, batches in self._acc.drain(
+            self._metadata, sendable, self._max_request_size, now
+        ).items():
+            self._send_produce(node, batches, now)
+        for batch in self._acc.expired_batches(now):
+            self._fail(batch, self._expiry_error(batch, now))
+        timeout = min(next_ms, _MAX_POLL_MS, self._metadata.time_to_next_update_ms(now))
+        if ready and not sendable:
+            timeout = min(timeout, self._retry_backoff_ms or 1)
+        for response in self._poller.poll(list(self._conns.values()), max(0.0, timeout)):
+            self._handle(response, monotonic_ms())
+
+    # ------------------------------------------------------------ connections
+    def _connection(self, node: int, now: float) -> BrokerConnection | None:
+        conn = self._conns.get(node)
+        if conn is not None and conn.connected:
+            return conn
+        if self._node_backoff.get(node, 0.0) > now:
+            return None
+        if conn is None:
+            if node >= 0:
+                broker = self._metadata.broker(node)
+                if broker is None:
+                    return None
+                host, port = broker.host, broker.port
+            else:
+                host, port = self._bootstrap_servers[-1 - node]
+            conn = BrokerConnection(
+                host, port, node_id=node, client_id=self._client_id,
+                request_timeout_ms=self._request_timeout_ms, max_in_flight=self._max_in_flight,
+            )  # fmt: skip
+            self._conns[node] = conn
+        try:
+            conn.connect()
+        except NetworkError:
+            self._node_backoff[node] = now + max(self._retry_backoff_ms, 50)
+            self._metadata.request_update()
+            return None
+        return conn
+
+    def _maybe_update_metadata(self, now: float) -> None:
+        if self._metadata_in_flight or not self._metadata.update_needed(now):
+            return
+        conn = self._least_loaded(now)
+        if conn is None:
+            self._metadata.failed_update(now)
+            return
+        topics = self._metadata.topics_of_interest
+        self._metadata.attempt_started(now)
+        try:
+            conn.send(ApiKey.METADATA, {"topics": [{"name": t} for t in topics]},
+                      context="metadata")  # fmt: skip
+            self._metadata_in_flight = True
+        except MiniKafkaError:
+            self._metadata.failed_update(now)
+
+    def _least_loaded(self, now: float) -> BrokerConnection | None:
+        live = [c for c in self._conns.values() if c.can_send]
+        if live:
+            return min(live, key=lambda c: c.in_flight_count)
+        candidates = [b.node_id for b in self._metadata.brokers()]
+        candidates += [-1 - i for i in range(len(self._bootstrap_servers))]
+        for _ in range(len(candidates)):
+            node = candidates[self._next_bootstrap % len(candidates)]
+            self._next_bootstrap += 1
+            conn = self._connection(node, now)
+            if conn is not None and conn.can_send:
+                return conn
+        return None
+
+    # ------------------------------------------------------------ produce
+    def _send_produce(self, node: int, batches: list[ProducerBatch], now: float) -> None:
+        by_tp: dict[TopicPartition, list[ProducerBatch]] = {}
+        for b in batches:
+            by_tp.setdefault(b.tp, []).append(b)
+        topics: dict[str, list[dict[str, Any]]] = {}
+        for tp, bl in by_tp.items():
+            records = bl[0].wire() if len(bl) == 1 else b"".join(b.wire() for b in bl)
+            topics.setdefault(tp.topic, []).append({"index": tp.partition, "records": records})
+        body = {
+            "acks": self._acks,
+            "timeout_ms": self._request_timeout_ms,
+            "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
+        }
+        conn = self._conns[node]
+        self._stats["produce_requests"] += 1
+        try:
+            request = conn.send(ApiKey.PRODUCE, body, expect_response=self._acks != 0,
+                                context=by_tp)  # fmt: skip
+        except MiniKafkaError as e:
+            for tp, bl in by_tp.items():
+                self._retry_or_fail(tp, bl, e, now)
+            return
+        if request is None:  # acks=0: written is all we will ever know
+            for tp, bl in by_tp.items():
+                for b in bl:
+                    self._done(b, -1, -1, None)
+                self._acc.unmute(tp)
+
+    def _handle(self, response: ClientResponse, now: float) -> None:
+        context = response.request.context
+        if context == "metadata":
+            self._metadata_in_flight = False
+            if response.error is not None or response.body is None:
+                self._metadata.failed_update(now)
+            else:
+                self._metadata.update(response.body)
+            return
+        by_tp: dict[TopicPartition, list[ProducerBatch]] = context
+        if response.error is not None or response.body is None:
+            error = response.error or NetworkError("empty response")
+            self._metadata.request_update()
+            for tp, bl in by_tp.items():
+                self._retry_or_fail(tp, bl, error, now)
+            return
+        seen: set[TopicPartition] = set()
+        for topic in response.body["responses"]:
+            for p in topic["partition_responses"]:
+                tp = TopicPartition(topic["name"], p["index"])
+                bl = by_tp.get(tp)
+                if bl is None or tp in seen:
+                    continue
+                seen.add(tp)
+                self._complete_partition(tp, bl, p, now)
+        for tp, bl in by_tp.items():
+            if tp not in seen:
+                err = MiniKafkaError(f"produce response has no result for {tp}")
+                self._retry_or_fail(tp, bl, err, now)
+
+    def _complete_partition(
+        self, tp: TopicPartition, bl: list[ProducerBatch], p: dict[str, Any], now: float
+    ) -> None:
+        code = p["error_code"]
+        if code == ErrorCode.NONE:
+            base = p["base_offset"]
+            for b in bl:
+                self._done(b, base, p["log_append_time_ms"], None)
+                base += b.record_count
+            self._acc.unmute(tp)
+            return
+        error = error_for(code, p.get("error_message") or f"produce to {tp} failed")
+        if error.code in _REFRESH_CODES:
+            self._metadata.request_update()
+        self._retry_or_fail(tp, bl, error, now)
+
+    def _retry_or_fail(
+        self, tp: TopicPartition, bl: list[ProducerBatch], error: MiniKafkaError, now: float
+    ) -> None:
+        first = bl[0]
+        if (
+            error.retriable
+            and not self._forced
+            and first.attempts < self._retries
+            and not self._acc.is_expired(first, now)
+        ):
+            self._stats["retries"] += 1
+            if error.code in _REFRESH_CODES:
+                self._metadata.request_update()
+            self._acc.reenqueue(bl, now)
+        else:
+            for b in bl:
+                if error.retriable and self._acc.is_expired(b, now):
+                    self._fail(b, self._expiry_error(b, now, error))
+                else:
+                    self._fail(b, error)
+        self._acc.unmute(tp)
+
+    def _expiry_error(
+        self, batch: ProducerBatch, now: float, cause: MiniKafkaError | None = None
+    ) -> DeliveryTimeoutError:
+        why = f"; last error: {cause}" if cause is not None else ""
+        return DeliveryTimeoutError(
+            f"expiring {batch.record_count} record(s) for {batch.tp.topic}-{batch.tp.partition}: "
+            f"{now - batch.created_ms:.0f} ms has passed since batch creation "
+            f"(delivery_timeout_ms={self._acc.delivery_timeout_ms:g}){why}"
+        )
+
+    def _fail(self, batch: ProducerBatch, error: BaseException) -> None:
+        self._stats["failed_batches"] += 1
+        self._done(batch, -1, -1, error)
+
+    def _done(
+        self, batch: ProducerBatch, base: int, log_append_time_ms: int,
+        error: BaseException | None,
+    ) -> None:  # fmt: skip
+        batch.complete(base, log_append_time_ms, error)
+        self._acc.deallocate(batch)

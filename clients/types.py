@@ -1,0 +1,95 @@
+"""Plain value types shared by Producer, Consumer and Admin.
+
+All are immutable NamedTuples (cheap to build, hashable where their fields are, safe to
+share between threads).  No wire format here: the wire shapes are in :mod:`clients.api`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, NamedTuple
+
+Header = tuple[str, bytes | None]
+
+
+class TopicPartition(NamedTuple):
+    topic: str
+    partition: int
+
+
+class RecordMetadata(NamedTuple):
+    """What a successful send resolves to (offset -1 when acks=0: the broker never said)."""
+
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+
+
+class BulkResult(NamedTuple):
+    """What a successful ``send_bulk`` resolves to: one entry per record batch, in the
+    order the records were given (``base_offsets[i]`` is -1 when acks=0)."""
+
+    topic: str
+    partitions: list[int]
+    base_offsets: list[int]
+    record_counts: list[int]
+
+    @property
+    def record_count(self) -> int:
+        return sum(self.record_counts)
+
+
+class ConsumerRecord(NamedTuple):
+    topic: str
+    partition: int
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[Header, ...] = ()
+
+
+class NewTopic(NamedTuple):
+    """A topic to create; -1 means "broker default" for both counts."""
+
+    name: str
+    num_partitions: int = -1
+    replication_factor: int = -1
+    configs: dict[str, str] | None = None
+
+
+class BrokerNode(NamedTuple):
+    node_id: int
+    host: str
+    port: int
+    rack: str | None = None
+
+
+class PartitionInfo(NamedTuple):
+    """One partition as the metadata says: leader -1 when none is available."""
+
+    topic: str
+    partition: int
+    leader: int
+    leader_epoch: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    offline_replicas: tuple[int, ...] = ()
+    error_code: int = 0
+
+
+class TopicDescription(NamedTuple):
+    name: str
+    partitions: list[PartitionInfo]
+    is_internal: bool = False
+
+
+class ClusterDescription(NamedTuple):
+    cluster_id: str | None
+    controller_id: int
+    brokers: list[BrokerNode]
+
+
+def describe_value(value: Any) -> str:
+    """Short type description for error messages (never the value itself)."""
+    return type(value).__name__
