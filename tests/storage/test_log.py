@@ -1,0 +1,419 @@
+"""Log: appends (leader/follower, all-or-nothing), reads, timestamps, rolls, truncation,
+retention, flush policy, clean reopen, index rebuilds and torn-tail recovery."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from clients.errors import (
+    CorruptRecordError,
+    InvalidConfigError,
+    InvalidRecordError,
+    MessageTooLargeError,
+)
+from clients.records import build_batch, decode_batch, iter_batches
+from storage.config import LogConfig
+from storage.errors import OffsetOutOfRangeError, StorageError
+from storage.log import Log
+
+SMALL = LogConfig(segment_bytes=1024, index_interval_bytes=128, segment_index_bytes=4096)
+
+
+class Clock:
+    def __init__(self, now: int = 1_000_000) -> None:
+        self.now = now
+
+    def __call__(self) -> int:
+        return self.now
+
+
+def batch(n: int = 3, ts: int = 1000, value: bytes = b"value", base_offset: int = 0,
+          epoch: int = -1) -> bytes:
+    return build_batch([(None, value + bytes([i]), ts + i, ()) for i in range(n)],
+                       base_offset=base_offset, partition_leader_epoch=epoch)
+
+
+def offsets_of(data: bytes) -> list[int]:
+    return [r.offset for _, h in iter_batches(data) for r in decode_batch(data, _)]
+
+
+def open_log(tmp_path: Path, config: LogConfig = SMALL, **kw: object) -> Log:
+    return Log.open(tmp_path / "topic-3", config, **kw)  # type: ignore[arg-type]
+
+
+# -- config -------------------------------------------------------------------------
+
+
+def test_config_from_dict_and_errors_name_the_key() -> None:
+    cfg = LogConfig.from_dict({"segment.bytes": "2048", "flush.messages": "none",
+                               "retention_ms": 5})
+    assert (cfg.segment_bytes, cfg.flush_messages, cfg.retention_ms) == (2048, None, 5)
+    assert LogConfig.from_dict(cfg.to_dict()) == cfg
+    with pytest.raises(InvalidConfigError, match="segment_bytes"):
+        LogConfig(segment_bytes=100)
+    with pytest.raises(InvalidConfigError, match=r"index\.interval\.bytes"):
+        LogConfig.from_dict({"index.interval.bytes": "abc"})
+    with pytest.raises(InvalidConfigError, match=r"index\.interval\.bytes"):
+        LogConfig(index_interval_bytes=0)
+    with pytest.raises(InvalidConfigError, match="bogus"):
+        LogConfig.from_dict({"bogus": 1})
+    with pytest.raises(InvalidConfigError, match="cleanup_policy"):
+        LogConfig(cleanup_policy="shred")
+
+
+# -- append ---------------------------------------------------------------------------
+
+
+def test_leader_append_assigns_offsets_and_stamps_epoch(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    assert log.topic_partition == ("topic", 3)
+    info = log.append_as_leader(batch(3, base_offset=777) + batch(2), leader_epoch=7)
+    assert (info.first_offset, info.last_offset, info.num_batches, info.num_records) == (0, 4, 2, 5)
+    assert info.epoch_changes == ((7, 0),)
+    assert log.log_end_offset == 5
+    data = log.read(0, 10_000).read_bytes()
+    headers = [h for _, h in iter_batches(data)]  # validates CRCs too
+    assert [(h.base_offset, h.partition_leader_epoch) for h in headers] == [(0, 7), (3, 7)]
+    assert offsets_of(data) == [0, 1, 2, 3, 4]
+    log.check_invariants()
+    log.close()
+
+
+def test_follower_append_keeps_offsets_and_reports_epoch_changes(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    req = batch(2, base_offset=0, epoch=1) + batch(2, base_offset=2, epoch=1) + batch(
+        1, base_offset=10, epoch=3)
+    info = log.append_as_follower(req)
+    assert info.epoch_changes == ((1, 0), (3, 10))
+    assert log.log_end_offset == 11
+    with pytest.raises(InvalidRecordError, match="below the log end offset 11"):
+        log.append_as_follower(batch(1, base_offset=5, epoch=3))
+    with pytest.raises(InvalidRecordError, match="previous batch"):
+        log.append_as_follower(batch(2, base_offset=11, epoch=3) + batch(1, base_offset=12))
+    assert log.log_end_offset == 11
+    log.check_invariants()
+    log.close()
+
+
+def test_request_with_one_bad_batch_appends_nothing(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    log.append_as_leader(batch(), 0)
+    size_before = log.size_in_bytes
+    bad = bytearray(batch(3, value=b"abcdefgh"))
+    bad[-2] ^= 0xFF  # inside the records: CRC mismatch
+    request = batch() + bytes(bad) + batch()
+    with pytest.raises(CorruptRecordError, match="CRC"):
+        log.append_as_leader(request, 0)
+    with pytest.raises(CorruptRecordError):
+        log.append_as_follower(batch(base_offset=3) + bytes(bad))
+    with pytest.raises(CorruptRecordError):
+        log.append_as_leader(batch() + batch()[:-5], 0)  # torn last batch
+    magic = bytearray(batch())
+    magic[16] = 1
+    with pytest.raises(CorruptRecordError, match="magic"):
+        log.append_as_leader(batch() + bytes(magic), 0)
+    assert log.log_end_offset == 3 and log.size_in_bytes == size_before
+    assert os.path.getsize(log.active.log_path) == size_before
+    log.check_invariants()
+    log.close()
+
+
+def test_batch_above_max_message_bytes_is_rejected(tmp_path: Path) -> None:
+    log = open_log(tmp_path, LogConfig(max_message_bytes=200))
+    with pytest.raises(MessageTooLargeError, match="max_message_bytes 200"):
+        log.append_as_leader(batch(1, value=b"x" * 300), 0)
+    assert log.log_end_offset == 0
+    log.close()
+
+
+def test_oversized_request_goes_alone_into_a_fresh_segment(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    log.append_as_leader(batch(), 0)
+    big = batch(1, value=b"x" * 3000)
+    info = log.append_as_leader(big, 0)
+    assert info.rolled and len(log.segments) == 2 and log.active.size == len(big)
+    log.check_invariants()
+    log.close()
+
+
+# -- read -----------------------------------------------------------------------------
+
+
+def fill(log: Log, batches: int, records: int = 3, clock: Clock | None = None) -> list[int]:
+    """Append ``batches`` batches; return their base offsets."""
+    bases = []
+    for i in range(batches):
+        ts = clock.now if clock else 1000 + i * 10
+        bases.append(log.append_as_leader(batch(records, ts=ts), 1).first_offset)
+    return bases
+
+
+def test_read_at_every_offset_including_segment_boundaries(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    bases = fill(log, 60)
+    assert len(log.segments) > 5
+    boundaries = [s.base_offset for s in log.segments]
+    for offset in range(log.log_end_offset):
+        fetched = log.read(offset, 1)  # min_one_batch: exactly the batch holding offset
+        data = fetched.read_bytes()
+        [(_, header)] = list(iter_batches(data))
+        assert header.base_offset <= offset <= header.last_offset
+    for base in boundaries[1:]:
+        data = log.read(base - 1, 1).read_bytes()
+        assert next(iter_batches(data))[1].last_offset == base - 1
+        assert next(iter_batches(log.read(base, 1).read_bytes()))[1].base_offset == base
+    everything = log.read(0, 10**9)
+    assert len(everything.regions) == len(log.segments)
+    assert offsets_of(everything.read_bytes()) == list(range(bases[-1] + 3))
+    log.close()
+
+
+def test_read_bounds_max_bytes_and_max_offset(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    fill(log, 20)
+    size = len(log.read(0, 1).read_bytes())
+    fetched = log.read(0, size * 2 + size // 2)
+    assert fetched.size_in_bytes == size * 2  # whole batches only
+    assert log.read(0, size - 1).size_in_bytes == size  # min_one_batch
+    assert log.read(0, size - 1, min_one_batch=False).size_in_bytes == 0
+    assert offsets_of(log.read(0, 10**9, max_offset=9).read_bytes()) == list(range(9))
+    assert offsets_of(log.read(0, 10**9, max_offset=8).read_bytes()) == list(range(6))
+    assert log.read(6, 10**9, max_offset=8).size_in_bytes == 0  # batch 6..8 not below HW
+    assert log.read(60, 100).regions == ()  # start == LEO: empty
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(61, 100)
+    log.maybe_increment_log_start_offset(10)
+    with pytest.raises(OffsetOutOfRangeError):
+        log.read(9, 100)
+    log.close()
+
+
+def test_region_invalidated_by_truncation_is_a_storage_error(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    fill(log, 30)
+    region = log.read(45, 10**6).regions[-1]
+    log.truncate_to(3)
+    with pytest.raises(StorageError):
+        region.read_bytes()
+    log.close()
+
+
+# -- timestamps -------------------------------------------------------------------------
+
+
+def test_offset_for_timestamp(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    fill(log, 40)  # batch i holds timestamps 1000+10i .. 1000+10i+2
+    assert len(log.segments) > 3
+    assert log.offset_for_timestamp(0) == (0, 1000)
+    assert log.offset_for_timestamp(1001) == (1, 1001)
+    assert log.offset_for_timestamp(1003) == (3, 1010)  # next batch's first record
+    assert log.offset_for_timestamp(1000 + 10 * 25 + 2) == (77, 1252)
+    assert log.offset_for_timestamp(1000 + 10 * 39 + 3) is None
+    # a late batch with an old timestamp does not hide later answers
+    log.append_as_leader(batch(1, ts=500), 1)
+    assert log.offset_for_timestamp(400) == (0, 1000)
+    log.close()
+    reopened = open_log(tmp_path, had_clean_shutdown=True)
+    assert reopened.offset_for_timestamp(1000 + 10 * 25 + 2) == (77, 1252)
+    reopened.close()
+
+
+# -- rolls, truncation, retention --------------------------------------------------------
+
+
+def test_roll_by_segment_ms_uses_injected_clock(tmp_path: Path) -> None:
+    clock = Clock()
+    cfg = LogConfig(segment_ms=1000)
+    log = open_log(tmp_path, cfg, clock_ms=clock)
+    log.append_as_leader(batch(ts=clock.now), 0)
+    clock.now += 1000
+    assert not log.append_as_leader(batch(ts=clock.now), 0).rolled
+    clock.now += 1
+    assert log.append_as_leader(batch(ts=clock.now), 0).rolled
+    assert [s.base_offset for s in log.segments] == [0, 6]
+    log.close()
+
+
+def test_truncate_to_and_truncate_fully(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    fill(log, 40)
+    segments_before = len(log.segments)
+    log.truncate_to(50)  # batch 48..50 is dropped whole: LEO = 48
+    assert log.log_end_offset == 48
+    assert len(log.segments) < segments_before
+    log.check_invariants()
+    log.append_as_leader(batch(), 2)
+    assert offsets_of(log.read(45, 10**6).read_bytes()) == list(range(45, 51))
+    log.truncate_fully_and_start_at(1000)
+    assert (log.log_start_offset, log.log_end_offset, len(log.segments)) == (1000, 1000, 1)
+    assert log.append_as_leader(batch(), 2).first_offset == 1000
+    log.check_invariants()
+    log.close()
+
+
+def test_time_and_size_retention(tmp_path: Path) -> None:
+    clock = Clock()
+    cfg = LogConfig(segment_bytes=1024, retention_ms=10_000, index_interval_bytes=128)
+    log = open_log(tmp_path, cfg, clock_ms=clock)
+    fill(log, 20, clock=clock)
+    clock.now += 5_000
+    fill(log, 20, clock=clock)
+    assert log.delete_old_segments() == 0
+    clock.now += 5_003  # the first 20 batches (max timestamp t0 + 2) are 10_001 ms old
+    deleted = log.delete_old_segments()
+    assert deleted > 0
+    assert log.log_start_offset == log.segments[0].base_offset > 0
+    assert all(s.max_timestamp >= clock.now - 10_000 for s in log.segments[:-1])
+    assert log.recovery_point >= log.log_start_offset
+    log.check_invariants()
+    log.close()
+    sized = Log.open(tmp_path / "sized-0", LogConfig(segment_bytes=1024, retention_bytes=2048,
+                                                      retention_ms=-1))
+    fill(sized, 60)
+    assert sized.delete_old_segments() == 3  # 6 x 1000 bytes -> keep 3000 (> 2048)
+    assert sized.size_in_bytes - sized.segments[0].size < 2048 <= sized.size_in_bytes
+    assert sized.log_start_offset == sized.segments[0].base_offset == 90
+    sized.close()
+
+
+def test_log_start_offset_retention_never_deletes_active(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    fill(log, 40)
+    log.maybe_increment_log_start_offset(log.log_end_offset)
+    assert log.delete_old_segments() > 0
+    assert len(log.segments) == 1 and log.log_start_offset == log.log_end_offset
+    with pytest.raises(OffsetOutOfRangeError):
+        log.maybe_increment_log_start_offset(log.log_end_offset + 1)
+    log.close()
+
+
+# -- flush policy ---------------------------------------------------------------------------
+
+
+def test_flush_policies(tmp_path: Path) -> None:
+    clock = Clock()
+    every = Log.open(tmp_path / "a-0", LogConfig(flush_messages=1), clock_ms=clock)
+    every.append_as_leader(batch(), 0)
+    assert every.recovery_point == 3
+    every.close()
+    by_ms = Log.open(tmp_path / "b-0", LogConfig(flush_ms=100), clock_ms=clock)
+    by_ms.append_as_leader(batch(), 0)
+    assert by_ms.recovery_point == 0
+    clock.now += 100
+    by_ms.maybe_flush()
+    assert by_ms.recovery_point == 3
+    by_ms.close()
+    default = Log.open(tmp_path / "c-0", SMALL, clock_ms=clock)
+    fill(default, 20)
+    assert default.recovery_point == 0  # replication is the durability
+    default.maybe_flush()  # flushes the rolled segments only
+    assert default.recovery_point == default.active.base_offset > 0
+    default.close()
+
+
+# -- reopen and recovery ---------------------------------------------------------------------
+
+
+def test_clean_reopen_does_not_rescan(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    fill(log, 50)
+    expected = log.read(0, 10**9).read_bytes()
+    leo = log.log_end_offset
+    log.close()
+    reopened = open_log(tmp_path, had_clean_shutdown=True)
+    report = reopened.recovery_report
+    assert (report.segments_rescanned, report.indexes_rebuilt, report.bytes_rescanned) == (0, 0, 0)
+    assert report.segments_loaded == len(reopened.segments) >= 5
+    assert reopened.log_end_offset == reopened.recovery_point == leo
+    assert reopened.read(0, 10**9).read_bytes() == expected
+    reopened.check_invariants()
+    assert reopened.append_as_leader(batch(), 3).first_offset == leo
+    reopened.check_invariants()
+    reopened.close()
+
+
+@pytest.mark.parametrize("damage", ["delete", "garbage", "partial"])
+def test_damaged_index_is_rebuilt_identically(tmp_path: Path, damage: str) -> None:
+    log = open_log(tmp_path)
+    fill(log, 50)
+    victim = log.segments[2]
+    log.close()
+    original = victim.index.path.read_bytes()
+    original_time = victim.time_index.path.read_bytes()
+    assert len(original) >= 16
+    if damage == "delete":
+        victim.index.path.unlink()
+    elif damage == "garbage":
+        victim.index.path.write_bytes(original[:8] + b"\x00\x00\x00\x01\x7f\xff\xff\xff"
+                                      + original[16:])
+    else:
+        victim.index.path.write_bytes(original[:-3])
+    reopened = open_log(tmp_path, had_clean_shutdown=True)
+    assert reopened.recovery_report.indexes_rebuilt == 1
+    assert reopened.recovery_report.truncated_bytes == 0
+    reopened.check_invariants()
+    base = victim.base_offset
+    assert next(iter_batches(reopened.read(base + 4, 1).read_bytes()))[1].base_offset == base + 3
+    reopened.close()
+    assert victim.index.path.read_bytes() == original
+    assert victim.time_index.path.read_bytes() == original_time
+
+
+def test_torn_tail_is_truncated_on_unclean_open(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    fill(log, 30)
+    log.flush()
+    fill(log, 3)
+    flushed, leo = log.recovery_point, log.log_end_offset
+    tail = log.read(leo - 3, 10**6).regions[0]  # the last batch
+    log.abandon()
+    os.truncate(tail.path, tail.position + tail.length - 7)
+    reopened = open_log(tmp_path, recovery_point=flushed)
+    report = reopened.recovery_report
+    assert report.truncated_bytes == tail.length - 7
+    assert report.truncated_at_offset == reopened.log_end_offset == leo - 3
+    assert report.segments_rescanned >= 1
+    assert reopened.recovery_point == flushed
+    assert offsets_of(reopened.read(0, 10**9).read_bytes()) == list(range(leo - 3))
+    reopened.check_invariants()
+    reopened.close()
+
+
+def test_corruption_in_an_old_segment_drops_everything_after_it(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    fill(log, 40)
+    victim = log.segments[1]
+    corrupt_at = victim.size // 2
+    log.abandon()
+    with open(victim.log_path, "r+b") as f:
+        f.seek(corrupt_at)
+        byte = f.read(1)
+        f.seek(corrupt_at)
+        f.write(bytes([byte[0] ^ 0x55]))
+    reopened = open_log(tmp_path, recovery_point=0)
+    report = reopened.recovery_report
+    assert report.segments_deleted > 0 and len(reopened.segments) == 2
+    assert reopened.active.base_offset == victim.base_offset
+    assert reopened.active.size <= corrupt_at
+    data = reopened.read(0, 10**9).read_bytes()
+    assert offsets_of(data) == list(range(reopened.log_end_offset))
+    reopened.check_invariants()
+    reopened.close()
+
+
+def test_unclean_open_keeps_intact_unflushed_data(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    fill(log, 30)
+    leo = log.log_end_offset
+    log.abandon()  # page cache survives a process crash
+    reopened = open_log(tmp_path, recovery_point=0)
+    assert reopened.log_end_offset == leo
+    assert reopened.recovery_point == 0
+    assert reopened.recovery_report.truncated_bytes == 0
+    reopened.check_invariants()
+    reopened.delete()
+    assert not (tmp_path / "topic-3").exists()
