@@ -7,7 +7,7 @@ import struct
 from crc32c import crc32c
 from hypothesis import strategies as st
 
-from clients.records import ATTRIBUTES_OFFSET, CRC_OFFSET, Record
+from clients.records import ATTRIBUTES_OFFSET, CRC_OFFSET, Header, Record
 
 nullable_bytes = st.none() | st.binary(max_size=300)
 timestamps = st.integers(min_value=-(1 << 50), max_value=1 << 50)
@@ -17,8 +17,9 @@ record_inputs = st.lists(
     min_size=1,
     max_size=40,
 )
+no_headers: st.SearchStrategy[list[Header]] = st.just([])
 plain_record_inputs = st.lists(
-    st.tuples(nullable_bytes, nullable_bytes, timestamps, st.just([])), min_size=1, max_size=60
+    st.tuples(nullable_bytes, nullable_bytes, timestamps, no_headers), min_size=1, max_size=60
 )
 
 

@@ -15,6 +15,7 @@ from clients.records import (
     HEADER_SIZE,
     TIMESTAMP_TYPE_MASK,
     Record,
+    RecordInput,
     build_batch,
     decode_batch,
     decode_varint,
@@ -30,7 +31,7 @@ from tests.clients.records_strategies import expected_records, fix_crc, record_i
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 
-SAMPLE = [
+SAMPLE: list[RecordInput] = [
     (b"key-0", b"value-0", 1_700_000_000_000, [("trace", b"abc"), ("null", None)]),
     (None, b"value-1", 1_700_000_000_005, []),
     (b"key-2", None, 1_699_999_999_990, []),
