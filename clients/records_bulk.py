@@ -567,7 +567,9 @@ def _decode_general(
     """Decode records ``i..count`` from ``p``: Python finds record starts, numpy the fields."""
     starts: list[int] = []
     lengths: list[int] = []
-    fast: Buffer = view.obj if isinstance(view.obj, bytes | bytearray) else view  # quicker []
+    fast: Buffer = view  # indexing bytes is quicker than a memoryview, if it is the same
+    if isinstance(view.obj, bytes | bytearray) and len(view.obj) == view.nbytes:
+        fast = view.obj
     for k in range(i, count):
         if p + 1 >= end:  # a record takes at least 2 bytes
             raise CorruptRecordError(f"batch ends after {k} of {count} records")

@@ -318,3 +318,18 @@ def test_full_width_varints_in_later_records_of_a_run() -> None:
         assert decode_both(bad) is None
     gaps = crafted_batch([0, 5, 9, 1000, 70000], [0, -5, 1 << 40, 3, 3])
     assert [r.offset for r in decode_both(gaps) or []] == [0, 5, 9, 1000, 70000]
+
+
+@pytest.mark.parametrize("timestamps", ["increasing", "random"])
+def test_decode_from_a_memoryview_slice(timestamps: str) -> None:
+    """Positions are relative to the view given, even when it is a slice of a bigger
+    buffer (as a fetch response or a log segment read gives)."""
+    rng = np.random.default_rng(5)
+    ts = np.arange(100) if timestamps == "increasing" else rng.integers(0, 1 << 40, 100)
+    batch = encode_batch_bulk([bytes([i]) * (i % 7) for i in range(100)], None, ts)
+    outer = bytearray(b"x" * 13 + batch + b"y" * 5)
+    view = memoryview(outer)[13 : 13 + len(batch)]
+    bulk = decode_batch_bulk(view)
+    assert as_records(bulk) == decode_batch(batch)
+    assert bytes(bulk.value(6) or b"") == bytes([6]) * 6
+    del bulk, view
