@@ -300,11 +300,18 @@ class BrokerConnection:
             poller.close()
 
     def request(
-        self, api_key: ApiKey, body: dict[str, Any], *, timeout_ms: int | None = None
+        self,
+        api_key: ApiKey,
+        body: dict[str, Any],
+        *,
+        timeout_ms: int | None = None,
+        others: list[ClientResponse] | None = None,
     ) -> dict[str, Any]:
         """Blocking round trip: send, wait for this request's response, return its body.
 
-        Raises the response's transport error (NetworkError / RequestTimedOutError).
+        Responses to other requests that arrive meanwhile are appended to ``others``
+        (dropped if it is None).  Raises the response's transport error (NetworkError /
+        RequestTimedOutError).
         """
         self.connect()
         request = self.send(api_key, body, timeout_ms=timeout_ms)
@@ -312,11 +319,14 @@ class BrokerConnection:
         while True:
             remaining_ms = max(0.0, (request.deadline - self._clock()) * 1000)
             for response in self.poll(remaining_ms + 1):
-                if response.request is request:
-                    if response.error is not None:
-                        raise response.error
-                    assert response.body is not None
-                    return response.body
+                if response.request is not request:
+                    if others is not None:
+                        others.append(response)
+                    continue
+                if response.error is not None:
+                    raise response.error
+                assert response.body is not None
+                return response.body
 
     # ------------------------------------------------------------ closing
     def close(self, error: MiniKafkaError | None = None) -> list[ClientResponse]:
@@ -428,6 +438,7 @@ class NodeConnections:
         self._conns: dict[int, BrokerConnection] = {}
         self._rotation = 0
         self.poller = Poller()
+        self.other_responses: list[ClientResponse] = []  # seen by request(), not its own
 
     def connections(self) -> list[BrokerConnection]:
         return list(self._conns.values())
@@ -475,7 +486,9 @@ class NodeConnections:
     ) -> dict[str, Any]:
         """Blocking round trip to ``node_id`` (None: least loaded broker)."""
         conn = self.least_loaded() if node_id is None else self.get(node_id)
-        return conn.request(api_key, body, timeout_ms=max(1, int(timeout_ms)))
+        return conn.request(
+            api_key, body, timeout_ms=max(1, int(timeout_ms)), others=self.other_responses
+        )
 
     def refresh_metadata(self, topics: list[str] | None, timeout_ms: float) -> dict[str, Any]:
         """Blocking Metadata request; the cache is updated; returns the response body."""
@@ -491,6 +504,13 @@ class NodeConnections:
             raise
         self.metadata.update(body)
         return body
+
+    def poll(self, timeout_ms: float) -> list[ClientResponse]:
+        """Responses collected by earlier blocking requests, else wait for new ones."""
+        if self.other_responses:
+            out, self.other_responses = self.other_responses, []
+            return out
+        return self.poller.poll(self.connections(), timeout_ms)
 
     def close(self) -> None:
         for conn in self._conns.values():

@@ -47,7 +47,13 @@ from clients.records import Record, decode_batch, iter_batches, set_base_offset
 from clients.topics import topic_name_error
 from clients.types import TopicPartition
 
-E = ErrorCode
+
+class E:
+    """Error codes as plain ints (the wire schema wants exact ints, not IntEnums)."""
+
+
+for _code in ErrorCode:
+    setattr(E, _code.name, int(_code))
 
 
 @dataclass
@@ -71,6 +77,7 @@ class FakeCluster:
         self.produce_requests = 0
         self.fetch_requests = 0
         self.request_log: list[tuple[int, int]] = []  # (node_id, api_key)
+        self.errors: list[MiniKafkaError] = []  # requests the fake could not serve
         self._stopping = False
         self._threads: list[threading.Thread] = []
         self._conns: list[socket.socket] = []
@@ -123,7 +130,7 @@ class FakeCluster:
 
     def inject_produce_errors(self, tp: TopicPartition, code: int, times: int = 1) -> None:
         with self.cond:
-            self.produce_errors.setdefault(tp, []).extend([code] * times)
+            self.produce_errors.setdefault(tp, []).extend([int(code)] * times)
 
     def drop_next_produce(self, times: int = 1) -> None:
         with self.cond:
@@ -198,7 +205,11 @@ class FakeCluster:
                 send_buffers(
                     conn, encode_response(request.api_key, 0, request.correlation_id, body)
                 )
-        except (OSError, MiniKafkaError):
+        except OSError:
+            return
+        except MiniKafkaError as e:  # a bad request: recorded so tests can see it
+            with self.cond:
+                self.errors.append(e)
             return
         finally:
             with self.cond:
@@ -324,7 +335,7 @@ class FakeCluster:
                         try:
                             base = self._append(part, p["records"])
                         except MiniKafkaError as e:
-                            code, msg = e.code, e.message
+                            code, msg = int(e.code), e.message
                     results.append({"index": tp.partition, "error_code": code,
                                     "error_message": msg, "base_offset": base})  # fmt: skip
                 responses.append({"name": t["name"], "partition_responses": results})
