@@ -466,6 +466,8 @@ def decode_batch(buf: Buffer, pos: int = 0, validate: bool = True) -> list[Recor
             f"batch at position {pos} claims {header.size_in_bytes} bytes, "
             f"only {len(buf) - pos} available"
         )
+    if header.record_count < 0:
+        raise CorruptRecordError(f"batch at position {pos}: negative record_count")
     log_append_time = bool(header.attributes & TIMESTAMP_TYPE_MASK)
     p = pos + HEADER_SIZE
     out: list[Record] = []
