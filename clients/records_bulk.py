@@ -84,6 +84,7 @@ BytesInput = Sequence[bytes | None] | npt.NDArray[Any]
 
 MAX_RUNS = 8  # runs of identical layout tried before switching to the general path
 MIN_RUN = 16  # a shorter run also switches to the general path
+MIN_RECORD_BYTES = 7  # length, attributes, ts, offset, key_len, value_len, header_count
 _THRESHOLDS = np.array([1 << (7 * k) for k in range(1, 10)], dtype=np.uint64)
 _SHIFTS = np.arange(0, 70, 7, dtype=np.uint64)
 
@@ -433,6 +434,11 @@ def decode_batch_bulk(buf: Buffer, pos: int = 0, validate: bool = True) -> BulkR
         view = view.cast("B")
     data: U8 = np.frombuffer(view, dtype=np.uint8, count=end)
     count = header.record_count
+    if count < 0 or count * MIN_RECORD_BYTES > end - pos - HEADER_SIZE:
+        raise CorruptRecordError(  # checked before sizing arrays by a corrupt count
+            f"batch at position {pos}: {count} records cannot fit in "
+            f"{end - pos - HEADER_SIZE} bytes"
+        )
     cols = _Columns(count)
     p, i = pos + HEADER_SIZE, 0
     for _run in range(MAX_RUNS):

@@ -333,3 +333,15 @@ def test_decode_from_a_memoryview_slice(timestamps: str) -> None:
     assert as_records(bulk) == decode_batch(batch)
     assert bytes(bulk.value(6) or b"") == bytes([6]) * 6
     del bulk, view
+
+
+@pytest.mark.parametrize("count", [-1, (1 << 31) - 1, 3])
+@pytest.mark.parametrize("validate", [True, False])
+def test_impossible_record_count_raises_before_allocating(count: int, validate: bool) -> None:
+    batch = bytearray(build_batch([(None, b"", 1, [])] * 2))
+    struct.pack_into(">i", batch, 57, count)
+    struct.pack_into(">i", batch, 23, max(count - 1, 0))
+    fix_crc(batch)
+    for decode in (decode_batch, decode_batch_bulk):
+        with pytest.raises(CorruptRecordError):
+            decode(batch, 0, validate)
