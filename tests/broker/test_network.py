@@ -1,0 +1,582 @@
+"""Network processes against a fake main process (asyncio loop in a thread of the test).
+
+The fake main attaches every :class:`MainChannelEndpoint` of a real
+:class:`NetworkProcessSupervisor` to its loop and answers by the first byte of the frame:
+
+| frame      | answer                                                                  |
+|------------|-------------------------------------------------------------------------|
+| ``E...``   | echo: response prefix = 4-byte length + the frame bytes                 |
+| ``F`` + mp | fetch-like: prefix = 4-byte length of the regions, then the msgpack     |
+|            | regions list from the frame, sent with sendfile by the network process  |
+| ``H...``   | hold: keep the request buffer, answer later (``release_held``)          |
+| ``N...``   | NO_RESPONSE                                                             |
+| ``C...``   | CLOSE                                                                   |
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import socket
+import struct
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import Future
+from pathlib import Path
+from typing import Any, TypeVar
+
+import msgpack
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from broker.config import BrokerConfig
+from broker.network import FileCache, RegionError
+from broker.network_supervisor import NetworkProcessSupervisor, NetworkRestart
+from broker.request_channel import (
+    CLOSE,
+    CLOSED,
+    READY,
+    REQUEST,
+    RESPONSE,
+    ChannelEndpoint,
+    ChannelFullError,
+    ChannelProtocolError,
+    MainChannelEndpoint,
+    decode_message,
+    encode_close,
+    encode_closed,
+    encode_no_response,
+    encode_ready,
+    encode_request,
+    encode_response,
+)
+from clients.buffer_pool import BufferHandle, BufferPool
+
+T = TypeVar("T")
+KiB = 1024
+MiB = 1024 * 1024
+DEADLINE_S = 30.0
+
+
+def wait_for(condition: Callable[[], Any], what: str, timeout_s: float = DEADLINE_S) -> Any:
+    deadline = time.monotonic() + timeout_s
+    while True:
+        value = condition()
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.005)
+
+
+class FakeMain:
+    """A stand-in for broker/server.py: one asyncio loop owning the endpoints."""
+
+    def __init__(self, supervisor: NetworkProcessSupervisor, pool: BufferPool) -> None:
+        self.sup, self.pool = supervisor, pool
+        self.loop = asyncio.new_event_loop()
+        self.thread = threading.Thread(target=self.loop.run_forever, daemon=True)
+        self.requests: list[tuple[int, int, bytes]] = []  # (index, conn_id, frame)
+        self.held: list[tuple[MainChannelEndpoint, int, tuple[int, int, int], int]] = []
+        self.closed: list[tuple[int, int]] = []
+        self.restarts: list[NetworkRestart] = []
+        self.errors: list[BaseException] = []
+
+    def start(self) -> None:
+        self.thread.start()
+        self.call(self._attach_all)
+        self.call(self._schedule_poll)
+
+    def call(self, fn: Callable[[], T]) -> T:
+        future: Future[T] = Future()
+
+        def run() -> None:
+            try:
+                future.set_result(fn())
+            except BaseException as exc:
+                future.set_exception(exc)
+
+        self.loop.call_soon_threadsafe(run)
+        return future.result(timeout=DEADLINE_S)
+
+    def stop(self) -> None:
+        if self.thread.is_alive():
+            self.loop.call_soon_threadsafe(self.loop.stop)
+            self.thread.join(DEADLINE_S)
+        self.loop.close()
+
+    # loop side ------------------------------------------------------------------
+    def _attach_all(self) -> None:
+        for ep in self.sup.endpoints:
+            self._attach(ep)
+
+    def _attach(self, ep: MainChannelEndpoint) -> None:
+        ep.attach_loop(self.loop, lambda msgs: self._on_messages(ep, msgs), self._poll)
+
+    def _schedule_poll(self) -> None:
+        self._poll()
+        self.loop.call_later(0.05, self._schedule_poll)
+
+    def _poll(self) -> None:
+        for report in self.sup.poll():
+            self.restarts.append(report)
+            self._attach(self.sup.endpoint(report.index))
+
+    def _on_messages(self, ep: MainChannelEndpoint, messages: list[tuple[Any, ...]]) -> None:
+        for msg in messages:
+            try:
+                if msg[0] == REQUEST:
+                    self._on_request(ep, msg[1], msg[2], msg[3])
+                elif msg[0] == CLOSED:
+                    self.closed.append((ep.index, msg[1]))
+            except BaseException as exc:
+                self.errors.append(exc)
+
+    def _on_request(
+        self, ep: MainChannelEndpoint, conn_id: int, handle: tuple[int, int, int], length: int
+    ) -> None:
+        buf = self.pool.attach_buffer(handle)
+        frame = bytes(buf.memory[:length])
+        buf.release()
+        self.requests.append((ep.index, conn_id, frame))
+        kind = frame[:1]
+        if kind == b"H":
+            self.held.append((ep, conn_id, handle, length))
+            return
+        self.pool.deallocate(BufferHandle(*handle))
+        if kind == b"E":
+            self._respond(ep, conn_id, struct.pack(">i", length) + frame, b"")
+        elif kind == b"F":
+            regions = msgpack.unpackb(frame[1:])
+            total = sum(r[2] for r in regions)
+            self._respond(ep, conn_id, struct.pack(">i", total), msgpack.packb(regions))
+        elif kind == b"N":
+            ep.send_no_response(conn_id)
+        else:
+            ep.send_close(conn_id)
+
+    def _respond(
+        self, ep: MainChannelEndpoint, conn_id: int, prefix: bytes, regions: bytes
+    ) -> None:
+        buf = self.pool.allocate(len(prefix) + len(regions), max_block_ms=10_000)
+        buf.memory[: len(prefix)] = prefix
+        buf.memory[len(prefix) :] = regions
+        handle = buf.handle
+        buf.release()
+        ep.send_response(conn_id, handle, len(prefix), len(regions))
+
+    def release_held(self, *, respond: bool = True) -> int:
+        def run() -> int:
+            held, self.held = self.held, []
+            for ep, conn_id, handle, length in held:
+                buf = self.pool.attach_buffer(handle)
+                frame = bytes(buf.memory[:length])
+                buf.release()
+                self.pool.deallocate(BufferHandle(*handle))
+                if respond:
+                    self._respond(ep, conn_id, struct.pack(">i", length) + frame, b"")
+            return len(held)
+
+        return self.call(run)
+
+
+# ---------------------------------------------------------------- fixtures/helpers
+
+
+def make_config(**overrides: Any) -> BrokerConfig:
+    base: dict[str, Any] = {
+        "port": 0,
+        "max_request_bytes": 4 * MiB,
+        "buffer_pool_bytes": 16 * MiB,
+        "buffer_poolable_bytes": 64 * KiB,
+    }
+    base.update(overrides)
+    return BrokerConfig(**base).validate()
+
+
+@contextlib.contextmanager
+def running(
+    config: BrokerConfig, *, pool_bytes: int | None = None, **sup_kwargs: Any
+) -> Iterator[tuple[NetworkProcessSupervisor, FakeMain, BufferPool]]:
+    pool = BufferPool.create(pool_bytes or config.buffer_pool_bytes, config.buffer_poolable_bytes)
+    sup = NetworkProcessSupervisor(config, pool, **sup_kwargs)
+    main: FakeMain | None = None
+    try:
+        sup.start()
+        main = FakeMain(sup, pool)
+        main.start()
+        yield sup, main, pool
+        assert not main.errors, main.errors
+    finally:
+        if main is not None:
+            main.stop()
+        sup.stop()  # SIGTERM, then SIGKILL by PID after the deadline
+        pool.close()
+
+
+def connect(port: int, *, rcvbuf: int | None = None) -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    if rcvbuf is not None:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, rcvbuf)
+    sock.settimeout(DEADLINE_S)
+    sock.connect(("127.0.0.1", port))
+    return sock
+
+
+def frame(payload: bytes) -> bytes:
+    return struct.pack(">i", len(payload)) + payload
+
+
+def recv_exact(sock: socket.socket, n: int) -> bytes:
+    out = bytearray()
+    while len(out) < n:
+        chunk = sock.recv(min(n - len(out), 1 << 20))
+        if not chunk:
+            raise ConnectionError(f"closed after {len(out)} of {n} bytes")
+        out += chunk
+    return bytes(out)
+
+
+def recv_response(sock: socket.socket) -> bytes:
+    (length,) = struct.unpack(">i", recv_exact(sock, 4))
+    return recv_exact(sock, length)
+
+
+def recv_until_closed(sock: socket.socket) -> bytes:
+    out = bytearray()
+    while True:
+        try:
+            chunk = sock.recv(1 << 20)
+        except ConnectionResetError:
+            return bytes(out)
+        if not chunk:
+            return bytes(out)
+        out += chunk
+
+
+def echo(sock: socket.socket, payload: bytes) -> None:
+    sock.sendall(frame(b"E" + payload))
+    assert recv_response(sock) == b"E" + payload
+
+
+def assert_pool_clean(pool: BufferPool) -> None:
+    wait_for(lambda: pool.metrics().allocated_bytes == 0, "all buffers freed")
+    pool.check_accounting()
+
+
+# ---------------------------------------------------------------- channel codec
+
+
+def test_channel_codec_round_trips() -> None:
+    handle = (3, 4096, 7)
+    assert decode_message(encode_ready(9092, 123)) == (READY, "ready", 9092, 123)
+    assert decode_message(encode_request(5, handle, 100)) == (REQUEST, 5, handle, 100)
+    assert decode_message(encode_closed(5)) == (CLOSED, 5)
+    assert decode_message(encode_response(5, handle, 10, 20)) == (RESPONSE, 5, handle, 10, 20)
+    assert decode_message(encode_no_response(5))[0] == 4
+    assert decode_message(encode_close(5)) == (CLOSE, 5)
+
+
+@pytest.mark.parametrize(
+    ("message", "fragment"),
+    [
+        (b"\xc1", "not msgpack"),
+        (msgpack.packb(7), "must be an array"),
+        (msgpack.packb([9, 1]), "unknown channel message type 9"),
+        (msgpack.packb([1, 5, [3, 4096, 7]]), "REQUEST message needs 4 fields"),
+        (msgpack.packb([1, 5, [3, 4096], 10]), "malformed REQUEST"),
+        (msgpack.packb([3, 5, [3, 100, 7], 60, 50]), "malformed RESPONSE"),
+        (msgpack.packb([0, "ready", 0, 1]), "malformed READY"),
+        (msgpack.packb([2, "x"]), "malformed CLOSED"),
+    ],
+)
+def test_channel_codec_rejects_bad_messages(message: bytes, fragment: str) -> None:
+    with pytest.raises(ChannelProtocolError, match=fragment):
+        decode_message(message)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.binary(max_size=64))
+def test_channel_decode_never_fails_otherwise(data: bytes) -> None:
+    try:
+        msg = decode_message(data)
+    except ChannelProtocolError:
+        return
+    assert isinstance(msg, tuple) and 0 <= msg[0] <= 5
+
+
+def test_endpoint_queue_is_bounded_and_flushes_in_order() -> None:
+    ep, peer = ChannelEndpoint.pair(max_queued_messages=8)
+    try:
+        peer.setblocking(False)
+        sent = 0
+        with pytest.raises(ChannelFullError, match="max_queued_messages=8"):
+            while True:  # the kernel buffer fills first, then our bounded queue
+                ep.send(encode_closed(sent))
+                sent += 1
+        assert ep.queued == 8 and ep.wants_write
+        got: list[int] = []
+        while len(got) < sent:
+            with contextlib.suppress(BlockingIOError):
+                while True:
+                    got.append(decode_message(peer.recv(256))[1])
+            ep.flush()
+        assert got == list(range(sent)) and ep.queued == 0
+        peer.close()
+        assert ep.recv_messages() == [] and ep.at_eof
+        assert ep.send(encode_closed(1)) is False
+    finally:
+        ep.close()
+        peer.close()
+
+
+def test_file_cache_reopens_replaced_files_and_stays_bounded(tmp_path: Path) -> None:
+    cache = FileCache(capacity=2)
+    paths = [tmp_path / f"{i}.log" for i in range(3)]
+    for i, p in enumerate(paths):
+        p.write_bytes(bytes([i]) * 10)
+    try:
+        first = cache.acquire(str(paths[0]))
+        assert os.pread(first.fd, 1, 0) == b"\x00"
+        cache.release(first)
+        assert cache.acquire(str(paths[0])) is first
+        cache.release(first)
+        paths[0].unlink()
+        paths[0].write_bytes(b"new")  # same path, another file
+        again = cache.acquire(str(paths[0]))
+        assert again is not first and os.pread(again.fd, 3, 0) == b"new" and first.fd == -1
+        in_use = [again] + [cache.acquire(str(p)) for p in paths[1:]]
+        assert len(cache) == 3  # entries in use are never closed under a connection
+        for entry in in_use:
+            cache.release(entry)
+        assert len(cache) == 2 and in_use[0].fd == -1  # least recently used went first
+        with pytest.raises(RegionError, match="cannot stat"):
+            cache.acquire(str(tmp_path / "missing"))
+    finally:
+        cache.close()
+
+
+# ---------------------------------------------------------------- network processes
+
+
+@pytest.mark.multiprocess
+def test_round_trip_ordering_no_response_and_close() -> None:
+    with running(make_config()) as (sup, main, pool):
+        a, b = connect(sup.port), connect(sup.port)
+        try:
+            payloads = [b"E-%03d" % i + b"x" * (i % 7) for i in range(100)]
+            a.sendall(b"".join(frame(p) for p in payloads))  # pipelined: answered in order
+            b.sendall(frame(b"N-no-response") + frame(b"E-after"))
+            assert [recv_response(a) for _ in payloads] == payloads
+            assert recv_response(b) == b"E-after"
+            b.sendall(frame(b"C-please-close"))
+            assert recv_until_closed(b) == b""
+            echo(a, b"still-alive")
+            wait_for(lambda: any(c for c in main.closed), "CLOSED after CLOSE")
+        finally:
+            a.close()
+            b.close()
+        assert_pool_clean(pool)
+
+
+@pytest.mark.multiprocess
+def test_two_network_processes_share_the_port() -> None:
+    with running(make_config(num_network_processes=2)) as (sup, main, pool):
+        assert len(set(sup.pids)) == 2
+        assert {ep.port for ep in sup.endpoints} == {sup.port}
+        clients = [connect(sup.port) for _ in range(40)]
+        try:
+            for i, c in enumerate(clients):
+                echo(c, b"client-%d" % i)
+        finally:
+            for c in clients:
+                c.close()
+        assert {index for index, _, _ in main.requests} == {0, 1}
+        assert_pool_clean(pool)
+
+
+@pytest.mark.multiprocess
+def test_sendfile_regions_are_byte_exact(tmp_path: Path) -> None:
+    big, small = tmp_path / "00000000000000000000.log", tmp_path / "small.log"
+    big_bytes, small_bytes = os.urandom(5 * MiB), os.urandom(1000)
+    big.write_bytes(big_bytes)
+    small.write_bytes(small_bytes)
+    regions = [[str(big), 123, 4 * MiB], [str(small), 10, 900], [str(big), 0, 0]]
+    with running(make_config()) as (sup, _main, pool):
+        slow = connect(sup.port, rcvbuf=16 * KiB)  # forces partial sendfile calls
+        try:
+            for _ in range(2):  # second time through the cached descriptors
+                slow.sendall(frame(b"F" + msgpack.packb(regions)))
+                body = recv_response(slow)
+                assert body == big_bytes[123 : 123 + 4 * MiB] + small_bytes[10:910]
+            echo(slow, b"after-fetch")
+        finally:
+            slow.close()
+        assert_pool_clean(pool)
+
+
+@pytest.mark.multiprocess
+@pytest.mark.parametrize("problem", ["missing", "short"])
+def test_unsendable_region_closes_only_that_connection(tmp_path: Path, problem: str) -> None:
+    path = tmp_path / "segment.log"
+    path.write_bytes(b"x" * 1000)
+    region = [str(tmp_path / "gone.log"), 0, 10] if problem == "missing" else [str(path), 500, 600]
+    with running(make_config()) as (sup, _main, pool):
+        bad, good = connect(sup.port), connect(sup.port)
+        try:
+            bad.sendall(frame(b"F" + msgpack.packb([region])))
+            received = recv_until_closed(bad)
+            assert received == struct.pack(">i", region[2])  # prefix only, then closed
+            echo(good, b"unaffected")
+        finally:
+            bad.close()
+            good.close()
+        assert_pool_clean(pool)
+
+
+@pytest.mark.multiprocess
+def test_bad_frame_length_closes_the_connection() -> None:
+    lengths = [0, -1, 3, 1 * MiB + 1, 2**31 - 1]
+    with running(make_config(max_request_bytes=1 * MiB)) as (sup, main, pool):
+        good = connect(sup.port)
+        try:
+            for length in lengths:
+                bad = connect(sup.port)
+                try:
+                    bad.sendall(struct.pack(">i", length) + b"EEEEEEEE")
+                    assert recv_until_closed(bad) == b"", length
+                finally:
+                    bad.close()
+                echo(good, b"unaffected")
+        finally:
+            good.close()
+        assert len(main.requests) == len(lengths)  # only the good connection's echoes
+        assert_pool_clean(pool)
+
+
+@pytest.mark.multiprocess
+def test_connections_beyond_max_connections_are_closed() -> None:
+    with running(make_config(max_connections=2)) as (sup, _main, _pool):
+        a, b = connect(sup.port), connect(sup.port)
+        echo(a, b"a-one")
+        echo(b, b"b-one")
+        c = connect(sup.port)
+        try:
+            assert recv_until_closed(c) == b""
+            echo(a, b"a-again")
+        finally:
+            for s in (a, b, c):
+                s.close()
+
+
+@pytest.mark.multiprocess
+def test_pool_exhaustion_slows_reading_and_recovers() -> None:
+    poolable = 4 * KiB
+    config = make_config(
+        max_request_bytes=8 * KiB, buffer_pool_bytes=32 * KiB, buffer_poolable_bytes=poolable
+    )
+    # 8 slots; 2 kept for responses -> at most 6 requests in memory at once
+    with running(config, request_headroom_bytes=2 * poolable, memory_retry_ms=1) as (
+        sup,
+        main,
+        pool,
+    ):
+        clients = [connect(sup.port) for _ in range(9)]
+        try:
+            payloads = [b"H" + bytes([65 + i]) * 3000 for i in range(9)]
+            for c, p in zip(clients, payloads, strict=True):
+                c.sendall(frame(p))
+            wait_for(lambda: len(main.held) == 6, "six requests held by the main process")
+            assert pool.available_memory() == 2 * poolable
+            assert all(p.poll() is None for p in sup.processes)  # waiting, not failing
+            assert len(main.held) == 6
+            assert main.release_held() == 6  # frees memory: the parked connections go on
+            wait_for(lambda: len(main.held) == 3, "parked requests read once memory is free")
+            assert main.release_held() == 3
+            for c, p in zip(clients, payloads, strict=True):
+                assert recv_response(c) == p
+        finally:
+            for c in clients:
+                c.close()
+        assert_pool_clean(pool)
+
+
+@pytest.mark.multiprocess
+def test_killed_network_process_is_restarted_and_its_buffers_reclaimed(tmp_path: Path) -> None:
+    region_file = tmp_path / "big.log"
+    region_file.write_bytes(os.urandom(12 * MiB))
+    with running(make_config()) as (sup, main, pool):
+        held, partial, stuck = connect(sup.port), connect(sup.port), connect(sup.port, rcvbuf=4096)
+        try:
+            held.sendall(frame(b"H-held"))
+            wait_for(lambda: main.held, "held request")
+            held_conn = main.held[0][1]
+            partial.sendall(struct.pack(">i", 200 * KiB) + b"E" * 1000)  # body never completes
+            stuck.sendall(frame(b"F" + msgpack.packb([[str(region_file), 0, 12 * MiB]])))
+            stuck_conn = wait_for(
+                lambda: next((c for _, c, f in main.requests if f[:1] == b"F"), None), "fetch"
+            )
+            # held request (claimed by main) + partial request (owned by the network process)
+            wait_for(lambda: pool.metrics().allocated_bytes >= 64 * KiB + 256 * KiB, "partial read")
+            old_pid = sup.pids[0]
+            os.kill(old_pid, signal.SIGKILL)
+            wait_for(lambda: main.restarts, "restart")
+            report = main.restarts[0]
+            assert report.index == 0 and report.old_pid == old_pid != report.new_pid
+            assert report.returncode == -signal.SIGKILL
+            assert {held_conn, stuck_conn} <= report.lost_conn_ids
+            assert report.reclaimed.buffers == 1  # the partial request
+            assert report.freed_responses == 1  # the fetch response being sent
+            assert main.release_held(respond=False) == 1
+            assert_pool_clean(pool)
+            wait_for(lambda: sup.endpoint(0).ready, "restarted process listening")
+            fresh = connect(sup.port)
+            try:
+                echo(fresh, b"after-restart")
+            finally:
+                fresh.close()
+            assert sup.restarts == 1
+        finally:
+            for s in (held, partial, stuck):
+                s.close()
+
+
+@pytest.mark.multiprocess
+def test_exits_on_sigterm_and_when_the_main_process_goes_away() -> None:
+    config = make_config(num_network_processes=2)
+    pool = BufferPool.create(config.buffer_pool_bytes, config.buffer_poolable_bytes)
+    sup = NetworkProcessSupervisor(config, pool)
+    try:
+        sup.start()
+        procs = sup.processes
+        client = connect(sup.port)
+        sup.endpoint(1).close()  # as if the main process died: EOF on the channel
+        assert procs[1].wait(DEADLINE_S) == 0
+        codes = sup.stop()
+        assert codes[procs[0].pid] == 0  # SIGTERM: clean exit
+        client.close()
+    finally:
+        sup.stop()
+        pool.close()
+
+
+@pytest.mark.multiprocess
+def test_start_fails_clearly_when_the_port_is_taken() -> None:
+    blocker = socket.socket()
+    blocker.bind(("127.0.0.1", 0))
+    blocker.listen()
+    config = make_config(port=blocker.getsockname()[1])
+    pool = BufferPool.create(config.buffer_pool_bytes, config.buffer_poolable_bytes)
+    sup = NetworkProcessSupervisor(config, pool)
+    try:
+        with pytest.raises(Exception, match="exited with status 2 before it was ready"):
+            sup.start()
+        assert sup.pids == []
+    finally:
+        sup.stop()
+        pool.close()
+        blocker.close()
