@@ -136,7 +136,8 @@ class Admin:
             node = controller if self._metadata.broker(controller) is not None else None
             remaining = max(1.0, (deadline - time.monotonic()) * 1000)
             response = self._net.request(node, api, body, remaining)
-            codes = [t.get("error_code") for t in response.get("topics", response.get("responses"))]
+            results = response.get("topics") or response.get("responses") or []
+            codes = [t.get("error_code") for t in results]
             if ErrorCode.NOT_CONTROLLER not in codes:
                 return response
         return response
@@ -151,8 +152,9 @@ class Admin:
             out[r["name"]] = (
                 None
                 if code == ErrorCode.NONE
-                else error_for(code, f"{what} topic {r['name']!r}: {r.get('error_message') or ''}"
-                               .rstrip(": "))
+                else error_for(
+                    code, f"{what} topic {r['name']!r}: {r.get('error_message') or ''}".rstrip(": ")
+                )
             )
         failed = [e for e in out.values() if e is not None]
         if failed and raise_on_error:

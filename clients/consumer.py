@@ -241,9 +241,7 @@ class Consumer:
                 remaining_ms = min(remaining_ms, self.retry_backoff_ms)
             for response in self._net.poll(max(0, remaining_ms)):
                 self._handle_fetch(response)
-            if time.monotonic() >= deadline and not any(
-                s.fetched for s in self._states.values()
-            ):
+            if time.monotonic() >= deadline and not any(s.fetched for s in self._states.values()):
                 self._raise_pending()
                 return []
 
@@ -265,7 +263,7 @@ class Consumer:
             state.position = taken[-1].offset + 1
         if not fetched.decoded:
             state.fetched = None
-            if fetched.next_offset > state.position:
+            if fetched.next_offset > (state.position or 0):
                 state.position = fetched.next_offset  # skip past the last batch's tail
         return taken
 
@@ -338,8 +336,12 @@ class Consumer:
             }
             try:
                 conn = self._net.get(node)
-                request = conn.send(ApiKey.FETCH, body, context=body,
-                                    timeout_ms=self.request_timeout_ms + self.fetch_max_wait_ms)
+                request = conn.send(
+                    ApiKey.FETCH,
+                    body,
+                    context=body,
+                    timeout_ms=self.request_timeout_ms + self.fetch_max_wait_ms,
+                )
             except MiniKafkaError:
                 self._metadata.request_update()
                 continue
@@ -431,11 +433,11 @@ class Consumer:
             for t in body["topics"]:
                 for p in t["partitions"]:
                     tp = TopicPartition(t["name"], p["partition_index"])
-                    state = self._states.get(tp)
-                    if state is None or state.position is not None:
+                    st = self._states.get(tp)
+                    if st is None or st.position is not None:
                         continue
                     if p["error_code"] == ErrorCode.NONE:
-                        state.position, state.reset, state.fetched = p["offset"], None, None
+                        st.position, st.reset, st.fetched = p["offset"], None, None
                         continue
                     error = error_for(p["error_code"], p.get("error_message") or f"{tp}")
                     if not error.retriable:

@@ -274,11 +274,11 @@ class Sender(threading.Thread):
         for topic in response.body["responses"]:
             for p in topic["partition_responses"]:
                 tp = TopicPartition(topic["name"], p["index"])
-                bl = by_tp.get(tp)
-                if bl is None or tp in seen:
+                found = by_tp.get(tp)
+                if found is None or tp in seen:
                     continue
                 seen.add(tp)
-                self._complete_partition(tp, bl, p, now)
+                self._complete_partition(tp, found, p, now)
         for tp, bl in by_tp.items():
             if tp not in seen:
                 err = MiniKafkaError(f"produce response has no result for {tp}")

@@ -33,6 +33,7 @@ import socket
 import threading
 import time
 from dataclasses import dataclass, field
+from types import SimpleNamespace
 from typing import Any
 
 from clients.api import APIS, ApiKey
@@ -47,13 +48,8 @@ from clients.records import Record, decode_batch, iter_batches, set_base_offset
 from clients.topics import topic_name_error
 from clients.types import TopicPartition
 
-
-class E:
-    """Error codes as plain ints (the wire schema wants exact ints, not IntEnums)."""
-
-
-for _code in ErrorCode:
-    setattr(E, _code.name, int(_code))
+# Error codes as plain ints (the wire schema wants exact ints, not IntEnums).
+E = SimpleNamespace(**{code.name: int(code) for code in ErrorCode})
 
 
 @dataclass

@@ -59,7 +59,8 @@ def test_describe_unknown_topic_and_cluster(cluster2: FakeCluster) -> None:
         assert desc.cluster_id == "fake-cluster"
         assert desc.controller_id == 0
         assert [(b.node_id, b.port) for b in desc.brokers] == [
-            (0, cluster2.port(0)), (1, cluster2.port(1))
+            (0, cluster2.port(0)),
+            (1, cluster2.port(1)),
         ]
 
 

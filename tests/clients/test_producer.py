@@ -38,7 +38,7 @@ def batch_sizes(cluster: FakeCluster, tp: TopicPartition) -> list[int]:
 def test_send_keys_headers_nulls_round_trip(cluster: FakeCluster) -> None:
     cluster.create_topic("t", 3)
     with Producer(cluster.bootstrap, linger_ms=1) as producer:
-        sent = [
+        sent: list[tuple[bytes | None, bytes | None, list[tuple[str, bytes | None]]]] = [
             (b"k1", b"v1", [("h", b"x"), ("n", None)]),
             (None, b"v2", []),
             (b"k3", None, []),
