@@ -83,6 +83,8 @@ def parse_log_dir_name(name: str) -> TopicPartition | None:
     topic, sep, partition_s = name.rpartition("-")
     if not sep or not partition_s.isascii() or not partition_s.isdigit():
         return None
+    if partition_s != str(int(partition_s)):  # "t-01" would not round-trip to its dir
+        return None
     if topic_name_error(topic) is not None:
         return None
     return topic, int(partition_s)

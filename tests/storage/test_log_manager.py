@@ -249,12 +249,13 @@ def test_startup_finishes_deletes_and_ignores_foreign_entries(tmp_path: Path) ->
     (data / "t-0.0123abcd-delete").mkdir(parents=True)
     (data / "t-0.0123abcd-delete" / "00000000000000000000.log").write_bytes(b"old")
     (data / "lost+found").mkdir()
+    (data / "t-01").mkdir()  # not canonical: "t-1" is partition 1's directory
     (data / "notes.txt").write_text("hello")
     manager = LogManager(data, SMALL)
     report = manager.startup()
     try:
         assert report.finished_deletes == ["t-0.0123abcd-delete"]
-        assert report.ignored_entries == ["lost+found"]
+        assert report.ignored_entries == ["lost+found", "t-01"]
         assert not (data / "t-0.0123abcd-delete").exists()
         assert manager.all_logs() == {}
     finally:
@@ -272,6 +273,32 @@ def test_corrupt_checkpoint_fails_startup_and_releases_lock(tmp_path: Path) -> N
     checkpoint.unlink()
     manager.startup()  # the failed attempt released the lock
     manager.shutdown()
+
+
+def test_a_log_that_fails_to_load_fails_startup_and_releases_everything(
+    tmp_path: Path,
+) -> None:
+    data = tmp_path / "data"
+    first = LogManager(data, SMALL)
+    first.startup()
+    for partition in range(4):
+        first.create_log("ok", partition).append_as_leader(batch(2), leader_epoch=0)
+    first.shutdown()
+    # A segment "file" that is a directory cannot be opened.
+    (data / "bad-0" / "00000000000000000000.log").mkdir(parents=True)
+    manager = LogManager(data, SMALL, load_threads=3)
+    with pytest.raises(OSError) as info:
+        manager.startup()
+    assert any(str(data / "bad-0") in note for note in info.value.__notes__)
+    with pytest.raises(RuntimeError, match="not started"):
+        manager.all_logs()
+    (data / "bad-0" / "00000000000000000000.log").rmdir()
+    report = manager.startup()  # lock released, healthy logs reopen
+    try:
+        assert report.logs_loaded == 5
+        assert manager.get_log("ok", 3).log_end_offset == 2  # type: ignore[union-attr]
+    finally:
+        manager.shutdown()
 
 
 def test_high_watermarks_round_trip(managers: Callable[..., LogManager]) -> None:
