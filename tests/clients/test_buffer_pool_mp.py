@@ -5,6 +5,7 @@ allocate/free with exact accounting. Every child is stopped by pid in a finally 
 
 from __future__ import annotations
 
+import fcntl
 import multiprocessing as mp
 import os
 import random
@@ -109,8 +110,31 @@ def child_wait(name: str, size: int, tag: str, out: Any) -> None:
 
 
 def child_churn(name: str, seed: int, rounds: int, out: Any) -> None:
-    """Random allocate/write/verify/free; reports (ok, allocations, timeouts)."""
     pool = BufferPool.attach(name)
+    out.put(churn(pool, seed, rounds))
+    pool.close()
+
+
+def child_forked(pool: BufferPool, seed: int, rounds: int, checked: Any, out: Any) -> None:
+    """Uses the pool object inherited through fork (no attach)."""
+    buf = pool.allocate(P, 5_000)
+    out.put((os.getpid(), tuple(buf.handle)))
+    out.put(churn(pool, seed, rounds))
+    checked.wait(DEADLINE_S)
+    pool.deallocate(buf)
+
+
+def child_try_lock(pool: BufferPool, out: Any) -> None:
+    """While the parent holds the pool lock, a forked child must not get it."""
+    try:
+        fcntl.flock(pool._lock.fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        out.put("acquired")
+    except BlockingIOError:
+        out.put("blocked")
+
+
+def churn(pool: BufferPool, seed: int, rounds: int) -> tuple[bool, int, int]:
+    """Random allocate/write/verify/free; returns (ok, allocations, timeouts)."""
     rng = random.Random(seed)
     live: list[tuple[Any, int]] = []
     allocs = timeouts = 0
@@ -134,8 +158,7 @@ def child_churn(name: str, seed: int, rounds: int, out: Any) -> None:
     for buf, fill in live:
         ok &= bytes(buf.memory) == bytes([fill]) * buf.size
         pool.deallocate(buf)
-    pool.close()
-    out.put((ok, allocs, timeouts))
+    return ok, allocs, timeouts
 
 
 # tests --------------------------------------------------------------------------------
@@ -246,3 +269,47 @@ def test_concurrent_processes_keep_exact_accounting(
     assert_exact(pool)
     again = BufferPool.attach(pool.name)  # children's exit did not unlink the segment
     again.close()
+
+
+def test_forked_child_gets_its_own_lock_and_identity(pool: BufferPool) -> None:
+    """After fork the child must not share the parent's flock (same open file
+    description) nor its pid in owner records."""
+    ctx = mp.get_context("fork")
+    out, checked = ctx.Queue(), ctx.Event()
+    child = ctx.Process(target=child_forked, args=(pool, 7, 400, checked, out), daemon=True)
+    child.start()
+    try:
+        pid, handle = out.get(timeout=DEADLINE_S)
+        assert pid == child.pid != os.getpid()
+        result = churn(pool, 8, 400)  # the parent churns concurrently
+        ok, _, _ = out.get(timeout=DEADLINE_S)
+        assert ok and result[0], "a buffer was overwritten: parent and child shared a lock?"
+        assert pool.owner_of(BufferHandle(*handle)) == child.pid
+        checked.set()
+        child.join(DEADLINE_S)
+        assert child.exitcode == 0
+    finally:
+        if child.is_alive() and child.pid is not None:
+            os.kill(child.pid, signal.SIGKILL)
+        child.join(DEADLINE_S)
+    assert os.path.exists("/dev/shm/" + pool.name), "a forked child must not unlink"
+    assert pool.metrics().available_memory == 16 * P
+    assert_exact(pool)
+
+
+def test_forked_child_does_not_share_the_parents_flock(pool: BufferPool) -> None:
+    ctx = mp.get_context("fork")
+    out = ctx.Queue()
+    pool._lock.acquire()
+    try:
+        child = ctx.Process(target=child_try_lock, args=(pool, out), daemon=True)
+        child.start()
+        try:
+            assert out.get(timeout=DEADLINE_S) == "blocked"
+        finally:
+            if child.is_alive() and child.pid is not None:
+                os.kill(child.pid, signal.SIGKILL)
+            child.join(DEADLINE_S)
+    finally:
+        pool._lock.release()
+    assert_exact(pool)
