@@ -1,0 +1,228 @@
+"""The broker's main process: an asyncio loop around :class:`BrokerCore`.
+
+This is the thin adapter of docs/broker.md: it creates the shared-memory BufferPool,
+starts the network processes (:class:`NetworkProcessSupervisor`), turns each REQUEST
+descriptor into a zero-copy view of the pool buffer, decodes it, runs the handler and
+encodes the answer into a new pool buffer (for Fetch: the prefix plus the list of file
+regions the network process will ``sendfile``).  It also schedules the background work
+(retention, flush policy, checkpoints, network-process supervision) on the same loop.
+
+Malformed requests: a frame whose header cannot be decoded, an unknown API key, an
+unsupported version or a body that violates the API's schema closes the connection
+(Kafka does the same), after logging the precise reason; ApiVersions at an unsupported
+version is answered with UNSUPPORTED_VERSION at v0 so clients can negotiate.
+
+Not thread-safe: everything runs on the loop's thread.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import signal
+from collections.abc import Callable
+from typing import Any
+
+import msgpack
+
+from broker.config import BrokerConfig
+from broker.core import BrokerCore
+from broker.handlers import HANDLERS, RegionRecords
+from broker.network_supervisor import NetworkProcessSupervisor
+from broker.request_channel import CLOSED, REQUEST, MainChannelEndpoint
+from clients.api import ApiKey
+from clients.buffer_pool import BufferPool
+from clients.errors import ErrorCode, MiniKafkaError
+from clients.protocol import decode_request_body, decode_request_header, encode_response_prefix
+from timer import AsyncioTimerDriver, Clock, MonotonicClock, SystemTimer
+
+log = logging.getLogger(__name__)
+
+RESPONSE_ALLOCATE_MS = 1_000
+SUPERVISE_INTERVAL_S = 0.2
+
+
+class BrokerServer:
+    def __init__(self, config: BrokerConfig, clock: Clock | None = None) -> None:
+        self.config = config
+        self.clock = clock or MonotonicClock()
+        self.pool: BufferPool | None = None
+        self.supervisor: NetworkProcessSupervisor | None = None
+        self.core: BrokerCore | None = None
+        self._stop = asyncio.Event()
+        self._timers: list[asyncio.TimerHandle] = []
+        self.requests_handled = 0
+
+    @property
+    def port(self) -> int:
+        return self.supervisor.port if self.supervisor else self.config.port
+
+    # -- lifecycle -------------------------------------------------------------------
+
+    async def serve(self, on_ready: Callable[[BrokerServer], None] | None = None) -> None:
+        loop = asyncio.get_running_loop()
+        driver = AsyncioTimerDriver(SystemTimer(self.clock), loop)
+        self.core = BrokerCore(self.config, self.clock, driver)  # type: ignore[arg-type]
+        self.core.startup()
+        self.pool = BufferPool.create(self.config.buffer_pool_bytes,
+                                      self.config.buffer_poolable_bytes)
+        try:
+            self.supervisor = NetworkProcessSupervisor(self.config, self.pool)
+            self.supervisor.start()
+            for endpoint in self.supervisor.endpoints:
+                self._attach(loop, endpoint)
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, self._stop.set)
+            self._schedule(loop)
+            log.info("broker %d listening on %s:%d", self.config.node_id, self.config.host,
+                     self.port)
+            if on_ready is not None:
+                on_ready(self)
+            await self._stop.wait()
+        finally:
+            for handle in self._timers:
+                handle.cancel()
+            if self.supervisor is not None:
+                self.supervisor.stop()
+            driver.shutdown()
+            self.core.shutdown()
+            self.pool.close()
+            log.info("broker %d stopped", self.config.node_id)
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    def _schedule(self, loop: asyncio.AbstractEventLoop) -> None:
+        core = self.core
+        assert core is not None
+        jobs: list[tuple[float, Callable[[], Any]]] = [
+            (SUPERVISE_INTERVAL_S, self._supervise),
+            (self.config.retention_check_interval_ms / 1000, core.run_retention),
+            (self.config.flush_scheduler_interval_ms / 1000, core.flush_dirty_logs),
+            (self.config.checkpoint_interval_ms / 1000, core.write_checkpoints),
+        ]
+        for interval, job in jobs:
+            self._every(loop, interval, job)
+
+    def _every(self, loop: asyncio.AbstractEventLoop, interval_s: float,
+               job: Callable[[], Any]) -> None:
+        def run() -> None:
+            try:
+                job()
+            except Exception:
+                log.exception("scheduled job %s failed", getattr(job, "__name__", job))
+            self._timers.append(loop.call_later(interval_s, run))
+            if len(self._timers) > 64:
+                self._timers = [t for t in self._timers if not t.cancelled()][-16:]
+
+        self._timers.append(loop.call_later(interval_s, run))
+
+    def _attach(self, loop: asyncio.AbstractEventLoop, endpoint: MainChannelEndpoint) -> None:
+        endpoint.attach_loop(loop, lambda msgs: self._on_messages(endpoint, msgs),
+                             self._supervise)
+
+    def _supervise(self) -> None:
+        if self.supervisor is None:
+            return
+        loop = asyncio.get_running_loop()
+        for restart in self.supervisor.poll():
+            log.warning("network process %d (pid %d) died with %d; restarted as pid %d, "
+                        "%d connections lost", restart.index, restart.old_pid,
+                        restart.returncode, restart.new_pid, len(restart.lost_conn_ids))
+            self._attach(loop, self.supervisor.endpoint(restart.index))
+
+    # -- requests --------------------------------------------------------------------
+
+    def _on_messages(self, endpoint: MainChannelEndpoint, messages: list[Any]) -> None:
+        for message in messages:
+            if message[0] == REQUEST:
+                self._on_request(endpoint, message[1], message[2], message[3])
+            elif message[0] == CLOSED:
+                pass  # a late response to a closed connection is freed by the network side
+
+    def _on_request(self, endpoint: MainChannelEndpoint, conn_id: int,
+                    handle: tuple[int, int, int], frame_len: int) -> None:
+        assert self.pool is not None and self.core is not None
+        buffer = self.pool.attach_buffer(handle)
+        frame = buffer.memory[:frame_len]
+        try:
+            self._dispatch(endpoint, conn_id, frame)
+        finally:
+            frame.release()
+            self.pool.deallocate(buffer)
+        self.requests_handled += 1
+
+    def _dispatch(self, endpoint: MainChannelEndpoint, conn_id: int, frame: memoryview) -> None:
+        assert self.core is not None
+        try:
+            header = decode_request_header(frame)
+        except MiniKafkaError as exc:
+            log.warning("closing connection %d.%d: %s", endpoint.index, conn_id, exc)
+            endpoint.send_close(conn_id)
+            return
+        try:
+            request = decode_request_body(header)
+        except MiniKafkaError as exc:
+            if header.api_key == ApiKey.API_VERSIONS and exc.code == ErrorCode.UNSUPPORTED_VERSION:
+                self._send(endpoint, conn_id, ApiKey.API_VERSIONS, 0, header.correlation_id,
+                           {"error_code": int(ErrorCode.UNSUPPORTED_VERSION), "api_keys": []})
+            else:
+                log.warning("closing connection %d.%d: %s", endpoint.index, conn_id, exc)
+                endpoint.send_close(conn_id)
+            return
+        handler = HANDLERS.get(request.api_key)
+        if handler is None:
+            log.warning("closing connection %d.%d: API %s is not served by a broker",
+                        endpoint.index, conn_id, request.api_key.name)
+            endpoint.send_close(conn_id)
+            return
+        api_key, version, correlation_id = request.api_key, request.api_version, \
+            request.correlation_id
+
+        def respond(body: dict[str, Any] | None) -> None:
+            if body is None:
+                endpoint.send_no_response(conn_id)
+            else:
+                self._send(endpoint, conn_id, api_key, version, correlation_id, body)
+
+        try:
+            handler(self.core, request.body, respond)
+        except Exception:
+            log.exception("handler for %s failed; closing connection", api_key.name)
+            endpoint.send_close(conn_id)
+
+    def _send(self, endpoint: MainChannelEndpoint, conn_id: int, api_key: int, version: int,
+              correlation_id: int, body: dict[str, Any]) -> None:
+        assert self.pool is not None
+        try:
+            prefix, records = encode_response_prefix(api_key, version, correlation_id, body)
+        except MiniKafkaError:
+            log.exception("cannot encode %s response; closing connection", api_key)
+            endpoint.send_close(conn_id)
+            return
+        regions: list[list[Any]] = []
+        for value in records:
+            if isinstance(value, RegionRecords):
+                regions.extend([r.path, r.position, r.length] for r in value.regions)
+            elif len(value):
+                raise TypeError("inline Records in a response are not supported")
+        blob = msgpack.packb(regions) if regions else b""
+        try:
+            buffer = self.pool.allocate(len(prefix) + len(blob), RESPONSE_ALLOCATE_MS)
+        except MiniKafkaError as exc:
+            log.warning("no pool memory for a response (%s); closing connection %d", exc,
+                        conn_id)
+            endpoint.send_close(conn_id)
+            return
+        memory = buffer.memory
+        memory[: len(prefix)] = prefix
+        memory[len(prefix) : len(prefix) + len(blob)] = blob
+        handle = buffer.handle
+        buffer.release()
+        endpoint.send_response(conn_id, handle, len(prefix), len(blob))
+
+
+def run_broker(config: BrokerConfig, on_ready: Callable[[BrokerServer], None] | None = None) -> int:
+    server = BrokerServer(config)
+    asyncio.run(server.serve(on_ready))
+    return 0
