@@ -49,7 +49,8 @@ def _exec_module(module: str, args: Sequence[str]) -> int:
 
 
 def cmd_topics(args: argparse.Namespace) -> int:
-    from clients.admin import Admin, NewTopic
+    from clients.admin import Admin
+    from clients.types import NewTopic
 
     with Admin(args.bootstrap_server) as admin:
         if args.topics_command == "create":
@@ -112,7 +113,7 @@ def cmd_consume(args: argparse.Namespace) -> int:
             partitions = [TopicPartition(args.topic, args.partition)]
         else:
             partitions = [TopicPartition(args.topic, p)
-                          for p in consumer.partitions_for_topic(args.topic)]
+                          for p in consumer.partitions_for(args.topic) or []]
         consumer.assign(partitions)
         if args.offset is not None:
             for tp in partitions:

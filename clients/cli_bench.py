@@ -94,7 +94,7 @@ def _consume(args: argparse.Namespace) -> dict[str, Any]:
     with Consumer(bootstrap_servers=args.bootstrap_server, auto_offset_reset="earliest",
                   max_partition_fetch_bytes=8 * 1024 * 1024) as consumer:
         partitions = [TopicPartition(args.topic, p)
-                      for p in consumer.partitions_for_topic(args.topic)]
+                      for p in consumer.partitions_for(args.topic) or []]
         consumer.assign(partitions)
         consumer.seek_to_beginning(partitions)
         idle_deadline = time.monotonic() + 10

@@ -28,7 +28,7 @@ from clients.errors import MiniKafkaError
 def add_parser(sub: Any) -> None:
     demo = sub.add_parser("demo", help="start a broker, produce, consume back, stop",
                           description=__doc__.split("\n")[0])
-    demo.add_argument("--records", type=int, default=100_000)
+    demo.add_argument("--records", type=int, default=20_000)
     demo.add_argument("--partitions", type=int, default=3)
     demo.add_argument("--data-dir", default=None, help="default: a temporary directory")
     demo.set_defaults(func=run_demo)
@@ -79,10 +79,10 @@ def running_broker(data_dir: str, port: int, extra: list[str] | None = None,
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    from clients.admin import Admin, NewTopic
+    from clients.admin import Admin
     from clients.consumer import Consumer
     from clients.producer import Producer
-    from clients.types import TopicPartition
+    from clients.types import NewTopic, TopicPartition
 
     owned_dir = args.data_dir is None
     data_dir = args.data_dir or tempfile.mkdtemp(prefix="minikafka-demo-")
