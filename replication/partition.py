@@ -1,25 +1,80 @@
-"""One partition replica on this broker: its log, its role, HW/LEO and the ISR.
+"""One partition replica on this broker: its log, its role, HW/LEO, ISR and leader epochs.
 
-The leader keeps, for each follower, the follower's log end offset (LEO) as last
-reported by a Fetch and the last time it was caught up.  The high watermark (HW) is the
-minimum LEO over the ISR, never above the leader's LEO and never moving backwards while
-this replica leads.  Consumers read below HW; followers read below the leader's LEO.
+A pure core (sans-IO): every input is a method call with explicit values (``now_ms``,
+offsets, the leader's answers); it never sends, sleeps or spawns.  The broker's handlers
+(leader side) and replica fetcher / controller client (follower side, AlterPartition)
+drive it.
 
-In a standalone broker (no controller) every partition has one replica, so the ISR is
-``{local}`` and HW follows LEO on every append.  The follower role (replica fetcher,
-truncation by leader epoch) plugs in through :meth:`make_follower` and
-:meth:`append_records_as_follower` without changing the leader path.
+Roles and epochs:
 
-Costs: append is the log's cost plus O(|ISR|) for the HW update; a follower fetch update
-is O(|ISR|).  Not thread-safe: owned by the broker's event loop.
+* :meth:`make_leader` with a *new* leader epoch opens the epoch in the
+  :class:`LeaderEpochCache` at the LEO, forgets every follower's LEO (unknown until it
+  fetches in this epoch, so the HW can only cover what each ISR member confirmed to this
+  leader) and keeps the HW it had.  With the *same* epoch it is a metadata update (new
+  ISR / partition epoch / replicas): follower progress is kept.
+* :meth:`make_follower` drops the leader state; with a new leader or epoch it returns
+  True and the replica must run the truncation handshake before fetching:
+  send OffsetsForLeaderEpoch(:attr:`truncation_request_epoch`), pass the answer to
+  :meth:`truncate_on_leader_answer`, repeat while the decision is not ``completed``.
+* A leader that the controller reports fenced (:meth:`on_alter_partition_response` with
+  FENCED_LEADER_EPOCH) resigns: ``leader_id = -1``, no writes, no HW movement, until
+  metadata arrives.  Requests carrying another leader epoch are refused by
+  :meth:`check_leader_epoch` (older: FENCED_LEADER_EPOCH, newer: UNKNOWN_LEADER_EPOCH).
+
+HW rules: on the leader HW = min LEO over the *maximal* ISR (see :mod:`replication.isr`),
+never above the leader's LEO, never backwards while this replica leads; on a follower
+HW = min(leader's HW from the last fetch, own LEO).  acks=all completes when
+``high_watermark >= required_offset`` (:meth:`acked_by_isr`); callers should also fail
+the wait when ``leader_epoch`` changed since the append.
+
+Leader-epoch cache: assigned *before* each append (leader: at :meth:`make_leader`;
+follower: from the incoming batch headers), trimmed after every truncation and when the
+log start offset moves (checked lazily on each append/answer, or :meth:`sync_log_start`).
+
+Costs: appends cost the log's append plus O(|ISR|); a follower fetch update O(|ISR|);
+ISR checks O(|replicas|); truncation decisions O(epochs).  Not thread-safe: owned by
+the broker's event loop.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from pathlib import Path
 
 from clients.errors import ErrorCode, MiniKafkaError
+from replication.isr import (
+    UNKNOWN_OFFSET,
+    AlterPartitionProposal,
+    IsrState,
+    ReplicaState,
+    can_join_isr,
+    out_of_sync_replicas,
+)
+from replication.leader_epoch_cache import (
+    LeaderEpochCache,
+    LeaderEpochCacheError,
+    epoch_changes,
+)
+from replication.truncation import (
+    EpochEndOffset,
+    TruncationDecision,
+    TruncationPolicy,
+    decide_truncation,
+)
+from storage.checkpoint import LEADER_EPOCH_CHECKPOINT
+from storage.errors import OffsetOutOfRangeError
 from storage.log import FetchDataInfo, Log, LogAppendInfo
+
+__all__ = [
+    "FencedLeaderEpochError",
+    "NotEnoughReplicasError",
+    "NotLeaderError",
+    "Partition",
+    "PartitionInvariantError",
+    "UnknownLeaderEpochError",
+]
+
+NO_LEADER = -1
 
 
 class NotLeaderError(MiniKafkaError):
@@ -38,26 +93,37 @@ class UnknownLeaderEpochError(MiniKafkaError):
     code = ErrorCode.UNKNOWN_LEADER_EPOCH
 
 
-@dataclass
-class FollowerState:
-    log_end_offset: int = 0
-    last_caught_up_time_ms: int = 0
-    last_fetch_time_ms: int = 0
+class PartitionInvariantError(AssertionError):
+    """A replica's state breaks one of the replication invariants (a bug, never input)."""
 
 
-@dataclass
 class Partition:
-    topic: str
-    index: int
-    log: Log
-    local_broker_id: int
-    leader_id: int = -1
-    leader_epoch: int = 0
-    partition_epoch: int = 0
-    replicas: list[int] = field(default_factory=list)
-    isr: list[int] = field(default_factory=list)
-    high_watermark: int = 0
-    followers: dict[int, FollowerState] = field(default_factory=dict)
+    """Replica state of one partition (see the module docstring)."""
+
+    def __init__(self, topic: str, index: int, log: Log, local_broker_id: int, *,
+                 leader_epoch_cache: LeaderEpochCache | None = None) -> None:
+        self.topic = topic
+        self.index = index
+        self.log = log
+        self.local_broker_id = local_broker_id
+        self.leader_id = NO_LEADER
+        self.leader_epoch = -1
+        self.partition_epoch = -1
+        self.replicas: list[int] = []
+        self.high_watermark = 0
+        self.followers: dict[int, ReplicaState] = {}
+        self.isr_state = IsrState()
+        self.leader_epoch_start_offset = UNKNOWN_OFFSET
+        self._leader_hw_floor = 0  # HW when this leadership began: never go below
+        if leader_epoch_cache is None:
+            leader_epoch_cache = LeaderEpochCache.load(
+                Path(log.dir) / LEADER_EPOCH_CHECKPOINT, log.log_start_offset,
+                log.log_end_offset,
+                batches=((h.partition_leader_epoch, h.base_offset) for h, _ in log.batches()),
+            )
+        self.leader_epoch_cache = leader_epoch_cache
+
+    # -- views -----------------------------------------------------------------------
 
     @property
     def is_leader(self) -> bool:
@@ -71,28 +137,111 @@ class Partition:
     def log_start_offset(self) -> int:
         return self.log.log_start_offset
 
-    # -- role changes --------------------------------------------------------------
+    @property
+    def isr(self) -> list[int]:
+        """The committed ISR (what the controller accepted)."""
+        return list(self.isr_state.isr)
 
-    def make_leader(
-        self, leader_epoch: int, replicas: list[int], isr: list[int], partition_epoch: int = 0
-    ) -> None:
+    @property
+    def maximal_isr(self) -> list[int]:
+        """Committed ISR plus replicas a pending proposal adds (used for the HW)."""
+        return list(self.isr_state.maximal_isr)
+
+    @property
+    def pending_alter_partition(self) -> AlterPartitionProposal | None:
+        """The proposal awaiting an answer (to resend), None if none or blocked."""
+        return None if self.isr_state.blocked else self.isr_state.pending
+
+    @property
+    def truncation_request_epoch(self) -> int:
+        """The epoch a follower asks the leader about: its latest (-1 = none)."""
+        return self.leader_epoch_cache.latest_epoch
+
+    def __repr__(self) -> str:
+        role = "leader" if self.is_leader else f"follower(of {self.leader_id})"
+        return (f"Partition({self.topic}-{self.index}@{self.local_broker_id} {role} "
+                f"epoch={self.leader_epoch} hw={self.high_watermark} "
+                f"leo={self.log_end_offset} isr={list(self.isr_state.isr)})")
+
+    # -- role changes ----------------------------------------------------------------
+
+    def make_leader(self, leader_epoch: int, replicas: Sequence[int], isr: Sequence[int],
+                    partition_epoch: int = 0, *, now_ms: int = 0) -> bool:
+        """Lead ``leader_epoch``; True if this starts a new leadership (new epoch).
+
+        Stale metadata (an older epoch, or an older partition epoch within the current
+        epoch) is ignored and returns False.
+        """
+        if self.local_broker_id not in isr:
+            raise ValueError(f"{self.topic}-{self.index}: leader {self.local_broker_id} "
+                             f"is not in the ISR {list(isr)}")
+        if leader_epoch < self.leader_epoch or (
+                leader_epoch == self.leader_epoch and not self.is_leader):
+            return False
+        if leader_epoch == self.leader_epoch:
+            if partition_epoch > self.partition_epoch:
+                self._set_membership(replicas, isr, partition_epoch, now_ms)
+                self.maybe_increment_high_watermark()
+            return False
         self.leader_id = self.local_broker_id
+        self.leader_epoch = leader_epoch
+        self.followers = {}
+        self._set_membership(replicas, isr, partition_epoch, now_ms)
+        leo = self.log_end_offset
+        self.leader_epoch_cache.assign(leader_epoch, leo)
+        self.leader_epoch_start_offset = leo
+        self.high_watermark = max(0, min(self.high_watermark, leo))
+        self._leader_hw_floor = self.high_watermark
+        self.maybe_increment_high_watermark()
+        return True
+
+    def _set_membership(self, replicas: Sequence[int], isr: Sequence[int],
+                        partition_epoch: int, now_ms: int) -> None:
+        self.replicas = list(replicas)
+        self.partition_epoch = partition_epoch
+        self.isr_state.reset(isr)
+        followers = {}
+        for r in replicas:
+            if r == self.local_broker_id:
+                continue
+            state = self.followers.get(r)
+            if state is None:
+                state = ReplicaState()
+                state.reset(now_ms, in_sync=r in isr)
+            followers[r] = state
+        self.followers = followers
+
+    def make_follower(self, leader_id: int, leader_epoch: int, replicas: Sequence[int],
+                      partition_epoch: int = 0, isr: Sequence[int] = ()) -> bool:
+        """Follow ``leader_id`` (-1: no leader yet) in ``leader_epoch``.
+
+        True when the leader or epoch changed: run the truncation handshake before the
+        next fetch.  Stale metadata is ignored (False).
+        """
+        if leader_id == self.local_broker_id:
+            raise ValueError(f"{self.topic}-{self.index}: make_follower with itself as leader")
+        if leader_epoch < self.leader_epoch or (
+                leader_epoch == self.leader_epoch and partition_epoch < self.partition_epoch):
+            return False
+        changed = leader_epoch != self.leader_epoch or leader_id != self.leader_id
+        self.leader_id = leader_id
         self.leader_epoch = leader_epoch
         self.partition_epoch = partition_epoch
         self.replicas = list(replicas)
-        self.isr = list(isr)
-        self.followers = {r: FollowerState() for r in replicas if r != self.local_broker_id}
-        # A new leader never lowers HW; it starts from what it knew as follower.
-        self.high_watermark = min(max(self.high_watermark, 0), self.log_end_offset)
-        self.maybe_increment_high_watermark()
-
-    def make_follower(self, leader_id: int, leader_epoch: int, replicas: list[int]) -> None:
-        self.leader_id = leader_id
-        self.leader_epoch = leader_epoch
-        self.replicas = list(replicas)
+        self.isr_state.reset(isr)
         self.followers = {}
+        self.leader_epoch_start_offset = UNKNOWN_OFFSET
+        self.high_watermark = min(self.high_watermark, self.log_end_offset)
+        return changed
 
-    # -- leader path ---------------------------------------------------------------
+    def resign(self) -> None:
+        """Stop leading (the controller says our epoch is stale); wait for metadata."""
+        if self.is_leader:
+            self.leader_id = NO_LEADER
+            self.followers = {}
+            self.isr_state.reset(self.isr_state.isr)
+
+    # -- leader path -----------------------------------------------------------------
 
     def check_leader_epoch(self, current_leader_epoch: int) -> None:
         """Fence a request that carries another view of the leader epoch (-1 = none)."""
@@ -108,40 +257,46 @@ class Partition:
             f"than this replica's {self.leader_epoch}"
         )
 
-    def append_records_as_leader(
-        self, batches: bytes | memoryview, required_acks: int, min_insync_replicas: int
-    ) -> LogAppendInfo:
+    def _require_leader(self) -> None:
         if not self.is_leader:
             raise NotLeaderError(f"broker {self.local_broker_id} is not the leader of "
                                  f"{self.topic}-{self.index}")
-        if required_acks == -1 and len(self.isr) < min_insync_replicas:
+
+    def append_records_as_leader(self, batches: bytes | bytearray | memoryview,
+                                 required_acks: int = -1,
+                                 min_insync_replicas: int = 1) -> LogAppendInfo:
+        self._require_leader()
+        if required_acks == -1 and len(self.isr_state.isr) < min_insync_replicas:
             raise NotEnoughReplicasError(
-                f"{self.topic}-{self.index}: ISR {self.isr} is smaller than "
+                f"{self.topic}-{self.index}: ISR {list(self.isr_state.isr)} is smaller than "
                 f"min_insync_replicas {min_insync_replicas}"
             )
+        self.sync_log_start()
         info = self.log.append_as_leader(batches, self.leader_epoch)
         self.maybe_increment_high_watermark()
         return info
 
-    def read_records(
-        self, fetch_offset: int, max_bytes: int, *, for_follower: bool, min_one_batch: bool = True
-    ) -> FetchDataInfo:
-        if not self.is_leader:
-            raise NotLeaderError(f"broker {self.local_broker_id} is not the leader of "
-                                 f"{self.topic}-{self.index}")
+    def read_records(self, fetch_offset: int, max_bytes: int, *, for_follower: bool,
+                     min_one_batch: bool = True) -> FetchDataInfo:
+        self._require_leader()
         upper = self.log_end_offset if for_follower else self.high_watermark
         return self.log.read(fetch_offset, max_bytes, max_offset=upper,
                              min_one_batch=min_one_batch)
 
     def update_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int) -> bool:
-        """Record a follower's fetch; returns True when the HW moved."""
+        """Record a follower's fetch at ``fetch_offset``; True when the HW moved."""
+        self._require_leader()
         state = self.followers.get(replica_id)
         if state is None:
-            return False
-        state.log_end_offset = fetch_offset
-        state.last_fetch_time_ms = now_ms
-        if fetch_offset >= self.log_end_offset:
-            state.last_caught_up_time_ms = now_ms
+            raise NotLeaderError(f"{self.topic}-{self.index}: replica {replica_id} is not a "
+                                 f"follower of leader {self.local_broker_id} "
+                                 f"(replicas {self.replicas})")
+        leo = self.log_end_offset
+        if not 0 <= fetch_offset <= leo:
+            raise OffsetOutOfRangeError(
+                f"{self.topic}-{self.index}: follower {replica_id} fetch offset "
+                f"{fetch_offset} is outside [0, {leo}]")
+        state.update_fetch(fetch_offset, leo, now_ms)
         return self.maybe_increment_high_watermark()
 
     def acked_by_isr(self, required_offset: int) -> bool:
@@ -149,15 +304,166 @@ class Partition:
         return self.high_watermark >= required_offset
 
     def maybe_increment_high_watermark(self) -> bool:
+        """HW = min LEO over the maximal ISR (unknown LEO: no move); True if it moved."""
         if not self.is_leader:
             return False
-        candidates = [self.log_end_offset]
-        for replica in self.isr:
-            if replica != self.local_broker_id:
-                follower = self.followers.get(replica)
-                candidates.append(follower.log_end_offset if follower else 0)
-        new_hw = min(candidates)
+        new_hw = self.log_end_offset
+        for r in self.isr_state.maximal_isr:
+            if r == self.local_broker_id:
+                continue
+            state = self.followers.get(r)
+            if state is None or state.log_end_offset == UNKNOWN_OFFSET:
+                return False
+            new_hw = min(new_hw, state.log_end_offset)
         if new_hw > self.high_watermark:
             self.high_watermark = new_hw
             return True
         return False
+
+    def last_offset_for_leader_epoch(self, current_leader_epoch: int,
+                                     requested_epoch: int) -> EpochEndOffset:
+        """Answer OffsetsForLeaderEpoch (leader only; fenced by ``current_leader_epoch``)."""
+        self._require_leader()
+        self.check_leader_epoch(current_leader_epoch)
+        self.sync_log_start()
+        epoch, end = self.leader_epoch_cache.end_offset_for(requested_epoch,
+                                                            self.log_end_offset)
+        return EpochEndOffset(epoch, end)
+
+    # -- ISR (leader) ----------------------------------------------------------------
+
+    def maybe_shrink_isr(self, now_ms: int,
+                         replica_lag_time_max_ms: int) -> AlterPartitionProposal | None:
+        """Propose dropping ISR members not caught up within the lag bound."""
+        if not self.is_leader or self.isr_state.pending is not None:
+            return None
+        out = out_of_sync_replicas(self.isr_state.isr, self.local_broker_id, self.followers,
+                                   self.log_end_offset, now_ms, replica_lag_time_max_ms)
+        if not out:
+            return None
+        return self._propose(tuple(r for r in self.isr_state.isr if r not in out))
+
+    def maybe_expand_isr(self, replica_id: int) -> AlterPartitionProposal | None:
+        """Propose adding ``replica_id`` if it caught up to the HW in this epoch."""
+        if (not self.is_leader or self.isr_state.pending is not None
+                or replica_id in self.isr_state.isr or replica_id not in self.followers):
+            return None
+        if not can_join_isr(self.followers[replica_id], self.high_watermark,
+                            self.leader_epoch_start_offset):
+            return None
+        return self._propose((*self.isr_state.isr, replica_id))
+
+    def _propose(self, new_isr: tuple[int, ...]) -> AlterPartitionProposal | None:
+        return self.isr_state.propose(AlterPartitionProposal(
+            self.topic, self.index, self.local_broker_id, self.leader_epoch,
+            self.partition_epoch, new_isr))
+
+    def on_alter_partition_response(self, proposal: AlterPartitionProposal, error_code: int,
+                                    isr: Sequence[int] | None = None,
+                                    partition_epoch: int | None = None) -> bool:
+        """Apply the controller's answer to ``proposal``; True if the ISR was committed."""
+        if not self.is_leader or proposal.leader_epoch != self.leader_epoch:
+            return False
+        committed = self.isr_state.on_response(proposal, error_code, isr)
+        if committed:
+            self.partition_epoch = (proposal.partition_epoch + 1 if partition_epoch is None
+                                    else partition_epoch)
+            self.maybe_increment_high_watermark()
+        elif error_code == ErrorCode.FENCED_LEADER_EPOCH:
+            self.resign()
+        return committed
+
+    # -- follower path ---------------------------------------------------------------
+
+    def _require_not_leader(self, what: str) -> None:
+        if self.is_leader:
+            raise NotLeaderError(f"{self.topic}-{self.index}: the leader cannot {what}")
+
+    def truncate_on_leader_answer(
+        self, answer: EpochEndOffset,
+        policy: TruncationPolicy = TruncationPolicy.LEADER_EPOCH,
+    ) -> TruncationDecision:
+        """Truncate per the leader's OffsetsForLeaderEpoch answer; ask again unless
+        the returned decision is ``completed``."""
+        self._require_not_leader("truncate")
+        decision = decide_truncation(answer, self.leader_epoch_cache, self.log_end_offset,
+                                     self.log_start_offset, self.high_watermark, policy)
+        self.truncate_to(decision.truncate_to)
+        return decision
+
+    def truncate_to(self, offset: int) -> None:
+        """Follower: drop everything at or after ``offset`` (batch boundary at or below)."""
+        self._require_not_leader("truncate")
+        self.log.truncate_to(offset)
+        self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+        self.high_watermark = min(self.high_watermark, self.log_end_offset)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Follower behind the leader's log start: restart the log empty at ``offset``."""
+        self._require_not_leader("truncate")
+        self.log.truncate_fully_and_start_at(offset)
+        self.leader_epoch_cache.clear()
+        self.high_watermark = offset
+
+    def append_records_as_follower(self, batches: bytes | bytearray | memoryview,
+                                   leader_high_watermark: int,
+                                   leader_log_start_offset: int | None = None
+                                   ) -> LogAppendInfo | None:
+        """Append copied batches (offsets/epochs kept); HW = min(leader HW, own LEO).
+
+        ``batches`` may be empty (a fetch that only carried the HW): returns None.
+        """
+        self._require_not_leader("append as a follower")
+        info = None
+        if len(batches):
+            self.leader_epoch_cache.assign_all(epoch_changes(batches))
+            try:
+                info = self.log.append_as_follower(batches)
+            except Exception:
+                self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+                raise
+        leo = self.log_end_offset
+        if leader_log_start_offset is not None and leader_log_start_offset > self.log_start_offset:
+            self.log.maybe_increment_log_start_offset(min(leader_log_start_offset, leo))
+            self.sync_log_start()
+        self.high_watermark = max(0, min(leader_high_watermark, leo))
+        return info
+
+    def sync_log_start(self) -> None:
+        """Trim the epoch cache after the log start moved (retention, DeleteRecords)."""
+        entries = self.leader_epoch_cache.entries
+        if entries and entries[0].start_offset < self.log_start_offset:
+            self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+
+    # -- invariants ------------------------------------------------------------------
+
+    def check_invariants(self) -> None:
+        """Raise :class:`PartitionInvariantError` if this replica's state is inconsistent."""
+        name = f"{self.topic}-{self.index}@{self.local_broker_id}"
+        leo, start = self.log_end_offset, self.log_start_offset
+        if not 0 <= self.high_watermark <= leo:
+            raise PartitionInvariantError(f"{name}: HW {self.high_watermark} outside [0, {leo}]")
+        if start > leo:
+            raise PartitionInvariantError(f"{name}: log start {start} > LEO {leo}")
+        self.sync_log_start()
+        try:
+            self.leader_epoch_cache.check_invariants(start, leo)
+        except LeaderEpochCacheError as exc:
+            raise PartitionInvariantError(f"{name}: {exc}") from exc
+        if not self.is_leader:
+            return
+        if self.local_broker_id not in self.isr_state.isr:
+            raise PartitionInvariantError(f"{name}: leader not in ISR {self.isr_state.isr}")
+        if self.high_watermark < self._leader_hw_floor:
+            raise PartitionInvariantError(
+                f"{name}: HW {self.high_watermark} fell below {self._leader_hw_floor} "
+                f"while leading")
+        self._leader_hw_floor = self.high_watermark
+        if self.leader_epoch_cache.latest_epoch != self.leader_epoch:
+            raise PartitionInvariantError(
+                f"{name}: leading epoch {self.leader_epoch} but the epoch cache's latest is "
+                f"{self.leader_epoch_cache.latest_epoch}")
+        for r, state in self.followers.items():
+            if state.log_end_offset > leo:
+                raise PartitionInvariantError(
+                    f"{name}: follower {r} LEO {state.log_end_offset} > leader LEO {leo}")

@@ -1,0 +1,159 @@
+"""ISR maintenance on a leader: follower progress, shrink/expand proposals, AlterPartition.
+
+The leader tracks each follower (:class:`ReplicaState`): its log end offset as shown by its
+last Fetch (``UNKNOWN_OFFSET`` = -1 until it fetches in this leader's epoch), the time it
+was last caught up and the leader's LEO at its previous fetch.  Kafka's caught-up rule on
+a fetch at ``fetch_offset`` (time ``now_ms``, leader LEO ``leo``):
+
+* ``fetch_offset >= leo`` -> caught up now;
+* else ``fetch_offset >= leo at the previous fetch`` -> caught up at the previous fetch
+  time (it has everything the leader had then).
+
+ISR changes are never applied locally: the leader *proposes* them to the controller with
+an AlterPartition request (:class:`AlterPartitionProposal`) and applies the answer.
+
+* **Shrink**: an ISR member (other than the leader) not caught up within
+  ``replica_lag_time_max_ms`` is proposed out.
+* **Expand**: a replica outside the ISR whose LEO, known from a fetch in the current leader
+  epoch, is >= the HW and >= the start offset of the current leader epoch (so it has
+  truncated and copied everything of this epoch up to the HW) is proposed in.
+* One proposal at a time: while one is pending no new one is made.  Accepted -> the new
+  ISR and partition epoch are committed.  Rejected with FENCED_LEADER_EPOCH /
+  INVALID_UPDATE_VERSION -> stays pending until new metadata arrives (the proposal was
+  based on stale state).  Any other error (e.g. a lost request) -> dropped; the next check
+  proposes again.
+
+**HW and acks choice (Kafka's)**: the HW is computed over the *maximal* ISR = committed
+ISR ∪ replicas a pending proposal adds (a pending shrink keeps the removed members), so
+neither a pending expansion nor a pending shrink can move the HW past a replica the
+controller might consider in sync.  ``min_insync_replicas`` checks use the committed ISR.
+
+Costs: O(|replicas|) per check.  Not thread-safe: owned by the partition's owner.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from clients.errors import ErrorCode
+
+__all__ = [
+    "UNKNOWN_OFFSET",
+    "AlterPartitionProposal",
+    "IsrState",
+    "ReplicaState",
+    "can_join_isr",
+    "out_of_sync_replicas",
+]
+
+UNKNOWN_OFFSET = -1
+
+
+@dataclass(slots=True)
+class ReplicaState:
+    """The leader's view of one follower."""
+
+    log_end_offset: int = UNKNOWN_OFFSET
+    last_caught_up_time_ms: int = 0
+    last_fetch_time_ms: int = 0
+    last_fetch_leader_log_end_offset: int = UNKNOWN_OFFSET
+
+    def update_fetch(self, fetch_offset: int, leader_log_end_offset: int, now_ms: int) -> None:
+        if fetch_offset >= leader_log_end_offset:
+            self.last_caught_up_time_ms = max(self.last_caught_up_time_ms, now_ms)
+        elif fetch_offset >= self.last_fetch_leader_log_end_offset >= 0:
+            self.last_caught_up_time_ms = max(self.last_caught_up_time_ms,
+                                              self.last_fetch_time_ms)
+        self.log_end_offset = fetch_offset
+        self.last_fetch_leader_log_end_offset = leader_log_end_offset
+        self.last_fetch_time_ms = now_ms
+
+    def reset(self, now_ms: int, in_sync: bool) -> None:
+        """New leader epoch: LEO unknown until the replica fetches in this epoch."""
+        self.log_end_offset = UNKNOWN_OFFSET
+        self.last_fetch_leader_log_end_offset = UNKNOWN_OFFSET
+        self.last_caught_up_time_ms = now_ms if in_sync else 0
+        self.last_fetch_time_ms = now_ms if in_sync else 0
+
+    def is_caught_up(self, leader_log_end_offset: int, now_ms: int,
+                     replica_lag_time_max_ms: int) -> bool:
+        return (self.log_end_offset == leader_log_end_offset
+                or now_ms - self.last_caught_up_time_ms <= replica_lag_time_max_ms)
+
+
+@dataclass(frozen=True, slots=True)
+class AlterPartitionProposal:
+    """What the leader asks the controller (AlterPartition), fenced by both epochs."""
+
+    topic: str
+    partition: int
+    leader_id: int
+    leader_epoch: int
+    partition_epoch: int
+    new_isr: tuple[int, ...]
+
+
+def out_of_sync_replicas(isr: Iterable[int], local_id: int, replicas: dict[int, ReplicaState],
+                         leader_log_end_offset: int, now_ms: int,
+                         replica_lag_time_max_ms: int) -> list[int]:
+    """ISR members (never the leader) that have not been caught up recently enough."""
+    result = []
+    for r in isr:
+        if r == local_id:
+            continue
+        state = replicas.get(r)
+        if state is None or not state.is_caught_up(leader_log_end_offset, now_ms,
+                                                   replica_lag_time_max_ms):
+            result.append(r)
+    return result
+
+
+def can_join_isr(state: ReplicaState, high_watermark: int,
+                 leader_epoch_start_offset: int) -> bool:
+    """A follower may join once it fetched in this epoch up to the HW and the epoch start."""
+    leo = state.log_end_offset
+    return leo != UNKNOWN_OFFSET and leo >= high_watermark and leo >= leader_epoch_start_offset
+
+
+class IsrState:
+    """Committed ISR plus at most one pending AlterPartition proposal."""
+
+    __slots__ = ("blocked", "isr", "pending")
+
+    def __init__(self, isr: Iterable[int] = ()) -> None:
+        self.isr: tuple[int, ...] = tuple(isr)
+        self.pending: AlterPartitionProposal | None = None
+        self.blocked = False  # pending was rejected as stale: wait for metadata
+
+    @property
+    def maximal_isr(self) -> tuple[int, ...]:
+        if self.pending is None:
+            return self.isr
+        return self.isr + tuple(r for r in self.pending.new_isr if r not in self.isr)
+
+    def reset(self, isr: Iterable[int]) -> None:
+        """New metadata from the controller: commit its ISR, forget any proposal."""
+        self.isr = tuple(isr)
+        self.pending = None
+        self.blocked = False
+
+    def propose(self, proposal: AlterPartitionProposal) -> AlterPartitionProposal | None:
+        if self.pending is not None or set(proposal.new_isr) == set(self.isr):
+            return None
+        self.pending = proposal
+        return proposal
+
+    def on_response(self, proposal: AlterPartitionProposal, error_code: int,
+                    isr: Iterable[int] | None) -> bool:
+        """Apply the controller's answer; True when ``isr`` was committed."""
+        if proposal != self.pending:
+            return False  # an answer to an older or a forgotten proposal
+        if error_code == ErrorCode.NONE:
+            self.reset(proposal.new_isr if isr is None else isr)
+            return True
+        if error_code in (ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.INVALID_UPDATE_VERSION):
+            self.blocked = True
+        else:
+            self.pending = None
+        return False
