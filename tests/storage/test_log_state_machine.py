@@ -124,7 +124,8 @@ class LogMachine(RuleBasedStateMachine):
         start = data.draw(st.integers(self.log_start, self.leo), label="start")
         bound = data.draw(st.integers(start, self.leo), label="bound") if bounded else self.leo
         fetched = self.log.read(start, max_bytes, bound if bounded else None, min_one)
-        expected, used = [], 0
+        expected: list[MBatch] = []
+        used = 0
         for b in self._batches():
             if b.last < start:
                 continue

@@ -54,7 +54,8 @@ def test_find_batch_at_every_offset(tmp_path: Path) -> None:
             assert found is not None
             assert (found.position, found.base_offset, found.size) == (pos, base, size)
     assert seg.find_batch(BASE + 90) is None
-    assert seg.find_batch(0).position == 0  # below the base: first batch
+    first = seg.find_batch(0)  # below the base: the first batch
+    assert first is not None and first.position == 0
     seg.close()
 
 
@@ -74,7 +75,8 @@ def test_find_timestamp(tmp_path: Path) -> None:
     seg, layout = _filled(tmp_path)
     found = seg.find_timestamp(1000 + 10 * 17 - 3)
     assert found is not None and found.base_offset == layout[17][1]
-    assert seg.find_timestamp(0).base_offset == BASE
+    earliest = seg.find_timestamp(0)
+    assert earliest is not None and earliest.base_offset == BASE
     assert seg.find_timestamp(1000 + 10 * 29 + 1) is None
     seg.close()
 
