@@ -133,7 +133,7 @@ def append_breakdown(root: Path, batch: bytes, n: int) -> dict[str, float]:
     us = 1e6 / n
     return {"raw_os_write_us": raw * us, "os_writev_2_iovecs_us": writev * us,
             "validate_header_and_crc_us": validate * us, "full_append_us": full * us,
-            "rest_of_python_us": (full - writev - validate) * us}
+            "rest_indexes_and_bookkeeping_us": (full - writev - validate) * us}
 
 
 def write_log(path: Path, batch: bytes, total_bytes: int) -> Log:
@@ -268,6 +268,7 @@ def main() -> None:
     parser.add_argument("--dir", default=None, help="scratch directory (default: a temp dir)")
     parser.add_argument("--no-write", action="store_true", help="do not write the JSON")
     args = parser.parse_args()
+    load_at_start = list(os.getloadavg())  # other processes share the CPUs and disk
     root = Path(tempfile.mkdtemp(prefix="bench-storage-", dir=args.dir))
     figures: dict[str, Any] = {}
     profiles: dict[str, str] = {}
@@ -356,7 +357,9 @@ def main() -> None:
                                   "by a thread; also os.preadv into a reused buffer",
                    "page_cache": "hot (data just written; no fsync in timed loops)"},
         "machine": {"platform": platform.platform(), "python": platform.python_version(),
-                    "cpu_count": os.cpu_count(), "processor": platform.processor()},
+                    "cpu_count": os.cpu_count(), "processor": platform.processor(),
+                    "load_average_1_5_15_at_start": load_at_start,
+                    "load_average_1_5_15_at_end": list(os.getloadavg())},
         "figures": figures,
         "targets": {"append_ratio_min": TARGET_APPEND_RATIO,
                     "recovery_mb_s_min": TARGET_RECOVERY_MB_S},
