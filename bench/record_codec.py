@@ -6,7 +6,9 @@ path gain over the per-record path?  Encode includes header + CRC-32C; decode in
 validation (CRC).  Bulk decode is measured on both of its paths: the layout-run fast
 path (timestamps increasing, the producer case) and the general path (random
 timestamps, so record layouts differ).  Each figure is the median of REPEATS timed runs
-measured in this one process; ratios compare figures from the same run.
+measured in this one process; ratios compare figures from the same run.  The load
+average is recorded: on a shared 2-core machine other processes slow every figure alike
+(the ratios hold up better than the absolute numbers).
 
 Run: ``python bench/record_codec.py [--quick]``; writes bench/results/record_codec.json.
 """
@@ -100,6 +102,7 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="short run (smoke test)")
     args = parser.parse_args()
     budget = 0.1 if args.quick else 1.2
+    load_before = os.getloadavg()
     shapes = [(1000, 100), (100, 100), (1000, 1024), (100, 1024)]
     results = [bench_case(n, size, budget) for n, size in shapes]
     crc = [bench_crc(size, budget) for size in (16 << 10, 1 << 20)]
@@ -118,6 +121,9 @@ def main() -> None:
     for c in crc:
         print(f"CRC-32C over {c['bytes']:>8} bytes: {c['gb_per_s']:.2f} GB/s")
 
+    load_after = os.getloadavg()
+    print(f"load average (1/5/15 min) before {load_before}, after {load_after} on "
+          f"{os.cpu_count()} CPUs: figures are only comparable when it is below the CPU count")
     main_case = results[0]
     enc = main_case["encode_bulk"]["records_per_s"]  # type: ignore[index]
     dec = main_case["decode_bulk"]["records_per_s"]  # type: ignore[index]
@@ -139,7 +145,8 @@ def main() -> None:
                    "statistic": "median seconds per batch over repeats"},
         "machine": {"platform": platform.platform(), "python": platform.python_version(),
                     "cpu_count": os.cpu_count(), "processor": platform.processor(),
-                    "numpy": np.__version__},
+                    "numpy": np.__version__, "load_average_before": load_before,
+                    "load_average_after": load_after},
         "results": results,
         "crc32c": crc,
         "targets": targets,
