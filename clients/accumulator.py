@@ -65,41 +65,47 @@ def monotonic_ms() -> float:
     return time.monotonic() * 1000.0
 
 
+def _zigzag_bytes(value: int) -> bytes:
+    out = bytearray()
+    encode_varint(value, out)
+    return bytes(out)
+
+
+_SMALL_VARINTS = [_zigzag_bytes(v) for v in range(4096)]  # varints of 0..4095, precomputed
+_NULL = b"\x01"  # zig-zag -1
+
+
+def _varint(value: int) -> bytes:
+    return _SMALL_VARINTS[value] if 0 <= value < 4096 else _zigzag_bytes(value)
+
+
 def encode_record(
     offset_delta: int,
     timestamp_delta: int,
     key: bytes | None,
     value: bytes | None,
     headers: Sequence[Header],
-) -> bytearray:
+) -> bytes:
     """One record as the batch carries it (length varint included)."""
-    body = bytearray(b"\x00")
-    encode_varint(timestamp_delta, body)
-    encode_varint(offset_delta, body)
+    parts = [b"\x00", _varint(timestamp_delta), _varint(offset_delta)]
     if key is None:
-        body += b"\x01"  # zig-zag -1
+        parts.append(_NULL)
     else:
-        encode_varint(len(key), body)
-        body += key
+        parts += (_varint(len(key)), key)
     if value is None:
-        body += b"\x01"
+        parts.append(_NULL)
     else:
-        encode_varint(len(value), body)
-        body += value
-    encode_varint(len(headers), body)
+        parts += (_varint(len(value)), value)
+    parts.append(_varint(len(headers)))
     for h_key, h_value in headers:
         raw = h_key.encode("utf-8")
-        encode_varint(len(raw), body)
-        body += raw
+        parts += (_varint(len(raw)), raw)
         if h_value is None:
-            body += b"\x01"
+            parts.append(_NULL)
         else:
-            encode_varint(len(h_value), body)
-            body += h_value
-    out = bytearray()
-    encode_varint(len(body), out)
-    out += body
-    return out
+            parts += (_varint(len(h_value)), h_value)
+    body = b"".join(parts)
+    return _varint(len(body)) + body
 
 
 def record_size_bound(key: bytes | None, value: bytes | None, headers: Sequence[Header]) -> int:

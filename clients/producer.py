@@ -67,6 +67,7 @@ from clients.types import BulkResult, Header, RecordMetadata, TopicPartition
 
 __all__ = ["DeliveryTimeoutError", "Producer"]
 
+_MAX_TOPICS_SEEN = 10_000
 _ACKS = {0: 0, 1: 1, -1: -1, "all": -1, "0": 0, "1": 1, "-1": -1}
 
 
@@ -135,6 +136,7 @@ class Producer:
         self._partitioner = StickyPartitioner()
         self._partitioner_lock = threading.Lock()
         self._closed = False
+        self._topics_seen: set[str] = set()  # validated and registered with the metadata
         self._sender = Sender(
             parse_bootstrap(bootstrap_servers),
             self._metadata,
@@ -161,7 +163,8 @@ class Producer:
     ) -> Future[RecordMetadata]:
         """Queue one record; the future resolves to its RecordMetadata or fails."""
         self._check_open()
-        validate_topic_name(topic)
+        if topic not in self._topics_seen:
+            validate_topic_name(topic)
         key = _as_bytes("key", key)
         value = _as_bytes("value", value)
         hdrs = _check_headers(headers)
@@ -316,8 +319,11 @@ class Producer:
 
     def _wait_on_metadata(self, topic: str, deadline: float) -> int:
         md = self._metadata
-        if md.add_topics([topic]):
-            self._sender.wakeup()
+        if topic not in self._topics_seen:
+            if md.add_topics([topic]):
+                self._sender.wakeup()
+            if len(self._topics_seen) < _MAX_TOPICS_SEEN:
+                self._topics_seen.add(topic)
         while True:
             n = md.partition_count(topic)
             if n is not None:
