@@ -18,6 +18,7 @@ Not thread-safe: everything runs on the loop's thread.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import logging
 import signal
 from collections.abc import Callable
@@ -69,6 +70,9 @@ class BrokerServer:
         try:
             self.supervisor = NetworkProcessSupervisor(self.config, self.pool)
             self.supervisor.start()
+            if self.config.port != self.supervisor.port:  # port 0: the kernel chose one
+                self.config = dataclasses.replace(self.config, port=self.supervisor.port)
+                self.core.config = self.config
             for endpoint in self.supervisor.endpoints:
                 self._attach(loop, endpoint)
             for sig in (signal.SIGTERM, signal.SIGINT):

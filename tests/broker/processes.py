@@ -9,6 +9,7 @@ failing test leaves nothing running.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import signal
@@ -48,6 +49,7 @@ class BrokerProcess:
         self.port = 0
         self.output: list[str] = []
         self._children: set[int] = set()
+        self._reader = threading.Thread()
 
     @property
     def bootstrap(self) -> str:
@@ -78,7 +80,8 @@ class BrokerProcess:
                     self.port = int(match.group(1))
                     found.set()
 
-        threading.Thread(target=reader, args=(self.proc,), daemon=True).start()
+        self._reader = threading.Thread(target=reader, args=(self.proc,), daemon=True)
+        self._reader.start()
         deadline = time.monotonic() + timeout_s
         while not found.wait(0.05):
             if self.proc.poll() is not None or time.monotonic() > deadline:
@@ -90,10 +93,8 @@ class BrokerProcess:
     def _remember_children(self) -> None:
         if self.proc is None:
             return
-        try:
+        with contextlib.suppress(psutil.NoSuchProcess):
             self._children |= {c.pid for c in psutil.Process(self.proc.pid).children(True)}
-        except psutil.NoSuchProcess:
-            pass
 
     def network_pids(self) -> list[int]:
         self._remember_children()
@@ -133,6 +134,9 @@ class BrokerProcess:
             except psutil.TimeoutExpired:
                 child.kill()
         self._children.clear()
+        self._reader.join(10)
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
         self.proc = None
         return code
 
