@@ -1,0 +1,96 @@
+"""ISR pieces: the caught-up rule, shrink/expand predicates, proposal life cycle."""
+
+from __future__ import annotations
+
+from clients.errors import ErrorCode
+from replication.isr import (
+    UNKNOWN_OFFSET,
+    AlterPartitionProposal,
+    IsrState,
+    ReplicaState,
+    can_join_isr,
+    out_of_sync_replicas,
+)
+
+
+def test_fetch_at_leader_leo_is_caught_up_now() -> None:
+    s = ReplicaState()
+    s.update_fetch(10, 10, now_ms=500)
+    assert s.last_caught_up_time_ms == 500 and s.log_end_offset == 10
+
+
+def test_fetch_reaching_the_previous_leo_is_caught_up_at_the_previous_fetch() -> None:
+    s = ReplicaState()
+    s.update_fetch(5, 10, now_ms=100)      # behind: not caught up
+    assert s.last_caught_up_time_ms == 0
+    s.update_fetch(10, 14, now_ms=200)     # has what the leader had at t=100
+    assert s.last_caught_up_time_ms == 100
+    s.update_fetch(12, 20, now_ms=300)     # behind the LEO at t=200 (14): no change
+    assert s.last_caught_up_time_ms == 100
+
+
+def test_out_of_sync_after_the_lag_bound_never_the_leader() -> None:
+    states = {2: ReplicaState(), 3: ReplicaState()}
+    states[2].update_fetch(10, 10, now_ms=0)
+    states[3].update_fetch(10, 10, now_ms=900)
+    assert out_of_sync_replicas([1, 2, 3], 1, states, 12, now_ms=1000,
+                                replica_lag_time_max_ms=500) == [2]
+    # a follower at the leader's LEO is never out of sync
+    assert out_of_sync_replicas([1, 2], 1, states, 10, now_ms=5000,
+                                replica_lag_time_max_ms=500) == []
+    # a member the leader has no state for is out
+    assert out_of_sync_replicas([1, 4], 1, states, 10, 0, 500) == [4]
+
+
+def test_can_join_needs_a_fetch_in_this_epoch_past_hw_and_epoch_start() -> None:
+    s = ReplicaState()
+    assert s.log_end_offset == UNKNOWN_OFFSET
+    assert not can_join_isr(s, 0, 0)
+    s.update_fetch(8, 10, now_ms=0)
+    assert can_join_isr(s, 8, 5)
+    assert not can_join_isr(s, 9, 5)
+    assert not can_join_isr(s, 5, 9)
+
+
+def proposal(isr: tuple[int, ...], pe: int = 3) -> AlterPartitionProposal:
+    return AlterPartitionProposal("t", 0, 1, 7, pe, isr)
+
+
+def test_one_pending_proposal_and_maximal_isr() -> None:
+    st = IsrState([1, 2])
+    p = st.propose(proposal((1, 2, 3)))
+    assert p is not None and st.maximal_isr == (1, 2, 3) and st.isr == (1, 2)
+    assert st.propose(proposal((1,))) is None          # blocked by the pending one
+    assert st.on_response(p, ErrorCode.NONE, [1, 2, 3])
+    assert st.isr == (1, 2, 3) and st.pending is None
+
+
+def test_pending_shrink_keeps_the_larger_isr_for_the_hw() -> None:
+    st = IsrState([1, 2, 3])
+    st.propose(proposal((1, 2)))
+    assert st.maximal_isr == (1, 2, 3)
+
+
+def test_no_op_proposal_is_not_made() -> None:
+    assert IsrState([1, 2]).propose(proposal((2, 1))) is None
+
+
+def test_stale_rejection_blocks_until_metadata_other_errors_drop() -> None:
+    st = IsrState([1, 2])
+    p = st.propose(proposal((1,)))
+    assert p is not None
+    assert not st.on_response(p, ErrorCode.INVALID_UPDATE_VERSION, None)
+    assert st.blocked and st.pending == p
+    st.reset([1])
+    assert not st.blocked and st.pending is None and st.isr == (1,)
+    p2 = st.propose(proposal((1, 2)))
+    assert p2 is not None
+    assert not st.on_response(p2, ErrorCode.REQUEST_TIMED_OUT, None)
+    assert st.pending is None and not st.blocked
+
+
+def test_answer_to_another_proposal_is_ignored() -> None:
+    st = IsrState([1, 2])
+    st.propose(proposal((1,)))
+    assert not st.on_response(proposal((1,), pe=2), ErrorCode.NONE, [1])
+    assert st.isr == (1, 2)
