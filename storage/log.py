@@ -67,7 +67,6 @@ from clients.records import BatchHeader, decode_batch, iter_batches
 from storage.config import LogConfig
 from storage.errors import OffsetOutOfRangeError, StorageError
 from storage.recovery import (
-    BatchInfo,
     RecoveryReport,
     check_log_invariants,
     load_segments,
@@ -88,6 +87,7 @@ __all__ = [
 # base_offset, batch_length, partition_leader_epoch: the bytes a leader append rewrites
 _PATCH = struct.Struct(">qii")
 _PATCH_SIZE = _PATCH.size
+_INT32_MAX = 2**31 - 1
 _TOPIC_PARTITION = re.compile(r"^(.+)-(\d+)$")
 
 
@@ -130,8 +130,9 @@ class FetchDataInfo:
         return b"".join(r.read_bytes() for r in self.regions)
 
 
-@dataclass(frozen=True, slots=True)
-class LogAppendInfo:
+class LogAppendInfo(NamedTuple):
+    """Result of an append (a NamedTuple: immutable and cheap to build per request)."""
+
     first_offset: int
     last_offset: int
     max_timestamp: int
@@ -249,8 +250,9 @@ class Log:
     def append_as_leader(self, batches: bytes | bytearray | memoryview,
                          leader_epoch: int) -> LogAppendInfo:
         """Validate, assign offsets from the LEO, stamp ``leader_epoch``, append."""
-        self._check_open()
-        if not 0 <= leader_epoch <= 2**31 - 1:
+        if self._closed:
+            self._check_open()
+        if not 0 <= leader_epoch <= _INT32_MAX:
             raise ValueError(f"leader_epoch must be in [0, 2**31 - 1], got {leader_epoch}")
         view = _byte_view(batches)
         infos = validate_append_batches(view, self.config.max_message_bytes,
@@ -261,13 +263,18 @@ class Log:
         iovs: list[bytes | memoryview] = []
         metas: list[tuple[int, int, int, int]] = []
         pack = _PATCH.pack
-        for b in infos:
-            last = offset + b.last_offset_delta
-            iovs.append(pack(offset, b.size - 12, leader_epoch))
-            iovs.append(view[b.position + _PATCH_SIZE : b.position + b.size])
-            metas.append((offset, last, b.max_timestamp, b.size))
+        max_ts, off_max, records = NO_TIMESTAMP, first, 0
+        for pos, size, _base, lod, ts, count, _epoch in infos:
+            last = offset + lod
+            iovs.append(pack(offset, size - 12, leader_epoch))
+            iovs.append(view[pos + _PATCH_SIZE : pos + size])
+            metas.append((offset, last, ts, size))
+            if ts > max_ts:
+                max_ts, off_max = ts, offset
+            records += count
             offset = last + 1
-        return self._append(iovs, len(view), metas, infos, ((leader_epoch, first),))
+        return self._append(iovs, len(view), metas, records, max_ts, off_max,
+                            ((leader_epoch, first),))
 
     def append_as_follower(self, batches: bytes | bytearray | memoryview) -> LogAppendInfo:
         """Append replicated batches as they are (offsets and epochs kept)."""
@@ -280,39 +287,39 @@ class Log:
         expected = self._log_end_offset
         metas: list[tuple[int, int, int, int]] = []
         changes: list[tuple[int, int]] = []
-        for b in infos:
-            if b.base_offset < expected:
+        max_ts, off_max, records = NO_TIMESTAMP, infos[0][2], 0
+        for pos, size, base, lod, ts, count, epoch in infos:
+            if base < expected:
                 what = "the log end offset" if not metas else "the previous batch's next offset"
                 raise InvalidRecordError(
-                    f"batch at position {b.position} has base offset {b.base_offset}, below "
+                    f"batch at position {pos} has base offset {base}, below "
                     f"{what} {expected} (offsets must increase)"
                 )
-            last = b.base_offset + b.last_offset_delta
-            metas.append((b.base_offset, last, b.max_timestamp, b.size))
-            if not changes or changes[-1][0] != b.partition_leader_epoch:
-                changes.append((b.partition_leader_epoch, b.base_offset))
+            last = base + lod
+            metas.append((base, last, ts, size))
+            if not changes or changes[-1][0] != epoch:
+                changes.append((epoch, base))
+            if ts > max_ts:
+                max_ts, off_max = ts, base
+            records += count
             expected = last + 1
-        return self._append([view], len(view), metas, infos, tuple(changes))
+        return self._append([view], len(view), metas, records, max_ts, off_max, tuple(changes))
 
     def _append(self, iovs: list[bytes | memoryview], total: int,
-                metas: list[tuple[int, int, int, int]], infos: list[BatchInfo],
+                metas: list[tuple[int, int, int, int]], records: int, max_ts: int, off_max: int,
                 epoch_changes: tuple[tuple[int, int], ...]) -> LogAppendInfo:
         first_offset, last_offset = metas[0][0], metas[-1][1]
         now = self._clock_ms()
-        seg = self.active
+        seg = self.segments[-1]
         rolled = False
         if (seg.size and self._should_roll(seg, total, last_offset, now)) or (
             not seg.size and not seg.relative_offset_fits(last_offset)
         ):
             self._roll(first_offset, now)
+            seg = self.segments[-1]
             rolled = True
-        self.active.append(iovs, total, metas, now)
+        seg.append(iovs, total, metas, now)
         self._log_end_offset = last_offset + 1
-        max_ts, off_max, records = NO_TIMESTAMP, first_offset, 0
-        for (base, _last, ts, _size), info in zip(metas, infos, strict=True):
-            if ts > max_ts:
-                max_ts, off_max = ts, base
-            records += info.record_count
         self._unflushed_messages += records
         if self._first_unflushed_ms is None:
             self._first_unflushed_ms = now
@@ -321,7 +328,7 @@ class Log:
             cfg.flush_ms is not None and now - self._first_unflushed_ms >= cfg.flush_ms
         ):
             self.flush()
-        return LogAppendInfo(first_offset, last_offset, max_ts, off_max, len(infos), records,
+        return LogAppendInfo(first_offset, last_offset, max_ts, off_max, len(metas), records,
                              total, self._log_start_offset, epoch_changes, rolled)
 
     def _empty_append_info(self) -> LogAppendInfo:
@@ -588,7 +595,7 @@ class Log:
 
 
 def _byte_view(data: bytes | bytearray | memoryview) -> memoryview:
-    view = memoryview(data)
+    view = data if type(data) is memoryview else memoryview(data)
     if view.ndim != 1 or view.format != "B":
         view = view.cast("B")
     return view

@@ -71,6 +71,7 @@ class Segment:
         self.rolling_ms: int | None = None  # first append time (segment_ms roll)
         self.dirty = False
         self._opened_ms = now_ms
+        self._index_interval_bytes = config.index_interval_bytes
         index_path = segment_file(directory, base_offset, ".index")
         time_path = segment_file(directory, base_offset, ".timeindex")
         if create:
@@ -106,46 +107,36 @@ class Segment:
         if self.rolling_ms is None:
             self.rolling_ms = now_ms
         pos = start
-        interval = self.config.index_interval_bytes
-        index, time_index = self.index, self.time_index
-        for base, _last, max_ts, size in batches:
-            if max_ts > self.max_timestamp:
-                self.max_timestamp, self.offset_of_max_timestamp = max_ts, base
-            if index.entries == 0 or self.bytes_since_last_index >= interval:
+        interval = self._index_interval_bytes
+        index = self.index
+        since, max_ts, off_max = (self.bytes_since_last_index, self.max_timestamp,
+                                  self.offset_of_max_timestamp)
+        for base, _last, ts, size in batches:
+            if ts > max_ts:
+                max_ts, off_max = ts, base
+            if since >= interval or not index.entries:
                 if not index.is_full:
                     index.append(base, pos)
-                if not time_index.is_full:
-                    time_index.maybe_append(self.max_timestamp, self.offset_of_max_timestamp)
-                self.bytes_since_last_index = 0
-            self.bytes_since_last_index += size
+                if not self.time_index.is_full:
+                    self.time_index.maybe_append(max_ts, off_max)
+                since = 0
+            since += size
             pos += size
+        self.bytes_since_last_index, self.max_timestamp = since, max_ts
+        self.offset_of_max_timestamp = off_max
         self.size = pos
         if batches:
             self.next_offset = batches[-1][1] + 1
         self.dirty = True
 
     def _write_all(self, iovs: Sequence[bytes | memoryview], total: int) -> None:
-        written = 0
-        pending = list(iovs)
-        while pending:
-            chunk = pending[:_IOV_MAX]
-            n = os.writev(self.fd, chunk)
-            written += n
-            want = sum(len(b) for b in chunk)
-            if n == want:
-                del pending[:_IOV_MAX]
-                continue
-            # short write (rare on regular files): drop what was written and retry the rest
-            rest: list[bytes | memoryview] = []
-            for b in pending:
-                if n >= len(b):
-                    n -= len(b)
-                    continue
-                rest.append(memoryview(b)[n:] if n else b)
-                n = 0
-            pending = rest
-        if written != total:
-            raise OSError(f"wrote {written} bytes, expected {total}")
+        written = os.writev(self.fd, iovs) if len(iovs) <= _IOV_MAX else 0
+        if written == total:
+            return
+        # rare: a short write, or more iovecs than IOV_MAX -> write the rest from one copy
+        rest = memoryview(b"".join(bytes(b) for b in iovs))[written:]
+        while rest:
+            rest = rest[os.write(self.fd, rest):]
 
     # -- reading headers ---------------------------------------------------------------
 
