@@ -197,6 +197,7 @@ def main() -> None:
     parser.add_argument("--loops", type=int, default=200_000)
     args = parser.parse_args()
     r = args.runs
+    load_start = os.getloadavg()[0]
     figures: dict[str, Any] = {}
     cases = [
         ("1MiB", MIB, MIB, args.messages_1mib),
@@ -262,6 +263,8 @@ def main() -> None:
             "python": platform.python_version(),
             "cpu_count": os.cpu_count(),
             "processor": platform.processor(),
+            # other work on the machine skews every figure: flock_pair_us shows how much
+            "loadavg_1min_start_end": [round(load_start, 2), round(os.getloadavg()[0], 2)],
         },
         "figures": figures,
         "targets": targets,

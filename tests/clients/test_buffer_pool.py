@@ -12,6 +12,8 @@ import pickle
 import threading
 import time
 from collections.abc import Callable, Iterator
+from functools import partial
+from typing import Any
 
 import msgpack
 import pytest
@@ -61,7 +63,7 @@ def assert_exact(pool: BufferPool) -> None:
 def make_pool() -> Iterator[Callable[..., BufferPool]]:
     pools: list[BufferPool] = []
 
-    def make(total_bytes: int = 8 * P, poolable_size: int = P, **kw: int) -> BufferPool:
+    def make(total_bytes: int = 8 * P, poolable_size: int = P, **kw: Any) -> BufferPool:
         pool = BufferPool.create(total_bytes, poolable_size, **kw)
         pools.append(pool)
         return pool
@@ -121,7 +123,7 @@ def start_waiter(
     ],
 )
 def test_invalid_config_is_precise(
-    total: int, poolable: int, kw: dict[str, int], needle: str
+    total: int, poolable: int, kw: dict[str, Any], needle: str
 ) -> None:
     with pytest.raises(InvalidConfigError, match=needle) as info:
         BufferPool.create(total, poolable, **kw)
@@ -261,7 +263,7 @@ def test_waiters_are_served_first_come_first_served(make_pool: Callable[..., Buf
     waiters = [start_waiter(pool, P, order, tag) for tag in ("w1", "w2", "w3")]
     for i, buf in enumerate(held):
         pool.deallocate(buf)  # each free wakes exactly the oldest waiter
-        wait_until(lambda n=i + 1: len(order) == n, f"{i + 1} waiters served")
+        wait_until(partial(lambda n: len(order) == n, i + 1), f"{i + 1} waiters served")
         assert order == ["w1", "w2", "w3"][: i + 1]
     for w in waiters:
         w.join(DEADLINE_S)

@@ -12,6 +12,7 @@ import random
 import signal
 import time
 from collections.abc import Callable, Iterator
+from functools import partial
 from multiprocessing.process import BaseProcess
 from typing import Any
 
@@ -229,7 +230,8 @@ def test_fifo_wakeup_across_processes(pool: BufferPool, procs: Callable[..., Bas
     tags = ["a", "b", "c"]
     for i, tag in enumerate(tags):
         procs(child_wait, pool.name, 4 * P, tag, out)
-        wait_until(lambda n=i + 1: pool.metrics().waiter_count == n, f"{tag} queued")
+        queued = partial(lambda n: pool.metrics().waiter_count == n, i + 1)
+        wait_until(queued, f"{tag} queued")
     served = []
     for buf in held[:3]:
         pool.deallocate(buf)  # one run freed: exactly the oldest waiter fits
