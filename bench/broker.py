@@ -1,0 +1,186 @@
+"""One broker, one producer process (acks=1): produce/consume throughput, fetch vs sendfile.
+
+Measured in one run against a real broker (main process + one network process):
+
+- produce records/s and MB/s at 100 B and 1 KiB with the bulk API (``minikafka bench
+  produce`` in its own process), median of ``--runs``;
+- consume records/s with the bulk poll (``minikafka bench consume``);
+- raw fetch bytes/s (a socket client issuing Fetch requests and reading whole frames)
+  next to a plain loopback ``os.sendfile`` of the same segment file: the ratio is the
+  figure;
+- produce latency p50/p99 with one request in flight (``send`` + ``result()``).
+
+Writes ``bench/results/broker.json``.  Run: ``python -m bench.broker``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import socket
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+
+from clients.admin import Admin
+from clients.api import ApiKey
+from clients.cli_demo import free_port, running_broker
+from clients.producer import Producer
+from clients.protocol import encode_request_bytes, read_frame
+from clients.types import NewTopic
+
+RESULTS = Path(__file__).resolve().parent / "results"
+TARGETS = {"produce_100b_records_per_s": 500_000, "consume_100b_records_per_s": 1_000_000,
+           "fetch_vs_sendfile_ratio": 0.70, "produce_p50_ms": 0.3}
+
+
+def cli_bench(bootstrap: str, mode: str, topic: str, records: int, size: int,
+              out: Path) -> dict:
+    cmd = [sys.executable, "-m", "clients.cli", "bench", mode, "--bootstrap-server", bootstrap,
+           "--topic", topic, "--records", str(records), "--record-size", str(size),
+           "--batch-records", str(max(100, 256 * 1024 // (size + 16))), "--json", str(out)]
+    subprocess.run(cmd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                   timeout=600)
+    return json.loads(out.read_text())["figures"]
+
+
+def fetch_throughput(port: int, topic: str, total_bytes: int) -> float:
+    """Bytes/s of raw Fetch responses for the whole partition, 8 MiB at a time."""
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        offset, received, correlation_id = 0, 0, 0
+        started = time.perf_counter()
+        while received < total_bytes:
+            correlation_id += 1
+            body = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 8 << 20,
+                    "topics": [{"name": topic, "partitions": [
+                        {"partition": 0, "fetch_offset": offset,
+                         "partition_max_bytes": 8 << 20}]}]}
+            sock.sendall(encode_request_bytes(ApiKey.FETCH, 0, correlation_id, "bench", body))
+            frame = read_frame(sock, max_frame_bytes=64 << 20)
+            assert frame is not None
+            tail = _records_tail(frame)
+            if not tail:
+                break
+            received += len(frame) + 4
+            offset = _next_offset(tail)
+        return received / (time.perf_counter() - started)
+
+
+def _records_tail(frame: memoryview) -> memoryview:
+    meta_length = int.from_bytes(frame[:4], "big")
+    return frame[4 + meta_length:]
+
+
+def _next_offset(records: memoryview) -> int:
+    from clients.records import iter_batches
+
+    last = 0
+    for _, header in iter_batches(records, validate=False):
+        last = header.next_offset
+    return last
+
+
+def sendfile_throughput(path: Path) -> float:
+    """Bytes/s of os.sendfile of the file to a loopback socket drained by a reader."""
+    size = path.stat().st_size
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+    received = [0]
+
+    def drain() -> None:
+        with socket.create_connection(("127.0.0.1", port)) as c:
+            buf = bytearray(1 << 20)
+            while (n := c.recv_into(buf)) > 0:
+                received[0] += n
+
+    reader = threading.Thread(target=drain)
+    reader.start()
+    conn, _ = server.accept()
+    started = time.perf_counter()
+    with open(path, "rb") as f:
+        sent = 0
+        while sent < size:
+            sent += os.sendfile(conn.fileno(), f.fileno(), sent, size - sent)
+    conn.shutdown(socket.SHUT_WR)
+    reader.join()
+    elapsed = time.perf_counter() - started
+    conn.close()
+    server.close()
+    return received[0] / elapsed
+
+
+def latency_ms(bootstrap: str, topic: str, count: int) -> list[float]:
+    samples = []
+    with Producer(bootstrap, acks=1, linger_ms=0) as producer:
+        producer.send(topic, b"warm", partition=0).result(30)
+        for _ in range(count):
+            t0 = time.perf_counter()
+            producer.send(topic, b"x" * 100, partition=0).result(30)
+            samples.append((time.perf_counter() - t0) * 1000)
+    return samples
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--records", type=int, default=1_000_000)
+    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--latency-samples", type=int, default=2000)
+    args = parser.parse_args()
+    data_dir = tempfile.mkdtemp(prefix="minikafka-bench-")
+    port = free_port()
+    bootstrap = f"127.0.0.1:{port}"
+    figures: dict[str, float] = {}
+    with running_broker(data_dir, port), tempfile.TemporaryDirectory() as tmp:
+        with Admin(bootstrap) as admin:
+            admin.create_topics([NewTopic(f"p{s}-{r}", 1, 1, {}) for s in (100, 1024)
+                                 for r in range(args.runs)] + [NewTopic("lat", 1, 1, {})])
+        table = []
+        for size in (100, 1024):
+            n = args.records if size == 100 else args.records // 4
+            runs = [cli_bench(bootstrap, "produce", f"p{size}-{r}", n, size,
+                              Path(tmp) / f"p{size}-{r}.json") for r in range(args.runs)]
+            rate = statistics.median(r["records_per_s"] for r in runs)
+            mbs = statistics.median(r["mb_per_s"] for r in runs)
+            figures[f"produce_{size}b_records_per_s"] = rate
+            figures[f"produce_{size}b_mb_per_s"] = mbs
+            consume = [cli_bench(bootstrap, "consume", f"p{size}-{r}", n, size,
+                                 Path(tmp) / f"c{size}-{r}.json") for r in range(args.runs)]
+            crate = statistics.median(r["records_per_s"] for r in consume)
+            figures[f"consume_{size}b_records_per_s"] = crate
+            table.append((size, rate, mbs, crate))
+        segment = sorted((Path(data_dir) / "p1024-0-0").glob("*.log"))[0]
+        fetch = statistics.median(fetch_throughput(port, "p1024-0", segment.stat().st_size)
+                                  for _ in range(args.runs))
+        plain = statistics.median(sendfile_throughput(segment) for _ in range(args.runs))
+        figures.update(fetch_bytes_per_s=fetch, sendfile_bytes_per_s=plain,
+                       fetch_vs_sendfile_ratio=fetch / plain)
+        samples = latency_ms(bootstrap, "lat", args.latency_samples)
+        qs = statistics.quantiles(samples, n=100)
+        figures.update(produce_p50_ms=qs[49], produce_p99_ms=qs[98])
+    print(f"{'size':>6}{'produce rec/s':>16}{'MB/s':>9}{'consume rec/s':>16}")
+    for size, rate, mbs, crate in table:
+        print(f"{size:>6}{rate:>16,.0f}{mbs:>9.1f}{crate:>16,.0f}")
+    print(f"fetch {fetch / 1e6:,.0f} MB/s vs plain sendfile {plain / 1e6:,.0f} MB/s "
+          f"(ratio {fetch / plain:.2f})")
+    print(f"produce latency p50 {qs[49]:.3f} ms, p99 {qs[98]:.3f} ms (one in flight)")
+    met = {k: (figures[k] <= t if k.endswith("_ms") else figures[k] >= t)
+           for k, t in TARGETS.items()}
+    for key, ok in met.items():
+        print(f"target {key}: {TARGETS[key]:,} -> {figures[key]:,.3f} {'met' if ok else 'MISSED'}")
+    RESULTS.mkdir(exist_ok=True)
+    (RESULTS / "broker.json").write_text(json.dumps({
+        "config": vars(args),
+        "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                    "platform": platform.platform(), "load_avg": os.getloadavg()},
+        "figures": figures, "targets": TARGETS, "met": met}, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
