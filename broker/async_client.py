@@ -1,0 +1,143 @@
+"""A small asyncio client for broker-to-broker and broker-to-controller requests.
+
+Used inside a broker's (or the controller's) event loop: replica fetchers, the metadata
+follower (registration, heartbeats, metadata fetches) and forwarded admin requests.
+One :class:`AsyncConnection` is one TCP connection with pipelined requests matched by
+correlation id; ``request()`` returns the decoded response body or raises.
+
+Bounds: ``max_in_flight`` requests per connection (further callers wait), frames up to
+``max_frame_bytes``, every request has ``timeout_ms`` (then RequestTimedOutError and the
+connection is closed, since a late answer would desynchronise nothing but is useless).
+A connection that fails raises a retriable NETWORK_EXCEPTION error to every waiter and
+is reconnected by the next ``request()``.
+
+Not thread-safe: one event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import itertools
+from typing import Any
+
+from clients.errors import ErrorCode, MiniKafkaError, RequestTimedOutError
+from clients.protocol import (
+    DEFAULT_MAX_FRAME_BYTES,
+    decode_response_body,
+    decode_response_header,
+    encode_request,
+    frame_length_of,
+)
+
+CONNECT_TIMEOUT_S = 5.0
+
+
+class BrokerUnreachableError(MiniKafkaError):
+    code = ErrorCode.NETWORK_EXCEPTION
+
+
+class AsyncConnection:
+    def __init__(self, host: str, port: int, *, client_id: str = "broker",
+                 max_in_flight: int = 16, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
+        self.host = host
+        self.port = port
+        self.client_id = client_id
+        self.max_frame_bytes = max_frame_bytes
+        self._slots = asyncio.Semaphore(max_in_flight)
+        self._correlation = itertools.count(1)
+        self._pending: dict[int, tuple[asyncio.Future[Any], int, int]] = {}
+        self._writer: asyncio.StreamWriter | None = None
+        self._reader_task: asyncio.Task[None] | None = None
+        self._connect_lock = asyncio.Lock()
+
+    @property
+    def address(self) -> str:
+        return f"{self.host}:{self.port}"
+
+    async def _ensure_connected(self) -> asyncio.StreamWriter:
+        async with self._connect_lock:
+            if self._writer is not None and not self._writer.is_closing():
+                return self._writer
+            try:
+                reader, writer = await asyncio.wait_for(
+                    asyncio.open_connection(self.host, self.port), CONNECT_TIMEOUT_S)
+            except (TimeoutError, OSError) as exc:
+                raise BrokerUnreachableError(f"cannot connect to {self.address}: {exc}") \
+                    from None
+            self._writer = writer
+            self._reader_task = asyncio.get_running_loop().create_task(self._read_loop(reader))
+            return writer
+
+    async def _read_loop(self, reader: asyncio.StreamReader) -> None:
+        error: MiniKafkaError = BrokerUnreachableError(f"connection to {self.address} closed")
+        try:
+            while True:
+                length = frame_length_of(await reader.readexactly(4), self.max_frame_bytes)
+                frame = await reader.readexactly(length)
+                header = decode_response_header(frame)
+                entry = self._pending.pop(header.correlation_id, None)
+                if entry is None:
+                    continue
+                future, api_key, api_version = entry
+                if future.done():
+                    continue
+                try:
+                    future.set_result(decode_response_body(header, api_key, api_version))
+                except MiniKafkaError as exc:
+                    future.set_exception(exc)
+        except (asyncio.IncompleteReadError, OSError) as exc:
+            error = BrokerUnreachableError(f"connection to {self.address} lost: {exc}")
+        except MiniKafkaError as exc:
+            error = exc
+        except asyncio.CancelledError:
+            pass
+        finally:
+            self._fail_all(error)
+
+    def _fail_all(self, error: MiniKafkaError) -> None:
+        pending, self._pending = self._pending, {}
+        for future, _, _ in pending.values():
+            if not future.done():
+                future.set_exception(error)
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+    async def request(self, api_key: int, body: dict[str, Any], *, api_version: int = 0,
+                      timeout_ms: int = 30_000) -> dict[str, Any]:
+        async with self._slots:
+            writer = await self._ensure_connected()
+            correlation_id = next(self._correlation) & 0x7FFFFFFF
+            future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+            self._pending[correlation_id] = (future, api_key, api_version)
+            buffers = encode_request(api_key, api_version, correlation_id, self.client_id,
+                                     body, max_frame_bytes=self.max_frame_bytes)
+            writer.writelines(buffers)
+            try:
+                await writer.drain()
+                return await asyncio.wait_for(future, timeout_ms / 1000)
+            except TimeoutError:
+                self._pending.pop(correlation_id, None)
+                self.close()
+                raise RequestTimedOutError(
+                    f"no answer from {self.address} within {timeout_ms} ms") from None
+            except OSError as exc:
+                self._pending.pop(correlation_id, None)
+                self.close()
+                raise BrokerUnreachableError(f"{self.address}: {exc}") from None
+
+    def close(self) -> None:
+        if self._reader_task is not None:
+            self._reader_task.cancel()
+            self._reader_task = None
+        if self._writer is not None:
+            self._writer.close()
+            self._writer = None
+
+    async def aclose(self) -> None:
+        task = self._reader_task
+        self.close()
+        if task is not None:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
