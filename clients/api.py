@@ -200,7 +200,8 @@ _METADATA = Api(
     ),
     response=Struct(
         brokers=Array(Struct(node_id=Int32, host=Str, port=Int32,
-                             rack=Field(NullableStr, default=None))),
+                             rack=Field(NullableStr, default=None),
+                             fenced=Field(Bool, default=False))),  # set by the controller
         cluster_id=Field(NullableStr, default=None),
         controller_id=Int32,
         topics=Array(Struct(
@@ -215,6 +216,8 @@ _METADATA = Api(
                 replica_nodes=Array(Int32),
                 isr_nodes=Array(Int32),
                 offline_replicas=Field(Array(Int32), default=[]),
+                # controller only: the leader was chosen by an unclean election
+                unclean_elected=Field(Bool, default=False),
             )),
         )),
     ),
