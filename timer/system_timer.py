@@ -149,10 +149,14 @@ class SystemTimer:
         """Expire every bucket whose expiration is <= ``now_ms`` (default: the clock).
 
         Moves the wheels forward, re-inserts tasks that belong in finer wheels and
-        returns the due tasks in expiration order, without running them.
+        returns the due tasks in expiration order, without running them.  ``now_ms``
+        may lag the clock but not lead it (that would fire tasks early).
         """
+        clock_ms = self._now_ms()
         if now_ms is None:
-            now_ms = self._now_ms()
+            now_ms = clock_ms
+        elif now_ms > clock_ms:
+            raise ValueError(f"now_ms {now_ms} is ahead of the clock ({clock_ms} ms)")
         state = self._state
         if state.pending_cancels:
             self._drain_pending_cancels()

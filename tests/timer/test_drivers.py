@@ -58,16 +58,25 @@ def test_asyncio_driver_fires_in_order_and_rearms_for_earlier_tasks() -> None:
 
 
 def test_asyncio_driver_runs_purgatory_expirations() -> None:
+    class SignallingOp(CountingOp):
+        __slots__ = ("done",)
+
+        def __init__(self, delay_ms: int) -> None:
+            super().__init__(delay_ms)
+            self.done = asyncio.Event()
+
+        def on_expiration(self) -> None:
+            super().on_expiration()
+            self.done.set()
+
     async def scenario() -> CountingOp:
         driver = AsyncioTimerDriver(SystemTimer(MonotonicClock()))
         purgatory: Purgatory[CountingOp] = Purgatory("fetch", driver)
         try:
-            op = CountingOp(5)
+            op = SignallingOp(5)
             assert purgatory.try_complete_else_watch(op, ["t-0"]) is False
-            loop = asyncio.get_running_loop()
-            deadline = loop.time() + DEADLINE_S
-            while not op.is_completed and loop.time() < deadline:
-                await asyncio.sleep(0.001)  # yield to the loop; bounded by the deadline
+            assert purgatory.delayed == 1
+            await asyncio.wait_for(op.done.wait(), DEADLINE_S)
             return op
         finally:
             driver.shutdown()

@@ -161,7 +161,8 @@ def test_poll_due_returns_tasks_in_expiration_order_without_running_them() -> No
     tasks = [RecordingTask(d, clock, label=d) for d in (300, 7, 45, 7, 1_000)]
     for task in tasks:
         timer.add(task)
-    due = timer.poll_due(400)
+    clock.set(400)
+    due = timer.poll_due()
     assert [t.label for t in due if isinstance(t, RecordingTask)] == [7, 7, 45, 300]
     assert all(t.fired_at == [] for t in tasks)
     assert timer.size == 1
@@ -207,6 +208,8 @@ def test_bad_input_gets_precise_errors() -> None:
         SystemTimer(clock, max_tasks=None)  # type: ignore[arg-type]
     with pytest.raises(ValueError, match="timeout_ms must be >= 0"):
         SystemTimer(clock).advance_clock(-5)
+    with pytest.raises(ValueError, match="ahead of the clock"):
+        SystemTimer(clock).poll_due(clock.now_ms() + 1)
     with pytest.raises(ValueError, match="cannot move backwards"):
         ManualClock(10).set(9)
     with pytest.raises(ValueError, match="ms must be >= 0"):
