@@ -50,14 +50,14 @@ import msgpack
 
 from broker.request_channel import (
     CLOSE,
+    CLOSED,
     NO_RESPONSE,
+    REQUEST,
     RESPONSE,
     ChannelEndpoint,
     ChannelFullError,
     ChannelProtocolError,
-    encode_closed,
     encode_ready,
-    encode_request,
 )
 from clients.buffer_pool import Buffer, BufferPool
 from clients.buffer_pool_errors import BufferPoolError, StaleBufferHandleError
@@ -298,6 +298,7 @@ class NetworkProcess:
                         self._drain_wakeup()
                 if self.waiters:
                     self._retry_waiters()
+                self.channel.flush_posted()  # this iteration's REQUEST/CLOSED: one packet
                 self._update_channel_interest()
             return 0
         finally:
@@ -436,7 +437,7 @@ class NetworkProcess:
         handle = (buf.slot, buf.size, buf.generation)
         buf.release()
         try:
-            sent = self.channel.send(encode_request(conn.conn_id, handle, length))
+            sent = self.channel.post((REQUEST, conn.conn_id, handle, length))
         except ChannelFullError as exc:
             log.error("network %d: %s; closing connection %d", self.index, exc, conn.conn_id)
             self._free(handle)
@@ -616,7 +617,7 @@ class NetworkProcess:
             self.in_flight -= 1
         if conn.known and notify and not self.channel.at_eof:
             try:
-                self.channel.send(encode_closed(conn.conn_id))
+                self.channel.post((CLOSED, conn.conn_id))
             except ChannelFullError as exc:
                 log.error("network %d: CLOSED %d not sent: %s", self.index, conn.conn_id, exc)
         conn.sock.close()

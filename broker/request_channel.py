@@ -1,8 +1,10 @@
 """Descriptor channel between the broker's main process and one network process.
 
-Transport: one ``AF_UNIX``/``SOCK_SEQPACKET`` socketpair per network process (message
+Transport: one ``AF_UNIX``/``SOCK_SEQPACKET`` socketpair per network process (packet
 boundaries kept by the kernel, in order, reliable; EOF when the peer process dies).
-Every message is one msgpack array of at most :data:`MAX_MESSAGE_BYTES` bytes; the
+A packet (at most :data:`MAX_MESSAGE_BYTES` bytes) holds one message - a msgpack array
+as below - or a batch: a msgpack array of up to :data:`MAX_BATCH_MESSAGES` messages,
+processed in order (messages posted in one event-loop iteration share one syscall). The
 payloads (request frames, responses) live in buffers of the broker's shared-memory
 :class:`~clients.buffer_pool.BufferPool`, a ``handle`` is ``[slot, size, generation]``:
 
@@ -72,9 +74,11 @@ __all__ = [
     "Handle",
     "MainChannelEndpoint",
     "decode_message",
+    "decode_packet",
     "encode_close",
     "encode_closed",
     "encode_no_response",
+    "encode_packet",
     "encode_ready",
     "encode_request",
     "encode_response",
@@ -83,7 +87,8 @@ __all__ = [
 log = logging.getLogger(__name__)
 
 READY, REQUEST, CLOSED, RESPONSE, NO_RESPONSE, CLOSE = range(6)
-MAX_MESSAGE_BYTES = 256
+MAX_BATCH_MESSAGES = 256
+MAX_MESSAGE_BYTES = 64 * 1024  # one packet: a batch of MAX_BATCH_MESSAGES fits easily
 SOCKET_BUFFER_BYTES = 1 << 20  # asked for; the kernel caps it at net.core.[rw]mem_max
 _ARITY = (4, 4, 2, 5, 2, 2)  # message length by type
 _NAMES = ("READY", "REQUEST", "CLOSED", "RESPONSE", "NO_RESPONSE", "CLOSE")
@@ -151,10 +156,32 @@ def _is_handle(value: object) -> bool:
 def decode_message(data: bytes | memoryview) -> Message:
     """Decode and validate one message; returns a tuple shaped as in the table above
     (a handle is a ``(slot, size, generation)`` tuple)."""
+    return _validate(_unpack(data))
+
+
+def decode_packet(data: bytes | memoryview) -> list[Message]:
+    """Decode one channel packet: a single message, or an array of messages (a batch)."""
+    obj = _unpack(data)
+    if type(obj) is tuple and obj and type(obj[0]) is tuple:
+        if len(obj) > MAX_BATCH_MESSAGES:
+            raise ChannelProtocolError(f"batch of {len(obj)} messages > {MAX_BATCH_MESSAGES}")
+        return [_validate(msg) for msg in obj]
+    return [_validate(obj)]
+
+
+def encode_packet(messages: list[Message]) -> bytes:
+    """One packet for 1..MAX_BATCH_MESSAGES message tuples."""
+    return _packb(messages[0] if len(messages) == 1 else messages)  # type: ignore[no-any-return]
+
+
+def _unpack(data: bytes | memoryview) -> Any:
     try:
-        msg = _unpackb(data, use_list=False)
+        return _unpackb(data, use_list=False)
     except Exception as exc:  # msgpack raises several unrelated types
         raise ChannelProtocolError(f"channel message is not msgpack: {exc}") from None
+
+
+def _validate(msg: Any) -> Message:
     if type(msg) is not tuple or not msg or type(msg[0]) is not int:
         raise ChannelProtocolError(f"channel message must be an array [type, ...], got {msg!r}")
     kind = msg[0]
@@ -164,9 +191,7 @@ def decode_message(data: bytes | memoryview) -> Message:
         raise ChannelProtocolError(
             f"{_NAMES[kind]} message needs {_ARITY[kind]} fields, got {len(msg)}: {msg!r}"
         )
-    if kind == READY:
-        ok = msg[1] == "ready" and _is_int(msg[2]) and 0 < msg[2] < 65536 and _is_int(msg[3])
-    elif kind == REQUEST:
+    if kind == REQUEST:
         ok = _is_int(msg[1]) and _is_handle(msg[2]) and _is_int(msg[3]) and msg[3] > 0
     elif kind == RESPONSE:
         ok = (
@@ -178,11 +203,13 @@ def decode_message(data: bytes | memoryview) -> Message:
             and msg[4] >= 0
             and msg[3] + msg[4] <= msg[2][1]
         )
+    elif kind == READY:
+        ok = msg[1] == "ready" and _is_int(msg[2]) and 0 < msg[2] < 65536 and _is_int(msg[3])
     else:
         ok = _is_int(msg[1])
     if not ok:
         raise ChannelProtocolError(f"malformed {_NAMES[kind]} message: {msg!r}")
-    return msg  # type: ignore[no-any-return]
+    return msg
 
 
 # -------------------------------------------------------------------- endpoint
@@ -206,7 +233,10 @@ class ChannelEndpoint:
                 sock.setsockopt(socket.SOL_SOCKET, option, SOCKET_BUFFER_BYTES)
         self._sock = sock
         self._fd = sock.fileno()
-        self._queue: deque[bytes] = deque()
+        self._queue: deque[bytes] = deque()  # packets the kernel did not take yet
+        self._batch: list[Message] = []  # posted, not yet packed
+        self._rbuf = bytearray(MAX_MESSAGE_BYTES + 1)
+        self._rview = memoryview(self._rbuf)
         self.max_queued_messages = max_queued_messages
         self.at_eof = False
         self.closed = False
@@ -258,6 +288,29 @@ class ChannelEndpoint:
             self._writer_registered = True
         return True
 
+    def post(self, message: Message) -> bool:
+        """Add a message to the current batch (sent as one packet by
+        :meth:`flush_posted`; when attached to a loop that is scheduled with
+        ``call_soon``, so every message posted in one loop iteration shares a syscall).
+        False if the channel is closed (message dropped)."""
+        if self.at_eof:
+            return False
+        batch = self._batch
+        batch.append(message)
+        if len(batch) >= MAX_BATCH_MESSAGES:
+            self.flush_posted()
+        elif len(batch) == 1 and self._loop is not None:
+            self._loop.call_soon(self.flush_posted)
+        return True
+
+    def flush_posted(self) -> None:
+        """Send the posted messages as one packet (no-op when there are none)."""
+        batch = self._batch
+        if batch:
+            data = encode_packet(batch)
+            batch.clear()
+            self.send(data)
+
     def flush(self) -> bool:
         """Write queued messages until the kernel refuses; True when none is left."""
         queue, send = self._queue, self._sock.send
@@ -274,26 +327,27 @@ class ChannelEndpoint:
 
     # receiving -----------------------------------------------------------------
     def recv_messages(self, max_messages: int = 1024) -> list[Message]:
-        """Every message available now (at most ``max_messages``); sets ``at_eof``
+        """Every message available now (reading stops once ``max_messages`` are
+        decoded; a batch is never split); sets ``at_eof``
         when the peer closed. Raises ChannelProtocolError for a bad message."""
         out: list[Message] = []
         if self.at_eof:
             return out
-        recv = self._sock.recv
+        recv_into, buf, view = self._sock.recv_into, self._rbuf, self._rview
         while len(out) < max_messages:
             try:
-                data = recv(MAX_MESSAGE_BYTES + 1)
+                n = recv_into(buf)
             except BlockingIOError:
                 break
             except OSError as exc:
                 self._broken(exc)
                 break
-            if not data:
+            if n == 0:
                 self.at_eof = True
                 break
-            if len(data) > MAX_MESSAGE_BYTES:
-                raise ChannelProtocolError(f"channel message longer than {MAX_MESSAGE_BYTES} bytes")
-            out.append(decode_message(data))
+            if n > MAX_MESSAGE_BYTES:
+                raise ChannelProtocolError(f"channel packet longer than {MAX_MESSAGE_BYTES} bytes")
+            out += decode_packet(view[:n])
         return out
 
     def _broken(self, exc: OSError) -> None:
@@ -351,6 +405,7 @@ class ChannelEndpoint:
         self.detach_loop()
         self.closed = self.at_eof = True
         self._queue.clear()
+        self._batch.clear()
         self._sock.close()
 
 
@@ -425,7 +480,7 @@ class MainChannelEndpoint(ChannelEndpoint):
                 f"of {handle[1]} bytes"
             )
         self._in_flight.discard(conn_id)
-        if self.send(encode_response(conn_id, handle, prefix_len, regions_len)):
+        if self._post((RESPONSE, conn_id, handle, prefix_len, regions_len)):
             if conn_id in self._responses:
                 self._responses[conn_id] = handle
             else:
@@ -436,11 +491,17 @@ class MainChannelEndpoint(ChannelEndpoint):
 
     def send_no_response(self, conn_id: int) -> bool:
         self._in_flight.discard(conn_id)
-        return self.send(encode_no_response(conn_id))
+        return self._post((NO_RESPONSE, conn_id))
 
     def send_close(self, conn_id: int) -> bool:
         self._in_flight.discard(conn_id)
-        return self.send(encode_close(conn_id))
+        return self._post((CLOSE, conn_id))
+
+    def _post(self, message: Message) -> bool:
+        """Batched when attached to a loop, sent at once otherwise."""
+        if self._loop is not None:
+            return self.post(message)
+        return self.send(encode_packet([message]))
 
     def in_flight_conn_ids(self) -> set[int]:
         """Connections whose request this process has not answered yet."""
