@@ -57,6 +57,7 @@ class ApiKey(IntEnum):
     ALTER_PARTITION = 56
     BROKER_REGISTRATION = 62
     BROKER_HEARTBEAT = 63
+    DESCRIBE_LOG_DIRS = 35
 
 
 class Api:
@@ -479,6 +480,21 @@ _BROKER_HEARTBEAT = Api(
     ),
 )  # fmt: skip
 
+# Simplified DescribeLogDirs: one data dir per broker; per replica its offsets and role.
+_DESCRIBE_LOG_DIRS = Api(
+    ApiKey.DESCRIBE_LOG_DIRS, "DescribeLogDirs", 0, 0,
+    request=Struct(topics=Array(Struct(name=Str, partitions=Array(Int32)), nullable=True)),
+    response=Struct(
+        error_code=Int16,
+        log_dir=Str,
+        topics=_results(Struct(
+            partition_index=Int32, error_code=Int16, log_start_offset=Int64,
+            log_end_offset=Int64, high_watermark=Int64, size_bytes=Int64,
+            leader_id=Int32, leader_epoch=Int32, isr=Array(Int32),
+        )),
+    ),
+)  # fmt: skip
+
 APIS: dict[int, Api] = {
     api.key: api
     for api in (
@@ -486,7 +502,7 @@ APIS: dict[int, Api] = {
         _FIND_COORDINATOR, _JOIN_GROUP, _HEARTBEAT, _LEAVE_GROUP, _SYNC_GROUP,
         _DESCRIBE_GROUPS, _LIST_GROUPS, _API_VERSIONS, _CREATE_TOPICS, _DELETE_TOPICS,
         _INIT_PRODUCER_ID, _OFFSETS_FOR_LEADER_EPOCH, _ALTER_PARTITION,
-        _BROKER_REGISTRATION, _BROKER_HEARTBEAT,
+        _BROKER_REGISTRATION, _BROKER_HEARTBEAT, _DESCRIBE_LOG_DIRS,
     )
 }  # fmt: skip
 if set(APIS) != set(ApiKey):  # pragma: no cover - a declaration mistake
