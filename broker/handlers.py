@@ -62,6 +62,7 @@ SUPPORTED_APIS = (
     ApiKey.PRODUCE,
     ApiKey.FETCH,
     ApiKey.LIST_OFFSETS,
+    ApiKey.DESCRIBE_LOG_DIRS,
 )
 
 
@@ -319,7 +320,27 @@ def handle_list_offsets(core: BrokerCore, body: Body, respond: Respond) -> None:
     respond({"topics": topics})
 
 
+# -- DescribeLogDirs -------------------------------------------------------------------
+
+
+def handle_describe_log_dirs(core: BrokerCore, body: Body, respond: Respond) -> None:
+    wanted = None if body["topics"] is None else {
+        (t["name"], p) for t in body["topics"] for p in t["partitions"]}
+    by_topic: dict[str, list[Body]] = {}
+    for (name, index), p in sorted(core.partitions.items()):
+        if wanted is not None and (name, index) not in wanted:
+            continue
+        by_topic.setdefault(name, []).append({
+            "partition_index": index, "error_code": 0,
+            "log_start_offset": p.log_start_offset, "log_end_offset": p.log_end_offset,
+            "high_watermark": p.high_watermark, "size_bytes": p.log.size_in_bytes,
+            "leader_id": p.leader_id, "leader_epoch": p.leader_epoch, "isr": list(p.isr)})
+    respond({"error_code": 0, "log_dir": str(core.data_dir.resolve()),
+             "topics": [{"name": n, "partitions": ps} for n, ps in by_topic.items()]})
+
+
 HANDLERS: dict[int, Callable[[BrokerCore, Body, Respond], None]] = {
+    ApiKey.DESCRIBE_LOG_DIRS: handle_describe_log_dirs,
     ApiKey.API_VERSIONS: handle_api_versions,
     ApiKey.METADATA: handle_metadata,
     ApiKey.CREATE_TOPICS: handle_create_topics,
