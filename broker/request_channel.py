@@ -51,7 +51,7 @@ import logging
 import socket
 from collections import deque
 from collections.abc import Callable, Iterable
-from typing import Any
+from typing import Any, Self
 
 import msgpack
 
@@ -246,7 +246,7 @@ class ChannelEndpoint:
         self._on_eof: Callable[[], None] | None = None
 
     @classmethod
-    def pair(cls, **kwargs: Any) -> tuple[ChannelEndpoint, socket.socket]:
+    def pair(cls, **kwargs: Any) -> tuple[Self, socket.socket]:
         """A new endpoint plus the raw peer socket (to pass to a child process)."""
         mine, theirs = socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)
         return cls(mine, **kwargs), theirs

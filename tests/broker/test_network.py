@@ -18,6 +18,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
+import select
 import signal
 import socket
 import struct
@@ -47,9 +48,11 @@ from broker.request_channel import (
     ChannelProtocolError,
     MainChannelEndpoint,
     decode_message,
+    decode_packet,
     encode_close,
     encode_closed,
     encode_no_response,
+    encode_packet,
     encode_ready,
     encode_request,
     encode_response,
@@ -332,6 +335,49 @@ def test_endpoint_queue_is_bounded_and_flushes_in_order() -> None:
     finally:
         ep.close()
         peer.close()
+
+
+def test_batched_packets_decode_in_order() -> None:
+    messages = [(REQUEST, 1, (0, 10, 1), 10), (CLOSED, 2), (RESPONSE, 3, (4, 100, 2), 60, 40)]
+    assert decode_packet(encode_packet(messages)) == messages
+    assert decode_packet(encode_packet(messages[:1])) == messages[:1]
+    with pytest.raises(ChannelProtocolError, match="malformed CLOSED"):
+        decode_packet(msgpack.packb([[2, 1], [2, "x"]]))
+
+
+def test_main_endpoint_claims_requests_and_frees_unwritten_responses() -> None:
+    pool = BufferPool.create(64 * KiB, 4 * KiB)
+    ep, net = MainChannelEndpoint.pair(pool=pool, index=0)
+    try:
+        request = pool.allocate(4 * KiB, 0)
+        net.send(encode_packet([(READY, "ready", 9092, 42), (REQUEST, 7, request.handle, 100)]))
+        net.send(encode_request(8, (63, 4096, 0), 10))  # stale handle: answered with CLOSE
+        wait_for(lambda: select.select([ep], [], [], 0)[0], "readable")
+        messages = ep.recv_messages()
+        assert [m[0] for m in messages] == [READY, REQUEST] and (ep.port, ep.pid) == (9092, 42)
+        assert decode_message(net.recv(256)) == (CLOSE, 8)
+        assert ep.in_flight_conn_ids() == {7}
+        pool.deallocate(request)
+        written, unwritten = pool.allocate(100, 0), pool.allocate(100, 0)
+        ep.send_response(7, written.handle, 100)
+        ep.send_response(9, unwritten.handle, 50, 50)  # conn 9 unknown: kept in the ring
+        assert ep.in_flight_conn_ids() == set() and ep.known_conn_ids() == {7}
+        pool.deallocate(written)  # as the network process does after writing it
+        net.send(encode_closed(7))
+        wait_for(lambda: ep.recv_messages() == [(CLOSED, 7)], "CLOSED")
+        assert ep.known_conn_ids() == set()
+        assert ep.release_unwritten_responses() == 1  # ``written`` was stale: skipped
+        assert pool.metrics().allocated_bytes == 0
+        net.close()
+        wait_for(lambda: ep.recv_messages() == [] and ep.at_eof, "EOF")
+        orphan = pool.allocate(100, 0)
+        assert ep.send_response(1, orphan.handle, 100) is False  # closed: freed here
+        pool.check_accounting()
+        assert pool.metrics().allocated_bytes == 0
+    finally:
+        ep.close()
+        net.close()
+        pool.close()
 
 
 def test_file_cache_reopens_replaced_files_and_stays_bounded(tmp_path: Path) -> None:
