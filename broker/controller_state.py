@@ -1,0 +1,439 @@
+"""The controller's pure core: brokers, fencing, topics, assignment, elections, ISR changes.
+
+Sans-IO: time comes from an injected clock, nothing touches disk or sockets.  Every
+mutating method returns ``(result, records)``: the metadata records the change produced,
+**already applied** to :attr:`ControllerState.image` at offsets ``image.last_applied_offset
+- len(records) + 1 ..``.  Contract with the adapter (:mod:`broker.controller`): append
+exactly these records, in order, to the metadata log (whose end offset always equals
+``image.last_applied_offset + 1``) and fsync them *before* answering the request or
+letting anyone read them.  If that append fails the in-memory image is ahead of the
+disk and the adapter must stop the process; a restart replays the log (choice: this
+keeps the core one object with no pending/committed split, at the price of a crash on
+a disk error, which a single controller cannot survive anyway).
+
+Rules (Kafka KRaft's, simplified; see docs/replication.md):
+
+- Registration creates a *fenced* broker whose ``broker_epoch`` is the offset of its
+  registration record; a new incarnation of a known broker first loses its leaderships
+  and ISR memberships (it may have lost unflushed data).  Re-sending the same
+  incarnation is idempotent.
+- Heartbeats renew the session; a fenced broker that has applied its own registration
+  record (``current_metadata_offset >= broker_epoch``) is unfenced, and offline
+  partitions it can lead get a leader.  :meth:`tick` fences brokers silent for more
+  than ``broker_session_timeout_ms``.
+- Fencing (session expiry, ``want_fence``, controlled shutdown, re-registration) removes
+  the broker from every ISR (except as the last member) and moves its leaderships to
+  the first live ISR member in replica order; with none, the partition goes offline
+  (leader -1) unless the topic sets ``unclean_leader_election``, then the first live
+  replica leads with ISR = [itself] and the partition is marked ``unclean_elected``.
+- Controlled shutdown (``want_shut_down``) fences the broker at once (moving everything
+  away) and answers ``should_shut_down`` once the broker has applied those records.
+- Preferred-leader election (every ``leader_imbalance_check_interval_ms``) gives
+  leadership back to ``replicas[0]`` when it is live and in the ISR.
+- Every leader change bumps ``leader_epoch``; every record of a partition bumps
+  ``partition_epoch``.
+
+Costs: fencing/unfencing/preferred election O(partitions); create O(partitions x RF);
+alter_partition O(changes x RF); heartbeat O(1) unless it changes the fenced state.
+Thread-safety: none; one owner (the controller's event loop).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from broker.controller_config import ControllerConfig, validate_topic_configs
+from broker.metadata import (
+    METADATA_TOPIC,
+    NO_LEADER,
+    FenceBrokerRecord,
+    MetadataImage,
+    MetadataRecord,
+    MetadataRecordError,
+    PartitionRecord,
+    PartitionState,
+    RegisterBrokerRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+    UnfenceBrokerRecord,
+)
+from clients.errors import ErrorCode, InvalidConfigError
+from clients.topics import topic_name_error
+from timer.clock import Clock
+
+T = TypeVar("T")
+Outcome = tuple[T, list[MetadataRecord]]
+
+
+@dataclass(frozen=True, slots=True)
+class RegistrationResult:
+    error: ErrorCode
+    message: str | None = None
+    broker_epoch: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatResult:
+    error: ErrorCode
+    message: str | None = None
+    is_caught_up: bool = False
+    is_fenced: bool = True
+    should_shut_down: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class TopicSpec:
+    """One CreateTopics entry; -1 means the controller's default."""
+
+    name: str
+    num_partitions: int = -1
+    replication_factor: int = -1
+    assignments: Mapping[int, Sequence[int]] = field(default_factory=dict)
+    configs: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class TopicResult:
+    name: str
+    error: ErrorCode
+    message: str | None = None
+    num_partitions: int = -1
+    replication_factor: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class IsrChange:
+    """One AlterPartition entry: the leader's view it is based on and the ISR it wants."""
+
+    topic: str
+    partition: int
+    leader_epoch: int
+    new_isr: Sequence[int]
+    partition_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class IsrChangeResult:
+    topic: str
+    partition: int
+    error: ErrorCode
+    message: str | None = None
+    state: PartitionState | None = None  # the current state (after the change if accepted)
+
+
+class _Rejected(Exception):
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code, self.message = code, message
+
+
+class ControllerState:
+    def __init__(self, config: ControllerConfig, clock: Clock,
+                 image: MetadataImage | None = None) -> None:
+        self.config = config
+        self.clock = clock
+        self.image = image if image is not None else MetadataImage()
+        self._session_deadline_ms: dict[int, int] = {}
+        self._shutdown_offset: dict[int, int] = {}  # broker -> last record of its shutdown
+        self._next_start = sum(t.num_partitions for t in self.image.topics.values())
+        self._next_preferred_check_ms = clock.now_ms() + config.leader_imbalance_check_interval_ms
+        self._out: list[MetadataRecord] = []
+
+    # -- plumbing ---------------------------------------------------------------------
+
+    def replay(self, record: MetadataRecord, offset: int) -> None:
+        """Apply a record read back from the log (startup); no new records."""
+        self.image.apply(record, offset)
+
+    def _emit(self, record: MetadataRecord) -> None:
+        self.image.apply(record, self.image.last_applied_offset + 1)
+        self._out.append(record)
+
+    def _done(self, result: T) -> Outcome[T]:
+        out, self._out = self._out, []
+        return result, out
+
+    def _alive(self, broker_id: int) -> bool:
+        return self.image.is_alive(broker_id)
+
+    # -- brokers ----------------------------------------------------------------------
+
+    def register_broker(self, broker_id: int, incarnation_id: str, host: str, port: int,
+                        rack: str | None = None,
+                        cluster_id: str | None = None) -> Outcome[RegistrationResult]:
+        if cluster_id is not None and cluster_id != self.config.cluster_id:
+            return self._done(RegistrationResult(
+                ErrorCode.INVALID_REQUEST,
+                f"cluster id {cluster_id!r} is not this cluster's {self.config.cluster_id!r}"))
+        old = self.image.brokers.get(broker_id)
+        if old is not None and old.incarnation_id == incarnation_id:
+            return self._done(RegistrationResult(ErrorCode.NONE, None, old.broker_epoch))
+        epoch = self.image.last_applied_offset + 1
+        if port == 0:
+            return self._done(RegistrationResult(ErrorCode.INVALID_REQUEST, "port must not be 0"))
+        try:
+            record = RegisterBrokerRecord(broker_id, epoch, incarnation_id, host, port, rack)
+        except MetadataRecordError as e:
+            return self._done(RegistrationResult(ErrorCode.INVALID_REQUEST, e.message))
+        self._emit(record)  # the new incarnation starts fenced
+        self._shutdown_offset.pop(broker_id, None)
+        self._session_deadline_ms[broker_id] = (self.clock.now_ms()
+                                                + self.config.broker_session_timeout_ms)
+        if old is not None:
+            self._move_away_from(broker_id)
+        return self._done(RegistrationResult(ErrorCode.NONE, None, epoch))
+
+    def heartbeat(self, broker_id: int, broker_epoch: int, current_metadata_offset: int,
+                  want_fence: bool = False,
+                  want_shut_down: bool = False) -> Outcome[HeartbeatResult]:
+        info = self.image.brokers.get(broker_id)
+        if info is None or info.broker_epoch != broker_epoch:
+            current = "not registered" if info is None else f"at epoch {info.broker_epoch}"
+            return self._done(HeartbeatResult(
+                ErrorCode.STALE_BROKER_EPOCH,
+                f"broker {broker_id} epoch {broker_epoch}: broker is {current}; register again"))
+        self._session_deadline_ms[broker_id] = (self.clock.now_ms()
+                                                + self.config.broker_session_timeout_ms)
+        caught_up = current_metadata_offset >= info.broker_epoch
+        if want_shut_down:
+            if broker_id not in self._shutdown_offset:
+                if not info.fenced:
+                    self._fence(broker_id)
+                self._shutdown_offset[broker_id] = self.image.last_applied_offset
+        elif want_fence:
+            if not info.fenced:
+                self._fence(broker_id)
+        elif info.fenced and caught_up and broker_id not in self._shutdown_offset:
+            self._emit(UnfenceBrokerRecord(broker_id, broker_epoch))
+            self._elect_offline()
+        done = self._shutdown_offset.get(broker_id)
+        return self._done(HeartbeatResult(
+            ErrorCode.NONE, None, caught_up, self.image.brokers[broker_id].fenced,
+            done is not None and current_metadata_offset >= done))
+
+    def tick(self) -> list[MetadataRecord]:
+        """Fence expired sessions; run preferred-leader election when it is due."""
+        now = self.clock.now_ms()
+        timeout = self.config.broker_session_timeout_ms
+        for broker_id in self.image.unfenced_brokers():
+            deadline = self._session_deadline_ms.setdefault(broker_id, now + timeout)
+            if now > deadline:
+                self._fence(broker_id)
+        if self.config.auto_leader_rebalance_enable and now >= self._next_preferred_check_ms:
+            self._next_preferred_check_ms = now + self.config.leader_imbalance_check_interval_ms
+            self._elect_preferred()
+        return self._done(None)[1]
+
+    def elect_preferred_leaders(self) -> list[MetadataRecord]:
+        self._elect_preferred()
+        return self._done(None)[1]
+
+    def _fence(self, broker_id: int) -> None:
+        self._emit(FenceBrokerRecord(broker_id, self.image.brokers[broker_id].broker_epoch))
+        self._move_away_from(broker_id)
+
+    def _move_away_from(self, broker_id: int) -> None:
+        for topic, index, s in list(self.image.replicas_on(broker_id)):
+            isr = s.isr
+            if broker_id in isr and len(isr) > 1:
+                isr = tuple(b for b in isr if b != broker_id)
+            if s.leader == broker_id:
+                self._elect(topic, index, s, isr)
+            else:
+                self._update(topic, index, s, s.leader, isr, s.unclean_elected)
+
+    def _elect_offline(self) -> None:
+        for topic, index, s in list(self.image.partitions()):
+            if s.leader == NO_LEADER:
+                self._elect(topic, index, s, s.isr)
+
+    def _elect_preferred(self) -> None:
+        for topic, index, s in list(self.image.partitions()):
+            preferred = s.replicas[0]
+            if s.leader != preferred and preferred in s.isr and self._alive(preferred):
+                self._update(topic, index, s, preferred, s.isr, False)
+
+    def _elect(self, topic: str, index: int, s: PartitionState, isr: tuple[int, ...]) -> None:
+        """Choose a leader for a partition whose leader is gone (or that is offline)."""
+        for b in s.replicas:
+            if b in isr and self._alive(b):
+                self._update(topic, index, s, b, isr, False)
+                return
+        if self.image.topics[topic].configs.get("unclean_leader_election") == "true":
+            for b in s.replicas:
+                if self._alive(b):
+                    self._update(topic, index, s, b, (b,), True)
+                    return
+        self._update(topic, index, s, NO_LEADER, isr, s.unclean_elected)
+
+    def _update(self, topic: str, index: int, s: PartitionState, leader: int,
+                isr: tuple[int, ...], unclean: bool) -> None:
+        if leader == s.leader and isr == s.isr:
+            return
+        leader_epoch = s.leader_epoch + 1 if leader != s.leader else s.leader_epoch
+        self._emit(PartitionRecord(topic, index, s.replicas, leader, leader_epoch, isr,
+                                   s.partition_epoch + 1, unclean))
+
+    # -- topics -----------------------------------------------------------------------
+
+    def create_topics(self, specs: Sequence[TopicSpec],
+                      validate_only: bool = False) -> Outcome[list[TopicResult]]:
+        names = [s.name for s in specs]
+        results = []
+        for spec in specs:
+            try:
+                if names.count(spec.name) > 1:
+                    raise _Rejected(ErrorCode.INVALID_REQUEST,
+                                    f"topic {spec.name!r} appears more than once in the request")
+                n, rf = self._create_topic(spec, validate_only)
+                results.append(TopicResult(spec.name, ErrorCode.NONE, None, n, rf))
+            except _Rejected as e:
+                results.append(TopicResult(spec.name, e.code, e.message))
+        return self._done(results)
+
+    def _create_topic(self, spec: TopicSpec, validate_only: bool) -> tuple[int, int]:
+        reason = topic_name_error(spec.name)
+        if reason is None and spec.name.startswith("__cluster"):
+            reason = f"topic name {spec.name!r} is reserved ({METADATA_TOPIC})"
+        if reason is not None:
+            raise _Rejected(ErrorCode.INVALID_TOPIC_EXCEPTION, reason)
+        if spec.name in self.image.topics:
+            raise _Rejected(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {spec.name!r} already exists")
+        try:
+            configs = validate_topic_configs(spec.configs, self.config)
+        except InvalidConfigError as e:
+            raise _Rejected(ErrorCode.INVALID_CONFIG, e.message) from None
+        assignment = self._check_assignment(spec) if spec.assignments else self._assign(spec)
+        if validate_only:
+            return len(assignment), len(assignment[0])
+        topic_id = self.image.last_applied_offset + 1
+        self._emit(TopicRecord(spec.name, topic_id, len(assignment), len(assignment[0]), configs))
+        for index, replicas in enumerate(assignment):
+            isr = tuple(b for b in replicas if self._alive(b))
+            self._emit(PartitionRecord(spec.name, index, replicas, isr[0], 0, isr, 0))
+        return len(assignment), len(assignment[0])
+
+    def _assign(self, spec: TopicSpec) -> list[tuple[int, ...]]:
+        """Kafka's rack-unaware assignment: round-robin from a rotating start index, the
+        followers shifted once per full round so replica pairs spread too."""
+        n = self.config.num_partitions if spec.num_partitions == -1 else spec.num_partitions
+        rf = (self.config.default_replication_factor if spec.replication_factor == -1
+              else spec.replication_factor)
+        if not 1 <= n <= self.config.max_partitions_per_topic:
+            raise _Rejected(ErrorCode.INVALID_PARTITIONS, f"num_partitions must be in 1.."
+                            f"{self.config.max_partitions_per_topic}, got {n}")
+        live = self.image.unfenced_brokers()
+        if rf < 1:
+            raise _Rejected(ErrorCode.INVALID_REPLICATION_FACTOR,
+                            f"replication factor must be >= 1, got {rf}")
+        if rf > len(live):
+            raise _Rejected(ErrorCode.INVALID_REPLICATION_FACTOR,
+                            f"replication factor {rf} is larger than the {len(live)} "
+                            "available brokers")
+        count = len(live)
+        start = self._next_start % count
+        self._next_start += 1
+        shift = start
+        out = []
+        for p in range(n):
+            if p > 0 and p % count == 0:
+                shift += 1
+            first = (start + p) % count
+            replicas = [live[first]]
+            for j in range(rf - 1):
+                replicas.append(live[(first + 1 + (shift + j) % (count - 1)) % count])
+            out.append(tuple(replicas))
+        return out
+
+    def _check_assignment(self, spec: TopicSpec) -> list[tuple[int, ...]]:
+        bad = ErrorCode.INVALID_REPLICA_ASSIGNMENT
+        if spec.num_partitions != -1 or spec.replication_factor != -1:
+            raise _Rejected(ErrorCode.INVALID_REQUEST, "with assignments, num_partitions and "
+                            "replication_factor must be -1")
+        n = len(spec.assignments)
+        if sorted(spec.assignments) != list(range(n)):
+            raise _Rejected(bad, f"assignments must cover partitions 0..{n - 1} exactly")
+        if n > self.config.max_partitions_per_topic:
+            raise _Rejected(ErrorCode.INVALID_PARTITIONS, f"{n} partitions is more than "
+                            f"{self.config.max_partitions_per_topic}")
+        out = [tuple(spec.assignments[p]) for p in range(n)]
+        rf = len(out[0])
+        for p, replicas in enumerate(out):
+            if not replicas or len(set(replicas)) != len(replicas) or len(replicas) != rf:
+                raise _Rejected(bad, f"partition {p}: replicas {list(replicas)} must be distinct "
+                                f"and {rf} long like partition 0's")
+            unknown = [b for b in replicas if b not in self.image.brokers]
+            if unknown:
+                raise _Rejected(bad, f"partition {p}: brokers {unknown} are not registered")
+            if not any(self._alive(b) for b in replicas):
+                raise _Rejected(bad, f"partition {p}: no replica of {list(replicas)} is alive")
+        return out
+
+    def delete_topics(self, names: Sequence[str]) -> Outcome[list[TopicResult]]:
+        results = []
+        for name in names:
+            if name not in self.image.topics:
+                results.append(TopicResult(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                           f"topic {name!r} does not exist"))
+                continue
+            self._emit(RemoveTopicRecord(name))
+            results.append(TopicResult(name, ErrorCode.NONE))
+        return self._done(results)
+
+    # -- ISR changes ------------------------------------------------------------------
+
+    def alter_partition(self, broker_id: int, broker_epoch: int,
+                        changes: Sequence[IsrChange]) -> Outcome[tuple[ErrorCode,
+                                                                       list[IsrChangeResult]]]:
+        info = self.image.brokers.get(broker_id)
+        if info is None or info.broker_epoch != broker_epoch:
+            return self._done((ErrorCode.STALE_BROKER_EPOCH, []))
+        results = []
+        for change in changes:
+            state = self.image.partition(change.topic, change.partition)
+            try:
+                self._alter_isr(broker_id, change, state)
+                code, message = ErrorCode.NONE, None
+            except _Rejected as e:
+                code, message = e.code, e.message
+            results.append(IsrChangeResult(change.topic, change.partition, code, message,
+                                           self.image.partition(change.topic, change.partition)))
+        return self._done((ErrorCode.NONE, results))
+
+    def _alter_isr(self, broker_id: int, c: IsrChange, s: PartitionState | None) -> None:
+        where = f"{c.topic}-{c.partition}"
+        if s is None:
+            raise _Rejected(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{where} does not exist")
+        if s.leader != broker_id:
+            raise _Rejected(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+                            f"{where}: broker {broker_id} is not the leader ({s.leader} is)")
+        if c.leader_epoch != s.leader_epoch:
+            code = (ErrorCode.FENCED_LEADER_EPOCH if c.leader_epoch < s.leader_epoch
+                    else ErrorCode.UNKNOWN_LEADER_EPOCH)
+            raise _Rejected(code, f"{where}: leader epoch {c.leader_epoch}, current is "
+                            f"{s.leader_epoch}")
+        if c.partition_epoch != s.partition_epoch:
+            raise _Rejected(ErrorCode.INVALID_UPDATE_VERSION, f"{where}: partition epoch "
+                            f"{c.partition_epoch}, current is {s.partition_epoch}")
+        isr = tuple(c.new_isr)
+        if (broker_id not in isr or len(set(isr)) != len(isr)
+                or not set(isr) <= set(s.replicas)):
+            raise _Rejected(ErrorCode.INVALID_REQUEST, f"{where}: new isr {list(isr)} must be "
+                            f"distinct replicas of {list(s.replicas)} including the leader")
+        dead = [b for b in isr if b not in s.isr and not self._alive(b)]
+        if dead:
+            raise _Rejected(ErrorCode.INELIGIBLE_REPLICA,
+                            f"{where}: brokers {dead} are fenced and cannot join the isr")
+        if set(isr) != set(s.isr):
+            self._update(c.topic, c.partition, s, s.leader, isr, s.unclean_elected)
+
+    # -- invariants -------------------------------------------------------------------
+
+    def check_invariants(self) -> None:
+        """Image structure plus: every leader is a registered, unfenced broker."""
+        self.image.check_invariants()
+        for topic, index, s in self.image.partitions():
+            if s.leader != NO_LEADER and not self._alive(s.leader):
+                raise MetadataRecordError(f"{topic}-{index}: leader {s.leader} is fenced")
