@@ -356,6 +356,8 @@ class NetworkProcess:
                 else:
                     n = conn.sock.recv_into(memoryview(conn.header)[hf:])
             except BlockingIOError:
+                if conn.mask != EPOLLIN:
+                    self._set_mask(conn, EPOLLIN)
                 return
             except OSError as exc:
                 self._close(conn, f"recv failed: {exc}")
@@ -408,8 +410,7 @@ class NetworkProcess:
             if not self._allocate(conn):
                 return
             waiters.popleft()
-            self._set_mask(conn, EPOLLIN)
-            self._read_body(conn)
+            self._read_body(conn)  # watches EPOLLIN again only if the body is not all there
 
     def _read_body(self, conn: _Conn) -> None:
         buf = conn.buffer
@@ -421,6 +422,8 @@ class NetworkProcess:
                 n = recv_into(view[filled:length])
             except BlockingIOError:
                 conn.filled = filled
+                if conn.mask != EPOLLIN:
+                    self._set_mask(conn, EPOLLIN)
                 return
             except OSError as exc:
                 self._close(conn, f"recv failed: {exc}")
@@ -504,9 +507,10 @@ class NetworkProcess:
         return True
 
     def _unmute(self, conn: _Conn) -> None:
-        if conn.mask != EPOLLIN:
-            self.epoll.modify(conn.fd, EPOLLIN)
-            conn.mask = EPOLLIN
+        if conn.mask == 0:  # data arrived while muted: read it now, no epoll round trip
+            self._read(conn)
+        elif conn.mask != EPOLLIN:
+            self._set_mask(conn, EPOLLIN)
         if self.waiters:
             self._retry_waiters()
 
