@@ -42,6 +42,7 @@ from broker.request_channel import (
     MainChannelEndpoint,
 )
 from clients.buffer_pool import BufferPool, ReclaimReport
+from clients.buffer_pool_errors import BufferPoolClosedError
 from clients.errors import MiniKafkaError
 
 __all__ = ["NetworkProcessError", "NetworkProcessSupervisor", "NetworkRestart"]
@@ -246,9 +247,11 @@ class NetworkProcessSupervisor:
                 proc.wait()
         for endpoint in self._endpoints:
             endpoint.close()
-            endpoint.release_unwritten_responses()
-        if procs:
-            self.pool.reclaim_dead()
+        with contextlib.suppress(BufferPoolClosedError):  # pool closed first: nothing to free
+            for endpoint in self._endpoints:
+                endpoint.release_unwritten_responses()
+            if procs:
+                self.pool.reclaim_dead()
         codes = {p.pid: p.returncode for p in procs}
         self._procs, self._endpoints = [], []
         return codes
