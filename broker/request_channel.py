@@ -67,7 +67,6 @@ __all__ = [
     "READY",
     "REQUEST",
     "RESPONSE",
-    "ChannelClosedError",
     "ChannelEndpoint",
     "ChannelFullError",
     "ChannelProtocolError",
@@ -106,10 +105,6 @@ class ChannelProtocolError(ProtocolError):
 
 class ChannelFullError(MiniKafkaError):
     """More messages waiting for the peer than ``max_queued_messages``."""
-
-
-class ChannelClosedError(MiniKafkaError):
-    """The channel is closed (the peer process exited or we closed it)."""
 
 
 # ----------------------------------------------------------------------- codec
