@@ -42,7 +42,7 @@ import bisect
 import logging
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import NamedTuple
+from typing import NamedTuple, Protocol
 
 from clients.records import iter_batches
 from storage.checkpoint import LeaderEpochCheckpointFile
@@ -50,6 +50,7 @@ from storage.checkpoint import LeaderEpochCheckpointFile
 __all__ = [
     "UNDEFINED_EPOCH",
     "UNDEFINED_EPOCH_OFFSET",
+    "EpochCheckpoint",
     "EpochEntry",
     "LeaderEpochCache",
     "LeaderEpochCacheError",
@@ -65,6 +66,14 @@ class LeaderEpochCacheError(AssertionError):
     """An invariant of the cache (or of the cache against its log) does not hold."""
 
 
+class EpochCheckpoint(Protocol):
+    """Where the cache persists itself (a LeaderEpochCheckpointFile, or a test double)."""
+
+    def write(self, entries: Sequence[tuple[int, int]]) -> None: ...
+
+    def read(self) -> list[tuple[int, int]]: ...
+
+
 class EpochEntry(NamedTuple):
     epoch: int
     start_offset: int
@@ -73,7 +82,7 @@ class EpochEntry(NamedTuple):
 class LeaderEpochCache:
     """Epoch -> start offset map of one replica, optionally checkpointed to a file."""
 
-    def __init__(self, checkpoint: LeaderEpochCheckpointFile | None = None,
+    def __init__(self, checkpoint: EpochCheckpoint | None = None,
                  entries: Iterable[tuple[int, int]] = ()) -> None:
         self._checkpoint = checkpoint
         self._entries: list[EpochEntry] = []
@@ -85,9 +94,11 @@ class LeaderEpochCache:
             self._entries.append(EpochEntry(epoch, start))
 
     @classmethod
-    def load(cls, path: str | Path | None, log_start_offset: int, log_end_offset: int,
-             *, batches: Iterable[tuple[int, int]] | None = None) -> LeaderEpochCache:
-        """Read the checkpoint at ``path`` (None = in memory) and fit it to the log.
+    def load(cls, path: str | Path | EpochCheckpoint | None, log_start_offset: int,
+             log_end_offset: int, *, batches: Iterable[tuple[int, int]] | None = None
+             ) -> LeaderEpochCache:
+        """Read the checkpoint at ``path`` (a file path, an :class:`EpochCheckpoint`, or
+        None = in memory only) and fit it to the log.
 
         Entries at or past ``log_end_offset`` are dropped (assigned before a crash lost
         the data) and the first kept entry is moved up to ``log_start_offset``.  When
@@ -95,7 +106,8 @@ class LeaderEpochCache:
         base_offset)`` of every batch in log order, e.g. from ``Log.batches()``) is given,
         the cache is rebuilt from it (a missing file, e.g. a replaced disk).
         """
-        checkpoint = LeaderEpochCheckpointFile(path) if path is not None else None
+        checkpoint: EpochCheckpoint | None = (
+            LeaderEpochCheckpointFile(path) if isinstance(path, str | Path) else path)
         entries = checkpoint.read() if checkpoint is not None else []
         cache = cls(checkpoint, entries)
         changed = cache._truncate_end(log_end_offset) | cache._truncate_start(log_start_offset)

@@ -1,0 +1,413 @@
+"""Deterministic simulation of a 3-replica cluster built from the pure replication cores.
+
+One seeded ``random.Random`` drives everything: message delays/drops (simulated network),
+broker crashes and restarts (simulated disks that lose unflushed batches), network
+partitions, forced leader moves, and a producer appending with acks=all.  Invariants are
+checked after every step; a failure raises :class:`SimFailure` with the seed and the last
+events.
+
+Invariants (``no_loss`` mode: every append is flushed, so a crash loses nothing):
+
+* one leader per (partition, epoch);
+* each live replica's :meth:`Partition.check_invariants` (HW <= LEO, leader HW never
+  backwards, epoch cache consistent);
+* replicas identical (byte for byte, by a prefix hash chain) below min of their HWs;
+* an acknowledged record is never truncated from a replica that holds it, and every newly
+  elected leader holds every acknowledged record;
+* after the final healing phase: all replicas identical, leader HW = every LEO, every
+  acknowledged record present on all of them.
+
+In ``lossy`` mode (random, rare flushes) acknowledged records may be lost when every ISR
+member loses them, so only replica agreement is asserted: below HW among replicas that
+finished truncation in the current epoch, and complete convergence after healing.
+"""
+
+from __future__ import annotations
+
+import collections
+import random
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from clients.errors import ErrorCode
+from clients.records import build_batch, read_header
+from replication.partition import Partition
+from replication.truncation import TruncationPolicy
+from storage.config import LogConfig
+from storage.log import Log
+from tests.sim.broker import CONTROLLER, SimBroker
+from tests.sim.controller import PartitionRecord, SimController
+from tests.sim.network import SimNetwork
+from tests.sim.sim_log import MemoryLog
+
+
+class SimFailure(AssertionError):
+    """An invariant broke; the message carries the seed and the recent events."""
+
+
+@dataclass
+class SimConfig:
+    brokers: int = 3
+    partitions: int = 2
+    no_loss: bool = True
+    real_log_dir: Path | None = None      # use storage.log.Log under this dir
+    truncation_policy: TruncationPolicy = TruncationPolicy.LEADER_EPOCH
+    min_insync_replicas: int = 2
+    heartbeat_interval_ms: int = 20
+    session_timeout_ms: int = 120
+    replica_lag_time_max_ms: int = 150
+    isr_check_interval_ms: int = 30
+    request_timeout_ms: int = 60
+    produce_timeout_ms: int = 400
+    fetch_max_bytes: int = 4096
+    drop_probability: float = 0.02
+    max_delay_ms: int = 12
+    crash_probability: float = 0.004
+    restart_probability: float = 0.02
+    partition_probability: float = 0.003
+    heal_probability: float = 0.01
+    leader_move_probability: float = 0.002
+    produce_probability: float = 0.3
+    flush_probability: float = 0.05       # lossy mode: chance per tick to flush a log
+    heal_steps: int = 1500
+    check_truncation: bool = True         # off: only loss/divergence, not early truncation
+
+
+class MemoryDisk:
+    def __init__(self, cluster: SimCluster) -> None:
+        self.c = cluster
+
+    def open_log(self, broker: SimBroker, pid: int) -> MemoryLog:
+        log = broker.logs.get(pid)
+        if log is None:
+            log = MemoryLog(f"b{broker.id}/t-{pid}", flush_every_append=self.c.config.no_loss)
+            log.on_truncate = self.c.on_truncate
+        return log
+
+    def crash(self, broker: SimBroker) -> int:
+        return sum(log.crash() for log in broker.logs.values())
+
+    def maybe_flush(self, broker: SimBroker, pid: int) -> None:
+        if not self.c.config.no_loss and self.c.rng.random() < self.c.config.flush_probability:
+            broker.logs[pid].flush()
+
+
+class RealDisk:
+    """storage.log.Log in a directory; a crash drops what is above the recovery point."""
+
+    def __init__(self, cluster: SimCluster, root: Path) -> None:
+        self.c = cluster
+        self.root = root
+        flush = 1 if cluster.config.no_loss else None
+        self.config = LogConfig(segment_bytes=16 * 1024, flush_messages=flush)
+
+    def open_log(self, broker: SimBroker, pid: int) -> Log:
+        old = broker.logs.get(pid)
+        rp = old.recovery_point if old is not None else 0
+        return Log.open(self.root / f"b{broker.id}" / f"t-{pid}", self.config,
+                        recovery_point=rp, had_clean_shutdown=False,
+                        clock_ms=lambda: self.c.now_ms)
+
+    def crash(self, broker: SimBroker) -> int:
+        lost = 0
+        for log in broker.logs.values():
+            lost += log.log_end_offset - log.recovery_point
+            log.truncate_to(log.recovery_point)
+            log.abandon()
+        return lost
+
+    def maybe_flush(self, broker: SimBroker, pid: int) -> None:
+        if not self.c.config.no_loss and self.c.rng.random() < self.c.config.flush_probability:
+            broker.logs[pid].flush()
+
+
+@dataclass
+class SimProducer:
+    next_request: int = 0
+    in_flight: dict[int, tuple[int, bytes]] = field(default_factory=dict)
+    acked: dict[tuple[int, int], int] = field(default_factory=dict)   # (pid, offset) -> crc
+    sent: int = 0
+    errors: collections.Counter[str] = field(default_factory=collections.Counter)
+
+
+class SimCluster:
+    producer_id = 100
+
+    def __init__(self, seed: int, config: SimConfig) -> None:
+        self.seed = seed
+        self.config = config
+        self.rng = random.Random(seed)
+        self.now_ms = 0
+        self.steps = 0
+        self.history: collections.deque[str] = collections.deque(maxlen=400)
+        self.net = SimNetwork(self.rng, drop_probability=config.drop_probability,
+                              min_delay_ms=1, max_delay_ms=config.max_delay_ms)
+        self.partition_ids = list(range(config.partitions))
+        self.disk: MemoryDisk | RealDisk = (
+            RealDisk(self, config.real_log_dir) if config.real_log_dir else MemoryDisk(self))
+        self.controller = SimController(config.session_timeout_ms)
+        ids = list(range(1, config.brokers + 1))
+        for pid in self.partition_ids:
+            replicas = ids[pid % len(ids):] + ids[:pid % len(ids)]
+            self.controller.partitions[pid] = PartitionRecord(replicas, replicas[0], 0,
+                                                              list(replicas))
+        self.brokers = {b: SimBroker(self, b) for b in ids}
+        self.producer = SimProducer()
+        self.epoch_leaders: dict[tuple[int, int], int] = {}
+        self.faults = True
+        self.stats: collections.Counter[str] = collections.Counter()
+        for b in self.brokers.values():
+            b.start()
+
+    # -- recording and failing -------------------------------------------------------
+
+    def record(self, event: str) -> None:
+        self.history.append(f"[{self.steps} t={self.now_ms}] {event}")
+
+    def fail(self, what: str) -> None:
+        events = "\n".join(self.history)
+        raise SimFailure(f"seed={self.seed} step={self.steps}: {what}\nrecent events:\n{events}")
+
+    # -- hooks from replicas ---------------------------------------------------------
+
+    def on_new_leader(self, broker: SimBroker, p: Partition) -> None:
+        key = (p.index, p.leader_epoch)
+        other = self.epoch_leaders.setdefault(key, broker.id)
+        self.record(f"b{broker.id} p{p.index} leads epoch={p.leader_epoch} "
+                    f"leo={p.log_end_offset} hw={p.high_watermark} isr={p.isr}")
+        self.stats["elections"] += 1
+        if other != broker.id:
+            self.fail(f"two leaders for p{p.index} epoch {p.leader_epoch}: b{other}, b{broker.id}")
+        if self.config.no_loss:
+            self.check_acked_on(broker, p.index, "new leader")
+
+    def on_truncate(self, log: MemoryLog, removed: list[Any]) -> None:
+        if not (self.config.no_loss and self.config.check_truncation):
+            return
+        pid = int(log.dir.rsplit("-", 1)[1])
+        for h in removed:
+            if self.producer.acked.get((pid, h.base_offset)) == h.crc:
+                self.fail(f"acknowledged record p{pid}@{h.base_offset} truncated from {log}")
+
+    def check_acked_on(self, broker: SimBroker, pid: int, why: str) -> None:
+        log = broker.logs[pid]
+        for (apid, offset), crc in self.producer.acked.items():
+            if apid != pid:
+                continue
+            h = _batch_at(log, offset)
+            if h is None or h.crc != crc or h.base_offset != offset:
+                self.fail(f"{why} b{broker.id} p{pid} lacks acknowledged record @{offset}")
+
+    # -- controller process (never crashes; can be cut off) --------------------------
+
+    def controller_message(self, kind: str, src: int, body: dict[str, Any]) -> None:
+        ctl = self.controller
+        if kind == "register":
+            changed = ctl.register(body["broker"], body["incarnation"], self.now_ms)
+            self._send_metadata(src, "register_ack", self.partition_ids)
+            self._broadcast(changed)
+        elif kind == "heartbeat":
+            result = ctl.heartbeat(body["broker"], body["incarnation"], self.now_ms)
+            if result is None:
+                self.net.send(self.now_ms, CONTROLLER, src, "reregister", {})
+                return
+            self._broadcast(result)
+            self._send_metadata(src, "metadata", self.partition_ids)
+        elif kind == "alter_partition":
+            proposal = body["proposal"]
+            error, rec = ctl.alter_partition(body["broker"], proposal)
+            self.net.send(self.now_ms, CONTROLLER, src, "alter_partition_response",
+                          {"proposal": proposal, "error": int(error), "isr": list(rec.isr),
+                           "partition_epoch": rec.partition_epoch},
+                          0, ctl.brokers[src].incarnation)
+            if error == ErrorCode.NONE:
+                self._broadcast([proposal.partition])
+        for line in ctl.history:
+            self.record("controller: " + line)
+        ctl.history.clear()
+
+    def _send_metadata(self, broker: int, kind: str, pids: list[int]) -> None:
+        reg = self.controller.brokers.get(broker)
+        body = {"partitions": [self.controller.partitions[p].as_body(p) for p in pids]}
+        self.net.send(self.now_ms, CONTROLLER, broker, kind, body, 0,
+                      reg.incarnation if reg else 0)
+
+    def _broadcast(self, pids: list[int]) -> None:
+        if pids:
+            for b in self.brokers:
+                self._send_metadata(b, "metadata", pids)
+
+    def move_leader(self) -> None:
+        pid = self.rng.choice(self.partition_ids)
+        rec = self.controller.partitions[pid]
+        others = [r for r in rec.isr if r != rec.leader and self.controller.live(r)]
+        if not others:
+            return
+        rec.leader = self.rng.choice(others)
+        rec.leader_epoch += 1
+        rec.partition_epoch += 1
+        self.record(f"controller: move p{pid} leader to b{rec.leader} epoch={rec.leader_epoch}")
+        self._broadcast([pid])
+
+    # -- producer --------------------------------------------------------------------
+
+    def produce(self) -> None:
+        pid = self.rng.choice(self.partition_ids)
+        leader = self.controller.partitions[pid].leader
+        if leader < 0:
+            return
+        p = self.producer
+        p.next_request += 1
+        value = f"s{self.seed}-r{p.next_request}".encode()
+        batch = build_batch([(None, value, self.now_ms, ())])
+        p.sent += 1
+        self.net.send(self.now_ms, self.producer_id, leader, "produce",
+                      {"pid": pid, "batch": batch, "crc": read_header(batch).crc,
+                       "request": p.next_request},
+                      0, self.brokers[leader].incarnation)
+
+    def producer_message(self, body: dict[str, Any]) -> None:
+        error = ErrorCode(body["error"])
+        self.producer.errors[error.name] += 1
+        if error == ErrorCode.NONE:
+            self.producer.acked[(body["pid"], body["offset"])] = body["crc"]
+            self.record(f"producer: acked p{body['pid']}@{body['offset']}")
+
+    # -- the loop --------------------------------------------------------------------
+
+    def deliver(self) -> None:
+        for m in self.net.due(self.now_ms):
+            if m.dst == CONTROLLER:
+                self.controller_message(m.kind, m.src, m.body)
+            elif m.dst == self.producer_id:
+                self.producer_message(m.body)
+            else:
+                b = self.brokers[m.dst]
+                if not b.alive or (m.dst_incarnation and m.dst_incarnation != b.incarnation):
+                    continue
+                b.on_message(m.kind, m.src, m.body)
+
+    def inject_faults(self) -> None:
+        cfg, rng = self.config, self.rng
+        for b in self.brokers.values():
+            if b.alive and rng.random() < cfg.crash_probability:
+                b.crash()
+            elif not b.alive and rng.random() < cfg.restart_probability:
+                b.start()
+        if rng.random() < cfg.partition_probability:
+            everyone = {CONTROLLER, self.producer_id, *self.brokers}
+            group = {rng.choice(sorted(everyone))}
+            self.net.partition(group, everyone)
+            self.record(f"network: isolate {group}")
+        if self.net.cut and rng.random() < cfg.heal_probability:
+            self.net.heal()
+            self.record("network: heal")
+        if rng.random() < cfg.leader_move_probability:
+            self.move_leader()
+
+    def step(self) -> None:
+        self.steps += 1
+        self.now_ms += self.rng.randint(1, 4)
+        if self.faults:
+            self.inject_faults()
+            if self.rng.random() < self.config.produce_probability:
+                self.produce()
+        self.deliver()
+        changed = self.controller.tick(self.now_ms)
+        for line in self.controller.history:
+            self.record("controller: " + line)
+        self.controller.history.clear()
+        self._broadcast(changed)
+        for b in self.brokers.values():
+            if b.alive:
+                b.tick()
+        self.check()
+
+    def run(self, steps: int) -> None:
+        for _ in range(steps):
+            self.step()
+        self.faults = False
+        self.net.heal()
+        for b in self.brokers.values():
+            if not b.alive:
+                b.start()
+        self.record("heal: network healed, all brokers up, no more faults")
+        for _ in range(self.config.heal_steps):
+            self.step()
+            if self.converged():
+                break
+        self.check_final()
+
+    # -- invariants ------------------------------------------------------------------
+
+    def _synced(self, b: SimBroker, pid: int) -> bool:
+        if self.config.no_loss:
+            return True
+        p = b.partitions[pid]
+        f = b.fetchers.get(pid)
+        return p.is_leader or (f is not None and f.phase == "fetching")
+
+    def check(self) -> None:
+        live = [b for b in self.brokers.values() if b.alive]
+        for b in live:
+            for p in b.partitions.values():
+                try:
+                    p.check_invariants()
+                except AssertionError as exc:
+                    self.fail(str(exc))
+        if self.config.real_log_dir is not None and self.steps % 25:
+            return
+        for pid in self.partition_ids:
+            synced = [b for b in live if self._synced(b, pid)]
+            for i, a in enumerate(synced):
+                for b in synced[i + 1:]:
+                    pa, pb = a.partitions[pid], b.partitions[pid]
+                    below = min(pa.high_watermark, pb.high_watermark)
+                    if _digest(a.logs[pid], below) != _digest(b.logs[pid], below):
+                        self.fail(f"p{pid}: b{a.id} and b{b.id} differ below {below}: "
+                                  f"{pa} / {pb}")
+
+    def converged(self) -> bool:
+        for pid in self.partition_ids:
+            parts = [b.partitions[pid] for b in self.brokers.values()]
+            leaders = [p for p in parts if p.is_leader]
+            if len(leaders) != 1 or len(leaders[0].isr) != len(parts):
+                return False
+            leo = leaders[0].log_end_offset
+            if any(p.log_end_offset != leo or p.high_watermark != leo for p in parts):
+                return False
+        return True
+
+    def check_final(self) -> None:
+        if not self.converged():
+            self.fail("did not converge after healing: "
+                      + "; ".join(repr(p) for b in self.brokers.values()
+                                  for p in b.partitions.values()))
+        for pid in self.partition_ids:
+            digests = {_digest(b.logs[pid], 2**62) for b in self.brokers.values()}
+            if len(digests) != 1:
+                self.fail(f"p{pid}: replicas differ after healing")
+            if self.config.no_loss:
+                for b in self.brokers.values():
+                    self.check_acked_on(b, pid, "after healing")
+
+
+def _digest(log: Any, below: int) -> tuple[int, int]:
+    if isinstance(log, MemoryLog):
+        return log.prefix_digest(below)
+    import zlib
+    n, h = 0, 0
+    for header, data in log.batches():
+        if header.base_offset >= below:
+            break
+        n, h = n + 1, zlib.crc32(data, h)
+    return n, h
+
+
+def _batch_at(log: Any, offset: int) -> Any:
+    if isinstance(log, MemoryLog):
+        return log.batch_at(offset)
+    for header, _ in log.batches(offset):
+        return header if header.base_offset <= offset else None
+    return None

@@ -1,0 +1,70 @@
+"""Simulated network for the simulation: drops, random delays (so reordering), cut links.
+
+Messages are delivered in (deliver_at, sequence) order by the cluster loop.  A message to
+or from a crashed process incarnation is dropped (its sockets died with it).
+"""
+
+from __future__ import annotations
+
+import heapq
+import random
+from dataclasses import dataclass, field
+from typing import Any
+
+
+@dataclass(order=True)
+class Message:
+    deliver_at: int
+    seq: int
+    src: int = field(compare=False)
+    dst: int = field(compare=False)
+    kind: str = field(compare=False)
+    body: dict[str, Any] = field(compare=False)
+    src_incarnation: int = field(compare=False, default=0)
+    dst_incarnation: int = field(compare=False, default=0)
+
+
+class SimNetwork:
+    def __init__(self, rng: random.Random, *, drop_probability: float, min_delay_ms: int,
+                 max_delay_ms: int) -> None:
+        self.rng = rng
+        self.drop_probability = drop_probability
+        self.min_delay_ms = min_delay_ms
+        self.max_delay_ms = max_delay_ms
+        self.cut: set[frozenset[int]] = set()
+        self._queue: list[Message] = []
+        self._seq = 0
+        self.sent = 0
+        self.dropped = 0
+
+    def connected(self, a: int, b: int) -> bool:
+        return frozenset((a, b)) not in self.cut
+
+    def send(self, now_ms: int, src: int, dst: int, kind: str, body: dict[str, Any],
+             src_incarnation: int = 0, dst_incarnation: int = 0) -> None:
+        self.sent += 1
+        if not self.connected(src, dst) or self.rng.random() < self.drop_probability:
+            self.dropped += 1
+            return
+        self._seq += 1
+        delay = self.rng.randint(self.min_delay_ms, self.max_delay_ms)
+        heapq.heappush(self._queue, Message(now_ms + delay, self._seq, src, dst, kind, body,
+                                            src_incarnation, dst_incarnation))
+
+    def due(self, now_ms: int) -> list[Message]:
+        out = []
+        while self._queue and self._queue[0].deliver_at <= now_ms:
+            m = heapq.heappop(self._queue)
+            if self.connected(m.src, m.dst):
+                out.append(m)
+            else:
+                self.dropped += 1
+        return out
+
+    def partition(self, group: set[int], everyone: set[int]) -> None:
+        for a in group:
+            for b in everyone - group:
+                self.cut.add(frozenset((a, b)))
+
+    def heal(self) -> None:
+        self.cut.clear()

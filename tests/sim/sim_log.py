@@ -1,0 +1,220 @@
+"""Simulated disk for the simulation: an in-memory log with the Log API the Partition uses.
+
+Batches are kept as bytes (the leader stamps base offset and epoch like ``Log``); what was
+not flushed is lost by :meth:`MemoryLog.crash` (a power cut).  A prefix hash chain lets the
+invariant checker compare two replicas below an offset in O(log n).
+
+``MemoryCheckpoint`` stands in for the fsync'd leader-epoch checkpoint file (it survives
+crashes; every write is durable, like the real file's temp+fsync+rename).
+"""
+
+from __future__ import annotations
+
+import bisect
+import zlib
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass
+
+from clients.errors import InvalidRecordError
+from clients.records import (
+    BatchHeader,
+    iter_batches,
+    read_header,
+    set_base_offset,
+    set_partition_leader_epoch,
+)
+from storage.errors import OffsetOutOfRangeError
+
+
+@dataclass(frozen=True)
+class MemoryAppendInfo:
+    first_offset: int
+    last_offset: int
+    num_batches: int
+
+
+@dataclass(frozen=True)
+class MemoryFetchData:
+    data: bytes
+
+    @property
+    def size_in_bytes(self) -> int:
+        return len(self.data)
+
+    def read_bytes(self) -> bytes:
+        return self.data
+
+
+class MemoryCheckpoint:
+    def __init__(self) -> None:
+        self.entries: list[tuple[int, int]] = []
+        self.writes = 0
+
+    def write(self, entries: Sequence[tuple[int, int]]) -> None:
+        self.entries = list(entries)
+        self.writes += 1
+
+    def read(self) -> list[tuple[int, int]]:
+        return list(self.entries)
+
+
+class MemoryLog:
+    """One replica's log on a simulated disk (see module docstring)."""
+
+    def __init__(self, name: str, *, flush_every_append: bool) -> None:
+        self.dir = name
+        self.flush_every_append = flush_every_append
+        self._bases: list[int] = []
+        self._headers: list[BatchHeader] = []
+        self._data: list[bytes] = []
+        self._chain: list[int] = []   # crc32 of all batch bytes up to and including i
+        self._start = 0
+        self._end = 0
+        self._recovery_point = 0
+        self.on_truncate: Callable[[MemoryLog, list[BatchHeader]], None] | None = None
+
+    # -- views ---------------------------------------------------------------------
+
+    @property
+    def log_start_offset(self) -> int:
+        return self._start
+
+    @property
+    def log_end_offset(self) -> int:
+        return self._end
+
+    @property
+    def recovery_point(self) -> int:
+        return self._recovery_point
+
+    def batch_at(self, offset: int) -> BatchHeader | None:
+        i = bisect.bisect_right(self._bases, offset) - 1
+        if i >= 0 and self._headers[i].last_offset >= offset:
+            return self._headers[i]
+        return None
+
+    def prefix_digest(self, below: int) -> tuple[int, int]:
+        """(number of batches, hash of their bytes) of the batches starting below ``below``."""
+        n = bisect.bisect_left(self._bases, below)
+        return n, (self._chain[n - 1] if n else 0)
+
+    def batches(self, start_offset: int | None = None) -> Iterator[tuple[BatchHeader, bytes]]:
+        start = self._start if start_offset is None else start_offset
+        for h, d in zip(self._headers, self._data, strict=True):
+            if h.last_offset >= start:
+                yield h, d
+
+    # -- writes --------------------------------------------------------------------
+
+    def _add(self, data: bytes) -> None:
+        h = read_header(data)
+        self._bases.append(h.base_offset)
+        self._headers.append(h)
+        self._data.append(data)
+        self._chain.append(zlib.crc32(data, self._chain[-1] if self._chain else 0))
+        self._end = h.next_offset
+
+    def append_as_leader(self, batches: bytes | bytearray | memoryview,
+                         leader_epoch: int) -> MemoryAppendInfo:
+        buf = bytes(batches)
+        parts = [(pos, h) for pos, h in iter_batches(buf, validate=True)]
+        first = self._end
+        offset = first
+        for pos, h in parts:
+            one = bytearray(buf[pos:pos + h.size_in_bytes])
+            set_base_offset(one, offset)
+            set_partition_leader_epoch(one, leader_epoch)
+            self._add(bytes(one))
+            offset += h.last_offset_delta + 1
+        self._after_append()
+        return MemoryAppendInfo(first, offset - 1, len(parts))
+
+    def append_as_follower(self, batches: bytes | bytearray | memoryview) -> MemoryAppendInfo:
+        buf = bytes(batches)
+        parts = [(pos, h) for pos, h in iter_batches(buf, validate=True)]
+        expected = self._end
+        for _, h in parts:
+            if h.base_offset < expected:
+                raise InvalidRecordError(f"base offset {h.base_offset} below {expected}")
+            expected = h.next_offset
+        first = self._end
+        for pos, h in parts:
+            self._add(buf[pos:pos + h.size_in_bytes])
+        self._after_append()
+        return MemoryAppendInfo(first, self._end - 1, len(parts))
+
+    def _after_append(self) -> None:
+        if self.flush_every_append:
+            self.flush()
+
+    def read(self, start_offset: int, max_bytes: int, max_offset: int | None = None,
+             min_one_batch: bool = True) -> MemoryFetchData:
+        if not self._start <= start_offset <= self._end:
+            raise OffsetOutOfRangeError(
+                f"offset {start_offset} outside [{self._start}, {self._end}] of {self.dir}")
+        bound = self._end if max_offset is None else min(max_offset, self._end)
+        i = max(0, bisect.bisect_right(self._bases, start_offset) - 1)
+        out: list[bytes] = []
+        size = 0
+        while i < len(self._headers):
+            h = self._headers[i]
+            if h.last_offset < start_offset:
+                i += 1
+                continue
+            if h.last_offset >= bound:
+                break
+            if size + len(self._data[i]) > max_bytes and (out or not min_one_batch):
+                break
+            out.append(self._data[i])
+            size += len(self._data[i])
+            i += 1
+        return MemoryFetchData(b"".join(out))
+
+    def truncate_to(self, offset: int) -> None:
+        if offset >= self._end:
+            return
+        n = bisect.bisect_left(self._bases, offset)
+        i = bisect.bisect_right(self._bases, offset) - 1
+        if i >= 0 and self._headers[i].last_offset >= offset:
+            n = i  # drop the batch containing the offset too (boundary at or below)
+        removed = self._headers[n:]
+        del self._bases[n:], self._headers[n:], self._data[n:], self._chain[n:]
+        self._end = self._headers[-1].next_offset if self._headers else min(offset, self._start)
+        self._start = min(self._start, self._end)
+        self._recovery_point = min(self._recovery_point, self._end)
+        if self.on_truncate is not None and removed:
+            self.on_truncate(self, removed)
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        removed = list(self._headers)
+        self._bases, self._headers, self._data, self._chain = [], [], [], []
+        self._start = self._end = self._recovery_point = offset
+        if self.on_truncate is not None and removed:
+            self.on_truncate(self, removed)
+
+    def maybe_increment_log_start_offset(self, offset: int) -> None:
+        if offset > self._end:
+            raise OffsetOutOfRangeError(f"log start {offset} past LEO {self._end}")
+        self._start = max(self._start, offset)
+
+    def flush(self, up_to_offset: int | None = None) -> None:
+        target = self._end if up_to_offset is None else min(up_to_offset, self._end)
+        self._recovery_point = max(self._recovery_point, target)
+
+    def crash(self) -> int:
+        """Power cut: lose every batch not below the recovery point; returns bytes lost."""
+        n = bisect.bisect_left(self._bases, self._recovery_point)
+        i = bisect.bisect_right(self._bases, self._recovery_point) - 1
+        if i >= 0 and self._headers[i].last_offset >= self._recovery_point:
+            n = i
+        lost = sum(len(d) for d in self._data[n:])
+        hook, self.on_truncate = self.on_truncate, None   # losses are not truncations
+        try:
+            self.truncate_to(self._bases[n] if n < len(self._bases) else self._end)
+        finally:
+            self.on_truncate = hook
+        return lost
+
+    def __repr__(self) -> str:
+        return (f"MemoryLog({self.dir}, start={self._start}, end={self._end}, "
+                f"rp={self._recovery_point})")
