@@ -1,0 +1,507 @@
+"""ControllerState, the controller's pure core, driven with a manual clock."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from hypothesis import settings
+from hypothesis import strategies as st
+from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
+
+from broker.controller_config import ControllerConfig
+from broker.controller_state import ControllerState, IsrChange, TopicSpec
+from broker.metadata import (
+    NO_LEADER,
+    FenceBrokerRecord,
+    MetadataImage,
+    MetadataRecord,
+    PartitionRecord,
+    PartitionState,
+    UnfenceBrokerRecord,
+)
+from clients.errors import ErrorCode
+from timer.clock import ManualClock
+
+SESSION_MS = 2_000
+IMBALANCE_MS = 30_000
+
+
+class Cluster:
+    """A ControllerState plus the log of every record it produced (what the disk holds)."""
+
+    def __init__(self, **overrides: Any) -> None:
+        self.config = ControllerConfig(broker_session_timeout_ms=SESSION_MS,
+                                       leader_imbalance_check_interval_ms=IMBALANCE_MS,
+                                       **overrides).validate()
+        self.clock = ManualClock(1_000)
+        self.state = ControllerState(self.config, self.clock)
+        self.log: list[MetadataRecord] = []
+        self.epochs: dict[int, int] = {}
+
+    def keep(self, records: list[MetadataRecord]) -> list[MetadataRecord]:
+        self.log.extend(records)
+        assert len(self.log) == self.state.image.last_applied_offset + 1
+        self.state.check_invariants()
+        return records
+
+    @property
+    def offset(self) -> int:
+        return self.state.image.last_applied_offset
+
+    def register(self, broker_id: int, incarnation: str = "") -> int:
+        result, records = self.state.register_broker(
+            broker_id, incarnation or f"inc-{broker_id}", "127.0.0.1", 9000 + broker_id)
+        self.keep(records)
+        assert result.error == ErrorCode.NONE, result.message
+        self.epochs[broker_id] = result.broker_epoch
+        return result.broker_epoch
+
+    def heartbeat(self, broker_id: int, **kwargs: Any) -> Any:
+        kwargs.setdefault("current_metadata_offset", self.offset)
+        result, records = self.state.heartbeat(broker_id, self.epochs[broker_id], **kwargs)
+        self.keep(records)
+        return result
+
+    def start(self, *broker_ids: int) -> None:
+        for b in broker_ids:
+            self.register(b)
+            assert not self.heartbeat(b).is_fenced
+
+    def create(self, name: str, partitions: int = 1, rf: int = 1,
+               **configs: str) -> list[Any]:
+        results, records = self.state.create_topics([TopicSpec(name, partitions, rf,
+                                                               configs=configs)])
+        self.keep(records)
+        return results
+
+    def tick(self) -> list[MetadataRecord]:
+        return self.keep(self.state.tick())
+
+    def part(self, topic: str, index: int = 0) -> PartitionState:
+        state = self.state.image.partition(topic, index)
+        assert state is not None
+        return state
+
+    def alter(self, broker_id: int, topic: str, isr: list[int], *, index: int = 0,
+              leader_epoch: int | None = None, partition_epoch: int | None = None) -> Any:
+        s = self.part(topic, index)
+        change = IsrChange(topic, index, s.leader_epoch if leader_epoch is None else leader_epoch,
+                           isr, s.partition_epoch if partition_epoch is None else partition_epoch)
+        (top, results), records = self.state.alter_partition(
+            broker_id, self.epochs[broker_id], [change])
+        self.keep(records)
+        assert top == ErrorCode.NONE
+        return results[0]
+
+    def replayed(self) -> MetadataImage:
+        fresh = ControllerState(self.config, ManualClock(0))
+        for offset, record in enumerate(self.log):
+            fresh.replay(record, offset)
+        return fresh.image
+
+
+# ---------------------------------------------------------------- brokers
+
+
+def test_registration_starts_fenced_with_epoch_equal_to_its_offset() -> None:
+    c = Cluster()
+    epoch = c.register(1)
+    assert epoch == 0 == c.offset and c.state.image.brokers[1].fenced
+    assert c.register(1) == epoch and len(c.log) == 1  # same incarnation: idempotent
+    result = c.heartbeat(1, current_metadata_offset=-1)  # has not seen its registration
+    assert result.is_fenced and not result.is_caught_up
+    result = c.heartbeat(1)
+    assert result.is_caught_up and not result.is_fenced
+    assert isinstance(c.log[-1], UnfenceBrokerRecord)
+
+
+def test_bad_registrations_and_stale_heartbeats_are_rejected() -> None:
+    c = Cluster()
+    result, records = c.state.register_broker(1, "x", "h", 1, cluster_id="other")
+    assert result.error == ErrorCode.INVALID_REQUEST and "cluster id" in (result.message or "")
+    result, _ = c.state.register_broker(1, "x", "", 1)
+    assert result.error == ErrorCode.INVALID_REQUEST and "host" in (result.message or "")
+    result, _ = c.state.register_broker(-1, "x", "h", 1)
+    assert result.error == ErrorCode.INVALID_REQUEST
+    result, _ = c.state.register_broker(1, "x", "h", 0)
+    assert result.error == ErrorCode.INVALID_REQUEST
+    assert c.log == [] and c.offset == -1
+    c.register(1)
+    hb, records = c.state.heartbeat(1, 99, 10)
+    assert hb.error == ErrorCode.STALE_BROKER_EPOCH and records == []
+    hb, _ = c.state.heartbeat(7, 0, 10)
+    assert hb.error == ErrorCode.STALE_BROKER_EPOCH and "not registered" in (hb.message or "")
+
+
+def test_session_timeout_fences_and_a_heartbeat_unfences() -> None:
+    c = Cluster()
+    c.start(1, 2)
+    c.clock.advance(SESSION_MS)
+    c.heartbeat(2)
+    assert c.tick() == []  # exactly at the timeout: not yet
+    c.clock.advance(1)
+    records = c.tick()
+    assert records == [FenceBrokerRecord(1, c.epochs[1])]
+    assert c.state.image.unfenced_brokers() == [2]
+    assert not c.heartbeat(1).is_fenced  # it comes back with the same epoch
+    assert c.state.image.unfenced_brokers() == [1, 2]
+
+
+def test_sessions_get_a_grace_period_after_a_controller_restart() -> None:
+    c = Cluster()
+    c.start(1)
+    restarted = ControllerState(c.config, c.clock, c.replayed())
+    assert restarted.tick() == []
+    c.clock.advance(SESSION_MS)
+    assert restarted.tick() == []
+    c.clock.advance(1)
+    assert [type(r) for r in restarted.tick()] == [FenceBrokerRecord]
+
+
+# ---------------------------------------------------------------- elections
+
+
+def test_fenced_leader_is_replaced_from_the_isr_with_epoch_plus_one() -> None:
+    c = Cluster()
+    c.start(1, 2, 3)
+    c.create("t", 1, 3)
+    before = c.part("t")
+    leader = before.leader
+    assert before.isr == before.replicas and before.leader == before.replicas[0]
+    c.clock.advance(SESSION_MS + 1)
+    for b in (1, 2, 3):
+        if b != leader:
+            c.heartbeat(b)
+    c.tick()
+    after = c.part("t")
+    assert after.leader == before.replicas[1]
+    assert after.leader_epoch == before.leader_epoch + 1
+    assert after.isr == tuple(b for b in before.isr if b != leader)
+    assert after.partition_epoch == before.partition_epoch + 1
+    assert not after.unclean_elected
+
+
+def test_follower_fenced_leaves_isr_without_leader_change() -> None:
+    c = Cluster()
+    c.start(1, 2)
+    c.create("t", 1, 2)
+    s = c.part("t")
+    follower = s.replicas[1]
+    c.heartbeat(follower, want_fence=True)
+    after = c.part("t")
+    assert after.leader == s.leader and after.leader_epoch == s.leader_epoch
+    assert after.isr == (s.leader,) and after.partition_epoch == s.partition_epoch + 1
+
+
+def test_last_isr_member_stays_and_partition_goes_offline_then_recovers() -> None:
+    c = Cluster()
+    c.start(1, 2)
+    c.create("t", 1, 2)
+    s = c.part("t")
+    assert c.alter(s.leader, "t", [s.leader]).error == ErrorCode.NONE
+    c.heartbeat(s.leader, want_fence=True)
+    offline = c.part("t")
+    assert offline.leader == NO_LEADER and offline.isr == (s.leader,)
+    assert offline.leader_epoch == s.leader_epoch + 1
+    # the out-of-sync replica is alive but unclean election is off (the default)
+    assert c.state.image.is_alive(s.replicas[1])
+    c.register(s.leader, "second-life")  # restarted: fenced until caught up
+    assert c.part("t").leader == NO_LEADER
+    c.heartbeat(s.leader)
+    back = c.part("t")
+    assert back.leader == s.leader and back.leader_epoch == offline.leader_epoch + 1
+
+
+@pytest.mark.parametrize("allowed", [True, False])
+def test_unclean_election_only_when_the_topic_allows_it(allowed: bool) -> None:
+    c = Cluster()
+    c.start(1, 2)
+    c.create("t", 1, 2, unclean_leader_election="true" if allowed else "false")
+    s = c.part("t")
+    other = s.replicas[1]
+    c.alter(s.leader, "t", [s.leader])
+    c.heartbeat(s.leader, want_fence=True)
+    after = c.part("t")
+    if allowed:
+        assert (after.leader, after.isr, after.unclean_elected) == (other, (other,), True)
+    else:
+        assert (after.leader, after.isr, after.unclean_elected) == (NO_LEADER, (s.leader,), False)
+    assert after.leader_epoch == s.leader_epoch + 1
+
+
+def test_controlled_shutdown_moves_leadership_then_allows_shutdown() -> None:
+    c = Cluster()
+    c.start(1, 2, 3)
+    c.create("t", 3, 2)
+    led = [p for p in range(3) if c.part("t", p).leader == 1]
+    assert led
+    before = c.offset
+    result = c.heartbeat(1, want_shut_down=True, current_metadata_offset=before)
+    assert result.is_fenced and not result.should_shut_down  # has not seen the moves yet
+    assert c.offset > before
+    for p in range(3):
+        s = c.part("t", p)
+        assert s.leader != 1 and (1 not in s.isr or s.isr == (1,))
+        if p in led:
+            assert s.leader != NO_LEADER
+    assert c.heartbeat(1, want_shut_down=True).should_shut_down
+    assert c.heartbeat(1, want_shut_down=True).is_fenced  # and stays fenced
+
+
+def test_preferred_leader_election_returns_leadership_when_in_sync() -> None:
+    c = Cluster()
+    c.start(1, 2)
+    c.create("t", 1, 2)
+    s = c.part("t")
+    preferred = s.replicas[0]
+    c.heartbeat(preferred, want_fence=True)
+    assert c.part("t").leader == s.replicas[1]
+    c.heartbeat(preferred)  # unfenced, but not in the ISR yet
+    c.clock.advance(IMBALANCE_MS)
+    c.heartbeat(1)
+    c.heartbeat(2)
+    assert c.tick() == []
+    moved = c.part("t")
+    assert c.alter(moved.leader, "t", [moved.leader, preferred]).error == ErrorCode.NONE
+    c.clock.advance(IMBALANCE_MS)
+    c.heartbeat(1)
+    c.heartbeat(2)
+    records = c.tick()
+    final = c.part("t")
+    assert [type(r) for r in records] == [PartitionRecord]
+    assert final.leader == preferred and final.leader_epoch == moved.leader_epoch + 1
+
+
+def test_preferred_leader_election_can_be_disabled() -> None:
+    c = Cluster(auto_leader_rebalance_enable=False)
+    c.start(1, 2)
+    c.create("t", 1, 2)
+    s = c.part("t")
+    c.heartbeat(s.leader, want_fence=True)
+    c.heartbeat(s.leader)
+    moved = c.part("t")
+    c.alter(moved.leader, "t", list(s.replicas))
+    c.clock.advance(IMBALANCE_MS)
+    c.heartbeat(1)
+    c.heartbeat(2)
+    assert c.tick() == [] and c.part("t").leader == moved.leader
+    assert [type(r) for r in c.keep(c.state.elect_preferred_leaders())] == [PartitionRecord]
+
+
+def test_new_incarnation_loses_leadership_and_isr() -> None:
+    c = Cluster()
+    c.start(1, 2)
+    c.create("t", 1, 2)
+    s = c.part("t")
+    c.register(s.leader, "restarted")
+    after = c.part("t")
+    assert after.leader == s.replicas[1] and s.leader not in after.isr
+    assert after.leader_epoch == s.leader_epoch + 1
+
+
+# ---------------------------------------------------------------- AlterPartition
+
+
+def test_alter_partition_accepts_then_rejects_stale_requests() -> None:
+    c = Cluster()
+    c.start(1, 2, 3)
+    c.create("t", 1, 3)
+    s = c.part("t")
+    leader, f1, f2 = s.replicas
+    ok = c.alter(leader, "t", [leader, f1])
+    assert ok.error == ErrorCode.NONE and ok.state.isr == (leader, f1)
+    assert ok.state.partition_epoch == s.partition_epoch + 1
+    assert ok.state.leader_epoch == s.leader_epoch
+    stale = c.alter(leader, "t", [leader], partition_epoch=s.partition_epoch)
+    assert stale.error == ErrorCode.INVALID_UPDATE_VERSION
+    assert stale.state == c.part("t")  # the answer carries the current state
+    fenced = c.alter(leader, "t", [leader], leader_epoch=s.leader_epoch - 1)
+    assert fenced.error == ErrorCode.FENCED_LEADER_EPOCH
+    assert c.alter(leader, "t", [leader], leader_epoch=9).error == ErrorCode.UNKNOWN_LEADER_EPOCH
+    assert c.alter(f1, "t", [f1]).error == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    for bad in ([f1], [leader, leader], [leader, 77], []):
+        assert c.alter(leader, "t", bad).error == ErrorCode.INVALID_REQUEST
+    c.heartbeat(f2, want_fence=True)
+    assert c.alter(leader, "t", [leader, f1, f2]).error == ErrorCode.INELIGIBLE_REPLICA
+    unchanged = c.alter(leader, "t", [f1, leader])  # same set: accepted, no record
+    assert unchanged.error == ErrorCode.NONE and isinstance(c.log[-1], FenceBrokerRecord)
+    (top, results), records = c.state.alter_partition(leader, 12345, [])
+    assert top == ErrorCode.STALE_BROKER_EPOCH and records == []
+    (top, results), _ = c.state.alter_partition(
+        leader, c.epochs[leader], [IsrChange("nope", 0, 0, [leader], 0)])
+    assert results[0].error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+# ---------------------------------------------------------------- topics
+
+
+def test_assignment_spreads_leaders_and_replicas() -> None:
+    c = Cluster()
+    c.start(1, 2, 3)
+    c.create("a", 3, 3)
+    leaders = [c.part("a", p).leader for p in range(3)]
+    assert sorted(leaders) == [1, 2, 3]
+    c.create("b", 6, 2)
+    leaders = [c.part("b", p).leader for p in range(6)]
+    assert sorted(leaders) == [1, 1, 2, 2, 3, 3]
+    pairs = {c.part("b", p).replicas for p in range(6)}
+    assert len(pairs) == 6  # the follower shift varies the pairs
+    singles = []
+    for i in range(3):
+        c.create(f"s{i}", 1, 1)
+        singles.append(c.part(f"s{i}").leader)
+    assert sorted(singles) == [1, 2, 3]  # the rotating start spreads one-partition topics
+
+
+@pytest.mark.parametrize(("spec", "code", "needle"), [
+    (TopicSpec("t", 1, 3), ErrorCode.INVALID_REPLICATION_FACTOR, "2 available brokers"),
+    (TopicSpec("t", 1, 0), ErrorCode.INVALID_REPLICATION_FACTOR, ">= 1"),
+    (TopicSpec("t", 0, 1), ErrorCode.INVALID_PARTITIONS, "num_partitions"),
+    (TopicSpec("t", 10_001, 1), ErrorCode.INVALID_PARTITIONS, "num_partitions"),
+    (TopicSpec("bad name"), ErrorCode.INVALID_TOPIC_EXCEPTION, "characters"),
+    (TopicSpec("__cluster_metadata"), ErrorCode.INVALID_TOPIC_EXCEPTION, "reserved"),
+    (TopicSpec("t", configs={"segment.bytes": "12"}), ErrorCode.INVALID_CONFIG, "segment_bytes"),
+    (TopicSpec("t", configs={"nope": "1"}), ErrorCode.INVALID_CONFIG, "nope"),
+    (TopicSpec("t", configs={"min.insync.replicas": "0"}), ErrorCode.INVALID_CONFIG, "min_insync"),
+    (TopicSpec("t", configs={"unclean_leader_election": "maybe"}), ErrorCode.INVALID_CONFIG,
+     "true or false"),
+    (TopicSpec("t", assignments={0: [1], 2: [2]}), ErrorCode.INVALID_REPLICA_ASSIGNMENT, "0..1"),
+    (TopicSpec("t", assignments={0: [1, 1]}), ErrorCode.INVALID_REPLICA_ASSIGNMENT, "distinct"),
+    (TopicSpec("t", assignments={0: [1], 1: [1, 2]}), ErrorCode.INVALID_REPLICA_ASSIGNMENT,
+     "distinct"),
+    (TopicSpec("t", assignments={0: [9]}), ErrorCode.INVALID_REPLICA_ASSIGNMENT, "registered"),
+    (TopicSpec("t", 1, -1, assignments={0: [1]}), ErrorCode.INVALID_REQUEST, "must be -1"),
+])
+def test_create_topic_rejections(spec: TopicSpec, code: ErrorCode, needle: str) -> None:
+    c = Cluster()
+    c.start(1, 2)
+    (result,), records = c.state.create_topics([spec])
+    assert result.error == code and needle in (result.message or ""), result
+    assert records == []
+
+
+def test_create_topic_defaults_configs_assignments_duplicates_and_validate_only() -> None:
+    c = Cluster(num_partitions=2, default_replication_factor=2, min_insync_replicas=2)
+    c.start(1, 2, 3)
+    (ok,), records = c.state.create_topics([TopicSpec("t", configs={"retention.ms": "5"})])
+    c.keep(records)
+    assert (ok.error, ok.num_partitions, ok.replication_factor) == (ErrorCode.NONE, 2, 2)
+    configs = c.state.image.topics["t"].configs
+    assert configs == {"retention_ms": "5", "min_insync_replicas": "2",
+                       "unclean_leader_election": "false"}
+    assert c.state.image.topics["t"].topic_id == records[0].topic_id  # type: ignore[union-attr]
+    (again,), _ = c.state.create_topics([TopicSpec("t")])
+    assert again.error == ErrorCode.TOPIC_ALREADY_EXISTS
+    results, records = c.state.create_topics([TopicSpec("d"), TopicSpec("d")])
+    assert [r.error for r in results] == [ErrorCode.INVALID_REQUEST] * 2 and records == []
+    (dry,), records = c.state.create_topics([TopicSpec("v", 4, 3)], validate_only=True)
+    assert dry.error == ErrorCode.NONE and dry.num_partitions == 4 and records == []
+    c.heartbeat(3, want_fence=True)
+    (manual,), records = c.state.create_topics([TopicSpec("m", assignments={0: [3, 1],
+                                                                            1: [2, 3]})])
+    c.keep(records)
+    assert manual.error == ErrorCode.NONE
+    assert c.part("m", 0).leader == 1 and c.part("m", 0).isr == (1,)  # 3 is fenced
+    assert c.part("m", 1).replicas == (2, 3) and c.part("m", 1).isr == (2,)
+
+
+def test_delete_topics() -> None:
+    c = Cluster()
+    c.start(1)
+    c.create("t", 2)
+    results, records = c.state.delete_topics(["t", "missing"])
+    c.keep(records)
+    assert [r.error for r in results] == [ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
+    assert "t" not in c.state.image.topics
+    c.create("t", 1)  # a new incarnation of the name gets a new id
+    assert c.state.image.topics["t"].topic_id > 1
+
+
+def test_replay_of_the_records_rebuilds_an_identical_image() -> None:
+    c = Cluster()
+    c.start(1, 2, 3)
+    c.create("a", 4, 3, unclean_leader_election="true")
+    c.create("b", 2, 2)
+    c.alter(c.part("a", 0).leader, "a", [c.part("a", 0).leader])
+    c.heartbeat(2, want_shut_down=True)
+    c.clock.advance(SESSION_MS + 1)
+    c.heartbeat(3)
+    c.tick()
+    c.keep(c.state.delete_topics(["b"])[1])
+    assert c.replayed() == c.state.image
+    assert MetadataImage.decode_snapshot(c.state.image.encode_snapshot()) == c.state.image
+
+
+# ---------------------------------------------------------------- random operations
+
+
+class ControllerMachine(RuleBasedStateMachine):
+    """Random operations; after each: invariants, replay == image, one leader per epoch."""
+
+    @initialize()
+    def setup(self) -> None:
+        self.c = Cluster()
+        self.leaders: dict[tuple[int, int, int], int] = {}
+        self.topic_count = 0
+
+    @rule(broker=st.integers(1, 4), fresh=st.booleans())
+    def register(self, broker: int, fresh: bool) -> None:
+        self.c.register(broker, f"inc-{broker}-{self.c.offset if fresh else 0}")
+
+    @rule(broker=st.integers(1, 4), flags=st.sampled_from(["", "fence", "shut"]),
+          lag=st.integers(0, 2))
+    def heartbeat(self, broker: int, flags: str, lag: int) -> None:
+        if broker in self.c.epochs and self.c.epochs[broker] in (
+                info.broker_epoch for info in self.c.state.image.brokers.values()):
+            self.c.heartbeat(broker, want_fence=flags == "fence", want_shut_down=flags == "shut",
+                             current_metadata_offset=self.c.offset - lag)
+
+    @rule(ms=st.sampled_from([1, 500, SESSION_MS + 1, IMBALANCE_MS]))
+    def advance_and_tick(self, ms: int) -> None:
+        self.c.clock.advance(ms)
+        self.c.tick()
+
+    @rule(partitions=st.integers(1, 4), rf=st.integers(1, 3), unclean=st.booleans())
+    def create(self, partitions: int, rf: int, unclean: bool) -> None:
+        self.topic_count += 1
+        self.c.create(f"t{self.topic_count}", partitions, rf,
+                      unclean_leader_election=str(unclean).lower())
+
+    @rule(data=st.data())
+    def alter(self, data: st.DataObject) -> None:
+        parts = list(self.c.state.image.partitions())
+        if not parts:
+            return
+        topic, index, s = data.draw(st.sampled_from(parts))
+        sender = data.draw(st.sampled_from([s.leader, s.leader, *s.replicas]))
+        if sender not in self.c.epochs:
+            return
+        others = data.draw(st.lists(st.sampled_from(s.replicas), unique=True, max_size=3))
+        isr = [sender, *(b for b in others if b != sender)] if data.draw(st.booleans()) else others
+        stale = data.draw(st.integers(-1, 0))
+        self.c.alter(sender, topic, isr, index=index,
+                     partition_epoch=max(0, s.partition_epoch + stale))
+
+    @rule(data=st.data())
+    def delete(self, data: st.DataObject) -> None:
+        if self.c.state.image.topics:
+            name = data.draw(st.sampled_from(sorted(self.c.state.image.topics)))
+            self.c.keep(self.c.state.delete_topics([name])[1])
+
+    @invariant()
+    def consistent(self) -> None:
+        if not hasattr(self, "c"):
+            return
+        self.c.state.check_invariants()
+        image = self.c.state.image
+        for name, topic in image.topics.items():
+            for index, s in topic.partitions.items():
+                if s.leader != NO_LEADER:
+                    key = (topic.topic_id, index, s.leader_epoch)
+                    assert self.leaders.setdefault(key, s.leader) == s.leader, (name, key)
+        assert self.c.replayed() == image
+
+
+TestControllerMachine = ControllerMachine.TestCase
+TestControllerMachine.settings = settings(max_examples=40, stateful_step_count=30, deadline=None)
