@@ -212,7 +212,9 @@ class BrokerServer:
                 raise TypeError("inline Records in a response are not supported")
         blob = msgpack.packb(regions) if regions else b""
         try:
-            buffer = self.pool.allocate(len(prefix) + len(blob), RESPONSE_ALLOCATE_MS)
+            size = len(prefix) + len(blob)
+            # a buffer of exactly poolable_size comes from the free list (fast path)
+            buffer = self.pool.allocate(max(size, self.pool.poolable_size), RESPONSE_ALLOCATE_MS)
         except MiniKafkaError as exc:
             log.warning("no pool memory for a response (%s); closing connection %d", exc,
                         conn_id)
