@@ -12,7 +12,9 @@ Questions and how each is measured (medians of ``--runs`` runs, all in one invoc
   two bytes. Payloads: 1 MiB and 16 KiB with ``poolable_size`` = payload size (the
   pooled fast path), plus 1 MiB from a 16 KiB-slot pool (non-pooled: a 64-slot run).
   Both queues are bounded (64 items); the pool is 64 MiB so it applies backpressure
-  too. Target: 1 MiB pool handoff >= 10x the Queue's throughput.
+  too. Target: 1 MiB pool handoff >= 10x the Queue's throughput. An extra column sends
+  the handles as 24 raw bytes on a ``multiprocessing.Pipe`` instead of a Queue, to show
+  how much of the small-payload cost is the descriptor channel, not the pool.
 * **allocate+free**: ``deallocate(allocate(poolable_size))`` in a loop, one process
   (uncontended; target <= 5 us per pair) and two spawned processes hammering the same
   pool (aggregate pairs/s and per-pair latency in each process). A bare flock
@@ -30,6 +32,7 @@ import multiprocessing as mp
 import os
 import platform
 import statistics
+import struct
 import time
 from pathlib import Path
 from typing import Any
@@ -42,6 +45,7 @@ TARGET_PAIR_US = 5.0
 KIB, MIB = 1024, 1024 * 1024
 POOL_BYTES = 64 * MIB
 CTX = mp.get_context("spawn")
+HANDLE = struct.Struct("<qqq")  # slot, size, generation
 
 
 # producers (spawned) ------------------------------------------------------------------
@@ -58,6 +62,22 @@ def produce_pool(name: str, size: int, count: int, go: Any, ready: Any, handles:
         handles.put(tuple(buf.handle))
         buf.release()
     handles.put(None)
+    pool.close()
+
+
+def produce_pool_pipe(name: str, size: int, count: int, go: Any, ready: Any, conn: Any) -> None:
+    """Like produce_pool, but each handle is 24 raw bytes on a pipe (no pickling)."""
+    pool = BufferPool.attach(name)
+    payload = bytes(range(256)) * (size // 256)
+    pack = HANDLE.pack
+    ready.put(os.getpid())
+    go.wait()
+    for _ in range(count):
+        buf = pool.allocate(size, 60_000)
+        buf.memory[:] = payload
+        conn.send_bytes(pack(*buf.handle))
+        buf.release()
+    conn.send_bytes(b"")
     pool.close()
 
 
@@ -112,6 +132,32 @@ def handoff_pool(size: int, poolable: int, count: int) -> float:
             seen = 0
             while (item := handles.get(timeout=60)) is not None:
                 buf = pool.attach_buffer(BufferHandle(*item))
+                mem = buf.memory
+                if mem[0] != 0 or mem[-1] != 255:
+                    raise AssertionError("payload corrupted")
+                pool.deallocate(buf)
+                seen += 1
+            elapsed = time.perf_counter() - start
+        finally:
+            stop([proc])
+        pool.check_accounting()
+        assert seen == count and pool.available_memory() == POOL_BYTES
+    return count / elapsed
+
+
+def handoff_pool_pipe(size: int, poolable: int, count: int) -> float:
+    """Messages per second through pool buffers, handles as raw bytes on a pipe."""
+    with BufferPool.create(POOL_BYTES, poolable) as pool:
+        go, ready = CTX.Event(), CTX.Queue()
+        recv, send = CTX.Pipe(duplex=False)
+        proc = run_child(produce_pool_pipe, pool.name, size, count, go, ready, send)
+        try:
+            ready.get(timeout=60)
+            start = time.perf_counter()
+            go.set()
+            seen = 0
+            while item := recv.recv_bytes():
+                buf = pool.attach_buffer(BufferHandle(*HANDLE.unpack(item)))
                 mem = buf.memory
                 if mem[0] != 0 or mem[-1] != 255:
                     raise AssertionError("payload corrupted")
@@ -204,10 +250,12 @@ def main() -> None:
         ("16KiB", 16 * KIB, 16 * KIB, args.messages_16kib),
         ("1MiB_nonpooled", MIB, 16 * KIB, args.messages_1mib),
     ]
-    print(f"{'handoff':<16}{'pool msg/s':>12}{'queue msg/s':>13}{'pool MB/s':>11}{'ratio':>8}")
+    print(f"{'handoff':<16}{'pool msg/s':>12}{'queue msg/s':>13}{'pool MB/s':>11}{'ratio':>8}"
+          f"{'pool+pipe msg/s':>17}")  # fmt: skip
     for label, size, poolable, count in cases:
         pool_rate = median_of(r, handoff_pool, size, poolable, count)
         queue_rate = median_of(r, handoff_queue, size, count)
+        pipe_rate = median_of(r, handoff_pool_pipe, size, poolable, count)
         ratio = pool_rate / queue_rate
         figures[f"handoff_{label}"] = {
             "payload_bytes": size,
@@ -220,9 +268,11 @@ def main() -> None:
             "pool_us_per_msg": round(1e6 / pool_rate, 2),
             "queue_us_per_msg": round(1e6 / queue_rate, 2),
             "ratio_pool_over_queue": round(ratio, 2),
+            "pool_handles_via_pipe_msgs_per_s": round(pipe_rate, 1),
+            "ratio_pool_pipe_over_queue": round(pipe_rate / queue_rate, 2),
         }
         print(f"{label:<16}{pool_rate:>12.0f}{queue_rate:>13.0f}{pool_rate * size / 1e6:>11.0f}"
-              f"{ratio:>7.1f}x")  # fmt: skip
+              f"{ratio:>7.1f}x{pipe_rate:>17.0f}")  # fmt: skip
     flock_us = median_of(r, flock_pair_us, args.loops)
     pair_us = median_of(r, pair_us_uncontended, args.loops)
     runs2 = [pairs_contended(args.loops // 2, 2) for _ in range(r)]
