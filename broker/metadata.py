@@ -59,6 +59,7 @@ import msgpack
 from crc32c import crc32c
 
 from clients.errors import InvalidRecordError
+from clients.records import decode_batch, iter_batches
 from clients.topics import topic_name_error
 
 METADATA_TOPIC = "__cluster_metadata"
@@ -269,6 +270,22 @@ def decode_record(data: bytes | bytearray | memoryview) -> MetadataRecord:
         raise MetadataRecordError(
             f"metadata record is not msgpack: {type(e).__name__}: {e}") from None
     return record_from_map(raw)
+
+
+def decode_record_batches(data: bytes | bytearray | memoryview,
+                          start_offset: int = 0) -> list[tuple[int, MetadataRecord]]:
+    """``(offset, record)`` for every record at or after ``start_offset`` in the record
+    batches ``data`` (a metadata Fetch response's records, or a log read).  Batches are
+    CRC-checked; a bad batch or record raises (CorruptRecordError / MetadataRecordError)."""
+    out: list[tuple[int, MetadataRecord]] = []
+    for pos, _header in iter_batches(data):
+        for rec in decode_batch(data, pos):
+            if rec.offset < start_offset:
+                continue
+            if rec.value is None:
+                raise MetadataRecordError(f"metadata record at offset {rec.offset} has no value")
+            out.append((rec.offset, decode_record(rec.value)))
+    return out
 
 
 # ---------------------------------------------------------------- the image
