@@ -379,23 +379,51 @@ class Poller:
         request deadline (whose expiry is then reported).
         """
         conns = list(connections)
+        out, timeout_s = self.prepare(conns, timeout_ms)
+        return out + self.collect(conns, self.wait(timeout_s))
+
+    def prepare(
+        self, conns: list[BrokerConnection], timeout_ms: float
+    ) -> tuple[list[ClientResponse], float]:
+        """Register ``conns``; returns failures already known and the wait in seconds.
+
+        With :meth:`wait` and :meth:`collect` this splits :meth:`poll` so a caller can
+        hold its own lock around prepare/collect but not around the blocking wait.
+        """
         self._sync(conns)
         timeout_s = max(0.0, timeout_ms / 1000)
         now = time.monotonic()
+        out: list[ClientResponse] = []
         for c in conns:
             d = c.next_deadline()
             if d is not None:
                 timeout_s = min(timeout_s, max(0.0, d - now))
-        out: list[ClientResponse] = []
-        for c in conns:
             if c._failed:
                 out.extend(c.take_failed())
                 timeout_s = 0.0
+        return out, timeout_s
+
+    def wait(self, timeout_s: float) -> list[BrokerConnection]:
+        """Block up to ``timeout_s`` (no state touched but the wake-up socket)."""
+        ready: list[BrokerConnection] = []
         for key, _ in self._selector.select(timeout_s):
             if key.data is None:
                 self._drain_wakeup()
             else:
-                out.extend(key.data.read())
+                ready.append(key.data)
+        return ready
+
+    def is_registered(self, conn: BrokerConnection) -> bool:
+        """True when ``conn``'s socket is in the wait set (its responses wake :meth:`wait`)."""
+        return self._registered.get(conn.fileno()) is conn
+
+    def collect(
+        self, conns: list[BrokerConnection], readable: list[BrokerConnection]
+    ) -> list[ClientResponse]:
+        """Read the readable connections, then report expired requests of ``conns``."""
+        out: list[ClientResponse] = []
+        for c in readable:
+            out.extend(c.read())
         now = time.monotonic()
         for c in conns:
             out.extend(c.expire(now))

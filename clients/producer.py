@@ -136,6 +136,7 @@ class Producer:
         self._partitioner = StickyPartitioner()
         self._partitioner_lock = threading.Lock()
         self._closed = False
+        self._send_now = linger_ms == 0  # nothing to wait for: ship from this thread
         self._topics_seen: set[str] = set()  # validated and registered with the metadata
         self._sender = Sender(
             parse_bootstrap(bootstrap_servers),
@@ -194,7 +195,9 @@ class Producer:
         if sticky and full:
             with self._partitioner_lock:
                 self._partitioner.on_new_batch(topic, num_partitions, partition)
-        if full or new_batch:
+        if self._send_now:
+            self._sender.send_now()
+        elif full or new_batch:
             self._sender.wakeup()
         return future
 

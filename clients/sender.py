@@ -22,8 +22,18 @@ of their queue with ``retry_backoff_ms`` unless ``retries`` or ``delivery_timeou
 are exhausted (then their futures fail); leadership/unknown-topic errors and lost
 connections also request a metadata refresh; other codes fail the futures at once.
 
-Thread safety: the thread owns its connections and poller; other threads call only
-``wakeup``, ``initiate_close``, ``force_close`` and ``metrics``.
+Latency path (``linger_ms=0``): the producer calls :meth:`Sender.send_now` from the
+sending thread, which writes the request itself when the leader's connection is idle
+and already watched by the sender thread (no wake-up hop); the response is still read
+by the sender thread.  Finished batches are queued and their futures resolved right
+before the thread blocks in ``select``, so a woken caller does not then queue for the
+GIL behind the rest of the loop.
+
+Thread safety: connections, poller registrations, in-flight state and the completion
+queue are guarded by one lock, held by the sender loop except while it blocks in
+``select`` and by ``send_now`` callers (try-lock only: a busy lock means "wake the
+thread").  Other threads call only ``wakeup``, ``send_now``, ``initiate_close``,
+``force_close`` and ``metrics``.  Futures are resolved with no lock held.
 """
 
 from __future__ import annotations
@@ -104,6 +114,10 @@ class Sender(threading.Thread):
         self._wake_w.setblocking(False)
         self._poller = Poller(self._wake_r)
         self._stats = {"produce_requests": 0, "retries": 0, "failed_batches": 0}
+        # Guards connections, poller registrations and in-flight state: held by the
+        # sender loop except while it blocks in select, and by send_now callers.
+        self._lock = threading.Lock()
+        self._completions: list[tuple[ProducerBatch, int, int, BaseException | None]] = []
 
     # ------------------------------------------------------------ control (any thread)
     def wakeup(self) -> None:
@@ -130,7 +144,9 @@ class Sender(threading.Thread):
             while not self._forced and self._acc.incomplete > 0:
                 self._run_once()
         finally:
-            self._shutdown()
+            with self._lock:
+                self._shutdown()
+            self._fire_completions()
 
     def _shutdown(self) -> None:
         error = ProducerClosedError("producer closed before the record was acknowledged")
@@ -144,8 +160,29 @@ class Sender(threading.Thread):
         self._wake_w.close()
 
     def _run_once(self) -> None:
-        now = monotonic_ms()
-        self._maybe_update_metadata(now)
+        with self._lock:
+            now = monotonic_ms()
+            self._maybe_update_metadata(now)
+            next_ms, stalled = self._send_ready(now)
+            for batch in self._acc.expired_batches(now):
+                self._fail(batch, self._expiry_error(batch, now))
+            timeout = min(next_ms, _MAX_POLL_MS, self._metadata.time_to_next_update_ms(now / 1000))
+            if stalled:
+                timeout = min(timeout, self._retry_backoff_ms or 1)
+            conns = list(self._conns.values())
+            failed, timeout_s = self._poller.prepare(conns, max(0.0, timeout))
+            for response in failed:
+                self._handle(response, now)
+        # Futures resolve right before this thread blocks, so the woken callers do not
+        # then wait for the GIL while the loop is still running.
+        self._fire_completions()
+        readable = self._poller.wait(timeout_s)
+        with self._lock:
+            for response in self._poller.collect(conns, readable):
+                self._handle(response, monotonic_ms())
+
+    def _send_ready(self, now: float) -> tuple[float, bool]:
+        """Connect to and drain every ready leader; ``(ms to next check, stalled)``."""
         ready, next_ms, unknown = self._acc.ready(self._metadata, now)
         if unknown:
             self._metadata.add_topics(unknown)
@@ -155,17 +192,61 @@ class Sender(threading.Thread):
             conn = self._connection(node, now)
             if conn is not None and conn.can_send:
                 sendable.add(node)
+        if sendable:
+            for node, batches in self._acc.drain(
+                self._metadata, sendable, self._max_request_size, now
+            ).items():
+                self._send_produce(node, batches, now)
+        return next_ms, bool(ready) and not sendable
+
+    def send_now(self) -> None:
+        """Caller-thread fast path (``linger_ms=0``): send ready batches without a hop.
+
+        Batches go out from the calling thread only when every ready leader has an
+        idle (nothing in flight, so ``sendmsg`` cannot block), connected connection
+        that the sender thread is already waiting on; its response is read by the
+        sender thread as usual.  Anything else (lock busy, connecting, metadata,
+        send failure) wakes the sender thread instead.
+        """
+        if not self._lock.acquire(blocking=False):
+            self.wakeup()
+            return
+        handled = False
+        try:
+            if self._running:
+                handled = self._send_idle(monotonic_ms())
+        finally:
+            self._lock.release()
+        if not handled:
+            self.wakeup()
+        self._fire_completions()
+
+    def _send_idle(self, now: float) -> bool:
+        ready, _, unknown = self._acc.ready(self._metadata, now)
+        if unknown or not ready:
+            return not unknown
+        for node in ready:
+            conn = self._conns.get(node)
+            if (conn is None or not conn.connected or conn.in_flight_count
+                    or not self._poller.is_registered(conn)):  # fmt: skip
+                return False
+        ok = True
         for node, batches in self._acc.drain(
-            self._metadata, sendable, self._max_request_size, now
+            self._metadata, ready, self._max_request_size, now
         ).items():
-            self._send_produce(node, batches, now)
-        for batch in self._acc.expired_batches(now):
-            self._fail(batch, self._expiry_error(batch, now))
-        timeout = min(next_ms, _MAX_POLL_MS, self._metadata.time_to_next_update_ms(now))
-        if ready and not sendable:
-            timeout = min(timeout, self._retry_backoff_ms or 1)
-        for response in self._poller.poll(list(self._conns.values()), max(0.0, timeout)):
-            self._handle(response, monotonic_ms())
+            ok = self._send_produce(node, batches, now) and ok
+        return ok
+
+    def _fire_completions(self) -> bool:
+        """Resolve the futures of finished batches and free their buffers (no lock held)."""
+        if not self._completions:
+            return False
+        with self._lock:
+            done, self._completions = self._completions, []
+        for batch, base, log_append_time_ms, error in done:
+            batch.complete(base, log_append_time_ms, error)
+            self._acc.deallocate(batch)
+        return True
 
     # ------------------------------------------------------------ connections
     def _connection(self, node: int, now: float) -> BrokerConnection | None:
@@ -196,20 +277,21 @@ class Sender(threading.Thread):
         return conn
 
     def _maybe_update_metadata(self, now: float) -> None:
-        if self._metadata_in_flight or not self._metadata.update_needed(now):
+        # The metadata cache runs on monotonic seconds; ``now`` is monotonic ms.
+        if self._metadata_in_flight or not self._metadata.update_needed(now / 1000):
             return
         conn = self._least_loaded(now)
         if conn is None:
-            self._metadata.failed_update(now)
+            self._metadata.failed_update(now / 1000)
             return
         topics = self._metadata.topics_of_interest
-        self._metadata.attempt_started(now)
+        self._metadata.attempt_started(now / 1000)
         try:
             conn.send(ApiKey.METADATA, {"topics": [{"name": t} for t in topics]},
                       context="metadata")  # fmt: skip
             self._metadata_in_flight = True
         except MiniKafkaError:
-            self._metadata.failed_update(now)
+            self._metadata.failed_update(now / 1000)
 
     def _least_loaded(self, now: float) -> BrokerConnection | None:
         live = [c for c in self._conns.values() if c.can_send]
@@ -226,7 +308,8 @@ class Sender(threading.Thread):
         return None
 
     # ------------------------------------------------------------ produce
-    def _send_produce(self, node: int, batches: list[ProducerBatch], now: float) -> None:
+    def _send_produce(self, node: int, batches: list[ProducerBatch], now: float) -> bool:
+        """Build and write one Produce request; False when the send failed (retried)."""
         by_tp: dict[TopicPartition, list[ProducerBatch]] = {}
         for b in batches:
             by_tp.setdefault(b.tp, []).append(b)
@@ -247,21 +330,22 @@ class Sender(threading.Thread):
         except MiniKafkaError as e:
             for tp, bl in by_tp.items():
                 self._retry_or_fail(tp, bl, e, now)
-            return
+            return False
         if request is None:  # acks=0: written is all we will ever know
             for tp, bl in by_tp.items():
                 for b in bl:
                     self._done(b, -1, -1, None)
                 self._acc.unmute(tp)
+        return True
 
     def _handle(self, response: ClientResponse, now: float) -> None:
         context = response.request.context
         if context == "metadata":
             self._metadata_in_flight = False
             if response.error is not None or response.body is None:
-                self._metadata.failed_update(now)
+                self._metadata.failed_update(now / 1000)
             else:
-                self._metadata.update(response.body)
+                self._metadata.update(response.body, now / 1000)
             return
         by_tp: dict[TopicPartition, list[ProducerBatch]] = context
         if response.error is not None or response.body is None:
@@ -340,5 +424,5 @@ class Sender(threading.Thread):
         self, batch: ProducerBatch, base: int, log_append_time_ms: int,
         error: BaseException | None,
     ) -> None:  # fmt: skip
-        batch.complete(base, log_append_time_ms, error)
-        self._acc.deallocate(batch)
+        """Queue the batch's completion; :meth:`_fire_completions` runs it unlocked."""
+        self._completions.append((batch, base, log_append_time_ms, error))

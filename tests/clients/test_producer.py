@@ -8,6 +8,7 @@ import numpy as np
 import pytest
 
 from clients.accumulator import AccumulatorClosedError, RecordAccumulator
+from clients.api import ApiKey
 from clients.buffer_pool import BufferPool
 from clients.buffer_pool_errors import BufferPoolTimeoutError
 from clients.cluster_metadata import ClusterMetadata
@@ -240,6 +241,29 @@ def test_acks_zero_resolves_without_offsets(cluster: FakeCluster) -> None:
         metas = [prod.send("t", b"%d" % i, partition=0).result(20) for i in range(5)]
     assert {m.offset for m in metas} == {-1}
     wait_until(lambda: len(cluster.records(T0)) == 5)
+
+
+def test_metadata_is_not_refetched_for_every_send(cluster: FakeCluster) -> None:
+    """Regression: the sender fed monotonic ms to a metadata cache that keeps seconds,
+    so the cache always looked stale and each loop sent a Metadata request."""
+    cluster.create_topic("t", 1)
+    with Producer(cluster.bootstrap, linger_ms=0) as prod:
+        for i in range(50):
+            prod.send("t", b"%d" % i, partition=0).result(20)
+    with cluster.cond:
+        metadata_requests = sum(1 for _, key in cluster.request_log if key == ApiKey.METADATA)
+    assert 1 <= metadata_requests <= 2
+
+
+def test_linger_zero_sends_from_the_caller_and_keeps_order(cluster: FakeCluster) -> None:
+    cluster.create_topic("t", 1)
+    with Producer(cluster.bootstrap, linger_ms=0) as prod:
+        futures = [prod.send("t", b"%d" % i, partition=0) for i in range(300)]
+        prod.flush()
+        assert all(f.done() for f in futures)  # flush returns after every future resolved
+        offsets = [f.result(0).offset for f in futures]
+    assert offsets == sorted(offsets) and len(set(offsets)) == 300
+    assert [r.value for r in cluster.records(T0)] == [b"%d" % i for i in range(300)]
 
 
 # ------------------------------------------------------------------ accumulator unit
