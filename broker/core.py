@@ -9,20 +9,29 @@ clock: no sockets, no processes, no sleeping.
 Standalone mode (no controller): this broker leads every partition of every topic in
 its :class:`TopicRegistry`, at leader epoch 0, with an ISR of itself.
 
+Controller mode (``config.controller_address`` set): topics, replicas, leaders and ISRs
+come from the :class:`MetadataImage` the :class:`MetadataFollower` builds from the
+controller's metadata log; :meth:`reconcile` makes every local replica leader or
+follower as the image says and hands followers to the replica fetchers.  ISR changes
+the leader wants are sent to the controller (AlterPartition) by ``send_alter_partition``.
+
 Not thread-safe: one event loop owns it (see docs/broker.md).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import Any
 
 from broker.config import BrokerConfig
 from broker.delayed import DelayedFetch, DelayedProduce
+from broker.metadata import MetadataImage
 from broker.topic_registry import MAX_PARTITIONS_PER_TOPIC, TopicInfo, TopicRegistry
 from clients.errors import ErrorCode, InvalidConfigError, MiniKafkaError
 from clients.topics import topic_name_error
+from replication.isr import AlterPartitionProposal
 from replication.partition import Partition
 from storage.config import LogConfig
 from storage.log_manager import LogManager
@@ -31,6 +40,9 @@ from timer import Clock, Purgatory, SystemTimer
 log = logging.getLogger(__name__)
 
 TopicPartitionKey = tuple[str, int]
+# topic configs that are not log settings (the controller validates them)
+NON_LOG_CONFIGS = frozenset({"min_insync_replicas", "unclean_leader_election",
+                             "replication_factor"})
 
 
 class TopicError(MiniKafkaError):
@@ -50,13 +62,28 @@ class BrokerCore:
         self.partitions: dict[TopicPartitionKey, Partition] = {}
         self.produce_purgatory: Purgatory[DelayedProduce] = Purgatory("produce", timer)
         self.fetch_purgatory: Purgatory[DelayedFetch] = Purgatory("fetch", timer)
+        # controller mode
+        self.image: MetadataImage | None = None
+        self.hosted_topic_ids: dict[str, int] = {}
+        self.fetchers: Any = None  # ReplicaFetcherManager, set by the server
+        self.send_alter_partition: Callable[[AlterPartitionProposal], None] | None = None
+        self.controller: Any = None  # AsyncConnection to the controller, set by the server
+        self.alter_in_flight: set[tuple[str, int]] = set()
+        self._checkpointed_hws: dict[TopicPartitionKey, int] = {}
+
+    @property
+    def controller_mode(self) -> bool:
+        return bool(self.config.controller_address)
 
     # -- lifecycle -----------------------------------------------------------------
 
     def startup(self) -> None:
-        self.registry.load()
         self.log_manager.startup()
-        high_watermarks = self.log_manager.read_high_watermarks()
+        self._checkpointed_hws = self.log_manager.read_high_watermarks()
+        if self.controller_mode:
+            return  # partitions come from the metadata image (reconcile)
+        self.registry.load()
+        high_watermarks = self._checkpointed_hws
         for info in self.registry.topics.values():
             for index in range(info.num_partitions):
                 self._host_partition(info.name, index, high_watermarks.get((info.name, index), 0))
@@ -87,18 +114,24 @@ class BrokerCore:
             {k: v for k, v in self.config.log_defaults().items() if v is not None}
         )
 
+    def topic_configs(self, topic: str) -> dict[str, str]:
+        if self.image is not None:
+            info = self.image.topics.get(topic)
+            return dict(info.configs) if info else {}
+        registered = self.registry.get(topic)
+        return dict(registered.configs) if registered else {}
+
     def log_config_for(self, topic: str) -> LogConfig:
-        info = self.registry.get(topic)
         overrides: dict[str, object] = dict(
             (k, v) for k, v in self.config.log_defaults().items() if v is not None
         )
-        if info is not None:
-            overrides.update(info.configs)
+        overrides.update((k.replace(".", "_"), v) for k, v in self.topic_configs(topic).items()
+                         if k.replace(".", "_") not in NON_LOG_CONFIGS)
         return LogConfig.from_dict(overrides)  # type: ignore[arg-type]
 
     def min_insync_replicas(self, topic: str) -> int:
-        info = self.registry.get(topic)
-        raw = info.configs.get("min_insync_replicas") if info else None
+        configs = {k.replace(".", "_"): v for k, v in self.topic_configs(topic).items()}
+        raw = configs.get("min_insync_replicas")
         return int(raw) if raw is not None else self.config.min_insync_replicas
 
     # -- topics --------------------------------------------------------------------
@@ -128,6 +161,7 @@ class BrokerCore:
             )
         clean = {str(k).replace(".", "_"): str(v) for k, v in configs.items()}
         min_isr = clean.pop("min_insync_replicas", None)
+        clean.pop("unclean_leader_election", None)
         try:
             LogConfig.from_dict({**{k: v for k, v in self.config.log_defaults().items()
                                     if v is not None}, **clean})
@@ -172,6 +206,9 @@ class BrokerCore:
         reason = topic_name_error(topic)
         if reason is not None:
             raise TopicError(reason, ErrorCode.INVALID_TOPIC_EXCEPTION)
+        if self.image is not None and self.image.partition(topic, index) is not None:
+            raise TopicError(f"broker {self.config.node_id} holds no replica of "
+                             f"{topic}-{index}", ErrorCode.NOT_LEADER_OR_FOLLOWER)
         raise TopicError(f"unknown topic or partition {topic}-{index}",
                          ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
 
@@ -179,3 +216,93 @@ class BrokerCore:
         """Something changed on the partition: let parked produces and fetches re-check."""
         self.produce_purgatory.check_and_complete(key)
         self.fetch_purgatory.check_and_complete(key)
+
+    # -- controller mode -------------------------------------------------------------
+
+    def reconcile(self) -> None:
+        """Make local replicas match the metadata image (after new records were applied)."""
+        image = self.image
+        assert image is not None
+        me = self.config.node_id
+        wanted = {(t, p): s for t, p, s in image.replicas_on(me)}
+        for key in list(self.partitions):
+            topic = image.topics.get(key[0])
+            if key not in wanted or (topic is not None
+                                     and self.hosted_topic_ids.get(key[0]) != topic.topic_id):
+                self._drop_partition(key)
+        for (topic, index), state in wanted.items():
+            self.hosted_topic_ids[topic] = image.topics[topic].topic_id
+            key = (topic, index)
+            partition = self.partitions.get(key)
+            if partition is None:
+                log_ = (self.log_manager.get_log(topic, index)
+                        or self.log_manager.create_log(topic, index))
+                partition = Partition(topic, index, log_, local_broker_id=me)
+                partition.high_watermark = min(self._checkpointed_hws.get(key, 0),
+                                               log_.log_end_offset)
+                self.partitions[key] = partition
+            if state.leader == me:
+                if partition.make_leader(state.leader_epoch, state.replicas, state.isr,
+                                         state.partition_epoch, now_ms=self.clock.now_ms()):
+                    log.info("%s-%d: leader in epoch %d", topic, index, state.leader_epoch)
+                if self.fetchers is not None:
+                    self.fetchers.unfollow(key)
+            else:
+                changed = partition.make_follower(state.leader, state.leader_epoch,
+                                                  state.replicas, state.partition_epoch,
+                                                  state.isr)
+                leader = image.brokers.get(state.leader)
+                if changed and self.fetchers is not None:
+                    if leader is not None and state.leader >= 0:
+                        self.fetchers.follow(partition, leader.host, leader.port)
+                    else:
+                        self.fetchers.unfollow(key)
+            self.wake_partition(key)
+
+    def _drop_partition(self, key: TopicPartitionKey) -> None:
+        partition = self.partitions.pop(key)
+        if self.fetchers is not None:
+            self.fetchers.unfollow(key)
+        partition.leader_id = -1
+        self.wake_partition(key)
+        self.log_manager.delete_log(*key)
+        log.info("%s-%d: replica removed", *key)
+
+    def on_follower_progress(self, key: TopicPartitionKey) -> None:
+        """A follower replica appended data (nothing waits on followers yet)."""
+
+    def check_isr(self) -> None:
+        """Leader duty: propose dropping lagging followers; resend unanswered proposals."""
+        now = self.clock.now_ms()
+        for key, partition in self.partitions.items():
+            if not partition.is_leader or key in self.alter_in_flight:
+                continue
+            proposal = (partition.pending_alter_partition
+                        or partition.maybe_shrink_isr(now, self.config.replica_lag_time_max_ms))
+            if proposal is not None:
+                self._propose(key, proposal)
+
+    def maybe_expand_isr(self, key: TopicPartitionKey, replica_id: int) -> None:
+        partition = self.partitions.get(key)
+        if partition is None or key in self.alter_in_flight:
+            return
+        proposal = partition.maybe_expand_isr(replica_id)
+        if proposal is not None:
+            self._propose(key, proposal)
+
+    def _propose(self, key: TopicPartitionKey, proposal: AlterPartitionProposal) -> None:
+        if self.send_alter_partition is None:
+            return
+        self.alter_in_flight.add(key)
+        self.send_alter_partition(proposal)
+
+    def on_alter_partition_answer(self, proposal: AlterPartitionProposal, error_code: int,
+                                  isr: list[int] | None, partition_epoch: int | None) -> None:
+        key = (proposal.topic, proposal.partition)
+        self.alter_in_flight.discard(key)
+        partition = self.partitions.get(key)
+        if partition is None:
+            return
+        if partition.on_alter_partition_response(proposal, error_code, isr, partition_epoch):
+            log.info("%s-%d: ISR now %s", *key, partition.isr)
+        self.wake_partition(key)

@@ -13,6 +13,7 @@ partition (and again when a parked fetch completes).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
@@ -21,6 +22,7 @@ from broker.core import BrokerCore, TopicError
 from broker.delayed import DelayedFetch, DelayedProduce, ProducePartitionStatus
 from clients.api import APIS, ApiKey
 from clients.errors import ErrorCode, MiniKafkaError
+from clients.topics import topic_name_error
 from storage.log import FetchDataInfo, FileRegion
 
 Body = dict[str, Any]
@@ -63,6 +65,7 @@ SUPPORTED_APIS = (
     ApiKey.FETCH,
     ApiKey.LIST_OFFSETS,
     ApiKey.DESCRIBE_LOG_DIRS,
+    ApiKey.OFFSETS_FOR_LEADER_EPOCH,
 )
 
 
@@ -77,7 +80,41 @@ def handle_api_versions(core: BrokerCore, body: Body, respond: Respond) -> None:
     })
 
 
+def _metadata_from_image(core: BrokerCore, body: Body) -> Body:
+    image = core.image
+    assert image is not None
+    requested = body["topics"]
+    names = sorted(image.topics) if requested is None else [t["name"] for t in requested]
+    topics = []
+    for name in names:
+        info = image.topics.get(name)
+        if info is None:
+            reason = topic_name_error(name)
+            code = (ErrorCode.INVALID_TOPIC_EXCEPTION if reason
+                    else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+            topics.append({"error_code": int(code), "name": name, "partitions": []})
+            continue
+        partitions = []
+        for index, s in sorted(info.partitions.items()):
+            partitions.append({
+                "error_code": 0 if s.leader >= 0 else int(ErrorCode.LEADER_NOT_AVAILABLE),
+                "partition_index": index, "leader_id": s.leader,
+                "leader_epoch": s.leader_epoch, "replica_nodes": list(s.replicas),
+                "isr_nodes": list(s.isr),
+                "offline_replicas": [r for r in s.replicas if not image.is_alive(r)]})
+        topics.append({"error_code": 0, "name": name, "is_internal": name.startswith("__"),
+                       "partitions": partitions})
+    return {
+        "brokers": [{"node_id": b.broker_id, "host": b.host, "port": b.port,
+                     "fenced": b.fenced} for b in image.brokers.values() if not b.fenced],
+        "cluster_id": "minikafka", "controller_id": core.config.node_id, "topics": topics,
+    }
+
+
 def handle_metadata(core: BrokerCore, body: Body, respond: Respond) -> None:
+    if core.image is not None:
+        respond(_metadata_from_image(core, body))
+        return
     host, port = core.config.advertised
     node = core.config.node_id
     requested = body["topics"]
@@ -109,7 +146,38 @@ def handle_metadata(core: BrokerCore, body: Body, respond: Respond) -> None:
     })
 
 
+def _forward(core: BrokerCore, api: ApiKey, body: Body, respond: Respond,
+             visible: Callable[[], bool]) -> None:
+    """Controller mode: the controller decides; answer once our image shows the result."""
+
+    async def run() -> None:
+        assert core.controller is not None
+        try:
+            answer = await core.controller.request(api, body,
+                                                   timeout_ms=max(body["timeout_ms"], 1000))
+        except MiniKafkaError as exc:
+            answer = _forward_error(api, body, exc)
+        deadline = asyncio.get_running_loop().time() + max(body["timeout_ms"], 0) / 1000
+        while not visible() and asyncio.get_running_loop().time() < deadline:
+            await asyncio.sleep(0.01)
+        respond(answer)
+
+    asyncio.get_running_loop().create_task(run())
+
+
+def _forward_error(api: ApiKey, body: Body, exc: MiniKafkaError) -> Body:
+    error = {"error_code": int(exc.code), "error_message": f"controller: {exc.message}"}
+    if api == ApiKey.CREATE_TOPICS:
+        return {"topics": [{"name": t["name"], **error} for t in body["topics"]]}
+    return {"responses": [{"name": n, **error} for n in body["topic_names"]]}
+
+
 def handle_create_topics(core: BrokerCore, body: Body, respond: Respond) -> None:
+    if core.controller_mode:
+        names = [t["name"] for t in body["topics"]]
+        _forward(core, ApiKey.CREATE_TOPICS, body, respond, lambda: body["validate_only"] or all(
+            core.image is not None and n in core.image.topics for n in names))
+        return
     results = []
     for topic in body["topics"]:
         name = topic["name"]
@@ -130,6 +198,11 @@ def handle_create_topics(core: BrokerCore, body: Body, respond: Respond) -> None
 
 
 def handle_delete_topics(core: BrokerCore, body: Body, respond: Respond) -> None:
+    if core.controller_mode:
+        names = body["topic_names"]
+        _forward(core, ApiKey.DELETE_TOPICS, body, respond, lambda: all(
+            core.image is not None and n not in core.image.topics for n in names))
+        return
     results = []
     for name in body["topic_names"]:
         try:
@@ -206,9 +279,11 @@ def _read_partition(core: BrokerCore, name: str, request: Body, replica_id: int,
         partition.check_leader_epoch(request["current_leader_epoch"])
         data = partition.read_records(request["fetch_offset"], max_bytes,
                                       for_follower=replica_id >= 0)
-        if replica_id >= 0 and partition.update_follower_fetch(
-                replica_id, request["fetch_offset"], core.clock.now_ms()):
-            core.wake_partition((name, index))
+        if replica_id >= 0:
+            if partition.update_follower_fetch(replica_id, request["fetch_offset"],
+                                               core.clock.now_ms()):
+                core.wake_partition((name, index))
+            core.maybe_expand_isr((name, index), replica_id)
     except Exception as exc:
         result.update(_error_fields(_as_minikafka_error(exc)))
         return result, None
@@ -320,6 +395,29 @@ def handle_list_offsets(core: BrokerCore, body: Body, respond: Respond) -> None:
     respond({"topics": topics})
 
 
+# -- OffsetsForLeaderEpoch --------------------------------------------------------------
+
+
+def handle_offsets_for_leader_epoch(core: BrokerCore, body: Body, respond: Respond) -> None:
+    topics = []
+    for topic in body["topics"]:
+        parts = []
+        for request in topic["partitions"]:
+            result: Body = {"partition": request["partition"], "error_code": 0,
+                            "error_message": None, "leader_epoch": -1, "end_offset": -1}
+            try:
+                partition = core.partition_or_error(topic["name"], request["partition"])
+                answer = partition.last_offset_for_leader_epoch(
+                    request["current_leader_epoch"], request["leader_epoch"])
+                result["leader_epoch"], result["end_offset"] = (answer.leader_epoch,
+                                                                answer.end_offset)
+            except Exception as exc:
+                result.update(_error_fields(_as_minikafka_error(exc)))
+            parts.append(result)
+        topics.append({"name": topic["name"], "partitions": parts})
+    respond({"topics": topics})
+
+
 # -- DescribeLogDirs -------------------------------------------------------------------
 
 
@@ -340,6 +438,7 @@ def handle_describe_log_dirs(core: BrokerCore, body: Body, respond: Respond) -> 
 
 
 HANDLERS: dict[int, Callable[[BrokerCore, Body, Respond], None]] = {
+    ApiKey.OFFSETS_FOR_LEADER_EPOCH: handle_offsets_for_leader_epoch,
     ApiKey.DESCRIBE_LOG_DIRS: handle_describe_log_dirs,
     ApiKey.API_VERSIONS: handle_api_versions,
     ApiKey.METADATA: handle_metadata,

@@ -26,10 +26,13 @@ from typing import Any
 
 import msgpack
 
+from broker.async_client import AsyncConnection
 from broker.config import BrokerConfig
 from broker.core import BrokerCore
 from broker.handlers import HANDLERS, RegionRecords
+from broker.metadata_follower import MetadataFollower
 from broker.network_supervisor import NetworkProcessSupervisor
+from broker.replica_fetcher import ReplicaFetcherManager
 from broker.request_channel import CLOSED, REQUEST, MainChannelEndpoint
 from clients.api import ApiKey
 from clients.buffer_pool import BufferPool
@@ -41,6 +44,7 @@ log = logging.getLogger(__name__)
 
 RESPONSE_ALLOCATE_MS = 1_000
 SUPERVISE_INTERVAL_S = 0.2
+CONTROLLED_SHUTDOWN_S = 5.0
 
 
 class BrokerServer:
@@ -53,6 +57,8 @@ class BrokerServer:
         self._stop = asyncio.Event()
         self._timers: list[asyncio.TimerHandle] = []
         self.requests_handled = 0
+        self.follower: MetadataFollower | None = None
+        self._tasks: set[asyncio.Task[None]] = set()
 
     @property
     def port(self) -> int:
@@ -77,12 +83,15 @@ class BrokerServer:
                 self._attach(loop, endpoint)
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, self._stop.set)
+            if self.config.controller_address:
+                self._start_controller_link(loop)
             self._schedule(loop)
             log.info("broker %d listening on %s:%d", self.config.node_id, self.config.host,
                      self.port)
             if on_ready is not None:
                 on_ready(self)
             await self._stop.wait()
+            await self._stop_controller_link()
         finally:
             for handle in self._timers:
                 handle.cancel()
@@ -96,6 +105,55 @@ class BrokerServer:
     def stop(self) -> None:
         self._stop.set()
 
+    # -- controller mode -------------------------------------------------------------
+
+    def _start_controller_link(self, loop: asyncio.AbstractEventLoop) -> None:
+        core = self.core
+        assert core is not None
+        host, _, port = self.config.controller_address.rpartition(":")
+        controller = AsyncConnection(host or "127.0.0.1", int(port),
+                                     client_id=f"broker-{self.config.node_id}")
+        core.controller = controller
+        core.fetchers = ReplicaFetcherManager(core)
+        self.follower = MetadataFollower(core, controller)
+        core.send_alter_partition = lambda proposal: self._track(
+            loop.create_task(self._alter_partition(proposal)))
+        self.follower.start()
+
+    def _track(self, task: asyncio.Task[None]) -> None:
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    async def _alter_partition(self, proposal: Any) -> None:
+        core, follower = self.core, self.follower
+        assert core is not None and follower is not None
+        try:
+            answer = await core.controller.request(
+                ApiKey.ALTER_PARTITION, follower.alter_partition_body([proposal]))
+        except MiniKafkaError as exc:
+            log.info("AlterPartition for %s-%d failed: %s", proposal.topic, proposal.partition,
+                     exc)
+            core.alter_in_flight.discard((proposal.topic, proposal.partition))
+            return
+        if answer["error_code"]:
+            core.on_alter_partition_answer(proposal, answer["error_code"], None, None)
+            return
+        for topic in answer["topics"]:
+            for p in topic["partitions"]:
+                core.on_alter_partition_answer(proposal, p["error_code"], p["isr"],
+                                               p["partition_epoch"])
+
+    async def _stop_controller_link(self) -> None:
+        core, follower = self.core, self.follower
+        if core is None or follower is None:
+            return
+        await follower.controlled_shutdown(CONTROLLED_SHUTDOWN_S)
+        await core.fetchers.stop()
+        await follower.stop()
+        for task in list(self._tasks):
+            task.cancel()
+        await core.controller.aclose()
+
     def _schedule(self, loop: asyncio.AbstractEventLoop) -> None:
         core = self.core
         assert core is not None
@@ -105,6 +163,8 @@ class BrokerServer:
             (self.config.flush_scheduler_interval_ms / 1000, core.flush_dirty_logs),
             (self.config.checkpoint_interval_ms / 1000, core.write_checkpoints),
         ]
+        if self.config.controller_address:
+            jobs.append((max(0.05, self.config.replica_lag_time_max_ms / 4000), core.check_isr))
         for interval, job in jobs:
             self._every(loop, interval, job)
 

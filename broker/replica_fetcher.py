@@ -1,0 +1,211 @@
+"""Replica fetchers: one asyncio task per source broker, many partitions per Fetch.
+
+A follower partition is added with the leader it follows and starts in the
+*truncating* state: the fetcher sends OffsetsForLeaderEpoch for its latest epoch and
+lets :meth:`Partition.truncate_on_leader_answer` cut the log (never to the HW), asking
+again until the decision is complete.  Then it is *fetching*: every Fetch carries
+``replica_id`` = this broker, the partition's ``current_leader_epoch`` and its LEO as
+``fetch_offset``; returned batches are appended with
+:meth:`Partition.append_records_as_follower` (offsets and epochs kept, follower HW =
+min(leader HW, own LEO)).
+
+Errors: FENCED_LEADER_EPOCH parks the partition until new metadata re-adds it;
+UNKNOWN_LEADER_EPOCH / NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION (the leader
+has not applied the same metadata yet) are retried after a backoff; OFFSET_OUT_OF_RANGE
+goes back to truncation (and restarts the log at the leader's log start when the
+follower fell behind it); a lost connection backs off and retries.
+
+This is the adapter around the pure replication core; all decisions are the core's.
+Not thread-safe: one event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from broker.async_client import AsyncConnection
+from clients.api import ApiKey
+from clients.errors import ErrorCode, MiniKafkaError
+from replication.partition import Partition
+from replication.truncation import EpochEndOffset
+
+if TYPE_CHECKING:
+    from broker.core import BrokerCore
+
+log = logging.getLogger(__name__)
+
+BACKOFF_S = 0.1
+# Our epoch is older than the leader's: only new metadata can help.  Other errors (the
+# leader has not applied the same metadata yet, ...) are retried after a backoff.
+PARK_CODES = {ErrorCode.FENCED_LEADER_EPOCH}
+
+
+@dataclass
+class FetchState:
+    partition: Partition
+    leader_epoch: int
+    truncating: bool = True
+
+
+class ReplicaFetcher:
+    """Fetches the partitions this broker follows from one leader broker."""
+
+    def __init__(self, core: BrokerCore, leader_id: int, host: str, port: int) -> None:
+        self.core = core
+        self.leader_id = leader_id
+        self.conn = AsyncConnection(host, port, client_id=f"replica-{core.config.node_id}",
+                                    max_frame_bytes=core.config.max_request_bytes * 4)
+        self.states: dict[tuple[str, int], FetchState] = {}
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._backoff = False
+
+    def add(self, partition: Partition) -> None:
+        key = (partition.topic, partition.index)
+        self.states[key] = FetchState(partition, partition.leader_epoch)
+        self._wake.set()
+        if self._task is None:
+            self._task = asyncio.get_running_loop().create_task(self._run())
+
+    def remove(self, key: tuple[str, int]) -> None:
+        self.states.pop(key, None)
+
+    async def stop(self) -> None:
+        if self._task is not None:
+            self._task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await self._task
+            self._task = None
+        await self.conn.aclose()
+
+    async def _run(self) -> None:
+        while True:
+            if not self.states:
+                self._wake.clear()
+                await self._wake.wait()
+                continue
+            if self._backoff:
+                self._backoff = False
+                await asyncio.sleep(BACKOFF_S)
+            try:
+                if any(s.truncating for s in self.states.values()):
+                    await self._truncate()
+                if any(not s.truncating for s in self.states.values()):
+                    await self._fetch()
+            except MiniKafkaError as exc:
+                log.info("fetcher for leader %d: %s; retrying", self.leader_id, exc)
+                await asyncio.sleep(BACKOFF_S)
+            except Exception:
+                log.exception("fetcher for leader %d failed; retrying", self.leader_id)
+                await asyncio.sleep(BACKOFF_S)
+
+    def _park(self, key: tuple[str, int], code: int) -> None:
+        log.info("fetcher for leader %d: %s-%d parked (%s) until new metadata",
+                 self.leader_id, key[0], key[1], ErrorCode(code).name)
+        self.states.pop(key, None)
+
+    async def _truncate(self) -> None:
+        pending = {k: s for k, s in self.states.items() if s.truncating}
+        topics: dict[str, list[dict[str, Any]]] = {}
+        for (topic, index), s in pending.items():
+            topics.setdefault(topic, []).append({
+                "partition": index, "current_leader_epoch": s.leader_epoch,
+                "leader_epoch": s.partition.truncation_request_epoch})
+        body = await self.conn.request(ApiKey.OFFSETS_FOR_LEADER_EPOCH, {
+            "replica_id": self.core.config.node_id,
+            "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]})
+        for topic in body["topics"]:
+            for p in topic["partitions"]:
+                key = (topic["name"], p["partition"])
+                state = self.states.get(key)
+                if state is None or not state.truncating:
+                    continue
+                if p["error_code"]:
+                    if p["error_code"] in PARK_CODES:
+                        self._park(key, p["error_code"])
+                    self._backoff = True
+                    continue
+                decision = state.partition.truncate_on_leader_answer(
+                    EpochEndOffset(p["leader_epoch"], p["end_offset"]))
+                if decision.completed:
+                    state.truncating = False
+                    log.info("%s-%d truncated to %d (%s); fetching from %d", *key,
+                             state.partition.log_end_offset, decision.reason, self.leader_id)
+
+    async def _fetch(self) -> None:
+        config = self.core.config
+        fetching = {k: s for k, s in self.states.items() if not s.truncating}
+        topics: dict[str, list[dict[str, Any]]] = {}
+        for (topic, index), s in fetching.items():
+            topics.setdefault(topic, []).append({
+                "partition": index, "current_leader_epoch": s.leader_epoch,
+                "fetch_offset": s.partition.log_end_offset,
+                "log_start_offset": s.partition.log_start_offset,
+                "partition_max_bytes": config.replica_fetch_max_bytes})
+        body = await self.conn.request(ApiKey.FETCH, {
+            "replica_id": config.node_id, "max_wait_ms": config.replica_fetch_wait_max_ms,
+            "min_bytes": 1, "max_bytes": config.replica_fetch_max_bytes * 8,
+            "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]},
+            timeout_ms=config.replica_fetch_wait_max_ms + 30_000)
+        for topic in body["responses"]:
+            for p in topic["partitions"]:
+                self._on_partition(topic["name"], p, fetching)
+
+    def _on_partition(self, topic: str, p: dict[str, Any],
+                      fetching: dict[tuple[str, int], FetchState]) -> None:
+        key = (topic, p["partition_index"])
+        state = self.states.get(key)
+        if state is None or state is not fetching.get(key):
+            return  # removed or re-added while the fetch was in flight
+        code = p["error_code"]
+        if code == ErrorCode.OFFSET_OUT_OF_RANGE:
+            partition = state.partition
+            if p["log_start_offset"] > partition.log_end_offset:
+                partition.truncate_fully_and_start_at(p["log_start_offset"])
+            else:
+                state.truncating = True
+            return
+        if code:
+            if code in PARK_CODES:
+                self._park(key, code)
+            self._backoff = True
+            return
+        state.partition.append_records_as_follower(
+            p["records"], p["high_watermark"], p["log_start_offset"])
+        self.core.on_follower_progress(key)
+
+
+class ReplicaFetcherManager:
+    """Keeps one :class:`ReplicaFetcher` per leader broker."""
+
+    def __init__(self, core: BrokerCore) -> None:
+        self.core = core
+        self.fetchers: dict[int, ReplicaFetcher] = {}
+        self._where: dict[tuple[str, int], int] = {}
+
+    def follow(self, partition: Partition, host: str, port: int) -> None:
+        key = (partition.topic, partition.index)
+        self.unfollow(key)
+        leader = partition.leader_id
+        fetcher = self.fetchers.get(leader)
+        if fetcher is None or (fetcher.conn.host, fetcher.conn.port) != (host, port):
+            if fetcher is not None:
+                asyncio.get_running_loop().create_task(fetcher.stop())
+            fetcher = self.fetchers[leader] = ReplicaFetcher(self.core, leader, host, port)
+        fetcher.add(partition)
+        self._where[key] = leader
+
+    def unfollow(self, key: tuple[str, int]) -> None:
+        leader = self._where.pop(key, None)
+        if leader is not None and leader in self.fetchers:
+            self.fetchers[leader].remove(key)
+
+    async def stop(self) -> None:
+        for fetcher in self.fetchers.values():
+            await fetcher.stop()
+        self.fetchers.clear()
+        self._where.clear()
