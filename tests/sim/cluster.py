@@ -18,8 +18,10 @@ Invariants (``no_loss`` mode: every append is flushed, so a crash loses nothing)
   acknowledged record present on all of them.
 
 In ``lossy`` mode (random, rare flushes) acknowledged records may be lost when every ISR
-member loses them, so only replica agreement is asserted: below HW among replicas that
-finished truncation in the current epoch, and complete convergence after healing.
+member loses them, so only replica agreement is asserted: below HW among replicas in the
+controller's current leader epoch that finished truncation (a deposed leader cut off from
+everyone may still hold records the whole ISR lost: seed 150 found that), and complete
+convergence after healing.
 """
 
 from __future__ import annotations
@@ -345,6 +347,8 @@ class SimCluster:
         if self.config.no_loss:
             return True
         p = b.partitions[pid]
+        if p.leader_epoch != self.controller.partitions[pid].leader_epoch:
+            return False  # a zombie or lagging replica may still hold data all others lost
         f = b.fetchers.get(pid)
         return p.is_leader or (f is not None and f.phase == "fetching")
 
