@@ -318,6 +318,10 @@ class RecordAccumulator:
             with self._cond:
                 self._waiting_for_memory -= 1
 
+    def deallocate_buffer(self, buffer: Buffer) -> None:
+        """Give back a buffer from :meth:`allocate` that was never queued."""
+        self.pool.deallocate(buffer)
+
     def append_closed(
         self, tp: TopicPartition, buffer: Buffer, size: int, record_count: int,
         tracker: BulkTracker, index: int,

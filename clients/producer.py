@@ -60,7 +60,12 @@ from clients.buffer_pool import BufferPool
 from clients.cluster_metadata import ClusterMetadata, parse_bootstrap
 from clients.errors import InvalidConfigError, MessageTooLargeError, RequestTimedOutError
 from clients.partitioner import StickyPartitioner, partition_for_key
-from clients.records_bulk import encode_batch_bulk
+from clients.records_bulk import (
+    MAX_BOUNDED_RECORDS,
+    batch_size_bound,
+    encode_batch_bulk_into,
+    item_lengths,
+)
 from clients.sender import DeliveryTimeoutError, Sender
 from clients.topics import validate_topic_name
 from clients.types import BulkResult, Header, RecordMetadata, TopicPartition
@@ -198,7 +203,7 @@ class Producer:
         if self._send_now:
             self._sender.send_now()
         elif full or new_batch:
-            self._sender.wakeup()
+            self._sender.notify_data()
         return future
 
     def send_bulk(
@@ -232,23 +237,24 @@ class Producer:
         timestamp = int(time.time() * 1000) if timestamp_ms is None else int(timestamp_ms)
         deadline = time.monotonic() + self.max_block_ms / 1000
         num_partitions = self._wait_on_metadata(topic, deadline)
-        sizes = _lengths(values) + RECORD_OVERHEAD_BOUND
-        if keys is not None:
-            sizes += np.maximum(_lengths(keys), 0)
+        value_lengths = _lengths(values)
+        key_lengths = np.full(n, -1, dtype=np.int64) if keys is None else _lengths(keys)
+        bounds = batch_size_bound(value_lengths, key_lengths)
         groups = self._bulk_groups(topic, n, partition, keys, num_partitions)
         chunks: list[tuple[int | None, np.ndarray | slice]] = []
         for p, index in groups:
-            chunks.extend((p, c) for c in self._chunks(sizes, index))
+            chunks.extend((p, c) for c in self._chunks(bounds, index))
         tracker = BulkTracker(topic, future, len(chunks))
+        lengths = (value_lengths, None if keys is None else key_lengths, bounds)
         for i, (p, rows) in enumerate(chunks):
             try:
-                self._queue_chunk(topic, p, num_partitions, values, keys, rows, timestamp,
-                                  tracker, i, deadline)  # fmt: skip
+                self._queue_chunk(topic, p, num_partitions, values, keys, lengths, rows,
+                                  timestamp, tracker, i, deadline)  # fmt: skip
             except BaseException as e:
                 for j in range(i, len(chunks)):
                     tracker.batch_done(j, -1, e)
                 raise
-        self._sender.wakeup()
+        self._sender.notify_data()
         return future
 
     def _bulk_groups(
@@ -268,21 +274,17 @@ class Producer:
             raise ValueError("send_bulk with keys needs a key for every record (no None)")
         return [(int(p), np.flatnonzero(parts == p)) for p in np.unique(parts)]
 
-    def _chunks(self, sizes: np.ndarray, index: np.ndarray | slice) -> list[np.ndarray | slice]:
+    def _chunks(self, bounds: np.ndarray, index: np.ndarray | slice) -> list[np.ndarray | slice]:
         """Split rows so each chunk's records fit one batch_size batch (>= 1 record)."""
         capacity = self.batch_size - HEADER_SIZE
-        if isinstance(index, slice):
-            cum = np.cumsum(sizes[index])
-            base = index.start
-        else:
-            cum = np.cumsum(sizes[index])
-            base = 0
+        cum = np.cumsum(bounds[index])
+        base = index.start if isinstance(index, slice) else 0
         out: list[np.ndarray | slice] = []
         start, done = 0, 0
         total = len(cum)
         while start < total:
             end = int(np.searchsorted(cum, done + capacity, side="right"))
-            end = max(end, start + 1)
+            end = min(max(end, start + 1), start + MAX_BOUNDED_RECORDS - 1)
             if isinstance(index, slice):
                 out.append(slice(base + start, base + end))
             else:
@@ -293,28 +295,38 @@ class Producer:
 
     def _queue_chunk(
         self, topic: str, partition: int | None, num_partitions: int, values: Any, keys: Any,
-        rows: np.ndarray | slice, timestamp: int, tracker: BulkTracker, index: int,
-        deadline: float,
+        lengths: tuple[np.ndarray, np.ndarray | None, np.ndarray], rows: np.ndarray | slice,
+        timestamp: int, tracker: BulkTracker, index: int, deadline: float,
     ) -> None:  # fmt: skip
+        """Encode one chunk straight into a pool buffer and queue it as a closed batch."""
+        value_lengths, key_lengths, bounds = lengths
         chunk_values = _take(values, rows)
         chunk_keys = None if keys is None else _take(keys, rows)
-        data = encode_batch_bulk(chunk_values, chunk_keys, timestamp)
-        if len(data) > self.max_request_size:
-            raise MessageTooLargeError(
-                f"a record batch of {len(data)} bytes exceeds max_request_size "
-                f"{self.max_request_size}"
-            )
+        bound = HEADER_SIZE + int(bounds[rows].sum())
+        remaining_ms = max(0.0, (deadline - time.monotonic()) * 1000)
+        buffer = self._accumulator.allocate(max(self.batch_size, bound), remaining_ms)
+        try:
+            size = encode_batch_bulk_into(
+                buffer.memory, chunk_values, chunk_keys, timestamp,
+                value_lengths=value_lengths[rows],
+                key_lengths=None if key_lengths is None else key_lengths[rows],
+            )  # fmt: skip
+            if size > self.max_request_size:
+                raise MessageTooLargeError(
+                    f"a record batch of {size} bytes exceeds max_request_size "
+                    f"{self.max_request_size}"
+                )
+        except BaseException:
+            self._accumulator.deallocate_buffer(buffer)
+            raise
         sticky = partition is None
         if sticky:
             with self._partitioner_lock:
                 partition = self._partitioner.partition(topic, num_partitions)
         assert partition is not None
-        remaining_ms = max(0.0, (deadline - time.monotonic()) * 1000)
-        buffer = self._accumulator.allocate(max(self.batch_size, len(data)), remaining_ms)
-        buffer.memory[: len(data)] = data
         count = len(chunk_values)
         self._accumulator.append_closed(
-            TopicPartition(topic, partition), buffer, len(data), count, tracker, index
+            TopicPartition(topic, partition), buffer, size, count, tracker, index
         )
         if sticky:
             with self._partitioner_lock:
@@ -433,8 +445,7 @@ def _lengths(items: Any) -> np.ndarray:
     if isinstance(items, np.ndarray):
         width = items.shape[1] if items.ndim == 2 else items.dtype.itemsize
         return np.full(len(items), width, dtype=np.int64)
-    return np.fromiter((-1 if v is None else len(v) for v in items), dtype=np.int64,
-                       count=len(items))  # fmt: skip
+    return item_lengths(items)
 
 
 def _rows(items: Any) -> Any:

@@ -45,6 +45,7 @@ decoded from cannot be resized while the result or its views are alive).
 from __future__ import annotations
 
 import itertools
+import struct
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -52,12 +53,16 @@ from typing import Any
 
 import numpy as np
 import numpy.typing as npt
+from crc32c import crc32c
 
 from clients.errors import CorruptRecordError
 from clients.records import (
+    ATTRIBUTES_OFFSET,
     HEADER_SIZE,
     INT64_MAX,
     INT64_MIN,
+    LOG_OVERHEAD,
+    MAGIC,
     NO_PARTITION_LEADER_EPOCH,
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
@@ -82,6 +87,8 @@ U64 = npt.NDArray[np.uint64]
 U8 = npt.NDArray[np.uint8]
 BytesInput = Sequence[bytes | None] | npt.NDArray[Any]
 
+_AFTER_CRC = struct.Struct(">hiqqqhii")  # attributes .. record_count
+_PREFIX = struct.Struct(">qiibI")  # base_offset, batch_length, epoch, magic, crc
 MAX_RUNS = 8  # runs of identical layout tried before switching to the general path
 MIN_RUN = 16  # a shorter run also switches to the general path
 MIN_RECORD_BYTES = 7  # length, attributes, ts, offset, key_len, value_len, header_count
@@ -151,10 +158,21 @@ def _as_matrix(items: npt.NDArray[Any]) -> U8:
     raise TypeError(f"expected an S<n> or 2-D uint8 array, got {items.dtype} ndim {items.ndim}")
 
 
+def item_lengths(items: Sequence[bytes | None]) -> I64:
+    """``len`` of every item (-1 for None), at C speed when there is no None."""
+    n = len(items)
+    try:
+        return np.fromiter(map(len, items), dtype=np.int64, count=n)  # type: ignore[arg-type]
+    except TypeError:
+        return np.fromiter((-1 if v is None else len(v) for v in items), dtype=np.int64, count=n)
+
+
 class _Column:
     """Keys or values: lengths (-1 = null) plus either a block matrix or a list of bytes."""
 
-    def __init__(self, items: BytesInput | None, n: int, what: str) -> None:
+    def __init__(
+        self, items: BytesInput | None, n: int, what: str, lengths: I64 | None = None
+    ) -> None:
         self.matrix: U8 | None = None
         self.items: Sequence[bytes | None] | None = None
         if items is None:
@@ -169,12 +187,10 @@ class _Column:
             self.lengths = np.full(n, self.uniform, dtype=np.int64)
             return
         self.items = items
-        try:
-            self.lengths = np.fromiter(map(len, items), dtype=np.int64, count=n)  # type: ignore[arg-type]
-        except TypeError:
-            self.lengths = np.fromiter(
-                (-1 if v is None else len(v) for v in items), dtype=np.int64, count=n
-            )
+        if lengths is not None:
+            self.lengths = lengths
+        else:
+            self.lengths = item_lengths(items)
         lo, hi = int(self.lengths.min()), int(self.lengths.max())
         self.uniform = lo if lo == hi else -2  # -2: lengths differ
 
@@ -218,33 +234,14 @@ def encode_batch_bulk(
     trailing-NUL stripping does not apply).  ``keys=None`` means all keys are null.
     ``timestamps``: one int for all, one per record, or ``None`` for the current time (ms).
     """
-    n = len(values)
-    if n == 0:
-        raise ValueError("a record batch needs at least one record")
-    vcol = _Column(values, n, "values")
-    kcol = _Column(keys, n, "keys")
-    if timestamps is None:
-        timestamps = int(time.time() * 1000)
-    if isinstance(timestamps, int | np.integer):
-        ts = np.full(n, int(timestamps), dtype=np.int64)
-    else:
-        ts = np.asarray(timestamps, dtype=np.int64)
-        if ts.shape != (n,):
-            raise ValueError(f"{ts.shape} timestamps for {n} records")
-    base_ts, max_ts = int(ts[0]), int(ts.max())
-    check_timestamp_range(base_ts, int(ts.min()), max_ts)
-    ts_zz = _zigzag(ts - ts[0])
-    off_zz = np.arange(0, 2 * n, 2, dtype=np.uint64)
-    uniform = None
-    if vcol.uniform >= -1 and kcol.uniform >= -1:
-        uniform = _encode_uniform(vcol, kcol, ts_zz, off_zz)
-    body: Buffer = _encode_general(vcol, kcol, ts_zz, off_zz) if uniform is None else uniform.data
+    plan = _BodyPlan(values, keys, timestamps)
+    body: Buffer = plan.general() if plan.runs is None else plan.fill(None).data
     return assemble_batch(
         body,
-        record_count=n,
-        last_offset_delta=n - 1,
-        base_timestamp=base_ts,
-        max_timestamp=max_ts,
+        record_count=plan.n,
+        last_offset_delta=plan.n - 1,
+        base_timestamp=plan.base_ts,
+        max_timestamp=plan.max_ts,
         base_offset=base_offset,
         partition_leader_epoch=partition_leader_epoch,
         producer_id=producer_id,
@@ -254,43 +251,152 @@ def encode_batch_bulk(
     )
 
 
-def _encode_uniform(vcol: _Column, kcol: _Column, ts_zz: U64, off_zz: U64) -> U8 | None:
-    """Runs of identical layout written as 2-D blocks; ``None`` if there are too many runs."""
-    n = len(ts_zz)
-    s_ts, s_off = _sizes(ts_zz), _sizes(off_zz)
-    signature = s_ts * 16 + s_off
-    cuts = (np.flatnonzero(signature[1:] != signature[:-1]) + 1).tolist()
-    if len(cuts) >= MAX_RUNS:
-        return None
-    k_len, v_len = kcol.uniform, vcol.uniform
-    k_prefix, v_prefix = _scalar_varint(k_len), _scalar_varint(v_len)
-    fixed = 1 + len(k_prefix) + max(k_len, 0) + len(v_prefix) + max(v_len, 0) + 1
-    bounds = [0, *cuts, n]
-    runs = []
-    total = 0
-    for a, b in itertools.pairwise(bounds):
-        body_len = fixed + int(s_ts[a]) + int(s_off[a])
-        len_prefix = _scalar_varint(body_len)
-        runs.append((a, b, total, len_prefix, len(len_prefix) + body_len))
-        total += (b - a) * (len(len_prefix) + body_len)
-    out = np.empty(total, dtype=np.uint8)  # every byte is written below
-    for a, b, start, len_prefix, size in runs:
-        rows = out[start : start + (b - a) * size].reshape(b - a, size)
-        c = len(len_prefix)
-        rows[:, :c] = len_prefix
-        rows[:, c] = 0  # attributes
-        c += 1
-        for zz, s in ((ts_zz, int(s_ts[a])), (off_zz, int(s_off[a]))):
-            rows[:, c : c + s] = _varint_matrix(zz[a:b], s)
-            c += s
-        for col, prefix, length in ((kcol, k_prefix, k_len), (vcol, v_prefix, v_len)):
-            rows[:, c : c + len(prefix)] = prefix
-            c += len(prefix)
-            if length > 0:
-                rows[:, c : c + length] = col.block()[a:b]
-                c += length
-        rows[:, c] = 0  # header_count
-    return out
+def encode_batch_bulk_into(
+    dest: memoryview | bytearray,
+    values: BytesInput,
+    keys: BytesInput | None = None,
+    timestamps: int | npt.NDArray[np.int64] | Sequence[int] | None = None,
+    *,
+    value_lengths: I64 | None = None,
+    key_lengths: I64 | None = None,
+) -> int:
+    """:func:`encode_batch_bulk` written straight into ``dest``; returns the batch size.
+
+    Same bytes as ``encode_batch_bulk(values, keys, timestamps)`` (base offset 0, no
+    producer id) at ``dest[:size]``, without the intermediate copies: the uniform
+    layouts are filled in place, then header and CRC are written in front.
+    ``value_lengths`` / ``key_lengths`` (``len`` of every item, -1 for None) may be
+    passed when the caller already computed them.  ValueError when ``dest`` is too
+    small (nothing useful is left in it then).
+    """
+    plan = _BodyPlan(values, keys, timestamps, value_lengths, key_lengths)
+    view = memoryview(dest).cast("B")
+    if plan.runs is not None:
+        size = HEADER_SIZE + plan.total
+        if size > len(view):
+            raise ValueError(f"a {size}-byte batch does not fit in {len(view)} bytes")
+        plan.fill(np.frombuffer(view, dtype=np.uint8, count=plan.total, offset=HEADER_SIZE))
+    else:
+        body = plan.general()
+        size = HEADER_SIZE + len(body)
+        if size > len(view):
+            raise ValueError(f"a {size}-byte batch does not fit in {len(view)} bytes")
+        view[HEADER_SIZE:size] = body
+    _AFTER_CRC.pack_into(
+        view, ATTRIBUTES_OFFSET, 0, plan.n - 1, plan.base_ts, plan.max_ts,
+        NO_PRODUCER_ID, NO_PRODUCER_EPOCH, NO_SEQUENCE, plan.n,
+    )  # fmt: skip
+    crc = crc32c(view[ATTRIBUTES_OFFSET:size])
+    _PREFIX.pack_into(view, 0, 0, size - LOG_OVERHEAD, NO_PARTITION_LEADER_EPOCH, MAGIC, crc)
+    return size
+
+
+def batch_size_bound(value_lengths: I64, key_lengths: I64) -> I64:
+    """Per record, an upper bound of its encoded bytes in a bulk batch of one timestamp.
+
+    Exact for the record's own fields; the offset delta is bounded by 3 bytes, so the
+    bound holds for batches of fewer than ``MAX_BOUNDED_RECORDS`` records.
+    """
+    v = np.maximum(value_lengths, 0)
+    k = np.maximum(key_lengths, 0)
+    body = (
+        4  # attributes, ts delta 0, header count, one offset-delta byte
+        + 2  # at most two more offset-delta bytes
+        + v + _sizes(_zigzag(value_lengths)) + k + _sizes(_zigzag(key_lengths))
+    )
+    return body + _sizes(_zigzag(body))
+
+
+MAX_BOUNDED_RECORDS = 1 << 20  # zig-zag offset deltas below 2**21 take <= 3 bytes
+
+
+class _BodyPlan:
+    """Columns, timestamps and (uniform path) the run layout of one batch body."""
+
+    def __init__(
+        self,
+        values: BytesInput,
+        keys: BytesInput | None,
+        timestamps: int | npt.NDArray[np.int64] | Sequence[int] | None,
+        value_lengths: I64 | None = None,
+        key_lengths: I64 | None = None,
+    ) -> None:
+        n = len(values)
+        if n == 0:
+            raise ValueError("a record batch needs at least one record")
+        self.n = n
+        self.vcol = _Column(values, n, "values", value_lengths)
+        self.kcol = _Column(keys, n, "keys", key_lengths)
+        if timestamps is None:
+            timestamps = int(time.time() * 1000)
+        if isinstance(timestamps, int | np.integer):
+            self.base_ts = self.max_ts = int(timestamps)
+            check_timestamp_range(self.base_ts, self.base_ts, self.max_ts)
+            self.ts_zz = np.zeros(n, dtype=np.uint64)
+        else:
+            ts = np.asarray(timestamps, dtype=np.int64)
+            if ts.shape != (n,):
+                raise ValueError(f"{ts.shape} timestamps for {n} records")
+            self.base_ts, self.max_ts = int(ts[0]), int(ts.max())
+            check_timestamp_range(self.base_ts, int(ts.min()), self.max_ts)
+            self.ts_zz = _zigzag(ts - ts[0])
+        self.off_zz = np.arange(0, 2 * n, 2, dtype=np.uint64)
+        self.runs: list[tuple[int, int, int, U8, int]] | None = None
+        self.total = 0
+        if self.vcol.uniform >= -1 and self.kcol.uniform >= -1:
+            self._plan_uniform()
+
+    def _plan_uniform(self) -> None:
+        n = self.n
+        self.s_ts, self.s_off = _sizes(self.ts_zz), _sizes(self.off_zz)
+        signature = self.s_ts * 16 + self.s_off
+        cuts = (np.flatnonzero(signature[1:] != signature[:-1]) + 1).tolist()
+        if len(cuts) >= MAX_RUNS:
+            return
+        k_len, v_len = self.kcol.uniform, self.vcol.uniform
+        self.k_prefix, self.v_prefix = _scalar_varint(k_len), _scalar_varint(v_len)
+        fixed = (1 + len(self.k_prefix) + max(k_len, 0) + len(self.v_prefix)
+                 + max(v_len, 0) + 1)  # fmt: skip
+        runs = []
+        total = 0
+        for a, b in itertools.pairwise([0, *cuts, n]):
+            body_len = fixed + int(self.s_ts[a]) + int(self.s_off[a])
+            len_prefix = _scalar_varint(body_len)
+            runs.append((a, b, total, len_prefix, len(len_prefix) + body_len))
+            total += (b - a) * (len(len_prefix) + body_len)
+        self.runs, self.total = runs, total
+
+    def fill(self, out: U8 | None) -> U8:
+        """Uniform path: write the body into ``out`` (``total`` bytes; new if None)."""
+        assert self.runs is not None
+        if out is None:
+            out = np.empty(self.total, dtype=np.uint8)  # every byte is written below
+        kcol, vcol = self.kcol, self.vcol
+        k_len, v_len = kcol.uniform, vcol.uniform
+        for a, b, start, len_prefix, size in self.runs:
+            rows = out[start : start + (b - a) * size].reshape(b - a, size)
+            c = len(len_prefix)
+            rows[:, :c] = len_prefix
+            rows[:, c] = 0  # attributes
+            c += 1
+            for zz, s in ((self.ts_zz, int(self.s_ts[a])), (self.off_zz, int(self.s_off[a]))):
+                if s == 1:
+                    rows[:, c] = zz[a:b]  # one-byte varints are the value itself
+                else:
+                    rows[:, c : c + s] = _varint_matrix(zz[a:b], s)
+                c += s
+            for col, prefix, length in ((kcol, self.k_prefix, k_len),
+                                        (vcol, self.v_prefix, v_len)):  # fmt: skip
+                rows[:, c : c + len(prefix)] = prefix
+                c += len(prefix)
+                if length > 0:
+                    rows[:, c : c + length] = col.block()[a:b]
+                    c += length
+            rows[:, c] = 0  # header_count
+        return out
+
+    def general(self) -> bytes:
+        return _encode_general(self.vcol, self.kcol, self.ts_zz, self.off_zz)
 
 
 def _encode_general(vcol: _Column, kcol: _Column, ts_zz: U64, off_zz: U64) -> bytes:

@@ -117,12 +117,22 @@ class Sender(threading.Thread):
         # Guards connections, poller registrations and in-flight state: held by the
         # sender loop except while it blocks in select, and by send_now callers.
         self._lock = threading.Lock()
+        self._may_sleep = True  # see notify_data
         self._completions: list[tuple[ProducerBatch, int, int, BaseException | None]] = []
 
     # ------------------------------------------------------------ control (any thread)
     def wakeup(self) -> None:
         with contextlib.suppress(BlockingIOError, OSError):
             self._wake_w.send(b"\x00")
+
+    def notify_data(self) -> None:
+        """New data was queued: wake the thread only if it may be about to block.
+
+        ``_may_sleep`` is set before the loop looks at the accumulator and cleared after
+        it wakes, so while it is False the loop is bound to see the new data anyway.
+        """
+        if self._may_sleep:
+            self.wakeup()
 
     def initiate_close(self) -> None:
         self._running = False
@@ -161,6 +171,7 @@ class Sender(threading.Thread):
 
     def _run_once(self) -> None:
         with self._lock:
+            self._may_sleep = True
             now = monotonic_ms()
             self._maybe_update_metadata(now)
             next_ms, stalled = self._send_ready(now)
@@ -177,6 +188,7 @@ class Sender(threading.Thread):
         # then wait for the GIL while the loop is still running.
         self._fire_completions()
         readable = self._poller.wait(timeout_s)
+        self._may_sleep = False
         with self._lock:
             for response in self._poller.collect(conns, readable):
                 self._handle(response, monotonic_ms())
@@ -209,7 +221,7 @@ class Sender(threading.Thread):
         send failure) wakes the sender thread instead.
         """
         if not self._lock.acquire(blocking=False):
-            self.wakeup()
+            self.notify_data()
             return
         handled = False
         try:

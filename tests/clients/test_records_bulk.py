@@ -21,7 +21,14 @@ from clients.records import (
     build_batch,
     decode_batch,
 )
-from clients.records_bulk import BulkRecords, decode_batch_bulk, encode_batch_bulk
+from clients.records_bulk import (
+    BulkRecords,
+    batch_size_bound,
+    decode_batch_bulk,
+    encode_batch_bulk,
+    encode_batch_bulk_into,
+    item_lengths,
+)
 from tests.clients.records_strategies import (
     expected_records,
     fix_crc,
@@ -92,6 +99,39 @@ def test_uniform_layouts_both_paths(n: int, value_size: int, key_size: int, ts_k
                                                         dtype=np.uint8).reshape(n, key_size)
     assert encode_batch_bulk(value_array, key_array, ts) == per_record
     assert as_records(decode_batch_bulk(per_record)) == decode_batch(per_record)
+
+
+@SETTINGS
+@given(plain_record_inputs, st.booleans())
+def test_encode_into_a_buffer_gives_the_same_bytes(items: list, one_timestamp: bool) -> None:
+    """encode_batch_bulk_into == encode_batch_bulk, uniform and general layouts alike, and
+    the size bound (one timestamp for the batch) holds for every record."""
+    values = [v for _, v, _, _ in items]
+    keys = [k for k, _, _, _ in items]
+    key_arg = None if all(k is None for k in keys) else keys
+    ts: int | np.ndarray = (items[0][2] if one_timestamp
+                            else np.array([t for _, _, t, _ in items], dtype=np.int64))
+    expected = encode_batch_bulk(values, key_arg, ts)
+    dest = bytearray(b"\xee" * (len(expected) + 7))
+    size = encode_batch_bulk_into(dest, values, key_arg, ts, value_lengths=item_lengths(values))
+    assert size == len(expected) and bytes(dest[:size]) == expected
+    assert dest[size:] == b"\xee" * 7
+    if one_timestamp:
+        klen = np.full(len(values), -1, dtype=np.int64) if key_arg is None else item_lengths(keys)
+        bound = int(batch_size_bound(item_lengths(values), klen).sum())
+        assert len(expected) <= HEADER_SIZE + bound
+    with pytest.raises(ValueError, match="does not fit"):
+        encode_batch_bulk_into(bytearray(len(expected) - 1), values, key_arg, ts)
+
+
+def test_encode_into_uniform_records_in_place() -> None:
+    values = [b"v" * 100] * 5000
+    expected = encode_batch_bulk(values, None, 1_700_000_000_000)
+    dest = memoryview(bytearray(len(expected)))
+    assert encode_batch_bulk_into(dest, values, None, 1_700_000_000_000) == len(expected)
+    assert dest.tobytes() == expected
+    bound = batch_size_bound(np.full(5000, 100), np.full(5000, -1))
+    assert len(expected) <= HEADER_SIZE + int(bound.sum()) <= len(expected) + 2 * 5000
 
 
 def test_trailing_nul_bytes_in_fixed_size_arrays_are_kept() -> None:
