@@ -237,6 +237,10 @@ class LogMachine(RuleBasedStateMachine):
                             log_start_offset=self.log_start, had_clean_shutdown=False,
                             clock_ms=lambda: self.now)
         report = self.log.recovery_report
+        if self.log_start > self.leo:
+            # The tail lost reached below the log start: the log restarts empty there
+            # (Log.open: truncate_fully_and_start_at) since its end cannot precede its start.
+            self.segments = [MSegment(self.log_start)]
         event(f"crash {mode}, truncated={report.truncated_bytes > 0}, "
               f"segments={len(self.segments)}")
         assert report.truncated_bytes == size - sum(b.size for b in active.batches)
