@@ -34,6 +34,7 @@ class ProducePartitionStatus:
     partition: Partition
     required_offset: int  # next offset after the appended batches
     result: dict[str, Any]  # the partition_responses entry, filled in on completion
+    leader_epoch: int = -1  # the epoch the batch was appended in
     pending: bool = True
 
 
@@ -57,7 +58,9 @@ class DelayedProduce(DelayedOperation):
             if not status.pending:
                 continue
             partition = status.partition
-            if not partition.is_leader:
+            if not partition.is_leader or partition.leader_epoch != status.leader_epoch:
+                # deposed (and maybe re-elected) since the append: the batch may have been
+                # truncated, so it cannot be acknowledged from this wait
                 _fail(status, ErrorCode.NOT_LEADER_OR_FOLLOWER, "leadership moved")
             elif partition.acked_by_isr(status.required_offset):
                 if len(partition.isr) < self.min_insync_replicas(partition.topic):

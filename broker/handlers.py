@@ -252,7 +252,8 @@ def handle_produce(core: BrokerCore, body: Body, respond: Respond) -> None:
             keys.append(key)
             core.fetch_purgatory.check_and_complete(key)  # HW may have moved
             if acks == -1:
-                statuses.append(ProducePartitionStatus(partition, info.last_offset + 1, result))
+                statuses.append(ProducePartitionStatus(partition, info.last_offset + 1, result,
+                                                       partition.leader_epoch))
         responses.append({"name": name, "partition_responses": results})
     response_body = {"responses": responses}
     if acks == 0:

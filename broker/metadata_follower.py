@@ -26,10 +26,14 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from broker.async_client import AsyncConnection
-from broker.metadata import METADATA_PARTITION, METADATA_TOPIC, MetadataImage, decode_record
+from broker.metadata import (
+    METADATA_PARTITION,
+    METADATA_TOPIC,
+    MetadataImage,
+    decode_record_batches,
+)
 from clients.api import ApiKey
 from clients.errors import ErrorCode, MiniKafkaError
-from clients.records import decode_batch, iter_batches
 
 if TYPE_CHECKING:
     from broker.core import BrokerCore
@@ -44,6 +48,10 @@ class MetadataFollower:
     def __init__(self, core: BrokerCore, controller: AsyncConnection) -> None:
         self.core = core
         self.controller = controller
+        # The controller answers one connection's requests in order: the long poll gets
+        # a connection of its own so it never delays heartbeats.
+        self.metadata_conn = AsyncConnection(controller.host, controller.port,
+                                             client_id=controller.client_id + "-metadata")
         self.incarnation_id = uuid.uuid4().hex
         self.broker_epoch = -1
         self.is_fenced = True
@@ -66,6 +74,7 @@ class MetadataFollower:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
         self._tasks = []
+        await self.metadata_conn.aclose()
 
     async def controlled_shutdown(self, timeout_s: float) -> bool:
         """Ask the controller to move leadership away; True once it agreed."""
@@ -150,7 +159,7 @@ class MetadataFollower:
     async def _fetch_once(self) -> bool:
         image = self.core.image
         assert image is not None
-        body = await self.controller.request(ApiKey.FETCH, {
+        body = await self.metadata_conn.request(ApiKey.FETCH, {
             "replica_id": self.core.config.node_id, "max_wait_ms": METADATA_MAX_WAIT_MS,
             "min_bytes": 1, "max_bytes": 16 << 20, "topics": [{
                 "name": METADATA_TOPIC, "partitions": [{
@@ -159,16 +168,19 @@ class MetadataFollower:
                     "partition_max_bytes": 16 << 20}]}]},
             timeout_ms=METADATA_MAX_WAIT_MS + 10_000)
         part = body["responses"][0]["partitions"][0]
+        if part["error_code"] == ErrorCode.OFFSET_OUT_OF_RANGE:
+            log.warning("metadata log does not have offset %d any more: rebuilding the image",
+                        image.last_applied_offset + 1)
+            self.core.image = image = MetadataImage()
+            return False
         if part["error_code"]:
             raise MiniKafkaError(f"metadata fetch: {part.get('error_message') or ''}",
                                  ErrorCode(part["error_code"]))
         changed = False
-        for pos, _header in iter_batches(part["records"]):
-            for record in decode_batch(part["records"], pos):
-                if record.offset <= image.last_applied_offset or record.value is None:
-                    continue
-                image.apply(decode_record(record.value), record.offset)
-                changed = True
+        for offset, record in decode_record_batches(part["records"],
+                                                    image.last_applied_offset + 1):
+            image.apply(record, offset)
+            changed = True
         if image.last_applied_offset + 1 >= part["high_watermark"]:
             self.caught_up.set()
         return changed
