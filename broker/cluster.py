@@ -39,6 +39,11 @@ CONTROLLER = "controller"
 SOURCE_ROOT = str(Path(__file__).resolve().parents[1])
 
 
+# Processes started by this interpreter (tests drive the launcher in-process): kept so
+# they can be reaped, and so Popen does not warn that they are still running.
+_CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
+
+
 class ClusterError(Exception):
     """A user-facing failure of a cluster command (one line, exit status 1)."""
 
@@ -125,6 +130,7 @@ def spawn(info: ProcessInfo) -> None:
         proc = subprocess.Popen(info.argv, stdout=log, stderr=subprocess.STDOUT,
                                 stdin=subprocess.DEVNULL, start_new_session=True, env=env)
     info.pid = proc.pid
+    _CHILDREN[proc.pid] = proc  # reaped by end_process when this process stops it
 
 
 def wait_for_port(port: int, pid: int, timeout_s: float, what: str) -> None:
@@ -153,6 +159,9 @@ def end_process(info: ProcessInfo, sig: signal.Signals, timeout_s: float) -> Non
     except psutil.TimeoutExpired:
         proc.kill()
         proc.wait(10)
+    started_here = _CHILDREN.pop(info.pid, None)
+    if started_here is not None:
+        started_here.wait(10)
     for child in children:
         try:
             child.wait(5)

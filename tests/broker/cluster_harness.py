@@ -1,0 +1,139 @@
+"""A real local cluster for integration tests, driven through ``broker.cluster``.
+
+The same launcher users run (``minikafka cluster ...``) starts a controller and N
+brokers as daemonised processes; :meth:`LocalCluster.close` stops them cleanly and then
+SIGKILLs, by PID from the state file, anything still alive, so a failing test leaves
+nothing running.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import signal
+import socket
+from pathlib import Path
+from typing import Any
+
+import psutil
+
+from broker.cluster import ClusterState, main
+from broker.cluster_status import status_report
+from clients.records import iter_batches
+from tests.broker.processes import wait_until
+
+
+def free_base_port(brokers: int) -> int:
+    rng = random.Random()
+    for _ in range(200):
+        base = rng.randrange(20000, 40000)
+        ports = [*range(base, base + brokers), base + 100]
+        try:
+            for port in ports:
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        return base
+    raise RuntimeError("no free port range")
+
+
+class LocalCluster:
+    def __init__(self, root: Path, brokers: int = 3, overrides: dict[str, object] | None = None):
+        self.data_dir = str(root / "cluster")
+        self.brokers = brokers
+        self.overrides = dict(overrides or {})
+        self.base_port = free_base_port(brokers)
+
+    def _run(self, *args: str) -> None:
+        code = main([*args, "--data-dir", self.data_dir])
+        assert code == 0, f"cluster {' '.join(args)} failed"
+
+    def start(self) -> LocalCluster:
+        extra = [a for k, v in self.overrides.items() for a in ("--override", f"{k}={v}")]
+        self._run("start", "--brokers", str(self.brokers), "--base-port", str(self.base_port),
+                  *extra)
+        return self
+
+    @property
+    def state(self) -> ClusterState:
+        return ClusterState.load(self.data_dir)
+
+    @property
+    def bootstrap(self) -> str:
+        return self.state.bootstrap
+
+    def kill(self, target: str) -> None:
+        self._run("kill", target)
+
+    def restart(self, target: str) -> None:
+        self._run("restart", target)
+
+    def pause(self, target: str) -> None:
+        self._run("pause", target)
+
+    def resume(self, target: str) -> None:
+        self._run("resume", target)
+
+    def report(self) -> dict[str, Any]:
+        return status_report(self.state)
+
+    def partition(self, topic: str, index: int) -> dict[str, Any]:
+        for p in self.report()["partitions"]:
+            if (p["topic"], p["partition"]) == (topic, index):
+                return p
+        raise AssertionError(f"{topic}-{index} not in the controller's metadata")
+
+    def wait_partition(self, topic: str, index: int, condition: Any, what: str,
+                       timeout_s: float = 30.0) -> dict[str, Any]:
+        found: dict[str, Any] = {}
+
+        def check() -> bool:
+            try:
+                found.update(self.partition(topic, index))
+            except AssertionError:
+                return False
+            return bool(condition(found))
+
+        wait_until(check, timeout_s, f"{topic}-{index}: {what} (last: {found})", 0.1)
+        return found
+
+    def replica_bytes(self, broker: str, topic: str, index: int, up_to_offset: int) -> bytes:
+        """The batches of a replica's log below ``up_to_offset``, as stored on disk."""
+        directory = Path(self.state.brokers[broker].data_dir) / f"{topic}-{index}"
+        out = bytearray()
+        for segment in sorted(directory.glob("*.log")):
+            data = segment.read_bytes()
+            for pos, header in iter_batches(data, validate=True):
+                if header.last_offset < up_to_offset:
+                    out += data[pos:pos + header.size_in_bytes]
+        return bytes(out)
+
+    def close(self) -> None:
+        try:
+            state = self.state
+        except Exception:
+            return
+        try:
+            for info in [*state.brokers.values(), state.controller]:
+                if info.pid and psutil.pid_exists(info.pid):
+                    os.kill(info.pid, signal.SIGCONT)
+            main(["stop", "--data-dir", self.data_dir, "--timeout-s", "20"])
+        finally:
+            for info in [*state.brokers.values(), state.controller]:
+                try:
+                    proc = psutil.Process(info.pid)
+                    for p in [*proc.children(recursive=True), proc]:
+                        p.kill()
+                except (psutil.NoSuchProcess, ValueError):
+                    pass
+
+    def __enter__(self) -> LocalCluster:
+        try:
+            return self.start()
+        except BaseException:
+            self.close()
+            raise
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
