@@ -65,7 +65,7 @@ def cmd_topics(args: argparse.Namespace) -> int:
                 print(name)
         else:
             names = [args.name] if args.name else sorted(admin.list_topics())
-            for desc in admin.describe_topics(names):
+            for desc in admin.describe_topics(names).values():
                 print(f"Topic: {desc.name}\tPartitionCount: {len(desc.partitions)}")
                 for p in desc.partitions:
                     print(f"\tPartition: {p.partition}\tLeader: {p.leader}\t"

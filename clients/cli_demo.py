@@ -1,10 +1,11 @@
-"""``minikafka demo``: start a broker, create a topic, produce, consume back, stop.
+"""``minikafka demo``: start a local cluster, produce with acks=all, consume back, stop.
 
-The README's first command runs this.  It starts a real broker process
-(``python -m broker start``) on a free loopback port with a temporary data directory,
-produces records (keyed, with headers and nulls, plus a bulk batch), consumes them all
-back, checks every acknowledged record came back once and in order, prints a summary
-and stops the broker by PID (SIGTERM, then SIGKILL after a deadline).
+The README's first command runs this.  It starts a real cluster (one controller and
+three brokers, ``minikafka cluster start``) on free loopback ports with a temporary data
+directory, creates a topic with replication factor 3 and min ISR 2, produces records
+(keyed, with headers and nulls) with acks=all, consumes them all back, checks every
+acknowledged record came back once and in order, prints ``cluster status`` and a
+summary, and stops the cluster (``minikafka cluster stop``).
 """
 
 from __future__ import annotations
@@ -26,7 +27,7 @@ from clients.errors import MiniKafkaError
 
 
 def add_parser(sub: Any) -> None:
-    demo = sub.add_parser("demo", help="start a broker, produce, consume back, stop",
+    demo = sub.add_parser("demo", help="start a cluster, produce, consume back, stop",
                           description=__doc__.split("\n")[0])
     demo.add_argument("--records", type=int, default=20_000)
     demo.add_argument("--partitions", type=int, default=3)
@@ -64,6 +65,38 @@ def stop_process(proc: subprocess.Popen[bytes], timeout_s: float = 20.0) -> int:
     return proc.returncode
 
 
+def cluster_command(*args: str) -> None:
+    result = subprocess.run([sys.executable, "-m", "broker.cluster", *args], check=False)
+    if result.returncode != 0:
+        raise MiniKafkaError(f"'minikafka cluster {args[0]}' failed ({result.returncode})")
+
+
+def free_base_port() -> int:
+    for _ in range(100):
+        base = free_port()
+        if base + 100 > 65535:
+            continue
+        try:
+            for port in (base + 1, base + 2, base + 100):
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        return base
+    raise MiniKafkaError("no free range of ports on 127.0.0.1")
+
+
+@contextmanager
+def running_cluster(data_dir: str, brokers: int = 3) -> Iterator[str]:
+    base = free_base_port()
+    try:
+        cluster_command("start", "--data-dir", data_dir, "--brokers", str(brokers),
+                        "--base-port", str(base))
+        yield ",".join(f"127.0.0.1:{base + i}" for i in range(brokers))
+    finally:
+        cluster_command("stop", "--data-dir", data_dir)
+
+
 @contextmanager
 def running_broker(data_dir: str, port: int, extra: list[str] | None = None,
                    quiet: bool = True) -> Iterator[subprocess.Popen[bytes]]:
@@ -86,16 +119,16 @@ def run_demo(args: argparse.Namespace) -> int:
 
     owned_dir = args.data_dir is None
     data_dir = args.data_dir or tempfile.mkdtemp(prefix="minikafka-demo-")
-    port = free_port()
-    bootstrap = f"127.0.0.1:{port}"
     topic = "demo"
     started = time.monotonic()
     try:
-        print(f"starting a broker on {bootstrap} (data in {data_dir})")
-        with running_broker(data_dir, port):
+        print(f"starting a local cluster: 1 controller + 3 brokers (data in {data_dir})")
+        with running_cluster(data_dir) as bootstrap:
             with Admin(bootstrap) as admin:
-                admin.create_topics([NewTopic(topic, args.partitions, 1, {})])
-            print(f"created topic {topic!r} with {args.partitions} partitions")
+                admin.create_topics([NewTopic(topic, args.partitions, 3,
+                                              {"min_insync_replicas": "2"})])
+            print(f"created topic {topic!r}: {args.partitions} partitions, replication "
+                  "factor 3, min ISR 2")
             sent: dict[int, list[bytes]] = {}
             t0 = time.monotonic()
             with Producer(bootstrap_servers=bootstrap, acks="all", linger_ms=5) as producer:
@@ -131,7 +164,8 @@ def run_demo(args: argparse.Namespace) -> int:
                 print(f"  partition {p}: {len(sent.get(p, []))} acknowledged, "
                       f"{len(received[p])} consumed")
             print(f"  every acknowledged record consumed once, in order: {'yes' if ok else 'NO'}")
-        print(f"broker stopped; demo took {time.monotonic() - started:.1f} s")
+            cluster_command("status", "--data-dir", data_dir)
+        print(f"cluster stopped; demo took {time.monotonic() - started:.1f} s")
         return 0 if ok else 1
     finally:
         if owned_dir:
