@@ -9,7 +9,8 @@ Measured in one run against a real broker (main process + one network process):
   response with ``recv_into`` into one preallocated buffer, reading only batch headers
   for the next offset) next to a plain loopback ``os.sendfile`` of the same segment
   file drained the same way: the ratio is the figure;
-- produce latency p50/p99 with one request in flight (``send`` + ``result()``).
+- produce latency p50/p99 with one request in flight (``send`` + ``result()``), next to
+  the same Produce round trip from a plain blocking socket (the broker's share).
 
 Writes ``bench/results/broker.json``.  Run: ``python -m bench.broker``.
 """
@@ -34,7 +35,8 @@ from clients.admin import Admin
 from clients.api import ApiKey
 from clients.cli_demo import free_port, running_broker
 from clients.producer import Producer
-from clients.protocol import encode_request_bytes
+from clients.protocol import decode_response, encode_request_bytes, read_frame
+from clients.records import build_batch
 from clients.types import NewTopic
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -152,6 +154,26 @@ def latency_ms(bootstrap: str, topic: str, count: int) -> list[float]:
     return samples
 
 
+def raw_latency_ms(port: int, topic: str, count: int) -> list[float]:
+    """The same Produce round trip from a plain blocking socket: the broker's share."""
+    samples = []
+    with socket.create_connection(("127.0.0.1", port)) as sock:
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        for i in range(count + 1):
+            t0 = time.perf_counter()
+            batch = build_batch([(None, b"x" * 100, int(time.time() * 1000), ())])
+            body = {"acks": 1, "timeout_ms": 30_000, "topics": [
+                {"name": topic, "partitions": [{"index": 0, "records": batch}]}]}
+            sock.sendall(encode_request_bytes(ApiKey.PRODUCE, 0, i, "bench-raw", body))
+            frame = read_frame(sock)
+            assert frame is not None
+            response = decode_response(frame, ApiKey.PRODUCE, 0).body
+            assert response["responses"][0]["partition_responses"][0]["error_code"] == 0
+            if i:  # the first one warms up
+                samples.append((time.perf_counter() - t0) * 1000)
+    return samples
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--records", type=int, default=1_000_000)
@@ -187,14 +209,20 @@ def main() -> int:
         figures.update(fetch_bytes_per_s=fetch, sendfile_bytes_per_s=plain,
                        fetch_vs_sendfile_ratio=fetch / plain)
         samples = latency_ms(bootstrap, "lat", args.latency_samples)
+        raw = raw_latency_ms(port, "lat", args.latency_samples)
         qs = statistics.quantiles(samples, n=100)
-        figures.update(produce_p50_ms=qs[49], produce_p99_ms=qs[98])
+        raw_qs = statistics.quantiles(raw, n=100)
+        figures.update(produce_p50_ms=qs[49], produce_p99_ms=qs[98],
+                       raw_socket_p50_ms=raw_qs[49], raw_socket_p99_ms=raw_qs[98],
+                       producer_vs_raw_p50_ratio=qs[49] / raw_qs[49])
     print(f"{'size':>6}{'produce rec/s':>16}{'MB/s':>9}{'consume rec/s':>16}")
     for size, rate, mbs, crate in table:
         print(f"{size:>6}{rate:>16,.0f}{mbs:>9.1f}{crate:>16,.0f}")
     print(f"fetch {fetch / 1e6:,.0f} MB/s vs plain sendfile {plain / 1e6:,.0f} MB/s "
           f"(ratio {fetch / plain:.2f})")
-    print(f"produce latency p50 {qs[49]:.3f} ms, p99 {qs[98]:.3f} ms (one in flight)")
+    print(f"produce latency p50 {qs[49]:.3f} ms, p99 {qs[98]:.3f} ms (one in flight); "
+          f"raw socket p50 {raw_qs[49]:.3f} ms, p99 {raw_qs[98]:.3f} ms "
+          f"(producer/raw {qs[49] / raw_qs[49]:.2f})")
     met = {k: (figures[k] <= t if k.endswith("_ms") else figures[k] >= t)
            for k, t in TARGETS.items()}
     for key, ok in met.items():
