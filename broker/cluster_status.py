@@ -71,7 +71,7 @@ def status_report(state: ClusterState) -> dict[str, Any]:
                 "topic": key[0], "partition": key[1], "leader": p["leader_id"],
                 "leader_epoch": p["leader_epoch"], "replicas": p["replica_nodes"],
                 "isr": p["isr_nodes"], "offline_replicas": p["offline_replicas"],
-                "unclean_leader": p.get("unclean_leader", False),
+                "unclean_leader": p.get("unclean_elected", False),
                 "replica_offsets": {
                     str(r): ({"hw": replicas[(*key, r)]["high_watermark"],
                               "leo": replicas[(*key, r)]["log_end_offset"]}

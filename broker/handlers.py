@@ -100,7 +100,7 @@ def _metadata_from_image(core: BrokerCore, body: Body) -> Body:
                 "error_code": 0 if s.leader >= 0 else int(ErrorCode.LEADER_NOT_AVAILABLE),
                 "partition_index": index, "leader_id": s.leader,
                 "leader_epoch": s.leader_epoch, "replica_nodes": list(s.replicas),
-                "isr_nodes": list(s.isr),
+                "isr_nodes": list(s.isr), "unclean_elected": s.unclean_elected,
                 "offline_replicas": [r for r in s.replicas if not image.is_alive(r)]})
         topics.append({"error_code": 0, "name": name, "is_internal": name.startswith("__"),
                        "partitions": partitions})
