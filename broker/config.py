@@ -142,6 +142,13 @@ class BrokerConfig:
             "flush_ms": self.flush_ms or None,
         }
 
+    def topic_defaults(self) -> dict[str, str]:
+        """Every topic-level setting with this broker's default, as strings."""
+        out = {k: ("none" if v is None else str(v)) for k, v in self.log_defaults().items()}
+        out["min_insync_replicas"] = str(self.min_insync_replicas)
+        out["unclean_leader_election"] = "false"
+        return out
+
     def with_overrides(
         self, overrides: Mapping[str, Any], source: str = "override"
     ) -> BrokerConfig:

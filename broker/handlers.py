@@ -103,6 +103,8 @@ def _metadata_from_image(core: BrokerCore, body: Body) -> Body:
                 "isr_nodes": list(s.isr), "unclean_elected": s.unclean_elected,
                 "offline_replicas": [r for r in s.replicas if not image.is_alive(r)]})
         topics.append({"error_code": 0, "name": name, "is_internal": name.startswith("__"),
+                       "configs": {**core.config.topic_defaults(), **info.configs,
+                                   "replication_factor": str(info.replication_factor)},
                        "partitions": partitions})
     return {
         "brokers": [{"node_id": b.broker_id, "host": b.host, "port": b.port,
@@ -137,6 +139,8 @@ def handle_metadata(core: BrokerCore, body: Body, respond: Respond) -> None:
                 "isr_nodes": list(p.isr), "offline_replicas": [],
             })
         topics.append({"error_code": 0, "name": name, "is_internal": name.startswith("__"),
+                       "configs": {**core.config.topic_defaults(), **info.configs,
+                                   "replication_factor": str(info.replication_factor)},
                        "partitions": partitions})
     respond({
         "brokers": [{"node_id": node, "host": host, "port": port}],

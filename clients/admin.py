@@ -111,7 +111,8 @@ class Admin:
                               tuple(p["offline_replicas"]), p["error_code"])
                 for p in sorted(t["partitions"], key=lambda p: p["partition_index"])
             ]  # fmt: skip
-            out[t["name"]] = TopicDescription(t["name"], parts, t["is_internal"])
+            out[t["name"]] = TopicDescription(t["name"], parts, t["is_internal"],
+                                              dict(t["configs"]))
         return out
 
     def describe_cluster(self, *, timeout_ms: int | None = None) -> ClusterDescription:

@@ -209,6 +209,8 @@ _METADATA = Api(
             error_code=Int16,
             name=Str,
             is_internal=Field(Bool, default=False),
+            # the topic's configs (overrides of broker defaults); Kafka has DescribeConfigs
+            configs=Field(Map(Str, Str), default={}),
             partitions=Array(Struct(
                 error_code=Int16,
                 partition_index=Int32,

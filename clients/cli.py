@@ -66,7 +66,9 @@ def cmd_topics(args: argparse.Namespace) -> int:
         else:
             names = [args.name] if args.name else sorted(admin.list_topics())
             for desc in admin.describe_topics(names).values():
-                print(f"Topic: {desc.name}\tPartitionCount: {len(desc.partitions)}")
+                configs = ",".join(f"{k}={v}" for k, v in sorted(desc.configs.items()))
+                print(f"Topic: {desc.name}\tPartitionCount: {len(desc.partitions)}\t"
+                      f"Configs: {configs}")
                 for p in desc.partitions:
                     print(f"\tPartition: {p.partition}\tLeader: {p.leader}\t"
                           f"LeaderEpoch: {p.leader_epoch}\tReplicas: "

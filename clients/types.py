@@ -82,6 +82,7 @@ class TopicDescription(NamedTuple):
     name: str
     partitions: list[PartitionInfo]
     is_internal: bool = False
+    configs: dict[str, str] = {}  # noqa: RUF012 - NamedTuple default, never mutated
 
 
 class ClusterDescription(NamedTuple):
