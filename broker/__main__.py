@@ -38,16 +38,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    from broker.config import BrokerConfig
+    from broker.config import BrokerConfig, parse_overrides
     from broker.server import run_broker
 
-    overrides: dict[str, object] = {}
-    for pair in args.override:
-        if "=" not in pair:
-            print(f"error: --override expects key=value, got {pair!r}", file=sys.stderr)
-            return 2
-        key, value = pair.split("=", 1)
-        overrides[key] = value
+    try:
+        overrides: dict[str, object] = dict(parse_overrides(args.override))
+    except MiniKafkaError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     for flag, key in (("node_id", "node_id"), ("host", "host"), ("port", "port"),
                       ("data_dir", "data_dir"), ("controller", "controller_address"),
                       ("num_network_processes", "num_network_processes")):

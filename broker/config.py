@@ -27,7 +27,7 @@ topic is a precise UNKNOWN_TOPIC_OR_PARTITION error instead of a silently create
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
@@ -152,7 +152,9 @@ class BrokerConfig:
     def with_overrides(
         self, overrides: Mapping[str, Any], source: str = "override"
     ) -> BrokerConfig:
-        return dataclasses.replace(self, **_coerce_all(overrides, source)).validate()
+        return dataclasses.replace(
+            self, **coerce_config(overrides, _BROKER_DEFAULTS, "broker", source)
+        ).validate()
 
     @classmethod
     def load(
@@ -166,21 +168,26 @@ class BrokerConfig:
         return config.validate()
 
 
-_FIELDS = {f.name: f for f in fields(BrokerConfig) if f.name != "extra"}
+_BROKER_DEFAULTS = {f.name: f.default for f in fields(BrokerConfig) if f.name != "extra"}
 
 
-def _coerce_all(values: Mapping[str, Any], source: str) -> dict[str, Any]:
+def coerce_config(values: Mapping[str, Any], defaults: Mapping[str, Any], kind: str,
+                  source: str) -> dict[str, Any]:
+    """Turn ``key=value`` settings into typed fields, each typed like its default.
+
+    Keys may use ``.`` or ``-`` for ``_``; an unknown key or a value of the wrong type is
+    an :class:`InvalidConfigError` naming the source, the key and the value.
+    """
     out: dict[str, Any] = {}
     for raw_key, raw_value in values.items():
-        key = raw_key.strip().replace(".", "_").replace("-", "_")
-        if key not in _FIELDS:
-            raise InvalidConfigError(f"{source}: unknown broker config key {raw_key!r}")
-        out[key] = _coerce(key, raw_value, source)
+        key = str(raw_key).strip().replace(".", "_").replace("-", "_")
+        if key not in defaults:
+            raise InvalidConfigError(f"{source}: unknown {kind} config key {raw_key!r}")
+        out[key] = _coerce(key, defaults[key], raw_value, source)
     return out
 
 
-def _coerce(key: str, value: Any, source: str) -> Any:
-    default = getattr(BrokerConfig, key)
+def _coerce(key: str, default: Any, value: Any, source: str) -> Any:
     if isinstance(default, bool):
         if isinstance(value, bool):
             return value
@@ -196,8 +203,21 @@ def _coerce(key: str, value: Any, source: str) -> Any:
         try:
             return int(str(value).strip())
         except ValueError:
-            raise InvalidConfigError(f"{source}: {key} must be an integer, got {value!r}") from None
+            raise InvalidConfigError(
+                f"{source}: {key} must be an integer, got {value!r}"
+            ) from None
     return str(value).strip()
+
+
+def parse_overrides(pairs: Sequence[str]) -> dict[str, str]:
+    """``["k=v", ...]`` from ``--override`` flags; a pair without ``=`` is an error."""
+    out: dict[str, str] = {}
+    for pair in pairs:
+        if "=" not in pair:
+            raise InvalidConfigError(f"--override expects key=value, got {pair!r}")
+        key, value = pair.split("=", 1)
+        out[key] = value
+    return out
 
 
 def parse_properties(path: Path) -> dict[str, str]:

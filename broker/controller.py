@@ -39,6 +39,7 @@ import sys
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from broker.config import parse_overrides
 from broker.controller_config import ControllerConfig
 from broker.controller_log import ControllerLog
 from broker.controller_state import ControllerState, IsrChange, TopicSpec
@@ -348,17 +349,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = build_parser().parse_args(argv)
     logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
-    overrides: dict[str, object] = {}
-    for pair in args.override:
-        if "=" not in pair:
-            print(f"error: --override expects key=value, got {pair!r}", file=sys.stderr)
-            return 2
-        key, value = pair.split("=", 1)
-        overrides[key] = value
-    for flag in ("host", "port", "data_dir"):
-        if getattr(args, flag) is not None:
-            overrides[flag] = getattr(args, flag)
     try:
+        overrides: dict[str, object] = dict(parse_overrides(args.override))
+        for flag in ("host", "port", "data_dir"):
+            if getattr(args, flag) is not None:
+                overrides[flag] = getattr(args, flag)
         config = ControllerConfig.load(args.config, overrides)
         server = ControllerServer(config)
         return asyncio.run(server.serve(on_ready=lambda s: print(

@@ -36,7 +36,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from broker.config import parse_properties
+from broker.config import coerce_config, parse_properties
 from clients.errors import InvalidConfigError
 
 MiB = 1024 * 1024
@@ -81,7 +81,8 @@ class ControllerConfig:
 
     def with_overrides(self, overrides: Mapping[str, Any],
                        source: str = "override") -> ControllerConfig:
-        return dataclasses.replace(self, **_coerce_all(overrides, source)).validate()
+        return dataclasses.replace(
+            self, **coerce_config(overrides, _DEFAULTS, "controller", source)).validate()
 
     @classmethod
     def load(cls, path: str | Path | None = None,
@@ -95,37 +96,6 @@ class ControllerConfig:
 
 
 _DEFAULTS = {f.name: f.default for f in fields(ControllerConfig)}
-
-
-def _coerce_all(values: Mapping[str, Any], source: str) -> dict[str, Any]:
-    out: dict[str, Any] = {}
-    for raw_key, raw_value in values.items():
-        key = str(raw_key).strip().replace(".", "_").replace("-", "_")
-        if key not in _DEFAULTS:
-            raise InvalidConfigError(f"{source}: unknown controller config key {raw_key!r}")
-        out[key] = _coerce(key, raw_value, source)
-    return out
-
-
-def _coerce(key: str, value: Any, source: str) -> Any:
-    default = _DEFAULTS[key]
-    if isinstance(default, bool):
-        if isinstance(value, bool):
-            return value
-        text = str(value).strip().lower()
-        if text in ("true", "1", "yes"):
-            return True
-        if text in ("false", "0", "no"):
-            return False
-        raise InvalidConfigError(f"{source}: {key} must be true or false, got {value!r}")
-    if isinstance(default, int):
-        if isinstance(value, int) and not isinstance(value, bool):
-            return value
-        try:
-            return int(str(value).strip())
-        except ValueError:
-            raise InvalidConfigError(f"{source}: {key} must be an integer, got {value!r}") from None
-    return str(value).strip()
 
 
 # ---------------------------------------------------------------- topic configs
