@@ -10,95 +10,31 @@ connection).
 from __future__ import annotations
 
 import itertools
-import os
-import re
-import signal
 import socket
-import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 from typing import Any
 
 from clients.api import ApiKey
 from clients.protocol import decode_response, encode_request, read_frame, send_buffers
-
-ROOT = Path(__file__).resolve().parents[2]
-_LISTENING = re.compile(r"controller listening on [\d.]+:(\d+)")
+from tests.broker.processes import ServerProcess
 
 
-class ControllerProcess:
+class ControllerProcess(ServerProcess):
+    name = "controller"
+
     def __init__(self, data_dir: Path, overrides: dict[str, object] | None = None) -> None:
-        self.data_dir = data_dir
-        self.overrides = dict(overrides or {})
-        self.proc: subprocess.Popen[str] | None = None
-        self.port = 0
-        self.output: list[str] = []
-        self._reader = threading.Thread()
+        super().__init__(data_dir, overrides=overrides)
 
-    @property
-    def pid(self) -> int:
-        assert self.proc is not None
-        return self.proc.pid
-
-    def start(self, timeout_s: float = 30.0) -> ControllerProcess:
-        cmd = [sys.executable, "-m", "broker.controller", "--port", "0", "--data-dir",
-               str(self.data_dir), "--log-level", "WARNING"]
-        for key, value in self.overrides.items():
-            cmd += ["--override", f"{key}={value}"]
-        self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
-                                     text=True, env=dict(os.environ, PYTHONPATH=str(ROOT)),
-                                     cwd=ROOT)
-        found = threading.Event()
-
-        def reader(proc: subprocess.Popen[str]) -> None:
-            assert proc.stdout is not None
-            for line in proc.stdout:
-                self.output.append(line)
-                match = _LISTENING.search(line)
-                if match and not found.is_set():
-                    self.port = int(match.group(1))
-                    found.set()
-
-        self._reader = threading.Thread(target=reader, args=(self.proc,), daemon=True)
-        self._reader.start()
-        deadline = time.monotonic() + timeout_s
-        while not found.wait(0.05):
-            if self.proc.poll() is not None or time.monotonic() > deadline:
-                self.kill()
-                raise AssertionError("controller did not start:\n" + "".join(self.output[-40:]))
-        return self
-
-    def stop(self, timeout_s: float = 30.0) -> int | None:
-        return self._end(signal.SIGTERM, timeout_s)
-
-    def kill(self) -> int | None:
-        return self._end(signal.SIGKILL, 10.0)
+    def command(self) -> list[str]:
+        return [sys.executable, "-m", "broker.controller", "--port", "0", "--data-dir",
+                str(self.data_dir), "--log-level", "WARNING"]
 
     def wait_exit(self, timeout_s: float = 30.0) -> int:
         """Wait for a process that ends by itself (e.g. refused to start)."""
         assert self.proc is not None
         code = self.proc.wait(timeout_s)
-        self._end(signal.SIGKILL, 1.0)
-        return code
-
-    def _end(self, sig: signal.Signals, timeout_s: float) -> int | None:
-        if self.proc is None:
-            return None
-        if self.proc.poll() is None:
-            os.kill(self.proc.pid, sig)
-            try:
-                code = self.proc.wait(timeout_s)
-            except subprocess.TimeoutExpired:
-                os.kill(self.proc.pid, signal.SIGKILL)
-                code = self.proc.wait(10)
-        else:
-            code = self.proc.returncode
-        self._reader.join(10)
-        if self.proc.stdout is not None:
-            self.proc.stdout.close()
-        self.proc = None
+        self.kill()
         return code
 
 

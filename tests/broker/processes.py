@@ -1,6 +1,7 @@
 """Real broker processes for integration tests: start, find the port, stop by PID.
 
-A :class:`BrokerProcess` runs ``python -m broker start --port 0`` and reads the port
+:class:`ServerProcess` is the lifecycle shared by brokers and the controller.  A
+:class:`BrokerProcess` runs ``python -m broker start --port 0`` and reads the port
 from the "listening on" line.  ``stop()`` sends SIGTERM to the main process and waits;
 ``kill()`` sends SIGKILL.  Either way every process of the broker (the network
 processes too, found with psutil before the main process goes) is stopped by PID, so a
@@ -19,6 +20,7 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Self
 
 import psutil
 
@@ -36,20 +38,22 @@ def wait_until(condition: Callable[[], bool], timeout_s: float, what: str,
         time.sleep(interval_s)
 
 
-class BrokerProcess:
-    def __init__(self, data_dir: Path, *, node_id: int = 0, port: int = 0,
-                 overrides: dict[str, object] | None = None,
-                 extra_args: list[str] | None = None) -> None:
+class ServerProcess:
+    """A server started as ``python -m ...`` that prints "listening on HOST:PORT"."""
+
+    name = "server"
+
+    def __init__(self, data_dir: Path, *, overrides: dict[str, object] | None = None) -> None:
         self.data_dir = data_dir
-        self.node_id = node_id
-        self.requested_port = port
         self.overrides = dict(overrides or {})
-        self.extra_args = list(extra_args or [])
         self.proc: subprocess.Popen[str] | None = None
         self.port = 0
         self.output: list[str] = []
         self._children: set[int] = set()
         self._reader = threading.Thread()
+
+    def command(self) -> list[str]:
+        raise NotImplementedError
 
     @property
     def bootstrap(self) -> str:
@@ -60,10 +64,8 @@ class BrokerProcess:
         assert self.proc is not None
         return self.proc.pid
 
-    def start(self, timeout_s: float = 60.0) -> BrokerProcess:
-        cmd = [sys.executable, "-m", "broker", "start", "--node-id", str(self.node_id),
-               "--port", str(self.requested_port or self.port), "--data-dir",
-               str(self.data_dir), "--log-level", "WARNING", *self.extra_args]
+    def start(self, timeout_s: float = 60.0) -> Self:
+        cmd = self.command()
         for key, value in self.overrides.items():
             cmd += ["--override", f"{key}={value}"]
         env = dict(os.environ, PYTHONPATH=str(ROOT))
@@ -86,7 +88,8 @@ class BrokerProcess:
         while not found.wait(0.05):
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 self.kill()
-                raise AssertionError("broker did not start:\n" + "".join(self.output[-40:]))
+                raise AssertionError(f"{self.name} did not start:\n"
+                                     + "".join(self.output[-40:]))
         self._remember_children()
         return self
 
@@ -95,15 +98,6 @@ class BrokerProcess:
             return
         with contextlib.suppress(psutil.NoSuchProcess):
             self._children |= {c.pid for c in psutil.Process(self.proc.pid).children(True)}
-
-    def network_pids(self) -> list[int]:
-        self._remember_children()
-        assert self.proc is not None
-        try:
-            return [c.pid for c in psutil.Process(self.proc.pid).children(True)
-                    if "broker.network" in " ".join(c.cmdline())]
-        except psutil.NoSuchProcess:
-            return []
 
     def stop(self, timeout_s: float = 30.0) -> int | None:
         return self._end(signal.SIGTERM, timeout_s)
@@ -140,8 +134,37 @@ class BrokerProcess:
         self.proc = None
         return code
 
-    def __enter__(self) -> BrokerProcess:
+    def __enter__(self) -> Self:
         return self.start()
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
+
+
+class BrokerProcess(ServerProcess):
+    """``python -m broker start --port 0`` (a standalone broker unless extra args say)."""
+
+    name = "broker"
+
+    def __init__(self, data_dir: Path, *, node_id: int = 0, port: int = 0,
+                 overrides: dict[str, object] | None = None,
+                 extra_args: list[str] | None = None) -> None:
+        super().__init__(data_dir, overrides=overrides)
+        self.node_id = node_id
+        self.requested_port = port
+        self.extra_args = list(extra_args or [])
+
+    def command(self) -> list[str]:
+        return [sys.executable, "-m", "broker", "start", "--node-id", str(self.node_id),
+                "--port", str(self.requested_port or self.port), "--data-dir",
+                str(self.data_dir), "--log-level", "WARNING", *self.extra_args]
+
+    def network_pids(self) -> list[int]:
+        self._remember_children()
+        assert self.proc is not None
+        try:
+            return [c.pid for c in psutil.Process(self.proc.pid).children(True)
+                    if "broker.network" in " ".join(c.cmdline())]
+        except psutil.NoSuchProcess:
+            return []
+
