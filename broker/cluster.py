@@ -7,9 +7,9 @@ Layout under ``--data-dir`` (default ``./data``)::
     broker-<id>/          each broker's data dir;     broker-<id>.log its output
 
 Ports: brokers listen on ``base_port + id`` (ids 0..N-1; default base 9092, like Kafka),
-the controller on ``base_port + 100``.  Processes run in their own sessions (daemonised:
-they outlive the command) and are found again through ``cluster.json``; every command
-takes ``--data-dir`` to find the cluster it acts on.
+the controller on ``base_port + 100``; ``--base-port 0`` picks a free range.  Processes
+run in their own sessions (daemonised: they outlive the command) and are found again
+through ``cluster.json``; every command takes ``--data-dir`` to find its cluster.
 
 Commands: ``start`` (waits until every broker is registered and unfenced), ``status``
 (table or ``--json``), ``stop`` (clean: brokers first, each moving its leadership away
@@ -23,6 +23,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import random
 import signal
 import socket
 import subprocess
@@ -35,6 +36,7 @@ from pathlib import Path
 import psutil
 
 STATE_FILE = "cluster.json"
+CONTROLLER_PORT_OFFSET = 100
 CONTROLLER = "controller"
 SOURCE_ROOT = str(Path(__file__).resolve().parents[1])
 
@@ -133,6 +135,21 @@ def spawn(info: ProcessInfo) -> None:
     _CHILDREN[proc.pid] = proc  # reaped by end_process when this process stops it
 
 
+def free_base_port(brokers: int, attempts: int = 200) -> int:
+    """A base port whose whole layout (base..base+brokers-1 and base+100) is free now."""
+    rng = random.Random()
+    for _ in range(attempts):
+        base = rng.randrange(20000, 60000)
+        try:
+            for port in [*range(base, base + brokers), base + CONTROLLER_PORT_OFFSET]:
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        return base
+    raise ClusterError("no free range of ports on 127.0.0.1")
+
+
 def wait_for_port(port: int, pid: int, timeout_s: float, what: str) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -178,7 +195,9 @@ def new_state(data_dir: str, brokers: int, base_port: int,
               broker_args: Sequence[str]) -> ClusterState:
     root = Path(data_dir).resolve()
     root.mkdir(parents=True, exist_ok=True)
-    controller_port = base_port + 100
+    if base_port == 0:
+        base_port = free_base_port(brokers)
+    controller_port = base_port + CONTROLLER_PORT_OFFSET
     controller = ProcessInfo(
         CONTROLLER, controller_port, str(root / "controller"), str(root / "controller.log"),
         [sys.executable, "-m", "broker.controller", "--port", str(controller_port),
@@ -301,7 +320,9 @@ def build_parser() -> argparse.ArgumentParser:
 
     start = command("start", "start a controller and N brokers, wait until ready")
     start.add_argument("--brokers", type=int, default=3)
-    start.add_argument("--base-port", type=int, default=9092)
+    start.add_argument("--base-port", type=int, default=9092,
+                       help="brokers listen on base..base+N-1, the controller on base+100; "
+                            "0 picks a free range")
     start.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                        help="broker config for every broker")
     start.set_defaults(func=cmd_start)

@@ -11,6 +11,7 @@ summary, and stops the cluster (``minikafka cluster stop``).
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import signal
@@ -21,6 +22,7 @@ import tempfile
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from clients.errors import MiniKafkaError
@@ -71,28 +73,14 @@ def cluster_command(*args: str) -> None:
         raise MiniKafkaError(f"'minikafka cluster {args[0]}' failed ({result.returncode})")
 
 
-def free_base_port() -> int:
-    for _ in range(100):
-        base = free_port()
-        if base + 100 > 65535:
-            continue
-        try:
-            for port in (base + 1, base + 2, base + 100):
-                with socket.socket() as s:
-                    s.bind(("127.0.0.1", port))
-        except OSError:
-            continue
-        return base
-    raise MiniKafkaError("no free range of ports on 127.0.0.1")
-
-
 @contextmanager
 def running_cluster(data_dir: str, brokers: int = 3) -> Iterator[str]:
-    base = free_base_port()
     try:
         cluster_command("start", "--data-dir", data_dir, "--brokers", str(brokers),
-                        "--base-port", str(base))
-        yield ",".join(f"127.0.0.1:{base + i}" for i in range(brokers))
+                        "--base-port", "0")
+        # the launcher's state file (broker/cluster.py) names the ports it chose
+        state = json.loads((Path(data_dir) / "cluster.json").read_text())
+        yield ",".join(f"127.0.0.1:{b['port']}" for b in state["brokers"].values())
     finally:
         cluster_command("stop", "--data-dir", data_dir)
 

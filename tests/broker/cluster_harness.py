@@ -9,33 +9,16 @@ nothing running.
 from __future__ import annotations
 
 import os
-import random
 import signal
-import socket
 from pathlib import Path
 from typing import Any
 
 import psutil
 
-from broker.cluster import ClusterState, main
+from broker.cluster import ClusterState, free_base_port, main
 from broker.cluster_status import status_report
 from clients.records import iter_batches
 from tests.broker.processes import wait_until
-
-
-def free_base_port(brokers: int) -> int:
-    rng = random.Random()
-    for _ in range(200):
-        base = rng.randrange(20000, 40000)
-        ports = [*range(base, base + brokers), base + 100]
-        try:
-            for port in ports:
-                with socket.socket() as s:
-                    s.bind(("127.0.0.1", port))
-        except OSError:
-            continue
-        return base
-    raise RuntimeError("no free port range")
 
 
 class LocalCluster:
