@@ -226,9 +226,9 @@ class BrokerCore:
         me = self.config.node_id
         wanted = {(t, p): s for t, p, s in image.replicas_on(me)}
         for key in list(self.partitions):
-            topic = image.topics.get(key[0])
-            if key not in wanted or (topic is not None
-                                     and self.hosted_topic_ids.get(key[0]) != topic.topic_id):
+            hosted = image.topics.get(key[0])
+            if key not in wanted or (hosted is not None
+                                     and self.hosted_topic_ids.get(key[0]) != hosted.topic_id):
                 self._drop_partition(key)
         for (topic, index), state in wanted.items():
             self.hosted_topic_ids[topic] = image.topics[topic].topic_id

@@ -85,7 +85,7 @@ def _metadata_from_image(core: BrokerCore, body: Body) -> Body:
     assert image is not None
     requested = body["topics"]
     names = sorted(image.topics) if requested is None else [t["name"] for t in requested]
-    topics = []
+    topics: list[Body] = []
     for name in names:
         info = image.topics.get(name)
         if info is None:
@@ -121,7 +121,7 @@ def handle_metadata(core: BrokerCore, body: Body, respond: Respond) -> None:
     node = core.config.node_id
     requested = body["topics"]
     names = sorted(core.registry.topics) if requested is None else [t["name"] for t in requested]
-    topics = []
+    topics: list[Body] = []
     for name in names:
         info = core.registry.get(name)
         if info is None:

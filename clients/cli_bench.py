@@ -14,6 +14,7 @@ import platform
 import sys
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from typing import Any
 
 
@@ -67,7 +68,7 @@ def _produce(args: argparse.Namespace) -> dict[str, Any]:
     sent = 0
     with Producer(bootstrap_servers=args.bootstrap_server, acks=acks,
                   batch_size=max(16384, args.batch_records * (args.record_size + 16))) as producer:
-        futures = []
+        futures: list[Future[Any]] = []
         while sent < args.records:
             n = min(args.batch_records, args.records - sent)
             if args.per_record:
