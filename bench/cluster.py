@@ -14,7 +14,13 @@ three brokers, each broker a main process plus its network process):
   (each is single-threaded where it matters); per-record microseconds make the cost
   of each stage comparable;
 - produce latency p50/p99 with one request in flight (``Producer(acks="all",
-  linger_ms=0).send(...).result()`` in a loop), next to acks=1 on the same partition.
+  linger_ms=0).send(...).result()`` in a loop), next to acks=1 on the same partition
+  and acks=1 on a replication-factor-1 topic (no follower traffic at all);
+- where that latency goes: per-stage medians from loopback packet timestamps
+  (:mod:`bench.cluster_hops`; needs CAP_NET_RAW, skipped otherwise);
+- the broker-side round trip of one ~0.93 MB Produce request from a plain socket, at
+  acks=all and acks=1: the producer keeps one request per partition in flight, so
+  ``records per request / round trip`` is the ceiling of a one-partition producer.
 
 Writes ``bench/results/cluster.json`` (and ``cluster.png`` if matplotlib is
 installed).  Every process started here is stopped by PID in ``finally``.
@@ -47,6 +53,7 @@ from typing import Any
 
 import psutil
 
+from bench.cluster_hops import STAGES, trace_hops
 from broker import cluster as cluster_cli
 from broker.cluster import ClusterState
 from broker.cluster_status import fetch_cluster_view
@@ -399,7 +406,7 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--records", type=int, default=1_000_000,
                         help="records per 100 B run (1 KiB runs send a quarter)")
-    parser.add_argument("--runs", type=int, default=3)
+    parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--latency-samples", type=int, default=2000)
     parser.add_argument("--request-samples", type=int, default=30)
     args = parser.parse_args()
@@ -436,6 +443,7 @@ def main() -> int:
         lat = {name: latency_ms(state.bootstrap, topic, args.latency_samples, acks)
                for name, topic, acks in (("acks_all", "lat", "all"), ("acks_1", "lat", 1),
                                          ("rf1_acks_1", "lat-rf1", 1))}
+        hops = trace_hops(state, "lat", leaders(state)["lat"], args.latency_samples // 2)
         rtt_port = state.brokers[str(leaders(state)["rtt"])].port
         rtt = {(size, name): request_rtt_ms(rtt_port, "rtt", args.request_samples, size, acks)
                for size in (100, 1024) for name, acks in (("acks_all", -1), ("acks_1", 1))}
@@ -454,6 +462,11 @@ def main() -> int:
         figures[f"request_{size}b_{name}_ceiling_mb_per_s"] = (
             request_records(size) * size / median / 1000)
     print_table(series, figures, quant)
+    if hops is None:
+        print("latency stages: not traced (raw loopback capture needs CAP_NET_RAW)")
+    else:
+        print("acks=all latency stages (medians, ms; bench/cluster_hops.py): "
+              + ", ".join(f"{k[:-3]} {hops[k]:.3f}" for k in (*STAGES, "total_ms")))
     met = {k: (figures[k] <= t if k.endswith("_ms") else figures[k] >= t)
            for k, t in TARGETS.items()}
     for key, ok in met.items():
@@ -468,7 +481,7 @@ def main() -> int:
                    "topic_config": TOPIC_CONFIG, "cluster_overrides": {},
                    "record_sizes": [100, 1024]},
         "machine": machine, "figures": figures, "series": series,
-        "latency_p50_p99_ms": quant,
+        "latency_p50_p99_ms": quant, "acks_all_latency_stages_ms": hops,
         "targets": TARGETS, "met": met, "png": "cluster.png" if png else None}, indent=2))
     return 0
 
