@@ -36,27 +36,28 @@ import argparse
 import contextlib
 import json
 import os
-import platform
-import random
 import resource
 import select
-import signal
 import socket
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import psutil
 
 from bench.cluster_hops import STAGES, trace_hops
-from broker import cluster as cluster_cli
+from bench.cluster_lifecycle import (
+    TOPIC_CONFIG,
+    create_topics,
+    leaders,
+    machine_info,
+    running_cluster,
+)
 from broker.cluster import ClusterState
-from broker.cluster_status import fetch_cluster_view
 from clients.admin import Admin
 from clients.api import ApiKey
 from clients.producer import Producer
@@ -67,90 +68,6 @@ from clients.types import NewTopic
 RESULTS = Path(__file__).resolve().parent / "results"
 TARGETS = {"produce_100b_records_per_s": 420_000, "produce_1024b_mb_per_s": 200.0,
            "produce_p50_ms": 1.0}
-TOPIC_CONFIG = {"min_insync_replicas": "2"}
-
-
-# -- cluster lifecycle (shared with bench.failover) ----------------------------------------
-
-
-def free_base_port(brokers: int) -> int:
-    """A base port with ``base..base+brokers-1`` and ``base+100`` free on loopback."""
-    rng = random.Random()
-    for _ in range(200):
-        base = rng.randrange(20000, 40000)
-        try:
-            for port in [*range(base, base + brokers), base + 100]:
-                with socket.socket() as s:
-                    s.bind(("127.0.0.1", port))
-        except OSError:
-            continue
-        return base
-    raise RuntimeError("no free loopback port range found")
-
-
-def _cluster_pids(data_dir: str) -> list[int]:
-    try:
-        state = ClusterState.load(data_dir)
-    except cluster_cli.ClusterError:
-        return []
-    return [i.pid for i in [*state.brokers.values(), state.controller] if i.pid]
-
-
-@contextlib.contextmanager
-def running_cluster(root: str, brokers: int = 3,
-                    overrides: dict[str, object] | None = None) -> Iterator[ClusterState]:
-    """Start a controller and ``brokers`` brokers under ``root``; stop them all after.
-
-    Clean stop first (``cluster stop``), then SIGKILL by PID (and children) of anything
-    still alive that the state file named at start or names at the end (a broker
-    restarted in between is in the file by its new PID; the old one was reaped by
-    ``cluster kill``/``restart``).
-    """
-    data_dir = str(Path(root) / "cluster")
-    extra = [a for k, v in (overrides or {}).items() for a in ("--override", f"{k}={v}")]
-    seen: set[int] = set()
-    try:
-        code = cluster_cli.main(["start", "--data-dir", data_dir, "--brokers", str(brokers),
-                                 "--base-port", str(free_base_port(brokers)), *extra])
-        seen.update(_cluster_pids(data_dir))
-        if code != 0:
-            raise RuntimeError("cluster start failed (see the logs under " + data_dir + ")")
-        yield ClusterState.load(data_dir)
-    finally:
-        seen.update(_cluster_pids(data_dir))
-        for pid in seen:  # a paused process cannot stop cleanly
-            with contextlib.suppress(ProcessLookupError, PermissionError):
-                os.kill(pid, signal.SIGCONT)
-        with contextlib.suppress(Exception):
-            cluster_cli.main(["stop", "--data-dir", data_dir, "--timeout-s", "20"])
-        for pid in seen:
-            _kill_tree(pid)
-
-
-def _kill_tree(pid: int) -> None:
-    try:
-        proc = psutil.Process(pid)
-        procs = [*proc.children(recursive=True), proc]
-    except psutil.NoSuchProcess:
-        return
-    for p in procs:
-        with contextlib.suppress(psutil.NoSuchProcess):
-            p.kill()
-    psutil.wait_procs(procs, timeout=5)
-
-
-def reload(state: ClusterState) -> ClusterState:
-    return ClusterState.load(state.data_dir)
-
-
-def create_topics(state: ClusterState, names: list[str]) -> None:
-    with Admin(state.bootstrap) as admin:
-        admin.create_topics([NewTopic(n, 1, 3, dict(TOPIC_CONFIG)) for n in names])
-
-
-def leaders(state: ClusterState) -> dict[str, int]:
-    view = fetch_cluster_view(state)
-    return {t["name"]: t["partitions"][0]["leader_id"] for t in view["topics"]}
 
 
 # -- CPU accounting -------------------------------------------------------------------------
@@ -333,12 +250,6 @@ def _quantiles(samples: list[float]) -> tuple[float, float]:
 
 
 # -- report ---------------------------------------------------------------------------------
-
-
-def machine_info() -> dict[str, Any]:
-    return {"cpus": os.cpu_count(), "python": platform.python_version(),
-            "platform": platform.platform(), "processor": platform.processor(),
-            "load_avg": list(os.getloadavg())}
 
 
 def _median_cpu(runs: list[dict[str, Any]], field: str) -> dict[str, float]:

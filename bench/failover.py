@@ -44,7 +44,7 @@ from collections import deque
 from pathlib import Path
 from typing import Any
 
-from bench.cluster import create_topics, machine_info, running_cluster
+from bench.cluster_lifecycle import create_topics, machine_info, running_cluster
 from broker import cluster as cluster_cli
 from broker.cluster import ClusterState
 from broker.cluster_status import fetch_cluster_view
