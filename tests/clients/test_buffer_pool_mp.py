@@ -87,7 +87,7 @@ def child_fill(name: str, sizes: list[int], out: Any) -> None:
         buf.memory[:] = bytes([i + 1]) * size
         handles.append(tuple(buf.handle))
     out.put(handles)
-    time.sleep(3600)
+    signal.pause()  # until the test SIGKILLs this process
 
 
 def child_receive_and_free(name: str, inbox: Any, out: Any) -> None:
