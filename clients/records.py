@@ -292,28 +292,23 @@ def _encode_record(
     body = bytearray(b"\x00")  # attributes
     encode_varint(timestamp_delta, body)
     encode_varint(offset_delta, body)
-    if key is None:
-        encode_varint(-1, body)
-    else:
-        encode_varint(len(key), body)
-        body += key
-    if value is None:
-        encode_varint(-1, body)
-    else:
-        encode_varint(len(value), body)
-        body += value
+    _encode_nullable_bytes(key, body)
+    _encode_nullable_bytes(value, body)
     encode_varint(len(headers), body)
     for h_key, h_value in headers:
-        raw = h_key.encode("utf-8")
-        encode_varint(len(raw), body)
-        body += raw
-        if h_value is None:
-            encode_varint(-1, body)
-        else:
-            encode_varint(len(h_value), body)
-            body += h_value
+        _encode_nullable_bytes(h_key.encode("utf-8"), body)
+        _encode_nullable_bytes(h_value, body)
     encode_varint(len(body), out)
     out += body
+
+
+def _encode_nullable_bytes(data: bytes | None, out: bytearray) -> None:
+    """varint length (-1 for null) followed by the bytes."""
+    if data is None:
+        encode_varint(-1, out)
+    else:
+        encode_varint(len(data), out)
+        out += data
 
 
 def build_batch(
