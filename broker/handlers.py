@@ -20,7 +20,7 @@ from typing import Any
 
 from broker.core import BrokerCore, TopicError
 from broker.delayed import DelayedFetch, DelayedProduce, ProducePartitionStatus
-from clients.api import APIS, ApiKey
+from clients.api import ApiKey
 from clients.errors import ErrorCode, MiniKafkaError
 from clients.topics import topic_name_error
 from storage.log import FetchDataInfo, FileRegion
@@ -54,30 +54,7 @@ def _as_minikafka_error(exc: Exception) -> MiniKafkaError:
     return MiniKafkaError(f"{type(exc).__name__}: {exc}", ErrorCode.UNKNOWN_SERVER_ERROR)
 
 
-# -- ApiVersions, Metadata, CreateTopics, DeleteTopics --------------------------------
-
-SUPPORTED_APIS = (
-    ApiKey.API_VERSIONS,
-    ApiKey.METADATA,
-    ApiKey.CREATE_TOPICS,
-    ApiKey.DELETE_TOPICS,
-    ApiKey.PRODUCE,
-    ApiKey.FETCH,
-    ApiKey.LIST_OFFSETS,
-    ApiKey.DESCRIBE_LOG_DIRS,
-    ApiKey.OFFSETS_FOR_LEADER_EPOCH,
-)
-
-
-def handle_api_versions(core: BrokerCore, body: Body, respond: Respond) -> None:
-    respond({
-        "error_code": 0,
-        "api_keys": [
-            {"api_key": int(k), "min_version": APIS[k].min_version,
-             "max_version": APIS[k].max_version}
-            for k in SUPPORTED_APIS
-        ],
-    })
+# -- Metadata, CreateTopics, DeleteTopics ---------------------------------------------
 
 
 def _metadata_from_image(core: BrokerCore, body: Body) -> Body:
@@ -442,10 +419,12 @@ def handle_describe_log_dirs(core: BrokerCore, body: Body, respond: Respond) -> 
              "topics": [{"name": n, "partitions": ps} for n, ps in by_topic.items()]})
 
 
-HANDLERS: dict[int, Callable[[BrokerCore, Body, Respond], None]] = {
+Handler = Callable[[BrokerCore, Body, Respond], None]
+
+# the handlers of this module; broker.dispatch merges them with the other handler modules
+CORE_HANDLERS: dict[int, Handler] = {
     ApiKey.OFFSETS_FOR_LEADER_EPOCH: handle_offsets_for_leader_epoch,
     ApiKey.DESCRIBE_LOG_DIRS: handle_describe_log_dirs,
-    ApiKey.API_VERSIONS: handle_api_versions,
     ApiKey.METADATA: handle_metadata,
     ApiKey.CREATE_TOPICS: handle_create_topics,
     ApiKey.DELETE_TOPICS: handle_delete_topics,

@@ -29,7 +29,8 @@ import msgpack
 from broker.async_client import AsyncConnection
 from broker.config import BrokerConfig
 from broker.core import BrokerCore
-from broker.handlers import HANDLERS, RegionRecords
+from broker.dispatch import HANDLERS
+from broker.handlers import RegionRecords
 from broker.metadata_follower import MetadataFollower
 from broker.network_supervisor import NetworkProcessSupervisor
 from broker.replica_fetcher import ReplicaFetcherManager
