@@ -1,0 +1,139 @@
+"""Reads one :class:`OffsetRange` in a Spark executor, as Arrow record batches.
+
+The reader opens its own :class:`clients.consumer.Consumer` (``assign`` + ``seek`` to
+``from_offset``, ``auto_offset_reset="none"`` so a range whose start was deleted fails
+instead of silently jumping), polls numpy columns (``poll_bulk``), keeps exactly the
+records with ``from_offset <= offset < until_offset`` (a fetch returns whole batches and
+may run past the end) and stops once the consumer's position reaches ``until_offset``.
+Consumers only ever see records below the high watermark, and the planned end is at most
+the high watermark, so a range is always readable unless records were lost (unclean
+election) or deleted: if the position makes no progress for ``readTimeoutMs`` the read
+fails with REQUEST_TIMED_OUT naming the range, never hangs.
+
+Arrow columns (Spark's Kafka source schema; one record batch per poll)::
+
+    column         arrow type                               note
+    key            binary                                   null if the record has none
+    value          binary                                   null if the record has none
+    topic          string
+    partition      int32
+    offset         int64
+    timestamp      timestamp[us, UTC]                       record timestamp (ms) * 1000
+    timestampType  int32                                    0 = CreateTime (the only kind
+                                                            the broker stores)
+    headers        list<struct<key: string, value: binary>> [] when none
+
+Keys and values are gathered from the fetch response with numpy (one vectorised copy per
+column, no per-record Python); headers are built per record only for records that have
+any.  Costs: O(bytes in range) copies, memory bounded by one fetch
+(``maxPartitionFetchBytes``) plus one Arrow batch of it.
+Thread safety: one reader per Spark task; nothing shared.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterator
+
+import numpy as np
+import pyarrow as pa
+
+from clients.consumer import Consumer
+from clients.errors import RequestTimedOutError
+from clients.records_bulk import BulkRecords
+from clients.spark.options import SourceOptions
+from clients.spark.ranges import OffsetRange
+from clients.types import TopicPartition
+
+__all__ = ["ARROW_SCHEMA", "read_range", "to_arrow"]
+
+HEADER_TYPE = pa.list_(pa.struct([("key", pa.string()), ("value", pa.binary())]))
+ARROW_SCHEMA = pa.schema([
+    ("key", pa.binary()), ("value", pa.binary()), ("topic", pa.string()),
+    ("partition", pa.int32()), ("offset", pa.int64()),
+    ("timestamp", pa.timestamp("us", tz="UTC")), ("timestampType", pa.int32()),
+    ("headers", HEADER_TYPE),
+])  # fmt: skip
+_POLL_MS = 500
+
+
+def read_range(options: SourceOptions, part: OffsetRange) -> Iterator[pa.RecordBatch]:
+    """The records of ``part`` in offset order, exactly once each."""
+    if part.count <= 0:
+        return
+    tp = TopicPartition(part.topic, part.partition)
+    consumer = Consumer(
+        options.bootstrap_servers, auto_offset_reset="none",
+        request_timeout_ms=options.request_timeout_ms,
+        max_partition_fetch_bytes=options.max_partition_fetch_bytes,
+        fetch_max_bytes=options.max_partition_fetch_bytes,
+        fetch_max_wait_ms=_POLL_MS, client_id=f"minikafka-spark-{part.topic}-{part.partition}",
+    )  # fmt: skip
+    try:
+        consumer.assign([tp])
+        consumer.seek(tp, part.from_offset)
+        position = part.from_offset
+        progress_at = time.monotonic()
+        while position < part.until_offset:
+            bulk = consumer.poll_bulk(_POLL_MS).get(tp)
+            if bulk is not None and len(bulk):
+                batch = to_arrow(part, bulk)
+                if batch.num_rows:
+                    yield batch
+            new_position = consumer.position(tp)
+            if new_position > position:
+                position, progress_at = new_position, time.monotonic()
+            elif time.monotonic() - progress_at > options.read_timeout_ms / 1000:
+                raise RequestTimedOutError(
+                    f"reading {part.topic}-{part.partition} [{part.from_offset}, "
+                    f"{part.until_offset}): stuck at offset {position} for "
+                    f"{options.read_timeout_ms} ms (high watermark "
+                    f"{consumer.high_watermark(tp)}; records lost or deleted?)"
+                )
+    finally:
+        consumer.close()
+
+
+def to_arrow(part: OffsetRange, bulk: BulkRecords) -> pa.RecordBatch:
+    """The records of ``bulk`` inside ``part``'s range as one Arrow batch."""
+    offsets = bulk.offsets
+    keep = np.flatnonzero((offsets >= part.from_offset) & (offsets < part.until_offset))
+    n = len(keep)
+    buf = np.frombuffer(bulk.buffer, dtype=np.uint8)
+    headers = [list(_header_dicts(bulk.headers(int(i)))) for i in keep]
+    return pa.RecordBatch.from_arrays([
+        _binary(buf, bulk.key_offsets[keep], bulk.key_lengths[keep]),
+        _binary(buf, bulk.value_offsets[keep], bulk.value_lengths[keep]),
+        pa.array([part.topic] * n, pa.string()),
+        pa.array(np.full(n, part.partition, dtype=np.int32)),
+        pa.array(offsets[keep].astype(np.int64)),
+        pa.array(bulk.timestamps[keep].astype(np.int64) * 1000, pa.timestamp("us", tz="UTC")),
+        pa.array(np.zeros(n, dtype=np.int32)),
+        pa.array(headers, HEADER_TYPE),
+    ], schema=ARROW_SCHEMA)  # fmt: skip
+
+
+def _header_dicts(headers: tuple[tuple[str, bytes | None], ...]) -> Iterator[dict[str, object]]:
+    for key, value in headers:
+        yield {"key": key, "value": value}
+
+
+def _binary(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> pa.Array:
+    """A binary column gathered from ``buf`` (length -1 = null) in one numpy copy; int32
+    Arrow offsets suffice since one poll holds at most ``maxPartitionFetchBytes``."""
+    n = len(starts)
+    valid = lengths >= 0
+    sizes = np.where(valid, lengths, 0).astype(np.int64)
+    out_offsets = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(sizes, out=out_offsets[1:])
+    total = int(out_offsets[-1])
+    index = np.arange(total, dtype=np.int64) + np.repeat(
+        starts.astype(np.int64) - out_offsets[:-1], sizes
+    )
+    data = buf[index] if total else np.zeros(0, dtype=np.uint8)
+    bitmap = None if valid.all() else pa.py_buffer(np.packbits(valid, bitorder="little"))
+    null_count = int(n - valid.sum())
+    return pa.BinaryArray.from_buffers(
+        pa.binary(), n,
+        [bitmap, pa.py_buffer(out_offsets.astype(np.int32)), pa.py_buffer(data)], null_count,
+    )  # fmt: skip

@@ -1,0 +1,204 @@
+"""Offset ranges: what a Spark query reads, planned on the driver.
+
+An :class:`OffsetRange` is one Spark input partition: ``[from_offset, until_offset)`` of
+one topic partition.  Planning turns the options' offset specs into exact numbers with
+ListOffsets (earliest = log start offset, latest = the high watermark, so nothing at or
+above HW is ever planned), checks them against the partition's bounds, and splits a range
+longer than ``maxRecordsPerPartition`` into consecutive pieces.
+
+Streaming offsets (what Spark checkpoints) are JSON-able dicts
+``{"topic": {"0": next_offset, ...}}`` with partition numbers as strings (JSON keys),
+the same shape as Spark's Kafka source.
+
+Design choices:
+
+* A partition that appears later (``subscribe`` and the topic grew) is read from its
+  earliest offset (as Spark's Kafka source does); with ``assign`` the set is fixed.
+* A high watermark below the checkpointed offset (an unclean leader election lost
+  records) never moves a query backwards: the planned end is ``max(start, HW)``.
+* ``maxOffsetsPerTrigger`` is shared out in proportion to each partition's backlog with
+  largest remainders, so the micro-batch holds exactly ``min(limit, backlog)`` records
+  and every partition with a backlog progresses once its share reaches one record.
+
+Costs: one Metadata and two ListOffsets round trips per planning (per topic for
+Metadata); splitting and rate limiting are O(partitions + pieces).
+Thread safety: an :class:`OffsetPlanner` owns a Consumer: one thread at a time.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass
+
+from pyspark.sql.datasource import InputPartition
+
+from clients.consumer import Consumer
+from clients.errors import ErrorCode, InvalidConfigError, MiniKafkaError
+from clients.spark.options import EARLIEST, LATEST, OffsetSpec, SourceOptions
+from clients.types import TopicPartition
+
+__all__ = [
+    "OffsetPlanner",
+    "OffsetRange",
+    "cap_offsets",
+    "from_json_offsets",
+    "split_range",
+    "to_json_offsets",
+]
+
+Offsets = dict[TopicPartition, int]
+
+
+@dataclass(frozen=True)
+class OffsetRange(InputPartition):
+    """Records ``[from_offset, until_offset)`` of ``topic``-``partition`` (picklable)."""
+
+    topic: str
+    partition: int
+    from_offset: int
+    until_offset: int
+
+    @property
+    def count(self) -> int:
+        return self.until_offset - self.from_offset
+
+
+def split_range(tp: TopicPartition, start: int, end: int, max_records: int) -> list[OffsetRange]:
+    """``[start, end)`` as consecutive ranges of at most ``max_records`` (none if empty)."""
+    if max_records < 1:
+        raise ValueError(f"max_records must be >= 1, got {max_records}")
+    return [
+        OffsetRange(tp.topic, tp.partition, lo, min(lo + max_records, end))
+        for lo in range(start, end, max_records)
+    ]
+
+
+def to_json_offsets(offsets: Mapping[TopicPartition, int]) -> dict[str, dict[str, int]]:
+    out: dict[str, dict[str, int]] = {}
+    for tp in sorted(offsets):
+        out.setdefault(tp.topic, {})[str(tp.partition)] = int(offsets[tp])
+    return out
+
+
+def from_json_offsets(value: Mapping[str, Mapping[str, int]]) -> Offsets:
+    """The inverse of :func:`to_json_offsets` (a checkpointed dict, keys are strings)."""
+    try:
+        return {
+            TopicPartition(topic, int(part)): int(offset)
+            for topic, parts in value.items() for part, offset in parts.items()
+        }  # fmt: skip
+    except (AttributeError, TypeError, ValueError) as e:
+        raise InvalidConfigError(f"malformed minikafka offsets {value!r}: {e}") from None
+
+
+def cap_offsets(start: Offsets, end: Offsets, limit: int) -> Offsets:
+    """``end`` lowered so that at most ``limit`` records lie between ``start`` and it,
+    shared in proportion to each partition's backlog (largest remainders)."""
+    backlog = {tp: max(0, e - start.get(tp, e)) for tp, e in end.items()}
+    total = sum(backlog.values())
+    if total <= limit:
+        return dict(end)
+    shares = {tp: limit * n // total for tp, n in backlog.items()}
+    left = limit - sum(shares.values())
+    by_remainder = sorted(backlog, key=lambda tp: (-(limit * backlog[tp] % total), tp))
+    for tp in by_remainder[:left]:
+        shares[tp] += 1
+    return {tp: (start[tp] + shares[tp] if tp in start else e) for tp, e in end.items()}
+
+
+class OffsetPlanner:
+    """Resolves partitions and offsets for a query through its own :class:`Consumer`."""
+
+    def __init__(self, options: SourceOptions) -> None:
+        self.options = options
+        self._consumer: Consumer | None = None
+
+    @property
+    def consumer(self) -> Consumer:
+        if self._consumer is None:
+            self._consumer = Consumer(
+                self.options.bootstrap_servers, auto_offset_reset="none",
+                request_timeout_ms=self.options.request_timeout_ms,
+                client_id="minikafka-spark-planner",
+            )  # fmt: skip
+        return self._consumer
+
+    def close(self) -> None:
+        if self._consumer is not None:
+            self._consumer.close()
+            self._consumer = None
+
+    def topic_partitions(self) -> list[TopicPartition]:
+        """Every partition read: subscribed topics' partitions (fresh metadata), or the
+        assigned ones (each checked to exist)."""
+        known: dict[str, list[int]] = {}
+        for topic in self.options.topics:
+            parts = self.consumer.partitions_for(topic, self.options.request_timeout_ms)
+            if parts is None:
+                raise MiniKafkaError(
+                    f"unknown topic {topic!r} (minikafka does not auto-create topics)",
+                    ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                )
+            known[topic] = sorted(parts)
+        if self.options.subscribe:
+            return [TopicPartition(t, p) for t in self.options.subscribe for p in known[t]]
+        missing = [tp for tp in self.options.assign if tp.partition not in known[tp.topic]]
+        if missing:
+            raise MiniKafkaError(
+                "assigned partitions do not exist: "
+                + ", ".join(f"{tp.topic}-{tp.partition} (topic has {len(known[tp.topic])})"
+                            for tp in missing),
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+            )  # fmt: skip
+        return sorted(self.options.assign)
+
+    def list_offsets(self, tps: Iterable[TopicPartition], which: int) -> Offsets:
+        """Earliest (-2: log start) or latest (-1: high watermark) offset of each."""
+        tps = list(tps)
+        if not tps:
+            return {}
+        consumer = self.consumer
+        consumer.assign(tps)
+        if which == EARLIEST:
+            consumer.seek_to_beginning(tps)
+        else:
+            consumer.seek_to_end(tps)
+        return {tp: consumer.position(tp, self.options.request_timeout_ms) for tp in tps}
+
+    def resolve(self, spec: OffsetSpec, tps: list[TopicPartition], name: str,
+                bounds: tuple[Offsets, Offsets]) -> Offsets:
+        """Exact offsets for ``spec`` over ``tps``, each within [earliest, latest]."""
+        earliest, latest = bounds
+        if isinstance(spec, int):
+            return dict(earliest if spec == EARLIEST else latest)
+        missing = [tp for tp in tps if tp not in spec]
+        if missing:
+            raise InvalidConfigError(
+                f"option {name!r} must name every partition read (as in Spark); missing: "
+                + ", ".join(f"{tp.topic}-{tp.partition}" for tp in missing)
+            )
+        unknown = sorted(set(spec) - set(tps))
+        if unknown:
+            raise MiniKafkaError(
+                f"option {name!r} names partitions that do not exist: "
+                + ", ".join(f"{tp.topic}-{tp.partition}" for tp in unknown),
+                ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+            )
+        out: Offsets = {}
+        for tp in tps:
+            offset = spec[tp]
+            if offset == EARLIEST:
+                offset = earliest[tp]
+            elif offset == LATEST:
+                offset = latest[tp]
+            elif not earliest[tp] <= offset <= latest[tp]:
+                raise MiniKafkaError(
+                    f"option {name!r}: offset {offset} of {tp.topic}-{tp.partition} is outside "
+                    f"[{earliest[tp]}, {latest[tp]}] (log start offset, high watermark)",
+                    ErrorCode.OFFSET_OUT_OF_RANGE,
+                )
+            out[tp] = offset
+        return out
+
+    def bounds(self, tps: list[TopicPartition]) -> tuple[Offsets, Offsets]:
+        return self.list_offsets(tps, EARLIEST), self.list_offsets(tps, LATEST)
