@@ -1,0 +1,301 @@
+"""Fault injection for the workload: a schedule of kills, restarts and pauses.
+
+Schedule syntax (``--faults``): events separated by commas, each ``ACTION@TIME``, TIME
+counted from the start of the workload with a unit (``2s``, ``1.5s``, ``800ms``)::
+
+    kill-leader[:P]     SIGKILL the current leader of partition P (default 0) of the topic
+    pause-leader[:P]    SIGSTOP it
+    kill:T  restart:T  pause:T  resume:T      T = a broker id or "controller"
+    restart  resume     (no target) the process last killed / last paused by the schedule
+    kill-controller  restart-controller       = kill:controller, restart:controller
+
+    e.g.  kill-leader@2s,restart@4s,restart-controller@6s,pause:2@8s,resume:2@9s
+
+Events run one at a time in time order (stable for equal times) on one thread; an
+event due while the previous one still runs (``restart`` waits until the broker is
+registered again) runs late, and its actual time is recorded.  ``--random-faults SEED``
+draws a schedule with :func:`random_schedule`: cycles of one fault and its repair, at
+most one process down at any time (so a topic with replication factor 3 and min ISR 2
+keeps accepting acks=all writes except during elections).
+
+Every fault goes through the cluster launcher, ``python -m broker.cluster ACTION TARGET
+--data-dir DIR`` (the client package never imports the broker, DESIGN.md §2); the
+leader of a partition comes from the cluster's metadata (``Admin.describe_topics``).
+When the workload ends, events not yet due are skipped and :meth:`FaultInjector.heal`
+resumes what the schedule paused and restarts what it killed, so verification reads a
+whole cluster.
+
+Costs: parsing O(len(text)); each event one launcher process (~0.5 s) plus, for a
+leader, one Metadata request.  Thread safety: a :class:`FaultInjector` is driven by its
+own thread; ``stop``/``heal`` are called by the owner once the workload is done.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import random
+import re
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+from typing import NamedTuple
+
+from clients.errors import MiniKafkaError
+
+ACTIONS = ("kill", "restart", "pause", "resume")
+CONTROLLER = "controller"
+LAST = "last"
+SOURCE_ROOT = str(Path(__file__).resolve().parents[2])
+_TIME = re.compile(r"^(\d+(?:\.\d+)?)(ms|s)$")
+_TARGET = re.compile(r"^(controller|\d{1,4})$")
+
+
+class FaultScheduleError(ValueError):
+    """A fault schedule that cannot be parsed (the message says where and why)."""
+
+
+class FaultEvent(NamedTuple):
+    """One fault.  ``target``: a broker id, ``"controller"``, ``"leader:P"`` (the
+    leader of partition P when the event runs) or ``"last"`` (the process the schedule
+    last killed, for restart, or last paused, for resume)."""
+
+    at_ms: int
+    action: str
+    target: str
+
+    def describe(self) -> str:
+        if self.target.startswith("leader:"):
+            name = f"{self.action}-leader"
+            partition = self.target.split(":", 1)[1]
+            spec = name if partition == "0" else f"{name}:{partition}"
+        elif self.target == LAST:
+            spec = self.action
+        elif self.target == CONTROLLER and self.action in ("kill", "restart"):
+            spec = f"{self.action}-controller"
+        else:
+            spec = f"{self.action}:{self.target}"
+        return f"{spec}@{_format_time(self.at_ms)}"
+
+
+def _format_time(at_ms: int) -> str:
+    return f"{at_ms // 1000}s" if at_ms % 1000 == 0 else f"{at_ms}ms"
+
+
+def parse_time_ms(text: str) -> int:
+    match = _TIME.match(text.strip())
+    if not match:
+        raise FaultScheduleError(f"time {text!r} must be a number with a unit, e.g. 2s, "
+                                 "1.5s or 800ms")
+    value, unit = float(match.group(1)), match.group(2)
+    return round(value * 1000) if unit == "s" else round(value)
+
+
+def parse_action(text: str) -> tuple[str, str]:
+    """``kill-leader:1`` -> (kill, leader:1); ``restart`` -> (restart, last); ..."""
+    name, _, arg = text.strip().partition(":")
+    for action in ("kill", "pause"):
+        if name == f"{action}-leader":
+            if arg and not arg.isdigit():
+                raise FaultScheduleError(f"{text!r}: the partition must be a number")
+            return action, f"leader:{int(arg) if arg else 0}"
+    if name in ("kill-controller", "restart-controller") and not arg:
+        return name.split("-")[0], CONTROLLER
+    if name in ACTIONS:
+        if not arg:
+            if name in ("restart", "resume"):
+                return name, LAST
+            raise FaultScheduleError(f"{text!r}: {name} needs a target "
+                                     f"({name}:ID, {name}:controller or {name}-leader)")
+        if not _TARGET.match(arg):
+            raise FaultScheduleError(f"{text!r}: target must be a broker id or 'controller'")
+        return name, arg if arg == CONTROLLER else str(int(arg))
+    raise FaultScheduleError(
+        f"unknown fault {text!r} (known: kill-leader[:P], pause-leader[:P], kill:T, "
+        "restart[:T], pause:T, resume[:T], kill-controller, restart-controller)")
+
+
+def parse_schedule(text: str) -> list[FaultEvent]:
+    """Parse ``ACTION@TIME,...`` into events sorted by time (see the module docstring)."""
+    events = []
+    for number, part in enumerate(text.split(","), 1):
+        if not part.strip():
+            raise FaultScheduleError(f"fault {number} of {text!r} is empty")
+        action_text, at, time_text = part.partition("@")
+        if not at:
+            raise FaultScheduleError(f"fault {number} {part.strip()!r} has no time "
+                                     "(write ACTION@TIME, e.g. kill-leader@2s)")
+        action, target = parse_action(action_text)
+        events.append(FaultEvent(parse_time_ms(time_text), action, target))
+    return sorted(events, key=lambda e: e.at_ms)
+
+
+def format_schedule(events: list[FaultEvent]) -> str:
+    return ",".join(e.describe() for e in events)
+
+
+def random_schedule(seed: int, duration_ms: int, brokers: int = 3,
+                    first_at_ms: int = 1_000) -> list[FaultEvent]:
+    """Cycles of (fault, repair) within ``duration_ms``; one process down at a time.
+
+    Each cycle picks one of: kill the leader of partition 0 then restart it, kill a
+    random broker then restart it, pause a random broker then resume it, restart the
+    controller.  Down times are 1-2.5 s; gaps between cycles 1-2 s.  Pure: the same
+    arguments give the same schedule.
+    """
+    if brokers < 1 or duration_ms < 0:
+        raise FaultScheduleError("brokers must be >= 1 and duration_ms >= 0")
+    rng = random.Random(seed)
+    events: list[FaultEvent] = []
+    t = first_at_ms
+    while True:
+        kind = rng.choice(("kill-leader", "kill", "pause", "restart-controller"))
+        down_ms = rng.randrange(1_000, 2_500, 100)
+        if kind == "restart-controller":
+            cycle = [FaultEvent(t, "restart", CONTROLLER)]
+        else:
+            action = "pause" if kind == "pause" else "kill"
+            target = "leader:0" if kind == "kill-leader" else str(rng.randrange(brokers))
+            repair = "resume" if action == "pause" else "restart"
+            cycle = [FaultEvent(t, action, target), FaultEvent(t + down_ms, repair, LAST)]
+        if cycle[-1].at_ms > duration_ms:
+            return events
+        events.extend(cycle)
+        t = cycle[-1].at_ms + rng.randrange(1_000, 2_000, 100)
+
+
+# -- running a schedule against a local cluster --------------------------------------------
+
+
+def bootstrap_from_data_dir(data_dir: str) -> str:
+    """Broker addresses of the local cluster in ``data_dir`` (its ``cluster.json``)."""
+    path = Path(data_dir) / "cluster.json"
+    try:
+        state = json.loads(path.read_text())
+        return ",".join(f"127.0.0.1:{b['port']}" for b in state["brokers"].values())
+    except FileNotFoundError:
+        raise FaultScheduleError(f"no cluster in {data_dir} (missing {path}); start one "
+                                 "with 'minikafka cluster start'") from None
+    except (ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise FaultScheduleError(f"{path} is damaged: {exc}") from None
+
+
+def run_launcher(data_dir: str, action: str, target: str, timeout_s: float) -> str:
+    """``python -m broker.cluster ACTION TARGET --data-dir DIR``; its output, or raise."""
+    env = dict(os.environ, PYTHONPATH=SOURCE_ROOT + os.pathsep + os.environ.get("PYTHONPATH",
+                                                                              ""))
+    try:
+        result = subprocess.run(
+            [sys.executable, "-m", "broker.cluster", action, target, "--data-dir", data_dir,
+             "--timeout-s", str(timeout_s)],
+            capture_output=True, text=True, timeout=timeout_s + 30, env=env, check=False)
+    except subprocess.TimeoutExpired:
+        raise RuntimeError(f"cluster {action} {target} did not finish") from None
+    output = (result.stdout + result.stderr).strip()
+    if result.returncode != 0:
+        raise RuntimeError(output or f"cluster {action} {target} failed ({result.returncode})")
+    return output
+
+
+class AppliedFault(NamedTuple):
+    event: FaultEvent
+    ran_at_ms: int
+    outcome: str  # what the launcher said, or "skipped: ..." / "failed: ..."
+
+
+class FaultInjector:
+    """Runs a schedule on its own thread against the cluster in ``data_dir``."""
+
+    def __init__(self, data_dir: str, topic: str, events: list[FaultEvent], *,
+                 log: Callable[[str], None] = print, timeout_s: float = 60.0,
+                 launcher: Callable[[str, str, str, float], str] = run_launcher,
+                 leader_of: Callable[[int], int] | None = None) -> None:
+        self.data_dir = data_dir
+        self.topic = topic
+        self.events = sorted(events, key=lambda e: e.at_ms)
+        self.applied: list[AppliedFault] = []
+        self._log = log
+        self._timeout_s = timeout_s
+        self._launcher = launcher
+        self._leader_of = leader_of or self._metadata_leader
+        self._down: dict[str, str] = {}  # target -> "kill" | "pause"
+        self._last = {"kill": "", "pause": ""}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="fault-injector", daemon=True)
+        self._start = 0.0
+
+    def start(self) -> None:
+        self._start = time.monotonic()
+        self._thread.start()
+
+    def stop(self) -> None:
+        """Skip the events not yet started; wait for a running one to finish."""
+        self._stop.set()
+        if self._thread.is_alive():
+            self._thread.join(self._timeout_s + 60)
+        done = {a.event for a in self.applied}
+        for event in self.events:
+            if event not in done:
+                self.applied.append(AppliedFault(event, -1, "skipped: the workload ended"))
+
+    def heal(self) -> list[str]:
+        """Resume what is paused and restart what is killed; what was done."""
+        done = []
+        for target, how in list(self._down.items()):
+            action = "resume" if how == "pause" else "restart"
+            try:
+                self._launcher(self.data_dir, action, target, self._timeout_s)
+                done.append(f"{action} {target}")
+                del self._down[target]
+            except RuntimeError as exc:
+                done.append(f"{action} {target} failed: {exc}")
+        return done
+
+    @property
+    def down(self) -> dict[str, str]:
+        return dict(self._down)
+
+    def _run(self) -> None:
+        for event in self.events:
+            delay = self._start + event.at_ms / 1000 - time.monotonic()
+            if self._stop.wait(max(0.0, delay)):
+                return
+            ran_at_ms = int((time.monotonic() - self._start) * 1000)
+            outcome = self.apply(event)
+            self.applied.append(AppliedFault(event, ran_at_ms, outcome))
+            self._log(f"fault {event.describe()} at {ran_at_ms / 1000:.1f} s: {outcome}")
+
+    def apply(self, event: FaultEvent) -> str:
+        """Run one event now; the outcome as text (never raises for a failed fault)."""
+        target = event.target
+        try:
+            if target.startswith("leader:"):
+                leader = self._leader_of(int(target.split(":", 1)[1]))
+                if leader < 0:
+                    return f"skipped: {self.topic}-{target[7:]} has no leader"
+                target = str(leader)
+            elif target == LAST:
+                target = self._last["kill" if event.action == "restart" else "pause"]
+                if not target:
+                    return f"skipped: nothing to {event.action}"
+            output = self._launcher(self.data_dir, event.action, target, self._timeout_s)
+        except (RuntimeError, OSError, ValueError, MiniKafkaError) as exc:
+            return f"failed: {exc}"
+        if event.action in ("kill", "pause"):
+            self._down[target] = event.action
+            self._last[event.action] = target
+        else:
+            self._down.pop(target, None)
+        return output.splitlines()[-1] if output else "done"
+
+    def _metadata_leader(self, partition: int) -> int:
+        from clients.admin import Admin
+
+        with Admin(bootstrap_from_data_dir(self.data_dir), request_timeout_ms=5_000) as admin:
+            partitions = admin.describe_topics([self.topic])[self.topic].partitions
+        if not 0 <= partition < len(partitions):
+            raise ValueError(f"{self.topic} has no partition {partition}")
+        return partitions[partition].leader
