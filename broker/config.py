@@ -76,6 +76,16 @@ class BrokerConfig:
     replica_fetch_wait_max_ms: int = 200
     broker_heartbeat_interval_ms: int = 500
     broker_session_timeout_ms: int = 3_000
+    # consumer groups (broker/group_coordinator.py, broker/offsets_topic.py)
+    group_min_session_timeout_ms: int = 1_000  # Kafka 6000: laptop clusters detect faster
+    group_max_session_timeout_ms: int = 1_800_000
+    group_initial_rebalance_delay_ms: int = 3_000
+    group_max_size: int = 1_000  # members (plus pending members) per group
+    offsets_topic_num_partitions: int = 5  # Kafka 50: a small default for a local cluster
+    offsets_topic_replication_factor: int = 3  # capped at the live brokers on creation
+    offsets_topic_segment_bytes: int = 100 * MiB
+    offsets_commit_timeout_ms: int = 5_000  # a commit waits this long for the ISR
+    offset_metadata_max_bytes: int = 4_096
     extra: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -104,6 +114,11 @@ class BrokerConfig:
             "replica_fetch_max_bytes",
             "broker_heartbeat_interval_ms",
             "broker_session_timeout_ms",
+            "group_min_session_timeout_ms",
+            "group_max_size",
+            "offsets_topic_num_partitions",
+            "offsets_topic_replication_factor",
+            "offsets_commit_timeout_ms",
         )
         for name in positive:
             if getattr(self, name) <= 0:
@@ -128,6 +143,14 @@ class BrokerConfig:
             raise InvalidConfigError(
                 "broker_heartbeat_interval_ms must be below broker_session_timeout_ms"
             )
+        if self.group_max_session_timeout_ms < self.group_min_session_timeout_ms:
+            raise InvalidConfigError("group_max_session_timeout_ms must be >= "
+                                     "group_min_session_timeout_ms")
+        if self.group_initial_rebalance_delay_ms < 0 or self.offset_metadata_max_bytes < 0:
+            raise InvalidConfigError("group_initial_rebalance_delay_ms and "
+                                     "offset_metadata_max_bytes must be >= 0")
+        if self.offsets_topic_segment_bytes < 1024:
+            raise InvalidConfigError("offsets_topic_segment_bytes must be >= 1024")
         return self
 
     def log_defaults(self) -> dict[str, int | None]:

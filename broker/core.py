@@ -28,6 +28,7 @@ from typing import Any
 from broker.config import BrokerConfig
 from broker.delayed import DelayedFetch, DelayedProduce
 from broker.metadata import MetadataImage
+from broker.offsets_topic import OffsetsTopic
 from broker.topic_registry import MAX_PARTITIONS_PER_TOPIC, TopicInfo, TopicRegistry
 from clients.errors import ErrorCode, InvalidConfigError, MiniKafkaError
 from clients.topics import topic_name_error
@@ -70,6 +71,7 @@ class BrokerCore:
         self.controller: Any = None  # AsyncConnection to the controller, set by the server
         self.alter_in_flight: set[tuple[str, int]] = set()
         self._checkpointed_hws: dict[TopicPartitionKey, int] = {}
+        self.groups = OffsetsTopic(self)  # group coordinator and __consumer_offsets
 
     @property
     def controller_mode(self) -> bool:
@@ -87,8 +89,10 @@ class BrokerCore:
         for info in self.registry.topics.values():
             for index in range(info.num_partitions):
                 self._host_partition(info.name, index, high_watermarks.get((info.name, index), 0))
+        self.groups.on_partitions_changed()
 
     def shutdown(self) -> None:
+        self.groups.shutdown()
         self.produce_purgatory.shutdown()
         self.fetch_purgatory.shutdown()
         self.write_checkpoints()
@@ -180,6 +184,7 @@ class BrokerCore:
         self.registry.add(info)
         for index in range(info.num_partitions):
             self._host_partition(info.name, index, 0)
+        self.groups.on_partitions_changed()
 
     def delete_topic(self, name: str) -> None:
         info = self.registry.remove(name)
@@ -191,6 +196,7 @@ class BrokerCore:
                 partition.leader_id = -1  # wakes parked operations with NOT_LEADER
                 self.wake_partition((name, index))
             self.log_manager.delete_log(name, index)
+        self.groups.on_partitions_changed()
 
     def _host_partition(self, topic: str, index: int, high_watermark: int) -> None:
         log_ = self.log_manager.get_log(topic, index) or self.log_manager.create_log(topic, index)
@@ -258,6 +264,7 @@ class BrokerCore:
                     else:
                         self.fetchers.unfollow(key)
             self.wake_partition(key)
+        self.groups.on_partitions_changed()
 
     def _drop_partition(self, key: TopicPartitionKey) -> None:
         partition = self.partitions.pop(key)
