@@ -27,6 +27,19 @@ HW = min(leader's HW from the last fetch, own LEO).  acks=all completes when
 ``high_watermark >= required_offset`` (:meth:`acked_by_isr`); callers should also fail
 the wait when ``leader_epoch`` changed since the append.
 
+Idempotent producers (:mod:`replication.producer_state`): the leader checks every
+request's batches before appending (an error raises the matching MiniKafkaError; a
+retried batch is answered with a :class:`LogAppendInfo` carrying its *original* offsets
+and ``num_batches == 0``, nothing appended, so acks=all waits for the original to be
+committed); every appended batch, leader or follower, updates the state.  The state is
+rebuilt at construction and after every truncation from the latest snapshot at or
+below the LEO (``<log dir>/<offset>.snapshot``, :mod:`storage.producer_snapshot`) plus a
+replay of ``Log.batches()`` from the snapshot's offset; snapshots above a truncation
+point are deleted.  :meth:`take_producer_snapshot` (the broker's checkpoint timer and
+shutdown) and every segment roll write one, keeping the newest
+:data:`PRODUCER_SNAPSHOTS_KEPT`.  Logs that are not a :class:`storage.log.Log` (the
+simulation's in-memory log) get the state without snapshot files.
+
 Leader-epoch cache: assigned *before* each append (leader: at :meth:`make_leader`;
 follower: from the incoming batch headers), trimmed after every truncation and when the
 log start offset moves (checked lazily on each append/answer, or :meth:`sync_log_start`).
@@ -41,7 +54,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from clients.errors import ErrorCode, MiniKafkaError
+from clients.errors import CorruptRecordError, ErrorCode, MiniKafkaError
+from clients.records import BatchHeader, iter_batches
 from replication.isr import (
     UNKNOWN_OFFSET,
     AlterPartitionProposal,
@@ -55,6 +69,7 @@ from replication.leader_epoch_cache import (
     LeaderEpochCacheError,
     epoch_changes,
 )
+from replication.producer_state import ProducerStateManager, VerdictKind
 from replication.truncation import (
     EpochEndOffset,
     TruncationDecision,
@@ -64,6 +79,12 @@ from replication.truncation import (
 from storage.checkpoint import LEADER_EPOCH_CHECKPOINT
 from storage.errors import OffsetOutOfRangeError
 from storage.log import FetchDataInfo, Log, LogAppendInfo
+from storage.producer_snapshot import (
+    delete_snapshots_above,
+    load_latest_snapshot,
+    retain_latest_snapshots,
+    write_snapshot,
+)
 
 __all__ = [
     "FencedLeaderEpochError",
@@ -75,6 +96,7 @@ __all__ = [
 ]
 
 NO_LEADER = -1
+PRODUCER_SNAPSHOTS_KEPT = 3
 
 
 class NotLeaderError(MiniKafkaError):
@@ -122,6 +144,10 @@ class Partition:
                 batches=((h.partition_leader_epoch, h.base_offset) for h, _ in log.batches()),
             )
         self.leader_epoch_cache = leader_epoch_cache
+        self.producer_state = ProducerStateManager(f"{topic}-{index}")
+        self._snapshot_dir: Path | None = Path(log.dir) if isinstance(log, Log) else None
+        self._snapshot_offset = -1  # offset of the newest snapshot written or loaded
+        self.rebuild_producer_state()
 
     # -- views -----------------------------------------------------------------------
 
@@ -271,9 +297,18 @@ class Partition:
                 f"{self.topic}-{self.index}: ISR {list(self.isr_state.isr)} is smaller than "
                 f"min_insync_replicas {min_insync_replicas}"
             )
+        headers = _headers_or_none(batches)
+        if headers is not None:
+            verdict = self.producer_state.check_append(headers)
+            if verdict.kind is VerdictKind.ERROR:
+                raise MiniKafkaError(verdict.message, verdict.error_code)
+            if verdict.kind is VerdictKind.DUPLICATE:
+                return LogAppendInfo(verdict.first_offset, verdict.last_offset, -1, -1, 0, 0,
+                                     0, self.log_start_offset, ())
         self.sync_log_start()
         self.leader_epoch_cache.assign(self.leader_epoch, self.log_end_offset)  # O(1) no-op
         info = self.log.append_as_leader(batches, self.leader_epoch)
+        self._after_append(headers, info, assigned=True)
         self.maybe_increment_high_watermark()
         return info
 
@@ -395,9 +430,12 @@ class Partition:
     def truncate_to(self, offset: int) -> None:
         """Follower: drop everything at or after ``offset`` (batch boundary at or below)."""
         self._require_not_leader("truncate")
+        leo = self.log_end_offset
         self.log.truncate_to(offset)
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
         self.high_watermark = min(self.high_watermark, self.log_end_offset)
+        if self.log_end_offset < leo:
+            self.rebuild_producer_state()
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Follower behind the leader's log start: restart the log empty at ``offset``."""
@@ -405,6 +443,9 @@ class Partition:
         self.log.truncate_fully_and_start_at(offset)
         self.leader_epoch_cache.clear()
         self.high_watermark = offset
+        if self._snapshot_dir is not None:  # every snapshot describes a history now gone
+            delete_snapshots_above(self._snapshot_dir, -1)
+        self.rebuild_producer_state()
 
     def append_records_as_follower(self, batches: bytes | bytearray | memoryview,
                                    leader_high_watermark: int,
@@ -423,6 +464,7 @@ class Partition:
             except Exception:
                 self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
                 raise
+            self._after_append(_headers_or_none(batches), info, assigned=False)
         leo = self.log_end_offset
         if leader_log_start_offset is not None and leader_log_start_offset > self.log_start_offset:
             self.log.maybe_increment_log_start_offset(min(leader_log_start_offset, leo))
@@ -435,6 +477,69 @@ class Partition:
         entries = self.leader_epoch_cache.entries
         if entries and entries[0].start_offset < self.log_start_offset:
             self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+
+    # -- producer state --------------------------------------------------------------
+
+    def _after_append(self, headers: list[BatchHeader] | None, info: LogAppendInfo,
+                      *, assigned: bool) -> None:
+        """Feed appended batches to the producer state (snapshot first on a roll)."""
+        if getattr(info, "rolled", False):
+            self._write_producer_snapshot(info.first_offset)  # state below the new segment
+        if not headers:
+            return
+        state = self.producer_state
+        offset = info.first_offset
+        for h in headers:
+            if h.producer_id >= 0:
+                first = offset if assigned else h.base_offset
+                last = first + h.last_offset_delta
+                state.update(h.producer_id, h.producer_epoch, h.base_sequence,
+                             h.last_sequence, first, last, h.max_timestamp)
+            offset += h.last_offset_delta + 1
+
+    def rebuild_producer_state(self) -> None:
+        """Producer state = latest snapshot <= LEO + replay of the log from its offset.
+
+        Snapshots above the LEO (a truncated or crash-shortened log) are deleted first.
+        Cost: one snapshot read plus O(bytes of the log above the snapshot).
+        """
+        state = self.producer_state
+        state.clear()
+        leo = self.log_end_offset
+        start: int | None = None
+        self._snapshot_offset = -1
+        directory = self._snapshot_dir
+        if directory is not None:
+            delete_snapshots_above(directory, leo)
+            found = load_latest_snapshot(directory, leo)
+            if found is not None:
+                offset, entries = found
+                state.load(entries)
+                start = self._snapshot_offset = offset
+        if start == leo:
+            return
+        for header, _data in self.log.batches(start):
+            state.update_from_batch(header)
+
+    def take_producer_snapshot(self) -> bool:
+        """Snapshot the producer state at the LEO if it changed since the last one."""
+        leo = self.log_end_offset
+        if leo == self._snapshot_offset or not len(self.producer_state):
+            return False
+        return self._write_producer_snapshot(leo)
+
+    def _write_producer_snapshot(self, offset: int) -> bool:
+        directory = self._snapshot_dir
+        if directory is None or not len(self.producer_state):
+            return False
+        write_snapshot(directory, offset, self.producer_state.snapshot())
+        self._snapshot_offset = max(self._snapshot_offset, offset)
+        retain_latest_snapshots(directory, PRODUCER_SNAPSHOTS_KEPT)
+        return True
+
+    def remove_expired_producers(self, now_ms: int) -> int:
+        """Forget producers idle for ``producer_id_expiration_ms`` (wall-clock ``now_ms``)."""
+        return self.producer_state.remove_expired(now_ms)
 
     # -- invariants ------------------------------------------------------------------
 
@@ -468,3 +573,12 @@ class Partition:
             if state.log_end_offset > leo:
                 raise PartitionInvariantError(
                     f"{name}: follower {r} LEO {state.log_end_offset} > leader LEO {leo}")
+
+
+def _headers_or_none(batches: bytes | bytearray | memoryview) -> list[BatchHeader] | None:
+    """Headers of the request's batches, or None if they do not parse (the log's
+    validation then raises the precise error).  O(batches)."""
+    try:
+        return [h for _, h in iter_batches(batches, validate=False)]
+    except CorruptRecordError:
+        return None

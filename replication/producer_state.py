@@ -1,0 +1,339 @@
+"""Idempotent-producer state of one partition: per producer id, its epoch and last batches.
+
+Pure (sans-IO): no files, no clock.  The :class:`~replication.partition.Partition` owns
+one :class:`ProducerStateManager`, asks :meth:`ProducerStateManager.check_append` before a
+leader append, feeds every appended batch (leader and follower alike, and the log replay
+after a restart or a truncation) to :meth:`ProducerStateManager.update`, and persists
+:meth:`snapshot` through :mod:`storage.producer_snapshot`.
+
+State per producer id (Kafka's ``ProducerStateEntry``): the current producer epoch and
+the metadata of its last :data:`MAX_BATCHES_PER_PRODUCER` (5) batches of that epoch, each
+``(first_seq, last_seq, first_offset, last_offset, timestamp_ms)``.  Batches whose
+producer id is -1 are not idempotent and are never tracked.
+
+Rules of :meth:`ProducerStateManager.check` for a batch ``(producer_id, epoch, first_seq,
+last_seq)`` (sequences are int32 that wrap from 2**31-1 to 0):
+
+1. unknown producer id: ``first_seq == 0`` -> APPEND, otherwise UNKNOWN_PRODUCER_ID (59);
+   the client resets its sequence (and bumps its epoch with InitProducerId).
+2. ``epoch < current``: INVALID_PRODUCER_EPOCH (47), the producer is fenced.
+3. ``epoch == current`` and ``(first_seq, last_seq)`` equals one of the last 5 batches:
+   DUPLICATE carrying that batch's original ``first_offset``/``last_offset``; the
+   produce is answered with error 0 and the original base offset, nothing is appended.
+4. ``epoch > current``: ``first_seq`` must be 0 (a new epoch restarts the sequence),
+   otherwise OUT_OF_ORDER_SEQUENCE_NUMBER (45).
+5. ``epoch == current``: ``first_seq`` must be ``last_seq`` of the last batch + 1
+   (2**31-1 + 1 wraps to 0), otherwise OUT_OF_ORDER_SEQUENCE_NUMBER (45).  A retry of a
+   batch older than the last 5 is therefore OUT_OF_ORDER too (the client gives up on it).
+
+An idempotent batch with ``epoch < 0`` or ``first_seq < 0`` is INVALID_RECORD (87).
+:meth:`check_append` applies the rules to every batch of one request in order (a later
+batch of the request continues the sequence of an earlier one); a request whose batches
+are all duplicates is a DUPLICATE spanning their original offsets, a request that mixes
+duplicates with new batches is INVALID_REQUEST (42): a real producer never builds one.
+
+:meth:`update` trusts its input (the log is the truth): a higher epoch replaces the
+entry's batches, a batch is appended to the last 5.  It never rejects.
+
+Design choices (where Kafka's documents are silent or differ):
+
+* The state of a producer survives the log start offset moving past its batches
+  (retention, DeleteRecords), as since Kafka's KIP-360: a duplicate whose original
+  batch was deleted is still answered with the original offsets.  Producers leave the
+  state only by :meth:`remove_expired` (no batch for ``producer_id_expiration_ms`` by the
+  batches' own timestamps, Kafka's ``producer.id.expiration.ms``, default 1 day) or,
+  least recently written first, when more than ``max_producers`` are tracked.
+* A snapshot keeps all 5 batches of every producer (Kafka keeps only the last), so
+  duplicate detection after a restart is as good as before it.
+
+Costs: ``check``/``update`` O(1) (at most 5 entries compared); ``snapshot``/``load``
+O(producers); ``remove_expired`` O(producers).  Memory: O(producers) with a bound of
+``max_producers`` x 5 batches.  Not thread-safe: owned by the partition's event loop.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict, deque
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from enum import Enum
+from typing import NamedTuple, Protocol
+
+from clients.errors import ErrorCode
+
+__all__ = [
+    "DEFAULT_MAX_PRODUCERS",
+    "DEFAULT_PRODUCER_ID_EXPIRATION_MS",
+    "MAX_BATCHES_PER_PRODUCER",
+    "BatchMetadata",
+    "ProducerEntry",
+    "ProducerStateManager",
+    "Verdict",
+    "VerdictKind",
+    "next_sequence",
+]
+
+MAX_BATCHES_PER_PRODUCER = 5
+DEFAULT_PRODUCER_ID_EXPIRATION_MS = 24 * 60 * 60 * 1000
+DEFAULT_MAX_PRODUCERS = 100_000
+NO_PRODUCER_ID = -1
+_INT32_MAX = 2**31 - 1
+
+
+def next_sequence(sequence: int) -> int:
+    """The sequence after ``sequence`` (int32 wrap: 2**31-1 -> 0)."""
+    return 0 if sequence >= _INT32_MAX else sequence + 1
+
+
+class BatchMetadata(NamedTuple):
+    """What the state remembers of one appended batch."""
+
+    first_seq: int
+    last_seq: int
+    first_offset: int
+    last_offset: int
+    timestamp_ms: int
+
+
+class ProducerBatch(Protocol):
+    """The header fields the state reads (:class:`clients.records.BatchHeader` has them)."""
+
+    @property
+    def producer_id(self) -> int: ...
+    @property
+    def producer_epoch(self) -> int: ...
+    @property
+    def base_sequence(self) -> int: ...
+    @property
+    def last_sequence(self) -> int: ...
+    @property
+    def base_offset(self) -> int: ...
+    @property
+    def last_offset(self) -> int: ...
+    @property
+    def max_timestamp(self) -> int: ...
+
+
+class VerdictKind(Enum):
+    APPEND = "append"
+    DUPLICATE = "duplicate"
+    ERROR = "error"
+
+
+@dataclass(frozen=True, slots=True)
+class Verdict:
+    """The answer of :meth:`ProducerStateManager.check`.
+
+    DUPLICATE carries the original ``first_offset``/``last_offset``; ERROR carries the
+    ``error_code`` and a message naming the producer and the sequences involved.
+    """
+
+    kind: VerdictKind
+    error_code: ErrorCode = ErrorCode.NONE
+    message: str = ""
+    first_offset: int = -1
+    last_offset: int = -1
+
+
+APPEND = Verdict(VerdictKind.APPEND)
+
+
+def _error(code: ErrorCode, message: str) -> Verdict:
+    return Verdict(VerdictKind.ERROR, code, message)
+
+
+class ProducerEntry:
+    """One producer's epoch and its last batches of that epoch (oldest first)."""
+
+    __slots__ = ("batches", "epoch", "producer_id")
+
+    def __init__(self, producer_id: int, epoch: int,
+                 batches: Iterable[BatchMetadata] = ()) -> None:
+        self.producer_id = producer_id
+        self.epoch = epoch
+        self.batches: deque[BatchMetadata] = deque(batches, maxlen=MAX_BATCHES_PER_PRODUCER)
+
+    @property
+    def last_timestamp_ms(self) -> int:
+        return self.batches[-1].timestamp_ms if self.batches else -1
+
+    def find_duplicate(self, first_seq: int, last_seq: int) -> BatchMetadata | None:
+        for b in self.batches:
+            if b.first_seq == first_seq and b.last_seq == last_seq:
+                return b
+        return None
+
+    def __repr__(self) -> str:
+        return f"ProducerEntry({self.producer_id}, epoch={self.epoch}, {list(self.batches)})"
+
+
+class ProducerStateManager:
+    """Producer ids, epochs and last batches of one partition (see the module docstring)."""
+
+    def __init__(self, name: str = "", *, max_producers: int = DEFAULT_MAX_PRODUCERS,
+                 producer_id_expiration_ms: int = DEFAULT_PRODUCER_ID_EXPIRATION_MS) -> None:
+        if max_producers < 1:
+            raise ValueError(f"max_producers must be >= 1, got {max_producers}")
+        if producer_id_expiration_ms < 1:
+            raise ValueError("producer_id_expiration_ms must be >= 1, got "
+                             f"{producer_id_expiration_ms}")
+        self.name = name
+        self.max_producers = max_producers
+        self.producer_id_expiration_ms = producer_id_expiration_ms
+        # least recently written first (eviction order when max_producers is exceeded)
+        self._producers: OrderedDict[int, ProducerEntry] = OrderedDict()
+        self.evicted = 0
+
+    # -- views -------------------------------------------------------------------------
+
+    def __len__(self) -> int:
+        return len(self._producers)
+
+    def __contains__(self, producer_id: object) -> bool:
+        return producer_id in self._producers
+
+    def entry(self, producer_id: int) -> ProducerEntry | None:
+        return self._producers.get(producer_id)
+
+    def entries(self) -> list[ProducerEntry]:
+        return list(self._producers.values())
+
+    # -- checking ----------------------------------------------------------------------
+
+    def check(self, producer_id: int, epoch: int, first_seq: int, last_seq: int) -> Verdict:
+        """Apply the rules of the module docstring to one batch (no state change)."""
+        if producer_id < 0:
+            return APPEND
+        entry = self._producers.get(producer_id)
+        return self._check(producer_id, epoch, first_seq, last_seq,
+                           None if entry is None else entry.epoch,
+                           None if entry is None or not entry.batches
+                           else entry.batches[-1].last_seq,
+                           entry)
+
+    def _check(self, producer_id: int, epoch: int, first_seq: int, last_seq: int,
+               current_epoch: int | None, current_last_seq: int | None,
+               entry: ProducerEntry | None) -> Verdict:
+        who = f"{self.name}: producer {producer_id}"
+        if epoch < 0 or first_seq < 0 or last_seq < 0:
+            return _error(ErrorCode.INVALID_RECORD,
+                          f"{who}: an idempotent batch needs producer_epoch >= 0 and "
+                          f"base_sequence >= 0, got epoch {epoch} sequence {first_seq}")
+        if current_epoch is None:
+            if first_seq == 0:
+                return APPEND
+            return _error(ErrorCode.UNKNOWN_PRODUCER_ID,
+                          f"{who} is unknown here and its batch starts at sequence "
+                          f"{first_seq}, not 0 (reset the producer)")
+        if epoch < current_epoch:
+            return _error(ErrorCode.INVALID_PRODUCER_EPOCH,
+                          f"{who}: epoch {epoch} is older than the current epoch "
+                          f"{current_epoch} (fenced)")
+        if epoch == current_epoch and entry is not None:
+            original = entry.find_duplicate(first_seq, last_seq)
+            if original is not None:
+                return Verdict(VerdictKind.DUPLICATE, first_offset=original.first_offset,
+                               last_offset=original.last_offset)
+        if epoch > current_epoch:
+            if first_seq == 0:
+                return APPEND
+            return _error(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                          f"{who}: new epoch {epoch} (was {current_epoch}) must start at "
+                          f"sequence 0, got {first_seq}")
+        expected = 0 if current_last_seq is None else next_sequence(current_last_seq)
+        if first_seq == expected:
+            return APPEND
+        return _error(ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                      f"{who} epoch {epoch}: expected sequence {expected}, got {first_seq} "
+                      f"(last appended sequence {current_last_seq})")
+
+    def check_append(self, batches: Sequence[ProducerBatch]) -> Verdict:
+        """Check every batch of one leader append, in order (see the module docstring)."""
+        seen: dict[int, tuple[int, int]] = {}  # producer id -> (epoch, last_seq) so far
+        duplicates: list[Verdict] = []
+        fresh = 0
+        for b in batches:
+            pid = b.producer_id
+            if pid < 0:
+                fresh += 1
+                continue
+            if pid in seen:
+                epoch, last_seq = seen[pid]
+                verdict = self._check(pid, b.producer_epoch, b.base_sequence, b.last_sequence,
+                                      epoch, last_seq, None)
+            else:
+                verdict = self.check(pid, b.producer_epoch, b.base_sequence, b.last_sequence)
+            if verdict.kind is VerdictKind.ERROR:
+                return verdict
+            if verdict.kind is VerdictKind.DUPLICATE:
+                duplicates.append(verdict)
+            else:
+                fresh += 1
+                seen[pid] = (b.producer_epoch, b.last_sequence)
+        if not duplicates:
+            return APPEND
+        if fresh:
+            return _error(ErrorCode.INVALID_REQUEST,
+                          f"{self.name}: a produce request mixes {len(duplicates)} retried "
+                          f"(duplicate) batches with {fresh} new ones")
+        return Verdict(VerdictKind.DUPLICATE, first_offset=duplicates[0].first_offset,
+                       last_offset=duplicates[-1].last_offset)
+
+    # -- updating ----------------------------------------------------------------------
+
+    def update(self, producer_id: int, epoch: int, first_seq: int, last_seq: int,
+               first_offset: int, last_offset: int, timestamp_ms: int) -> None:
+        """Record an appended batch (trusted: from this leader's append or the log)."""
+        if producer_id < 0:
+            return
+        entry = self._producers.get(producer_id)
+        if entry is None:
+            entry = ProducerEntry(producer_id, epoch)
+            self._producers[producer_id] = entry
+            while len(self._producers) > self.max_producers:
+                self._producers.popitem(last=False)
+                self.evicted += 1
+        else:
+            self._producers.move_to_end(producer_id)
+            if epoch != entry.epoch:  # the log says a new epoch began: forget the old one
+                entry.epoch = epoch
+                entry.batches.clear()
+        entry.batches.append(BatchMetadata(first_seq, last_seq, first_offset, last_offset,
+                                           timestamp_ms))
+
+    def update_from_batch(self, batch: ProducerBatch) -> None:
+        """:meth:`update` from a stored batch header (offsets are the header's)."""
+        if batch.producer_id >= 0:
+            self.update(batch.producer_id, batch.producer_epoch, batch.base_sequence,
+                        batch.last_sequence, batch.base_offset, batch.last_offset,
+                        batch.max_timestamp)
+
+    def clear(self) -> None:
+        self._producers.clear()
+
+    def remove_expired(self, now_ms: int) -> int:
+        """Forget producers with no batch for ``producer_id_expiration_ms``; returns how many."""
+        limit = now_ms - self.producer_id_expiration_ms
+        expired = [pid for pid, e in self._producers.items() if e.last_timestamp_ms < limit]
+        for pid in expired:
+            del self._producers[pid]
+        return len(expired)
+
+    # -- snapshots ---------------------------------------------------------------------
+
+    def snapshot(self) -> list[tuple[int, int, tuple[BatchMetadata, ...]]]:
+        """Plain ``(producer_id, epoch, batches)`` tuples, least recently written first."""
+        return [(e.producer_id, e.epoch, tuple(e.batches)) for e in self._producers.values()]
+
+    def load(self, entries: Iterable[tuple[int, int, Iterable[Sequence[int]]]]) -> None:
+        """Replace the state with snapshot entries (as :meth:`snapshot` returns them)."""
+        self._producers.clear()
+        for producer_id, epoch, batches in entries:
+            self._producers[producer_id] = ProducerEntry(
+                producer_id, epoch, (BatchMetadata(*b) for b in batches))
+        while len(self._producers) > self.max_producers:
+            self._producers.popitem(last=False)
+            self.evicted += 1
+
+    def __repr__(self) -> str:
+        return f"ProducerStateManager({self.name}, producers={len(self._producers)})"

@@ -1,0 +1,235 @@
+"""Producer-state snapshot files: ``<partition dir>/<20-digit offset>.snapshot``.
+
+A snapshot named ``N`` holds the idempotent-producer state built from every batch below
+offset ``N`` (the log end offset when it was taken).  On recovery the partition loads
+the latest snapshot at or below its log end offset and replays the batches from ``N``
+(:mod:`replication.partition`).  This module stores plain entries and knows nothing of
+the rules (storage does not import replication).
+
+File format (all integers big-endian):
+
+| offset | size | field           | meaning                                              |
+|--------|------|-----------------|------------------------------------------------------|
+| 0      | 4    | magic           | ``b"MKPS"``                                          |
+| 4      | 2    | version         | int16, 1                                             |
+| 6      | 8    | offset          | int64, the snapshot offset (equals the file name)    |
+| 14     | 4    | producer_count  | uint32                                               |
+| 18     | 4    | crc             | uint32 CRC-32C of every byte after this field        |
+| 22     | ...  | producers       | ``producer_count`` entries, each:                    |
+|        | 8    |   producer_id   | int64 >= 0                                           |
+|        | 2    |   epoch         | int16 >= 0                                           |
+|        | 1    |   batch_count   | uint8, 0..5                                          |
+|        | 32 x |   batches       | per batch: first_seq int32, last_seq int32,          |
+|        |      |                 | first_offset int64, last_offset int64,               |
+|        |      |                 | timestamp_ms int64 (oldest batch first)              |
+
+Writes go to ``<name>.tmp``, are fsync'd, renamed over the final name, and the directory
+is fsync'd.  A snapshot that fails any check (size, magic, version, CRC, offset that
+does not match its name, counts) raises :class:`CorruptProducerSnapshotError`;
+:func:`load_latest_snapshot` logs it (path and reason), deletes the file and falls back
+to the next older snapshot, so the state is rebuilt from the log instead.
+
+Costs: encode/decode O(producers); listing O(files in the partition directory).
+Thread/process safety: none; the partition that owns the directory writes it.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import struct
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import NamedTuple
+
+from crc32c import crc32c
+
+from clients.errors import ErrorCode, MiniKafkaError
+from storage.checkpoint import fsync_dir
+
+log = logging.getLogger(__name__)
+
+SNAPSHOT_SUFFIX = ".snapshot"
+TMP_SUFFIX = ".tmp"
+MAGIC = b"MKPS"
+VERSION = 1
+MAX_BATCHES = 5
+_HEADER = struct.Struct(">4shqII")
+_ENTRY = struct.Struct(">qhB")
+_BATCH = struct.Struct(">iiqqq")
+_INT64_MAX = 2**63 - 1
+
+
+class SnapshotBatch(NamedTuple):
+    first_seq: int
+    last_seq: int
+    first_offset: int
+    last_offset: int
+    timestamp_ms: int
+
+
+class SnapshotEntry(NamedTuple):
+    producer_id: int
+    epoch: int
+    batches: tuple[SnapshotBatch, ...]
+
+
+class CorruptProducerSnapshotError(MiniKafkaError):
+    """A snapshot file cannot be trusted; ``str()`` names the file and the reason."""
+
+    code = ErrorCode.KAFKA_STORAGE_ERROR
+
+
+def snapshot_path(directory: str | Path, offset: int) -> Path:
+    return Path(directory) / f"{offset:020d}{SNAPSHOT_SUFFIX}"
+
+
+def encode_snapshot(offset: int, entries: Iterable[tuple[int, int, Sequence[Sequence[int]]]]
+                    ) -> bytes:
+    """The file bytes for ``entries`` ``(producer_id, epoch, batches)``; bad values raise
+    ValueError (a bug in the caller, never input from disk)."""
+    if not 0 <= offset <= _INT64_MAX:
+        raise ValueError(f"snapshot offset must be in [0, 2**63-1], got {offset}")
+    body = bytearray()
+    count = 0
+    for producer_id, epoch, batches in entries:
+        if len(batches) > MAX_BATCHES:
+            raise ValueError(f"producer {producer_id}: {len(batches)} batches, at most "
+                             f"{MAX_BATCHES}")
+        try:
+            body += _ENTRY.pack(producer_id, epoch, len(batches))
+            for b in batches:
+                body += _BATCH.pack(*b)
+        except struct.error as exc:
+            raise ValueError(f"producer {producer_id}: {exc}") from None
+        count += 1
+    return _HEADER.pack(MAGIC, VERSION, offset, count, crc32c(body)) + bytes(body)
+
+
+def decode_snapshot(data: bytes | bytearray | memoryview, *, where: str = "snapshot",
+                    expected_offset: int | None = None) -> tuple[int, list[SnapshotEntry]]:
+    """``(offset, entries)`` of a snapshot file's bytes; anything wrong raises
+    :class:`CorruptProducerSnapshotError` naming ``where`` and the reason."""
+    def bad(reason: str) -> CorruptProducerSnapshotError:
+        return CorruptProducerSnapshotError(f"{where}: {reason}")
+
+    if len(data) < _HEADER.size:
+        raise bad(f"{len(data)} bytes, shorter than the {_HEADER.size}-byte header")
+    magic, version, offset, count, crc = _HEADER.unpack_from(data)
+    if magic != MAGIC:
+        raise bad(f"magic {bytes(magic)!r}, expected {MAGIC!r}")
+    if version != VERSION:
+        raise bad(f"version {version}, expected {VERSION}")
+    if expected_offset is not None and offset != expected_offset:
+        raise bad(f"header offset {offset} does not match the file name's {expected_offset}")
+    actual = crc32c(memoryview(data)[_HEADER.size:])
+    if actual != crc:
+        raise bad(f"CRC-32C mismatch (stored {crc:#010x}, computed {actual:#010x})")
+    entries: list[SnapshotEntry] = []
+    pos, end = _HEADER.size, len(data)
+    for i in range(count):
+        if end - pos < _ENTRY.size:
+            raise bad(f"entry {i} of {count} is cut off at byte {pos}")
+        producer_id, epoch, n = _ENTRY.unpack_from(data, pos)
+        pos += _ENTRY.size
+        if producer_id < 0 or epoch < 0 or n > MAX_BATCHES:
+            raise bad(f"entry {i}: producer id {producer_id}, epoch {epoch}, {n} batches "
+                      f"(need id >= 0, epoch >= 0, at most {MAX_BATCHES} batches)")
+        if end - pos < n * _BATCH.size:
+            raise bad(f"entry {i}: {n} batches cut off at byte {pos}")
+        batches = tuple(SnapshotBatch(*_BATCH.unpack_from(data, pos + k * _BATCH.size))
+                        for k in range(n))
+        pos += n * _BATCH.size
+        entries.append(SnapshotEntry(producer_id, epoch, batches))
+    if pos != end:
+        raise bad(f"{end - pos} bytes after the last of {count} entries")
+    return offset, entries
+
+
+def write_snapshot(directory: str | Path, offset: int,
+                   entries: Iterable[tuple[int, int, Sequence[Sequence[int]]]]) -> Path:
+    """Durably write the snapshot for ``offset`` (temp file, fsync, rename, fsync dir)."""
+    path = snapshot_path(directory, offset)
+    tmp = path.with_name(path.name + TMP_SUFFIX)
+    data = encode_snapshot(offset, entries)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+    os.replace(tmp, path)
+    fsync_dir(directory)
+    return path
+
+
+def read_snapshot(path: str | Path) -> tuple[int, list[SnapshotEntry]]:
+    path = Path(path)
+    expected = _offset_of(path.name)
+    return decode_snapshot(path.read_bytes(), where=str(path), expected_offset=expected)
+
+
+def _offset_of(name: str) -> int | None:
+    stem = name[: -len(SNAPSHOT_SUFFIX)] if name.endswith(SNAPSHOT_SUFFIX) else ""
+    if len(stem) != 20 or not stem.isascii() or not stem.isdigit():
+        return None
+    return int(stem)
+
+
+def list_snapshot_offsets(directory: str | Path) -> list[int]:
+    """Offsets of the snapshot files in ``directory``, ascending (other files ignored)."""
+    try:
+        names = os.listdir(directory)
+    except FileNotFoundError:
+        return []
+    return sorted(o for o in map(_offset_of, names) if o is not None)
+
+
+def delete_snapshots(directory: str | Path, offsets: Iterable[int]) -> int:
+    """Delete the snapshots at ``offsets`` (fsyncing the directory once); returns count."""
+    deleted = 0
+    for offset in offsets:
+        try:
+            snapshot_path(directory, offset).unlink()
+            deleted += 1
+        except FileNotFoundError:
+            pass
+    if deleted:
+        fsync_dir(directory)
+    return deleted
+
+
+def delete_snapshots_above(directory: str | Path, offset: int) -> int:
+    """Delete every snapshot whose offset is > ``offset`` (after a truncation)."""
+    return delete_snapshots(directory, [o for o in list_snapshot_offsets(directory)
+                                        if o > offset])
+
+
+def retain_latest_snapshots(directory: str | Path, count: int) -> int:
+    """Keep the ``count`` newest snapshots, delete the older ones; returns deleted."""
+    if count < 1:
+        raise ValueError(f"count must be >= 1, got {count}")
+    offsets = list_snapshot_offsets(directory)
+    return delete_snapshots(directory, offsets[:-count])
+
+
+def load_latest_snapshot(directory: str | Path, max_offset: int
+                         ) -> tuple[int, list[SnapshotEntry]] | None:
+    """The newest readable snapshot with offset <= ``max_offset``, or None.
+
+    A corrupt or unreadable one is logged with its path and reason, deleted, and the next
+    older one is tried (the caller rebuilds the rest from the log).
+    """
+    for offset in reversed(list_snapshot_offsets(directory)):
+        if offset > max_offset:
+            continue
+        path = snapshot_path(directory, offset)
+        try:
+            return read_snapshot(path)
+        except (CorruptProducerSnapshotError, OSError) as exc:
+            log.warning("ignoring producer snapshot %s (%s); rebuilding producer state from "
+                        "the log", path, exc)
+            delete_snapshots(directory, [offset])
+    return None
