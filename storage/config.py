@@ -23,7 +23,19 @@ flush_ms               flush.ms             None           fsync when the oldest
                                                            append is older; None; >= 0
 max_message_bytes      max.message.bytes    1 MiB + 12     largest batch accepted; >= 61
 cleanup_policy         cleanup.policy       "delete"       "delete" | "compact"
+delete_retention_ms    delete.retention.ms  24 h           compacted topics: a tombstone is
+                                                           kept this long after the cleaner
+                                                           first processed it; >= 0
+min_cleanable_dirty_   min.cleanable.dirty. 0.5            compacted topics: clean a log when
+ratio                  ratio                               dirty / cleanable bytes reaches
+                                                           this; a float in [0, 1]
+min_compaction_lag_ms  min.compaction.lag.  0              compacted topics: a segment whose
+                       ms                                  newest record is younger is not
+                                                           cleaned yet; >= 0
 =====================  ===================  =============  =================================
+
+With ``cleanup_policy="compact"`` time and size retention do not apply (Kafka's rule for a
+compact-only topic); :mod:`storage.cleaner` keeps the latest record per key instead.
 
 An out-of-range value or an unknown key raises :class:`~clients.errors.InvalidConfigError`
 whose message names the key.  Immutable (frozen dataclass): safe to share between threads
@@ -58,6 +70,9 @@ class LogConfig:
     flush_ms: int | None = None
     max_message_bytes: int = 1024 * 1024 + 12
     cleanup_policy: str = "delete"
+    delete_retention_ms: int = 24 * 3600 * 1000
+    min_cleanable_dirty_ratio: float = 0.5
+    min_compaction_lag_ms: int = 0
 
     def __post_init__(self) -> None:
         _check_int("segment_bytes", self.segment_bytes, MIN_SEGMENT_BYTES, INT32_MAX)
@@ -77,9 +92,22 @@ class LogConfig:
             raise InvalidConfigError(
                 f"cleanup_policy must be one of {CLEANUP_POLICIES}, got {self.cleanup_policy!r}"
             )
+        _check_int("delete_retention_ms", self.delete_retention_ms, 0, None)
+        _check_int("min_compaction_lag_ms", self.min_compaction_lag_ms, 0, None)
+        ratio = self.min_cleanable_dirty_ratio
+        if (not isinstance(ratio, int | float) or isinstance(ratio, bool)
+                or not 0.0 <= ratio <= 1.0):
+            raise InvalidConfigError(
+                f"min_cleanable_dirty_ratio must be a number in [0, 1], got {ratio!r}"
+            )
+
+    @property
+    def compact(self) -> bool:
+        """True for a compacted topic (the cleaner's business, exempt from retention)."""
+        return self.cleanup_policy == "compact"
 
     @classmethod
-    def from_dict(cls, d: Mapping[str, str | int | None]) -> LogConfig:
+    def from_dict(cls, d: Mapping[str, str | int | float | None]) -> LogConfig:
         """Build from ``{name: value}``; names as fields or Kafka's dotted names."""
         kwargs: dict[str, object] = {}
         fields = {f.name for f in dataclasses.fields(cls)}
@@ -92,12 +120,12 @@ class LogConfig:
             kwargs[key] = _parse(key, raw_key, raw_value)
         return cls(**kwargs)  # type: ignore[arg-type]
 
-    def to_dict(self) -> dict[str, int | str | None]:
+    def to_dict(self) -> dict[str, int | float | str | None]:
         return dataclasses.asdict(self)
 
-    def with_overrides(self, overrides: Mapping[str, str | int | None]) -> LogConfig:
+    def with_overrides(self, overrides: Mapping[str, str | int | float | None]) -> LogConfig:
         """A copy with ``overrides`` (same key rules as :meth:`from_dict`) applied."""
-        merged: dict[str, str | int | None] = dict(self.to_dict())
+        merged: dict[str, str | int | float | None] = dict(self.to_dict())
         for raw_key, value in overrides.items():
             key = str(raw_key).strip().replace(".", "_")
             if key not in merged:
@@ -111,6 +139,8 @@ def _parse(key: str, raw_key: object, value: object) -> object:
         if not isinstance(value, str):
             raise InvalidConfigError(f"{raw_key}: expected a string, got {value!r}")
         return value.strip()
+    if key == "min_cleanable_dirty_ratio":
+        return _parse_ratio(raw_key, value)
     optional = key in ("flush_messages", "flush_ms")
     if value is None or (isinstance(value, str) and value.strip().lower() in _NONE_WORDS):
         if optional:
@@ -126,6 +156,18 @@ def _parse(key: str, raw_key: object, value: object) -> object:
         except ValueError:
             raise InvalidConfigError(f"{raw_key}: expected an integer, got {value!r}") from None
     raise InvalidConfigError(f"{raw_key}: expected an integer, got {value!r}")
+
+
+def _parse_ratio(raw_key: object, value: object) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float | str):
+        raise InvalidConfigError(f"{raw_key}: expected a number in [0, 1], got {value!r}")
+    try:
+        ratio = float(value.strip()) if isinstance(value, str) else float(value)
+    except ValueError:
+        raise InvalidConfigError(f"{raw_key}: expected a number in [0, 1], got {value!r}") from None
+    if not 0.0 <= ratio <= 1.0:  # also rejects nan
+        raise InvalidConfigError(f"{raw_key}: expected a number in [0, 1], got {value!r}")
+    return ratio
 
 
 def _check_int(key: str, value: object, low: int, high: int | None) -> None:

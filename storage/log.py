@@ -492,7 +492,8 @@ class Log:
         start offset or older than ``retention_ms`` (by its largest timestamp); then,
         while the remaining size exceeds ``retention_bytes`` by at least the oldest
         segment's size, that segment too.  The log start offset moves to the first kept
-        segment's base offset.
+        segment's base offset.  A compacted log (``cleanup_policy="compact"``) only loses
+        segments below its log start offset (the cleaner bounds its size).
         """
         self._check_open()
         cfg = self.config
@@ -501,11 +502,12 @@ class Log:
         k = 0
         while k < len(segs) - 1:
             below_start = segs[k + 1].base_offset <= self._log_start_offset
-            expired = cfg.retention_ms >= 0 and now - segs[k].largest_timestamp > cfg.retention_ms
+            expired = (not cfg.compact and cfg.retention_ms >= 0
+                       and now - segs[k].largest_timestamp > cfg.retention_ms)
             if not (below_start or expired):
                 break
             k += 1
-        if cfg.retention_bytes >= 0:
+        if cfg.retention_bytes >= 0 and not cfg.compact:
             excess = sum(s.size for s in segs[k:]) - cfg.retention_bytes
             while k < len(segs) - 1 and excess >= segs[k].size:
                 excess -= segs[k].size
@@ -520,6 +522,20 @@ class Log:
         self._recovery_point = max(self._recovery_point, self._log_start_offset)
         self._dir_dirty = True
         return k
+
+    def replace_segments(self, old: list[Segment], new: Segment) -> None:
+        """Put ``new`` in place of ``old`` (consecutive inactive segments, ``new`` based at
+        the first one's base): the in-memory half of a cleaner swap (storage.cleaner),
+        called after the files were renamed.  The old segments' descriptors are closed."""
+        self._check_open()
+        i = next((k for k, s in enumerate(self.segments) if s is old[0]), -1)
+        if (i < 0 or self.segments[i:i + len(old)] != old or i + len(old) >= len(self.segments)
+                or new.base_offset != old[0].base_offset):
+            raise StorageError(f"{self.dir}: cannot replace {old} with {new}")
+        for seg in old:
+            seg.abandon()
+        self.segments[i:i + len(old)] = [new]
+        self._bases[i:i + len(old)] = [new.base_offset]
 
     # -- durability and lifecycle ------------------------------------------------------
 

@@ -8,6 +8,8 @@ Data directory layout (everything else is ignored and reported)::
                                          next startup (empty file)
       recovery-point-offset-checkpoint   topic partition offset: all below is fsync'd
       log-start-offset-checkpoint        topic partition offset: first offset kept
+      cleaner-offset-checkpoint          topic partition offset: first dirty (not yet
+                                         compacted) offset of each compacted log
       replication-offset-checkpoint      topic partition offset: high watermark (written
                                          by the owner via write_high_watermarks)
       <topic>-<partition>/               one Log (segments, indexes, leader-epoch-checkpoint)
@@ -25,7 +27,8 @@ checkpointed recovery point (the bytes above it are revalidated and a torn tail 
 releases the lock; if any step fails no marker is written, so the next start recovers.
 
 Scheduling: there are no background threads.  The owner (the broker's event loop) calls
-:meth:`run_retention`, :meth:`flush_dirty_logs` and :meth:`checkpoint` on its own timers,
+:meth:`run_retention`, :meth:`flush_dirty_logs`, :meth:`checkpoint` and
+:meth:`run_cleaner_step` (bounded log compaction, :mod:`storage.cleaner`) on its own timers,
 or :meth:`run_due_tasks` with a :class:`ManagerSchedule`, which runs what is due by the
 injected clock and returns the milliseconds until the next task.
 
@@ -59,6 +62,7 @@ from storage.checkpoint import (
     OffsetCheckpointFile,
     fsync_dir,
 )
+from storage.cleaner import CLEANER_CHECKPOINT, CleanerConfig, CleanStepResult, LogCleaner
 from storage.config import LogConfig
 from storage.lock import DataDirLock
 from storage.log import Log
@@ -130,6 +134,7 @@ class LogManager:
         clock_ms: Callable[[], int] = _wall_clock_ms,
         load_threads: int = 2,
         schedule: ManagerSchedule | None = None,
+        cleaner_config: CleanerConfig | None = None,
     ) -> None:
         if not isinstance(load_threads, int) or not 1 <= load_threads <= MAX_LOAD_THREADS:
             raise ValueError(f"load_threads must be in [1, {MAX_LOAD_THREADS}], got {load_threads}")
@@ -153,6 +158,8 @@ class LogManager:
         self.high_watermark_checkpoint = OffsetCheckpointFile(
             self.data_dir / REPLICATION_OFFSET_CHECKPOINT
         )
+        self.cleaner = LogCleaner(cleaner_config, clock_ms=clock_ms,
+                                  checkpoint_path=self.data_dir / CLEANER_CHECKPOINT)
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -171,6 +178,7 @@ class LogManager:
             self._lock.release()
             raise
         self._started = True
+        self.cleaner.load_checkpoint()
         now_ms = self._clock_ms()
         self._next_due_ms = {
             "retention": now_ms + self.schedule.retention_check_interval_ms,
@@ -249,6 +257,7 @@ class LogManager:
         if not self._started:
             return
         self._started = False
+        self.cleaner.abort()
         first_error: BaseException | None = None
         recovery_points: dict[TopicPartition, int] = {}
         log_start_offsets: dict[TopicPartition, int] = {}
@@ -266,6 +275,7 @@ class LogManager:
             if first_error is None:
                 self.recovery_point_checkpoint.write(recovery_points)
                 self.log_start_offset_checkpoint.write(log_start_offsets)
+                self.cleaner.write_checkpoint()
                 marker = self.data_dir / CLEAN_SHUTDOWN_MARKER
                 fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
                 try:
@@ -330,6 +340,7 @@ class LogManager:
         log = self._logs.pop((topic, partition), None)
         if log is None:
             return False
+        self.cleaner.forget((topic, partition))
         log.abandon()  # no flush: the bytes are about to go
         source = self.log_dir(topic, partition)
         target = self.data_dir / f"{source.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}"
@@ -379,6 +390,17 @@ class LogManager:
         if deleted:
             self.checkpoint_log_start_offsets()
         return deleted
+
+    def run_cleaner_step(self, max_bytes: int | None = None) -> CleanStepResult:
+        """One bounded step of log compaction over the compacted logs (at most
+        ``max_bytes`` read, default the cleaner's ``step_bytes``)."""
+        self._check_started()
+        return self.cleaner.clean_step(self._logs, max_bytes)
+
+    def clean_until_idle(self, max_steps: int = 100_000) -> int:
+        """Test hook: compact until no log needs it; returns the passes completed."""
+        self._check_started()
+        return self.cleaner.clean_until_idle(self._logs, max_steps)
 
     def flush_dirty_logs(self) -> None:
         """Let each log apply its flush_messages / flush_ms policy."""
