@@ -18,6 +18,10 @@ Bounds (every queue, pool and size is bounded):
 | max_connections            | 1000        | open client connections per network process     |
 | max_fetch_wait_ms          | 30000       | a fetch's max_wait_ms is capped at this         |
 | fetch_max_bytes            | 50 MiB      | bytes in one fetch response                     |
+| log_cleaner_step_bytes     | 512 KiB     | log bytes one compaction step reads (the main   |
+|                            |             | loop runs one step per log_cleaner_interval_ms) |
+| log_cleaner_dedupe_buffer_ | 32 MiB      | the compaction key -> offset map (accounted)    |
+| bytes                      |             |                                                 |
 
 Choices where Kafka's defaults do not fit a laptop: ``segment_bytes`` 64 MiB (Kafka 1 GiB),
 ``buffer_pool_bytes`` 128 MiB, and ``auto_create_topics_enable`` false so an unknown
@@ -70,6 +74,9 @@ class BrokerConfig:
     retention_check_interval_ms: int = 60_000
     flush_scheduler_interval_ms: int = 1_000
     checkpoint_interval_ms: int = 5_000
+    log_cleaner_interval_ms: int = 100  # one bounded compaction step (storage/cleaner.py)
+    log_cleaner_step_bytes: int = 512 * 1024
+    log_cleaner_dedupe_buffer_bytes: int = 32 * MiB
     # replication (used once a controller is configured)
     replica_lag_time_max_ms: int = 10_000
     replica_fetch_max_bytes: int = 1 * MiB
@@ -110,6 +117,8 @@ class BrokerConfig:
             "retention_check_interval_ms",
             "flush_scheduler_interval_ms",
             "checkpoint_interval_ms",
+            "log_cleaner_interval_ms",
+            "log_cleaner_step_bytes",
             "replica_lag_time_max_ms",
             "replica_fetch_max_bytes",
             "broker_heartbeat_interval_ms",
@@ -137,6 +146,9 @@ class BrokerConfig:
             )
         if self.buffer_poolable_bytes > self.max_request_bytes:
             raise InvalidConfigError("buffer_poolable_bytes must not exceed max_request_bytes")
+        if self.log_cleaner_dedupe_buffer_bytes < 1024:
+            raise InvalidConfigError("log_cleaner_dedupe_buffer_bytes must be >= 1024, got "
+                                     f"{self.log_cleaner_dedupe_buffer_bytes}")
         if self.segment_bytes < 1024:
             raise InvalidConfigError(f"segment_bytes must be >= 1024, got {self.segment_bytes}")
         if self.broker_heartbeat_interval_ms >= self.broker_session_timeout_ms:

@@ -34,6 +34,7 @@ from clients.errors import ErrorCode, InvalidConfigError, MiniKafkaError
 from clients.topics import topic_name_error
 from replication.isr import AlterPartitionProposal
 from replication.partition import Partition
+from storage.cleaner import CleanerConfig
 from storage.config import LogConfig
 from storage.log_manager import LogManager
 from timer import Clock, Purgatory, SystemTimer
@@ -58,8 +59,11 @@ class BrokerCore:
         self.data_dir = Path(config.data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.registry = TopicRegistry(self.data_dir)
-        self.log_manager = LogManager(self.data_dir, self._default_log_config(),
-                                      config_for=self.log_config_for)
+        self.log_manager = LogManager(
+            self.data_dir, self._default_log_config(), config_for=self.log_config_for,
+            cleaner_config=CleanerConfig(
+                dedupe_buffer_bytes=config.log_cleaner_dedupe_buffer_bytes,
+                step_bytes=config.log_cleaner_step_bytes))
         self.partitions: dict[TopicPartitionKey, Partition] = {}
         self.produce_purgatory: Purgatory[DelayedProduce] = Purgatory("produce", timer)
         self.fetch_purgatory: Purgatory[DelayedFetch] = Purgatory("fetch", timer)
@@ -110,6 +114,11 @@ class BrokerCore:
 
     def flush_dirty_logs(self) -> None:
         self.log_manager.flush_dirty_logs()
+
+    def run_log_cleaner(self) -> None:
+        """One bounded compaction step (storage/cleaner.py); scheduled by the server.
+        Tests call ``log_manager.clean_until_idle()`` to compact deterministically."""
+        self.log_manager.run_cleaner_step()
 
     # -- configs -------------------------------------------------------------------
 
