@@ -1,0 +1,409 @@
+"""The group coordinator driven with a ManualClock and an in-memory offsets log."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+import pytest
+
+from broker.group_coordinator import (
+    Done,
+    GroupConfig,
+    GroupCoordinator,
+    java_string_hash,
+    partition_for,
+)
+from broker.group_offsets import commit_offsets, describe_groups, fetch_offsets, list_groups
+from broker.group_state import GroupState
+from clients.errors import ErrorCode
+from timer import ManualClock, SystemTimer
+
+Body = dict[str, Any]
+SESSION_MS = 10_000
+REBALANCE_MS = 5_000
+
+
+class MemoryLog:
+    """An offsets log in memory: appends succeed at once unless told to fail or hold."""
+
+    def __init__(self) -> None:
+        self.records: list[tuple[bytes, bytes | None, int]] = []
+        self.fail_with: ErrorCode | None = None
+
+    def append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]],
+               done: Done) -> None:
+        if self.fail_with is not None:
+            done(self.fail_with, -1)
+            return
+        base = len(self.records)
+        self.records.extend((k, v, base + i) for i, (k, v) in enumerate(records))
+        done(ErrorCode.NONE, base)
+
+
+class Box:
+    """Collects what ``respond`` was called with (exactly once expected)."""
+
+    def __init__(self) -> None:
+        self.answers: list[Body] = []
+
+    def __call__(self, body: Body) -> None:
+        self.answers.append(body)
+
+    @property
+    def answer(self) -> Body:
+        assert len(self.answers) == 1, self.answers
+        return self.answers[0]
+
+    @property
+    def code(self) -> ErrorCode:
+        return ErrorCode(self.answer["error_code"])
+
+
+class Harness:
+    def __init__(self, initial_delay_ms: int = 0, log: MemoryLog | None = None) -> None:
+        self.clock = ManualClock(1_000)
+        self.timer = SystemTimer(self.clock)
+        self.log = log or MemoryLog()
+        self.c = GroupCoordinator(GroupConfig(initial_rebalance_delay_ms=initial_delay_ms,
+                                              max_size=4), self.clock, self.timer, self.log,
+                                  num_partitions=1)
+        self.c.begin_load(0, 0)
+        self.c.finish_load(0)
+
+    def advance(self, ms: int) -> None:
+        self.clock.advance(ms)
+        self.timer.advance_clock()
+
+    def join(self, member_id: str = "", group: str = "g", instance: str | None = None,
+             protocols: Sequence[tuple[str, bytes]] = (("range", b"meta"),),
+             session_ms: int = SESSION_MS, rebalance_ms: int = REBALANCE_MS) -> Box:
+        box = Box()
+        self.c.join_group({"group_id": group, "session_timeout_ms": session_ms,
+                           "rebalance_timeout_ms": rebalance_ms, "member_id": member_id,
+                           "group_instance_id": instance, "protocol_type": "consumer",
+                           "protocols": [{"name": n, "metadata": m} for n, m in protocols]},
+                          box)
+        return box
+
+    def new_member(self, group: str = "g", **kw: Any) -> tuple[str, Box]:
+        """KIP-394: the first JoinGroup hands out an id, the second joins with it."""
+        first = self.join(group=group, **kw)
+        assert first.code == ErrorCode.MEMBER_ID_REQUIRED
+        member_id = first.answer["member_id"]
+        return member_id, self.join(member_id, group=group, **kw)
+
+    def sync(self, member_id: str, generation: int, assignments: dict[str, bytes] | None = None,
+             group: str = "g", instance: str | None = None) -> Box:
+        box = Box()
+        self.c.sync_group({"group_id": group, "generation_id": generation,
+                           "member_id": member_id, "group_instance_id": instance,
+                           "assignments": [{"member_id": m, "assignment": a}
+                                           for m, a in (assignments or {}).items()]}, box)
+        return box
+
+    def heartbeat(self, member_id: str, generation: int, instance: str | None = None) -> ErrorCode:
+        box = Box()
+        self.c.heartbeat({"group_id": "g", "generation_id": generation, "member_id": member_id,
+                          "group_instance_id": instance}, box)
+        return box.code
+
+    def commit(self, member_id: str, generation: int, offset: int, group: str = "g",
+               partition: int = 0) -> ErrorCode:
+        box = Box()
+        commit_offsets(self.c, {"group_id": group, "generation_id": generation,
+                                "member_id": member_id, "group_instance_id": None,
+                                "topics": [{"name": "t", "partitions": [{
+                                    "partition_index": partition, "committed_offset": offset,
+                                    "committed_leader_epoch": 3,
+                                    "committed_metadata": "m"}]}]}, box)
+        return ErrorCode(box.answer["topics"][0]["partitions"][0]["error_code"])
+
+    def committed(self, group: str = "g", partition: int = 0) -> int:
+        body = fetch_offsets(self.c, {"group_id": group, "topics": [
+            {"name": "t", "partition_indexes": [partition]}]})
+        assert body["error_code"] == 0
+        return int(body["topics"][0]["partitions"][0]["committed_offset"])
+
+    def state(self, group: str = "g") -> GroupState:
+        return self.c.groups[group].state
+
+    def stable_group(self, count: int, **kw: Any) -> tuple[list[str], int]:
+        """``count`` members joined and synced; returns (member ids, generation)."""
+        ids: list[str] = []
+        for _ in range(count):
+            member_id, _box = self.new_member(**kw)
+            ids.append(member_id)
+            for other in ids[:-1]:  # existing members rejoin: completes the join phase
+                self.join(other, **kw)
+        generation = self.c.groups["g"].generation_id
+        leader = self.c.groups["g"].leader_id
+        assert leader is not None
+        syncs = [self.sync(m, generation, {i: i.encode() for i in ids} if m == leader else None)
+                 for m in ids]
+        assert all(s.code == ErrorCode.NONE for s in syncs)
+        assert self.state() is GroupState.STABLE
+        return ids, generation
+
+
+def test_three_members_join_sync_and_get_their_own_assignment() -> None:
+    h = Harness(initial_delay_ms=100)
+    joins = [h.new_member() for _ in range(3)]
+    assert all(not box.answers for _, box in joins), "the initial delay holds the join"
+    h.advance(100)
+    assert all(not box.answers for _, box in joins), "members arrived: one more delay"
+    h.advance(100)
+    answers = [box.answer for _, box in joins]
+    assert {a["error_code"] for a in answers} == {0}
+    assert {a["generation_id"] for a in answers} == {1}
+    leader = answers[0]["leader"]
+    assert {a["leader"] for a in answers} == {leader}
+    for (member_id, _), answer in zip(joins, answers, strict=True):
+        expected = 3 if member_id == leader else 0
+        assert len(answer["members"]) == expected
+        assert answer["protocol_name"] == "range"
+    assert h.state() is GroupState.COMPLETING_REBALANCE
+    followers = [m for m, _ in joins if m != leader]
+    waiting = [h.sync(m, 1) for m in followers]
+    assert all(not box.answers for box in waiting), "followers wait for the leader"
+    assert h.heartbeat(followers[0], 1) == ErrorCode.NONE
+    leader_sync = h.sync(leader, 1, {m: f"parts-of-{m}".encode() for m, _ in joins})
+    assert h.state() is GroupState.STABLE
+    assert leader_sync.answer["assignment"] == f"parts-of-{leader}".encode()
+    for member_id, box in zip(followers, waiting, strict=True):
+        assert box.answer["assignment"] == f"parts-of-{member_id}".encode()
+    described = describe_groups(h.c, {"groups": ["g"]})["groups"][0]
+    assert described["group_state"] == "Stable" and described["protocol_data"] == "range"
+    assert {m["member_assignment"] for m in described["members"]} == {
+        f"parts-of-{m}".encode() for m, _ in joins}
+    assert list_groups(h.c, {"states_filter": ["stable"]})["groups"] == [
+        {"group_id": "g", "protocol_type": "consumer", "group_state": "Stable"}]
+
+
+def test_initial_delay_is_extended_while_members_keep_arriving() -> None:
+    h = Harness(initial_delay_ms=3_000)
+    _, first = h.new_member(rebalance_ms=10_000)
+    h.advance(1_000)
+    _, second = h.new_member(rebalance_ms=10_000)
+    h.advance(2_000)
+    assert not first.answers and not second.answers
+    h.advance(3_000)
+    assert first.answer["generation_id"] == second.answer["generation_id"] == 1
+
+
+def test_join_completes_early_when_every_known_member_rejoined() -> None:
+    h = Harness()
+    (a, b), generation = h.stable_group(2)
+    _c, c_join = h.new_member()
+    assert h.state() is GroupState.PREPARING_REBALANCE
+    assert h.heartbeat(a, generation) == ErrorCode.REBALANCE_IN_PROGRESS
+    a_join = h.join(a)
+    assert not c_join.answers
+    b_join = h.join(b)  # the last known member: no timer needed
+    assert {box.answer["generation_id"] for box in (a_join, b_join, c_join)} == {generation + 1}
+    assert h.state() is GroupState.COMPLETING_REBALANCE
+
+
+def test_rebalance_timeout_removes_a_member_that_does_not_rejoin() -> None:
+    h = Harness()
+    (a, b), generation = h.stable_group(2, session_ms=60_000)
+    _, c_join = h.new_member(session_ms=60_000)
+    a_join = h.join(a, session_ms=60_000)
+    h.advance(REBALANCE_MS - 1)
+    assert not a_join.answers
+    h.advance(1)
+    assert a_join.answer["generation_id"] == c_join.answer["generation_id"] == generation + 1
+    assert b not in h.c.groups["g"].members
+    assert h.heartbeat(b, generation) == ErrorCode.UNKNOWN_MEMBER_ID
+
+
+def test_session_expiry_removes_the_member_and_starts_a_rebalance() -> None:
+    h = Harness()
+    (a, b), generation = h.stable_group(2)
+    h.advance(SESSION_MS // 2)
+    assert h.heartbeat(a, generation) == ErrorCode.NONE
+    h.advance(SESSION_MS // 2 - 1)
+    assert b in h.c.groups["g"].members
+    h.advance(1)
+    assert b not in h.c.groups["g"].members
+    assert h.state() is GroupState.PREPARING_REBALANCE
+    assert h.heartbeat(a, generation) == ErrorCode.REBALANCE_IN_PROGRESS
+    answer = h.join(a).answer
+    assert answer["generation_id"] == generation + 1 and answer["leader"] == a
+
+
+def test_leave_group_rebalances_and_unknown_members_are_reported() -> None:
+    h = Harness()
+    (a, b), generation = h.stable_group(2)
+    box = Box()
+    h.c.leave_group({"group_id": "g", "members": [{"member_id": b, "group_instance_id": None},
+                                                  {"member_id": "ghost",
+                                                   "group_instance_id": None}]}, box)
+    assert [m["error_code"] for m in box.answer["members"]] == [0, ErrorCode.UNKNOWN_MEMBER_ID]
+    assert h.state() is GroupState.PREPARING_REBALANCE
+    assert h.join(a).answer["generation_id"] == generation + 1
+    leave_all = Box()
+    h.c.leave_group({"group_id": "g", "members": [{"member_id": a, "group_instance_id": None}]},
+                    leave_all)
+    assert h.state() is GroupState.EMPTY  # nobody left to wait for
+
+
+def test_static_member_rejoins_with_a_new_id_without_a_rebalance() -> None:
+    h = Harness()
+    ids = []
+    for instance in ("i-a", "i-b"):
+        box = h.join(instance=instance)  # static members get their id at once
+        ids.append(box.answers[0]["member_id"] if box.answers else None)
+        for other in ids[:-1]:
+            assert other is not None
+            h.join(other, instance="i-a")
+    group = h.c.groups["g"]
+    a, b = group.static_members["i-a"], group.static_members["i-b"]
+    generation = group.generation_id
+    leader = group.leader_id
+    h.sync(a, generation, {a: b"A", b: b"B"} if leader == a else None, instance="i-a")
+    h.sync(b, generation, {a: b"A", b: b"B"} if leader == b else None, instance="i-b")
+    assert h.state() is GroupState.STABLE
+    rejoin = h.join(instance="i-a")  # a restart: no member id, same instance
+    new_a = rejoin.answer["member_id"]
+    assert rejoin.code == ErrorCode.NONE and new_a != a
+    assert rejoin.answer["generation_id"] == generation
+    assert h.state() is GroupState.STABLE
+    assert h.sync(new_a, generation, instance="i-a").answer["assignment"] == b"A"
+    assert h.heartbeat(a, generation, instance="i-a") == ErrorCode.FENCED_INSTANCE_ID
+    assert h.heartbeat(new_a, generation, instance="i-a") == ErrorCode.NONE
+    assert h.heartbeat(b, generation, instance="i-b") == ErrorCode.NONE
+    changed = h.join(instance="i-b", protocols=[("roundrobin", b"x"), ("range", b"y")])
+    assert not changed.answers and h.state() is GroupState.PREPARING_REBALANCE
+
+
+def test_heartbeat_and_sync_generation_and_member_checks() -> None:
+    h = Harness()
+    (a,), generation = h.stable_group(1)
+    assert h.heartbeat(a, generation + 1) == ErrorCode.ILLEGAL_GENERATION
+    assert h.heartbeat("ghost", generation) == ErrorCode.UNKNOWN_MEMBER_ID
+    assert h.sync(a, generation - 1).code == ErrorCode.ILLEGAL_GENERATION
+    assert h.join("ghost").code == ErrorCode.UNKNOWN_MEMBER_ID
+    assert h.join(session_ms=10).code == ErrorCode.INVALID_SESSION_TIMEOUT
+    assert h.join(protocols=[("other", b"")]).code == ErrorCode.INCONSISTENT_GROUP_PROTOCOL
+    assert h.join(group="").code == ErrorCode.INVALID_GROUP_ID
+
+
+def test_commit_generation_checks_and_simple_commits() -> None:
+    h = Harness()
+    assert h.commit("", -1, 10, group="solo") == ErrorCode.NONE  # standalone consumer
+    assert h.committed("solo") == 10
+    assert h.c.groups["solo"].state is GroupState.EMPTY
+    assert h.commit("", 3, 10, group="nobody") == ErrorCode.ILLEGAL_GENERATION
+    (a, b), generation = h.stable_group(2)
+    assert h.commit("", -1, 5) == ErrorCode.UNKNOWN_MEMBER_ID  # group has members
+    assert h.commit(a, generation + 1, 5) == ErrorCode.ILLEGAL_GENERATION
+    assert h.commit("ghost", generation, 5) == ErrorCode.UNKNOWN_MEMBER_ID
+    assert h.commit(a, generation, 7) == ErrorCode.NONE
+    assert h.committed() == 7 and h.committed(partition=1) == -1
+    h.new_member()
+    assert h.commit(b, generation, 8) == ErrorCode.NONE  # allowed while preparing
+    h.join(a)
+    h.join(b)
+    assert h.state() is GroupState.COMPLETING_REBALANCE
+    assert h.commit(a, generation + 1, 9) == ErrorCode.REBALANCE_IN_PROGRESS
+    assert h.committed() == 8
+    assert h.commit(a, generation, -5) != ErrorCode.NONE
+
+
+def test_failed_writes_are_answered_with_coordinator_errors() -> None:
+    h = Harness()
+    (a,), generation = h.stable_group(1)
+    h.log.fail_with = ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert h.commit(a, generation, 1) == ErrorCode.NOT_COORDINATOR
+    h.log.fail_with = None
+    b, b_join = h.new_member()
+    h.join(a)
+    generation = b_join.answer["generation_id"]
+    follower = h.sync(b, generation)
+    h.log.fail_with = ErrorCode.NOT_ENOUGH_REPLICAS
+    leader = h.sync(a, generation, {a: b"x", b: b"y"})
+    assert leader.code == follower.code == ErrorCode.COORDINATOR_NOT_AVAILABLE
+    assert h.state() is GroupState.PREPARING_REBALANCE
+
+
+def test_pending_member_id_expires_after_the_session_timeout() -> None:
+    h = Harness()
+    first = h.join()
+    pending = first.answer["member_id"]
+    h.advance(SESSION_MS)
+    assert h.join(pending).code == ErrorCode.UNKNOWN_MEMBER_ID
+
+
+def test_group_max_size_bounds_members_and_pending_ids() -> None:
+    h = Harness()
+    h.stable_group(4)
+    assert h.join().code == ErrorCode.GROUP_MAX_SIZE_REACHED
+
+
+def test_a_new_coordinator_loads_the_group_and_offsets_from_the_log() -> None:
+    h = Harness()
+    (a, b), generation = h.stable_group(2)
+    assert h.commit(a, generation, 41) == ErrorCode.NONE
+    assert h.commit(b, generation, 42, partition=1) == ErrorCode.NONE
+    h.commit("", -1, 5, group="simple")
+    moved = Harness(log=h.log)
+    moved.c.unload(0)
+    moved.c.begin_load(0, 1)
+    assert moved.heartbeat(a, generation) == ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    for key, value, offset in h.log.records:
+        moved.c.load_record(0, key, value, offset)
+    moved.c.finish_load(0)
+    group = moved.c.groups["g"]
+    assert group.state is GroupState.STABLE and group.generation_id == generation
+    assert set(group.members) == {a, b} and group.leader_id == h.c.groups["g"].leader_id
+    assert group.members[a].assignment == a.encode()
+    assert moved.committed() == 41 and moved.committed(partition=1) == 42
+    assert moved.committed("simple") == 5
+    assert moved.heartbeat(a, generation) == ErrorCode.NONE
+    assert moved.sync(b, generation).answer["assignment"] == b.encode()
+    moved.advance(SESSION_MS)  # loaded members are on the session timer too
+    assert moved.state() is GroupState.EMPTY and not moved.c.groups["g"].members
+
+
+def test_unload_answers_parked_requests_and_stops_serving() -> None:
+    h = Harness()
+    (a, b), generation = h.stable_group(2)
+    parked = h.join(a)  # a rebalance waits for b
+    assert not parked.answers
+    h.c.unload(0)
+    assert parked.code == ErrorCode.NOT_COORDINATOR
+    assert h.heartbeat(b, generation) == ErrorCode.NOT_COORDINATOR
+    assert fetch_offsets(h.c, {"group_id": "g", "topics": None})["error_code"] == \
+        ErrorCode.NOT_COORDINATOR
+    h.advance(REBALANCE_MS + SESSION_MS)  # nothing left on the timer fires into the group
+    assert "g" not in h.c.groups
+
+
+def test_protocol_vote_picks_what_most_members_prefer() -> None:
+    h = Harness()
+    both = (("roundrobin", b"r"), ("range", b"g"))
+    (_a, b, c), _ = h.stable_group(3, protocols=both)
+    group = h.c.groups["g"]
+    assert group.protocol_name == "roundrobin"
+    group.members[b].protocols = [("range", b""), ("roundrobin", b"")]
+    group.members[c].protocols = [("range", b""), ("roundrobin", b"")]
+    assert group.select_protocol() == "range"
+
+
+def test_partition_for_matches_kafka() -> None:
+    assert java_string_hash("") == 0
+    assert java_string_hash("hello") == 99162322
+    assert java_string_hash("Aa") == java_string_hash("BB") == 2112
+    assert java_string_hash("polygenelubricants") == -(2**31)  # Integer.MIN_VALUE
+    assert partition_for("polygenelubricants", 7) == 0
+    assert all(0 <= partition_for(f"group-{i}", 5) < 5 for i in range(100))
+
+
+@pytest.mark.parametrize("code", [ErrorCode.REQUEST_TIMED_OUT, ErrorCode.KAFKA_STORAGE_ERROR])
+def test_commit_write_errors_map_like_kafka(code: ErrorCode) -> None:
+    h = Harness()
+    h.log.fail_with = code
+    expected = (ErrorCode.COORDINATOR_NOT_AVAILABLE if code == ErrorCode.REQUEST_TIMED_OUT
+                else ErrorCode.NOT_COORDINATOR)
+    assert h.commit("", -1, 1) == expected
