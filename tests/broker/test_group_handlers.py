@@ -33,7 +33,8 @@ RETRIABLE = {ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.COORDINATOR_LOAD_IN_
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
-    overrides = {"group_initial_rebalance_delay_ms": 0, "offsets_topic_num_partitions": 3}
+    overrides: dict[str, object] = {"group_initial_rebalance_delay_ms": 0,
+                                    "offsets_topic_num_partitions": 3}
     with LocalCluster(tmp_path, 3, overrides) as c:
         with Admin(c.bootstrap) as admin:
             admin.create_topics([NewTopic("orders", 2, 3, {})])
