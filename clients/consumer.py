@@ -22,7 +22,17 @@ resets the position the same way (or raises :class:`OffsetOutOfRangeError` with
 Costs: ``poll`` decodes each batch once (O(record bytes)); ``poll_bulk`` uses the numpy
 decoder (no per-record Python, values are memoryview slices of the response frame).
 
-Thread safety: none; use a consumer from one thread (like Kafka's).
+Groups: with ``group_id``, ``subscribe(topics, listener)`` joins the group and
+``poll`` drives rebalances (see :mod:`clients.consumer_coordinator`); after a rebalance
+the position of a newly assigned partition is its committed offset, else
+``auto_offset_reset``.  ``assign()`` with a ``group_id`` also starts from committed
+offsets and commits as a simple (generation -1) commit.  ``enable_auto_commit`` commits
+the positions every ``auto_commit_interval_ms`` from ``poll``, before a rebalance revokes
+partitions and on ``close`` (which then leaves the group).  Without ``group_id`` no
+offsets are committed or read.
+
+Thread safety: none; use a consumer from one thread (like Kafka's).  A subscribed
+consumer runs one heartbeat thread of its own.
 """
 
 from __future__ import annotations
@@ -36,8 +46,15 @@ from typing import Any
 import numpy as np
 
 from clients.api import ApiKey
+from clients.assignors import assignor_for
 from clients.cluster_metadata import ClusterMetadata, parse_bootstrap
 from clients.connection import ClientResponse, InFlightRequest, NodeConnections
+from clients.consumer_coordinator import (
+    CommitCallback,
+    ConsumerCoordinator,
+    GroupConfig,
+    RebalanceListener,
+)
 from clients.errors import (
     CorruptRecordError,
     ErrorCode,
@@ -48,7 +65,7 @@ from clients.errors import (
 )
 from clients.records import HEADER_SIZE, decode_batch, read_header
 from clients.records_bulk import BulkRecords, decode_batch_bulk
-from clients.types import ConsumerRecord, TopicPartition
+from clients.types import ConsumerRecord, OffsetAndMetadata, TopicPartition
 
 __all__ = ["Consumer", "NoOffsetForPartitionError", "OffsetOutOfRangeError"]
 
@@ -93,6 +110,7 @@ class _State:
     reset: int | None = None  # pending reset timestamp (-2 earliest / -1 latest)
     fetched: _Fetched | None = None
     high_watermark: int = -1
+    committed_pending: bool = False  # group: position comes from the committed offset
 
 
 class Consumer:
@@ -112,6 +130,15 @@ class Consumer:
         request_timeout_ms: int = 30_000,
         retry_backoff_ms: int = 100,
         metadata_max_age_ms: int = 300_000,
+        group_id: str | None = None,
+        group_instance_id: str | None = None,
+        session_timeout_ms: int = 10_000,
+        heartbeat_interval_ms: int = 3_000,
+        max_poll_interval_ms: int = 300_000,
+        rebalance_timeout_ms: int | None = None,  # default: max_poll_interval_ms (Kafka)
+        partition_assignment_strategy: Sequence[str] = ("range",),
+        enable_auto_commit: bool = True,
+        auto_commit_interval_ms: int = 5_000,
     ) -> None:
         if auto_offset_reset not in _RESETS:
             raise InvalidConfigError(
@@ -147,16 +174,38 @@ class Consumer:
         self._fetches: dict[int, InFlightRequest] = {}  # node -> in-flight Fetch
         self._pending_error: MiniKafkaError | None = None
         self._closed = False
+        self._coordinator: ConsumerCoordinator | None = None
+        if group_id is not None:
+            config = GroupConfig(
+                group_id, [assignor_for(n) for n in partition_assignment_strategy],
+                group_instance_id, session_timeout_ms,
+                max_poll_interval_ms if rebalance_timeout_ms is None else rebalance_timeout_ms,
+                heartbeat_interval_ms, max_poll_interval_ms, enable_auto_commit,
+                auto_commit_interval_ms, request_timeout_ms, retry_backoff_ms,
+            )  # fmt: skip
+            self._coordinator = ConsumerCoordinator(
+                config, self._net, self._metadata, client_id=self.client_id,
+                positions=self._positions, set_assignment=self._set_group_assignment,
+            )  # fmt: skip
 
     # ------------------------------------------------------------ assignment & positions
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
         """Replace the assignment; positions of partitions kept stay as they were."""
         self._check_open()
+        if self.subscription():
+            raise MiniKafkaError("assign() after subscribe(): unsubscribe() first",
+                                 ErrorCode.INVALID_REQUEST)
         new = [TopicPartition(*tp) for tp in partitions]
         for tp in new:
             if not isinstance(tp.partition, int) or tp.partition < 0:
                 raise ValueError(f"bad partition in {tp!r}")
-        self._states = {tp: self._states.get(tp) or _State() for tp in new}
+        self._set_group_assignment(new)
+
+    def _set_group_assignment(self, partitions: Iterable[TopicPartition]) -> None:
+        pending = self._coordinator is not None  # with a group: start at committed offsets
+        new = list(partitions)
+        self._states = {tp: self._states.get(tp) or _State(committed_pending=pending)
+                        for tp in new}  # fmt: skip
         self._metadata.add_topics(tp.topic for tp in new)
 
     def assignment(self) -> set[TopicPartition]:
@@ -225,9 +274,32 @@ class Consumer:
 
     def _poll_fetched(self, timeout_ms: int) -> list[tuple[TopicPartition, _Fetched]]:
         self._check_open()
+        deadline = self._deadline(timeout_ms)
+        if self._coordinator is not None and (self._states or self.subscription()):
+            return self._poll_group(self._coordinator, deadline)
         if not self._states:
             raise MiniKafkaError("poll with no assigned partitions", ErrorCode.INVALID_REQUEST)
-        deadline = self._deadline(timeout_ms)
+        return self._fetch_until(deadline)
+
+    def _poll_group(
+        self, coordinator: ConsumerCoordinator, deadline: float
+    ) -> list[tuple[TopicPartition, _Fetched]]:
+        """Drive the group between fetch waits; no records while a rebalance runs."""
+        while True:
+            now = time.monotonic()
+            group_deadline = max(deadline, now + self.retry_backoff_ms / 1000)
+            if coordinator.poll(group_deadline) and self._states:
+                self._init_committed_positions(group_deadline)
+                step = min(deadline, now + coordinator.time_to_next_poll_ms() / 1000)
+                ready = self._fetch_until(max(step, time.monotonic()))
+                if ready:
+                    return ready
+            elif time.monotonic() < deadline:  # nothing assigned: just keep membership
+                time.sleep(min(deadline - time.monotonic(), self.retry_backoff_ms / 1000))
+            if time.monotonic() >= deadline:
+                return []
+
+    def _fetch_until(self, deadline: float) -> list[tuple[TopicPartition, _Fetched]]:
         while True:
             self._raise_pending()
             self._resolve_positions(deadline)
@@ -397,7 +469,8 @@ class Consumer:
 
     # ------------------------------------------------------------ offsets & metadata
     def _resolve_positions(self, deadline: float) -> None:
-        missing = [tp for tp, s in self._states.items() if s.position is None]
+        missing = [tp for tp, s in self._states.items()
+                   if s.position is None and not s.committed_pending]  # fmt: skip
         if missing and self.auto_offset_reset == "none":
             unreset = [tp for tp in missing if self._states[tp].reset is None]
             if unreset:
@@ -464,6 +537,85 @@ class Consumer:
         parts = self._metadata.partitions_for(topic)
         return None if parts is None else [p.partition for p in parts]
 
+    # ------------------------------------------------------------ groups
+    def _group(self) -> ConsumerCoordinator:
+        self._check_open()
+        if self._coordinator is None:
+            raise InvalidConfigError("this needs a consumer group: pass group_id=...")
+        return self._coordinator
+
+    def subscribe(self, topics: Iterable[str], listener: RebalanceListener | None = None) -> None:
+        """Join the group for ``topics``; ``listener.on_partitions_revoked/assigned(set)``
+        run inside ``poll``.  Replaces an earlier subscription (not mixable with assign)."""
+        group = self._group()
+        if isinstance(topics, str):
+            topics = [topics]
+        if self._states and not group.subscription:
+            raise MiniKafkaError("subscribe() after assign(): assign([]) first",
+                                 ErrorCode.INVALID_REQUEST)
+        group.subscribe(topics, listener)
+
+    def unsubscribe(self) -> None:
+        """Revoke the assignment (listener called) and leave the group."""
+        self._group().unsubscribe()
+        self._states = {}
+
+    def subscription(self) -> set[str]:
+        return set(self._coordinator.subscription) if self._coordinator is not None else set()
+
+    def _positions(self) -> dict[TopicPartition, int]:
+        return {tp: s.position for tp, s in self._states.items() if s.position is not None}
+
+    def _offsets(
+        self, offsets: dict[TopicPartition, OffsetAndMetadata | int] | None
+    ) -> dict[TopicPartition, OffsetAndMetadata]:
+        if offsets is None:
+            return {tp: OffsetAndMetadata(pos) for tp, pos in self._positions().items()}
+        out = {}
+        for tp, om in offsets.items():
+            om = OffsetAndMetadata(om) if isinstance(om, int) else OffsetAndMetadata(*om)
+            if om.offset < 0:
+                raise ValueError(f"offset to commit for {tp} must be >= 0, got {om.offset}")
+            out[TopicPartition(*tp)] = om
+        return out
+
+    def commit(self, offsets: dict[TopicPartition, OffsetAndMetadata | int] | None = None,
+               timeout_ms: int | None = None) -> None:
+        """Commit ``offsets`` (default: the positions of all assigned partitions) and wait.
+        Raises CommitFailedError when the group rebalanced meanwhile."""
+        group = self._group()
+        timeout = self.request_timeout_ms if timeout_ms is None else timeout_ms
+        group.commit_sync(self._offsets(offsets), self._deadline(timeout))
+
+    def commit_async(self, offsets: dict[TopicPartition, OffsetAndMetadata | int] | None = None,
+                     callback: CommitCallback | None = None) -> None:
+        """Commit without waiting; ``callback(offsets, error_or_None)`` runs in a poll."""
+        self._group().commit_async(self._offsets(offsets), callback)
+
+    def committed(self, partitions: Iterable[TopicPartition], timeout_ms: int | None = None
+                  ) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        """The group's committed offsets (None where nothing is committed)."""
+        timeout = self.request_timeout_ms if timeout_ms is None else timeout_ms
+        return self._group().fetch_committed(partitions, self._deadline(timeout))
+
+    def _init_committed_positions(self, deadline: float) -> None:
+        pending = [tp for tp, s in self._states.items() if s.committed_pending]
+        if not pending or self._coordinator is None:
+            return
+        try:
+            committed = self._coordinator.fetch_committed(pending, deadline)
+        except MiniKafkaError as e:
+            if e.retriable:
+                return  # coordinator busy or moving: the next poll asks again
+            raise
+        for tp, om in committed.items():
+            state = self._states.get(tp)
+            if state is None or not state.committed_pending:
+                continue
+            state.committed_pending = False
+            if om is not None and state.position is None and state.reset is None:
+                state.position = om.offset
+
     # ------------------------------------------------------------ misc
     def _raise_pending(self) -> None:
         if self._pending_error is not None:
@@ -479,10 +631,15 @@ class Consumer:
         if self._closed:
             raise MiniKafkaError("consumer is closed", ErrorCode.INVALID_REQUEST)
 
-    def close(self) -> None:
+    def close(self, timeout_ms: int = 30_000) -> None:
+        """Commit (auto commit), leave the group, close connections."""
         if not self._closed:
             self._closed = True
-            self._net.close()
+            try:
+                if self._coordinator is not None:
+                    self._coordinator.close(timeout_ms)
+            finally:
+                self._net.close()
 
     def __enter__(self) -> Consumer:
         return self

@@ -49,6 +49,15 @@ class ConsumerRecord(NamedTuple):
     headers: tuple[Header, ...] = ()
 
 
+class OffsetAndMetadata(NamedTuple):
+    """A committed position: the offset of the next record to consume, plus optional
+    metadata text and the leader epoch of the record before it (-1: unknown)."""
+
+    offset: int
+    metadata: str | None = None
+    leader_epoch: int = -1
+
+
 class NewTopic(NamedTuple):
     """A topic to create; -1 means "broker default" for both counts."""
 

@@ -1,0 +1,251 @@
+"""Consumer group membership against the in-process fake coordinator (real sockets)."""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import pytest
+
+from clients.assignors import RangeAssignor
+from clients.consumer import Consumer
+from clients.consumer_coordinator import CommitFailedError, GroupConfig, MemberState
+from clients.errors import ErrorCode, InvalidConfigError, MiniKafkaError
+from clients.records import build_batch
+from clients.types import ConsumerRecord, OffsetAndMetadata, TopicPartition
+from tests.broker.processes import wait_until
+from tests.clients.fake_broker import E
+from tests.clients.fake_group_coordinator import FakeGroupCluster
+
+FAST = {"session_timeout_ms": 3000, "heartbeat_interval_ms": 100, "retry_backoff_ms": 20,
+        "fetch_max_wait_ms": 50, "auto_offset_reset": "earliest"}
+
+
+@pytest.fixture
+def fake() -> Iterator[FakeGroupCluster]:
+    c = FakeGroupCluster(1, join_window_s=0.5)
+    try:
+        yield c
+    finally:
+        c.close()
+    assert c.errors == [], "the fake received requests it could not serve"
+
+
+class Listener:
+    def __init__(self) -> None:
+        self.events: list[tuple[str, set[TopicPartition]]] = []
+
+    def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
+        self.events.append(("revoked", revoked))
+
+    def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
+        self.events.append(("assigned", assigned))
+
+
+class Runner(threading.Thread):
+    """Polls one consumer in its own thread (each consumer belongs to one thread)."""
+
+    def __init__(self, consumer: Consumer, topics: list[str], commit: bool = False) -> None:
+        super().__init__(daemon=True)
+        self.consumer, self.topics, self.commit = consumer, topics, commit
+        self.listener = Listener()
+        self.records: list[ConsumerRecord] = []
+        self.assignment: set[TopicPartition] = set()
+        self.stop = threading.Event()
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            self.consumer.subscribe(self.topics, self.listener)
+            while not self.stop.is_set():
+                for records in self.consumer.poll(timeout_ms=50).values():
+                    self.records.extend(records)
+                self.assignment = self.consumer.assignment()
+                if self.commit:
+                    self.consumer.commit()
+        except BaseException as e:  # reported by the test
+            self.error = e
+        finally:
+            self.consumer.close()
+
+    def finish(self) -> None:
+        self.stop.set()
+        self.join(30)
+        assert not self.is_alive()
+        if self.error is not None:
+            raise self.error
+
+
+def fill(fake: FakeGroupCluster, topic: str, partitions: int, per_partition: int) -> None:
+    fake.create_topic(topic, partitions)
+    for p in range(partitions if per_partition else 0):
+        fake.append(TopicPartition(topic, p),
+                    build_batch([(None, b"%d-%d" % (p, i), 1, ()) for i in range(per_partition)]))
+
+
+def drain(c: Consumer, got: list[ConsumerRecord], count: int) -> bool:
+    got.extend(r for rs in c.poll(100).values() for r in rs)
+    return len(got) >= count
+
+
+def consumer(fake: FakeGroupCluster, group: str = "g", **kw: Any) -> Consumer:
+    return Consumer(fake.bootstrap, group_id=group, **{**FAST, **kw})
+
+
+def test_two_members_split_partitions_then_one_leaves(fake: FakeGroupCluster) -> None:
+    fill(fake, "t", 4, 5)
+    a, b = Runner(consumer(fake), ["t"]), Runner(consumer(fake), ["t"])
+    a.start()
+    b.start()
+    try:
+        wait_until(lambda: len(a.assignment) == 2 and len(b.assignment) == 2, 30,
+                   "both members hold two partitions")
+        assert not a.assignment & b.assignment
+        wait_until(lambda: len(a.records) + len(b.records) == 20, 30, "all 20 records")
+        b.finish()  # close: auto commit, revoke, LeaveGroup
+        assert b.listener.events[-1] == ("revoked", b.assignment)
+        wait_until(lambda: len(a.assignment) == 4, 30, "the survivor takes all partitions")
+        assert a.listener.events[-1][0] == "assigned"  # eager: revoke all, then assign all
+        assert a.listener.events[-2] == ("revoked", a.assignment - b.assignment)
+    finally:
+        a.finish()
+        if b.is_alive():
+            b.finish()
+    group = fake.group("g")
+    assert group.offsets == {("t", p): 5 for p in range(4)}  # auto commit on close
+    assert fake.heartbeats > 0
+    keys = [(r.partition, r.offset) for r in a.records + b.records]
+    assert len(set(keys)) == 20  # the survivor resumed from b's committed offsets
+
+
+def test_member_id_required_then_listener_and_commit_resume(fake: FakeGroupCluster) -> None:
+    fill(fake, "t", 2, 3)
+    with consumer(fake, enable_auto_commit=False) as c:
+        listener = Listener()
+        c.subscribe(["t"], listener)
+        got: list[ConsumerRecord] = []
+        wait_until(lambda: drain(c, got, 6), 30, "six records")
+        generation, member_id = c._coordinator.generation if c._coordinator else (-1, "")
+        assert generation == 1 and member_id.startswith("member-")
+        assert listener.events == [("assigned", {TopicPartition("t", 0), TopicPartition("t", 1)})]
+        c.commit({TopicPartition("t", 0): 2, TopicPartition("t", 1): OffsetAndMetadata(3)})
+        assert c.committed([TopicPartition("t", 0), TopicPartition("t", 1),
+                            TopicPartition("t", 9)]) == {
+            TopicPartition("t", 0): OffsetAndMetadata(2), TopicPartition("t", 1):
+            OffsetAndMetadata(3), TopicPartition("t", 9): None}
+    assert fake.group("g").offsets == {("t", 0): 2, ("t", 1): 3}  # no auto commit on close
+    with consumer(fake) as c:
+        c.subscribe(["t"])
+        got = []
+        wait_until(lambda: drain(c, got, 1), 30, "the one uncommitted record")
+        assert [(r.partition, r.offset) for r in got] == [(0, 2)]
+
+
+def test_coordinator_not_available_is_retried(fake: FakeGroupCluster) -> None:
+    fill(fake, "t", 1, 1)
+    fake.find_errors = [E.COORDINATOR_NOT_AVAILABLE] * 3 + [E.COORDINATOR_LOAD_IN_PROGRESS]
+    with consumer(fake) as c:
+        c.subscribe("t")
+        got: list[ConsumerRecord] = []
+        wait_until(lambda: drain(c, got, 1), 30, "the record")
+    assert fake.find_errors == []
+
+
+def test_stale_generation_commit_fails_and_member_rejoins(fake: FakeGroupCluster) -> None:
+    fill(fake, "t", 1, 1)
+    with consumer(fake, enable_auto_commit=False) as c:
+        c.subscribe(["t"])
+        wait_until(lambda: bool(c.poll(100)), 30, "the record")
+        with fake.cond:  # the group moved on without this member knowing
+            fake.group("g").generation += 1
+        with pytest.raises(CommitFailedError) as info:
+            c.commit()
+        assert info.value.code == ErrorCode.ILLEGAL_GENERATION
+        assert c._coordinator is not None
+        wait_until(lambda: c.poll(50) == {} and c._coordinator is not None
+                   and c._coordinator.generation[0] == fake.group("g").generation
+                   and c._coordinator.state == MemberState.STABLE, 30, "rejoined")
+        c.commit()
+    assert fake.group("g").offsets == {("t", 0): 1}
+
+
+def test_heartbeat_rebalance_in_progress_makes_the_member_rejoin(
+    fake: FakeGroupCluster,
+) -> None:
+    fill(fake, "t", 2, 0)
+    a = Runner(consumer(fake), ["t"])
+    a.start()
+    try:
+        wait_until(lambda: len(a.assignment) == 2, 30, "a holds both partitions")
+        before = fake.group("g").generation
+        b = Runner(consumer(fake), ["t"])
+        b.start()  # a learns of the rebalance through its heartbeat
+        try:
+            wait_until(lambda: len(a.assignment) == 1 and len(b.assignment) == 1, 30,
+                       "one partition each")
+            assert fake.group("g").generation > before
+            assert ("revoked", {TopicPartition("t", 0), TopicPartition("t", 1)}) \
+                in a.listener.events  # eager: everything revoked before rejoining
+        finally:
+            b.finish()
+    finally:
+        a.finish()
+
+
+def test_cooperative_sticky_keeps_unmoved_partitions(fake: FakeGroupCluster) -> None:
+    fill(fake, "t", 4, 0)
+    strategy: dict[str, Any] = {"partition_assignment_strategy": ["cooperative-sticky"]}
+    a = Runner(consumer(fake, **strategy), ["t"])
+    a.start()
+    try:
+        wait_until(lambda: len(a.assignment) == 4, 30, "a holds all partitions")
+        b = Runner(consumer(fake, **strategy), ["t"])
+        b.start()
+        try:
+            wait_until(lambda: len(a.assignment) == 2 and len(b.assignment) == 2, 30,
+                       "two partitions each")
+            revoked = [tps for kind, tps in a.listener.events if kind == "revoked"]
+            assert revoked and all(len(tps) == 2 for tps in revoked)  # only what moved
+            assert set().union(*revoked) == b.assignment
+        finally:
+            b.finish()
+    finally:
+        a.finish()
+
+
+def test_assign_with_group_uses_simple_commits(fake: FakeGroupCluster) -> None:
+    fill(fake, "t", 1, 4)
+    tp = TopicPartition("t", 0)
+    with fake.cond:
+        fake.group("g").offsets[("t", 0)] = 3
+    with consumer(fake) as c:
+        c.assign([tp])
+        records = [r for rs in c.poll(2000).values() for r in rs]
+        assert [r.offset for r in records] == [3]  # starts at the committed offset
+        c.commit()
+        assert fake.group("g").offsets[("t", 0)] == 4
+        with pytest.raises(MiniKafkaError, match="after assign"):
+            c.subscribe(["t"])
+    with fake.cond:
+        fake.group("busy").members["someone"] = {}
+    with consumer(fake, group="busy") as c:
+        c.assign([tp])
+        with pytest.raises(CommitFailedError):
+            c.commit({tp: 1})
+
+
+def test_bad_group_configs_are_precise_errors(fake: FakeGroupCluster) -> None:
+    with pytest.raises(InvalidConfigError, match="heartbeat_interval_ms"):
+        Consumer(fake.bootstrap, group_id="g", heartbeat_interval_ms=5000, session_timeout_ms=5000)
+    with pytest.raises(InvalidConfigError, match="known: "):
+        Consumer(fake.bootstrap, group_id="g", partition_assignment_strategy=["sticky-ish"])
+    with pytest.raises(InvalidConfigError, match="group_id"):
+        GroupConfig("", [RangeAssignor()])
+    with Consumer(fake.bootstrap) as c:
+        with pytest.raises(InvalidConfigError, match="group_id"):
+            c.subscribe(["t"])
+        with pytest.raises(InvalidConfigError, match="group_id"):
+            c.commit()
+    with consumer(fake) as c, pytest.raises(ValueError, match="topic names"):
+        c.subscribe([""])
