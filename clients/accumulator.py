@@ -17,11 +17,20 @@ sendable when a batch is full (or more than one is queued), its ``linger_ms`` pa
 a flush or close is in progress, or someone is blocked waiting for memory; a batch being
 retried waits ``retry_backoff_ms`` instead of ``linger_ms``.
 
-Ordering: **one in-flight request per partition** (a partition is *muted* from drain to
-the end of its response).  A drain may put several consecutive batches of a partition
-into that one request (up to ``max_request_size``; the broker appends them in order),
-so throughput does not suffer from the rule; a retried batch goes back to the head of
-its deque, so no later batch can overtake it.
+Ordering without idempotence: **one in-flight request per partition** (a partition is
+*muted* from drain to the end of its response).  A drain may put several consecutive
+batches of a partition into that one request (up to ``max_request_size``; the broker
+appends them in order), so throughput does not suffer from the rule; a retried batch
+goes back to the head of its deque, so no later batch can overtake it.
+
+Ordering with idempotence (an :class:`~clients.idempotence.IdempotenceManager` is
+given): no muting; the manager decides per partition whether its head batch may go
+(up to 5 batches in flight, retries one at a time, nothing before a producer id).  A
+drain takes **one batch per partition per request** (as Kafka: the broker checks one
+sequence range per partition), stamps it with producer id, epoch and base sequence the
+first time it is drained (so sequences follow send order), then closes it (header and
+CRC written; a batch closed earlier, e.g. by ``send_bulk``, is restamped and its CRC
+recomputed).
 
 Delivery timeout: batches that are not in flight and are older than
 ``delivery_timeout_ms`` are taken out by :meth:`expired_batches`; the sender fails them.
@@ -49,11 +58,21 @@ from crc32c import crc32c
 from clients.buffer_pool import Buffer, BufferPool
 from clients.cluster_metadata import ClusterMetadata
 from clients.errors import MiniKafkaError
-from clients.records import ATTRIBUTES_OFFSET, HEADER_SIZE, LOG_OVERHEAD, MAGIC, encode_varint
+from clients.idempotence import NO_SEQUENCE, SEQUENCE_MODULUS, IdempotenceManager
+from clients.records import (
+    ATTRIBUTES_OFFSET,
+    CRC_OFFSET,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC,
+    encode_varint,
+)
 from clients.types import BulkResult, Header, RecordMetadata, TopicPartition
 
 _AFTER_CRC = struct.Struct(">hiqqqhii")  # attributes .. record_count
 _PREFIX = struct.Struct(">qiibI")  # base_offset, batch_length, epoch, magic, crc
+_PRODUCER = struct.Struct(">qhi")  # producer_id, producer_epoch, base_sequence
+_PRODUCER_OFFSET = 43
 RECORD_OVERHEAD_BOUND = 5 + 1 + 10 + 5 + 5 + 5 + 5  # varints around key/value, no headers
 
 
@@ -115,6 +134,13 @@ def record_size_bound(key: bytes | None, value: bytes | None, headers: Sequence[
     return size
 
 
+def _sequenced_before(a: ProducerBatch, b: ProducerBatch) -> bool:
+    """``a`` holds a sequence assigned before ``b``'s (both in a window < 2**30 wide)."""
+    if a.base_sequence == NO_SEQUENCE:
+        return False
+    return 0 < (b.base_sequence - a.base_sequence) % SEQUENCE_MODULUS < SEQUENCE_MODULUS // 2
+
+
 class BulkTracker:
     """Resolves one ``send_bulk`` future when all of its batches are done."""
 
@@ -147,8 +173,9 @@ class ProducerBatch:
     """A batch being filled in a pooled buffer, then sent, maybe retried, then done."""
 
     __slots__ = (
-        "attempts", "base_timestamp", "buffer", "bulk", "closed", "created_ms", "done",
-        "full", "futures", "in_flight", "max_timestamp", "memory", "record_count",
+        "attempts", "base_sequence", "base_timestamp", "buffer", "bulk", "closed",
+        "created_ms", "done", "full", "futures", "in_flight", "max_timestamp",
+        "maybe_written", "memory", "producer_epoch", "producer_id", "record_count",
         "retry_at_ms", "size", "tp",
     )  # fmt: skip
 
@@ -169,6 +196,12 @@ class ProducerBatch:
         self.closed = False  # header written; bytes final
         self.in_flight = False
         self.done = False
+        self.producer_id = -1
+        self.producer_epoch = -1
+        self.base_sequence = NO_SEQUENCE
+        # an attempt's outcome is unknown (lost response): resending under a new epoch
+        # could duplicate it
+        self.maybe_written = False
 
     def __repr__(self) -> str:
         return f"ProducerBatch({self.tp}, records={self.record_count}, bytes={self.size})"
@@ -208,10 +241,24 @@ class ProducerBatch:
         mem = self.memory
         _AFTER_CRC.pack_into(
             mem, ATTRIBUTES_OFFSET, 0, self.record_count - 1, self.base_timestamp,
-            self.max_timestamp, -1, -1, -1, self.record_count,
+            self.max_timestamp, self.producer_id, self.producer_epoch, self.base_sequence,
+            self.record_count,
         )  # fmt: skip
         crc = crc32c(mem[ATTRIBUTES_OFFSET : self.size])
         _PREFIX.pack_into(mem, 0, 0, self.size - LOG_OVERHEAD, -1, MAGIC, crc)
+
+    def set_producer_state(self, producer_id: int, producer_epoch: int, base_sequence: int) -> None:
+        """Stamp the idempotence fields (rewrites header and CRC if already closed).
+
+        Only while the batch is not in flight: its buffer may be on the wire otherwise.
+        """
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.base_sequence = base_sequence
+        if self.closed:
+            mem = self.memory
+            _PRODUCER.pack_into(mem, _PRODUCER_OFFSET, producer_id, producer_epoch, base_sequence)
+            struct.pack_into(">I", mem, CRC_OFFSET, crc32c(mem[ATTRIBUTES_OFFSET : self.size]))
 
     def wire(self) -> memoryview:
         return self.memory[: self.size]
@@ -252,8 +299,10 @@ class RecordAccumulator:
         retry_backoff_ms: float,
         delivery_timeout_ms: float,
         clock_ms: Callable[[], float] = monotonic_ms,
+        idempotence: IdempotenceManager | None = None,
     ) -> None:
         self.pool = pool
+        self.idempotence = idempotence
         self.batch_size = batch_size
         self.linger_ms = linger_ms
         self.retry_backoff_ms = retry_backoff_ms
@@ -360,7 +409,7 @@ class RecordAccumulator:
             exhausted = self._waiting_for_memory > 0
             forced = exhausted or self._flushes > 0 or self._closed
             for tp, dq in self._batches.items():
-                if not dq or tp in self._muted:
+                if not self._sendable(tp, dq):
                     continue
                 leader = metadata.leader_for(tp)
                 if leader is None:
@@ -389,7 +438,7 @@ class RecordAccumulator:
         """Take sendable batches for each node (one request each); mutes their partitions."""
         out: dict[int, list[ProducerBatch]] = {}
         with self._cond:
-            tps = [tp for tp, dq in self._batches.items() if dq and tp not in self._muted]
+            tps = [tp for tp, dq in self._batches.items() if self._sendable(tp, dq)]
             if not tps:
                 return out
             start = self._drain_start % len(tps)
@@ -402,9 +451,13 @@ class RecordAccumulator:
                 dq = self._batches[tp]
                 if dq[0].attempts > 0 and now_ms < dq[0].retry_at_ms:
                     continue
-                taken = self._take(dq, max_request_size, sizes.get(leader, 0))
+                if self.idempotence is not None:
+                    taken = self._take_idempotent(tp, dq, max_request_size, sizes.get(leader, 0))
+                else:
+                    taken = self._take(dq, max_request_size, sizes.get(leader, 0))
+                    if taken:
+                        self._muted.add(tp)
                 if taken:
-                    self._muted.add(tp)
                     out.setdefault(leader, []).extend(taken)
                     sizes[leader] = sizes.get(leader, 0) + sum(b.size for b in taken)
         return out
@@ -428,18 +481,78 @@ class RecordAccumulator:
                 break
         return taken
 
+    def _sendable(self, tp: TopicPartition, dq: deque[ProducerBatch]) -> bool:
+        if not dq:
+            return False
+        if self.idempotence is None:
+            return tp not in self._muted
+        return self.idempotence.can_send(tp, dq[0].base_sequence != NO_SEQUENCE)
+
+    def _take_idempotent(
+        self, tp: TopicPartition, dq: deque[ProducerBatch], max_request_size: int, used: int
+    ) -> list[ProducerBatch]:
+        """One batch, stamped with (producer id, epoch, sequence) on its first drain."""
+        assert self.idempotence is not None
+        batch = dq[0]
+        if used and used + batch.size > max_request_size:
+            return []
+        dq.popleft()
+        manager = self.idempotence
+        if batch.base_sequence == NO_SEQUENCE:
+            sequence = manager.assign_sequence(tp, batch.record_count)
+            batch.set_producer_state(manager.producer_id, manager.producer_epoch, sequence)
+        batch.close()
+        batch.in_flight = True
+        manager.on_send(tp)
+        return [batch]
+
+    def reset_sequences(self, abandon: Callable[[ProducerBatch], bool]) -> list[ProducerBatch]:
+        """Before an epoch bump: batches holding a sequence lose it or are taken out.
+
+        ``abandon(batch)`` True removes the batch and returns it (the caller fails it);
+        otherwise its sequence is cleared and it will be restamped on its next drain.
+        """
+        out: list[ProducerBatch] = []
+        with self._cond:
+            for dq in self._batches.values():
+                if not any(b.base_sequence != NO_SEQUENCE for b in dq):
+                    continue
+                keep = []
+                for b in dq:
+                    if b.base_sequence == NO_SEQUENCE:
+                        keep.append(b)
+                    elif abandon(b):
+                        out.append(b)
+                    else:
+                        b.set_producer_state(-1, -1, NO_SEQUENCE)
+                        keep.append(b)
+                dq.clear()
+                dq.extend(keep)
+        return out
+
     def unmute(self, tp: TopicPartition) -> None:
         with self._cond:
             self._muted.discard(tp)
 
     def reenqueue(self, batches: Sequence[ProducerBatch], now_ms: float) -> None:
-        """Put batches back at the head of their deques, in their original order."""
+        """Put batches back at the head of their deques, in their original order.
+
+        A batch with a sequence goes after the queued batches with earlier sequences
+        (batches of one partition may come back from different requests in any order).
+        """
         with self._cond:
             for batch in reversed(batches):
                 batch.in_flight = False
                 batch.attempts += 1
                 batch.retry_at_ms = now_ms + self.retry_backoff_ms
-                self._batches.setdefault(batch.tp, deque()).appendleft(batch)
+                dq = self._batches.setdefault(batch.tp, deque())
+                if batch.base_sequence == NO_SEQUENCE:
+                    dq.appendleft(batch)
+                    continue
+                index = 0
+                while index < len(dq) and _sequenced_before(dq[index], batch):
+                    index += 1
+                dq.insert(index, batch)
 
     def expired_batches(self, now_ms: float) -> list[ProducerBatch]:
         """Remove and return queued batches past ``delivery_timeout_ms``."""

@@ -9,22 +9,37 @@ Data path::
        a partition concatenated; a single batch is sent straight from its pooled buffer)
        responses -> futures resolved, buffers returned to the pool
 
-Semantics (Kafka's, simplified; idempotence comes later):
+Semantics (Kafka's, simplified):
 
-- ``acks`` 0 / 1 / ``"all"`` (= -1).  With acks=0 no response is awaited and futures
-  resolve with offset -1 once the request is written.
+- ``acks`` 0 / 1 / ``"all"`` (= -1, the default).  With acks=0 no response is awaited
+  and futures resolve with offset -1 once the request is written.
+- **Idempotence** (``enable_idempotence``, on by default, see :mod:`clients.idempotence`
+  and docs/producer.md): the producer gets a producer id (InitProducerId) and stamps
+  every batch with (producer id, epoch, sequence) per partition, so a batch resent after
+  a lost response is recognised by the broker and appended once; up to
+  ``max_in_flight_requests_per_connection`` (<= 5) batches per partition are in flight
+  and order is kept across retries.  As in Kafka 3: when ``enable_idempotence`` is left
+  unset, idempotence is on unless a setting conflicts with it (``acks`` 0/1,
+  ``retries=0``, more than 5 in flight), in which case it is off (at-least-once); set
+  to True explicitly, such a conflict is an :class:`InvalidConfigError`.  A fenced
+  producer (a newer epoch of its id wrote to a partition) or a broker that does not
+  serve InitProducerId is fatal: pending futures fail and ``send`` raises the error.
 - keyed records go to ``murmur2(key) % partitions``; null keys use the sticky
   partitioner (switches partition when a batch fills).
 - retriable errors (NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, connection loss,
   request timeout, ...) are retried after ``retry_backoff_ms`` (metadata refreshed first
   for leadership errors) while ``retries`` and ``delivery_timeout_ms`` allow; then the
   batch's futures fail with the error.
-- **Ordering**: at most one in-flight request per partition (several batches of a
-  partition may share it), and a retried batch returns to the head of its queue, so a
-  partition's records are appended in send order even across retries and reconnects.
-  ``max_in_flight_requests_per_connection`` bounds requests per broker (partitions of
-  one broker are spread over them).  Without idempotence a retry after a lost response
-  may still duplicate a batch (at-least-once), as in Kafka.
+- **Ordering** without idempotence: at most one in-flight request per partition
+  (several batches of a partition may share it), and a retried batch returns to the
+  head of its queue, so a partition's records are appended in send order even across
+  retries and reconnects.  ``max_in_flight_requests_per_connection`` bounds requests
+  per broker (partitions of one broker are spread over them).  Without idempotence a
+  retry after a lost response may duplicate a batch (at-least-once), as in Kafka.
+- ``debug_drop_response_ratio`` (test-only fault hook, default 0): that fraction of
+  produce responses is discarded after the broker answered, as if lost on the network
+  (chosen by ``random.Random(debug_drop_seed)``), so batches are retried; with
+  idempotence off this shows duplicates, with it on it must not.
 - ``send`` blocks at most ``max_block_ms`` (metadata for the topic, then memory in the
   pool); beyond that it raises :class:`~clients.errors.RequestTimedOutError` (for memory
   the pool's ``BufferPoolTimeoutError`` subclass).
@@ -59,6 +74,7 @@ from clients.accumulator import (
 from clients.buffer_pool import BufferPool
 from clients.cluster_metadata import ClusterMetadata, parse_bootstrap
 from clients.errors import InvalidConfigError, MessageTooLargeError, RequestTimedOutError
+from clients.idempotence import MAX_IN_FLIGHT_PER_PARTITION, IdempotenceManager
 from clients.partitioner import StickyPartitioner, partition_for_key
 from clients.records_bulk import (
     MAX_BOUNDED_RECORDS,
@@ -90,7 +106,8 @@ class Producer:
         bootstrap_servers: str | Sequence[str] = "127.0.0.1:9092",
         *,
         client_id: str | None = None,
-        acks: int | str = 1,
+        acks: int | str | None = None,
+        enable_idempotence: bool | None = None,
         linger_ms: int = 5,
         batch_size: int = 16384,
         buffer_memory: int = 32 * 1024 * 1024,
@@ -102,8 +119,10 @@ class Producer:
         max_in_flight_requests_per_connection: int = 5,
         max_request_size: int = 1024 * 1024,
         metadata_max_age_ms: int = 300_000,
+        debug_drop_response_ratio: float = 0.0,
+        debug_drop_seed: int | None = None,
     ) -> None:
-        if acks not in _ACKS:
+        if acks is not None and acks not in _ACKS:
             raise InvalidConfigError(f"acks must be 0, 1, -1 or 'all', got {acks!r}")
         _check_positive("linger_ms", linger_ms, 0)
         _check_positive("batch_size", batch_size, HEADER_SIZE + RECORD_OVERHEAD_BOUND)
@@ -120,8 +139,16 @@ class Producer:
                 f"delivery_timeout_ms ({delivery_timeout_ms}) must be >= linger_ms + "
                 f"request_timeout_ms ({linger_ms + request_timeout_ms})"
             )
+        if not (isinstance(debug_drop_response_ratio, int | float)
+                and 0.0 <= debug_drop_response_ratio < 1.0):  # fmt: skip
+            raise InvalidConfigError(
+                f"debug_drop_response_ratio must be in [0, 1), got {debug_drop_response_ratio!r}"
+            )
+        self.acks = -1 if acks is None else _ACKS[acks]
+        self.enable_idempotence = _resolve_idempotence(
+            enable_idempotence, self.acks, retries, max_in_flight_requests_per_connection
+        )
         self.client_id = client_id or f"producer-{os.getpid()}-{id(self):x}"
-        self.acks = _ACKS[acks]
         self.batch_size = batch_size
         self.max_block_ms = max_block_ms
         self.max_request_size = max_request_size
@@ -131,12 +158,17 @@ class Producer:
             retry_backoff_ms=retry_backoff_ms, metadata_max_age_ms=metadata_max_age_ms
         )
         self._pool = BufferPool.create(buffer_memory - buffer_memory % batch_size, batch_size)
+        idempotence = (
+            IdempotenceManager(max_in_flight_requests_per_connection)
+            if self.enable_idempotence else None
+        )  # fmt: skip
         self._accumulator = RecordAccumulator(
             self._pool,
             batch_size=batch_size,
             linger_ms=linger_ms,
             retry_backoff_ms=retry_backoff_ms,
             delivery_timeout_ms=delivery_timeout_ms,
+            idempotence=idempotence,
         )
         self._partitioner = StickyPartitioner()
         self._partitioner_lock = threading.Lock()
@@ -154,6 +186,9 @@ class Producer:
             request_timeout_ms=request_timeout_ms,
             max_in_flight=max_in_flight_requests_per_connection,
             max_request_size=max_request_size,
+            idempotence=idempotence,
+            debug_drop_response_ratio=float(debug_drop_response_ratio),
+            debug_drop_seed=debug_drop_seed,
         )
         self._sender.start()
 
@@ -404,12 +439,40 @@ class Producer:
             from clients.accumulator import AccumulatorClosedError
 
             raise AccumulatorClosedError("producer is closed")
+        fatal = self._sender.fatal_error
+        if fatal is not None:
+            raise fatal
 
     def metrics(self) -> dict[str, Any]:
         out = self._accumulator.metrics()
         out.update(self._sender.metrics())
         out["buffer_pool_available_bytes"] = self._pool.available_memory()
+        out["idempotent"] = self.enable_idempotence
         return out
+
+
+def _resolve_idempotence(
+    requested: bool | None, acks: int, retries: int, max_in_flight: int
+) -> bool:
+    """Kafka 3's rule: explicit True must fit; unset means on unless something conflicts."""
+    if requested is not None and not isinstance(requested, bool):
+        raise InvalidConfigError(f"enable_idempotence must be a bool, got {requested!r}")
+    conflicts = []
+    if acks != -1:
+        conflicts.append(f"acks must be 'all' (-1), got {acks}")
+    if retries < 1:
+        conflicts.append(f"retries must be > 0, got {retries}")
+    if max_in_flight > MAX_IN_FLIGHT_PER_PARTITION:
+        conflicts.append(
+            f"max_in_flight_requests_per_connection must be <= {MAX_IN_FLIGHT_PER_PARTITION}, "
+            f"got {max_in_flight}"
+        )
+    if requested and conflicts:
+        raise InvalidConfigError(
+            "enable_idempotence=True: " + "; ".join(conflicts)
+            + " (or set enable_idempotence=False)"
+        )
+    return requested is not False and not conflicts
 
 
 # ---------------------------------------------------------------- input checks

@@ -8,8 +8,12 @@ batches, leaders) is shared by all brokers and guarded by one condition variable
 
 Supported (all v0): ApiVersions, Metadata, CreateTopics, DeleteTopics, Produce, Fetch
 (min_bytes / max_wait honoured by waiting on the condition), ListOffsets (-1 latest,
--2 earliest).  Produce validates every batch (CRC included), stamps base offsets and
-answers NOT_LEADER_OR_FOLLOWER when sent to a non-leader.
+-2 earliest), InitProducerId.  Produce validates every batch (CRC included), stamps
+base offsets and answers NOT_LEADER_OR_FOLLOWER when sent to a non-leader.  Batches
+with a producer id go through the idempotent-producer rules of
+:mod:`tests.clients.fake_producer_state` (duplicates answered with their original
+offset, OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH, UNKNOWN_PRODUCER_ID);
+batches of one request are checked and appended one after the other.
 
 Fault injection for tests:
 
@@ -21,6 +25,16 @@ Fault injection for tests:
   UNKNOWN_TOPIC_OR_PARTITION for the topic (metadata not yet propagated);
 - ``blackhole_produce = True``: produce requests are read and never answered;
 - ``move_leader(tp, node_id)``: leadership moves (the old leader answers NOT_LEADER).
+- ``inject_produce_errors(tp, code, times, skip=n)``: as above, after ``n`` attempts
+  served normally;
+- ``lose_next_produce_responses(times)``: serve the next ``times`` produce requests
+  (records appended) and close the connection instead of answering;
+- ``hold_produce()`` / ``release_produce()``: produce requests wait before being served;
+- ``forget_producer_state(tp)``: the partition loses its producer state (as after the
+  producer's batches were deleted by retention);
+- ``serve_init_producer_id = False``: InitProducerId is neither served nor listed in
+  ApiVersions (a broker without idempotence support);
+- ``inject_init_producer_id_errors(code, times)``: the next InitProducerId answers.
 
 Thread safety: everything goes through ``self.cond``; tests read state with the
 helpers (``batches``, ``records``), which copy under the lock.
@@ -30,23 +44,34 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import struct
 import threading
 import time
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
+from crc32c import crc32c
+
 from clients.api import APIS, ApiKey
-from clients.errors import ErrorCode, MiniKafkaError
+from clients.errors import ErrorCode, MiniKafkaError, error_for
 from clients.protocol import (
     decode_request,
     encode_response,
     read_frame,
     send_buffers,
 )
-from clients.records import Record, decode_batch, iter_batches, set_base_offset
+from clients.records import (
+    ATTRIBUTES_OFFSET,
+    CRC_OFFSET,
+    Record,
+    decode_batch,
+    iter_batches,
+    set_base_offset,
+)
 from clients.topics import topic_name_error
 from clients.types import TopicPartition
+from tests.clients.fake_producer_state import ProducerIdRegistry, ProducerStateTable
 
 # Error codes as plain ints (the wire schema wants exact ints, not IntEnums).
 E = SimpleNamespace(**{code.name: int(code) for code in ErrorCode})
@@ -59,6 +84,7 @@ class FakePartition:
     batches: list[bytes] = field(default_factory=list)
     log_start_offset: int = 0
     log_end_offset: int = 0
+    producers: ProducerStateTable = field(default_factory=ProducerStateTable)
 
 
 class FakeCluster:
@@ -66,7 +92,12 @@ class FakeCluster:
         self.cond = threading.Condition()
         self.topics: dict[str, list[FakePartition]] = {}
         self.default_partitions = default_partitions
-        self.produce_errors: dict[TopicPartition, list[int]] = {}
+        self.produce_errors: dict[TopicPartition, list[int | None]] = {}
+        self.lose_responses = 0
+        self.holding_produce = False
+        self.serve_init_producer_id = True
+        self.init_producer_id_errors: list[int] = []
+        self.producer_ids = ProducerIdRegistry()
         self.drop_produce = 0
         self.hidden: dict[str, int] = {}
         self.blackhole_produce = False
@@ -124,9 +155,32 @@ class FakeCluster:
                 for p in range(partitions)
             ]
 
-    def inject_produce_errors(self, tp: TopicPartition, code: int, times: int = 1) -> None:
+    def inject_produce_errors(
+        self, tp: TopicPartition, code: int, times: int = 1, skip: int = 0
+    ) -> None:
         with self.cond:
-            self.produce_errors.setdefault(tp, []).extend([int(code)] * times)
+            self.produce_errors.setdefault(tp, []).extend([None] * skip + [int(code)] * times)
+
+    def lose_next_produce_responses(self, times: int = 1) -> None:
+        with self.cond:
+            self.lose_responses += times
+
+    def hold_produce(self) -> None:
+        with self.cond:
+            self.holding_produce = True
+
+    def release_produce(self) -> None:
+        with self.cond:
+            self.holding_produce = False
+            self.cond.notify_all()
+
+    def forget_producer_state(self, tp: TopicPartition) -> None:
+        with self.cond:
+            self.topics[tp.topic][tp.partition].producers = ProducerStateTable()
+
+    def inject_init_producer_id_errors(self, code: int, times: int = 1) -> None:
+        with self.cond:
+            self.init_producer_id_errors.extend([int(code)] * times)
 
     def drop_next_produce(self, times: int = 1) -> None:
         with self.cond:
@@ -186,6 +240,7 @@ class FakeCluster:
                 if frame is None:
                     return
                 request = decode_request(frame)
+                lose = False
                 with self.cond:
                     self.request_log.append((node_id, int(request.api_key)))
                     if request.api_key == ApiKey.PRODUCE:
@@ -195,7 +250,14 @@ class FakeCluster:
                             return
                         if self.blackhole_produce:
                             continue
+                        while self.holding_produce and not self._stopping:
+                            self.cond.wait()
+                        if self.lose_responses > 0:
+                            self.lose_responses -= 1
+                            lose = True
                 body = self._handle(node_id, request.api_key, request.body)
+                if lose:
+                    return
                 if body is None:
                     continue
                 send_buffers(
@@ -220,8 +282,11 @@ class FakeCluster:
                 "api_keys": [
                     {"api_key": int(k), "min_version": a.min_version, "max_version": a.max_version}
                     for k, a in APIS.items()
+                    if k != ApiKey.INIT_PRODUCER_ID or self.serve_init_producer_id
                 ],
             }
+        if api_key == ApiKey.INIT_PRODUCER_ID and self.serve_init_producer_id:
+            return self._init_producer_id(body)
         if api_key == ApiKey.METADATA:
             return self._metadata(body)
         if api_key == ApiKey.CREATE_TOPICS:
@@ -305,15 +370,46 @@ class FakeCluster:
             return None, E.NOT_LEADER_OR_FOLLOWER
         return parts[index], 0
 
-    def _append(self, part: FakePartition, records: bytes | memoryview) -> int:
-        base = part.log_end_offset
+    def _init_producer_id(self, body: dict[str, Any]) -> dict[str, Any]:
+        with self.cond:
+            if self.init_producer_id_errors:
+                code = self.init_producer_id_errors.pop(0)
+                return {"error_code": code, "error_message": "injected", "producer_id": -1,
+                        "producer_epoch": -1}  # fmt: skip
+            code, pid, epoch = self.producer_ids.init(body["producer_id"], body["producer_epoch"])
+        return {"error_code": code, "error_message": None, "producer_id": pid,
+                "producer_epoch": epoch}  # fmt: skip
+
+    def _append(self, part: FakePartition, records: bytes | bytearray | memoryview) -> int:
+        """Append each batch (producer rules first); the first batch's base offset."""
+        base = -1
         data = bytearray(records)
         for pos, header in list(iter_batches(data)):
+            verdict = part.producers.check(header)
+            if verdict.code:
+                raise error_for(verdict.code, f"producer {header.producer_id} "
+                                f"epoch {header.producer_epoch} seq {header.base_sequence}")
+            if verdict.duplicate_offset >= 0:
+                part.producers.duplicates += 1
+                base = verdict.duplicate_offset if base < 0 else base
+                continue
+            base = part.log_end_offset if base < 0 else base
+            part.producers.record(header, part.log_end_offset)
             set_base_offset(data, part.log_end_offset, pos)
             part.batches.append(bytes(data[pos : pos + header.size_in_bytes]))
             part.log_end_offset += header.last_offset_delta + 1
         self.cond.notify_all()
         return base
+
+    def append_as_producer(
+        self, tp: TopicPartition, batch: bytes, producer_id: int, producer_epoch: int,
+        base_sequence: int,
+    ) -> int:  # fmt: skip
+        """Append a batch stamped with producer fields (e.g. a newer epoch, to fence)."""
+        data = bytearray(batch)
+        struct.pack_into(">qhi", data, 43, producer_id, producer_epoch, base_sequence)
+        struct.pack_into(">I", data, CRC_OFFSET, crc32c(bytes(data[ATTRIBUTES_OFFSET:])))
+        return self.append(tp, bytes(data))
 
     def _produce(self, node_id: int, body: dict[str, Any]) -> dict[str, Any] | None:
         responses = []
@@ -325,8 +421,9 @@ class FakeCluster:
                     part, code = self._partition(node_id, tp.topic, tp.partition)
                     base, msg = -1, None
                     injected = self.produce_errors.get(tp)
-                    if part is not None and injected:
-                        code = injected.pop(0)
+                    forced = injected.pop(0) if part is not None and injected else None
+                    if forced is not None:
+                        code = forced
                     elif part is not None:
                         try:
                             base = self._append(part, p["records"])
