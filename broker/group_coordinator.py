@@ -1,8 +1,9 @@
 """The group coordinator (sans-IO): JoinGroup, SyncGroup, Heartbeat, LeaveGroup.
 
 One per broker.  It serves the groups whose offsets-topic partition this broker leads
-(:meth:`partition_for`: Kafka's ``abs(javaStringHash(group_id)) % partitions``, so a
-group lands on the same partition number as in Kafka).  The adapter
+(:func:`broker.group_protocol.partition_for`, Kafka's formula).  Ownership, loading
+and liveness are in :mod:`broker.group_ownership`, shared helpers in
+:mod:`broker.group_protocol`.  The adapter
 (:mod:`broker.offsets_topic`) tells it which partitions it owns: :meth:`begin_load`,
 :meth:`load_record` for every record of the partition, :meth:`finish_load`, and
 :meth:`unload` when leadership is lost.  Requests for a group of a partition being
@@ -49,206 +50,35 @@ from __future__ import annotations
 
 import logging
 import uuid
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass
-from typing import Any, Protocol
 
-from broker.config import BrokerConfig
 from broker.group_join import DelayedHeartbeat, DelayedJoin, InitialDelayedJoin
 from broker.group_members import Body, Group, Member, Respond
-from broker.group_metadata import (
-    GroupMetadataKey,
-    GroupRecordError,
-    OffsetCommitKey,
-    decode_group_metadata_value,
-    decode_key,
-    decode_offset_commit_value,
-    encode_group_metadata_key,
-    encode_group_metadata_value,
+from broker.group_ownership import GroupOwnership
+from broker.group_protocol import (
+    Done,
+    Error,
+    GroupConfig,
+    OffsetsLog,
+    java_string_hash,
+    join_error,
+    partition_for,
+    store_error,
+    sync_answer,
 )
 from broker.group_state import GroupEvent, GroupState
 from clients.errors import ErrorCode
-from timer import Clock, Purgatory, TimerLike
+
+__all__ = ["Done", "Error", "GroupConfig", "GroupCoordinator", "OffsetsLog", "java_string_hash",
+           "partition_for", "store_error"]
 
 log = logging.getLogger(__name__)
 
 _S = GroupState
-Error = tuple[ErrorCode, str]
-Done = Callable[[ErrorCode, int], None]
 
 
-class OffsetsLog(Protocol):
-    """Where the coordinator writes: the offsets-topic partitions it leads."""
-
-    def append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]],
-               done: Done) -> None: ...
-
-
-@dataclass(frozen=True)
-class GroupConfig:
-    min_session_timeout_ms: int = 1_000
-    max_session_timeout_ms: int = 1_800_000
-    initial_rebalance_delay_ms: int = 3_000
-    max_size: int = 1_000
-    offset_metadata_max_bytes: int = 4_096
-
-    @classmethod
-    def from_broker(cls, c: BrokerConfig) -> GroupConfig:
-        return cls(c.group_min_session_timeout_ms, c.group_max_session_timeout_ms,
-                   c.group_initial_rebalance_delay_ms, c.group_max_size,
-                   c.offset_metadata_max_bytes)
-
-
-def java_string_hash(text: str) -> int:
-    """Java's ``String.hashCode`` (over UTF-16 code units), as a signed int32."""
-    data = text.encode("utf-16-be", "surrogatepass")
-    h = 0
-    for i in range(0, len(data), 2):
-        h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
-
-
-def partition_for(group_id: str, num_partitions: int) -> int:
-    """Kafka's choice: ``Utils.abs(groupId.hashCode) % partitions``."""
-    h = java_string_hash(group_id)
-    return (0 if h == -(1 << 31) else abs(h)) % num_partitions
-
-
-def store_error(code: ErrorCode) -> ErrorCode:
-    """What a failed offsets-topic write means to a group client (Kafka's mapping)."""
-    if code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR,
-                ErrorCode.FENCED_LEADER_EPOCH):
-        return ErrorCode.NOT_COORDINATOR
-    if code in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_ENOUGH_REPLICAS,
-                ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND, ErrorCode.REQUEST_TIMED_OUT):
-        return ErrorCode.COORDINATOR_NOT_AVAILABLE
-    if code in (ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE,
-                ErrorCode.INVALID_FETCH_SIZE):
-        return ErrorCode.INVALID_COMMIT_OFFSET_SIZE
-    return code if code == ErrorCode.NONE else ErrorCode.UNKNOWN_SERVER_ERROR
-
-
-def join_error(member_id: str, code: ErrorCode, message: str | None = None) -> Body:
-    return {"error_code": int(code), "error_message": message, "generation_id": -1,
-            "protocol_type": None, "protocol_name": None, "leader": "",
-            "member_id": member_id, "members": []}
-
-
-def sync_answer(group: Group | None, code: ErrorCode, assignment: bytes = b"",
-                message: str | None = None) -> Body:
-    ok = group is not None and code == ErrorCode.NONE
-    return {"error_code": int(code), "error_message": message,
-            "protocol_type": group.protocol_type if ok and group else None,
-            "protocol_name": group.protocol_name if ok and group else None,
-            "assignment": assignment}
-
-
-class GroupCoordinator:
-    def __init__(self, config: GroupConfig, clock: Clock, timer: TimerLike, log_: OffsetsLog,
-                 num_partitions: int = 0) -> None:
-        self.config = config
-        self.clock = clock
-        self.log = log_
-        self.num_partitions = num_partitions  # of the offsets topic; 0 = no topic yet
-        self.groups: dict[str, Group] = {}
-        self.owned: dict[int, int] = {}  # loaded partition -> leader epoch
-        self.loading: dict[int, dict[str, Group]] = {}  # partition -> groups being loaded
-        self.loading_epochs: dict[int, int] = {}
-        self.join_purgatory: Purgatory[DelayedJoin] = Purgatory("group-join", timer)
-        self.heartbeat_purgatory: Purgatory[DelayedHeartbeat] = Purgatory("heartbeat", timer)
-        self.partition_exists: Callable[[str, int], bool] = lambda topic, index: True
-
-    # -- ownership -------------------------------------------------------------------
-
-    def partition_for(self, group_id: str) -> int:
-        return partition_for(group_id, self.num_partitions)
-
-    def coordinator_error(self, group_id: str) -> Error | None:
-        if not group_id:
-            return ErrorCode.INVALID_GROUP_ID, "group_id is empty"
-        if self.num_partitions <= 0:
-            return ErrorCode.NOT_COORDINATOR, "the offsets topic does not exist yet"
-        partition = self.partition_for(group_id)
-        if partition in self.loading:
-            return (ErrorCode.COORDINATOR_LOAD_IN_PROGRESS,
-                    f"loading offsets partition {partition}")
-        if partition not in self.owned:
-            return (ErrorCode.NOT_COORDINATOR,
-                    f"this broker does not lead offsets partition {partition}")
-        return None
-
-    def begin_load(self, partition: int, leader_epoch: int) -> None:
-        self.unload(partition)
-        self.loading[partition] = {}
-        self.loading_epochs[partition] = leader_epoch
-
-    def load_record(self, partition: int, key: bytes | None, value: bytes | None,
-                    log_offset: int) -> None:
-        groups = self.loading[partition]
-        if key is None:
-            return
-        try:
-            decoded = decode_key(key)
-            group = groups.get(decoded.group_id)
-            if group is None:
-                group = groups[decoded.group_id] = Group(decoded.group_id, partition,
-                                                         self.clock.now_ms())
-            if isinstance(decoded, OffsetCommitKey):
-                tp = (decoded.topic, decoded.partition)
-                if value is None:
-                    group.offsets.pop(tp, None)
-                else:
-                    group.offsets[tp] = decode_offset_commit_value(value)
-                    group.offset_positions[tp] = log_offset
-            elif isinstance(decoded, GroupMetadataKey):
-                if value is None:
-                    group.members.clear()
-                    group.static_members.clear()
-                    group.generation_id = 0
-                else:
-                    group.load_metadata(decode_group_metadata_value(value))
-        except GroupRecordError as exc:
-            log.warning("offsets partition %d offset %d: skipping record: %s", partition,
-                        log_offset, exc)
-
-    def finish_load(self, partition: int) -> None:
-        groups = self.loading.pop(partition)
-        self.owned[partition] = self.loading_epochs.pop(partition)
-        for group in groups.values():
-            if not group.members and not group.offsets and group.generation_id == 0:
-                continue  # deleted
-            group.state = _S.STABLE if group.members else _S.EMPTY
-            self.groups[group.group_id] = group
-            for member in group.members.values():
-                self.keep_alive(group, member)
-        log.info("offsets partition %d loaded: %d groups", partition, len(groups))
-
-    def unload(self, partition: int) -> None:
-        self.loading.pop(partition, None)
-        self.loading_epochs.pop(partition, None)
-        self.owned.pop(partition, None)
-        for group in [g for g in self.groups.values() if g.partition == partition]:
-            self._unload_group(group, ErrorCode.NOT_COORDINATOR)
-
-    def _unload_group(self, group: Group, code: ErrorCode) -> None:
-        del self.groups[group.group_id]
-        self.join_purgatory.cancel_for_key(group.group_id)
-        for member_id in list(group.pending_members):
-            self.heartbeat_purgatory.cancel_for_key((group.group_id, member_id))
-        for member in group.members.values():
-            self.heartbeat_purgatory.cancel_for_key((group.group_id, member.member_id))
-            self._answer_parked(member, code)
-        group.transition(GroupEvent.UNLOAD, self.clock.now_ms())
-
-    def shutdown(self) -> None:
-        """Stop: drop every group without answering parked requests (the broker stops)."""
-        for group in self.groups.values():
-            for member in group.members.values():
-                member.join_respond = member.sync_respond = None
-        for partition in list(self.owned) + list(self.loading):
-            self.unload(partition)
-        self.join_purgatory.shutdown()
-        self.heartbeat_purgatory.shutdown()
+class GroupCoordinator(GroupOwnership):
+    """The classic protocol on top of :class:`GroupOwnership` (ownership, loading,
+    liveness); see the module docstring."""
 
     # -- JoinGroup -------------------------------------------------------------------
 
@@ -574,32 +404,6 @@ class GroupCoordinator:
         group.remove(member.member_id)
         self._rebalance_or_check(group)
 
-    def _answer_parked(self, member: Member, code: ErrorCode) -> None:
-        join, member.join_respond = member.join_respond, None
-        if join is not None:
-            join(join_error(member.member_id, code))
-        sync, member.sync_respond = member.sync_respond, None
-        if sync is not None:
-            sync(sync_answer(None, code))
-
-    # -- liveness --------------------------------------------------------------------
-
-    def _schedule_heartbeat(self, group: Group, member_id: str,
-                            timeout_ms: int) -> DelayedHeartbeat:
-        op = DelayedHeartbeat(self, group, member_id, timeout_ms)
-        self.heartbeat_purgatory.try_complete_else_watch(op, [(group.group_id, member_id)])
-        return op
-
-    def _satisfy(self, op: Any) -> None:
-        if op is not None and not op.is_completed:
-            op.satisfied = True
-            self.heartbeat_purgatory.check_and_complete((op.group.group_id, op.member_id))
-
-    def keep_alive(self, group: Group, member: Member) -> None:
-        """The member showed it is alive: restart its session timeout."""
-        self._satisfy(member.heartbeat)
-        member.heartbeat = self._schedule_heartbeat(group, member.member_id,
-                                                    member.session_timeout_ms)
 
     def on_heartbeat_expired(self, op: DelayedHeartbeat) -> None:
         group = op.group
@@ -621,17 +425,3 @@ class GroupCoordinator:
                  member.member_id, member.session_timeout_ms)
         self._remove_member_and_rebalance(group, member)
 
-    # -- storage ---------------------------------------------------------------------
-
-    def _store_group(self, group: Group, assignments: dict[str, bytes] | None,
-                     done: Done) -> None:
-        key = encode_group_metadata_key(GroupMetadataKey(group.group_id))
-        value = encode_group_metadata_value(group.metadata_value(assignments))
-        self.log.append(group.partition, [(key, value)], done)
-
-    def _maybe_drop(self, group: Group) -> None:
-        """Forget a group that never had a generation and holds nothing."""
-        if (group.is_(_S.EMPTY) and not group.members and not group.pending_members
-                and not group.offsets and group.generation_id == 0
-                and self.groups.get(group.group_id) is group):
-            del self.groups[group.group_id]

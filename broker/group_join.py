@@ -30,6 +30,7 @@ from timer.delayed_operation import DelayedOperation
 if TYPE_CHECKING:
     from broker.group_coordinator import GroupCoordinator
     from broker.group_members import Group
+    from broker.group_ownership import GroupOwnership
 
 
 class DelayedJoin(DelayedOperation):
@@ -78,7 +79,7 @@ class InitialDelayedJoin(DelayedJoin):
 class DelayedHeartbeat(DelayedOperation):
     __slots__ = ("coordinator", "group", "member_id", "satisfied")
 
-    def __init__(self, coordinator: GroupCoordinator, group: Group, member_id: str,
+    def __init__(self, coordinator: GroupOwnership, group: Group, member_id: str,
                  session_timeout_ms: int) -> None:
         super().__init__(session_timeout_ms)
         self.coordinator = coordinator
