@@ -27,8 +27,9 @@ Fault injection for tests:
 - ``move_leader(tp, node_id)``: leadership moves (the old leader answers NOT_LEADER).
 - ``inject_produce_errors(tp, code, times, skip=n)``: as above, after ``n`` attempts
   served normally;
-- ``lose_next_produce_responses(times)``: serve the next ``times`` produce requests
-  (records appended) and close the connection instead of answering;
+- ``lose_next_produce_responses(times, forget_producers=False)``: serve the next
+  ``times`` produce requests (records appended) and close the connection instead of
+  answering (optionally the partitions then lose their producer state);
 - ``hold_produce()`` / ``release_produce()``: produce requests wait before being served;
 - ``forget_producer_state(tp)``: the partition loses its producer state (as after the
   producer's batches were deleted by retention);
@@ -44,14 +45,11 @@ from __future__ import annotations
 
 import contextlib
 import socket
-import struct
 import threading
 import time
 from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
-
-from crc32c import crc32c
 
 from clients.api import APIS, ApiKey
 from clients.errors import ErrorCode, MiniKafkaError, error_for
@@ -62,8 +60,6 @@ from clients.protocol import (
     send_buffers,
 )
 from clients.records import (
-    ATTRIBUTES_OFFSET,
-    CRC_OFFSET,
     Record,
     decode_batch,
     iter_batches,
@@ -94,6 +90,7 @@ class FakeCluster:
         self.default_partitions = default_partitions
         self.produce_errors: dict[TopicPartition, list[int | None]] = {}
         self.lose_responses = 0
+        self.lose_forgets = False
         self.holding_produce = False
         self.serve_init_producer_id = True
         self.init_producer_id_errors: list[int] = []
@@ -161,9 +158,12 @@ class FakeCluster:
         with self.cond:
             self.produce_errors.setdefault(tp, []).extend([None] * skip + [int(code)] * times)
 
-    def lose_next_produce_responses(self, times: int = 1) -> None:
+    def lose_next_produce_responses(self, times: int = 1, forget_producers: bool = False) -> None:
+        """Serve, then close instead of answering; ``forget_producers``: the partitions
+        served also lose their producer state (as if it had expired meanwhile)."""
         with self.cond:
             self.lose_responses += times
+            self.lose_forgets = forget_producers
 
     def hold_produce(self) -> None:
         with self.cond:
@@ -257,6 +257,10 @@ class FakeCluster:
                             lose = True
                 body = self._handle(node_id, request.api_key, request.body)
                 if lose:
+                    if self.lose_forgets:
+                        for t in request.body["topics"]:
+                            for p in t["partitions"]:
+                                self.forget_producer_state(TopicPartition(t["name"], p["index"]))
                     return
                 if body is None:
                     continue
@@ -400,16 +404,6 @@ class FakeCluster:
             part.log_end_offset += header.last_offset_delta + 1
         self.cond.notify_all()
         return base
-
-    def append_as_producer(
-        self, tp: TopicPartition, batch: bytes, producer_id: int, producer_epoch: int,
-        base_sequence: int,
-    ) -> int:  # fmt: skip
-        """Append a batch stamped with producer fields (e.g. a newer epoch, to fence)."""
-        data = bytearray(batch)
-        struct.pack_into(">qhi", data, 43, producer_id, producer_epoch, base_sequence)
-        struct.pack_into(">I", data, CRC_OFFSET, crc32c(bytes(data[ATTRIBUTES_OFFSET:])))
-        return self.append(tp, bytes(data))
 
     def _produce(self, node_id: int, body: dict[str, Any]) -> dict[str, Any] | None:
         responses = []
