@@ -1,10 +1,17 @@
-"""Admin client: create/delete/list/describe topics, describe the cluster.
+"""Admin client: create/delete/list/describe topics, describe the cluster, inspect groups.
 
 Requests (all v0, shapes in :mod:`clients.api`): CreateTopics and DeleteTopics go to
 the controller named by the last metadata (any broker if it is not a known broker; the
 broker forwards or answers NOT_CONTROLLER, which is retried once after a metadata
 refresh); list/describe use Metadata.  Every call blocks at most its ``timeout_ms``
 (default ``request_timeout_ms``).
+
+Groups: ``list_groups`` asks every broker (each knows the groups it coordinates) and
+merges; ``describe_groups`` and ``list_group_offsets`` ask each group's coordinator
+(FindCoordinator first; COORDINATOR_NOT_AVAILABLE / LOAD_IN_PROGRESS / NOT_COORDINATOR
+retried until the timeout).  Member assignments of ``consumer`` groups are decoded
+(:mod:`clients.group_protocol`); offsets come with the partition's high watermark
+(ListOffsets latest, from each leader) so :attr:`GroupOffset.lag` is HW - committed.
 
 Per-topic failures are raised as the matching :class:`~clients.errors.MiniKafkaError`
 (code from the broker, message naming the topic) after all topics were processed;
@@ -24,9 +31,26 @@ from typing import Any
 from clients.api import ApiKey
 from clients.cluster_metadata import ClusterMetadata, parse_bootstrap
 from clients.connection import NodeConnections
-from clients.errors import ErrorCode, InvalidConfigError, MiniKafkaError, error_for
+from clients.errors import (
+    ErrorCode,
+    InvalidConfigError,
+    MiniKafkaError,
+    RequestTimedOutError,
+    error_for,
+)
+from clients.group_protocol import PROTOCOL_TYPE, GroupProtocolError, decode_assignment
 from clients.topics import validate_topic_name
-from clients.types import ClusterDescription, NewTopic, PartitionInfo, TopicDescription
+from clients.types import (
+    ClusterDescription,
+    GroupDescription,
+    GroupListing,
+    GroupOffset,
+    MemberDescription,
+    NewTopic,
+    PartitionInfo,
+    TopicDescription,
+    TopicPartition,
+)
 
 __all__ = ["Admin", "NewTopic"]
 
@@ -120,6 +144,106 @@ class Admin:
         md = self._metadata
         return ClusterDescription(md.cluster_id, md.controller_id, md.brokers())
 
+    # ------------------------------------------------------------ groups
+    def list_groups(self, *, timeout_ms: int | None = None) -> list[GroupListing]:
+        """Groups of every live broker (a broker that fails to answer is skipped)."""
+        timeout = self._timeout(timeout_ms)
+        self._net.refresh_metadata([], timeout)
+        out: dict[str, GroupListing] = {}
+        for broker in self._metadata.brokers():
+            try:
+                body = self._net.request(broker.node_id, ApiKey.LIST_GROUPS, {}, timeout)
+            except MiniKafkaError:
+                continue
+            for g in body["groups"]:
+                out[g["group_id"]] = GroupListing(g["group_id"], g["protocol_type"],
+                                                  g["group_state"], broker.node_id)
+        return sorted(out.values())
+
+    def describe_groups(
+        self, group_ids: Iterable[str], *, timeout_ms: int | None = None
+    ) -> dict[str, GroupDescription]:
+        out = {}
+        for group_id in group_ids:
+            node, body = self._group_request(group_id, ApiKey.DESCRIBE_GROUPS,
+                                             {"groups": [group_id]}, timeout_ms)
+            g = body["groups"][0]
+            members = [
+                MemberDescription(m["member_id"], m["group_instance_id"], m["client_id"],
+                                  m["client_host"], _assigned(g["protocol_type"],
+                                                              m["member_assignment"]))
+                for m in g["members"]
+            ]  # fmt: skip
+            out[group_id] = GroupDescription(group_id, g["group_state"], g["protocol_type"],
+                                             g["protocol_data"], members, node)
+        return out
+
+    def list_group_offsets(
+        self, group_id: str, *, timeout_ms: int | None = None
+    ) -> dict[TopicPartition, GroupOffset]:
+        """Committed offsets of ``group_id`` with each partition's high watermark."""
+        _, body = self._group_request(group_id, ApiKey.OFFSET_FETCH,
+                                      {"group_id": group_id, "topics": None}, timeout_ms)
+        committed = {
+            TopicPartition(t["name"], p["partition_index"]): (p["committed_offset"], p["metadata"])
+            for t in body["topics"] for p in t["partitions"]
+        }  # fmt: skip
+        marks = self._high_watermarks(committed, self._timeout(timeout_ms))
+        return {tp: GroupOffset(off, marks.get(tp, -1), meta)
+                for tp, (off, meta) in sorted(committed.items())}  # fmt: skip
+
+    def _group_request(
+        self, group_id: str, api: ApiKey, body: dict[str, Any], timeout_ms: int | None
+    ) -> tuple[int, dict[str, Any]]:
+        """(coordinator node, answer) with coordinator errors retried until the timeout."""
+        deadline = time.monotonic() + self._timeout(timeout_ms) / 1000
+        last = "no answer"
+        while time.monotonic() < deadline:
+            remaining = max(1.0, (deadline - time.monotonic()) * 1000)
+            found = self._net.request(None, ApiKey.FIND_COORDINATOR,
+                                      {"key": group_id, "key_type": 0}, remaining)
+            code = found["error_code"]
+            if code == ErrorCode.NONE:
+                node = found["node_id"]
+                if self._metadata.broker(node) is None:
+                    self._net.refresh_metadata([], remaining)
+                answer = self._net.request(node, api, body, remaining)
+                groups = answer.get("groups") or [answer]
+                code = groups[0].get("error_code", ErrorCode.NONE)
+                if code == ErrorCode.NONE:
+                    return node, answer
+            error = error_for(code, f"group {group_id!r}")
+            if not error.retriable:
+                raise error
+            last = error.message
+            time.sleep(0.1)
+        raise RequestTimedOutError(f"group {group_id!r}: coordinator not ready ({last})")
+
+    def _high_watermarks(
+        self, partitions: Iterable[TopicPartition], timeout_ms: int
+    ) -> dict[TopicPartition, int]:
+        """Latest offsets (the high watermark) from each leader; missing on errors."""
+        wanted = list(partitions)
+        self._net.refresh_metadata(sorted({tp.topic for tp in wanted}), timeout_ms)
+        by_leader: dict[int, dict[str, list[dict[str, int]]]] = {}
+        for tp in wanted:
+            leader = self._metadata.leader_for(tp)
+            if leader is not None:
+                by_leader.setdefault(leader, {}).setdefault(tp.topic, []).append(
+                    {"partition_index": tp.partition, "timestamp": -1})
+        out = {}
+        for node, topics in by_leader.items():
+            try:
+                body = self._net.request(node, ApiKey.LIST_OFFSETS, {"topics": [
+                    {"name": t, "partitions": ps} for t, ps in topics.items()]}, timeout_ms)
+            except MiniKafkaError:
+                continue
+            for t in body["topics"]:
+                for p in t["partitions"]:
+                    if p["error_code"] == ErrorCode.NONE:
+                        out[TopicPartition(t["name"], p["partition_index"])] = p["offset"]
+        return out
+
     # ------------------------------------------------------------ helpers
     def _timeout(self, timeout_ms: int | None) -> int:
         t = self.request_timeout_ms if timeout_ms is None else timeout_ms
@@ -170,3 +294,12 @@ class Admin:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
+
+
+def _assigned(protocol_type: str, data: bytes) -> tuple[TopicPartition, ...]:
+    if protocol_type != PROTOCOL_TYPE or not data:
+        return ()
+    try:
+        return decode_assignment(data).partitions
+    except GroupProtocolError:
+        return ()

@@ -39,7 +39,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -567,7 +567,7 @@ class Consumer:
         return {tp: s.position for tp, s in self._states.items() if s.position is not None}
 
     def _offsets(
-        self, offsets: dict[TopicPartition, OffsetAndMetadata | int] | None
+        self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None
     ) -> dict[TopicPartition, OffsetAndMetadata]:
         if offsets is None:
             return {tp: OffsetAndMetadata(pos) for tp, pos in self._positions().items()}
@@ -579,7 +579,7 @@ class Consumer:
             out[TopicPartition(*tp)] = om
         return out
 
-    def commit(self, offsets: dict[TopicPartition, OffsetAndMetadata | int] | None = None,
+    def commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None,
                timeout_ms: int | None = None) -> None:
         """Commit ``offsets`` (default: the positions of all assigned partitions) and wait.
         Raises CommitFailedError when the group rebalanced meanwhile."""
@@ -587,7 +587,7 @@ class Consumer:
         timeout = self.request_timeout_ms if timeout_ms is None else timeout_ms
         group.commit_sync(self._offsets(offsets), self._deadline(timeout))
 
-    def commit_async(self, offsets: dict[TopicPartition, OffsetAndMetadata | int] | None = None,
+    def commit_async(self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None,
                      callback: CommitCallback | None = None) -> None:
         """Commit without waiting; ``callback(offsets, error_or_None)`` runs in a poll."""
         self._group().commit_async(self._offsets(offsets), callback)

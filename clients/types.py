@@ -58,6 +58,44 @@ class OffsetAndMetadata(NamedTuple):
     leader_epoch: int = -1
 
 
+class GroupListing(NamedTuple):
+    group_id: str
+    protocol_type: str
+    state: str
+    coordinator: int = -1  # node id of the broker that answered
+
+
+class MemberDescription(NamedTuple):
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    assignment: tuple[TopicPartition, ...]  # decoded for protocol type "consumer"
+
+
+class GroupDescription(NamedTuple):
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol: str  # the chosen assignor for consumer groups
+    members: list[MemberDescription]
+    coordinator: int
+
+
+class GroupOffset(NamedTuple):
+    """A group's committed offset (-1: none) against the partition's high watermark."""
+
+    offset: int
+    high_watermark: int  # -1 when unknown
+    metadata: str | None = None
+
+    @property
+    def lag(self) -> int | None:
+        if self.offset < 0 or self.high_watermark < 0:
+            return None
+        return max(0, self.high_watermark - self.offset)
+
+
 class NewTopic(NamedTuple):
     """A topic to create; -1 means "broker default" for both counts."""
 

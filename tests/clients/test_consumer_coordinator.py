@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import threading
 from collections.abc import Iterator
 from typing import Any
 
@@ -17,6 +16,7 @@ from clients.types import ConsumerRecord, OffsetAndMetadata, TopicPartition
 from tests.broker.processes import wait_until
 from tests.clients.fake_broker import E
 from tests.clients.fake_group_coordinator import FakeGroupCluster
+from tests.clients.group_helpers import Listener, Runner
 
 FAST = {"session_timeout_ms": 3000, "heartbeat_interval_ms": 100, "retry_backoff_ms": 20,
         "fetch_max_wait_ms": 50, "auto_offset_reset": "earliest"}
@@ -30,51 +30,6 @@ def fake() -> Iterator[FakeGroupCluster]:
     finally:
         c.close()
     assert c.errors == [], "the fake received requests it could not serve"
-
-
-class Listener:
-    def __init__(self) -> None:
-        self.events: list[tuple[str, set[TopicPartition]]] = []
-
-    def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
-        self.events.append(("revoked", revoked))
-
-    def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
-        self.events.append(("assigned", assigned))
-
-
-class Runner(threading.Thread):
-    """Polls one consumer in its own thread (each consumer belongs to one thread)."""
-
-    def __init__(self, consumer: Consumer, topics: list[str], commit: bool = False) -> None:
-        super().__init__(daemon=True)
-        self.consumer, self.topics, self.commit = consumer, topics, commit
-        self.listener = Listener()
-        self.records: list[ConsumerRecord] = []
-        self.assignment: set[TopicPartition] = set()
-        self.stop = threading.Event()
-        self.error: BaseException | None = None
-
-    def run(self) -> None:
-        try:
-            self.consumer.subscribe(self.topics, self.listener)
-            while not self.stop.is_set():
-                for records in self.consumer.poll(timeout_ms=50).values():
-                    self.records.extend(records)
-                self.assignment = self.consumer.assignment()
-                if self.commit:
-                    self.consumer.commit()
-        except BaseException as e:  # reported by the test
-            self.error = e
-        finally:
-            self.consumer.close()
-
-    def finish(self) -> None:
-        self.stop.set()
-        self.join(30)
-        assert not self.is_alive()
-        if self.error is not None:
-            raise self.error
 
 
 def fill(fake: FakeGroupCluster, topic: str, partitions: int, per_partition: int) -> None:
