@@ -58,8 +58,16 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Any
 
-from clients.errors import ErrorCode, MiniKafkaError, UnsupportedVersionError
+from clients.api import ApiKey
+from clients.errors import (
+    RETRIABLE,
+    ErrorCode,
+    MiniKafkaError,
+    UnsupportedVersionError,
+    error_for,
+)
 from clients.types import TopicPartition
 
 NO_PRODUCER_ID = -1
@@ -163,6 +171,38 @@ class IdempotenceManager:
     def init_request(self) -> dict[str, int]:
         """The InitProducerId body: a new id, or a bump of the current (id, epoch)."""
         return {"producer_id": self.producer_id, "producer_epoch": self.producer_epoch}
+
+    def on_api_versions(self, body: dict[str, Any], address: str) -> None:
+        """A broker's ApiVersions answer: not listing InitProducerId is fatal."""
+        served = {k["api_key"] for k in body["api_keys"]}
+        if body["error_code"] != 0 or int(ApiKey.INIT_PRODUCER_ID) not in served:
+            self.set_fatal(IdempotenceUnsupportedError(
+                f"the broker at {address} does not serve InitProducerId "
+                f"(API {int(ApiKey.INIT_PRODUCER_ID)}), which the idempotent producer "
+                "needs: create the Producer with enable_idempotence=False (or acks=1) "
+                "to produce without idempotence"
+            ))  # fmt: skip
+
+    def on_init_response(self, body: dict[str, Any]) -> bool:
+        """An InitProducerId answer; True when it should be retried after a backoff.
+
+        Success sets the id; a retriable code asks for a retry; anything else is fatal
+        (INVALID_PRODUCER_EPOCH / PRODUCER_FENCED as :class:`ProducerFencedError`).
+        """
+        code = body["error_code"]
+        if code == ErrorCode.NONE:
+            self.set_producer_id(body["producer_id"], body["producer_epoch"])
+            return False
+        if code in RETRIABLE:
+            return True
+        message = body.get("error_message") or "InitProducerId failed"
+        error = error_for(code, message)
+        if code in _FATAL:
+            error = ProducerFencedError(
+                f"producer id {self.producer_id} epoch {self.producer_epoch}: {message}"
+            )
+        self.set_fatal(error)
+        return False
 
     def set_producer_id(self, producer_id: int, producer_epoch: int) -> None:
         """A new id or epoch from InitProducerId: every partition restarts at sequence 0."""

@@ -65,7 +65,6 @@ from clients.api import ApiKey
 from clients.cluster_metadata import ClusterMetadata
 from clients.connection import BrokerConnection, ClientResponse, NetworkError, Poller
 from clients.errors import (
-    RETRIABLE,
     ErrorCode,
     MiniKafkaError,
     RequestTimedOutError,
@@ -75,7 +74,6 @@ from clients.idempotence import (
     NO_SEQUENCE,
     Action,
     IdempotenceManager,
-    IdempotenceUnsupportedError,
     ProducerFencedError,
     SequenceAbandonedError,
 )
@@ -424,33 +422,13 @@ class Sender(threading.Thread):
             self._metadata.request_update()
             return
         if kind == _API_VERSIONS:
-            served = {k["api_key"] for k in body["api_keys"]}
-            if body["error_code"] != 0 or ApiKey.INIT_PRODUCER_ID not in served:
-                idem.set_fatal(IdempotenceUnsupportedError(
-                    f"the broker at {conn.host}:{conn.port} does not serve InitProducerId "
-                    f"(API {int(ApiKey.INIT_PRODUCER_ID)}), which the idempotent producer "
-                    "needs: create the Producer with enable_idempotence=False (or acks=1) "
-                    "to produce without idempotence"
-                ))  # fmt: skip
-                return
-            self._verified.add((conn.host, conn.port))
-            if conn.can_send:
-                self._send_pid_request(conn, now)
-            return
-        code = body["error_code"]
-        if code == ErrorCode.NONE:
-            idem.set_producer_id(body["producer_id"], body["producer_epoch"])
-            return
-        message = body.get("error_message") or "InitProducerId failed"
-        if code in RETRIABLE:
+            idem.on_api_versions(body, f"{conn.host}:{conn.port}")
+            if idem.fatal_error is None:
+                self._verified.add((conn.host, conn.port))
+                if conn.can_send:
+                    self._send_pid_request(conn, now)
+        elif idem.on_init_response(body):
             self._pid_backoff_until = now + self._retry_backoff_ms
-            return
-        error = error_for(code, message)
-        if code in (ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.PRODUCER_FENCED):
-            error = ProducerFencedError(
-                f"producer id {idem.producer_id} epoch {idem.producer_epoch}: {message}"
-            )
-        idem.set_fatal(error)
 
     # ------------------------------------------------------------ produce
     def _send_produce(self, node: int, batches: list[ProducerBatch], now: float) -> bool:

@@ -12,6 +12,8 @@ from clients.idempotence import (
     SEQUENCE_MODULUS,
     Action,
     IdempotenceManager,
+    IdempotenceUnsupportedError,
+    ProducerFencedError,
     increment_sequence,
 )
 from clients.types import TopicPartition
@@ -188,3 +190,29 @@ def test_in_flight_counts_never_negative_and_bounded(
             assert 0 <= state.in_flight <= 3
     total = sum(s.in_flight for s in (m.partition(T0), m.partition(T1)) if s is not None)
     assert m.in_flight_total == total
+
+
+def test_api_versions_without_init_producer_id_is_fatal() -> None:
+    m = IdempotenceManager()
+    m.on_api_versions({"error_code": 0, "api_keys": [{"api_key": 22}]}, "h:1")
+    assert m.fatal_error is None
+    m.on_api_versions({"error_code": 0, "api_keys": [{"api_key": 0}]}, "h:1")
+    assert isinstance(m.fatal_error, IdempotenceUnsupportedError)
+    assert "enable_idempotence=False" in str(m.fatal_error) and "h:1" in str(m.fatal_error)
+
+
+def test_init_producer_id_answers() -> None:
+    m = IdempotenceManager()
+    retry = {"error_code": int(ErrorCode.COORDINATOR_LOAD_IN_PROGRESS), "producer_id": -1,
+             "producer_epoch": -1}  # fmt: skip
+    assert m.on_init_response(retry) and m.fatal_error is None
+    assert not m.on_init_response({"error_code": 0, "producer_id": 7, "producer_epoch": 3})
+    assert (m.producer_id, m.producer_epoch) == (7, 3) and m.ready
+    fenced = {"error_code": int(ErrorCode.INVALID_PRODUCER_EPOCH), "producer_id": -1,
+              "producer_epoch": -1, "error_message": "stale"}  # fmt: skip
+    assert not m.on_init_response(fenced)
+    assert isinstance(m.fatal_error, ProducerFencedError) and "stale" in str(m.fatal_error)
+    other = IdempotenceManager()
+    other.on_init_response({"error_code": int(ErrorCode.INVALID_REQUEST), "producer_id": -1,
+                            "producer_epoch": -1})  # fmt: skip
+    assert other.fatal_error is not None and other.fatal_error.code == ErrorCode.INVALID_REQUEST

@@ -213,12 +213,13 @@ def test_init_producer_id_retriable_errors_are_retried(cluster: FakeCluster) -> 
 
 
 def test_idempotence_config_rules(cluster: FakeCluster) -> None:
-    for bad, match in (
+    cases: list[tuple[dict[str, Any], str]] = [
         ({"acks": 1}, "acks must be 'all'"),
         ({"acks": 0}, "acks must be 'all'"),
         ({"retries": 0}, "retries must be > 0"),
         ({"max_in_flight_requests_per_connection": 6}, "<= 5"),
-    ):
+    ]
+    for bad, match in cases:
         with pytest.raises(InvalidConfigError, match=match):
             Producer(cluster.bootstrap, enable_idempotence=True, **bad)
     for bad_ratio in (-0.1, 1.0, "x"):
