@@ -9,12 +9,17 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from concurrent.futures import Future
 from typing import Any
 
 import pytest
 
+from clients.accumulator import RecordAccumulator
+from clients.buffer_pool import BufferPool
+from clients.cluster_metadata import ClusterMetadata
 from clients.errors import ErrorCode, InvalidConfigError
 from clients.idempotence import (
+    IdempotenceManager,
     IdempotenceUnsupportedError,
     ProducerFencedError,
     SequenceAbandonedError,
@@ -232,3 +237,47 @@ def test_idempotence_config_rules(cluster: FakeCluster) -> None:
         assert not p2.enable_idempotence and p2.acks == -1
     with Producer(cluster.bootstrap) as p3:
         assert p3.enable_idempotence and p3.metrics()["idempotent"]
+
+
+# ------------------------------------------------------------------ accumulator with a manager
+
+
+def test_accumulator_stamps_at_drain_and_requeues_in_sequence_order() -> None:
+    md = ClusterMetadata()
+    md.update({
+        "brokers": [{"node_id": 0, "host": "h", "port": 1}], "controller_id": 0,
+        "topics": [{"error_code": 0, "name": "t", "partitions": [
+            {"error_code": 0, "partition_index": 0, "leader_id": 0, "leader_epoch": 0,
+             "replica_nodes": [0], "isr_nodes": [0]}]}],
+    })  # fmt: skip
+    manager = IdempotenceManager(5)
+    with BufferPool.create(16 * 256, 256) as pool:
+        acc = RecordAccumulator(pool, batch_size=256, linger_ms=0, retry_backoff_ms=0,
+                                delivery_timeout_ms=60_000, idempotence=manager)  # fmt: skip
+        for i in range(12):
+            acc.append(T0, 0, None, b"%02d" % i + bytes(60), (), Future(), 0)
+        assert acc.ready(md, 0)[0] == set()  # no producer id yet
+        manager.set_producer_id(1000, 0)
+        drained = [acc.drain(md, {0}, 1 << 20, 0)[0] for _ in range(3)]
+        assert [len(d) for d in drained] == [1, 1, 1]  # one batch per partition per request
+        batches = [d[0] for d in drained]
+        sequences = [b.base_sequence for b in batches]
+        assert sequences[0] == 0 and sequences == sorted(sequences)
+        for b in batches:
+            header = next(iter_batches(b.wire()))[1]  # CRC checked
+            assert (header.producer_id, header.producer_epoch) == (1000, 0)
+            assert header.base_sequence == b.base_sequence
+        # they come back from separate requests, last one first
+        for b in reversed(batches):
+            manager.on_attempt_done(T0)
+            manager.on_retry(T0, b.base_sequence)
+            acc.reenqueue([b], 0)
+        queued = list(acc._batches[T0])
+        assert queued[:3] == batches and queued[3].base_sequence == -1
+        retried = acc.drain(md, {0}, 1 << 20, 0)[0]
+        assert retried == batches[:1]  # alone, first in line, same sequence
+        assert acc.ready(md, 0)[0] == set()  # the next retry waits for it
+        for b in acc.undrained_batches() + retried:
+            b.complete(-1, -1, RuntimeError("test"))
+            acc.deallocate(b)
+        pool.check_accounting()
