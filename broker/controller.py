@@ -6,8 +6,8 @@ snapshots).  Prints ``controller listening on HOST:PORT`` once it serves; SIGTER
 close the listener and the log and exit 0.
 
 Wire: the native frames of :mod:`clients.protocol`.  Served APIs (v0): ApiVersions,
-BrokerRegistration, BrokerHeartbeat, AlterPartition, CreateTopics, DeleteTopics,
-Metadata (every registered broker with its ``fenced`` flag; partitions with
+BrokerRegistration, BrokerHeartbeat, AlterPartition, AllocateProducerIds, CreateTopics,
+DeleteTopics, Metadata (every registered broker with its ``fenced`` flag; partitions with
 ``unclean_elected``; ``controller_id`` -1) and Fetch of ``__cluster_metadata``
 partition 0 (record batches whose record values are metadata records; the high
 watermark is the log end, since everything is fsync'd before it is readable).  A Fetch
@@ -81,6 +81,7 @@ class ControllerServer:
             ApiKey.BROKER_REGISTRATION: self._register,
             ApiKey.BROKER_HEARTBEAT: self._heartbeat,
             ApiKey.ALTER_PARTITION: self._alter_partition,
+            ApiKey.ALLOCATE_PRODUCER_IDS: self._allocate_producer_ids,
             ApiKey.CREATE_TOPICS: self._create_topics,
             ApiKey.DELETE_TOPICS: self._delete_topics,
             ApiKey.METADATA: self._metadata,
@@ -249,6 +250,14 @@ class ControllerServer:
                 "partition_epoch": s.partition_epoch if s else -1})
         return {"error_code": int(error),
                 "topics": [{"name": n, "partitions": ps} for n, ps in by_topic.items()]}
+
+    async def _allocate_producer_ids(self, body: dict[str, Any]) -> dict[str, Any]:
+        result, records = self.core.allocate_producer_ids(body["broker_id"],
+                                                          body["broker_epoch"])
+        self._commit(records)  # fsync'd before the block is handed out
+        return {"error_code": int(result.error), "error_message": result.message,
+                "producer_id_start": result.producer_id_start,
+                "producer_id_len": result.producer_id_len}
 
     async def _create_topics(self, body: dict[str, Any]) -> dict[str, Any]:
         specs = [TopicSpec(t["name"], t["num_partitions"], t["replication_factor"],

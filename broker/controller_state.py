@@ -32,6 +32,10 @@ Rules (Kafka KRaft's, simplified; see docs/replication.md):
   leadership back to ``replicas[0]`` when it is live and in the ISR.
 - Every leader change bumps ``leader_epoch``; every record of a partition bumps
   ``partition_epoch``.
+- AllocateProducerIds (a registered broker, current broker epoch, fenced or not) gets
+  the next :data:`PRODUCER_ID_BLOCK_SIZE` ids ``[next_producer_id, +1000)`` and a
+  ``producer_ids`` record raising ``next_producer_id``; the adapter fsyncs it before
+  answering, so no id is given twice, across controller restarts too.
 
 Costs: fencing/unfencing/preferred election O(partitions); create O(partitions x RF);
 alter_partition O(changes x RF); heartbeat O(1) unless it changes the fenced state.
@@ -54,6 +58,7 @@ from broker.metadata import (
     MetadataRecordError,
     PartitionRecord,
     PartitionState,
+    ProducerIdsRecord,
     RegisterBrokerRecord,
     RemoveTopicRecord,
     TopicRecord,
@@ -65,6 +70,8 @@ from timer.clock import Clock
 
 T = TypeVar("T")
 Outcome = tuple[T, list[MetadataRecord]]
+PRODUCER_ID_BLOCK_SIZE = 1000
+_INT64_MAX = 2**63 - 1
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,6 +88,14 @@ class HeartbeatResult:
     is_caught_up: bool = False
     is_fenced: bool = True
     should_shut_down: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerIdBlockResult:
+    error: ErrorCode
+    message: str | None = None
+    producer_id_start: int = -1
+    producer_id_len: int = 0
 
 
 @dataclass(frozen=True, slots=True)
@@ -212,6 +227,22 @@ class ControllerState:
         return self._done(HeartbeatResult(
             ErrorCode.NONE, None, caught_up, self.image.brokers[broker_id].fenced,
             done is not None and current_metadata_offset >= done))
+
+    def allocate_producer_ids(self, broker_id: int,
+                              broker_epoch: int) -> Outcome[ProducerIdBlockResult]:
+        info = self.image.brokers.get(broker_id)
+        if info is None or info.broker_epoch != broker_epoch:
+            current = "not registered" if info is None else f"at epoch {info.broker_epoch}"
+            return self._done(ProducerIdBlockResult(
+                ErrorCode.STALE_BROKER_EPOCH,
+                f"broker {broker_id} epoch {broker_epoch}: broker is {current}"))
+        start = self.image.next_producer_id
+        if start > _INT64_MAX - PRODUCER_ID_BLOCK_SIZE:
+            return self._done(ProducerIdBlockResult(ErrorCode.UNKNOWN_SERVER_ERROR,
+                                                    "producer ids are exhausted"))
+        self._emit(ProducerIdsRecord(broker_id, broker_epoch, start + PRODUCER_ID_BLOCK_SIZE))
+        return self._done(ProducerIdBlockResult(ErrorCode.NONE, None, start,
+                                                PRODUCER_ID_BLOCK_SIZE))
 
     def tick(self) -> list[MetadataRecord]:
         """Fence expired sessions; run preferred-leader election when it is due."""

@@ -15,6 +15,11 @@ controller's metadata log; :meth:`reconcile` makes every local replica leader or
 follower as the image says and hands followers to the replica fetchers.  ISR changes
 the leader wants are sent to the controller (AlterPartition) by ``send_alter_partition``.
 
+Producer ids (InitProducerId) come from :attr:`producer_ids`: a block file in the data
+directory when standalone, blocks from the controller otherwise (set by the server).
+:meth:`write_checkpoints` (the checkpoint timer and shutdown) also forgets expired
+producers and writes each partition's producer-state snapshot.
+
 Not thread-safe: one event loop owns it (see docs/broker.md).
 """
 
@@ -29,6 +34,7 @@ from broker.config import BrokerConfig
 from broker.delayed import DelayedFetch, DelayedProduce
 from broker.metadata import MetadataImage
 from broker.offsets_topic import OffsetsTopic
+from broker.producer_ids import ProducerIdAllocator, StandaloneProducerIdAllocator
 from broker.topic_registry import MAX_PARTITIONS_PER_TOPIC, TopicInfo, TopicRegistry
 from clients.errors import ErrorCode, InvalidConfigError, MiniKafkaError
 from clients.topics import topic_name_error
@@ -75,6 +81,8 @@ class BrokerCore:
         self.controller: Any = None  # AsyncConnection to the controller, set by the server
         self.alter_in_flight: set[tuple[str, int]] = set()
         self._checkpointed_hws: dict[TopicPartitionKey, int] = {}
+        # controller mode: the server replaces it with a ControllerProducerIdAllocator
+        self.producer_ids: ProducerIdAllocator = StandaloneProducerIdAllocator(self.data_dir)
         self.groups = OffsetsTopic(self)  # group coordinator and __consumer_offsets
 
     @property
@@ -103,6 +111,13 @@ class BrokerCore:
         self.log_manager.shutdown()
 
     def write_checkpoints(self) -> None:
+        now_ms = self.clock.now_ms()  # producer expiry runs on the broker's clock
+        for key, p in self.partitions.items():
+            try:
+                p.remove_expired_producers(now_ms)
+                p.take_producer_snapshot()
+            except OSError:
+                log.exception("%s-%d: cannot write the producer-state snapshot", *key)
         self.log_manager.write_high_watermarks(
             {key: p.high_watermark for key, p in self.partitions.items()}
         )

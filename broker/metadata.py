@@ -18,11 +18,15 @@ add optional fields):
 |                   | leader_epoch int, isr [int], partition_epoch int,                        |
 |                   | unclean_elected bool (optional, default false)                           |
 | `remove_topic`    | name str                                                                 |
+| `producer_ids`    | broker_id int, broker_epoch int, next_producer_id int: the controller    |
+|                   | gave broker_id the block of ids below next_producer_id not given before  |
 
 Meaning: a registration always starts *fenced*; ``broker_epoch`` is the metadata offset
 of the registration record.  ``topic_id`` is the offset of the topic record (a topic
 deleted and created again gets a new id, so a broker can tell the two apart).  A
 ``partition`` record carries the whole new state of one partition (not a delta).
+``producer_ids`` records only raise ``next_producer_id`` (the image keeps the last one),
+so a producer id is never handed out twice, across controller restarts too.
 
 Snapshot file (``MetadataImage.encode_snapshot``; integers big-endian):
 
@@ -204,14 +208,27 @@ class RemoveTopicRecord:
         _topic("name", self.name)
 
 
+@dataclass(frozen=True, slots=True)
+class ProducerIdsRecord:
+    TYPE: ClassVar[str] = "producer_ids"
+    broker_id: int
+    broker_epoch: int
+    next_producer_id: int
+
+    def __post_init__(self) -> None:
+        _int("broker_id", self.broker_id, 0, _INT32_MAX)
+        _int("broker_epoch", self.broker_epoch, 0, _INT64_MAX)
+        _int("next_producer_id", self.next_producer_id, 1, _INT64_MAX)
+
+
 MetadataRecord = (
     RegisterBrokerRecord | FenceBrokerRecord | UnfenceBrokerRecord | TopicRecord
-    | PartitionRecord | RemoveTopicRecord
+    | PartitionRecord | RemoveTopicRecord | ProducerIdsRecord
 )
 RECORD_TYPES: dict[str, type[Any]] = {
     cls.TYPE: cls
     for cls in (RegisterBrokerRecord, FenceBrokerRecord, UnfenceBrokerRecord, TopicRecord,
-                PartitionRecord, RemoveTopicRecord)
+                PartitionRecord, RemoveTopicRecord, ProducerIdsRecord)
 }
 _FIELDS = {name: [(f.name, f.default) for f in fields(cls)] for name, cls in RECORD_TYPES.items()}
 _OPTIONAL_CONFIGS = "configs"  # the one field with a default factory
@@ -329,12 +346,18 @@ class TopicInfo:
 class MetadataImage:
     """Brokers and topics as of ``last_applied_offset`` (-1: nothing applied yet)."""
 
-    __slots__ = ("brokers", "last_applied_offset", "topics")
+    __slots__ = ("brokers", "last_applied_offset", "producer_ids", "topics")
 
     def __init__(self) -> None:
         self.brokers: dict[int, BrokerInfo] = {}
         self.topics: dict[str, TopicInfo] = {}
         self.last_applied_offset = -1
+        self.producer_ids: ProducerIdsRecord | None = None  # the last block handed out
+
+    @property
+    def next_producer_id(self) -> int:
+        """The first producer id never handed out."""
+        return 0 if self.producer_ids is None else self.producer_ids.next_producer_id
 
     # -- applying ---------------------------------------------------------------------
 
@@ -384,6 +407,12 @@ class MetadataImage:
         elif isinstance(record, RemoveTopicRecord):
             if self.topics.pop(record.name, None) is None:
                 raise MetadataRecordError(f"remove_topic: no topic {record.name!r}")
+        elif isinstance(record, ProducerIdsRecord):
+            if record.next_producer_id <= self.next_producer_id:
+                raise MetadataRecordError(
+                    f"producer_ids: next producer id {record.next_producer_id} is not above "
+                    f"the current {self.next_producer_id}")
+            self.producer_ids = record
         else:
             raise MetadataRecordError(f"not a metadata record: {record!r}")
 
@@ -463,6 +492,8 @@ class MetadataImage:
                 s = t.partitions[index]
                 out.append(PartitionRecord(name, index, s.replicas, s.leader, s.leader_epoch,
                                            s.isr, s.partition_epoch, s.unclean_elected))
+        if self.producer_ids is not None:
+            out.append(self.producer_ids)
         return out
 
     @classmethod
@@ -522,7 +553,8 @@ class MetadataImage:
         if not isinstance(other, MetadataImage):
             return NotImplemented
         return (self.last_applied_offset == other.last_applied_offset
-                and self.brokers == other.brokers and self.topics == other.topics)
+                and self.brokers == other.brokers and self.topics == other.topics
+                and self.producer_ids == other.producer_ids)
 
     __hash__ = None  # type: ignore[assignment]
 

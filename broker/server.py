@@ -33,6 +33,7 @@ from broker.dispatch import HANDLERS
 from broker.handlers import RegionRecords
 from broker.metadata_follower import MetadataFollower
 from broker.network_supervisor import NetworkProcessSupervisor
+from broker.producer_ids import ControllerProducerIdAllocator, controller_block_source
 from broker.replica_fetcher import ReplicaFetcherManager
 from broker.request_channel import CLOSED, REQUEST, MainChannelEndpoint
 from clients.api import ApiKey
@@ -117,6 +118,9 @@ class BrokerServer:
         core.controller = controller
         core.fetchers = ReplicaFetcherManager(core)
         self.follower = MetadataFollower(core, controller)
+        follower = self.follower
+        core.producer_ids = ControllerProducerIdAllocator(controller_block_source(
+            controller, self.config.node_id, lambda: follower.broker_epoch))
         core.send_alter_partition = lambda proposal: self._track(
             loop.create_task(self._alter_partition(proposal)))
         self.follower.start()

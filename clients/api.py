@@ -58,6 +58,7 @@ class ApiKey(IntEnum):
     BROKER_REGISTRATION = 62
     BROKER_HEARTBEAT = 63
     DESCRIBE_LOG_DIRS = 35
+    ALLOCATE_PRODUCER_IDS = 67
 
 
 class Api:
@@ -482,6 +483,14 @@ _BROKER_HEARTBEAT = Api(
     ),
 )  # fmt: skip
 
+# Broker -> controller: a block of producer ids, unique in the cluster (KIP-730).
+_ALLOCATE_PRODUCER_IDS = Api(
+    ApiKey.ALLOCATE_PRODUCER_IDS, "AllocateProducerIds", 0, 0,
+    request=Struct(broker_id=Int32, broker_epoch=Int64),
+    response=Struct(error_code=Int16, error_message=_ERR, producer_id_start=Int64,
+                    producer_id_len=Int32),
+)  # fmt: skip
+
 # Simplified DescribeLogDirs: one data dir per broker; per replica its offsets and role.
 _DESCRIBE_LOG_DIRS = Api(
     ApiKey.DESCRIBE_LOG_DIRS, "DescribeLogDirs", 0, 0,
@@ -504,7 +513,7 @@ APIS: dict[int, Api] = {
         _FIND_COORDINATOR, _JOIN_GROUP, _HEARTBEAT, _LEAVE_GROUP, _SYNC_GROUP,
         _DESCRIBE_GROUPS, _LIST_GROUPS, _API_VERSIONS, _CREATE_TOPICS, _DELETE_TOPICS,
         _INIT_PRODUCER_ID, _OFFSETS_FOR_LEADER_EPOCH, _ALTER_PARTITION,
-        _BROKER_REGISTRATION, _BROKER_HEARTBEAT, _DESCRIBE_LOG_DIRS,
+        _BROKER_REGISTRATION, _BROKER_HEARTBEAT, _DESCRIBE_LOG_DIRS, _ALLOCATE_PRODUCER_IDS,
     )
 }  # fmt: skip
 if set(APIS) != set(ApiKey):  # pragma: no cover - a declaration mistake

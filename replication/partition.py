@@ -300,6 +300,9 @@ class Partition:
         headers = _headers_or_none(batches)
         if headers is not None:
             verdict = self.producer_state.check_append(headers)
+            if verdict.kind is not VerdictKind.APPEND:  # corrupt bytes: CORRUPT_MESSAGE first
+                for _ in iter_batches(batches, validate=True):
+                    pass
             if verdict.kind is VerdictKind.ERROR:
                 raise MiniKafkaError(verdict.message, verdict.error_code)
             if verdict.kind is VerdictKind.DUPLICATE:
@@ -538,7 +541,7 @@ class Partition:
         return True
 
     def remove_expired_producers(self, now_ms: int) -> int:
-        """Forget producers idle for ``producer_id_expiration_ms`` (wall-clock ``now_ms``)."""
+        """Sweep producers idle for ``producer_id_expiration_ms`` (the caller's clock)."""
         return self.producer_state.remove_expired(now_ms)
 
     # -- invariants ------------------------------------------------------------------

@@ -40,9 +40,15 @@ Design choices (where Kafka's documents are silent or differ):
 * The state of a producer survives the log start offset moving past its batches
   (retention, DeleteRecords), as since Kafka's KIP-360: a duplicate whose original
   batch was deleted is still answered with the original offsets.  Producers leave the
-  state only by :meth:`remove_expired` (no batch for ``producer_id_expiration_ms`` by the
-  batches' own timestamps, Kafka's ``producer.id.expiration.ms``, default 1 day) or,
-  least recently written first, when more than ``max_producers`` are tracked.
+  state only by :meth:`remove_expired` (no batch for ``producer_id_expiration_ms``,
+  Kafka's ``producer.id.expiration.ms``, default 1 day) or, least recently written
+  first, when more than ``max_producers`` are tracked.
+* Expiry is measured on the *broker's* clock, not the batches' timestamps (Kafka uses
+  the latter, so a producer whose clock is days behind expires at once and then gets
+  UNKNOWN_PRODUCER_ID): each sweep stamps producers written since the previous sweep
+  with the sweep's ``now_ms`` and removes those stamped more than the expiration ago.
+  This keeps the core clock-free; the error is one sweep interval.  After a restart
+  every producer counts as just seen.
 * A snapshot keeps all 5 batches of every producer (Kafka keeps only the last), so
   duplicate detection after a restart is as good as before it.
 
@@ -145,17 +151,14 @@ def _error(code: ErrorCode, message: str) -> Verdict:
 class ProducerEntry:
     """One producer's epoch and its last batches of that epoch (oldest first)."""
 
-    __slots__ = ("batches", "epoch", "producer_id")
+    __slots__ = ("batches", "epoch", "last_seen_ms", "producer_id")
 
     def __init__(self, producer_id: int, epoch: int,
                  batches: Iterable[BatchMetadata] = ()) -> None:
         self.producer_id = producer_id
         self.epoch = epoch
         self.batches: deque[BatchMetadata] = deque(batches, maxlen=MAX_BATCHES_PER_PRODUCER)
-
-    @property
-    def last_timestamp_ms(self) -> int:
-        return self.batches[-1].timestamp_ms if self.batches else -1
+        self.last_seen_ms: int | None = None  # first sweep after the last write (None: since)
 
     def find_duplicate(self, first_seq: int, last_seq: int) -> BatchMetadata | None:
         for b in self.batches:
@@ -295,6 +298,7 @@ class ProducerStateManager:
                 self.evicted += 1
         else:
             self._producers.move_to_end(producer_id)
+            entry.last_seen_ms = None
             if epoch != entry.epoch:  # the log says a new epoch began: forget the old one
                 entry.epoch = epoch
                 entry.batches.clear()
@@ -312,9 +316,14 @@ class ProducerStateManager:
         self._producers.clear()
 
     def remove_expired(self, now_ms: int) -> int:
-        """Forget producers with no batch for ``producer_id_expiration_ms``; returns how many."""
-        limit = now_ms - self.producer_id_expiration_ms
-        expired = [pid for pid, e in self._producers.items() if e.last_timestamp_ms < limit]
+        """Sweep: forget producers with no batch for ``producer_id_expiration_ms`` of the
+        caller's clock (see the module docstring); returns how many were removed."""
+        expired = []
+        for pid, entry in self._producers.items():
+            if entry.last_seen_ms is None:
+                entry.last_seen_ms = now_ms
+            elif now_ms - entry.last_seen_ms >= self.producer_id_expiration_ms:
+                expired.append(pid)
         for pid in expired:
             del self._producers[pid]
         return len(expired)

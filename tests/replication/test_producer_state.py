@@ -10,7 +10,7 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from clients.errors import ErrorCode, MiniKafkaError
+from clients.errors import CorruptRecordError, ErrorCode, MiniKafkaError
 from clients.records import build_batch
 from replication.partition import Partition
 from replication.producer_state import (
@@ -156,8 +156,16 @@ def test_snapshot_load_round_trip_and_bounds() -> None:
     assert copy.snapshot() == state.snapshot()
     assert copy.check(2, 1, 0, 1) == Verdict(VerdictKind.DUPLICATE, first_offset=20,
                                               last_offset=21)
-    assert copy.remove_expired(now_ms=5_000 + copy.producer_id_expiration_ms) == 1  # only 4
-    assert sorted(e.producer_id for e in copy.entries()) == [2, 9]
+    # expiry runs on the sweeper's clock: batch timestamps from 1970 do not matter
+    expiration = copy.producer_id_expiration_ms
+    assert copy.remove_expired(now_ms=10**12) == 0  # first sweep: everyone just seen
+    append(copy, 9, 0, 1, 1, 102)  # producer 9 writes again
+    assert copy.remove_expired(now_ms=10**12 + 5) == 0  # stamps 9 at 10**12 + 5
+    assert copy.remove_expired(now_ms=10**12 + expiration - 1) == 0
+    assert copy.remove_expired(now_ms=10**12 + expiration) == 2  # 2 and 4
+    assert [e.producer_id for e in copy.entries()] == [9]
+    assert copy.remove_expired(now_ms=10**12 + expiration + 4) == 0
+    assert copy.remove_expired(now_ms=10**12 + expiration + 5) == 1
     with pytest.raises(ValueError, match="max_producers"):
         ProducerStateManager(max_producers=0)
 
@@ -354,3 +362,14 @@ def test_a_roll_writes_a_snapshot_at_the_new_segment_base(tmp_path: Path) -> Non
         seq += 1
     bases = [s.base_offset for s in p.log.segments]
     assert list_snapshot_offsets(Path(p.log.dir)) == bases[1:]
+
+
+def test_corrupt_bytes_are_reported_as_corrupt_not_as_a_sequence_error(
+        tmp_path: Path) -> None:
+    p = leader(tmp_path)
+    data = bytearray(idem(5, 0, 0, b"a"))
+    data[43:51] = (77).to_bytes(8, "big")  # producer id changed in flight: CRC mismatch
+    data[53:57] = (9).to_bytes(4, "big")
+    with pytest.raises(CorruptRecordError, match="CRC"):
+        p.append_records_as_leader(bytes(data))
+    assert p.log_end_offset == 0 and len(p.producer_state) == 0
