@@ -203,7 +203,7 @@ class Producer:
         timestamp_ms: int | None = None,
     ) -> Future[RecordMetadata]:
         """Queue one record; the future resolves to its RecordMetadata or fails."""
-        self._check_open()
+        self._check_usable()
         if topic not in self._topics_seen:
             validate_topic_name(topic)
         key = _as_bytes("key", key)
@@ -260,7 +260,7 @@ class Producer:
         ``max_block_ms`` runs out midway the error is raised and the chunks already
         queued are still sent.
         """
-        self._check_open()
+        self._check_usable()
         validate_topic_name(topic)
         n = len(values)
         future: Future[BulkResult] = Future()
@@ -439,6 +439,10 @@ class Producer:
             from clients.accumulator import AccumulatorClosedError
 
             raise AccumulatorClosedError("producer is closed")
+
+    def _check_usable(self) -> None:
+        """Open and not stopped by a fatal error (fenced, idempotence unsupported)."""
+        self._check_open()
         fatal = self._sender.fatal_error
         if fatal is not None:
             raise fatal

@@ -146,6 +146,9 @@ def test_fenced_producer_fails_its_futures_and_later_sends(cluster: FakeCluster)
         assert info.value.code == ErrorCode.INVALID_PRODUCER_EPOCH
         with pytest.raises(ProducerFencedError):
             prod.send("t", b"c", partition=0)
+        with pytest.raises(ProducerFencedError):
+            prod.send_bulk("t", [b"d"], partition=0)
+        prod.flush(timeout_s=20)  # errors surface on futures, not from flush
         assert prod.metrics()["fenced"] is True
     finally:
         prod.close(timeout_s=5)
