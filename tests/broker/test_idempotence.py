@@ -328,46 +328,48 @@ def test_retried_produce_after_a_lost_response_is_not_duplicated(
 
 
 @pytest.mark.multiprocess
-@pytest.mark.parametrize("how", ["sigterm", "sigkill"])
-def test_producer_state_survives_a_restart(tmp_path: Path, how: str) -> None:
+def test_producer_state_survives_sigterm_and_sigkill_restarts(tmp_path: Path) -> None:
     data_dir = tmp_path / "broker"
     # small segments: every roll snapshots the producer state; no periodic snapshot, so
-    # after SIGKILL the state is the last roll's snapshot plus a replay of the log
+    # after SIGKILL the state is the last roll's snapshot plus a replay of the log (after
+    # SIGTERM: the shutdown's snapshot at the log end)
     overrides: dict[str, object] = {"segment_bytes": 1024,
                                     "checkpoint_interval_ms": 3_600_000}
-    sent: list[tuple[bytes, int]] = []
+    partition_dir = data_dir / f"{TOPIC}-0"
     broker = BrokerProcess(data_dir, overrides=overrides).start()
     try:
         with Admin(broker.bootstrap) as admin:
             admin.create_topics([NewTopic(TOPIC, 1, 1, {})])
         conn = connect(broker.port)
         pid, epoch = init_producer_id(conn)
-        for seq in range(12):
-            data = idem_batch(pid, epoch, seq, b"v%d" % seq + b"." * 200)
-            code, offset = produce(conn, data)
-            assert code == 0
-            sent.append((data, offset))
-        conn.close()
-        partition_dir = data_dir / f"{TOPIC}-0"
-        snapshots = list_snapshot_offsets(partition_dir)
-        assert snapshots and snapshots[-1] < 12  # the state above it comes from the log
-        if how == "sigkill":
-            broker.kill()
-        else:
-            broker.stop()
-        broker = BrokerProcess(data_dir, overrides=overrides).start()
-        conn = connect(broker.port)
-        for data, offset in sent[-5:]:  # the last five batches, retried after the restart
-            assert produce(conn, data) == (0, offset)
-        assert produce(conn, sent[0][0])[0] == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
-        assert produce(conn, idem_batch(pid, epoch, 12, b"next")) == (0, 12)
-        new_pid, _ = init_producer_id(conn)
-        assert new_pid > pid  # the block file survived the restart
+        seen_ids = [pid]
+        sent: list[tuple[bytes, int]] = []
+        for how in ("sigterm", "sigkill"):
+            for seq in range(len(sent), len(sent) + 12):
+                data = idem_batch(pid, epoch, seq, b"v%d" % seq + b"." * 200)
+                code, offset = produce(conn, data)
+                assert (code, offset) == (0, seq)
+                sent.append((data, offset))
+            conn.close()
+            snapshots = list_snapshot_offsets(partition_dir)
+            assert snapshots and snapshots[-1] < len(sent)  # the rest is in the log only
+            if how == "sigkill":
+                broker.kill()
+            else:
+                broker.stop()
+            broker = BrokerProcess(data_dir, overrides=overrides).start()
+            conn = connect(broker.port)
+            for data, offset in sent[-5:]:  # the last five batches, retried: duplicates
+                assert produce(conn, data) == (0, offset), how
+            assert produce(conn, sent[-6][0])[0] == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+            seen_ids.append(init_producer_id(conn)[0])
+            assert seen_ids[-1] > max(seen_ids[:-1]), how  # the block file survived
+            assert log_end_offset(conn) == len(sent)
         assert init_producer_id(conn, pid, epoch) == (pid, epoch + 1)
-        assert produce(conn, idem_batch(pid, epoch + 1, 0, b"new epoch")) == (0, 13)
-        assert produce(conn, idem_batch(pid, epoch, 13, b"zombie"))[0] == \
+        assert produce(conn, idem_batch(pid, epoch + 1, 0, b"new epoch")) == (0, 24)
+        assert produce(conn, idem_batch(pid, epoch, 24, b"zombie"))[0] == \
             ErrorCode.INVALID_PRODUCER_EPOCH
-        assert log_end_offset(conn) == 14
+        assert log_end_offset(conn) == 25
         conn.close()
     finally:
         broker.stop()
