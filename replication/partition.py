@@ -51,6 +51,7 @@ the broker's event loop.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -95,6 +96,7 @@ __all__ = [
     "UnknownLeaderEpochError",
 ]
 
+log = logging.getLogger(__name__)
 NO_LEADER = -1
 PRODUCER_SNAPSHOTS_KEPT = 3
 
@@ -487,7 +489,13 @@ class Partition:
                       *, assigned: bool) -> None:
         """Feed appended batches to the producer state (snapshot first on a roll)."""
         if getattr(info, "rolled", False):
-            self._write_producer_snapshot(info.first_offset)  # state below the new segment
+            # the state below the new segment; the batches are in the log already, so a
+            # failed snapshot must not skip the update below (a retry would be appended)
+            try:
+                self._write_producer_snapshot(info.first_offset)
+            except OSError as exc:
+                log.warning("%s-%d: producer snapshot at %d failed: %s", self.topic,
+                            self.index, info.first_offset, exc)
         if not headers:
             return
         state = self.producer_state

@@ -373,3 +373,19 @@ def test_corrupt_bytes_are_reported_as_corrupt_not_as_a_sequence_error(
     with pytest.raises(CorruptRecordError, match="CRC"):
         p.append_records_as_leader(bytes(data))
     assert p.log_end_offset == 0 and len(p.producer_state) == 0
+
+
+def test_a_failed_roll_snapshot_still_records_the_appended_batch(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    p = leader(tmp_path)
+
+    def disk_full(*args: object) -> None:
+        raise OSError(28, "No space left on device")
+
+    monkeypatch.setattr("replication.partition.write_snapshot", disk_full)
+    seq = 0
+    while len(p.log.segments) < 2:
+        data = idem(5, 0, seq, b"x" * 500)
+        p.append_records_as_leader(data)
+        seq += 1
+    assert p.append_records_as_leader(data).num_batches == 0  # the retry is a duplicate
