@@ -1,123 +1,92 @@
 """Log compaction for compacted topics (``cleanup_policy="compact"``): :class:`LogCleaner`.
 
-What a pass does (Kafka's algorithm, in bounded steps)
-------------------------------------------------------
-The *cleanable* range of a log is ``[log_start, end)`` where ``end`` is the base offset
-of the active segment, or of the first segment holding a record younger than
-``min_compaction_lag_ms``.  It splits at the *first dirty offset* (from the
-``cleaner-offset-checkpoint``) into a clean head (compacted before) and a dirty tail.
+A pass over one log (Kafka's algorithm, cut into bounded steps)
+--------------------------------------------------------------
+The *cleanable* range of a log is ``[log_start, end)``, ``end`` being the base offset of
+the active segment (never touched) or of the first segment holding a record younger than
+``min_compaction_lag_ms``.  The *first dirty offset* (``cleaner-offset-checkpoint``) splits
+it into a clean head (compacted before) and a dirty tail.  A log is chosen when its dirty
+bytes / cleanable bytes reach ``min_cleanable_dirty_ratio`` (the filthiest first), or
+when a delete horizon it is waiting for has passed.
 
-1. **Map**: scan the dirty tail batch by batch into an :class:`~storage.offset_map.OffsetMap`
-   (key -> latest offset) until the map's memory budget is reached; ``map_end`` is the
-   end of the last batch that fit (a batch boundary).
-2. **Clean**: rewrite every segment with base offset < ``map_end``, consecutive small
-   segments grouped into one output segment (inputs sum to <= ``segment_bytes``, index
-   entries and relative offsets fit).  For each batch below ``map_end`` a record is
-   dropped when a later offset holds its key (``map[key] > offset``), when it has no key
-   (Kafka's cleaner does the same; the broker should refuse such a produce to a compacted
-   topic with INVALID_RECORD, code 87), or when it is a tombstone (null value) whose
-   batch's delete horizon has passed.  Batches at or above ``map_end`` and control
-   batches are copied as they are.
-3. **Swap** each finished group in (protocol below), then checkpoint
-   ``first dirty = map_end``.
+1. **Map**: the dirty tail is read batch by batch into an
+   :class:`~storage.offset_map.OffsetMap` (key -> latest offset) until the map's memory
+   budget would be exceeded; ``map_end`` is the end of the last batch that fit.
+2. **Clean**: every segment with base offset < ``map_end`` is rewritten, consecutive
+   segments grouped into one output (inputs sum to <= ``segment_bytes``, index entries
+   and relative offsets fit one segment).  In each batch below ``map_end`` a record goes
+   when a later offset holds its key, when it has no key (as Kafka's cleaner does; the
+   broker should refuse such a produce to a compacted topic with INVALID_RECORD, 87), or
+   when it is a tombstone whose batch's delete horizon has passed
+   (:mod:`storage.cleaner_records` has the byte-level rules).  Batches at or above
+   ``map_end`` and control batches are copied as they are.
+3. **Swap** each finished group in (:mod:`storage.cleaner_swap`: ``.cleaned`` ->
+   ``.swap`` -> final name, old files via ``.deleted``; ``Log.open`` completes or rolls
+   back an interrupted swap), then checkpoint ``first dirty = map_end``.
 
-Offsets never change: a batch keeps its base offset, ``last_offset_delta``, leader epoch
-and producer fields; only ``record_count``, ``batch_length``, ``max_timestamp`` (max of the
-kept records; LogAppendTime batches keep theirs), the CRC and, for the delete horizon, the
-attributes and ``base_timestamp`` are rewritten.  Kept records are copied byte for byte
-(their offset and timestamp deltas stay relative to the unchanged base) unless the
-batch gets a delete horizon.  A batch whose records all go is dropped, except that an
-empty header (``record_count`` 0, same offsets) is kept (a) for the last batch of an
-idempotent producer in the dirty range (or any emptied producer batch of the clean head,
-whose later batches are unknown: a few spare 61-byte headers, never a lost producer
-state), and (b) for the last batch of each group, so an output segment is never empty
-and ends at exactly the offset its inputs ended at.  Readers see holes in the offsets;
-``Log.read`` already returns the first batch whose last offset is >= the fetch offset.
+Guarantees and choices:
 
-Tombstones (Kafka's KIP-534 rule): the first pass that keeps a tombstone stamps its batch
-with a delete horizon ``now + delete_retention_ms``: attributes bit 6 (0x40) is set and
-``base_timestamp`` holds the horizon, each record's timestamp delta re-encoded relative
-to it (absolute timestamps are unchanged).  A later pass at or after the horizon drops
-the batch's tombstones.  The cleaner remembers the earliest pending horizon per log and
-cleans again once it passes (in memory: after a restart only dirt triggers a pass, as in
-Kafka).  Transactions are not supported by this broker: control batches are kept.
+* Offsets never change: a kept batch keeps base offset, ``last_offset_delta``, leader
+  epoch and producer fields; CRCs are recomputed; the indexes of each new segment are
+  built as it is written.  Readers see holes; ``Log.read`` returns the first batch whose
+  last offset is >= the fetch offset (Kafka's semantics).
+* A batch whose records all go is dropped, except that an empty header (record_count 0)
+  stays (a) for an idempotent producer's last batch in the dirty range, or any emptied
+  producer batch of the clean head (whose later batches are unknown: a few spare 61-byte
+  headers, never a lost producer state), and (b) for the last batch of each group, so
+  a cleaned segment is never empty and ends where its inputs ended.
+* Tombstones (Kafka's KIP-534 rule): the first pass that keeps a tombstone stamps its
+  batch with the delete horizon ``now + delete_retention_ms``; a pass at or after it
+  drops the batch's tombstones.  The earliest pending horizon per log is kept in memory
+  (after a restart only new dirt triggers a pass, as in Kafka).
+* Transactions are not supported by this broker: control batches are kept as they are.
+* A corrupt batch (CRC, framing) or one with more keys than the whole map holds makes
+  the log *uncleanable* until restart (:meth:`LogCleaner.uncleanable` says why); the log
+  itself is left as it was.  A truncation, deletion or reopen of the log under a pass
+  aborts the pass (its ``.cleaned`` file is removed).
+* Known gap: a truncation below the first dirty offset is not reported to the cleaner,
+  so re-appended records there count as clean until a later pass re-reads them (they
+  are kept, never lost; only compacted later).
 
-Swap protocol (one group of old segments ``o1 < o2 < ... < ok`` -> one new segment named
-``b = o1``; ``B`` = ``f"{b:020d}"``, files in the partition directory)
--------------------------------------------------------------------------------------
-====  ============================================================================
-S0    write ``B.log.cleaned``, ``B.index.cleaned``, ``B.timeindex.cleaned``
-      (formats of ``.log``/``.index``/``.timeindex``); fsync each; fsync the directory
-S1    rename ``B.index.cleaned`` -> ``B.index.swap``, ``B.timeindex.cleaned`` ->
-      ``B.timeindex.swap``, then ``B.log.cleaned`` -> ``B.log.swap``: the COMMIT
-      point; fsync the directory
-S2    for each old segment: rename ``O.log``, ``O.index``, ``O.timeindex`` ->
-      ``O.log.deleted``, ``O.index.deleted``, ``O.timeindex.deleted``
-S3    rename ``B.index.swap`` -> ``B.index``, ``B.timeindex.swap`` -> ``B.timeindex``,
-      then ``B.log.swap`` -> ``B.log``; fsync the directory
-S4    unlink every ``.deleted`` file of the group
-====  ============================================================================
+``cleaner-offset-checkpoint`` (data directory): the offset checkpoint format of
+:mod:`storage.checkpoint` (``0``, count, ``topic partition first_dirty_offset`` lines).
 
-Recovery (:func:`storage.recovery.finish_interrupted_swaps`, run by every ``Log.open``):
-``.cleaned`` and ``.deleted`` files are removed (no commit yet / old files of a committed
-swap); a ``B.log.swap`` is committed: every ``.log``/``.index``/``.timeindex`` whose base
-lies in ``[b, end of B.log.swap)`` is removed (its own index files too: rebuilt on load)
-and it is renamed to ``B.log``; any other ``.swap`` (an index of an uncommitted S1) is
-removed.  Because the new segment ends exactly where ``ok`` ended, that range is exactly
-the group.
-
-Costs: a pass reads the whole cleanable range once for the clean and the dirty tail once
-more for the map: O(bytes) CRC-32C + O(records) Python (one varint walk per record), and
-writes the kept bytes plus the indexes.  :meth:`LogCleaner.clean_step` reads at most
-``max_bytes`` (but at least one batch); a group swap adds O(index entries) and a few
-fsyncs.  Choosing a log is O(compacted logs x segments).  Memory: the offset map
-(``dedupe_buffer_bytes``, accounted) plus one step's input.
+Costs: a pass reads the dirty tail once for the map and the cleanable range once for the
+rewrite: O(bytes) CRC-32C + O(records) Python, and writes the kept bytes.
+:meth:`LogCleaner.clean_step` reads at most ``max_bytes`` plus one batch; a step that
+finishes a group adds its swap (O(index entries) + a few fsyncs).  Choosing a log is
+O(compacted logs x segments).  Memory: the offset map (``dedupe_buffer_bytes``,
+accounted) plus one step's input.
 
 Not thread-safe: one owner (the broker's event loop, through the LogManager) calls every
-method, the same thread that owns the logs.  Readers in other processes holding an open
-descriptor keep reading the old file; one that opens a handed-out path after S3 sees
-the new file (see docs/storage.md, Compaction).
+method, on the thread that owns the logs.
 """
 
 from __future__ import annotations
 
-import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import NamedTuple
 
-import numpy as np
 from crc32c import crc32c
 
 from clients.errors import CorruptRecordError, InvalidConfigError
-from clients.records import (
-    ATTRIBUTES_OFFSET,
-    CONTROL_MASK,
-    HEADER_SIZE,
-    LOG_OVERHEAD,
-    TIMESTAMP_TYPE_MASK,
-    assemble_batch,
-    decode_varint,
-    decode_varint32,
-    encode_varint,
-)
-from storage.checkpoint import OffsetCheckpointFile, fsync_dir
+from clients.records import ATTRIBUTES_OFFSET, LOG_OVERHEAD
+from storage.checkpoint import OffsetCheckpointFile
+from storage.cleaner_records import BatchFilter, Header, empty_batch, keys_of, read_batches
+from storage.cleaner_swap import CleanedSegmentWriter, SwapHook
 from storage.errors import StorageError
 from storage.log import Log
-from storage.offset_index import OffsetIndex
-from storage.offset_map import OffsetMap
-from storage.recovery import HEADER, INT32_MAX
-from storage.segment import Segment, segment_file
-from storage.time_index import NO_TIMESTAMP, TimeIndex
+from storage.offset_map import MIN_CAPACITY_BYTES, OffsetMap
+from storage.recovery import INT32_MAX
+from storage.segment import Segment
+from storage.time_index import TimeIndex
 
 CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
-DELETE_HORIZON_MASK = 0x40
 MAX_ERRORS_KEPT = 32
 TopicPartition = tuple[str, int]
-# base, length, epoch, magic, crc, attrs, lod, base_ts, max_ts, pid, pepoch, bseq, count
-Header = tuple[int, int, int, int, int, int, int, int, int, int, int, int, int]
 
 
 def _wall_clock_ms() -> int:
@@ -133,7 +102,7 @@ class CleanerConfig:
     step_bytes: int = 512 * 1024
 
     def __post_init__(self) -> None:
-        for name, low in (("dedupe_buffer_bytes", 1024), ("step_bytes", 1)):
+        for name, low in (("dedupe_buffer_bytes", MIN_CAPACITY_BYTES), ("step_bytes", 1)):
             value = getattr(self, name)
             if not isinstance(value, int) or isinstance(value, bool) or value < low:
                 raise InvalidConfigError(f"{name} must be an integer >= {low}, got {value!r}")
@@ -158,70 +127,6 @@ class CleanStepResult(NamedTuple):
     pass_done: bool  # this step finished a pass
 
 
-class _Group:
-    """One output segment being written: ``<base>.log.cleaned`` + index entries."""
-
-    def __init__(self, log: Log, segments: list[Segment]) -> None:
-        self.segments = segments
-        self.base = segments[0].base_offset
-        self.path = segment_file(log.dir, self.base, ".log.cleaned")
-        self.fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
-        self.seg_i, self.position, self.size = 0, 0, 0
-        self.changed = len(segments) > 1
-        self.last_header: Header | None = None
-        self.last_written: int | None = None  # base offset of the last batch written
-        cfg = log.config
-        self.interval = cfg.index_interval_bytes
-        self.max_offset_entries = cfg.segment_index_bytes // OffsetIndex.ENTRY_SIZE
-        self.max_time_entries = cfg.segment_index_bytes // TimeIndex.ENTRY_SIZE
-        self.off_rel: list[int] = []
-        self.off_pos: list[int] = []
-        self.ts_val: list[int] = []
-        self.ts_rel: list[int] = []
-        self.max_ts, self.off_of_max, self.since, self.last_ts = NO_TIMESTAMP, -1, 0, NO_TIMESTAMP
-
-    def write(self, data: bytes | memoryview, base: int, max_ts: int) -> None:
-        """Append one batch; index points follow :func:`storage.recovery.scan_segment`."""
-        if max_ts > self.max_ts:
-            self.max_ts, self.off_of_max = max_ts, base
-        if not self.off_rel or self.since >= self.interval:
-            if len(self.off_rel) < self.max_offset_entries:
-                self.off_rel.append(base - self.base)
-                self.off_pos.append(self.size)
-            if self.max_ts > self.last_ts and len(self.ts_val) < self.max_time_entries - 1:
-                self.ts_val.append(self.max_ts)
-                self.ts_rel.append(self.off_of_max - self.base)
-                self.last_ts = self.max_ts
-            self.since = 0
-        view = memoryview(data)
-        while view:
-            view = view[os.write(self.fd, view):]
-        self.since += len(data)
-        self.size += len(data)
-        self.last_written = base
-
-    def finish(self) -> tuple[bytes, bytes]:
-        """fsync the log; the offset and time index bytes."""
-        if self.max_ts > self.last_ts and len(self.ts_val) < self.max_time_entries:
-            self.ts_val.append(self.max_ts)
-            self.ts_rel.append(self.off_of_max - self.base)
-        os.fsync(self.fd)
-        os.close(self.fd)
-        self.fd = -1
-        offsets = np.zeros(len(self.off_rel), dtype=OffsetIndex.DTYPE)
-        offsets["rel"], offsets["pos"] = self.off_rel, self.off_pos
-        times = np.zeros(len(self.ts_val), dtype=TimeIndex.DTYPE)
-        times["ts"], times["rel"] = self.ts_val, self.ts_rel
-        return offsets.tobytes(), times.tobytes()
-
-    def discard(self) -> None:
-        if self.fd >= 0:
-            os.close(self.fd)
-            self.fd = -1
-        for suffix in (".log.cleaned", ".index.cleaned", ".timeindex.cleaned"):
-            segment_file(self.path.parent, self.base, suffix).unlink(missing_ok=True)
-
-
 @dataclass
 class _Pass:
     tp: TopicPartition
@@ -238,8 +143,8 @@ class _Pass:
     groups: list[list[Segment]] = field(default_factory=list)
     grouped: bool = False
     group_i: int = 0
-    group: _Group | None = None
-    min_horizon: int | None = None
+    group: CleanedSegmentWriter | None = None
+    rules: BatchFilter | None = None
 
 
 class LogCleaner:
@@ -258,7 +163,7 @@ class LogCleaner:
         self._map = OffsetMap(self.config.dedupe_buffer_bytes)
         self._pass: _Pass | None = None
         self.stats = CleanerStats()
-        self.swap_hook: Callable[[str], None] | None = None  # tests: crash between steps
+        self.swap_hook: SwapHook | None = None  # tests: crash between file operations
 
     # -- checkpoint and bookkeeping ---------------------------------------------------
 
@@ -397,10 +302,7 @@ class LogCleaner:
         if logs.get(p.tp) is not log or log.closed:
             return False
         live = {id(s) for s in log.segments[:-1]}
-        if p.grouped:
-            segs = [s for group in p.groups[p.group_i:] for s in group]
-        else:
-            segs = p.segments
+        segs = [s for group in p.groups[p.group_i:] for s in group] if p.grouped else p.segments
         return all(id(s) in live and s.fd >= 0 for s in segs)
 
     def _give_up(self, p: _Pass, exc: BaseException) -> None:
@@ -422,9 +324,9 @@ class LogCleaner:
             batch = segs[p.map_seg].find_batch(p.first_dirty)
             p.map_pos = batch.position if batch is not None else 0
         seg = segs[p.map_seg]
-        data, used, headers = _read_batches(seg, p.map_pos, budget)
+        data, used, headers = read_batches(seg, p.map_pos, budget)
         for rel, h in headers:
-            keys, offsets = _keys_of(data, rel, h)
+            keys, offsets = keys_of(data, rel, h)
             if not p.offset_map.try_put_batch(keys, offsets):
                 if not len(p.offset_map):
                     raise StorageError(
@@ -444,248 +346,64 @@ class LogCleaner:
     # -- phase 2: cleaning groups --------------------------------------------------------
 
     def _clean_step(self, p: _Pass, budget: int) -> int:
+        if p.rules is None:
+            p.rules = BatchFilter(p.offset_map, p.map_end, p.now_ms,
+                                  p.log.config.delete_retention_ms, p.producer_last)
         if p.group is None:
-            p.group = _Group(p.log, p.groups[p.group_i])
-        g = p.group
+            p.group = CleanedSegmentWriter(p.log, p.groups[p.group_i])
+        g, rules = p.group, p.rules
         seg = g.segments[g.seg_i]
-        data, used, headers = _read_batches(seg, g.position, budget)
+        data, used, headers = read_batches(seg, g.position, budget)
+        h: Header | None = None
         for rel, h in headers:
-            g.last_header = h
-            out = self._filter(p, data, rel, h)
+            raw = data[rel:rel + h[1] + LOG_OVERHEAD]
+            if crc32c(memoryview(raw)[ATTRIBUTES_OFFSET:]) != h[4]:
+                raise CorruptRecordError(f"{seg.log_path}: CRC-32C mismatch in the batch at "
+                                         f"offset {h[0]} (position {g.position + rel})")
+            out = rules.filter(raw, h)
+            if out is not raw:
+                g.changed = True
             if out is not None:
-                g.write(out, h[0], HEADER.unpack_from(out, 0)[8])
+                g.write(out, h[0], h[8] if out is raw else _max_timestamp(out))
         g.position += used
         if g.position >= seg.size:
             g.seg_i, g.position = g.seg_i + 1, 0
             if g.seg_i >= len(g.segments):
-                self._swap(p, g)
-                p.group, p.group_i = None, p.group_i + 1
-        return max(used, 1)
+                assert h is not None
+                self._finish_group(p, g, h)
+        return used
 
-    def _filter(self, p: _Pass, data: bytes, pos: int, h: Header) -> bytes | None:
-        """The batch to write for ``h``: itself, a rewrite, an empty header, or None."""
-        g = p.group
-        assert g is not None
-        raw = data[pos:pos + h[1] + LOG_OVERHEAD]
-        if crc32c(memoryview(raw)[ATTRIBUTES_OFFSET:]) != h[4]:
-            raise CorruptRecordError(f"CRC-32C mismatch in the batch at offset {h[0]} of "
-                                     f"{g.segments[g.seg_i].log_path}")
-        if h[0] >= p.map_end or h[5] & CONTROL_MASK:
-            return raw
-        kept, horizon_needed, tombstones_kept = self._select(p, raw, h)
-        attrs, base_ts = h[5], h[7]
-        if horizon_needed:
-            attrs = attrs | DELETE_HORIZON_MASK
-            base_ts = p.now_ms + p.log.config.delete_retention_ms
-        if tombstones_kept and attrs & DELETE_HORIZON_MASK:
-            p.min_horizon = base_ts if p.min_horizon is None else min(p.min_horizon, base_ts)
-        if kept is None:
-            return raw
-        g.changed = True
-        if not kept:
-            pid = h[9]
-            if pid >= 0 and p.producer_last.get(pid, h[0]) <= h[0]:
-                return _empty_batch(h)  # the producer's last batch: keep its header
-            return None
-        body = bytearray()
-        max_ts = NO_TIMESTAMP
-        for start, end, attr_at, ts_end, ts in kept:
-            if ts > max_ts:
-                max_ts = ts
-            if base_ts == h[7]:
-                body += raw[start:end]
-            else:  # re-encode the timestamp delta against the delete horizon
-                rec = bytearray(raw[attr_at:attr_at + 1])
-                encode_varint(ts - base_ts, rec)
-                rec += raw[ts_end:end]
-                encode_varint(len(rec), body)
-                body += rec
-        if h[5] & TIMESTAMP_TYPE_MASK:
-            max_ts = h[8]
-        return _rebuild(h, body, len(kept), attrs, base_ts, max_ts)
-
-    def _select(self, p: _Pass, raw: bytes, h: Header
-                ) -> tuple[list[tuple[int, int, int, int, int]] | None, bool, bool]:
-        """``(kept records, or None when the batch stays as it is; horizon needed;
-        tombstones kept)``; a kept record is (start, end, attributes position,
-        timestamp-delta end, absolute timestamp)."""
-        m = p.offset_map
-        base, base_ts, count = h[0], h[7], h[12]
-        has_horizon = bool(h[5] & DELETE_HORIZON_MASK)
-        expired = has_horizon and p.now_ms >= base_ts
-        kept: list[tuple[int, int, int, int, int]] = []
-        tombstones = 0
-        stats = self.stats
-        pos, end = HEADER_SIZE, len(raw)
-        for _ in range(count):
-            length, q = decode_varint32(raw, pos)
-            rec_end = q + length
-            if length < 0 or rec_end > end:
-                raise CorruptRecordError(f"record length runs past the batch at offset {base}")
-            ts_delta, ts_end = decode_varint(raw, q + 1)
-            off_delta, r = decode_varint32(raw, ts_end)
-            klen, r = decode_varint32(raw, r)
-            if klen < 0:
-                stats.keyless_dropped += 1
-                stats.records_dropped += 1
-                pos = rec_end
-                continue
-            latest = m.get(raw[r:r + klen])
-            if latest is not None and latest > base + off_delta:
-                stats.records_dropped += 1
-                pos = rec_end
-                continue
-            if decode_varint32(raw, r + klen)[0] < 0:  # a tombstone
-                if expired:
-                    stats.tombstones_dropped += 1
-                    stats.records_dropped += 1
-                    pos = rec_end
-                    continue
-                tombstones += 1
-            kept.append((pos, rec_end, q, ts_end, base_ts + ts_delta))
-            pos = rec_end
-        horizon_needed = tombstones > 0 and not has_horizon
-        if len(kept) == count and not horizon_needed:
-            return None, False, tombstones > 0
-        return kept, horizon_needed, tombstones > 0
-
-    # -- swap ---------------------------------------------------------------------------
-
-    def _swap(self, p: _Pass, g: _Group) -> None:
-        """End the group with its last input batch, then swap it in (S0-S4 above)."""
-        h = g.last_header
-        assert h is not None  # inactive segments are never empty
-        if g.last_written != h[0]:
-            g.write(_empty_batch(h), h[0], h[8])
-        if not g.changed:
+    def _finish_group(self, p: _Pass, g: CleanedSegmentWriter, last: Header) -> None:
+        """End the group with its last input batch, then swap it in (or drop the copy)."""
+        if g.last_base != last[0]:
+            g.write(empty_batch(last), last[0], last[8])
+        if g.changed:
+            g.swap_in(self._clock_ms(), self.swap_hook)
+            self.stats.bytes_written += g.size
+            self.stats.segments_swapped += 1
+        else:
             g.discard()
-            return
-        index_bytes, time_bytes = g.finish()
-        self.stats.bytes_written += g.size
-        log = p.log
-        directory = log.dir
-        hook = self.swap_hook or _no_hook
-
-        def name(base: int, suffix: str) -> Path:
-            return segment_file(directory, base, suffix)
-
-        _write_file(name(g.base, ".index.cleaned"), index_bytes)
-        _write_file(name(g.base, ".timeindex.cleaned"), time_bytes)
-        fsync_dir(directory)
-        hook("S0 cleaned files written")
-        for kind in (".index", ".timeindex", ".log"):
-            os.rename(name(g.base, kind + ".cleaned"), name(g.base, kind + ".swap"))
-            hook(f"S1 {kind}.cleaned -> {kind}.swap")
-        fsync_dir(directory)
-        for seg in g.segments:
-            for kind in (".log", ".index", ".timeindex"):
-                os.rename(name(seg.base_offset, kind), name(seg.base_offset, kind + ".deleted"))
-                hook(f"S2 {seg.base_offset}{kind} -> .deleted")
-        for kind in (".index", ".timeindex", ".log"):
-            os.rename(name(g.base, kind + ".swap"), name(g.base, kind))
-            hook(f"S3 {kind}.swap -> {kind}")
-        fsync_dir(directory)
-        new = Segment(directory, g.base, log.config, create=False, now_ms=self._clock_ms())
-        new.load_clean()
-        log.replace_segments(g.segments, new)
-        for seg in g.segments:
-            for kind in (".log", ".index", ".timeindex"):
-                name(seg.base_offset, kind + ".deleted").unlink(missing_ok=True)
-                hook(f"S4 unlink {seg.base_offset}{kind}.deleted")
-        self.stats.segments_swapped += 1
+        p.group, p.group_i = None, p.group_i + 1
 
     def _finish_pass(self, p: _Pass) -> None:
+        rules = p.rules
         self._first_dirty[p.tp] = p.map_end
-        if p.min_horizon is not None:
-            self._pending_horizon[p.tp] = p.min_horizon
-        else:
-            self._pending_horizon.pop(p.tp, None)
+        self._pending_horizon.pop(p.tp, None)
+        if rules is not None:
+            stats = self.stats
+            stats.records_dropped += rules.records_dropped
+            stats.tombstones_dropped += rules.tombstones_dropped
+            stats.keyless_dropped += rules.keyless_dropped
+            if rules.min_horizon is not None:
+                self._pending_horizon[p.tp] = rules.min_horizon
         self._pass = None
         self._map.clear()
         self.stats.passes_completed += 1
         self.write_checkpoint()
 
 
-# -- helpers ------------------------------------------------------------------------------
-
-
-def _no_hook(_step: str) -> None:
-    return None
-
-
-def _read_batches(seg: Segment, pos: int, budget: int
-                  ) -> tuple[bytes, int, list[tuple[int, Header]]]:
-    """Whole batches from ``pos``: about ``budget`` bytes, at least one batch.
-
-    Returns ``(data, bytes used, [(position in data, header), ...])``.
-    """
-    want = min(max(budget, HEADER_SIZE), seg.size - pos)
-    data = seg.read_bytes(pos, want)
-    headers: list[tuple[int, Header]] = []
-    rel = 0
-    unpack = HEADER.unpack_from
-    while rel + HEADER_SIZE <= len(data):
-        h: Header = unpack(data, rel)
-        size = h[1] + LOG_OVERHEAD
-        if h[3] != 2 or size < HEADER_SIZE:
-            raise CorruptRecordError(f"{seg.log_path}: no batch header at position {pos + rel}")
-        if rel + size > len(data):
-            if not headers:  # one batch larger than the budget: read it whole
-                data = seg.read_bytes(pos, size)
-                continue
-            break
-        headers.append((rel, h))
-        rel += size
-    if not headers:
-        raise CorruptRecordError(f"{seg.log_path}: torn batch at position {pos}")
-    return data, rel, headers
-
-
-def _keys_of(data: bytes, pos: int, h: Header) -> tuple[list[bytes], list[int]]:
-    """Keys and offsets of the keyed records of the batch at ``pos`` (control: none)."""
-    keys: list[bytes] = []
-    offsets: list[int] = []
-    if h[5] & CONTROL_MASK:
-        return keys, offsets
-    base = h[0]
-    p = pos + HEADER_SIZE
-    end = pos + h[1] + LOG_OVERHEAD
-    for _ in range(h[12]):
-        length, q = decode_varint32(data, p)
-        p = q + length
-        if length < 0 or p > end:
-            raise CorruptRecordError(f"record length runs past the batch at offset {base}")
-        _ts, r = decode_varint(data, q + 1)
-        off_delta, r = decode_varint32(data, r)
-        klen, r = decode_varint32(data, r)
-        if klen >= 0:
-            keys.append(data[r:r + klen])
-            offsets.append(base + off_delta)
-    return keys, offsets
-
-
-def _rebuild(h: Header, body: bytes | bytearray, count: int, attributes: int,
-             base_timestamp: int, max_timestamp: int) -> bytes:
-    return assemble_batch(
-        body, record_count=count, last_offset_delta=h[6], base_timestamp=base_timestamp,
-        max_timestamp=max_timestamp, base_offset=h[0], partition_leader_epoch=h[2],
-        producer_id=h[9], producer_epoch=h[10], base_sequence=h[11], attributes=attributes)
-
-
-def _empty_batch(h: Header) -> bytes:
-    """The header of ``h`` with no records (same offsets, epoch and producer fields)."""
-    return _rebuild(h, b"", 0, h[5] & ~DELETE_HORIZON_MASK, h[7], h[8])
-
-
-def _write_file(path: Path, content: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
-    try:
-        view = memoryview(content)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
+def _max_timestamp(batch: bytes) -> int:
+    return int.from_bytes(batch[35:43], "big", signed=True)
 
 
 def _group_segments(log: Log, segments: list[Segment]) -> list[list[Segment]]:

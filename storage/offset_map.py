@@ -19,10 +19,10 @@ then insert); ``clear`` O(entries).  Not thread-safe: owned by one
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 ENTRY_OVERHEAD_BYTES = 120
-MIN_CAPACITY_BYTES = 1024
+MIN_CAPACITY_BYTES = 256
 
 
 class OffsetMap:
@@ -36,6 +36,8 @@ class OffsetMap:
             )
         self.capacity_bytes = capacity_bytes
         self._offsets: dict[bytes, int] = {}
+        # the dict's own bound method: no wrapper call on the per-record path
+        self.get: Callable[[bytes], int | None] = self._offsets.get
         self._used_bytes = 0
         self.latest_offset = -1  # highest offset put so far (-1: none)
 
@@ -50,8 +52,6 @@ class OffsetMap:
     def utilization(self) -> float:
         return self._used_bytes / self.capacity_bytes
 
-    def get(self, key: bytes) -> int | None:
-        return self._offsets.get(key)
 
     def try_put_batch(self, keys: Sequence[bytes], offsets: Sequence[int]) -> bool:
         """Put every ``(key, offset)`` (offsets increasing) or, if the new keys do not fit
