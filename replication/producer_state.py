@@ -217,6 +217,9 @@ class ProducerStateManager:
     def _check(self, producer_id: int, epoch: int, first_seq: int, last_seq: int,
                current_epoch: int | None, current_last_seq: int | None,
                entry: ProducerEntry | None) -> Verdict:
+        if current_epoch is not None and epoch == current_epoch and current_last_seq is not None \
+                and first_seq == next_sequence(current_last_seq) and last_seq >= 0:
+            return APPEND  # the common case first: the next batch in sequence
         who = f"{self.name}: producer {producer_id}"
         if epoch < 0 or first_seq < 0 or last_seq < 0:
             return _error(ErrorCode.INVALID_RECORD,
@@ -252,6 +255,10 @@ class ProducerStateManager:
 
     def check_append(self, batches: Sequence[ProducerBatch]) -> Verdict:
         """Check every batch of one leader append, in order (see the module docstring)."""
+        if len(batches) == 1:  # what producers send: one batch per partition
+            b = batches[0]
+            return self.check(b.producer_id, b.producer_epoch, b.base_sequence,
+                              b.last_sequence)
         seen: dict[int, tuple[int, int]] = {}  # producer id -> (epoch, last_seq) so far
         duplicates: list[Verdict] = []
         fresh = 0
