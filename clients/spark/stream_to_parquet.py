@@ -33,6 +33,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from dataclasses import dataclass
 from typing import Any
@@ -101,7 +102,7 @@ def stream_to_parquet(
         query = writer.trigger(processingTime=f"{trigger_interval_s} seconds").start()
         try:
             assert run_for_s is not None
-            query.awaitTermination(run_for_s)
+            query.awaitTermination(math.ceil(run_for_s))  # whole seconds
         finally:
             query.stop()
     error = query.exception()
