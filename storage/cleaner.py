@@ -165,6 +165,11 @@ class LogCleaner:
         self.stats = CleanerStats()
         self.swap_hook: SwapHook | None = None  # tests: crash between file operations
 
+    def set_clock(self, clock_ms: Callable[[], int]) -> None:
+        """Tests: take time (delete horizons, compaction lag) from an injected clock.
+        In a broker it is wall-clock time: horizons are stamped into the batches."""
+        self._clock_ms = clock_ms
+
     # -- checkpoint and bookkeeping ---------------------------------------------------
 
     def load_checkpoint(self) -> None:

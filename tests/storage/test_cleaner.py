@@ -487,6 +487,34 @@ def test_log_manager_cleans_compacted_logs_only_and_checkpoints_first_dirty(
         again.shutdown()
 
 
+def test_broker_core_compacts_a_compacted_topic_on_its_scheduled_step(
+        tmp_path: Path, clock: Clock) -> None:
+    from broker.config import BrokerConfig
+    from broker.core import BrokerCore
+    from timer import ManualClock, SystemTimer
+
+    manual = ManualClock()
+    core = BrokerCore(BrokerConfig(node_id=0, data_dir=str(tmp_path / "b0"),
+                                   log_cleaner_step_bytes=4096), manual, SystemTimer(manual))
+    core.startup()
+    try:
+        core.create_topic(core.validate_new_topic(
+            "offsets", 1, 1, {"cleanup.policy": "compact", "segment.bytes": "1024",
+                              "min.cleanable.dirty.ratio": "0.1"}))
+        core.log_manager.cleaner.set_clock(clock)
+        log = core.log_manager.get_log("offsets", 0)
+        assert log is not None and log.config.compact
+        appended = fill(log, clock, 80, keys=4)
+        log.roll()
+        core.run_log_cleaner()  # one bounded step (the server's periodic job)
+        assert core.log_manager.cleaner.stats.bytes_read <= 4096 + 1024
+        core.log_manager.clean_until_idle()  # the deterministic hook
+        assert records_of(log) == expected_after_full_clean(
+            appended, log.active.base_offset, lambda _o: False)
+    finally:
+        core.shutdown()
+
+
 # -- the model ----------------------------------------------------------------------------
 
 KEYS = [f"k{i}".encode() for i in range(10)]
