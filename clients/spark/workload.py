@@ -1,0 +1,349 @@
+"""The verification workload: N producers write numbered messages and log every ack.
+
+Each logical producer ``p`` (0..N-1) is a thread with its own :class:`Producer`
+(acks=all; idempotent unless ``idempotence=False``) and sends sequences 0, 1, 2, ...
+of its share of ``messages``.  A message's value and key::
+
+    value  = b"mk1|" run_id b"|" producer b"|" sequence b"|" + b"." padding to value_bytes
+    key    = b"p<producer>-k<i>", i drawn (seeded by run id and producer) in
+             [0, keys_per_producer): each key belongs to one producer, so per-key order
+             is that producer's sequence order
+
+Every acknowledgment is appended to the ledger (:mod:`clients.spark.ledger`) from the
+producer's callback; before a producer sends sequences below ``b`` it announces ``b``
+with a durable ``S`` line (every ``announce_every`` sequences).  A send that fails
+(after the producer's own retries) counts as *failed* and stays out of the ledger: if
+it reached the log anyway the verifier counts it as unacknowledged-but-present.
+
+``rate`` (messages/s, over all producers; 0 = as fast as the producers go) paces the
+sends, so a fault schedule can be spread over a known duration.  Faults (see
+:mod:`clients.spark.faults`) run on their own thread while the producers send; when
+every message is acked or failed, events not yet due are skipped and the cluster is
+healed.  Progress: a one-line bar redrawn in place on a TTY, else a plain line per 10%.
+
+Design choices: threads, not processes (each Producer's I/O runs on its own sender
+thread, and a few thousand messages/s is what verification needs); each producer's
+``buffer_memory`` is bounded (``buffer_memory_per_producer``); the topic is created if
+absent (replication factor 3, min ISR 2 by default) and an existing topic is used as is.
+Costs: O(messages) sends and ledger lines; memory O(producers x buffer) plus counters.
+Thread safety: :func:`run_workload` is called from one thread and owns every thread it
+starts; it returns only when they have all finished.
+"""
+
+from __future__ import annotations
+
+import functools
+import random
+import re
+import secrets
+import sys
+import threading
+import time
+from collections import Counter
+from collections.abc import Callable
+from concurrent.futures import Future
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+from clients.errors import MiniKafkaError
+from clients.spark.faults import AppliedFault, FaultEvent, FaultInjector
+from clients.spark.ledger import LedgerWriter
+from clients.types import RecordMetadata
+
+VALUE_MAGIC = "mk1"
+# What verify parses (Spark regexp_extract): run id, producer, sequence.
+VALUE_PATTERN = r"^mk1\|([A-Za-z0-9_-]{1,64})\|([0-9]{1,9})\|([0-9]{1,18})\|"
+_VALUE = re.compile(VALUE_PATTERN.encode())
+
+
+def encode_value(run_id: str, producer: int, sequence: int, value_bytes: int = 0) -> bytes:
+    head = f"{VALUE_MAGIC}|{run_id}|{producer}|{sequence}|".encode()
+    return head + b"." * max(0, value_bytes - len(head))
+
+
+def decode_value(value: bytes | None) -> tuple[str, int, int] | None:
+    """(run id, producer, sequence), or None when the value is not a workload message."""
+    match = _VALUE.match(value or b"")
+    if match is None:
+        return None
+    return match.group(1).decode(), int(match.group(2)), int(match.group(3))
+
+
+def key_for(producer: int, index: int) -> str:
+    return f"p{producer}-k{index}"
+
+
+def new_run_id() -> str:
+    return secrets.token_hex(4)
+
+
+@dataclass
+class WorkloadConfig:
+    bootstrap: str
+    topic: str
+    ledger_path: str
+    run_id: str = field(default_factory=new_run_id)
+    messages: int = 10_000
+    producers: int = 4
+    keys_per_producer: int = 3
+    rate: float = 0.0
+    value_bytes: int = 100
+    partitions: int = 3
+    replication_factor: int = 3
+    min_insync_replicas: int = 2
+    idempotence: bool = True
+    drop_response_ratio: float = 0.0
+    drop_seed: int = 7
+    data_dir: str | None = None
+    faults: list[FaultEvent] = field(default_factory=list)
+    announce_every: int = 500
+    buffer_memory_per_producer: int = 4 * 1024 * 1024
+    delivery_timeout_ms: int = 120_000
+
+    def check(self) -> None:
+        if self.messages < 1 or self.producers < 1 or self.keys_per_producer < 1:
+            raise ValueError("messages, producers and keys per producer must be >= 1")
+        if self.producers > 256 or self.keys_per_producer > 1000:
+            raise ValueError("at most 256 producers and 1000 keys per producer")
+        if self.rate < 0 or not 0 <= self.drop_response_ratio < 1:
+            raise ValueError("rate must be >= 0 and drop_response_ratio in [0, 1)")
+        if not 0 <= self.value_bytes <= 1_000_000 or self.announce_every < 1:
+            raise ValueError("value_bytes must be in [0, 1e6] and announce_every >= 1")
+        if self.faults and not self.data_dir:
+            raise ValueError("fault injection needs the cluster's --data-dir")
+
+
+@dataclass
+class WorkloadResult:
+    run_id: str
+    topic: str
+    ledger_path: str
+    sent: int = 0
+    acked: int = 0
+    failed: int = 0
+    elapsed_s: float = 0.0
+    errors: Counter[str] = field(default_factory=Counter)
+    faults: list[AppliedFault] = field(default_factory=list)
+    healed: list[str] = field(default_factory=list)
+
+    def summary_lines(self) -> list[str]:
+        rate = self.acked / self.elapsed_s if self.elapsed_s > 0 else 0.0
+        lines = [f"run {self.run_id}: sent {self.sent}, acked {self.acked}, failed "
+                 f"{self.failed} in {self.elapsed_s:.1f} s ({rate:.0f} acks/s)"]
+        lines += [f"  failed with {name}: {n}" for name, n in self.errors.most_common()]
+        for f in self.faults:
+            when = "" if f.ran_at_ms < 0 else f" at {f.ran_at_ms / 1000:.1f} s"
+            lines.append(f"  fault {f.event.describe()}{when}: {f.outcome}")
+        lines += [f"  healed: {h}" for h in self.healed]
+        lines.append(f"  ledger: {self.ledger_path}")
+        return lines
+
+
+class _Counters:
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+        self.sent = self.acked = self.failed = 0
+        self.errors: Counter[str] = Counter()
+
+    def snapshot(self) -> tuple[int, int, int]:
+        with self.lock:
+            return self.sent, self.acked, self.failed
+
+
+class Progress:
+    """A progress bar on a TTY (redrawn in place), plain lines per 10% otherwise."""
+
+    def __init__(self, total: int, out: TextIO | None = None) -> None:
+        self.total = total
+        self.out = out or sys.stdout
+        self.tty = self.out.isatty()
+        self._lock = threading.Lock()
+        self._last_decile = -1
+        self._drawn = False
+
+    def log(self, message: str) -> None:
+        with self._lock:
+            if self._drawn:
+                self.out.write("\r\033[K")
+                self._drawn = False
+            self.out.write(message + "\n")
+            self.out.flush()
+
+    def update(self, sent: int, acked: int, failed: int, elapsed_s: float) -> None:
+        done = acked + failed
+        fraction = done / self.total if self.total else 1.0
+        text = (f"sent {sent}/{self.total}  acked {acked}  failed {failed}  "
+                f"{elapsed_s:5.1f} s")
+        with self._lock:
+            if self.tty:
+                filled = int(fraction * 30)
+                self.out.write(f"\r\033[K[{'#' * filled}{'-' * (30 - filled)}] "
+                               f"{fraction:4.0%}  {text}")
+                self._drawn = True
+            elif int(fraction * 10) > self._last_decile:
+                self._last_decile = int(fraction * 10)
+                self.out.write(f"progress {fraction:4.0%}: {text}\n")
+            self.out.flush()
+
+    def finish(self) -> None:
+        with self._lock:
+            if self._drawn:
+                self.out.write("\n")
+                self._drawn = False
+            self.out.flush()
+
+
+def ensure_topic(config: WorkloadConfig, log: Callable[[str], None],
+                 timeout_s: float = 60.0) -> None:
+    """Create the topic if absent, then wait until every partition has a leader."""
+    from clients.admin import Admin
+    from clients.errors import ErrorCode
+    from clients.types import NewTopic
+
+    with Admin(config.bootstrap) as admin:
+        configs = {"min_insync_replicas": str(config.min_insync_replicas)}
+        result = admin.create_topics([NewTopic(config.topic, config.partitions,
+                                               config.replication_factor, configs)],
+                                     raise_on_error=False)[config.topic]
+        if result is None:
+            log(f"created topic {config.topic!r}: {config.partitions} partitions, replication "
+                f"factor {config.replication_factor}, min ISR {config.min_insync_replicas}")
+        elif result.code == ErrorCode.TOPIC_ALREADY_EXISTS:
+            log(f"using the existing topic {config.topic!r}")
+        else:
+            raise result
+        deadline = time.monotonic() + timeout_s
+        while True:
+            try:
+                parts = admin.describe_topics([config.topic])[config.topic].partitions
+                if parts and all(p.leader >= 0 for p in parts):
+                    return
+            except MiniKafkaError:
+                pass
+            if time.monotonic() > deadline:
+                raise MiniKafkaError(f"{config.topic}: partitions without a leader after "
+                                     f"{timeout_s:.0f} s")
+            time.sleep(0.1)
+
+
+def producer_options(config: WorkloadConfig, producer: int) -> dict[str, Any]:
+    options: dict[str, Any] = {
+        "acks": "all", "linger_ms": 5, "retry_backoff_ms": 100, "request_timeout_ms": 10_000,
+        "delivery_timeout_ms": config.delivery_timeout_ms,
+        "buffer_memory": config.buffer_memory_per_producer,
+        "client_id": f"workload-{config.run_id}-{producer}",
+    }
+    if not config.idempotence:
+        options["enable_idempotence"] = False
+    if config.drop_response_ratio > 0:
+        options["debug_drop_response_ratio"] = config.drop_response_ratio
+        options["debug_drop_seed"] = config.drop_seed + producer
+    return options
+
+
+def _share(config: WorkloadConfig, producer: int) -> int:
+    base, extra = divmod(config.messages, config.producers)
+    return base + (1 if producer < extra else 0)
+
+
+def _produce(config: WorkloadConfig, producer: int, ledger: LedgerWriter, counters: _Counters,
+             start: float, stop: threading.Event) -> None:
+    from clients.producer import Producer
+
+    count = _share(config, producer)
+    rng = random.Random(f"{config.run_id}-{producer}")
+    interval_s = config.producers / config.rate if config.rate > 0 else 0.0
+
+    def on_done(sequence: int, key: str, future: Future[RecordMetadata]) -> None:
+        error = future.exception()
+        try:
+            if error is None:
+                meta = future.result()
+                ledger.ack(producer, sequence, key, meta.topic, meta.partition, meta.offset)
+        except Exception as exc:  # the ack happened; the ledger could not take it
+            error = exc
+        with counters.lock:
+            if error is None:
+                counters.acked += 1
+            else:
+                counters.failed += 1
+                counters.errors[type(error).__name__ + (
+                    f" {error.code.name}" if isinstance(error, MiniKafkaError) else "")] += 1
+
+    with Producer(config.bootstrap, **producer_options(config, producer)) as client:
+        for sequence in range(count):
+            if stop.is_set():
+                break
+            if sequence % config.announce_every == 0:
+                ledger.sent(producer, min(count, sequence + config.announce_every))
+            if interval_s:
+                delay = start + sequence * interval_s - time.monotonic()
+                if delay > 0 and stop.wait(delay):
+                    break
+            key = key_for(producer, rng.randrange(config.keys_per_producer))
+            value = encode_value(config.run_id, producer, sequence, config.value_bytes)
+            try:
+                future = client.send(config.topic, value, key=key.encode())
+            except MiniKafkaError as exc:
+                with counters.lock:
+                    counters.sent += 1
+                    counters.failed += 1
+                    counters.errors[f"send {type(exc).__name__}"] += 1
+                continue
+            with counters.lock:
+                counters.sent += 1
+            future.add_done_callback(functools.partial(on_done, sequence, key))
+        client.flush()
+
+
+def run_workload(config: WorkloadConfig, out: TextIO | None = None) -> WorkloadResult:
+    """Run the whole workload (topic, producers, faults, heal); see the module docstring."""
+    config.check()
+    progress = Progress(config.messages, out)
+    ensure_topic(config, progress.log)
+    counters = _Counters()
+    stop = threading.Event()
+    thread_errors: list[BaseException] = []
+    result = WorkloadResult(config.run_id, config.topic, config.ledger_path)
+    with LedgerWriter(config.ledger_path, config.run_id, config.topic) as ledger:
+        injector = (FaultInjector(config.data_dir, config.topic, config.faults,
+                                  log=progress.log)
+                    if config.faults and config.data_dir else None)
+        start = time.monotonic()
+
+        def guarded(producer: int) -> None:
+            try:
+                _produce(config, producer, ledger, counters, start, stop)
+            except BaseException as exc:
+                thread_errors.append(exc)
+                stop.set()
+
+        threads = [threading.Thread(target=guarded, args=(p,), name=f"workload-producer-{p}",
+                                    daemon=True) for p in range(config.producers)]
+        try:
+            if injector is not None:
+                injector.start()
+            for t in threads:
+                t.start()
+            while any(t.is_alive() for t in threads):
+                progress.update(*counters.snapshot(), time.monotonic() - start)
+                for t in threads:
+                    t.join(0.25 / len(threads))
+        except KeyboardInterrupt:
+            stop.set()
+            for t in threads:
+                t.join()
+            raise
+        finally:
+            if injector is not None:
+                injector.stop()
+                result.faults = list(injector.applied)
+                result.healed = injector.heal()
+            progress.update(*counters.snapshot(), time.monotonic() - start)
+            progress.finish()
+        result.elapsed_s = time.monotonic() - start
+    result.sent, result.acked, result.failed = counters.snapshot()
+    result.errors = counters.errors
+    if thread_errors:
+        raise thread_errors[0]
+    return result
