@@ -199,11 +199,12 @@ def build_parser() -> argparse.ArgumentParser:
     consume.add_argument("--print-key", action="store_true")
     consume.set_defaults(func=cmd_consume)
 
-    from clients import cli_bench, cli_demo, cli_groups
+    from clients import cli_bench, cli_demo, cli_groups, cli_workload
 
     cli_bench.add_parser(sub, client)
     cli_demo.add_parser(sub)
     cli_groups.add_parser(sub, client)
+    cli_workload.add_parsers(sub)
     return parser
 
 
