@@ -24,7 +24,8 @@ Rules kept here (design choices where Kafka leaves room are marked *choice*):
 - **Sequences are assigned when a batch is drained**, so they follow send order; a
   retried batch keeps its sequence and its bytes.
 - **At most ``max_in_flight`` batches in flight per partition** (Kafka's 5: the broker
-  remembers 5 batches, so a retried batch is still recognised).
+  remembers 5 batches, so a retried batch is still recognised), in one request or in
+  several.
 - **Retries go one at a time, in sequence order**: a batch with a sequence at the head
   of its queue (a retry) is sent only when nothing of the partition is in flight, and
   no new batch is sent while one of the partition's batches awaits a retry (*choice*:

@@ -115,16 +115,17 @@ def test_lost_connection_after_append_is_not_duplicated(cluster: FakeCluster) ->
 
 def test_five_in_flight_and_a_failure_in_the_middle_keep_order(cluster: FakeCluster) -> None:
     cluster.create_topic("t", 1)
-    sent = values(12)
-    with Producer(cluster.bootstrap, **FAST) as prod:
+    sent = values(30)
+    # max_request_size fits one batch: five requests of one batch each in flight
+    with Producer(cluster.bootstrap, max_request_size=300, **FAST) as prod:
         prod.send("t", b"warm-up", partition=0).result(20)
         cluster.hold_produce()
-        # the third batch fails (not appended); the two after it then meet a gap
+        # the third request fails (not appended); the two after it then meet a gap
         cluster.inject_produce_errors(T0, ErrorCode.NOT_LEADER_OR_FOLLOWER, times=1, skip=2)
         futures = [prod.send("t", v, partition=0) for v in sent]
         wait_until(lambda: prod.metrics()["in_flight_batches"] == 5)
         cluster.release_produce()
-        assert [f.result(30).offset for f in futures] == list(range(1, 13))
+        assert [f.result(30).offset for f in futures] == list(range(1, 31))
         metrics = prod.metrics()
     assert metrics["retries"] >= 3  # the failed batch and the two out-of-order ones
     assert metrics["epoch_bumps"] == 0
@@ -261,8 +262,8 @@ def test_accumulator_stamps_at_drain_and_requeues_in_sequence_order() -> None:
             acc.append(T0, 0, None, b"%02d" % i + bytes(60), (), Future(), 0)
         assert acc.ready(md, 0)[0] == set()  # no producer id yet
         manager.set_producer_id(1000, 0)
-        drained = [acc.drain(md, {0}, 1 << 20, 0)[0] for _ in range(3)]
-        assert [len(d) for d in drained] == [1, 1, 1]  # one batch per partition per request
+        drained = [acc.drain(md, {0}, 300, 0)[0] for _ in range(3)]  # room for one batch
+        assert [len(d) for d in drained] == [1, 1, 1]
         batches = [d[0] for d in drained]
         sequences = [b.base_sequence for b in batches]
         assert sequences[0] == 0 and sequences == sorted(sequences)
@@ -280,7 +281,18 @@ def test_accumulator_stamps_at_drain_and_requeues_in_sequence_order() -> None:
         retried = acc.drain(md, {0}, 1 << 20, 0)[0]
         assert retried == batches[:1]  # alone, first in line, same sequence
         assert acc.ready(md, 0)[0] == set()  # the next retry waits for it
-        for b in acc.undrained_batches() + retried:
+        for i in range(1, 4):  # each acked retry lets the next one go alone
+            done = retried[0]
+            manager.on_attempt_done(T0)
+            manager.on_acked(T0, done.base_sequence, 0, done.record_count, retried=True)
+            if i < 3:
+                retried = acc.drain(md, {0}, 1 << 20, 0)[0]
+                assert retried == [batches[i]]
+        fresh = acc.drain(md, {0}, 1 << 20, 0)[0]  # new batches travel together, <= 5
+        assert 1 < len(fresh) <= 5 and all(b.attempts == 0 for b in fresh)
+        assert [b.base_sequence for b in fresh] == sorted(b.base_sequence for b in fresh)
+        assert not acc.drain(md, {0}, 1 << 20, 0)  # 5 batches in flight: none more
+        for b in acc.undrained_batches() + retried + fresh:
             b.complete(-1, -1, RuntimeError("test"))
             acc.deallocate(b)
         pool.check_accounting()
