@@ -533,15 +533,19 @@ class Partition:
             state.update_from_batch(header)
 
     def take_producer_snapshot(self) -> bool:
-        """Snapshot the producer state at the LEO if it changed since the last one."""
+        """Snapshot the producer state at the LEO if the LEO moved since the last one.
+
+        An empty state is snapshotted too: the next start then replays only the log
+        above it instead of the whole log (a topic without idempotent producers).
+        """
         leo = self.log_end_offset
-        if leo == self._snapshot_offset or not len(self.producer_state):
+        if leo == self._snapshot_offset or leo == 0:
             return False
         return self._write_producer_snapshot(leo)
 
     def _write_producer_snapshot(self, offset: int) -> bool:
         directory = self._snapshot_dir
-        if directory is None or not len(self.producer_state):
+        if directory is None:
             return False
         write_snapshot(directory, offset, self.producer_state.snapshot())
         self._snapshot_offset = max(self._snapshot_offset, offset)

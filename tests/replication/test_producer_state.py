@@ -5,6 +5,7 @@ from __future__ import annotations
 import logging
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import pytest
 from hypothesis import example, given, settings
@@ -12,6 +13,7 @@ from hypothesis import strategies as st
 
 from clients.errors import CorruptRecordError, ErrorCode, MiniKafkaError
 from clients.records import build_batch
+from replication.leader_epoch_cache import LeaderEpochCache
 from replication.partition import Partition
 from replication.producer_state import (
     MAX_BATCHES_PER_PRODUCER,
@@ -21,7 +23,7 @@ from replication.producer_state import (
     next_sequence,
 )
 from storage.producer_snapshot import list_snapshot_offsets
-from tests.replication.helpers import batch, make_partition, values
+from tests.replication.helpers import batch, make_partition, open_log, values
 
 INT32_MAX = 2**31 - 1
 
@@ -389,3 +391,22 @@ def test_a_failed_roll_snapshot_still_records_the_appended_batch(
         p.append_records_as_leader(data)
         seq += 1
     assert p.append_records_as_leader(data).num_batches == 0  # the retry is a duplicate
+
+
+def test_a_log_without_idempotent_producers_is_not_replayed_again(tmp_path: Path) -> None:
+    p = leader(tmp_path)
+    for i in range(3):
+        p.append_records_as_leader(batch(b"plain %d" % i))
+    assert p.take_producer_snapshot()  # empty, but marks where a replay would start
+    p.log.close()
+    log = open_log(tmp_path / "b1")
+    replayed: list[int | None] = []
+    original = log.batches
+
+    def spy(start_offset: int | None = None) -> Any:
+        replayed.append(start_offset)
+        return original(start_offset)
+
+    log.batches = spy  # type: ignore[method-assign]
+    Partition("t", 0, log, 1, leader_epoch_cache=LeaderEpochCache())
+    assert replayed == []  # the snapshot is at the log end: nothing to replay
