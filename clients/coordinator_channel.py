@@ -221,7 +221,9 @@ class CoordinatorChannel:
         conn = self.ensure(deadline)
         if conn is None:
             return None
-        sent = self.send(api, body, self.remaining_ms(deadline, self.request_timeout_ms))
+        # the request may outlive the caller's wait (its late answer goes to on_response):
+        # a short wait must not time the request out, which would close the connection
+        sent = self.send(api, body, self.request_timeout_ms)
         return None if sent is None else self.wait_for(sent, deadline)
 
     def drain(self, timeout_ms: float) -> None:
