@@ -273,7 +273,8 @@ def test_registry_uses_kafka_api_keys() -> None:
                 13: "LeaveGroup", 14: "SyncGroup", 15: "DescribeGroups", 16: "ListGroups",
                 18: "ApiVersions", 19: "CreateTopics", 20: "DeleteTopics", 22: "InitProducerId",
                 23: "OffsetsForLeaderEpoch", 56: "AlterPartition", 62: "BrokerRegistration",
-                63: "BrokerHeartbeat", 35: "DescribeLogDirs"}  # fmt: skip
+                63: "BrokerHeartbeat", 35: "DescribeLogDirs",
+                67: "AllocateProducerIds"}  # fmt: skip
     assert {k: api.name for k, api in APIS.items()} == expected
     assert all(api.key == k and api.supports(0) for k, api in APIS.items())
     only_records = {
