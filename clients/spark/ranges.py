@@ -123,6 +123,10 @@ class OffsetPlanner:
             )  # fmt: skip
         return self._consumer
 
+    def __getstate__(self) -> dict[str, object]:
+        """Pickled without its consumer (Spark ships readers to executors)."""
+        return {"options": self.options, "_consumer": None}
+
     def close(self) -> None:
         if self._consumer is not None:
             self._consumer.close()

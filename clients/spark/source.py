@@ -61,7 +61,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from clients.errors import InvalidConfigError
+from clients.errors import InvalidConfigError, MiniKafkaError
 from clients.spark.options import EARLIEST, SourceOptions, parse_source_options
 from clients.spark.partition_reader import read_range
 from clients.spark.ranges import (
@@ -202,7 +202,11 @@ class MiniKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         return to_json_offsets(end)
 
     def reportLatestOffset(self) -> dict[str, Any] | None:
-        return to_json_offsets(self._latest())
+        """For the query's progress report only: None when the cluster does not answer."""
+        try:
+            return to_json_offsets(self._latest())
+        except MiniKafkaError:
+            return None
 
     def partitions(self, start: dict[str, Any], end: dict[str, Any]) -> Sequence[InputPartition]:
         begin, until = from_json_offsets(start), from_json_offsets(end)

@@ -34,15 +34,17 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
-from clients.spark.source import register_data_source
+from clients.spark.source import SCHEMA, register_data_source
 
-__all__ = ["StreamRun", "main", "read_sink", "stream_to_parquet"]
+__all__ = ["StreamRun", "error_summary", "main", "read_sink", "stream_to_parquet"]
 
 
 @dataclass(frozen=True)
@@ -70,6 +72,9 @@ def stream_to_parquet(
 ) -> StreamRun:
     """Run the query until it has caught up (``available_now``) or for ``run_for_s``
     seconds (processing-time trigger every ``trigger_interval_s``), then stop it.
+    ``run_for_s`` counts from the query's start: the first micro-batch of a fresh JVM
+    includes Python worker start-up (seconds, tens on a loaded machine), and stopping
+    mid-batch is safe (the batch is re-run by the next start).
 
     ``starting_offsets`` only applies to a fresh checkpoint; a restarted query resumes
     from its checkpointed offsets.  A failed query raises its error."""
@@ -107,7 +112,7 @@ def stream_to_parquet(
             query.stop()
     error = query.exception()
     if error is not None:
-        raise RuntimeError(f"streaming query failed: {error}")
+        raise RuntimeError(f"streaming query failed: {error_summary(error)}") from error
     progress = [p for p in query.recentProgress if p.get("numInputRows") is not None]
     ran = [p for p in progress if p.get("batchId") is not None and p.get("sources")]
     last = ran[-1]["sources"][0].get("endOffset") if ran else None
@@ -118,9 +123,27 @@ def stream_to_parquet(
     )
 
 
+_PYTHON_ERROR = re.compile(r"^\s*((?:clients|pyspark)\.[\w.]+(?:Error|Exception)): (.+)$", re.M)
+
+
+def error_summary(error: BaseException) -> str:
+    """The Python error inside a Spark failure (its text embeds the worker's traceback
+    and a Java stack), else the first line."""
+    text = str(error)
+    found = _PYTHON_ERROR.findall(text)
+    if found:
+        name, message = found[-1]
+        return f"{name}: {message}"
+    return text.strip().splitlines()[0] if text.strip() else type(error).__name__
+
+
 def read_sink(spark: SparkSession, sink_dir: str) -> DataFrame:
-    """The sink's committed rows (files listed in ``_spark_metadata`` only)."""
-    return spark.read.parquet(sink_dir)
+    """The sink's committed rows (files listed in ``_spark_metadata`` only); empty when
+    no batch was committed yet (the schema is given, not inferred from files)."""
+    local = re.match(r"^[A-Za-z][\w+.-]*:", sink_dir) is None  # no URI scheme
+    if local and not Path(sink_dir).exists():
+        return spark.createDataFrame([], SCHEMA)
+    return spark.read.schema(SCHEMA).parquet(sink_dir)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -159,7 +182,7 @@ def main(argv: list[str] | None = None) -> int:
         )  # fmt: skip
         rows = read_sink(spark, args.sink).count()
     except Exception as e:  # the CLI reports any failure as one line and exit code 1
-        print(f"stream_to_parquet failed: {e}", file=sys.stderr)
+        print(f"stream_to_parquet failed: {error_summary(e)}", file=sys.stderr)
         return 1
     finally:
         spark.stop()

@@ -212,25 +212,42 @@ def test_batch_reads_only_below_the_high_watermark(
 
 
 @pytest.mark.parametrize(("options", "message"), [
+    # errors found against the cluster's metadata and offsets, seen through Spark
     ({"subscribe": "nosuch"}, "unknown topic 'nosuch'"),
-    ({"subscribe": "plain", "assign": '{"plain": [0]}'}, "exactly one of"),
-    ({}, "exactly one of"),
-    ({"assign": '{"plain": [0'}, "option 'assign' is not valid JSON"),
-    ({"assign": '{"plain": [7]}'}, "plain-7"),
+    ({"assign": '{"plain": [7]}'}, "assigned partitions do not exist: plain-7"),
     ({"subscribe": "plain", "startingOffsets": '{"plain": {"0": 1}}'}, "missing: plain-1"),
-    ({"subscribe": "plain", "startingOffsets": "latest"}, "not allowed for batch"),
-    ({"subscribe": "plain", "endingOffsets": '{"plain": {"0": -2, "1": 1, "2": 1}}'},
-     "'earliest' \\(or -2\\) is not allowed"),
     ({"subscribe": "plain", "startingOffsets": '{"plain": {"0": 9999, "1": 0, "2": 0}}'},
      "offset 9999 of plain-0 is outside"),
     ({"subscribe": "plain", "startingOffset": "earliest"}, "unknown minikafka option"),
-    ({"subscribe": "plain", "maxRecordsPerPartition": "0"}, "must be >= 1"),
-    ({"subscribe": "plain", "maxOffsetsPerTrigger": "10"}, "streaming reads only"),
 ])
 def test_bad_options_fail_with_precise_errors(
         spark: SparkSession, cluster: MiniCluster, options: dict[str, str], message: str) -> None:
     with pytest.raises(Exception, match=message):
         load(spark, cluster.bootstrap, **options).collect()
+
+
+@pytest.mark.parametrize(("options", "streaming", "message"), [
+    ({"subscribe": "p", "assign": '{"p": [0]}'}, False, "exactly one of"),
+    ({}, True, "exactly one of"),
+    ({"assign": '{"p": [0'}, False, "option 'assign' is not valid JSON"),
+    ({"assign": '{"p": [-1]}'}, False, "partition numbers >= 0"),
+    ({"subscribe": "p,"}, False, "comma list of topic names"),
+    ({"subscribe": "p", "startingOffsets": "latest"}, False, "not allowed for batch"),
+    ({"subscribe": "p", "endingOffsets": '{"p": {"0": -2}}'}, False,
+     r"'earliest' \(or -2\) is not allowed"),
+    ({"subscribe": "p", "startingOffsets": '{"q": {"0": 1}}'}, True, "not subscribed: \\['q'\\]"),
+    ({"subscribe": "p", "startingOffsets": '{"p": {"x": 1}}'}, True, "partition 'x'"),
+    ({"subscribe": "p", "startingOffsets": '{"p": {"0": -3}}'}, True, "offset -3 of p-0"),
+    ({"subscribe": "p", "startingOffsets": "first"}, True, "'earliest', 'latest' or a JSON"),
+    ({"assign": '{"p": [0, 1]}', "startingOffsets": '{"p": {"0": 1}}'}, True, "missing: p-1"),
+    ({"subscribe": "p", "maxRecordsPerPartition": "0"}, False, "must be >= 1"),
+    ({"subscribe": "p", "maxOffsetsPerTrigger": "ten"}, True, "must be an integer"),
+    ({"subscribe": "p", "maxOffsetsPerTrigger": "10"}, False, "streaming reads only"),
+    ({"subscribe": "p", "endingOffsets": "latest"}, True, "batch reads only"),
+])
+def test_option_errors(options: dict[str, str], streaming: bool, message: str) -> None:
+    with pytest.raises(InvalidConfigError, match=message):
+        parse_source_options({"bootstrap.servers": "h:1", **options}, streaming=streaming)
 
 
 def test_option_parsing_without_a_cluster() -> None:
@@ -240,9 +257,6 @@ def test_option_parsing_without_a_cluster() -> None:
                                                                                -1)
     with pytest.raises(InvalidConfigError, match=r"'bootstrap\.servers' is required"):
         parse_source_options({"subscribe": "a"}, streaming=False)
-    with pytest.raises(InvalidConfigError, match="batch reads only"):
-        parse_source_options({"bootstrap.servers": "h:1", "subscribe": "a",
-                              "endingOffsets": "latest"}, streaming=True)
 
 
 def test_split_and_rate_limit_arithmetic() -> None:
