@@ -1,11 +1,17 @@
-"""``minikafka demo``: start a local cluster, produce with acks=all, consume back, stop.
+"""``minikafka demo``: cluster, workload with faults, Spark verification, stop.
 
-The README's first command runs this.  It starts a real cluster (one controller and
-three brokers, ``minikafka cluster start``) on free loopback ports with a temporary data
-directory, creates a topic with replication factor 3 and min ISR 2, produces records
-(keyed, with headers and nulls) with acks=all, consumes them all back, checks every
-acknowledged record came back once and in order, prints ``cluster status`` and a
-summary, and stops the cluster (``minikafka cluster stop``).
+The README's main command runs this.  It starts a real local cluster (one controller
+and three brokers, ``minikafka cluster start --base-port 0``) in a temporary data
+directory; runs the verification workload (:mod:`clients.spark.workload`: 4 idempotent
+acks=all producers, every acknowledgment in a ledger) on a topic with replication
+factor 3 and min ISR 2 while faults are injected on a schedule (by default the leader
+of partition 0 is SIGKILLed at 2 s and restarted at 4 s, and the controller restarted
+at 6 s); prints ``cluster status``; runs the Spark verification job
+(:mod:`clients.spark.verify`, ``local[*]``) that reads the topic through the
+``minikafka`` data source and reports lost, duplicated, reordered and phantom records;
+and stops the cluster, always, also on failure or Ctrl-C.  Exit status 0 only when the
+verification is clean.  Spark needs Java: without it the demo stops before starting
+anything and says how to install it.
 """
 
 from __future__ import annotations
@@ -27,12 +33,19 @@ from typing import Any
 
 from clients.errors import MiniKafkaError
 
+DEFAULT_FAULTS = "kill-leader@2s,restart@4s,restart-controller@6s"
+
 
 def add_parser(sub: Any) -> None:
-    demo = sub.add_parser("demo", help="start a cluster, produce, consume back, stop",
+    demo = sub.add_parser("demo", help="cluster + workload with faults + Spark verify + stop",
                           description=__doc__.split("\n")[0])
-    demo.add_argument("--records", type=int, default=20_000)
+    demo.add_argument("--messages", type=int, default=20_000)
+    demo.add_argument("--rate", type=float, default=2_000.0,
+                      help="messages per second (the faults happen while they flow)")
     demo.add_argument("--partitions", type=int, default=3)
+    demo.add_argument("--faults", default=DEFAULT_FAULTS, help="a fault schedule ('' for none)")
+    demo.add_argument("--master", default="local[*]", help="Spark master for the verify job")
+    demo.add_argument("--report", default=None, metavar="PATH", help="write the JSON report")
     demo.add_argument("--data-dir", default=None, help="default: a temporary directory")
     demo.set_defaults(func=run_demo)
 
@@ -99,62 +112,58 @@ def running_broker(data_dir: str, port: int, extra: list[str] | None = None,
         stop_process(proc)
 
 
-def run_demo(args: argparse.Namespace) -> int:
-    from clients.admin import Admin
-    from clients.consumer import Consumer
-    from clients.producer import Producer
-    from clients.types import NewTopic, TopicPartition
+def spark_missing() -> str | None:
+    """Why the verify job cannot run here (with how to fix it), or None."""
+    from clients.spark.verify import JAVA_HELP, java_available
 
+    try:
+        import pyspark  # noqa: F401
+    except ImportError:
+        return ("the verification job needs PySpark: python3 -m pip install -e '.[spark]' "
+                "(pyspark, pyarrow, pandas)")
+    return None if java_available() else JAVA_HELP
+
+
+def run_demo(args: argparse.Namespace) -> int:
+    from clients.spark.faults import parse_schedule
+    from clients.spark.ledger import default_ledger_path
+    from clients.spark.verify import verify_job
+    from clients.spark.workload import WorkloadConfig, new_run_id, run_workload
+
+    problem = spark_missing()
+    if problem:
+        print(f"error: {problem}", file=sys.stderr)
+        return 1
+    faults = parse_schedule(args.faults) if args.faults else []
     owned_dir = args.data_dir is None
     data_dir = args.data_dir or tempfile.mkdtemp(prefix="minikafka-demo-")
-    topic = "demo"
+    Path(data_dir).mkdir(parents=True, exist_ok=True)
+    run_id = new_run_id()
     started = time.monotonic()
     try:
         print(f"starting a local cluster: 1 controller + 3 brokers (data in {data_dir})")
         with running_cluster(data_dir) as bootstrap:
-            with Admin(bootstrap) as admin:
-                admin.create_topics([NewTopic(topic, args.partitions, 3,
-                                              {"min_insync_replicas": "2"})])
-            print(f"created topic {topic!r}: {args.partitions} partitions, replication "
-                  "factor 3, min ISR 2")
-            sent: dict[int, list[bytes]] = {}
-            t0 = time.monotonic()
-            with Producer(bootstrap_servers=bootstrap, acks="all", linger_ms=5) as producer:
-                futures = []
-                for i in range(args.records):
-                    value = None if i % 1000 == 999 else f"record-{i}".encode()
-                    key = f"key-{i % 97}".encode()
-                    headers = [("seq", str(i).encode())]
-                    futures.append((value, producer.send(topic, value, key=key,
-                                                         headers=headers)))
-                producer.flush()
-                for value, future in futures:
-                    meta = future.result()
-                    sent.setdefault(meta.partition, []).append(value)  # type: ignore[arg-type]
-            produce_s = time.monotonic() - t0
-            print(f"produced {args.records} records (acks=all) in {produce_s:.2f} s")
-            t0 = time.monotonic()
-            received: dict[int, list[bytes | None]] = {p: [] for p in range(args.partitions)}
-            with Consumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest") as consumer:
-                consumer.assign([TopicPartition(topic, p) for p in range(args.partitions)])
-                deadline = time.monotonic() + 60
-                while sum(map(len, received.values())) < args.records:
-                    if time.monotonic() > deadline:
-                        break
-                    for tp, records in consumer.poll(timeout_ms=500).items():
-                        received[tp.partition].extend(r.value for r in records)
-            consume_s = time.monotonic() - t0
-            total = sum(map(len, received.values()))
-            print(f"consumed {total} records in {consume_s:.2f} s")
-            ok = all(received.get(p, []) == values for p, values in sent.items())
-            print("summary:")
-            for p in range(args.partitions):
-                print(f"  partition {p}: {len(sent.get(p, []))} acknowledged, "
-                      f"{len(received[p])} consumed")
-            print(f"  every acknowledged record consumed once, in order: {'yes' if ok else 'NO'}")
+            config = WorkloadConfig(
+                bootstrap=bootstrap, topic="demo", run_id=run_id, data_dir=data_dir,
+                ledger_path=str(default_ledger_path(data_dir, run_id)),
+                messages=args.messages, rate=args.rate, partitions=args.partitions,
+                faults=faults)
+            print(f"workload run {run_id}: {config.messages} messages from "
+                  f"{config.producers} idempotent producers (acks=all) at about "
+                  f"{config.rate:.0f}/s" + (f"; faults {args.faults}" if faults else ""))
+            result = run_workload(config)
+            print("\n".join(result.summary_lines()))
             cluster_command("status", "--data-dir", data_dir)
-        print(f"cluster stopped; demo took {time.monotonic() - started:.1f} s")
-        return 0 if ok else 1
+            spark_log = str(Path(data_dir) / "spark.log")
+            print(f"verifying with Spark ({args.master}; its log: {spark_log}) ...")
+            t0 = time.monotonic()
+            report = verify_job(config.ledger_path, bootstrap=bootstrap, master=args.master,
+                                report_path=args.report, spark_log=spark_log)
+            print(report.table())
+            print(f"verification took {time.monotonic() - t0:.1f} s"
+                  + (f"; report written to {args.report}" if args.report else ""))
+        print(f"demo done in {time.monotonic() - started:.1f} s")
+        return 0 if report.ok else 1
     finally:
         if owned_dir:
             shutil.rmtree(data_dir, ignore_errors=True)

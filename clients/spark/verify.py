@@ -47,6 +47,9 @@ import json
 import os
 import shutil
 import sys
+import warnings
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -127,23 +130,56 @@ def java_available() -> bool:
         home and (Path(home) / "bin" / "java").exists())
 
 
-def verify_session(master: str = "local[*]", app_name: str = "minikafka-verify") -> SparkSession:
-    """A SparkSession for the CLI (quiet logs, no UI progress bar), source registered."""
+def verify_session(master: str = "local[*]", app_name: str = "minikafka-verify",
+                   spark_log: str | None = None) -> SparkSession:
+    """A SparkSession for the CLI and the demo, with the ``minikafka`` source registered.
+
+    On a ``local`` master it is tuned for a short job on a small machine: the JVM's C1
+    compiler only (``-XX:TieredStopAtLevel=1``), whole-stage code generation off (no
+    compile per query), no UI, ``SPARK_LOCAL_IP=127.0.0.1``.  Other masters get
+    Spark's defaults.  ``spark_log``: the JVM's (and its Python workers') console output
+    goes to this file instead of the terminal.
+    """
     if not java_available():
         raise VerifyError(JAVA_HELP)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
     from pyspark.sql import SparkSession
 
     from clients.spark import register_data_source
 
-    spark = (SparkSession.builder.master(master).appName(app_name)
-             .config("spark.ui.showConsoleProgress", "false")
-             .config("spark.sql.shuffle.partitions", str(2 * (os.cpu_count() or 2)))
-             .config("spark.sql.session.timeZone", "UTC")
-             .getOrCreate())
+    builder = (SparkSession.builder.master(master).appName(app_name)
+               .config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.shuffle.partitions", str(2 * (os.cpu_count() or 2)))
+               .config("spark.sql.session.timeZone", "UTC"))
+    if master.startswith("local"):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+        builder = (builder.config("spark.driver.extraJavaOptions", "-XX:TieredStopAtLevel=1")
+                   .config("spark.sql.codegen.wholeStage", "false")
+                   .config("spark.ui.enabled", "false"))
+    with _stderr_to(spark_log):
+        spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("ERROR")
     register_data_source(spark)
     return spark
+
+
+@contextmanager
+def _stderr_to(path: str | None) -> Iterator[None]:
+    """Point file descriptor 2 at ``path`` while the JVM is launched (it inherits it)."""
+    if path is None:
+        yield
+        return
+    sys.stderr.flush()
+    saved = os.dup(2)
+    with open(path, "ab") as log:
+        os.dup2(log.fileno(), 2)
+    try:
+        yield
+    finally:
+        sys.stderr.flush()
+        os.dup2(saved, 2)
+        os.close(saved)
 
 
 def read_topic(spark: SparkSession, bootstrap: str, topic: str) -> DataFrame:
@@ -369,17 +405,17 @@ def write_report(report: VerifyReport, path: str) -> None:
 
 def verify_job(ledger_path: str, *, bootstrap: str | None = None, sink: str | None = None,
                master: str = "local[*]", examples: int = 5,
-               report_path: str | None = None) -> VerifyReport:
+               report_path: str | None = None, spark_log: str | None = None) -> VerifyReport:
     """The whole CLI job: own SparkSession on ``master``, verify, write the report, stop."""
+    from py4j.protocol import Py4JError
     from pyspark.errors import PySparkException
 
-    summary = scan_ledger(ledger_path)  # bad ledgers fail before Spark starts
-    del summary
-    spark = verify_session(master)
+    scan_ledger(ledger_path)  # a bad ledger fails before Spark starts
+    spark = verify_session(master, spark_log=spark_log)
     try:
         report = run_verify(spark, ledger_path, bootstrap=bootstrap, sink=sink,
                             examples=examples)
-    except PySparkException as exc:
+    except (PySparkException, Py4JError) as exc:
         lines = [line for line in str(exc).splitlines() if line.strip()]
         raise VerifyError("Spark job failed: " + " | ".join(lines[:3])) from exc
     finally:

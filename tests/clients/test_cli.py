@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import json
 import subprocess
 import sys
 from collections.abc import Iterator
 from pathlib import Path
 
+import psutil
 import pytest
 
 from tests.broker.processes import ROOT, BrokerProcess
@@ -57,9 +59,42 @@ def test_errors_are_one_line_and_non_zero(broker: BrokerProcess) -> None:
     assert cli("topics", "--help").returncode == 0
 
 
-def test_demo_runs_a_cluster_end_to_end(tmp_path: Path) -> None:
-    result = cli("demo", "--records", "3000", "--data-dir", str(tmp_path / "demo"),
-                 timeout_s=300)
+def cluster_pids(data_dir: Path) -> list[int]:
+    try:
+        state = json.loads((data_dir / "cluster.json").read_text())
+    except (OSError, ValueError):
+        return []
+    return [state["controller"]["pid"], *(b["pid"] for b in state["brokers"].values())]
+
+
+def kill_leftovers(pids: list[int]) -> list[int]:
+    """SIGKILL whichever of ``pids`` still runs (a failed demo); the ones that did."""
+    alive = []
+    for pid in pids:
+        try:
+            proc = psutil.Process(pid)
+            if proc.status() == psutil.STATUS_ZOMBIE:
+                continue
+            alive.append(pid)
+            for p in [*proc.children(recursive=True), proc]:
+                p.kill()
+        except psutil.NoSuchProcess:
+            pass
+    return alive
+
+
+@pytest.mark.spark
+@pytest.mark.slow
+def test_demo_runs_workload_with_faults_and_verifies(tmp_path: Path) -> None:
+    report, data_dir = tmp_path / "report.json", tmp_path / "demo"
+    try:
+        result = cli("demo", "--messages", "3000", "--rate", "1000", "--faults",
+                     "kill-leader@1s,restart@2s", "--data-dir", str(data_dir),
+                     "--report", str(report), timeout_s=290)
+    finally:
+        leftovers = kill_leftovers(cluster_pids(data_dir))
     assert result.returncode == 0, result.stdout + result.stderr
-    assert "every acknowledged record consumed once, in order: yes" in result.stdout
-    assert "cluster stopped" in result.stdout
+    assert "fault kill-leader@1s" in result.stdout and "killed broker-" in result.stdout
+    assert "result: CLEAN (0 violations)" in result.stdout
+    assert json.loads(report.read_text())["counts"]["acked"] > 0
+    assert "cluster stopped" in result.stdout and leftovers == []
