@@ -214,12 +214,14 @@ class BrokerCore:
         info = self.registry.remove(name)
         if info is None:
             raise TopicError(f"unknown topic {name!r}", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        for index in range(info.num_partitions):
-            partition = self.partitions.pop((name, index), None)
+        keys = [(name, index) for index in range(info.num_partitions)]
+        for key in keys:
+            partition = self.partitions.pop(key, None)
             if partition is not None:
-                partition.leader_id = -1  # wakes parked operations with NOT_LEADER
-                self.wake_partition((name, index))
-            self.log_manager.delete_log(name, index)
+                partition.leader_id = -1  # parked produces fail with NOT_LEADER
+            self.log_manager.delete_log(*key)
+        for key in keys:  # once the whole topic is gone: a parked fetch of several
+            self.wake_partition(key)  # partitions answers UNKNOWN_TOPIC for each
         self.groups.on_partitions_changed()
 
     def _host_partition(self, topic: str, index: int, high_watermark: int) -> None:
@@ -255,11 +257,15 @@ class BrokerCore:
         assert image is not None
         me = self.config.node_id
         wanted = {(t, p): s for t, p, s in image.replicas_on(me)}
+        # parked produces/fetches are woken once the whole image is applied, so a fetch
+        # of several partitions is answered from the new state of all of them
+        woken: list[TopicPartitionKey] = []
         for key in list(self.partitions):
             hosted = image.topics.get(key[0])
             if key not in wanted or (hosted is not None
                                      and self.hosted_topic_ids.get(key[0]) != hosted.topic_id):
                 self._drop_partition(key)
+                woken.append(key)
         for (topic, index), state in wanted.items():
             self.hosted_topic_ids[topic] = image.topics[topic].topic_id
             key = (topic, index)
@@ -287,15 +293,18 @@ class BrokerCore:
                         self.fetchers.follow(partition, leader.host, leader.port)
                     else:
                         self.fetchers.unfollow(key)
+            woken.append(key)
+        for key in woken:
             self.wake_partition(key)
         self.groups.on_partitions_changed()
 
     def _drop_partition(self, key: TopicPartitionKey) -> None:
+        """Stop hosting ``key`` and delete its log; the caller wakes its parked
+        operations (they answer NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION)."""
         partition = self.partitions.pop(key)
         if self.fetchers is not None:
             self.fetchers.unfollow(key)
-        partition.leader_id = -1
-        self.wake_partition(key)
+        partition.leader_id = -1  # parked produces fail with NOT_LEADER
         self.log_manager.delete_log(*key)
         log.info("%s-%d: replica removed", *key)
 

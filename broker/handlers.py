@@ -323,12 +323,24 @@ def handle_fetch(core: BrokerCore, body: Body, respond: Respond) -> None:
 
 
 def _fetch_response_sizes(core: BrokerCore, body: Body) -> tuple[None, int, bool]:
-    """How many bytes a fetch would return now (no follower-state side effects)."""
+    """How many bytes a fetch would return now (no follower-state side effects).
+
+    "Errored" (complete the parked fetch now; the fresh read at completion reports the
+    precise per-partition code) when a partition is gone (deleted, or moved off this
+    broker: UNKNOWN_TOPIC_OR_PARTITION / NOT_LEADER_OR_FOLLOWER), is no longer led
+    here (NOT_LEADER_OR_FOLLOWER), has a leader epoch other than the request's
+    (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH), or cannot be read.  Never raises:
+    this runs inside ``check_and_complete`` of whatever woke the partition (a
+    producer's or follower's request), which must not fail because of this fetch.
+    """
     total = 0
     for topic in body["topics"]:
         for request in topic["partitions"]:
             partition = core.partitions.get((topic["name"], request["partition"]))
             if partition is None or not partition.is_leader:
+                return None, 0, True
+            epoch = request["current_leader_epoch"]
+            if epoch >= 0 and epoch != partition.leader_epoch:
                 return None, 0, True
             upper = (partition.log_end_offset if body["replica_id"] >= 0
                      else partition.high_watermark)
@@ -338,7 +350,7 @@ def _fetch_response_sizes(core: BrokerCore, body: Body) -> tuple[None, int, bool
                 data = partition.read_records(request["fetch_offset"],
                                               request["partition_max_bytes"],
                                               for_follower=body["replica_id"] >= 0)
-            except MiniKafkaError:
+            except Exception:
                 return None, 0, True
             total += data.size_in_bytes
     return None, total, False

@@ -353,22 +353,36 @@ class Poller:
 
     def __init__(self, wakeup: socket.socket | None = None) -> None:
         self._selector = selectors.DefaultSelector()
-        self._registered: dict[int, BrokerConnection] = {}
+        # fd -> (connection, the socket object registered for it)
+        self._registered: dict[int, tuple[BrokerConnection, socket.socket | None]] = {}
         self._wakeup = wakeup
         if wakeup is not None:
             wakeup.setblocking(False)
             self._selector.register(wakeup, selectors.EVENT_READ, None)
 
     def _sync(self, connections: Iterable[BrokerConnection]) -> None:
+        """Make the wait set the sockets of ``connections`` that are open now.
+
+        An entry is keyed by fd but stands for one *socket*: a connection that was
+        closed and reconnected usually gets the same fd number back (the lowest free
+        one), and the kernel dropped the old socket from the epoll set when it was
+        closed.  Comparing the connection alone would keep the stale entry and never
+        watch the new socket, so a response already in its receive buffer would wait
+        for the request's timeout (seen as a Fetch unanswered for request_timeout_ms
+        after a failover).  The entry is therefore replaced whenever the socket object
+        differs.
+        """
         wanted = {c.fileno(): c for c in connections if c.connected}
-        for fd in list(self._registered):
-            if wanted.get(fd) is not self._registered[fd]:
-                self._selector.unregister(fd)
-                del self._registered[fd]
+        registered = self._registered
+        for fd in list(registered):
+            conn, sock = registered[fd]
+            if wanted.get(fd) is not conn or conn._sock is not sock:
+                self._selector.unregister(fd)  # a closed fd is tolerated (OSError ignored)
+                del registered[fd]
         for fd, conn in wanted.items():
-            if fd not in self._registered:
+            if fd not in registered:
                 self._selector.register(fd, selectors.EVENT_READ, conn)
-                self._registered[fd] = conn
+                registered[fd] = (conn, conn._sock)
 
     def poll(
         self, connections: Iterable[BrokerConnection], timeout_ms: float
@@ -415,7 +429,8 @@ class Poller:
 
     def is_registered(self, conn: BrokerConnection) -> bool:
         """True when ``conn``'s socket is in the wait set (its responses wake :meth:`wait`)."""
-        return self._registered.get(conn.fileno()) is conn
+        entry = self._registered.get(conn.fileno())
+        return entry is not None and entry[0] is conn and entry[1] is conn._sock
 
     def collect(
         self, conns: list[BrokerConnection], readable: list[BrokerConnection]
