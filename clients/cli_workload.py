@@ -19,7 +19,11 @@ import argparse
 import sys
 from typing import Any
 
-from clients.cli import DEFAULT_BOOTSTRAP, CliError
+from clients.cli import DEFAULT_BOOTSTRAP
+
+
+class CliError(ValueError):
+    """A user-facing failure (``minikafka`` prints it as one line, exit status 1)."""
 
 
 def add_parsers(sub: Any) -> None:
@@ -100,7 +104,7 @@ def workload_config(args: argparse.Namespace) -> Any:
             window_s = args.fault_window_s or (args.messages / args.rate if args.rate else 10.0)
             events = random_schedule(args.random_faults, int(window_s * 1000))
     ledger = args.ledger or str(default_ledger_path(args.data_dir or ".", run_id))
-    return WorkloadConfig(
+    config = WorkloadConfig(
         bootstrap=_bootstrap(args), topic=args.topic, ledger_path=ledger, run_id=run_id,
         messages=args.messages, producers=args.producers,
         keys_per_producer=args.keys_per_producer, rate=args.rate, value_bytes=args.value_bytes,
@@ -108,6 +112,8 @@ def workload_config(args: argparse.Namespace) -> Any:
         min_insync_replicas=args.min_insync_replicas, idempotence=not args.no_idempotence,
         drop_response_ratio=args.drop_response_ratio, drop_seed=args.drop_seed,
         data_dir=args.data_dir, faults=events)
+    config.check()
+    return config
 
 
 def cmd_workload(args: argparse.Namespace) -> int:

@@ -410,7 +410,9 @@ def verify_job(ledger_path: str, *, bootstrap: str | None = None, sink: str | No
     from py4j.protocol import Py4JError
     from pyspark.errors import PySparkException
 
-    scan_ledger(ledger_path)  # a bad ledger fails before Spark starts
+    scan_ledger(ledger_path)  # bad input fails before Spark starts
+    if sink is not None and not Path(sink).is_dir():
+        raise ValueError(f"sink {sink} is not a directory")
     spark = verify_session(master, spark_log=spark_log)
     try:
         report = run_verify(spark, ledger_path, bootstrap=bootstrap, sink=sink,

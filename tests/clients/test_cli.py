@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from collections.abc import Iterator
@@ -98,3 +99,14 @@ def test_demo_runs_workload_with_faults_and_verifies(tmp_path: Path) -> None:
     assert "result: CLEAN (0 violations)" in result.stdout
     assert json.loads(report.read_text())["counts"]["acked"] > 0
     assert "cluster stopped" in result.stdout and leftovers == []
+
+
+def test_demo_without_java_says_how_to_install_it(tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "JAVA_HOME"}
+    env["PATH"] = str(tmp_path)  # no java here
+    result = subprocess.run([sys.executable, "-m", "clients.cli", "demo", "--data-dir",
+                             str(tmp_path / "demo")], capture_output=True, text=True,
+                            timeout=120, cwd=ROOT, env=env)
+    assert result.returncode == 1
+    assert "needs a Java 17 runtime" in result.stderr and "ensure_java.sh" in result.stderr
+    assert not (tmp_path / "demo" / "cluster.json").exists()  # nothing was started
