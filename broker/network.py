@@ -18,9 +18,20 @@ One epoll loop (level-triggered, ``select.epoll``), no threads. Per connection:
    ``REQUEST [conn_id, handle, frame_len]`` (see :mod:`broker.request_channel`) and
    mute the connection (lazily: it is taken out of epoll only if data arrives meanwhile);
 4. on ``RESPONSE`` write the prefix bytes, then ``os.sendfile`` each ``[path, position,
-   length]`` region (files opened through a bounded LRU of descriptors, re-opened when
-   the path now names another file); a missing or too short file closes the connection
-   (its frame length was already promised); free the buffer, unmute.
+   length, st_dev, st_ino]`` region (``storage.log.FileRegion.wire``; the legacy
+   ``[path, position, length]`` skips the identity check).  Files are opened through a
+   bounded LRU of descriptors, re-opened when the path now names another file.  A
+   region is sent only from a descriptor of the very file the main process read
+   (same device and inode): a cached descriptor of that file still serves it even if
+   the path was since replaced or unlinked (segment bytes below the log end offset
+   never change in place), and the stale entry then leaves the cache; otherwise a
+   missing, too short or *replaced* file (compaction swapped a rewritten ``B.log`` in,
+   retention deleted it, the topic was re-created) closes the connection.  Closing is
+   the only correct answer at that point: the frame length and the per-partition
+   record lengths are already promised (the prefix may be on the wire), and sending
+   other bytes would hand the client garbage; the client sees a retriable network
+   error, refreshes metadata and fetches again from the same offset.  Then free the
+   buffer, unmute.
 
 The channel reaching EOF (main process gone) or SIGTERM/SIGINT ends the loop: every
 connection is closed, buffers this process holds are freed, exit status 0.
@@ -87,10 +98,16 @@ class _OpenFile:
 class FileCache:
     """LRU of open read-only descriptors by path, at most ``capacity`` idle entries.
 
-    ``acquire(path)`` stats the path (one syscall) and reuses the cached descriptor only
-    if it still names the same file (device + inode), so a deleted and re-created
-    segment is never read through a stale descriptor. Entries in use by a connection
-    are never closed; an entry replaced while in use is closed on its last ``release``.
+    ``acquire(path, identity)`` stats the path (one syscall) and reuses the cached
+    descriptor only if it still names the same file (device + inode), so a deleted and
+    re-created segment is never read through a stale descriptor.  With ``identity``
+    (the ``(st_dev, st_ino)`` the region was read from) the returned descriptor is
+    always of that file: a cached descriptor of it is used even when the path was
+    replaced or removed meanwhile (and leaves the cache, so the old file's space is
+    freed on release); a path that now names another file raises :class:`RegionError`.
+    A path found missing or replaced drops its cached entry.  Entries in use by a
+    connection are never closed; an entry replaced while in use is closed on its last
+    ``release``.
     """
 
     def __init__(self, capacity: int) -> None:
@@ -102,21 +119,30 @@ class FileCache:
     def __len__(self) -> int:
         return len(self._files)
 
-    def acquire(self, path: str) -> _OpenFile:
-        try:
-            st = os.stat(path)
-        except OSError as exc:
-            raise RegionError(f"cannot stat {path!r}: {exc.strerror}") from None
+    def acquire(self, path: str, identity: tuple[int, int] | None = None) -> _OpenFile:
         files = self._files
         entry = files.get(path)
+        try:
+            st: os.stat_result | None = os.stat(path)
+            stat_error = ""
+        except OSError as exc:
+            st, stat_error = None, exc.strerror or str(exc)
         if entry is not None:
-            if entry.ino == st.st_ino and entry.dev == st.st_dev:
-                entry.size = st.st_size
+            current = st is not None and entry.ino == st.st_ino and entry.dev == st.st_dev
+            if current or (entry.dev, entry.ino) == identity:
                 entry.refs += 1
-                files.move_to_end(path)
-                return entry
+                if current:
+                    assert st is not None
+                    entry.size = st.st_size
+                    files.move_to_end(path)
+                else:  # the path moved on: serve this region, then let the file go
+                    entry.size = os.fstat(entry.fd).st_size
+                    del files[path]
+                return self._checked(entry, identity)
             del files[path]
             self._close_if_idle(entry)
+        if st is None:
+            raise RegionError(f"cannot stat {path!r}: {stat_error}")
         try:
             fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         except OSError as exc:
@@ -126,7 +152,16 @@ class FileCache:
         files[path] = entry
         if len(files) > self.capacity:
             self._trim()
-        return entry
+        return self._checked(entry, identity)
+
+    def _checked(self, entry: _OpenFile, identity: tuple[int, int] | None) -> _OpenFile:
+        if identity is None or (entry.dev, entry.ino) == identity:
+            return entry
+        self.release(entry)
+        raise RegionError(
+            f"{entry.path!r} is not the file the fetch read (device/inode {identity}, now "
+            f"{(entry.dev, entry.ino)}): replaced by a compaction swap or a re-created topic"
+        )
 
     def release(self, entry: _OpenFile) -> None:
         entry.refs -= 1
@@ -577,11 +612,12 @@ class NetworkProcess:
             if entry is None:
                 if conn.region_index >= len(regions):
                     return
-                path, position, length = regions[conn.region_index]
+                region = regions[conn.region_index]
+                path, position, length = region[0], region[1], region[2]
                 conn.region_index += 1
                 if length == 0:
                     continue
-                entry = files.acquire(path)
+                entry = files.acquire(path, (region[3], region[4]) if len(region) == 5 else None)
                 conn.region = entry
                 if position + length > entry.size:
                     raise RegionError(
@@ -643,14 +679,16 @@ def _parse_regions(data: memoryview) -> list[Any]:
     for region in regions:
         if (
             type(region) is not list
-            or len(region) != 3
+            or len(region) not in (3, 5)
             or type(region[0]) not in (str, bytes)
-            or type(region[1]) is not int
-            or type(region[2]) is not int
+            or not all(type(v) is int for v in region[1:])
             or region[1] < 0
             or region[2] < 0
         ):
-            raise RegionError(f"region must be [path, position >= 0, length >= 0], got {region!r}")
+            raise RegionError(
+                "region must be [path, position >= 0, length >= 0(, st_dev, st_ino)], "
+                f"got {region!r}"
+            )
     return regions
 
 

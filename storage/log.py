@@ -20,9 +20,13 @@ Semantics worth knowing (Kafka's unless stated):
   active segment with one ``writev`` (leader appends patch only the 16 bytes of
   base_offset/batch_length/leader_epoch per batch, the records are not copied).  A roll
   happens before a request that would not fit; a request is never split across segments.
-* ``read`` returns whole batches only, as file regions (path, position, length) that
-  another process opens and ``sendfile``s.  A region may span the tail of one segment and
-  the head of the next (one region per segment).
+* ``read`` returns whole batches only, as file regions (path, position, length, plus the
+  segment file's identity ``(st_dev, st_ino)``) that another process opens and
+  ``sendfile``s.  A region may span the tail of one segment and the head of the next
+  (one region per segment).  The identity lets that reader refuse a path that now names
+  another file: a compaction swap renames a rewritten ``B.log`` over the old one, and a
+  deleted-then-recreated topic reuses every path, so positions would point into
+  unrelated bytes.  It costs one ``fstat`` per segment, cached per Segment object.
 * ``truncate_to(offset)`` drops every batch whose last offset is >= ``offset`` and sets the
   LEO to ``min(offset, first dropped base offset)`` -- i.e. to the batch boundary at or
   below ``offset`` (Kafka would set LEO = offset, leaving a gap; we do not).
@@ -39,9 +43,10 @@ Semantics worth knowing (Kafka's unless stated):
 Concurrency: **not thread-safe**; the broker's event loop thread owns the Log (several
 Logs may be opened in parallel threads, each by one thread).  Other processes may read
 file regions concurrently: bytes below the LEO are immutable while they exist, because
-appends only add bytes past them.  Truncation and retention can invalidate a region that
-was handed out: the reader then sees a short read or a missing file and must treat it as
-a retriable error (``FileRegion.read_bytes`` raises :class:`StorageError`).
+appends only add bytes past them.  Truncation, retention and compaction can invalidate a
+region that was handed out: the reader then sees a short read, a missing file or a file
+with another identity and must treat it as a retriable error (``FileRegion.read_bytes``
+raises :class:`StorageError`; the network process closes the connection).
 
 Costs: append O(batches + bytes for the CRC); read O(log segments) bisect + O(log index)
 + a walk of at most ~``index_interval_bytes`` of headers per touched segment; open after a
@@ -97,19 +102,40 @@ def wall_clock_ms() -> int:
 
 @dataclass(frozen=True, slots=True)
 class FileRegion:
-    """``length`` bytes at ``position`` of the file at ``path`` (whole batches)."""
+    """``length`` bytes at ``position`` of the file at ``path`` (whole batches).
+
+    ``device``/``inode`` are the ``st_dev``/``st_ino`` of the segment file the region was
+    read from (-1: unknown, not checked).  A reader must not send the region from a file
+    with another identity (the path was reused: compaction swap, topic re-created).
+    """
 
     path: str
     position: int
     length: int
+    device: int = -1
+    inode: int = -1
+
+    def wire(self) -> list[str | int]:
+        """The region as the network process takes it: ``[path, position, length,
+        device, inode]``, or ``[path, position, length]`` when the identity is unknown
+        (see :mod:`broker.network`)."""
+        if self.inode < 0:
+            return [self.path, self.position, self.length]
+        return [self.path, self.position, self.length, self.device, self.inode]
 
     def read_bytes(self) -> bytes:
-        """Open the file and read the region; a vanished/short region -> StorageError."""
+        """Open the file and read the region; a vanished/short/replaced file ->
+        StorageError."""
         try:
             fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
         except FileNotFoundError:
             raise StorageError(f"{self.path} is gone (deleted or truncated)") from None
         try:
+            if self.inode >= 0:
+                st = os.fstat(fd)
+                if (st.st_dev, st.st_ino) != (self.device, self.inode):
+                    raise StorageError(f"{self.path} was replaced since it was read "
+                                       "(compaction swap or re-created topic)")
             data = os.pread(fd, self.length, self.position)
         finally:
             os.close(fd)
@@ -169,6 +195,7 @@ class Log:
         self._roll_flush_offset = 0  # a roll asks maybe_flush() to fsync below this
         self._dir_dirty = False
         self._closed = False
+        self._file_ids: dict[Segment, tuple[int, int]] = {}  # (st_dev, st_ino) by segment
         self.recovery_report = RecoveryReport(had_clean_shutdown=True)
         self.topic_partition = _parse_topic_partition(directory.name)
 
@@ -391,7 +418,8 @@ class Log:
                 break
             start, end = batch.position, seg.end_position(bound)
             if end - start <= remaining:
-                regions.append(FileRegion(str(seg.log_path), start, end - start))
+                regions.append(FileRegion(str(seg.log_path), start, end - start,
+                                          *self._file_id(seg)))
                 remaining -= end - start
                 if end < seg.size or remaining == 0:
                     break
@@ -400,9 +428,24 @@ class Log:
             if cut == start and not regions and min_one_batch:
                 cut = start + batch.size
             if cut > start:
-                regions.append(FileRegion(str(seg.log_path), start, cut - start))
+                regions.append(FileRegion(str(seg.log_path), start, cut - start,
+                                          *self._file_id(seg)))
             break
         return FetchDataInfo(start_offset, tuple(regions), sum(r.length for r in regions))
+
+    def _file_id(self, seg: Segment) -> tuple[int, int]:
+        """``(st_dev, st_ino)`` of ``seg``'s open ``.log``: one fstat per Segment object
+        (a swapped-in segment is a new object); entries of segments gone are pruned."""
+        ids = self._file_ids
+        found = ids.get(seg)
+        if found is None:
+            st = os.fstat(seg.fd)
+            found = (st.st_dev, st.st_ino)
+            if len(ids) >= 2 * len(self.segments) + 8:
+                live = set(self.segments)
+                ids = self._file_ids = {s: v for s, v in ids.items() if s in live}
+            ids[seg] = found
+        return found
 
     def offset_for_timestamp(self, timestamp_ms: int) -> TimestampAndOffset | None:
         """``(offset, timestamp)`` of the first record (>= log start) with ts >= the target."""
