@@ -7,8 +7,10 @@ are per partition where the API has per-partition results, so one bad partition 
 fails the others.  Fetch responses carry :class:`RegionRecords`: file regions the
 network process sends with ``sendfile``; no record byte passes through this process.
 
-Costs: produce is one validated append per partition; fetch is one index lookup per
-partition (and again when a parked fetch completes).
+Costs: produce is one validated append per partition (a compacted topic's records are
+walked once more: a record without a key fails that partition with INVALID_RECORD, as in
+Kafka); fetch is one index lookup per partition (and again when a parked fetch
+completes).
 """
 
 from __future__ import annotations
@@ -221,6 +223,8 @@ def handle_produce(core: BrokerCore, body: Body, respond: Respond) -> None:
             results.append(result)
             try:
                 partition = core.partition_or_error(name, entry["index"])
+                if partition.is_leader:  # (a follower answers NOT_LEADER from the append)
+                    partition.log.require_keys(entry["records"])  # compacted: INVALID_RECORD
                 info = partition.append_records_as_leader(
                     entry["records"], acks, core.min_insync_replicas(name)
                 )

@@ -37,6 +37,14 @@ Semantics worth knowing (Kafka's unless stated):
   :meth:`Log.maybe_flush`.  A roll does not fsync inline: it schedules a flush of the
   rolled segment that the owner's next :meth:`Log.maybe_flush` performs (Kafka does it on
   a background scheduler).
+* A compacted log (``cleanup_policy="compact"``) must not take a produced record without
+  a key (Kafka's rule: compaction keeps the latest record per key, so a keyless record
+  has no meaning there).  :meth:`Log.require_keys` raises :class:`InvalidRecordError`
+  (INVALID_RECORD) for such a request; the Produce handler calls it before the leader
+  append, so nothing is appended.  It walks every record (O(records)) and a second CRC
+  pass, on compacted logs only.  The appends themselves stay permissive: follower
+  appends copy the leader, and the cleaner still drops keyless records that got in
+  before a topic became compacted.  Control batches are not checked.
 * Only CreateTime timestamps are supported (a LogAppendTime batch would need its CRC
   recomputed); batches are stored as received.
 
@@ -67,11 +75,13 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import NamedTuple
 
-from clients.errors import InvalidRecordError
-from clients.records import BatchHeader, decode_batch, iter_batches
+from clients.errors import InvalidRecordError, MiniKafkaError
+from clients.records import CONTROL_MASK, BatchHeader, decode_batch, iter_batches
+from storage.cleaner_records import walk_records
 from storage.config import LogConfig
 from storage.errors import OffsetOutOfRangeError, StorageError
 from storage.recovery import (
+    HEADER,
     RecoveryReport,
     check_log_invariants,
     load_segments,
@@ -302,6 +312,32 @@ class Log:
             offset = last + 1
         return self._append(iovs, len(view), metas, records, max_ts, off_max,
                             ((leader_epoch, first),))
+
+    def require_keys(self, batches: bytes | bytearray | memoryview) -> None:
+        """Compacted log: raise InvalidRecordError if a record of ``batches`` (a produce
+        request's records) has no key; no-op otherwise.  Malformed batches are left to
+        the append, which reports them precisely."""
+        self._check_open()
+        if not self.config.compact:
+            return
+        view = _byte_view(batches)
+        try:
+            infos = validate_append_batches(view, self.config.max_message_bytes,
+                                            require_records=True)
+        except MiniKafkaError:
+            return
+        for info in infos:
+            pos = info[0]
+            header = HEADER.unpack_from(view, pos)
+            if header[5] & CONTROL_MASK:
+                continue
+            for span in walk_records(view, pos, header):  # type: ignore[arg-type]
+                if span[6] is None:
+                    topic, partition = self.topic_partition
+                    raise InvalidRecordError(
+                        f"compacted topic {topic}-{partition} cannot accept a record without "
+                        f"a key (batch at position {pos}, offset delta {span[5] - header[0]})"
+                    )
 
     def append_as_follower(self, batches: bytes | bytearray | memoryview) -> LogAppendInfo:
         """Append replicated batches as they are (offsets and epochs kept)."""
