@@ -114,7 +114,7 @@ def running_broker(data_dir: str, port: int, extra: list[str] | None = None,
 
 def spark_missing() -> str | None:
     """Why the verify job cannot run here (with how to fix it), or None."""
-    from clients.spark.verify import JAVA_HELP, java_available
+    from clients.spark.verify_session import JAVA_HELP, java_available
 
     try:
         import pyspark  # noqa: F401

@@ -132,7 +132,8 @@ def cmd_workload(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from clients.spark.verify import VerifyError, verify_job
+    from clients.spark.verify import verify_job
+    from clients.spark.verify_session import VerifyError
 
     if args.sink and (args.bootstrap_server or args.data_dir):
         raise CliError("--sink reads a Parquet directory: give no --bootstrap/--data-dir")
