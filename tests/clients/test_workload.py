@@ -3,10 +3,14 @@
 from __future__ import annotations
 
 import io
+import json
+from pathlib import Path
 
 import pytest
 
-from clients.spark.faults import parse_schedule
+from clients.cli import build_parser
+from clients.cli_workload import workload_config
+from clients.spark.faults import parse_schedule, random_schedule
 from clients.spark.workload import (
     Progress,
     WorkloadConfig,
@@ -82,3 +86,18 @@ def test_progress_is_a_bar_on_a_tty_and_lines_otherwise() -> None:
         lines.update(done, done, 0, 0.0)
     assert "\r" not in plain.getvalue()
     assert len(plain.getvalue().splitlines()) == 11  # one line per 10%
+
+
+def test_cli_options_become_a_config(tmp_path: Path) -> None:
+    (tmp_path / "cluster.json").write_text(json.dumps({"brokers": {"0": {"port": 9100}}}))
+    parser = build_parser()
+    args = parser.parse_args(["workload", "--data-dir", str(tmp_path), "--messages", "10000",
+                              "--rate", "1000", "--random-faults", "3", "--run-id", "r9",
+                              "--no-idempotence"])
+    c = workload_config(args)
+    assert (c.bootstrap, c.run_id, c.idempotence) == ("127.0.0.1:9100", "r9", False)
+    assert c.faults == random_schedule(3, 10_000) and c.faults
+    assert c.ledger_path == str(tmp_path / "ledger-r9.tsv")
+    args = parser.parse_args(["workload", "--faults", "kill-leader@1s"])
+    with pytest.raises(ValueError, match="needs --data-dir"):
+        workload_config(args)
