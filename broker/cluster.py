@@ -163,27 +163,51 @@ def wait_for_port(port: int, pid: int, timeout_s: float, what: str) -> None:
     raise ClusterError(f"{what} did not listen on port {port} within {timeout_s:.0f} s")
 
 
+def _wait_gone(proc: psutil.Process, timeout_s: float) -> bool:
+    """Wait until ``proc`` has exited; a zombie counts as exited.
+
+    ``psutil.Process.wait`` cannot reap a process this process did not start, and a
+    zombie (its parent has not reaped it yet) would look alive until the timeout.
+    """
+    if proc.pid in _CHILDREN:
+        try:
+            _CHILDREN[proc.pid].wait(timeout_s)
+            return True
+        except subprocess.TimeoutExpired:
+            return False
+    deadline = time.monotonic() + timeout_s
+    while is_running(proc.pid):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)  # polling another process's exit; nothing to wait on
+    return True
+
+
+def _reap(pid: int) -> None:
+    """Collect the exit status of a process this process started (no zombie left)."""
+    child = _CHILDREN.pop(pid, None)
+    if child is not None:
+        child.wait(10)
+
+
 def end_process(info: ProcessInfo, sig: signal.Signals, timeout_s: float) -> None:
     if not is_running(info.pid):
+        _reap(info.pid)
         return
     proc = psutil.Process(info.pid)
     children = proc.children(recursive=True)
     if sig == signal.SIGTERM:
         os.kill(info.pid, signal.SIGCONT)  # a paused process cannot shut down
     os.kill(info.pid, sig)
-    try:
-        proc.wait(timeout_s)
-    except psutil.TimeoutExpired:
+    if not _wait_gone(proc, timeout_s):
         proc.kill()
-        proc.wait(10)
-    started_here = _CHILDREN.pop(info.pid, None)
-    if started_here is not None:
-        started_here.wait(10)
+        if not _wait_gone(proc, 10):
+            raise RuntimeError(f"process {info.pid} did not exit after SIGKILL")
+    _reap(info.pid)
     for child in children:
         try:
-            child.wait(5)
-        except psutil.TimeoutExpired:
-            child.kill()
+            if not _wait_gone(child, 5):
+                child.kill()
         except psutil.NoSuchProcess:
             pass
 

@@ -1,0 +1,37 @@
+"""The launcher run from another process than the one that started the cluster.
+
+A user's fault injector (``minikafka workload --faults``) runs ``cluster kill`` in a
+process that is not the brokers' parent: the killed broker stays a zombie until its
+parent reaps it, and the launcher must count a zombie as gone instead of waiting for it
+and timing out.
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from broker.cluster import is_running
+from tests.broker.cluster_harness import LocalCluster
+
+ROOT = Path(__file__).resolve().parents[2]
+
+pytestmark = pytest.mark.multiprocess
+
+
+def test_kill_from_another_process_returns_while_the_broker_is_a_zombie(
+        tmp_path: Path) -> None:
+    with LocalCluster(tmp_path, brokers=1) as cluster:  # brokers are children of pytest
+        pid = cluster.state.brokers["0"].pid
+        result = subprocess.run(
+            [sys.executable, "-m", "broker.cluster", "kill", "0", "--data-dir",
+             cluster.data_dir],
+            capture_output=True, text=True, timeout=120, cwd=ROOT, check=False)
+        assert result.returncode == 0, result.stderr
+        assert "Traceback" not in result.stderr
+        assert not is_running(pid)
+        cluster.restart("0")  # this process reaps its zombie child and starts a new one
+        assert is_running(cluster.state.brokers["0"].pid)
