@@ -23,8 +23,13 @@ from clients.errors import MiniKafkaError
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 
 
-class CliError(Exception):
-    """A user-facing failure: printed as one line, exit status 1."""
+class CliError(ValueError):
+    """A user-facing failure: printed as one line, exit status 1.
+
+    A ValueError, so that it is caught as one line even when this file runs as
+    ``python -m clients.cli`` (then ``__main__.CliError`` and ``clients.cli.CliError``
+    are two classes; the submodules raise the latter).
+    """
 
 
 def _parse_configs(pairs: Sequence[str]) -> dict[str, str]:
@@ -183,7 +188,8 @@ def build_parser() -> argparse.ArgumentParser:
     produce.add_argument("topic")
     produce.add_argument("--key-separator", default=None,
                          help="split each line into key and value at the first separator")
-    produce.add_argument("--acks", default="1", choices=["0", "1", "all", "-1"])
+    produce.add_argument("--acks", default="all", choices=["0", "1", "all", "-1"],
+                         help="all (default) also enables idempotence, as in Kafka 3")
     produce.add_argument("--partition", type=int, default=None)
     produce.add_argument("--linger-ms", type=int, default=5)
     produce.set_defaults(func=cmd_produce)
@@ -225,4 +231,6 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    from clients.cli import main as _main  # one CliError class for all submodules
+
+    sys.exit(_main())
