@@ -273,7 +273,7 @@ class BrokerServer:
         regions: list[list[Any]] = []
         for value in records:
             if isinstance(value, RegionRecords):
-                regions.extend([r.path, r.position, r.length] for r in value.regions)
+                regions.extend(r.wire() for r in value.regions)
             elif len(value):
                 raise TypeError("inline Records in a response are not supported")
         blob = msgpack.packb(regions) if regions else b""
