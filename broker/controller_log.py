@@ -28,7 +28,6 @@ controller's event loop).
 from __future__ import annotations
 
 import logging
-import os
 import re
 import time
 from collections.abc import Sequence
@@ -44,7 +43,7 @@ from broker.metadata import (
     encode_record,
 )
 from clients.records import build_batch
-from storage.checkpoint import fsync_dir
+from storage.checkpoint import atomic_write_bytes, fsync_dir
 from storage.config import LogConfig
 from storage.lock import DataDirLock
 from storage.log import Log
@@ -144,17 +143,7 @@ class ControllerLog:
     def write_snapshot(self, image: MetadataImage) -> Path:
         offset = image.last_applied_offset
         path = self.data_dir / f"snapshot-{offset:020d}.msgpack"
-        tmp = path.with_name(path.name + ".tmp")
-        data = image.encode_snapshot()
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
-        try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-            os.fsync(fd)
-        finally:
-            os.close(fd)
-        os.replace(tmp, path)
+        atomic_write_bytes(path, image.encode_snapshot(), sync_dir=False)
         for _offset, old in self._snapshots()[:-SNAPSHOTS_KEPT]:
             old.unlink(missing_ok=True)
         fsync_dir(self.data_dir)

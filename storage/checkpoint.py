@@ -78,22 +78,34 @@ def fsync_dir(path: str | Path) -> None:
         os.close(fd)
 
 
-def atomic_write_text(path: str | Path, text: str) -> None:
-    """Replace ``path`` with ``text``: temp file, fsync, rename, fsync the directory."""
-    path = Path(path)
-    tmp = path.with_name(path.name + TMP_SUFFIX)
-    data = text.encode("utf-8")
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+def write_file_fsynced(path: str | Path, data: bytes | bytearray | memoryview) -> None:
+    """Create or truncate ``path``, write all of ``data`` and fsync the file (not the
+    directory: callers that rename it fsync the directory after the rename)."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
     try:
         view = memoryview(data)
         while view:
-            written = os.write(fd, view)
-            view = view[written:]
+            view = view[os.write(fd, view):]
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def atomic_write_bytes(path: str | Path, data: bytes | bytearray | memoryview,
+                       *, sync_dir: bool = True) -> None:
+    """Replace ``path`` with ``data``: temp file, fsync, rename, fsync the directory
+    (skip the last step with ``sync_dir=False`` when the caller fsyncs it later)."""
+    path = Path(path)
+    tmp = path.with_name(path.name + TMP_SUFFIX)
+    write_file_fsynced(tmp, data)
     os.replace(tmp, path)
-    fsync_dir(path.parent)
+    if sync_dir:
+        fsync_dir(path.parent)
+
+
+def atomic_write_text(path: str | Path, text: str) -> None:
+    """Replace ``path`` with ``text``: temp file, fsync, rename, fsync the directory."""
+    atomic_write_bytes(path, text.encode("utf-8"))
 
 
 def _parse_int(path: Path, line_no: int, field: str, what: str, limit: int) -> int:

@@ -47,7 +47,7 @@ from pathlib import Path
 
 import numpy as np
 
-from storage.checkpoint import fsync_dir
+from storage.checkpoint import fsync_dir, write_file_fsynced
 from storage.log import Log
 from storage.offset_index import OffsetIndex
 from storage.segment import Segment, segment_file
@@ -134,8 +134,8 @@ class CleanedSegmentWriter:
         def name(offset: int, suffix: str) -> Path:
             return segment_file(directory, offset, suffix)
 
-        _write_file(name(base, ".index.cleaned"), index_bytes)
-        _write_file(name(base, ".timeindex.cleaned"), time_bytes)
+        write_file_fsynced(name(base, ".index.cleaned"), index_bytes)
+        write_file_fsynced(name(base, ".timeindex.cleaned"), time_bytes)
         fsync_dir(directory)
         step("S0 cleaned files written")
         for kind in (".index", ".timeindex", ".log"):
@@ -162,14 +162,3 @@ class CleanedSegmentWriter:
 
 def _no_hook(_step: str) -> None:
     return None
-
-
-def _write_file(path: Path, content: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
-    try:
-        view = memoryview(content)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    finally:
-        os.close(fd)

@@ -45,12 +45,11 @@ from typing import NamedTuple
 from crc32c import crc32c
 
 from clients.errors import ErrorCode, MiniKafkaError
-from storage.checkpoint import fsync_dir
+from storage.checkpoint import atomic_write_bytes, fsync_dir
 
 log = logging.getLogger(__name__)
 
 SNAPSHOT_SUFFIX = ".snapshot"
-TMP_SUFFIX = ".tmp"
 MAGIC = b"MKPS"
 VERSION = 1
 MAX_BATCHES = 5
@@ -150,18 +149,7 @@ def write_snapshot(directory: str | Path, offset: int,
                    entries: Iterable[tuple[int, int, Sequence[Sequence[int]]]]) -> Path:
     """Durably write the snapshot for ``offset`` (temp file, fsync, rename, fsync dir)."""
     path = snapshot_path(directory, offset)
-    tmp = path.with_name(path.name + TMP_SUFFIX)
-    data = encode_snapshot(offset, entries)
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-    os.replace(tmp, path)
-    fsync_dir(directory)
+    atomic_write_bytes(path, encode_snapshot(offset, entries))
     return path
 
 
