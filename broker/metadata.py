@@ -1,563 +1,63 @@
-"""Cluster metadata records and the image built from them (controller and brokers alike).
+"""Cluster metadata (controller and brokers alike): the records and the image built from them.
 
-The controller's metadata log (topic ``__cluster_metadata``, partition 0) holds record
-batches whose record *values* are msgpack maps, one metadata record each; the record
-key is null and the offset of the record is its metadata offset.  Record types (key
-``type``; every other key is a field; unknown keys are ignored so a later version may
-add optional fields):
+This module is the stable import point; the code lives in two modules of one concept each:
 
-| type              | fields (msgpack types)                                                   |
-|-------------------|--------------------------------------------------------------------------|
-| `register_broker` | broker_id int, broker_epoch int, incarnation_id str, host str, port int, |
-|                   | rack str/nil (optional)                                                  |
-| `fence_broker`    | broker_id int, broker_epoch int                                          |
-| `unfence_broker`  | broker_id int, broker_epoch int                                          |
-| `topic`           | name str, topic_id int, num_partitions int, replication_factor int,     |
-|                   | configs map str->str                                                     |
-| `partition`       | topic str, partition int, replicas [int], leader int (-1 = none),        |
-|                   | leader_epoch int, isr [int], partition_epoch int,                        |
-|                   | unclean_elected bool (optional, default false)                           |
-| `remove_topic`    | name str                                                                 |
-| `producer_ids`    | broker_id int, broker_epoch int, next_producer_id int: the controller    |
-|                   | gave broker_id the block of ids below next_producer_id not given before  |
+- :mod:`broker.metadata_records` - the record types of the ``__cluster_metadata`` log, their
+  field validation and msgpack codec (the record table is there);
+- :mod:`broker.metadata_image` - :class:`MetadataImage`, built by applying records in offset
+  order, with its snapshot file format (the byte table is there) and invariants.
 
-Meaning: a registration always starts *fenced*; ``broker_epoch`` is the metadata offset
-of the registration record.  ``topic_id`` is the offset of the topic record (a topic
-deleted and created again gets a new id, so a broker can tell the two apart).  A
-``partition`` record carries the whole new state of one partition (not a delta).
-``producer_ids`` records only raise ``next_producer_id`` (the image keeps the last one),
-so a producer id is never handed out twice, across controller restarts too.
-
-Snapshot file (``MetadataImage.encode_snapshot``; integers big-endian):
-
-| offset | size | field                | meaning                                           |
-|--------|------|----------------------|---------------------------------------------------|
-| 0      | 4    | magic                | ``b"MKMS"``                                       |
-| 4      | 2    | version              | int16, 1                                          |
-| 6      | 8    | last_applied_offset  | int64, the last log offset the image includes     |
-| 14     | 4    | payload_length       | uint32                                            |
-| 18     | 4    | crc                  | uint32 CRC-32C of the payload                     |
-| 22     | n    | payload              | msgpack array of records (maps as above) that     |
-|        |      |                      | rebuild the image when applied in order           |
-
-Rules enforced by :meth:`MetadataImage.apply` (a record that breaks one raises
-:class:`MetadataRecordError` and leaves the image unchanged): offsets strictly
-increase; broker epochs of one broker increase; fence/unfence name the current epoch
-and change the state; a partition's ``partition_epoch`` increases with every record,
-its ``leader_epoch`` never decreases and increases whenever the leader changes; the ISR
-is a non-empty subset of the replicas and holds the leader (unless there is none).
-
-Costs: encode/decode O(fields); apply O(replicas) per record; snapshot O(image).
-Thread-safety: records are immutable; a MetadataImage belongs to one thread (the
-controller's or the broker's event loop) and is mutated only by ``apply``.
+Costs and thread-safety: see those modules (records are immutable; an image belongs to one
+thread).  Importing this module costs nothing beyond importing those two.
 """
 
 from __future__ import annotations
 
-import struct
-from collections.abc import Iterable, Iterator, Mapping
-from dataclasses import MISSING, dataclass, field, fields, replace
-from typing import Any, ClassVar
-
-import msgpack
-from crc32c import crc32c
-
-from clients.errors import InvalidRecordError
-from clients.records import decode_batch, iter_batches
-from clients.topics import topic_name_error
-
-METADATA_TOPIC = "__cluster_metadata"
-METADATA_PARTITION = 0
-NO_LEADER = -1
-MAX_RECORD_BYTES = 1024 * 1024
-_INT32_MAX = 2**31 - 1
-_INT64_MAX = 2**63 - 1
-_SNAPSHOT_MAGIC = b"MKMS"
-_SNAPSHOT_VERSION = 1
-_SNAPSHOT_HEADER = struct.Struct(">4shqII")
-
-
-class MetadataRecordError(InvalidRecordError):
-    """A metadata record is malformed, or does not fit the image it is applied to."""
-
-
-def _int(name: str, value: object, low: int, high: int) -> None:
-    if type(value) is not int or not low <= value <= high:
-        raise MetadataRecordError(f"{name} must be an int in [{low}, {high}], got {value!r}")
-
-
-def _str(name: str, value: object, *, empty_ok: bool = False) -> None:
-    if type(value) is not str or (not value and not empty_ok):
-        raise MetadataRecordError(f"{name} must be a non-empty str, got {value!r}")
-
-
-def _topic(name: str, value: object) -> None:
-    reason = topic_name_error(value)
-    if reason is not None:
-        raise MetadataRecordError(f"{name}: {reason}")
-
-
-def _ids(name: str, value: object, *, empty_ok: bool) -> None:
-    if type(value) is not tuple or (not value and not empty_ok):
-        raise MetadataRecordError(f"{name} must be a non-empty list of broker ids, got {value!r}")
-    for b in value:
-        _int(f"{name} entry", b, 0, _INT32_MAX)
-    if len(set(value)) != len(value):
-        raise MetadataRecordError(f"{name} has duplicates: {list(value)}")
-
-
-@dataclass(frozen=True, slots=True)
-class RegisterBrokerRecord:
-    TYPE: ClassVar[str] = "register_broker"
-    broker_id: int
-    broker_epoch: int
-    incarnation_id: str
-    host: str
-    port: int
-    rack: str | None = None
-
-    def __post_init__(self) -> None:
-        _int("broker_id", self.broker_id, 0, _INT32_MAX)
-        _int("broker_epoch", self.broker_epoch, 0, _INT64_MAX)
-        _str("incarnation_id", self.incarnation_id)
-        _str("host", self.host)
-        _int("port", self.port, 0, 65535)
-        if self.rack is not None:
-            _str("rack", self.rack)
-
-
-@dataclass(frozen=True, slots=True)
-class FenceBrokerRecord:
-    TYPE: ClassVar[str] = "fence_broker"
-    broker_id: int
-    broker_epoch: int
-
-    def __post_init__(self) -> None:
-        _int("broker_id", self.broker_id, 0, _INT32_MAX)
-        _int("broker_epoch", self.broker_epoch, 0, _INT64_MAX)
-
-
-@dataclass(frozen=True, slots=True)
-class UnfenceBrokerRecord:
-    TYPE: ClassVar[str] = "unfence_broker"
-    broker_id: int
-    broker_epoch: int
-
-    def __post_init__(self) -> None:
-        _int("broker_id", self.broker_id, 0, _INT32_MAX)
-        _int("broker_epoch", self.broker_epoch, 0, _INT64_MAX)
-
-
-@dataclass(frozen=True, slots=True)
-class TopicRecord:
-    TYPE: ClassVar[str] = "topic"
-    name: str
-    topic_id: int
-    num_partitions: int
-    replication_factor: int
-    configs: Mapping[str, str] = field(default_factory=dict)
-
-    def __post_init__(self) -> None:
-        _topic("name", self.name)
-        _int("topic_id", self.topic_id, 0, _INT64_MAX)
-        _int("num_partitions", self.num_partitions, 1, _INT32_MAX)
-        _int("replication_factor", self.replication_factor, 1, 32767)
-        if not isinstance(self.configs, Mapping) or not all(
-            type(k) is str and type(v) is str for k, v in self.configs.items()
-        ):
-            raise MetadataRecordError(f"configs must map str to str, got {self.configs!r}")
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionRecord:
-    TYPE: ClassVar[str] = "partition"
-    topic: str
-    partition: int
-    replicas: tuple[int, ...]
-    leader: int
-    leader_epoch: int
-    isr: tuple[int, ...]
-    partition_epoch: int
-    unclean_elected: bool = False
-
-    def __post_init__(self) -> None:
-        _topic("topic", self.topic)
-        _int("partition", self.partition, 0, _INT32_MAX)
-        _ids("replicas", self.replicas, empty_ok=False)
-        _int("leader", self.leader, NO_LEADER, _INT32_MAX)
-        _int("leader_epoch", self.leader_epoch, 0, _INT32_MAX)
-        _ids("isr", self.isr, empty_ok=False)
-        _int("partition_epoch", self.partition_epoch, 0, _INT32_MAX)
-        if type(self.unclean_elected) is not bool:
-            raise MetadataRecordError(
-                f"unclean_elected must be a bool, got {self.unclean_elected!r}")
-        if not set(self.isr) <= set(self.replicas):
-            raise MetadataRecordError(
-                f"isr {list(self.isr)} is not a subset of replicas {list(self.replicas)}"
-            )
-        if self.leader != NO_LEADER and self.leader not in self.isr:
-            raise MetadataRecordError(f"leader {self.leader} is not in isr {list(self.isr)}")
-
-
-@dataclass(frozen=True, slots=True)
-class RemoveTopicRecord:
-    TYPE: ClassVar[str] = "remove_topic"
-    name: str
-
-    def __post_init__(self) -> None:
-        _topic("name", self.name)
-
-
-@dataclass(frozen=True, slots=True)
-class ProducerIdsRecord:
-    TYPE: ClassVar[str] = "producer_ids"
-    broker_id: int
-    broker_epoch: int
-    next_producer_id: int
-
-    def __post_init__(self) -> None:
-        _int("broker_id", self.broker_id, 0, _INT32_MAX)
-        _int("broker_epoch", self.broker_epoch, 0, _INT64_MAX)
-        _int("next_producer_id", self.next_producer_id, 1, _INT64_MAX)
-
-
-MetadataRecord = (
-    RegisterBrokerRecord | FenceBrokerRecord | UnfenceBrokerRecord | TopicRecord
-    | PartitionRecord | RemoveTopicRecord | ProducerIdsRecord
+from broker.metadata_image import BrokerInfo, MetadataImage, PartitionState, TopicInfo
+from broker.metadata_records import (
+    MAX_RECORD_BYTES,
+    METADATA_PARTITION,
+    METADATA_TOPIC,
+    NO_LEADER,
+    RECORD_TYPES,
+    FenceBrokerRecord,
+    MetadataRecord,
+    MetadataRecordError,
+    PartitionRecord,
+    ProducerIdsRecord,
+    RegisterBrokerRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+    UnfenceBrokerRecord,
+    decode_record,
+    decode_record_batches,
+    encode_record,
+    record_from_map,
+    record_to_map,
 )
-RECORD_TYPES: dict[str, type[Any]] = {
-    cls.TYPE: cls
-    for cls in (RegisterBrokerRecord, FenceBrokerRecord, UnfenceBrokerRecord, TopicRecord,
-                PartitionRecord, RemoveTopicRecord, ProducerIdsRecord)
-}
-_FIELDS = {name: [(f.name, f.default) for f in fields(cls)] for name, cls in RECORD_TYPES.items()}
-_OPTIONAL_CONFIGS = "configs"  # the one field with a default factory
-_TUPLE_FIELDS = ("replicas", "isr")
 
-
-def record_to_map(record: MetadataRecord) -> dict[str, Any]:
-    out: dict[str, Any] = {"type": record.TYPE}
-    for name, _default in _FIELDS[record.TYPE]:
-        value = getattr(record, name)
-        if name in _TUPLE_FIELDS:
-            value = list(value)
-        elif name == "configs":
-            value = dict(value)
-        out[name] = value
-    return out
-
-
-def record_from_map(data: object) -> MetadataRecord:
-    if type(data) is not dict:
-        raise MetadataRecordError(f"a metadata record must be a map, got {type(data).__name__}")
-    kind = data.get("type")
-    cls = RECORD_TYPES.get(kind) if isinstance(kind, str) else None
-    if cls is None or not isinstance(kind, str):
-        raise MetadataRecordError(f"unknown metadata record type {kind!r}")
-    kwargs: dict[str, Any] = {}
-    for name, default in _FIELDS[kind]:
-        if name in data:
-            value = data[name]
-            if name in _TUPLE_FIELDS and type(value) is list:
-                value = tuple(value)
-            kwargs[name] = value
-        elif name == _OPTIONAL_CONFIGS:
-            kwargs[name] = {}
-        elif default is not MISSING:
-            kwargs[name] = default
-        else:
-            raise MetadataRecordError(f"{kind} record has no {name!r}")
-    record: MetadataRecord = cls(**kwargs)
-    return record
-
-
-def encode_record(record: MetadataRecord) -> bytes:
-    """The msgpack bytes of one record (a record value in the metadata log)."""
-    return msgpack.packb(record_to_map(record), use_bin_type=True)
-
-
-def decode_record(data: bytes | bytearray | memoryview) -> MetadataRecord:
-    """Decode and validate one record value; anything wrong -> MetadataRecordError."""
-    if len(data) > MAX_RECORD_BYTES:
-        raise MetadataRecordError(
-            f"metadata record of {len(data)} bytes exceeds {MAX_RECORD_BYTES}")
-    try:
-        raw = msgpack.unpackb(data, raw=False, strict_map_key=True)
-    except Exception as e:  # msgpack raises several unrelated types
-        raise MetadataRecordError(
-            f"metadata record is not msgpack: {type(e).__name__}: {e}") from None
-    return record_from_map(raw)
-
-
-def decode_record_batches(data: bytes | bytearray | memoryview,
-                          start_offset: int = 0) -> list[tuple[int, MetadataRecord]]:
-    """``(offset, record)`` for every record at or after ``start_offset`` in the record
-    batches ``data`` (a metadata Fetch response's records, or a log read).  Batches are
-    CRC-checked; a bad batch or record raises (CorruptRecordError / MetadataRecordError)."""
-    out: list[tuple[int, MetadataRecord]] = []
-    for pos, _header in iter_batches(data):
-        for rec in decode_batch(data, pos):
-            if rec.offset < start_offset:
-                continue
-            if rec.value is None:
-                raise MetadataRecordError(f"metadata record at offset {rec.offset} has no value")
-            out.append((rec.offset, decode_record(rec.value)))
-    return out
-
-
-# ---------------------------------------------------------------- the image
-
-
-@dataclass(frozen=True, slots=True)
-class BrokerInfo:
-    broker_id: int
-    broker_epoch: int
-    incarnation_id: str
-    host: str
-    port: int
-    rack: str | None
-    fenced: bool
-
-
-@dataclass(frozen=True, slots=True)
-class PartitionState:
-    replicas: tuple[int, ...]
-    leader: int
-    leader_epoch: int
-    isr: tuple[int, ...]
-    partition_epoch: int
-    unclean_elected: bool = False
-
-    @property
-    def preferred_leader(self) -> int:
-        return self.replicas[0]
-
-
-@dataclass(slots=True)
-class TopicInfo:
-    name: str
-    topic_id: int
-    num_partitions: int
-    replication_factor: int
-    configs: dict[str, str]
-    partitions: dict[int, PartitionState] = field(default_factory=dict)
-
-
-class MetadataImage:
-    """Brokers and topics as of ``last_applied_offset`` (-1: nothing applied yet)."""
-
-    __slots__ = ("brokers", "last_applied_offset", "producer_ids", "topics")
-
-    def __init__(self) -> None:
-        self.brokers: dict[int, BrokerInfo] = {}
-        self.topics: dict[str, TopicInfo] = {}
-        self.last_applied_offset = -1
-        self.producer_ids: ProducerIdsRecord | None = None  # the last block handed out
-
-    @property
-    def next_producer_id(self) -> int:
-        """The first producer id never handed out."""
-        return 0 if self.producer_ids is None else self.producer_ids.next_producer_id
-
-    # -- applying ---------------------------------------------------------------------
-
-    def apply(self, record: MetadataRecord, offset: int) -> None:
-        """Apply the record stored at ``offset`` (> ``last_applied_offset``)."""
-        if type(offset) is not int or offset <= self.last_applied_offset:
-            raise MetadataRecordError(
-                f"record offset {offset!r} is not after the last applied offset "
-                f"{self.last_applied_offset}"
-            )
-        self._apply(record)
-        self.last_applied_offset = offset
-
-    def _apply(self, record: MetadataRecord) -> None:
-        if isinstance(record, PartitionRecord):
-            self._apply_partition(record)
-        elif isinstance(record, RegisterBrokerRecord):
-            old = self.brokers.get(record.broker_id)
-            if old is not None and old.broker_epoch >= record.broker_epoch:
-                raise MetadataRecordError(
-                    f"broker {record.broker_id} registration epoch {record.broker_epoch} is not "
-                    f"above the current {old.broker_epoch}"
-                )
-            self.brokers[record.broker_id] = BrokerInfo(
-                record.broker_id, record.broker_epoch, record.incarnation_id, record.host,
-                record.port, record.rack, fenced=True)
-        elif isinstance(record, FenceBrokerRecord | UnfenceBrokerRecord):
-            fence = isinstance(record, FenceBrokerRecord)
-            info = self.brokers.get(record.broker_id)
-            if info is None or info.broker_epoch != record.broker_epoch:
-                raise MetadataRecordError(
-                    f"{record.TYPE}: broker {record.broker_id} epoch {record.broker_epoch} is not "
-                    "the current registration"
-                )
-            if info.fenced == fence:
-                raise MetadataRecordError(
-                    f"{record.TYPE}: broker {record.broker_id} is already "
-                    f"{'fenced' if fence else 'unfenced'}"
-                )
-            self.brokers[record.broker_id] = replace(info, fenced=fence)
-        elif isinstance(record, TopicRecord):
-            if record.name in self.topics:
-                raise MetadataRecordError(f"topic {record.name!r} already exists")
-            self.topics[record.name] = TopicInfo(record.name, record.topic_id,
-                                                 record.num_partitions,
-                                                 record.replication_factor, dict(record.configs))
-        elif isinstance(record, RemoveTopicRecord):
-            if self.topics.pop(record.name, None) is None:
-                raise MetadataRecordError(f"remove_topic: no topic {record.name!r}")
-        elif isinstance(record, ProducerIdsRecord):
-            if record.next_producer_id <= self.next_producer_id:
-                raise MetadataRecordError(
-                    f"producer_ids: next producer id {record.next_producer_id} is not above "
-                    f"the current {self.next_producer_id}")
-            self.producer_ids = record
-        else:
-            raise MetadataRecordError(f"not a metadata record: {record!r}")
-
-    def _apply_partition(self, r: PartitionRecord) -> None:
-        topic = self.topics.get(r.topic)
-        if topic is None:
-            raise MetadataRecordError(f"partition record for unknown topic {r.topic!r}")
-        if r.partition >= topic.num_partitions:
-            raise MetadataRecordError(
-                f"partition {r.partition} outside topic {r.topic!r} of {topic.num_partitions}"
-            )
-        if len(r.replicas) != topic.replication_factor:
-            raise MetadataRecordError(
-                f"{r.topic}-{r.partition}: {len(r.replicas)} replicas, the topic's replication "
-                f"factor is {topic.replication_factor}"
-            )
-        old = topic.partitions.get(r.partition)
-        if old is not None:
-            where = f"{r.topic}-{r.partition}"
-            if r.replicas != old.replicas:
-                raise MetadataRecordError(f"{where}: replicas cannot change (reassignment)")
-            if r.partition_epoch <= old.partition_epoch:
-                raise MetadataRecordError(
-                    f"{where}: partition epoch {r.partition_epoch} is not above "
-                    f"{old.partition_epoch}"
-                )
-            if r.leader_epoch < old.leader_epoch or (
-                r.leader != old.leader and r.leader_epoch == old.leader_epoch
-            ):
-                raise MetadataRecordError(
-                    f"{where}: leader {old.leader}->{r.leader} with leader epoch "
-                    f"{old.leader_epoch}->{r.leader_epoch} (a leader change needs a higher epoch)"
-                )
-        topic.partitions[r.partition] = PartitionState(
-            r.replicas, r.leader, r.leader_epoch, r.isr, r.partition_epoch, r.unclean_elected)
-
-    # -- queries ----------------------------------------------------------------------
-
-    def partition(self, topic: str, partition: int) -> PartitionState | None:
-        info = self.topics.get(topic)
-        return None if info is None else info.partitions.get(partition)
-
-    def unfenced_brokers(self) -> list[int]:
-        return sorted(b for b, info in self.brokers.items() if not info.fenced)
-
-    def is_alive(self, broker_id: int) -> bool:
-        info = self.brokers.get(broker_id)
-        return info is not None and not info.fenced
-
-    def partitions(self) -> Iterator[tuple[str, int, PartitionState]]:
-        """Every partition as ``(topic, index, state)``, topics in name order."""
-        for name in sorted(self.topics):
-            parts = self.topics[name].partitions
-            for index in sorted(parts):
-                yield name, index, parts[index]
-
-    def replicas_on(self, broker_id: int) -> Iterator[tuple[str, int, PartitionState]]:
-        """Partitions with a replica on ``broker_id`` (what that broker must host)."""
-        return ((t, p, s) for t, p, s in self.partitions() if broker_id in s.replicas)
-
-    # -- snapshots --------------------------------------------------------------------
-
-    def to_records(self) -> list[MetadataRecord]:
-        """Records that rebuild this image when applied to an empty one."""
-        out: list[MetadataRecord] = []
-        for b in sorted(self.brokers):
-            info = self.brokers[b]
-            out.append(RegisterBrokerRecord(b, info.broker_epoch, info.incarnation_id, info.host,
-                                            info.port, info.rack))
-            if not info.fenced:
-                out.append(UnfenceBrokerRecord(b, info.broker_epoch))
-        for name in sorted(self.topics):
-            t = self.topics[name]
-            out.append(TopicRecord(name, t.topic_id, t.num_partitions, t.replication_factor,
-                                   dict(t.configs)))
-            for index in sorted(t.partitions):
-                s = t.partitions[index]
-                out.append(PartitionRecord(name, index, s.replicas, s.leader, s.leader_epoch,
-                                           s.isr, s.partition_epoch, s.unclean_elected))
-        if self.producer_ids is not None:
-            out.append(self.producer_ids)
-        return out
-
-    @classmethod
-    def from_records(cls, records: Iterable[MetadataRecord],
-                     last_applied_offset: int) -> MetadataImage:
-        image = cls()
-        for record in records:
-            image._apply(record)
-        image.last_applied_offset = last_applied_offset
-        return image
-
-    def encode_snapshot(self) -> bytes:
-        payload = msgpack.packb([record_to_map(r) for r in self.to_records()], use_bin_type=True)
-        return _SNAPSHOT_HEADER.pack(_SNAPSHOT_MAGIC, _SNAPSHOT_VERSION, self.last_applied_offset,
-                                     len(payload), crc32c(payload)) + payload
-
-    @classmethod
-    def decode_snapshot(cls, data: bytes | bytearray | memoryview) -> MetadataImage:
-        """Parse a snapshot file; a bad header, CRC or record -> MetadataRecordError."""
-        if len(data) < _SNAPSHOT_HEADER.size:
-            raise MetadataRecordError(f"snapshot of {len(data)} bytes is shorter than its header")
-        magic, version, offset, length, crc = _SNAPSHOT_HEADER.unpack_from(data)
-        if magic != _SNAPSHOT_MAGIC or version != _SNAPSHOT_VERSION:
-            raise MetadataRecordError(f"not a version-1 metadata snapshot (magic {magic!r})")
-        payload = bytes(data[_SNAPSHOT_HEADER.size :])
-        if len(payload) != length or crc32c(payload) != crc:
-            raise MetadataRecordError("snapshot payload is truncated or fails its CRC")
-        try:
-            raw = msgpack.unpackb(payload, raw=False, strict_map_key=True)
-        except Exception as e:
-            raise MetadataRecordError(f"snapshot payload is not msgpack: {e}") from None
-        if type(raw) is not list:
-            raise MetadataRecordError("snapshot payload must be an array of records")
-        image = cls.from_records((record_from_map(r) for r in raw), offset)
-        image.check_invariants()
-        return image
-
-    # -- invariants -------------------------------------------------------------------
-
-    def check_invariants(self) -> None:
-        """Structural rules at batch boundaries; raises MetadataRecordError."""
-        for name, topic in self.topics.items():
-            if set(topic.partitions) != set(range(topic.num_partitions)):
-                raise MetadataRecordError(
-                    f"topic {name!r} has partitions {sorted(topic.partitions)}, expected "
-                    f"0..{topic.num_partitions - 1}"
-                )
-            for index, s in topic.partitions.items():
-                where = f"{name}-{index}"
-                if not s.isr or not set(s.isr) <= set(s.replicas):
-                    raise MetadataRecordError(f"{where}: isr {s.isr} not a non-empty subset of "
-                                              f"replicas {s.replicas}")
-                if s.leader != NO_LEADER and s.leader not in s.isr:
-                    raise MetadataRecordError(f"{where}: leader {s.leader} not in isr {s.isr}")
-
-    def __eq__(self, other: object) -> bool:
-        if not isinstance(other, MetadataImage):
-            return NotImplemented
-        return (self.last_applied_offset == other.last_applied_offset
-                and self.brokers == other.brokers and self.topics == other.topics
-                and self.producer_ids == other.producer_ids)
-
-    __hash__ = None  # type: ignore[assignment]
-
-    def __repr__(self) -> str:
-        return (f"MetadataImage(offset={self.last_applied_offset}, brokers={len(self.brokers)}, "
-                f"topics={len(self.topics)})")
+__all__ = [
+    "MAX_RECORD_BYTES",
+    "METADATA_PARTITION",
+    "METADATA_TOPIC",
+    "NO_LEADER",
+    "RECORD_TYPES",
+    "BrokerInfo",
+    "FenceBrokerRecord",
+    "MetadataImage",
+    "MetadataRecord",
+    "MetadataRecordError",
+    "PartitionRecord",
+    "PartitionState",
+    "ProducerIdsRecord",
+    "RegisterBrokerRecord",
+    "RemoveTopicRecord",
+    "TopicInfo",
+    "TopicRecord",
+    "UnfenceBrokerRecord",
+    "decode_record",
+    "decode_record_batches",
+    "encode_record",
+    "record_from_map",
+    "record_to_map",
+]
