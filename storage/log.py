@@ -10,8 +10,10 @@ Directory layout (formats: :mod:`storage.segment`, :mod:`storage.offset_index`,
     00000000000000001200.index      preallocated to segment_index_bytes, mmapped
     00000000000000001200.timeindex  preallocated to segment_index_bytes, mmapped
 
-Offsets: ``log_start_offset`` <= every readable offset < ``log_end_offset`` (LEO, the next
-offset to assign).  Everything below ``recovery_point`` has been fsync'd.
+:class:`Log` is assembled from parts, one module each: the shared state and offsets
+(:mod:`storage.log_state`), the read path and file regions (:mod:`storage.log_read`),
+rolling/truncation/retention (:mod:`storage.log_retention`); this module has opening,
+appends, flushing and the lifecycle.  Every name is importable from here.
 
 Semantics worth knowing (Kafka's unless stated):
 
@@ -20,18 +22,15 @@ Semantics worth knowing (Kafka's unless stated):
   active segment with one ``writev`` (leader appends patch only the 16 bytes of
   base_offset/batch_length/leader_epoch per batch, the records are not copied).  A roll
   happens before a request that would not fit; a request is never split across segments.
-* ``read`` returns whole batches only, as file regions (path, position, length, plus the
-  segment file's identity ``(st_dev, st_ino)``) that another process opens and
-  ``sendfile``s.  A region may span the tail of one segment and the head of the next
-  (one region per segment).  The identity lets that reader refuse a path that now names
-  another file: a compaction swap renames a rewritten ``B.log`` over the old one, and a
-  deleted-then-recreated topic reuses every path, so positions would point into
-  unrelated bytes.  It costs one ``fstat`` per segment, cached per Segment object.
-* ``truncate_to(offset)`` drops every batch whose last offset is >= ``offset`` and sets the
-  LEO to ``min(offset, first dropped base offset)`` -- i.e. to the batch boundary at or
-  below ``offset`` (Kafka would set LEO = offset, leaving a gap; we do not).
-* ``offset_for_timestamp`` is record-precise (decodes one batch) and returns
-  ``(offset, timestamp)`` of the first record with timestamp >= the target.
+  Patched bytes of each batch (big-endian)::
+
+      offset  size  field
+      0       8     base_offset             (the LEO at append)
+      8       4     batch_length            (unchanged value, rewritten)
+      12      4     partition_leader_epoch  (the leader's epoch)
+
+* Reads, regions and their identity: see :mod:`storage.log_read`; ``truncate_to`` and
+  retention: see :mod:`storage.log_retention`.
 * Flushing: by default nothing is fsync'd on append (replication is the durability);
   ``flush_messages``/``flush_ms`` are applied after each append and by
   :meth:`Log.maybe_flush`.  A roll does not fsync inline: it schedules a flush of the
@@ -50,36 +49,29 @@ Semantics worth knowing (Kafka's unless stated):
 
 Concurrency: **not thread-safe**; the broker's event loop thread owns the Log (several
 Logs may be opened in parallel threads, each by one thread).  Other processes may read
-file regions concurrently: bytes below the LEO are immutable while they exist, because
-appends only add bytes past them.  Truncation, retention and compaction can invalidate a
-region that was handed out: the reader then sees a short read, a missing file or a file
-with another identity and must treat it as a retriable error (``FileRegion.read_bytes``
-raises :class:`StorageError`; the network process closes the connection).
+file regions concurrently (see :mod:`storage.log_read` for what they must tolerate).
 
-Costs: append O(batches + bytes for the CRC); read O(log segments) bisect + O(log index)
-+ a walk of at most ~``index_interval_bytes`` of headers per touched segment; open after a
-clean shutdown O(index bytes) + a tail walk per segment; unclean open O(bytes after the
-recovery point); retention O(segments).
+Costs: append O(batches + bytes for the CRC); open after a clean shutdown O(index bytes)
++ a tail walk per segment; unclean open O(bytes after the recovery point); flush
+O(segments) + the fsyncs; read and retention: see their modules.
 """
 
 from __future__ import annotations
 
-import bisect
 import os
-import re
 import shutil
 import struct
-import time
-from collections.abc import Callable, Iterator
-from dataclasses import dataclass
+from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
 from clients.errors import InvalidRecordError, MiniKafkaError
-from clients.records import CONTROL_MASK, BatchHeader, decode_batch, iter_batches
+from clients.records import CONTROL_MASK
 from storage.cleaner_records import walk_records
 from storage.config import LogConfig
-from storage.errors import OffsetOutOfRangeError, StorageError
+from storage.log_read import FetchDataInfo, FileRegion, LogReader, TimestampAndOffset
+from storage.log_retention import LogRetention
+from storage.log_state import wall_clock_ms
 from storage.recovery import (
     HEADER,
     RecoveryReport,
@@ -97,73 +89,13 @@ __all__ = [
     "LogAppendInfo",
     "RecoveryReport",
     "TimestampAndOffset",
+    "wall_clock_ms",
 ]
 
 # base_offset, batch_length, partition_leader_epoch: the bytes a leader append rewrites
 _PATCH = struct.Struct(">qii")
 _PATCH_SIZE = _PATCH.size
 _INT32_MAX = 2**31 - 1
-_TOPIC_PARTITION = re.compile(r"^(.+)-(\d+)$")
-
-
-def wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
-@dataclass(frozen=True, slots=True)
-class FileRegion:
-    """``length`` bytes at ``position`` of the file at ``path`` (whole batches).
-
-    ``device``/``inode`` are the ``st_dev``/``st_ino`` of the segment file the region was
-    read from (-1: unknown, not checked).  A reader must not send the region from a file
-    with another identity (the path was reused: compaction swap, topic re-created).
-    """
-
-    path: str
-    position: int
-    length: int
-    device: int = -1
-    inode: int = -1
-
-    def wire(self) -> list[str | int]:
-        """The region as the network process takes it: ``[path, position, length,
-        device, inode]``, or ``[path, position, length]`` when the identity is unknown
-        (see :mod:`broker.network`)."""
-        if self.inode < 0:
-            return [self.path, self.position, self.length]
-        return [self.path, self.position, self.length, self.device, self.inode]
-
-    def read_bytes(self) -> bytes:
-        """Open the file and read the region; a vanished/short/replaced file ->
-        StorageError."""
-        try:
-            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
-        except FileNotFoundError:
-            raise StorageError(f"{self.path} is gone (deleted or truncated)") from None
-        try:
-            if self.inode >= 0:
-                st = os.fstat(fd)
-                if (st.st_dev, st.st_ino) != (self.device, self.inode):
-                    raise StorageError(f"{self.path} was replaced since it was read "
-                                       "(compaction swap or re-created topic)")
-            data = os.pread(fd, self.length, self.position)
-        finally:
-            os.close(fd)
-        if len(data) != self.length:
-            raise StorageError(
-                f"{self.path}: short read at {self.position} ({len(data)}/{self.length} bytes)"
-            )
-        return data
-
-
-@dataclass(frozen=True, slots=True)
-class FetchDataInfo:
-    start_offset: int
-    regions: tuple[FileRegion, ...]
-    size_in_bytes: int
-
-    def read_bytes(self) -> bytes:
-        return b"".join(r.read_bytes() for r in self.regions)
 
 
 class LogAppendInfo(NamedTuple):
@@ -183,31 +115,8 @@ class LogAppendInfo(NamedTuple):
     rolled: bool = False
 
 
-class TimestampAndOffset(NamedTuple):
-    offset: int
-    timestamp: int
-
-
-class Log:
+class Log(LogReader, LogRetention):
     """A partition log; build with :meth:`Log.open`."""
-
-    def __init__(self, directory: Path, config: LogConfig, clock_ms: Callable[[], int]) -> None:
-        self.dir = directory
-        self.config = config
-        self._clock_ms = clock_ms
-        self.segments: list[Segment] = []
-        self._bases: list[int] = []
-        self._log_start_offset = 0
-        self._log_end_offset = 0
-        self._recovery_point = 0
-        self._unflushed_messages = 0
-        self._first_unflushed_ms: int | None = None
-        self._roll_flush_offset = 0  # a roll asks maybe_flush() to fsync below this
-        self._dir_dirty = False
-        self._closed = False
-        self._file_ids: dict[Segment, tuple[int, int]] = {}  # (st_dev, st_ino) by segment
-        self.recovery_report = RecoveryReport(had_clean_shutdown=True)
-        self.topic_partition = _parse_topic_partition(directory.name)
 
     # -- opening -----------------------------------------------------------------------
 
@@ -251,36 +160,6 @@ class Log:
         log._recovery_point = max(log._recovery_point, log._log_start_offset)
         log._roll_flush_offset = log._recovery_point
         return log
-
-    # -- state -------------------------------------------------------------------------
-
-    @property
-    def log_start_offset(self) -> int:
-        return self._log_start_offset
-
-    @property
-    def log_end_offset(self) -> int:
-        return self._log_end_offset
-
-    @property
-    def recovery_point(self) -> int:
-        return self._recovery_point
-
-    @property
-    def active(self) -> Segment:
-        return self.segments[-1]
-
-    @property
-    def size_in_bytes(self) -> int:
-        return sum(s.size for s in self.segments)
-
-    @property
-    def closed(self) -> bool:
-        return self._closed
-
-    def _check_open(self) -> None:
-        if self._closed:
-            raise StorageError(f"log {self.dir} is closed")
 
     # -- append ------------------------------------------------------------------------
 
@@ -398,224 +277,6 @@ class Log:
         leo = self._log_end_offset
         return LogAppendInfo(leo, leo - 1, NO_TIMESTAMP, -1, 0, 0, 0, self._log_start_offset, ())
 
-    def _should_roll(self, seg: Segment, total: int, last_offset: int, now: int) -> bool:
-        cfg = self.config
-        return (seg.size + total > cfg.segment_bytes
-                or (seg.rolling_ms is not None and now - seg.rolling_ms > cfg.segment_ms)
-                or seg.index.is_full or seg.time_index.is_full
-                or not seg.relative_offset_fits(last_offset))
-
-    def _roll(self, new_base: int, now: int) -> None:
-        old = self.active
-        if old.size == 0:  # an empty active segment is replaced, never left behind
-            old.delete()
-            self.segments.pop()
-            self._bases.pop()
-        else:
-            old.make_inactive()
-        new = Segment(self.dir, new_base, self.config, create=True, now_ms=now)
-        new.make_active()
-        self.segments.append(new)
-        self._bases.append(new_base)
-        self._dir_dirty = True
-        self._roll_flush_offset = max(self._roll_flush_offset, new_base)
-
-    def roll(self) -> None:
-        """Force a roll at the LEO (no-op when the active segment is empty)."""
-        self._check_open()
-        if self.active.size:
-            self._roll(self._log_end_offset, self._clock_ms())
-
-    # -- read --------------------------------------------------------------------------
-
-    def read(self, start_offset: int, max_bytes: int, max_offset: int | None = None,
-             min_one_batch: bool = True) -> FetchDataInfo:
-        """Whole batches from the one containing ``start_offset``, below ``max_offset``."""
-        self._check_open()
-        if max_bytes < 0:
-            raise ValueError(f"max_bytes must be >= 0, got {max_bytes}")
-        leo = self._log_end_offset
-        if not self._log_start_offset <= start_offset <= leo:
-            raise OffsetOutOfRangeError(
-                f"offset {start_offset} is outside [{self._log_start_offset}, {leo}] "
-                f"of {self.topic_partition[0]}-{self.topic_partition[1]}"
-            )
-        bound = leo if max_offset is None else min(max_offset, leo)
-        regions: list[FileRegion] = []
-        remaining = max_bytes
-        i = max(0, bisect.bisect_right(self._bases, start_offset) - 1)
-        while start_offset < bound and i < len(self.segments):
-            seg = self.segments[i]
-            i += 1
-            batch = seg.find_batch(start_offset)
-            if batch is None:
-                continue
-            if batch.last_offset >= bound:
-                break
-            start, end = batch.position, seg.end_position(bound)
-            if end - start <= remaining:
-                regions.append(FileRegion(str(seg.log_path), start, end - start,
-                                          *self._file_id(seg)))
-                remaining -= end - start
-                if end < seg.size or remaining == 0:
-                    break
-                continue
-            cut = seg.boundary_at_or_before(start + remaining, start)
-            if cut == start and not regions and min_one_batch:
-                cut = start + batch.size
-            if cut > start:
-                regions.append(FileRegion(str(seg.log_path), start, cut - start,
-                                          *self._file_id(seg)))
-            break
-        return FetchDataInfo(start_offset, tuple(regions), sum(r.length for r in regions))
-
-    def _file_id(self, seg: Segment) -> tuple[int, int]:
-        """``(st_dev, st_ino)`` of ``seg``'s open ``.log``: one fstat per Segment object
-        (a swapped-in segment is a new object); entries of segments gone are pruned."""
-        ids = self._file_ids
-        found = ids.get(seg)
-        if found is None:
-            st = os.fstat(seg.fd)
-            found = (st.st_dev, st.st_ino)
-            if len(ids) >= 2 * len(self.segments) + 8:
-                live = set(self.segments)
-                ids = self._file_ids = {s: v for s, v in ids.items() if s in live}
-            ids[seg] = found
-        return found
-
-    def offset_for_timestamp(self, timestamp_ms: int) -> TimestampAndOffset | None:
-        """``(offset, timestamp)`` of the first record (>= log start) with ts >= the target."""
-        self._check_open()
-        for seg in self.segments:
-            batch = seg.find_timestamp(timestamp_ms)
-            if batch is None:
-                continue
-            for b in seg.iter_batches(batch.position):
-                if b.max_timestamp < timestamp_ms or b.last_offset < self._log_start_offset:
-                    continue
-                for rec in decode_batch(seg.read_bytes(b.position, b.size), validate=False):
-                    if rec.timestamp >= timestamp_ms and rec.offset >= self._log_start_offset:
-                        return TimestampAndOffset(rec.offset, rec.timestamp)
-        return None
-
-    def batches(self, start_offset: int | None = None) -> Iterator[tuple[BatchHeader, bytes]]:
-        """Every stored batch whose last offset is >= ``start_offset`` (tests, tools)."""
-        self._check_open()
-        start = self._log_start_offset if start_offset is None else start_offset
-        for seg in list(self.segments):
-            if seg.next_offset <= start or not seg.size:
-                continue
-            data = seg.read_bytes(0, seg.size)
-            for pos, header in iter_batches(data, validate=False):
-                if header.last_offset >= start:
-                    yield header, data[pos : pos + header.size_in_bytes]
-
-    # -- truncation and retention ------------------------------------------------------
-
-    def truncate_to(self, offset: int) -> None:
-        """Drop every batch with last offset >= ``offset`` (LEO becomes <= ``offset``)."""
-        self._check_open()
-        if offset < 0:
-            raise ValueError(f"offset must be >= 0, got {offset}")
-        if offset >= self._log_end_offset:
-            return
-        if offset < self.segments[0].base_offset:
-            self.truncate_fully_and_start_at(offset)
-            return
-        while self.segments[-1].base_offset > offset:
-            self.segments.pop().delete()
-            self._bases.pop()
-        seg = self.active
-        seg.make_active()
-        seg.truncate_to(offset)
-        self._log_end_offset = seg.next_offset
-        self._log_start_offset = min(self._log_start_offset, self._log_end_offset)
-        self._recovery_point = min(self._recovery_point, self._log_end_offset)
-        self._roll_flush_offset = min(self._roll_flush_offset, self._log_end_offset)
-
-    def truncate_fully_and_start_at(self, offset: int) -> None:
-        """Delete every segment; the log restarts empty at ``offset`` (start = end)."""
-        self._check_open()
-        if offset < 0:
-            raise ValueError(f"offset must be >= 0, got {offset}")
-        for seg in self.segments:
-            seg.delete()
-        seg = Segment(self.dir, offset, self.config, create=True, now_ms=self._clock_ms())
-        seg.make_active()
-        self.segments, self._bases = [seg], [offset]
-        self._log_start_offset = self._log_end_offset = offset
-        self._recovery_point = self._roll_flush_offset = offset
-        self._unflushed_messages, self._first_unflushed_ms = 0, None
-        self._dir_dirty = True
-
-    def maybe_increment_log_start_offset(self, offset: int) -> None:
-        """Raise the log start offset (DeleteRecords / follower following its leader).
-
-        Reads below it fail at once; whole segments below it are deleted by the next
-        :meth:`delete_old_segments`.  Above the LEO -> OffsetOutOfRangeError.
-        """
-        self._check_open()
-        if offset > self._log_end_offset:
-            raise OffsetOutOfRangeError(
-                f"cannot move the log start offset to {offset}, past the log end offset "
-                f"{self._log_end_offset}"
-            )
-        if offset > self._log_start_offset:
-            self._log_start_offset = offset
-            self._recovery_point = max(self._recovery_point, offset)
-
-    def delete_old_segments(self) -> int:
-        """Apply retention; return the number of segments deleted (never the active one).
-
-        A prefix of inactive segments is deleted while each is entirely below the log
-        start offset or older than ``retention_ms`` (by its largest timestamp); then,
-        while the remaining size exceeds ``retention_bytes`` by at least the oldest
-        segment's size, that segment too.  The log start offset moves to the first kept
-        segment's base offset.  A compacted log (``cleanup_policy="compact"``) only loses
-        segments below its log start offset (the cleaner bounds its size).
-        """
-        self._check_open()
-        cfg = self.config
-        segs = self.segments
-        now = self._clock_ms()
-        k = 0
-        while k < len(segs) - 1:
-            below_start = segs[k + 1].base_offset <= self._log_start_offset
-            expired = (not cfg.compact and cfg.retention_ms >= 0
-                       and now - segs[k].largest_timestamp > cfg.retention_ms)
-            if not (below_start or expired):
-                break
-            k += 1
-        if cfg.retention_bytes >= 0 and not cfg.compact:
-            excess = sum(s.size for s in segs[k:]) - cfg.retention_bytes
-            while k < len(segs) - 1 and excess >= segs[k].size:
-                excess -= segs[k].size
-                k += 1
-        if k == 0:
-            return 0
-        for seg in segs[:k]:
-            seg.delete()
-        del segs[:k]
-        del self._bases[:k]
-        self._log_start_offset = max(self._log_start_offset, segs[0].base_offset)
-        self._recovery_point = max(self._recovery_point, self._log_start_offset)
-        self._dir_dirty = True
-        return k
-
-    def replace_segments(self, old: list[Segment], new: Segment) -> None:
-        """Put ``new`` in place of ``old`` (consecutive inactive segments, ``new`` based at
-        the first one's base): the in-memory half of a cleaner swap (storage.cleaner),
-        called after the files were renamed.  The old segments' descriptors are closed."""
-        self._check_open()
-        i = next((k for k, s in enumerate(self.segments) if s is old[0]), -1)
-        if (i < 0 or self.segments[i:i + len(old)] != old or i + len(old) >= len(self.segments)
-                or new.base_offset != old[0].base_offset):
-            raise StorageError(f"{self.dir}: cannot replace {old} with {new}")
-        for seg in old:
-            seg.abandon()
-        self.segments[i:i + len(old)] = [new]
-        self._bases[i:i + len(old)] = [new.base_offset]
-
     # -- durability and lifecycle ------------------------------------------------------
 
     def flush(self, up_to_offset: int | None = None) -> None:
@@ -694,11 +355,3 @@ def _byte_view(data: bytes | bytearray | memoryview) -> memoryview:
     if view.ndim != 1 or view.format != "B":
         view = view.cast("B")
     return view
-
-
-def _parse_topic_partition(name: str) -> tuple[str, int]:
-    """``"<topic>-<partition>"`` -> (topic, partition); (name, -1) if it does not parse."""
-    match = _TOPIC_PARTITION.match(name)
-    if match is None:
-        return name, -1
-    return match.group(1), int(match.group(2))
