@@ -69,16 +69,12 @@ from clients.errors import InvalidRecordError, MiniKafkaError
 from clients.records import CONTROL_MASK
 from storage.cleaner_records import walk_records
 from storage.config import LogConfig
+from storage.log_invariants import check_log_invariants
 from storage.log_read import FetchDataInfo, FileRegion, LogReader, TimestampAndOffset
 from storage.log_retention import LogRetention
 from storage.log_state import wall_clock_ms
-from storage.recovery import (
-    HEADER,
-    RecoveryReport,
-    check_log_invariants,
-    load_segments,
-    validate_append_batches,
-)
+from storage.log_validator import HEADER, validate_append_batches
+from storage.recovery import RecoveryReport, load_segments
 from storage.segment import Segment
 from storage.time_index import NO_TIMESTAMP
 
