@@ -19,6 +19,10 @@ field is encoded in the body as its byte length; its bytes go to the tail.  Deco
 replaces each length with a memoryview slice of the tail: record batches are never
 copied, and their ``.obj`` is the buffer the frame was read into.
 
+Splitting the byte stream into frames (the length field, :class:`FrameDecoder`,
+:func:`read_frame`, :func:`send_buffers`) lives in :mod:`clients.protocol_framing`
+and is re-exported here; this module encodes and decodes what a frame carries.
+
 In this module a *frame* passed to a ``decode_*`` function is the ``frame_length``
 bytes after the length field (what :class:`FrameDecoder` and :func:`read_frame` return);
 ``encode_*`` functions produce complete frames, length field included, as a list of
@@ -35,14 +39,12 @@ expected int32, got str``.  Encoding a frame over ``max_frame_bytes`` raises
 
 Costs: O(frame meta) per frame: one msgpack pack/unpack (C) plus one Python closure call
 per body value; zero per record byte on decode.  Thread/process safety: functions are
-pure and re-entrant; a :class:`FrameDecoder` belongs to one connection (one thread).
+pure and re-entrant.
 """
 
 from __future__ import annotations
 
-import socket
 import struct
-from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
@@ -50,21 +52,52 @@ import msgpack
 
 from clients.api import APIS, Api, ApiKey
 from clients.errors import MessageTooLargeError, ProtocolError, UnsupportedVersionError
+from clients.protocol_framing import (
+    DEFAULT_MAX_FRAME_BYTES,
+    MIN_FRAME_BYTES,
+    FrameDecoder,
+    FrameTooLargeError,
+    check_frame_length,
+    frame_length_of,
+    read_frame,
+    send_buffers,
+)
 from clients.schema import FieldError, Tail, describe, records_length
 
-DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024
-MIN_FRAME_BYTES = 5  # meta_length field + at least one byte of msgpack
+__all__ = [
+    "DEFAULT_MAX_FRAME_BYTES",
+    "MAX_CLIENT_ID_LENGTH",
+    "MIN_FRAME_BYTES",
+    "FrameDecoder",
+    "FrameTooLargeError",
+    "RecordsRef",
+    "Request",
+    "RequestHeader",
+    "Response",
+    "ResponseHeader",
+    "UnknownApiKeyError",
+    "check_frame_length",
+    "decode_request",
+    "decode_request_body",
+    "decode_request_header",
+    "decode_response",
+    "decode_response_body",
+    "decode_response_header",
+    "encode_request",
+    "encode_request_bytes",
+    "encode_response",
+    "encode_response_bytes",
+    "encode_response_prefix",
+    "frame_length_of",
+    "read_frame",
+    "send_buffers",
+]
+
 MAX_CLIENT_ID_LENGTH = 32767
 _INT32_MAX = (1 << 31) - 1
-_IOV_MAX = 1024
 
-_LENGTH = struct.Struct(">i")
 _PREFIX = struct.Struct(">iI")
 _META_LENGTH = struct.Struct(">I")
-
-
-class FrameTooLargeError(ProtocolError):
-    """A frame length above ``max_frame_bytes`` (the connection should be closed)."""
 
 
 class UnknownApiKeyError(UnsupportedVersionError):
@@ -114,149 +147,6 @@ class ResponseHeader:
 class Response:
     correlation_id: int
     body: dict[str, Any]
-
-
-# ---------------------------------------------------------------- framing
-
-
-def check_frame_length(length: int, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> int:
-    """Validate a frame length read from the wire; return it."""
-    if length < MIN_FRAME_BYTES:
-        raise ProtocolError(f"frame length {length} is below the minimum of {MIN_FRAME_BYTES}")
-    if length > max_frame_bytes:
-        raise FrameTooLargeError(f"frame length {length} exceeds max_frame_bytes {max_frame_bytes}")
-    return length
-
-
-def frame_length_of(
-    header: bytes | bytearray | memoryview, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
-) -> int:
-    """Decode and validate the 4-byte length field, before allocating the frame buffer."""
-    if len(header) != 4:
-        raise ProtocolError(f"frame length field needs 4 bytes, got {len(header)}")
-    return check_frame_length(_LENGTH.unpack(header)[0], max_frame_bytes)
-
-
-class FrameDecoder:
-    """Incremental frame splitter for one connection: ``feed(data) -> complete frames``.
-
-    Buffers at most one partial frame (<= max_frame_bytes + 4 bytes), allocated when its
-    length field has arrived and been validated.  A frame lying whole inside a ``bytes``
-    chunk is returned as a slice of that chunk (no copy); other frames are copied once
-    into their own bytearray.  After a ProtocolError the decoder stays failed: the stream
-    has lost its framing and the connection must be closed.
-    """
-
-    __slots__ = ("_error", "_filled", "_frame", "_header", "_header_filled", "max_frame_bytes")
-
-    def __init__(self, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
-        if not MIN_FRAME_BYTES <= max_frame_bytes <= _INT32_MAX:
-            raise ValueError(f"max_frame_bytes must be in {MIN_FRAME_BYTES}..{_INT32_MAX}")
-        self.max_frame_bytes = max_frame_bytes
-        self._header = bytearray(4)
-        self._header_filled = 0
-        self._frame: bytearray | None = None
-        self._filled = 0
-        self._error: ProtocolError | None = None
-
-    @property
-    def buffered_bytes(self) -> int:
-        """Bytes of the incomplete frame held so far (length field included)."""
-        return self._header_filled + (4 + self._filled if self._frame is not None else 0)
-
-    def feed(self, data: bytes | bytearray | memoryview) -> list[memoryview]:
-        if self._error is not None:
-            raise ProtocolError(f"frame decoder already failed: {self._error.message}")
-        try:
-            return self._feed(data)
-        except ProtocolError as e:
-            self._error = e
-            raise
-
-    def _feed(self, data: bytes | bytearray | memoryview) -> list[memoryview]:
-        view = memoryview(data)
-        if view.format != "B" or view.ndim != 1:
-            view = view.cast("B")
-        aliasable = type(data) is bytes
-        frames: list[memoryview] = []
-        pos, end = 0, len(view)
-        while pos < end:
-            frame = self._frame
-            if frame is None:
-                if self._header_filled == 0 and end - pos >= 4:
-                    n = frame_length_of(view[pos : pos + 4], self.max_frame_bytes)
-                    pos += 4
-                    if aliasable and end - pos >= n:
-                        frames.append(view[pos : pos + n])
-                        pos += n
-                        continue
-                else:
-                    take = min(4 - self._header_filled, end - pos)
-                    self._header[self._header_filled : self._header_filled + take] = view[
-                        pos : pos + take
-                    ]
-                    self._header_filled += take
-                    pos += take
-                    if self._header_filled < 4:
-                        break
-                    self._header_filled = 0
-                    n = frame_length_of(self._header, self.max_frame_bytes)
-                frame = self._frame = bytearray(n)
-                self._filled = 0
-            take = min(len(frame) - self._filled, end - pos)
-            frame[self._filled : self._filled + take] = view[pos : pos + take]
-            self._filled += take
-            pos += take
-            if self._filled == len(frame):
-                frames.append(memoryview(frame))
-                self._frame = None
-        return frames
-
-
-def _recv_exactly(sock: socket.socket, view: memoryview) -> int:
-    got = 0
-    while got < len(view):
-        n = sock.recv_into(view[got:])
-        if n == 0:
-            break
-        got += n
-    return got
-
-
-def read_frame(
-    sock: socket.socket, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES
-) -> memoryview | None:
-    """Blocking read of one frame; None on a clean EOF between frames."""
-    header = bytearray(4)
-    got = _recv_exactly(sock, memoryview(header))
-    if got == 0:
-        return None
-    if got < 4:
-        raise ProtocolError(f"connection closed inside a frame length ({got} of 4 bytes)")
-    length = frame_length_of(header, max_frame_bytes)
-    buf = bytearray(length)
-    got = _recv_exactly(sock, memoryview(buf))
-    if got < length:
-        raise ProtocolError(f"connection closed inside a frame ({got} of {length} bytes)")
-    return memoryview(buf)
-
-
-def send_buffers(sock: socket.socket, buffers: Iterable[Any]) -> int:
-    """Blocking ``sendmsg`` of all buffers (partial sends resumed); returns bytes sent."""
-    pending = [memoryview(b).cast("B") for b in buffers]
-    pending = [b for b in pending if b.nbytes]
-    total = 0
-    while pending:
-        sent = sock.sendmsg(pending[:_IOV_MAX])
-        total += sent
-        done = 0
-        while done < len(pending) and sent >= pending[done].nbytes:
-            sent -= pending[done].nbytes
-            done += 1
-        del pending[:done]
-        if sent:
-            pending[0] = pending[0][sent:]
-    return total
 
 
 # ---------------------------------------------------------------- encoding
