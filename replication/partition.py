@@ -21,6 +21,11 @@ Roles and epochs:
   metadata arrives.  Requests carrying another leader epoch are refused by
   :meth:`check_leader_epoch` (older: FENCED_LEADER_EPOCH, newer: UNKNOWN_LEADER_EPOCH).
 
+Parts, one module each (every name stays importable from here): fields, views and
+producer state (:mod:`replication.partition_state`), the follower path
+(:mod:`replication.partition_follower`), the errors (:mod:`replication.partition_errors`);
+this module has role changes, the leader path, ISR changes and the invariant check.
+
 HW rules: on the leader HW = min LEO over the *maximal* ISR (see :mod:`replication.isr`),
 never above the leader's LEO, never backwards while this replica leads; on a follower
 HW = min(leader's HW from the last fetch, own LEO).  acks=all completes when
@@ -31,14 +36,8 @@ Idempotent producers (:mod:`replication.producer_state`): the leader checks ever
 request's batches before appending (an error raises the matching MiniKafkaError; a
 retried batch is answered with a :class:`LogAppendInfo` carrying its *original* offsets
 and ``num_batches == 0``, nothing appended, so acks=all waits for the original to be
-committed); every appended batch, leader or follower, updates the state.  The state is
-rebuilt at construction and after every truncation from the latest snapshot at or
-below the LEO (``<log dir>/<offset>.snapshot``, :mod:`storage.producer_snapshot`) plus a
-replay of ``Log.batches()`` from the snapshot's offset; snapshots above a truncation
-point are deleted.  :meth:`take_producer_snapshot` (the broker's checkpoint timer and
-shutdown) and every segment roll write one, keeping the newest
-:data:`PRODUCER_SNAPSHOTS_KEPT`.  Logs that are not a :class:`storage.log.Log` (the
-simulation's in-memory log) get the state without snapshot files.
+committed); every appended batch, leader or follower, updates the state.  Rebuilds and
+snapshots: :mod:`replication.partition_state`.
 
 Leader-epoch cache: assigned *before* each append (leader: at :meth:`make_leader`;
 follower: from the incoming batch headers), trimmed after every truncation and when the
@@ -51,43 +50,39 @@ the broker's event loop.
 
 from __future__ import annotations
 
-import logging
 from collections.abc import Sequence
-from pathlib import Path
 
-from clients.errors import CorruptRecordError, ErrorCode, MiniKafkaError
-from clients.records import BatchHeader, iter_batches
+from clients.errors import ErrorCode, MiniKafkaError
+from clients.records import iter_batches
 from replication.isr import (
     UNKNOWN_OFFSET,
     AlterPartitionProposal,
-    IsrState,
     ReplicaState,
     can_join_isr,
     out_of_sync_replicas,
 )
-from replication.leader_epoch_cache import (
-    LeaderEpochCache,
-    LeaderEpochCacheError,
-    epoch_changes,
+from replication.leader_epoch_cache import LeaderEpochCacheError
+from replication.partition_errors import (
+    FencedLeaderEpochError,
+    NotEnoughReplicasError,
+    NotLeaderError,
+    PartitionInvariantError,
+    UnknownLeaderEpochError,
 )
-from replication.producer_state import ProducerStateManager, VerdictKind
-from replication.truncation import (
-    EpochEndOffset,
-    TruncationDecision,
-    TruncationPolicy,
-    decide_truncation,
+from replication.partition_follower import PartitionFollower
+from replication.partition_state import (
+    NO_LEADER,
+    PRODUCER_SNAPSHOTS_KEPT,
+    _headers_or_none,
 )
-from storage.checkpoint import LEADER_EPOCH_CHECKPOINT
+from replication.producer_state import VerdictKind
+from replication.truncation import EpochEndOffset
 from storage.errors import OffsetOutOfRangeError
-from storage.log import FetchDataInfo, Log, LogAppendInfo
-from storage.producer_snapshot import (
-    delete_snapshots_above,
-    load_latest_snapshot,
-    retain_latest_snapshots,
-    write_snapshot,
-)
+from storage.log import FetchDataInfo, LogAppendInfo
 
 __all__ = [
+    "NO_LEADER",
+    "PRODUCER_SNAPSHOTS_KEPT",
     "FencedLeaderEpochError",
     "NotEnoughReplicasError",
     "NotLeaderError",
@@ -96,100 +91,9 @@ __all__ = [
     "UnknownLeaderEpochError",
 ]
 
-log = logging.getLogger(__name__)
-NO_LEADER = -1
-PRODUCER_SNAPSHOTS_KEPT = 3
 
-
-class NotLeaderError(MiniKafkaError):
-    code = ErrorCode.NOT_LEADER_OR_FOLLOWER
-
-
-class NotEnoughReplicasError(MiniKafkaError):
-    code = ErrorCode.NOT_ENOUGH_REPLICAS
-
-
-class FencedLeaderEpochError(MiniKafkaError):
-    code = ErrorCode.FENCED_LEADER_EPOCH
-
-
-class UnknownLeaderEpochError(MiniKafkaError):
-    code = ErrorCode.UNKNOWN_LEADER_EPOCH
-
-
-class PartitionInvariantError(AssertionError):
-    """A replica's state breaks one of the replication invariants (a bug, never input)."""
-
-
-class Partition:
+class Partition(PartitionFollower):
     """Replica state of one partition (see the module docstring)."""
-
-    def __init__(self, topic: str, index: int, log: Log, local_broker_id: int, *,
-                 leader_epoch_cache: LeaderEpochCache | None = None) -> None:
-        self.topic = topic
-        self.index = index
-        self.log = log
-        self.local_broker_id = local_broker_id
-        self.leader_id = NO_LEADER
-        self.leader_epoch = -1
-        self.partition_epoch = -1
-        self.replicas: list[int] = []
-        self.high_watermark = 0
-        self.followers: dict[int, ReplicaState] = {}
-        self.isr_state = IsrState()
-        self.leader_epoch_start_offset = UNKNOWN_OFFSET
-        self._leader_hw_floor = 0  # HW when this leadership began: never go below
-        if leader_epoch_cache is None:
-            leader_epoch_cache = LeaderEpochCache.load(
-                Path(log.dir) / LEADER_EPOCH_CHECKPOINT, log.log_start_offset,
-                log.log_end_offset,
-                batches=((h.partition_leader_epoch, h.base_offset) for h, _ in log.batches()),
-            )
-        self.leader_epoch_cache = leader_epoch_cache
-        self.producer_state = ProducerStateManager(f"{topic}-{index}")
-        self._snapshot_dir: Path | None = Path(log.dir) if isinstance(log, Log) else None
-        self._snapshot_offset = -1  # offset of the newest snapshot written or loaded
-        self.rebuild_producer_state()
-
-    # -- views -----------------------------------------------------------------------
-
-    @property
-    def is_leader(self) -> bool:
-        return self.leader_id == self.local_broker_id
-
-    @property
-    def log_end_offset(self) -> int:
-        return self.log.log_end_offset
-
-    @property
-    def log_start_offset(self) -> int:
-        return self.log.log_start_offset
-
-    @property
-    def isr(self) -> list[int]:
-        """The committed ISR (what the controller accepted)."""
-        return list(self.isr_state.isr)
-
-    @property
-    def maximal_isr(self) -> list[int]:
-        """Committed ISR plus replicas a pending proposal adds (used for the HW)."""
-        return list(self.isr_state.maximal_isr)
-
-    @property
-    def pending_alter_partition(self) -> AlterPartitionProposal | None:
-        """The proposal awaiting an answer (to resend), None if none or blocked."""
-        return None if self.isr_state.blocked else self.isr_state.pending
-
-    @property
-    def truncation_request_epoch(self) -> int:
-        """The epoch a follower asks the leader about: its latest (-1 = none)."""
-        return self.leader_epoch_cache.latest_epoch
-
-    def __repr__(self) -> str:
-        role = "leader" if self.is_leader else f"follower(of {self.leader_id})"
-        return (f"Partition({self.topic}-{self.index}@{self.local_broker_id} {role} "
-                f"epoch={self.leader_epoch} hw={self.high_watermark} "
-                f"leo={self.log_end_offset} isr={list(self.isr_state.isr)})")
 
     # -- role changes ----------------------------------------------------------------
 
@@ -415,147 +319,6 @@ class Partition:
         return committed
 
     # -- follower path ---------------------------------------------------------------
-
-    def _require_not_leader(self, what: str) -> None:
-        if self.is_leader:
-            raise NotLeaderError(f"{self.topic}-{self.index}: the leader cannot {what}")
-
-    def truncate_on_leader_answer(
-        self, answer: EpochEndOffset,
-        policy: TruncationPolicy = TruncationPolicy.LEADER_EPOCH,
-    ) -> TruncationDecision:
-        """Truncate per the leader's OffsetsForLeaderEpoch answer; ask again unless
-        the returned decision is ``completed``."""
-        self._require_not_leader("truncate")
-        decision = decide_truncation(answer, self.leader_epoch_cache, self.log_end_offset,
-                                     self.log_start_offset, self.high_watermark, policy)
-        self.truncate_to(decision.truncate_to)
-        return decision
-
-    def truncate_to(self, offset: int) -> None:
-        """Follower: drop everything at or after ``offset`` (batch boundary at or below)."""
-        self._require_not_leader("truncate")
-        leo = self.log_end_offset
-        self.log.truncate_to(offset)
-        self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
-        self.high_watermark = min(self.high_watermark, self.log_end_offset)
-        if self.log_end_offset < leo:
-            self.rebuild_producer_state()
-
-    def truncate_fully_and_start_at(self, offset: int) -> None:
-        """Follower behind the leader's log start: restart the log empty at ``offset``."""
-        self._require_not_leader("truncate")
-        self.log.truncate_fully_and_start_at(offset)
-        self.leader_epoch_cache.clear()
-        self.high_watermark = offset
-        if self._snapshot_dir is not None:  # every snapshot describes a history now gone
-            delete_snapshots_above(self._snapshot_dir, -1)
-        self.rebuild_producer_state()
-
-    def append_records_as_follower(self, batches: bytes | bytearray | memoryview,
-                                   leader_high_watermark: int,
-                                   leader_log_start_offset: int | None = None
-                                   ) -> LogAppendInfo | None:
-        """Append copied batches (offsets/epochs kept); HW = min(leader HW, own LEO).
-
-        ``batches`` may be empty (a fetch that only carried the HW): returns None.
-        """
-        self._require_not_leader("append as a follower")
-        info = None
-        if len(batches):
-            self.leader_epoch_cache.assign_all(epoch_changes(batches))
-            try:
-                info = self.log.append_as_follower(batches)
-            except Exception:
-                self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
-                raise
-            self._after_append(_headers_or_none(batches), info, assigned=False)
-        leo = self.log_end_offset
-        if leader_log_start_offset is not None and leader_log_start_offset > self.log_start_offset:
-            self.log.maybe_increment_log_start_offset(min(leader_log_start_offset, leo))
-            self.sync_log_start()
-        self.high_watermark = max(0, min(leader_high_watermark, leo))
-        return info
-
-    def sync_log_start(self) -> None:
-        """Trim the epoch cache after the log start moved (retention, DeleteRecords)."""
-        entries = self.leader_epoch_cache.entries
-        if entries and entries[0].start_offset < self.log_start_offset:
-            self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
-
-    # -- producer state --------------------------------------------------------------
-
-    def _after_append(self, headers: list[BatchHeader] | None, info: LogAppendInfo,
-                      *, assigned: bool) -> None:
-        """Feed appended batches to the producer state (snapshot first on a roll)."""
-        if getattr(info, "rolled", False):
-            # the state below the new segment; the batches are in the log already, so a
-            # failed snapshot must not skip the update below (a retry would be appended)
-            try:
-                self._write_producer_snapshot(info.first_offset)
-            except OSError as exc:
-                log.warning("%s-%d: producer snapshot at %d failed: %s", self.topic,
-                            self.index, info.first_offset, exc)
-        if not headers:
-            return
-        state = self.producer_state
-        offset = info.first_offset
-        for h in headers:
-            if h.producer_id >= 0:
-                first = offset if assigned else h.base_offset
-                last = first + h.last_offset_delta
-                state.update(h.producer_id, h.producer_epoch, h.base_sequence,
-                             h.last_sequence, first, last, h.max_timestamp)
-            offset += h.last_offset_delta + 1
-
-    def rebuild_producer_state(self) -> None:
-        """Producer state = latest snapshot <= LEO + replay of the log from its offset.
-
-        Snapshots above the LEO (a truncated or crash-shortened log) are deleted first.
-        Cost: one snapshot read plus O(bytes of the log above the snapshot).
-        """
-        state = self.producer_state
-        state.clear()
-        leo = self.log_end_offset
-        start: int | None = None
-        self._snapshot_offset = -1
-        directory = self._snapshot_dir
-        if directory is not None:
-            delete_snapshots_above(directory, leo)
-            found = load_latest_snapshot(directory, leo)
-            if found is not None:
-                offset, entries = found
-                state.load(entries)
-                start = self._snapshot_offset = offset
-        if start == leo:
-            return
-        for header, _data in self.log.batches(start):
-            state.update_from_batch(header)
-
-    def take_producer_snapshot(self) -> bool:
-        """Snapshot the producer state at the LEO if the LEO moved since the last one.
-
-        An empty state is snapshotted too: the next start then replays only the log
-        above it instead of the whole log (a topic without idempotent producers).
-        """
-        leo = self.log_end_offset
-        if leo == self._snapshot_offset or leo == 0:
-            return False
-        return self._write_producer_snapshot(leo)
-
-    def _write_producer_snapshot(self, offset: int) -> bool:
-        directory = self._snapshot_dir
-        if directory is None:
-            return False
-        write_snapshot(directory, offset, self.producer_state.snapshot())
-        self._snapshot_offset = max(self._snapshot_offset, offset)
-        retain_latest_snapshots(directory, PRODUCER_SNAPSHOTS_KEPT)
-        return True
-
-    def remove_expired_producers(self, now_ms: int) -> int:
-        """Sweep producers idle for ``producer_id_expiration_ms`` (the caller's clock)."""
-        return self.producer_state.remove_expired(now_ms)
-
     # -- invariants ------------------------------------------------------------------
 
     def check_invariants(self) -> None:
@@ -588,12 +351,3 @@ class Partition:
             if state.log_end_offset > leo:
                 raise PartitionInvariantError(
                     f"{name}: follower {r} LEO {state.log_end_offset} > leader LEO {leo}")
-
-
-def _headers_or_none(batches: bytes | bytearray | memoryview) -> list[BatchHeader] | None:
-    """Headers of the request's batches, or None if they do not parse (the log's
-    validation then raises the precise error).  O(batches)."""
-    try:
-        return [h for _, h in iter_batches(batches, validate=False)]
-    except CorruptRecordError:
-        return None
