@@ -37,6 +37,10 @@ Rules (Kafka KRaft's, simplified; see docs/replication.md):
   ``producer_ids`` record raising ``next_producer_id``; the adapter fsyncs it before
   answering, so no id is given twice, across controller restarts too.
 
+Topic operations (CreateTopics with replica assignment, DeleteTopics) live in the
+:class:`~broker.controller_topics.ControllerTopics` mixin; requests and results in
+:mod:`broker.controller_results` (all re-exported here).
+
 Costs: fencing/unfencing/preferred election O(partitions); create O(partitions x RF);
 alter_partition O(changes x RF); heartbeat O(1) unless it changes the fenced state.
 Thread-safety: none; one owner (the controller's event loop).
@@ -44,13 +48,23 @@ Thread-safety: none; one owner (the controller's event loop).
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
-from typing import TypeVar
+from collections.abc import Sequence
 
-from broker.controller_config import ControllerConfig, validate_topic_configs
+from broker.controller_config import ControllerConfig
+from broker.controller_results import (
+    HeartbeatResult,
+    IsrChange,
+    IsrChangeResult,
+    Outcome,
+    ProducerIdBlockResult,
+    RegistrationResult,
+    T,
+    TopicResult,
+    TopicSpec,
+    _Rejected,
+)
+from broker.controller_topics import ControllerTopics
 from broker.metadata import (
-    METADATA_TOPIC,
     NO_LEADER,
     FenceBrokerRecord,
     MetadataImage,
@@ -60,91 +74,29 @@ from broker.metadata import (
     PartitionState,
     ProducerIdsRecord,
     RegisterBrokerRecord,
-    RemoveTopicRecord,
-    TopicRecord,
     UnfenceBrokerRecord,
 )
-from clients.errors import ErrorCode, InvalidConfigError
-from clients.topics import topic_name_error
+from clients.errors import ErrorCode
 from timer.clock import Clock
 
-T = TypeVar("T")
-Outcome = tuple[T, list[MetadataRecord]]
+__all__ = [
+    "PRODUCER_ID_BLOCK_SIZE",
+    "ControllerState",
+    "HeartbeatResult",
+    "IsrChange",
+    "IsrChangeResult",
+    "Outcome",
+    "ProducerIdBlockResult",
+    "RegistrationResult",
+    "TopicResult",
+    "TopicSpec",
+]
+
 PRODUCER_ID_BLOCK_SIZE = 1000
 _INT64_MAX = 2**63 - 1
 
 
-@dataclass(frozen=True, slots=True)
-class RegistrationResult:
-    error: ErrorCode
-    message: str | None = None
-    broker_epoch: int = -1
-
-
-@dataclass(frozen=True, slots=True)
-class HeartbeatResult:
-    error: ErrorCode
-    message: str | None = None
-    is_caught_up: bool = False
-    is_fenced: bool = True
-    should_shut_down: bool = False
-
-
-@dataclass(frozen=True, slots=True)
-class ProducerIdBlockResult:
-    error: ErrorCode
-    message: str | None = None
-    producer_id_start: int = -1
-    producer_id_len: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class TopicSpec:
-    """One CreateTopics entry; -1 means the controller's default."""
-
-    name: str
-    num_partitions: int = -1
-    replication_factor: int = -1
-    assignments: Mapping[int, Sequence[int]] = field(default_factory=dict)
-    configs: Mapping[str, str] = field(default_factory=dict)
-
-
-@dataclass(frozen=True, slots=True)
-class TopicResult:
-    name: str
-    error: ErrorCode
-    message: str | None = None
-    num_partitions: int = -1
-    replication_factor: int = -1
-
-
-@dataclass(frozen=True, slots=True)
-class IsrChange:
-    """One AlterPartition entry: the leader's view it is based on and the ISR it wants."""
-
-    topic: str
-    partition: int
-    leader_epoch: int
-    new_isr: Sequence[int]
-    partition_epoch: int
-
-
-@dataclass(frozen=True, slots=True)
-class IsrChangeResult:
-    topic: str
-    partition: int
-    error: ErrorCode
-    message: str | None = None
-    state: PartitionState | None = None  # the current state (after the change if accepted)
-
-
-class _Rejected(Exception):
-    def __init__(self, code: ErrorCode, message: str) -> None:
-        super().__init__(message)
-        self.code, self.message = code, message
-
-
-class ControllerState:
+class ControllerState(ControllerTopics):
     def __init__(self, config: ControllerConfig, clock: Clock,
                  image: MetadataImage | None = None) -> None:
         self.config = config
@@ -306,112 +258,6 @@ class ControllerState:
         leader_epoch = s.leader_epoch + 1 if leader != s.leader else s.leader_epoch
         self._emit(PartitionRecord(topic, index, s.replicas, leader, leader_epoch, isr,
                                    s.partition_epoch + 1, unclean))
-
-    # -- topics -----------------------------------------------------------------------
-
-    def create_topics(self, specs: Sequence[TopicSpec],
-                      validate_only: bool = False) -> Outcome[list[TopicResult]]:
-        names = [s.name for s in specs]
-        results = []
-        for spec in specs:
-            try:
-                if names.count(spec.name) > 1:
-                    raise _Rejected(ErrorCode.INVALID_REQUEST,
-                                    f"topic {spec.name!r} appears more than once in the request")
-                n, rf = self._create_topic(spec, validate_only)
-                results.append(TopicResult(spec.name, ErrorCode.NONE, None, n, rf))
-            except _Rejected as e:
-                results.append(TopicResult(spec.name, e.code, e.message))
-        return self._done(results)
-
-    def _create_topic(self, spec: TopicSpec, validate_only: bool) -> tuple[int, int]:
-        reason = topic_name_error(spec.name)
-        if reason is None and spec.name.startswith("__cluster"):
-            reason = f"topic name {spec.name!r} is reserved ({METADATA_TOPIC})"
-        if reason is not None:
-            raise _Rejected(ErrorCode.INVALID_TOPIC_EXCEPTION, reason)
-        if spec.name in self.image.topics:
-            raise _Rejected(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {spec.name!r} already exists")
-        try:
-            configs = validate_topic_configs(spec.configs, self.config)
-        except InvalidConfigError as e:
-            raise _Rejected(ErrorCode.INVALID_CONFIG, e.message) from None
-        assignment = self._check_assignment(spec) if spec.assignments else self._assign(spec)
-        if validate_only:
-            return len(assignment), len(assignment[0])
-        topic_id = self.image.last_applied_offset + 1
-        self._emit(TopicRecord(spec.name, topic_id, len(assignment), len(assignment[0]), configs))
-        for index, replicas in enumerate(assignment):
-            isr = tuple(b for b in replicas if self._alive(b))
-            self._emit(PartitionRecord(spec.name, index, replicas, isr[0], 0, isr, 0))
-        return len(assignment), len(assignment[0])
-
-    def _assign(self, spec: TopicSpec) -> list[tuple[int, ...]]:
-        """Kafka's rack-unaware assignment: round-robin from a rotating start index, the
-        followers shifted once per full round so replica pairs spread too."""
-        n = self.config.num_partitions if spec.num_partitions == -1 else spec.num_partitions
-        rf = (self.config.default_replication_factor if spec.replication_factor == -1
-              else spec.replication_factor)
-        if not 1 <= n <= self.config.max_partitions_per_topic:
-            raise _Rejected(ErrorCode.INVALID_PARTITIONS, f"num_partitions must be in 1.."
-                            f"{self.config.max_partitions_per_topic}, got {n}")
-        live = self.image.unfenced_brokers()
-        if rf < 1:
-            raise _Rejected(ErrorCode.INVALID_REPLICATION_FACTOR,
-                            f"replication factor must be >= 1, got {rf}")
-        if rf > len(live):
-            raise _Rejected(ErrorCode.INVALID_REPLICATION_FACTOR,
-                            f"replication factor {rf} is larger than the {len(live)} "
-                            "available brokers")
-        count = len(live)
-        start = self._next_start % count
-        self._next_start += 1
-        shift = start
-        out = []
-        for p in range(n):
-            if p > 0 and p % count == 0:
-                shift += 1
-            first = (start + p) % count
-            replicas = [live[first]]
-            for j in range(rf - 1):
-                replicas.append(live[(first + 1 + (shift + j) % (count - 1)) % count])
-            out.append(tuple(replicas))
-        return out
-
-    def _check_assignment(self, spec: TopicSpec) -> list[tuple[int, ...]]:
-        bad = ErrorCode.INVALID_REPLICA_ASSIGNMENT
-        if spec.num_partitions != -1 or spec.replication_factor != -1:
-            raise _Rejected(ErrorCode.INVALID_REQUEST, "with assignments, num_partitions and "
-                            "replication_factor must be -1")
-        n = len(spec.assignments)
-        if sorted(spec.assignments) != list(range(n)):
-            raise _Rejected(bad, f"assignments must cover partitions 0..{n - 1} exactly")
-        if n > self.config.max_partitions_per_topic:
-            raise _Rejected(ErrorCode.INVALID_PARTITIONS, f"{n} partitions is more than "
-                            f"{self.config.max_partitions_per_topic}")
-        out = [tuple(spec.assignments[p]) for p in range(n)]
-        rf = len(out[0])
-        for p, replicas in enumerate(out):
-            if not replicas or len(set(replicas)) != len(replicas) or len(replicas) != rf:
-                raise _Rejected(bad, f"partition {p}: replicas {list(replicas)} must be distinct "
-                                f"and {rf} long like partition 0's")
-            unknown = [b for b in replicas if b not in self.image.brokers]
-            if unknown:
-                raise _Rejected(bad, f"partition {p}: brokers {unknown} are not registered")
-            if not any(self._alive(b) for b in replicas):
-                raise _Rejected(bad, f"partition {p}: no replica of {list(replicas)} is alive")
-        return out
-
-    def delete_topics(self, names: Sequence[str]) -> Outcome[list[TopicResult]]:
-        results = []
-        for name in names:
-            if name not in self.image.topics:
-                results.append(TopicResult(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                                           f"topic {name!r} does not exist"))
-                continue
-            self._emit(RemoveTopicRecord(name))
-            results.append(TopicResult(name, ErrorCode.NONE))
-        return self._done(results)
 
     # -- ISR changes ------------------------------------------------------------------
 
