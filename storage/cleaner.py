@@ -58,6 +58,12 @@ finishes a group adds its swap (O(index entries) + a few fsyncs).  Choosing a lo
 O(compacted logs x segments).  Memory: the offset map (``dedupe_buffer_bytes``,
 accounted) plus one step's input.
 
+Parts: the value types (:class:`CleanerConfig`, :class:`CleanerStats`,
+:class:`CleanStepResult`) are in :mod:`storage.cleaner_config`, a pass's state and the
+segment grouping in :mod:`storage.cleaner_pass` (both re-exported or used from here);
+byte-level record rules in :mod:`storage.cleaner_records`, the swap in
+:mod:`storage.cleaner_swap`.
+
 Not thread-safe: one owner (the broker's event loop, through the LogManager) calls every
 method, on the thread that owns the logs.
 """
@@ -66,85 +72,42 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import NamedTuple
 
 from crc32c import crc32c
 
-from clients.errors import CorruptRecordError, InvalidConfigError
+from clients.errors import CorruptRecordError
 from clients.records import ATTRIBUTES_OFFSET, LOG_OVERHEAD
 from storage.checkpoint import OffsetCheckpointFile
+from storage.cleaner_config import (
+    MAX_ERRORS_KEPT,
+    CleanerConfig,
+    CleanerStats,
+    CleanStepResult,
+    TopicPartition,
+)
+from storage.cleaner_pass import _group_segments, _max_timestamp, _Pass
 from storage.cleaner_records import BatchFilter, Header, empty_batch, keys_of, read_batches
 from storage.cleaner_swap import CleanedSegmentWriter, SwapHook
 from storage.errors import StorageError
 from storage.log import Log
-from storage.offset_map import MIN_CAPACITY_BYTES, OffsetMap
-from storage.recovery import INT32_MAX
-from storage.segment import Segment
-from storage.time_index import TimeIndex
+from storage.offset_map import OffsetMap
+
+__all__ = [
+    "CLEANER_CHECKPOINT",
+    "MAX_ERRORS_KEPT",
+    "CleanStepResult",
+    "CleanerConfig",
+    "CleanerStats",
+    "LogCleaner",
+    "TopicPartition",
+]
 
 CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
-MAX_ERRORS_KEPT = 32
-TopicPartition = tuple[str, int]
 
 
 def _wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-@dataclass(frozen=True)
-class CleanerConfig:
-    """``dedupe_buffer_bytes``: offset map budget (Kafka's log.cleaner.dedupe.buffer.size);
-    ``step_bytes``: default input bytes per :meth:`LogCleaner.clean_step`."""
-
-    dedupe_buffer_bytes: int = 32 * 1024 * 1024
-    step_bytes: int = 512 * 1024
-
-    def __post_init__(self) -> None:
-        for name, low in (("dedupe_buffer_bytes", MIN_CAPACITY_BYTES), ("step_bytes", 1)):
-            value = getattr(self, name)
-            if not isinstance(value, int) or isinstance(value, bool) or value < low:
-                raise InvalidConfigError(f"{name} must be an integer >= {low}, got {value!r}")
-
-
-@dataclass
-class CleanerStats:
-    passes_completed: int = 0
-    passes_aborted: int = 0
-    bytes_read: int = 0
-    bytes_written: int = 0
-    records_dropped: int = 0
-    tombstones_dropped: int = 0
-    keyless_dropped: int = 0
-    segments_swapped: int = 0
-    errors: list[str] = field(default_factory=list)  # the last MAX_ERRORS_KEPT
-
-
-class CleanStepResult(NamedTuple):
-    topic_partition: TopicPartition | None  # the log worked on (None: nothing to do)
-    bytes_read: int
-    pass_done: bool  # this step finished a pass
-
-
-@dataclass
-class _Pass:
-    tp: TopicPartition
-    log: Log
-    first_dirty: int
-    end: int  # first uncleanable offset
-    segments: list[Segment]  # every segment with base < end, at the start of the pass
-    offset_map: OffsetMap
-    now_ms: int
-    map_end: int = -1
-    map_seg: int = 0
-    map_pos: int = -1
-    producer_last: dict[int, int] = field(default_factory=dict)
-    groups: list[list[Segment]] = field(default_factory=list)
-    grouped: bool = False
-    group_i: int = 0
-    group: CleanedSegmentWriter | None = None
-    rules: BatchFilter | None = None
 
 
 class LogCleaner:
@@ -405,29 +368,3 @@ class LogCleaner:
         self._map.clear()
         self.stats.passes_completed += 1
         self.write_checkpoint()
-
-
-def _max_timestamp(batch: bytes) -> int:
-    return int.from_bytes(batch[35:43], "big", signed=True)
-
-
-def _group_segments(log: Log, segments: list[Segment]) -> list[list[Segment]]:
-    """Consecutive segments whose sizes sum to <= ``segment_bytes`` (one output each);
-    their index entries and relative offsets must fit one segment too."""
-    cfg = log.config
-    max_entries = cfg.segment_index_bytes // TimeIndex.ENTRY_SIZE - 1
-    groups: list[list[Segment]] = []
-    size = entries = 0
-    for seg in segments:
-        if groups:
-            group = groups[-1]
-            if (size + seg.size <= cfg.segment_bytes
-                    and entries + seg.index.entries <= max_entries
-                    and seg.next_offset - 1 - group[0].base_offset <= INT32_MAX):
-                group.append(seg)
-                size += seg.size
-                entries += seg.index.entries
-                continue
-        groups.append([seg])
-        size, entries = seg.size, seg.index.entries
-    return groups
