@@ -20,8 +20,13 @@ Membership state machine (driven from the consumer's ``poll`` thread)::
   configured assignor (preference order) with the subscription bytes of
   :mod:`clients.group_protocol`.  MEMBER_ID_REQUIRED: rejoin with the id given
   (KIP-394).  The leader decodes all subscriptions, refreshes metadata for every
-  subscribed topic, runs the chosen assignor and sends all assignments in SyncGroup;
-  it also rejoins when a subscribed topic's partition count changes.  A join not
+  subscribed topic, runs the chosen assignor and sends all assignments in SyncGroup.
+  That refresh gets ``request_timeout_ms`` whatever ``poll``'s timeout (Kafka waits
+  unboundedly): bounded by a short poll it timed out on a slow broker, and a leader
+  whose cache never saw the topics (members fetch metadata only for what they are
+  assigned) handed out empty assignments.  The leader rejoins when a group topic's
+  partition count changes, or a topic unknown when it assigned (count 0) appears; while
+  one is unknown it refreshes metadata every ``retry_backoff_ms``.  A join not
   finished by ``poll``'s deadline stays in flight; the next ``poll`` resumes it.
 - **Eager** protocol (range, roundrobin): before rejoining, auto-commit (sync) and
   revoke every owned partition.  **Cooperative** (all assignors cooperative): nothing
@@ -201,16 +206,37 @@ class ConsumerCoordinator:
             raise fatal
 
     def _check_partition_counts(self) -> None:
-        if self.leader and self.state == MemberState.STABLE:
-            counts = self._partition_counts(self._group_partition_counts)
-            if counts != self._group_partition_counts:
-                log.info("group %s: partition counts changed %s -> %s, rebalancing",
-                         self.config.group_id, self._group_partition_counts, counts)
-                self.request_rejoin()
+        """Leader, Stable: rejoin when a group topic's partition count changed, or a topic
+        the metadata did not know when assigning (count 0) appeared; while one is unknown
+        the leader keeps refreshing metadata (every ``retry_backoff_ms``, as Kafka)."""
+        if not (self.leader and self.state == MemberState.STABLE):
+            return
+        if not all(self._group_partition_counts.values()):
+            self._metadata.request_update()
+            if self._metadata.update_needed():
+                self._refresh_metadata("for a subscribed topic not in the metadata")
+        counts = self._partition_counts(self._group_partition_counts)
+        if counts != self._group_partition_counts:
+            log.info("group %s: partition counts changed %s -> %s, rebalancing",
+                     self.config.group_id, self._group_partition_counts, counts)
+            self.request_rejoin()
 
     def _partition_counts(self, topics: Iterable[str]) -> dict[str, int]:
-        counts = {t: self._metadata.partition_count(t) for t in topics}
-        return {t: c for t, c in counts.items() if c}
+        """Partition count of each topic from the cache; 0 when it does not know it."""
+        return {t: self._metadata.partition_count(t) or 0 for t in topics}
+
+    def _refresh_metadata(self, why: str) -> None:
+        """Metadata for every topic of interest, given up to ``request_timeout_ms`` whatever
+        the caller's poll timeout: a refresh bounded by a short poll times out on a slow
+        broker (which also closes that connection) and leaves the cache as it was."""
+        try:
+            self._net.refresh_metadata(self._metadata.topics_of_interest,
+                                       self.config.request_timeout_ms)
+        except MiniKafkaError as e:
+            if not e.retriable:
+                raise
+            log.warning("group %s: metadata refresh %s failed: %s", self.config.group_id,
+                        why, e)
 
     def _on_response(self, response: ClientResponse) -> None:
         """A response nobody waits for: an async commit's, or a join/sync that failed."""
@@ -312,7 +338,7 @@ class ConsumerCoordinator:
         self.leader = body["leader"] == body["member_id"]
         assignments = []
         if self.leader:
-            assignments = self._assign(body["protocol_name"], body["members"], deadline)
+            assignments = self._assign(body["protocol_name"], body["members"])
         request = self.channel.send(ApiKey.SYNC_GROUP, {
             "group_id": self.config.group_id, "generation_id": body["generation_id"],
             "member_id": body["member_id"], "group_instance_id": self.config.group_instance_id,
@@ -324,8 +350,8 @@ class ConsumerCoordinator:
         else:
             self._sync = (request, self.channel.epoch)
 
-    def _assign(self, protocol_name: str | None, members: list[dict[str, Any]],
-                deadline: float) -> list[dict[str, Any]]:
+    def _assign(self, protocol_name: str | None,
+                members: list[dict[str, Any]]) -> list[dict[str, Any]]:
         assignor = next((a for a in self.config.assignors if a.name == protocol_name), None)
         if assignor is None:
             raise MiniKafkaError(f"coordinator chose protocol {protocol_name!r} which this "
@@ -334,18 +360,10 @@ class ConsumerCoordinator:
                                 m.get("group_instance_id")) for m in members]  # fmt: skip
         topics = sorted({t for m in subscriptions for t in m.subscription.topics})
         self._metadata.add_topics(topics)
-        try:
-            self._net.refresh_metadata(
-                self._metadata.topics_of_interest,
-                max(1.0, self.channel.remaining_ms(deadline, self.config.request_timeout_ms)))
-        except MiniKafkaError as e:
-            if not e.retriable:
-                raise
-            log.warning("group %s: metadata refresh before assigning failed: %s",
-                        self.config.group_id, e)
+        self._refresh_metadata("before assigning")  # Kafka too waits for it, unbounded
         counts = self._partition_counts(topics)
-        self._group_partition_counts = counts
-        result = assignor.assign(counts, subscriptions)
+        self._group_partition_counts = counts  # unknown topics as 0: watched while Stable
+        result = assignor.assign({t: c for t, c in counts.items() if c}, subscriptions)
         log.info("group %s: leader assigned %s with %s", self.config.group_id,
                  {m: len(tps) for m, tps in result.items()}, assignor.name)
         return [{"member_id": m, "assignment": encode_assignment(Assignment(tuple(tps)))}

@@ -14,7 +14,8 @@ small in-memory group coordinator on node 0 (Kafka's rules, simplified):
   while the group has no members; accepted while PreparingRebalance, refused with
   REBALANCE_IN_PROGRESS while CompletingRebalance, as Kafka); OffsetFetch returns -1
   for nothing committed;
-- ``find_errors``: codes the next FindCoordinator requests answer with.
+- ``find_errors``: codes the next FindCoordinator requests answer with;
+- ``metadata_delay_s``: every Metadata answer is sent this late (a slow, loaded broker).
 
 Requests are served on per-connection threads (the base class), so a JoinGroup or
 SyncGroup simply blocks its thread on ``cond`` until the generation completes.
@@ -54,6 +55,7 @@ class FakeGroupCluster(FakeCluster):
         self.groups: dict[str, FakeGroup] = {}
         self.join_window_s = join_window_s
         self.find_errors: list[int] = []
+        self.metadata_delay_s = 0.0
         self.heartbeats = 0
         self._ids = itertools.count()
 
@@ -61,6 +63,8 @@ class FakeGroupCluster(FakeCluster):
         return self.groups.setdefault(group_id, FakeGroup())
 
     def _handle(self, node_id: int, api_key: ApiKey, body: dict[str, Any]) -> dict[str, Any] | None:
+        if api_key == ApiKey.METADATA and self.metadata_delay_s > 0:
+            time.sleep(self.metadata_delay_s)  # simulated broker latency (this connection only)
         if api_key not in _GROUP_APIS:
             return super()._handle(node_id, api_key, body)
         with self.cond:

@@ -148,6 +148,40 @@ def test_heartbeat_rebalance_in_progress_makes_the_member_rejoin(
         a.finish()
 
 
+def _generations(c: Consumer, count: int) -> bool:
+    """Poll briefly (as a loop of short polls does); True once ``count`` generations ran."""
+    c.poll(10)
+    return c._coordinator is not None and c._coordinator.rebalances >= count
+
+
+def test_leader_assigns_from_fresh_metadata_when_polls_are_short(
+    fake: FakeGroupCluster,
+) -> None:
+    """Regression: the leader's Metadata refresh before assigning was bounded by what was
+    left of a short poll (here <= 20 ms) and timed out against a slow broker; its cache
+    had never seen the subscribed topic (a member fetches metadata only for what it is
+    assigned), so it assigned nothing and the group stayed Stable with no partitions."""
+    fill(fake, "t", 2, 0)
+    fake.metadata_delay_s = 0.3  # slower than any poll below, well within request_timeout
+    with consumer(fake, enable_auto_commit=False) as c:
+        c.subscribe(["t"])
+        wait_until(lambda: _generations(c, 1), 30, "a first generation")
+        assert c.assignment() == {TopicPartition("t", 0), TopicPartition("t", 1)}
+
+
+def test_leader_rejoins_when_a_subscribed_topic_appears(fake: FakeGroupCluster) -> None:
+    fill(fake, "t", 1, 0)
+    with consumer(fake, enable_auto_commit=False) as c:
+        c.subscribe(["t", "late"])  # "late" does not exist yet: assigned without it
+        wait_until(lambda: _generations(c, 1), 30, "a first generation")
+        assert c.assignment() == {TopicPartition("t", 0)}
+        fake.create_topic("late", 2)
+        wait_until(lambda: _generations(c, 2) and len(c.assignment()) == 3, 30,
+                   "a rebalance that assigns the new topic")
+        assert c.assignment() == {TopicPartition("t", 0), TopicPartition("late", 0),
+                                  TopicPartition("late", 1)}
+
+
 def test_cooperative_sticky_keeps_unmoved_partitions(fake: FakeGroupCluster) -> None:
     fill(fake, "t", 4, 0)
     strategy: dict[str, Any] = {"partition_assignment_strategy": ["cooperative-sticky"]}
