@@ -47,7 +47,12 @@ Semantics (Kafka's, simplified):
 Memory: one private BufferPool (``buffer_memory`` rounded down to a multiple of
 ``batch_size``, at least one batch) holds every unsent byte; nothing else grows with
 the backlog.  Costs: ``send`` is O(record bytes) plus a lock and a Future; ``send_bulk``
-encodes ``batch_size`` chunks with numpy (O(bytes), no per-record Python).
+encodes ``batch_size`` chunks with numpy (O(bytes); see :mod:`clients.producer_bulk`).
+
+Modules: settings and record-argument checks are :mod:`clients.producer_config`;
+``send_bulk`` is :mod:`clients.producer_bulk` (a mixin of :class:`Producer`); batches
+and their encoding :mod:`clients.producer_batch`; queues :mod:`clients.accumulator`;
+the sender thread :mod:`clients.sender`.
 
 Thread safety: ``send``, ``send_bulk`` and ``flush`` may be called from any threads;
 futures are resolved on the sender thread (keep callbacks short).
@@ -62,43 +67,32 @@ from collections.abc import Sequence
 from concurrent.futures import Future
 from typing import Any
 
-import numpy as np
-
-from clients.accumulator import (
-    HEADER_SIZE,
-    RECORD_OVERHEAD_BOUND,
-    BulkTracker,
-    RecordAccumulator,
-    record_size_bound,
-)
+from clients.accumulator import RecordAccumulator
 from clients.buffer_pool import BufferPool
 from clients.cluster_metadata import ClusterMetadata, parse_bootstrap
-from clients.errors import InvalidConfigError, MessageTooLargeError, RequestTimedOutError
-from clients.idempotence import MAX_IN_FLIGHT_PER_PARTITION, IdempotenceManager
+from clients.errors import MessageTooLargeError, RequestTimedOutError
+from clients.idempotence import IdempotenceManager
 from clients.partitioner import StickyPartitioner, partition_for_key
-from clients.records_bulk import (
-    MAX_BOUNDED_RECORDS,
-    batch_size_bound,
-    encode_batch_bulk_into,
-    item_lengths,
+from clients.producer_batch import record_size_bound
+from clients.producer_bulk import BulkSender
+from clients.producer_config import (
+    as_bytes,
+    check_config,
+    check_headers,
+    check_partition,
+    resolve_idempotence,
 )
+from clients.records import HEADER_SIZE
 from clients.sender import DeliveryTimeoutError, Sender
 from clients.topics import validate_topic_name
-from clients.types import BulkResult, Header, RecordMetadata, TopicPartition
+from clients.types import Header, RecordMetadata, TopicPartition
 
 __all__ = ["DeliveryTimeoutError", "Producer"]
 
 _MAX_TOPICS_SEEN = 10_000
-_ACKS = {0: 0, 1: 1, -1: -1, "all": -1, "0": 0, "1": 1, "-1": -1}
 
 
-def _check_positive(name: str, value: Any, minimum: int = 1) -> int:
-    if not isinstance(value, int) or isinstance(value, bool) or value < minimum:
-        raise InvalidConfigError(f"{name} must be an int >= {minimum}, got {value!r}")
-    return value
-
-
-class Producer:
+class Producer(BulkSender):
     """Kafka-like producer (see the module docstring)."""
 
     def __init__(
@@ -122,30 +116,21 @@ class Producer:
         debug_drop_response_ratio: float = 0.0,
         debug_drop_seed: int | None = None,
     ) -> None:
-        if acks is not None and acks not in _ACKS:
-            raise InvalidConfigError(f"acks must be 0, 1, -1 or 'all', got {acks!r}")
-        _check_positive("linger_ms", linger_ms, 0)
-        _check_positive("batch_size", batch_size, HEADER_SIZE + RECORD_OVERHEAD_BOUND)
-        _check_positive("buffer_memory", buffer_memory, batch_size)
-        _check_positive("max_block_ms", max_block_ms, 0)
-        _check_positive("retries", retries, 0)
-        _check_positive("retry_backoff_ms", retry_backoff_ms, 0)
-        _check_positive("request_timeout_ms", request_timeout_ms)
-        _check_positive("max_in_flight_requests_per_connection",
-                        max_in_flight_requests_per_connection)  # fmt: skip
-        _check_positive("max_request_size", max_request_size, HEADER_SIZE + RECORD_OVERHEAD_BOUND)
-        if delivery_timeout_ms < linger_ms + request_timeout_ms:
-            raise InvalidConfigError(
-                f"delivery_timeout_ms ({delivery_timeout_ms}) must be >= linger_ms + "
-                f"request_timeout_ms ({linger_ms + request_timeout_ms})"
-            )
-        if not (isinstance(debug_drop_response_ratio, int | float)
-                and 0.0 <= debug_drop_response_ratio < 1.0):  # fmt: skip
-            raise InvalidConfigError(
-                f"debug_drop_response_ratio must be in [0, 1), got {debug_drop_response_ratio!r}"
-            )
-        self.acks = -1 if acks is None else _ACKS[acks]
-        self.enable_idempotence = _resolve_idempotence(
+        self.acks = check_config(
+            acks=acks,
+            linger_ms=linger_ms,
+            batch_size=batch_size,
+            buffer_memory=buffer_memory,
+            max_block_ms=max_block_ms,
+            retries=retries,
+            retry_backoff_ms=retry_backoff_ms,
+            delivery_timeout_ms=delivery_timeout_ms,
+            request_timeout_ms=request_timeout_ms,
+            max_in_flight_requests_per_connection=max_in_flight_requests_per_connection,
+            max_request_size=max_request_size,
+            debug_drop_response_ratio=debug_drop_response_ratio,
+        )
+        self.enable_idempotence = resolve_idempotence(
             enable_idempotence, self.acks, retries, max_in_flight_requests_per_connection
         )
         self.client_id = client_id or f"producer-{os.getpid()}-{id(self):x}"
@@ -206,9 +191,9 @@ class Producer:
         self._check_usable()
         if topic not in self._topics_seen:
             validate_topic_name(topic)
-        key = _as_bytes("key", key)
-        value = _as_bytes("value", value)
-        hdrs = _check_headers(headers)
+        key = as_bytes("key", key)
+        value = as_bytes("value", value)
+        hdrs = check_headers(headers)
         timestamp = int(time.time() * 1000) if timestamp_ms is None else int(timestamp_ms)
         size = HEADER_SIZE + record_size_bound(key, value, hdrs)
         if size > self.max_request_size or size > self._pool.total_bytes:
@@ -220,7 +205,7 @@ class Producer:
         num_partitions = self._wait_on_metadata(topic, deadline)
         sticky = False
         if partition is not None:
-            _check_partition(topic, partition, num_partitions)
+            check_partition(topic, partition, num_partitions)
         elif key is not None:
             partition = partition_for_key(key, num_partitions)
         else:
@@ -240,132 +225,6 @@ class Producer:
         elif full or new_batch:
             self._sender.notify_data()
         return future
-
-    def send_bulk(
-        self,
-        topic: str,
-        values: Sequence[bytes | None] | np.ndarray,
-        partition: int | None = None,
-        keys: Sequence[bytes | None] | np.ndarray | None = None,
-        timestamp_ms: int | None = None,
-    ) -> Future[BulkResult]:
-        """Queue many header-less records at once, encoded batch by batch with numpy.
-
-        ``values`` (and ``keys``): a sequence of bytes/None, a fixed-size ``S<n>`` array
-        or a 2-D uint8 array (one row per record).  Records are cut into chunks that fit
-        ``batch_size``; each chunk becomes one batch.  With keys, records are grouped by
-        their key's partition (order kept within a partition); without keys and
-        partition, each chunk goes to the sticky partition.  The future resolves to a
-        :class:`BulkResult` (partition, base offset and record count per batch).  If
-        ``max_block_ms`` runs out midway the error is raised and the chunks already
-        queued are still sent.
-        """
-        self._check_usable()
-        validate_topic_name(topic)
-        n = len(values)
-        future: Future[BulkResult] = Future()
-        if n == 0:
-            future.set_result(BulkResult(topic, [], [], []))
-            return future
-        if keys is not None and len(keys) != n:
-            raise ValueError(f"{len(keys)} keys for {n} values")
-        timestamp = int(time.time() * 1000) if timestamp_ms is None else int(timestamp_ms)
-        deadline = time.monotonic() + self.max_block_ms / 1000
-        num_partitions = self._wait_on_metadata(topic, deadline)
-        value_lengths = _lengths(values)
-        key_lengths = np.full(n, -1, dtype=np.int64) if keys is None else _lengths(keys)
-        bounds = batch_size_bound(value_lengths, key_lengths)
-        groups = self._bulk_groups(topic, n, partition, keys, num_partitions)
-        chunks: list[tuple[int | None, np.ndarray | slice]] = []
-        for p, index in groups:
-            chunks.extend((p, c) for c in self._chunks(bounds, index))
-        tracker = BulkTracker(topic, future, len(chunks))
-        lengths = (value_lengths, None if keys is None else key_lengths, bounds)
-        for i, (p, rows) in enumerate(chunks):
-            try:
-                self._queue_chunk(topic, p, num_partitions, values, keys, lengths, rows,
-                                  timestamp, tracker, i, deadline)  # fmt: skip
-            except BaseException as e:
-                for j in range(i, len(chunks)):
-                    tracker.batch_done(j, -1, e)
-                raise
-        self._sender.notify_data()
-        return future
-
-    def _bulk_groups(
-        self, topic: str, n: int, partition: int | None, keys: Any, num_partitions: int
-    ) -> list[tuple[int | None, np.ndarray | slice]]:
-        if partition is not None:
-            _check_partition(topic, partition, num_partitions)
-            return [(partition, slice(0, n))]
-        if keys is None:
-            return [(None, slice(0, n))]
-        parts = np.fromiter(
-            (-1 if k is None else partition_for_key(bytes(k), num_partitions)
-             for k in _rows(keys)),
-            dtype=np.int64, count=n,
-        )  # fmt: skip
-        if (parts < 0).any():
-            raise ValueError("send_bulk with keys needs a key for every record (no None)")
-        return [(int(p), np.flatnonzero(parts == p)) for p in np.unique(parts)]
-
-    def _chunks(self, bounds: np.ndarray, index: np.ndarray | slice) -> list[np.ndarray | slice]:
-        """Split rows so each chunk's records fit one batch_size batch (>= 1 record)."""
-        capacity = self.batch_size - HEADER_SIZE
-        cum = np.cumsum(bounds[index])
-        base = index.start if isinstance(index, slice) else 0
-        out: list[np.ndarray | slice] = []
-        start, done = 0, 0
-        total = len(cum)
-        while start < total:
-            end = int(np.searchsorted(cum, done + capacity, side="right"))
-            end = min(max(end, start + 1), start + MAX_BOUNDED_RECORDS - 1)
-            if isinstance(index, slice):
-                out.append(slice(base + start, base + end))
-            else:
-                out.append(index[start:end])
-            done = int(cum[end - 1])
-            start = end
-        return out
-
-    def _queue_chunk(
-        self, topic: str, partition: int | None, num_partitions: int, values: Any, keys: Any,
-        lengths: tuple[np.ndarray, np.ndarray | None, np.ndarray], rows: np.ndarray | slice,
-        timestamp: int, tracker: BulkTracker, index: int, deadline: float,
-    ) -> None:  # fmt: skip
-        """Encode one chunk straight into a pool buffer and queue it as a closed batch."""
-        value_lengths, key_lengths, bounds = lengths
-        chunk_values = _take(values, rows)
-        chunk_keys = None if keys is None else _take(keys, rows)
-        bound = HEADER_SIZE + int(bounds[rows].sum())
-        remaining_ms = max(0.0, (deadline - time.monotonic()) * 1000)
-        buffer = self._accumulator.allocate(max(self.batch_size, bound), remaining_ms)
-        try:
-            size = encode_batch_bulk_into(
-                buffer.memory, chunk_values, chunk_keys, timestamp,
-                value_lengths=value_lengths[rows],
-                key_lengths=None if key_lengths is None else key_lengths[rows],
-            )  # fmt: skip
-            if size > self.max_request_size:
-                raise MessageTooLargeError(
-                    f"a record batch of {size} bytes exceeds max_request_size "
-                    f"{self.max_request_size}"
-                )
-        except BaseException:
-            self._accumulator.deallocate_buffer(buffer)
-            raise
-        sticky = partition is None
-        if sticky:
-            with self._partitioner_lock:
-                partition = self._partitioner.partition(topic, num_partitions)
-        assert partition is not None
-        count = len(chunk_values)
-        self._accumulator.append_closed(
-            TopicPartition(topic, partition), buffer, size, count, tracker, index
-        )
-        if sticky:
-            with self._partitioner_lock:
-                self._partitioner.on_new_batch(topic, num_partitions, partition)
 
     def _wait_on_metadata(self, topic: str, deadline: float) -> int:
         md = self._metadata
@@ -453,78 +312,3 @@ class Producer:
         out["buffer_pool_available_bytes"] = self._pool.available_memory()
         out["idempotent"] = self.enable_idempotence
         return out
-
-
-def _resolve_idempotence(
-    requested: bool | None, acks: int, retries: int, max_in_flight: int
-) -> bool:
-    """Kafka 3's rule: explicit True must fit; unset means on unless something conflicts."""
-    if requested is not None and not isinstance(requested, bool):
-        raise InvalidConfigError(f"enable_idempotence must be a bool, got {requested!r}")
-    conflicts = []
-    if acks != -1:
-        conflicts.append(f"acks must be 'all' (-1), got {acks}")
-    if retries < 1:
-        conflicts.append(f"retries must be > 0, got {retries}")
-    if max_in_flight > MAX_IN_FLIGHT_PER_PARTITION:
-        conflicts.append(
-            f"max_in_flight_requests_per_connection must be <= {MAX_IN_FLIGHT_PER_PARTITION}, "
-            f"got {max_in_flight}"
-        )
-    if requested and conflicts:
-        raise InvalidConfigError(
-            "enable_idempotence=True: " + "; ".join(conflicts)
-            + " (or set enable_idempotence=False)"
-        )
-    return requested is not False and not conflicts
-
-
-# ---------------------------------------------------------------- input checks
-
-
-def _as_bytes(name: str, v: Any) -> bytes | None:
-    if v is None or type(v) is bytes:
-        return v
-    if isinstance(v, bytearray | memoryview):
-        return bytes(v)
-    raise TypeError(f"{name} must be bytes or None, got {type(v).__name__}")
-
-
-def _check_headers(headers: Sequence[Header] | None) -> Sequence[Header]:
-    if not headers:
-        return ()
-    out = []
-    for item in headers:
-        if not (isinstance(item, tuple) and len(item) == 2 and isinstance(item[0], str)):
-            raise TypeError(f"headers must be (str, bytes | None) pairs, got {item!r:.60}")
-        out.append((item[0], _as_bytes(f"header {item[0]!r} value", item[1])))
-    return out
-
-
-def _check_partition(topic: str, partition: int, num_partitions: int) -> None:
-    if not isinstance(partition, int) or not 0 <= partition < num_partitions:
-        raise ValueError(
-            f"partition {partition!r} is not in 0..{num_partitions - 1} for topic {topic!r}"
-        )
-
-
-def _lengths(items: Any) -> np.ndarray:
-    if isinstance(items, np.ndarray):
-        width = items.shape[1] if items.ndim == 2 else items.dtype.itemsize
-        return np.full(len(items), width, dtype=np.int64)
-    return item_lengths(items)
-
-
-def _rows(items: Any) -> Any:
-    """Iterate raw rows (numpy S<n> items would lose trailing NULs, so use uint8 views)."""
-    if isinstance(items, np.ndarray):
-        if items.ndim == 1:
-            items = np.ascontiguousarray(items).view(np.uint8).reshape(len(items), -1)
-        return (row.tobytes() for row in items)
-    return iter(items)
-
-
-def _take(items: Any, rows: np.ndarray | slice) -> Any:
-    if isinstance(items, np.ndarray) or isinstance(rows, slice):
-        return items[rows]
-    return [items[i] for i in rows.tolist()]
