@@ -15,8 +15,9 @@ Data directory layout (everything else is ignored and reported)::
       <topic>-<partition>/               one Log (segments, indexes, leader-epoch-checkpoint)
       <topic>-<partition>.<uuid>-delete/ a deleted log being removed (finished at startup)
 
-Checkpoint formats: see :mod:`storage.checkpoint`.  Topic names may contain ``-``, so a
-directory name is split on its last ``-``.
+Checkpoint formats: see :mod:`storage.checkpoint`.  The names of log directories, the
+marker and deletions, and the :class:`StartupReport`: :mod:`storage.log_dirs` (every
+name re-exported here).
 
 Lifecycle: ``startup()`` takes the data-directory lock (a second live process gets
 :class:`~storage.lock.DataDirLockedError`), reads the checkpoints, checks and removes the
@@ -48,11 +49,10 @@ import time
 import uuid
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
 
-from clients.topics import topic_name_error, validate_topic_name
+from clients.topics import validate_topic_name
 from storage.checkpoint import (
     LEADER_EPOCH_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
@@ -66,32 +66,25 @@ from storage.cleaner import CLEANER_CHECKPOINT, CleanerConfig, CleanStepResult, 
 from storage.config import LogConfig
 from storage.lock import DataDirLock
 from storage.log import Log
+from storage.log_dirs import (
+    CLEAN_SHUTDOWN_MARKER,
+    DELETE_SUFFIX,
+    StartupReport,
+    TopicPartition,
+    log_dir_name,
+    parse_log_dir_name,
+    scan_log_dirs,
+)
 
-CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
-DELETE_SUFFIX = "-delete"
+__all__ = ["CLEAN_SHUTDOWN_MARKER", "DELETE_SUFFIX", "MAX_LOAD_THREADS", "LogManager",
+           "ManagerSchedule", "StartupReport", "TopicPartition", "log_dir_name",
+           "parse_log_dir_name"]
+
 MAX_LOAD_THREADS = 64
-
-TopicPartition = tuple[str, int]
 
 
 def _wall_clock_ms() -> int:
     return time.time_ns() // 1_000_000
-
-
-def log_dir_name(topic: str, partition: int) -> str:
-    return f"{topic}-{partition}"
-
-
-def parse_log_dir_name(name: str) -> TopicPartition | None:
-    """``"<topic>-<partition>"`` -> ``(topic, partition)``; None if not a log directory."""
-    topic, sep, partition_s = name.rpartition("-")
-    if not sep or not partition_s.isascii() or not partition_s.isdigit():
-        return None
-    if partition_s != str(int(partition_s)):  # "t-01" would not round-trip to its dir
-        return None
-    if topic_name_error(topic) is not None:
-        return None
-    return topic, int(partition_s)
 
 
 @dataclass(frozen=True)
@@ -108,18 +101,6 @@ class ManagerSchedule:
             value = getattr(self, name)
             if not isinstance(value, int) or value <= 0:
                 raise ValueError(f"{name} must be a positive integer, got {value!r}")
-
-
-@dataclass
-class StartupReport:
-    """What :meth:`LogManager.startup` found and did."""
-
-    had_clean_shutdown: bool
-    logs_loaded: int = 0
-    load_ms: float = 0.0
-    recovered: dict[TopicPartition, Any] = field(default_factory=dict)  # Log.recovery_report
-    finished_deletes: list[str] = field(default_factory=list)
-    ignored_entries: list[str] = field(default_factory=list)
 
 
 class LogManager:
@@ -194,21 +175,7 @@ class LogManager:
         report = StartupReport(had_clean_shutdown=clean)
         recovery_points = self.recovery_point_checkpoint.read()
         log_start_offsets = self.log_start_offset_checkpoint.read()
-        to_load: list[tuple[TopicPartition, Path]] = []
-        for entry in sorted(os.scandir(self.data_dir), key=lambda e: e.name):
-            if not entry.is_dir(follow_symlinks=False):
-                continue
-            if entry.name.endswith(DELETE_SUFFIX):
-                shutil.rmtree(entry.path)
-                report.finished_deletes.append(entry.name)
-                continue
-            tp = parse_log_dir_name(entry.name)
-            if tp is None:
-                report.ignored_entries.append(entry.name)
-                continue
-            to_load.append((tp, Path(entry.path)))
-        if report.finished_deletes:
-            fsync_dir(self.data_dir)
+        to_load = scan_log_dirs(self.data_dir, report)
 
         def load(item: tuple[TopicPartition, Path]) -> Log:
             tp, path = item
