@@ -133,6 +133,7 @@ class ConsumerCoordinator:
         )  # fmt: skip
         self._join: tuple[InFlightRequest, int] | None = None  # request, channel epoch
         self._sync: tuple[InFlightRequest, int] | None = None
+        self._arrived: ClientResponse | None = None  # the join/sync answer read early
         self._needs_join_prepare = True
         self.subscription: tuple[str, ...] = ()
         self.listener: RebalanceListener | None = None
@@ -239,8 +240,24 @@ class ConsumerCoordinator:
                         why, e)
 
     def _on_response(self, response: ClientResponse) -> None:
-        """A response nobody waits for: an async commit's, or a join/sync that failed."""
+        """A response that came while nobody waited for it (``drain`` at the start of
+        ``poll``, a commit's wait...): the in-flight JoinGroup's or SyncGroup's is kept for
+        :meth:`_wait` (dropping it left the member waiting for an answer already read,
+        until the request timed out); others go to the committer (async commits)."""
+        if any(pending is not None and response.request is pending[0]
+               for pending in (self._join, self._sync)):
+            self._arrived = response
+            return
         self.offsets.on_response(response)
+
+    def _wait(self, request: InFlightRequest, deadline: float) -> ClientResponse | None:
+        """``request``'s response: already arrived, or waited for until ``deadline``."""
+        arrived, self._arrived = self._arrived, None
+        if arrived is not None and arrived.request is request:
+            if arrived.error is not None:  # as wait_for: the coordinator is unusable
+                self.channel.dead(arrived.error.message)
+            return arrived
+        return self.channel.wait_for(request, deadline)
 
     # ------------------------------------------------------------ join / sync
     def _ensure_active_group(self, deadline: float) -> bool:
@@ -253,21 +270,21 @@ class ConsumerCoordinator:
                 return False
             epoch = self.channel.epoch
             if self._join is not None and self._join[1] != epoch:
-                self._join = None  # lost with the old connection
+                self._join = self._arrived = None  # lost with the old connection
             if self._sync is not None and self._sync[1] != epoch:
-                self._sync = None
+                self._sync = self._arrived = None
             if self._join is None and self._sync is None:
                 if self._needs_join_prepare:
                     self._on_join_prepare()
                 self._send_join()
             if self._join is not None:
-                response = self.channel.wait_for(self._join[0], deadline)
+                response = self._wait(self._join[0], deadline)
                 if response is None:
                     return False
                 self._join = None
                 self._on_join_response(response, deadline)
             if self._sync is not None:
-                response = self.channel.wait_for(self._sync[0], deadline)
+                response = self._wait(self._sync[0], deadline)
                 if response is None:
                     return False
                 self._sync = None
@@ -452,7 +469,7 @@ class ConsumerCoordinator:
         with self.shared.lock:
             member_id, coordinator = self.shared.member_id, self.shared.coordinator
             self.shared.reset_member(keep_member_id=self.config.group_instance_id is not None)
-        self._join, self._sync = None, None
+        self._join, self._sync, self._arrived = None, None, None
         self._needs_join_prepare = True
         conn = self.channel.conn
         if self.config.group_instance_id is not None or not member_id or coordinator is None \

@@ -1,6 +1,9 @@
-"""The consumer's heartbeat thread: keeps a STABLE member alive between polls.
+"""The consumer's heartbeat thread: keeps a SYNCING or STABLE member alive between polls.
 
-Every ``heartbeat_interval_ms`` while the member is STABLE it sends Heartbeat
+Every ``heartbeat_interval_ms`` while the member is SYNCING or STABLE (as Kafka, which
+heartbeats in CompletingRebalance: a leader's metadata refresh and assignor run
+between its JoinGroup answer and its SyncGroup, and must not cost it its session) it
+sends Heartbeat
 ``{group_id, generation_id, member_id, group_instance_id}`` on its *own* connection to
 the coordinator (so a slow poll thread or a long JoinGroup never delays it), and applies
 the answer to :class:`~clients.coordinator_channel.GroupShared` only if the generation
@@ -105,7 +108,7 @@ class HeartbeatThread:
             s = self.shared
             state, coordinator = s.state, s.coordinator
             generation, member_id, last_poll = s.generation_id, s.member_id, s.last_poll
-        if state != MemberState.STABLE or coordinator is None:
+        if state not in (MemberState.SYNCING, MemberState.STABLE) or coordinator is None:
             return self.backoff_s
         now = self.clock()
         if now - last_poll > self.max_poll_interval_s:

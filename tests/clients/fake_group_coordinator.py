@@ -15,7 +15,8 @@ small in-memory group coordinator on node 0 (Kafka's rules, simplified):
   REBALANCE_IN_PROGRESS while CompletingRebalance, as Kafka); OffsetFetch returns -1
   for nothing committed;
 - ``find_errors``: codes the next FindCoordinator requests answer with;
-- ``metadata_delay_s``: every Metadata answer is sent this late (a slow, loaded broker).
+- ``metadata_delay_s`` / ``sync_delay_s``: every Metadata / SyncGroup answer is sent
+  this late (a slow, loaded broker).
 
 Requests are served on per-connection threads (the base class), so a JoinGroup or
 SyncGroup simply blocks its thread on ``cond`` until the generation completes.
@@ -56,6 +57,7 @@ class FakeGroupCluster(FakeCluster):
         self.join_window_s = join_window_s
         self.find_errors: list[int] = []
         self.metadata_delay_s = 0.0
+        self.sync_delay_s = 0.0
         self.heartbeats = 0
         self._ids = itertools.count()
 
@@ -65,6 +67,8 @@ class FakeGroupCluster(FakeCluster):
     def _handle(self, node_id: int, api_key: ApiKey, body: dict[str, Any]) -> dict[str, Any] | None:
         if api_key == ApiKey.METADATA and self.metadata_delay_s > 0:
             time.sleep(self.metadata_delay_s)  # simulated broker latency (this connection only)
+        if api_key == ApiKey.SYNC_GROUP and self.sync_delay_s > 0:
+            time.sleep(self.sync_delay_s)
         if api_key not in _GROUP_APIS:
             return super()._handle(node_id, api_key, body)
         with self.cond:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import select
+import time
 from collections.abc import Iterator
 from typing import Any
 
@@ -10,6 +12,8 @@ import pytest
 from clients.assignors import RangeAssignor
 from clients.consumer import Consumer
 from clients.consumer_coordinator import CommitFailedError, GroupConfig, MemberState
+from clients.consumer_heartbeat import HeartbeatThread
+from clients.coordinator_channel import GroupShared
 from clients.errors import ErrorCode, InvalidConfigError, MiniKafkaError
 from clients.records import build_batch
 from clients.types import ConsumerRecord, OffsetAndMetadata, TopicPartition
@@ -169,6 +173,28 @@ def test_leader_assigns_from_fresh_metadata_when_polls_are_short(
         assert c.assignment() == {TopicPartition("t", 0), TopicPartition("t", 1)}
 
 
+def test_join_answer_read_between_polls_is_not_lost(fake: FakeGroupCluster) -> None:
+    """Regression: a SyncGroup (or JoinGroup) answer that arrived after ``poll`` stopped
+    waiting was read by the next poll's drain of the coordinator connection and dropped
+    as an unknown response; the member then waited for it until the request timed out
+    (JoinGroup: the rebalance timeout + 5 s) and missed the generation."""
+    fill(fake, "t", 2, 0)
+    fake.sync_delay_s = 0.3  # the answer comes after the poll that sent it returned
+    with consumer(fake, enable_auto_commit=False) as c:
+        c.subscribe(["t"])
+        group = c._coordinator
+        assert group is not None
+        wait_until(lambda: (c.poll(10), group.state)[1] == MemberState.SYNCING, 30,
+                   "SyncGroup sent")
+        conn = group.channel.conn
+        assert conn is not None
+        wait_until(lambda: bool(select.select([conn], [], [], 0)[0]), 30,
+                   "the SyncGroup answer waiting on the coordinator connection")
+        c.poll(10)  # reads it before anything else
+        assert group.state == MemberState.STABLE
+        assert c.assignment() == {TopicPartition("t", 0), TopicPartition("t", 1)}
+
+
 def test_leader_rejoins_when_a_subscribed_topic_appears(fake: FakeGroupCluster) -> None:
     fill(fake, "t", 1, 0)
     with consumer(fake, enable_auto_commit=False) as c:
@@ -180,6 +206,30 @@ def test_leader_rejoins_when_a_subscribed_topic_appears(fake: FakeGroupCluster) 
                    "a rebalance that assigns the new topic")
         assert c.assignment() == {TopicPartition("t", 0), TopicPartition("late", 0),
                                   TopicPartition("late", 1)}
+
+
+def test_heartbeats_run_while_syncing_not_while_joining(fake: FakeGroupCluster) -> None:
+    """A leader between its JoinGroup answer and its SyncGroup (metadata refresh, assignor)
+    keeps its session alive, as in Kafka (heartbeats in CompletingRebalance)."""
+    with fake.cond:
+        group = fake.group("g")
+        group.members["m"], group.generation, group.state = {}, 1, "CompletingRebalance"
+    shared = GroupShared(state=MemberState.JOINING, coordinator=(0, "127.0.0.1", fake.port(0)),
+                         generation_id=1, member_id="m", last_poll=time.monotonic())
+    beat = HeartbeatThread(shared, group_id="g", group_instance_id=None, client_id="t",
+                           heartbeat_interval_ms=100, session_timeout_ms=3000,
+                           max_poll_interval_ms=60_000, request_timeout_ms=5000,
+                           retry_backoff_ms=20)  # fmt: skip
+    try:
+        beat._step()
+        assert beat.sent == 0  # not joined yet: nothing to keep alive
+        shared.state = MemberState.SYNCING
+        beat._step()
+        assert (beat.sent, fake.heartbeats) == (1, 1)
+        assert (shared.state, shared.rejoin_needed, shared.coordinator is not None) == (
+            MemberState.SYNCING, True, True)  # NONE changed nothing
+    finally:
+        beat.stop()
 
 
 def test_cooperative_sticky_keeps_unmoved_partitions(fake: FakeGroupCluster) -> None:
