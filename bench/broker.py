@@ -32,11 +32,12 @@ import time
 from pathlib import Path
 
 from clients.admin import Admin
-from clients.api import ApiKey
-from clients.cli_demo import free_port, running_broker
-from clients.producer import Producer
-from clients.protocol import decode_response, encode_request_bytes, read_frame
-from clients.records import build_batch
+from clients.cli.demo import free_port, running_broker
+from clients.producer.producer import Producer
+from clients.protocol.api_keys import ApiKey
+from clients.protocol.codec import decode_response, encode_request_bytes
+from clients.protocol.framing import read_frame
+from clients.records.record import build_batch
 from clients.types import NewTopic
 
 RESULTS = Path(__file__).resolve().parent / "results"

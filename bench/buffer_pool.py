@@ -39,7 +39,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from clients.buffer_pool import BufferHandle, BufferPool
+from clients.memory.buffer_pool import BufferPool
+from clients.memory.handles import BufferHandle
 
 RESULTS = Path(__file__).resolve().parent / "results" / "buffer_pool.json"
 TARGET_HANDOFF_RATIO = 10.0

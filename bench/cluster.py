@@ -57,12 +57,13 @@ from bench.cluster_lifecycle import (
     machine_info,
     running_cluster,
 )
-from broker.cluster import ClusterState
+from broker.cluster.launcher import ClusterState
 from clients.admin import Admin
-from clients.api import ApiKey
-from clients.producer import Producer
-from clients.protocol import decode_response, encode_request_bytes, read_frame
-from clients.records import build_batch
+from clients.producer.producer import Producer
+from clients.protocol.api_keys import ApiKey
+from clients.protocol.codec import decode_response, encode_request_bytes
+from clients.protocol.framing import read_frame
+from clients.records.record import build_batch
 from clients.types import NewTopic
 
 RESULTS = Path(__file__).resolve().parent / "results"

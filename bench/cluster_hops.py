@@ -34,8 +34,8 @@ import threading
 import time
 from collections import deque
 
-from broker.cluster import ClusterState
-from clients.producer import Producer
+from broker.cluster.launcher import ClusterState
+from clients.producer.producer import Producer
 
 ETH_P_ALL = 0x0003
 PACKET_OUTGOING = 4  # the second copy of every loopback frame

@@ -20,9 +20,9 @@ from typing import Any
 
 import psutil
 
-from broker import cluster as cluster_cli
-from broker.cluster import ClusterState
-from broker.cluster_status import fetch_cluster_view
+from broker.cluster import launcher as cluster_cli
+from broker.cluster.launcher import ClusterState
+from broker.cluster.status import fetch_cluster_view
 from clients.admin import Admin
 from clients.types import NewTopic
 

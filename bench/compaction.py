@@ -41,10 +41,11 @@ from typing import Any
 
 from crc32c import crc32c
 
-from clients.records import build_batch, decode_batch
-from storage.cleaner import CleanerConfig, LogCleaner
+from clients.records.record import build_batch, decode_batch
+from storage.cleaner.cleaner import LogCleaner
+from storage.cleaner.config import CleanerConfig
 from storage.config import LogConfig
-from storage.log import Log
+from storage.log.log import Log
 
 MB = 1_000_000
 RESULTS = Path(__file__).resolve().parent / "results" / "compaction.json"

@@ -45,12 +45,12 @@ from pathlib import Path
 from typing import Any
 
 from bench.cluster_lifecycle import create_topics, machine_info, running_cluster
-from broker import cluster as cluster_cli
-from broker.cluster import ClusterState
-from broker.cluster_status import fetch_cluster_view
+from broker.cluster import launcher as cluster_cli
+from broker.cluster.launcher import ClusterState
+from broker.cluster.status import fetch_cluster_view
 from broker.config import BrokerConfig
-from broker.controller_config import ControllerConfig
-from clients.producer import Producer
+from broker.controller.config import ControllerConfig
+from clients.producer.producer import Producer
 
 RESULTS = Path(__file__).resolve().parent / "results"
 TOPIC = "failover"

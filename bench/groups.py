@@ -48,7 +48,7 @@ TOPIC = "bench-groups"
 
 def member_main(argv: list[str]) -> int:
     """Child mode: one group member that logs its assignment changes."""
-    from clients.consumer import Consumer
+    from clients.consumer.consumer import Consumer
 
     bootstrap, group, out, session_ms, heartbeat_ms = argv
     with open(out, "a", buffering=1) as f, Consumer(

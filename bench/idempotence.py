@@ -29,10 +29,10 @@ import time
 from pathlib import Path
 from typing import Any
 
-from clients.records import build_batch
+from clients.records.record import build_batch
 from replication.partition import Partition
 from storage.config import LogConfig
-from storage.log import Log
+from storage.log.log import Log
 
 RESULTS = Path(__file__).resolve().parent / "results" / "idempotence.json"
 TARGET_APPEND_RATIO = 0.85

@@ -38,9 +38,11 @@ from typing import Any
 import msgpack
 
 from broker.config import BrokerConfig
-from broker.network_supervisor import NetworkProcessSupervisor
-from broker.request_channel import REQUEST, MainChannelEndpoint
-from clients.buffer_pool import BufferHandle, BufferPool
+from broker.network.channel_codec import REQUEST
+from broker.network.main_channel import MainChannelEndpoint
+from broker.network.supervisor import NetworkProcessSupervisor
+from clients.memory.buffer_pool import BufferPool
+from clients.memory.handles import BufferHandle
 
 RESULTS = Path(__file__).resolve().parent / "results" / "network.json"
 KIB, MIB = 1024, 1024 * 1024

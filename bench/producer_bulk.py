@@ -26,7 +26,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from clients.producer import Producer  # noqa: E402
+from clients.producer.producer import Producer  # noqa: E402
 
 TARGET_RECORDS_PER_S = 500_000
 VALUE_BYTES = 100

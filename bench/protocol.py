@@ -35,9 +35,8 @@ from typing import Any
 
 import msgpack
 
-from clients.api import ApiKey
-from clients.protocol import (
-    FrameDecoder,
+from clients.protocol.api_keys import ApiKey
+from clients.protocol.codec import (
     RecordsRef,
     decode_request,
     decode_response,
@@ -46,6 +45,7 @@ from clients.protocol import (
     encode_response_bytes,
     encode_response_prefix,
 )
+from clients.protocol.framing import FrameDecoder
 
 RESULTS = Path(__file__).resolve().parent / "results" / "protocol.json"
 TARGET_PRODUCE_US = 10.0

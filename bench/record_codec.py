@@ -31,8 +31,9 @@ from crc32c import crc32c
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from clients.records import build_batch, decode_batch
-from clients.records_bulk import decode_batch_bulk, encode_batch_bulk
+from clients.records.bulk_decode import decode_batch_bulk
+from clients.records.bulk_encode import encode_batch_bulk
+from clients.records.record import build_batch, decode_batch
 
 REPEATS = 7
 TARGET_ENCODE = 1_000_000  # bulk encode records/s at 100 B values

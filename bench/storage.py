@@ -46,10 +46,10 @@ from typing import Any
 
 from crc32c import crc32c
 
-from clients.records import build_batch
+from clients.records.record import build_batch
 from storage.config import LogConfig
-from storage.log import Log
-from storage.recovery import validate_append_batches
+from storage.log.log import Log
+from storage.log.validator import validate_append_batches
 
 MIB = 1024 * 1024
 RECORD_VALUE_BYTES = 1000

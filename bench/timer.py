@@ -55,7 +55,9 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from timer import ManualClock, SystemTimer, TimerTask
+from timer.clock import ManualClock
+from timer.system_timer import SystemTimer
+from timer.timing_wheel import TimerTask
 
 TIMEOUT_MS = 30_000
 EARLY_FRACTION = 0.99

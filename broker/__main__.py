@@ -12,7 +12,7 @@ import logging
 import sys
 from collections.abc import Sequence
 
-from clients.errors import MiniKafkaError
+from clients.protocol.errors import MiniKafkaError
 
 
 def build_parser() -> argparse.ArgumentParser:

@@ -21,14 +21,9 @@ import contextlib
 import itertools
 from typing import Any
 
-from clients.errors import ErrorCode, MiniKafkaError, RequestTimedOutError
-from clients.protocol import (
-    DEFAULT_MAX_FRAME_BYTES,
-    decode_response_body,
-    decode_response_header,
-    encode_request,
-    frame_length_of,
-)
+from clients.protocol.codec import decode_response_body, decode_response_header, encode_request
+from clients.protocol.errors import ErrorCode, MiniKafkaError, RequestTimedOutError
+from clients.protocol.framing import DEFAULT_MAX_FRAME_BYTES, frame_length_of
 
 CONNECT_TIMEOUT_S = 5.0
 

@@ -36,7 +36,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
-from clients.errors import InvalidConfigError
+from clients.protocol.errors import InvalidConfigError
 
 MiB = 1024 * 1024
 

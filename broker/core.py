@@ -32,18 +32,20 @@ from typing import Any
 
 from broker.config import BrokerConfig
 from broker.delayed import DelayedFetch, DelayedProduce
-from broker.metadata import MetadataImage
-from broker.offsets_topic import OffsetsTopic
+from broker.group.offsets_topic import OffsetsTopic
+from broker.metadata.image import MetadataImage
 from broker.producer_ids import ProducerIdAllocator, StandaloneProducerIdAllocator
 from broker.topic_registry import MAX_PARTITIONS_PER_TOPIC, TopicInfo, TopicRegistry
-from clients.errors import ErrorCode, InvalidConfigError, MiniKafkaError
-from clients.topics import topic_name_error
+from clients.protocol.errors import ErrorCode, InvalidConfigError, MiniKafkaError
+from clients.protocol.topics import topic_name_error
 from replication.isr import AlterPartitionProposal
 from replication.partition import Partition
-from storage.cleaner import CleanerConfig
+from storage.cleaner.config import CleanerConfig
 from storage.config import LogConfig
 from storage.log_manager import LogManager
-from timer import Clock, Purgatory, SystemTimer
+from timer.clock import Clock
+from timer.purgatory import Purgatory
+from timer.system_timer import SystemTimer
 
 log = logging.getLogger(__name__)
 

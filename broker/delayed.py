@@ -24,7 +24,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
-from clients.errors import ErrorCode
+from clients.protocol.errors import ErrorCode
 from replication.partition import Partition
 from timer.delayed_operation import DelayedOperation
 

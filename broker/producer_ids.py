@@ -37,8 +37,8 @@ from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any, Protocol
 
-from clients.api import ApiKey
-from clients.errors import ErrorCode, MiniKafkaError, error_for
+from clients.protocol.api_keys import ApiKey
+from clients.protocol.errors import ErrorCode, MiniKafkaError, error_for
 from storage.checkpoint import atomic_write_text
 
 log = logging.getLogger(__name__)

@@ -28,8 +28,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from broker.async_client import AsyncConnection
-from clients.api import ApiKey
-from clients.errors import ErrorCode, MiniKafkaError
+from clients.protocol.api_keys import ApiKey
+from clients.protocol.errors import ErrorCode, MiniKafkaError
 from replication.partition import Partition
 from replication.truncation import EpochEndOffset
 

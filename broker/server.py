@@ -29,18 +29,25 @@ import msgpack
 from broker.async_client import AsyncConnection
 from broker.config import BrokerConfig
 from broker.core import BrokerCore
-from broker.dispatch import HANDLERS
-from broker.handlers import RegionRecords
-from broker.metadata_follower import MetadataFollower
-from broker.network_supervisor import NetworkProcessSupervisor
+from broker.handlers.common import RegionRecords
+from broker.handlers.dispatch import HANDLERS
+from broker.metadata.follower import MetadataFollower
+from broker.network.channel_codec import CLOSED, REQUEST
+from broker.network.main_channel import MainChannelEndpoint
+from broker.network.supervisor import NetworkProcessSupervisor
 from broker.producer_ids import ControllerProducerIdAllocator, controller_block_source
 from broker.replica_fetcher import ReplicaFetcherManager
-from broker.request_channel import CLOSED, REQUEST, MainChannelEndpoint
-from clients.api import ApiKey
-from clients.buffer_pool import BufferPool
-from clients.errors import ErrorCode, MiniKafkaError
-from clients.protocol import decode_request_body, decode_request_header, encode_response_prefix
-from timer import AsyncioTimerDriver, Clock, MonotonicClock, SystemTimer
+from clients.memory.buffer_pool import BufferPool
+from clients.protocol.api_keys import ApiKey
+from clients.protocol.codec import (
+    decode_request_body,
+    decode_request_header,
+    encode_response_prefix,
+)
+from clients.protocol.errors import ErrorCode, MiniKafkaError
+from timer.clock import Clock, MonotonicClock
+from timer.drivers import AsyncioTimerDriver
+from timer.system_timer import SystemTimer
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from clients.errors import ErrorCode, MiniKafkaError
+from clients.protocol.errors import ErrorCode, MiniKafkaError
 
 FILE_NAME = "topics.json"
 MAX_PARTITIONS_PER_TOPIC = 10_000

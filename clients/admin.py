@@ -1,6 +1,6 @@
 """Admin client: create/delete/list/describe topics, describe the cluster, inspect groups.
 
-Requests (all v0, shapes in :mod:`clients.api`): CreateTopics and DeleteTopics go to
+Requests (all v0, shapes in :mod:`clients.protocol.registry`): CreateTopics and DeleteTopics go to
 the controller named by the last metadata (any broker if it is not a known broker; the
 broker forwards or answers NOT_CONTROLLER, which is retried once after a metadata
 refresh); list/describe use Metadata.  Every call blocks at most its ``timeout_ms``
@@ -10,10 +10,10 @@ Groups: ``list_groups`` asks every broker (each knows the groups it coordinates)
 merges; ``describe_groups`` and ``list_group_offsets`` ask each group's coordinator
 (FindCoordinator first; COORDINATOR_NOT_AVAILABLE / LOAD_IN_PROGRESS / NOT_COORDINATOR
 retried until the timeout).  Member assignments of ``consumer`` groups are decoded
-(:mod:`clients.group_protocol`); offsets come with the partition's high watermark
+(:mod:`clients.consumer.group_protocol`); offsets come with the partition's high watermark
 (ListOffsets latest, from each leader) so :attr:`GroupOffset.lag` is HW - committed.
 
-Per-topic failures are raised as the matching :class:`~clients.errors.MiniKafkaError`
+Per-topic failures are raised as the matching :class:`~clients.protocol.errors.MiniKafkaError`
 (code from the broker, message naming the topic) after all topics were processed;
 pass ``raise_on_error=False`` to get ``{topic: error or None}`` instead.
 
@@ -28,18 +28,18 @@ import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
-from clients.api import ApiKey
-from clients.cluster_metadata import ClusterMetadata, parse_bootstrap
-from clients.connection import NodeConnections
-from clients.errors import (
+from clients.consumer.group_protocol import PROTOCOL_TYPE, GroupProtocolError, decode_assignment
+from clients.network.cluster_metadata import ClusterMetadata, parse_bootstrap
+from clients.network.connection import NodeConnections
+from clients.protocol.api_keys import ApiKey
+from clients.protocol.errors import (
     ErrorCode,
     InvalidConfigError,
     MiniKafkaError,
     RequestTimedOutError,
     error_for,
 )
-from clients.group_protocol import PROTOCOL_TYPE, GroupProtocolError, decode_assignment
-from clients.topics import validate_topic_name
+from clients.protocol.topics import validate_topic_name
 from clients.types import (
     ClusterDescription,
     GroupDescription,

@@ -1,7 +1,8 @@
 """Plain value types shared by Producer, Consumer and Admin.
 
 All are immutable NamedTuples (cheap to build, hashable where their fields are, safe to
-share between threads).  No wire format here: the wire shapes are in :mod:`clients.api`.
+share between threads).  No wire format here: the wire shapes are in
+:mod:`clients.protocol.registry`.
 """
 
 from __future__ import annotations

@@ -12,11 +12,11 @@ from replication.leader_epoch_cache import (
     LeaderEpochCache,
     LeaderEpochCacheError,
 )
-from replication.partition import (
+from replication.partition import Partition
+from replication.partition_errors import (
     FencedLeaderEpochError,
     NotEnoughReplicasError,
     NotLeaderError,
-    Partition,
     PartitionInvariantError,
     UnknownLeaderEpochError,
 )

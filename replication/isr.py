@@ -36,7 +36,7 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from clients.errors import ErrorCode
+from clients.protocol.errors import ErrorCode
 
 __all__ = [
     "UNKNOWN_OFFSET",

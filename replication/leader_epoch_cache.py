@@ -44,7 +44,7 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import NamedTuple, Protocol
 
-from clients.records import iter_batches
+from clients.records.batch import iter_batches
 from storage.checkpoint import LeaderEpochCheckpointFile
 
 __all__ = [

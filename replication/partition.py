@@ -52,8 +52,8 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from clients.errors import ErrorCode, MiniKafkaError
-from clients.records import iter_batches
+from clients.protocol.errors import ErrorCode, MiniKafkaError
+from clients.records.batch import iter_batches
 from replication.isr import (
     UNKNOWN_OFFSET,
     AlterPartitionProposal,
@@ -70,15 +70,12 @@ from replication.partition_errors import (
     UnknownLeaderEpochError,
 )
 from replication.partition_follower import PartitionFollower
-from replication.partition_state import (
-    NO_LEADER,
-    PRODUCER_SNAPSHOTS_KEPT,
-    _headers_or_none,
-)
+from replication.partition_state import NO_LEADER, PRODUCER_SNAPSHOTS_KEPT, _headers_or_none
 from replication.producer_state import VerdictKind
 from replication.truncation import EpochEndOffset
 from storage.errors import OffsetOutOfRangeError
-from storage.log import FetchDataInfo, LogAppendInfo
+from storage.log.log import LogAppendInfo
+from storage.log.reader import FetchDataInfo
 
 __all__ = [
     "NO_LEADER",

@@ -1,7 +1,7 @@
 """The errors a partition replica raises, with their Kafka error codes.
 
 =========================  ==========================  ======================================
-exception                  code (:mod:`clients.errors`) raised when
+exception                  code (:mod:`clients.protocol.errors`) raised when
 =========================  ==========================  ======================================
 NotLeaderError             NOT_LEADER_OR_FOLLOWER      a leader-only call on a non-leader (or
                                                        a follower-only call on the leader)
@@ -16,7 +16,7 @@ Plain exception classes: O(1), immutable, thread-safe.
 
 from __future__ import annotations
 
-from clients.errors import ErrorCode, MiniKafkaError
+from clients.protocol.errors import ErrorCode, MiniKafkaError
 
 __all__ = [
     "FencedLeaderEpochError",

@@ -24,7 +24,7 @@ from replication.truncation import (
     TruncationPolicy,
     decide_truncation,
 )
-from storage.log import LogAppendInfo
+from storage.log.log import LogAppendInfo
 from storage.producer_snapshot import delete_snapshots_above
 
 __all__ = ["PartitionFollower"]

@@ -26,13 +26,13 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from clients.errors import CorruptRecordError
-from clients.records import BatchHeader, iter_batches
+from clients.protocol.errors import CorruptRecordError
+from clients.records.batch import BatchHeader, iter_batches
 from replication.isr import UNKNOWN_OFFSET, AlterPartitionProposal, IsrState, ReplicaState
 from replication.leader_epoch_cache import LeaderEpochCache
 from replication.producer_state import ProducerStateManager
 from storage.checkpoint import LEADER_EPOCH_CHECKPOINT
-from storage.log import Log, LogAppendInfo
+from storage.log.log import Log, LogAppendInfo
 from storage.producer_snapshot import (
     delete_snapshots_above,
     load_latest_snapshot,

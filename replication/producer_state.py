@@ -65,7 +65,7 @@ from dataclasses import dataclass
 from enum import Enum
 from typing import NamedTuple, Protocol
 
-from clients.errors import ErrorCode
+from clients.protocol.errors import ErrorCode
 
 __all__ = [
     "DEFAULT_MAX_PRODUCERS",

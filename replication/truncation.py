@@ -31,11 +31,7 @@ from __future__ import annotations
 import enum
 from dataclasses import dataclass
 
-from replication.leader_epoch_cache import (
-    UNDEFINED_EPOCH,
-    UNDEFINED_EPOCH_OFFSET,
-    LeaderEpochCache,
-)
+from replication.leader_epoch_cache import UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET, LeaderEpochCache
 
 __all__ = ["EpochEndOffset", "TruncationDecision", "TruncationPolicy", "decide_truncation"]
 

@@ -40,8 +40,8 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TypeVar
 
-from clients.errors import ErrorCode, MiniKafkaError
-from clients.topics import topic_name_error
+from clients.protocol.errors import ErrorCode, MiniKafkaError
+from clients.protocol.topics import topic_name_error
 
 VERSION = 0
 TMP_SUFFIX = ".tmp"

@@ -37,7 +37,7 @@ min_compaction_lag_ms  min.compaction.lag.  0              compacted topics: a s
 With ``cleanup_policy="compact"`` time and size retention do not apply (Kafka's rule for a
 compact-only topic); :mod:`storage.cleaner` keeps the latest record per key instead.
 
-An out-of-range value or an unknown key raises :class:`~clients.errors.InvalidConfigError`
+An out-of-range value or an unknown key raises :class:`~clients.protocol.errors.InvalidConfigError`
 whose message names the key.  Immutable (frozen dataclass): safe to share between threads
 and to send to other processes.
 """
@@ -48,7 +48,7 @@ import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass
 
-from clients.errors import InvalidConfigError
+from clients.protocol.errors import InvalidConfigError
 
 INT32_MAX = 2**31 - 1
 MIN_SEGMENT_BYTES = 1024

@@ -1,4 +1,4 @@
-"""Storage-specific exceptions (all :class:`~clients.errors.MiniKafkaError` subclasses).
+"""Storage-specific exceptions (all :class:`~clients.protocol.errors.MiniKafkaError` subclasses).
 
 Each carries a protocol error code so the broker can answer a request with it directly:
 
@@ -19,7 +19,7 @@ Pure data; thread- and process-safe.
 
 from __future__ import annotations
 
-from clients.errors import ErrorCode, MiniKafkaError
+from clients.protocol.errors import ErrorCode, MiniKafkaError
 
 
 class OffsetOutOfRangeError(MiniKafkaError):

@@ -21,7 +21,7 @@ import fcntl
 import os
 from pathlib import Path
 
-from clients.errors import ErrorCode, MiniKafkaError
+from clients.protocol.errors import ErrorCode, MiniKafkaError
 
 LOCK_FILE = ".lock"
 

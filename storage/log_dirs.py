@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from clients.topics import topic_name_error
+from clients.protocol.topics import topic_name_error
 from storage.checkpoint import fsync_dir
 
 __all__ = [

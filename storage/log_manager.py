@@ -52,7 +52,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from clients.topics import validate_topic_name
+from clients.protocol.topics import validate_topic_name
 from storage.checkpoint import (
     LEADER_EPOCH_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
@@ -62,10 +62,11 @@ from storage.checkpoint import (
     OffsetCheckpointFile,
     fsync_dir,
 )
-from storage.cleaner import CLEANER_CHECKPOINT, CleanerConfig, CleanStepResult, LogCleaner
+from storage.cleaner.cleaner import CLEANER_CHECKPOINT, LogCleaner
+from storage.cleaner.config import CleanerConfig, CleanStepResult
 from storage.config import LogConfig
 from storage.lock import DataDirLock
-from storage.log import Log
+from storage.log.log import Log
 from storage.log_dirs import (
     CLEAN_SHUTDOWN_MARKER,
     DELETE_SUFFIX,

@@ -44,7 +44,7 @@ from typing import NamedTuple
 
 from crc32c import crc32c
 
-from clients.errors import ErrorCode, MiniKafkaError
+from clients.protocol.errors import ErrorCode, MiniKafkaError
 from storage.checkpoint import atomic_write_bytes, fsync_dir
 
 log = logging.getLogger(__name__)

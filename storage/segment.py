@@ -1,7 +1,7 @@
 """One log segment: ``<base_offset:020d>.log`` + ``.index`` + ``.timeindex``.
 
 The ``.log`` file is a plain concatenation of RecordBatch v2 (byte table in
-:mod:`clients.records`; run layout in :mod:`storage.recovery`); the index formats are in
+:mod:`clients.records`; run layout in :mod:`storage.log.recovery`); the index formats are in
 :mod:`storage.offset_index` and :mod:`storage.time_index`.  ``base_offset`` is the first
 offset the segment may hold; batch offsets inside are strictly increasing.
 
@@ -28,11 +28,11 @@ from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple, TypeVar
 
-from clients.records import HEADER_SIZE, LOG_OVERHEAD, MAGIC
+from clients.records.batch import HEADER_SIZE, LOG_OVERHEAD, MAGIC
 from storage.config import LogConfig
 from storage.errors import CorruptIndexError, StorageError
+from storage.log.validator import INT32_MAX, SegmentScan, scan_segment
 from storage.offset_index import OffsetIndex
-from storage.recovery import INT32_MAX, SegmentScan, scan_segment
 from storage.time_index import NO_TIMESTAMP, TimeIndex
 
 # base_offset, batch_length, partition_leader_epoch, magic, crc, attributes,

@@ -18,13 +18,7 @@ from timer.errors import (
 )
 from timer.purgatory import Purgatory, TimerLike
 from timer.system_timer import DEFAULT_MAX_TASKS, SystemTimer
-from timer.timing_wheel import (
-    MAX_DELAY_MS,
-    CallableTask,
-    TimerTask,
-    TimerTaskList,
-    TimingWheel,
-)
+from timer.timing_wheel import MAX_DELAY_MS, CallableTask, TimerTask, TimerTaskList, TimingWheel
 
 __all__ = [
     "DEFAULT_MAX_TASKS",

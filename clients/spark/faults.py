@@ -44,7 +44,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
 
-from clients.errors import MiniKafkaError
+from clients.protocol.errors import MiniKafkaError
 
 ACTIONS = ("kill", "restart", "pause", "resume")
 CONTROLLER = "controller"

@@ -28,7 +28,7 @@ Exactly one of ``subscribe`` / ``assign``.  Option names are case-insensitive (S
 passes them so); an unknown option is an error, not silently ignored, so a typo such as
 ``startingOffset`` fails loudly.  A JSON offsets option must name every partition read
 (as Spark's Kafka source requires) and only those.  Every failure raises
-:class:`clients.errors.InvalidConfigError` naming the option and the bad value.
+:class:`clients.protocol.errors.InvalidConfigError` naming the option and the bad value.
 
 Costs: O(size of the option strings).  Pure functions and frozen values: thread-safe.
 """
@@ -40,7 +40,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
-from clients.errors import InvalidConfigError
+from clients.protocol.errors import InvalidConfigError
 from clients.types import TopicPartition
 
 __all__ = [

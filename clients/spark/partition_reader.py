@@ -38,9 +38,9 @@ from collections.abc import Iterator
 import numpy as np
 import pyarrow as pa
 
-from clients.consumer import Consumer
-from clients.errors import RequestTimedOutError
-from clients.records_bulk import BulkRecords
+from clients.consumer.consumer import Consumer
+from clients.protocol.errors import RequestTimedOutError
+from clients.records.bulk_decode import BulkRecords
 from clients.spark.options import SourceOptions
 from clients.spark.ranges import OffsetRange
 from clients.types import TopicPartition

@@ -32,8 +32,8 @@ from dataclasses import dataclass
 
 from pyspark.sql.datasource import InputPartition
 
-from clients.consumer import Consumer
-from clients.errors import ErrorCode, InvalidConfigError, MiniKafkaError
+from clients.consumer.consumer import Consumer
+from clients.protocol.errors import ErrorCode, InvalidConfigError, MiniKafkaError
 from clients.spark.options import EARLIEST, LATEST, OffsetSpec, SourceOptions
 from clients.types import TopicPartition
 

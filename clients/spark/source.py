@@ -61,7 +61,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from clients.errors import InvalidConfigError, MiniKafkaError
+from clients.protocol.errors import InvalidConfigError, MiniKafkaError
 from clients.spark.options import EARLIEST, SourceOptions, parse_source_options
 from clients.spark.partition_reader import read_range
 from clients.spark.ranges import (

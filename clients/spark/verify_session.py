@@ -55,7 +55,7 @@ def verify_session(master: str = "local[*]", app_name: str = "minikafka-verify",
     warnings.filterwarnings("ignore", message="PySpark does not yet fully support pandas")
     from pyspark.sql import SparkSession
 
-    from clients.spark import register_data_source
+    from clients.spark.source import register_data_source
 
     builder = (SparkSession.builder.master(master).appName(app_name)
                .config("spark.ui.showConsoleProgress", "false")

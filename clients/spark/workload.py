@@ -45,7 +45,7 @@ from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
-from clients.errors import MiniKafkaError
+from clients.protocol.errors import MiniKafkaError
 from clients.spark.faults import AppliedFault, FaultEvent, FaultInjector
 from clients.spark.ledger import LedgerWriter
 from clients.types import RecordMetadata
@@ -197,7 +197,7 @@ def ensure_topic(config: WorkloadConfig, log: Callable[[str], None],
                  timeout_s: float = 60.0) -> None:
     """Create the topic if absent, then wait until every partition has a leader."""
     from clients.admin import Admin
-    from clients.errors import ErrorCode
+    from clients.protocol.errors import ErrorCode
     from clients.types import NewTopic
 
     with Admin(config.bootstrap) as admin:
@@ -248,7 +248,7 @@ def _share(config: WorkloadConfig, producer: int) -> int:
 
 def _produce(config: WorkloadConfig, producer: int, ledger: LedgerWriter, counters: _Counters,
              start: float, stop: threading.Event) -> None:
-    from clients.producer import Producer
+    from clients.producer.producer import Producer
 
     count = _share(config, producer)
     rng = random.Random(f"{config.run_id}-{producer}")

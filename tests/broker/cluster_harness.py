@@ -15,9 +15,9 @@ from typing import Any
 
 import psutil
 
-from broker.cluster import ClusterState, free_base_port, main
-from broker.cluster_status import status_report
-from clients.records import iter_batches
+from broker.cluster.launcher import ClusterState, free_base_port, main
+from broker.cluster.status import status_report
+from clients.records.batch import iter_batches
 from tests.broker.processes import wait_until
 
 

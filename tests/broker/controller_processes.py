@@ -15,8 +15,9 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from clients.api import ApiKey
-from clients.protocol import decode_response, encode_request, read_frame, send_buffers
+from clients.protocol.api_keys import ApiKey
+from clients.protocol.codec import decode_response, encode_request
+from clients.protocol.framing import read_frame, send_buffers
 from tests.broker.processes import ServerProcess
 
 

@@ -17,11 +17,13 @@ import msgpack
 import pytest
 
 from clients.admin import Admin
-from clients.api import ApiKey
-from clients.errors import ErrorCode
-from clients.producer import Producer
-from clients.protocol import decode_response, encode_request_bytes, read_frame
-from clients.records import build_batch, iter_batches
+from clients.producer.producer import Producer
+from clients.protocol.api_keys import ApiKey
+from clients.protocol.codec import decode_response, encode_request_bytes
+from clients.protocol.errors import ErrorCode
+from clients.protocol.framing import read_frame
+from clients.records.batch import iter_batches
+from clients.records.record import build_batch
 from clients.types import NewTopic
 from tests.broker.processes import BrokerProcess
 from tests.broker.test_broker_integration import consume_all

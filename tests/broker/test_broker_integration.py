@@ -11,10 +11,11 @@ from pathlib import Path
 import pytest
 
 from clients.admin import Admin
-from clients.api import ApiKey
-from clients.consumer import Consumer
-from clients.producer import Producer
-from clients.protocol import decode_response, encode_request_bytes, read_frame
+from clients.consumer.consumer import Consumer
+from clients.producer.producer import Producer
+from clients.protocol.api_keys import ApiKey
+from clients.protocol.codec import decode_response, encode_request_bytes
+from clients.protocol.framing import read_frame
 from clients.types import NewTopic, TopicPartition
 from tests.broker.processes import BrokerProcess, wait_until
 

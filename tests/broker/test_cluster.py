@@ -12,8 +12,8 @@ from pathlib import Path
 import pytest
 
 from clients.admin import Admin
-from clients.errors import ErrorCode, MiniKafkaError
-from clients.producer import Producer
+from clients.producer.producer import Producer
+from clients.protocol.errors import ErrorCode, MiniKafkaError
 from clients.types import NewTopic
 from tests.broker.cluster_harness import LocalCluster
 from tests.broker.test_broker_integration import consume_all

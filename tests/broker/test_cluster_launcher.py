@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.cluster import is_running
+from broker.cluster.launcher import is_running
 from tests.broker.cluster_harness import LocalCluster
 
 ROOT = Path(__file__).resolve().parents[2]

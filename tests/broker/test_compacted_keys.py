@@ -18,17 +18,18 @@ import pytest
 
 from broker.config import BrokerConfig
 from broker.core import BrokerCore
-from broker.dispatch import HANDLERS
+from broker.handlers.dispatch import HANDLERS
 from clients.admin import Admin
-from clients.api import ApiKey
-from clients.errors import ErrorCode, InvalidRecordError
-from clients.producer import Producer
-from clients.records import build_batch
+from clients.producer.producer import Producer
+from clients.protocol.api_keys import ApiKey
+from clients.protocol.errors import ErrorCode, InvalidRecordError
+from clients.records.record import build_batch
 from clients.types import NewTopic
 from storage.config import LogConfig
-from storage.log import Log
+from storage.log.log import Log
 from tests.broker.processes import BrokerProcess
-from timer import ManualClock, SystemTimer
+from timer.clock import ManualClock
+from timer.system_timer import SystemTimer
 
 COMPACT = {"cleanup_policy": "compact"}
 

@@ -3,7 +3,7 @@ from pathlib import Path
 import pytest
 
 from broker.config import BrokerConfig
-from clients.errors import InvalidConfigError
+from clients.protocol.errors import InvalidConfigError
 
 
 def test_defaults_are_valid_and_bind_loopback() -> None:

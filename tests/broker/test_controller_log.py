@@ -6,11 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from broker.controller_config import ControllerConfig
-from broker.controller_log import ControllerLog
-from broker.controller_state import ControllerState, TopicSpec
-from broker.metadata import MetadataImage, MetadataRecordError, decode_record_batches
-from clients.records import iter_batches
+from broker.controller.config import ControllerConfig
+from broker.controller.log import ControllerLog
+from broker.controller.results import TopicSpec
+from broker.controller.state import ControllerState
+from broker.metadata.image import MetadataImage
+from broker.metadata.records import MetadataRecordError, decode_record_batches
+from clients.records.batch import iter_batches
 from storage.lock import DataDirLockedError
 from timer.clock import ManualClock
 

@@ -12,16 +12,17 @@ from typing import Any
 
 import pytest
 
-from broker.metadata import (
-    MetadataImage,
+from broker.metadata.image import MetadataImage
+from broker.metadata.records import (
     PartitionRecord,
     RegisterBrokerRecord,
     TopicRecord,
     decode_record_batches,
 )
-from clients.api import ApiKey
-from clients.errors import ErrorCode
-from clients.protocol import decode_response, encode_request_bytes, read_frame
+from clients.protocol.api_keys import ApiKey
+from clients.protocol.codec import decode_response, encode_request_bytes
+from clients.protocol.errors import ErrorCode
+from clients.protocol.framing import read_frame
 from tests.broker.controller_processes import ControllerClient, ControllerProcess
 
 pytestmark = pytest.mark.multiprocess

@@ -9,18 +9,18 @@ from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
-from broker.controller_config import ControllerConfig
-from broker.controller_state import ControllerState, IsrChange, TopicSpec
-from broker.metadata import (
+from broker.controller.config import ControllerConfig
+from broker.controller.results import IsrChange, TopicSpec
+from broker.controller.state import ControllerState
+from broker.metadata.image import MetadataImage, PartitionState
+from broker.metadata.records import (
     NO_LEADER,
     FenceBrokerRecord,
-    MetadataImage,
     MetadataRecord,
     PartitionRecord,
-    PartitionState,
     UnfenceBrokerRecord,
 )
-from clients.errors import ErrorCode
+from clients.protocol.errors import ErrorCode
 from timer.clock import ManualClock
 
 SESSION_MS = 2_000

@@ -14,8 +14,9 @@ from pathlib import Path
 import pytest
 
 from clients.admin import Admin
-from clients.producer import Producer
-from clients.records import decode_batch, iter_batches
+from clients.producer.producer import Producer
+from clients.records.batch import iter_batches
+from clients.records.record import decode_batch
 from clients.types import NewTopic
 from tests.broker.cluster_harness import LocalCluster
 from tests.broker.processes import wait_until

@@ -24,9 +24,9 @@ import pytest
 
 from broker.config import BrokerConfig
 from broker.core import BrokerCore
-from broker.dispatch import HANDLERS
-from broker.metadata import (
-    MetadataImage,
+from broker.handlers.dispatch import HANDLERS
+from broker.metadata.image import MetadataImage
+from broker.metadata.records import (
     MetadataRecord,
     PartitionRecord,
     RegisterBrokerRecord,
@@ -34,13 +34,15 @@ from broker.metadata import (
     TopicRecord,
     UnfenceBrokerRecord,
 )
-from clients.api import ApiKey
-from clients.cluster_metadata import ClusterMetadata
-from clients.connection import BrokerConnection, NodeConnections, Poller
-from clients.errors import ErrorCode
-from clients.protocol import decode_request, encode_response_bytes, read_frame
-from clients.records import build_batch
-from timer import ManualClock, SystemTimer
+from clients.network.cluster_metadata import ClusterMetadata
+from clients.network.connection import BrokerConnection, NodeConnections, Poller
+from clients.protocol.api_keys import ApiKey
+from clients.protocol.codec import decode_request, encode_response_bytes
+from clients.protocol.errors import ErrorCode
+from clients.protocol.framing import read_frame
+from clients.records.record import build_batch
+from timer.clock import ManualClock
+from timer.system_timer import SystemTimer
 
 TOPIC = "fo"
 API_VERSIONS_ANSWER = {"error_code": 0, "api_keys": []}

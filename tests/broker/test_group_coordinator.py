@@ -7,17 +7,13 @@ from typing import Any
 
 import pytest
 
-from broker.group_coordinator import (
-    Done,
-    GroupConfig,
-    GroupCoordinator,
-    java_string_hash,
-    partition_for,
-)
-from broker.group_offsets import commit_offsets, describe_groups, fetch_offsets, list_groups
-from broker.group_state import GroupState
-from clients.errors import ErrorCode
-from timer import ManualClock, SystemTimer
+from broker.group.coordinator import GroupCoordinator
+from broker.group.offsets import commit_offsets, describe_groups, fetch_offsets, list_groups
+from broker.group.protocol import Done, GroupConfig, java_string_hash, partition_for
+from broker.group.state import GroupState
+from clients.protocol.errors import ErrorCode
+from timer.clock import ManualClock
+from timer.system_timer import SystemTimer
 
 Body = dict[str, Any]
 SESSION_MS = 10_000

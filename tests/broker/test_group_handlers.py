@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-from broker.offsets_topic import OFFSETS_TOPIC
+from broker.group.offsets_topic import OFFSETS_TOPIC
 from clients.admin import Admin
-from clients.api import ApiKey
-from clients.connection import BrokerConnection
-from clients.errors import ErrorCode
+from clients.network.connection import BrokerConnection
+from clients.protocol.api_keys import ApiKey
+from clients.protocol.errors import ErrorCode
 from clients.types import NewTopic
 from tests.broker.cluster_harness import LocalCluster
 

@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.group_metadata import (
+from broker.group.metadata import (
     GroupMetadataKey,
     GroupMetadataValue,
     GroupRecordError,

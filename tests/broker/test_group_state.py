@@ -6,7 +6,7 @@ import itertools
 
 import pytest
 
-from broker.group_state import (
+from broker.group.state import (
     TRANSITIONS,
     GroupEvent,
     GroupState,

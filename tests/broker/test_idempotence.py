@@ -16,12 +16,12 @@ from typing import Any
 import pytest
 
 from broker.config import BrokerConfig
-from broker.controller_config import ControllerConfig
-from broker.controller_state import ControllerState
+from broker.controller.config import ControllerConfig
+from broker.controller.state import ControllerState
 from broker.core import BrokerCore
-from broker.dispatch import HANDLERS
-from broker.metadata import (
-    MetadataImage,
+from broker.handlers.dispatch import HANDLERS
+from broker.metadata.image import MetadataImage
+from broker.metadata.records import (
     MetadataRecord,
     MetadataRecordError,
     ProducerIdsRecord,
@@ -35,17 +35,20 @@ from broker.producer_ids import (
     StandaloneProducerIdAllocator,
 )
 from clients.admin import Admin
-from clients.api import ApiKey
-from clients.connection import BrokerConnection
-from clients.errors import ErrorCode, MiniKafkaError
-from clients.protocol import decode_response, encode_request_bytes, read_frame
-from clients.records import build_batch, decode_batch, iter_batches
+from clients.network.connection import BrokerConnection
+from clients.protocol.api_keys import ApiKey
+from clients.protocol.codec import decode_response, encode_request_bytes
+from clients.protocol.errors import ErrorCode, MiniKafkaError
+from clients.protocol.framing import read_frame
+from clients.records.batch import iter_batches
+from clients.records.record import build_batch, decode_batch
 from clients.types import NewTopic
 from storage.producer_snapshot import list_snapshot_offsets
 from tests.broker.cluster_harness import LocalCluster
 from tests.broker.processes import BrokerProcess, wait_until
 from tests.broker.test_cluster import all_in_sync
-from timer import ManualClock, SystemTimer
+from timer.clock import ManualClock
+from timer.system_timer import SystemTimer
 
 TOPIC = "idem"
 

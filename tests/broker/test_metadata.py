@@ -7,10 +7,10 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from broker.metadata import (
+from broker.metadata.image import MetadataImage
+from broker.metadata.records import (
     NO_LEADER,
     FenceBrokerRecord,
-    MetadataImage,
     MetadataRecord,
     MetadataRecordError,
     PartitionRecord,

@@ -35,18 +35,14 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from broker.config import BrokerConfig
-from broker.network import FileCache, RegionError
-from broker.network_supervisor import NetworkProcessSupervisor, NetworkRestart
-from broker.request_channel import (
+from broker.network.channel_codec import (
     CLOSE,
     CLOSED,
     READY,
     REQUEST,
     RESPONSE,
-    ChannelEndpoint,
     ChannelFullError,
     ChannelProtocolError,
-    MainChannelEndpoint,
     decode_message,
     decode_packet,
     encode_close,
@@ -57,7 +53,12 @@ from broker.request_channel import (
     encode_request,
     encode_response,
 )
-from clients.buffer_pool import BufferHandle, BufferPool
+from broker.network.channel_endpoint import ChannelEndpoint
+from broker.network.main_channel import MainChannelEndpoint
+from broker.network.regions import FileCache, RegionError
+from broker.network.supervisor import NetworkProcessSupervisor, NetworkRestart
+from clients.memory.buffer_pool import BufferPool
+from clients.memory.handles import BufferHandle
 
 T = TypeVar("T")
 KiB = 1024

@@ -20,12 +20,13 @@ from pathlib import Path
 import msgpack
 import pytest
 
-from broker.network import FileCache, RegionError
-from clients.records import build_batch
-from storage.cleaner import LogCleaner
+from broker.network.regions import FileCache, RegionError
+from clients.records.record import build_batch
+from storage.cleaner.cleaner import LogCleaner
 from storage.config import LogConfig
 from storage.errors import StorageError
-from storage.log import FetchDataInfo, FileRegion, Log
+from storage.log.log import Log
+from storage.log.reader import FetchDataInfo, FileRegion
 from tests.broker.test_network import (
     assert_pool_clean,
     connect,

@@ -51,21 +51,14 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
-from clients.api import APIS, ApiKey
-from clients.errors import ErrorCode, MiniKafkaError, error_for
-from clients.protocol import (
-    decode_request,
-    encode_response,
-    read_frame,
-    send_buffers,
-)
-from clients.records import (
-    Record,
-    decode_batch,
-    iter_batches,
-    set_base_offset,
-)
-from clients.topics import topic_name_error
+from clients.protocol.api_keys import ApiKey
+from clients.protocol.codec import decode_request, encode_response
+from clients.protocol.errors import ErrorCode, MiniKafkaError, error_for
+from clients.protocol.framing import read_frame, send_buffers
+from clients.protocol.registry import APIS
+from clients.protocol.topics import topic_name_error
+from clients.records.batch import iter_batches, set_base_offset
+from clients.records.record import Record, decode_batch
 from clients.types import TopicPartition
 from tests.clients.fake_producer_state import ProducerIdRegistry, ProducerStateTable
 

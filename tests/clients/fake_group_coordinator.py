@@ -29,7 +29,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
-from clients.api import ApiKey
+from clients.protocol.api_keys import ApiKey
 from tests.clients.fake_broker import E, FakeCluster
 
 _GROUP_APIS = {ApiKey.FIND_COORDINATOR, ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.HEARTBEAT,

@@ -22,8 +22,8 @@ from __future__ import annotations
 from collections import deque
 from dataclasses import dataclass, field
 
-from clients.errors import ErrorCode
-from clients.records import BatchHeader
+from clients.protocol.errors import ErrorCode
+from clients.records.batch import BatchHeader
 
 SEQUENCE_MODULUS = 1 << 31
 WINDOW = 5

@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import threading
 
-from clients.consumer import Consumer
-from clients.consumer_coordinator import CommitFailedError
+from clients.consumer.consumer import Consumer
+from clients.consumer.offset_committer import CommitFailedError
 from clients.types import ConsumerRecord, TopicPartition
 
 

@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import sys
 
-from clients.consumer import Consumer
+from clients.consumer.consumer import Consumer
 from clients.types import TopicPartition
 
 

@@ -1,4 +1,4 @@
-"""Hypothesis strategies derived from the protocol schemas (clients.schema).
+"""Hypothesis strategies derived from the protocol schemas (clients.protocol.schema).
 
 ``body_strategy(struct, version)`` draws a random valid body for one API version: every
 wire field present, values within the type's range, Records as random bytes.  Sizes are
@@ -11,17 +11,8 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from clients.schema import (
-    Array,
-    Bool,
-    Bytes,
-    Map,
-    Records,
-    Str,
-    Struct,
-    Type,
-    _Int,
-)
+from clients.protocol.schema import Struct
+from clients.protocol.wire_types import Array, Bool, Bytes, Map, Records, Str, Type, _Int
 
 MAX_ITEMS = 3
 _TEXT = st.text(max_size=12)

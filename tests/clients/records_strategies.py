@@ -7,7 +7,8 @@ import struct
 from crc32c import crc32c
 from hypothesis import strategies as st
 
-from clients.records import ATTRIBUTES_OFFSET, CRC_OFFSET, Header, Record
+from clients.records.batch import ATTRIBUTES_OFFSET, CRC_OFFSET
+from clients.records.record import Header, Record
 
 nullable_bytes = st.none() | st.binary(max_size=300)
 timestamps = st.integers(min_value=-(1 << 50), max_value=1 << 50)

@@ -3,9 +3,9 @@ from __future__ import annotations
 import pytest
 
 from clients.admin import Admin
-from clients.connection import NetworkError
-from clients.errors import ErrorCode, MiniKafkaError
-from clients.topics import InvalidTopicError
+from clients.network.connection import NetworkError
+from clients.protocol.errors import ErrorCode, MiniKafkaError
+from clients.protocol.topics import InvalidTopicError
 from clients.types import NewTopic
 from tests.clients.fake_broker import FakeCluster
 

@@ -6,15 +6,15 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clients.assignors import (
+from clients.consumer.assignors import (
     CooperativeStickyAssignor,
     Member,
     RangeAssignor,
     RoundRobinAssignor,
     assignor_for,
 )
-from clients.errors import InvalidConfigError
-from clients.group_protocol import Subscription
+from clients.consumer.group_protocol import Subscription
+from clients.protocol.errors import InvalidConfigError
 from clients.types import TopicPartition
 
 TOPICS = ["a", "b", "c"]

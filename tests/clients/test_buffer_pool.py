@@ -20,8 +20,8 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from clients.buffer_pool import Buffer, BufferHandle, BufferPool
-from clients.buffer_pool_errors import (
+from clients.memory.buffer_pool import BufferPool
+from clients.memory.errors import (
     BufferPoolClosedError,
     BufferPoolCorruptedError,
     BufferPoolTimeoutError,
@@ -29,7 +29,8 @@ from clients.buffer_pool_errors import (
     BufferTooLargeError,
     StaleBufferHandleError,
 )
-from clients.errors import ErrorCode, InvalidConfigError
+from clients.memory.handles import Buffer, BufferHandle
+from clients.protocol.errors import ErrorCode, InvalidConfigError
 
 P = 1024  # poolable_size used by most tests
 DEADLINE_S = 20.0
@@ -415,7 +416,7 @@ def test_context_manager_and_repr() -> None:
 
 
 def test_check_accounting_detects_corruption(make_pool: Callable[..., BufferPool]) -> None:
-    from clients.shm_segment import H_FREE_SLOTS
+    from clients.memory.segment import H_FREE_SLOTS
 
     pool = make_pool()
     pool._w[H_FREE_SLOTS] += 1  # simulate a half-done update by a killed process

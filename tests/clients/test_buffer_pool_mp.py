@@ -18,8 +18,9 @@ from typing import Any
 
 import pytest
 
-from clients.buffer_pool import BufferHandle, BufferPool
-from clients.buffer_pool_errors import BufferPoolTimeoutError
+from clients.memory.buffer_pool import BufferPool
+from clients.memory.errors import BufferPoolTimeoutError
+from clients.memory.handles import BufferHandle
 
 pytestmark = pytest.mark.multiprocess
 

@@ -5,10 +5,10 @@ import time
 import numpy as np
 import pytest
 
-from clients.consumer import Consumer, NoOffsetForPartitionError, OffsetOutOfRangeError
-from clients.producer import Producer
-from clients.records import build_batch
-from clients.records_bulk import BulkRecords
+from clients.consumer.consumer import Consumer, NoOffsetForPartitionError, OffsetOutOfRangeError
+from clients.producer.producer import Producer
+from clients.records.bulk_decode import BulkRecords
+from clients.records.record import build_batch
 from clients.types import ConsumerRecord, TopicPartition
 from tests.clients.fake_broker import FakeCluster
 

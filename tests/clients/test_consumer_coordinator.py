@@ -9,13 +9,13 @@ from typing import Any
 
 import pytest
 
-from clients.assignors import RangeAssignor
-from clients.consumer import Consumer
-from clients.consumer_coordinator import CommitFailedError, GroupConfig, MemberState
-from clients.consumer_heartbeat import HeartbeatThread
-from clients.coordinator_channel import GroupShared
-from clients.errors import ErrorCode, InvalidConfigError, MiniKafkaError
-from clients.records import build_batch
+from clients.consumer.assignors import RangeAssignor
+from clients.consumer.consumer import Consumer
+from clients.consumer.coordinator_channel import GroupConfig, GroupShared, MemberState
+from clients.consumer.heartbeat import HeartbeatThread
+from clients.consumer.offset_committer import CommitFailedError
+from clients.protocol.errors import ErrorCode, InvalidConfigError, MiniKafkaError
+from clients.records.record import build_batch
 from clients.types import ConsumerRecord, OffsetAndMetadata, TopicPartition
 from tests.broker.processes import wait_until
 from tests.clients.fake_broker import E

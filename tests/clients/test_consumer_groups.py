@@ -13,13 +13,14 @@ from typing import Any
 
 import pytest
 
-from broker.group_coordinator import partition_for
-from broker.group_metadata import OffsetCommitKey, decode_key, decode_offset_commit_value
+from broker.group.metadata import OffsetCommitKey, decode_key, decode_offset_commit_value
+from broker.group.protocol import partition_for
 from clients.admin import Admin
-from clients.cli import main as cli_main
-from clients.consumer import Consumer
-from clients.producer import Producer
-from clients.records import decode_batch, iter_batches
+from clients.cli.main import main as cli_main
+from clients.consumer.consumer import Consumer
+from clients.producer.producer import Producer
+from clients.records.batch import iter_batches
+from clients.records.record import decode_batch
 from clients.types import NewTopic, TopicPartition
 from tests.broker.cluster_harness import LocalCluster
 from tests.broker.processes import wait_until

@@ -7,7 +7,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clients.group_protocol import (
+from clients.consumer.group_protocol import (
     Assignment,
     GroupProtocolError,
     Subscription,

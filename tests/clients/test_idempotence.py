@@ -6,9 +6,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clients.connection import NetworkError
-from clients.errors import ErrorCode, MiniKafkaError
-from clients.idempotence import (
+from clients.network.connection import NetworkError
+from clients.producer.idempotence import (
     SEQUENCE_MODULUS,
     Action,
     IdempotenceManager,
@@ -16,6 +15,7 @@ from clients.idempotence import (
     ProducerFencedError,
     increment_sequence,
 )
+from clients.protocol.errors import ErrorCode, MiniKafkaError
 from clients.types import TopicPartition
 
 T0 = TopicPartition("t", 0)

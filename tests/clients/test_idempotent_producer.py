@@ -14,18 +14,19 @@ from typing import Any
 
 import pytest
 
-from clients.accumulator import RecordAccumulator
-from clients.buffer_pool import BufferPool
-from clients.cluster_metadata import ClusterMetadata
-from clients.errors import ErrorCode, InvalidConfigError
-from clients.idempotence import (
+from clients.memory.buffer_pool import BufferPool
+from clients.network.cluster_metadata import ClusterMetadata
+from clients.producer.accumulator import RecordAccumulator
+from clients.producer.idempotence import (
     IdempotenceManager,
     IdempotenceUnsupportedError,
     ProducerFencedError,
     SequenceAbandonedError,
 )
-from clients.producer import Producer
-from clients.records import build_batch, iter_batches
+from clients.producer.producer import Producer
+from clients.protocol.errors import ErrorCode, InvalidConfigError
+from clients.records.batch import iter_batches
+from clients.records.record import build_batch
 from clients.types import TopicPartition
 from tests.clients.fake_broker import FakeCluster
 

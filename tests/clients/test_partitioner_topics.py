@@ -5,8 +5,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from kafka.partitioner.default import murmur2 as kafka_python_murmur2
 
-from clients.partitioner import StickyPartitioner, murmur2, partition_for_key
-from clients.topics import InvalidTopicError, topic_name_error, validate_topic_name
+from clients.producer.partitioner import StickyPartitioner, murmur2, partition_for_key
+from clients.protocol.topics import InvalidTopicError, topic_name_error, validate_topic_name
 
 
 @settings(max_examples=300, deadline=None)

@@ -7,17 +7,23 @@ from concurrent.futures import Future
 import numpy as np
 import pytest
 
-from clients.accumulator import AccumulatorClosedError, RecordAccumulator
-from clients.api import ApiKey
-from clients.buffer_pool import BufferPool
-from clients.buffer_pool_errors import BufferPoolTimeoutError
-from clients.cluster_metadata import ClusterMetadata
-from clients.errors import ErrorCode, InvalidConfigError, MessageTooLargeError, RequestTimedOutError
-from clients.partitioner import partition_for_key
-from clients.producer import DeliveryTimeoutError, Producer
-from clients.records import iter_batches
-from clients.sender import ProducerClosedError
-from clients.topics import InvalidTopicError
+from clients.memory.buffer_pool import BufferPool
+from clients.memory.errors import BufferPoolTimeoutError
+from clients.network.cluster_metadata import ClusterMetadata
+from clients.producer.accumulator import AccumulatorClosedError, RecordAccumulator
+from clients.producer.partitioner import partition_for_key
+from clients.producer.produce_requests import DeliveryTimeoutError
+from clients.producer.producer import Producer
+from clients.producer.sender import ProducerClosedError
+from clients.protocol.api_keys import ApiKey
+from clients.protocol.errors import (
+    ErrorCode,
+    InvalidConfigError,
+    MessageTooLargeError,
+    RequestTimedOutError,
+)
+from clients.protocol.topics import InvalidTopicError
+from clients.records.batch import iter_batches
 from clients.types import RecordMetadata, TopicPartition
 from tests.clients.fake_broker import FakeCluster
 

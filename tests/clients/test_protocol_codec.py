@@ -8,9 +8,8 @@ from typing import Any
 import msgpack
 import pytest
 
-from clients.api import APIS, ApiKey
-from clients.errors import ErrorCode, MessageTooLargeError, ProtocolError, UnsupportedVersionError
-from clients.protocol import (
+from clients.protocol.api_keys import ApiKey
+from clients.protocol.codec import (
     RecordsRef,
     UnknownApiKeyError,
     decode_request,
@@ -25,16 +24,22 @@ from clients.protocol import (
     encode_response_bytes,
     encode_response_prefix,
 )
-from clients.schema import (
+from clients.protocol.errors import (
+    ErrorCode,
+    MessageTooLargeError,
+    ProtocolError,
+    UnsupportedVersionError,
+)
+from clients.protocol.registry import APIS
+from clients.protocol.schema import Field, Struct
+from clients.protocol.wire_types import (
     Array,
-    Field,
     FieldError,
     Int32,
     Map,
     NullableStr,
     Records,
     Str,
-    Struct,
     Tail,
 )
 

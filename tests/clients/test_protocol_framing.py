@@ -9,15 +9,13 @@ from collections.abc import Iterator
 
 import pytest
 
-from clients.api import ApiKey
-from clients.errors import ProtocolError
-from clients.protocol import (
+from clients.protocol.api_keys import ApiKey
+from clients.protocol.codec import decode_request, encode_request, encode_request_bytes
+from clients.protocol.errors import ProtocolError
+from clients.protocol.framing import (
     DEFAULT_MAX_FRAME_BYTES,
     FrameDecoder,
     FrameTooLargeError,
-    decode_request,
-    encode_request,
-    encode_request_bytes,
     frame_length_of,
     read_frame,
     send_buffers,

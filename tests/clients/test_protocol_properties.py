@@ -11,15 +11,11 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from clients.api import APIS, Api
-from clients.errors import ProtocolError, UnsupportedVersionError
-from clients.protocol import (
-    FrameDecoder,
-    decode_request,
-    decode_response,
-    encode_request,
-    encode_response,
-)
+from clients.protocol.api_keys import Api
+from clients.protocol.codec import decode_request, decode_response, encode_request, encode_response
+from clients.protocol.errors import ProtocolError, UnsupportedVersionError
+from clients.protocol.framing import FrameDecoder
+from clients.protocol.registry import APIS
 from tests.clients.protocol_strategies import body_strategy
 
 PROTOCOL_ERRORS = (ProtocolError, UnsupportedVersionError)

@@ -10,23 +10,18 @@ from hypothesis import strategies as st
 from kafka.record import MemoryRecords
 from kafka.record.default_records import DefaultRecordBatch, DefaultRecordBatchBuilder
 
-from clients.errors import CorruptRecordError, ErrorCode, InvalidRecordError
-from clients.records import (
+from clients.protocol.errors import CorruptRecordError, ErrorCode, InvalidRecordError
+from clients.records.batch import (
     HEADER_SIZE,
     TIMESTAMP_TYPE_MASK,
-    Record,
-    RecordInput,
-    build_batch,
-    decode_batch,
-    decode_varint,
-    decode_varint32,
-    encode_varint,
     iter_batches,
     read_header,
     set_base_offset,
     set_partition_leader_epoch,
     validate_batch,
 )
+from clients.records.record import Record, RecordInput, build_batch, decode_batch
+from clients.records.varint import decode_varint, decode_varint32, encode_varint
 from tests.clients.records_strategies import expected_records, fix_crc, record_inputs
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])

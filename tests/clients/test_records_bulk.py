@@ -11,24 +11,16 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from kafka.record import MemoryRecords
 
-from clients.errors import CorruptRecordError
-from clients.records import (
-    HEADER_SIZE,
-    TIMESTAMP_TYPE_MASK,
-    Record,
-    _encode_record,
-    assemble_batch,
-    build_batch,
-    decode_batch,
-)
-from clients.records_bulk import (
-    BulkRecords,
+from clients.protocol.errors import CorruptRecordError
+from clients.records.batch import HEADER_SIZE, TIMESTAMP_TYPE_MASK, assemble_batch
+from clients.records.bulk_decode import BulkRecords, decode_batch_bulk
+from clients.records.bulk_encode import (
     batch_size_bound,
-    decode_batch_bulk,
     encode_batch_bulk,
     encode_batch_bulk_into,
     item_lengths,
 )
+from clients.records.record import Record, _encode_record, build_batch, decode_batch
 from tests.clients.records_strategies import (
     expected_records,
     fix_crc,

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from clients.cli import build_parser
-from clients.cli_workload import workload_config
+from clients.cli.main import build_parser
+from clients.cli.workload import workload_config
 from clients.spark.faults import parse_schedule, random_schedule
 from clients.spark.workload import (
     Progress,

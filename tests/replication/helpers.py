@@ -4,11 +4,12 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from clients.records import build_batch, decode_batch, iter_batches
+from clients.records.batch import iter_batches
+from clients.records.record import build_batch, decode_batch
 from replication.leader_epoch_cache import LeaderEpochCache
 from replication.partition import Partition
 from storage.config import LogConfig
-from storage.log import Log
+from storage.log.log import Log
 
 
 def batch(*values: bytes, base_offset: int = 0, epoch: int = -1) -> bytes:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from clients.errors import ErrorCode
+from clients.protocol.errors import ErrorCode
 from replication.isr import (
     UNKNOWN_OFFSET,
     AlterPartitionProposal,

@@ -6,13 +6,13 @@ from pathlib import Path
 
 import pytest
 
-from clients.errors import CorruptRecordError, ErrorCode
+from clients.protocol.errors import CorruptRecordError, ErrorCode
 from replication.leader_epoch_cache import EpochEntry
-from replication.partition import (
+from replication.partition import Partition
+from replication.partition_errors import (
     FencedLeaderEpochError,
     NotEnoughReplicasError,
     NotLeaderError,
-    Partition,
     PartitionInvariantError,
     UnknownLeaderEpochError,
 )

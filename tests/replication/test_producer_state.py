@@ -11,8 +11,8 @@ import pytest
 from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
-from clients.errors import CorruptRecordError, ErrorCode, MiniKafkaError
-from clients.records import build_batch
+from clients.protocol.errors import CorruptRecordError, ErrorCode, MiniKafkaError
+from clients.records.record import build_batch
 from replication.leader_epoch_cache import LeaderEpochCache
 from replication.partition import Partition
 from replication.producer_state import (

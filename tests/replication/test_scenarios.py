@@ -24,7 +24,7 @@ from replication.partition import Partition
 from replication.truncation import TruncationPolicy
 from storage.config import LogConfig
 from storage.errors import OffsetOutOfRangeError
-from storage.log import Log
+from storage.log.log import Log
 from tests.replication.helpers import batch, values
 
 CONFIG = LogConfig(segment_bytes=4096)

@@ -11,11 +11,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
-from clients.errors import ErrorCode, MiniKafkaError
+from clients.protocol.errors import ErrorCode, MiniKafkaError
 from replication.leader_epoch_cache import LeaderEpochCache
 from replication.partition import Partition
 from replication.truncation import EpochEndOffset
-from storage.log import Log
+from storage.log.log import Log
 from tests.sim.sim_log import MemoryCheckpoint, MemoryLog
 
 if TYPE_CHECKING:

@@ -32,12 +32,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from clients.errors import ErrorCode
-from clients.records import build_batch, read_header
+from clients.protocol.errors import ErrorCode
+from clients.records.batch import read_header
+from clients.records.record import build_batch
 from replication.partition import Partition
 from replication.truncation import TruncationPolicy
 from storage.config import LogConfig
-from storage.log import Log
+from storage.log.log import Log
 from tests.sim.broker import CONTROLLER, SimBroker
 from tests.sim.controller import PartitionRecord, SimController
 from tests.sim.network import SimNetwork

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from clients.errors import ErrorCode
+from clients.protocol.errors import ErrorCode
 from replication.isr import AlterPartitionProposal
 
 NO_LEADER = -1

@@ -15,8 +15,8 @@ import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-from clients.errors import InvalidRecordError
-from clients.records import (
+from clients.protocol.errors import InvalidRecordError
+from clients.records.batch import (
     BatchHeader,
     iter_batches,
     read_header,

@@ -22,7 +22,7 @@ pyspark = pytest.importorskip("pyspark")
 
 from pyspark.sql import SparkSession  # noqa: E402
 
-from clients.spark import register_data_source  # noqa: E402
+from clients.spark.source import register_data_source  # noqa: E402
 
 
 @pytest.fixture(scope="session")

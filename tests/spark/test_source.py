@@ -20,11 +20,11 @@ import pytest
 from pyspark.sql import SparkSession
 
 from clients.admin import Admin
-from clients.errors import InvalidConfigError
-from clients.producer import Producer
-from clients.spark import SCHEMA
+from clients.producer.producer import Producer
+from clients.protocol.errors import InvalidConfigError
 from clients.spark.options import parse_source_options
 from clients.spark.ranges import OffsetPlanner, cap_offsets, split_range
+from clients.spark.source import SCHEMA
 from clients.types import NewTopic, TopicPartition
 from tests.broker.controller_processes import ControllerProcess
 from tests.broker.processes import BrokerProcess, wait_until

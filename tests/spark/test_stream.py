@@ -18,8 +18,8 @@ import pytest
 from pyspark.sql import SparkSession
 
 from clients.admin import Admin
-from clients.consumer import Consumer
-from clients.producer import Producer
+from clients.consumer.consumer import Consumer
+from clients.producer.producer import Producer
 from clients.spark.stream_to_parquet import read_sink, stream_to_parquet
 from clients.types import NewTopic, TopicPartition
 from tests.broker.cluster_harness import LocalCluster

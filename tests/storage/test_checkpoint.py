@@ -9,7 +9,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clients.errors import ErrorCode
+from clients.protocol.errors import ErrorCode
 from storage.checkpoint import (
     INT32_MAX,
     INT64_MAX,

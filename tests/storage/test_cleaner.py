@@ -14,14 +14,16 @@ from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from clients.errors import InvalidConfigError
-from clients.records import build_batch, decode_batch, iter_batches
-from storage.cleaner import CleanerConfig, LogCleaner
-from storage.cleaner_records import DELETE_HORIZON_MASK
+from clients.protocol.errors import InvalidConfigError
+from clients.records.batch import iter_batches
+from clients.records.record import build_batch, decode_batch
+from storage.cleaner.batch_filter import DELETE_HORIZON_MASK
+from storage.cleaner.cleaner import LogCleaner
+from storage.cleaner.config import CleanerConfig
+from storage.cleaner.offset_map import ENTRY_OVERHEAD_BYTES, OffsetMap
 from storage.config import LogConfig
-from storage.log import Log
+from storage.log.log import Log
 from storage.log_manager import LogManager
-from storage.offset_map import ENTRY_OVERHEAD_BYTES, OffsetMap
 
 TP = ("t", 0)
 RETENTION_MS = 1000
@@ -491,7 +493,8 @@ def test_broker_core_compacts_a_compacted_topic_on_its_scheduled_step(
         tmp_path: Path, clock: Clock) -> None:
     from broker.config import BrokerConfig
     from broker.core import BrokerCore
-    from timer import ManualClock, SystemTimer
+    from timer.clock import ManualClock
+    from timer.system_timer import SystemTimer
 
     manual = ManualClock()
     core = BrokerCore(BrokerConfig(node_id=0, data_dir=str(tmp_path / "b0"),

@@ -8,16 +8,17 @@ from pathlib import Path
 
 import pytest
 
-from clients.errors import (
+from clients.protocol.errors import (
     CorruptRecordError,
     InvalidConfigError,
     InvalidRecordError,
     MessageTooLargeError,
 )
-from clients.records import build_batch, decode_batch, iter_batches
+from clients.records.batch import iter_batches
+from clients.records.record import build_batch, decode_batch
 from storage.config import LogConfig
 from storage.errors import OffsetOutOfRangeError, StorageError
-from storage.log import Log
+from storage.log.log import Log
 
 SMALL = LogConfig(segment_bytes=1024, index_interval_bytes=128, segment_index_bytes=4096)
 

@@ -12,12 +12,13 @@ from typing import Any
 
 import pytest
 
-from clients.records import build_batch
-from clients.topics import InvalidTopicError
+from clients.protocol.topics import InvalidTopicError
+from clients.records.record import build_batch
 from storage.checkpoint import CorruptCheckpointError, OffsetCheckpointFile
 from storage.config import LogConfig
 from storage.lock import DataDirLockedError
-from storage.log_manager import CLEAN_SHUTDOWN_MARKER, LogManager, ManagerSchedule
+from storage.log_dirs import CLEAN_SHUTDOWN_MARKER
+from storage.log_manager import LogManager, ManagerSchedule
 
 SMALL = LogConfig(segment_bytes=4096, index_interval_bytes=256, segment_index_bytes=4096)
 SPAWN = multiprocessing.get_context("spawn")

@@ -21,9 +21,10 @@ from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, rule
 
-from clients.records import build_batch, decode_batch, iter_batches
+from clients.records.batch import iter_batches
+from clients.records.record import build_batch, decode_batch
 from storage.config import LogConfig
-from storage.log import Log
+from storage.log.log import Log
 
 CONFIG = LogConfig(segment_bytes=1024, index_interval_bytes=100, segment_index_bytes=4096,
                    retention_ms=20_000, retention_bytes=3000)

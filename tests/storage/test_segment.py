@@ -5,7 +5,8 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from clients.records import build_batch, iter_batches
+from clients.records.batch import iter_batches
+from clients.records.record import build_batch
 from storage.config import LogConfig
 from storage.segment import Segment
 

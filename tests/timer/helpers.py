@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import threading
 
-from timer import DelayedOperation, ManualClock, TimerTask
+from timer.clock import ManualClock
+from timer.delayed_operation import DelayedOperation
+from timer.timing_wheel import TimerTask
 
 
 class RecordingTask(TimerTask):

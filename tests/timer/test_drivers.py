@@ -9,17 +9,12 @@ from collections.abc import Iterator
 import pytest
 
 from tests.timer.helpers import CountingOp
-from timer import (
-    AsyncioTimerDriver,
-    CallableTask,
-    ManualClock,
-    MonotonicClock,
-    Purgatory,
-    SystemTimer,
-    ThreadTimerDriver,
-    TimerQueueFullError,
-    TimerShutdownError,
-)
+from timer.clock import ManualClock, MonotonicClock
+from timer.drivers import AsyncioTimerDriver, ThreadTimerDriver
+from timer.errors import TimerQueueFullError, TimerShutdownError
+from timer.purgatory import Purgatory
+from timer.system_timer import SystemTimer
+from timer.timing_wheel import CallableTask
 
 DEADLINE_S = 10.0
 

@@ -5,7 +5,10 @@ from __future__ import annotations
 import pytest
 
 from tests.timer.helpers import CountingOp
-from timer import ManualClock, Purgatory, SystemTimer, TimerShutdownError
+from timer.clock import ManualClock
+from timer.errors import TimerShutdownError
+from timer.purgatory import Purgatory
+from timer.system_timer import SystemTimer
 
 
 def make(purge_interval: int = 1000) -> tuple[ManualClock, SystemTimer, Purgatory[CountingOp]]:

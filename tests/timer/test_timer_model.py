@@ -8,7 +8,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from tests.timer.helpers import RecordingTask
-from timer import ManualClock, SystemTimer
+from timer.clock import ManualClock
+from timer.system_timer import SystemTimer
 
 
 class SortedListTimer:

@@ -5,14 +5,10 @@ from __future__ import annotations
 import pytest
 
 from tests.timer.helpers import RecordingTask
-from timer import (
-    MAX_DELAY_MS,
-    CallableTask,
-    ManualClock,
-    SystemTimer,
-    TimerFullError,
-    TimerShutdownError,
-)
+from timer.clock import ManualClock
+from timer.errors import TimerFullError, TimerShutdownError
+from timer.system_timer import SystemTimer
+from timer.timing_wheel import MAX_DELAY_MS, CallableTask
 
 
 def step_through(timer: SystemTimer, clock: ManualClock, until_ms: int) -> None:

@@ -1,0 +1,373 @@
+"""``minikafka cluster``: a local cluster of one controller and N brokers on loopback.
+
+Layout under ``--data-dir`` (default ``./data``)::
+
+    cluster.json          ports, PIDs, command lines of every process (the state file)
+    controller/           the controller's data dir;  controller.log  its output
+    broker-<id>/          each broker's data dir;     broker-<id>.log its output
+
+Ports: brokers listen on ``base_port + id`` (ids 0..N-1; default base 9092, like Kafka),
+the controller on ``base_port + 100``; ``--base-port 0`` picks a free range.  Processes
+run in their own sessions (daemonised: they outlive the command) and are found again
+through ``cluster.json``; every command takes ``--data-dir`` to find its cluster.
+
+Commands: ``start`` (waits until every broker is registered and unfenced), ``status``
+(table or ``--json``), ``stop`` (clean: brokers first, each moving its leadership away
+by controlled shutdown, then the controller), and fault injection by broker id or
+``controller``: ``kill`` (SIGKILL), ``restart`` (kill if alive, start again with the
+same command line), ``pause`` / ``resume`` (SIGSTOP / SIGCONT).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import random
+import signal
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Sequence
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+
+import psutil
+
+STATE_FILE = "cluster.json"
+CONTROLLER_PORT_OFFSET = 100
+CONTROLLER = "controller"
+SOURCE_ROOT = str(Path(__file__).resolve().parents[1])
+
+
+# Processes started by this interpreter (tests drive the launcher in-process): kept so
+# they can be reaped, and so Popen does not warn that they are still running.
+_CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
+
+
+class ClusterError(Exception):
+    """A user-facing failure of a cluster command (one line, exit status 1)."""
+
+
+@dataclass
+class ProcessInfo:
+    name: str
+    port: int
+    data_dir: str
+    log_file: str
+    argv: list[str]
+    pid: int = 0
+
+
+@dataclass
+class ClusterState:
+    data_dir: str
+    base_port: int
+    controller: ProcessInfo
+    brokers: dict[str, ProcessInfo] = field(default_factory=dict)
+
+    @property
+    def controller_address(self) -> str:
+        return f"127.0.0.1:{self.controller.port}"
+
+    @property
+    def bootstrap(self) -> str:
+        return ",".join(f"127.0.0.1:{b.port}" for b in self.brokers.values())
+
+    def process(self, target: str) -> ProcessInfo:
+        if target == CONTROLLER:
+            return self.controller
+        if target not in self.brokers:
+            known = ", ".join([CONTROLLER, *self.brokers])
+            raise ClusterError(f"no process {target!r} in this cluster (known: {known})")
+        return self.brokers[target]
+
+    def save(self) -> None:
+        path = Path(self.data_dir) / STATE_FILE
+        tmp = path.with_suffix(".tmp")
+        tmp.write_text(json.dumps(asdict(self), indent=2))
+        os.replace(tmp, path)
+
+    @classmethod
+    def load(cls, data_dir: str) -> ClusterState:
+        path = Path(data_dir) / STATE_FILE
+        try:
+            raw = json.loads(path.read_text())
+            return cls(data_dir=raw["data_dir"], base_port=raw["base_port"],
+                       controller=ProcessInfo(**raw["controller"]),
+                       brokers={k: ProcessInfo(**v) for k, v in raw["brokers"].items()})
+        except FileNotFoundError:
+            raise ClusterError(f"no cluster in {data_dir} (missing {path}); "
+                               "start one with 'minikafka cluster start'") from None
+        except (ValueError, KeyError, TypeError) as exc:
+            raise ClusterError(f"{path} is damaged: {exc}") from None
+
+
+# -- processes ----------------------------------------------------------------------------
+
+
+def is_running(pid: int) -> bool:
+    if pid <= 0:
+        return False
+    try:
+        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
+    except psutil.NoSuchProcess:
+        return False
+
+
+def process_status(pid: int) -> str:
+    try:
+        status = psutil.Process(pid).status() if pid > 0 else "stopped"
+    except psutil.NoSuchProcess:
+        return "stopped"
+    return {psutil.STATUS_STOPPED: "paused", psutil.STATUS_ZOMBIE: "stopped"}.get(status,
+                                                                                  "running")
+
+
+def spawn(info: ProcessInfo) -> None:
+    with open(info.log_file, "ab") as log:
+        env = dict(os.environ, PYTHONPATH=SOURCE_ROOT + os.pathsep + os.environ.get(
+            "PYTHONPATH", ""))
+        proc = subprocess.Popen(info.argv, stdout=log, stderr=subprocess.STDOUT,
+                                stdin=subprocess.DEVNULL, start_new_session=True, env=env)
+    info.pid = proc.pid
+    _CHILDREN[proc.pid] = proc  # reaped by end_process when this process stops it
+
+
+def free_base_port(brokers: int, attempts: int = 200) -> int:
+    """A base port whose whole layout (base..base+brokers-1 and base+100) is free now."""
+    rng = random.Random()
+    for _ in range(attempts):
+        base = rng.randrange(20000, 60000)
+        try:
+            for port in [*range(base, base + brokers), base + CONTROLLER_PORT_OFFSET]:
+                with socket.socket() as s:
+                    s.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+        return base
+    raise ClusterError("no free range of ports on 127.0.0.1")
+
+
+def wait_for_port(port: int, pid: int, timeout_s: float, what: str) -> None:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if not is_running(pid):
+            raise ClusterError(f"{what} exited during startup (see its log)")
+        try:
+            with socket.create_connection(("127.0.0.1", port), timeout=0.2):
+                return
+        except OSError:
+            time.sleep(0.05)
+    raise ClusterError(f"{what} did not listen on port {port} within {timeout_s:.0f} s")
+
+
+def _wait_gone(proc: psutil.Process, timeout_s: float) -> bool:
+    """Wait until ``proc`` has exited; a zombie counts as exited.
+
+    ``psutil.Process.wait`` cannot reap a process this process did not start, and a
+    zombie (its parent has not reaped it yet) would look alive until the timeout.
+    """
+    if proc.pid in _CHILDREN:
+        try:
+            _CHILDREN[proc.pid].wait(timeout_s)
+            return True
+        except subprocess.TimeoutExpired:
+            return False
+    deadline = time.monotonic() + timeout_s
+    while is_running(proc.pid):
+        if time.monotonic() >= deadline:
+            return False
+        time.sleep(0.02)  # polling another process's exit; nothing to wait on
+    return True
+
+
+def _reap(pid: int) -> None:
+    """Collect the exit status of a process this process started (no zombie left)."""
+    child = _CHILDREN.pop(pid, None)
+    if child is not None:
+        child.wait(10)
+
+
+def end_process(info: ProcessInfo, sig: signal.Signals, timeout_s: float) -> None:
+    if not is_running(info.pid):
+        _reap(info.pid)
+        return
+    proc = psutil.Process(info.pid)
+    children = proc.children(recursive=True)
+    if sig == signal.SIGTERM:
+        os.kill(info.pid, signal.SIGCONT)  # a paused process cannot shut down
+    os.kill(info.pid, sig)
+    if not _wait_gone(proc, timeout_s):
+        proc.kill()
+        if not _wait_gone(proc, 10):
+            raise RuntimeError(f"process {info.pid} did not exit after SIGKILL")
+    _reap(info.pid)
+    for child in children:
+        try:
+            if not _wait_gone(child, 5):
+                child.kill()
+        except psutil.NoSuchProcess:
+            pass
+
+
+# -- commands -----------------------------------------------------------------------------
+
+
+def new_state(data_dir: str, brokers: int, base_port: int,
+              broker_args: Sequence[str]) -> ClusterState:
+    root = Path(data_dir).resolve()
+    root.mkdir(parents=True, exist_ok=True)
+    if base_port == 0:
+        base_port = free_base_port(brokers)
+    controller_port = base_port + CONTROLLER_PORT_OFFSET
+    controller = ProcessInfo(
+        CONTROLLER, controller_port, str(root / "controller"), str(root / "controller.log"),
+        [sys.executable, "-m", "broker.controller", "--port", str(controller_port),
+         "--data-dir", str(root / "controller")])
+    state = ClusterState(str(root), base_port, controller)
+    for node in range(brokers):
+        port = base_port + node
+        state.brokers[str(node)] = ProcessInfo(
+            f"broker-{node}", port, str(root / f"broker-{node}"),
+            str(root / f"broker-{node}.log"),
+            [sys.executable, "-m", "broker", "start", "--node-id", str(node), "--port",
+             str(port), "--data-dir", str(root / f"broker-{node}"), "--controller",
+             f"127.0.0.1:{controller_port}", "--log-level", "INFO", *broker_args])
+    return state
+
+
+def cmd_start(args: argparse.Namespace) -> int:
+    path = Path(args.data_dir) / STATE_FILE
+    if path.exists():
+        old = ClusterState.load(args.data_dir)
+        alive = [i.name for i in [old.controller, *old.brokers.values()] if is_running(i.pid)]
+        if alive:
+            raise ClusterError(f"a cluster is already running in {args.data_dir} "
+                               f"({', '.join(alive)}); stop it first")
+    broker_args = [a for pair in args.override for a in ("--override", pair)]
+    state = new_state(args.data_dir, args.brokers, args.base_port, broker_args)
+    try:
+        start_process(state, state.controller, args.timeout_s)
+        for info in state.brokers.values():
+            start_process(state, info, args.timeout_s)
+        wait_until_ready(state, args.timeout_s)
+    except BaseException:
+        for info in [*state.brokers.values(), state.controller]:
+            end_process(info, signal.SIGKILL, 10)
+        state.save()
+        raise
+    print(f"cluster ready: controller on {state.controller_address}, "
+          f"{len(state.brokers)} brokers on {state.bootstrap} (data in {state.data_dir})")
+    return 0
+
+
+def start_process(state: ClusterState, info: ProcessInfo, timeout_s: float) -> None:
+    Path(info.data_dir).mkdir(parents=True, exist_ok=True)
+    spawn(info)
+    state.save()
+    wait_for_port(info.port, info.pid, timeout_s, info.name)
+
+
+def wait_until_ready(state: ClusterState, timeout_s: float) -> None:
+    """Every live broker registered and unfenced, as the controller sees it."""
+    from broker.cluster.status import fetch_cluster_view
+
+    deadline = time.monotonic() + timeout_s
+    wanted = {int(k) for k, v in state.brokers.items() if is_running(v.pid)}
+    last = "no answer"
+    while time.monotonic() < deadline:
+        try:
+            view = fetch_cluster_view(state)
+            live = {b["node_id"] for b in view["brokers"] if not b["fenced"]}
+            if wanted <= live:
+                return
+            last = f"unfenced brokers {sorted(live)}"
+        except Exception as exc:  # the controller may still be loading
+            last = str(exc)
+        time.sleep(0.1)
+    raise ClusterError(f"cluster not ready within {timeout_s:.0f} s: {last}")
+
+
+def cmd_stop(args: argparse.Namespace) -> int:
+    state = ClusterState.load(args.data_dir)
+    for info in state.brokers.values():
+        end_process(info, signal.SIGTERM, args.timeout_s)
+    end_process(state.controller, signal.SIGTERM, args.timeout_s)
+    print("cluster stopped")
+    return 0
+
+
+def cmd_signal(args: argparse.Namespace) -> int:
+    state = ClusterState.load(args.data_dir)
+    info = state.process(args.target)
+    if args.command == "kill":
+        end_process(info, signal.SIGKILL, 10)
+        print(f"killed {info.name} (pid {info.pid})")
+    elif args.command == "restart":
+        end_process(info, signal.SIGKILL, 10)
+        start_process(state, info, args.timeout_s)
+        if info is not state.controller:
+            wait_until_ready(state, args.timeout_s)
+        print(f"restarted {info.name} (pid {info.pid})")
+    else:
+        if not is_running(info.pid):
+            raise ClusterError(f"{info.name} is not running")
+        os.kill(info.pid, signal.SIGSTOP if args.command == "pause" else signal.SIGCONT)
+        print(f"{args.command}d {info.name} (pid {info.pid})")
+    return 0
+
+
+def cmd_status(args: argparse.Namespace) -> int:
+    from broker.cluster.status import print_status, status_report
+
+    state = ClusterState.load(args.data_dir)
+    report = status_report(state)
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print_status(report)
+    return 0
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="minikafka cluster",
+                                     description="manage a local minikafka cluster")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+
+    def command(name: str, help_text: str) -> argparse.ArgumentParser:
+        p = sub.add_parser(name, help=help_text, description=help_text)
+        p.add_argument("--data-dir", default="./data", help="where the cluster lives")
+        p.add_argument("--timeout-s", type=float, default=60.0)
+        return p
+
+    start = command("start", "start a controller and N brokers, wait until ready")
+    start.add_argument("--brokers", type=int, default=3)
+    start.add_argument("--base-port", type=int, default=9092,
+                       help="brokers listen on base..base+N-1, the controller on base+100; "
+                            "0 picks a free range")
+    start.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                       help="broker config for every broker")
+    start.set_defaults(func=cmd_start)
+    status = command("status", "brokers, partitions, leaders, ISR, HW and LEO")
+    status.add_argument("--json", action="store_true")
+    status.set_defaults(func=cmd_status)
+    command("stop", "stop the cluster cleanly").set_defaults(func=cmd_stop)
+    for name, text in (("kill", "SIGKILL a broker or the controller"),
+                       ("restart", "kill if alive, then start again"),
+                       ("pause", "SIGSTOP a broker or the controller"),
+                       ("resume", "SIGCONT a paused process")):
+        p = command(name, text)
+        p.add_argument("target", metavar="ID", help="a broker id or 'controller'")
+        p.set_defaults(func=cmd_signal)
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    try:
+        return int(args.func(args))
+    except ClusterError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1

@@ -1,0 +1,105 @@
+"""What ``minikafka cluster status`` reports, gathered from the processes themselves.
+
+Sources: the state file (PIDs, ports), the OS (running / paused / stopped), the
+controller's Metadata answer (brokers and whether each is fenced; per partition the
+leader, leader epoch, replicas, ISR, and whether the last election was unclean) and
+each reachable broker's DescribeLogDirs answer (HW and LEO of every replica it holds).
+A process that does not answer within ``timeout_ms`` is reported as unreachable; status
+never hangs on a paused process.
+"""
+
+from __future__ import annotations
+
+from typing import TYPE_CHECKING, Any
+
+from clients.network.connection import BrokerConnection
+from clients.protocol.api_keys import ApiKey
+from clients.protocol.errors import MiniKafkaError
+
+if TYPE_CHECKING:
+    from broker.cluster.launcher import ClusterState
+
+STATUS_TIMEOUT_MS = 2_000
+
+
+def _request(port: int, api: ApiKey, body: dict[str, Any],
+             timeout_ms: int = STATUS_TIMEOUT_MS) -> dict[str, Any]:
+    conn = BrokerConnection("127.0.0.1", port, node_id=-1, client_id="cluster-status",
+                            request_timeout_ms=timeout_ms, connect_timeout_ms=timeout_ms)
+    try:
+        return conn.request(api, body, timeout_ms=timeout_ms)
+    finally:
+        conn.close()
+
+
+def fetch_cluster_view(state: ClusterState) -> dict[str, Any]:
+    """The controller's Metadata answer for all topics."""
+    return _request(state.controller.port, ApiKey.METADATA, {"topics": None})
+
+
+def status_report(state: ClusterState) -> dict[str, Any]:
+    from broker.cluster.launcher import process_status
+
+    processes = [{"name": info.name, "pid": info.pid, "port": info.port,
+                  "state": process_status(info.pid)}
+                 for info in [state.controller, *state.brokers.values()]]
+    report: dict[str, Any] = {"data_dir": state.data_dir, "processes": processes,
+                              "controller": state.controller_address, "brokers": [],
+                              "partitions": []}
+    try:
+        view = fetch_cluster_view(state)
+    except MiniKafkaError as exc:
+        report["error"] = f"controller unreachable: {exc}"
+        return report
+    report["brokers"] = [{"node_id": b["node_id"], "host": b["host"], "port": b["port"],
+                          "fenced": b["fenced"]} for b in view["brokers"]]
+    replicas: dict[tuple[str, int, int], dict[str, Any]] = {}
+    for node, info in state.brokers.items():
+        if process_status(info.pid) != "running":
+            continue
+        try:
+            dirs = _request(info.port, ApiKey.DESCRIBE_LOG_DIRS, {"topics": None})
+        except MiniKafkaError:
+            continue
+        for topic in dirs["topics"]:
+            for p in topic["partitions"]:
+                replicas[(topic["name"], p["partition_index"], int(node))] = p
+    for topic in sorted(view["topics"], key=lambda t: t["name"]):
+        for p in sorted(topic["partitions"], key=lambda p: p["partition_index"]):
+            key = (topic["name"], p["partition_index"])
+            report["partitions"].append({
+                "topic": key[0], "partition": key[1], "leader": p["leader_id"],
+                "leader_epoch": p["leader_epoch"], "replicas": p["replica_nodes"],
+                "isr": p["isr_nodes"], "offline_replicas": p["offline_replicas"],
+                "unclean_leader": p.get("unclean_elected", False),
+                "replica_offsets": {
+                    str(r): ({"hw": replicas[(*key, r)]["high_watermark"],
+                              "leo": replicas[(*key, r)]["log_end_offset"]}
+                             if (*key, r) in replicas else None)
+                    for r in p["replica_nodes"]},
+            })
+    return report
+
+
+def print_status(report: dict[str, Any]) -> None:
+    print(f"cluster in {report['data_dir']} (controller {report['controller']})")
+    print(f"{'process':<12}{'pid':>8}{'port':>7}  state")
+    for proc in report["processes"]:
+        print(f"{proc['name']:<12}{proc['pid']:>8}{proc['port']:>7}  {proc['state']}")
+    if "error" in report:
+        print(report["error"])
+        return
+    fenced = {b["node_id"]: b["fenced"] for b in report["brokers"]}
+    print("brokers: " + ", ".join(f"{n} ({'fenced' if f else 'alive'})"
+                                  for n, f in sorted(fenced.items())))
+    print(f"{'topic':<20}{'part':>5}{'leader':>7}{'epoch':>6}  {'replicas':<10}{'isr':<10}"
+          "hw/leo per replica")
+    for p in report["partitions"]:
+        offsets = " ".join(f"{r}:{o['hw']}/{o['leo']}" if o else f"{r}:-"
+                           for r, o in p["replica_offsets"].items())
+        leader = str(p["leader"]) + ("*" if p["unclean_leader"] else "")
+        print(f"{p['topic']:<20}{p['partition']:>5}{leader:>7}{p['leader_epoch']:>6}  "
+              f"{','.join(map(str, p['replicas'])):<10}{','.join(map(str, p['isr'])):<10}"
+              f"{offsets}")
+    if any(p["unclean_leader"] for p in report["partitions"]):
+        print("* leader chosen by unclean election: acknowledged records may have been lost")

@@ -1,0 +1,144 @@
+"""Controller configuration: defaults for a local cluster, a properties file, overrides.
+
+Same syntax and precedence as :mod:`broker.config` (``key=value`` lines, ``#`` comments,
+``.`` or ``-`` accepted for ``_``; defaults < file < overrides); a bad key or value raises
+:class:`InvalidConfigError` naming the key (and the file and line for a file).
+
+| key                                  | default    | meaning / bound                             |
+|--------------------------------------|------------|---------------------------------------------|
+| host, port                           | 127.0.0.1, 9093 | listen address (port 0: kernel chooses)|
+| data_dir                             | ./data/controller | metadata log and snapshots           |
+| cluster_id                           | minikafka  | brokers registering with another id fail    |
+| broker_session_timeout_ms            | 2000       | a broker silent this long is fenced (small  |
+|                                      |            | enough for a <= 3 s failover locally)       |
+| controller_tick_interval_ms          | 100        | how often sessions are checked              |
+| leader_imbalance_check_interval_ms   | 30000      | preferred-leader election period            |
+| auto_leader_rebalance_enable         | true       | run preferred-leader elections at all       |
+| metadata_snapshot_interval_records   | 1000       | records between two snapshots               |
+| metadata_max_batch_records           | 1000       | records per metadata log batch              |
+| num_partitions                       | 1          | CreateTopics num_partitions = -1            |
+| default_replication_factor           | 1          | CreateTopics replication_factor = -1        |
+| min_insync_replicas                  | 1          | topic default for min_insync_replicas       |
+| unclean_leader_election              | false      | topic default for unclean_leader_election   |
+| max_partitions_per_topic             | 10000      | bound on one topic's partition count        |
+| max_request_bytes                    | 8 MiB      | one request frame; larger closes the socket |
+| max_connections                      | 1000       | open connections; extra ones are closed     |
+| max_fetch_wait_ms                    | 30000      | a metadata fetch's max_wait_ms is capped    |
+
+Immutable (frozen dataclass); safe to share.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from pathlib import Path
+from typing import Any
+
+from broker.config import coerce_config, parse_properties
+from clients.protocol.errors import InvalidConfigError
+
+MiB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class ControllerConfig:
+    host: str = "127.0.0.1"
+    port: int = 9093
+    data_dir: str = "./data/controller"
+    cluster_id: str = "minikafka"
+    broker_session_timeout_ms: int = 2_000
+    controller_tick_interval_ms: int = 100
+    leader_imbalance_check_interval_ms: int = 30_000
+    auto_leader_rebalance_enable: bool = True
+    metadata_snapshot_interval_records: int = 1_000
+    metadata_max_batch_records: int = 1_000
+    num_partitions: int = 1
+    default_replication_factor: int = 1
+    min_insync_replicas: int = 1
+    unclean_leader_election: bool = False
+    max_partitions_per_topic: int = 10_000
+    max_request_bytes: int = 8 * MiB
+    max_connections: int = 1_000
+    max_fetch_wait_ms: int = 30_000
+
+    def validate(self) -> ControllerConfig:
+        for f in fields(self):
+            value = getattr(self, f.name)
+            if (isinstance(value, int) and not isinstance(value, bool) and f.name != "port"
+                    and value <= 0):
+                raise InvalidConfigError(f"{f.name} must be positive, got {value}")
+        if not 0 <= self.port <= 65535:
+            raise InvalidConfigError(f"port must be in 0..65535, got {self.port}")
+        if self.default_replication_factor > 32767:
+            raise InvalidConfigError("default_replication_factor must be at most 32767")
+        if self.max_request_bytes < 1024:
+            raise InvalidConfigError("max_request_bytes must be at least 1024")
+        if not self.cluster_id:
+            raise InvalidConfigError("cluster_id must not be empty")
+        return self
+
+    def with_overrides(self, overrides: Mapping[str, Any],
+                       source: str = "override") -> ControllerConfig:
+        return dataclasses.replace(
+            self, **coerce_config(overrides, _DEFAULTS, "controller", source)).validate()
+
+    @classmethod
+    def load(cls, path: str | Path | None = None,
+             overrides: Mapping[str, Any] | None = None) -> ControllerConfig:
+        config = cls()
+        if path is not None:
+            config = config.with_overrides(parse_properties(Path(path)), str(path))
+        if overrides:
+            config = config.with_overrides(overrides)
+        return config.validate()
+
+
+_DEFAULTS = {f.name: f.default for f in fields(ControllerConfig)}
+
+
+# ---------------------------------------------------------------- topic configs
+
+TOPIC_ONLY_CONFIGS = ("min_insync_replicas", "unclean_leader_election")
+_TOPIC_ALIASES = {"unclean_leader_election_enable": "unclean_leader_election"}
+
+
+def validate_topic_configs(configs: Mapping[str, str],
+                           defaults: ControllerConfig) -> dict[str, str]:
+    """Check a CreateTopics ``configs`` map; return it normalized (snake_case keys).
+
+    Accepted keys: every :class:`storage.config.LogConfig` setting (ours or Kafka's dotted
+    names, validated by ``LogConfig.from_dict``), ``min_insync_replicas`` (>= 1) and
+    ``unclean_leader_election`` (``unclean.leader.election.enable`` too; true/false).
+    The result always holds those two, filled from the controller's defaults, so a broker
+    needs no controller config to know them.  Anything else -> InvalidConfigError.
+    """
+    from storage.config import LogConfig  # storage is below broker: allowed import
+
+    out: dict[str, str] = {}
+    for raw_key, raw_value in configs.items():
+        key = str(raw_key).strip().replace(".", "_").replace("-", "_")
+        key = _TOPIC_ALIASES.get(key, key)
+        if key in out:
+            raise InvalidConfigError(f"topic config {raw_key!r} given twice")
+        if not isinstance(raw_value, str):
+            raise InvalidConfigError(f"topic config {raw_key!r}: value must be a string")
+        out[key] = raw_value.strip()
+    log_settings = {k: v for k, v in out.items() if k not in TOPIC_ONLY_CONFIGS}
+    LogConfig.from_dict(log_settings)  # raises InvalidConfigError naming the key
+    min_isr = out.get("min_insync_replicas", str(defaults.min_insync_replicas))
+    try:
+        if int(min_isr, 10) < 1:
+            raise ValueError
+    except ValueError:
+        raise InvalidConfigError(
+            f"min_insync_replicas must be an integer >= 1, got {min_isr!r}") from None
+    out["min_insync_replicas"] = str(int(min_isr, 10))
+    unclean = out.get("unclean_leader_election",
+                      "true" if defaults.unclean_leader_election else "false").lower()
+    if unclean not in ("true", "false"):
+        raise InvalidConfigError(
+            f"unclean_leader_election must be true or false, got {unclean!r}")
+    out["unclean_leader_election"] = unclean
+    return out

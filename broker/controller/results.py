@@ -1,0 +1,91 @@
+"""Requests and results of the controller's operations (the values :mod:`broker.controller.state`
+takes and returns), and :data:`Outcome`, the ``(result, records)`` pair every mutating
+operation returns.
+
+Costs: O(1) construction.  Thread-safety: immutable frozen dataclasses, shareable
+between threads.  ``_Rejected`` is the internal exception an operation raises to turn
+one entry into an error result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import TypeVar
+
+from broker.metadata.image import PartitionState
+from broker.metadata.records import MetadataRecord
+from clients.protocol.errors import ErrorCode
+
+T = TypeVar("T")
+Outcome = tuple[T, list[MetadataRecord]]
+
+
+@dataclass(frozen=True, slots=True)
+class RegistrationResult:
+    error: ErrorCode
+    message: str | None = None
+    broker_epoch: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class HeartbeatResult:
+    error: ErrorCode
+    message: str | None = None
+    is_caught_up: bool = False
+    is_fenced: bool = True
+    should_shut_down: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class ProducerIdBlockResult:
+    error: ErrorCode
+    message: str | None = None
+    producer_id_start: int = -1
+    producer_id_len: int = 0
+
+
+@dataclass(frozen=True, slots=True)
+class TopicSpec:
+    """One CreateTopics entry; -1 means the controller's default."""
+
+    name: str
+    num_partitions: int = -1
+    replication_factor: int = -1
+    assignments: Mapping[int, Sequence[int]] = field(default_factory=dict)
+    configs: Mapping[str, str] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class TopicResult:
+    name: str
+    error: ErrorCode
+    message: str | None = None
+    num_partitions: int = -1
+    replication_factor: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class IsrChange:
+    """One AlterPartition entry: the leader's view it is based on and the ISR it wants."""
+
+    topic: str
+    partition: int
+    leader_epoch: int
+    new_isr: Sequence[int]
+    partition_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class IsrChangeResult:
+    topic: str
+    partition: int
+    error: ErrorCode
+    message: str | None = None
+    state: PartitionState | None = None  # the current state (after the change if accepted)
+
+
+class _Rejected(Exception):
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code, self.message = code, message

@@ -1,0 +1,375 @@
+"""The controller process: ``python -m broker.controller --port P --data-dir D``.
+
+One asyncio process around :class:`~broker.controller.state.ControllerState` (the pure
+core) and :class:`~broker.controller.log.ControllerLog` (the fsync'd metadata log and
+snapshots).  Prints ``controller listening on HOST:PORT`` once it serves; SIGTERM/SIGINT
+close the listener and the log and exit 0.
+
+Wire: the native frames of :mod:`clients.protocol`.  Served APIs (v0): ApiVersions,
+BrokerRegistration, BrokerHeartbeat, AlterPartition, AllocateProducerIds, CreateTopics,
+DeleteTopics, Metadata (every registered broker with its ``fenced`` flag; partitions with
+``unclean_elected``; ``controller_id`` -1) and Fetch of ``__cluster_metadata``
+partition 0 (record batches whose record values are metadata records; the high
+watermark is the log end, since everything is fsync'd before it is readable).  A Fetch
+at the log end waits up to ``min(max_wait_ms, max_fetch_wait_ms)`` and is answered as
+soon as a record is appended.
+
+Requests of one connection are handled one at a time and answered in order (Kafka's
+rule), so a long-poll Fetch delays whatever is pipelined behind it on the same
+connection: brokers should fetch metadata on a connection of its own.  A frame longer
+than ``max_request_bytes``, one that cannot be decoded or an API the controller does not
+serve closes the connection (after logging why); ApiVersions at an unknown version is
+answered with UNSUPPORTED_VERSION.  At most ``max_connections`` connections are served.
+
+Every mutation follows one path with no ``await`` inside: core method -> records ->
+``ControllerLog.append`` (fsync) -> wake waiting fetches -> answer.  If the append
+fails the image is ahead of the disk, so the process logs the error and exits 1.
+
+Not thread-safe: one event loop owns everything.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import logging
+import signal
+import sys
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any
+
+from broker.config import parse_overrides
+from broker.controller.config import ControllerConfig
+from broker.controller.log import ControllerLog
+from broker.controller.results import IsrChange, TopicSpec
+from broker.controller.state import ControllerState
+from broker.metadata.records import METADATA_PARTITION, METADATA_TOPIC, NO_LEADER, MetadataRecord
+from clients.protocol.api_keys import ApiKey
+from clients.protocol.codec import decode_request_body, decode_request_header, encode_response
+from clients.protocol.errors import (
+    ErrorCode,
+    MiniKafkaError,
+    ProtocolError,
+    UnsupportedVersionError,
+)
+from clients.protocol.framing import frame_length_of
+from clients.protocol.registry import APIS
+from timer.clock import Clock, MonotonicClock
+
+log = logging.getLogger(__name__)
+
+Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+
+
+class FatalControllerError(Exception):
+    """The metadata log could not be written: the process must stop."""
+
+
+class ControllerServer:
+    def __init__(self, config: ControllerConfig, clock: Clock | None = None) -> None:
+        self.config = config
+        self.clock = clock or MonotonicClock()
+        self.store = ControllerLog(
+            config.data_dir, snapshot_interval_records=config.metadata_snapshot_interval_records,
+            max_batch_records=config.metadata_max_batch_records)
+        self.state: ControllerState | None = None
+        self.port = config.port
+        self._appended = asyncio.Event()
+        self._stop = asyncio.Event()
+        self._fatal: BaseException | None = None
+        self._connections: set[asyncio.Task[None]] = set()
+        self._handlers: dict[int, Handler] = {
+            ApiKey.API_VERSIONS: self._api_versions,
+            ApiKey.BROKER_REGISTRATION: self._register,
+            ApiKey.BROKER_HEARTBEAT: self._heartbeat,
+            ApiKey.ALTER_PARTITION: self._alter_partition,
+            ApiKey.ALLOCATE_PRODUCER_IDS: self._allocate_producer_ids,
+            ApiKey.CREATE_TOPICS: self._create_topics,
+            ApiKey.DELETE_TOPICS: self._delete_topics,
+            ApiKey.METADATA: self._metadata,
+            ApiKey.FETCH: self._fetch,
+        }
+
+    @property
+    def core(self) -> ControllerState:
+        if self.state is None:
+            raise RuntimeError("controller not started")
+        return self.state
+
+    # -- lifecycle ----------------------------------------------------------------------
+
+    async def serve(self, on_ready: Callable[[ControllerServer], None] | None = None) -> int:
+        image = self.store.open()
+        log.info("metadata log open: %d records, snapshot %s", image.last_applied_offset + 1,
+                 self.store.snapshot_loaded)
+        self.state = ControllerState(self.config, self.clock, image)
+        loop = asyncio.get_running_loop()
+        server = await asyncio.start_server(self._serve_connection, self.config.host,
+                                            self.config.port, reuse_address=True)
+        try:
+            self.port = server.sockets[0].getsockname()[1]
+            for sig in (signal.SIGTERM, signal.SIGINT):
+                loop.add_signal_handler(sig, self._stop.set)
+            ticker = asyncio.create_task(self._tick_loop())
+            if on_ready is not None:
+                on_ready(self)
+            await self._stop.wait()
+            ticker.cancel()
+        finally:
+            server.close()
+            for task in list(self._connections):
+                task.cancel()
+            await asyncio.gather(*self._connections, return_exceptions=True)
+            with contextlib.suppress(Exception):
+                await server.wait_closed()
+            self.store.close()
+        if self._fatal is not None:
+            log.critical("controller stopped: %s", self._fatal)
+            return 1
+        return 0
+
+    def stop(self) -> None:
+        self._stop.set()
+
+    async def _tick_loop(self) -> None:
+        interval_s = self.config.controller_tick_interval_ms / 1000
+        while True:
+            await asyncio.sleep(interval_s)
+            self._commit(self.core.tick())
+
+    def _commit(self, records: list[MetadataRecord]) -> None:
+        if not records:
+            return
+        try:
+            self.store.append(records, self.core.image)
+        except Exception as e:
+            self._fatal = e
+            self._stop.set()
+            raise FatalControllerError(f"cannot write the metadata log: {e}") from e
+        self._appended.set()
+        self._appended = asyncio.Event()
+
+    # -- connections --------------------------------------------------------------------
+
+    async def _serve_connection(self, reader: asyncio.StreamReader,
+                                writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        if len(self._connections) >= self.config.max_connections:
+            log.warning("refusing a connection: max_connections %d reached",
+                        self.config.max_connections)
+            writer.close()
+            return
+        self._connections.add(task)
+        try:
+            while await self._serve_one(reader, writer):
+                pass
+        except (ConnectionError, asyncio.IncompleteReadError):
+            pass
+        except ProtocolError as e:
+            log.warning("closing connection %s: %s", writer.get_extra_info("peername"), e)
+        except FatalControllerError as e:
+            log.critical("%s", e)
+        except Exception:  # a bug in a handler: drop this connection, keep serving
+            log.exception("closing connection %s after an internal error",
+                          writer.get_extra_info("peername"))
+        finally:
+            self._connections.discard(task)
+            writer.close()
+
+    async def _serve_one(self, reader: asyncio.StreamReader,
+                         writer: asyncio.StreamWriter) -> bool:
+        try:
+            head = await reader.readexactly(4)
+        except asyncio.IncompleteReadError as e:
+            if e.partial:
+                raise ProtocolError("connection closed inside a frame length") from None
+            return False
+        frame = await reader.readexactly(frame_length_of(head, self.config.max_request_bytes))
+        header = decode_request_header(frame)
+        try:
+            request = decode_request_body(header)
+        except UnsupportedVersionError:
+            if header.api_key != ApiKey.API_VERSIONS:
+                raise
+            body = {"error_code": int(ErrorCode.UNSUPPORTED_VERSION), "api_keys": []}
+            writer.writelines(encode_response(ApiKey.API_VERSIONS, 0, header.correlation_id,
+                                              body))
+            await writer.drain()
+            return True
+        handler = self._handlers.get(request.api_key)
+        if handler is None:
+            raise ProtocolError(f"the controller does not serve {APIS[request.api_key].name}")
+        body = await handler(request.body)
+        writer.writelines(encode_response(request.api_key, request.api_version,
+                                          request.correlation_id, body))
+        await writer.drain()
+        return True
+
+    # -- handlers -----------------------------------------------------------------------
+
+    async def _api_versions(self, body: dict[str, Any]) -> dict[str, Any]:
+        keys = [{"api_key": int(k), "min_version": APIS[k].min_version,
+                 "max_version": APIS[k].max_version} for k in sorted(self._handlers)]
+        return {"error_code": 0, "api_keys": keys}
+
+    async def _register(self, body: dict[str, Any]) -> dict[str, Any]:
+        if not body["listeners"]:
+            return {"error_code": int(ErrorCode.INVALID_REQUEST),
+                    "error_message": "a broker registration needs at least one listener",
+                    "broker_epoch": -1}
+        listener = body["listeners"][0]
+        result, records = self.core.register_broker(
+            body["broker_id"], body["incarnation_id"], listener["host"], listener["port"],
+            body["rack"], body["cluster_id"] or None)
+        self._commit(records)
+        return {"error_code": int(result.error), "error_message": result.message,
+                "broker_epoch": result.broker_epoch}
+
+    async def _heartbeat(self, body: dict[str, Any]) -> dict[str, Any]:
+        result, records = self.core.heartbeat(
+            body["broker_id"], body["broker_epoch"], body["current_metadata_offset"],
+            body["want_fence"], body["want_shut_down"])
+        self._commit(records)
+        return {"error_code": int(result.error), "error_message": result.message,
+                "is_caught_up": result.is_caught_up, "is_fenced": result.is_fenced,
+                "should_shut_down": result.should_shut_down}
+
+    async def _alter_partition(self, body: dict[str, Any]) -> dict[str, Any]:
+        changes = [IsrChange(t["name"], p["partition_index"], p["leader_epoch"], p["new_isr"],
+                             p["partition_epoch"])
+                   for t in body["topics"] for p in t["partitions"]]
+        (error, results), records = self.core.alter_partition(
+            body["broker_id"], body["broker_epoch"], changes)
+        self._commit(records)
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for r in results:
+            s = r.state
+            by_topic.setdefault(r.topic, []).append({
+                "partition_index": r.partition, "error_code": int(r.error),
+                "error_message": r.message, "leader_id": s.leader if s else NO_LEADER,
+                "leader_epoch": s.leader_epoch if s else -1, "isr": list(s.isr) if s else [],
+                "partition_epoch": s.partition_epoch if s else -1})
+        return {"error_code": int(error),
+                "topics": [{"name": n, "partitions": ps} for n, ps in by_topic.items()]}
+
+    async def _allocate_producer_ids(self, body: dict[str, Any]) -> dict[str, Any]:
+        result, records = self.core.allocate_producer_ids(body["broker_id"],
+                                                          body["broker_epoch"])
+        self._commit(records)  # fsync'd before the block is handed out
+        return {"error_code": int(result.error), "error_message": result.message,
+                "producer_id_start": result.producer_id_start,
+                "producer_id_len": result.producer_id_len}
+
+    async def _create_topics(self, body: dict[str, Any]) -> dict[str, Any]:
+        specs = [TopicSpec(t["name"], t["num_partitions"], t["replication_factor"],
+                           {a["partition_index"]: a["broker_ids"] for a in t["assignments"]},
+                           t["configs"])
+                 for t in body["topics"]]
+        results, records = self.core.create_topics(specs, body["validate_only"])
+        self._commit(records)
+        return {"topics": [{"name": r.name, "error_code": int(r.error),
+                            "error_message": r.message, "num_partitions": r.num_partitions,
+                            "replication_factor": r.replication_factor} for r in results]}
+
+    async def _delete_topics(self, body: dict[str, Any]) -> dict[str, Any]:
+        results, records = self.core.delete_topics(body["topic_names"])
+        self._commit(records)
+        return {"responses": [{"name": r.name, "error_code": int(r.error),
+                               "error_message": r.message} for r in results]}
+
+    async def _metadata(self, body: dict[str, Any]) -> dict[str, Any]:
+        image = self.core.image
+        brokers = [{"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack,
+                    "fenced": b.fenced} for _, b in sorted(image.brokers.items())]
+        names = (sorted(image.topics) if body["topics"] is None
+                 else [t["name"] for t in body["topics"]])
+        topics: list[dict[str, Any]] = []
+        for name in names:
+            info = image.topics.get(name)
+            if info is None:
+                topics.append({"error_code": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+                               "name": name, "partitions": []})
+                continue
+            parts = []
+            for index, s in sorted(info.partitions.items()):
+                no_leader = s.leader == NO_LEADER
+                parts.append({
+                    "error_code": int(ErrorCode.LEADER_NOT_AVAILABLE if no_leader
+                                      else ErrorCode.NONE),
+                    "partition_index": index, "leader_id": s.leader,
+                    "leader_epoch": s.leader_epoch, "replica_nodes": list(s.replicas),
+                    "isr_nodes": list(s.isr),
+                    "offline_replicas": [b for b in s.replicas if not image.is_alive(b)],
+                    "unclean_elected": s.unclean_elected})
+            topics.append({"error_code": 0, "name": name, "partitions": parts})
+        return {"brokers": brokers, "cluster_id": self.config.cluster_id,
+                "controller_id": -1, "topics": topics}
+
+    async def _fetch(self, body: dict[str, Any]) -> dict[str, Any]:
+        wanted = [(t["name"], p) for t in body["topics"] for p in t["partitions"]]
+        ours = [p for name, p in wanted
+                if name == METADATA_TOPIC and p["partition"] == METADATA_PARTITION]
+        wait_ms = min(max(body["max_wait_ms"], 0), self.config.max_fetch_wait_ms)
+        if ours and wait_ms > 0 and len(ours) == len(wanted) and all(
+                p["fetch_offset"] == self.store.log_end_offset for p in ours):
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._appended.wait(), wait_ms / 1000)
+        budget = max(body["max_bytes"], 0)
+        responses: dict[str, list[dict[str, Any]]] = {}
+        for name, p in wanted:
+            entry = self._fetch_partition(name, p, budget)
+            budget = max(0, budget - len(entry["records"]))
+            responses.setdefault(name, []).append(entry)
+        return {"responses": [{"name": n, "partitions": ps} for n, ps in responses.items()]}
+
+    def _fetch_partition(self, name: str, p: dict[str, Any], budget: int) -> dict[str, Any]:
+        leo = self.store.log_end_offset
+        entry: dict[str, Any] = {"partition_index": p["partition"], "error_code": 0,
+                                 "error_message": None, "high_watermark": leo,
+                                 "log_start_offset": 0, "records": b""}
+        if name != METADATA_TOPIC or p["partition"] != METADATA_PARTITION:
+            entry.update(error_code=int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), high_watermark=-1,
+                         error_message=f"the controller serves only {METADATA_TOPIC}-0")
+        elif not 0 <= p["fetch_offset"] <= leo:
+            entry.update(error_code=int(ErrorCode.OFFSET_OUT_OF_RANGE),
+                         error_message=f"offset {p['fetch_offset']} is outside [0, {leo}]")
+        elif p["fetch_offset"] < leo:
+            entry["records"] = self.store.read(p["fetch_offset"],
+                                               min(budget, max(p["partition_max_bytes"], 0)))
+        return entry
+
+
+# ---------------------------------------------------------------- command line
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="python -m broker.controller",
+                                     description="run the cluster controller in the foreground")
+    parser.add_argument("--config", default=None, help="properties file (key=value lines)")
+    parser.add_argument("--host", default=None, help="listen address (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=None, help="listen port (0: any free)")
+    parser.add_argument("--data-dir", default=None)
+    parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                        help="any controller config key, e.g. broker_session_timeout_ms=3000")
+    parser.add_argument("--log-level", default="INFO")
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(level=args.log_level.upper(), stream=sys.stderr,
+                        format="%(asctime)s %(levelname)s %(name)s: %(message)s")
+    try:
+        overrides: dict[str, object] = dict(parse_overrides(args.override))
+        for flag in ("host", "port", "data_dir"):
+            if getattr(args, flag) is not None:
+                overrides[flag] = getattr(args, flag)
+        config = ControllerConfig.load(args.config, overrides)
+        server = ControllerServer(config)
+        return asyncio.run(server.serve(on_ready=lambda s: print(
+            f"controller listening on {config.host}:{s.port}", flush=True)))
+    except MiniKafkaError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 1

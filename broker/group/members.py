@@ -1,0 +1,198 @@
+"""One consumer group in the coordinator's memory: members, generation, offsets.
+
+:class:`Member` is one member as the coordinator sees it: its ids, timeouts, the
+protocols it supports (name -> opaque metadata, in preference order), its assignment
+(opaque bytes from the leader), the parked JoinGroup/SyncGroup answer it waits for, and
+its heartbeat deadline.  :class:`Group` holds the members, the state (see
+:mod:`broker.group.state`), the generation, the chosen protocol and leader, the
+committed offsets, and the static-membership map ``group_instance_id -> member_id``.
+
+Protocol selection (Kafka's vote): candidates are the protocols every member supports;
+each member votes for the first candidate in its own preference list; the candidate
+with the most votes wins, ties broken by name so every coordinator picks the same.
+
+Costs: selection O(members x protocols); ``all_joined`` O(members); the rest O(1).
+Not thread-safe: owned by the coordinator (the broker's event loop).
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable
+from typing import Any
+
+from broker.group.metadata import GroupMetadataValue, MemberMetadata, OffsetAndMetadata
+from broker.group.state import GroupEvent, GroupState, next_state
+
+Body = dict[str, Any]
+Respond = Callable[[Body], None]
+TopicPartition = tuple[str, int]
+
+
+class Member:
+    __slots__ = ("assignment", "client_host", "client_id", "group_instance_id", "heartbeat",
+                 "join_respond", "member_id", "protocol_type", "protocols",
+                 "rebalance_timeout_ms", "session_timeout_ms", "sync_respond")
+
+    def __init__(self, member_id: str, group_instance_id: str | None, client_id: str,
+                 client_host: str, session_timeout_ms: int, rebalance_timeout_ms: int,
+                 protocol_type: str, protocols: list[tuple[str, bytes]]) -> None:
+        self.member_id = member_id
+        self.group_instance_id = group_instance_id
+        self.client_id = client_id
+        self.client_host = client_host
+        self.session_timeout_ms = session_timeout_ms
+        self.rebalance_timeout_ms = rebalance_timeout_ms
+        self.protocol_type = protocol_type
+        self.protocols = protocols
+        self.assignment = b""
+        self.join_respond: Respond | None = None
+        self.sync_respond: Respond | None = None
+        self.heartbeat: Any = None  # the member's DelayedHeartbeat (broker.group.join)
+
+    def metadata_for(self, protocol: str | None) -> bytes:
+        for name, metadata in self.protocols:
+            if name == protocol:
+                return metadata
+        return b""
+
+    def vote(self, candidates: set[str]) -> str:
+        return next(name for name, _ in self.protocols if name in candidates)
+
+    def to_metadata(self, protocol: str | None, assignment: bytes) -> MemberMetadata:
+        return MemberMetadata(self.member_id, self.group_instance_id, self.client_id,
+                              self.client_host, self.rebalance_timeout_ms,
+                              self.session_timeout_ms, self.metadata_for(protocol), assignment)
+
+    @classmethod
+    def from_metadata(cls, m: MemberMetadata, protocol_type: str,
+                      protocol: str | None) -> Member:
+        member = cls(m.member_id, m.group_instance_id, m.client_id, m.client_host,
+                     m.session_timeout_ms, m.rebalance_timeout_ms, protocol_type,
+                     [(protocol, m.subscription)] if protocol else [])
+        member.assignment = m.assignment
+        return member
+
+
+class Group:
+    """A group's state; see the module docstring."""
+
+    def __init__(self, group_id: str, partition: int, now_ms: int,
+                 state: GroupState = GroupState.EMPTY) -> None:
+        self.group_id = group_id
+        self.partition = partition  # the offsets-topic partition that stores it
+        self.state = state
+        self.state_timestamp_ms = now_ms
+        self.protocol_type: str | None = None
+        self.protocol_name: str | None = None
+        self.generation_id = 0
+        self.leader_id: str | None = None
+        self.members: dict[str, Member] = {}
+        self.static_members: dict[str, str] = {}  # group_instance_id -> member_id
+        self.pending_members: dict[str, Any] = {}  # KIP-394 ids handed out -> heartbeat
+        self.offsets: dict[TopicPartition, OffsetAndMetadata] = {}
+        self.offset_positions: dict[TopicPartition, int] = {}  # log offset of the commit
+        self.new_member_added = False  # for the initial delayed join
+
+    def __repr__(self) -> str:
+        return (f"Group({self.group_id!r} {self.state.value} gen={self.generation_id} "
+                f"members={list(self.members)})")
+
+    def transition(self, event: GroupEvent, now_ms: int) -> None:
+        self.state = next_state(self.group_id, self.state, event)
+        self.state_timestamp_ms = now_ms
+
+    def is_(self, *states: GroupState) -> bool:
+        return self.state in states
+
+    @property
+    def size(self) -> int:
+        return len(self.members) + len(self.pending_members)
+
+    def add(self, member: Member) -> None:
+        if not self.members:
+            self.protocol_type = member.protocol_type
+        self.members[member.member_id] = member
+        if member.group_instance_id is not None:
+            self.static_members[member.group_instance_id] = member.member_id
+        if self.leader_id is None:
+            self.leader_id = member.member_id
+
+    def remove(self, member_id: str) -> Member | None:
+        member = self.members.pop(member_id, None)
+        if member is None:
+            return None
+        instance = member.group_instance_id
+        if instance is not None and self.static_members.get(instance) == member_id:
+            del self.static_members[instance]
+        if self.leader_id == member_id:
+            self.leader_id = next(iter(self.members), None)
+        if not self.members:
+            self.protocol_type = None
+        return member
+
+    def rename(self, old_member_id: str, new_member_id: str) -> Member:
+        """Static member replaced: the same member (assignment kept) under a new id."""
+        member = self.members.pop(old_member_id)
+        member.member_id = new_member_id
+        self.members[new_member_id] = member
+        if member.group_instance_id is not None:
+            self.static_members[member.group_instance_id] = new_member_id
+        if self.leader_id == old_member_id:
+            self.leader_id = new_member_id
+        return member
+
+    def candidate_protocols(self) -> set[str]:
+        members = iter(self.members.values())
+        first = next(members, None)
+        if first is None:
+            return set()
+        out = {name for name, _ in first.protocols}
+        for member in members:
+            out &= {name for name, _ in member.protocols}
+        return out
+
+    def supports(self, protocol_type: str, protocols: list[tuple[str, bytes]]) -> bool:
+        if not protocol_type or not protocols:
+            return False
+        if not self.members:
+            return True
+        names = {name for name, _ in protocols}
+        return protocol_type == self.protocol_type and bool(names & self.candidate_protocols())
+
+    def select_protocol(self) -> str | None:
+        candidates = self.candidate_protocols()
+        if not candidates:
+            return None
+        votes = Counter(m.vote(candidates) for m in self.members.values())
+        return min(votes, key=lambda name: (-votes[name], name))
+
+    def all_joined(self) -> bool:
+        return not self.pending_members and all(
+            m.join_respond is not None for m in self.members.values())
+
+    def rebalance_timeout_ms(self) -> int:
+        return max((m.rebalance_timeout_ms for m in self.members.values()), default=0)
+
+    def metadata_value(self, assignments: dict[str, bytes] | None = None) -> GroupMetadataValue:
+        """The group-metadata record value; ``assignments`` overrides stored ones."""
+        members = tuple(
+            m.to_metadata(self.protocol_name, m.assignment if assignments is None
+                          else assignments.get(m.member_id, b""))
+            for m in self.members.values())
+        return GroupMetadataValue(self.protocol_type or "", self.generation_id,
+                                  self.protocol_name, self.leader_id, self.state_timestamp_ms,
+                                  members)
+
+    def load_metadata(self, value: GroupMetadataValue) -> None:
+        """Replace members and generation with a loaded group-metadata record."""
+        self.members.clear()
+        self.static_members.clear()
+        self.generation_id = value.generation_id
+        self.protocol_name = value.protocol_name
+        self.leader_id = None
+        for m in value.members:
+            self.add(Member.from_metadata(m, value.protocol_type, value.protocol_name))
+        self.protocol_type = value.protocol_type or None
+        self.leader_id = value.leader_id if value.leader_id in self.members else \
+            next(iter(self.members), None)

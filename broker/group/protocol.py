@@ -1,0 +1,94 @@
+"""Shared pieces of the group coordinator: config, group placement, error mapping, the
+offsets-log interface and the error answers of JoinGroup/SyncGroup.
+
+Placement: a group is stored in (and coordinated by the leader of) offsets partition
+``Utils.abs(javaStringHash(group_id)) % partitions``, Kafka's formula, so a group lands on
+the same partition number as in Kafka (:func:`partition_for`).
+
+Write errors (:func:`store_error`, Kafka's mapping): NOT_LEADER_OR_FOLLOWER,
+KAFKA_STORAGE_ERROR, FENCED_LEADER_EPOCH -> NOT_COORDINATOR; UNKNOWN_TOPIC_OR_PARTITION,
+NOT_ENOUGH_REPLICAS(_AFTER_APPEND), REQUEST_TIMED_OUT -> COORDINATOR_NOT_AVAILABLE;
+MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE, INVALID_FETCH_SIZE -> INVALID_COMMIT_OFFSET_SIZE;
+anything else -> UNKNOWN_SERVER_ERROR.
+
+Costs: hashing O(len(group_id)); the rest O(1).  Pure: safe from any thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from typing import Protocol
+
+from broker.config import BrokerConfig
+from broker.group.members import Body, Group
+from clients.protocol.errors import ErrorCode
+
+Error = tuple[ErrorCode, str]
+Done = Callable[[ErrorCode, int], None]
+
+
+class OffsetsLog(Protocol):
+    """Where the coordinator writes: the offsets-topic partitions it leads."""
+
+    def append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]],
+               done: Done) -> None: ...
+
+
+@dataclass(frozen=True)
+class GroupConfig:
+    min_session_timeout_ms: int = 1_000
+    max_session_timeout_ms: int = 1_800_000
+    initial_rebalance_delay_ms: int = 3_000
+    max_size: int = 1_000
+    offset_metadata_max_bytes: int = 4_096
+
+    @classmethod
+    def from_broker(cls, c: BrokerConfig) -> GroupConfig:
+        return cls(c.group_min_session_timeout_ms, c.group_max_session_timeout_ms,
+                   c.group_initial_rebalance_delay_ms, c.group_max_size,
+                   c.offset_metadata_max_bytes)
+
+
+def java_string_hash(text: str) -> int:
+    """Java's ``String.hashCode`` (over UTF-16 code units), as a signed int32."""
+    data = text.encode("utf-16-be", "surrogatepass")
+    h = 0
+    for i in range(0, len(data), 2):
+        h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFFFFFF
+    return h - (1 << 32) if h >= 1 << 31 else h
+
+
+def partition_for(group_id: str, num_partitions: int) -> int:
+    """Kafka's choice: ``Utils.abs(groupId.hashCode) % partitions``."""
+    h = java_string_hash(group_id)
+    return (0 if h == -(1 << 31) else abs(h)) % num_partitions
+
+
+def store_error(code: ErrorCode) -> ErrorCode:
+    """What a failed offsets-topic write means to a group client (Kafka's mapping)."""
+    if code in (ErrorCode.NOT_LEADER_OR_FOLLOWER, ErrorCode.KAFKA_STORAGE_ERROR,
+                ErrorCode.FENCED_LEADER_EPOCH):
+        return ErrorCode.NOT_COORDINATOR
+    if code in (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.NOT_ENOUGH_REPLICAS,
+                ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND, ErrorCode.REQUEST_TIMED_OUT):
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    if code in (ErrorCode.MESSAGE_TOO_LARGE, ErrorCode.RECORD_LIST_TOO_LARGE,
+                ErrorCode.INVALID_FETCH_SIZE):
+        return ErrorCode.INVALID_COMMIT_OFFSET_SIZE
+    return code if code == ErrorCode.NONE else ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+def join_error(member_id: str, code: ErrorCode, message: str | None = None) -> Body:
+    return {"error_code": int(code), "error_message": message, "generation_id": -1,
+            "protocol_type": None, "protocol_name": None, "leader": "",
+            "member_id": member_id, "members": []}
+
+
+def sync_answer(group: Group | None, code: ErrorCode, assignment: bytes = b"",
+                message: str | None = None) -> Body:
+    ok = group is not None and code == ErrorCode.NONE
+    return {"error_code": int(code), "error_message": message,
+            "protocol_type": group.protocol_type if ok and group else None,
+            "protocol_name": group.protocol_name if ok and group else None,
+            "assignment": assignment}

@@ -1,0 +1,47 @@
+"""Shared vocabulary of the API handlers: request/response bodies, the ``respond``
+callback, the handler signature, file-region Records and per-partition error fields.
+
+A handler is ``handler(core, body, respond)``: it gets the :class:`BrokerCore`, the
+decoded request body and ``respond``; ``respond(body)`` is called exactly once, now or
+later (a delayed produce or fetch answers from the purgatory); ``respond(None)`` means
+"no response" (acks=0).  Fetch responses carry :class:`RegionRecords`: file regions the
+network process sends with ``sendfile``; no record byte passes through this process.
+
+Costs: O(1) helpers.  Thread-safety: immutable values and pure functions; handlers
+themselves run on the broker's event loop thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from broker.core import BrokerCore
+from clients.protocol.errors import ErrorCode, MiniKafkaError
+from storage.log.reader import FileRegion
+
+Body = dict[str, Any]
+Respond = Callable[[Body | None], None]
+Handler = Callable[[BrokerCore, Body, Respond], None]
+
+
+@dataclass(frozen=True)
+class RegionRecords:
+    """A Records value made of file regions; ``length`` is what the encoder needs."""
+
+    regions: tuple[FileRegion, ...]
+    length: int
+
+
+EMPTY_RECORDS = RegionRecords((), 0)
+
+
+def _error_fields(exc: MiniKafkaError) -> dict[str, Any]:
+    return {"error_code": int(exc.code), "error_message": exc.message or None}
+
+
+def _as_minikafka_error(exc: Exception) -> MiniKafkaError:
+    if isinstance(exc, MiniKafkaError):
+        return exc
+    return MiniKafkaError(f"{type(exc).__name__}: {exc}", ErrorCode.UNKNOWN_SERVER_ERROR)

@@ -1,0 +1,94 @@
+"""Handler of InitProducerId (idempotent producers; transactions are not supported).
+
+Request ``{transactional_id, transaction_timeout_ms, producer_id, producer_epoch}``,
+response ``{error_code, error_message, producer_id, producer_epoch}``:
+
+* ``producer_id == -1`` and ``producer_epoch == -1``: a new producer id, unique in the
+  cluster (:mod:`broker.producer_ids`), with epoch 0.
+* ``producer_id >= 0`` and ``0 <= producer_epoch < 32767``: the same id with
+  ``producer_epoch + 1`` (the epoch bump a client does after UNKNOWN_PRODUCER_ID or an
+  OUT_OF_ORDER_SEQUENCE_NUMBER it cannot recover from; partitions then accept sequence 0
+  in the new epoch and fence the old one).  At epoch 32767 the bump yields a new id with
+  epoch 0.  Choice: like Kafka's non-transactional path the broker keeps no record of
+  which client owns an id, so it trusts the pair it is sent.
+* anything else (``-1`` with an epoch, a negative epoch with an id, an id below -1) and
+  a non-null ``transactional_id``: INVALID_REQUEST (42) with the reason, id/epoch -1.
+* no id at hand (controller mode, the controller did not give a block within
+  :data:`INIT_PRODUCER_ID_TIMEOUT_MS`): COORDINATOR_LOAD_IN_PROGRESS (14, retriable);
+  the standalone block file unreadable: KAFKA_STORAGE_ERROR (56).
+
+The answer is immediate unless a block must come from the controller; then it is sent
+from a task on the broker's loop.  Costs: O(1).  Not thread-safe: the broker's loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from broker.core import BrokerCore
+from broker.handlers.common import Body, Handler, Respond
+from clients.protocol.api_keys import ApiKey
+from clients.protocol.errors import ErrorCode, MiniKafkaError
+
+MAX_PRODUCER_EPOCH = 32767
+INIT_PRODUCER_ID_TIMEOUT_MS = 5_000
+_pending: set[asyncio.Task[None]] = set()  # answers waiting for a block (one per request)
+
+
+def _answer(producer_id: int, epoch: int) -> Body:
+    return {"error_code": 0, "error_message": None, "producer_id": producer_id,
+            "producer_epoch": epoch}
+
+
+def _error(code: ErrorCode, message: str) -> Body:
+    return {"error_code": int(code), "error_message": message, "producer_id": -1,
+            "producer_epoch": -1}
+
+
+def _invalid(body: Body) -> str | None:
+    pid, epoch = body["producer_id"], body["producer_epoch"]
+    if body["transactional_id"] is not None:
+        return "transactional producers are not supported: transactional_id must be null"
+    if pid == -1:
+        return None if epoch == -1 else f"producer_id -1 needs producer_epoch -1, got {epoch}"
+    if pid < -1:
+        return f"producer_id must be -1 (new) or >= 0, got {pid}"
+    if not 0 <= epoch <= MAX_PRODUCER_EPOCH:
+        return f"producer {pid}: producer_epoch must be in [0, {MAX_PRODUCER_EPOCH}], got {epoch}"
+    return None
+
+
+def handle_init_producer_id(core: BrokerCore, body: Body, respond: Respond) -> None:
+    reason = _invalid(body)
+    if reason is not None:
+        respond(_error(ErrorCode.INVALID_REQUEST, reason))
+        return
+    pid, epoch = body["producer_id"], body["producer_epoch"]
+    if pid >= 0 and epoch < MAX_PRODUCER_EPOCH:
+        respond(_answer(pid, epoch + 1))
+        return
+    allocator: Any = core.producer_ids
+    try:
+        new_id = allocator.next_id_now()
+    except MiniKafkaError as exc:
+        respond(_error(exc.code, exc.message))
+        return
+    if new_id is not None:
+        respond(_answer(new_id, 0))
+        return
+
+    async def wait_for_block() -> None:
+        try:
+            respond(_answer(await allocator.next_id(INIT_PRODUCER_ID_TIMEOUT_MS), 0))
+        except MiniKafkaError as exc:
+            respond(_error(exc.code, exc.message))
+
+    task = asyncio.get_running_loop().create_task(wait_for_block())
+    _pending.add(task)
+    task.add_done_callback(_pending.discard)
+
+
+PRODUCER_ID_HANDLERS: dict[int, Handler] = {
+    ApiKey.INIT_PRODUCER_ID: handle_init_producer_id,
+}

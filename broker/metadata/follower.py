@@ -1,0 +1,191 @@
+"""A broker's link to the controller: registration, heartbeats, metadata pulled as a log.
+
+Three asyncio loops on the broker's event loop (docs/replication.md):
+
+- **registration**: BrokerRegistration with a fresh incarnation id per process start;
+  the answer's ``broker_epoch`` goes into every heartbeat and AlterPartition.  A
+  STALE_BROKER_EPOCH (or similar) answer to a heartbeat re-registers.
+- **heartbeats** every ``broker_heartbeat_interval_ms`` with the metadata offset applied
+  so far; ``want_shut_down`` during a controlled shutdown until the controller answers
+  ``should_shut_down`` (it has moved this broker's leaderships away).
+- **metadata fetch**: a long-poll Fetch of ``__cluster_metadata``-0 from the controller
+  at ``last_applied_offset + 1``; each record is applied to the broker's
+  :class:`MetadataImage` and then :meth:`BrokerCore.reconcile` acts on it.
+
+Errors talking to the controller back off and retry; the broker keeps serving with the
+metadata it has (a fenced broker's partitions are led elsewhere by then).
+Not thread-safe: one event loop.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from typing import TYPE_CHECKING, Any
+
+from broker.async_client import AsyncConnection
+from broker.metadata.image import MetadataImage
+from broker.metadata.records import METADATA_PARTITION, METADATA_TOPIC, decode_record_batches
+from clients.protocol.api_keys import ApiKey
+from clients.protocol.errors import ErrorCode, MiniKafkaError
+
+if TYPE_CHECKING:
+    from broker.core import BrokerCore
+
+log = logging.getLogger(__name__)
+
+RETRY_BACKOFF_S = 0.1
+METADATA_MAX_WAIT_MS = 500
+
+
+class MetadataFollower:
+    def __init__(self, core: BrokerCore, controller: AsyncConnection) -> None:
+        self.core = core
+        self.controller = controller
+        # The controller answers one connection's requests in order: the long poll gets
+        # a connection of its own so it never delays heartbeats.
+        self.metadata_conn = AsyncConnection(controller.host, controller.port,
+                                             client_id=controller.client_id + "-metadata")
+        self.incarnation_id = uuid.uuid4().hex
+        self.broker_epoch = -1
+        self.is_fenced = True
+        self.want_shut_down = False
+        self.should_shut_down = asyncio.Event()
+        self.registered = asyncio.Event()
+        self.caught_up = asyncio.Event()
+        core.image = core.image or MetadataImage()
+        self._tasks: list[asyncio.Task[None]] = []
+
+    def start(self) -> None:
+        loop = asyncio.get_running_loop()
+        self._tasks = [loop.create_task(self._heartbeat_loop()),
+                       loop.create_task(self._fetch_loop())]
+
+    async def stop(self) -> None:
+        for task in self._tasks:
+            task.cancel()
+        for task in self._tasks:
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        self._tasks = []
+        await self.metadata_conn.aclose()
+
+    async def controlled_shutdown(self, timeout_s: float) -> bool:
+        """Ask the controller to move leadership away; True once it agreed."""
+        self.want_shut_down = True
+        try:
+            await asyncio.wait_for(self.should_shut_down.wait(), timeout_s)
+            return True
+        except TimeoutError:
+            log.warning("controlled shutdown not confirmed within %.1f s", timeout_s)
+            return False
+
+    # -- registration and heartbeats -----------------------------------------------------
+
+    async def _register(self) -> None:
+        config = self.core.config
+        host, port = config.advertised
+        while True:
+            try:
+                body = await self.controller.request(ApiKey.BROKER_REGISTRATION, {
+                    "broker_id": config.node_id, "cluster_id": "minikafka",
+                    "incarnation_id": self.incarnation_id,
+                    "listeners": [{"name": "PLAINTEXT", "host": host, "port": port}]},
+                    timeout_ms=5_000)
+                if body["error_code"] == 0:
+                    self.broker_epoch = body["broker_epoch"]
+                    self.registered.set()
+                    log.info("registered with the controller, broker epoch %d",
+                             self.broker_epoch)
+                    return
+                log.warning("registration refused: %s %s", ErrorCode(body["error_code"]).name,
+                            body.get("error_message"))
+            except MiniKafkaError as exc:
+                log.info("controller unreachable for registration: %s", exc)
+            await asyncio.sleep(RETRY_BACKOFF_S * 5)
+
+    async def _heartbeat_loop(self) -> None:
+        config = self.core.config
+        interval_s = config.broker_heartbeat_interval_ms / 1000
+        await self._register()
+        while True:
+            try:
+                body = await self.controller.request(ApiKey.BROKER_HEARTBEAT, {
+                    "broker_id": config.node_id, "broker_epoch": self.broker_epoch,
+                    "current_metadata_offset": self._applied_offset(),
+                    "want_shut_down": self.want_shut_down},
+                    timeout_ms=max(1000, config.broker_session_timeout_ms))
+                if body["error_code"] == 0:
+                    self.is_fenced = body["is_fenced"]
+                    if body["should_shut_down"]:
+                        self.should_shut_down.set()
+                elif body["error_code"] in (ErrorCode.STALE_BROKER_EPOCH,
+                                            ErrorCode.BROKER_NOT_AVAILABLE):
+                    log.warning("heartbeat refused (%s): registering again",
+                                ErrorCode(body["error_code"]).name)
+                    self.incarnation_id = uuid.uuid4().hex
+                    await self._register()
+                    continue
+            except MiniKafkaError as exc:
+                log.info("heartbeat failed: %s", exc)
+            await asyncio.sleep(interval_s)
+
+    def _applied_offset(self) -> int:
+        image = self.core.image
+        return -1 if image is None else image.last_applied_offset
+
+    # -- metadata ------------------------------------------------------------------------
+
+    async def _fetch_loop(self) -> None:
+        await self.registered.wait()
+        while True:
+            try:
+                changed = await self._fetch_once()
+                if changed:
+                    self.core.reconcile()
+            except MiniKafkaError as exc:
+                log.info("metadata fetch failed: %s", exc)
+                await asyncio.sleep(RETRY_BACKOFF_S)
+            except Exception:
+                log.exception("applying metadata failed")
+                await asyncio.sleep(RETRY_BACKOFF_S)
+
+    async def _fetch_once(self) -> bool:
+        image = self.core.image
+        assert image is not None
+        body = await self.metadata_conn.request(ApiKey.FETCH, {
+            "replica_id": self.core.config.node_id, "max_wait_ms": METADATA_MAX_WAIT_MS,
+            "min_bytes": 1, "max_bytes": 16 << 20, "topics": [{
+                "name": METADATA_TOPIC, "partitions": [{
+                    "partition": METADATA_PARTITION,
+                    "fetch_offset": image.last_applied_offset + 1,
+                    "partition_max_bytes": 16 << 20}]}]},
+            timeout_ms=METADATA_MAX_WAIT_MS + 10_000)
+        part = body["responses"][0]["partitions"][0]
+        if part["error_code"] == ErrorCode.OFFSET_OUT_OF_RANGE:
+            log.warning("metadata log does not have offset %d any more: rebuilding the image",
+                        image.last_applied_offset + 1)
+            self.core.image = image = MetadataImage()
+            return False
+        if part["error_code"]:
+            raise MiniKafkaError(f"metadata fetch: {part.get('error_message') or ''}",
+                                 ErrorCode(part["error_code"]))
+        changed = False
+        for offset, record in decode_record_batches(part["records"],
+                                                    image.last_applied_offset + 1):
+            image.apply(record, offset)
+            changed = True
+        if image.last_applied_offset + 1 >= part["high_watermark"]:
+            self.caught_up.set()
+        return changed
+
+    def alter_partition_body(self, proposals: list[Any]) -> dict[str, Any]:
+        topics: dict[str, list[dict[str, Any]]] = {}
+        for p in proposals:
+            topics.setdefault(p.topic, []).append({
+                "partition_index": p.partition, "leader_epoch": p.leader_epoch,
+                "new_isr": list(p.new_isr), "partition_epoch": p.partition_epoch})
+        return {"broker_id": self.core.config.node_id, "broker_epoch": self.broker_epoch,
+                "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}

@@ -1,0 +1,157 @@
+"""Descriptor channel codec: the messages between the main process and a network process.
+
+A packet (at most :data:`MAX_MESSAGE_BYTES` bytes) holds one message - a msgpack array
+as below - or a batch: a msgpack array of up to :data:`MAX_BATCH_MESSAGES` messages,
+processed in order (messages posted in one event-loop iteration share one syscall). The
+payloads (request frames, responses) live in buffers of the broker's shared-memory
+:class:`~clients.memory.buffer_pool.BufferPool`, a ``handle`` is ``[slot, size, generation]``:
+
+| direction  | message                                          | meaning                          |
+|------------|--------------------------------------------------|----------------------------------|
+| net → main | ``[0, "ready", port, pid]``                      | READY: listening on ``port``     |
+| net → main | ``[1, conn_id, handle, frame_len]``              | REQUEST: frame bytes (no length  |
+|            |                                                  | field) in ``handle[:frame_len]`` |
+| net → main | ``[2, conn_id]``                                 | CLOSED: a connection that sent a |
+|            |                                                  | request is gone                  |
+| main → net | ``[3, conn_id, handle, prefix_len, regions_len]``| RESPONSE: write ``prefix_len``   |
+|            |                                                  | bytes, then sendfile the msgpack |
+|            |                                                  | ``[[path, position, length],..]``|
+|            |                                                  | stored after them; free; unmute  |
+| main → net | ``[4, conn_id]``                                 | NO_RESPONSE (acks=0): unmute     |
+| main → net | ``[5, conn_id]``                                 | CLOSE: close the connection      |
+
+:func:`decode_message` / :func:`decode_packet` check the type, arity and field types of
+every message and raise :class:`ChannelProtocolError` for anything else.
+
+Costs: encode/decode of one message is one msgpack call (~1 us), O(fields).
+Thread-safety: pure functions and immutable constants; any thread may use them.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import msgpack
+
+from clients.protocol.errors import MiniKafkaError, ProtocolError
+
+READY, REQUEST, CLOSED, RESPONSE, NO_RESPONSE, CLOSE = range(6)
+MAX_BATCH_MESSAGES = 256
+MAX_MESSAGE_BYTES = 64 * 1024  # one packet: a batch of MAX_BATCH_MESSAGES fits easily
+SOCKET_BUFFER_BYTES = 1 << 20  # asked for; the kernel caps it at net.core.[rw]mem_max
+_ARITY = (4, 4, 2, 5, 2, 2)  # message length by type
+_NAMES = ("READY", "REQUEST", "CLOSED", "RESPONSE", "NO_RESPONSE", "CLOSE")
+
+Handle = tuple[int, int, int]  # (slot, size, generation), e.g. a BufferHandle
+Message = tuple[Any, ...]
+
+_packb = msgpack.packb
+_unpackb = msgpack.unpackb
+
+
+class ChannelProtocolError(ProtocolError):
+    """A channel message that is not one of the declared messages."""
+
+
+class ChannelFullError(MiniKafkaError):
+    """More messages waiting for the peer than ``max_queued_messages``."""
+
+
+# ----------------------------------------------------------------------- codec
+
+
+def encode_ready(port: int, pid: int) -> bytes:
+    return _packb((READY, "ready", port, pid))  # type: ignore[no-any-return]
+
+
+def encode_request(conn_id: int, handle: Handle, frame_len: int) -> bytes:
+    return _packb((REQUEST, conn_id, handle, frame_len))  # type: ignore[no-any-return]
+
+
+def encode_closed(conn_id: int) -> bytes:
+    return _packb((CLOSED, conn_id))  # type: ignore[no-any-return]
+
+
+def encode_response(conn_id: int, handle: Handle, prefix_len: int, regions_len: int) -> bytes:
+    return _packb((RESPONSE, conn_id, handle, prefix_len, regions_len))  # type: ignore[no-any-return]
+
+
+def encode_no_response(conn_id: int) -> bytes:
+    return _packb((NO_RESPONSE, conn_id))  # type: ignore[no-any-return]
+
+
+def encode_close(conn_id: int) -> bytes:
+    return _packb((CLOSE, conn_id))  # type: ignore[no-any-return]
+
+
+def _is_int(value: object) -> bool:
+    return type(value) is int
+
+
+def _is_handle(value: object) -> bool:
+    return (
+        type(value) is tuple
+        and len(value) == 3
+        and all(type(v) is int for v in value)
+        and value[0] >= 0
+        and value[1] > 0
+    )
+
+
+def decode_message(data: bytes | memoryview) -> Message:
+    """Decode and validate one message; returns a tuple shaped as in the table above
+    (a handle is a ``(slot, size, generation)`` tuple)."""
+    return _validate(_unpack(data))
+
+
+def decode_packet(data: bytes | memoryview) -> list[Message]:
+    """Decode one channel packet: a single message, or an array of messages (a batch)."""
+    obj = _unpack(data)
+    if type(obj) is tuple and obj and type(obj[0]) is tuple:
+        if len(obj) > MAX_BATCH_MESSAGES:
+            raise ChannelProtocolError(f"batch of {len(obj)} messages > {MAX_BATCH_MESSAGES}")
+        return [_validate(msg) for msg in obj]
+    return [_validate(obj)]
+
+
+def encode_packet(messages: list[Message]) -> bytes:
+    """One packet for 1..MAX_BATCH_MESSAGES message tuples."""
+    return _packb(messages[0] if len(messages) == 1 else messages)  # type: ignore[no-any-return]
+
+
+def _unpack(data: bytes | memoryview) -> Any:
+    try:
+        return _unpackb(data, use_list=False)
+    except Exception as exc:  # msgpack raises several unrelated types
+        raise ChannelProtocolError(f"channel message is not msgpack: {exc}") from None
+
+
+def _validate(msg: Any) -> Message:
+    if type(msg) is not tuple or not msg or type(msg[0]) is not int:
+        raise ChannelProtocolError(f"channel message must be an array [type, ...], got {msg!r}")
+    kind = msg[0]
+    if not 0 <= kind < len(_ARITY):
+        raise ChannelProtocolError(f"unknown channel message type {kind}")
+    if len(msg) != _ARITY[kind]:
+        raise ChannelProtocolError(
+            f"{_NAMES[kind]} message needs {_ARITY[kind]} fields, got {len(msg)}: {msg!r}"
+        )
+    if kind == REQUEST:
+        ok = _is_int(msg[1]) and _is_handle(msg[2]) and _is_int(msg[3]) and msg[3] > 0
+    elif kind == RESPONSE:
+        ok = (
+            _is_int(msg[1])
+            and _is_handle(msg[2])
+            and _is_int(msg[3])
+            and _is_int(msg[4])
+            and msg[3] >= 0
+            and msg[4] >= 0
+            and msg[3] + msg[4] <= msg[2][1]
+        )
+    elif kind == READY:
+        ok = msg[1] == "ready" and _is_int(msg[2]) and 0 < msg[2] < 65536 and _is_int(msg[3])
+    else:
+        ok = _is_int(msg[1])
+    if not ok:
+        raise ChannelProtocolError(f"malformed {_NAMES[kind]} message: {msg!r}")
+    return msg

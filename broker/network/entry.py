@@ -1,0 +1,143 @@
+"""Network process: TCP connections <-> pool buffers <-> descriptor channel to the main process.
+
+Run as ``python -m broker.network --host H --port P --pool-name NAME --channel-fd FD
+--max-request-bytes N --max-connections N --index I`` (see :func:`main`); started and
+restarted by :class:`broker.network.supervisor.NetworkProcessSupervisor`.
+
+This module is the entry point (listener, arguments, start-up handshake: ``READY`` with
+the bound port and pid) and the stable import point; the process itself is split into
+modules of one concept each:
+
+- :mod:`broker.network.process` - :class:`NetworkProcess`, the epoll loop: accept, the
+  descriptor channel to the main process, closing, shutdown;
+- :mod:`broker.network.request_reader` - reading a request: length field, pool buffer (with
+  backpressure when memory or queue room runs out), frame, hand-over as REQUEST;
+- :mod:`broker.network.response_writer` - writing a response: prefix bytes, then ``sendfile``
+  of each file region; a region not sendable as promised closes the connection;
+- :mod:`broker.network.regions` - the regions' wire form and :class:`FileCache`, the
+  bounded LRU of segment descriptors with the file identity (device + inode) check;
+- :mod:`broker.network.connection` - per-connection state.
+
+Exit status: 0 after SIGTERM/SIGINT or channel EOF, 1 if READY cannot be sent, 2 for a
+bad configuration (pool not attachable, port not bindable, invalid sizes).
+Costs: see the modules above (per request 2-3 ``recv`` syscalls, one channel message
+each way, 3 pool lock round trips, no copy of frames or responses in Python).
+Process-safety: one network process per channel; it only touches buffers it allocated
+and has not handed over, or response buffers handed to it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import socket
+
+from broker.network.channel_codec import encode_ready
+from broker.network.channel_endpoint import ChannelEndpoint
+from broker.network.connection import EPOLLHUP_ERR, EPOLLIN, EPOLLOUT
+from broker.network.process import NetworkProcess
+from broker.network.regions import FileCache, RegionError
+from clients.memory.buffer_pool import BufferPool
+from clients.memory.errors import BufferPoolError
+from clients.protocol.errors import InvalidConfigError
+
+__all__ = [
+    "EPOLLHUP_ERR",
+    "EPOLLIN",
+    "EPOLLOUT",
+    "FileCache",
+    "NetworkProcess",
+    "RegionError",
+    "build_parser",
+    "main",
+    "open_listener",
+]
+
+log = logging.getLogger("broker.network")
+
+
+# ------------------------------------------------------------------------------ entry
+
+
+def open_listener(host: str, port: int, backlog: int) -> socket.socket:
+    """A non-blocking listening socket with SO_REUSEPORT (shared by the network processes)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
+        sock.bind((host, port))
+        sock.listen(backlog)
+        sock.setblocking(False)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(prog="python -m broker.network", description=__doc__.split("\n")[0])
+    p.add_argument("--host", default="127.0.0.1")
+    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--pool-name", required=True)
+    p.add_argument("--channel-fd", type=int, required=True)
+    p.add_argument("--max-request-bytes", type=int, required=True)
+    p.add_argument("--max-connections", type=int, required=True)
+    p.add_argument("--index", type=int, required=True)
+    p.add_argument("--max-queued-requests", type=int, default=500)
+    p.add_argument("--request-headroom-bytes", type=int, default=0)
+    p.add_argument("--file-cache-size", type=int, default=128)
+    p.add_argument("--memory-retry-ms", type=float, default=2.0)
+    p.add_argument("--log-level", default="WARNING")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = build_parser().parse_args(argv)
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        format=f"%(asctime)s network[{args.index}] %(levelname)s %(message)s",
+    )
+    channel_sock = socket.socket(fileno=args.channel_fd)
+    channel_sock.set_inheritable(False)
+    channel = ChannelEndpoint(channel_sock, max_queued_messages=4 * args.max_connections + 64)
+    try:
+        pool = BufferPool.attach(args.pool_name)
+    except (OSError, BufferPoolError) as exc:
+        log.error("cannot attach buffer pool %r: %s", args.pool_name, exc)
+        channel.close()
+        return 2
+    try:
+        try:
+            listener = open_listener(
+                args.host, args.port, min(4096, max(128, args.max_connections))
+            )
+        except OSError as exc:
+            log.error("cannot listen on %s:%d: %s", args.host, args.port, exc)
+            return 2
+        try:
+            process = NetworkProcess(
+                listener=listener,
+                channel=channel,
+                pool=pool,
+                index=args.index,
+                max_request_bytes=args.max_request_bytes,
+                max_connections=args.max_connections,
+                max_queued_requests=args.max_queued_requests,
+                request_headroom_bytes=args.request_headroom_bytes,
+                file_cache_size=args.file_cache_size,
+                memory_retry_ms=args.memory_retry_ms,
+            )
+        except InvalidConfigError as exc:
+            listener.close()
+            log.error("%s", exc)
+            return 2
+        process.install_signal_handlers()
+        if not channel.send(encode_ready(listener.getsockname()[1], os.getpid())):
+            process.shutdown()
+            return 1
+        return process.run()
+    finally:
+        channel.close()
+        pool.close()

@@ -1,0 +1,292 @@
+"""The event loop of one network process: epoll, accept, the channel, closing.
+
+One epoll loop (level-triggered, ``select.epoll``), no threads.  Connections are read
+by :class:`~broker.network.request_reader.NetworkRequestReader` and written by
+:class:`~broker.network.response_writer.NetworkResponseWriter` (mixins of
+:class:`NetworkProcess`); this module owns the loop, accepting (at most
+``max_connections``, extra ones are closed at once), the channel to the main process
+(REQUEST/CLOSED batched per loop iteration; RESPONSE/NO_RESPONSE/CLOSE handled as they
+arrive; the listener stops accepting while the channel backlog reaches
+``max_connections``) and closing connections (their buffers freed, the main process told
+with CLOSED if it knew the connection).
+
+The channel reaching EOF (main process gone) or SIGTERM/SIGINT ends the loop: every
+connection is closed, buffers this process holds are freed, exit status 0.
+
+Costs per request: 2-3 ``recv`` syscalls, 1 ``send`` on the channel, one msgpack
+encode/decode each way, 3 pool lock round trips (allocate, attach, free), no copy of the
+frame or response in Python. Memory: O(connections) small objects; frames live in the
+pool. Process-safety: this process only touches buffers it allocated and has not handed
+over, or response buffers handed to it.  Thread-safety: one thread; signal handlers only
+set a flag (via a wakeup fd).
+"""
+
+from __future__ import annotations
+
+import logging
+import select
+import signal
+import socket
+from collections import deque
+
+from broker.network.channel_codec import (
+    CLOSE,
+    CLOSED,
+    NO_RESPONSE,
+    RESPONSE,
+    ChannelFullError,
+    ChannelProtocolError,
+)
+from broker.network.channel_endpoint import ChannelEndpoint
+from broker.network.connection import EPOLLHUP_ERR, EPOLLIN, EPOLLOUT, _Conn
+from broker.network.regions import FileCache
+from broker.network.request_reader import NetworkRequestReader
+from broker.network.response_writer import NetworkResponseWriter
+from clients.memory.buffer_pool import BufferPool
+from clients.memory.errors import StaleBufferHandleError
+from clients.memory.handles import Buffer
+from clients.protocol.errors import InvalidConfigError
+
+log = logging.getLogger("broker.network")
+
+_MAX_ACCEPTS_PER_EVENT = 64
+
+
+class NetworkProcess(NetworkRequestReader, NetworkResponseWriter):
+    """The event loop of one network process (see the module docstring)."""
+
+    def __init__(
+        self,
+        *,
+        listener: socket.socket,
+        channel: ChannelEndpoint,
+        pool: BufferPool,
+        index: int,
+        max_request_bytes: int,
+        max_connections: int,
+        max_queued_requests: int = 500,
+        request_headroom_bytes: int = 0,
+        file_cache_size: int = 128,
+        memory_retry_ms: float = 2.0,
+    ) -> None:
+        for name, value in (
+            ("max_request_bytes", max_request_bytes),
+            ("max_connections", max_connections),
+            ("max_queued_requests", max_queued_requests),
+        ):
+            if value <= 0:
+                raise InvalidConfigError(f"{name} must be positive, got {value}")
+        if not 0 <= request_headroom_bytes <= pool.total_bytes - max_request_bytes:
+            raise InvalidConfigError(
+                f"request_headroom_bytes={request_headroom_bytes} must be in 0.."
+                f"{pool.total_bytes - max_request_bytes} (pool total_bytes={pool.total_bytes}, "
+                f"max_request_bytes={max_request_bytes})"
+            )
+        self.listener, self.channel, self.pool, self.index = listener, channel, pool, index
+        self.max_request_bytes = max_request_bytes
+        self.max_connections = max_connections
+        self.max_queued_requests = max_queued_requests
+        self.headroom = request_headroom_bytes
+        self.retry_s = max(memory_retry_ms, 0.1) / 1000.0
+        self.files = FileCache(file_cache_size)
+        self.conns: dict[int, _Conn] = {}  # by fd
+        self.by_id: dict[int, _Conn] = {}
+        self.waiters: deque[_Conn] = deque()  # parked for memory / queue room, FIFO
+        self.in_flight = 0  # requests handed over, not answered
+        self.next_conn_id = 1
+        self.stopping = False
+        self.poolable = pool.poolable_size
+        self.epoll = select.epoll()
+        self._channel_mask = EPOLLIN
+        self._accepting = True
+        self._wake_r, self._wake_w = socket.socketpair()
+        for s in (listener, self._wake_r, self._wake_w):
+            s.setblocking(False)
+        self.epoll.register(listener.fileno(), EPOLLIN)
+        self.epoll.register(channel.fileno(), EPOLLIN)
+        self.epoll.register(self._wake_r.fileno(), EPOLLIN)
+
+    # lifecycle -------------------------------------------------------------------
+    def install_signal_handlers(self) -> None:
+        """SIGTERM/SIGINT end the loop cleanly (via a wakeup fd; handlers do nothing
+        else, so no pool lock is ever interrupted half-way)."""
+        signal.set_wakeup_fd(self._wake_w.fileno(), warn_on_full_buffer=False)
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, self._on_signal)
+
+    def _on_signal(self, signum: int, frame: object) -> None:
+        self.stopping = True
+
+    def run(self) -> int:
+        """Serve until SIGTERM or the channel closes; returns the exit status."""
+        epoll, conns = self.epoll, self.conns
+        listen_fd, chan_fd, wake_fd = (
+            self.listener.fileno(),
+            self.channel.fileno(),
+            self._wake_r.fileno(),
+        )
+        try:
+            while not self.stopping:
+                events = epoll.poll(self.retry_s if self.waiters else -1)
+                for fd, ev in events:
+                    conn = conns.get(fd)
+                    if conn is not None:
+                        if ev & EPOLLOUT and conn.resp is not None:
+                            self._write(conn)
+                        elif ev & EPOLLIN and not conn.muted and conn.mask == EPOLLIN:
+                            self._read(conn)
+                        elif ev & EPOLLHUP_ERR:
+                            self._close(conn, "hang-up")
+                        elif ev & EPOLLIN and conn.mask != 0:
+                            self._set_mask(conn, 0)  # lazy mute: data waits in the kernel
+                    elif fd == chan_fd:
+                        self._on_channel(ev)
+                    elif fd == listen_fd:
+                        self._accept()
+                    elif fd == wake_fd:
+                        self._drain_wakeup()
+                if self.waiters:
+                    self._retry_waiters()
+                self.channel.flush_posted()  # this iteration's REQUEST/CLOSED: one packet
+                self._update_channel_interest()
+            return 0
+        finally:
+            self.shutdown()
+
+    def shutdown(self) -> None:
+        for conn in list(self.conns.values()):
+            self._close(conn, "shutdown", notify=False)
+        self.files.close()
+        for s in (self.listener, self._wake_r, self._wake_w):
+            s.close()
+        self.epoll.close()
+        self.channel.close()
+
+    def _drain_wakeup(self) -> None:
+        try:
+            while self._wake_r.recv(512):
+                pass
+        except BlockingIOError:
+            pass
+
+    # accept ------------------------------------------------------------------------
+    def _accept(self) -> None:
+        for _ in range(_MAX_ACCEPTS_PER_EVENT):
+            try:
+                sock, _ = self.listener.accept()
+            except BlockingIOError:
+                return
+            except OSError as exc:  # EMFILE, ECONNABORTED...
+                log.warning("network %d: accept failed: %s", self.index, exc)
+                return
+            if len(self.conns) >= self.max_connections:
+                sock.close()  # Kafka closes extra connections too
+                continue
+            sock.setblocking(False)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            conn = _Conn(self.next_conn_id, sock)
+            self.next_conn_id += 1
+            self.conns[conn.fd] = conn
+            self.by_id[conn.conn_id] = conn
+            self.epoll.register(conn.fd, EPOLLIN)
+
+    def _set_mask(self, conn: _Conn, mask: int) -> None:
+        if conn.mask != mask:
+            self.epoll.modify(conn.fd, mask)
+            conn.mask = mask
+
+    # channel ------------------------------------------------------------------------
+    def _on_channel(self, ev: int) -> None:
+        channel = self.channel
+        if ev & EPOLLOUT:
+            channel.flush()
+        if ev & (EPOLLIN | EPOLLHUP_ERR):
+            try:
+                messages = channel.recv_messages()
+            except ChannelProtocolError as exc:
+                log.error("network %d: bad message from the main process: %s", self.index, exc)
+                self.stopping = True
+                return
+            by_id = self.by_id
+            for msg in messages:
+                kind = msg[0]
+                conn = by_id.get(msg[1])
+                if kind == RESPONSE:
+                    self._on_response(conn, msg[2], msg[3], msg[4])
+                elif conn is None:
+                    continue
+                elif kind == NO_RESPONSE:
+                    self._answered(conn)
+                    self._unmute(conn)
+                elif kind == CLOSE:
+                    self._close(conn, "closed by the main process")
+                else:
+                    log.error("network %d: unexpected message %r from main", self.index, msg)
+        if channel.at_eof:
+            log.info("network %d: channel closed (main process gone); exiting", self.index)
+            self.stopping = True
+
+    def _update_channel_interest(self) -> None:
+        channel = self.channel
+        mask = EPOLLIN | EPOLLOUT if channel.wants_write else EPOLLIN
+        if mask != self._channel_mask and not channel.closed:
+            self.epoll.modify(channel.fileno(), mask)
+            self._channel_mask = mask
+        accepting = channel.queued < self.max_connections
+        if accepting != self._accepting:  # bound the CLOSED/REQUEST backlog
+            self.epoll.modify(self.listener.fileno(), EPOLLIN if accepting else 0)
+            self._accepting = accepting
+
+    def _answered(self, conn: _Conn) -> bool:
+        if not conn.muted:
+            log.error(
+                "network %d: answer for connection %d that has no request", self.index, conn.conn_id
+            )
+            self._close(conn, "unexpected answer")
+            return False
+        conn.muted = False
+        self.in_flight -= 1
+        return True
+
+    def _unmute(self, conn: _Conn) -> None:
+        if conn.mask == 0:  # data arrived while muted: read it now, no epoll round trip
+            self._read(conn)
+        elif conn.mask != EPOLLIN:
+            self._set_mask(conn, EPOLLIN)
+        if self.waiters:
+            self._retry_waiters()
+
+    # closing --------------------------------------------------------------------------
+    def _close(self, conn: _Conn, reason: str, *, notify: bool = True) -> None:
+        if conn.closed:
+            return
+        conn.closed = True
+        log.debug("network %d: closing connection %d: %s", self.index, conn.conn_id, reason)
+        self.epoll.unregister(conn.fd)
+        del self.conns[conn.fd]
+        del self.by_id[conn.conn_id]
+        if conn.buffer is not None:
+            self._free(conn.buffer)
+            conn.buffer = None
+        if conn.resp is not None:
+            conn.resp_view = None
+            self._free(conn.resp)
+            conn.resp = None
+        if conn.region is not None:
+            self.files.release(conn.region)
+            conn.region = None
+        if conn.muted:
+            conn.muted = False
+            self.in_flight -= 1
+        if conn.known and notify and not self.channel.at_eof:
+            try:
+                self.channel.post((CLOSED, conn.conn_id))
+            except ChannelFullError as exc:
+                log.error("network %d: CLOSED %d not sent: %s", self.index, conn.conn_id, exc)
+        conn.sock.close()
+
+    def _free(self, buffer: Buffer | tuple[int, int, int]) -> None:
+        try:
+            self.pool.deallocate(buffer)  # type: ignore[arg-type]
+        except StaleBufferHandleError as exc:
+            log.error("network %d: freeing a buffer failed: %s", self.index, exc)

@@ -1,0 +1,265 @@
+"""Starts, watches, restarts and stops the broker's network processes (main-process side).
+
+For each index ``0..num_network_processes-1`` the supervisor makes a SOCK_SEQPACKET
+socketpair, keeps one end as a :class:`~broker.network.MainChannelEndpoint` and
+passes the other to ``python -m broker.network`` (``subprocess.Popen(pass_fds=...)``, a
+fresh interpreter, ``PYTHONPATH`` pointing at this source tree). Process 0 binds
+``config.port`` (0 = any free port) and reports the real port in its READY message;
+the others then bind that same port (SO_REUSEPORT).
+
+``poll()`` (call it periodically and whenever an endpoint reaches EOF) notices a dead
+process (``Popen.poll``), drains what it left in its channel, closes the old endpoint
+(detaching it from the asyncio loop), frees the responses it may not have written,
+calls ``pool.reclaim_dead()`` for the buffers it held, and starts a new process with
+the same index and port without waiting for its READY; it returns one
+:class:`NetworkRestart` per restart, naming the connection ids that were lost.
+
+``stop()`` sends SIGTERM to every live process by PID, waits up to ``stop_timeout_ms``,
+then SIGKILLs the rest by PID and reaps them.
+
+Costs: ``poll`` is O(processes) ``waitpid`` calls; a restart adds O(connections) and
+one O(slots) reclaim. Thread-safety: one thread (the main event loop) owns a supervisor.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import select
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from broker.config import BrokerConfig
+from broker.network.channel_codec import REQUEST, ChannelProtocolError
+from broker.network.channel_endpoint import ChannelEndpoint
+from broker.network.main_channel import MainChannelEndpoint
+from clients.memory.buffer_pool import BufferPool
+from clients.memory.errors import BufferPoolClosedError
+from clients.memory.handles import ReclaimReport
+from clients.protocol.errors import MiniKafkaError
+
+__all__ = ["NetworkProcessError", "NetworkProcessSupervisor", "NetworkRestart"]
+
+_SOURCE_ROOT = str(Path(__file__).resolve().parents[1])
+
+
+class NetworkProcessError(MiniKafkaError):
+    """A network process could not be started (exited or stayed silent)."""
+
+
+@dataclass(frozen=True)
+class NetworkRestart:
+    """What ``poll()`` did about one dead network process."""
+
+    index: int
+    old_pid: int
+    returncode: int
+    new_pid: int
+    lost_conn_ids: frozenset[int]  # connections of the dead process the main knew
+    reclaimed: ReclaimReport  # buffers the dead process held (pool.reclaim_dead)
+    freed_responses: int  # response buffers it never wrote, freed by the supervisor
+
+
+class NetworkProcessSupervisor:
+    """Owns the network processes of one broker and their channel endpoints."""
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        pool: BufferPool,
+        *,
+        request_headroom_bytes: int | None = None,
+        start_timeout_ms: int = 30_000,
+        stop_timeout_ms: int = 5_000,
+        memory_retry_ms: float = 2.0,
+        file_cache_size: int = 128,
+        log_level: str = "WARNING",
+        python: str = sys.executable,
+    ) -> None:
+        self.config = config
+        self.pool = pool
+        if request_headroom_bytes is None:  # keep a quarter of the pool for responses
+            request_headroom_bytes = min(
+                pool.total_bytes // 4, pool.total_bytes - config.max_request_bytes
+            )
+        self.request_headroom_bytes = max(0, request_headroom_bytes)
+        self.start_timeout_ms = start_timeout_ms
+        self.stop_timeout_ms = stop_timeout_ms
+        self._extra = [
+            "--max-queued-requests", str(config.queued_max_requests),
+            "--request-headroom-bytes", str(self.request_headroom_bytes),
+            "--memory-retry-ms", str(memory_retry_ms),
+            "--file-cache-size", str(file_cache_size),
+            "--log-level", log_level,
+        ]  # fmt: skip
+        self._python = python
+        self._procs: list[subprocess.Popen[bytes]] = []
+        self._endpoints: list[MainChannelEndpoint] = []
+        self._port = config.port
+        self.restarts = 0
+
+    # start ---------------------------------------------------------------------------
+    def start(self) -> None:
+        """Start every network process and wait (blocking) until each is listening."""
+        if self._procs:
+            raise RuntimeError("network processes already started")
+        try:
+            for index in range(self.config.num_network_processes):
+                proc, endpoint = self._spawn(index)
+                self._procs.append(proc)
+                self._endpoints.append(endpoint)
+                self._wait_ready(proc, endpoint)
+                self._port = endpoint.port  # process 0 may have picked it (port 0)
+        except BaseException:
+            self.stop()
+            raise
+
+    def _spawn(self, index: int) -> tuple[subprocess.Popen[bytes], MainChannelEndpoint]:
+        cfg = self.config
+        mine, theirs = _socketpair()
+        endpoint = MainChannelEndpoint(
+            mine, self.pool, index, max_queued_messages=2 * cfg.max_connections + 64
+        )
+        argv = [
+            self._python, "-m", "broker.network",
+            "--host", cfg.host,
+            "--port", str(self._port),
+            "--pool-name", self.pool.name,
+            "--channel-fd", str(theirs.fileno()),
+            "--max-request-bytes", str(cfg.max_request_bytes),
+            "--max-connections", str(cfg.max_connections),
+            "--index", str(index),
+            *self._extra,
+        ]  # fmt: skip
+        env = dict(os.environ)
+        env["PYTHONPATH"] = os.pathsep.join(p for p in (_SOURCE_ROOT, env.get("PYTHONPATH")) if p)
+        try:
+            proc = subprocess.Popen(
+                argv, pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, env=env
+            )
+        except BaseException:
+            endpoint.close()
+            raise
+        finally:
+            theirs.close()  # the child has its copy; ours would hide the child's death
+        return proc, endpoint
+
+    def _wait_ready(self, proc: subprocess.Popen[bytes], endpoint: MainChannelEndpoint) -> None:
+        deadline = time.monotonic() + self.start_timeout_ms / 1000
+        while not endpoint.ready:
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise NetworkProcessError(
+                    f"network process {endpoint.index} (pid {proc.pid}) not ready within "
+                    f"{self.start_timeout_ms} ms"
+                )
+            select.select([endpoint.fileno()], [], [], min(remaining, 0.1))
+            endpoint.recv_messages(max_messages=1)  # READY is the first message
+            if not endpoint.ready and (endpoint.at_eof or proc.poll() is not None):
+                raise NetworkProcessError(
+                    f"network process {endpoint.index} (pid {proc.pid}) exited with "
+                    f"status {proc.wait()} before it was ready (see its stderr)"
+                )
+
+    # accessors -----------------------------------------------------------------------
+    @property
+    def port(self) -> int:
+        """The port every network process listens on."""
+        return self._port
+
+    @property
+    def endpoints(self) -> list[MainChannelEndpoint]:
+        return list(self._endpoints)
+
+    def endpoint(self, index: int) -> MainChannelEndpoint:
+        return self._endpoints[index]
+
+    @property
+    def processes(self) -> list[subprocess.Popen[bytes]]:
+        return list(self._procs)
+
+    @property
+    def pids(self) -> list[int]:
+        return [p.pid for p in self._procs]
+
+    # watch ---------------------------------------------------------------------------
+    def poll(self) -> list[NetworkRestart]:
+        """Restart every network process that died since the last call."""
+        reports = []
+        for index, proc in enumerate(self._procs):
+            returncode = proc.poll()
+            if returncode is not None:
+                reports.append(self._restart(index, proc, returncode))
+        return reports
+
+    def _restart(
+        self, index: int, proc: subprocess.Popen[bytes], returncode: int
+    ) -> NetworkRestart:
+        old = self._endpoints[index]
+        lost = old.known_conn_ids()
+        try:  # messages it sent that nobody read: requests it still owns, reclaimed below
+            for msg in ChannelEndpoint.recv_messages(old):
+                if msg[0] == REQUEST:
+                    lost.add(msg[1])
+        except ChannelProtocolError:
+            pass
+        old.close()
+        freed = old.release_unwritten_responses()
+        reclaimed = self.pool.reclaim_dead()
+        new_proc, endpoint = self._spawn(index)
+        self._procs[index], self._endpoints[index] = new_proc, endpoint
+        self.restarts += 1
+        return NetworkRestart(
+            index=index,
+            old_pid=proc.pid,
+            returncode=returncode,
+            new_pid=new_proc.pid,
+            lost_conn_ids=frozenset(lost),
+            reclaimed=reclaimed,
+            freed_responses=freed,
+        )
+
+    # stop ----------------------------------------------------------------------------
+    def stop(self, timeout_ms: int | None = None) -> dict[int, int | None]:
+        """SIGTERM every process, SIGKILL what is left after ``timeout_ms``; close the
+        endpoints. Returns {pid: exit status}. Idempotent."""
+        timeout_ms = self.stop_timeout_ms if timeout_ms is None else timeout_ms
+        procs = self._procs
+        for proc in procs:
+            if proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(proc.pid, signal.SIGTERM)
+        deadline = time.monotonic() + timeout_ms / 1000
+        for proc in procs:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                proc.wait(max(0.0, deadline - time.monotonic()))
+        for proc in procs:
+            if proc.poll() is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(proc.pid, signal.SIGKILL)
+                proc.wait()
+        for endpoint in self._endpoints:
+            endpoint.close()
+        with contextlib.suppress(BufferPoolClosedError):  # pool closed first: nothing to free
+            for endpoint in self._endpoints:
+                endpoint.release_unwritten_responses()
+            if procs:
+                self.pool.reclaim_dead()
+        codes = {p.pid: p.returncode for p in procs}
+        self._procs, self._endpoints = [], []
+        return codes
+
+    def __enter__(self) -> NetworkProcessSupervisor:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _socketpair() -> tuple[socket.socket, socket.socket]:
+    return socket.socketpair(socket.AF_UNIX, socket.SOCK_SEQPACKET)

@@ -1,0 +1,7 @@
+"""``python -m clients.cli``: the ``minikafka`` command line."""
+
+import sys
+
+from clients.cli.main import main
+
+sys.exit(main())

@@ -1,0 +1,512 @@
+"""Consumer side of the classic group protocol: membership, rebalances, offset commits.
+
+Membership state machine (driven from the consumer's ``poll`` thread)::
+
+    UNJOINED --JoinGroup sent--> JOINING --join ok--> SYNCING --sync ok--> STABLE
+        ^  (MEMBER_ID_REQUIRED: rejoin with the id given)            |
+        |  (errors: back off, maybe rediscover, rejoin)               | rejoin needed:
+        +-------------------------------------------------------------+ heartbeat said
+                                                                        REBALANCE_IN_PROGRESS,
+                                                                        ILLEGAL_GENERATION,
+                                                                        UNKNOWN_MEMBER_ID,
+                                                                        subscription or
+                                                                        partition count
+                                                                        changed, cooperative
+                                                                        revocation
+
+- **Coordinator** discovery and the dedicated connection:
+  :mod:`clients.consumer.coordinator_channel` (COORDINATOR_NOT_AVAILABLE /
+  LOAD_IN_PROGRESS retried, NOT_COORDINATOR rediscovers).
+- **Join/sync**: JoinGroup carries protocol_type ``consumer`` and one protocol per
+  configured assignor (preference order) with the subscription bytes of
+  :mod:`clients.consumer.group_protocol`.  MEMBER_ID_REQUIRED: rejoin with the id given
+  (KIP-394).  The leader decodes all subscriptions, refreshes metadata for every
+  subscribed topic, runs the chosen assignor and sends all assignments in SyncGroup.
+  That refresh gets ``request_timeout_ms`` whatever ``poll``'s timeout (Kafka waits
+  unboundedly): bounded by a short poll it timed out on a slow broker, and a leader
+  whose cache never saw the topics (members fetch metadata only for what they are
+  assigned) handed out empty assignments.  The leader rejoins when a group topic's
+  partition count changes, or a topic unknown when it assigned (count 0) appears; while
+  one is unknown it refreshes metadata every ``retry_backoff_ms``.  A join not
+  finished by ``poll``'s deadline stays in flight; the next ``poll`` resumes it.
+- **Eager** protocol (range, roundrobin): before rejoining, auto-commit (sync) and
+  revoke every owned partition.  **Cooperative** (all assignors cooperative): nothing
+  is revoked before the join; afterwards the partitions no longer assigned are revoked
+  and the member rejoins at once (the second round hands them over).  While a rebalance
+  runs ``poll`` returns no records (simpler than Kafka, which keeps fetching).
+- **Heartbeats**: :mod:`clients.consumer.heartbeat` (own thread, own connection).
+- **Commits**: :mod:`clients.consumer.offset_committer`; auto commit every
+  ``auto_commit_interval_ms`` (async, from ``poll``), before a rebalance and on close
+  (sync).  ``close`` then revokes and sends LeaveGroup (dynamic members only: a static
+  member (``group_instance_id``) keeps its slot until its session times out, so a quick
+  restart causes no rebalance).
+
+Costs: a rebalance is 2 round trips (3 with MEMBER_ID_REQUIRED) plus the leader's
+metadata refresh and assignor (:mod:`clients.consumer.assignors`).
+
+Thread safety: every method belongs to the consumer's poll thread; the heartbeat thread
+shares only :class:`~clients.consumer.coordinator_channel.GroupShared` (behind its lock).
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import Callable, Iterable
+from typing import Any, Protocol
+
+from clients.consumer.assignors import Member
+from clients.consumer.coordinator_channel import (
+    CoordinatorChannel,
+    GroupConfig,
+    GroupShared,
+    MemberState,
+)
+from clients.consumer.group_protocol import (
+    PROTOCOL_TYPE,
+    Assignment,
+    Subscription,
+    decode_assignment,
+    decode_subscription,
+    encode_assignment,
+    encode_subscription,
+)
+from clients.consumer.heartbeat import HeartbeatThread
+from clients.consumer.offset_committer import (
+    COORDINATOR_GONE,
+    REJOIN,
+    CommitCallback,
+    CommitFailedError,
+    OffsetCommitter,
+)
+from clients.network.cluster_metadata import ClusterMetadata
+from clients.network.connection import ClientResponse, InFlightRequest, NodeConnections
+from clients.protocol.api_keys import ApiKey
+from clients.protocol.errors import ErrorCode, MiniKafkaError, error_for
+from clients.types import OffsetAndMetadata, TopicPartition
+
+__all__ = ["CommitCallback", "CommitFailedError", "ConsumerCoordinator", "GroupConfig",
+           "MemberState", "RebalanceListener"]
+
+log = logging.getLogger(__name__)
+
+_FATAL = frozenset({ErrorCode.FENCED_INSTANCE_ID, ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
+                    ErrorCode.INVALID_SESSION_TIMEOUT, ErrorCode.INVALID_GROUP_ID})  # fmt: skip
+
+
+class RebalanceListener(Protocol):
+    def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None: ...
+
+    def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None: ...
+
+
+class ConsumerCoordinator:
+    """Group membership for one consumer (see the module docstring)."""
+
+    def __init__(
+        self,
+        config: GroupConfig,
+        net: NodeConnections,
+        metadata: ClusterMetadata,
+        *,
+        client_id: str,
+        positions: Callable[[], dict[TopicPartition, int]],
+        set_assignment: Callable[[set[TopicPartition]], None],
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        self.config = config
+        self._net = net
+        self._metadata = metadata
+        self._positions = positions
+        self._set_assignment = set_assignment
+        self._clock = clock
+        self.shared = GroupShared(last_poll=clock())
+        self.channel = CoordinatorChannel(
+            config.group_id, net, self.shared, client_id=client_id,
+            request_timeout_ms=config.request_timeout_ms,
+            retry_backoff_ms=config.retry_backoff_ms, max_in_flight=config.max_in_flight,
+            on_response=self._on_response, clock=clock,
+        )  # fmt: skip
+        self.offsets = OffsetCommitter(self.channel, in_group=lambda: bool(self.subscription),
+                                       instance_id=config.group_instance_id)
+        self.heartbeat = HeartbeatThread(
+            self.shared, group_id=config.group_id, group_instance_id=config.group_instance_id,
+            client_id=client_id, heartbeat_interval_ms=config.heartbeat_interval_ms,
+            session_timeout_ms=config.session_timeout_ms,
+            max_poll_interval_ms=config.max_poll_interval_ms,
+            request_timeout_ms=config.request_timeout_ms,
+            retry_backoff_ms=config.retry_backoff_ms, clock=clock,
+        )  # fmt: skip
+        self._join: tuple[InFlightRequest, int] | None = None  # request, channel epoch
+        self._sync: tuple[InFlightRequest, int] | None = None
+        self._arrived: ClientResponse | None = None  # the join/sync answer read early
+        self._needs_join_prepare = True
+        self.subscription: tuple[str, ...] = ()
+        self.listener: RebalanceListener | None = None
+        self.owned: set[TopicPartition] = set()
+        self.leader = False
+        self.rebalances = 0  # completed generations (stats, tests)
+        self._group_partition_counts: dict[str, int] = {}
+        self._next_auto_commit = clock() + config.auto_commit_interval_ms / 1000
+
+    # ------------------------------------------------------------ subscription
+    def subscribe(self, topics: Iterable[str], listener: RebalanceListener | None) -> None:
+        names = tuple(sorted(set(topics)))
+        if not names or not all(isinstance(t, str) and t for t in names):
+            raise ValueError(f"subscribe needs non-empty topic names, got {names!r}")
+        self.listener = listener
+        self._metadata.add_topics(names)
+        if names != self.subscription:
+            self.subscription = names
+            self.request_rejoin()
+        self.heartbeat.start()
+
+    def unsubscribe(self) -> None:
+        """Revoke everything, leave the group (dynamic members), forget the subscription."""
+        if self.subscription:
+            self._revoke(set(self.owned))
+            self.maybe_leave_group("unsubscribe")
+        self.subscription = ()
+
+    @property
+    def generation(self) -> tuple[int, str]:
+        with self.shared.lock:
+            return self.shared.generation_id, self.shared.member_id
+
+    @property
+    def state(self) -> MemberState:
+        with self.shared.lock:
+            return self.shared.state
+
+    def request_rejoin(self) -> None:
+        with self.shared.lock:
+            self.shared.rejoin_needed = True
+
+    # ------------------------------------------------------------ poll
+    def poll(self, deadline: float) -> bool:
+        """Commit callbacks, auto commit, rebalance; True when the assignment is current."""
+        with self.shared.lock:
+            self.shared.last_poll = self._clock()
+        self._raise_fatal()
+        self.channel.drain(0)
+        self.offsets.run_callbacks()
+        stable = True
+        if self.subscription:
+            self._check_partition_counts()
+            stable = self._ensure_active_group(deadline)
+        if stable:
+            self._maybe_auto_commit()
+        self.offsets.run_callbacks()
+        return stable
+
+    def time_to_next_poll_ms(self) -> float:
+        """How long the consumer may wait for fetches before calling :meth:`poll` again."""
+        wait = float(self.config.retry_backoff_ms)  # notice heartbeat-thread news soon
+        if self.config.enable_auto_commit:
+            wait = min(wait, (self._next_auto_commit - self._clock()) * 1000)
+        return max(0.0, wait)
+
+    def _raise_fatal(self) -> None:
+        with self.shared.lock:
+            fatal, self.shared.fatal = self.shared.fatal, None
+        if fatal is not None:
+            raise fatal
+
+    def _check_partition_counts(self) -> None:
+        """Leader, Stable: rejoin when a group topic's partition count changed, or a topic
+        the metadata did not know when assigning (count 0) appeared; while one is unknown
+        the leader keeps refreshing metadata (every ``retry_backoff_ms``, as Kafka)."""
+        if not (self.leader and self.state == MemberState.STABLE):
+            return
+        if not all(self._group_partition_counts.values()):
+            self._metadata.request_update()
+            if self._metadata.update_needed():
+                self._refresh_metadata("for a subscribed topic not in the metadata")
+        counts = self._partition_counts(self._group_partition_counts)
+        if counts != self._group_partition_counts:
+            log.info("group %s: partition counts changed %s -> %s, rebalancing",
+                     self.config.group_id, self._group_partition_counts, counts)
+            self.request_rejoin()
+
+    def _partition_counts(self, topics: Iterable[str]) -> dict[str, int]:
+        """Partition count of each topic from the cache; 0 when it does not know it."""
+        return {t: self._metadata.partition_count(t) or 0 for t in topics}
+
+    def _refresh_metadata(self, why: str) -> None:
+        """Metadata for every topic of interest, given up to ``request_timeout_ms`` whatever
+        the caller's poll timeout: a refresh bounded by a short poll times out on a slow
+        broker (which also closes that connection) and leaves the cache as it was."""
+        try:
+            self._net.refresh_metadata(self._metadata.topics_of_interest,
+                                       self.config.request_timeout_ms)
+        except MiniKafkaError as e:
+            if not e.retriable:
+                raise
+            log.warning("group %s: metadata refresh %s failed: %s", self.config.group_id,
+                        why, e)
+
+    def _on_response(self, response: ClientResponse) -> None:
+        """A response that came while nobody waited for it (``drain`` at the start of
+        ``poll``, a commit's wait...): the in-flight JoinGroup's or SyncGroup's is kept for
+        :meth:`_wait` (dropping it left the member waiting for an answer already read,
+        until the request timed out); others go to the committer (async commits)."""
+        if any(pending is not None and response.request is pending[0]
+               for pending in (self._join, self._sync)):
+            self._arrived = response
+            return
+        self.offsets.on_response(response)
+
+    def _wait(self, request: InFlightRequest, deadline: float) -> ClientResponse | None:
+        """``request``'s response: already arrived, or waited for until ``deadline``."""
+        arrived, self._arrived = self._arrived, None
+        if arrived is not None and arrived.request is request:
+            if arrived.error is not None:  # as wait_for: the coordinator is unusable
+                self.channel.dead(arrived.error.message)
+            return arrived
+        return self.channel.wait_for(request, deadline)
+
+    # ------------------------------------------------------------ join / sync
+    def _ensure_active_group(self, deadline: float) -> bool:
+        while True:
+            self._raise_fatal()
+            with self.shared.lock:
+                if self.shared.state == MemberState.STABLE and not self.shared.rejoin_needed:
+                    return True
+            if self.channel.ensure(deadline) is None:
+                return False
+            epoch = self.channel.epoch
+            if self._join is not None and self._join[1] != epoch:
+                self._join = self._arrived = None  # lost with the old connection
+            if self._sync is not None and self._sync[1] != epoch:
+                self._sync = self._arrived = None
+            if self._join is None and self._sync is None:
+                if self._needs_join_prepare:
+                    self._on_join_prepare()
+                self._send_join()
+            if self._join is not None:
+                response = self._wait(self._join[0], deadline)
+                if response is None:
+                    return False
+                self._join = None
+                self._on_join_response(response, deadline)
+            if self._sync is not None:
+                response = self._wait(self._sync[0], deadline)
+                if response is None:
+                    return False
+                self._sync = None
+                self._on_sync_response(response, deadline)
+
+    def _on_join_prepare(self) -> None:
+        if self.config.enable_auto_commit and self.owned:
+            self._auto_commit_sync("before rebalance")
+        if self.config.protocol == "eager":
+            self._revoke(set(self.owned))
+        else:  # cooperative: only what left the subscription
+            self._revoke({tp for tp in self.owned if tp.topic not in self.subscription})
+        self._needs_join_prepare = False
+
+    def _revoke(self, revoked: set[TopicPartition]) -> None:
+        if not revoked:
+            return
+        if self.listener is not None:
+            self.listener.on_partitions_revoked(set(revoked))
+        self.owned -= revoked
+        self._set_assignment(set(self.owned))
+
+    def _send_join(self) -> None:
+        with self.shared.lock:
+            generation, member_id = self.shared.generation_id, self.shared.member_id
+            self.shared.state = MemberState.JOINING
+            self.shared.rejoin_needed = False
+        cooperative = self.config.protocol == "cooperative"
+        owned = tuple(sorted(self.owned)) if cooperative else ()
+        metadata = encode_subscription(Subscription(self.subscription, owned, None,
+                                                    generation if owned else -1))
+        body = {
+            "group_id": self.config.group_id,
+            "session_timeout_ms": self.config.session_timeout_ms,
+            "rebalance_timeout_ms": self.config.rebalance_timeout_ms,
+            "member_id": member_id,
+            "group_instance_id": self.config.group_instance_id,
+            "protocol_type": PROTOCOL_TYPE,
+            "protocols": [{"name": a.name, "metadata": metadata} for a in self.config.assignors],
+        }
+        timeout_ms = max(self.config.request_timeout_ms, self.config.rebalance_timeout_ms + 5000)
+        request = self.channel.send(ApiKey.JOIN_GROUP, body, timeout_ms)
+        if request is None:
+            self.request_rejoin()
+        else:
+            self._join = (request, self.channel.epoch)
+
+    def _on_join_response(self, response: ClientResponse, deadline: float) -> None:
+        if response.error is not None:  # channel already forgot the coordinator
+            self.request_rejoin()
+            self.channel.backoff(deadline)
+            return
+        body = response.body
+        assert body is not None
+        code = body["error_code"]
+        if code == ErrorCode.MEMBER_ID_REQUIRED:  # KIP-394: rejoin with the id given
+            with self.shared.lock:
+                self.shared.member_id = body["member_id"]
+                self.shared.rejoin_needed = True
+            return
+        if code != ErrorCode.NONE:
+            self._on_group_error("JoinGroup", code, body.get("error_message"), deadline)
+            return
+        with self.shared.lock:
+            self.shared.member_id = body["member_id"]
+            self.shared.generation_id = body["generation_id"]
+            self.shared.state = MemberState.SYNCING
+        self.leader = body["leader"] == body["member_id"]
+        assignments = []
+        if self.leader:
+            assignments = self._assign(body["protocol_name"], body["members"])
+        request = self.channel.send(ApiKey.SYNC_GROUP, {
+            "group_id": self.config.group_id, "generation_id": body["generation_id"],
+            "member_id": body["member_id"], "group_instance_id": self.config.group_instance_id,
+            "protocol_type": PROTOCOL_TYPE, "protocol_name": body["protocol_name"],
+            "assignments": assignments,
+        }, self.config.request_timeout_ms)  # fmt: skip
+        if request is None:
+            self.request_rejoin()
+        else:
+            self._sync = (request, self.channel.epoch)
+
+    def _assign(self, protocol_name: str | None,
+                members: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        assignor = next((a for a in self.config.assignors if a.name == protocol_name), None)
+        if assignor is None:
+            raise MiniKafkaError(f"coordinator chose protocol {protocol_name!r} which this "
+                                 "consumer did not offer", ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
+        subscriptions = [Member(m["member_id"], decode_subscription(m["metadata"]),
+                                m.get("group_instance_id")) for m in members]  # fmt: skip
+        topics = sorted({t for m in subscriptions for t in m.subscription.topics})
+        self._metadata.add_topics(topics)
+        self._refresh_metadata("before assigning")  # Kafka too waits for it, unbounded
+        counts = self._partition_counts(topics)
+        self._group_partition_counts = counts  # unknown topics as 0: watched while Stable
+        result = assignor.assign({t: c for t, c in counts.items() if c}, subscriptions)
+        log.info("group %s: leader assigned %s with %s", self.config.group_id,
+                 {m: len(tps) for m, tps in result.items()}, assignor.name)
+        return [{"member_id": m, "assignment": encode_assignment(Assignment(tuple(tps)))}
+                for m, tps in result.items()]  # fmt: skip
+
+    def _on_sync_response(self, response: ClientResponse, deadline: float) -> None:
+        if response.error is not None:
+            self.request_rejoin()
+            self.channel.backoff(deadline)
+            return
+        body = response.body
+        assert body is not None
+        if body["error_code"] != ErrorCode.NONE:
+            self._on_group_error("SyncGroup", body["error_code"], body.get("error_message"),
+                                 deadline)
+            return
+        assigned = {tp for tp in decode_assignment(body["assignment"]).partitions
+                    if tp.topic in self.subscription}  # fmt: skip
+        with self.shared.lock:
+            if self.shared.rejoin_needed or self.shared.state != MemberState.SYNCING:
+                return  # the heartbeat thread saw the group move on meanwhile
+            self.shared.state = MemberState.STABLE
+        self._needs_join_prepare = True
+        self.rebalances += 1
+        self.heartbeat.reset()
+        revoked, added = self.owned - assigned, assigned - self.owned
+        self._revoke(revoked)  # eager: nothing owned any more, so nothing here
+        self.owned = set(assigned)
+        self._set_assignment(set(self.owned))
+        if self.listener is not None:
+            self.listener.on_partitions_assigned(added)
+        if revoked:  # cooperative: rejoin so the new owners get them
+            self.request_rejoin()
+        log.info("group %s: generation %s, assigned %d partitions%s", self.config.group_id,
+                 self.generation[0], len(assigned), " (leader)" if self.leader else "")
+
+    def _on_group_error(self, api: str, code: int, message: str | None, deadline: float) -> None:
+        error = error_for(code, f"{api} of group {self.config.group_id!r}: {message or ''}")
+        with self.shared.lock:
+            self.shared.state = MemberState.UNJOINED
+            self.shared.rejoin_needed = True
+            if code == ErrorCode.UNKNOWN_MEMBER_ID:
+                self.shared.reset_member()
+            elif code == ErrorCode.ILLEGAL_GENERATION:
+                self.shared.reset_member(keep_member_id=True)
+        if code in _FATAL:
+            raise error
+        if code in COORDINATOR_GONE:
+            self.channel.dead(error.message)
+        elif code not in REJOIN and not error.retriable:
+            raise error
+        if code != ErrorCode.REBALANCE_IN_PROGRESS:
+            self.channel.backoff(deadline)
+
+    # ------------------------------------------------------------ offsets
+    def commit_sync(self, offsets: dict[TopicPartition, OffsetAndMetadata],
+                    deadline: float) -> None:
+        self.offsets.commit_sync(offsets, deadline)
+
+    def commit_async(self, offsets: dict[TopicPartition, OffsetAndMetadata],
+                     callback: CommitCallback | None) -> None:
+        self.offsets.commit_async(offsets, callback)
+
+    def fetch_committed(self, partitions: Iterable[TopicPartition],
+                        deadline: float) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        return self.offsets.fetch_committed(partitions, deadline)
+
+    def _maybe_auto_commit(self) -> None:
+        if not self.config.enable_auto_commit or self._clock() < self._next_auto_commit:
+            return
+        self._next_auto_commit = self._clock() + self.config.auto_commit_interval_ms / 1000
+        offsets = {tp: OffsetAndMetadata(pos) for tp, pos in self._positions().items()}
+        if offsets:
+            self.offsets.commit_async(offsets, _log_failed_auto_commit)
+
+    def _auto_commit_sync(self, why: str) -> None:
+        offsets = {tp: OffsetAndMetadata(pos) for tp, pos in self._positions().items()}
+        try:
+            self.offsets.commit_sync(offsets, self._clock() + self.config.request_timeout_ms / 1000)
+        except MiniKafkaError as e:
+            log.warning("group %s: auto commit %s failed: %s", self.config.group_id, why, e)
+
+    # ------------------------------------------------------------ leaving
+    def maybe_leave_group(self, why: str) -> None:
+        """LeaveGroup for a dynamic member (static members keep their slot)."""
+        with self.shared.lock:
+            member_id, coordinator = self.shared.member_id, self.shared.coordinator
+            self.shared.reset_member(keep_member_id=self.config.group_instance_id is not None)
+        self._join, self._sync, self._arrived = None, None, None
+        self._needs_join_prepare = True
+        conn = self.channel.conn
+        if self.config.group_instance_id is not None or not member_id or coordinator is None \
+                or conn is None:
+            return
+        body = {"group_id": self.config.group_id,
+                "members": [{"member_id": member_id, "group_instance_id": None}]}
+        try:
+            conn.request(ApiKey.LEAVE_GROUP, body,
+                         timeout_ms=min(self.config.request_timeout_ms, 5000))
+            log.info("group %s: member %s left (%s)", self.config.group_id, member_id, why)
+        except MiniKafkaError as e:
+            log.info("group %s: LeaveGroup failed (%s): %s", self.config.group_id, why, e)
+
+    def close(self, timeout_ms: int) -> None:
+        """Auto commit (sync), revoke, leave the group, stop the heartbeat thread."""
+        try:
+            if self.config.enable_auto_commit and (self.owned or not self.subscription):
+                self._auto_commit_sync("on close")
+            if self.offsets.in_flight:
+                self.channel.drain(min(timeout_ms, self.config.request_timeout_ms))
+            self.offsets.run_callbacks()
+            if self.subscription:
+                self._revoke(set(self.owned))
+                self.maybe_leave_group("consumer closed")
+        finally:
+            self.heartbeat.stop()
+            self.channel.close()
+
+
+def _log_failed_auto_commit(offsets: dict[TopicPartition, OffsetAndMetadata],
+                            error: MiniKafkaError | None) -> None:
+    if error is not None:
+        log.warning("auto commit of %d offsets failed: %s", len(offsets), error)

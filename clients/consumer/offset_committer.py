@@ -1,0 +1,198 @@
+"""Committing and fetching a group's offsets (OffsetCommit / OffsetFetch v0).
+
+OffsetCommit carries the member's generation and member id when the consumer is an
+active member (subscribed and joined); otherwise generation -1 and member "" (a
+*simple* commit, which the coordinator accepts only for a group without members, e.g.
+a consumer that uses ``assign()`` with a ``group_id``).  OffsetFetch asks with
+``require_stable`` so offsets still pending in a rebalance are not returned stale.
+
+Errors, per partition: NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE / transport errors
+forget the coordinator and are retried (sync commit, fetch) until the deadline;
+COORDINATOR_LOAD_IN_PROGRESS is retried; REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION and
+UNKNOWN_MEMBER_ID raise :class:`CommitFailedError` and request a rejoin (the member id is
+dropped for UNKNOWN_MEMBER_ID); anything else raises its error.  Async commits are never
+retried (a later commit supersedes them); their callbacks run in the poll thread via
+:meth:`OffsetCommitter.run_callbacks`.  Outstanding async commits are bounded by the
+coordinator connection's ``max_in_flight``: beyond it ``commit_async`` waits for a
+response.
+
+Costs: one round trip per commit or fetch.  Thread safety: poll thread only.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from clients.consumer.coordinator_channel import CoordinatorChannel
+from clients.network.connection import ClientResponse
+from clients.protocol.api_keys import ApiKey
+from clients.protocol.errors import ErrorCode, MiniKafkaError, RequestTimedOutError, error_for
+from clients.types import OffsetAndMetadata, TopicPartition
+
+__all__ = ["CommitCallback", "CommitFailedError", "OffsetCommitter"]
+
+Offsets = dict[TopicPartition, OffsetAndMetadata]
+CommitCallback = Callable[[Offsets, MiniKafkaError | None], None]
+COORDINATOR_GONE = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE,
+                              ErrorCode.NETWORK_EXCEPTION, ErrorCode.REQUEST_TIMED_OUT})
+REJOIN = frozenset({ErrorCode.REBALANCE_IN_PROGRESS, ErrorCode.ILLEGAL_GENERATION,
+                    ErrorCode.UNKNOWN_MEMBER_ID})  # fmt: skip
+
+
+class CommitFailedError(MiniKafkaError):
+    """The commit was rejected because the group rebalanced (the code says how): the
+    partitions may belong to another member now; the next poll rejoins."""
+
+
+class OffsetCommitter:
+    def __init__(self, channel: CoordinatorChannel, *, in_group: Callable[[], bool],
+                 instance_id: str | None) -> None:
+        self.channel = channel
+        self.group_id = channel.group_id
+        self._in_group = in_group
+        self._instance_id = instance_id
+        self._pending: dict[int, tuple[Offsets, CommitCallback | None]] = {}
+        self._completed: list[tuple[CommitCallback | None, Offsets, MiniKafkaError | None]] = []
+
+    # ------------------------------------------------------------ commit
+    def _body(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> dict[str, Any]:
+        shared = self.channel.shared
+        with shared.lock:
+            member = self._in_group() and shared.generation_id >= 0
+            generation = shared.generation_id if member else -1
+            member_id = shared.member_id if member else ""
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for tp, om in sorted(offsets.items()):
+            by_topic.setdefault(tp.topic, []).append({
+                "partition_index": tp.partition, "committed_offset": om.offset,
+                "committed_leader_epoch": om.leader_epoch, "committed_metadata": om.metadata,
+            })  # fmt: skip
+        return {"group_id": self.group_id, "generation_id": generation, "member_id": member_id,
+                "group_instance_id": self._instance_id if member else None,
+                "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
+
+    def commit_sync(self, offsets: Mapping[TopicPartition, OffsetAndMetadata],
+                    deadline: float) -> None:
+        """Commit and wait, retrying coordinator errors until ``deadline``."""
+        while offsets:
+            response = self.channel.request(ApiKey.OFFSET_COMMIT, self._body(offsets), deadline)
+            if response is None:
+                raise RequestTimedOutError(f"commit of {len(offsets)} offsets for group "
+                                           f"{self.group_id!r} did not finish in time")
+            error = self._error(response)
+            if error is None:
+                return
+            if not error.retriable:
+                raise error
+            self.channel.backoff(deadline)
+
+    def commit_async(self, offsets: Mapping[TopicPartition, OffsetAndMetadata],
+                     callback: CommitCallback | None) -> None:
+        """Send a commit; ``callback(offsets, error)`` runs in a later poll."""
+        offsets = dict(offsets)
+        channel = self.channel
+        deadline = channel.clock() + channel.request_timeout_ms / 1000
+        conn = channel.ensure(deadline)
+        while conn is not None and channel.conn is conn and not conn.can_send:
+            channel.drain(channel.remaining_ms(deadline))  # bounded pipe: wait for one
+            if channel.clock() >= deadline:
+                break
+        request = None
+        if conn is not None and channel.conn is conn and conn.can_send:
+            request = channel.send(ApiKey.OFFSET_COMMIT, self._body(offsets),
+                                   channel.request_timeout_ms)
+        if request is None:
+            error = RequestTimedOutError(f"no coordinator reachable for group {self.group_id!r}")
+            self._completed.append((callback, offsets, error))
+            return
+        self._pending[request.correlation_id] = (offsets, callback)
+
+    def on_response(self, response: ClientResponse) -> bool:
+        """Take an async commit's response (True if it was one)."""
+        if response.request.api_key != ApiKey.OFFSET_COMMIT:
+            return False
+        entry = self._pending.pop(response.request.correlation_id, None)
+        if entry is None:
+            return False
+        self._completed.append((entry[1], entry[0], self._error(response)))
+        return True
+
+    def run_callbacks(self) -> None:
+        done, self._completed = self._completed, []
+        for callback, offsets, error in done:
+            if callback is not None:
+                callback(offsets, error)
+
+    @property
+    def in_flight(self) -> int:
+        return len(self._pending)
+
+    def _error(self, response: ClientResponse) -> MiniKafkaError | None:
+        if response.error is not None:
+            self.channel.dead(response.error.message)
+            return response.error
+        assert response.body is not None
+        for t in response.body["topics"]:
+            for p in t["partitions"]:
+                code = p["error_code"]
+                if code == ErrorCode.NONE:
+                    continue
+                where = (f"commit of {t['name']}-{p['partition_index']} for group "
+                         f"{self.group_id!r}: {p.get('error_message') or ''}").rstrip(": ")
+                if code in COORDINATOR_GONE:
+                    self.channel.dead(where)
+                if code in REJOIN:
+                    shared = self.channel.shared
+                    with shared.lock:
+                        shared.rejoin_needed = True
+                        if code == ErrorCode.UNKNOWN_MEMBER_ID:
+                            shared.reset_member()
+                    return CommitFailedError(where, ErrorCode(code))
+                return error_for(code, where)
+        return None
+
+    # ------------------------------------------------------------ fetch
+    def fetch_committed(self, partitions: Iterable[TopicPartition],
+                        deadline: float) -> dict[TopicPartition, OffsetAndMetadata | None]:
+        """Committed offsets (None where nothing is committed); retries until ``deadline``."""
+        wanted = sorted(set(partitions))
+        by_topic: dict[str, list[int]] = {}
+        for tp in wanted:
+            by_topic.setdefault(tp.topic, []).append(tp.partition)
+        body = {"group_id": self.group_id, "require_stable": True,
+                "topics": [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()]}
+        while wanted:
+            response = self.channel.request(ApiKey.OFFSET_FETCH, body, deadline)
+            if response is None:
+                raise RequestTimedOutError(f"committed offsets of group {self.group_id!r} "
+                                           "not fetched in time")
+            if response.error is not None:
+                self.channel.backoff(deadline)
+                continue
+            assert response.body is not None
+            result, code = _offsets(response.body)
+            if code == ErrorCode.NONE:
+                return {tp: result.get(tp) for tp in wanted}
+            error = error_for(code, f"offset fetch for group {self.group_id!r}")
+            if not error.retriable:
+                raise error
+            if code in COORDINATOR_GONE:
+                self.channel.dead(error.message)
+            self.channel.backoff(deadline)
+        return {}
+
+
+def _offsets(body: dict[str, Any]) -> tuple[dict[TopicPartition, OffsetAndMetadata | None], int]:
+    """The OffsetFetch result and its first error code (top level, then per partition)."""
+    out: dict[TopicPartition, OffsetAndMetadata | None] = {}
+    code = body.get("error_code", 0)
+    for t in body["topics"]:
+        for p in t["partitions"]:
+            code = code or p["error_code"]
+            offset = p["committed_offset"]
+            epoch = p.get("committed_leader_epoch", -1)
+            out[TopicPartition(t["name"], p["partition_index"])] = (
+                None if offset < 0 else OffsetAndMetadata(offset, p.get("metadata"), epoch)
+            )
+    return out, code

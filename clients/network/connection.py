@@ -1,0 +1,552 @@
+"""Client side of one TCP connection to a broker, and a poller over several.
+
+Wire format: the native frames of :mod:`clients.protocol` (4-byte length, msgpack meta,
+raw record tail).  Requests go out with ``socket.sendmsg`` of the buffer list that
+:func:`clients.protocol.encode_request` returns, so record batches are written from
+their (pooled) buffers without being joined.  Responses are read with ``recv`` into a
+:class:`~clients.protocol.FrameDecoder`; a broker answers the requests of one
+connection strictly in order, so the oldest in-flight request must own the next
+response (a different correlation id is a protocol violation and closes the
+connection).
+
+Bounds and timeouts:
+
+- at most ``max_in_flight`` requests awaiting a response (:meth:`BrokerConnection.send`
+  raises ``IllegalStateError``-style :class:`TooManyInFlightError` beyond it; callers
+  check :attr:`BrokerConnection.can_send`);
+- connect takes at most ``connect_timeout_ms``; a send blocks at most
+  ``request_timeout_ms``; a request not answered within its timeout fails with
+  :class:`~clients.protocol.errors.RequestTimedOutError` and the connection is closed (as Kafka
+  does: its response could still arrive and be mistaken for another);
+- a lost connection fails every in-flight request with :class:`NetworkError`
+  (NETWORK_EXCEPTION, retriable).
+
+Failures of in-flight requests are *returned* as :class:`ClientResponse` with
+``error`` set, never raised from :meth:`Poller.poll`, so one dead broker does not
+disturb the handling of the others.
+
+Costs: send is O(buffers) plus the msgpack encode of the request meta; reading is
+O(bytes received) (frames wholly inside one ``recv`` chunk are not copied).
+
+Thread safety: none.  A connection and a poller belong to one thread (the producer's
+sender thread, or the thread calling the consumer/admin).
+"""
+
+from __future__ import annotations
+
+import selectors
+import socket
+import time
+from collections import deque
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from clients.network.cluster_metadata import ClusterMetadata
+from clients.protocol.api_keys import ApiKey
+from clients.protocol.codec import decode_response, encode_request
+from clients.protocol.errors import ErrorCode, MiniKafkaError, ProtocolError, RequestTimedOutError
+from clients.protocol.framing import DEFAULT_MAX_FRAME_BYTES, FrameDecoder, send_buffers
+
+_RECV_BYTES = 256 * 1024
+_INT32_MAX = (1 << 31) - 1
+
+
+class NetworkError(MiniKafkaError):
+    """The connection failed or was lost (retriable: reconnect and resend)."""
+
+    code = ErrorCode.NETWORK_EXCEPTION
+
+
+class TooManyInFlightError(MiniKafkaError):
+    """``send`` on a connection that already has ``max_in_flight`` requests waiting."""
+
+    code = ErrorCode.INVALID_REQUEST
+
+
+@dataclass(slots=True)
+class InFlightRequest:
+    correlation_id: int
+    api_key: ApiKey
+    api_version: int
+    deadline: float  # monotonic seconds
+    context: Any = None
+    node_id: int = -1
+
+
+@dataclass(slots=True)
+class ClientResponse:
+    """A response body, or the error that replaced it (timeout, connection loss, bad frame)."""
+
+    request: InFlightRequest
+    body: dict[str, Any] | None = None
+    error: MiniKafkaError | None = None
+
+
+@dataclass(slots=True)
+class _Stats:
+    requests_sent: int = 0
+    bytes_sent: int = 0
+    responses: int = 0
+    disconnects: int = 0
+    extra: dict[str, int] = field(default_factory=dict)
+
+
+class BrokerConnection:
+    """One connection to ``host:port`` (lazy: :meth:`connect` opens it)."""
+
+    def __init__(
+        self,
+        host: str,
+        port: int,
+        *,
+        node_id: int = -1,
+        client_id: str | None = None,
+        request_timeout_ms: int = 30_000,
+        connect_timeout_ms: int = 10_000,
+        max_in_flight: int = 5,
+        max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+        clock: Callable[[], float] = time.monotonic,
+    ) -> None:
+        if max_in_flight < 1:
+            raise ValueError(f"max_in_flight must be >= 1, got {max_in_flight}")
+        if request_timeout_ms <= 0 or connect_timeout_ms <= 0:
+            raise ValueError("request_timeout_ms and connect_timeout_ms must be > 0")
+        self.host = host
+        self.port = port
+        self.node_id = node_id
+        self.client_id = client_id
+        self.request_timeout_ms = request_timeout_ms
+        self.connect_timeout_ms = connect_timeout_ms
+        self.max_in_flight = max_in_flight
+        self.max_frame_bytes = max_frame_bytes
+        self._clock = clock
+        self._sock: socket.socket | None = None
+        self._decoder = FrameDecoder(max_frame_bytes)
+        self._in_flight: deque[InFlightRequest] = deque()
+        self._next_correlation_id = 0
+        self._failed: list[ClientResponse] = []  # failed by a send error, not yet reported
+        self.stats = _Stats()
+
+    def __repr__(self) -> str:
+        state = "connected" if self._sock is not None else "closed"
+        return f"BrokerConnection(node={self.node_id}, {self.host}:{self.port}, {state})"
+
+    # ------------------------------------------------------------ state
+    @property
+    def connected(self) -> bool:
+        return self._sock is not None
+
+    @property
+    def in_flight_count(self) -> int:
+        return len(self._in_flight)
+
+    @property
+    def can_send(self) -> bool:
+        return self._sock is not None and len(self._in_flight) < self.max_in_flight
+
+    def fileno(self) -> int:
+        return self._sock.fileno() if self._sock is not None else -1
+
+    def connect(self) -> None:
+        """Open the TCP connection (no-op when open); NetworkError on failure."""
+        if self._sock is not None:
+            return
+        try:
+            sock = socket.create_connection(
+                (self.host, self.port), timeout=self.connect_timeout_ms / 1000
+            )
+        except OSError as e:
+            raise NetworkError(
+                f"cannot connect to node {self.node_id} at {self.host}:{self.port}: {e}"
+            ) from None
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.settimeout(self.request_timeout_ms / 1000)  # bounds a blocking send
+        self._sock = sock
+        self._decoder = FrameDecoder(self.max_frame_bytes)
+
+    # ------------------------------------------------------------ sending
+    def send(
+        self,
+        api_key: ApiKey,
+        body: dict[str, Any],
+        *,
+        api_version: int = 0,
+        expect_response: bool = True,
+        timeout_ms: int | None = None,
+        context: Any = None,
+    ) -> InFlightRequest | None:
+        """Send one request; returns its in-flight record (None without a response).
+
+        Raises NetworkError when not connected or the send fails (the connection is
+        closed and the *other* in-flight requests are failed on the next poll),
+        TooManyInFlightError when the in-flight bound is reached, ProtocolError /
+        MessageTooLargeError when the body cannot be encoded (connection untouched).
+        """
+        sock = self._sock
+        if sock is None:
+            raise NetworkError(f"node {self.node_id} ({self.host}:{self.port}) is not connected")
+        if expect_response and len(self._in_flight) >= self.max_in_flight:
+            raise TooManyInFlightError(
+                f"node {self.node_id}: {len(self._in_flight)} requests in flight "
+                f"(max_in_flight={self.max_in_flight})"
+            )
+        cid = self._next_correlation_id
+        self._next_correlation_id = 0 if cid == _INT32_MAX else cid + 1
+        buffers = encode_request(
+            api_key, api_version, cid, self.client_id, body, max_frame_bytes=self.max_frame_bytes
+        )
+        try:
+            sent = send_buffers(sock, buffers)
+        except OSError as e:  # includes socket.timeout
+            error = NetworkError(f"node {self.node_id}: send failed: {e}")
+            self._failed.extend(self.close(error))
+            raise error from None
+        self.stats.requests_sent += 1
+        self.stats.bytes_sent += sent
+        if not expect_response:
+            return None
+        timeout = self.request_timeout_ms if timeout_ms is None else timeout_ms
+        request = InFlightRequest(
+            cid,
+            ApiKey(api_key),
+            api_version,
+            self._clock() + timeout / 1000,
+            context,
+            self.node_id,
+        )
+        self._in_flight.append(request)
+        return request
+
+    # ------------------------------------------------------------ receiving
+    def read(self) -> list[ClientResponse]:
+        """Read what the socket has (call when readable); complete responses in order."""
+        sock = self._sock
+        if sock is None:
+            return self._fail_all(NetworkError(f"node {self.node_id} is not connected"))
+        try:
+            data = sock.recv(_RECV_BYTES)
+        except (BlockingIOError, InterruptedError):
+            return []
+        except OSError as e:
+            return self.close(NetworkError(f"node {self.node_id}: connection lost: {e}"))
+        if not data:
+            return self.close(
+                NetworkError(f"node {self.node_id} ({self.host}:{self.port}) closed the connection")
+            )
+        out: list[ClientResponse] = []
+        try:
+            for frame in self._decoder.feed(data):
+                out.append(self._complete(frame))
+        except ProtocolError as e:
+            return out + self.close(
+                NetworkError(f"node {self.node_id}: bad response, closing: {e.message}")
+            )
+        self.stats.responses += len(out)
+        return out
+
+    def _complete(self, frame: memoryview) -> ClientResponse:
+        if not self._in_flight:
+            raise ProtocolError("response received with no request in flight")
+        request = self._in_flight[0]
+        response = decode_response(frame, request.api_key, request.api_version)
+        if response.correlation_id != request.correlation_id:
+            raise ProtocolError(
+                f"correlation id {response.correlation_id} does not match the oldest "
+                f"request in flight ({request.correlation_id})"
+            )
+        self._in_flight.popleft()
+        return ClientResponse(request, response.body)
+
+    def expire(self, now: float | None = None) -> list[ClientResponse]:
+        """Fail everything and close if the oldest request is past its deadline."""
+        if not self._in_flight:
+            return []
+        now = self._clock() if now is None else now
+        if any(r.deadline <= now for r in self._in_flight):
+            oldest = self._in_flight[0]
+            return self.close(
+                RequestTimedOutError(
+                    f"node {self.node_id}: {oldest.api_key.name} request "
+                    f"{oldest.correlation_id} not answered in time, disconnecting"
+                )
+            )
+        return []
+
+    def take_failed(self) -> list[ClientResponse]:
+        """In-flight requests failed by a send error (reported once)."""
+        failed, self._failed = self._failed, []
+        return failed
+
+    def next_deadline(self) -> float | None:
+        return min((r.deadline for r in self._in_flight), default=None)
+
+    def poll(self, timeout_ms: float) -> list[ClientResponse]:
+        """Wait up to ``timeout_ms`` for responses on this connection alone."""
+        poller = Poller()
+        try:
+            return poller.poll([self], timeout_ms)
+        finally:
+            poller.close()
+
+    def request(
+        self,
+        api_key: ApiKey,
+        body: dict[str, Any],
+        *,
+        timeout_ms: int | None = None,
+        others: list[ClientResponse] | None = None,
+    ) -> dict[str, Any]:
+        """Blocking round trip: send, wait for this request's response, return its body.
+
+        Responses to other requests that arrive meanwhile are appended to ``others``
+        (dropped if it is None).  Raises the response's transport error (NetworkError /
+        RequestTimedOutError).
+        """
+        self.connect()
+        request = self.send(api_key, body, timeout_ms=timeout_ms)
+        assert request is not None
+        while True:
+            remaining_ms = max(0.0, (request.deadline - self._clock()) * 1000)
+            for response in self.poll(remaining_ms + 1):
+                if response.request is not request:
+                    if others is not None:
+                        others.append(response)
+                    continue
+                if response.error is not None:
+                    raise response.error
+                assert response.body is not None
+                return response.body
+
+    # ------------------------------------------------------------ closing
+    def close(self, error: MiniKafkaError | None = None) -> list[ClientResponse]:
+        """Close the socket; every in-flight request comes back failed with ``error``."""
+        self._drop()
+        return self._fail_all(error or NetworkError(f"connection to node {self.node_id} closed"))
+
+    def _drop(self) -> None:
+        if self._sock is not None:
+            self.stats.disconnects += 1
+            try:
+                self._sock.close()
+            finally:
+                self._sock = None
+
+    def _fail_all(self, error: MiniKafkaError) -> list[ClientResponse]:
+        failed = [ClientResponse(r, None, error) for r in self._in_flight]
+        self._in_flight.clear()
+        return failed
+
+
+class Poller:
+    """Waits on several connections (plus an optional wake-up socket) at once."""
+
+    def __init__(self, wakeup: socket.socket | None = None) -> None:
+        self._selector = selectors.DefaultSelector()
+        # fd -> (connection, the socket object registered for it)
+        self._registered: dict[int, tuple[BrokerConnection, socket.socket | None]] = {}
+        self._wakeup = wakeup
+        if wakeup is not None:
+            wakeup.setblocking(False)
+            self._selector.register(wakeup, selectors.EVENT_READ, None)
+
+    def _sync(self, connections: Iterable[BrokerConnection]) -> None:
+        """Make the wait set the sockets of ``connections`` that are open now.
+
+        An entry is keyed by fd but stands for one *socket*: a connection that was
+        closed and reconnected usually gets the same fd number back (the lowest free
+        one), and the kernel dropped the old socket from the epoll set when it was
+        closed.  Comparing the connection alone would keep the stale entry and never
+        watch the new socket, so a response already in its receive buffer would wait
+        for the request's timeout (seen as a Fetch unanswered for request_timeout_ms
+        after a failover).  The entry is therefore replaced whenever the socket object
+        differs.
+        """
+        wanted = {c.fileno(): c for c in connections if c.connected}
+        registered = self._registered
+        for fd in list(registered):
+            conn, sock = registered[fd]
+            if wanted.get(fd) is not conn or conn._sock is not sock:
+                self._selector.unregister(fd)  # a closed fd is tolerated (OSError ignored)
+                del registered[fd]
+        for fd, conn in wanted.items():
+            if fd not in registered:
+                self._selector.register(fd, selectors.EVENT_READ, conn)
+                registered[fd] = (conn, conn._sock)
+
+    def poll(
+        self, connections: Iterable[BrokerConnection], timeout_ms: float
+    ) -> list[ClientResponse]:
+        """Responses (and failures) of the given connections within ``timeout_ms``.
+
+        The wait ends early at the first readable socket, a wake-up, or the earliest
+        request deadline (whose expiry is then reported).
+        """
+        conns = list(connections)
+        out, timeout_s = self.prepare(conns, timeout_ms)
+        return out + self.collect(conns, self.wait(timeout_s))
+
+    def prepare(
+        self, conns: list[BrokerConnection], timeout_ms: float
+    ) -> tuple[list[ClientResponse], float]:
+        """Register ``conns``; returns failures already known and the wait in seconds.
+
+        With :meth:`wait` and :meth:`collect` this splits :meth:`poll` so a caller can
+        hold its own lock around prepare/collect but not around the blocking wait.
+        """
+        self._sync(conns)
+        timeout_s = max(0.0, timeout_ms / 1000)
+        now = time.monotonic()
+        out: list[ClientResponse] = []
+        for c in conns:
+            d = c.next_deadline()
+            if d is not None:
+                timeout_s = min(timeout_s, max(0.0, d - now))
+            if c._failed:
+                out.extend(c.take_failed())
+                timeout_s = 0.0
+        return out, timeout_s
+
+    def wait(self, timeout_s: float) -> list[BrokerConnection]:
+        """Block up to ``timeout_s`` (no state touched but the wake-up socket)."""
+        ready: list[BrokerConnection] = []
+        for key, _ in self._selector.select(timeout_s):
+            if key.data is None:
+                self._drain_wakeup()
+            else:
+                ready.append(key.data)
+        return ready
+
+    def is_registered(self, conn: BrokerConnection) -> bool:
+        """True when ``conn``'s socket is in the wait set (its responses wake :meth:`wait`)."""
+        entry = self._registered.get(conn.fileno())
+        return entry is not None and entry[0] is conn and entry[1] is conn._sock
+
+    def collect(
+        self, conns: list[BrokerConnection], readable: list[BrokerConnection]
+    ) -> list[ClientResponse]:
+        """Read the readable connections, then report expired requests of ``conns``."""
+        out: list[ClientResponse] = []
+        for c in readable:
+            out.extend(c.read())
+        now = time.monotonic()
+        for c in conns:
+            out.extend(c.expire(now))
+        return out
+
+    def _drain_wakeup(self) -> None:
+        assert self._wakeup is not None
+        try:
+            while self._wakeup.recv(4096):
+                pass
+        except (BlockingIOError, InterruptedError):
+            pass
+
+    def close(self) -> None:
+        self._selector.close()
+        self._registered.clear()
+
+
+class NodeConnections:
+    """Blocking request helper for the consumer and admin client: connections by node id.
+
+    Node ids come from the metadata; bootstrap addresses are pseudo nodes ``-1 - i``.
+    Every call is bounded by its ``timeout_ms``.  Not thread-safe (one caller thread).
+    """
+
+    def __init__(
+        self,
+        bootstrap: list[tuple[str, int]],
+        metadata: ClusterMetadata,
+        *,
+        client_id: str | None,
+        request_timeout_ms: int = 30_000,
+        max_in_flight: int = 5,
+    ) -> None:
+        self.bootstrap = bootstrap
+        self.metadata = metadata
+        self.client_id = client_id
+        self.request_timeout_ms = request_timeout_ms
+        self.max_in_flight = max_in_flight
+        self._conns: dict[int, BrokerConnection] = {}
+        self._rotation = 0
+        self.poller = Poller()
+        self.other_responses: list[ClientResponse] = []  # seen by request(), not its own
+
+    def connections(self) -> list[BrokerConnection]:
+        return list(self._conns.values())
+
+    def get(self, node_id: int) -> BrokerConnection:
+        """The connected connection to ``node_id`` (NetworkError if unreachable/unknown)."""
+        conn = self._conns.get(node_id)
+        if conn is None:
+            if node_id >= 0:
+                broker = self.metadata.broker(node_id)
+                if broker is None:
+                    raise NetworkError(f"node {node_id} is not in the cluster metadata")
+                host, port = broker.host, broker.port
+            else:
+                host, port = self.bootstrap[-1 - node_id]
+            conn = BrokerConnection(
+                host, port, node_id=node_id, client_id=self.client_id,
+                request_timeout_ms=self.request_timeout_ms, max_in_flight=self.max_in_flight,
+            )  # fmt: skip
+            self._conns[node_id] = conn
+        conn.connect()
+        return conn
+
+    def least_loaded(self) -> BrokerConnection:
+        live = [c for c in self._conns.values() if c.can_send]
+        if live:
+            return min(live, key=lambda c: c.in_flight_count)
+        nodes = [b.node_id for b in self.metadata.brokers()]
+        nodes += [-1 - i for i in range(len(self.bootstrap))]
+        errors = []
+        for _ in range(len(nodes)):
+            node = nodes[self._rotation % len(nodes)]
+            self._rotation += 1
+            try:
+                conn = self.get(node)
+            except NetworkError as e:
+                errors.append(e.message)
+                continue
+            if conn.can_send:
+                return conn
+        raise NetworkError("no broker reachable: " + "; ".join(errors))
+
+    def request(
+        self, node_id: int | None, api_key: ApiKey, body: dict[str, Any], timeout_ms: float
+    ) -> dict[str, Any]:
+        """Blocking round trip to ``node_id`` (None: least loaded broker)."""
+        conn = self.least_loaded() if node_id is None else self.get(node_id)
+        return conn.request(
+            api_key, body, timeout_ms=max(1, int(timeout_ms)), others=self.other_responses
+        )
+
+    def refresh_metadata(self, topics: list[str] | None, timeout_ms: float) -> dict[str, Any]:
+        """Blocking Metadata request; the cache is updated; returns the response body."""
+        self.metadata.attempt_started()
+        try:
+            body = self.request(
+                None, ApiKey.METADATA,
+                {"topics": None if topics is None else [{"name": t} for t in topics]},
+                timeout_ms,
+            )  # fmt: skip
+        except MiniKafkaError:
+            self.metadata.failed_update()
+            raise
+        self.metadata.update(body)
+        return body
+
+    def poll(self, timeout_ms: float) -> list[ClientResponse]:
+        """Responses collected by earlier blocking requests, else wait for new ones."""
+        if self.other_responses:
+            out, self.other_responses = self.other_responses, []
+            return out
+        return self.poller.poll(self.connections(), timeout_ms)
+
+    def close(self) -> None:
+        for conn in self._conns.values():
+            conn.close()
+        self._conns.clear()
+        self.poller.close()

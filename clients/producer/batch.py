@@ -1,0 +1,259 @@
+"""ProducerBatch: one partition's record batch, encoded in place in a pooled buffer.
+
+A batch owns one buffer of the producer's private :class:`~clients.memory.buffer_pool.BufferPool`
+(``batch_size`` poolable size; a record larger than that gets a buffer of its own size).
+Records are encoded straight into the buffer after 61 bytes left for the header
+(layout: :mod:`clients.records`)::
+
+    buffer: | 61-byte batch header (written by close()) | record | record | ... | unused |
+              ^ wire() = memoryview of [0, size) is sent as is, no copy
+
+What this module writes into the header (offsets as in :mod:`clients.records`)::
+
+    offset  size  field                   written by
+    0       8     base_offset (0)         close()
+    8       4     batch_length            close()
+    12      4     partition_leader_epoch  close() (-1; the leader stamps it)
+    16      1     magic (2)               close()
+    17      4     crc                     close(); recomputed by set_producer_state()
+    21      2     attributes (0)          close()
+    23      4     last_offset_delta       close()
+    27      8     base_timestamp          close()
+    35      8     max_timestamp           close()
+    43      8     producer_id             close(); set_producer_state() on a closed batch
+    51      2     producer_epoch          close(); set_producer_state() on a closed batch
+    53      4     base_sequence           close(); set_producer_state() on a closed batch
+    57      4     record_count            close()
+
+Lifecycle: filled by ``try_append`` (open, last of its partition's queue), full, then
+closed on its first drain (header and CRC written; the bytes are final), in flight,
+maybe re-enqueued for a retry, then ``complete`` resolves its futures exactly once.
+With idempotence the (producer id, epoch, base sequence) fields are stamped on the
+first drain; a batch closed earlier (``send_bulk``) is restamped and its CRC recomputed.
+:class:`BulkTracker` resolves one ``send_bulk`` future over the batches it was cut into.
+
+Costs: ``try_append`` is O(record bytes) (small varints come from a precomputed
+table); ``close`` and a restamp are one CRC-32C pass over the batch; ``complete`` is
+O(records).
+
+Thread safety: a ProducerBatch is not locked itself: it is appended to under the
+accumulator lock and, once drained, owned by the sender thread.  ``BulkTracker``
+takes its own lock, so batches of one ``send_bulk`` may complete on any thread.
+"""
+
+from __future__ import annotations
+
+import struct
+import threading
+from collections.abc import Sequence
+from concurrent.futures import Future
+
+from crc32c import crc32c
+
+from clients.memory.handles import Buffer
+from clients.producer.idempotence import NO_SEQUENCE
+from clients.records.batch import ATTRIBUTES_OFFSET, CRC_OFFSET, HEADER_SIZE, LOG_OVERHEAD, MAGIC
+from clients.records.varint import encode_varint
+from clients.types import BulkResult, Header, RecordMetadata, TopicPartition
+
+_AFTER_CRC = struct.Struct(">hiqqqhii")  # attributes .. record_count
+_PREFIX = struct.Struct(">qiibI")  # base_offset, batch_length, epoch, magic, crc
+_PRODUCER = struct.Struct(">qhi")  # producer_id, producer_epoch, base_sequence
+_PRODUCER_OFFSET = 43
+RECORD_OVERHEAD_BOUND = 5 + 1 + 10 + 5 + 5 + 5 + 5  # varints around key/value, no headers
+
+
+def _zigzag_bytes(value: int) -> bytes:
+    out = bytearray()
+    encode_varint(value, out)
+    return bytes(out)
+
+
+_SMALL_VARINTS = [_zigzag_bytes(v) for v in range(4096)]  # varints of 0..4095, precomputed
+_NULL = b"\x01"  # zig-zag -1
+
+
+def _varint(value: int) -> bytes:
+    return _SMALL_VARINTS[value] if 0 <= value < 4096 else _zigzag_bytes(value)
+
+
+def encode_record(
+    offset_delta: int,
+    timestamp_delta: int,
+    key: bytes | None,
+    value: bytes | None,
+    headers: Sequence[Header],
+) -> bytes:
+    """One record as the batch carries it (length varint included)."""
+    parts = [b"\x00", _varint(timestamp_delta), _varint(offset_delta)]
+    if key is None:
+        parts.append(_NULL)
+    else:
+        parts += (_varint(len(key)), key)
+    if value is None:
+        parts.append(_NULL)
+    else:
+        parts += (_varint(len(value)), value)
+    parts.append(_varint(len(headers)))
+    for h_key, h_value in headers:
+        raw = h_key.encode("utf-8")
+        parts += (_varint(len(raw)), raw)
+        if h_value is None:
+            parts.append(_NULL)
+        else:
+            parts += (_varint(len(h_value)), h_value)
+    body = b"".join(parts)
+    return _varint(len(body)) + body
+
+
+def record_size_bound(key: bytes | None, value: bytes | None, headers: Sequence[Header]) -> int:
+    size = RECORD_OVERHEAD_BOUND + (len(key) if key else 0) + (len(value) if value else 0)
+    for h_key, h_value in headers:
+        size += 10 + len(h_key) * 4 + (len(h_value) if h_value else 0)
+    return size
+
+
+class BulkTracker:
+    """Resolves one ``send_bulk`` future when all of its batches are done."""
+
+    __slots__ = ("_lock", "future", "offsets", "partitions", "pending", "record_counts", "topic")
+
+    def __init__(self, topic: str, future: Future[BulkResult], count: int) -> None:
+        self.topic = topic
+        self.future = future
+        self.partitions = [-1] * count
+        self.offsets = [-1] * count
+        self.record_counts = [0] * count
+        self.pending = count
+        self._lock = threading.Lock()
+
+    def batch_done(self, index: int, base_offset: int, error: BaseException | None) -> None:
+        with self._lock:
+            self.offsets[index] = base_offset
+            self.pending -= 1
+            last = self.pending == 0
+        if error is not None:
+            if not self.future.done():
+                self.future.set_exception(error)
+        elif last and not self.future.done():
+            self.future.set_result(
+                BulkResult(self.topic, self.partitions, self.offsets, self.record_counts)
+            )
+
+
+class ProducerBatch:
+    """A batch being filled in a pooled buffer, then sent, maybe retried, then done."""
+
+    __slots__ = (
+        "attempts", "base_sequence", "base_timestamp", "buffer", "bulk", "closed",
+        "created_ms", "done", "full", "futures", "in_flight", "max_timestamp",
+        "maybe_written", "memory", "producer_epoch", "producer_id", "record_count",
+        "retry_at_ms", "size", "tp",
+    )  # fmt: skip
+
+    def __init__(self, tp: TopicPartition, buffer: Buffer, created_ms: float) -> None:
+        self.tp = tp
+        self.buffer = buffer
+        self.memory = buffer.memory
+        self.size = HEADER_SIZE
+        self.record_count = 0
+        self.base_timestamp = 0
+        self.max_timestamp = 0
+        self.futures: list[tuple[Future[RecordMetadata], int]] = []
+        self.bulk: tuple[BulkTracker, int] | None = None
+        self.created_ms = created_ms
+        self.attempts = 0
+        self.retry_at_ms = 0.0
+        self.full = False  # no more appends (a record did not fit, or closed)
+        self.closed = False  # header written; bytes final
+        self.in_flight = False
+        self.done = False
+        self.producer_id = -1
+        self.producer_epoch = -1
+        self.base_sequence = NO_SEQUENCE
+        # an attempt's outcome is unknown (lost response): resending under a new epoch
+        # could duplicate it
+        self.maybe_written = False
+
+    def __repr__(self) -> str:
+        return f"ProducerBatch({self.tp}, records={self.record_count}, bytes={self.size})"
+
+    def try_append(
+        self,
+        timestamp: int,
+        key: bytes | None,
+        value: bytes | None,
+        headers: Sequence[Header],
+        future: Future[RecordMetadata],
+    ) -> bool:
+        if self.full:
+            return False
+        if self.record_count == 0:
+            self.base_timestamp = self.max_timestamp = timestamp
+        record = encode_record(
+            self.record_count, timestamp - self.base_timestamp, key, value, headers
+        )
+        end = self.size + len(record)
+        if end > len(self.memory):
+            self.full = True
+            return False
+        self.memory[self.size : end] = record
+        self.size = end
+        self.record_count += 1
+        if timestamp > self.max_timestamp:
+            self.max_timestamp = timestamp
+        self.futures.append((future, timestamp))
+        return True
+
+    def close(self) -> None:
+        """Write header and CRC (idempotent); the batch is then immutable."""
+        if self.closed:
+            return
+        self.full = self.closed = True
+        mem = self.memory
+        _AFTER_CRC.pack_into(
+            mem, ATTRIBUTES_OFFSET, 0, self.record_count - 1, self.base_timestamp,
+            self.max_timestamp, self.producer_id, self.producer_epoch, self.base_sequence,
+            self.record_count,
+        )  # fmt: skip
+        crc = crc32c(mem[ATTRIBUTES_OFFSET : self.size])
+        _PREFIX.pack_into(mem, 0, 0, self.size - LOG_OVERHEAD, -1, MAGIC, crc)
+
+    def set_producer_state(self, producer_id: int, producer_epoch: int, base_sequence: int) -> None:
+        """Stamp the idempotence fields (rewrites header and CRC if already closed).
+
+        Only while the batch is not in flight: its buffer may be on the wire otherwise.
+        """
+        self.producer_id = producer_id
+        self.producer_epoch = producer_epoch
+        self.base_sequence = base_sequence
+        if self.closed:
+            mem = self.memory
+            _PRODUCER.pack_into(mem, _PRODUCER_OFFSET, producer_id, producer_epoch, base_sequence)
+            struct.pack_into(">I", mem, CRC_OFFSET, crc32c(mem[ATTRIBUTES_OFFSET : self.size]))
+
+    def wire(self) -> memoryview:
+        return self.memory[: self.size]
+
+    def complete(
+        self, base_offset: int, log_append_time_ms: int, error: BaseException | None
+    ) -> None:
+        """Resolve every future of the batch (exactly once)."""
+        if self.done:
+            return
+        self.done = True
+        futures, self.futures = self.futures, []
+        if self.bulk is not None:
+            tracker, index = self.bulk
+            tracker.batch_done(index, base_offset, error)
+            return
+        topic, partition = self.tp
+        for i, (future, timestamp) in enumerate(futures):
+            if future.done():
+                continue
+            if error is not None:
+                future.set_exception(error)
+            else:
+                offset = base_offset + i if base_offset >= 0 else -1
+                ts = log_append_time_ms if log_append_time_ms >= 0 else timestamp
+                future.set_result(RecordMetadata(topic, partition, offset, ts))

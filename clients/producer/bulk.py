@@ -1,0 +1,222 @@
+"""Producer.send_bulk: many header-less records encoded batch by batch with numpy.
+
+Mixed into :class:`~clients.producer.Producer`.  Records are cut into chunks whose
+worst-case encoded size (:func:`~clients.records.batch_size_bound`) fits
+``batch_size`` (at least one record per chunk, and fewer than
+``MAX_BOUNDED_RECORDS``); each chunk is encoded straight into one pool buffer by
+:func:`~clients.records.encode_batch_bulk_into` (bytes identical to
+:mod:`clients.records`) and queued as an already closed batch
+(:meth:`~clients.producer.accumulator.RecordAccumulator.append_closed`); with idempotence its
+producer fields are stamped on its first drain and its CRC recomputed.  Partitioning:
+an explicit partition takes every record; with keys, records are grouped by their
+key's partition (``murmur2``; order kept within a partition); otherwise each chunk goes
+to the sticky partition, which moves on after every chunk.  One
+:class:`~clients.producer.batch.BulkTracker` resolves the call's future once all its
+batches are done (or fails it with the first error).
+
+``values`` / ``keys``: a sequence of bytes/None, a fixed-size ``S<n>`` array or a 2-D
+uint8 array (one row per record; numpy rows are read as raw bytes, so trailing NULs
+of ``S<n>`` items are kept).
+
+Costs: O(bytes) numpy encoding and O(chunks) Python per call; keys are hashed one by
+one (murmur2) and sequence (non-numpy) inputs are measured and gathered item by item.
+The call blocks at most ``max_block_ms`` in all (metadata, then pool memory per chunk).
+
+Thread safety: as ``send``: any thread; the sticky partitioner is used under the
+producer's partitioner lock, the accumulator takes its own lock.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import Future
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+
+from clients.producer.accumulator import RecordAccumulator
+from clients.producer.batch import BulkTracker
+from clients.producer.config import check_partition
+from clients.producer.partitioner import StickyPartitioner, partition_for_key
+from clients.producer.sender import Sender
+from clients.protocol.errors import MessageTooLargeError
+from clients.protocol.topics import validate_topic_name
+from clients.records.batch import HEADER_SIZE
+from clients.records.bulk_encode import (
+    MAX_BOUNDED_RECORDS,
+    batch_size_bound,
+    encode_batch_bulk_into,
+    item_lengths,
+)
+from clients.types import BulkResult, TopicPartition
+
+
+class BulkSender:
+    """``send_bulk`` and its chunking; a mixin of :class:`~clients.producer.Producer`.
+
+    The attributes below are set by ``Producer.__init__``.
+    """
+
+    batch_size: int
+    max_block_ms: int
+    max_request_size: int
+    _accumulator: RecordAccumulator
+    _sender: Sender
+    _partitioner: StickyPartitioner
+    _partitioner_lock: threading.Lock
+
+    if TYPE_CHECKING:  # defined by Producer
+
+        def _check_usable(self) -> None: ...
+
+        def _wait_on_metadata(self, topic: str, deadline: float) -> int: ...
+
+    def send_bulk(
+        self,
+        topic: str,
+        values: Sequence[bytes | None] | np.ndarray,
+        partition: int | None = None,
+        keys: Sequence[bytes | None] | np.ndarray | None = None,
+        timestamp_ms: int | None = None,
+    ) -> Future[BulkResult]:
+        """Queue many header-less records at once, encoded batch by batch with numpy.
+
+        ``values`` (and ``keys``): a sequence of bytes/None, a fixed-size ``S<n>`` array
+        or a 2-D uint8 array (one row per record).  Records are cut into chunks that fit
+        ``batch_size``; each chunk becomes one batch.  With keys, records are grouped by
+        their key's partition (order kept within a partition); without keys and
+        partition, each chunk goes to the sticky partition.  The future resolves to a
+        :class:`BulkResult` (partition, base offset and record count per batch).  If
+        ``max_block_ms`` runs out midway the error is raised and the chunks already
+        queued are still sent.
+        """
+        self._check_usable()
+        validate_topic_name(topic)
+        n = len(values)
+        future: Future[BulkResult] = Future()
+        if n == 0:
+            future.set_result(BulkResult(topic, [], [], []))
+            return future
+        if keys is not None and len(keys) != n:
+            raise ValueError(f"{len(keys)} keys for {n} values")
+        timestamp = int(time.time() * 1000) if timestamp_ms is None else int(timestamp_ms)
+        deadline = time.monotonic() + self.max_block_ms / 1000
+        num_partitions = self._wait_on_metadata(topic, deadline)
+        value_lengths = _lengths(values)
+        key_lengths = np.full(n, -1, dtype=np.int64) if keys is None else _lengths(keys)
+        bounds = batch_size_bound(value_lengths, key_lengths)
+        groups = self._bulk_groups(topic, n, partition, keys, num_partitions)
+        chunks: list[tuple[int | None, np.ndarray | slice]] = []
+        for p, index in groups:
+            chunks.extend((p, c) for c in self._chunks(bounds, index))
+        tracker = BulkTracker(topic, future, len(chunks))
+        lengths = (value_lengths, None if keys is None else key_lengths, bounds)
+        for i, (p, rows) in enumerate(chunks):
+            try:
+                self._queue_chunk(topic, p, num_partitions, values, keys, lengths, rows,
+                                  timestamp, tracker, i, deadline)  # fmt: skip
+            except BaseException as e:
+                for j in range(i, len(chunks)):
+                    tracker.batch_done(j, -1, e)
+                raise
+        self._sender.notify_data()
+        return future
+
+    def _bulk_groups(
+        self, topic: str, n: int, partition: int | None, keys: Any, num_partitions: int
+    ) -> list[tuple[int | None, np.ndarray | slice]]:
+        if partition is not None:
+            check_partition(topic, partition, num_partitions)
+            return [(partition, slice(0, n))]
+        if keys is None:
+            return [(None, slice(0, n))]
+        parts = np.fromiter(
+            (-1 if k is None else partition_for_key(bytes(k), num_partitions)
+             for k in _rows(keys)),
+            dtype=np.int64, count=n,
+        )  # fmt: skip
+        if (parts < 0).any():
+            raise ValueError("send_bulk with keys needs a key for every record (no None)")
+        return [(int(p), np.flatnonzero(parts == p)) for p in np.unique(parts)]
+
+    def _chunks(self, bounds: np.ndarray, index: np.ndarray | slice) -> list[np.ndarray | slice]:
+        """Split rows so each chunk's records fit one batch_size batch (>= 1 record)."""
+        capacity = self.batch_size - HEADER_SIZE
+        cum = np.cumsum(bounds[index])
+        base = index.start if isinstance(index, slice) else 0
+        out: list[np.ndarray | slice] = []
+        start, done = 0, 0
+        total = len(cum)
+        while start < total:
+            end = int(np.searchsorted(cum, done + capacity, side="right"))
+            end = min(max(end, start + 1), start + MAX_BOUNDED_RECORDS - 1)
+            if isinstance(index, slice):
+                out.append(slice(base + start, base + end))
+            else:
+                out.append(index[start:end])
+            done = int(cum[end - 1])
+            start = end
+        return out
+
+    def _queue_chunk(
+        self, topic: str, partition: int | None, num_partitions: int, values: Any, keys: Any,
+        lengths: tuple[np.ndarray, np.ndarray | None, np.ndarray], rows: np.ndarray | slice,
+        timestamp: int, tracker: BulkTracker, index: int, deadline: float,
+    ) -> None:  # fmt: skip
+        """Encode one chunk straight into a pool buffer and queue it as a closed batch."""
+        value_lengths, key_lengths, bounds = lengths
+        chunk_values = _take(values, rows)
+        chunk_keys = None if keys is None else _take(keys, rows)
+        bound = HEADER_SIZE + int(bounds[rows].sum())
+        remaining_ms = max(0.0, (deadline - time.monotonic()) * 1000)
+        buffer = self._accumulator.allocate(max(self.batch_size, bound), remaining_ms)
+        try:
+            size = encode_batch_bulk_into(
+                buffer.memory, chunk_values, chunk_keys, timestamp,
+                value_lengths=value_lengths[rows],
+                key_lengths=None if key_lengths is None else key_lengths[rows],
+            )  # fmt: skip
+            if size > self.max_request_size:
+                raise MessageTooLargeError(
+                    f"a record batch of {size} bytes exceeds max_request_size "
+                    f"{self.max_request_size}"
+                )
+        except BaseException:
+            self._accumulator.deallocate_buffer(buffer)
+            raise
+        sticky = partition is None
+        if sticky:
+            with self._partitioner_lock:
+                partition = self._partitioner.partition(topic, num_partitions)
+        assert partition is not None
+        count = len(chunk_values)
+        self._accumulator.append_closed(
+            TopicPartition(topic, partition), buffer, size, count, tracker, index
+        )
+        if sticky:
+            with self._partitioner_lock:
+                self._partitioner.on_new_batch(topic, num_partitions, partition)
+
+
+def _lengths(items: Any) -> np.ndarray:
+    if isinstance(items, np.ndarray):
+        width = items.shape[1] if items.ndim == 2 else items.dtype.itemsize
+        return np.full(len(items), width, dtype=np.int64)
+    return item_lengths(items)
+
+
+def _rows(items: Any) -> Any:
+    """Iterate raw rows (numpy S<n> items would lose trailing NULs, so use uint8 views)."""
+    if isinstance(items, np.ndarray):
+        if items.ndim == 1:
+            items = np.ascontiguousarray(items).view(np.uint8).reshape(len(items), -1)
+        return (row.tobytes() for row in items)
+    return iter(items)
+
+
+def _take(items: Any, rows: np.ndarray | slice) -> Any:
+    if isinstance(items, np.ndarray) or isinstance(rows, slice):
+        return items[rows]
+    return [items[i] for i in rows.tolist()]

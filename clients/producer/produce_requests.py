@@ -1,0 +1,261 @@
+"""The sender's Produce half: build Produce requests and settle their batches' outcomes.
+
+Mixed into :class:`~clients.producer.sender.Sender` (the loop, connections and metadata live
+there; this part only sends on connections the loop already opened).
+
+Produce v0 request built per node::
+
+    {acks, timeout_ms, topics: [{name, partitions: [{index, records}]}]}
+
+``records`` is the one batch's pooled buffer (zero copy) or, when a drain took several
+consecutive batches of the partition, their concatenation.  The response's
+``base_offset`` belongs to the first batch; the following batches get consecutive
+offsets.  With ``acks=0`` no response is awaited: the batches complete with offset -1
+once the request is written.
+
+Error handling per partition: NONE resolves the futures; a retriable code (or a lost
+connection / request timeout for the whole request) puts the batches back at the head
+of their queue with ``retry_backoff_ms`` unless ``retries`` or ``delivery_timeout_ms``
+are exhausted (then their futures fail); leadership/unknown-topic errors and lost
+connections also request a metadata refresh; other codes fail the futures at once.
+
+With idempotence, produce errors are classified by the
+:class:`~clients.producer.idempotence.IdempotenceManager` (retry with the same sequence, fail,
+bump the epoch, or fatal); DUPLICATE_SEQUENCE_NUMBER counts as acknowledged (offset
+-1); a fenced producer (FATAL) fails the batch and stops the producer.  A batch whose
+attempt ended without an answer is marked ``maybe_written`` (its outcome is unknown).
+
+Test-only fault hook ``debug_drop_response_ratio``: that fraction of produce responses
+(chosen by a ``random.Random(debug_drop_seed)``) is discarded after the broker answered,
+as if lost on the network: the batches are retried and their outcome counts as unknown.
+
+Completions: finished batches are queued in ``_completions`` (batch, base offset,
+log append time, error); the sender resolves their futures and frees their buffers
+with no lock held (:meth:`Sender._fire_completions`).
+
+Costs: a request is O(partitions + batches) to build (the records are not copied for a
+single batch); a response is O(partitions + batches).
+
+Thread safety: every method here runs with the sender lock held (sender thread, or a
+``send_now`` caller that won the try-lock).
+"""
+
+from __future__ import annotations
+
+import random
+from typing import Any
+
+from clients.network.cluster_metadata import ClusterMetadata
+from clients.network.connection import BrokerConnection, ClientResponse, NetworkError
+from clients.producer.accumulator import RecordAccumulator
+from clients.producer.batch import ProducerBatch
+from clients.producer.idempotence import (
+    NO_SEQUENCE,
+    Action,
+    IdempotenceManager,
+    ProducerFencedError,
+)
+from clients.protocol.api_keys import ApiKey
+from clients.protocol.errors import ErrorCode, MiniKafkaError, RequestTimedOutError, error_for
+from clients.types import TopicPartition
+
+_REFRESH_CODES = frozenset(
+    {
+        ErrorCode.NOT_LEADER_OR_FOLLOWER,
+        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+        ErrorCode.LEADER_NOT_AVAILABLE,
+        ErrorCode.NETWORK_EXCEPTION,
+        ErrorCode.REQUEST_TIMED_OUT,
+        ErrorCode.FENCED_LEADER_EPOCH,
+        ErrorCode.UNKNOWN_LEADER_EPOCH,
+        ErrorCode.BROKER_NOT_AVAILABLE,
+    }
+)
+
+
+class DeliveryTimeoutError(RequestTimedOutError):
+    """A batch was not acknowledged within ``delivery_timeout_ms`` of its creation."""
+
+
+class SenderProduce:
+    """Produce requests and their outcomes; a mixin of :class:`~clients.producer.sender.Sender`.
+
+    The attributes below are set by ``Sender.__init__`` (and ``_forced`` by
+    ``force_close``).
+    """
+
+    _acc: RecordAccumulator
+    _metadata: ClusterMetadata
+    _conns: dict[int, BrokerConnection]
+    _acks: int
+    _retries: int
+    _request_timeout_ms: int
+    _forced: bool
+    _stats: dict[str, int]
+    _idem: IdempotenceManager | None
+    _drop_ratio: float
+    _drop_rng: random.Random
+    _completions: list[tuple[ProducerBatch, int, int, BaseException | None]]
+
+    def _send_produce(self, node: int, batches: list[ProducerBatch], now: float) -> bool:
+        """Build and write one Produce request; False when the send failed (retried)."""
+        by_tp: dict[TopicPartition, list[ProducerBatch]] = {}
+        for b in batches:
+            by_tp.setdefault(b.tp, []).append(b)
+        topics: dict[str, list[dict[str, Any]]] = {}
+        for tp, bl in by_tp.items():
+            records = bl[0].wire() if len(bl) == 1 else b"".join(b.wire() for b in bl)
+            topics.setdefault(tp.topic, []).append({"index": tp.partition, "records": records})
+        body = {
+            "acks": self._acks,
+            "timeout_ms": self._request_timeout_ms,
+            "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
+        }
+        conn = self._conns[node]
+        self._stats["produce_requests"] += 1
+        try:
+            request = conn.send(ApiKey.PRODUCE, body, expect_response=self._acks != 0,
+                                context=by_tp)  # fmt: skip
+        except MiniKafkaError as e:
+            for tp, bl in by_tp.items():  # not (wholly) written: the broker drops the frame
+                self._attempt_failed(tp, bl, e, now, maybe_written=False)
+            return False
+        if request is None:  # acks=0: written is all we will ever know
+            for tp, bl in by_tp.items():
+                for b in bl:
+                    self._done(b, -1, -1, None)
+                self._acc.unmute(tp)
+        return True
+
+    def _handle_produce(self, response: ClientResponse, now: float) -> None:
+        """A Produce response (or its loss): settle each partition's batches."""
+        by_tp: dict[TopicPartition, list[ProducerBatch]] = response.request.context
+        error = response.error
+        if error is None and response.body is None:
+            error = NetworkError("empty response")
+        if error is None and self._drop_ratio and self._drop_rng.random() < self._drop_ratio:
+            self._stats["debug_dropped_responses"] += 1
+            error = NetworkError("produce response discarded (debug_drop_response_ratio)")
+        if error is not None:
+            self._metadata.request_update()
+            for tp, bl in by_tp.items():
+                self._attempt_failed(tp, bl, error, now, maybe_written=True)
+            return
+        assert response.body is not None
+        seen: set[TopicPartition] = set()
+        for topic in response.body["responses"]:
+            for p in topic["partition_responses"]:
+                tp = TopicPartition(topic["name"], p["index"])
+                found = by_tp.get(tp)
+                if found is None or tp in seen:
+                    continue
+                seen.add(tp)
+                self._complete_partition(tp, found, p, now)
+        for tp, bl in by_tp.items():
+            if tp not in seen:
+                err = MiniKafkaError(f"produce response has no result for {tp}")
+                self._attempt_failed(tp, bl, err, now, maybe_written=True)
+
+    def _attempt_failed(
+        self, tp: TopicPartition, bl: list[ProducerBatch], error: MiniKafkaError, now: float,
+        maybe_written: bool,
+    ) -> None:  # fmt: skip
+        """An attempt ended without a result for ``tp`` (send failure, lost response)."""
+        self._attempt_ended(tp, bl)
+        if maybe_written:
+            for b in bl:
+                b.maybe_written = True
+        self._retry_or_fail(tp, bl, error, now)
+
+    def _attempt_ended(self, tp: TopicPartition, bl: list[ProducerBatch]) -> None:
+        if self._idem is not None:
+            for _ in bl:
+                self._idem.on_attempt_done(tp)
+
+    def _complete_partition(
+        self, tp: TopicPartition, bl: list[ProducerBatch], p: dict[str, Any], now: float
+    ) -> None:
+        self._attempt_ended(tp, bl)
+        code = p["error_code"]
+        idem = self._idem
+        if code == ErrorCode.NONE or (idem is not None
+                                      and code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER):  # fmt: skip
+            base = p["base_offset"] if code == ErrorCode.NONE else -1
+            for b in bl:
+                if idem is not None:
+                    idem.on_acked(tp, b.base_sequence, base, b.record_count, b.attempts > 0)
+                    if code == ErrorCode.DUPLICATE_SEQUENCE_NUMBER:
+                        idem.duplicates += 1
+                self._done(b, base, p["log_append_time_ms"], None)
+                if base >= 0:
+                    base += b.record_count
+            self._acc.unmute(tp)
+            return
+        error = error_for(code, p.get("error_message") or f"produce to {tp} failed")
+        if error.code in _REFRESH_CODES:
+            self._metadata.request_update()
+        if idem is None:
+            self._retry_or_fail(tp, bl, error, now)
+            return
+        for b in bl:
+            action = idem.classify(tp, b.base_sequence, error)
+            if action is Action.FATAL:
+                fenced = ProducerFencedError(
+                    f"producer id {b.producer_id} epoch {b.producer_epoch} is fenced on "
+                    f"{tp.topic}-{tp.partition} (a newer epoch wrote there): {error.message}"
+                )
+                idem.set_fatal(fenced)
+                self._fail(b, fenced)
+            else:
+                self._retry_or_fail(tp, [b], error, now, retriable=action is not Action.FAIL)
+
+    def _retry_or_fail(
+        self, tp: TopicPartition, bl: list[ProducerBatch], error: MiniKafkaError, now: float,
+        retriable: bool | None = None,
+    ) -> None:  # fmt: skip
+        first = bl[0]
+        if retriable is None:
+            retriable = error.retriable
+        if (
+            retriable
+            and not self._forced
+            and first.attempts < self._retries
+            and not self._acc.is_expired(first, now)
+        ):
+            self._stats["retries"] += 1
+            if error.code in _REFRESH_CODES:
+                self._metadata.request_update()
+            if self._idem is not None:
+                for b in bl:
+                    self._idem.on_retry(tp, b.base_sequence)
+            self._acc.reenqueue(bl, now)
+        else:
+            for b in bl:
+                if retriable and self._acc.is_expired(b, now):
+                    self._fail(b, self._expiry_error(b, now, error))
+                else:
+                    self._fail(b, error)
+        self._acc.unmute(tp)
+
+    def _expiry_error(
+        self, batch: ProducerBatch, now: float, cause: MiniKafkaError | None = None
+    ) -> DeliveryTimeoutError:
+        why = f"; last error: {cause}" if cause is not None else ""
+        return DeliveryTimeoutError(
+            f"expiring {batch.record_count} record(s) for {batch.tp.topic}-{batch.tp.partition}: "
+            f"{now - batch.created_ms:.0f} ms has passed since batch creation "
+            f"(delivery_timeout_ms={self._acc.delivery_timeout_ms:g}){why}"
+        )
+
+    def _fail(self, batch: ProducerBatch, error: BaseException) -> None:
+        self._stats["failed_batches"] += 1
+        if self._idem is not None and batch.base_sequence != NO_SEQUENCE:
+            self._idem.on_failed(batch.tp, batch.base_sequence, f"failed: {error}")
+        self._done(batch, -1, -1, error)
+
+    def _done(
+        self, batch: ProducerBatch, base: int, log_append_time_ms: int,
+        error: BaseException | None,
+    ) -> None:  # fmt: skip
+        """Queue the batch's completion; :meth:`_fire_completions` runs it unlocked."""
+        self._completions.append((batch, base, log_append_time_ms, error))

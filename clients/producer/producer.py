@@ -1,0 +1,315 @@
+"""Producer: ``send`` records into a RecordAccumulator; a sender thread ships batches.
+
+Data path::
+
+    send()/send_bulk()  --append-->  RecordAccumulator (BufferPool buffers, per partition)
+                                          |  ready()/drain(): per leader node
+    sender thread  <---------------------'
+       one Produce v0 request per node: topics -> partitions -> Records (the batches of
+       a partition concatenated; a single batch is sent straight from its pooled buffer)
+       responses -> futures resolved, buffers returned to the pool
+
+Semantics (Kafka's, simplified):
+
+- ``acks`` 0 / 1 / ``"all"`` (= -1, the default).  With acks=0 no response is awaited
+  and futures resolve with offset -1 once the request is written.
+- **Idempotence** (``enable_idempotence``, on by default, see :mod:`clients.producer.idempotence`
+  and docs/producer.md): the producer gets a producer id (InitProducerId) and stamps
+  every batch with (producer id, epoch, sequence) per partition, so a batch resent after
+  a lost response is recognised by the broker and appended once; up to
+  ``max_in_flight_requests_per_connection`` (<= 5) batches per partition are in flight
+  and order is kept across retries.  As in Kafka 3: when ``enable_idempotence`` is left
+  unset, idempotence is on unless a setting conflicts with it (``acks`` 0/1,
+  ``retries=0``, more than 5 in flight), in which case it is off (at-least-once); set
+  to True explicitly, such a conflict is an :class:`InvalidConfigError`.  A fenced
+  producer (a newer epoch of its id wrote to a partition) or a broker that does not
+  serve InitProducerId is fatal: pending futures fail and ``send`` raises the error.
+- keyed records go to ``murmur2(key) % partitions``; null keys use the sticky
+  partitioner (switches partition when a batch fills).
+- retriable errors (NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, connection loss,
+  request timeout, ...) are retried after ``retry_backoff_ms`` (metadata refreshed first
+  for leadership errors) while ``retries`` and ``delivery_timeout_ms`` allow; then the
+  batch's futures fail with the error.
+- **Ordering** without idempotence: at most one in-flight request per partition
+  (several batches of a partition may share it), and a retried batch returns to the
+  head of its queue, so a partition's records are appended in send order even across
+  retries and reconnects.  ``max_in_flight_requests_per_connection`` bounds requests
+  per broker (partitions of one broker are spread over them).  Without idempotence a
+  retry after a lost response may duplicate a batch (at-least-once), as in Kafka.
+- ``debug_drop_response_ratio`` (test-only fault hook, default 0): that fraction of
+  produce responses is discarded after the broker answered, as if lost on the network
+  (chosen by ``random.Random(debug_drop_seed)``), so batches are retried; with
+  idempotence off this shows duplicates, with it on it must not.
+- ``send`` blocks at most ``max_block_ms`` (metadata for the topic, then memory in the
+  pool); beyond that it raises :class:`~clients.protocol.errors.RequestTimedOutError` (for memory
+  the pool's ``BufferPoolTimeoutError`` subclass).
+
+Memory: one private BufferPool (``buffer_memory`` rounded down to a multiple of
+``batch_size``, at least one batch) holds every unsent byte; nothing else grows with
+the backlog.  Costs: ``send`` is O(record bytes) plus a lock and a Future; ``send_bulk``
+encodes ``batch_size`` chunks with numpy (O(bytes); see :mod:`clients.producer.bulk`).
+
+Modules: settings and record-argument checks are :mod:`clients.producer.config`;
+``send_bulk`` is :mod:`clients.producer.bulk` (a mixin of :class:`Producer`); batches
+and their encoding :mod:`clients.producer.batch`; queues :mod:`clients.producer.accumulator`;
+the sender thread :mod:`clients.producer.sender`.
+
+Thread safety: ``send``, ``send_bulk`` and ``flush`` may be called from any threads;
+futures are resolved on the sender thread (keep callbacks short).
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Sequence
+from concurrent.futures import Future
+from typing import Any
+
+from clients.memory.buffer_pool import BufferPool
+from clients.network.cluster_metadata import ClusterMetadata, parse_bootstrap
+from clients.producer.accumulator import RecordAccumulator
+from clients.producer.batch import record_size_bound
+from clients.producer.bulk import BulkSender
+from clients.producer.config import (
+    as_bytes,
+    check_config,
+    check_headers,
+    check_partition,
+    resolve_idempotence,
+)
+from clients.producer.idempotence import IdempotenceManager
+from clients.producer.partitioner import StickyPartitioner, partition_for_key
+from clients.producer.produce_requests import DeliveryTimeoutError
+from clients.producer.sender import Sender
+from clients.protocol.errors import MessageTooLargeError, RequestTimedOutError
+from clients.protocol.topics import validate_topic_name
+from clients.records.batch import HEADER_SIZE
+from clients.types import Header, RecordMetadata, TopicPartition
+
+__all__ = ["DeliveryTimeoutError", "Producer"]
+
+_MAX_TOPICS_SEEN = 10_000
+
+
+class Producer(BulkSender):
+    """Kafka-like producer (see the module docstring)."""
+
+    def __init__(
+        self,
+        bootstrap_servers: str | Sequence[str] = "127.0.0.1:9092",
+        *,
+        client_id: str | None = None,
+        acks: int | str | None = None,
+        enable_idempotence: bool | None = None,
+        linger_ms: int = 5,
+        batch_size: int = 16384,
+        buffer_memory: int = 32 * 1024 * 1024,
+        max_block_ms: int = 60_000,
+        retries: int = 2_147_483_647,
+        retry_backoff_ms: int = 100,
+        delivery_timeout_ms: int = 120_000,
+        request_timeout_ms: int = 30_000,
+        max_in_flight_requests_per_connection: int = 5,
+        max_request_size: int = 1024 * 1024,
+        metadata_max_age_ms: int = 300_000,
+        debug_drop_response_ratio: float = 0.0,
+        debug_drop_seed: int | None = None,
+    ) -> None:
+        self.acks = check_config(
+            acks=acks,
+            linger_ms=linger_ms,
+            batch_size=batch_size,
+            buffer_memory=buffer_memory,
+            max_block_ms=max_block_ms,
+            retries=retries,
+            retry_backoff_ms=retry_backoff_ms,
+            delivery_timeout_ms=delivery_timeout_ms,
+            request_timeout_ms=request_timeout_ms,
+            max_in_flight_requests_per_connection=max_in_flight_requests_per_connection,
+            max_request_size=max_request_size,
+            debug_drop_response_ratio=debug_drop_response_ratio,
+        )
+        self.enable_idempotence = resolve_idempotence(
+            enable_idempotence, self.acks, retries, max_in_flight_requests_per_connection
+        )
+        self.client_id = client_id or f"producer-{os.getpid()}-{id(self):x}"
+        self.batch_size = batch_size
+        self.max_block_ms = max_block_ms
+        self.max_request_size = max_request_size
+        self.delivery_timeout_ms = delivery_timeout_ms
+        self.request_timeout_ms = request_timeout_ms
+        self._metadata = ClusterMetadata(
+            retry_backoff_ms=retry_backoff_ms, metadata_max_age_ms=metadata_max_age_ms
+        )
+        self._pool = BufferPool.create(buffer_memory - buffer_memory % batch_size, batch_size)
+        idempotence = (
+            IdempotenceManager(max_in_flight_requests_per_connection)
+            if self.enable_idempotence else None
+        )  # fmt: skip
+        self._accumulator = RecordAccumulator(
+            self._pool,
+            batch_size=batch_size,
+            linger_ms=linger_ms,
+            retry_backoff_ms=retry_backoff_ms,
+            delivery_timeout_ms=delivery_timeout_ms,
+            idempotence=idempotence,
+        )
+        self._partitioner = StickyPartitioner()
+        self._partitioner_lock = threading.Lock()
+        self._closed = False
+        self._send_now = linger_ms == 0  # nothing to wait for: ship from this thread
+        self._topics_seen: set[str] = set()  # validated and registered with the metadata
+        self._sender = Sender(
+            parse_bootstrap(bootstrap_servers),
+            self._metadata,
+            self._accumulator,
+            client_id=self.client_id,
+            acks=self.acks,
+            retries=retries,
+            retry_backoff_ms=retry_backoff_ms,
+            request_timeout_ms=request_timeout_ms,
+            max_in_flight=max_in_flight_requests_per_connection,
+            max_request_size=max_request_size,
+            idempotence=idempotence,
+            debug_drop_response_ratio=float(debug_drop_response_ratio),
+            debug_drop_seed=debug_drop_seed,
+        )
+        self._sender.start()
+
+    # ------------------------------------------------------------ sending
+    def send(
+        self,
+        topic: str,
+        value: bytes | None,
+        key: bytes | None = None,
+        headers: Sequence[Header] | None = None,
+        partition: int | None = None,
+        timestamp_ms: int | None = None,
+    ) -> Future[RecordMetadata]:
+        """Queue one record; the future resolves to its RecordMetadata or fails."""
+        self._check_usable()
+        if topic not in self._topics_seen:
+            validate_topic_name(topic)
+        key = as_bytes("key", key)
+        value = as_bytes("value", value)
+        hdrs = check_headers(headers)
+        timestamp = int(time.time() * 1000) if timestamp_ms is None else int(timestamp_ms)
+        size = HEADER_SIZE + record_size_bound(key, value, hdrs)
+        if size > self.max_request_size or size > self._pool.total_bytes:
+            raise MessageTooLargeError(
+                f"record of about {size} bytes exceeds max_request_size "
+                f"{self.max_request_size} or buffer_memory {self._pool.total_bytes}"
+            )
+        deadline = time.monotonic() + self.max_block_ms / 1000
+        num_partitions = self._wait_on_metadata(topic, deadline)
+        sticky = False
+        if partition is not None:
+            check_partition(topic, partition, num_partitions)
+        elif key is not None:
+            partition = partition_for_key(key, num_partitions)
+        else:
+            with self._partitioner_lock:
+                partition = self._partitioner.partition(topic, num_partitions)
+            sticky = True
+        future: Future[RecordMetadata] = Future()
+        remaining_ms = max(0.0, (deadline - time.monotonic()) * 1000)
+        full, new_batch = self._accumulator.append(
+            TopicPartition(topic, partition), timestamp, key, value, hdrs, future, remaining_ms
+        )
+        if sticky and full:
+            with self._partitioner_lock:
+                self._partitioner.on_new_batch(topic, num_partitions, partition)
+        if self._send_now:
+            self._sender.send_now()
+        elif full or new_batch:
+            self._sender.notify_data()
+        return future
+
+    def _wait_on_metadata(self, topic: str, deadline: float) -> int:
+        md = self._metadata
+        if topic not in self._topics_seen:
+            if md.add_topics([topic]):
+                self._sender.wakeup()
+            if len(self._topics_seen) < _MAX_TOPICS_SEEN:
+                self._topics_seen.add(topic)
+        while True:
+            n = md.partition_count(topic)
+            if n is not None:
+                return n
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                error = md.topic_error(topic)
+                why = f" (last error {error.name})" if error is not None else ""
+                raise RequestTimedOutError(
+                    f"topic {topic!r} not present in metadata after max_block_ms="
+                    f"{self.max_block_ms}{why}"
+                )
+            version = md.request_update()
+            self._sender.wakeup()
+            md.wait_for_update(version, min(remaining, 0.5))
+            self._check_open()
+
+    def partitions_for(self, topic: str) -> list[int]:
+        """Partition ids of ``topic`` (waits for metadata up to ``max_block_ms``)."""
+        n = self._wait_on_metadata(topic, time.monotonic() + self.max_block_ms / 1000)
+        return list(range(n))
+
+    # ------------------------------------------------------------ flush / close
+    def flush(self, timeout_s: float | None = None) -> None:
+        """Send everything queued now and wait until every batch is done."""
+        self._check_open()
+        if timeout_s is None:
+            timeout_s = (self.delivery_timeout_ms + self.request_timeout_ms) / 1000
+        self._accumulator.begin_flush()
+        try:
+            self._sender.wakeup()
+            if not self._accumulator.await_completion(timeout_s):
+                raise RequestTimedOutError(
+                    f"flush did not complete within {timeout_s:g} s "
+                    f"({self._accumulator.incomplete} batches incomplete)"
+                )
+        finally:
+            self._accumulator.end_flush()
+
+    def close(self, timeout_s: float | None = None) -> None:
+        """Send what is queued (up to ``timeout_s``), then stop; unsent records fail."""
+        if self._closed:
+            return
+        self._closed = True
+        if timeout_s is None:
+            timeout_s = (self.delivery_timeout_ms + self.request_timeout_ms) / 1000
+        self._accumulator.close()
+        self._sender.initiate_close()
+        self._sender.join(timeout_s)
+        if self._sender.is_alive():
+            self._sender.force_close()
+            self._sender.join(max(10.0, self.request_timeout_ms / 1000))
+        self._pool.close()
+
+    def __enter__(self) -> Producer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def _check_open(self) -> None:
+        if self._closed:
+            from clients.producer.accumulator import AccumulatorClosedError
+
+            raise AccumulatorClosedError("producer is closed")
+
+    def _check_usable(self) -> None:
+        """Open and not stopped by a fatal error (fenced, idempotence unsupported)."""
+        self._check_open()
+        fatal = self._sender.fatal_error
+        if fatal is not None:
+            raise fatal
+
+    def metrics(self) -> dict[str, Any]:
+        out = self._accumulator.metrics()
+        out.update(self._sender.metrics())
+        out["buffer_pool_available_bytes"] = self._pool.available_memory()
+        out["idempotent"] = self.enable_idempotence
+        return out

@@ -1,0 +1,336 @@
+"""Bulk RecordBatch v2 decoding: a whole batch into numpy columns, values zero-copy.
+
+Accepts exactly what :func:`clients.records.decode_batch` accepts (record table in
+:mod:`clients.records.record`), headers included, and anything else raises
+:class:`CorruptRecordError`.
+
+Decoding.  A fast path parses one record in Python, assumes the following records share
+its layout and verifies that assumption for all of them at once on a 2-D view (equal
+length/key/value varint bytes, well-formed timestamp and offset varints, header count 0);
+the run ends at the first row that differs and a new run starts there (at most
+``MAX_RUNS`` runs, and only while runs are at least ``MIN_RUN`` records long).  The rest
+is decoded by the general path: a Python loop finds record starts (one length varint per
+record), then every other field is decoded vectorised, one byte column at a time over
+all records (terminators found with ``byte < 0x80``).  Records
+that carry headers have their headers decoded per record in Python.  Both paths accept
+exactly what :func:`clients.records.decode_batch` accepts.
+
+Costs: O(records + record bytes) with a small constant number of numpy calls per field
+(per run on the fast path); the general path adds ~0.1 us of Python per record.  Values
+are never copied: :class:`BulkRecords` holds positions into the caller's buffer and
+hands out ``memoryview`` slices.  Functions are pure and thread-safe; a
+:class:`BulkRecords` keeps the buffer exported (a ``bytearray`` it was decoded from
+cannot be resized while the result or its views are alive).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import numpy.typing as npt
+
+from clients.protocol.errors import CorruptRecordError
+from clients.records.batch import (
+    HEADER_SIZE,
+    INT64_MAX,
+    INT64_MIN,
+    TIMESTAMP_TYPE_MASK,
+    BatchHeader,
+    Buffer,
+    read_header,
+    validate_batch,
+)
+from clients.records.bulk_varint import (
+    I64,
+    MAX_RUNS,
+    U8,
+    cols_value,
+    unzigzag,
+    varints_at,
+    well_formed,
+)
+from clients.records.record import Header, Record, decode_record_headers
+from clients.records.varint import decode_varint, decode_varint32
+
+MIN_RUN = 16  # a shorter run also switches to the general path
+MIN_RECORD_BYTES = 7  # length, attributes, ts, offset, key_len, value_len, header_count
+
+
+@dataclass(frozen=True, slots=True, eq=False)
+class BulkRecords:
+    """Decoded batch: numpy columns plus zero-copy access to keys and values.
+
+    ``*_offsets`` are positions in ``buffer`` (the caller's buffer); a ``*_lengths`` of -1
+    means null (its offset is then where the data would start).  ``record_headers`` maps
+    record index -> headers for the records that have any.
+    """
+
+    buffer: memoryview
+    header: BatchHeader
+    offsets: I64
+    timestamps: I64
+    key_offsets: I64
+    key_lengths: I64
+    value_offsets: I64
+    value_lengths: I64
+    record_headers: dict[int, tuple[Header, ...]] = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.offsets)
+
+    def value(self, i: int) -> memoryview | None:
+        n = int(self.value_lengths[i])
+        o = int(self.value_offsets[i])
+        return None if n < 0 else self.buffer[o : o + n]
+
+    def key(self, i: int) -> memoryview | None:
+        n = int(self.key_lengths[i])
+        o = int(self.key_offsets[i])
+        return None if n < 0 else self.buffer[o : o + n]
+
+    def headers(self, i: int) -> tuple[Header, ...]:
+        return self.record_headers.get(i, ())
+
+    def values(self) -> list[memoryview | None]:
+        return _slices(self.buffer, self.value_offsets, self.value_lengths)
+
+    def keys(self) -> list[memoryview | None]:
+        return _slices(self.buffer, self.key_offsets, self.key_lengths)
+
+    def to_records(self) -> list[Record]:
+        """Copy out as :class:`Record` tuples (what :func:`decode_batch` returns)."""
+        keys, values = self.keys(), self.values()
+        return [
+            Record(
+                o,
+                t,
+                None if k is None else bytes(k),
+                None if v is None else bytes(v),
+                self.headers(i),
+            )
+            for i, (o, t, k, v) in enumerate(
+                zip(self.offsets.tolist(), self.timestamps.tolist(), keys, values, strict=True)
+            )
+        ]
+
+
+def _slices(buf: memoryview, offsets: I64, lengths: I64) -> list[memoryview | None]:
+    return [
+        None if n < 0 else buf[o : o + n]
+        for o, n in zip(offsets.tolist(), lengths.tolist(), strict=True)
+    ]
+
+
+class _Columns:
+    """Per-record results being filled in: deltas and field positions."""
+
+    def __init__(self, n: int) -> None:
+        self.ts_delta = np.empty(n, dtype=np.int64)
+        self.off_delta = np.empty(n, dtype=np.int64)
+        self.key_off = np.empty(n, dtype=np.int64)
+        self.key_len = np.empty(n, dtype=np.int64)
+        self.value_off = np.empty(n, dtype=np.int64)
+        self.value_len = np.empty(n, dtype=np.int64)
+        self.headers: dict[int, tuple[Header, ...]] = {}
+
+
+def decode_batch_bulk(buf: Buffer, pos: int = 0, validate: bool = True) -> BulkRecords:
+    """Decode the batch at ``pos`` into numpy columns (validating it first by default)."""
+    header = validate_batch(buf, pos) if validate else read_header(buf, pos)
+    end = pos + header.size_in_bytes
+    if end > len(buf):
+        raise CorruptRecordError(
+            f"batch at position {pos} claims {header.size_in_bytes} bytes, "
+            f"only {len(buf) - pos} available"
+        )
+    view = memoryview(buf)
+    if view.format != "B" or view.ndim != 1:
+        view = view.cast("B")
+    data: U8 = np.frombuffer(view, dtype=np.uint8, count=end)
+    count = header.record_count
+    if count < 0 or count * MIN_RECORD_BYTES > end - pos - HEADER_SIZE:
+        raise CorruptRecordError(  # checked before sizing arrays by a corrupt count
+            f"batch at position {pos}: {count} records cannot fit in "
+            f"{end - pos - HEADER_SIZE} bytes"
+        )
+    cols = _Columns(count)
+    p, i = pos + HEADER_SIZE, 0
+    for _run in range(MAX_RUNS):
+        if i >= count:
+            break
+        layout = _probe(view, p, end)
+        if layout is None:
+            break
+        taken = _decode_run(data, p, end, count - i, layout, cols, i)
+        p += taken * layout.size
+        i += taken
+        if taken < MIN_RUN:  # layouts vary record to record: the general path is cheaper
+            break
+    if i < count:
+        p = _decode_general(data, view, p, end, i, count, cols)
+    if p != end:
+        raise CorruptRecordError(f"batch has {end - p} bytes after its last record")
+    offsets = _absolute(header.base_offset, cols.off_delta, "offset")
+    timestamps = _absolute(header.base_timestamp, cols.ts_delta, "timestamp")
+    if header.attributes & TIMESTAMP_TYPE_MASK:
+        timestamps = np.full(count, header.max_timestamp, dtype=np.int64)
+    return BulkRecords(
+        view,
+        header,
+        offsets,
+        timestamps,
+        cols.key_off,
+        cols.key_len,
+        cols.value_off,
+        cols.value_len,
+        cols.headers,
+    )
+
+
+def _absolute(base: int, deltas: I64, what: str) -> I64:
+    if len(deltas) and (
+        base + int(deltas.min()) < INT64_MIN or base + int(deltas.max()) > INT64_MAX
+    ):
+        raise CorruptRecordError(f"record {what} overflows int64 (base {base})")
+    return deltas + np.int64(base)
+
+
+@dataclass(frozen=True, slots=True)
+class _Layout:
+    """Byte layout of one record without headers, relative to its start."""
+
+    size: int
+    const_cols: npt.NDArray[np.intp]  # length, key_len, value_len, header_count columns
+    ts: tuple[int, int]  # (column, bytes)
+    off: tuple[int, int]
+    key: tuple[int, int]  # (column, length or -1)
+    value: tuple[int, int]
+
+
+def _probe(view: memoryview, p: int, end: int) -> _Layout | None:
+    """Parse one record in Python; its layout, or ``None`` if unusual (headers, errors)."""
+    try:
+        length, q = decode_varint32(view, p)
+        rec_end = q + length
+        if length < 2 or rec_end > end:
+            return None
+        const = list(range(q - p))
+        ts_col = q + 1
+        _, off_col = decode_varint(view, ts_col)
+        _, q = decode_varint32(view, off_col)
+        off_end = q
+        fields = []
+        for _f in range(2):
+            start = q
+            n, q = decode_varint32(view, q)
+            if n < -1:
+                return None
+            const.extend(range(start - p, q - p))
+            fields.append((q - p, n))
+            q += max(n, 0)
+        if q != rec_end - 1 or view[q] != 0:
+            return None
+    except CorruptRecordError:
+        return None
+    const.append(q - p)
+    return _Layout(
+        rec_end - p,
+        np.array(const, dtype=np.intp),
+        (ts_col - p, off_col - ts_col),
+        (off_col - p, off_end - off_col),
+        fields[0],
+        fields[1],
+    )
+
+
+def _decode_run(
+    data: U8, p: int, end: int, left: int, layout: _Layout, cols: _Columns, i: int
+) -> int:
+    """Decode the records from ``p`` that share ``layout``; returns how many (>= 1)."""
+    size = layout.size
+    m = min(left, (end - p) // size)
+    rows = data[p : p + m * size].reshape(m, size)
+    c = layout.const_cols
+    ok = (rows[:, c] == rows[0, c]).all(axis=1)
+    ts = rows[:, layout.ts[0] : layout.ts[0] + layout.ts[1]]
+    off = rows[:, layout.off[0] : layout.off[0] + layout.off[1]]
+    ok &= well_formed(ts, int32=False) & well_formed(off, int32=True)
+    if not ok.all():
+        m = int(np.argmin(ok))  # first row that differs; row 0 always matches
+        ts, off = ts[:m], off[:m]
+    row_start = p + size * np.arange(m, dtype=np.int64)
+    cols.ts_delta[i : i + m] = unzigzag(cols_value(ts))
+    cols.off_delta[i : i + m] = unzigzag(cols_value(off))
+    cols.key_off[i : i + m] = row_start + layout.key[0]
+    cols.key_len[i : i + m] = layout.key[1]
+    cols.value_off[i : i + m] = row_start + layout.value[0]
+    cols.value_len[i : i + m] = layout.value[1]
+    return m
+
+
+def _decode_general(
+    data: U8, view: memoryview, p: int, end: int, i: int, count: int, cols: _Columns
+) -> int:
+    """Decode records ``i..count`` from ``p``: Python finds record starts, numpy the fields."""
+    starts: list[int] = []
+    lengths: list[int] = []
+    fast: Buffer = view  # indexing bytes is quicker than a memoryview, if it is the same
+    if isinstance(view.obj, bytes | bytearray) and len(view.obj) == view.nbytes:
+        fast = view.obj
+    for k in range(i, count):
+        if p + 1 >= end:  # a record takes at least 2 bytes
+            raise CorruptRecordError(f"batch ends after {k} of {count} records")
+        raw = fast[p]
+        if raw < 0x80:  # 1- and 2-byte lengths inline: records up to 8 KiB
+            length = (raw >> 1) ^ -(raw & 1)
+            p += 1
+        elif fast[p + 1] < 0x80:
+            raw = (raw & 0x7F) | (fast[p + 1] << 7)
+            length = (raw >> 1) ^ -(raw & 1)
+            p += 2
+        else:
+            length, p = decode_varint32(view, p)
+        if length < 0 or p + length > end:
+            raise CorruptRecordError("record length runs past the end of the batch")
+        starts.append(p)
+        lengths.append(length)
+        p += length
+    begin = np.array(starts, dtype=np.int64)
+    limit = begin + np.array(lengths, dtype=np.int64)
+    if lengths and min(lengths) < 1:
+        raise CorruptRecordError("record too short for its attributes byte")
+    ts_delta, q = varints_at(data, begin + 1, limit, 10)
+    off_delta, q = varints_at(data, q, limit, 5)
+    key_len, q = varints_at(data, q, limit, 5)
+    key_off = q
+    q = _skip(q, key_len, limit)
+    value_len, q = varints_at(data, q, limit, 5)
+    value_off = q
+    q = _skip(q, value_len, limit)
+    header_count, q = varints_at(data, q, limit, 5)
+    plain = header_count == 0
+    if not (q[plain] == limit[plain]).all():
+        raise CorruptRecordError("record declares more bytes than its fields use")
+    for j in np.flatnonzero(~plain).tolist():
+        headers, h_end = decode_record_headers(view, int(q[j]), int(header_count[j]), int(limit[j]))
+        if h_end != int(limit[j]):
+            raise CorruptRecordError("record declares more bytes than its fields use")
+        cols.headers[i + j] = headers
+    cols.ts_delta[i:] = ts_delta
+    cols.off_delta[i:] = off_delta
+    cols.key_off[i:] = key_off
+    cols.key_len[i:] = key_len
+    cols.value_off[i:] = value_off
+    cols.value_len[i:] = value_len
+    return p
+
+
+def _skip(q: I64, lengths: I64, limit: I64) -> I64:
+    """Positions after nullable byte fields of ``lengths`` (-1 = null) starting at ``q``."""
+    if (lengths < -1).any():
+        raise CorruptRecordError(f"invalid length {int(lengths.min())} in record")
+    q = q + np.maximum(lengths, 0)
+    if (q > limit).any():
+        raise CorruptRecordError("record field runs past the end of its record")
+    return q

@@ -1,0 +1,370 @@
+"""Log compaction for compacted topics (``cleanup_policy="compact"``): :class:`LogCleaner`.
+
+A pass over one log (Kafka's algorithm, cut into bounded steps)
+--------------------------------------------------------------
+The *cleanable* range of a log is ``[log_start, end)``, ``end`` being the base offset of
+the active segment (never touched) or of the first segment holding a record younger than
+``min_compaction_lag_ms``.  The *first dirty offset* (``cleaner-offset-checkpoint``) splits
+it into a clean head (compacted before) and a dirty tail.  A log is chosen when its dirty
+bytes / cleanable bytes reach ``min_cleanable_dirty_ratio`` (the filthiest first), or
+when a delete horizon it is waiting for has passed.
+
+1. **Map**: the dirty tail is read batch by batch into an
+   :class:`~storage.cleaner.offset_map.OffsetMap` (key -> latest offset) until the map's memory
+   budget would be exceeded; ``map_end`` is the end of the last batch that fit.
+2. **Clean**: every segment with base offset < ``map_end`` is rewritten, consecutive
+   segments grouped into one output (inputs sum to <= ``segment_bytes``, index entries
+   and relative offsets fit one segment).  In each batch below ``map_end`` a record goes
+   when a later offset holds its key, when it has no key (as Kafka's cleaner does; the
+   broker should refuse such a produce to a compacted topic with INVALID_RECORD, 87), or
+   when it is a tombstone whose batch's delete horizon has passed
+   (:mod:`storage.cleaner.batch_filter` has the byte-level rules).  Batches at or above
+   ``map_end`` and control batches are copied as they are.
+3. **Swap** each finished group in (:mod:`storage.cleaner.swap`: ``.cleaned`` ->
+   ``.swap`` -> final name, old files via ``.deleted``; ``Log.open`` completes or rolls
+   back an interrupted swap), then checkpoint ``first dirty = map_end``.
+
+Guarantees and choices:
+
+* Offsets never change: a kept batch keeps base offset, ``last_offset_delta``, leader
+  epoch and producer fields; CRCs are recomputed; the indexes of each new segment are
+  built as it is written.  Readers see holes; ``Log.read`` returns the first batch whose
+  last offset is >= the fetch offset (Kafka's semantics).
+* A batch whose records all go is dropped, except that an empty header (record_count 0)
+  stays (a) for an idempotent producer's last batch in the dirty range, or any emptied
+  producer batch of the clean head (whose later batches are unknown: a few spare 61-byte
+  headers, never a lost producer state), and (b) for the last batch of each group, so
+  a cleaned segment is never empty and ends where its inputs ended.
+* Tombstones (Kafka's KIP-534 rule): the first pass that keeps a tombstone stamps its
+  batch with the delete horizon ``now + delete_retention_ms``; a pass at or after it
+  drops the batch's tombstones.  The earliest pending horizon per log is kept in memory
+  (after a restart only new dirt triggers a pass, as in Kafka).
+* Transactions are not supported by this broker: control batches are kept as they are.
+* A corrupt batch (CRC, framing) or one with more keys than the whole map holds makes
+  the log *uncleanable* until restart (:meth:`LogCleaner.uncleanable` says why); the log
+  itself is left as it was.  A truncation, deletion or reopen of the log under a pass
+  aborts the pass (its ``.cleaned`` file is removed).
+* Known gap: a truncation below the first dirty offset is not reported to the cleaner,
+  so re-appended records there count as clean until a later pass re-reads them (they
+  are kept, never lost; only compacted later).
+
+``cleaner-offset-checkpoint`` (data directory): the offset checkpoint format of
+:mod:`storage.checkpoint` (``0``, count, ``topic partition first_dirty_offset`` lines).
+
+Costs: a pass reads the dirty tail once for the map and the cleanable range once for the
+rewrite: O(bytes) CRC-32C + O(records) Python, and writes the kept bytes.
+:meth:`LogCleaner.clean_step` reads at most ``max_bytes`` plus one batch; a step that
+finishes a group adds its swap (O(index entries) + a few fsyncs).  Choosing a log is
+O(compacted logs x segments).  Memory: the offset map (``dedupe_buffer_bytes``,
+accounted) plus one step's input.
+
+Parts: the value types (:class:`CleanerConfig`, :class:`CleanerStats`,
+:class:`CleanStepResult`) are in :mod:`storage.cleaner.config`, a pass's state and the
+segment grouping in :mod:`storage.cleaner.clean_pass` (both re-exported or used from here);
+byte-level record rules in :mod:`storage.cleaner.batch_filter`, the swap in
+:mod:`storage.cleaner.swap`.
+
+Not thread-safe: one owner (the broker's event loop, through the LogManager) calls every
+method, on the thread that owns the logs.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from crc32c import crc32c
+
+from clients.protocol.errors import CorruptRecordError
+from clients.records.batch import ATTRIBUTES_OFFSET, LOG_OVERHEAD
+from storage.checkpoint import OffsetCheckpointFile
+from storage.cleaner.batch_filter import BatchFilter, Header, empty_batch, keys_of, read_batches
+from storage.cleaner.clean_pass import _group_segments, _max_timestamp, _Pass
+from storage.cleaner.config import (
+    MAX_ERRORS_KEPT,
+    CleanerConfig,
+    CleanerStats,
+    CleanStepResult,
+    TopicPartition,
+)
+from storage.cleaner.offset_map import OffsetMap
+from storage.cleaner.swap import CleanedSegmentWriter, SwapHook
+from storage.errors import StorageError
+from storage.log.log import Log
+
+__all__ = [
+    "CLEANER_CHECKPOINT",
+    "MAX_ERRORS_KEPT",
+    "CleanStepResult",
+    "CleanerConfig",
+    "CleanerStats",
+    "LogCleaner",
+    "TopicPartition",
+]
+
+CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
+
+
+def _wall_clock_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class LogCleaner:
+    """Compacts the compacted logs it is given, one pass and one bounded step at a time."""
+
+    def __init__(self, config: CleanerConfig | None = None, *,
+                 clock_ms: Callable[[], int] = _wall_clock_ms,
+                 checkpoint_path: str | Path | None = None) -> None:
+        self.config = config if config is not None else CleanerConfig()
+        self._clock_ms = clock_ms
+        self._checkpoint = (OffsetCheckpointFile(checkpoint_path)
+                            if checkpoint_path is not None else None)
+        self._first_dirty: dict[TopicPartition, int] = {}
+        self._pending_horizon: dict[TopicPartition, int] = {}
+        self._uncleanable: dict[TopicPartition, str] = {}
+        self._map = OffsetMap(self.config.dedupe_buffer_bytes)
+        self._pass: _Pass | None = None
+        self.stats = CleanerStats()
+        self.swap_hook: SwapHook | None = None  # tests: crash between file operations
+
+    def set_clock(self, clock_ms: Callable[[], int]) -> None:
+        """Tests: take time (delete horizons, compaction lag) from an injected clock.
+        In a broker it is wall-clock time: horizons are stamped into the batches."""
+        self._clock_ms = clock_ms
+
+    # -- checkpoint and bookkeeping ---------------------------------------------------
+
+    def load_checkpoint(self) -> None:
+        if self._checkpoint is not None:
+            self._first_dirty.update(self._checkpoint.read())
+
+    def write_checkpoint(self) -> None:
+        if self._checkpoint is not None:
+            self._checkpoint.write(self._first_dirty)
+
+    def first_dirty_offset(self, tp: TopicPartition) -> int | None:
+        return self._first_dirty.get(tp)
+
+    def uncleanable(self) -> dict[TopicPartition, str]:
+        """Logs the cleaner gave up on (corrupt batch, a batch too big for the map)."""
+        return dict(self._uncleanable)
+
+    def forget(self, tp: TopicPartition) -> None:
+        """The log is gone (deleted): drop its pass and its state."""
+        if self._pass is not None and self._pass.tp == tp:
+            self.abort()
+        if self._first_dirty.pop(tp, None) is not None:
+            self.write_checkpoint()  # a new log of the same name starts all dirty
+        self._pending_horizon.pop(tp, None)
+        self._uncleanable.pop(tp, None)
+
+    def abort(self) -> None:
+        """Abandon the pass in progress (its ``.cleaned`` files are removed)."""
+        p, self._pass = self._pass, None
+        if p is not None:
+            if p.group is not None:
+                p.group.discard()
+            self._map.clear()
+            self.stats.passes_aborted += 1
+
+    # -- choosing a log ---------------------------------------------------------------
+
+    def cleanable_range(self, tp: TopicPartition, log: Log) -> tuple[int, int, int, int]:
+        """``(first_dirty, end, dirty_bytes, cleanable_bytes)`` of a compacted log."""
+        cfg = log.config
+        segs = log.segments
+        now = self._clock_ms()
+        k = len(segs) - 1  # the active segment is never cleaned
+        if cfg.min_compaction_lag_ms > 0:
+            for i in range(k):
+                if segs[i].largest_timestamp > now - cfg.min_compaction_lag_ms:
+                    k = i
+                    break
+        end = segs[k].base_offset
+        first_dirty = min(max(self._first_dirty.get(tp, 0), log.log_start_offset), end)
+        dirty = cleanable = 0
+        for seg in segs[:k]:
+            cleanable += seg.size
+            if seg.next_offset <= first_dirty:
+                continue
+            batch = seg.find_batch(first_dirty) if seg.base_offset < first_dirty else None
+            dirty += seg.size - (batch.position if batch is not None else 0)
+        return first_dirty, end, dirty, cleanable
+
+    def _choose(self, logs: Mapping[TopicPartition, Log]) -> _Pass | None:
+        now = self._clock_ms()
+        best: tuple[float, TopicPartition, Log, int, int] | None = None
+        for tp, log in logs.items():
+            if not log.config.compact or log.closed or tp in self._uncleanable:
+                continue
+            first_dirty, end, dirty, cleanable = self.cleanable_range(tp, log)
+            if cleanable == 0:
+                continue
+            ratio = dirty / cleanable
+            due = self._pending_horizon.get(tp, now + 1) <= now
+            if not (dirty and ratio >= log.config.min_cleanable_dirty_ratio) and not due:
+                continue
+            if best is None or ratio > best[0]:
+                best = (ratio, tp, log, first_dirty, end)
+        if best is None:
+            return None
+        _, tp, log, first_dirty, end = best
+        self._map.clear()
+        segments = [s for s in log.segments if s.base_offset < end]
+        p = _Pass(tp, log, first_dirty, end, segments, self._map, now)
+        if first_dirty >= end:
+            p.map_end = end
+        return p
+
+    # -- stepping ---------------------------------------------------------------------
+
+    def clean_step(self, logs: Mapping[TopicPartition, Log],
+                   max_bytes: int | None = None) -> CleanStepResult:
+        """Do at most ``max_bytes`` (default ``config.step_bytes``) of cleaning work."""
+        budget = self.config.step_bytes if max_bytes is None else max_bytes
+        if budget <= 0:
+            raise ValueError(f"max_bytes must be positive, got {budget}")
+        if self._pass is None:
+            self._pass = self._choose(logs)
+            if self._pass is None:
+                return CleanStepResult(None, 0, False)
+        p = self._pass
+        read = 0
+        try:
+            if not self._still_valid(p, logs):
+                self.abort()
+                return CleanStepResult(p.tp, 0, False)
+            while read < budget or read == 0:
+                if p.map_end < 0:
+                    read += self._map_step(p, budget - read)
+                    continue
+                if not p.grouped:
+                    p.groups = _group_segments(p.log, [s for s in p.segments
+                                                       if s.base_offset < p.map_end])
+                    p.grouped = True
+                if p.group_i >= len(p.groups):
+                    self._finish_pass(p)
+                    return CleanStepResult(p.tp, read, True)
+                read += self._clean_step(p, budget - read)
+        except (CorruptRecordError, StorageError, OSError) as exc:
+            self._give_up(p, exc)
+        finally:
+            self.stats.bytes_read += read
+        return CleanStepResult(p.tp, read, False)
+
+    def clean_until_idle(self, logs: Mapping[TopicPartition, Log],
+                         max_steps: int = 100_000) -> int:
+        """Test hook: step until no log needs cleaning; returns passes completed."""
+        done = 0
+        for _ in range(max_steps):
+            result = self.clean_step(logs)
+            done += result.pass_done
+            if result.topic_partition is None:
+                return done
+        raise RuntimeError(f"cleaner still busy after {max_steps} steps")
+
+    def _still_valid(self, p: _Pass, logs: Mapping[TopicPartition, Log]) -> bool:
+        """The pass's segments are still the log's, inactive and unchanged."""
+        log = p.log
+        if logs.get(p.tp) is not log or log.closed:
+            return False
+        live = {id(s) for s in log.segments[:-1]}
+        segs = [s for group in p.groups[p.group_i:] for s in group] if p.grouped else p.segments
+        return all(id(s) in live and s.fd >= 0 for s in segs)
+
+    def _give_up(self, p: _Pass, exc: BaseException) -> None:
+        message = f"{p.tp[0]}-{p.tp[1]}: {exc}"
+        self._uncleanable[p.tp] = message
+        self.stats.errors = [*self.stats.errors, message][-MAX_ERRORS_KEPT:]
+        self.abort()
+
+    # -- phase 1: the offset map --------------------------------------------------------
+
+    def _map_step(self, p: _Pass, budget: int) -> int:
+        segs = p.segments
+        if p.map_pos < 0:  # find the first dirty batch
+            starts = [i for i, s in enumerate(segs) if s.next_offset > p.first_dirty]
+            if not starts:
+                p.map_end = p.end
+                return 0
+            p.map_seg = starts[0]
+            batch = segs[p.map_seg].find_batch(p.first_dirty)
+            p.map_pos = batch.position if batch is not None else 0
+        seg = segs[p.map_seg]
+        data, used, headers = read_batches(seg, p.map_pos, budget)
+        for rel, h in headers:
+            keys, offsets = keys_of(data, rel, h)
+            if not p.offset_map.try_put_batch(keys, offsets):
+                if not len(p.offset_map):
+                    raise StorageError(
+                        f"batch at offset {h[0]} has more keys than the dedupe buffer holds "
+                        f"({p.offset_map.capacity_bytes} bytes)")
+                p.map_end = h[0]
+                return rel
+            if h[9] >= 0:
+                p.producer_last[h[9]] = h[0]
+        p.map_pos += used
+        if p.map_pos >= seg.size:
+            p.map_seg, p.map_pos = p.map_seg + 1, 0
+            if p.map_seg >= len(segs):
+                p.map_end = p.end
+        return used
+
+    # -- phase 2: cleaning groups --------------------------------------------------------
+
+    def _clean_step(self, p: _Pass, budget: int) -> int:
+        if p.rules is None:
+            p.rules = BatchFilter(p.offset_map, p.map_end, p.now_ms,
+                                  p.log.config.delete_retention_ms, p.producer_last)
+        if p.group is None:
+            p.group = CleanedSegmentWriter(p.log, p.groups[p.group_i])
+        g, rules = p.group, p.rules
+        seg = g.segments[g.seg_i]
+        data, used, headers = read_batches(seg, g.position, budget)
+        h: Header | None = None
+        for rel, h in headers:
+            raw = data[rel:rel + h[1] + LOG_OVERHEAD]
+            if crc32c(memoryview(raw)[ATTRIBUTES_OFFSET:]) != h[4]:
+                raise CorruptRecordError(f"{seg.log_path}: CRC-32C mismatch in the batch at "
+                                         f"offset {h[0]} (position {g.position + rel})")
+            out = rules.filter(raw, h)
+            if out is not raw:
+                g.changed = True
+            if out is not None:
+                g.write(out, h[0], h[8] if out is raw else _max_timestamp(out))
+        g.position += used
+        if g.position >= seg.size:
+            g.seg_i, g.position = g.seg_i + 1, 0
+            if g.seg_i >= len(g.segments):
+                assert h is not None
+                self._finish_group(p, g, h)
+        return used
+
+    def _finish_group(self, p: _Pass, g: CleanedSegmentWriter, last: Header) -> None:
+        """End the group with its last input batch, then swap it in (or drop the copy)."""
+        if g.last_base != last[0]:
+            g.write(empty_batch(last), last[0], last[8])
+        if g.changed:
+            g.swap_in(self._clock_ms(), self.swap_hook)
+            self.stats.bytes_written += g.size
+            self.stats.segments_swapped += 1
+        else:
+            g.discard()
+        p.group, p.group_i = None, p.group_i + 1
+
+    def _finish_pass(self, p: _Pass) -> None:
+        rules = p.rules
+        self._first_dirty[p.tp] = p.map_end
+        self._pending_horizon.pop(p.tp, None)
+        if rules is not None:
+            stats = self.stats
+            stats.records_dropped += rules.records_dropped
+            stats.tombstones_dropped += rules.tombstones_dropped
+            stats.keyless_dropped += rules.keyless_dropped
+            if rules.min_horizon is not None:
+                self._pending_horizon[p.tp] = rules.min_horizon
+        self._pass = None
+        self._map.clear()
+        self.stats.passes_completed += 1
+        self.write_checkpoint()

@@ -1,0 +1,192 @@
+"""The read path of a partition log: whole batches as file regions, timestamp lookup.
+
+* :meth:`LogReader.read` returns whole batches only, as file regions (path, position,
+  length, plus the segment file's identity ``(st_dev, st_ino)``) that another process
+  opens and ``sendfile``s.  A region may span the tail of one segment and the head of
+  the next (one region per segment).  The identity lets that reader refuse a path that
+  now names another file: a compaction swap renames a rewritten ``B.log`` over the old
+  one, and a deleted-then-recreated topic reuses every path, so positions would point
+  into unrelated bytes.  It costs one ``fstat`` per segment, cached per Segment object.
+* :meth:`LogReader.offset_for_timestamp` is record-precise (decodes one batch) and
+  returns ``(offset, timestamp)`` of the first record with timestamp >= the target.
+
+Region on the wire (:meth:`FileRegion.wire`, taken by :mod:`broker.network`)::
+
+    [path, position, length, device, inode]   identity known
+    [path, position, length]                  identity unknown (not checked)
+
+Concurrency: the reader methods are **not thread-safe** (the log's owner thread calls
+them).  Other processes may read file regions concurrently: bytes below the LEO are
+immutable while they exist, because appends only add bytes past them.  Truncation,
+retention and compaction can invalidate a region that was handed out: the reader then
+sees a short read, a missing file or a file with another identity and must treat it as a
+retriable error (:meth:`FileRegion.read_bytes` raises :class:`StorageError`; the network
+process closes the connection).
+
+Costs: read O(log segments) bisect + O(log index) + a walk of at most
+~``index_interval_bytes`` of headers per touched segment; offset_for_timestamp
+O(segments) time-index lookups + one batch decode; batches O(log bytes).
+"""
+
+from __future__ import annotations
+
+import bisect
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import NamedTuple
+
+from clients.records.batch import BatchHeader, iter_batches
+from clients.records.record import decode_batch
+from storage.errors import OffsetOutOfRangeError, StorageError
+from storage.log.state import LogState
+from storage.segment import Segment
+
+__all__ = ["FetchDataInfo", "FileRegion", "LogReader", "TimestampAndOffset"]
+
+
+@dataclass(frozen=True, slots=True)
+class FileRegion:
+    """``length`` bytes at ``position`` of the file at ``path`` (whole batches).
+
+    ``device``/``inode`` are the ``st_dev``/``st_ino`` of the segment file the region was
+    read from (-1: unknown, not checked).  A reader must not send the region from a file
+    with another identity (the path was reused: compaction swap, topic re-created).
+    """
+
+    path: str
+    position: int
+    length: int
+    device: int = -1
+    inode: int = -1
+
+    def wire(self) -> list[str | int]:
+        """The region as the network process takes it: ``[path, position, length,
+        device, inode]``, or ``[path, position, length]`` when the identity is unknown
+        (see :mod:`broker.network`)."""
+        if self.inode < 0:
+            return [self.path, self.position, self.length]
+        return [self.path, self.position, self.length, self.device, self.inode]
+
+    def read_bytes(self) -> bytes:
+        """Open the file and read the region; a vanished/short/replaced file ->
+        StorageError."""
+        try:
+            fd = os.open(self.path, os.O_RDONLY | os.O_CLOEXEC)
+        except FileNotFoundError:
+            raise StorageError(f"{self.path} is gone (deleted or truncated)") from None
+        try:
+            if self.inode >= 0:
+                st = os.fstat(fd)
+                if (st.st_dev, st.st_ino) != (self.device, self.inode):
+                    raise StorageError(f"{self.path} was replaced since it was read "
+                                       "(compaction swap or re-created topic)")
+            data = os.pread(fd, self.length, self.position)
+        finally:
+            os.close(fd)
+        if len(data) != self.length:
+            raise StorageError(
+                f"{self.path}: short read at {self.position} ({len(data)}/{self.length} bytes)"
+            )
+        return data
+
+
+@dataclass(frozen=True, slots=True)
+class FetchDataInfo:
+    start_offset: int
+    regions: tuple[FileRegion, ...]
+    size_in_bytes: int
+
+    def read_bytes(self) -> bytes:
+        return b"".join(r.read_bytes() for r in self.regions)
+
+
+class TimestampAndOffset(NamedTuple):
+    offset: int
+    timestamp: int
+
+
+class LogReader(LogState):
+    """Read methods of :class:`storage.log.Log`."""
+
+    def read(self, start_offset: int, max_bytes: int, max_offset: int | None = None,
+             min_one_batch: bool = True) -> FetchDataInfo:
+        """Whole batches from the one containing ``start_offset``, below ``max_offset``."""
+        self._check_open()
+        if max_bytes < 0:
+            raise ValueError(f"max_bytes must be >= 0, got {max_bytes}")
+        leo = self._log_end_offset
+        if not self._log_start_offset <= start_offset <= leo:
+            raise OffsetOutOfRangeError(
+                f"offset {start_offset} is outside [{self._log_start_offset}, {leo}] "
+                f"of {self.topic_partition[0]}-{self.topic_partition[1]}"
+            )
+        bound = leo if max_offset is None else min(max_offset, leo)
+        regions: list[FileRegion] = []
+        remaining = max_bytes
+        i = max(0, bisect.bisect_right(self._bases, start_offset) - 1)
+        while start_offset < bound and i < len(self.segments):
+            seg = self.segments[i]
+            i += 1
+            batch = seg.find_batch(start_offset)
+            if batch is None:
+                continue
+            if batch.last_offset >= bound:
+                break
+            start, end = batch.position, seg.end_position(bound)
+            if end - start <= remaining:
+                regions.append(FileRegion(str(seg.log_path), start, end - start,
+                                          *self._file_id(seg)))
+                remaining -= end - start
+                if end < seg.size or remaining == 0:
+                    break
+                continue
+            cut = seg.boundary_at_or_before(start + remaining, start)
+            if cut == start and not regions and min_one_batch:
+                cut = start + batch.size
+            if cut > start:
+                regions.append(FileRegion(str(seg.log_path), start, cut - start,
+                                          *self._file_id(seg)))
+            break
+        return FetchDataInfo(start_offset, tuple(regions), sum(r.length for r in regions))
+
+    def _file_id(self, seg: Segment) -> tuple[int, int]:
+        """``(st_dev, st_ino)`` of ``seg``'s open ``.log``: one fstat per Segment object
+        (a swapped-in segment is a new object); entries of segments gone are pruned."""
+        ids = self._file_ids
+        found = ids.get(seg)
+        if found is None:
+            st = os.fstat(seg.fd)
+            found = (st.st_dev, st.st_ino)
+            if len(ids) >= 2 * len(self.segments) + 8:
+                live = set(self.segments)
+                ids = self._file_ids = {s: v for s, v in ids.items() if s in live}
+            ids[seg] = found
+        return found
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> TimestampAndOffset | None:
+        """``(offset, timestamp)`` of the first record (>= log start) with ts >= the target."""
+        self._check_open()
+        for seg in self.segments:
+            batch = seg.find_timestamp(timestamp_ms)
+            if batch is None:
+                continue
+            for b in seg.iter_batches(batch.position):
+                if b.max_timestamp < timestamp_ms or b.last_offset < self._log_start_offset:
+                    continue
+                for rec in decode_batch(seg.read_bytes(b.position, b.size), validate=False):
+                    if rec.timestamp >= timestamp_ms and rec.offset >= self._log_start_offset:
+                        return TimestampAndOffset(rec.offset, rec.timestamp)
+        return None
+
+    def batches(self, start_offset: int | None = None) -> Iterator[tuple[BatchHeader, bytes]]:
+        """Every stored batch whose last offset is >= ``start_offset`` (tests, tools)."""
+        self._check_open()
+        start = self._log_start_offset if start_offset is None else start_offset
+        for seg in list(self.segments):
+            if seg.next_offset <= start or not seg.size:
+                continue
+            data = seg.read_bytes(0, seg.size)
+            for pos, header in iter_batches(data, validate=False):
+                if header.last_offset >= start:
+                    yield header, data[pos : pos + header.size_in_bytes]
