@@ -52,7 +52,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from clients.protocol.errors import ErrorCode, MiniKafkaError
+from clients.protocol.errors import ErrorCode, MiniKafkaError, OffsetOutOfRangeError
 from clients.records.batch import iter_batches
 from replication.isr import (
     UNKNOWN_OFFSET,
@@ -73,7 +73,6 @@ from replication.partition_follower import PartitionFollower
 from replication.partition_state import NO_LEADER, PRODUCER_SNAPSHOTS_KEPT, _headers_or_none
 from replication.producer_state import VerdictKind
 from replication.truncation import EpochEndOffset
-from storage.errors import OffsetOutOfRangeError
 from storage.log.log import LogAppendInfo
 from storage.log.reader import FetchDataInfo
 

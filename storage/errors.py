@@ -22,12 +22,6 @@ from __future__ import annotations
 from clients.protocol.errors import ErrorCode, MiniKafkaError
 
 
-class OffsetOutOfRangeError(MiniKafkaError):
-    """The requested offset is below the log start offset or above the log end offset."""
-
-    code = ErrorCode.OFFSET_OUT_OF_RANGE
-
-
 class StorageError(MiniKafkaError):
     """An I/O problem with a log directory, segment or index (KAFKA_STORAGE_ERROR)."""
 

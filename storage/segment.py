@@ -23,12 +23,11 @@ from __future__ import annotations
 import contextlib
 import mmap
 import os
-import struct
 from collections.abc import Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple, TypeVar
 
-from clients.records.batch import HEADER_SIZE, LOG_OVERHEAD, MAGIC
+from clients.records.batch import HEADER, HEADER_SIZE, LOG_OVERHEAD, MAGIC
 from storage.config import LogConfig
 from storage.errors import CorruptIndexError, StorageError
 from storage.log.validator import INT32_MAX, SegmentScan, scan_segment
@@ -37,7 +36,6 @@ from storage.time_index import NO_TIMESTAMP, TimeIndex
 
 # base_offset, batch_length, partition_leader_epoch, magic, crc, attributes,
 # last_offset_delta, base_timestamp, max_timestamp  (first 43 bytes of the header)
-_WALK = struct.Struct(">qiibIhiqq")
 _WALK_CHUNK = 16 * 1024
 _I = TypeVar("_I", OffsetIndex, TimeIndex)
 _IOV_MAX = min(os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024, 1024)
@@ -145,14 +143,14 @@ class Segment:
         end = self.size if end is None else end
         buf, buf_start = b"", start
         pos = start
-        unpack = _WALK.unpack_from
+        unpack = HEADER.unpack_from
         while pos < end:
             off = pos - buf_start
             if off + HEADER_SIZE > len(buf):
                 buf, buf_start, off = os.pread(self.fd, _WALK_CHUNK, pos), pos, 0
                 if len(buf) < HEADER_SIZE:
                     raise StorageError(f"{self.log_path}: torn batch header at position {pos}")
-            base, length, _e, magic, _c, _a, lod, _bt, max_ts = unpack(buf, off)
+            base, length, _e, magic, _c, _a, lod, _bt, max_ts, *_ = unpack(buf, off)
             if magic != MAGIC or length < HEADER_SIZE - LOG_OVERHEAD:
                 raise StorageError(f"{self.log_path}: no batch header at position {pos}")
             size = length + LOG_OVERHEAD
@@ -221,7 +219,7 @@ class Segment:
             head = os.pread(self.fd, HEADER_SIZE, start)
             if len(head) < HEADER_SIZE:
                 raise CorruptIndexError(f"{self.index.path}: last entry points past the log")
-            base, _l, _e, magic, *_ = _WALK.unpack_from(head)
+            base, _l, _e, magic, *_ = HEADER.unpack_from(head)
             if magic != MAGIC or base != self.index.last_offset:
                 raise CorruptIndexError(
                     f"{self.index.path}: last entry ({self.index.last_offset}, {start}) does "

@@ -57,6 +57,7 @@ from clients.protocol.errors import (
     ErrorCode,
     InvalidConfigError,
     MiniKafkaError,
+    OffsetOutOfRangeError,
     RequestTimedOutError,
     error_for,
 )
@@ -65,7 +66,7 @@ from clients.records.bulk_decode import BulkRecords, decode_batch_bulk
 from clients.records.record import decode_batch
 from clients.types import ConsumerRecord, OffsetAndMetadata, TopicPartition
 
-__all__ = ["Consumer", "NoOffsetForPartitionError", "OffsetOutOfRangeError"]
+__all__ = ["Consumer", "NoOffsetForPartitionError"]
 
 _RESETS = {"earliest": -2, "latest": -1, "none": None}
 _REFRESH = frozenset(
@@ -79,10 +80,6 @@ _REFRESH = frozenset(
         ErrorCode.REQUEST_TIMED_OUT,
     }
 )
-
-
-class OffsetOutOfRangeError(MiniKafkaError):
-    code = ErrorCode.OFFSET_OUT_OF_RANGE
 
 
 class NoOffsetForPartitionError(MiniKafkaError):

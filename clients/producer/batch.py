@@ -52,12 +52,18 @@ from crc32c import crc32c
 
 from clients.memory.handles import Buffer
 from clients.producer.idempotence import NO_SEQUENCE
-from clients.records.batch import ATTRIBUTES_OFFSET, CRC_OFFSET, HEADER_SIZE, LOG_OVERHEAD, MAGIC
+from clients.records.batch import (
+    AFTER_CRC,
+    ATTRIBUTES_OFFSET,
+    CRC_OFFSET,
+    HEADER_SIZE,
+    LOG_OVERHEAD,
+    MAGIC,
+    PREFIX,
+)
 from clients.records.varint import encode_varint
 from clients.types import BulkResult, Header, RecordMetadata, TopicPartition
 
-_AFTER_CRC = struct.Struct(">hiqqqhii")  # attributes .. record_count
-_PREFIX = struct.Struct(">qiibI")  # base_offset, batch_length, epoch, magic, crc
 _PRODUCER = struct.Struct(">qhi")  # producer_id, producer_epoch, base_sequence
 _PRODUCER_OFFSET = 43
 RECORD_OVERHEAD_BOUND = 5 + 1 + 10 + 5 + 5 + 5 + 5  # varints around key/value, no headers
@@ -211,13 +217,13 @@ class ProducerBatch:
             return
         self.full = self.closed = True
         mem = self.memory
-        _AFTER_CRC.pack_into(
+        AFTER_CRC.pack_into(
             mem, ATTRIBUTES_OFFSET, 0, self.record_count - 1, self.base_timestamp,
             self.max_timestamp, self.producer_id, self.producer_epoch, self.base_sequence,
             self.record_count,
         )  # fmt: skip
         crc = crc32c(mem[ATTRIBUTES_OFFSET : self.size])
-        _PREFIX.pack_into(mem, 0, 0, self.size - LOG_OVERHEAD, -1, MAGIC, crc)
+        PREFIX.pack_into(mem, 0, 0, self.size - LOG_OVERHEAD, -1, MAGIC, crc)
 
     def set_producer_state(self, producer_id: int, producer_epoch: int, base_sequence: int) -> None:
         """Stamp the idempotence fields (rewrites header and CRC if already closed).

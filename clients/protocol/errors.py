@@ -157,6 +157,13 @@ class InvalidConfigError(MiniKafkaError):
     code = ErrorCode.INVALID_CONFIG
 
 
+class OffsetOutOfRangeError(MiniKafkaError):
+    """An offset below a log's start offset or above its end offset (the broker's log
+    read, or a consumer position the broker rejected with no reset policy to apply)."""
+
+    code = ErrorCode.OFFSET_OUT_OF_RANGE
+
+
 def error_for(code: int, message: str = "") -> MiniKafkaError:
     """Build the exception for a code received over the wire (unknown codes kept)."""
     try:
@@ -171,6 +178,7 @@ def error_for(code: int, message: str = "") -> MiniKafkaError:
         MessageTooLargeError,
         RequestTimedOutError,
         InvalidConfigError,
+        OffsetOutOfRangeError,
     ):
         if cls.code == known:
             return cls(message)

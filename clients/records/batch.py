@@ -64,9 +64,14 @@ TIMESTAMP_TYPE_MASK = 0x08  # 0 = CreateTime, 1 = LogAppendTime
 TRANSACTIONAL_MASK = 0x10
 CONTROL_MASK = 0x20
 
-# >q i i b I h i q q q h i i
-_HEADER = struct.Struct(">qiibIhiqqqhii")
-_AFTER_CRC = struct.Struct(">hiqqqhii")  # attributes .. record_count (40 bytes)
+# The one declaration of the header layout; every reader and writer of batches uses these.
+# HEADER: all 13 fields, base_offset .. record_count (61 bytes).
+HEADER = struct.Struct(">qiibIhiqqqhii")
+# PREFIX: base_offset, batch_length, partition_leader_epoch, magic, crc (21 bytes, not
+# covered by the CRC); AFTER_CRC: attributes .. record_count (40 bytes, CRC-covered).
+PREFIX = struct.Struct(">qiibI")
+AFTER_CRC = struct.Struct(">hiqqqhii")
+assert HEADER.size == PREFIX.size + AFTER_CRC.size == HEADER_SIZE
 
 
 @dataclass(frozen=True, slots=True)
@@ -126,7 +131,7 @@ def read_header(buf: Buffer, pos: int = 0) -> BatchHeader:
             f"batch header at position {pos} needs {HEADER_SIZE} bytes, "
             f"only {max(0, len(buf) - pos)} available"
         )
-    fields = _HEADER.unpack_from(buf, pos)
+    fields = HEADER.unpack_from(buf, pos)
     header = BatchHeader(*fields)
     if header.magic != MAGIC:
         raise CorruptRecordError(f"batch at position {pos}: magic {header.magic}, expected 2")
@@ -217,7 +222,7 @@ def assemble_batch(
     """
     body = memoryview(records_body).cast("B")
     head = bytearray(HEADER_SIZE)
-    _AFTER_CRC.pack_into(
+    AFTER_CRC.pack_into(
         head,
         ATTRIBUTES_OFFSET,
         attributes,

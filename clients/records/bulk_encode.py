@@ -30,7 +30,6 @@ Costs: O(records + record bytes) with a small constant number of numpy calls per
 from __future__ import annotations
 
 import itertools
-import struct
 import time
 from collections.abc import Sequence
 from typing import Any
@@ -40,6 +39,7 @@ import numpy.typing as npt
 from crc32c import crc32c
 
 from clients.records.batch import (
+    AFTER_CRC,
     ATTRIBUTES_OFFSET,
     HEADER_SIZE,
     LOG_OVERHEAD,
@@ -48,6 +48,7 @@ from clients.records.batch import (
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
     NO_SEQUENCE,
+    PREFIX,
     Buffer,
     assemble_batch,
 )
@@ -66,8 +67,6 @@ from clients.records.record import check_timestamp_range
 
 BytesInput = Sequence[bytes | None] | npt.NDArray[Any]
 
-_AFTER_CRC = struct.Struct(">hiqqqhii")  # attributes .. record_count
-_PREFIX = struct.Struct(">qiibI")  # base_offset, batch_length, epoch, magic, crc
 
 
 def _as_matrix(items: npt.NDArray[Any]) -> U8:
@@ -204,12 +203,12 @@ def encode_batch_bulk_into(
         if size > len(view):
             raise ValueError(f"a {size}-byte batch does not fit in {len(view)} bytes")
         view[HEADER_SIZE:size] = body
-    _AFTER_CRC.pack_into(
+    AFTER_CRC.pack_into(
         view, ATTRIBUTES_OFFSET, 0, plan.n - 1, plan.base_ts, plan.max_ts,
         NO_PRODUCER_ID, NO_PRODUCER_EPOCH, NO_SEQUENCE, plan.n,
     )  # fmt: skip
     crc = crc32c(view[ATTRIBUTES_OFFSET:size])
-    _PREFIX.pack_into(view, 0, 0, size - LOG_OVERHEAD, NO_PARTITION_LEADER_EPOCH, MAGIC, crc)
+    PREFIX.pack_into(view, 0, 0, size - LOG_OVERHEAD, NO_PARTITION_LEADER_EPOCH, MAGIC, crc)
     return size
 
 

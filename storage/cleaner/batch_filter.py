@@ -39,6 +39,7 @@ from dataclasses import dataclass
 from clients.protocol.errors import CorruptRecordError
 from clients.records.batch import (
     CONTROL_MASK,
+    HEADER,
     HEADER_SIZE,
     LOG_OVERHEAD,
     TIMESTAMP_TYPE_MASK,
@@ -46,7 +47,6 @@ from clients.records.batch import (
 )
 from clients.records.varint import decode_varint, decode_varint32, encode_varint
 from storage.cleaner.offset_map import OffsetMap
-from storage.log.validator import HEADER
 from storage.segment import Segment
 from storage.time_index import NO_TIMESTAMP
 

@@ -66,7 +66,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from clients.protocol.errors import InvalidRecordError, MiniKafkaError
-from clients.records.batch import CONTROL_MASK
+from clients.records.batch import CONTROL_MASK, HEADER
 from storage.cleaner.batch_filter import walk_records
 from storage.config import LogConfig
 from storage.log.invariants import check_log_invariants
@@ -74,7 +74,7 @@ from storage.log.reader import FetchDataInfo, FileRegion, LogReader, TimestampAn
 from storage.log.recovery import RecoveryReport, load_segments
 from storage.log.retention import LogRetention
 from storage.log.state import wall_clock_ms
-from storage.log.validator import HEADER, validate_append_batches
+from storage.log.validator import validate_append_batches
 from storage.segment import Segment
 from storage.time_index import NO_TIMESTAMP
 

@@ -36,9 +36,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import NamedTuple
 
+from clients.protocol.errors import OffsetOutOfRangeError
 from clients.records.batch import BatchHeader, iter_batches
 from clients.records.record import decode_batch
-from storage.errors import OffsetOutOfRangeError, StorageError
+from storage.errors import StorageError
 from storage.log.state import LogState
 from storage.segment import Segment
 

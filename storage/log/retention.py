@@ -22,7 +22,8 @@ handed out before a truncation or deletion may become unreadable (see
 
 from __future__ import annotations
 
-from storage.errors import OffsetOutOfRangeError, StorageError
+from clients.protocol.errors import OffsetOutOfRangeError
+from storage.errors import StorageError
 from storage.log.state import LogState
 from storage.segment import Segment
 

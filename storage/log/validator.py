@@ -27,7 +27,6 @@ the buffer).
 from __future__ import annotations
 
 import mmap
-import struct
 from dataclasses import dataclass
 
 import numpy as np
@@ -37,6 +36,7 @@ from clients.protocol.errors import CorruptRecordError, InvalidRecordError, Mess
 from clients.records.batch import (
     ATTRIBUTES_OFFSET,
     COMPRESSION_MASK,
+    HEADER,
     HEADER_SIZE,
     LOG_OVERHEAD,
     MAGIC,
@@ -46,7 +46,6 @@ from storage.offset_index import OffsetIndex
 from storage.time_index import NO_TIMESTAMP, TimeIndex
 
 __all__ = [
-    "HEADER",
     "INT32_MAX",
     "MIN_BATCH_LENGTH",
     "BatchInfo",
@@ -57,10 +56,6 @@ __all__ = [
 
 
 INT32_MAX = 2**31 - 1
-# base_offset, batch_length, partition_leader_epoch, magic, crc, attributes,
-# last_offset_delta, base_timestamp, max_timestamp, producer_id, producer_epoch,
-# base_sequence, record_count
-HEADER = struct.Struct(">qiibIhiqqqhii")
 MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
 
 

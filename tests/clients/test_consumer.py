@@ -5,8 +5,9 @@ import time
 import numpy as np
 import pytest
 
-from clients.consumer.consumer import Consumer, NoOffsetForPartitionError, OffsetOutOfRangeError
+from clients.consumer.consumer import Consumer, NoOffsetForPartitionError
 from clients.producer.producer import Producer
+from clients.protocol.errors import OffsetOutOfRangeError
 from clients.records.bulk_decode import BulkRecords
 from clients.records.record import build_batch
 from clients.types import ConsumerRecord, TopicPartition

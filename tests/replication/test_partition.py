@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from clients.protocol.errors import CorruptRecordError, ErrorCode
+from clients.protocol.errors import CorruptRecordError, ErrorCode, OffsetOutOfRangeError
 from replication.leader_epoch_cache import EpochEntry
 from replication.partition import Partition
 from replication.partition_errors import (
@@ -18,7 +18,6 @@ from replication.partition_errors import (
 )
 from replication.truncation import EpochEndOffset
 from storage.checkpoint import LEADER_EPOCH_CHECKPOINT, LeaderEpochCheckpointFile
-from storage.errors import OffsetOutOfRangeError
 from tests.replication.helpers import batch, epochs_in, make_partition, values
 
 

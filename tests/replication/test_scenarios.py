@@ -20,10 +20,10 @@ from pathlib import Path
 
 import pytest
 
+from clients.protocol.errors import OffsetOutOfRangeError
 from replication.partition import Partition
 from replication.truncation import TruncationPolicy
 from storage.config import LogConfig
-from storage.errors import OffsetOutOfRangeError
 from storage.log.log import Log
 from tests.replication.helpers import batch, values
 

@@ -15,7 +15,7 @@ import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
-from clients.protocol.errors import InvalidRecordError
+from clients.protocol.errors import InvalidRecordError, OffsetOutOfRangeError
 from clients.records.batch import (
     BatchHeader,
     iter_batches,
@@ -23,7 +23,6 @@ from clients.records.batch import (
     set_base_offset,
     set_partition_leader_epoch,
 )
-from storage.errors import OffsetOutOfRangeError
 
 
 @dataclass(frozen=True)

@@ -13,11 +13,12 @@ from clients.protocol.errors import (
     InvalidConfigError,
     InvalidRecordError,
     MessageTooLargeError,
+    OffsetOutOfRangeError,
 )
 from clients.records.batch import iter_batches
 from clients.records.record import build_batch, decode_batch
 from storage.config import LogConfig
-from storage.errors import OffsetOutOfRangeError, StorageError
+from storage.errors import StorageError
 from storage.log.log import Log
 
 SMALL = LogConfig(segment_bytes=1024, index_interval_bytes=128, segment_index_bytes=4096)
