@@ -26,7 +26,6 @@ from typing import TYPE_CHECKING
 from storage.errors import CorruptIndexError
 from storage.log.invariants import check_log_invariants
 from storage.log.validator import (
-    HEADER,
     INT32_MAX,
     MIN_BATCH_LENGTH,
     BatchInfo,
@@ -39,7 +38,6 @@ if TYPE_CHECKING:
     from storage.segment import Segment
 
 __all__ = [
-    "HEADER",
     "INT32_MAX",
     "MIN_BATCH_LENGTH",
     "BatchInfo",
