@@ -37,7 +37,7 @@ from broker.metadata.image import MetadataImage
 from broker.producer_ids import ProducerIdAllocator, StandaloneProducerIdAllocator
 from broker.topic_registry import MAX_PARTITIONS_PER_TOPIC, TopicInfo, TopicRegistry
 from clients.protocol.errors import ErrorCode, InvalidConfigError, MiniKafkaError
-from clients.protocol.topics import topic_name_error
+from clients.protocol.topics import TopicPartition, topic_name_error
 from replication.isr import AlterPartitionProposal
 from replication.partition import Partition
 from storage.cleaner.config import CleanerConfig
@@ -49,7 +49,7 @@ from timer.system_timer import SystemTimer
 
 log = logging.getLogger(__name__)
 
-TopicPartitionKey = tuple[str, int]
+
 # topic configs that are not log settings (the controller validates them)
 NON_LOG_CONFIGS = frozenset({"min_insync_replicas", "unclean_leader_election",
                              "replication_factor"})
@@ -72,7 +72,7 @@ class BrokerCore:
             cleaner_config=CleanerConfig(
                 dedupe_buffer_bytes=config.log_cleaner_dedupe_buffer_bytes,
                 step_bytes=config.log_cleaner_step_bytes))
-        self.partitions: dict[TopicPartitionKey, Partition] = {}
+        self.partitions: dict[TopicPartition, Partition] = {}
         self.produce_purgatory: Purgatory[DelayedProduce] = Purgatory("produce", timer)
         self.fetch_purgatory: Purgatory[DelayedFetch] = Purgatory("fetch", timer)
         # controller mode
@@ -82,7 +82,7 @@ class BrokerCore:
         self.send_alter_partition: Callable[[AlterPartitionProposal], None] | None = None
         self.controller: Any = None  # AsyncConnection to the controller, set by the server
         self.alter_in_flight: set[tuple[str, int]] = set()
-        self._checkpointed_hws: dict[TopicPartitionKey, int] = {}
+        self._checkpointed_hws: dict[TopicPartition, int] = {}
         # controller mode: the server replaces it with a ControllerProducerIdAllocator
         self.producer_ids: ProducerIdAllocator = StandaloneProducerIdAllocator(self.data_dir)
         self.groups = OffsetsTopic(self)  # group coordinator and __consumer_offsets
@@ -246,7 +246,7 @@ class BrokerCore:
         raise TopicError(f"unknown topic or partition {topic}-{index}",
                          ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
 
-    def wake_partition(self, key: TopicPartitionKey) -> None:
+    def wake_partition(self, key: TopicPartition) -> None:
         """Something changed on the partition: let parked produces and fetches re-check."""
         self.produce_purgatory.check_and_complete(key)
         self.fetch_purgatory.check_and_complete(key)
@@ -261,7 +261,7 @@ class BrokerCore:
         wanted = {(t, p): s for t, p, s in image.replicas_on(me)}
         # parked produces/fetches are woken once the whole image is applied, so a fetch
         # of several partitions is answered from the new state of all of them
-        woken: list[TopicPartitionKey] = []
+        woken: list[TopicPartition] = []
         for key in list(self.partitions):
             hosted = image.topics.get(key[0])
             if key not in wanted or (hosted is not None
@@ -300,7 +300,7 @@ class BrokerCore:
             self.wake_partition(key)
         self.groups.on_partitions_changed()
 
-    def _drop_partition(self, key: TopicPartitionKey) -> None:
+    def _drop_partition(self, key: TopicPartition) -> None:
         """Stop hosting ``key`` and delete its log; the caller wakes its parked
         operations (they answer NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION)."""
         partition = self.partitions.pop(key)
@@ -310,7 +310,7 @@ class BrokerCore:
         self.log_manager.delete_log(*key)
         log.info("%s-%d: replica removed", *key)
 
-    def on_follower_progress(self, key: TopicPartitionKey) -> None:
+    def on_follower_progress(self, key: TopicPartition) -> None:
         """A follower replica appended data (nothing waits on followers yet)."""
 
     def check_isr(self) -> None:
@@ -324,7 +324,7 @@ class BrokerCore:
             if proposal is not None:
                 self._propose(key, proposal)
 
-    def maybe_expand_isr(self, key: TopicPartitionKey, replica_id: int) -> None:
+    def maybe_expand_isr(self, key: TopicPartition, replica_id: int) -> None:
         partition = self.partitions.get(key)
         if partition is None or key in self.alter_in_flight:
             return
@@ -332,7 +332,7 @@ class BrokerCore:
         if proposal is not None:
             self._propose(key, proposal)
 
-    def _propose(self, key: TopicPartitionKey, proposal: AlterPartitionProposal) -> None:
+    def _propose(self, key: TopicPartition, proposal: AlterPartitionProposal) -> None:
         if self.send_alter_partition is None:
             return
         self.alter_in_flight.add(key)

@@ -39,7 +39,7 @@ from clients.protocol.errors import (
     RequestTimedOutError,
     error_for,
 )
-from clients.protocol.topics import validate_topic_name
+from clients.protocol.topics import TopicPartition, validate_topic_name
 from clients.types import (
     ClusterDescription,
     GroupDescription,
@@ -49,7 +49,6 @@ from clients.types import (
     NewTopic,
     PartitionInfo,
     TopicDescription,
-    TopicPartition,
 )
 
 __all__ = ["Admin", "NewTopic"]

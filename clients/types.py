@@ -9,12 +9,9 @@ from __future__ import annotations
 
 from typing import Any, NamedTuple
 
+from clients.protocol.topics import TopicPartition
+
 Header = tuple[str, bytes | None]
-
-
-class TopicPartition(NamedTuple):
-    topic: str
-    partition: int
 
 
 class RecordMetadata(NamedTuple):

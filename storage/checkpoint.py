@@ -41,7 +41,7 @@ from pathlib import Path
 from typing import TypeVar
 
 from clients.protocol.errors import ErrorCode, MiniKafkaError
-from clients.protocol.topics import topic_name_error
+from clients.protocol.topics import TopicPartition, topic_name_error
 
 VERSION = 0
 TMP_SUFFIX = ".tmp"
@@ -53,7 +53,7 @@ REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 
-TopicPartition = tuple[str, int]
+
 _E = TypeVar("_E")
 
 

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from clients.protocol.topics import topic_name_error
+from clients.protocol.topics import TopicPartition, topic_name_error
 from storage.checkpoint import fsync_dir
 
 __all__ = [
@@ -46,7 +46,7 @@ __all__ = [
 CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
 DELETE_SUFFIX = "-delete"
 
-TopicPartition = tuple[str, int]
+
 
 
 def log_dir_name(topic: str, partition: int) -> str:

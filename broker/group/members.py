@@ -23,10 +23,11 @@ from typing import Any
 
 from broker.group.metadata import GroupMetadataValue, MemberMetadata, OffsetAndMetadata
 from broker.group.state import GroupEvent, GroupState, next_state
+from clients.protocol.topics import TopicPartition
 
 Body = dict[str, Any]
 Respond = Callable[[Body], None]
-TopicPartition = tuple[str, int]
+
 
 
 class Member:

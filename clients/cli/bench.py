@@ -87,7 +87,7 @@ def _produce(args: argparse.Namespace) -> dict[str, Any]:
 
 def _consume(args: argparse.Namespace) -> dict[str, Any]:
     from clients.consumer.consumer import Consumer
-    from clients.types import TopicPartition
+    from clients.protocol.topics import TopicPartition
 
     progress = Progress(args.records, "consume")
     started = time.monotonic()

@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
-from clients.types import TopicPartition
+from clients.protocol.topics import TopicPartition
 
 __all__ = ["add_parser"]
 

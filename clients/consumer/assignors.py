@@ -34,7 +34,7 @@ from typing import NamedTuple
 
 from clients.consumer.group_protocol import Subscription
 from clients.protocol.errors import InvalidConfigError
-from clients.types import TopicPartition
+from clients.protocol.topics import TopicPartition
 
 __all__ = [
     "ASSIGNORS",

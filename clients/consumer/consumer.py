@@ -61,10 +61,11 @@ from clients.protocol.errors import (
     RequestTimedOutError,
     error_for,
 )
+from clients.protocol.topics import TopicPartition
 from clients.records.batch import HEADER_SIZE, read_header
 from clients.records.bulk_decode import BulkRecords, decode_batch_bulk
 from clients.records.record import decode_batch
-from clients.types import ConsumerRecord, OffsetAndMetadata, TopicPartition
+from clients.types import ConsumerRecord, OffsetAndMetadata
 
 __all__ = ["Consumer", "NoOffsetForPartitionError"]
 

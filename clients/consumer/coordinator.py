@@ -83,7 +83,8 @@ from clients.network.cluster_metadata import ClusterMetadata
 from clients.network.connection import ClientResponse, InFlightRequest, NodeConnections
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError, error_for
-from clients.types import OffsetAndMetadata, TopicPartition
+from clients.protocol.topics import TopicPartition
+from clients.types import OffsetAndMetadata
 
 __all__ = ["CommitCallback", "CommitFailedError", "ConsumerCoordinator", "GroupConfig",
            "MemberState", "RebalanceListener"]

@@ -48,7 +48,7 @@ from typing import Any, NamedTuple
 import msgpack
 
 from clients.protocol.errors import ErrorCode, MiniKafkaError
-from clients.types import TopicPartition
+from clients.protocol.topics import TopicPartition
 
 __all__ = [
     "PROTOCOL_TYPE",

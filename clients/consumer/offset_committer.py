@@ -28,7 +28,8 @@ from clients.consumer.coordinator_channel import CoordinatorChannel
 from clients.network.connection import ClientResponse
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError, RequestTimedOutError, error_for
-from clients.types import OffsetAndMetadata, TopicPartition
+from clients.protocol.topics import TopicPartition
+from clients.types import OffsetAndMetadata
 
 __all__ = ["CommitCallback", "CommitFailedError", "OffsetCommitter"]
 

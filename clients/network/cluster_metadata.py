@@ -26,7 +26,8 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 from clients.protocol.errors import ErrorCode, InvalidConfigError
-from clients.types import BrokerNode, PartitionInfo, TopicPartition
+from clients.protocol.topics import TopicPartition
+from clients.types import BrokerNode, PartitionInfo
 
 __all__ = ["ClusterMetadata", "TopicPartition", "parse_bootstrap"]
 

@@ -55,8 +55,9 @@ from clients.producer.batch import (
 from clients.producer.drain import sequenced_before, take_batches, take_idempotent
 from clients.producer.idempotence import NO_SEQUENCE, IdempotenceManager
 from clients.protocol.errors import MiniKafkaError
+from clients.protocol.topics import TopicPartition
 from clients.records.batch import HEADER_SIZE
-from clients.types import Header, RecordMetadata, TopicPartition
+from clients.types import Header, RecordMetadata
 
 __all__ = [  # BulkTracker, ProducerBatch and the record helpers moved to producer_batch
     "HEADER_SIZE",

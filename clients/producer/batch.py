@@ -52,6 +52,7 @@ from crc32c import crc32c
 
 from clients.memory.handles import Buffer
 from clients.producer.idempotence import NO_SEQUENCE
+from clients.protocol.topics import TopicPartition
 from clients.records.batch import (
     AFTER_CRC,
     ATTRIBUTES_OFFSET,
@@ -62,7 +63,7 @@ from clients.records.batch import (
     PREFIX,
 )
 from clients.records.varint import encode_varint
-from clients.types import BulkResult, Header, RecordMetadata, TopicPartition
+from clients.types import BulkResult, Header, RecordMetadata
 
 _PRODUCER = struct.Struct(">qhi")  # producer_id, producer_epoch, base_sequence
 _PRODUCER_OFFSET = 43

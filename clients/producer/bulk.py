@@ -42,7 +42,7 @@ from clients.producer.config import check_partition
 from clients.producer.partitioner import StickyPartitioner, partition_for_key
 from clients.producer.sender import Sender
 from clients.protocol.errors import MessageTooLargeError
-from clients.protocol.topics import validate_topic_name
+from clients.protocol.topics import TopicPartition, validate_topic_name
 from clients.records.batch import HEADER_SIZE
 from clients.records.bulk_encode import (
     MAX_BOUNDED_RECORDS,
@@ -50,7 +50,7 @@ from clients.records.bulk_encode import (
     encode_batch_bulk_into,
     item_lengths,
 )
-from clients.types import BulkResult, TopicPartition
+from clients.types import BulkResult
 
 
 class BulkSender:

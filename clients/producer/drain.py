@@ -36,7 +36,7 @@ from collections import deque
 
 from clients.producer.batch import ProducerBatch
 from clients.producer.idempotence import NO_SEQUENCE, SEQUENCE_MODULUS, IdempotenceManager
-from clients.types import TopicPartition
+from clients.protocol.topics import TopicPartition
 
 
 def sequenced_before(a: ProducerBatch, b: ProducerBatch) -> bool:

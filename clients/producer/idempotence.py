@@ -69,7 +69,7 @@ from clients.protocol.errors import (
     UnsupportedVersionError,
     error_for,
 )
-from clients.types import TopicPartition
+from clients.protocol.topics import TopicPartition
 
 NO_PRODUCER_ID = -1
 NO_PRODUCER_EPOCH = -1

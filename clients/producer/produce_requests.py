@@ -57,7 +57,7 @@ from clients.producer.idempotence import (
 )
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError, RequestTimedOutError, error_for
-from clients.types import TopicPartition
+from clients.protocol.topics import TopicPartition
 
 _REFRESH_CODES = frozenset(
     {

@@ -84,9 +84,9 @@ from clients.producer.partitioner import StickyPartitioner, partition_for_key
 from clients.producer.produce_requests import DeliveryTimeoutError
 from clients.producer.sender import Sender
 from clients.protocol.errors import MessageTooLargeError, RequestTimedOutError
-from clients.protocol.topics import validate_topic_name
+from clients.protocol.topics import TopicPartition, validate_topic_name
 from clients.records.batch import HEADER_SIZE
-from clients.types import Header, RecordMetadata, TopicPartition
+from clients.types import Header, RecordMetadata
 
 __all__ = ["DeliveryTimeoutError", "Producer"]
 

@@ -1,17 +1,28 @@
-"""Topic name rules (Kafka's): 1-249 characters from ``[a-zA-Z0-9._-]``, not ``.``/``..``.
+"""Topics: the name rules and the (topic, partition) key every layer uses.
 
-Shared by the broker (to reject bad CreateTopics/Produce/Fetch requests with
-INVALID_TOPIC_EXCEPTION) and the client (to fail fast before any request).
+Name rules (Kafka's): 1-249 characters from ``[a-zA-Z0-9._-]``, not ``.``/``..``.  Shared by
+the broker (to reject bad CreateTopics/Produce/Fetch requests with INVALID_TOPIC_EXCEPTION)
+and the client (to fail fast before any request).
+
+:class:`TopicPartition` is the one key type of a partition, from the client API down to
+storage's checkpoint files (a NamedTuple: a plain ``(topic, partition)`` tuple compares and
+hashes equal to it).
 """
 
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 
 from clients.protocol.errors import ErrorCode, MiniKafkaError
 
 MAX_TOPIC_NAME_LENGTH = 249
 _LEGAL = re.compile(r"^[a-zA-Z0-9._-]+$")
+
+
+class TopicPartition(NamedTuple):
+    topic: str
+    partition: int
 
 
 class InvalidTopicError(MiniKafkaError):

@@ -41,7 +41,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from clients.protocol.errors import InvalidConfigError
-from clients.types import TopicPartition
+from clients.protocol.topics import TopicPartition
 
 __all__ = [
     "EARLIEST",

@@ -40,10 +40,10 @@ import pyarrow as pa
 
 from clients.consumer.consumer import Consumer
 from clients.protocol.errors import RequestTimedOutError
+from clients.protocol.topics import TopicPartition
 from clients.records.bulk_decode import BulkRecords
 from clients.spark.options import SourceOptions
 from clients.spark.ranges import OffsetRange
-from clients.types import TopicPartition
 
 __all__ = ["ARROW_SCHEMA", "read_range", "to_arrow"]
 

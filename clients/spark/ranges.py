@@ -34,8 +34,8 @@ from pyspark.sql.datasource import InputPartition
 
 from clients.consumer.consumer import Consumer
 from clients.protocol.errors import ErrorCode, InvalidConfigError, MiniKafkaError
+from clients.protocol.topics import TopicPartition
 from clients.spark.options import EARLIEST, LATEST, OffsetSpec, SourceOptions
-from clients.types import TopicPartition
 
 __all__ = [
     "OffsetPlanner",

@@ -62,6 +62,7 @@ from pyspark.sql.types import (
 )
 
 from clients.protocol.errors import InvalidConfigError, MiniKafkaError
+from clients.protocol.topics import TopicPartition
 from clients.spark.options import EARLIEST, SourceOptions, parse_source_options
 from clients.spark.partition_reader import read_range
 from clients.spark.ranges import (
@@ -72,7 +73,6 @@ from clients.spark.ranges import (
     split_range,
     to_json_offsets,
 )
-from clients.types import TopicPartition
 
 __all__ = ["SCHEMA", "MiniKafkaDataSource", "register_data_source"]
 

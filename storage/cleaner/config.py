@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import NamedTuple
 
 from clients.protocol.errors import InvalidConfigError
+from clients.protocol.topics import TopicPartition
 from storage.cleaner.offset_map import MIN_CAPACITY_BYTES
 
 __all__ = [
@@ -27,7 +28,7 @@ __all__ = [
 ]
 
 MAX_ERRORS_KEPT = 32
-TopicPartition = tuple[str, int]
+
 
 
 @dataclass(frozen=True)

@@ -16,7 +16,8 @@ from clients.producer.producer import Producer
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.codec import decode_response, encode_request_bytes
 from clients.protocol.framing import read_frame
-from clients.types import NewTopic, TopicPartition
+from clients.protocol.topics import TopicPartition
+from clients.types import NewTopic
 from tests.broker.processes import BrokerProcess, wait_until
 
 pytestmark = pytest.mark.multiprocess

@@ -56,10 +56,9 @@ from clients.protocol.codec import decode_request, encode_response
 from clients.protocol.errors import ErrorCode, MiniKafkaError, error_for
 from clients.protocol.framing import read_frame, send_buffers
 from clients.protocol.registry import APIS
-from clients.protocol.topics import topic_name_error
+from clients.protocol.topics import TopicPartition, topic_name_error
 from clients.records.batch import iter_batches, set_base_offset
 from clients.records.record import Record, decode_batch
-from clients.types import TopicPartition
 from tests.clients.fake_producer_state import ProducerIdRegistry, ProducerStateTable
 
 # Error codes as plain ints (the wire schema wants exact ints, not IntEnums).

@@ -7,7 +7,8 @@ import threading
 
 from clients.consumer.consumer import Consumer
 from clients.consumer.offset_committer import CommitFailedError
-from clients.types import ConsumerRecord, TopicPartition
+from clients.protocol.topics import TopicPartition
+from clients.types import ConsumerRecord
 
 
 class Listener:

@@ -12,7 +12,7 @@ import os
 import sys
 
 from clients.consumer.consumer import Consumer
-from clients.types import TopicPartition
+from clients.protocol.topics import TopicPartition
 
 
 def main(argv: list[str]) -> int:

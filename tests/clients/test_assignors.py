@@ -15,7 +15,7 @@ from clients.consumer.assignors import (
 )
 from clients.consumer.group_protocol import Subscription
 from clients.protocol.errors import InvalidConfigError
-from clients.types import TopicPartition
+from clients.protocol.topics import TopicPartition
 
 TOPICS = ["a", "b", "c"]
 counts = st.fixed_dictionaries({t: st.integers(0, 12) for t in TOPICS})

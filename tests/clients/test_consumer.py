@@ -8,9 +8,10 @@ import pytest
 from clients.consumer.consumer import Consumer, NoOffsetForPartitionError
 from clients.producer.producer import Producer
 from clients.protocol.errors import OffsetOutOfRangeError
+from clients.protocol.topics import TopicPartition
 from clients.records.bulk_decode import BulkRecords
 from clients.records.record import build_batch
-from clients.types import ConsumerRecord, TopicPartition
+from clients.types import ConsumerRecord
 from tests.clients.fake_broker import FakeCluster
 
 T0 = TopicPartition("t", 0)

@@ -15,8 +15,9 @@ from clients.consumer.coordinator_channel import GroupConfig, GroupShared, Membe
 from clients.consumer.heartbeat import HeartbeatThread
 from clients.consumer.offset_committer import CommitFailedError
 from clients.protocol.errors import ErrorCode, InvalidConfigError, MiniKafkaError
+from clients.protocol.topics import TopicPartition
 from clients.records.record import build_batch
-from clients.types import ConsumerRecord, OffsetAndMetadata, TopicPartition
+from clients.types import ConsumerRecord, OffsetAndMetadata
 from tests.broker.processes import wait_until
 from tests.clients.fake_broker import E
 from tests.clients.fake_group_coordinator import FakeGroupCluster

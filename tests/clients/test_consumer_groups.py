@@ -19,9 +19,10 @@ from clients.admin import Admin
 from clients.cli.main import main as cli_main
 from clients.consumer.consumer import Consumer
 from clients.producer.producer import Producer
+from clients.protocol.topics import TopicPartition
 from clients.records.batch import iter_batches
 from clients.records.record import decode_batch
-from clients.types import NewTopic, TopicPartition
+from clients.types import NewTopic
 from tests.broker.cluster_harness import LocalCluster
 from tests.broker.processes import wait_until
 from tests.clients.group_helpers import Runner

@@ -16,7 +16,7 @@ from clients.consumer.group_protocol import (
     encode_assignment,
     encode_subscription,
 )
-from clients.types import TopicPartition
+from clients.protocol.topics import TopicPartition
 
 topics = st.text(st.characters(min_codepoint=48, max_codepoint=122), min_size=1, max_size=8)
 partitions = st.frozensets(st.builds(TopicPartition, topics, st.integers(0, 1000)), max_size=20)

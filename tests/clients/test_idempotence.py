@@ -16,7 +16,7 @@ from clients.producer.idempotence import (
     increment_sequence,
 )
 from clients.protocol.errors import ErrorCode, MiniKafkaError
-from clients.types import TopicPartition
+from clients.protocol.topics import TopicPartition
 
 T0 = TopicPartition("t", 0)
 T1 = TopicPartition("t", 1)

@@ -25,9 +25,9 @@ from clients.producer.idempotence import (
 )
 from clients.producer.producer import Producer
 from clients.protocol.errors import ErrorCode, InvalidConfigError
+from clients.protocol.topics import TopicPartition
 from clients.records.batch import iter_batches
 from clients.records.record import build_batch
-from clients.types import TopicPartition
 from tests.clients.fake_broker import FakeCluster
 
 T0 = TopicPartition("t", 0)

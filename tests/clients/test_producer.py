@@ -22,9 +22,9 @@ from clients.protocol.errors import (
     MessageTooLargeError,
     RequestTimedOutError,
 )
-from clients.protocol.topics import InvalidTopicError
+from clients.protocol.topics import InvalidTopicError, TopicPartition
 from clients.records.batch import iter_batches
-from clients.types import RecordMetadata, TopicPartition
+from clients.types import RecordMetadata
 from tests.clients.fake_broker import FakeCluster
 
 T0 = TopicPartition("t", 0)

@@ -22,10 +22,11 @@ from pyspark.sql import SparkSession
 from clients.admin import Admin
 from clients.producer.producer import Producer
 from clients.protocol.errors import InvalidConfigError
+from clients.protocol.topics import TopicPartition
 from clients.spark.options import parse_source_options
 from clients.spark.ranges import OffsetPlanner, cap_offsets, split_range
 from clients.spark.source import SCHEMA
-from clients.types import NewTopic, TopicPartition
+from clients.types import NewTopic
 from tests.broker.controller_processes import ControllerProcess
 from tests.broker.processes import BrokerProcess, wait_until
 

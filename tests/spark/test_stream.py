@@ -20,8 +20,9 @@ from pyspark.sql import SparkSession
 from clients.admin import Admin
 from clients.consumer.consumer import Consumer
 from clients.producer.producer import Producer
+from clients.protocol.topics import TopicPartition
 from clients.spark.stream_to_parquet import read_sink, stream_to_parquet
-from clients.types import NewTopic, TopicPartition
+from clients.types import NewTopic
 from tests.broker.cluster_harness import LocalCluster
 from tests.broker.processes import wait_until
 
