@@ -22,7 +22,7 @@ was read into.
 
 Splitting the byte stream into frames (the length field, :class:`FrameDecoder`,
 :func:`read_frame`, :func:`send_buffers`) lives in :mod:`clients.protocol.framing`
-and is re-exported here; this module encodes and decodes what a frame carries.
+; this module encodes and decodes what a frame carries.
 
 In this module a *frame* passed to a ``decode_*`` function is the ``frame_length``
 bytes after the length field (what :class:`FrameDecoder` and :func:`read_frame` return);
@@ -56,29 +56,18 @@ from clients.protocol.errors import MessageTooLargeError, ProtocolError, Unsuppo
 from clients.protocol.framing import (
     DEFAULT_MAX_FRAME_BYTES,
     MIN_FRAME_BYTES,
-    FrameDecoder,
-    FrameTooLargeError,
-    check_frame_length,
-    frame_length_of,
-    read_frame,
-    send_buffers,
 )
 from clients.protocol.registry import APIS
 from clients.protocol.wire_types import FieldError, Tail, describe, records_length
 
 __all__ = [
-    "DEFAULT_MAX_FRAME_BYTES",
     "MAX_CLIENT_ID_LENGTH",
-    "MIN_FRAME_BYTES",
-    "FrameDecoder",
-    "FrameTooLargeError",
     "RecordsRef",
     "Request",
     "RequestHeader",
     "Response",
     "ResponseHeader",
     "UnknownApiKeyError",
-    "check_frame_length",
     "decode_request",
     "decode_request_body",
     "decode_request_header",
@@ -90,9 +79,6 @@ __all__ = [
     "encode_response",
     "encode_response_bytes",
     "encode_response_prefix",
-    "frame_length_of",
-    "read_frame",
-    "send_buffers",
 ]
 
 MAX_CLIENT_ID_LENGTH = 32767

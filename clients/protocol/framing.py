@@ -7,13 +7,13 @@ Every request and response travels as one frame (integers big-endian)::
     | 0      | 4            | frame_length | int32, bytes after this field;             |
     |        |              |              | 5 <= frame_length <= max_frame_bytes       |
     | 4      | frame_length | frame        | meta_length, msgpack meta and record tail  |
-    |        |              |              | (layout in :mod:`clients.protocol`)        |
+    |        |              |              | (layout in :mod:`clients.protocol.codec`)  |
 
 This module reads and checks the length field before any buffer is allocated for the
 frame (:func:`frame_length_of`), splits a non-blocking stream incrementally
 (:class:`FrameDecoder`), reads one frame from a blocking socket (:func:`read_frame`) and
 sends a list of buffers with ``sendmsg`` (:func:`send_buffers`).  A *frame* here is the
-``frame_length`` bytes after the length field.  :mod:`clients.protocol` re-exports it all.
+``frame_length`` bytes after the length field.
 
 Errors: a length below the minimum, a connection closed inside a frame or any other
 framing fault raises :class:`ProtocolError`; a length above ``max_frame_bytes`` raises

@@ -2,9 +2,9 @@
 
 API keys are Kafka's numbers.  Field names follow Kafka's JSON schemas in snake_case,
 simplified: no tagged fields, no topic ids; per-partition results carry ``error_code``
-(int16, see :mod:`clients.protocol.errors`) and an optional ``error_message``.  Topic names are
-always ``name``.  Records fields carry record batches (Kafka RecordBatch v2 bytes) in
-the frame's raw tail, see :mod:`clients.protocol`.
+(int16, see :mod:`clients.protocol.errors`) and an optional ``error_message``.  Topic
+names are always ``name``.  Records fields carry record batches (Kafka RecordBatch v2
+bytes) in the frame's raw tail, see :mod:`clients.protocol.codec`.
 
 To add a version: bump ``max_version`` and add fields with ``Field(T, since=N,
 default=...)``; older versions keep decoding with the default filled in.
@@ -13,10 +13,8 @@ Costs: all codecs are compiled at import (O(total fields x versions), well under
 millisecond).  Thread/process safety: the registry is immutable after import.
 
 Modules: :mod:`clients.protocol.api_keys` (:class:`ApiKey`, :class:`Api`, declaration
-shorthands) and the declarations by area, :mod:`clients.protocol.messages.produce_fetch`,
-:mod:`clients.protocol.messages.metadata`, :mod:`clients.protocol.messages.groups` and
-:mod:`clients.protocol.messages.controller`; this module is the registry ``APIS`` (API key -> Api)
-and re-exports :class:`ApiKey` and :class:`Api`.
+shorthands) and the declarations by area in :mod:`clients.protocol.messages`; this module
+is the registry ``APIS`` (API key -> Api).
 """
 
 from __future__ import annotations
@@ -54,7 +52,7 @@ from clients.protocol.messages.produce_fetch import (
     PRODUCE,
 )
 
-__all__ = ["APIS", "Api", "ApiKey"]
+__all__ = ["APIS"]
 
 APIS: dict[int, Api] = {
     api.key: api

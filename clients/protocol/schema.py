@@ -10,7 +10,7 @@ An API body is declared once as a :class:`Struct` of typed fields::
     )
 
 The wire types (``Int16``, ``Str``, ``Records``, ``Array``, ``Map``, ...) and their
-msgpack forms are in :mod:`clients.protocol.wire_types` and re-exported here; this module
+msgpack forms are in :mod:`clients.protocol.wire_types`; this module
 holds the struct layer: :class:`Field` (first version, default) and :class:`Struct`,
 compiled per version into encoder and decoder checkers.
 
@@ -39,54 +39,16 @@ from dataclasses import dataclass
 from typing import Any
 
 from clients.protocol.wire_types import (
-    Array,
-    Bool,
-    Bytes,
     Check,
     FieldError,
-    Int8,
-    Int16,
-    Int32,
-    Int64,
-    Map,
-    NullableBytes,
-    NullableStr,
-    Records,
-    Str,
-    Tail,
     Type,
     TypeLike,
     _Int,
     as_type,
     describe,
-    records_length,
 )
 
-__all__ = [
-    "Array",
-    "Bool",
-    "Bytes",
-    "Check",
-    "Field",
-    "FieldError",
-    "Int8",
-    "Int16",
-    "Int32",
-    "Int64",
-    "Map",
-    "NullableBytes",
-    "NullableStr",
-    "Records",
-    "Str",
-    "Struct",
-    "Tail",
-    "Type",
-    "TypeLike",
-    "_Int",  # used by tests/clients/protocol_strategies.py
-    "as_type",
-    "describe",
-    "records_length",
-]
+__all__ = ["Field", "Struct"]
 
 _MISSING: Any = object()
 

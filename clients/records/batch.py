@@ -4,7 +4,9 @@ The batch is the unit stored on disk and carried on the wire.  This module reads
 validates, walks and stamps batch headers (what the broker needs without looking at
 records) and writes a header plus CRC in front of an encoded records body
 (:func:`assemble_batch`, shared by the per-record codec :mod:`clients.records.record` and
-the bulk codec :mod:`clients.records`).  :mod:`clients.records` re-exports it all.
+the bulk encoder :mod:`clients.records.bulk_encode`).  :data:`HEADER` (with its two halves
+:data:`PREFIX` and :data:`AFTER_CRC`) is the one declaration of the header layout: every
+reader and writer of batches in the code base uses it.
 
 Batch layout (all integers big-endian, 61-byte header)::
 

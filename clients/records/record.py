@@ -1,9 +1,9 @@
 """RecordBatch v2 records, one at a time: build a batch from records and decode it back.
 
-The simple per-record path; the vectorised path for many records at once lives in
-:mod:`clients.records` and produces identical bytes.  The 61-byte batch header in
-front of the records is in :mod:`clients.records.batch`; :mod:`clients.records`
-re-exports it all.
+The simple per-record path; the vectorised path for many records at once
+(:mod:`clients.records.bulk_encode`, :mod:`clients.records.bulk_decode`) produces
+identical bytes.  The 61-byte batch header in front of the records is in
+:mod:`clients.records.batch`.
 
 Record layout (one after another after the header, ``record_count`` of them)::
 

@@ -1,1 +1,8 @@
-"""clients.protocol.messages."""
+"""Each API's request and response, declared once with :class:`~clients.protocol.api_keys.Api`.
+
+Grouped by area: :mod:`.produce_fetch` (Produce, Fetch, ListOffsets,
+OffsetsForLeaderEpoch, InitProducerId), :mod:`.metadata` (ApiVersions, Metadata, topic
+administration, DescribeLogDirs), :mod:`.groups` (the group coordinator's APIs) and
+:mod:`.controller` (broker <-> controller APIs).  Imports only :mod:`clients.protocol`'s
+schema modules.
+"""

@@ -3,8 +3,8 @@
 AlterPartition, BrokerRegistration, BrokerHeartbeat and AllocateProducerIds; only brokers
 send them, the controller answers.
 
-Field conventions and how to add a version: :mod:`clients.protocol.registry`.  Costs: the codecs of
-these APIs are compiled when this module is imported (O(fields x versions), well under
+Field conventions and how to add a version: :mod:`clients.protocol.registry`.  Costs: the
+codecs of these APIs are compiled when this module is imported (O(fields x versions), well under
 a millisecond).  Thread/process safety: the declarations are immutable after import.
 """
 

@@ -3,8 +3,8 @@
 Metadata, ApiVersions, CreateTopics, DeleteTopics and DescribeLogDirs: what clients ask
 to find leaders, supported versions and replica state, and the topic admin requests.
 
-Field conventions and how to add a version: :mod:`clients.protocol.registry`.  Costs: the codecs of
-these APIs are compiled when this module is imported (O(fields x versions), well under
+Field conventions and how to add a version: :mod:`clients.protocol.registry`.  Costs: the
+codecs of these APIs are compiled when this module is imported (O(fields x versions), well under
 a millisecond).  Thread/process safety: the declarations are immutable after import.
 """
 

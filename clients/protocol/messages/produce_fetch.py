@@ -5,8 +5,8 @@ record batches (Records fields travel in the frame tail); consumers and follower
 replicas fetch them, look up offsets by time and check log divergence by leader epoch;
 idempotent producers get their producer id and epoch.
 
-Field conventions and how to add a version: :mod:`clients.protocol.registry`.  Costs: the codecs of
-these APIs are compiled when this module is imported (O(fields x versions), well under
+Field conventions and how to add a version: :mod:`clients.protocol.registry`.  Costs: the
+codecs of these APIs are compiled when this module is imported (O(fields x versions), well under
 a millisecond).  Thread/process safety: the declarations are immutable after import.
 """
 
