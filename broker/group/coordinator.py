@@ -52,12 +52,12 @@ import logging
 import uuid
 
 from broker.group.join import DelayedHeartbeat, DelayedJoin, InitialDelayedJoin
-from broker.group.members import Body, Group, Member, Respond
+from broker.group.members import Body, Group, GroupMember, Respond
 from broker.group.ownership import GroupOwnership
 from broker.group.protocol import (
     Done,
     Error,
-    GroupConfig,
+    GroupCoordinatorConfig,
     OffsetsLog,
     java_string_hash,
     join_error,
@@ -68,8 +68,8 @@ from broker.group.protocol import (
 from broker.group.state import GroupEvent, GroupState
 from clients.protocol.errors import ErrorCode
 
-__all__ = ["Done", "Error", "GroupConfig", "GroupCoordinator", "OffsetsLog", "java_string_hash",
-           "partition_for", "store_error"]
+__all__ = ["Done", "Error", "GroupCoordinator", "GroupCoordinatorConfig", "OffsetsLog",
+           "java_string_hash", "partition_for", "store_error"]
 
 log = logging.getLogger(__name__)
 
@@ -105,7 +105,7 @@ class GroupCoordinator(GroupOwnership):
                                                   self.clock.now_ms())
         protocols = [(p["name"], bytes(p["metadata"])) for p in body["protocols"]]
         rebalance_ms = body["rebalance_timeout_ms"]
-        member = Member(member_id, instance, client_id, client_host, session_ms,
+        member = GroupMember(member_id, instance, client_id, client_host, session_ms,
                         rebalance_ms if rebalance_ms > 0 else session_ms,
                         body["protocol_type"], protocols)
         if not group.supports(member.protocol_type, protocols):
@@ -118,7 +118,7 @@ class GroupCoordinator(GroupOwnership):
             self._join_known_member(group, member, respond)
         self._maybe_drop(group)
 
-    def _join_new_member(self, group: Group, member: Member, respond: Respond) -> None:
+    def _join_new_member(self, group: Group, member: GroupMember, respond: Respond) -> None:
         instance = member.group_instance_id
         old_id = group.static_members.get(instance) if instance is not None else None
         if old_id is None and group.size >= self.config.max_size:
@@ -146,7 +146,7 @@ class GroupCoordinator(GroupOwnership):
             return ErrorCode.UNKNOWN_MEMBER_ID, f"{member_id!r} is not a member of the group"
         return None
 
-    def _join_known_member(self, group: Group, request: Member, respond: Respond) -> None:
+    def _join_known_member(self, group: Group, request: GroupMember, respond: Respond) -> None:
         member_id = request.member_id
         pending = group.pending_members.pop(member_id, None)
         if pending is not None:
@@ -167,18 +167,18 @@ class GroupCoordinator(GroupOwnership):
         self._park_join_answer(group, member, respond)
         self._rebalance_or_check(group)
 
-    def _update_member(self, member: Member, request: Member) -> None:
+    def _update_member(self, member: GroupMember, request: GroupMember) -> None:
         member.protocols = request.protocols
         member.session_timeout_ms = request.session_timeout_ms
         member.rebalance_timeout_ms = request.rebalance_timeout_ms
 
-    def _park_join_answer(self, group: Group, member: Member, respond: Respond) -> None:
+    def _park_join_answer(self, group: Group, member: GroupMember, respond: Respond) -> None:
         if member.join_respond is not None:
             member.join_respond(join_error(member.member_id, ErrorCode.REBALANCE_IN_PROGRESS,
                                            "superseded by a newer JoinGroup"))
         member.join_respond = respond
 
-    def _add_member_and_rebalance(self, group: Group, member: Member,
+    def _add_member_and_rebalance(self, group: Group, member: GroupMember,
                                   respond: Respond) -> None:
         member.join_respond = respond
         group.add(member)
@@ -187,7 +187,7 @@ class GroupCoordinator(GroupOwnership):
                                                     member.session_timeout_ms)
         self._rebalance_or_check(group)
 
-    def _replace_static_member(self, group: Group, old_id: str, request: Member,
+    def _replace_static_member(self, group: Group, old_id: str, request: GroupMember,
                                respond: Respond) -> None:
         old = group.members[old_id]
         self._answer_parked(old, ErrorCode.FENCED_INSTANCE_ID)
@@ -265,7 +265,7 @@ class GroupCoordinator(GroupOwnership):
             respond(self._join_answer(group, member))
             self.keep_alive(group, member)
 
-    def _join_answer(self, group: Group, member: Member) -> Body:
+    def _join_answer(self, group: Group, member: GroupMember) -> Body:
         leader = member.member_id == group.leader_id
         return {"error_code": 0, "error_message": None, "generation_id": group.generation_id,
                 "protocol_type": group.protocol_type, "protocol_name": group.protocol_name,
@@ -398,7 +398,7 @@ class GroupCoordinator(GroupOwnership):
         self._remove_member_and_rebalance(group, member)
         return ErrorCode.NONE
 
-    def _remove_member_and_rebalance(self, group: Group, member: Member) -> None:
+    def _remove_member_and_rebalance(self, group: Group, member: GroupMember) -> None:
         self._satisfy(member.heartbeat)
         self._answer_parked(member, ErrorCode.UNKNOWN_MEMBER_ID)
         group.remove(member.member_id)

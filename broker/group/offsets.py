@@ -32,17 +32,17 @@ list O(groups); describe O(members).  Not thread-safe: the broker's event loop.
 from __future__ import annotations
 
 from broker.group.coordinator import GroupCoordinator
-from broker.group.members import Body, Group, Respond, TopicPartition
+from broker.group.members import Body, Group, Respond
 from broker.group.metadata import (
-    OffsetAndMetadata,
     OffsetCommitKey,
+    OffsetCommitValue,
     encode_offset_commit_key,
     encode_offset_commit_value,
 )
 from broker.group.protocol import Error, store_error
 from broker.group.state import STATE_BY_NAME, GroupState
 from clients.protocol.errors import ErrorCode
-from clients.protocol.topics import topic_name_error
+from clients.protocol.topics import TopicPartition, topic_name_error
 
 _S = GroupState
 
@@ -82,7 +82,7 @@ def commit_offsets(coordinator: GroupCoordinator, body: Body, respond: Respond) 
     now = coordinator.clock.now_ms()
     max_metadata = coordinator.config.offset_metadata_max_bytes
     results: list[tuple[str, Body]] = []
-    accepted: list[tuple[TopicPartition, OffsetAndMetadata, Body]] = []
+    accepted: list[tuple[TopicPartition, OffsetCommitValue, Body]] = []
     for topic in body["topics"]:
         for p in topic["partitions"]:
             result: Body = {"partition_index": p["partition_index"], "error_code": 0,
@@ -105,7 +105,7 @@ def commit_offsets(coordinator: GroupCoordinator, body: Body, respond: Respond) 
             if code != ErrorCode.NONE:
                 result.update(error_code=int(code), error_message=message)
                 continue
-            value = OffsetAndMetadata(p["committed_offset"], p["committed_leader_epoch"],
+            value = OffsetCommitValue(p["committed_offset"], p["committed_leader_epoch"],
                                       metadata, now)
             accepted.append(((topic["name"], p["partition_index"]), value, result))
 

@@ -41,7 +41,7 @@ from typing import TYPE_CHECKING, Any
 
 from broker.delayed import DelayedProduce, ProducePartitionStatus
 from broker.group.coordinator import GroupCoordinator
-from broker.group.protocol import Done, GroupConfig, partition_for
+from broker.group.protocol import Done, GroupCoordinatorConfig, partition_for
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError
 from clients.records.batch import iter_batches
@@ -63,8 +63,8 @@ Body = dict[str, Any]
 class OffsetsTopic:
     def __init__(self, core: BrokerCore) -> None:
         self.core = core
-        self.coordinator = GroupCoordinator(GroupConfig.from_broker(core.config), core.clock,
-                                            core.timer, self)
+        self.coordinator = GroupCoordinator(GroupCoordinatorConfig.from_broker(core.config),
+                                            core.clock, core.timer, self)
         self.coordinator.partition_exists = self.partition_exists
         self.creating = False
         self._tasks: set[asyncio.Task[None]] = set()

@@ -25,7 +25,7 @@ from collections.abc import Callable
 from typing import Any
 
 from broker.group.join import DelayedHeartbeat, DelayedJoin
-from broker.group.members import Group, Member
+from broker.group.members import Group, GroupMember
 from broker.group.metadata import (
     GroupMetadataKey,
     GroupRecordError,
@@ -39,7 +39,7 @@ from broker.group.metadata import (
 from broker.group.protocol import (
     Done,
     Error,
-    GroupConfig,
+    GroupCoordinatorConfig,
     OffsetsLog,
     join_error,
     partition_for,
@@ -56,8 +56,8 @@ _S = GroupState
 
 
 class GroupOwnership:
-    def __init__(self, config: GroupConfig, clock: Clock, timer: TimerLike, log_: OffsetsLog,
-                 num_partitions: int = 0) -> None:
+    def __init__(self, config: GroupCoordinatorConfig, clock: Clock, timer: TimerLike,
+                 log_: OffsetsLog, num_partitions: int = 0) -> None:
         self.config = config
         self.clock = clock
         self.log = log_
@@ -160,7 +160,7 @@ class GroupOwnership:
         self.join_purgatory.shutdown()
         self.heartbeat_purgatory.shutdown()
 
-    def _answer_parked(self, member: Member, code: ErrorCode) -> None:
+    def _answer_parked(self, member: GroupMember, code: ErrorCode) -> None:
         join, member.join_respond = member.join_respond, None
         if join is not None:
             join(join_error(member.member_id, code))
@@ -179,7 +179,7 @@ class GroupOwnership:
             op.satisfied = True
             self.heartbeat_purgatory.check_and_complete((op.group.group_id, op.member_id))
 
-    def keep_alive(self, group: Group, member: Member) -> None:
+    def keep_alive(self, group: Group, member: GroupMember) -> None:
         """The member showed it is alive: restart its session timeout."""
         self._satisfy(member.heartbeat)
         member.heartbeat = self._schedule_heartbeat(group, member.member_id,
