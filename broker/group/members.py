@@ -49,7 +49,7 @@ class GroupMember:
         self.assignment = b""
         self.join_respond: Respond | None = None
         self.sync_respond: Respond | None = None
-        self.heartbeat: Any = None  # the member's DelayedHeartbeat (broker.group.join)
+        self.heartbeat: Any = None  # its DelayedHeartbeat (broker.group.sessions)
 
     def metadata_for(self, protocol: str | None) -> bytes:
         for name, metadata in self.protocols:
@@ -90,7 +90,7 @@ class Group:
         self.leader_id: str | None = None
         self.members: dict[str, GroupMember] = {}
         self.static_members: dict[str, str] = {}  # group_instance_id -> member_id
-        self.pending_members: dict[str, Any] = {}  # KIP-394 ids handed out -> heartbeat
+        self.pending_members: dict[str, Any] = {}  # KIP-394 ids handed out -> DelayedHeartbeat
         self.offsets: dict[TopicPartition, OffsetCommitValue] = {}
         self.offset_positions: dict[TopicPartition, int] = {}  # log offset of the commit
         self.new_member_added = False  # for the initial delayed join

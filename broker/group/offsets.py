@@ -166,7 +166,8 @@ def list_groups(coordinator: GroupCoordinator, body: Body) -> Body:
                "group_state": g.state.value}
               for g in coordinator.groups.values()
               if not wanted or g.state.value.lower() in wanted]
-    code = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if coordinator.loading else ErrorCode.NONE
+    loading = coordinator.ownership.is_loading
+    code = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if loading else ErrorCode.NONE
     return {"error_code": int(code), "groups": sorted(groups, key=lambda g: g["group_id"])}
 
 

@@ -64,8 +64,8 @@ class OffsetsTopic:
     def __init__(self, core: BrokerCore) -> None:
         self.core = core
         self.coordinator = GroupCoordinator(GroupCoordinatorConfig.from_broker(core.config),
-                                            core.clock, core.timer, self)
-        self.coordinator.partition_exists = self.partition_exists
+                                            core.clock, core.timer, self,
+                                            partition_exists=self.partition_exists)
         self.creating = False
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -181,7 +181,7 @@ class OffsetsTopic:
         coordinator.num_partitions = self.num_partitions()
         led = {index: p.leader_epoch for (topic, index), p in self.core.partitions.items()
                if topic == OFFSETS_TOPIC and p.is_leader}
-        current = {**coordinator.owned, **coordinator.loading_epochs}
+        current = coordinator.ownership.epochs()
         for index, epoch in current.items():
             if led.get(index) != epoch:
                 log.info("%s-%d: not led here any more (epoch %d); unloading groups",
@@ -201,7 +201,7 @@ class OffsetsTopic:
     def _load_step(self, index: int, epoch: int, position: int) -> None:
         coordinator = self.coordinator
         partition = self.core.partitions.get((OFFSETS_TOPIC, index))
-        if coordinator.loading_epochs.get(index) != epoch:
+        if coordinator.ownership.loading_epoch(index) != epoch:
             return  # unloaded or reloaded meanwhile
         if partition is None or not partition.is_leader or partition.leader_epoch != epoch:
             coordinator.unload(index)
