@@ -85,7 +85,9 @@ class BrokerCore:
         self._checkpointed_hws: dict[TopicPartition, int] = {}
         # controller mode: the server replaces it with a ControllerProducerIdAllocator
         self.producer_ids: ProducerIdAllocator = StandaloneProducerIdAllocator(self.data_dir)
-        self.groups = OffsetsTopic(self)  # group coordinator and __consumer_offsets
+        # group coordinator and __consumer_offsets; asks this core (OffsetsTopicHost)
+        self.groups = OffsetsTopic(config, clock, timer, self.partitions,
+                                   self.produce_purgatory, self.fetch_purgatory, self)
 
     @property
     def controller_mode(self) -> bool:
@@ -158,6 +160,37 @@ class BrokerCore:
         overrides.update((k.replace(".", "_"), v) for k, v in self.topic_configs(topic).items()
                          if k.replace(".", "_") not in NON_LOG_CONFIGS)
         return LogConfig.from_dict(overrides)  # type: ignore[arg-type]
+
+    def partition_count(self, topic: str) -> int:
+        """The topic's partition count in the cluster (0: no such topic)."""
+        if self.image is not None:
+            info = self.image.topics.get(topic)
+            return info.num_partitions if info is not None else 0
+        registered = self.registry.get(topic)
+        return registered.num_partitions if registered is not None else 0
+
+    def partition_exists(self, topic: str, index: int) -> bool:
+        """Whether the cluster has the partition (hosted here or not)."""
+        if self.controller_mode:
+            return self.image is not None and self.image.partition(topic, index) is not None
+        info = self.registry.get(topic)
+        return info is not None and 0 <= index < info.num_partitions
+
+    def leader_endpoint(self, topic: str, index: int) -> tuple[int, str, int] | None:
+        """``(node_id, host, port)`` of the partition's leader; None when it has none or
+        the leader is fenced.  Without a metadata image this broker leads everything."""
+        if self.image is None:
+            host, port = self.config.advertised
+            return self.config.node_id, host, port
+        state = self.image.partition(topic, index)
+        broker = self.image.brokers.get(state.leader) if state is not None else None
+        if state is None or broker is None or broker.fenced:
+            return None
+        return state.leader, broker.host, broker.port
+
+    def live_broker_count(self) -> int | None:
+        """Unfenced brokers in the metadata image (None: no image yet)."""
+        return len(self.image.unfenced_brokers()) if self.image is not None else None
 
     def min_insync_replicas(self, topic: str) -> int:
         configs = {k.replace(".", "_"): v for k, v in self.topic_configs(topic).items()}
