@@ -81,7 +81,7 @@ class BrokerCore:
         self.fetchers: Any = None  # ReplicaFetcherManager, set by the server
         self.send_alter_partition: Callable[[AlterPartitionProposal], None] | None = None
         self.controller: Any = None  # AsyncConnection to the controller, set by the server
-        self.alter_in_flight: set[tuple[str, int]] = set()
+        self.alter_in_flight: set[TopicPartition] = set()
         self._checkpointed_hws: dict[TopicPartition, int] = {}
         # controller mode: the server replaces it with a ControllerProducerIdAllocator
         self.producer_ids: ProducerIdAllocator = StandaloneProducerIdAllocator(self.data_dir)
@@ -104,7 +104,8 @@ class BrokerCore:
         high_watermarks = self._checkpointed_hws
         for info in self.registry.topics.values():
             for index in range(info.num_partitions):
-                self._host_partition(info.name, index, high_watermarks.get((info.name, index), 0))
+                high_watermark = high_watermarks.get(TopicPartition(info.name, index), 0)
+                self._host_partition(info.name, index, high_watermark)
         self.groups.on_partitions_changed()
 
     def shutdown(self) -> None:
@@ -249,7 +250,7 @@ class BrokerCore:
         info = self.registry.remove(name)
         if info is None:
             raise TopicError(f"unknown topic {name!r}", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        keys = [(name, index) for index in range(info.num_partitions)]
+        keys = [TopicPartition(name, index) for index in range(info.num_partitions)]
         for key in keys:
             partition = self.partitions.pop(key, None)
             if partition is not None:
@@ -264,10 +265,10 @@ class BrokerCore:
         partition = Partition(topic, index, log_, local_broker_id=self.config.node_id)
         partition.high_watermark = min(high_watermark, log_.log_end_offset)
         partition.make_leader(0, [self.config.node_id], [self.config.node_id])
-        self.partitions[(topic, index)] = partition
+        self.partitions[TopicPartition(topic, index)] = partition
 
     def partition_or_error(self, topic: str, index: int) -> Partition:
-        partition = self.partitions.get((topic, index))
+        partition = self.partitions.get(TopicPartition(topic, index))
         if partition is not None:
             return partition
         reason = topic_name_error(topic)
@@ -303,7 +304,7 @@ class BrokerCore:
                 woken.append(key)
         for (topic, index), state in wanted.items():
             self.hosted_topic_ids[topic] = image.topics[topic].topic_id
-            key = (topic, index)
+            key = TopicPartition(topic, index)
             partition = self.partitions.get(key)
             if partition is None:
                 log_ = (self.log_manager.get_log(topic, index)
@@ -373,7 +374,7 @@ class BrokerCore:
 
     def on_alter_partition_answer(self, proposal: AlterPartitionProposal, error_code: int,
                                   isr: list[int] | None, partition_epoch: int | None) -> None:
-        key = (proposal.topic, proposal.partition)
+        key = TopicPartition(proposal.topic, proposal.partition)
         self.alter_in_flight.discard(key)
         partition = self.partitions.get(key)
         if partition is None:

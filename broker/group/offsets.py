@@ -107,7 +107,8 @@ def commit_offsets(coordinator: GroupCoordinator, body: Body, respond: Respond) 
                 continue
             value = OffsetCommitValue(p["committed_offset"], p["committed_leader_epoch"],
                                       metadata, now)
-            accepted.append(((topic["name"], p["partition_index"]), value, result))
+            accepted.append((TopicPartition(topic["name"], p["partition_index"]), value,
+                             result))
 
     def answer() -> None:
         by_topic: dict[str, list[Body]] = {}
@@ -147,7 +148,7 @@ def fetch_offsets(coordinator: GroupCoordinator, body: Body) -> Body:
              [(t["name"], i) for t in wanted for i in t["partition_indexes"]])
     by_topic: dict[str, list[Body]] = {}
     for topic, index in pairs:
-        found = offsets.get((topic, index))
+        found = offsets.get(TopicPartition(topic, index))
         by_topic.setdefault(topic, []).append({
             "partition_index": index, "error_code": 0, "error_message": None,
             "committed_offset": found.offset if found else -1,

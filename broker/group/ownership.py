@@ -38,6 +38,7 @@ from broker.group.metadata import (
 from broker.group.protocol import Error
 from broker.group.state import GroupState
 from clients.protocol.errors import ErrorCode
+from clients.protocol.topics import TopicPartition
 from timer.clock import Clock
 
 log = logging.getLogger(__name__)
@@ -91,7 +92,7 @@ class PartitionOwnership:
                 group = groups[decoded.group_id] = Group(decoded.group_id, partition,
                                                          self.clock.now_ms())
             if isinstance(decoded, OffsetCommitKey):
-                tp = (decoded.topic, decoded.partition)
+                tp = TopicPartition(decoded.topic, decoded.partition)
                 if value is None:
                     group.offsets.pop(tp, None)
                 else:

@@ -29,6 +29,7 @@ from broker.handlers.common import (
 )
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError
+from clients.protocol.topics import TopicPartition
 from storage.log.reader import FetchDataInfo
 
 LATEST_TIMESTAMP = -1
@@ -51,8 +52,8 @@ def _read_partition(core: BrokerCore, name: str, request: Body, replica_id: int,
         if replica_id >= 0:
             if partition.update_follower_fetch(replica_id, request["fetch_offset"],
                                                core.clock.now_ms()):
-                core.wake_partition((name, index))
-            core.maybe_expand_isr((name, index), replica_id)
+                core.wake_partition(TopicPartition(name, index))
+            core.maybe_expand_isr(TopicPartition(name, index), replica_id)
     except Exception as exc:
         result.update(error_fields(as_minikafka_error(exc)))
         return result, None
@@ -123,7 +124,7 @@ def _fetch_response_sizes(core: BrokerCore, body: Body) -> tuple[None, int, bool
     total = 0
     for topic in body["topics"]:
         for request in topic["partitions"]:
-            partition = core.partitions.get((topic["name"], request["partition"]))
+            partition = core.partitions.get(TopicPartition(topic["name"], request["partition"]))
             if partition is None or not partition.is_leader:
                 return None, 0, True
             epoch = request["current_leader_epoch"]

@@ -24,6 +24,7 @@ from broker.delayed import DelayedProduce, ProducePartitionStatus
 from broker.handlers.common import Body, Handler, Respond, as_minikafka_error, error_fields
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode
+from clients.protocol.topics import TopicPartition
 
 
 def handle_produce(core: BrokerCore, body: Body, respond: Respond) -> None:
@@ -60,7 +61,7 @@ def handle_produce(core: BrokerCore, body: Body, respond: Respond) -> None:
                 continue
             result["base_offset"] = info.first_offset
             result["log_start_offset"] = partition.log_start_offset
-            key = (name, entry["index"])
+            key = TopicPartition(name, entry["index"])
             keys.append(key)
             core.fetch_purgatory.check_and_complete(key)  # HW may have moved
             if acks == -1:

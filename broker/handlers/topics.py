@@ -21,7 +21,7 @@ from broker.core import BrokerCore, TopicError
 from broker.handlers.common import Body, Handler, Respond, error_fields
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError
-from clients.protocol.topics import topic_name_error
+from clients.protocol.topics import TopicPartition, topic_name_error
 
 
 def _metadata_from_image(core: BrokerCore, body: Body) -> Body:
@@ -76,7 +76,7 @@ def handle_metadata(core: BrokerCore, body: Body, respond: Respond) -> None:
             continue
         partitions = []
         for index in range(info.num_partitions):
-            p = core.partitions[(name, index)]
+            p = core.partitions[TopicPartition(name, index)]
             partitions.append({
                 "error_code": 0, "partition_index": index, "leader_id": p.leader_id,
                 "leader_epoch": p.leader_epoch, "replica_nodes": list(p.replicas),
