@@ -15,6 +15,13 @@ controller's metadata log; :meth:`reconcile` makes every local replica leader or
 follower as the image says and hands followers to the replica fetchers.  ISR changes
 the leader wants are sent to the controller (AlterPartition) by ``send_alter_partition``.
 
+The group coordinator and ``__consumer_offsets`` live in :attr:`groups`, an
+:class:`~broker.group.offsets_topic.OffsetsTopic` the core creates and calls (after
+partition changes, at shutdown); it asks the core back only through
+:class:`~broker.group.offsets_topic.OffsetsTopicHost` (:meth:`partition_count`,
+:meth:`partition_exists`, :meth:`leader_endpoint`, :meth:`live_broker_count`, topic
+creation, ``min_insync_replicas``, the controller link).
+
 Producer ids (InitProducerId) come from :attr:`producer_ids`: a block file in the data
 directory when standalone, blocks from the controller otherwise (set by the server).
 :meth:`write_checkpoints` (the checkpoint timer and shutdown) also forgets expired
