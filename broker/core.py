@@ -15,6 +15,13 @@ controller's metadata log; :meth:`reconcile` makes every local replica leader or
 follower as the image says and hands followers to the replica fetchers.  ISR changes
 the leader wants are sent to the controller (AlterPartition) by ``send_alter_partition``.
 
+The group coordinator and ``__consumer_offsets`` live in :attr:`groups`, an
+:class:`~broker.group.offsets_topic.OffsetsTopic` the core creates and calls (after
+partition changes, at shutdown); it asks the core back only through
+:class:`~broker.group.offsets_topic.OffsetsTopicHost` (:meth:`partition_count`,
+:meth:`partition_exists`, :meth:`leader_endpoint`, :meth:`live_broker_count`, topic
+creation, ``min_insync_replicas``, the controller link).
+
 Producer ids (InitProducerId) come from :attr:`producer_ids`: a block file in the data
 directory when standalone, blocks from the controller otherwise (set by the server).
 :meth:`write_checkpoints` (the checkpoint timer and shutdown) also forgets expired
@@ -81,11 +88,13 @@ class BrokerCore:
         self.fetchers: Any = None  # ReplicaFetcherManager, set by the server
         self.send_alter_partition: Callable[[AlterPartitionProposal], None] | None = None
         self.controller: Any = None  # AsyncConnection to the controller, set by the server
-        self.alter_in_flight: set[tuple[str, int]] = set()
+        self.alter_in_flight: set[TopicPartition] = set()
         self._checkpointed_hws: dict[TopicPartition, int] = {}
         # controller mode: the server replaces it with a ControllerProducerIdAllocator
         self.producer_ids: ProducerIdAllocator = StandaloneProducerIdAllocator(self.data_dir)
-        self.groups = OffsetsTopic(self)  # group coordinator and __consumer_offsets
+        # group coordinator and __consumer_offsets; asks this core (OffsetsTopicHost)
+        self.groups = OffsetsTopic(config, clock, timer, self.partitions,
+                                   self.produce_purgatory, self.fetch_purgatory, self)
 
     @property
     def controller_mode(self) -> bool:
@@ -102,7 +111,8 @@ class BrokerCore:
         high_watermarks = self._checkpointed_hws
         for info in self.registry.topics.values():
             for index in range(info.num_partitions):
-                self._host_partition(info.name, index, high_watermarks.get((info.name, index), 0))
+                high_watermark = high_watermarks.get(TopicPartition(info.name, index), 0)
+                self._host_partition(info.name, index, high_watermark)
         self.groups.on_partitions_changed()
 
     def shutdown(self) -> None:
@@ -158,6 +168,37 @@ class BrokerCore:
         overrides.update((k.replace(".", "_"), v) for k, v in self.topic_configs(topic).items()
                          if k.replace(".", "_") not in NON_LOG_CONFIGS)
         return LogConfig.from_dict(overrides)  # type: ignore[arg-type]
+
+    def partition_count(self, topic: str) -> int:
+        """The topic's partition count in the cluster (0: no such topic)."""
+        if self.image is not None:
+            info = self.image.topics.get(topic)
+            return info.num_partitions if info is not None else 0
+        registered = self.registry.get(topic)
+        return registered.num_partitions if registered is not None else 0
+
+    def partition_exists(self, topic: str, index: int) -> bool:
+        """Whether the cluster has the partition (hosted here or not)."""
+        if self.controller_mode:
+            return self.image is not None and self.image.partition(topic, index) is not None
+        info = self.registry.get(topic)
+        return info is not None and 0 <= index < info.num_partitions
+
+    def leader_endpoint(self, topic: str, index: int) -> tuple[int, str, int] | None:
+        """``(node_id, host, port)`` of the partition's leader; None when it has none or
+        the leader is fenced.  Without a metadata image this broker leads everything."""
+        if self.image is None:
+            host, port = self.config.advertised
+            return self.config.node_id, host, port
+        state = self.image.partition(topic, index)
+        broker = self.image.brokers.get(state.leader) if state is not None else None
+        if state is None or broker is None or broker.fenced:
+            return None
+        return state.leader, broker.host, broker.port
+
+    def live_broker_count(self) -> int | None:
+        """Unfenced brokers in the metadata image (None: no image yet)."""
+        return len(self.image.unfenced_brokers()) if self.image is not None else None
 
     def min_insync_replicas(self, topic: str) -> int:
         configs = {k.replace(".", "_"): v for k, v in self.topic_configs(topic).items()}
@@ -216,7 +257,7 @@ class BrokerCore:
         info = self.registry.remove(name)
         if info is None:
             raise TopicError(f"unknown topic {name!r}", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-        keys = [(name, index) for index in range(info.num_partitions)]
+        keys = [TopicPartition(name, index) for index in range(info.num_partitions)]
         for key in keys:
             partition = self.partitions.pop(key, None)
             if partition is not None:
@@ -231,10 +272,10 @@ class BrokerCore:
         partition = Partition(topic, index, log_, local_broker_id=self.config.node_id)
         partition.high_watermark = min(high_watermark, log_.log_end_offset)
         partition.make_leader(0, [self.config.node_id], [self.config.node_id])
-        self.partitions[(topic, index)] = partition
+        self.partitions[TopicPartition(topic, index)] = partition
 
     def partition_or_error(self, topic: str, index: int) -> Partition:
-        partition = self.partitions.get((topic, index))
+        partition = self.partitions.get(TopicPartition(topic, index))
         if partition is not None:
             return partition
         reason = topic_name_error(topic)
@@ -270,7 +311,7 @@ class BrokerCore:
                 woken.append(key)
         for (topic, index), state in wanted.items():
             self.hosted_topic_ids[topic] = image.topics[topic].topic_id
-            key = (topic, index)
+            key = TopicPartition(topic, index)
             partition = self.partitions.get(key)
             if partition is None:
                 log_ = (self.log_manager.get_log(topic, index)
@@ -340,7 +381,7 @@ class BrokerCore:
 
     def on_alter_partition_answer(self, proposal: AlterPartitionProposal, error_code: int,
                                   isr: list[int] | None, partition_epoch: int | None) -> None:
-        key = (proposal.topic, proposal.partition)
+        key = TopicPartition(proposal.topic, proposal.partition)
         self.alter_in_flight.discard(key)
         partition = self.partitions.get(key)
         if partition is None:

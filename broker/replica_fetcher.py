@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 from broker.async_client import AsyncConnection
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError
+from clients.protocol.topics import TopicPartition
 from replication.partition import Partition
 from replication.truncation import EpochEndOffset
 
@@ -59,19 +60,19 @@ class ReplicaFetcher:
         self.leader_id = leader_id
         self.conn = AsyncConnection(host, port, client_id=f"replica-{core.config.node_id}",
                                     max_frame_bytes=core.config.max_request_bytes * 4)
-        self.states: dict[tuple[str, int], FetchState] = {}
+        self.states: dict[TopicPartition, FetchState] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._backoff = False
 
     def add(self, partition: Partition) -> None:
-        key = (partition.topic, partition.index)
+        key = TopicPartition(partition.topic, partition.index)
         self.states[key] = FetchState(partition, partition.leader_epoch)
         self._wake.set()
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._run())
 
-    def remove(self, key: tuple[str, int]) -> None:
+    def remove(self, key: TopicPartition) -> None:
         self.states.pop(key, None)
 
     async def stop(self) -> None:
@@ -103,7 +104,7 @@ class ReplicaFetcher:
                 log.exception("fetcher for leader %d failed; retrying", self.leader_id)
                 await asyncio.sleep(BACKOFF_S)
 
-    def _park(self, key: tuple[str, int], code: int) -> None:
+    def _park(self, key: TopicPartition, code: int) -> None:
         log.info("fetcher for leader %d: %s-%d parked (%s) until new metadata",
                  self.leader_id, key[0], key[1], ErrorCode(code).name)
         self.states.pop(key, None)
@@ -120,7 +121,7 @@ class ReplicaFetcher:
             "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]})
         for topic in body["topics"]:
             for p in topic["partitions"]:
-                key = (topic["name"], p["partition"])
+                key = TopicPartition(topic["name"], p["partition"])
                 state = self.states.get(key)
                 if state is None or not state.truncating:
                     continue
@@ -156,8 +157,8 @@ class ReplicaFetcher:
                 self._on_partition(topic["name"], p, fetching)
 
     def _on_partition(self, topic: str, p: dict[str, Any],
-                      fetching: dict[tuple[str, int], FetchState]) -> None:
-        key = (topic, p["partition_index"])
+                      fetching: dict[TopicPartition, FetchState]) -> None:
+        key = TopicPartition(topic, p["partition_index"])
         state = self.states.get(key)
         if state is None or state is not fetching.get(key):
             return  # removed or re-added while the fetch was in flight
@@ -185,10 +186,10 @@ class ReplicaFetcherManager:
     def __init__(self, core: BrokerCore) -> None:
         self.core = core
         self.fetchers: dict[int, ReplicaFetcher] = {}
-        self._where: dict[tuple[str, int], int] = {}
+        self._where: dict[TopicPartition, int] = {}
 
     def follow(self, partition: Partition, host: str, port: int) -> None:
-        key = (partition.topic, partition.index)
+        key = TopicPartition(partition.topic, partition.index)
         self.unfollow(key)
         leader = partition.leader_id
         fetcher = self.fetchers.get(leader)
@@ -199,7 +200,7 @@ class ReplicaFetcherManager:
         fetcher.add(partition)
         self._where[key] = leader
 
-    def unfollow(self, key: tuple[str, int]) -> None:
+    def unfollow(self, key: TopicPartition) -> None:
         leader = self._where.pop(key, None)
         if leader is not None and leader in self.fetchers:
             self.fetchers[leader].remove(key)

@@ -1,22 +1,40 @@
-"""The group coordinator (sans-IO): JoinGroup, SyncGroup, Heartbeat, LeaveGroup.
+"""The group coordinator (sans-IO): JoinGroup, SyncGroup, Heartbeat, LeaveGroup, and the
+groups of the offsets partitions it owns.
 
 One per broker.  It serves the groups whose offsets-topic partition this broker leads
-(:func:`broker.group.protocol.partition_for`, Kafka's formula).  Ownership, loading
-and liveness are in :mod:`broker.group.ownership`, shared helpers in
-:mod:`broker.group.protocol`.  The adapter
+(:func:`broker.group.protocol.partition_for`, Kafka's formula).  The adapter
 (:mod:`broker.group.offsets_topic`) tells it which partitions it owns: :meth:`begin_load`,
 :meth:`load_record` for every record of the partition, :meth:`finish_load`, and
 :meth:`unload` when leadership is lost.  Requests for a group of a partition being
 loaded get COORDINATOR_LOAD_IN_PROGRESS; of a partition not owned, NOT_COORDINATOR.
+OffsetCommit, OffsetFetch, ListGroups and DescribeGroups are functions over a coordinator
+(:mod:`broker.group.offsets`).
 
-Writes go through the injected :class:`OffsetsLog`: ``append(partition, records,
-done)`` appends ``(key, value)`` records to the offsets partition and calls
+What it owns: the groups (``groups``, id -> :class:`Group`), the join purgatory, and two
+collaborators it calls:
+
+- :class:`~broker.group.ownership.PartitionOwnership` (``ownership``): which partitions are
+  owned or loading, and the loading of records into groups; :meth:`finish_load` installs
+  the loaded groups and starts their members' session timeouts.  Unloading answers parked
+  JoinGroup/SyncGroup requests with NOT_COORDINATOR, cancels the group's timers and marks
+  it Dead.
+- :class:`~broker.group.sessions.MemberSessions` (``sessions``): member liveness; each
+  member (and each pending KIP-394 id) has one heartbeat operation there, any sign of life
+  (:meth:`keep_alive`) restarts it, and an expiry calls :meth:`on_heartbeat_expired`.
+
+Join phases are :mod:`broker.group.join` operations in the join purgatory; they call back
+:meth:`complete_join` (and park a follow-up initial delay through :meth:`park_join`).
+
+Writes go through the injected :class:`~broker.group.protocol.OffsetsLog`: ``append(partition,
+records, done)`` appends ``(key, value)`` records to the offsets partition and calls
 ``done(error_code, base_offset)`` once they are committed (acks=all) or failed.
+``partition_exists(topic, index)`` (injected; default: every partition exists) is what an
+OffsetCommit checks its partitions against.
 
 Requests and answers are the wire bodies of :mod:`clients.protocol.registry`; every ``respond`` is
 called exactly once.  Time comes from the injected clock; delays (join phase, session
-timeouts) are :mod:`broker.group.join` operations in two purgatories on the injected
-timer, so tests drive everything with a ManualClock.
+timeouts) are operations in two purgatories on the injected timer, so tests drive
+everything with a ManualClock.
 
 Classic protocol, as in Kafka (choices where Kafka leaves room are marked *):
 - JoinGroup without a member id (and without ``group_instance_id``) gets
@@ -43,42 +61,140 @@ Classic protocol, as in Kafka (choices where Kafka leaves room are marked *):
   ``group_max_size`` members (pending ids count).
 
 Costs: join/sync/heartbeat O(members) at most (join completion answers every member);
-load O(records).  Not thread-safe: the broker's event loop owns it.
+load O(records); unload O(groups of the partition x members).  Not thread-safe: the
+broker's event loop owns it.
 """
 
 from __future__ import annotations
 
 import logging
 import uuid
+from collections.abc import Callable
 
-from broker.group.join import DelayedHeartbeat, DelayedJoin, InitialDelayedJoin
-from broker.group.members import Body, Group, Member, Respond
-from broker.group.ownership import GroupOwnership
+from broker.group.join import DelayedJoin, InitialDelayedJoin
+from broker.group.members import Body, Group, GroupMember, Respond
+from broker.group.metadata import (
+    GroupMetadataKey,
+    encode_group_metadata_key,
+    encode_group_metadata_value,
+)
+from broker.group.ownership import PartitionOwnership
 from broker.group.protocol import (
     Done,
     Error,
-    GroupConfig,
+    GroupCoordinatorConfig,
     OffsetsLog,
-    java_string_hash,
     join_error,
     partition_for,
     store_error,
     sync_answer,
 )
+from broker.group.sessions import DelayedHeartbeat, MemberSessions
 from broker.group.state import GroupEvent, GroupState
 from clients.protocol.errors import ErrorCode
-
-__all__ = ["Done", "Error", "GroupConfig", "GroupCoordinator", "OffsetsLog", "java_string_hash",
-           "partition_for", "store_error"]
+from timer.clock import Clock
+from timer.purgatory import Purgatory, TimerLike
 
 log = logging.getLogger(__name__)
 
 _S = GroupState
 
 
-class GroupCoordinator(GroupOwnership):
-    """The classic protocol on top of :class:`GroupOwnership` (ownership, loading,
-    liveness); see the module docstring."""
+class GroupCoordinator:
+    """The classic group protocol over the groups of the owned offsets partitions; see
+    the module docstring."""
+
+    def __init__(self, config: GroupCoordinatorConfig, clock: Clock, timer: TimerLike,
+                 log_: OffsetsLog, num_partitions: int = 0,
+                 partition_exists: Callable[[str, int], bool] = lambda topic, index: True
+                 ) -> None:
+        self.config = config
+        self.clock = clock
+        self.log = log_
+        self.num_partitions = num_partitions  # of the offsets topic; 0 = no topic yet
+        self.partition_exists = partition_exists
+        self.groups: dict[str, Group] = {}
+        self.ownership = PartitionOwnership(clock)
+        self.sessions = MemberSessions(timer, self.on_heartbeat_expired)
+        self.join_purgatory: Purgatory[DelayedJoin] = Purgatory("group-join", timer)
+
+    def partition_for(self, group_id: str) -> int:
+        return partition_for(group_id, self.num_partitions)
+
+    def coordinator_error(self, group_id: str) -> Error | None:
+        if not group_id:
+            return ErrorCode.INVALID_GROUP_ID, "group_id is empty"
+        if self.num_partitions <= 0:
+            return ErrorCode.NOT_COORDINATOR, "the offsets topic does not exist yet"
+        return self.ownership.error(self.partition_for(group_id))
+
+    # -- ownership: load, unload ---------------------------------------------------------
+
+    def begin_load(self, partition: int, leader_epoch: int) -> None:
+        self.unload(partition)
+        self.ownership.begin(partition, leader_epoch)
+
+    def load_record(self, partition: int, key: bytes | None, value: bytes | None,
+                    log_offset: int) -> None:
+        self.ownership.apply(partition, key, value, log_offset)
+
+    def finish_load(self, partition: int) -> None:
+        for group in self.ownership.finish(partition):
+            self.groups[group.group_id] = group
+            for member in group.members.values():
+                self.keep_alive(group, member)
+
+    def unload(self, partition: int) -> None:
+        self.ownership.forget(partition)
+        for group in [g for g in self.groups.values() if g.partition == partition]:
+            self._unload_group(group, ErrorCode.NOT_COORDINATOR)
+
+    def _unload_group(self, group: Group, code: ErrorCode) -> None:
+        del self.groups[group.group_id]
+        self.join_purgatory.cancel_for_key(group.group_id)
+        for member_id in list(group.pending_members):
+            self.sessions.cancel(group.group_id, member_id)
+        for member in group.members.values():
+            self.sessions.cancel(group.group_id, member.member_id)
+            self._answer_parked(member, code)
+        group.transition(GroupEvent.UNLOAD, self.clock.now_ms())
+
+    def shutdown(self) -> None:
+        """Stop: drop every group without answering parked requests (the broker stops)."""
+        for group in self.groups.values():
+            for member in group.members.values():
+                member.join_respond = member.sync_respond = None
+        for partition in self.ownership.partitions():
+            self.unload(partition)
+        self.join_purgatory.shutdown()
+        self.sessions.shutdown()
+
+    # -- shared by the protocol ----------------------------------------------------------
+
+    def keep_alive(self, group: Group, member: GroupMember) -> None:
+        """The member showed it is alive: restart its session timeout."""
+        self.sessions.keep_alive(group, member)
+
+    def _answer_parked(self, member: GroupMember, code: ErrorCode) -> None:
+        join, member.join_respond = member.join_respond, None
+        if join is not None:
+            join(join_error(member.member_id, code))
+        sync, member.sync_respond = member.sync_respond, None
+        if sync is not None:
+            sync(sync_answer(None, code))
+
+    def _store_group(self, group: Group, assignments: dict[str, bytes] | None,
+                     done: Done) -> None:
+        key = encode_group_metadata_key(GroupMetadataKey(group.group_id))
+        value = encode_group_metadata_value(group.metadata_value(assignments))
+        self.log.append(group.partition, [(key, value)], done)
+
+    def _maybe_drop(self, group: Group) -> None:
+        """Forget a group that never had a generation and holds nothing."""
+        if (group.is_(_S.EMPTY) and not group.members and not group.pending_members
+                and not group.offsets and group.generation_id == 0
+                and self.groups.get(group.group_id) is group):
+            del self.groups[group.group_id]
 
     # -- JoinGroup -------------------------------------------------------------------
 
@@ -105,7 +221,7 @@ class GroupCoordinator(GroupOwnership):
                                                   self.clock.now_ms())
         protocols = [(p["name"], bytes(p["metadata"])) for p in body["protocols"]]
         rebalance_ms = body["rebalance_timeout_ms"]
-        member = Member(member_id, instance, client_id, client_host, session_ms,
+        member = GroupMember(member_id, instance, client_id, client_host, session_ms,
                         rebalance_ms if rebalance_ms > 0 else session_ms,
                         body["protocol_type"], protocols)
         if not group.supports(member.protocol_type, protocols):
@@ -118,7 +234,7 @@ class GroupCoordinator(GroupOwnership):
             self._join_known_member(group, member, respond)
         self._maybe_drop(group)
 
-    def _join_new_member(self, group: Group, member: Member, respond: Respond) -> None:
+    def _join_new_member(self, group: Group, member: GroupMember, respond: Respond) -> None:
         instance = member.group_instance_id
         old_id = group.static_members.get(instance) if instance is not None else None
         if old_id is None and group.size >= self.config.max_size:
@@ -131,7 +247,7 @@ class GroupCoordinator(GroupOwnership):
         elif instance is not None:
             self._add_member_and_rebalance(group, member, respond)
         else:
-            group.pending_members[member.member_id] = self._schedule_heartbeat(
+            group.pending_members[member.member_id] = self.sessions.schedule(
                 group, member.member_id, member.session_timeout_ms)
             respond(join_error(member.member_id, ErrorCode.MEMBER_ID_REQUIRED,
                                "rejoin with the given member_id"))
@@ -146,11 +262,11 @@ class GroupCoordinator(GroupOwnership):
             return ErrorCode.UNKNOWN_MEMBER_ID, f"{member_id!r} is not a member of the group"
         return None
 
-    def _join_known_member(self, group: Group, request: Member, respond: Respond) -> None:
+    def _join_known_member(self, group: Group, request: GroupMember, respond: Respond) -> None:
         member_id = request.member_id
         pending = group.pending_members.pop(member_id, None)
         if pending is not None:
-            self._satisfy(pending)
+            self.sessions.satisfy(pending)
             self._add_member_and_rebalance(group, request, respond)
             return
         error = self.member_error(group, member_id, request.group_instance_id)
@@ -167,33 +283,33 @@ class GroupCoordinator(GroupOwnership):
         self._park_join_answer(group, member, respond)
         self._rebalance_or_check(group)
 
-    def _update_member(self, member: Member, request: Member) -> None:
+    def _update_member(self, member: GroupMember, request: GroupMember) -> None:
         member.protocols = request.protocols
         member.session_timeout_ms = request.session_timeout_ms
         member.rebalance_timeout_ms = request.rebalance_timeout_ms
 
-    def _park_join_answer(self, group: Group, member: Member, respond: Respond) -> None:
+    def _park_join_answer(self, group: Group, member: GroupMember, respond: Respond) -> None:
         if member.join_respond is not None:
             member.join_respond(join_error(member.member_id, ErrorCode.REBALANCE_IN_PROGRESS,
                                            "superseded by a newer JoinGroup"))
         member.join_respond = respond
 
-    def _add_member_and_rebalance(self, group: Group, member: Member,
+    def _add_member_and_rebalance(self, group: Group, member: GroupMember,
                                   respond: Respond) -> None:
         member.join_respond = respond
         group.add(member)
         group.new_member_added = True
-        member.heartbeat = self._schedule_heartbeat(group, member.member_id,
+        member.heartbeat = self.sessions.schedule(group, member.member_id,
                                                     member.session_timeout_ms)
         self._rebalance_or_check(group)
 
-    def _replace_static_member(self, group: Group, old_id: str, request: Member,
+    def _replace_static_member(self, group: Group, old_id: str, request: GroupMember,
                                respond: Respond) -> None:
         old = group.members[old_id]
         self._answer_parked(old, ErrorCode.FENCED_INSTANCE_ID)
-        self._satisfy(old.heartbeat)
+        self.sessions.satisfy(old.heartbeat)
         member = group.rename(old_id, request.member_id)
-        member.heartbeat = self._schedule_heartbeat(group, member.member_id,
+        member.heartbeat = self.sessions.schedule(group, member.member_id,
                                                     request.session_timeout_ms)
         if member.protocols != request.protocols or group.is_(_S.PREPARING_REBALANCE):
             self._update_member(member, request)
@@ -227,16 +343,17 @@ class GroupCoordinator(GroupOwnership):
         op: DelayedJoin
         if group.is_(_S.EMPTY) and delay_ms > 0:
             group.new_member_added = False
-            op = InitialDelayedJoin(self, group, delay_ms, max(timeout_ms - delay_ms, 0))
+            op = InitialDelayedJoin(group, delay_ms, max(timeout_ms - delay_ms, 0),
+                                    self.complete_join, self.park_join)
         else:
-            op = DelayedJoin(self, group, timeout_ms)
+            op = DelayedJoin(group, timeout_ms, self.complete_join)
         group.transition(GroupEvent.REBALANCE, self.clock.now_ms())
         log.info("group %s: preparing rebalance (generation %d)", group.group_id,
                  group.generation_id)
-        self.park_join(group, op)
+        self.park_join(op)
 
-    def park_join(self, group: Group, op: DelayedJoin) -> None:
-        self.join_purgatory.try_complete_else_watch(op, [group.group_id])
+    def park_join(self, op: DelayedJoin) -> None:
+        self.join_purgatory.try_complete_else_watch(op, [op.group.group_id])
 
     def complete_join(self, group: Group) -> None:
         """End the join phase: drop members that did not rejoin, start a generation."""
@@ -244,7 +361,7 @@ class GroupCoordinator(GroupOwnership):
                 _S.PREPARING_REBALANCE):
             return
         for member in [m for m in group.members.values() if m.join_respond is None]:
-            self._satisfy(member.heartbeat)
+            self.sessions.satisfy(member.heartbeat)
             group.remove(member.member_id)
         group.generation_id += 1
         now = self.clock.now_ms()
@@ -265,7 +382,7 @@ class GroupCoordinator(GroupOwnership):
             respond(self._join_answer(group, member))
             self.keep_alive(group, member)
 
-    def _join_answer(self, group: Group, member: Member) -> Body:
+    def _join_answer(self, group: Group, member: GroupMember) -> Body:
         leader = member.member_id == group.leader_id
         return {"error_code": 0, "error_message": None, "generation_id": group.generation_id,
                 "protocol_type": group.protocol_type, "protocol_name": group.protocol_name,
@@ -387,7 +504,7 @@ class GroupCoordinator(GroupOwnership):
             return ErrorCode.UNKNOWN_MEMBER_ID
         pending = group.pending_members.pop(member_id, None)
         if pending is not None:
-            self._satisfy(pending)
+            self.sessions.satisfy(pending)
             if group.is_(_S.PREPARING_REBALANCE):
                 self.join_purgatory.check_and_complete(group.group_id)
             return ErrorCode.NONE
@@ -398,14 +515,14 @@ class GroupCoordinator(GroupOwnership):
         self._remove_member_and_rebalance(group, member)
         return ErrorCode.NONE
 
-    def _remove_member_and_rebalance(self, group: Group, member: Member) -> None:
-        self._satisfy(member.heartbeat)
+    def _remove_member_and_rebalance(self, group: Group, member: GroupMember) -> None:
+        self.sessions.satisfy(member.heartbeat)
         self._answer_parked(member, ErrorCode.UNKNOWN_MEMBER_ID)
         group.remove(member.member_id)
         self._rebalance_or_check(group)
 
-
     def on_heartbeat_expired(self, op: DelayedHeartbeat) -> None:
+        """A session timeout passed (called by :class:`MemberSessions`)."""
         group = op.group
         if self.groups.get(group.group_id) is not group:
             return

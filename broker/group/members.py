@@ -1,6 +1,6 @@
 """One consumer group in the coordinator's memory: members, generation, offsets.
 
-:class:`Member` is one member as the coordinator sees it: its ids, timeouts, the
+:class:`GroupMember` is one member as the coordinator sees it: its ids, timeouts, the
 protocols it supports (name -> opaque metadata, in preference order), its assignment
 (opaque bytes from the leader), the parked JoinGroup/SyncGroup answer it waits for, and
 its heartbeat deadline.  :class:`Group` holds the members, the state (see
@@ -21,7 +21,7 @@ from collections import Counter
 from collections.abc import Callable
 from typing import Any
 
-from broker.group.metadata import GroupMetadataValue, MemberMetadata, OffsetAndMetadata
+from broker.group.metadata import GroupMetadataValue, MemberMetadata, OffsetCommitValue
 from broker.group.state import GroupEvent, GroupState, next_state
 from clients.protocol.topics import TopicPartition
 
@@ -30,7 +30,7 @@ Respond = Callable[[Body], None]
 
 
 
-class Member:
+class GroupMember:
     __slots__ = ("assignment", "client_host", "client_id", "group_instance_id", "heartbeat",
                  "join_respond", "member_id", "protocol_type", "protocols",
                  "rebalance_timeout_ms", "session_timeout_ms", "sync_respond")
@@ -49,7 +49,7 @@ class Member:
         self.assignment = b""
         self.join_respond: Respond | None = None
         self.sync_respond: Respond | None = None
-        self.heartbeat: Any = None  # the member's DelayedHeartbeat (broker.group.join)
+        self.heartbeat: Any = None  # its DelayedHeartbeat (broker.group.sessions)
 
     def metadata_for(self, protocol: str | None) -> bytes:
         for name, metadata in self.protocols:
@@ -67,7 +67,7 @@ class Member:
 
     @classmethod
     def from_metadata(cls, m: MemberMetadata, protocol_type: str,
-                      protocol: str | None) -> Member:
+                      protocol: str | None) -> GroupMember:
         member = cls(m.member_id, m.group_instance_id, m.client_id, m.client_host,
                      m.session_timeout_ms, m.rebalance_timeout_ms, protocol_type,
                      [(protocol, m.subscription)] if protocol else [])
@@ -88,10 +88,10 @@ class Group:
         self.protocol_name: str | None = None
         self.generation_id = 0
         self.leader_id: str | None = None
-        self.members: dict[str, Member] = {}
+        self.members: dict[str, GroupMember] = {}
         self.static_members: dict[str, str] = {}  # group_instance_id -> member_id
-        self.pending_members: dict[str, Any] = {}  # KIP-394 ids handed out -> heartbeat
-        self.offsets: dict[TopicPartition, OffsetAndMetadata] = {}
+        self.pending_members: dict[str, Any] = {}  # KIP-394 ids handed out -> DelayedHeartbeat
+        self.offsets: dict[TopicPartition, OffsetCommitValue] = {}
         self.offset_positions: dict[TopicPartition, int] = {}  # log offset of the commit
         self.new_member_added = False  # for the initial delayed join
 
@@ -110,7 +110,7 @@ class Group:
     def size(self) -> int:
         return len(self.members) + len(self.pending_members)
 
-    def add(self, member: Member) -> None:
+    def add(self, member: GroupMember) -> None:
         if not self.members:
             self.protocol_type = member.protocol_type
         self.members[member.member_id] = member
@@ -119,7 +119,7 @@ class Group:
         if self.leader_id is None:
             self.leader_id = member.member_id
 
-    def remove(self, member_id: str) -> Member | None:
+    def remove(self, member_id: str) -> GroupMember | None:
         member = self.members.pop(member_id, None)
         if member is None:
             return None
@@ -132,7 +132,7 @@ class Group:
             self.protocol_type = None
         return member
 
-    def rename(self, old_member_id: str, new_member_id: str) -> Member:
+    def rename(self, old_member_id: str, new_member_id: str) -> GroupMember:
         """Static member replaced: the same member (assignment kept) under a new id."""
         member = self.members.pop(old_member_id)
         member.member_id = new_member_id
@@ -193,7 +193,7 @@ class Group:
         self.protocol_name = value.protocol_name
         self.leader_id = None
         for m in value.members:
-            self.add(Member.from_metadata(m, value.protocol_type, value.protocol_name))
+            self.add(GroupMember.from_metadata(m, value.protocol_type, value.protocol_name))
         self.protocol_type = value.protocol_type or None
         self.leader_id = value.leader_id if value.leader_id in self.members else \
             next(iter(self.members), None)

@@ -79,7 +79,10 @@ class GroupMetadataKey:
 
 
 @dataclass(frozen=True, slots=True)
-class OffsetAndMetadata:
+class OffsetCommitValue:
+    """A committed offset (Kafka's record schema name): the value of an offset commit
+    record, and the coordinator's cached entry for a (topic, partition)."""
+
     offset: int
     leader_epoch: int = -1
     metadata: str | None = None
@@ -159,18 +162,18 @@ def decode_key(data: bytes) -> OffsetCommitKey | GroupMetadataKey:
 # -- values -----------------------------------------------------------------------------
 
 
-def encode_offset_commit_value(value: OffsetAndMetadata) -> bytes:
+def encode_offset_commit_value(value: OffsetCommitValue) -> bytes:
     return _pack(OFFSET_COMMIT_VALUE_VERSION, [value.offset, value.leader_epoch,
                                                value.metadata, value.commit_timestamp_ms])
 
 
-def decode_offset_commit_value(data: bytes) -> OffsetAndMetadata:
+def decode_offset_commit_value(data: bytes) -> OffsetCommitValue:
     _, body = _unpack(data, "offset commit value")
     what = "offset commit value"
     metadata = body[2] if len(body) > 2 else None
     if metadata is not None and not isinstance(metadata, str):
         raise GroupRecordError(f"{what}: metadata is {type(metadata).__name__}")
-    return OffsetAndMetadata(_field(body, 0, int, what), _field(body, 1, int, what), metadata,
+    return OffsetCommitValue(_field(body, 0, int, what), _field(body, 1, int, what), metadata,
                              _field(body, 3, int, what))
 
 

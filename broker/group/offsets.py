@@ -32,17 +32,17 @@ list O(groups); describe O(members).  Not thread-safe: the broker's event loop.
 from __future__ import annotations
 
 from broker.group.coordinator import GroupCoordinator
-from broker.group.members import Body, Group, Respond, TopicPartition
+from broker.group.members import Body, Group, Respond
 from broker.group.metadata import (
-    OffsetAndMetadata,
     OffsetCommitKey,
+    OffsetCommitValue,
     encode_offset_commit_key,
     encode_offset_commit_value,
 )
 from broker.group.protocol import Error, store_error
 from broker.group.state import STATE_BY_NAME, GroupState
 from clients.protocol.errors import ErrorCode
-from clients.protocol.topics import topic_name_error
+from clients.protocol.topics import TopicPartition, topic_name_error
 
 _S = GroupState
 
@@ -82,7 +82,7 @@ def commit_offsets(coordinator: GroupCoordinator, body: Body, respond: Respond) 
     now = coordinator.clock.now_ms()
     max_metadata = coordinator.config.offset_metadata_max_bytes
     results: list[tuple[str, Body]] = []
-    accepted: list[tuple[TopicPartition, OffsetAndMetadata, Body]] = []
+    accepted: list[tuple[TopicPartition, OffsetCommitValue, Body]] = []
     for topic in body["topics"]:
         for p in topic["partitions"]:
             result: Body = {"partition_index": p["partition_index"], "error_code": 0,
@@ -105,9 +105,10 @@ def commit_offsets(coordinator: GroupCoordinator, body: Body, respond: Respond) 
             if code != ErrorCode.NONE:
                 result.update(error_code=int(code), error_message=message)
                 continue
-            value = OffsetAndMetadata(p["committed_offset"], p["committed_leader_epoch"],
+            value = OffsetCommitValue(p["committed_offset"], p["committed_leader_epoch"],
                                       metadata, now)
-            accepted.append(((topic["name"], p["partition_index"]), value, result))
+            accepted.append((TopicPartition(topic["name"], p["partition_index"]), value,
+                             result))
 
     def answer() -> None:
         by_topic: dict[str, list[Body]] = {}
@@ -147,7 +148,7 @@ def fetch_offsets(coordinator: GroupCoordinator, body: Body) -> Body:
              [(t["name"], i) for t in wanted for i in t["partition_indexes"]])
     by_topic: dict[str, list[Body]] = {}
     for topic, index in pairs:
-        found = offsets.get((topic, index))
+        found = offsets.get(TopicPartition(topic, index))
         by_topic.setdefault(topic, []).append({
             "partition_index": index, "error_code": 0, "error_message": None,
             "committed_offset": found.offset if found else -1,
@@ -166,7 +167,8 @@ def list_groups(coordinator: GroupCoordinator, body: Body) -> Body:
                "group_state": g.state.value}
               for g in coordinator.groups.values()
               if not wanted or g.state.value.lower() in wanted]
-    code = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if coordinator.loading else ErrorCode.NONE
+    loading = coordinator.ownership.is_loading
+    code = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if loading else ErrorCode.NONE
     return {"error_code": int(code), "groups": sorted(groups, key=lambda g: g["group_id"])}
 
 

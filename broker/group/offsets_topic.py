@@ -1,7 +1,8 @@
 """The offsets topic ``__consumer_offsets`` and the broker's group coordinator around it.
 
-:class:`OffsetsTopic` glues the sans-IO :class:`GroupCoordinator` to a
-:class:`BrokerCore`:
+:class:`OffsetsTopic` glues the sans-IO :class:`GroupCoordinator` to the broker core
+(:class:`broker.core.BrokerCore`, which creates it and implements
+:class:`OffsetsTopicHost`; this module does not import the core):
 
 - **Creation on demand**: the first FindCoordinator that finds no offsets topic creates
   it (and answers COORDINATOR_NOT_AVAILABLE; the client retries).  Controller mode: a
@@ -36,21 +37,24 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from collections.abc import Mapping, Sequence
+from typing import Any, Protocol
 
-from broker.delayed import DelayedProduce, ProducePartitionStatus
+from broker.config import BrokerConfig
+from broker.delayed import DelayedFetch, DelayedProduce, ProducePartitionStatus
 from broker.group.coordinator import GroupCoordinator
-from broker.group.protocol import Done, GroupConfig, partition_for
+from broker.group.protocol import Done, GroupCoordinatorConfig, partition_for
+from broker.topic_registry import TopicInfo
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError
+from clients.protocol.topics import TopicPartition
 from clients.records.batch import iter_batches
 from clients.records.record import build_batch, decode_batch
+from replication.partition import Partition
 from storage.log.state import wall_clock_ms
+from timer.clock import Clock
+from timer.purgatory import Purgatory, TimerLike
 from timer.timing_wheel import CallableTask
-
-if TYPE_CHECKING:
-    from broker.core import BrokerCore
 
 log = logging.getLogger(__name__)
 
@@ -60,34 +64,66 @@ CREATE_TIMEOUT_MS = 10_000
 Body = dict[str, Any]
 
 
+class OffsetsTopicHost(Protocol):
+    """What :class:`OffsetsTopic` asks the broker core that owns it, on every use (the
+    answers change with the metadata).  :class:`broker.core.BrokerCore` implements it; it
+    is declared here so that the core imports this module and not the other way round."""
+
+    @property
+    def controller(self) -> Any:
+        """The connection to the controller (controller mode, once the server set it)."""
+
+    def partition_count(self, topic: str) -> int: ...
+
+    def partition_exists(self, topic: str, index: int) -> bool: ...
+
+    def leader_endpoint(self, topic: str, index: int) -> tuple[int, str, int] | None: ...
+
+    def live_broker_count(self) -> int | None: ...
+
+    def validate_new_topic(self, name: str, num_partitions: int, replication_factor: int,
+                           configs: Mapping[str, str]) -> TopicInfo: ...
+
+    def create_topic(self, info: TopicInfo) -> None: ...
+
+    def min_insync_replicas(self, topic: str) -> int: ...
+
+
 class OffsetsTopic:
-    def __init__(self, core: BrokerCore) -> None:
-        self.core = core
-        self.coordinator = GroupCoordinator(GroupConfig.from_broker(core.config), core.clock,
-                                            core.timer, self)
-        self.coordinator.partition_exists = self.partition_exists
+    """The offsets topic and the group coordinator of one broker; see the module docstring.
+
+    Owns the :class:`GroupCoordinator` (``coordinator``) and is its offsets log.  Gets from
+    the broker core that creates it: the config (read for the offsets-topic and group
+    settings only; the port the server may set later is the core's business), clock
+    and timer, the hosted partitions (read, never changed here), the produce and fetch
+    purgatories (a write parks in the first and wakes followers in the second), and the
+    :class:`OffsetsTopicHost` functions.  Called by the core: :meth:`on_partitions_changed`
+    and :meth:`shutdown`; by the group handlers: :meth:`find_coordinator` and the
+    coordinator's request methods.
+    """
+
+    def __init__(self, config: BrokerConfig, clock: Clock, timer: TimerLike,
+                 partitions: Mapping[TopicPartition, Partition],
+                 produce_purgatory: Purgatory[DelayedProduce],
+                 fetch_purgatory: Purgatory[DelayedFetch], host: OffsetsTopicHost) -> None:
+        self.config = config
+        self.timer = timer
+        self.partitions = partitions
+        self.produce_purgatory = produce_purgatory
+        self.fetch_purgatory = fetch_purgatory
+        self.host = host
+        self.coordinator = GroupCoordinator(GroupCoordinatorConfig.from_broker(config), clock,
+                                            timer, self, partition_exists=host.partition_exists)
         self.creating = False
         self._tasks: set[asyncio.Task[None]] = set()
 
     # -- topic -------------------------------------------------------------------------
 
     def num_partitions(self) -> int:
-        core = self.core
-        if core.image is not None:
-            info = core.image.topics.get(OFFSETS_TOPIC)
-            return info.num_partitions if info is not None else 0
-        registered = core.registry.get(OFFSETS_TOPIC)
-        return registered.num_partitions if registered is not None else 0
-
-    def partition_exists(self, topic: str, index: int) -> bool:
-        core = self.core
-        if core.controller_mode:
-            return core.image is not None and core.image.partition(topic, index) is not None
-        info = core.registry.get(topic)
-        return info is not None and 0 <= index < info.num_partitions
+        return self.host.partition_count(OFFSETS_TOPIC)
 
     def _topic_spec(self, live_brokers: int) -> Body:
-        config = self.core.config
+        config = self.config
         rf = max(1, min(config.offsets_topic_replication_factor, live_brokers))
         return {"name": OFFSETS_TOPIC, "num_partitions": config.offsets_topic_num_partitions,
                 "replication_factor": rf, "assignments": [],
@@ -96,22 +132,23 @@ class OffsetsTopic:
                             "segment_bytes": str(config.offsets_topic_segment_bytes)}}
 
     def _create_topic(self) -> None:
-        core = self.core
-        if not core.controller_mode:
+        host = self.host
+        if not self.config.controller_address:
             spec = self._topic_spec(1)
-            info = core.validate_new_topic(OFFSETS_TOPIC, spec["num_partitions"], 1,
+            info = host.validate_new_topic(OFFSETS_TOPIC, spec["num_partitions"], 1,
                                            spec["configs"])
-            core.create_topic(info)
+            host.create_topic(info)
             log.info("created %s with %d partitions", OFFSETS_TOPIC, info.num_partitions)
             return
-        if self.creating or core.controller is None or core.image is None:
+        controller, live_brokers = host.controller, host.live_broker_count()
+        if self.creating or controller is None or live_brokers is None:
             return
         self.creating = True
-        spec = self._topic_spec(len(core.image.unfenced_brokers()))
+        spec = self._topic_spec(live_brokers)
 
         async def create() -> None:
             try:
-                answer = await core.controller.request(
+                answer = await controller.request(
                     ApiKey.CREATE_TOPICS, {"topics": [spec], "timeout_ms": CREATE_TIMEOUT_MS,
                                            "validate_only": False},
                     timeout_ms=CREATE_TIMEOUT_MS)
@@ -154,7 +191,7 @@ class OffsetsTopic:
                 return error(ErrorCode.COORDINATOR_NOT_AVAILABLE,
                              f"{OFFSETS_TOPIC} is being created")
         index = partition_for(body["key"], count)
-        leader = self._leader_of(index)
+        leader = self.host.leader_endpoint(OFFSETS_TOPIC, index)
         if leader is None:
             return error(ErrorCode.COORDINATOR_NOT_AVAILABLE,
                          f"{OFFSETS_TOPIC}-{index} has no leader")
@@ -162,26 +199,15 @@ class OffsetsTopic:
         return {"error_code": 0, "error_message": None, "node_id": node_id, "host": host,
                 "port": port}
 
-    def _leader_of(self, index: int) -> tuple[int, str, int] | None:
-        core = self.core
-        if core.image is None:
-            host, port = core.config.advertised
-            return core.config.node_id, host, port
-        state = core.image.partition(OFFSETS_TOPIC, index)
-        broker = core.image.brokers.get(state.leader) if state is not None else None
-        if state is None or broker is None or broker.fenced:
-            return None
-        return state.leader, broker.host, broker.port
-
     # -- leadership and loading ----------------------------------------------------------
 
     def on_partitions_changed(self) -> None:
         """Load the offsets partitions newly led here; unload those not led any more."""
         coordinator = self.coordinator
         coordinator.num_partitions = self.num_partitions()
-        led = {index: p.leader_epoch for (topic, index), p in self.core.partitions.items()
+        led = {index: p.leader_epoch for (topic, index), p in self.partitions.items()
                if topic == OFFSETS_TOPIC and p.is_leader}
-        current = {**coordinator.owned, **coordinator.loading_epochs}
+        current = coordinator.ownership.epochs()
         for index, epoch in current.items():
             if led.get(index) != epoch:
                 log.info("%s-%d: not led here any more (epoch %d); unloading groups",
@@ -192,16 +218,16 @@ class OffsetsTopic:
                 log.info("%s-%d: leader in epoch %d; loading groups", OFFSETS_TOPIC, index,
                          epoch)
                 coordinator.begin_load(index, epoch)
-                start = self.core.partitions[(OFFSETS_TOPIC, index)].log_start_offset
+                start = self.partitions[TopicPartition(OFFSETS_TOPIC, index)].log_start_offset
                 self._schedule_load(index, epoch, start)
 
     def _schedule_load(self, index: int, epoch: int, position: int) -> None:
-        self.core.timer.add(CallableTask(1, lambda: self._load_step(index, epoch, position)))
+        self.timer.add(CallableTask(1, lambda: self._load_step(index, epoch, position)))
 
     def _load_step(self, index: int, epoch: int, position: int) -> None:
         coordinator = self.coordinator
-        partition = self.core.partitions.get((OFFSETS_TOPIC, index))
-        if coordinator.loading_epochs.get(index) != epoch:
+        partition = self.partitions.get(TopicPartition(OFFSETS_TOPIC, index))
+        if coordinator.ownership.loading_epoch(index) != epoch:
             return  # unloaded or reloaded meanwhile
         if partition is None or not partition.is_leader or partition.leader_epoch != epoch:
             coordinator.unload(index)
@@ -229,28 +255,27 @@ class OffsetsTopic:
 
     def append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]],
                done: Done) -> None:
-        core = self.core
-        key = (OFFSETS_TOPIC, partition)
-        replica = core.partitions.get(key)
+        key = TopicPartition(OFFSETS_TOPIC, partition)
+        replica = self.partitions.get(key)
         if replica is None or not replica.is_leader:
             done(ErrorCode.NOT_LEADER_OR_FOLLOWER, -1)
             return
         now = wall_clock_ms()
         batch = build_batch([(k, v, now, ()) for k, v in records])
         try:
-            info = replica.append_records_as_leader(batch, -1,
-                                                    core.min_insync_replicas(OFFSETS_TOPIC))
+            info = replica.append_records_as_leader(
+                batch, -1, self.host.min_insync_replicas(OFFSETS_TOPIC))
         except MiniKafkaError as exc:
             done(exc.code, -1)
             return
-        core.fetch_purgatory.check_and_complete(key)  # followers may be waiting
+        self.fetch_purgatory.check_and_complete(key)  # followers may be waiting
         result: dict[str, Any] = {"error_code": 0}
         status = ProducePartitionStatus(replica, info.last_offset + 1, result,
                                         replica.leader_epoch)
-        op = DelayedProduce(core.config.offsets_commit_timeout_ms, [status],
-                            core.min_insync_replicas,
+        op = DelayedProduce(self.config.offsets_commit_timeout_ms, [status],
+                            self.host.min_insync_replicas,
                             lambda: done(ErrorCode(result["error_code"]), info.first_offset))
-        core.produce_purgatory.try_complete_else_watch(op, [key])
+        self.produce_purgatory.try_complete_else_watch(op, [key])
 
     def shutdown(self) -> None:
         self.coordinator.shutdown()

@@ -36,7 +36,10 @@ class OffsetsLog(Protocol):
 
 
 @dataclass(frozen=True)
-class GroupConfig:
+class GroupCoordinatorConfig:
+    """The group coordinator's settings (Kafka's GroupCoordinatorConfig), taken from the
+    broker's ``group_*`` and ``offset_metadata_max_bytes`` settings."""
+
     min_session_timeout_ms: int = 1_000
     max_session_timeout_ms: int = 1_800_000
     initial_rebalance_delay_ms: int = 3_000
@@ -44,7 +47,7 @@ class GroupConfig:
     offset_metadata_max_bytes: int = 4_096
 
     @classmethod
-    def from_broker(cls, c: BrokerConfig) -> GroupConfig:
+    def from_broker(cls, c: BrokerConfig) -> GroupCoordinatorConfig:
         return cls(c.group_min_session_timeout_ms, c.group_max_session_timeout_ms,
                    c.group_initial_rebalance_delay_ms, c.group_max_size,
                    c.offset_metadata_max_bytes)

@@ -1,1 +1,16 @@
-"""broker.handlers."""
+"""The broker's API handlers: decoded request body in, response body out through
+``respond`` (see :mod:`broker.handlers.common` for the handler contract).
+
+One module per concept, each with its table of handlers: ``topics`` (Metadata,
+CreateTopics, DeleteTopics), ``produce`` (Produce), ``fetch`` (Fetch, ListOffsets,
+OffsetsForLeaderEpoch, DescribeLogDirs), ``groups`` (the group coordinator APIs, thin
+over :mod:`broker.group`), ``producer_ids`` (InitProducerId); ``common`` holds the shared
+types and helpers and ``dispatch`` merges the tables into :data:`HANDLERS` and answers
+ApiVersions.
+
+May import: ``broker.core`` (every handler works on a :class:`BrokerCore`),
+``broker.delayed``, ``broker.group``, ``broker.producer_ids``, ``replication``,
+``storage`` and ``clients.protocol``.  Imported by the server (``dispatch.HANDLERS``,
+``common.RegionRecords``) and tests only; must not import the server or the network
+processes.  Nothing is exported here: import from the defining module.
+"""

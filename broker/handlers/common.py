@@ -37,11 +37,13 @@ class RegionRecords:
 EMPTY_RECORDS = RegionRecords((), 0)
 
 
-def _error_fields(exc: MiniKafkaError) -> dict[str, Any]:
+def error_fields(exc: MiniKafkaError) -> dict[str, Any]:
+    """The ``error_code`` / ``error_message`` fields of a result that failed with ``exc``."""
     return {"error_code": int(exc.code), "error_message": exc.message or None}
 
 
-def _as_minikafka_error(exc: Exception) -> MiniKafkaError:
+def as_minikafka_error(exc: Exception) -> MiniKafkaError:
+    """``exc`` itself, or UNKNOWN_SERVER_ERROR for an exception that has no error code."""
     if isinstance(exc, MiniKafkaError):
         return exc
     return MiniKafkaError(f"{type(exc).__name__}: {exc}", ErrorCode.UNKNOWN_SERVER_ERROR)

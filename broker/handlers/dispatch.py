@@ -1,19 +1,24 @@
 """Which handler serves which API: the one table the server dispatches on.
 
-Handlers live in one module per concern (:mod:`broker.handlers` for topics, produce and
-fetch; :mod:`broker.handlers.groups` for the group coordinator APIs;
-:mod:`broker.handlers.producer_ids` for InitProducerId).  This module merges their tables
-and answers ApiVersions from the merged table, so a broker advertises exactly the APIs
-it serves.  Pure data: no state, safe to import anywhere in the broker.
+Handlers live in one module per concept, each with its own table:
+:mod:`broker.handlers.topics` (Metadata, CreateTopics, DeleteTopics),
+:mod:`broker.handlers.produce` (Produce), :mod:`broker.handlers.fetch` (Fetch,
+ListOffsets, OffsetsForLeaderEpoch, DescribeLogDirs), :mod:`broker.handlers.groups` (the
+group coordinator APIs) and :mod:`broker.handlers.producer_ids` (InitProducerId).  This
+module merges their tables and answers ApiVersions from the merged table, so a broker
+advertises exactly the APIs it serves.  Pure data: no state, safe to import anywhere in
+the broker above the handlers (the server, tests).
 """
 
 from __future__ import annotations
 
 from broker.core import BrokerCore
 from broker.handlers.common import Body, Handler, Respond
+from broker.handlers.fetch import FETCH_HANDLERS
 from broker.handlers.groups import GROUP_HANDLERS
-from broker.handlers.produce_topics import CORE_HANDLERS
+from broker.handlers.produce import PRODUCE_HANDLERS
 from broker.handlers.producer_ids import PRODUCER_ID_HANDLERS
+from broker.handlers.topics import TOPIC_HANDLERS
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.registry import APIS
 
@@ -31,7 +36,9 @@ def handle_api_versions(core: BrokerCore, body: Body, respond: Respond) -> None:
 
 HANDLERS: dict[int, Handler] = {
     ApiKey.API_VERSIONS: handle_api_versions,
-    **CORE_HANDLERS,
+    **TOPIC_HANDLERS,
+    **PRODUCE_HANDLERS,
+    **FETCH_HANDLERS,
     **GROUP_HANDLERS,
     **PRODUCER_ID_HANDLERS,
 }

@@ -21,12 +21,15 @@ from broker.delayed import DelayedFetch
 from broker.handlers.common import (
     EMPTY_RECORDS,
     Body,
+    Handler,
     RegionRecords,
     Respond,
-    _as_minikafka_error,
-    _error_fields,
+    as_minikafka_error,
+    error_fields,
 )
+from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError
+from clients.protocol.topics import TopicPartition
 from storage.log.reader import FetchDataInfo
 
 LATEST_TIMESTAMP = -1
@@ -49,10 +52,10 @@ def _read_partition(core: BrokerCore, name: str, request: Body, replica_id: int,
         if replica_id >= 0:
             if partition.update_follower_fetch(replica_id, request["fetch_offset"],
                                                core.clock.now_ms()):
-                core.wake_partition((name, index))
-            core.maybe_expand_isr((name, index), replica_id)
+                core.wake_partition(TopicPartition(name, index))
+            core.maybe_expand_isr(TopicPartition(name, index), replica_id)
     except Exception as exc:
-        result.update(_error_fields(_as_minikafka_error(exc)))
+        result.update(error_fields(as_minikafka_error(exc)))
         return result, None
     result["high_watermark"] = partition.high_watermark
     result["last_stable_offset"] = partition.high_watermark
@@ -121,7 +124,7 @@ def _fetch_response_sizes(core: BrokerCore, body: Body) -> tuple[None, int, bool
     total = 0
     for topic in body["topics"]:
         for request in topic["partitions"]:
-            partition = core.partitions.get((topic["name"], request["partition"]))
+            partition = core.partitions.get(TopicPartition(topic["name"], request["partition"]))
             if partition is None or not partition.is_leader:
                 return None, 0, True
             epoch = request["current_leader_epoch"]
@@ -168,7 +171,7 @@ def handle_list_offsets(core: BrokerCore, body: Body, respond: Respond) -> None:
                         result["offset"], result["timestamp"] = found
                 result["leader_epoch"] = partition.leader_epoch
             except Exception as exc:
-                result.update(_error_fields(_as_minikafka_error(exc)))
+                result.update(error_fields(as_minikafka_error(exc)))
             parts.append(result)
         topics.append({"name": topic["name"], "partitions": parts})
     respond({"topics": topics})
@@ -191,7 +194,7 @@ def handle_offsets_for_leader_epoch(core: BrokerCore, body: Body, respond: Respo
                 result["leader_epoch"], result["end_offset"] = (answer.leader_epoch,
                                                                 answer.end_offset)
             except Exception as exc:
-                result.update(_error_fields(_as_minikafka_error(exc)))
+                result.update(error_fields(as_minikafka_error(exc)))
             parts.append(result)
         topics.append({"name": topic["name"], "partitions": parts})
     respond({"topics": topics})
@@ -214,3 +217,11 @@ def handle_describe_log_dirs(core: BrokerCore, body: Body, respond: Respond) -> 
             "leader_id": p.leader_id, "leader_epoch": p.leader_epoch, "isr": list(p.isr)})
     respond({"error_code": 0, "log_dir": str(core.data_dir.resolve()),
              "topics": [{"name": n, "partitions": ps} for n, ps in by_topic.items()]})
+
+
+FETCH_HANDLERS: dict[int, Handler] = {
+    ApiKey.FETCH: handle_fetch,
+    ApiKey.LIST_OFFSETS: handle_list_offsets,
+    ApiKey.OFFSETS_FOR_LEADER_EPOCH: handle_offsets_for_leader_epoch,
+    ApiKey.DESCRIBE_LOG_DIRS: handle_describe_log_dirs,
+}

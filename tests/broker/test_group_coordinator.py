@@ -9,7 +9,7 @@ import pytest
 
 from broker.group.coordinator import GroupCoordinator
 from broker.group.offsets import commit_offsets, describe_groups, fetch_offsets, list_groups
-from broker.group.protocol import Done, GroupConfig, java_string_hash, partition_for
+from broker.group.protocol import Done, GroupCoordinatorConfig, java_string_hash, partition_for
 from broker.group.state import GroupState
 from clients.protocol.errors import ErrorCode
 from timer.clock import ManualClock
@@ -61,9 +61,8 @@ class Harness:
         self.clock = ManualClock(1_000)
         self.timer = SystemTimer(self.clock)
         self.log = log or MemoryLog()
-        self.c = GroupCoordinator(GroupConfig(initial_rebalance_delay_ms=initial_delay_ms,
-                                              max_size=4), self.clock, self.timer, self.log,
-                                  num_partitions=1)
+        config = GroupCoordinatorConfig(initial_rebalance_delay_ms=initial_delay_ms, max_size=4)
+        self.c = GroupCoordinator(config, self.clock, self.timer, self.log, num_partitions=1)
         self.c.begin_load(0, 0)
         self.c.finish_load(0)
 

@@ -14,8 +14,8 @@ from broker.group.metadata import (
     GroupMetadataValue,
     GroupRecordError,
     MemberMetadata,
-    OffsetAndMetadata,
     OffsetCommitKey,
+    OffsetCommitValue,
     decode_group_metadata_value,
     decode_key,
     decode_offset_commit_value,
@@ -34,9 +34,9 @@ members = st.builds(MemberMetadata, names, st.none() | names, st.text(max_size=1
 
 @settings(max_examples=50, deadline=None)
 @given(names, names, st.integers(min_value=0, max_value=2**31 - 1),
-       st.builds(OffsetAndMetadata, ints, ints, st.none() | st.text(max_size=30), ints))
+       st.builds(OffsetCommitValue, ints, ints, st.none() | st.text(max_size=30), ints))
 def test_offset_commit_round_trip(group: str, topic: str, partition: int,
-                                  value: OffsetAndMetadata) -> None:
+                                  value: OffsetCommitValue) -> None:
     key = OffsetCommitKey(group, topic, partition)
     raw = encode_offset_commit_key(key)
     assert raw[:2] == struct.pack(">h", 1)

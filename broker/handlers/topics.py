@@ -1,78 +1,27 @@
-"""API handlers: decoded request in, response body out (through a ``respond`` callback).
+"""Handlers of the topic APIs: Metadata, CreateTopics, DeleteTopics.
 
-This module holds Metadata, CreateTopics, DeleteTopics and Produce, and the
-:data:`CORE_HANDLERS` table; the partition-reading handlers (Fetch, ListOffsets,
-OffsetsForLeaderEpoch, DescribeLogDirs) are in :mod:`broker.handlers.fetch` and the
-shared types (``Body``, ``Respond``, ``Handler``, :class:`RegionRecords`) in
-:mod:`broker.handlers.common`; all of them stay importable from here.
+Metadata answers from the :class:`~broker.metadata.image.MetadataImage` in controller mode
+(every topic, partition, leader, ISR and live broker of the cluster) and from the local
+topic registry when standalone (this broker leads everything).  CreateTopics and
+DeleteTopics run locally when standalone (errors per topic: invalid name, existing or
+unknown topic, bad partition count, replication factor or config); in controller mode
+they are forwarded to the controller, and answered once this broker's image shows the
+result (or the request's ``timeout_ms`` passed).
 
-Each handler gets the :class:`BrokerCore`, the decoded request body and ``respond``.
-``respond(body)`` is called exactly once, now or later (a delayed produce or fetch
-answers from the purgatory); ``respond(None)`` means "no response" (acks=0).  Errors
-are per partition where the API has per-partition results, so one bad partition never
-fails the others.  Fetch responses carry :class:`RegionRecords`: file regions the
-network process sends with ``sendfile``; no record byte passes through this process.
-
-Costs: produce is one validated append per partition (a compacted topic's records are
-walked once more: a record without a key fails that partition with INVALID_RECORD, as in
-Kafka); fetch is one index lookup per partition (and again when a parked fetch
-completes).
-Thread-safety: handlers run on the broker's event loop thread only.
+Costs: Metadata O(topics x partitions asked); create/delete O(partitions) local work.
+Thread-safety: run on the broker's event loop thread only (they touch BrokerCore state).
 """
 
 from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any
 
 from broker.core import BrokerCore, TopicError
-from broker.delayed import DelayedProduce, ProducePartitionStatus
-from broker.handlers.common import (
-    EMPTY_RECORDS,
-    Body,
-    Handler,
-    RegionRecords,
-    Respond,
-    _as_minikafka_error,
-    _error_fields,
-)
-from broker.handlers.fetch import (
-    EARLIEST_TIMESTAMP,
-    LATEST_TIMESTAMP,
-    handle_describe_log_dirs,
-    handle_fetch,
-    handle_list_offsets,
-    handle_offsets_for_leader_epoch,
-)
+from broker.handlers.common import Body, Handler, Respond, error_fields
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError
-from clients.protocol.topics import topic_name_error
-
-__all__ = [
-    "CONSUMER_REPLICA_ID",
-    "CORE_HANDLERS",
-    "EARLIEST_TIMESTAMP",
-    "EMPTY_RECORDS",
-    "LATEST_TIMESTAMP",
-    "Body",
-    "Handler",
-    "RegionRecords",
-    "Respond",
-    "handle_create_topics",
-    "handle_delete_topics",
-    "handle_describe_log_dirs",
-    "handle_fetch",
-    "handle_list_offsets",
-    "handle_metadata",
-    "handle_offsets_for_leader_epoch",
-    "handle_produce",
-]
-
-CONSUMER_REPLICA_ID = -1
-
-
-# -- Metadata, CreateTopics, DeleteTopics ---------------------------------------------
+from clients.protocol.topics import TopicPartition, topic_name_error
 
 
 def _metadata_from_image(core: BrokerCore, body: Body) -> Body:
@@ -127,7 +76,7 @@ def handle_metadata(core: BrokerCore, body: Body, respond: Respond) -> None:
             continue
         partitions = []
         for index in range(info.num_partitions):
-            p = core.partitions[(name, index)]
+            p = core.partitions[TopicPartition(name, index)]
             partitions.append({
                 "error_code": 0, "partition_index": index, "leader_id": p.leader_id,
                 "leader_epoch": p.leader_epoch, "replica_nodes": list(p.replicas),
@@ -192,7 +141,7 @@ def handle_create_topics(core: BrokerCore, body: Body, respond: Respond) -> None
                             "num_partitions": info.num_partitions,
                             "replication_factor": info.replication_factor})
         except MiniKafkaError as exc:
-            results.append({"name": name, **_error_fields(exc)})
+            results.append({"name": name, **error_fields(exc)})
     respond({"topics": results})
 
 
@@ -208,74 +157,12 @@ def handle_delete_topics(core: BrokerCore, body: Body, respond: Respond) -> None
             core.delete_topic(name)
             results.append({"name": name, "error_code": 0, "error_message": None})
         except MiniKafkaError as exc:
-            results.append({"name": name, **_error_fields(exc)})
+            results.append({"name": name, **error_fields(exc)})
     respond({"responses": results})
 
 
-# -- Produce -------------------------------------------------------------------------
-
-
-def handle_produce(core: BrokerCore, body: Body, respond: Respond) -> None:
-    acks = body["acks"]
-    if acks not in (0, 1, -1):
-        error = {"error_code": int(ErrorCode.INVALID_REQUIRED_ACKS),
-                 "error_message": f"acks must be 0, 1 or -1 (all), got {acks}",
-                 "base_offset": -1}
-        respond({"responses": [
-            {"name": t["name"], "partition_responses": [
-                {"index": p["index"], **error} for p in t["partitions"]]}
-            for t in body["topics"]
-        ]})
-        return
-    responses = []
-    statuses: list[ProducePartitionStatus] = []
-    keys = []
-    for topic in body["topics"]:
-        name = topic["name"]
-        results = []
-        for entry in topic["partitions"]:
-            result: dict[str, Any] = {"index": entry["index"], "error_code": 0,
-                                      "error_message": None, "base_offset": -1}
-            results.append(result)
-            try:
-                partition = core.partition_or_error(name, entry["index"])
-                if partition.is_leader:  # (a follower answers NOT_LEADER from the append)
-                    partition.log.require_keys(entry["records"])  # compacted: INVALID_RECORD
-                info = partition.append_records_as_leader(
-                    entry["records"], acks, core.min_insync_replicas(name)
-                )
-            except Exception as exc:
-                result.update(_error_fields(_as_minikafka_error(exc)))
-                continue
-            result["base_offset"] = info.first_offset
-            result["log_start_offset"] = partition.log_start_offset
-            key = (name, entry["index"])
-            keys.append(key)
-            core.fetch_purgatory.check_and_complete(key)  # HW may have moved
-            if acks == -1:
-                statuses.append(ProducePartitionStatus(partition, info.last_offset + 1, result,
-                                                       partition.leader_epoch))
-        responses.append({"name": name, "partition_responses": results})
-    response_body = {"responses": responses}
-    if acks == 0:
-        respond(None)
-        return
-    if not statuses:
-        respond(response_body)
-        return
-    op = DelayedProduce(max(body["timeout_ms"], 0), statuses, core.min_insync_replicas,
-                        lambda: respond(response_body))
-    core.produce_purgatory.try_complete_else_watch(op, keys)
-
-
-# the handlers of this module; broker.handlers.dispatch merges them with the other handler modules
-CORE_HANDLERS: dict[int, Handler] = {
-    ApiKey.OFFSETS_FOR_LEADER_EPOCH: handle_offsets_for_leader_epoch,
-    ApiKey.DESCRIBE_LOG_DIRS: handle_describe_log_dirs,
+TOPIC_HANDLERS: dict[int, Handler] = {
     ApiKey.METADATA: handle_metadata,
     ApiKey.CREATE_TOPICS: handle_create_topics,
     ApiKey.DELETE_TOPICS: handle_delete_topics,
-    ApiKey.PRODUCE: handle_produce,
-    ApiKey.FETCH: handle_fetch,
-    ApiKey.LIST_OFFSETS: handle_list_offsets,
 }

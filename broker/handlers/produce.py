@@ -1,0 +1,85 @@
+"""Handler of Produce: validated appends as leader, answered by acks.
+
+Per partition, in request order: the partition must be hosted here and led here
+(NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION otherwise), a compacted topic's
+records must all have keys (INVALID_RECORD, as in Kafka), and the batch is validated and
+appended (:meth:`replication.partition.Partition.append_records_as_leader`, which also
+checks ``min_insync_replicas`` for acks=all).  Errors are per partition, so one bad
+partition never fails the others.  acks=0: no response; acks=1: answered at once;
+acks=-1 (all): a :class:`~broker.delayed.DelayedProduce` waits in the produce purgatory
+until the high watermark passes every appended batch (or ``timeout_ms``).  Other acks
+values: INVALID_REQUIRED_ACKS for every partition.  Each append wakes the fetch
+purgatory of its partition (followers and consumers may be waiting).
+
+Costs: one validated append per partition (a compacted topic's records are walked once
+more for keys).  Thread-safety: run on the broker's event loop thread only.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.core import BrokerCore
+from broker.delayed import DelayedProduce, ProducePartitionStatus
+from broker.handlers.common import Body, Handler, Respond, as_minikafka_error, error_fields
+from clients.protocol.api_keys import ApiKey
+from clients.protocol.errors import ErrorCode
+from clients.protocol.topics import TopicPartition
+
+
+def handle_produce(core: BrokerCore, body: Body, respond: Respond) -> None:
+    acks = body["acks"]
+    if acks not in (0, 1, -1):
+        error = {"error_code": int(ErrorCode.INVALID_REQUIRED_ACKS),
+                 "error_message": f"acks must be 0, 1 or -1 (all), got {acks}",
+                 "base_offset": -1}
+        respond({"responses": [
+            {"name": t["name"], "partition_responses": [
+                {"index": p["index"], **error} for p in t["partitions"]]}
+            for t in body["topics"]
+        ]})
+        return
+    responses = []
+    statuses: list[ProducePartitionStatus] = []
+    keys = []
+    for topic in body["topics"]:
+        name = topic["name"]
+        results = []
+        for entry in topic["partitions"]:
+            result: dict[str, Any] = {"index": entry["index"], "error_code": 0,
+                                      "error_message": None, "base_offset": -1}
+            results.append(result)
+            try:
+                partition = core.partition_or_error(name, entry["index"])
+                if partition.is_leader:  # (a follower answers NOT_LEADER from the append)
+                    partition.log.require_keys(entry["records"])  # compacted: INVALID_RECORD
+                info = partition.append_records_as_leader(
+                    entry["records"], acks, core.min_insync_replicas(name)
+                )
+            except Exception as exc:
+                result.update(error_fields(as_minikafka_error(exc)))
+                continue
+            result["base_offset"] = info.first_offset
+            result["log_start_offset"] = partition.log_start_offset
+            key = TopicPartition(name, entry["index"])
+            keys.append(key)
+            core.fetch_purgatory.check_and_complete(key)  # HW may have moved
+            if acks == -1:
+                statuses.append(ProducePartitionStatus(partition, info.last_offset + 1, result,
+                                                       partition.leader_epoch))
+        responses.append({"name": name, "partition_responses": results})
+    response_body = {"responses": responses}
+    if acks == 0:
+        respond(None)
+        return
+    if not statuses:
+        respond(response_body)
+        return
+    op = DelayedProduce(max(body["timeout_ms"], 0), statuses, core.min_insync_replicas,
+                        lambda: respond(response_body))
+    core.produce_purgatory.try_complete_else_watch(op, keys)
+
+
+PRODUCE_HANDLERS: dict[int, Handler] = {
+    ApiKey.PRODUCE: handle_produce,
+}
