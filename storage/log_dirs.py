@@ -37,7 +37,6 @@ __all__ = [
     "CLEAN_SHUTDOWN_MARKER",
     "DELETE_SUFFIX",
     "StartupReport",
-    "TopicPartition",
     "log_dir_name",
     "parse_log_dir_name",
     "scan_log_dirs",
@@ -45,8 +44,6 @@ __all__ = [
 
 CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
 DELETE_SUFFIX = "-delete"
-
-
 
 
 def log_dir_name(topic: str, partition: int) -> str:

@@ -16,8 +16,8 @@ Data directory layout (everything else is ignored and reported)::
       <topic>-<partition>.<uuid>-delete/ a deleted log being removed (finished at startup)
 
 Checkpoint formats: see :mod:`storage.checkpoint`.  The names of log directories, the
-marker and deletions, and the :class:`StartupReport`: :mod:`storage.log_dirs` (every
-name re-exported here).
+marker and deletions, and the :class:`~storage.log_dirs.StartupReport`:
+:mod:`storage.log_dirs`.
 
 Lifecycle: ``startup()`` takes the data-directory lock (a second live process gets
 :class:`~storage.lock.DataDirLockedError`), reads the checkpoints, checks and removes the
@@ -52,7 +52,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from clients.protocol.topics import validate_topic_name
+from clients.protocol.topics import TopicPartition, validate_topic_name
 from storage.checkpoint import (
     LEADER_EPOCH_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
@@ -71,15 +71,11 @@ from storage.log_dirs import (
     CLEAN_SHUTDOWN_MARKER,
     DELETE_SUFFIX,
     StartupReport,
-    TopicPartition,
     log_dir_name,
-    parse_log_dir_name,
     scan_log_dirs,
 )
 
-__all__ = ["CLEAN_SHUTDOWN_MARKER", "DELETE_SUFFIX", "MAX_LOAD_THREADS", "LogManager",
-           "ManagerSchedule", "StartupReport", "TopicPartition", "log_dir_name",
-           "parse_log_dir_name"]
+__all__ = ["MAX_LOAD_THREADS", "LogManager", "ManagerSchedule"]
 
 MAX_LOAD_THREADS = 64
 

@@ -4,8 +4,7 @@
 truncation of a torn/corrupt tail, the :class:`RecoveryReport`);
 :func:`finish_interrupted_swaps` completes or rolls back a cleaner swap cut short by a
 crash.  The batch rules a rescan applies (shared with append validation) are in
-:mod:`storage.log.validator`, the log's structural check in :mod:`storage.log.invariants`;
-both are re-exported here.
+:mod:`storage.log.validator`, the log's structural check in :mod:`storage.log.invariants`.
 
 Costs: O(files) to list the directory; a clean open is O(index bytes) per segment; an
 unclean one rescans (CRC + header walk) every byte from the segment holding the recovery
@@ -24,31 +23,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from storage.errors import CorruptIndexError
-from storage.log.invariants import check_log_invariants
-from storage.log.validator import (
-    INT32_MAX,
-    MIN_BATCH_LENGTH,
-    BatchInfo,
-    SegmentScan,
-    scan_segment,
-    validate_append_batches,
-)
+from storage.log.validator import SegmentScan, scan_segment
 
 if TYPE_CHECKING:
     from storage.segment import Segment
 
-__all__ = [
-    "INT32_MAX",
-    "MIN_BATCH_LENGTH",
-    "BatchInfo",
-    "RecoveryReport",
-    "SegmentScan",
-    "check_log_invariants",
-    "finish_interrupted_swaps",
-    "load_segments",
-    "scan_segment",
-    "validate_append_batches",
-]
+__all__ = ["RecoveryReport", "finish_interrupted_swaps", "load_segments"]
 
 
 @dataclass
