@@ -31,7 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from clients.protocol.topics import TopicPartition, topic_name_error
-from storage.checkpoint import fsync_dir
+from storage.file_io import fsync_dir
 
 __all__ = [
     "CLEAN_SHUTDOWN_MARKER",

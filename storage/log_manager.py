@@ -60,11 +60,11 @@ from storage.checkpoint import (
     REPLICATION_OFFSET_CHECKPOINT,
     LeaderEpochCheckpointFile,
     OffsetCheckpointFile,
-    fsync_dir,
 )
 from storage.cleaner.cleaner import CLEANER_CHECKPOINT, LogCleaner
 from storage.cleaner.config import CleanerConfig, CleanStepResult
 from storage.config import LogConfig
+from storage.file_io import fsync_dir, write_file_fsynced
 from storage.lock import DataDirLock
 from storage.log.log import Log
 from storage.log_dirs import (
@@ -240,12 +240,7 @@ class LogManager:
                 self.recovery_point_checkpoint.write(recovery_points)
                 self.log_start_offset_checkpoint.write(log_start_offsets)
                 self.cleaner.write_checkpoint()
-                marker = self.data_dir / CLEAN_SHUTDOWN_MARKER
-                fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
-                try:
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
+                write_file_fsynced(self.data_dir / CLEAN_SHUTDOWN_MARKER, b"")
                 fsync_dir(self.data_dir)
         finally:
             self._lock.release()

@@ -35,6 +35,7 @@ from typing import ClassVar
 import numpy as np
 
 from storage.errors import CorruptIndexError, StorageError
+from storage.file_io import write_all
 
 _INT32 = struct.Struct(">i")
 
@@ -181,9 +182,7 @@ class MappedIndex:
             raise StorageError(f"{self.path}: {len(arr)} entries exceed {self.max_entries}")
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
+            write_all(fd, data)
         finally:
             os.close(fd)
         self._entries = len(data) // self.ENTRY_SIZE

@@ -30,12 +30,11 @@ from typing import NamedTuple, TypeVar
 from clients.records.batch import HEADER, HEADER_SIZE, LOG_OVERHEAD, MAGIC
 from storage.config import LogConfig
 from storage.errors import CorruptIndexError, StorageError
+from storage.file_io import write_all
 from storage.log.validator import INT32_MAX, SegmentScan, scan_segment
 from storage.offset_index import OffsetIndex
 from storage.time_index import NO_TIMESTAMP, TimeIndex
 
-# base_offset, batch_length, partition_leader_epoch, magic, crc, attributes,
-# last_offset_delta, base_timestamp, max_timestamp  (first 43 bytes of the header)
 _WALK_CHUNK = 16 * 1024
 _I = TypeVar("_I", OffsetIndex, TimeIndex)
 _IOV_MAX = min(os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024, 1024)
@@ -132,9 +131,7 @@ class Segment:
         if written == total:
             return
         # rare: a short write, or more iovecs than IOV_MAX -> write the rest from one copy
-        rest = memoryview(b"".join(bytes(b) for b in iovs))[written:]
-        while rest:
-            rest = rest[os.write(self.fd, rest):]
+        write_all(self.fd, memoryview(b"".join(bytes(b) for b in iovs))[written:])
 
     # -- reading headers ---------------------------------------------------------------
 

@@ -47,7 +47,7 @@ from pathlib import Path
 
 import numpy as np
 
-from storage.checkpoint import fsync_dir, write_file_fsynced
+from storage.file_io import fsync_dir, write_all, write_file_fsynced
 from storage.log.log import Log
 from storage.offset_index import OffsetIndex
 from storage.segment import Segment, segment_file
@@ -92,9 +92,7 @@ class CleanedSegmentWriter:
                 self._ts_rel.append(self._off_of_max - self.base)
                 self._last_ts = self._max_ts
             self._since = 0
-        view = memoryview(data)
-        while view:
-            view = view[os.write(self.fd, view):]
+        write_all(self.fd, data)
         self._since += len(data)
         self.size += len(data)
         self.last_base = base

@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from storage.errors import CorruptIndexError
+from storage.file_io import fsync_dir
 from storage.log.validator import SegmentScan, scan_segment
 
 if TYPE_CHECKING:
@@ -160,11 +161,7 @@ def finish_interrupted_swaps(directory: Path, report: RecoveryReport) -> None:
             report.problems.append(f"removed {entry.name} (uncommitted cleaner swap)")
             changed = True
     if changed:
-        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        fsync_dir(directory)
 
 
 def _rescan(seg: Segment, min_offset: int, report: RecoveryReport) -> SegmentScan:
