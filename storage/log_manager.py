@@ -101,7 +101,7 @@ class ManagerSchedule:
 
 
 class LogManager:
-    """Owns the data directory of one broker and every :class:`~storage.log.Log` in it."""
+    """Owns the data directory of one broker and every :class:`~storage.log.log.Log` in it."""
 
     def __init__(
         self,

@@ -19,7 +19,7 @@ Costs: append O(1) (one ``struct.pack_into`` into the map); lookup O(log n) bina
 over the map with ``struct.unpack_from`` (numpy's searchsorted on a big-endian strided
 column copies the column, O(n)); sanity check and truncation O(n) with numpy.
 
-Not thread-safe: owned by the :class:`~storage.log.Log` that owns the segment.  Numpy
+Not thread-safe: owned by the :class:`~storage.log.log.Log` that owns the segment.  Numpy
 views over the map are created and dropped inside each method, because a live view makes
 ``mmap.close``/``resize`` fail with ``BufferError``.
 """

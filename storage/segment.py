@@ -1,9 +1,9 @@
 """One log segment: ``<base_offset:020d>.log`` + ``.index`` + ``.timeindex``.
 
 The ``.log`` file is a plain concatenation of RecordBatch v2 (byte table in
-:mod:`clients.records`; run layout in :mod:`storage.log.recovery`); the index formats are in
-:mod:`storage.offset_index` and :mod:`storage.time_index`.  ``base_offset`` is the first
-offset the segment may hold; batch offsets inside are strictly increasing.
+:mod:`clients.records.batch`; run layout in :mod:`storage.log.validator`); the index
+formats are in :mod:`storage.offset_index` and :mod:`storage.time_index`.  ``base_offset``
+is the first offset the segment may hold; batch offsets inside are strictly increasing.
 
 The segment keeps one descriptor on its ``.log`` (``O_APPEND``; its logical size is
 tracked in :attr:`size`) and appends with one ``os.writev`` per request.  Reads never go
@@ -15,7 +15,8 @@ search + a forward header walk of at most ~``index_interval_bytes``; :meth:`reco
 O(bytes) (CRC) + O(batches); :meth:`load_clean` O(index entries) + a walk of the tail
 after the last index entry.
 
-Not thread-safe: owned by one :class:`~storage.log.Log` (one event-loop thread).
+Not thread-safe: owned by one log's :class:`~storage.log.segment_list.SegmentList` (one
+event-loop thread).
 """
 
 from __future__ import annotations

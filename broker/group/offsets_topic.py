@@ -46,7 +46,7 @@ from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError
 from clients.records.batch import iter_batches
 from clients.records.record import build_batch, decode_batch
-from storage.log.state import wall_clock_ms
+from storage.log.log import wall_clock_ms
 from timer.timing_wheel import CallableTask
 
 if TYPE_CHECKING:

@@ -2,10 +2,10 @@
 
 A group of consecutive inactive segments ``o1 < o2 < ... < ok`` becomes one segment
 named ``b = o1`` (``B`` = ``f"{b:020d}"``; every file in the partition directory).  Its
-``.log`` is a concatenation of batches (format: :mod:`storage.log.recovery`); its ``.index``
+``.log`` is a concatenation of batches (format: :mod:`storage.log.validator`); its ``.index``
 and ``.timeindex`` (formats: :mod:`storage.offset_index`, :mod:`storage.time_index`)
 are built while writing, with the index-point rule of
-:func:`storage.log.recovery.scan_segment` (first batch, then every ``index_interval_bytes``;
+:func:`storage.log.validator.scan_segment` (first batch, then every ``index_interval_bytes``;
 one final time entry), trimmed to their entries.  The new segment always ends with the
 last batch of ``ok`` (an empty header if its records were dropped), so it covers exactly
 the offsets ``[o1, end of ok)``.
@@ -22,7 +22,7 @@ S2    for each old segment O: rename ``O.log``, ``O.index``, ``O.timeindex`` to
       ``O.log.deleted``, ``O.index.deleted``, ``O.timeindex.deleted``
 S3    rename ``B.index.swap`` -> ``B.index``, ``B.timeindex.swap`` ->
       ``B.timeindex``, then ``B.log.swap`` -> ``B.log``; fsync the directory; the
-      Log object swaps its segment list (:meth:`storage.log.Log.replace_segments`)
+      Log object swaps its segment list (:meth:`storage.log.log.Log.replace_segments`)
 S4    unlink every ``.deleted`` file of the group
 ====  ============================================================================
 

@@ -34,7 +34,7 @@ __all__ = ["RecoveryReport", "finish_interrupted_swaps", "load_segments"]
 
 @dataclass
 class RecoveryReport:
-    """What :meth:`storage.log.Log.open` did to make the log consistent."""
+    """What :meth:`storage.log.log.Log.open` did to make the log consistent."""
 
     had_clean_shutdown: bool
     segments_loaded: int = 0
