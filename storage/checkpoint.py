@@ -154,7 +154,7 @@ class OffsetCheckpointFile:
                 raise CorruptCheckpointError(self.path, line_no, reason)
             partition = _parse_int(self.path, line_no, partition_s, "partition", INT32_MAX)
             offset = _parse_int(self.path, line_no, offset_s, "offset", INT64_MAX)
-            key = (topic, partition)
+            key = TopicPartition(topic, partition)
             if key in result:
                 raise CorruptCheckpointError(
                     self.path, line_no, f"duplicate entry for {topic}-{partition}"

@@ -59,7 +59,7 @@ def parse_log_dir_name(name: str) -> TopicPartition | None:
         return None
     if topic_name_error(topic) is not None:
         return None
-    return topic, int(partition_s)
+    return TopicPartition(topic, int(partition_s))
 
 
 @dataclass

@@ -66,7 +66,7 @@ from storage.cleaner.config import CleanerConfig, CleanStepResult
 from storage.config import LogConfig
 from storage.file_io import fsync_dir, write_file_fsynced
 from storage.lock import DataDirLock
-from storage.log.log import Log
+from storage.log.log import Log, wall_clock_ms
 from storage.log_dirs import (
     CLEAN_SHUTDOWN_MARKER,
     DELETE_SUFFIX,
@@ -78,10 +78,6 @@ from storage.log_dirs import (
 __all__ = ["MAX_LOAD_THREADS", "LogManager", "ManagerSchedule"]
 
 MAX_LOAD_THREADS = 64
-
-
-def _wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 @dataclass(frozen=True)
@@ -109,7 +105,7 @@ class LogManager:
         default_config: LogConfig | None = None,
         *,
         config_for: Callable[[str], LogConfig] | None = None,
-        clock_ms: Callable[[], int] = _wall_clock_ms,
+        clock_ms: Callable[[], int] = wall_clock_ms,
         load_threads: int = 2,
         schedule: ManagerSchedule | None = None,
         cleaner_config: CleanerConfig | None = None,
@@ -255,7 +251,7 @@ class LogManager:
 
     def get_log(self, topic: str, partition: int) -> Log | None:
         self._check_started()
-        return self._logs.get((topic, partition))
+        return self._logs.get(TopicPartition(topic, partition))
 
     def all_logs(self) -> dict[TopicPartition, Log]:
         """A copy of the ``(topic, partition) -> Log`` map."""
@@ -275,7 +271,7 @@ class LogManager:
         validate_topic_name(topic)
         if not isinstance(partition, int) or isinstance(partition, bool) or partition < 0:
             raise ValueError(f"partition must be a non-negative integer, got {partition!r}")
-        existing = self._logs.get((topic, partition))
+        existing = self._logs.get(TopicPartition(topic, partition))
         if existing is not None:
             return existing
         log = Log.open(
@@ -284,7 +280,7 @@ class LogManager:
             clock_ms=self._clock_ms,
         )
         fsync_dir(self.data_dir)
-        self._logs[(topic, partition)] = log
+        self._logs[TopicPartition(topic, partition)] = log
         return log
 
     def delete_log(self, topic: str, partition: int) -> bool:
@@ -296,10 +292,10 @@ class LogManager:
         same name cannot inherit its recovery point.
         """
         self._check_started()
-        log = self._logs.pop((topic, partition), None)
+        log = self._logs.pop(TopicPartition(topic, partition), None)
         if log is None:
             return False
-        self.cleaner.forget((topic, partition))
+        self.cleaner.forget(TopicPartition(topic, partition))
         log.abandon()  # no flush: the bytes are about to go
         source = self.log_dir(topic, partition)
         target = self.data_dir / f"{source.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}"

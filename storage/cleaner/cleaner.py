@@ -70,7 +70,6 @@ method, on the thread that owns the logs.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -86,22 +85,18 @@ from storage.cleaner.config import MAX_ERRORS_KEPT, CleanerConfig, CleanerStats,
 from storage.cleaner.offset_map import OffsetMap
 from storage.cleaner.swap import CleanedSegmentWriter, SwapHook
 from storage.errors import StorageError
-from storage.log.log import Log
+from storage.log.log import Log, wall_clock_ms
 
 __all__ = ["CLEANER_CHECKPOINT", "LogCleaner"]
 
 CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
 
 
-def _wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
 class LogCleaner:
     """Compacts the compacted logs it is given, one pass and one bounded step at a time."""
 
     def __init__(self, config: CleanerConfig | None = None, *,
-                 clock_ms: Callable[[], int] = _wall_clock_ms,
+                 clock_ms: Callable[[], int] = wall_clock_ms,
                  checkpoint_path: str | Path | None = None) -> None:
         self.config = config if config is not None else CleanerConfig()
         self._clock_ms = clock_ms
@@ -228,7 +223,7 @@ class LogCleaner:
                     continue
                 if not p.grouped:
                     p.groups = group_segments(p.log.config, [s for s in p.segments
-                                                       if s.base_offset < p.map_end])
+                                                             if s.base_offset < p.map_end])
                     p.grouped = True
                 if p.group_i >= len(p.groups):
                     self._finish_pass(p)

@@ -61,7 +61,6 @@ O(segments) + the fsyncs; reads, edits and retention: see their modules.
 
 from __future__ import annotations
 
-import re
 import shutil
 import struct
 import time
@@ -70,6 +69,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from clients.protocol.errors import InvalidRecordError, MiniKafkaError, OffsetOutOfRangeError
+from clients.protocol.topics import TopicPartition
 from clients.records.batch import CONTROL_MASK, HEADER, BatchHeader
 from storage.cleaner.batch_filter import walk_records
 from storage.config import LogConfig
@@ -80,6 +80,7 @@ from storage.log.recovery import RecoveryReport, load_segments
 from storage.log.segment_list import SegmentList
 from storage.log.segment_policy import SegmentPolicy
 from storage.log.validator import validate_append_batches
+from storage.log_dirs import parse_log_dir_name
 from storage.segment import Segment
 from storage.time_index import NO_TIMESTAMP
 
@@ -89,7 +90,6 @@ __all__ = ["Log", "LogAppendInfo", "wall_clock_ms"]
 _PATCH = struct.Struct(">qii")
 _PATCH_SIZE = _PATCH.size
 _INT32_MAX = 2**31 - 1
-_TOPIC_PARTITION = re.compile(r"^(.+)-(\d+)$")
 
 
 def wall_clock_ms() -> int:
@@ -117,8 +117,9 @@ class LogAppendInfo(NamedTuple):
 class Log:
     """A partition log; build with :meth:`Log.open`.
 
-    Holds the directory, config, :attr:`recovery_report`, :attr:`topic_partition` (from
-    the directory name ``<topic>-<partition>``; ``(name, -1)`` if it does not parse), the
+    Holds the directory, config, :attr:`recovery_report`, :attr:`topic_partition` (the
+    directory name parsed by :func:`storage.log_dirs.parse_log_dir_name`; ``(name, -1)``
+    if it is not a log directory name, e.g. a test's scratch directory), the
     flush-policy counters and the closed flag; segments and offsets are its
     :class:`SegmentList`'s (read-only views here).
     """
@@ -128,7 +129,8 @@ class Log:
         self.dir = directory
         self.config = config
         self.recovery_report = recovery_report
-        self.topic_partition = _parse_topic_partition(directory.name)
+        self.topic_partition = (parse_log_dir_name(directory.name)
+                                or TopicPartition(directory.name, -1))
         self._clock_ms = clock_ms
         self._segments = segments
         topic, partition = self.topic_partition
@@ -458,14 +460,6 @@ class Log:
         segments = self._segments
         return (f"Log({self.dir}, start={segments.log_start_offset}, "
                 f"end={segments.log_end_offset}, segments={len(segments.segments)})")
-
-
-def _parse_topic_partition(name: str) -> tuple[str, int]:
-    """``"<topic>-<partition>"`` -> (topic, partition); (name, -1) if it does not parse."""
-    match = _TOPIC_PARTITION.match(name)
-    if match is None:
-        return name, -1
-    return match.group(1), int(match.group(2))
 
 
 def _byte_view(data: bytes | bytearray | memoryview) -> memoryview:
