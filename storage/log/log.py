@@ -70,7 +70,7 @@ from typing import NamedTuple
 
 from clients.protocol.errors import InvalidRecordError, MiniKafkaError, OffsetOutOfRangeError
 from clients.protocol.topics import TopicPartition
-from clients.records.batch import CONTROL_MASK, HEADER, BatchHeader
+from clients.records.batch import CONTROL_MASK, HEADER, LOG_OVERHEAD, PREFIX, BatchHeader
 from storage.cleaner.batch_filter import walk_records
 from storage.config import LogConfig
 from storage.errors import StorageError
@@ -86,8 +86,12 @@ from storage.time_index import NO_TIMESTAMP
 
 __all__ = ["Log", "LogAppendInfo", "wall_clock_ms"]
 
-# base_offset, batch_length, partition_leader_epoch: the bytes a leader append rewrites
-_PATCH = struct.Struct(">qii")
+# The bytes a leader append rewrites: the first three fields of the header's PREFIX
+# (base_offset, batch_length, partition_leader_epoch; 16 bytes, magic follows), so the
+# layout stays the one in clients.records.batch.  Packing the whole PREFIX instead (magic
+# and crc carried over from validation) measured 10-30 ns more per batch, 1-2% of a leader
+# append of 170-byte batches (noise for 16 KiB ones); the partial patch is kept for that.
+_PATCH = struct.Struct(PREFIX.format[:4])
 _PATCH_SIZE = _PATCH.size
 _INT32_MAX = 2**31 - 1
 
@@ -246,7 +250,7 @@ class Log:
         max_ts, off_max, records = NO_TIMESTAMP, first, 0
         for pos, size, _base, lod, ts, count, _epoch in infos:
             last = offset + lod
-            iovs.append(pack(offset, size - 12, leader_epoch))
+            iovs.append(pack(offset, size - LOG_OVERHEAD, leader_epoch))
             iovs.append(view[pos + _PATCH_SIZE : pos + size])
             metas.append((offset, last, ts, size))
             if ts > max_ts:
