@@ -79,7 +79,7 @@ from storage.log.reader import FetchDataInfo, LogReader, TimestampAndOffset
 from storage.log.recovery import RecoveryReport, load_segments
 from storage.log.segment_list import SegmentList
 from storage.log.segment_policy import SegmentPolicy
-from storage.log.validator import validate_append_batches
+from storage.log.validator import INT32_MAX, validate_append_batches
 from storage.log_dirs import parse_log_dir_name
 from storage.segment import Segment
 from storage.time_index import NO_TIMESTAMP
@@ -93,7 +93,6 @@ __all__ = ["Log", "LogAppendInfo", "wall_clock_ms"]
 # append of 170-byte batches (noise for 16 KiB ones); the partial patch is kept for that.
 _PATCH = struct.Struct(PREFIX.format[:4])
 _PATCH_SIZE = _PATCH.size
-_INT32_MAX = 2**31 - 1
 
 
 def wall_clock_ms() -> int:
@@ -236,7 +235,7 @@ class Log:
         """Validate, assign offsets from the LEO, stamp ``leader_epoch``, append."""
         if self._closed:
             self._check_open()
-        if not 0 <= leader_epoch <= _INT32_MAX:
+        if not 0 <= leader_epoch <= INT32_MAX:
             raise ValueError(f"leader_epoch must be in [0, 2**31 - 1], got {leader_epoch}")
         view = _byte_view(batches)
         infos = validate_append_batches(view, self.config.max_message_bytes,

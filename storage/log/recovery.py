@@ -20,14 +20,11 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from storage.errors import CorruptIndexError
 from storage.file_io import fsync_dir
 from storage.log.validator import SegmentScan, scan_segment
-
-if TYPE_CHECKING:
-    from storage.segment import Segment
+from storage.segment import Segment, segment_file
 
 __all__ = ["RecoveryReport", "finish_interrupted_swaps", "load_segments"]
 
@@ -151,7 +148,7 @@ def finish_interrupted_swaps(directory: Path, report: RecoveryReport) -> None:
             seg = SEGMENT_FILE.match(other.name)
             if seg is not None and base <= int(seg.group(1)) < max(end, base + 1):
                 os.unlink(other.path)
-        os.rename(entry.path, directory / f"{base:020d}.log")
+        os.rename(entry.path, segment_file(directory, base, ".log"))
         report.problems.append(f"completed the interrupted cleaner swap of {entry.name} "
                                f"(offsets [{base}, {end}))")
         changed = True
