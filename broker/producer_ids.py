@@ -6,7 +6,7 @@ rest of a block but never hand an id out twice.
 
 * **Standalone** (no controller): :class:`StandaloneProducerIdAllocator` keeps the start
   of the next block in ``<data_dir>/producer-id-block`` (the broker's data directory),
-  rewritten with temp file + fsync + rename (:func:`storage.checkpoint.atomic_write_text`)
+  rewritten with temp file + fsync + rename (:func:`storage.file_io.atomic_write_text`)
   before a block is used::
 
       line 1   "0"                 format version
@@ -39,7 +39,7 @@ from typing import Any, Protocol
 
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError, error_for
-from storage.checkpoint import atomic_write_text
+from storage.file_io import atomic_write_text
 
 log = logging.getLogger(__name__)
 

@@ -16,11 +16,11 @@ The leader-epoch checkpoint lives in each partition directory as
 Topic names follow Kafka's rules (``[a-zA-Z0-9._-]``, 1-249 characters), so they never
 contain a space and the format needs no quoting; a bad name is refused on write.
 
-Writes are atomic: the new content goes to ``<path>.tmp``, is flushed and fsync'd, then
-``os.replace`` puts it over ``<path>`` and the directory is fsync'd so the rename itself
-survives a crash.  A crash at any point leaves either the old or the new file, never a
-mix; a stray ``.tmp`` left by a crash is ignored by readers and overwritten by the next
-write.
+Writes are atomic (:func:`storage.file_io.atomic_write_text`): the new content goes to
+``<path>.tmp``, is flushed and fsync'd, then ``os.replace`` puts it over ``<path>`` and the
+directory is fsync'd so the rename itself survives a crash.  A crash at any point leaves
+either the old or the new file, never a mix; a stray ``.tmp`` left by a crash is ignored
+by readers and overwritten by the next write.
 
 Reads are strict: a missing file is empty (first start), anything malformed - unknown
 version, count that does not match the lines, a non-integer or negative field, a
@@ -35,16 +35,15 @@ share the temp file.
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import TypeVar
 
 from clients.protocol.errors import ErrorCode, MiniKafkaError
 from clients.protocol.topics import TopicPartition, topic_name_error
+from storage.file_io import atomic_write_text
 
 VERSION = 0
-TMP_SUFFIX = ".tmp"
 INT64_MAX = (1 << 63) - 1
 INT32_MAX = (1 << 31) - 1
 
@@ -67,45 +66,6 @@ class CorruptCheckpointError(MiniKafkaError):
         self.line = line
         self.reason = reason
         super().__init__(f"{self.path}:{line}: {reason}")
-
-
-def fsync_dir(path: str | Path) -> None:
-    """fsync a directory so that creations, renames and deletions in it are durable."""
-    fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY)
-    try:
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def write_file_fsynced(path: str | Path, data: bytes | bytearray | memoryview) -> None:
-    """Create or truncate ``path``, write all of ``data`` and fsync the file (not the
-    directory: callers that rename it fsync the directory after the rename)."""
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
-    try:
-        view = memoryview(data)
-        while view:
-            view = view[os.write(fd, view):]
-        os.fsync(fd)
-    finally:
-        os.close(fd)
-
-
-def atomic_write_bytes(path: str | Path, data: bytes | bytearray | memoryview,
-                       *, sync_dir: bool = True) -> None:
-    """Replace ``path`` with ``data``: temp file, fsync, rename, fsync the directory
-    (skip the last step with ``sync_dir=False`` when the caller fsyncs it later)."""
-    path = Path(path)
-    tmp = path.with_name(path.name + TMP_SUFFIX)
-    write_file_fsynced(tmp, data)
-    os.replace(tmp, path)
-    if sync_dir:
-        fsync_dir(path.parent)
-
-
-def atomic_write_text(path: str | Path, text: str) -> None:
-    """Replace ``path`` with ``text``: temp file, fsync, rename, fsync the directory."""
-    atomic_write_bytes(path, text.encode("utf-8"))
 
 
 def _parse_int(path: Path, line_no: int, field: str, what: str, limit: int) -> int:
@@ -194,7 +154,7 @@ class OffsetCheckpointFile:
                 raise CorruptCheckpointError(self.path, line_no, reason)
             partition = _parse_int(self.path, line_no, partition_s, "partition", INT32_MAX)
             offset = _parse_int(self.path, line_no, offset_s, "offset", INT64_MAX)
-            key = (topic, partition)
+            key = TopicPartition(topic, partition)
             if key in result:
                 raise CorruptCheckpointError(
                     self.path, line_no, f"duplicate entry for {topic}-{partition}"

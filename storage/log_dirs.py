@@ -31,13 +31,12 @@ from pathlib import Path
 from typing import Any
 
 from clients.protocol.topics import TopicPartition, topic_name_error
-from storage.checkpoint import fsync_dir
+from storage.file_io import fsync_dir
 
 __all__ = [
     "CLEAN_SHUTDOWN_MARKER",
     "DELETE_SUFFIX",
     "StartupReport",
-    "TopicPartition",
     "log_dir_name",
     "parse_log_dir_name",
     "scan_log_dirs",
@@ -45,8 +44,6 @@ __all__ = [
 
 CLEAN_SHUTDOWN_MARKER = ".kafka_cleanshutdown"
 DELETE_SUFFIX = "-delete"
-
-
 
 
 def log_dir_name(topic: str, partition: int) -> str:
@@ -62,7 +59,7 @@ def parse_log_dir_name(name: str) -> TopicPartition | None:
         return None
     if topic_name_error(topic) is not None:
         return None
-    return topic, int(partition_s)
+    return TopicPartition(topic, int(partition_s))
 
 
 @dataclass

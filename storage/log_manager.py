@@ -16,8 +16,8 @@ Data directory layout (everything else is ignored and reported)::
       <topic>-<partition>.<uuid>-delete/ a deleted log being removed (finished at startup)
 
 Checkpoint formats: see :mod:`storage.checkpoint`.  The names of log directories, the
-marker and deletions, and the :class:`StartupReport`: :mod:`storage.log_dirs` (every
-name re-exported here).
+marker and deletions, and the :class:`~storage.log_dirs.StartupReport`:
+:mod:`storage.log_dirs`.
 
 Lifecycle: ``startup()`` takes the data-directory lock (a second live process gets
 :class:`~storage.lock.DataDirLockedError`), reads the checkpoints, checks and removes the
@@ -52,7 +52,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
-from clients.protocol.topics import validate_topic_name
+from clients.protocol.topics import TopicPartition, validate_topic_name
 from storage.checkpoint import (
     LEADER_EPOCH_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
@@ -60,32 +60,24 @@ from storage.checkpoint import (
     REPLICATION_OFFSET_CHECKPOINT,
     LeaderEpochCheckpointFile,
     OffsetCheckpointFile,
-    fsync_dir,
 )
 from storage.cleaner.cleaner import CLEANER_CHECKPOINT, LogCleaner
 from storage.cleaner.config import CleanerConfig, CleanStepResult
 from storage.config import LogConfig
+from storage.file_io import fsync_dir, write_file_fsynced
 from storage.lock import DataDirLock
-from storage.log.log import Log
+from storage.log.log import Log, wall_clock_ms
 from storage.log_dirs import (
     CLEAN_SHUTDOWN_MARKER,
     DELETE_SUFFIX,
     StartupReport,
-    TopicPartition,
     log_dir_name,
-    parse_log_dir_name,
     scan_log_dirs,
 )
 
-__all__ = ["CLEAN_SHUTDOWN_MARKER", "DELETE_SUFFIX", "MAX_LOAD_THREADS", "LogManager",
-           "ManagerSchedule", "StartupReport", "TopicPartition", "log_dir_name",
-           "parse_log_dir_name"]
+__all__ = ["MAX_LOAD_THREADS", "LogManager", "ManagerSchedule"]
 
 MAX_LOAD_THREADS = 64
-
-
-def _wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 @dataclass(frozen=True)
@@ -105,7 +97,7 @@ class ManagerSchedule:
 
 
 class LogManager:
-    """Owns the data directory of one broker and every :class:`~storage.log.Log` in it."""
+    """Owns the data directory of one broker and every :class:`~storage.log.log.Log` in it."""
 
     def __init__(
         self,
@@ -113,7 +105,7 @@ class LogManager:
         default_config: LogConfig | None = None,
         *,
         config_for: Callable[[str], LogConfig] | None = None,
-        clock_ms: Callable[[], int] = _wall_clock_ms,
+        clock_ms: Callable[[], int] = wall_clock_ms,
         load_threads: int = 2,
         schedule: ManagerSchedule | None = None,
         cleaner_config: CleanerConfig | None = None,
@@ -244,12 +236,7 @@ class LogManager:
                 self.recovery_point_checkpoint.write(recovery_points)
                 self.log_start_offset_checkpoint.write(log_start_offsets)
                 self.cleaner.write_checkpoint()
-                marker = self.data_dir / CLEAN_SHUTDOWN_MARKER
-                fd = os.open(marker, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
-                try:
-                    os.fsync(fd)
-                finally:
-                    os.close(fd)
+                write_file_fsynced(self.data_dir / CLEAN_SHUTDOWN_MARKER, b"")
                 fsync_dir(self.data_dir)
         finally:
             self._lock.release()
@@ -264,7 +251,7 @@ class LogManager:
 
     def get_log(self, topic: str, partition: int) -> Log | None:
         self._check_started()
-        return self._logs.get((topic, partition))
+        return self._logs.get(TopicPartition(topic, partition))
 
     def all_logs(self) -> dict[TopicPartition, Log]:
         """A copy of the ``(topic, partition) -> Log`` map."""
@@ -284,7 +271,7 @@ class LogManager:
         validate_topic_name(topic)
         if not isinstance(partition, int) or isinstance(partition, bool) or partition < 0:
             raise ValueError(f"partition must be a non-negative integer, got {partition!r}")
-        existing = self._logs.get((topic, partition))
+        existing = self._logs.get(TopicPartition(topic, partition))
         if existing is not None:
             return existing
         log = Log.open(
@@ -293,7 +280,7 @@ class LogManager:
             clock_ms=self._clock_ms,
         )
         fsync_dir(self.data_dir)
-        self._logs[(topic, partition)] = log
+        self._logs[TopicPartition(topic, partition)] = log
         return log
 
     def delete_log(self, topic: str, partition: int) -> bool:
@@ -305,10 +292,10 @@ class LogManager:
         same name cannot inherit its recovery point.
         """
         self._check_started()
-        log = self._logs.pop((topic, partition), None)
+        log = self._logs.pop(TopicPartition(topic, partition), None)
         if log is None:
             return False
-        self.cleaner.forget((topic, partition))
+        self.cleaner.forget(TopicPartition(topic, partition))
         log.abandon()  # no flush: the bytes are about to go
         source = self.log_dir(topic, partition)
         target = self.data_dir / f"{source.name}.{uuid.uuid4().hex}{DELETE_SUFFIX}"

@@ -19,7 +19,7 @@ Costs: append O(1) (one ``struct.pack_into`` into the map); lookup O(log n) bina
 over the map with ``struct.unpack_from`` (numpy's searchsorted on a big-endian strided
 column copies the column, O(n)); sanity check and truncation O(n) with numpy.
 
-Not thread-safe: owned by the :class:`~storage.log.Log` that owns the segment.  Numpy
+Not thread-safe: owned by the :class:`~storage.log.log.Log` that owns the segment.  Numpy
 views over the map are created and dropped inside each method, because a live view makes
 ``mmap.close``/``resize`` fail with ``BufferError``.
 """
@@ -35,6 +35,7 @@ from typing import ClassVar
 import numpy as np
 
 from storage.errors import CorruptIndexError, StorageError
+from storage.file_io import write_all
 
 _INT32 = struct.Struct(">i")
 
@@ -181,9 +182,7 @@ class MappedIndex:
             raise StorageError(f"{self.path}: {len(arr)} entries exceed {self.max_entries}")
         fd = os.open(self.path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
         try:
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
+            write_all(fd, data)
         finally:
             os.close(fd)
         self._entries = len(data) // self.ENTRY_SIZE

@@ -45,7 +45,7 @@ from typing import NamedTuple
 from crc32c import crc32c
 
 from clients.protocol.errors import ErrorCode, MiniKafkaError
-from storage.checkpoint import atomic_write_bytes, fsync_dir
+from storage.file_io import atomic_write_bytes, fsync_dir
 
 log = logging.getLogger(__name__)
 

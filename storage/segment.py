@@ -1,9 +1,9 @@
 """One log segment: ``<base_offset:020d>.log`` + ``.index`` + ``.timeindex``.
 
 The ``.log`` file is a plain concatenation of RecordBatch v2 (byte table in
-:mod:`clients.records`; run layout in :mod:`storage.log.recovery`); the index formats are in
-:mod:`storage.offset_index` and :mod:`storage.time_index`.  ``base_offset`` is the first
-offset the segment may hold; batch offsets inside are strictly increasing.
+:mod:`clients.records.batch`; run layout in :mod:`storage.log.validator`); the index
+formats are in :mod:`storage.offset_index` and :mod:`storage.time_index`.  ``base_offset``
+is the first offset the segment may hold; batch offsets inside are strictly increasing.
 
 The segment keeps one descriptor on its ``.log`` (``O_APPEND``; its logical size is
 tracked in :attr:`size`) and appends with one ``os.writev`` per request.  Reads never go
@@ -15,7 +15,8 @@ search + a forward header walk of at most ~``index_interval_bytes``; :meth:`reco
 O(bytes) (CRC) + O(batches); :meth:`load_clean` O(index entries) + a walk of the tail
 after the last index entry.
 
-Not thread-safe: owned by one :class:`~storage.log.Log` (one event-loop thread).
+Not thread-safe: owned by one log's :class:`~storage.log.segment_list.SegmentList` (one
+event-loop thread).
 """
 
 from __future__ import annotations
@@ -30,12 +31,11 @@ from typing import NamedTuple, TypeVar
 from clients.records.batch import HEADER, HEADER_SIZE, LOG_OVERHEAD, MAGIC
 from storage.config import LogConfig
 from storage.errors import CorruptIndexError, StorageError
+from storage.file_io import write_all
 from storage.log.validator import INT32_MAX, SegmentScan, scan_segment
 from storage.offset_index import OffsetIndex
 from storage.time_index import NO_TIMESTAMP, TimeIndex
 
-# base_offset, batch_length, partition_leader_epoch, magic, crc, attributes,
-# last_offset_delta, base_timestamp, max_timestamp  (first 43 bytes of the header)
 _WALK_CHUNK = 16 * 1024
 _I = TypeVar("_I", OffsetIndex, TimeIndex)
 _IOV_MAX = min(os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024, 1024)
@@ -132,9 +132,7 @@ class Segment:
         if written == total:
             return
         # rare: a short write, or more iovecs than IOV_MAX -> write the rest from one copy
-        rest = memoryview(b"".join(bytes(b) for b in iovs))[written:]
-        while rest:
-            rest = rest[os.write(self.fd, rest):]
+        write_all(self.fd, memoryview(b"".join(bytes(b) for b in iovs))[written:])
 
     # -- reading headers ---------------------------------------------------------------
 

@@ -43,8 +43,8 @@ from broker.metadata.records import (
     encode_record,
 )
 from clients.records.record import build_batch
-from storage.checkpoint import atomic_write_bytes, fsync_dir
 from storage.config import LogConfig
+from storage.file_io import atomic_write_bytes, fsync_dir
 from storage.lock import DataDirLock
 from storage.log.log import Log
 

@@ -51,7 +51,7 @@ from clients.protocol.topics import TopicPartition
 from clients.records.batch import iter_batches
 from clients.records.record import build_batch, decode_batch
 from replication.partition import Partition
-from storage.log.state import wall_clock_ms
+from storage.log.log import wall_clock_ms
 from timer.clock import Clock
 from timer.purgatory import Purgatory, TimerLike
 from timer.timing_wheel import CallableTask

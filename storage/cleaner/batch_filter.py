@@ -1,6 +1,6 @@
 """Record-level work of the log cleaner: walking a batch's records and rewriting a batch.
 
-Formats: RecordBatch v2 as in :mod:`clients.records` (61-byte header, then records:
+Formats: RecordBatch v2 as in :mod:`clients.records.batch` (61-byte header, then records:
 ``varint length | int8 attributes | varlong timestamp_delta | varint offset_delta |
 varint key_length | key | varint value_length | value | headers``).  The cleaner adds
 one thing, Kafka's KIP-534 *delete horizon*: attributes bit 6 (``0x40``) set means

@@ -1,8 +1,8 @@
 """The state of one compaction pass in progress, and how a pass groups segments.
 
-A :class:`_Pass` is created when the cleaner chooses a log and lives across bounded
+A :class:`CleanPass` is created when the cleaner chooses a log and lives across bounded
 steps: phase 1 fills the offset map and moves ``map_end``/``map_seg``/``map_pos``;
-phase 2 walks ``groups`` (from :func:`_group_segments`), one
+phase 2 walks ``groups`` (from :func:`group_segments`), one
 :class:`~storage.cleaner.swap.CleanedSegmentWriter` at a time.  The phases themselves are
 :class:`storage.cleaner.LogCleaner` methods.
 
@@ -10,28 +10,31 @@ Grouping: consecutive segments go into one output while their sizes sum to <=
 ``segment_bytes``, their offset-index entries fit one index (``segment_index_bytes``)
 and their offsets stay within a 32-bit relative offset of the first base.
 
-Costs: grouping O(segments); :func:`_max_timestamp` O(1) (reads bytes 35..43 of a batch,
-its max_timestamp field).  Not thread-safe: owned by the cleaner's owner thread.
+Costs: grouping O(segments); :func:`batch_max_timestamp` O(1) (one header unpack, the
+layout of :data:`clients.records.batch.HEADER`).  Not thread-safe: owned by the cleaner's
+owner thread.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from clients.protocol.topics import TopicPartition
+from clients.records.batch import HEADER
 from storage.cleaner.batch_filter import BatchFilter
-from storage.cleaner.config import TopicPartition
 from storage.cleaner.offset_map import OffsetMap
 from storage.cleaner.swap import CleanedSegmentWriter
+from storage.config import LogConfig
 from storage.log.log import Log
 from storage.log.validator import INT32_MAX
 from storage.segment import Segment
 from storage.time_index import TimeIndex
 
-__all__ = ["_Pass", "_group_segments", "_max_timestamp"]
+__all__ = ["CleanPass", "batch_max_timestamp", "group_segments"]
 
 
 @dataclass
-class _Pass:
+class CleanPass:
     tp: TopicPartition
     log: Log
     first_dirty: int
@@ -50,14 +53,14 @@ class _Pass:
     rules: BatchFilter | None = None
 
 
-def _max_timestamp(batch: bytes) -> int:
-    return int.from_bytes(batch[35:43], "big", signed=True)
+def batch_max_timestamp(batch: bytes) -> int:
+    """The ``max_timestamp`` field of the batch header at the start of ``batch``."""
+    return int(HEADER.unpack_from(batch)[8])
 
 
-def _group_segments(log: Log, segments: list[Segment]) -> list[list[Segment]]:
-    """Consecutive segments whose sizes sum to <= ``segment_bytes`` (one output each);
+def group_segments(cfg: LogConfig, segments: list[Segment]) -> list[list[Segment]]:
+    """Consecutive segments whose sizes sum to <= ``cfg.segment_bytes`` (one output each);
     their index entries and relative offsets must fit one segment too."""
-    cfg = log.config
     max_entries = cfg.segment_index_bytes // TimeIndex.ENTRY_SIZE - 1
     groups: list[list[Segment]] = []
     size = entries = 0

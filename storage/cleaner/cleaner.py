@@ -58,11 +58,11 @@ finishes a group adds its swap (O(index entries) + a few fsyncs).  Choosing a lo
 O(compacted logs x segments).  Memory: the offset map (``dedupe_buffer_bytes``,
 accounted) plus one step's input.
 
-Parts: the value types (:class:`CleanerConfig`, :class:`CleanerStats`,
-:class:`CleanStepResult`) are in :mod:`storage.cleaner.config`, a pass's state and the
-segment grouping in :mod:`storage.cleaner.clean_pass` (both re-exported or used from here);
-byte-level record rules in :mod:`storage.cleaner.batch_filter`, the swap in
-:mod:`storage.cleaner.swap`.
+Parts: the value types (:class:`~storage.cleaner.config.CleanerConfig`,
+:class:`~storage.cleaner.config.CleanerStats`, :class:`~storage.cleaner.config.CleanStepResult`)
+are in :mod:`storage.cleaner.config`, a pass's state and the segment grouping in
+:mod:`storage.cleaner.clean_pass`; byte-level record rules in
+:mod:`storage.cleaner.batch_filter`, the swap in :mod:`storage.cleaner.swap`.
 
 Not thread-safe: one owner (the broker's event loop, through the LogManager) calls every
 method, on the thread that owns the logs.
@@ -70,51 +70,33 @@ method, on the thread that owns the logs.
 
 from __future__ import annotations
 
-import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
 from crc32c import crc32c
 
 from clients.protocol.errors import CorruptRecordError
+from clients.protocol.topics import TopicPartition
 from clients.records.batch import ATTRIBUTES_OFFSET, LOG_OVERHEAD
 from storage.checkpoint import OffsetCheckpointFile
 from storage.cleaner.batch_filter import BatchFilter, Header, empty_batch, keys_of, read_batches
-from storage.cleaner.clean_pass import _group_segments, _max_timestamp, _Pass
-from storage.cleaner.config import (
-    MAX_ERRORS_KEPT,
-    CleanerConfig,
-    CleanerStats,
-    CleanStepResult,
-    TopicPartition,
-)
+from storage.cleaner.clean_pass import CleanPass, batch_max_timestamp, group_segments
+from storage.cleaner.config import MAX_ERRORS_KEPT, CleanerConfig, CleanerStats, CleanStepResult
 from storage.cleaner.offset_map import OffsetMap
 from storage.cleaner.swap import CleanedSegmentWriter, SwapHook
 from storage.errors import StorageError
-from storage.log.log import Log
+from storage.log.log import Log, wall_clock_ms
 
-__all__ = [
-    "CLEANER_CHECKPOINT",
-    "MAX_ERRORS_KEPT",
-    "CleanStepResult",
-    "CleanerConfig",
-    "CleanerStats",
-    "LogCleaner",
-    "TopicPartition",
-]
+__all__ = ["CLEANER_CHECKPOINT", "LogCleaner"]
 
 CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
-
-
-def _wall_clock_ms() -> int:
-    return time.time_ns() // 1_000_000
 
 
 class LogCleaner:
     """Compacts the compacted logs it is given, one pass and one bounded step at a time."""
 
     def __init__(self, config: CleanerConfig | None = None, *,
-                 clock_ms: Callable[[], int] = _wall_clock_ms,
+                 clock_ms: Callable[[], int] = wall_clock_ms,
                  checkpoint_path: str | Path | None = None) -> None:
         self.config = config if config is not None else CleanerConfig()
         self._clock_ms = clock_ms
@@ -124,7 +106,7 @@ class LogCleaner:
         self._pending_horizon: dict[TopicPartition, int] = {}
         self._uncleanable: dict[TopicPartition, str] = {}
         self._map = OffsetMap(self.config.dedupe_buffer_bytes)
-        self._pass: _Pass | None = None
+        self._pass: CleanPass | None = None
         self.stats = CleanerStats()
         self.swap_hook: SwapHook | None = None  # tests: crash between file operations
 
@@ -192,7 +174,7 @@ class LogCleaner:
             dirty += seg.size - (batch.position if batch is not None else 0)
         return first_dirty, end, dirty, cleanable
 
-    def _choose(self, logs: Mapping[TopicPartition, Log]) -> _Pass | None:
+    def _choose(self, logs: Mapping[TopicPartition, Log]) -> CleanPass | None:
         now = self._clock_ms()
         best: tuple[float, TopicPartition, Log, int, int] | None = None
         for tp, log in logs.items():
@@ -212,7 +194,7 @@ class LogCleaner:
         _, tp, log, first_dirty, end = best
         self._map.clear()
         segments = [s for s in log.segments if s.base_offset < end]
-        p = _Pass(tp, log, first_dirty, end, segments, self._map, now)
+        p = CleanPass(tp, log, first_dirty, end, segments, self._map, now)
         if first_dirty >= end:
             p.map_end = end
         return p
@@ -240,8 +222,8 @@ class LogCleaner:
                     read += self._map_step(p, budget - read)
                     continue
                 if not p.grouped:
-                    p.groups = _group_segments(p.log, [s for s in p.segments
-                                                       if s.base_offset < p.map_end])
+                    p.groups = group_segments(p.log.config, [s for s in p.segments
+                                                             if s.base_offset < p.map_end])
                     p.grouped = True
                 if p.group_i >= len(p.groups):
                     self._finish_pass(p)
@@ -264,7 +246,7 @@ class LogCleaner:
                 return done
         raise RuntimeError(f"cleaner still busy after {max_steps} steps")
 
-    def _still_valid(self, p: _Pass, logs: Mapping[TopicPartition, Log]) -> bool:
+    def _still_valid(self, p: CleanPass, logs: Mapping[TopicPartition, Log]) -> bool:
         """The pass's segments are still the log's, inactive and unchanged."""
         log = p.log
         if logs.get(p.tp) is not log or log.closed:
@@ -273,7 +255,7 @@ class LogCleaner:
         segs = [s for group in p.groups[p.group_i:] for s in group] if p.grouped else p.segments
         return all(id(s) in live and s.fd >= 0 for s in segs)
 
-    def _give_up(self, p: _Pass, exc: BaseException) -> None:
+    def _give_up(self, p: CleanPass, exc: BaseException) -> None:
         message = f"{p.tp[0]}-{p.tp[1]}: {exc}"
         self._uncleanable[p.tp] = message
         self.stats.errors = [*self.stats.errors, message][-MAX_ERRORS_KEPT:]
@@ -281,7 +263,7 @@ class LogCleaner:
 
     # -- phase 1: the offset map --------------------------------------------------------
 
-    def _map_step(self, p: _Pass, budget: int) -> int:
+    def _map_step(self, p: CleanPass, budget: int) -> int:
         segs = p.segments
         if p.map_pos < 0:  # find the first dirty batch
             starts = [i for i, s in enumerate(segs) if s.next_offset > p.first_dirty]
@@ -313,7 +295,7 @@ class LogCleaner:
 
     # -- phase 2: cleaning groups --------------------------------------------------------
 
-    def _clean_step(self, p: _Pass, budget: int) -> int:
+    def _clean_step(self, p: CleanPass, budget: int) -> int:
         if p.rules is None:
             p.rules = BatchFilter(p.offset_map, p.map_end, p.now_ms,
                                   p.log.config.delete_retention_ms, p.producer_last)
@@ -332,7 +314,7 @@ class LogCleaner:
             if out is not raw:
                 g.changed = True
             if out is not None:
-                g.write(out, h[0], h[8] if out is raw else _max_timestamp(out))
+                g.write(out, h[0], h[8] if out is raw else batch_max_timestamp(out))
         g.position += used
         if g.position >= seg.size:
             g.seg_i, g.position = g.seg_i + 1, 0
@@ -341,7 +323,7 @@ class LogCleaner:
                 self._finish_group(p, g, h)
         return used
 
-    def _finish_group(self, p: _Pass, g: CleanedSegmentWriter, last: Header) -> None:
+    def _finish_group(self, p: CleanPass, g: CleanedSegmentWriter, last: Header) -> None:
         """End the group with its last input batch, then swap it in (or drop the copy)."""
         if g.last_base != last[0]:
             g.write(empty_batch(last), last[0], last[8])
@@ -353,7 +335,7 @@ class LogCleaner:
             g.discard()
         p.group, p.group_i = None, p.group_i + 1
 
-    def _finish_pass(self, p: _Pass) -> None:
+    def _finish_pass(self, p: CleanPass) -> None:
         rules = p.rules
         self._first_dirty[p.tp] = p.map_end
         self._pending_horizon.pop(p.tp, None)

@@ -19,16 +19,9 @@ from clients.protocol.errors import InvalidConfigError
 from clients.protocol.topics import TopicPartition
 from storage.cleaner.offset_map import MIN_CAPACITY_BYTES
 
-__all__ = [
-    "MAX_ERRORS_KEPT",
-    "CleanStepResult",
-    "CleanerConfig",
-    "CleanerStats",
-    "TopicPartition",
-]
+__all__ = ["MAX_ERRORS_KEPT", "CleanStepResult", "CleanerConfig", "CleanerStats"]
 
 MAX_ERRORS_KEPT = 32
-
 
 
 @dataclass(frozen=True)

@@ -2,10 +2,10 @@
 
 A group of consecutive inactive segments ``o1 < o2 < ... < ok`` becomes one segment
 named ``b = o1`` (``B`` = ``f"{b:020d}"``; every file in the partition directory).  Its
-``.log`` is a concatenation of batches (format: :mod:`storage.log.recovery`); its ``.index``
+``.log`` is a concatenation of batches (format: :mod:`storage.log.validator`); its ``.index``
 and ``.timeindex`` (formats: :mod:`storage.offset_index`, :mod:`storage.time_index`)
 are built while writing, with the index-point rule of
-:func:`storage.log.recovery.scan_segment` (first batch, then every ``index_interval_bytes``;
+:func:`storage.log.validator.scan_segment` (first batch, then every ``index_interval_bytes``;
 one final time entry), trimmed to their entries.  The new segment always ends with the
 last batch of ``ok`` (an empty header if its records were dropped), so it covers exactly
 the offsets ``[o1, end of ok)``.
@@ -22,7 +22,7 @@ S2    for each old segment O: rename ``O.log``, ``O.index``, ``O.timeindex`` to
       ``O.log.deleted``, ``O.index.deleted``, ``O.timeindex.deleted``
 S3    rename ``B.index.swap`` -> ``B.index``, ``B.timeindex.swap`` ->
       ``B.timeindex``, then ``B.log.swap`` -> ``B.log``; fsync the directory; the
-      Log object swaps its segment list (:meth:`storage.log.Log.replace_segments`)
+      Log object swaps its segment list (:meth:`storage.log.log.Log.replace_segments`)
 S4    unlink every ``.deleted`` file of the group
 ====  ============================================================================
 
@@ -47,7 +47,7 @@ from pathlib import Path
 
 import numpy as np
 
-from storage.checkpoint import fsync_dir, write_file_fsynced
+from storage.file_io import fsync_dir, write_all, write_file_fsynced
 from storage.log.log import Log
 from storage.offset_index import OffsetIndex
 from storage.segment import Segment, segment_file
@@ -92,9 +92,7 @@ class CleanedSegmentWriter:
                 self._ts_rel.append(self._off_of_max - self.base)
                 self._last_ts = self._max_ts
             self._since = 0
-        view = memoryview(data)
-        while view:
-            view = view[os.write(self.fd, view):]
+        write_all(self.fd, data)
         self._since += len(data)
         self.size += len(data)
         self.last_base = base

@@ -1,1 +1,35 @@
-"""storage.log."""
+"""One partition's log: segments on disk, their offsets, appends, reads, recovery.
+
+Modules, one concept each:
+
+* :mod:`~storage.log.log` -- :class:`Log`, the object other packages use: opening,
+  validated appends (leader and follower), the flush policy, the lifecycle; every other
+  public method is an explicit delegation to one of its three collaborators below.
+* :mod:`~storage.log.segment_list` -- :class:`SegmentList`: the ordered segments, the
+  active one, ``log_start_offset`` / ``log_end_offset`` / ``recovery_point``, and every
+  edit of them (roll, truncation, restart, deletion of a prefix, cleaner swap, fsync).
+* :mod:`~storage.log.reader` -- :class:`LogReader` (file regions, timestamp lookup, batch
+  iteration; it only reads a SegmentList) and the value types it returns
+  (:class:`FileRegion`, :class:`FetchDataInfo`, :class:`TimestampAndOffset`).
+* :mod:`~storage.log.segment_policy` -- :class:`SegmentPolicy`: the LogConfig rules that
+  decide when to roll and which segments retention deletes (no state).
+* :mod:`~storage.log.recovery` (open-time load and repair), :mod:`~storage.log.validator`
+  (the batch rules shared by appends and rescans), :mod:`~storage.log.invariants` (the
+  structural check over a SegmentList).
+
+Why this cut: the invariants that tie the segment list to its offsets (LEO = the active
+segment's end, log start within the segments, the recovery point at or below the LEO)
+are kept by the one class that changes either, so they can be read and checked in one
+file; reading needs only a view of it, and the retention rules need only the config,
+so each is a small object told exactly what it needs instead of a mixin that reads
+fields another file sets.  Kafka draws a similar line between ``LocalLog`` (segments,
+roll, truncate, flush) and ``UnifiedLog`` (appends, retention decisions).
+
+Imports: ``clients.protocol``, ``clients.records`` and ``storage`` modules outside this
+package (``storage.segment``, indexes, config, errors, ``storage.file_io``, the record walk
+of ``storage.cleaner.batch_filter``); never ``replication`` or ``broker``.  Dependencies
+inside run one way: ``log`` imports the others; ``reader`` and ``invariants`` import
+``segment_list``; ``segment_list`` and ``segment_policy`` import ``storage.segment``,
+which imports ``validator``, as ``recovery`` does.  Import names from their defining
+module; this ``__init__`` exports nothing.
+"""

@@ -1,8 +1,10 @@
 """The structural invariants of a partition log, checked by walking every batch.
 
-:func:`check_log_invariants` backs :meth:`storage.log.Log.check_invariants` (tests, the
-state-machine and simulation suites, debugging tools).  It reads every segment file and
-both indexes; it never changes anything.
+:func:`check_log_invariants` takes a log's :class:`~storage.log.segment_list.SegmentList`
+(the segments and the offsets that describe them) and backs
+:meth:`storage.log.log.Log.check_invariants` (tests, the state-machine and simulation
+suites, debugging tools).  It reads every segment file and both indexes; it never
+changes anything.
 
 Costs: O(log bytes) of reads plus O(batches + index entries) of Python.  Not
 thread-safe: call it on the thread that owns the log, between its operations.
@@ -11,18 +13,15 @@ thread-safe: call it on the thread that owns the log, between its operations.
 from __future__ import annotations
 
 import os
-from typing import TYPE_CHECKING
 
 from storage.errors import LogInvariantError
+from storage.log.segment_list import SegmentList
 from storage.time_index import NO_TIMESTAMP
-
-if TYPE_CHECKING:
-    from storage.log.log import Log
 
 __all__ = ["check_log_invariants"]
 
 
-def check_log_invariants(log: Log) -> None:
+def check_log_invariants(log: SegmentList) -> None:
     """Walk every batch of ``log``; raise LogInvariantError naming the first broken rule.
 
     Rules: segments sorted with matching file names and sizes; only the last may be empty;

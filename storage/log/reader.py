@@ -1,5 +1,9 @@
 """The read path of a partition log: whole batches as file regions, timestamp lookup.
 
+:class:`LogReader` reads a :class:`~storage.log.segment_list.SegmentList` and never
+changes it; :class:`storage.log.log.Log` owns one of each and calls the reader after
+checking that the log is open.  The reader owns only a cache of segment file identities.
+
 * :meth:`LogReader.read` returns whole batches only, as file regions (path, position,
   length, plus the segment file's identity ``(st_dev, st_ino)``) that another process
   opens and ``sendfile``s.  A region may span the tail of one segment and the head of
@@ -30,7 +34,6 @@ O(segments) time-index lookups + one batch decode; batches O(log bytes).
 
 from __future__ import annotations
 
-import bisect
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -40,7 +43,7 @@ from clients.protocol.errors import OffsetOutOfRangeError
 from clients.records.batch import BatchHeader, iter_batches
 from clients.records.record import decode_batch
 from storage.errors import StorageError
-from storage.log.state import LogState
+from storage.log.segment_list import SegmentList
 from storage.segment import Segment
 
 __all__ = ["FetchDataInfo", "FileRegion", "LogReader", "TimestampAndOffset"]
@@ -107,27 +110,32 @@ class TimestampAndOffset(NamedTuple):
     timestamp: int
 
 
-class LogReader(LogState):
-    """Read methods of :class:`storage.log.Log`."""
+class LogReader:
+    """Reads of one log's segments; ``name`` (``topic-partition``) is for error messages."""
+
+    def __init__(self, segments: SegmentList, name: str) -> None:
+        self._segments = segments
+        self._name = name
+        self._file_ids: dict[Segment, tuple[int, int]] = {}  # (st_dev, st_ino) by segment
 
     def read(self, start_offset: int, max_bytes: int, max_offset: int | None = None,
              min_one_batch: bool = True) -> FetchDataInfo:
         """Whole batches from the one containing ``start_offset``, below ``max_offset``."""
-        self._check_open()
         if max_bytes < 0:
             raise ValueError(f"max_bytes must be >= 0, got {max_bytes}")
-        leo = self._log_end_offset
-        if not self._log_start_offset <= start_offset <= leo:
+        log = self._segments
+        leo, log_start = log.log_end_offset, log.log_start_offset
+        if not log_start <= start_offset <= leo:
             raise OffsetOutOfRangeError(
-                f"offset {start_offset} is outside [{self._log_start_offset}, {leo}] "
-                f"of {self.topic_partition[0]}-{self.topic_partition[1]}"
+                f"offset {start_offset} is outside [{log_start}, {leo}] of {self._name}"
             )
         bound = leo if max_offset is None else min(max_offset, leo)
         regions: list[FileRegion] = []
         remaining = max_bytes
-        i = max(0, bisect.bisect_right(self._bases, start_offset) - 1)
-        while start_offset < bound and i < len(self.segments):
-            seg = self.segments[i]
+        segments = log.segments
+        i = log.floor_index(start_offset)
+        while start_offset < bound and i < len(segments):
+            seg = segments[i]
             i += 1
             batch = seg.find_batch(start_offset)
             if batch is None:
@@ -159,32 +167,33 @@ class LogReader(LogState):
         if found is None:
             st = os.fstat(seg.fd)
             found = (st.st_dev, st.st_ino)
-            if len(ids) >= 2 * len(self.segments) + 8:
-                live = set(self.segments)
+            segments = self._segments.segments
+            if len(ids) >= 2 * len(segments) + 8:
+                live = set(segments)
                 ids = self._file_ids = {s: v for s, v in ids.items() if s in live}
             ids[seg] = found
         return found
 
     def offset_for_timestamp(self, timestamp_ms: int) -> TimestampAndOffset | None:
         """``(offset, timestamp)`` of the first record (>= log start) with ts >= the target."""
-        self._check_open()
-        for seg in self.segments:
+        log_start = self._segments.log_start_offset
+        for seg in self._segments.segments:
             batch = seg.find_timestamp(timestamp_ms)
             if batch is None:
                 continue
             for b in seg.iter_batches(batch.position):
-                if b.max_timestamp < timestamp_ms or b.last_offset < self._log_start_offset:
+                if b.max_timestamp < timestamp_ms or b.last_offset < log_start:
                     continue
                 for rec in decode_batch(seg.read_bytes(b.position, b.size), validate=False):
-                    if rec.timestamp >= timestamp_ms and rec.offset >= self._log_start_offset:
+                    if rec.timestamp >= timestamp_ms and rec.offset >= log_start:
                         return TimestampAndOffset(rec.offset, rec.timestamp)
         return None
 
     def batches(self, start_offset: int | None = None) -> Iterator[tuple[BatchHeader, bytes]]:
-        """Every stored batch whose last offset is >= ``start_offset`` (tests, tools)."""
-        self._check_open()
-        start = self._log_start_offset if start_offset is None else start_offset
-        for seg in list(self.segments):
+        """Every stored batch whose last offset is >= ``start_offset`` (default: the log
+        start offset), read when the iteration reaches it (tests, tools)."""
+        start = self._segments.log_start_offset if start_offset is None else start_offset
+        for seg in list(self._segments.segments):
             if seg.next_offset <= start or not seg.size:
                 continue
             data = seg.read_bytes(0, seg.size)

@@ -4,8 +4,7 @@
 truncation of a torn/corrupt tail, the :class:`RecoveryReport`);
 :func:`finish_interrupted_swaps` completes or rolls back a cleaner swap cut short by a
 crash.  The batch rules a rescan applies (shared with append validation) are in
-:mod:`storage.log.validator`, the log's structural check in :mod:`storage.log.invariants`;
-both are re-exported here.
+:mod:`storage.log.validator`, the log's structural check in :mod:`storage.log.invariants`.
 
 Costs: O(files) to list the directory; a clean open is O(index bytes) per segment; an
 unclean one rescans (CRC + header walk) every byte from the segment holding the recovery
@@ -21,39 +20,18 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from storage.errors import CorruptIndexError
-from storage.log.invariants import check_log_invariants
-from storage.log.validator import (
-    INT32_MAX,
-    MIN_BATCH_LENGTH,
-    BatchInfo,
-    SegmentScan,
-    scan_segment,
-    validate_append_batches,
-)
+from storage.file_io import fsync_dir
+from storage.log.validator import SegmentScan, scan_segment
+from storage.segment import Segment, segment_file
 
-if TYPE_CHECKING:
-    from storage.segment import Segment
-
-__all__ = [
-    "INT32_MAX",
-    "MIN_BATCH_LENGTH",
-    "BatchInfo",
-    "RecoveryReport",
-    "SegmentScan",
-    "check_log_invariants",
-    "finish_interrupted_swaps",
-    "load_segments",
-    "scan_segment",
-    "validate_append_batches",
-]
+__all__ = ["RecoveryReport", "finish_interrupted_swaps", "load_segments"]
 
 
 @dataclass
 class RecoveryReport:
-    """What :meth:`storage.log.Log.open` did to make the log consistent."""
+    """What :meth:`storage.log.log.Log.open` did to make the log consistent."""
 
     had_clean_shutdown: bool
     segments_loaded: int = 0
@@ -170,7 +148,7 @@ def finish_interrupted_swaps(directory: Path, report: RecoveryReport) -> None:
             seg = SEGMENT_FILE.match(other.name)
             if seg is not None and base <= int(seg.group(1)) < max(end, base + 1):
                 os.unlink(other.path)
-        os.rename(entry.path, directory / f"{base:020d}.log")
+        os.rename(entry.path, segment_file(directory, base, ".log"))
         report.problems.append(f"completed the interrupted cleaner swap of {entry.name} "
                                f"(offsets [{base}, {end}))")
         changed = True
@@ -180,11 +158,7 @@ def finish_interrupted_swaps(directory: Path, report: RecoveryReport) -> None:
             report.problems.append(f"removed {entry.name} (uncommitted cleaner swap)")
             changed = True
     if changed:
-        fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
-        try:
-            os.fsync(fd)
-        finally:
-            os.close(fd)
+        fsync_dir(directory)
 
 
 def _rescan(seg: Segment, min_offset: int, report: RecoveryReport) -> SegmentScan:

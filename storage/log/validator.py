@@ -2,8 +2,8 @@
 
 Both paths share one rule set so that whatever the log accepts on append is exactly what a
 recovery scan later accepts.  A run of batches is plain concatenation of RecordBatch v2
-(see :mod:`clients.records` for the 61-byte header table); nothing else is stored in a
-``.log`` file::
+(see :mod:`clients.records.batch` for the 61-byte header table); nothing else is stored in
+a ``.log`` file::
 
     position   size                 content
     0          12 + batch_length_0  batch 0 (base_offset, batch_length, ... records)
