@@ -3,65 +3,83 @@
 A pure core (sans-IO): every input is a method call with explicit values (``now_ms``,
 offsets, the leader's answers); it never sends, sleeps or spawns.  The broker's handlers
 (leader side) and replica fetcher / controller client (follower side, AlterPartition)
-drive it.
+drive it.  One class, :class:`Partition`: roles, the leader path, ISR changes, the
+follower path and the invariant check all read and write the same fields (role, epochs,
+HW, the log, the leader-epoch cache), so they live together.  Its collaborators are
+objects with their own contracts: the producer state and its snapshots
+(:class:`replication.producer_state_store.ProducerStateStore`), the ISR bookkeeping
+(:mod:`replication.isr`), the leader-epoch cache (:mod:`replication.leader_epoch_cache`)
+and the truncation decision (:mod:`replication.truncation`); the errors it raises are in
+:mod:`replication.partition_errors`.
 
 Roles and epochs:
 
-* :meth:`make_leader` with a *new* leader epoch opens the epoch in the
+* :meth:`Partition.make_leader` with a *new* leader epoch opens the epoch in the
   :class:`LeaderEpochCache` at the LEO, forgets every follower's LEO (unknown until it
   fetches in this epoch, so the HW can only cover what each ISR member confirmed to this
   leader) and keeps the HW it had.  With the *same* epoch it is a metadata update (new
   ISR / partition epoch / replicas): follower progress is kept.
-* :meth:`make_follower` drops the leader state; with a new leader or epoch it returns
-  True and the replica must run the truncation handshake before fetching:
-  send OffsetsForLeaderEpoch(:attr:`truncation_request_epoch`), pass the answer to
-  :meth:`truncate_on_leader_answer`, repeat while the decision is not ``completed``.
-* A leader that the controller reports fenced (:meth:`on_alter_partition_response` with
-  FENCED_LEADER_EPOCH) resigns: ``leader_id = -1``, no writes, no HW movement, until
-  metadata arrives.  Requests carrying another leader epoch are refused by
-  :meth:`check_leader_epoch` (older: FENCED_LEADER_EPOCH, newer: UNKNOWN_LEADER_EPOCH).
-
-Parts, one module each (every name stays importable from here): fields, views and
-producer state (:mod:`replication.partition_state`), the follower path
-(:mod:`replication.partition_follower`), the errors (:mod:`replication.partition_errors`);
-this module has role changes, the leader path, ISR changes and the invariant check.
+* :meth:`Partition.make_follower` drops the leader state; with a new leader or epoch it
+  returns True and the replica must run the truncation handshake before fetching:
+  send OffsetsForLeaderEpoch(:attr:`Partition.truncation_request_epoch`), pass the answer
+  to :meth:`Partition.truncate_on_leader_answer`, repeat while the decision is not
+  ``completed``.
+* A leader that the controller reports fenced (:meth:`Partition.on_alter_partition_response`
+  with FENCED_LEADER_EPOCH) resigns: ``leader_id = -1`` (:data:`NO_LEADER`), no writes,
+  no HW movement, until metadata arrives.  Requests carrying another leader epoch are
+  refused by :meth:`Partition.check_leader_epoch` (older: FENCED_LEADER_EPOCH, newer:
+  UNKNOWN_LEADER_EPOCH).
 
 HW rules: on the leader HW = min LEO over the *maximal* ISR (see :mod:`replication.isr`),
 never above the leader's LEO, never backwards while this replica leads; on a follower
 HW = min(leader's HW from the last fetch, own LEO).  acks=all completes when
-``high_watermark >= required_offset`` (:meth:`acked_by_isr`); callers should also fail
-the wait when ``leader_epoch`` changed since the append.
+``high_watermark >= required_offset`` (:meth:`Partition.acked_by_isr`); callers should
+also fail the wait when ``leader_epoch`` changed since the append.
+
+Follower path: appends copy the leader's batches (offsets and epochs kept).  Every
+truncation trims the epoch cache and rebuilds the producer state if the LEO went down;
+a follower behind the leader's log start restarts its log empty
+(:meth:`Partition.truncate_fully_and_start_at`) and discards every producer snapshot.
 
 Idempotent producers (:mod:`replication.producer_state`): the leader checks every
 request's batches before appending (an error raises the matching MiniKafkaError; a
 retried batch is answered with a :class:`LogAppendInfo` carrying its *original* offsets
 and ``num_batches == 0``, nothing appended, so acks=all waits for the original to be
 committed); every appended batch, leader or follower, updates the state.  Rebuilds and
-snapshots: :mod:`replication.partition_state`.
+snapshots: :mod:`replication.producer_state_store`.
 
-Leader-epoch cache: assigned *before* each append (leader: at :meth:`make_leader`;
-follower: from the incoming batch headers), trimmed after every truncation and when the
-log start offset moves (checked lazily on each append/answer, or :meth:`sync_log_start`).
+Leader-epoch cache: assigned *before* each append (leader: at :meth:`Partition.make_leader`;
+follower: from the incoming batch headers, trimmed back if the append fails), trimmed
+after every truncation and when the log start offset moves (checked lazily on each
+append/answer, or :meth:`Partition.sync_log_start`).
 
-Costs: appends cost the log's append plus O(|ISR|); a follower fetch update O(|ISR|);
-ISR checks O(|replicas|); truncation decisions O(epochs).  Not thread-safe: owned by
-the broker's event loop.
+Costs: views O(1) (``isr``/``maximal_isr`` copy O(|ISR|)); appends cost the log's append
+plus O(batches) plus O(|ISR|); a follower fetch update O(|ISR|); ISR checks
+O(|replicas|); truncation decisions O(epochs) plus the log's truncation.  Not
+thread-safe: owned by the broker's event loop.
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from pathlib import Path
 
-from clients.protocol.errors import ErrorCode, MiniKafkaError, OffsetOutOfRangeError
-from clients.records.batch import iter_batches
+from clients.protocol.errors import (
+    CorruptRecordError,
+    ErrorCode,
+    MiniKafkaError,
+    OffsetOutOfRangeError,
+)
+from clients.records.batch import BatchHeader, iter_batches
 from replication.isr import (
     UNKNOWN_OFFSET,
     AlterPartitionProposal,
+    IsrState,
     ReplicaState,
     can_join_isr,
     out_of_sync_replicas,
 )
-from replication.leader_epoch_cache import LeaderEpochCacheError
+from replication.leader_epoch_cache import LeaderEpochCache, LeaderEpochCacheError, epoch_changes
 from replication.partition_errors import (
     FencedLeaderEpochError,
     NotEnoughReplicasError,
@@ -69,27 +87,111 @@ from replication.partition_errors import (
     PartitionInvariantError,
     UnknownLeaderEpochError,
 )
-from replication.partition_follower import PartitionFollower
-from replication.partition_state import NO_LEADER, PRODUCER_SNAPSHOTS_KEPT, _headers_or_none
-from replication.producer_state import VerdictKind
-from replication.truncation import EpochEndOffset
-from storage.log.log import LogAppendInfo
+from replication.producer_state import ProducerStateManager, VerdictKind
+from replication.producer_state_store import ProducerStateStore
+from replication.truncation import (
+    EpochEndOffset,
+    TruncationDecision,
+    TruncationPolicy,
+    decide_truncation,
+)
+from storage.checkpoint import LEADER_EPOCH_CHECKPOINT
+from storage.log.log import Log, LogAppendInfo
 from storage.log.reader import FetchDataInfo
 
-__all__ = [
-    "NO_LEADER",
-    "PRODUCER_SNAPSHOTS_KEPT",
-    "FencedLeaderEpochError",
-    "NotEnoughReplicasError",
-    "NotLeaderError",
-    "Partition",
-    "PartitionInvariantError",
-    "UnknownLeaderEpochError",
-]
+__all__ = ["NO_LEADER", "Partition"]
+
+NO_LEADER = -1
 
 
-class Partition(PartitionFollower):
+class Partition:
     """Replica state of one partition (see the module docstring)."""
+
+    def __init__(self, topic: str, index: int, log: Log, local_broker_id: int, *,
+                 leader_epoch_cache: LeaderEpochCache | None = None) -> None:
+        self.topic = topic
+        self.index = index
+        self.log = log
+        self.local_broker_id = local_broker_id
+        self.leader_id = NO_LEADER
+        self.leader_epoch = -1
+        self.partition_epoch = -1
+        self.replicas: list[int] = []
+        self.high_watermark = 0
+        self.followers: dict[int, ReplicaState] = {}
+        self.isr_state = IsrState()
+        self.leader_epoch_start_offset = UNKNOWN_OFFSET
+        self._leader_hw_floor = 0  # HW when this leadership began: never go below
+        if leader_epoch_cache is None:
+            leader_epoch_cache = LeaderEpochCache.load(
+                Path(log.dir) / LEADER_EPOCH_CHECKPOINT, log.log_start_offset,
+                log.log_end_offset,
+                batches=((h.partition_leader_epoch, h.base_offset) for h, _ in log.batches()),
+            )
+        self.leader_epoch_cache = leader_epoch_cache
+        self._producer_store = ProducerStateStore(f"{topic}-{index}", log)
+
+    # -- views -----------------------------------------------------------------------
+
+    @property
+    def is_leader(self) -> bool:
+        return self.leader_id == self.local_broker_id
+
+    @property
+    def log_end_offset(self) -> int:
+        return self.log.log_end_offset
+
+    @property
+    def log_start_offset(self) -> int:
+        return self.log.log_start_offset
+
+    @property
+    def isr(self) -> list[int]:
+        """The committed ISR (what the controller accepted)."""
+        return list(self.isr_state.isr)
+
+    @property
+    def maximal_isr(self) -> list[int]:
+        """Committed ISR plus replicas a pending proposal adds (used for the HW)."""
+        return list(self.isr_state.maximal_isr)
+
+    @property
+    def pending_alter_partition(self) -> AlterPartitionProposal | None:
+        """The proposal awaiting an answer (to resend), None if none or blocked."""
+        return None if self.isr_state.blocked else self.isr_state.pending
+
+    @property
+    def truncation_request_epoch(self) -> int:
+        """The epoch a follower asks the leader about: its latest (-1 = none)."""
+        return self.leader_epoch_cache.latest_epoch
+
+    @property
+    def producer_state(self) -> ProducerStateManager:
+        """The idempotent-producer state (rules in :mod:`replication.producer_state`)."""
+        return self._producer_store.state
+
+    def __repr__(self) -> str:
+        role = "leader" if self.is_leader else f"follower(of {self.leader_id})"
+        return (f"Partition({self.topic}-{self.index}@{self.local_broker_id} {role} "
+                f"epoch={self.leader_epoch} hw={self.high_watermark} "
+                f"leo={self.log_end_offset} isr={list(self.isr_state.isr)})")
+
+    # -- log start and producer state --------------------------------------------------
+
+    def sync_log_start(self) -> None:
+        """Trim the epoch cache after the log start moved (retention, DeleteRecords)."""
+        entries = self.leader_epoch_cache.entries
+        if entries and entries[0].start_offset < self.log_start_offset:
+            self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+
+    def take_producer_snapshot(self) -> bool:
+        """Snapshot the producer state at the LEO if the LEO moved since the last one
+        (the broker's checkpoint timer and shutdown)."""
+        return self._producer_store.take_snapshot()
+
+    def remove_expired_producers(self, now_ms: int) -> int:
+        """Sweep producers idle for ``producer_id_expiration_ms`` (the caller's clock)."""
+        return self.producer_state.remove_expired(now_ms)
 
     # -- role changes ----------------------------------------------------------------
 
@@ -213,7 +315,7 @@ class Partition(PartitionFollower):
         self.sync_log_start()
         self.leader_epoch_cache.assign(self.leader_epoch, self.log_end_offset)  # O(1) no-op
         info = self.log.append_as_leader(batches, self.leader_epoch)
-        self._after_append(headers, info, assigned=True)
+        self._producer_store.record_append(headers, info, assigned=True)
         self.maybe_increment_high_watermark()
         return info
 
@@ -315,6 +417,67 @@ class Partition(PartitionFollower):
         return committed
 
     # -- follower path ---------------------------------------------------------------
+
+    def _require_not_leader(self, what: str) -> None:
+        if self.is_leader:
+            raise NotLeaderError(f"{self.topic}-{self.index}: the leader cannot {what}")
+
+    def truncate_on_leader_answer(
+        self, answer: EpochEndOffset,
+        policy: TruncationPolicy = TruncationPolicy.LEADER_EPOCH,
+    ) -> TruncationDecision:
+        """Truncate per the leader's OffsetsForLeaderEpoch answer; ask again unless
+        the returned decision is ``completed``."""
+        self._require_not_leader("truncate")
+        decision = decide_truncation(answer, self.leader_epoch_cache, self.log_end_offset,
+                                     self.log_start_offset, self.high_watermark, policy)
+        self.truncate_to(decision.truncate_to)
+        return decision
+
+    def truncate_to(self, offset: int) -> None:
+        """Follower: drop everything at or after ``offset`` (batch boundary at or below)."""
+        self._require_not_leader("truncate")
+        leo = self.log_end_offset
+        self.log.truncate_to(offset)
+        self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+        self.high_watermark = min(self.high_watermark, self.log_end_offset)
+        if self.log_end_offset < leo:
+            self._producer_store.rebuild()
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Follower behind the leader's log start: restart the log empty at ``offset``."""
+        self._require_not_leader("truncate")
+        self.log.truncate_fully_and_start_at(offset)
+        self.leader_epoch_cache.clear()
+        self.high_watermark = offset
+        # every snapshot describes a history now gone
+        self._producer_store.rebuild(discard_snapshots=True)
+
+    def append_records_as_follower(self, batches: bytes | bytearray | memoryview,
+                                   leader_high_watermark: int,
+                                   leader_log_start_offset: int | None = None
+                                   ) -> LogAppendInfo | None:
+        """Append copied batches (offsets/epochs kept); HW = min(leader HW, own LEO).
+
+        ``batches`` may be empty (a fetch that only carried the HW): returns None.
+        """
+        self._require_not_leader("append as a follower")
+        info = None
+        if len(batches):
+            self.leader_epoch_cache.assign_all(epoch_changes(batches))
+            try:
+                info = self.log.append_as_follower(batches)
+            except Exception:
+                self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
+                raise
+            self._producer_store.record_append(_headers_or_none(batches), info, assigned=False)
+        leo = self.log_end_offset
+        if leader_log_start_offset is not None and leader_log_start_offset > self.log_start_offset:
+            self.log.maybe_increment_log_start_offset(min(leader_log_start_offset, leo))
+            self.sync_log_start()
+        self.high_watermark = max(0, min(leader_high_watermark, leo))
+        return info
+
     # -- invariants ------------------------------------------------------------------
 
     def check_invariants(self) -> None:
@@ -347,3 +510,12 @@ class Partition(PartitionFollower):
             if state.log_end_offset > leo:
                 raise PartitionInvariantError(
                     f"{name}: follower {r} LEO {state.log_end_offset} > leader LEO {leo}")
+
+
+def _headers_or_none(batches: bytes | bytearray | memoryview) -> list[BatchHeader] | None:
+    """Headers of the request's batches, or None if they do not parse (the log's
+    validation then raises the precise error).  O(batches)."""
+    try:
+        return [h for _, h in iter_batches(batches, validate=False)]
+    except CorruptRecordError:
+        return None

@@ -1,10 +1,12 @@
 """Idempotent-producer state of one partition: per producer id, its epoch and last batches.
 
-Pure (sans-IO): no files, no clock.  The :class:`~replication.partition.Partition` owns
-one :class:`ProducerStateManager`, asks :meth:`ProducerStateManager.check_append` before a
-leader append, feeds every appended batch (leader and follower alike, and the log replay
-after a restart or a truncation) to :meth:`ProducerStateManager.update`, and persists
-:meth:`snapshot` through :mod:`storage.producer_snapshot`.
+Pure (sans-IO): no files, no clock.  A
+:class:`~replication.producer_state_store.ProducerStateStore` owns one
+:class:`ProducerStateManager` per replica: it feeds every appended batch (leader and
+follower alike, and the log replay after a restart or a truncation) to
+:meth:`ProducerStateManager.update` and persists :meth:`snapshot` through
+:mod:`storage.producer_snapshot`.  The :class:`~replication.partition.Partition` asks
+:meth:`ProducerStateManager.check_append` before a leader append.
 
 State per producer id (Kafka's ``ProducerStateEntry``): the current producer epoch and
 the metadata of its last :data:`MAX_BATCHES_PER_PRODUCER` (5) batches of that epoch, each
@@ -71,6 +73,7 @@ __all__ = [
     "DEFAULT_MAX_PRODUCERS",
     "DEFAULT_PRODUCER_ID_EXPIRATION_MS",
     "MAX_BATCHES_PER_PRODUCER",
+    "BatchHeaderFields",
     "BatchMetadata",
     "ProducerEntry",
     "ProducerStateManager",
@@ -101,8 +104,9 @@ class BatchMetadata(NamedTuple):
     timestamp_ms: int
 
 
-class ProducerBatch(Protocol):
-    """The header fields the state reads (:class:`clients.records.BatchHeader` has them)."""
+class BatchHeaderFields(Protocol):
+    """The batch-header fields the state reads (:class:`clients.records.batch.BatchHeader`
+    has them; tests pass lighter fakes)."""
 
     @property
     def producer_id(self) -> int: ...
@@ -253,7 +257,7 @@ class ProducerStateManager:
                       f"{who} epoch {epoch}: expected sequence {expected}, got {first_seq} "
                       f"(last appended sequence {current_last_seq})")
 
-    def check_append(self, batches: Sequence[ProducerBatch]) -> Verdict:
+    def check_append(self, batches: Sequence[BatchHeaderFields]) -> Verdict:
         """Check every batch of one leader append, in order (see the module docstring)."""
         if len(batches) == 1:  # what producers send: one batch per partition
             b = batches[0]
@@ -312,7 +316,7 @@ class ProducerStateManager:
         entry.batches.append(BatchMetadata(first_seq, last_seq, first_offset, last_offset,
                                            timestamp_ms))
 
-    def update_from_batch(self, batch: ProducerBatch) -> None:
+    def update_from_batch(self, batch: BatchHeaderFields) -> None:
         """:meth:`update` from a stored batch header (offsets are the header's)."""
         if batch.producer_id >= 0:
             self.update(batch.producer_id, batch.producer_epoch, batch.base_sequence,

@@ -3,7 +3,7 @@
 A snapshot named ``N`` holds the idempotent-producer state built from every batch below
 offset ``N`` (the log end offset when it was taken).  On recovery the partition loads
 the latest snapshot at or below its log end offset and replays the batches from ``N``
-(:mod:`replication.partition`).  This module stores plain entries and knows nothing of
+(:mod:`replication.producer_state_store`).  This module stores plain entries and knows nothing of
 the rules (storage does not import replication).
 
 File format (all integers big-endian):

@@ -384,7 +384,7 @@ def test_a_failed_roll_snapshot_still_records_the_appended_batch(
     def disk_full(*args: object) -> None:
         raise OSError(28, "No space left on device")
 
-    monkeypatch.setattr("replication.partition_state.write_snapshot", disk_full)
+    monkeypatch.setattr("replication.producer_state_store.write_snapshot", disk_full)
     seq = 0
     while len(p.log.segments) < 2:
         data = idem(5, 0, seq, b"x" * 500)

@@ -1,0 +1,141 @@
+"""The idempotent-producer state of one replica's log, kept in step with the log and on disk.
+
+:class:`ProducerStateStore` is the collaborator a :class:`replication.partition.Partition`
+owns for its producer state.  It owns
+
+* the :class:`~replication.producer_state.ProducerStateManager` (the rules, pure), exposed
+  as :attr:`ProducerStateStore.state` for the leader's check before an append;
+* the snapshot files ``<log dir>/<offset>.snapshot`` (:mod:`storage.producer_snapshot`)
+  and the offset of the newest one written or loaded.
+
+It reads, and never writes, the log it was given: ``log_end_offset``, ``batches(start)``
+and ``dir``.  Logs that are not a :class:`storage.log.log.Log` (the simulation's in-memory
+log) get the state without snapshot files.
+
+Who calls what (all from the owning partition, on the broker's event loop):
+
+* :meth:`ProducerStateStore.record_append` after every append, leader or follower: feeds
+  the appended batches' headers to the state, and on a segment roll first writes a
+  snapshot at the new segment's base (a failed write is logged, the update still happens:
+  the batches are in the log, a retry must be answered as a duplicate).
+* :meth:`ProducerStateStore.rebuild` at construction and after a truncation that lowered
+  the LEO: state = latest snapshot at or below the LEO + a replay of ``log.batches()``
+  from the snapshot's offset; snapshots above the LEO are deleted first.  With
+  ``discard_snapshots=True`` (the log restarted empty at a new offset) every snapshot is
+  deleted, since each describes a history now gone.
+* :meth:`ProducerStateStore.take_snapshot` (the broker's checkpoint timer and shutdown,
+  through ``Partition.take_producer_snapshot``): a snapshot at the LEO if it moved since
+  the last one.  Every write keeps the newest :data:`PRODUCER_SNAPSHOTS_KEPT`.
+
+Costs: :meth:`record_append` O(batches) (plus a snapshot write on a roll); a rebuild one
+snapshot read plus O(bytes of the log above the snapshot); a snapshot write O(producers)
+plus an fsync.  Not thread-safe: owned by the partition, on the broker's event loop.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Sequence
+from pathlib import Path
+
+from clients.records.batch import BatchHeader
+from replication.producer_state import ProducerStateManager
+from storage.log.log import Log, LogAppendInfo
+from storage.producer_snapshot import (
+    delete_snapshots_above,
+    load_latest_snapshot,
+    retain_latest_snapshots,
+    write_snapshot,
+)
+
+__all__ = ["PRODUCER_SNAPSHOTS_KEPT", "ProducerStateStore"]
+
+logger = logging.getLogger(__name__)
+PRODUCER_SNAPSHOTS_KEPT = 3
+
+
+class ProducerStateStore:
+    """Producer state of one log, its snapshots and its rebuild (see the module docstring)."""
+
+    def __init__(self, name: str, log: Log) -> None:
+        self.state = ProducerStateManager(name)
+        self._log = log
+        self._snapshot_dir: Path | None = Path(log.dir) if isinstance(log, Log) else None
+        self._snapshot_offset = -1  # offset of the newest snapshot written or loaded
+        self.rebuild()
+
+    def record_append(self, headers: Sequence[BatchHeader] | None, info: LogAppendInfo,
+                      *, assigned: bool) -> None:
+        """Feed appended batches to the state (snapshot first on a roll).
+
+        ``assigned``: the log assigned the offsets (a leader append), so the batches
+        start at ``info.first_offset``; otherwise the headers' base offsets are kept.
+        ``headers`` None: the batches did not parse before the append (not reached: the
+        log's validation raises first).
+        """
+        if getattr(info, "rolled", False):
+            try:
+                self._write_snapshot(info.first_offset)
+            except OSError as exc:
+                logger.warning("%s: producer snapshot at %d failed: %s", self.state.name,
+                               info.first_offset, exc)
+        if not headers:
+            return
+        state = self.state
+        offset = info.first_offset
+        for h in headers:
+            if h.producer_id >= 0:
+                first = offset if assigned else h.base_offset
+                last = first + h.last_offset_delta
+                state.update(h.producer_id, h.producer_epoch, h.base_sequence,
+                             h.last_sequence, first, last, h.max_timestamp)
+            offset += h.last_offset_delta + 1
+
+    def rebuild(self, *, discard_snapshots: bool = False) -> None:
+        """State = latest snapshot <= LEO + replay of the log from its offset.
+
+        Snapshots above the LEO (a truncated or crash-shortened log) are deleted first;
+        every snapshot if ``discard_snapshots``.  Cost: one snapshot read plus O(bytes of
+        the log above the snapshot).
+        """
+        state = self.state
+        state.clear()
+        leo = self._log.log_end_offset
+        start: int | None = None
+        self._snapshot_offset = -1
+        directory = self._snapshot_dir
+        if directory is not None:
+            delete_snapshots_above(directory, -1 if discard_snapshots else leo)
+            found = load_latest_snapshot(directory, leo)
+            if found is not None:
+                offset, entries = found
+                state.load(entries)
+                start = self._snapshot_offset = offset
+        if start == leo:
+            return
+        for header, _data in self._log.batches(start):
+            state.update_from_batch(header)
+
+    def take_snapshot(self) -> bool:
+        """Snapshot the state at the LEO if the LEO moved since the last one.
+
+        An empty state is snapshotted too: the next start then replays only the log
+        above it instead of the whole log (a topic without idempotent producers).
+        """
+        leo = self._log.log_end_offset
+        if leo == self._snapshot_offset or leo == 0:
+            return False
+        return self._write_snapshot(leo)
+
+    def _write_snapshot(self, offset: int) -> bool:
+        directory = self._snapshot_dir
+        if directory is None:
+            return False
+        write_snapshot(directory, offset, self.state.snapshot())
+        self._snapshot_offset = max(self._snapshot_offset, offset)
+        retain_latest_snapshots(directory, PRODUCER_SNAPSHOTS_KEPT)
+        return True
+
+    def __repr__(self) -> str:
+        return (f"ProducerStateStore({self.state.name}, producers={len(self.state)}, "
+                f"snapshot_offset={self._snapshot_offset})")
