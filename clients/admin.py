@@ -51,7 +51,7 @@ from clients.types import (
     TopicDescription,
 )
 
-__all__ = ["Admin", "NewTopic"]
+__all__ = ["Admin"]
 
 
 class Admin:

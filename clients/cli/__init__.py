@@ -1,1 +1,13 @@
-"""clients.cli."""
+"""The ``minikafka`` command line.
+
+What lives here: ``main`` (the parser, ``topics``/``produce``/``consume`` and
+:func:`~clients.cli.main.main`), one module per other command (``bench``, ``demo``,
+``groups``, ``workload`` with ``verify``), ``common`` (``CliError``,
+``DEFAULT_BOOTSTRAP``: what the command modules share, so none imports ``main``), and
+``__main__`` (``python -m clients.cli``).  The console script is
+``minikafka = clients.cli.main:main``.
+
+May import any other room of ``clients``; never ``broker``, ``replication`` or
+``storage``: the server commands (``broker``, ``cluster``) run them as separate
+``python -m broker ...`` processes.  Nothing is exported here.
+"""

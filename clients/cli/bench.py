@@ -18,8 +18,13 @@ from concurrent.futures import Future
 from typing import Any
 
 
-class Progress:
-    """A one-line progress bar on stderr, redrawn at most 10 times a second."""
+class ThroughputBar:
+    """A one-line bar on stderr (records done, percent, records/s), redrawn <= 10 times/s.
+
+    Single-threaded: the bench command's own loop updates it.  Not the workload's
+    :class:`~clients.spark.workload.WorkloadProgress` (sent/acked/failed counts from many
+    producer threads, log lines interleaved).
+    """
 
     def __init__(self, total: int, label: str, width: int = 30) -> None:
         self.total = max(total, 1)
@@ -63,7 +68,7 @@ def _produce(args: argparse.Namespace) -> dict[str, Any]:
 
     acks: int | str = args.acks if args.acks == "all" else int(args.acks)
     value = b"x" * args.record_size
-    progress = Progress(args.records, "produce")
+    progress = ThroughputBar(args.records, "produce")
     started = time.monotonic()
     sent = 0
     with Producer(bootstrap_servers=args.bootstrap_server, acks=acks,
@@ -89,7 +94,7 @@ def _consume(args: argparse.Namespace) -> dict[str, Any]:
     from clients.consumer.consumer import Consumer
     from clients.protocol.topics import TopicPartition
 
-    progress = Progress(args.records, "consume")
+    progress = ThroughputBar(args.records, "consume")
     started = time.monotonic()
     received = 0
     with Consumer(bootstrap_servers=args.bootstrap_server, auto_offset_reset="earliest",

@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from clients.cli.common import CliError
 from clients.protocol.topics import TopicPartition
 
 __all__ = ["add_parser"]
@@ -112,8 +113,6 @@ def add_parser(sub: Any, client: Callable[[str, str], argparse.ArgumentParser]) 
         if args.group is None:
             return int(plain(args))
         if args.partition is not None or args.offset is not None:
-            from clients.cli.main import CliError
-
             raise CliError("--group cannot be combined with --partition or --offset")
         return cmd_consume_group(args)
 

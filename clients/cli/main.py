@@ -9,6 +9,14 @@ process boundary.
 
 Every command has ``--help``; a failure prints one line ``error: ...`` to stderr and
 exits with status 1 (2 for usage errors, as argparse does).
+
+This module holds the parser, the ``topics``, ``produce`` and ``consume`` commands and
+:func:`main` (the ``minikafka`` console script; ``python -m clients.cli`` runs it through
+:mod:`clients.cli.__main__`).  The other commands live in their own modules
+(:mod:`clients.cli.bench`, :mod:`~clients.cli.demo`, :mod:`~clients.cli.groups`,
+:mod:`~clients.cli.workload`), each adding its subparser; what they share with this one
+(``CliError``, ``DEFAULT_BOOTSTRAP``) is :mod:`clients.cli.common`, so no command module
+imports this one.
 """
 
 from __future__ import annotations
@@ -18,18 +26,9 @@ import os
 import sys
 from collections.abc import Sequence
 
+from clients.cli import bench, demo, groups, workload
+from clients.cli.common import DEFAULT_BOOTSTRAP, CliError
 from clients.protocol.errors import MiniKafkaError
-
-DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
-
-
-class CliError(ValueError):
-    """A user-facing failure: printed as one line, exit status 1.
-
-    A ValueError, so that it is caught as one line even when this file runs as
-    ``python -m clients.cli`` (then ``__main__.CliError`` and ``clients.cli.CliError``
-    are two classes; the submodules raise the latter).
-    """
 
 
 def _parse_configs(pairs: Sequence[str]) -> dict[str, str]:
@@ -112,7 +111,7 @@ def cmd_consume(args: argparse.Namespace) -> int:
     import time
 
     from clients.consumer.consumer import Consumer
-    from clients.types import TopicPartition
+    from clients.protocol.topics import TopicPartition
 
     with Consumer(bootstrap_servers=args.bootstrap_server,
                   auto_offset_reset="earliest" if args.from_beginning else "latest") as consumer:
@@ -205,23 +204,10 @@ def build_parser() -> argparse.ArgumentParser:
     consume.add_argument("--print-key", action="store_true")
     consume.set_defaults(func=cmd_consume)
 
-    from clients.cli import (
-        bench as cli_bench,
-    )
-    from clients.cli import (
-        demo as cli_demo,
-    )
-    from clients.cli import (
-        groups as cli_groups,
-    )
-    from clients.cli import (
-        workload as cli_workload,
-    )
-
-    cli_bench.add_parser(sub, client)
-    cli_demo.add_parser(sub)
-    cli_groups.add_parser(sub, client)
-    cli_workload.add_parsers(sub)
+    bench.add_parser(sub, client)
+    demo.add_parser(sub)
+    groups.add_parser(sub, client)
+    workload.add_parsers(sub)
     return parser
 
 

@@ -19,11 +19,7 @@ import argparse
 import sys
 from typing import Any
 
-from clients.cli.main import DEFAULT_BOOTSTRAP
-
-
-class CliError(ValueError):
-    """A user-facing failure (``minikafka`` prints it as one line, exit status 1)."""
+from clients.cli.common import DEFAULT_BOOTSTRAP, CliError
 
 
 def add_parsers(sub: Any) -> None:

@@ -1,1 +1,20 @@
-"""clients.consumer."""
+"""The consumer: :class:`~clients.consumer.consumer.Consumer` and its group membership.
+
+What lives here: the consumer itself (``consumer``: assign, seek, poll, fetch path);
+for groups, the member side of the classic group protocol (``coordinator``), its link
+to the group coordinator and the group settings (``coordinator_channel``), the
+heartbeat thread (``heartbeat``), offset commits (``offset_committer``), the
+subscription/assignment bytes (``group_protocol``) and the partition assignors
+(``assignors``).
+
+May import ``clients.protocol``, ``clients.records``, ``clients.network`` and
+``clients.types``; never ``broker``, ``replication`` or ``storage``, nor the producer,
+admin, spark or cli rooms.
+
+Public surface: ``Consumer`` (``from clients.consumer import Consumer``).  Project code
+imports it from its defining module, :mod:`clients.consumer.consumer`.
+"""
+
+from clients.consumer.consumer import Consumer
+
+__all__ = ["Consumer"]

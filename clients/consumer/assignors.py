@@ -40,7 +40,7 @@ __all__ = [
     "ASSIGNORS",
     "Assignor",
     "CooperativeStickyAssignor",
-    "Member",
+    "MemberSubscription",
     "RangeAssignor",
     "RoundRobinAssignor",
     "assignor_for",
@@ -49,7 +49,9 @@ __all__ = [
 Assignments = dict[str, list[TopicPartition]]
 
 
-class Member(NamedTuple):
+class MemberSubscription(NamedTuple):
+    """One group member as an assignor sees it: its id, decoded subscription, instance id."""
+
     member_id: str
     subscription: Subscription
     group_instance_id: str | None = None
@@ -69,7 +71,7 @@ class Assignor:
     rebalance_protocol = "eager"
 
     def assign(
-        self, partitions_per_topic: Mapping[str, int], members: Sequence[Member]
+        self, partitions_per_topic: Mapping[str, int], members: Sequence[MemberSubscription]
     ) -> Assignments:
         raise NotImplementedError
 
@@ -78,14 +80,14 @@ class Assignor:
         return None
 
 
-def _ordered(members: Sequence[Member]) -> list[Member]:
+def _ordered(members: Sequence[MemberSubscription]) -> list[MemberSubscription]:
     ids = [m.member_id for m in members]
     if len(set(ids)) != len(ids):
         raise ValueError("member ids must be unique")
     return sorted(members, key=lambda m: m.sort_key)
 
 
-def _empty(members: Sequence[Member]) -> Assignments:
+def _empty(members: Sequence[MemberSubscription]) -> Assignments:
     return {m.member_id: [] for m in members}
 
 
@@ -93,7 +95,7 @@ class RangeAssignor(Assignor):
     name = "range"
 
     def assign(
-        self, partitions_per_topic: Mapping[str, int], members: Sequence[Member]
+        self, partitions_per_topic: Mapping[str, int], members: Sequence[MemberSubscription]
     ) -> Assignments:
         out = _empty(members)
         ordered = _ordered(members)
@@ -116,7 +118,7 @@ class RoundRobinAssignor(Assignor):
     name = "roundrobin"
 
     def assign(
-        self, partitions_per_topic: Mapping[str, int], members: Sequence[Member]
+        self, partitions_per_topic: Mapping[str, int], members: Sequence[MemberSubscription]
     ) -> Assignments:
         out = _empty(members)
         ordered = _ordered(members)
@@ -138,7 +140,7 @@ class CooperativeStickyAssignor(Assignor):
     rebalance_protocol = "cooperative"
 
     def assign(
-        self, partitions_per_topic: Mapping[str, int], members: Sequence[Member]
+        self, partitions_per_topic: Mapping[str, int], members: Sequence[MemberSubscription]
     ) -> Assignments:
         ordered = _ordered(members)
         rank = {m.member_id: i for i, m in enumerate(ordered)}
@@ -186,7 +188,7 @@ class CooperativeStickyAssignor(Assignor):
 
     @staticmethod
     def _owners(
-        ordered: list[Member], valid: set[TopicPartition], eligible: dict[str, set[str]]
+        ordered: list[MemberSubscription], valid: set[TopicPartition], eligible: dict[str, set[str]]
     ) -> dict[TopicPartition, str]:
         """Previous owner per partition still valid: the highest generation wins."""
         owner: dict[TopicPartition, tuple[int, str]] = {}

@@ -55,7 +55,7 @@ import time
 from collections.abc import Callable, Iterable
 from typing import Any, Protocol
 
-from clients.consumer.assignors import Member
+from clients.consumer.assignors import MemberSubscription
 from clients.consumer.coordinator_channel import (
     CoordinatorChannel,
     GroupConfig,
@@ -76,7 +76,6 @@ from clients.consumer.offset_committer import (
     COORDINATOR_GONE,
     REJOIN,
     CommitCallback,
-    CommitFailedError,
     OffsetCommitter,
 )
 from clients.network.cluster_metadata import ClusterMetadata
@@ -86,8 +85,7 @@ from clients.protocol.errors import ErrorCode, MiniKafkaError, error_for
 from clients.protocol.topics import TopicPartition
 from clients.types import OffsetAndMetadata
 
-__all__ = ["CommitCallback", "CommitFailedError", "ConsumerCoordinator", "GroupConfig",
-           "MemberState", "RebalanceListener"]
+__all__ = ["ConsumerCoordinator", "RebalanceListener"]
 
 log = logging.getLogger(__name__)
 
@@ -380,8 +378,11 @@ class ConsumerCoordinator:
         if assignor is None:
             raise MiniKafkaError(f"coordinator chose protocol {protocol_name!r} which this "
                                  "consumer did not offer", ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
-        subscriptions = [Member(m["member_id"], decode_subscription(m["metadata"]),
-                                m.get("group_instance_id")) for m in members]  # fmt: skip
+        subscriptions = [
+            MemberSubscription(m["member_id"], decode_subscription(m["metadata"]),
+                               m.get("group_instance_id"))
+            for m in members
+        ]  # fmt: skip
         topics = sorted({t for m in subscriptions for t in m.subscription.topics})
         self._metadata.add_topics(topics)
         self._refresh_metadata("before assigning")  # Kafka too waits for it, unbounded

@@ -29,7 +29,7 @@ from clients.protocol.errors import ErrorCode, InvalidConfigError
 from clients.protocol.topics import TopicPartition
 from clients.types import BrokerNode, PartitionInfo
 
-__all__ = ["ClusterMetadata", "TopicPartition", "parse_bootstrap"]
+__all__ = ["ClusterMetadata", "parse_bootstrap"]
 
 
 def parse_bootstrap(servers: str | Sequence[str]) -> list[tuple[str, int]]:

@@ -45,13 +45,7 @@ from typing import Any
 from clients.memory.buffer_pool import BufferPool
 from clients.memory.handles import Buffer
 from clients.network.cluster_metadata import ClusterMetadata
-from clients.producer.batch import (
-    RECORD_OVERHEAD_BOUND,
-    BulkTracker,
-    ProducerBatch,
-    encode_record,
-    record_size_bound,
-)
+from clients.producer.batch import BulkTracker, ProducerBatch, record_size_bound
 from clients.producer.drain import sequenced_before, take_batches, take_idempotent
 from clients.producer.idempotence import NO_SEQUENCE, IdempotenceManager
 from clients.protocol.errors import MiniKafkaError
@@ -59,17 +53,7 @@ from clients.protocol.topics import TopicPartition
 from clients.records.batch import HEADER_SIZE
 from clients.types import Header, RecordMetadata
 
-__all__ = [  # BulkTracker, ProducerBatch and the record helpers moved to producer_batch
-    "HEADER_SIZE",
-    "RECORD_OVERHEAD_BOUND",
-    "AccumulatorClosedError",
-    "BulkTracker",
-    "ProducerBatch",
-    "RecordAccumulator",
-    "encode_record",
-    "monotonic_ms",
-    "record_size_bound",
-]
+__all__ = ["AccumulatorClosedError", "RecordAccumulator", "monotonic_ms"]
 
 
 class AccumulatorClosedError(MiniKafkaError):

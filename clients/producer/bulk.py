@@ -1,16 +1,17 @@
-"""Producer.send_bulk: many header-less records encoded batch by batch with numpy.
+"""BulkAppender: the chunking half of ``Producer.send_bulk`` (numpy-encoded batches).
 
-Mixed into :class:`~clients.producer.Producer`.  Records are cut into chunks whose
-worst-case encoded size (:func:`~clients.records.batch_size_bound`) fits
-``batch_size`` (at least one record per chunk, and fewer than
-``MAX_BOUNDED_RECORDS``); each chunk is encoded straight into one pool buffer by
-:func:`~clients.records.encode_batch_bulk_into` (bytes identical to
-:mod:`clients.records`) and queued as an already closed batch
-(:meth:`~clients.producer.accumulator.RecordAccumulator.append_closed`); with idempotence its
-producer fields are stamped on its first drain and its CRC recomputed.  Partitioning:
-an explicit partition takes every record; with keys, records are grouped by their
-key's partition (``murmur2``; order kept within a partition); otherwise each chunk goes
-to the sticky partition, which moves on after every chunk.  One
+:meth:`~clients.producer.producer.Producer.send_bulk` checks its arguments and waits
+for the topic's metadata, then hands the records to :meth:`BulkAppender.append`.
+Records are cut into chunks whose worst-case encoded size
+(:func:`~clients.records.bulk_encode.batch_size_bound`) fits ``batch_size`` (at least
+one record per chunk, and fewer than ``MAX_BOUNDED_RECORDS``); each chunk is encoded
+straight into one pool buffer by :func:`~clients.records.bulk_encode.encode_batch_bulk_into`
+(bytes identical to :mod:`clients.records.record`) and queued as an already closed
+batch (:meth:`~clients.producer.accumulator.RecordAccumulator.append_closed`); with
+idempotence its producer fields are stamped on its first drain and its CRC recomputed.
+Partitioning: an explicit partition takes every record; with keys, records are grouped
+by their key's partition (``murmur2``; order kept within a partition); otherwise each
+chunk goes to the sticky partition, which moves on after every chunk.  One
 :class:`~clients.producer.batch.BulkTracker` resolves the call's future once all its
 batches are done (or fails it with the first error).
 
@@ -20,10 +21,10 @@ of ``S<n>`` items are kept).
 
 Costs: O(bytes) numpy encoding and O(chunks) Python per call; keys are hashed one by
 one (murmur2) and sequence (non-numpy) inputs are measured and gathered item by item.
-The call blocks at most ``max_block_ms`` in all (metadata, then pool memory per chunk).
+Pool memory is waited for per chunk, up to the caller's deadline.
 
-Thread safety: as ``send``: any thread; the sticky partitioner is used under the
-producer's partitioner lock, the accumulator takes its own lock.
+Thread safety: any thread, as ``send``: the sticky partitioner is used under the lock
+the producer's ``send`` holds for it; the accumulator takes its own lock.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ import threading
 import time
 from collections.abc import Sequence
 from concurrent.futures import Future
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 import numpy as np
 
@@ -40,9 +41,8 @@ from clients.producer.accumulator import RecordAccumulator
 from clients.producer.batch import BulkTracker
 from clients.producer.config import check_partition
 from clients.producer.partitioner import StickyPartitioner, partition_for_key
-from clients.producer.sender import Sender
 from clients.protocol.errors import MessageTooLargeError
-from clients.protocol.topics import TopicPartition, validate_topic_name
+from clients.protocol.topics import TopicPartition
 from clients.records.batch import HEADER_SIZE
 from clients.records.bulk_encode import (
     MAX_BOUNDED_RECORDS,
@@ -53,57 +53,52 @@ from clients.records.bulk_encode import (
 from clients.types import BulkResult
 
 
-class BulkSender:
-    """``send_bulk`` and its chunking; a mixin of :class:`~clients.producer.Producer`.
+class BulkAppender:
+    """Cuts one ``send_bulk`` call into batches and queues them (see the module docstring).
 
-    The attributes below are set by ``Producer.__init__``.
+    Owns no state of its own beyond its settings.  Reads: the producer's
+    ``batch_size`` and ``max_request_size``; the accumulator (buffers from its pool,
+    closed batches appended to it); the producer's sticky partitioner, used only under
+    ``partitioner_lock`` (the lock ``Producer.send`` takes for it).  Called by
+    :meth:`~clients.producer.producer.Producer.send_bulk` once the arguments are checked
+    and the topic's partition count is known; waking the sender is the caller's job.
+    Thread contract: any number of caller threads at once.
     """
 
-    batch_size: int
-    max_block_ms: int
-    max_request_size: int
-    _accumulator: RecordAccumulator
-    _sender: Sender
-    _partitioner: StickyPartitioner
-    _partitioner_lock: threading.Lock
+    def __init__(
+        self,
+        accumulator: RecordAccumulator,
+        partitioner: StickyPartitioner,
+        partitioner_lock: threading.Lock,
+        *,
+        batch_size: int,
+        max_request_size: int,
+    ) -> None:
+        self._accumulator = accumulator
+        self._partitioner = partitioner
+        self._partitioner_lock = partitioner_lock
+        self.batch_size = batch_size
+        self.max_request_size = max_request_size
 
-    if TYPE_CHECKING:  # defined by Producer
-
-        def _check_usable(self) -> None: ...
-
-        def _wait_on_metadata(self, topic: str, deadline: float) -> int: ...
-
-    def send_bulk(
+    def append(
         self,
         topic: str,
+        num_partitions: int,
         values: Sequence[bytes | None] | np.ndarray,
-        partition: int | None = None,
-        keys: Sequence[bytes | None] | np.ndarray | None = None,
-        timestamp_ms: int | None = None,
+        keys: Sequence[bytes | None] | np.ndarray | None,
+        partition: int | None,
+        timestamp_ms: int,
+        deadline: float,
     ) -> Future[BulkResult]:
-        """Queue many header-less records at once, encoded batch by batch with numpy.
+        """Queue ``values`` (non-empty; ``keys`` of the same length or None) as batches.
 
-        ``values`` (and ``keys``): a sequence of bytes/None, a fixed-size ``S<n>`` array
-        or a 2-D uint8 array (one row per record).  Records are cut into chunks that fit
-        ``batch_size``; each chunk becomes one batch.  With keys, records are grouped by
-        their key's partition (order kept within a partition); without keys and
-        partition, each chunk goes to the sticky partition.  The future resolves to a
-        :class:`BulkResult` (partition, base offset and record count per batch).  If
-        ``max_block_ms`` runs out midway the error is raised and the chunks already
-        queued are still sent.
+        The future resolves to a :class:`~clients.types.BulkResult` once every batch is
+        done.  ``deadline`` (``time.monotonic()`` seconds) bounds the wait for pool
+        memory; if it runs out midway the error is raised (the future fails with it) and
+        the chunks already queued are still sent.
         """
-        self._check_usable()
-        validate_topic_name(topic)
         n = len(values)
         future: Future[BulkResult] = Future()
-        if n == 0:
-            future.set_result(BulkResult(topic, [], [], []))
-            return future
-        if keys is not None and len(keys) != n:
-            raise ValueError(f"{len(keys)} keys for {n} values")
-        timestamp = int(time.time() * 1000) if timestamp_ms is None else int(timestamp_ms)
-        deadline = time.monotonic() + self.max_block_ms / 1000
-        num_partitions = self._wait_on_metadata(topic, deadline)
         value_lengths = _lengths(values)
         key_lengths = np.full(n, -1, dtype=np.int64) if keys is None else _lengths(keys)
         bounds = batch_size_bound(value_lengths, key_lengths)
@@ -116,12 +111,11 @@ class BulkSender:
         for i, (p, rows) in enumerate(chunks):
             try:
                 self._queue_chunk(topic, p, num_partitions, values, keys, lengths, rows,
-                                  timestamp, tracker, i, deadline)  # fmt: skip
+                                  timestamp_ms, tracker, i, deadline)  # fmt: skip
             except BaseException as e:
                 for j in range(i, len(chunks)):
                     tracker.batch_done(j, -1, e)
                 raise
-        self._sender.notify_data()
         return future
 
     def _bulk_groups(

@@ -1,7 +1,8 @@
-"""The sender's Produce half: build Produce requests and settle their batches' outcomes.
+"""ProduceRequests: build the sender's Produce requests and settle their batches' outcomes.
 
-Mixed into :class:`~clients.producer.sender.Sender` (the loop, connections and metadata live
-there; this part only sends on connections the loop already opened).
+The Produce half of :class:`~clients.producer.sender.Sender`, an object the sender owns
+(the loop, connections and metadata requests live in the sender; this part only
+writes on connections the loop already opened and hands back finished batches).
 
 Produce v0 request built per node::
 
@@ -18,6 +19,8 @@ connection / request timeout for the whole request) puts the batches back at the
 of their queue with ``retry_backoff_ms`` unless ``retries`` or ``delivery_timeout_ms``
 are exhausted (then their futures fail); leadership/unknown-topic errors and lost
 connections also request a metadata refresh; other codes fail the futures at once.
+After :meth:`ProduceRequests.stop_retries` (the producer was force-closed) nothing is
+retried.
 
 With idempotence, produce errors are classified by the
 :class:`~clients.producer.idempotence.IdempotenceManager` (retry with the same sequence, fail,
@@ -29,15 +32,16 @@ Test-only fault hook ``debug_drop_response_ratio``: that fraction of produce res
 (chosen by a ``random.Random(debug_drop_seed)``) is discarded after the broker answered,
 as if lost on the network: the batches are retried and their outcome counts as unknown.
 
-Completions: finished batches are queued in ``_completions`` (batch, base offset,
-log append time, error); the sender resolves their futures and frees their buffers
-with no lock held (:meth:`Sender._fire_completions`).
+Completions: finished batches are queued (batch, base offset, log append time, error)
+and taken by the sender with :meth:`ProduceRequests.take_completions`; the sender
+resolves their futures and frees their buffers with no lock held.
 
 Costs: a request is O(partitions + batches) to build (the records are not copied for a
 single batch); a response is O(partitions + batches).
 
-Thread safety: every method here runs with the sender lock held (sender thread, or a
-``send_now`` caller that won the try-lock).
+Thread safety: none of its own.  Every method runs with the sender lock held (sender
+thread, or a ``send_now`` caller that won the try-lock), except ``metrics``,
+``has_completions`` and ``stop_retries``, which any thread may call.
 """
 
 from __future__ import annotations
@@ -77,27 +81,61 @@ class DeliveryTimeoutError(RequestTimedOutError):
     """A batch was not acknowledged within ``delivery_timeout_ms`` of its creation."""
 
 
-class SenderProduce:
-    """Produce requests and their outcomes; a mixin of :class:`~clients.producer.sender.Sender`.
+class ProduceRequests:
+    """Produce requests of one sender and the outcome of their batches (see the module).
 
-    The attributes below are set by ``Sender.__init__`` (and ``_forced`` by
-    ``force_close``).
+    Owns: the queue of finished batches, the produce counters (``metrics``), the
+    ``debug_drop_response_ratio`` fault hook.  Reads and updates: the accumulator
+    (unmute, re-enqueue, expiry), the metadata (refresh requests) and, with
+    idempotence, the :class:`~clients.producer.idempotence.IdempotenceManager`.  Called
+    by the :class:`~clients.producer.sender.Sender` (``send``, ``handle_response``,
+    ``fail``, ``expire``, ``take_completions``) and, for ``fail``, by the
+    :class:`~clients.producer.producer_id.ProducerIdExchange`.
     """
 
-    _acc: RecordAccumulator
-    _metadata: ClusterMetadata
-    _conns: dict[int, BrokerConnection]
-    _acks: int
-    _retries: int
-    _request_timeout_ms: int
-    _forced: bool
-    _stats: dict[str, int]
-    _idem: IdempotenceManager | None
-    _drop_ratio: float
-    _drop_rng: random.Random
-    _completions: list[tuple[ProducerBatch, int, int, BaseException | None]]
+    def __init__(
+        self,
+        accumulator: RecordAccumulator,
+        metadata: ClusterMetadata,
+        *,
+        acks: int,
+        retries: int,
+        request_timeout_ms: int,
+        idempotence: IdempotenceManager | None = None,
+        debug_drop_response_ratio: float = 0.0,
+        debug_drop_seed: int | None = None,
+    ) -> None:
+        self._acc = accumulator
+        self._metadata = metadata
+        self._acks = acks
+        self._retries = retries
+        self._request_timeout_ms = request_timeout_ms
+        self._idem = idempotence
+        self._drop_ratio = debug_drop_response_ratio
+        self._drop_rng = random.Random(debug_drop_seed)
+        self._retrying = True  # False once force-closed
+        self._stats = {"produce_requests": 0, "retries": 0, "failed_batches": 0,
+                       "debug_dropped_responses": 0}  # fmt: skip
+        self._completions: list[tuple[ProducerBatch, int, int, BaseException | None]] = []
 
-    def _send_produce(self, node: int, batches: list[ProducerBatch], now: float) -> bool:
+    def stop_retries(self) -> None:
+        """Force-close: from now on every failed attempt fails its batches (any thread)."""
+        self._retrying = False
+
+    def metrics(self) -> dict[str, int]:
+        return dict(self._stats)
+
+    @property
+    def has_completions(self) -> bool:
+        """Finished batches are waiting for :meth:`take_completions` (a racy hint)."""
+        return bool(self._completions)
+
+    def take_completions(self) -> list[tuple[ProducerBatch, int, int, BaseException | None]]:
+        """The finished batches (batch, base offset, log append time, error), emptied."""
+        done, self._completions = self._completions, []
+        return done
+
+    def send(self, conn: BrokerConnection, batches: list[ProducerBatch], now: float) -> bool:
         """Build and write one Produce request; False when the send failed (retried)."""
         by_tp: dict[TopicPartition, list[ProducerBatch]] = {}
         for b in batches:
@@ -111,7 +149,6 @@ class SenderProduce:
             "timeout_ms": self._request_timeout_ms,
             "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
         }
-        conn = self._conns[node]
         self._stats["produce_requests"] += 1
         try:
             request = conn.send(ApiKey.PRODUCE, body, expect_response=self._acks != 0,
@@ -127,7 +164,7 @@ class SenderProduce:
                 self._acc.unmute(tp)
         return True
 
-    def _handle_produce(self, response: ClientResponse, now: float) -> None:
+    def handle_response(self, response: ClientResponse, now: float) -> None:
         """A Produce response (or its loss): settle each partition's batches."""
         by_tp: dict[TopicPartition, list[ProducerBatch]] = response.request.context
         error = response.error
@@ -205,7 +242,7 @@ class SenderProduce:
                     f"{tp.topic}-{tp.partition} (a newer epoch wrote there): {error.message}"
                 )
                 idem.set_fatal(fenced)
-                self._fail(b, fenced)
+                self.fail(b, fenced)
             else:
                 self._retry_or_fail(tp, [b], error, now, retriable=action is not Action.FAIL)
 
@@ -218,7 +255,7 @@ class SenderProduce:
             retriable = error.retriable
         if (
             retriable
-            and not self._forced
+            and self._retrying
             and first.attempts < self._retries
             and not self._acc.is_expired(first, now)
         ):
@@ -232,10 +269,14 @@ class SenderProduce:
         else:
             for b in bl:
                 if retriable and self._acc.is_expired(b, now):
-                    self._fail(b, self._expiry_error(b, now, error))
+                    self.fail(b, self._expiry_error(b, now, error))
                 else:
-                    self._fail(b, error)
+                    self.fail(b, error)
         self._acc.unmute(tp)
+
+    def expire(self, batch: ProducerBatch, now: float) -> None:
+        """Fail a batch the accumulator found past ``delivery_timeout_ms``."""
+        self.fail(batch, self._expiry_error(batch, now))
 
     def _expiry_error(
         self, batch: ProducerBatch, now: float, cause: MiniKafkaError | None = None
@@ -247,7 +288,8 @@ class SenderProduce:
             f"(delivery_timeout_ms={self._acc.delivery_timeout_ms:g}){why}"
         )
 
-    def _fail(self, batch: ProducerBatch, error: BaseException) -> None:
+    def fail(self, batch: ProducerBatch, error: BaseException) -> None:
+        """Queue the batch's failure (and release its sequence, with idempotence)."""
         self._stats["failed_batches"] += 1
         if self._idem is not None and batch.base_sequence != NO_SEQUENCE:
             self._idem.on_failed(batch.tp, batch.base_sequence, f"failed: {error}")
@@ -257,5 +299,5 @@ class SenderProduce:
         self, batch: ProducerBatch, base: int, log_append_time_ms: int,
         error: BaseException | None,
     ) -> None:  # fmt: skip
-        """Queue the batch's completion; :meth:`_fire_completions` runs it unlocked."""
+        """Queue the batch's completion; the sender takes it and runs it unlocked."""
         self._completions.append((batch, base, log_append_time_ms, error))

@@ -50,7 +50,8 @@ the backlog.  Costs: ``send`` is O(record bytes) plus a lock and a Future; ``sen
 encodes ``batch_size`` chunks with numpy (O(bytes); see :mod:`clients.producer.bulk`).
 
 Modules: settings and record-argument checks are :mod:`clients.producer.config`;
-``send_bulk`` is :mod:`clients.producer.bulk` (a mixin of :class:`Producer`); batches
+``send_bulk`` checks its arguments and waits for metadata here, then hands the records
+to a :class:`~clients.producer.bulk.BulkAppender` (chunking and numpy encoding); batches
 and their encoding :mod:`clients.producer.batch`; queues :mod:`clients.producer.accumulator`;
 the sender thread :mod:`clients.producer.sender`.
 
@@ -67,11 +68,13 @@ from collections.abc import Sequence
 from concurrent.futures import Future
 from typing import Any
 
+import numpy as np
+
 from clients.memory.buffer_pool import BufferPool
 from clients.network.cluster_metadata import ClusterMetadata, parse_bootstrap
 from clients.producer.accumulator import RecordAccumulator
 from clients.producer.batch import record_size_bound
-from clients.producer.bulk import BulkSender
+from clients.producer.bulk import BulkAppender
 from clients.producer.config import (
     as_bytes,
     check_config,
@@ -81,19 +84,16 @@ from clients.producer.config import (
 )
 from clients.producer.idempotence import IdempotenceManager
 from clients.producer.partitioner import StickyPartitioner, partition_for_key
-from clients.producer.produce_requests import DeliveryTimeoutError
 from clients.producer.sender import Sender
 from clients.protocol.errors import MessageTooLargeError, RequestTimedOutError
 from clients.protocol.topics import TopicPartition, validate_topic_name
 from clients.records.batch import HEADER_SIZE
-from clients.types import Header, RecordMetadata
-
-__all__ = ["DeliveryTimeoutError", "Producer"]
+from clients.types import BulkResult, Header, RecordMetadata
 
 _MAX_TOPICS_SEEN = 10_000
 
 
-class Producer(BulkSender):
+class Producer:
     """Kafka-like producer (see the module docstring)."""
 
     def __init__(
@@ -158,6 +158,13 @@ class Producer(BulkSender):
         )
         self._partitioner = StickyPartitioner()
         self._partitioner_lock = threading.Lock()
+        self._bulk = BulkAppender(
+            self._accumulator,
+            self._partitioner,
+            self._partitioner_lock,
+            batch_size=batch_size,
+            max_request_size=max_request_size,
+        )
         self._closed = False
         self._send_now = linger_ms == 0  # nothing to wait for: ship from this thread
         self._topics_seen: set[str] = set()  # validated and registered with the metadata
@@ -226,6 +233,43 @@ class Producer(BulkSender):
         elif full or new_batch:
             self._sender.notify_data()
         return future
+
+    def send_bulk(
+        self,
+        topic: str,
+        values: Sequence[bytes | None] | np.ndarray,
+        partition: int | None = None,
+        keys: Sequence[bytes | None] | np.ndarray | None = None,
+        timestamp_ms: int | None = None,
+    ) -> Future[BulkResult]:
+        """Queue many header-less records at once, encoded batch by batch with numpy.
+
+        ``values`` (and ``keys``): a sequence of bytes/None, a fixed-size ``S<n>`` array
+        or a 2-D uint8 array (one row per record).  Records are cut into chunks that fit
+        ``batch_size``; each chunk becomes one batch.  With keys, records are grouped by
+        their key's partition (order kept within a partition); without keys and
+        partition, each chunk goes to the sticky partition.  The future resolves to a
+        :class:`BulkResult` (partition, base offset and record count per batch).  If
+        ``max_block_ms`` runs out midway the error is raised and the chunks already
+        queued are still sent.  See :mod:`clients.producer.bulk`.
+        """
+        self._check_usable()
+        validate_topic_name(topic)
+        n = len(values)
+        if n == 0:
+            future: Future[BulkResult] = Future()
+            future.set_result(BulkResult(topic, [], [], []))
+            return future
+        if keys is not None and len(keys) != n:
+            raise ValueError(f"{len(keys)} keys for {n} values")
+        timestamp = int(time.time() * 1000) if timestamp_ms is None else int(timestamp_ms)
+        deadline = time.monotonic() + self.max_block_ms / 1000
+        num_partitions = self._wait_on_metadata(topic, deadline)
+        bulk_future = self._bulk.append(
+            topic, num_partitions, values, keys, partition, timestamp, deadline
+        )
+        self._sender.notify_data()
+        return bulk_future
 
     def _wait_on_metadata(self, topic: str, deadline: float) -> int:
         md = self._metadata

@@ -1,6 +1,6 @@
 """The sender's producer-id exchange: ApiVersions, then InitProducerId, and epoch bumps.
 
-Used by :class:`~clients.producer.sender.Sender` when idempotence is on (an
+Owned by :class:`~clients.producer.sender.Sender` when idempotence is on (an
 :class:`~clients.producer.idempotence.IdempotenceManager` is given).  Before the first batch goes
 out the sender thread asks the least loaded broker for ApiVersions (a broker that does
 not list InitProducerId makes the producer fail with
@@ -54,7 +54,18 @@ _INIT_PRODUCER_ID = "init_producer_id"
 
 
 class ProducerIdExchange:
-    """Gets, and bumps the epoch of, the producer id for one sender (see the module)."""
+    """Gets, and bumps the epoch of, the producer id for one sender (see the module).
+
+    Owns: the one outstanding ApiVersions/InitProducerId request, its retry backoff and
+    the broker addresses already checked with ApiVersions.  Reads and updates: the
+    :class:`~clients.producer.idempotence.IdempotenceManager` (which holds the id, the
+    epoch and the bump reason), the accumulator (queued batches, sequence resets) and
+    the metadata (refresh on a lost answer).  Given two callables of the sender:
+    ``least_loaded(now_ms)`` (a connection that can send, connecting if need be) and
+    ``fail(batch, error)`` (:meth:`~clients.producer.produce_requests.ProduceRequests.fail`).
+    Called by the sender loop: :meth:`maybe_init_producer_id` each iteration, and
+    :meth:`handle_response` for responses whose context is one of its tuples.
+    """
 
     def __init__(
         self,
@@ -71,7 +82,7 @@ class ProducerIdExchange:
         self._metadata = metadata
         self._retry_backoff_ms = retry_backoff_ms
         self._least_loaded = least_loaded  # the sender's: connects if need be
-        self._fail = fail  # the sender's: queues the batch's failure
+        self._fail = fail  # ProduceRequests.fail: queues the batch's failure
         self._pid_in_flight = False
         self._pid_backoff_until = 0.0  # monotonic ms
         self._verified: set[tuple[str, int]] = set()  # (host, port) listing API 22

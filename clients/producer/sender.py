@@ -7,12 +7,15 @@ nodes whose connection has room under ``max_in_flight``); expire queued batches 
 ``delivery_timeout_ms``; then wait for responses (bounded by the next linger/backoff
 deadline, and woken early by ``wakeup()`` through a socketpair).
 
-What goes on the wire is split by concept: Produce requests and the outcome of their
-batches (retries, failures, the Produce v0 body) are :mod:`clients.producer.produce_requests`,
-mixed into :class:`Sender`; with idempotence (an
-:class:`~clients.producer.idempotence.IdempotenceManager` is given) the producer id comes from
-:mod:`clients.producer.producer_id` (ApiVersions, then InitProducerId, and epoch bumps),
-which the loop asks each iteration before draining.  Fatal idempotence errors (fenced,
+What goes on the wire is split by concept into two collaborators the sender owns:
+Produce requests and the outcome of their batches (retries, failures, the Produce v0
+body, the finished-batch queue) are a
+:class:`~clients.producer.produce_requests.ProduceRequests`; with idempotence (an
+:class:`~clients.producer.idempotence.IdempotenceManager` is given) the producer id comes
+from a :class:`~clients.producer.producer_id.ProducerIdExchange` (ApiVersions, then
+InitProducerId, and epoch bumps), which the loop asks each iteration before draining.
+The sender keeps the loop, the connections, metadata requests and the routing of
+responses by request context.  Fatal idempotence errors (fenced,
 unsupported) fail every pending batch and make ``Producer.send`` raise.
 
 Latency path (``linger_ms=0``): the producer calls :meth:`Sender.send_now` from the
@@ -22,17 +25,17 @@ by the sender thread.  Finished batches are queued and their futures resolved ri
 before the thread blocks in ``select``, so a woken caller does not then queue for the
 GIL behind the rest of the loop.
 
-Thread safety: connections, poller registrations, in-flight state and the completion
-queue are guarded by one lock, held by the sender loop except while it blocks in
-``select`` and by ``send_now`` callers (try-lock only: a busy lock means "wake the
-thread").  Other threads call only ``wakeup``, ``send_now``, ``initiate_close``,
-``force_close`` and ``metrics``.  Futures are resolved with no lock held.
+Thread safety: connections, poller registrations, in-flight state and the
+collaborators' state (the completion queue among it) are guarded by one lock, held by
+the sender loop except while it blocks in ``select`` and by ``send_now`` callers
+(try-lock only: a busy lock means "wake the thread").  Other threads call only
+``wakeup``, ``send_now``, ``initiate_close``, ``force_close`` and ``metrics``.  Futures
+are resolved with no lock held.
 """
 
 from __future__ import annotations
 
 import contextlib
-import random
 import socket
 import threading
 from typing import Any
@@ -40,14 +43,11 @@ from typing import Any
 from clients.network.cluster_metadata import ClusterMetadata
 from clients.network.connection import BrokerConnection, ClientResponse, NetworkError, Poller
 from clients.producer.accumulator import RecordAccumulator, monotonic_ms
-from clients.producer.batch import ProducerBatch
 from clients.producer.idempotence import IdempotenceManager
-from clients.producer.produce_requests import DeliveryTimeoutError, SenderProduce
+from clients.producer.produce_requests import ProduceRequests
 from clients.producer.producer_id import ProducerIdExchange
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import MiniKafkaError
-
-__all__ = ["DeliveryTimeoutError", "ProducerClosedError", "Sender"]
 
 _MAX_POLL_MS = 100.0
 
@@ -56,7 +56,7 @@ class ProducerClosedError(MiniKafkaError):
     """The producer was force-closed before the record was acknowledged."""
 
 
-class Sender(SenderProduce, threading.Thread):
+class Sender(threading.Thread):
     """The sender thread of one producer (see the module docstring)."""
 
     def __init__(
@@ -81,8 +81,6 @@ class Sender(SenderProduce, threading.Thread):
         self._metadata = metadata
         self._acc = accumulator
         self._client_id = client_id
-        self._acks = acks
-        self._retries = retries
         self._retry_backoff_ms = retry_backoff_ms
         self._request_timeout_ms = request_timeout_ms
         self._max_in_flight = max_in_flight
@@ -96,9 +94,17 @@ class Sender(SenderProduce, threading.Thread):
         self._wake_r, self._wake_w = socket.socketpair()
         self._wake_w.setblocking(False)
         self._poller = Poller(self._wake_r)
-        self._stats = {"produce_requests": 0, "retries": 0, "failed_batches": 0,
-                       "debug_dropped_responses": 0}  # fmt: skip
         self._idem = idempotence
+        self._produce = ProduceRequests(
+            accumulator,
+            metadata,
+            acks=acks,
+            retries=retries,
+            request_timeout_ms=request_timeout_ms,
+            idempotence=idempotence,
+            debug_drop_response_ratio=debug_drop_response_ratio,
+            debug_drop_seed=debug_drop_seed,
+        )
         self._pid: ProducerIdExchange | None = None  # with idempotence: gets the id
         if idempotence is not None:
             self._pid = ProducerIdExchange(
@@ -107,15 +113,12 @@ class Sender(SenderProduce, threading.Thread):
                 metadata,
                 retry_backoff_ms=retry_backoff_ms,
                 least_loaded=self._least_loaded,
-                fail=self._fail,
+                fail=self._produce.fail,
             )
-        self._drop_ratio = debug_drop_response_ratio
-        self._drop_rng = random.Random(debug_drop_seed)
         # Guards connections, poller registrations and in-flight state: held by the
         # sender loop except while it blocks in select, and by send_now callers.
         self._lock = threading.Lock()
         self._may_sleep = True  # see notify_data
-        self._completions: list[tuple[ProducerBatch, int, int, BaseException | None]] = []
 
     # ------------------------------------------------------------ control (any thread)
     def wakeup(self) -> None:
@@ -137,11 +140,12 @@ class Sender(SenderProduce, threading.Thread):
 
     def force_close(self) -> None:
         self._forced = True
+        self._produce.stop_retries()
         self._running = False
         self.wakeup()
 
     def metrics(self) -> dict[str, Any]:
-        out: dict[str, Any] = dict(self._stats)
+        out: dict[str, Any] = self._produce.metrics()
         if self._idem is not None:
             out.update(self._idem.metrics())
         return out
@@ -169,7 +173,7 @@ class Sender(SenderProduce, threading.Thread):
             for response in conn.close(error):
                 self._handle(response, monotonic_ms())
         for batch in self._acc.undrained_batches():
-            self._fail(batch, error)
+            self._produce.fail(batch, error)
         self._poller.close()
         self._wake_r.close()
         self._wake_w.close()
@@ -183,7 +187,7 @@ class Sender(SenderProduce, threading.Thread):
                 self._pid.maybe_init_producer_id(now)
             next_ms, stalled = self._send_ready(now)
             for batch in self._acc.expired_batches(now):
-                self._fail(batch, self._expiry_error(batch, now))
+                self._produce.expire(batch, now)
             timeout = min(next_ms, _MAX_POLL_MS, self._metadata.time_to_next_update_ms(now / 1000))
             if stalled:
                 timeout = min(timeout, self._retry_backoff_ms or 1)
@@ -215,7 +219,7 @@ class Sender(SenderProduce, threading.Thread):
             for node, batches in self._acc.drain(
                 self._metadata, sendable, self._max_request_size, now
             ).items():
-                self._send_produce(node, batches, now)
+                self._produce.send(self._conns[node], batches, now)
         return next_ms, bool(ready) and not sendable
 
     def send_now(self) -> None:
@@ -255,15 +259,15 @@ class Sender(SenderProduce, threading.Thread):
         for node, batches in self._acc.drain(
             self._metadata, ready, self._max_request_size, now
         ).items():
-            ok = self._send_produce(node, batches, now) and ok
+            ok = self._produce.send(self._conns[node], batches, now) and ok
         return ok
 
     def _fire_completions(self) -> bool:
         """Resolve the futures of finished batches and free their buffers (no lock held)."""
-        if not self._completions:
+        if not self._produce.has_completions:
             return False
         with self._lock:
-            done, self._completions = self._completions, []
+            done = self._produce.take_completions()
         for batch, base, log_append_time_ms, error in done:
             batch.complete(base, log_append_time_ms, error)
             self._acc.deallocate(batch)
@@ -342,4 +346,4 @@ class Sender(SenderProduce, threading.Thread):
             assert self._pid is not None
             self._pid.handle_response(response, now)
             return
-        self._handle_produce(response, now)
+        self._produce.handle_response(response, now)

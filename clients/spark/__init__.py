@@ -8,7 +8,16 @@ Public surface::
 
 They are loaded on first use (PEP 562 ``__getattr__``), so modules of this package that
 do not need Spark (the workload, the ledger) import without pyspark.
-See :mod:`clients.spark.source` and docs/spark.md.
+See :mod:`clients.spark.source` and docs/spark.md.  Project code imports them from
+:mod:`clients.spark.source`.
+
+Also here: the source's options, offset ranges and partition reader; the verification
+workload (``workload``, ``ledger``, ``faults``), the Spark verification job
+(``verify``, ``verify_session``) and the streaming sink (``stream_to_parquet``).
+
+May import the producer, consumer and admin client and the rooms below them; never
+``broker``, ``replication`` or ``storage`` (faults reach a local cluster through
+``python -m broker.cluster`` processes), nor ``clients.cli``.
 """
 
 from __future__ import annotations

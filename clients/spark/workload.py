@@ -19,7 +19,8 @@ it reached the log anyway the verifier counts it as unacknowledged-but-present.
 sends, so a fault schedule can be spread over a known duration.  Faults (see
 :mod:`clients.spark.faults`) run on their own thread while the producers send; when
 every message is acked or failed, events not yet due are skipped and the cluster is
-healed.  Progress: a one-line bar redrawn in place on a TTY, else a plain line per 10%.
+healed.  Progress (:class:`WorkloadProgress`): a one-line bar redrawn in place on a
+TTY, else a plain line per 10%.
 
 Design choices: threads, not processes (each Producer's I/O runs on its own sender
 thread, and a few thousand messages/s is what verification needs); each producer's
@@ -150,8 +151,13 @@ class _Counters:
             return self.sent, self.acked, self.failed
 
 
-class Progress:
-    """A progress bar on a TTY (redrawn in place), plain lines per 10% otherwise."""
+class WorkloadProgress:
+    """The workload's sent/acked/failed progress on stdout (or ``out``).
+
+    A bar on a TTY (redrawn in place), plain lines per 10% otherwise; ``log`` prints a
+    message (a fault) between them.  Thread-safe (one lock): the run loop updates it
+    while the fault thread logs.
+    """
 
     def __init__(self, total: int, out: TextIO | None = None) -> None:
         self.total = total
@@ -299,7 +305,7 @@ def _produce(config: WorkloadConfig, producer: int, ledger: LedgerWriter, counte
 def run_workload(config: WorkloadConfig, out: TextIO | None = None) -> WorkloadResult:
     """Run the whole workload (topic, producers, faults, heal); see the module docstring."""
     config.check()
-    progress = Progress(config.messages, out)
+    progress = WorkloadProgress(config.messages, out)
     ensure_topic(config, progress.log)
     counters = _Counters()
     stop = threading.Event()

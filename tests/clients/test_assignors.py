@@ -8,7 +8,7 @@ from hypothesis import strategies as st
 
 from clients.consumer.assignors import (
     CooperativeStickyAssignor,
-    Member,
+    MemberSubscription,
     RangeAssignor,
     RoundRobinAssignor,
     assignor_for,
@@ -24,16 +24,16 @@ member_ids = st.lists(st.text("mnxyz", min_size=1, max_size=4), min_size=1, max_
 ALL = [RangeAssignor(), RoundRobinAssignor(), CooperativeStickyAssignor()]
 
 
-def members_with(ids: list[str], subs: list[list[str]]) -> list[Member]:
-    return [Member(m, Subscription(tuple(s))) for m, s in zip(ids, subs, strict=True)]
+def members_with(ids: list[str], subs: list[list[str]]) -> list[MemberSubscription]:
+    return [MemberSubscription(m, Subscription(tuple(s))) for m, s in zip(ids, subs, strict=True)]
 
 
-def expected(partitions: dict[str, int], members: list[Member]) -> set[TopicPartition]:
+def expected(partitions: dict[str, int], members: list[MemberSubscription]) -> set[TopicPartition]:
     wanted = {t for m in members for t in m.subscription.topics}
     return {TopicPartition(t, p) for t in wanted for p in range(partitions.get(t, 0))}
 
 
-def check_exactly_once(result: dict[str, list[TopicPartition]], members: list[Member],
+def check_exactly_once(result: dict[str, list[TopicPartition]], members: list[MemberSubscription],
                        partitions: dict[str, int]) -> None:
     assert set(result) == {m.member_id for m in members}
     flat = [tp for tps in result.values() for tp in tps]
@@ -84,7 +84,8 @@ def test_roundrobin_deals_in_turn_like_kafka() -> None:
 
 
 def test_static_members_are_ordered_by_instance_id() -> None:
-    members = [Member("zzz", Subscription(("a",)), "i0"), Member("aaa", Subscription(("a",)), "i1")]
+    members = [MemberSubscription("zzz", Subscription(("a",)), "i0"),
+               MemberSubscription("aaa", Subscription(("a",)), "i1")]
     result = RangeAssignor().assign({"a": 2}, members)
     assert result == {"zzz": [TopicPartition("a", 0)], "aaa": [TopicPartition("a", 1)]}
 
@@ -109,7 +110,7 @@ def run_cooperative(partitions: dict[str, int], owned: dict[str, list[TopicParti
     """Rebalances until nothing is withheld (each member revokes what it lost)."""
     assignor = CooperativeStickyAssignor()
     for _ in range(3):
-        members = [Member(m, Subscription(tuple(TOPICS), tuple(tps), None, generation))
+        members = [MemberSubscription(m, Subscription(tuple(TOPICS), tuple(tps), None, generation))
                    for m, tps in owned.items()]
         result = assignor.assign(partitions, members)
         flat = [tp for tps in result.values() for tp in tps]
@@ -144,8 +145,8 @@ def test_cooperative_sticky_moves_only_what_balance_needs(partitions: dict[str, 
 
 def test_cooperative_highest_generation_wins_a_conflict() -> None:
     tp = TopicPartition("a", 0)
-    members = [Member("old", Subscription(("a",), (tp,), None, 1)),
-               Member("new", Subscription(("a",), (tp,), None, 2))]
+    members = [MemberSubscription("old", Subscription(("a",), (tp,), None, 1)),
+               MemberSubscription("new", Subscription(("a",), (tp,), None, 2))]
     owners = CooperativeStickyAssignor._owners(
         sorted(members, key=lambda m: m.sort_key), {tp}, {"old": {"a"}, "new": {"a"}})
     assert owners == {tp: "new"}

@@ -12,8 +12,8 @@ from clients.cli.main import build_parser
 from clients.cli.workload import workload_config
 from clients.spark.faults import parse_schedule, random_schedule
 from clients.spark.workload import (
-    Progress,
     WorkloadConfig,
+    WorkloadProgress,
     _share,
     decode_value,
     encode_value,
@@ -72,7 +72,7 @@ class FakeTty(io.StringIO):
 
 def test_progress_is_a_bar_on_a_tty_and_lines_otherwise() -> None:
     tty = FakeTty()
-    bar = Progress(100, tty)
+    bar = WorkloadProgress(100, tty)
     bar.update(50, 40, 10, 1.0)
     bar.log("fault kill:1@1s")
     bar.update(100, 90, 10, 2.0)
@@ -81,7 +81,7 @@ def test_progress_is_a_bar_on_a_tty_and_lines_otherwise() -> None:
     assert "\r\033[K[###############---------------]  50%" in text
     assert "\r\033[Kfault kill:1@1s\n" in text and text.endswith("failed 10    2.0 s\n")
     plain = io.StringIO()
-    lines = Progress(100, plain)
+    lines = WorkloadProgress(100, plain)
     for done in range(0, 101, 5):
         lines.update(done, done, 0, 0.0)
     assert "\r" not in plain.getvalue()
