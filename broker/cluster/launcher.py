@@ -38,7 +38,7 @@ import psutil
 STATE_FILE = "cluster.json"
 CONTROLLER_PORT_OFFSET = 100
 CONTROLLER = "controller"
-SOURCE_ROOT = str(Path(__file__).resolve().parents[1])
+SOURCE_ROOT = str(Path(__file__).resolve().parents[2])  # the tree holding broker/
 
 
 # Processes started by this interpreter (tests drive the launcher in-process): kept so

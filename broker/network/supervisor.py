@@ -45,7 +45,7 @@ from clients.protocol.errors import MiniKafkaError
 
 __all__ = ["NetworkProcessError", "NetworkProcessSupervisor", "NetworkRestart"]
 
-_SOURCE_ROOT = str(Path(__file__).resolve().parents[1])
+_SOURCE_ROOT = str(Path(__file__).resolve().parents[2])  # the tree holding broker/
 
 
 class NetworkProcessError(MiniKafkaError):
