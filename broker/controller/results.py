@@ -3,7 +3,7 @@ takes and returns), and :data:`Outcome`, the ``(result, records)`` pair every mu
 operation returns.
 
 Costs: O(1) construction.  Thread-safety: immutable frozen dataclasses, shareable
-between threads.  ``_Rejected`` is the internal exception an operation raises to turn
+between threads.  ``Rejected`` is the exception an operation raises to turn
 one entry into an error result.
 """
 
@@ -85,7 +85,10 @@ class IsrChangeResult:
     state: PartitionState | None = None  # the current state (after the change if accepted)
 
 
-class _Rejected(Exception):
+class Rejected(Exception):
+    """One entry of a request is refused with ``code``; the operation turns it into that
+    entry's error result (never raised to the caller of the controller state)."""
+
     def __init__(self, code: ErrorCode, message: str) -> None:
         super().__init__(message)
         self.code, self.message = code, message
