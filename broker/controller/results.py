@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from broker.metadata.image import PartitionState
+from broker.metadata.image import PartitionRegistration
 from broker.metadata.records import MetadataRecord
 from clients.protocol.errors import ErrorCode
 
@@ -82,7 +82,7 @@ class IsrChangeResult:
     partition: int
     error: ErrorCode
     message: str | None = None
-    state: PartitionState | None = None  # the current state (after the change if accepted)
+    state: PartitionRegistration | None = None  # the current state (after the change if accepted)
 
 
 class Rejected(Exception):

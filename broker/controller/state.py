@@ -65,7 +65,7 @@ from broker.controller.results import (
     TopicSpec,
 )
 from broker.controller.topics import ControllerTopics
-from broker.metadata.image import MetadataImage, PartitionState
+from broker.metadata.image import MetadataImage, PartitionRegistration
 from broker.metadata.records import (
     NO_LEADER,
     FenceBrokerRecord,
@@ -229,7 +229,8 @@ class ControllerState:
             if s.leader != preferred and preferred in s.isr and self._alive(preferred):
                 self._update(topic, index, s, preferred, s.isr, False)
 
-    def _elect(self, topic: str, index: int, s: PartitionState, isr: tuple[int, ...]) -> None:
+    def _elect(self, topic: str, index: int, s: PartitionRegistration,
+               isr: tuple[int, ...]) -> None:
         """Choose a leader for a partition whose leader is gone (or that is offline)."""
         for b in s.replicas:
             if b in isr and self._alive(b):
@@ -242,7 +243,7 @@ class ControllerState:
                     return
         self._update(topic, index, s, NO_LEADER, isr, s.unclean_elected)
 
-    def _update(self, topic: str, index: int, s: PartitionState, leader: int,
+    def _update(self, topic: str, index: int, s: PartitionRegistration, leader: int,
                 isr: tuple[int, ...], unclean: bool) -> None:
         if leader == s.leader and isr == s.isr:
             return
@@ -279,7 +280,7 @@ class ControllerState:
                                            self.image.partition(change.topic, change.partition)))
         return self._done((ErrorCode.NONE, results))
 
-    def _alter_isr(self, broker_id: int, c: IsrChange, s: PartitionState | None) -> None:
+    def _alter_isr(self, broker_id: int, c: IsrChange, s: PartitionRegistration | None) -> None:
         where = f"{c.topic}-{c.partition}"
         if s is None:
             raise Rejected(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{where} does not exist")
