@@ -3,7 +3,7 @@
 Sans-IO: time comes from an injected clock, nothing touches disk or sockets.  Every
 mutating method returns ``(result, records)``: the metadata records the change produced,
 **already applied** to :attr:`ControllerState.image` at offsets ``image.last_applied_offset
-- len(records) + 1 ..``.  Contract with the adapter (:mod:`broker.controller`): append
+- len(records) + 1 ..``.  Contract with the adapter (:mod:`broker.controller.server`): append
 exactly these records, in order, to the metadata log (whose end offset always equals
 ``image.last_applied_offset + 1``) and fsync them *before* answering the request or
 letting anyone read them.  If that append fails the in-memory image is ahead of the
