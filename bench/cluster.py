@@ -57,7 +57,7 @@ from bench.cluster_lifecycle import (
     machine_info,
     running_cluster,
 )
-from broker.cluster.launcher import ClusterState
+from broker.cluster.state import ClusterState
 from clients.admin import Admin
 from clients.producer.producer import Producer
 from clients.protocol.api_keys import ApiKey

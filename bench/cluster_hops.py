@@ -34,7 +34,7 @@ import threading
 import time
 from collections import deque
 
-from broker.cluster.launcher import ClusterState
+from broker.cluster.state import ClusterState
 from clients.producer.producer import Producer
 
 ETH_P_ALL = 0x0003

@@ -21,7 +21,7 @@ from typing import Any
 import psutil
 
 from broker.cluster import launcher as cluster_cli
-from broker.cluster.launcher import ClusterState
+from broker.cluster.state import ClusterError, ClusterState
 from broker.cluster.status import fetch_cluster_view
 from clients.admin import Admin
 from clients.types import NewTopic
@@ -32,7 +32,7 @@ TOPIC_CONFIG = {"min_insync_replicas": "2"}
 def _cluster_pids(data_dir: str) -> list[int]:
     try:
         state = ClusterState.load(data_dir)
-    except cluster_cli.ClusterError:
+    except ClusterError:
         return []
     return [i.pid for i in [*state.brokers.values(), state.controller] if i.pid]
 

@@ -46,7 +46,7 @@ from typing import Any
 
 from bench.cluster_lifecycle import create_topics, machine_info, running_cluster
 from broker.cluster import launcher as cluster_cli
-from broker.cluster.launcher import ClusterState
+from broker.cluster.state import ClusterState
 from broker.cluster.status import fetch_cluster_view
 from broker.config import BrokerConfig
 from broker.controller.config import ControllerConfig

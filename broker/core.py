@@ -42,7 +42,7 @@ from broker.delayed import DelayedFetch, DelayedProduce
 from broker.group.offsets_topic import OffsetsTopic
 from broker.metadata.image import MetadataImage
 from broker.producer_ids import ProducerIdAllocator, StandaloneProducerIdAllocator
-from broker.topic_registry import MAX_PARTITIONS_PER_TOPIC, TopicInfo, TopicRegistry
+from broker.topic_registry import MAX_PARTITIONS_PER_TOPIC, StandaloneTopic, TopicRegistry
 from clients.protocol.errors import ErrorCode, InvalidConfigError, MiniKafkaError
 from clients.protocol.topics import TopicPartition, topic_name_error
 from replication.isr import AlterPartitionProposal
@@ -209,7 +209,7 @@ class BrokerCore:
 
     def validate_new_topic(
         self, name: str, num_partitions: int, replication_factor: int, configs: Mapping[str, str]
-    ) -> TopicInfo:
+    ) -> StandaloneTopic:
         reason = topic_name_error(name)
         if reason is not None:
             raise TopicError(reason, ErrorCode.INVALID_TOPIC_EXCEPTION)
@@ -245,9 +245,9 @@ class BrokerCore:
                              ErrorCode.INVALID_CONFIG) from None
         if min_isr is not None:
             clean["min_insync_replicas"] = min_isr
-        return TopicInfo(name, num_partitions, replication_factor, clean)
+        return StandaloneTopic(name, num_partitions, replication_factor, clean)
 
-    def create_topic(self, info: TopicInfo) -> None:
+    def create_topic(self, info: StandaloneTopic) -> None:
         self.registry.add(info)
         for index in range(info.num_partitions):
             self._host_partition(info.name, index, 0)

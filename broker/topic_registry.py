@@ -7,8 +7,12 @@ Stored as ``<data_dir>/topics.json``::
                            "configs": {"retention_ms": "60000"}}}}
 
 written to a temp file, fsync'd and renamed (with the directory fsync'd), so a crash
-leaves either the old or the new file.  Once a controller exists (issue 7) it owns this
-metadata and the broker learns it from the controller instead.
+leaves either the old or the new file.  Used only without a controller
+(``controller_address`` empty): in controller mode the controller owns topic metadata
+and the broker reads it from its :class:`~broker.metadata.image.MetadataImage`, whose
+:class:`~broker.metadata.image.TopicInfo` also carries the topic id and each
+partition's registration; a :class:`StandaloneTopic` has neither (this broker leads
+every partition).
 
 Topic configs are the per-topic overrides of the broker's log defaults, validated by
 :meth:`storage.config.LogConfig.from_dict` when the topic is created.  Costs: every
@@ -34,7 +38,9 @@ class CorruptTopicRegistryError(MiniKafkaError):
 
 
 @dataclass
-class TopicInfo:
+class StandaloneTopic:
+    """One topic of a standalone broker, as ``topics.json`` stores it."""
+
     name: str
     num_partitions: int
     replication_factor: int = 1
@@ -42,9 +48,11 @@ class TopicInfo:
 
 
 class TopicRegistry:
+    """The standalone broker's topics, loaded from and saved to ``topics.json``."""
+
     def __init__(self, data_dir: str | Path) -> None:
         self.path = Path(data_dir) / FILE_NAME
-        self.topics: dict[str, TopicInfo] = {}
+        self.topics: dict[str, StandaloneTopic] = {}
 
     def load(self) -> None:
         if not self.path.exists():
@@ -56,7 +64,7 @@ class TopicRegistry:
                 raise ValueError("unsupported version or shape")
             loaded = {}
             for name, info in topics.items():
-                loaded[name] = TopicInfo(
+                loaded[name] = StandaloneTopic(
                     name=name,
                     num_partitions=int(info["num_partitions"]),
                     replication_factor=int(info.get("replication_factor", 1)),
@@ -91,14 +99,14 @@ class TopicRegistry:
         finally:
             os.close(dir_fd)
 
-    def get(self, name: str) -> TopicInfo | None:
+    def get(self, name: str) -> StandaloneTopic | None:
         return self.topics.get(name)
 
-    def add(self, info: TopicInfo) -> None:
+    def add(self, info: StandaloneTopic) -> None:
         self.topics[info.name] = info
         self.save()
 
-    def remove(self, name: str) -> TopicInfo | None:
+    def remove(self, name: str) -> StandaloneTopic | None:
         info = self.topics.pop(name, None)
         if info is not None:
             self.save()

@@ -2,7 +2,8 @@
 
 Layout under ``--data-dir`` (default ``./data``)::
 
-    cluster.json          ports, PIDs, command lines of every process (the state file)
+    cluster.json          ports, PIDs, command lines of every process (the state file,
+                          :mod:`broker.cluster.state`)
     controller/           the controller's data dir;  controller.log  its output
     broker-<id>/          each broker's data dir;     broker-<id>.log its output
 
@@ -30,78 +31,20 @@ import subprocess
 import sys
 import time
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 import psutil
 
-STATE_FILE = "cluster.json"
+from broker.cluster.state import CONTROLLER, STATE_FILE, ClusterError, ClusterState, ProcessInfo
+from broker.cluster.status import fetch_cluster_view, print_status, status_report
+
 CONTROLLER_PORT_OFFSET = 100
-CONTROLLER = "controller"
-SOURCE_ROOT = str(Path(__file__).resolve().parents[1])
+SOURCE_ROOT = str(Path(__file__).resolve().parents[2])  # the tree holding broker/
 
 
 # Processes started by this interpreter (tests drive the launcher in-process): kept so
 # they can be reaped, and so Popen does not warn that they are still running.
 _CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
-
-
-class ClusterError(Exception):
-    """A user-facing failure of a cluster command (one line, exit status 1)."""
-
-
-@dataclass
-class ProcessInfo:
-    name: str
-    port: int
-    data_dir: str
-    log_file: str
-    argv: list[str]
-    pid: int = 0
-
-
-@dataclass
-class ClusterState:
-    data_dir: str
-    base_port: int
-    controller: ProcessInfo
-    brokers: dict[str, ProcessInfo] = field(default_factory=dict)
-
-    @property
-    def controller_address(self) -> str:
-        return f"127.0.0.1:{self.controller.port}"
-
-    @property
-    def bootstrap(self) -> str:
-        return ",".join(f"127.0.0.1:{b.port}" for b in self.brokers.values())
-
-    def process(self, target: str) -> ProcessInfo:
-        if target == CONTROLLER:
-            return self.controller
-        if target not in self.brokers:
-            known = ", ".join([CONTROLLER, *self.brokers])
-            raise ClusterError(f"no process {target!r} in this cluster (known: {known})")
-        return self.brokers[target]
-
-    def save(self) -> None:
-        path = Path(self.data_dir) / STATE_FILE
-        tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps(asdict(self), indent=2))
-        os.replace(tmp, path)
-
-    @classmethod
-    def load(cls, data_dir: str) -> ClusterState:
-        path = Path(data_dir) / STATE_FILE
-        try:
-            raw = json.loads(path.read_text())
-            return cls(data_dir=raw["data_dir"], base_port=raw["base_port"],
-                       controller=ProcessInfo(**raw["controller"]),
-                       brokers={k: ProcessInfo(**v) for k, v in raw["brokers"].items()})
-        except FileNotFoundError:
-            raise ClusterError(f"no cluster in {data_dir} (missing {path}); "
-                               "start one with 'minikafka cluster start'") from None
-        except (ValueError, KeyError, TypeError) as exc:
-            raise ClusterError(f"{path} is damaged: {exc}") from None
 
 
 # -- processes ----------------------------------------------------------------------------
@@ -114,15 +57,6 @@ def is_running(pid: int) -> bool:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
         return False
-
-
-def process_status(pid: int) -> str:
-    try:
-        status = psutil.Process(pid).status() if pid > 0 else "stopped"
-    except psutil.NoSuchProcess:
-        return "stopped"
-    return {psutil.STATUS_STOPPED: "paused", psutil.STATUS_ZOMBIE: "stopped"}.get(status,
-                                                                                  "running")
 
 
 def spawn(info: ProcessInfo) -> None:
@@ -272,8 +206,6 @@ def start_process(state: ClusterState, info: ProcessInfo, timeout_s: float) -> N
 
 def wait_until_ready(state: ClusterState, timeout_s: float) -> None:
     """Every live broker registered and unfenced, as the controller sees it."""
-    from broker.cluster.status import fetch_cluster_view
-
     deadline = time.monotonic() + timeout_s
     wanted = {int(k) for k, v in state.brokers.items() if is_running(v.pid)}
     last = "no answer"
@@ -320,8 +252,6 @@ def cmd_signal(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    from broker.cluster.status import print_status, status_report
-
     state = ClusterState.load(args.data_dir)
     report = status_report(state)
     if args.json:

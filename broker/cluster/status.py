@@ -1,25 +1,37 @@
 """What ``minikafka cluster status`` reports, gathered from the processes themselves.
 
-Sources: the state file (PIDs, ports), the OS (running / paused / stopped), the
-controller's Metadata answer (brokers and whether each is fenced; per partition the
-leader, leader epoch, replicas, ISR, and whether the last election was unclean) and
-each reachable broker's DescribeLogDirs answer (HW and LEO of every replica it holds).
+Sources: the state file (:mod:`broker.cluster.state`: PIDs, ports), the OS (running /
+paused / stopped), the controller's Metadata answer (brokers and whether each is
+fenced; per partition the leader, leader epoch, replicas, ISR, and whether the last
+election was unclean) and each reachable broker's DescribeLogDirs answer (HW and LEO of
+every replica it holds).
 A process that does not answer within ``timeout_ms`` is reported as unreachable; status
 never hangs on a paused process.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
+import psutil
+
+from broker.cluster.state import ClusterState
 from clients.network.connection import BrokerConnection
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import MiniKafkaError
 
-if TYPE_CHECKING:
-    from broker.cluster.launcher import ClusterState
-
 STATUS_TIMEOUT_MS = 2_000
+
+
+def process_status(pid: int) -> str:
+    """What the OS says of ``pid``: ``running``, ``paused`` (SIGSTOP) or ``stopped`` (no
+    such process, or a zombie)."""
+    try:
+        status = psutil.Process(pid).status() if pid > 0 else "stopped"
+    except psutil.NoSuchProcess:
+        return "stopped"
+    return {psutil.STATUS_STOPPED: "paused", psutil.STATUS_ZOMBIE: "stopped"}.get(status,
+                                                                                  "running")
 
 
 def _request(port: int, api: ApiKey, body: dict[str, Any],
@@ -38,8 +50,6 @@ def fetch_cluster_view(state: ClusterState) -> dict[str, Any]:
 
 
 def status_report(state: ClusterState) -> dict[str, Any]:
-    from broker.cluster.launcher import process_status
-
     processes = [{"name": info.name, "pid": info.pid, "port": info.port,
                   "state": process_status(info.pid)}
                  for info in [state.controller, *state.brokers.values()]]

@@ -8,7 +8,7 @@ Layout::
                                                       as of that offset (last 2 kept)
 
 Every metadata record is one record of a Kafka v2 record batch (key null, value = the
-msgpack map of :mod:`broker.metadata`, timestamp = wall clock ms); a call to
+msgpack map of :mod:`broker.metadata.records`, timestamp = wall clock ms); a call to
 :meth:`ControllerLog.append` writes its records as batches of at most
 ``max_batch_records`` with a single write and fsyncs them before it returns
 (``flush_messages=1``).  Record offsets are the metadata offsets: the log's end offset

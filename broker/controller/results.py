@@ -3,7 +3,7 @@ takes and returns), and :data:`Outcome`, the ``(result, records)`` pair every mu
 operation returns.
 
 Costs: O(1) construction.  Thread-safety: immutable frozen dataclasses, shareable
-between threads.  ``_Rejected`` is the internal exception an operation raises to turn
+between threads.  ``Rejected`` is the exception an operation raises to turn
 one entry into an error result.
 """
 
@@ -13,7 +13,7 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import TypeVar
 
-from broker.metadata.image import PartitionState
+from broker.metadata.image import PartitionRegistration
 from broker.metadata.records import MetadataRecord
 from clients.protocol.errors import ErrorCode
 
@@ -82,10 +82,13 @@ class IsrChangeResult:
     partition: int
     error: ErrorCode
     message: str | None = None
-    state: PartitionState | None = None  # the current state (after the change if accepted)
+    state: PartitionRegistration | None = None  # the current state (after the change if accepted)
 
 
-class _Rejected(Exception):
+class Rejected(Exception):
+    """One entry of a request is refused with ``code``; the operation turns it into that
+    entry's error result (never raised to the caller of the controller state)."""
+
     def __init__(self, code: ErrorCode, message: str) -> None:
         super().__init__(message)
         self.code, self.message = code, message

@@ -3,7 +3,7 @@
 Sans-IO: time comes from an injected clock, nothing touches disk or sockets.  Every
 mutating method returns ``(result, records)``: the metadata records the change produced,
 **already applied** to :attr:`ControllerState.image` at offsets ``image.last_applied_offset
-- len(records) + 1 ..``.  Contract with the adapter (:mod:`broker.controller`): append
+- len(records) + 1 ..``.  Contract with the adapter (:mod:`broker.controller.server`): append
 exactly these records, in order, to the metadata log (whose end offset always equals
 ``image.last_applied_offset + 1``) and fsync them *before* answering the request or
 letting anyone read them.  If that append fails the in-memory image is ahead of the
@@ -37,9 +37,10 @@ Rules (Kafka KRaft's, simplified; see docs/replication.md):
   ``producer_ids`` record raising ``next_producer_id``; the adapter fsyncs it before
   answering, so no id is given twice, across controller restarts too.
 
-Topic operations (CreateTopics with replica assignment, DeleteTopics) live in the
-:class:`~broker.controller.topics.ControllerTopics` mixin; requests and results in
-:mod:`broker.controller.results` (all re-exported here).
+Topic operations (CreateTopics with replica assignment, DeleteTopics) are done by a
+:class:`~broker.controller.topics.ControllerTopics` this state owns, handed the image,
+the config and the record sink (:meth:`ControllerState._emit`); the requests and results
+are declared in :mod:`broker.controller.results`.
 
 Costs: fencing/unfencing/preferred election O(partitions); create O(partitions x RF);
 alter_partition O(changes x RF); heartbeat O(1) unless it changes the fenced state.
@@ -58,13 +59,13 @@ from broker.controller.results import (
     Outcome,
     ProducerIdBlockResult,
     RegistrationResult,
+    Rejected,
     T,
     TopicResult,
     TopicSpec,
-    _Rejected,
 )
 from broker.controller.topics import ControllerTopics
-from broker.metadata.image import MetadataImage, PartitionState
+from broker.metadata.image import MetadataImage, PartitionRegistration
 from broker.metadata.records import (
     NO_LEADER,
     FenceBrokerRecord,
@@ -78,24 +79,15 @@ from broker.metadata.records import (
 from clients.protocol.errors import ErrorCode
 from timer.clock import Clock
 
-__all__ = [
-    "PRODUCER_ID_BLOCK_SIZE",
-    "ControllerState",
-    "HeartbeatResult",
-    "IsrChange",
-    "IsrChangeResult",
-    "Outcome",
-    "ProducerIdBlockResult",
-    "RegistrationResult",
-    "TopicResult",
-    "TopicSpec",
-]
+__all__ = ["PRODUCER_ID_BLOCK_SIZE", "ControllerState"]
 
 PRODUCER_ID_BLOCK_SIZE = 1000
 _INT64_MAX = 2**63 - 1
 
 
-class ControllerState(ControllerTopics):
+class ControllerState:
+    """The controller's metadata decisions over one image (see the module docstring)."""
+
     def __init__(self, config: ControllerConfig, clock: Clock,
                  image: MetadataImage | None = None) -> None:
         self.config = config
@@ -103,9 +95,9 @@ class ControllerState(ControllerTopics):
         self.image = image if image is not None else MetadataImage()
         self._session_deadline_ms: dict[int, int] = {}
         self._shutdown_offset: dict[int, int] = {}  # broker -> last record of its shutdown
-        self._next_start = sum(t.num_partitions for t in self.image.topics.values())
         self._next_preferred_check_ms = clock.now_ms() + config.leader_imbalance_check_interval_ms
         self._out: list[MetadataRecord] = []
+        self._topics = ControllerTopics(config, self.image, self._emit)
 
     # -- plumbing ---------------------------------------------------------------------
 
@@ -237,7 +229,8 @@ class ControllerState(ControllerTopics):
             if s.leader != preferred and preferred in s.isr and self._alive(preferred):
                 self._update(topic, index, s, preferred, s.isr, False)
 
-    def _elect(self, topic: str, index: int, s: PartitionState, isr: tuple[int, ...]) -> None:
+    def _elect(self, topic: str, index: int, s: PartitionRegistration,
+               isr: tuple[int, ...]) -> None:
         """Choose a leader for a partition whose leader is gone (or that is offline)."""
         for b in s.replicas:
             if b in isr and self._alive(b):
@@ -250,13 +243,22 @@ class ControllerState(ControllerTopics):
                     return
         self._update(topic, index, s, NO_LEADER, isr, s.unclean_elected)
 
-    def _update(self, topic: str, index: int, s: PartitionState, leader: int,
+    def _update(self, topic: str, index: int, s: PartitionRegistration, leader: int,
                 isr: tuple[int, ...], unclean: bool) -> None:
         if leader == s.leader and isr == s.isr:
             return
         leader_epoch = s.leader_epoch + 1 if leader != s.leader else s.leader_epoch
         self._emit(PartitionRecord(topic, index, s.replicas, leader, leader_epoch, isr,
                                    s.partition_epoch + 1, unclean))
+
+    # -- topics -----------------------------------------------------------------------
+
+    def create_topics(self, specs: Sequence[TopicSpec],
+                      validate_only: bool = False) -> Outcome[list[TopicResult]]:
+        return self._done(self._topics.create_topics(specs, validate_only))
+
+    def delete_topics(self, names: Sequence[str]) -> Outcome[list[TopicResult]]:
+        return self._done(self._topics.delete_topics(names))
 
     # -- ISR changes ------------------------------------------------------------------
 
@@ -272,35 +274,35 @@ class ControllerState(ControllerTopics):
             try:
                 self._alter_isr(broker_id, change, state)
                 code, message = ErrorCode.NONE, None
-            except _Rejected as e:
+            except Rejected as e:
                 code, message = e.code, e.message
             results.append(IsrChangeResult(change.topic, change.partition, code, message,
                                            self.image.partition(change.topic, change.partition)))
         return self._done((ErrorCode.NONE, results))
 
-    def _alter_isr(self, broker_id: int, c: IsrChange, s: PartitionState | None) -> None:
+    def _alter_isr(self, broker_id: int, c: IsrChange, s: PartitionRegistration | None) -> None:
         where = f"{c.topic}-{c.partition}"
         if s is None:
-            raise _Rejected(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{where} does not exist")
+            raise Rejected(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, f"{where} does not exist")
         if s.leader != broker_id:
-            raise _Rejected(ErrorCode.NOT_LEADER_OR_FOLLOWER,
+            raise Rejected(ErrorCode.NOT_LEADER_OR_FOLLOWER,
                             f"{where}: broker {broker_id} is not the leader ({s.leader} is)")
         if c.leader_epoch != s.leader_epoch:
             code = (ErrorCode.FENCED_LEADER_EPOCH if c.leader_epoch < s.leader_epoch
                     else ErrorCode.UNKNOWN_LEADER_EPOCH)
-            raise _Rejected(code, f"{where}: leader epoch {c.leader_epoch}, current is "
+            raise Rejected(code, f"{where}: leader epoch {c.leader_epoch}, current is "
                             f"{s.leader_epoch}")
         if c.partition_epoch != s.partition_epoch:
-            raise _Rejected(ErrorCode.INVALID_UPDATE_VERSION, f"{where}: partition epoch "
+            raise Rejected(ErrorCode.INVALID_UPDATE_VERSION, f"{where}: partition epoch "
                             f"{c.partition_epoch}, current is {s.partition_epoch}")
         isr = tuple(c.new_isr)
         if (broker_id not in isr or len(set(isr)) != len(isr)
                 or not set(isr) <= set(s.replicas)):
-            raise _Rejected(ErrorCode.INVALID_REQUEST, f"{where}: new isr {list(isr)} must be "
+            raise Rejected(ErrorCode.INVALID_REQUEST, f"{where}: new isr {list(isr)} must be "
                             f"distinct replicas of {list(s.replicas)} including the leader")
         dead = [b for b in isr if b not in s.isr and not self._alive(b)]
         if dead:
-            raise _Rejected(ErrorCode.INELIGIBLE_REPLICA,
+            raise Rejected(ErrorCode.INELIGIBLE_REPLICA,
                             f"{where}: brokers {dead} are fenced and cannot join the isr")
         if set(isr) != set(s.isr):
             self._update(c.topic, c.partition, s, s.leader, isr, s.unclean_elected)

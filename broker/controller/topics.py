@@ -1,5 +1,6 @@
 """The controller's topic operations: CreateTopics (validation and replica assignment) and
-DeleteTopics, as a mixin of :class:`broker.controller.state.ControllerState`.
+DeleteTopics, by :class:`ControllerTopics`, a collaborator owned by
+:class:`broker.controller.state.ControllerState`.
 
 Replica assignment is Kafka's rack-unaware one: round-robin over the unfenced brokers
 from a start index that rotates per created topic, the followers shifted once per full
@@ -10,17 +11,17 @@ leader the first of them, both epochs 0; the topic id is the topic record's offs
 
 Costs: create O(partitions x RF); delete O(topics) records (the image drops the
 partitions).  Thread-safety: none; one owner (the controller's event loop), like the
-state it is mixed into.  Same sans-IO contract as :mod:`broker.controller.state`: the
-records are emitted (applied to the image) and returned by ``_done``.
+state that owns it.  Same sans-IO contract as :mod:`broker.controller.state`: records go
+to the owner's record sink, which applies them to the image at once (so a topic record
+is visible to the partition records that follow it) and returns them with the result.
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-from typing import TYPE_CHECKING
+from collections.abc import Callable, Sequence
 
 from broker.controller.config import ControllerConfig, validate_topic_configs
-from broker.controller.results import Outcome, T, TopicResult, TopicSpec, _Rejected
+from broker.controller.results import Rejected, TopicResult, TopicSpec
 from broker.metadata.image import MetadataImage
 from broker.metadata.records import (
     METADATA_TOPIC,
@@ -34,53 +35,58 @@ from clients.protocol.topics import topic_name_error
 
 
 class ControllerTopics:
-    """CreateTopics/DeleteTopics of :class:`~broker.controller.state.ControllerState`."""
+    """CreateTopics and DeleteTopics of the controller.
 
-    if TYPE_CHECKING:  # provided by ControllerState
-        config: ControllerConfig
-        image: MetadataImage
-        _next_start: int
+    Owns the rotating start index of replica assignment (initially the number of
+    partitions in ``image``, so a restarted controller does not restart the rotation).
+    Reads ``image`` (topics, registered and unfenced brokers) and ``config`` (defaults
+    and limits), the objects its owner holds.  Writes only through ``emit``, the owner's
+    record sink: it applies a record to the image at the next offset and queues it for
+    the metadata log.  Called by :class:`~broker.controller.state.ControllerState`,
+    which returns the results together with the records emitted meanwhile.
+    """
 
-        def _emit(self, record: MetadataRecord) -> None: ...
-        def _done(self, result: T) -> Outcome[T]: ...
-        def _alive(self, broker_id: int) -> bool: ...
-
-    # -- topics -----------------------------------------------------------------------
+    def __init__(self, config: ControllerConfig, image: MetadataImage,
+                 emit: Callable[[MetadataRecord], None]) -> None:
+        self.config = config
+        self.image = image
+        self._emit = emit
+        self._next_start = sum(t.num_partitions for t in image.topics.values())
 
     def create_topics(self, specs: Sequence[TopicSpec],
-                      validate_only: bool = False) -> Outcome[list[TopicResult]]:
+                      validate_only: bool = False) -> list[TopicResult]:
         names = [s.name for s in specs]
         results = []
         for spec in specs:
             try:
                 if names.count(spec.name) > 1:
-                    raise _Rejected(ErrorCode.INVALID_REQUEST,
+                    raise Rejected(ErrorCode.INVALID_REQUEST,
                                     f"topic {spec.name!r} appears more than once in the request")
                 n, rf = self._create_topic(spec, validate_only)
                 results.append(TopicResult(spec.name, ErrorCode.NONE, None, n, rf))
-            except _Rejected as e:
+            except Rejected as e:
                 results.append(TopicResult(spec.name, e.code, e.message))
-        return self._done(results)
+        return results
 
     def _create_topic(self, spec: TopicSpec, validate_only: bool) -> tuple[int, int]:
         reason = topic_name_error(spec.name)
         if reason is None and spec.name.startswith("__cluster"):
             reason = f"topic name {spec.name!r} is reserved ({METADATA_TOPIC})"
         if reason is not None:
-            raise _Rejected(ErrorCode.INVALID_TOPIC_EXCEPTION, reason)
+            raise Rejected(ErrorCode.INVALID_TOPIC_EXCEPTION, reason)
         if spec.name in self.image.topics:
-            raise _Rejected(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {spec.name!r} already exists")
+            raise Rejected(ErrorCode.TOPIC_ALREADY_EXISTS, f"topic {spec.name!r} already exists")
         try:
             configs = validate_topic_configs(spec.configs, self.config)
         except InvalidConfigError as e:
-            raise _Rejected(ErrorCode.INVALID_CONFIG, e.message) from None
+            raise Rejected(ErrorCode.INVALID_CONFIG, e.message) from None
         assignment = self._check_assignment(spec) if spec.assignments else self._assign(spec)
         if validate_only:
             return len(assignment), len(assignment[0])
         topic_id = self.image.last_applied_offset + 1
         self._emit(TopicRecord(spec.name, topic_id, len(assignment), len(assignment[0]), configs))
         for index, replicas in enumerate(assignment):
-            isr = tuple(b for b in replicas if self._alive(b))
+            isr = tuple(b for b in replicas if self.image.is_alive(b))
             self._emit(PartitionRecord(spec.name, index, replicas, isr[0], 0, isr, 0))
         return len(assignment), len(assignment[0])
 
@@ -91,14 +97,14 @@ class ControllerTopics:
         rf = (self.config.default_replication_factor if spec.replication_factor == -1
               else spec.replication_factor)
         if not 1 <= n <= self.config.max_partitions_per_topic:
-            raise _Rejected(ErrorCode.INVALID_PARTITIONS, f"num_partitions must be in 1.."
+            raise Rejected(ErrorCode.INVALID_PARTITIONS, f"num_partitions must be in 1.."
                             f"{self.config.max_partitions_per_topic}, got {n}")
         live = self.image.unfenced_brokers()
         if rf < 1:
-            raise _Rejected(ErrorCode.INVALID_REPLICATION_FACTOR,
+            raise Rejected(ErrorCode.INVALID_REPLICATION_FACTOR,
                             f"replication factor must be >= 1, got {rf}")
         if rf > len(live):
-            raise _Rejected(ErrorCode.INVALID_REPLICATION_FACTOR,
+            raise Rejected(ErrorCode.INVALID_REPLICATION_FACTOR,
                             f"replication factor {rf} is larger than the {len(live)} "
                             "available brokers")
         count = len(live)
@@ -119,28 +125,28 @@ class ControllerTopics:
     def _check_assignment(self, spec: TopicSpec) -> list[tuple[int, ...]]:
         bad = ErrorCode.INVALID_REPLICA_ASSIGNMENT
         if spec.num_partitions != -1 or spec.replication_factor != -1:
-            raise _Rejected(ErrorCode.INVALID_REQUEST, "with assignments, num_partitions and "
+            raise Rejected(ErrorCode.INVALID_REQUEST, "with assignments, num_partitions and "
                             "replication_factor must be -1")
         n = len(spec.assignments)
         if sorted(spec.assignments) != list(range(n)):
-            raise _Rejected(bad, f"assignments must cover partitions 0..{n - 1} exactly")
+            raise Rejected(bad, f"assignments must cover partitions 0..{n - 1} exactly")
         if n > self.config.max_partitions_per_topic:
-            raise _Rejected(ErrorCode.INVALID_PARTITIONS, f"{n} partitions is more than "
+            raise Rejected(ErrorCode.INVALID_PARTITIONS, f"{n} partitions is more than "
                             f"{self.config.max_partitions_per_topic}")
         out = [tuple(spec.assignments[p]) for p in range(n)]
         rf = len(out[0])
         for p, replicas in enumerate(out):
             if not replicas or len(set(replicas)) != len(replicas) or len(replicas) != rf:
-                raise _Rejected(bad, f"partition {p}: replicas {list(replicas)} must be distinct "
+                raise Rejected(bad, f"partition {p}: replicas {list(replicas)} must be distinct "
                                 f"and {rf} long like partition 0's")
             unknown = [b for b in replicas if b not in self.image.brokers]
             if unknown:
-                raise _Rejected(bad, f"partition {p}: brokers {unknown} are not registered")
-            if not any(self._alive(b) for b in replicas):
-                raise _Rejected(bad, f"partition {p}: no replica of {list(replicas)} is alive")
+                raise Rejected(bad, f"partition {p}: brokers {unknown} are not registered")
+            if not any(self.image.is_alive(b) for b in replicas):
+                raise Rejected(bad, f"partition {p}: no replica of {list(replicas)} is alive")
         return out
 
-    def delete_topics(self, names: Sequence[str]) -> Outcome[list[TopicResult]]:
+    def delete_topics(self, names: Sequence[str]) -> list[TopicResult]:
         results = []
         for name in names:
             if name not in self.image.topics:
@@ -149,4 +155,4 @@ class ControllerTopics:
                 continue
             self._emit(RemoveTopicRecord(name))
             results.append(TopicResult(name, ErrorCode.NONE))
-        return self._done(results)
+        return results

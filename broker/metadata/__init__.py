@@ -1,1 +1,20 @@
-"""broker.metadata."""
+"""Cluster metadata (controller and brokers alike): the records and the image built from them.
+
+- :mod:`~broker.metadata.records` - the record types of the ``__cluster_metadata`` log,
+  their field validation and msgpack codec (the record table is there);
+- :mod:`~broker.metadata.image` - ``MetadataImage``, built by applying records in offset
+  order (brokers as ``BrokerInfo``, topics as ``TopicInfo``, partitions as
+  ``PartitionRegistration``), with its snapshot file format (the byte table is there)
+  and invariants;
+- :mod:`~broker.metadata.follower` - ``MetadataFollower``, a broker's link to the
+  controller: registration, heartbeats, and the metadata log pulled and applied to the
+  broker's image.
+
+Imports: ``records`` and ``image`` are pure and use only ``clients.protocol`` and
+``clients.records`` (plus msgpack and crc32c), so the controller and the broker share
+them; ``follower`` (broker side only) also uses :mod:`broker.async_client`, and
+:mod:`broker.core` for types only.  Nothing here imports the controller.
+
+Costs and thread-safety: see those modules (records are immutable; an image belongs to
+one thread).  Exports nothing: import from the defining module.
+"""

@@ -59,6 +59,9 @@ _SNAPSHOT_HEADER = struct.Struct(">4shqII")
 
 @dataclass(frozen=True, slots=True)
 class BrokerInfo:
+    """A registered broker: its epoch (the offset of its registration record), the
+    incarnation that registered, where it listens, and whether it is fenced."""
+
     broker_id: int
     broker_epoch: int
     incarnation_id: str
@@ -69,7 +72,12 @@ class BrokerInfo:
 
 
 @dataclass(frozen=True, slots=True)
-class PartitionState:
+class PartitionRegistration:
+    """The controller's record of one partition (Kafka's name): replicas in preference
+    order, leader (``NO_LEADER``: offline), ISR, and both epochs, as of the last
+    ``partition`` record.  Not a replica's own state (that lives in
+    :mod:`replication.partition_state`)."""
+
     replicas: tuple[int, ...]
     leader: int
     leader_epoch: int
@@ -84,12 +92,15 @@ class PartitionState:
 
 @dataclass(slots=True)
 class TopicInfo:
+    """A topic of the cluster: its id (the offset of its topic record), sizes, configs
+    and the registration of each partition."""
+
     name: str
     topic_id: int
     num_partitions: int
     replication_factor: int
     configs: dict[str, str]
-    partitions: dict[int, PartitionState] = field(default_factory=dict)
+    partitions: dict[int, PartitionRegistration] = field(default_factory=dict)
 
 
 class MetadataImage:
@@ -195,12 +206,12 @@ class MetadataImage:
                     f"{where}: leader {old.leader}->{r.leader} with leader epoch "
                     f"{old.leader_epoch}->{r.leader_epoch} (a leader change needs a higher epoch)"
                 )
-        topic.partitions[r.partition] = PartitionState(
+        topic.partitions[r.partition] = PartitionRegistration(
             r.replicas, r.leader, r.leader_epoch, r.isr, r.partition_epoch, r.unclean_elected)
 
     # -- queries ----------------------------------------------------------------------
 
-    def partition(self, topic: str, partition: int) -> PartitionState | None:
+    def partition(self, topic: str, partition: int) -> PartitionRegistration | None:
         info = self.topics.get(topic)
         return None if info is None else info.partitions.get(partition)
 
@@ -211,14 +222,14 @@ class MetadataImage:
         info = self.brokers.get(broker_id)
         return info is not None and not info.fenced
 
-    def partitions(self) -> Iterator[tuple[str, int, PartitionState]]:
+    def partitions(self) -> Iterator[tuple[str, int, PartitionRegistration]]:
         """Every partition as ``(topic, index, state)``, topics in name order."""
         for name in sorted(self.topics):
             parts = self.topics[name].partitions
             for index in sorted(parts):
                 yield name, index, parts[index]
 
-    def replicas_on(self, broker_id: int) -> Iterator[tuple[str, int, PartitionState]]:
+    def replicas_on(self, broker_id: int) -> Iterator[tuple[str, int, PartitionRegistration]]:
         """Partitions with a replica on ``broker_id`` (what that broker must host)."""
         return ((t, p, s) for t, p, s in self.partitions() if broker_id in s.replicas)
 

@@ -1,1 +1,48 @@
-"""broker.network."""
+"""The broker's network processes and the descriptor channel that links them to the main process.
+
+``num_network_processes`` network processes share the listening port (SO_REUSEPORT),
+read request frames straight into a buffer of the broker's shared-memory
+:class:`~clients.memory.buffer_pool.BufferPool`, and pass only a small descriptor to the
+main process; responses travel back the same way, and fetch record bytes go from the
+segment files to the socket with ``os.sendfile``.
+
+Descriptor channel: one ``AF_UNIX``/``SOCK_SEQPACKET`` socketpair per network process
+(packet boundaries kept by the kernel, in order, reliable; EOF when the peer process
+dies).  A packet (at most ``MAX_MESSAGE_BYTES`` bytes) holds one message - a msgpack
+array - or a batch of up to ``MAX_BATCH_MESSAGES`` messages, processed in order
+(messages posted in one event-loop iteration share one syscall).  The payloads (request
+frames, responses) live in pool buffers; a ``handle`` is ``[slot, size, generation]``.
+The message table is in :mod:`broker.network.channel_codec`.
+
+Buffer ownership: a request buffer is allocated by the network process and *claimed* by
+the main process when the REQUEST is received, so a network process that dies later
+cannot take it with it; the main process frees it.  A response buffer is allocated by
+the main process and freed by the network process once written (or at once when its
+connection is gone); the main process remembers the last response handle of every
+connection so the supervisor can free those a dead network process never wrote.
+
+Modules, one concept each:
+
+- :mod:`~broker.network.channel_codec` - channel messages, codec, errors;
+- :mod:`~broker.network.channel_endpoint` - ``ChannelEndpoint``, one side of the
+  socketpair with a bounded send queue (used as is by the network process);
+- :mod:`~broker.network.main_channel` - ``MainChannelEndpoint``, the main process's side,
+  which also tracks request/response buffer ownership per connection;
+- :mod:`~broker.network.supervisor` - starts, watches, restarts and stops the processes
+  (main-process side);
+- :mod:`~broker.network.entry` (run by ``python -m broker.network``) - a network
+  process's arguments, listener and READY handshake;
+- :mod:`~broker.network.process` - ``NetworkProcess``, the epoll loop: accept, channel,
+  backpressure, closing; it owns a :mod:`~broker.network.request_reader` (length field,
+  pool buffer, frame) and a :mod:`~broker.network.response_writer` (prefix bytes,
+  ``sendfile`` regions);
+- :mod:`~broker.network.regions` - the regions' wire form and ``FileCache``;
+- :mod:`~broker.network.connection` - per-connection state.
+
+Imports: ``clients.memory`` and ``clients.protocol`` (and ``broker.config`` for the
+supervisor); nothing else of the broker - handlers, the core and storage are the main
+process's business.  Costs: encode/decode of one message is one msgpack call (~1 us);
+one ``send``/``recv`` syscall per packet.  Thread-safety: an endpoint or a network
+process belongs to one thread (its event loop).  No public names are exported here:
+import from the defining module.
+"""

@@ -1,10 +1,21 @@
-"""Per-connection state of a network process, and the epoll masks it uses.
+"""Per-connection state of a network process, the epoll masks it uses, and the signal to
+close a connection.
 
-A ``_Conn`` tracks one client socket through its cycle: reading the 4-byte length field
-(``header``), the request frame (``buffer``, owned by this process until handed over),
-``muted`` while the main process holds its request, then the response being written
-(``resp``: the pool buffer handed back, ``resp_view`` its prefix, and the ``regions``
-with the one currently sent through ``sendfile``).
+A :class:`Connection` tracks one client socket through its cycle.  Its fields come in
+three groups, each written by one party of :class:`~broker.network.process.NetworkProcess`:
+
+- read half (:class:`~broker.network.request_reader.RequestReader`): ``header`` and
+  ``header_filled`` (the 4-byte length field), ``frame_len``, ``buffer`` (the request
+  frame, owned by this process until handed over) and ``filled``;
+- write half (:class:`~broker.network.response_writer.ResponseWriter`): ``resp`` (the
+  pool buffer handed back), ``resp_view`` (its prefix) and ``resp_sent``, then the
+  ``regions`` with the one currently sent through ``sendfile`` (``region``,
+  ``region_index``, ``region_pos``, ``region_left``);
+- the loop's (``NetworkProcess``): ``mask`` (epoll interest), ``muted`` (the main process
+  holds its request), ``known`` (the main process has seen it) and ``closed``.
+
+The reader and the writer raise :class:`CloseConnection` when a connection must be
+closed; only the loop closes connections.
 
 Costs: O(1) per connection (slotted object).  Thread-safety: none; owned by the one
 thread of its network process.
@@ -16,14 +27,28 @@ import select
 import socket
 from typing import Any
 
-from broker.network.regions import _OpenFile
+from broker.network.regions import OpenFile
 from clients.memory.handles import Buffer
 
 EPOLLIN, EPOLLOUT = select.EPOLLIN, select.EPOLLOUT
 EPOLLHUP_ERR = select.EPOLLHUP | select.EPOLLERR
 
 
-class _Conn:
+class CloseConnection(Exception):
+    """The connection must be closed, for the reason given (the only argument).
+
+    Raised by the request reader and the response writer; caught by the loop, which
+    closes the connection (and logs the reason at debug level).
+    """
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+class Connection:
+    """One client socket of a network process (the field groups: module docstring)."""
+
     __slots__ = (
         "buffer",
         "closed",
@@ -65,6 +90,6 @@ class _Conn:
         self.resp_sent = 0
         self.regions: list[Any] | None = None
         self.region_index = 0
-        self.region: _OpenFile | None = None
+        self.region: OpenFile | None = None
         self.region_pos = 0
         self.region_left = 0

@@ -1,27 +1,19 @@
 """Network process: TCP connections <-> pool buffers <-> descriptor channel to the main process.
 
-Run as ``python -m broker.network --host H --port P --pool-name NAME --channel-fd FD
---max-request-bytes N --max-connections N --index I`` (see :func:`main`); started and
-restarted by :class:`broker.network.supervisor.NetworkProcessSupervisor`.
-
-This module is the entry point (listener, arguments, start-up handshake: ``READY`` with
-the bound port and pid) and the stable import point; the process itself is split into
-modules of one concept each:
-
-- :mod:`broker.network.process` - :class:`NetworkProcess`, the epoll loop: accept, the
-  descriptor channel to the main process, closing, shutdown;
-- :mod:`broker.network.request_reader` - reading a request: length field, pool buffer (with
-  backpressure when memory or queue room runs out), frame, hand-over as REQUEST;
-- :mod:`broker.network.response_writer` - writing a response: prefix bytes, then ``sendfile``
-  of each file region; a region not sendable as promised closes the connection;
-- :mod:`broker.network.regions` - the regions' wire form and :class:`FileCache`, the
-  bounded LRU of segment descriptors with the file identity (device + inode) check;
-- :mod:`broker.network.connection` - per-connection state.
+This module is its entry point (arguments, listener, start-up handshake; the line above
+is the ``--help`` description).  Run as ``python -m broker.network --host H --port P
+--pool-name NAME --channel-fd FD --max-request-bytes N --max-connections N --index I``
+(see :func:`main`); started and restarted by
+:class:`broker.network.supervisor.NetworkProcessSupervisor`.  :func:`main` attaches the
+shared-memory pool, opens the SO_REUSEPORT listener, builds a
+:class:`~broker.network.process.NetworkProcess` (the epoll loop, which owns a request
+reader and a response writer), sends ``READY`` with the bound port and pid on the
+descriptor channel, and runs the loop.
 
 Exit status: 0 after SIGTERM/SIGINT or channel EOF, 1 if READY cannot be sent, 2 for a
 bad configuration (pool not attachable, port not bindable, invalid sizes).
-Costs: see the modules above (per request 2-3 ``recv`` syscalls, one channel message
-each way, 3 pool lock round trips, no copy of frames or responses in Python).
+Costs: see :mod:`broker.network.process` (per request 2-3 ``recv`` syscalls, one channel
+message each way, 3 pool lock round trips, no copy of frames or responses in Python).
 Process-safety: one network process per channel; it only touches buffers it allocated
 and has not handed over, or response buffers handed to it.
 """
@@ -35,29 +27,14 @@ import socket
 
 from broker.network.channel_codec import encode_ready
 from broker.network.channel_endpoint import ChannelEndpoint
-from broker.network.connection import EPOLLHUP_ERR, EPOLLIN, EPOLLOUT
 from broker.network.process import NetworkProcess
-from broker.network.regions import FileCache, RegionError
 from clients.memory.buffer_pool import BufferPool
 from clients.memory.errors import BufferPoolError
 from clients.protocol.errors import InvalidConfigError
 
-__all__ = [
-    "EPOLLHUP_ERR",
-    "EPOLLIN",
-    "EPOLLOUT",
-    "FileCache",
-    "NetworkProcess",
-    "RegionError",
-    "build_parser",
-    "main",
-    "open_listener",
-]
+__all__ = ["build_parser", "main", "open_listener"]
 
 log = logging.getLogger("broker.network")
-
-
-# ------------------------------------------------------------------------------ entry
 
 
 def open_listener(host: str, port: int, backlog: int) -> socket.socket:

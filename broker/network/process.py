@@ -1,14 +1,26 @@
 """The event loop of one network process: epoll, accept, the channel, closing.
 
-One epoll loop (level-triggered, ``select.epoll``), no threads.  Connections are read
-by :class:`~broker.network.request_reader.NetworkRequestReader` and written by
-:class:`~broker.network.response_writer.NetworkResponseWriter` (mixins of
-:class:`NetworkProcess`); this module owns the loop, accepting (at most
-``max_connections``, extra ones are closed at once), the channel to the main process
-(REQUEST/CLOSED batched per loop iteration; RESPONSE/NO_RESPONSE/CLOSE handled as they
-arrive; the listener stops accepting while the channel backlog reaches
-``max_connections``) and closing connections (their buffers freed, the main process told
-with CLOSED if it knew the connection).
+One epoll loop (level-triggered, ``select.epoll``), no threads.  :class:`NetworkProcess`
+owns two collaborators: a :class:`~broker.network.request_reader.RequestReader` (the
+read half of each connection: length field, request buffer, frame) and a
+:class:`~broker.network.response_writer.ResponseWriter` (the write half: prefix bytes,
+``sendfile`` regions, the descriptor cache).  They return to the loop after every step
+and raise :class:`~broker.network.connection.CloseConnection` for a connection that must
+go; the loop owns everything between them:
+
+- epoll interest of every connection (``mask``): read while no request is with the main
+  process, mute lazily (taken out of epoll only if data arrives meanwhile), EPOLLOUT
+  while a response is blocked;
+- accepting (at most ``max_connections``, extra ones are closed at once);
+- the channel to the main process: REQUEST/CLOSED batched per loop iteration;
+  RESPONSE/NO_RESPONSE/CLOSE handled as they arrive; the listener stops accepting while
+  the channel backlog reaches ``max_connections``;
+- backpressure: at most ``max_queued_requests`` requests with the main process
+  (``in_flight``); a connection whose frame gets no buffer (no queue room, or the reader
+  finds no memory) is parked in a FIFO and not read; parked connections are retried
+  after every response and every ``memory_retry_ms`` tick;
+- closing connections (the reader and the writer free what the connection holds; the
+  main process told with CLOSED if it knew the connection).
 
 The channel reaching EOF (main process gone) or SIGTERM/SIGINT ends the loop: every
 connection is closed, buffers this process holds are freed, exit status 0.
@@ -33,15 +45,22 @@ from broker.network.channel_codec import (
     CLOSE,
     CLOSED,
     NO_RESPONSE,
+    REQUEST,
     RESPONSE,
     ChannelFullError,
     ChannelProtocolError,
+    Handle,
 )
 from broker.network.channel_endpoint import ChannelEndpoint
-from broker.network.connection import EPOLLHUP_ERR, EPOLLIN, EPOLLOUT, _Conn
-from broker.network.regions import FileCache
-from broker.network.request_reader import NetworkRequestReader
-from broker.network.response_writer import NetworkResponseWriter
+from broker.network.connection import (
+    EPOLLHUP_ERR,
+    EPOLLIN,
+    EPOLLOUT,
+    CloseConnection,
+    Connection,
+)
+from broker.network.request_reader import RequestReader
+from broker.network.response_writer import ResponseWriter
 from clients.memory.buffer_pool import BufferPool
 from clients.memory.errors import StaleBufferHandleError
 from clients.memory.handles import Buffer
@@ -52,7 +71,7 @@ log = logging.getLogger("broker.network")
 _MAX_ACCEPTS_PER_EVENT = 64
 
 
-class NetworkProcess(NetworkRequestReader, NetworkResponseWriter):
+class NetworkProcess:
     """The event loop of one network process (see the module docstring)."""
 
     def __init__(
@@ -83,19 +102,24 @@ class NetworkProcess(NetworkRequestReader, NetworkResponseWriter):
                 f"max_request_bytes={max_request_bytes})"
             )
         self.listener, self.channel, self.pool, self.index = listener, channel, pool, index
-        self.max_request_bytes = max_request_bytes
+        self.reader = RequestReader(
+            pool,
+            max_request_bytes=max_request_bytes,
+            request_headroom_bytes=request_headroom_bytes,
+            free=self._free,
+        )
+        self.writer = ResponseWriter(
+            pool, index=index, file_cache_size=file_cache_size, free=self._free
+        )
         self.max_connections = max_connections
         self.max_queued_requests = max_queued_requests
-        self.headroom = request_headroom_bytes
         self.retry_s = max(memory_retry_ms, 0.1) / 1000.0
-        self.files = FileCache(file_cache_size)
-        self.conns: dict[int, _Conn] = {}  # by fd
-        self.by_id: dict[int, _Conn] = {}
-        self.waiters: deque[_Conn] = deque()  # parked for memory / queue room, FIFO
+        self.conns: dict[int, Connection] = {}  # by fd
+        self.by_id: dict[int, Connection] = {}
+        self.waiters: deque[Connection] = deque()  # parked for memory / queue room, FIFO
         self.in_flight = 0  # requests handed over, not answered
         self.next_conn_id = 1
         self.stopping = False
-        self.poolable = pool.poolable_size
         self.epoll = select.epoll()
         self._channel_mask = EPOLLIN
         self._accepting = True
@@ -156,7 +180,7 @@ class NetworkProcess(NetworkRequestReader, NetworkResponseWriter):
     def shutdown(self) -> None:
         for conn in list(self.conns.values()):
             self._close(conn, "shutdown", notify=False)
-        self.files.close()
+        self.writer.close()
         for s in (self.listener, self._wake_r, self._wake_w):
             s.close()
         self.epoll.close()
@@ -184,16 +208,103 @@ class NetworkProcess(NetworkRequestReader, NetworkResponseWriter):
                 continue
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            conn = _Conn(self.next_conn_id, sock)
+            conn = Connection(self.next_conn_id, sock)
             self.next_conn_id += 1
             self.conns[conn.fd] = conn
             self.by_id[conn.conn_id] = conn
             self.epoll.register(conn.fd, EPOLLIN)
 
-    def _set_mask(self, conn: _Conn, mask: int) -> None:
+    def _set_mask(self, conn: Connection, mask: int) -> None:
         if conn.mask != mask:
             self.epoll.modify(conn.fd, mask)
             conn.mask = mask
+
+    # requests ------------------------------------------------------------------------
+    def _read(self, conn: Connection) -> None:
+        """Read what ``conn`` sent: the length field, then (given a buffer) the frame."""
+        if conn.frame_len == 0:
+            try:
+                if not self.reader.read_length(conn):
+                    self._set_mask(conn, EPOLLIN)
+                    return
+            except CloseConnection as exc:
+                self._close(conn, exc.reason)
+                return
+            if not self._admit(conn):
+                self._set_mask(conn, 0)
+                self.waiters.append(conn)
+                return
+        self._read_frame(conn)
+
+    def _admit(self, conn: Connection) -> bool:
+        """A buffer for ``conn``'s frame if the main process has queue room and the pool
+        has memory now (never blocks)."""
+        return self.in_flight < self.max_queued_requests and self.reader.allocate(conn)
+
+    def _retry_waiters(self) -> None:
+        waiters = self.waiters
+        while waiters:
+            conn = waiters[0]
+            if conn.closed:
+                waiters.popleft()
+                continue
+            if not self._admit(conn):
+                return
+            waiters.popleft()
+            self._read_frame(conn)  # watches EPOLLIN again only if the frame is not all there
+
+    def _read_frame(self, conn: Connection) -> None:
+        try:
+            frame = self.reader.read_frame(conn)
+        except CloseConnection as exc:
+            self._close(conn, exc.reason)
+            return
+        if frame is None:
+            self._set_mask(conn, EPOLLIN)
+        else:
+            self._hand_over(conn, *frame)
+
+    def _hand_over(self, conn: Connection, handle: Handle, frame_len: int) -> None:
+        try:
+            sent = self.channel.post((REQUEST, conn.conn_id, handle, frame_len))
+        except ChannelFullError as exc:
+            log.error("network %d: %s; closing connection %d", self.index, exc, conn.conn_id)
+            self._free(handle)
+            self._close(conn, "channel full")
+            return
+        if not sent:  # main process gone: the loop ends on channel EOF
+            self._free(handle)
+            self.stopping = True
+            return
+        conn.muted = conn.known = True
+        self.in_flight += 1
+
+    # responses -----------------------------------------------------------------------
+    def _on_response(
+        self, conn: Connection | None, handle: Handle, prefix_len: int, regions_len: int
+    ) -> None:
+        if conn is None or conn.resp is not None or not self._answered(conn):
+            if conn is not None and conn.resp is not None:
+                self._close(conn, "second response while one is being written")
+            self._free(handle)  # connection gone: nobody else will free it
+            return
+        try:
+            self.writer.start(conn, handle, prefix_len, regions_len)
+        except CloseConnection as exc:
+            self._close(conn, exc.reason)
+            return
+        self._write(conn)
+
+    def _write(self, conn: Connection) -> None:
+        try:
+            done = self.writer.write(conn)
+        except CloseConnection as exc:
+            self._close(conn, exc.reason)
+            return
+        if done:
+            self._unmute(conn)
+        else:
+            self._set_mask(conn, EPOLLOUT)
 
     # channel ------------------------------------------------------------------------
     def _on_channel(self, ev: int) -> None:
@@ -237,7 +348,7 @@ class NetworkProcess(NetworkRequestReader, NetworkResponseWriter):
             self.epoll.modify(self.listener.fileno(), EPOLLIN if accepting else 0)
             self._accepting = accepting
 
-    def _answered(self, conn: _Conn) -> bool:
+    def _answered(self, conn: Connection) -> bool:
         if not conn.muted:
             log.error(
                 "network %d: answer for connection %d that has no request", self.index, conn.conn_id
@@ -248,7 +359,7 @@ class NetworkProcess(NetworkRequestReader, NetworkResponseWriter):
         self.in_flight -= 1
         return True
 
-    def _unmute(self, conn: _Conn) -> None:
+    def _unmute(self, conn: Connection) -> None:
         if conn.mask == 0:  # data arrived while muted: read it now, no epoll round trip
             self._read(conn)
         elif conn.mask != EPOLLIN:
@@ -257,7 +368,7 @@ class NetworkProcess(NetworkRequestReader, NetworkResponseWriter):
             self._retry_waiters()
 
     # closing --------------------------------------------------------------------------
-    def _close(self, conn: _Conn, reason: str, *, notify: bool = True) -> None:
+    def _close(self, conn: Connection, reason: str, *, notify: bool = True) -> None:
         if conn.closed:
             return
         conn.closed = True
@@ -265,16 +376,8 @@ class NetworkProcess(NetworkRequestReader, NetworkResponseWriter):
         self.epoll.unregister(conn.fd)
         del self.conns[conn.fd]
         del self.by_id[conn.conn_id]
-        if conn.buffer is not None:
-            self._free(conn.buffer)
-            conn.buffer = None
-        if conn.resp is not None:
-            conn.resp_view = None
-            self._free(conn.resp)
-            conn.resp = None
-        if conn.region is not None:
-            self.files.release(conn.region)
-            conn.region = None
+        self.reader.drop(conn)
+        self.writer.drop(conn)
         if conn.muted:
             conn.muted = False
             self.in_flight -= 1
@@ -285,7 +388,8 @@ class NetworkProcess(NetworkRequestReader, NetworkResponseWriter):
                 log.error("network %d: CLOSED %d not sent: %s", self.index, conn.conn_id, exc)
         conn.sock.close()
 
-    def _free(self, buffer: Buffer | tuple[int, int, int]) -> None:
+    def _free(self, buffer: Buffer | Handle) -> None:
+        """Give ``buffer`` back to the pool; a stale handle is logged, not raised."""
         try:
             self.pool.deallocate(buffer)  # type: ignore[arg-type]
         except StaleBufferHandleError as exc:

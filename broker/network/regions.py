@@ -13,7 +13,7 @@ identity check):
 | st_dev   | int          | device of the file the main process read (optional)        |
 | st_ino   | int          | inode of that file (optional, with st_dev)                 |
 
-:func:`_parse_regions` checks exactly this shape and raises :class:`RegionError`
+:func:`parse_regions` checks exactly this shape and raises :class:`RegionError`
 otherwise.  Files are opened through :class:`FileCache`, a bounded LRU of descriptors,
 re-opened when the path now names another file.  A region is sent only from a
 descriptor of the very file the main process read (same device and inode): a cached
@@ -24,7 +24,7 @@ entry then leaves the cache; otherwise a missing, too short or *replaced* file
 re-created) is a :class:`RegionError`, on which the network process closes the
 connection.
 
-Costs: ``_parse_regions`` O(regions); ``FileCache.acquire`` one ``stat`` (plus ``open``
+Costs: ``parse_regions`` O(regions); ``FileCache.acquire`` one ``stat`` (plus ``open``
 and ``fstat`` on a miss), O(1) amortised, ``release`` O(1) unless over capacity
 (O(capacity) trim).  Memory: at most ``capacity`` idle descriptors (plus those in use).
 Thread-safety: none; a cache belongs to the one thread of its network process.
@@ -45,7 +45,9 @@ class RegionError(Exception):
     """A fetch region cannot be sent as promised (missing or short file, bad entry)."""
 
 
-class _OpenFile:
+class OpenFile:
+    """A cached read-only descriptor of one segment file, with its identity and size."""
+
     __slots__ = ("dev", "fd", "ino", "path", "refs", "size")
 
     def __init__(self, path: str, fd: int, st: os.stat_result) -> None:
@@ -72,12 +74,12 @@ class FileCache:
         if capacity <= 0:
             raise InvalidConfigError(f"file cache capacity must be positive, got {capacity}")
         self.capacity = capacity
-        self._files: OrderedDict[str, _OpenFile] = OrderedDict()
+        self._files: OrderedDict[str, OpenFile] = OrderedDict()
 
     def __len__(self) -> int:
         return len(self._files)
 
-    def acquire(self, path: str, identity: tuple[int, int] | None = None) -> _OpenFile:
+    def acquire(self, path: str, identity: tuple[int, int] | None = None) -> OpenFile:
         files = self._files
         entry = files.get(path)
         try:
@@ -105,14 +107,14 @@ class FileCache:
             fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
         except OSError as exc:
             raise RegionError(f"cannot open {path!r}: {exc.strerror}") from None
-        entry = _OpenFile(path, fd, os.fstat(fd))
+        entry = OpenFile(path, fd, os.fstat(fd))
         entry.refs = 1
         files[path] = entry
         if len(files) > self.capacity:
             self._trim()
         return self._checked(entry, identity)
 
-    def _checked(self, entry: _OpenFile, identity: tuple[int, int] | None) -> _OpenFile:
+    def _checked(self, entry: OpenFile, identity: tuple[int, int] | None) -> OpenFile:
         if identity is None or (entry.dev, entry.ino) == identity:
             return entry
         self.release(entry)
@@ -121,7 +123,7 @@ class FileCache:
             f"{(entry.dev, entry.ino)}): replaced by a compaction swap or a re-created topic"
         )
 
-    def release(self, entry: _OpenFile) -> None:
+    def release(self, entry: OpenFile) -> None:
         entry.refs -= 1
         if self._files.get(entry.path) is not entry:
             self._close_if_idle(entry)
@@ -137,7 +139,7 @@ class FileCache:
             entry.fd = -1
 
     @staticmethod
-    def _close_if_idle(entry: _OpenFile) -> None:
+    def _close_if_idle(entry: OpenFile) -> None:
         if entry.refs == 0 and entry.fd >= 0:
             os.close(entry.fd)
             entry.fd = -1
@@ -149,7 +151,8 @@ class FileCache:
         self._files.clear()
 
 
-def _parse_regions(data: memoryview) -> list[Any]:
+def parse_regions(data: memoryview) -> list[Any]:
+    """The regions of a RESPONSE (the table above), checked; :class:`RegionError` otherwise."""
     try:
         regions = msgpack.unpackb(data)
     except Exception as exc:

@@ -1,16 +1,27 @@
 """Writing responses in a network process: the prefix bytes, then ``sendfile`` regions.
 
-On ``RESPONSE [conn_id, handle, prefix_len, regions_len]`` (a mixin of
-:class:`broker.network.process.NetworkProcess`): attach the response buffer, write its
-first ``prefix_len`` bytes, then ``os.sendfile`` each region of the msgpack array stored
-after them (format and file identity rules: :mod:`broker.network.regions`).  A region
-that cannot be sent as promised closes the connection.  Closing is the only correct
-answer at that point: the frame length and the per-partition record lengths are
-already promised (the prefix may be on the wire), and sending other bytes would hand
-the client garbage; the client sees a retriable network error, refreshes metadata and
-fetches again from the same offset.  Then free the buffer, unmute.  A socket that
-would block leaves the connection watching EPOLLOUT; writing resumes where it stopped
-(``resp_sent``, ``region_index``/``region_pos``/``region_left``).
+On ``RESPONSE [conn_id, handle, prefix_len, regions_len]`` the loop
+(:class:`broker.network.process.NetworkProcess`) checks the connection is waiting for an
+answer, then calls :meth:`ResponseWriter.start`: attach the response buffer, parse the
+msgpack array of regions stored after its first ``prefix_len`` bytes (format and file
+identity rules: :mod:`broker.network.regions`).  :meth:`ResponseWriter.write` writes the
+prefix, then ``os.sendfile`` of each region, and frees the buffer once all is written.
+A socket that would block makes ``write`` return False (the loop watches EPOLLOUT);
+writing resumes where it stopped (``resp_sent``, ``region_index``/``region_pos``/
+``region_left``).
+
+A region that cannot be sent as promised raises :class:`CloseConnection`.  Closing is
+the only correct answer at that point: the frame length and the per-partition record
+lengths are already promised (the prefix may be on the wire), and sending other bytes
+would hand the client garbage; the client sees a retriable network error, refreshes
+metadata and fetches again from the same offset.
+
+Contract: the writer owns the write half of a :class:`Connection` (``resp``,
+``resp_view``, ``resp_sent``, ``regions``, ``region*``), the response buffer from
+:meth:`~ResponseWriter.start` until it is written or :meth:`~ResponseWriter.drop` frees
+it (the loop closing the connection), and the :class:`FileCache` of segment descriptors
+(closed by :meth:`~ResponseWriter.close`).  It never touches epoll, the channel or the
+connection's mute state; it logs as ``network <index>``.
 
 Costs per response: one ``send`` per socket-buffer-full of prefix, one ``sendfile`` per
 region (more if the socket blocks), one msgpack decode of the regions, 2 pool lock round
@@ -23,10 +34,11 @@ from __future__ import annotations
 
 import logging
 import os
-from typing import TYPE_CHECKING
+from collections.abc import Callable
 
-from broker.network.connection import EPOLLOUT, _Conn
-from broker.network.regions import FileCache, RegionError, _parse_regions
+from broker.network.channel_codec import Handle
+from broker.network.connection import CloseConnection, Connection
+from broker.network.regions import FileCache, RegionError, parse_regions
 from clients.memory.buffer_pool import BufferPool
 from clients.memory.errors import StaleBufferHandleError
 from clients.memory.handles import Buffer
@@ -34,48 +46,47 @@ from clients.memory.handles import Buffer
 log = logging.getLogger("broker.network")
 
 
-class NetworkResponseWriter:
-    """Response writing of :class:`~broker.network.process.NetworkProcess`."""
+class ResponseWriter:
+    """Writes answers of the main process to connections (contract: module docstring).
 
-    if TYPE_CHECKING:  # provided by NetworkProcess
-        pool: BufferPool
-        index: int
-        files: FileCache
+    ``free`` gives a buffer back to the pool (the loop's, which logs a stale handle
+    instead of raising).
+    """
 
-        def _set_mask(self, conn: _Conn, mask: int) -> None: ...
-        def _close(self, conn: _Conn, reason: str, *, notify: bool = True) -> None: ...
-        def _free(self, buffer: Buffer | tuple[int, int, int]) -> None: ...
-        def _answered(self, conn: _Conn) -> bool: ...
-        def _unmute(self, conn: _Conn) -> None: ...
-
-    # writing responses --------------------------------------------------------------
-    def _on_response(
-        self, conn: _Conn | None, handle: tuple[int, int, int], prefix_len: int, regions_len: int
+    def __init__(
+        self,
+        pool: BufferPool,
+        *,
+        index: int,
+        file_cache_size: int,
+        free: Callable[[Buffer | Handle], None],
     ) -> None:
-        if conn is None or conn.resp is not None or not self._answered(conn):
-            if conn is not None and conn.resp is not None:
-                self._close(conn, "second response while one is being written")
-            self._free(handle)  # connection gone: nobody else will free it
-            return
+        self.pool = pool
+        self.index = index
+        self.files = FileCache(file_cache_size)
+        self._free = free
+
+    def start(self, conn: Connection, handle: Handle, prefix_len: int, regions_len: int) -> None:
+        """Take the response ``handle`` for ``conn`` (not writing one now); raises
+        :class:`CloseConnection` for a stale handle or malformed regions."""
         try:
             buf = self.pool.attach_buffer(handle)
         except StaleBufferHandleError as exc:
             log.error("network %d: stale response handle: %s", self.index, exc)
-            self._close(conn, "stale response handle")
-            return
+            raise CloseConnection("stale response handle") from None
         conn.resp, conn.resp_sent = buf, 0
         conn.resp_view = buf.memory[:prefix_len]
         if regions_len:
             try:
-                conn.regions = _parse_regions(buf.memory[prefix_len : prefix_len + regions_len])
+                conn.regions = parse_regions(buf.memory[prefix_len : prefix_len + regions_len])
             except RegionError as exc:
                 log.error("network %d: connection %d: %s", self.index, conn.conn_id, exc)
-                self._close(conn, "bad regions")
-                return
+                raise CloseConnection("bad regions") from None
             conn.region_index = 0
-        self._write(conn)
 
-    def _write(self, conn: _Conn) -> None:
+    def write(self, conn: Connection) -> bool:
+        """Write what the socket takes; True once the whole response is sent (its buffer
+        freed), False when the socket would block.  Raises :class:`CloseConnection`."""
         view = conn.resp_view
         assert view is not None
         try:
@@ -86,23 +97,20 @@ class NetworkResponseWriter:
             if conn.regions is not None:
                 self._send_regions(conn)
         except BlockingIOError:
-            self._set_mask(conn, EPOLLOUT)
-            return
+            return False
         except RegionError as exc:
             log.warning("network %d: connection %d: %s; closing it", self.index, conn.conn_id, exc)
-            self._close(conn, "region not sendable")
-            return
+            raise CloseConnection("region not sendable") from None
         except OSError as exc:
-            self._close(conn, f"send failed: {exc}")
-            return
+            raise CloseConnection(f"send failed: {exc}") from None
         buf = conn.resp
         conn.resp = conn.resp_view = None
         conn.regions = None
         if buf is not None:
             self._free(buf)
-        self._unmute(conn)
+        return True
 
-    def _send_regions(self, conn: _Conn) -> None:
+    def _send_regions(self, conn: Connection) -> None:
         regions = conn.regions
         assert regions is not None
         out_fd, files = conn.fd, self.files
@@ -131,3 +139,17 @@ class NetworkResponseWriter:
                 conn.region_left -= n
             conn.region = None
             files.release(entry)
+
+    def drop(self, conn: Connection) -> None:
+        """Free the response of a connection being closed and release its open file."""
+        if conn.resp is not None:
+            conn.resp_view = None
+            self._free(conn.resp)
+            conn.resp = None
+        if conn.region is not None:
+            self.files.release(conn.region)
+            conn.region = None
+
+    def close(self) -> None:
+        """Close every cached descriptor (the process is shutting down)."""
+        self.files.close()

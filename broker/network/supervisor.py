@@ -1,7 +1,7 @@
 """Starts, watches, restarts and stops the broker's network processes (main-process side).
 
 For each index ``0..num_network_processes-1`` the supervisor makes a SOCK_SEQPACKET
-socketpair, keeps one end as a :class:`~broker.network.MainChannelEndpoint` and
+socketpair, keeps one end as a :class:`~broker.network.main_channel.MainChannelEndpoint` and
 passes the other to ``python -m broker.network`` (``subprocess.Popen(pass_fds=...)``, a
 fresh interpreter, ``PYTHONPATH`` pointing at this source tree). Process 0 binds
 ``config.port`` (0 = any free port) and reports the real port in its READY message;
@@ -45,7 +45,7 @@ from clients.protocol.errors import MiniKafkaError
 
 __all__ = ["NetworkProcessError", "NetworkProcessSupervisor", "NetworkRestart"]
 
-_SOURCE_ROOT = str(Path(__file__).resolve().parents[1])
+_SOURCE_ROOT = str(Path(__file__).resolve().parents[2])  # the tree holding broker/
 
 
 class NetworkProcessError(MiniKafkaError):

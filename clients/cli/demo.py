@@ -91,7 +91,7 @@ def running_cluster(data_dir: str, brokers: int = 3) -> Iterator[str]:
     try:
         cluster_command("start", "--data-dir", data_dir, "--brokers", str(brokers),
                         "--base-port", "0")
-        # the launcher's state file (broker/cluster.py) names the ports it chose
+        # the launcher's state file (broker/cluster/state.py) names the ports it chose
         state = json.loads((Path(data_dir) / "cluster.json").read_text())
         yield ",".join(f"127.0.0.1:{b['port']}" for b in state["brokers"].values())
     finally:

@@ -15,7 +15,8 @@ from typing import Any
 
 import psutil
 
-from broker.cluster.launcher import ClusterState, free_base_port, main
+from broker.cluster.launcher import free_base_port, main
+from broker.cluster.state import ClusterState
 from broker.cluster.status import status_report
 from clients.records.batch import iter_batches
 from tests.broker.processes import wait_until

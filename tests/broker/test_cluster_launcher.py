@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 
-from broker.cluster.launcher import is_running
+from broker.cluster.launcher import SOURCE_ROOT, is_running
 from tests.broker.cluster_harness import LocalCluster
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -35,3 +35,7 @@ def test_kill_from_another_process_returns_while_the_broker_is_a_zombie(
         assert not is_running(pid)
         cluster.restart("0")  # this process reaps its zombie child and starts a new one
         assert is_running(cluster.state.brokers["0"].pid)
+
+
+def test_launched_processes_get_this_source_tree_on_their_path() -> None:
+    assert Path(SOURCE_ROOT).samefile(ROOT)  # the tree holding broker/, not broker/ itself

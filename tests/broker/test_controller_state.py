@@ -12,7 +12,7 @@ from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, ru
 from broker.controller.config import ControllerConfig
 from broker.controller.results import IsrChange, TopicSpec
 from broker.controller.state import ControllerState
-from broker.metadata.image import MetadataImage, PartitionState
+from broker.metadata.image import MetadataImage, PartitionRegistration
 from broker.metadata.records import (
     NO_LEADER,
     FenceBrokerRecord,
@@ -78,7 +78,7 @@ class Cluster:
     def tick(self) -> list[MetadataRecord]:
         return self.keep(self.state.tick())
 
-    def part(self, topic: str, index: int = 0) -> PartitionState:
+    def part(self, topic: str, index: int = 0) -> PartitionRegistration:
         state = self.state.image.partition(topic, index)
         assert state is not None
         return state

@@ -34,6 +34,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+import broker.network.supervisor as supervisor_module
 from broker.config import BrokerConfig
 from broker.network.channel_codec import (
     CLOSE,
@@ -627,3 +628,10 @@ def test_start_fails_clearly_when_the_port_is_taken() -> None:
         sup.stop()
         pool.close()
         blocker.close()
+
+
+
+def test_network_processes_get_this_source_tree_on_their_path() -> None:
+    # PYTHONPATH of a started network process: the tree holding broker/ (not broker/ itself)
+    root = Path(supervisor_module._SOURCE_ROOT)
+    assert (root / "broker" / "network" / "supervisor.py").samefile(supervisor_module.__file__)
