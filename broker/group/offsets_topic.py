@@ -44,7 +44,7 @@ from broker.config import BrokerConfig
 from broker.delayed import DelayedFetch, DelayedProduce, ProducePartitionStatus
 from broker.group.coordinator import GroupCoordinator
 from broker.group.protocol import Done, GroupCoordinatorConfig, partition_for
-from broker.topic_registry import TopicInfo
+from broker.topic_registry import StandaloneTopic
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError
 from clients.protocol.topics import TopicPartition
@@ -82,9 +82,9 @@ class OffsetsTopicHost(Protocol):
     def live_broker_count(self) -> int | None: ...
 
     def validate_new_topic(self, name: str, num_partitions: int, replication_factor: int,
-                           configs: Mapping[str, str]) -> TopicInfo: ...
+                           configs: Mapping[str, str]) -> StandaloneTopic: ...
 
-    def create_topic(self, info: TopicInfo) -> None: ...
+    def create_topic(self, info: StandaloneTopic) -> None: ...
 
     def min_insync_replicas(self, topic: str) -> int: ...
 
