@@ -178,17 +178,25 @@ def test_offsets_topic_is_compacted_to_the_latest_commit_per_partition(
     def log_bytes() -> int:
         return sum(f.stat().st_size for f in directory.glob("*.log"))
 
-    wait_until(lambda: log_bytes() < 8 * 1024, 60, "the offsets partition compacted")
-    latest: dict[tuple[str, int], list[int]] = {}
-    segments = sorted(directory.glob("*.log"))
-    for segment in segments[:-1]:  # compacted segments: one record per key at most
-        data = segment.read_bytes()
-        for pos, _ in iter_batches(data):
-            for record in decode_batch(data, pos):
-                key = decode_key(bytes(record.key or b""))
-                if isinstance(key, OffsetCommitKey) and key.group_id == group:
-                    offset = decode_offset_commit_value(bytes(record.value or b"")).offset
-                    latest.setdefault((key.topic, key.partition), []).append(offset)
+    def offsets_in_compacted_segments() -> dict[tuple[str, int], list[int]]:
+        latest: dict[tuple[str, int], list[int]] = {}
+        segments = sorted(directory.glob("*.log"))
+        for segment in segments[:-1]:  # rolled segments: one record per key once cleaned
+            data = segment.read_bytes()
+            for pos, _ in iter_batches(data):
+                for record in decode_batch(data, pos):
+                    key = decode_key(bytes(record.key or b""))
+                    if isinstance(key, OffsetCommitKey) and key.group_id == group:
+                        offset = decode_offset_commit_value(bytes(record.value or b"")).offset
+                        latest.setdefault((key.topic, key.partition), []).append(offset)
+        return latest
+
+    # The cleaner works segment by segment: wait until it has caught up with every
+    # rolled segment (a segment rolled after the last pass is not cleaned yet).
+    wait_until(lambda: log_bytes() < 8 * 1024 and all(
+        len(v) == 1 for v in offsets_in_compacted_segments().values()), 60,
+        "the offsets partition compacted")
+    latest = offsets_in_compacted_segments()
     assert all(len(v) == 1 for v in latest.values()), latest
     with Admin(cluster.bootstrap) as admin:
         offsets = admin.list_group_offsets(group)
