@@ -11,7 +11,7 @@ Supported (all v0): ApiVersions, Metadata, CreateTopics, DeleteTopics, Produce, 
 -2 earliest), InitProducerId.  Produce validates every batch (CRC included), stamps
 base offsets and answers NOT_LEADER_OR_FOLLOWER when sent to a non-leader.  Batches
 with a producer id go through the idempotent-producer rules of
-:mod:`tests.clients.fake_producer_state` (duplicates answered with their original
+:mod:`tests.clients.producer.fake_producer_state` (duplicates answered with their original
 offset, OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH, UNKNOWN_PRODUCER_ID);
 batches of one request are checked and appended one after the other.
 
@@ -59,7 +59,7 @@ from clients.protocol.registry import APIS
 from clients.protocol.topics import TopicPartition, topic_name_error
 from clients.records.batch import iter_batches, set_base_offset
 from clients.records.record import Record, decode_batch
-from tests.clients.fake_producer_state import ProducerIdRegistry, ProducerStateTable
+from tests.clients.producer.fake_producer_state import ProducerIdRegistry, ProducerStateTable
 
 # Error codes as plain ints (the wire schema wants exact ints, not IntEnums).
 E = SimpleNamespace(**{code.name: int(code) for code in ErrorCode})

@@ -17,7 +17,7 @@ import pytest
 from broker.cluster.launcher import SOURCE_ROOT, is_running
 from tests.broker.cluster_harness import LocalCluster
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 pytestmark = pytest.mark.multiprocess
 

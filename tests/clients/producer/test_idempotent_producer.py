@@ -1,6 +1,6 @@
 """The idempotent producer against the fake broker (real sockets, real wire protocol).
 
-The fake applies the broker's producer-state rules (tests/clients/fake_producer_state.py):
+The fake applies the broker's producer-state rules (tests/clients/producer/fake_producer_state.py):
 duplicates answered with their original offset, OUT_OF_ORDER_SEQUENCE_NUMBER on gaps,
 INVALID_PRODUCER_EPOCH for old epochs, UNKNOWN_PRODUCER_ID without state.
 """

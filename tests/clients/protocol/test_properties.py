@@ -16,7 +16,7 @@ from clients.protocol.codec import decode_request, decode_response, encode_reque
 from clients.protocol.errors import ProtocolError, UnsupportedVersionError
 from clients.protocol.framing import FrameDecoder
 from clients.protocol.registry import APIS
-from tests.clients.protocol_strategies import body_strategy
+from tests.clients.protocol.strategies import body_strategy
 
 PROTOCOL_ERRORS = (ProtocolError, UnsupportedVersionError)
 SETTINGS = settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

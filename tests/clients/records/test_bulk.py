@@ -21,13 +21,13 @@ from clients.records.bulk_encode import (
     item_lengths,
 )
 from clients.records.record import Record, _encode_record, build_batch, decode_batch
-from tests.clients.records_strategies import (
+from tests.clients.records.strategies import (
     expected_records,
     fix_crc,
     plain_record_inputs,
     record_inputs,
 )
-from tests.clients.test_records import SAMPLE, kafka_python_batch
+from tests.clients.records.test_record import SAMPLE, kafka_python_batch
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

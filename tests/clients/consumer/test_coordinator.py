@@ -19,9 +19,9 @@ from clients.protocol.topics import TopicPartition
 from clients.records.record import build_batch
 from clients.types import ConsumerRecord, OffsetAndMetadata
 from tests.broker.processes import wait_until
+from tests.clients.consumer.fake_group_coordinator import FakeGroupCluster
+from tests.clients.consumer.group_helpers import Listener, Runner
 from tests.clients.fake_broker import E
-from tests.clients.fake_group_coordinator import FakeGroupCluster
-from tests.clients.group_helpers import Listener, Runner
 
 FAST = {"session_timeout_ms": 3000, "heartbeat_interval_ms": 100, "retry_backoff_ms": 20,
         "fetch_max_wait_ms": 50, "auto_offset_reset": "earliest"}

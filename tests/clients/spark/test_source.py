@@ -27,7 +27,7 @@ from clients.spark.options import parse_source_options
 from clients.spark.ranges import OffsetPlanner, cap_offsets, split_range
 from clients.spark.source import SCHEMA
 from clients.types import NewTopic
-from tests.broker.controller_processes import ControllerProcess
+from tests.broker.controller.processes import ControllerProcess
 from tests.broker.processes import BrokerProcess, wait_until
 
 pytestmark = [pytest.mark.spark, pytest.mark.multiprocess]

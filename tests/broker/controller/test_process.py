@@ -23,7 +23,7 @@ from clients.protocol.api_keys import ApiKey
 from clients.protocol.codec import decode_response, encode_request_bytes
 from clients.protocol.errors import ErrorCode
 from clients.protocol.framing import read_frame
-from tests.broker.controller_processes import ControllerClient, ControllerProcess
+from tests.broker.controller.processes import ControllerClient, ControllerProcess
 
 pytestmark = pytest.mark.multiprocess
 

@@ -1,6 +1,6 @@
 """A consumer group member run as its own process (SIGKILLed by tests and benchmarks).
 
-``python -m tests.clients.group_member_process BOOTSTRAP GROUP TOPIC OUT [SESSION_MS]``
+``python -m tests.clients.consumer.group_member_process BOOTSTRAP GROUP TOPIC OUT [SESSION_MS]``
 subscribes, appends ``partition offset`` per record to OUT (flushed and fsync'd), then
 commits what it wrote (at-least-once), and writes ``assigned p,p,...`` lines on every
 assignment change.  It runs until killed.

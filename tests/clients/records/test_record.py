@@ -22,7 +22,7 @@ from clients.records.batch import (
 )
 from clients.records.record import Record, RecordInput, build_batch, decode_batch
 from clients.records.varint import decode_varint, decode_varint32, encode_varint
-from tests.clients.records_strategies import expected_records, fix_crc, record_inputs
+from tests.clients.records.strategies import expected_records, fix_crc, record_inputs
 
 SETTINGS = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -25,7 +25,7 @@ from clients.records.record import decode_batch
 from clients.types import NewTopic
 from tests.broker.cluster_harness import LocalCluster
 from tests.broker.processes import wait_until
-from tests.clients.group_helpers import Runner
+from tests.clients.consumer.group_helpers import Runner
 
 pytestmark = [pytest.mark.multiprocess, pytest.mark.slow]
 
@@ -94,9 +94,9 @@ def test_sigkilled_member_loses_its_partitions_to_the_others_without_loss(
     create(cluster, "kill", 6)
     expected = produce(cluster, "kill", 0, 300)
     out = tmp_path / "member.txt"
-    proc = subprocess.Popen([sys.executable, "-m", "tests.clients.group_member_process",
+    proc = subprocess.Popen([sys.executable, "-m", "tests.clients.consumer.group_member_process",
                              cluster.bootstrap, "kill-g", "kill", str(out), str(SESSION_MS)],
-                            cwd=Path(__file__).parents[2])  # fmt: skip
+                            cwd=Path(__file__).parents[3])  # fmt: skip
     runners: list[Runner] = []
     try:
         wait_until(lambda: out.exists() and "assigned 0,1,2,3,4,5" in out.read_text(), 60,

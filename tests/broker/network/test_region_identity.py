@@ -27,7 +27,7 @@ from storage.config import LogConfig
 from storage.errors import StorageError
 from storage.log.log import Log
 from storage.log.reader import FetchDataInfo, FileRegion
-from tests.broker.test_network import (
+from tests.broker.network.test_network import (
     assert_pool_clean,
     connect,
     echo,
