@@ -1,22 +1,28 @@
-"""API keys and the :class:`Api` declaration type of the native protocol.
+"""API keys (Kafka's numbers) and :class:`Api`, one API's declaration and compiled codecs.
 
-:class:`ApiKey` holds Kafka's API numbers; an :class:`Api` is one API's version range
-with its request and response :class:`~clients.protocol.schema.Struct`, compiled at
-construction into one checker per (version, request/response, encode/decode).  The
-declarations themselves are grouped by area in :mod:`clients.protocol.messages`, with
-shorthands for them here; the registry ``APIS`` is in :mod:`clients.protocol.registry`.
+An :class:`Api` holds the version range we serve, the first *flexible* version (KIP-482:
+compact strings and arrays, tagged fields, request header v2 / response header v1) and
+the request and response :class:`~clients.protocol.schema.Struct` s.  The declarations
+themselves are in :mod:`clients.protocol.messages`; the registry ``APIS`` is in
+:mod:`clients.protocol.registry`.
 
-Costs: an :class:`Api` compiles its codecs once, O(fields x versions); :meth:`Api.codec`
-is a dict lookup.  Thread/process safety: an :class:`Api` is immutable after
-construction and may be shared freely.
+Header versions follow Kafka: a flexible request uses request header v2 (client id as a
+classic nullable string, then tagged fields), others v1; a flexible response uses
+response header v1 (correlation id, tagged fields), others v0 — except ApiVersions,
+whose response always uses header v0 so that a client that does not yet know the
+broker's versions can read it.
+
+Costs: codecs are compiled on first use of each (version, direction), O(fields), then
+looked up in a dict.  Thread/process safety: compilation is idempotent (a race compiles
+twice and keeps either result); an :class:`Api` may be shared freely.
 """
 
 from __future__ import annotations
 
 from enum import IntEnum
 
-from clients.protocol.schema import Field, Struct
-from clients.protocol.wire_types import Array, Check, NullableStr, Str
+from clients.protocol.compiler import Decoder, Encoder, compile_decoder, compile_encoder
+from clients.protocol.schema import Struct, Versions, versions
 
 
 class ApiKey(IntEnum):
@@ -33,68 +39,89 @@ class ApiKey(IntEnum):
     SYNC_GROUP = 14
     DESCRIBE_GROUPS = 15
     LIST_GROUPS = 16
+    SASL_HANDSHAKE = 17
     API_VERSIONS = 18
     CREATE_TOPICS = 19
     DELETE_TOPICS = 20
+    DELETE_RECORDS = 21
     INIT_PRODUCER_ID = 22
     OFFSETS_FOR_LEADER_EPOCH = 23
+    DESCRIBE_CONFIGS = 32
+    ALTER_CONFIGS = 33
+    DESCRIBE_LOG_DIRS = 35
+    SASL_AUTHENTICATE = 36
+    CREATE_PARTITIONS = 37
+    DELETE_GROUPS = 42
+    INCREMENTAL_ALTER_CONFIGS = 44
     ALTER_PARTITION = 56
+    DESCRIBE_CLUSTER = 60
     BROKER_REGISTRATION = 62
     BROKER_HEARTBEAT = 63
-    DESCRIBE_LOG_DIRS = 35
     ALLOCATE_PRODUCER_IDS = 67
 
 
 class Api:
-    """One API: its versions and compiled request/response codecs per version."""
+    """One API: the versions served, its flexible versions and its two message bodies."""
 
-    __slots__ = ("_codecs", "key", "max_version", "min_version", "name", "request", "response")
+    __slots__ = (
+        "_codecs", "flexible", "key", "max_version", "min_version", "name", "request",
+        "response",
+    )  # fmt: skip
 
     def __init__(
         self,
         key: ApiKey,
         name: str,
-        min_version: int,
-        max_version: int,
+        served: str,
+        flexible: str | None,
         request: Struct,
         response: Struct,
     ) -> None:
-        if not 0 <= min_version <= max_version <= 32767:
-            raise ValueError(f"{name}: bad version range {min_version}-{max_version}")
+        served_range = versions(served)
+        if served_range.high is None or not 0 <= served_range.low <= served_range.high:
+            raise ValueError(f"{name}: served versions must be a closed range, got {served!r}")
         self.key = key
         self.name = name
-        self.min_version = min_version
-        self.max_version = max_version
+        self.min_version = served_range.low
+        self.max_version = served_range.high
+        self.flexible: Versions = versions(flexible)
         self.request = request
         self.response = response
-        # (version, is_response, encode) -> checker
-        self._codecs: dict[tuple[int, bool, bool], Check] = {
-            (v, is_resp, enc): (response if is_resp else request).compile(v, enc)
-            for v in range(min_version, max_version + 1)
-            for is_resp in (False, True)
-            for enc in (False, True)
-        }
+        self._codecs: dict[tuple[int, bool, bool], Decoder | Encoder] = {}
 
     def supports(self, version: int) -> bool:
         return self.min_version <= version <= self.max_version
 
-    def codec(self, version: int, is_response: bool, encode: bool) -> Check:
-        """The compiled checker (caller has checked :meth:`supports`)."""
-        return self._codecs[(version, is_response, encode)]
+    def is_flexible(self, version: int) -> bool:
+        return version in self.flexible
+
+    def request_header_version(self, version: int) -> int:
+        return 2 if version in self.flexible else 1
+
+    def response_header_version(self, version: int) -> int:
+        if self.key == ApiKey.API_VERSIONS:
+            return 0
+        return 1 if version in self.flexible else 0
+
+    def decoder(self, version: int, is_response: bool) -> Decoder:
+        """The compiled decoder of one direction (caller has checked :meth:`supports`)."""
+        codec = self._codecs.get((version, is_response, False))
+        if codec is None:
+            st = self.response if is_response else self.request
+            label = f"{self.name} v{version} {'response' if is_response else 'request'}"
+            codec = compile_decoder(st, version, version in self.flexible, label)
+            self._codecs[(version, is_response, False)] = codec
+        return codec  # type: ignore[return-value]
+
+    def encoder(self, version: int, is_response: bool) -> Encoder:
+        """The compiled encoder of one direction (caller has checked :meth:`supports`)."""
+        codec = self._codecs.get((version, is_response, True))
+        if codec is None:
+            st = self.response if is_response else self.request
+            label = f"{self.name} v{version} {'response' if is_response else 'request'}"
+            codec = compile_encoder(st, version, version in self.flexible, label)
+            self._codecs[(version, is_response, True)] = codec
+        return codec  # type: ignore[return-value]
 
     def __repr__(self) -> str:
         return f"Api({self.key!r}, {self.name!r}, v{self.min_version}-{self.max_version})"
-
-
-# Shorthands for the declarations in the clients.api_* modules.
-ERROR_MESSAGE = Field(NullableStr, default=None)  # optional error_message
-
-
-def topics_of(partition: Struct) -> Array:
-    """Array of {name, partitions[...]}."""
-    return Array(Struct(name=Str, partitions=Array(partition)))
-
-
-def results_of(partition: Struct, name: str = "partitions") -> Array:
-    """Array of {name, <name>[...]} for per-partition results."""
-    return Array(Struct(name=Str, **{name: Array(partition)}))

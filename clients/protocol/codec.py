@@ -1,46 +1,39 @@
-"""Native wire protocol: length-prefixed frames carrying msgpack meta and raw record bytes.
+"""Kafka request and response frames: headers, bodies, and the errors of bad ones.
 
-Frame layout (integers big-endian)::
+A frame is a 4-byte big-endian length, then (the *frame* passed to ``decode_*``)::
 
-    | offset       | size            | field        | meaning                                  |
-    |--------------|-----------------|--------------|------------------------------------------|
-    | 0            | 4               | frame_length | int32, bytes after this field;           |
-    |              |                 |              | 5 <= frame_length <= max_frame_bytes     |
-    | 4            | 4               | meta_length  | uint32, 1 <= meta_length <= frame_length-4|
-    | 8            | meta_length     | meta         | msgpack (see below)                      |
-    | 8+meta_length| frame_length-4  | tail         | raw Records bytes, concatenated in the   |
-    |              |   -meta_length  |              | depth-first order of the body's fields   |
+    request  = header + body        response = header + body
 
-    request meta  = [api_key, api_version, correlation_id, client_id, body]
-    response meta = [correlation_id, body]
+    request header v1 | api_key int16 | api_version int16 | correlation_id int32 |
+                      | client_id: int16 length (-1 = null) + UTF-8                |
+    request header v2 | v1, then tagged fields (uvarint count, ...)                 |
+    response header v0| correlation_id int32                                          |
+    response header v1| correlation_id int32, then tagged fields                      |
 
-``body`` is a msgpack map declared per API and version in
-:mod:`clients.protocol.registry`.  A Records field is encoded in the body as its byte
-length; its bytes go to the tail.  Decoding replaces each length with a memoryview slice
-of the tail: record batches are never copied, and their ``.obj`` is the buffer the frame
-was read into.
+Which header version an API version uses, and the body's layout, come from its
+declaration (:class:`~clients.protocol.api_keys.Api`, registry in
+:mod:`clients.protocol.registry`).  The client id stays a classic (non-compact) string
+even in header v2, as in Kafka.
 
-Splitting the byte stream into frames (the length field, :class:`FrameDecoder`,
-:func:`read_frame`, :func:`send_buffers`) lives in :mod:`clients.protocol.framing`
-; this module encodes and decodes what a frame carries.
+Encoding returns a list of buffers for ``socket.sendmsg``: the first holds the length
+field, header and body bytes; a large ``RECORDS`` value (record batches, or a file region
+a broker sends with ``sendfile``: any object with ``__len__``) is its own buffer between
+byte chunks, never copied.  Decoding takes the frame as a ``memoryview`` and returns
+``RECORDS`` values as zero-copy slices of it (their ``.obj`` is the frame's buffer).
 
-In this module a *frame* passed to a ``decode_*`` function is the ``frame_length``
-bytes after the length field (what :class:`FrameDecoder` and :func:`read_frame` return);
-``encode_*`` functions produce complete frames, length field included, as a list of
-buffers for ``socket.sendmsg`` (the record bytes are passed through, not joined).
+Errors: a frame too short for its header, a bad client id, a body that does not match
+its schema, or trailing bytes raise :class:`ProtocolError` with the API, version and
+field path (``Produce v9 request: topics[0].partitions[1].records: records of 900 bytes
+runs past the end``).  An API key we do not declare raises :class:`UnknownApiKeyError`,
+a version we do not serve :class:`UnsupportedVersionError`; both only after the header
+is read, so a broker knows the correlation id to answer ApiVersions with (Kafka's v0
+fallback).  Encoding a frame over ``max_frame_bytes`` raises
+:class:`MessageTooLargeError`; encoding a bad body raises :class:`ProtocolError` with
+the path.
 
-Errors: a bad length, bad meta, bad shape or bad field raises :class:`ProtocolError`
-(oversize: its subclass :class:`FrameTooLargeError`); an API key we do not know raises
-:class:`UnknownApiKeyError` and a version we do not support
-:class:`UnsupportedVersionError`, both only after the header decoded, so the broker
-knows the correlation id to answer with UNSUPPORTED_VERSION.  Messages name the API,
-version and field path, e.g. ``Produce v0 request: topics[0].partitions[1].index:
-expected int32, got str``.  Encoding a frame over ``max_frame_bytes`` raises
-:class:`MessageTooLargeError`.
-
-Costs: O(frame meta) per frame: one msgpack pack/unpack (C) plus one Python closure call
-per body value; zero per record byte on decode.  Thread/process safety: functions are
-pure and re-entrant.
+Costs: O(fields) per frame in straight-line compiled code (see
+:mod:`clients.protocol.compiler`), zero per record byte on decode and on encode of large
+records.  Thread/process safety: functions are pure and re-entrant.
 """
 
 from __future__ import annotations
@@ -49,43 +42,21 @@ import struct
 from dataclasses import dataclass
 from typing import Any
 
-import msgpack
-
-from clients.protocol.api_keys import Api, ApiKey
+from clients.protocol import reference
+from clients.protocol.api_keys import Api
+from clients.protocol.compiler import read_uvarint, records_length
 from clients.protocol.errors import MessageTooLargeError, ProtocolError, UnsupportedVersionError
-from clients.protocol.framing import (
-    DEFAULT_MAX_FRAME_BYTES,
-    MIN_FRAME_BYTES,
-)
+from clients.protocol.framing import DEFAULT_MAX_FRAME_BYTES
 from clients.protocol.registry import APIS
-from clients.protocol.wire_types import FieldError, Tail, describe, records_length
-
-__all__ = [
-    "MAX_CLIENT_ID_LENGTH",
-    "RecordsRef",
-    "Request",
-    "RequestHeader",
-    "Response",
-    "ResponseHeader",
-    "UnknownApiKeyError",
-    "decode_request",
-    "decode_request_body",
-    "decode_request_header",
-    "decode_response",
-    "decode_response_body",
-    "decode_response_header",
-    "encode_request",
-    "encode_request_bytes",
-    "encode_response",
-    "encode_response_bytes",
-    "encode_response_prefix",
-]
 
 MAX_CLIENT_ID_LENGTH = 32767
-_INT32_MAX = (1 << 31) - 1
+REQUEST_HEADER_BYTES = 10  # v1 with a null client id: the shortest request header
 
-_PREFIX = struct.Struct(">iI")
-_META_LENGTH = struct.Struct(">I")
+_REQUEST_HEAD = struct.Struct(">ihhih")  # length, api_key, api_version, correlation_id, id len
+_REQUEST_FIXED = struct.Struct(">hhih")
+_RESPONSE_HEAD = struct.Struct(">ii")  # length, correlation_id
+_INT32 = struct.Struct(">i")
+_INT32_MAX = (1 << 31) - 1
 
 
 class UnknownApiKeyError(UnsupportedVersionError):
@@ -96,28 +67,25 @@ class UnknownApiKeyError(UnsupportedVersionError):
         super().__init__(f"unknown api key {api_key}")
 
 
-@dataclass(frozen=True, slots=True)
-class RecordsRef:
-    """A Records value known only by length (e.g. file regions sent with sendfile)."""
-
-    length: int
-
-
 @dataclass(slots=True)
 class RequestHeader:
-    """A request whose header is validated; the body is checked by decode_request_body."""
+    """A request whose header is read; :func:`decode_request_body` reads the body.
+
+    ``body_offset`` is -1 when the API or version is not served (the header's tagged
+    fields, if any, were not read).
+    """
 
     api_key: int
     api_version: int
     correlation_id: int
     client_id: str | None
-    raw_body: Any  # unvalidated msgpack body; decode_request_body validates it in place
-    tail: memoryview
+    frame: memoryview
+    body_offset: int
 
 
 @dataclass(slots=True)
 class Request:
-    api_key: ApiKey
+    api_key: int
     api_version: int
     correlation_id: int
     client_id: str | None
@@ -127,8 +95,7 @@ class Request:
 @dataclass(slots=True)
 class ResponseHeader:
     correlation_id: int
-    raw_body: Any
-    tail: memoryview
+    frame: memoryview
 
 
 @dataclass(slots=True)
@@ -137,10 +104,8 @@ class Response:
     body: dict[str, Any]
 
 
-# ---------------------------------------------------------------- encoding
-
-
-def _api_for(api_key: int, api_version: int) -> Api:
+def api_for(api_key: int, api_version: int) -> Api:
+    """The declaration serving ``api_version`` of ``api_key``, or the precise error."""
     api = APIS.get(api_key)
     if api is None:
         raise UnknownApiKeyError(api_key)
@@ -152,46 +117,56 @@ def _api_for(api_key: int, api_version: int) -> Api:
     return api
 
 
-def _field_error(api: Api, version: int, kind: str, e: FieldError) -> ProtocolError:
-    return ProtocolError(f"{api.name} v{version} {kind}: {e.where()}: {e.reason}")
+def _view(frame: bytes | bytearray | memoryview) -> memoryview:
+    view = frame if type(frame) is memoryview else memoryview(frame)
+    if view.format != "B" or view.ndim != 1:
+        view = view.cast("B")
+    return view
 
 
-def _encode(
-    head: list[Any], api: Api, version: int, is_response: bool, body: Any, max_frame_bytes: int
-) -> tuple[bytes, list[Any]]:
-    kind = "response" if is_response else "request"
-    records: list[Any] = []
+def _skip_tagged_fields(view: memoryview, pos: int, kind: str) -> int:
     try:
-        head.append(api.codec(version, is_response, True)(body, records))
-    except FieldError as e:
-        raise _field_error(api, version, kind, e) from None
+        count, pos = read_uvarint(view, pos)
+        for _ in range(count):
+            _tag, pos = read_uvarint(view, pos)
+            size, pos = read_uvarint(view, pos)
+            pos += size
+    except (IndexError, ValueError):
+        raise ProtocolError(f"{kind} header: truncated tagged fields") from None
+    if pos > len(view):
+        raise ProtocolError(f"{kind} header: tagged fields run past the end of the frame")
+    return pos
+
+
+# ---------------------------------------------------------------- encoding
+
+
+def _encode_body(api: Api, version: int, is_response: bool, body: Any, out: bytearray,
+                 kind: str) -> list[Any]:
+    parts: list[Any] = []
     try:
-        meta = msgpack.packb(head, use_bin_type=True)
-    except (ValueError, TypeError, OverflowError) as e:  # UnicodeEncodeError is a ValueError
-        raise ProtocolError(f"{api.name} v{version} {kind}: cannot encode: {e}") from None
-    tail_length = sum(records_length(r) for r in records) if records else 0
-    frame_length = 4 + len(meta) + tail_length
-    if frame_length > max_frame_bytes:
+        out = api.encoder(version, is_response)(body, out, parts)
+    except Exception as exc:  # any failure of the fast path: find the precise reason
+        st = api.response if is_response else api.request
+        try:
+            reference.encode(st, version, api.is_flexible(version), body)
+        except reference.FieldError as e:
+            raise ProtocolError(f"{api.name} v{version} {kind}: {e}") from None
+        raise ProtocolError(
+            f"{api.name} v{version} {kind}: cannot encode: {type(exc).__name__}: {exc}"
+        ) from None
+    parts.append(out)
+    return parts
+
+
+def _finish(parts: list[Any], api: Api, version: int, kind: str, max_frame_bytes: int) -> None:
+    length = sum(records_length(p) for p in parts) - 4
+    if length > max_frame_bytes or length > _INT32_MAX:
         raise MessageTooLargeError(
-            f"{api.name} v{version} {kind} frame of {frame_length} bytes exceeds "
+            f"{api.name} v{version} {kind} frame of {length} bytes exceeds "
             f"max_frame_bytes {max_frame_bytes}"
         )
-    return _PREFIX.pack(frame_length, len(meta)) + meta, records
-
-
-def _check_correlation_id(correlation_id: Any) -> None:
-    if type(correlation_id) is not int or not -(1 << 31) <= correlation_id <= _INT32_MAX:
-        raise ProtocolError(f"correlation_id: expected int32, got {describe(correlation_id)}")
-
-
-def _as_buffers(prefix: bytes, records: list[Any]) -> list[Any]:
-    for r in records:
-        if type(r) not in (bytes, bytearray, memoryview):
-            raise ProtocolError(
-                f"Records value {type(r).__name__} has no bytes; "
-                "use encode_response_prefix to send it yourself"
-            )
-    return [prefix, *records]
+    _INT32.pack_into(parts[0], 0, length)
 
 
 def encode_request(
@@ -203,15 +178,25 @@ def encode_request(
     *,
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
 ) -> list[Any]:
-    """Encode a request frame as buffers for ``sendmsg`` (prefix, then record bytes)."""
-    api = _api_for(api_key, api_version)
-    _check_correlation_id(correlation_id)
-    if client_id is not None and (
-        type(client_id) is not str or len(client_id) > MAX_CLIENT_ID_LENGTH
-    ):
-        raise ProtocolError(f"client_id: expected nullable str, got {describe(client_id)}")
-    head = [int(api.key), api_version, correlation_id, client_id]
-    return _as_buffers(*_encode(head, api, api_version, False, body, max_frame_bytes))
+    """A request frame as buffers for ``sendmsg`` (length field first)."""
+    api = api_for(api_key, api_version)
+    if type(correlation_id) is not int or not -(1 << 31) <= correlation_id <= _INT32_MAX:
+        raise ProtocolError(f"correlation_id: expected int32, got {reference.describe(correlation_id)}")
+    if client_id is None:
+        out = bytearray(_REQUEST_HEAD.pack(0, api.key, api_version, correlation_id, -1))
+    else:
+        if type(client_id) is not str:
+            raise ProtocolError(f"client_id: expected str, got {reference.describe(client_id)}")
+        raw = client_id.encode()
+        if len(raw) > MAX_CLIENT_ID_LENGTH:
+            raise ProtocolError(f"client_id of {len(raw)} bytes exceeds {MAX_CLIENT_ID_LENGTH}")
+        out = bytearray(_REQUEST_HEAD.pack(0, api.key, api_version, correlation_id, len(raw)))
+        out += raw
+    if api.is_flexible(api_version):
+        out += b"\x00"  # no tagged fields in the header
+    parts = _encode_body(api, api_version, False, body, out, "request")
+    _finish(parts, api, api_version, "request", max_frame_bytes)
+    return parts
 
 
 def encode_request_bytes(
@@ -224,30 +209,8 @@ def encode_request_bytes(
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
 ) -> bytes:
     """Like :func:`encode_request`, joined into one bytes object (copies the records)."""
-    return b"".join(
-        encode_request(
-            api_key, api_version, correlation_id, client_id, body, max_frame_bytes=max_frame_bytes
-        )
-    )
-
-
-def encode_response_prefix(
-    api_key: int,
-    api_version: int,
-    correlation_id: int,
-    body: dict[str, Any],
-    *,
-    max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
-) -> tuple[bytes, list[Any]]:
-    """Encode a response whose Records may be length-only (:class:`RecordsRef`, file regions).
-
-    Returns ``(prefix, records)``: send ``prefix`` (length fields + meta), then each value
-    of ``records`` in order, exactly ``records_length(r)`` bytes each (e.g. with
-    ``os.sendfile``).
-    """
-    api = _api_for(api_key, api_version)
-    _check_correlation_id(correlation_id)
-    return _encode([correlation_id], api, api_version, True, body, max_frame_bytes)
+    return b"".join(encode_request(api_key, api_version, correlation_id, client_id, body,
+                                   max_frame_bytes=max_frame_bytes))
 
 
 def encode_response(
@@ -258,12 +221,20 @@ def encode_response(
     *,
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
 ) -> list[Any]:
-    """Encode a response frame as buffers for ``sendmsg`` (Records must be bytes-like)."""
-    return _as_buffers(
-        *encode_response_prefix(
-            api_key, api_version, correlation_id, body, max_frame_bytes=max_frame_bytes
-        )
-    )
+    """A response frame as buffers (length field first).
+
+    ``RECORDS`` values pass through as their own buffers when large or not bytes-like
+    (a broker's file regions: objects with ``__len__``, sent with ``sendfile``).
+    """
+    api = api_for(api_key, api_version)
+    if type(correlation_id) is not int or not -(1 << 31) <= correlation_id <= _INT32_MAX:
+        raise ProtocolError(f"correlation_id: expected int32, got {reference.describe(correlation_id)}")
+    out = bytearray(_RESPONSE_HEAD.pack(0, correlation_id))
+    if api.response_header_version(api_version) == 1:
+        out += b"\x00"
+    parts = _encode_body(api, api_version, True, body, out, "response")
+    _finish(parts, api, api_version, "response", max_frame_bytes)
+    return parts
 
 
 def encode_response_bytes(
@@ -274,82 +245,64 @@ def encode_response_bytes(
     *,
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
 ) -> bytes:
-    return b"".join(
-        encode_response(api_key, api_version, correlation_id, body, max_frame_bytes=max_frame_bytes)
-    )
+    """Like :func:`encode_response`, joined (every ``RECORDS`` value must be bytes-like)."""
+    return b"".join(encode_response(api_key, api_version, correlation_id, body,
+                                    max_frame_bytes=max_frame_bytes))
 
 
 # ---------------------------------------------------------------- decoding
 
 
-def _split(frame: bytes | bytearray | memoryview, kind: str) -> tuple[Any, memoryview]:
-    view = frame if type(frame) is memoryview else memoryview(frame)
-    if view.format != "B" or view.ndim != 1:
-        view = view.cast("B")
-    size = len(view)
-    if size < MIN_FRAME_BYTES:
-        raise ProtocolError(
-            f"{kind} frame of {size} bytes is below the minimum of {MIN_FRAME_BYTES}"
-        )
-    meta_length = _META_LENGTH.unpack_from(view)[0]
-    if not 1 <= meta_length <= size - 4:
-        raise ProtocolError(
-            f"{kind} meta_length {meta_length} outside 1..{size - 4} (frame of {size} bytes)"
-        )
+def _decode_body(api: Api, version: int, is_response: bool, view: memoryview, pos: int,
+                 kind: str) -> dict[str, Any]:
+    end = len(view)
     try:
-        meta = msgpack.unpackb(view[4 : 4 + meta_length], raw=False, strict_map_key=True)
-    except Exception as e:  # msgpack raises ValueError, ExtraData, StackError, Unicode...
-        raise ProtocolError(f"{kind} meta is not valid msgpack: {type(e).__name__}: {e}") from None
-    return meta, view[4 + meta_length :]
-
-
-def _decode_body(api: Api, version: int, is_response: bool, raw: Any, tail: memoryview) -> Any:
-    cursor = Tail(tail)
-    try:
-        body = api.codec(version, is_response, False)(raw, cursor)
-    except FieldError as e:
-        raise _field_error(api, version, "response" if is_response else "request", e) from None
-    if cursor.pos != len(tail):
-        kind = "response" if is_response else "request"
+        body, pos = api.decoder(version, is_response)(view, pos, end)
+    except Exception as exc:  # any failure of the fast path: find the precise reason
+        st = api.response if is_response else api.request
+        try:
+            reference.decode(st, version, api.is_flexible(version), view, pos, end)
+        except reference.FieldError as e:
+            raise ProtocolError(f"{api.name} v{version} {kind}: {e}") from None
         raise ProtocolError(
-            f"{api.name} v{version} {kind}: Records fields take {cursor.pos} "
-            f"bytes but the tail has {len(tail)}"
-        )
+            f"{api.name} v{version} {kind}: cannot decode: {type(exc).__name__}: {exc}"
+        ) from None
+    if pos != end:
+        raise ProtocolError(f"{api.name} v{version} {kind}: {end - pos} bytes after the body")
     return body
 
 
 def decode_request_header(frame: bytes | bytearray | memoryview) -> RequestHeader:
-    """Decode the meta and check the header fields; the body is left unvalidated."""
-    meta, tail = _split(frame, "request")
-    if type(meta) is not list or len(meta) != 5:
-        raise ProtocolError(
-            "request meta must be a 5-element array [api_key, api_version, "
-            f"correlation_id, client_id, body], got {describe(meta)}"
-            + (f" of {len(meta)}" if type(meta) is list else "")
-        )
-    api_key, api_version, correlation_id, client_id, body = meta
-    if type(api_key) is not int or not 0 <= api_key <= 32767:
-        raise ProtocolError(
-            f"request header: api_key: expected int16 >= 0, got {describe(api_key)}"
-        )
-    if type(api_version) is not int or not -32768 <= api_version <= 32767:
-        raise ProtocolError(
-            f"request header: api_version: expected int16, got {describe(api_version)}"
-        )
-    _check_correlation_id(correlation_id)
-    if client_id is not None and (
-        type(client_id) is not str or len(client_id) > MAX_CLIENT_ID_LENGTH
-    ):
-        raise ProtocolError(
-            f"request header: client_id: expected nullable str, got {describe(client_id)}"
-        )
-    return RequestHeader(api_key, api_version, correlation_id, client_id, body, tail)
+    """Read a request's header; the body is left for :func:`decode_request_body`."""
+    view = _view(frame)
+    if len(view) < REQUEST_HEADER_BYTES:
+        raise ProtocolError(f"request frame of {len(view)} bytes is shorter than a request header")
+    api_key, api_version, correlation_id, id_length = _REQUEST_FIXED.unpack_from(view)
+    pos = REQUEST_HEADER_BYTES
+    client_id: str | None = None
+    if id_length >= 0:
+        if pos + id_length > len(view):
+            raise ProtocolError(f"request header: client_id of {id_length} bytes runs past the end")
+        try:
+            client_id = str(view[pos : pos + id_length], "utf-8")
+        except UnicodeDecodeError:
+            raise ProtocolError("request header: client_id is not UTF-8") from None
+        pos += id_length
+    elif id_length != -1:
+        raise ProtocolError(f"request header: client_id length {id_length}")
+    api = APIS.get(api_key)
+    if api is None or not api.supports(api_version):
+        return RequestHeader(api_key, api_version, correlation_id, client_id, view, -1)
+    if api.request_header_version(api_version) == 2:
+        pos = _skip_tagged_fields(view, pos, "request")
+    return RequestHeader(api_key, api_version, correlation_id, client_id, view, pos)
 
 
 def decode_request_body(header: RequestHeader) -> Request:
-    """Validate the body of a decoded header (call once per header: it works in place)."""
-    api = _api_for(header.api_key, header.api_version)
-    body = _decode_body(api, header.api_version, False, header.raw_body, header.tail)
+    """Decode the body of a request whose header was read."""
+    api = api_for(header.api_key, header.api_version)
+    body = _decode_body(api, header.api_version, False, header.frame, header.body_offset,
+                        "request")
     return Request(api.key, header.api_version, header.correlation_id, header.client_id, body)
 
 
@@ -358,26 +311,23 @@ def decode_request(frame: bytes | bytearray | memoryview) -> Request:
 
 
 def decode_response_header(frame: bytes | bytearray | memoryview) -> ResponseHeader:
-    """Decode a response's meta far enough to read its correlation id."""
-    meta, tail = _split(frame, "response")
-    if type(meta) is not list or len(meta) != 2:
-        raise ProtocolError(
-            "response meta must be a 2-element array [correlation_id, body], "
-            f"got {describe(meta)}" + (f" of {len(meta)}" if type(meta) is list else "")
-        )
-    _check_correlation_id(meta[0])
-    return ResponseHeader(meta[0], meta[1], tail)
+    """Read a response's correlation id (its tagged fields are read with the body)."""
+    view = _view(frame)
+    if len(view) < 4:
+        raise ProtocolError(f"response frame of {len(view)} bytes has no correlation id")
+    return ResponseHeader(_INT32.unpack_from(view)[0], view)
 
 
 def decode_response_body(header: ResponseHeader, api_key: int, api_version: int) -> dict[str, Any]:
-    """Validate a response body against the request's API and version (once per header)."""
-    api = _api_for(api_key, api_version)
-    body: dict[str, Any] = _decode_body(api, api_version, True, header.raw_body, header.tail)
-    return body
+    """Decode a response body for the request's API and version."""
+    api = api_for(api_key, api_version)
+    pos = 4
+    if api.response_header_version(api_version) == 1:
+        pos = _skip_tagged_fields(header.frame, pos, "response")
+    return _decode_body(api, api_version, True, header.frame, pos, "response")
 
 
-def decode_response(
-    frame: bytes | bytearray | memoryview, api_key: int, api_version: int
-) -> Response:
+def decode_response(frame: bytes | bytearray | memoryview, api_key: int,
+                    api_version: int) -> Response:
     header = decode_response_header(frame)
     return Response(header.correlation_id, decode_response_body(header, api_key, api_version))

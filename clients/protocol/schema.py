@@ -1,202 +1,232 @@
-"""Schema mini-language for the native wire protocol, compiled to fast checkers.
+"""The schema language every API message is declared in: typed fields with version ranges.
 
-An API body is declared once as a :class:`Struct` of typed fields::
+A message body is a :class:`Struct` of :class:`Field` s, each with a wire type and the
+versions it exists in, written the way Kafka's protocol guide writes them::
 
     Struct(
-        acks=Int16,
-        topics=Array(Struct(name=Str, partitions=Array(Struct(index=Int32, records=Records)))),
-        transactional_id=Field(NullableStr, default=None),
-        new_thing=Field(Int32, since=1, default=-1),
+        Field("transactional_id", STRING, "3+", nullable="3+", default=None),
+        Field("acks", INT16),
+        Field("timeout_ms", INT32),
+        Field("topics", Array(Struct(
+            Field("name", STRING),
+            Field("partitions", Array(Struct(
+                Field("index", INT32),
+                Field("records", RECORDS, nullable="0+"),
+            ))),
+        ))),
     )
 
-The wire types (``Int16``, ``Str``, ``Records``, ``Array``, ``Map``, ...) and their
-msgpack forms are in :mod:`clients.protocol.wire_types`; this module
-holds the struct layer: :class:`Field` (first version, default) and :class:`Struct`,
-compiled per version into encoder and decoder checkers.
+Field names are ours (snake_case, close to Kafka's); the wire never carries names, only
+the order, types and versions, which follow Kafka's documented schemas exactly.
 
-A field with ``since=N`` exists on the wire only from version N; decoding an older
-version fills in its default, encoding an older version drops it (it is an error to
-give a non-default value that the version cannot carry).  A field with a default may be
-omitted by the encoder's caller.  Records values are not put in msgpack: the encoder
-replaces each by its length and collects the value (bytes-like, or any object with an
-int ``length`` such as a file region) in depth-first field order; the decoder replaces
-each length by a zero-copy slice of the frame's tail, in the same order.
+Wire types (all integers big-endian; *flexible* versions are those at or above a
+message's ``flexible`` version, KIP-482):
 
-Costs: :meth:`Struct.compile` walks the declaration once per version (O(fields)).
-Encoding and decoding then cost O(values) with one closure call per value and no
-per-field path strings; the path of a bad value (``topics[0].partitions[1].index``) is
-built only when raising.  Decoding validates in place (the msgpack output is owned by
-the decoder); encoding builds new dicts and never mutates the caller's body.
+| type      | Python value        | classic encoding                | flexible encoding           |
+|-----------|---------------------|---------------------------------|-----------------------------|
+| INT8..64  | int                 | 1/2/4/8 bytes, signed           | same                        |
+| UINT16    | int                 | 2 bytes, unsigned               | same                        |
+| FLOAT64   | float               | 8 bytes IEEE 754                | same                        |
+| BOOL      | bool                | 1 byte, 0 or 1                  | same                        |
+| UUID      | bytes (16)          | 16 bytes                        | same                        |
+| STRING    | str (None: null)    | int16 length (-1 null) + utf-8  | uvarint length+1 (0 null)   |
+| BYTES     | bytes (None: null)  | int32 length (-1 null) + bytes  | uvarint length+1 (0 null)   |
+| RECORDS   | bytes-like / region | as BYTES; decoded zero-copy     | as BYTES                    |
+| Array(T)  | list (None: null)   | int32 count (-1 null) + items   | uvarint count+1 (0 null)    |
+| Struct    | dict by field name  | fields in order                 | fields, then tagged fields  |
 
-Thread/process safety: declarations and compiled codecs are immutable after
-construction and may be shared freely; every call keeps its state on the stack.
+A flexible struct ends with its *tagged fields*: uvarint count, then per field uvarint
+tag, uvarint size and the value in flexible encoding.  A field declared with ``tag=N`` is
+carried there (only when its value differs from the default), not in the field order;
+unknown tags are skipped on decode.
+
+Defaults: a field absent from a version decodes to its default and is not encoded.
+Without an explicit ``default``: 0 for numbers, False, "" for strings, b"" for bytes, the
+zero UUID, [] for arrays, None for records and for fields nullable in every version.
+
+Costs: declaring is O(fields); :mod:`clients.protocol.compiler` turns a struct into an
+encoder and a decoder per version.  Thread/process safety: declarations are immutable
+after construction and may be shared freely.
 """
 
 from __future__ import annotations
 
-import copy
+import re
 from dataclasses import dataclass
 from typing import Any
 
-from clients.protocol.wire_types import (
-    Check,
-    FieldError,
-    Type,
-    TypeLike,
-    _Int,
-    as_type,
-    describe,
-)
+MAX_VERSION = 32767
+_VERSIONS = re.compile(r"^(\d+)(?:(\+)|-(\d+))?$")
 
-__all__ = ["Field", "Struct"]
+
+@dataclass(frozen=True, slots=True)
+class Versions:
+    """An inclusive range of versions; ``high`` None means open-ended (``"3+"``)."""
+
+    low: int
+    high: int | None
+
+    def __contains__(self, version: object) -> bool:
+        return isinstance(version, int) and self.low <= version and (
+            self.high is None or version <= self.high
+        )
+
+    def __str__(self) -> str:
+        if self.high is None:
+            return f"{self.low}+"
+        return str(self.low) if self.low == self.high else f"{self.low}-{self.high}"
+
+
+NO_VERSIONS = Versions(MAX_VERSION + 1, MAX_VERSION)
+
+
+def versions(spec: str | Versions | None) -> Versions:
+    """Parse ``"3+"``, ``"0-4"``, ``"7"`` or ``"none"`` (None means none)."""
+    if isinstance(spec, Versions):
+        return spec
+    if spec is None or spec == "none":
+        return NO_VERSIONS
+    match = _VERSIONS.match(spec)
+    if match is None:
+        raise ValueError(f"bad version range {spec!r} (use '3+', '0-4' or '7')")
+    low = int(match.group(1))
+    if match.group(2):
+        return Versions(low, None)
+    high = int(match.group(3)) if match.group(3) else low
+    if high < low:
+        raise ValueError(f"bad version range {spec!r}: {high} < {low}")
+    return Versions(low, high)
+
+
+class Type:
+    """A wire type (see the table in the module docstring)."""
+
+    name = "type"
+
+    def default(self) -> Any:
+        raise NotImplementedError
+
+    def __repr__(self) -> str:
+        return self.name
+
+
+class Fixed(Type):
+    """A fixed-size scalar: ``fmt`` is its :mod:`struct` format character(s)."""
+
+    def __init__(self, name: str, fmt: str, size: int, low: float = 0, high: float = 0,
+                 zero: Any = 0) -> None:
+        self.name, self.fmt, self.size = name, fmt, size
+        self.low, self.high, self.zero = low, high, zero
+
+    def default(self) -> Any:
+        return self.zero
+
+
+INT8 = Fixed("int8", "b", 1, -(1 << 7), (1 << 7) - 1)
+INT16 = Fixed("int16", "h", 2, -(1 << 15), (1 << 15) - 1)
+INT32 = Fixed("int32", "i", 4, -(1 << 31), (1 << 31) - 1)
+INT64 = Fixed("int64", "q", 8, -(1 << 63), (1 << 63) - 1)
+UINT16 = Fixed("uint16", "H", 2, 0, (1 << 16) - 1)
+FLOAT64 = Fixed("float64", "d", 8, float("-inf"), float("inf"), 0.0)
+BOOL = Fixed("bool", "?", 1, 0, 1, False)
+UUID = Fixed("uuid", "16s", 16, zero=bytes(16))
+
+
+class Variable(Type):
+    """A length-prefixed value: ``string``, ``bytes`` or ``records``."""
+
+    def __init__(self, name: str, zero: Any) -> None:
+        self.name, self.zero = name, zero
+
+    def default(self) -> Any:
+        return self.zero
+
+
+STRING = Variable("string", "")
+BYTES = Variable("bytes", b"")
+RECORDS = Variable("records", None)
+
+
+class Array(Type):
+    """An array of ``element`` (a scalar, a variable type or a struct)."""
+
+    def __init__(self, element: Type) -> None:
+        self.element = element
+        self.name = f"[]{element.name}"
+
+    def default(self) -> Any:
+        return []
+
 
 _MISSING: Any = object()
 
 
-@dataclass(frozen=True)
 class Field:
-    """A struct field with its first version and its default (for omitted/older)."""
+    """One field: name, type, versions it exists in, nullability, tag and default."""
 
-    type: TypeLike
-    since: int = 0
-    default: Any = _MISSING
+    __slots__ = ("default", "name", "nullable", "tag", "tagged", "type", "versions")
 
-    @property
-    def has_default(self) -> bool:
-        return self.default is not _MISSING
+    def __init__(
+        self,
+        name: str,
+        type: Type,
+        in_versions: str | Versions = "0+",
+        *,
+        nullable: str | Versions | None = None,
+        tag: int | None = None,
+        tagged: str | Versions | None = None,
+        default: Any = _MISSING,
+    ) -> None:
+        if not name.isidentifier():
+            raise ValueError(f"field name {name!r} is not an identifier")
+        if (tag is None) != (tagged is None):
+            raise ValueError(f"field {name!r}: give both tag and tagged versions, or neither")
+        self.name = name
+        self.type = type
+        self.versions = versions(in_versions)
+        self.nullable = versions(nullable)
+        self.tag = tag
+        self.tagged = versions(tagged)
+        if default is _MISSING:
+            nullable_everywhere = nullable is not None and self.nullable.low <= self.versions.low
+            default = None if nullable_everywhere else type.default()
+        self.default = default
 
+    def is_nullable(self, version: int) -> bool:
+        return version in self.nullable
 
-def _default(d: Any) -> Any:
-    return copy.deepcopy(d) if isinstance(d, (list, dict)) else d
+    def is_tagged(self, version: int) -> bool:
+        return self.tag is not None and version in self.tagged
+
+    def __repr__(self) -> str:
+        return f"Field({self.name!r}, {self.type!r}, {str(self.versions)!r})"
 
 
 class Struct(Type):
-    """Named fields in declaration order (the order Records bytes take in the tail)."""
+    """Fields in wire order; a struct's identity is its declaration (not compared)."""
 
-    label = "struct"
+    name = "struct"
 
-    def __init__(self, **fields: TypeLike | Field) -> None:
-        self.fields: dict[str, Field] = {}
-        self.types: dict[str, Type] = {}
-        for name, f in fields.items():
-            fld = f if isinstance(f, Field) else Field(f)
-            if fld.since > 0 and not fld.has_default:
-                raise TypeError(f"field {name!r} added in v{fld.since} needs a default")
-            self.fields[name] = fld
-            self.types[name] = as_type(fld.type)
+    def __init__(self, *fields: Field, label: str = "struct") -> None:
+        seen: set[str] = set()
+        tags: set[int] = set()
+        for f in fields:
+            if f.name in seen:
+                raise ValueError(f"{label}: field {f.name!r} declared twice")
+            seen.add(f.name)
+            if f.tag is not None:
+                if f.tag in tags:
+                    raise ValueError(f"{label}: tag {f.tag} used twice")
+                tags.add(f.tag)
+        self.fields: tuple[Field, ...] = fields
+        self.label = label
 
-    def has_records(self) -> bool:
-        return any(t.has_records() for t in self.types.values())
+    def default(self) -> Any:
+        raise TypeError(f"{self.label}: a struct field has no default (declare one)")
 
-    def wire_fields(self, version: int) -> list[str]:
-        return [n for n, f in self.fields.items() if f.since <= version]
+    def fields_at(self, version: int) -> list[Field]:
+        """Fields present in ``version`` (tagged ones included), in wire order."""
+        return [f for f in self.fields if version in f.versions]
 
-    def compile(self, version: int, encode: bool) -> Check:
-        # Int fields are checked inline (no call per value); they never touch the tail,
-        # so checking them first keeps the depth-first order of Records fields.
-        ints: list[tuple[str, int, int, str, Any]] = []
-        rest: list[tuple[str, Check, Any]] = []
-        for n in self.wire_fields(version):
-            t, default = self.types[n], self.fields[n].default
-            if isinstance(t, _Int):
-                ints.append((n, t.lo, t.hi, t.label, default))
-            else:
-                rest.append((n, t.compile(version, encode), default))
-        later = {n: f for n, f in self.fields.items() if f.since > version}
-        if encode:
-            return _struct_encoder(ints, rest, later, version)
-        return _struct_decoder(ints, rest, later, version)
-
-
-_Ints = list[tuple[str, int, int, str, Any]]
-_Rest = list[tuple[str, Check, Any]]
-
-
-def _struct_decoder(ints: _Ints, rest: _Rest, later: dict[str, Field], version: int) -> Check:
-    absent = [(n, f.default) for n, f in later.items()]
-    int_fields = [(n, lo, hi, label) for n, lo, hi, label, _ in ints]
-    other_fields = [(n, c) for n, c, _ in rest]
-    n_wire = len(ints) + len(rest)
-
-    def check(v: Any, ctx: Any) -> Any:
-        if type(v) is not dict:
-            raise FieldError(f"expected struct, got {describe(v)}")
-        name = ""
-        try:
-            for name, lo, hi, label in int_fields:
-                x = v[name]
-                if type(x) is not int or not lo <= x <= hi:
-                    raise FieldError(f"expected {label}, got {describe(x)}")
-            for name, field_check in other_fields:
-                x = v[name]
-                y = field_check(x, ctx)
-                if y is not x:
-                    v[name] = y
-        except KeyError:  # only our own v[name] lookups raise it
-            raise FieldError("missing field", [name]) from None
-        except FieldError as e:
-            e.path.append(name)
-            raise
-        if len(v) != n_wire:
-            known = {f[0] for f in int_fields} | {f[0] for f in other_fields}
-            extra = sorted(repr(k) for k in v if k not in known)
-            raise FieldError(f"unexpected field(s) {', '.join(extra)} in v{version}")
-        for name, default in absent:
-            v[name] = _default(default)
-        return v
-
-    return check
-
-
-def _struct_encoder(ints: _Ints, rest: _Rest, later: dict[str, Field], version: int) -> Check:
-    def check(v: Any, ctx: Any) -> Any:
-        if type(v) is not dict:
-            raise FieldError(f"expected struct (dict), got {describe(v)}")
-        out = {}
-        given = 0
-        name = ""
-        try:
-            for name, lo, hi, label, default in ints:
-                x = v.get(name, _MISSING)
-                if x is _MISSING:
-                    if default is _MISSING:
-                        raise FieldError("missing field")
-                    x = default
-                else:
-                    given += 1
-                if type(x) is not int or not lo <= x <= hi:
-                    raise FieldError(f"expected {label}, got {describe(x)}")
-                out[name] = x
-            for name, field_check, default in rest:
-                x = v.get(name, _MISSING)
-                if x is _MISSING:
-                    if default is _MISSING:
-                        raise FieldError("missing field")
-                    x = _default(default)
-                else:
-                    given += 1
-                out[name] = field_check(x, ctx)
-        except FieldError as e:
-            e.path.append(name)
-            raise
-        if given != len(v):
-            _check_extra_keys(v, out, later, version)
-        return out
-
-    return check
-
-
-def _check_extra_keys(
-    v: dict[Any, Any], out: dict[str, Any], later: dict[str, Field], version: int
-) -> None:
-    for k, x in v.items():
-        if k in out:
-            continue
-        f = later.get(k)
-        if f is None:
-            raise FieldError(f"unexpected field {k!r} in v{version}")
-        if x != f.default:
-            raise FieldError(
-                f"field exists only from v{f.since}; v{version} cannot carry {describe(x)}",
-                [str(k)],
-            )
+    def __repr__(self) -> str:
+        return f"Struct({', '.join(f.name for f in self.fields)})"

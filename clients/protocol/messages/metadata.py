@@ -1,107 +1,108 @@
-"""Cluster metadata and topic admin APIs.
+"""Cluster and topic APIs: ApiVersions, Metadata.
 
-Metadata, ApiVersions, CreateTopics, DeleteTopics and DescribeLogDirs: what clients ask
-to find leaders, supported versions and replica state, and the topic admin requests.
+Layouts follow Kafka's protocol at the versions served (docs/compatibility.md).  Our own
+extras travel as tagged fields with tags from 1000 up (Kafka clients skip unknown tags),
+so they exist only in flexible versions; each says who sets and reads it.
 
-Field conventions and how to add a version: :mod:`clients.protocol.registry`.  Costs: the
-codecs of these APIs are compiled when this module is imported (O(fields x versions), well under
-a millisecond).  Thread/process safety: the declarations are immutable after import.
+Costs: declarations only; codecs compile on first use.  Thread/process safety: immutable.
 """
 
 from __future__ import annotations
 
-from clients.protocol.api_keys import ERROR_MESSAGE as _ERR
 from clients.protocol.api_keys import Api, ApiKey
-from clients.protocol.api_keys import results_of as _results
-from clients.protocol.schema import Field, Struct
-from clients.protocol.wire_types import Array, Bool, Int16, Int32, Int64, Map, NullableStr, Str
+from clients.protocol.schema import (
+    BOOL,
+    INT16,
+    INT32,
+    INT64,
+    STRING,
+    UUID,
+    Array,
+    Field,
+    Struct,
+)
 
-METADATA = Api(
-    ApiKey.METADATA, "Metadata", 0, 0,
-    request=Struct(
-        topics=Array(Struct(name=Str), nullable=True),  # null = all topics
-        allow_auto_topic_creation=Field(Bool, default=False),
-    ),
-    response=Struct(
-        brokers=Array(Struct(node_id=Int32, host=Str, port=Int32,
-                             rack=Field(NullableStr, default=None),
-                             fenced=Field(Bool, default=False))),  # set by the controller
-        cluster_id=Field(NullableStr, default=None),
-        controller_id=Int32,
-        topics=Array(Struct(
-            error_code=Int16,
-            name=Str,
-            is_internal=Field(Bool, default=False),
-            # the topic's configs (overrides of broker defaults); Kafka has DescribeConfigs
-            configs=Field(Map(Str, Str), default={}),
-            partitions=Array(Struct(
-                error_code=Int16,
-                partition_index=Int32,
-                leader_id=Int32,
-                leader_epoch=Int32,
-                replica_nodes=Array(Int32),
-                isr_nodes=Array(Int32),
-                offline_replicas=Field(Array(Int32), default=[]),
-                # controller only: the leader was chosen by an unclean election
-                unclean_elected=Field(Bool, default=False),
-            )),
-        )),
-    ),
-)  # fmt: skip
+# Tags of our extras (never reused for another meaning).
+TAG_FENCED = 1000
+TAG_UNCLEAN_ELECTED = 1001
+TAG_CONFIGS = 1002
 
 API_VERSIONS = Api(
-    ApiKey.API_VERSIONS, "ApiVersions", 0, 0,
+    ApiKey.API_VERSIONS, "ApiVersions", "0-3", "3+",
     request=Struct(
-        client_software_name=Field(Str, default=""),
-        client_software_version=Field(Str, default=""),
+        Field("client_software_name", STRING, "3+"),
+        Field("client_software_version", STRING, "3+"),
     ),
     response=Struct(
-        error_code=Int16,
-        api_keys=Array(Struct(api_key=Int16, min_version=Int16, max_version=Int16)),
+        Field("error_code", INT16),
+        Field("api_keys", Array(Struct(
+            Field("api_key", INT16),
+            Field("min_version", INT16),
+            Field("max_version", INT16),
+        ))),
+        Field("throttle_time_ms", INT32, "1+"),
+        Field("supported_features", Array(Struct(
+            Field("name", STRING),
+            Field("min_version", INT16),
+            Field("max_version", INT16),
+        )), "3+", tag=0, tagged="3+"),
+        Field("finalized_features_epoch", INT64, "3+", tag=1, tagged="3+", default=-1),
+        Field("finalized_features", Array(Struct(
+            Field("name", STRING),
+            Field("max_version_level", INT16),
+            Field("min_version_level", INT16),
+        )), "3+", tag=2, tagged="3+"),
+        Field("zk_migration_ready", BOOL, "3+", tag=3, tagged="3+"),
     ),
 )  # fmt: skip
 
-CREATE_TOPICS = Api(
-    ApiKey.CREATE_TOPICS, "CreateTopics", 0, 0,
+METADATA = Api(
+    ApiKey.METADATA, "Metadata", "0-12", "9+",
     request=Struct(
-        topics=Array(Struct(
-            name=Str,
-            num_partitions=Int32,  # -1 = broker default (or taken from assignments)
-            replication_factor=Int16,  # -1 = broker default
-            assignments=Field(
-                Array(Struct(partition_index=Int32, broker_ids=Array(Int32))), default=[]
-            ),
-            configs=Field(Map(Str, Str), default={}),
-        )),
-        timeout_ms=Int32,
-        validate_only=Field(Bool, default=False),
+        # null (v1+): all topics; v0 has no null, an empty array means all topics
+        Field("topics", Array(Struct(
+            Field("topic_id", UUID, "10+"),
+            Field("name", STRING, nullable="10+"),
+        )), nullable="1+", default=None),
+        Field("allow_auto_topic_creation", BOOL, "4+", default=True),
+        Field("include_cluster_authorized_operations", BOOL, "8-10"),
+        Field("include_topic_authorized_operations", BOOL, "8+"),
     ),
-    response=Struct(topics=Array(Struct(
-        name=Str,
-        error_code=Int16,
-        error_message=_ERR,
-        num_partitions=Field(Int32, default=-1),
-        replication_factor=Field(Int16, default=-1),
-    ))),
-)  # fmt: skip
-
-DELETE_TOPICS = Api(
-    ApiKey.DELETE_TOPICS, "DeleteTopics", 0, 0,
-    request=Struct(topic_names=Array(Str), timeout_ms=Int32),
-    response=Struct(responses=Array(Struct(name=Str, error_code=Int16, error_message=_ERR))),
-)  # fmt: skip
-
-# Simplified DescribeLogDirs: one data dir per broker; per replica its offsets and role.
-DESCRIBE_LOG_DIRS = Api(
-    ApiKey.DESCRIBE_LOG_DIRS, "DescribeLogDirs", 0, 0,
-    request=Struct(topics=Array(Struct(name=Str, partitions=Array(Int32)), nullable=True)),
     response=Struct(
-        error_code=Int16,
-        log_dir=Str,
-        topics=_results(Struct(
-            partition_index=Int32, error_code=Int16, log_start_offset=Int64,
-            log_end_offset=Int64, high_watermark=Int64, size_bytes=Int64,
-            leader_id=Int32, leader_epoch=Int32, isr=Array(Int32),
-        )),
+        Field("throttle_time_ms", INT32, "3+"),
+        Field("brokers", Array(Struct(
+            Field("node_id", INT32),
+            Field("host", STRING),
+            Field("port", INT32),
+            Field("rack", STRING, "1+", nullable="1+", default=None),
+            # ours: the controller marks fenced brokers in its answers to brokers
+            Field("fenced", BOOL, "9+", tag=TAG_FENCED, tagged="9+"),
+        ))),
+        Field("cluster_id", STRING, "2+", nullable="2+", default=None),
+        Field("controller_id", INT32, "1+", default=-1),
+        Field("topics", Array(Struct(
+            Field("error_code", INT16),
+            Field("name", STRING, nullable="12+"),
+            Field("topic_id", UUID, "10+"),
+            Field("is_internal", BOOL, "1+"),
+            Field("partitions", Array(Struct(
+                Field("error_code", INT16),
+                Field("partition_index", INT32),
+                Field("leader_id", INT32),
+                Field("leader_epoch", INT32, "7+", default=-1),
+                Field("replica_nodes", Array(INT32)),
+                Field("isr_nodes", Array(INT32)),
+                Field("offline_replicas", Array(INT32), "5+"),
+                # ours: the controller's answer says the leader came from an unclean election
+                Field("unclean_elected", BOOL, "9+", tag=TAG_UNCLEAN_ELECTED, tagged="9+"),
+            ))),
+            Field("topic_authorized_operations", INT32, "8+", default=-(1 << 31)),
+            # ours: the topic's config overrides (Kafka clients use DescribeConfigs)
+            Field("configs", Array(Struct(
+                Field("name", STRING),
+                Field("value", STRING),
+            )), "9+", tag=TAG_CONFIGS, tagged="9+"),
+        ))),
+        Field("cluster_authorized_operations", INT32, "8-10", default=-(1 << 31)),
     ),
 )  # fmt: skip

@@ -1,124 +1,214 @@
-"""Produce and fetch side APIs.
+"""Produce and fetch side APIs: Produce, Fetch, ListOffsets, OffsetsForLeaderEpoch, InitProducerId.
 
-Produce, Fetch, ListOffsets, OffsetsForLeaderEpoch and InitProducerId. Producers append
-record batches (Records fields travel in the frame tail); consumers and follower
-replicas fetch them, look up offsets by time and check log divergence by leader epoch;
-idempotent producers get their producer id and epoch.
+Producers append record batches; consumers and follower replicas fetch them, look up
+offsets by time and check log divergence by leader epoch; idempotent producers get
+their producer id and epoch.  Layouts follow Kafka's protocol at the versions served
+(see docs/compatibility.md); field names are ours where the code already had them
+(``topics``/``partitions``/``name`` for Kafka's ``TopicData``/``PartitionData``/``Topic``),
+Kafka's in snake_case otherwise.  No version served here uses topic ids.
 
-Field conventions and how to add a version: :mod:`clients.protocol.registry`.  Costs: the
-codecs of these APIs are compiled when this module is imported (O(fields x versions), well under
-a millisecond).  Thread/process safety: the declarations are immutable after import.
+Costs: declarations only; codecs compile on first use.  Thread/process safety: immutable.
 """
 
 from __future__ import annotations
 
-from clients.protocol.api_keys import ERROR_MESSAGE as _ERR
 from clients.protocol.api_keys import Api, ApiKey
-from clients.protocol.api_keys import results_of as _results
-from clients.protocol.api_keys import topics_of as _topics
-from clients.protocol.schema import Field, Struct
-from clients.protocol.wire_types import Int8, Int16, Int32, Int64, NullableStr, Records
+from clients.protocol.schema import (
+    INT8,
+    INT16,
+    INT32,
+    INT64,
+    RECORDS,
+    STRING,
+    Array,
+    Field,
+    Struct,
+)
+
+LEADER_ID_AND_EPOCH = Struct(
+    Field("leader_id", INT32, default=-1),
+    Field("leader_epoch", INT32, default=-1),
+    label="LeaderIdAndEpoch",
+)
+
+NODE_ENDPOINT = Struct(
+    Field("node_id", INT32),
+    Field("host", STRING),
+    Field("port", INT32),
+    Field("rack", STRING, nullable="0+", default=None),
+    label="NodeEndpoint",
+)
 
 PRODUCE = Api(
-    ApiKey.PRODUCE, "Produce", 0, 0,
+    ApiKey.PRODUCE, "Produce", "3-12", "9+",
     request=Struct(
-        transactional_id=Field(NullableStr, default=None),
-        acks=Int16,
-        timeout_ms=Int32,
-        topics=_topics(Struct(index=Int32, records=Records)),
+        Field("transactional_id", STRING, nullable="0+", default=None),
+        Field("acks", INT16),
+        Field("timeout_ms", INT32),
+        Field("topics", Array(Struct(
+            Field("name", STRING),
+            Field("partitions", Array(Struct(
+                Field("index", INT32),
+                Field("records", RECORDS, nullable="0+"),
+            ))),
+        ))),
     ),
     response=Struct(
-        responses=_results(
-            Struct(
-                index=Int32,
-                error_code=Int16,
-                error_message=_ERR,
-                base_offset=Int64,
-                log_append_time_ms=Field(Int64, default=-1),
-                log_start_offset=Field(Int64, default=-1),
-            ),
-            name="partition_responses",
-        ),
-        throttle_time_ms=Field(Int32, default=0),
+        Field("responses", Array(Struct(
+            Field("name", STRING),
+            Field("partition_responses", Array(Struct(
+                Field("index", INT32),
+                Field("error_code", INT16),
+                Field("base_offset", INT64),
+                Field("log_append_time_ms", INT64, default=-1),
+                Field("log_start_offset", INT64, "5+", default=-1),
+                Field("record_errors", Array(Struct(
+                    Field("batch_index", INT32),
+                    Field("batch_index_error_message", STRING, nullable="0+", default=None),
+                )), "8+"),
+                Field("error_message", STRING, "8+", nullable="8+", default=None),
+                Field("current_leader", LEADER_ID_AND_EPOCH, "10+", tag=0, tagged="10+",
+                      default=None),
+            ))),
+        ))),
+        Field("throttle_time_ms", INT32),
+        Field("node_endpoints", Array(NODE_ENDPOINT), "10+", tag=0, tagged="10+"),
     ),
 )  # fmt: skip
 
 FETCH = Api(
-    ApiKey.FETCH, "Fetch", 0, 0,
+    ApiKey.FETCH, "Fetch", "4-12", "12+",
     request=Struct(
-        replica_id=Int32,
-        max_wait_ms=Int32,
-        min_bytes=Int32,
-        max_bytes=Int32,
-        isolation_level=Field(Int8, default=0),
-        topics=_topics(Struct(
-            partition=Int32,
-            current_leader_epoch=Field(Int32, default=-1),
-            fetch_offset=Int64,
-            log_start_offset=Field(Int64, default=-1),
-            partition_max_bytes=Int32,
-        )),
+        Field("cluster_id", STRING, "12+", nullable="12+", tag=0, tagged="12+", default=None),
+        Field("replica_id", INT32, default=-1),
+        Field("max_wait_ms", INT32),
+        Field("min_bytes", INT32),
+        Field("max_bytes", INT32, default=0x7FFFFFFF),
+        Field("isolation_level", INT8),
+        Field("session_id", INT32, "7+"),
+        Field("session_epoch", INT32, "7+", default=-1),
+        Field("topics", Array(Struct(
+            Field("name", STRING),
+            Field("partitions", Array(Struct(
+                Field("partition", INT32),
+                Field("current_leader_epoch", INT32, "9+", default=-1),
+                Field("fetch_offset", INT64),
+                Field("last_fetched_epoch", INT32, "12+", default=-1),
+                Field("log_start_offset", INT64, "5+", default=-1),
+                Field("partition_max_bytes", INT32),
+            ))),
+        ))),
+        Field("forgotten_topics_data", Array(Struct(
+            Field("name", STRING),
+            Field("partitions", Array(INT32)),
+        )), "7+"),
+        Field("rack_id", STRING, "11+"),
     ),
     response=Struct(
-        throttle_time_ms=Field(Int32, default=0),
-        error_code=Field(Int16, default=0),
-        responses=_results(Struct(
-            partition_index=Int32,
-            error_code=Int16,
-            error_message=_ERR,
-            high_watermark=Int64,
-            last_stable_offset=Field(Int64, default=-1),
-            log_start_offset=Field(Int64, default=-1),
-            records=Records,
-        )),
+        Field("throttle_time_ms", INT32),
+        Field("error_code", INT16, "7+"),
+        Field("session_id", INT32, "7+"),
+        Field("responses", Array(Struct(
+            Field("name", STRING),
+            Field("partitions", Array(Struct(
+                Field("partition_index", INT32),
+                Field("error_code", INT16),
+                Field("high_watermark", INT64),
+                Field("last_stable_offset", INT64, default=-1),
+                Field("log_start_offset", INT64, "5+", default=-1),
+                Field("diverging_epoch", Struct(
+                    Field("epoch", INT32, default=-1),
+                    Field("end_offset", INT64, default=-1),
+                    label="EpochEndOffset",
+                ), "12+", tag=0, tagged="12+", default=None),
+                Field("current_leader", LEADER_ID_AND_EPOCH, "12+", tag=1, tagged="12+",
+                      default=None),
+                Field("snapshot_id", Struct(
+                    Field("end_offset", INT64, default=-1),
+                    Field("epoch", INT32, default=-1),
+                    label="SnapshotId",
+                ), "12+", tag=2, tagged="12+", default=None),
+                Field("aborted_transactions", Array(Struct(
+                    Field("producer_id", INT64),
+                    Field("first_offset", INT64),
+                )), nullable="0+", default=None),
+                Field("preferred_read_replica", INT32, "11+", default=-1),
+                Field("records", RECORDS, nullable="0+"),
+            ))),
+        ))),
     ),
 )  # fmt: skip
 
 LIST_OFFSETS = Api(
-    ApiKey.LIST_OFFSETS, "ListOffsets", 0, 0,
+    ApiKey.LIST_OFFSETS, "ListOffsets", "1-7", "6+",
     request=Struct(
-        replica_id=Field(Int32, default=-1),
-        isolation_level=Field(Int8, default=0),
-        topics=_topics(Struct(
-            partition_index=Int32,
-            current_leader_epoch=Field(Int32, default=-1),
-            timestamp=Int64,  # -1 latest, -2 earliest, else first offset with ts >= this
-        )),
+        Field("replica_id", INT32, default=-1),
+        Field("isolation_level", INT8, "2+"),
+        Field("topics", Array(Struct(
+            Field("name", STRING),
+            Field("partitions", Array(Struct(
+                Field("partition_index", INT32),
+                Field("current_leader_epoch", INT32, "4+", default=-1),
+                # -1 latest, -2 earliest, -3 max timestamp (v7+), else the first offset
+                # whose timestamp is at or after this one
+                Field("timestamp", INT64),
+            ))),
+        ))),
     ),
     response=Struct(
-        topics=_results(Struct(
-            partition_index=Int32,
-            error_code=Int16,
-            error_message=_ERR,
-            timestamp=Int64,
-            offset=Int64,
-            leader_epoch=Field(Int32, default=-1),
-        )),
+        Field("throttle_time_ms", INT32, "2+"),
+        Field("topics", Array(Struct(
+            Field("name", STRING),
+            Field("partitions", Array(Struct(
+                Field("partition_index", INT32),
+                Field("error_code", INT16),
+                Field("timestamp", INT64, default=-1),
+                Field("offset", INT64, default=-1),
+                Field("leader_epoch", INT32, "4+", default=-1),
+            ))),
+        ))),
+    ),
+)  # fmt: skip
+
+OFFSETS_FOR_LEADER_EPOCH = Api(
+    ApiKey.OFFSETS_FOR_LEADER_EPOCH, "OffsetsForLeaderEpoch", "2-4", "4+",
+    request=Struct(
+        Field("replica_id", INT32, "3+", default=-2),  # -2: a consumer, -1: debug
+        Field("topics", Array(Struct(
+            Field("name", STRING),
+            Field("partitions", Array(Struct(
+                Field("partition", INT32),
+                Field("current_leader_epoch", INT32, default=-1),
+                Field("leader_epoch", INT32),
+            ))),
+        ))),
+    ),
+    response=Struct(
+        Field("throttle_time_ms", INT32),
+        Field("topics", Array(Struct(
+            Field("name", STRING),
+            Field("partitions", Array(Struct(
+                Field("error_code", INT16),
+                Field("partition", INT32),
+                Field("leader_epoch", INT32, default=-1),
+                Field("end_offset", INT64, default=-1),
+            ))),
+        ))),
     ),
 )  # fmt: skip
 
 INIT_PRODUCER_ID = Api(
-    ApiKey.INIT_PRODUCER_ID, "InitProducerId", 0, 0,
+    ApiKey.INIT_PRODUCER_ID, "InitProducerId", "0-5", "2+",
     request=Struct(
-        transactional_id=Field(NullableStr, default=None),
-        transaction_timeout_ms=Field(Int32, default=-1),
-        producer_id=Field(Int64, default=-1),
-        producer_epoch=Field(Int16, default=-1),
+        Field("transactional_id", STRING, nullable="0+", default=None),
+        Field("transaction_timeout_ms", INT32, default=-1),
+        Field("producer_id", INT64, "3+", default=-1),
+        Field("producer_epoch", INT16, "3+", default=-1),
     ),
-    response=Struct(error_code=Int16, error_message=_ERR, producer_id=Int64,
-                    producer_epoch=Int16),
-)  # fmt: skip
-
-OFFSETS_FOR_LEADER_EPOCH = Api(
-    ApiKey.OFFSETS_FOR_LEADER_EPOCH, "OffsetsForLeaderEpoch", 0, 0,
-    request=Struct(
-        replica_id=Field(Int32, default=-1),
-        topics=_topics(Struct(
-            partition=Int32, current_leader_epoch=Field(Int32, default=-1), leader_epoch=Int32,
-        )),
+    response=Struct(
+        Field("throttle_time_ms", INT32),
+        Field("error_code", INT16),
+        Field("producer_id", INT64, default=-1),
+        Field("producer_epoch", INT16, default=-1),
     ),
-    response=Struct(topics=_results(Struct(
-        error_code=Int16, error_message=_ERR, partition=Int32, leader_epoch=Int32,
-        end_offset=Int64,
-    ))),
 )  # fmt: skip
