@@ -1,76 +1,146 @@
-"""Controller-internal APIs (broker -> controller): ISR changes, registration, liveness, ids.
+"""Controller APIs (broker -> controller): AlterPartition, BrokerRegistration,
+BrokerHeartbeat, AllocateProducerIds.
 
-AlterPartition, BrokerRegistration, BrokerHeartbeat and AllocateProducerIds; only brokers
-send them, the controller answers.
+Only our brokers send them and only our controller answers, so we serve the lowest
+version that carries what the two exchange: v0 of each, at Kafka's layout (all four are
+flexible from v0).  Kafka's later versions add what we do not use: AlterPartition v1
+leader_recovery_state, v2 topic ids, v3 broker epochs in the ISR; BrokerRegistration v1
+is_migrating_zk_broker, v2 log_dirs, v3 previous_broker_epoch; BrokerHeartbeat v1
+offline_log_dirs.
 
-Field conventions and how to add a version: :mod:`clients.protocol.registry`.  Costs: the
-codecs of these APIs are compiled when this module is imported (O(fields x versions), well under
-a millisecond).  Thread/process safety: the declarations are immutable after import.
+Our extras, tagged fields with tags from 1000 up (set by the controller, read in the
+broker's logs and errors): ``error_message`` (tag ``TAG_ERROR_MESSAGE``) in the
+BrokerRegistration, BrokerHeartbeat and AllocateProducerIds responses and per partition
+in the AlterPartition response; Kafka's responses carry only the error code.
+
+Kafka's types where ours differed: ``incarnation_id`` is a UUID (16 bytes, a
+``uuid.uuid4().bytes`` per process start), a listener's ``port`` a uint16.
+
+Tests: kafka-python ships no schema for these APIs, so the oracle test
+(tests/clients/protocol/test_kafka_oracle.py) does not cover them;
+tests/clients/protocol/test_controller_messages.py round-trips each and pins the bytes
+of one.
+
+Costs: declarations only; codecs compile on first use.  Thread/process safety: immutable.
 """
 
 from __future__ import annotations
 
-from clients.protocol.api_keys import ERROR_MESSAGE as _ERR
 from clients.protocol.api_keys import Api, ApiKey
-from clients.protocol.api_keys import results_of as _results
-from clients.protocol.api_keys import topics_of as _topics
-from clients.protocol.schema import Field, Struct
-from clients.protocol.wire_types import Array, Bool, Int16, Int32, Int64, NullableStr, Str
+from clients.protocol.schema import (
+    BOOL,
+    INT16,
+    INT32,
+    INT64,
+    STRING,
+    UINT16,
+    UUID,
+    Array,
+    Field,
+    Struct,
+)
+
+# Tags of our extras (never reused for another meaning).
+TAG_ERROR_MESSAGE = 1100
+
+
+def _error_message() -> Field:
+    """Our extra: the error's text, next to Kafka's error code."""
+    return Field("error_message", STRING, nullable="0+", tag=TAG_ERROR_MESSAGE, tagged="0+",
+                 default=None)
+
 
 ALTER_PARTITION = Api(
-    ApiKey.ALTER_PARTITION, "AlterPartition", 0, 0,
+    ApiKey.ALTER_PARTITION, "AlterPartition", "0", "0+",
     request=Struct(
-        broker_id=Int32,
-        broker_epoch=Int64,
-        topics=_topics(Struct(
-            partition_index=Int32, leader_epoch=Int32, new_isr=Array(Int32),
-            partition_epoch=Int32,
-        )),
+        Field("broker_id", INT32),
+        Field("broker_epoch", INT64, default=-1),
+        Field("topics", Array(Struct(
+            Field("name", STRING),  # Kafka: TopicName (v0-1)
+            Field("partitions", Array(Struct(
+                Field("partition_index", INT32),
+                Field("leader_epoch", INT32),
+                Field("new_isr", Array(INT32)),
+                Field("partition_epoch", INT32),  # the epoch the leader's change expects
+            ))),
+        ))),
     ),
     response=Struct(
-        error_code=Int16,
-        topics=_results(Struct(
-            partition_index=Int32, error_code=Int16, error_message=_ERR, leader_id=Int32,
-            leader_epoch=Int32, isr=Array(Int32), partition_epoch=Int32,
-        )),
+        Field("throttle_time_ms", INT32),
+        Field("error_code", INT16),
+        Field("topics", Array(Struct(
+            Field("name", STRING),  # Kafka: TopicName (v0-1)
+            Field("partitions", Array(Struct(
+                Field("partition_index", INT32),
+                Field("error_code", INT16),
+                Field("leader_id", INT32),
+                Field("leader_epoch", INT32),
+                Field("isr", Array(INT32)),
+                Field("partition_epoch", INT32),
+                _error_message(),
+            ))),
+        ))),
     ),
 )  # fmt: skip
 
 BROKER_REGISTRATION = Api(
-    ApiKey.BROKER_REGISTRATION, "BrokerRegistration", 0, 0,
+    ApiKey.BROKER_REGISTRATION, "BrokerRegistration", "0", "0+",
     request=Struct(
-        broker_id=Int32,
-        cluster_id=Str,
-        incarnation_id=Str,  # fresh per process start (Kafka: a UUID)
-        listeners=Array(Struct(name=Str, host=Str, port=Int32,
-                               security_protocol=Field(Int16, default=0))),
-        rack=Field(NullableStr, default=None),
+        Field("broker_id", INT32),
+        Field("cluster_id", STRING),
+        Field("incarnation_id", UUID),  # fresh per process start
+        Field("listeners", Array(Struct(
+            Field("name", STRING),
+            Field("host", STRING),
+            Field("port", UINT16),
+            Field("security_protocol", INT16),  # 0 PLAINTEXT, 1 SSL, 2 SASL_PLAINTEXT, 3 SASL_SSL
+        ))),
+        Field("features", Array(Struct(
+            Field("name", STRING),
+            Field("min_supported_version", INT16),
+            Field("max_supported_version", INT16),
+        ))),
+        Field("rack", STRING, nullable="0+"),
     ),
-    response=Struct(error_code=Int16, error_message=_ERR, broker_epoch=Int64),
+    response=Struct(
+        Field("throttle_time_ms", INT32),
+        Field("error_code", INT16),
+        Field("broker_epoch", INT64, default=-1),
+        _error_message(),
+    ),
 )  # fmt: skip
 
 BROKER_HEARTBEAT = Api(
-    ApiKey.BROKER_HEARTBEAT, "BrokerHeartbeat", 0, 0,
+    ApiKey.BROKER_HEARTBEAT, "BrokerHeartbeat", "0", "0+",
     request=Struct(
-        broker_id=Int32,
-        broker_epoch=Int64,
-        current_metadata_offset=Int64,
-        want_fence=Field(Bool, default=False),
-        want_shut_down=Field(Bool, default=False),
+        Field("broker_id", INT32),
+        Field("broker_epoch", INT64, default=-1),
+        Field("current_metadata_offset", INT64),
+        Field("want_fence", BOOL),
+        Field("want_shut_down", BOOL),
     ),
     response=Struct(
-        error_code=Int16,
-        error_message=_ERR,
-        is_caught_up=Bool,
-        is_fenced=Bool,
-        should_shut_down=Bool,
+        Field("throttle_time_ms", INT32),
+        Field("error_code", INT16),
+        Field("is_caught_up", BOOL),
+        Field("is_fenced", BOOL, default=True),
+        Field("should_shut_down", BOOL),
+        _error_message(),
     ),
 )  # fmt: skip
 
-# Broker -> controller: a block of producer ids, unique in the cluster (KIP-730).
+# A block of producer ids, unique in the cluster (KIP-730).
 ALLOCATE_PRODUCER_IDS = Api(
-    ApiKey.ALLOCATE_PRODUCER_IDS, "AllocateProducerIds", 0, 0,
-    request=Struct(broker_id=Int32, broker_epoch=Int64),
-    response=Struct(error_code=Int16, error_message=_ERR, producer_id_start=Int64,
-                    producer_id_len=Int32),
+    ApiKey.ALLOCATE_PRODUCER_IDS, "AllocateProducerIds", "0", "0+",
+    request=Struct(
+        Field("broker_id", INT32),
+        Field("broker_epoch", INT64, default=-1),
+    ),
+    response=Struct(
+        Field("throttle_time_ms", INT32),
+        Field("error_code", INT16),
+        Field("producer_id_start", INT64),
+        Field("producer_id_len", INT32),
+        _error_message(),
+    ),
 )  # fmt: skip
