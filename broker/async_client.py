@@ -24,6 +24,7 @@ from typing import Any
 from clients.protocol.codec import decode_response_body, decode_response_header, encode_request
 from clients.protocol.errors import ErrorCode, MiniKafkaError, RequestTimedOutError
 from clients.protocol.framing import DEFAULT_MAX_FRAME_BYTES, frame_length_of
+from clients.protocol.registry import APIS
 
 CONNECT_TIMEOUT_S = 5.0
 
@@ -99,8 +100,13 @@ class AsyncConnection:
             self._writer.close()
             self._writer = None
 
-    async def request(self, api_key: int, body: dict[str, Any], *, api_version: int = 0,
+    async def request(self, api_key: int, body: dict[str, Any], *,
+                      api_version: int | None = None,
                       timeout_ms: int = 30_000) -> dict[str, Any]:
+        """One round trip; ``api_version`` defaults to the highest we serve (the peers of
+        this client are our own brokers and controller, which serve the same)."""
+        if api_version is None:
+            api_version = APIS[api_key].max_version
         async with self._slots:
             writer = await self._ensure_connected()
             correlation_id = next(self._correlation) & 0x7FFFFFFF

@@ -30,7 +30,7 @@ from broker.async_client import AsyncConnection
 from broker.config import BrokerConfig
 from broker.core import BrokerCore
 from broker.handlers.common import RegionRecords
-from broker.handlers.dispatch import HANDLERS
+from broker.handlers.dispatch import HANDLERS, unsupported_api_versions_answer
 from broker.metadata.follower import MetadataFollower
 from broker.network.channel_codec import CLOSED, REQUEST
 from broker.network.main_channel import MainChannelEndpoint
@@ -39,12 +39,9 @@ from broker.producer_ids import ControllerProducerIdAllocator, controller_block_
 from broker.replica_fetcher import ReplicaFetcherManager
 from clients.memory.buffer_pool import BufferPool
 from clients.protocol.api_keys import ApiKey
-from clients.protocol.codec import (
-    decode_request_body,
-    decode_request_header,
-    encode_response_prefix,
-)
-from clients.protocol.errors import ErrorCode, MiniKafkaError
+from clients.protocol.codec import decode_request_body, decode_request_header, encode_response
+from clients.protocol.compiler import records_length
+from clients.protocol.errors import MiniKafkaError
 from timer.clock import Clock, MonotonicClock
 from timer.drivers import AsyncioTimerDriver
 from timer.system_timer import SystemTimer
@@ -237,20 +234,21 @@ class BrokerServer:
             log.warning("closing connection %d.%d: %s", endpoint.index, conn_id, exc)
             endpoint.send_close(conn_id)
             return
+        if header.body_offset < 0 and header.api_key == ApiKey.API_VERSIONS:
+            # Kafka's fallback: a v0 answer any client can read, naming our versions
+            self._send(endpoint, conn_id, ApiKey.API_VERSIONS, 0, header.correlation_id,
+                       unsupported_api_versions_answer())
+            return
         try:
             request = decode_request_body(header)
         except MiniKafkaError as exc:
-            if header.api_key == ApiKey.API_VERSIONS and exc.code == ErrorCode.UNSUPPORTED_VERSION:
-                self._send(endpoint, conn_id, ApiKey.API_VERSIONS, 0, header.correlation_id,
-                           {"error_code": int(ErrorCode.UNSUPPORTED_VERSION), "api_keys": []})
-            else:
-                log.warning("closing connection %d.%d: %s", endpoint.index, conn_id, exc)
-                endpoint.send_close(conn_id)
+            log.warning("closing connection %d.%d: %s", endpoint.index, conn_id, exc)
+            endpoint.send_close(conn_id)
             return
         handler = HANDLERS.get(request.api_key)
         if handler is None:
             log.warning("closing connection %d.%d: API %s is not served by a broker",
-                        endpoint.index, conn_id, request.api_key.name)
+                        endpoint.index, conn_id, ApiKey(request.api_key).name)
             endpoint.send_close(conn_id)
             return
         api_key, version, correlation_id = request.api_key, request.api_version, \
@@ -265,27 +263,45 @@ class BrokerServer:
         try:
             handler(self.core, request.body, respond)
         except Exception:
-            log.exception("handler for %s failed; closing connection", api_key.name)
+            log.exception("handler for %s failed; closing connection", ApiKey(api_key).name)
             endpoint.send_close(conn_id)
 
     def _send(self, endpoint: MainChannelEndpoint, conn_id: int, api_key: int, version: int,
               correlation_id: int, body: dict[str, Any]) -> None:
+        """Encode a response into a pool buffer and hand it to the network process.
+
+        The buffer holds every byte of the frame that is not a file region, in order;
+        when the answer carries file regions (Fetch), a msgpack list after those bytes
+        says how to interleave them: ``[n]`` sends the next ``n`` buffer bytes, a region
+        is sent with ``sendfile`` (:mod:`broker.network.regions`).
+        """
         assert self.pool is not None
         try:
-            prefix, records = encode_response_prefix(api_key, version, correlation_id, body)
+            parts = encode_response(api_key, version, correlation_id, body)
         except MiniKafkaError:
             log.exception("cannot encode %s response; closing connection", api_key)
             endpoint.send_close(conn_id)
             return
-        regions: list[list[Any]] = []
-        for value in records:
-            if isinstance(value, RegionRecords):
-                regions.extend(r.wire() for r in value.regions)
-            elif len(value):
-                raise TypeError("inline Records in a response are not supported")
-        blob = msgpack.packb(regions) if regions else b""
+        inline_bytes = 0
+        segments: list[list[Any]] = []
+        run = 0
+        for part in parts:
+            if isinstance(part, RegionRecords):
+                if run:
+                    segments.append([run])
+                    run = 0
+                segments.extend(r.wire() for r in part.regions)
+            else:
+                size = records_length(part)
+                run += size
+                inline_bytes += size
+        blob = b""
+        if segments:
+            if run:
+                segments.append([run])
+            blob = msgpack.packb(segments)
         try:
-            size = len(prefix) + len(blob)
+            size = inline_bytes + len(blob)
             # a buffer of exactly poolable_size comes from the free list (fast path)
             buffer = self.pool.allocate(max(size, self.pool.poolable_size), RESPONSE_ALLOCATE_MS)
         except MiniKafkaError as exc:
@@ -294,11 +310,16 @@ class BrokerServer:
             endpoint.send_close(conn_id)
             return
         memory = buffer.memory
-        memory[: len(prefix)] = prefix
-        memory[len(prefix) : len(prefix) + len(blob)] = blob
+        pos = 0
+        for part in parts:
+            if not isinstance(part, RegionRecords):
+                size = records_length(part)
+                memory[pos : pos + size] = part
+                pos += size
+        memory[pos : pos + len(blob)] = blob
         handle = buffer.handle
         buffer.release()
-        endpoint.send_response(conn_id, handle, len(prefix), len(blob))
+        endpoint.send_response(conn_id, handle, inline_bytes, len(blob))
 
 
 def run_broker(config: BrokerConfig, on_ready: Callable[[BrokerServer], None] | None = None) -> int:

@@ -51,7 +51,6 @@ from clients.protocol.errors import (
     ErrorCode,
     MiniKafkaError,
     ProtocolError,
-    UnsupportedVersionError,
 )
 from clients.protocol.framing import frame_length_of
 from clients.protocol.registry import APIS
@@ -188,16 +187,16 @@ class ControllerServer:
             return False
         frame = await reader.readexactly(frame_length_of(head, self.config.max_request_bytes))
         header = decode_request_header(frame)
-        try:
-            request = decode_request_body(header)
-        except UnsupportedVersionError:
-            if header.api_key != ApiKey.API_VERSIONS:
-                raise
-            body = {"error_code": int(ErrorCode.UNSUPPORTED_VERSION), "api_keys": []}
+        if header.body_offset < 0 and header.api_key == ApiKey.API_VERSIONS:
+            api = APIS[ApiKey.API_VERSIONS]  # Kafka's v0 fallback answer
+            body = {"error_code": int(ErrorCode.UNSUPPORTED_VERSION), "api_keys": [
+                {"api_key": int(api.key), "min_version": api.min_version,
+                 "max_version": api.max_version}]}
             writer.writelines(encode_response(ApiKey.API_VERSIONS, 0, header.correlation_id,
                                               body))
             await writer.drain()
             return True
+        request = decode_request_body(header)
         handler = self._handlers.get(request.api_key)
         if handler is None:
             raise ProtocolError(f"the controller does not serve {APIS[request.api_key].name}")

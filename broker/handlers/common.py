@@ -33,6 +33,9 @@ class RegionRecords:
     regions: tuple[FileRegion, ...]
     length: int
 
+    def __len__(self) -> int:
+        return self.length
+
 
 EMPTY_RECORDS = RegionRecords((), 0)
 

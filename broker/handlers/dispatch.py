@@ -20,18 +20,32 @@ from broker.handlers.produce import PRODUCE_HANDLERS
 from broker.handlers.producer_ids import PRODUCER_ID_HANDLERS
 from broker.handlers.topics import TOPIC_HANDLERS
 from clients.protocol.api_keys import ApiKey
+from clients.protocol.errors import ErrorCode
 from clients.protocol.registry import APIS
 
 
+def served_api_versions() -> list[dict[str, int]]:
+    """The ApiVersions entries of every API this broker serves (its handler table)."""
+    return [
+        {"api_key": int(k), "min_version": APIS[k].min_version, "max_version": APIS[k].max_version}
+        for k in sorted(HANDLERS)
+    ]
+
+
 def handle_api_versions(core: BrokerCore, body: Body, respond: Respond) -> None:
-    respond({
-        "error_code": 0,
-        "api_keys": [
-            {"api_key": int(k), "min_version": APIS[ApiKey(k)].min_version,
-             "max_version": APIS[ApiKey(k)].max_version}
-            for k in sorted(HANDLERS)
-        ],
-    })
+    respond({"error_code": 0, "api_keys": served_api_versions()})
+
+
+def unsupported_api_versions_answer() -> Body:
+    """Kafka's answer to an ApiVersions version we do not serve (sent at v0, which every
+    client reads): UNSUPPORTED_VERSION and the versions of ApiVersions we do serve, so the
+    client retries at one of them."""
+    api = APIS[ApiKey.API_VERSIONS]
+    return {
+        "error_code": int(ErrorCode.UNSUPPORTED_VERSION),
+        "api_keys": [{"api_key": int(api.key), "min_version": api.min_version,
+                      "max_version": api.max_version}],
+    }
 
 
 HANDLERS: dict[int, Handler] = {

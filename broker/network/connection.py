@@ -58,6 +58,7 @@ class Connection:
         "frame_len",
         "header",
         "header_filled",
+        "inline_left",
         "known",
         "mask",
         "muted",
@@ -93,3 +94,4 @@ class Connection:
         self.region: OpenFile | None = None
         self.region_pos = 0
         self.region_left = 0
+        self.inline_left = 0  # buffer bytes of the current [n] segment still to send

@@ -1,9 +1,13 @@
 """Fetch file regions on the network process side: their wire form, and the descriptor cache.
 
-A RESPONSE's regions part (after the prefix bytes, see :mod:`broker.network`) is
-a msgpack array of regions, each ``[path, position, length, st_dev, st_ino]``
-(``storage.log.FileRegion.wire``; the legacy ``[path, position, length]`` skips the
-identity check):
+A RESPONSE's segments part (after the response's buffer bytes, see
+:mod:`broker.network`) is a msgpack array that says, in order, what goes on the wire:
+``[n]`` sends the next ``n`` bytes of the buffer (the frame's bytes are in the buffer in
+order, and the ``n`` of all such entries add up to them), a region
+``[path, position, length, st_dev, st_ino]`` (``storage.log.FileRegion.wire``; the
+legacy ``[path, position, length]`` skips the identity check) is sent with ``sendfile``.
+A Kafka Fetch response has records in the middle of each partition's answer, so bytes
+and regions interleave.  A region:
 
 | field    | msgpack type | meaning                                                    |
 |----------|--------------|------------------------------------------------------------|
@@ -151,15 +155,22 @@ class FileCache:
         self._files.clear()
 
 
-def parse_regions(data: memoryview) -> list[Any]:
-    """The regions of a RESPONSE (the table above), checked; :class:`RegionError` otherwise."""
+def parse_regions(data: memoryview, inline_bytes: int) -> list[Any]:
+    """The segments of a RESPONSE (the table above), checked; :class:`RegionError`
+    otherwise (also when the ``[n]`` entries do not add up to ``inline_bytes``)."""
     try:
         regions = msgpack.unpackb(data)
     except Exception as exc:
         raise RegionError(f"regions are not msgpack: {exc}") from None
     if type(regions) is not list:
         raise RegionError(f"regions must be a list, got {type(regions).__name__}")
+    inline = 0
     for region in regions:
+        if type(region) is list and len(region) == 1:
+            if type(region[0]) is not int or region[0] < 0:
+                raise RegionError(f"inline entry must be [n >= 0], got {region!r}")
+            inline += region[0]
+            continue
         if (
             type(region) is not list
             or len(region) not in (3, 5)
@@ -172,4 +183,6 @@ def parse_regions(data: memoryview) -> list[Any]:
                 "region must be [path, position >= 0, length >= 0(, st_dev, st_ino)], "
                 f"got {region!r}"
             )
+    if inline != inline_bytes:
+        raise RegionError(f"inline entries name {inline} bytes, the response has {inline_bytes}")
     return regions

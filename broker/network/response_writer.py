@@ -3,9 +3,11 @@
 On ``RESPONSE [conn_id, handle, prefix_len, regions_len]`` the loop
 (:class:`broker.network.process.NetworkProcess`) checks the connection is waiting for an
 answer, then calls :meth:`ResponseWriter.start`: attach the response buffer, parse the
-msgpack array of regions stored after its first ``prefix_len`` bytes (format and file
+msgpack array of segments stored after its first ``prefix_len`` bytes (format and file
 identity rules: :mod:`broker.network.regions`).  :meth:`ResponseWriter.write` writes the
-prefix, then ``os.sendfile`` of each region, and frees the buffer once all is written.
+``prefix_len`` bytes (without segments), or the segments in order: ``[n]`` the next
+``n`` buffer bytes, a region with ``os.sendfile``; it frees the buffer once all is
+written.
 A socket that would block makes ``write`` return False (the loop watches EPOLLOUT);
 writing resumes where it stopped (``resp_sent``, ``region_index``/``region_pos``/
 ``region_left``).
@@ -78,11 +80,13 @@ class ResponseWriter:
         conn.resp_view = buf.memory[:prefix_len]
         if regions_len:
             try:
-                conn.regions = parse_regions(buf.memory[prefix_len : prefix_len + regions_len])
+                conn.regions = parse_regions(buf.memory[prefix_len : prefix_len + regions_len],
+                                             prefix_len)
             except RegionError as exc:
                 log.error("network %d: connection %d: %s", self.index, conn.conn_id, exc)
                 raise CloseConnection("bad regions") from None
             conn.region_index = 0
+            conn.inline_left = 0
 
     def write(self, conn: Connection) -> bool:
         """Write what the socket takes; True once the whole response is sent (its buffer
@@ -90,12 +94,13 @@ class ResponseWriter:
         view = conn.resp_view
         assert view is not None
         try:
-            sent, total = conn.resp_sent, len(view)
-            while sent < total:
-                sent += conn.sock.send(view[sent:] if sent else view)
-                conn.resp_sent = sent
-            if conn.regions is not None:
-                self._send_regions(conn)
+            if conn.regions is None:
+                sent, total = conn.resp_sent, len(view)
+                while sent < total:
+                    sent += conn.sock.send(view[sent:] if sent else view)
+                    conn.resp_sent = sent
+            else:
+                self._send_segments(conn, view)
         except BlockingIOError:
             return False
         except RegionError as exc:
@@ -110,18 +115,26 @@ class ResponseWriter:
             self._free(buf)
         return True
 
-    def _send_regions(self, conn: Connection) -> None:
+    def _send_segments(self, conn: Connection, view: memoryview) -> None:
         regions = conn.regions
         assert regions is not None
         out_fd, files = conn.fd, self.files
         while True:
+            while conn.inline_left:
+                sent = conn.resp_sent
+                n = conn.sock.send(view[sent : sent + conn.inline_left])
+                conn.resp_sent = sent + n
+                conn.inline_left -= n
             entry = conn.region
             if entry is None:
                 if conn.region_index >= len(regions):
                     return
                 region = regions[conn.region_index]
-                path, position, length = region[0], region[1], region[2]
                 conn.region_index += 1
+                if len(region) == 1:
+                    conn.inline_left = region[0]
+                    continue
+                path, position, length = region[0], region[1], region[2]
                 if length == 0:
                     continue
                 entry = files.acquire(path, (region[3], region[4]) if len(region) == 5 else None)

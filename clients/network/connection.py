@@ -1,9 +1,17 @@
 """Client side of one TCP connection to a broker, and a poller over several.
 
-Wire format: the native frames of :mod:`clients.protocol` (4-byte length, msgpack meta,
-raw record tail).  Requests go out with ``socket.sendmsg`` of the buffer list that
-:func:`clients.protocol.encode_request` returns, so record batches are written from
-their (pooled) buffers without being joined.  Responses are read with ``recv`` into a
+Wire format: Kafka's request and response frames (:mod:`clients.protocol.codec`).
+Requests go out with ``socket.sendmsg`` of the buffer list that
+:func:`~clients.protocol.codec.encode_request` returns, so record batches are written from
+their (pooled) buffers without being joined.
+
+Versions: :meth:`BrokerConnection.connect` asks the broker for its versions first
+(ApiVersions v3, and Kafka's fallback: an UNSUPPORTED_VERSION answer names the versions
+of ApiVersions to retry with).  A request then goes out at the highest version both
+sides serve (:meth:`BrokerConnection.version_for`; our side is the declaration in
+:mod:`clients.protocol.registry`); an API the broker does not serve, or no common
+version, raises :class:`~clients.protocol.errors.UnsupportedVersionError` without
+sending anything.  Responses are read with ``recv`` into a
 :class:`~clients.protocol.FrameDecoder`; a broker answers the requests of one
 connection strictly in order, so the oldest in-flight request must own the next
 response (a different correlation id is a protocol violation and closes the
@@ -45,8 +53,15 @@ from typing import Any
 from clients.network.cluster_metadata import ClusterMetadata
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.codec import decode_response, encode_request
-from clients.protocol.errors import ErrorCode, MiniKafkaError, ProtocolError, RequestTimedOutError
-from clients.protocol.framing import DEFAULT_MAX_FRAME_BYTES, FrameDecoder, send_buffers
+from clients.protocol.errors import (
+    ErrorCode,
+    MiniKafkaError,
+    ProtocolError,
+    RequestTimedOutError,
+    UnsupportedVersionError,
+)
+from clients.protocol.framing import DEFAULT_MAX_FRAME_BYTES, FrameDecoder, read_frame, send_buffers
+from clients.protocol.registry import APIS
 
 _RECV_BYTES = 256 * 1024
 _INT32_MAX = (1 << 31) - 1
@@ -127,6 +142,8 @@ class BrokerConnection:
         self._next_correlation_id = 0
         self._failed: list[ClientResponse] = []  # failed by a send error, not yet reported
         self.stats = _Stats()
+        # the broker's (min, max) version per API key, learned on connect
+        self.api_versions: dict[int, tuple[int, int]] = {}
 
     def __repr__(self) -> str:
         state = "connected" if self._sock is not None else "closed"
@@ -161,9 +178,62 @@ class BrokerConnection:
                 f"cannot connect to node {self.node_id} at {self.host}:{self.port}: {e}"
             ) from None
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        sock.settimeout(self.connect_timeout_ms / 1000)  # bounds the version handshake
+        try:
+            self.api_versions = self._ask_versions(sock)
+        except (OSError, MiniKafkaError) as e:
+            sock.close()
+            if isinstance(e, UnsupportedVersionError):
+                raise
+            raise NetworkError(
+                f"node {self.node_id} at {self.host}:{self.port}: version handshake failed: {e}"
+            ) from None
         sock.settimeout(self.request_timeout_ms / 1000)  # bounds a blocking send
         self._sock = sock
         self._decoder = FrameDecoder(self.max_frame_bytes)
+
+    def _ask_versions(self, sock: socket.socket) -> dict[int, tuple[int, int]]:
+        """ApiVersions at our highest version, once more at the broker's if it says so."""
+        version = APIS[ApiKey.API_VERSIONS].max_version
+        body = {"client_software_name": "minikafka", "client_software_version": "0.1.0"}
+        for _attempt in range(2):
+            send_buffers(sock, encode_request(ApiKey.API_VERSIONS, version, 0, self.client_id,
+                                              body, max_frame_bytes=self.max_frame_bytes))
+            frame = read_frame(sock, self.max_frame_bytes)
+            if frame is None:
+                raise NetworkError("the broker closed the connection during ApiVersions")
+            try:
+                answer = decode_response(frame, ApiKey.API_VERSIONS, version).body
+            except ProtocolError:
+                # Kafka's fallback answer is always v0, whatever we asked
+                answer = decode_response(frame, ApiKey.API_VERSIONS, 0).body
+            versions = {e["api_key"]: (e["min_version"], e["max_version"])
+                        for e in answer["api_keys"]}
+            if answer["error_code"] == 0:
+                return versions
+            if answer["error_code"] != ErrorCode.UNSUPPORTED_VERSION:
+                raise MiniKafkaError("ApiVersions failed", ErrorCode(answer["error_code"]))
+            ours = APIS[ApiKey.API_VERSIONS]
+            theirs = versions.get(ApiKey.API_VERSIONS, (0, 0))
+            version = min(ours.max_version, theirs[1])
+            if version < max(ours.min_version, theirs[0]):
+                break
+        raise UnsupportedVersionError(
+            f"node {self.node_id}: no ApiVersions version in common with the broker")
+
+    def version_for(self, api_key: int) -> int:
+        """The highest version of ``api_key`` that we and the broker both serve."""
+        ours = APIS[api_key]
+        theirs = self.api_versions.get(api_key)
+        if theirs is None:
+            raise UnsupportedVersionError(
+                f"node {self.node_id} does not serve {ours.name}")
+        version = min(ours.max_version, theirs[1])
+        if version < max(ours.min_version, theirs[0]):
+            raise UnsupportedVersionError(
+                f"{ours.name}: we serve v{ours.min_version}-{ours.max_version}, node "
+                f"{self.node_id} v{theirs[0]}-{theirs[1]}")
+        return version
 
     # ------------------------------------------------------------ sending
     def send(
@@ -171,7 +241,7 @@ class BrokerConnection:
         api_key: ApiKey,
         body: dict[str, Any],
         *,
-        api_version: int = 0,
+        api_version: int | None = None,
         expect_response: bool = True,
         timeout_ms: int | None = None,
         context: Any = None,
@@ -191,6 +261,8 @@ class BrokerConnection:
                 f"node {self.node_id}: {len(self._in_flight)} requests in flight "
                 f"(max_in_flight={self.max_in_flight})"
             )
+        if api_version is None:
+            api_version = self.version_for(api_key)
         cid = self._next_correlation_id
         self._next_correlation_id = 0 if cid == _INT32_MAX else cid + 1
         buffers = encode_request(

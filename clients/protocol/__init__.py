@@ -3,9 +3,11 @@
 Modules, one concept each:
 
 - :mod:`~clients.protocol.framing`: the byte stream split into length-prefixed frames;
-- :mod:`~clients.protocol.codec`: request/response headers and bodies inside a frame;
-- :mod:`~clients.protocol.schema` and :mod:`~clients.protocol.wire_types`: the schema
-  language a message is declared in (typed fields with versions), compiled to checkers;
+- :mod:`~clients.protocol.codec`: Kafka's request/response headers and bodies in a frame;
+- :mod:`~clients.protocol.schema`: the language a message is declared in (typed fields
+  with versions, nullability and tags); :mod:`~clients.protocol.compiler` turns a
+  declaration into straight-line encoders and decoders; :mod:`~clients.protocol.reference`
+  interprets it slowly, for precise error paths and as the compiler's test oracle;
 - :mod:`~clients.protocol.api_keys` (:class:`ApiKey`, :class:`Api`),
   :mod:`~clients.protocol.messages` (each API's request and response, by area) and
   :mod:`~clients.protocol.registry` (``APIS``, key -> declaration);

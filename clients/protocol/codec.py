@@ -181,7 +181,8 @@ def encode_request(
     """A request frame as buffers for ``sendmsg`` (length field first)."""
     api = api_for(api_key, api_version)
     if type(correlation_id) is not int or not -(1 << 31) <= correlation_id <= _INT32_MAX:
-        raise ProtocolError(f"correlation_id: expected int32, got {reference.describe(correlation_id)}")
+        raise ProtocolError(
+            f"correlation_id: expected int32, got {reference.describe(correlation_id)}")
     if client_id is None:
         out = bytearray(_REQUEST_HEAD.pack(0, api.key, api_version, correlation_id, -1))
     else:
@@ -228,7 +229,8 @@ def encode_response(
     """
     api = api_for(api_key, api_version)
     if type(correlation_id) is not int or not -(1 << 31) <= correlation_id <= _INT32_MAX:
-        raise ProtocolError(f"correlation_id: expected int32, got {reference.describe(correlation_id)}")
+        raise ProtocolError(
+            f"correlation_id: expected int32, got {reference.describe(correlation_id)}")
     out = bytearray(_RESPONSE_HEAD.pack(0, correlation_id))
     if api.response_header_version(api_version) == 1:
         out += b"\x00"

@@ -1,12 +1,12 @@
-"""Native wire protocol framing: a byte stream split into length-prefixed frames.
+"""Kafka's framing: a byte stream split into length-prefixed frames.
 
 Every request and response travels as one frame (integers big-endian)::
 
     | offset | size         | field        | meaning                                    |
     |--------|--------------|--------------|--------------------------------------------|
     | 0      | 4            | frame_length | int32, bytes after this field;             |
-    |        |              |              | 5 <= frame_length <= max_frame_bytes       |
-    | 4      | frame_length | frame        | meta_length, msgpack meta and record tail  |
+    |        |              |              | 4 <= frame_length <= max_frame_bytes       |
+    | 4      | frame_length | frame        | header and body                            |
     |        |              |              | (layout in :mod:`clients.protocol.codec`)  |
 
 This module reads and checks the length field before any buffer is allocated for the
@@ -36,7 +36,7 @@ from typing import Any
 from clients.protocol.errors import ProtocolError
 
 DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024
-MIN_FRAME_BYTES = 5  # meta_length field + at least one byte of msgpack
+MIN_FRAME_BYTES = 4  # a response header v0 (the correlation id) and an empty body
 _INT32_MAX = (1 << 31) - 1
 _IOV_MAX = 1024
 

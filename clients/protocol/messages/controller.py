@@ -27,6 +27,7 @@ Costs: declarations only; codecs compile on first use.  Thread/process safety: i
 from __future__ import annotations
 
 from clients.protocol.api_keys import Api, ApiKey
+from clients.protocol.messages.extras import error_message_field
 from clients.protocol.schema import (
     BOOL,
     INT16,
@@ -40,14 +41,10 @@ from clients.protocol.schema import (
     Struct,
 )
 
-# Tags of our extras (never reused for another meaning).
-TAG_ERROR_MESSAGE = 1100
-
 
 def _error_message() -> Field:
     """Our extra: the error's text, next to Kafka's error code."""
-    return Field("error_message", STRING, nullable="0+", tag=TAG_ERROR_MESSAGE, tagged="0+",
-                 default=None)
+    return error_message_field("0+")
 
 
 ALTER_PARTITION = Api(

@@ -29,6 +29,7 @@ Costs: declarations only; codecs compile on first use.  Thread/process safety: i
 from __future__ import annotations
 
 from clients.protocol.api_keys import Api, ApiKey
+from clients.protocol.messages.extras import TAG_ERROR_MESSAGE, error_message_field
 from clients.protocol.schema import (
     BOOL,
     BYTES,
@@ -42,15 +43,10 @@ from clients.protocol.schema import (
     Struct,
 )
 
-# Tags of our extras (never reused for another meaning; the same tag and meaning as the
-# controller APIs' error_message).
-TAG_ERROR_MESSAGE = 1100
-
 
 def _error_message(flexible: str) -> Field:
     """Our extra: the error's text next to Kafka's error code (flexible versions only)."""
-    return Field("error_message", STRING, flexible, nullable=flexible, tag=TAG_ERROR_MESSAGE,
-                 tagged=flexible, default=None)
+    return error_message_field(flexible)
 
 
 FIND_COORDINATOR = Api(

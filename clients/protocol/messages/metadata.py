@@ -24,6 +24,17 @@ Costs: declarations only; codecs compile on first use.  Thread/process safety: i
 from __future__ import annotations
 
 from clients.protocol.api_keys import Api, ApiKey
+from clients.protocol.messages.extras import (
+    TAG_CONFIGS,
+    TAG_FENCED,
+    TAG_HIGH_WATERMARK,
+    TAG_ISR,
+    TAG_LEADER_EPOCH,
+    TAG_LEADER_ID,
+    TAG_LOG_END_OFFSET,
+    TAG_LOG_START_OFFSET,
+    TAG_UNCLEAN_ELECTED,
+)
 from clients.protocol.schema import (
     BOOL,
     INT8,
@@ -36,17 +47,6 @@ from clients.protocol.schema import (
     Field,
     Struct,
 )
-
-# Tags of our extras (never reused for another meaning).
-TAG_FENCED = 1000
-TAG_UNCLEAN_ELECTED = 1001
-TAG_CONFIGS = 1002
-TAG_LOG_START_OFFSET = 1003
-TAG_LOG_END_OFFSET = 1004
-TAG_HIGH_WATERMARK = 1005
-TAG_LEADER_ID = 1006
-TAG_LEADER_EPOCH = 1007
-TAG_ISR = 1008
 
 API_VERSIONS = Api(
     ApiKey.API_VERSIONS, "ApiVersions", "0-3", "3+",

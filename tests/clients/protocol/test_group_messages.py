@@ -18,7 +18,7 @@ from clients.protocol.codec import (
     encode_response_bytes,
 )
 from clients.protocol.messages import groups
-from clients.protocol.messages.groups import TAG_ERROR_MESSAGE
+from clients.protocol.messages.extras import TAG_ERROR_MESSAGE
 from clients.protocol.registry import APIS
 from clients.protocol.schema import Array, Struct
 from tests.clients.protocol.wire_values import random_body
