@@ -1,8 +1,9 @@
-"""Hypothesis strategies derived from the protocol schemas (clients.protocol.schema).
+"""Hypothesis strategies derived from our schema declarations (clients.protocol.schema).
 
 ``body_strategy(struct, version)`` draws a random valid body for one API version: every
-wire field present, values within the type's range, Records as random bytes.  Sizes are
-kept small so a round-trip test stays fast.
+field of the version present (tagged fields sometimes left at their default), values
+within the type's range, records as random bytes.  Sizes stay small so round trips are
+fast.
 """
 
 from __future__ import annotations
@@ -11,40 +12,45 @@ from typing import Any
 
 from hypothesis import strategies as st
 
-from clients.protocol.schema import Struct
-from clients.protocol.wire_types import Array, Bool, Bytes, Map, Records, Str, Type, _Int
+from clients.protocol.schema import BYTES, RECORDS, STRING, Array, Fixed, Struct, Type
 
 MAX_ITEMS = 3
-_TEXT = st.text(max_size=12)
 
 
-def type_strategy(t: Type, version: int) -> st.SearchStrategy[Any]:
-    if isinstance(t, _Int):
-        edges = st.sampled_from([t.lo, t.hi, 0, -1])
-        return st.one_of(edges, st.integers(t.lo, t.hi))
-    if isinstance(t, Bool):
-        return st.booleans()
-    if isinstance(t, Str):
-        s = st.text(max_size=min(t.max_length, 12))
-        return st.one_of(st.none(), s) if t.nullable else s
-    if isinstance(t, Bytes):
-        b = st.binary(max_size=min(t.max_length, 16))
-        return st.one_of(st.none(), b) if t.nullable else b
-    if isinstance(t, Records):
-        return st.binary(max_size=64)
-    if isinstance(t, Array):
-        items = st.lists(type_strategy(t.of, version), max_size=min(t.max_items, MAX_ITEMS))
-        return st.one_of(st.none(), items) if t.nullable else items
-    if isinstance(t, Map):
-        return st.dictionaries(
-            type_strategy(t.key, version), type_strategy(t.value, version), max_size=MAX_ITEMS
-        )
+def type_strategy(t: Type, version: int, nullable: bool) -> st.SearchStrategy[Any]:
     if isinstance(t, Struct):
-        return body_strategy(t, version)
-    raise TypeError(f"no strategy for {t!r}")
+        inner: st.SearchStrategy[Any] = body_strategy(t, version)
+    elif isinstance(t, Array):
+        inner = st.lists(type_strategy(t.element, version, False), max_size=MAX_ITEMS)
+    elif isinstance(t, Fixed):
+        if t.name == "uuid":
+            inner = st.binary(min_size=16, max_size=16)
+        elif t.name == "bool":
+            inner = st.booleans()
+        elif t.name == "float64":
+            inner = st.floats(allow_nan=False)
+        else:
+            lo, hi = int(t.low), int(t.high)
+            inner = st.one_of(st.sampled_from([lo, hi, 0, -1 if lo < 0 else 1]),
+                              st.integers(lo, hi))
+    elif t is STRING:
+        inner = st.text(max_size=12)
+    elif t is BYTES:
+        inner = st.binary(max_size=16)
+    elif t is RECORDS:
+        inner = st.binary(max_size=64)
+    else:
+        raise TypeError(f"no strategy for {t!r}")
+    return st.one_of(st.none(), inner) if nullable else inner
 
 
 def body_strategy(struct: Struct, version: int) -> st.SearchStrategy[dict[str, Any]]:
-    return st.fixed_dictionaries(
-        {name: type_strategy(struct.types[name], version) for name in struct.wire_fields(version)}
-    )
+    required = {}
+    optional = {}
+    for f in struct.fields_at(version):
+        strategy = type_strategy(f.type, version, f.is_nullable(version))
+        if f.tag is not None:
+            optional[f.name] = strategy
+        else:
+            required[f.name] = strategy
+    return st.fixed_dictionaries(required, optional=optional)

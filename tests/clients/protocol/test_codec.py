@@ -1,288 +1,195 @@
-"""Request/response encoding and decoding: zero copy, defaults, versions, precise errors."""
+"""Kafka request/response frames: headers, zero-copy records, buffers, errors with paths."""
 
 from __future__ import annotations
 
 import struct
 from typing import Any
 
-import msgpack
 import pytest
 
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.codec import (
-    RecordsRef,
     UnknownApiKeyError,
     decode_request,
     decode_request_body,
     decode_request_header,
     decode_response,
-    decode_response_body,
-    decode_response_header,
     encode_request,
     encode_request_bytes,
     encode_response,
     encode_response_bytes,
-    encode_response_prefix,
 )
-from clients.protocol.errors import (
-    ErrorCode,
-    MessageTooLargeError,
-    ProtocolError,
-    UnsupportedVersionError,
-)
+from clients.protocol.compiler import INLINE_RECORDS_BYTES, uvarint
+from clients.protocol.errors import MessageTooLargeError, ProtocolError, UnsupportedVersionError
 from clients.protocol.registry import APIS
-from clients.protocol.schema import Field, Struct
-from clients.protocol.wire_types import (
-    Array,
-    FieldError,
-    Int32,
-    Map,
-    NullableStr,
-    Records,
-    Str,
-    Tail,
-)
 
 
-def produce_body(*records: object) -> dict[str, Any]:
-    parts = [{"index": i, "records": r} for i, r in enumerate(records)]
-    return {"acks": -1, "timeout_ms": 1000, "topics": [{"name": "t", "partitions": parts}]}
+def produce_body(records: Any) -> dict[str, Any]:
+    return {"transactional_id": None, "acks": -1, "timeout_ms": 1000,
+            "topics": [{"name": "t", "partitions": [{"index": 3, "records": records}]}]}
 
 
-def raw_frame(meta: Any, tail: bytes = b"") -> bytes:
-    """A frame payload (no length field) with arbitrary meta, bypassing the encoder."""
-    packed = msgpack.packb(meta, use_bin_type=True)
-    return struct.pack(">I", len(packed)) + packed + tail
+class Region:
+    """A records value known only by length (as a broker's file regions are)."""
+
+    def __init__(self, length: int) -> None:
+        self.length = length
+
+    def __len__(self) -> int:
+        return self.length
 
 
-def payload(buffers: list[Any]) -> bytearray:
-    """Join encoder output and drop the 4-byte length, as a reader would."""
-    data = bytearray(b"".join(buffers))
-    assert struct.unpack(">i", data[:4])[0] == len(data) - 4
-    return data[4:]
-
-
-def test_produce_round_trip_records_are_zero_copy_slices() -> None:
-    frame = payload(
-        encode_request(ApiKey.PRODUCE, 0, 7, "client-1", produce_body(b"a" * 10, b"bc"))
+def test_produce_request_bytes_are_kafkas_layout() -> None:
+    frame = encode_request_bytes(ApiKey.PRODUCE, 3, 7, "c", produce_body(b"RB"))
+    expected_body = (
+        b"\xff\xff"  # transactional_id null
+        + struct.pack(">hi", -1, 1000)
+        + struct.pack(">i", 1) + struct.pack(">h", 1) + b"t"
+        + struct.pack(">i", 1) + struct.pack(">i", 3) + struct.pack(">i", 2) + b"RB"
     )
-    req = decode_request(frame)
-    assert (req.api_key, req.api_version, req.correlation_id, req.client_id) == (
-        ApiKey.PRODUCE, 0, 7, "client-1",
-    )  # fmt: skip
-    parts = req.body["topics"][0]["partitions"]
-    assert [bytes(p["records"]) for p in parts] == [b"a" * 10, b"bc"]
-    assert all(type(p["records"]) is memoryview and p["records"].obj is frame for p in parts)
-    frame[-1:] = b"X"  # a slice of the frame, not a copy
-    assert bytes(parts[1]["records"]) == b"bX"
-    assert req.body["transactional_id"] is None  # default filled in by the encoder
+    header = struct.pack(">hhih", 0, 3, 7, 1) + b"c"
+    assert frame == struct.pack(">i", len(header) + len(expected_body)) + header + expected_body
 
 
-def test_encoder_passes_record_buffers_through_without_mutating_body() -> None:
-    records = memoryview(bytearray(b"xyz"))
-    body = produce_body(records)
-    snapshot = repr(body)
-    buffers = encode_request(ApiKey.PRODUCE, 0, 1, None, body)
-    assert buffers[1] is records and len(buffers) == 2
-    assert repr(body) == snapshot
+def test_flexible_request_has_header_v2_and_compact_fields() -> None:
+    frame = encode_request_bytes(ApiKey.PRODUCE, 9, 7, None, produce_body(b"RB"))
+    header = struct.pack(">hhih", 0, 9, 7, -1) + b"\x00"  # null client id, no tagged fields
+    body = (b"\x00"  # compact null string
+            + struct.pack(">hi", -1, 1000)
+            + b"\x02" + b"\x02t"  # one topic, compact "t"
+            + b"\x02" + struct.pack(">i", 3) + b"\x03RB" + b"\x00"  # partition + tags
+            + b"\x00"  # topic tags
+            + b"\x00")  # body tags
+    assert frame[4:] == header + body
 
 
-def test_fetch_response_prefix_with_length_only_records() -> None:
-    parts = [
-        {"partition_index": i, "error_code": 0, "high_watermark": 10, "records": RecordsRef(n)}
-        for i, n in enumerate([5, 0, 3])
-    ]
-    body = {"responses": [{"name": "t", "partitions": parts}]}
-    prefix, records = encode_response_prefix(ApiKey.FETCH, 0, 99, body)
-    assert records == [RecordsRef(5), RecordsRef(0), RecordsRef(3)]
-    # the sender writes prefix, then each region's bytes (here: simulated sendfile)
-    frame = payload([prefix, b"AAAAA", b"", b"BBB"])
-    resp = decode_response(frame, ApiKey.FETCH, 0)
-    assert resp.correlation_id == 99
-    got = resp.body["responses"][0]["partitions"]
-    assert [bytes(p["records"]) for p in got] == [b"AAAAA", b"", b"BBB"]
-    assert got[0]["error_message"] is None and got[0]["log_start_offset"] == -1
-    with pytest.raises(ProtocolError, match="RecordsRef has no bytes; use encode_response_prefix"):
-        encode_response(ApiKey.FETCH, 0, 99, body)
+def test_records_decode_as_zero_copy_slices_of_the_frame() -> None:
+    frame = bytearray(encode_request_bytes(ApiKey.PRODUCE, 8, 1, "c", produce_body(b"x" * 100)))
+    view = memoryview(frame)[4:]
+    request = decode_request(view)
+    records = request.body["topics"][0]["partitions"][0]["records"]
+    assert isinstance(records, memoryview) and bytes(records) == b"x" * 100
+    assert records.obj is frame  # no copy: the frame's own buffer
 
 
-def test_header_then_body_two_step_decoding() -> None:
-    frame = encode_request_bytes(ApiKey.METADATA, 0, 5, "c", {"topics": None})[4:]
+def test_large_records_are_their_own_buffer_small_ones_are_copied() -> None:
+    big = b"b" * (INLINE_RECORDS_BYTES + 1)
+    body = produce_body(big)
+    parts = encode_request(ApiKey.PRODUCE, 8, 1, "c", body)
+    assert any(p is big for p in parts)
+    assert body["topics"][0]["partitions"][0]["records"] is big  # body not mutated
+    small = encode_request(ApiKey.PRODUCE, 8, 1, "c", produce_body(b"s" * 10))
+    assert len(small) == 1
+
+
+def test_regions_pass_through_a_fetch_response_with_their_length() -> None:
+    region = Region(5000)
+    body = {"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": [
+        {"name": "t", "partitions": [{"partition_index": 0, "error_code": 0,
+                                      "high_watermark": 9, "records": region}]}]}
+    parts = encode_response(ApiKey.FETCH, 12, 5, body)
+    assert region in parts
+    before = parts[: parts.index(region)]
+    assert bytes(before[-1]).endswith(uvarint(5000 + 1))  # compact length, then the bytes
+    total = sum(len(p) for p in parts)
+    assert struct.unpack_from(">i", parts[0])[0] == total - 4
+
+
+def test_two_step_request_decoding_and_null_client_id() -> None:
+    frame = encode_request_bytes(ApiKey.METADATA, 12, 42, None, {"topics": None})[4:]
     header = decode_request_header(frame)
-    assert (header.api_key, header.api_version, header.correlation_id) == (3, 0, 5)
-    req = decode_request_body(header)
-    assert req.body == {"topics": None, "allow_auto_topic_creation": False}
-    resp_frame = encode_response_bytes(
-        ApiKey.METADATA, 0, 5, {"brokers": [], "controller_id": 1, "topics": []}
-    )[4:]
-    rh = decode_response_header(resp_frame)
-    assert rh.correlation_id == 5
-    assert decode_response_body(rh, ApiKey.METADATA, 0)["cluster_id"] is None
+    assert (header.api_key, header.api_version, header.correlation_id, header.client_id) == \
+        (ApiKey.METADATA, 12, 42, None)
+    assert decode_request_body(header).body["topics"] is None
 
 
-def test_unknown_api_key_is_distinguishable_and_keeps_correlation_id() -> None:
-    frame = raw_frame([999, 0, 31, "c", {}])
+def test_unknown_api_key_keeps_the_correlation_id() -> None:
+    frame = struct.pack(">hhih", 999, 0, 77, -1) + b"body"
     header = decode_request_header(frame)
-    assert header.correlation_id == 31
-    with pytest.raises(UnknownApiKeyError, match="unknown api key 999") as info:
+    assert header.correlation_id == 77 and header.body_offset == -1
+    with pytest.raises(UnknownApiKeyError, match="unknown api key 999"):
         decode_request_body(header)
-    assert info.value.api_key == 999 and info.value.code == ErrorCode.UNSUPPORTED_VERSION
 
 
 def test_unsupported_version_names_the_api_and_range() -> None:
-    header = decode_request_header(raw_frame([0, 3, 8, None, {}]))
-    with pytest.raises(
-        UnsupportedVersionError, match=r"Produce v3 is not supported \(versions 0-0\)"
-    ) as info:
+    api = APIS[ApiKey.PRODUCE]
+    frame = struct.pack(">hhih", 0, 99, 5, -1)
+    header = decode_request_header(frame)
+    assert header.body_offset == -1
+    with pytest.raises(UnsupportedVersionError,
+                       match=f"Produce v99 is not supported .versions {api.min_version}-"):
         decode_request_body(header)
-    assert not isinstance(info.value, UnknownApiKeyError)
     with pytest.raises(UnsupportedVersionError):
-        encode_request(ApiKey.FETCH, 1, 1, None, {})
+        encode_request(ApiKey.PRODUCE, 0, 1, "c", produce_body(None))
 
 
-@pytest.mark.parametrize(
-    ("partition", "message"),
-    [
-        ({"index": "1", "records": 0}, "index: expected int32, got str"),
-        ({"index": True, "records": 0}, "index: expected int32, got bool"),
-        ({"index": 2**31, "records": 0}, "index: expected int32, got int 2147483648"),
-        ({"records": 0}, "index: missing field"),
-        ({"index": 1, "records": 0, "x": 1}, r"unexpected field\(s\) 'x' in v0"),
-        (
-            {"index": 1, "records": -1},
-            "records: expected records length \\(int >= 0\\), got int -1",
-        ),
-        ({"index": 1, "records": 9}, "records: records length 9 overruns the frame tail"),
-    ],
-)
-def test_bad_field_error_names_api_version_and_path(
-    partition: dict[str, Any], message: str
-) -> None:
-    ok = {"index": 0, "records": 0}
-    body = {"transactional_id": None, "acks": 1, "timeout_ms": 5,
-            "topics": [{"name": "t", "partitions": [ok, partition]}]}  # fmt: skip
-    with pytest.raises(ProtocolError, match=r"^INVALID_REQUEST: Produce v0 request: "
-                       rf"topics\[0\]\.partitions\[1\](\.|: ){message}"):  # fmt: skip
-        decode_request(raw_frame([0, 0, 1, "c", body]))
+def test_api_versions_response_uses_header_v0_even_when_flexible() -> None:
+    body = {"error_code": 0, "api_keys": [{"api_key": 18, "min_version": 0, "max_version": 3}]}
+    v3 = encode_response_bytes(ApiKey.API_VERSIONS, 3, 9, body)
+    assert v3[4:8] == struct.pack(">i", 9)
+    assert v3[8:10] == struct.pack(">h", 0)  # error_code right after the correlation id
+    meta = encode_response_bytes(ApiKey.METADATA, 12, 9, {"brokers": []})
+    assert meta[8] == 0  # other flexible responses: header v1 (empty tagged fields)
 
 
-@pytest.mark.parametrize(
-    ("meta", "message"),
-    [
-        ({"a": 1}, "request meta must be a 5-element array .* got dict"),
-        ([0, 0, 1, "c"], "5-element array .* got list of 4"),
-        (["0", 0, 1, "c", {}], "api_key: expected int16 >= 0, got str"),
-        ([-1, 0, 1, "c", {}], "api_key: expected int16 >= 0, got int -1"),
-        ([0, 2**15, 1, "c", {}], "api_version: expected int16, got int 32768"),
-        ([0, 0, 1.5, "c", {}], "correlation_id: expected int32, got float"),
-        ([0, 0, 1, b"c", {}], "client_id: expected nullable str, got bytes"),
-        ([0, 0, 1, "c", []], "Produce v0 request: <body>: expected struct, got list"),
-    ],
-)
-def test_bad_request_header(meta: Any, message: str) -> None:
-    with pytest.raises(ProtocolError, match=message):
-        decode_request(raw_frame(meta))
+def test_bad_body_on_encode_names_api_version_and_path() -> None:
+    body = produce_body(b"r")
+    body["topics"][0]["partitions"][0]["index"] = "zero"
+    with pytest.raises(ProtocolError,
+                       match=r"Produce v8 request: topics\[0\].partitions\[0\].index: "
+                             r"expected int32, got str"):
+        encode_request(ApiKey.PRODUCE, 8, 1, "c", body)
+    body["topics"][0]["partitions"][0]["index"] = 1 << 40
+    with pytest.raises(ProtocolError, match="expected int32, got int"):
+        encode_request(ApiKey.PRODUCE, 8, 1, "c", body)
 
 
-def test_bad_frame_shapes() -> None:
-    with pytest.raises(ProtocolError, match="request frame of 3 bytes is below the minimum"):
-        decode_request(b"\x00\x00\x00")
-    with pytest.raises(ProtocolError, match=r"meta_length 100 outside 1\.\.2"):
-        decode_request(struct.pack(">I", 100) + b"\x90\x90")
-    with pytest.raises(ProtocolError, match="meta_length 0 outside"):
-        decode_request(struct.pack(">I", 0) + b"\x90")
-    with pytest.raises(ProtocolError, match="meta is not valid msgpack: ExtraData"):
-        decode_request(struct.pack(">I", 2) + b"\x90\x90")
-    with pytest.raises(ProtocolError, match="meta is not valid msgpack"):
-        decode_request(struct.pack(">I", 3) + b"\xa2\xff\xfe")  # invalid utf-8 string
-    with pytest.raises(ProtocolError, match="response meta must be a 2-element array"):
-        decode_response(raw_frame([1, {}, 3]), ApiKey.HEARTBEAT, 0)
+def test_bad_frame_on_decode_names_the_path() -> None:
+    frame = bytearray(encode_request_bytes(ApiKey.PRODUCE, 8, 1, "c", produce_body(b"rr"))[4:])
+    del frame[-1]  # the records come up one byte short
+    with pytest.raises(ProtocolError, match=r"Produce v8 request: topics\[0\].partitions\[0\]"
+                                            r".records: records of 2 bytes runs past the end"):
+        decode_request(bytes(frame))
 
 
-def test_tail_bytes_not_claimed_by_records_are_an_error() -> None:
-    meta = [12, 0, 1, "c", {"group_id": "g", "generation_id": 1, "member_id": "m",
-                            "group_instance_id": None}]  # fmt: skip
-    assert decode_request(raw_frame(meta)).body["group_id"] == "g"
-    with pytest.raises(ProtocolError, match="Records fields take 0 bytes but the tail has 2"):
-        decode_request(raw_frame(meta, b"zz"))
+def test_trailing_bytes_after_the_body_are_an_error() -> None:
+    frame = encode_request_bytes(ApiKey.METADATA, 1, 1, "c", {"topics": []})[4:] + b"\x00"
+    with pytest.raises(ProtocolError, match="1 bytes after the body"):
+        decode_request(frame)
 
 
-def test_response_bodies_are_validated() -> None:
-    frame = raw_frame([4, {"error_code": "oops", "error_message": None}])
-    with pytest.raises(ProtocolError, match="Heartbeat v0 response: error_code: expected int16"):
-        decode_response(frame, ApiKey.HEARTBEAT, 0)
-
-
-def test_encoder_errors() -> None:
-    with pytest.raises(ProtocolError, match="Produce v0 request: acks: missing field"):
-        encode_request(ApiKey.PRODUCE, 0, 1, None, {"timeout_ms": 1, "topics": []})
-    with pytest.raises(ProtocolError, match="unexpected field 'ack' in v0"):
-        encode_request(ApiKey.PRODUCE, 0, 1, None, {**produce_body(), "ack": 1})
-    with pytest.raises(
-        ProtocolError, match=r"topics\[0\]\.partitions\[0\]\.records: expected records"
-    ):
-        encode_request(ApiKey.PRODUCE, 0, 1, None, produce_body("text"))
-    with pytest.raises(ProtocolError, match="correlation_id: expected int32"):
-        encode_request(ApiKey.PRODUCE, 0, 2**31, None, produce_body())
-    with pytest.raises(ProtocolError, match="cannot encode"):  # lone surrogate is not utf-8
-        encode_request(
-            ApiKey.DELETE_TOPICS, 0, 1, None, {"topic_names": ["\udc80"], "timeout_ms": 1}
-        )
+def test_short_or_malformed_headers() -> None:
+    with pytest.raises(ProtocolError, match="shorter than a request header"):
+        decode_request_header(b"\x00\x03\x00\x01")
+    with pytest.raises(ProtocolError, match="client_id of 50 bytes runs past the end"):
+        decode_request_header(struct.pack(">hhih", 3, 1, 1, 50) + b"abc")
+    with pytest.raises(ProtocolError, match="client_id length -7"):
+        decode_request_header(struct.pack(">hhih", 3, 1, 1, -7))
+    with pytest.raises(ProtocolError, match="no correlation id"):
+        decode_response(b"\x00\x01", ApiKey.METADATA, 1)
 
 
 def test_encoder_enforces_max_frame_bytes() -> None:
-    body = produce_body(b"x" * 1000)
-    assert len(encode_request_bytes(ApiKey.PRODUCE, 0, 1, None, body, max_frame_bytes=2000)) < 2000
-    with pytest.raises(
-        MessageTooLargeError, match=r"Produce v0 request frame of \d+ bytes exceeds"
-    ):
-        encode_request(ApiKey.PRODUCE, 0, 1, None, body, max_frame_bytes=1000)
+    with pytest.raises(MessageTooLargeError, match="exceeds max_frame_bytes 100"):
+        encode_request(ApiKey.PRODUCE, 8, 1, "c", produce_body(b"x" * 200), max_frame_bytes=100)
 
 
-def test_map_and_nullable_types() -> None:
-    body = {"topics": [{"name": "t", "num_partitions": 3, "replication_factor": 2,
-                        "configs": {"cleanup.policy": "compact"}}], "timeout_ms": 100}  # fmt: skip
-    req = decode_request(encode_request_bytes(ApiKey.CREATE_TOPICS, 0, 1, None, body)[4:])
-    topic = req.body["topics"][0]
-    assert topic["configs"] == {"cleanup.policy": "compact"} and topic["assignments"] == []
-    body["topics"][0]["configs"] = {"retention.ms": 5}  # type: ignore[index]
-    with pytest.raises(
-        ProtocolError, match=r"topics\[0\]\.configs\['retention.ms'\]: expected str"
-    ):
-        encode_request(ApiKey.CREATE_TOPICS, 0, 1, None, body)
+def test_unknown_tagged_fields_are_skipped_and_defaults_not_written() -> None:
+    body = {"error_code": 0, "api_keys": [], "throttle_time_ms": 0}
+    plain = encode_response_bytes(ApiKey.API_VERSIONS, 3, 1, body)
+    assert plain.endswith(b"\x00")  # no tagged field: finalized_features_epoch is -1
+    # append an unknown tag 77 of 3 bytes to the body's tagged fields
+    tagged = plain[:-1] + b"\x01" + uvarint(77) + uvarint(3) + b"abc"
+    tagged = struct.pack(">i", len(tagged) - 4) + tagged[4:]
+    decoded = decode_response(tagged[4:], ApiKey.API_VERSIONS, 3).body
+    assert decoded["finalized_features_epoch"] == -1 and decoded["api_keys"] == []
+    with_epoch = encode_response_bytes(ApiKey.API_VERSIONS, 3, 1,
+                                       {**body, "finalized_features_epoch": 5})
+    assert decode_response(with_epoch[4:], ApiKey.API_VERSIONS, 3).body[
+        "finalized_features_epoch"] == 5
 
 
-def test_fields_added_in_later_versions() -> None:
-    s = Struct(a=Int32, tag=Field(NullableStr, since=1, default=None),
-               extra=Field(Array(Int32), since=2, default=[]))  # fmt: skip
-    enc0, dec0 = s.compile(0, True), s.compile(0, False)
-    assert enc0({"a": 1, "tag": None}, []) == {"a": 1}  # default value may be dropped
-    with pytest.raises(FieldError, match="exists only from v1; v0 cannot carry str"):
-        enc0({"a": 1, "tag": "x"}, [])
-    assert dec0({"a": 1}, Tail(memoryview(b""))) == {"a": 1, "tag": None, "extra": []}
-    with pytest.raises(FieldError, match=r"unexpected field\(s\) 'tag' in v0"):
-        dec0({"a": 1, "tag": None}, Tail(memoryview(b"")))
-    dec1 = s.compile(1, False)
-    with pytest.raises(FieldError, match="missing field") as info:
-        dec1({"a": 1}, Tail(memoryview(b"")))
-    assert info.value.where() == "tag"
-    with pytest.raises(TypeError, match="added in v1 needs a default"):
-        Struct(a=Field(Int32, since=1))
-    with pytest.raises(TypeError, match="Records cannot be map"):
-        Map(Str, Records)
-
-
-def test_registry_uses_kafka_api_keys() -> None:
-    expected = {0: "Produce", 1: "Fetch", 2: "ListOffsets", 3: "Metadata", 8: "OffsetCommit",
-                9: "OffsetFetch", 10: "FindCoordinator", 11: "JoinGroup", 12: "Heartbeat",
-                13: "LeaveGroup", 14: "SyncGroup", 15: "DescribeGroups", 16: "ListGroups",
-                18: "ApiVersions", 19: "CreateTopics", 20: "DeleteTopics", 22: "InitProducerId",
-                23: "OffsetsForLeaderEpoch", 56: "AlterPartition", 62: "BrokerRegistration",
-                63: "BrokerHeartbeat", 35: "DescribeLogDirs",
-                67: "AllocateProducerIds"}  # fmt: skip
-    assert {k: api.name for k, api in APIS.items()} == expected
-    assert all(api.key == k and api.supports(0) for k, api in APIS.items())
-    only_records = {
-        k for k, api in APIS.items() if api.request.has_records() or api.response.has_records()
-    }
-    assert only_records == {ApiKey.PRODUCE, ApiKey.FETCH}
+def test_every_api_key_has_one_declaration_with_kafkas_number() -> None:
+    assert set(APIS) == set(ApiKey)
+    assert {int(k): a.name for k, a in APIS.items()}[0] == "Produce"
+    assert APIS[ApiKey.API_VERSIONS].key == 18 and APIS[ApiKey.FETCH].key == 1

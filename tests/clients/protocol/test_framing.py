@@ -30,7 +30,7 @@ BODY = {
 
 def frame(correlation_id: int = 1, records: bytes = b"r" * 50) -> bytes:
     body = {**BODY, "topics": [{"name": "t", "partitions": [{"index": 0, "records": records}]}]}
-    return encode_request_bytes(ApiKey.PRODUCE, 0, correlation_id, "c", body)
+    return encode_request_bytes(ApiKey.PRODUCE, 3, correlation_id, "c", body)
 
 
 @pytest.fixture
@@ -43,7 +43,7 @@ def pair() -> Iterator[tuple[socket.socket, socket.socket]]:
         b.close()
 
 
-@pytest.mark.parametrize("length", [-(2**31), -1, 0, 1, 4])
+@pytest.mark.parametrize("length", [-(2**31), -1, 0, 1, 3])
 def test_frame_length_below_minimum_is_rejected(length: int) -> None:
     with pytest.raises(ProtocolError, match=f"frame length {length} is below the minimum"):
         frame_length_of(struct.pack(">i", length))
@@ -118,7 +118,7 @@ def test_decoder_rejects_length_split_across_chunks() -> None:
 
 def test_decoder_bound_must_be_sane() -> None:
     with pytest.raises(ValueError, match="max_frame_bytes"):
-        FrameDecoder(max_frame_bytes=4)
+        FrameDecoder(max_frame_bytes=3)
     with pytest.raises(ValueError, match="max_frame_bytes"):
         FrameDecoder(max_frame_bytes=2**31)
 
@@ -127,7 +127,7 @@ def test_send_buffers_and_read_frame_over_socket(pair: tuple[socket.socket, sock
     a, b = pair
     records = bytes(range(256)) * 40
     body = {**BODY, "topics": [{"name": "t", "partitions": [{"index": 3, "records": records}]}]}
-    buffers = encode_request(ApiKey.PRODUCE, 0, 42, None, body)
+    buffers = encode_request(ApiKey.PRODUCE, 3, 42, None, body)
     assert buffers[1] is records  # passed through, not joined
     sent = send_buffers(a, buffers)
     assert sent == sum(len(x) for x in buffers)
