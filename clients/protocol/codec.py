@@ -309,7 +309,50 @@ def decode_request_body(header: RequestHeader) -> Request:
 
 
 def decode_request(frame: bytes | bytearray | memoryview) -> Request:
+    """Header and body in one step (the broker's path: one lookup, no header object)."""
+    view = frame if type(frame) is memoryview and frame.format == "B" else _view(frame)
+    if len(view) >= REQUEST_HEADER_BYTES:
+        api_key, api_version, correlation_id, id_length = _REQUEST_FIXED.unpack_from(view)
+        entry = _REQUEST_ENTRIES[(api_key, api_version)]
+        end = REQUEST_HEADER_BYTES + max(id_length, 0)
+        if entry is not None and id_length >= -1 and end <= len(view):
+            api, decoder, header_v2 = entry
+            client_id: str | None = None
+            if id_length >= 0:
+                try:
+                    client_id = str(view[REQUEST_HEADER_BYTES:end], "utf-8")
+                except UnicodeDecodeError:
+                    raise ProtocolError("request header: client_id is not UTF-8") from None
+            pos = end
+            if header_v2:
+                if pos < len(view) and view[pos] == 0:
+                    pos += 1
+                else:
+                    pos = _skip_tagged_fields(view, pos, "request")
+            try:
+                body, pos = decoder(view, pos, len(view))
+            except Exception:  # the slow path below gives the precise reason
+                pass
+            else:
+                if pos == len(view):
+                    return Request(api.key, api_version, correlation_id, client_id, body)
     return decode_request_body(decode_request_header(frame))
+
+
+class _RequestEntries(dict[tuple[int, int], "tuple[Api, Any, bool] | None"]):
+    """(api key, version) -> (declaration, body decoder, header v2?) or None when not
+    served; filled on first use."""
+
+    def __missing__(self, key: tuple[int, int]) -> tuple[Api, Any, bool] | None:
+        api = APIS.get(key[0])
+        if api is None or not api.supports(key[1]):
+            return None
+        entry = (api, api.decoder(key[1], False), api.request_header_version(key[1]) == 2)
+        self[key] = entry
+        return entry
+
+
+_REQUEST_ENTRIES = _RequestEntries()
 
 
 def decode_response_header(frame: bytes | bytearray | memoryview) -> ResponseHeader:

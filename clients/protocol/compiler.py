@@ -171,28 +171,46 @@ class _Compiler:
         w = _Writer(self.ns)
         w.line(f"def {name}(buf, pos, end):")
         w.depth += 1
-        w.line("d = {}")
-        fields = st.fields_at(self.version)
-        present = {f.name for f in fields}
+        d = self._decode_struct(w, st, "end")
+        w.line(f"return {d}, pos")
+        self.sources.append("\n".join(w.lines))
+        return name
+
+    def _decode_struct(self, w: _Writer, st: Struct, end: str) -> str:
+        """Emit code reading one ``st`` into a new dict; returns the dict's variable.
+
+        Nested structs are inlined (no call per element); every variable is unique, so an
+        inlined struct never clobbers its parent's."""
+        values: dict[str, str] = {}
+        tagged: list[Field] = []
+        present = {f.name for f in st.fields_at(self.version)}
         for f in st.fields:
-            if f.name not in present or (f.is_tagged(self.version) and self.flexible):
-                w.line(f"d[{f.name!r}] = {self._default_expr(w, f)}")
-        run: list[Field] = []
-        for f in fields:
+            if f.name not in present:
+                values[f.name] = self._default_expr(w, f)
+            elif self.flexible and f.is_tagged(self.version):
+                var = w.var("g")
+                w.line(f"{var} = {self._default_expr(w, f)}")
+                values[f.name] = var
+                tagged.append(f)
+        run: list[tuple[Field, str]] = []
+        for f in st.fields_at(self.version):
             if self.flexible and f.is_tagged(self.version):
                 continue
+            var = w.var("f")
+            values[f.name] = var
             if isinstance(f.type, Fixed):
-                run.append(f)
+                run.append((f, var))
                 continue
             self._flush_run(w, run)
             run = []
-            self._decode_value(w, f.type, f"d[{f.name!r}]", f.is_nullable(self.version), "end")
+            self._decode_value(w, f.type, var, f.is_nullable(self.version), end)
         self._flush_run(w, run)
         if self.flexible:
-            self._decode_tagged(w, [f for f in fields if f.is_tagged(self.version)])
-        w.line("return d, pos")
-        self.sources.append("\n".join(w.lines))
-        return name
+            self._decode_tagged(w, tagged, values, end)
+        d = w.var("d")
+        items = ", ".join(f"{name!r}: {expr}" for name, expr in values.items())
+        w.line(f"{d} = {{{items}}}")
+        return d
 
     def _default_expr(self, w: _Writer, f: Field) -> str:
         d = f.default
@@ -202,23 +220,28 @@ class _Compiler:
             return "[]"
         return f"_deepcopy({w.const('DEF', d)})"
 
-    def _flush_run(self, w: _Writer, run: list[Field]) -> None:
+    def _flush_run(self, w: _Writer, run: list[tuple[Field, str]]) -> None:
         if not run:
             return
-        fmt = ">" + "".join(f.type.fmt for f in run)  # type: ignore[attr-defined]
+        fmt = ">" + "".join(f.type.fmt for f, _ in run)  # type: ignore[attr-defined]
         size = struct.calcsize(fmt)
         unpack = w.const("S", struct.Struct(fmt).unpack_from)
-        targets = ", ".join(f"d[{f.name!r}]" for f in run)
+        targets = ", ".join(var for _, var in run)
         w.line(f"{targets}, = {unpack}(buf, pos)")
         w.line(f"pos += {size}")
-        for f in run:
-            if f.type.name == "bool":
-                pass  # struct's '?' already yields a bool
+
+    def _uvarint(self, w: _Writer, var: str) -> None:
+        """Read an unsigned varint into ``var`` (one-byte values inline, the rest by call)."""
+        w.line(f"{var} = buf[pos]")
+        w.line(f"if {var} < 128:")
+        w.line("    pos += 1")
+        w.line("else:")
+        w.line(f"    {var}, pos = read_uvarint(buf, pos)")
 
     def _length(self, w: _Writer, var: str, classic: str) -> None:
         """Read a length/count into ``var``; -1 means null in both encodings."""
         if self.flexible:
-            w.line(f"{var}, pos = read_uvarint(buf, pos)")
+            self._uvarint(w, var)
             w.line(f"{var} -= 1")
         else:
             w.line(f"{var} = {classic}(buf, pos)[0]")
@@ -274,45 +297,47 @@ class _Compiler:
                 w.line(f"    raise WireError('array of ' + str({n}) + ' runs past the end')")
                 lst = w.var("a")
                 w.line(f"{lst} = []")
+                w.line(f"for _ in range({n}):")
+                w.depth += 1
                 if isinstance(el, Struct):
-                    fn = self.decoder(el)
-                    item = w.var("x")
-                    w.line(f"for _ in range({n}):")
-                    w.line(f"    {item}, pos = {fn}(buf, pos, {end})")
-                    w.line(f"    {lst}.append({item})")
+                    item = self._decode_struct(w, el, end)
                 else:
                     item = w.var("x")
-                    w.line(f"for _ in range({n}):")
-                    w.depth += 1
                     self._decode_value(w, el, item, False, end)
-                    w.line(f"{lst}.append({item})")
-                    w.depth -= 1
+                w.line(f"{lst}.append({item})")
+                w.depth -= 1
                 w.line(f"{target} = {lst}")
             w.depth -= 1
         elif isinstance(t, Struct):
-            fn = self.decoder(t)
-            w.line(f"{target}, pos = {fn}(buf, pos, {end})")
+            d = self._decode_struct(w, t, end)
+            w.line(f"{target} = {d}")
         else:  # pragma: no cover - a declaration mistake
             raise TypeError(f"cannot compile type {t!r}")
 
-    def _decode_tagged(self, w: _Writer, tagged: list[Field]) -> None:
-        count = w.var("nt")
+    def _decode_tagged(self, w: _Writer, tagged: list[Field], values: dict[str, str],
+                       end: str) -> None:
+        count, tag, size, tag_end = w.var("nt"), w.var("tag"), w.var("size"), w.var("te")
+        w.line(f"{count} = buf[pos]")
+        w.line(f"if {count} == 0:")
+        w.line("    pos += 1")
+        w.line("else:")
+        w.depth += 1
         w.line(f"{count}, pos = read_uvarint(buf, pos)")
         w.line(f"for _ in range({count}):")
         w.depth += 1
-        w.line("tag, pos = read_uvarint(buf, pos)")
-        w.line("size, pos = read_uvarint(buf, pos)")
-        w.line("tag_end = pos + size")
-        w.line("if tag_end > end:")
-        w.line("    raise WireError('tagged field of ' + str(size) + ' bytes runs past the end')")
+        w.line(f"{tag}, pos = read_uvarint(buf, pos)")
+        w.line(f"{size}, pos = read_uvarint(buf, pos)")
+        w.line(f"{tag_end} = pos + {size}")
+        w.line(f"if {tag_end} > {end}:")
+        w.line(f"    raise WireError('tagged field of ' + str({size}) + ' bytes runs past the "
+               "end')")
         for i, f in enumerate(tagged):
-            w.line(f"{'if' if i == 0 else 'elif'} tag == {f.tag}:")
+            w.line(f"{'if' if i == 0 else 'elif'} {tag} == {f.tag}:")
             w.depth += 1
-            self._decode_value(w, f.type, f"d[{f.name!r}]", f.is_nullable(self.version),
-                               "tag_end")
+            self._decode_value(w, f.type, values[f.name], f.is_nullable(self.version), tag_end)
             w.depth -= 1
-        w.line("pos = tag_end")
-        w.depth -= 1
+        w.line(f"pos = {tag_end}")
+        w.depth -= 2
 
     # -- encoding --------------------------------------------------------------------
 
@@ -322,6 +347,13 @@ class _Compiler:
         w = _Writer(self.ns)
         w.line(f"def {name}(v, out, parts):")
         w.depth += 1
+        self._encode_struct(w, st, "v")
+        w.line("return out")
+        self.sources.append("\n".join(w.lines))
+        return name
+
+    def _encode_struct(self, w: _Writer, st: Struct, v: str) -> None:
+        """Emit code appending the dict in variable ``v`` (nested structs inlined)."""
         fields = st.fields_at(self.version)
         run: list[Field] = []
         for f in fields:
@@ -330,24 +362,21 @@ class _Compiler:
             if isinstance(f.type, Fixed):
                 run.append(f)
                 continue
-            self._flush_pack(w, run)
+            self._flush_pack(w, run, v)
             run = []
             x = w.var("x")
-            w.line(f"{x} = v.get({f.name!r}, {self._default_expr(w, f)})")
+            w.line(f"{x} = {v}.get({f.name!r}, {self._default_expr(w, f)})")
             self._encode_value(w, f.type, x, f.is_nullable(self.version))
-        self._flush_pack(w, run)
+        self._flush_pack(w, run, v)
         if self.flexible:
-            self._encode_tagged(w, [f for f in fields if f.is_tagged(self.version)])
-        w.line("return out")
-        self.sources.append("\n".join(w.lines))
-        return name
+            self._encode_tagged(w, [f for f in fields if f.is_tagged(self.version)], v)
 
-    def _flush_pack(self, w: _Writer, run: list[Field]) -> None:
+    def _flush_pack(self, w: _Writer, run: list[Field], v: str) -> None:
         if not run:
             return
         fmt = ">" + "".join(f.type.fmt for f in run)  # type: ignore[attr-defined]
         pack = w.const("P", struct.Struct(fmt).pack)
-        args = ", ".join(f"v.get({f.name!r}, {self._default_expr(w, f)})" for f in run)
+        args = ", ".join(f"{v}.get({f.name!r}, {self._default_expr(w, f)})" for f in run)
         w.line(f"out += {pack}({args})")
 
     def _put_length(self, w: _Writer, expr: str, classic: str) -> None:
@@ -365,8 +394,7 @@ class _Compiler:
             w.line(f"out += {pack}({x})")
             return
         if isinstance(t, Struct):
-            fn = self.encoder(t)
-            w.line(f"out = {fn}({x}, out, parts)")
+            self._encode_struct(w, t, x)
             return
         w.line(f"if {x} is None:")
         w.depth += 1
@@ -399,35 +427,33 @@ class _Compiler:
             el = t.element
             if isinstance(el, Fixed) and el.fmt != "16s":
                 w.line(f"out += _struct.pack('>' + str(len({x})) + {el.fmt!r}, *{x})")
-            elif isinstance(el, Struct):
-                fn = self.encoder(el)
-                item = w.var("i")
-                w.line(f"for {item} in {x}:")
-                w.line(f"    out = {fn}({item}, out, parts)")
             else:
                 item = w.var("i")
                 w.line(f"for {item} in {x}:")
                 w.depth += 1
-                self._encode_value(w, el, item, False)
+                if isinstance(el, Struct):
+                    self._encode_struct(w, el, item)
+                else:
+                    self._encode_value(w, el, item, False)
                 w.depth -= 1
         w.depth -= 1
 
-    def _encode_tagged(self, w: _Writer, tagged: list[Field]) -> None:
+    def _encode_tagged(self, w: _Writer, tagged: list[Field], v: str) -> None:
         if not tagged:
             w.line("out += b'\\x00'")
             return
-        fields = w.var("tf")
+        fields, outer = w.var("tf"), w.var("o")
         w.line(f"{fields} = []")
         for f in sorted(tagged, key=lambda f: f.tag or 0):
             x = w.var("x")
             default = self._default_expr(w, f)
-            w.line(f"{x} = v.get({f.name!r}, {default})")
+            w.line(f"{x} = {v}.get({f.name!r}, {default})")
             w.line(f"if {x} != {default}:")
             w.depth += 1
-            w.line("outer, out = out, bytearray()")
+            w.line(f"{outer}, out = out, bytearray()")
             self._encode_value(w, f.type, x, f.is_nullable(self.version))
             w.line(f"{fields}.append(({f.tag}, out))")
-            w.line("out = outer")
+            w.line(f"out = {outer}")
             w.depth -= 1
         w.line(f"out += uvarint(len({fields}))")
         w.line(f"for tag, data in {fields}:")
