@@ -6,8 +6,8 @@ The fake main attaches every :class:`MainChannelEndpoint` of a real
 | frame      | answer                                                                  |
 |------------|-------------------------------------------------------------------------|
 | ``E...``   | echo: response prefix = 4-byte length + the frame bytes                 |
-| ``F`` + mp | fetch-like: prefix = 4-byte length of the regions, then the msgpack     |
-|            | regions list from the frame, sent with sendfile by the network process  |
+| ``F`` + mp | fetch-like: prefix = 4-byte length of the regions (segment ``[4]``),    |
+|            | then the msgpack regions of the frame, sent with sendfile               |
 | ``H...``   | hold: keep the request buffer, answer later (``release_held``)          |
 | ``N...``   | NO_RESPONSE                                                             |
 | ``C...``   | CLOSE                                                                   |
@@ -157,8 +157,8 @@ class FakeMain:
             self._respond(ep, conn_id, struct.pack(">i", length) + frame, b"")
         elif kind == b"F":
             regions = msgpack.unpackb(frame[1:])
-            total = sum(r[2] for r in regions)
-            self._respond(ep, conn_id, struct.pack(">i", total), msgpack.packb(regions))
+            total = sum(r[2] for r in regions)  # the 4-byte length first ([4]), then regions
+            self._respond(ep, conn_id, struct.pack(">i", total), msgpack.packb([[4], *regions]))
         elif kind == b"N":
             ep.send_no_response(conn_id)
         else:
