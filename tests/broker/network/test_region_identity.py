@@ -21,6 +21,7 @@ import msgpack
 import pytest
 
 from broker.network.regions import FileCache, RegionError
+from clients.protocol.topics import TopicPartition
 from clients.records.record import build_batch
 from storage.cleaner.cleaner import LogCleaner
 from storage.config import LogConfig
@@ -82,7 +83,7 @@ def compacted_log(tmp_path: Path, clock: Clock) -> Iterator[Log]:
 
 
 def compact(log: Log, clock: Clock) -> None:
-    assert LogCleaner(clock_ms=clock).clean_until_idle({("c", 0): log}) >= 1
+    assert LogCleaner(clock_ms=clock).clean_until_idle({TopicPartition("c", 0): log}) >= 1
 
 
 def first_region(info: FetchDataInfo) -> FileRegion:

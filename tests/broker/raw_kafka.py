@@ -1,0 +1,133 @@
+"""Raw Kafka frames over plain sockets, for tests that act as a hostile or sloppy client.
+
+No client library: requests are built with :func:`clients.protocol.codec.encode_request_bytes`
+and written (whole, split, pipelined) with ``socket.sendall``; answers are read frame by
+frame.  Also: what ``/proc`` says about a process's descriptors and TCP sockets, so a
+test can show that closed connections were reaped.
+"""
+
+from __future__ import annotations
+
+import itertools
+import os
+import socket
+import struct
+import time
+from pathlib import Path
+from typing import Any
+
+from clients.protocol.api_keys import ApiKey
+from clients.protocol.codec import decode_response, encode_request_bytes
+from clients.protocol.registry import APIS
+
+API_VERSIONS_V = 3
+METADATA_V = APIS[ApiKey.METADATA].max_version
+_ids = itertools.count(1)
+
+
+def connect(port: int, timeout_s: float = 30.0) -> socket.socket:
+    sock = socket.create_connection(("127.0.0.1", port), timeout=timeout_s)
+    sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+    return sock
+
+
+def request(api: ApiKey, version: int, body: dict[str, Any], correlation_id: int | None = None,
+            client_id: str = "raw") -> bytes:
+    cid = next(_ids) if correlation_id is None else correlation_id
+    return encode_request_bytes(api, version, cid, client_id, body,
+                                max_frame_bytes=1 << 30)
+
+
+def api_versions(correlation_id: int | None = None) -> bytes:
+    return request(ApiKey.API_VERSIONS, API_VERSIONS_V, {}, correlation_id)
+
+
+def recv_exact(sock: socket.socket, n: int) -> bytes:
+    out = bytearray()
+    while len(out) < n:
+        chunk = sock.recv(min(n - len(out), 1 << 20))
+        if not chunk:
+            raise ConnectionError(f"closed after {len(out)} of {n} bytes")
+        out += chunk
+    return bytes(out)
+
+
+def recv_frame(sock: socket.socket) -> bytes:
+    (length,) = struct.unpack(">i", recv_exact(sock, 4))
+    return recv_exact(sock, length)
+
+
+def correlation_of(frame: bytes) -> int:
+    return int(struct.unpack_from(">i", frame)[0])
+
+
+def call(sock: socket.socket, api: ApiKey, version: int, body: dict[str, Any]) -> dict[str, Any]:
+    sock.sendall(request(api, version, body))
+    return decode_response(recv_frame(sock), api, version).body
+
+
+def served(port: int, timeout_s: float = 10.0) -> bool:
+    """A fresh connection gets an ApiVersions answer within ``timeout_s``."""
+    try:
+        with connect(port, timeout_s) as sock:
+            sock.sendall(api_versions(7))
+            return correlation_of(recv_frame(sock)) == 7
+    except OSError:
+        return False
+
+
+def closed_by_peer(sock: socket.socket, timeout_s: float = 10.0) -> bool:
+    """True once the peer closed ``sock`` (EOF or reset) within ``timeout_s``."""
+    sock.settimeout(timeout_s)
+    try:
+        while sock.recv(1 << 16):
+            pass
+    except TimeoutError:
+        return False
+    except ConnectionError:
+        return True
+    return True
+
+
+def fd_count(pid: int) -> int:
+    return len(os.listdir(f"/proc/{pid}/fd"))
+
+
+def socket_inodes(pid: int) -> set[int]:
+    out = set()
+    for fd in Path(f"/proc/{pid}/fd").iterdir():
+        try:
+            target = os.readlink(fd)
+        except OSError:
+            continue
+        if target.startswith("socket:["):
+            out.add(int(target[8:-1]))
+    return out
+
+
+def tcp_states(pid: int) -> dict[str, int]:
+    """Count of ``pid``'s TCP sockets per state name (from /proc/net/tcp{,6})."""
+    names = {"01": "ESTABLISHED", "06": "TIME_WAIT", "08": "CLOSE_WAIT", "0A": "LISTEN",
+             "04": "FIN_WAIT1", "05": "FIN_WAIT2", "07": "CLOSE", "09": "LAST_ACK"}
+    inodes = socket_inodes(pid)
+    counts: dict[str, int] = {}
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            lines = Path(table).read_text().splitlines()[1:]
+        except OSError:
+            continue
+        for line in lines:
+            fields = line.split()
+            if int(fields[9]) in inodes:
+                state = names.get(fields[3], fields[3])
+                counts[state] = counts.get(state, 0) + 1
+    return counts
+
+
+def wait_for(condition: Any, timeout_s: float, interval_s: float = 0.05) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while not condition():
+        if time.monotonic() > deadline:
+            return False
+        time.sleep(interval_s)
+    return True
