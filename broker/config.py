@@ -16,6 +16,13 @@ Bounds (every queue, pool and size is bounded):
 | buffer_poolable_bytes      | 64 KiB      | size of a pooled buffer (free-list fast path)   |
 | queued_max_requests        | 500         | requests handed to the main process, not done   |
 | max_connections            | 1000        | open client connections per network process     |
+| max_connections_per_ip     | 500         | open connections from one IP address, per       |
+|                            |             | network process (``..._overrides``: ip:n,...)   |
+| connections_max_idle_ms    | 600000      | a connection with nothing to read or write for  |
+|                            |             | this long is closed                             |
+| request_read_timeout_ms    | 30000       | a started request frame must arrive within this |
+| max_metadata_topics        | 5000        | topics one Metadata request may name            |
+| max_fetch_partitions       | 5000        | partitions one Fetch request may name           |
 | max_fetch_wait_ms          | 30000       | a fetch's max_wait_ms is capped at this         |
 | fetch_max_bytes            | 50 MiB      | bytes in one fetch response                     |
 | log_cleaner_step_bytes     | 512 KiB     | log bytes one compaction step reads (the main   |
@@ -56,6 +63,12 @@ class BrokerConfig:
     buffer_poolable_bytes: int = 64 * 1024
     queued_max_requests: int = 500
     max_connections: int = 1000
+    max_connections_per_ip: int = 500
+    max_connections_per_ip_overrides: str = ""  # "ip:count,ip:count" (Kafka's syntax, IPs)
+    connections_max_idle_ms: int = 600_000
+    request_read_timeout_ms: int = 30_000
+    max_metadata_topics: int = 5_000
+    max_fetch_partitions: int = 5_000
     max_fetch_wait_ms: int = 30_000
     fetch_max_bytes: int = 50 * MiB
     num_partitions: int = 1
@@ -107,6 +120,11 @@ class BrokerConfig:
             "buffer_poolable_bytes",
             "queued_max_requests",
             "max_connections",
+            "max_connections_per_ip",
+            "connections_max_idle_ms",
+            "request_read_timeout_ms",
+            "max_metadata_topics",
+            "max_fetch_partitions",
             "max_fetch_wait_ms",
             "fetch_max_bytes",
             "num_partitions",
@@ -163,6 +181,7 @@ class BrokerConfig:
                                      "offset_metadata_max_bytes must be >= 0")
         if self.offsets_topic_segment_bytes < 1024:
             raise InvalidConfigError("offsets_topic_segment_bytes must be >= 1024")
+        parse_ip_overrides(self.max_connections_per_ip_overrides)
         return self
 
     def log_defaults(self) -> dict[str, int | None]:
@@ -242,6 +261,31 @@ def _coerce(key: str, default: Any, value: Any, source: str) -> Any:
                 f"{source}: {key} must be an integer, got {value!r}"
             ) from None
     return str(value).strip()
+
+
+def parse_ip_overrides(text: str) -> dict[str, int]:
+    """``max_connections_per_ip_overrides``: ``"ip:count,ip:count"`` (Kafka's
+    ``max.connections.per.ip.overrides``, with IP addresses only) -> ``{ip: count}``.
+
+    An IPv6 address is written as is (the count follows the last ``:``); a count must be
+    >= 0 (0 refuses every connection from that address).  A malformed entry raises
+    :class:`InvalidConfigError`."""
+    out: dict[str, int] = {}
+    for entry in text.split(","):
+        entry = entry.strip()
+        if not entry:
+            continue
+        host, sep, count = entry.rpartition(":")
+        try:
+            value = int(count)
+        except ValueError:
+            value = -1
+        if not sep or not host.strip() or value < 0:
+            raise InvalidConfigError(
+                f"max_connections_per_ip_overrides: expected ip:count with count >= 0, "
+                f"got {entry!r}")
+        out[host.strip()] = value
+    return out
 
 
 def parse_overrides(pairs: Sequence[str]) -> dict[str, str]:

@@ -6,13 +6,18 @@ three groups, each written by one party of :class:`~broker.network.process.Netwo
 
 - read half (:class:`~broker.network.request_reader.RequestReader`): ``header`` and
   ``header_filled`` (the 4-byte length field), ``frame_len``, ``buffer`` (the request
-  frame, owned by this process until handed over) and ``filled``;
+  frame, owned by this process until handed over) or ``chunks`` (the pool slots a large
+  frame is read into as its bytes arrive), and ``filled``;
 - write half (:class:`~broker.network.response_writer.ResponseWriter`): ``resp`` (the
   pool buffer handed back), ``resp_view`` (its prefix) and ``resp_sent``, then the
   ``regions`` with the one currently sent through ``sendfile`` (``region``,
   ``region_index``, ``region_pos``, ``region_left``);
 - the loop's (``NetworkProcess``): ``mask`` (epoll interest), ``muted`` (the main process
-  holds its request), ``known`` (the main process has seen it) and ``closed``.
+  holds its request), ``known`` (the main process has seen it), ``closed``, ``ip`` (the
+  peer address, for ``max_connections_per_ip``), ``active_at`` (monotonic time of the
+  last event, for ``connections_max_idle_ms``), ``frame_deadline`` (when the frame being
+  read must be complete, ``request_read_timeout_ms``; 0 when no frame is started) and
+  ``parked`` (waiting for memory or queue room: not read, no read deadline).
 
 The reader and the writer raise :class:`CloseConnection` when a connection must be
 closed; only the loop closes connections.
@@ -50,18 +55,23 @@ class Connection:
     """One client socket of a network process (the field groups: module docstring)."""
 
     __slots__ = (
+        "active_at",
         "buffer",
+        "chunks",
         "closed",
         "conn_id",
         "fd",
         "filled",
+        "frame_deadline",
         "frame_len",
         "header",
         "header_filled",
         "inline_left",
+        "ip",
         "known",
         "mask",
         "muted",
+        "parked",
         "region",
         "region_index",
         "region_left",
@@ -73,10 +83,15 @@ class Connection:
         "sock",
     )
 
-    def __init__(self, conn_id: int, sock: socket.socket) -> None:
+    def __init__(self, conn_id: int, sock: socket.socket, ip: str = "", now: float = 0.0) -> None:
         self.conn_id = conn_id
         self.sock = sock
         self.fd = sock.fileno()
+        self.ip = ip
+        self.active_at = now
+        self.frame_deadline = 0.0
+        self.parked = False
+        self.chunks: list[Buffer] = []  # a large frame's slots, filled in order
         self.header = bytearray(4)
         self.header_filled = 0
         self.frame_len = 0  # 0: reading the length field

@@ -3,6 +3,8 @@
 This module is its entry point (arguments, listener, start-up handshake; the line above
 is the ``--help`` description).  Run as ``python -m broker.network --host H --port P
 --pool-name NAME --channel-fd FD --max-request-bytes N --max-connections N --index I``
+plus optional limits (``--max-connections-per-ip``, ``--max-connections-per-ip-overrides``,
+``--connections-max-idle-ms``, ``--request-read-timeout-ms``; see :func:`build_parser`)
 (see :func:`main`); started and restarted by
 :class:`broker.network.supervisor.NetworkProcessSupervisor`.  :func:`main` attaches the
 shared-memory pool, opens the SO_REUSEPORT listener, builds a
@@ -25,6 +27,7 @@ import logging
 import os
 import socket
 
+from broker.config import parse_ip_overrides
 from broker.network.channel_codec import encode_ready
 from broker.network.channel_endpoint import ChannelEndpoint
 from broker.network.process import NetworkProcess
@@ -62,6 +65,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--max-request-bytes", type=int, required=True)
     p.add_argument("--max-connections", type=int, required=True)
     p.add_argument("--index", type=int, required=True)
+    p.add_argument("--max-connections-per-ip", type=int, default=None)
+    p.add_argument("--max-connections-per-ip-overrides", default="")
+    p.add_argument("--connections-max-idle-ms", type=int, default=600_000)
+    p.add_argument("--request-read-timeout-ms", type=int, default=30_000)
     p.add_argument("--max-queued-requests", type=int, default=500)
     p.add_argument("--request-headroom-bytes", type=int, default=0)
     p.add_argument("--file-cache-size", type=int, default=128)
@@ -101,6 +108,11 @@ def main(argv: list[str] | None = None) -> int:
                 index=args.index,
                 max_request_bytes=args.max_request_bytes,
                 max_connections=args.max_connections,
+                max_connections_per_ip=args.max_connections_per_ip,
+                max_connections_per_ip_overrides=parse_ip_overrides(
+                    args.max_connections_per_ip_overrides),
+                connections_max_idle_ms=args.connections_max_idle_ms,
+                request_read_timeout_ms=args.request_read_timeout_ms,
                 max_queued_requests=args.max_queued_requests,
                 request_headroom_bytes=args.request_headroom_bytes,
                 file_cache_size=args.file_cache_size,

@@ -11,14 +11,28 @@ go; the loop owns everything between them:
 - epoll interest of every connection (``mask``): read while no request is with the main
   process, mute lazily (taken out of epoll only if data arrives meanwhile), EPOLLOUT
   while a response is blocked;
-- accepting (at most ``max_connections``, extra ones are closed at once);
+- accepting (at most ``max_connections``, and ``max_connections_per_ip`` from one
+  address; extra ones are closed at once, as Kafka does);
+- deadlines, checked by a sweep every ``sweep_interval_s`` (a tenth of the smaller of
+  the two timeouts, within 10 ms..1 s): a frame started more than
+  ``request_read_timeout_ms`` ago and not complete closes its connection (time parked
+  for memory or queue room does not count: the deadline restarts when reading resumes);
+  a connection with no request with the main process, no frame started and no event
+  (read, write, answer) for ``connections_max_idle_ms`` is closed - also one whose
+  response is stuck because the client does not read it (its buffer is freed);
 - the channel to the main process: REQUEST/CLOSED batched per loop iteration;
   RESPONSE/NO_RESPONSE/CLOSE handled as they arrive; the listener stops accepting while
   the channel backlog reaches ``max_connections``;
 - backpressure: at most ``max_queued_requests`` requests with the main process
-  (``in_flight``); a connection whose frame gets no buffer (no queue room, or the reader
-  finds no memory) is parked in a FIFO and not read; parked connections are retried
-  after every response and every ``memory_retry_ms`` tick;
+  (``in_flight``); a connection whose frame cannot go on (no queue room when it starts,
+  or the reader finds no memory for its next bytes) is parked in a FIFO and not read;
+  parked connections are retried after every response and every ``memory_retry_ms``
+  tick.  The reader takes memory only for bytes that arrived (see
+  :mod:`~broker.network.request_reader`), so stalled senders cannot hold the pool;
+- pipelining: a connection is read one request at a time (muted while the main process
+  holds it), so what a client pipelines waits in the kernel's socket buffer - the unread
+  backlog per connection is bounded by ``SO_RCVBUF`` and TCP flow control, never by
+  memory of this process - and every request is answered, in order;
 - closing connections (the reader and the writer free what the connection holds; the
   main process told with CLOSED if it knew the connection).
 
@@ -39,6 +53,7 @@ import logging
 import select
 import signal
 import socket
+import time
 from collections import deque
 
 from broker.network.channel_codec import (
@@ -59,7 +74,7 @@ from broker.network.connection import (
     CloseConnection,
     Connection,
 )
-from broker.network.request_reader import RequestReader
+from broker.network.request_reader import NEED_DATA, NEED_MEMORY, RequestReader
 from broker.network.response_writer import ResponseWriter
 from clients.memory.buffer_pool import BufferPool
 from clients.memory.errors import StaleBufferHandleError
@@ -83,14 +98,23 @@ class NetworkProcess:
         index: int,
         max_request_bytes: int,
         max_connections: int,
+        max_connections_per_ip: int | None = None,
+        max_connections_per_ip_overrides: dict[str, int] | None = None,
+        connections_max_idle_ms: int = 600_000,
+        request_read_timeout_ms: int = 30_000,
         max_queued_requests: int = 500,
         request_headroom_bytes: int = 0,
         file_cache_size: int = 128,
         memory_retry_ms: float = 2.0,
     ) -> None:
+        if max_connections_per_ip is None:
+            max_connections_per_ip = max_connections
         for name, value in (
             ("max_request_bytes", max_request_bytes),
             ("max_connections", max_connections),
+            ("max_connections_per_ip", max_connections_per_ip),
+            ("connections_max_idle_ms", connections_max_idle_ms),
+            ("request_read_timeout_ms", request_read_timeout_ms),
             ("max_queued_requests", max_queued_requests),
         ):
             if value <= 0:
@@ -112,10 +136,18 @@ class NetworkProcess:
             pool, index=index, file_cache_size=file_cache_size, free=self._free
         )
         self.max_connections = max_connections
+        self.max_connections_per_ip = max_connections_per_ip
+        self.per_ip_overrides = dict(max_connections_per_ip_overrides or {})
+        self.idle_s = connections_max_idle_ms / 1000.0
+        self.read_timeout_s = request_read_timeout_ms / 1000.0
+        self.sweep_interval_s = min(1.0, max(0.01, min(self.idle_s, self.read_timeout_s) / 10))
         self.max_queued_requests = max_queued_requests
         self.retry_s = max(memory_retry_ms, 0.1) / 1000.0
         self.conns: dict[int, Connection] = {}  # by fd
         self.by_id: dict[int, Connection] = {}
+        self.per_ip: dict[str, int] = {}  # open connections by peer address
+        self.now = time.monotonic()  # of the current loop iteration
+        self._next_sweep = self.now + self.sweep_interval_s
         self.waiters: deque[Connection] = deque()  # parked for memory / queue room, FIFO
         self.in_flight = 0  # requests handed over, not answered
         self.next_conn_id = 1
@@ -151,10 +183,13 @@ class NetworkProcess:
         )
         try:
             while not self.stopping:
-                events = epoll.poll(self.retry_s if self.waiters else -1)
+                timeout = self.retry_s if self.waiters else self.sweep_interval_s
+                events = epoll.poll(timeout)
+                now = self.now = time.monotonic()
                 for fd, ev in events:
                     conn = conns.get(fd)
                     if conn is not None:
+                        conn.active_at = now
                         if ev & EPOLLOUT and conn.resp is not None:
                             self._write(conn)
                         elif ev & EPOLLIN and not conn.muted and conn.mask == EPOLLIN:
@@ -171,6 +206,8 @@ class NetworkProcess:
                         self._drain_wakeup()
                 if self.waiters:
                     self._retry_waiters()
+                if now >= self._next_sweep:
+                    self._sweep(now)
                 self.channel.flush_posted()  # this iteration's REQUEST/CLOSED: one packet
                 self._update_channel_interest()
             return 0
@@ -197,21 +234,31 @@ class NetworkProcess:
     def _accept(self) -> None:
         for _ in range(_MAX_ACCEPTS_PER_EVENT):
             try:
-                sock, _ = self.listener.accept()
+                sock, address = self.listener.accept()
             except BlockingIOError:
                 return
             except OSError as exc:  # EMFILE, ECONNABORTED...
                 log.warning("network %d: accept failed: %s", self.index, exc)
                 return
+            ip = address[0] if isinstance(address, tuple) else str(address)
             if len(self.conns) >= self.max_connections:
+                log.info("network %d: refusing %s: max_connections %d reached",
+                         self.index, ip, self.max_connections)
                 sock.close()  # Kafka closes extra connections too
+                continue
+            ip_count = self.per_ip.get(ip, 0)
+            if ip_count >= self.per_ip_overrides.get(ip, self.max_connections_per_ip):
+                log.info("network %d: refusing %s: max_connections_per_ip reached",
+                         self.index, ip)
+                sock.close()
                 continue
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            conn = Connection(self.next_conn_id, sock)
+            conn = Connection(self.next_conn_id, sock, ip, self.now)
             self.next_conn_id += 1
             self.conns[conn.fd] = conn
             self.by_id[conn.conn_id] = conn
+            self.per_ip[ip] = ip_count + 1
             self.epoll.register(conn.fd, EPOLLIN)
 
     def _set_mask(self, conn: Connection, mask: int) -> None:
@@ -221,25 +268,53 @@ class NetworkProcess:
 
     # requests ------------------------------------------------------------------------
     def _read(self, conn: Connection) -> None:
-        """Read what ``conn`` sent: the length field, then (given a buffer) the frame."""
+        """Read what ``conn`` sent: the length field, then the frame."""
         if conn.frame_len == 0:
             try:
                 if not self.reader.read_length(conn):
                     self._set_mask(conn, EPOLLIN)
+                    self._track_deadline(conn)
                     return
             except CloseConnection as exc:
                 self._close(conn, exc.reason)
                 return
-            if not self._admit(conn):
-                self._set_mask(conn, 0)
-                self.waiters.append(conn)
-                return
         self._read_frame(conn)
 
-    def _admit(self, conn: Connection) -> bool:
-        """A buffer for ``conn``'s frame if the main process has queue room and the pool
-        has memory now (never blocks)."""
-        return self.in_flight < self.max_queued_requests and self.reader.allocate(conn)
+    def _read_frame(self, conn: Connection) -> bool:
+        """Go on with ``conn``'s frame; False when it was parked (no queue room for a new
+        frame, or no memory for its next bytes)."""
+        reader = self.reader
+        if self.in_flight >= self.max_queued_requests and not reader.holds_memory(conn):
+            self._park(conn)
+            return False
+        try:
+            frame = reader.read_frame(conn)
+        except CloseConnection as exc:
+            self._close(conn, exc.reason)
+            return True
+        if frame is NEED_MEMORY:
+            self._park(conn)
+            return False
+        if frame is NEED_DATA:
+            self._set_mask(conn, EPOLLIN)
+            self._track_deadline(conn)
+        else:
+            assert isinstance(frame, tuple)
+            conn.frame_deadline = 0.0
+            self._hand_over(conn, *frame)
+        return True
+
+    def _park(self, conn: Connection) -> None:
+        self._set_mask(conn, 0)
+        if not conn.parked:
+            conn.parked = True
+            conn.frame_deadline = 0.0  # waiting for us, not for the client
+            self.waiters.append(conn)
+
+    def _track_deadline(self, conn: Connection) -> None:
+        """Start the read deadline when a frame is started (kept while it goes on)."""
+        if conn.frame_deadline == 0.0 and self.reader.in_frame(conn):
+            conn.frame_deadline = self.now + self.read_timeout_s
 
     def _retry_waiters(self) -> None:
         waiters = self.waiters
@@ -248,21 +323,23 @@ class NetworkProcess:
             if conn.closed:
                 waiters.popleft()
                 continue
-            if not self._admit(conn):
-                return
             waiters.popleft()
-            self._read_frame(conn)  # watches EPOLLIN again only if the frame is not all there
+            conn.parked = False
+            if not self._read_frame(conn):  # parked again (at the back): keep its turn
+                waiters.pop()
+                waiters.appendleft(conn)
+                return
 
-    def _read_frame(self, conn: Connection) -> None:
-        try:
-            frame = self.reader.read_frame(conn)
-        except CloseConnection as exc:
-            self._close(conn, exc.reason)
-            return
-        if frame is None:
-            self._set_mask(conn, EPOLLIN)
-        else:
-            self._hand_over(conn, *frame)
+    def _sweep(self, now: float) -> None:
+        """Close connections past their read deadline or idle too long."""
+        self._next_sweep = now + self.sweep_interval_s
+        idle_before = now - self.idle_s
+        for conn in list(self.conns.values()):
+            if conn.frame_deadline:
+                if now > conn.frame_deadline:
+                    self._close(conn, "request read timeout")
+            elif conn.active_at < idle_before and not conn.muted and not conn.parked:
+                self._close(conn, "idle")  # incl. a response the client does not read
 
     def _hand_over(self, conn: Connection, handle: Handle, frame_len: int) -> None:
         try:
@@ -278,6 +355,7 @@ class NetworkProcess:
             return
         conn.muted = conn.known = True
         self.in_flight += 1
+        conn.active_at = self.now
 
     # responses -----------------------------------------------------------------------
     def _on_response(
@@ -360,6 +438,7 @@ class NetworkProcess:
         return True
 
     def _unmute(self, conn: Connection) -> None:
+        conn.active_at = self.now  # the idle clock starts when the answer is out
         if conn.mask == 0:  # data arrived while muted: read it now, no epoll round trip
             self._read(conn)
         elif conn.mask != EPOLLIN:
@@ -376,6 +455,11 @@ class NetworkProcess:
         self.epoll.unregister(conn.fd)
         del self.conns[conn.fd]
         del self.by_id[conn.conn_id]
+        left = self.per_ip.get(conn.ip, 1) - 1
+        if left > 0:
+            self.per_ip[conn.ip] = left
+        else:
+            self.per_ip.pop(conn.ip, None)
         self.reader.drop(conn)
         self.writer.drop(conn)
         if conn.muted:

@@ -1,35 +1,54 @@
-"""Reading requests in a network process: length field, pool buffer, frame.
+"""Reading requests in a network process: length field, pool memory as the bytes arrive, frame.
 
-:class:`RequestReader` reads one connection's request in three steps, each a call from
-the loop (:class:`broker.network.process.NetworkProcess`), which decides what happens
-in between:
+:class:`RequestReader` reads one connection's request in two steps, each a call from the
+loop (:class:`broker.network.process.NetworkProcess`), which decides what happens in
+between (queue room, parking, deadlines):
 
-1. :meth:`~RequestReader.read_length` - the 4-byte big-endian frame length; outside
-   ``MIN_FRAME_BYTES..max_request_bytes`` -> :class:`CloseConnection` (nothing allocated);
-2. :meth:`~RequestReader.allocate` - a pool buffer with ``max_block_ms=0``
-   (``poolable_size`` when the frame fits one slot: the free-list fast path), or False
-   when the pool has no memory or would drop below ``request_headroom_bytes`` (kept for
-   responses).  The loop asks only while fewer than ``max_queued_requests`` requests are
-   with the main process, and parks the connection otherwise (backpressure);
-3. :meth:`~RequestReader.read_frame` - ``recv_into`` the buffer until the frame is
-   complete, then release the buffer for the hand-over and return its handle.
+1. :meth:`~RequestReader.read_length` - the 4-byte big-endian frame length, which may
+   arrive in pieces (any split; the bytes read so far are kept in ``conn.header``);
+   outside ``MIN_FRAME_BYTES..max_request_bytes`` -> :class:`CloseConnection` (nothing
+   allocated);
+2. :meth:`~RequestReader.read_frame` - the frame's bytes into pool memory, taken **as the
+   bytes arrive**, never for bytes only promised by the length field:
+
+   - a frame of at most ``poolable_size`` bytes gets one pool slot (the free-list fast
+     path); if no byte of it has arrived yet the slot is given back at once, so an idle
+     connection that sent only a length holds no memory;
+   - a larger frame whose bytes are all in the socket already (``FIONREAD``) gets one
+     buffer of its size and is read straight into it (no copy: the usual case for an
+     honest client);
+   - otherwise it is read into ``poolable_size`` slots (``conn.chunks``), one more taken
+     only when the previous is full and more bytes came; once the frame is complete it
+     is copied into one buffer of its size (taken without the response headroom: it
+     replaces the same amount of chunks, freed right after) and handed over.
+
+   So a connection holds at most one slot more than the bytes it actually sent (twelve
+   connections that declare 16 MiB frames and stall hold twelve slots, not 192 MiB).
+   Every allocation is non-blocking (``max_block_ms=0``) and, except the final copy,
+   leaves ``request_headroom_bytes`` free for responses; when memory is short
+   ``read_frame`` returns :data:`NEED_MEMORY` and the loop parks the connection.
 
 Contract: the reader owns the read half of a :class:`Connection` (``header``,
-``header_filled``, ``frame_len``, ``filled``, ``buffer``) and the request buffer from
-allocation until :meth:`~RequestReader.read_frame` returns it (or :meth:`~RequestReader.drop`
-frees it when the loop closes the connection).  It never touches epoll, the channel or
-the connection's mute state: every step returns to the loop, and a connection that must
-be closed raises :class:`CloseConnection`.
+``header_filled``, ``frame_len``, ``filled``, ``buffer``, ``chunks``) and the request
+memory from allocation until :meth:`~RequestReader.read_frame` returns the frame's handle
+(or :meth:`~RequestReader.drop` frees it when the loop closes the connection).  It never
+touches epoll, the channel or the connection's mute state: every step returns to the
+loop, and a connection that must be closed raises :class:`CloseConnection`.
 
-Costs per request: 2-3 ``recv`` syscalls, 2 pool lock round trips (allocate, release to
-the main process), no copy of the frame in Python.  Thread-safety: none; the one thread
-of its network process.  It only touches buffers it allocated and has not handed over.
+Costs per request: small frame 2-3 ``recv`` syscalls and 2 pool lock round trips
+(allocate, release to the main process), no copy; large frame +1 ``ioctl``; a large
+frame that trickles in adds one lock round trip per ``poolable_size`` slot and one copy
+of the frame (C ``memcpy``).  Thread-safety: none; the one thread of its network process.
+It only touches buffers it allocated and has not handed over.
 """
 
 from __future__ import annotations
 
+import fcntl
 import struct
+import termios
 from collections.abc import Callable
+from typing import Final
 
 from broker.network.channel_codec import Handle
 from broker.network.connection import CloseConnection, Connection
@@ -39,6 +58,22 @@ from clients.memory.handles import Buffer
 from clients.protocol.framing import MIN_FRAME_BYTES
 
 _LENGTH = struct.Struct(">i")
+_INT = struct.Struct("i")  # FIONREAD answers a native int
+_INT_ZERO = bytes(4)
+
+
+class _Wait:
+    __slots__ = ("what",)
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+
+    def __repr__(self) -> str:
+        return f"<wait for {self.what}>"
+
+
+NEED_DATA: Final = _Wait("data")  # the socket has no more bytes now: watch EPOLLIN
+NEED_MEMORY: Final = _Wait("memory")  # no pool memory now: park, retry later
 
 
 class RequestReader:
@@ -61,6 +96,15 @@ class RequestReader:
         self.headroom = request_headroom_bytes
         self.poolable = pool.poolable_size
         self._free = free
+
+    @staticmethod
+    def in_frame(conn: Connection) -> bool:
+        """A frame of ``conn`` is started (part of its length or body was read)."""
+        return conn.header_filled > 0 or conn.frame_len > 0
+
+    @staticmethod
+    def holds_memory(conn: Connection) -> bool:
+        return conn.buffer is not None or bool(conn.chunks)
 
     def read_length(self, conn: Connection) -> bool:
         """Read the length field; True once ``conn.frame_len`` is known, False when the
@@ -88,27 +132,47 @@ class RequestReader:
                 f"frame length {length} outside {MIN_FRAME_BYTES}..{self.max_request_bytes}"
             )
         conn.frame_len = length
-        return True
-
-    def allocate(self, conn: Connection) -> bool:
-        """Give ``conn`` a buffer for its frame now, or return False (never blocks)."""
-        length = conn.frame_len
-        size = self.poolable if length <= self.poolable else length
-        pool = self.pool
-        if self.headroom and pool.available_memory() - size < self.headroom:
-            return False
-        try:
-            conn.buffer = pool.allocate(size, 0)
-        except BufferPoolError:
-            return False
         conn.filled = 0
         return True
 
-    def read_frame(self, conn: Connection) -> tuple[Handle, int] | None:
-        """Read the frame into ``conn.buffer``.  Complete: the buffer is released by this
-        process and ``(handle, frame_len)`` returned for the hand-over (the read half is
-        reset for the next request); None when the socket has no more bytes now.
+    # memory ---------------------------------------------------------------------------
+    def _take(self, size: int, *, headroom: bool = True) -> Buffer | None:
+        """A pool buffer of ``size`` bytes now, or None (never blocks)."""
+        pool = self.pool
+        if headroom and self.headroom and pool.available_memory() - size < self.headroom:
+            return None
+        try:
+            return pool.allocate(size, 0)
+        except BufferPoolError:
+            return None
+
+    def _pending_bytes(self, conn: Connection) -> int:
+        try:
+            return int(_INT.unpack(fcntl.ioctl(conn.fd, termios.FIONREAD, _INT_ZERO))[0])
+        except OSError:
+            return 0
+
+    # frame ----------------------------------------------------------------------------
+    def read_frame(self, conn: Connection) -> tuple[Handle, int] | _Wait:
+        """Read the frame (``conn.frame_len`` known) into pool memory taken as its bytes
+        arrive.  Complete: the frame's buffer is released by this process and
+        ``(handle, frame_len)`` returned for the hand-over (the read half is reset for the
+        next request); :data:`NEED_DATA` when the socket has no more bytes now;
+        :data:`NEED_MEMORY` when the pool has no memory for the next bytes.
         Raises :class:`CloseConnection`."""
+        length = conn.frame_len
+        if conn.buffer is None and not conn.chunks:
+            if length <= self.poolable:
+                conn.buffer = self._take(self.poolable)
+                if conn.buffer is None:
+                    return NEED_MEMORY
+            elif self._pending_bytes(conn) >= length:
+                conn.buffer = self._take(length)  # all there: read it in place
+        if conn.buffer is not None:
+            return self._read_contiguous(conn)
+        return self._read_chunks(conn)
+
+    def _read_contiguous(self, conn: Connection) -> tuple[Handle, int] | _Wait:
         buf = conn.buffer
         assert buf is not None
         view, length, recv_into = buf.memory, conn.frame_len, conn.sock.recv_into
@@ -118,20 +182,68 @@ class RequestReader:
                 n = recv_into(view[filled:length])
             except BlockingIOError:
                 conn.filled = filled
-                return None
+                if filled == 0:  # nothing of the frame arrived: hold no memory meanwhile
+                    conn.buffer = None
+                    self._free(buf)
+                return NEED_DATA
             except OSError as exc:
                 raise CloseConnection(f"recv failed: {exc}") from None
             if n == 0:
                 raise CloseConnection("client closed mid-frame")
             filled += n
         conn.buffer = None
+        return self._hand_over(conn, buf)
+
+    def _read_chunks(self, conn: Connection) -> tuple[Handle, int] | _Wait:
+        length, poolable, chunks = conn.frame_len, self.poolable, conn.chunks
+        recv_into = conn.sock.recv_into
+        while conn.filled < length:
+            index, offset = divmod(conn.filled, poolable)
+            if index == len(chunks):
+                chunk = self._take(poolable)
+                if chunk is None:
+                    return NEED_MEMORY
+                chunks.append(chunk)
+            chunk = chunks[index]
+            end = min(poolable, length - index * poolable)
+            try:
+                n = recv_into(chunk.memory[offset:end])
+            except BlockingIOError:
+                if offset == 0:  # nothing arrived for this slot: give it back
+                    chunks.pop()
+                    self._free(chunk)
+                return NEED_DATA
+            except OSError as exc:
+                raise CloseConnection(f"recv failed: {exc}") from None
+            if n == 0:
+                raise CloseConnection("client closed mid-frame")
+            conn.filled += n
+        # complete: one buffer of the frame's size, taken without the headroom (the
+        # chunks it replaces are freed right after), then the chunks copied in
+        buf = self._take(length, headroom=False)
+        if buf is None:
+            return NEED_MEMORY
+        memory = buf.memory
+        for index, chunk in enumerate(chunks):
+            start = index * poolable
+            end = min(start + poolable, length)
+            memory[start:end] = chunk.memory[: end - start]
+            self._free(chunk)
+        chunks.clear()
+        return self._hand_over(conn, buf)
+
+    def _hand_over(self, conn: Connection, buf: Buffer) -> tuple[Handle, int]:
+        length = conn.frame_len
         conn.frame_len = conn.filled = 0
         handle = (buf.slot, buf.size, buf.generation)
         buf.release()
         return handle, length
 
     def drop(self, conn: Connection) -> None:
-        """Free the request buffer of a connection being closed."""
+        """Free the request memory of a connection being closed."""
         if conn.buffer is not None:
             self._free(conn.buffer)
             conn.buffer = None
+        for chunk in conn.chunks:
+            self._free(chunk)
+        conn.chunks.clear()

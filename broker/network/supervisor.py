@@ -91,6 +91,10 @@ class NetworkProcessSupervisor:
         self.start_timeout_ms = start_timeout_ms
         self.stop_timeout_ms = stop_timeout_ms
         self._extra = [
+            "--max-connections-per-ip", str(config.max_connections_per_ip),
+            "--max-connections-per-ip-overrides", config.max_connections_per_ip_overrides,
+            "--connections-max-idle-ms", str(config.connections_max_idle_ms),
+            "--request-read-timeout-ms", str(config.request_read_timeout_ms),
             "--max-queued-requests", str(config.queued_max_requests),
             "--request-headroom-bytes", str(self.request_headroom_bytes),
             "--memory-retry-ms", str(memory_retry_ms),
@@ -158,7 +162,9 @@ class NetworkProcessSupervisor:
                     f"network process {endpoint.index} (pid {proc.pid}) not ready within "
                     f"{self.start_timeout_ms} ms"
                 )
-            select.select([endpoint.fileno()], [], [], min(remaining, 0.1))
+            poller = select.poll()  # not select.select: a broker with many logs has fds > 1023
+            poller.register(endpoint.fileno(), select.POLLIN)
+            poller.poll(min(remaining, 0.1) * 1000)
             endpoint.recv_messages(max_messages=1)  # READY is the first message
             if not endpoint.ready and (endpoint.at_eof or proc.poll() is not None):
                 raise NetworkProcessError(

@@ -554,6 +554,61 @@ def test_pool_exhaustion_slows_reading_and_recovers() -> None:
 
 
 @pytest.mark.multiprocess
+def test_large_frames_take_memory_as_their_bytes_arrive() -> None:
+    poolable = 64 * KiB
+    with running(make_config()) as (sup, _main, pool):  # 16 MiB pool, 4 MiB frames
+        stalled = [connect(sup.port) for _ in range(12)]  # 36 MiB declared in all
+        try:
+            for s in stalled:
+                s.sendall(struct.pack(">i", 3 * MiB) + b"E" * 100)
+            wait_for(lambda: pool.metrics().allocated_bytes == 12 * poolable,
+                     "one slot per stalled frame")
+            time.sleep(0.05)
+            assert pool.metrics().allocated_bytes == 12 * poolable  # not 12 x 3 MiB
+            trickle, whole, small = connect(sup.port), connect(sup.port), connect(sup.port)
+            try:
+                payload = b"E" + os.urandom(3 * MiB - 1)
+                data = frame(payload)
+                for i in range(0, len(data), 100_000):  # arrives in pieces: read in slots
+                    trickle.sendall(data[i : i + 100_000])
+                    time.sleep(0.002)
+                assert recv_response(trickle) == payload
+                other = b"E" + payload[:0:-1]
+                whole.sendall(frame(other))  # all there at once: read in place
+                assert recv_response(whole) == other
+                echo(small, b"still served")
+            finally:
+                for s in (trickle, whole, small):
+                    s.close()
+        finally:
+            for s in stalled:
+                s.close()
+        assert_pool_clean(pool)
+
+
+@pytest.mark.multiprocess
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_large_frame_split_anywhere_is_byte_exact(seed: int) -> None:
+    import random
+
+    rng = random.Random(seed)
+    with running(make_config()) as (sup, _main, pool):
+        sock = connect(sup.port)
+        try:
+            for _ in range(3):
+                payload = b"E" + rng.randbytes(rng.randrange(64 * KiB - 8, 400 * KiB))
+                data = frame(payload)
+                cuts = sorted(rng.sample(range(1, len(data)), 12))
+                for a, b in zip([0, *cuts], [*cuts, len(data)], strict=True):
+                    sock.sendall(data[a:b])
+                    time.sleep(0.001)
+                assert recv_response(sock) == payload
+        finally:
+            sock.close()
+        assert_pool_clean(pool)
+
+
+@pytest.mark.multiprocess
 def test_killed_network_process_is_restarted_and_its_buffers_reclaimed(tmp_path: Path) -> None:
     region_file = tmp_path / "big.log"
     region_file.write_bytes(os.urandom(12 * MiB))
@@ -568,8 +623,10 @@ def test_killed_network_process_is_restarted_and_its_buffers_reclaimed(tmp_path:
             stuck_conn = wait_for(
                 lambda: next((c for _, c, f in main.requests if f[:1] == b"F"), None), "fetch"
             )
-            # held request (claimed by main) + partial request (owned by the network process)
-            wait_for(lambda: pool.metrics().allocated_bytes >= 64 * KiB + 256 * KiB, "partial read")
+            # held request (claimed by main) + the fetch's response + partial request (owned
+            # by the network process: one 64 KiB slot for the 1000 bytes that came, not the
+            # 200 KiB declared)
+            wait_for(lambda: pool.metrics().allocated_bytes >= 3 * 64 * KiB, "partial read")
             old_pid = sup.pids[0]
             os.kill(old_pid, signal.SIGKILL)
             wait_for(lambda: main.restarts, "restart")
