@@ -24,6 +24,8 @@ between (queue room, parking, deadlines):
 
    So a connection holds at most one slot more than the bytes it actually sent (twelve
    connections that declare 16 MiB frames and stall hold twelve slots, not 192 MiB).
+   At most ``READ_TURN_BYTES`` (1 MiB) are read from one connection per call; the loop
+   (level-triggered) comes back for the rest after serving the others.
    Every allocation is non-blocking (``max_block_ms=0``) and, except the final copy,
    leaves ``request_headroom_bytes`` free for responses; when memory is short
    ``read_frame`` returns :data:`NEED_MEMORY` and the loop parks the connection.
@@ -58,6 +60,7 @@ from clients.memory.handles import Buffer
 from clients.protocol.framing import MIN_FRAME_BYTES
 
 _LENGTH = struct.Struct(">i")
+READ_TURN_BYTES = 1 << 20  # bytes read from one connection before the loop serves others
 _INT = struct.Struct("i")  # FIONREAD answers a native int
 _INT_ZERO = bytes(4)
 
@@ -177,7 +180,11 @@ class RequestReader:
         assert buf is not None
         view, length, recv_into = buf.memory, conn.frame_len, conn.sock.recv_into
         filled = conn.filled
+        turn_end = filled + READ_TURN_BYTES
         while filled < length:
+            if filled >= turn_end:  # fairness: the loop comes back (level-triggered)
+                conn.filled = filled
+                return NEED_DATA
             try:
                 n = recv_into(view[filled:length])
             except BlockingIOError:
@@ -197,7 +204,10 @@ class RequestReader:
     def _read_chunks(self, conn: Connection) -> tuple[Handle, int] | _Wait:
         length, poolable, chunks = conn.frame_len, self.poolable, conn.chunks
         recv_into = conn.sock.recv_into
+        turn_end = conn.filled + READ_TURN_BYTES
         while conn.filled < length:
+            if conn.filled >= turn_end:  # fairness: the loop comes back (level-triggered)
+                return NEED_DATA
             index, offset = divmod(conn.filled, poolable)
             if index == len(chunks):
                 chunk = self._take(poolable)
