@@ -9,12 +9,21 @@ again when it completes.  Fetch responses carry
 with ``sendfile``).
 
 Costs: fetch is one index lookup per partition (and again when a parked fetch
-completes); ListOffsets by timestamp is one time-index lookup per partition;
+completes), read ``FETCH_SLICE_PARTITIONS`` partitions per event-loop turn (work split,
+:func:`run_in_slices`; the partition count itself is bounded by ``max_fetch_partitions``
+before decoding, :mod:`broker.network.request_bounds`), so no Fetch holds the loop more
+than a slice; the response carries at most ``min(max_bytes, fetch_max_bytes)`` record
+bytes (first batch excepted, Kafka's rule); ListOffsets by timestamp is one time-index
+lookup per partition;
 DescribeLogDirs is O(partitions · log partitions) (sorted).
 Thread-safety: run on the broker's event loop thread only (they touch BrokerCore state).
 """
 
 from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Generator
 
 from broker.core import BrokerCore
 from broker.delayed import DelayedFetch
@@ -32,6 +41,8 @@ from clients.protocol.errors import ErrorCode, MiniKafkaError
 from clients.protocol.topics import TopicPartition
 from storage.log.reader import FetchDataInfo
 
+log = logging.getLogger(__name__)
+
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
 
@@ -40,7 +51,8 @@ EARLIEST_TIMESTAMP = -2
 
 
 def _read_partition(core: BrokerCore, name: str, request: Body, replica_id: int,
-                    max_bytes: int) -> tuple[Body, FetchDataInfo | None]:
+                    max_bytes: int, min_one_batch: bool = True,
+                    ) -> tuple[Body, FetchDataInfo | None]:
     index = request["partition"]
     result: Body = {"partition_index": index, "error_code": 0, "error_message": None,
                     "high_watermark": -1, "log_start_offset": -1}
@@ -48,7 +60,7 @@ def _read_partition(core: BrokerCore, name: str, request: Body, replica_id: int,
         partition = core.partition_or_error(name, index)
         partition.check_leader_epoch(request["current_leader_epoch"])
         data = partition.read_records(request["fetch_offset"], max_bytes,
-                                      for_follower=replica_id >= 0)
+                                      for_follower=replica_id >= 0, min_one_batch=min_one_batch)
         if replica_id >= 0:
             if partition.update_follower_fetch(replica_id, request["fetch_offset"],
                                                core.clock.now_ms()):
@@ -63,28 +75,73 @@ def _read_partition(core: BrokerCore, name: str, request: Body, replica_id: int,
     return result, data
 
 
-def _fetch_response(core: BrokerCore, body: Body) -> tuple[Body, int, bool]:
-    """Read every partition now; returns (response body, bytes, any error)."""
+FetchResult = tuple[Body, int, bool]  # (response body, record bytes, any partition error)
+FETCH_SLICE_PARTITIONS = 100  # partitions read per event-loop turn (~1-2 ms)
+
+
+def _fetch_steps(core: BrokerCore, body: Body) -> Generator[None, None, FetchResult]:
+    """Read every partition, yielding after each ``FETCH_SLICE_PARTITIONS`` (work split:
+    :func:`run_in_slices` reads one slice per event-loop turn, so a Fetch of
+    ``max_fetch_partitions`` partitions never holds the loop more than a slice's time).
+
+    Size (Kafka's rule): at most ``min(max_bytes, fetch_max_bytes)`` bytes of records in
+    all, each partition at most its ``partition_max_bytes``; only until some partition
+    returned records is a first batch larger than the limit returned whole (so a
+    consumer always progresses), never afterwards.
+    """
     remaining = min(body["max_bytes"], core.config.fetch_max_bytes)
     total = 0
     errored = False
     responses = []
+    read = 0
     for topic in body["topics"]:
         parts = []
         for request in topic["partitions"]:
+            read += 1
+            if read % FETCH_SLICE_PARTITIONS == 0:
+                yield
             limit = max(0, min(request["partition_max_bytes"], remaining))
             result, data = _read_partition(core, topic["name"], request, body["replica_id"],
-                                           limit)
+                                           limit, min_one_batch=total == 0)
             if data is None:
                 errored = errored or result["error_code"] != 0
                 result["records"] = EMPTY_RECORDS
             else:
                 result["records"] = RegionRecords(data.regions, data.size_in_bytes)
                 total += data.size_in_bytes
-                remaining -= data.size_in_bytes
+                remaining = max(0, remaining - data.size_in_bytes)
             parts.append(result)
         responses.append({"name": topic["name"], "partitions": parts})
     return {"throttle_time_ms": 0, "error_code": 0, "responses": responses}, total, errored
+
+
+def run_in_slices(steps: Generator[None, None, FetchResult],
+                  done: Callable[[FetchResult], None], fail: Callable[[], None]) -> None:
+    """Run ``steps`` to its end, one slice now and each further one in a later turn of the
+    running event loop (all at once when there is no loop, e.g. a handler driven directly
+    by a test); then ``done(result)``.  An exception in a later slice calls ``fail``
+    (the request must still be answered)."""
+    try:
+        loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+    except RuntimeError:
+        loop = None
+
+    def step(first: bool) -> None:
+        try:
+            while True:
+                next(steps)
+                if loop is not None:
+                    loop.call_soon(step, False)
+                    return
+        except StopIteration as stop:
+            done(stop.value)
+        except Exception:
+            if first:
+                raise  # the dispatcher answers the error
+            log.exception("fetch failed in a later slice")
+            fail()
+
+    step(True)
 
 
 def handle_fetch(core: BrokerCore, body: Body, respond: Respond) -> None:
@@ -92,22 +149,29 @@ def handle_fetch(core: BrokerCore, body: Body, respond: Respond) -> None:
                                     for t in body["topics"] for p in t["partitions"]):
         respond({"error_code": int(ErrorCode.INVALID_FETCH_SIZE), "responses": []})
         return
-    response, total, errored = _fetch_response(core, body)
-    max_wait_ms = min(max(body["max_wait_ms"], 0), core.config.max_fetch_wait_ms)
-    if errored or total >= body["min_bytes"] or max_wait_ms == 0 or not body["topics"]:
-        respond(response)
-        return
+
+    def fail() -> None:
+        respond({"throttle_time_ms": 0, "error_code": int(ErrorCode.UNKNOWN_SERVER_ERROR),
+                 "responses": []})
+
+    def first_read(result: FetchResult) -> None:
+        response, total, errored = result
+        max_wait_ms = min(max(body["max_wait_ms"], 0), core.config.max_fetch_wait_ms)
+        if errored or total >= body["min_bytes"] or max_wait_ms == 0 or not body["topics"]:
+            respond(response)
+            return
+        keys = [(t["name"], p["partition"]) for t in body["topics"] for p in t["partitions"]]
+        op = DelayedFetch(max_wait_ms, body["min_bytes"], available, complete)
+        core.fetch_purgatory.try_complete_else_watch(op, keys)
 
     def available() -> int | None:
         _, now_total, now_errored = _fetch_response_sizes(core, body)
         return None if now_errored else now_total
 
     def complete() -> None:
-        respond(_fetch_response(core, body)[0])
+        run_in_slices(_fetch_steps(core, body), lambda result: respond(result[0]), fail)
 
-    keys = [(t["name"], p["partition"]) for t in body["topics"] for p in t["partitions"]]
-    op = DelayedFetch(max_wait_ms, body["min_bytes"], available, complete)
-    core.fetch_purgatory.try_complete_else_watch(op, keys)
+    run_in_slices(_fetch_steps(core, body), first_read, fail)
 
 
 def _fetch_response_sizes(core: BrokerCore, body: Body) -> tuple[None, int, bool]:
@@ -141,6 +205,8 @@ def _fetch_response_sizes(core: BrokerCore, body: Body) -> tuple[None, int, bool
             except Exception:
                 return None, 0, True
             total += data.size_in_bytes
+            if total >= body["min_bytes"]:
+                return None, total, False  # enough: the rest is read once, at completion
     return None, total, False
 
 
