@@ -21,8 +21,8 @@ Bounds (every queue, pool and size is bounded):
 | connections_max_idle_ms    | 600000      | a connection with nothing to read or write for  |
 |                            |             | this long is closed                             |
 | request_read_timeout_ms    | 30000       | a started request frame must arrive within this |
-| max_metadata_topics        | 5000        | topics one Metadata request may name            |
-| max_fetch_partitions       | 5000        | partitions one Fetch request may name           |
+| max_metadata_topics        | 1000        | topics one Metadata request may name            |
+| max_fetch_partitions       | 1000        | partitions one Fetch request may name           |
 | max_fetch_wait_ms          | 30000       | a fetch's max_wait_ms is capped at this         |
 | fetch_max_bytes            | 50 MiB      | bytes in one fetch response                     |
 | log_cleaner_step_bytes     | 512 KiB     | log bytes one compaction step reads (the main   |
@@ -67,8 +67,8 @@ class BrokerConfig:
     max_connections_per_ip_overrides: str = ""  # "ip:count,ip:count" (Kafka's syntax, IPs)
     connections_max_idle_ms: int = 600_000
     request_read_timeout_ms: int = 30_000
-    max_metadata_topics: int = 5_000
-    max_fetch_partitions: int = 5_000
+    max_metadata_topics: int = 1_000
+    max_fetch_partitions: int = 1_000
     max_fetch_wait_ms: int = 30_000
     fetch_max_bytes: int = 50 * MiB
     num_partitions: int = 1

@@ -12,6 +12,13 @@ unsupported version or a body that violates the API's schema closes the connecti
 (Kafka does the same), after logging the precise reason; ApiVersions at an unsupported
 version is answered with UNSUPPORTED_VERSION at v0 so clients can negotiate.
 
+Per-request bounds (``max_metadata_topics``, ``max_fetch_partitions``) are checked on
+the frame before the body is decoded (:mod:`broker.network.request_bounds`), so an
+oversized request costs O(bound), and answered by :mod:`broker.handlers.bounds`.
+Error answers never close a healthy connection: a handler that raises, or whose answer
+cannot be encoded (a bug), gets UNKNOWN_SERVER_ERROR in the API's request-level
+``error_code`` (Kafka's answer); only an API version without such a field is closed.
+
 Not thread-safe: everything runs on the loop's thread.
 """
 
@@ -29,11 +36,13 @@ import msgpack
 from broker.async_client import AsyncConnection
 from broker.config import BrokerConfig
 from broker.core import BrokerCore
+from broker.handlers.bounds import answer_over_bound
 from broker.handlers.common import RegionRecords
 from broker.handlers.dispatch import HANDLERS, unsupported_api_versions_answer
 from broker.metadata.follower import MetadataFollower
 from broker.network.channel_codec import CLOSED, REQUEST
 from broker.network.main_channel import MainChannelEndpoint
+from broker.network.request_bounds import check_request_bounds
 from broker.network.supervisor import NetworkProcessSupervisor
 from broker.producer_ids import ControllerProducerIdAllocator, controller_block_source
 from broker.replica_fetcher import ReplicaFetcherManager
@@ -41,7 +50,8 @@ from clients.memory.buffer_pool import BufferPool
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.codec import decode_request_body, decode_request_header, encode_response
 from clients.protocol.compiler import records_length
-from clients.protocol.errors import MiniKafkaError
+from clients.protocol.errors import ErrorCode, MiniKafkaError
+from clients.protocol.registry import APIS
 from timer.clock import Clock, MonotonicClock
 from timer.drivers import AsyncioTimerDriver
 from timer.system_timer import SystemTimer
@@ -239,6 +249,24 @@ class BrokerServer:
             self._send(endpoint, conn_id, ApiKey.API_VERSIONS, 0, header.correlation_id,
                        unsupported_api_versions_answer())
             return
+        api_key, version, correlation_id = header.api_key, header.api_version, \
+            header.correlation_id
+        responded = False
+
+        def respond(body: dict[str, Any] | None) -> None:
+            nonlocal responded
+            responded = True
+            if body is None:
+                endpoint.send_no_response(conn_id)
+            else:
+                self._send(endpoint, conn_id, api_key, version, correlation_id, body)
+
+        over = check_request_bounds(header, max_metadata_topics=self.config.max_metadata_topics,
+                                    max_fetch_partitions=self.config.max_fetch_partitions)
+        if over is not None and answer_over_bound(self.core, api_key, version, respond):
+            log.warning("connection %d.%d: %s; answered without reading it", endpoint.index,
+                        conn_id, over)
+            return
         try:
             request = decode_request_body(header)
         except MiniKafkaError as exc:
@@ -251,23 +279,28 @@ class BrokerServer:
                         endpoint.index, conn_id, ApiKey(request.api_key).name)
             endpoint.send_close(conn_id)
             return
-        api_key, version, correlation_id = request.api_key, request.api_version, \
-            request.correlation_id
-
-        def respond(body: dict[str, Any] | None) -> None:
-            if body is None:
-                endpoint.send_no_response(conn_id)
-            else:
-                self._send(endpoint, conn_id, api_key, version, correlation_id, body)
-
         try:
             handler(self.core, request.body, respond)
         except Exception:
-            log.exception("handler for %s failed; closing connection", ApiKey(api_key).name)
+            log.exception("handler for %s failed", ApiKey(api_key).name)
+            if not responded:
+                self._send_error(endpoint, conn_id, api_key, version, correlation_id)
+
+    def _send_error(self, endpoint: MainChannelEndpoint, conn_id: int, api_key: int,
+                    version: int, correlation_id: int) -> None:
+        """Answer UNKNOWN_SERVER_ERROR (Kafka's answer to a request the broker failed on)
+        when the response has a request-level ``error_code`` at this version; otherwise
+        there is no way to say it in the API's shape, and the connection is closed."""
+        if not has_top_level_error_code(api_key, version):
+            log.warning("closing connection %d.%d: %s v%d has no request-level error code",
+                        endpoint.index, conn_id, ApiKey(api_key).name, version)
             endpoint.send_close(conn_id)
+            return
+        self._send(endpoint, conn_id, api_key, version, correlation_id,
+                   {"error_code": int(ErrorCode.UNKNOWN_SERVER_ERROR)}, fallback=False)
 
     def _send(self, endpoint: MainChannelEndpoint, conn_id: int, api_key: int, version: int,
-              correlation_id: int, body: dict[str, Any]) -> None:
+              correlation_id: int, body: dict[str, Any], *, fallback: bool = True) -> None:
         """Encode a response into a pool buffer and hand it to the network process.
 
         The buffer holds every byte of the frame that is not a file region, in order;
@@ -279,8 +312,11 @@ class BrokerServer:
         try:
             parts = encode_response(api_key, version, correlation_id, body)
         except MiniKafkaError:
-            log.exception("cannot encode %s response; closing connection", api_key)
-            endpoint.send_close(conn_id)
+            log.exception("cannot encode a %s v%d response", ApiKey(api_key).name, version)
+            if fallback:  # a handler's bug: an error answer, the connection stays healthy
+                self._send_error(endpoint, conn_id, api_key, version, correlation_id)
+            else:
+                endpoint.send_close(conn_id)
             return
         inline_bytes = 0
         segments: list[list[Any]] = []
@@ -320,6 +356,13 @@ class BrokerServer:
         handle = buffer.handle
         buffer.release()
         endpoint.send_response(conn_id, handle, inline_bytes, len(blob))
+
+
+def has_top_level_error_code(api_key: int, version: int) -> bool:
+    """The response of ``api_key`` at ``version`` has a request-level ``error_code``."""
+    api = APIS.get(api_key)
+    return api is not None and any(
+        f.name == "error_code" for f in api.response.fields_at(version))
 
 
 def run_broker(config: BrokerConfig, on_ready: Callable[[BrokerServer], None] | None = None) -> int:

@@ -131,3 +131,61 @@ def wait_for(condition: Any, timeout_s: float, interval_s: float = 0.05) -> bool
             return False
         time.sleep(interval_s)
     return True
+
+
+def _ping_forever(port: int, out: Any, ready: Any, stop: Any) -> None:
+    """In a process of its own: ApiVersions round trips every ~1 ms, (time, seconds) each."""
+    sock = connect(port)
+    samples = []
+    while not stop.is_set():
+        started = time.perf_counter()
+        sock.sendall(api_versions(1))
+        recv_frame(sock)
+        samples.append((time.time(), time.perf_counter() - started))
+        ready.set()
+        time.sleep(0.001)
+    out.put(samples)
+
+
+class LoopProbe:
+    """Measures how long a broker keeps small requests waiting: a spawned process (not a
+    thread: this process's GIL and garbage collector would be measured too) pings it with
+    ApiVersions on a connection of its own; :meth:`worst` is the slowest round trip
+    within a time window (after :meth:`stop`)."""
+
+    def __init__(self, port: int) -> None:
+        import multiprocessing
+
+        ctx = multiprocessing.get_context("spawn")
+        self._out = ctx.Queue()
+        self._ready = ctx.Event()
+        self._stop = ctx.Event()
+        self._proc = ctx.Process(target=_ping_forever,
+                                 args=(port, self._out, self._ready, self._stop), daemon=True)
+        self.samples: list[tuple[float, float]] = []
+
+    def __enter__(self) -> LoopProbe:
+        self._proc.start()
+        if not self._ready.wait(60):
+            self.stop()
+            raise AssertionError("the ping process did not start")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+    def stop(self) -> None:
+        if self._proc.pid is None or self._stop.is_set():
+            return
+        self._stop.set()
+        try:
+            self.samples = self._out.get(timeout=30)
+        except Exception:
+            self.samples = []
+        self._proc.join(10)
+        if self._proc.is_alive():
+            self._proc.kill()
+
+    def worst(self, start: float, end: float) -> float:
+        """Slowest round trip (seconds) of a ping sent within ``[start, end]`` (wall time)."""
+        return max((s for t, s in self.samples if start - 0.01 <= t <= end + 0.05), default=0.0)

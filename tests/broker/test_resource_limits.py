@@ -1,0 +1,191 @@
+"""Per-request bounds, error answers and the controller's connection limits (issue 16),
+against real broker and controller processes with raw sockets.
+
+- a legal Metadata request naming 1,000,000 topics is answered (capped: no topic) without
+  holding the broker's event loop: small requests on other connections keep flowing;
+- a Fetch naming 5,000 partitions with ``max_bytes`` 0 gets one batch of the first
+  partition with data; with a larger ``max_bytes`` never more record bytes than it (nor
+  than ``fetch_max_bytes``); over ``max_fetch_partitions`` it gets INVALID_REQUEST;
+- an error answer (SyncGroup for an unknown group, at every version) keeps the
+  connection open;
+- the controller keeps capacity for brokers: 1,100 idle client connections do not stop
+  a restarting broker from registering; idle connections are closed; per-IP caps hold.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from clients.protocol.api_keys import ApiKey
+from clients.protocol.codec import decode_response
+from clients.records.batch import iter_batches
+from clients.records.record import build_batch
+from tests.broker.processes import BrokerProcess
+from tests.broker.raw_kafka import (
+    LoopProbe,
+    api_versions,
+    call,
+    connect,
+    correlation_of,
+    recv_frame,
+    request,
+)
+
+pytestmark = pytest.mark.multiprocess
+MiB = 1024 * 1024
+
+
+@pytest.fixture
+def stack() -> Iterator[ExitStack]:
+    with ExitStack() as s:
+        yield s
+
+
+def start_broker(stack: ExitStack, data_dir: Path, topics: dict[str, int] | None = None,
+                 **overrides: object) -> BrokerProcess:
+    if topics:
+        (data_dir / "topics.json").write_text(json.dumps({"version": 1, "topics": {
+            name: {"num_partitions": n, "replication_factor": 1, "configs": {}}
+            for name, n in topics.items()}}))
+    return stack.enter_context(BrokerProcess(data_dir, overrides=overrides))
+
+
+# ---------------------------------------------------------------- Metadata
+
+
+def test_metadata_naming_a_million_topics_does_not_hold_the_loop(tmp_path: Path,
+                                                                  stack: ExitStack) -> None:
+    broker = start_broker(stack, tmp_path)
+    frame = request(ApiKey.METADATA, 9, {"topics": [{"name": f"t{i}"} for i in range(1_000_000)]})
+    assert len(frame) < 16 * MiB  # legal: within max_request_bytes
+    sock = stack.enter_context(connect(broker.port, timeout_s=60))
+    with LoopProbe(broker.port) as probe:
+        started = time.time()
+        sock.sendall(frame)
+        answer = recv_frame(sock)
+        ended = time.time()
+        probe.stop()
+    body = decode_response(answer, ApiKey.METADATA, 9).body
+    assert body["topics"] == [] and body["brokers"]  # capped: the cluster, no topic
+    worst = probe.worst(started, ended)
+    print(f"Metadata x 1,000,000 topics: answered in {(ended - started) * 1000:.0f} ms, "
+          f"slowest concurrent ApiVersions {worst * 1000:.1f} ms")
+    assert worst < 0.5, f"small requests waited {worst:.3f} s"  # was ~7-9 s: loop held
+    sock.sendall(api_versions(9))  # the connection is still in order
+    assert correlation_of(recv_frame(sock)) == 9
+
+
+def test_metadata_within_the_bound_is_answered_per_topic(tmp_path: Path,
+                                                         stack: ExitStack) -> None:
+    broker = start_broker(stack, tmp_path, max_metadata_topics=3)
+    sock = stack.enter_context(connect(broker.port))
+    names = ["unknown", "bad name!", "other"]  # at the bound: answered topic by topic
+    body = call(sock, ApiKey.METADATA, 12, {"topics": [{"name": n} for n in names]})
+    assert [t["name"] for t in body["topics"]] == names
+    assert [t["error_code"] for t in body["topics"]] == [3, 17, 3]
+    over = call(sock, ApiKey.METADATA, 12, {"topics": [{"name": f"t{i}"} for i in range(4)]})
+    assert over["topics"] == []
+
+
+# ---------------------------------------------------------------- Fetch
+
+
+def _records_sizes(body: dict[str, Any]) -> list[int]:
+    return [len(p["records"] or b"") for t in body["responses"] for p in t["partitions"]]
+
+
+@pytest.fixture
+def wide_broker(tmp_path: Path, stack: ExitStack) -> BrokerProcess:
+    """200 partitions holding one 16 kB batch each; fetch_max_bytes 1 MiB."""
+    broker = start_broker(stack, tmp_path, topics={"wide": 200}, fetch_max_bytes=MiB,
+                          max_fetch_partitions=5000)
+    batch = build_batch([(None, b"x" * 16_000, int(time.time() * 1000), [])])
+    with connect(broker.port) as sock:
+        body = call(sock, ApiKey.PRODUCE, 9, {"acks": 1, "timeout_ms": 5000, "topics": [
+            {"name": "wide", "partitions": [{"index": p, "records": batch}
+                                            for p in range(200)]}]})
+    assert all(p["error_code"] == 0 for p in body["responses"][0]["partition_responses"])
+    return broker
+
+
+def _fetch_5000(max_bytes: int) -> dict[str, Any]:
+    part = {"fetch_offset": 0, "partition_max_bytes": MiB}
+    return {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": max_bytes,
+            "isolation_level": 0, "topics": [
+                {"name": "wide", "partitions": [{"partition": i, **part} for i in range(200)]},
+                {"name": "elsewhere", "partitions": [{"partition": i, **part}
+                                                     for i in range(4800)]}]}
+
+
+@pytest.mark.parametrize("max_bytes", [0, 100_000, 2**31 - 1])
+def test_fetch_of_5000_partitions_keeps_fetch_max_bytes(wide_broker: BrokerProcess,
+                                                        max_bytes: int) -> None:
+    with connect(wide_broker.port, timeout_s=60) as sock, LoopProbe(wide_broker.port) as probe:
+        started = time.time()
+        body = call(sock, ApiKey.FETCH, 12, _fetch_5000(max_bytes))
+        ended = time.time()
+        probe.stop()
+    sizes = _records_sizes(body)
+    assert len(sizes) == 5000 and body["error_code"] == 0
+    one_batch = sizes[0]
+    assert 16_000 < one_batch < 17_000
+    limit = min(max_bytes, MiB)
+    if max_bytes == 0:  # Kafka: the first batch even if max_bytes is smaller, nothing else
+        assert sum(sizes) == one_batch
+    else:
+        assert one_batch <= sum(sizes) <= limit
+        assert sum(sizes) > limit - one_batch  # filled up to the limit
+    first = next(p for t in body["responses"] for p in t["partitions"])
+    assert len(list(iter_batches(first["records"]))) == 1
+    print(f"Fetch x 5000 partitions, max_bytes {max_bytes}: {sum(sizes)} record bytes in "
+          f"{(ended - started) * 1000:.0f} ms, slowest concurrent ApiVersions "
+          f"{probe.worst(started, ended) * 1000:.1f} ms")
+
+
+def test_fetch_over_max_fetch_partitions_is_refused(tmp_path: Path, stack: ExitStack) -> None:
+    broker = start_broker(stack, tmp_path, topics={"t": 1})  # max_fetch_partitions 1000
+    sock = stack.enter_context(connect(broker.port))
+    body = _fetch_5000(MiB)
+    body["topics"][0]["name"] = "t"
+    answer = call(sock, ApiKey.FETCH, 12, body)
+    assert answer["error_code"] == 42 and answer["responses"] == []  # INVALID_REQUEST
+    body["topics"][1]["partitions"] = body["topics"][1]["partitions"][:799]  # 999: served
+    answer = call(sock, ApiKey.FETCH, 12, body)
+    assert answer["error_code"] == 0 and len(_records_sizes(answer)) == 999
+
+
+# ---------------------------------------------------------------- error answers
+
+
+@pytest.mark.parametrize("version", [0, 3, 5])
+def test_sync_group_error_keeps_the_connection(tmp_path: Path, stack: ExitStack,
+                                               version: int) -> None:
+    broker = start_broker(stack, tmp_path)
+    sock = stack.enter_context(connect(broker.port))
+    body = {"group_id": "nobody", "generation_id": 1, "member_id": "m",
+            "group_instance_id": None, "protocol_type": "consumer", "protocol_name": "range",
+            "assignments": []}
+    answer = call(sock, ApiKey.SYNC_GROUP, version, body)
+    assert answer["error_code"] != 0 and answer["assignment"] == b""
+    sock.sendall(api_versions(11))  # still open, still in order
+    assert correlation_of(recv_frame(sock)) == 11
+
+
+def test_error_answers_do_not_close_the_connection(tmp_path: Path, stack: ExitStack) -> None:
+    broker = start_broker(stack, tmp_path)
+    sock = stack.enter_context(connect(broker.port))
+    for version in (0, 5, 9):  # whatever the group state, an answer, never a close
+        answer = call(sock, ApiKey.JOIN_GROUP, version, {
+            "group_id": "g", "session_timeout_ms": 10_000, "rebalance_timeout_ms": 10_000,
+            "member_id": "", "group_instance_id": None, "protocol_type": "consumer",
+            "protocols": [], "reason": None})
+        assert answer["error_code"] != 0
+    sock.sendall(api_versions(12))
+    assert correlation_of(recv_frame(sock)) == 12
