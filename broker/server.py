@@ -41,6 +41,7 @@ from broker.handlers.common import RegionRecords
 from broker.handlers.dispatch import HANDLERS, unsupported_api_versions_answer
 from broker.metadata.follower import MetadataFollower
 from broker.network.channel_codec import CLOSED, REQUEST
+from broker.network.error_answer import error_answer
 from broker.network.main_channel import MainChannelEndpoint
 from broker.network.request_bounds import check_request_bounds
 from broker.network.supervisor import NetworkProcessSupervisor
@@ -50,8 +51,7 @@ from clients.memory.buffer_pool import BufferPool
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.codec import decode_request_body, decode_request_header, encode_response
 from clients.protocol.compiler import records_length
-from clients.protocol.errors import ErrorCode, MiniKafkaError
-from clients.protocol.registry import APIS
+from clients.protocol.errors import MiniKafkaError
 from timer.clock import Clock, MonotonicClock
 from timer.drivers import AsyncioTimerDriver
 from timer.system_timer import SystemTimer
@@ -291,13 +291,14 @@ class BrokerServer:
         """Answer UNKNOWN_SERVER_ERROR (Kafka's answer to a request the broker failed on)
         when the response has a request-level ``error_code`` at this version; otherwise
         there is no way to say it in the API's shape, and the connection is closed."""
-        if not has_top_level_error_code(api_key, version):
+        answer = error_answer(api_key, version)
+        if answer is None:
             log.warning("closing connection %d.%d: %s v%d has no request-level error code",
                         endpoint.index, conn_id, ApiKey(api_key).name, version)
             endpoint.send_close(conn_id)
             return
-        self._send(endpoint, conn_id, api_key, version, correlation_id,
-                   {"error_code": int(ErrorCode.UNKNOWN_SERVER_ERROR)}, fallback=False)
+        self._send(endpoint, conn_id, api_key, version, correlation_id, answer,
+                   fallback=False)
 
     def _send(self, endpoint: MainChannelEndpoint, conn_id: int, api_key: int, version: int,
               correlation_id: int, body: dict[str, Any], *, fallback: bool = True) -> None:
@@ -356,13 +357,6 @@ class BrokerServer:
         handle = buffer.handle
         buffer.release()
         endpoint.send_response(conn_id, handle, inline_bytes, len(blob))
-
-
-def has_top_level_error_code(api_key: int, version: int) -> bool:
-    """The response of ``api_key`` at ``version`` has a request-level ``error_code``."""
-    api = APIS.get(api_key)
-    return api is not None and any(
-        f.name == "error_code" for f in api.response.fields_at(version))
 
 
 def run_broker(config: BrokerConfig, on_ready: Callable[[BrokerServer], None] | None = None) -> int:

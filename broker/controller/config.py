@@ -22,7 +22,19 @@ Same syntax and precedence as :mod:`broker.config` (``key=value`` lines, ``#`` c
 | unclean_leader_election              | false      | topic default for unclean_leader_election   |
 | max_partitions_per_topic             | 10000      | bound on one topic's partition count        |
 | max_request_bytes                    | 8 MiB      | one request frame; larger closes the socket |
-| max_connections                      | 1000       | open connections; extra ones are closed     |
+| max_connections                      | 1000       | open client connections; beyond, a new one  |
+|                                      |            | may only take a reserved broker place       |
+| max_connections_per_ip               | 500        | open client connections from one address    |
+|                                      |            | (``..._overrides``: "ip:n,ip:n")            |
+| reserved_broker_connections          | 64         | places kept for brokers: a connection taken |
+|                                      |            | beyond the client limits must call a broker |
+|                                      |            | API first, and is closed after              |
+|                                      |            | broker_session_timeout_ms without a request |
+| connections_max_idle_ms              | 600000     | a client connection with no request for     |
+|                                      |            | this long is closed                         |
+| request_read_timeout_ms              | 30000      | a started frame must arrive within this     |
+| max_metadata_topics                  | 1000       | topics one Metadata request may name        |
+| max_fetch_partitions                 | 1000       | partitions one Fetch request may name       |
 | max_fetch_wait_ms                    | 30000      | a metadata fetch's max_wait_ms is capped    |
 
 Immutable (frozen dataclass); safe to share.
@@ -36,7 +48,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from broker.config import coerce_config, parse_properties
+from broker.config import coerce_config, parse_ip_overrides, parse_properties
 from clients.protocol.errors import InvalidConfigError
 
 MiB = 1024 * 1024
@@ -62,6 +74,13 @@ class ControllerConfig:
     max_request_bytes: int = 8 * MiB
     max_connections: int = 1_000
     max_fetch_wait_ms: int = 30_000
+    max_connections_per_ip: int = 500
+    max_connections_per_ip_overrides: str = ""
+    reserved_broker_connections: int = 64
+    connections_max_idle_ms: int = 600_000
+    request_read_timeout_ms: int = 30_000
+    max_metadata_topics: int = 1_000
+    max_fetch_partitions: int = 1_000
 
     def validate(self) -> ControllerConfig:
         for f in fields(self):
@@ -77,6 +96,7 @@ class ControllerConfig:
             raise InvalidConfigError("max_request_bytes must be at least 1024")
         if not self.cluster_id:
             raise InvalidConfigError("cluster_id must not be empty")
+        parse_ip_overrides(self.max_connections_per_ip_overrides)
         return self
 
     def with_overrides(self, overrides: Mapping[str, Any],

@@ -19,7 +19,26 @@ rule), so a long-poll Fetch delays whatever is pipelined behind it on the same
 connection: brokers should fetch metadata on a connection of its own.  A frame longer
 than ``max_request_bytes``, one that cannot be decoded or an API the controller does not
 serve closes the connection (after logging why); ApiVersions at an unknown version is
-answered with UNSUPPORTED_VERSION.  At most ``max_connections`` connections are served.
+answered with UNSUPPORTED_VERSION; a handler that fails (a bug) or an answer that
+cannot be encoded gets UNKNOWN_SERVER_ERROR where the API has a request-level error
+code (:mod:`broker.network.error_answer`), the connection stays open.
+
+Connection limits (``_serve_connection``/``_serve_one``): at most ``max_connections``
+client connections, ``max_connections_per_ip`` from one address; beyond those, up to
+``reserved_broker_connections`` more are taken **on probation** - their first request
+other than ApiVersions must be a broker's (BrokerRegistration, BrokerHeartbeat,
+AlterPartition, AllocateProducerIds, or a Fetch with ``replica_id >= 0``), anything else
+closes them - so idle or busy clients cannot keep a (re)starting broker from
+registering; reserved connections without a request for ``broker_session_timeout_ms``
+are closed (a broker heartbeats well within that).  Until the internal listener with
+broker authentication exists, a client that speaks a broker API can take a reserved
+place too: the reserve protects against exhaustion, not against impersonation.  Client
+connections without a request for ``connections_max_idle_ms`` are closed, as are
+connections that do not read an answer within it; a frame must arrive within
+``request_read_timeout_ms`` of its first byte (the frame's memory grows as its bytes
+arrive: ``StreamReader``); Metadata naming more than ``max_metadata_topics`` topics or
+a Fetch naming more than ``max_fetch_partitions`` partitions is answered (no topic /
+INVALID_REQUEST) before its body is decoded (:mod:`broker.network.request_bounds`).
 
 Every mutation follows one path with no ``await`` inside: core method -> records ->
 ``ControllerLog.append`` (fsync) -> wake waiting fetches -> answer.  If the append
@@ -39,12 +58,14 @@ import sys
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from broker.config import parse_overrides
+from broker.config import parse_ip_overrides, parse_overrides
 from broker.controller.config import ControllerConfig
 from broker.controller.log import ControllerLog
 from broker.controller.results import IsrChange, TopicSpec
 from broker.controller.state import ControllerState
 from broker.metadata.records import METADATA_PARTITION, METADATA_TOPIC, NO_LEADER, MetadataRecord
+from broker.network.error_answer import error_answer
+from broker.network.request_bounds import check_request_bounds
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.codec import decode_request_body, decode_request_header, encode_response
 from clients.protocol.errors import (
@@ -65,6 +86,30 @@ class FatalControllerError(Exception):
     """The metadata log could not be written: the process must stop."""
 
 
+BROKER_APIS = frozenset({ApiKey.BROKER_REGISTRATION, ApiKey.BROKER_HEARTBEAT,
+                         ApiKey.ALTER_PARTITION, ApiKey.ALLOCATE_PRODUCER_IDS})
+
+
+def _is_broker_request(api_key: int, body: dict[str, Any]) -> bool:
+    """A request only a broker sends: the broker APIs, or a Fetch as replica (a broker's
+    metadata log fetch carries its node id)."""
+    return api_key in BROKER_APIS or (api_key == ApiKey.FETCH and body["replica_id"] >= 0)
+
+
+class _Peer:
+    """One connection's place: client or reserved for a broker (``probation`` until its
+    first request other than ApiVersions proved it a broker's), and whether a frame is
+    being read (for the log)."""
+
+    __slots__ = ("ip", "probation", "reading", "reserved")
+
+    def __init__(self, ip: str, *, reserved: bool) -> None:
+        self.ip = ip
+        self.reserved = reserved
+        self.probation = reserved
+        self.reading = False
+
+
 class ControllerServer:
     def __init__(self, config: ControllerConfig, clock: Clock | None = None) -> None:
         self.config = config
@@ -77,7 +122,11 @@ class ControllerServer:
         self._appended = asyncio.Event()
         self._stop = asyncio.Event()
         self._fatal: BaseException | None = None
-        self._connections: set[asyncio.Task[None]] = set()
+        self._connections: set[asyncio.Task[None]] = set()  # every connection's task
+        self._clients = 0  # connections in client places
+        self._reserved = 0  # connections in places reserved for brokers
+        self._per_ip: dict[str, int] = {}  # client places by peer address
+        self._per_ip_overrides = parse_ip_overrides(config.max_connections_per_ip_overrides)
         self._handlers: dict[int, Handler] = {
             ApiKey.API_VERSIONS: self._api_versions,
             ApiKey.BROKER_REGISTRATION: self._register,
@@ -155,17 +204,19 @@ class ControllerServer:
                                 writer: asyncio.StreamWriter) -> None:
         task = asyncio.current_task()
         assert task is not None
-        if len(self._connections) >= self.config.max_connections:
-            log.warning("refusing a connection: max_connections %d reached",
-                        self.config.max_connections)
+        peer = self._admit(writer)
+        if peer is None:
             writer.close()
             return
         self._connections.add(task)
         try:
-            while await self._serve_one(reader, writer):
+            while await self._serve_one(reader, writer, peer):
                 pass
         except (ConnectionError, asyncio.IncompleteReadError):
             pass
+        except TimeoutError:
+            log.info("closing connection %s: %s", writer.get_extra_info("peername"),
+                     "request read timeout" if peer.reading else "answer not read in time")
         except ProtocolError as e:
             log.warning("closing connection %s: %s", writer.get_extra_info("peername"), e)
         except FatalControllerError as e:
@@ -175,36 +226,122 @@ class ControllerServer:
                           writer.get_extra_info("peername"))
         finally:
             self._connections.discard(task)
+            self._release(peer)
             writer.close()
 
-    async def _serve_one(self, reader: asyncio.StreamReader,
-                         writer: asyncio.StreamWriter) -> bool:
+    def _admit(self, writer: asyncio.StreamWriter) -> _Peer | None:
+        """A place for a new connection: a client place while ``max_connections`` and
+        ``max_connections_per_ip`` allow, else a reserved broker place (on probation),
+        else None (refused)."""
+        config = self.config
+        address = writer.get_extra_info("peername")
+        ip = str(address[0]) if isinstance(address, tuple) else str(address)
+        limit = self._per_ip_overrides.get(ip, config.max_connections_per_ip)
+        if self._clients < config.max_connections and self._per_ip.get(ip, 0) < limit:
+            self._clients += 1
+            self._per_ip[ip] = self._per_ip.get(ip, 0) + 1
+            return _Peer(ip, reserved=False)
+        if self._reserved < config.reserved_broker_connections:
+            self._reserved += 1
+            return _Peer(ip, reserved=True)
+        log.warning("refusing a connection from %s: client limits (max_connections %d, "
+                    "max_connections_per_ip %d) and reserved_broker_connections %d reached",
+                    ip, config.max_connections, limit, config.reserved_broker_connections)
+        return None
+
+    def _release(self, peer: _Peer) -> None:
+        if peer.reserved:
+            self._reserved -= 1
+            return
+        self._clients -= 1
+        left = self._per_ip.get(peer.ip, 1) - 1
+        if left > 0:
+            self._per_ip[peer.ip] = left
+        else:
+            self._per_ip.pop(peer.ip, None)
+
+    async def _serve_one(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                         peer: _Peer) -> bool:
+        config = self.config
+        # a reserved place is for brokers, which heartbeat well within their session
+        idle_s = (config.broker_session_timeout_ms if peer.reserved
+                  else config.connections_max_idle_ms) / 1000
+        peer.reading = False
         try:
-            head = await reader.readexactly(4)
-        except asyncio.IncompleteReadError as e:
-            if e.partial:
-                raise ProtocolError("connection closed inside a frame length") from None
+            async with asyncio.timeout(idle_s):
+                first = await reader.readexactly(1)
+        except TimeoutError:
+            log.info("closing idle connection %s", writer.get_extra_info("peername"))
             return False
-        frame = await reader.readexactly(frame_length_of(head, self.config.max_request_bytes))
+        except asyncio.IncompleteReadError:
+            return False
+        peer.reading = True
+        async with asyncio.timeout(config.request_read_timeout_ms / 1000):
+            try:
+                head = first + await reader.readexactly(3)
+            except asyncio.IncompleteReadError:
+                raise ProtocolError("connection closed inside a frame length") from None
+            frame = await reader.readexactly(frame_length_of(head, config.max_request_bytes))
+        peer.reading = False
         header = decode_request_header(frame)
         if header.body_offset < 0 and header.api_key == ApiKey.API_VERSIONS:
             api = APIS[ApiKey.API_VERSIONS]  # Kafka's v0 fallback answer
             body = {"error_code": int(ErrorCode.UNSUPPORTED_VERSION), "api_keys": [
                 {"api_key": int(api.key), "min_version": api.min_version,
                  "max_version": api.max_version}]}
-            writer.writelines(encode_response(ApiKey.API_VERSIONS, 0, header.correlation_id,
-                                              body))
-            await writer.drain()
+            await self._write(writer, ApiKey.API_VERSIONS, 0, header.correlation_id, body)
+            return True
+        over = check_request_bounds(header, max_metadata_topics=config.max_metadata_topics,
+                                    max_fetch_partitions=config.max_fetch_partitions)
+        if over is not None and header.api_key in (ApiKey.METADATA, ApiKey.FETCH):
+            log.warning("connection %s: %s; answered without reading it",
+                        writer.get_extra_info("peername"), over)
+            if peer.probation:
+                raise ProtocolError("a reserved broker place used by a client request")
+            body = (await self._metadata({"topics": []}) if header.api_key == ApiKey.METADATA
+                    else {"throttle_time_ms": 0, "error_code": int(ErrorCode.INVALID_REQUEST),
+                          "responses": []})
+            await self._write(writer, header.api_key, header.api_version,
+                              header.correlation_id, body)
             return True
         request = decode_request_body(header)
         handler = self._handlers.get(request.api_key)
         if handler is None:
             raise ProtocolError(f"the controller does not serve {APIS[request.api_key].name}")
-        body = await handler(request.body)
-        writer.writelines(encode_response(request.api_key, request.api_version,
-                                          request.correlation_id, body))
-        await writer.drain()
+        if peer.probation and request.api_key != ApiKey.API_VERSIONS:
+            if not _is_broker_request(request.api_key, request.body):
+                raise ProtocolError(f"{APIS[request.api_key].name} on a place reserved for "
+                                    "brokers (client connection limits reached)")
+            peer.probation = False  # a broker's connection: keeps its reserved place
+        try:
+            body = await handler(request.body)
+        except (FatalControllerError, ProtocolError):
+            raise
+        except Exception:  # a handler's bug: an error answer where the API has one
+            log.exception("%s handler failed", APIS[request.api_key].name)
+            answer = error_answer(request.api_key, request.api_version)
+            if answer is None:
+                raise
+            body = answer
+        await self._write(writer, request.api_key, request.api_version,
+                          request.correlation_id, body)
         return True
+
+    async def _write(self, writer: asyncio.StreamWriter, api_key: int, version: int,
+                     correlation_id: int, body: dict[str, Any]) -> None:
+        """Encode and send an answer; a client that does not read it within
+        ``connections_max_idle_ms`` is closed (TimeoutError)."""
+        try:
+            parts = encode_response(api_key, version, correlation_id, body)
+        except MiniKafkaError:
+            log.exception("cannot encode a %s v%d answer", APIS[api_key].name, version)
+            answer = error_answer(api_key, version)
+            if answer is None:
+                raise
+            parts = encode_response(api_key, version, correlation_id, answer)
+        writer.writelines(parts)
+        async with asyncio.timeout(self.config.connections_max_idle_ms / 1000):
+            await writer.drain()
 
     # -- handlers -----------------------------------------------------------------------
 

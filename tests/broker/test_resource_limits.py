@@ -15,6 +15,7 @@ against real broker and controller processes with raw sockets.
 from __future__ import annotations
 
 import json
+import socket
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack
@@ -32,10 +33,12 @@ from tests.broker.raw_kafka import (
     LoopProbe,
     api_versions,
     call,
+    closed_by_peer,
     connect,
     correlation_of,
     recv_frame,
     request,
+    wait_for,
 )
 
 pytestmark = pytest.mark.multiprocess
@@ -189,3 +192,84 @@ def test_error_answers_do_not_close_the_connection(tmp_path: Path, stack: ExitSt
         assert answer["error_code"] != 0
     sock.sendall(api_versions(12))
     assert correlation_of(recv_frame(sock)) == 12
+
+
+# ---------------------------------------------------------------- controller
+
+
+def _registration() -> dict[str, Any]:
+    return {"broker_id": 1, "cluster_id": "minikafka", "incarnation_id": bytes(range(16)),
+            "listeners": [{"name": "PLAINTEXT", "host": "127.0.0.1", "port": 9999,
+                           "security_protocol": 0}], "features": [], "rack": None}
+
+
+def _heartbeat() -> dict[str, Any]:
+    return {"broker_id": 1, "broker_epoch": 0, "current_metadata_offset": 0,
+            "want_fence": False, "want_shut_down": False}
+
+
+def _broker_served(port: int) -> bool:
+    """A new connection that speaks as a broker (ApiVersions, BrokerRegistration,
+    BrokerHeartbeat) gets its answers.  (Whether the registration itself succeeds is
+    the controller core's business, not the connection handling's.)"""
+    try:
+        with connect(port, timeout_s=5) as sock:
+            call(sock, ApiKey.API_VERSIONS, 3, {})
+            call(sock, ApiKey.BROKER_REGISTRATION, 0, _registration())
+            call(sock, ApiKey.BROKER_HEARTBEAT, 0, _heartbeat())
+            return True
+    except (OSError, ConnectionError):
+        return False
+
+
+def test_idle_clients_cannot_keep_a_broker_from_the_controller(tmp_path: Path,
+                                                               stack: ExitStack) -> None:
+    from tests.broker.controller.processes import ControllerProcess
+
+    controller = stack.enter_context(ControllerProcess(tmp_path))
+    idle = []
+    for _ in range(1_100):  # the issue's attack: more idle connections than max_connections
+        sock = socket.create_connection(("127.0.0.1", controller.port), timeout=10)
+        stack.callback(sock.close)
+        idle.append(sock)
+    started = time.monotonic()
+    # a (re)starting broker retries until it is served, as the metadata follower does
+    assert wait_for(lambda: _broker_served(controller.port), 20), "broker never served"
+    print(f"broker served {time.monotonic() - started:.1f} s after 1,100 idle connections")
+    with connect(controller.port, timeout_s=5) as client:  # a client beyond the limits
+        client.sendall(request(ApiKey.METADATA, 12, {"topics": None}))
+        assert closed_by_peer(client)  # a reserved place is not for Metadata
+
+
+def test_controller_connection_limits(tmp_path: Path, stack: ExitStack) -> None:
+    from tests.broker.controller.processes import ControllerProcess
+
+    controller = stack.enter_context(ControllerProcess(tmp_path, overrides={
+        "max_connections": 10, "max_connections_per_ip": 2, "reserved_broker_connections": 1,
+        "connections_max_idle_ms": 1500, "request_read_timeout_ms": 1000,
+        "max_metadata_topics": 2}))
+    port = controller.port
+    clients = [stack.enter_context(connect(port)) for _ in range(2)]
+    for c in clients:
+        assert call(c, ApiKey.METADATA, 12, {"topics": None})["cluster_id"] == "minikafka"
+    over = call(clients[0], ApiKey.METADATA, 12, {"topics": [{"name": n} for n in "abc"]})
+    assert over["topics"] == []  # over max_metadata_topics: no topic, connection kept
+    broker = stack.enter_context(connect(port))  # 3rd from 127.0.0.1: the reserved place
+    call(broker, ApiKey.BROKER_HEARTBEAT, 0, _heartbeat())
+    refused = stack.enter_context(connect(port))  # reserve full too: closed at once
+    assert closed_by_peer(refused)
+    partial = clients.pop()
+    partial.sendall(b"\x00\x00\x00")  # a started frame that never completes
+    assert closed_by_peer(partial, timeout_s=5)
+    time.sleep(1.0)  # clients[0] idle since its last answer, broker too (2 s session)
+    assert closed_by_peer(clients[0], timeout_s=5)  # idle client closed
+    assert closed_by_peer(broker, timeout_s=5)  # silent reserved place closed
+    assert _broker_served(port) and wait_for(lambda: served_metadata(port), 5)
+
+
+def served_metadata(port: int) -> bool:
+    try:
+        with connect(port, timeout_s=5) as sock:
+            return call(sock, ApiKey.METADATA, 12, {"topics": None})["cluster_id"] == "minikafka"
+    except (OSError, ConnectionError):
+        return False
