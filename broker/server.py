@@ -29,7 +29,7 @@ import msgpack
 from broker.async_client import AsyncConnection
 from broker.config import BrokerConfig
 from broker.core import BrokerCore
-from broker.handlers.common import RegionRecords
+from broker.handlers.common import RegionRecords, RequestContext
 from broker.handlers.dispatch import HANDLERS, unsupported_api_versions_answer
 from broker.metadata.follower import MetadataFollower
 from broker.network.channel_codec import CLOSED, REQUEST
@@ -261,7 +261,8 @@ class BrokerServer:
                 self._send(endpoint, conn_id, api_key, version, correlation_id, body)
 
         try:
-            handler(self.core, request.body, respond)
+            handler(self.core, request.body, respond,
+                    RequestContext(version, request.client_id or ""))
         except Exception:
             log.exception("handler for %s failed; closing connection", ApiKey(api_key).name)
             endpoint.send_close(conn_id)

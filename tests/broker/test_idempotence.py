@@ -19,7 +19,6 @@ from broker.config import BrokerConfig
 from broker.controller.config import ControllerConfig
 from broker.controller.state import ControllerState
 from broker.core import BrokerCore
-from broker.handlers.dispatch import HANDLERS
 from broker.metadata.image import MetadataImage
 from broker.metadata.records import (
     MetadataRecord,
@@ -45,6 +44,7 @@ from clients.records.record import build_batch, decode_batch
 from clients.types import NewTopic
 from storage.producer_snapshot import list_snapshot_offsets
 from tests.broker.cluster_harness import LocalCluster
+from tests.broker.handlers import wire
 from tests.broker.processes import BrokerProcess, wait_until
 from tests.broker.test_cluster import all_in_sync
 from timer.clock import ManualClock
@@ -89,10 +89,9 @@ def core(tmp_path: Path) -> Iterator[BrokerCore]:
 
 
 def call(core: BrokerCore, api: ApiKey, body: dict[str, Any]) -> list[dict[str, Any] | None]:
-    """Run the handler; the list fills with the response(s) whenever they come."""
-    answers: list[dict[str, Any] | None] = []
-    HANDLERS[api](core, body, answers.append)
-    return answers
+    """Run the handler at our highest version; the list fills with the answers (as a
+    client reads them) whenever they come."""
+    return wire.call(core, api, body)
 
 
 def test_retry_while_the_original_waits_for_the_isr_is_answered_once_committed(
