@@ -2,8 +2,10 @@
 
 This is the thin adapter of docs/broker.md: it creates the shared-memory BufferPool,
 starts the network processes (:class:`NetworkProcessSupervisor`), turns each REQUEST
-descriptor into a zero-copy view of the pool buffer, decodes it, runs the handler and
-encodes the answer into a new pool buffer (for Fetch: the prefix plus the list of file
+descriptor into a zero-copy view of the pool buffer, decodes it, runs the handler (with a
+:class:`~broker.handlers.common.RequestContext`: the request's API version, whose shape the
+answer must have, and its client id) and encodes the answer at that version into a new
+pool buffer (for Fetch: the prefix plus the list of file
 regions the network process will ``sendfile``).  It also schedules the background work
 (retention, flush policy, checkpoints, network-process supervision) on the same loop.
 
