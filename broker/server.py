@@ -43,7 +43,7 @@ from clients.memory.buffer_pool import BufferPool
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.codec import decode_request_body, decode_request_header, encode_response
 from clients.protocol.compiler import records_length
-from clients.protocol.errors import MiniKafkaError
+from clients.protocol.errors import MiniKafkaError, error_for
 from timer.clock import Clock, MonotonicClock
 from timer.drivers import AsyncioTimerDriver
 from timer.system_timer import SystemTimer
@@ -147,12 +147,23 @@ class BrokerServer:
             core.alter_in_flight.discard((proposal.topic, proposal.partition))
             return
         if answer["error_code"]:
+            log.info("AlterPartition for %s-%d refused: %s", proposal.topic, proposal.partition,
+                     error_for(answer["error_code"]))
             core.on_alter_partition_answer(proposal, answer["error_code"], None, None)
             return
         for topic in answer["topics"]:
             for p in topic["partitions"]:
+                if (topic["name"], p["partition_index"]) != (proposal.topic, proposal.partition):
+                    continue  # not what was asked: ignored
+                if p["error_code"]:
+                    log.info("AlterPartition for %s-%d refused: %s", proposal.topic,
+                             proposal.partition,
+                             error_for(p["error_code"], p["error_message"] or ""))
                 core.on_alter_partition_answer(proposal, p["error_code"], p["isr"],
                                                p["partition_epoch"])
+                return
+        log.info("AlterPartition answer without %s-%d", proposal.topic, proposal.partition)
+        core.alter_in_flight.discard((proposal.topic, proposal.partition))  # ask again later
 
     async def _stop_controller_link(self) -> None:
         core, follower = self.core, self.follower
