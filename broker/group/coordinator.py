@@ -455,7 +455,8 @@ class GroupCoordinator:
     def sync_group(self, body: Body, respond: Respond) -> None:
         group, error = self.member_request(body)
         if group is None or error is not None:
-            respond(sync_answer(None, *(error or (ErrorCode.UNKNOWN_MEMBER_ID, None))))
+            code, message = error or (ErrorCode.UNKNOWN_MEMBER_ID, None)
+            respond(sync_answer(None, code, b"", message))
             return
         if (body.get("protocol_type") not in (None, group.protocol_type)
                 or body.get("protocol_name") not in (None, group.protocol_name)):

@@ -177,7 +177,8 @@ def handle_fetch(core: BrokerCore, body: Body, respond: Respond, ctx: RequestCon
         return
     response, total, errored = _fetch_response(core, body)
     max_wait_ms = min(max(body["max_wait_ms"], 0), core.config.max_fetch_wait_ms)
-    if errored or total >= body["min_bytes"] or max_wait_ms == 0 or not body["topics"]:
+    keys = [(t["name"], p["partition"]) for t in body["topics"] for p in t["partitions"]]
+    if errored or total >= body["min_bytes"] or max_wait_ms == 0 or not keys:
         respond(response)
         return
 
@@ -188,7 +189,6 @@ def handle_fetch(core: BrokerCore, body: Body, respond: Respond, ctx: RequestCon
     def complete() -> None:
         respond(_fetch_response(core, body)[0])
 
-    keys = [(t["name"], p["partition"]) for t in body["topics"] for p in t["partitions"]]
     op = DelayedFetch(max_wait_ms, body["min_bytes"], available, complete)
     core.fetch_purgatory.try_complete_else_watch(op, keys)
 

@@ -59,6 +59,7 @@ from clients.protocol.topics import TopicPartition, topic_name_error
 CLUSTER_ID = "minikafka"
 ZERO_UUID = bytes(16)
 BROKERS_ENDPOINT, CONTROLLERS_ENDPOINT = 1, 2
+FIRST_NULLABLE_TOPIC_NAME = 12
 _pending: set[asyncio.Task[None]] = set()
 
 
@@ -87,9 +88,10 @@ def _topic_configs_extra(core: BrokerCore, overrides: dict[str, str],
     return [{"name": k, "value": v} for k, v in sorted(merged.items())]
 
 
-def _unknown_topic(name: str | None, topic_id: bytes) -> Body:
-    if name is None:
-        return {"error_code": int(ErrorCode.UNKNOWN_TOPIC_ID), "name": None,
+def _unknown_topic(name: str | None, topic_id: bytes, version: int) -> Body:
+    if name is None:  # asked by id (v10+); the answer's name is nullable from v12 only
+        return {"error_code": int(ErrorCode.UNKNOWN_TOPIC_ID),
+                "name": None if version >= FIRST_NULLABLE_TOPIC_NAME else "",
                 "topic_id": topic_id, "partitions": []}
     reason = topic_name_error(name)
     code = ErrorCode.INVALID_TOPIC_EXCEPTION if reason else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
@@ -103,7 +105,7 @@ def _metadata_from_image(core: BrokerCore, body: Body, version: int) -> Body:
     for name, topic_id in _requested(core, body, version, lambda: sorted(image.topics)):
         info = image.topics.get(name) if name is not None else None
         if info is None:
-            topics.append(_unknown_topic(name, topic_id))
+            topics.append(_unknown_topic(name, topic_id, version))
             continue
         partitions = []
         for index, s in sorted(info.partitions.items()):
@@ -138,11 +140,10 @@ def handle_metadata(core: BrokerCore, body: Body, respond: Respond,
                                      lambda: sorted(core.registry.topics)):
         info = core.registry.get(name) if name is not None else None
         if info is None:
-            if core.controller_mode:  # no image yet: we know no topic
-                topics.append({"error_code": int(ErrorCode.LEADER_NOT_AVAILABLE),
-                               "name": name, "topic_id": topic_id, "partitions": []})
-            else:
-                topics.append(_unknown_topic(name, topic_id))
+            unknown = _unknown_topic(name, topic_id, ctx.version)
+            if core.controller_mode and name is not None:  # no image yet: we know nothing
+                unknown["error_code"] = int(ErrorCode.LEADER_NOT_AVAILABLE)
+            topics.append(unknown)
             continue
         partitions = []
         for index in range(info.num_partitions):
