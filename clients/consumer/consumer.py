@@ -44,9 +44,14 @@ records before it are returned first, and the position stays at it (``seek`` pas
 skip it).  ``isolation_level``: "read_uncommitted" only (minikafka has no transactions);
 "read_committed" is refused with a clear error until it has.
 
-Costs: ``poll`` decodes each batch once (O(record bytes)) and hands records out by index
-(O(records taken)); ``poll_bulk`` uses the numpy decoder (no per-record Python, values
-are memoryview slices of the response frame).
+Compressed batches (gzip, snappy, lz4, zstd) are decompressed by the record codecs
+(:mod:`clients.records.compression`) when they are decoded.
+
+Costs: ``poll`` decodes each batch once (O(record bytes), plus a decompression pass for
+a compressed batch) and hands records out by index (O(records taken)); ``poll_bulk``
+uses the numpy decoder (no per-record Python; values are memoryview slices of the
+response frame, or of the decompressed bytes, joined once per poll when there are
+several compressed batches).
 
 Groups: with ``group_id``, ``subscribe(topics, listener)`` joins the group and
 ``poll`` drives rebalances (see :mod:`clients.consumer.coordinator`); after a rebalance
@@ -69,8 +74,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-import numpy as np
-
 from clients.consumer.assignors import assignor_for
 from clients.consumer.coordinator import ConsumerCoordinator, RebalanceListener
 from clients.consumer.coordinator_channel import GroupConfig
@@ -89,7 +92,7 @@ from clients.protocol.errors import (
 )
 from clients.protocol.topics import TopicPartition
 from clients.records.batch import HEADER_SIZE, read_header
-from clients.records.bulk_decode import BulkRecords, decode_batch_bulk
+from clients.records.bulk_decode import BulkRecords, concat_bulk, decode_batch_bulk
 from clients.records.record import decode_batch
 from clients.types import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp
 
@@ -582,7 +585,7 @@ class Consumer:
             state.position = fetched.next_offset
         if not parts:
             return None
-        bulk = _concat(parts, position)
+        bulk = concat_bulk(parts, position)
         if len(bulk) == 0:
             return None
         state.position = max(state.position or 0, int(bulk.offsets[-1]) + 1)
@@ -883,26 +886,6 @@ class Consumer:
 
     def __exit__(self, *exc: object) -> None:
         self.close()
-
-
-def _concat(parts: list[BulkRecords], position: int) -> BulkRecords:
-    """One BulkRecords over the partition's records view, from ``position`` on."""
-    offsets = np.concatenate([b.offsets for b in parts])
-    keep = int(np.searchsorted(offsets, position, side="left"))
-    headers: dict[int, Any] = {}
-    base = 0
-    for b in parts:
-        for i, h in b.record_headers.items():
-            if base + i >= keep:
-                headers[base + i - keep] = h
-        base += len(b)
-
-    def cat(name: str) -> Any:
-        return np.concatenate([getattr(b, name) for b in parts])[keep:]
-
-    return BulkRecords(parts[0].buffer, parts[0].header, offsets[keep:], cat("timestamps"),
-                       cat("key_offsets"), cat("key_lengths"), cat("value_offsets"),
-                       cat("value_lengths"), headers)  # fmt: skip
 
 
 def _partition_args(

@@ -10,10 +10,9 @@ compressed bytes.  *Choice*: when the compressed records are not smaller than th
 plain ones (tiny or random data), the batch is sent uncompressed (codec 0), which every
 reader accepts; Kafka's producer would send the larger compressed form.
 
-The codecs themselves are :mod:`clients.records`' (the one place record bytes are
-encoded and decoded); :func:`compressor` finds the function there.  Until a codec is
-available, asking for it is a clear :class:`~clients.protocol.errors.InvalidConfigError`
-at ``Producer(...)``, never a silent fallback.
+The codecs themselves are :mod:`clients.records.compression`'s (the one place record
+bytes are encoded and decoded: gzip level 6, snappy in xerial framing, LZ4 frames, zstd
+level 3, as Kafka's Java producer writes them).
 
 Costs: one compression pass over each batch's records, on the sender thread when the
 batch closes (its first drain) or on the calling thread for ``send_bulk`` chunks.
@@ -30,18 +29,15 @@ from crc32c import crc32c
 from clients.protocol.errors import InvalidConfigError
 from clients.records.batch import (
     ATTRIBUTES_OFFSET,
+    COMPRESSION_CODECS,
     COMPRESSION_MASK,
     CRC_OFFSET,
     HEADER_SIZE,
     LOG_OVERHEAD,
 )
+from clients.records.compression import compress
 
-try:  # the record codecs (another part of the code base adds them)
-    from clients.records.compression import compress as _records_compress
-except ImportError:  # pragma: no cover - until the codecs land
-    _records_compress = None  # type: ignore[assignment]
-
-COMPRESSION_TYPES = {"none": 0, "gzip": 1, "snappy": 2, "lz4": 3, "zstd": 4}
+COMPRESSION_TYPES = {name: codec for codec, name in enumerate(COMPRESSION_CODECS)}
 
 # compress(codec, records bytes) -> compressed bytes
 Compressor = Callable[[int, bytes], bytes]
@@ -59,19 +55,8 @@ def compression_codec(name: object) -> int:
 
 
 def compressor(codec: int) -> Compressor | None:
-    """The function compressing with ``codec`` (None for ``none``).
-
-    Raises InvalidConfigError when the codec is not available in :mod:`clients.records`.
-    """
-    if codec == 0:
-        return None
-    if _records_compress is None:
-        name = next(n for n, c in COMPRESSION_TYPES.items() if c == codec)
-        raise InvalidConfigError(
-            f"compression_type={name!r} is not available yet: the record codecs "
-            "(clients.records) have no compression; use compression_type='none'"
-        )
-    return _records_compress  # type: ignore[no-any-return]
+    """The function compressing with ``codec`` (None for ``none``)."""
+    return None if codec == 0 else compress
 
 
 def pack_records(
