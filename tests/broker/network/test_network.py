@@ -6,8 +6,8 @@ The fake main attaches every :class:`MainChannelEndpoint` of a real
 | frame      | answer                                                                  |
 |------------|-------------------------------------------------------------------------|
 | ``E...``   | echo: response prefix = 4-byte length + the frame bytes                 |
-| ``F`` + mp | fetch-like: prefix = 4-byte length of the regions, then the msgpack     |
-|            | regions list from the frame, sent with sendfile by the network process  |
+| ``F`` + mp | fetch-like: prefix = 4-byte length of the regions (a [4] segment),      |
+|            | then the frame's regions, sent with sendfile by the network process     |
 | ``H...``   | hold: keep the request buffer, answer later (``release_held``)          |
 | ``N...``   | NO_RESPONSE                                                             |
 | ``C...``   | CLOSE                                                                   |
@@ -158,7 +158,8 @@ class FakeMain:
         elif kind == b"F":
             regions = msgpack.unpackb(frame[1:])
             total = sum(r[2] for r in regions)
-            self._respond(ep, conn_id, struct.pack(">i", total), msgpack.packb(regions))
+            # the 4 prefix bytes are an inline [n] segment, then the regions (sendfile)
+            self._respond(ep, conn_id, struct.pack(">i", total), msgpack.packb([[4], *regions]))
         elif kind == b"N":
             ep.send_no_response(conn_id)
         else:
