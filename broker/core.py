@@ -60,6 +60,8 @@ log = logging.getLogger(__name__)
 # topic configs that are not log settings (the controller validates them)
 NON_LOG_CONFIGS = frozenset({"min_insync_replicas", "unclean_leader_election",
                              "replication_factor"})
+# Kafka's names whose snake_case form is not ours
+TOPIC_CONFIG_ALIASES = {"unclean_leader_election_enable": "unclean_leader_election"}
 
 
 class TopicError(MiniKafkaError):
@@ -103,11 +105,12 @@ class BrokerCore:
     # -- lifecycle -----------------------------------------------------------------
 
     def startup(self) -> None:
+        if not self.controller_mode:
+            self.registry.load()  # before the logs load: they take the topics' configs
         self.log_manager.startup()
         self._checkpointed_hws = self.log_manager.read_high_watermarks()
         if self.controller_mode:
             return  # partitions come from the metadata image (reconcile)
-        self.registry.load()
         high_watermarks = self._checkpointed_hws
         for info in self.registry.topics.values():
             for index in range(info.num_partitions):
@@ -207,6 +210,46 @@ class BrokerCore:
 
     # -- topics --------------------------------------------------------------------
 
+    def validate_topic_configs(self, configs: Mapping[str, str]) -> dict[str, str]:
+        """Check a topic's config overrides; return them normalized (snake_case keys).
+
+        Keys are our names (``retention_ms``) or Kafka's dotted ones (``retention.ms``,
+        ``unclean.leader.election.enable``); every :class:`LogConfig` setting,
+        ``min_insync_replicas`` (>= 1) and ``unclean_leader_election`` (true/false) are
+        accepted.  Anything else, or a bad value: :class:`TopicError` INVALID_CONFIG.
+        """
+        clean: dict[str, str] = {}
+        for raw_key, value in configs.items():
+            key = str(raw_key).strip().replace(".", "_").replace("-", "_")
+            key = TOPIC_CONFIG_ALIASES.get(key, key)
+            if value is None:
+                raise TopicError(f"config {raw_key!r}: a null value is not supported",
+                                 ErrorCode.INVALID_CONFIG)
+            if key in clean:
+                raise TopicError(f"config {raw_key!r} given twice", ErrorCode.INVALID_CONFIG)
+            clean[key] = str(value).strip()
+        min_isr = clean.pop("min_insync_replicas", None)
+        unclean = clean.pop("unclean_leader_election", None)
+        clean.pop("replication_factor", None)  # ours, in Metadata answers: not settable
+        try:
+            LogConfig.from_dict({**{k: v for k, v in self.config.log_defaults().items()
+                                    if v is not None}, **clean})
+            if min_isr is not None and int(min_isr) < 1:
+                raise InvalidConfigError("min_insync_replicas must be >= 1")
+        except InvalidConfigError as exc:
+            raise TopicError(exc.message, ErrorCode.INVALID_CONFIG) from None
+        except ValueError:
+            raise TopicError(f"min_insync_replicas must be an integer, got {min_isr!r}",
+                             ErrorCode.INVALID_CONFIG) from None
+        if min_isr is not None:
+            clean["min_insync_replicas"] = str(int(min_isr))
+        if unclean is not None:
+            if unclean.lower() not in ("true", "false"):
+                raise TopicError(f"unclean_leader_election must be true or false, got "
+                                 f"{unclean!r}", ErrorCode.INVALID_CONFIG)
+            clean["unclean_leader_election"] = unclean.lower()
+        return clean
+
     def validate_new_topic(
         self, name: str, num_partitions: int, replication_factor: int, configs: Mapping[str, str]
     ) -> StandaloneTopic:
@@ -230,21 +273,7 @@ class BrokerCore:
                 "broker (standalone broker)",
                 ErrorCode.INVALID_REPLICATION_FACTOR,
             )
-        clean = {str(k).replace(".", "_"): str(v) for k, v in configs.items()}
-        min_isr = clean.pop("min_insync_replicas", None)
-        clean.pop("unclean_leader_election", None)
-        try:
-            LogConfig.from_dict({**{k: v for k, v in self.config.log_defaults().items()
-                                    if v is not None}, **clean})
-            if min_isr is not None and int(min_isr) < 1:
-                raise InvalidConfigError("min_insync_replicas must be >= 1")
-        except InvalidConfigError as exc:
-            raise TopicError(exc.message, ErrorCode.INVALID_CONFIG) from None
-        except ValueError:
-            raise TopicError(f"min_insync_replicas must be an integer, got {min_isr!r}",
-                             ErrorCode.INVALID_CONFIG) from None
-        if min_isr is not None:
-            clean["min_insync_replicas"] = min_isr
+        clean = self.validate_topic_configs(configs)
         return StandaloneTopic(name, num_partitions, replication_factor, clean)
 
     def create_topic(self, info: StandaloneTopic) -> None:
@@ -252,6 +281,42 @@ class BrokerCore:
         for index in range(info.num_partitions):
             self._host_partition(info.name, index, 0)
         self.groups.on_partitions_changed()
+
+    def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:
+        """Standalone: replace the topic's config overrides (already validated) and apply
+        them to its logs."""
+        info = self.registry.get(name)
+        if info is None:
+            raise TopicError(f"unknown topic {name!r}", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        info.configs = dict(configs)
+        self.registry.add(info)
+        self.apply_topic_configs()
+
+    def add_partitions(self, name: str, count: int) -> None:
+        """Standalone: grow the topic to ``count`` partitions (validated by the caller)."""
+        info = self.registry.get(name)
+        if info is None:
+            raise TopicError(f"unknown topic {name!r}", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        old = info.num_partitions
+        info.num_partitions = count
+        self.registry.add(info)
+        for index in range(old, count):
+            self._host_partition(name, index, 0)
+        self.groups.on_partitions_changed()
+
+    def apply_topic_configs(self) -> None:
+        """Give every hosted log the config its topic has now (after a config change)."""
+        wanted: dict[str, LogConfig] = {}
+        for (topic, _), partition in self.partitions.items():
+            config = wanted.get(topic)
+            if config is None:
+                try:
+                    config = wanted[topic] = self.log_config_for(topic)
+                except InvalidConfigError as exc:
+                    log.warning("topic %s: config not applied: %s", topic, exc)
+                    continue
+            if partition.log.config != config:
+                partition.log.update_config(config)
 
     def delete_topic(self, name: str) -> None:
         info = self.registry.remove(name)
@@ -337,6 +402,7 @@ class BrokerCore:
                     else:
                         self.fetchers.unfollow(key)
             woken.append(key)
+        self.apply_topic_configs()
         for key in woken:
             self.wake_partition(key)
         self.groups.on_partitions_changed()

@@ -1,19 +1,26 @@
 """Replica fetchers: one asyncio task per source broker, many partitions per Fetch.
 
 A follower partition is added with the leader it follows and starts in the
-*truncating* state: the fetcher sends OffsetsForLeaderEpoch for its latest epoch and
-lets :meth:`Partition.truncate_on_leader_answer` cut the log (never to the HW), asking
-again until the decision is complete.  Then it is *fetching*: every Fetch carries
-``replica_id`` = this broker, the partition's ``current_leader_epoch`` and its LEO as
-``fetch_offset``; returned batches are appended with
+*truncating* state: the fetcher sends OffsetsForLeaderEpoch (v4) for its latest epoch
+and lets :meth:`Partition.truncate_on_leader_answer` cut the log (never to the HW),
+asking again until the decision is complete.  Then it is *fetching*: every Fetch (v12,
+sessionless: ``session_epoch`` -1) carries ``replica_id`` = this broker and per partition
+the ``current_leader_epoch``, its LEO as ``fetch_offset``, its log start offset and, as
+Kafka's followers do, ``last_fetched_epoch`` (the epoch of its last batch); returned
+batches (``responses[].partitions[].records``) are appended with
 :meth:`Partition.append_records_as_follower` (offsets and epochs kept, follower HW =
-min(leader HW, own LEO)).
+min(leader HW, own LEO), log start raised to the leader's).
 
 Errors: FENCED_LEADER_EPOCH parks the partition until new metadata re-adds it;
 UNKNOWN_LEADER_EPOCH / NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION (the leader
-has not applied the same metadata yet) are retried after a backoff; OFFSET_OUT_OF_RANGE
-goes back to truncation (and restarts the log at the leader's log start when the
-follower fell behind it); a lost connection backs off and retries.
+has not applied the same metadata yet) are retried after a backoff; a
+``diverging_epoch`` in the answer (the leader's log went another way after our last
+epoch) goes back to truncation; OFFSET_OUT_OF_RANGE asks the leader's log start
+(ListOffsets earliest, as Kafka's follower does, since an error entry carries no
+offsets) and restarts the log there when the follower fell behind it, else goes back to
+truncation; when that log start falls inside the first batch the leader then sends, the
+empty log restarts at the batch's base offset instead (Kafka's rule) and its log start
+is raised to the leader's; a lost connection backs off and retries.
 
 This is the adapter around the pure replication core; all decisions are the core's.
 Not thread-safe: one event loop.
@@ -29,8 +36,9 @@ from typing import TYPE_CHECKING, Any
 
 from broker.async_client import AsyncConnection
 from clients.protocol.api_keys import ApiKey
-from clients.protocol.errors import ErrorCode, MiniKafkaError
+from clients.protocol.errors import ErrorCode, MiniKafkaError, error_for
 from clients.protocol.topics import TopicPartition
+from clients.records.batch import iter_batches
 from replication.partition import Partition
 from replication.truncation import EpochEndOffset
 
@@ -40,6 +48,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 BACKOFF_S = 0.1
+EARLIEST_TIMESTAMP = -2  # ListOffsets: the log start offset
 # Our epoch is older than the leader's: only new metadata can help.  Other errors (the
 # leader has not applied the same metadata yet, ...) are retried after a backoff.
 PARK_CODES = {ErrorCode.FENCED_LEADER_EPOCH}
@@ -145,39 +154,93 @@ class ReplicaFetcher:
             topics.setdefault(topic, []).append({
                 "partition": index, "current_leader_epoch": s.leader_epoch,
                 "fetch_offset": s.partition.log_end_offset,
+                "last_fetched_epoch": s.partition.truncation_request_epoch,
                 "log_start_offset": s.partition.log_start_offset,
                 "partition_max_bytes": config.replica_fetch_max_bytes})
         body = await self.conn.request(ApiKey.FETCH, {
             "replica_id": config.node_id, "max_wait_ms": config.replica_fetch_wait_max_ms,
             "min_bytes": 1, "max_bytes": config.replica_fetch_max_bytes * 8,
+            "isolation_level": 0, "session_id": 0, "session_epoch": -1,
             "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]},
             timeout_ms=config.replica_fetch_wait_max_ms + 30_000)
+        if body["error_code"]:
+            raise error_for(body["error_code"], f"fetch from leader {self.leader_id}")
+        out_of_range: list[TopicPartition] = []
         for topic in body["responses"]:
             for p in topic["partitions"]:
-                self._on_partition(topic["name"], p, fetching)
+                key = self._on_partition(topic["name"], p, fetching)
+                if key is not None:
+                    out_of_range.append(key)
+        if out_of_range:
+            await self._on_out_of_range(out_of_range, fetching)
 
     def _on_partition(self, topic: str, p: dict[str, Any],
-                      fetching: dict[TopicPartition, FetchState]) -> None:
+                      fetching: dict[TopicPartition, FetchState]) -> TopicPartition | None:
+        """Apply one partition's answer; returns its key when it is OFFSET_OUT_OF_RANGE."""
         key = TopicPartition(topic, p["partition_index"])
         state = self.states.get(key)
         if state is None or state is not fetching.get(key):
-            return  # removed or re-added while the fetch was in flight
+            return None  # removed or re-added while the fetch was in flight
         code = p["error_code"]
         if code == ErrorCode.OFFSET_OUT_OF_RANGE:
-            partition = state.partition
-            if p["log_start_offset"] > partition.log_end_offset:
-                partition.truncate_fully_and_start_at(p["log_start_offset"])
-            else:
-                state.truncating = True
-            return
+            return key
         if code:
             if code in PARK_CODES:
                 self._park(key, code)
             self._backoff = True
-            return
-        state.partition.append_records_as_follower(
-            p["records"], p["high_watermark"], p["log_start_offset"])
+            return None
+        if p["diverging_epoch"] is not None:
+            log.info("%s-%d: the leader's log diverges after epoch %d (ends at %d): "
+                     "truncating", *key, p["diverging_epoch"]["epoch"],
+                     p["diverging_epoch"]["end_offset"])
+            state.truncating = True
+            return None
+        records = p["records"] or b""
+        partition = state.partition
+        if len(records) and partition.log_end_offset == partition.log_start_offset:
+            _pos, first = next(iter_batches(records))
+            if first.base_offset < partition.log_end_offset <= first.last_offset:
+                # Kafka's rule: the leader's log start (where this empty log restarted)
+                # falls inside the first batch; restart at the batch, the log start
+                # offset is raised again below from the leader's
+                partition.truncate_fully_and_start_at(first.base_offset)
+        partition.append_records_as_follower(
+            records, p["high_watermark"],
+            p["log_start_offset"] if p["log_start_offset"] >= 0 else None)
         self.core.on_follower_progress(key)
+        return None
+
+    async def _on_out_of_range(self, keys: list[TopicPartition],
+                               fetching: dict[TopicPartition, FetchState]) -> None:
+        """Kafka's follower rule: behind the leader's log start -> restart the log there;
+        otherwise (ahead of the leader's end, or an epoch it does not know) truncate."""
+        topics: dict[str, list[dict[str, Any]]] = {}
+        for topic, index in keys:
+            topics.setdefault(topic, []).append({
+                "partition_index": index, "current_leader_epoch": fetching[
+                    TopicPartition(topic, index)].leader_epoch,
+                "timestamp": EARLIEST_TIMESTAMP})
+        body = await self.conn.request(ApiKey.LIST_OFFSETS, {
+            "replica_id": self.core.config.node_id, "isolation_level": 0,
+            "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]})
+        for topic in body["topics"]:
+            for p in topic["partitions"]:
+                key = TopicPartition(topic["name"], p["partition_index"])
+                state = self.states.get(key)
+                if state is None or state is not fetching.get(key):
+                    continue
+                if p["error_code"]:
+                    if p["error_code"] in PARK_CODES:
+                        self._park(key, p["error_code"])
+                    self._backoff = True
+                    continue
+                partition = state.partition
+                if p["offset"] > partition.log_end_offset:
+                    log.info("%s-%d: behind the leader's log start %d: restarting there",
+                             *key, p["offset"])
+                    partition.truncate_fully_and_start_at(p["offset"])
+                else:
+                    state.truncating = True
 
 
 class ReplicaFetcherManager:

@@ -2,8 +2,10 @@
 
 This is the thin adapter of docs/broker.md: it creates the shared-memory BufferPool,
 starts the network processes (:class:`NetworkProcessSupervisor`), turns each REQUEST
-descriptor into a zero-copy view of the pool buffer, decodes it, runs the handler and
-encodes the answer into a new pool buffer (for Fetch: the prefix plus the list of file
+descriptor into a zero-copy view of the pool buffer, decodes it, runs the handler (with a
+:class:`~broker.handlers.common.RequestContext`: the request's API version, whose shape the
+answer must have, and its client id) and encodes the answer at that version into a new
+pool buffer (for Fetch: the prefix plus the list of file
 regions the network process will ``sendfile``).  It also schedules the background work
 (retention, flush policy, checkpoints, network-process supervision) on the same loop.
 
@@ -37,7 +39,7 @@ from broker.async_client import AsyncConnection
 from broker.config import BrokerConfig
 from broker.core import BrokerCore
 from broker.handlers.bounds import answer_over_bound
-from broker.handlers.common import RegionRecords
+from broker.handlers.common import RegionRecords, RequestContext
 from broker.handlers.dispatch import HANDLERS, unsupported_api_versions_answer
 from broker.metadata.follower import MetadataFollower
 from broker.network.channel_codec import CLOSED, REQUEST
@@ -51,7 +53,7 @@ from clients.memory.buffer_pool import BufferPool
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.codec import decode_request_body, decode_request_header, encode_response
 from clients.protocol.compiler import records_length
-from clients.protocol.errors import MiniKafkaError
+from clients.protocol.errors import MiniKafkaError, error_for
 from timer.clock import Clock, MonotonicClock
 from timer.drivers import AsyncioTimerDriver
 from timer.system_timer import SystemTimer
@@ -155,12 +157,23 @@ class BrokerServer:
             core.alter_in_flight.discard((proposal.topic, proposal.partition))
             return
         if answer["error_code"]:
+            log.info("AlterPartition for %s-%d refused: %s", proposal.topic, proposal.partition,
+                     error_for(answer["error_code"]))
             core.on_alter_partition_answer(proposal, answer["error_code"], None, None)
             return
         for topic in answer["topics"]:
             for p in topic["partitions"]:
+                if (topic["name"], p["partition_index"]) != (proposal.topic, proposal.partition):
+                    continue  # not what was asked: ignored
+                if p["error_code"]:
+                    log.info("AlterPartition for %s-%d refused: %s", proposal.topic,
+                             proposal.partition,
+                             error_for(p["error_code"], p["error_message"] or ""))
                 core.on_alter_partition_answer(proposal, p["error_code"], p["isr"],
                                                p["partition_epoch"])
+                return
+        log.info("AlterPartition answer without %s-%d", proposal.topic, proposal.partition)
+        core.alter_in_flight.discard((proposal.topic, proposal.partition))  # ask again later
 
     async def _stop_controller_link(self) -> None:
         core, follower = self.core, self.follower
@@ -280,7 +293,8 @@ class BrokerServer:
             endpoint.send_close(conn_id)
             return
         try:
-            handler(self.core, request.body, respond)
+            handler(self.core, request.body, respond,
+                    RequestContext(version, request.client_id or ""))
         except Exception:
             log.exception("handler for %s failed", ApiKey(api_key).name)
             if not responded:

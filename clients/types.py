@@ -7,6 +7,7 @@ share between threads).  No wire format here: the wire shapes are in
 
 from __future__ import annotations
 
+from enum import IntEnum
 from typing import Any, NamedTuple
 
 from clients.protocol.topics import TopicPartition
@@ -38,12 +39,15 @@ class BulkResult(NamedTuple):
 
 
 class ConsumerRecord(NamedTuple):
+    """A record as ``poll`` returns it: key and value are bytes (None: null), or what the
+    consumer's deserializers made of them."""
+
     topic: str
     partition: int
     offset: int
     timestamp: int
-    key: bytes | None
-    value: bytes | None
+    key: Any
+    value: Any
     headers: tuple[Header, ...] = ()
 
 
@@ -53,6 +57,14 @@ class OffsetAndMetadata(NamedTuple):
 
     offset: int
     metadata: str | None = None
+    leader_epoch: int = -1
+
+
+class OffsetAndTimestamp(NamedTuple):
+    """``offsets_for_times``' answer: the first record at or after the time asked."""
+
+    offset: int
+    timestamp: int
     leader_epoch: int = -1
 
 
@@ -95,12 +107,91 @@ class GroupOffset(NamedTuple):
 
 
 class NewTopic(NamedTuple):
-    """A topic to create; -1 means "broker default" for both counts."""
+    """A topic to create; -1 means "broker default" for both counts.
+
+    ``replica_assignments`` ({partition: [broker ids, preferred leader first]}) places
+    the replicas explicitly; then both counts must be -1 (Kafka's rule)."""
 
     name: str
     num_partitions: int = -1
     replication_factor: int = -1
     configs: dict[str, str] | None = None
+    replica_assignments: dict[int, list[int]] | None = None
+
+
+class NewPartitions(NamedTuple):
+    """Grow a topic to ``total_count`` partitions; ``new_assignments`` (one broker list
+    per new partition, preferred leader first) or None to let the cluster place them."""
+
+    total_count: int
+    new_assignments: list[list[int]] | None = None
+
+
+class ConfigResourceType(IntEnum):
+    """Kafka's ConfigResource.Type numbers."""
+
+    TOPIC = 2
+    BROKER = 4
+    BROKER_LOGGER = 8
+    CLIENT_METRICS = 16
+    GROUP = 32
+
+
+class ConfigResource(NamedTuple):
+    """A config holder: a topic by name, a broker by its id as a string ("" = cluster
+    default for broker configs)."""
+
+    type: ConfigResourceType
+    name: str
+
+
+class ConfigSource(IntEnum):
+    """Where a config value comes from (Kafka's DescribeConfigs config_source)."""
+
+    UNKNOWN = 0
+    DYNAMIC_TOPIC_CONFIG = 1
+    DYNAMIC_BROKER_CONFIG = 2
+    DYNAMIC_DEFAULT_BROKER_CONFIG = 3
+    STATIC_BROKER_CONFIG = 4
+    DEFAULT_CONFIG = 5
+    DYNAMIC_BROKER_LOGGER_CONFIG = 6
+    CLIENT_METRICS_CONFIG = 7
+    GROUP_CONFIG = 8
+
+
+class ConfigEntry(NamedTuple):
+    """One config of a described resource (``value`` None: sensitive or unset)."""
+
+    name: str
+    value: str | None
+    source: ConfigSource = ConfigSource.UNKNOWN
+    is_read_only: bool = False
+    is_sensitive: bool = False
+    synonyms: tuple[tuple[str, str | None, ConfigSource], ...] = ()
+    documentation: str | None = None
+
+    @property
+    def is_default(self) -> bool:
+        return self.source == ConfigSource.DEFAULT_CONFIG
+
+
+class AlterConfigOpType(IntEnum):
+    """IncrementalAlterConfigs operations (Kafka's numbers)."""
+
+    SET = 0
+    DELETE = 1
+    APPEND = 2
+    SUBTRACT = 3
+
+
+class AlterConfigOp(NamedTuple):
+    """One change of :meth:`~clients.admin.Admin.incremental_alter_configs`: SET a value,
+    DELETE (revert to the default; ``value`` ignored), or APPEND / SUBTRACT items of a
+    list-typed config (comma-separated)."""
+
+    name: str
+    value: str | None
+    op: AlterConfigOpType | int | str = AlterConfigOpType.SET  # also "set", "append", ...
 
 
 class BrokerNode(NamedTuple):

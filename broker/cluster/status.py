@@ -3,8 +3,9 @@
 Sources: the state file (:mod:`broker.cluster.state`: PIDs, ports), the OS (running /
 paused / stopped), the controller's Metadata answer (brokers and whether each is
 fenced; per partition the leader, leader epoch, replicas, ISR, and whether the last
-election was unclean) and each reachable broker's DescribeLogDirs answer (HW and LEO of
-every replica it holds).
+election was unclean: our tagged extras ``fenced`` / ``unclean_elected``, in the
+flexible versions both sides negotiate, v12) and each reachable broker's DescribeLogDirs
+answer (v4: per log dir, per replica it holds, Kafka's size and our tagged HW and LEO).
 A process that does not answer within ``timeout_ms`` is reported as unreachable; status
 never hangs on a paused process.
 """
@@ -71,9 +72,13 @@ def status_report(state: ClusterState) -> dict[str, Any]:
             dirs = _request(info.port, ApiKey.DESCRIBE_LOG_DIRS, {"topics": None})
         except MiniKafkaError:
             continue
-        for topic in dirs["topics"]:
-            for p in topic["partitions"]:
-                replicas[(topic["name"], p["partition_index"], int(node))] = p
+        for result in dirs["results"]:
+            if result["error_code"]:
+                continue
+            for topic in result["topics"]:
+                for p in topic["partitions"]:
+                    if not p["is_future_key"]:
+                        replicas[(topic["name"], p["partition_index"], int(node))] = p
     for topic in sorted(view["topics"], key=lambda t: t["name"]):
         for p in sorted(topic["partitions"], key=lambda p: p["partition_index"]):
             key = (topic["name"], p["partition_index"])
@@ -81,7 +86,7 @@ def status_report(state: ClusterState) -> dict[str, Any]:
                 "topic": key[0], "partition": key[1], "leader": p["leader_id"],
                 "leader_epoch": p["leader_epoch"], "replicas": p["replica_nodes"],
                 "isr": p["isr_nodes"], "offline_replicas": p["offline_replicas"],
-                "unclean_leader": p.get("unclean_elected", False),
+                "unclean_leader": p["unclean_elected"],
                 "replica_offsets": {
                     str(r): ({"hw": replicas[(*key, r)]["high_watermark"],
                               "leo": replicas[(*key, r)]["log_end_offset"]}

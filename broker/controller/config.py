@@ -43,7 +43,7 @@ Immutable (frozen dataclass); safe to share.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -122,28 +122,49 @@ _DEFAULTS = {f.name: f.default for f in fields(ControllerConfig)}
 
 TOPIC_ONLY_CONFIGS = ("min_insync_replicas", "unclean_leader_election")
 _TOPIC_ALIASES = {"unclean_leader_election_enable": "unclean_leader_election"}
+# configs whose value is a comma-separated list (IncrementalAlterConfigs APPEND/SUBTRACT)
+TOPIC_LIST_CONFIGS = ("cleanup_policy",)
+
+TopicConfigs = Mapping[str, str | None] | Iterable[tuple[str, str | None]]
 
 
-def validate_topic_configs(configs: Mapping[str, str],
+def topic_config_key(raw_key: str) -> str:
+    """Our key of a topic config named ours (``retention_ms``) or Kafka's way
+    (``retention.ms``, ``unclean.leader.election.enable``)."""
+    key = str(raw_key).strip().replace(".", "_").replace("-", "_")
+    return _TOPIC_ALIASES.get(key, key)
+
+
+def is_topic_config(key: str) -> bool:
+    """Whether ``key`` (already :func:`topic_config_key`'d) names a topic config."""
+    from storage.config import LogConfig  # storage is below broker: allowed import
+
+    return key in TOPIC_ONLY_CONFIGS or key in LogConfig.__dataclass_fields__
+
+
+def validate_topic_configs(configs: TopicConfigs,
                            defaults: ControllerConfig) -> dict[str, str]:
-    """Check a CreateTopics ``configs`` map; return it normalized (snake_case keys).
+    """Check a topic's config overrides (a map, or CreateTopics' ``(name, value)`` pairs);
+    return them normalized (snake_case keys, values stripped).
 
     Accepted keys: every :class:`storage.config.LogConfig` setting (ours or Kafka's dotted
     names, validated by ``LogConfig.from_dict``), ``min_insync_replicas`` (>= 1) and
     ``unclean_leader_election`` (``unclean.leader.election.enable`` too; true/false).
     The result always holds those two, filled from the controller's defaults, so a broker
-    needs no controller config to know them.  Anything else -> InvalidConfigError.
+    needs no controller config to know them.  A key given twice (after normalization), a
+    null value or anything else -> InvalidConfigError.
     """
     from storage.config import LogConfig  # storage is below broker: allowed import
 
     out: dict[str, str] = {}
-    for raw_key, raw_value in configs.items():
-        key = str(raw_key).strip().replace(".", "_").replace("-", "_")
-        key = _TOPIC_ALIASES.get(key, key)
+    pairs = configs.items() if isinstance(configs, Mapping) else configs
+    for raw_key, raw_value in pairs:
+        key = topic_config_key(raw_key)
         if key in out:
             raise InvalidConfigError(f"topic config {raw_key!r} given twice")
         if not isinstance(raw_value, str):
-            raise InvalidConfigError(f"topic config {raw_key!r}: value must be a string")
+            raise InvalidConfigError(f"topic config {raw_key!r}: value must be a string, "
+                                     f"got {raw_value!r}")
         out[key] = raw_value.strip()
     log_settings = {k: v for k, v in out.items() if k not in TOPIC_ONLY_CONFIGS}
     LogConfig.from_dict(log_settings)  # raises InvalidConfigError naming the key

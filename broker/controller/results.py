@@ -11,8 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
+from enum import IntEnum
 from typing import TypeVar
 
+from broker.controller.config import TopicConfigs
 from broker.metadata.image import PartitionRegistration
 from broker.metadata.records import MetadataRecord
 from clients.protocol.errors import ErrorCode
@@ -53,7 +55,62 @@ class TopicSpec:
     num_partitions: int = -1
     replication_factor: int = -1
     assignments: Mapping[int, Sequence[int]] = field(default_factory=dict)
-    configs: Mapping[str, str] = field(default_factory=dict)
+    # a map, or CreateTopics' (name, value) pairs (duplicates and null values are refused)
+    configs: TopicConfigs = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionsSpec:
+    """One CreatePartitions entry: the new total ``count``; ``assignments`` the replicas of
+    each new partition in order (None: the controller places them)."""
+
+    name: str
+    count: int
+    assignments: Sequence[Sequence[int]] | None = None
+
+
+class ConfigOperation(IntEnum):
+    """IncrementalAlterConfigs' operations (Kafka's AlterConfigOp.OpType numbers)."""
+
+    SET = 0
+    DELETE = 1
+    APPEND = 2
+    SUBTRACT = 3
+
+
+class ResourceType(IntEnum):
+    """Kafka's ConfigResource.Type numbers (the ones we name in answers)."""
+
+    TOPIC = 2
+    BROKER = 4
+    BROKER_LOGGER = 8
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigOp:
+    """One config of an AlterConfigs / IncrementalAlterConfigs resource; ``operation`` is
+    an int as it came off the wire (unknown numbers are refused, not raised)."""
+
+    name: str
+    operation: int
+    value: str | None
+
+
+@dataclass(frozen=True, slots=True)
+class ResourceChange:
+    """One AlterConfigs / IncrementalAlterConfigs resource: its type, name and configs."""
+
+    resource_type: int
+    name: str
+    configs: Sequence[ConfigOp] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigResult:
+    resource_type: int
+    name: str
+    error: ErrorCode
+    message: str | None = None
 
 
 @dataclass(frozen=True, slots=True)

@@ -5,14 +5,34 @@ core) and :class:`~broker.controller.log.ControllerLog` (the fsync'd metadata lo
 snapshots).  Prints ``controller listening on HOST:PORT`` once it serves; SIGTERM/SIGINT
 close the listener and the log and exit 0.
 
-Wire: the native frames of :mod:`clients.protocol`.  Served APIs (v0): ApiVersions,
-BrokerRegistration, BrokerHeartbeat, AlterPartition, AllocateProducerIds, CreateTopics,
-DeleteTopics, Metadata (every registered broker with its ``fenced`` flag; partitions with
-``unclean_elected``; ``controller_id`` -1) and Fetch of ``__cluster_metadata``
-partition 0 (record batches whose record values are metadata records; the high
-watermark is the log end, since everything is fsync'd before it is readable).  A Fetch
-at the log end waits up to ``min(max_wait_ms, max_fetch_wait_ms)`` and is answered as
-soon as a record is appended.
+Wire: Kafka's protocol (:mod:`clients.protocol`), each request answered in the shape of
+its version (our brokers send every request at our highest version).  Served APIs, at
+the versions of :data:`clients.protocol.registry.APIS`:
+
+- ApiVersions (also Kafka's v0 fallback answer to a version it does not know).
+- BrokerRegistration, BrokerHeartbeat, AlterPartition, AllocateProducerIds (v0, with our
+  tagged ``error_message``).  A registration needs a listener (the first one is the
+  broker's address; its name and security protocol are not checked) and must declare
+  the feature :data:`~broker.metadata.records.METADATA_VERSION_FEATURE` with a range that
+  holds :data:`~broker.metadata.records.METADATA_VERSION` (else UNSUPPORTED_VERSION, as
+  Kafka refuses a broker that cannot read its ``metadata.version``); other features are
+  ignored.  ``incarnation_id`` (a UUID) is kept as 32 hex digits.
+- CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs, IncrementalAlterConfigs,
+  forwarded by brokers as their clients sent them (rules in
+  :mod:`broker.controller.topics`).  CreateTopics answers ``configs`` null (Kafka's "not
+  returned"): the forwarding broker fills them in from its catalog of defaults.
+- Metadata: every registered broker with its ``fenced`` flag, partitions with
+  ``unclean_elected``, topics with their ``configs`` (our tagged extras: flexible
+  versions only, v9+); ``controller_id`` -1; topics asked by id only (v12) get
+  UNKNOWN_TOPIC_ID; v0's empty list means every topic.
+- Fetch of ``__cluster_metadata`` partition 0 (record batches whose record values are
+  metadata records; the high watermark and last stable offset are the log end, since
+  everything is fsync'd before it is readable; log start 0).  Other partitions get
+  UNKNOWN_TOPIC_OR_PARTITION, an offset outside ``[0, log end]`` OFFSET_OUT_OF_RANGE
+  (both with Kafka's -1 offsets), an incremental fetch session FETCH_SESSION_ID_NOT_FOUND
+  (no sessions: ``session_id`` 0).  A Fetch at the log end waits up to
+  ``min(max_wait_ms, max_fetch_wait_ms)`` and is answered as soon as a record is
+  appended.
 
 Requests of one connection are handled one at a time and answered in order (Kafka's
 rule), so a long-poll Fetch delays whatever is pipelined behind it on the same
@@ -61,9 +81,23 @@ from typing import Any
 from broker.config import parse_ip_overrides, parse_overrides
 from broker.controller.config import ControllerConfig
 from broker.controller.log import ControllerLog
-from broker.controller.results import IsrChange, TopicSpec
+from broker.controller.results import (
+    ConfigOp,
+    ConfigOperation,
+    IsrChange,
+    PartitionsSpec,
+    ResourceChange,
+    TopicSpec,
+)
 from broker.controller.state import ControllerState
-from broker.metadata.records import METADATA_PARTITION, METADATA_TOPIC, NO_LEADER, MetadataRecord
+from broker.metadata.records import (
+    METADATA_PARTITION,
+    METADATA_TOPIC,
+    METADATA_VERSION,
+    METADATA_VERSION_FEATURE,
+    NO_LEADER,
+    MetadataRecord,
+)
 from broker.network.error_answer import error_answer
 from broker.network.request_bounds import check_request_bounds
 from clients.protocol.api_keys import ApiKey
@@ -79,7 +113,9 @@ from timer.clock import Clock, MonotonicClock
 
 log = logging.getLogger(__name__)
 
-Handler = Callable[[dict[str, Any]], Awaitable[dict[str, Any]]]
+ZERO_UUID = bytes(16)
+
+Handler = Callable[[dict[str, Any], int], Awaitable[dict[str, Any]]]  # (body, version)
 
 
 class FatalControllerError(Exception):
@@ -135,6 +171,9 @@ class ControllerServer:
             ApiKey.ALLOCATE_PRODUCER_IDS: self._allocate_producer_ids,
             ApiKey.CREATE_TOPICS: self._create_topics,
             ApiKey.DELETE_TOPICS: self._delete_topics,
+            ApiKey.CREATE_PARTITIONS: self._create_partitions,
+            ApiKey.INCREMENTAL_ALTER_CONFIGS: self._incremental_alter_configs,
+            ApiKey.ALTER_CONFIGS: self._alter_configs,
             ApiKey.METADATA: self._metadata,
             ApiKey.FETCH: self._fetch,
         }
@@ -314,7 +353,7 @@ class ControllerServer:
                                     "brokers (client connection limits reached)")
             peer.probation = False  # a broker's connection: keeps its reserved place
         try:
-            body = await handler(request.body)
+            body = await handler(request.body, request.api_version)
         except (FatalControllerError, ProtocolError):
             raise
         except Exception:  # a handler's bug: an error answer where the API has one
@@ -345,25 +384,25 @@ class ControllerServer:
 
     # -- handlers -----------------------------------------------------------------------
 
-    async def _api_versions(self, body: dict[str, Any]) -> dict[str, Any]:
+    async def _api_versions(self, body: dict[str, Any], version: int) -> dict[str, Any]:
         keys = [{"api_key": int(k), "min_version": APIS[k].min_version,
                  "max_version": APIS[k].max_version} for k in sorted(self._handlers)]
         return {"error_code": 0, "api_keys": keys}
 
-    async def _register(self, body: dict[str, Any]) -> dict[str, Any]:
-        if not body["listeners"]:
-            return {"error_code": int(ErrorCode.INVALID_REQUEST),
-                    "error_message": "a broker registration needs at least one listener",
+    async def _register(self, body: dict[str, Any], version: int) -> dict[str, Any]:
+        refused = _registration_error(body)
+        if refused is not None:
+            return {"error_code": int(refused[0]), "error_message": refused[1],
                     "broker_epoch": -1}
         listener = body["listeners"][0]
         result, records = self.core.register_broker(
-            body["broker_id"], body["incarnation_id"], listener["host"], listener["port"],
-            body["rack"], body["cluster_id"] or None)
+            body["broker_id"], body["incarnation_id"].hex(), listener["host"],
+            listener["port"], body["rack"], body["cluster_id"] or None)
         self._commit(records)
         return {"error_code": int(result.error), "error_message": result.message,
                 "broker_epoch": result.broker_epoch}
 
-    async def _heartbeat(self, body: dict[str, Any]) -> dict[str, Any]:
+    async def _heartbeat(self, body: dict[str, Any], version: int) -> dict[str, Any]:
         result, records = self.core.heartbeat(
             body["broker_id"], body["broker_epoch"], body["current_metadata_offset"],
             body["want_fence"], body["want_shut_down"])
@@ -372,7 +411,7 @@ class ControllerServer:
                 "is_caught_up": result.is_caught_up, "is_fenced": result.is_fenced,
                 "should_shut_down": result.should_shut_down}
 
-    async def _alter_partition(self, body: dict[str, Any]) -> dict[str, Any]:
+    async def _alter_partition(self, body: dict[str, Any], version: int) -> dict[str, Any]:
         changes = [IsrChange(t["name"], p["partition_index"], p["leader_epoch"], p["new_isr"],
                              p["partition_epoch"])
                    for t in body["topics"] for p in t["partitions"]]
@@ -390,7 +429,7 @@ class ControllerServer:
         return {"error_code": int(error),
                 "topics": [{"name": n, "partitions": ps} for n, ps in by_topic.items()]}
 
-    async def _allocate_producer_ids(self, body: dict[str, Any]) -> dict[str, Any]:
+    async def _allocate_producer_ids(self, body: dict[str, Any], version: int) -> dict[str, Any]:
         result, records = self.core.allocate_producer_ids(body["broker_id"],
                                                           body["broker_epoch"])
         self._commit(records)  # fsync'd before the block is handed out
@@ -398,35 +437,72 @@ class ControllerServer:
                 "producer_id_start": result.producer_id_start,
                 "producer_id_len": result.producer_id_len}
 
-    async def _create_topics(self, body: dict[str, Any]) -> dict[str, Any]:
+    async def _create_topics(self, body: dict[str, Any], version: int) -> dict[str, Any]:
         specs = [TopicSpec(t["name"], t["num_partitions"], t["replication_factor"],
                            {a["partition_index"]: a["broker_ids"] for a in t["assignments"]},
-                           t["configs"])
+                           [(c["name"], c["value"]) for c in t["configs"]])
                  for t in body["topics"]]
         results, records = self.core.create_topics(specs, body["validate_only"])
         self._commit(records)
-        return {"topics": [{"name": r.name, "error_code": int(r.error),
-                            "error_message": r.message, "num_partitions": r.num_partitions,
-                            "replication_factor": r.replication_factor} for r in results]}
+        # configs stay null (Kafka: "not returned"): the forwarding broker fills them in
+        # from its catalog of defaults, which the controller does not have
+        return {"throttle_time_ms": 0, "topics": [
+            {"name": r.name, "error_code": int(r.error), "error_message": r.message,
+             "num_partitions": r.num_partitions, "replication_factor": r.replication_factor,
+             "configs": None} for r in results]}
 
-    async def _delete_topics(self, body: dict[str, Any]) -> dict[str, Any]:
+    async def _delete_topics(self, body: dict[str, Any], version: int) -> dict[str, Any]:
         results, records = self.core.delete_topics(body["topic_names"])
         self._commit(records)
-        return {"responses": [{"name": r.name, "error_code": int(r.error),
-                               "error_message": r.message} for r in results]}
+        return {"throttle_time_ms": 0, "responses": [
+            {"name": r.name, "error_code": int(r.error), "error_message": r.message}
+            for r in results]}
 
-    async def _metadata(self, body: dict[str, Any]) -> dict[str, Any]:
+    async def _create_partitions(self, body: dict[str, Any], version: int) -> dict[str, Any]:
+        specs = [PartitionsSpec(t["name"], t["count"], None if t["assignments"] is None
+                                else [a["broker_ids"] for a in t["assignments"]])
+                 for t in body["topics"]]
+        results, records = self.core.create_partitions(specs, body["validate_only"])
+        self._commit(records)
+        return {"throttle_time_ms": 0, "results": [
+            {"name": r.name, "error_code": int(r.error), "error_message": r.message}
+            for r in results]}
+
+    async def _incremental_alter_configs(self, body: dict[str, Any],
+                                         version: int) -> dict[str, Any]:
+        return self._alter_configs_answer(body, incremental=True)
+
+    async def _alter_configs(self, body: dict[str, Any], version: int) -> dict[str, Any]:
+        return self._alter_configs_answer(body, incremental=False)
+
+    def _alter_configs_answer(self, body: dict[str, Any], incremental: bool) -> dict[str, Any]:
+        resources = [ResourceChange(r["resource_type"], r["resource_name"], [
+            ConfigOp(c["name"], c.get("config_operation", ConfigOperation.SET), c["value"])
+            for c in r["configs"]]) for r in body["resources"]]
+        results, records = self.core.alter_configs(resources, body["validate_only"],
+                                                   incremental)
+        self._commit(records)
+        return {"throttle_time_ms": 0, "responses": [
+            {"error_code": int(r.error), "error_message": r.message,
+             "resource_type": r.resource_type, "resource_name": r.name} for r in results]}
+
+    async def _metadata(self, body: dict[str, Any], version: int) -> dict[str, Any]:
         image = self.core.image
         brokers = [{"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack,
                     "fenced": b.fenced} for _, b in sorted(image.brokers.items())]
-        names = (sorted(image.topics) if body["topics"] is None
-                 else [t["name"] for t in body["topics"]])
+        wanted = body["topics"]
+        asked: list[dict[str, Any]] = ([{"name": n} for n in sorted(image.topics)]
+                                       if wanted is None or (not wanted and version == 0)
+                                       else wanted)
         topics: list[dict[str, Any]] = []
-        for name in names:
-            info = image.topics.get(name)
+        for entry in asked:
+            name = entry["name"]
+            info = image.topics.get(name) if name is not None else None
             if info is None:
-                topics.append({"error_code": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
-                               "name": name, "partitions": []})
+                code = (ErrorCode.UNKNOWN_TOPIC_ID if name is None
+                        else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+                topics.append({"error_code": int(code), "name": name,
+                               "topic_id": entry.get("topic_id", ZERO_UUID), "partitions": []})
                 continue
             parts = []
             for index, s in sorted(info.partitions.items()):
@@ -439,11 +515,16 @@ class ControllerServer:
                     "isr_nodes": list(s.isr),
                     "offline_replicas": [b for b in s.replicas if not image.is_alive(b)],
                     "unclean_elected": s.unclean_elected})
-            topics.append({"error_code": 0, "name": name, "partitions": parts})
-        return {"brokers": brokers, "cluster_id": self.config.cluster_id,
+            topics.append({"error_code": 0, "name": name, "partitions": parts,
+                           "configs": [{"name": k, "value": v}
+                                       for k, v in sorted(info.configs.items())]})
+        return {"throttle_time_ms": 0, "brokers": brokers, "cluster_id": self.config.cluster_id,
                 "controller_id": -1, "topics": topics}
 
-    async def _fetch(self, body: dict[str, Any]) -> dict[str, Any]:
+    async def _fetch(self, body: dict[str, Any], version: int) -> dict[str, Any]:
+        if body["session_epoch"] not in (0, -1):  # incremental fetch: we keep no sessions
+            return {"throttle_time_ms": 0, "session_id": 0, "responses": [],
+                    "error_code": int(ErrorCode.FETCH_SESSION_ID_NOT_FOUND)}
         wanted = [(t["name"], p) for t in body["topics"] for p in t["partitions"]]
         ours = [p for name, p in wanted
                 if name == METADATA_TOPIC and p["partition"] == METADATA_PARTITION]
@@ -458,23 +539,43 @@ class ControllerServer:
             entry = self._fetch_partition(name, p, budget)
             budget = max(0, budget - len(entry["records"]))
             responses.setdefault(name, []).append(entry)
-        return {"responses": [{"name": n, "partitions": ps} for n, ps in responses.items()]}
+        return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0,
+                "responses": [{"name": n, "partitions": ps} for n, ps in responses.items()]}
 
     def _fetch_partition(self, name: str, p: dict[str, Any], budget: int) -> dict[str, Any]:
         leo = self.store.log_end_offset
         entry: dict[str, Any] = {"partition_index": p["partition"], "error_code": 0,
-                                 "error_message": None, "high_watermark": leo,
+                                 "high_watermark": leo, "last_stable_offset": leo,
                                  "log_start_offset": 0, "records": b""}
+        error = None
         if name != METADATA_TOPIC or p["partition"] != METADATA_PARTITION:
-            entry.update(error_code=int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), high_watermark=-1,
-                         error_message=f"the controller serves only {METADATA_TOPIC}-0")
+            error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         elif not 0 <= p["fetch_offset"] <= leo:
-            entry.update(error_code=int(ErrorCode.OFFSET_OUT_OF_RANGE),
-                         error_message=f"offset {p['fetch_offset']} is outside [0, {leo}]")
+            error = ErrorCode.OFFSET_OUT_OF_RANGE
         elif p["fetch_offset"] < leo:
             entry["records"] = self.store.read(p["fetch_offset"],
                                                min(budget, max(p["partition_max_bytes"], 0)))
+        if error is not None:  # Kafka's error entry: no offsets
+            entry.update(error_code=int(error), high_watermark=-1, last_stable_offset=-1,
+                         log_start_offset=-1)
         return entry
+
+
+def _registration_error(body: dict[str, Any]) -> tuple[ErrorCode, str] | None:
+    """Why a BrokerRegistration is refused before it reaches the state: no listener, or a
+    broker that cannot read this controller's metadata records (Kafka checks its
+    finalized ``metadata.version`` the same way, with UNSUPPORTED_VERSION)."""
+    if not body["listeners"]:
+        return ErrorCode.INVALID_REQUEST, "a broker registration needs at least one listener"
+    for feature in body["features"]:
+        if feature["name"] == METADATA_VERSION_FEATURE:
+            low, high = feature["min_supported_version"], feature["max_supported_version"]
+            if low <= METADATA_VERSION <= high:
+                return None
+            return (ErrorCode.UNSUPPORTED_VERSION, f"the broker reads {METADATA_VERSION_FEATURE}"
+                    f" {low}..{high}, the controller writes {METADATA_VERSION}")
+    return (ErrorCode.UNSUPPORTED_VERSION,
+            f"the broker does not declare the feature {METADATA_VERSION_FEATURE}")
 
 
 # ---------------------------------------------------------------- command line

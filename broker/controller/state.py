@@ -37,12 +37,14 @@ Rules (Kafka KRaft's, simplified; see docs/replication.md):
   ``producer_ids`` record raising ``next_producer_id``; the adapter fsyncs it before
   answering, so no id is given twice, across controller restarts too.
 
-Topic operations (CreateTopics with replica assignment, DeleteTopics) are done by a
+Topic operations (CreateTopics with replica assignment, DeleteTopics, CreatePartitions,
+topic config changes: AlterConfigs / IncrementalAlterConfigs) are done by a
 :class:`~broker.controller.topics.ControllerTopics` this state owns, handed the image,
 the config and the record sink (:meth:`ControllerState._emit`); the requests and results
 are declared in :mod:`broker.controller.results`.
 
 Costs: fencing/unfencing/preferred election O(partitions); create O(partitions x RF);
+a config change O(configs) plus an offline-partition election O(partitions);
 alter_partition O(changes x RF); heartbeat O(1) unless it changes the fenced state.
 Thread-safety: none; one owner (the controller's event loop).
 """
@@ -53,13 +55,16 @@ from collections.abc import Sequence
 
 from broker.controller.config import ControllerConfig
 from broker.controller.results import (
+    ConfigResult,
     HeartbeatResult,
     IsrChange,
     IsrChangeResult,
     Outcome,
+    PartitionsSpec,
     ProducerIdBlockResult,
     RegistrationResult,
     Rejected,
+    ResourceChange,
     T,
     TopicResult,
     TopicSpec,
@@ -259,6 +264,19 @@ class ControllerState:
 
     def delete_topics(self, names: Sequence[str]) -> Outcome[list[TopicResult]]:
         return self._done(self._topics.delete_topics(names))
+
+    def create_partitions(self, specs: Sequence[PartitionsSpec],
+                          validate_only: bool = False) -> Outcome[list[TopicResult]]:
+        return self._done(self._topics.create_partitions(specs, validate_only))
+
+    def alter_configs(self, resources: Sequence[ResourceChange], validate_only: bool = False,
+                      incremental: bool = True) -> Outcome[list[ConfigResult]]:
+        """IncrementalAlterConfigs (``incremental``) or AlterConfigs; a topic that now
+        allows unclean elections gets a leader for its offline partitions at once."""
+        results = self._topics.alter_configs(resources, validate_only, incremental)
+        if self._out:
+            self._elect_offline()
+        return self._done(results)
 
     # -- ISR changes ------------------------------------------------------------------
 

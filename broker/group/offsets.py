@@ -20,8 +20,10 @@ COORDINATOR_NOT_AVAILABLE (see :func:`store_error`).  Only then is the in-memory
 updated (and only by a commit written later in the log than the cached one).  A commit
 by a member also counts as its heartbeat.
 
-OffsetFetch answers from the cache: offset -1 (and no error) for a partition without a
-committed offset; ``topics`` null means every partition the group committed.
+OffsetFetch answers from the cache, one group at a time: offset -1, metadata "" (and no
+error) for a partition without a committed offset; ``topics`` null means every partition
+the group committed.  ListGroups filters by state and type as Kafka does (unknown states
+match nothing; every group here is of type ``classic``).
 
 (* Kafka accepts any offset; a negative one is always a client bug here.)
 
@@ -40,7 +42,7 @@ from broker.group.metadata import (
     encode_offset_commit_value,
 )
 from broker.group.protocol import Error, store_error
-from broker.group.state import STATE_BY_NAME, GroupState
+from broker.group.state import GroupState
 from clients.protocol.errors import ErrorCode
 from clients.protocol.topics import TopicPartition, topic_name_error
 
@@ -137,13 +139,16 @@ def commit_offsets(coordinator: GroupCoordinator, body: Body, respond: Respond) 
     coordinator.log.append(group.partition, records, stored)
 
 
-def fetch_offsets(coordinator: GroupCoordinator, body: Body) -> Body:
-    error = coordinator.coordinator_error(body["group_id"])
+def fetch_offsets(coordinator: GroupCoordinator, group_id: str,
+                  wanted: list[Body] | None) -> tuple[ErrorCode, list[Body]]:
+    """One group's committed offsets: ``(group error, topics)``.  ``wanted`` is
+    OffsetFetch's topic list (``name``, ``partition_indexes``), None for every partition
+    the group has offsets for.  A partition without an offset: -1 and metadata ""."""
+    error = coordinator.coordinator_error(group_id)
     if error is not None:
-        return {"error_code": int(error[0]), "topics": []}
-    group = coordinator.groups.get(body["group_id"])
+        return error[0], []
+    group = coordinator.groups.get(group_id)
     offsets = group.offsets if group is not None else {}
-    wanted = body["topics"]
     pairs = (sorted(offsets) if wanted is None else
              [(t["name"], i) for t in wanted for i in t["partition_indexes"]])
     by_topic: dict[str, list[Body]] = {}
@@ -153,20 +158,26 @@ def fetch_offsets(coordinator: GroupCoordinator, body: Body) -> Body:
             "partition_index": index, "error_code": 0, "error_message": None,
             "committed_offset": found.offset if found else -1,
             "committed_leader_epoch": found.leader_epoch if found else -1,
-            "metadata": found.metadata if found else None})
-    return {"error_code": 0, "topics": [{"name": n, "partitions": ps}
-                                        for n, ps in by_topic.items()]}
+            "metadata": (found.metadata or "") if found else ""})
+    return ErrorCode.NONE, [{"name": n, "partitions": ps} for n, ps in by_topic.items()]
 
 
-def list_groups(coordinator: GroupCoordinator, body: Body) -> Body:
-    wanted = {s.lower() for s in body.get("states_filter") or []}
-    unknown = wanted - {name.lower() for name in STATE_BY_NAME}
-    if unknown:
-        return {"error_code": int(ErrorCode.INVALID_REQUEST), "groups": []}
+CLASSIC = "classic"
+
+
+def list_groups(coordinator: GroupCoordinator, states: list[str],
+                types: list[str]) -> Body:
+    """ListGroups: the groups of this coordinator, filtered as Kafka does: by state
+    (case-insensitive; an unknown state matches nothing) and by type (every group here
+    is ``classic``); an empty filter matches everything."""
+    wanted = {s.lower() for s in states}
+    if types and CLASSIC not in {t.lower() for t in types}:
+        wanted_groups: list[Group] = []
+    else:
+        wanted_groups = [g for g in coordinator.groups.values()
+                         if not wanted or g.state.value.lower() in wanted]
     groups = [{"group_id": g.group_id, "protocol_type": g.protocol_type or "",
-               "group_state": g.state.value}
-              for g in coordinator.groups.values()
-              if not wanted or g.state.value.lower() in wanted]
+               "group_state": g.state.value, "group_type": CLASSIC} for g in wanted_groups]
     loading = coordinator.ownership.is_loading
     code = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if loading else ErrorCode.NONE
     return {"error_code": int(code), "groups": sorted(groups, key=lambda g: g["group_id"])}

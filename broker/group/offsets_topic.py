@@ -125,18 +125,18 @@ class OffsetsTopic:
     def _topic_spec(self, live_brokers: int) -> Body:
         config = self.config
         rf = max(1, min(config.offsets_topic_replication_factor, live_brokers))
+        configs = {"cleanup_policy": "compact", "min_insync_replicas": str(min(2, rf)),
+                   "segment_bytes": str(config.offsets_topic_segment_bytes)}
         return {"name": OFFSETS_TOPIC, "num_partitions": config.offsets_topic_num_partitions,
                 "replication_factor": rf, "assignments": [],
-                "configs": {"cleanup_policy": "compact",
-                            "min_insync_replicas": str(min(2, rf)),
-                            "segment_bytes": str(config.offsets_topic_segment_bytes)}}
+                "configs": [{"name": k, "value": v} for k, v in configs.items()]}
 
     def _create_topic(self) -> None:
         host = self.host
         if not self.config.controller_address:
             spec = self._topic_spec(1)
             info = host.validate_new_topic(OFFSETS_TOPIC, spec["num_partitions"], 1,
-                                           spec["configs"])
+                                           {c["name"]: c["value"] for c in spec["configs"]})
             host.create_topic(info)
             log.info("created %s with %d partitions", OFFSETS_TOPIC, info.num_partitions)
             return
@@ -169,15 +169,19 @@ class OffsetsTopic:
 
     # -- FindCoordinator ---------------------------------------------------------------
 
-    def find_coordinator(self, body: Body) -> Body:
+    def find_coordinator(self, key: str, key_type: int = 0) -> Body:
+        """Where the coordinator of ``key`` is: ``{error_code, error_message, node_id,
+        host, port}`` (FindCoordinator's v0-3 answer, and one entry of its v4 batch).
+        Only groups (``key_type`` 0) have coordinators here: transactions are not
+        supported (INVALID_REQUEST)."""
         def error(code: ErrorCode, message: str) -> Body:
             return {"error_code": int(code), "error_message": message, "node_id": -1,
                     "host": "", "port": -1}
 
-        if body["key_type"] != 0:
-            return error(ErrorCode.INVALID_REQUEST, f"key_type {body['key_type']} is not "
+        if key_type != 0:
+            return error(ErrorCode.INVALID_REQUEST, f"key_type {key_type} is not "
                          "supported (only 0: groups)")
-        if not body["key"]:
+        if not key:
             return error(ErrorCode.INVALID_GROUP_ID, "group id is empty")
         count = self.num_partitions()
         if count == 0:
@@ -190,7 +194,7 @@ class OffsetsTopic:
             if count == 0:
                 return error(ErrorCode.COORDINATOR_NOT_AVAILABLE,
                              f"{OFFSETS_TOPIC} is being created")
-        index = partition_for(body["key"], count)
+        index = partition_for(key, count)
         leader = self.host.leader_endpoint(OFFSETS_TOPIC, index)
         if leader is None:
             return error(ErrorCode.COORDINATOR_NOT_AVAILABLE,

@@ -2,14 +2,17 @@
 ``respond`` (see :mod:`broker.handlers.common` for the handler contract).
 
 One module per concept, each with its table of handlers: ``topics`` (Metadata,
-CreateTopics, DeleteTopics), ``produce`` (Produce), ``fetch`` (Fetch, ListOffsets,
-OffsetsForLeaderEpoch, DescribeLogDirs), ``groups`` (the group coordinator APIs, thin
-over :mod:`broker.group`), ``producer_ids`` (InitProducerId); ``common`` holds the shared
-types and helpers and ``dispatch`` merges the tables into :data:`HANDLERS` and answers
+CreateTopics, DeleteTopics, CreatePartitions, DescribeCluster), ``configs``
+(DescribeConfigs, AlterConfigs, IncrementalAlterConfigs), ``produce`` (Produce),
+``fetch`` (Fetch, ListOffsets, OffsetsForLeaderEpoch, DescribeLogDirs), ``records``
+(DeleteRecords), ``groups`` (the group coordinator APIs, thin over :mod:`broker.group`),
+``producer_ids`` (InitProducerId); ``common`` holds the shared types (the handler
+signature, :class:`~broker.handlers.common.RequestContext` with the request's version)
+and helpers and ``dispatch`` merges the tables into :data:`HANDLERS` and answers
 ApiVersions.
 
 May import: ``broker.core`` (every handler works on a :class:`BrokerCore`),
-``broker.delayed``, ``broker.group``, ``broker.producer_ids``, ``replication``,
+``broker.config``, ``broker.delayed``, ``broker.group``, ``broker.producer_ids``, ``replication``,
 ``storage`` and ``clients.protocol``.  Imported by the server (``dispatch.HANDLERS``,
 ``common.RegionRecords``) and tests only; must not import the server or the network
 processes.  Nothing is exported here: import from the defining module.

@@ -1,8 +1,13 @@
 """Shared vocabulary of the API handlers: request/response bodies, the ``respond``
 callback, the handler signature, file-region Records and per-partition error fields.
 
-A handler is ``handler(core, body, respond)``: it gets the :class:`BrokerCore`, the
-decoded request body and ``respond``; ``respond(body)`` is called exactly once, now or
+A handler is ``handler(core, body, respond, ctx)``: it gets the :class:`BrokerCore`, the
+decoded request body (every field of the request's version filled, defaults for the
+fields that version does not carry), ``respond`` and the :class:`RequestContext` (the
+request's API version and client id).  A body's shape depends on its version (e.g.
+LeaveGroup's ``member_id`` in v0-2, ``members`` from v3), so a handler whose API changed
+shape reads ``ctx.version`` and answers in the shape of that version; the encoder drops
+the fields the version does not carry.  ``respond(body)`` is called exactly once, now or
 later (a delayed produce or fetch answers from the purgatory); ``respond(None)`` means
 "no response" (acks=0).  Fetch responses carry :class:`RegionRecords`: file regions the
 network process sends with ``sendfile``; no record byte passes through this process.
@@ -23,7 +28,18 @@ from storage.log.reader import FileRegion
 
 Body = dict[str, Any]
 Respond = Callable[[Body | None], None]
-Handler = Callable[[BrokerCore, Body, Respond], None]
+
+
+@dataclass(frozen=True, slots=True)
+class RequestContext:
+    """What a handler knows of a request besides its body: the API version it came at
+    (answer in that version's shape) and the client id of its header."""
+
+    version: int
+    client_id: str = ""
+
+
+Handler = Callable[[BrokerCore, Body, Respond, RequestContext], None]
 
 
 @dataclass(frozen=True)
@@ -50,3 +66,9 @@ def as_minikafka_error(exc: Exception) -> MiniKafkaError:
     if isinstance(exc, MiniKafkaError):
         return exc
     return MiniKafkaError(f"{type(exc).__name__}: {exc}", ErrorCode.UNKNOWN_SERVER_ERROR)
+
+
+def duplicates(names: list[str]) -> set[str]:
+    """Names given more than once (Kafka answers INVALID_REQUEST for each of them)."""
+    seen: set[str] = set()
+    return {n for n in names if n in seen or seen.add(n)}  # type: ignore[func-returns-value]

@@ -1,10 +1,13 @@
 """Which handler serves which API: the one table the server dispatches on.
 
 Handlers live in one module per concept, each with its own table:
-:mod:`broker.handlers.topics` (Metadata, CreateTopics, DeleteTopics),
-:mod:`broker.handlers.produce` (Produce), :mod:`broker.handlers.fetch` (Fetch,
-ListOffsets, OffsetsForLeaderEpoch, DescribeLogDirs), :mod:`broker.handlers.groups` (the
-group coordinator APIs) and :mod:`broker.handlers.producer_ids` (InitProducerId).  This
+:mod:`broker.handlers.topics` (Metadata, CreateTopics, DeleteTopics, CreatePartitions,
+DescribeCluster), :mod:`broker.handlers.configs` (DescribeConfigs, AlterConfigs,
+IncrementalAlterConfigs), :mod:`broker.handlers.produce` (Produce),
+:mod:`broker.handlers.fetch` (Fetch, ListOffsets, OffsetsForLeaderEpoch, DescribeLogDirs),
+:mod:`broker.handlers.records` (DeleteRecords), :mod:`broker.handlers.groups` (the group
+coordinator APIs, DeleteGroups included) and :mod:`broker.handlers.producer_ids`
+(InitProducerId).  This
 module merges their tables and answers ApiVersions from the merged table, so a broker
 advertises exactly the APIs it serves.  Pure data: no state, safe to import anywhere in
 the broker above the handlers (the server, tests).
@@ -13,11 +16,13 @@ the broker above the handlers (the server, tests).
 from __future__ import annotations
 
 from broker.core import BrokerCore
-from broker.handlers.common import Body, Handler, Respond
+from broker.handlers.common import Body, Handler, RequestContext, Respond
+from broker.handlers.configs import CONFIG_HANDLERS
 from broker.handlers.fetch import FETCH_HANDLERS
 from broker.handlers.groups import GROUP_HANDLERS
 from broker.handlers.produce import PRODUCE_HANDLERS
 from broker.handlers.producer_ids import PRODUCER_ID_HANDLERS
+from broker.handlers.records import RECORDS_HANDLERS
 from broker.handlers.topics import TOPIC_HANDLERS
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode
@@ -32,8 +37,9 @@ def served_api_versions() -> list[dict[str, int]]:
     ]
 
 
-def handle_api_versions(core: BrokerCore, body: Body, respond: Respond) -> None:
-    respond({"error_code": 0, "api_keys": served_api_versions()})
+def handle_api_versions(core: BrokerCore, body: Body, respond: Respond,
+                        ctx: RequestContext) -> None:
+    respond({"error_code": 0, "api_keys": served_api_versions(), "throttle_time_ms": 0})
 
 
 def unsupported_api_versions_answer() -> Body:
@@ -51,6 +57,8 @@ def unsupported_api_versions_answer() -> Body:
 HANDLERS: dict[int, Handler] = {
     ApiKey.API_VERSIONS: handle_api_versions,
     **TOPIC_HANDLERS,
+    **CONFIG_HANDLERS,
+    **RECORDS_HANDLERS,
     **PRODUCE_HANDLERS,
     **FETCH_HANDLERS,
     **GROUP_HANDLERS,

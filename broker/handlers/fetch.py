@@ -1,12 +1,38 @@
 """API handlers that read partitions: Fetch, ListOffsets, OffsetsForLeaderEpoch,
 DescribeLogDirs.
 
-Errors are per partition, so one bad partition never fails the others.  A Fetch that
-cannot be answered at once (fewer than ``min_bytes`` available, ``max_wait_ms`` > 0)
-parks in the fetch purgatory as a :class:`~broker.delayed.DelayedFetch` and is read
-again when it completes.  Fetch responses carry
-:class:`~broker.handlers.common.RegionRecords` (file regions sent by the network process
-with ``sendfile``).
+Errors are per partition, so one bad partition never fails the others; every partition
+a Fetch asks for is answered.  A Fetch that cannot be answered at once (fewer than
+``min_bytes`` available, ``max_wait_ms`` > 0) parks in the fetch purgatory as a
+:class:`~broker.delayed.DelayedFetch` and is read again when it completes.  Fetch
+responses carry :class:`~broker.handlers.common.RegionRecords` (file regions sent by the
+network process with ``sendfile``).
+
+Kafka's semantics, with these differences:
+
+- Fetch sessions (KIP-227) are not kept: a full fetch (``session_epoch`` 0 or -1) is
+  answered with ``session_id`` 0 (sessionless, as Kafka answers when its session cache
+  is full) and every requested partition; an incremental one (epoch > 0) gets
+  FETCH_SESSION_ID_NOT_FOUND, after which clients send full fetches.  ``forgotten_topics``
+  and ``rack_id`` are ignored; ``preferred_read_replica`` is always -1 (no fetching from
+  followers).
+- ``isolation_level`` 1 (read_committed) reads up to the last stable offset, which is
+  the high watermark (no transactions), with an empty ``aborted_transactions`` list.
+- ``last_fetched_epoch`` (v12): as Kafka, when the fetcher's last epoch is unknown to
+  the leader or ends before ``fetch_offset``, the answer carries ``diverging_epoch``
+  (the largest epoch <= the fetcher's and its end offset), no records, and a follower's
+  fetch position is not recorded.
+- ``current_leader`` (v12, tagged) is filled on NOT_LEADER_OR_FOLLOWER and
+  FENCED_LEADER_EPOCH from the metadata image.
+- A negative ``max_bytes`` or ``partition_max_bytes``: INVALID_FETCH_SIZE per partition.
+- ListOffsets: -1 latest (the high watermark for consumers, the log end offset for a
+  replica id >= 0, as Kafka), -2 earliest, -3 the record with the largest timestamp
+  (below the high watermark; served at every version), other negative timestamps
+  INVALID_REQUEST; a leader whose epoch's first offset is not committed yet answers
+  OFFSET_NOT_AVAILABLE; ``leader_epoch`` is the epoch of the batch found (the current
+  epoch for -1).
+- DescribeLogDirs: one log dir (the data directory) with Kafka's fields and our tagged
+  extras per partition; ``total_bytes`` / ``usable_bytes`` from the file system.
 
 Costs: fetch is one index lookup per partition (and again when a parked fetch
 completes), read ``FETCH_SLICE_PARTITIONS`` partitions per event-loop turn (work split,
@@ -14,8 +40,8 @@ completes), read ``FETCH_SLICE_PARTITIONS`` partitions per event-loop turn (work
 before decoding, :mod:`broker.network.request_bounds`), so no Fetch holds the loop more
 than a slice; the response carries at most ``min(max_bytes, fetch_max_bytes)`` record
 bytes (first batch excepted, Kafka's rule); ListOffsets by timestamp is one time-index
-lookup per partition;
-DescribeLogDirs is O(partitions · log partitions) (sorted).
+lookup per partition, -3 a walk of the batch headers of the segments whose max timestamp
+can win; DescribeLogDirs is O(partitions · log partitions) (sorted).
 Thread-safety: run on the broker's event loop thread only (they touch BrokerCore state).
 """
 
@@ -23,7 +49,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import shutil
 from collections.abc import Callable, Generator
+from typing import Any
 
 from broker.core import BrokerCore
 from broker.delayed import DelayedFetch
@@ -32,42 +60,90 @@ from broker.handlers.common import (
     Body,
     Handler,
     RegionRecords,
+    RequestContext,
     Respond,
     as_minikafka_error,
     error_fields,
 )
 from clients.protocol.api_keys import ApiKey
-from clients.protocol.errors import ErrorCode, MiniKafkaError
+from clients.protocol.errors import ErrorCode, MiniKafkaError, OffsetOutOfRangeError
 from clients.protocol.topics import TopicPartition
+from clients.records.record import decode_batch
+from replication.partition import Partition
 from storage.log.reader import FetchDataInfo
 
 log = logging.getLogger(__name__)
 
 LATEST_TIMESTAMP = -1
 EARLIEST_TIMESTAMP = -2
+MAX_TIMESTAMP = -3
+READ_COMMITTED = 1
+LEADER_HINT_ERRORS = (int(ErrorCode.NOT_LEADER_OR_FOLLOWER), int(ErrorCode.FENCED_LEADER_EPOCH))
+
+
+def current_leader(core: BrokerCore, topic: str, index: int) -> Body | None:
+    """Kafka's ``current_leader`` hint (KIP-951) from the image; None when unknown."""
+    if core.image is None:
+        return None
+    state = core.image.partition(topic, index)
+    if state is None:
+        return None
+    return {"leader_id": state.leader, "leader_epoch": state.leader_epoch}
 
 
 # -- Fetch ---------------------------------------------------------------------------
 
 
+def _diverging(partition: Partition, request: Body) -> Body | None:
+    """Kafka's check of ``last_fetched_epoch``: the diverging epoch, or None."""
+    last_epoch = request["last_fetched_epoch"]
+    if last_epoch < 0:
+        return None
+    answer = partition.last_offset_for_leader_epoch(request["current_leader_epoch"],
+                                                    last_epoch)
+    if answer.leader_epoch < 0 or answer.end_offset < 0:
+        raise OffsetOutOfRangeError(f"{partition.topic}-{partition.index}: the end of "
+                                    f"epoch {last_epoch} is unknown")
+    if request["fetch_offset"] < partition.log_start_offset:
+        raise OffsetOutOfRangeError(f"{partition.topic}-{partition.index}: fetch offset "
+                                    f"{request['fetch_offset']} is below the log start "
+                                    f"offset {partition.log_start_offset}")
+    if answer.leader_epoch < last_epoch or answer.end_offset < request["fetch_offset"]:
+        return {"epoch": answer.leader_epoch, "end_offset": answer.end_offset}
+    return None
+
+
 def _read_partition(core: BrokerCore, name: str, request: Body, replica_id: int,
-                    max_bytes: int, min_one_batch: bool = True,
+                    max_bytes: int, committed: bool, min_one_batch: bool = True,
                     ) -> tuple[Body, FetchDataInfo | None]:
     index = request["partition"]
     result: Body = {"partition_index": index, "error_code": 0, "error_message": None,
-                    "high_watermark": -1, "log_start_offset": -1}
+                    "high_watermark": -1, "last_stable_offset": -1, "log_start_offset": -1,
+                    "aborted_transactions": [] if committed else None,
+                    "preferred_read_replica": -1}
     try:
+        if max_bytes < 0:
+            raise MiniKafkaError(f"partition_max_bytes {max_bytes} is negative",
+                                 ErrorCode.INVALID_FETCH_SIZE)
         partition = core.partition_or_error(name, index)
         partition.check_leader_epoch(request["current_leader_epoch"])
-        data = partition.read_records(request["fetch_offset"], max_bytes,
-                                      for_follower=replica_id >= 0, min_one_batch=min_one_batch)
-        if replica_id >= 0:
-            if partition.update_follower_fetch(replica_id, request["fetch_offset"],
-                                               core.clock.now_ms()):
-                core.wake_partition(TopicPartition(name, index))
-            core.maybe_expand_isr(TopicPartition(name, index), replica_id)
+        diverging = _diverging(partition, request)
+        if diverging is not None:
+            data = None
+            result["diverging_epoch"] = diverging
+        else:
+            data = partition.read_records(request["fetch_offset"], max_bytes,
+                                          for_follower=replica_id >= 0,
+                                          min_one_batch=min_one_batch)
+            if replica_id >= 0:
+                if partition.update_follower_fetch(replica_id, request["fetch_offset"],
+                                                   core.clock.now_ms()):
+                    core.wake_partition(TopicPartition(name, index))
+                core.maybe_expand_isr(TopicPartition(name, index), replica_id)
     except Exception as exc:
         result.update(error_fields(as_minikafka_error(exc)))
+        if result["error_code"] in LEADER_HINT_ERRORS:
+            result["current_leader"] = current_leader(core, name, index)
         return result, None
     result["high_watermark"] = partition.high_watermark
     result["last_stable_offset"] = partition.high_watermark
@@ -90,6 +166,7 @@ def _fetch_steps(core: BrokerCore, body: Body) -> Generator[None, None, FetchRes
     consumer always progresses), never afterwards.
     """
     remaining = min(body["max_bytes"], core.config.fetch_max_bytes)
+    committed = body["isolation_level"] == READ_COMMITTED
     total = 0
     errored = False
     responses = []
@@ -100,11 +177,15 @@ def _fetch_steps(core: BrokerCore, body: Body) -> Generator[None, None, FetchRes
             read += 1
             if read % FETCH_SLICE_PARTITIONS == 0:
                 yield
-            limit = max(0, min(request["partition_max_bytes"], remaining))
+            limit = request["partition_max_bytes"]
+            if body["max_bytes"] < 0:
+                limit = body["max_bytes"]
+            elif limit >= 0:
+                limit = max(0, min(limit, remaining))
             result, data = _read_partition(core, topic["name"], request, body["replica_id"],
-                                           limit, min_one_batch=total == 0)
+                                           limit, committed, min_one_batch=total == 0)
             if data is None:
-                errored = errored or result["error_code"] != 0
+                errored = errored or result["error_code"] != 0 or "diverging_epoch" in result
                 result["records"] = EMPTY_RECORDS
             else:
                 result["records"] = RegionRecords(data.regions, data.size_in_bytes)
@@ -112,7 +193,8 @@ def _fetch_steps(core: BrokerCore, body: Body) -> Generator[None, None, FetchRes
                 remaining = max(0, remaining - data.size_in_bytes)
             parts.append(result)
         responses.append({"name": topic["name"], "partitions": parts})
-    return {"throttle_time_ms": 0, "error_code": 0, "responses": responses}, total, errored
+    return ({"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses},
+            total, errored)
 
 
 def run_in_slices(steps: Generator[None, None, FetchResult],
@@ -144,23 +226,23 @@ def run_in_slices(steps: Generator[None, None, FetchResult],
     step(True)
 
 
-def handle_fetch(core: BrokerCore, body: Body, respond: Respond) -> None:
-    if body["max_bytes"] < 0 or any(p["partition_max_bytes"] < 0
-                                    for t in body["topics"] for p in t["partitions"]):
-        respond({"error_code": int(ErrorCode.INVALID_FETCH_SIZE), "responses": []})
+def handle_fetch(core: BrokerCore, body: Body, respond: Respond, ctx: RequestContext) -> None:
+    if body["session_epoch"] not in (0, -1):  # incremental: we keep no sessions
+        respond({"throttle_time_ms": 0, "session_id": 0, "responses": [],
+                 "error_code": int(ErrorCode.FETCH_SESSION_ID_NOT_FOUND)})
         return
 
     def fail() -> None:
-        respond({"throttle_time_ms": 0, "error_code": int(ErrorCode.UNKNOWN_SERVER_ERROR),
-                 "responses": []})
+        respond({"throttle_time_ms": 0, "session_id": 0, "responses": [],
+                 "error_code": int(ErrorCode.UNKNOWN_SERVER_ERROR)})
 
     def first_read(result: FetchResult) -> None:
         response, total, errored = result
         max_wait_ms = min(max(body["max_wait_ms"], 0), core.config.max_fetch_wait_ms)
-        if errored or total >= body["min_bytes"] or max_wait_ms == 0 or not body["topics"]:
+        keys = [(t["name"], p["partition"]) for t in body["topics"] for p in t["partitions"]]
+        if errored or total >= body["min_bytes"] or max_wait_ms == 0 or not keys:
             respond(response)
             return
-        keys = [(t["name"], p["partition"]) for t in body["topics"] for p in t["partitions"]]
         op = DelayedFetch(max_wait_ms, body["min_bytes"], available, complete)
         core.fetch_purgatory.try_complete_else_watch(op, keys)
 
@@ -213,46 +295,116 @@ def _fetch_response_sizes(core: BrokerCore, body: Body) -> tuple[None, int, bool
 # -- ListOffsets ---------------------------------------------------------------------
 
 
-def handle_list_offsets(core: BrokerCore, body: Body, respond: Respond) -> None:
+def _batch_max(seg: Any, batch: Any, low: int, upper: int) -> tuple[int, int] | None:
+    """``(timestamp, offset)`` of the first record with the largest timestamp among the
+    batch's records in ``[low, upper)``."""
+    best: tuple[int, int] | None = None
+    for record in decode_batch(seg.read_bytes(batch.position, batch.size), validate=False):
+        if low <= record.offset < upper and (best is None or record.timestamp > best[0]):
+            best = (record.timestamp, record.offset)
+    return best
+
+
+def _max_timestamp(partition: Partition, upper: int) -> tuple[int, int] | None:
+    """``(offset, timestamp)`` of the first record with the largest timestamp in
+    ``[log start, upper)``; None when there is no record.  Segments are visited by
+    decreasing max timestamp (an upper bound of what they hold in range) until none can
+    win; whole batches in range are judged by their header, the batches that straddle
+    the range by their records."""
+    low = partition.log_start_offset
+    best: tuple[int, int] | None = None  # timestamp, offset
+    for seg in sorted(partition.log.segments, key=lambda s: -s.max_timestamp):
+        if best is not None and seg.max_timestamp < best[0]:
+            break
+        if not seg.size or seg.base_offset >= upper:
+            continue
+        for batch in seg.iter_batches(0):
+            if batch.base_offset >= upper:
+                break
+            if batch.last_offset < low or (best is not None
+                                           and batch.max_timestamp < best[0]):
+                continue
+            if batch.base_offset >= low and batch.last_offset < upper:
+                found: tuple[int, int] | None = (batch.max_timestamp, batch.base_offset)
+            else:
+                found = _batch_max(seg, batch, low, upper)
+            if found is not None and (best is None or found[0] > best[0]
+                                      or (found[0] == best[0] and found[1] < best[1])):
+                best = found
+    if best is None:
+        return None
+    timestamp = best[0]
+    for seg in partition.log.segments:  # the record itself: decode the winning batch
+        batch = seg.find_batch(best[1])
+        if batch is not None:
+            exact = _batch_max(seg, batch, max(low, best[1]), upper)
+            if exact is not None and exact[0] == timestamp:
+                return exact[1], exact[0]
+            break
+    return best[1], timestamp
+
+
+def _list_offset(partition: Partition, timestamp: int, replica_id: int, result: Body) -> None:
+    consumer = replica_id == -1
+    upper = partition.high_watermark if consumer else partition.log_end_offset
+    epochs = partition.leader_epoch_cache
+    if timestamp == EARLIEST_TIMESTAMP:
+        result["offset"] = partition.log_start_offset
+        result["leader_epoch"] = epochs.epoch_for_offset(partition.log_start_offset)
+        return
+    if timestamp < 0 and timestamp not in (LATEST_TIMESTAMP, MAX_TIMESTAMP):
+        raise MiniKafkaError(f"timestamp {timestamp} is not -1, -2, -3 or >= 0",
+                             ErrorCode.INVALID_REQUEST)
+    epoch_start = partition.leader_epoch_start_offset
+    if consumer and epoch_start > partition.high_watermark:
+        raise MiniKafkaError(f"{partition.topic}-{partition.index}: the high watermark has "
+                             f"not reached the start of leader epoch {partition.leader_epoch}",
+                             ErrorCode.OFFSET_NOT_AVAILABLE)
+    if timestamp == LATEST_TIMESTAMP:
+        result["offset"], result["leader_epoch"] = upper, partition.leader_epoch
+        return
+    found = (_max_timestamp(partition, upper) if timestamp == MAX_TIMESTAMP
+             else partition.log.offset_for_timestamp(timestamp))
+    if found is not None and found[0] < upper:
+        result["offset"], result["timestamp"] = found[0], found[1]
+        result["leader_epoch"] = epochs.epoch_for_offset(found[0])
+
+
+def handle_list_offsets(core: BrokerCore, body: Body, respond: Respond,
+                        ctx: RequestContext) -> None:
     topics = []
     for topic in body["topics"]:
         parts = []
         for request in topic["partitions"]:
             result: Body = {"partition_index": request["partition_index"], "error_code": 0,
-                            "error_message": None, "timestamp": -1, "offset": -1}
+                            "timestamp": -1, "offset": -1, "leader_epoch": -1}
             try:
                 partition = core.partition_or_error(topic["name"], request["partition_index"])
-                partition.check_leader_epoch(request["current_leader_epoch"])
-                timestamp = request["timestamp"]
-                if timestamp == LATEST_TIMESTAMP:
-                    result["offset"] = partition.high_watermark
-                elif timestamp == EARLIEST_TIMESTAMP:
-                    result["offset"] = partition.log_start_offset
-                elif timestamp < 0:
-                    raise MiniKafkaError(f"timestamp {timestamp} is not -1, -2 or >= 0",
-                                         ErrorCode.INVALID_REQUEST)
-                else:
-                    found = partition.log.offset_for_timestamp(timestamp)
-                    if found is not None and found[0] < partition.high_watermark:
-                        result["offset"], result["timestamp"] = found
-                result["leader_epoch"] = partition.leader_epoch
+                if body["replica_id"] != -2:  # -2 (debugging) may read a follower
+                    partition.check_leader_epoch(request["current_leader_epoch"])
+                    if not partition.is_leader:
+                        raise MiniKafkaError(f"broker {core.config.node_id} is not the leader "
+                                             f"of {topic['name']}-{partition.index}",
+                                             ErrorCode.NOT_LEADER_OR_FOLLOWER)
+                _list_offset(partition, request["timestamp"], body["replica_id"], result)
             except Exception as exc:
                 result.update(error_fields(as_minikafka_error(exc)))
             parts.append(result)
         topics.append({"name": topic["name"], "partitions": parts})
-    respond({"topics": topics})
+    respond({"throttle_time_ms": 0, "topics": topics})
 
 
 # -- OffsetsForLeaderEpoch --------------------------------------------------------------
 
 
-def handle_offsets_for_leader_epoch(core: BrokerCore, body: Body, respond: Respond) -> None:
+def handle_offsets_for_leader_epoch(core: BrokerCore, body: Body, respond: Respond,
+                                    ctx: RequestContext) -> None:
     topics = []
     for topic in body["topics"]:
         parts = []
         for request in topic["partitions"]:
             result: Body = {"partition": request["partition"], "error_code": 0,
-                            "error_message": None, "leader_epoch": -1, "end_offset": -1}
+                            "leader_epoch": -1, "end_offset": -1}
             try:
                 partition = core.partition_or_error(topic["name"], request["partition"])
                 answer = partition.last_offset_for_leader_epoch(
@@ -263,13 +415,14 @@ def handle_offsets_for_leader_epoch(core: BrokerCore, body: Body, respond: Respo
                 result.update(error_fields(as_minikafka_error(exc)))
             parts.append(result)
         topics.append({"name": topic["name"], "partitions": parts})
-    respond({"topics": topics})
+    respond({"throttle_time_ms": 0, "topics": topics})
 
 
 # -- DescribeLogDirs -------------------------------------------------------------------
 
 
-def handle_describe_log_dirs(core: BrokerCore, body: Body, respond: Respond) -> None:
+def handle_describe_log_dirs(core: BrokerCore, body: Body, respond: Respond,
+                             ctx: RequestContext) -> None:
     wanted = None if body["topics"] is None else {
         (t["name"], p) for t in body["topics"] for p in t["partitions"]}
     by_topic: dict[str, list[Body]] = {}
@@ -277,12 +430,22 @@ def handle_describe_log_dirs(core: BrokerCore, body: Body, respond: Respond) -> 
         if wanted is not None and (name, index) not in wanted:
             continue
         by_topic.setdefault(name, []).append({
-            "partition_index": index, "error_code": 0,
+            "partition_index": index, "size_bytes": p.log.size_in_bytes,
+            "offset_lag": max(p.high_watermark - p.log_end_offset, 0), "is_future_key": False,
             "log_start_offset": p.log_start_offset, "log_end_offset": p.log_end_offset,
-            "high_watermark": p.high_watermark, "size_bytes": p.log.size_in_bytes,
-            "leader_id": p.leader_id, "leader_epoch": p.leader_epoch, "isr": list(p.isr)})
-    respond({"error_code": 0, "log_dir": str(core.data_dir.resolve()),
-             "topics": [{"name": n, "partitions": ps} for n, ps in by_topic.items()]})
+            "high_watermark": p.high_watermark, "leader_id": p.leader_id,
+            "leader_epoch": p.leader_epoch, "isr": list(p.isr)})
+    log_dir = core.data_dir.resolve()
+    result: Body = {"error_code": 0, "log_dir": str(log_dir), "total_bytes": -1,
+                    "usable_bytes": -1,
+                    "topics": [{"name": n, "partitions": ps} for n, ps in by_topic.items()]}
+    try:
+        usage = shutil.disk_usage(log_dir)
+        result.update(total_bytes=usage.total, usable_bytes=usage.free)
+    except OSError as exc:
+        result["error_code"] = int(ErrorCode.KAFKA_STORAGE_ERROR)
+        result["error_message"] = str(exc)
+    respond({"throttle_time_ms": 0, "error_code": 0, "results": [result]})
 
 
 FETCH_HANDLERS: dict[int, Handler] = {

@@ -11,6 +11,12 @@ until the high watermark passes every appended batch (or ``timeout_ms``).  Other
 values: INVALID_REQUIRED_ACKS for every partition.  Each append wakes the fetch
 purgatory of its partition (followers and consumers may be waiting).
 
+Kafka's answer at every served version: ``log_append_time_ms`` -1 (CreateTime: the
+producer's timestamps are kept), ``log_start_offset`` (v5+), ``error_message`` (v8+; no
+``record_errors``), and from v10 the ``current_leader`` hint of a partition answered
+NOT_LEADER_OR_FOLLOWER with the leader's endpoint in ``node_endpoints`` (KIP-951, from the
+metadata image).  ``transactional_id`` is ignored (no transactions).
+
 Costs: one validated append per partition (a compacted topic's records are walked once
 more for keys).  Thread-safety: run on the broker's event loop thread only.
 """
@@ -21,13 +27,32 @@ from typing import Any
 
 from broker.core import BrokerCore
 from broker.delayed import DelayedProduce, ProducePartitionStatus
-from broker.handlers.common import Body, Handler, Respond, as_minikafka_error, error_fields
+from broker.handlers.common import (
+    Body,
+    Handler,
+    RequestContext,
+    Respond,
+    as_minikafka_error,
+    error_fields,
+)
+from broker.handlers.fetch import LEADER_HINT_ERRORS, current_leader
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode
 from clients.protocol.topics import TopicPartition
 
 
-def handle_produce(core: BrokerCore, body: Body, respond: Respond) -> None:
+def _node_endpoints(core: BrokerCore, responses: list[Body]) -> list[Body]:
+    """The endpoints of the leaders named in ``current_leader`` hints."""
+    if core.image is None:
+        return []
+    leaders = {p["current_leader"]["leader_id"] for t in responses
+               for p in t["partition_responses"] if p.get("current_leader")}
+    return [{"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack}
+            for n in sorted(leaders) if (b := core.image.brokers.get(n)) is not None]
+
+
+def handle_produce(core: BrokerCore, body: Body, respond: Respond,
+                   ctx: RequestContext) -> None:
     acks = body["acks"]
     if acks not in (0, 1, -1):
         error = {"error_code": int(ErrorCode.INVALID_REQUIRED_ACKS),
@@ -58,6 +83,8 @@ def handle_produce(core: BrokerCore, body: Body, respond: Respond) -> None:
                 )
             except Exception as exc:
                 result.update(error_fields(as_minikafka_error(exc)))
+                if result["error_code"] in LEADER_HINT_ERRORS:
+                    result["current_leader"] = current_leader(core, name, entry["index"])
                 continue
             result["base_offset"] = info.first_offset
             result["log_start_offset"] = partition.log_start_offset
@@ -68,7 +95,8 @@ def handle_produce(core: BrokerCore, body: Body, respond: Respond) -> None:
                 statuses.append(ProducePartitionStatus(partition, info.last_offset + 1, result,
                                                        partition.leader_epoch))
         responses.append({"name": name, "partition_responses": results})
-    response_body = {"responses": responses}
+    response_body = {"throttle_time_ms": 0, "responses": responses,
+                     "node_endpoints": _node_endpoints(core, responses)}
     if acks == 0:
         respond(None)
         return

@@ -10,7 +10,8 @@ response ``{error_code, error_message, producer_id, producer_epoch}``:
   OUT_OF_ORDER_SEQUENCE_NUMBER it cannot recover from; partitions then accept sequence 0
   in the new epoch and fence the old one).  At epoch 32767 the bump yields a new id with
   epoch 0.  Choice: like Kafka's non-transactional path the broker keeps no record of
-  which client owns an id, so it trusts the pair it is sent.
+  which client owns an id, so it trusts the pair it is sent.  Versions 0-2 carry no id
+  and epoch: always a new id.
 * anything else (``-1`` with an epoch, a negative epoch with an id, an id below -1) and
   a non-null ``transactional_id``: INVALID_REQUEST (42) with the reason, id/epoch -1.
 * no id at hand (controller mode, the controller did not give a block within
@@ -27,7 +28,7 @@ import asyncio
 from typing import Any
 
 from broker.core import BrokerCore
-from broker.handlers.common import Body, Handler, Respond
+from broker.handlers.common import Body, Handler, RequestContext, Respond
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError
 
@@ -59,7 +60,8 @@ def _invalid(body: Body) -> str | None:
     return None
 
 
-def handle_init_producer_id(core: BrokerCore, body: Body, respond: Respond) -> None:
+def handle_init_producer_id(core: BrokerCore, body: Body, respond: Respond,
+                            ctx: RequestContext) -> None:
     reason = _invalid(body)
     if reason is not None:
         respond(_error(ErrorCode.INVALID_REQUEST, reason))

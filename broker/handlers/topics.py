@@ -1,12 +1,34 @@
-"""Handlers of the topic APIs: Metadata, CreateTopics, DeleteTopics.
+"""Handlers of the topic and cluster APIs: Metadata, CreateTopics, DeleteTopics,
+CreatePartitions, DescribeCluster.
 
-Metadata answers from the :class:`~broker.metadata.image.MetadataImage` in controller mode
-(every topic, partition, leader, ISR and live broker of the cluster) and from the local
-topic registry when standalone (this broker leads everything).  CreateTopics and
-DeleteTopics run locally when standalone (errors per topic: invalid name, existing or
-unknown topic, bad partition count, replication factor or config); in controller mode
-they are forwarded to the controller, and answered once this broker's image shows the
-result (or the request's ``timeout_ms`` passed).
+Metadata and DescribeCluster answer from the :class:`~broker.metadata.image.MetadataImage`
+in controller mode (every topic, partition, leader, ISR and unfenced broker of the
+cluster) and from the local topic registry when standalone (this broker leads
+everything).  Kafka's shapes at every served version, with these choices:
+
+- Metadata v0: an empty topic list means every topic (v1+: null means every topic, an
+  empty list none).  Topics are asked by name; a v12 request by topic id only gets
+  UNKNOWN_TOPIC_ID (our topic ids are not Kafka's UUIDs: answers carry the zero UUID).
+  ``allow_auto_topic_creation`` is ignored (no auto-creation: UNKNOWN_TOPIC_OR_PARTITION).
+  ``controller_id`` is this broker (a live broker: our controller is not a broker clients
+  could talk to, Kafka's KRaft brokers answer the same way); ``cluster_id`` is
+  :data:`CLUSTER_ID`.  Our extra ``configs`` (v9+, tagged) lists the topic's effective
+  settings in our names plus ``replication_factor``.  Authorized operations are not
+  computed (Kafka's "omitted", -2147483648).
+- DescribeCluster: endpoint type 1 (brokers) only; 2 (controllers) is
+  MISMATCHED_ENDPOINT_TYPE, anything else UNSUPPORTED_ENDPOINT_TYPE.
+
+CreateTopics, DeleteTopics and CreatePartitions run locally when standalone (errors per
+topic: invalid name, existing or unknown topic, bad partition count, replication factor,
+assignment or config; a topic named twice in one request: INVALID_REQUEST); in controller
+mode they are forwarded to the controller at our highest version, as they came, and
+answered (in the client's version) once this broker's image shows the result or the
+request's ``timeout_ms`` passed.  CreateTopics' ``configs`` is Kafka's list of
+name/value pairs (a null value: INVALID_CONFIG); ``num_partitions`` /
+``replication_factor`` -1 take the broker's defaults; manual ``assignments`` (with both
+-1, as Kafka requires) must name this broker only when standalone.  From v5 the answer
+carries the topic's partitions, replication factor and configs (Kafka's names, see
+:mod:`broker.handlers.configs`).
 
 Costs: Metadata O(topics x partitions asked); create/delete O(partitions) local work.
 Thread-safety: run on the broker's event loop thread only (they touch BrokerCore state).
@@ -16,27 +38,74 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
+from typing import Any
 
 from broker.core import BrokerCore, TopicError
-from broker.handlers.common import Body, Handler, Respond, error_fields
+from broker.group.offsets_topic import OFFSETS_TOPIC
+from broker.handlers.common import (
+    Body,
+    Handler,
+    RequestContext,
+    Respond,
+    duplicates,
+    error_fields,
+)
+from broker.handlers.configs import topic_config_entries
+from broker.topic_registry import MAX_PARTITIONS_PER_TOPIC
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError
 from clients.protocol.topics import TopicPartition, topic_name_error
 
+CLUSTER_ID = "minikafka"
+ZERO_UUID = bytes(16)
+BROKERS_ENDPOINT, CONTROLLERS_ENDPOINT = 1, 2
+FIRST_NULLABLE_TOPIC_NAME = 12
+_pending: set[asyncio.Task[None]] = set()
 
-def _metadata_from_image(core: BrokerCore, body: Body) -> Body:
+
+def _spawn(coro: Any) -> None:
+    task = asyncio.get_running_loop().create_task(coro)
+    _pending.add(task)
+    task.add_done_callback(_pending.discard)
+
+
+# -- Metadata --------------------------------------------------------------------------
+
+
+def _requested(core: BrokerCore, body: Body, version: int,
+               known: Callable[[], list[str]]) -> list[tuple[str | None, bytes]]:
+    """(name, topic id) of every topic asked; every topic when the request says so."""
+    requested = body["topics"]
+    if requested is None or (version == 0 and not requested):
+        return [(name, ZERO_UUID) for name in known()]
+    return [(t["name"], t["topic_id"]) for t in requested]
+
+
+def _topic_configs_extra(core: BrokerCore, overrides: dict[str, str],
+                         replication_factor: int) -> list[Body]:
+    merged = {**core.config.topic_defaults(), **overrides,
+              "replication_factor": str(replication_factor)}
+    return [{"name": k, "value": v} for k, v in sorted(merged.items())]
+
+
+def _unknown_topic(name: str | None, topic_id: bytes, version: int) -> Body:
+    if name is None:  # asked by id (v10+); the answer's name is nullable from v12 only
+        return {"error_code": int(ErrorCode.UNKNOWN_TOPIC_ID),
+                "name": None if version >= FIRST_NULLABLE_TOPIC_NAME else "",
+                "topic_id": topic_id, "partitions": []}
+    reason = topic_name_error(name)
+    code = ErrorCode.INVALID_TOPIC_EXCEPTION if reason else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+    return {"error_code": int(code), "name": name, "partitions": []}
+
+
+def _metadata_from_image(core: BrokerCore, body: Body, version: int) -> Body:
     image = core.image
     assert image is not None
-    requested = body["topics"]
-    names = sorted(image.topics) if requested is None else [t["name"] for t in requested]
     topics: list[Body] = []
-    for name in names:
-        info = image.topics.get(name)
+    for name, topic_id in _requested(core, body, version, lambda: sorted(image.topics)):
+        info = image.topics.get(name) if name is not None else None
         if info is None:
-            reason = topic_name_error(name)
-            code = (ErrorCode.INVALID_TOPIC_EXCEPTION if reason
-                    else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-            topics.append({"error_code": int(code), "name": name, "partitions": []})
+            topics.append(_unknown_topic(name, topic_id, version))
             continue
         partitions = []
         for index, s in sorted(info.partitions.items()):
@@ -46,33 +115,35 @@ def _metadata_from_image(core: BrokerCore, body: Body) -> Body:
                 "leader_epoch": s.leader_epoch, "replica_nodes": list(s.replicas),
                 "isr_nodes": list(s.isr), "unclean_elected": s.unclean_elected,
                 "offline_replicas": [r for r in s.replicas if not image.is_alive(r)]})
-        topics.append({"error_code": 0, "name": name, "is_internal": name.startswith("__"),
-                       "configs": {**core.config.topic_defaults(), **info.configs,
-                                   "replication_factor": str(info.replication_factor)},
-                       "partitions": partitions})
+        topics.append({"error_code": 0, "name": name, "topic_id": ZERO_UUID,
+                       "is_internal": name == OFFSETS_TOPIC, "partitions": partitions,
+                       "configs": _topic_configs_extra(core, info.configs,
+                                                       info.replication_factor)})
     return {
-        "brokers": [{"node_id": b.broker_id, "host": b.host, "port": b.port,
-                     "fenced": b.fenced} for b in image.brokers.values() if not b.fenced],
-        "cluster_id": "minikafka", "controller_id": core.config.node_id, "topics": topics,
+        "throttle_time_ms": 0,
+        "brokers": [{"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack,
+                     "fenced": b.fenced}
+                    for _, b in sorted(image.brokers.items()) if not b.fenced],
+        "cluster_id": CLUSTER_ID, "controller_id": core.config.node_id, "topics": topics,
     }
 
 
-def handle_metadata(core: BrokerCore, body: Body, respond: Respond) -> None:
+def handle_metadata(core: BrokerCore, body: Body, respond: Respond,
+                    ctx: RequestContext) -> None:
     if core.image is not None:
-        respond(_metadata_from_image(core, body))
+        respond(_metadata_from_image(core, body, ctx.version))
         return
     host, port = core.config.advertised
     node = core.config.node_id
-    requested = body["topics"]
-    names = sorted(core.registry.topics) if requested is None else [t["name"] for t in requested]
     topics: list[Body] = []
-    for name in names:
-        info = core.registry.get(name)
+    for name, topic_id in _requested(core, body, ctx.version,
+                                     lambda: sorted(core.registry.topics)):
+        info = core.registry.get(name) if name is not None else None
         if info is None:
-            try:
-                core.partition_or_error(name, 0)
-            except TopicError as exc:
-                topics.append({"error_code": int(exc.code), "name": name, "partitions": []})
+            unknown = _unknown_topic(name, topic_id, ctx.version)
+            if core.controller_mode and name is not None:  # no image yet: we know nothing
+                unknown["error_code"] = int(ErrorCode.LEADER_NOT_AVAILABLE)
+            topics.append(unknown)
             continue
         partitions = []
         for index in range(info.num_partitions):
@@ -82,87 +153,282 @@ def handle_metadata(core: BrokerCore, body: Body, respond: Respond) -> None:
                 "leader_epoch": p.leader_epoch, "replica_nodes": list(p.replicas),
                 "isr_nodes": list(p.isr), "offline_replicas": [],
             })
-        topics.append({"error_code": 0, "name": name, "is_internal": name.startswith("__"),
-                       "configs": {**core.config.topic_defaults(), **info.configs,
-                                   "replication_factor": str(info.replication_factor)},
-                       "partitions": partitions})
+        topics.append({"error_code": 0, "name": name, "topic_id": ZERO_UUID,
+                       "is_internal": name == OFFSETS_TOPIC, "partitions": partitions,
+                       "configs": _topic_configs_extra(core, info.configs,
+                                                       info.replication_factor)})
     respond({
-        "brokers": [{"node_id": node, "host": host, "port": port}],
-        "cluster_id": None,
+        "throttle_time_ms": 0,
+        "brokers": [{"node_id": node, "host": host, "port": port, "rack": None}],
+        "cluster_id": CLUSTER_ID,
         "controller_id": node,
         "topics": topics,
     })
 
 
+# -- DescribeCluster -------------------------------------------------------------------
+
+
+def handle_describe_cluster(core: BrokerCore, body: Body, respond: Respond,
+                            ctx: RequestContext) -> None:
+    endpoint = body["endpoint_type"]
+    answer: Body = {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
+                    "endpoint_type": endpoint, "cluster_id": CLUSTER_ID,
+                    "controller_id": core.config.node_id, "brokers": []}
+    if endpoint != BROKERS_ENDPOINT:
+        code = (ErrorCode.MISMATCHED_ENDPOINT_TYPE if endpoint == CONTROLLERS_ENDPOINT
+                else ErrorCode.UNSUPPORTED_ENDPOINT_TYPE)
+        answer.update(error_code=int(code), controller_id=-1,
+                      error_message=f"endpoint type {endpoint}: brokers answer for brokers "
+                                    f"(1) only")
+    elif core.image is not None:
+        answer["brokers"] = [{"broker_id": b.broker_id, "host": b.host, "port": b.port,
+                              "rack": b.rack}
+                             for _, b in sorted(core.image.brokers.items()) if not b.fenced]
+    else:
+        host, port = core.config.advertised
+        answer["brokers"] = [{"broker_id": core.config.node_id, "host": host, "port": port,
+                              "rack": None}]
+    respond(answer)
+
+
+# -- controller mode: forwarding -------------------------------------------------------
+
+
 def _forward(core: BrokerCore, api: ApiKey, body: Body, respond: Respond,
-             visible: Callable[[], bool]) -> None:
-    """Controller mode: the controller decides; answer once our image shows the result."""
+             visible: Callable[[Body], bool], errors: Callable[[MiniKafkaError], Body],
+             finish: Callable[[Body], Body] = lambda answer: answer) -> None:
+    """Controller mode: the controller decides; answer once our image shows the result
+    (``visible(answer)``) or the request's timeout passed; ``finish`` completes the
+    answer from this broker's image."""
 
     async def run() -> None:
         assert core.controller is not None
+        timeout_ms = body["timeout_ms"]
         try:
             answer = await core.controller.request(api, body,
-                                                   timeout_ms=max(body["timeout_ms"], 1000))
+                                                   timeout_ms=max(timeout_ms, 1000))
         except MiniKafkaError as exc:
-            answer = _forward_error(api, body, exc)
-        deadline = asyncio.get_running_loop().time() + max(body["timeout_ms"], 0) / 1000
-        while not visible() and asyncio.get_running_loop().time() < deadline:
+            respond(errors(MiniKafkaError(f"controller: {exc.message}", exc.code)))
+            return
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + max(timeout_ms, 0) / 1000
+        while not visible(answer) and loop.time() < deadline:
             await asyncio.sleep(0.01)
-        respond(answer)
+        respond(finish(answer))
 
-    asyncio.get_running_loop().create_task(run())
-
-
-def _forward_error(api: ApiKey, body: Body, exc: MiniKafkaError) -> Body:
-    error = {"error_code": int(exc.code), "error_message": f"controller: {exc.message}"}
-    if api == ApiKey.CREATE_TOPICS:
-        return {"topics": [{"name": t["name"], **error} for t in body["topics"]]}
-    return {"responses": [{"name": n, **error} for n in body["topic_names"]]}
+    _spawn(run())
 
 
-def handle_create_topics(core: BrokerCore, body: Body, respond: Respond) -> None:
+def _without(body: Body, key: str, twice: set[str], name: Callable[[Any], str]) -> Body:
+    """The body without the entries named more than once (answered here)."""
+    return {**body, key: [e for e in body[key] if name(e) not in twice]}
+
+
+def _twice_error(name: str) -> Body:
+    return {"name": name, "error_code": int(ErrorCode.INVALID_REQUEST),
+            "error_message": f"topic {name!r} is named more than once in the request"}
+
+
+def _ok_names(answer: Body, key: str) -> list[str]:
+    return [t["name"] for t in answer.get(key, []) if t["error_code"] == 0]
+
+
+# -- CreateTopics ----------------------------------------------------------------------
+
+
+def _configs_dict(topic: Body) -> dict[str, str]:
+    out: dict[str, str] = {}
+    for c in topic["configs"]:
+        if c["name"] in out:
+            raise TopicError(f"config {c['name']!r} given twice", ErrorCode.INVALID_REQUEST)
+        if c["value"] is None:
+            raise TopicError(f"config {c['name']!r}: a null value is not supported",
+                             ErrorCode.INVALID_CONFIG)
+        out[c["name"]] = c["value"]
+    return out
+
+
+def _standalone_assignment(core: BrokerCore, topic: Body) -> tuple[int, int]:
+    """(num_partitions, replication_factor) of a create with manual assignments."""
+    if topic["num_partitions"] != -1 or topic["replication_factor"] != -1:
+        raise TopicError("with assignments, num_partitions and replication_factor must "
+                         "both be -1", ErrorCode.INVALID_REQUEST)
+    indexes = sorted(a["partition_index"] for a in topic["assignments"])
+    if indexes != list(range(len(indexes))):
+        raise TopicError(f"assigned partitions {indexes} are not 0..{len(indexes) - 1}",
+                         ErrorCode.INVALID_REPLICA_ASSIGNMENT)
+    me = core.config.node_id
+    for a in topic["assignments"]:
+        if a["broker_ids"] != [me]:
+            raise TopicError(f"partition {a['partition_index']}: replicas {a['broker_ids']} "
+                             f"(a standalone broker has only broker {me})",
+                             ErrorCode.INVALID_REPLICA_ASSIGNMENT)
+    return len(indexes), 1
+
+
+def _created(core: BrokerCore, name: str, num_partitions: int, replication_factor: int,
+             overrides: dict[str, str]) -> Body:
+    return {"name": name, "error_code": 0, "error_message": None,
+            "num_partitions": num_partitions, "replication_factor": replication_factor,
+            "configs": [{k: e[k] for k in ("name", "value", "read_only", "config_source",
+                                           "is_sensitive")}
+                        for e in topic_config_entries(core, overrides)]}
+
+
+def handle_create_topics(core: BrokerCore, body: Body, respond: Respond,
+                         ctx: RequestContext) -> None:
+    twice = duplicates([t["name"] for t in body["topics"]])
     if core.controller_mode:
-        names = [t["name"] for t in body["topics"]]
-        _forward(core, ApiKey.CREATE_TOPICS, body, respond, lambda: body["validate_only"] or all(
-            core.image is not None and n in core.image.topics for n in names))
+        forwarded = _without(body, "topics", twice, lambda t: t["name"])
+        names = [t["name"] for t in forwarded["topics"]]
+
+        def visible(answer: Body) -> bool:
+            return body["validate_only"] or all(
+                core.image is not None and n in core.image.topics
+                for n in _ok_names(answer, "topics"))
+
+        def finish(answer: Body) -> Body:
+            for t in answer.get("topics", []):
+                info = core.image.topics.get(t["name"]) if core.image is not None else None
+                if t["error_code"] == 0 and info is not None and not t.get("configs"):
+                    t.update(_created(core, t["name"], info.num_partitions,
+                                      info.replication_factor, info.configs))
+            answer["topics"] = [*answer.get("topics", []), *map(_twice_error, sorted(twice))]
+            return answer
+
+        _forward(core, ApiKey.CREATE_TOPICS, forwarded, respond, visible, lambda exc: {
+            "topics": [{"name": n, **error_fields(exc)} for n in names]}, finish)
         return
     results = []
     for topic in body["topics"]:
         name = topic["name"]
+        if name in twice:
+            results.append(_twice_error(name))
+            continue
         try:
+            count, rf = topic["num_partitions"], topic["replication_factor"]
             if topic["assignments"]:
-                raise TopicError("manual replica assignments are not supported",
-                                 ErrorCode.INVALID_REPLICA_ASSIGNMENT)
-            info = core.validate_new_topic(name, topic["num_partitions"],
-                                           topic["replication_factor"], topic["configs"])
+                count, rf = _standalone_assignment(core, topic)
+            info = core.validate_new_topic(name, count, rf, _configs_dict(topic))
             if not body["validate_only"]:
                 core.create_topic(info)
-            results.append({"name": name, "error_code": 0, "error_message": None,
-                            "num_partitions": info.num_partitions,
-                            "replication_factor": info.replication_factor})
+            results.append(_created(core, name, info.num_partitions, info.replication_factor,
+                                    info.configs))
         except MiniKafkaError as exc:
             results.append({"name": name, **error_fields(exc)})
-    respond({"topics": results})
+    respond({"throttle_time_ms": 0, "topics": results})
 
 
-def handle_delete_topics(core: BrokerCore, body: Body, respond: Respond) -> None:
+# -- DeleteTopics ----------------------------------------------------------------------
+
+
+def handle_delete_topics(core: BrokerCore, body: Body, respond: Respond,
+                         ctx: RequestContext) -> None:
+    names = body["topic_names"]
+    twice = duplicates(names)
     if core.controller_mode:
-        names = body["topic_names"]
-        _forward(core, ApiKey.DELETE_TOPICS, body, respond, lambda: all(
-            core.image is not None and n not in core.image.topics for n in names))
+        forwarded = _without(body, "topic_names", twice, lambda n: n)
+
+        def finish(answer: Body) -> Body:
+            answer["responses"] = [*answer.get("responses", []),
+                                   *map(_twice_error, sorted(twice))]
+            return answer
+
+        _forward(core, ApiKey.DELETE_TOPICS, forwarded, respond, lambda answer: all(
+            core.image is not None and n not in core.image.topics
+            for n in _ok_names(answer, "responses")), lambda exc: {
+            "responses": [{"name": n, **error_fields(exc)} for n in forwarded["topic_names"]]},
+            finish)
         return
     results = []
-    for name in body["topic_names"]:
+    for name in names:
+        if name in twice:
+            results.append(_twice_error(name))
+            continue
         try:
+            reason = topic_name_error(name)
+            if reason is not None:
+                raise TopicError(reason, ErrorCode.INVALID_TOPIC_EXCEPTION)
             core.delete_topic(name)
             results.append({"name": name, "error_code": 0, "error_message": None})
         except MiniKafkaError as exc:
             results.append({"name": name, **error_fields(exc)})
-    respond({"responses": results})
+    respond({"throttle_time_ms": 0, "responses": results})
+
+
+# -- CreatePartitions ------------------------------------------------------------------
+
+
+def _validate_new_partitions(core: BrokerCore, topic: Body) -> None:
+    name, count = topic["name"], topic["count"]
+    reason = topic_name_error(name)
+    if reason is not None:
+        raise TopicError(reason, ErrorCode.INVALID_TOPIC_EXCEPTION)
+    info = core.registry.get(name)
+    if info is None:
+        raise TopicError(f"unknown topic {name!r}", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+    if count <= info.num_partitions:
+        raise TopicError(f"topic {name!r} has {info.num_partitions} partitions: the new "
+                         f"count must be larger, got {count}", ErrorCode.INVALID_PARTITIONS)
+    if count > MAX_PARTITIONS_PER_TOPIC:
+        raise TopicError(f"at most {MAX_PARTITIONS_PER_TOPIC} partitions, got {count}",
+                         ErrorCode.INVALID_PARTITIONS)
+    assignments = topic["assignments"]
+    if assignments is not None:
+        if len(assignments) != count - info.num_partitions:
+            raise TopicError(f"{len(assignments)} assignments for "
+                             f"{count - info.num_partitions} new partitions",
+                             ErrorCode.INVALID_REPLICA_ASSIGNMENT)
+        me = core.config.node_id
+        for a in assignments:
+            if a["broker_ids"] != [me]:
+                raise TopicError(f"replicas {a['broker_ids']}: a standalone broker has "
+                                 f"only broker {me}", ErrorCode.INVALID_REPLICA_ASSIGNMENT)
+
+
+def handle_create_partitions(core: BrokerCore, body: Body, respond: Respond,
+                             ctx: RequestContext) -> None:
+    twice = duplicates([t["name"] for t in body["topics"]])
+    if core.controller_mode:
+        forwarded = _without(body, "topics", twice, lambda t: t["name"])
+        counts = {t["name"]: t["count"] for t in forwarded["topics"]}
+
+        def visible(answer: Body) -> bool:
+            image = core.image
+            return body["validate_only"] or all(
+                image is not None and n in image.topics
+                and image.topics[n].num_partitions >= counts.get(n, 0)
+                for n in _ok_names(answer, "results"))
+
+        def finish(answer: Body) -> Body:
+            answer["results"] = [*answer.get("results", []), *map(_twice_error, sorted(twice))]
+            return answer
+
+        _forward(core, ApiKey.CREATE_PARTITIONS, forwarded, respond, visible, lambda exc: {
+            "throttle_time_ms": 0,
+            "results": [{"name": n, **error_fields(exc)} for n in counts]}, finish)
+        return
+    results = []
+    for topic in body["topics"]:
+        name = topic["name"]
+        if name in twice:
+            results.append(_twice_error(name))
+            continue
+        try:
+            _validate_new_partitions(core, topic)
+            if not body["validate_only"]:
+                core.add_partitions(name, topic["count"])
+            results.append({"name": name, "error_code": 0, "error_message": None})
+        except MiniKafkaError as exc:
+            results.append({"name": name, **error_fields(exc)})
+    respond({"throttle_time_ms": 0, "results": results})
 
 
 TOPIC_HANDLERS: dict[int, Handler] = {
     ApiKey.METADATA: handle_metadata,
     ApiKey.CREATE_TOPICS: handle_create_topics,
     ApiKey.DELETE_TOPICS: handle_delete_topics,
+    ApiKey.CREATE_PARTITIONS: handle_create_partitions,
+    ApiKey.DESCRIBE_CLUSTER: handle_describe_cluster,
 }

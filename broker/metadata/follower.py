@@ -2,15 +2,19 @@
 
 Three asyncio loops on the broker's event loop (docs/replication.md):
 
-- **registration**: BrokerRegistration with a fresh incarnation id per process start;
-  the answer's ``broker_epoch`` goes into every heartbeat and AlterPartition.  A
-  STALE_BROKER_EPOCH (or similar) answer to a heartbeat re-registers.
+- **registration**: BrokerRegistration (v0) with a fresh incarnation id (a random UUID)
+  per process start and per re-registration, the advertised listener (``PLAINTEXT``),
+  and the feature :data:`~broker.metadata.records.METADATA_VERSION_FEATURE` (the
+  metadata record versions this broker applies); the answer's ``broker_epoch`` goes into
+  every heartbeat and AlterPartition.  A STALE_BROKER_EPOCH (or similar) answer to a
+  heartbeat re-registers.
 - **heartbeats** every ``broker_heartbeat_interval_ms`` with the metadata offset applied
   so far; ``want_shut_down`` during a controlled shutdown until the controller answers
   ``should_shut_down`` (it has moved this broker's leaderships away).
-- **metadata fetch**: a long-poll Fetch of ``__cluster_metadata``-0 from the controller
-  at ``last_applied_offset + 1``; each record is applied to the broker's
-  :class:`MetadataImage` and then :meth:`BrokerCore.reconcile` acts on it.
+- **metadata fetch**: a long-poll Fetch (our highest version, 12; sessionless) of
+  ``__cluster_metadata``-0 from the controller at ``last_applied_offset + 1``; each
+  record is applied to the broker's :class:`MetadataImage` and then
+  :meth:`BrokerCore.reconcile` acts on it.
 
 Errors talking to the controller back off and retry; the broker keeps serving with the
 metadata it has (a fenced broker's partitions are led elsewhere by then).
@@ -27,9 +31,15 @@ from typing import TYPE_CHECKING, Any
 
 from broker.async_client import AsyncConnection
 from broker.metadata.image import MetadataImage
-from broker.metadata.records import METADATA_PARTITION, METADATA_TOPIC, decode_record_batches
+from broker.metadata.records import (
+    METADATA_PARTITION,
+    METADATA_TOPIC,
+    METADATA_VERSION,
+    METADATA_VERSION_FEATURE,
+    decode_record_batches,
+)
 from clients.protocol.api_keys import ApiKey
-from clients.protocol.errors import ErrorCode, MiniKafkaError
+from clients.protocol.errors import ErrorCode, MiniKafkaError, error_for
 
 if TYPE_CHECKING:
     from broker.core import BrokerCore
@@ -38,6 +48,7 @@ log = logging.getLogger(__name__)
 
 RETRY_BACKOFF_S = 0.1
 METADATA_MAX_WAIT_MS = 500
+PLAINTEXT = 0  # Kafka's SecurityProtocol id
 
 
 class MetadataFollower:
@@ -48,7 +59,7 @@ class MetadataFollower:
         # a connection of its own so it never delays heartbeats.
         self.metadata_conn = AsyncConnection(controller.host, controller.port,
                                              client_id=controller.client_id + "-metadata")
-        self.incarnation_id = uuid.uuid4().hex
+        self.incarnation_id = uuid.uuid4().bytes
         self.broker_epoch = -1
         self.is_fenced = True
         self.want_shut_down = False
@@ -92,7 +103,12 @@ class MetadataFollower:
                 body = await self.controller.request(ApiKey.BROKER_REGISTRATION, {
                     "broker_id": config.node_id, "cluster_id": "minikafka",
                     "incarnation_id": self.incarnation_id,
-                    "listeners": [{"name": "PLAINTEXT", "host": host, "port": port}]},
+                    "listeners": [{"name": "PLAINTEXT", "host": host, "port": port,
+                                   "security_protocol": PLAINTEXT}],
+                    "features": [{"name": METADATA_VERSION_FEATURE,
+                                  "min_supported_version": METADATA_VERSION,
+                                  "max_supported_version": METADATA_VERSION}],
+                    "rack": None},
                     timeout_ms=5_000)
                 if body["error_code"] == 0:
                     self.broker_epoch = body["broker_epoch"]
@@ -100,8 +116,8 @@ class MetadataFollower:
                     log.info("registered with the controller, broker epoch %d",
                              self.broker_epoch)
                     return
-                log.warning("registration refused: %s %s", ErrorCode(body["error_code"]).name,
-                            body.get("error_message"))
+                log.warning("registration refused: %s",
+                            error_for(body["error_code"], body["error_message"] or ""))
             except MiniKafkaError as exc:
                 log.info("controller unreachable for registration: %s", exc)
             await asyncio.sleep(RETRY_BACKOFF_S * 5)
@@ -115,7 +131,7 @@ class MetadataFollower:
                 body = await self.controller.request(ApiKey.BROKER_HEARTBEAT, {
                     "broker_id": config.node_id, "broker_epoch": self.broker_epoch,
                     "current_metadata_offset": self._applied_offset(),
-                    "want_shut_down": self.want_shut_down},
+                    "want_fence": False, "want_shut_down": self.want_shut_down},
                     timeout_ms=max(1000, config.broker_session_timeout_ms))
                 if body["error_code"] == 0:
                     self.is_fenced = body["is_fenced"]
@@ -125,9 +141,12 @@ class MetadataFollower:
                                             ErrorCode.BROKER_NOT_AVAILABLE):
                     log.warning("heartbeat refused (%s): registering again",
                                 ErrorCode(body["error_code"]).name)
-                    self.incarnation_id = uuid.uuid4().hex
+                    self.incarnation_id = uuid.uuid4().bytes
                     await self._register()
                     continue
+                else:
+                    log.warning("heartbeat refused: %s",
+                                error_for(body["error_code"], body["error_message"] or ""))
             except MiniKafkaError as exc:
                 log.info("heartbeat failed: %s", exc)
             await asyncio.sleep(interval_s)
@@ -157,12 +176,15 @@ class MetadataFollower:
         assert image is not None
         body = await self.metadata_conn.request(ApiKey.FETCH, {
             "replica_id": self.core.config.node_id, "max_wait_ms": METADATA_MAX_WAIT_MS,
-            "min_bytes": 1, "max_bytes": 16 << 20, "topics": [{
+            "min_bytes": 1, "max_bytes": 16 << 20, "isolation_level": 0,
+            "session_id": 0, "session_epoch": -1, "topics": [{
                 "name": METADATA_TOPIC, "partitions": [{
                     "partition": METADATA_PARTITION,
                     "fetch_offset": image.last_applied_offset + 1,
                     "partition_max_bytes": 16 << 20}]}]},
             timeout_ms=METADATA_MAX_WAIT_MS + 10_000)
+        if body["error_code"]:
+            raise error_for(body["error_code"], "metadata fetch refused")
         part = body["responses"][0]["partitions"][0]
         if part["error_code"] == ErrorCode.OFFSET_OUT_OF_RANGE:
             log.warning("metadata log does not have offset %d any more: rebuilding the image",
@@ -170,10 +192,10 @@ class MetadataFollower:
             self.core.image = image = MetadataImage()
             return False
         if part["error_code"]:
-            raise MiniKafkaError(f"metadata fetch: {part.get('error_message') or ''}",
-                                 ErrorCode(part["error_code"]))
+            raise error_for(part["error_code"],
+                            f"metadata fetch of {METADATA_TOPIC}-{METADATA_PARTITION}")
         changed = False
-        for offset, record in decode_record_batches(part["records"],
+        for offset, record in decode_record_batches(part["records"] or b"",
                                                     image.last_applied_offset + 1):
             image.apply(record, offset)
             changed = True

@@ -20,7 +20,11 @@ Rules enforced by :meth:`MetadataImage.apply` (a record that breaks one raises
 increase; broker epochs of one broker increase; fence/unfence name the current epoch
 and change the state; a partition's ``partition_epoch`` increases with every record,
 its ``leader_epoch`` never decreases and increases whenever the leader changes; the ISR
-is a non-empty subset of the replicas and holds the leader (unless there is none).
+is a non-empty subset of the replicas and holds the leader (unless there is none); a
+partition record for a partition the topic does not have yet is accepted only while the
+topic is being created (below its ``num_partitions``) or, once all exist, for the next
+index (CreatePartitions: ``num_partitions`` grows by one); ``topic_configs`` names an
+existing topic and replaces its configs.
 
 
 Costs: apply O(replicas) per record; snapshot encode/decode O(image).
@@ -46,6 +50,7 @@ from broker.metadata.records import (
     ProducerIdsRecord,
     RegisterBrokerRecord,
     RemoveTopicRecord,
+    TopicConfigsRecord,
     TopicRecord,
     UnfenceBrokerRecord,
     record_from_map,
@@ -164,6 +169,11 @@ class MetadataImage:
             self.topics[record.name] = TopicInfo(record.name, record.topic_id,
                                                  record.num_partitions,
                                                  record.replication_factor, dict(record.configs))
+        elif isinstance(record, TopicConfigsRecord):
+            topic = self.topics.get(record.name)
+            if topic is None:
+                raise MetadataRecordError(f"topic_configs: no topic {record.name!r}")
+            topic.configs = dict(record.configs)
         elif isinstance(record, RemoveTopicRecord):
             if self.topics.pop(record.name, None) is None:
                 raise MetadataRecordError(f"remove_topic: no topic {record.name!r}")
@@ -180,7 +190,10 @@ class MetadataImage:
         topic = self.topics.get(r.topic)
         if topic is None:
             raise MetadataRecordError(f"partition record for unknown topic {r.topic!r}")
-        if r.partition >= topic.num_partitions:
+        # CreatePartitions: the next partition of a topic whose partitions all exist
+        grows = (r.partition == topic.num_partitions
+                 and len(topic.partitions) == topic.num_partitions)
+        if r.partition >= topic.num_partitions and not grows:
             raise MetadataRecordError(
                 f"partition {r.partition} outside topic {r.topic!r} of {topic.num_partitions}"
             )
@@ -206,6 +219,8 @@ class MetadataImage:
                     f"{where}: leader {old.leader}->{r.leader} with leader epoch "
                     f"{old.leader_epoch}->{r.leader_epoch} (a leader change needs a higher epoch)"
                 )
+        if grows:
+            topic.num_partitions += 1
         topic.partitions[r.partition] = PartitionRegistration(
             r.replicas, r.leader, r.leader_epoch, r.isr, r.partition_epoch, r.unclean_elected)
 

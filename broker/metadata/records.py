@@ -18,13 +18,20 @@ add optional fields):
 |                   | leader_epoch int, isr [int], partition_epoch int,                        |
 |                   | unclean_elected bool (optional, default false)                           |
 | `remove_topic`    | name str                                                                 |
+| `topic_configs`   | name str, configs map str->str: the topic's complete new config          |
+|                   | overrides (IncrementalAlterConfigs / AlterConfigs), replacing the old    |
 | `producer_ids`    | broker_id int, broker_epoch int, next_producer_id int: the controller    |
 |                   | gave broker_id the block of ids below next_producer_id not given before  |
 
 Meaning: a registration always starts *fenced*; ``broker_epoch`` is the metadata offset
 of the registration record.  ``topic_id`` is the offset of the topic record (a topic
 deleted and created again gets a new id, so a broker can tell the two apart).  A
-``partition`` record carries the whole new state of one partition (not a delta).
+``partition`` record carries the whole new state of one partition (not a delta); one for
+the partition right after the last of a topic whose partitions all exist adds that
+partition (CreatePartitions: the topic's ``num_partitions`` grows by one).  A
+``topic_configs`` record replaces the topic's configs as a whole (validated and
+normalized by the controller, like a ``topic`` record's), so a change of several keys is
+applied atomically.
 ``producer_ids`` records only raise ``next_producer_id`` (the image keeps the last one),
 so a producer id is never handed out twice, across controller restarts too.
 
@@ -51,6 +58,10 @@ from clients.records.batch import iter_batches
 from clients.records.record import decode_batch
 
 METADATA_TOPIC = "__cluster_metadata"
+# The feature a broker declares in BrokerRegistration: the versions of this record format
+# it can apply.  2: ``topic_configs`` records and partitions added to existing topics.
+METADATA_VERSION_FEATURE = "minikafka.metadata.version"
+METADATA_VERSION = 2
 METADATA_PARTITION = 0
 NO_LEADER = -1
 MAX_RECORD_BYTES = 1024 * 1024
@@ -76,6 +87,13 @@ def _topic(name: str, value: object) -> None:
     reason = topic_name_error(value)
     if reason is not None:
         raise MetadataRecordError(f"{name}: {reason}")
+
+
+def _configs(value: object) -> None:
+    if not isinstance(value, Mapping) or not all(
+        type(k) is str and type(v) is str for k, v in value.items()
+    ):
+        raise MetadataRecordError(f"configs must map str to str, got {value!r}")
 
 
 def _ids(name: str, value: object, *, empty_ok: bool) -> None:
@@ -143,10 +161,7 @@ class TopicRecord:
         _int("topic_id", self.topic_id, 0, _INT64_MAX)
         _int("num_partitions", self.num_partitions, 1, _INT32_MAX)
         _int("replication_factor", self.replication_factor, 1, 32767)
-        if not isinstance(self.configs, Mapping) or not all(
-            type(k) is str and type(v) is str for k, v in self.configs.items()
-        ):
-            raise MetadataRecordError(f"configs must map str to str, got {self.configs!r}")
+        _configs(self.configs)
 
 
 @dataclass(frozen=True, slots=True)
@@ -190,6 +205,17 @@ class RemoveTopicRecord:
 
 
 @dataclass(frozen=True, slots=True)
+class TopicConfigsRecord:
+    TYPE: ClassVar[str] = "topic_configs"
+    name: str
+    configs: Mapping[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        _topic("name", self.name)
+        _configs(self.configs)
+
+
+@dataclass(frozen=True, slots=True)
 class ProducerIdsRecord:
     TYPE: ClassVar[str] = "producer_ids"
     broker_id: int
@@ -204,15 +230,15 @@ class ProducerIdsRecord:
 
 MetadataRecord = (
     RegisterBrokerRecord | FenceBrokerRecord | UnfenceBrokerRecord | TopicRecord
-    | PartitionRecord | RemoveTopicRecord | ProducerIdsRecord
+    | PartitionRecord | RemoveTopicRecord | ProducerIdsRecord | TopicConfigsRecord
 )
 RECORD_TYPES: dict[str, type[Any]] = {
     cls.TYPE: cls
     for cls in (RegisterBrokerRecord, FenceBrokerRecord, UnfenceBrokerRecord, TopicRecord,
-                PartitionRecord, RemoveTopicRecord, ProducerIdsRecord)
+                PartitionRecord, RemoveTopicRecord, ProducerIdsRecord, TopicConfigsRecord)
 }
 _FIELDS = {name: [(f.name, f.default) for f in fields(cls)] for name, cls in RECORD_TYPES.items()}
-_OPTIONAL_CONFIGS = "configs"  # the one field with a default factory
+_OPTIONAL_CONFIGS = "configs"  # the one field name with a default factory
 _TUPLE_FIELDS = ("replicas", "isr")
 
 

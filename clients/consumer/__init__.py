@@ -3,9 +3,10 @@
 What lives here: the consumer itself (``consumer``: assign, seek, poll, fetch path);
 for groups, the member side of the classic group protocol (``coordinator``), its link
 to the group coordinator and the group settings (``coordinator_channel``), the
-heartbeat thread (``heartbeat``), offset commits (``offset_committer``), the
-subscription/assignment bytes (``group_protocol``) and the partition assignors
-(``assignors``).
+heartbeat thread (``heartbeat``), offset commits (``offset_committer``), the group
+API bodies whose shape depends on the version (``group_requests``), the
+subscription/assignment bytes (``group_protocol``, Kafka's ConsumerProtocol) and the
+partition assignors (``assignors``).
 
 May import ``clients.protocol``, ``clients.records``, ``clients.network`` and
 ``clients.types``; never ``broker``, ``replication`` or ``storage``, nor the producer,

@@ -1,26 +1,57 @@
-"""Consumer without groups: assign partitions, seek, poll records (or numpy columns).
+"""Consumer: assign partitions (or subscribe with a group), seek, poll records (or numpy
+columns), iterate.
 
-Fetch path: one Fetch v0 request in flight per leader node, for every assigned
-partition led by it that has a known position and no unconsumed data::
+Fetch path: one Fetch request in flight per leader node (at the connection's highest
+common version, Fetch 4-12), for every assigned, unpaused partition led by it that has a
+known position and no unconsumed data.  Always a full, sessionless fetch (KIP-227's
+``session_id`` 0, ``session_epoch`` -1: the broker keeps no fetch session and answers
+for every partition asked), ``isolation_level`` 0 (read_uncommitted)::
 
-    {replica_id: -1, max_wait_ms, min_bytes, max_bytes,
+    {replica_id: -1, max_wait_ms, min_bytes, max_bytes, isolation_level: 0,
+     session_id: 0, session_epoch: -1,
      topics: [{name, partitions: [{partition, fetch_offset, partition_max_bytes}]}]}
 
-The response's Records for a partition are whole batches (possibly a partial batch at
-the end, which is ignored and fetched again).  A batch may start before the fetch
+Records come from ``responses[].partitions[].records``: whole batches (possibly a
+partial batch at the end, which is ignored and fetched again).  A batch may start before the fetch
 position (Kafka returns whole batches), so records below the position are skipped.
 Fetched data waits in a per-partition slot until ``poll`` / ``poll_bulk`` hands it out;
 a slot is discarded if the position moved (seek) in between.  Buffered bytes are bounded
 by ``fetch_max_bytes`` per node (nothing new is fetched for a partition with data).
 
 Positions: ``assign`` leaves positions unknown; the first ``poll``/``position`` resolves
-them with ListOffsets (-2 earliest / -1 latest) per ``auto_offset_reset``; with
+them with ListOffsets (1-7; -2 earliest / -1 latest) per ``auto_offset_reset``; with
 ``"none"`` an unknown position raises :class:`NoOffsetForPartitionError`.  OFFSET_OUT_OF_RANGE
 resets the position the same way (or raises :class:`OffsetOutOfRangeError` with
 ``"none"``).  NOT_LEADER_OR_FOLLOWER and friends refresh the metadata and fetch again.
 
-Costs: ``poll`` decodes each batch once (O(record bytes)); ``poll_bulk`` uses the numpy
-decoder (no per-record Python, values are memoryview slices of the response frame).
+Offsets of any partition (assigned or not), by ListOffsets to each leader, retried on
+leadership errors until the timeout: ``beginning_offsets`` (-2), ``end_offsets`` (-1,
+the high watermark), ``offsets_for_times`` (the first offset whose timestamp is at or
+after the one given, None where there is none).
+
+Flow control: ``pause`` stops fetching a partition and holds back its buffered records
+(kept for ``resume``); positions do not move.  Iteration (``for record in consumer``)
+yields one record at a time (its position advances as it is yielded, so a commit never
+covers a record not yet handed out) and ends when no record arrived for
+``consumer_timeout_ms`` (None: never).
+
+Deserializers: ``key_deserializer`` / ``value_deserializer`` (callables ``bytes ->
+object``) apply to records from ``poll`` and iteration, never to a null key or value
+(null stays None, as Kafka's standard deserializers return null for null); ``poll_bulk``
+returns raw bytes.  A deserializer that raises stops at that record:
+:class:`RecordDeserializationError` (naming the partition and offset) is raised, the
+records before it are returned first, and the position stays at it (``seek`` past it to
+skip it).  ``isolation_level``: "read_uncommitted" only (minikafka has no transactions);
+"read_committed" is refused with a clear error until it has.
+
+Compressed batches (gzip, snappy, lz4, zstd) are decompressed by the record codecs
+(:mod:`clients.records.compression`) when they are decoded.
+
+Costs: ``poll`` decodes each batch once (O(record bytes), plus a decompression pass for
+a compressed batch) and hands records out by index (O(records taken)); ``poll_bulk``
+uses the numpy decoder (no per-record Python; values are memoryview slices of the
+response frame, or of the decompressed bytes, joined once per poll when there are
+several compressed batches).
 
 Groups: with ``group_id``, ``subscribe(topics, listener)`` joins the group and
 ``poll`` drives rebalances (see :mod:`clients.consumer.coordinator`); after a rebalance
@@ -39,11 +70,9 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
-
-import numpy as np
 
 from clients.consumer.assignors import assignor_for
 from clients.consumer.coordinator import ConsumerCoordinator, RebalanceListener
@@ -63,13 +92,16 @@ from clients.protocol.errors import (
 )
 from clients.protocol.topics import TopicPartition
 from clients.records.batch import HEADER_SIZE, read_header
-from clients.records.bulk_decode import BulkRecords, decode_batch_bulk
+from clients.records.bulk_decode import BulkRecords, concat_bulk, decode_batch_bulk
 from clients.records.record import decode_batch
-from clients.types import ConsumerRecord, OffsetAndMetadata
+from clients.types import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp
 
-__all__ = ["Consumer", "NoOffsetForPartitionError"]
+__all__ = ["Consumer", "NoOffsetForPartitionError", "RecordDeserializationError"]
 
 _RESETS = {"earliest": -2, "latest": -1, "none": None}
+_ISOLATION_LEVELS = {"read_uncommitted": 0}  # read_committed (1) waits for transactions
+EARLIEST_TIMESTAMP, LATEST_TIMESTAMP = -2, -1
+Deserializer = Callable[[bytes], Any]
 _REFRESH = frozenset(
     {
         ErrorCode.NOT_LEADER_OR_FOLLOWER,
@@ -89,6 +121,18 @@ class NoOffsetForPartitionError(MiniKafkaError):
     code = ErrorCode.OFFSET_OUT_OF_RANGE
 
 
+class RecordDeserializationError(MiniKafkaError):
+    """A key or value deserializer raised; the consumer's position is that record's
+    offset (``seek(tp, offset + 1)`` skips it).  ``__cause__`` is the original error."""
+
+    code = ErrorCode.CORRUPT_MESSAGE
+
+    def __init__(self, message: str, tp: TopicPartition, offset: int) -> None:
+        super().__init__(message)
+        self.tp = tp
+        self.offset = offset
+
+
 @dataclass
 class _Fetched:
     """Records data of one partition from one fetch response, handed out by poll."""
@@ -97,6 +141,7 @@ class _Fetched:
     records: memoryview
     high_watermark: int
     decoded: list[ConsumerRecord] | None = None
+    index: int = 0  # the next record of ``decoded`` to hand out
     next_offset: int = -1  # offset after the last complete batch (-1: none)
 
 
@@ -107,6 +152,7 @@ class _State:
     fetched: _Fetched | None = None
     high_watermark: int = -1
     committed_pending: bool = False  # group: position comes from the committed offset
+    paused: bool = False  # not fetched, buffered records held back
 
 
 class Consumer:
@@ -135,7 +181,32 @@ class Consumer:
         partition_assignment_strategy: Sequence[str] = ("range",),
         enable_auto_commit: bool = True,
         auto_commit_interval_ms: int = 5_000,
+        isolation_level: str = "read_uncommitted",
+        key_deserializer: Deserializer | None = None,
+        value_deserializer: Deserializer | None = None,
+        consumer_timeout_ms: float | None = None,
     ) -> None:
+        if isolation_level == "read_committed":
+            raise InvalidConfigError(
+                "isolation_level='read_committed' needs transactions, which minikafka does "
+                "not support yet; use 'read_uncommitted' (every record is committed data)"
+            )
+        if isolation_level not in _ISOLATION_LEVELS:
+            raise InvalidConfigError(
+                f"isolation_level must be 'read_uncommitted' (or, once transactions exist, "
+                f"'read_committed'), got {isolation_level!r}"
+            )
+        for name, fn in (("key_deserializer", key_deserializer),
+                         ("value_deserializer", value_deserializer)):  # fmt: skip
+            if fn is not None and not callable(fn):
+                raise InvalidConfigError(f"{name} must be callable (bytes -> object), got "
+                                         f"{type(fn).__name__}")
+        if consumer_timeout_ms is not None and (
+            not isinstance(consumer_timeout_ms, int | float)
+            or isinstance(consumer_timeout_ms, bool) or not consumer_timeout_ms >= 0
+        ):  # fmt: skip
+            raise InvalidConfigError(
+                f"consumer_timeout_ms must be a number >= 0 or None, got {consumer_timeout_ms!r}")
         if auto_offset_reset not in _RESETS:
             raise InvalidConfigError(
                 f"auto_offset_reset must be 'earliest', 'latest' or 'none', "
@@ -159,6 +230,11 @@ class Consumer:
         self.max_poll_records = max_poll_records
         self.request_timeout_ms = request_timeout_ms
         self.retry_backoff_ms = retry_backoff_ms
+        self.isolation_level = isolation_level
+        self._isolation = _ISOLATION_LEVELS[isolation_level]
+        self.key_deserializer = key_deserializer
+        self.value_deserializer = value_deserializer
+        self.consumer_timeout_ms = consumer_timeout_ms
         self._metadata = ClusterMetadata(
             retry_backoff_ms=retry_backoff_ms, metadata_max_age_ms=metadata_max_age_ms
         )
@@ -244,11 +320,131 @@ class Consumer:
         """The high watermark seen in the last fetch of ``tp`` (-1 before any)."""
         return self._state(tp).high_watermark
 
+    # ------------------------------------------------------------ flow control
+    def pause(self, *partitions: TopicPartition | Iterable[TopicPartition]) -> None:
+        """Stop fetching these assigned partitions; their buffered records wait for
+        :meth:`resume` (``pause(tp1, tp2)`` or ``pause([tp1, tp2])``)."""
+        for tp in _partition_args(partitions):
+            self._state(tp).paused = True
+
+    def resume(self, *partitions: TopicPartition | Iterable[TopicPartition]) -> None:
+        """Fetch these partitions again (no-op for partitions not paused)."""
+        for tp in _partition_args(partitions):
+            self._state(tp).paused = False
+
+    def paused(self) -> set[TopicPartition]:
+        """The assigned partitions currently paused."""
+        return {tp for tp, s in self._states.items() if s.paused}
+
+    # ------------------------------------------------------------ offset lookups
+    def beginning_offsets(
+        self, partitions: Iterable[TopicPartition], timeout_ms: int | None = None
+    ) -> dict[TopicPartition, int]:
+        """The first offset (log start offset) of each partition."""
+        found = self._list_offsets({TopicPartition(*tp): EARLIEST_TIMESTAMP for tp in partitions},
+                                   timeout_ms)  # fmt: skip
+        return {tp: offset for tp, (offset, _, _) in found.items()}
+
+    def end_offsets(
+        self, partitions: Iterable[TopicPartition], timeout_ms: int | None = None
+    ) -> dict[TopicPartition, int]:
+        """The offset after the last readable record (the high watermark) of each."""
+        found = self._list_offsets({TopicPartition(*tp): LATEST_TIMESTAMP for tp in partitions},
+                                   timeout_ms)  # fmt: skip
+        return {tp: offset for tp, (offset, _, _) in found.items()}
+
+    def offsets_for_times(
+        self, timestamps: Mapping[TopicPartition, int], timeout_ms: int | None = None
+    ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
+        """For each partition, the first record whose timestamp (ms) is at or after the
+        one given, or None when there is none."""
+        query = {}
+        for tp, ts in timestamps.items():
+            if not isinstance(ts, int) or isinstance(ts, bool) or ts < 0:
+                raise ValueError(f"timestamp for {tp} must be an int >= 0 (ms), got {ts!r}")
+            query[TopicPartition(*tp)] = ts
+        found = self._list_offsets(query, timeout_ms)
+        return {tp: None if offset < 0 else OffsetAndTimestamp(offset, ts, epoch)
+                for tp, (offset, ts, epoch) in found.items()}  # fmt: skip
+
+    def _list_offsets(
+        self, query: dict[TopicPartition, int], timeout_ms: int | None
+    ) -> dict[TopicPartition, tuple[int, int, int]]:
+        """ListOffsets to each leader: {tp: (offset, timestamp, leader epoch)}; leadership
+        errors refresh the metadata and are retried until the timeout."""
+        self._check_open()
+        for tp in query:
+            if not isinstance(tp.partition, int) or tp.partition < 0:
+                raise ValueError(f"bad partition in {tp!r}")
+        deadline = self._deadline(self.request_timeout_ms if timeout_ms is None else timeout_ms)
+        out: dict[TopicPartition, tuple[int, int, int]] = {}
+        pending = dict(query)
+        last: MiniKafkaError | None = None
+        while pending:
+            remaining_ms = (deadline - time.monotonic()) * 1000
+            if remaining_ms <= 0:
+                why = f" (last error: {last})" if last is not None else ""
+                raise RequestTimedOutError(
+                    f"offsets of {sorted(pending)} not found in time{why}")
+            topics = sorted({tp.topic for tp in pending})
+            try:
+                self._net.refresh_metadata(topics, min(remaining_ms, self.request_timeout_ms))
+            except MiniKafkaError as e:
+                if not e.retriable:
+                    raise
+                last = e
+                time.sleep(min(self.retry_backoff_ms / 1000, max(0.0, remaining_ms / 1000)))
+                continue
+            by_node: dict[int, dict[str, list[dict[str, Any]]]] = {}
+            for tp, ts in pending.items():
+                leader = self._metadata.leader_for(tp)
+                if leader is None:
+                    code = self._metadata.topic_error(tp.topic)
+                    last = error_for(code or ErrorCode.LEADER_NOT_AVAILABLE, f"{tp}")
+                    continue
+                by_node.setdefault(leader, {}).setdefault(tp.topic, []).append(
+                    {"partition_index": tp.partition, "timestamp": ts})
+            for node, topics_ in by_node.items():
+                remaining_ms = max(1.0, (deadline - time.monotonic()) * 1000)
+                try:
+                    body = self._net.request(node, ApiKey.LIST_OFFSETS, {
+                        "replica_id": -1, "isolation_level": self._isolation,
+                        "topics": [{"name": t, "partitions": ps} for t, ps in topics_.items()],
+                    }, min(remaining_ms, self.request_timeout_ms))  # fmt: skip
+                except MiniKafkaError as e:
+                    if not e.retriable:
+                        raise
+                    last = e
+                    continue
+                for t in body["topics"]:
+                    for p in t["partitions"]:
+                        tp = TopicPartition(t["name"], p["partition_index"])
+                        if tp not in pending:
+                            continue
+                        if p["error_code"] == ErrorCode.NONE:
+                            out[tp] = (p["offset"], p["timestamp"], p["leader_epoch"])
+                            del pending[tp]
+                            continue
+                        error = error_for(p["error_code"], f"list offsets of {tp}")
+                        if not error.retriable:
+                            raise error
+                        last = error
+            if pending:
+                self._metadata.request_update()
+                time.sleep(min(self.retry_backoff_ms / 1000,
+                               max(0.0, deadline - time.monotonic())))  # fmt: skip
+        return out
+
     # ------------------------------------------------------------ polling
-    def poll(self, timeout_ms: int = 0) -> dict[TopicPartition, list[ConsumerRecord]]:
-        """Records from assigned partitions (at most ``max_poll_records`` in all)."""
+    def poll(
+        self, timeout_ms: int = 0, max_records: int | None = None
+    ) -> dict[TopicPartition, list[ConsumerRecord]]:
+        """Records from assigned, unpaused partitions (at most ``max_records``, default
+        ``max_poll_records``, in all); deserialized when deserializers are set."""
+        budget = self.max_poll_records if max_records is None else max_records
+        if not isinstance(budget, int) or budget < 1:
+            raise ValueError(f"max_records must be an int >= 1, got {max_records!r}")
         out: dict[TopicPartition, list[ConsumerRecord]] = {}
-        budget = self.max_poll_records
         for tp, fetched in self._poll_fetched(timeout_ms):
             records = self._take_records(tp, fetched, budget)
             if records:
@@ -257,6 +453,20 @@ class Consumer:
             if budget <= 0:
                 break
         return out
+
+    def __iter__(self) -> Consumer:
+        return self
+
+    def __next__(self) -> ConsumerRecord:
+        """The next record; StopIteration after ``consumer_timeout_ms`` without one."""
+        limit = self.consumer_timeout_ms
+        deadline = None if limit is None else time.monotonic() + limit / 1000
+        while True:
+            wait_ms = 1000.0 if deadline is None else (deadline - time.monotonic()) * 1000
+            for records in self.poll(max(0, int(min(wait_ms, 1000.0))), max_records=1).values():
+                return records[0]
+            if deadline is not None and time.monotonic() >= deadline:
+                raise StopIteration
 
     def poll_bulk(self, timeout_ms: int = 0) -> dict[TopicPartition, BulkRecords]:
         """Like poll, as numpy columns per partition (all data fetched for it, not capped
@@ -299,7 +509,8 @@ class Consumer:
         while True:
             self._raise_pending()
             self._resolve_positions(deadline)
-            ready = [(tp, s.fetched) for tp, s in self._states.items() if s.fetched is not None]
+            ready = [(tp, s.fetched) for tp, s in self._states.items()
+                     if s.fetched is not None and not s.paused]  # fmt: skip
             if ready:
                 self._send_fetches()  # pipeline: fetch the other partitions meanwhile
                 return ready  # type: ignore[return-value]
@@ -309,7 +520,8 @@ class Consumer:
                 remaining_ms = min(remaining_ms, self.retry_backoff_ms)
             for response in self._net.poll(max(0, remaining_ms)):
                 self._handle_fetch(response)
-            if time.monotonic() >= deadline and not any(s.fetched for s in self._states.values()):
+            if time.monotonic() >= deadline and not any(
+                    s.fetched and not s.paused for s in self._states.values()):
                 self._raise_pending()
                 return []
 
@@ -322,18 +534,38 @@ class Consumer:
         position = state.position
         assert position is not None
         records = fetched.decoded
-        start = 0
+        start = fetched.index
         while start < len(records) and records[start].offset < position:
             start += 1
         taken = records[start : start + budget]
-        fetched.decoded = records[start + len(taken) :]
+        if self.key_deserializer is not None or self.value_deserializer is not None:
+            taken = self._deserialize(tp, taken)
+        fetched.index = start + len(taken)
         if taken:
             state.position = taken[-1].offset + 1
-        if not fetched.decoded:
+        if fetched.index >= len(records):
             state.fetched = None
             if fetched.next_offset > (state.position or 0):
                 state.position = fetched.next_offset  # skip past the last batch's tail
         return taken
+
+    def _deserialize(self, tp: TopicPartition, taken: list[ConsumerRecord]) -> list[ConsumerRecord]:
+        """Apply the deserializers; on a failure return the records before it (raise if
+        it is the first): the position then stays at the failing record."""
+        kd, vd = self.key_deserializer, self.value_deserializer
+        out: list[ConsumerRecord] = []
+        for r in taken:
+            try:
+                key = r.key if kd is None or r.key is None else kd(r.key)
+                value = r.value if vd is None or r.value is None else vd(r.value)
+            except Exception as e:
+                if out:
+                    return out
+                raise RecordDeserializationError(
+                    f"{tp} offset {r.offset}: cannot deserialize: {type(e).__name__}: {e}; "
+                    f"seek to {r.offset + 1} to skip it", tp, r.offset) from e
+            out.append(r._replace(key=key, value=value))
+        return out
 
     def _decode(self, tp: TopicPartition, fetched: _Fetched) -> list[ConsumerRecord]:
         out: list[ConsumerRecord] = []
@@ -353,7 +585,7 @@ class Consumer:
             state.position = fetched.next_offset
         if not parts:
             return None
-        bulk = _concat(parts, position)
+        bulk = concat_bulk(parts, position)
         if len(bulk) == 0:
             return None
         state.position = max(state.position or 0, int(bulk.offsets[-1]) + 1)
@@ -382,7 +614,7 @@ class Consumer:
     def _send_fetches(self) -> None:
         by_node: dict[int, dict[str, list[dict[str, Any]]]] = {}
         for tp, state in self._states.items():
-            if state.position is None or state.fetched is not None:
+            if state.position is None or state.fetched is not None or state.paused:
                 continue
             leader = self._metadata.leader_for(tp)
             if leader is None:
@@ -400,6 +632,9 @@ class Consumer:
                 "max_wait_ms": self.fetch_max_wait_ms,
                 "min_bytes": self.fetch_min_bytes,
                 "max_bytes": self.fetch_max_bytes,
+                "isolation_level": self._isolation,
+                "session_id": 0,  # sessionless full fetch (KIP-227's legacy mode)
+                "session_epoch": -1,
                 "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
             }
             try:
@@ -424,6 +659,14 @@ class Consumer:
             return
         if response.error is not None or response.body is None:
             self._metadata.request_update()
+            return
+        code = response.body["error_code"]  # v7+: the request as a whole (0 before v7)
+        if code != ErrorCode.NONE:
+            error = error_for(code, f"fetch from node {request.node_id} failed")
+            if error.retriable:
+                self._metadata.request_update()
+            else:
+                self._pending_error = error
             return
         asked = {
             (t["name"], p["partition"]): p["fetch_offset"]
@@ -457,7 +700,7 @@ class Consumer:
             else:
                 state.position, state.reset = None, reset
             return
-        error = error_for(code, p.get("error_message") or f"fetch from {tp} failed")
+        error = error_for(code, f"fetch from {tp} failed")
         if error.retriable:
             self._metadata.request_update()
         else:
@@ -492,6 +735,7 @@ class Consumer:
             timeout_ms = max(1.0, (deadline - time.monotonic()) * 1000)
             try:
                 body = self._net.request(node, ApiKey.LIST_OFFSETS, {
+                    "replica_id": -1, "isolation_level": self._isolation,
                     "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
                 }, min(timeout_ms, self.request_timeout_ms))  # fmt: skip
             except MiniKafkaError as e:
@@ -508,7 +752,7 @@ class Consumer:
                     if p["error_code"] == ErrorCode.NONE:
                         st.position, st.reset, st.fetched = p["offset"], None, None
                         continue
-                    error = error_for(p["error_code"], p.get("error_message") or f"{tp}")
+                    error = error_for(p["error_code"], f"list offsets of {tp}")
                     if not error.retriable:
                         raise error
                     self._metadata.request_update()
@@ -644,21 +888,16 @@ class Consumer:
         self.close()
 
 
-def _concat(parts: list[BulkRecords], position: int) -> BulkRecords:
-    """One BulkRecords over the partition's records view, from ``position`` on."""
-    offsets = np.concatenate([b.offsets for b in parts])
-    keep = int(np.searchsorted(offsets, position, side="left"))
-    headers: dict[int, Any] = {}
-    base = 0
-    for b in parts:
-        for i, h in b.record_headers.items():
-            if base + i >= keep:
-                headers[base + i - keep] = h
-        base += len(b)
-
-    def cat(name: str) -> Any:
-        return np.concatenate([getattr(b, name) for b in parts])[keep:]
-
-    return BulkRecords(parts[0].buffer, parts[0].header, offsets[keep:], cat("timestamps"),
-                       cat("key_offsets"), cat("key_lengths"), cat("value_offsets"),
-                       cat("value_lengths"), headers)  # fmt: skip
+def _partition_args(
+    args: tuple[TopicPartition | Iterable[TopicPartition], ...],
+) -> list[TopicPartition]:
+    """``(tp1, tp2)`` or ``([tp1, tp2],)`` -> ``[tp1, tp2]``."""
+    out: list[TopicPartition] = []
+    for arg in args:
+        if isinstance(arg, TopicPartition) or (
+            isinstance(arg, tuple) and len(arg) == 2 and isinstance(arg[0], str)
+        ):
+            out.append(TopicPartition(*arg))  # type: ignore[misc]
+        else:
+            out.extend(TopicPartition(*tp) for tp in arg)  # type: ignore[union-attr]
+    return out

@@ -19,16 +19,20 @@ Membership state machine (driven from the consumer's ``poll`` thread)::
   LOAD_IN_PROGRESS retried, NOT_COORDINATOR rediscovers).
 - **Join/sync**: JoinGroup carries protocol_type ``consumer`` and one protocol per
   configured assignor (preference order) with the subscription bytes of
-  :mod:`clients.consumer.group_protocol`.  MEMBER_ID_REQUIRED: rejoin with the id given
-  (KIP-394).  The leader decodes all subscriptions, refreshes metadata for every
-  subscribed topic, runs the chosen assignor and sends all assignments in SyncGroup.
-  That refresh gets ``request_timeout_ms`` whatever ``poll``'s timeout (Kafka waits
-  unboundedly): bounded by a short poll it timed out on a slow broker, and a leader
-  whose cache never saw the topics (members fetch metadata only for what they are
-  assigned) handed out empty assignments.  The leader rejoins when a group topic's
-  partition count changes, or a topic unknown when it assigned (count 0) appears; while
-  one is unknown it refreshes metadata every ``retry_backoff_ms``.  A join not
-  finished by ``poll``'s deadline stays in flight; the next ``poll`` resumes it.
+  :mod:`clients.consumer.group_protocol` (Kafka's ConsumerProtocol, so Kafka clients can
+  share the group). Versions are the connection's highest common ones (JoinGroup 0-9,
+  SyncGroup 0-5, Heartbeat 0-4, LeaveGroup 0-5; LeaveGroup's shape by version in
+  :mod:`clients.consumer.group_requests`). MEMBER_ID_REQUIRED (v4+): rejoin with the id
+  given (KIP-394). JoinGroup v9's ``skip_assignment`` (a static leader rejoining) makes
+  the leader send no assignments. The leader decodes all subscriptions, refreshes
+  metadata for every subscribed topic, runs the chosen assignor and sends all
+  assignments in SyncGroup. That refresh gets ``request_timeout_ms`` whatever ``poll``'s
+  timeout (Kafka waits unboundedly): bounded by a short poll it timed out on a slow
+  broker, and a leader whose cache never saw the topics (members fetch metadata only for
+  what they are assigned) handed out empty assignments. The leader rejoins when a group
+  topic's partition count changes, or a topic unknown when it assigned (count 0)
+  appears; while one is unknown it refreshes metadata every ``retry_backoff_ms``. A join
+  not finished by ``poll``'s deadline stays in flight; the next ``poll`` resumes it.
 - **Eager** protocol (range, roundrobin): before rejoining, auto-commit (sync) and
   revoke every owned partition.  **Cooperative** (all assignors cooperative): nothing
   is revoked before the join; afterwards the partitions no longer assigned are revoked
@@ -71,6 +75,7 @@ from clients.consumer.group_protocol import (
     encode_assignment,
     encode_subscription,
 )
+from clients.consumer.group_requests import leave_group_request, read_leave_group
 from clients.consumer.heartbeat import HeartbeatThread
 from clients.consumer.offset_committer import (
     COORDINATOR_GONE,
@@ -359,7 +364,8 @@ class ConsumerCoordinator:
             self.shared.state = MemberState.SYNCING
         self.leader = body["leader"] == body["member_id"]
         assignments = []
-        if self.leader:
+        # JoinGroup v9 (KIP-814): a static leader rejoining unchanged must not reassign
+        if self.leader and not body["skip_assignment"]:
             assignments = self._assign(body["protocol_name"], body["members"])
         request = self.channel.send(ApiKey.SYNC_GROUP, {
             "group_id": self.config.group_id, "generation_id": body["generation_id"],
@@ -483,12 +489,15 @@ class ConsumerCoordinator:
         if self.config.group_instance_id is not None or not member_id or coordinator is None \
                 or conn is None:
             return
-        body = {"group_id": self.config.group_id,
-                "members": [{"member_id": member_id, "group_instance_id": None}]}
+        group_id = self.config.group_id
         try:
-            conn.request(ApiKey.LEAVE_GROUP, body,
-                         timeout_ms=min(self.config.request_timeout_ms, 5000))
-            log.info("group %s: member %s left (%s)", self.config.group_id, member_id, why)
+            version, answer = conn.request_with_version(
+                ApiKey.LEAVE_GROUP,
+                lambda v: leave_group_request(group_id, member_id, None, v, why),
+                timeout_ms=min(self.config.request_timeout_ms, 5000))  # fmt: skip
+            code = read_leave_group(answer, version)
+            log.info("group %s: member %s left (%s)%s", group_id, member_id, why,
+                     f", answered error {code}" if code else "")
         except MiniKafkaError as e:
             log.info("group %s: LeaveGroup failed (%s): %s", self.config.group_id, why, e)
 

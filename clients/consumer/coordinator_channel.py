@@ -2,7 +2,9 @@
 shared with the heartbeat thread, and the group configuration (:class:`GroupConfig`,
 validated on construction: positive timeouts, heartbeat below the session timeout).
 
-Discovery: FindCoordinator(key=group_id, key_type=0) to the least loaded broker.
+Discovery: FindCoordinator for the group (key_type 0; ``key`` before v4, a one-key
+``coordinator_keys`` batch from v4, read by :mod:`clients.consumer.group_requests`) to
+the least loaded broker.
 COORDINATOR_NOT_AVAILABLE (e.g. ``__consumer_offsets`` is still being created),
 COORDINATOR_LOAD_IN_PROGRESS and transport errors are retried after
 ``retry_backoff_ms`` until the caller's deadline; other errors raise.  NOT_COORDINATOR
@@ -28,10 +30,11 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
 
 from clients.consumer.assignors import Assignor
+from clients.consumer.group_requests import find_coordinator_request, read_find_coordinator
 from clients.network.connection import (
+    Body,
     BrokerConnection,
     ClientResponse,
     InFlightRequest,
@@ -166,20 +169,23 @@ class CoordinatorChannel:
             self._find(deadline)
 
     def _find(self, deadline: float) -> None:
+        group_id = self.group_id
         try:
-            body = self._net.request(None, ApiKey.FIND_COORDINATOR,
-                                     {"key": self.group_id, "key_type": 0},
-                                     max(1.0, self.remaining_ms(deadline)))  # fmt: skip
+            version, body = self._net.request_with_version(
+                None, ApiKey.FIND_COORDINATOR,
+                lambda v: find_coordinator_request(group_id, v),
+                max(1.0, self.remaining_ms(deadline)))  # fmt: skip
         except MiniKafkaError as e:
             if not e.retriable:
                 raise
             self.backoff(deadline)
             return
-        if body["error_code"] == 0:
+        found = read_find_coordinator(body, version, group_id)
+        if found.error_code == 0:
             with self.shared.lock:
-                self.shared.coordinator = (body["node_id"], body["host"], body["port"])
+                self.shared.coordinator = (found.node_id, found.host, found.port)
             return
-        error = error_for(body["error_code"], body.get("error_message") or "FindCoordinator")
+        error = error_for(found.error_code, found.error_message or "FindCoordinator")
         if not error.retriable:
             raise error
         self.backoff(deadline)
@@ -200,7 +206,7 @@ class CoordinatorChannel:
             for response in conn.close():
                 self._on_response(response)
 
-    def send(self, api: ApiKey, body: dict[str, Any], timeout_ms: float) -> InFlightRequest | None:
+    def send(self, api: ApiKey, body: Body, timeout_ms: float) -> InFlightRequest | None:
         """Send on the current connection (None, coordinator forgotten, if that fails)."""
         conn = self.conn
         if conn is None:
@@ -226,7 +232,7 @@ class CoordinatorChannel:
                 return None
         return ClientResponse(request, None, RequestTimedOutError("coordinator connection lost"))
 
-    def request(self, api: ApiKey, body: dict[str, Any], deadline: float) -> ClientResponse | None:
+    def request(self, api: ApiKey, body: Body, deadline: float) -> ClientResponse | None:
         """Discover, send, wait: a response (maybe failed), or None at the deadline."""
         conn = self.ensure(deadline)
         if conn is None:

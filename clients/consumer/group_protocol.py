@@ -1,53 +1,54 @@
 """The consumer group protocol's member payloads: subscription and assignment bytes.
 
 The group coordinator treats both as opaque bytes (JoinGroup ``protocols[].metadata``,
-SyncGroup ``assignments[].assignment``); only consumers read them.  Both are one
-msgpack array whose first element is the format version, so a newer consumer can add
-trailing fields: a decoder reads the fields it knows and ignores extra trailing ones
-(Kafka's "newer versions append fields" rule).  Topic partitions travel grouped by
-topic, partitions sorted, as Kafka does.
+SyncGroup ``assignments[].assignment``); only consumers read them.  They are Kafka's own
+``ConsumerProtocolSubscription`` and ``ConsumerProtocolAssignment`` (protocol type
+``consumer``), so our consumers share groups with Kafka's clients (any of them may be
+the leader) and Kafka's tools read our groups' members.  Each is an int16 version, then
+the struct in Kafka's classic (non-flexible) encoding; versions only append fields, so a
+reader decodes a newer version as the newest it knows and ignores trailing bytes.
 
-Subscription (JoinGroup metadata), version 0::
+Subscription (JoinGroup metadata); we write version 3::
 
-    | # | field            | msgpack type             | meaning                           |
-    |---|------------------|--------------------------|-----------------------------------|
-    | 0 | version          | int (0)                  | format version                    |
-    | 1 | topics           | array of str             | subscribed topics, sorted, unique |
-    | 2 | owned_partitions | array of [str, [int...]] | partitions the member holds now   |
-    |   |                  |                          | (for sticky/cooperative assignors)|
-    | 3 | user_data        | bin or nil               | assignor-specific bytes           |
-    | 4 | generation_id    | int                      | generation of owned_partitions,   |
-    |   |                  |                          | -1 when it owns nothing           |
+    version            int16
+    topics             [string]                  subscribed topics, sorted, unique
+    user_data          nullable bytes            assignor-specific
+    owned_partitions   [{topic string,           (v1+) partitions the member holds now
+                         partitions [int32]}]    (sticky / cooperative assignors)
+    generation_id      int32                     (v2+) generation of owned_partitions;
+                                                 -1 when it owns nothing
+    rack_id            nullable string           (v3+) null: we do not know our rack
 
-Assignment (SyncGroup assignment), version 0::
+Assignment (SyncGroup assignment), the same layout in every version (we write 0)::
 
-    | # | field            | msgpack type             | meaning                           |
-    |---|------------------|--------------------------|-----------------------------------|
-    | 0 | version          | int (0)                  | format version                    |
-    | 1 | partitions       | array of [str, [int...]] | assigned partitions by topic      |
-    | 2 | user_data        | bin or nil               | assignor-specific bytes           |
+    version              int16
+    assigned_partitions  [{topic string, partitions [int32]}]
+    user_data            nullable bytes
 
-An empty assignment (a member with nothing to do) may also travel as zero bytes: the
-coordinator sends empty bytes to members the leader left out, so ``decode_assignment(b"")``
-is the empty assignment.
+Topic partitions travel grouped by topic, partitions sorted, as Kafka does.  An empty
+assignment (a member with nothing to do) may also travel as zero bytes: the coordinator
+sends empty bytes to members the leader left out, so ``decode_assignment(b"")`` is the
+empty assignment.
 
 Garbage raises :class:`GroupProtocolError` (code INCONSISTENT_GROUP_PROTOCOL) naming the
 field that is wrong; nothing else escapes the decoders.  Sizes are bounded by the frame
 size of the carrying request (``max_frame_bytes``), and each decoder rejects more than
 ``MAX_TOPICS`` topics / ``MAX_PARTITIONS`` partitions.
 
-Costs: encode and decode are O(topics + partitions).  Thread safety: pure functions and
-immutable values.
+Costs: encode and decode are O(topics + partitions) (the schema interpreter of
+:mod:`clients.protocol.reference`, precise errors; a few per rebalance).  Thread
+safety: pure functions and immutable values.
 """
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Iterable
 from typing import Any, NamedTuple
 
-import msgpack
-
+from clients.protocol import reference
 from clients.protocol.errors import ErrorCode, MiniKafkaError
+from clients.protocol.schema import BYTES, INT32, STRING, Array, Field, Struct
 from clients.protocol.topics import TopicPartition
 
 __all__ = [
@@ -62,9 +63,32 @@ __all__ = [
 ]
 
 PROTOCOL_TYPE = "consumer"
-VERSION = 0
+SUBSCRIPTION_VERSION = 3  # the newest ConsumerProtocolSubscription we know (and write)
+ASSIGNMENT_VERSION = 0  # every ConsumerProtocolAssignment version has this layout
 MAX_TOPICS = 100_000
 MAX_PARTITIONS = 1_000_000
+
+_TOPIC_PARTITIONS = Array(Struct(
+    Field("topic", STRING),
+    Field("partitions", Array(INT32)),
+    label="TopicPartition",
+))  # fmt: skip
+
+SUBSCRIPTION = Struct(
+    Field("topics", Array(STRING)),
+    Field("user_data", BYTES, nullable="0+", default=None),
+    Field("owned_partitions", _TOPIC_PARTITIONS, "1+"),
+    Field("generation_id", INT32, "2+", default=-1),
+    Field("rack_id", STRING, "3+", nullable="3+", default=None),
+    label="ConsumerProtocolSubscription",
+)
+
+ASSIGNMENT = Struct(
+    Field("assigned_partitions", _TOPIC_PARTITIONS),
+    Field("user_data", BYTES, nullable="0+", default=None),
+    label="ConsumerProtocolAssignment",
+)
+_VERSION = struct.Struct(">h")
 
 
 class GroupProtocolError(MiniKafkaError):
@@ -85,51 +109,60 @@ class Assignment(NamedTuple):
     user_data: bytes | None = None
 
 
-def _group(partitions: Iterable[TopicPartition]) -> list[list[Any]]:
+def _group(partitions: Iterable[TopicPartition]) -> list[dict[str, Any]]:
     by_topic: dict[str, set[int]] = {}
     for tp in partitions:
         by_topic.setdefault(tp.topic, set()).add(tp.partition)
-    return [[t, sorted(ps)] for t, ps in sorted(by_topic.items())]
+    return [{"topic": t, "partitions": sorted(ps)} for t, ps in sorted(by_topic.items())]
+
+
+def _encode(st: Struct, version: int, body: dict[str, Any]) -> bytes:
+    try:
+        return _VERSION.pack(version) + reference.encode(st, version, False, body)
+    except reference.FieldError as e:
+        raise GroupProtocolError(f"{st.label}: {e}") from None
 
 
 def encode_subscription(subscription: Subscription) -> bytes:
-    topics = sorted(set(subscription.topics))
-    return msgpack.packb([VERSION, topics, _group(subscription.owned_partitions),
-                          subscription.user_data, subscription.generation_id])  # fmt: skip
+    return _encode(SUBSCRIPTION, SUBSCRIPTION_VERSION, {
+        "topics": sorted(set(subscription.topics)),
+        "user_data": subscription.user_data,
+        "owned_partitions": _group(subscription.owned_partitions),
+        "generation_id": subscription.generation_id,
+        "rack_id": None,
+    })  # fmt: skip
 
 
 def encode_assignment(assignment: Assignment) -> bytes:
-    return msgpack.packb([VERSION, _group(assignment.partitions), assignment.user_data])
+    return _encode(ASSIGNMENT, ASSIGNMENT_VERSION, {
+        "assigned_partitions": _group(assignment.partitions),
+        "user_data": assignment.user_data,
+    })  # fmt: skip
 
 
-def _unpack(data: bytes | memoryview, what: str, fields: int) -> list[Any]:
-    try:
-        value = msgpack.unpackb(bytes(data), raw=False, strict_map_key=True)
-    except Exception as e:  # msgpack raises several unrelated types on garbage
-        raise GroupProtocolError(f"{what}: not msgpack ({type(e).__name__}: {e})") from None
-    if not isinstance(value, list) or len(value) < fields:
-        raise GroupProtocolError(
-            f"{what}: expected an array of at least {fields} fields, got {type(value).__name__}"
-            + (f" of {len(value)}" if isinstance(value, list) else "")
-        )
-    version = value[0]
-    if not isinstance(version, int) or isinstance(version, bool) or version < 0:
-        raise GroupProtocolError(f"{what}: version must be an int >= 0, got {version!r}")
-    return value
+def _decode(st: Struct, newest: int, data: bytes | memoryview, what: str) -> dict[str, Any]:
+    view = memoryview(data).cast("B")
+    if len(view) < 2:
+        raise GroupProtocolError(f"{what}: {len(view)} bytes, too short for its version")
+    (version,) = _VERSION.unpack_from(view)
+    if version < 0:
+        raise GroupProtocolError(f"{what}: version must be >= 0, got {version}")
+    try:  # a newer version appends fields: read what we know, ignore the rest
+        body, _ = reference.decode(st, min(version, newest), False, view, 2)
+    except reference.FieldError as e:
+        raise GroupProtocolError(f"{what} v{version}: {e}") from None
+    return body
 
 
-def _partitions(value: Any, what: str) -> tuple[TopicPartition, ...]:
-    if not isinstance(value, list) or len(value) > MAX_TOPICS:
-        raise GroupProtocolError(f"{what}: expected an array of [topic, [partitions]]")
+def _partitions(entries: list[dict[str, Any]], what: str) -> tuple[TopicPartition, ...]:
+    if len(entries) > MAX_TOPICS:
+        raise GroupProtocolError(f"{what}: more than {MAX_TOPICS} topics")
     out: list[TopicPartition] = []
-    for entry in value:
-        if (not isinstance(entry, list) or len(entry) != 2 or not isinstance(entry[0], str)
-                or not isinstance(entry[1], list)):  # fmt: skip
-            raise GroupProtocolError(f"{what}: bad entry {entry!r:.80}, want [topic, [int...]]")
-        topic, parts = entry
-        for p in parts:
-            if not isinstance(p, int) or isinstance(p, bool) or p < 0:
-                raise GroupProtocolError(f"{what}: bad partition {p!r:.40} of topic {topic!r}")
+    for entry in entries:
+        topic = entry["topic"]
+        for p in entry["partitions"]:
+            if p < 0:
+                raise GroupProtocolError(f"{what}: bad partition {p} of topic {topic!r}")
             out.append(TopicPartition(topic, p))
         if len(out) > MAX_PARTITIONS:
             raise GroupProtocolError(f"{what}: more than {MAX_PARTITIONS} partitions")
@@ -138,31 +171,26 @@ def _partitions(value: Any, what: str) -> tuple[TopicPartition, ...]:
     return tuple(out)
 
 
-def _user_data(value: Any, what: str) -> bytes | None:
-    if value is not None and not isinstance(value, bytes):
-        raise GroupProtocolError(
-            f"{what}: user_data must be bin or nil, got {type(value).__name__}"
-        )
-    return value
-
-
 def decode_subscription(data: bytes | memoryview) -> Subscription:
     what = "subscription"
-    value = _unpack(data, what, 5)
-    topics = value[1]
-    if (not isinstance(topics, list) or len(topics) > MAX_TOPICS
-            or not all(isinstance(t, str) and t for t in topics)):  # fmt: skip
-        raise GroupProtocolError(f"{what}: topics must be an array of non-empty str")
-    generation = value[4]
-    if not isinstance(generation, int) or isinstance(generation, bool) or generation < -1:
-        raise GroupProtocolError(f"{what}: generation_id must be an int >= -1, got {generation!r}")
-    return Subscription(tuple(sorted(set(topics))), _partitions(value[2], f"{what} owned"),
-                        _user_data(value[3], what), generation)  # fmt: skip
+    body = _decode(SUBSCRIPTION, SUBSCRIPTION_VERSION, data, what)
+    topics = body["topics"]
+    if len(topics) > MAX_TOPICS or not all(topics):
+        raise GroupProtocolError(f"{what}: topics must be non-empty names, at most {MAX_TOPICS}")
+    generation = body["generation_id"]
+    if generation < -1:
+        raise GroupProtocolError(f"{what}: generation_id must be >= -1, got {generation}")
+    user_data = body["user_data"]
+    return Subscription(tuple(sorted(set(topics))),
+                        _partitions(body["owned_partitions"], f"{what} owned"),
+                        None if user_data is None else bytes(user_data), generation)  # fmt: skip
 
 
 def decode_assignment(data: bytes | memoryview) -> Assignment:
     if len(data) == 0:
         return Assignment(())
     what = "assignment"
-    value = _unpack(data, what, 3)
-    return Assignment(_partitions(value[1], what), _user_data(value[2], what))
+    body = _decode(ASSIGNMENT, ASSIGNMENT_VERSION, data, what)
+    user_data = body["user_data"]
+    return Assignment(_partitions(body["assigned_partitions"], what),
+                      None if user_data is None else bytes(user_data))  # fmt: skip

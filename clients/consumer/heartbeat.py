@@ -36,6 +36,7 @@ import time
 from collections.abc import Callable
 
 from clients.consumer.coordinator_channel import GroupShared, MemberState
+from clients.consumer.group_requests import leave_group_request
 from clients.network.connection import BrokerConnection
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError, error_for
@@ -171,11 +172,13 @@ class HeartbeatThread:
         log.warning("group %s: poll not called for more than %.1f s, leaving the group",
                     self.group_id, self.max_poll_interval_s)
         if self.group_instance_id is None:
-            body = {"group_id": self.group_id,
-                    "members": [{"member_id": member_id, "group_instance_id": None}]}
+            group_id = self.group_id
+            why = "consumer poll timeout has expired"
             try:
-                self._connection(coordinator).request(ApiKey.LEAVE_GROUP, body,
-                                                      timeout_ms=self.timeout_ms)
+                self._connection(coordinator).request(
+                    ApiKey.LEAVE_GROUP,
+                    lambda v: leave_group_request(group_id, member_id, None, v, why),
+                    timeout_ms=self.timeout_ms)  # fmt: skip
             except MiniKafkaError as e:
                 log.info("group %s: LeaveGroup failed: %s", self.group_id, e)
         with self.shared.lock:

@@ -1,4 +1,9 @@
-"""Committing and fetching a group's offsets (OffsetCommit / OffsetFetch v0).
+"""Committing and fetching a group's offsets (OffsetCommit, OffsetFetch).
+
+Versions: the connection's highest common one (OffsetCommit 2-8, OffsetFetch 1-8); the
+OffsetFetch body and answer follow :mod:`clients.consumer.group_requests` (``groups``
+from v8).  OffsetCommit's ``retention_time_ms`` (v2-4) is sent as -1 (the broker's
+default) and ``committed_leader_epoch`` (v6+) as the epoch the offset came with.
 
 OffsetCommit carries the member's generation and member id when the consumer is an
 active member (subscribed and joined); otherwise generation -1 and member "" (a
@@ -25,6 +30,7 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 
 from clients.consumer.coordinator_channel import CoordinatorChannel
+from clients.consumer.group_requests import offset_fetch_request, read_offset_fetch
 from clients.network.connection import ClientResponse
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError, RequestTimedOutError, error_for
@@ -158,13 +164,11 @@ class OffsetCommitter:
                         deadline: float) -> dict[TopicPartition, OffsetAndMetadata | None]:
         """Committed offsets (None where nothing is committed); retries until ``deadline``."""
         wanted = sorted(set(partitions))
-        by_topic: dict[str, list[int]] = {}
-        for tp in wanted:
-            by_topic.setdefault(tp.topic, []).append(tp.partition)
-        body = {"group_id": self.group_id, "require_stable": True,
-                "topics": [{"name": t, "partition_indexes": ps} for t, ps in by_topic.items()]}
+        group_id = self.group_id
         while wanted:
-            response = self.channel.request(ApiKey.OFFSET_FETCH, body, deadline)
+            response = self.channel.request(
+                ApiKey.OFFSET_FETCH, lambda v: offset_fetch_request(group_id, wanted, v),
+                deadline)  # fmt: skip
             if response is None:
                 raise RequestTimedOutError(f"committed offsets of group {self.group_id!r} "
                                            "not fetched in time")
@@ -172,9 +176,11 @@ class OffsetCommitter:
                 self.channel.backoff(deadline)
                 continue
             assert response.body is not None
-            result, code = _offsets(response.body)
+            result, code = read_offset_fetch(response.body, response.request.api_version,
+                                             group_id)  # fmt: skip
+            code = code or next((c for _, c in result.values() if c), 0)
             if code == ErrorCode.NONE:
-                return {tp: result.get(tp) for tp in wanted}
+                return {tp: result[tp][0] if tp in result else None for tp in wanted}
             error = error_for(code, f"offset fetch for group {self.group_id!r}")
             if not error.retriable:
                 raise error
@@ -182,18 +188,3 @@ class OffsetCommitter:
                 self.channel.dead(error.message)
             self.channel.backoff(deadline)
         return {}
-
-
-def _offsets(body: dict[str, Any]) -> tuple[dict[TopicPartition, OffsetAndMetadata | None], int]:
-    """The OffsetFetch result and its first error code (top level, then per partition)."""
-    out: dict[TopicPartition, OffsetAndMetadata | None] = {}
-    code = body.get("error_code", 0)
-    for t in body["topics"]:
-        for p in t["partitions"]:
-            code = code or p["error_code"]
-            offset = p["committed_offset"]
-            epoch = p.get("committed_leader_epoch", -1)
-            out[TopicPartition(t["name"], p["partition_index"])] = (
-                None if offset < 0 else OffsetAndMetadata(offset, p.get("metadata"), epoch)
-            )
-    return out, code

@@ -1,11 +1,13 @@
 """Client-side cache of cluster metadata: brokers, topics, partitions and their leaders.
 
-Filled from Metadata v0 responses (shape in :mod:`clients.protocol.registry`).  The cache never asks
-the network itself: the owner (the producer's sender thread, the consumer or the admin
-client) calls :meth:`ClusterMetadata.update_needed` to decide when to send a Metadata
-request and feeds the answer to :meth:`ClusterMetadata.update`.  Refreshes are rate
-limited: after any attempt the next one waits ``retry_backoff_ms``; without a request
-the cache is refreshed every ``metadata_max_age_ms``.
+Filled from Metadata responses (any version 0-12; fields a version lacks read as their
+defaults, e.g. no leader epoch before v7; shape in
+:mod:`clients.protocol.messages.metadata`). The cache never asks the network itself: the
+owner (the producer's sender thread, the consumer or the admin client) calls
+:meth:`ClusterMetadata.update_needed` to decide when to send a Metadata request and
+feeds the answer to :meth:`ClusterMetadata.update`. Refreshes are rate limited: after
+any attempt the next one waits ``retry_backoff_ms``; without a request the cache is
+refreshed every ``metadata_max_age_ms``.
 
 A topic whose metadata carries an error (UNKNOWN_TOPIC_OR_PARTITION right after its
 creation, LEADER_NOT_AVAILABLE during an election) is kept with that error and no

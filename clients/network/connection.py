@@ -11,7 +11,12 @@ of ApiVersions to retry with).  A request then goes out at the highest version b
 sides serve (:meth:`BrokerConnection.version_for`; our side is the declaration in
 :mod:`clients.protocol.registry`); an API the broker does not serve, or no common
 version, raises :class:`~clients.protocol.errors.UnsupportedVersionError` without
-sending anything.  Responses are read with ``recv`` into a
+sending anything.  A body whose shape depends on the version (LeaveGroup ``member_id``
+before v3, ``members`` from v3; OffsetFetch ``groups`` from v8; ...) is passed as a
+*builder*, a callable taking the chosen version and returning the body; the version a
+request went out at is :attr:`InFlightRequest.api_version`, and
+:meth:`BrokerConnection.request_with_version` returns it with the answer, so callers
+read a response in the shape of its version.  Responses are read with ``recv`` into a
 :class:`~clients.protocol.FrameDecoder`; a broker answers the requests of one
 connection strictly in order, so the oldest in-flight request must own the next
 response (a different correlation id is a protocol violation and closes the
@@ -33,8 +38,9 @@ Failures of in-flight requests are *returned* as :class:`ClientResponse` with
 ``error`` set, never raised from :meth:`Poller.poll`, so one dead broker does not
 disturb the handling of the others.
 
-Costs: send is O(buffers) plus the msgpack encode of the request meta; reading is
-O(bytes received) (frames wholly inside one ``recv`` chunk are not copied).
+Costs: send is O(buffers) plus the compiled encode of the header and body (records are
+not copied); reading is O(bytes received) (frames wholly inside one ``recv`` chunk are
+not copied).  Connecting costs one ApiVersions round trip.
 
 Thread safety: none.  A connection and a poller belong to one thread (the producer's
 sender thread, or the thread calling the consumer/admin).
@@ -65,6 +71,9 @@ from clients.protocol.registry import APIS
 
 _RECV_BYTES = 256 * 1024
 _INT32_MAX = (1 << 31) - 1
+
+# A request body, or a builder of the body for the version the request goes out at.
+Body = dict[str, Any] | Callable[[int], dict[str, Any]]
 
 
 class NetworkError(MiniKafkaError):
@@ -239,7 +248,7 @@ class BrokerConnection:
     def send(
         self,
         api_key: ApiKey,
-        body: dict[str, Any],
+        body: Body,
         *,
         api_version: int | None = None,
         expect_response: bool = True,
@@ -248,7 +257,8 @@ class BrokerConnection:
     ) -> InFlightRequest | None:
         """Send one request; returns its in-flight record (None without a response).
 
-        Raises NetworkError when not connected or the send fails (the connection is
+        ``body`` may be a builder (called with the version chosen).  Raises
+        NetworkError when not connected or the send fails (the connection is
         closed and the *other* in-flight requests are failed on the next poll),
         TooManyInFlightError when the in-flight bound is reached, ProtocolError /
         MessageTooLargeError when the body cannot be encoded (connection untouched).
@@ -263,6 +273,8 @@ class BrokerConnection:
             )
         if api_version is None:
             api_version = self.version_for(api_key)
+        if callable(body):
+            body = body(api_version)
         cid = self._next_correlation_id
         self._next_correlation_id = 0 if cid == _INT32_MAX else cid + 1
         buffers = encode_request(
@@ -364,7 +376,7 @@ class BrokerConnection:
     def request(
         self,
         api_key: ApiKey,
-        body: dict[str, Any],
+        body: Body,
         *,
         timeout_ms: int | None = None,
         others: list[ClientResponse] | None = None,
@@ -375,6 +387,18 @@ class BrokerConnection:
         (dropped if it is None).  Raises the response's transport error (NetworkError /
         RequestTimedOutError).
         """
+        return self.request_with_version(api_key, body, timeout_ms=timeout_ms,
+                                         others=others)[1]
+
+    def request_with_version(
+        self,
+        api_key: ApiKey,
+        body: Body,
+        *,
+        timeout_ms: int | None = None,
+        others: list[ClientResponse] | None = None,
+    ) -> tuple[int, dict[str, Any]]:
+        """Like :meth:`request`; returns (the version the request went out at, body)."""
         self.connect()
         request = self.send(api_key, body, timeout_ms=timeout_ms)
         assert request is not None
@@ -388,7 +412,7 @@ class BrokerConnection:
                 if response.error is not None:
                     raise response.error
                 assert response.body is not None
-                return response.body
+                return request.api_version, response.body
 
     # ------------------------------------------------------------ closing
     def close(self, error: MiniKafkaError | None = None) -> list[ClientResponse]:
@@ -587,21 +611,34 @@ class NodeConnections:
         raise NetworkError("no broker reachable: " + "; ".join(errors))
 
     def request(
-        self, node_id: int | None, api_key: ApiKey, body: dict[str, Any], timeout_ms: float
+        self, node_id: int | None, api_key: ApiKey, body: Body, timeout_ms: float
     ) -> dict[str, Any]:
         """Blocking round trip to ``node_id`` (None: least loaded broker)."""
+        return self.request_with_version(node_id, api_key, body, timeout_ms)[1]
+
+    def request_with_version(
+        self, node_id: int | None, api_key: ApiKey, body: Body, timeout_ms: float
+    ) -> tuple[int, dict[str, Any]]:
+        """Like :meth:`request`; returns (the version the request went out at, body)."""
         conn = self.least_loaded() if node_id is None else self.get(node_id)
-        return conn.request(
+        return conn.request_with_version(
             api_key, body, timeout_ms=max(1, int(timeout_ms)), others=self.other_responses
         )
 
-    def refresh_metadata(self, topics: list[str] | None, timeout_ms: float) -> dict[str, Any]:
-        """Blocking Metadata request; the cache is updated; returns the response body."""
+    def refresh_metadata(
+        self, topics: list[str] | None, timeout_ms: float, *,
+        allow_auto_topic_creation: bool = True,
+    ) -> dict[str, Any]:  # fmt: skip
+        """Blocking Metadata request; the cache is updated; returns the response body.
+
+        ``topics`` None asks for every topic (at v0, which has no null, an empty list
+        does; asking for no topic at v0 is then not possible and lists them all).
+        """
         self.metadata.attempt_started()
         try:
             body = self.request(
                 None, ApiKey.METADATA,
-                {"topics": None if topics is None else [{"name": t} for t in topics]},
+                lambda v: metadata_request(topics, v, allow_auto_topic_creation),
                 timeout_ms,
             )  # fmt: skip
         except MiniKafkaError:
@@ -622,3 +659,14 @@ class NodeConnections:
             conn.close()
         self._conns.clear()
         self.poller.close()
+
+
+def metadata_request(
+    topics: list[str] | None, version: int, allow_auto_topic_creation: bool = True
+) -> dict[str, Any]:
+    """The Metadata request body at ``version``: ``topics`` None asks for every topic."""
+    if topics is None:
+        return {"topics": [] if version == 0 else None,
+                "allow_auto_topic_creation": allow_auto_topic_creation}  # fmt: skip
+    return {"topics": [{"name": t} for t in topics],
+            "allow_auto_topic_creation": allow_auto_topic_creation}  # fmt: skip

@@ -3,6 +3,7 @@
 What lives here: settings checks (``config``), partitioners (``partitioner``), producer
 batches (``batch``) and their per-partition queues (``accumulator``, ordering rules in
 ``drain``), idempotence bookkeeping (``idempotence``), the numpy bulk path (``bulk``),
+``compression_type`` (``compression``), the futures ``send`` returns (``future``),
 and the sender thread (``sender``) with its two collaborators, Produce requests
 (``produce_requests``) and the producer id exchange (``producer_id``).
 

@@ -46,6 +46,7 @@ from clients.memory.buffer_pool import BufferPool
 from clients.memory.handles import Buffer
 from clients.network.cluster_metadata import ClusterMetadata
 from clients.producer.batch import BulkTracker, ProducerBatch, record_size_bound
+from clients.producer.compression import Compressor
 from clients.producer.drain import sequenced_before, take_batches, take_idempotent
 from clients.producer.idempotence import NO_SEQUENCE, IdempotenceManager
 from clients.protocol.errors import MiniKafkaError
@@ -77,8 +78,12 @@ class RecordAccumulator:
         delivery_timeout_ms: float,
         clock_ms: Callable[[], float] = monotonic_ms,
         idempotence: IdempotenceManager | None = None,
+        codec: int = 0,
+        compress: Compressor | None = None,
     ) -> None:
         self.pool = pool
+        self.codec = codec  # compression_type of new batches (compressed when they close)
+        self.compress = compress
         self.idempotence = idempotence
         self.batch_size = batch_size
         self.linger_ms = linger_ms
@@ -123,7 +128,7 @@ class RecordAccumulator:
             if dq and dq[-1].try_append(timestamp, key, value, headers, future):
                 self.pool.deallocate(buffer)  # someone else opened a batch meanwhile
                 return dq[-1].full or len(dq) > 1, False
-            batch = ProducerBatch(tp, buffer, self.clock_ms())
+            batch = ProducerBatch(tp, buffer, self.clock_ms(), self.codec, self.compress)
             if not batch.try_append(timestamp, key, value, headers, future):
                 self.pool.deallocate(buffer)
                 raise AssertionError("a fresh batch sized for the record must take it")

@@ -16,7 +16,7 @@ What this module writes into the header (offsets as in :mod:`clients.records`)::
     12      4     partition_leader_epoch  close() (-1; the leader stamps it)
     16      1     magic (2)               close()
     17      4     crc                     close(); recomputed by set_producer_state()
-    21      2     attributes (0)          close()
+    21      2     attributes              close(): 0, or the codec (compression_type)
     23      4     last_offset_delta       close()
     27      8     base_timestamp          close()
     35      8     max_timestamp           close()
@@ -25,8 +25,13 @@ What this module writes into the header (offsets as in :mod:`clients.records`)::
     53      4     base_sequence           close(); set_producer_state() on a closed batch
     57      4     record_count            close()
 
+With ``compression_type`` the records after the header are compressed in place when
+the batch closes (:mod:`clients.producer.compression`; kept plain when that is not
+smaller), so ``size`` shrinks; records are always appended uncompressed.
+
 Lifecycle: filled by ``try_append`` (open, last of its partition's queue), full, then
-closed on its first drain (header and CRC written; the bytes are final), in flight,
+closed on its first drain (records compressed, header and CRC written; the bytes are
+final), in flight,
 maybe re-enqueued for a retry, then ``complete`` resolves its futures exactly once.
 With idempotence the (producer id, epoch, base sequence) fields are stamped on the
 first drain; a batch closed earlier (``send_bulk``) is restamped and its CRC recomputed.
@@ -51,6 +56,7 @@ from concurrent.futures import Future
 from crc32c import crc32c
 
 from clients.memory.handles import Buffer
+from clients.producer.compression import Compressor, pack_records
 from clients.producer.idempotence import NO_SEQUENCE
 from clients.protocol.topics import TopicPartition
 from clients.records.batch import (
@@ -152,14 +158,19 @@ class ProducerBatch:
     """A batch being filled in a pooled buffer, then sent, maybe retried, then done."""
 
     __slots__ = (
-        "attempts", "base_sequence", "base_timestamp", "buffer", "bulk", "closed",
-        "created_ms", "done", "full", "futures", "in_flight", "max_timestamp",
+        "attempts", "base_sequence", "base_timestamp", "buffer", "bulk", "closed", "codec",
+        "compress", "created_ms", "done", "full", "futures", "in_flight", "max_timestamp",
         "maybe_written", "memory", "producer_epoch", "producer_id", "record_count",
         "retry_at_ms", "size", "tp",
     )  # fmt: skip
 
-    def __init__(self, tp: TopicPartition, buffer: Buffer, created_ms: float) -> None:
+    def __init__(
+        self, tp: TopicPartition, buffer: Buffer, created_ms: float, codec: int = 0,
+        compress: Compressor | None = None,
+    ) -> None:  # fmt: skip
         self.tp = tp
+        self.codec = codec  # compression_type's codec number (0: none)
+        self.compress = compress
         self.buffer = buffer
         self.memory = buffer.memory
         self.size = HEADER_SIZE
@@ -218,8 +229,11 @@ class ProducerBatch:
             return
         self.full = self.closed = True
         mem = self.memory
+        attributes = 0
+        if self.compress is not None and self.record_count:
+            self.size, attributes = pack_records(mem, self.size, self.codec, self.compress)
         AFTER_CRC.pack_into(
-            mem, ATTRIBUTES_OFFSET, 0, self.record_count - 1, self.base_timestamp,
+            mem, ATTRIBUTES_OFFSET, attributes, self.record_count - 1, self.base_timestamp,
             self.max_timestamp, self.producer_id, self.producer_epoch, self.base_sequence,
             self.record_count,
         )  # fmt: skip

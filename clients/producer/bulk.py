@@ -6,7 +6,9 @@ Records are cut into chunks whose worst-case encoded size
 (:func:`~clients.records.bulk_encode.batch_size_bound`) fits ``batch_size`` (at least
 one record per chunk, and fewer than ``MAX_BOUNDED_RECORDS``); each chunk is encoded
 straight into one pool buffer by :func:`~clients.records.bulk_encode.encode_batch_bulk_into`
-(bytes identical to :mod:`clients.records.record`) and queued as an already closed
+(bytes identical to :mod:`clients.records.record`), its records compressed with the
+producer's ``compression_type`` (:func:`~clients.producer.compression.compress_records`),
+and queued as an already closed
 batch (:meth:`~clients.producer.accumulator.RecordAccumulator.append_closed`); with
 idempotence its producer fields are stamped on its first drain and its CRC recomputed.
 Partitioning: an explicit partition takes every record; with keys, records are grouped
@@ -32,14 +34,15 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Sequence
-from concurrent.futures import Future
 from typing import Any
 
 import numpy as np
 
 from clients.producer.accumulator import RecordAccumulator
 from clients.producer.batch import BulkTracker
+from clients.producer.compression import compress_records
 from clients.producer.config import check_partition
+from clients.producer.future import ProducerFuture
 from clients.producer.partitioner import StickyPartitioner, partition_for_key
 from clients.protocol.errors import MessageTooLargeError
 from clients.protocol.topics import TopicPartition
@@ -89,7 +92,7 @@ class BulkAppender:
         partition: int | None,
         timestamp_ms: int,
         deadline: float,
-    ) -> Future[BulkResult]:
+    ) -> ProducerFuture[BulkResult]:
         """Queue ``values`` (non-empty; ``keys`` of the same length or None) as batches.
 
         The future resolves to a :class:`~clients.types.BulkResult` once every batch is
@@ -98,7 +101,7 @@ class BulkAppender:
         the chunks already queued are still sent.
         """
         n = len(values)
-        future: Future[BulkResult] = Future()
+        future: ProducerFuture[BulkResult] = ProducerFuture()
         value_lengths = _lengths(values)
         key_lengths = np.full(n, -1, dtype=np.int64) if keys is None else _lengths(keys)
         bounds = batch_size_bound(value_lengths, key_lengths)
@@ -172,6 +175,9 @@ class BulkAppender:
                 value_lengths=value_lengths[rows],
                 key_lengths=None if key_lengths is None else key_lengths[rows],
             )  # fmt: skip
+            acc = self._accumulator
+            if acc.compress is not None:
+                size = compress_records(buffer.memory, size, acc.codec, acc.compress)
             if size > self.max_request_size:
                 raise MessageTooLargeError(
                     f"a record batch of {size} bytes exceeds max_request_size "

@@ -21,11 +21,18 @@ from typing import Any
 
 from clients.producer.batch import RECORD_OVERHEAD_BOUND
 from clients.producer.idempotence import MAX_IN_FLIGHT_PER_PARTITION
-from clients.protocol.errors import InvalidConfigError
+from clients.protocol.errors import ErrorCode, InvalidConfigError, MiniKafkaError
 from clients.records.batch import HEADER_SIZE
 from clients.types import Header
 
 ACKS = {0: 0, 1: 1, -1: -1, "all": -1, "0": 0, "1": 1, "-1": -1}
+
+
+class SerializationError(MiniKafkaError):
+    """A ``key_serializer`` / ``value_serializer`` raised (``__cause__`` is its error);
+    nothing was queued."""
+
+    code = ErrorCode.INVALID_RECORD
 
 
 def check_positive(name: str, value: Any, minimum: int = 1) -> int:
@@ -104,7 +111,8 @@ def as_bytes(name: str, v: Any) -> bytes | None:
         return v
     if isinstance(v, bytearray | memoryview):
         return bytes(v)
-    raise TypeError(f"{name} must be bytes or None, got {type(v).__name__}")
+    raise TypeError(f"{name} must be bytes or None, got {type(v).__name__} (or set "
+                    f"{name}_serializer)")
 
 
 def check_headers(headers: Sequence[Header] | None) -> Sequence[Header]:

@@ -57,6 +57,7 @@ accumulator call it) only while holding the sender lock.
 from __future__ import annotations
 
 from collections import deque
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
@@ -69,6 +70,7 @@ from clients.protocol.errors import (
     UnsupportedVersionError,
     error_for,
 )
+from clients.protocol.registry import APIS
 from clients.protocol.topics import TopicPartition
 
 NO_PRODUCER_ID = -1
@@ -173,15 +175,24 @@ class IdempotenceManager:
         """The InitProducerId body: a new id, or a bump of the current (id, epoch)."""
         return {"producer_id": self.producer_id, "producer_epoch": self.producer_epoch}
 
-    def on_api_versions(self, body: dict[str, Any], address: str) -> None:
-        """A broker's ApiVersions answer: not listing InitProducerId is fatal."""
-        served = {k["api_key"] for k in body["api_keys"]}
-        if body["error_code"] != 0 or int(ApiKey.INIT_PRODUCER_ID) not in served:
+    def on_api_versions(self, served: Mapping[int, tuple[int, int]], address: str) -> None:
+        """A broker's versions ({api key: (min, max)}, from its ApiVersions answer): no
+        InitProducerId at a version we speak is fatal.  (Below v3 the request cannot
+        carry the current id and epoch, so a bump gets a fresh id instead: every
+        partition restarts at sequence 0 either way.)"""
+        ours = APIS[ApiKey.INIT_PRODUCER_ID]
+        theirs = served.get(int(ApiKey.INIT_PRODUCER_ID))
+        why = None
+        if theirs is None:
+            why = "does not serve InitProducerId"
+        elif min(theirs[1], ours.max_version) < max(theirs[0], ours.min_version):
+            why = (f"serves InitProducerId v{theirs[0]}-{theirs[1]} only, we speak "
+                   f"v{ours.min_version}-{ours.max_version}")
+        if why is not None:
             self.set_fatal(IdempotenceUnsupportedError(
-                f"the broker at {address} does not serve InitProducerId "
-                f"(API {int(ApiKey.INIT_PRODUCER_ID)}), which the idempotent producer "
-                "needs: create the Producer with enable_idempotence=False (or acks=1) "
-                "to produce without idempotence"
+                f"the broker at {address} {why} (API {int(ApiKey.INIT_PRODUCER_ID)}), which "
+                "the idempotent producer needs: create the Producer with "
+                "enable_idempotence=False (or acks=1) to produce without idempotence"
             ))  # fmt: skip
 
     def on_init_response(self, body: dict[str, Any]) -> bool:

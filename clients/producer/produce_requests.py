@@ -4,7 +4,8 @@ The Produce half of :class:`~clients.producer.sender.Sender`, an object the send
 (the loop, connections and metadata requests live in the sender; this part only
 writes on connections the loop already opened and hands back finished batches).
 
-Produce v0 request built per node::
+Produce request built per node (v3-12, the connection's highest common version;
+``transactional_id`` null)::
 
     {acks, timeout_ms, topics: [{name, partitions: [{index, records}]}]}
 
@@ -14,7 +15,9 @@ consecutive batches of the partition, their concatenation.  The response's
 offsets.  With ``acks=0`` no response is awaited: the batches complete with offset -1
 once the request is written.
 
-Error handling per partition: NONE resolves the futures; a retriable code (or a lost
+The answer's ``error_message`` exists from v8 (None before); ``log_append_time_ms`` is
+-1 unless the topic uses LogAppendTime.  Error handling per partition: NONE resolves
+the futures; a retriable code (or a lost
 connection / request timeout for the whole request) puts the batches back at the head
 of their queue with ``retry_backoff_ms`` unless ``retries`` or ``delivery_timeout_ms``
 are exhausted (then their futures fail); leadership/unknown-topic errors and lost

@@ -5,8 +5,9 @@ Data path::
     send()/send_bulk()  --append-->  RecordAccumulator (BufferPool buffers, per partition)
                                           |  ready()/drain(): per leader node
     sender thread  <---------------------'
-       one Produce v0 request per node: topics -> partitions -> Records (the batches of
-       a partition concatenated; a single batch is sent straight from its pooled buffer)
+       one Produce request per node (v3-12, the connection's highest common version):
+       topics -> partitions -> records (the batches of a partition concatenated; a
+       single batch is sent straight from its pooled buffer)
        responses -> futures resolved, buffers returned to the pool
 
 Semantics (Kafka's, simplified):
@@ -24,6 +25,15 @@ Semantics (Kafka's, simplified):
   to True explicitly, such a conflict is an :class:`InvalidConfigError`.  A fenced
   producer (a newer epoch of its id wrote to a partition) or a broker that does not
   serve InitProducerId is fatal: pending futures fail and ``send`` raises the error.
+- ``compression_type`` (Kafka's names: ``none``, ``gzip``, ``snappy``, ``lz4``,
+  ``zstd``): each batch's records are compressed when it closes (kept plain when that
+  is not smaller; see :mod:`clients.producer.compression`).
+- ``key_serializer`` / ``value_serializer``: callables turning what ``send`` is given
+  into bytes (never called for None: a null stays null); a serializer's error is
+  raised from ``send`` as :class:`~clients.producer.config.SerializationError` and
+  nothing is queued.  ``send_bulk`` takes bytes (or numpy arrays) only.
+- futures (:class:`~clients.producer.future.ProducerFuture`) have ``get(timeout)`` as
+  Kafka's clients spell it, next to ``result(timeout)``.
 - keyed records go to ``murmur2(key) % partitions``; null keys use the sticky
   partitioner (switches partition when a batch fills).
 - retriable errors (NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION, connection loss,
@@ -64,8 +74,7 @@ from __future__ import annotations
 import os
 import threading
 import time
-from collections.abc import Sequence
-from concurrent.futures import Future
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import numpy as np
@@ -75,22 +84,26 @@ from clients.network.cluster_metadata import ClusterMetadata, parse_bootstrap
 from clients.producer.accumulator import RecordAccumulator
 from clients.producer.batch import record_size_bound
 from clients.producer.bulk import BulkAppender
+from clients.producer.compression import compression_codec, compressor
 from clients.producer.config import (
+    SerializationError,
     as_bytes,
     check_config,
     check_headers,
     check_partition,
     resolve_idempotence,
 )
+from clients.producer.future import ProducerFuture
 from clients.producer.idempotence import IdempotenceManager
 from clients.producer.partitioner import StickyPartitioner, partition_for_key
 from clients.producer.sender import Sender
-from clients.protocol.errors import MessageTooLargeError, RequestTimedOutError
+from clients.protocol.errors import InvalidConfigError, MessageTooLargeError, RequestTimedOutError
 from clients.protocol.topics import TopicPartition, validate_topic_name
 from clients.records.batch import HEADER_SIZE
 from clients.types import BulkResult, Header, RecordMetadata
 
 _MAX_TOPICS_SEEN = 10_000
+Serializer = Callable[[Any], bytes]
 
 
 class Producer:
@@ -116,7 +129,20 @@ class Producer:
         metadata_max_age_ms: int = 300_000,
         debug_drop_response_ratio: float = 0.0,
         debug_drop_seed: int | None = None,
+        compression_type: str = "none",
+        key_serializer: Serializer | None = None,
+        value_serializer: Serializer | None = None,
     ) -> None:
+        codec = compression_codec(compression_type)
+        for name, fn in (("key_serializer", key_serializer),
+                         ("value_serializer", value_serializer)):  # fmt: skip
+            if fn is not None and not callable(fn):
+                raise InvalidConfigError(f"{name} must be callable (object -> bytes), got "
+                                         f"{type(fn).__name__}")
+        compress = compressor(codec)
+        self.compression_type = compression_type.lower()
+        self.key_serializer = key_serializer
+        self.value_serializer = value_serializer
         self.acks = check_config(
             acks=acks,
             linger_ms=linger_ms,
@@ -155,6 +181,8 @@ class Producer:
             retry_backoff_ms=retry_backoff_ms,
             delivery_timeout_ms=delivery_timeout_ms,
             idempotence=idempotence,
+            codec=codec,
+            compress=compress,
         )
         self._partitioner = StickyPartitioner()
         self._partitioner_lock = threading.Lock()
@@ -189,18 +217,22 @@ class Producer:
     def send(
         self,
         topic: str,
-        value: bytes | None,
-        key: bytes | None = None,
+        value: Any = None,
+        key: Any = None,
         headers: Sequence[Header] | None = None,
         partition: int | None = None,
         timestamp_ms: int | None = None,
-    ) -> Future[RecordMetadata]:
-        """Queue one record; the future resolves to its RecordMetadata or fails."""
+    ) -> ProducerFuture[RecordMetadata]:
+        """Queue one record; the future resolves to its RecordMetadata or fails.
+
+        ``key`` and ``value`` are bytes (None: null) or, with a ``key_serializer`` /
+        ``value_serializer``, whatever it takes (never called for None).
+        """
         self._check_usable()
         if topic not in self._topics_seen:
             validate_topic_name(topic)
-        key = as_bytes("key", key)
-        value = as_bytes("value", value)
+        key = as_bytes("key", _serialized(self.key_serializer, "key", topic, key))
+        value = as_bytes("value", _serialized(self.value_serializer, "value", topic, value))
         hdrs = check_headers(headers)
         timestamp = int(time.time() * 1000) if timestamp_ms is None else int(timestamp_ms)
         size = HEADER_SIZE + record_size_bound(key, value, hdrs)
@@ -220,7 +252,7 @@ class Producer:
             with self._partitioner_lock:
                 partition = self._partitioner.partition(topic, num_partitions)
             sticky = True
-        future: Future[RecordMetadata] = Future()
+        future: ProducerFuture[RecordMetadata] = ProducerFuture()
         remaining_ms = max(0.0, (deadline - time.monotonic()) * 1000)
         full, new_batch = self._accumulator.append(
             TopicPartition(topic, partition), timestamp, key, value, hdrs, future, remaining_ms
@@ -241,7 +273,7 @@ class Producer:
         partition: int | None = None,
         keys: Sequence[bytes | None] | np.ndarray | None = None,
         timestamp_ms: int | None = None,
-    ) -> Future[BulkResult]:
+    ) -> ProducerFuture[BulkResult]:
         """Queue many header-less records at once, encoded batch by batch with numpy.
 
         ``values`` (and ``keys``): a sequence of bytes/None, a fixed-size ``S<n>`` array
@@ -257,7 +289,7 @@ class Producer:
         validate_topic_name(topic)
         n = len(values)
         if n == 0:
-            future: Future[BulkResult] = Future()
+            future: ProducerFuture[BulkResult] = ProducerFuture()
             future.set_result(BulkResult(topic, [], [], []))
             return future
         if keys is not None and len(keys) != n:
@@ -357,3 +389,15 @@ class Producer:
         out["buffer_pool_available_bytes"] = self._pool.available_memory()
         out["idempotent"] = self.enable_idempotence
         return out
+
+
+def _serialized(serializer: Serializer | None, what: str, topic: str, data: Any) -> Any:
+    """``serializer(data)`` (None stays None); its failure as a SerializationError."""
+    if serializer is None or data is None:
+        return data
+    try:
+        return serializer(data)
+    except Exception as e:
+        raise SerializationError(
+            f"{what}_serializer failed for a record to {topic!r}: {type(e).__name__}: {e}"
+        ) from e

@@ -1,13 +1,15 @@
-"""The sender's producer-id exchange: ApiVersions, then InitProducerId, and epoch bumps.
+"""The sender's producer-id exchange: InitProducerId, and epoch bumps.
 
 Owned by :class:`~clients.producer.sender.Sender` when idempotence is on (an
 :class:`~clients.producer.idempotence.IdempotenceManager` is given).  Before the first batch goes
-out the sender thread asks the least loaded broker for ApiVersions (a broker that does
-not list InitProducerId makes the producer fail with
+out the sender thread sends InitProducerId to the least loaded broker; batches wait in
+the accumulator meanwhile (the manager's ``can_send`` is False without a producer id).
+The id is fetched lazily: not before something is queued.  The broker's versions are
+known from the connection's own ApiVersions exchange
+(:meth:`~clients.network.connection.BrokerConnection.connect`): a broker that does not
+serve InitProducerId at a version we speak makes the producer fail with
 :class:`~clients.producer.idempotence.IdempotenceUnsupportedError`, telling the user to set
-``enable_idempotence=False``), then InitProducerId; batches wait in the accumulator
-meanwhile (the manager's ``can_send`` is False without a producer id).  The id is
-fetched lazily: not before something is queued.
+``enable_idempotence=False``.
 
 Epoch bump (the manager sets ``bump_reason`` when a batch holding a sequence failed,
 or a broker reported a sequence error it cannot explain): it waits until nothing is
@@ -20,16 +22,16 @@ and are restamped on their next drain; then InitProducerId is sent with the curr
 then refuses new records.  InitProducerId itself is retried after ``retry_backoff_ms``
 on connection loss and retriable codes; other codes are fatal (the manager decides).
 
-Request bodies (ApiKey 18 ApiVersions, ApiKey 22 InitProducerId; schemas in
-:mod:`clients.protocol.registry`)::
+Request body (ApiKey 22 InitProducerId, v0-5; schema in
+:mod:`clients.protocol.messages.produce_fetch`)::
 
-    ApiVersions     {client_software_name: "minikafka", client_software_version: ""}
     InitProducerId  {transactional_id: null, transaction_timeout_ms: -1,
-                     producer_id, producer_epoch}   (-1, -1 for a new id)
+                     producer_id, producer_epoch}   (-1, -1 for a new id; v3+ only, so
+                                                     an epoch bump needs v3)
 
 Request contexts are ``(kind, connection)`` tuples, which is how the sender tells these
 responses from Metadata (``"metadata"``) and Produce (a dict) responses.  One request
-at a time; a broker address is checked with ApiVersions once.
+at a time.
 
 Costs: O(1) per loop iteration when nothing is due; an epoch bump is O(queued batches).
 
@@ -49,15 +51,13 @@ from clients.producer.idempotence import IdempotenceManager, SequenceAbandonedEr
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import MiniKafkaError
 
-_API_VERSIONS = "api_versions"  # request contexts besides "metadata" and produce
-_INIT_PRODUCER_ID = "init_producer_id"
+_INIT_PRODUCER_ID = "init_producer_id"  # request context besides "metadata" and produce
 
 
 class ProducerIdExchange:
     """Gets, and bumps the epoch of, the producer id for one sender (see the module).
 
-    Owns: the one outstanding ApiVersions/InitProducerId request, its retry backoff and
-    the broker addresses already checked with ApiVersions.  Reads and updates: the
+    Owns: the one outstanding InitProducerId request and its retry backoff.  Reads and updates: the
     :class:`~clients.producer.idempotence.IdempotenceManager` (which holds the id, the
     epoch and the bump reason), the accumulator (queued batches, sequence resets) and
     the metadata (refresh on a lost answer).  Given two callables of the sender:
@@ -85,7 +85,6 @@ class ProducerIdExchange:
         self._fail = fail  # ProduceRequests.fail: queues the batch's failure
         self._pid_in_flight = False
         self._pid_backoff_until = 0.0  # monotonic ms
-        self._verified: set[tuple[str, int]] = set()  # (host, port) listing API 22
 
     def maybe_init_producer_id(self, now: float) -> None:
         """Idempotence: fail everything once fatal; get or bump the producer id when due."""
@@ -114,34 +113,24 @@ class ProducerIdExchange:
         self._send_pid_request(conn, now)
 
     def _send_pid_request(self, conn: BrokerConnection, now: float) -> None:
-        """ApiVersions first on a connection not yet checked, else InitProducerId."""
+        """InitProducerId, if the broker serves it (else the manager turns fatal)."""
+        self._idem.on_api_versions(conn.api_versions, f"{conn.host}:{conn.port}")
+        if self._idem.fatal_error is not None:
+            return
+        body = {"transactional_id": None, "transaction_timeout_ms": -1,
+                **self._idem.init_request()}  # fmt: skip
         try:
-            if (conn.host, conn.port) not in self._verified:
-                conn.send(ApiKey.API_VERSIONS, {"client_software_name": "minikafka",
-                                                "client_software_version": ""},
-                          context=(_API_VERSIONS, conn))  # fmt: skip
-            else:
-                body = {"transactional_id": None, "transaction_timeout_ms": -1,
-                        **self._idem.init_request()}  # fmt: skip
-                conn.send(ApiKey.INIT_PRODUCER_ID, body, context=(_INIT_PRODUCER_ID, conn))
+            conn.send(ApiKey.INIT_PRODUCER_ID, body, context=(_INIT_PRODUCER_ID, conn))
             self._pid_in_flight = True
         except MiniKafkaError:
             self._pid_backoff_until = now + self._retry_backoff_ms
 
     def handle_response(self, response: ClientResponse, now: float) -> None:
-        idem = self._idem
-        kind, conn = response.request.context
         self._pid_in_flight = False
         body = response.body
         if response.error is not None or body is None:
             self._pid_backoff_until = now + self._retry_backoff_ms
             self._metadata.request_update()
             return
-        if kind == _API_VERSIONS:
-            idem.on_api_versions(body, f"{conn.host}:{conn.port}")
-            if idem.fatal_error is None:
-                self._verified.add((conn.host, conn.port))
-                if conn.can_send:
-                    self._send_pid_request(conn, now)
-        elif idem.on_init_response(body):
+        if self._idem.on_init_response(body):
             self._pid_backoff_until = now + self._retry_backoff_ms

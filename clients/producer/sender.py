@@ -8,12 +8,13 @@ nodes whose connection has room under ``max_in_flight``); expire queued batches 
 deadline, and woken early by ``wakeup()`` through a socketpair).
 
 What goes on the wire is split by concept into two collaborators the sender owns:
-Produce requests and the outcome of their batches (retries, failures, the Produce v0
-body, the finished-batch queue) are a
+Produce requests and the outcome of their batches (retries, failures, the Produce
+body at the connection's version, the finished-batch queue) are a
 :class:`~clients.producer.produce_requests.ProduceRequests`; with idempotence (an
 :class:`~clients.producer.idempotence.IdempotenceManager` is given) the producer id comes
-from a :class:`~clients.producer.producer_id.ProducerIdExchange` (ApiVersions, then
-InitProducerId, and epoch bumps), which the loop asks each iteration before draining.
+from a :class:`~clients.producer.producer_id.ProducerIdExchange` (InitProducerId and
+epoch bumps; the broker's versions come from each connection's ApiVersions exchange),
+which the loop asks each iteration before draining.
 The sender keeps the loop, the connections, metadata requests and the routing of
 responses by request context.  Fatal idempotence errors (fenced,
 unsupported) fail every pending batch and make ``Producer.send`` raise.

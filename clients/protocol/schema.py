@@ -72,6 +72,8 @@ class Versions:
         )
 
     def __str__(self) -> str:
+        if self.high is not None and self.high < self.low:
+            return "none"
         if self.high is None:
             return f"{self.low}+"
         return str(self.low) if self.low == self.high else f"{self.low}-{self.high}"

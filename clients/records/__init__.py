@@ -9,9 +9,12 @@ Modules, one concept each:
   per-record path, :func:`build_batch` and :func:`decode_batch`;
 - :mod:`~clients.records.bulk_encode`, :mod:`~clients.records.bulk_decode` and
   :mod:`~clients.records.bulk_varint`: the vectorised (numpy) path for many records at
-  once; it produces and accepts identical bytes.
+  once; it produces and accepts identical bytes;
+- :mod:`~clients.records.compression`: Kafka's codecs (gzip, snappy, lz4, zstd) for the
+  records section of a batch, bounded decompression, batch-level compress/decompress.
 
 A foundation of the code base: ``storage``, ``replication`` and ``broker`` may import it.
-Imports only :mod:`clients.protocol.errors` from outside this package.  No public
-re-exports here: import each name from the module that defines it.
+Imports only :mod:`clients.protocol.errors` (and the cramjam codec library) from
+outside this package.  No public re-exports here: import each name from the module that
+defines it.
 """

@@ -32,11 +32,15 @@ The record layout after the header is in :mod:`clients.records.record`.
 The CRC does not cover base_offset, batch_length, partition_leader_epoch or magic, so
 the broker restamps base offset and leader epoch in place without recomputing it.
 
+Compression (attributes bits 0-2, Kafka's ids: 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd)
+covers the records section only: the header stays plain, ``batch_length`` counts the
+compressed bytes and the CRC covers them, so validating a batch never decompresses it.
+Ids 5-7 are refused with UNSUPPORTED_COMPRESSION_TYPE (:func:`unsupported_compression`).
+The codecs are in :mod:`clients.records.compression`.
+
 Costs: reading a header is O(1); validation is one CRC-32C pass over the batch
 (hardware-accelerated by the ``crc32c`` package); :func:`assemble_batch` copies the body
-once.  Functions are pure and thread-safe.  Only uncompressed batches are supported; a
-compressed one is rejected with UNSUPPORTED_COMPRESSION_TYPE-style
-:class:`InvalidRecordError`.
+once.  Functions are pure and thread-safe.
 """
 
 from __future__ import annotations
@@ -47,7 +51,7 @@ from dataclasses import dataclass
 
 from crc32c import crc32c
 
-from clients.protocol.errors import CorruptRecordError, InvalidRecordError
+from clients.protocol.errors import CorruptRecordError, ErrorCode, InvalidRecordError
 
 HEADER_SIZE = 61
 LOG_OVERHEAD = 12  # base_offset + batch_length: the bytes not counted in batch_length
@@ -62,6 +66,7 @@ INT64_MIN = -(1 << 63)
 INT64_MAX = (1 << 63) - 1
 
 COMPRESSION_MASK = 0x07
+COMPRESSION_CODECS = ("none", "gzip", "snappy", "lz4", "zstd")  # names of codec ids 0-4
 TIMESTAMP_TYPE_MASK = 0x08  # 0 = CreateTime, 1 = LogAppendTime
 TRANSACTIONAL_MASK = 0x10
 CONTROL_MASK = 0x20
@@ -146,7 +151,11 @@ def read_header(buf: Buffer, pos: int = 0) -> BatchHeader:
 
 
 def validate_batch(buf: Buffer, pos: int = 0) -> BatchHeader:
-    """Check length, magic, CRC-32C and header sanity of the batch at ``pos``."""
+    """Check length, magic, CRC-32C and header sanity of the batch at ``pos``.
+
+    A compressed batch is not decompressed here (its records are checked when decoded);
+    a codec id above 4 raises InvalidRecordError with UNSUPPORTED_COMPRESSION_TYPE.
+    """
     header = read_header(buf, pos)
     end = pos + header.size_in_bytes
     if end > len(buf):
@@ -170,11 +179,19 @@ def validate_batch(buf: Buffer, pos: int = 0) -> BatchHeader:
             f"batch at position {pos}: last_offset_delta {header.last_offset_delta} "
             f"below record_count - 1 ({header.record_count - 1})"
         )
-    if header.compression != 0:
-        raise InvalidRecordError(
-            f"batch at position {pos}: compression codec {header.compression} is not supported"
-        )
+    if header.compression >= len(COMPRESSION_CODECS):
+        raise unsupported_compression(header.compression, pos)
     return header
+
+
+def unsupported_compression(codec: int, pos: int | None = None) -> InvalidRecordError:
+    """The error for a codec id Kafka does not define (5-7): UNSUPPORTED_COMPRESSION_TYPE."""
+    where = "" if pos is None else f"batch at position {pos}: "
+    return InvalidRecordError(
+        f"{where}compression codec {codec} is not supported "
+        f"(known: {', '.join(f'{i} {n}' for i, n in enumerate(COMPRESSION_CODECS))})",
+        ErrorCode.UNSUPPORTED_COMPRESSION_TYPE,
+    )
 
 
 def iter_batches(buf: Buffer, validate: bool = True) -> Iterator[tuple[int, BatchHeader]]:

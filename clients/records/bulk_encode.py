@@ -22,9 +22,12 @@ Encoding.  Zig-zag varint sizes of every field are computed for all records with
   column-wise into one "glue" buffer, sliced at record boundaries and interleaved with
   the keys and values, and the whole body is produced by one ``b"".join``.
 
+Compression: with ``compression`` (a Kafka codec id, :mod:`clients.records.compression`)
+the encoded records body is compressed as a whole before the header and CRC are written.
+
 Costs: O(records + record bytes) with a small constant number of numpy calls per field
-(per run on the uniform path).  Functions are pure and thread-safe; the caller's
-``values``/``keys`` are only read.
+(per run on the uniform path), plus one compression pass when asked.  Functions are pure
+and thread-safe; the caller's ``values``/``keys`` are only read.
 """
 
 from __future__ import annotations
@@ -63,7 +66,8 @@ from clients.records.bulk_varint import (
     varint_sizes,
     zigzag,
 )
-from clients.records.record import check_timestamp_range
+from clients.records.compression import compress
+from clients.records.record import check_timestamp_range, with_codec
 
 BytesInput = Sequence[bytes | None] | npt.NDArray[Any]
 
@@ -147,6 +151,7 @@ def encode_batch_bulk(
     producer_epoch: int = NO_PRODUCER_EPOCH,
     base_sequence: int = NO_SEQUENCE,
     attributes: int = 0,
+    compression: int = 0,
 ) -> bytes:
     """Encode one batch of header-less records; same bytes as :func:`build_batch`.
 
@@ -154,11 +159,13 @@ def encode_batch_bulk(
     ``S<n>`` array / 2-D uint8 array where every item is exactly ``n`` raw bytes (numpy's
     trailing-NUL stripping does not apply).  ``keys=None`` means all keys are null.
     ``timestamps``: one int for all, one per record, or ``None`` for the current time (ms).
+    ``compression``: Kafka codec id for the records body (as in :func:`build_batch`).
     """
+    codec = with_codec(attributes, compression)
     plan = _BodyPlan(values, keys, timestamps)
     body: Buffer = plan.general() if plan.runs is None else plan.fill(None).data
     return assemble_batch(
-        body,
+        compress(codec, body) if codec else body,
         record_count=plan.n,
         last_offset_delta=plan.n - 1,
         base_timestamp=plan.base_ts,
@@ -168,7 +175,7 @@ def encode_batch_bulk(
         producer_id=producer_id,
         producer_epoch=producer_epoch,
         base_sequence=base_sequence,
-        attributes=attributes,
+        attributes=attributes | codec,
     )
 
 
@@ -180,16 +187,19 @@ def encode_batch_bulk_into(
     *,
     value_lengths: I64 | None = None,
     key_lengths: I64 | None = None,
+    compression: int = 0,
 ) -> int:
     """:func:`encode_batch_bulk` written straight into ``dest``; returns the batch size.
 
-    Same bytes as ``encode_batch_bulk(values, keys, timestamps)`` (base offset 0, no
-    producer id) at ``dest[:size]``, without the intermediate copies: the uniform
-    layouts are filled in place, then header and CRC are written in front.
-    ``value_lengths`` / ``key_lengths`` (``len`` of every item, -1 for None) may be
-    passed when the caller already computed them.  ValueError when ``dest`` is too
-    small (nothing useful is left in it then).
+    Same bytes as ``encode_batch_bulk(values, keys, timestamps, compression=...)`` (base
+    offset 0, no producer id) at ``dest[:size]``, without the intermediate copies: the
+    uniform layouts are filled in place, then (compressed in place when asked) header and
+    CRC are written in front.  ``value_lengths`` / ``key_lengths`` (``len`` of every
+    item, -1 for None) may be passed when the caller already computed them.  ValueError
+    when ``dest`` is too small, for the plain or the compressed body (nothing useful is
+    left in it then).
     """
+    codec = with_codec(0, compression)
     plan = _BodyPlan(values, keys, timestamps, value_lengths, key_lengths)
     view = memoryview(dest).cast("B")
     if plan.runs is not None:
@@ -203,8 +213,14 @@ def encode_batch_bulk_into(
         if size > len(view):
             raise ValueError(f"a {size}-byte batch does not fit in {len(view)} bytes")
         view[HEADER_SIZE:size] = body
+    if codec:
+        packed = compress(codec, view[HEADER_SIZE:size])
+        size = HEADER_SIZE + len(packed)
+        if size > len(view):
+            raise ValueError(f"a {size}-byte compressed batch does not fit in {len(view)} bytes")
+        view[HEADER_SIZE:size] = packed
     AFTER_CRC.pack_into(
-        view, ATTRIBUTES_OFFSET, 0, plan.n - 1, plan.base_ts, plan.max_ts,
+        view, ATTRIBUTES_OFFSET, codec, plan.n - 1, plan.base_ts, plan.max_ts,
         NO_PRODUCER_ID, NO_PRODUCER_EPOCH, NO_SEQUENCE, plan.n,
     )  # fmt: skip
     crc = crc32c(view[ATTRIBUTES_OFFSET:size])

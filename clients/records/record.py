@@ -26,8 +26,13 @@ a longer or wider one is corrupt.  Decoded offsets and timestamps must fit in in
 With LogAppendTime (attribute bit 3) every record's timestamp reads as the batch's
 max_timestamp, as in Kafka.
 
-Costs: building or decoding is O(record bytes), one Python step per field.  Functions
-are pure and thread-safe.
+Compression (:mod:`clients.records.compression`): the whole records section above is
+what gets compressed; :func:`build_batch` compresses it when given ``compression`` and
+:func:`decode_batch` decompresses it (bounded by ``max_bytes``) before reading records.
+
+Costs: building or decoding is O(record bytes), one Python step per field, plus one
+(de)compression pass and copy for a compressed batch.  Functions are pure and
+thread-safe.
 """
 
 from __future__ import annotations
@@ -37,7 +42,7 @@ from typing import NamedTuple
 
 from clients.protocol.errors import CorruptRecordError
 from clients.records.batch import (
-    HEADER_SIZE,
+    COMPRESSION_MASK,
     INT64_MAX,
     INT64_MIN,
     NO_PARTITION_LEADER_EPOCH,
@@ -45,10 +50,17 @@ from clients.records.batch import (
     NO_PRODUCER_ID,
     NO_SEQUENCE,
     TIMESTAMP_TYPE_MASK,
+    BatchHeader,
     Buffer,
     assemble_batch,
     read_header,
     validate_batch,
+)
+from clients.records.compression import (
+    MAX_DECOMPRESSED_BYTES,
+    check_codec,
+    compress,
+    plain_records,
 )
 from clients.records.varint import decode_varint, decode_varint32, encode_varint
 
@@ -110,11 +122,16 @@ def build_batch(
     producer_epoch: int = NO_PRODUCER_EPOCH,
     base_sequence: int = NO_SEQUENCE,
     attributes: int = 0,
+    compression: int = 0,
 ) -> bytes:
     """Encode ``(key, value, timestamp_ms, headers)`` tuples as one batch (per record).
 
-    An empty ``records`` raises ``ValueError``: Kafka never writes empty batches.
+    ``compression``: Kafka codec id (0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd) applied
+    to the records section, also set in the attributes' bits 0-2 (codec bits already in
+    ``attributes`` count as the codec when ``compression`` is 0).  An empty ``records``
+    raises ``ValueError``: Kafka never writes empty batches.
     """
+    codec = with_codec(attributes, compression)
     items = list(records)
     if not items:
         raise ValueError("a record batch needs at least one record")
@@ -125,7 +142,7 @@ def build_batch(
     for delta, (key, value, timestamp, headers) in enumerate(items):
         _encode_record(body, delta, timestamp - base_timestamp, key, value, headers)
     return assemble_batch(
-        body,
+        compress(codec, body) if codec else body,
         record_count=len(items),
         last_offset_delta=len(items) - 1,
         base_timestamp=base_timestamp,
@@ -135,8 +152,20 @@ def build_batch(
         producer_id=producer_id,
         producer_epoch=producer_epoch,
         base_sequence=base_sequence,
-        attributes=attributes,
+        attributes=attributes | codec,
     )
+
+
+def with_codec(attributes: int, compression: int) -> int:
+    """The codec a batch is built with: ``compression`` or the codec bits of
+    ``attributes`` (ValueError when both name different codecs; codecs 5-7 raise
+    InvalidRecordError with UNSUPPORTED_COMPRESSION_TYPE)."""
+    in_attributes = attributes & COMPRESSION_MASK
+    if compression and in_attributes and compression != in_attributes:
+        raise ValueError(f"compression={compression} but the attributes name codec {in_attributes}")
+    codec = compression or in_attributes
+    check_codec(codec)
+    return codec
 
 
 def check_timestamp_range(base_timestamp: int, min_timestamp: int, max_timestamp: int) -> None:
@@ -190,24 +219,27 @@ def check_absolute(base: int, delta: int, what: str) -> int:
     return value
 
 
-def decode_batch(buf: Buffer, pos: int = 0, validate: bool = True) -> list[Record]:
+def decode_batch(
+    buf: Buffer, pos: int = 0, validate: bool = True, max_bytes: int = MAX_DECOMPRESSED_BYTES
+) -> list[Record]:
     """Decode every record of the batch at ``pos`` (validating it first by default).
 
-    With LogAppendTime (attribute bit 3) every record's timestamp is the batch's
+    A compressed batch is decompressed first, to at most ``max_bytes`` (more, or a
+    corrupt stream, is a :class:`CorruptRecordError` naming the codec).  With
+    LogAppendTime (attribute bit 3) every record's timestamp is the batch's
     max_timestamp, as in Kafka.  Lengths, offset deltas and header counts must be 32-bit
     varints (at most 5 bytes); absolute offsets and timestamps must fit in int64.
     """
     header = validate_batch(buf, pos) if validate else read_header(buf, pos)
-    end = pos + header.size_in_bytes
-    if end > len(buf):
-        raise CorruptRecordError(
-            f"batch at position {pos} claims {header.size_in_bytes} bytes, "
-            f"only {len(buf) - pos} available"
-        )
     if header.record_count < 0:
         raise CorruptRecordError(f"batch at position {pos}: negative record_count")
+    records, p, end = plain_records(buf, pos, header, max_bytes)
+    return _decode_records(records, p, end, header)
+
+
+def _decode_records(buf: Buffer, p: int, end: int, header: BatchHeader) -> list[Record]:
+    """The ``header.record_count`` records in ``buf[p:end]`` (exactly: no bytes after)."""
     log_append_time = bool(header.attributes & TIMESTAMP_TYPE_MASK)
-    p = pos + HEADER_SIZE
     out: list[Record] = []
     for _ in range(header.record_count):
         length, p = decode_varint32(buf, p)

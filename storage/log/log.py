@@ -346,6 +346,14 @@ class Log:
 
     # -- segment edits (SegmentList, as SegmentPolicy decides) --------------------------
 
+    def update_config(self, config: LogConfig) -> None:
+        """Use ``config`` from now on (a topic config change): later appends, rolls,
+        retention and cleaning follow it; existing segments and indexes stay as they are."""
+        self._check_open()
+        self.config = config
+        self._segments.config = config
+        self._policy = SegmentPolicy(config)
+
     def roll(self) -> None:
         """Force a roll at the LEO (no-op when the active segment is empty)."""
         self._check_open()

@@ -16,6 +16,7 @@ from clients.producer.producer import Producer
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.codec import decode_response, encode_request_bytes
 from clients.protocol.framing import read_frame
+from clients.protocol.registry import APIS
 from clients.protocol.topics import TopicPartition
 from clients.types import NewTopic
 from tests.broker.processes import BrokerProcess, wait_until
@@ -77,39 +78,46 @@ def test_round_trip_100k_records_with_keys_headers_nulls_across_rolls(
     assert len(segments) > 3, "the test must cross segment rolls"
 
 
-def _raw_request(sock: socket.socket, api: ApiKey, body: dict, correlation_id: int) -> None:
-    sock.sendall(encode_request_bytes(api, 0, correlation_id, "raw", body))
+def _raw_request(sock: socket.socket, api: ApiKey, body: dict, correlation_id: int,
+                 version: int) -> None:
+    sock.sendall(encode_request_bytes(api, version, correlation_id, "raw", body))
 
 
 def _fetch_body(topic: str, offset: int, max_wait_ms: int) -> dict:
     return {"replica_id": -1, "max_wait_ms": max_wait_ms, "min_bytes": 1,
-            "max_bytes": 1 << 20, "topics": [{"name": topic, "partitions": [
+            "max_bytes": 1 << 20, "session_epoch": -1, "topics": [{"name": topic, "partitions": [
                 {"partition": 0, "fetch_offset": offset, "partition_max_bytes": 1 << 20}]}]}
 
 
-def test_fetch_waits_in_purgatory_until_data_arrives(broker: BrokerProcess) -> None:
+FETCH_VERSIONS = [APIS[ApiKey.FETCH].min_version, APIS[ApiKey.FETCH].max_version]
+
+
+@pytest.mark.parametrize("version", FETCH_VERSIONS)
+def test_fetch_waits_in_purgatory_until_data_arrives(broker: BrokerProcess,
+                                                     version: int) -> None:
     create_topic(broker.bootstrap, "waiting", 1)
     with socket.create_connection(("127.0.0.1", broker.port), timeout=60) as sock:
         # max_wait of 10 minutes: only the arrival of data can answer it within the test.
-        _raw_request(sock, ApiKey.FETCH, _fetch_body("waiting", 0, 600_000), 1)
+        _raw_request(sock, ApiKey.FETCH, _fetch_body("waiting", 0, 600_000), 1, version)
         with Producer(broker.bootstrap, acks=1) as producer:
             producer.send("waiting", b"wake up", partition=0).result(30)
         sock.settimeout(30)
         frame = read_frame(sock)
         assert frame is not None
-        body = decode_response(frame, ApiKey.FETCH, 0).body
+        body = decode_response(frame, ApiKey.FETCH, version).body
         part = body["responses"][0]["partitions"][0]
         assert part["error_code"] == 0 and part["high_watermark"] == 1
         assert bytes(part["records"]).find(b"wake up") > 0
 
 
-def test_fetch_returns_empty_at_max_wait(broker: BrokerProcess) -> None:
+@pytest.mark.parametrize("version", FETCH_VERSIONS)
+def test_fetch_returns_empty_at_max_wait(broker: BrokerProcess, version: int) -> None:
     create_topic(broker.bootstrap, "quiet", 1)
     with socket.create_connection(("127.0.0.1", broker.port), timeout=30) as sock:
-        _raw_request(sock, ApiKey.FETCH, _fetch_body("quiet", 0, 300), 7)
+        _raw_request(sock, ApiKey.FETCH, _fetch_body("quiet", 0, 300), 7, version)
         frame = read_frame(sock)
         assert frame is not None
-        response = decode_response(frame, ApiKey.FETCH, 0)
+        response = decode_response(frame, ApiKey.FETCH, version)
         assert response.correlation_id == 7
         part = response.body["responses"][0]["partitions"][0]
         assert part["error_code"] == 0 and len(part["records"]) == 0

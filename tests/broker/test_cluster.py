@@ -12,7 +12,9 @@ from pathlib import Path
 import pytest
 
 from clients.admin import Admin
+from clients.network.connection import BrokerConnection
 from clients.producer.producer import Producer
+from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError
 from clients.types import NewTopic
 from tests.broker.cluster_harness import LocalCluster
@@ -20,7 +22,7 @@ from tests.broker.test_broker_integration import consume_all
 
 pytestmark = [pytest.mark.multiprocess, pytest.mark.slow]
 
-FAST = {"replica_lag_time_max_ms": 1500}
+FAST: dict[str, object] = {"replica_lag_time_max_ms": 1500}
 
 
 @pytest.fixture
@@ -111,3 +113,52 @@ def test_controller_restart_loses_nothing(cluster: LocalCluster) -> None:
     values = [r.value for r in consume_all(cluster.bootstrap, "survivor", 1, 1000)[0]]
     assert values == [f"a{i}".encode() for i in range(500)] + [f"b{i}".encode()
                                                               for i in range(500)]
+
+
+def _ask(port: int, api: ApiKey, body: dict) -> dict:
+    conn = BrokerConnection("127.0.0.1", port, client_id="test", request_timeout_ms=30_000)
+    try:
+        return conn.request(api, body)
+    finally:
+        conn.close()
+
+
+def test_create_partitions_and_config_changes_reach_every_broker(cluster: LocalCluster) -> None:
+    create(cluster, "grow")
+    ports = [info.port for _, info in sorted(cluster.state.brokers.items())]
+    grown = _ask(ports[0], ApiKey.CREATE_PARTITIONS, {"topics": [
+        {"name": "grow", "count": 3, "assignments": None},
+        {"name": "nope", "count": 2, "assignments": None}],
+        "timeout_ms": 30_000, "validate_only": False})
+    assert [(r["name"], r["error_code"]) for r in grown["results"]] == [
+        ("grow", 0), ("nope", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]
+    for index in range(3):  # every new partition has a leader and a full ISR
+        cluster.wait_partition("grow", index, all_in_sync, "replicas in sync")
+
+    # small segments, set through another broker: every replica's open log rolls
+    changed = _ask(ports[1], ApiKey.INCREMENTAL_ALTER_CONFIGS, {"resources": [
+        {"resource_type": 2, "resource_name": "grow", "configs": [
+            {"name": "segment.bytes", "config_operation": 0, "value": "4096"}]},
+        {"resource_type": 4, "resource_name": "0", "configs": [
+            {"name": "log.retention.ms", "config_operation": 0, "value": "1"}]}],
+        "validate_only": False})
+    assert [r["error_code"] for r in changed["responses"]] == [0, ErrorCode.INVALID_REQUEST]
+    described = _ask(ports[2], ApiKey.DESCRIBE_CONFIGS, {"resources": [
+        {"resource_type": 2, "resource_name": "grow", "configuration_keys": ["segment.bytes"]}],
+        "include_synonyms": False, "include_documentation": False})
+    (entry,) = described["results"][0]["configs"]
+    assert (entry["name"], entry["value"]) == ("segment.bytes", "4096")
+
+    with Producer(cluster.bootstrap, acks="all", batch_size=1024) as producer:
+        futures = [producer.send("grow", f"v{i}".encode() * 40, partition=i % 3)
+                   for i in range(600)]
+        producer.flush()
+        assert all(f.result(60) for f in futures)
+    for index in range(3):
+        p = cluster.wait_partition("grow", index, all_in_sync, "replicas in sync")
+        assert p["replica_offsets"][str(p["leader"])]["hw"] == 200
+        for replica in p["replica_offsets"]:
+            directory = Path(cluster.state.brokers[replica].data_dir) / f"grow-{index}"
+            assert len(list(directory.glob("*.log"))) > 2, (replica, index)
+    received = consume_all(cluster.bootstrap, "grow", 3, 600)
+    assert sum(map(len, received.values())) == 600

@@ -18,7 +18,6 @@ import pytest
 
 from broker.config import BrokerConfig
 from broker.core import BrokerCore
-from broker.handlers.dispatch import HANDLERS
 from clients.admin import Admin
 from clients.producer.producer import Producer
 from clients.protocol.api_keys import ApiKey
@@ -27,6 +26,7 @@ from clients.records.record import build_batch
 from clients.types import NewTopic
 from storage.config import LogConfig
 from storage.log.log import Log
+from tests.broker.handlers import wire
 from tests.broker.processes import BrokerProcess
 from timer.clock import ManualClock
 from timer.system_timer import SystemTimer
@@ -82,12 +82,11 @@ def core(tmp_path: Path) -> Iterator[BrokerCore]:
 
 def produce(core: BrokerCore, entries: dict[str, list[tuple[int, bytes]]]
             ) -> dict[tuple[str, int], dict[str, Any]]:
-    answers: list[dict[str, Any] | None] = []
-    HANDLERS[ApiKey.PRODUCE](core, {
+    answers = wire.call(core, ApiKey.PRODUCE, {
         "acks": 1, "timeout_ms": 1000, "transactional_id": None,
         "topics": [{"name": name, "partitions": [{"index": i, "records": data}
                                                  for i, data in parts]}
-                   for name, parts in entries.items()]}, answers.append)
+                   for name, parts in entries.items()]})
     answer = answers[0]
     assert answer is not None
     return {(t["name"], p["index"]): p

@@ -15,8 +15,10 @@ per-partition error, without waiting for ``max_wait_ms``.
 
 from __future__ import annotations
 
+import select
 import socket
-from collections.abc import Iterator
+import threading
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -24,7 +26,6 @@ import pytest
 
 from broker.config import BrokerConfig
 from broker.core import BrokerCore
-from broker.handlers.dispatch import HANDLERS
 from broker.metadata.image import MetadataImage
 from broker.metadata.records import (
     MetadataRecord,
@@ -41,11 +42,13 @@ from clients.protocol.codec import decode_request, encode_response_bytes
 from clients.protocol.errors import ErrorCode
 from clients.protocol.framing import read_frame
 from clients.records.record import build_batch
+from tests.broker.handlers import wire
 from timer.clock import ManualClock
 from timer.system_timer import SystemTimer
 
 TOPIC = "fo"
-API_VERSIONS_ANSWER = {"error_code": 0, "api_keys": []}
+API_VERSIONS_ANSWER = {"error_code": 0, "throttle_time_ms": 0, "api_keys": [
+    {"api_key": int(ApiKey.API_VERSIONS), "min_version": 0, "max_version": 3}]}
 
 
 # -- client: a reconnected socket with a reused fd is watched ----------------------------
@@ -61,12 +64,34 @@ def listener() -> Iterator[socket.socket]:
 
 
 def answer_one(server_side: socket.socket) -> None:
-    """Read one request frame and answer it (ApiVersions) on the same socket."""
+    """Read one request frame and answer it (ApiVersions, at its version) on the same
+    socket."""
     frame = read_frame(server_side)
     assert frame is not None, "the client closed before sending its request"
     request = decode_request(frame)
-    server_side.sendall(encode_response_bytes(ApiKey.API_VERSIONS, 0, request.correlation_id,
-                                              API_VERSIONS_ANSWER))
+    server_side.sendall(encode_response_bytes(ApiKey.API_VERSIONS, request.api_version,
+                                              request.correlation_id, API_VERSIONS_ANSWER))
+
+
+def connecting(listener: socket.socket, connect: Callable[[], Any]) -> socket.socket:
+    """Run ``connect`` (which opens a client connection to ``listener``) while a thread
+    accepts it and answers the client's version handshake; returns the server side."""
+    accepted: list[socket.socket] = []
+
+    def serve() -> None:
+        # accept only once the connection is pending: a blocking accept takes its fd
+        # number before it waits, which would steal the number the client should reuse
+        select.select([listener], [], [], 30)
+        side, _ = listener.accept()
+        accepted.append(side)
+        answer_one(side)
+
+    thread = threading.Thread(target=serve, daemon=True)
+    thread.start()
+    connect()
+    thread.join(30)
+    assert accepted, "the client did not connect"
+    return accepted[0]
 
 
 def reconnect_reusing_fd(conn: BrokerConnection, listener: socket.socket
@@ -75,8 +100,7 @@ def reconnect_reusing_fd(conn: BrokerConnection, listener: socket.socket
     the lowest free fd, so the new socket gets the old number back."""
     old_fd = conn.fileno()
     conn.close()
-    conn.connect()
-    server_side, _ = listener.accept()
+    server_side = connecting(listener, conn.connect)
     assert conn.fileno() == old_fd, "precondition: the reconnected socket reuses the fd"
     return server_side, old_fd
 
@@ -89,8 +113,7 @@ def test_poller_watches_a_reconnected_socket_that_got_the_same_fd(
     first_side: socket.socket | None = None
     second_side: socket.socket | None = None
     try:
-        conn.connect()
-        first_side, _ = listener.accept()
+        first_side = connecting(listener, conn.connect)
         conn.send(ApiKey.API_VERSIONS, {})
         answer_one(first_side)
         assert [r.error for r in poller.poll([conn], 30_000)] == [None]  # registered
@@ -98,8 +121,8 @@ def test_poller_watches_a_reconnected_socket_that_got_the_same_fd(
         request = conn.send(ApiKey.API_VERSIONS, {})
         answer_one(second_side)  # the answer is in the receive buffer before the wait
         responses = poller.poll([conn], 10_000)  # returns at once: data is there
-        assert [(r.request, r.error, r.body) for r in responses] == \
-            [(request, None, API_VERSIONS_ANSWER)]
+        assert [(r.request, r.error) for r in responses] == [(request, None)]
+        assert responses[0].body["api_keys"] == API_VERSIONS_ANSWER["api_keys"]
         assert poller.is_registered(conn)
     finally:
         conn.close()
@@ -118,15 +141,15 @@ def test_node_connections_poll_sees_the_answer_after_a_timeout_reconnect(
                           request_timeout_ms=60_000)
     sides: list[socket.socket] = []
     try:
+        sides.append(connecting(listener, lambda: net.get(-1)))
         conn = net.get(-1)
-        sides.append(listener.accept()[0])
         conn.send(ApiKey.API_VERSIONS, {})
         answer_one(sides[0])
         assert len(net.poll(30_000)) == 1
         old_fd = conn.fileno()
         conn.close()  # e.g. a Metadata request timed out behind a parked Fetch
+        sides.append(connecting(listener, lambda: net.get(-1)))
         assert net.get(-1) is conn
-        sides.append(listener.accept()[0])
         assert conn.fileno() == old_fd, "precondition: the reconnected socket reuses the fd"
         request = conn.send(ApiKey.API_VERSIONS, {})
         answer_one(sides[1])
@@ -152,10 +175,9 @@ def fetch_body(offset: int = 0, epoch: int = -1, partitions: tuple[int, ...] = (
 
 
 def call(core: BrokerCore, api: ApiKey, body: dict[str, Any]) -> list[dict[str, Any] | None]:
-    """Run the handler; the list fills with the response whenever it comes."""
-    answers: list[dict[str, Any] | None] = []
-    HANDLERS[api](core, body, answers.append)
-    return answers
+    """Run the handler at our highest version; the list fills with the answers (as a
+    client reads them) whenever they come."""
+    return wire.call(core, api, body)
 
 
 def codes(answer: dict[str, Any] | None) -> dict[int, int]:
@@ -192,7 +214,7 @@ def test_parked_fetch_expires_at_max_wait_with_an_empty_answer(
     standalone.timer.advance_clock()
     answer = answers[0]
     assert answer is not None and codes(answer) == {0: 0}
-    assert answer["responses"][0]["partitions"][0]["records"].length == 0
+    assert len(answer["responses"][0]["partitions"][0]["records"]) == 0
 
 
 def test_parked_fetch_completes_at_once_on_a_new_leader_epoch(

@@ -19,7 +19,6 @@ from broker.config import BrokerConfig
 from broker.controller.config import ControllerConfig
 from broker.controller.state import ControllerState
 from broker.core import BrokerCore
-from broker.handlers.dispatch import HANDLERS
 from broker.metadata.image import MetadataImage
 from broker.metadata.records import (
     MetadataRecord,
@@ -40,17 +39,21 @@ from clients.protocol.api_keys import ApiKey
 from clients.protocol.codec import decode_response, encode_request_bytes
 from clients.protocol.errors import ErrorCode, MiniKafkaError
 from clients.protocol.framing import read_frame
+from clients.protocol.registry import APIS
 from clients.records.batch import iter_batches
 from clients.records.record import build_batch, decode_batch
 from clients.types import NewTopic
 from storage.producer_snapshot import list_snapshot_offsets
 from tests.broker.cluster_harness import LocalCluster
+from tests.broker.handlers import wire
 from tests.broker.processes import BrokerProcess, wait_until
 from tests.broker.test_cluster import all_in_sync
 from timer.clock import ManualClock
 from timer.system_timer import SystemTimer
 
 TOPIC = "idem"
+PRODUCE_LOW = APIS[ApiKey.PRODUCE].min_version
+PRODUCE_HIGH = APIS[ApiKey.PRODUCE].max_version
 
 
 def idem_batch(pid: int, epoch: int, seq: int, *values: bytes) -> bytes:
@@ -89,10 +92,9 @@ def core(tmp_path: Path) -> Iterator[BrokerCore]:
 
 
 def call(core: BrokerCore, api: ApiKey, body: dict[str, Any]) -> list[dict[str, Any] | None]:
-    """Run the handler; the list fills with the response(s) whenever they come."""
-    answers: list[dict[str, Any] | None] = []
-    HANDLERS[api](core, body, answers.append)
-    return answers
+    """Run the handler at our highest version; the list fills with the answers (as a
+    client reads them) whenever they come."""
+    return wire.call(core, api, body)
 
 
 def test_retry_while_the_original_waits_for_the_isr_is_answered_once_committed(
@@ -309,7 +311,7 @@ def test_retried_produce_after_a_lost_response_is_not_duplicated(
         data = idem_batch(pid, epoch, 0, b"once", b"only")
         # the first attempt's response is lost: the connection dies before it is read
         with socket.create_connection(("127.0.0.1", broker.port), timeout=30) as lost:
-            lost.sendall(encode_request_bytes(ApiKey.PRODUCE, 0, 1, "lost",
+            lost.sendall(encode_request_bytes(ApiKey.PRODUCE, PRODUCE_LOW, 1, "lost",
                                               produce_body(data)))
         wait_until(lambda: log_end_offset(conn) == 2, 30, "the first attempt appended")
         assert produce(conn, data) == (0, 0)  # the retry: same batch bytes
@@ -317,13 +319,14 @@ def test_retried_produce_after_a_lost_response_is_not_duplicated(
         second = idem_batch(pid, epoch, 2, b"twice")
         with socket.create_connection(("127.0.0.1", broker.port), timeout=30) as sock:
             for correlation_id in (7, 8):
-                sock.sendall(encode_request_bytes(ApiKey.PRODUCE, 0, correlation_id, "raw",
-                                                  produce_body(second)))
+                sock.sendall(encode_request_bytes(ApiKey.PRODUCE, PRODUCE_HIGH, correlation_id,
+                                                  "raw", produce_body(second)))
             answers = []
             for _ in range(2):
                 frame = read_frame(sock)
                 assert frame is not None
-                answers.append(first_partition(decode_response(frame, ApiKey.PRODUCE, 0).body))
+                answers.append(first_partition(
+                    decode_response(frame, ApiKey.PRODUCE, PRODUCE_HIGH).body))
         assert [(a["error_code"], a["base_offset"]) for a in answers] == [(0, 2), (0, 2)]
         assert read_all(conn) == [(0, b"once"), (1, b"only"), (2, b"twice")]
     finally:

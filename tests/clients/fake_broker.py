@@ -4,16 +4,32 @@
 ephemeral port each) and one thread per accepted connection.  Requests are decoded and
 responses encoded with :mod:`clients.protocol`, so the clients are tested against the
 exact frames the real broker speaks.  State (topics, partition logs as lists of record
-batches, leaders) is shared by all brokers and guarded by one condition variable.
+batches, leaders, topic configs) is shared by all brokers and guarded by one condition
+variable.
 
-Supported (all v0): ApiVersions, Metadata, CreateTopics, DeleteTopics, Produce, Fetch
-(min_bytes / max_wait honoured by waiting on the condition), ListOffsets (-1 latest,
--2 earliest), InitProducerId.  Produce validates every batch (CRC included), stamps
-base offsets and answers NOT_LEADER_OR_FOLLOWER when sent to a non-leader.  Batches
-with a producer id go through the idempotent-producer rules of
-:mod:`tests.clients.producer.fake_producer_state` (duplicates answered with their original
-offset, OUT_OF_ORDER_SEQUENCE_NUMBER, INVALID_PRODUCER_EPOCH, UNKNOWN_PRODUCER_ID);
-batches of one request are checked and appended one after the other.
+Versions: ApiVersions advertises every API of :data:`clients.protocol.registry.APIS` at
+our served range (``version_caps`` replaces a key's range, ``unserved`` leaves keys out,
+so tests can play an older or newer broker); it is answered at the version asked, or, for a version
+outside the advertised range, with Kafka's v0 fallback (UNSUPPORTED_VERSION listing the
+ApiVersions range).  Every other request must come at an advertised version (else it is
+recorded in ``errors``) and is answered in that version's shape; ``version_log`` records
+(api key, version) of each request.
+
+Served: ApiVersions, Metadata (with our ``configs`` extra), CreateTopics (configs as
+``{name, value}``, v5+ answers with the resulting configs), DeleteTopics,
+CreatePartitions, DescribeCluster, DescribeConfigs / AlterConfigs /
+IncrementalAlterConfigs (topic configs of :data:`TOPIC_CONFIGS`, broker configs of
+:data:`BROKER_CONFIGS`; unknown names INVALID_CONFIG), Produce, Fetch (sessionless only:
+session 0 epoch -1, else recorded as an error; min_bytes / max_wait honoured by waiting
+on the condition), ListOffsets (-1 latest, -2 earliest, -3 max timestamp, else the first
+offset at or after the timestamp, -1 when none), DeleteRecords, InitProducerId.  Produce
+validates every batch (CRC included), stamps base offsets and answers
+NOT_LEADER_OR_FOLLOWER when sent to a non-leader.  Batches with a producer id go through
+the idempotent-producer rules of :mod:`tests.clients.producer.fake_producer_state`
+(duplicates answered with their original offset, OUT_OF_ORDER_SEQUENCE_NUMBER,
+INVALID_PRODUCER_EPOCH, UNKNOWN_PRODUCER_ID); batches of one request are checked and
+appended one after the other.  The group APIs are in
+:mod:`tests.clients.consumer.fake_group_coordinator`.
 
 Fault injection for tests:
 
@@ -52,7 +68,12 @@ from types import SimpleNamespace
 from typing import Any
 
 from clients.protocol.api_keys import ApiKey
-from clients.protocol.codec import decode_request, encode_response
+from clients.protocol.codec import (
+    RequestHeader,
+    decode_request_body,
+    decode_request_header,
+    encode_response,
+)
 from clients.protocol.errors import ErrorCode, MiniKafkaError, error_for
 from clients.protocol.framing import read_frame, send_buffers
 from clients.protocol.registry import APIS
@@ -63,6 +84,17 @@ from tests.clients.producer.fake_producer_state import ProducerIdRegistry, Produ
 
 # Error codes as plain ints (the wire schema wants exact ints, not IntEnums).
 E = SimpleNamespace(**{code.name: int(code) for code in ErrorCode})
+
+# Topic configs the fake knows, with their defaults (Kafka's names); others are INVALID_CONFIG.
+TOPIC_CONFIGS = {
+    "cleanup.policy": "delete", "retention.ms": "604800000", "retention.bytes": "-1",
+    "segment.bytes": "67108864", "max.message.bytes": "1048588", "min.insync.replicas": "1",
+}  # fmt: skip
+LIST_CONFIGS = {"cleanup.policy"}  # the one list-typed config (APPEND / SUBTRACT apply)
+BROKER_CONFIGS = {"num.partitions": "1", "default.replication.factor": "1",
+                  "log.retention.hours": "168"}  # fmt: skip
+RESOURCE_TOPIC, RESOURCE_BROKER = 2, 4
+SOURCE_DYNAMIC_TOPIC, SOURCE_DYNAMIC_BROKER, SOURCE_DEFAULT = 1, 2, 5
 
 
 @dataclass
@@ -92,7 +124,16 @@ class FakeCluster:
         self.blackhole_produce = False
         self.produce_requests = 0
         self.fetch_requests = 0
+        self.fetch_isolation_levels: list[int] = []
+        self.produced_records: list[tuple[TopicPartition, bytes]] = []  # as received
+        self.connections_accepted = 0
         self.request_log: list[tuple[int, int]] = []  # (node_id, api_key)
+        self.version_log: list[tuple[int, int]] = []  # (api_key, version) of each request
+        # ApiVersions: (min, max) to advertise instead of ours, and keys not served at all
+        self.version_caps: dict[int, tuple[int, int]] = {}
+        self.unserved: set[int] = set()
+        self.topic_configs: dict[str, dict[str, str]] = {}  # overrides, by topic
+        self.broker_configs: dict[str, str] = dict(BROKER_CONFIGS)
         self.errors: list[MiniKafkaError] = []  # requests the fake could not serve
         self._stopping = False
         self._threads: list[threading.Thread] = []
@@ -210,6 +251,22 @@ class FakeCluster:
                 )
 
     # ------------------------------------------------------------ serving
+    def serve_oldest_versions(self) -> None:
+        """Advertise only the lowest version we serve of every API (an old broker):
+        ApiVersions v0 too, so clients go through Kafka's v0 fallback."""
+        self.version_caps = {int(k): (a.min_version, a.min_version) for k, a in APIS.items()}
+
+    def served(self) -> dict[int, tuple[int, int]]:
+        """The (min, max) version per API key this fake advertises in ApiVersions."""
+        out = {}
+        for key, api in APIS.items():
+            if key == ApiKey.INIT_PRODUCER_ID and not self.serve_init_producer_id:
+                continue
+            if key in self.unserved:
+                continue
+            out[int(key)] = self.version_caps.get(key, (api.min_version, api.max_version))
+        return out
+
     def _accept_loop(self, node_id: int, listener: socket.socket) -> None:
         while True:
             try:
@@ -221,6 +278,7 @@ class FakeCluster:
                     conn.close()
                     return
                 self._conns.append(conn)
+                self.connections_accepted += 1
             t = threading.Thread(target=self._serve, args=(node_id, conn), daemon=True)
             t.start()
             self._threads.append(t)
@@ -231,10 +289,23 @@ class FakeCluster:
                 frame = read_frame(conn)
                 if frame is None:
                     return
-                request = decode_request(frame)
+                header = decode_request_header(frame)
+                if header.api_key == ApiKey.API_VERSIONS:
+                    if not self._api_versions(conn, header):
+                        return
+                    continue
+                served = self.served().get(header.api_key)
+                if served is None or not served[0] <= header.api_version <= served[1]:
+                    raise MiniKafkaError(  # a client must not send what is not advertised
+                        f"request for api {header.api_key} v{header.api_version}, "
+                        f"advertised {served}"
+                    )
+                request = decode_request_body(header)
+                version = request.api_version
                 lose = False
                 with self.cond:
                     self.request_log.append((node_id, int(request.api_key)))
+                    self.version_log.append((int(request.api_key), version))
                     if request.api_key == ApiKey.PRODUCE:
                         self.produce_requests += 1
                         if self.drop_produce > 0:
@@ -247,7 +318,7 @@ class FakeCluster:
                         if self.lose_responses > 0:
                             self.lose_responses -= 1
                             lose = True
-                body = self._handle(node_id, request.api_key, request.body)
+                body = self._handle(node_id, ApiKey(request.api_key), request.body, version)
                 if lose:
                     if self.lose_forgets:
                         for t in request.body["topics"]:
@@ -257,7 +328,7 @@ class FakeCluster:
                 if body is None:
                     continue
                 send_buffers(
-                    conn, encode_response(request.api_key, 0, request.correlation_id, body)
+                    conn, encode_response(request.api_key, version, request.correlation_id, body)
                 )
         except OSError:
             return
@@ -271,35 +342,58 @@ class FakeCluster:
                     self._conns.remove(conn)
             conn.close()
 
-    def _handle(self, node_id: int, api_key: ApiKey, body: dict[str, Any]) -> dict[str, Any] | None:
-        if api_key == ApiKey.API_VERSIONS:
-            return {
-                "error_code": 0,
-                "api_keys": [
-                    {"api_key": int(k), "min_version": a.min_version, "max_version": a.max_version}
-                    for k, a in APIS.items()
-                    if k != ApiKey.INIT_PRODUCER_ID or self.serve_init_producer_id
-                ],
-            }
-        if api_key == ApiKey.INIT_PRODUCER_ID and self.serve_init_producer_id:
-            return self._init_producer_id(body)
-        if api_key == ApiKey.METADATA:
-            return self._metadata(body)
-        if api_key == ApiKey.CREATE_TOPICS:
-            return self._create_topics(body)
-        if api_key == ApiKey.DELETE_TOPICS:
-            return self._delete_topics(body)
-        if api_key == ApiKey.PRODUCE:
-            return self._produce(node_id, body)
-        if api_key == ApiKey.FETCH:
-            return self._fetch(node_id, body)
-        if api_key == ApiKey.LIST_OFFSETS:
-            return self._list_offsets(node_id, body)
-        raise MiniKafkaError(f"fake broker does not serve {api_key.name}")
+    def _api_versions(self, conn: socket.socket, header: RequestHeader) -> bool:
+        """Answer ApiVersions as Kafka does: at the version asked when served, else
+        UNSUPPORTED_VERSION at v0 listing our ApiVersions range (the v0 fallback)."""
+        served = self.served()
+        low, high = served[int(ApiKey.API_VERSIONS)]
+        table = [{"api_key": k, "min_version": lo, "max_version": hi}
+                 for k, (lo, hi) in sorted(served.items())]  # fmt: skip
+        with self.cond:
+            self.version_log.append((int(ApiKey.API_VERSIONS), header.api_version))
+        if not low <= header.api_version <= high:
+            body = {"error_code": E.UNSUPPORTED_VERSION, "api_keys": [
+                {"api_key": int(ApiKey.API_VERSIONS), "min_version": low, "max_version": high}]}
+            send_buffers(conn, encode_response(ApiKey.API_VERSIONS, 0, header.correlation_id,
+                                               body))  # fmt: skip
+            return True
+        request = decode_request_body(header)
+        if request.api_version >= 3 and not request.body["client_software_name"]:
+            body = {"error_code": E.INVALID_REQUEST, "api_keys": table}
+        else:
+            body = {"error_code": 0, "api_keys": table}
+        send_buffers(conn, encode_response(ApiKey.API_VERSIONS, request.api_version,
+                                           header.correlation_id, body))  # fmt: skip
+        return True
 
-    def _metadata(self, body: dict[str, Any]) -> dict[str, Any]:
+    def _handle(
+        self, node_id: int, api_key: ApiKey, body: dict[str, Any], version: int
+    ) -> dict[str, Any] | None:
+        """The answer to one request, in the shape of ``version`` (None: no answer)."""
+        handler = {
+            ApiKey.INIT_PRODUCER_ID: lambda: self._init_producer_id(body),
+            ApiKey.METADATA: lambda: self._metadata(body, version),
+            ApiKey.CREATE_TOPICS: lambda: self._create_topics(body, version),
+            ApiKey.DELETE_TOPICS: lambda: self._delete_topics(body),
+            ApiKey.CREATE_PARTITIONS: lambda: self._create_partitions(body),
+            ApiKey.PRODUCE: lambda: self._produce(node_id, body),
+            ApiKey.FETCH: lambda: self._fetch(node_id, body),
+            ApiKey.LIST_OFFSETS: lambda: self._list_offsets(node_id, body),
+            ApiKey.DELETE_RECORDS: lambda: self._delete_records(node_id, body),
+            ApiKey.DESCRIBE_CONFIGS: lambda: self._describe_configs(body, version),
+            ApiKey.ALTER_CONFIGS: lambda: self._alter_configs(body, incremental=False),
+            ApiKey.INCREMENTAL_ALTER_CONFIGS: lambda: self._alter_configs(body, incremental=True),
+            ApiKey.DESCRIBE_CLUSTER: lambda: self._describe_cluster(),
+        }.get(api_key)
+        if handler is None:
+            raise MiniKafkaError(f"fake broker does not serve {api_key.name}")
+        return handler()
+
+    def _metadata(self, body: dict[str, Any], version: int) -> dict[str, Any]:
         with self.cond:
             asked = body["topics"]
+            if version == 0 and not asked:
+                asked = None  # v0 has no null: an empty list means every topic
             names = sorted(self.topics) if asked is None else [t["name"] for t in asked]
             topics = []
             for name in names:
@@ -315,7 +409,10 @@ class FakeCluster:
                      "leader_epoch": 0, "replica_nodes": p.replicas, "isr_nodes": p.replicas}
                     for i, p in enumerate(self.topics[name])
                 ]  # fmt: skip
-                topics.append({"error_code": 0, "name": name, "partitions": parts})
+                configs = [{"name": k, "value": v}
+                           for k, v in sorted(self.topic_configs.get(name, {}).items())]
+                topics.append({"error_code": 0, "name": name, "partitions": parts,
+                               "configs": configs})  # fmt: skip
             return {
                 "brokers": [
                     {"node_id": i, "host": "127.0.0.1", "port": self.port(i)}
@@ -326,15 +423,18 @@ class FakeCluster:
                 "topics": topics,
             }
 
-    def _create_topics(self, body: dict[str, Any]) -> dict[str, Any]:
+    def _create_topics(self, body: dict[str, Any], version: int) -> dict[str, Any]:
         out = []
         for t in body["topics"]:
             name, n, rf = t["name"], t["num_partitions"], t["replication_factor"]
-            n = self.default_partitions if n == -1 else n
-            rf = 1 if rf == -1 else rf
+            placed = {a["partition_index"]: a["broker_ids"] for a in t["assignments"]}
+            n = (len(placed) or self.default_partitions) if n == -1 else n
+            rf = (len(next(iter(placed.values()))) if placed else 1) if rf == -1 else rf
+            configs = {c["name"]: c["value"] for c in t["configs"]}
             code, msg = 0, None
             with self.cond:
                 reason = topic_name_error(name)
+                bad = sorted(set(configs) - set(TOPIC_CONFIGS))
                 if reason is not None:
                     code, msg = E.INVALID_TOPIC_EXCEPTION, reason
                 elif name in self.topics:
@@ -343,10 +443,23 @@ class FakeCluster:
                     code, msg = E.INVALID_PARTITIONS, f"num_partitions {n} must be > 0"
                 elif not 0 < rf <= len(self.listeners):
                     code, msg = E.INVALID_REPLICATION_FACTOR, f"replication factor {rf}"
+                elif bad:
+                    code, msg = E.INVALID_CONFIG, f"unknown topic config(s) {bad}"
+                elif placed and sorted(placed) != list(range(n)):
+                    code, msg = E.INVALID_REPLICA_ASSIGNMENT, "assignments must cover 0..n-1"
                 elif not body["validate_only"]:
                     self.create_topic(name, n, rf)
-            out.append({"name": name, "error_code": code, "error_message": msg,
-                        "num_partitions": n, "replication_factor": rf})  # fmt: skip
+                    for index, replicas in placed.items():
+                        self.topics[name][index] = FakePartition(replicas[0], list(replicas))
+                    self.topic_configs[name] = {k: v for k, v in configs.items()
+                                                if v is not None}  # fmt: skip
+            result: dict[str, Any] = {"name": name, "error_code": code, "error_message": msg}
+            if version >= 5 and not code:
+                result.update(num_partitions=n, replication_factor=rf, configs=[
+                    {"name": k, "value": configs.get(k, v), "config_source":
+                     SOURCE_DYNAMIC_TOPIC if k in configs else SOURCE_DEFAULT}
+                    for k, v in sorted(TOPIC_CONFIGS.items())])  # fmt: skip
+            out.append(result)
         return {"topics": out}
 
     def _delete_topics(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -354,8 +467,127 @@ class FakeCluster:
         with self.cond:
             for name in body["topic_names"]:
                 existed = self.topics.pop(name, None) is not None
+                self.topic_configs.pop(name, None)
                 code = 0 if existed else E.UNKNOWN_TOPIC_OR_PARTITION
-                out.append({"name": name, "error_code": code})
+                out.append({"name": name, "error_code": code,
+                            "error_message": None if existed else f"no topic {name!r}"})
+        return {"responses": out}
+
+    def _create_partitions(self, body: dict[str, Any]) -> dict[str, Any]:
+        out = []
+        with self.cond:
+            n = len(self.listeners)
+            for t in body["topics"]:
+                name, count, assignments = t["name"], t["count"], t["assignments"]
+                parts = self.topics.get(name)
+                code, msg = 0, None
+                if parts is None:
+                    code, msg = E.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {name!r}"
+                elif count <= len(parts):
+                    code, msg = E.INVALID_PARTITIONS, (
+                        f"topic {name!r} has {len(parts)} partitions, asked for {count}")
+                elif assignments is not None and (
+                        len(assignments) != count - len(parts)
+                        or any(not a["broker_ids"] or not set(a["broker_ids"]) <= set(range(n))
+                               for a in assignments)):  # fmt: skip
+                    code, msg = E.INVALID_REPLICA_ASSIGNMENT, "bad assignments"
+                elif not body["validate_only"]:
+                    rf = len(parts[0].replicas)
+                    for i in range(len(parts), count):
+                        replicas = (assignments[i - len(parts)]["broker_ids"] if assignments
+                                    else [(i + r) % n for r in range(rf)])  # fmt: skip
+                        parts.append(FakePartition(replicas[0], list(replicas)))
+                out.append({"name": name, "error_code": code, "error_message": msg})
+        return {"results": out}
+
+    def _describe_cluster(self) -> dict[str, Any]:
+        return {"cluster_id": "fake-cluster", "controller_id": 0, "brokers": [
+            {"broker_id": i, "host": "127.0.0.1", "port": self.port(i)}
+            for i in range(len(self.listeners))]}  # fmt: skip
+
+    def _config_entries(self, rtype: int, name: str) -> dict[str, tuple[str, int]]:
+        """name -> (value, config source) of one resource (caller holds the lock)."""
+        if rtype == RESOURCE_BROKER:
+            return {k: (v, SOURCE_DYNAMIC_BROKER if v != BROKER_CONFIGS[k] else SOURCE_DEFAULT)
+                    for k, v in self.broker_configs.items()}  # fmt: skip
+        overrides = self.topic_configs.get(name, {})
+        return {k: (overrides.get(k, v), SOURCE_DYNAMIC_TOPIC if k in overrides
+                    else SOURCE_DEFAULT) for k, v in TOPIC_CONFIGS.items()}  # fmt: skip
+
+    def _resource_error(self, rtype: int, name: str) -> tuple[int, str | None]:
+        if rtype == RESOURCE_TOPIC:
+            if name not in self.topics:
+                return E.UNKNOWN_TOPIC_OR_PARTITION, f"no topic {name!r}"
+            return 0, None
+        if rtype == RESOURCE_BROKER:
+            if name not in ("", *map(str, range(len(self.listeners)))):
+                return E.INVALID_REQUEST, f"no broker {name!r}"
+            return 0, None
+        return E.INVALID_REQUEST, f"resource type {rtype} is not served"
+
+    def _describe_configs(self, body: dict[str, Any], version: int) -> dict[str, Any]:
+        results = []
+        with self.cond:
+            for r in body["resources"]:
+                rtype, name, keys = r["resource_type"], r["resource_name"], r["configuration_keys"]
+                code, msg = self._resource_error(rtype, name)
+                configs = []
+                if not code:
+                    entries = self._config_entries(rtype, name)
+                    for k in sorted(entries if keys is None else set(keys) & set(entries)):
+                        value, source = entries[k]
+                        configs.append({"name": k, "value": value, "read_only": False,
+                                        "config_source": source, "is_sensitive": False,
+                                        "config_type": 2 if k in LIST_CONFIGS else 0,
+                                        "documentation": f"the fake's {k}"
+                                        if body["include_documentation"] else None})
+                results.append({"error_code": code, "error_message": msg, "resource_type": rtype,
+                                "resource_name": name, "configs": configs})  # fmt: skip
+        return {"results": results}
+
+    def _alter_configs(self, body: dict[str, Any], incremental: bool) -> dict[str, Any]:
+        out = []
+        with self.cond:
+            for r in body["resources"]:
+                rtype, name = r["resource_type"], r["resource_name"]
+                code, msg = self._resource_error(rtype, name)
+                known = BROKER_CONFIGS if rtype == RESOURCE_BROKER else TOPIC_CONFIGS
+                if not code:
+                    bad = sorted({c["name"] for c in r["configs"]} - set(known))
+                    if bad:
+                        code, msg = E.INVALID_CONFIG, f"unknown config(s) {bad}"
+                if not code:
+                    current = (self.broker_configs if rtype == RESOURCE_BROKER
+                               else self.topic_configs.setdefault(name, {}))  # fmt: skip
+                    new = dict(current) if incremental else {}
+                    if rtype == RESOURCE_BROKER and not incremental:
+                        new = dict(BROKER_CONFIGS)
+                    for c in r["configs"]:
+                        op = c.get("config_operation", 0) if incremental else 0
+                        key, value = c["name"], c["value"]
+                        default = (BROKER_CONFIGS if rtype == RESOURCE_BROKER
+                                   else TOPIC_CONFIGS)[key]  # fmt: skip
+                        items = [v for v in new.get(key, default).split(",") if v]
+                        if op == 0 and value is not None:
+                            new[key] = value
+                        elif op == 1 or value is None:
+                            new.pop(key, None)
+                            if rtype == RESOURCE_BROKER:
+                                new[key] = default
+                        elif op in (2, 3) and key not in LIST_CONFIGS:
+                            code, msg = E.INVALID_CONFIG, f"{key} is not a list"
+                        elif op == 2:
+                            new[key] = ",".join(items + [v for v in value.split(",")
+                                                         if v not in items])  # fmt: skip
+                        elif op == 3:
+                            new[key] = ",".join(v for v in items if v not in value.split(","))
+                        else:
+                            code, msg = E.INVALID_REQUEST, f"config operation {op}"
+                    if not code and not body["validate_only"]:
+                        current.clear()
+                        current.update(new)
+                out.append({"error_code": code, "error_message": msg, "resource_type": rtype,
+                            "resource_name": name})  # fmt: skip
         return {"responses": out}
 
     def _partition(self, node_id: int, topic: str, index: int) -> tuple[FakePartition | None, int]:
@@ -408,6 +640,8 @@ class FakeCluster:
                     base, msg = -1, None
                     injected = self.produce_errors.get(tp)
                     forced = injected.pop(0) if part is not None and injected else None
+                    if part is not None:
+                        self.produced_records.append((tp, bytes(p["records"] or b"")))
                     if forced is not None:
                         code = forced
                     elif part is not None:
@@ -424,7 +658,12 @@ class FakeCluster:
 
     def _fetch(self, node_id: int, body: dict[str, Any]) -> dict[str, Any]:
         deadline = time.monotonic() + body["max_wait_ms"] / 1000
+        if (body["session_id"], body["session_epoch"]) != (0, -1) or body["replica_id"] != -1:
+            raise MiniKafkaError("a consumer's Fetch must be sessionless (session 0, epoch "
+                                 f"-1) from replica -1, got {body['session_id']}, "
+                                 f"{body['session_epoch']}, {body['replica_id']}")
         with self.cond:
+            self.fetch_isolation_levels.append(body["isolation_level"])
             while True:
                 responses, total = self._fetch_once(node_id, body)
                 remaining = deadline - time.monotonic()
@@ -473,24 +712,61 @@ class FakeCluster:
                 results = []
                 for p in t["partitions"]:
                     part, code = self._partition(node_id, t["name"], p["partition_index"])
-                    offset = -1
+                    offset, timestamp = -1, -1
                     if part is not None:
                         ts = p["timestamp"]
                         if ts == -1:
                             offset = part.log_end_offset
                         elif ts == -2:
                             offset = part.log_start_offset
+                        elif ts == -3:
+                            offset, timestamp = self._max_timestamp(part)
+                        elif ts < 0:
+                            code = E.INVALID_REQUEST
                         else:
-                            offset = self._offset_for_time(part, ts)
+                            offset, timestamp = self._offset_for_time(part, ts)
                     results.append({"partition_index": p["partition_index"], "error_code": code,
-                                    "timestamp": -1, "offset": offset})  # fmt: skip
+                                    "timestamp": timestamp, "offset": offset,
+                                    "leader_epoch": 0 if offset >= 0 else -1})  # fmt: skip
+                out.append({"name": t["name"], "partitions": results})
+        return {"topics": out}
+
+    def _delete_records(self, node_id: int, body: dict[str, Any]) -> dict[str, Any]:
+        out = []
+        with self.cond:
+            for t in body["topics"]:
+                results = []
+                for p in t["partitions"]:
+                    part, code = self._partition(node_id, t["name"], p["partition_index"])
+                    low = -1
+                    if part is not None:
+                        offset = part.log_end_offset if p["offset"] == -1 else p["offset"]
+                        if not 0 <= offset <= part.log_end_offset:
+                            code = E.OFFSET_OUT_OF_RANGE
+                        else:
+                            part.log_start_offset = max(part.log_start_offset, offset)
+                            part.batches = [b for b in part.batches if next(iter_batches(
+                                b, validate=False))[1].next_offset > part.log_start_offset]
+                            low = part.log_start_offset
+                    results.append({"partition_index": p["partition_index"],
+                                    "low_watermark": low, "error_code": code})  # fmt: skip
                 out.append({"name": t["name"], "partitions": results})
         return {"topics": out}
 
     @staticmethod
-    def _offset_for_time(part: FakePartition, ts: int) -> int:
+    def _max_timestamp(part: FakePartition) -> tuple[int, int]:
+        best = (-1, -1)  # offset, timestamp
         for b in part.batches:
             for r in decode_batch(b):
-                if r.timestamp >= ts:
-                    return r.offset
-        return part.log_end_offset
+                if r.offset >= part.log_start_offset and r.timestamp > best[1]:
+                    best = (r.offset, r.timestamp)
+        return best
+
+    @staticmethod
+    def _offset_for_time(part: FakePartition, ts: int) -> tuple[int, int]:
+        """Kafka: the first offset whose timestamp is at or after ``ts``; -1, -1 if none."""
+        for b in part.batches:
+            for r in decode_batch(b):
+                if r.offset >= part.log_start_offset and r.timestamp >= ts:
+                    return r.offset, r.timestamp
+        return -1, -1

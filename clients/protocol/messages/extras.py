@@ -17,7 +17,8 @@ They exist only in flexible versions.
 | 1006 | leader_id          | DescribeLogDirs partitions[]       | broker / `cluster status`    |
 | 1007 | leader_epoch       | DescribeLogDirs partitions[]       | broker / `cluster status`    |
 | 1008 | isr                | DescribeLogDirs partitions[]       | broker / `cluster status`    |
-| 1100 | error_message      | group and controller API responses | coordinator, controller / us |
+| 1100 | error_message      | group, controller and              | coordinator, controller,     |
+|      |                    | InitProducerId responses           | broker / us                  |
 
 Costs: none (constants).  Thread/process safety: immutable.
 """

@@ -5,7 +5,8 @@ offsets by time and check log divergence by leader epoch; idempotent producers g
 their producer id and epoch.  Layouts follow Kafka's protocol at the versions served
 (see docs/compatibility.md); field names are ours where the code already had them
 (``topics``/``partitions``/``name`` for Kafka's ``TopicData``/``PartitionData``/``Topic``),
-Kafka's in snake_case otherwise.  No version served here uses topic ids.
+Kafka's in snake_case otherwise.  No version served here uses topic ids.  Our one extra:
+``error_message`` (tagged, flexible versions) in the InitProducerId response.
 
 Costs: declarations only; codecs compile on first use.  Thread/process safety: immutable.
 """
@@ -13,6 +14,7 @@ Costs: declarations only; codecs compile on first use.  Thread/process safety: i
 from __future__ import annotations
 
 from clients.protocol.api_keys import Api, ApiKey
+from clients.protocol.messages.extras import error_message_field
 from clients.protocol.schema import (
     INT8,
     INT16,
@@ -210,5 +212,6 @@ INIT_PRODUCER_ID = Api(
         Field("error_code", INT16),
         Field("producer_id", INT64, default=-1),
         Field("producer_epoch", INT16, default=-1),
+        error_message_field("2+"),  # ours (tagged): why the request was refused
     ),
 )  # fmt: skip

@@ -2,9 +2,9 @@
 
 :class:`ControllerProcess` runs ``python -m broker.controller --port 0`` and reads the
 port from the "listening on" line; ``stop()`` (SIGTERM) and ``kill()`` (SIGKILL) end it
-by PID and wait.  :class:`ControllerClient` sends one request at a time on one socket
-and returns the decoded response body (or None when the controller closed the
-connection).
+by PID and wait.  :class:`ControllerClient` sends one request at a time on one socket,
+at our highest version of each API (as brokers do) unless told otherwise, and returns
+the decoded response body (or None when the controller closed the connection).
 """
 
 from __future__ import annotations
@@ -12,13 +12,25 @@ from __future__ import annotations
 import itertools
 import socket
 import sys
+import uuid
 from pathlib import Path
 from typing import Any
 
+from broker.metadata.records import METADATA_VERSION, METADATA_VERSION_FEATURE
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.codec import decode_response, encode_request
 from clients.protocol.framing import read_frame, send_buffers
+from clients.protocol.registry import APIS
 from tests.broker.processes import ServerProcess
+
+
+def incarnation(name: str) -> bytes:
+    """A stable UUID (16 bytes) for a test's incarnation name."""
+    return uuid.uuid5(uuid.NAMESPACE_URL, name).bytes
+
+
+FEATURES = [{"name": METADATA_VERSION_FEATURE, "min_supported_version": METADATA_VERSION,
+             "max_supported_version": METADATA_VERSION}]
 
 
 class ControllerProcess(ServerProcess):
@@ -47,18 +59,21 @@ class ControllerClient:
     def send_raw(self, data: bytes) -> None:
         self.sock.sendall(data)
 
-    def request(self, api_key: ApiKey, body: dict[str, Any]) -> dict[str, Any] | None:
+    def request(self, api_key: ApiKey, body: dict[str, Any],
+                version: int | None = None) -> dict[str, Any] | None:
         correlation_id = next(self._ids)
-        send_buffers(self.sock, encode_request(api_key, 0, correlation_id, "test", body))
+        version = APIS[api_key].max_version if version is None else version
+        send_buffers(self.sock, encode_request(api_key, version, correlation_id, "test", body))
         frame = read_frame(self.sock)
         if frame is None:
             return None
-        response = decode_response(frame, api_key, 0)
+        response = decode_response(frame, api_key, version)
         assert response.correlation_id == correlation_id
         return response.body
 
-    def call(self, api_key: ApiKey, body: dict[str, Any]) -> dict[str, Any]:
-        response = self.request(api_key, body)
+    def call(self, api_key: ApiKey, body: dict[str, Any],
+             version: int | None = None) -> dict[str, Any]:
+        response = self.request(api_key, body, version)
         assert response is not None, f"the controller closed the connection on {api_key.name}"
         return response
 
@@ -73,10 +88,14 @@ class ControllerClient:
 
     # -- the requests a broker sends ----------------------------------------------------
 
-    def register(self, broker_id: int, incarnation_id: str, port: int) -> dict[str, Any]:
+    def register(self, broker_id: int, incarnation_name: str, port: int,
+                 features: list[dict[str, Any]] | None = None) -> dict[str, Any]:
         return self.call(ApiKey.BROKER_REGISTRATION, {
-            "broker_id": broker_id, "cluster_id": "minikafka", "incarnation_id": incarnation_id,
-            "listeners": [{"name": "PLAINTEXT", "host": "127.0.0.1", "port": port}]})
+            "broker_id": broker_id, "cluster_id": "minikafka",
+            "incarnation_id": incarnation(incarnation_name),
+            "listeners": [{"name": "PLAINTEXT", "host": "127.0.0.1", "port": port,
+                           "security_protocol": 0}],
+            "features": FEATURES if features is None else features})
 
     def heartbeat(self, broker_id: int, broker_epoch: int, offset: int,
                   **flags: bool) -> dict[str, Any]:
@@ -92,5 +111,5 @@ class ControllerClient:
                 {"partition": 0, "fetch_offset": offset, "partition_max_bytes": max_bytes}]}]})
         return dict(body["responses"][0]["partitions"][0])
 
-    def metadata(self) -> dict[str, Any]:
-        return self.call(ApiKey.METADATA, {"topics": None})
+    def metadata(self, version: int | None = None) -> dict[str, Any]:
+        return self.call(ApiKey.METADATA, {"topics": None}, version)

@@ -14,6 +14,8 @@ import pytest
 
 from broker.metadata.image import MetadataImage
 from broker.metadata.records import (
+    METADATA_VERSION,
+    METADATA_VERSION_FEATURE,
     PartitionRecord,
     RegisterBrokerRecord,
     TopicRecord,
@@ -23,7 +25,12 @@ from clients.protocol.api_keys import ApiKey
 from clients.protocol.codec import decode_response, encode_request_bytes
 from clients.protocol.errors import ErrorCode
 from clients.protocol.framing import read_frame
-from tests.broker.controller.processes import ControllerClient, ControllerProcess
+from tests.broker.controller.processes import (
+    FEATURES,
+    ControllerClient,
+    ControllerProcess,
+    incarnation,
+)
 
 pytestmark = pytest.mark.multiprocess
 
@@ -81,7 +88,7 @@ def test_brokers_topics_long_poll_and_restart(controller: ControllerProcess) -> 
     epochs = start_brokers(client, [1, 2])
     created = client.call(ApiKey.CREATE_TOPICS, {"topics": [
         {"name": "orders", "num_partitions": 2, "replication_factor": 2,
-         "configs": {"min.insync.replicas": "2"}}], "timeout_ms": 1000})
+         "configs": [{"name": "min.insync.replicas", "value": "2"}]}], "timeout_ms": 1000})
     assert created["topics"][0]["error_code"] == 0, created
     image = replay(client, MetadataImage())
     assert image.unfenced_brokers() == [1, 2]
@@ -127,6 +134,78 @@ def test_brokers_topics_long_poll_and_restart(controller: ControllerProcess) -> 
     for b, epoch in epochs.items():
         reply = client.heartbeat(b, epoch, after.last_applied_offset)
         assert reply["error_code"] == 0 and not reply["is_fenced"], reply
+    client.close()
+
+
+def test_create_partitions_and_config_changes_over_the_wire(
+        controller: ControllerProcess) -> None:
+    client = ControllerClient(controller.port)
+    epochs = start_brokers(client, [1, 2])
+    created = client.call(ApiKey.CREATE_TOPICS, {"topics": [
+        {"name": "t", "num_partitions": 1, "replication_factor": 2,
+         "configs": [{"name": "retention.ms", "value": "60000"}]}], "timeout_ms": 1})
+    assert created["topics"][0]["error_code"] == 0 and created["topics"][0]["configs"] is None
+
+    grown = client.call(ApiKey.CREATE_PARTITIONS, {"topics": [
+        {"name": "t", "count": 3, "assignments": None},
+        {"name": "missing", "count": 2, "assignments": None}],
+        "timeout_ms": 1, "validate_only": False})
+    assert [(r["name"], r["error_code"]) for r in grown["results"]] == [
+        ("t", 0), ("missing", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]
+    assert "missing" in grown["results"][1]["error_message"]
+    manual = client.call(ApiKey.CREATE_PARTITIONS, {"topics": [
+        {"name": "t", "count": 4, "assignments": [{"broker_ids": [2, 1]}]}],
+        "timeout_ms": 1, "validate_only": False})
+    assert manual["results"][0]["error_code"] == 0, manual
+    same = client.call(ApiKey.CREATE_PARTITIONS, {"topics": [
+        {"name": "t", "count": 4, "assignments": None}], "timeout_ms": 1,
+        "validate_only": False})
+    assert same["results"][0]["error_code"] == ErrorCode.INVALID_PARTITIONS
+
+    changed = client.call(ApiKey.INCREMENTAL_ALTER_CONFIGS, {"resources": [
+        {"resource_type": 2, "resource_name": "t", "configs": [
+            {"name": "retention.ms", "config_operation": 1, "value": None},
+            {"name": "segment.bytes", "config_operation": 0, "value": "65536"}]},
+        {"resource_type": 4, "resource_name": "1", "configs": [
+            {"name": "log.retention.ms", "config_operation": 0, "value": "1"}]},
+        {"resource_type": 2, "resource_name": "t2", "configs": []}],
+        "validate_only": False})
+    assert [(r["resource_type"], r["resource_name"], r["error_code"])
+            for r in changed["responses"]] == [
+        (2, "t", 0), (4, "1", ErrorCode.INVALID_REQUEST),
+        (2, "t2", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)]
+    image = replay(client, MetadataImage())
+    topic = image.topics["t"]
+    assert topic.num_partitions == 4 and image.partition("t", 3).replicas == (2, 1)  # type: ignore[union-attr]
+    assert topic.configs["segment_bytes"] == "65536" and "retention_ms" not in topic.configs
+
+    legacy = client.call(ApiKey.ALTER_CONFIGS, {"resources": [
+        {"resource_type": 2, "resource_name": "t", "configs": [
+            {"name": "retention.bytes", "value": "1048576"}]}], "validate_only": False})
+    assert legacy["responses"][0]["error_code"] == 0, legacy
+    bad = client.call(ApiKey.ALTER_CONFIGS, {"resources": [
+        {"resource_type": 2, "resource_name": "t", "configs": [
+            {"name": "retention.bytes", "value": "lots"}]}], "validate_only": False})
+    assert bad["responses"][0]["error_code"] == ErrorCode.INVALID_CONFIG
+    image = replay(client, image)
+    assert image.topics["t"].configs == {"retention_bytes": "1048576",
+                                         "min_insync_replicas": "1",
+                                         "unclean_leader_election": "false"}
+
+    # Metadata: our extras at v12 (tagged), absent (defaults) in a non-flexible version;
+    # v0's empty topic list means every topic
+    meta = client.metadata()
+    assert {c["name"]: c["value"] for c in meta["topics"][0]["configs"]}[
+        "retention_bytes"] == "1048576"
+    assert len(meta["topics"][0]["partitions"]) == 4
+    assert client.heartbeat(2, epochs[2], 0, want_fence=True)["is_fenced"]
+    assert [b["fenced"] for b in client.metadata()["brokers"]] == [False, True]
+    old = client.metadata(version=1)
+    assert [t["name"] for t in old["topics"]] == ["t"]
+    assert all(not b["fenced"] for b in old["brokers"])
+    assert old["topics"][0]["configs"] == []
+    assert [t["name"] for t in client.call(ApiKey.METADATA, {"topics": []}, 0)["topics"]] == ["t"]
+    assert client.call(ApiKey.METADATA, {"topics": []}, 1)["topics"] == []
     client.close()
 
 
@@ -178,15 +257,26 @@ def test_bad_input_gets_errors_or_a_closed_connection(controller: ControllerProc
     hb = client.heartbeat(4, 0, 0)
     assert hb["error_code"] == ErrorCode.STALE_BROKER_EPOCH
     reg = client.call(ApiKey.BROKER_REGISTRATION, {
-        "broker_id": 1, "cluster_id": "minikafka", "incarnation_id": "x", "listeners": []})
+        "broker_id": 1, "cluster_id": "minikafka", "incarnation_id": incarnation("x"),
+        "listeners": [], "features": FEATURES})
     assert reg["error_code"] == ErrorCode.INVALID_REQUEST
+    assert "listener" in reg["error_message"]
+    for features in ([], [{"name": METADATA_VERSION_FEATURE, "min_supported_version": 0,
+                           "max_supported_version": METADATA_VERSION - 1}]):
+        old = client.register(1, "old-broker", 9101, features=features)
+        assert old["error_code"] == ErrorCode.UNSUPPORTED_VERSION, old
+        assert METADATA_VERSION_FEATURE in old["error_message"]
+    bad_config = client.call(ApiKey.CREATE_TOPICS, {"topics": [
+        {"name": "c", "num_partitions": 1, "replication_factor": 1,
+         "configs": [{"name": "retention.ms", "value": None}]}], "timeout_ms": 1})
+    assert bad_config["topics"][0]["error_code"] == ErrorCode.INVALID_CONFIG
     bad_topic = client.call(ApiKey.CREATE_TOPICS, {"topics": [
         {"name": "no spaces", "num_partitions": 1, "replication_factor": 1}], "timeout_ms": 1})
     assert bad_topic["topics"][0]["error_code"] == ErrorCode.INVALID_TOPIC_EXCEPTION
     unsupported = bytearray(encode_request_bytes(ApiKey.API_VERSIONS, 0, 7, "t", {}))
-    # meta = [api_key, api_version, ...] after the two length fields: patch version 0 -> 9
-    assert unsupported[8:11] == bytes([0x95, ApiKey.API_VERSIONS, 0])
-    unsupported[10] = 9
+    # length, api_key (int16), api_version (int16): patch version 0 -> 9
+    assert unsupported[4:8] == struct.pack(">hh", ApiKey.API_VERSIONS, 0)
+    unsupported[6:8] = struct.pack(">h", 9)
     client.send_raw(bytes(unsupported))
     frame = read_frame(client.sock)
     assert frame is not None
@@ -196,8 +286,10 @@ def test_bad_input_gets_errors_or_a_closed_connection(controller: ControllerProc
     client.close()
 
     for payload in (struct.pack(">i", 64 * 1024 * 1024),  # oversize frame length
-                    struct.pack(">i", 6) + b"\x00\x00\x00\x01\xc1\x00",  # meta not msgpack
-                    encode_request_bytes(ApiKey.PRODUCE, 0, 1, "t", {
+                    struct.pack(">i", 3) + b"\x00\x03\x00",  # shorter than a header
+                    # Metadata v12 whose topic array claims more entries than the frame holds
+                    struct.pack(">ihhih", 15, ApiKey.METADATA, 12, 1, 1) + b"t\x00\x7f\x00\x00",
+                    encode_request_bytes(ApiKey.PRODUCE, 3, 1, "t", {
                         "acks": 1, "timeout_ms": 1, "topics": []})):  # not served here
         bad = ControllerClient(controller.port)
         bad.send_raw(payload)

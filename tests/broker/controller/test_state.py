@@ -10,7 +10,15 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, initialize, invariant, rule
 
 from broker.controller.config import ControllerConfig
-from broker.controller.results import IsrChange, TopicSpec
+from broker.controller.results import (
+    ConfigOp,
+    ConfigOperation,
+    IsrChange,
+    PartitionsSpec,
+    ResourceChange,
+    ResourceType,
+    TopicSpec,
+)
 from broker.controller.state import ControllerState
 from broker.metadata.image import MetadataImage, PartitionRegistration
 from broker.metadata.records import (
@@ -18,6 +26,7 @@ from broker.metadata.records import (
     FenceBrokerRecord,
     MetadataRecord,
     PartitionRecord,
+    TopicConfigsRecord,
     UnfenceBrokerRecord,
 )
 from clients.protocol.errors import ErrorCode
@@ -93,6 +102,20 @@ class Cluster:
         self.keep(records)
         assert top == ErrorCode.NONE
         return results[0]
+
+    def grow(self, name: str, count: int,
+             assignments: list[list[int]] | None = None) -> Any:
+        (result,), records = self.state.create_partitions([PartitionsSpec(name, count,
+                                                                          assignments)])
+        self.keep(records)
+        return result
+
+    def set_configs(self, name: str, *ops: tuple[str, int, str | None],
+                    incremental: bool = True, validate_only: bool = False) -> Any:
+        resource = ResourceChange(ResourceType.TOPIC, name, [ConfigOp(*op) for op in ops])
+        (result,), records = self.state.alter_configs([resource], validate_only, incremental)
+        self.keep(records)
+        return result
 
     def replayed(self) -> MetadataImage:
         fresh = ControllerState(self.config, ManualClock(0))
@@ -433,6 +456,197 @@ def test_replay_of_the_records_rebuilds_an_identical_image() -> None:
     assert MetadataImage.decode_snapshot(c.state.image.encode_snapshot()) == c.state.image
 
 
+# ---------------------------------------------------------------- CreatePartitions
+
+
+def test_create_partitions_adds_placed_partitions_and_replays() -> None:
+    c = Cluster()
+    c.start(1, 2, 3)
+    c.create("t", 2, 2)
+    before = {i: c.part("t", i) for i in range(2)}
+    start = c.offset
+    result = c.grow("t", 5)
+    assert result.error == ErrorCode.NONE, result.message
+    new = c.log[start + 1:]
+    assert [(type(r), getattr(r, "partition", None)) for r in new] == [
+        (PartitionRecord, 2), (PartitionRecord, 3), (PartitionRecord, 4)]
+    topic = c.state.image.topics["t"]
+    assert topic.num_partitions == 5 and sorted(topic.partitions) == list(range(5))
+    for i in range(2, 5):
+        s = c.part("t", i)
+        assert len(s.replicas) == 2 and len(set(s.replicas)) == 2
+        assert (s.leader, s.isr, s.leader_epoch, s.partition_epoch) == (
+            s.replicas[0], s.replicas, 0, 0)
+    assert {c.part("t", i).leader for i in range(2, 5)} == {1, 2, 3}  # spread
+    assert all(c.part("t", i) == before[i] for i in range(2))  # old ones untouched
+    # manual assignment: one replica list per new partition, a fenced replica not in the ISR
+    c.heartbeat(3, want_fence=True)
+    assert c.grow("t", 6, [[3, 1]]).error == ErrorCode.NONE
+    assert (c.part("t", 5).replicas, c.part("t", 5).leader, c.part("t", 5).isr) == (
+        (3, 1), 1, (1,))
+    assert c.replayed() == c.state.image
+    assert MetadataImage.decode_snapshot(c.state.image.encode_snapshot()) == c.state.image
+
+
+@pytest.mark.parametrize(("name", "count", "assignments", "code", "needle"), [
+    ("missing", 3, None, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "does not exist"),
+    ("t", 2, None, ErrorCode.INVALID_PARTITIONS, "already has 2"),
+    ("t", 1, None, ErrorCode.INVALID_PARTITIONS, "more than the requested 1"),
+    ("t", -5, None, ErrorCode.INVALID_PARTITIONS, "more than the requested -5"),
+    ("t", 10_001, None, ErrorCode.INVALID_PARTITIONS, "more than 10000"),
+    ("t", 4, [[1, 2]], ErrorCode.INVALID_REPLICA_ASSIGNMENT, "1 assignments for 2"),
+    ("t", 3, [[1]], ErrorCode.INVALID_REPLICA_ASSIGNMENT, "replication factor"),
+    ("t", 3, [[1, 1]], ErrorCode.INVALID_REPLICA_ASSIGNMENT, "distinct"),
+    ("t", 3, [[1, 9]], ErrorCode.INVALID_REPLICA_ASSIGNMENT, "not registered"),
+    ("t", 3, [[]], ErrorCode.INVALID_REPLICA_ASSIGNMENT, "distinct"),
+    ("u", 2, None, ErrorCode.INVALID_REPLICATION_FACTOR, "larger than the 2"),
+])
+def test_create_partitions_rejections(name: str, count: int, assignments: Any,
+                                      code: ErrorCode, needle: str) -> None:
+    c = Cluster()
+    c.start(1, 2, 3)
+    c.create("t", 2, 2)
+    c.create("u", 1, 3)
+    c.heartbeat(3, want_fence=True)  # "u" has replication factor 3, 2 brokers are alive
+    offset = c.offset
+    result = c.grow(name, count, assignments)
+    assert (result.error, c.offset) == (code, offset), result.message
+    assert needle in (result.message or "")
+
+
+def test_create_partitions_duplicates_and_validate_only() -> None:
+    c = Cluster()
+    c.start(1, 2)
+    c.create("t", 1, 2)
+    results, records = c.state.create_partitions([PartitionsSpec("t", 2),
+                                                  PartitionsSpec("t", 3)])
+    assert [r.error for r in results] == [ErrorCode.INVALID_REQUEST] * 2 and records == []
+    (dry,), records = c.state.create_partitions([PartitionsSpec("t", 4)], validate_only=True)
+    assert dry.error == ErrorCode.NONE and records == []
+    assert c.state.image.topics["t"].num_partitions == 1
+
+
+# ---------------------------------------------------------------- topic configs
+
+SET, DELETE, APPEND, SUBTRACT = (ConfigOperation.SET, ConfigOperation.DELETE,
+                                 ConfigOperation.APPEND, ConfigOperation.SUBTRACT)
+
+
+def test_incremental_alter_configs_set_delete_append_subtract() -> None:
+    c = Cluster(min_insync_replicas=2)
+    c.start(1)
+    c.create("t", 1, 1, **{"retention.ms": "1000"})
+    configs = c.state.image.topics["t"].configs
+    assert configs == {"retention_ms": "1000", "min_insync_replicas": "2",
+                       "unclean_leader_election": "false"}
+    start = c.offset
+    result = c.set_configs("t", ("segment.bytes", SET, " 4096 "), ("retention_ms", DELETE, None),
+                           ("min.insync.replicas", SET, "1"))
+    assert result.error == ErrorCode.NONE, result.message
+    assert c.log[start + 1:] == [TopicConfigsRecord("t", {
+        "segment_bytes": "4096", "min_insync_replicas": "1",
+        "unclean_leader_election": "false"})]  # one record: applied atomically
+    assert c.state.image.topics["t"].configs["segment_bytes"] == "4096"
+    # DELETE of a filled-in config returns to the controller's default
+    assert c.set_configs("t", ("min.insync.replicas", DELETE, None)).error == ErrorCode.NONE
+    assert c.state.image.topics["t"].configs["min_insync_replicas"] == "2"
+    # APPEND / SUBTRACT on the list config cleanup.policy (unset: the default "delete")
+    emptied = c.set_configs("t", ("cleanup.policy", SUBTRACT, "delete"))
+    assert emptied.error == ErrorCode.INVALID_CONFIG
+    assert c.set_configs("t", ("cleanup.policy", APPEND, "delete")).error == ErrorCode.NONE
+    assert c.state.image.topics["t"].configs["cleanup_policy"] == "delete"
+    assert c.set_configs("t", ("cleanup.policy", SET, "compact")).error == ErrorCode.NONE
+    both = c.set_configs("t", ("cleanup.policy", APPEND, "delete"))
+    assert both.error == ErrorCode.INVALID_CONFIG and "cleanup_policy" in both.message
+    assert c.state.image.topics["t"].configs["cleanup_policy"] == "compact"
+    # the same values again: nothing to write
+    offset = c.offset
+    assert c.set_configs("t", ("segment.bytes", SET, "4096")).error == ErrorCode.NONE
+    assert c.offset == offset
+    # validate_only checks and writes nothing
+    dry = c.set_configs("t", ("segment.bytes", SET, "8192"), validate_only=True)
+    assert dry.error == ErrorCode.NONE and c.offset == offset
+    assert c.set_configs("t", ("segment.bytes", SET, "1"), validate_only=True).error == \
+        ErrorCode.INVALID_CONFIG
+    assert c.replayed() == c.state.image
+
+
+@pytest.mark.parametrize(("resource", "code", "needle"), [
+    (ResourceChange(ResourceType.TOPIC, "missing", [ConfigOp("retention.ms", SET, "1")]),
+     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "does not exist"),
+    (ResourceChange(ResourceType.TOPIC, "bad name", [ConfigOp("retention.ms", SET, "1")]),
+     ErrorCode.INVALID_TOPIC_EXCEPTION, ""),
+    (ResourceChange(ResourceType.BROKER, "1", [ConfigOp("log.retention.ms", SET, "1")]),
+     ErrorCode.INVALID_REQUEST, "broker configs is not supported"),
+    (ResourceChange(ResourceType.BROKER_LOGGER, "1", []), ErrorCode.INVALID_REQUEST,
+     "not supported"),
+    (ResourceChange(99, "t", []), ErrorCode.INVALID_REQUEST, "type 99"),
+    (ResourceChange(ResourceType.TOPIC, "t", [ConfigOp("no.such.config", SET, "1")]),
+     ErrorCode.INVALID_CONFIG, "unknown topic config"),
+    (ResourceChange(ResourceType.TOPIC, "t", [ConfigOp("no.such.config", DELETE, None)]),
+     ErrorCode.INVALID_CONFIG, "unknown topic config"),
+    (ResourceChange(ResourceType.TOPIC, "t", [ConfigOp("retention.ms", SET, "-7")]),
+     ErrorCode.INVALID_CONFIG, "retention"),
+    (ResourceChange(ResourceType.TOPIC, "t", [ConfigOp("min.insync.replicas", SET, "0")]),
+     ErrorCode.INVALID_CONFIG, "min_insync_replicas"),
+    (ResourceChange(ResourceType.TOPIC, "t", [ConfigOp("retention.ms", SET, None)]),
+     ErrorCode.INVALID_REQUEST, "null"),
+    (ResourceChange(ResourceType.TOPIC, "t", [ConfigOp("retention.ms", 9, "1")]),
+     ErrorCode.INVALID_REQUEST, "unknown operation 9"),
+    (ResourceChange(ResourceType.TOPIC, "t", [ConfigOp("retention.ms", -1, "1")]),
+     ErrorCode.INVALID_REQUEST, "unknown operation -1"),
+    (ResourceChange(ResourceType.TOPIC, "t", [ConfigOp("retention.ms", APPEND, "1")]),
+     ErrorCode.INVALID_CONFIG, "not a list"),
+    (ResourceChange(ResourceType.TOPIC, "t", [ConfigOp("retention.ms", SET, "1"),
+                                              ConfigOp("retention_ms", SET, "2")]),
+     ErrorCode.INVALID_REQUEST, "named twice"),
+])
+def test_alter_configs_rejections(resource: ResourceChange, code: ErrorCode,
+                                  needle: str) -> None:
+    c = Cluster()
+    c.start(1)
+    c.create("t")
+    offset = c.offset
+    for incremental in (True, False):
+        if not incremental and any(op.operation not in (SET, DELETE)
+                                   for op in resource.configs):
+            continue  # legacy AlterConfigs has no operations
+        (result,), records = c.state.alter_configs([resource], incremental=incremental)
+        assert (result.error, records) == (code, []), result.message
+        assert needle in (result.message or "")
+    assert c.offset == offset
+
+
+def test_alter_configs_replaces_all_overrides_and_duplicate_resources_fail() -> None:
+    c = Cluster()
+    c.start(1)
+    c.create("t", 1, 1, **{"retention.ms": "1000", "segment.bytes": "4096"})
+    legacy = c.set_configs("t", ("retention.bytes", SET, "2048"), incremental=False)
+    assert legacy.error == ErrorCode.NONE
+    assert c.state.image.topics["t"].configs == {  # the others back to their defaults
+        "retention_bytes": "2048", "min_insync_replicas": "1",
+        "unclean_leader_election": "false"}
+    twice = ResourceChange(ResourceType.TOPIC, "t", [])
+    results, records = c.state.alter_configs([twice, twice])
+    assert [r.error for r in results] == [ErrorCode.INVALID_REQUEST] * 2 and records == []
+
+
+def test_allowing_unclean_election_elects_a_leader_for_offline_partitions() -> None:
+    c = Cluster()
+    c.start(1, 2)
+    c.create("t", 1, 2)
+    s = c.part("t")
+    other = s.replicas[1]
+    c.alter(s.leader, "t", [s.leader])
+    c.heartbeat(s.leader, want_fence=True)
+    assert c.part("t").leader == NO_LEADER
+    assert c.set_configs("t", ("unclean.leader.election.enable", SET, "true")).error == \
+        ErrorCode.NONE
+    after = c.part("t")
+    assert (after.leader, after.isr, after.unclean_elected) == (other, (other,), True)
+    assert c.replayed() == c.state.image
+
+
 # ---------------------------------------------------------------- random operations
 
 
@@ -482,6 +696,21 @@ class ControllerMachine(RuleBasedStateMachine):
         stale = data.draw(st.integers(-1, 0))
         self.c.alter(sender, topic, isr, index=index,
                      partition_epoch=max(0, s.partition_epoch + stale))
+
+    @rule(data=st.data(), more=st.integers(-1, 3))
+    def add_partitions(self, data: st.DataObject, more: int) -> None:
+        if self.c.state.image.topics:
+            name = data.draw(st.sampled_from(sorted(self.c.state.image.topics)))
+            count = self.c.state.image.topics[name].num_partitions + more
+            self.c.grow(name, count)
+
+    @rule(data=st.data(), unclean=st.booleans(), min_isr=st.sampled_from(["1", "2", "0"]))
+    def alter_configs(self, data: st.DataObject, unclean: bool, min_isr: str) -> None:
+        if self.c.state.image.topics:
+            name = data.draw(st.sampled_from(sorted(self.c.state.image.topics)))
+            self.c.set_configs(name, ("unclean.leader.election.enable", SET, str(unclean)),
+                               ("min.insync.replicas", SET, min_isr),
+                               incremental=data.draw(st.booleans()))
 
     @rule(data=st.data())
     def delete(self, data: st.DataObject) -> None:

@@ -115,10 +115,10 @@ class Harness:
         return ErrorCode(box.answer["topics"][0]["partitions"][0]["error_code"])
 
     def committed(self, group: str = "g", partition: int = 0) -> int:
-        body = fetch_offsets(self.c, {"group_id": group, "topics": [
-            {"name": "t", "partition_indexes": [partition]}]})
-        assert body["error_code"] == 0
-        return int(body["topics"][0]["partitions"][0]["committed_offset"])
+        code, topics = fetch_offsets(self.c, group, [{"name": "t",
+                                                      "partition_indexes": [partition]}])
+        assert code == ErrorCode.NONE
+        return int(topics[0]["partitions"][0]["committed_offset"])
 
     def state(self, group: str = "g") -> GroupState:
         return self.c.groups[group].state
@@ -171,8 +171,12 @@ def test_three_members_join_sync_and_get_their_own_assignment() -> None:
     assert described["group_state"] == "Stable" and described["protocol_data"] == "range"
     assert {m["member_assignment"] for m in described["members"]} == {
         f"parts-of-{m}".encode() for m, _ in joins}
-    assert list_groups(h.c, {"states_filter": ["stable"]})["groups"] == [
-        {"group_id": "g", "protocol_type": "consumer", "group_state": "Stable"}]
+    assert list_groups(h.c, ["stable"], [])["groups"] == [
+        {"group_id": "g", "protocol_type": "consumer", "group_state": "Stable",
+         "group_type": "classic"}]
+    assert list_groups(h.c, ["Empty", "NoSuchState"], [])["groups"] == []
+    assert list_groups(h.c, [], ["consumer"])["groups"] == []  # (KIP-848 groups: none)
+    assert len(list_groups(h.c, [], ["Classic"])["groups"]) == 1
 
 
 def test_initial_delay_is_extended_while_members_keep_arriving() -> None:
@@ -369,8 +373,7 @@ def test_unload_answers_parked_requests_and_stops_serving() -> None:
     h.c.unload(0)
     assert parked.code == ErrorCode.NOT_COORDINATOR
     assert h.heartbeat(b, generation) == ErrorCode.NOT_COORDINATOR
-    assert fetch_offsets(h.c, {"group_id": "g", "topics": None})["error_code"] == \
-        ErrorCode.NOT_COORDINATOR
+    assert fetch_offsets(h.c, "g", None) == (ErrorCode.NOT_COORDINATOR, [])
     h.advance(REBALANCE_MS + SESSION_MS)  # nothing left on the timer fires into the group
     assert "g" not in h.c.groups
 
@@ -402,3 +405,60 @@ def test_commit_write_errors_map_like_kafka(code: ErrorCode) -> None:
     expected = (ErrorCode.COORDINATOR_NOT_AVAILABLE if code == ErrorCode.REQUEST_TIMED_OUT
                 else ErrorCode.NOT_COORDINATOR)
     assert h.commit("", -1, 1) == expected
+
+
+def test_join_below_v4_admits_a_member_without_an_id_at_once() -> None:
+    h = Harness()
+    box = Box()
+    h.c.join_group({"group_id": "g", "session_timeout_ms": SESSION_MS,
+                    "rebalance_timeout_ms": -1, "member_id": "", "group_instance_id": None,
+                    "protocol_type": "consumer", "protocols": [{"name": "range",
+                                                                "metadata": b"m"}]},
+                   box, client_id="old-client", require_member_id=False)
+    assert box.code == ErrorCode.NONE  # no MEMBER_ID_REQUIRED round trip (KIP-394 is v4+)
+    member_id = box.answer["member_id"]
+    assert member_id.startswith("old-client-") and box.answer["leader"] == member_id
+    assert box.answer["generation_id"] == 1 and not h.c.groups["g"].pending_members
+    member = h.c.groups["g"].members[member_id]
+    assert member.rebalance_timeout_ms == SESSION_MS  # v0 has none: the session timeout
+
+
+def test_delete_groups_removes_empty_groups_and_their_offsets() -> None:
+    h = Harness()
+    (a,), generation = h.stable_group(1)
+    assert h.commit(a, generation, 5) == ErrorCode.NONE
+    assert h.commit("", -1, 7, group="simple") == ErrorCode.NONE
+    assert h.commit("", -1, 8, group="simple", partition=1) == ErrorCode.NONE
+    written = len(h.log.records)
+    results: list[list[tuple[str, ErrorCode]]] = []
+    h.c.delete_groups(["g", "simple", "nope", "simple"], results.append)
+    assert results == [[("g", ErrorCode.NON_EMPTY_GROUP), ("simple", ErrorCode.NONE),
+                        ("nope", ErrorCode.GROUP_ID_NOT_FOUND)]]
+    assert "simple" not in h.c.groups and "g" in h.c.groups
+    tombstones = h.log.records[written:]
+    assert len(tombstones) == 3 and all(value is None for _, value, _ in tombstones)
+    assert h.committed("simple") == -1
+    results.clear()
+    h.c.delete_groups(["simple"], results.append)
+    assert results == [[("simple", ErrorCode.GROUP_ID_NOT_FOUND)]]
+    # a coordinator that loads the partition again does not bring the group back
+    again = Harness(log=h.log)
+    again.c.unload(0)
+    again.c.begin_load(0, 1)
+    for key, value, offset in h.log.records:
+        again.c.load_record(0, key, value, offset)
+    again.c.finish_load(0)
+    assert "simple" not in again.c.groups and again.committed("g") == 5
+
+
+def test_delete_groups_reports_coordinator_and_write_errors() -> None:
+    h = Harness()
+    assert h.commit("", -1, 7, group="simple") == ErrorCode.NONE
+    h.log.fail_with = ErrorCode.REQUEST_TIMED_OUT
+    results: list[list[tuple[str, ErrorCode]]] = []
+    h.c.delete_groups(["simple"], results.append)
+    assert results == [[("simple", ErrorCode.COORDINATOR_NOT_AVAILABLE)]]
+    h.c.unload(0)
+    results.clear()
+    h.c.delete_groups(["simple"], results.append)
+    assert results == [[("simple", ErrorCode.NOT_COORDINATOR)]]

@@ -65,9 +65,17 @@ def retry(request: Any, code_of: Any, what: str, timeout_s: float = 60.0) -> dic
         time.sleep(0.1)
 
 
+def ask_coordinator(conn: BrokerConnection) -> dict[str, Any]:
+    """FindCoordinator at our highest version (v4: a batch of keys); the group's entry."""
+    answer = conn.request(ApiKey.FIND_COORDINATOR, {"coordinator_keys": [GROUP],
+                                                    "key_type": 0})
+    (entry,) = answer["coordinators"]
+    assert entry["key"] == GROUP
+    return entry  # type: ignore[no-any-return]
+
+
 def find_coordinator(conn: BrokerConnection) -> dict[str, Any]:
-    return retry(lambda: conn.request(ApiKey.FIND_COORDINATOR, {"key": GROUP, "key_type": 0}),
-                 lambda a: a["error_code"], "FindCoordinator")
+    return retry(lambda: ask_coordinator(conn), lambda a: a["error_code"], "FindCoordinator")
 
 
 def join_and_sync(conn: BrokerConnection) -> tuple[str, int]:
@@ -91,15 +99,16 @@ def join_and_sync(conn: BrokerConnection) -> tuple[str, int]:
 
 def test_commit_survives_a_coordinator_kill(cluster: LocalCluster) -> None:
     with connect(cluster, "0") as any_broker:
-        first = any_broker.request(ApiKey.FIND_COORDINATOR, {"key": GROUP, "key_type": 0})
+        first = ask_coordinator(any_broker)
         assert first["error_code"] == ErrorCode.COORDINATOR_NOT_AVAILABLE  # being created
         coordinator = find_coordinator(any_broker)
         metadata = any_broker.request(ApiKey.METADATA, {"topics": [{"name": OFFSETS_TOPIC}]})
     topic = metadata["topics"][0]
     assert topic["error_code"] == 0 and len(topic["partitions"]) == 3
     assert {len(p["replica_nodes"]) for p in topic["partitions"]} == {3}
-    assert topic["configs"]["cleanup_policy"] == "compact"
-    assert topic["configs"]["min_insync_replicas"] == "2"
+    configs = {c["name"]: c["value"] for c in topic["configs"]}  # our tagged extra
+    assert configs["cleanup_policy"] == "compact"
+    assert configs["min_insync_replicas"] == "2"
 
     old = str(coordinator["node_id"])
     with connect(cluster, old) as conn:
@@ -115,19 +124,19 @@ def test_commit_survives_a_coordinator_kill(cluster: LocalCluster) -> None:
     survivor = next(n for n in cluster.state.brokers if n != old)
     with connect(cluster, survivor) as conn:
         def moved() -> dict[str, Any]:
-            answer = conn.request(ApiKey.FIND_COORDINATOR, {"key": GROUP, "key_type": 0})
+            answer = ask_coordinator(conn)
             if answer["error_code"] == 0 and str(answer["node_id"]) == old:
                 answer["error_code"] = ErrorCode.NOT_COORDINATOR  # not moved yet
             return answer
 
         new = retry(moved, lambda a: a["error_code"], "a new coordinator")
     with connect(cluster, str(new["node_id"])) as conn:
-        fetched = retry(lambda: conn.request(ApiKey.OFFSET_FETCH, {
-            "group_id": GROUP, "topics": [{"name": "orders", "partition_indexes": [0, 1]}]}),
-            lambda a: a["error_code"], "OffsetFetch on the new coordinator")
+        fetched = retry(lambda: conn.request(ApiKey.OFFSET_FETCH, {"groups": [{
+            "group_id": GROUP, "topics": [{"name": "orders", "partition_indexes": [0, 1]}]}]}
+            )["groups"][0], lambda a: a["error_code"], "OffsetFetch on the new coordinator")
         offsets = {p["partition_index"]: (p["committed_offset"], p["metadata"])
                    for p in fetched["topics"][0]["partitions"]}
-        assert offsets == {0: (42, "m"), 1: (7, None)}
+        assert offsets == {0: (42, "m"), 1: (7, "")}
         beat = conn.request(ApiKey.HEARTBEAT, {"group_id": GROUP, "generation_id": generation,
                                                "member_id": member_id})
         assert beat["error_code"] == 0, "the group (member, generation) moved too"
@@ -135,5 +144,5 @@ def test_commit_survives_a_coordinator_kill(cluster: LocalCluster) -> None:
         assert described["group_state"] == "Stable"
         assert [m["member_assignment"] for m in described["members"]] == [b"orders:0,1"]
         listed = conn.request(ApiKey.LIST_GROUPS, {})
-        assert {"group_id": GROUP, "protocol_type": "consumer", "group_state": "Stable"} in \
-            listed["groups"]
+        assert {"group_id": GROUP, "protocol_type": "consumer", "group_state": "Stable",
+                "group_type": "classic"} in listed["groups"]

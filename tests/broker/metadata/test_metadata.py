@@ -16,6 +16,7 @@ from broker.metadata.records import (
     PartitionRecord,
     RegisterBrokerRecord,
     RemoveTopicRecord,
+    TopicConfigsRecord,
     TopicRecord,
     UnfenceBrokerRecord,
     decode_record,
@@ -31,6 +32,8 @@ SAMPLES: list[MetadataRecord] = [
     PartitionRecord("t", 1, (1, 2), 2, 4, (2,), 9, unclean_elected=True),
     PartitionRecord("t", 0, (1, 2), NO_LEADER, 0, (1,), 0),
     RemoveTopicRecord("t"),
+    TopicConfigsRecord("t", {"retention_ms": "5", "min_insync_replicas": "1"}),
+    PartitionRecord("t", 2, (1, 2), 1, 0, (1, 2), 0),
 ]
 
 
@@ -65,6 +68,8 @@ def test_optional_fields_default_and_unknown_keys_are_ignored() -> None:
                     "replication_factor": 1}), "num_partitions"),
     (msgpack.packb({"type": "topic", "name": "t", "topic_id": 0, "num_partitions": 1,
                     "replication_factor": 1, "configs": {"a": 1}}), "configs"),
+    (msgpack.packb({"type": "topic_configs", "name": "t", "configs": [1]}), "configs"),
+    (msgpack.packb({"type": "topic_configs", "configs": {}}), "no 'name'"),
 ])
 def test_malformed_records_are_rejected_precisely(raw: bytes, needle: str) -> None:
     with pytest.raises(MetadataRecordError, match=needle):
@@ -122,7 +127,9 @@ def test_apply_builds_brokers_topics_and_partitions() -> None:
     (TopicRecord("t", 9, 1, 1), "already exists"),
     (RemoveTopicRecord("zz"), "no topic"),
     (PartitionRecord("zz", 0, (1,), 1, 0, (1,), 0), "unknown topic"),
-    (PartitionRecord("t", 1, (1, 2), 1, 0, (1,), 1), "outside topic"),
+    (PartitionRecord("t", 2, (1, 2), 1, 0, (1,), 1), "outside topic"),
+    (PartitionRecord("t", 1, (1,), 1, 0, (1,), 0), "replication factor"),
+    (TopicConfigsRecord("zz", {}), "topic_configs: no topic"),
     (PartitionRecord("t", 0, (1,), 1, 0, (1,), 1), "replication factor"),
     (PartitionRecord("t", 0, (2, 1), 1, 0, (1,), 1), "replicas cannot change"),
     (PartitionRecord("t", 0, (1, 2), 1, 0, (1,), 0), "partition epoch 0 is not above 0"),
@@ -134,6 +141,24 @@ def test_apply_rejects_records_that_do_not_fit(record: MetadataRecord, needle: s
     with pytest.raises(MetadataRecordError, match=needle):
         image.apply(record, 100)
     assert image.to_records() == before and image.last_applied_offset == 5
+
+
+def test_partitions_grow_one_at_a_time_after_the_last_and_configs_are_replaced() -> None:
+    image = _image_with_topic()
+    image.apply(PartitionRecord("t", 1, (2, 1), 2, 0, (2, 1), 0), 6)  # CreatePartitions
+    assert image.topics["t"].num_partitions == 2 and image.partition("t", 1) is not None
+    image.check_invariants()
+    with pytest.raises(MetadataRecordError, match="outside topic"):
+        image.apply(PartitionRecord("t", 3, (1, 2), 1, 0, (1, 2), 0), 7)  # not the next one
+    image.apply(TopicConfigsRecord("t", {"retention_ms": "7"}), 7)
+    image.apply(TopicConfigsRecord("t", {"segment_bytes": "4096"}), 8)
+    assert image.topics["t"].configs == {"segment_bytes": "4096"}
+    assert MetadataImage.decode_snapshot(image.encode_snapshot()) == image
+    # while a topic is being created (partitions missing) it cannot grow
+    creating = MetadataImage()
+    creating.apply(TopicRecord("c", 0, 2, 1), 0)
+    with pytest.raises(MetadataRecordError, match="outside topic"):
+        creating.apply(PartitionRecord("c", 2, (1,), 1, 0, (1,), 0), 1)
 
 
 def test_apply_needs_increasing_offsets() -> None:

@@ -194,11 +194,18 @@ def test_in_flight_counts_never_negative_and_bounded(
 
 def test_api_versions_without_init_producer_id_is_fatal() -> None:
     m = IdempotenceManager()
-    m.on_api_versions({"error_code": 0, "api_keys": [{"api_key": 22}]}, "h:1")
+    m.on_api_versions({22: (0, 5), 0: (3, 12)}, "h:1")
     assert m.fatal_error is None
-    m.on_api_versions({"error_code": 0, "api_keys": [{"api_key": 0}]}, "h:1")
+    m.on_api_versions({0: (3, 12)}, "h:1")
     assert isinstance(m.fatal_error, IdempotenceUnsupportedError)
     assert "enable_idempotence=False" in str(m.fatal_error) and "h:1" in str(m.fatal_error)
+
+
+def test_api_versions_without_a_common_init_producer_id_version_is_fatal() -> None:
+    m = IdempotenceManager()
+    m.on_api_versions({22: (6, 9)}, "h:2")  # a future broker that dropped our versions
+    assert isinstance(m.fatal_error, IdempotenceUnsupportedError)
+    assert "v6-9" in str(m.fatal_error)
 
 
 def test_init_producer_id_answers() -> None:

@@ -163,9 +163,12 @@ def test_precise_errors() -> None:
     struct.pack_into(">i", bad, 8, 10)
     with pytest.raises(CorruptRecordError, match="smaller than the header"):
         read_header(bad)
-    compressed = bytearray(build_batch(SAMPLE, attributes=1))
-    with pytest.raises(InvalidRecordError, match="compression"):
-        validate_batch(compressed)
+    unknown_codec = bytearray(batch)
+    unknown_codec[22] |= 5  # attributes' low byte: codec 5 is not a Kafka codec
+    fix_crc(unknown_codec)
+    with pytest.raises(InvalidRecordError, match="codec 5 is not supported") as info:
+        validate_batch(unknown_codec)
+    assert info.value.code == ErrorCode.UNSUPPORTED_COMPRESSION_TYPE
     with pytest.raises(CorruptRecordError, match="only"):
         decode_batch(batch[:-3], validate=False)
 

@@ -1,0 +1,439 @@
+"""Handlers of the config APIs: DescribeConfigs, AlterConfigs, IncrementalAlterConfigs;
+and the catalog of topic configs (Kafka's names, ours, types, defaults) they share with
+CreateTopics' answer.
+
+Resources (Kafka's ConfigResource.Type): ``2`` topic, ``4`` broker.  Anything else (broker
+loggers, client metrics, groups) is answered INVALID_REQUEST.
+
+**Topic configs** are the topic's overrides (the metadata image in controller mode, the
+topic registry standalone) over the broker's defaults.  They are described under Kafka's
+names (``retention.ms``, ``unclean.leader.election.enable``); requests may use Kafka's
+names or ours (``retention_ms``).  Only the settings we implement exist (the table in
+:data:`TOPIC_CONFIGS`); any other name is INVALID_CONFIG when set, and simply absent when
+described.  Each entry says where its value comes from (``config_source``): ``1``
+DYNAMIC_TOPIC_CONFIG (an override of the topic), ``4`` STATIC_BROKER_CONFIG (the
+broker's config file or flags set the default), ``5`` DEFAULT_CONFIG (the built-in
+default); with ``include_synonyms`` the chain of values in precedence order (the
+broker-level synonyms are named by our broker settings, ``segment.bytes``,
+``min.insync.replicas``, since those are what a broker's config file accepts).  Topic
+configs are never read-only nor sensitive.  ``flush.messages`` / ``flush.ms`` unset are
+reported as Kafka's "never" (``9223372036854775807``).
+
+**Broker configs** (resource name: this broker's id; ``""``, the cluster-wide dynamic
+defaults, has none): every broker setting under its dotted name, read-only (no broker
+setting changes at run time), STATIC_BROKER_CONFIG when it differs from the built-in
+default, DEFAULT_CONFIG otherwise.  Altering a broker resource: INVALID_REQUEST.
+
+**Alterations**: in controller mode AlterConfigs and IncrementalAlterConfigs are forwarded
+to the controller as they came (the controller validates and writes the config records)
+and answered with its answer once this broker's image shows the new values (at most
+:data:`VISIBLE_WAIT_S`); standalone they are validated and applied here
+(:meth:`BrokerCore.set_topic_configs`).  AlterConfigs replaces the whole set of a topic's
+overrides (unnamed ones return to their defaults); a null value is INVALID_REQUEST.
+IncrementalAlterConfigs applies operations ``0`` SET, ``1`` DELETE (back to the default),
+``2`` APPEND and ``3`` SUBTRACT (list configs only: ``cleanup.policy``; else
+INVALID_CONFIG); an unknown operation, a null value to SET or APPEND, a config named twice
+and a resource named twice are INVALID_REQUEST.  ``validate_only`` validates everything
+and changes nothing.
+
+Costs: describe O(configs x resources); alter O(configs) plus one registry write per topic
+(standalone).  Thread-safety: run on the broker's event loop thread only.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass, fields
+from typing import Any
+
+from broker.config import BrokerConfig
+from broker.core import TOPIC_CONFIG_ALIASES, BrokerCore, TopicError
+from broker.handlers.common import Body, Handler, RequestContext, Respond
+from clients.protocol.api_keys import ApiKey
+from clients.protocol.errors import ErrorCode, MiniKafkaError
+from clients.protocol.topics import topic_name_error
+from storage.config import LogConfig
+
+TOPIC_RESOURCE = 2
+BROKER_RESOURCE = 4
+
+# Kafka's DescribeConfigsResponse.ConfigSource
+DYNAMIC_TOPIC_CONFIG = 1
+STATIC_BROKER_CONFIG = 4
+DEFAULT_CONFIG = 5
+
+# Kafka's ConfigDef.Type as DescribeConfigs v3+ numbers it
+BOOLEAN, STRING, INT, LONG, DOUBLE, LIST = 1, 2, 3, 5, 6, 7
+
+SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
+LONG_MAX = str((1 << 63) - 1)
+VISIBLE_WAIT_S = 5.0
+
+
+@dataclass(frozen=True, slots=True)
+class TopicConfigDef:
+    """One topic config: Kafka's name, ours, its type, the broker setting that gives its
+    default (None: the built-in :class:`LogConfig` default) and its documentation."""
+
+    kafka_name: str
+    key: str
+    type: int
+    broker_key: str | None
+    doc: str
+
+
+TOPIC_CONFIGS: tuple[TopicConfigDef, ...] = (
+    TopicConfigDef("cleanup.policy", "cleanup_policy", LIST, None,
+                   "delete (time and size retention) or compact (latest record per key)"),
+    TopicConfigDef("delete.retention.ms", "delete_retention_ms", LONG, None,
+                   "how long a tombstone of a compacted topic is kept"),
+    TopicConfigDef("flush.messages", "flush_messages", LONG, "flush_messages",
+                   "fsync after this many messages (default: never, rely on replication)"),
+    TopicConfigDef("flush.ms", "flush_ms", LONG, "flush_ms",
+                   "fsync when the oldest unflushed message is this old (default: never)"),
+    TopicConfigDef("index.interval.bytes", "index_interval_bytes", INT, None,
+                   "bytes of log between two offset-index entries"),
+    TopicConfigDef("max.message.bytes", "max_message_bytes", INT, "max_message_bytes",
+                   "the largest record batch accepted"),
+    TopicConfigDef("min.cleanable.dirty.ratio", "min_cleanable_dirty_ratio", DOUBLE, None,
+                   "compact a log when its dirty share reaches this ratio"),
+    TopicConfigDef("min.compaction.lag.ms", "min_compaction_lag_ms", LONG, None,
+                   "a record stays uncompacted at least this long"),
+    TopicConfigDef("min.insync.replicas", "min_insync_replicas", INT, "min_insync_replicas",
+                   "replicas that must have a write acknowledged with acks=all"),
+    TopicConfigDef("retention.bytes", "retention_bytes", LONG, "retention_bytes",
+                   "keep at most this many bytes per partition (-1: no limit)"),
+    TopicConfigDef("retention.ms", "retention_ms", LONG, "retention_ms",
+                   "delete segments older than this (-1: never)"),
+    TopicConfigDef("segment.bytes", "segment_bytes", INT, "segment_bytes",
+                   "roll a new segment at this size"),
+    TopicConfigDef("segment.index.bytes", "segment_index_bytes", INT, None,
+                   "preallocated size of a segment's indexes"),
+    TopicConfigDef("segment.ms", "segment_ms", LONG, "segment_ms",
+                   "roll a new segment when the active one is this old"),
+    TopicConfigDef("unclean.leader.election.enable", "unclean_leader_election", BOOLEAN, None,
+                   "elect an out-of-sync replica when no in-sync one is alive"),
+)
+BY_KEY = {d.key: d for d in TOPIC_CONFIGS}
+BY_KAFKA_NAME = {d.kafka_name: d for d in TOPIC_CONFIGS}
+_BUILT_IN = LogConfig()
+_BROKER_BUILT_IN = BrokerConfig()
+
+
+def config_key(name: str) -> str:
+    """Our key of a config name given as Kafka's (``retention.ms``) or ours."""
+    key = name.strip().replace(".", "_").replace("-", "_")
+    return TOPIC_CONFIG_ALIASES.get(key, key)
+
+
+def _text(value: object) -> str:
+    if value is None:
+        return LONG_MAX  # flush.messages / flush.ms: never
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
+def _kafka_value(d: TopicConfigDef, value: str) -> str:
+    if d.key in ("flush_messages", "flush_ms") and value.strip().lower() in ("", "none",
+                                                                             "null"):
+        return LONG_MAX
+    return value
+
+
+def _default(core: BrokerCore, d: TopicConfigDef) -> tuple[str, str, int]:
+    """(synonym name, value, source) of a topic config's default on this broker."""
+    if d.broker_key is None:
+        if d.key == "unclean_leader_election":
+            return d.kafka_name, "false", DEFAULT_CONFIG
+        return d.kafka_name, _text(getattr(_BUILT_IN, d.key)), DEFAULT_CONFIG
+    value = getattr(core.config, d.broker_key)
+    built_in = getattr(_BROKER_BUILT_IN, d.broker_key)
+    source = DEFAULT_CONFIG if value == built_in else STATIC_BROKER_CONFIG
+    return d.broker_key.replace("_", "."), _text(value or None if d.key.startswith("flush")
+                                                 else value), source
+
+
+def topic_config_entries(core: BrokerCore, overrides: Mapping[str, str],
+                         keys: list[str] | None = None, *, synonyms: bool = False,
+                         documentation: bool = False) -> list[Body]:
+    """DescribeConfigs entries of a topic with ``overrides`` (our keys), in Kafka's names;
+    ``keys`` (Kafka's names or ours) limits them, unknown keys are skipped."""
+    wanted = None if keys is None else {config_key(k) for k in keys}
+    clean = {config_key(k): v for k, v in overrides.items()}
+    out = []
+    for d in TOPIC_CONFIGS:
+        if wanted is not None and d.key not in wanted:
+            continue
+        default_name, default_value, default_source = _default(core, d)
+        chain = [{"name": default_name, "value": default_value, "source": default_source}]
+        if d.key in clean:
+            value, source = _kafka_value(d, clean[d.key]), DYNAMIC_TOPIC_CONFIG
+            chain.insert(0, {"name": d.kafka_name, "value": value, "source": source})
+        else:
+            value, source = default_value, default_source
+        out.append({"name": d.kafka_name, "value": value, "read_only": False,
+                    "config_source": source, "is_sensitive": False,
+                    "synonyms": chain if synonyms else [], "config_type": d.type,
+                    "documentation": d.doc if documentation else None})
+    return out
+
+
+def broker_config_entries(config: BrokerConfig, keys: list[str] | None = None, *,
+                          synonyms: bool = False) -> list[Body]:
+    """DescribeConfigs entries of a broker: every setting, read-only."""
+    wanted = None if keys is None else {k.strip().replace(".", "_") for k in keys}
+    out = []
+    for f in fields(BrokerConfig):
+        if f.name == "extra" or (wanted is not None and f.name not in wanted):
+            continue
+        value = getattr(config, f.name)
+        source = DEFAULT_CONFIG if value == getattr(_BROKER_BUILT_IN, f.name) \
+            else STATIC_BROKER_CONFIG
+        name = f.name.replace("_", ".")
+        kind = BOOLEAN if isinstance(value, bool) else INT if isinstance(value, int) \
+            else STRING
+        text = _text(value)
+        out.append({"name": name, "value": text, "read_only": True, "config_source": source,
+                    "is_sensitive": False, "config_type": kind, "documentation": None,
+                    "synonyms": [{"name": name, "value": text, "source": source}]
+                    if synonyms else []})
+    return out
+
+
+def _topic_overrides(core: BrokerCore, name: str) -> dict[str, str]:
+    """The topic's overrides, or TopicError (invalid name, unknown topic)."""
+    reason = topic_name_error(name)
+    if reason is not None:
+        raise TopicError(reason, ErrorCode.INVALID_TOPIC_EXCEPTION)
+    if core.image is not None:
+        info = core.image.topics.get(name)
+        if info is not None:
+            return dict(info.configs)
+    elif core.registry.get(name) is not None:
+        return core.topic_configs(name)
+    raise TopicError(f"unknown topic {name!r}", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+
+
+def _check_broker_name(core: BrokerCore, name: str) -> None:
+    if name not in ("", str(core.config.node_id)):
+        raise MiniKafkaError(f"unexpected broker id {name!r}: this is broker "
+                             f"{core.config.node_id} (or use '' for the cluster defaults)",
+                             ErrorCode.INVALID_REQUEST)
+
+
+# -- DescribeConfigs ------------------------------------------------------------------
+
+
+def handle_describe_configs(core: BrokerCore, body: Body, respond: Respond,
+                            ctx: RequestContext) -> None:
+    results = []
+    for resource in body["resources"]:
+        kind, name = resource["resource_type"], resource["resource_name"]
+        keys = resource["configuration_keys"]
+        result: Body = {"error_code": 0, "error_message": None, "resource_type": kind,
+                        "resource_name": name, "configs": []}
+        try:
+            if kind == TOPIC_RESOURCE:
+                result["configs"] = topic_config_entries(
+                    core, _topic_overrides(core, name), keys,
+                    synonyms=body["include_synonyms"],
+                    documentation=body["include_documentation"])
+            elif kind == BROKER_RESOURCE:
+                _check_broker_name(core, name)
+                if name:
+                    result["configs"] = broker_config_entries(
+                        core.config, keys, synonyms=body["include_synonyms"])
+            else:
+                raise MiniKafkaError(f"resource type {kind} is not supported (2 topic, "
+                                     "4 broker)", ErrorCode.INVALID_REQUEST)
+        except MiniKafkaError as exc:
+            result.update(error_code=int(exc.code), error_message=exc.message)
+        results.append(result)
+    respond({"throttle_time_ms": 0, "results": results})
+
+
+# -- AlterConfigs / IncrementalAlterConfigs --------------------------------------------
+
+
+def _incremental(current: dict[str, str], configs: list[Body]) -> dict[str, str]:
+    """The overrides after IncrementalAlterConfigs' operations (our keys)."""
+    out = dict(current)
+    for c in configs:
+        key, op, value = config_key(c["name"]), c["config_operation"], c["value"]
+        if op not in (SET, DELETE, APPEND, SUBTRACT):
+            raise MiniKafkaError(f"config {c['name']!r}: unknown operation {op}",
+                                 ErrorCode.INVALID_REQUEST)
+        if key not in BY_KEY:
+            raise MiniKafkaError(f"unknown topic config {c['name']!r}",
+                                 ErrorCode.INVALID_CONFIG)
+        if op == DELETE:
+            out.pop(key, None)
+            continue
+        if value is None and op != SUBTRACT:
+            raise MiniKafkaError(f"config {c['name']!r}: a null value is not supported",
+                                 ErrorCode.INVALID_REQUEST)
+        if op == SET:
+            out[key] = value
+            continue
+        if BY_KEY[key].type != LIST:
+            raise MiniKafkaError(f"config {c['name']!r} is not a list: it cannot be "
+                                 f"{'appended to' if op == APPEND else 'subtracted from'}",
+                                 ErrorCode.INVALID_CONFIG)
+        items = [v.strip() for v in out.get(key, "").split(",") if v.strip()] \
+            if key in out else ["delete"]
+        given = [v.strip() for v in (value or "").split(",") if v.strip()]
+        if op == APPEND:
+            items += [v for v in given if v not in items]
+        else:
+            items = [v for v in items if v not in given]
+        out[key] = ",".join(items)
+    return out
+
+
+def _new_overrides(core: BrokerCore, api: ApiKey, name: str, configs: list[Body]
+                   ) -> dict[str, str]:
+    names = [config_key(c["name"]) for c in configs]
+    if len(set(names)) != len(names):
+        raise MiniKafkaError("a config is named twice", ErrorCode.INVALID_REQUEST)
+    current = _topic_overrides(core, name)
+    if api == ApiKey.ALTER_CONFIGS:
+        nulls = [c["name"] for c in configs if c["value"] is None]
+        if nulls:
+            raise MiniKafkaError(f"null values are not supported: {nulls}",
+                                 ErrorCode.INVALID_REQUEST)
+        unknown = [c["name"] for c in configs if config_key(c["name"]) not in BY_KEY]
+        if unknown:
+            raise MiniKafkaError(f"unknown topic configs {unknown}", ErrorCode.INVALID_CONFIG)
+        new = {config_key(c["name"]): c["value"] for c in configs}
+    else:
+        new = _incremental(current, configs)
+    return core.validate_topic_configs(new)
+
+
+def _alter_locally(core: BrokerCore, api: ApiKey, body: Body) -> Body:
+    responses = []
+    counts: dict[tuple[int, str], int] = {}
+    for r in body["resources"]:
+        counts[(r["resource_type"], r["resource_name"])] = counts.get(
+            (r["resource_type"], r["resource_name"]), 0) + 1
+    for resource in body["resources"]:
+        kind, name = resource["resource_type"], resource["resource_name"]
+        result: Body = {"error_code": 0, "error_message": None, "resource_type": kind,
+                        "resource_name": name}
+        try:
+            if counts[(kind, name)] > 1:
+                raise MiniKafkaError(f"resource {name!r} is named twice",
+                                     ErrorCode.INVALID_REQUEST)
+            if kind == TOPIC_RESOURCE:
+                new = _new_overrides(core, api, name, resource["configs"])
+                if not body["validate_only"]:
+                    core.set_topic_configs(name, new)
+            elif kind == BROKER_RESOURCE:
+                _check_broker_name(core, name)
+                raise MiniKafkaError("broker configs are static (set in the config file or "
+                                     "with --override)", ErrorCode.INVALID_REQUEST)
+            else:
+                raise MiniKafkaError(f"resource type {kind} is not supported (2 topic, "
+                                     "4 broker)", ErrorCode.INVALID_REQUEST)
+        except MiniKafkaError as exc:
+            result.update(error_code=int(exc.code), error_message=exc.message)
+        responses.append(result)
+    return {"throttle_time_ms": 0, "responses": responses}
+
+
+def _same(a: str | None, b: str | None) -> bool:
+    if a is None or b is None:
+        return a is b
+    a, b = a.strip().lower(), b.strip().lower()
+    try:
+        return float(a) == float(b)
+    except ValueError:
+        return a == b
+
+
+def _visible(core: BrokerCore, api: ApiKey, body: Body, answer: Body) -> Callable[[], bool]:
+    """Whether this broker's image shows what the controller accepted (topics only)."""
+    ok = {(r["resource_type"], r["resource_name"]) for r in answer.get("responses", [])
+          if r["error_code"] == 0}
+    expected: list[tuple[str, str, str | None]] = []  # topic, key, value (None: unset)
+    for resource in body["resources"]:
+        if resource["resource_type"] != TOPIC_RESOURCE or (
+                TOPIC_RESOURCE, resource["resource_name"]) not in ok:
+            continue
+        for c in resource["configs"]:
+            op = c.get("config_operation", SET)
+            if op == SET:
+                expected.append((resource["resource_name"], config_key(c["name"]), c["value"]))
+            elif op == DELETE and config_key(c["name"]) not in (
+                    "min_insync_replicas", "unclean_leader_election"):
+                expected.append((resource["resource_name"], config_key(c["name"]), None))
+
+    def visible() -> bool:
+        image = core.image
+        if image is None:
+            return False
+        for topic, key, value in expected:
+            info = image.topics.get(topic)
+            if info is None:
+                return True  # deleted meanwhile: nothing to wait for
+            if not _same(info.configs.get(key), value):
+                return False
+        return True
+
+    return visible
+
+
+def _forward_alter(core: BrokerCore, api: ApiKey, body: Body, respond: Respond) -> None:
+    async def run() -> None:
+        assert core.controller is not None
+        try:
+            answer: Body = await core.controller.request(api, body)
+        except MiniKafkaError as exc:
+            respond({"throttle_time_ms": 0, "responses": [
+                {"error_code": int(exc.code), "error_message": f"controller: {exc.message}",
+                 "resource_type": r["resource_type"], "resource_name": r["resource_name"]}
+                for r in body["resources"]]})
+            return
+        if not body["validate_only"]:
+            visible = _visible(core, api, body, answer)
+            loop = asyncio.get_running_loop()
+            deadline = loop.time() + VISIBLE_WAIT_S
+            while not visible() and loop.time() < deadline:
+                await asyncio.sleep(0.01)
+        respond(answer)
+
+    _spawn(run())
+
+
+_pending: set[asyncio.Task[None]] = set()
+
+
+def _spawn(coro: Any) -> None:
+    task = asyncio.get_running_loop().create_task(coro)
+    _pending.add(task)
+    task.add_done_callback(_pending.discard)
+
+
+def handle_alter_configs(core: BrokerCore, body: Body, respond: Respond,
+                         ctx: RequestContext) -> None:
+    if core.controller_mode:
+        _forward_alter(core, ApiKey.ALTER_CONFIGS, body, respond)
+    else:
+        respond(_alter_locally(core, ApiKey.ALTER_CONFIGS, body))
+
+
+def handle_incremental_alter_configs(core: BrokerCore, body: Body, respond: Respond,
+                                     ctx: RequestContext) -> None:
+    if core.controller_mode:
+        _forward_alter(core, ApiKey.INCREMENTAL_ALTER_CONFIGS, body, respond)
+    else:
+        respond(_alter_locally(core, ApiKey.INCREMENTAL_ALTER_CONFIGS, body))
+
+
+CONFIG_HANDLERS: dict[int, Handler] = {
+    ApiKey.DESCRIBE_CONFIGS: handle_describe_configs,
+    ApiKey.ALTER_CONFIGS: handle_alter_configs,
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: handle_incremental_alter_configs,
+}

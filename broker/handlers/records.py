@@ -1,0 +1,90 @@
+"""Handler of DeleteRecords: the leader moves a partition's log start offset.
+
+Per partition (errors per partition, Kafka's codes): the partition must be led here
+(NOT_LEADER_OR_FOLLOWER; unknown: UNKNOWN_TOPIC_OR_PARTITION), its topic must not be
+compacted (POLICY_VIOLATION, as Kafka: a compacted log has no deletable prefix), and the
+offset must be in ``[0, high watermark]`` (-1 means the high watermark; otherwise
+OFFSET_OUT_OF_RANGE).  Records below the offset become unreadable at once (fetches below
+it get OFFSET_OUT_OF_RANGE, ListOffsets -2 answers it) and whole segments below it are
+deleted by the next retention pass; an offset at or below the current log start changes
+nothing.  The new log start offsets are checkpointed before the answer, so a restart
+keeps them.  Followers learn the new log start offset from their next Fetch answer
+(``log_start_offset``) and move theirs.
+
+Difference from Kafka: Kafka answers once every replica has moved its log start offset
+(``low_watermark`` is the lowest of them, waiting up to ``timeout_ms``); we answer once the
+leader has, with the leader's log start offset as ``low_watermark``.
+
+Costs: O(partitions) plus one checkpoint write when something moved.  Thread-safety: run
+on the broker's event loop thread only.
+"""
+
+from __future__ import annotations
+
+from broker.core import BrokerCore
+from broker.handlers.common import (
+    Body,
+    Handler,
+    RequestContext,
+    Respond,
+    as_minikafka_error,
+    error_fields,
+)
+from clients.protocol.api_keys import ApiKey
+from clients.protocol.errors import ErrorCode, MiniKafkaError
+from clients.protocol.topics import TopicPartition
+
+HIGH_WATERMARK = -1
+
+
+def _delete_before(core: BrokerCore, topic: str, index: int, offset: int) -> tuple[int, bool]:
+    """Move the log start of ``topic-index`` to ``offset``; (low watermark, moved)."""
+    partition = core.partition_or_error(topic, index)
+    if not partition.is_leader:
+        raise MiniKafkaError(f"broker {core.config.node_id} is not the leader of "
+                             f"{topic}-{index}", ErrorCode.NOT_LEADER_OR_FOLLOWER)
+    if partition.log.config.compact:
+        raise MiniKafkaError(f"{topic} is compacted: its records cannot be deleted by offset",
+                             ErrorCode.POLICY_VIOLATION)
+    high_watermark = partition.high_watermark
+    if offset == HIGH_WATERMARK:
+        offset = high_watermark
+    if not 0 <= offset <= high_watermark:
+        raise MiniKafkaError(f"{topic}-{index}: offset {offset} is outside [0, the high "
+                             f"watermark {high_watermark}]", ErrorCode.OFFSET_OUT_OF_RANGE)
+    if offset <= partition.log_start_offset:
+        return partition.log_start_offset, False
+    partition.log.maybe_increment_log_start_offset(offset)
+    partition.sync_log_start()
+    return partition.log_start_offset, True
+
+
+def handle_delete_records(core: BrokerCore, body: Body, respond: Respond,
+                          ctx: RequestContext) -> None:
+    moved: list[TopicPartition] = []
+    topics = []
+    for topic in body["topics"]:
+        parts = []
+        for request in topic["partitions"]:
+            index = request["partition_index"]
+            result: Body = {"partition_index": index, "low_watermark": -1, "error_code": 0}
+            try:
+                result["low_watermark"], changed = _delete_before(core, topic["name"], index,
+                                                                  request["offset"])
+                if changed:
+                    moved.append(TopicPartition(topic["name"], index))
+            except Exception as exc:
+                result.update(error_fields(as_minikafka_error(exc)))
+                result.pop("error_message")  # DeleteRecords has no error_message field
+            parts.append(result)
+        topics.append({"name": topic["name"], "partitions": parts})
+    if moved:
+        core.log_manager.checkpoint_log_start_offsets()
+        for key in moved:
+            core.wake_partition(key)  # parked fetches below the new start answer now
+    respond({"throttle_time_ms": 0, "topics": topics})
+
+
+RECORDS_HANDLERS: dict[int, Handler] = {
+    ApiKey.DELETE_RECORDS: handle_delete_records,
+}

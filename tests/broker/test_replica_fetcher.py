@@ -1,0 +1,187 @@
+"""The replica fetcher against a real leader core, through Kafka's codec at our highest
+versions (Fetch v12, OffsetsForLeaderEpoch v4, ListOffsets v7): normal replication, a
+``diverging_epoch`` answer sending the follower back to truncation, and
+OFFSET_OUT_OF_RANGE below the leader's log start restarting the follower's log there.
+
+No sockets and no background task: the fetcher's connection is replaced by one that
+runs the leader's handlers (advancing the leader's manual clock while a fetch is
+parked), and the tests call the fetcher's steps (``_truncate``, ``_fetch``) directly.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from broker.config import BrokerConfig
+from broker.core import BrokerCore
+from broker.metadata.image import MetadataImage
+from broker.metadata.records import (
+    MetadataRecord,
+    PartitionRecord,
+    RegisterBrokerRecord,
+    TopicRecord,
+    UnfenceBrokerRecord,
+)
+from broker.replica_fetcher import FetchState, ReplicaFetcher
+from clients.protocol.api_keys import ApiKey
+from clients.protocol.topics import TopicPartition
+from replication.partition import Partition
+from tests.broker.handlers import wire
+from tests.replication.helpers import batch, values
+from timer.clock import ManualClock
+from timer.system_timer import SystemTimer
+
+TOPIC = "r"
+KEY = TopicPartition(TOPIC, 0)
+
+
+class Node:
+    """A controller-mode core (no controller link) whose image the test writes."""
+
+    def __init__(self, root: Path, node_id: int) -> None:
+        self.clock = ManualClock(1_000_000)
+        self.timer = SystemTimer(self.clock)
+        config = BrokerConfig(node_id=node_id, data_dir=str(root / f"b{node_id}"),
+                              controller_address="127.0.0.1:1", replica_fetch_wait_max_ms=50)
+        self.core = BrokerCore(config, self.clock, self.timer)
+        self.core.startup()
+        self.core.image = MetadataImage()
+
+    def apply(self, *records: MetadataRecord) -> None:
+        image = self.core.image
+        assert image is not None
+        for record in records:
+            image.apply(record, image.last_applied_offset + 1)
+        self.core.reconcile()
+
+    @property
+    def partition(self) -> Partition:
+        return self.core.partitions[KEY]
+
+
+class LeaderLink:
+    """Stands in for the fetcher's AsyncConnection: each request goes through the
+    leader's handler at our highest version; a parked fetch waits on the leader's
+    clock."""
+
+    def __init__(self, leader: Node) -> None:
+        self.leader = leader
+        self.sent: list[tuple[int, dict[str, Any]]] = []
+
+    async def request(self, api_key: int, body: dict[str, Any],
+                      **options: Any) -> dict[str, Any]:
+        self.sent.append((api_key, body))
+        answers = wire.call(self.leader.core, api_key, body)
+        for _ in range(1000):
+            if answers:
+                break
+            self.leader.clock.advance(10)
+            self.leader.timer.advance_clock()
+        assert answers and answers[0] is not None, "the leader never answered"
+        return answers[0]
+
+    async def aclose(self) -> None:
+        pass
+
+
+def cluster_records(isr: tuple[int, ...]) -> list[MetadataRecord]:
+    return [RegisterBrokerRecord(1, 0, "a", "127.0.0.1", 9001),
+            RegisterBrokerRecord(2, 1, "b", "127.0.0.1", 9002),
+            UnfenceBrokerRecord(1, 0), UnfenceBrokerRecord(2, 1),
+            TopicRecord(TOPIC, 4, 1, 2),
+            PartitionRecord(TOPIC, 0, (1, 2), 1, 0, isr, 0)]
+
+
+@pytest.fixture
+def nodes(tmp_path: Path) -> Iterator[tuple[Node, Node]]:
+    leader, follower = Node(tmp_path, 1), Node(tmp_path, 2)
+    try:
+        yield leader, follower
+    finally:
+        leader.core.shutdown()
+        follower.core.shutdown()
+
+
+def fetcher_of(follower: Node, leader: Node, *, truncating: bool) -> tuple[ReplicaFetcher,
+                                                                         LeaderLink]:
+    fetcher = ReplicaFetcher(follower.core, 1, "127.0.0.1", 9001)
+    link = LeaderLink(leader)
+    fetcher.conn = link  # type: ignore[assignment]
+    partition = follower.partition
+    fetcher.states[KEY] = FetchState(partition, partition.leader_epoch, truncating)
+    return fetcher, link
+
+
+def append_as_leader(node: Node, *vals: bytes) -> None:
+    node.partition.append_records_as_leader(batch(*vals))
+
+
+def test_truncate_then_fetch_replicates_with_the_v12_fields(
+        nodes: tuple[Node, Node]) -> None:
+    leader, follower = nodes
+    leader.apply(*cluster_records((1, 2)))
+    follower.apply(*cluster_records((1, 2)))
+    append_as_leader(leader, b"a", b"b", b"c")
+    fetcher, link = fetcher_of(follower, leader, truncating=True)
+    asyncio.run(fetcher._truncate())
+    assert not fetcher.states[KEY].truncating
+    asyncio.run(fetcher._fetch())  # the follower's LEO reaches the leader's
+    asyncio.run(fetcher._fetch())  # the leader's HW reaches the follower
+    assert values(follower.partition.log) == values(leader.partition.log)
+    assert follower.partition.high_watermark == 3 == leader.partition.high_watermark
+    fetch = [body for api, body in link.sent if api == ApiKey.FETCH][-1]
+    (p,) = fetch["topics"][0]["partitions"]
+    assert (fetch["replica_id"], fetch["session_epoch"], p["partition"], p["fetch_offset"],
+            p["last_fetched_epoch"], p["current_leader_epoch"]) == (2, -1, 0, 3, 0, 0)
+
+
+def test_a_diverging_epoch_sends_the_follower_back_to_truncation(
+        nodes: tuple[Node, Node]) -> None:
+    leader, follower = nodes
+    for node in nodes:
+        node.apply(*cluster_records((1, 2)))
+    append_as_leader(leader, b"a", b"b")
+    # the follower has a and b, then y and z written in an epoch 1 the leader never had
+    follower.partition.append_records_as_follower(batch(b"a", b"b", epoch=0), 0)
+    follower.partition.append_records_as_follower(batch(b"y", b"z", base_offset=2, epoch=1),
+                                                  0)
+    moved = PartitionRecord(TOPIC, 0, (1, 2), 1, 2, (1, 2), 1)  # leader 1 again, epoch 2
+    leader.apply(moved)
+    follower.apply(moved)
+    append_as_leader(leader, b"x")
+    fetcher, _ = fetcher_of(follower, leader, truncating=False)  # as if truncation passed
+    asyncio.run(fetcher._fetch())
+    assert fetcher.states[KEY].truncating  # diverging_epoch: no records appended
+    assert follower.partition.log_end_offset == 4
+    asyncio.run(fetcher._truncate())
+    assert follower.partition.log_end_offset == 2
+    asyncio.run(fetcher._fetch())
+    assert values(follower.partition.log) == values(leader.partition.log) == [
+        (0, b"a"), (1, b"b"), (2, b"x")]
+
+
+def test_behind_the_leaders_log_start_restarts_the_log_there(
+        nodes: tuple[Node, Node]) -> None:
+    leader, follower = nodes
+    leader.apply(*cluster_records((1,)))  # the follower is out of the ISR
+    follower.apply(*cluster_records((1,)))
+    append_as_leader(leader, *(b"v%d" % i for i in range(10)))
+    assert leader.partition.high_watermark == 10
+    deleted = wire.call1(leader.core, ApiKey.DELETE_RECORDS, {"topics": [
+        {"name": TOPIC, "partitions": [{"partition_index": 0, "offset": 6}]}],
+        "timeout_ms": 1000})
+    assert deleted["topics"][0]["partitions"][0]["low_watermark"] == 6
+    fetcher, link = fetcher_of(follower, leader, truncating=False)
+    asyncio.run(fetcher._fetch())  # OFFSET_OUT_OF_RANGE -> ListOffsets earliest
+    assert [api for api, _ in link.sent] == [ApiKey.FETCH, ApiKey.LIST_OFFSETS]
+    assert (follower.partition.log_start_offset, follower.partition.log_end_offset) == (6, 6)
+    # the leader's log start falls inside its one batch (0..9): the empty log restarts at
+    # the batch (Kafka's rule) and takes the leader's log start again
+    asyncio.run(fetcher._fetch())
+    assert values(follower.partition.log) == values(leader.partition.log)
+    assert (follower.partition.log_start_offset, follower.partition.log_end_offset) == (6, 10)
