@@ -337,7 +337,8 @@ class ControllerServer:
                         writer.get_extra_info("peername"), over)
             if peer.probation:
                 raise ProtocolError("a reserved broker place used by a client request")
-            body = (await self._metadata({"topics": []}) if header.api_key == ApiKey.METADATA
+            body = (await self._metadata({"topics": []}, header.api_version)
+                    if header.api_key == ApiKey.METADATA
                     else {"throttle_time_ms": 0, "error_code": int(ErrorCode.INVALID_REQUEST),
                           "responses": []})
             await self._write(writer, header.api_key, header.api_version,

@@ -1,5 +1,5 @@
-"""The group coordinator (sans-IO): JoinGroup, SyncGroup, Heartbeat, LeaveGroup, and the
-groups of the offsets partitions it owns.
+"""The group coordinator (sans-IO): JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
+DeleteGroups, and the groups of the offsets partitions it owns.
 
 One per broker.  It serves the groups whose offsets-topic partition this broker leads
 (:func:`broker.group.protocol.partition_for`, Kafka's formula).  The adapter
@@ -75,8 +75,10 @@ from broker.group.join import DelayedJoin, InitialDelayedJoin
 from broker.group.members import Body, Group, GroupMember, Respond
 from broker.group.metadata import (
     GroupMetadataKey,
+    OffsetCommitKey,
     encode_group_metadata_key,
     encode_group_metadata_value,
+    encode_offset_commit_key,
 )
 from broker.group.ownership import PartitionOwnership
 from broker.group.protocol import (
@@ -196,10 +198,67 @@ class GroupCoordinator:
                 and self.groups.get(group.group_id) is group):
             del self.groups[group.group_id]
 
+    # -- DeleteGroups ----------------------------------------------------------------
+
+    def delete_groups(self, group_ids: list[str],
+                      respond: Callable[[list[tuple[str, ErrorCode]]], None]) -> None:
+        """DeleteGroups: ``respond`` gets ``(group_id, error)`` for each id, in order.
+
+        Only an Empty group (no members; it may hold committed offsets) is deleted:
+        GROUP_ID_NOT_FOUND for a group this coordinator does not have, NON_EMPTY_GROUP
+        for one with members, the coordinator errors (NOT_COORDINATOR,
+        COORDINATOR_LOAD_IN_PROGRESS) as for any group request.  A deleted group leaves
+        memory at once (Dead) and tombstones for its metadata and every committed offset
+        are written to its offsets partition; the answer waits for them (a failed write
+        maps as :func:`store_error` says)."""
+        codes: dict[str, ErrorCode] = {}
+        tombstones: dict[int, list[tuple[bytes, bytes | None]]] = {}
+        waiting: dict[int, list[str]] = {}
+        for group_id in group_ids:
+            if group_id in codes:
+                continue
+            error = self.coordinator_error(group_id)
+            group = self.groups.get(group_id)
+            if error is not None:
+                codes[group_id] = error[0]
+            elif group is None or group.is_(_S.DEAD):
+                codes[group_id] = ErrorCode.GROUP_ID_NOT_FOUND
+            elif not group.is_(_S.EMPTY):
+                codes[group_id] = ErrorCode.NON_EMPTY_GROUP
+            else:
+                records = tombstones.setdefault(group.partition, [])
+                records.append((encode_group_metadata_key(GroupMetadataKey(group_id)), None))
+                records.extend((encode_offset_commit_key(OffsetCommitKey(group_id, *tp)), None)
+                               for tp in sorted(group.offsets))
+                waiting.setdefault(group.partition, []).append(group_id)
+                self._unload_group(group, ErrorCode.UNKNOWN_MEMBER_ID)
+                log.info("group %s: deleted", group_id)
+        left = len(tombstones)
+
+        def answer() -> None:
+            respond([(g, codes[g]) for g in dict.fromkeys(group_ids)])
+
+        def stored(partition: int, code: ErrorCode) -> None:
+            nonlocal left
+            for group_id in waiting[partition]:
+                codes[group_id] = store_error(code)
+            left -= 1
+            if left == 0:
+                answer()
+
+        if not tombstones:
+            answer()
+        for partition, records in tombstones.items():
+            def done(code: ErrorCode, _offset: int, p: int = partition) -> None:
+                stored(p, code)
+            self.log.append(partition, records, done)
+
     # -- JoinGroup -------------------------------------------------------------------
 
     def join_group(self, body: Body, respond: Respond, client_id: str = "",
-                   client_host: str = "") -> None:
+                   client_host: str = "", require_member_id: bool = True) -> None:
+        """JoinGroup; ``require_member_id`` False (requests below v4, before KIP-394): a
+        new member gets its id and joins at once instead of MEMBER_ID_REQUIRED."""
         group_id, member_id = body["group_id"], body["member_id"]
         instance = body.get("group_instance_id")
         error = self.coordinator_error(group_id)
@@ -229,12 +288,13 @@ class GroupCoordinator:
                                f"protocol type {member.protocol_type!r} / protocols "
                                f"{[n for n, _ in protocols]} do not fit group {group_id!r}"))
         elif not member_id:
-            self._join_new_member(group, member, respond)
+            self._join_new_member(group, member, respond, require_member_id)
         else:
             self._join_known_member(group, member, respond)
         self._maybe_drop(group)
 
-    def _join_new_member(self, group: Group, member: GroupMember, respond: Respond) -> None:
+    def _join_new_member(self, group: Group, member: GroupMember, respond: Respond,
+                         require_member_id: bool = True) -> None:
         instance = member.group_instance_id
         old_id = group.static_members.get(instance) if instance is not None else None
         if old_id is None and group.size >= self.config.max_size:
@@ -244,7 +304,7 @@ class GroupCoordinator:
         member.member_id = f"{instance or member.client_id or 'member'}-{uuid.uuid4()}"
         if old_id is not None:
             self._replace_static_member(group, old_id, member, respond)
-        elif instance is not None:
+        elif instance is not None or not require_member_id:
             self._add_member_and_rebalance(group, member, respond)
         else:
             group.pending_members[member.member_id] = self.sessions.schedule(
@@ -397,7 +457,7 @@ class GroupCoordinator:
         group, error = self.member_request(body)
         if group is None or error is not None:
             code, message = error or (ErrorCode.UNKNOWN_MEMBER_ID, None)
-            respond(sync_answer(None, code, b"", message))  # the text is not an assignment
+            respond(sync_answer(None, code, b"", message))
             return
         if (body.get("protocol_type") not in (None, group.protocol_type)
                 or body.get("protocol_name") not in (None, group.protocol_name)):

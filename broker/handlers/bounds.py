@@ -17,7 +17,7 @@ Costs: O(1) plus the Metadata cluster part.  Run on the broker's event loop thre
 from __future__ import annotations
 
 from broker.core import BrokerCore
-from broker.handlers.common import Respond
+from broker.handlers.common import RequestContext, Respond
 from broker.handlers.topics import handle_metadata
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode
@@ -28,7 +28,8 @@ def answer_over_bound(core: BrokerCore, api_key: int, api_version: int,
     """Answer a request that is over its bound; False if ``api_key`` has no bound here."""
     if api_key == ApiKey.METADATA:
         handle_metadata(core, {"topics": [], "allow_auto_topic_creation": False,
-                               "include_topic_authorized_operations": False}, respond)
+                               "include_topic_authorized_operations": False}, respond,
+                        RequestContext(api_version))
         return True
     if api_key == ApiKey.FETCH:
         respond({"throttle_time_ms": 0, "error_code": int(ErrorCode.INVALID_REQUEST),

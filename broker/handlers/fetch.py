@@ -335,9 +335,9 @@ def _max_timestamp(partition: Partition, upper: int) -> tuple[int, int] | None:
         return None
     timestamp = best[0]
     for seg in partition.log.segments:  # the record itself: decode the winning batch
-        batch = seg.find_batch(best[1])
-        if batch is not None:
-            exact = _batch_max(seg, batch, max(low, best[1]), upper)
+        winner = seg.find_batch(best[1])
+        if winner is not None:
+            exact = _batch_max(seg, winner, max(low, best[1]), upper)
             if exact is not None and exact[0] == timestamp:
                 return exact[1], exact[0]
             break

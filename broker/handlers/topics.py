@@ -139,7 +139,7 @@ def handle_metadata(core: BrokerCore, body: Body, respond: Respond,
     for name, topic_id in _requested(core, body, ctx.version,
                                      lambda: sorted(core.registry.topics)):
         info = core.registry.get(name) if name is not None else None
-        if info is None:
+        if info is None or name is None:
             unknown = _unknown_topic(name, topic_id, ctx.version)
             if core.controller_mode and name is not None:  # no image yet: we know nothing
                 unknown["error_code"] = int(ErrorCode.LEADER_NOT_AVAILABLE)

@@ -166,11 +166,11 @@ def _decode_struct(st: Struct, version: int, flexible: bool, cur: _Cursor, end: 
             tag_end = cur.pos + size
             if tag_end > end:
                 raise _fail(path, f"tagged field {tag} of {size} bytes runs past the end")
-            f = tagged.get(tag)
-            if f is not None:
-                path.append(f.name)
-                out[f.name] = _decode_value(f.type, version, True, f.is_nullable(version), cur,
-                                            tag_end, path)
+            tf = tagged.get(tag)
+            if tf is not None:
+                path.append(tf.name)
+                out[tf.name] = _decode_value(tf.type, version, True, tf.is_nullable(version),
+                                             cur, tag_end, path)
                 path.pop()
             cur.pos = tag_end
         path.pop()
@@ -259,5 +259,5 @@ def _encode_struct(st: Struct, version: int, flexible: bool, value: Any, out: by
         path.pop()
     if flexible:
         out += uvarint(len(tagged))
-        for tag, data in sorted(tagged):
-            out += uvarint(tag) + uvarint(len(data)) + data
+        for tag, payload in sorted(tagged):
+            out += uvarint(tag) + uvarint(len(payload)) + payload
