@@ -18,6 +18,7 @@ import socket
 import struct
 from collections.abc import Iterator
 
+import psutil
 import pytest
 
 from clients.admin import Admin
@@ -31,6 +32,7 @@ from clients.records.batch import iter_batches
 from clients.records.record import build_batch
 from clients.types import NewTopic
 from tests.broker.processes import BrokerProcess
+from tests.broker.raw_kafka import wait_for
 from tests.broker.test_broker_integration import consume_all
 
 pytestmark = pytest.mark.multiprocess
@@ -48,9 +50,16 @@ def broker(tmp_path_factory: pytest.TempPathFactory) -> Iterator[BrokerProcess]:
         yield b
 
 
-def exchange(port: int, payload: bytes, half_close: bool = False) -> bytes | None:
-    """Send ``payload``; return the response frame, or None if the broker closed."""
-    with socket.create_connection(("127.0.0.1", port), timeout=30) as sock:
+class Hang(AssertionError):
+    """The broker neither answered nor closed within the deadline."""
+
+
+def exchange(port: int, payload: bytes, half_close: bool = False,
+             deadline_s: float = 15.0) -> bytes | None:
+    """Send ``payload``; return the response frame, or None if the broker closed.
+
+    Neither within ``deadline_s`` is a hang (:class:`Hang`), never counted as a close."""
+    with socket.create_connection(("127.0.0.1", port), timeout=deadline_s) as sock:
         try:
             sock.sendall(payload)
             if half_close:
@@ -59,11 +68,20 @@ def exchange(port: int, payload: bytes, half_close: bool = False) -> bytes | Non
             return None
         try:
             frame = read_frame(sock, max_frame_bytes=64 * 1024 * 1024)
+        except TimeoutError:
+            raise Hang(f"no answer and no close within {deadline_s} s") from None
         except ConnectionResetError:
             return None
         except Exception:  # a frame cut by the close counts as closed
             return None
         return None if frame is None else bytes(frame)
+
+
+def broker_resources(broker: BrokerProcess) -> tuple[int, int]:
+    """Open fds and resident bytes over the broker's processes (main + network)."""
+    assert broker.proc is not None
+    procs = [psutil.Process(broker.proc.pid), *(psutil.Process(p) for p in broker.network_pids())]
+    return sum(p.num_fds() for p in procs), sum(p.memory_info().rss for p in procs)
 
 
 def header(api_key: int, version: int, correlation_id: int) -> bytes:
@@ -132,6 +150,11 @@ def test_malformed_frames_never_hurt_the_broker(broker: BrokerProcess) -> None:
         assert partition_error(response, api, version) == code, f"{kind} v{version} (seed " \
             f"{SEED})"
         outcomes[kind] = outcomes.get(kind, 0) + 1
+
+    for warm in (b"warm-0", b"warm-1"):  # the produce path's lazy state is in place
+        assert exchange(port, produce_request("target", build_batch([(None, warm, 0, [])])))
+        valid_values.append(warm)
+    fds_before, rss_before = broker_resources(broker)
 
     for i in range(2000):
         case = i % 16
@@ -248,6 +271,11 @@ def test_malformed_frames_never_hurt_the_broker(broker: BrokerProcess) -> None:
 
     assert broker.proc is not None and broker.proc.poll() is None, "the broker died"
     assert len(outcomes) >= 19, sorted(outcomes)
+    # Every connection of the storm is reaped, and memory did not grow with it.
+    assert wait_for(lambda: broker_resources(broker)[0] <= fds_before, 10), \
+        f"fds {fds_before} -> {broker_resources(broker)[0]} (seed {SEED})"
+    rss_growth = broker_resources(broker)[1] - rss_before
+    assert rss_growth < 32 * 1024 * 1024, f"RSS grew {rss_growth} bytes (seed {SEED})"
     # Other clients keep working...
     with Producer(broker.bootstrap, acks="all") as producer:
         producer.send("target", b"after the storm", partition=0).result(30)
