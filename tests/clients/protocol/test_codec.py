@@ -152,10 +152,21 @@ def test_bad_frame_on_decode_names_the_path() -> None:
         decode_request(bytes(frame))
 
 
-def test_trailing_bytes_after_the_body_are_an_error() -> None:
-    frame = encode_request_bytes(ApiKey.METADATA, 1, 1, "c", {"topics": []})[4:] + b"\x00"
+def test_trailing_bytes_after_a_response_body_are_an_error() -> None:
+    frame = encode_response_bytes(ApiKey.METADATA, 1, 1, {"brokers": [], "controller_id": 0,
+                                                           "topics": []})[4:] + b"\x00"
     with pytest.raises(ProtocolError, match="1 bytes after the body"):
-        decode_request(frame)
+        decode_response(frame, ApiKey.METADATA, 1)
+
+
+def test_trailing_bytes_after_a_request_body_are_ignored_as_kafka_does() -> None:
+    # librdkafka 2.16's Metadata v12 for all topics, as captured on the wire: 3 bytes of
+    # padding after the tagged fields.
+    frame = bytes.fromhex("0003000c00000003000772646b61666b610000000000010000")
+    request = decode_request(frame)
+    assert (request.api_key, request.api_version) == (ApiKey.METADATA, 12)
+    assert request.body["topics"] is None
+    assert request.body["allow_auto_topic_creation"] is False
 
 
 def test_short_or_malformed_headers() -> None:
