@@ -39,6 +39,8 @@ from broker.handlers.fetch import LEADER_HINT_ERRORS, current_leader
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode
 from clients.protocol.topics import TopicPartition
+from clients.records.batch import COMPRESSION_MASK, HEADER, HEADER_SIZE, LOG_OVERHEAD
+from clients.records.compression import ZSTD
 
 
 def _node_endpoints(core: BrokerCore, responses: list[Body]) -> list[Body]:
@@ -49,6 +51,26 @@ def _node_endpoints(core: BrokerCore, responses: list[Body]) -> list[Body]:
                for p in t["partition_responses"] if p.get("current_leader")}
     return [{"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack}
             for n in sorted(leaders) if (b := core.image.brokers.get(n)) is not None]
+
+
+ZSTD_MIN_PRODUCE_VERSION = 7  # Kafka's rule (KIP-110): older clients cannot read zstd
+
+
+def uses_zstd(records: Any) -> bool:
+    """Whether a batch of a produce request's records is zstd-compressed (header walk only;
+    a malformed tail is left to the append, which reports it precisely)."""
+    if not records:
+        return False
+    view = memoryview(records)
+    pos = 0
+    while pos + HEADER_SIZE <= len(view):
+        header = HEADER.unpack_from(view, pos)
+        if header[5] & COMPRESSION_MASK == ZSTD:
+            return True
+        if header[1] <= 0:
+            return False
+        pos += header[1] + LOG_OVERHEAD
+    return False
 
 
 def handle_produce(core: BrokerCore, body: Body, respond: Respond,
@@ -74,6 +96,10 @@ def handle_produce(core: BrokerCore, body: Body, respond: Respond,
             result: dict[str, Any] = {"index": entry["index"], "error_code": 0,
                                       "error_message": None, "base_offset": -1}
             results.append(result)
+            if ctx.version < ZSTD_MIN_PRODUCE_VERSION and uses_zstd(entry["records"]):
+                result.update(error_code=int(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE),
+                              error_message="zstd batches need Produce v7 or later")
+                continue
             try:
                 partition = core.partition_or_error(name, entry["index"])
                 if partition.is_leader:  # (a follower answers NOT_LEADER from the append)

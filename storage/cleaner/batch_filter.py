@@ -25,6 +25,9 @@ all records dropped         nothing, or an empty header (record_count 0, same of
                             producer fields) when it is its producer's last batch
 ==========================  ===============================================================
 
+A compressed batch is decided on its decompressed records (:func:`plain_batch`); a
+rewrite is compressed again with the batch's codec, an unchanged batch is kept as read.
+
 Costs: O(records) Python per batch (one tuple per record; 1- and 2-byte varints are
 decoded inline, which is what almost every field of a small record is; the value length
 is only tested for its sign, bit 0 of its first byte, the CRC having vouched for it) plus a CRC-32C
@@ -38,6 +41,7 @@ from dataclasses import dataclass
 
 from clients.protocol.errors import CorruptRecordError
 from clients.records.batch import (
+    COMPRESSION_MASK,
     CONTROL_MASK,
     HEADER,
     HEADER_SIZE,
@@ -45,6 +49,7 @@ from clients.records.batch import (
     TIMESTAMP_TYPE_MASK,
     assemble_batch,
 )
+from clients.records.compression import compress_batch, decompress_batch
 from clients.records.varint import decode_varint, decode_varint32, encode_varint
 from storage.cleaner.offset_map import OffsetMap
 from storage.segment import Segment
@@ -120,11 +125,21 @@ def walk_records(raw: bytes, pos: int, h: Header) -> list[RecordSpan]:
     return out
 
 
+def plain_batch(raw: bytes, pos: int, h: Header) -> tuple[bytes, int, Header]:
+    """The batch at ``pos`` with its records uncompressed: ``(buffer, position, header)``;
+    ``raw`` itself when the batch is not compressed (nothing copied)."""
+    if not h[5] & COMPRESSION_MASK:
+        return raw, pos, h
+    plain = decompress_batch(raw, pos, validate=False)
+    return plain, 0, HEADER.unpack_from(plain, 0)
+
+
 def keys_of(data: bytes, pos: int, h: Header) -> tuple[list[bytes], list[int]]:
     """Keys and offsets of the keyed records of the batch at ``pos`` (control: none)."""
     keys: list[bytes] = []
     offsets: list[int] = []
     if not h[5] & CONTROL_MASK:
+        data, pos, h = plain_batch(data, pos, h)
         for span in walk_records(data, pos, h):
             if span[6] is not None:
                 keys.append(span[6])
@@ -170,8 +185,9 @@ def rebuild(h: Header, body: bytes | bytearray, count: int, attributes: int,
 
 
 def empty_batch(h: Header) -> bytes:
-    """The header of ``h`` with no records (same offsets, epoch and producer fields)."""
-    return rebuild(h, b"", 0, h[5] & ~DELETE_HORIZON_MASK, h[7], h[8])
+    """The header of ``h`` with no records (same offsets, epoch and producer fields; no
+    codec: there is nothing to compress)."""
+    return rebuild(h, b"", 0, h[5] & ~(DELETE_HORIZON_MASK | COMPRESSION_MASK), h[7], h[8])
 
 
 @dataclass
@@ -190,9 +206,24 @@ class BatchFilter:
     batches_changed: int = 0
 
     def filter(self, raw: bytes, h: Header) -> bytes | None:
-        """What to write for the batch ``raw`` (``h``): ``raw`` itself, a rewrite, or None."""
+        """What to write for the batch ``raw`` (``h``): ``raw`` itself, a rewrite, or None.
+
+        A compressed batch is decided on its uncompressed records; a rewrite of it is
+        compressed again with the same codec (as Kafka's cleaner does)."""
         if h[0] >= self.map_end or h[5] & CONTROL_MASK:
             return raw
+        codec = h[5] & COMPRESSION_MASK
+        if not codec:
+            return self._filter_plain(raw, h)
+        plain, _, ph = plain_batch(raw, 0, h)
+        out = self._filter_plain(plain, ph)
+        if out is plain:
+            return raw
+        if out is None or HEADER.unpack_from(out, 0)[12] == 0:
+            return out  # dropped, or its producer's empty last batch (no records to pack)
+        return compress_batch(out, codec)
+
+    def _filter_plain(self, raw: bytes, h: Header) -> bytes | None:
         has_horizon = bool(h[5] & DELETE_HORIZON_MASK)
         expired = has_horizon and self.now_ms >= h[7]
         latest = self.offset_map.get

@@ -71,7 +71,7 @@ from typing import NamedTuple
 from clients.protocol.errors import InvalidRecordError, MiniKafkaError, OffsetOutOfRangeError
 from clients.protocol.topics import TopicPartition
 from clients.records.batch import CONTROL_MASK, HEADER, LOG_OVERHEAD, PREFIX, BatchHeader
-from storage.cleaner.batch_filter import walk_records
+from storage.cleaner.batch_filter import plain_batch, walk_records
 from storage.config import LogConfig
 from storage.errors import StorageError
 from storage.log.invariants import check_log_invariants
@@ -277,7 +277,11 @@ class Log:
             header = HEADER.unpack_from(view, pos)
             if header[5] & CONTROL_MASK:
                 continue
-            for span in walk_records(view, pos, header):  # type: ignore[arg-type]
+            try:
+                data, at, plain = plain_batch(view, pos, header)  # type: ignore[arg-type]
+            except MiniKafkaError:
+                return  # a bad compressed section: the append reports it precisely
+            for span in walk_records(data, at, plain):
                 if span[6] is None:
                     topic, partition = self.topic_partition
                     raise InvalidRecordError(

@@ -20,6 +20,8 @@ from broker.handlers.configs import LONG_MAX, STATIC_BROKER_CONFIG
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode
 from clients.protocol.registry import APIS
+from clients.protocol.topics import TopicPartition
+from clients.records.compression import GZIP, ZSTD, compress_batch
 from clients.records.record import build_batch
 from tests.broker.handlers.wire import CoreHarness, call, call1, core_at, ends, versions
 
@@ -122,6 +124,23 @@ def test_produce_at_both_ends(h: CoreHarness, version: int) -> None:
     assert bad["error_code"] == E.UNKNOWN_TOPIC_OR_PARTITION
     if version >= 8:
         assert "nope" in bad["error_message"]
+
+
+@pytest.mark.parametrize("version", [v for v in versions(ApiKey.PRODUCE) if v in (6, 7)]
+                         + ends(ApiKey.PRODUCE))
+def test_zstd_batches_need_produce_v7(h: CoreHarness, version: int) -> None:
+    zstd = compress_batch(build_batch([(b"k", b"z" * 100, 5, ())]), ZSTD)
+    gzip = compress_batch(build_batch([(b"k", b"g" * 100, 5, ())]), GZIP)
+    answer = call1(h.core, ApiKey.PRODUCE, {"acks": 1, "timeout_ms": 1000, "topics": [
+        {"name": "t", "partitions": [{"index": 0, "records": gzip + zstd},
+                                     {"index": 1, "records": gzip}]}]}, version)
+    mixed, plain = answer["responses"][0]["partition_responses"]
+    if version >= 7:
+        assert mixed["error_code"] == 0
+    else:
+        assert mixed["error_code"] == E.UNSUPPORTED_COMPRESSION_TYPE
+        assert h.core.partitions[TopicPartition("t", 0)].log.log_end_offset == 0
+    assert plain["error_code"] == 0  # other partitions of the request are unaffected
 
 
 @pytest.mark.parametrize("version", ends(ApiKey.FETCH))

@@ -14,8 +14,9 @@ from hypothesis import HealthCheck, event, settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
-from clients.protocol.errors import InvalidConfigError
+from clients.protocol.errors import InvalidConfigError, InvalidRecordError
 from clients.records.batch import iter_batches
+from clients.records.compression import compress_batch
 from clients.records.record import build_batch, decode_batch
 from storage.cleaner.batch_filter import DELETE_HORIZON_MASK
 from storage.cleaner.cleaner import LogCleaner
@@ -648,3 +649,42 @@ def test_no_stray_files_in_a_fresh_directory(tmp_path: Path) -> None:
         assert not (tmp_path / "t-0" / "00000000000000000000.index.swap").exists()
     finally:
         log.close()
+
+
+# -- compressed batches --------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("codec", [1, 2, 3, 4], ids=["gzip", "snappy", "lz4", "zstd"])
+def test_compressed_batches_are_cleaned_and_stay_compressed(
+        make_log: Callable[..., Log], clock: Clock, codec: int) -> None:
+    log = make_log(compact_config(segment_bytes=4096))
+    appended: list[Rec] = []
+    for i in range(60):  # 5 records per batch over 7 keys, every 4th a tombstone
+        items: list[tuple[bytes | None, bytes | None]] = [
+            (f"key-{(5 * i + j) % 7}".encode(),
+             None if (5 * i + j) % 4 == 3 else f"value-{5 * i + j}".encode() * 3)
+            for j in range(5)]
+        data = compress_batch(build_batch([(k, v, clock.now, ()) for k, v in items]), codec)
+        base = log.append_as_leader(data, EPOCH).first_offset
+        appended.extend((base + j, k, v, clock.now) for j, (k, v) in enumerate(items))
+        clock.now += 1
+    log.roll()
+    active = log.active.base_offset
+    assert LogCleaner(clock_ms=clock).clean_until_idle({TP: log}) >= 1
+    log.check_invariants()
+    assert records_of(log) == expected_after_full_clean(appended, active, lambda _o: False)
+    codecs = {header.attributes & 7 for header, _ in log.batches() if header.record_count}
+    assert codecs == {codec}  # rewritten batches are compressed again with their codec
+    assert any(header.attributes & DELETE_HORIZON_MASK for header, _ in log.batches())
+
+
+@pytest.mark.parametrize("codec", [0, 1, 4], ids=["none", "gzip", "zstd"])
+def test_a_keyless_record_in_a_compressed_batch_is_refused_on_a_compacted_log(
+        make_log: Callable[..., Log], codec: int) -> None:
+    log = make_log()
+    batch = build_batch([(b"k", b"v", 1, ()), (None, b"keyless", 1, ())])
+    data = compress_batch(batch, codec) if codec else batch
+    with pytest.raises(InvalidRecordError, match="without a key"):
+        log.require_keys(data)
+    keyed = build_batch([(b"k", b"v", 1, ()), (b"k2", b"v2", 1, ())])
+    log.require_keys(compress_batch(keyed, codec) if codec else keyed)  # accepted
