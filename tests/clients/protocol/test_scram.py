@@ -1,0 +1,86 @@
+"""SCRAM against RFC 7677's test vector, both sides against each other, and the
+failures a server must give without saying which part was wrong."""
+
+from __future__ import annotations
+
+import base64
+
+import pytest
+
+from clients.protocol.scram import (
+    ScramClient,
+    ScramError,
+    ScramServer,
+    broker_credential,
+    broker_id_of,
+    broker_password,
+    make_credential,
+)
+
+CLIENT_NONCE = "rOprNGfwEbeRWgbNEkqO"
+SERVER_NONCE = "%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0"
+SALT = base64.b64decode("W22ZaJ0SNY7soEsUEjb6gQ==")
+SERVER_FIRST = (b"r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,"
+                b"s=W22ZaJ0SNY7soEsUEjb6gQ==,i=4096")
+CLIENT_FINAL = (b"c=biws,r=rOprNGfwEbeRWgbNEkqO%hvYDpWUa2RaTCAfuxFIlj)hNlF$k0,"
+                b"p=dHzbZapWIk4jUhN+Ute9ytag9zjfMHgsqmmiz7AndVQ=")
+SERVER_FINAL = b"v=6rriTRBi23WpRR/wtup+mMhUZUn/dB5nLTJRsjl95G4="
+
+
+def test_rfc7677_vector_client_side() -> None:
+    client = ScramClient("SCRAM-SHA-256", "user", b"pencil", nonce=CLIENT_NONCE)
+    assert client.first() == b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO"
+    assert client.final(SERVER_FIRST) == CLIENT_FINAL
+    client.verify(SERVER_FINAL)
+    with pytest.raises(ScramError, match="signature"):
+        client.verify(b"v=" + base64.b64encode(b"x" * 32))
+
+
+def test_rfc7677_vector_server_side() -> None:
+    credential = make_credential("SCRAM-SHA-256", b"pencil", SALT)
+    server = ScramServer("SCRAM-SHA-256", {"user": credential}.get, nonce=SERVER_NONCE)
+    assert server.first(b"n,,n=user,r=rOprNGfwEbeRWgbNEkqO") == SERVER_FIRST
+    assert server.final(CLIENT_FINAL) == SERVER_FINAL
+    assert server.username == "user"
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_wrong_password_and_unknown_user_fail_alike(mechanism: str) -> None:
+    users = {"alice": make_credential(mechanism, b"secret")}
+    for name, password in [("alice", b"wrong"), ("mallory", b"secret")]:
+        server = ScramServer(mechanism, users.get)
+        client = ScramClient(mechanism, name, password)
+        final = client.final(server.first(client.first()))
+        with pytest.raises(ScramError, match=r"^authentication failed$"):
+            server.final(final)
+        assert server.username is None
+    server = ScramServer(mechanism, users.get)
+    client = ScramClient(mechanism, "alice", b"secret")
+    client.verify(server.final(client.final(server.first(client.first()))))
+    assert server.username == "alice"
+
+
+@pytest.mark.parametrize("message", [b"", b"garbage", b"y,,n=a,r=b", b"n,,n=a", b"\xff\xfe",
+                                     b"n,,n=a=b,r=x"])
+def test_malformed_first_messages_are_precise_errors(message: bytes) -> None:
+    server = ScramServer("SCRAM-SHA-256", lambda _u: None)
+    with pytest.raises(ScramError):
+        server.first(message)
+
+
+def test_broker_credentials_bind_one_broker_id() -> None:
+    secret = "a" * 64
+    server = ScramServer("SCRAM-SHA-256",
+                         lambda u: broker_credential(secret, "SCRAM-SHA-256", u))
+    client = ScramClient("SCRAM-SHA-256", "broker-2", broker_password(secret, 2))
+    client.verify(server.final(client.final(server.first(client.first()))))
+    assert broker_id_of(server.username) == 2
+    # broker 1's password does not log in as broker 2, nor does another cluster's secret
+    for password in (broker_password(secret, 1), broker_password("b" * 64, 2)):
+        server = ScramServer("SCRAM-SHA-256",
+                             lambda u: broker_credential(secret, "SCRAM-SHA-256", u))
+        client = ScramClient("SCRAM-SHA-256", "broker-2", password)
+        with pytest.raises(ScramError):
+            server.final(client.final(server.first(client.first())))
+    assert broker_credential(secret, "SCRAM-SHA-256", "alice") is None
+    assert broker_id_of("alice") is None and broker_id_of(None) is None
