@@ -11,6 +11,10 @@ connection is closed, since a late answer would desynchronise nothing but is use
 A connection that fails raises a retriable NETWORK_EXCEPTION error to every waiter and
 is reconnected by the next ``request()``.
 
+With ``login`` the connection authenticates right after it opens (SaslHandshake v1 and
+SaslAuthenticate, SCRAM-SHA-256: :mod:`clients.protocol.scram`) before any request; a
+refusal raises :class:`AuthenticationError` and closes it.
+
 Not thread-safe: one event loop.
 """
 
@@ -21,22 +25,32 @@ import contextlib
 import itertools
 from typing import Any
 
+from clients.protocol.api_keys import ApiKey
 from clients.protocol.codec import decode_response_body, decode_response_header, encode_request
 from clients.protocol.errors import ErrorCode, MiniKafkaError, RequestTimedOutError
 from clients.protocol.framing import DEFAULT_MAX_FRAME_BYTES, frame_length_of
 from clients.protocol.registry import APIS
+from clients.protocol.scram import ScramClient, ScramError
 
 CONNECT_TIMEOUT_S = 5.0
+AUTH_TIMEOUT_MS = 10_000
+SCRAM_MECHANISM = "SCRAM-SHA-256"
 
 
 class BrokerUnreachableError(MiniKafkaError):
     code = ErrorCode.NETWORK_EXCEPTION
 
 
+class AuthenticationError(MiniKafkaError):
+    code = ErrorCode.SASL_AUTHENTICATION_FAILED
+
+
 class AsyncConnection:
     def __init__(self, host: str, port: int, *, client_id: str = "broker",
-                 max_in_flight: int = 16, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES) -> None:
+                 max_in_flight: int = 16, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
+                 login: tuple[str, bytes] | None = None) -> None:
         self.host = host
+        self.login = login  # (username, password): SCRAM-SHA-256 right after connecting
         self.port = port
         self.client_id = client_id
         self.max_frame_bytes = max_frame_bytes
@@ -63,7 +77,53 @@ class AsyncConnection:
                     from None
             self._writer = writer
             self._reader_task = asyncio.get_running_loop().create_task(self._read_loop(reader))
+            if self.login is not None:
+                try:
+                    await self._authenticate(writer, *self.login)
+                except BaseException:
+                    self.close()
+                    raise
             return writer
+
+    async def _authenticate(self, writer: asyncio.StreamWriter, username: str,
+                            password: bytes) -> None:
+        """SaslHandshake v1 and two SaslAuthenticate rounds (SCRAM-SHA-256)."""
+        answer = await self._round_trip(writer, ApiKey.SASL_HANDSHAKE, 1,
+                                        {"mechanism": SCRAM_MECHANISM}, AUTH_TIMEOUT_MS)
+        if answer["error_code"] != 0:
+            raise AuthenticationError(f"{self.address} does not offer {SCRAM_MECHANISM} "
+                                      f"(offers {answer['mechanisms']})")
+        scram = ScramClient(SCRAM_MECHANISM, username, password)
+        try:
+            first = await self._sasl_token(writer, scram.first())
+            scram.verify(await self._sasl_token(writer, scram.final(first)))
+        except ScramError as exc:
+            raise AuthenticationError(f"{self.address}: {exc}") from None
+
+    async def _sasl_token(self, writer: asyncio.StreamWriter, token: bytes) -> bytes:
+        answer = await self._round_trip(writer, ApiKey.SASL_AUTHENTICATE,
+                                        APIS[ApiKey.SASL_AUTHENTICATE].max_version,
+                                        {"auth_bytes": token}, AUTH_TIMEOUT_MS)
+        if answer["error_code"] != 0:
+            raise AuthenticationError(f"{self.address} refused the login as "
+                                      f"{self.login[0] if self.login else '?'}: "
+                                      f"{answer['error_message']}")
+        return bytes(answer["auth_bytes"])
+
+    async def _round_trip(self, writer: asyncio.StreamWriter, api_key: int, api_version: int,
+                          body: dict[str, Any], timeout_ms: int) -> dict[str, Any]:
+        correlation_id = next(self._correlation) & 0x7FFFFFFF
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        self._pending[correlation_id] = (future, api_key, api_version)
+        writer.writelines(encode_request(api_key, api_version, correlation_id, self.client_id,
+                                         body, max_frame_bytes=self.max_frame_bytes))
+        try:
+            await writer.drain()
+            return await asyncio.wait_for(future, timeout_ms / 1000)  # type: ignore[no-any-return]
+        except TimeoutError:
+            self._pending.pop(correlation_id, None)
+            raise RequestTimedOutError(
+                f"no answer from {self.address} within {timeout_ms} ms") from None
 
     async def _read_loop(self, reader: asyncio.StreamReader) -> None:
         error: MiniKafkaError = BrokerUnreachableError(f"connection to {self.address} closed")

@@ -23,6 +23,8 @@ Bounds (every queue, pool and size is bounded):
 | request_read_timeout_ms    | 30000       | a started request frame must arrive within this |
 | max_metadata_topics        | 1000        | topics one Metadata request may name            |
 | max_fetch_partitions       | 1000        | partitions one Fetch request may name           |
+| cluster_secret_file        | (none)      | the cluster's secret (mode 600): follower       |
+|                            |             | fetches need a broker login (docs/security.md)  |
 | max_fetch_wait_ms          | 30000       | a fetch's max_wait_ms is capped at this         |
 | fetch_max_bytes            | 50 MiB      | bytes in one fetch response                     |
 | log_cleaner_step_bytes     | 512 KiB     | log bytes one compaction step reads (the main   |
@@ -57,6 +59,7 @@ class BrokerConfig:
     advertised_port: int = 0  # 0: same as port
     data_dir: str = "./data/broker-0"
     controller_address: str = ""  # "host:port"; empty = standalone broker (no controller)
+    cluster_secret_file: str = ""  # the cluster's secret: broker logins (broker.auth)
     num_network_processes: int = 1
     max_request_bytes: int = 16 * MiB
     buffer_pool_bytes: int = 128 * MiB

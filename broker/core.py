@@ -37,6 +37,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from broker.auth import read_cluster_secret
 from broker.config import BrokerConfig
 from broker.delayed import DelayedFetch, DelayedProduce
 from broker.group.offsets_topic import OffsetsTopic
@@ -71,6 +72,7 @@ class TopicError(MiniKafkaError):
 class BrokerCore:
     def __init__(self, config: BrokerConfig, clock: Clock, timer: SystemTimer) -> None:
         self.config = config
+        self.cluster_secret = read_cluster_secret(config.cluster_secret_file)
         self.clock = clock
         self.timer = timer
         self.data_dir = Path(config.data_dir)

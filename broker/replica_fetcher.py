@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from broker.async_client import AsyncConnection
+from broker.auth import broker_login
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError, error_for
 from clients.protocol.topics import TopicPartition
@@ -68,7 +69,9 @@ class ReplicaFetcher:
         self.core = core
         self.leader_id = leader_id
         self.conn = AsyncConnection(host, port, client_id=f"replica-{core.config.node_id}",
-                                    max_frame_bytes=core.config.max_request_bytes * 4)
+                                    max_frame_bytes=core.config.max_request_bytes * 4,
+                                    login=broker_login(core.cluster_secret,
+                                                       core.config.node_id))
         self.states: dict[TopicPartition, FetchState] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None

@@ -36,6 +36,7 @@ from typing import Any
 import msgpack
 
 from broker.async_client import AsyncConnection
+from broker.auth import SaslSession, broker_login
 from broker.config import BrokerConfig
 from broker.core import BrokerCore
 from broker.handlers.bounds import answer_over_bound
@@ -75,6 +76,7 @@ class BrokerServer:
         self._stop = asyncio.Event()
         self._timers: list[asyncio.TimerHandle] = []
         self.requests_handled = 0
+        self.sessions: dict[tuple[int, int], SaslSession] = {}  # (endpoint, conn) -> SASL
         self.follower: MetadataFollower | None = None
         self._tasks: set[asyncio.Task[None]] = set()
 
@@ -130,7 +132,9 @@ class BrokerServer:
         assert core is not None
         host, _, port = self.config.controller_address.rpartition(":")
         controller = AsyncConnection(host or "127.0.0.1", int(port),
-                                     client_id=f"broker-{self.config.node_id}")
+                                     client_id=f"broker-{self.config.node_id}",
+                                     login=broker_login(core.cluster_secret,
+                                                        self.config.node_id))
         core.controller = controller
         core.fetchers = ReplicaFetcherManager(core)
         self.follower = MetadataFollower(core, controller)
@@ -227,6 +231,8 @@ class BrokerServer:
                         "%d connections lost", restart.index, restart.old_pid,
                         restart.returncode, restart.new_pid, len(restart.lost_conn_ids))
             self._attach(loop, self.supervisor.endpoint(restart.index))
+            for conn_id in restart.lost_conn_ids:
+                self.sessions.pop((restart.index, conn_id), None)
 
     # -- requests --------------------------------------------------------------------
 
@@ -234,8 +240,8 @@ class BrokerServer:
         for message in messages:
             if message[0] == REQUEST:
                 self._on_request(endpoint, message[1], message[2], message[3])
-            elif message[0] == CLOSED:
-                pass  # a late response to a closed connection is freed by the network side
+            elif message[0] == CLOSED:  # (a late response is freed by the network side)
+                self.sessions.pop((endpoint.index, message[1]), None)
 
     def _on_request(self, endpoint: MainChannelEndpoint, conn_id: int,
                     handle: tuple[int, int, int], frame_len: int) -> None:
@@ -286,6 +292,16 @@ class BrokerServer:
             log.warning("closing connection %d.%d: %s", endpoint.index, conn_id, exc)
             endpoint.send_close(conn_id)
             return
+        session = self.sessions.get((endpoint.index, conn_id))
+        if request.api_key in (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE):
+            assert self.core is not None
+            if session is None:
+                session = self.sessions[(endpoint.index, conn_id)] = SaslSession(
+                    self.core.cluster_secret)
+            respond(session.handshake(request.body, version)
+                    if request.api_key == ApiKey.SASL_HANDSHAKE
+                    else session.authenticate(request.body))
+            return
         handler = HANDLERS.get(request.api_key)
         if handler is None:
             log.warning("closing connection %d.%d: API %s is not served by a broker",
@@ -293,8 +309,10 @@ class BrokerServer:
             endpoint.send_close(conn_id)
             return
         try:
-            handler(self.core, request.body, respond,
-                    RequestContext(version, request.client_id or ""))
+            handler(self.core, request.body, respond, RequestContext(
+                version, request.client_id or "",
+                None if session is None else session.principal,
+                bool(self.core.cluster_secret)))
         except Exception:
             log.exception("handler for %s failed", ApiKey(api_key).name)
             if not responded:

@@ -35,10 +35,12 @@ from pathlib import Path
 
 import psutil
 
+from broker.auth import write_cluster_secret
 from broker.cluster.state import CONTROLLER, STATE_FILE, ClusterError, ClusterState, ProcessInfo
 from broker.cluster.status import fetch_cluster_view, print_status, status_report
 
 CONTROLLER_PORT_OFFSET = 100
+SECRET_FILE = "cluster.secret"  # the cluster's secret, mode 600 (broker.auth)
 SOURCE_ROOT = str(Path(__file__).resolve().parents[2])  # the tree holding broker/
 
 
@@ -156,10 +158,13 @@ def new_state(data_dir: str, brokers: int, base_port: int,
     if base_port == 0:
         base_port = free_base_port(brokers)
     controller_port = base_port + CONTROLLER_PORT_OFFSET
+    secret_file = root / SECRET_FILE  # brokers log in with it (broker.auth); mode 600
+    write_cluster_secret(secret_file)
+    secret = ["--override", f"cluster_secret_file={secret_file}"]
     controller = ProcessInfo(
         CONTROLLER, controller_port, str(root / "controller"), str(root / "controller.log"),
         [sys.executable, "-m", "broker.controller", "--port", str(controller_port),
-         "--data-dir", str(root / "controller")])
+         "--data-dir", str(root / "controller"), *secret])
     state = ClusterState(str(root), base_port, controller)
     for node in range(brokers):
         port = base_port + node
@@ -168,7 +173,7 @@ def new_state(data_dir: str, brokers: int, base_port: int,
             str(root / f"broker-{node}.log"),
             [sys.executable, "-m", "broker", "start", "--node-id", str(node), "--port",
              str(port), "--data-dir", str(root / f"broker-{node}"), "--controller",
-             f"127.0.0.1:{controller_port}", "--log-level", "INFO", *broker_args])
+             f"127.0.0.1:{controller_port}", "--log-level", "INFO", *secret, *broker_args])
     return state
 
 

@@ -9,6 +9,8 @@ Same syntax and precedence as :mod:`broker.config` (``key=value`` lines, ``#`` c
 | host, port                           | 127.0.0.1, 9093 | listen address (port 0: kernel chooses)|
 | data_dir                             | ./data/controller | metadata log and snapshots           |
 | cluster_id                           | minikafka  | brokers registering with another id fail    |
+| cluster_secret_file                  | (none)     | the cluster's secret (mode 600): broker APIs|
+|                                      |            | need a broker login (:mod:`broker.auth`)    |
 | broker_session_timeout_ms            | 2000       | a broker silent this long is fenced (small  |
 |                                      |            | enough for a <= 3 s failover locally)       |
 | controller_tick_interval_ms          | 100        | how often sessions are checked              |
@@ -60,6 +62,7 @@ class ControllerConfig:
     port: int = 9093
     data_dir: str = "./data/controller"
     cluster_id: str = "minikafka"
+    cluster_secret_file: str = ""  # brokers authenticate with it (broker.auth)
     broker_session_timeout_ms: int = 2_000
     controller_tick_interval_ms: int = 100
     leader_imbalance_check_interval_ms: int = 30_000

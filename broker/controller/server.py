@@ -78,6 +78,7 @@ import sys
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
+from broker.auth import SaslSession, broker_request_refusal, read_cluster_secret
 from broker.config import parse_ip_overrides, parse_overrides
 from broker.controller.config import ControllerConfig
 from broker.controller.log import ControllerLog
@@ -109,6 +110,7 @@ from clients.protocol.errors import (
 )
 from clients.protocol.framing import frame_length_of
 from clients.protocol.registry import APIS
+from clients.protocol.scram import broker_id_of
 from timer.clock import Clock, MonotonicClock
 
 log = logging.getLogger(__name__)
@@ -126,6 +128,17 @@ BROKER_APIS = frozenset({ApiKey.BROKER_REGISTRATION, ApiKey.BROKER_HEARTBEAT,
                          ApiKey.ALTER_PARTITION, ApiKey.ALLOCATE_PRODUCER_IDS})
 
 
+def _refusal_answer(api_key: int, version: int, reason: str) -> dict[str, Any]:
+    """CLUSTER_AUTHORIZATION_FAILED in the API's shape (the reason names no epoch)."""
+    if api_key == ApiKey.FETCH:
+        return {"throttle_time_ms": 0, "error_code": int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+                "responses": []}
+    answer = error_answer(api_key, version, ErrorCode.CLUSTER_AUTHORIZATION_FAILED) or {}
+    if any(f.name == "error_message" for f in APIS[api_key].response.fields_at(version)):
+        answer["error_message"] = reason
+    return answer
+
+
 def _is_broker_request(api_key: int, body: dict[str, Any]) -> bool:
     """A request only a broker sends: the broker APIs, or a Fetch as replica (a broker's
     metadata log fetch carries its node id)."""
@@ -137,18 +150,24 @@ class _Peer:
     first request other than ApiVersions proved it a broker's), and whether a frame is
     being read (for the log)."""
 
-    __slots__ = ("ip", "probation", "reading", "reserved")
+    __slots__ = ("ip", "probation", "reading", "reserved", "session")
 
     def __init__(self, ip: str, *, reserved: bool) -> None:
         self.ip = ip
         self.reserved = reserved
         self.probation = reserved
         self.reading = False
+        self.session: SaslSession | None = None  # SASL state; a principal once logged in
+
+    @property
+    def principal(self) -> str | None:
+        return None if self.session is None else self.session.principal
 
 
 class ControllerServer:
     def __init__(self, config: ControllerConfig, clock: Clock | None = None) -> None:
         self.config = config
+        self.cluster_secret = read_cluster_secret(config.cluster_secret_file)
         self.clock = clock or MonotonicClock()
         self.store = ControllerLog(
             config.data_dir, snapshot_interval_records=config.metadata_snapshot_interval_records,
@@ -345,6 +364,27 @@ class ControllerServer:
                               header.correlation_id, body)
             return True
         request = decode_request_body(header)
+        if request.api_key in (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE):
+            session = peer.session = peer.session or SaslSession(self.cluster_secret)
+            body = (session.handshake(request.body, request.api_version)
+                    if request.api_key == ApiKey.SASL_HANDSHAKE
+                    else session.authenticate(request.body))
+            if broker_id_of(session.principal) is not None:
+                peer.probation = False  # an authenticated broker keeps its reserved place
+            await self._write(writer, request.api_key, request.api_version,
+                              request.correlation_id, body)
+            return True
+        if self.cluster_secret:
+            refusal = broker_request_refusal(peer.principal, request.api_key, request.body)
+            if refusal is not None:
+                if peer.probation:
+                    raise ProtocolError(f"a reserved broker place used by a client: {refusal}")
+                log.warning("connection %s: refused %s: %s", writer.get_extra_info("peername"),
+                            APIS[request.api_key].name, refusal)
+                await self._write(writer, request.api_key, request.api_version,
+                                  request.correlation_id,
+                                  _refusal_answer(request.api_key, request.api_version, refusal))
+                return True
         handler = self._handlers.get(request.api_key)
         if handler is None:
             raise ProtocolError(f"the controller does not serve {APIS[request.api_key].name}")
@@ -386,8 +426,9 @@ class ControllerServer:
     # -- handlers -----------------------------------------------------------------------
 
     async def _api_versions(self, body: dict[str, Any], version: int) -> dict[str, Any]:
+        served = sorted({*self._handlers, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
         keys = [{"api_key": int(k), "min_version": APIS[k].min_version,
-                 "max_version": APIS[k].max_version} for k in sorted(self._handlers)]
+                 "max_version": APIS[k].max_version} for k in served]
         return {"error_code": 0, "api_keys": keys}
 
     async def _register(self, body: dict[str, Any], version: int) -> dict[str, Any]:

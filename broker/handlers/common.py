@@ -24,6 +24,7 @@ from typing import Any
 
 from broker.core import BrokerCore
 from clients.protocol.errors import ErrorCode, MiniKafkaError
+from clients.protocol.scram import broker_id_of
 from storage.log.reader import FileRegion
 
 Body = dict[str, Any]
@@ -33,10 +34,17 @@ Respond = Callable[[Body | None], None]
 @dataclass(frozen=True, slots=True)
 class RequestContext:
     """What a handler knows of a request besides its body: the API version it came at
-    (answer in that version's shape) and the client id of its header."""
+    (answer in that version's shape), the client id of its header, and who the
+    connection authenticated as (:mod:`broker.auth`)."""
 
     version: int
     client_id: str = ""
+    principal: str | None = None  # who the connection logged in as (SASL), if anyone
+    brokers_authenticate: bool = False  # the cluster has a secret (broker.auth)
+
+    def may_act_as_broker(self, broker_id: int) -> bool:
+        """Whether this request may speak for broker ``broker_id`` (a follower fetch)."""
+        return not self.brokers_authenticate or broker_id_of(self.principal) == broker_id
 
 
 Handler = Callable[[BrokerCore, Body, Respond, RequestContext], None]

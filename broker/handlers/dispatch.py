@@ -33,7 +33,7 @@ def served_api_versions() -> list[dict[str, int]]:
     """The ApiVersions entries of every API this broker serves (its handler table)."""
     return [
         {"api_key": int(k), "min_version": APIS[k].min_version, "max_version": APIS[k].max_version}
-        for k in sorted(HANDLERS)
+        for k in sorted({*HANDLERS, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
     ]
 
 

@@ -227,6 +227,9 @@ def run_in_slices(steps: Generator[None, None, FetchResult],
 
 
 def handle_fetch(core: BrokerCore, body: Body, respond: Respond, ctx: RequestContext) -> None:
+    if body["replica_id"] >= 0 and not ctx.may_act_as_broker(body["replica_id"]):
+        respond(_not_a_broker(body, body["replica_id"]))  # a client posing as a follower
+        return
     if body["session_epoch"] not in (0, -1):  # incremental: we keep no sessions
         respond({"throttle_time_ms": 0, "session_id": 0, "responses": [],
                  "error_code": int(ErrorCode.FETCH_SESSION_ID_NOT_FOUND)})
@@ -254,6 +257,22 @@ def handle_fetch(core: BrokerCore, body: Body, respond: Respond, ctx: RequestCon
         run_in_slices(_fetch_steps(core, body), lambda result: respond(result[0]), fail)
 
     run_in_slices(_fetch_steps(core, body), first_read, fail)
+
+
+def _not_a_broker(body: Body, replica_id: int) -> Body:
+    """CLUSTER_AUTHORIZATION_FAILED for every partition: a Fetch as ``replica_id`` from a
+    connection that did not log in as that broker (no follower state moves)."""
+    code, message = (int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+                     f"only broker {replica_id} may fetch as replica {replica_id}")
+    log.warning("refused a Fetch as replica %d from a connection not logged in as it",
+                replica_id)
+    return {"throttle_time_ms": 0, "session_id": 0, "error_code": code, "responses": [
+        {"name": t["name"], "partitions": [
+            {"partition_index": p["partition"], "error_code": code, "error_message": message,
+             "high_watermark": -1, "last_stable_offset": -1, "log_start_offset": -1,
+             "aborted_transactions": None, "preferred_read_replica": -1,
+             "records": EMPTY_RECORDS} for p in t["partitions"]]}
+        for t in body["topics"]]}
 
 
 def _fetch_response_sizes(core: BrokerCore, body: Body) -> tuple[None, int, bool]:

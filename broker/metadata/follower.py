@@ -58,7 +58,8 @@ class MetadataFollower:
         # The controller answers one connection's requests in order: the long poll gets
         # a connection of its own so it never delays heartbeats.
         self.metadata_conn = AsyncConnection(controller.host, controller.port,
-                                             client_id=controller.client_id + "-metadata")
+                                             client_id=controller.client_id + "-metadata",
+                                             login=controller.login)
         self.incarnation_id = uuid.uuid4().bytes
         self.broker_epoch = -1
         self.is_fenced = True

@@ -186,6 +186,7 @@ class ScramServer:
         self.lookup = lookup
         self.server_nonce = nonce or base64.b64encode(os.urandom(18)).decode()
         self.username: str | None = None
+        self.started = False  # the client's first message was taken
         self._claimed: str | None = None
         self._credential: ScramCredential | None = None
         self._auth_prefix = ""
@@ -193,6 +194,7 @@ class ScramServer:
         self._known = False
 
     def first(self, client_first: bytes) -> bytes:
+        self.started = True
         text = client_first.decode(errors="replace")
         if not text.startswith("n,,"):
             raise ScramError("channel binding and authzid are not supported")

@@ -1,0 +1,152 @@
+"""Who is on the other end of a connection: SASL/SCRAM sessions and the broker-only rules.
+
+A cluster started by ``minikafka cluster start`` has a secret (``cluster_secret_file`` in
+every node's config; :func:`read_cluster_secret`).  With it, the internal APIs are for the
+cluster's own brokers only:
+
+=====================================  =================================================
+request                                served only on a connection authenticated as
+=====================================  =================================================
+BrokerRegistration, BrokerHeartbeat,   ``broker-<id>`` where ``<id>`` is the request's
+AlterPartition, AllocateProducerIds    ``broker_id`` (controller)
+Fetch of the metadata log              any broker of the cluster (controller)
+Fetch / OffsetsForLeaderEpoch with     ``broker-<replica_id>``, and that broker must be a
+``replica_id >= 0``                    replica of the partition (leader; else the
+                                       request is answered CLUSTER_AUTHORIZATION_FAILED
+                                       and no follower state moves)
+=====================================  =================================================
+
+A broker proves its id with SASL SCRAM-SHA-256 (Kafka's SaslHandshake v1 +
+SaslAuthenticate, :mod:`clients.protocol.scram`) using the credentials derived from the
+secret; a refusal is CLUSTER_AUTHORIZATION_FAILED with a text that names no epoch.
+Without a secret (a node started by hand for a test) nothing is enforced: say so in
+production docs (docs/security.md).  Client connections may authenticate too, but no
+client user database exists yet (only ``broker-<id>`` principals).
+
+:class:`SaslSession` is one connection's state (sans-IO: fed request bodies, returns
+answer bodies); the servers keep one per connection and drop it when it closes.  Costs:
+one PBKDF2 (4096 rounds, ~2 ms) per login; the checks are O(1).  Not thread-safe: each
+server's event loop owns its sessions.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+from typing import Any
+
+from clients.protocol.api_keys import ApiKey
+from clients.protocol.errors import ErrorCode, InvalidConfigError
+from clients.protocol.scram import (
+    ScramError,
+    ScramServer,
+    broker_credential,
+    broker_id_of,
+    broker_password,
+    broker_username,
+)
+
+BROKER_MECHANISM = "SCRAM-SHA-256"
+MIN_SECRET_CHARS = 32
+# controller APIs only brokers send; their body names the sending broker's id
+BROKER_ID_APIS = {ApiKey.BROKER_REGISTRATION, ApiKey.BROKER_HEARTBEAT,
+                  ApiKey.ALTER_PARTITION, ApiKey.ALLOCATE_PRODUCER_IDS}
+
+
+def read_cluster_secret(path: str) -> str:
+    """The secret in ``path`` ("" for no path); the file must be readable by its owner only."""
+    if not path:
+        return ""
+    try:
+        mode = os.stat(path).st_mode
+        text = Path(path).read_text(encoding="ascii").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise InvalidConfigError(f"cluster_secret_file {path}: {exc}") from None
+    if mode & (stat.S_IRWXG | stat.S_IRWXO):
+        raise InvalidConfigError(f"cluster_secret_file {path} is readable by others "
+                                 f"(mode {stat.S_IMODE(mode):o}); chmod 600 it")
+    if len(text) < MIN_SECRET_CHARS:
+        raise InvalidConfigError(f"cluster_secret_file {path}: the secret must have at least "
+                                 f"{MIN_SECRET_CHARS} characters")
+    return text
+
+
+def write_cluster_secret(path: Path) -> None:
+    """Create ``path`` with a new random secret (mode 600); keep an existing one."""
+    if path.exists():
+        return
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    with os.fdopen(fd, "w", encoding="ascii") as f:
+        f.write(os.urandom(32).hex() + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def broker_login(secret: str, broker_id: int) -> tuple[str, bytes] | None:
+    """What broker ``broker_id`` logs in with (None without a secret: no login)."""
+    return (broker_username(broker_id), broker_password(secret, broker_id)) if secret else None
+
+
+class SaslSession:
+    """One connection's SASL state: handshake, then SCRAM messages, then a principal."""
+
+    __slots__ = ("mechanism", "principal", "scram", "secret")
+
+    def __init__(self, secret: str) -> None:
+        self.secret = secret
+        self.mechanism: str | None = None
+        self.scram: ScramServer | None = None
+        self.principal: str | None = None
+
+    def handshake(self, body: dict[str, Any], version: int) -> dict[str, Any]:
+        offered = [BROKER_MECHANISM] if self.secret else []
+        mechanism = body["mechanism"]
+        if version == 0:  # v0 sends raw tokens after the handshake: not served
+            return {"error_code": int(ErrorCode.UNSUPPORTED_SASL_MECHANISM),
+                    "mechanisms": offered}
+        if mechanism not in offered or self.principal is not None:
+            return {"error_code": int(ErrorCode.UNSUPPORTED_SASL_MECHANISM
+                                      if self.principal is None
+                                      else ErrorCode.ILLEGAL_SASL_STATE),
+                    "mechanisms": offered}
+        self.mechanism = mechanism
+        self.scram = ScramServer(mechanism, lambda user: broker_credential(
+            self.secret, mechanism, user))
+        return {"error_code": 0, "mechanisms": offered}
+
+    def authenticate(self, body: dict[str, Any]) -> dict[str, Any]:
+        scram = self.scram
+        if scram is None:
+            return {"error_code": int(ErrorCode.ILLEGAL_SASL_STATE),
+                    "error_message": "SaslAuthenticate before SaslHandshake",
+                    "auth_bytes": b""}
+        token = bytes(body["auth_bytes"])
+        try:
+            if not scram.started:
+                answer = scram.first(token)
+            else:
+                answer = scram.final(token)
+                self.principal = scram.username
+                self.scram = None
+        except ScramError as exc:
+            self.scram = None
+            self.mechanism = None
+            return {"error_code": int(ErrorCode.SASL_AUTHENTICATION_FAILED),
+                    "error_message": str(exc), "auth_bytes": b""}
+        return {"error_code": 0, "error_message": None, "auth_bytes": answer,
+                "session_lifetime_ms": 0}
+
+
+def broker_request_refusal(principal: str | None, api_key: int, body: dict[str, Any]
+                           ) -> str | None:
+    """Why the controller must refuse this request from ``principal`` (None: allowed)."""
+    who = broker_id_of(principal)
+    if api_key == ApiKey.FETCH:
+        return None if who is not None else "the metadata log is for the cluster's brokers"
+    if api_key in BROKER_ID_APIS:
+        if who is None:
+            return f"{ApiKey(api_key).name} is for the cluster's brokers"
+        if body["broker_id"] != who:
+            return f"broker {who} cannot act for broker {body['broker_id']}"
+    return None

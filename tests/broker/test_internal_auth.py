@@ -1,0 +1,163 @@
+"""The cluster's internal APIs from an outsider's plain socket: refused, state unchanged.
+
+A cluster started by ``minikafka cluster start`` has a secret; its brokers log in to the
+controller and to each other with SCRAM credentials derived from it (:mod:`broker.auth`).
+Each attack below worked before (a raw-socket report against a 3-broker cluster): a
+forged heartbeat fenced every broker for good, a forged registration moved a live
+broker's address, a rogue broker 9 got a partition, producer ids and the whole metadata
+log went to a plain client, and a client posing as a follower (Fetch with a follower's
+``replica_id``) moved the HW so an acks=all record was acknowledged that no follower
+held.  Now every one gets CLUSTER_AUTHORIZATION_FAILED (or a failed login) and the
+cluster stays as it was.
+"""
+
+from __future__ import annotations
+
+import socket
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from clients.admin import Admin
+from clients.consumer.consumer import Consumer
+from clients.producer.producer import Producer
+from clients.protocol.api_keys import ApiKey
+from clients.protocol.errors import ErrorCode
+from clients.protocol.scram import ScramClient, broker_password
+from clients.protocol.topics import TopicPartition
+from clients.types import NewTopic
+from tests.broker.cluster_harness import LocalCluster
+from tests.broker.raw_kafka import call, connect
+
+pytestmark = [pytest.mark.multiprocess, pytest.mark.slow]
+DENIED = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+
+
+@pytest.fixture(scope="module")
+def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    with LocalCluster(Path(tmp_path_factory.mktemp("auth")), 3,
+                      {"replica_lag_time_max_ms": 30_000}) as c:
+        with Admin(c.bootstrap) as admin:
+            admin.create_topics([NewTopic("t", 1, 3, {"min.insync.replicas": "2"})])
+        c.wait_partition("t", 0, lambda p: len(p["isr"]) == 3, "full ISR")
+        yield c
+
+
+def controller(cluster: LocalCluster) -> socket.socket:
+    return connect(cluster.state.controller.port, timeout_s=10)
+
+
+def registration(broker_id: int, port: int) -> dict[str, Any]:
+    return {"broker_id": broker_id, "cluster_id": "minikafka",
+            "incarnation_id": bytes(range(16)),
+            "listeners": [{"name": "PLAINTEXT", "host": "127.0.0.1", "port": port,
+                           "security_protocol": 0}], "features": [], "rack": None}
+
+
+def heartbeat(broker_id: int, **flags: bool) -> dict[str, Any]:
+    return {"broker_id": broker_id, "broker_epoch": 0, "current_metadata_offset": 0,
+            "want_fence": False, "want_shut_down": False, **flags}
+
+
+def login(sock: socket.socket, username: str, password: bytes) -> int:
+    """SCRAM-SHA-256 over SaslHandshake v1 + SaslAuthenticate; the last error code."""
+    assert call(sock, ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "SCRAM-SHA-256"})[
+        "error_code"] == 0
+    scram = ScramClient("SCRAM-SHA-256", username, password)
+    first = call(sock, ApiKey.SASL_AUTHENTICATE, 2, {"auth_bytes": scram.first()})
+    assert first["error_code"] == 0
+    final = call(sock, ApiKey.SASL_AUTHENTICATE, 2,
+                 {"auth_bytes": scram.final(bytes(first["auth_bytes"]))})
+    if final["error_code"] == 0:
+        scram.verify(bytes(final["auth_bytes"]))
+    return int(final["error_code"])
+
+
+def healthy(cluster: LocalCluster) -> None:
+    report = cluster.report()
+    ports = {str(b["node_id"]): b["port"] for b in report["brokers"] if not b["fenced"]}
+    assert ports == {k: v.port for k, v in cluster.state.brokers.items()}, report["brokers"]
+    part = cluster.partition("t", 0)
+    assert part["leader"] >= 0 and len(part["isr"]) == 3, part
+
+
+def test_forged_control_plane_requests_are_refused(cluster: LocalCluster) -> None:
+    part = cluster.partition("t", 0)
+    with controller(cluster) as sock:
+        for broker_id in (0, 1, 2):  # fence everyone / shut everyone down
+            for flag in ("want_shut_down", "want_fence"):
+                answer = call(sock, ApiKey.BROKER_HEARTBEAT, 0, heartbeat(broker_id,
+                                                                          **{flag: True}))
+                assert answer["error_code"] == DENIED
+                assert "epoch" not in (answer["error_message"] or "")
+        assert call(sock, ApiKey.BROKER_REGISTRATION, 0, registration(1, 4444))[
+            "error_code"] == DENIED  # move live broker 1 to our port
+        assert call(sock, ApiKey.BROKER_REGISTRATION, 0, registration(9, 4444))[
+            "error_code"] == DENIED  # a rogue broker 9
+        shrink = {"broker_id": part["leader"], "broker_epoch": 0, "topics": [
+            {"name": "t", "partitions": [{"partition_index": 0, "leader_epoch": part["leader_epoch"],
+                                          "new_isr": [part["leader"]], "partition_epoch": 0,
+                                          "leader_recovery_state": 0}]}]}
+        assert call(sock, ApiKey.ALTER_PARTITION, 0, shrink)["error_code"] == DENIED
+        assert call(sock, ApiKey.ALLOCATE_PRODUCER_IDS, 0, {
+            "broker_id": 0, "broker_epoch": 0})["error_code"] == DENIED
+        for replica_id in (-1, 0, 9):  # the metadata log
+            answer = call(sock, ApiKey.FETCH, 12, {
+                "replica_id": replica_id, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20,
+                "isolation_level": 0, "session_id": 0, "session_epoch": -1, "topics": [
+                    {"name": "__cluster_metadata", "partitions": [
+                        {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1 << 20}]}]})
+            assert answer["error_code"] == DENIED and answer["responses"] == []
+    healthy(cluster)
+
+
+def test_a_login_proves_one_broker_id_only(cluster: LocalCluster) -> None:
+    with controller(cluster) as sock:  # a guessed secret: the login fails
+        assert login(sock, "broker-1", broker_password("x" * 64, 1)) == \
+            ErrorCode.SASL_AUTHENTICATION_FAILED
+        assert call(sock, ApiKey.BROKER_HEARTBEAT, 0, heartbeat(1, want_fence=True))[
+            "error_code"] == DENIED
+    secret = (Path(cluster.data_dir) / "cluster.secret").read_text().strip()
+    with controller(cluster) as sock:  # broker 0's own login cannot speak for broker 1
+        assert login(sock, "broker-0", broker_password(secret, 0)) == 0
+        assert call(sock, ApiKey.BROKER_HEARTBEAT, 0, heartbeat(1, want_shut_down=True))[
+            "error_code"] == DENIED
+        assert call(sock, ApiKey.BROKER_REGISTRATION, 0, registration(1, 4444))[
+            "error_code"] == DENIED
+    healthy(cluster)
+
+
+def test_a_client_posing_as_a_follower_cannot_move_the_high_watermark(
+        cluster: LocalCluster) -> None:
+    part = cluster.partition("t", 0)
+    leader = part["leader"]
+    followers = [r for r in part["replicas"] if r != leader]
+    leader_port = cluster.state.brokers[str(leader)].port
+    with Consumer(bootstrap_servers=cluster.bootstrap) as consumer:
+        end = consumer.end_offsets([TopicPartition("t", 0)])[TopicPartition("t", 0)]
+    for f in followers:
+        cluster.pause(str(f))
+    try:
+        with Producer(cluster.bootstrap, acks="all", request_timeout_ms=4000,
+                      delivery_timeout_ms=5000, retries=0,
+                      enable_idempotence=False) as producer:
+            future = producer.send("t", b"must not be acknowledged", partition=0)
+            with connect(leader_port, timeout_s=10) as sock:
+                for f in followers:  # "I am follower f and I have everything"
+                    answer = call(sock, ApiKey.FETCH, 12, {
+                        "replica_id": f, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20,
+                        "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+                        "topics": [{"name": "t", "partitions": [
+                            {"partition": 0, "fetch_offset": end + 1, "current_leader_epoch": -1,
+                             "partition_max_bytes": 1 << 20}]}]})
+                    assert answer["error_code"] == DENIED
+                    (p,) = answer["responses"][0]["partitions"]
+                    assert p["error_code"] == DENIED and not bytes(p["records"])
+            with pytest.raises(Exception):  # noqa: B017 - any failure: it was not acknowledged
+                future.result(15)
+    finally:
+        for f in followers:
+            cluster.resume(str(f))
+    cluster.wait_partition("t", 0, lambda p: len(p["isr"]) == 3, "followers back")
