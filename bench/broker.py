@@ -76,22 +76,34 @@ def fetch_throughput(port: int, topic: str, total_bytes: int) -> float:
         while received < total_bytes:
             correlation_id += 1
             body = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": FETCH_BYTES,
-                    "topics": [{"name": topic, "partitions": [
+                    "isolation_level": 0, "topics": [{"name": topic, "partitions": [
                         {"partition": 0, "fetch_offset": offset,
                          "partition_max_bytes": FETCH_BYTES}]}]}
-            sock.sendall(encode_request_bytes(ApiKey.FETCH, 0, correlation_id, "bench", body))
+            sock.sendall(encode_request_bytes(ApiKey.FETCH, FETCH_VERSION, correlation_id,
+                                              "bench", body))
             _recv_into(sock, view[:4])
             length = int.from_bytes(view[:4], "big")
             if length > len(buf):
                 raise RuntimeError(f"fetch response of {length} bytes exceeds the buffer")
             _recv_into(sock, view[:length])
-            meta_length = int.from_bytes(view[:4], "big")
-            next_offset = _next_offset(buf, 4 + meta_length, length)
+            next_offset = _next_offset(buf, _records_at(buf, len(topic)), length)
             if next_offset is None:
                 break
             received += length + 4
             offset = next_offset
         return received / (time.perf_counter() - started)
+
+
+FETCH_VERSION = 4  # the first version we serve; not flexible, so the layout is fixed
+
+
+def _records_at(buf: bytearray, topic_length: int) -> int:
+    """Where the records of a one-partition Fetch v4 answer start (after the 4-byte length
+    of the records field): correlation id, throttle, [topic [partition, error, HW, LSO,
+    aborted transactions (16 bytes each, -1 = null)]], records."""
+    pos = 4 + 4 + 4 + 2 + topic_length + 4 + 4 + 2 + 8 + 8
+    aborted = int.from_bytes(buf[pos:pos + 4], "big", signed=True)
+    return pos + 4 + 16 * max(aborted, 0) + 4
 
 
 def _recv_into(sock: socket.socket, view: memoryview) -> None:
@@ -155,6 +167,9 @@ def latency_ms(bootstrap: str, topic: str, count: int) -> list[float]:
     return samples
 
 
+PRODUCE_VERSION = 8  # what kafka-python sends; not flexible
+
+
 def raw_latency_ms(port: int, topic: str, count: int) -> list[float]:
     """The same Produce round trip from a plain blocking socket: the broker's share."""
     samples = []
@@ -165,10 +180,11 @@ def raw_latency_ms(port: int, topic: str, count: int) -> list[float]:
             batch = build_batch([(None, b"x" * 100, int(time.time() * 1000), ())])
             body = {"acks": 1, "timeout_ms": 30_000, "topics": [
                 {"name": topic, "partitions": [{"index": 0, "records": batch}]}]}
-            sock.sendall(encode_request_bytes(ApiKey.PRODUCE, 0, i, "bench-raw", body))
+            sock.sendall(encode_request_bytes(ApiKey.PRODUCE, PRODUCE_VERSION, i, "bench-raw",
+                                              body))
             frame = read_frame(sock)
             assert frame is not None
-            response = decode_response(frame, ApiKey.PRODUCE, 0).body
+            response = decode_response(frame, ApiKey.PRODUCE, PRODUCE_VERSION).body
             assert response["responses"][0]["partition_responses"][0]["error_code"] == 0
             if i:  # the first one warms up
                 samples.append((time.perf_counter() - t0) * 1000)

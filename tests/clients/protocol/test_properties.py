@@ -77,9 +77,15 @@ def _flexible(struct: Any, version: int) -> Any:
 
 
 def decode_or_protocol_error(api: Api, version: int, frame: Any, is_response: bool) -> None:
-    """Decode; only protocol errors may escape, and whatever decodes must re-encode."""
+    """Decode; only protocol errors may escape, and whatever decodes must re-encode (a
+    request at the API and version its header names: a mutated header may name another,
+    and bytes after a request's body are ignored, as Kafka's broker does)."""
     try:
-        body = plain(decode(api, version, frame, is_response))
+        if is_response:
+            body = plain(decode(api, version, frame, is_response))
+        else:
+            request = decode_request(frame)
+            api, version, body = APIS[request.api_key], request.api_version, plain(request.body)
     except PROTOCOL_ERRORS:
         return
     again = encode(api, version, body, is_response)[4:]
