@@ -49,7 +49,7 @@ from crc32c import crc32c
 from clients.records.record import build_batch
 from storage.config import LogConfig
 from storage.log.log import Log
-from storage.log.validator import validate_append_batches
+from storage.log.validator import check_records, validate_append_batches
 
 MIB = 1024 * 1024
 RECORD_VALUE_BYTES = 1000
@@ -100,6 +100,41 @@ def append_run(root: Path, batch: bytes, n: int, log_first: bool) -> tuple[float
     shutil.rmtree(root / "bench-0")
     os.unlink(root / "raw.bin")
     return log_s, raw_s
+
+
+def record_check_cost(root: Path, value_bytes: int, n: int) -> dict[str, float]:
+    """Microseconds per 16 KiB batch of ``value_bytes``-byte records (keyed, distinct):
+    the leader's check that every record parses (``check_records``: vectorised decode,
+    offset deltas), the header + CRC validation without it, and a whole leader append
+    (``Log.append_as_leader``, which includes the check); measured back to back."""
+    per = value_bytes + 20
+    count = max(1, (16 * 1024 - 61) // per)
+    batch = build_batch([(b"key-%06d" % i, os.urandom(value_bytes), 1_700_000_000_000, ())
+                         for i in range(count)])
+    view = memoryview(batch)
+    timings: dict[str, float] = {}
+    start = time.perf_counter()
+    for _ in range(n):
+        validate_append_batches(view, 2 * MIB, require_records=False)
+    timings["header_and_crc_us"] = (time.perf_counter() - start) / n * 1e6
+    start = time.perf_counter()
+    for _ in range(n):
+        check_records(view, 0, count, 0, 64 * MIB)
+    timings["records_check_us"] = (time.perf_counter() - start) / n * 1e6
+    log = Log.open(root / "check-0", bench_config())
+    start = time.perf_counter()
+    for _ in range(n):
+        log.append_as_leader(batch, leader_epoch=0)
+    timings["full_leader_append_us"] = (time.perf_counter() - start) / n * 1e6
+    log.close()
+    shutil.rmtree(root / "check-0")
+    timings["records_per_batch"] = count
+    timings["check_share_of_append"] = (timings["records_check_us"]
+                                        / timings["full_leader_append_us"])
+    timings["append_without_check_over_with"] = (
+        (timings["full_leader_append_us"] - timings["records_check_us"])
+        / timings["full_leader_append_us"])
+    return timings
 
 
 def append_breakdown(root: Path, batch: bytes, n: int) -> dict[str, float]:
@@ -304,6 +339,17 @@ def main() -> None:
                 print("    stage cost (us/batch, medians): " + ", ".join(
                     f"{k} {v:.1f}" for k, v in row["stages_us_per_batch"].items()))
                 profiles[f"append_{label}"] = profile_append(root, batch, n)
+
+        print("\nleader record check (16 KiB batches; us per batch, medians)")
+        for value_bytes in (100, 1024):
+            checks = [record_check_cost(root, value_bytes, 2000) for _ in range(args.runs)]
+            row = {k: statistics.median(c[k] for c in checks) for k in checks[0]}
+            figures[f"record_check_{value_bytes}B_values"] = row
+            print(f"  {value_bytes:>5} B values, {int(row['records_per_batch'])} records: "
+                  f"check {row['records_check_us']:.1f}, header+CRC "
+                  f"{row['header_and_crc_us']:.1f}, whole append "
+                  f"{row['full_leader_append_us']:.1f} (check = "
+                  f"{row['check_share_of_append']:.0%} of the append)")
 
         # One log of 16 KiB batches serves the read and the recovery measurements.
         batch, per_batch = make_batch(16 * 1024)
