@@ -96,10 +96,10 @@ def test_forged_control_plane_requests_are_refused(cluster: LocalCluster) -> Non
             "error_code"] == DENIED  # move live broker 1 to our port
         assert call(sock, ApiKey.BROKER_REGISTRATION, 0, registration(9, 4444))[
             "error_code"] == DENIED  # a rogue broker 9
-        shrink = {"broker_id": part["leader"], "broker_epoch": 0, "topics": [
-            {"name": "t", "partitions": [{"partition_index": 0, "leader_epoch": part["leader_epoch"],
-                                          "new_isr": [part["leader"]], "partition_epoch": 0,
-                                          "leader_recovery_state": 0}]}]}
+        change = {"partition_index": 0, "leader_epoch": part["leader_epoch"],
+                  "new_isr": [part["leader"]], "partition_epoch": 0, "leader_recovery_state": 0}
+        shrink = {"broker_id": part["leader"], "broker_epoch": 0,
+                  "topics": [{"name": "t", "partitions": [change]}]}
         assert call(sock, ApiKey.ALTER_PARTITION, 0, shrink)["error_code"] == DENIED
         assert call(sock, ApiKey.ALLOCATE_PRODUCER_IDS, 0, {
             "broker_id": 0, "broker_epoch": 0})["error_code"] == DENIED
