@@ -141,7 +141,16 @@ class BrokerCore:
         self.log_manager.checkpoint_recovery_points()
         self.log_manager.checkpoint_log_start_offsets()
 
+    def topic_configs_known(self) -> bool:
+        """Whether hosted logs have their topics' configs: standalone, from the registry
+        loaded at startup; with a controller, once a metadata image was applied.  Until
+        then logs are open with the broker's defaults, so retention and compaction wait
+        (a topic kept forever, or compacted, must not be cleaned by the defaults)."""
+        return not self.controller_mode or self.image is not None
+
     def run_retention(self) -> int:
+        if not self.topic_configs_known():
+            return 0
         return self.log_manager.run_retention()
 
     def flush_dirty_logs(self) -> None:
@@ -150,7 +159,8 @@ class BrokerCore:
     def run_log_cleaner(self) -> None:
         """One bounded compaction step (storage/cleaner.py); scheduled by the server.
         Tests call ``log_manager.clean_until_idle()`` to compact deterministically."""
-        self.log_manager.run_cleaner_step()
+        if self.topic_configs_known():
+            self.log_manager.run_cleaner_step()
 
     # -- configs -------------------------------------------------------------------
 
