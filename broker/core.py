@@ -151,7 +151,8 @@ class BrokerCore:
     def run_retention(self) -> int:
         if not self.topic_configs_known():
             return 0
-        return self.log_manager.run_retention()
+        return self.log_manager.run_retention(  # never at or above a partition's HW
+            {key: p.high_watermark for key, p in self.partitions.items()})
 
     def flush_dirty_logs(self) -> None:
         self.log_manager.flush_dirty_logs()

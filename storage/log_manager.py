@@ -337,11 +337,18 @@ class LogManager:
 
     # -- periodic work (called by the owner) --------------------------------------------
 
-    def run_retention(self) -> int:
+    def run_retention(self, high_watermarks: Mapping[TopicPartition, int] | None = None) -> int:
         """Apply time/size retention to every log; returns segments deleted.  Log start
-        offsets are checkpointed when anything was deleted."""
+        offsets are checkpointed when anything was deleted.
+
+        With ``high_watermarks`` (a broker's partitions), each log is bounded by its HW
+        and a log without one (not hosted as a partition) is left alone."""
         self._check_started()
-        deleted = sum(log.delete_old_segments() for log in self._logs.values())
+        if high_watermarks is None:
+            deleted = sum(log.delete_old_segments() for log in self._logs.values())
+        else:
+            deleted = sum(log.delete_old_segments(high_watermarks[key])
+                          for key, log in self._logs.items() if key in high_watermarks)
         if deleted:
             self.checkpoint_log_start_offsets()
         return deleted

@@ -397,14 +397,14 @@ class Log:
             )
         self._segments.raise_log_start(offset)
 
-    def delete_old_segments(self) -> int:
-        """Apply retention (:meth:`SegmentPolicy.deletable_prefix`); return the number of
-        segments deleted (never the active one).  The log start offset moves to the first
-        kept segment's base offset."""
+    def delete_old_segments(self, high_watermark: int | None = None) -> int:
+        """Apply retention (:meth:`SegmentPolicy.deletable_prefix`, bounded by
+        ``high_watermark`` when given); return the number of segments deleted (never the
+        active one).  The log start offset moves to the first kept segment's base offset."""
         self._check_open()
         segments = self._segments
         k = self._policy.deletable_prefix(segments.segments, segments.log_start_offset,
-                                          self._clock_ms())
+                                          self._clock_ms(), high_watermark)
         return segments.delete_prefix(k)
 
     def replace_segments(self, old: list[Segment], new: Segment) -> None:

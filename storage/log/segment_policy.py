@@ -50,20 +50,31 @@ class SegmentPolicy:
                 or not active.relative_offset_fits(last_offset))
 
     def deletable_prefix(self, segments: Sequence[Segment], log_start_offset: int,
-                         now_ms: int) -> int:
-        """How many leading segments retention deletes (always fewer than all)."""
+                         now_ms: int, high_watermark: int | None = None) -> int:
+        """How many leading segments retention deletes (always fewer than all).
+
+        With ``high_watermark`` (what a broker always passes), time and size retention
+        only delete a segment that lies wholly below it (its next segment's base offset
+        <= HW, Kafka's ``deletableSegments`` rule): records a lagging follower still
+        needs, and records not yet acknowledged to acks=all producers, are never
+        deleted.  None (storage used alone, tests) means no such bound."""
         cfg = self.config
         k = 0
+
+        def below_hw(i: int) -> bool:
+            return high_watermark is None or segments[i + 1].base_offset <= high_watermark
+
         while k < len(segments) - 1:
             below_start = segments[k + 1].base_offset <= log_start_offset
             expired = (not cfg.compact and cfg.retention_ms >= 0
-                       and now_ms - segments[k].largest_timestamp > cfg.retention_ms)
+                       and now_ms - segments[k].largest_timestamp > cfg.retention_ms
+                       and below_hw(k))
             if not (below_start or expired):
                 break
             k += 1
         if cfg.retention_bytes >= 0 and not cfg.compact:
             excess = sum(s.size for s in segments[k:]) - cfg.retention_bytes
-            while k < len(segments) - 1 and excess >= segments[k].size:
+            while k < len(segments) - 1 and excess >= segments[k].size and below_hw(k):
                 excess -= segments[k].size
                 k += 1
         return k

@@ -282,6 +282,24 @@ def test_time_and_size_retention(tmp_path: Path) -> None:
     sized.close()
 
 
+def test_retention_never_deletes_at_or_above_the_high_watermark(tmp_path: Path) -> None:
+    clock = Clock()
+    log = open_log(tmp_path, LogConfig(segment_bytes=1024, retention_ms=10_000,
+                                       retention_bytes=1024, index_interval_bytes=128),
+                   clock_ms=clock)
+    fill(log, 60, clock=clock)
+    clock.now += 60_000  # every rolled segment expired, and over retention_bytes
+    bases = [s.base_offset for s in log.segments]
+    assert len(bases) > 4
+    high_watermark = bases[2] + 1  # a follower lags: the HW is inside the third segment
+    assert log.delete_old_segments(high_watermark) == 2  # only segments wholly below it
+    assert log.log_start_offset == bases[2] <= high_watermark
+    assert log.delete_old_segments(high_watermark) == 0
+    assert log.delete_old_segments(log.log_end_offset) == len(bases) - 3  # HW caught up
+    log.check_invariants()
+    log.close()
+
+
 def test_log_start_offset_retention_never_deletes_active(tmp_path: Path) -> None:
     log = open_log(tmp_path)
     fill(log, 40)
