@@ -161,7 +161,8 @@ class BrokerCore:
         """One bounded compaction step (storage/cleaner.py); scheduled by the server.
         Tests call ``log_manager.clean_until_idle()`` to compact deterministically."""
         if self.topic_configs_known():
-            self.log_manager.run_cleaner_step()
+            self.log_manager.run_cleaner_step(high_watermarks={  # nothing at or above a HW
+                key: p.high_watermark for key, p in self.partitions.items()})
 
     # -- configs -------------------------------------------------------------------
 

@@ -353,11 +353,14 @@ class LogManager:
             self.checkpoint_log_start_offsets()
         return deleted
 
-    def run_cleaner_step(self, max_bytes: int | None = None) -> CleanStepResult:
+    def run_cleaner_step(self, max_bytes: int | None = None,
+                         high_watermarks: Mapping[TopicPartition, int] | None = None
+                         ) -> CleanStepResult:
         """One bounded step of log compaction over the compacted logs (at most
-        ``max_bytes`` read, default the cleaner's ``step_bytes``)."""
+        ``max_bytes`` read, default the cleaner's ``step_bytes``), below each log's HW
+        when ``high_watermarks`` is given (logs without one are left alone)."""
         self._check_started()
-        return self.cleaner.clean_step(self._logs, max_bytes)
+        return self.cleaner.clean_step(self._logs, max_bytes, high_watermarks)
 
     def clean_until_idle(self, max_steps: int = 100_000) -> int:
         """Test hook: compact until no log needs it; returns the passes completed."""

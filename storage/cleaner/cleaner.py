@@ -152,8 +152,11 @@ class LogCleaner:
 
     # -- choosing a log ---------------------------------------------------------------
 
-    def cleanable_range(self, tp: TopicPartition, log: Log) -> tuple[int, int, int, int]:
-        """``(first_dirty, end, dirty_bytes, cleanable_bytes)`` of a compacted log."""
+    def cleanable_range(self, tp: TopicPartition, log: Log, high_watermark: int | None = None
+                        ) -> tuple[int, int, int, int]:
+        """``(first_dirty, end, dirty_bytes, cleanable_bytes)`` of a compacted log; with
+        ``high_watermark`` only segments wholly below it are cleanable (Kafka: nothing at
+        or above the HW is compacted, so followers and acks=all see every record)."""
         cfg = log.config
         segs = log.segments
         now = self._clock_ms()
@@ -163,6 +166,8 @@ class LogCleaner:
                 if segs[i].largest_timestamp > now - cfg.min_compaction_lag_ms:
                     k = i
                     break
+        while high_watermark is not None and k > 0 and segs[k].base_offset > high_watermark:
+            k -= 1
         end = segs[k].base_offset
         first_dirty = min(max(self._first_dirty.get(tp, 0), log.log_start_offset), end)
         dirty = cleanable = 0
@@ -174,13 +179,17 @@ class LogCleaner:
             dirty += seg.size - (batch.position if batch is not None else 0)
         return first_dirty, end, dirty, cleanable
 
-    def _choose(self, logs: Mapping[TopicPartition, Log]) -> CleanPass | None:
+    def _choose(self, logs: Mapping[TopicPartition, Log],
+                high_watermarks: Mapping[TopicPartition, int] | None) -> CleanPass | None:
         now = self._clock_ms()
         best: tuple[float, TopicPartition, Log, int, int] | None = None
         for tp, log in logs.items():
             if not log.config.compact or log.closed or tp in self._uncleanable:
                 continue
-            first_dirty, end, dirty, cleanable = self.cleanable_range(tp, log)
+            if high_watermarks is not None and tp not in high_watermarks:
+                continue  # not hosted as a partition: no HW, leave it alone
+            first_dirty, end, dirty, cleanable = self.cleanable_range(
+                tp, log, None if high_watermarks is None else high_watermarks[tp])
             if cleanable == 0:
                 continue
             ratio = dirty / cleanable
@@ -201,14 +210,16 @@ class LogCleaner:
 
     # -- stepping ---------------------------------------------------------------------
 
-    def clean_step(self, logs: Mapping[TopicPartition, Log],
-                   max_bytes: int | None = None) -> CleanStepResult:
-        """Do at most ``max_bytes`` (default ``config.step_bytes``) of cleaning work."""
+    def clean_step(self, logs: Mapping[TopicPartition, Log], max_bytes: int | None = None,
+                   high_watermarks: Mapping[TopicPartition, int] | None = None
+                   ) -> CleanStepResult:
+        """Do at most ``max_bytes`` (default ``config.step_bytes``) of cleaning work; a
+        new pass only cleans below each log's HW when ``high_watermarks`` is given."""
         budget = self.config.step_bytes if max_bytes is None else max_bytes
         if budget <= 0:
             raise ValueError(f"max_bytes must be positive, got {budget}")
         if self._pass is None:
-            self._pass = self._choose(logs)
+            self._pass = self._choose(logs, high_watermarks)
             if self._pass is None:
                 return CleanStepResult(None, 0, False)
         p = self._pass

@@ -688,3 +688,25 @@ def test_a_keyless_record_in_a_compressed_batch_is_refused_on_a_compacted_log(
         log.require_keys(data)
     keyed = build_batch([(b"k", b"v", 1, ()), (b"k2", b"v2", 1, ())])
     log.require_keys(compress_batch(keyed, codec) if codec else keyed)  # accepted
+
+
+def test_nothing_at_or_above_the_high_watermark_is_compacted(
+        make_log: Callable[..., Log], clock: Clock) -> None:
+    log = make_log()
+    appended = fill(log, clock, 120, keys=10)
+    log.roll()
+    bases = [s.base_offset for s in log.segments]
+    high_watermark = bases[len(bases) // 2] + 1  # followers lag: HW inside a middle segment
+    end = max(b for b in bases if b <= high_watermark)  # segments wholly below the HW
+    cleaner = LogCleaner(clock_ms=clock)
+    for _ in range(10_000):
+        if cleaner.clean_step({TP: log}, high_watermarks={TP: high_watermark}
+                              ).topic_partition is None:
+            break
+    else:
+        raise AssertionError("the cleaner never went idle")
+    log.check_invariants()
+    kept = records_of(log)
+    assert [r for r in kept if r[0] >= end] == [r for r in appended if r[0] >= end]
+    assert len([r for r in kept if r[0] < end]) < len([r for r in appended if r[0] < end])
+    assert cleaner.clean_step({TP: log}, high_watermarks={}).topic_partition is None  # no HW
