@@ -59,6 +59,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     except MiniKafkaError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+    except OSError as exc:  # e.g. the port is taken: another broker or process holds it
+        print(f"error: cannot listen on {config.host}:{config.port}: {exc.strerror}",
+              file=sys.stderr)
+        return 1
 
 
 if __name__ == "__main__":

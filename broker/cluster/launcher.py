@@ -86,6 +86,17 @@ def free_base_port(brokers: int, attempts: int = 200) -> int:
     raise ClusterError("no free range of ports on 127.0.0.1")
 
 
+def port_taken(port: int, host: str = "127.0.0.1") -> bool:
+    """Whether ``host:port`` cannot be bound now (another process listens on it)."""
+    with socket.socket() as probe:
+        probe.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)  # TIME_WAIT is fine
+        try:
+            probe.bind((host, port))
+        except OSError:
+            return True
+    return False
+
+
 def wait_for_port(port: int, pid: int, timeout_s: float, what: str) -> None:
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
@@ -187,6 +198,10 @@ def cmd_start(args: argparse.Namespace) -> int:
                                f"({', '.join(alive)}); stop it first")
     broker_args = [a for pair in args.override for a in ("--override", pair)]
     state = new_state(args.data_dir, args.brokers, args.base_port, broker_args)
+    taken = [i.port for i in [state.controller, *state.brokers.values()] if port_taken(i.port)]
+    if taken:  # another cluster (or anything) listens there: its clients are not ours
+        raise ClusterError(f"port(s) {', '.join(map(str, taken))} already in use by another "
+                           "process; stop it or choose --base-port")
     try:
         start_process(state, state.controller, args.timeout_s)
         for info in state.brokers.values():
@@ -218,6 +233,10 @@ def wait_until_ready(state: ClusterState, timeout_s: float) -> None:
         try:
             view = fetch_cluster_view(state)
             live = {b["node_id"] for b in view["brokers"] if not b["fenced"]}
+            dead = [i.name for i in [state.controller, *state.brokers.values()]
+                    if not is_running(i.pid)]
+            if dead:  # the port answered, but not from our process
+                raise ClusterError(f"{', '.join(dead)} exited during startup (see the logs)")
             if wanted <= live:
                 return
             last = f"unfenced brokers {sorted(live)}"

@@ -1,7 +1,8 @@
 """The broker's network processes and the descriptor channel that links them to the main process.
 
-``num_network_processes`` network processes share the listening port (SO_REUSEPORT),
-read request frames straight into a buffer of the broker's shared-memory
+``num_network_processes`` network processes share one listening socket (bound by the main
+process, inherited by each), read request frames straight into a buffer of the broker's
+shared-memory
 :class:`~clients.memory.buffer_pool.BufferPool`, and pass only a small descriptor to the
 main process; responses travel back the same way, and fetch record bytes go from the
 segment files to the socket with ``os.sendfile``.

@@ -1,13 +1,15 @@
 """Network process: TCP connections <-> pool buffers <-> descriptor channel to the main process.
 
 This module is its entry point (arguments, listener, start-up handshake; the line above
-is the ``--help`` description).  Run as ``python -m broker.network --host H --port P
+is the ``--help`` description).  Run as ``python -m broker.network --listener-fd FD
 --pool-name NAME --channel-fd FD --max-request-bytes N --max-connections N --index I``
 plus optional limits (``--max-connections-per-ip``, ``--max-connections-per-ip-overrides``,
 ``--connections-max-idle-ms``, ``--request-read-timeout-ms``; see :func:`build_parser`)
 (see :func:`main`); started and restarted by
 :class:`broker.network.supervisor.NetworkProcessSupervisor`.  :func:`main` attaches the
-shared-memory pool, opens the SO_REUSEPORT listener, builds a
+shared-memory pool, takes the listening socket the supervisor bound and passed down
+(every network process shares that one socket: no SO_REUSEPORT, so no stranger can bind
+the broker's port beside it), builds a
 :class:`~broker.network.process.NetworkProcess` (the epoll loop, which owns a request
 reader and a response writer), sends ``READY`` with the bound port and pid on the
 descriptor channel, and runs the loop.
@@ -35,31 +37,15 @@ from clients.memory.buffer_pool import BufferPool
 from clients.memory.errors import BufferPoolError
 from clients.protocol.errors import InvalidConfigError
 
-__all__ = ["build_parser", "main", "open_listener"]
+__all__ = ["build_parser", "main"]
 
 log = logging.getLogger("broker.network")
 
 
-def open_listener(host: str, port: int, backlog: int) -> socket.socket:
-    """A non-blocking listening socket with SO_REUSEPORT (shared by the network processes)."""
-    family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEPORT, 1)
-        sock.bind((host, port))
-        sock.listen(backlog)
-        sock.setblocking(False)
-    except BaseException:
-        sock.close()
-        raise
-    return sock
-
-
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m broker.network", description=__doc__.split("\n")[0])
-    p.add_argument("--host", default="127.0.0.1")
-    p.add_argument("--port", type=int, required=True)
+    p.add_argument("--listener-fd", type=int, required=True,
+                   help="the listening socket, inherited from the supervisor")
     p.add_argument("--pool-name", required=True)
     p.add_argument("--channel-fd", type=int, required=True)
     p.add_argument("--max-request-bytes", type=int, required=True)
@@ -94,11 +80,11 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     try:
         try:
-            listener = open_listener(
-                args.host, args.port, min(4096, max(128, args.max_connections))
-            )
+            listener = socket.socket(fileno=args.listener_fd)
+            listener.set_inheritable(False)
+            listener.setblocking(False)
         except OSError as exc:
-            log.error("cannot listen on %s:%d: %s", args.host, args.port, exc)
+            log.error("no listening socket at fd %d: %s", args.listener_fd, exc)
             return 2
         try:
             process = NetworkProcess(

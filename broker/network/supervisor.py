@@ -3,9 +3,11 @@
 For each index ``0..num_network_processes-1`` the supervisor makes a SOCK_SEQPACKET
 socketpair, keeps one end as a :class:`~broker.network.main_channel.MainChannelEndpoint` and
 passes the other to ``python -m broker.network`` (``subprocess.Popen(pass_fds=...)``, a
-fresh interpreter, ``PYTHONPATH`` pointing at this source tree). Process 0 binds
-``config.port`` (0 = any free port) and reports the real port in its READY message;
-the others then bind that same port (SO_REUSEPORT).
+fresh interpreter, ``PYTHONPATH`` pointing at this source tree).  The supervisor binds the
+listening socket itself (``config.port``, 0 = any free port; a port another process holds
+fails the start with the OS's error) and every network process inherits that one socket
+(``--listener-fd``), restarted ones too.  No SO_REUSEPORT: a second broker, or a second
+cluster started on the same ports, cannot bind beside this one and steal its clients.
 
 ``poll()`` (call it periodically and whenever an endpoint reaches EOF) notices a dead
 process (``Popen.poll``), drains what it left in its channel, closes the old endpoint
@@ -47,6 +49,22 @@ __all__ = ["NetworkProcessError", "NetworkProcessSupervisor", "NetworkRestart"]
 
 _SOURCE_ROOT = str(Path(__file__).resolve().parents[2])  # the tree holding broker/
 
+
+
+def open_listener(host: str, port: int, backlog: int) -> socket.socket:
+    """A non-blocking listening socket, bound once here and inherited by every network
+    process (SO_REUSEADDR only: a port in TIME_WAIT is reused, a port in use is not)."""
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    sock = socket.socket(family, socket.SOCK_STREAM)
+    try:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        sock.bind((host, port))
+        sock.listen(backlog)
+        sock.setblocking(False)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
 
 class NetworkProcessError(MiniKafkaError):
     """A network process could not be started (exited or stayed silent)."""
@@ -105,20 +123,25 @@ class NetworkProcessSupervisor:
         self._procs: list[subprocess.Popen[bytes]] = []
         self._endpoints: list[MainChannelEndpoint] = []
         self._port = config.port
+        self._listener: socket.socket | None = None  # bound by start(), shared by all
         self.restarts = 0
 
     # start ---------------------------------------------------------------------------
     def start(self) -> None:
-        """Start every network process and wait (blocking) until each is listening."""
+        """Bind the listener, start every network process and wait (blocking) until each
+        is ready; OSError if the port cannot be bound (e.g. another process holds it)."""
         if self._procs:
             raise RuntimeError("network processes already started")
+        cfg = self.config
+        self._listener = open_listener(cfg.host, cfg.port,
+                                       min(4096, max(128, cfg.max_connections)))
+        self._port = self._listener.getsockname()[1]
         try:
             for index in range(self.config.num_network_processes):
                 proc, endpoint = self._spawn(index)
                 self._procs.append(proc)
                 self._endpoints.append(endpoint)
                 self._wait_ready(proc, endpoint)
-                self._port = endpoint.port  # process 0 may have picked it (port 0)
         except BaseException:
             self.stop()
             raise
@@ -131,8 +154,7 @@ class NetworkProcessSupervisor:
         )
         argv = [
             self._python, "-m", "broker.network",
-            "--host", cfg.host,
-            "--port", str(self._port),
+            "--listener-fd", str(self._listening_fd()),
             "--pool-name", self.pool.name,
             "--channel-fd", str(theirs.fileno()),
             "--max-request-bytes", str(cfg.max_request_bytes),
@@ -144,7 +166,8 @@ class NetworkProcessSupervisor:
         env["PYTHONPATH"] = os.pathsep.join(p for p in (_SOURCE_ROOT, env.get("PYTHONPATH")) if p)
         try:
             proc = subprocess.Popen(
-                argv, pass_fds=(theirs.fileno(),), stdin=subprocess.DEVNULL, env=env
+                argv, pass_fds=(theirs.fileno(), self._listening_fd()),
+                stdin=subprocess.DEVNULL, env=env
             )
         except BaseException:
             endpoint.close()
@@ -152,6 +175,11 @@ class NetworkProcessSupervisor:
         finally:
             theirs.close()  # the child has its copy; ours would hide the child's death
         return proc, endpoint
+
+    def _listening_fd(self) -> int:
+        if self._listener is None:
+            raise RuntimeError("the listener is not bound (start() first)")
+        return self._listener.fileno()
 
     def _wait_ready(self, proc: subprocess.Popen[bytes], endpoint: MainChannelEndpoint) -> None:
         deadline = time.monotonic() + self.start_timeout_ms / 1000
@@ -258,6 +286,9 @@ class NetworkProcessSupervisor:
                 self.pool.reclaim_dead()
         codes = {p.pid: p.returncode for p in procs}
         self._procs, self._endpoints = [], []
+        if self._listener is not None:
+            self._listener.close()
+            self._listener = None
         return codes
 
     def __enter__(self) -> NetworkProcessSupervisor:

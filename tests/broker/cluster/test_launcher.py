@@ -37,5 +37,22 @@ def test_kill_from_another_process_returns_while_the_broker_is_a_zombie(
         assert is_running(cluster.state.brokers["0"].pid)
 
 
+def test_a_second_cluster_on_the_same_ports_fails_and_the_first_stays_healthy(
+        tmp_path: Path) -> None:
+    with LocalCluster(tmp_path / "first", brokers=2) as first:
+        before = {k: v.pid for k, v in first.state.brokers.items()}
+        result = subprocess.run(
+            [sys.executable, "-m", "broker.cluster", "start", "--brokers", "2",
+             "--base-port", str(first.base_port), "--data-dir", str(tmp_path / "second")],
+            capture_output=True, text=True, timeout=120, cwd=ROOT, check=False)
+        assert result.returncode == 1
+        assert "already in use by another process" in result.stderr, result.stderr
+        assert not (tmp_path / "second" / "cluster.json").exists()  # nothing was started
+        report = first.report()
+        assert {b["node_id"] for b in report["brokers"] if not b["fenced"]} == {0, 1}
+        assert {k: v.pid for k, v in first.state.brokers.items()} == before
+        assert all(is_running(pid) for pid in before.values())
+
+
 def test_launched_processes_get_this_source_tree_on_their_path() -> None:
     assert Path(SOURCE_ROOT).samefile(ROOT)  # the tree holding broker/, not broker/ itself

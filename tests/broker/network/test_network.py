@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import os
 import select
 import signal
@@ -678,13 +679,34 @@ def test_start_fails_clearly_when_the_port_is_taken() -> None:
     pool = BufferPool.create(config.buffer_pool_bytes, config.buffer_poolable_bytes)
     sup = NetworkProcessSupervisor(config, pool)
     try:
-        with pytest.raises(Exception, match="exited with status 2 before it was ready"):
+        with pytest.raises(OSError) as refused:
             sup.start()
+        assert refused.value.errno == errno.EADDRINUSE
         assert sup.pids == []
     finally:
         sup.stop()
         pool.close()
         blocker.close()
+
+
+@pytest.mark.multiprocess
+def test_a_second_broker_cannot_bind_the_port_of_a_running_one() -> None:
+    # Both used to bind it with SO_REUSEPORT: the kernel then split new clients between
+    # the two, and a second cluster started on the same ports joined the first.
+    with running(make_config(num_network_processes=2)) as (sup, _main, _pool):
+        intruder_config = make_config(port=sup.port)
+        pool = BufferPool.create(intruder_config.buffer_pool_bytes,
+                                 intruder_config.buffer_poolable_bytes)
+        intruder = NetworkProcessSupervisor(intruder_config, pool)
+        try:
+            with pytest.raises(OSError) as refused:
+                intruder.start()
+            assert refused.value.errno == errno.EADDRINUSE and intruder.pids == []
+        finally:
+            intruder.stop()
+            pool.close()
+        with connect(sup.port) as c:  # the running one still serves
+            echo(c, b"still mine")
 
 
 
