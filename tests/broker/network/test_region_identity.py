@@ -34,10 +34,10 @@ from tests.broker.network.test_network import (
     echo,
     frame,
     make_config,
-    recv_response,
     recv_until_closed,
     running,
 )
+from tests.broker.raw_kafka import recv_frame
 
 EPOCH = 3
 
@@ -212,7 +212,7 @@ def test_network_process_closes_instead_of_sending_a_replaced_file(
             # the promised length at most, then closed: never bytes of the new file
             assert received == struct.pack(">i", stale.size_in_bytes)
             good.sendall(frame(b"F" + msgpack.packb([r.wire() for r in fresh.regions])))
-            assert recv_response(good) == fresh.read_bytes() != stale_bytes
+            assert recv_frame(good) == fresh.read_bytes() != stale_bytes
             echo(good, b"unaffected")
         finally:
             bad.close()
