@@ -9,7 +9,8 @@ plus optional limits (``--max-connections-per-ip``, ``--max-connections-per-ip-o
 :class:`broker.network.supervisor.NetworkProcessSupervisor`.  :func:`main` attaches the
 shared-memory pool, takes the listening socket the supervisor bound and passed down
 (every network process shares that one socket: no SO_REUSEPORT, so no stranger can bind
-the broker's port beside it), builds a
+the broker's port beside it) and the table of connection counts they balance accepts
+with (``--shares-fd``, :mod:`~broker.network.connection_shares`), builds a
 :class:`~broker.network.process.NetworkProcess` (the epoll loop, which owns a request
 reader and a response writer), sends ``READY`` with the bound port and pid on the
 descriptor channel, and runs the loop.
@@ -32,6 +33,7 @@ import socket
 from broker.config import parse_ip_overrides
 from broker.network.channel_codec import encode_ready
 from broker.network.channel_endpoint import ChannelEndpoint
+from broker.network.connection_shares import ConnectionShares
 from broker.network.process import NetworkProcess
 from clients.memory.buffer_pool import BufferPool
 from clients.memory.errors import BufferPoolError
@@ -59,6 +61,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--request-headroom-bytes", type=int, default=0)
     p.add_argument("--file-cache-size", type=int, default=128)
     p.add_argument("--memory-retry-ms", type=float, default=2.0)
+    p.add_argument("--shares-fd", type=int, default=None,
+                   help="the shared table of connection counts (a memfd), inherited")
+    p.add_argument("--shares-slots", type=int, default=0)
+    p.add_argument("--accept-yield-ms", type=float, default=5.0)
     p.add_argument("--log-level", default="WARNING")
     return p
 
@@ -86,6 +92,14 @@ def main(argv: list[str] | None = None) -> int:
         except OSError as exc:
             log.error("no listening socket at fd %d: %s", args.listener_fd, exc)
             return 2
+        shares = None
+        if args.shares_fd is not None:
+            try:
+                shares = ConnectionShares(args.shares_fd, args.shares_slots)
+            except (OSError, ValueError) as exc:
+                log.error("no connection-count table at fd %d: %s", args.shares_fd, exc)
+                listener.close()
+                return 2
         try:
             process = NetworkProcess(
                 listener=listener,
@@ -103,6 +117,8 @@ def main(argv: list[str] | None = None) -> int:
                 request_headroom_bytes=args.request_headroom_bytes,
                 file_cache_size=args.file_cache_size,
                 memory_retry_ms=args.memory_retry_ms,
+                shares=shares,
+                accept_yield_ms=args.accept_yield_ms,
             )
         except InvalidConfigError as exc:
             listener.close()

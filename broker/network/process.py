@@ -12,7 +12,11 @@ go; the loop owns everything between them:
   process, mute lazily (taken out of epoll only if data arrives meanwhile), EPOLLOUT
   while a response is blocked;
 - accepting (at most ``max_connections``, and ``max_connections_per_ip`` from one
-  address; extra ones are closed at once, as Kafka does);
+  address; extra ones are closed at once, as Kafka does); with ``shares`` (several
+  network processes on one socket) a process holding more connections than the lightest
+  other one steps aside for ``accept_yield_ms``; when no other process accepted
+  meanwhile it takes one connection past the check, twice as many each such round in a
+  row (see :mod:`~broker.network.connection_shares`);
 - deadlines, checked by a sweep every ``sweep_interval_s`` (a tenth of the smaller of
   the two timeouts, within 10 ms..1 s): a frame started more than
   ``request_read_timeout_ms`` ago and not complete closes its connection (time parked
@@ -74,6 +78,7 @@ from broker.network.connection import (
     CloseConnection,
     Connection,
 )
+from broker.network.connection_shares import ConnectionShares
 from broker.network.request_reader import NEED_DATA, NEED_MEMORY, RequestReader
 from broker.network.response_writer import ResponseWriter
 from clients.memory.buffer_pool import BufferPool
@@ -106,6 +111,8 @@ class NetworkProcess:
         request_headroom_bytes: int = 0,
         file_cache_size: int = 128,
         memory_retry_ms: float = 2.0,
+        shares: ConnectionShares | None = None,
+        accept_yield_ms: float = 5.0,
     ) -> None:
         if max_connections_per_ip is None:
             max_connections_per_ip = max_connections
@@ -155,6 +162,14 @@ class NetworkProcess:
         self.epoll = select.epoll()
         self._channel_mask = EPOLLIN
         self._accepting = True
+        self.shares = shares
+        self.accept_yield_s = max(accept_yield_ms, 0.1) / 1000.0
+        self._accept_paused_until = 0.0  # stepped aside for a lighter process until then
+        self._accept_unchecked = False  # a pause ended: see _accept
+        self._fewest_at_pause: int | None = None
+        self._stuck_quota = 1  # accepts past the check after a pause no one used; doubles
+        if shares is not None:
+            shares.publish(index, 0)
         self._wake_r, self._wake_w = socket.socketpair()
         for s in (listener, self._wake_r, self._wake_w):
             s.setblocking(False)
@@ -184,6 +199,8 @@ class NetworkProcess:
         try:
             while not self.stopping:
                 timeout = self.retry_s if self.waiters else self.sweep_interval_s
+                if self._accept_paused_until:
+                    timeout = max(0.0, min(timeout, self._accept_paused_until - self.now))
                 events = epoll.poll(timeout)
                 now = self.now = time.monotonic()
                 for fd, ev in events:
@@ -222,6 +239,8 @@ class NetworkProcess:
             s.close()
         self.epoll.close()
         self.channel.close()
+        if self.shares is not None:
+            self.shares.close()
 
     def _drain_wakeup(self) -> None:
         try:
@@ -232,7 +251,24 @@ class NetworkProcess:
 
     # accept ------------------------------------------------------------------------
     def _accept(self) -> None:
+        resumed, self._accept_unchecked = self._accept_unchecked, False
+        shares = self.shares
+        unchecked = 0  # accepts allowed past the check
+        if resumed and shares is not None:
+            if shares.fewest_elsewhere(self.index) == self._fewest_at_pause:
+                # the lighter process took nothing while we waited (stopped, busy, dead):
+                # take a few, twice as many each such round, so no one is shut out
+                unchecked = self._stuck_quota
+                self._stuck_quota = min(2 * self._stuck_quota, _MAX_ACCEPTS_PER_EVENT)
+            else:
+                self._stuck_quota = 1
         for _ in range(_MAX_ACCEPTS_PER_EVENT):
+            if unchecked > 0:
+                unchecked -= 1
+            elif shares is not None and shares.should_yield(self.index, len(self.conns)):
+                self._accept_paused_until = self.now + self.accept_yield_s
+                self._fewest_at_pause = shares.fewest_elsewhere(self.index)
+                return
             try:
                 sock, address = self.listener.accept()
             except BlockingIOError:
@@ -260,6 +296,8 @@ class NetworkProcess:
             self.by_id[conn.conn_id] = conn
             self.per_ip[ip] = ip_count + 1
             self.epoll.register(conn.fd, EPOLLIN)
+            if shares is not None:
+                shares.publish(self.index, len(self.conns))
 
     def _set_mask(self, conn: Connection, mask: int) -> None:
         if conn.mask != mask:
@@ -421,7 +459,11 @@ class NetworkProcess:
         if mask != self._channel_mask and not channel.closed:
             self.epoll.modify(channel.fileno(), mask)
             self._channel_mask = mask
-        accepting = channel.queued < self.max_connections
+        paused_until = self._accept_paused_until
+        if paused_until and self.now >= paused_until:
+            self._accept_paused_until = paused_until = 0.0
+            self._accept_unchecked = True
+        accepting = channel.queued < self.max_connections and not paused_until
         if accepting != self._accepting:  # bound the CLOSED/REQUEST backlog
             self.epoll.modify(self.listener.fileno(), EPOLLIN if accepting else 0)
             self._accepting = accepting
@@ -460,6 +502,8 @@ class NetworkProcess:
             self.per_ip[conn.ip] = left
         else:
             self.per_ip.pop(conn.ip, None)
+        if self.shares is not None:
+            self.shares.publish(self.index, len(self.conns))
         self.reader.drop(conn)
         self.writer.drop(conn)
         if conn.muted:

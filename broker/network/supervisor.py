@@ -8,6 +8,9 @@ listening socket itself (``config.port``, 0 = any free port; a port another proc
 fails the start with the OS's error) and every network process inherits that one socket
 (``--listener-fd``), restarted ones too.  No SO_REUSEPORT: a second broker, or a second
 cluster started on the same ports, cannot bind beside this one and steal its clients.
+The supervisor also creates the table of open-connection counts the processes use to
+spread new connections evenly (:mod:`~broker.network.connection_shares`), inherited the
+same way; a dead process's slot is retired until its successor publishes its own.
 
 ``poll()`` (call it periodically and whenever an endpoint reaches EOF) notices a dead
 process (``Popen.poll``), drains what it left in its channel, closes the old endpoint
@@ -39,6 +42,7 @@ from pathlib import Path
 from broker.config import BrokerConfig
 from broker.network.channel_codec import REQUEST, ChannelProtocolError
 from broker.network.channel_endpoint import ChannelEndpoint
+from broker.network.connection_shares import ConnectionShares
 from broker.network.main_channel import MainChannelEndpoint
 from clients.memory.buffer_pool import BufferPool
 from clients.memory.errors import BufferPoolClosedError
@@ -124,6 +128,7 @@ class NetworkProcessSupervisor:
         self._endpoints: list[MainChannelEndpoint] = []
         self._port = config.port
         self._listener: socket.socket | None = None  # bound by start(), shared by all
+        self._shares: ConnectionShares | None = None  # created by start(), shared by all
         self.restarts = 0
 
     # start ---------------------------------------------------------------------------
@@ -136,6 +141,7 @@ class NetworkProcessSupervisor:
         self._listener = open_listener(cfg.host, cfg.port,
                                        min(4096, max(128, cfg.max_connections)))
         self._port = self._listener.getsockname()[1]
+        self._shares = ConnectionShares.create(self.config.num_network_processes)
         try:
             for index in range(self.config.num_network_processes):
                 proc, endpoint = self._spawn(index)
@@ -160,13 +166,15 @@ class NetworkProcessSupervisor:
             "--max-request-bytes", str(cfg.max_request_bytes),
             "--max-connections", str(cfg.max_connections),
             "--index", str(index),
+            "--shares-fd", str(self._shares_fd()),
+            "--shares-slots", str(self.config.num_network_processes),
             *self._extra,
         ]  # fmt: skip
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (_SOURCE_ROOT, env.get("PYTHONPATH")) if p)
         try:
             proc = subprocess.Popen(
-                argv, pass_fds=(theirs.fileno(), self._listening_fd()),
+                argv, pass_fds=(theirs.fileno(), self._listening_fd(), self._shares_fd()),
                 stdin=subprocess.DEVNULL, env=env
             )
         except BaseException:
@@ -180,6 +188,11 @@ class NetworkProcessSupervisor:
         if self._listener is None:
             raise RuntimeError("the listener is not bound (start() first)")
         return self._listener.fileno()
+
+    def _shares_fd(self) -> int:
+        if self._shares is None:
+            raise RuntimeError("the connection-count table is missing (start() first)")
+        return self._shares.fileno()
 
     def _wait_ready(self, proc: subprocess.Popen[bytes], endpoint: MainChannelEndpoint) -> None:
         deadline = time.monotonic() + self.start_timeout_ms / 1000
@@ -243,6 +256,8 @@ class NetworkProcessSupervisor:
         except ChannelProtocolError:
             pass
         old.close()
+        if self._shares is not None:
+            self._shares.retire(index)
         freed = old.release_unwritten_responses()
         reclaimed = self.pool.reclaim_dead()
         new_proc, endpoint = self._spawn(index)
@@ -289,6 +304,9 @@ class NetworkProcessSupervisor:
         if self._listener is not None:
             self._listener.close()
             self._listener = None
+        if self._shares is not None:
+            self._shares.close()
+            self._shares = None
         return codes
 
     def __enter__(self) -> NetworkProcessSupervisor:
