@@ -23,6 +23,10 @@ Bounds (every queue, pool and size is bounded):
 | request_read_timeout_ms    | 30000       | a started request frame must arrive within this |
 | max_metadata_topics        | 1000        | topics one Metadata request may name            |
 | max_fetch_partitions       | 1000        | partitions one Fetch request may name           |
+| cluster_id                 | minikafka   | the cluster this broker belongs to: checked     |
+|                            |             | against meta.properties in data_dir and by the  |
+|                            |             | controller at registration (``cluster start``   |
+|                            |             | gives each cluster a random id)                 |
 | cluster_secret_file        | (none)      | the cluster's secret (mode 600): follower       |
 |                            |             | fetches need a broker login (docs/security.md)  |
 | max_fetch_wait_ms          | 30000       | a fetch's max_wait_ms is capped at this         |
@@ -40,6 +44,7 @@ topic is a precise UNKNOWN_TOPIC_OR_PARTITION error instead of a silently create
 from __future__ import annotations
 
 import dataclasses
+import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
 from pathlib import Path
@@ -48,6 +53,15 @@ from typing import Any
 from clients.protocol.errors import InvalidConfigError
 
 MiB = 1024 * 1024
+_CLUSTER_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
+
+
+def check_cluster_id(cluster_id: str) -> None:
+    """A cluster id is 1-64 characters of ``A-Z a-z 0-9 . _ -`` (Kafka's are 22-character
+    URL-safe base64 UUIDs, which fit)."""
+    if not _CLUSTER_ID.fullmatch(cluster_id):
+        raise InvalidConfigError(
+            f"cluster_id must be 1-64 characters of A-Z a-z 0-9 . _ -, got {cluster_id!r}")
 
 
 @dataclass(frozen=True)
@@ -59,6 +73,7 @@ class BrokerConfig:
     advertised_port: int = 0  # 0: same as port
     data_dir: str = "./data/broker-0"
     controller_address: str = ""  # "host:port"; empty = standalone broker (no controller)
+    cluster_id: str = "minikafka"  # checked in meta.properties and at registration
     cluster_secret_file: str = ""  # the cluster's secret: broker logins (broker.auth)
     num_network_processes: int = 1
     max_request_bytes: int = 16 * MiB
@@ -155,6 +170,7 @@ class BrokerConfig:
                 raise InvalidConfigError(f"{name} must be positive, got {getattr(self, name)}")
         if self.node_id < 0:
             raise InvalidConfigError(f"node_id must be >= 0, got {self.node_id}")
+        check_cluster_id(self.cluster_id)
         if not 0 <= self.port <= 65535:
             raise InvalidConfigError(f"port must be in 0..65535, got {self.port}")
         if self.num_network_processes > 64:

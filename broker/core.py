@@ -51,6 +51,7 @@ from replication.partition import Partition
 from storage.cleaner.config import CleanerConfig
 from storage.config import LogConfig
 from storage.log_manager import LogManager
+from storage.meta_properties import check_data_dir_identity
 from timer.clock import Clock
 from timer.purgatory import Purgatory
 from timer.system_timer import SystemTimer
@@ -77,6 +78,7 @@ class BrokerCore:
         self.timer = timer
         self.data_dir = Path(config.data_dir)
         self.data_dir.mkdir(parents=True, exist_ok=True)
+        check_data_dir_identity(self.data_dir, config.cluster_id, config.node_id)
         self.registry = TopicRegistry(self.data_dir)
         self.log_manager = LogManager(
             self.data_dir, self._default_log_config(), config_for=self.log_config_for,

@@ -7,6 +7,12 @@ Layout under ``--data-dir`` (default ``./data``)::
     controller/           the controller's data dir;  controller.log  its output
     broker-<id>/          each broker's data dir;     broker-<id>.log its output
 
+Identity: the first ``start`` in a directory gives the cluster a random id (Kafka's
+form, a URL-safe base64 UUID) that every process gets as ``cluster_id`` and writes into
+its data dir's ``meta.properties`` (:mod:`storage.meta_properties`); later starts read
+it back from ``controller/meta.properties``.  A broker pointed at another cluster's
+directory or controller is refused (INCONSISTENT_CLUSTER_ID).
+
 Ports: brokers listen on ``base_port + id`` (ids 0..N-1; default base 9092, like Kafka),
 the controller on ``base_port + 100``; ``--base-port 0`` picks a free range.  Processes
 run in their own sessions (daemonised: they outlive the command) and are found again
@@ -22,6 +28,7 @@ same command line), ``pause`` / ``resume`` (SIGSTOP / SIGCONT).
 from __future__ import annotations
 
 import argparse
+import base64
 import json
 import os
 import random
@@ -30,6 +37,7 @@ import socket
 import subprocess
 import sys
 import time
+import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -38,6 +46,7 @@ import psutil
 from broker.auth import write_cluster_secret
 from broker.cluster.state import CONTROLLER, STATE_FILE, ClusterError, ClusterState, ProcessInfo
 from broker.cluster.status import fetch_cluster_view, print_status, status_report
+from storage.meta_properties import DataDirIdentityError, read_meta_properties
 
 CONTROLLER_PORT_OFFSET = 100
 SECRET_FILE = "cluster.secret"  # the cluster's secret, mode 600 (broker.auth)
@@ -162,6 +171,21 @@ def end_process(info: ProcessInfo, sig: signal.Signals, timeout_s: float) -> Non
 # -- commands -----------------------------------------------------------------------------
 
 
+def new_cluster_id() -> str:
+    """A fresh cluster id as Kafka makes them: a random UUID in URL-safe base64."""
+    return base64.urlsafe_b64encode(uuid.uuid4().bytes).decode().rstrip("=")
+
+
+def existing_cluster_id(root: Path) -> str | None:
+    """The id a cluster started in ``root`` before already wrote in its controller's
+    data directory (a restart keeps it: the brokers' directories carry it too)."""
+    try:
+        found = read_meta_properties(root / "controller")
+    except DataDirIdentityError as exc:
+        raise ClusterError(str(exc)) from None
+    return found["cluster.id"] if found is not None else None
+
+
 def new_state(data_dir: str, brokers: int, base_port: int,
               broker_args: Sequence[str]) -> ClusterState:
     root = Path(data_dir).resolve()
@@ -171,7 +195,9 @@ def new_state(data_dir: str, brokers: int, base_port: int,
     controller_port = base_port + CONTROLLER_PORT_OFFSET
     secret_file = root / SECRET_FILE  # brokers log in with it (broker.auth); mode 600
     write_cluster_secret(secret_file)
-    secret = ["--override", f"cluster_secret_file={secret_file}"]
+    cluster_id = existing_cluster_id(root) or new_cluster_id()
+    secret = ["--override", f"cluster_secret_file={secret_file}",
+              "--override", f"cluster_id={cluster_id}"]
     controller = ProcessInfo(
         CONTROLLER, controller_port, str(root / "controller"), str(root / "controller.log"),
         [sys.executable, "-m", "broker.controller", "--port", str(controller_port),

@@ -8,7 +8,9 @@ Same syntax and precedence as :mod:`broker.config` (``key=value`` lines, ``#`` c
 |--------------------------------------|------------|---------------------------------------------|
 | host, port                           | 127.0.0.1, 9093 | listen address (port 0: kernel chooses)|
 | data_dir                             | ./data/controller | metadata log and snapshots           |
-| cluster_id                           | minikafka  | brokers registering with another id fail    |
+| cluster_id                           | minikafka  | checked against meta.properties in data_dir;|
+|                                      |            | brokers registering with another id are     |
+|                                      |            | refused (INCONSISTENT_CLUSTER_ID)           |
 | cluster_secret_file                  | (none)     | the cluster's secret (mode 600): broker APIs|
 |                                      |            | need a broker login (:mod:`broker.auth`)    |
 | broker_session_timeout_ms            | 2000       | a broker silent this long is fenced (small  |
@@ -50,7 +52,7 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from broker.config import coerce_config, parse_ip_overrides, parse_properties
+from broker.config import check_cluster_id, coerce_config, parse_ip_overrides, parse_properties
 from clients.protocol.errors import InvalidConfigError
 
 MiB = 1024 * 1024
@@ -97,8 +99,7 @@ class ControllerConfig:
             raise InvalidConfigError("default_replication_factor must be at most 32767")
         if self.max_request_bytes < 1024:
             raise InvalidConfigError("max_request_bytes must be at least 1024")
-        if not self.cluster_id:
-            raise InvalidConfigError("cluster_id must not be empty")
+        check_cluster_id(self.cluster_id)
         parse_ip_overrides(self.max_connections_per_ip_overrides)
         return self
 

@@ -111,6 +111,7 @@ from clients.protocol.errors import (
 from clients.protocol.framing import frame_length_of
 from clients.protocol.registry import APIS
 from clients.protocol.scram import broker_id_of
+from storage.meta_properties import check_data_dir_identity
 from timer.clock import Clock, MonotonicClock
 
 log = logging.getLogger(__name__)
@@ -169,6 +170,7 @@ class ControllerServer:
         self.config = config
         self.cluster_secret = read_cluster_secret(config.cluster_secret_file)
         self.clock = clock or MonotonicClock()
+        check_data_dir_identity(config.data_dir, config.cluster_id)
         self.store = ControllerLog(
             config.data_dir, snapshot_interval_records=config.metadata_snapshot_interval_records,
             max_batch_records=config.metadata_max_batch_records)
@@ -439,7 +441,7 @@ class ControllerServer:
         listener = body["listeners"][0]
         result, records = self.core.register_broker(
             body["broker_id"], body["incarnation_id"].hex(), listener["host"],
-            listener["port"], body["rack"], body["cluster_id"] or None)
+            listener["port"], body["rack"], body["cluster_id"])
         self._commit(records)
         return {"error_code": int(result.error), "error_message": result.message,
                 "broker_epoch": result.broker_epoch}

@@ -128,11 +128,19 @@ class ControllerState:
                         cluster_id: str | None = None) -> Outcome[RegistrationResult]:
         if cluster_id is not None and cluster_id != self.config.cluster_id:
             return self._done(RegistrationResult(
-                ErrorCode.INVALID_REQUEST,
+                ErrorCode.INCONSISTENT_CLUSTER_ID,
                 f"cluster id {cluster_id!r} is not this cluster's {self.config.cluster_id!r}"))
         old = self.image.brokers.get(broker_id)
         if old is not None and old.incarnation_id == incarnation_id:
             return self._done(RegistrationResult(ErrorCode.NONE, None, old.broker_epoch))
+        if old is not None and self._has_live_session(broker_id, old.fenced):
+            # Kafka's rule: another process with this id still heartbeats (or may: its
+            # session has not expired); taking the id over would fence it and flap
+            return self._done(RegistrationResult(
+                ErrorCode.DUPLICATE_BROKER_REGISTRATION,
+                f"broker {broker_id} is registered by another live process (its session "
+                f"ends within {self.config.broker_session_timeout_ms} ms of its last "
+                "heartbeat); retry after that"))
         epoch = self.image.last_applied_offset + 1
         if port == 0:
             return self._done(RegistrationResult(ErrorCode.INVALID_REQUEST, "port must not be 0"))
@@ -147,6 +155,19 @@ class ControllerState:
         if old is not None:
             self._move_away_from(broker_id)
         return self._done(RegistrationResult(ErrorCode.NONE, None, epoch))
+
+    def _has_live_session(self, broker_id: int, fenced: bool) -> bool:
+        """The registered incarnation of ``broker_id`` is unfenced, heartbeated within the
+        session timeout and is not shutting down (without a deadline - this controller
+        just started - it gets the same grace period as in :meth:`tick`).  A fenced one
+        (session expired, asked to be fenced, or registered and not yet caught up) may
+        be replaced at once: it serves no partition."""
+        if fenced or broker_id in self._shutdown_offset:
+            return False
+        now = self.clock.now_ms()
+        deadline = self._session_deadline_ms.setdefault(
+            broker_id, now + self.config.broker_session_timeout_ms)
+        return now <= deadline
 
     def heartbeat(self, broker_id: int, broker_epoch: int, current_metadata_offset: int,
                   want_fence: bool = False,

@@ -102,7 +102,7 @@ class MetadataFollower:
         while True:
             try:
                 body = await self.controller.request(ApiKey.BROKER_REGISTRATION, {
-                    "broker_id": config.node_id, "cluster_id": "minikafka",
+                    "broker_id": config.node_id, "cluster_id": config.cluster_id,
                     "incarnation_id": self.incarnation_id,
                     "listeners": [{"name": "PLAINTEXT", "host": host, "port": port,
                                    "security_protocol": PLAINTEXT}],

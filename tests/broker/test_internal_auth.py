@@ -20,6 +20,7 @@ from typing import Any
 
 import pytest
 
+from broker.metadata.records import METADATA_VERSION, METADATA_VERSION_FEATURE
 from clients.admin import Admin
 from clients.consumer.consumer import Consumer
 from clients.producer.producer import Producer
@@ -28,6 +29,7 @@ from clients.protocol.errors import ErrorCode
 from clients.protocol.scram import ScramClient, broker_password
 from clients.protocol.topics import TopicPartition
 from clients.types import NewTopic
+from storage.meta_properties import read_meta_properties
 from tests.broker.cluster_harness import LocalCluster
 from tests.broker.raw_kafka import call, connect
 
@@ -126,6 +128,31 @@ def test_a_login_proves_one_broker_id_only(cluster: LocalCluster) -> None:
             "error_code"] == DENIED
         assert call(sock, ApiKey.BROKER_REGISTRATION, 0, registration(1, 4444))[
             "error_code"] == DENIED
+    healthy(cluster)
+
+
+def test_a_second_process_with_a_live_brokers_id_or_another_cluster_is_refused(
+        cluster: LocalCluster) -> None:
+    # an insider with the secret (say, a stray second copy of broker 1): the login
+    # passes, but the controller keeps the live broker 1 and this cluster's id
+    root = Path(cluster.data_dir)
+    ids = {read_meta_properties(root / d)["cluster.id"]  # type: ignore[index]
+           for d in ("controller", "broker-0", "broker-1", "broker-2")}
+    assert len(ids) == 1 and ids != {"minikafka"}, ids  # one random id, in every data dir
+    (cluster_id,) = ids
+    features = [{"name": METADATA_VERSION_FEATURE, "min_supported_version": METADATA_VERSION,
+                 "max_supported_version": METADATA_VERSION}]
+    secret = (root / "cluster.secret").read_text().strip()
+    with controller(cluster) as sock:
+        assert login(sock, "broker-1", broker_password(secret, 1)) == 0
+        answer = call(sock, ApiKey.BROKER_REGISTRATION, 0,
+                      {**registration(1, 4444), "cluster_id": cluster_id,
+                       "features": features})
+        assert answer["error_code"] == ErrorCode.DUPLICATE_BROKER_REGISTRATION, answer
+        answer = call(sock, ApiKey.BROKER_REGISTRATION, 0,
+                      {**registration(1, 4444), "features": features})
+        assert answer["error_code"] == ErrorCode.INCONSISTENT_CLUSTER_ID, answer
+        assert "minikafka" in answer["error_message"]
     healthy(cluster)
 
 

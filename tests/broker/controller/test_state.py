@@ -142,7 +142,8 @@ def test_registration_starts_fenced_with_epoch_equal_to_its_offset() -> None:
 def test_bad_registrations_and_stale_heartbeats_are_rejected() -> None:
     c = Cluster()
     result, records = c.state.register_broker(1, "x", "h", 1, cluster_id="other")
-    assert result.error == ErrorCode.INVALID_REQUEST and "cluster id" in (result.message or "")
+    assert result.error == ErrorCode.INCONSISTENT_CLUSTER_ID
+    assert "cluster id 'other'" in (result.message or "")
     result, _ = c.state.register_broker(1, "x", "", 1)
     assert result.error == ErrorCode.INVALID_REQUEST and "host" in (result.message or "")
     result, _ = c.state.register_broker(-1, "x", "h", 1)
@@ -155,6 +156,39 @@ def test_bad_registrations_and_stale_heartbeats_are_rejected() -> None:
     assert hb.error == ErrorCode.STALE_BROKER_EPOCH and records == []
     hb, _ = c.state.heartbeat(7, 0, 10)
     assert hb.error == ErrorCode.STALE_BROKER_EPOCH and "not registered" in (hb.message or "")
+
+
+def test_a_second_live_process_cannot_take_a_broker_id_over() -> None:
+    c = Cluster()
+    c.start(1, 2)
+    epoch = c.epochs[1]
+    c.clock.advance(SESSION_MS)  # broker 1's session is still valid (last heartbeat)
+    result, records = c.state.register_broker(1, "intruder", "127.0.0.1", 9999)
+    assert result.error == ErrorCode.DUPLICATE_BROKER_REGISTRATION and records == []
+    assert c.state.image.brokers[1].broker_epoch == epoch
+    assert c.state.image.brokers[1].port == 9001 and not c.heartbeat(1).is_fenced
+    # a broker that restarts after a crash waits until its old session has ended
+    c.clock.advance(SESSION_MS + 1)
+    c.heartbeat(2)
+    c.tick()
+    assert c.state.image.brokers[1].fenced
+    c.register(1, "restarted")
+    assert c.epochs[1] != epoch
+    # after a controlled shutdown it may come back at once
+    assert not c.heartbeat(1).is_fenced
+    c.heartbeat(1, want_shut_down=True)
+    c.register(1, "after-shutdown")
+
+
+def test_a_new_controller_gives_live_brokers_a_session_before_a_takeover() -> None:
+    c = Cluster()
+    c.start(1)
+    restarted = ControllerState(c.config, c.clock, c.replayed())
+    result, _ = restarted.register_broker(1, "intruder", "127.0.0.1", 9999)
+    assert result.error == ErrorCode.DUPLICATE_BROKER_REGISTRATION
+    c.clock.advance(SESSION_MS + 1)
+    result, _ = restarted.register_broker(1, "intruder", "127.0.0.1", 9999)
+    assert result.error == ErrorCode.NONE
 
 
 def test_session_timeout_fences_and_a_heartbeat_unfences() -> None:
@@ -317,6 +351,8 @@ def test_new_incarnation_loses_leadership_and_isr() -> None:
     c.start(1, 2)
     c.create("t", 1, 2)
     s = c.part("t")
+    c.clock.advance(SESSION_MS + 1)  # its old session ended; no tick has fenced it yet
+    c.heartbeat(s.replicas[1])
     c.register(s.leader, "restarted")
     after = c.part("t")
     assert after.leader == s.replicas[1] and s.leader not in after.isr
@@ -661,7 +697,18 @@ class ControllerMachine(RuleBasedStateMachine):
 
     @rule(broker=st.integers(1, 4), fresh=st.booleans())
     def register(self, broker: int, fresh: bool) -> None:
-        self.c.register(broker, f"inc-{broker}-{self.c.offset if fresh else 0}")
+        incarnation = f"inc-{broker}-{self.c.offset if fresh else 0}"
+        old = self.c.state.image.brokers.get(broker)
+        result, records = self.c.state.register_broker(broker, incarnation, "127.0.0.1",
+                                                       9000 + broker)
+        if result.error == ErrorCode.DUPLICATE_BROKER_REGISTRATION:
+            # refused only while another incarnation serves: wait out its session
+            assert records == [] and old is not None and not old.fenced
+            assert old.incarnation_id != incarnation
+            self.c.clock.advance(SESSION_MS + 1)
+        else:
+            self.c.keep(records)
+        self.c.register(broker, incarnation)
 
     @rule(broker=st.integers(1, 4), flags=st.sampled_from(["", "fence", "shut"]),
           lag=st.integers(0, 2))
