@@ -51,6 +51,7 @@ owner thread calls every method.
 from __future__ import annotations
 
 import bisect
+import logging
 from collections.abc import Sequence
 from pathlib import Path
 
@@ -61,6 +62,8 @@ from storage.segment import Segment
 
 __all__ = ["SegmentList"]
 
+log = logging.getLogger("storage.log")
+
 
 class SegmentList:
     """The ordered segments of one log directory and their offsets (see the module doc)."""
@@ -70,7 +73,11 @@ class SegmentList:
                  dir_dirty: bool = False) -> None:
         """Take ``segments`` (non-empty, sorted, as recovery left them) and make the last
         one active.  ``log_start_offset`` and ``recovery_point`` (from the checkpoints) are
-        clamped into range; a log start above the data restarts the list there."""
+        clamped into range.  A log start above the log end contradicts the data (a
+        damaged or hand-edited checkpoint; or a DeleteRecords whose records a crash then
+        cut off): it is ignored with a warning and the log starts at its first segment -
+        a checkpoint is never obeyed by deleting data (the price: records deleted by
+        DeleteRecords may be served again after such a crash)."""
         if not segments:
             raise StorageError(f"{directory}: a segment list needs at least one segment")
         self.dir = directory
@@ -83,8 +90,10 @@ class SegmentList:
         self._recovery_point = min(max(recovery_point, 0), self._log_end_offset)
         self._dir_dirty = dir_dirty
         if self._log_start_offset > self._log_end_offset:
-            # the checkpoint is ahead of the data: everything below it is deleted anyway
-            self.restart_at(self._log_start_offset, now_ms)
+            log.warning("%s: checkpointed log start offset %d is beyond the log end %d; "
+                        "ignored, the log starts at %d (nothing deleted)", directory,
+                        log_start_offset, self._log_end_offset, segments[0].base_offset)
+            self._log_start_offset = segments[0].base_offset
         self._recovery_point = max(self._recovery_point, self._log_start_offset)
         self._roll_flush_offset = self._recovery_point  # a roll asks for a flush below this
 

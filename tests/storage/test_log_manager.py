@@ -408,3 +408,32 @@ def test_second_manager_in_same_process_is_refused(managers: Callable[..., LogMa
     managers()
     with pytest.raises(DataDirLockedError, match="locked by another live process"):
         LogManager(tmp_path / "data", SMALL).startup()
+
+
+def test_a_log_start_checkpoint_beyond_the_data_is_ignored_not_obeyed(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture,
+) -> None:
+    first = LogManager(tmp_path / "data", SMALL)
+    first.startup()
+    log = first.create_log("kept", 0)
+    for _ in range(60):  # several segments
+        log.append_as_leader(batch(2), leader_epoch=1)
+    leo, files = log.log_end_offset, sorted(p.name for p in log.dir.iterdir())
+    first.shutdown()
+    OffsetCheckpointFile(tmp_path / "data" / "log-start-offset-checkpoint").write(
+        {("kept", 0): 999_999})  # damaged or hand-edited: far beyond the log end
+
+    second = LogManager(tmp_path / "data", SMALL)
+    with caplog.at_level("WARNING", logger="storage.log"):
+        second.startup()
+    try:
+        log = second.get_log("kept", 0)
+        assert log is not None and len(files) > 3
+        assert (log.log_start_offset, log.log_end_offset) == (0, leo)
+        assert sorted(p.name for p in log.dir.iterdir()) == files  # nothing deleted
+        served = log.read(0, 1 << 20)
+        assert served.start_offset == 0 and served.size_in_bytes > 0  # still served
+        assert "log start offset 999999 is beyond the log end" in caplog.text
+        log.check_invariants()
+    finally:
+        second.shutdown()
