@@ -143,6 +143,7 @@ class _Fetched:
     decoded: list[ConsumerRecord] | None = None
     index: int = 0  # the next record of ``decoded`` to hand out
     next_offset: int = -1  # offset after the last complete batch (-1: none)
+    corrupt: CorruptRecordError | None = None  # the first invalid batch (records stop there)
 
 
 @dataclass
@@ -446,7 +447,12 @@ class Consumer:
             raise ValueError(f"max_records must be an int >= 1, got {max_records!r}")
         out: dict[TopicPartition, list[ConsumerRecord]] = {}
         for tp, fetched in self._poll_fetched(timeout_ms):
-            records = self._take_records(tp, fetched, budget)
+            try:
+                records = self._take_records(tp, fetched, budget)
+            except CorruptRecordError:
+                if out:  # hand out what this poll has; the next one raises it again
+                    break
+                raise
             if records:
                 out[tp] = records
                 budget -= len(records)
@@ -473,7 +479,12 @@ class Consumer:
         by ``max_poll_records``); values are zero-copy slices of the response frame."""
         out: dict[TopicPartition, BulkRecords] = {}
         for tp, fetched in self._poll_fetched(timeout_ms):
-            bulk = self._take_bulk(tp, fetched)
+            try:
+                bulk = self._take_bulk(tp, fetched)
+            except CorruptRecordError:
+                if out:  # hand out what this poll has; the next one raises it again
+                    break
+                raise
             if bulk is not None:
                 out[tp] = bulk
         return out
@@ -543,6 +554,8 @@ class Consumer:
         fetched.index = start + len(taken)
         if taken:
             state.position = taken[-1].offset + 1
+        elif start >= len(records):
+            self._raise_corrupt(state, fetched)
         if fetched.index >= len(records):
             state.fetched = None
             if fetched.next_offset > (state.position or 0):
@@ -570,23 +583,57 @@ class Consumer:
     def _decode(self, tp: TopicPartition, fetched: _Fetched) -> list[ConsumerRecord]:
         out: list[ConsumerRecord] = []
         for pos in self._batch_positions(fetched):
-            for r in decode_batch(fetched.records, pos):
+            try:
+                batch = decode_batch(fetched.records, pos)
+            except CorruptRecordError as exc:
+                self._stop_at_corrupt_batch(tp, fetched, pos, exc)
+                break
+            for r in batch:
                 out.append(ConsumerRecord(tp.topic, tp.partition, r.offset, r.timestamp,
                                           r.key, r.value, r.headers))  # fmt: skip
         return out
+
+    @staticmethod
+    def _stop_at_corrupt_batch(tp: TopicPartition, fetched: _Fetched, pos: int,
+                               exc: CorruptRecordError) -> None:
+        """The records before an invalid batch are handed out; the position then stops
+        at it and poll raises an error naming the partition and offsets (as Kafka's
+        consumer does) until the application seeks past it."""
+        header = read_header(fetched.records, pos)
+        fetched.next_offset = header.base_offset  # never skip past it
+        fetched.corrupt = CorruptRecordError(
+            f"{tp.topic}-{tp.partition}: the record batch at offsets {header.base_offset}.."
+            f"{header.next_offset - 1} is invalid ({exc.message}); the records before it "
+            f"were delivered; seek to {header.next_offset} to skip it")
+
+    def _raise_corrupt(self, state: _State, fetched: _Fetched) -> None:
+        """Raise the fetched data's invalid batch once the records before it are out."""
+        error = fetched.corrupt
+        if error is None:
+            return
+        state.fetched = None  # a later poll fetches again from the position: same error
+        raise error
 
     def _take_bulk(self, tp: TopicPartition, fetched: _Fetched) -> BulkRecords | None:
         state = self._states[tp]
         position = state.position
         assert position is not None
         state.fetched = None
-        parts = [decode_batch_bulk(fetched.records, pos) for pos in self._batch_positions(fetched)]
+        parts = []
+        for pos in self._batch_positions(fetched):
+            try:
+                parts.append(decode_batch_bulk(fetched.records, pos))
+            except CorruptRecordError as exc:
+                self._stop_at_corrupt_batch(tp, fetched, pos, exc)
+                break
         if fetched.next_offset > position:
             state.position = fetched.next_offset
         if not parts:
+            self._raise_corrupt(state, fetched)
             return None
         bulk = concat_bulk(parts, position)
         if len(bulk) == 0:
+            self._raise_corrupt(state, fetched)
             return None
         state.position = max(state.position or 0, int(bulk.offsets[-1]) + 1)
         return bulk

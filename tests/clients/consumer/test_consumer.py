@@ -7,7 +7,7 @@ import pytest
 
 from clients.consumer.consumer import Consumer, NoOffsetForPartitionError
 from clients.producer.producer import Producer
-from clients.protocol.errors import OffsetOutOfRangeError
+from clients.protocol.errors import CorruptRecordError, OffsetOutOfRangeError
 from clients.protocol.topics import TopicPartition
 from clients.records.bulk_decode import BulkRecords
 from clients.records.record import build_batch
@@ -149,6 +149,49 @@ def test_poll_bulk_numpy_columns_zero_copy(cluster: FakeCluster) -> None:
         assert all(isinstance(v, memoryview) for v in got)
         assert [bytes(v) for v in got if v is not None] == values[4:]
         assert consumer.position(T0) == 30
+
+
+def corrupt_batch(cluster: FakeCluster, tp: TopicPartition, index: int) -> None:
+    """Flip a byte inside one stored batch's records: its CRC no longer matches (a bit
+    flip on the broker's disk, served as it is)."""
+    with cluster.cond:
+        part = cluster.topics[tp.topic][tp.partition]
+        damaged = bytearray(part.batches[index])
+        damaged[-3] ^= 0xFF
+        part.batches[index] = bytes(damaged)
+
+
+@pytest.mark.parametrize("api", ["poll", "poll_bulk"])
+def test_a_corrupt_batch_delivers_what_precedes_it_then_names_itself(
+        cluster: FakeCluster, api: str) -> None:
+    cluster.create_topic("t", 1)
+    for first in (0, 5, 10):
+        add_batch(cluster, T0, [b"%d" % i for i in range(first, first + 5)])
+    corrupt_batch(cluster, T0, 1)  # offsets 5..9
+
+    def take() -> list[int]:
+        if api == "poll":
+            return [r.offset for rs in consumer.poll(timeout_ms=200).values() for r in rs]
+        return [int(o) for b in consumer.poll_bulk(timeout_ms=200).values() for o in b.offsets]
+
+    with Consumer(cluster.bootstrap, auto_offset_reset="earliest") as consumer:
+        consumer.assign([T0])
+        got: list[int] = []
+        deadline = time.monotonic() + 20
+        with pytest.raises(CorruptRecordError) as raised:
+            while time.monotonic() < deadline:
+                got += take()
+        assert got == [0, 1, 2, 3, 4]  # every record before the bad batch
+        assert "t-0: the record batch at offsets 5..9 is invalid" in str(raised.value)
+        assert "seek to 10" in str(raised.value)
+        assert consumer.position(T0) == 5
+        with pytest.raises(CorruptRecordError):  # still there on the next poll
+            take()
+        consumer.seek(T0, 10)
+        got = []
+        while len(got) < 5 and time.monotonic() < deadline:
+            got += take()
+        assert got == [10, 11, 12, 13, 14]
 
 
 def test_fetch_follows_the_new_leader(cluster2: FakeCluster) -> None:
