@@ -148,18 +148,23 @@ class LeaderEpochCache:
         """OffsetsForLeaderEpoch: ``(largest epoch <= requested, its end offset)``.
 
         The end offset is the start offset of the next larger epoch, or
-        ``log_end_offset`` when that epoch is the latest.  ``(-1, -1)`` (undefined) when
-        ``requested_epoch`` is undefined, below the first known epoch (this replica has
-        nothing to say about it: its data is gone or never existed here), or above the
-        latest epoch (a newer epoch than this replica knows).
+        ``log_end_offset`` when that epoch is the latest.  Below the first known epoch
+        (its data is gone here, e.g. by retention) the answer is ``(requested_epoch,
+        start of the first known epoch)``, as in Kafka: the asking follower keeps what it
+        has below that offset instead of dropping its whole log - a follower that dropped
+        records below the high watermark could be elected and lose them.  ``(-1, -1)``
+        (undefined) when ``requested_epoch`` is undefined, the cache is empty, or it is
+        above the latest epoch (a newer epoch than this replica knows).
         """
         undefined = (UNDEFINED_EPOCH, UNDEFINED_EPOCH_OFFSET)
         if requested_epoch < 0 or not self._entries:
             return undefined
         if requested_epoch == self._entries[-1].epoch:
             return requested_epoch, log_end_offset
-        if requested_epoch > self._entries[-1].epoch or requested_epoch < self._entries[0].epoch:
+        if requested_epoch > self._entries[-1].epoch:
             return undefined
+        if requested_epoch < self._entries[0].epoch:
+            return requested_epoch, self._entries[0].start_offset
         i = bisect.bisect_right(self._entries, (requested_epoch, 2**63)) - 1
         return self._entries[i].epoch, self._entries[i + 1].start_offset
 

@@ -65,7 +65,7 @@ def test_constructor_rejects_unordered_entries() -> None:
 
 @pytest.mark.parametrize("requested, expected", [
     (-1, (-1, -1)),      # undefined request
-    (0, (-1, -1)),       # below the first epoch
+    (0, (0, 20)),        # below the first epoch: it ends where the first one starts
     (1, (1, 100)),       # epoch 1 ends where epoch 3 starts
     (2, (1, 100)),       # unknown epoch between: the largest epoch <= 2 is 1
     (3, (3, 250)),
@@ -98,7 +98,7 @@ def test_truncate_from_start_keeps_the_epoch_covering_the_new_start() -> None:
     assert not c.truncate_from_start(120)
     assert c.truncate_from_start(250)
     assert c.entries == (EpochEntry(5, 250),)
-    assert c.end_offset_for(3, 300) == (-1, -1)
+    assert c.end_offset_for(3, 300) == (3, 250)  # gone here: ends where epoch 5 starts
 
 
 def test_epoch_for_offset() -> None:

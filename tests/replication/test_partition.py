@@ -334,7 +334,7 @@ def test_log_start_moves_trim_the_epoch_cache(tmp_path: Path) -> None:
     p.make_leader(1, [1], [1], partition_epoch=1)
     p.append_records_as_leader(batch(b"c", b"d"))
     p.log.maybe_increment_log_start_offset(3)       # DeleteRecords / retention
-    answer = p.last_offset_for_leader_epoch(1, 0)   # epoch 0 is gone from this log
-    assert answer == EpochEndOffset(-1, -1)
+    answer = p.last_offset_for_leader_epoch(1, 0)   # epoch 0 is gone from this log:
+    assert answer == EpochEndOffset(0, 3)           # it ended where epoch 1 now starts
     assert p.leader_epoch_cache.entries == (EpochEntry(1, 3),)
     p.check_invariants()

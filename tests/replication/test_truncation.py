@@ -49,6 +49,17 @@ def test_all_local_epochs_newer_than_the_answer() -> None:
     assert decide(EpochEndOffset(1, 50), [(4, 30)], 40, start=30) == (30, True)
 
 
+def test_a_leader_that_no_longer_holds_our_epoch_does_not_make_us_drop_below_the_hw() -> None:
+    # follower: epoch 0 [0,40), HW 40.  The leader went on in epoch 1 from 40 and
+    # retention moved its log start to 45: its cache no longer has epoch 0.  Kafka's
+    # leader answers "epoch 0 ends where your first known epoch starts"; an undefined
+    # answer would make the follower drop [0,40), all below the HW.
+    leader = LeaderEpochCache(entries=[(1, 45)])
+    answer = EpochEndOffset(*leader.end_offset_for(0, 60))
+    assert answer == EpochEndOffset(0, 45)
+    assert decide(answer, [(0, 0)], 40, hw=40) == (40, True)  # nothing to cut
+
+
 def test_no_local_epochs_means_nothing_to_truncate() -> None:
     assert decide(EpochEndOffset(3, 0), [], 0) == (0, True)
 
