@@ -135,8 +135,8 @@ class ReplicaFetcher:
             for p in topic["partitions"]:
                 key = TopicPartition(topic["name"], p["partition"])
                 state = self.states.get(key)
-                if state is None or not state.truncating:
-                    continue
+                if state is None or state is not pending.get(key) or not state.truncating:
+                    continue  # removed or re-added while the request was in flight
                 if p["error_code"]:
                     if p["error_code"] in PARK_CODES:
                         self._park(key, p["error_code"])

@@ -185,3 +185,30 @@ def test_behind_the_leaders_log_start_restarts_the_log_there(
     asyncio.run(fetcher._fetch())
     assert values(follower.partition.log) == values(leader.partition.log)
     assert (follower.partition.log_start_offset, follower.partition.log_end_offset) == (6, 10)
+
+
+def test_a_truncation_answer_for_a_replaced_state_is_ignored(
+        nodes: tuple[Node, Node]) -> None:
+    # the partition is removed and re-added (new leader epoch, say) while the
+    # OffsetsForLeaderEpoch request is in flight: that answer was for the old state
+    leader, follower = nodes
+    for node in nodes:
+        node.apply(*cluster_records((1, 2)))
+    append_as_leader(leader, b"a", b"b")
+    follower.partition.append_records_as_follower(batch(b"a", b"b", epoch=0), 0)
+    follower.partition.append_records_as_follower(batch(b"y", b"z", base_offset=2, epoch=1),
+                                                  0)
+    fetcher, link = fetcher_of(follower, leader, truncating=True)
+    replaced = FetchState(follower.partition, follower.partition.leader_epoch)
+    asked = link.request
+
+    async def re_add_while_in_flight(api_key: int, body: dict[str, Any],
+                                     **options: Any) -> dict[str, Any]:
+        answer = await asked(api_key, body, **options)
+        fetcher.states[KEY] = replaced
+        return answer
+
+    link.request = re_add_while_in_flight  # type: ignore[method-assign]
+    asyncio.run(fetcher._truncate())
+    assert fetcher.states[KEY] is replaced and replaced.truncating  # asks again itself
+    assert follower.partition.log_end_offset == 4  # nothing cut on the old answer
