@@ -13,15 +13,19 @@ leader answer                    follower truncates to
 ``E'`` known here as an epoch    ``min(end, own end of E', own LEO)``; done
 ``E'`` not in the follower's     ``min(own end of its largest epoch < E', own LEO)``; not
 cache (``E' < E``)               done: ask again with the new latest epoch
-undefined ``(-1, -1)``           own log start offset (the leader has nothing in common
-                                 with this log that it can vouch for: drop it all and let
-                                 the fetch re-copy from the leader's log start); done
+undefined ``(-1, -1)``           own high watermark (not above the LEO), as Kafka does:
+                                 the leader cannot vouch for anything of ours above the
+                                 HW, and everything below it is committed, so it stays
+                                 (dropping it would leave an ISR member without records
+                                 it acknowledged); done.  A leader answers undefined
+                                 only for an epoch newer than any it knows
 follower has no epochs           nothing (its log is empty); done
 ===============================  ==========================================================
 
-It never truncates to the high watermark.  :attr:`TruncationPolicy.HIGH_WATERMARK` is the
-pre-KIP-101 rule (truncate to the replica's own HW) kept **only for tests** that show the
-two classic data-loss/divergence scenarios happen under it.
+Apart from an undefined answer it never truncates to the high watermark.
+:attr:`TruncationPolicy.HIGH_WATERMARK` is the pre-KIP-101 rule (truncate to the
+replica's own HW whatever the leader says) kept **only for tests** that show the two
+classic data-loss/divergence scenarios happen under it.
 
 Costs: O(entries of the cache) per decision.  Pure: no I/O, thread-safe by having no state.
 """
@@ -81,8 +85,9 @@ def decide_truncation(
     if cache.latest_epoch == UNDEFINED_EPOCH:
         return TruncationDecision(log_end_offset, True, "no local epochs")
     if answer.undefined:
-        return TruncationDecision(log_start_offset, True,
-                                  "leader has no epoch at or below ours")
+        keep = max(log_start_offset, min(high_watermark, log_end_offset))
+        return TruncationDecision(keep, True,
+                                  "leader has no epoch at or below ours: keep to our HW")
     own_epoch, own_end = cache.end_offset_for(answer.leader_epoch, log_end_offset)
     if own_epoch == UNDEFINED_EPOCH:
         # every local epoch is newer than the leader's answer: none of it is the leader's

@@ -41,8 +41,10 @@ def test_leader_epoch_unknown_here_truncates_to_our_previous_epoch_and_asks_agai
     assert decide(EpochEndOffset(2, 20), [(0, 0), (3, 10)], 15) == (10, False)
 
 
-def test_undefined_answer_truncates_to_the_log_start() -> None:
-    assert decide(UNDEFINED_ANSWER, [(4, 30)], 40, start=30, hw=35) == (30, True)
+def test_undefined_answer_truncates_to_the_high_watermark_never_below() -> None:
+    assert decide(UNDEFINED_ANSWER, [(4, 30)], 40, start=30, hw=35) == (35, True)
+    assert decide(UNDEFINED_ANSWER, [(4, 30)], 32, start=30, hw=35) == (32, True)  # LEO < HW
+    assert decide(UNDEFINED_ANSWER, [(4, 30)], 40, start=30, hw=0) == (30, True)
 
 
 def test_all_local_epochs_newer_than_the_answer() -> None:
