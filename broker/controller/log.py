@@ -14,11 +14,19 @@ msgpack map of :mod:`broker.metadata.records`, timestamp = wall clock ms); a cal
 (``flush_messages=1``).  Record offsets are the metadata offsets: the log's end offset
 always equals ``image.last_applied_offset + 1``.
 
-Start (:meth:`open`): recover the log (a torn tail from a crash is cut at the last valid
-batch), load the newest snapshot that is valid and not beyond the log end (a corrupt one
-is skipped in favour of the older one, and with none the whole log is replayed: the log
-is never truncated at its head, so snapshots only save replay time), then apply the
-records after it.
+Start (:meth:`open`): check the log read-only first - an invalid batch anywhere but at
+its tail (a flipped byte, a cut-off older segment: valid records follow it) stops the
+controller with :class:`MetadataLogDamagedError` naming the file and position, because
+recovery would cut the log there and silently forget every later record (topics would
+vanish while their data stays on the brokers).  Then recover the log (a torn tail from a
+crash - the last, unacknowledged write - is cut at the last valid batch, with a
+warning), load the newest snapshot that is valid and not beyond the log end (a corrupt
+one is skipped in favour of the older one, and with none the whole log is replayed: the
+log is never truncated at its head, so snapshots only save replay time), then apply the
+records after it.  A snapshot *beyond* the log end means the log lost records it once
+had (emptied, or its last segments deleted): also :class:`MetadataLogDamagedError`.
+The operator restores the directory from a backup (or moves it away to start a new,
+empty cluster); nothing is dropped silently.
 
 Costs: append O(records) + one fsync; snapshot O(image) every ``snapshot_interval_records``
 records; open O(records after the snapshot).  Not thread-safe: one owner (the
@@ -42,17 +50,62 @@ from broker.metadata.records import (
     decode_record_batches,
     encode_record,
 )
+from clients.protocol.errors import ErrorCode, MiniKafkaError
 from clients.records.record import build_batch
 from storage.config import LogConfig
 from storage.file_io import atomic_write_bytes, fsync_dir
 from storage.lock import DataDirLock
 from storage.log.log import Log
+from storage.log.validator import scan_segment
 
 log = logging.getLogger(__name__)
 
 SNAPSHOTS_KEPT = 2
+
+
+class MetadataLogDamagedError(MiniKafkaError):
+    """The metadata log is damaged where a crash cannot have left it: starting would
+    forget records (topics, partitions, brokers) it once held."""
+
+    code = ErrorCode.KAFKA_STORAGE_ERROR
+
+
 _SNAPSHOT = re.compile(r"^snapshot-(\d{20})\.msgpack$")
+_SEGMENT = re.compile(r"^\d{20}\.log$")
 METADATA_LOG_CONFIG = LogConfig(flush_messages=1, max_message_bytes=16 * 1024 * 1024)
+
+
+def check_damage_is_only_a_torn_tail(directory: Path) -> None:
+    """Scan every segment of the metadata log read-only; raise
+    :class:`MetadataLogDamagedError` for an invalid batch that valid data follows (more
+    bytes after it in its segment, or later segments).  Every append is fsync'd before it
+    is acknowledged, so a crash can only tear the last write: the end of the last
+    segment.  Cost: one read and CRC pass of the log (it is small: metadata only)."""
+    if not directory.is_dir():
+        return
+    segments = sorted(p for p in directory.iterdir() if _SEGMENT.match(p.name))
+    expected: int | None = None
+    for i, path in enumerate(segments):
+        data = path.read_bytes()
+        base = int(path.name[:20])
+        scan = scan_segment(data, base, min_offset=base if expected is None else
+                            max(base, expected), index_interval_bytes=1 << 30,
+                            max_offset_entries=1, max_time_entries=1)
+        if scan.error is None:
+            expected = scan.next_offset
+            continue
+        rest = memoryview(data)[scan.valid_bytes:]
+        declared_end = scan.valid_bytes + (
+            int.from_bytes(rest[8:12], "big", signed=True) + 12 if len(rest) >= 12 else 0)
+        last = i == len(segments) - 1
+        if last and (declared_end >= len(data) or not any(rest)):
+            return  # a torn last write: recovery cuts it
+        later = f" and {len(segments) - i - 1} later segment(s)" if not last else ""
+        raise MetadataLogDamagedError(
+            f"{path}: {scan.error}, and data follows it ({len(rest)} bytes to the end of "
+            f"the segment{later}): the metadata log is damaged, not torn by a crash; "
+            f"starting would forget every record from offset {scan.next_offset} on. "
+            f"Restore {directory.parent} from a backup (nothing was changed)")
 
 
 class ControllerLog:
@@ -86,13 +139,27 @@ class ControllerLog:
         self._lock.acquire()
         snapshots = self._snapshots()
         image, recovery_point = MetadataImage(), 0
-        self._log = Log.open(self.data_dir / f"{METADATA_TOPIC}-{METADATA_PARTITION}",
-                             METADATA_LOG_CONFIG, recovery_point=0)
+        directory = self.data_dir / f"{METADATA_TOPIC}-{METADATA_PARTITION}"
+        try:
+            check_damage_is_only_a_torn_tail(directory)
+            self._log = Log.open(directory, METADATA_LOG_CONFIG, recovery_point=0)
+        except BaseException:
+            self._lock.release()
+            raise
+        report = self._log.recovery_report
+        if report.truncated_bytes:
+            log.warning("metadata log: cut a torn tail of %d bytes at offset %s (%s)",
+                        report.truncated_bytes, report.truncated_at_offset,
+                        "; ".join(report.problems))
         leo = self._log.log_end_offset
+        if snapshots and snapshots[-1][0] >= leo:
+            path = snapshots[-1][1]
+            self.close()
+            raise MetadataLogDamagedError(
+                f"{directory} ends at offset {leo} but {path.name} holds the image up to "
+                f"offset {snapshots[-1][0]}: the log lost records it had; restore "
+                f"{self.data_dir} from a backup (nothing was changed)")
         for offset, path in reversed(snapshots):
-            if offset >= leo:
-                log.warning("ignoring snapshot %s beyond the log end offset %d", path, leo)
-                continue
             try:
                 image = MetadataImage.decode_snapshot(path.read_bytes())
             except (OSError, MetadataRecordError) as e:

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from broker.controller.config import ControllerConfig
-from broker.controller.log import ControllerLog
+from broker.controller.log import ControllerLog, MetadataLogDamagedError
 from broker.controller.results import TopicSpec
 from broker.controller.state import ControllerState
 from broker.metadata.image import MetadataImage
@@ -76,6 +76,38 @@ def test_a_torn_tail_is_cut_at_the_last_whole_batch(tmp_path: Path) -> None:
     again, image = reopen(tmp_path)
     assert image == expected and again.log_end_offset == expected.last_applied_offset + 1
     again.close()
+
+
+def test_a_flipped_byte_inside_the_log_stops_the_controller_and_changes_nothing(
+        tmp_path: Path) -> None:
+    store, _ = build(tmp_path, 4, interval=1000)  # no snapshot: the log is the only copy
+    store.close()
+    segment = next((tmp_path / "__cluster_metadata-0").glob("*.log"))
+    data = bytearray(segment.read_bytes())
+    second = next(iter(iter_batches(bytes(data))))[1].size_in_bytes  # inside batch 2
+    data[second + 70] ^= 0x5A
+    segment.write_bytes(bytes(data))
+    with pytest.raises(MetadataLogDamagedError, match=r"CRC-32C mismatch.*data follows it"):
+        reopen(tmp_path)
+    assert segment.read_bytes() == bytes(data)  # nothing cut: the operator decides
+    store = ControllerLog(tmp_path)  # the lock was released with the refusal
+    with pytest.raises(MetadataLogDamagedError):
+        store.open()
+
+
+@pytest.mark.parametrize("damage", ["emptied", "segment removed"])
+def test_a_log_that_lost_records_a_snapshot_holds_stops_the_controller(
+        tmp_path: Path, damage: str) -> None:
+    store, _ = build(tmp_path, 6)
+    store.close()
+    log_dir = tmp_path / "__cluster_metadata-0"
+    for path in log_dir.iterdir():
+        if damage == "emptied" and path.suffix == ".log":
+            path.write_bytes(b"")
+        elif damage == "segment removed":
+            path.unlink()
+    with pytest.raises(MetadataLogDamagedError, match="lost records it had"):
+        reopen(tmp_path)
 
 
 def test_records_are_split_into_batches_and_read_back(tmp_path: Path) -> None:
