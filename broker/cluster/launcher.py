@@ -22,7 +22,10 @@ Commands: ``start`` (waits until every broker is registered and unfenced), ``sta
 (table or ``--json``), ``stop`` (clean: brokers first, each moving its leadership away
 by controlled shutdown, then the controller), and fault injection by broker id or
 ``controller``: ``kill`` (SIGKILL), ``restart`` (kill if alive, start again with the
-same command line), ``pause`` / ``resume`` (SIGSTOP / SIGCONT).
+same command line), ``pause`` / ``resume`` (SIGSTOP / SIGCONT).  Every command but
+``start`` reads ``cluster.json`` through :func:`broker.cluster.rebuild.load_state`: a
+damaged or missing file is rebuilt from the cluster's running processes, so a cluster
+can always be stopped.
 """
 
 from __future__ import annotations
@@ -44,11 +47,18 @@ from pathlib import Path
 import psutil
 
 from broker.auth import write_cluster_secret
-from broker.cluster.state import CONTROLLER, STATE_FILE, ClusterError, ClusterState, ProcessInfo
+from broker.cluster.rebuild import load_state
+from broker.cluster.state import (
+    CONTROLLER,
+    CONTROLLER_PORT_OFFSET,
+    STATE_FILE,
+    ClusterError,
+    ClusterState,
+    ProcessInfo,
+)
 from broker.cluster.status import fetch_cluster_view, print_status, status_report
 from storage.meta_properties import DataDirIdentityError, read_meta_properties
 
-CONTROLLER_PORT_OFFSET = 100
 SECRET_FILE = "cluster.secret"  # the cluster's secret, mode 600 (broker.auth)
 SOURCE_ROOT = str(Path(__file__).resolve().parents[2])  # the tree holding broker/
 
@@ -273,7 +283,7 @@ def wait_until_ready(state: ClusterState, timeout_s: float) -> None:
 
 
 def cmd_stop(args: argparse.Namespace) -> int:
-    state = ClusterState.load(args.data_dir)
+    state = load_state(args.data_dir)
     for info in state.brokers.values():
         end_process(info, signal.SIGTERM, args.timeout_s)
     end_process(state.controller, signal.SIGTERM, args.timeout_s)
@@ -282,7 +292,7 @@ def cmd_stop(args: argparse.Namespace) -> int:
 
 
 def cmd_signal(args: argparse.Namespace) -> int:
-    state = ClusterState.load(args.data_dir)
+    state = load_state(args.data_dir)
     info = state.process(args.target)
     if args.command == "kill":
         end_process(info, signal.SIGKILL, 10)
@@ -302,7 +312,7 @@ def cmd_signal(args: argparse.Namespace) -> int:
 
 
 def cmd_status(args: argparse.Namespace) -> int:
-    state = ClusterState.load(args.data_dir)
+    state = load_state(args.data_dir)
     report = status_report(state)
     if args.json:
         print(json.dumps(report, indent=2))

@@ -23,6 +23,7 @@ from pathlib import Path
 
 STATE_FILE = "cluster.json"
 CONTROLLER = "controller"
+CONTROLLER_PORT_OFFSET = 100  # the layout: brokers on base_port + id, controller + 100
 
 
 class ClusterError(Exception):

@@ -8,10 +8,12 @@ and timing out.
 
 from __future__ import annotations
 
+import contextlib
 import subprocess
 import sys
 from pathlib import Path
 
+import psutil
 import pytest
 
 from broker.cluster.launcher import SOURCE_ROOT, is_running
@@ -20,6 +22,16 @@ from tests.broker.cluster_harness import LocalCluster
 ROOT = Path(__file__).resolve().parents[3]
 
 pytestmark = pytest.mark.multiprocess
+
+
+def kill_trees(pids: list[int]) -> None:
+    """SIGKILL each process and its children by PID (those still alive)."""
+    for pid in pids:
+        with contextlib.suppress(psutil.NoSuchProcess):
+            proc = psutil.Process(pid)
+            for p in [*proc.children(recursive=True), proc]:
+                with contextlib.suppress(psutil.NoSuchProcess):
+                    p.kill()
 
 
 def test_kill_from_another_process_returns_while_the_broker_is_a_zombie(
@@ -56,3 +68,32 @@ def test_a_second_cluster_on_the_same_ports_fails_and_the_first_stays_healthy(
 
 def test_launched_processes_get_this_source_tree_on_their_path() -> None:
     assert Path(SOURCE_ROOT).samefile(ROOT)  # the tree holding broker/, not broker/ itself
+
+
+@pytest.mark.parametrize("damage", ["truncated", "deleted"])
+def test_a_damaged_state_file_is_rebuilt_and_the_cluster_still_stops(
+        tmp_path: Path, damage: str) -> None:
+    with LocalCluster(tmp_path, brokers=2) as cluster, contextlib.ExitStack() as cleanup:
+        state = cluster.state
+        pids = {i.name: i.pid for i in [state.controller, *state.brokers.values()]}
+        cleanup.callback(kill_trees, list(pids.values()))  # even if the rebuild fails
+        path = Path(cluster.data_dir) / "cluster.json"
+        if damage == "truncated":
+            path.write_bytes(path.read_bytes()[:40])
+        else:
+            path.unlink()
+        status = subprocess.run(
+            [sys.executable, "-m", "broker.cluster", "status", "--json", "--data-dir",
+             cluster.data_dir], capture_output=True, text=True, timeout=120, cwd=ROOT,
+            check=False)
+        assert status.returncode == 0, status.stderr
+        assert "rebuilt it from the running processes" in status.stderr
+        rebuilt = cluster.state  # written back
+        assert {i.name: i.pid for i in [rebuilt.controller, *rebuilt.brokers.values()]} == pids
+        assert {k: v.port for k, v in rebuilt.brokers.items()} == {
+            k: v.port for k, v in state.brokers.items()}
+        stop = subprocess.run(
+            [sys.executable, "-m", "broker.cluster", "stop", "--data-dir", cluster.data_dir],
+            capture_output=True, text=True, timeout=120, cwd=ROOT, check=False)
+        assert stop.returncode == 0, stop.stderr
+        assert not any(is_running(pid) for pid in pids.values())
