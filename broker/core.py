@@ -50,8 +50,10 @@ from replication.isr import AlterPartitionProposal
 from replication.partition import Partition
 from storage.cleaner.config import CleanerConfig
 from storage.config import LogConfig
+from storage.log.log import Log
 from storage.log_manager import LogManager
 from storage.meta_properties import check_data_dir_identity
+from storage.partition_metadata import read_topic_id, write_topic_id
 from timer.clock import Clock
 from timer.purgatory import Purgatory
 from timer.system_timer import SystemTimer
@@ -395,8 +397,7 @@ class BrokerCore:
             key = TopicPartition(topic, index)
             partition = self.partitions.get(key)
             if partition is None:
-                log_ = (self.log_manager.get_log(topic, index)
-                        or self.log_manager.create_log(topic, index))
+                log_ = self._log_for_topic_id(key, image.topics[topic].topic_id)
                 partition = Partition(topic, index, log_, local_broker_id=me)
                 partition.high_watermark = min(self._checkpointed_hws.get(key, 0),
                                                log_.log_end_offset)
@@ -423,13 +424,37 @@ class BrokerCore:
             self.wake_partition(key)
         self.groups.on_partitions_changed()
 
+    def _log_for_topic_id(self, key: TopicPartition, topic_id: int) -> Log:
+        """The log to host ``key`` of topic ``topic_id``: the one on disk when its
+        ``partition.metadata`` names that topic (or nothing: adopted), else - a topic of
+        the same name deleted while this broker was away - a new, empty one."""
+        log_ = self.log_manager.get_log(*key)
+        found = None if log_ is None else read_topic_id(log_.dir)
+        if log_ is not None and found is not None and found != topic_id:
+            log.warning("%s-%d: the log on disk belongs to topic id %d, deleted since; "
+                        "removing it, topic id %d starts empty", *key, found, topic_id)
+            self.log_manager.delete_log(*key)
+            log_ = None
+        if log_ is None:
+            log_ = self.log_manager.create_log(*key)
+        if found != topic_id:
+            write_topic_id(log_.dir, topic_id)
+        return log_
+
     def _drop_partition(self, key: TopicPartition) -> None:
-        """Stop hosting ``key`` and delete its log; the caller wakes its parked
-        operations (they answer NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION)."""
+        """Stop hosting ``key`` and delete its log (unless its ``partition.metadata``
+        names another topic id than the one hosted: then it is left on disk and reported);
+        the caller wakes its parked operations (they answer NOT_LEADER_OR_FOLLOWER /
+        UNKNOWN_TOPIC_OR_PARTITION)."""
         partition = self.partitions.pop(key)
         if self.fetchers is not None:
             self.fetchers.unfollow(key)
         partition.leader_id = -1  # parked produces fail with NOT_LEADER
+        hosted, found = self.hosted_topic_ids.get(key[0]), read_topic_id(partition.log.dir)
+        if hosted is not None and found is not None and found != hosted:
+            log.error("%s-%d: not deleting %s: it belongs to topic id %d, not the hosted %d",
+                      *key, partition.log.dir, found, hosted)
+            return
         self.log_manager.delete_log(*key)
         log.info("%s-%d: replica removed", *key)
 

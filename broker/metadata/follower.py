@@ -13,8 +13,12 @@ Three asyncio loops on the broker's event loop (docs/replication.md):
   ``should_shut_down`` (it has moved this broker's leaderships away).
 - **metadata fetch**: a long-poll Fetch (our highest version, 12; sessionless) of
   ``__cluster_metadata``-0 from the controller at ``last_applied_offset + 1``; each
-  record is applied to the broker's :class:`MetadataImage` and then
-  :meth:`BrokerCore.reconcile` acts on it.
+  record is applied to the broker's :class:`MetadataImage`, and
+  :meth:`BrokerCore.reconcile` acts on the image only once it has reached the log's
+  high watermark: a broker catching up over several answers (or rebuilding its image
+  from empty after OFFSET_OUT_OF_RANGE) never deletes or creates replicas from a
+  partial image (a topic deleted and re-created under the same name between two
+  answers would otherwise drop the live log).
 
 Errors talking to the controller back off and retry; the broker keeps serving with the
 metadata it has (a fenced broker's partitions are led elsewhere by then).
@@ -67,6 +71,8 @@ class MetadataFollower:
         self.should_shut_down = asyncio.Event()
         self.registered = asyncio.Event()
         self.caught_up = asyncio.Event()
+        self.at_high_watermark = False  # the image holds every record the log has
+        self._unreconciled = False  # records applied since the last reconcile
         core.image = core.image or MetadataImage()
         self._tasks: list[asyncio.Task[None]] = []
 
@@ -162,15 +168,20 @@ class MetadataFollower:
         await self.registered.wait()
         while True:
             try:
-                changed = await self._fetch_once()
-                if changed:
-                    self.core.reconcile()
+                await self.fetch_step()
             except MiniKafkaError as exc:
                 log.info("metadata fetch failed: %s", exc)
                 await asyncio.sleep(RETRY_BACKOFF_S)
             except Exception:
                 log.exception("applying metadata failed")
                 await asyncio.sleep(RETRY_BACKOFF_S)
+
+    async def fetch_step(self) -> None:
+        """One metadata Fetch; reconcile when the image is complete and has changed."""
+        self._unreconciled |= await self._fetch_once()
+        if self._unreconciled and self.at_high_watermark:
+            self._unreconciled = False
+            self.core.reconcile()
 
     async def _fetch_once(self) -> bool:
         image = self.core.image
@@ -191,7 +202,8 @@ class MetadataFollower:
             log.warning("metadata log does not have offset %d any more: rebuilding the image",
                         image.last_applied_offset + 1)
             self.core.image = image = MetadataImage()
-            return False
+            self.at_high_watermark = False
+            return True  # reconcile once the rebuilt image is complete
         if part["error_code"]:
             raise error_for(part["error_code"],
                             f"metadata fetch of {METADATA_TOPIC}-{METADATA_PARTITION}")
@@ -200,7 +212,8 @@ class MetadataFollower:
                                                     image.last_applied_offset + 1):
             image.apply(record, offset)
             changed = True
-        if image.last_applied_offset + 1 >= part["high_watermark"]:
+        self.at_high_watermark = image.last_applied_offset + 1 >= part["high_watermark"]
+        if self.at_high_watermark:
             self.caught_up.set()
         return changed
 

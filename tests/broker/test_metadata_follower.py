@@ -1,0 +1,118 @@
+"""The metadata follower acts on complete images only; partition dirs carry topic ids.
+
+A restarting broker replays the metadata log from offset 0, possibly over several Fetch
+answers.  Here its replica of topic ``t`` (topic id 2, with records) is on disk, and the
+log says: ``t`` created with id 1, deleted, re-created with id 2.  Reconciling after the
+first answer (id 1) and again after the second (id 2) dropped the live log; with
+reconcile deferred to the log's high watermark, and ``partition.metadata`` naming the
+topic id, the replica keeps its records.  No sockets: the follower's connection is a
+stand-in serving the log in answers of a few records each.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from broker.config import BrokerConfig
+from broker.core import BrokerCore
+from broker.metadata.follower import MetadataFollower
+from broker.metadata.image import MetadataImage
+from broker.metadata.records import (
+    MetadataRecord,
+    PartitionRecord,
+    RegisterBrokerRecord,
+    RemoveTopicRecord,
+    TopicRecord,
+    UnfenceBrokerRecord,
+    encode_record,
+)
+from clients.protocol.topics import TopicPartition
+from clients.records.record import build_batch
+from storage.partition_metadata import read_topic_id, write_topic_id
+from tests.replication.helpers import batch, values
+from timer.clock import ManualClock
+from timer.system_timer import SystemTimer
+
+KEY = TopicPartition("t", 0)
+LOG = [RegisterBrokerRecord(1, 0, "a", "127.0.0.1", 9001), UnfenceBrokerRecord(1, 0),
+       TopicRecord("t", 1, 1, 1), PartitionRecord("t", 0, (1,), 1, 0, (1,), 0),
+       RemoveTopicRecord("t"),
+       TopicRecord("t", 2, 1, 1), PartitionRecord("t", 0, (1,), 1, 0, (1,), 0)]
+
+
+class ChunkedMetadataLog:
+    """Serves ``records`` as the controller's metadata log, ``per_answer`` at a time."""
+
+    def __init__(self, records: list[MetadataRecord], per_answer: int) -> None:
+        self.records, self.per_answer = records, per_answer
+
+    async def request(self, api_key: int, body: dict[str, Any], **_: Any) -> dict[str, Any]:
+        start = body["topics"][0]["partitions"][0]["fetch_offset"]
+        chunk = self.records[start:start + self.per_answer]
+        data = build_batch([(None, encode_record(r), 0, ()) for r in chunk],
+                           base_offset=start) if chunk else b""
+        return {"error_code": 0, "responses": [{"partitions": [{
+            "error_code": 0, "high_watermark": len(self.records), "records": data}]}]}
+
+
+@pytest.fixture
+def core(tmp_path: Path) -> Iterator[BrokerCore]:
+    clock = ManualClock(1_000_000)
+    config = BrokerConfig(node_id=1, data_dir=str(tmp_path / "b1"),
+                          controller_address="127.0.0.1:1")
+    core = BrokerCore(config, clock, SystemTimer(clock))
+    core.startup()
+    core.image = MetadataImage()
+    try:
+        yield core
+    finally:
+        core.shutdown()
+
+
+def replay(core: BrokerCore, per_answer: int) -> None:
+    follower = MetadataFollower.__new__(MetadataFollower)  # no connections, no tasks
+    follower.core = core
+    follower.metadata_conn = ChunkedMetadataLog(LOG, per_answer)  # type: ignore[assignment]
+    follower.caught_up = asyncio.Event()
+    follower.at_high_watermark = False
+    follower._unreconciled = False
+
+    async def run() -> None:
+        assert core.image is not None
+        while core.image.last_applied_offset + 1 < len(LOG):
+            await follower.fetch_step()
+
+    asyncio.run(run())
+
+
+def test_a_replica_survives_a_replay_that_deletes_and_recreates_its_topic(
+        core: BrokerCore) -> None:
+    log_ = core.log_manager.create_log("t", 0)  # on disk from before the restart
+    log_.append_as_leader(batch(b"kept-1", b"kept-2"), leader_epoch=0)
+    write_topic_id(log_.dir, 2)
+    replay(core, per_answer=4)  # answer 1 ends with t = id 1, answer 2 with t = id 2
+    partition = core.partitions[KEY]
+    assert values(partition.log) == [(0, b"kept-1"), (1, b"kept-2")]
+    assert read_topic_id(partition.log.dir) == 2 and core.hosted_topic_ids["t"] == 2
+
+
+def test_a_log_of_a_deleted_topic_with_the_same_name_is_replaced(core: BrokerCore) -> None:
+    log_ = core.log_manager.create_log("t", 0)  # the old topic's log: deleted meanwhile
+    log_.append_as_leader(batch(b"old"), leader_epoch=0)
+    write_topic_id(log_.dir, 1)
+    replay(core, per_answer=100)
+    partition = core.partitions[KEY]
+    assert values(partition.log) == [] and read_topic_id(partition.log.dir) == 2
+
+
+def test_an_unlabelled_log_is_adopted_and_labelled(core: BrokerCore) -> None:
+    log_ = core.log_manager.create_log("t", 0)  # written before partition.metadata existed
+    log_.append_as_leader(batch(b"kept"), leader_epoch=0)
+    replay(core, per_answer=100)
+    partition = core.partitions[KEY]
+    assert values(partition.log) == [(0, b"kept")] and read_topic_id(partition.log.dir) == 2
