@@ -110,12 +110,21 @@ class RecordAccumulator:
         future: Future[RecordMetadata],
         max_block_ms: float,
     ) -> tuple[bool, bool]:
-        """Append one record; returns ``(batch_is_full, new_batch_created)``."""
+        """Append one record; returns ``(a_batch_filled, new_batch_created)``.
+
+        A batch fills only when a record no longer fits, which is also the only way a new
+        batch starts behind it: so ``a_batch_filled`` (the partition's open batch was
+        full and a new one took the record) is when the sticky partitioner moves on, and
+        ``new_batch_created`` is the one moment the sender needs a wake-up (a new batch
+        to linger on, or a full one to send).  An append into the open batch reports
+        ``(False, False)``: nothing the sender does not know already - waking it per
+        record cost a socket write each while batches queued behind the in-flight ones.
+        """
         with self._cond:
             self._check_open()
             dq = self._batches.setdefault(tp, deque())
             if dq and dq[-1].try_append(timestamp, key, value, headers, future):
-                return dq[-1].full or len(dq) > 1, False
+                return False, False
         size = max(self.batch_size, HEADER_SIZE + record_size_bound(key, value, headers))
         buffer = self._allocate(size, max_block_ms)
         with self._cond:
@@ -127,14 +136,14 @@ class RecordAccumulator:
             dq = self._batches.setdefault(tp, deque())
             if dq and dq[-1].try_append(timestamp, key, value, headers, future):
                 self.pool.deallocate(buffer)  # someone else opened a batch meanwhile
-                return dq[-1].full or len(dq) > 1, False
+                return False, False
             batch = ProducerBatch(tp, buffer, self.clock_ms(), self.codec, self.compress)
             if not batch.try_append(timestamp, key, value, headers, future):
                 self.pool.deallocate(buffer)
                 raise AssertionError("a fresh batch sized for the record must take it")
             dq.append(batch)
             self._incomplete += 1
-            return len(dq) > 1 or batch.full, True
+            return len(dq) > 1, True
 
     def allocate(self, size: int, max_block_ms: float) -> Buffer:
         """A buffer for a caller-built batch (send_bulk), counted as waiting for memory."""

@@ -254,15 +254,15 @@ class Producer:
             sticky = True
         future: ProducerFuture[RecordMetadata] = ProducerFuture()
         remaining_ms = max(0.0, (deadline - time.monotonic()) * 1000)
-        full, new_batch = self._accumulator.append(
+        filled, new_batch = self._accumulator.append(
             TopicPartition(topic, partition), timestamp, key, value, hdrs, future, remaining_ms
         )
-        if sticky and full:
+        if sticky and filled:
             with self._partitioner_lock:
                 self._partitioner.on_new_batch(topic, num_partitions, partition)
         if self._send_now:
             self._sender.send_now()
-        elif full or new_batch:
+        elif new_batch:
             self._sender.notify_data()
         return future
 

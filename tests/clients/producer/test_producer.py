@@ -294,6 +294,25 @@ def _metadata_one_leader() -> ClusterMetadata:
     return md
 
 
+def test_append_reports_only_what_the_sender_and_partitioner_must_act_on() -> None:
+    # a sender woken per record cost one socket write per send() while batches queued
+    # behind the in-flight ones; the sticky partitioner moved on per record then too
+    clock = _Clock()
+    with BufferPool.create(16 * 512, 512) as pool:
+        acc = RecordAccumulator(pool, batch_size=512, linger_ms=50, retry_backoff_ms=20,
+                                delivery_timeout_ms=1000, clock_ms=clock)  # fmt: skip
+        results = [acc.append(T0, 0, None, bytes(100), (), Future(), 0) for _ in range(16)]
+        assert results[0] == (False, True)  # a first batch: the sender lingers on it
+        new_batches = [i for i, r in enumerate(results) if r[1]]
+        assert len(new_batches) >= 3  # several full batches queue up
+        for i, result in enumerate(results[1:], 1):
+            # a batch filled <=> a new one took the record; else nothing to report
+            assert result == ((True, True) if i in new_batches else (False, False))
+        for batch in acc.drain(_metadata_one_leader(), {0}, 1 << 20, clock.ms)[0]:
+            batch.complete(-1, -1, RuntimeError("test"))
+            acc.deallocate(batch)
+
+
 def test_accumulator_ready_drain_retry_expiry() -> None:
     clock = _Clock()
     md = _metadata_one_leader()
