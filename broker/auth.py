@@ -20,8 +20,10 @@ A broker proves its id with SASL SCRAM-SHA-256 (Kafka's SaslHandshake v1 +
 SaslAuthenticate, :mod:`clients.protocol.scram`) using the credentials derived from the
 secret; a refusal is CLUSTER_AUTHORIZATION_FAILED with a text that names no epoch.
 Without a secret (a node started by hand for a test) nothing is enforced: say so in
-production docs (docs/security.md).  Client connections may authenticate too, but no
-client user database exists yet (only ``broker-<id>`` principals).
+production docs (docs/security.md).  Client users log in the same way (SCRAM-SHA-256 or
+-512) with credentials from the users file (:mod:`broker.users`); with
+``client_auth_required`` a broker serves a connection nothing but ApiVersions and the
+SASL exchange until it has logged in (:func:`needs_login`).
 
 :class:`SaslSession` is one connection's state (sans-IO: fed request bodies, returns
 answer bodies); the servers keep one per connection and drop it when it closes.  Costs:
@@ -36,9 +38,12 @@ import stat
 from pathlib import Path
 from typing import Any
 
+from broker.users import ScramUsers
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, InvalidConfigError
 from clients.protocol.scram import (
+    MECHANISMS,
+    ScramCredential,
     ScramError,
     ScramServer,
     broker_credential,
@@ -91,16 +96,29 @@ def broker_login(secret: str, broker_id: int) -> tuple[str, bytes] | None:
 class SaslSession:
     """One connection's SASL state: handshake, then SCRAM messages, then a principal."""
 
-    __slots__ = ("mechanism", "principal", "scram", "secret")
+    __slots__ = ("mechanism", "principal", "scram", "secret", "users")
 
-    def __init__(self, secret: str) -> None:
+    def __init__(self, secret: str, users: ScramUsers | None = None) -> None:
         self.secret = secret
+        self.users = users
         self.mechanism: str | None = None
         self.scram: ScramServer | None = None
         self.principal: str | None = None
 
+    def offered(self) -> list[str]:
+        """The mechanisms this server takes: SCRAM-SHA-256 for brokers (with a secret),
+        both SCRAM mechanisms for client users (with a users file)."""
+        if self.users is not None and self.users.enabled:
+            return sorted(MECHANISMS)
+        return [BROKER_MECHANISM] if self.secret else []
+
+    def _credential(self, mechanism: str, user: str) -> ScramCredential | None:
+        if broker_id_of(user) is not None:  # brokers: derived from the secret, if any
+            return broker_credential(self.secret, mechanism, user) if self.secret else None
+        return self.users.credential(mechanism, user) if self.users is not None else None
+
     def handshake(self, body: dict[str, Any], version: int) -> dict[str, Any]:
-        offered = [BROKER_MECHANISM] if self.secret else []
+        offered = self.offered()
         mechanism = body["mechanism"]
         if version == 0:  # v0 sends raw tokens after the handshake: not served
             return {"error_code": int(ErrorCode.UNSUPPORTED_SASL_MECHANISM),
@@ -111,8 +129,7 @@ class SaslSession:
                                       else ErrorCode.ILLEGAL_SASL_STATE),
                     "mechanisms": offered}
         self.mechanism = mechanism
-        self.scram = ScramServer(mechanism, lambda user: broker_credential(
-            self.secret, mechanism, user))
+        self.scram = ScramServer(mechanism, lambda user: self._credential(mechanism, user))
         return {"error_code": 0, "mechanisms": offered}
 
     def authenticate(self, body: dict[str, Any]) -> dict[str, Any]:
@@ -150,3 +167,15 @@ def broker_request_refusal(principal: str | None, api_key: int, body: dict[str, 
         if body["broker_id"] != who:
             return f"broker {who} cannot act for broker {body['broker_id']}"
     return None
+
+
+# what a connection may send before it has logged in (Kafka's SASL listener rule)
+BEFORE_LOGIN_APIS = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE,
+                               ApiKey.SASL_AUTHENTICATE})
+
+
+def needs_login(required: bool, session: SaslSession | None, api_key: int) -> bool:
+    """True when ``api_key`` must not be served on this connection yet: client logins
+    are required and the connection has not logged in (as a user or a broker)."""
+    return (required and api_key not in BEFORE_LOGIN_APIS
+            and (session is None or session.principal is None))

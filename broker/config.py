@@ -27,6 +27,10 @@ Bounds (every queue, pool and size is bounded):
 |                            |             | against meta.properties in data_dir and by the  |
 |                            |             | controller at registration (``cluster start``   |
 |                            |             | gives each cluster a random id)                 |
+| sasl_users_file            | (none)      | client users' SCRAM credentials (mode 600,      |
+|                            |             | re-read when changed; ``cluster add-user``)     |
+| client_auth_required       | false       | a connection gets nothing but ApiVersions and   |
+|                            |             | the SASL exchange until it logged in            |
 | cluster_secret_file        | (none)      | the cluster's secret (mode 600): follower       |
 |                            |             | fetches need a broker login (docs/security.md)  |
 | max_fetch_wait_ms          | 30000       | a fetch's max_wait_ms is capped at this         |
@@ -75,6 +79,8 @@ class BrokerConfig:
     controller_address: str = ""  # "host:port"; empty = standalone broker (no controller)
     cluster_id: str = "minikafka"  # checked in meta.properties and at registration
     cluster_secret_file: str = ""  # the cluster's secret: broker logins (broker.auth)
+    sasl_users_file: str = ""  # client users' SCRAM credentials (broker.users)
+    client_auth_required: bool = False  # clients must log in (SASL SCRAM) first
     num_network_processes: int = 1
     max_request_bytes: int = 16 * MiB
     buffer_pool_bytes: int = 128 * MiB
@@ -171,6 +177,8 @@ class BrokerConfig:
         if self.node_id < 0:
             raise InvalidConfigError(f"node_id must be >= 0, got {self.node_id}")
         check_cluster_id(self.cluster_id)
+        if self.client_auth_required and not self.sasl_users_file:
+            raise InvalidConfigError("client_auth_required needs a sasl_users_file")
         if not 0 <= self.port <= 65535:
             raise InvalidConfigError(f"port must be in 0..65535, got {self.port}")
         if self.num_network_processes > 64:

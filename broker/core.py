@@ -44,6 +44,7 @@ from broker.group.offsets_topic import OffsetsTopic
 from broker.metadata.image import MetadataImage
 from broker.producer_ids import ProducerIdAllocator, StandaloneProducerIdAllocator
 from broker.topic_registry import MAX_PARTITIONS_PER_TOPIC, StandaloneTopic, TopicRegistry
+from broker.users import ScramUsers
 from clients.protocol.errors import ErrorCode, InvalidConfigError, MiniKafkaError
 from clients.protocol.topics import TopicPartition, topic_name_error
 from replication.isr import AlterPartitionProposal
@@ -76,6 +77,7 @@ class BrokerCore:
     def __init__(self, config: BrokerConfig, clock: Clock, timer: SystemTimer) -> None:
         self.config = config
         self.cluster_secret = read_cluster_secret(config.cluster_secret_file)
+        self.users = ScramUsers(config.sasl_users_file)
         self.clock = clock
         self.timer = timer
         self.data_dir = Path(config.data_dir)

@@ -36,7 +36,7 @@ from typing import Any
 import msgpack
 
 from broker.async_client import AsyncConnection
-from broker.auth import SaslSession, broker_login
+from broker.auth import SaslSession, broker_login, needs_login
 from broker.config import BrokerConfig
 from broker.core import BrokerCore
 from broker.handlers.bounds import answer_over_bound
@@ -293,11 +293,16 @@ class BrokerServer:
             endpoint.send_close(conn_id)
             return
         session = self.sessions.get((endpoint.index, conn_id))
+        if needs_login(self.config.client_auth_required, session, request.api_key):
+            log.warning("closing connection %d.%d: %s before logging in (client_auth_required)",
+                        endpoint.index, conn_id, ApiKey(request.api_key).name)
+            endpoint.send_close(conn_id)
+            return
         if request.api_key in (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE):
             assert self.core is not None
             if session is None:
                 session = self.sessions[(endpoint.index, conn_id)] = SaslSession(
-                    self.core.cluster_secret)
+                    self.core.cluster_secret, self.core.users)
             respond(session.handshake(request.body, version)
                     if request.api_key == ApiKey.SASL_HANDSHAKE
                     else session.authenticate(request.body))

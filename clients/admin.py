@@ -52,6 +52,7 @@ from clients.consumer.group_requests import (
 )
 from clients.network.cluster_metadata import ClusterMetadata, parse_bootstrap
 from clients.network.connection import Body, NodeConnections
+from clients.network.sasl import sasl_login_of
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import (
     ErrorCode,
@@ -94,6 +95,10 @@ class Admin:
         *,
         client_id: str | None = None,
         request_timeout_ms: int = 30_000,
+        security_protocol: str = "PLAINTEXT",
+        sasl_mechanism: str | None = None,
+        sasl_plain_username: str | None = None,
+        sasl_plain_password: str | bytes | None = None,
     ) -> None:
         if not isinstance(request_timeout_ms, int) or request_timeout_ms <= 0:
             raise InvalidConfigError(f"request_timeout_ms must be > 0, got {request_timeout_ms!r}")
@@ -103,6 +108,8 @@ class Admin:
         self._net = NodeConnections(
             parse_bootstrap(bootstrap_servers), self._metadata, client_id=self.client_id,
             request_timeout_ms=request_timeout_ms,
+            sasl=sasl_login_of(security_protocol, sasl_mechanism, sasl_plain_username,
+                               sasl_plain_password),
         )  # fmt: skip
 
     # ------------------------------------------------------------ topics

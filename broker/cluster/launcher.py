@@ -7,6 +7,10 @@ Layout under ``--data-dir`` (default ``./data``)::
     controller/           the controller's data dir;  controller.log  its output
     broker-<id>/          each broker's data dir;     broker-<id>.log its output
 
+Client users: ``add-user NAME --password-stdin`` writes SCRAM credentials to
+``users.scram`` (:mod:`broker.users`), which every broker reads (``sasl_users_file``);
+``start --override client_auth_required=true`` makes logging in mandatory for clients.
+
 Identity: the first ``start`` in a directory gives the cluster a random id (Kafka's
 form, a URL-safe base64 UUID) that every process gets as ``cluster_id`` and writes into
 its data dir's ``meta.properties`` (:mod:`storage.meta_properties`); later starts read
@@ -57,6 +61,8 @@ from broker.cluster.state import (
     ProcessInfo,
 )
 from broker.cluster.status import fetch_cluster_view, print_status, status_report
+from broker.users import USERS_FILE, add_user
+from clients.protocol.errors import InvalidConfigError
 from storage.meta_properties import DataDirIdentityError, read_meta_properties
 
 SECRET_FILE = "cluster.secret"  # the cluster's secret, mode 600 (broker.auth)
@@ -208,6 +214,7 @@ def new_state(data_dir: str, brokers: int, base_port: int,
     cluster_id = existing_cluster_id(root) or new_cluster_id()
     secret = ["--override", f"cluster_secret_file={secret_file}",
               "--override", f"cluster_id={cluster_id}"]
+    users = ["--override", f"sasl_users_file={root / USERS_FILE}"]
     controller = ProcessInfo(
         CONTROLLER, controller_port, str(root / "controller"), str(root / "controller.log"),
         [sys.executable, "-m", "broker.controller", "--port", str(controller_port),
@@ -220,7 +227,8 @@ def new_state(data_dir: str, brokers: int, base_port: int,
             str(root / f"broker-{node}.log"),
             [sys.executable, "-m", "broker", "start", "--node-id", str(node), "--port",
              str(port), "--data-dir", str(root / f"broker-{node}"), "--controller",
-             f"127.0.0.1:{controller_port}", "--log-level", "INFO", *secret, *broker_args])
+             f"127.0.0.1:{controller_port}", "--log-level", "INFO", *secret, *users,
+             *broker_args])
     return state
 
 
@@ -311,6 +319,18 @@ def cmd_signal(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_add_user(args: argparse.Namespace) -> int:
+    password = sys.stdin.buffer.readline().rstrip(b"\r\n")
+    path = Path(args.data_dir) / USERS_FILE
+    try:
+        add_user(path, args.name, password)
+    except InvalidConfigError as exc:
+        raise ClusterError(exc.message) from None
+    print(f"user {args.name} can log in with SCRAM-SHA-256 or SCRAM-SHA-512 "
+          f"(credentials in {path}; brokers read it within a second)")
+    return 0
+
+
 def cmd_status(args: argparse.Namespace) -> int:
     state = load_state(args.data_dir)
     report = status_report(state)
@@ -344,6 +364,12 @@ def build_parser() -> argparse.ArgumentParser:
     status.add_argument("--json", action="store_true")
     status.set_defaults(func=cmd_status)
     command("stop", "stop the cluster cleanly").set_defaults(func=cmd_stop)
+    user = command("add-user", "add a client user (SCRAM), or change its password; the "
+                   "password is read from the first line of stdin")
+    user.add_argument("name")
+    user.add_argument("--password-stdin", action="store_true", required=True,
+                      help="read the password from stdin (never from the command line)")
+    user.set_defaults(func=cmd_add_user)
     for name, text in (("kill", "SIGKILL a broker or the controller"),
                        ("restart", "kill if alive, then start again"),
                        ("pause", "SIGSTOP a broker or the controller"),

@@ -80,6 +80,7 @@ from clients.consumer.coordinator_channel import GroupConfig
 from clients.consumer.offset_committer import CommitCallback
 from clients.network.cluster_metadata import ClusterMetadata, parse_bootstrap
 from clients.network.connection import ClientResponse, InFlightRequest, NodeConnections
+from clients.network.sasl import sasl_login_of
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import (
     CorruptRecordError,
@@ -186,7 +187,13 @@ class Consumer:
         key_deserializer: Deserializer | None = None,
         value_deserializer: Deserializer | None = None,
         consumer_timeout_ms: float | None = None,
+        security_protocol: str = "PLAINTEXT",
+        sasl_mechanism: str | None = None,
+        sasl_plain_username: str | None = None,
+        sasl_plain_password: str | bytes | None = None,
     ) -> None:
+        sasl = sasl_login_of(security_protocol, sasl_mechanism, sasl_plain_username,
+                             sasl_plain_password)
         if isolation_level == "read_committed":
             raise InvalidConfigError(
                 "isolation_level='read_committed' needs transactions, which minikafka does "
@@ -241,7 +248,7 @@ class Consumer:
         )
         self._net = NodeConnections(
             parse_bootstrap(bootstrap_servers), self._metadata, client_id=self.client_id,
-            request_timeout_ms=request_timeout_ms,
+            request_timeout_ms=request_timeout_ms, sasl=sasl,
         )  # fmt: skip
         self._states: dict[TopicPartition, _State] = {}
         self._fetches: dict[int, InFlightRequest] = {}  # node -> in-flight Fetch

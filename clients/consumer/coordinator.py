@@ -135,7 +135,8 @@ class ConsumerCoordinator:
                                        instance_id=config.group_instance_id)
         self.heartbeat = HeartbeatThread(
             self.shared, group_id=config.group_id, group_instance_id=config.group_instance_id,
-            client_id=client_id, heartbeat_interval_ms=config.heartbeat_interval_ms,
+            client_id=client_id, sasl=net.sasl,
+            heartbeat_interval_ms=config.heartbeat_interval_ms,
             session_timeout_ms=config.session_timeout_ms,
             max_poll_interval_ms=config.max_poll_interval_ms,
             request_timeout_ms=config.request_timeout_ms,

@@ -156,7 +156,7 @@ class CoordinatorChannel:
                     self.conn = BrokerConnection(
                         known[1], known[2], node_id=known[0], client_id=self.client_id,
                         request_timeout_ms=self.request_timeout_ms,
-                        max_in_flight=self.max_in_flight,
+                        max_in_flight=self.max_in_flight, sasl=self._net.sasl,
                     )  # fmt: skip
                     self._conn_for = known
                 try:

@@ -38,6 +38,7 @@ from collections.abc import Callable
 from clients.consumer.coordinator_channel import GroupShared, MemberState
 from clients.consumer.group_requests import leave_group_request
 from clients.network.connection import BrokerConnection
+from clients.network.sasl import SaslLogin
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError, error_for
 
@@ -52,6 +53,7 @@ class HeartbeatThread:
         group_id: str,
         group_instance_id: str | None,
         client_id: str,
+        sasl: SaslLogin | None = None,
         heartbeat_interval_ms: int,
         session_timeout_ms: int,
         max_poll_interval_ms: int,
@@ -63,6 +65,7 @@ class HeartbeatThread:
         self.group_id = group_id
         self.group_instance_id = group_instance_id
         self.client_id = client_id
+        self.sasl = sasl
         self.interval_s = heartbeat_interval_ms / 1000
         self.timeout_ms = min(request_timeout_ms, session_timeout_ms)
         self.max_poll_interval_s = max_poll_interval_ms / 1000
@@ -144,7 +147,8 @@ class HeartbeatThread:
                 self._conn.close()
             self._conn = BrokerConnection(coordinator[1], coordinator[2],
                                           node_id=coordinator[0], client_id=self.client_id,
-                                          request_timeout_ms=self.timeout_ms)  # fmt: skip
+                                          request_timeout_ms=self.timeout_ms,
+                                          sasl=self.sasl)  # fmt: skip
             self._conn_for = coordinator
         return self._conn
 

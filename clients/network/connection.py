@@ -57,6 +57,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from clients.network.cluster_metadata import ClusterMetadata
+from clients.network.sasl import AuthenticationError, SaslLogin, log_in
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.codec import decode_response, encode_request
 from clients.protocol.errors import (
@@ -131,6 +132,7 @@ class BrokerConnection:
         max_in_flight: int = 5,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
         clock: Callable[[], float] = time.monotonic,
+        sasl: SaslLogin | None = None,
     ) -> None:
         if max_in_flight < 1:
             raise ValueError(f"max_in_flight must be >= 1, got {max_in_flight}")
@@ -144,6 +146,7 @@ class BrokerConnection:
         self.connect_timeout_ms = connect_timeout_ms
         self.max_in_flight = max_in_flight
         self.max_frame_bytes = max_frame_bytes
+        self.sasl = sasl  # log in right after ApiVersions (clients.network.sasl)
         self._clock = clock
         self._sock: socket.socket | None = None
         self._decoder = FrameDecoder(max_frame_bytes)
@@ -190,9 +193,12 @@ class BrokerConnection:
         sock.settimeout(self.connect_timeout_ms / 1000)  # bounds the version handshake
         try:
             self.api_versions = self._ask_versions(sock)
+            if self.sasl is not None:
+                log_in(sock, self.sasl, self.api_versions, self.client_id,
+                       self.max_frame_bytes)
         except (OSError, MiniKafkaError) as e:
             sock.close()
-            if isinstance(e, UnsupportedVersionError):
+            if isinstance(e, UnsupportedVersionError | AuthenticationError):
                 raise
             raise NetworkError(
                 f"node {self.node_id} at {self.host}:{self.port}: version handshake failed: {e}"
@@ -558,8 +564,10 @@ class NodeConnections:
         client_id: str | None,
         request_timeout_ms: int = 30_000,
         max_in_flight: int = 5,
+        sasl: SaslLogin | None = None,
     ) -> None:
         self.bootstrap = bootstrap
+        self.sasl = sasl
         self.metadata = metadata
         self.client_id = client_id
         self.request_timeout_ms = request_timeout_ms
@@ -586,6 +594,7 @@ class NodeConnections:
             conn = BrokerConnection(
                 host, port, node_id=node_id, client_id=self.client_id,
                 request_timeout_ms=self.request_timeout_ms, max_in_flight=self.max_in_flight,
+                sasl=self.sasl,
             )  # fmt: skip
             self._conns[node_id] = conn
         conn.connect()

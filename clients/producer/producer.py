@@ -81,6 +81,7 @@ import numpy as np
 
 from clients.memory.buffer_pool import BufferPool
 from clients.network.cluster_metadata import ClusterMetadata, parse_bootstrap
+from clients.network.sasl import sasl_login_of
 from clients.producer.accumulator import RecordAccumulator
 from clients.producer.batch import record_size_bound
 from clients.producer.bulk import BulkAppender
@@ -132,7 +133,13 @@ class Producer:
         compression_type: str = "none",
         key_serializer: Serializer | None = None,
         value_serializer: Serializer | None = None,
+        security_protocol: str = "PLAINTEXT",
+        sasl_mechanism: str | None = None,
+        sasl_plain_username: str | None = None,
+        sasl_plain_password: str | bytes | None = None,
     ) -> None:
+        sasl = sasl_login_of(security_protocol, sasl_mechanism, sasl_plain_username,
+                             sasl_plain_password)
         codec = compression_codec(compression_type)
         for name, fn in (("key_serializer", key_serializer),
                          ("value_serializer", value_serializer)):  # fmt: skip
@@ -210,6 +217,7 @@ class Producer:
             idempotence=idempotence,
             debug_drop_response_ratio=float(debug_drop_response_ratio),
             debug_drop_seed=debug_drop_seed,
+            sasl=sasl,
         )
         self._sender.start()
 
@@ -325,7 +333,7 @@ class Producer:
             version = md.request_update()
             self._sender.wakeup()
             md.wait_for_update(version, min(remaining, 0.5))
-            self._check_open()
+            self._check_usable()  # a refused login fails here, not after max_block_ms
 
     def partitions_for(self, topic: str) -> list[int]:
         """Partition ids of ``topic`` (waits for metadata up to ``max_block_ms``)."""

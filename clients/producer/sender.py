@@ -43,6 +43,7 @@ from typing import Any
 
 from clients.network.cluster_metadata import ClusterMetadata
 from clients.network.connection import BrokerConnection, ClientResponse, NetworkError, Poller
+from clients.network.sasl import AuthenticationError, SaslLogin
 from clients.producer.accumulator import RecordAccumulator, monotonic_ms
 from clients.producer.idempotence import IdempotenceManager
 from clients.producer.produce_requests import ProduceRequests
@@ -76,8 +77,11 @@ class Sender(threading.Thread):
         idempotence: IdempotenceManager | None = None,
         debug_drop_response_ratio: float = 0.0,
         debug_drop_seed: int | None = None,
+        sasl: SaslLogin | None = None,
     ) -> None:
         super().__init__(name=f"minikafka-sender-{client_id}", daemon=True)
+        self._sasl = sasl
+        self._auth_error: AuthenticationError | None = None  # a refused login: fatal
         self._bootstrap_servers = bootstrap
         self._metadata = metadata
         self._acc = accumulator
@@ -153,7 +157,10 @@ class Sender(threading.Thread):
 
     @property
     def fatal_error(self) -> MiniKafkaError | None:
-        """Set once the producer cannot go on (fenced, idempotence unsupported)."""
+        """Set once the producer cannot go on (login refused, fenced, idempotence
+        unsupported)."""
+        if self._auth_error is not None:
+            return self._auth_error
         return self._idem.fatal_error if self._idem is not None else None
 
     # ------------------------------------------------------------ loop
@@ -292,10 +299,18 @@ class Sender(threading.Thread):
             conn = BrokerConnection(
                 host, port, node_id=node, client_id=self._client_id,
                 request_timeout_ms=self._request_timeout_ms, max_in_flight=self._max_in_flight,
+                sasl=self._sasl,
             )  # fmt: skip
             self._conns[node] = conn
+        if self._auth_error is not None:
+            return None
         try:
             conn.connect()
+        except AuthenticationError as exc:  # the same password will not do better
+            self._auth_error = exc
+            for batch in self._acc.undrained_batches():
+                self._produce.fail(batch, exc)
+            return None
         except NetworkError:
             self._node_backoff[node] = now + max(self._retry_backoff_ms, 50)
             self._metadata.request_update()

@@ -1,0 +1,115 @@
+"""Client login: SASL/SCRAM over Kafka's SaslHandshake v1 + SaslAuthenticate, blocking.
+
+A connection with a :class:`SaslLogin` logs in right after its ApiVersions exchange and
+before any other request, as Kafka's clients do on a ``SASL_PLAINTEXT`` listener:
+SaslHandshake (v1) naming the mechanism, then the two SCRAM rounds in SaslAuthenticate
+(the highest version both sides serve, at most 2); the server's final message is
+verified, so a broker that does not know the password cannot pretend it did.  A refused
+login raises :class:`AuthenticationError` (SASL_AUTHENTICATION_FAILED, not retriable:
+retrying the same password cannot help); a broker that does not offer the mechanism
+raises it with UNSUPPORTED_SASL_MECHANISM.
+
+:func:`sasl_login_of` turns Kafka's client settings (``security_protocol``,
+``sasl_mechanism``, ``sasl_plain_username``, ``sasl_plain_password``, the names
+kafka-python uses) into a login, validating them.  Only SCRAM-SHA-256 and SCRAM-SHA-512:
+PLAIN would send the password itself, and there is no TLS yet (docs/security.md).
+
+Costs: one PBKDF2 (4096 rounds, ~2 ms) and three round trips per connection.  The
+exchange runs on the connecting thread with the connection's socket timeout.
+"""
+
+from __future__ import annotations
+
+import socket
+from dataclasses import dataclass, field
+from typing import Any
+
+from clients.protocol.api_keys import ApiKey
+from clients.protocol.codec import decode_response, encode_request
+from clients.protocol.errors import ErrorCode, InvalidConfigError, MiniKafkaError
+from clients.protocol.framing import read_frame, send_buffers
+from clients.protocol.registry import APIS
+from clients.protocol.scram import MECHANISMS, ScramClient, ScramError
+
+__all__ = ["AuthenticationError", "SaslLogin", "log_in", "sasl_login_of"]
+
+PROTOCOLS = ("PLAINTEXT", "SASL_PLAINTEXT")
+
+
+class AuthenticationError(MiniKafkaError):
+    """The broker refused the login (wrong user or password, or mechanism not offered)."""
+
+    code = ErrorCode.SASL_AUTHENTICATION_FAILED
+
+
+@dataclass(frozen=True)
+class SaslLogin:
+    mechanism: str
+    username: str
+    password: bytes = field(repr=False)
+
+
+def sasl_login_of(security_protocol: str, sasl_mechanism: str | None,
+                  sasl_plain_username: str | None,
+                  sasl_plain_password: str | bytes | None) -> SaslLogin | None:
+    """The login Kafka's client settings ask for (None for PLAINTEXT)."""
+    protocol = security_protocol.upper()
+    if protocol not in PROTOCOLS:
+        raise InvalidConfigError(f"security_protocol must be one of {', '.join(PROTOCOLS)} "
+                                 f"(no TLS yet), got {security_protocol!r}")
+    if protocol == "PLAINTEXT":
+        if sasl_mechanism or sasl_plain_username or sasl_plain_password:
+            raise InvalidConfigError("sasl_* settings need security_protocol='SASL_PLAINTEXT'")
+        return None
+    if sasl_mechanism not in MECHANISMS:
+        raise InvalidConfigError(f"sasl_mechanism must be one of {', '.join(sorted(MECHANISMS))}"
+                                 f", got {sasl_mechanism!r}")
+    if not sasl_plain_username or not sasl_plain_password:
+        raise InvalidConfigError("SASL_PLAINTEXT needs sasl_plain_username and "
+                                 "sasl_plain_password")
+    password = (sasl_plain_password.encode() if isinstance(sasl_plain_password, str)
+                else bytes(sasl_plain_password))
+    return SaslLogin(sasl_mechanism, sasl_plain_username, password)
+
+
+def _call(sock: socket.socket, api_key: ApiKey, version: int, client_id: str | None,
+          body: dict[str, Any], max_frame_bytes: int) -> dict[str, Any]:
+    send_buffers(sock, encode_request(api_key, version, 0, client_id, body,
+                                      max_frame_bytes=max_frame_bytes))
+    frame = read_frame(sock, max_frame_bytes)
+    if frame is None:
+        raise AuthenticationError(f"the broker closed the connection during {api_key.name}")
+    return decode_response(frame, api_key, version).body
+
+
+def log_in(sock: socket.socket, login: SaslLogin, versions: dict[int, tuple[int, int]],
+           client_id: str | None, max_frame_bytes: int) -> None:
+    """Run the SASL exchange on a fresh connection (after ApiVersions)."""
+    served = versions.get(ApiKey.SASL_AUTHENTICATE)
+    if served is None or versions.get(ApiKey.SASL_HANDSHAKE, (0, 0))[1] < 1:
+        raise AuthenticationError("the broker does not serve SaslHandshake v1 and "
+                                  "SaslAuthenticate", ErrorCode.UNSUPPORTED_SASL_MECHANISM)
+    auth_version = min(served[1], APIS[ApiKey.SASL_AUTHENTICATE].max_version)
+    answer = _call(sock, ApiKey.SASL_HANDSHAKE, 1, client_id,
+                   {"mechanism": login.mechanism}, max_frame_bytes)
+    if answer["error_code"]:
+        raise AuthenticationError(
+            f"the broker does not take {login.mechanism} (it offers {answer['mechanisms']})",
+            ErrorCode.UNSUPPORTED_SASL_MECHANISM)
+    scram = ScramClient(login.mechanism, login.username, login.password)
+    try:
+        token = scram.first()
+        for step in ("first", "final"):
+            answer = _call(sock, ApiKey.SASL_AUTHENTICATE, auth_version, client_id,
+                           {"auth_bytes": token}, max_frame_bytes)
+            if answer["error_code"]:
+                raise AuthenticationError(
+                    f"login as {login.username!r} refused: "
+                    f"{answer.get('error_message') or ErrorCode(answer['error_code']).name}")
+            server_message = bytes(answer["auth_bytes"])
+            if step == "first":
+                token = scram.final(server_message)
+            else:
+                scram.verify(server_message)
+    except ScramError as exc:
+        raise AuthenticationError(f"login as {login.username!r}: {exc}") from None
