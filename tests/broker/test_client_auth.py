@@ -101,6 +101,14 @@ def test_our_clients_log_in_and_a_wrong_password_fails_fast(cluster: LocalCluste
             r.value for rs in consumer.poll(200).values() for r in rs) or
             len(got) >= 20), 30, "20 records")
     assert b"ours-19" in got and metas[-1].offset >= 19
+    with Consumer(cluster.bootstrap, group_id="secure-ours", auto_offset_reset="earliest",
+                  heartbeat_interval_ms=300, **SASL) as member:  # coordinator + heartbeats
+        member.subscribe(["secure"])
+        grouped: list[bytes] = []
+        wait_until(lambda: bool(grouped.extend(
+            r.value for rs in member.poll(200).values() for r in rs) or
+            b"ours-19" in grouped), 30, "records through the group")
+        member.commit()
     started = time.monotonic()
     with Producer(cluster.bootstrap, max_block_ms=30_000,
                   **{**SASL, "sasl_plain_password": "wrong password"}) as bad, \
