@@ -37,6 +37,8 @@ Bounds (every queue, pool and size is bounded):
 | fetch_max_bytes            | 50 MiB      | bytes in one fetch response                     |
 | log_cleaner_step_bytes     | 512 KiB     | log bytes one compaction step reads (the main   |
 |                            |             | loop runs one step per log_cleaner_interval_ms) |
+| log_scrub_bytes_per_second | 8 MiB       | closed segments CRC-checked in the background   |
+|                            |             | (steps every log_scrub_interval_ms; 0 = off)    |
 | log_cleaner_dedupe_buffer_ | 32 MiB      | the compaction key -> offset map (accounted)    |
 | bytes                      |             |                                                 |
 
@@ -112,6 +114,8 @@ class BrokerConfig:
     flush_scheduler_interval_ms: int = 1_000
     checkpoint_interval_ms: int = 5_000
     log_cleaner_interval_ms: int = 100  # one bounded compaction step (storage/cleaner.py)
+    log_scrub_bytes_per_second: int = 8 * MiB  # background CRC check (storage/scrubber.py)
+    log_scrub_interval_ms: int = 100  # one scrub step this often; 0 bytes/s: off
     log_cleaner_step_bytes: int = 512 * 1024
     log_cleaner_dedupe_buffer_bytes: int = 32 * MiB
     # replication (used once a controller is configured)
@@ -160,6 +164,7 @@ class BrokerConfig:
             "flush_scheduler_interval_ms",
             "checkpoint_interval_ms",
             "log_cleaner_interval_ms",
+            "log_scrub_interval_ms",
             "log_cleaner_step_bytes",
             "replica_lag_time_max_ms",
             "replica_fetch_max_bytes",
@@ -194,6 +199,8 @@ class BrokerConfig:
         if self.log_cleaner_dedupe_buffer_bytes < 1024:
             raise InvalidConfigError("log_cleaner_dedupe_buffer_bytes must be >= 1024, got "
                                      f"{self.log_cleaner_dedupe_buffer_bytes}")
+        if self.log_scrub_bytes_per_second < 0:
+            raise InvalidConfigError("log_scrub_bytes_per_second must be >= 0 (0: off)")
         if self.segment_bytes < 1024:
             raise InvalidConfigError(f"segment_bytes must be >= 1024, got {self.segment_bytes}")
         if self.broker_heartbeat_interval_ms >= self.broker_session_timeout_ms:

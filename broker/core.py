@@ -55,6 +55,7 @@ from storage.log.log import Log
 from storage.log_manager import LogManager
 from storage.meta_properties import check_data_dir_identity
 from storage.partition_metadata import read_topic_id, write_topic_id
+from storage.scrubber import DamagedRange
 from timer.clock import Clock
 from timer.purgatory import Purgatory
 from timer.system_timer import SystemTimer
@@ -88,7 +89,9 @@ class BrokerCore:
             self.data_dir, self._default_log_config(), config_for=self.log_config_for,
             cleaner_config=CleanerConfig(
                 dedupe_buffer_bytes=config.log_cleaner_dedupe_buffer_bytes,
-                step_bytes=config.log_cleaner_step_bytes))
+                step_bytes=config.log_cleaner_step_bytes),
+            scrub_step_bytes=max(4096, config.log_scrub_bytes_per_second
+                                 * config.log_scrub_interval_ms // 1000))
         self.partitions: dict[TopicPartition, Partition] = {}
         self.produce_purgatory: Purgatory[DelayedProduce] = Purgatory("produce", timer)
         self.fetch_purgatory: Purgatory[DelayedFetch] = Purgatory("fetch", timer)
@@ -169,6 +172,29 @@ class BrokerCore:
         if self.topic_configs_known():
             self.log_manager.run_cleaner_step(high_watermarks={  # nothing at or above a HW
                 key: p.high_watermark for key, p in self.partitions.items()})
+
+    def run_scrubber(self) -> list[DamagedRange]:
+        """One bounded step of the background CRC check (storage/scrubber.py).  A damaged
+        range in a follower replica is repaired: the replica truncates before the bad
+        batch and its fetcher copies the rest again from the leader.  On a leader (or a
+        partition not hosted) it is logged and kept in ``log_manager.scrubber.findings``
+        (``cluster status`` does not show it yet)."""
+        if self.config.log_scrub_bytes_per_second == 0:
+            return []
+        found = self.log_manager.run_scrub_step()
+        for damage in found:
+            key = TopicPartition(damage.topic, damage.partition)
+            partition = self.partitions.get(key)
+            if partition is None or partition.is_leader:
+                log.error("%s-%d: offsets from %d on are damaged on this %s; not repaired",
+                          *key, damage.first_bad_offset,
+                          "leader" if partition is not None else "unhosted log")
+                continue
+            partition.truncate_to(damage.first_bad_offset)
+            log.warning("%s-%d: damaged from offset %d (%s): truncated to %d, fetching the "
+                        "rest again from leader %d", *key, damage.first_bad_offset,
+                        damage.reason, partition.log_end_offset, partition.leader_id)
+        return found
 
     # -- configs -------------------------------------------------------------------
 

@@ -199,6 +199,7 @@ class BrokerServer:
             (self.config.flush_scheduler_interval_ms / 1000, core.flush_dirty_logs),
             (self.config.checkpoint_interval_ms / 1000, core.write_checkpoints),
             (self.config.log_cleaner_interval_ms / 1000, core.run_log_cleaner),
+            (self.config.log_scrub_interval_ms / 1000, core.run_scrubber),
         ]
         if self.config.controller_address:
             jobs.append((max(0.05, self.config.replica_lag_time_max_ms / 4000), core.check_isr))

@@ -74,6 +74,7 @@ from storage.log_dirs import (
     log_dir_name,
     scan_log_dirs,
 )
+from storage.scrubber import SCRUBBER_CHECKPOINT, DamagedRange, LogScrubber
 
 __all__ = ["MAX_LOAD_THREADS", "LogManager", "ManagerSchedule"]
 
@@ -109,6 +110,7 @@ class LogManager:
         load_threads: int = 2,
         schedule: ManagerSchedule | None = None,
         cleaner_config: CleanerConfig | None = None,
+        scrub_step_bytes: int = 1 << 20,
     ) -> None:
         if not isinstance(load_threads, int) or not 1 <= load_threads <= MAX_LOAD_THREADS:
             raise ValueError(f"load_threads must be in [1, {MAX_LOAD_THREADS}], got {load_threads}")
@@ -134,6 +136,7 @@ class LogManager:
         )
         self.cleaner = LogCleaner(cleaner_config, clock_ms=clock_ms,
                                   checkpoint_path=self.data_dir / CLEANER_CHECKPOINT)
+        self.scrubber = LogScrubber(self.data_dir / SCRUBBER_CHECKPOINT, scrub_step_bytes)
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -153,6 +156,7 @@ class LogManager:
             raise
         self._started = True
         self.cleaner.load_checkpoint()
+        self.scrubber.load_checkpoint()
         now_ms = self._clock_ms()
         self._next_due_ms = {
             "retention": now_ms + self.schedule.retention_check_interval_ms,
@@ -236,6 +240,7 @@ class LogManager:
                 self.recovery_point_checkpoint.write(recovery_points)
                 self.log_start_offset_checkpoint.write(log_start_offsets)
                 self.cleaner.write_checkpoint()
+                self.scrubber.write_checkpoint()
                 write_file_fsynced(self.data_dir / CLEAN_SHUTDOWN_MARKER, b"")
                 fsync_dir(self.data_dir)
         finally:
@@ -324,9 +329,11 @@ class LogManager:
         )
 
     def checkpoint(self) -> None:
-        """Both manager-owned checkpoints (recovery points and log start offsets)."""
+        """The manager-owned checkpoints (recovery points, log start offsets, the
+        scrubber's progress)."""
         self.checkpoint_recovery_points()
         self.checkpoint_log_start_offsets()
+        self.scrubber.write_checkpoint()
 
     def write_high_watermarks(self, high_watermarks: Mapping[TopicPartition, int]) -> None:
         """Replace the high-watermark checkpoint (the owner knows the HWs, not the logs)."""
@@ -361,6 +368,12 @@ class LogManager:
         when ``high_watermarks`` is given (logs without one are left alone)."""
         self._check_started()
         return self.cleaner.clean_step(self._logs, max_bytes, high_watermarks)
+
+    def run_scrub_step(self) -> list[DamagedRange]:
+        """One bounded step of the background CRC check of closed segments
+        (:mod:`storage.scrubber`); returns what it found damaged."""
+        self._check_started()
+        return self.scrubber.step(self._logs, self._clock_ms())
 
     def clean_until_idle(self, max_steps: int = 100_000) -> int:
         """Test hook: compact until no log needs it; returns the passes completed."""
