@@ -38,7 +38,8 @@ Bounds (every queue, pool and size is bounded):
 | log_cleaner_step_bytes     | 512 KiB     | log bytes one compaction step reads (the main   |
 |                            |             | loop runs one step per log_cleaner_interval_ms) |
 | log_scrub_bytes_per_second | 8 MiB       | closed segments CRC-checked in the background   |
-|                            |             | (steps every log_scrub_interval_ms; 0 = off)    |
+|                            |             | (steps every log_scrub_interval_ms; 0 = off;    |
+|                            |             | log_scrub_round_pause_ms, 1 h, between rounds)  |
 | log_cleaner_dedupe_buffer_ | 32 MiB      | the compaction key -> offset map (accounted)    |
 | bytes                      |             |                                                 |
 
@@ -116,6 +117,7 @@ class BrokerConfig:
     log_cleaner_interval_ms: int = 100  # one bounded compaction step (storage/cleaner.py)
     log_scrub_bytes_per_second: int = 8 * MiB  # background CRC check (storage/scrubber.py)
     log_scrub_interval_ms: int = 100  # one scrub step this often; 0 bytes/s: off
+    log_scrub_round_pause_ms: int = 3_600_000  # idle this long after a whole round
     log_cleaner_step_bytes: int = 512 * 1024
     log_cleaner_dedupe_buffer_bytes: int = 32 * MiB
     # replication (used once a controller is configured)
@@ -199,8 +201,9 @@ class BrokerConfig:
         if self.log_cleaner_dedupe_buffer_bytes < 1024:
             raise InvalidConfigError("log_cleaner_dedupe_buffer_bytes must be >= 1024, got "
                                      f"{self.log_cleaner_dedupe_buffer_bytes}")
-        if self.log_scrub_bytes_per_second < 0:
-            raise InvalidConfigError("log_scrub_bytes_per_second must be >= 0 (0: off)")
+        if self.log_scrub_bytes_per_second < 0 or self.log_scrub_round_pause_ms < 0:
+            raise InvalidConfigError("log_scrub_bytes_per_second and log_scrub_round_pause_ms "
+                                     "must be >= 0 (0 bytes/s: off)")
         if self.segment_bytes < 1024:
             raise InvalidConfigError(f"segment_bytes must be >= 1024, got {self.segment_bytes}")
         if self.broker_heartbeat_interval_ms >= self.broker_session_timeout_ms:

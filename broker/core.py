@@ -91,7 +91,8 @@ class BrokerCore:
                 dedupe_buffer_bytes=config.log_cleaner_dedupe_buffer_bytes,
                 step_bytes=config.log_cleaner_step_bytes),
             scrub_step_bytes=max(4096, config.log_scrub_bytes_per_second
-                                 * config.log_scrub_interval_ms // 1000))
+                                 * config.log_scrub_interval_ms // 1000),
+            scrub_round_pause_ms=config.log_scrub_round_pause_ms)
         self.partitions: dict[TopicPartition, Partition] = {}
         self.produce_purgatory: Purgatory[DelayedProduce] = Purgatory("produce", timer)
         self.fetch_purgatory: Purgatory[DelayedFetch] = Purgatory("fetch", timer)

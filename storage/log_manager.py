@@ -111,6 +111,7 @@ class LogManager:
         schedule: ManagerSchedule | None = None,
         cleaner_config: CleanerConfig | None = None,
         scrub_step_bytes: int = 1 << 20,
+        scrub_round_pause_ms: int = 0,
     ) -> None:
         if not isinstance(load_threads, int) or not 1 <= load_threads <= MAX_LOAD_THREADS:
             raise ValueError(f"load_threads must be in [1, {MAX_LOAD_THREADS}], got {load_threads}")
@@ -136,7 +137,8 @@ class LogManager:
         )
         self.cleaner = LogCleaner(cleaner_config, clock_ms=clock_ms,
                                   checkpoint_path=self.data_dir / CLEANER_CHECKPOINT)
-        self.scrubber = LogScrubber(self.data_dir / SCRUBBER_CHECKPOINT, scrub_step_bytes)
+        self.scrubber = LogScrubber(self.data_dir / SCRUBBER_CHECKPOINT, scrub_step_bytes,
+                                    scrub_round_pause_ms)
 
     # -- lifecycle ----------------------------------------------------------------------
 

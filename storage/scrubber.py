@@ -7,8 +7,9 @@ one is still written; recovery covers its tail) from the oldest, checking every 
 recovery does (:func:`storage.log.validator.scan_segment`: length, magic, CRC-32C,
 offsets in order).  Each :meth:`LogScrubber.step` reads at most ``step_bytes``; a caller
 that runs one step every ``interval_ms`` scrubs at ``step_bytes / interval_ms`` (the
-broker's ``log_scrub_bytes_per_second``).  When every log has been walked, a new round
-starts.
+broker's ``log_scrub_bytes_per_second``).  When every log has been walked, the next
+round starts ``round_pause_ms`` later (the broker's ``log_scrub_round_pause_ms``, an
+hour by default: a healthy broker does not spend its CPU re-reading the same bytes).
 
 Findings are :class:`DamagedRange` values: the partition, the segment, the byte position
 and the base offset of the first bad batch (the records from there to the segment's end
@@ -71,11 +72,14 @@ class DamagedRange:
 class LogScrubber:
     """Walks closed segments and CRC-checks them, ``step_bytes`` per :meth:`step`."""
 
-    def __init__(self, checkpoint_path: Path, step_bytes: int) -> None:
+    def __init__(self, checkpoint_path: Path, step_bytes: int, round_pause_ms: int = 0
+                 ) -> None:
         if step_bytes < _HEADER_BYTES:
             raise ValueError(f"step_bytes must be >= {_HEADER_BYTES}, got {step_bytes}")
         self.checkpoint_path = checkpoint_path
         self.step_bytes = step_bytes
+        self.round_pause_ms = round_pause_ms
+        self._next_round_ms = 0  # no step before this (the pause after a round)
         # where the walk is: the log, the segment (base offset) and the byte position
         self.cursor: tuple[TopicPartition, int, int] | None = None
         self.findings: list[DamagedRange] = []
@@ -112,6 +116,8 @@ class LogScrubber:
 
     def step(self, logs: Mapping[TopicPartition, Log], now_ms: int) -> list[DamagedRange]:
         """Check up to ``step_bytes`` of closed segments; returns new findings."""
+        if now_ms < self._next_round_ms:
+            return []
         budget = self.step_bytes
         found: list[DamagedRange] = []
         visited = 0
@@ -120,6 +126,7 @@ class LogScrubber:
             if target is None:
                 visited += 1
                 if self._advance_log(logs):
+                    self._next_round_ms = now_ms + self.round_pause_ms
                     break  # a round ends with its step: the next one starts afresh
                 continue
             tp, segment, position = target

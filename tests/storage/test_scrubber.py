@@ -104,3 +104,17 @@ def test_progress_survives_a_restart(tmp_path: Path) -> None:
     third.load_checkpoint()
     assert third.cursor is None  # a damaged checkpoint: a new round
     logs[TopicPartition("a", 0)].close()
+
+
+def test_rounds_are_apart_by_the_pause(tmp_path: Path) -> None:
+    logs = {TopicPartition("a", 0): fill(tmp_path / "a-0", 60, 4)}
+    scrubber = LogScrubber(tmp_path / "scrubber-checkpoint", step_bytes=1 << 20,
+                           round_pause_ms=60_000)
+    scrubber.step(logs, 1_000)
+    assert scrubber.rounds_completed == 1
+    checked = scrubber.bytes_checked
+    scrubber.step(logs, 60_999)
+    assert scrubber.bytes_checked == checked  # still pausing
+    scrubber.step(logs, 61_000)
+    assert scrubber.bytes_checked > checked and scrubber.rounds_completed == 2
+    logs[TopicPartition("a", 0)].close()
