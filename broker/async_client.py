@@ -27,7 +27,12 @@ from typing import Any
 
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.codec import decode_response_body, decode_response_header, encode_request
-from clients.protocol.errors import ErrorCode, MiniKafkaError, RequestTimedOutError
+from clients.protocol.errors import (
+    AuthenticationError,
+    ErrorCode,
+    MiniKafkaError,
+    RequestTimedOutError,
+)
 from clients.protocol.framing import DEFAULT_MAX_FRAME_BYTES, frame_length_of
 from clients.protocol.registry import APIS
 from clients.protocol.scram import ScramClient, ScramError
@@ -39,10 +44,6 @@ SCRAM_MECHANISM = "SCRAM-SHA-256"
 
 class BrokerUnreachableError(MiniKafkaError):
     code = ErrorCode.NETWORK_EXCEPTION
-
-
-class AuthenticationError(MiniKafkaError):
-    code = ErrorCode.SASL_AUTHENTICATION_FAILED
 
 
 class AsyncConnection:

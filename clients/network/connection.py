@@ -57,10 +57,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from clients.network.cluster_metadata import ClusterMetadata
-from clients.network.sasl import AuthenticationError, SaslLogin, log_in
+from clients.network.sasl import SaslLogin, log_in
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.codec import decode_response, encode_request
 from clients.protocol.errors import (
+    AuthenticationError,
     ErrorCode,
     MiniKafkaError,
     ProtocolError,

@@ -26,20 +26,14 @@ from typing import Any
 
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.codec import decode_response, encode_request
-from clients.protocol.errors import ErrorCode, InvalidConfigError, MiniKafkaError
+from clients.protocol.errors import AuthenticationError, ErrorCode, InvalidConfigError
 from clients.protocol.framing import read_frame, send_buffers
 from clients.protocol.registry import APIS
 from clients.protocol.scram import MECHANISMS, ScramClient, ScramError
 
-__all__ = ["AuthenticationError", "SaslLogin", "log_in", "sasl_login_of"]
+__all__ = ["SaslLogin", "log_in", "sasl_login_of"]
 
 PROTOCOLS = ("PLAINTEXT", "SASL_PLAINTEXT")
-
-
-class AuthenticationError(MiniKafkaError):
-    """The broker refused the login (wrong user or password, or mechanism not offered)."""
-
-    code = ErrorCode.SASL_AUTHENTICATION_FAILED
 
 
 @dataclass(frozen=True)

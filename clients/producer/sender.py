@@ -43,13 +43,13 @@ from typing import Any
 
 from clients.network.cluster_metadata import ClusterMetadata
 from clients.network.connection import BrokerConnection, ClientResponse, NetworkError, Poller
-from clients.network.sasl import AuthenticationError, SaslLogin
+from clients.network.sasl import SaslLogin
 from clients.producer.accumulator import RecordAccumulator, monotonic_ms
 from clients.producer.idempotence import IdempotenceManager
 from clients.producer.produce_requests import ProduceRequests
 from clients.producer.producer_id import ProducerIdExchange
 from clients.protocol.api_keys import ApiKey
-from clients.protocol.errors import MiniKafkaError
+from clients.protocol.errors import AuthenticationError, MiniKafkaError
 
 _MAX_POLL_MS = 100.0
 

@@ -176,6 +176,12 @@ class OffsetOutOfRangeError(MiniKafkaError):
     code = ErrorCode.OFFSET_OUT_OF_RANGE
 
 
+class AuthenticationError(MiniKafkaError):
+    """A SASL login was refused (wrong user or password, or mechanism not offered)."""
+
+    code = ErrorCode.SASL_AUTHENTICATION_FAILED
+
+
 def error_for(code: int, message: str = "") -> MiniKafkaError:
     """Build the exception for a code received over the wire (unknown codes kept)."""
     try:
@@ -191,6 +197,7 @@ def error_for(code: int, message: str = "") -> MiniKafkaError:
         RequestTimedOutError,
         InvalidConfigError,
         OffsetOutOfRangeError,
+        AuthenticationError,
     ):
         if cls.code == known:
             return cls(message)

@@ -24,10 +24,9 @@ from kafka import KafkaConsumer, KafkaProducer
 from broker.users import USERS_FILE
 from clients.admin import Admin
 from clients.consumer.consumer import Consumer
-from clients.network.sasl import AuthenticationError
 from clients.producer.producer import Producer
 from clients.protocol.api_keys import ApiKey
-from clients.protocol.errors import InvalidConfigError
+from clients.protocol.errors import AuthenticationError, InvalidConfigError
 from clients.protocol.topics import TopicPartition
 from clients.types import NewTopic
 from tests.broker.cluster_harness import LocalCluster
