@@ -30,7 +30,9 @@ import asyncio
 import dataclasses
 import logging
 import signal
+import time
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any
 
 import msgpack
@@ -50,7 +52,9 @@ from broker.network.request_bounds import check_request_bounds
 from broker.network.supervisor import NetworkProcessSupervisor
 from broker.producer_ids import ControllerProducerIdAllocator, controller_block_source
 from broker.replica_fetcher import ReplicaFetcherManager
+from broker.response_parking import ResponseParking
 from clients.memory.buffer_pool import BufferPool
+from clients.memory.errors import BufferPoolTimeoutError
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.codec import decode_request_body, decode_request_header, encode_response
 from clients.protocol.compiler import records_length
@@ -61,7 +65,20 @@ from timer.system_timer import SystemTimer
 
 log = logging.getLogger(__name__)
 
-RESPONSE_ALLOCATE_MS = 1_000
+RESPONSE_ALLOCATE_MS = 1_000  # a response waits this long for pool memory, parked
+RESPONSE_RETRY_S = 0.002  # how often parked responses try again
+MAX_PARKED_RESPONSES = 10_000
+
+
+@dataclass
+class _Response:
+    """An encoded response on its way to a network process (see _send)."""
+
+    endpoint: MainChannelEndpoint
+    conn_id: int
+    parts: list[Any]
+    blob: bytes
+    inline_bytes: int
 SUPERVISE_INTERVAL_S = 0.2
 CONTROLLED_SHUTDOWN_S = 5.0
 
@@ -78,6 +95,10 @@ class BrokerServer:
         self.requests_handled = 0
         self.sessions: dict[tuple[int, int], SaslSession] = {}  # (endpoint, conn) -> SASL
         self.follower: MetadataFollower | None = None
+        self._parking: ResponseParking[_Response] = ResponseParking(
+            max_parked=MAX_PARKED_RESPONSES, timeout_ms=RESPONSE_ALLOCATE_MS,
+            clock_ms=lambda: time.monotonic() * 1000)
+        self._retry_timer: asyncio.TimerHandle | None = None
         self._tasks: set[asyncio.Task[None]] = set()
 
     @property
@@ -115,6 +136,8 @@ class BrokerServer:
         finally:
             for handle in self._timers:
                 handle.cancel()
+            if self._retry_timer is not None:
+                self._retry_timer.cancel()
             if self.supervisor is not None:
                 self.supervisor.stop()
             driver.shutdown()
@@ -375,26 +398,50 @@ class BrokerServer:
             if run:
                 segments.append([run])
             blob = msgpack.packb(segments)
+        self._parking.offer(_Response(endpoint, conn_id, parts, blob, inline_bytes),
+                            self._try_deliver, self._give_up)
+        if self._parking and self._retry_timer is None:
+            self._retry_timer = asyncio.get_running_loop().call_later(
+                RESPONSE_RETRY_S, self._retry_parked)
+
+    def _try_deliver(self, response: _Response) -> bool:
+        """Copy ``response`` into a pool buffer and hand it over; False when the pool has
+        no room right now (the caller parks it: the event loop never waits here)."""
+        assert self.pool is not None
+        size = response.inline_bytes + len(response.blob)
         try:
-            size = inline_bytes + len(blob)
             # a buffer of exactly poolable_size comes from the free list (fast path)
-            buffer = self.pool.allocate(max(size, self.pool.poolable_size), RESPONSE_ALLOCATE_MS)
-        except MiniKafkaError as exc:
-            log.warning("no pool memory for a response (%s); closing connection %d", exc,
-                        conn_id)
-            endpoint.send_close(conn_id)
-            return
+            buffer = self.pool.allocate(max(size, self.pool.poolable_size), 0)
+        except BufferPoolTimeoutError:
+            return False
+        except MiniKafkaError as exc:  # larger than the pool, pool closed...
+            self._give_up(response, str(exc))
+            return True
         memory = buffer.memory
         pos = 0
-        for part in parts:
+        for part in response.parts:
             if not isinstance(part, RegionRecords):
-                size = records_length(part)
-                memory[pos : pos + size] = part
-                pos += size
-        memory[pos : pos + len(blob)] = blob
+                length = records_length(part)
+                memory[pos : pos + length] = part
+                pos += length
+        memory[pos : pos + len(response.blob)] = response.blob
         handle = buffer.handle
         buffer.release()
-        endpoint.send_response(conn_id, handle, inline_bytes, len(blob))
+        response.endpoint.send_response(response.conn_id, handle, response.inline_bytes,
+                                        len(response.blob))
+        return True
+
+    def _give_up(self, response: _Response, why: str) -> None:
+        log.warning("%s; closing connection %d.%d", why, response.endpoint.index,
+                    response.conn_id)
+        response.endpoint.send_close(response.conn_id)
+
+    def _retry_parked(self) -> None:
+        self._retry_timer = None
+        self._parking.retry(self._try_deliver, self._give_up)
+        if self._parking:
+            self._retry_timer = asyncio.get_running_loop().call_later(
+                RESPONSE_RETRY_S, self._retry_parked)
 
 
 def run_broker(config: BrokerConfig, on_ready: Callable[[BrokerServer], None] | None = None) -> int:
