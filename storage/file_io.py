@@ -79,3 +79,13 @@ def atomic_write_bytes(path: str | Path, data: bytes | bytearray | memoryview,
 def atomic_write_text(path: str | Path, text: str) -> None:
     """Replace ``path`` with ``text`` (UTF-8) as :func:`atomic_write_bytes` does."""
     atomic_write_bytes(path, text.encode("utf-8"))
+
+
+def read_small_file(path: str | Path, max_bytes: int) -> bytes | None:
+    """The first ``max_bytes + 1`` bytes of ``path`` (one more than allowed, so the caller
+    can tell a file that is too large); None when it does not exist; OSError otherwise."""
+    try:
+        with open(path, "rb") as f:
+            return f.read(max_bytes + 1)
+    except FileNotFoundError:
+        return None

@@ -28,7 +28,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from clients.protocol.errors import ErrorCode, MiniKafkaError
-from storage.file_io import atomic_write_text
+from storage.file_io import atomic_write_text, read_small_file
 
 __all__ = [
     "META_PROPERTIES",
@@ -60,12 +60,11 @@ def read_meta_properties(data_dir: str | Path) -> dict[str, str] | None:
     :class:`DataDirIdentityError` for a file that is not a small properties file."""
     path = Path(data_dir) / META_PROPERTIES
     try:
-        with open(path, "rb") as f:
-            raw = f.read(_MAX_BYTES + 1)
-    except FileNotFoundError:
-        return None
+        raw = read_small_file(path, _MAX_BYTES)
     except OSError as exc:
         raise DataDirIdentityError(f"cannot read {path}: {exc}") from None
+    if raw is None:
+        return None
     try:
         if len(raw) > _MAX_BYTES:
             raise ValueError(f"larger than {_MAX_BYTES} bytes")

@@ -25,7 +25,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from storage.file_io import atomic_write_text
+from storage.file_io import atomic_write_text, read_small_file
 
 __all__ = ["PARTITION_METADATA", "read_topic_id", "write_topic_id"]
 
@@ -40,12 +40,11 @@ def read_topic_id(log_dir: Path) -> int | None:
     which is logged)."""
     path = log_dir / PARTITION_METADATA
     try:
-        with open(path, "rb") as f:
-            raw = f.read(_MAX_BYTES + 1)
-    except FileNotFoundError:
-        return None
+        raw = read_small_file(path, _MAX_BYTES)
     except OSError as exc:
         log.warning("cannot read %s: %s", path, exc)
+        return None
+    if raw is None:
         return None
     fields: dict[str, str] = {}
     try:

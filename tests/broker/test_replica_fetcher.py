@@ -122,6 +122,19 @@ def append_as_leader(node: Node, *vals: bytes) -> None:
     node.partition.append_records_as_leader(batch(*vals))
 
 
+def diverged(nodes: tuple[Node, Node]) -> tuple[Node, Node]:
+    """Leader with a, b (epoch 0); the follower has a and b, then y and z written in an
+    epoch 1 the leader never had."""
+    leader, follower = nodes
+    for node in nodes:
+        node.apply(*cluster_records((1, 2)))
+    append_as_leader(leader, b"a", b"b")
+    follower.partition.append_records_as_follower(batch(b"a", b"b", epoch=0), 0)
+    follower.partition.append_records_as_follower(batch(b"y", b"z", base_offset=2, epoch=1),
+                                                  0)
+    return leader, follower
+
+
 def test_truncate_then_fetch_replicates_with_the_v12_fields(
         nodes: tuple[Node, Node]) -> None:
     leader, follower = nodes
@@ -143,14 +156,7 @@ def test_truncate_then_fetch_replicates_with_the_v12_fields(
 
 def test_a_diverging_epoch_sends_the_follower_back_to_truncation(
         nodes: tuple[Node, Node]) -> None:
-    leader, follower = nodes
-    for node in nodes:
-        node.apply(*cluster_records((1, 2)))
-    append_as_leader(leader, b"a", b"b")
-    # the follower has a and b, then y and z written in an epoch 1 the leader never had
-    follower.partition.append_records_as_follower(batch(b"a", b"b", epoch=0), 0)
-    follower.partition.append_records_as_follower(batch(b"y", b"z", base_offset=2, epoch=1),
-                                                  0)
+    leader, follower = diverged(nodes)
     moved = PartitionRecord(TOPIC, 0, (1, 2), 1, 2, (1, 2), 1)  # leader 1 again, epoch 2
     leader.apply(moved)
     follower.apply(moved)
@@ -192,13 +198,7 @@ def test_a_truncation_answer_for_a_replaced_state_is_ignored(
         nodes: tuple[Node, Node]) -> None:
     # the partition is removed and re-added (new leader epoch, say) while the
     # OffsetsForLeaderEpoch request is in flight: that answer was for the old state
-    leader, follower = nodes
-    for node in nodes:
-        node.apply(*cluster_records((1, 2)))
-    append_as_leader(leader, b"a", b"b")
-    follower.partition.append_records_as_follower(batch(b"a", b"b", epoch=0), 0)
-    follower.partition.append_records_as_follower(batch(b"y", b"z", base_offset=2, epoch=1),
-                                                  0)
+    leader, follower = diverged(nodes)
     fetcher, link = fetcher_of(follower, leader, truncating=True)
     replaced = FetchState(follower.partition, follower.partition.leader_epoch)
     asked = link.request
