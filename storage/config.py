@@ -32,6 +32,11 @@ ratio                  ratio                               dirty / cleanable byt
 min_compaction_lag_ms  min.compaction.lag.  0              compacted topics: a segment whose
                        ms                                  newest record is younger is not
                                                            cleaned yet; >= 0
+message_timestamp_     message.timestamp.   2**63 - 1      a record whose CreateTime is more
+before_max_ms          before.max.ms                       than this before the leader's
+                                                           clock is INVALID_TIMESTAMP; >= 0
+message_timestamp_     message.timestamp.   1 hour         the same for records from the
+after_max_ms           after.max.ms                        future (Kafka 4's defaults)
 =====================  ===================  =============  =================================
 
 With ``cleanup_policy="compact"`` time and size retention do not apply (Kafka's rule for a
@@ -73,6 +78,8 @@ class LogConfig:
     delete_retention_ms: int = 24 * 3600 * 1000
     min_cleanable_dirty_ratio: float = 0.5
     min_compaction_lag_ms: int = 0
+    message_timestamp_before_max_ms: int = 2**63 - 1
+    message_timestamp_after_max_ms: int = 3_600_000
 
     def __post_init__(self) -> None:
         _check_int("segment_bytes", self.segment_bytes, MIN_SEGMENT_BYTES, INT32_MAX)
@@ -94,6 +101,10 @@ class LogConfig:
             )
         _check_int("delete_retention_ms", self.delete_retention_ms, 0, None)
         _check_int("min_compaction_lag_ms", self.min_compaction_lag_ms, 0, None)
+        _check_int("message_timestamp_before_max_ms", self.message_timestamp_before_max_ms,
+                   0, 2**63 - 1)
+        _check_int("message_timestamp_after_max_ms", self.message_timestamp_after_max_ms,
+                   0, 2**63 - 1)
         ratio = self.min_cleanable_dirty_ratio
         if (not isinstance(ratio, int | float) or isinstance(ratio, bool)
                 or not 0.0 <= ratio <= 1.0):

@@ -86,6 +86,8 @@ from storage.time_index import NO_TIMESTAMP
 
 __all__ = ["Log", "LogAppendInfo", "wall_clock_ms"]
 
+_INT64_MAX, _INT64_MIN = 2**63 - 1, -(2**63)
+
 # The bytes a leader append rewrites: the first three fields of the header's PREFIX
 # (base_offset, batch_length, partition_leader_epoch; 16 bytes, magic follows), so the
 # layout stays the one in clients.records.batch.  Packing the whole PREFIX instead (magic
@@ -239,7 +241,8 @@ class Log:
             raise ValueError(f"leader_epoch must be in [0, 2**31 - 1], got {leader_epoch}")
         view = _byte_view(batches)
         infos = validate_append_batches(view, self.config.max_message_bytes,
-                                        require_records=True)
+                                        require_records=True,
+                                        timestamp_bounds=self._timestamp_bounds())
         if not infos:
             return self._empty_append_info()
         first = offset = self._segments.log_end_offset
@@ -258,6 +261,16 @@ class Log:
             offset = last + 1
         return self._append(iovs, len(view), metas, records, max_ts, off_max,
                             ((leader_epoch, first),))
+
+    def _timestamp_bounds(self) -> tuple[int, int] | None:
+        """The CreateTime window producers' records must fall in (None: no limit)."""
+        cfg = self.config
+        if cfg.message_timestamp_before_max_ms == _INT64_MAX and \
+                cfg.message_timestamp_after_max_ms == _INT64_MAX:
+            return None
+        now = self._clock_ms()
+        return (max(now - cfg.message_timestamp_before_max_ms, _INT64_MIN),
+                min(now + cfg.message_timestamp_after_max_ms, _INT64_MAX))
 
     def require_keys(self, batches: bytes | bytearray | memoryview) -> None:
         """Compacted log: raise InvalidRecordError if a record of ``batches`` (a produce

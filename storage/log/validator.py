@@ -53,7 +53,12 @@ from dataclasses import dataclass
 import numpy as np
 from crc32c import crc32c
 
-from clients.protocol.errors import CorruptRecordError, InvalidRecordError, MessageTooLargeError
+from clients.protocol.errors import (
+    CorruptRecordError,
+    ErrorCode,
+    InvalidRecordError,
+    MessageTooLargeError,
+)
 from clients.records.batch import (
     ATTRIBUTES_OFFSET,
     COMPRESSION_CODECS,
@@ -63,6 +68,7 @@ from clients.records.batch import (
     HEADER_SIZE,
     LOG_OVERHEAD,
     MAGIC,
+    TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_MASK,
     unsupported_compression,
     validate_batch,
@@ -105,15 +111,19 @@ def _bad(buf: memoryview, pos: int) -> CorruptRecordError | InvalidRecordError:
 def validate_append_batches(
     buf: memoryview, max_message_bytes: int, *, require_records: bool,
     max_decompressed_bytes: int = MAX_DECOMPRESSED_BYTES,
+    timestamp_bounds: tuple[int, int] | None = None,
 ) -> list[BatchInfo]:
     """Validate every batch of a request; raise the precise error for the first bad one.
 
     ``require_records`` (leader appends) also demands ``record_count >= 1`` and
     ``last_offset_delta == record_count - 1`` (what producers send), and decompresses
     compressed batches (to at most ``max_decompressed_bytes``) to check their records.
+    With ``timestamp_bounds`` ``(low, high)`` every record of a CreateTime batch must
+    carry a timestamp in ``[low, high]`` (the topic's ``message.timestamp.before/after.
+    max.ms`` around the leader's clock), else INVALID_TIMESTAMP.
     Errors: CorruptRecordError (CORRUPT_MESSAGE: framing, CRC, corrupt or oversized
     compressed data, records that do not parse), InvalidRecordError (INVALID_RECORD;
-    UNSUPPORTED_COMPRESSION_TYPE for codecs 5-7), MessageTooLargeError.
+    UNSUPPORTED_COMPRESSION_TYPE for codecs 5-7; INVALID_TIMESTAMP), MessageTooLargeError.
     """
     out: list[BatchInfo] = []
     pos, total = 0, len(buf)
@@ -148,13 +158,15 @@ def validate_append_batches(
                 kind = "control" if attrs & CONTROL_MASK else "transactional"
                 raise InvalidRecordError(f"batch at position {pos}: {kind} batches are not "
                                          "accepted from producers (no transactions yet)")
-            check_records(buf, pos, count, codec, max_decompressed_bytes)
+            check_records(buf, pos, count, codec, max_decompressed_bytes,
+                          None if attrs & TIMESTAMP_TYPE_MASK else timestamp_bounds)
         out.append((pos, size, _base, lod, max_ts, count, epoch))
         pos = end
     return out
 
 
-def check_records(buf: memoryview, pos: int, count: int, codec: int, max_bytes: int) -> None:
+def check_records(buf: memoryview, pos: int, count: int, codec: int, max_bytes: int,
+                  timestamp_bounds: tuple[int, int] | None = None) -> None:
     """Check that the records of the (CRC-checked) batch at ``pos`` parse, decompressed
     if need be: ``count`` of them, nothing after the last, offset deltas 0 .. count - 1
     (a valid CRC says nothing about whether a producer wrote records that parse)."""
@@ -172,6 +184,16 @@ def check_records(buf: memoryview, pos: int, count: int, codec: int, max_bytes: 
             f"offset delta "
             f"{int(deltas[wrong])}, expected {wrong} (offset deltas must be 0 .. {count - 1})"
         )
+    if timestamp_bounds is not None and count:
+        low, high = timestamp_bounds
+        stamps = records.timestamps
+        outside = (stamps < low) | (stamps > high)
+        if outside.any():
+            wrong = int(np.flatnonzero(outside)[0])
+            raise InvalidRecordError(
+                f"batch at position {pos}: record {wrong} has timestamp {int(stamps[wrong])}, "
+                f"outside [{low}, {high}] (message.timestamp.before/after.max.ms around the "
+                "broker's clock)", ErrorCode.INVALID_TIMESTAMP)
 
 
 @dataclass

@@ -9,6 +9,7 @@ partition only, nothing is stored, and consumers keep reading the good records a
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -75,3 +76,28 @@ def test_poisoned_batch_is_refused_and_consumers_read_on(h: CoreHarness, case: s
     assert log.log_end_offset == 2  # the poison took no offsets
     values = [r.value for _, data in log.batches() for r in decode_batch(data)]
     assert values == [b"before", b"after"]
+
+
+def produce_to(h: CoreHarness, topic: str, records: bytes) -> dict[str, Any]:
+    answer = call1(h.core, ApiKey.PRODUCE, {"acks": 1, "timeout_ms": 1000, "topics": [
+        {"name": topic, "partitions": [{"index": 0, "records": records}]}]})
+    return answer["responses"][0]["partition_responses"][0]  # type: ignore[no-any-return]
+
+
+def test_timestamps_outside_the_topics_window_are_invalid_timestamp(h: CoreHarness) -> None:
+    now = int(time.time() * 1000)
+    hour = 3_600_000
+    future = build_batch([(b"k", b"ok", now, ()), (b"k", b"later", now + 2 * hour, ())])
+    answer = produce(h, future)  # default after.max.ms: one hour (Kafka 4)
+    assert answer["error_code"] == ErrorCode.INVALID_TIMESTAMP, answer
+    assert "record 1 has timestamp" in answer["error_message"]
+    for stamp in (2**63 - 1, now + hour + 60_000):
+        assert produce(h, build_batch([(b"k", b"v", stamp, ())]))["error_code"] == \
+            ErrorCode.INVALID_TIMESTAMP
+    assert produce(h, build_batch([(b"k", b"1970", 5, ())]))["error_code"] == 0  # no floor
+    h.create("recent", 1, **{"message.timestamp.before.max.ms": "60000"})
+    assert produce_to(h, "recent", build_batch([(b"k", b"1970", 5, ())]))["error_code"] == \
+        ErrorCode.INVALID_TIMESTAMP
+    assert produce_to(h, "recent", build_batch([(b"k", b"now", now, ())]))["error_code"] == 0
+    log = h.core.partitions[TopicPartition("t", 0)].log
+    assert [r.value for _, data in log.batches() for r in decode_batch(data)] == [b"1970"]
