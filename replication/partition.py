@@ -359,7 +359,7 @@ class Partition:
                 return False
             new_hw = min(new_hw, state.log_end_offset)
         if new_hw > self.high_watermark:
-            self.high_watermark = new_hw
+            self.high_watermark = self._leader_hw_floor = new_hw
             return True
         return False
 
@@ -481,16 +481,19 @@ class Partition:
     # -- invariants ------------------------------------------------------------------
 
     def check_invariants(self) -> None:
-        """Raise :class:`PartitionInvariantError` if this replica's state is inconsistent."""
+        """Raise :class:`PartitionInvariantError` if this replica's state is inconsistent.
+
+        Pure: it reads the state and changes nothing (the epoch cache is trimmed to the
+        log start lazily, by :meth:`sync_log_start`, so its first entry may start before
+        the log start here)."""
         name = f"{self.topic}-{self.index}@{self.local_broker_id}"
         leo, start = self.log_end_offset, self.log_start_offset
         if not 0 <= self.high_watermark <= leo:
             raise PartitionInvariantError(f"{name}: HW {self.high_watermark} outside [0, {leo}]")
         if start > leo:
             raise PartitionInvariantError(f"{name}: log start {start} > LEO {leo}")
-        self.sync_log_start()
         try:
-            self.leader_epoch_cache.check_invariants(start, leo)
+            self.leader_epoch_cache.check_invariants(None, leo)
         except LeaderEpochCacheError as exc:
             raise PartitionInvariantError(f"{name}: {exc}") from exc
         if not self.is_leader:
@@ -501,7 +504,6 @@ class Partition:
             raise PartitionInvariantError(
                 f"{name}: HW {self.high_watermark} fell below {self._leader_hw_floor} "
                 f"while leading")
-        self._leader_hw_floor = self.high_watermark
         if self.leader_epoch_cache.latest_epoch != self.leader_epoch:
             raise PartitionInvariantError(
                 f"{name}: leading epoch {self.leader_epoch} but the epoch cache's latest is "

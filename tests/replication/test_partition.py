@@ -315,16 +315,33 @@ def test_leader_cannot_truncate(trio: tuple[Partition, ...]) -> None:
 
 
 def test_check_invariants_names_the_broken_rule(trio: tuple[Partition, ...]) -> None:
-    leader, _, _ = trio
+    leader, f1, f2 = trio
     leader.append_records_as_leader(batch(b"a"))
+    for _ in range(2):  # the second fetch reports what the first one copied
+        replicate(leader, f1)
+        replicate(leader, f2)
+    assert leader.high_watermark == 1  # moved by the followers' fetches
+    leader.check_invariants()
     leader.high_watermark = 5
     with pytest.raises(PartitionInvariantError, match="HW 5 outside"):
         leader.check_invariants()
-    leader.high_watermark = 1
-    leader.check_invariants()
     leader.high_watermark = 0
     with pytest.raises(PartitionInvariantError, match="fell below"):
         leader.check_invariants()
+    with pytest.raises(PartitionInvariantError, match="fell below"):
+        leader.check_invariants()  # checking changed nothing: still broken
+
+
+def test_check_invariants_changes_nothing(tmp_path: Path) -> None:
+    p = make_partition(tmp_path, 1)
+    p.make_leader(0, [1], [1])
+    p.append_records_as_leader(batch(b"a", b"b"))
+    p.make_leader(1, [1], [1], partition_epoch=1)
+    p.append_records_as_leader(batch(b"c", b"d"))
+    p.log.maybe_increment_log_start_offset(3)
+    before = p.leader_epoch_cache.entries
+    p.check_invariants()
+    assert p.leader_epoch_cache.entries == before  # not trimmed by the check
 
 
 def test_log_start_moves_trim_the_epoch_cache(tmp_path: Path) -> None:
