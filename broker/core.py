@@ -121,6 +121,7 @@ class BrokerCore:
             self.registry.load()  # before the logs load: they take the topics' configs
         self.log_manager.startup()
         self._checkpointed_hws = self.log_manager.read_high_watermarks()
+        self._report_recovery()
         if self.controller_mode:
             return  # partitions come from the metadata image (reconcile)
         high_watermarks = self._checkpointed_hws
@@ -129,6 +130,30 @@ class BrokerCore:
                 high_watermark = high_watermarks.get(TopicPartition(info.name, index), 0)
                 self._host_partition(info.name, index, high_watermark)
         self.groups.on_partitions_changed()
+
+    def _report_recovery(self) -> None:
+        """Say what log recovery did (nothing else reads its reports): every truncation,
+        and every replica that now ends below the high watermark it had checkpointed -
+        it lost records that were acknowledged (``recovery_losses``; such a replica
+        should not lead, which is not enforced yet: docs/storage.md)."""
+        report = self.log_manager.startup_report
+        self.recovery_losses: dict[TopicPartition, tuple[int, int]] = {}
+        if report is None:
+            return
+        for key, found in sorted(report.recovered.items()):
+            if found is not None and (found.truncated_bytes or found.segments_deleted):
+                log.warning("%s-%d: recovery cut %d bytes (%d whole segments) at offset %s: %s",
+                            *key, found.truncated_bytes, found.segments_deleted,
+                            found.truncated_at_offset, "; ".join(found.problems))
+        for key, high_watermark in sorted(self._checkpointed_hws.items()):
+            log_ = self.log_manager.get_log(*key)
+            if log_ is not None and log_.log_end_offset < high_watermark:
+                self.recovery_losses[key] = (log_.log_end_offset, high_watermark)
+                log.error("%s-%d: after recovery the log ends at %d, below its checkpointed "
+                          "high watermark %d: this replica lost acknowledged records "
+                          "[%d, %d); other replicas may still hold them", *key,
+                          log_.log_end_offset, high_watermark, log_.log_end_offset,
+                          high_watermark)
 
     def shutdown(self) -> None:
         self.groups.shutdown()
