@@ -92,9 +92,8 @@ from clients.protocol.errors import (
     error_for,
 )
 from clients.protocol.topics import TopicPartition
-from clients.records.batch import HEADER_SIZE, read_header
+from clients.records.batch import COMPRESSION_MASK, HEADER_SIZE, read_header
 from clients.records.bulk_decode import BulkRecords, concat_bulk, decode_batch_bulk
-from clients.records.record import decode_batch
 from clients.types import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp
 
 __all__ = ["Consumer", "NoOffsetForPartitionError", "RecordDeserializationError"]
@@ -588,16 +587,36 @@ class Consumer:
         return out
 
     def _decode(self, tp: TopicPartition, fetched: _Fetched) -> list[ConsumerRecord]:
+        """Every record of the fetched batches as a ConsumerRecord (keys and values as
+        bytes).  The numpy bulk decoder walks the varints; one copy of the fetched bytes
+        (or of a batch's decompressed records) then gives every key and value by a bytes
+        slice - about three times the per-record Python decoder's rate."""
         out: list[ConsumerRecord] = []
+        topic, partition = tp.topic, tp.partition
+        records = fetched.records
+        whole: bytes | None = None  # the fetched bytes, copied once when first needed
         for pos in self._batch_positions(fetched):
             try:
-                batch = decode_batch(fetched.records, pos)
+                bulk = decode_batch_bulk(records, pos)
             except CorruptRecordError as exc:
                 self._stop_at_corrupt_batch(tp, fetched, pos, exc)
                 break
-            for r in batch:
-                out.append(ConsumerRecord(tp.topic, tp.partition, r.offset, r.timestamp,
-                                          r.key, r.value, r.headers))  # fmt: skip
+            if bulk.header.attributes & COMPRESSION_MASK:
+                raw = bytes(bulk.buffer)  # the decompressed records
+            else:
+                if whole is None:
+                    whole = bytes(records)
+                raw = whole
+            headers = bulk.record_headers
+            for i, (offset, timestamp, ko, kn, vo, vn) in enumerate(zip(
+                    bulk.offsets.tolist(), bulk.timestamps.tolist(),
+                    bulk.key_offsets.tolist(), bulk.key_lengths.tolist(),
+                    bulk.value_offsets.tolist(), bulk.value_lengths.tolist(), strict=True)):
+                out.append(ConsumerRecord(
+                    topic, partition, offset, timestamp,
+                    None if kn < 0 else raw[ko : ko + kn],
+                    None if vn < 0 else raw[vo : vo + vn],
+                    headers.get(i, ()) if headers else ()))
         return out
 
     @staticmethod
