@@ -332,25 +332,26 @@ def test_check_invariants_names_the_broken_rule(trio: tuple[Partition, ...]) -> 
         leader.check_invariants()  # checking changed nothing: still broken
 
 
-def test_check_invariants_changes_nothing(tmp_path: Path) -> None:
-    p = make_partition(tmp_path, 1)
-    p.make_leader(0, [1], [1])
-    p.append_records_as_leader(batch(b"a", b"b"))
-    p.make_leader(1, [1], [1], partition_epoch=1)
-    p.append_records_as_leader(batch(b"c", b"d"))
-    p.log.maybe_increment_log_start_offset(3)
-    before = p.leader_epoch_cache.entries
-    p.check_invariants()
-    assert p.leader_epoch_cache.entries == before  # not trimmed by the check
-
-
-def test_log_start_moves_trim_the_epoch_cache(tmp_path: Path) -> None:
+def two_epochs_then_start_at_3(tmp_path: Path) -> Partition:
+    """A leader with a, b in epoch 0 and c, d in epoch 1, its log start moved to 3."""
     p = make_partition(tmp_path, 1)
     p.make_leader(0, [1], [1])
     p.append_records_as_leader(batch(b"a", b"b"))
     p.make_leader(1, [1], [1], partition_epoch=1)
     p.append_records_as_leader(batch(b"c", b"d"))
     p.log.maybe_increment_log_start_offset(3)       # DeleteRecords / retention
+    return p
+
+
+def test_check_invariants_changes_nothing(tmp_path: Path) -> None:
+    p = two_epochs_then_start_at_3(tmp_path)
+    before = p.leader_epoch_cache.entries
+    p.check_invariants()
+    assert p.leader_epoch_cache.entries == before  # not trimmed by the check
+
+
+def test_log_start_moves_trim_the_epoch_cache(tmp_path: Path) -> None:
+    p = two_epochs_then_start_at_3(tmp_path)
     answer = p.last_offset_for_leader_epoch(1, 0)   # epoch 0 is gone from this log:
     assert answer == EpochEndOffset(0, 3)           # it ended where epoch 1 now starts
     assert p.leader_epoch_cache.entries == (EpochEntry(1, 3),)
