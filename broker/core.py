@@ -79,6 +79,8 @@ class BrokerCore:
         self.config = config
         self.cluster_secret = read_cluster_secret(config.cluster_secret_file)
         self.users = ScramUsers(config.sasl_users_file)
+        # replicas that recovery left below their checkpointed HW: (log end, HW)
+        self.recovery_losses: dict[TopicPartition, tuple[int, int]] = {}
         self.clock = clock
         self.timer = timer
         self.data_dir = Path(config.data_dir)
@@ -137,7 +139,6 @@ class BrokerCore:
         it lost records that were acknowledged (``recovery_losses``; such a replica
         should not lead, which is not enforced yet: docs/storage.md)."""
         report = self.log_manager.startup_report
-        self.recovery_losses: dict[TopicPartition, tuple[int, int]] = {}
         if report is None:
             return
         for key, found in sorted(report.recovered.items()):

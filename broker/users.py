@@ -30,6 +30,7 @@ import os
 import re
 import stat
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 from clients.protocol.errors import InvalidConfigError
@@ -92,9 +93,9 @@ def _read(path: Path) -> dict[tuple[str, str], ScramCredential]:
 class ScramUsers:
     """The users of ``path`` ("" for none), re-read when the file changes."""
 
-    def __init__(self, path: str, clock: object = time.monotonic) -> None:
+    def __init__(self, path: str, clock: Callable[[], float] = time.monotonic) -> None:
         self.path = Path(path) if path else None
-        self._clock = clock if callable(clock) else time.monotonic
+        self._clock = clock
         self._users: dict[tuple[str, str], ScramCredential] = {}
         self._seen: tuple[int, int] | None = None  # (mtime ns, size) last read
         self._checked_at = float("-inf")

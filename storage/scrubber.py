@@ -136,7 +136,7 @@ class LogScrubber:
             if finding is not None:
                 found.append(finding)
             if finding is not None or position + used >= segment.size:
-                self._advance_segment(logs, tp, segment)
+                self.cursor = (tp, segment.base_offset + 1, 0)  # the next closed one, if any
             else:
                 self.cursor = (tp, segment.base_offset, position + used)
         for f in found:
@@ -167,10 +167,6 @@ class LogScrubber:
             if segment.base_offset > base:
                 return tp, segment, 0  # the one we were in is gone (cleaned, deleted)
         return None
-
-    def _advance_segment(self, logs: Mapping[TopicPartition, Log], tp: TopicPartition,
-                         segment: Segment) -> None:
-        self.cursor = (tp, segment.base_offset + 1, 0)  # the next closed one, if any
 
     def _advance_log(self, logs: Mapping[TopicPartition, Log]) -> bool:
         """Move to the next log; True when that ended a round."""
