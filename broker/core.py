@@ -100,6 +100,9 @@ class BrokerCore:
         self.fetch_purgatory: Purgatory[DelayedFetch] = Purgatory("fetch", timer)
         # controller mode
         self.image: MetadataImage | None = None
+        # set by the first reconcile: the image was complete (at the metadata log's HW)
+        # and every hosted log took its topic's config
+        self.image_reconciled = False
         self.hosted_topic_ids: dict[str, int] = {}
         self.fetchers: Any = None  # ReplicaFetcherManager, set by the server
         self.send_alter_partition: Callable[[AlterPartitionProposal], None] | None = None
@@ -179,10 +182,12 @@ class BrokerCore:
 
     def topic_configs_known(self) -> bool:
         """Whether hosted logs have their topics' configs: standalone, from the registry
-        loaded at startup; with a controller, once a metadata image was applied.  Until
-        then logs are open with the broker's defaults, so retention and compaction wait
-        (a topic kept forever, or compacted, must not be cleaned by the defaults)."""
-        return not self.controller_mode or self.image is not None
+        loaded at startup; with a controller, once a complete metadata image was
+        reconciled (the metadata follower installs an empty image before it has fetched
+        anything).  Until then logs are open with the broker's defaults, so retention and
+        compaction wait (a topic kept forever, or compacted, must not be cleaned by the
+        defaults)."""
+        return not self.controller_mode or self.image_reconciled
 
     def run_retention(self) -> int:
         if not self.topic_configs_known():
@@ -475,6 +480,7 @@ class BrokerCore:
                         self.fetchers.unfollow(key)
             woken.append(key)
         self.apply_topic_configs()
+        self.image_reconciled = True
         for key in woken:
             self.wake_partition(key)
         self.groups.on_partitions_changed()

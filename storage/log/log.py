@@ -329,7 +329,45 @@ class Log:
                 max_ts, off_max = ts, base
             records += count
             expected = last + 1
-        return self._append([view], len(view), metas, records, max_ts, off_max, tuple(changes))
+        cuts = self._segment_cuts(metas)
+        if not cuts:
+            return self._append([view], len(view), metas, records, max_ts, off_max,
+                                tuple(changes))
+        # A lagging follower fetches many batches at once: they are split at batch
+        # boundaries so its segments keep to segment_bytes as the leader's do.
+        rolled = False
+        info = None
+        for lo, hi in zip([0, *cuts], [*cuts, len(metas)], strict=True):
+            start, end = infos[lo][0], infos[hi - 1][0] + infos[hi - 1][1]
+            part = metas[lo:hi]
+            info = self._append([view[start:end]], end - start, part,
+                                sum(i[5] for i in infos[lo:hi]), max_ts, off_max, ())
+            rolled |= info.rolled
+        assert info is not None
+        return LogAppendInfo(metas[0][0], metas[-1][1], max_ts, off_max, len(metas), records,
+                             len(view), info.log_start_offset, tuple(changes), rolled)
+
+    def _segment_cuts(self, metas: list[tuple[int, int, int, int]]) -> list[int]:
+        """Indexes of the batches (of one follower append, ``(base, last, ts, size)``
+        each) that must begin a new segment to keep each segment within
+        ``segment_bytes``; empty when the whole append fits (the common case).  A batch
+        larger than a segment has one of its own."""
+        limit = self.config.segment_bytes
+        room = limit - self._segments.active.size
+        if sum(m[3] for m in metas) <= room or len(metas) == 1:
+            return []
+        cuts: list[int] = []
+        used = 0
+        for i, meta in enumerate(metas):
+            size = meta[3]
+            if used == 0:
+                if size > room:  # _append rolls before this batch
+                    room = limit
+            elif used + size > room:
+                cuts.append(i)
+                used, room = 0, limit
+            used += size
+        return cuts
 
     def _append(self, iovs: list[bytes | memoryview], total: int,
                 metas: list[tuple[int, int, int, int]], records: int, max_ts: int, off_max: int,

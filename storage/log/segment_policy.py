@@ -8,8 +8,9 @@ state and changes nothing.
 * **Roll** (:meth:`SegmentPolicy.should_roll`) before an append to a non-empty active
   segment when the request would take it past ``segment_bytes``, the segment is older
   than ``segment_ms`` (from its first append), either index is full, or the request's
-  last offset is not within a 32-bit relative offset of the segment's base.  A request is
-  never split across segments.
+  last offset is not within a 32-bit relative offset of the segment's base.  A leader's
+  append (one produce request) is never split across segments; a follower's (many
+  fetched batches) is split at batch boundaries so it keeps to ``segment_bytes`` too.
 * **Retention** (:meth:`SegmentPolicy.deletable_prefix`): a prefix of inactive segments
   goes while each is entirely below the log start offset or older than ``retention_ms``
   (by its largest timestamp); then, while the remaining bytes exceed ``retention_bytes``

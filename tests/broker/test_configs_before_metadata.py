@@ -17,6 +17,7 @@ import pytest
 
 from broker.config import BrokerConfig
 from broker.core import BrokerCore
+from broker.metadata.image import MetadataImage
 from clients.admin import Admin
 from clients.producer.producer import Producer
 from clients.records.record import build_batch
@@ -45,11 +46,15 @@ def test_no_retention_or_compaction_before_the_topic_configs_are_known(tmp_path:
     core.startup()
     try:
         assert not core.topic_configs_known()
+        core.image = MetadataImage()  # what the metadata follower installs before a fetch
+        assert not core.topic_configs_known()
         assert core.run_retention() == 0
         core.run_log_cleaner()
         opened = core.log_manager.get_log("kept", 0)
         assert opened is not None and len(opened.segments) == segments
         assert opened.log_start_offset == 0
+        core.reconcile()  # the complete image (here: no topics) was applied
+        assert core.topic_configs_known()
     finally:
         core.shutdown()
 

@@ -100,6 +100,27 @@ def test_follower_append_keeps_offsets_and_reports_epoch_changes(tmp_path: Path)
     log.close()
 
 
+def test_follower_append_of_many_batches_keeps_segments_within_segment_bytes(
+        tmp_path: Path) -> None:
+    """A lagging follower fetches many batches in one response; its segments still keep
+    to segment_bytes (split at batch boundaries), as the leader's do."""
+    log = open_log(tmp_path)  # segment_bytes 1024
+    one = batch(3, value=b"v" * 100, epoch=2)
+    log.append_as_follower(one)
+    size = len(one)  # ~400 B: two fit in a segment, three do not
+    req = b"".join(batch(3, value=b"v" * 100, base_offset=3 * i, epoch=2 if i < 5 else 4)
+                   for i in range(1, 9))
+    info = log.append_as_follower(req)
+    assert (info.first_offset, info.last_offset, info.num_batches, info.num_records) == (
+        3, 26, 8, 24)
+    assert info.epoch_changes == ((2, 3), (4, 15)) and info.rolled
+    assert [s.size for s in log.segments] == [2 * size] * 4 + [size]
+    assert max(s.size for s in log.segments) <= SMALL.segment_bytes
+    assert offsets_of(log.read(0, 100_000).read_bytes()) == list(range(27))
+    log.check_invariants()
+    log.close()
+
+
 def test_request_with_one_bad_batch_appends_nothing(tmp_path: Path) -> None:
     log = open_log(tmp_path)
     log.append_as_leader(batch(), 0)
