@@ -81,6 +81,9 @@ class BrokerCore:
         self.users = ScramUsers(config.sasl_users_file)
         # replicas that recovery left below their checkpointed HW: (log end, HW)
         self.recovery_losses: dict[TopicPartition, tuple[int, int]] = {}
+        # logs recovery cut (torn tail, bad batch, dropped segments) or left below their
+        # checkpointed HW: reported at registration (broker/metadata/replica_logs.py)
+        self.recovery_cuts: set[TopicPartition] = set()
         self.clock = clock
         self.timer = timer
         self.data_dir = Path(config.data_dir)
@@ -139,13 +142,15 @@ class BrokerCore:
     def _report_recovery(self) -> None:
         """Say what log recovery did (nothing else reads its reports): every truncation,
         and every replica that now ends below the high watermark it had checkpointed -
-        it lost records that were acknowledged (``recovery_losses``; such a replica
-        should not lead, which is not enforced yet: docs/storage.md)."""
+        it lost records that were acknowledged (``recovery_losses``).  Both kinds are in
+        ``recovery_cuts``, which the broker reports when it registers: the controller
+        does not let such a replica lead while another may hold more."""
         report = self.log_manager.startup_report
         if report is None:
             return
         for key, found in sorted(report.recovered.items()):
             if found is not None and (found.truncated_bytes or found.segments_deleted):
+                self.recovery_cuts.add(TopicPartition(*key))
                 log.warning("%s-%d: recovery cut %d bytes (%d whole segments) at offset %s: %s",
                             *key, found.truncated_bytes, found.segments_deleted,
                             found.truncated_at_offset, "; ".join(found.problems))
@@ -153,6 +158,7 @@ class BrokerCore:
             log_ = self.log_manager.get_log(*key)
             if log_ is not None and log_.log_end_offset < high_watermark:
                 self.recovery_losses[key] = (log_.log_end_offset, high_watermark)
+                self.recovery_cuts.add(key)
                 log.error("%s-%d: after recovery the log ends at %d, below its checkpointed "
                           "high watermark %d: this replica lost acknowledged records "
                           "[%d, %d); other replicas may still hold them", *key,
@@ -455,6 +461,8 @@ class BrokerCore:
         for (topic, index), state in wanted.items():
             self.hosted_topic_ids[topic] = image.topics[topic].topic_id
             key = TopicPartition(topic, index)
+            if key in self.recovery_cuts and me in state.isr and state.leader >= 0:
+                self.recovery_cuts.discard(key)  # in sync with a leader again: healed
             partition = self.partitions.get(key)
             if partition is None:
                 log_ = self._log_for_topic_id(key, image.topics[topic].topic_id)

@@ -269,16 +269,18 @@ def start_process(state: ClusterState, info: ProcessInfo, timeout_s: float) -> N
 
 
 def wait_until_ready(state: ClusterState, timeout_s: float) -> None:
-    """Every live broker registered and unfenced, as the controller sees it."""
+    """Every live broker registered and unfenced, as the controller sees it.  A process
+    that was running when this began and exits is an error; one already down (killed on
+    purpose, e.g. to restart the others one at a time) is not waited for."""
     deadline = time.monotonic() + timeout_s
     wanted = {int(k) for k, v in state.brokers.items() if is_running(v.pid)}
+    watched = [i for i in [state.controller, *state.brokers.values()] if is_running(i.pid)]
     last = "no answer"
     while time.monotonic() < deadline:
         try:
             view = fetch_cluster_view(state)
             live = {b["node_id"] for b in view["brokers"] if not b["fenced"]}
-            dead = [i.name for i in [state.controller, *state.brokers.values()]
-                    if not is_running(i.pid)]
+            dead = [i.name for i in watched if not is_running(i.pid)]
             if dead:  # the port answered, but not from our process
                 raise ClusterError(f"{', '.join(dead)} exited during startup (see the logs)")
             if wanted <= live:

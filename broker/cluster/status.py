@@ -87,6 +87,7 @@ def status_report(state: ClusterState) -> dict[str, Any]:
                 "leader_epoch": p["leader_epoch"], "replicas": p["replica_nodes"],
                 "isr": p["isr_nodes"], "offline_replicas": p["offline_replicas"],
                 "unclean_leader": p["unclean_elected"],
+                "offline_reason": p["offline_reason"],
                 "replica_offsets": {
                     str(r): ({"hw": replicas[(*key, r)]["high_watermark"],
                               "leo": replicas[(*key, r)]["log_end_offset"]}
@@ -116,5 +117,8 @@ def print_status(report: dict[str, Any]) -> None:
         print(f"{p['topic']:<20}{p['partition']:>5}{leader:>7}{p['leader_epoch']:>6}  "
               f"{','.join(map(str, p['replicas'])):<10}{','.join(map(str, p['isr'])):<10}"
               f"{offsets}")
+    for p in report["partitions"]:
+        if p["offline_reason"]:
+            print(f"{p['topic']}-{p['partition']} offline: {p['offline_reason']}")
     if any(p["unclean_leader"] for p in report["partitions"]):
         print("* leader chosen by unclean election: acknowledged records may have been lost")

@@ -31,12 +31,29 @@ class RegistrationResult:
 
 
 @dataclass(frozen=True, slots=True)
+class ReplicaLog:
+    """One log a registering broker holds (broker/metadata/replica_logs.py): its place
+    for the safe election.  ``recovery_cut``: the broker's log recovery cut it, or left
+    it below its checkpointed high watermark; it may lack acknowledged records."""
+
+    topic: str
+    partition: int
+    topic_id: int = -1
+    last_leader_epoch: int = -1
+    log_end_offset: int = 0
+    recovery_cut: bool = False
+
+
+@dataclass(frozen=True, slots=True)
 class HeartbeatResult:
     error: ErrorCode
     message: str | None = None
     is_caught_up: bool = False
     is_fenced: bool = True
     should_shut_down: bool = False
+    # the controller asks for a fresh replica_logs report (a BrokerRegistration of the
+    # same incarnation): the safe election waits for it
+    report_replica_logs: bool = False
 
 
 @dataclass(frozen=True, slots=True)

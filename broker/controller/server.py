@@ -87,6 +87,7 @@ from broker.controller.results import (
     ConfigOperation,
     IsrChange,
     PartitionsSpec,
+    ReplicaLog,
     ResourceChange,
     TopicSpec,
 )
@@ -441,7 +442,10 @@ class ControllerServer:
         listener = body["listeners"][0]
         result, records = self.core.register_broker(
             body["broker_id"], body["incarnation_id"].hex(), listener["host"],
-            listener["port"], body["rack"], body["cluster_id"])
+            listener["port"], body["rack"], body["cluster_id"],
+            [ReplicaLog(r["topic_name"], r["partition_index"], r["topic_id"],
+                        r["last_leader_epoch"], r["log_end_offset"], r["recovery_cut"])
+             for r in body["replica_logs"]])
         self._commit(records)
         return {"error_code": int(result.error), "error_message": result.message,
                 "broker_epoch": result.broker_epoch}
@@ -453,7 +457,8 @@ class ControllerServer:
         self._commit(records)
         return {"error_code": int(result.error), "error_message": result.message,
                 "is_caught_up": result.is_caught_up, "is_fenced": result.is_fenced,
-                "should_shut_down": result.should_shut_down}
+                "should_shut_down": result.should_shut_down,
+                "report_replica_logs": result.report_replica_logs}
 
     async def _alter_partition(self, body: dict[str, Any], version: int) -> dict[str, Any]:
         changes = [IsrChange(t["name"], p["partition_index"], p["leader_epoch"], p["new_isr"],
@@ -558,7 +563,9 @@ class ControllerServer:
                     "leader_epoch": s.leader_epoch, "replica_nodes": list(s.replicas),
                     "isr_nodes": list(s.isr),
                     "offline_replicas": [b for b in s.replicas if not image.is_alive(b)],
-                    "unclean_elected": s.unclean_elected})
+                    "unclean_elected": s.unclean_elected,
+                    "offline_reason": (self.core.offline_reasons.get((name, index))
+                                       if no_leader else None)})
             topics.append({"error_code": 0, "name": name, "partitions": parts,
                            "configs": [{"name": k, "value": v}
                                        for k, v in sorted(info.configs.items())]})

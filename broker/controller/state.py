@@ -28,6 +28,20 @@ Rules (Kafka KRaft's, simplified; see docs/replication.md):
   replica leads with ISR = [itself] and the partition is marked ``unclean_elected``.
 - Controlled shutdown (``want_shut_down``) fences the broker at once (moving everything
   away) and answers ``should_shut_down`` once the broker has applied those records.
+- **Safe election after unclean restarts** (our rule, beyond Kafka's KIP-966): a broker
+  registers with a report of every log it holds (:class:`ReplicaLog`: last leader epoch,
+  log end, and whether its log recovery cut it).  An ISR member whose log recovery cut
+  (``recovery_cut``) may lack acknowledged records: it leads only when no other ISR
+  member can and every replica of the partition has reported since this controller
+  started; then the replica with the longest log of the latest epoch
+  ``(last_leader_epoch, log_end_offset)`` leads (ties: an uncut one, then an ISR member,
+  then replica order), with ISR = [itself] when it was not in the ISR.  Until then the
+  partition stays offline with the reason in :attr:`ControllerState.offline_reasons`
+  (and the controller's log).  The mark is dropped once the replica is back in the ISR
+  (AlterPartition) or leads.  Reports live in memory: after a controller restart a
+  replica that has not registered since counts as not reported (the partition waits for
+  it; ``unclean_leader_election`` remains the explicit way out), and a cut reported
+  before the restart is forgotten.
 - Preferred-leader election (every ``leader_imbalance_check_interval_ms``) gives
   leadership back to ``replicas[0]`` when it is live and in the ISR.
 - Every leader change bumps ``leader_epoch``; every record of a partition bumps
@@ -51,6 +65,7 @@ Thread-safety: none; one owner (the controller's event loop).
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Sequence
 
 from broker.controller.config import ControllerConfig
@@ -64,6 +79,7 @@ from broker.controller.results import (
     ProducerIdBlockResult,
     RegistrationResult,
     Rejected,
+    ReplicaLog,
     ResourceChange,
     T,
     TopicResult,
@@ -86,6 +102,8 @@ from timer.clock import Clock
 
 __all__ = ["PRODUCER_ID_BLOCK_SIZE", "ControllerState"]
 
+log = logging.getLogger(__name__)
+
 PRODUCER_ID_BLOCK_SIZE = 1000
 _INT64_MAX = 2**63 - 1
 
@@ -103,6 +121,15 @@ class ControllerState:
         self._next_preferred_check_ms = clock.now_ms() + config.leader_imbalance_check_interval_ms
         self._out: list[MetadataRecord] = []
         self._topics = ControllerTopics(config, self.image, self._emit)
+        # broker -> its logs as it reported them when it registered (this process's
+        # lifetime only); partition -> replicas whose log recovery cut it
+        self._replica_logs: dict[int, dict[tuple[str, int], ReplicaLog]] = {}
+        self._report_offset: dict[int, int] = {}  # broker -> image offset of its report
+        self._report_wanted: set[int] = set()  # live brokers asked for a fresh report
+        self._recovery_cut: dict[tuple[str, int], set[int]] = {}
+        # partition -> offset of the record that took its leader away (this process)
+        self._offline_since: dict[tuple[str, int], int] = {}
+        self.offline_reasons: dict[tuple[str, int], str] = {}
 
     # -- plumbing ---------------------------------------------------------------------
 
@@ -124,14 +151,19 @@ class ControllerState:
     # -- brokers ----------------------------------------------------------------------
 
     def register_broker(self, broker_id: int, incarnation_id: str, host: str, port: int,
-                        rack: str | None = None,
-                        cluster_id: str | None = None) -> Outcome[RegistrationResult]:
+                        rack: str | None = None, cluster_id: str | None = None,
+                        replica_logs: Sequence[ReplicaLog] = ()
+                        ) -> Outcome[RegistrationResult]:
         if cluster_id is not None and cluster_id != self.config.cluster_id:
             return self._done(RegistrationResult(
                 ErrorCode.INCONSISTENT_CLUSTER_ID,
                 f"cluster id {cluster_id!r} is not this cluster's {self.config.cluster_id!r}"))
         old = self.image.brokers.get(broker_id)
         if old is not None and old.incarnation_id == incarnation_id:
+            # the same process again (a retry, or the fresh report we asked for in a
+            # heartbeat): only its report is renewed
+            self._take_replica_logs(broker_id, replica_logs)
+            self._elect_offline()
             return self._done(RegistrationResult(ErrorCode.NONE, None, old.broker_epoch))
         if old is not None and self._has_live_session(broker_id, old.fenced):
             # Kafka's rule: another process with this id still heartbeats (or may: its
@@ -149,12 +181,34 @@ class ControllerState:
         except MetadataRecordError as e:
             return self._done(RegistrationResult(ErrorCode.INVALID_REQUEST, e.message))
         self._emit(record)  # the new incarnation starts fenced
+        self._take_replica_logs(broker_id, replica_logs)
         self._shutdown_offset.pop(broker_id, None)
         self._session_deadline_ms[broker_id] = (self.clock.now_ms()
                                                 + self.config.broker_session_timeout_ms)
         if old is not None:
             self._move_away_from(broker_id)
         return self._done(RegistrationResult(ErrorCode.NONE, None, epoch))
+
+    def _take_replica_logs(self, broker_id: int, replica_logs: Sequence[ReplicaLog]) -> None:
+        """Keep a broker's report; its logs that recovery cut are marked (a broker keeps
+        reporting a cut until its replica is back in an ISR with a leader)."""
+        for marked in self._recovery_cut.values():
+            marked.discard(broker_id)
+        self._report_wanted.discard(broker_id)
+        self._report_offset[broker_id] = self.image.last_applied_offset
+        logs: dict[tuple[str, int], ReplicaLog] = {}
+        for r in replica_logs:
+            topic = self.image.topics.get(r.topic)
+            if topic is None or (r.topic_id >= 0 and r.topic_id != topic.topic_id):
+                continue  # a log of a deleted topic (or of an older one of that name)
+            key = (r.topic, r.partition)
+            logs[key] = r
+            if r.recovery_cut:
+                self._recovery_cut.setdefault(key, set()).add(broker_id)
+                log.warning("broker %d: log recovery cut its replica of %s-%d (log end %d, "
+                            "epoch %d); it leads only if no replica holds more", broker_id,
+                            *key, r.log_end_offset, r.last_leader_epoch)
+        self._replica_logs[broker_id] = logs
 
     def _has_live_session(self, broker_id: int, fenced: bool) -> bool:
         """The registered incarnation of ``broker_id`` is unfenced, heartbeated within the
@@ -195,7 +249,8 @@ class ControllerState:
         done = self._shutdown_offset.get(broker_id)
         return self._done(HeartbeatResult(
             ErrorCode.NONE, None, caught_up, self.image.brokers[broker_id].fenced,
-            done is not None and current_metadata_offset >= done))
+            done is not None and current_metadata_offset >= done,
+            broker_id in self._report_wanted))
 
     def allocate_producer_ids(self, broker_id: int,
                               broker_epoch: int) -> Outcome[ProducerIdBlockResult]:
@@ -258,16 +313,62 @@ class ControllerState:
     def _elect(self, topic: str, index: int, s: PartitionRegistration,
                isr: tuple[int, ...]) -> None:
         """Choose a leader for a partition whose leader is gone (or that is offline)."""
+        key = (topic, index)
+        cut = self._recovery_cut.get(key, set())
         for b in s.replicas:
-            if b in isr and self._alive(b):
+            if b in isr and self._alive(b) and b not in cut:
+                self.offline_reasons.pop(key, None)
                 self._update(topic, index, s, b, isr, False)
                 return
+        if any(b in isr and self._alive(b) for b in s.replicas):
+            chosen, reason = self._recovery_choice(key, s, cut)
+            if chosen is not None:
+                self.offline_reasons.pop(key, None)
+                log.warning("%s-%d: in-sync replicas %s lost records in log recovery; "
+                            "broker %d, with the longest log of the latest epoch, leads",
+                            topic, index, sorted(set(isr) & cut), chosen)
+                cut.discard(chosen)  # its log is the partition's now
+                self._update(topic, index, s, chosen, isr if chosen in isr else (chosen,),
+                             s.unclean_elected)
+                return
+            if self.offline_reasons.get(key) != reason:
+                log.warning("%s-%d: offline: %s", topic, index, reason)
+            self.offline_reasons[key] = reason
         if self.image.topics[topic].configs.get("unclean_leader_election") == "true":
             for b in s.replicas:
                 if self._alive(b):
                     self._update(topic, index, s, b, (b,), True)
                     return
         self._update(topic, index, s, NO_LEADER, isr, s.unclean_elected)
+
+    def _recovery_choice(self, key: tuple[str, int], s: PartitionRegistration,
+                         cut: set[int]) -> tuple[int | None, str]:
+        """The replica to lead when every live ISR member's log recovery cut it: the
+        longest log of the latest epoch once every replica has reported (else None and
+        why the partition waits)."""
+        since = self._offline_since.get(key, -1)
+        # no report, or one from before the partition went offline (the log may have
+        # grown since): each live one of them is asked for a fresh report
+        missing = [r for r in s.replicas if r not in self._replica_logs
+                   or self._report_offset[r] < since]
+        if missing:
+            self._report_wanted.update(r for r in missing if self._alive(r))
+            return None, (f"in-sync replicas {sorted(set(s.isr) & cut)} lost records in "
+                          f"log recovery; waiting for brokers {sorted(missing)} to report "
+                          "their logs")
+        best: tuple[tuple[int, int, bool, bool, int], int] | None = None
+        for order, r in enumerate(s.replicas):
+            found = self._replica_logs[r].get(key)
+            place = (found.last_leader_epoch, found.log_end_offset) if found else (-1, 0)
+            rank = (*place, r not in cut, r in s.isr, -order)
+            if best is None or rank > best[0]:
+                best = (rank, r)
+        assert best is not None
+        chosen = best[1]
+        if not self._alive(chosen):
+            return None, (f"in-sync replicas {sorted(set(s.isr) & cut)} lost records in log "
+                          f"recovery; broker {chosen} holds the longest log and is fenced")
+        return chosen, ""
 
     def _update(self, topic: str, index: int, s: PartitionRegistration, leader: int,
                 isr: tuple[int, ...], unclean: bool) -> None:
@@ -276,6 +377,11 @@ class ControllerState:
         leader_epoch = s.leader_epoch + 1 if leader != s.leader else s.leader_epoch
         self._emit(PartitionRecord(topic, index, s.replicas, leader, leader_epoch, isr,
                                    s.partition_epoch + 1, unclean))
+        if leader == NO_LEADER:
+            if s.leader != NO_LEADER:  # nothing is appended to it from here on
+                self._offline_since[(topic, index)] = self.image.last_applied_offset
+        else:
+            self._offline_since.pop((topic, index), None)
 
     # -- topics -----------------------------------------------------------------------
 
@@ -344,6 +450,9 @@ class ControllerState:
             raise Rejected(ErrorCode.INELIGIBLE_REPLICA,
                             f"{where}: brokers {dead} are fenced and cannot join the isr")
         if set(isr) != set(s.isr):
+            cut = self._recovery_cut.get((c.topic, c.partition))
+            if cut:
+                cut.difference_update(isr)  # caught up with the leader again
             self._update(c.topic, c.partition, s, s.leader, isr, s.unclean_elected)
 
     # -- invariants -------------------------------------------------------------------

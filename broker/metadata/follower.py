@@ -42,6 +42,7 @@ from broker.metadata.records import (
     METADATA_VERSION_FEATURE,
     decode_record_batches,
 )
+from broker.metadata.replica_logs import replica_log_reports
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError, error_for
 
@@ -115,7 +116,9 @@ class MetadataFollower:
                     "features": [{"name": METADATA_VERSION_FEATURE,
                                   "min_supported_version": METADATA_VERSION,
                                   "max_supported_version": METADATA_VERSION}],
-                    "rack": None},
+                    "rack": None,
+                    "replica_logs": replica_log_reports(self.core.log_manager.all_logs(),
+                                                        self.core.recovery_cuts)},
                     timeout_ms=5_000)
                 if body["error_code"] == 0:
                     self.broker_epoch = body["broker_epoch"]
@@ -144,6 +147,10 @@ class MetadataFollower:
                     self.is_fenced = body["is_fenced"]
                     if body["should_shut_down"]:
                         self.should_shut_down.set()
+                    if body["report_replica_logs"]:
+                        log.info("the controller asks for this broker's log ends (a "
+                                 "partition waits for a safe leader): registering again")
+                        await self._register()  # the same incarnation: a fresh report
                 elif body["error_code"] in (ErrorCode.STALE_BROKER_EPOCH,
                                             ErrorCode.BROKER_NOT_AVAILABLE):
                     log.warning("heartbeat refused (%s): registering again",

@@ -12,6 +12,14 @@ Our extras, tagged fields with tags from 1000 up (set by the controller, read in
 broker's logs and errors): ``error_message`` (tag ``TAG_ERROR_MESSAGE``) in the
 BrokerRegistration, BrokerHeartbeat and AllocateProducerIds responses and per partition
 in the AlterPartition response; Kafka's responses carry only the error code.
+``replica_logs`` (tag ``TAG_REPLICA_LOGS``) in the BrokerRegistration request: every log
+the broker holds as it starts, with its topic id, last leader epoch, log end offset and
+whether log recovery cut it (torn tail, bad batch) or left it below its checkpointed high
+watermark; the controller's safe election reads it (broker/controller/state.py).
+``report_replica_logs`` (tag ``TAG_REPORT_REPLICA_LOGS``) in the BrokerHeartbeat
+response: the controller asks for a fresh report, which the broker sends as a
+BrokerRegistration of the same incarnation.  Kafka's
+v3 ``previous_broker_epoch`` says only whether the whole broker shut down cleanly.
 
 Kafka's types where ours differed: ``incarnation_id`` is a UUID (16 bytes, a
 ``uuid.uuid4().bytes`` per process start), a listener's ``port`` a uint16.
@@ -27,7 +35,11 @@ Costs: declarations only; codecs compile on first use.  Thread/process safety: i
 from __future__ import annotations
 
 from clients.protocol.api_keys import Api, ApiKey
-from clients.protocol.messages.extras import error_message_field
+from clients.protocol.messages.extras import (
+    TAG_REPLICA_LOGS,
+    TAG_REPORT_REPLICA_LOGS,
+    error_message_field,
+)
 from clients.protocol.schema import (
     BOOL,
     INT16,
@@ -98,6 +110,14 @@ BROKER_REGISTRATION = Api(
             Field("max_supported_version", INT16),
         ))),
         Field("rack", STRING, nullable="0+"),
+        Field("replica_logs", Array(Struct(  # our extra (module docstring)
+            Field("topic_name", STRING),
+            Field("topic_id", INT64, default=-1),  # from partition.metadata; -1 unknown
+            Field("partition_index", INT32),
+            Field("last_leader_epoch", INT32, default=-1),
+            Field("log_end_offset", INT64),
+            Field("recovery_cut", BOOL),
+        )), "0+", tag=TAG_REPLICA_LOGS, tagged="0+"),
     ),
     response=Struct(
         Field("throttle_time_ms", INT32),
@@ -123,6 +143,7 @@ BROKER_HEARTBEAT = Api(
         Field("is_fenced", BOOL, default=True),
         Field("should_shut_down", BOOL),
         _error_message(),
+        Field("report_replica_logs", BOOL, "0+", tag=TAG_REPORT_REPLICA_LOGS, tagged="0+"),
     ),
 )  # fmt: skip
 

@@ -17,6 +17,9 @@ They exist only in flexible versions.
 | 1006 | leader_id          | DescribeLogDirs partitions[]       | broker / `cluster status`    |
 | 1007 | leader_epoch       | DescribeLogDirs partitions[]       | broker / `cluster status`    |
 | 1008 | isr                | DescribeLogDirs partitions[]       | broker / `cluster status`    |
+| 1009 | replica_logs       | BrokerRegistration request         | broker / controller          |
+| 1010 | report_replica_logs| BrokerHeartbeat response           | controller / broker          |
+| 1011 | offline_reason     | Metadata response partitions[]     | controller / `cluster status`|
 | 1100 | error_message      | group, controller and              | coordinator, controller,     |
 |      |                    | InitProducerId responses           | broker / us                  |
 
@@ -36,6 +39,9 @@ TAG_HIGH_WATERMARK = 1005
 TAG_LEADER_ID = 1006
 TAG_LEADER_EPOCH = 1007
 TAG_ISR = 1008
+TAG_REPLICA_LOGS = 1009
+TAG_REPORT_REPLICA_LOGS = 1010
+TAG_OFFLINE_REASON = 1011
 TAG_ERROR_MESSAGE = 1100
 
 

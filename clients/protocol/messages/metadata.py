@@ -33,6 +33,7 @@ from clients.protocol.messages.extras import (
     TAG_LEADER_ID,
     TAG_LOG_END_OFFSET,
     TAG_LOG_START_OFFSET,
+    TAG_OFFLINE_REASON,
     TAG_UNCLEAN_ELECTED,
 )
 from clients.protocol.schema import (
@@ -116,6 +117,9 @@ METADATA = Api(
                 Field("offline_replicas", Array(INT32), "5+"),
                 # ours: the controller's answer says the leader came from an unclean election
                 Field("unclean_elected", BOOL, "9+", tag=TAG_UNCLEAN_ELECTED, tagged="9+"),
+                # ours: why the controller leaves the partition without a leader
+                Field("offline_reason", STRING, "9+", nullable="9+", tag=TAG_OFFLINE_REASON,
+                      tagged="9+", default=None),
             ))),
             Field("topic_authorized_operations", INT32, "8+", default=-(1 << 31)),
             # ours: the topic's config overrides (Kafka clients use DescribeConfigs)

@@ -15,6 +15,7 @@ from broker.controller.results import (
     ConfigOperation,
     IsrChange,
     PartitionsSpec,
+    ReplicaLog,
     ResourceChange,
     ResourceType,
     TopicSpec,
@@ -58,9 +59,11 @@ class Cluster:
     def offset(self) -> int:
         return self.state.image.last_applied_offset
 
-    def register(self, broker_id: int, incarnation: str = "") -> int:
+    def register(self, broker_id: int, incarnation: str = "",
+                 replica_logs: tuple[ReplicaLog, ...] = ()) -> int:
         result, records = self.state.register_broker(
-            broker_id, incarnation or f"inc-{broker_id}", "127.0.0.1", 9000 + broker_id)
+            broker_id, incarnation or f"inc-{broker_id}", "127.0.0.1", 9000 + broker_id,
+            replica_logs=replica_logs)
         self.keep(records)
         assert result.error == ErrorCode.NONE, result.message
         self.epochs[broker_id] = result.broker_epoch
@@ -268,6 +271,116 @@ def test_last_isr_member_stays_and_partition_goes_offline_then_recovers() -> Non
     c.heartbeat(s.leader)
     back = c.part("t")
     assert back.leader == s.leader and back.leader_epoch == offline.leader_epoch + 1
+
+
+def _all_fenced(c: Cluster) -> PartitionRegistration:
+    """Brokers 1-3, topic t RF 3; every broker fenced in turn (a whole-cluster crash):
+    the last one fenced stays the only ISR member of an offline partition."""
+    c.start(1, 2, 3)
+    c.create("t", 1, 3)
+    for b in c.part("t").replicas:
+        c.heartbeat(b, want_fence=True)
+    offline = c.part("t")
+    assert offline.leader == NO_LEADER and len(offline.isr) == 1
+    return offline
+
+
+def _back(c: Cluster, b: int, leo: int, epoch: int = 0, cut: bool = False) -> None:
+    """Broker ``b`` restarts with its log of ``t-0`` ending at ``leo``."""
+    c.register(b, f"again-{b}", (ReplicaLog("t", 0, c.state.image.topics["t"].topic_id,
+                                            epoch, leo, cut),))
+    c.heartbeat(b)
+
+
+def test_a_cut_last_isr_member_waits_for_every_replica_then_the_longest_log_leads() -> None:
+    c = Cluster()
+    offline = _all_fenced(c)
+    last = offline.isr[0]
+    y, z = (b for b in offline.replicas if b != last)
+    _back(c, last, 100, cut=True)  # its recovery cut a torn tail: it may lack records
+    assert c.part("t").leader == NO_LEADER
+    assert f"waiting for brokers {sorted([y, z])}" in c.state.offline_reasons[("t", 0)]
+    _back(c, y, 250)
+    assert c.part("t").leader == NO_LEADER  # z may hold more still
+    _back(c, z, 180)
+    led = c.part("t")
+    assert (led.leader, led.isr) == (y, (y,))
+    assert led.leader_epoch == offline.leader_epoch + 1
+    assert ("t", 0) not in c.state.offline_reasons
+    # the cut replica catches up and rejoins: its mark is gone, it may lead again
+    assert c.alter(y, "t", [y, last]).error == ErrorCode.NONE
+    c.alter(y, "t", [y, last, z])
+    c.heartbeat(y, want_fence=True)
+    assert c.part("t").leader in (last, z)
+
+
+def test_a_cut_last_isr_member_leads_when_no_replica_holds_more() -> None:
+    c = Cluster()
+    offline = _all_fenced(c)
+    last = offline.isr[0]
+    others = [b for b in offline.replicas if b != last]
+    _back(c, others[0], 90)
+    _back(c, others[1], 0)  # an empty log
+    assert c.part("t").leader == NO_LEADER
+    _back(c, last, 100, cut=True)
+    led = c.part("t")
+    assert (led.leader, led.isr) == (last, (last,))
+
+
+def test_a_later_epoch_beats_a_longer_log_and_a_fenced_best_replica_is_waited_for() -> None:
+    c = Cluster()
+    offline = _all_fenced(c)
+    last = offline.isr[0]
+    y, z = (b for b in offline.replicas if b != last)
+    _back(c, y, 500, epoch=1)
+    _back(c, z, 300, epoch=2)
+    c.heartbeat(z, want_fence=True)  # the best replica is down again
+    _back(c, last, 100, epoch=2, cut=True)
+    assert c.part("t").leader == NO_LEADER
+    assert f"broker {z} holds the longest log" in c.state.offline_reasons[("t", 0)]
+    _back(c, z, 300, epoch=2)  # back once more, with the same log
+    led = c.part("t")
+    assert (led.leader, led.isr) == (z, (z,))  # epoch 2 ranks above y's longer epoch-1 log
+
+
+def test_live_replicas_with_reports_older_than_the_outage_are_asked_for_fresh_ones() -> None:
+    c = Cluster()
+    c.start(1, 2, 3)
+    c.create("t", 1, 3)
+    s = c.part("t")
+    x = s.leader
+    y, z = (b for b in s.replicas if b != x)
+    c.alter(x, "t", [x])  # y and z fell behind; they stay alive
+    c.heartbeat(x, want_fence=True)
+    assert c.part("t").leader == NO_LEADER
+    _back(c, x, 100, cut=True)
+    assert c.part("t").leader == NO_LEADER  # y's and z's reports predate the outage
+    assert c.heartbeat(y).report_replica_logs and c.heartbeat(z).report_replica_logs
+    # each answers with a registration of the same incarnation
+    topic_id = c.state.image.topics["t"].topic_id
+    for b, leo in ((y, 120), (z, 80)):
+        result, records = c.state.register_broker(
+            b, f"inc-{b}", "127.0.0.1", 9000 + b,
+            replica_logs=(ReplicaLog("t", 0, topic_id, 0, leo),))
+        c.keep(records)
+        assert result.broker_epoch == c.epochs[b]  # the same registration
+    assert not c.heartbeat(y).report_replica_logs
+    led = c.part("t")
+    assert (led.leader, led.isr) == (y, (y,))
+
+
+def test_a_report_of_a_recreated_topic_log_does_not_count() -> None:
+    c = Cluster()
+    offline = _all_fenced(c)
+    last = offline.isr[0]
+    y, z = (b for b in offline.replicas if b != last)
+    stale_id = c.state.image.topics["t"].topic_id + 1000  # a log of another topic "t"
+    c.register(y, "again", (ReplicaLog("t", 0, stale_id, 9, 10_000),))
+    c.heartbeat(y)
+    _back(c, z, 50)
+    _back(c, last, 100, cut=True)
+    led = c.part("t")
+    assert (led.leader, led.isr) == (last, (last,))  # y reported no log of this topic
 
 
 @pytest.mark.parametrize("allowed", [True, False])

@@ -1,0 +1,55 @@
+"""What a starting broker tells the controller about each log it holds.
+
+The controller's safe election (:mod:`broker.controller.state`) must not hand a
+partition to a replica whose log recovery cut (a torn tail, a bad batch, or a log that
+now ends below the high watermark it had checkpointed) while another replica may hold
+more.  So a broker registers with one entry per log on its disk, in the
+``replica_logs`` tagged field of BrokerRegistration
+(:mod:`clients.protocol.messages.controller`)::
+
+    topic_name, topic_id (partition.metadata; -1 unknown), partition_index,
+    last_leader_epoch (of the last batch; -1 empty), log_end_offset, recovery_cut
+
+Format choice: the whole list at every registration (not only the cut logs): the
+controller needs the other replicas' log ends to pick the longest one.  Size: about 30
+bytes per log, bounded by the logs on disk.
+
+Costs: O(logs); one read of the last batch header per log (an index lookup).
+Thread-safety: the broker's main loop (reads the logs).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Collection, Mapping
+from typing import Any
+
+from clients.protocol.topics import TopicPartition
+from storage.log.log import Log
+from storage.partition_metadata import read_topic_id
+
+__all__ = ["last_leader_epoch", "replica_log_reports"]
+
+
+def last_leader_epoch(log: Log) -> int:
+    """The leader epoch of the log's last batch (-1 for an empty log)."""
+    if log.log_end_offset <= log.log_start_offset:
+        return -1
+    last = -1
+    for header, _ in log.batches(log.log_end_offset - 1):
+        last = header.partition_leader_epoch
+    return last
+
+
+def replica_log_reports(logs: Mapping[TopicPartition, Log],
+                        recovery_cuts: Collection[TopicPartition]) -> list[dict[str, Any]]:
+    """The ``replica_logs`` entries of a BrokerRegistration for ``logs``; a partition in
+    ``recovery_cuts`` is reported with ``recovery_cut`` set."""
+    out = []
+    for key, log in sorted(logs.items()):
+        topic_id = read_topic_id(log.dir)
+        out.append({"topic_name": key.topic, "partition_index": key.partition,
+                    "topic_id": -1 if topic_id is None else topic_id,
+                    "last_leader_epoch": last_leader_epoch(log),
+                    "log_end_offset": log.log_end_offset,
+                    "recovery_cut": key in recovery_cuts})
+    return out

@@ -1,0 +1,75 @@
+"""A whole-cluster crash, then damage on the last in-sync replica: no acknowledged record
+is lost (issue 17, item 2).
+
+SIGKILL every broker of a 3-broker cluster (RF 3, min ISR 2, acks=all): the controller
+fences them one by one and leaves the partition offline with one ISR member, x.  x's
+active segment loses its tail (a torn write); everything restarts, x first.  Before the
+safe election x led with its shortened log and the two replicas that held the records
+truncated to it.  Now x reports the cut when it registers, the controller waits for the
+others' reports and hands the partition to the longest log of the latest epoch.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from clients.admin import Admin
+from clients.producer.producer import Producer
+from clients.types import NewTopic
+from tests.broker.cluster_harness import LocalCluster
+from tests.broker.test_broker_integration import consume_all
+
+pytestmark = [pytest.mark.multiprocess, pytest.mark.slow]
+
+TOPIC = "acked"
+RECORDS = 4_000
+
+
+def test_a_torn_tail_on_the_last_isr_member_after_a_cluster_crash_loses_nothing(
+        tmp_path: Path) -> None:
+    with LocalCluster(tmp_path, 3) as cluster:
+        with Admin(cluster.bootstrap) as admin:
+            admin.create_topics([NewTopic(TOPIC, 1, 3, {"min_insync_replicas": "2"})])
+        acked: dict[int, bytes] = {}
+        with Producer(cluster.bootstrap, acks="all", linger_ms=5,
+                      batch_size=16 * 1024) as producer:
+            futures = [(b"record-%d" % i, producer.send(TOPIC, b"record-%d" % i, partition=0))
+                       for i in range(RECORDS)]
+            producer.flush()
+            for value, future in futures:
+                acked[future.result(30).offset] = value
+        assert len(acked) == RECORDS
+        cluster.wait_partition(TOPIC, 0, lambda p: len(p["isr"]) == 3, "all in sync")
+
+        brokers = sorted(cluster.state.brokers)
+        for name in brokers:
+            cluster.kill(name)
+        offline = cluster.wait_partition(
+            TOPIC, 0, lambda p: p["leader"] == -1 and len(p["isr"]) == 1,
+            "offline with one ISR member")
+        last = offline["isr"][0]
+        name_of = {int(name): name for name in brokers}  # keyed by broker id
+        segment_dir = Path(cluster.state.brokers[name_of[last]].data_dir, f"{TOPIC}-0")
+        active = sorted(segment_dir.glob("*.log"))[-1]
+        size = active.stat().st_size
+        assert size > 600
+        with open(active, "r+b") as f:  # a torn tail: the last batches (all acked) gone
+            f.truncate(size - 500)
+
+        cluster.restart(name_of[last])  # first: alone it must not take the partition
+        for name in brokers:
+            if name != name_of[last]:
+                cluster.restart(name)
+        led = cluster.wait_partition(TOPIC, 0, lambda p: p["leader"] >= 0, "a leader",
+                                     timeout_s=60)
+        assert led["leader"] != last
+
+        records = consume_all(cluster.bootstrap, TOPIC, 1, RECORDS)[0]
+        got = {r.offset: r.value for r in records}
+        lost = sorted(set(acked) - set(got))
+        assert not lost, f"{len(lost)} acknowledged records lost, from offset {lost[0]}"
+        assert all(got[offset] == value for offset, value in acked.items())
+        cluster.wait_partition(TOPIC, 0, lambda p: len(p["isr"]) == 3,
+                               "the cut replica caught up and rejoined", timeout_s=60)
