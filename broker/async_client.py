@@ -23,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
+import ssl
 from typing import Any
 
 from clients.protocol.api_keys import ApiKey
@@ -49,8 +50,10 @@ class BrokerUnreachableError(MiniKafkaError):
 class AsyncConnection:
     def __init__(self, host: str, port: int, *, client_id: str = "broker",
                  max_in_flight: int = 16, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
-                 login: tuple[str, bytes] | None = None) -> None:
+                 login: tuple[str, bytes] | None = None,
+                 ssl_context: ssl.SSLContext | None = None) -> None:
         self.host = host
+        self.ssl_context = ssl_context  # TLS to the peer's port (broker.network.tls)
         self.login = login  # (username, password): SCRAM-SHA-256 right after connecting
         self.port = port
         self.client_id = client_id
@@ -72,8 +75,11 @@ class AsyncConnection:
                 return self._writer
             try:
                 reader, writer = await asyncio.wait_for(
-                    asyncio.open_connection(self.host, self.port), CONNECT_TIMEOUT_S)
-            except (TimeoutError, OSError) as exc:
+                    asyncio.open_connection(
+                        self.host, self.port, ssl=self.ssl_context,
+                        server_hostname=self.host if self.ssl_context else None),
+                    CONNECT_TIMEOUT_S)
+            except (TimeoutError, OSError) as exc:  # incl. a failed TLS handshake
                 raise BrokerUnreachableError(f"cannot connect to {self.address}: {exc}") \
                     from None
             self._writer = writer

@@ -31,6 +31,11 @@ Bounds (every queue, pool and size is bounded):
 |                            |             | re-read when changed; ``cluster add-user``)     |
 | client_auth_required       | false       | a connection gets nothing but ApiVersions and   |
 |                            |             | the SASL exchange until it logged in            |
+| ssl_certfile, ssl_keyfile  | (none)      | PEM certificate chain and key: the port speaks  |
+|                            |             | TLS (SSL; SASL_SSL with client_auth_required)   |
+| ssl_cafile                 | (none)      | CA that client certificates and other brokers'  |
+|                            |             | certificates must chain to                      |
+| ssl_client_auth            | none        | requested / required: client certificates       |
 | cluster_secret_file        | (none)      | the cluster's secret (mode 600): follower       |
 |                            |             | fetches need a broker login (docs/security.md)  |
 | max_fetch_wait_ms          | 30000       | a fetch's max_wait_ms is capped at this         |
@@ -84,6 +89,10 @@ class BrokerConfig:
     cluster_secret_file: str = ""  # the cluster's secret: broker logins (broker.auth)
     sasl_users_file: str = ""  # client users' SCRAM credentials (broker.users)
     client_auth_required: bool = False  # clients must log in (SASL SCRAM) first
+    ssl_certfile: str = ""  # PEM chain: set, the port speaks TLS (broker.network.tls)
+    ssl_keyfile: str = ""  # PEM key (empty: in ssl_certfile)
+    ssl_cafile: str = ""  # CA for client certificates and for other brokers' ports
+    ssl_client_auth: str = "none"  # none | requested | required (client certificates)
     num_network_processes: int = 1
     max_request_bytes: int = 16 * MiB
     buffer_pool_bytes: int = 128 * MiB
@@ -186,6 +195,11 @@ class BrokerConfig:
         check_cluster_id(self.cluster_id)
         if self.client_auth_required and not self.sasl_users_file:
             raise InvalidConfigError("client_auth_required needs a sasl_users_file")
+        if not self.ssl_certfile and (self.ssl_keyfile or self.ssl_client_auth != "none"):
+            raise InvalidConfigError("ssl_keyfile and ssl_client_auth need ssl_certfile")
+        if self.ssl_client_auth not in ("none", "requested", "required"):
+            raise InvalidConfigError("ssl_client_auth must be none, requested or required, "
+                                     f"got {self.ssl_client_auth!r}")
         if not 0 <= self.port <= 65535:
             raise InvalidConfigError(f"port must be in 0..65535, got {self.port}")
         if self.num_network_processes > 64:

@@ -31,11 +31,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import logging
+import ssl
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from broker.async_client import AsyncConnection
 from broker.auth import broker_login
+from broker.network.tls import client_context
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError, error_for
 from clients.protocol.topics import TopicPartition
@@ -65,13 +67,15 @@ class FetchState:
 class ReplicaFetcher:
     """Fetches the partitions this broker follows from one leader broker."""
 
-    def __init__(self, core: BrokerCore, leader_id: int, host: str, port: int) -> None:
+    def __init__(self, core: BrokerCore, leader_id: int, host: str, port: int,
+                 tls: ssl.SSLContext | None = None) -> None:
         self.core = core
         self.leader_id = leader_id
         self.conn = AsyncConnection(host, port, client_id=f"replica-{core.config.node_id}",
                                     max_frame_bytes=core.config.max_request_bytes * 4,
                                     login=broker_login(core.cluster_secret,
-                                                       core.config.node_id))
+                                                       core.config.node_id),
+                                    ssl_context=tls)
         self.states: dict[TopicPartition, FetchState] = {}
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -152,11 +156,12 @@ class ReplicaFetcher:
     async def _fetch(self) -> None:
         config = self.core.config
         fetching = {k: s for k, s in self.states.items() if not s.truncating}
+        sent = {k: s.partition.log_end_offset for k, s in fetching.items()}
         topics: dict[str, list[dict[str, Any]]] = {}
         for (topic, index), s in fetching.items():
             topics.setdefault(topic, []).append({
                 "partition": index, "current_leader_epoch": s.leader_epoch,
-                "fetch_offset": s.partition.log_end_offset,
+                "fetch_offset": sent[TopicPartition(topic, index)],
                 "last_fetched_epoch": s.partition.truncation_request_epoch,
                 "log_start_offset": s.partition.log_start_offset,
                 "partition_max_bytes": config.replica_fetch_max_bytes})
@@ -171,19 +176,27 @@ class ReplicaFetcher:
         out_of_range: list[TopicPartition] = []
         for topic in body["responses"]:
             for p in topic["partitions"]:
-                key = self._on_partition(topic["name"], p, fetching)
+                key = self._on_partition(topic["name"], p, fetching, sent)
                 if key is not None:
                     out_of_range.append(key)
         if out_of_range:
             await self._on_out_of_range(out_of_range, fetching)
 
     def _on_partition(self, topic: str, p: dict[str, Any],
-                      fetching: dict[TopicPartition, FetchState]) -> TopicPartition | None:
+                      fetching: dict[TopicPartition, FetchState],
+                      sent: dict[TopicPartition, int]) -> TopicPartition | None:
         """Apply one partition's answer; returns its key when it is OFFSET_OUT_OF_RANGE."""
         key = TopicPartition(topic, p["partition_index"])
         state = self.states.get(key)
         if state is None or state is not fetching.get(key):
             return None  # removed or re-added while the fetch was in flight
+        if state.partition.log_end_offset != sent.get(key):
+            # the log changed while the fetch was in flight (the scrubber cut a damaged
+            # range; a truncation): the answer starts at the old end and would leave a
+            # hole - drop it, the next fetch asks from the new end (Kafka's rule too)
+            log.info("%s-%d: log end moved from %s to %d during the fetch: answer dropped",
+                     *key, sent.get(key), state.partition.log_end_offset)
+            return None
         code = p["error_code"]
         if code == ErrorCode.OFFSET_OUT_OF_RANGE:
             return key
@@ -251,6 +264,10 @@ class ReplicaFetcherManager:
 
     def __init__(self, core: BrokerCore) -> None:
         self.core = core
+        cfg = core.config
+        # brokers of a TLS cluster all speak TLS on their ports (docs/security.md)
+        self.tls = (client_context(cfg.ssl_cafile, cfg.ssl_certfile, cfg.ssl_keyfile)
+                    if cfg.ssl_certfile else None)
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self._where: dict[TopicPartition, int] = {}
 
@@ -262,7 +279,8 @@ class ReplicaFetcherManager:
         if fetcher is None or (fetcher.conn.host, fetcher.conn.port) != (host, port):
             if fetcher is not None:
                 asyncio.get_running_loop().create_task(fetcher.stop())
-            fetcher = self.fetchers[leader] = ReplicaFetcher(self.core, leader, host, port)
+            fetcher = self.fetchers[leader] = ReplicaFetcher(self.core, leader, host, port,
+                                                             self.tls)
         fetcher.add(partition)
         self._where[key] = leader
 

@@ -32,6 +32,20 @@ Per-item failures (a topic, a resource, a partition, a group) are raised as the 
 the item) after all items were processed; pass ``raise_on_error=False`` to get them in
 the result instead (``{item: error or None}``, or the error in place of the value).
 
+Security (Kafka's settings under kafka-python's names): ``security_protocol``
+``PLAINTEXT`` (the default), ``SSL``, ``SASL_PLAINTEXT`` or ``SASL_SSL``.  SASL_* take
+``sasl_mechanism`` (``SCRAM-SHA-256`` / ``SCRAM-SHA-512``), ``sasl_plain_username``,
+``sasl_plain_password`` (:mod:`clients.network.sasl`).  SSL and SASL_SSL take
+``ssl_cafile`` (PEM CA(s) the brokers' certificates must chain to; default: the system's
+CAs), ``ssl_certfile`` with ``ssl_keyfile`` / ``ssl_password`` (a client certificate for
+mutual TLS; the password decrypts the key), ``ssl_check_hostname`` (default True: a
+broker's certificate must name the host it is reached at, bootstrap or advertised), or a
+ready client ``ssl_context`` in place of all of them (:mod:`clients.network.tls`).
+Settings that do not fit the protocol, or files that cannot be read, raise
+InvalidConfigError here; a refused login or certificate
+(:class:`~clients.network.tls.SslAuthenticationError`, an AuthenticationError) is
+raised by the call that needed the connection.
+
 Costs: one round trip per call and broker involved (plus a metadata refresh where a
 leader or the controller must be known).  Thread safety: none; one thread per Admin.
 """
@@ -39,6 +53,7 @@ leader or the controller must be known).  Thread safety: none; one thread per Ad
 from __future__ import annotations
 
 import os
+import ssl
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any, TypeVar
@@ -53,6 +68,7 @@ from clients.consumer.group_requests import (
 from clients.network.cluster_metadata import ClusterMetadata, parse_bootstrap
 from clients.network.connection import Body, NodeConnections
 from clients.network.sasl import sasl_login_of
+from clients.network.tls import ssl_context_of
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import (
     ErrorCode,
@@ -99,17 +115,25 @@ class Admin:
         sasl_mechanism: str | None = None,
         sasl_plain_username: str | None = None,
         sasl_plain_password: str | bytes | None = None,
+        ssl_cafile: str | None = None,
+        ssl_certfile: str | None = None,
+        ssl_keyfile: str | None = None,
+        ssl_password: str | None = None,
+        ssl_check_hostname: bool = True,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         if not isinstance(request_timeout_ms, int) or request_timeout_ms <= 0:
             raise InvalidConfigError(f"request_timeout_ms must be > 0, got {request_timeout_ms!r}")
         self.client_id = client_id or f"admin-{os.getpid()}-{id(self):x}"
         self.request_timeout_ms = request_timeout_ms
+        sasl = sasl_login_of(security_protocol, sasl_mechanism, sasl_plain_username,
+                             sasl_plain_password)
+        tls = ssl_context_of(security_protocol, ssl_cafile, ssl_certfile, ssl_keyfile,
+                             ssl_password, ssl_check_hostname, ssl_context)
         self._metadata = ClusterMetadata()
         self._net = NodeConnections(
             parse_bootstrap(bootstrap_servers), self._metadata, client_id=self.client_id,
-            request_timeout_ms=request_timeout_ms,
-            sasl=sasl_login_of(security_protocol, sasl_mechanism, sasl_plain_username,
-                               sasl_plain_password),
+            request_timeout_ms=request_timeout_ms, sasl=sasl, ssl_context=tls,
         )  # fmt: skip
 
     # ------------------------------------------------------------ topics

@@ -3,9 +3,11 @@
 Three asyncio loops on the broker's event loop (docs/replication.md):
 
 - **registration**: BrokerRegistration (v0) with a fresh incarnation id (a random UUID)
-  per process start and per re-registration, the advertised listener (``PLAINTEXT``),
-  and the feature :data:`~broker.metadata.records.METADATA_VERSION_FEATURE` (the
-  metadata record versions this broker applies); the answer's ``broker_epoch`` goes into
+  per process start and per re-registration, the advertised listener (named by its
+  protocol: ``PLAINTEXT``, ``SSL``, ``SASL_PLAINTEXT`` or ``SASL_SSL``), every log it
+  holds (:mod:`broker.metadata.replica_logs`) and the feature
+  :data:`~broker.metadata.records.METADATA_VERSION_FEATURE` (the metadata record versions
+  this broker applies); the answer's ``broker_epoch`` goes into
   every heartbeat and AlterPartition.  A STALE_BROKER_EPOCH (or similar) answer to a
   heartbeat re-registers.
 - **heartbeats** every ``broker_heartbeat_interval_ms`` with the metadata offset applied
@@ -53,7 +55,8 @@ log = logging.getLogger(__name__)
 
 RETRY_BACKOFF_S = 0.1
 METADATA_MAX_WAIT_MS = 500
-PLAINTEXT = 0  # Kafka's SecurityProtocol id
+# Kafka's SecurityProtocol ids, by the name a listener of that protocol has
+SECURITY_PROTOCOLS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 
 
 class MetadataFollower:
@@ -106,13 +109,15 @@ class MetadataFollower:
     async def _register(self) -> None:
         config = self.core.config
         host, port = config.advertised
+        protocol = (("SASL_" if config.client_auth_required else "")
+                    + ("SSL" if config.ssl_certfile else "PLAINTEXT"))
         while True:
             try:
                 body = await self.controller.request(ApiKey.BROKER_REGISTRATION, {
                     "broker_id": config.node_id, "cluster_id": config.cluster_id,
                     "incarnation_id": self.incarnation_id,
-                    "listeners": [{"name": "PLAINTEXT", "host": host, "port": port,
-                                   "security_protocol": PLAINTEXT}],
+                    "listeners": [{"name": protocol, "host": host, "port": port,
+                                   "security_protocol": SECURITY_PROTOCOLS[protocol]}],
                     "features": [{"name": METADATA_VERSION_FEATURE,
                                   "min_supported_version": METADATA_VERSION,
                                   "max_supported_version": METADATA_VERSION}],

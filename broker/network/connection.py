@@ -12,6 +12,8 @@ three groups, each written by one party of :class:`~broker.network.process.Netwo
   pool buffer handed back), ``resp_view`` (its prefix) and ``resp_sent``, then the
   ``regions`` with the one currently sent through ``sendfile`` (``region``,
   ``region_index``, ``region_pos``, ``region_left``);
+- ``sock``: the socket, or a :class:`~broker.network.tls.TlsTransport` over it (``tls``
+  set) that reads and writes like one;
 - the loop's (``NetworkProcess``): ``mask`` (epoll interest), ``muted`` (the main process
   holds its request), ``known`` (the main process has seen it), ``closed``, ``ip`` (the
   peer address, for ``max_connections_per_ip``), ``active_at`` (monotonic time of the
@@ -33,6 +35,7 @@ import socket
 from typing import Any
 
 from broker.network.regions import OpenFile
+from broker.network.tls import TlsTransport
 from clients.memory.handles import Buffer
 
 EPOLLIN, EPOLLOUT = select.EPOLLIN, select.EPOLLOUT
@@ -81,11 +84,14 @@ class Connection:
         "resp_sent",
         "resp_view",
         "sock",
+        "tls",
     )
 
-    def __init__(self, conn_id: int, sock: socket.socket, ip: str = "", now: float = 0.0) -> None:
+    def __init__(self, conn_id: int, sock: socket.socket | TlsTransport, ip: str = "",
+                 now: float = 0.0) -> None:
         self.conn_id = conn_id
         self.sock = sock
+        self.tls = isinstance(sock, TlsTransport)
         self.fd = sock.fileno()
         self.ip = ip
         self.active_at = now

@@ -35,6 +35,7 @@ from broker.network.channel_codec import encode_ready
 from broker.network.channel_endpoint import ChannelEndpoint
 from broker.network.connection_shares import ConnectionShares
 from broker.network.process import NetworkProcess
+from broker.network.tls import CLIENT_AUTH_MODES, server_context
 from clients.memory.buffer_pool import BufferPool
 from clients.memory.errors import BufferPoolError
 from clients.protocol.errors import InvalidConfigError
@@ -65,6 +66,10 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the shared table of connection counts (a memfd), inherited")
     p.add_argument("--shares-slots", type=int, default=0)
     p.add_argument("--accept-yield-ms", type=float, default=5.0)
+    p.add_argument("--ssl-certfile", default="", help="set: the port speaks TLS")
+    p.add_argument("--ssl-keyfile", default="")
+    p.add_argument("--ssl-cafile", default="")
+    p.add_argument("--ssl-client-auth", default="none", choices=CLIENT_AUTH_MODES)
     p.add_argument("--log-level", default="WARNING")
     return p
 
@@ -101,6 +106,8 @@ def main(argv: list[str] | None = None) -> int:
                 listener.close()
                 return 2
         try:
+            tls = (server_context(args.ssl_certfile, args.ssl_keyfile, args.ssl_cafile,
+                                  args.ssl_client_auth) if args.ssl_certfile else None)
             process = NetworkProcess(
                 listener=listener,
                 channel=channel,
@@ -119,6 +126,7 @@ def main(argv: list[str] | None = None) -> int:
                 memory_retry_ms=args.memory_retry_ms,
                 shares=shares,
                 accept_yield_ms=args.accept_yield_ms,
+                tls_context=tls,
             )
         except InvalidConfigError as exc:
             listener.close()

@@ -38,7 +38,12 @@ go; the loop owns everything between them:
   backlog per connection is bounded by ``SO_RCVBUF`` and TCP flow control, never by
   memory of this process - and every request is answered, in order;
 - closing connections (the reader and the writer free what the connection holds; the
-  main process told with CLOSED if it knew the connection).
+  main process told with CLOSED if it knew the connection);
+- TLS (``tls_context``): each accepted socket is wrapped in a
+  :class:`~broker.network.tls.TlsTransport`; bytes it holds decrypted in user space are
+  invisible to epoll, so a connection that stops reading with some (end of a read turn,
+  a frame handed over, a park) is queued in ``tls_ready`` and read on the next
+  iteration (epoll polled without waiting), or when it is unmuted.
 
 The channel reaching EOF (main process gone) or SIGTERM/SIGINT ends the loop: every
 connection is closed, buffers this process holds are freed, exit status 0.
@@ -57,6 +62,7 @@ import logging
 import select
 import signal
 import socket
+import ssl
 import time
 from collections import deque
 
@@ -81,6 +87,7 @@ from broker.network.connection import (
 from broker.network.connection_shares import ConnectionShares
 from broker.network.request_reader import NEED_DATA, NEED_MEMORY, RequestReader
 from broker.network.response_writer import ResponseWriter
+from broker.network.tls import TlsTransport
 from clients.memory.buffer_pool import BufferPool
 from clients.memory.errors import StaleBufferHandleError
 from clients.memory.handles import Buffer
@@ -113,6 +120,7 @@ class NetworkProcess:
         memory_retry_ms: float = 2.0,
         shares: ConnectionShares | None = None,
         accept_yield_ms: float = 5.0,
+        tls_context: ssl.SSLContext | None = None,
     ) -> None:
         if max_connections_per_ip is None:
             max_connections_per_ip = max_connections
@@ -163,6 +171,8 @@ class NetworkProcess:
         self._channel_mask = EPOLLIN
         self._accepting = True
         self.shares = shares
+        self.tls_context = tls_context
+        self.tls_ready: list[Connection] = []  # TLS input buffered in user space: read it
         self.accept_yield_s = max(accept_yield_ms, 0.1) / 1000.0
         self._accept_paused_until = 0.0  # stepped aside for a lighter process until then
         self._accept_unchecked = False  # a pause ended: see _accept
@@ -199,6 +209,8 @@ class NetworkProcess:
         try:
             while not self.stopping:
                 timeout = self.retry_s if self.waiters else self.sweep_interval_s
+                if self.tls_ready:
+                    timeout = 0.0
                 if self._accept_paused_until:
                     timeout = max(0.0, min(timeout, self._accept_paused_until - self.now))
                 events = epoll.poll(timeout)
@@ -223,6 +235,8 @@ class NetworkProcess:
                         self._drain_wakeup()
                 if self.waiters:
                     self._retry_waiters()
+                if self.tls_ready:
+                    self._read_tls_buffered()
                 if now >= self._next_sweep:
                     self._sweep(now)
                 self.channel.flush_posted()  # this iteration's REQUEST/CLOSED: one packet
@@ -290,7 +304,9 @@ class NetworkProcess:
                 continue
             sock.setblocking(False)
             sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            conn = Connection(self.next_conn_id, sock, ip, self.now)
+            transport = (sock if self.tls_context is None
+                         else TlsTransport(sock, self.tls_context))
+            conn = Connection(self.next_conn_id, transport, ip, self.now)
             self.next_conn_id += 1
             self.conns[conn.fd] = conn
             self.by_id[conn.conn_id] = conn
@@ -307,6 +323,29 @@ class NetworkProcess:
     # requests ------------------------------------------------------------------------
     def _read(self, conn: Connection) -> None:
         """Read what ``conn`` sent: the length field, then the frame."""
+        self._read_socket(conn)
+        if conn.tls:
+            self._note_tls_buffered(conn)
+
+    def _note_tls_buffered(self, conn: Connection) -> None:
+        """A TLS connection that stopped reading (a turn's end, a frame handed over)
+        with decrypted or decryptable bytes in user space: epoll will not report them,
+        so the loop reads them next (once the connection may read)."""
+        sock = conn.sock
+        if (not conn.closed and isinstance(sock, TlsTransport) and sock.buffered_input
+                and conn not in self.tls_ready):
+            self.tls_ready.append(conn)
+
+    def _read_tls_buffered(self) -> None:
+        ready, self.tls_ready = self.tls_ready, []
+        for conn in ready:
+            if conn.closed:
+                continue
+            if conn.muted or conn.parked or conn.mask != EPOLLIN:
+                continue  # _unmute / _retry_waiters come back to it
+            self._read(conn)
+
+    def _read_socket(self, conn: Connection) -> None:
         if conn.frame_len == 0:
             try:
                 if not self.reader.read_length(conn):
@@ -367,6 +406,8 @@ class NetworkProcess:
                 waiters.pop()
                 waiters.appendleft(conn)
                 return
+            if conn.tls:
+                self._note_tls_buffered(conn)
 
     def _sweep(self, now: float) -> None:
         """Close connections past their read deadline or idle too long."""
@@ -481,8 +522,9 @@ class NetworkProcess:
 
     def _unmute(self, conn: Connection) -> None:
         conn.active_at = self.now  # the idle clock starts when the answer is out
-        if conn.mask == 0:  # data arrived while muted: read it now, no epoll round trip
-            self._read(conn)
+        sock = conn.sock
+        if conn.mask == 0 or (isinstance(sock, TlsTransport) and sock.buffered_input):
+            self._read(conn)  # data arrived while muted: read it now, no epoll round trip
         elif conn.mask != EPOLLIN:
             self._set_mask(conn, EPOLLIN)
         if self.waiters:

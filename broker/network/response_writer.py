@@ -8,6 +8,8 @@ identity rules: :mod:`broker.network.regions`).  :meth:`ResponseWriter.write` wr
 ``prefix_len`` bytes (without segments), or the segments in order: ``[n]`` the next
 ``n`` buffer bytes, a region with ``os.sendfile``; it frees the buffer once all is
 written.
+On a TLS connection (:mod:`broker.network.tls`) regions are read and encrypted instead
+of ``sendfile``'d, and a response is done only when its last TLS records are out.
 A socket that would block makes ``write`` return False (the loop watches EPOLLOUT);
 writing resumes where it stopped (``resp_sent``, ``region_index``/``region_pos``/
 ``region_left``).
@@ -41,6 +43,7 @@ from collections.abc import Callable
 from broker.network.channel_codec import Handle
 from broker.network.connection import CloseConnection, Connection
 from broker.network.regions import FileCache, RegionError, parse_regions
+from broker.network.tls import TlsTransport
 from clients.memory.buffer_pool import BufferPool
 from clients.memory.errors import StaleBufferHandleError
 from clients.memory.handles import Buffer
@@ -101,6 +104,8 @@ class ResponseWriter:
                     conn.resp_sent = sent
             else:
                 self._send_segments(conn, view)
+            if isinstance(conn.sock, TlsTransport) and not conn.sock.flush():
+                return False  # the last TLS records wait for the socket: EPOLLOUT
         except BlockingIOError:
             return False
         except RegionError as exc:
@@ -119,6 +124,7 @@ class ResponseWriter:
         regions = conn.regions
         assert regions is not None
         out_fd, files = conn.fd, self.files
+        tls = conn.sock if isinstance(conn.sock, TlsTransport) else None
         while True:
             while conn.inline_left:
                 sent = conn.resp_sent
@@ -145,7 +151,10 @@ class ResponseWriter:
                     )
                 conn.region_pos, conn.region_left = position, length
             while conn.region_left:
-                n = os.sendfile(out_fd, entry.fd, conn.region_pos, conn.region_left)
+                if tls is not None:  # records must be encrypted: read and send
+                    n = tls.sendfile(entry.fd, conn.region_pos, conn.region_left)
+                else:
+                    n = os.sendfile(out_fd, entry.fd, conn.region_pos, conn.region_left)
                 if n == 0:
                     raise RegionError(f"file {entry.path!r} shorter than promised (truncated?)")
                 conn.region_pos += n

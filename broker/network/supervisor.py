@@ -44,6 +44,7 @@ from broker.network.channel_codec import REQUEST, ChannelProtocolError
 from broker.network.channel_endpoint import ChannelEndpoint
 from broker.network.connection_shares import ConnectionShares
 from broker.network.main_channel import MainChannelEndpoint
+from broker.network.tls import server_context
 from clients.memory.buffer_pool import BufferPool
 from clients.memory.errors import BufferPoolClosedError
 from clients.memory.handles import ReclaimReport
@@ -123,6 +124,13 @@ class NetworkProcessSupervisor:
             "--file-cache-size", str(file_cache_size),
             "--log-level", log_level,
         ]  # fmt: skip
+        if config.ssl_certfile:
+            server_context(config.ssl_certfile, config.ssl_keyfile, config.ssl_cafile,
+                           config.ssl_client_auth)  # a bad file fails here, precisely
+            self._extra += ["--ssl-certfile", config.ssl_certfile,
+                            "--ssl-keyfile", config.ssl_keyfile,
+                            "--ssl-cafile", config.ssl_cafile,
+                            "--ssl-client-auth", config.ssl_client_auth]
         self._python = python
         self._procs: list[subprocess.Popen[bytes]] = []
         self._endpoints: list[MainChannelEndpoint] = []

@@ -62,6 +62,20 @@ the positions every ``auto_commit_interval_ms`` from ``poll``, before a rebalanc
 partitions and on ``close`` (which then leaves the group).  Without ``group_id`` no
 offsets are committed or read.
 
+Security (Kafka's settings under kafka-python's names): ``security_protocol``
+``PLAINTEXT`` (the default), ``SSL``, ``SASL_PLAINTEXT`` or ``SASL_SSL``.  SASL_* take
+``sasl_mechanism`` (``SCRAM-SHA-256`` / ``SCRAM-SHA-512``), ``sasl_plain_username``,
+``sasl_plain_password`` (:mod:`clients.network.sasl`).  SSL and SASL_SSL take
+``ssl_cafile`` (PEM CA(s) the brokers' certificates must chain to; default: the system's
+CAs), ``ssl_certfile`` with ``ssl_keyfile`` / ``ssl_password`` (a client certificate for
+mutual TLS; the password decrypts the key), ``ssl_check_hostname`` (default True: a
+broker's certificate must name the host it is reached at, bootstrap or advertised), or a
+ready client ``ssl_context`` in place of all of them (:mod:`clients.network.tls`); the
+group coordinator and heartbeat connections use the same settings.  Settings that do
+not fit the protocol, or files that cannot be read, raise InvalidConfigError here; a
+refused login or certificate (:class:`~clients.network.tls.SslAuthenticationError`, an
+AuthenticationError) is raised by the call that needed the connection.
+
 Thread safety: none; use a consumer from one thread (like Kafka's).  A subscribed
 consumer runs one heartbeat thread of its own.
 """
@@ -69,6 +83,7 @@ consumer runs one heartbeat thread of its own.
 from __future__ import annotations
 
 import os
+import ssl
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
@@ -81,6 +96,7 @@ from clients.consumer.offset_committer import CommitCallback
 from clients.network.cluster_metadata import ClusterMetadata, parse_bootstrap
 from clients.network.connection import ClientResponse, InFlightRequest, NodeConnections
 from clients.network.sasl import sasl_login_of
+from clients.network.tls import ssl_context_of
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import (
     CorruptRecordError,
@@ -190,9 +206,17 @@ class Consumer:
         sasl_mechanism: str | None = None,
         sasl_plain_username: str | None = None,
         sasl_plain_password: str | bytes | None = None,
+        ssl_cafile: str | None = None,
+        ssl_certfile: str | None = None,
+        ssl_keyfile: str | None = None,
+        ssl_password: str | None = None,
+        ssl_check_hostname: bool = True,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         sasl = sasl_login_of(security_protocol, sasl_mechanism, sasl_plain_username,
                              sasl_plain_password)
+        tls = ssl_context_of(security_protocol, ssl_cafile, ssl_certfile, ssl_keyfile,
+                             ssl_password, ssl_check_hostname, ssl_context)
         if isolation_level == "read_committed":
             raise InvalidConfigError(
                 "isolation_level='read_committed' needs transactions, which minikafka does "
@@ -247,7 +271,7 @@ class Consumer:
         )
         self._net = NodeConnections(
             parse_bootstrap(bootstrap_servers), self._metadata, client_id=self.client_id,
-            request_timeout_ms=request_timeout_ms, sasl=sasl,
+            request_timeout_ms=request_timeout_ms, sasl=sasl, ssl_context=tls,
         )  # fmt: skip
         self._states: dict[TopicPartition, _State] = {}
         self._fetches: dict[int, InFlightRequest] = {}  # node -> in-flight Fetch

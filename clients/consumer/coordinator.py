@@ -135,7 +135,7 @@ class ConsumerCoordinator:
                                        instance_id=config.group_instance_id)
         self.heartbeat = HeartbeatThread(
             self.shared, group_id=config.group_id, group_instance_id=config.group_instance_id,
-            client_id=client_id, sasl=net.sasl,
+            client_id=client_id, sasl=net.sasl, ssl_context=net.ssl_context,
             heartbeat_interval_ms=config.heartbeat_interval_ms,
             session_timeout_ms=config.session_timeout_ms,
             max_poll_interval_ms=config.max_poll_interval_ms,

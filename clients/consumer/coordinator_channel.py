@@ -157,6 +157,7 @@ class CoordinatorChannel:
                         known[1], known[2], node_id=known[0], client_id=self.client_id,
                         request_timeout_ms=self.request_timeout_ms,
                         max_in_flight=self.max_in_flight, sasl=self._net.sasl,
+                        ssl_context=self._net.ssl_context,
                     )  # fmt: skip
                     self._conn_for = known
                 try:

@@ -31,6 +31,7 @@ shared fields (under their lock) and its own connection; ``stop`` joins it.
 from __future__ import annotations
 
 import logging
+import ssl
 import threading
 import time
 from collections.abc import Callable
@@ -54,6 +55,7 @@ class HeartbeatThread:
         group_instance_id: str | None,
         client_id: str,
         sasl: SaslLogin | None = None,
+        ssl_context: ssl.SSLContext | None = None,
         heartbeat_interval_ms: int,
         session_timeout_ms: int,
         max_poll_interval_ms: int,
@@ -66,6 +68,7 @@ class HeartbeatThread:
         self.group_instance_id = group_instance_id
         self.client_id = client_id
         self.sasl = sasl
+        self.ssl_context = ssl_context
         self.interval_s = heartbeat_interval_ms / 1000
         self.timeout_ms = min(request_timeout_ms, session_timeout_ms)
         self.max_poll_interval_s = max_poll_interval_ms / 1000
@@ -148,7 +151,8 @@ class HeartbeatThread:
             self._conn = BrokerConnection(coordinator[1], coordinator[2],
                                           node_id=coordinator[0], client_id=self.client_id,
                                           request_timeout_ms=self.timeout_ms,
-                                          sasl=self.sasl)  # fmt: skip
+                                          sasl=self.sasl,
+                                          ssl_context=self.ssl_context)  # fmt: skip
             self._conn_for = coordinator
         return self._conn
 

@@ -5,6 +5,19 @@ Requests go out with ``socket.sendmsg`` of the buffer list that
 :func:`~clients.protocol.codec.encode_request` returns, so record batches are written from
 their (pooled) buffers without being joined.
 
+TLS (``security_protocol`` SSL / SASL_SSL): with an ``ssl_context``
+(:func:`clients.network.tls.ssl_context_of`) :meth:`BrokerConnection.connect` wraps the
+socket right after the TCP connect (server name: the host connected to, so the broker's
+certificate is checked against it), before ApiVersions and any SASL login.  Requests
+then go out with ``sendall`` of coalesced chunks (:func:`~clients.protocol.framing.send_buffers`).
+Responses are read with the socket switched to non-blocking for the read and drained
+until the TLS layer would block: bytes it already decrypted (``SSLSocket.pending()``)
+never wake the selector, so leaving any there could strand a response until its
+timeout; :class:`Poller` also treats a connection with such bytes as readable.  A
+certificate failure raises :class:`~clients.network.tls.SslAuthenticationError` (an
+AuthenticationError: not retriable); any other TLS failure is a :class:`NetworkError`
+naming the SSL reason.
+
 Versions: :meth:`BrokerConnection.connect` asks the broker for its versions first
 (ApiVersions v3, and Kafka's fallback: an UNSUPPORTED_VERSION answer names the versions
 of ApiVersions to retry with).  A request then goes out at the highest version both
@@ -27,7 +40,9 @@ Bounds and timeouts:
 - at most ``max_in_flight`` requests awaiting a response (:meth:`BrokerConnection.send`
   raises ``IllegalStateError``-style :class:`TooManyInFlightError` beyond it; callers
   check :attr:`BrokerConnection.can_send`);
-- connect takes at most ``connect_timeout_ms``; a send blocks at most
+- the TCP connect and the TLS handshake take at most ``connect_timeout_ms`` together;
+  each blocking step of the ApiVersions / SASL exchange that follows at most
+  ``connect_timeout_ms`` again; a send blocks at most
   ``request_timeout_ms``; a request not answered within its timeout fails with
   :class:`~clients.protocol.errors.RequestTimedOutError` and the connection is closed (as Kafka
   does: its response could still arrive and be mistaken for another);
@@ -40,7 +55,8 @@ disturb the handling of the others.
 
 Costs: send is O(buffers) plus the compiled encode of the header and body (records are
 not copied); reading is O(bytes received) (frames wholly inside one ``recv`` chunk are
-not copied).  Connecting costs one ApiVersions round trip.
+not copied).  Connecting costs one ApiVersions round trip (plus, with TLS, the
+handshake; and TLS's cost per byte, see :mod:`clients.network.tls`).
 
 Thread safety: none.  A connection and a poller belong to one thread (the producer's
 sender thread, or the thread calling the consumer/admin).
@@ -50,6 +66,7 @@ from __future__ import annotations
 
 import selectors
 import socket
+import ssl
 import time
 from collections import deque
 from collections.abc import Callable, Iterable
@@ -58,6 +75,7 @@ from typing import Any
 
 from clients.network.cluster_metadata import ClusterMetadata
 from clients.network.sasl import SaslLogin, log_in
+from clients.network.tls import certificate_failure
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.codec import decode_response, encode_request
 from clients.protocol.errors import (
@@ -68,7 +86,13 @@ from clients.protocol.errors import (
     RequestTimedOutError,
     UnsupportedVersionError,
 )
-from clients.protocol.framing import DEFAULT_MAX_FRAME_BYTES, FrameDecoder, read_frame, send_buffers
+from clients.protocol.framing import (
+    DEFAULT_MAX_FRAME_BYTES,
+    FrameDecoder,
+    FrameTooLargeError,
+    read_frame,
+    send_buffers,
+)
 from clients.protocol.registry import APIS
 
 _RECV_BYTES = 256 * 1024
@@ -134,6 +158,7 @@ class BrokerConnection:
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
         clock: Callable[[], float] = time.monotonic,
         sasl: SaslLogin | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         if max_in_flight < 1:
             raise ValueError(f"max_in_flight must be >= 1, got {max_in_flight}")
@@ -148,6 +173,7 @@ class BrokerConnection:
         self.max_in_flight = max_in_flight
         self.max_frame_bytes = max_frame_bytes
         self.sasl = sasl  # log in right after ApiVersions (clients.network.sasl)
+        self.ssl_context = ssl_context  # TLS right after the TCP connect (None: plaintext)
         self._clock = clock
         self._sock: socket.socket | None = None
         self._decoder = FrameDecoder(max_frame_bytes)
@@ -179,19 +205,28 @@ class BrokerConnection:
         return self._sock.fileno() if self._sock is not None else -1
 
     def connect(self) -> None:
-        """Open the TCP connection (no-op when open); NetworkError on failure."""
+        """Open the connection (no-op when open): TCP, TLS with an ``ssl_context``,
+        ApiVersions, SASL with a login.
+
+        Raises NetworkError (retriable) when the broker cannot be reached or a step
+        fails, AuthenticationError for a refused login and its subclass
+        SslAuthenticationError for a certificate failure, UnsupportedVersionError when
+        no ApiVersions version is common.
+        """
         if self._sock is not None:
             return
+        timeout_s = self.connect_timeout_ms / 1000
+        deadline = time.monotonic() + timeout_s
         try:
-            sock = socket.create_connection(
-                (self.host, self.port), timeout=self.connect_timeout_ms / 1000
-            )
+            sock = socket.create_connection((self.host, self.port), timeout=timeout_s)
         except OSError as e:
             raise NetworkError(
                 f"cannot connect to node {self.node_id} at {self.host}:{self.port}: {e}"
             ) from None
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        sock.settimeout(self.connect_timeout_ms / 1000)  # bounds the version handshake
+        if self.ssl_context is not None:
+            sock = self._tls_handshake(sock, self.ssl_context, deadline)
+        sock.settimeout(timeout_s)  # bounds the version handshake
         try:
             self.api_versions = self._ask_versions(sock)
             if self.sasl is not None:
@@ -201,12 +236,55 @@ class BrokerConnection:
             sock.close()
             if isinstance(e, UnsupportedVersionError | AuthenticationError):
                 raise
+            # with TLS 1.3 a broker rejects our certificate after the handshake: here
+            refused = certificate_failure(e, self._where())
+            if refused is not None:
+                raise refused from None
+            hint = ""
+            if self.ssl_context is None and isinstance(
+                    e, FrameTooLargeError | ConnectionResetError):
+                # a TLS listener answers a plaintext request with an alert, or resets
+                hint = (" (if the listener speaks TLS, use security_protocol='SSL' or "
+                        "'SASL_SSL')")
+            elif self.ssl_context is not None and isinstance(
+                    e, ssl.SSLEOFError | ConnectionError | NetworkError):
+                # TLS 1.3: a broker rejecting our certificate closes after the handshake;
+                # if our request reached it first, the reset can discard its alert
+                hint = (" (closed right after the TLS handshake: if the broker requires "
+                        "client certificates, check ssl_certfile / ssl_keyfile)")
             raise NetworkError(
-                f"node {self.node_id} at {self.host}:{self.port}: version handshake failed: {e}"
+                f"node {self.node_id} at {self.host}:{self.port}: version handshake failed: "
+                f"{e}{hint}"
             ) from None
         sock.settimeout(self.request_timeout_ms / 1000)  # bounds a blocking send
         self._sock = sock
         self._decoder = FrameDecoder(self.max_frame_bytes)
+
+    def _where(self) -> str:
+        return f"node {self.node_id} at {self.host}:{self.port}"
+
+    def _tls_handshake(self, sock: socket.socket, context: ssl.SSLContext,
+                       deadline: float) -> ssl.SSLSocket:
+        """``sock`` wrapped in TLS, the handshake done by ``deadline`` (closed on failure)."""
+        remaining = deadline - time.monotonic()
+        try:
+            if remaining <= 0:
+                raise TimeoutError("no time left after the TCP connect")
+            sock.settimeout(remaining)  # do_handshake applies it to the whole handshake
+            return context.wrap_socket(sock, server_hostname=self.host)
+        except (OSError, ValueError) as e:
+            sock.close()  # wrap_socket closed its own socket; this one is detached or unused
+            refused = certificate_failure(e, self._where())
+            if refused is not None:
+                raise refused from None
+            if isinstance(e, TimeoutError):
+                raise NetworkError(
+                    f"{self._where()}: TLS handshake not finished within connect_timeout_ms="
+                    f"{self.connect_timeout_ms} ({e})") from None
+            reason = getattr(e, "reason", None) or e
+            raise NetworkError(
+                f"{self._where()}: TLS handshake failed: {reason} (is it a TLS listener, "
+                f"and does it accept TLS 1.2+?)") from None
 
     def _ask_versions(self, sock: socket.socket) -> dict[int, tuple[int, int]]:
         """ApiVersions at our highest version, once more at the broker's if it says so."""
@@ -315,6 +393,8 @@ class BrokerConnection:
         sock = self._sock
         if sock is None:
             return self._fail_all(NetworkError(f"node {self.node_id} is not connected"))
+        if isinstance(sock, ssl.SSLSocket):
+            return self._read_tls(sock)
         try:
             data = sock.recv(_RECV_BYTES)
         except (BlockingIOError, InterruptedError):
@@ -325,10 +405,49 @@ class BrokerConnection:
             return self.close(
                 NetworkError(f"node {self.node_id} ({self.host}:{self.port}) closed the connection")
             )
+        return self._feed([data])
+
+    def _read_tls(self, sock: ssl.SSLSocket) -> list[ClientResponse]:
+        """Read until the TLS layer would block, so nothing stays decrypted but unread
+        (``pending()``: invisible to the selector); then EOF or an error closes."""
+        chunks: list[bytes] = []
+        lost: MiniKafkaError | None = None
+        sock.setblocking(False)  # a record still in transit must not block the poller
+        try:
+            while True:
+                try:
+                    data = sock.recv(_RECV_BYTES)
+                except (ssl.SSLWantReadError, ssl.SSLWantWriteError, BlockingIOError,
+                        InterruptedError):  # fmt: skip
+                    break  # nothing decrypted is left (recv would have returned it)
+                except OSError as e:
+                    lost = NetworkError(f"node {self.node_id}: connection lost: {e}")
+                    break
+                if not data:
+                    lost = NetworkError(
+                        f"node {self.node_id} ({self.host}:{self.port}) closed the connection")
+                    break
+                chunks.append(data)
+        finally:
+            if self._sock is sock:
+                sock.settimeout(self.request_timeout_ms / 1000)  # bounds a blocking send
+        out = self._feed(chunks) if chunks else []
+        if lost is not None and self._sock is sock:
+            out += self.close(lost)
+        return out
+
+    @property
+    def buffered_input(self) -> int:
+        """Bytes the TLS layer decrypted but not yet handed out (0 without TLS)."""
+        sock = self._sock
+        return sock.pending() if isinstance(sock, ssl.SSLSocket) else 0
+
+    def _feed(self, chunks: list[bytes]) -> list[ClientResponse]:
         out: list[ClientResponse] = []
         try:
-            for frame in self._decoder.feed(data):
-                out.append(self._complete(frame))
+            for data in chunks:
+                for frame in self._decoder.feed(data):
+                    out.append(self._complete(frame))
         except ProtocolError as e:
             return out + self.close(
                 NetworkError(f"node {self.node_id}: bad response, closing: {e.message}")
@@ -508,6 +627,8 @@ class Poller:
             if c._failed:
                 out.extend(c.take_failed())
                 timeout_s = 0.0
+            if c.buffered_input:  # decrypted bytes wake no selector: do not wait
+                timeout_s = 0.0
         return out, timeout_s
 
     def wait(self, timeout_s: float) -> list[BrokerConnection]:
@@ -528,10 +649,14 @@ class Poller:
     def collect(
         self, conns: list[BrokerConnection], readable: list[BrokerConnection]
     ) -> list[ClientResponse]:
-        """Read the readable connections, then report expired requests of ``conns``."""
+        """Read the readable connections (and those with TLS-decrypted bytes waiting),
+        then report expired requests of ``conns``."""
         out: list[ClientResponse] = []
         for c in readable:
             out.extend(c.read())
+        for c in conns:
+            if c.buffered_input and c not in readable:
+                out.extend(c.read())
         now = time.monotonic()
         for c in conns:
             out.extend(c.expire(now))
@@ -566,9 +691,11 @@ class NodeConnections:
         request_timeout_ms: int = 30_000,
         max_in_flight: int = 5,
         sasl: SaslLogin | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         self.bootstrap = bootstrap
         self.sasl = sasl
+        self.ssl_context = ssl_context
         self.metadata = metadata
         self.client_id = client_id
         self.request_timeout_ms = request_timeout_ms
@@ -595,7 +722,7 @@ class NodeConnections:
             conn = BrokerConnection(
                 host, port, node_id=node_id, client_id=self.client_id,
                 request_timeout_ms=self.request_timeout_ms, max_in_flight=self.max_in_flight,
-                sasl=self.sasl,
+                sasl=self.sasl, ssl_context=self.ssl_context,
             )  # fmt: skip
             self._conns[node_id] = conn
         conn.connect()

@@ -1,21 +1,27 @@
 """Client login: SASL/SCRAM over Kafka's SaslHandshake v1 + SaslAuthenticate, blocking.
 
 A connection with a :class:`SaslLogin` logs in right after its ApiVersions exchange and
-before any other request, as Kafka's clients do on a ``SASL_PLAINTEXT`` listener:
-SaslHandshake (v1) naming the mechanism, then the two SCRAM rounds in SaslAuthenticate
-(the highest version both sides serve, at most 2); the server's final message is
-verified, so a broker that does not know the password cannot pretend it did.  A refused
-login raises :class:`AuthenticationError` (SASL_AUTHENTICATION_FAILED, not retriable:
-retrying the same password cannot help); a broker that does not offer the mechanism
-raises it with UNSUPPORTED_SASL_MECHANISM.
+before any other request, as Kafka's clients do on a ``SASL_PLAINTEXT`` or ``SASL_SSL``
+listener (with ``SASL_SSL`` the exchange runs inside the TLS session, see
+:mod:`clients.network.tls`): SaslHandshake (v1) naming the mechanism, then the two SCRAM
+rounds in SaslAuthenticate (the highest version both sides serve, at most 2); the
+server's final message is verified, so a broker that does not know the password cannot
+pretend it did.  A refused login raises :class:`AuthenticationError`
+(SASL_AUTHENTICATION_FAILED, not retriable: retrying the same password cannot help); a
+broker that does not offer the mechanism raises it with UNSUPPORTED_SASL_MECHANISM.
 
 :func:`sasl_login_of` turns Kafka's client settings (``security_protocol``,
 ``sasl_mechanism``, ``sasl_plain_username``, ``sasl_plain_password``, the names
-kafka-python uses) into a login, validating them.  Only SCRAM-SHA-256 and SCRAM-SHA-512:
-PLAIN would send the password itself, and there is no TLS yet (docs/security.md).
+kafka-python uses) into a login, validating them: ``security_protocol`` is one of
+``PLAINTEXT``, ``SSL``, ``SASL_PLAINTEXT``, ``SASL_SSL`` (any case); the ``sasl_*``
+settings need ``SASL_PLAINTEXT`` or ``SASL_SSL`` and are refused with the other two;
+the TLS side of ``SSL`` / ``SASL_SSL`` is :func:`clients.network.tls.ssl_context_of`.
+Only SCRAM-SHA-256 and SCRAM-SHA-512: PLAIN would send the password itself (tolerable
+only inside TLS) and is not implemented.
 
 Costs: one PBKDF2 (4096 rounds, ~2 ms) and three round trips per connection.  The
-exchange runs on the connecting thread with the connection's socket timeout.
+exchange runs on the connecting thread with the connection's socket timeout (a plain
+or an ``ssl.SSLSocket``).
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import socket
 from dataclasses import dataclass, field
 from typing import Any
 
+from clients.network.tls import PROTOCOLS
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.codec import decode_response, encode_request
 from clients.protocol.errors import AuthenticationError, ErrorCode, InvalidConfigError
@@ -33,7 +40,7 @@ from clients.protocol.scram import MECHANISMS, ScramClient, ScramError
 
 __all__ = ["SaslLogin", "log_in", "sasl_login_of"]
 
-PROTOCOLS = ("PLAINTEXT", "SASL_PLAINTEXT")
+SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
 
 
 @dataclass(frozen=True)
@@ -46,20 +53,25 @@ class SaslLogin:
 def sasl_login_of(security_protocol: str, sasl_mechanism: str | None,
                   sasl_plain_username: str | None,
                   sasl_plain_password: str | bytes | None) -> SaslLogin | None:
-    """The login Kafka's client settings ask for (None for PLAINTEXT)."""
+    """The login Kafka's client settings ask for (None for PLAINTEXT and SSL)."""
     protocol = security_protocol.upper()
     if protocol not in PROTOCOLS:
-        raise InvalidConfigError(f"security_protocol must be one of {', '.join(PROTOCOLS)} "
-                                 f"(no TLS yet), got {security_protocol!r}")
-    if protocol == "PLAINTEXT":
-        if sasl_mechanism or sasl_plain_username or sasl_plain_password:
-            raise InvalidConfigError("sasl_* settings need security_protocol='SASL_PLAINTEXT'")
+        raise InvalidConfigError(f"security_protocol must be one of {', '.join(PROTOCOLS)}, "
+                                 f"got {security_protocol!r}")
+    if protocol not in SASL_PROTOCOLS:
+        given = [name for name, value in (
+            ("sasl_mechanism", sasl_mechanism), ("sasl_plain_username", sasl_plain_username),
+            ("sasl_plain_password", sasl_plain_password)) if value]  # fmt: skip
+        if given:
+            raise InvalidConfigError(f"sasl_* settings ({', '.join(given)}) need "
+                                     "security_protocol='SASL_PLAINTEXT' or 'SASL_SSL' "
+                                     f"(security_protocol is {protocol!r})")
         return None
     if sasl_mechanism not in MECHANISMS:
         raise InvalidConfigError(f"sasl_mechanism must be one of {', '.join(sorted(MECHANISMS))}"
                                  f", got {sasl_mechanism!r}")
     if not sasl_plain_username or not sasl_plain_password:
-        raise InvalidConfigError("SASL_PLAINTEXT needs sasl_plain_username and "
+        raise InvalidConfigError(f"{protocol} needs sasl_plain_username and "
                                  "sasl_plain_password")
     password = (sasl_plain_password.encode() if isinstance(sasl_plain_password, str)
                 else bytes(sasl_plain_password))

@@ -50,6 +50,19 @@ Semantics (Kafka's, simplified):
   produce responses is discarded after the broker answered, as if lost on the network
   (chosen by ``random.Random(debug_drop_seed)``), so batches are retried; with
   idempotence off this shows duplicates, with it on it must not.
+- **Security** (Kafka's settings under kafka-python's names): ``security_protocol``
+  ``PLAINTEXT`` (the default), ``SSL``, ``SASL_PLAINTEXT`` or ``SASL_SSL``.  SASL_*
+  take ``sasl_mechanism`` (``SCRAM-SHA-256`` / ``SCRAM-SHA-512``),
+  ``sasl_plain_username``, ``sasl_plain_password`` (:mod:`clients.network.sasl`).  SSL
+  and SASL_SSL take ``ssl_cafile`` (PEM CA(s) the brokers' certificates must chain to;
+  default: the system's CAs), ``ssl_certfile`` with ``ssl_keyfile`` / ``ssl_password``
+  (a client certificate for mutual TLS; the password decrypts the key),
+  ``ssl_check_hostname`` (default True: a broker's certificate must name the host it is
+  reached at, bootstrap or advertised), or a ready client ``ssl_context`` in place of
+  all of them (:mod:`clients.network.tls`).  Settings that do not fit the protocol, or
+  files that cannot be read, raise InvalidConfigError here; a refused login, or a
+  certificate refused by either side (:class:`~clients.network.tls.SslAuthenticationError`,
+  an AuthenticationError), is fatal: pending futures fail and ``send`` raises it.
 - ``send`` blocks at most ``max_block_ms`` (metadata for the topic, then memory in the
   pool); beyond that it raises :class:`~clients.protocol.errors.RequestTimedOutError` (for memory
   the pool's ``BufferPoolTimeoutError`` subclass).
@@ -72,6 +85,7 @@ futures are resolved on the sender thread (keep callbacks short).
 from __future__ import annotations
 
 import os
+import ssl
 import threading
 import time
 from collections.abc import Callable, Sequence
@@ -82,6 +96,7 @@ import numpy as np
 from clients.memory.buffer_pool import BufferPool
 from clients.network.cluster_metadata import ClusterMetadata, parse_bootstrap
 from clients.network.sasl import sasl_login_of
+from clients.network.tls import ssl_context_of
 from clients.producer.accumulator import RecordAccumulator
 from clients.producer.batch import record_size_bound
 from clients.producer.bulk import BulkAppender
@@ -137,9 +152,17 @@ class Producer:
         sasl_mechanism: str | None = None,
         sasl_plain_username: str | None = None,
         sasl_plain_password: str | bytes | None = None,
+        ssl_cafile: str | None = None,
+        ssl_certfile: str | None = None,
+        ssl_keyfile: str | None = None,
+        ssl_password: str | None = None,
+        ssl_check_hostname: bool = True,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         sasl = sasl_login_of(security_protocol, sasl_mechanism, sasl_plain_username,
                              sasl_plain_password)
+        tls = ssl_context_of(security_protocol, ssl_cafile, ssl_certfile, ssl_keyfile,
+                             ssl_password, ssl_check_hostname, ssl_context)
         codec = compression_codec(compression_type)
         for name, fn in (("key_serializer", key_serializer),
                          ("value_serializer", value_serializer)):  # fmt: skip
@@ -218,6 +241,7 @@ class Producer:
             debug_drop_response_ratio=float(debug_drop_response_ratio),
             debug_drop_seed=debug_drop_seed,
             sasl=sasl,
+            ssl_context=tls,
         )
         self._sender.start()
 

@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import contextlib
 import socket
+import ssl
 import threading
 from typing import Any
 
@@ -78,9 +79,11 @@ class Sender(threading.Thread):
         debug_drop_response_ratio: float = 0.0,
         debug_drop_seed: int | None = None,
         sasl: SaslLogin | None = None,
+        ssl_context: ssl.SSLContext | None = None,
     ) -> None:
         super().__init__(name=f"minikafka-sender-{client_id}", daemon=True)
         self._sasl = sasl
+        self._ssl_context = ssl_context
         self._auth_error: AuthenticationError | None = None  # a refused login: fatal
         self._bootstrap_servers = bootstrap
         self._metadata = metadata
@@ -299,14 +302,14 @@ class Sender(threading.Thread):
             conn = BrokerConnection(
                 host, port, node_id=node, client_id=self._client_id,
                 request_timeout_ms=self._request_timeout_ms, max_in_flight=self._max_in_flight,
-                sasl=self._sasl,
+                sasl=self._sasl, ssl_context=self._ssl_context,
             )  # fmt: skip
             self._conns[node] = conn
         if self._auth_error is not None:
             return None
         try:
             conn.connect()
-        except AuthenticationError as exc:  # the same password will not do better
+        except AuthenticationError as exc:  # the same password/certificate will not do better
             self._auth_error = exc
             for batch in self._acc.undrained_batches():
                 self._produce.fail(batch, exc)

@@ -13,7 +13,10 @@ This module reads and checks the length field before any buffer is allocated for
 frame (:func:`frame_length_of`), splits a non-blocking stream incrementally
 (:class:`FrameDecoder`), reads one frame from a blocking socket (:func:`read_frame`) and
 sends a list of buffers with ``sendmsg`` (:func:`send_buffers`).  A *frame* here is the
-``frame_length`` bytes after the length field.
+``frame_length`` bytes after the length field.  Both take an ``ssl.SSLSocket`` too: it
+has no ``sendmsg``, so its buffers go out with ``sendall`` in chunks of up to 256 KiB,
+small buffers joined first (one copy) so that a frame's small pieces do not each become
+a TLS record of their own; a buffer of 256 KiB or more is sent without a copy.
 
 Errors: a length below the minimum, a connection closed inside a frame or any other
 framing fault raises :class:`ProtocolError`; a length above ``max_frame_bytes`` raises
@@ -29,6 +32,7 @@ the functions are re-entrant (the socket belongs to the caller); a
 from __future__ import annotations
 
 import socket
+import ssl
 import struct
 from collections.abc import Iterable
 from typing import Any
@@ -39,6 +43,7 @@ DEFAULT_MAX_FRAME_BYTES = 100 * 1024 * 1024
 MIN_FRAME_BYTES = 4  # a response header v0 (the correlation id) and an empty body
 _INT32_MAX = (1 << 31) - 1
 _IOV_MAX = 1024
+_TLS_CHUNK = 256 * 1024  # bytes per sendall on an SSLSocket (small buffers joined)
 
 _LENGTH = struct.Struct(">i")
 
@@ -170,7 +175,12 @@ def read_frame(
 
 
 def send_buffers(sock: socket.socket, buffers: Iterable[Any]) -> int:
-    """Blocking ``sendmsg`` of all buffers (partial sends resumed); returns bytes sent."""
+    """Blocking ``sendmsg`` of all buffers (partial sends resumed); returns bytes sent.
+
+    An ``ssl.SSLSocket`` (no ``sendmsg``) gets ``sendall`` of coalesced chunks instead.
+    """
+    if isinstance(sock, ssl.SSLSocket):
+        return _send_coalesced(sock, buffers)
     pending = [memoryview(b).cast("B") for b in buffers]
     pending = [b for b in pending if b.nbytes]
     total = 0
@@ -184,4 +194,30 @@ def send_buffers(sock: socket.socket, buffers: Iterable[Any]) -> int:
         del pending[:done]
         if sent:
             pending[0] = pending[0][sent:]
+    return total
+
+
+def _send_coalesced(sock: ssl.SSLSocket, buffers: Iterable[Any]) -> int:
+    """``sendall`` of the buffers joined into chunks of at most ``_TLS_CHUNK`` bytes; a
+    buffer of ``_TLS_CHUNK`` bytes or more goes alone, uncopied."""
+    total = 0
+    chunk = bytearray()
+    for b in buffers:
+        view = memoryview(b).cast("B")
+        n = view.nbytes
+        if not n:
+            continue
+        if len(chunk) + n > _TLS_CHUNK:
+            if chunk:
+                sock.sendall(chunk)
+                total += len(chunk)
+                chunk = bytearray()
+            if n >= _TLS_CHUNK:
+                sock.sendall(view)
+                total += n
+                continue
+        chunk += view
+    if chunk:
+        sock.sendall(chunk)
+        total += len(chunk)
     return total
