@@ -107,6 +107,8 @@ class BrokerCore:
         # and every hosted log took its topic's config
         self.image_reconciled = False
         self.hosted_topic_ids: dict[str, int] = {}
+        # leader replicas that resigned to repair a damaged range: (first bad offset, why)
+        self.pending_repairs: dict[TopicPartition, tuple[int, str]] = {}
         self.fetchers: Any = None  # ReplicaFetcherManager, set by the server
         self.send_alter_partition: Callable[[AlterPartitionProposal], None] | None = None
         self.controller: Any = None  # AsyncConnection to the controller, set by the server
@@ -214,25 +216,55 @@ class BrokerCore:
     def run_scrubber(self) -> list[DamagedRange]:
         """One bounded step of the background CRC check (storage/scrubber.py).  A damaged
         range in a follower replica is repaired: the replica truncates before the bad
-        batch and its fetcher copies the rest again from the leader.  On a leader (or a
-        partition not hosted) it is logged and kept in ``log_manager.scrubber.findings``
-        (``cluster status`` does not show it yet)."""
+        batch and its fetcher copies the rest again from the leader (the leader drops it
+        from the ISR at its next fetch, from below the HW).  A leader with other ISR
+        members resigns (AlterPartition with the ISR without itself) and does the same
+        once it follows (``pending_repairs``, applied by :meth:`reconcile`).  A leader
+        alone in its ISR, or a partition not hosted, is logged and kept in
+        ``log_manager.scrubber.findings``: nobody holds a good copy to repair from."""
         if self.config.log_scrub_bytes_per_second == 0:
             return []
         found = self.log_manager.run_scrub_step()
         for damage in found:
             key = TopicPartition(damage.topic, damage.partition)
             partition = self.partitions.get(key)
-            if partition is None or partition.is_leader:
-                log.error("%s-%d: offsets from %d on are damaged on this %s; not repaired",
-                          *key, damage.first_bad_offset,
-                          "leader" if partition is not None else "unhosted log")
+            if partition is not None and partition.is_leader:
+                self._resign_to_repair(key, partition, damage)
                 continue
-            partition.truncate_to(damage.first_bad_offset)
-            log.warning("%s-%d: damaged from offset %d (%s): truncated to %d, fetching the "
-                        "rest again from leader %d", *key, damage.first_bad_offset,
-                        damage.reason, partition.log_end_offset, partition.leader_id)
+            if partition is None:
+                log.error("%s-%d: offsets from %d on are damaged in this unhosted log; not "
+                          "repaired", *key, damage.first_bad_offset)
+                continue
+            self._repair_follower(key, partition, damage.first_bad_offset, damage.reason)
         return found
+
+    def _repair_follower(self, key: TopicPartition, partition: Partition, offset: int,
+                         reason: str) -> None:
+        partition.truncate_to(offset)
+        log.warning("%s-%d: damaged from offset %d (%s): truncated to %d, fetching the "
+                    "rest again from leader %d", *key, offset, reason,
+                    partition.log_end_offset, partition.leader_id)
+
+    def _resign_to_repair(self, key: TopicPartition, partition: Partition,
+                          damage: DamagedRange) -> None:
+        self.pending_repairs[key] = (damage.first_bad_offset, damage.reason)
+        others = [b for b in partition.isr if b != self.config.node_id]
+        log.error("%s-%d: offsets from %d on are damaged on this leader (%s): %s", *key,
+                  damage.first_bad_offset, damage.reason,
+                  f"resigning to in-sync replicas {others}, then fetching the range again"
+                  if others else "no other in-sync replica holds a copy to repair from "
+                  "(it resigns if one joins)")
+        self._try_resign(key, partition)
+
+    def _try_resign(self, key: TopicPartition, partition: Partition) -> None:
+        """Propose the ISR without this leader (it has a damaged range to repair); again
+        from :meth:`check_isr_of` while a pending ISR change is in the way."""
+        if key in self.alter_in_flight or not partition.is_leader:
+            return
+        others = tuple(b for b in partition.isr if b != self.config.node_id)
+        proposal = partition.propose_isr(others) if others else None
+        if proposal is not None:
+            self._propose(key, proposal)
 
     # -- configs -------------------------------------------------------------------
 
@@ -480,6 +512,9 @@ class BrokerCore:
                 changed = partition.make_follower(state.leader, state.leader_epoch,
                                                   state.replicas, state.partition_epoch,
                                                   state.isr)
+                repair = self.pending_repairs.pop(key, None) if state.leader >= 0 else None
+                if repair is not None:  # resigned to repair: cut, then fetch it again
+                    self._repair_follower(key, partition, *repair)
                 leader = image.brokers.get(state.leader)
                 if changed and self.fetchers is not None:
                     if leader is not None and state.leader >= 0:
@@ -532,14 +567,23 @@ class BrokerCore:
 
     def check_isr(self) -> None:
         """Leader duty: propose dropping lagging followers; resend unanswered proposals."""
-        now = self.clock.now_ms()
-        for key, partition in self.partitions.items():
-            if not partition.is_leader or key in self.alter_in_flight:
-                continue
-            proposal = (partition.pending_alter_partition
-                        or partition.maybe_shrink_isr(now, self.config.replica_lag_time_max_ms))
-            if proposal is not None:
-                self._propose(key, proposal)
+        for key in self.partitions:
+            self.check_isr_of(key)
+
+    def check_isr_of(self, key: TopicPartition) -> None:
+        """:meth:`check_isr` for one partition (also right after a follower fetched from
+        below the HW: it lost committed records and leaves the ISR at once)."""
+        partition = self.partitions.get(key)
+        if partition is None or not partition.is_leader or key in self.alter_in_flight:
+            return
+        if key in self.pending_repairs and partition.pending_alter_partition is None:
+            self._try_resign(key, partition)
+            return
+        proposal = (partition.pending_alter_partition
+                    or partition.maybe_shrink_isr(self.clock.now_ms(),
+                                                  self.config.replica_lag_time_max_ms))
+        if proposal is not None:
+            self._propose(key, proposal)
 
     def maybe_expand_isr(self, key: TopicPartition, replica_id: int) -> None:
         partition = self.partitions.get(key)

@@ -13,7 +13,10 @@ ISR changes are never applied locally: the leader *proposes* them to the control
 an AlterPartition request (:class:`AlterPartitionProposal`) and applies the answer.
 
 * **Shrink**: an ISR member (other than the leader) not caught up within
-  ``replica_lag_time_max_ms`` is proposed out.
+  ``replica_lag_time_max_ms`` is proposed out; so is, at once, one whose fetch offset is
+  below the HW (our rule: every ISR member holds the HW, so such a follower lost
+  committed records - its scrubber cut a damaged range, or its disk lost a tail - and
+  must not stay electable while it copies them again).
 * **Expand**: a replica outside the ISR whose LEO, known from a fetch in the current leader
   epoch, is >= the HW and >= the start offset of the current leader epoch (so it has
   truncated and copied everything of this epoch up to the HW) is proposed in.
@@ -77,7 +80,9 @@ class ReplicaState:
         self.last_fetch_time_ms = now_ms if in_sync else 0
 
     def is_caught_up(self, leader_log_end_offset: int, now_ms: int,
-                     replica_lag_time_max_ms: int) -> bool:
+                     replica_lag_time_max_ms: int, high_watermark: int = 0) -> bool:
+        if UNKNOWN_OFFSET < self.log_end_offset < high_watermark:
+            return False  # it lost committed records (module docstring)
         return (self.log_end_offset == leader_log_end_offset
                 or now_ms - self.last_caught_up_time_ms <= replica_lag_time_max_ms)
 
@@ -96,15 +101,16 @@ class AlterPartitionProposal:
 
 def out_of_sync_replicas(isr: Iterable[int], local_id: int, replicas: dict[int, ReplicaState],
                          leader_log_end_offset: int, now_ms: int,
-                         replica_lag_time_max_ms: int) -> list[int]:
-    """ISR members (never the leader) that have not been caught up recently enough."""
+                         replica_lag_time_max_ms: int, high_watermark: int = 0) -> list[int]:
+    """ISR members (never the leader) that have not been caught up recently enough, or
+    that fetch from below the HW."""
     result = []
     for r in isr:
         if r == local_id:
             continue
         state = replicas.get(r)
         if state is None or not state.is_caught_up(leader_log_end_offset, now_ms,
-                                                   replica_lag_time_max_ms):
+                                                   replica_lag_time_max_ms, high_watermark):
             result.append(r)
     return result
 

@@ -327,7 +327,9 @@ class Partition:
                              min_one_batch=min_one_batch)
 
     def update_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int) -> bool:
-        """Record a follower's fetch at ``fetch_offset``; True when the HW moved."""
+        """Record a follower's fetch at ``fetch_offset``; True when the HW moved.  An ISR
+        member fetching from below the HW is out of sync at once (replication.isr): the
+        caller asks :meth:`maybe_shrink_isr` right away."""
         self._require_leader()
         state = self.followers.get(replica_id)
         if state is None:
@@ -381,7 +383,8 @@ class Partition:
         if not self.is_leader or self.isr_state.pending is not None:
             return None
         out = out_of_sync_replicas(self.isr_state.isr, self.local_broker_id, self.followers,
-                                   self.log_end_offset, now_ms, replica_lag_time_max_ms)
+                                   self.log_end_offset, now_ms, replica_lag_time_max_ms,
+                                   self.high_watermark)
         if not out:
             return None
         return self._propose(tuple(r for r in self.isr_state.isr if r not in out))
@@ -395,6 +398,13 @@ class Partition:
                             self.leader_epoch_start_offset):
             return None
         return self._propose((*self.isr_state.isr, replica_id))
+
+    def propose_isr(self, new_isr: tuple[int, ...]) -> AlterPartitionProposal | None:
+        """Propose ``new_isr`` (leader only; None while a proposal is pending).  A leader
+        proposes an ISR without itself to resign (broker.controller.state)."""
+        if not self.is_leader:
+            return None
+        return self._propose(new_isr)
 
     def _propose(self, new_isr: tuple[int, ...]) -> AlterPartitionProposal | None:
         return self.isr_state.propose(AlterPartitionProposal(

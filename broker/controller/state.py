@@ -42,6 +42,9 @@ Rules (Kafka KRaft's, simplified; see docs/replication.md):
   replica that has not registered since counts as not reported (the partition waits for
   it; ``unclean_leader_election`` remains the explicit way out), and a cut reported
   before the restart is forgotten.
+- A leader may resign with an AlterPartition whose new ISR is the current one without
+  itself (non-empty): its scrubber found a damaged range, which it repairs as a
+  follower; a leader is elected from that ISR as when a leader is fenced.
 - Preferred-leader election (every ``leader_imbalance_check_interval_ms``) gives
   leadership back to ``replicas[0]`` when it is live and in the ISR.
 - Every leader change bumps ``leader_epoch``; every record of a partition bumps
@@ -441,6 +444,12 @@ class ControllerState:
             raise Rejected(ErrorCode.INVALID_UPDATE_VERSION, f"{where}: partition epoch "
                             f"{c.partition_epoch}, current is {s.partition_epoch}")
         isr = tuple(c.new_isr)
+        if (broker_id not in isr and isr and set(isr) < set(s.isr)
+                and len(set(isr)) == len(isr)):
+            # the leader resigns: its scrubber found a damaged range in its log, which it
+            # repairs as a follower; the remaining ISR elects a leader (our rule)
+            self._elect(c.topic, c.partition, s, isr)
+            return
         if (broker_id not in isr or len(set(isr)) != len(isr)
                 or not set(isr) <= set(s.replicas)):
             raise Rejected(ErrorCode.INVALID_REQUEST, f"{where}: new isr {list(isr)} must be "

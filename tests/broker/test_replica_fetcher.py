@@ -247,6 +247,10 @@ def test_the_scrubber_repairs_a_follower_from_its_leader(tmp_path: Path) -> None
                 break
         assert [d.segment_base_offset for d in found] == [damaged.base_offset]
         assert follower.partition.log_end_offset <= found[0].first_bad_offset  # cut there
+        proposals: list[Any] = []
+        leader.core.send_alter_partition = proposals.append
+        asyncio.run(fetcher._fetch())  # from below the HW: out of the ISR at once
+        assert [p.new_isr for p in proposals] == [(1,)]
         for _ in range(60):
             asyncio.run(fetcher._fetch())
         assert values(follower.partition.log) == expected  # copied again from the leader
@@ -254,3 +258,87 @@ def test_the_scrubber_repairs_a_follower_from_its_leader(tmp_path: Path) -> None
     finally:
         leader.core.shutdown()
         follower.core.shutdown()
+
+
+def test_a_damaged_leader_resigns_then_repairs_its_copy_as_a_follower(tmp_path: Path) -> None:
+    # a bit flip in an old segment of the leader: it hands leadership to the in-sync
+    # follower (AlterPartition with the ISR without itself), then, as a follower, cuts
+    # its log before the bad batch and copies the rest from the new leader
+    first, second = (Node(tmp_path, i, segment_bytes=1024) for i in (1, 2))
+    try:
+        for node in (first, second):
+            node.apply(*cluster_records((1, 2)))
+        fetcher, _ = fetcher_of(second, first, truncating=True)
+        asyncio.run(fetcher._truncate())
+        for i in range(40):
+            append_as_leader(first, b"value-%03d" % i + bytes(60))
+            if i % 4 == 3:
+                asyncio.run(fetcher._fetch())
+        for _ in range(3):
+            asyncio.run(fetcher._fetch())
+        expected = values(first.partition.log)
+        assert values(second.partition.log) == expected and len(expected) == 40
+        damaged = first.partition.log.segments[1]
+        with open(damaged.log_path, "r+b") as f:
+            f.seek(100)
+            byte = f.read(1)
+            f.seek(100)
+            f.write(bytes([byte[0] ^ 0x10]))
+        proposals: list[Any] = []
+        first.core.send_alter_partition = proposals.append
+        found = []
+        for _ in range(1000):
+            found += first.core.run_scrubber()
+            if found:
+                break
+        assert [p.new_isr for p in proposals] == [(2,)]  # it resigns
+        assert first.core.pending_repairs[KEY][0] == found[0].first_bad_offset
+        # the controller elects 2 (epoch 1); both apply the new partition record
+        for node in (first, second):
+            node.apply(PartitionRecord(TOPIC, 0, (1, 2), 2, 1, (2,), 1))
+        assert first.partition.log_end_offset <= found[0].first_bad_offset  # cut there
+        assert KEY not in first.core.pending_repairs
+        repair, _ = fetcher_of(first, second, truncating=True)
+        asyncio.run(repair._truncate())
+        for _ in range(60):
+            asyncio.run(repair._fetch())
+        assert values(first.partition.log) == expected  # copied again from the new leader
+        assert first.core.run_scrubber() == []
+    finally:
+        first.core.shutdown()
+        second.core.shutdown()
+
+
+def test_an_answer_for_a_log_end_that_moved_during_the_fetch_is_dropped(
+        nodes: tuple[Node, Node]) -> None:
+    """The scrubber cut the follower's log while its fetch was in flight: the answer
+    starts at the old end; appending it would leave a hole (seen in a fault run: a
+    follower, then leader, missing 112,600 offsets)."""
+    leader, follower = nodes
+    for node in (leader, follower):
+        node.apply(*cluster_records((1, 2)))
+    fetcher, link = fetcher_of(follower, leader, truncating=True)
+    asyncio.run(fetcher._truncate())
+    append_as_leader(leader, b"a", b"b", b"c", b"d")
+    asyncio.run(fetcher._fetch())
+    assert follower.partition.log_end_offset == 4
+    append_as_leader(leader, b"e", b"f")
+    asked = link.request
+    cut_at: list[int] = []
+
+    async def cut_while_in_flight(api_key: int, body: dict[str, Any],
+                                  **options: Any) -> dict[str, Any]:
+        answer = await asked(api_key, body, **options)
+        follower.partition.truncate_to(1)  # what a scrubber repair does meanwhile
+        cut_at.append(follower.partition.log_end_offset)  # 0: the whole first batch goes
+        return answer
+
+    link.request = cut_while_in_flight  # type: ignore[method-assign]
+    asyncio.run(fetcher._fetch())
+    assert follower.partition.log_end_offset == cut_at[0] < 4  # [4, 6) not appended
+    link.request = asked  # type: ignore[method-assign]
+    for _ in range(3):
+        asyncio.run(fetcher._fetch())
+    assert values(follower.partition.log) == values(leader.partition.log)
+    offsets = [h.base_offset for h, _ in follower.partition.log.batches()]
+    assert offsets == sorted(offsets) and follower.partition.log_end_offset == 6

@@ -42,6 +42,22 @@ def test_out_of_sync_after_the_lag_bound_never_the_leader() -> None:
     assert out_of_sync_replicas([1, 4], 1, states, 10, 0, 500) == [4]
 
 
+def test_an_isr_member_fetching_below_the_hw_is_out_at_once() -> None:
+    """It lost committed records (a scrubber cut, a lost tail): no lag grace period."""
+    states = {2: ReplicaState(), 3: ReplicaState()}
+    states[2].update_fetch(10, 10, now_ms=1000)
+    states[3].update_fetch(10, 10, now_ms=1000)
+    assert out_of_sync_replicas([1, 2, 3], 1, states, 10, now_ms=1001,
+                                replica_lag_time_max_ms=30_000, high_watermark=10) == []
+    states[3].update_fetch(4, 10, now_ms=1001)  # it cut its log back to offset 4
+    assert out_of_sync_replicas([1, 2, 3], 1, states, 10, now_ms=1002,
+                                replica_lag_time_max_ms=30_000, high_watermark=10) == [3]
+    # a new leader epoch knows no LEO yet: never out for that
+    states[3].reset(now_ms=1002, in_sync=True)
+    assert out_of_sync_replicas([1, 3], 1, states, 10, now_ms=1003,
+                                replica_lag_time_max_ms=30_000, high_watermark=10) == []
+
+
 def test_can_join_needs_a_fetch_in_this_epoch_past_hw_and_epoch_start() -> None:
     s = ReplicaState()
     assert s.log_end_offset == UNKNOWN_OFFSET

@@ -492,7 +492,7 @@ def test_alter_partition_accepts_then_rejects_stale_requests() -> None:
     assert fenced.error == ErrorCode.FENCED_LEADER_EPOCH
     assert c.alter(leader, "t", [leader], leader_epoch=9).error == ErrorCode.UNKNOWN_LEADER_EPOCH
     assert c.alter(f1, "t", [f1]).error == ErrorCode.NOT_LEADER_OR_FOLLOWER
-    for bad in ([f1], [leader, leader], [leader, 77], []):
+    for bad in ([f1, f1], [leader, leader], [leader, 77], [77], []):
         assert c.alter(leader, "t", bad).error == ErrorCode.INVALID_REQUEST
     c.heartbeat(f2, want_fence=True)
     assert c.alter(leader, "t", [leader, f1, f2]).error == ErrorCode.INELIGIBLE_REPLICA
@@ -503,6 +503,21 @@ def test_alter_partition_accepts_then_rejects_stale_requests() -> None:
     (top, results), _ = c.state.alter_partition(
         leader, c.epochs[leader], [IsrChange("nope", 0, 0, [leader], 0)])
     assert results[0].error == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+
+
+def test_a_leader_resigns_by_proposing_the_isr_without_itself() -> None:
+    """Its scrubber found a damaged range: the rest of the ISR elects a leader."""
+    c = Cluster()
+    c.start(1, 2, 3)
+    c.create("t", 1, 3)
+    s = c.part("t")
+    leader, f1, f2 = s.replicas
+    resigned = c.alter(leader, "t", [f1, f2])
+    assert resigned.error == ErrorCode.NONE
+    after = c.part("t")
+    assert (after.leader, after.isr) == (f1, (f1, f2))
+    assert after.leader_epoch == s.leader_epoch + 1
+    assert c.alter(f1, "t", [f1, f2, leader]).error == ErrorCode.NONE  # back once repaired
 
 
 # ---------------------------------------------------------------- topics
