@@ -32,19 +32,9 @@ Per-item failures (a topic, a resource, a partition, a group) are raised as the 
 the item) after all items were processed; pass ``raise_on_error=False`` to get them in
 the result instead (``{item: error or None}``, or the error in place of the value).
 
-Security (Kafka's settings under kafka-python's names): ``security_protocol``
-``PLAINTEXT`` (the default), ``SSL``, ``SASL_PLAINTEXT`` or ``SASL_SSL``.  SASL_* take
-``sasl_mechanism`` (``SCRAM-SHA-256`` / ``SCRAM-SHA-512``), ``sasl_plain_username``,
-``sasl_plain_password`` (:mod:`clients.network.sasl`).  SSL and SASL_SSL take
-``ssl_cafile`` (PEM CA(s) the brokers' certificates must chain to; default: the system's
-CAs), ``ssl_certfile`` with ``ssl_keyfile`` / ``ssl_password`` (a client certificate for
-mutual TLS; the password decrypts the key), ``ssl_check_hostname`` (default True: a
-broker's certificate must name the host it is reached at, bootstrap or advertised), or a
-ready client ``ssl_context`` in place of all of them (:mod:`clients.network.tls`).
-Settings that do not fit the protocol, or files that cannot be read, raise
-InvalidConfigError here; a refused login or certificate
-(:class:`~clients.network.tls.SslAuthenticationError`, an AuthenticationError) is
-raised by the call that needed the connection.
+Security: ``security_protocol``, ``sasl_*`` and ``ssl_*`` as in
+:class:`~clients.consumer.consumer.Consumer` (its docstring lists them); a refused login or
+certificate is raised by the call that needed the connection.
 
 Costs: one round trip per call and broker involved (plus a metadata refresh where a
 leader or the controller must be known).  Thread safety: none; one thread per Admin.

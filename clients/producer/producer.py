@@ -50,19 +50,11 @@ Semantics (Kafka's, simplified):
   produce responses is discarded after the broker answered, as if lost on the network
   (chosen by ``random.Random(debug_drop_seed)``), so batches are retried; with
   idempotence off this shows duplicates, with it on it must not.
-- **Security** (Kafka's settings under kafka-python's names): ``security_protocol``
-  ``PLAINTEXT`` (the default), ``SSL``, ``SASL_PLAINTEXT`` or ``SASL_SSL``.  SASL_*
-  take ``sasl_mechanism`` (``SCRAM-SHA-256`` / ``SCRAM-SHA-512``),
-  ``sasl_plain_username``, ``sasl_plain_password`` (:mod:`clients.network.sasl`).  SSL
-  and SASL_SSL take ``ssl_cafile`` (PEM CA(s) the brokers' certificates must chain to;
-  default: the system's CAs), ``ssl_certfile`` with ``ssl_keyfile`` / ``ssl_password``
-  (a client certificate for mutual TLS; the password decrypts the key),
-  ``ssl_check_hostname`` (default True: a broker's certificate must name the host it is
-  reached at, bootstrap or advertised), or a ready client ``ssl_context`` in place of
-  all of them (:mod:`clients.network.tls`).  Settings that do not fit the protocol, or
-  files that cannot be read, raise InvalidConfigError here; a refused login, or a
-  certificate refused by either side (:class:`~clients.network.tls.SslAuthenticationError`,
-  an AuthenticationError), is fatal: pending futures fail and ``send`` raises it.
+- **Security**: ``security_protocol``, ``sasl_*`` and ``ssl_*`` as in
+  :class:`~clients.consumer.consumer.Consumer` (its docstring lists them).  A refused
+  login, or a certificate refused by either side
+  (:class:`~clients.network.tls.SslAuthenticationError`, an AuthenticationError), is
+  fatal: pending futures fail and ``send`` raises it.
 - ``send`` blocks at most ``max_block_ms`` (metadata for the topic, then memory in the
   pool); beyond that it raises :class:`~clients.protocol.errors.RequestTimedOutError` (for memory
   the pool's ``BufferPoolTimeoutError`` subclass).

@@ -215,31 +215,43 @@ def test_a_truncation_answer_for_a_replaced_state_is_ignored(
     assert follower.partition.log_end_offset == 4  # nothing cut on the old answer
 
 
+def _in_sync_over_rolled_segments(leader: Node, follower: Node
+                                  ) -> tuple[ReplicaFetcher, list[tuple[int, bytes | None]]]:
+    """Leader 1 and follower 2 in sync over 40 records in small segments (fetched a few
+    at a time: the follower rolls segments too); the fetcher and the values."""
+    for node in (leader, follower):
+        node.apply(*cluster_records((1, 2)))
+    fetcher, _ = fetcher_of(follower, leader, truncating=True)
+    asyncio.run(fetcher._truncate())
+    for i in range(40):
+        append_as_leader(leader, b"value-%03d" % i + bytes(60))
+        if i % 4 == 3:
+            asyncio.run(fetcher._fetch())
+    for _ in range(3):
+        asyncio.run(fetcher._fetch())
+    expected = values(leader.partition.log)
+    assert values(follower.partition.log) == expected and len(expected) == 40
+    return fetcher, expected
+
+
+def _flip_a_byte(path: Path, at: int = 100) -> None:
+    with open(path, "r+b") as f:
+        f.seek(at)
+        byte = f.read(1)
+        f.seek(at)
+        f.write(bytes([byte[0] ^ 0x10]))
+
+
 def test_the_scrubber_repairs_a_follower_from_its_leader(tmp_path: Path) -> None:
     # a bit flip in an old segment of the follower: found by the background CRC check,
     # the follower truncates before the bad batch and fetches the rest again
     leader, follower = (Node(tmp_path, i, segment_bytes=1024) for i in (1, 2))
     try:
-        for node in (leader, follower):
-            node.apply(*cluster_records((1, 2)))
-        fetcher, _ = fetcher_of(follower, leader, truncating=True)
-        asyncio.run(fetcher._truncate())
-        for i in range(40):  # fetched a few at a time: the follower rolls segments too
-            append_as_leader(leader, b"value-%03d" % i + bytes(60))
-            if i % 4 == 3:
-                asyncio.run(fetcher._fetch())
-        for _ in range(3):
-            asyncio.run(fetcher._fetch())
-        expected = values(leader.partition.log)
-        assert values(follower.partition.log) == expected and len(expected) == 40
+        fetcher, expected = _in_sync_over_rolled_segments(leader, follower)
         segments = follower.partition.log.segments
         assert len(segments) > 3
         damaged = segments[1]
-        with open(damaged.log_path, "r+b") as f:
-            f.seek(100)
-            byte = f.read(1)
-            f.seek(100)
-            f.write(bytes([byte[0] ^ 0x10]))
+        _flip_a_byte(damaged.log_path)
         found = []
         for _ in range(1000):
             found += follower.core.run_scrubber()
@@ -266,24 +278,10 @@ def test_a_damaged_leader_resigns_then_repairs_its_copy_as_a_follower(tmp_path: 
     # its log before the bad batch and copies the rest from the new leader
     first, second = (Node(tmp_path, i, segment_bytes=1024) for i in (1, 2))
     try:
-        for node in (first, second):
-            node.apply(*cluster_records((1, 2)))
-        fetcher, _ = fetcher_of(second, first, truncating=True)
-        asyncio.run(fetcher._truncate())
-        for i in range(40):
-            append_as_leader(first, b"value-%03d" % i + bytes(60))
-            if i % 4 == 3:
-                asyncio.run(fetcher._fetch())
-        for _ in range(3):
-            asyncio.run(fetcher._fetch())
+        _in_sync_over_rolled_segments(first, second)
         expected = values(first.partition.log)
-        assert values(second.partition.log) == expected and len(expected) == 40
         damaged = first.partition.log.segments[1]
-        with open(damaged.log_path, "r+b") as f:
-            f.seek(100)
-            byte = f.read(1)
-            f.seek(100)
-            f.write(bytes([byte[0] ^ 0x10]))
+        _flip_a_byte(damaged.log_path)
         proposals: list[Any] = []
         first.core.send_alter_partition = proposals.append
         found = []
