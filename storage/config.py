@@ -37,6 +37,9 @@ before_max_ms          before.max.ms                       than this before the 
                                                            clock is INVALID_TIMESTAMP; >= 0
 message_timestamp_     message.timestamp.   1 hour         the same for records from the
 after_max_ms           after.max.ms                        future (Kafka 4's defaults)
+message_timestamp_     message.timestamp.   "CreateTime"   "LogAppendTime": the leader stamps
+type                   type                                each batch with its clock (the
+                                                           window above does not apply)
 =====================  ===================  =============  =================================
 
 With ``cleanup_policy="compact"`` time and size retention do not apply (Kafka's rule for a
@@ -57,6 +60,7 @@ from clients.protocol.errors import InvalidConfigError
 
 INT32_MAX = 2**31 - 1
 MIN_SEGMENT_BYTES = 1024
+TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 MIN_SEGMENT_INDEX_BYTES = 96  # 12 offset-index entries / 8 time-index entries
 MIN_MESSAGE_BYTES = 61  # one batch header
 CLEANUP_POLICIES = ("delete", "compact")
@@ -80,6 +84,7 @@ class LogConfig:
     min_compaction_lag_ms: int = 0
     message_timestamp_before_max_ms: int = 2**63 - 1
     message_timestamp_after_max_ms: int = 3_600_000
+    message_timestamp_type: str = "CreateTime"
 
     def __post_init__(self) -> None:
         _check_int("segment_bytes", self.segment_bytes, MIN_SEGMENT_BYTES, INT32_MAX)
@@ -105,12 +110,20 @@ class LogConfig:
                    0, 2**63 - 1)
         _check_int("message_timestamp_after_max_ms", self.message_timestamp_after_max_ms,
                    0, 2**63 - 1)
+        if self.message_timestamp_type not in TIMESTAMP_TYPES:
+            raise InvalidConfigError(f"message_timestamp_type must be one of "
+                                     f"{TIMESTAMP_TYPES}, got {self.message_timestamp_type!r}")
         ratio = self.min_cleanable_dirty_ratio
         if (not isinstance(ratio, int | float) or isinstance(ratio, bool)
                 or not 0.0 <= ratio <= 1.0):
             raise InvalidConfigError(
                 f"min_cleanable_dirty_ratio must be a number in [0, 1], got {ratio!r}"
             )
+
+    @property
+    def log_append_time(self) -> bool:
+        """True when the leader stamps batches with its clock (LogAppendTime)."""
+        return self.message_timestamp_type == "LogAppendTime"
 
     @property
     def compact(self) -> bool:
@@ -146,7 +159,7 @@ class LogConfig:
 
 
 def _parse(key: str, raw_key: object, value: object) -> object:
-    if key == "cleanup_policy":
+    if key in ("cleanup_policy", "message_timestamp_type"):
         if not isinstance(value, str):
             raise InvalidConfigError(f"{raw_key}: expected a string, got {value!r}")
         return value.strip()

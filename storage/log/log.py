@@ -68,9 +68,20 @@ from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import NamedTuple
 
+from crc32c import crc32c
+
 from clients.protocol.errors import InvalidRecordError, MiniKafkaError, OffsetOutOfRangeError
 from clients.protocol.topics import TopicPartition
-from clients.records.batch import CONTROL_MASK, HEADER, LOG_OVERHEAD, PREFIX, BatchHeader
+from clients.records.batch import (
+    ATTRIBUTES_OFFSET,
+    CONTROL_MASK,
+    CRC_OFFSET,
+    HEADER,
+    LOG_OVERHEAD,
+    PREFIX,
+    TIMESTAMP_TYPE_MASK,
+    BatchHeader,
+)
 from storage.cleaner.batch_filter import plain_batch, walk_records
 from storage.config import LogConfig
 from storage.errors import StorageError
@@ -95,6 +106,10 @@ _INT64_MAX, _INT64_MIN = 2**63 - 1, -(2**63)
 # append of 170-byte batches (noise for 16 KiB ones); the partial patch is kept for that.
 _PATCH = struct.Struct(PREFIX.format[:4])
 _PATCH_SIZE = _PATCH.size
+_ATTRIBUTES = struct.Struct(">h")
+_MAX_TIMESTAMP = struct.Struct(">q")
+_MAX_TIMESTAMP_OFFSET = ATTRIBUTES_OFFSET + 2 + 4 + 8  # attributes, last delta, base ts
+_CRC = struct.Struct(">I")
 
 
 def wall_clock_ms() -> int:
@@ -234,17 +249,25 @@ class Log:
 
     def append_as_leader(self, batches: bytes | bytearray | memoryview,
                          leader_epoch: int) -> LogAppendInfo:
-        """Validate, assign offsets from the LEO, stamp ``leader_epoch``, append."""
+        """Validate, assign offsets from the LEO, stamp ``leader_epoch``, append.
+
+        With ``message_timestamp_type=LogAppendTime`` each batch is also stamped with the
+        leader's clock (Kafka's rule for magic v2: the timestamp-type attribute bit set,
+        ``max_timestamp`` = now, the CRC recomputed; readers give every record of such a
+        batch that time); the CreateTime window does not apply.  Costs one copy and one
+        CRC-32C pass per batch, only for such topics."""
         if self._closed:
             self._check_open()
         if not 0 <= leader_epoch <= INT32_MAX:
             raise ValueError(f"leader_epoch must be in [0, 2**31 - 1], got {leader_epoch}")
         view = _byte_view(batches)
-        infos = validate_append_batches(view, self.config.max_message_bytes,
-                                        require_records=True,
-                                        timestamp_bounds=self._timestamp_bounds())
+        append_time = self.config.log_append_time
+        infos = validate_append_batches(
+            view, self.config.max_message_bytes, require_records=True,
+            timestamp_bounds=None if append_time else self._timestamp_bounds())
         if not infos:
             return self._empty_append_info()
+        now = self._clock_ms() if append_time else NO_TIMESTAMP
         first = offset = self._segments.log_end_offset
         iovs: list[bytes | memoryview] = []
         metas: list[tuple[int, int, int, int]] = []
@@ -253,7 +276,11 @@ class Log:
         for pos, size, _base, lod, ts, count, _epoch in infos:
             last = offset + lod
             iovs.append(pack(offset, size - LOG_OVERHEAD, leader_epoch))
-            iovs.append(view[pos + _PATCH_SIZE : pos + size])
+            if append_time:
+                iovs.append(_stamped(view[pos + _PATCH_SIZE : pos + size], now))
+                ts = now
+            else:
+                iovs.append(view[pos + _PATCH_SIZE : pos + size])
             metas.append((offset, last, ts, size))
             if ts > max_ts:
                 max_ts, off_max = ts, offset
@@ -526,6 +553,17 @@ class Log:
         segments = self._segments
         return (f"Log({self.dir}, start={segments.log_start_offset}, "
                 f"end={segments.log_end_offset}, segments={len(segments.segments)})")
+
+
+def _stamped(tail: memoryview, now_ms: int) -> bytes:
+    """A batch from its magic byte on (``tail``) stamped LogAppendTime ``now_ms``: the
+    timestamp-type bit, ``max_timestamp``, and the CRC over them again."""
+    out = bytearray(tail)
+    at = ATTRIBUTES_OFFSET - _PATCH_SIZE
+    _ATTRIBUTES.pack_into(out, at, _ATTRIBUTES.unpack_from(out, at)[0] | TIMESTAMP_TYPE_MASK)
+    _MAX_TIMESTAMP.pack_into(out, _MAX_TIMESTAMP_OFFSET - _PATCH_SIZE, now_ms)
+    _CRC.pack_into(out, CRC_OFFSET - _PATCH_SIZE, crc32c(memoryview(out)[at:]))
+    return bytes(out)
 
 
 def _byte_view(data: bytes | bytearray | memoryview) -> memoryview:

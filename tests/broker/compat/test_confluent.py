@@ -8,12 +8,19 @@ leaders' disks keep the codec they were sent with.
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from confluent_kafka import Consumer, KafkaError, Producer, TopicPartition
+from confluent_kafka import (
+    TIMESTAMP_LOG_APPEND_TIME,
+    Consumer,
+    KafkaError,
+    Producer,
+    TopicPartition,
+)
 from confluent_kafka.admin import (
     AdminClient,
     AlterConfigOpType,
@@ -194,3 +201,27 @@ def test_admin_topics_and_configs(cluster: LocalCluster) -> None:
     admin.delete_topics(["cf-admin"])["cf-admin"].result(30)
     wait_until(lambda: "cf-admin" not in admin.list_topics(timeout=10).topics, 30,
                "topic gone")
+
+
+def test_log_append_time_topics_stamp_records_with_the_brokers_clock(
+        cluster: LocalCluster) -> None:
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap})
+    admin.create_topics([NewTopic("cf-append-time", 1, 3, config={
+        "message.timestamp.type": "LogAppendTime"})])["cf-append-time"].result(30)
+    before_ms = int(time.time() * 1000)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap, "linger.ms": 5})
+    for i in range(20):  # a CreateTime ten hours ahead: refused on a CreateTime topic
+        producer.produce("cf-append-time", value=b"stamped-%d" % i,
+                         timestamp=before_ms + 10 * 3600 * 1000)
+    assert producer.flush(30) == 0
+    after_ms = int(time.time() * 1000)
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap, "group.id": "cf-append-time",
+                         "auto.offset.reset": "earliest"})
+    try:
+        consumer.assign([TopicPartition("cf-append-time", 0, 0)])
+        got = consume(consumer, 20)
+    finally:
+        consumer.close()
+    for message in got:
+        kind, stamp = message.timestamp()
+        assert kind == TIMESTAMP_LOG_APPEND_TIME and before_ms - 1000 <= stamp <= after_ms

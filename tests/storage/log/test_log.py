@@ -10,12 +10,14 @@ import pytest
 
 from clients.protocol.errors import (
     CorruptRecordError,
+    ErrorCode,
     InvalidConfigError,
     InvalidRecordError,
     MessageTooLargeError,
+    MiniKafkaError,
     OffsetOutOfRangeError,
 )
-from clients.records.batch import iter_batches
+from clients.records.batch import TIMESTAMP_TYPE_MASK, iter_batches
 from clients.records.record import build_batch, decode_batch
 from storage.config import LogConfig
 from storage.errors import StorageError
@@ -243,6 +245,31 @@ def test_offset_for_timestamp(tmp_path: Path) -> None:
     reopened = open_log(tmp_path, had_clean_shutdown=True)
     assert reopened.offset_for_timestamp(1000 + 10 * 25 + 2) == (77, 1252)
     reopened.close()
+
+
+def test_log_append_time_stamps_each_batch_with_the_leaders_clock(tmp_path: Path) -> None:
+    clock = Clock(now=5_000_000)
+    log = open_log(tmp_path, LogConfig(message_timestamp_type="LogAppendTime"), clock_ms=clock)
+    far_future = clock.now + 10 * 3600 * 1000  # INVALID_TIMESTAMP under CreateTime
+    log.append_as_leader(batch(3, ts=far_future) + batch(2, ts=7), 0)
+    clock.now += 1000
+    compressed = build_batch([(b"k", b"v" * 50, 1, ())] * 4, compression=1)  # gzip
+    log.append_as_leader(compressed, 0)
+    data = log.read(0, 100_000).read_bytes()
+    headers = [(p, h) for p, h in iter_batches(data)]  # every CRC valid again
+    assert [h.max_timestamp for _, h in headers] == [5_000_000, 5_000_000, 5_001_000]
+    assert all(h.attributes & TIMESTAMP_TYPE_MASK for _, h in headers)
+    stamps = [r.timestamp for p, _ in headers for r in decode_batch(data, p)]
+    assert stamps == [5_000_000] * 5 + [5_001_000] * 4  # readers use the batch's time
+    assert log.offset_for_timestamp(5_000_500) == (5, 5_001_000)
+    with pytest.raises(InvalidConfigError, match="message_timestamp_type"):
+        LogConfig.from_dict({"message.timestamp.type": "WallClock"})
+    create_time = open_log(tmp_path / "other", clock_ms=clock)
+    with pytest.raises(MiniKafkaError) as refused:
+        create_time.append_as_leader(batch(1, ts=far_future), 0)
+    assert refused.value.code == ErrorCode.INVALID_TIMESTAMP
+    log.close()
+    create_time.close()
 
 
 # -- rolls, truncation, retention --------------------------------------------------------
