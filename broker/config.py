@@ -31,6 +31,9 @@ Bounds (every queue, pool and size is bounded):
 |                            |             | re-read when changed; ``cluster add-user``)     |
 | client_auth_required       | false       | a connection gets nothing but ApiVersions and   |
 |                            |             | the SASL exchange until it logged in            |
+| authorizer_enabled         | false       | ACLs from acl_file decide what each user may do |
+|                            |             | (broker.acls; needs client_auth_required);      |
+|                            |             | super_users ("User:a;User:b") may do anything   |
 | ssl_certfile, ssl_keyfile  | (none)      | PEM certificate chain and key: the port speaks  |
 |                            |             | TLS (SSL; SASL_SSL with client_auth_required)   |
 | ssl_cafile                 | (none)      | CA that client certificates and other brokers'  |
@@ -89,6 +92,9 @@ class BrokerConfig:
     cluster_secret_file: str = ""  # the cluster's secret: broker logins (broker.auth)
     sasl_users_file: str = ""  # client users' SCRAM credentials (broker.users)
     client_auth_required: bool = False  # clients must log in (SASL SCRAM) first
+    authorizer_enabled: bool = False  # ACLs (broker.acls); needs client_auth_required
+    acl_file: str = ""  # the ACL rules (``cluster start``: <data_dir>/acls.txt)
+    super_users: str = ""  # "User:admin;User:ops": allowed everything
     ssl_certfile: str = ""  # PEM chain: set, the port speaks TLS (broker.network.tls)
     ssl_keyfile: str = ""  # PEM key (empty: in ssl_certfile)
     ssl_cafile: str = ""  # CA for client certificates and for other brokers' ports
@@ -195,6 +201,9 @@ class BrokerConfig:
         check_cluster_id(self.cluster_id)
         if self.client_auth_required and not self.sasl_users_file:
             raise InvalidConfigError("client_auth_required needs a sasl_users_file")
+        if self.authorizer_enabled and not self.client_auth_required:
+            raise InvalidConfigError("authorizer_enabled needs client_auth_required (ACLs "
+                                     "name users, so every client must log in)")
         if not self.ssl_certfile and (self.ssl_keyfile or self.ssl_client_auth != "none"):
             raise InvalidConfigError("ssl_keyfile and ssl_client_auth need ssl_certfile")
         if self.ssl_client_auth not in ("none", "requested", "required"):

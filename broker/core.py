@@ -37,6 +37,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
+from broker.acls import Authorizer
 from broker.auth import read_cluster_secret
 from broker.config import BrokerConfig
 from broker.delayed import DelayedFetch, DelayedProduce
@@ -79,6 +80,8 @@ class BrokerCore:
         self.config = config
         self.cluster_secret = read_cluster_secret(config.cluster_secret_file)
         self.users = ScramUsers(config.sasl_users_file)
+        self.authorizer = Authorizer(config.authorizer_enabled, config.acl_file,
+                                     config.super_users)
         # replicas that recovery left below their checkpointed HW: (log end, HW)
         self.recovery_losses: dict[TopicPartition, tuple[int, int]] = {}
         # logs recovery cut (torn tail, bad batch, dropped segments) or left below their

@@ -25,7 +25,6 @@ or the CLI process).
 from __future__ import annotations
 
 import base64
-import logging
 import os
 import re
 import stat
@@ -33,6 +32,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from broker.watched_file import WatchedFile
 from clients.protocol.errors import InvalidConfigError
 from clients.protocol.scram import (
     BROKER_PREFIX,
@@ -45,7 +45,6 @@ from storage.file_io import atomic_write_text
 
 __all__ = ["USERS_FILE", "ScramUsers", "add_user"]
 
-log = logging.getLogger(__name__)
 
 USERS_FILE = "users.scram"
 USER_ITERATIONS = DEFAULT_ITERATIONS  # as an unknown user's made-up answer: no tell
@@ -53,7 +52,6 @@ _MAX_ITERATIONS = 1_000_000
 _NAME = re.compile(r"[A-Za-z0-9._-]{1,64}")
 _HEADER = "# minikafka SCRAM users: name mechanism salt iterations stored_key server_key\n"
 _MAX_FILE_BYTES = 4 << 20
-_RECHECK_S = 1.0
 
 
 def _b64(data: bytes) -> str:
@@ -95,14 +93,8 @@ class ScramUsers:
 
     def __init__(self, path: str, clock: Callable[[], float] = time.monotonic) -> None:
         self.path = Path(path) if path else None
-        self._clock = clock
-        self._users: dict[tuple[str, str], ScramCredential] = {}
-        self._seen: tuple[int, int] | None = None  # (mtime ns, size) last read
-        self._checked_at = float("-inf")
-        if self.path is not None and self.path.exists():
-            self._users = _read(self.path)  # a bad file at start-up is a config error
-            info = os.stat(self.path)
-            self._seen = (info.st_mtime_ns, info.st_size)
+        self._file: WatchedFile[dict[tuple[str, str], ScramCredential]] = WatchedFile(
+            self.path, _read, {}, "SCRAM users", clock)
 
     @property
     def enabled(self) -> bool:
@@ -110,32 +102,7 @@ class ScramUsers:
 
     def credential(self, mechanism: str, name: str) -> ScramCredential | None:
         """The stored keys of ``name`` for ``mechanism`` (None: no such user)."""
-        self._maybe_reload()
-        return self._users.get((name, mechanism))
-
-    def _maybe_reload(self) -> None:
-        if self.path is None:
-            return
-        now = self._clock()
-        if now - self._checked_at < _RECHECK_S:
-            return
-        self._checked_at = now
-        try:
-            info = os.stat(self.path)
-        except FileNotFoundError:
-            self._users, self._seen = {}, None
-            return
-        except OSError as exc:
-            log.warning("cannot stat %s: %s; keeping the users last read", self.path, exc)
-            return
-        if (info.st_mtime_ns, info.st_size) == self._seen:
-            return
-        try:
-            self._users = _read(self.path)
-            self._seen = (info.st_mtime_ns, info.st_size)
-            log.info("read %d SCRAM credential(s) from %s", len(self._users), self.path)
-        except (OSError, InvalidConfigError) as exc:
-            log.warning("%s; keeping the users last read", exc)
+        return self._file.value.get((name, mechanism))
 
 
 def add_user(path: Path, name: str, password: bytes) -> None:

@@ -50,6 +50,7 @@ from pathlib import Path
 
 import psutil
 
+from broker.acls import ACL_FILE, edit_acls, parse_acls
 from broker.auth import write_cluster_secret
 from broker.cluster.rebuild import load_state
 from broker.cluster.state import (
@@ -214,7 +215,8 @@ def new_state(data_dir: str, brokers: int, base_port: int,
     cluster_id = existing_cluster_id(root) or new_cluster_id()
     secret = ["--override", f"cluster_secret_file={secret_file}",
               "--override", f"cluster_id={cluster_id}"]
-    users = ["--override", f"sasl_users_file={root / USERS_FILE}"]
+    users = ["--override", f"sasl_users_file={root / USERS_FILE}",
+             "--override", f"acl_file={root / ACL_FILE}"]
     controller = ProcessInfo(
         CONTROLLER, controller_port, str(root / "controller"), str(root / "controller.log"),
         [sys.executable, "-m", "broker.controller", "--port", str(controller_port),
@@ -321,6 +323,26 @@ def cmd_signal(args: argparse.Namespace) -> int:
     return 0
 
 
+def cmd_acl(args: argparse.Namespace) -> int:
+    path = Path(args.data_dir) / ACL_FILE
+    try:
+        if args.action == "list":
+            rules = parse_acls(path.read_text("utf-8"), str(path)) if path.exists() else []
+        elif len(args.rule) != 5:
+            raise ClusterError("a rule is: PRINCIPAL PERMISSION OPERATION RESOURCE_TYPE NAME "
+                               "(e.g. User:alice Allow Write Topic orders)")
+        else:
+            rules = edit_acls(path, **{args.action: list(args.rule)})
+    except InvalidConfigError as exc:
+        raise ClusterError(exc.message) from None
+    for rule in rules:
+        print(rule)
+    if args.action != "list":
+        print(f"({len(rules)} rule(s) in {path}; brokers with authorizer_enabled read it "
+              "within a second)")
+    return 0
+
+
 def cmd_add_user(args: argparse.Namespace) -> int:
     password = sys.stdin.buffer.readline().rstrip(b"\r\n")
     path = Path(args.data_dir) / USERS_FILE
@@ -372,6 +394,12 @@ def build_parser() -> argparse.ArgumentParser:
     user.add_argument("--password-stdin", action="store_true", required=True,
                       help="read the password from stdin (never from the command line)")
     user.set_defaults(func=cmd_add_user)
+    acl = command("acl", "list, add or remove an ACL rule (broker.acls): PRINCIPAL "
+                  "PERMISSION OPERATION RESOURCE_TYPE NAME, e.g. User:alice Allow Write "
+                  "Topic orders")
+    acl.add_argument("action", choices=("list", "add", "remove"))
+    acl.add_argument("rule", nargs="*")
+    acl.set_defaults(func=cmd_acl)
     for name, text in (("kill", "SIGKILL a broker or the controller"),
                        ("restart", "kill if alive, then start again"),
                        ("pause", "SIGSTOP a broker or the controller"),

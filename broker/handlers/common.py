@@ -22,6 +22,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from broker.acls import Authorizer
 from broker.core import BrokerCore
 from clients.protocol.errors import ErrorCode, MiniKafkaError
 from clients.protocol.scram import broker_id_of
@@ -41,6 +42,12 @@ class RequestContext:
     client_id: str = ""
     principal: str | None = None  # who the connection logged in as (SASL), if anyone
     brokers_authenticate: bool = False  # the cluster has a secret (broker.auth)
+    authorizer: Authorizer | None = None  # ACLs (broker.acls); None: everything allowed
+
+    def allowed(self, operation: str, resource_type: str, name: str) -> bool:
+        """Whether this request's user may do ``operation`` on the resource (ACLs)."""
+        return self.authorizer is None or self.authorizer.allowed(
+            self.principal, operation, resource_type, name)
 
     def may_act_as_broker(self, broker_id: int) -> bool:
         """Whether this request may speak for broker ``broker_id`` (a follower fetch)."""
@@ -62,6 +69,19 @@ class RegionRecords:
 
 
 EMPTY_RECORDS = RegionRecords((), 0)
+
+
+_DENIED = {"Topic": ErrorCode.TOPIC_AUTHORIZATION_FAILED,
+           "Group": ErrorCode.GROUP_AUTHORIZATION_FAILED,
+           "Cluster": ErrorCode.CLUSTER_AUTHORIZATION_FAILED}
+
+
+def require(ctx: RequestContext, operation: str, resource_type: str, name: str) -> None:
+    """Raise Kafka's *_AUTHORIZATION_FAILED error unless the request's user may do
+    ``operation`` on the resource (ACLs, :mod:`broker.acls`)."""
+    if not ctx.allowed(operation, resource_type, name):
+        raise MiniKafkaError(f"not authorized to {operation} {resource_type.lower()} "
+                             f"{name!r}", _DENIED[resource_type])
 
 
 def error_fields(exc: MiniKafkaError) -> dict[str, Any]:

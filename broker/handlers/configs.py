@@ -49,7 +49,7 @@ from typing import Any
 
 from broker.config import BrokerConfig
 from broker.core import TOPIC_CONFIG_ALIASES, BrokerCore, TopicError
-from broker.handlers.common import Body, Handler, RequestContext, Respond
+from broker.handlers.common import Body, Handler, RequestContext, Respond, require
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError
 from clients.protocol.topics import topic_name_error
@@ -104,6 +104,8 @@ TOPIC_CONFIGS: tuple[TopicConfigDef, ...] = (
                    None, "records stamped further in the future (CreateTime) are refused"),
     TopicConfigDef("message.timestamp.before.max.ms", "message_timestamp_before_max_ms", LONG,
                    None, "records stamped further in the past (CreateTime) are refused"),
+    TopicConfigDef("message.timestamp.type", "message_timestamp_type", STRING, None,
+                   "CreateTime (the producer's time) or LogAppendTime (the leader's clock)"),
     TopicConfigDef("min.insync.replicas", "min_insync_replicas", INT, "min_insync_replicas",
                    "replicas that must have a write acknowledged with acks=all"),
     TopicConfigDef("retention.bytes", "retention_bytes", LONG, "retention_bytes",
@@ -239,6 +241,8 @@ def handle_describe_configs(core: BrokerCore, body: Body, respond: Respond,
         result: Body = {"error_code": 0, "error_message": None, "resource_type": kind,
                         "resource_name": name, "configs": []}
         try:
+            require(ctx, "DescribeConfigs", "Topic" if kind == TOPIC_RESOURCE else "Cluster",
+                    name if kind == TOPIC_RESOURCE else "kafka-cluster")
             if kind == TOPIC_RESOURCE:
                 result["configs"] = topic_config_entries(
                     core, _topic_overrides(core, name), keys,
@@ -420,20 +424,45 @@ def _spawn(coro: Any) -> None:
     task.add_done_callback(_pending.discard)
 
 
+def _alter(core: BrokerCore, api: ApiKey, body: Body, respond: Respond,
+           ctx: RequestContext) -> None:
+    """AlterConfigs or IncrementalAlterConfigs: resources the user may not AlterConfigs
+    (ACLs) are answered here with *_AUTHORIZATION_FAILED, the rest are done."""
+    denied: list[Body] = []
+    allowed: list[Body] = []
+    for r in body["resources"]:
+        topic = r["resource_type"] == TOPIC_RESOURCE
+        try:
+            require(ctx, "AlterConfigs", "Topic" if topic else "Cluster",
+                    r["resource_name"] if topic else "kafka-cluster")
+            allowed.append(r)
+        except MiniKafkaError as exc:
+            denied.append({"error_code": int(exc.code), "error_message": exc.message,
+                           "resource_type": r["resource_type"],
+                           "resource_name": r["resource_name"]})
+    if denied:
+        body = {**body, "resources": allowed}
+        answer_all = respond
+
+        def respond(answer: Body | None) -> None:
+            if answer is not None:
+                answer["responses"] = [*answer.get("responses", []), *denied]
+            answer_all(answer)
+
+    if core.controller_mode and allowed:
+        _forward_alter(core, api, body, respond)
+    else:
+        respond(_alter_locally(core, api, body))
+
+
 def handle_alter_configs(core: BrokerCore, body: Body, respond: Respond,
                          ctx: RequestContext) -> None:
-    if core.controller_mode:
-        _forward_alter(core, ApiKey.ALTER_CONFIGS, body, respond)
-    else:
-        respond(_alter_locally(core, ApiKey.ALTER_CONFIGS, body))
+    _alter(core, ApiKey.ALTER_CONFIGS, body, respond, ctx)
 
 
 def handle_incremental_alter_configs(core: BrokerCore, body: Body, respond: Respond,
                                      ctx: RequestContext) -> None:
-    if core.controller_mode:
-        _forward_alter(core, ApiKey.INCREMENTAL_ALTER_CONFIGS, body, respond)
-    else:
-        respond(_alter_locally(core, ApiKey.INCREMENTAL_ALTER_CONFIGS, body))
+    _alter(core, ApiKey.INCREMENTAL_ALTER_CONFIGS, body, respond, ctx)
 
 
 CONFIG_HANDLERS: dict[int, Handler] = {

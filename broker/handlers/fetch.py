@@ -64,6 +64,7 @@ from broker.handlers.common import (
     Respond,
     as_minikafka_error,
     error_fields,
+    require,
 )
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError, OffsetOutOfRangeError
@@ -115,13 +116,15 @@ def _diverging(partition: Partition, request: Body) -> Body | None:
 
 def _read_partition(core: BrokerCore, name: str, request: Body, replica_id: int,
                     max_bytes: int, committed: bool, min_one_batch: bool = True,
-                    ) -> tuple[Body, FetchDataInfo | None]:
+                    ctx: RequestContext | None = None) -> tuple[Body, FetchDataInfo | None]:
     index = request["partition"]
     result: Body = {"partition_index": index, "error_code": 0, "error_message": None,
                     "high_watermark": -1, "last_stable_offset": -1, "log_start_offset": -1,
                     "aborted_transactions": [] if committed else None,
                     "preferred_read_replica": -1}
     try:
+        if replica_id < 0 and ctx is not None:
+            require(ctx, "Read", "Topic", name)
         if max_bytes < 0:
             raise MiniKafkaError(f"partition_max_bytes {max_bytes} is negative",
                                  ErrorCode.INVALID_FETCH_SIZE)
@@ -157,7 +160,8 @@ FetchResult = tuple[Body, int, bool]  # (response body, record bytes, any partit
 FETCH_SLICE_PARTITIONS = 100  # partitions read per event-loop turn (~1-2 ms)
 
 
-def _fetch_steps(core: BrokerCore, body: Body) -> Generator[None, None, FetchResult]:
+def _fetch_steps(core: BrokerCore, body: Body, ctx: RequestContext | None = None
+                 ) -> Generator[None, None, FetchResult]:
     """Read every partition, yielding after each ``FETCH_SLICE_PARTITIONS`` (work split:
     :func:`run_in_slices` reads one slice per event-loop turn, so a Fetch of
     ``max_fetch_partitions`` partitions never holds the loop more than a slice's time).
@@ -185,7 +189,8 @@ def _fetch_steps(core: BrokerCore, body: Body) -> Generator[None, None, FetchRes
             elif limit >= 0:
                 limit = max(0, min(limit, remaining))
             result, data = _read_partition(core, topic["name"], request, body["replica_id"],
-                                           limit, committed, min_one_batch=total == 0)
+                                           limit, committed, min_one_batch=total == 0,
+                                           ctx=ctx)
             if data is None:
                 errored = errored or result["error_code"] != 0 or "diverging_epoch" in result
                 result["records"] = EMPTY_RECORDS
@@ -256,9 +261,9 @@ def handle_fetch(core: BrokerCore, body: Body, respond: Respond, ctx: RequestCon
         return None if now_errored else now_total
 
     def complete() -> None:
-        run_in_slices(_fetch_steps(core, body), lambda result: respond(result[0]), fail)
+        run_in_slices(_fetch_steps(core, body, ctx), lambda result: respond(result[0]), fail)
 
-    run_in_slices(_fetch_steps(core, body), first_read, fail)
+    run_in_slices(_fetch_steps(core, body, ctx), first_read, fail)
 
 
 def _not_a_broker(body: Body, replica_id: int) -> Body:
@@ -400,6 +405,7 @@ def handle_list_offsets(core: BrokerCore, body: Body, respond: Respond,
             result: Body = {"partition_index": request["partition_index"], "error_code": 0,
                             "timestamp": -1, "offset": -1, "leader_epoch": -1}
             try:
+                require(ctx, "Describe", "Topic", topic["name"])
                 partition = core.partition_or_error(topic["name"], request["partition_index"])
                 if body["replica_id"] != -2:  # -2 (debugging) may read a follower
                     partition.check_leader_epoch(request["current_leader_epoch"])
@@ -427,6 +433,7 @@ def handle_offsets_for_leader_epoch(core: BrokerCore, body: Body, respond: Respo
             result: Body = {"partition": request["partition"], "error_code": 0,
                             "leader_epoch": -1, "end_offset": -1}
             try:
+                require(ctx, "Describe", "Topic", topic["name"])
                 partition = core.partition_or_error(topic["name"], request["partition"])
                 answer = partition.last_offset_for_leader_epoch(
                     request["current_leader_epoch"], request["leader_epoch"])

@@ -22,6 +22,13 @@ What the version changes, here, as Kafka does:
 - OffsetFetch v1 has no top-level error: a coordinator error goes into every partition
   asked; v2-7 carry it at the top; v8 batches ``groups``, each with its own error.
 
+ACLs (:mod:`broker.acls`, Kafka's mapping): FindCoordinator, DescribeGroups, OffsetFetch
+and ListGroups need Describe on the group (ListGroups leaves out the others), JoinGroup,
+SyncGroup, Heartbeat, LeaveGroup and OffsetCommit need Read on it (a refusal is
+GROUP_AUTHORIZATION_FAILED, in the API's shape); OffsetCommit also needs Read on each
+topic and OffsetFetch Describe (TOPIC_AUTHORIZATION_FAILED per partition / left out);
+DeleteGroups needs Delete.
+
 Costs: O(1) here plus what the coordinator does.  Not thread-safe: called on the broker's
 event loop.
 """
@@ -34,6 +41,9 @@ from broker.handlers.common import Body, Handler, RequestContext, Respond
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode
 
+GROUP_DENIED = int(ErrorCode.GROUP_AUTHORIZATION_FAILED)
+TOPIC_DENIED = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
+
 FIRST_BATCHED_FIND_COORDINATOR = 4
 FIRST_MEMBER_ID_REQUIRED_JOIN = 4
 FIRST_NULLABLE_PROTOCOL_NAME = 7
@@ -42,19 +52,41 @@ FIRST_BATCHED_OFFSET_FETCH = 8
 FIRST_TOP_LEVEL_OFFSET_FETCH_ERROR = 2
 
 
+def _coordinator_of(core: BrokerCore, key: str, key_type: int, ctx: RequestContext) -> Body:
+    if key_type == 0 and not ctx.allowed("Describe", "Group", key):
+        return {"error_code": GROUP_DENIED, "error_message": f"not authorized to Describe "
+                f"group {key!r}", "node_id": -1, "host": "", "port": -1}
+    return core.groups.find_coordinator(key, key_type)
+
+
 def handle_find_coordinator(core: BrokerCore, body: Body, respond: Respond,
                             ctx: RequestContext) -> None:
     if ctx.version < FIRST_BATCHED_FIND_COORDINATOR:
         respond({"throttle_time_ms": 0,
-                 **core.groups.find_coordinator(body["key"], body["key_type"])})
+                 **_coordinator_of(core, body["key"], body["key_type"], ctx)})
         return
     respond({"throttle_time_ms": 0, "coordinators": [
-        {"key": key, **core.groups.find_coordinator(key, body["key_type"])}
+        {"key": key, **_coordinator_of(core, key, body["key_type"], ctx)}
         for key in body["coordinator_keys"]]})
+
+
+def _refused(ctx: RequestContext, operation: str, group_id: str, respond: Respond,
+             answer: Body) -> bool:
+    """Answer ``answer`` with GROUP_AUTHORIZATION_FAILED when the user may not
+    ``operation`` the group; True if so."""
+    if ctx.allowed(operation, "Group", group_id):
+        return False
+    respond({"throttle_time_ms": 0, **answer, "error_code": GROUP_DENIED})
+    return True
 
 
 def handle_join_group(core: BrokerCore, body: Body, respond: Respond,
                       ctx: RequestContext) -> None:
+    if _refused(ctx, "Read", body["group_id"], respond, {
+            "generation_id": -1, "member_id": "", "leader": "", "members": [],
+            "protocol_name": "" if ctx.version < FIRST_NULLABLE_PROTOCOL_NAME else None}):
+        return
+
     def answer(body: Body | None) -> None:
         if body is not None and body.get("protocol_name") is None \
                 and ctx.version < FIRST_NULLABLE_PROTOCOL_NAME:
@@ -68,16 +100,20 @@ def handle_join_group(core: BrokerCore, body: Body, respond: Respond,
 
 def handle_sync_group(core: BrokerCore, body: Body, respond: Respond,
                       ctx: RequestContext) -> None:
-    core.groups.coordinator.sync_group(body, respond)
+    if not _refused(ctx, "Read", body["group_id"], respond, {"assignment": b""}):
+        core.groups.coordinator.sync_group(body, respond)
 
 
 def handle_heartbeat(core: BrokerCore, body: Body, respond: Respond,
                      ctx: RequestContext) -> None:
-    core.groups.coordinator.heartbeat(body, respond)
+    if not _refused(ctx, "Read", body["group_id"], respond, {}):
+        core.groups.coordinator.heartbeat(body, respond)
 
 
 def handle_leave_group(core: BrokerCore, body: Body, respond: Respond,
                        ctx: RequestContext) -> None:
+    if _refused(ctx, "Read", body["group_id"], respond, {"members": []}):
+        return
     if ctx.version >= FIRST_BATCHED_LEAVE:
         core.groups.coordinator.leave_group(body, respond)
         return
@@ -96,21 +132,46 @@ def handle_leave_group(core: BrokerCore, body: Body, respond: Respond,
 
 def handle_offset_commit(core: BrokerCore, body: Body, respond: Respond,
                          ctx: RequestContext) -> None:
+    def failed(topics: list[Body], code: int) -> list[Body]:
+        return [{"name": t["name"], "partitions": [
+            {"partition_index": p["partition_index"], "error_code": code}
+            for p in t["partitions"]]} for t in topics]
+
+    if not ctx.allowed("Read", "Group", body["group_id"]):
+        respond({"throttle_time_ms": 0, "topics": failed(body["topics"], GROUP_DENIED)})
+        return
+    denied = [t for t in body["topics"] if not ctx.allowed("Read", "Topic", t["name"])]
+    if denied:
+        body = {**body, "topics": [t for t in body["topics"] if t not in denied]}
+        answer_all = respond
+
+        def respond(answer: Body | None) -> None:
+            if answer is not None:
+                answer["topics"] = [*answer["topics"], *failed(denied, TOPIC_DENIED)]
+            answer_all(answer)
+
     commit_offsets(core.groups.coordinator, body, respond)
 
 
 def handle_offset_fetch(core: BrokerCore, body: Body, respond: Respond,
                         ctx: RequestContext) -> None:
     coordinator = core.groups.coordinator
+
+    def fetch(group_id: str, wanted: list[Body] | None) -> tuple[int, list[Body]]:
+        if not ctx.allowed("Describe", "Group", group_id):
+            return GROUP_DENIED, []
+        code, topics = fetch_offsets(coordinator, group_id, wanted)
+        return int(code), [t for t in topics if ctx.allowed("Describe", "Topic", t["name"])]
+
     if ctx.version >= FIRST_BATCHED_OFFSET_FETCH:
         groups = []
         for group in body["groups"]:
-            code, topics = fetch_offsets(coordinator, group["group_id"], group["topics"])
-            groups.append({"group_id": group["group_id"], "error_code": int(code),
+            code, topics = fetch(group["group_id"], group["topics"])
+            groups.append({"group_id": group["group_id"], "error_code": code,
                            "topics": topics})
         respond({"throttle_time_ms": 0, "groups": groups})
         return
-    code, topics = fetch_offsets(coordinator, body["group_id"], body["topics"])
+    code, topics = fetch(body["group_id"], body["topics"])
     if code != ErrorCode.NONE and ctx.version < FIRST_TOP_LEVEL_OFFSET_FETCH_ERROR:
         topics = [{"name": t["name"], "partitions": [
             {"partition_index": i, "committed_offset": -1, "metadata": "",
@@ -121,21 +182,31 @@ def handle_offset_fetch(core: BrokerCore, body: Body, respond: Respond,
 
 def handle_list_groups(core: BrokerCore, body: Body, respond: Respond,
                        ctx: RequestContext) -> None:
-    respond({"throttle_time_ms": 0, **list_groups(core.groups.coordinator,
-                                                  body["states_filter"],
-                                                  body["types_filter"])})
+    answer = list_groups(core.groups.coordinator, body["states_filter"], body["types_filter"])
+    answer["groups"] = [g for g in answer["groups"]
+                        if ctx.allowed("Describe", "Group", g["group_id"])]
+    respond({"throttle_time_ms": 0, **answer})
 
 
 def handle_describe_groups(core: BrokerCore, body: Body, respond: Respond,
                            ctx: RequestContext) -> None:
-    respond({"throttle_time_ms": 0, **describe_groups(core.groups.coordinator, body)})
+    answer = describe_groups(core.groups.coordinator, body)
+    for entry in answer["groups"]:
+        if not ctx.allowed("Describe", "Group", entry["group_id"]):
+            entry.update(error_code=GROUP_DENIED, error_message=None, members=[],
+                         group_state="", protocol_type="", protocol_data="")
+    respond({"throttle_time_ms": 0, **answer})
 
 
 def handle_delete_groups(core: BrokerCore, body: Body, respond: Respond,
                          ctx: RequestContext) -> None:
-    core.groups.coordinator.delete_groups(body["groups_names"], lambda results: respond({
-        "throttle_time_ms": 0,
-        "results": [{"group_id": g, "error_code": int(code)} for g, code in results]}))
+    names = body["groups_names"]
+    denied = [g for g in names if not ctx.allowed("Delete", "Group", g)]
+    core.groups.coordinator.delete_groups(
+        [g for g in names if g not in denied], lambda results: respond({
+            "throttle_time_ms": 0,
+            "results": [{"group_id": g, "error_code": int(code)} for g, code in results]
+            + [{"group_id": g, "error_code": GROUP_DENIED} for g in denied]}))
 
 
 GROUP_HANDLERS: dict[int, Handler] = {

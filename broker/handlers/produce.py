@@ -34,6 +34,7 @@ from broker.handlers.common import (
     Respond,
     as_minikafka_error,
     error_fields,
+    require,
 )
 from broker.handlers.fetch import LEADER_HINT_ERRORS, current_leader
 from clients.protocol.api_keys import ApiKey
@@ -101,6 +102,7 @@ def handle_produce(core: BrokerCore, body: Body, respond: Respond,
                               error_message="zstd batches need Produce v7 or later")
                 continue
             try:
+                require(ctx, "Write", "Topic", name)
                 partition = core.partition_or_error(name, entry["index"])
                 if partition.is_leader:  # (a follower answers NOT_LEADER from the append)
                     partition.log.require_keys(entry["records"])  # compacted: INVALID_RECORD

@@ -29,6 +29,7 @@ from broker.handlers.common import (
     Respond,
     as_minikafka_error,
     error_fields,
+    require,
 )
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError
@@ -69,6 +70,7 @@ def handle_delete_records(core: BrokerCore, body: Body, respond: Respond,
             index = request["partition_index"]
             result: Body = {"partition_index": index, "low_watermark": -1, "error_code": 0}
             try:
+                require(ctx, "Delete", "Topic", topic["name"])
                 result["low_watermark"], changed = _delete_before(core, topic["name"], index,
                                                                   request["offset"])
                 if changed:

@@ -128,8 +128,32 @@ def _metadata_from_image(core: BrokerCore, body: Body, version: int) -> Body:
     }
 
 
+def _described_only(respond: Respond, body: Body, ctx: RequestContext) -> Respond:
+    """Metadata under ACLs (Kafka's rule): a topic the user may not Describe is left out
+    of an all-topics answer and answered TOPIC_AUTHORIZATION_FAILED when named (whether
+    it exists or not: the answer does not tell)."""
+    named = body.get("topics") is not None
+
+    def answer(response: Body | None) -> None:
+        if response is not None:
+            topics = []
+            for t in response["topics"]:
+                if t["name"] is None or ctx.allowed("Describe", "Topic", t["name"]):
+                    topics.append(t)
+                elif named:
+                    topics.append({"error_code": int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+                                   "name": t["name"], "topic_id": ZERO_UUID,
+                                   "is_internal": False, "partitions": []})
+            response["topics"] = topics
+        respond(response)
+
+    return answer
+
+
 def handle_metadata(core: BrokerCore, body: Body, respond: Respond,
                     ctx: RequestContext) -> None:
+    if ctx.authorizer is not None and ctx.authorizer.enabled:
+        respond = _described_only(respond, body, ctx)
     if core.image is not None:
         respond(_metadata_from_image(core, body, ctx.version))
         return
@@ -220,14 +244,26 @@ def _forward(core: BrokerCore, api: ApiKey, body: Body, respond: Respond,
     _spawn(run())
 
 
-def _without(body: Body, key: str, twice: set[str], name: Callable[[Any], str]) -> Body:
-    """The body without the entries named more than once (answered here)."""
-    return {**body, key: [e for e in body[key] if name(e) not in twice]}
+def _without(body: Body, key: str, here: set[str], name: Callable[[Any], str]) -> Body:
+    """The body without the entries answered here (:func:`_answered_here`)."""
+    return {**body, key: [e for e in body[key] if name(e) not in here]}
 
 
 def _twice_error(name: str) -> Body:
     return {"name": name, "error_code": int(ErrorCode.INVALID_REQUEST),
             "error_message": f"topic {name!r} is named more than once in the request"}
+
+
+def _answered_here(ctx: RequestContext, operation: str, names: list[str]) -> dict[str, Body]:
+    """The entries of a topic request answered by this broker with an error, not done: a
+    topic named twice (INVALID_REQUEST) or one the user may not ``operation``
+    (TOPIC_AUTHORIZATION_FAILED, :mod:`broker.acls`)."""
+    out = {n: _twice_error(n) for n in sorted(duplicates(names))}
+    for n in names:
+        if n not in out and not ctx.allowed(operation, "Topic", n):
+            out[n] = {"name": n, "error_code": int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
+                      "error_message": f"not authorized to {operation} topic {n!r}"}
+    return out
 
 
 def _ok_names(answer: Body, key: str) -> list[str]:
@@ -278,9 +314,9 @@ def _created(core: BrokerCore, name: str, num_partitions: int, replication_facto
 
 def handle_create_topics(core: BrokerCore, body: Body, respond: Respond,
                          ctx: RequestContext) -> None:
-    twice = duplicates([t["name"] for t in body["topics"]])
+    here = _answered_here(ctx, "Create", [t["name"] for t in body["topics"]])
     if core.controller_mode:
-        forwarded = _without(body, "topics", twice, lambda t: t["name"])
+        forwarded = _without(body, "topics", set(here), lambda t: t["name"])
         names = [t["name"] for t in forwarded["topics"]]
 
         def visible(answer: Body) -> bool:
@@ -294,7 +330,7 @@ def handle_create_topics(core: BrokerCore, body: Body, respond: Respond,
                 if t["error_code"] == 0 and info is not None and not t.get("configs"):
                     t.update(_created(core, t["name"], info.num_partitions,
                                       info.replication_factor, info.configs))
-            answer["topics"] = [*answer.get("topics", []), *map(_twice_error, sorted(twice))]
+            answer["topics"] = [*answer.get("topics", []), *here.values()]
             return answer
 
         _forward(core, ApiKey.CREATE_TOPICS, forwarded, respond, visible, lambda exc: {
@@ -303,8 +339,8 @@ def handle_create_topics(core: BrokerCore, body: Body, respond: Respond,
     results = []
     for topic in body["topics"]:
         name = topic["name"]
-        if name in twice:
-            results.append(_twice_error(name))
+        if name in here:
+            results.append(here[name])
             continue
         try:
             count, rf = topic["num_partitions"], topic["replication_factor"]
@@ -326,13 +362,12 @@ def handle_create_topics(core: BrokerCore, body: Body, respond: Respond,
 def handle_delete_topics(core: BrokerCore, body: Body, respond: Respond,
                          ctx: RequestContext) -> None:
     names = body["topic_names"]
-    twice = duplicates(names)
+    here = _answered_here(ctx, "Delete", names)
     if core.controller_mode:
-        forwarded = _without(body, "topic_names", twice, lambda n: n)
+        forwarded = _without(body, "topic_names", set(here), lambda n: n)
 
         def finish(answer: Body) -> Body:
-            answer["responses"] = [*answer.get("responses", []),
-                                   *map(_twice_error, sorted(twice))]
+            answer["responses"] = [*answer.get("responses", []), *here.values()]
             return answer
 
         _forward(core, ApiKey.DELETE_TOPICS, forwarded, respond, lambda answer: all(
@@ -343,8 +378,8 @@ def handle_delete_topics(core: BrokerCore, body: Body, respond: Respond,
         return
     results = []
     for name in names:
-        if name in twice:
-            results.append(_twice_error(name))
+        if name in here:
+            results.append(here[name])
             continue
         try:
             reason = topic_name_error(name)
@@ -389,9 +424,9 @@ def _validate_new_partitions(core: BrokerCore, topic: Body) -> None:
 
 def handle_create_partitions(core: BrokerCore, body: Body, respond: Respond,
                              ctx: RequestContext) -> None:
-    twice = duplicates([t["name"] for t in body["topics"]])
+    here = _answered_here(ctx, "Alter", [t["name"] for t in body["topics"]])
     if core.controller_mode:
-        forwarded = _without(body, "topics", twice, lambda t: t["name"])
+        forwarded = _without(body, "topics", set(here), lambda t: t["name"])
         counts = {t["name"]: t["count"] for t in forwarded["topics"]}
 
         def visible(answer: Body) -> bool:
@@ -402,7 +437,7 @@ def handle_create_partitions(core: BrokerCore, body: Body, respond: Respond,
                 for n in _ok_names(answer, "results"))
 
         def finish(answer: Body) -> Body:
-            answer["results"] = [*answer.get("results", []), *map(_twice_error, sorted(twice))]
+            answer["results"] = [*answer.get("results", []), *here.values()]
             return answer
 
         _forward(core, ApiKey.CREATE_PARTITIONS, forwarded, respond, visible, lambda exc: {
@@ -412,8 +447,8 @@ def handle_create_partitions(core: BrokerCore, body: Body, respond: Respond,
     results = []
     for topic in body["topics"]:
         name = topic["name"]
-        if name in twice:
-            results.append(_twice_error(name))
+        if name in here:
+            results.append(here[name])
             continue
         try:
             _validate_new_partitions(core, topic)
