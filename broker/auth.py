@@ -33,6 +33,7 @@ server's event loop owns its sessions.
 
 from __future__ import annotations
 
+import functools
 import os
 import stat
 from pathlib import Path
@@ -43,6 +44,7 @@ from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, InvalidConfigError
 from clients.protocol.scram import (
     MECHANISMS,
+    PLAIN,
     ScramCredential,
     ScramError,
     ScramServer,
@@ -50,6 +52,9 @@ from clients.protocol.scram import (
     broker_id_of,
     broker_password,
     broker_username,
+    make_credential,
+    parse_plain_token,
+    password_matches,
 )
 
 BROKER_MECHANISM = "SCRAM-SHA-256"
@@ -93,23 +98,31 @@ def broker_login(secret: str, broker_id: int) -> tuple[str, bytes] | None:
     return (broker_username(broker_id), broker_password(secret, broker_id)) if secret else None
 
 
+@functools.cache
+def _unknown_user() -> ScramCredential:
+    return make_credential(BROKER_MECHANISM, os.urandom(16))
+
+
 class SaslSession:
     """One connection's SASL state: handshake, then SCRAM messages, then a principal."""
 
-    __slots__ = ("mechanism", "principal", "scram", "secret", "users")
+    __slots__ = ("mechanism", "plain", "principal", "scram", "secret", "users")
 
-    def __init__(self, secret: str, users: ScramUsers | None = None) -> None:
+    def __init__(self, secret: str, users: ScramUsers | None = None,
+                 plain: bool = False) -> None:
         self.secret = secret
         self.users = users
+        self.plain = plain  # the connection is TLS: SASL/PLAIN may be offered
         self.mechanism: str | None = None
         self.scram: ScramServer | None = None
         self.principal: str | None = None
 
     def offered(self) -> list[str]:
         """The mechanisms this server takes: SCRAM-SHA-256 for brokers (with a secret),
-        both SCRAM mechanisms for client users (with a users file)."""
+        both SCRAM mechanisms for client users (with a users file), and PLAIN for them
+        on a TLS port only (PLAIN sends the password itself)."""
         if self.users is not None and self.users.enabled:
-            return sorted(MECHANISMS)
+            return sorted(MECHANISMS) + ([PLAIN] if self.plain else [])
         return [BROKER_MECHANISM] if self.secret else []
 
     def _credential(self, mechanism: str, user: str) -> ScramCredential | None:
@@ -129,10 +142,35 @@ class SaslSession:
                                       else ErrorCode.ILLEGAL_SASL_STATE),
                     "mechanisms": offered}
         self.mechanism = mechanism
-        self.scram = ScramServer(mechanism, lambda user: self._credential(mechanism, user))
+        if mechanism != PLAIN:
+            self.scram = ScramServer(mechanism,
+                                     lambda user: self._credential(mechanism, user))
         return {"error_code": 0, "mechanisms": offered}
 
+    def _plain(self, token: bytes) -> dict[str, Any]:
+        """SASL/PLAIN: one message; the password is checked against the user's stored
+        SCRAM-SHA-256 keys (the users file keeps no passwords).  Brokers do not log in
+        with PLAIN."""
+        self.mechanism = None
+        try:
+            user, password = parse_plain_token(token)
+            credential = (None if broker_id_of(user) is not None or self.users is None
+                          else self.users.credential(BROKER_MECHANISM, user))
+            # an unknown user costs the same PBKDF2 as a known one: no timing tell
+            matches = password_matches(credential or _unknown_user(), BROKER_MECHANISM,
+                                       password)
+            if credential is None or not matches:
+                raise ScramError("unknown user or wrong password")
+        except ScramError as exc:
+            return {"error_code": int(ErrorCode.SASL_AUTHENTICATION_FAILED),
+                    "error_message": str(exc), "auth_bytes": b""}
+        self.principal = user
+        return {"error_code": 0, "error_message": None, "auth_bytes": b"",
+                "session_lifetime_ms": 0}
+
     def authenticate(self, body: dict[str, Any]) -> dict[str, Any]:
+        if self.mechanism == PLAIN and self.principal is None:
+            return self._plain(bytes(body["auth_bytes"]))
         scram = self.scram
         if scram is None:
             return {"error_code": int(ErrorCode.ILLEGAL_SASL_STATE),

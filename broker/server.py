@@ -326,7 +326,8 @@ class BrokerServer:
             assert self.core is not None
             if session is None:
                 session = self.sessions[(endpoint.index, conn_id)] = SaslSession(
-                    self.core.cluster_secret, self.core.users)
+                    self.core.cluster_secret, self.core.users,
+                    plain=bool(self.config.ssl_certfile))
             respond(session.handshake(request.body, version)
                     if request.api_key == ApiKey.SASL_HANDSHAKE
                     else session.authenticate(request.body))

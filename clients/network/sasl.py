@@ -16,8 +16,9 @@ kafka-python uses) into a login, validating them: ``security_protocol`` is one o
 ``PLAINTEXT``, ``SSL``, ``SASL_PLAINTEXT``, ``SASL_SSL`` (any case); the ``sasl_*``
 settings need ``SASL_PLAINTEXT`` or ``SASL_SSL`` and are refused with the other two;
 the TLS side of ``SSL`` / ``SASL_SSL`` is :func:`clients.network.tls.ssl_context_of`.
-Only SCRAM-SHA-256 and SCRAM-SHA-512: PLAIN would send the password itself (tolerable
-only inside TLS) and is not implemented.
+Mechanisms: SCRAM-SHA-256 and SCRAM-SHA-512, and PLAIN (RFC 4616: one message carrying
+the password itself) with ``SASL_SSL`` only - over ``SASL_PLAINTEXT`` it is refused here,
+as our brokers offer it only on TLS ports.
 
 Costs: one PBKDF2 (4096 rounds, ~2 ms) and three round trips per connection.  The
 exchange runs on the connecting thread with the connection's socket timeout (a plain
@@ -36,7 +37,7 @@ from clients.protocol.codec import decode_response, encode_request
 from clients.protocol.errors import AuthenticationError, ErrorCode, InvalidConfigError
 from clients.protocol.framing import read_frame, send_buffers
 from clients.protocol.registry import APIS
-from clients.protocol.scram import MECHANISMS, ScramClient, ScramError
+from clients.protocol.scram import MECHANISMS, PLAIN, ScramClient, ScramError, plain_token
 
 __all__ = ["SaslLogin", "log_in", "sasl_login_of"]
 
@@ -67,9 +68,13 @@ def sasl_login_of(security_protocol: str, sasl_mechanism: str | None,
                                      "security_protocol='SASL_PLAINTEXT' or 'SASL_SSL' "
                                      f"(security_protocol is {protocol!r})")
         return None
-    if sasl_mechanism not in MECHANISMS:
-        raise InvalidConfigError(f"sasl_mechanism must be one of {', '.join(sorted(MECHANISMS))}"
-                                 f", got {sasl_mechanism!r}")
+    if sasl_mechanism == PLAIN and protocol != "SASL_SSL":
+        raise InvalidConfigError("sasl_mechanism='PLAIN' sends the password itself: it needs "
+                                 "security_protocol='SASL_SSL'")
+    if sasl_mechanism not in MECHANISMS and sasl_mechanism != PLAIN:
+        raise InvalidConfigError(f"sasl_mechanism must be one of "
+                                 f"{', '.join([*sorted(MECHANISMS), PLAIN])}, got "
+                                 f"{sasl_mechanism!r}")
     if not sasl_plain_username or not sasl_plain_password:
         raise InvalidConfigError(f"{protocol} needs sasl_plain_username and "
                                  "sasl_plain_password")
@@ -102,6 +107,15 @@ def log_in(sock: socket.socket, login: SaslLogin, versions: dict[int, tuple[int,
         raise AuthenticationError(
             f"the broker does not take {login.mechanism} (it offers {answer['mechanisms']})",
             ErrorCode.UNSUPPORTED_SASL_MECHANISM)
+    if login.mechanism == PLAIN:
+        answer = _call(sock, ApiKey.SASL_AUTHENTICATE, auth_version, client_id,
+                       {"auth_bytes": plain_token(login.username, login.password)},
+                       max_frame_bytes)
+        if answer["error_code"]:
+            raise AuthenticationError(
+                f"login as {login.username!r} refused: "
+                f"{answer.get('error_message') or ErrorCode(answer['error_code']).name}")
+        return
     scram = ScramClient(login.mechanism, login.username, login.password)
     try:
         token = scram.first()

@@ -76,6 +76,39 @@ def make_credential(mechanism: str, password: bytes, salt: bytes | None = None,
                            hmac.digest(salted, b"Server Key", name))
 
 
+def password_matches(credential: ScramCredential, mechanism: str, password: bytes) -> bool:
+    """Whether ``password`` is the one ``credential`` was made from (SASL/PLAIN checks a
+    password against the stored SCRAM keys; constant-time comparison)."""
+    name = _hash(mechanism)
+    salted = hashlib.pbkdf2_hmac(name, password, credential.salt, credential.iterations)
+    stored = hashlib.new(name, hmac.digest(salted, b"Client Key", name)).digest()
+    return hmac.compare_digest(stored, credential.stored_key)
+
+
+PLAIN = "PLAIN"
+
+
+def plain_token(username: str, password: bytes) -> bytes:
+    """RFC 4616's message: empty authorization id, NUL, user, NUL, password."""
+    return b"\0" + username.encode() + b"\0" + password
+
+
+def parse_plain_token(token: bytes) -> tuple[str, bytes]:
+    """(user, password) of a PLAIN message; ScramError when malformed or when it asks
+    to act as someone else (an authorization id other than the user)."""
+    parts = token.split(b"\0")
+    if len(parts) != 3 or not parts[1] or len(token) > 1024:
+        raise ScramError("malformed SASL/PLAIN message")
+    authzid, user, password = parts
+    try:
+        name = user.decode()
+    except UnicodeDecodeError:
+        raise ScramError("SASL/PLAIN user name is not UTF-8") from None
+    if authzid and authzid != user:
+        raise ScramError("SASL/PLAIN authorization id must be empty or the user")
+    return name, password
+
+
 def broker_username(broker_id: int) -> str:
     return f"{BROKER_PREFIX}{broker_id}"
 

@@ -25,6 +25,7 @@ from clients.admin import Admin
 from clients.consumer.consumer import Consumer
 from clients.producer.producer import Producer
 from clients.protocol.api_keys import ApiKey
+from clients.protocol.errors import AuthenticationError
 from clients.protocol.topics import TopicPartition
 from clients.types import NewTopic
 from tests.broker.cluster_harness import LocalCluster
@@ -218,3 +219,23 @@ def test_client_certificates_plaintext_clients_and_strangers_are_refused(
         sock.sendall(request(ApiKey.API_VERSIONS, 3, {
             "client_software_name": "t", "client_software_version": "1"}, 5))
         assert _answers(sock, 1) == [5]
+
+
+def test_sasl_plain_inside_tls_with_librdkafka_and_ours(cluster: LocalCluster,
+                                                       certs: Certs) -> None:
+    """PLAIN sends the password itself: offered on TLS ports only, checked against the
+    user's stored SCRAM keys (the users file keeps no passwords)."""
+    plain = {**confluent(cluster, certs), "sasl.mechanisms": "PLAIN"}
+    producer = ConfluentProducer({**plain, "acks": "all"})
+    errors: list[Any] = []
+    for i in range(20):
+        producer.produce(TOPIC, b"plain-%d" % i,
+                         on_delivery=lambda err, _m: errors.append(err) if err else None)
+    assert producer.flush(30) == 0 and errors == []
+    with Producer(cluster.bootstrap, acks="all",
+                  **{**ours(certs), "sasl_mechanism": "PLAIN"}) as ours_plain:
+        assert ours_plain.send(TOPIC, b"ours over PLAIN").result(30).offset >= 20
+    wrong = {**ours(certs), "sasl_mechanism": "PLAIN", "sasl_plain_password": "not it!!"}
+    with Producer(cluster.bootstrap, max_block_ms=10_000, **wrong) as bad, \
+            pytest.raises(AuthenticationError, match="refused"):
+        bad.send(TOPIC, b"never").result(30)

@@ -11,7 +11,7 @@ from broker.auth import SaslSession, needs_login
 from broker.users import ScramUsers, add_user
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, InvalidConfigError
-from clients.protocol.scram import ScramClient
+from clients.protocol.scram import ScramClient, plain_token
 
 
 class Clock:
@@ -91,3 +91,21 @@ def test_before_a_login_only_api_versions_and_sasl_are_served() -> None:
     assert not needs_login(False, None, ApiKey.PRODUCE)
     session.principal = "alice"
     assert not needs_login(True, session, ApiKey.PRODUCE)
+
+
+def test_plain_is_offered_on_tls_ports_only(tmp_path: Path) -> None:
+    users = tmp_path / "users.scram"
+    add_user(users, "alice", b"right password")
+    plaintext = SaslSession("", ScramUsers(str(users)))
+    assert "PLAIN" not in plaintext.offered()
+    assert plaintext.handshake({"mechanism": "PLAIN"}, 1)["error_code"] == int(
+        ErrorCode.UNSUPPORTED_SASL_MECHANISM)
+    tls = SaslSession("", ScramUsers(str(users)), plain=True)
+    assert tls.handshake({"mechanism": "PLAIN"}, 1)["error_code"] == 0
+    refused = tls.authenticate({"auth_bytes": plain_token("alice", b"wrong")})
+    assert refused["error_code"] == int(ErrorCode.SASL_AUTHENTICATION_FAILED)
+    assert tls.principal is None
+    assert tls.handshake({"mechanism": "PLAIN"}, 1)["error_code"] == 0
+    assert tls.authenticate({"auth_bytes": plain_token("alice", b"right password")})[
+        "error_code"] == 0
+    assert tls.principal == "alice"

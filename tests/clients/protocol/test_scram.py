@@ -15,6 +15,9 @@ from clients.protocol.scram import (
     broker_id_of,
     broker_password,
     make_credential,
+    parse_plain_token,
+    password_matches,
+    plain_token,
 )
 
 CLIENT_NONCE = "rOprNGfwEbeRWgbNEkqO"
@@ -84,3 +87,18 @@ def test_broker_credentials_bind_one_broker_id() -> None:
             server.final(client.final(server.first(client.first())))
     assert broker_credential(secret, "SCRAM-SHA-256", "alice") is None
     assert broker_id_of("alice") is None and broker_id_of(None) is None
+
+
+def test_plain_messages_and_passwords_checked_against_stored_scram_keys() -> None:
+    credential = make_credential("SCRAM-SHA-256", b"right password")
+    assert password_matches(credential, "SCRAM-SHA-256", b"right password")
+    assert not password_matches(credential, "SCRAM-SHA-256", b"wrong password")
+    token = plain_token("alice", b"right password")
+    assert token == b"\0alice\0right password"
+    assert parse_plain_token(token) == ("alice", b"right password")
+    assert parse_plain_token(b"alice\0alice\0pw") == ("alice", b"pw")  # authzid = user
+    for bad in (b"alice\0pw", b"\0\0pw", b"bob\0alice\0pw", b"\0\xff\0pw",
+                b"\0a\0" + b"x" * 2000):
+        with pytest.raises(ScramError):
+            parse_plain_token(bad)
+
