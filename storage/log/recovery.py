@@ -17,6 +17,7 @@ from __future__ import annotations
 import bisect
 import os
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,11 +41,13 @@ class RecoveryReport:
     indexes_rebuilt: int = 0  # segments whose .index/.timeindex were rebuilt
     truncated_bytes: int = 0
     truncated_at_offset: int | None = None  # log end offset after a truncation
-    segments_deleted: int = 0  # whole segments dropped after a corrupt point
+    segments_deleted: int = 0  # whole segments moved out of the log after a corrupt point
+    quarantine: Path | None = None  # where they went (kept for an operator, not served)
     problems: list[str] = field(default_factory=list)
 
 SEGMENT_NAME = re.compile(r"^(\d{20})\.log$")
 STRAY_SUFFIXES = (".deleted", ".cleaned", ".swap")
+QUARANTINE_PREFIX = "quarantine-"
 INDEX_SUFFIXES = (".index", ".timeindex")
 
 
@@ -61,9 +64,12 @@ def load_segments(
     entries, last entry on a real batch header); a failure rebuilds that segment's
     indexes by a CRC rescan.  After an unclean shutdown every segment from the one holding
     ``recovery_point`` onwards is rescanned.  The first torn or corrupt batch truncates its
-    segment there and deletes every later segment (nothing after a corrupt point
-    survives).  An interrupted cleaner swap is completed or rolled back first
-    (:func:`finish_interrupted_swaps`); indexes without a ``.log`` are removed.
+    segment there; every later segment leaves the log (a log cannot have a hole) but is
+    not deleted: its files move to ``quarantine-<ms>/`` in the log directory, intact, for
+    an operator (a replica fetches the range again from its leader; the report's
+    ``quarantine`` names the directory).  An interrupted cleaner swap is completed or
+    rolled back first (:func:`finish_interrupted_swaps`); indexes without a ``.log`` are
+    removed.
     """
     report = RecoveryReport(had_clean_shutdown=had_clean_shutdown)
     finish_interrupted_swaps(directory, report)
@@ -104,14 +110,31 @@ def load_segments(
         if scan is not None and scan.error is not None:
             report.problems.append(f"{seg.log_path}: {scan.error}; truncated")
             report.truncated_at_offset = seg.next_offset
-            for later in segments[i + 1:]:
-                report.truncated_bytes += later.size
-                report.segments_deleted += 1
-                later.delete()
+            if segments[i + 1:]:
+                _quarantine(directory, segments[i + 1:], report)
             del segments[i + 1:]
             break
         prev_next = seg.next_offset
     return segments, report
+
+
+def _quarantine(directory: Path, later: list[Segment], report: RecoveryReport) -> None:
+    """Move ``later`` (closed first) out of the log into ``quarantine-<ms>/``."""
+    target = directory / f"{QUARANTINE_PREFIX}{int(time.time() * 1000)}"
+    target.mkdir(exist_ok=True)
+    for seg in later:
+        report.truncated_bytes += seg.size
+        report.segments_deleted += 1
+        seg.close()
+        for suffix in (".log", *INDEX_SUFFIXES):
+            path = segment_file(directory, seg.base_offset, suffix)
+            if path.exists():
+                os.rename(path, target / path.name)
+    fsync_dir(target)
+    fsync_dir(directory)
+    report.quarantine = target
+    report.problems.append(f"{len(later)} later segment(s) moved, intact, to {target.name} "
+                           "(not served; remove them once the replica has them again)")
 
 
 SWAP_LOG = re.compile(r"^(\d{20})\.log\.swap$")

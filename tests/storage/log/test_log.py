@@ -465,6 +465,12 @@ def test_corruption_in_an_old_segment_drops_everything_after_it(tmp_path: Path) 
     reopened = open_log(tmp_path, recovery_point=0)
     report = reopened.recovery_report
     assert report.segments_deleted > 0 and len(reopened.segments) == 2
+    assert report.quarantine is not None  # the later segments moved, intact, not deleted
+    kept = sorted(report.quarantine.glob("*.log"))
+    assert len(kept) == report.segments_deleted
+    assert sum(p.stat().st_size for p in kept) > 0
+    assert all(h.base_offset > victim.base_offset
+               for p in kept for _, h in iter_batches(p.read_bytes()))  # CRCs valid
     assert reopened.active.base_offset == victim.base_offset
     assert reopened.active.size <= corrupt_at
     data = reopened.read(0, 10**9).read_bytes()
