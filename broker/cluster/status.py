@@ -90,7 +90,9 @@ def status_report(state: ClusterState) -> dict[str, Any]:
                 "offline_reason": p["offline_reason"],
                 "replica_offsets": {
                     str(r): ({"hw": replicas[(*key, r)]["high_watermark"],
-                              "leo": replicas[(*key, r)]["log_end_offset"]}
+                              "leo": replicas[(*key, r)]["log_end_offset"],
+                              "damaged_from": replicas[(*key, r)]["damaged_from"],
+                              "recovery_cut": replicas[(*key, r)]["recovery_cut"]}
                              if (*key, r) in replicas else None)
                     for r in p["replica_nodes"]},
             })
@@ -118,7 +120,15 @@ def print_status(report: dict[str, Any]) -> None:
               f"{','.join(map(str, p['replicas'])):<10}{','.join(map(str, p['isr'])):<10}"
               f"{offsets}")
     for p in report["partitions"]:
+        where = f"{p['topic']}-{p['partition']}"
         if p["offline_reason"]:
-            print(f"{p['topic']}-{p['partition']} offline: {p['offline_reason']}")
+            print(f"{where} offline: {p['offline_reason']}")
+        for r, o in p["replica_offsets"].items():
+            if o and o["damaged_from"] >= 0:
+                print(f"{where} replica {r}: the scrubber found damage from offset "
+                      f"{o['damaged_from']} (repaired from another replica if one has it)")
+            if o and o["recovery_cut"]:
+                print(f"{where} replica {r}: log recovery cut it at its last start (it "
+                      "copies the rest again; it leads only if no replica holds more)")
     if any(p["unclean_leader"] for p in report["partitions"]):
         print("* leader chosen by unclean election: acknowledged records may have been lost")

@@ -454,6 +454,10 @@ def handle_describe_log_dirs(core: BrokerCore, body: Body, respond: Respond,
     wanted = None if body["topics"] is None else {
         (t["name"], p) for t in body["topics"] for p in t["partitions"]}
     by_topic: dict[str, list[Body]] = {}
+    damaged: dict[tuple[str, int], int] = {}
+    for d in core.log_manager.scrubber.findings:
+        key = (d.topic, d.partition)
+        damaged[key] = min(damaged.get(key, d.first_bad_offset), d.first_bad_offset)
     for (name, index), p in sorted(core.partitions.items()):
         if wanted is not None and (name, index) not in wanted:
             continue
@@ -462,7 +466,9 @@ def handle_describe_log_dirs(core: BrokerCore, body: Body, respond: Respond,
             "offset_lag": max(p.high_watermark - p.log_end_offset, 0), "is_future_key": False,
             "log_start_offset": p.log_start_offset, "log_end_offset": p.log_end_offset,
             "high_watermark": p.high_watermark, "leader_id": p.leader_id,
-            "leader_epoch": p.leader_epoch, "isr": list(p.isr)})
+            "leader_epoch": p.leader_epoch, "isr": list(p.isr),
+            "damaged_from": damaged.get((name, index), -1),
+            "recovery_cut": TopicPartition(name, index) in core.recovery_cuts})
     log_dir = core.data_dir.resolve()
     result: Body = {"error_code": 0, "log_dir": str(log_dir), "total_bytes": -1,
                     "usable_bytes": -1,

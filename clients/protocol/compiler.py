@@ -118,7 +118,7 @@ class _Writer:
         self.lines.append("    " * self.depth + text)
 
     def const(self, prefix: str, value: Any) -> str:
-        name = f"{prefix}{len(self.ns)}"
+        name = f"{prefix}_{len(self.ns)}"  # "_": never one of the fixed names (P32, I16, ...)
         self.ns[name] = value
         return name
 

@@ -30,6 +30,9 @@ def test_a_torn_tail_below_the_high_watermark_is_reported(
     segment.write_bytes(segment.read_bytes()[:-10])
     with caplog.at_level("WARNING", logger="broker.core"), core_at(data) as again:
         assert again.core.recovery_losses == {TopicPartition("t", 0): (4, 5)}
+        dirs = call1(again.core, ApiKey.DESCRIBE_LOG_DIRS, {"topics": None})
+        (replica,) = dirs["results"][0]["topics"][0]["partitions"]
+        assert (replica["recovery_cut"], replica["damaged_from"]) == (True, -1)  # status
     assert "t-0: recovery cut" in caplog.text
     assert "lost acknowledged records [4, 5)" in caplog.text
 

@@ -20,6 +20,8 @@ They exist only in flexible versions.
 | 1009 | replica_logs       | BrokerRegistration request         | broker / controller          |
 | 1010 | report_replica_logs| BrokerHeartbeat response           | controller / broker          |
 | 1011 | offline_reason     | Metadata response partitions[]     | controller / `cluster status`|
+| 1012 | damaged_from       | DescribeLogDirs partitions[]       | broker / `cluster status`    |
+| 1013 | recovery_cut       | DescribeLogDirs partitions[]       | broker / `cluster status`    |
 | 1100 | error_message      | group, controller and              | coordinator, controller,     |
 |      |                    | InitProducerId responses           | broker / us                  |
 
@@ -42,6 +44,8 @@ TAG_ISR = 1008
 TAG_REPLICA_LOGS = 1009
 TAG_REPORT_REPLICA_LOGS = 1010
 TAG_OFFLINE_REASON = 1011
+TAG_DAMAGED_FROM = 1012
+TAG_RECOVERY_CUT = 1013
 TAG_ERROR_MESSAGE = 1100
 
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 from clients.protocol.api_keys import Api, ApiKey
 from clients.protocol.messages.extras import (
     TAG_CONFIGS,
+    TAG_DAMAGED_FROM,
     TAG_FENCED,
     TAG_HIGH_WATERMARK,
     TAG_ISR,
@@ -34,6 +35,7 @@ from clients.protocol.messages.extras import (
     TAG_LOG_END_OFFSET,
     TAG_LOG_START_OFFSET,
     TAG_OFFLINE_REASON,
+    TAG_RECOVERY_CUT,
     TAG_UNCLEAN_ELECTED,
 )
 from clients.protocol.schema import (
@@ -273,6 +275,11 @@ DESCRIBE_LOG_DIRS = Api(
                     Field("leader_epoch", INT32, "2+", tag=TAG_LEADER_EPOCH, tagged="2+",
                           default=-1),
                     Field("isr", Array(INT32), "2+", tag=TAG_ISR, tagged="2+"),
+                    # ours: the scrubber's first damaged offset here (-1: none found) and
+                    # whether log recovery cut this replica at its last start
+                    Field("damaged_from", INT64, "2+", tag=TAG_DAMAGED_FROM, tagged="2+",
+                          default=-1),
+                    Field("recovery_cut", BOOL, "2+", tag=TAG_RECOVERY_CUT, tagged="2+"),
                 ))),
             ))),
             Field("total_bytes", INT64, "4+", default=-1),

@@ -19,9 +19,15 @@ from clients.protocol.codec import (
     encode_response,
     encode_response_bytes,
 )
-from clients.protocol.compiler import INLINE_RECORDS_BYTES, uvarint
+from clients.protocol.compiler import (
+    INLINE_RECORDS_BYTES,
+    compile_decoder,
+    compile_encoder,
+    uvarint,
+)
 from clients.protocol.errors import MessageTooLargeError, ProtocolError, UnsupportedVersionError
 from clients.protocol.registry import APIS
+from clients.protocol.schema import INT32, INT64, STRING, Array, Field, Struct
 
 
 def produce_body(records: Any) -> dict[str, Any]:
@@ -204,3 +210,20 @@ def test_every_api_key_has_one_declaration_with_kafkas_number() -> None:
     assert set(APIS) == set(ApiKey)
     assert {int(k): a.name for k, a in APIS.items()}[0] == "Produce"
     assert APIS[ApiKey.API_VERSIONS].key == 18 and APIS[ApiKey.FETCH].key == 1
+
+
+@pytest.mark.parametrize("flexible", [False, True])
+def test_a_message_with_many_fields_still_encodes_array_lengths(flexible: bool) -> None:
+    """The compiler names its constants after the namespace size; at 32 entries one was
+    called "P32", the name of the array-length packer, and every later array length
+    was packed with the wrong struct (seen on DescribeLogDirs v4 with two more tagged
+    fields: "pack expected 2 items")."""
+    # fixed fields between strings: one packer constant each, so the namespace grows
+    fields = [Field(f"f{i}", INT64 if i % 2 else STRING) for i in range(80)]
+    st = Struct(*fields, Field("items", Array(INT32)), Field("names", Array(STRING)))
+    body: dict[str, Any] = {f"f{i}": (i if i % 2 else f"s{i}") for i in range(80)}
+    body.update(items=[1, 2, 3], names=["a", "bc"])
+    encode = compile_encoder(st, 0, flexible, "many")
+    decode = compile_decoder(st, 0, flexible, "many")
+    data = bytes(encode(body, bytearray(), []))
+    assert decode(data, 0, len(data)) == (body, len(data))
