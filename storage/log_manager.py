@@ -158,7 +158,11 @@ class LogManager:
             raise
         self._started = True
         self.cleaner.load_checkpoint()
-        self.scrubber.load_checkpoint()
+        if report.had_clean_shutdown:
+            self.scrubber.load_checkpoint()
+        # after an unclean start the scrubber begins a new round at once (cursor None):
+        # every closed segment is CRC-checked soon after it, not only when the round it
+        # was in comes around again (up to log_scrub_round_pause_ms later)
         now_ms = self._clock_ms()
         self._next_due_ms = {
             "retention": now_ms + self.schedule.retention_check_interval_ms,

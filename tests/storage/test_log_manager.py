@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 
-from clients.protocol.topics import InvalidTopicError
+from clients.protocol.topics import InvalidTopicError, TopicPartition
 from clients.records.record import build_batch
 from storage.checkpoint import CorruptCheckpointError, OffsetCheckpointFile
 from storage.config import LogConfig
@@ -437,3 +437,30 @@ def test_a_log_start_checkpoint_beyond_the_data_is_ignored_not_obeyed(
         log.check_invariants()
     finally:
         second.shutdown()
+
+
+def test_the_scrubber_resumes_after_a_clean_start_and_starts_over_after_a_crash(
+        tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    first = LogManager(data, SMALL)
+    first.startup()
+    for topic in ("a", "b"):
+        log = first.create_log(topic, 0)
+        for _ in range(20):
+            log.append_as_leader(batch(3), 0)
+    first.scrubber.cursor = (TopicPartition("b", 0), 0, 0)  # mid-round, past "a"
+    first.shutdown()  # clean: the scrubber's progress is checkpointed
+    clean = LogManager(data, SMALL)
+    clean.startup()
+    assert clean.scrubber.cursor == (TopicPartition("b", 0), 0, 0)  # resumes
+    clean.shutdown()
+    (data / CLEAN_SHUTDOWN_MARKER).unlink()  # as if it had crashed
+    crashed = LogManager(data, SMALL)
+    crashed.startup()
+    try:
+        assert crashed.scrubber.cursor is None  # a new round, from the first log
+        crashed.run_scrub_step()
+        assert crashed.scrubber.cursor is not None and crashed.scrubber.cursor[0] == (
+            TopicPartition("a", 0))
+    finally:
+        crashed.shutdown()
