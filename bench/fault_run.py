@@ -225,6 +225,7 @@ def _read_back(bootstrap: str, acked: dict[tuple[int, int], bytes]) -> dict[str,
     for partition, offset in acked:
         ends[partition] = max(ends[partition], offset + 1)
     got: dict[tuple[int, int], bytes | None] = {}
+    bad: set[tuple[int, int]] = set()  # offsets in batches that failed their CRC
     unreadable = 0
     with Consumer(bootstrap_servers=bootstrap, auto_offset_reset="earliest") as consumer:
         for partition in range(PARTITIONS):
@@ -240,6 +241,7 @@ def _read_back(bootstrap: str, acked: dict[tuple[int, int], bytes]) -> dict[str,
                     first, last = (int(found[1]), int(found[2])) if found else (position,
                                                                                  position)
                     unreadable += last - first + 1
+                    bad.update((partition, o) for o in range(first, last + 1))
                     print(f"  unreadable: {exc}")
                     position = last + 1
                     consumer.seek(tp, position)
@@ -251,7 +253,7 @@ def _read_back(bootstrap: str, acked: dict[tuple[int, int], bytes]) -> dict[str,
             if position < ends[partition]:
                 print(f"  {TOPIC}-{partition}: read up to {position}, acknowledged up to "
                       f"{ends[partition]}")
-    lost = [key for key, value in acked.items() if got.get(key) != value]
+    lost = [key for key, value in acked.items() if got.get(key) != value and key not in bad]
     return {"lost": len(lost), "lost_first": sorted(lost)[:5], "unreadable": unreadable,
             "read": len(got)}
 
