@@ -30,7 +30,9 @@ Bounds (every queue, pool and size is bounded):
 | sasl_users_file            | (none)      | client users' SCRAM credentials (mode 600,      |
 |                            |             | re-read when changed; ``cluster add-user``)     |
 | client_auth_required       | false       | a connection gets nothing but ApiVersions and   |
-|                            |             | the SASL exchange until it logged in            |
+|                            |             | the SASL exchange until it logged in; required  |
+|                            |             | when ``host`` is not a loopback address unless  |
+|                            |             | ``allow_anonymous_remote=true`` says otherwise  |
 | authorizer_enabled         | false       | ACLs from acl_file decide what each user may do |
 |                            |             | (broker.acls; needs client_auth_required);      |
 |                            |             | super_users ("User:a;User:b") may do anything   |
@@ -59,6 +61,7 @@ topic is a precise UNKNOWN_TOPIC_OR_PARTITION error instead of a silently create
 from __future__ import annotations
 
 import dataclasses
+import ipaddress
 import re
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, fields
@@ -69,6 +72,16 @@ from clients.protocol.errors import InvalidConfigError
 
 MiB = 1024 * 1024
 _CLUSTER_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (a bind address) is only reachable from this machine."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False  # a host name, or "" / "0.0.0.0"-like wildcards: assume reachable
 
 
 def check_cluster_id(cluster_id: str) -> None:
@@ -92,6 +105,7 @@ class BrokerConfig:
     cluster_secret_file: str = ""  # the cluster's secret: broker logins (broker.auth)
     sasl_users_file: str = ""  # client users' SCRAM credentials (broker.users)
     client_auth_required: bool = False  # clients must log in (SASL SCRAM) first
+    allow_anonymous_remote: bool = False  # serve clients without logins on a non-loopback host
     authorizer_enabled: bool = False  # ACLs (broker.acls); needs client_auth_required
     acl_file: str = ""  # the ACL rules (``cluster start``: <data_dir>/acls.txt)
     super_users: str = ""  # "User:admin;User:ops": allowed everything
@@ -201,6 +215,12 @@ class BrokerConfig:
         check_cluster_id(self.cluster_id)
         if self.client_auth_required and not self.sasl_users_file:
             raise InvalidConfigError("client_auth_required needs a sasl_users_file")
+        if not is_loopback(self.host) and not (self.client_auth_required
+                                               or self.allow_anonymous_remote):
+            raise InvalidConfigError(
+                f"host {self.host!r} is reachable from other machines: set "
+                "client_auth_required=true (clients log in; add ssl_certfile for TLS and "
+                "authorizer_enabled for ACLs) or, knowingly, allow_anonymous_remote=true")
         if self.authorizer_enabled and not self.client_auth_required:
             raise InvalidConfigError("authorizer_enabled needs client_auth_required (ACLs "
                                      "name users, so every client must log in)")

@@ -52,7 +52,13 @@ from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
 
-from broker.config import check_cluster_id, coerce_config, parse_ip_overrides, parse_properties
+from broker.config import (
+    check_cluster_id,
+    coerce_config,
+    is_loopback,
+    parse_ip_overrides,
+    parse_properties,
+)
 from clients.protocol.errors import InvalidConfigError
 
 MiB = 1024 * 1024
@@ -95,6 +101,11 @@ class ControllerConfig:
                 raise InvalidConfigError(f"{f.name} must be positive, got {value}")
         if not 0 <= self.port <= 65535:
             raise InvalidConfigError(f"port must be in 0..65535, got {self.port}")
+        if not is_loopback(self.host) and not self.cluster_secret_file:
+            raise InvalidConfigError(
+                f"host {self.host!r} is reachable from other machines: the controller "
+                "needs cluster_secret_file there (without it anyone may register brokers "
+                "and read the metadata log; minikafka cluster start writes one)")
         if self.default_replication_factor > 32767:
             raise InvalidConfigError("default_replication_factor must be at most 32767")
         if self.max_request_bytes < 1024:

@@ -3,6 +3,7 @@ from pathlib import Path
 import pytest
 
 from broker.config import BrokerConfig
+from broker.controller.config import ControllerConfig
 from clients.protocol.errors import InvalidConfigError
 
 
@@ -43,3 +44,20 @@ def test_bad_config_is_a_precise_error(tmp_path: Path, text: str, fragment: str)
 def test_missing_file_is_a_precise_error(tmp_path: Path) -> None:
     with pytest.raises(InvalidConfigError, match="cannot read config file"):
         BrokerConfig.load(tmp_path / "missing.properties")
+
+
+def test_a_broker_reachable_from_other_machines_needs_logins_or_an_explicit_waiver() -> None:
+    for host in ("127.0.0.1", "127.0.0.2", "::1", "localhost"):
+        BrokerConfig(host=host).validate()  # loopback: everything off by default
+    for host in ("0.0.0.0", "10.1.2.3", "::", "broker.example.com"):
+        with pytest.raises(InvalidConfigError, match="client_auth_required=true"):
+            BrokerConfig(host=host).validate()
+        BrokerConfig(host=host, client_auth_required=True, sasl_users_file="u").validate()
+        BrokerConfig(host=host, allow_anonymous_remote=True).validate()
+
+
+def test_a_controller_reachable_from_other_machines_needs_the_cluster_secret() -> None:
+    ControllerConfig(host="127.0.0.1").validate()
+    with pytest.raises(InvalidConfigError, match="cluster_secret_file"):
+        ControllerConfig(host="0.0.0.0").validate()
+    ControllerConfig(host="0.0.0.0", cluster_secret_file="secret").validate()
