@@ -221,6 +221,12 @@ class BrokerConfig:
                 f"host {self.host!r} is reachable from other machines: set "
                 "client_auth_required=true (clients log in; add ssl_certfile for TLS and "
                 "authorizer_enabled for ACLs) or, knowingly, allow_anonymous_remote=true")
+        if (not is_loopback(self.host) and self.controller_address
+                and not self.cluster_secret_file):
+            raise InvalidConfigError(
+                f"host {self.host!r} is reachable from other machines: a broker of a "
+                "cluster needs cluster_secret_file there (without it anyone may fetch as "
+                "a follower; minikafka cluster start writes one)")
         if self.authorizer_enabled and not self.client_auth_required:
             raise InvalidConfigError("authorizer_enabled needs client_auth_required (ACLs "
                                      "name users, so every client must log in)")

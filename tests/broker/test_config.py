@@ -54,6 +54,11 @@ def test_a_broker_reachable_from_other_machines_needs_logins_or_an_explicit_waiv
             BrokerConfig(host=host).validate()
         BrokerConfig(host=host, client_auth_required=True, sasl_users_file="u").validate()
         BrokerConfig(host=host, allow_anonymous_remote=True).validate()
+        with pytest.raises(InvalidConfigError, match="cluster_secret_file"):
+            BrokerConfig(host=host, allow_anonymous_remote=True,
+                         controller_address="10.0.0.1:9093").validate()
+        BrokerConfig(host=host, allow_anonymous_remote=True, cluster_secret_file="s",
+                     controller_address="10.0.0.1:9093").validate()
 
 
 def test_a_controller_reachable_from_other_machines_needs_the_cluster_secret() -> None:
