@@ -7,19 +7,27 @@ election was unclean: our tagged extras ``fenced`` / ``unclean_elected``, in the
 flexible versions both sides negotiate, v12) and each reachable broker's DescribeLogDirs
 answer (v4: per log dir, per replica it holds, Kafka's size and our tagged HW and LEO).
 A process that does not answer within ``timeout_ms`` is reported as unreachable; status
-never hangs on a paused process.
+never hangs on a paused process.  On a cluster whose brokers speak TLS or require logins,
+status connects as each broker's operator: with the broker's TLS settings and a login as
+``broker-<id>`` derived from the cluster secret (which an operator holds anyway).
 """
 
 from __future__ import annotations
 
+import contextlib
+import ssl
 from typing import Any
 
 import psutil
 
-from broker.cluster.state import ClusterState
+from broker.auth import read_cluster_secret
+from broker.cluster.state import ClusterState, ProcessInfo
+from broker.network.tls import client_context
 from clients.network.connection import BrokerConnection
+from clients.network.sasl import SaslLogin
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import MiniKafkaError
+from clients.protocol.scram import broker_password, broker_username
 
 STATUS_TIMEOUT_MS = 2_000
 
@@ -36,13 +44,39 @@ def process_status(pid: int) -> str:
 
 
 def _request(port: int, api: ApiKey, body: dict[str, Any],
-             timeout_ms: int = STATUS_TIMEOUT_MS) -> dict[str, Any]:
+             timeout_ms: int = STATUS_TIMEOUT_MS, sasl: SaslLogin | None = None,
+             tls: ssl.SSLContext | None = None) -> dict[str, Any]:
     conn = BrokerConnection("127.0.0.1", port, node_id=-1, client_id="cluster-status",
-                            request_timeout_ms=timeout_ms, connect_timeout_ms=timeout_ms)
+                            request_timeout_ms=timeout_ms, connect_timeout_ms=timeout_ms,
+                            sasl=sasl, ssl_context=tls)
     try:
         return conn.request(api, body, timeout_ms=timeout_ms)
     finally:
         conn.close()
+
+
+def _broker_access(node: int, info: ProcessInfo) -> dict[str, Any]:
+    """How to reach broker ``node`` as its own operator: its TLS settings and, when
+    clients must log in, a login as ``broker-<node>`` from the cluster secret (the secret
+    is the operator's key; both read from the broker's command line)."""
+    overrides = dict(value.split("=", 1) for flag, value in zip(info.argv, info.argv[1:],
+                                                                 strict=False)
+                     if flag == "--override" and "=" in value)
+    access: dict[str, Any] = {}
+    if overrides.get("ssl_certfile"):
+        with contextlib.suppress(MiniKafkaError):  # unreadable files: no offsets shown
+            access["tls"] = client_context(overrides.get("ssl_cafile", ""),
+                                           overrides["ssl_certfile"],
+                                           overrides.get("ssl_keyfile", ""))
+    secret_file = overrides.get("cluster_secret_file", "")
+    if overrides.get("client_auth_required", "").lower() == "true" and secret_file:
+        try:
+            secret = read_cluster_secret(secret_file)
+        except MiniKafkaError:
+            return access
+        access["sasl"] = SaslLogin("SCRAM-SHA-256", broker_username(node),
+                                   broker_password(secret, node))
+    return access
 
 
 def fetch_cluster_view(state: ClusterState) -> dict[str, Any]:
@@ -69,8 +103,9 @@ def status_report(state: ClusterState) -> dict[str, Any]:
         if process_status(info.pid) != "running":
             continue
         try:
-            dirs = _request(info.port, ApiKey.DESCRIBE_LOG_DIRS, {"topics": None})
-        except MiniKafkaError:
+            dirs = _request(info.port, ApiKey.DESCRIBE_LOG_DIRS, {"topics": None},
+                            **_broker_access(int(node), info))
+        except (MiniKafkaError, OSError):
             continue
         for result in dirs["results"]:
             if result["error_code"]:

@@ -104,6 +104,9 @@ def test_confluent_kafka_over_sasl_ssl_with_replication(cluster: LocalCluster,
         consumer.close()
     # acks=all with min ISR 2 acknowledged them: followers fetched them over TLS
     assert len(cluster.partition(TOPIC, 0)["isr"]) >= 2
+    # cluster status reaches TLS brokers that require logins (as each broker's operator)
+    offsets = cluster.partition(TOPIC, 0)["replica_offsets"]
+    assert all(o is not None and o["leo"] >= 3000 for o in offsets.values()), offsets
 
 
 def test_our_clients_and_kafka_python_over_sasl_ssl(cluster: LocalCluster,

@@ -670,6 +670,9 @@ def test_producer_consumer_admin_over_ssl(certs: Certs) -> None:
             member.subscribe(["t"])  # coordinator and heartbeat connections use TLS too
             assert len(_consume(member, len(values))) == len(values)
             member.commit()
+            deadline = time.monotonic() + 10  # the heartbeat thread's first beat, over TLS
+            while fake.heartbeats == 0 and time.monotonic() < deadline:
+                member.poll(timeout_ms=100)
         assert fake.heartbeats > 0 and fake.group("g").offsets
     assert fake.handshake_errors == []
 
