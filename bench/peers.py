@@ -131,7 +131,10 @@ async def _nats_measure(servers: str, name: str, values: list[bytes],
             await js.publish_async(name, value)
         await js.publish_async_completed()
         publish = len(values) / (time.perf_counter() - start)
-        sub = await js.pull_subscribe(name, durable=f"{name}-reader")
+        from nats.js.api import AckPolicy, ConsumerConfig
+
+        sub = await js.pull_subscribe(name, durable=f"{name}-reader",
+                                      config=ConsumerConfig(ack_policy=AckPolicy.NONE))
         got = 0
         start = time.perf_counter()
         while got < len(values):
