@@ -3,7 +3,8 @@ is lost (issue 17, item 2).
 
 SIGKILL every broker of a 3-broker cluster (RF 3, min ISR 2, acks=all): the controller
 fences them one by one and leaves the partition offline with one ISR member, x.  x's
-active segment loses its tail (a torn write); everything restarts, x first.  Before the
+active segment loses its tail (a torn write) or gets three bytes flipped in its second
+half; everything restarts, x first.  Before the
 safe election x led with its shortened log and the two replicas that held the records
 truncated to it.  Now x reports the cut when it registers, the controller waits for the
 others' reports and hands the partition to the longest log of the latest epoch.
@@ -27,8 +28,9 @@ TOPIC = "acked"
 RECORDS = 4_000
 
 
-def test_a_torn_tail_on_the_last_isr_member_after_a_cluster_crash_loses_nothing(
-        tmp_path: Path) -> None:
+@pytest.mark.parametrize("damage", ["torn tail", "flipped bytes"])
+def test_damage_on_the_last_isr_member_after_a_cluster_crash_loses_nothing(
+        tmp_path: Path, damage: str) -> None:
     with LocalCluster(tmp_path, 3) as cluster:
         with Admin(cluster.bootstrap) as admin:
             admin.create_topics([NewTopic(TOPIC, 1, 3, {"min_insync_replicas": "2"})])
@@ -55,8 +57,15 @@ def test_a_torn_tail_on_the_last_isr_member_after_a_cluster_crash_loses_nothing(
         active = sorted(segment_dir.glob("*.log"))[-1]
         size = active.stat().st_size
         assert size > 600
-        with open(active, "r+b") as f:  # a torn tail: the last batches (all acked) gone
-            f.truncate(size - 500)
+        with open(active, "r+b") as f:
+            if damage == "torn tail":  # the last batches (all acked) gone
+                f.truncate(size - 500)
+            else:  # three bytes flipped in the second half: recovery cuts there
+                for at in (size * 6 // 10, size * 7 // 10, size * 8 // 10):
+                    f.seek(at)
+                    byte = f.read(1)[0]
+                    f.seek(at)
+                    f.write(bytes([byte ^ 0xFF]))
 
         cluster.restart(name_of[last])  # first: alone it must not take the partition
         for name in brokers:
