@@ -82,3 +82,39 @@ def test_damage_on_the_last_isr_member_after_a_cluster_crash_loses_nothing(
         assert all(got[offset] == value for offset, value in acked.items())
         cluster.wait_partition(TOPIC, 0, lambda p: len(p["isr"]) == 3,
                                "the cut replica caught up and rejoined", timeout_s=60)
+
+
+def test_a_bit_flip_on_the_leader_is_found_and_consumers_still_read_everything(
+        tmp_path: Path) -> None:
+    """Issue 17, item 1: bytes flipped in an older segment of the leader's replica.  The
+    scrubber finds them, the leader resigns to an in-sync follower and repairs its copy;
+    a consumer reading from offset 0 gets every acknowledged record, intact."""
+    with LocalCluster(tmp_path, 3, {"log_scrub_round_pause_ms": 200,
+                                    "log_scrub_interval_ms": 20}) as cluster:
+        with Admin(cluster.bootstrap) as admin:
+            admin.create_topics([NewTopic(TOPIC, 1, 3, {"min_insync_replicas": "2",
+                                                        "segment.bytes": "65536"})])
+        with Producer(cluster.bootstrap, acks="all", linger_ms=5) as producer:
+            futures = [producer.send(TOPIC, b"record-%d" % i + bytes(100), partition=0)
+                       for i in range(RECORDS)]
+            producer.flush()
+            acked = {f.result(30).offset: b"record-%d" % i + bytes(100)
+                     for i, f in enumerate(futures)}
+        before = cluster.wait_partition(TOPIC, 0, lambda p: len(p["isr"]) == 3, "in sync")
+        leader = str(before["leader"])
+        closed = sorted(Path(cluster.state.brokers[leader].data_dir, f"{TOPIC}-0")
+                        .glob("*.log"))[1]  # an older, closed segment
+        with open(closed, "r+b") as f:
+            for at in (1000, 2000, 3000):
+                f.seek(at)
+                byte = f.read(1)[0]
+                f.seek(at)
+                f.write(bytes([byte ^ 0xFF]))
+        cluster.wait_partition(TOPIC, 0, lambda p: str(p["leader"]) != leader,
+                               "the damaged leader resigned", timeout_s=60)
+        records = consume_all(cluster.bootstrap, TOPIC, 1, RECORDS)[0]
+        assert {r.offset: r.value for r in records} == acked
+        cluster.wait_partition(
+            TOPIC, 0, lambda p: len(p["isr"]) == 3 and p["replica_offsets"][leader]
+            and p["replica_offsets"][leader]["damaged_from"] >= 0,
+            "the damaged replica repaired its copy and rejoined", timeout_s=60)
