@@ -317,7 +317,8 @@ def main() -> int:
         result["partitions_at_end"] = [
             {k: p[k] for k in ("topic", "partition", "leader", "leader_epoch", "isr",
                                "replica_offsets")}
-            for p in status_report(state)["partitions"] if p["topic"] == TOPIC]
+            for p in status_report(ClusterState.load(state.data_dir))["partitions"]
+            if p["topic"] == TOPIC]  # reloaded: restarts changed the PIDs
         result.update({
             "api": "clients.producer.Producer.send() acks=all idempotent; "
                    "clients.consumer.Consumer.poll() from offset 0",
