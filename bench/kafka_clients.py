@@ -267,8 +267,10 @@ def plot(path: Path, figures: dict[str, Any]) -> bool:
     return True
 
 
-def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+def parse_sizes(description: str) -> tuple[argparse.Namespace, dict[int, int]]:
+    """The command line shared with :mod:`bench.peers`: runs, records per value size,
+    latency samples, ``--quick``; returns the arguments and the record count per size."""
+    parser = argparse.ArgumentParser(description=description)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--records-100", type=int, default=200_000)
     parser.add_argument("--records-1k", type=int, default=50_000)
@@ -278,7 +280,11 @@ def main() -> int:
     args = parser.parse_args()
     if args.quick:
         args.runs, args.records_100, args.records_1k, args.latency_count = 1, 20_000, 5_000, 200
-    counts = {100: args.records_100, 1024: args.records_1k}
+    return args, {100: args.records_100, 1024: args.records_1k}
+
+
+def main() -> int:
+    args, counts = parse_sizes(__doc__.split("\n")[0])
     machine_before = machine_info()
     with tempfile.TemporaryDirectory(prefix="bench-kafka-clients-") as root, \
             running_cluster(root, 3) as state:

@@ -26,7 +26,6 @@ Run: ``python -m bench.peers [--quick]``.  Costs: a few minutes; one run at a ti
 
 from __future__ import annotations
 
-import argparse
 import asyncio
 import contextlib
 import json
@@ -215,41 +214,39 @@ def bench_minikafka(counts: dict[int, int], runs: int, latency_count: int) -> di
         return kc.bench(state, counts, runs, latency_count)
 
 
-def bench_nats(counts: dict[int, int], runs: int, latency_count: int) -> dict[str, Any]:
+def _per_size(counts: dict[int, int], runs: int, figures: tuple[str, str],
+              measure: Callable[[str, list[bytes], list[bytes]], dict[str, Any]]
+              ) -> dict[str, Any]:
+    """``measure(stream name, keys, values)`` ``runs`` times per value size, each on a
+    fresh stream; the medians of ``figures`` and the last 100 B run's latency."""
     out: dict[str, Any] = {}
+    n = 0
+    for size in SIZES:
+        keys, values = kc.records(counts[size], size)
+        results = []
+        for _ in range(runs):
+            n += 1
+            results.append(measure(f"s{n}", keys, values))
+        out[f"{size}B"] = {k: _median_of(results, k) for k in figures}
+        if size == 100:
+            out["latency_ms_100B"] = results[-1]["latency"]
+    return out
+
+
+def bench_nats(counts: dict[int, int], runs: int, latency_count: int) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="bench-peers-nats-") as root, \
             nats_cluster(Path(root)) as servers:
-        n = 0
-        for size in SIZES:
-            _, values = kc.records(counts[size], size)
-            results = []
-            for _ in range(runs):
-                n += 1
-                results.append(asyncio.run(_nats_measure(servers, f"s{n}", values,
-                                                         latency_count)))
-            out[f"{size}B"] = {k: _median_of(results, k) for k in ("publish_async",
-                                                                    "fetch_1000")}
-            if size == 100:
-                out["latency_ms_100B"] = results[-1]["latency"]
-    return out
+        return _per_size(counts, runs, ("publish_async", "fetch_1000"),
+                         lambda name, _keys, values: asyncio.run(
+                             _nats_measure(servers, name, values, latency_count)))
 
 
 def bench_redis(counts: dict[int, int], runs: int, latency_count: int) -> dict[str, Any]:
-    out: dict[str, Any] = {}
     with tempfile.TemporaryDirectory(prefix="bench-peers-redis-") as root, \
             redis_server(Path(root)) as port:
-        n = 0
-        for size in SIZES:
-            keys, values = kc.records(counts[size], size)
-            results = []
-            for _ in range(runs):
-                n += 1
-                results.append(_redis_measure(port, f"s{n}", keys, values, latency_count))
-            out[f"{size}B"] = {k: _median_of(results, k) for k in ("xadd_pipelined",
-                                                                    "xread_1000")}
-            if size == 100:
-                out["latency_ms_100B"] = results[-1]["latency"]
-    return out
+        return _per_size(counts, runs, ("xadd_pipelined", "xread_1000"),
+                         lambda name, keys, values: _redis_measure(port, name, keys, values,
+                                                                   latency_count))
 
 
 def _median_of(results: list[dict[str, Any]], key: str) -> dict[str, Any]:
@@ -297,17 +294,7 @@ def plot(path: Path, figures: dict[str, Any]) -> bool:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--records-100", type=int, default=200_000)
-    parser.add_argument("--records-1k", type=int, default=50_000)
-    parser.add_argument("--latency-count", type=int, default=1000)
-    parser.add_argument("--quick", action="store_true",
-                        help="1 run of 20k / 5k records, 200 latency samples")
-    args = parser.parse_args()
-    if args.quick:
-        args.runs, args.records_100, args.records_1k, args.latency_count = 1, 20_000, 5_000, 200
-    counts = {100: args.records_100, 1024: args.records_1k}
+    args, counts = kc.parse_sizes(__doc__.split("\n")[0])
     figures: dict[str, Any] = {}
     skipped: dict[str, str] = {}
     machine_before = machine_info()
