@@ -15,8 +15,8 @@ against the rules of its ``acl_file`` (the launcher passes ``<data_dir>/acls.txt
 - ``principal``: ``User:<name>`` or ``User:*`` (everyone who logged in);
 - ``permission``: ``Allow`` or ``Deny`` (a matching Deny wins, as in Kafka);
 - ``operation``: Read, Write, Create, Delete, Alter, Describe, DescribeConfigs,
-  AlterConfigs or All; as in Kafka, Read, Write, Delete and Alter imply Describe, and
-  AlterConfigs implies DescribeConfigs;
+  AlterConfigs, IdempotentWrite (Cluster) or All; as in Kafka, Read, Write, Delete and
+  Alter imply Describe, and AlterConfigs implies DescribeConfigs;
 - ``resource_type``: Topic, Group or Cluster;
 - ``resource_name``: a name, ``*`` (every resource), or a prefix ending in ``*``
   (Kafka's PREFIXED pattern: ``billing-*``).
@@ -29,7 +29,8 @@ changes (checked at most once a second), so rules apply without a restart; a fil
 cannot be read or parsed keeps the rules last read and logs why (at start-up it is a
 configuration error).  Where each API checks what (Kafka's mapping; denied items get
 TOPIC_AUTHORIZATION_FAILED / GROUP_AUTHORIZATION_FAILED / CLUSTER_AUTHORIZATION_FAILED):
-docs/security.md.
+docs/security.md.  InitProducerId needs IdempotentWrite on the Cluster or Write on some
+topic (Kafka's rule); DescribeCluster and DescribeLogDirs need Describe on the Cluster.
 
 Costs: a check is O(rules of the principal) (rules are indexed by principal); the stat
 once a second.  Thread-safety: one owner (the broker's event loop, or the CLI process).
@@ -48,12 +49,13 @@ from clients.protocol.errors import InvalidConfigError
 from clients.protocol.scram import BROKER_PREFIX
 from storage.file_io import atomic_write_text
 
-__all__ = ["ACL_FILE", "OPERATIONS", "RESOURCE_TYPES", "AclRule", "Authorizer", "edit_acls",
-           "parse_acls"]
+__all__ = ["ACL_FILE", "CLUSTER_RESOURCE", "OPERATIONS", "RESOURCE_TYPES", "AclRule",
+           "Authorizer", "edit_acls", "parse_acls"]
 
 ACL_FILE = "acls.txt"
+CLUSTER_RESOURCE = "kafka-cluster"  # Kafka's name of the one Cluster resource
 OPERATIONS = ("Read", "Write", "Create", "Delete", "Alter", "Describe", "DescribeConfigs",
-              "AlterConfigs", "All")
+              "AlterConfigs", "IdempotentWrite", "All")
 RESOURCE_TYPES = ("Topic", "Group", "Cluster")
 PERMISSIONS = ("Allow", "Deny")
 _IMPLIES_DESCRIBE = {"Read", "Write", "Delete", "Alter"}
@@ -177,3 +179,23 @@ class Authorizer:
                         return False
                     verdict = True
         return verdict
+
+    def allowed_somewhere(self, user: str | None, operation: str, resource_type: str) -> bool:
+        """May ``user`` do ``operation`` on at least one resource of the type (Kafka's
+        rule for InitProducerId: IdempotentWrite on the cluster, or Write on any topic)?
+        An Allow rule counts unless a Deny rule of the user covers every name."""
+        if not self.enabled:
+            return True
+        if user is None:
+            return False
+        principal = f"User:{user}"
+        if user.startswith(BROKER_PREFIX) or principal in self.super_users:
+            return True
+        rules = self._rules.value
+        mine = [r for key in (principal, "User:*") for r in rules.get(key, ())]
+        denied_everywhere = any(r.permission == "Deny" and r.resource_name == "*"
+                                and r.covers(operation, resource_type, "*") for r in mine)
+        return not denied_everywhere and any(
+            r.permission == "Allow" and r.resource_type == resource_type
+            and r.covers(operation, resource_type, r.resource_name.rstrip("*") or "*")
+            for r in mine)

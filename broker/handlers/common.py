@@ -44,6 +44,11 @@ class RequestContext:
     brokers_authenticate: bool = False  # the cluster has a secret (broker.auth)
     authorizer: Authorizer | None = None  # ACLs (broker.acls); None: everything allowed
 
+    def allowed_somewhere(self, operation: str, resource_type: str) -> bool:
+        """Whether the user may do ``operation`` on at least one such resource."""
+        return self.authorizer is None or self.authorizer.allowed_somewhere(
+            self.principal, operation, resource_type)
+
     def allowed(self, operation: str, resource_type: str, name: str) -> bool:
         """Whether this request's user may do ``operation`` on the resource (ACLs)."""
         return self.authorizer is None or self.authorizer.allowed(

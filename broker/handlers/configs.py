@@ -47,6 +47,7 @@ from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
 from typing import Any
 
+from broker.acls import CLUSTER_RESOURCE
 from broker.config import BrokerConfig
 from broker.core import TOPIC_CONFIG_ALIASES, BrokerCore, TopicError
 from broker.handlers.common import Body, Handler, RequestContext, Respond, require
@@ -242,7 +243,7 @@ def handle_describe_configs(core: BrokerCore, body: Body, respond: Respond,
                         "resource_name": name, "configs": []}
         try:
             require(ctx, "DescribeConfigs", "Topic" if kind == TOPIC_RESOURCE else "Cluster",
-                    name if kind == TOPIC_RESOURCE else "kafka-cluster")
+                    name if kind == TOPIC_RESOURCE else CLUSTER_RESOURCE)
             if kind == TOPIC_RESOURCE:
                 result["configs"] = topic_config_entries(
                     core, _topic_overrides(core, name), keys,
@@ -434,7 +435,7 @@ def _alter(core: BrokerCore, api: ApiKey, body: Body, respond: Respond,
         topic = r["resource_type"] == TOPIC_RESOURCE
         try:
             require(ctx, "AlterConfigs", "Topic" if topic else "Cluster",
-                    r["resource_name"] if topic else "kafka-cluster")
+                    r["resource_name"] if topic else CLUSTER_RESOURCE)
             allowed.append(r)
         except MiniKafkaError as exc:
             denied.append({"error_code": int(exc.code), "error_message": exc.message,

@@ -53,6 +53,7 @@ import shutil
 from collections.abc import Callable, Generator
 from typing import Any
 
+from broker.acls import CLUSTER_RESOURCE
 from broker.core import BrokerCore
 from broker.delayed import DelayedFetch
 from broker.handlers.common import (
@@ -451,6 +452,10 @@ def handle_offsets_for_leader_epoch(core: BrokerCore, body: Body, respond: Respo
 
 def handle_describe_log_dirs(core: BrokerCore, body: Body, respond: Respond,
                              ctx: RequestContext) -> None:
+    if not ctx.allowed("Describe", "Cluster", CLUSTER_RESOURCE):  # ACLs (Kafka's rule)
+        respond({"throttle_time_ms": 0, "results": [],
+                 "error_code": int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)})
+        return
     wanted = None if body["topics"] is None else {
         (t["name"], p) for t in body["topics"] for p in t["partitions"]}
     by_topic: dict[str, list[Body]] = {}

@@ -27,6 +27,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+from broker.acls import CLUSTER_RESOURCE
 from broker.core import BrokerCore
 from broker.handlers.common import Body, Handler, RequestContext, Respond
 from clients.protocol.api_keys import ApiKey
@@ -65,6 +66,12 @@ def handle_init_producer_id(core: BrokerCore, body: Body, respond: Respond,
     reason = _invalid(body)
     if reason is not None:
         respond(_error(ErrorCode.INVALID_REQUEST, reason))
+        return
+    if not (ctx.allowed("IdempotentWrite", "Cluster", CLUSTER_RESOURCE)
+            or ctx.allowed_somewhere("Write", "Topic")):
+        respond(_error(ErrorCode.CLUSTER_AUTHORIZATION_FAILED, "not authorized: an "
+                       "idempotent producer needs IdempotentWrite on the cluster or Write "
+                       "on some topic"))
         return
     pid, epoch = body["producer_id"], body["producer_epoch"]
     if pid >= 0 and epoch < MAX_PRODUCER_EPOCH:

@@ -40,6 +40,7 @@ import asyncio
 from collections.abc import Callable
 from typing import Any
 
+from broker.acls import CLUSTER_RESOURCE
 from broker.core import BrokerCore, TopicError
 from broker.group.offsets_topic import OFFSETS_TOPIC
 from broker.handlers.common import (
@@ -199,7 +200,10 @@ def handle_describe_cluster(core: BrokerCore, body: Body, respond: Respond,
     answer: Body = {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
                     "endpoint_type": endpoint, "cluster_id": CLUSTER_ID,
                     "controller_id": core.config.node_id, "brokers": []}
-    if endpoint != BROKERS_ENDPOINT:
+    if not ctx.allowed("Describe", "Cluster", CLUSTER_RESOURCE):  # ACLs (Kafka's rule)
+        answer.update(error_code=int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED), controller_id=-1,
+                      error_message="not authorized to Describe the cluster")
+    elif endpoint != BROKERS_ENDPOINT:
         code = (ErrorCode.MISMATCHED_ENDPOINT_TYPE if endpoint == CONTROLLERS_ENDPOINT
                 else ErrorCode.UNSUPPORTED_ENDPOINT_TYPE)
         answer.update(error_code=int(code), controller_id=-1,

@@ -101,3 +101,22 @@ def test_edit_adds_removes_and_refuses_malformed_rules(tmp_path: Path) -> None:
                         (["User:a", "Allow", "Write", "Topic"], "want")):
         with pytest.raises(InvalidConfigError, match=needle):
             edit_acls(path, add=bad)
+
+
+def test_some_resource_checks_for_idempotent_producers(tmp_path: Path) -> None:
+    """InitProducerId (Kafka's rule): IdempotentWrite on the cluster or Write on any topic."""
+    acl = authorizer(tmp_path, """
+        User:alice Allow Write Topic orders
+        User:carol Allow IdempotentWrite Cluster kafka-cluster
+        User:dave Allow All Topic logs-*
+        User:erin Allow Write Topic *
+        User:erin Deny Write Topic *
+    """)
+    assert acl.allowed_somewhere("alice", "Write", "Topic")
+    assert not acl.allowed_somewhere("bob", "Write", "Topic")  # no rule at all
+    assert not acl.allowed_somewhere("carol", "Write", "Topic")
+    assert acl.allowed("carol", "IdempotentWrite", "Cluster", "kafka-cluster")
+    assert acl.allowed_somewhere("dave", "Write", "Topic")  # All on a prefix
+    assert not acl.allowed_somewhere("erin", "Write", "Topic")  # denied everywhere
+    assert not acl.allowed_somewhere(None, "Write", "Topic")
+    assert acl.allowed_somewhere("broker-0", "Write", "Topic")

@@ -12,7 +12,7 @@ from typing import Any
 
 import pytest
 from confluent_kafka import Consumer as ConfluentConsumer
-from confluent_kafka import KafkaError
+from confluent_kafka import KafkaError, KafkaException
 from confluent_kafka import Producer as ConfluentProducer
 from confluent_kafka.admin import AdminClient
 from confluent_kafka.admin import NewTopic as ConfluentNewTopic
@@ -20,6 +20,7 @@ from confluent_kafka.admin import NewTopic as ConfluentNewTopic
 from broker.cluster.launcher import main as cluster_main
 from clients.admin import Admin
 from clients.producer.producer import Producer
+from clients.protocol.errors import ErrorCode, MiniKafkaError
 from clients.types import NewTopic
 from tests.broker.cluster_harness import LocalCluster
 from tests.broker.processes import wait_until
@@ -81,6 +82,15 @@ def test_write_needs_write_and_reading_needs_the_topic_and_the_group(
                 on_delivery=lambda err, _msg: denied.append(err))
     assert bob.flush(30) == 0
     assert [e.code() for e in denied] == [KafkaError.TOPIC_AUTHORIZATION_FAILED]
+    # an idempotent producer needs Write on some topic (or IdempotentWrite): bob has none
+    bob_idempotent = ConfluentProducer({**confluent(cluster, "bob"), "acks": "all",
+                                        "enable.idempotence": True})
+    bob_idempotent.produce("orders", b"never")
+    deadline = time.monotonic() + 30
+    with pytest.raises(KafkaException) as fatal:  # librdkafka: a fatal error
+        while time.monotonic() < deadline:
+            bob_idempotent.poll(0.2)
+    assert fatal.value.args[0].code() == KafkaError.CLUSTER_AUTHORIZATION_FAILED
 
     def read(group: str) -> tuple[list[bytes], list[int]]:
         consumer = ConfluentConsumer({**confluent(cluster, "bob"), "group.id": group,
@@ -120,6 +130,12 @@ def test_topics_a_user_may_not_describe_are_not_listed_or_created(
     wait_until(lambda: _created(admin, "bobs"), 30, "bob may create bobs now")
     everything = AdminClient(confluent(cluster, "admin"))
     assert {"orders", "secret", "bobs"} <= set(everything.list_topics(timeout=10).topics)
+    with Admin(cluster.bootstrap, **login("admin")) as ours_admin:
+        assert len(ours_admin.describe_cluster().brokers) == 3
+    with Admin(cluster.bootstrap, **login("bob")) as ours_bob, \
+            pytest.raises(MiniKafkaError) as denied:  # DescribeCluster: Describe on Cluster
+        ours_bob.describe_cluster()
+    assert denied.value.code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
 
 
 def _created(admin: AdminClient, name: str) -> bool:
