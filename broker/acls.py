@@ -163,36 +163,35 @@ class Authorizer:
                 name: str) -> bool:
         """May the logged-in ``user`` (None: nobody logged in) do ``operation`` on the
         resource?  Always True when the authorizer is off."""
-        if not self.enabled:
-            return True
-        if user is None:
-            return False
+        mine = self._rules_of(user)
+        if mine is None:
+            return user is not None or not self.enabled
+        verdict = False
+        for rule in mine:
+            if rule.covers(operation, resource_type, name):
+                if rule.permission == "Deny":
+                    return False
+                verdict = True
+        return verdict
+
+    def _rules_of(self, user: str | None) -> list[AclRule] | None:
+        """The rules that apply to ``user``; None when no rule is consulted: the
+        authorizer is off, nobody logged in, or a broker or super user asks."""
+        if not self.enabled or user is None:
+            return None
         principal = f"User:{user}"
         if user.startswith(BROKER_PREFIX) or principal in self.super_users:
-            return True
+            return None
         rules = self._rules.value
-        verdict = False
-        for key in (principal, "User:*"):
-            for rule in rules.get(key, ()):
-                if rule.covers(operation, resource_type, name):
-                    if rule.permission == "Deny":
-                        return False
-                    verdict = True
-        return verdict
+        return [r for key in (principal, "User:*") for r in rules.get(key, ())]
 
     def allowed_somewhere(self, user: str | None, operation: str, resource_type: str) -> bool:
         """May ``user`` do ``operation`` on at least one resource of the type (Kafka's
         rule for InitProducerId: IdempotentWrite on the cluster, or Write on any topic)?
         An Allow rule counts unless a Deny rule of the user covers every name."""
-        if not self.enabled:
-            return True
-        if user is None:
-            return False
-        principal = f"User:{user}"
-        if user.startswith(BROKER_PREFIX) or principal in self.super_users:
-            return True
-        rules = self._rules.value
-        mine = [r for key in (principal, "User:*") for r in rules.get(key, ())]
+        mine = self._rules_of(user)
+        if mine is None:
+            return user is not None or not self.enabled
         denied_everywhere = any(r.permission == "Deny" and r.resource_name == "*"
                                 and r.covers(operation, resource_type, "*") for r in mine)
         return not denied_everywhere and any(
