@@ -14,6 +14,7 @@
 from __future__ import annotations
 
 import json
+import select
 import struct
 import time
 from collections.abc import Iterator
@@ -64,7 +65,6 @@ def test_stalled_large_frames_do_not_starve_the_request_pool(tmp_path: Path,
         sock = stack.enter_context(connect(broker.port))
         sock.sendall(struct.pack(">i", 16 * MiB) + b"\x00" * 100)
         stalled.append(sock)
-    time.sleep(0.3)
     started = time.monotonic()
     assert served(broker.port, timeout_s=5)
     small_s = time.monotonic() - started
@@ -111,12 +111,16 @@ def test_idle_connections_are_closed_busy_ones_are_not(tmp_path: Path,
              "isolation_level": 0, "topics": [{"name": "t", "partitions": [
                  {"partition": 0, "fetch_offset": 0, "partition_max_bytes": MiB}]}]}
     waiting.sendall(request(ApiKey.FETCH, 12, fetch, correlation_id=77))  # parked 2.5 s
-    started = time.monotonic()
-    while time.monotonic() - started < 2.2:
+    deadline = time.monotonic() + 2.2  # past the idle timeout, before the fetch answers
+    idle_closed = False
+    while time.monotonic() < deadline:
         chatty.sendall(api_versions(5))
         assert correlation_of(recv_frame(chatty)) == 5
-        time.sleep(0.25)
-    assert closed_by_peer(idle, timeout_s=5)
+        if not idle_closed:  # paced by waiting (at most 0.25 s) for the idle one to close
+            idle_closed = closed_by_peer(idle, timeout_s=0.25)
+        else:  # or for the parked fetch's answer to arrive
+            select.select([waiting], [], [], 0.25)
+    assert idle_closed or closed_by_peer(idle, timeout_s=5)
     answer = recv_frame(waiting)  # the long request was not cut as "idle"
     assert correlation_of(answer) == 77
     assert decode_response(answer, ApiKey.FETCH, 12).body["error_code"] == 0
@@ -141,6 +145,8 @@ def test_a_started_frame_must_complete_in_time(tmp_path: Path, stack: ExitStack)
     assert closed_by_peer(in_body, timeout_s=5)
     assert time.monotonic() - started < 3
     quiet = stack.enter_context(connect(broker.port))  # no frame started: no read deadline
-    time.sleep(1.5)
+    started_late = stack.enter_context(connect(broker.port))
+    started_late.sendall(b"\x00")  # opened with quiet: its frame's deadline passes first
+    assert closed_by_peer(started_late, timeout_s=5)  # so quiet's time has passed too
     quiet.sendall(api_versions(3))
     assert correlation_of(recv_frame(quiet)) == 3
