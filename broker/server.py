@@ -342,7 +342,8 @@ class BrokerServer:
             handler(self.core, request.body, respond, RequestContext(
                 version, request.client_id or "",
                 None if session is None else session.principal,
-                bool(self.core.cluster_secret), self.core.authorizer))
+                bool(self.core.cluster_secret),
+                self.core.authorizer if self.core.authorizer.enabled else None))
         except Exception:
             log.exception("handler for %s failed", ApiKey(api_key).name)
             if not responded:

@@ -143,7 +143,8 @@ def _read_partition(core: BrokerCore, name: str, request: Body, replica_id: int,
                 if partition.update_follower_fetch(replica_id, request["fetch_offset"],
                                                    core.clock.now_ms()):
                     core.wake_partition(TopicPartition(name, index))
-                if request["fetch_offset"] < partition.high_watermark:  # lost committed data
+                if (request["fetch_offset"] < partition.high_watermark
+                        and replica_id in partition.isr):  # an ISR member lost committed data
                     core.check_isr_of(TopicPartition(name, index))
                 core.maybe_expand_isr(TopicPartition(name, index), replica_id)
     except Exception as exc:
