@@ -29,6 +29,7 @@ one O(slots) reclaim. Thread-safety: one thread (the main event loop) owns a sup
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import select
 import signal
@@ -56,20 +57,37 @@ _SOURCE_ROOT = str(Path(__file__).resolve().parents[2])  # the tree holding brok
 
 
 
-def open_listener(host: str, port: int, backlog: int) -> socket.socket:
+BIND_BUSY_RETRY_S = 2.0  # a port in use is tried again this long (open_listener)
+
+
+def open_listener(host: str, port: int, backlog: int,
+                  busy_retry_s: float = BIND_BUSY_RETRY_S) -> socket.socket:
     """A non-blocking listening socket, bound once here and inherited by every network
-    process (SO_REUSEADDR only: a port in TIME_WAIT is reused, a port in use is not)."""
+    process (SO_REUSEADDR only: a port in TIME_WAIT is reused, a port in use is not).
+
+    A port in use is tried again every 50 ms for ``busy_retry_s``: a restarted broker's
+    port can be held for a moment as the local port of another process's outgoing
+    connection (a peer's fetcher retrying against this dead broker got it as an
+    ephemeral port; the connect fails at once and frees it).  Still in use after that:
+    the OSError (another process listens there)."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
-    sock = socket.socket(family, socket.SOCK_STREAM)
-    try:
-        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
-        sock.bind((host, port))
-        sock.listen(backlog)
-        sock.setblocking(False)
-    except BaseException:
-        sock.close()
-        raise
-    return sock
+    deadline = time.monotonic() + busy_retry_s
+    while True:
+        sock = socket.socket(family, socket.SOCK_STREAM)
+        try:
+            sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+            sock.bind((host, port))
+            sock.listen(backlog)
+            sock.setblocking(False)
+            return sock
+        except OSError as exc:
+            sock.close()
+            if exc.errno != errno.EADDRINUSE or port == 0 or time.monotonic() >= deadline:
+                raise
+        except BaseException:
+            sock.close()
+            raise
+        time.sleep(0.05)
 
 class NetworkProcessError(MiniKafkaError):
     """A network process could not be started (exited or stayed silent)."""

@@ -59,7 +59,7 @@ from broker.network.channel_codec import (
 from broker.network.channel_endpoint import ChannelEndpoint
 from broker.network.main_channel import MainChannelEndpoint
 from broker.network.regions import FileCache, RegionError
-from broker.network.supervisor import NetworkProcessSupervisor, NetworkRestart
+from broker.network.supervisor import NetworkProcessSupervisor, NetworkRestart, open_listener
 from clients.memory.buffer_pool import BufferPool
 from clients.memory.handles import BufferHandle
 from tests.broker.raw_kafka import recv_frame
@@ -724,3 +724,32 @@ def test_network_processes_get_this_source_tree_on_their_path() -> None:
     # PYTHONPATH of a started network process: the tree holding broker/ (not broker/ itself)
     root = Path(supervisor_module._SOURCE_ROOT)
     assert (root / "broker" / "network" / "supervisor.py").samefile(supervisor_module.__file__)
+
+
+def test_a_port_held_for_a_moment_is_retried_a_port_in_use_is_refused() -> None:
+    """A restarted broker's port can be an outgoing connection's local port for a moment
+    (a peer's fetcher retrying against the dead broker); a port another process keeps
+    is still refused, after ``busy_retry_s``."""
+    holder = socket.socket()
+    holder.bind(("127.0.0.1", 0))  # bound, not listening: like a connecting socket
+    port = holder.getsockname()[1]
+    started = time.monotonic()
+    with pytest.raises(OSError) as refused:
+        open_listener("127.0.0.1", port, 16, busy_retry_s=0.3)
+    assert refused.value.errno == errno.EADDRINUSE
+    assert time.monotonic() - started >= 0.3  # it kept trying
+    result: list[socket.socket | BaseException] = []
+
+    def bind() -> None:
+        try:
+            result.append(open_listener("127.0.0.1", port, 16, busy_retry_s=30))
+        except BaseException as exc:  # reported below
+            result.append(exc)
+
+    binder = threading.Thread(target=bind)
+    binder.start()
+    holder.close()  # released while it retries (or before its first try)
+    binder.join(30)
+    assert len(result) == 1 and isinstance(result[0], socket.socket)
+    assert result[0].getsockname()[1] == port
+    result[0].close()
