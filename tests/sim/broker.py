@@ -11,12 +11,18 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
+from broker.controller.results import ReplicaLog
+from broker.delayed import DelayedProduce, ProducePartitionStatus
+from broker.metadata.replica_logs import last_leader_epoch
 from clients.protocol.errors import ErrorCode, MiniKafkaError
 from replication.leader_epoch_cache import LeaderEpochCache
 from replication.partition import Partition
 from replication.truncation import EpochEndOffset
 from storage.log.log import Log
+from tests.sim.controller import TOPIC
 from tests.sim.sim_log import MemoryCheckpoint, MemoryLog
+from timer.purgatory import Purgatory
+from timer.system_timer import SystemTimer
 
 if TYPE_CHECKING:
     from tests.sim.cluster import SimCluster
@@ -31,17 +37,6 @@ class FetcherState:
     sent_at_ms: int = 0
 
 
-@dataclass
-class PendingProduce:
-    pid: int
-    required_offset: int
-    leader_epoch: int
-    offset: int
-    crc: int
-    request_id: int
-    deadline_ms: int
-
-
 class SimBroker:
     def __init__(self, cluster: SimCluster, broker_id: int) -> None:
         self.c = cluster
@@ -49,12 +44,14 @@ class SimBroker:
         self.alive = False
         self.incarnation = 0
         self.registered = False
+        self.broker_epoch = -1
+        self.metadata_offset = -1                            # of the last metadata applied
         self.logs: dict[int, Any] = {}                      # the disk: survives crashes
         self.epoch_checkpoints: dict[int, MemoryCheckpoint] = {}
         self.hw_checkpoint: dict[int, int] = {}
         self.partitions: dict[int, Partition] = {}
         self.fetchers: dict[int, FetcherState] = {}
-        self.pending: list[PendingProduce] = []
+        self.produce_purgatory = self._new_purgatory()
         self.next_request = 0
         self.last_heartbeat_ms = -10**9
         self.last_shrink_ms = 0
@@ -80,13 +77,25 @@ class SimBroker:
         self.c.record(f"start b{self.id} inc={self.incarnation} "
                       + " ".join(f"p{pid}:leo={p.log_end_offset},hw={p.high_watermark}"
                                  for pid, p in self.partitions.items()))
-        self.send(CONTROLLER, "register", {"broker": self.id, "incarnation": self.incarnation})
+        self.broker_epoch, self.metadata_offset = -1, -1
+        self.register()
+
+    def register(self) -> None:
+        """BrokerRegistration with a report of every log (the safe election's input): a
+        log that now ends below its checkpointed HW counts as cut by recovery, as in
+        :mod:`broker.metadata.replica_logs`."""
+        logs = [ReplicaLog(TOPIC, pid, -1, last_leader_epoch(cast(Log, log)),
+                           log.log_end_offset,
+                           log.log_end_offset < self.hw_checkpoint.get(pid, 0))
+                for pid, log in sorted(self.logs.items())]
+        self.send(CONTROLLER, "register", {"incarnation": self.incarnation, "logs": logs})
 
     def crash(self) -> None:
         self.alive = False
         self.partitions.clear()
         self.fetchers.clear()
-        self.pending.clear()
+        self.produce_purgatory.shutdown()  # the process is gone: nothing answers
+        self.produce_purgatory = self._new_purgatory()
         lost = self.c.disk.crash(self)
         self.c.stats["crashes"] += 1
         self.c.stats["crashes_losing_data"] += lost > 0
@@ -107,17 +116,23 @@ class SimBroker:
 
     # -- controller side -------------------------------------------------------------
 
-    def on_register_ack(self, src: int, body: dict[str, Any]) -> None:
-        self.registered = True
+    def on_register_response(self, src: int, body: dict[str, Any]) -> None:
+        if body["error"] != ErrorCode.NONE:
+            self.c.record(f"b{self.id} register: {ErrorCode(body['error']).name}")
+            return  # the next tick registers again
+        self.registered, self.broker_epoch = True, body["broker_epoch"]
         self.on_metadata(src, body)
 
     def on_reregister(self, src: int, body: dict[str, Any]) -> None:
         self.registered = False
-        self.send(CONTROLLER, "register", {"broker": self.id, "incarnation": self.incarnation})
+        self.register()
 
     def on_metadata(self, src: int, body: dict[str, Any]) -> None:
-        if not self.registered:
+        """Metadata up to ``offset`` (older deliveries than the last applied are dropped:
+        a real broker reads the metadata log in order)."""
+        if not self.registered or body["offset"] <= self.metadata_offset:
             return
+        self.metadata_offset = body["offset"]
         for rec in body["partitions"]:
             self.apply_partition_record(rec)
 
@@ -138,7 +153,7 @@ class SimBroker:
                     self.fetchers[pid] = FetcherState("truncating")
                 else:
                     self.fetchers.pop(pid, None)
-        self.complete_produces()
+        self.check_produces(pid)
 
     def on_alter_partition_response(self, src: int, body: dict[str, Any]) -> None:
         p = self.partitions[body["proposal"].partition]
@@ -146,13 +161,15 @@ class SimBroker:
                                                   body["partition_epoch"])
         self.c.record(f"b{self.id} p{p.index} alter {body['proposal'].new_isr} -> "
                       f"{ErrorCode(body['error']).name} committed={committed}")
-        self.complete_produces()
+        self.check_produces(p.index)
 
     def propose(self, proposal: Any) -> None:
         if proposal is None:
             return
         self.alter_sent_ms[proposal.partition] = self.c.now_ms
-        self.send(CONTROLLER, "alter_partition", {"broker": self.id, "proposal": proposal})
+        self.send(CONTROLLER, "alter_partition", {"incarnation": self.incarnation,
+                                                  "broker_epoch": self.broker_epoch,
+                                                  "proposal": proposal})
 
     # -- leader side -----------------------------------------------------------------
 
@@ -179,7 +196,7 @@ class SimBroker:
         except MiniKafkaError as exc:
             reply["error"] = int(exc.code)
         self.send(src, "fetch_response", reply, body["incarnation"])
-        self.complete_produces()
+        self.check_produces(pid)
 
     def on_epoch_request(self, src: int, body: dict[str, Any]) -> None:
         reply: dict[str, Any] = {"pid": body["pid"], "request": body["request"], "error": 0,
@@ -192,7 +209,18 @@ class SimBroker:
             reply["error"] = int(exc.code)
         self.send(src, "epoch_response", reply, body["incarnation"])
 
+    def _new_purgatory(self) -> Purgatory[DelayedProduce]:
+        """A fresh process's produce purgatory on its own timer (the shared sim clock)."""
+        self.timer = SystemTimer(self.c.clock)
+        return Purgatory("produce", self.timer)
+
+    def check_produces(self, pid: int) -> None:
+        """What the broker does when a partition's HW, ISR or leadership may have moved."""
+        self.produce_purgatory.check_and_complete(pid)
+
     def on_produce(self, src: int, body: dict[str, Any]) -> None:
+        """acks=all as the broker does it: append, then a :class:`DelayedProduce` in the
+        produce purgatory, completed by HW moves or its timeout."""
         pid = body["pid"]
         try:
             p = self._leader(pid)
@@ -202,30 +230,21 @@ class SimBroker:
                                                 "error": int(exc.code)})
             return
         self.c.record(f"b{self.id} p{pid} append @{info.first_offset} epoch={p.leader_epoch}")
-        self.pending.append(PendingProduce(pid, info.last_offset + 1, p.leader_epoch,
-                                           info.first_offset, body["crc"], body["request"],
-                                           self.c.now_ms + self.c.config.produce_timeout_ms))
-        self.complete_produces()
+        result: dict[str, Any] = {"error_code": 0, "base_offset": info.first_offset}
+        status = ProducePartitionStatus(p, info.last_offset + 1, result, p.leader_epoch)
+        incarnation, crc, request = self.incarnation, body["crc"], body["request"]
 
-    def complete_produces(self) -> None:
-        keep = []
-        for op in self.pending:
-            p = self.partitions.get(op.pid)
-            error: int | None = None
-            if p is None or not p.is_leader or p.leader_epoch != op.leader_epoch:
-                error = ErrorCode.NOT_LEADER_OR_FOLLOWER
-            elif p.acked_by_isr(op.required_offset):
-                error = (ErrorCode.NOT_ENOUGH_REPLICAS_AFTER_APPEND
-                         if len(p.isr) < self.c.config.min_insync_replicas else ErrorCode.NONE)
-            elif self.c.now_ms >= op.deadline_ms:
-                error = ErrorCode.REQUEST_TIMED_OUT
-            if error is None:
-                keep.append(op)
-                continue
+        def respond() -> None:
+            if not self.alive or self.incarnation != incarnation:
+                return  # crashed since: the answer died with the process
             self.send(self.c.producer_id, "produce_response",
-                      {"request": op.request_id, "pid": op.pid, "error": int(error),
-                       "offset": op.offset, "crc": op.crc, "leader_epoch": op.leader_epoch})
-        self.pending = keep
+                      {"request": request, "pid": pid, "error": result["error_code"],
+                       "offset": info.first_offset, "crc": crc,
+                       "leader_epoch": status.leader_epoch})
+
+        op = DelayedProduce(self.c.config.produce_timeout_ms, [status],
+                            lambda _topic: self.c.config.min_insync_replicas, respond)
+        self.produce_purgatory.try_complete_else_watch(op, [pid])
 
     # -- follower side ---------------------------------------------------------------
 
@@ -280,8 +299,12 @@ class SimBroker:
         now, cfg = self.c.now_ms, self.c.config
         if now - self.last_heartbeat_ms >= cfg.heartbeat_interval_ms:
             self.last_heartbeat_ms = now
-            kind = "heartbeat" if self.registered else "register"
-            self.send(CONTROLLER, kind, {"broker": self.id, "incarnation": self.incarnation})
+            if self.registered:
+                self.send(CONTROLLER, "heartbeat", {"incarnation": self.incarnation,
+                                                    "broker_epoch": self.broker_epoch,
+                                                    "metadata_offset": self.metadata_offset})
+            else:
+                self.register()
         shrink = now - self.last_shrink_ms >= cfg.isr_check_interval_ms
         if shrink:
             self.last_shrink_ms = now
@@ -308,4 +331,6 @@ class SimBroker:
                           {**common, "requested": p.truncation_request_epoch})
             else:
                 self.send(p.leader_id, "fetch", {**common, "fetch_offset": p.log_end_offset})
-        self.complete_produces()
+        for pid in self.partitions:
+            self.check_produces(pid)
+        self.timer.advance_clock()  # expired DelayedProduce: REQUEST_TIMED_OUT

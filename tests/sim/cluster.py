@@ -2,7 +2,7 @@
 
 One seeded ``random.Random`` drives everything: message delays/drops (simulated network),
 broker crashes and restarts (simulated disks that lose unflushed batches), network
-partitions, forced leader moves, and a producer appending with acks=all.  Invariants are
+partitions, preferred-leader elections, and a producer appending with acks=all.  Invariants are
 checked after every step; a failure raises :class:`SimFailure` with the seed and the last
 events.
 
@@ -27,6 +27,8 @@ convergence after healing.
 from __future__ import annotations
 
 import collections
+import dataclasses
+import enum
 import random
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -40,9 +42,10 @@ from replication.truncation import TruncationPolicy
 from storage.config import LogConfig
 from storage.log.log import Log
 from tests.sim.broker import CONTROLLER, SimBroker
-from tests.sim.controller import PartitionRecord, SimController
+from tests.sim.controller import SimController
 from tests.sim.network import SimNetwork
 from tests.sim.sim_log import MemoryLog
+from timer.clock import ManualClock
 
 
 class SimFailure(AssertionError):
@@ -70,7 +73,8 @@ class SimConfig:
     restart_probability: float = 0.02
     partition_probability: float = 0.003
     heal_probability: float = 0.01
-    leader_move_probability: float = 0.002
+    leader_move_probability: float = 0.002   # a preferred-leader election now
+    leader_imbalance_check_interval_ms: int = 400
     produce_probability: float = 0.3
     flush_probability: float = 0.05       # lossy mode: chance per tick to flush a log
     heal_steps: int = 1500
@@ -143,18 +147,19 @@ class SimCluster:
         self.rng = random.Random(seed)
         self.now_ms = 0
         self.steps = 0
+        self.planned_steps = 0
         self.history: collections.deque[str] = collections.deque(maxlen=400)
         self.net = SimNetwork(self.rng, drop_probability=config.drop_probability,
                               min_delay_ms=1, max_delay_ms=config.max_delay_ms)
         self.partition_ids = list(range(config.partitions))
         self.disk: MemoryDisk | RealDisk = (
             RealDisk(self, config.real_log_dir) if config.real_log_dir else MemoryDisk(self))
-        self.controller = SimController(config.session_timeout_ms)
         ids = list(range(1, config.brokers + 1))
-        for pid in self.partition_ids:
-            replicas = ids[pid % len(ids):] + ids[:pid % len(ids)]
-            self.controller.partitions[pid] = PartitionRecord(replicas, replicas[0], 0,
-                                                              list(replicas))
+        self.clock = ManualClock(0)
+        self.controller = SimController(self.clock, ids, config.partitions,
+                                        config.session_timeout_ms,
+                                        config.leader_imbalance_check_interval_ms,
+                                        config.min_insync_replicas)
         self.brokers = {b: SimBroker(self, b) for b in ids}
         self.producer = SimProducer()
         self.epoch_leaders: dict[tuple[int, int], int] = {}
@@ -168,9 +173,22 @@ class SimCluster:
     def record(self, event: str) -> None:
         self.history.append(f"[{self.steps} t={self.now_ms}] {event}")
 
+    def replay_command(self) -> str:
+        """One line that re-runs this seed with this configuration (bench/sim.py)."""
+        defaults = SimConfig()
+        sets = []
+        for f in dataclasses.fields(SimConfig):
+            value = getattr(self.config, f.name)
+            if value != getattr(defaults, f.name):
+                text = value.name if isinstance(value, enum.Enum) else str(value)
+                sets.append(f" --set {f.name}={text}")
+        return (f"python3 -m bench.sim --replay {self.seed} --steps {self.planned_steps}"
+                + "".join(sets))
+
     def fail(self, what: str) -> None:
         events = "\n".join(self.history)
-        raise SimFailure(f"seed={self.seed} step={self.steps}: {what}\nrecent events:\n{events}")
+        raise SimFailure(f"seed={self.seed} step={self.steps}: {what}\n"
+                         f"replay: {self.replay_command()}\nrecent events:\n{events}")
 
     # -- hooks from replicas ---------------------------------------------------------
 
@@ -206,58 +224,57 @@ class SimCluster:
 
     def controller_message(self, kind: str, src: int, body: dict[str, Any]) -> None:
         ctl = self.controller
+        incarnation = body["incarnation"]
         if kind == "register":
-            changed = ctl.register(body["broker"], body["incarnation"], self.now_ms)
-            self._send_metadata(src, "register_ack", self.partition_ids)
-            self._broadcast(changed)
+            error, epoch, changed = ctl.register(src, incarnation, body["logs"])
+            self.net.send(self.now_ms, CONTROLLER, src, "register_response",
+                          {"error": int(error), "broker_epoch": epoch,
+                           **ctl.metadata_body()}, 0, incarnation)
         elif kind == "heartbeat":
-            result = ctl.heartbeat(body["broker"], body["incarnation"], self.now_ms)
-            if result is None:
-                self.net.send(self.now_ms, CONTROLLER, src, "reregister", {})
-                return
-            self._broadcast(result)
-            self._send_metadata(src, "metadata", self.partition_ids)
+            error, changed = ctl.heartbeat(src, body["broker_epoch"], body["metadata_offset"])
+            if error != ErrorCode.NONE:
+                self.net.send(self.now_ms, CONTROLLER, src, "reregister", {}, 0, incarnation)
+            else:
+                self.net.send(self.now_ms, CONTROLLER, src, "metadata", ctl.metadata_body(),
+                              0, incarnation)
         elif kind == "alter_partition":
             proposal = body["proposal"]
-            error, rec = ctl.alter_partition(body["broker"], proposal)
+            error, state, changed = ctl.alter_partition(
+                src, body["broker_epoch"], proposal.partition, proposal.leader_epoch,
+                proposal.partition_epoch, list(proposal.new_isr))
             self.net.send(self.now_ms, CONTROLLER, src, "alter_partition_response",
-                          {"proposal": proposal, "error": int(error), "isr": list(rec.isr),
-                           "partition_epoch": rec.partition_epoch},
-                          0, ctl.brokers[src].incarnation)
-            if error == ErrorCode.NONE:
-                self._broadcast([proposal.partition])
-        for line in ctl.history:
+                          {"proposal": proposal, "error": int(error),
+                           "isr": list(state.isr) if state else [],
+                           "partition_epoch": state.partition_epoch if state else -1},
+                          0, incarnation)
+        else:
+            raise AssertionError(f"unknown controller message {kind}")
+        self._flush_controller_history()
+        if changed:
+            self._broadcast()
+
+    def _flush_controller_history(self) -> None:
+        for line in self.controller.history:
             self.record("controller: " + line)
-        ctl.history.clear()
+        self.controller.history.clear()
 
-    def _send_metadata(self, broker: int, kind: str, pids: list[int]) -> None:
-        reg = self.controller.brokers.get(broker)
-        body = {"partitions": [self.controller.partitions[p].as_body(p) for p in pids]}
-        self.net.send(self.now_ms, CONTROLLER, broker, kind, body, 0,
-                      reg.incarnation if reg else 0)
-
-    def _broadcast(self, pids: list[int]) -> None:
-        if pids:
-            for b in self.brokers:
-                self._send_metadata(b, "metadata", pids)
+    def _broadcast(self) -> None:
+        """Every broker gets the partitions' state (what its metadata follower reads)."""
+        body = self.controller.metadata_body()
+        for b in self.brokers:
+            self.net.send(self.now_ms, CONTROLLER, b, "metadata", body)
 
     def move_leader(self) -> None:
-        pid = self.rng.choice(self.partition_ids)
-        rec = self.controller.partitions[pid]
-        others = [r for r in rec.isr if r != rec.leader and self.controller.live(r)]
-        if not others:
-            return
-        rec.leader = self.rng.choice(others)
-        rec.leader_epoch += 1
-        rec.partition_epoch += 1
-        self.record(f"controller: move p{pid} leader to b{rec.leader} epoch={rec.leader_epoch}")
-        self._broadcast([pid])
+        """A preferred-leader election now (the real controller's way to move leaders)."""
+        if self.controller.elect_preferred_leaders():
+            self._flush_controller_history()
+            self._broadcast()
 
     # -- producer --------------------------------------------------------------------
 
     def produce(self) -> None:
         pid = self.rng.choice(self.partition_ids)
-        leader = self.controller.partitions[pid].leader
+        leader = self.controller.leader(pid)
         if leader < 0:
             return
         p = self.producer
@@ -312,22 +329,22 @@ class SimCluster:
     def step(self) -> None:
         self.steps += 1
         self.now_ms += self.rng.randint(1, 4)
+        self.clock.set(self.now_ms)
         if self.faults:
             self.inject_faults()
             if self.rng.random() < self.config.produce_probability:
                 self.produce()
         self.deliver()
-        changed = self.controller.tick(self.now_ms)
-        for line in self.controller.history:
-            self.record("controller: " + line)
-        self.controller.history.clear()
-        self._broadcast(changed)
+        if self.controller.tick():
+            self._flush_controller_history()
+            self._broadcast()
         for b in self.brokers.values():
             if b.alive:
                 b.tick()
         self.check()
 
     def run(self, steps: int) -> None:
+        self.planned_steps = steps
         for _ in range(steps):
             self.step()
         self.faults = False
@@ -348,12 +365,17 @@ class SimCluster:
         if self.config.no_loss:
             return True
         p = b.partitions[pid]
-        if p.leader_epoch != self.controller.partitions[pid].leader_epoch:
+        current = self.controller.partition(pid)
+        if current is None or p.leader_epoch != current.leader_epoch:
             return False  # a zombie or lagging replica may still hold data all others lost
         f = b.fetchers.get(pid)
         return p.is_leader or (f is not None and f.phase == "fetching")
 
     def check(self) -> None:
+        try:
+            self.controller.state.check_invariants()
+        except AssertionError as exc:
+            self.fail(f"controller: {exc}")
         live = [b for b in self.brokers.values() if b.alive]
         for b in live:
             for p in b.partitions.values():

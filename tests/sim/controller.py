@@ -1,128 +1,130 @@
-"""SimController: a deliberately minimal stand-in for the real controller (tests only).
+"""The controller in the simulation: the real :class:`ControllerState` behind a thin adapter.
 
-It keeps, per partition, leader / leader_epoch / ISR / partition_epoch, fences brokers
-that miss heartbeats for ``session_timeout_ms`` (and every broker that re-registers with a
-new incarnation), elects leaders only from the live ISR (clean elections only; the last ISR
-member is never removed), and validates AlterPartition by leader epoch and partition epoch.
-Every change of leader bumps the leader epoch; every change bumps the partition epoch.
+What the adapter does is what :mod:`broker.controller.server` does around the same core,
+minus sockets and the metadata log's fsync (the simulated controller never crashes, so
+its image is its log): it turns the simulated messages into calls on the core - broker
+registration (with each log's report for the safe election), heartbeats (the broker's
+``broker_epoch`` and the metadata offset it applied; a stale epoch answers "register
+again"), AlterPartition, the periodic tick (session expiry, preferred leaders) - and,
+after every call that produced records, sends each broker the partitions' state from the
+image with the image's offset, as the metadata follower would deliver the log.
+
+The topic (``t``, replicas in rotating order, RF = brokers) is created with the real
+CreateTopics path once every broker is registered and unfenced, as an operator would
+after start.
+
+Costs: each call is the core's; a broadcast is O(brokers x partitions).  Single-threaded,
+like everything in the simulation.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from collections.abc import Sequence
+from typing import Any
 
+from broker.controller.config import ControllerConfig
+from broker.controller.results import IsrChange, ReplicaLog, TopicSpec
+from broker.controller.state import ControllerState
+from broker.metadata.image import PartitionRegistration
+from broker.metadata.records import MetadataRecord
 from clients.protocol.errors import ErrorCode
-from replication.isr import AlterPartitionProposal
+from timer.clock import ManualClock
 
-NO_LEADER = -1
-
-
-@dataclass
-class PartitionRecord:
-    replicas: list[int]
-    leader: int
-    leader_epoch: int
-    isr: list[int]
-    partition_epoch: int = 0
-
-    def as_body(self, pid: int) -> dict[str, object]:
-        return {"pid": pid, "replicas": list(self.replicas), "leader": self.leader,
-                "leader_epoch": self.leader_epoch, "isr": list(self.isr),
-                "partition_epoch": self.partition_epoch}
+TOPIC = "t"
 
 
-@dataclass
-class BrokerRegistration:
-    incarnation: int
-    last_heartbeat_ms: int
-    fenced: bool = False
-
-
-@dataclass
 class SimController:
-    session_timeout_ms: int
-    partitions: dict[int, PartitionRecord] = field(default_factory=dict)
-    brokers: dict[int, BrokerRegistration] = field(default_factory=dict)
-    history: list[str] = field(default_factory=list)
+    """The real controller core and its message adapter (see the module docstring)."""
+
+    def __init__(self, clock: ManualClock, broker_ids: Sequence[int], partitions: int,
+                 session_timeout_ms: int, leader_imbalance_check_interval_ms: int,
+                 min_insync_replicas: int) -> None:
+        config = ControllerConfig(
+            broker_session_timeout_ms=session_timeout_ms,
+            leader_imbalance_check_interval_ms=leader_imbalance_check_interval_ms,
+            auto_leader_rebalance_enable=True, min_insync_replicas=min_insync_replicas,
+            default_replication_factor=len(broker_ids))
+        self.state = ControllerState(config, clock)
+        self.broker_ids = list(broker_ids)
+        self.partitions = partitions
+        self.history: list[str] = []
+        self.topic_created = False
+
+    # -- views for the simulation's invariants --------------------------------------------
+
+    def partition(self, pid: int) -> PartitionRegistration | None:
+        return self.state.image.partition(TOPIC, pid)
+
+    def leader(self, pid: int) -> int:
+        p = self.partition(pid)
+        return -1 if p is None else p.leader
 
     def live(self, broker: int) -> bool:
-        reg = self.brokers.get(broker)
-        return reg is not None and not reg.fenced
+        return self.state.image.is_alive(broker)
 
-    def _elect(self, pid: int, rec: PartitionRecord, exclude: int = NO_LEADER) -> None:
-        candidates = [r for r in rec.replicas if r in rec.isr and r != exclude and self.live(r)]
-        rec.leader = candidates[0] if candidates else NO_LEADER
-        rec.leader_epoch += 1
-        rec.partition_epoch += 1
-        self.history.append(f"elect p{pid} leader={rec.leader} epoch={rec.leader_epoch} "
-                            f"isr={rec.isr}")
+    def metadata_body(self) -> dict[str, Any]:
+        parts = []
+        for pid in range(self.partitions):
+            p = self.partition(pid)
+            if p is not None:
+                parts.append({"pid": pid, "replicas": list(p.replicas), "leader": p.leader,
+                              "leader_epoch": p.leader_epoch, "isr": list(p.isr),
+                              "partition_epoch": p.partition_epoch})
+        return {"offset": self.state.image.last_applied_offset, "partitions": parts}
 
-    def fence(self, broker: int) -> list[int]:
-        """Fence ``broker``: out of every ISR (unless last), leadership moved. Changed pids."""
-        reg = self.brokers.get(broker)
-        if reg is not None:
-            reg.fenced = True
-        changed = []
-        for pid, rec in self.partitions.items():
-            touched = False
-            if broker in rec.isr and len(rec.isr) > 1:
-                rec.isr.remove(broker)
-                rec.partition_epoch += 1
-                touched = True
-            if rec.leader == broker:
-                self._elect(pid, rec, exclude=broker)
-                touched = True
-            if touched:
-                changed.append(pid)
-        self.history.append(f"fence b{broker}")
-        return changed
+    # -- calls ---------------------------------------------------------------------------
 
-    def unfence(self, broker: int) -> list[int]:
-        self.brokers[broker].fenced = False
-        changed = []
-        for pid, rec in self.partitions.items():
-            if rec.leader == NO_LEADER and broker in rec.isr:
-                self._elect(pid, rec)
-                changed.append(pid)
-        self.history.append(f"unfence b{broker}")
-        return changed
+    def _note(self, what: str, records: list[MetadataRecord]) -> bool:
+        for r in records:
+            self.history.append(f"{what}: {type(r).__name__} {_fields(r)}")
+        return bool(records)
 
-    def register(self, broker: int, incarnation: int, now_ms: int) -> list[int]:
-        reg = self.brokers.get(broker)
-        if reg is not None and reg.incarnation == incarnation:
-            reg.last_heartbeat_ms = now_ms
-            return []
-        changed = self.fence(broker) if reg is not None else []
-        self.brokers[broker] = BrokerRegistration(incarnation, now_ms)
-        return sorted(set(changed) | set(self.unfence(broker)))
+    def register(self, broker: int, incarnation: int, logs: list[ReplicaLog]
+                 ) -> tuple[ErrorCode, int, bool]:
+        """(error, broker_epoch, metadata changed)."""
+        result, records = self.state.register_broker(broker, f"inc-{incarnation}", "sim",
+                                                     9000 + broker, replica_logs=logs)
+        changed = self._note(f"register b{broker}", records)
+        if result.error == ErrorCode.NONE:
+            changed |= self._maybe_create_topic()
+        return result.error, result.broker_epoch, changed
 
-    def heartbeat(self, broker: int, incarnation: int, now_ms: int) -> list[int] | None:
-        """None: unknown incarnation (must register)."""
-        reg = self.brokers.get(broker)
-        if reg is None or reg.incarnation != incarnation:
-            return None
-        reg.last_heartbeat_ms = now_ms
-        return self.unfence(broker) if reg.fenced else []
+    def _maybe_create_topic(self) -> bool:
+        if self.topic_created or not all(self.live(b) for b in self.broker_ids):
+            return False
+        n = len(self.broker_ids)
+        assignments = {pid: self.broker_ids[pid % n:] + self.broker_ids[:pid % n]
+                       for pid in range(self.partitions)}
+        results, records = self.state.create_topics([TopicSpec(TOPIC, assignments=assignments)])
+        assert results[0].error == ErrorCode.NONE, results
+        self.topic_created = True
+        return self._note("create topic", records)
 
-    def tick(self, now_ms: int) -> list[int]:
-        changed: set[int] = set()
-        for broker, reg in self.brokers.items():
-            if not reg.fenced and now_ms - reg.last_heartbeat_ms > self.session_timeout_ms:
-                changed.update(self.fence(broker))
-        return sorted(changed)
+    def heartbeat(self, broker: int, broker_epoch: int, metadata_offset: int
+                  ) -> tuple[ErrorCode, bool]:
+        result, records = self.state.heartbeat(broker, broker_epoch, metadata_offset)
+        changed = self._note(f"heartbeat b{broker}", records)
+        return result.error, self._maybe_create_topic() or changed
 
-    def alter_partition(self, broker: int, proposal: AlterPartitionProposal
-                        ) -> tuple[ErrorCode, PartitionRecord]:
-        rec = self.partitions[proposal.partition]
-        if rec.leader != broker or proposal.leader_epoch != rec.leader_epoch:
-            return ErrorCode.FENCED_LEADER_EPOCH, rec
-        if proposal.partition_epoch != rec.partition_epoch:
-            return ErrorCode.INVALID_UPDATE_VERSION, rec
-        if broker not in proposal.new_isr or any(
-                not self.live(r) for r in proposal.new_isr if r not in rec.isr):
-            return ErrorCode.INELIGIBLE_REPLICA, rec
-        rec.isr = list(proposal.new_isr)
-        rec.partition_epoch += 1
-        self.history.append(f"alter p{proposal.partition} isr={rec.isr} "
-                            f"pe={rec.partition_epoch}")
-        return ErrorCode.NONE, rec
+    def alter_partition(self, broker: int, broker_epoch: int, pid: int, leader_epoch: int,
+                        partition_epoch: int, new_isr: list[int]
+                        ) -> tuple[ErrorCode, PartitionRegistration | None, bool]:
+        (error, results), records = self.state.alter_partition(
+            broker, broker_epoch, [IsrChange(TOPIC, pid, leader_epoch, new_isr,
+                                             partition_epoch)])
+        changed = self._note(f"alter p{pid} by b{broker}", records)
+        if error != ErrorCode.NONE:
+            return error, self.partition(pid), changed
+        return results[0].error, results[0].state, changed
+
+    def tick(self) -> bool:
+        return self._note("tick", self.state.tick())
+
+    def elect_preferred_leaders(self) -> bool:
+        return self._note("preferred election", self.state.elect_preferred_leaders())
+
+
+def _fields(record: MetadataRecord) -> str:
+    slots = getattr(record, "__slots__", ())
+    names = slots if slots else list(getattr(record, "__dataclass_fields__", {}))
+    return " ".join(f"{n}={getattr(record, n)}" for n in names)

@@ -1,0 +1,174 @@
+"""Run the replication simulation (``tests/sim``) over many seeds, or replay one.
+
+    python3 -m bench.sim --seeds 10000            # both modes, 2,500 steps a seed
+    python3 -m bench.sim --replay 41 --steps 800 --set truncation_policy=HIGH_WATERMARK
+
+Each seed is a :class:`tests.sim.cluster.SimCluster`: 3 brokers with the real partition,
+leader-epoch and truncation code and the real controller core (``ControllerState``),
+under seeded crashes, restarts, drops, delays, partitions and preferred-leader elections,
+with the invariants checked after every step.  ``no_loss`` seeds flush every append (no
+acknowledged record may be lost); ``lossy`` seeds flush rarely (replicas must still agree).
+
+The sweep writes ``bench/results/sim.json`` (and ``sim.png`` with matplotlib): per
+mode the seeds run, violations (with each failing seed's first line and its replay
+command), steps, wall time, steps/s and seeds/s.  A replay prints the run's last
+events and the failure, if any.  The simulation is deterministic per seed, so
+``--workers N`` splits the seeds over N processes.
+"""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import enum
+import json
+import logging
+import multiprocessing
+import platform
+import time
+from pathlib import Path
+from typing import Any
+
+from tests.sim.cluster import SimCluster, SimConfig, SimFailure
+
+RESULTS = Path(__file__).parent / "results" / "sim.json"
+PLOT = RESULTS.with_suffix(".png")
+MODES = {"no_loss": {"no_loss": True}, "lossy": {"no_loss": False}}
+
+
+def parse_setting(text: str) -> tuple[str, Any]:
+    """``name=value`` for a :class:`SimConfig` field, typed like the field's default."""
+    name, _, raw = text.partition("=")
+    defaults = SimConfig()
+    if name not in {f.name for f in dataclasses.fields(SimConfig)}:
+        raise SystemExit(f"--set: SimConfig has no field {name!r}")
+    current = getattr(defaults, name)
+    value: Any
+    if isinstance(current, enum.Enum):
+        value = type(current)[raw]
+    elif isinstance(current, bool):
+        value = raw.lower() in ("1", "true", "yes")
+    elif isinstance(current, int):
+        value = int(raw)
+    elif isinstance(current, float):
+        value = float(raw)
+    else:
+        raise SystemExit(f"--set: {name} cannot be set from the command line")
+    return name, value
+
+
+def run_seeds(args: tuple[list[int], int, dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
+    """One worker's share: (failures, steps run)."""
+    seeds, steps, config = args
+    logging.getLogger("broker").setLevel(logging.ERROR)  # the controller's election notes
+    failures, total = [], 0
+    for seed in seeds:
+        cluster = SimCluster(seed, SimConfig(**config))
+        try:
+            cluster.run(steps)
+        except SimFailure as exc:
+            failures.append({"seed": seed, "failure": str(exc).splitlines()[0],
+                             "replay": cluster.replay_command()})
+        total += cluster.steps
+    return failures, total
+
+
+def sweep(first: int, seeds: int, steps: int, overrides: dict[str, Any], workers: int,
+          modes: list[str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    for mode in modes:
+        config = {**overrides, **MODES[mode]}
+        shares = [(list(range(first + w, first + seeds, workers)), steps, config)
+                  for w in range(workers)]
+        t0 = time.perf_counter()
+        if workers == 1:
+            results = [run_seeds(shares[0])]
+        else:
+            with multiprocessing.get_context("fork").Pool(workers) as pool:
+                results = pool.map(run_seeds, shares)
+        wall = time.perf_counter() - t0
+        failures = sorted((f for r in results for f in r[0]), key=lambda f: f["seed"])
+        total_steps = sum(r[1] for r in results)
+        out[mode] = {"seeds": seeds, "first_seed": first, "steps_per_seed": steps,
+                     "workers": workers, "violations": len(failures),
+                     "failures": failures[:20], "steps_run": total_steps,
+                     "wall_s": round(wall, 2), "steps_per_s": round(total_steps / wall),
+                     "seeds_per_s": round(seeds / wall, 2)}
+        print(f"{mode}: {seeds} seeds from {first}, {len(failures)} violations, "
+              f"{total_steps:,} steps in {wall:.1f} s on {workers} worker(s) "
+              f"({total_steps / wall:,.0f} steps/s, {seeds / wall:.1f} seeds/s)", flush=True)
+        for f in failures[:5]:
+            print(f"  {f['failure']}\n  replay: {f['replay']}")
+    return out
+
+
+def plot(result: dict[str, Any]) -> bool:
+    """steps/s and seeds/s per mode, violations in the labels (needs matplotlib)."""
+    try:
+        import matplotlib
+
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return False
+    modes = result["modes"]
+    labels = [f"{m}\n{v['seeds']} seeds, {v['violations']} violations" for m, v in modes.items()]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.6))
+    left.bar(labels, [v["steps_per_s"] for v in modes.values()], color="#4c72b0")
+    left.set_ylabel("simulated steps/s")
+    right.bar(labels, [v["seeds_per_s"] for v in modes.values()], color="#dd8452")
+    right.set_ylabel("seeds/s")
+    fig.suptitle(f"SimCluster.run, {result['input']}", fontsize=8)
+    fig.tight_layout()
+    fig.savefig(PLOT, dpi=110)
+    plt.close(fig)
+    return True
+
+
+def replay(seed: int, steps: int, overrides: dict[str, Any]) -> int:
+    logging.basicConfig(level=logging.WARNING, format="controller log: %(message)s")
+    cluster = SimCluster(seed, SimConfig(**overrides))
+    try:
+        cluster.run(steps)
+    except SimFailure as exc:
+        print(exc)
+        return 1
+    print("\n".join(cluster.history))
+    print(f"seed {seed}: no violation in {cluster.steps} steps; stats {dict(cluster.stats)}; "
+          f"{len(cluster.producer.acked)} records acknowledged")
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--seeds", type=int, default=1000, help="seeds per mode")
+    ap.add_argument("--first", type=int, default=0, help="first seed")
+    ap.add_argument("--steps", type=int, default=2500, help="fault steps per seed")
+    ap.add_argument("--replay", type=int, default=None, help="run this one seed, verbosely")
+    ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                    help="a SimConfig field (repeatable)")
+    ap.add_argument("--workers", type=int, default=1, help="processes (seeds split by index)")
+    ap.add_argument("--modes", default="no_loss,lossy", help="comma-separated: no_loss, lossy")
+    ap.add_argument("--no-write", action="store_true", help="do not write sim.json")
+    args = ap.parse_args(argv)
+    overrides = dict(parse_setting(s) for s in args.set)
+    if args.replay is not None:
+        return replay(args.replay, args.steps, overrides)
+    api = ("tests.sim.cluster.SimCluster.run (real Partition, LeaderEpochCache, truncation, "
+           "ControllerState)")
+    workload = (f"{args.seeds} seeds per mode from {args.first}, {args.steps} fault steps "
+                "each, 3 brokers, 2 partitions, RF 3, acks=all producer")
+    result: dict[str, Any] = {
+        "api": api, "input": workload, "overrides": {k: str(v) for k, v in overrides.items()},
+        "python": platform.python_version(), "machine": platform.machine(),
+        "modes": sweep(args.first, args.seeds, args.steps, overrides, args.workers,
+                       args.modes.split(","))}
+    if not args.no_write:
+        RESULTS.parent.mkdir(exist_ok=True)
+        RESULTS.write_text(json.dumps(result, indent=2) + "\n")
+        print(f"wrote {RESULTS}" + (f" and {PLOT}" if plot(result) else ""))
+    return 1 if any(m["violations"] for m in result["modes"].values()) else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
