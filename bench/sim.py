@@ -4,7 +4,8 @@
     python3 -m bench.sim --replay 41 --steps 800 --set truncation_policy=HIGH_WATERMARK
 
 Each seed is a :class:`tests.sim.cluster.SimCluster`: 3 brokers with the real partition,
-leader-epoch and truncation code and the real controller core (``ControllerState``),
+leader-epoch, truncation and follower-fetch code, the broker's fetch handlers and acks=all
+path, and the real controller core (``ControllerState``),
 under seeded crashes, restarts, drops, delays, partitions and preferred-leader elections,
 with the invariants checked after every step.  ``no_loss`` seeds flush every append (no
 acknowledged record may be lost); ``lossy`` seeds flush rarely (replicas must still agree).
@@ -155,7 +156,7 @@ def main(argv: list[str] | None = None) -> int:
     if args.replay is not None:
         return replay(args.replay, args.steps, overrides)
     api = ("tests.sim.cluster.SimCluster.run (real Partition, LeaderEpochCache, truncation, "
-           "ControllerState)")
+           "FollowerFetchSession, fetch handlers, DelayedProduce, ControllerState)")
     workload = (f"{args.seeds} seeds per mode from {args.first}, {args.steps} fault steps "
                 "each, 3 brokers, 2 partitions, RF 3, acks=all producer")
     result: dict[str, Any] = {

@@ -69,6 +69,7 @@ from broker.handlers.common import (
 )
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError, OffsetOutOfRangeError
+from clients.protocol.offset_specs import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from clients.protocol.topics import TopicPartition
 from clients.records.record import decode_batch
 from replication.partition import Partition
@@ -76,9 +77,6 @@ from storage.log.reader import FetchDataInfo
 
 log = logging.getLogger(__name__)
 
-LATEST_TIMESTAMP = -1
-EARLIEST_TIMESTAMP = -2
-MAX_TIMESTAMP = -3
 READ_COMMITTED = 1
 LEADER_HINT_ERRORS = (int(ErrorCode.NOT_LEADER_OR_FOLLOWER), int(ErrorCode.FENCED_LEADER_EPOCH))
 

@@ -107,6 +107,7 @@ from clients.protocol.errors import (
     RequestTimedOutError,
     error_for,
 )
+from clients.protocol.offset_specs import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from clients.protocol.topics import TopicPartition
 from clients.records.batch import COMPRESSION_MASK, HEADER_SIZE, read_header
 from clients.records.bulk_decode import BulkRecords, concat_bulk, decode_batch_bulk
@@ -114,9 +115,8 @@ from clients.types import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp
 
 __all__ = ["Consumer", "NoOffsetForPartitionError", "RecordDeserializationError"]
 
-_RESETS = {"earliest": -2, "latest": -1, "none": None}
+_RESETS = {"earliest": EARLIEST_TIMESTAMP, "latest": LATEST_TIMESTAMP, "none": None}
 _ISOLATION_LEVELS = {"read_uncommitted": 0}  # read_committed (1) waits for transactions
-EARLIEST_TIMESTAMP, LATEST_TIMESTAMP = -2, -1
 Deserializer = Callable[[bytes], Any]
 _REFRESH = frozenset(
     {

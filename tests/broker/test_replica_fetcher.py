@@ -27,9 +27,10 @@ from broker.metadata.records import (
     TopicRecord,
     UnfenceBrokerRecord,
 )
-from broker.replica_fetcher import FetchState, ReplicaFetcher
+from broker.replica_fetcher import ReplicaFetcher
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.topics import TopicPartition
+from replication.follower_fetch import FetchState
 from replication.partition import Partition
 from tests.broker.handlers import wire
 from tests.replication.helpers import batch, values

@@ -1,9 +1,15 @@
-"""SimBroker: the replication adapter in miniature, around the pure Partition core.
+"""SimBroker: one broker process in the simulation, around the real replication code.
 
-It plays the roles the real broker's handlers, replica fetcher and controller client will
-play: answers Fetch / OffsetsForLeaderEpoch / Produce as a leader, runs the truncation
-handshake and fetch loop as a follower, proposes ISR changes, heartbeats the controller and
-applies metadata.  Everything goes through :class:`tests.sim.network.SimNetwork`.
+As a leader it answers followers with the broker's real Fetch, OffsetsForLeaderEpoch and
+ListOffsets handlers (:mod:`tests.sim.handlers`, through Kafka's codec) and acks=all
+produces with a real :class:`DelayedProduce` in a produce purgatory; as a follower it
+runs one real :class:`FollowerFetchSession` per leader (what
+:class:`broker.replica_fetcher.ReplicaFetcher` drives over a socket: here one request at
+a time over :class:`tests.sim.network.SimNetwork`, resent after ``request_timeout_ms``,
+paused ``fetch_backoff_ms`` when the session asks for a backoff).  It registers with the
+controller (with its logs' report), heartbeats, proposes ISR changes and applies
+metadata in offset order.  A crash loses the process (sessions, purgatories, in-flight
+requests) and whatever the disk had not flushed.
 """
 
 from __future__ import annotations
@@ -14,12 +20,15 @@ from typing import TYPE_CHECKING, Any, cast
 from broker.controller.results import ReplicaLog
 from broker.delayed import DelayedProduce, ProducePartitionStatus
 from broker.metadata.replica_logs import last_leader_epoch
+from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError
+from clients.protocol.topics import TopicPartition
+from replication.follower_fetch import FollowerFetchSession, PendingRequest
 from replication.leader_epoch_cache import LeaderEpochCache
 from replication.partition import Partition
-from replication.truncation import EpochEndOffset
 from storage.log.log import Log
 from tests.sim.controller import TOPIC
+from tests.sim.handlers import SimHandlerCore, serve
 from tests.sim.sim_log import MemoryCheckpoint, MemoryLog
 from timer.purgatory import Purgatory
 from timer.system_timer import SystemTimer
@@ -31,10 +40,12 @@ CONTROLLER = 0
 
 
 @dataclass
-class FetcherState:
-    phase: str                  # "truncating" | "fetching"
-    outstanding: int | None = None
-    sent_at_ms: int = 0
+class InFlight:
+    """The one request a follower session has out to its leader."""
+
+    request_id: int
+    pending: PendingRequest
+    sent_at_ms: int
 
 
 class SimBroker:
@@ -50,8 +61,13 @@ class SimBroker:
         self.epoch_checkpoints: dict[int, MemoryCheckpoint] = {}
         self.hw_checkpoint: dict[int, int] = {}
         self.partitions: dict[int, Partition] = {}
-        self.fetchers: dict[int, FetcherState] = {}
+        self.sessions: dict[int, FollowerFetchSession] = {}  # leader id -> session
+        self.in_flight: dict[int, InFlight] = {}              # leader id -> its request
+        self.backoff_until_ms: dict[int, int] = {}            # leader id -> resume time
         self.produce_purgatory = self._new_purgatory()
+        self.handler_core = SimHandlerCore(self, cluster.clock, TOPIC,
+                                           cluster.config.replica_lag_time_max_ms,
+                                           cluster.config.fetch_max_bytes)
         self.next_request = 0
         self.last_heartbeat_ms = -10**9
         self.last_shrink_ms = 0
@@ -93,9 +109,12 @@ class SimBroker:
     def crash(self) -> None:
         self.alive = False
         self.partitions.clear()
-        self.fetchers.clear()
+        self.sessions.clear()
+        self.in_flight.clear()
+        self.backoff_until_ms.clear()
         self.produce_purgatory.shutdown()  # the process is gone: nothing answers
         self.produce_purgatory = self._new_purgatory()
+        self.handler_core.fetch_purgatory = Purgatory("fetch", self.timer)
         lost = self.c.disk.crash(self)
         self.c.stats["crashes"] += 1
         self.c.stats["crashes_losing_data"] += lost > 0
@@ -142,18 +161,39 @@ class SimBroker:
         if rec["leader"] == self.id:
             if p.make_leader(rec["leader_epoch"], rec["replicas"], rec["isr"],
                              rec["partition_epoch"], now_ms=self.c.now_ms):
-                self.fetchers.pop(pid, None)
+                self.unfollow(pid)
                 self.c.on_new_leader(self, p)
         else:
             if p.make_follower(rec["leader"], rec["leader_epoch"], rec["replicas"],
                                rec["partition_epoch"], rec["isr"]):
                 self.c.record(f"b{self.id} p{pid} follows b{rec['leader']} "
                               f"epoch={rec['leader_epoch']} leo={p.log_end_offset}")
+                self.unfollow(pid)
                 if rec["leader"] >= 0:
-                    self.fetchers[pid] = FetcherState("truncating")
-                else:
-                    self.fetchers.pop(pid, None)
+                    self.follow(p)
         self.check_produces(pid)
+
+    def follow(self, p: Partition) -> None:
+        """As the broker's fetcher manager: the partition joins its leader's session
+        (truncating first)."""
+        session = self.sessions.get(p.leader_id)
+        if session is None:
+            cfg = self.c.config
+            session = self.sessions[p.leader_id] = FollowerFetchSession(
+                self.id, p.leader_id, cfg.fetch_max_bytes, 0,
+                truncation_policy=cfg.truncation_policy)
+        session.add(p)
+
+    def unfollow(self, pid: int) -> None:
+        for session in self.sessions.values():
+            session.remove(_key(pid))
+
+    def fetching(self, pid: int) -> bool:
+        """Following its leader past truncation (a replica the agreement check covers)."""
+        p = self.partitions.get(pid)
+        session = self.sessions.get(p.leader_id) if p is not None else None
+        state = session.states.get(_key(pid)) if session is not None else None
+        return state is not None and not state.truncating
 
     def on_alter_partition_response(self, src: int, body: dict[str, Any]) -> None:
         p = self.partitions[body["proposal"].partition]
@@ -179,35 +219,11 @@ class SimBroker:
             raise MiniKafkaError("not leader", ErrorCode.NOT_LEADER_OR_FOLLOWER)
         return p
 
-    def on_fetch(self, src: int, body: dict[str, Any]) -> None:
-        pid = body["pid"]
-        reply: dict[str, Any] = {"pid": pid, "request": body["request"],
-                                 "fetch_offset": body["fetch_offset"], "error": 0,
-                                 "leader_epoch": body["leader_epoch"]}
-        try:
-            p = self._leader(pid)
-            reply["leader_leo"], reply["log_start"] = p.log_end_offset, p.log_start_offset
-            p.check_leader_epoch(body["leader_epoch"])
-            data = p.read_records(body["fetch_offset"], self.c.config.fetch_max_bytes,
-                                  for_follower=True).read_bytes()
-            p.update_follower_fetch(src, body["fetch_offset"], self.c.now_ms)
-            self.propose(p.maybe_expand_isr(src))
-            reply.update(data=data, hw=p.high_watermark)
-        except MiniKafkaError as exc:
-            reply["error"] = int(exc.code)
-        self.send(src, "fetch_response", reply, body["incarnation"])
-        self.check_produces(pid)
-
-    def on_epoch_request(self, src: int, body: dict[str, Any]) -> None:
-        reply: dict[str, Any] = {"pid": body["pid"], "request": body["request"], "error": 0,
-                                 "leader_epoch": body["leader_epoch"]}
-        try:
-            p = self._leader(body["pid"])
-            answer = p.last_offset_for_leader_epoch(body["leader_epoch"], body["requested"])
-            reply.update(epoch=answer.leader_epoch, end_offset=answer.end_offset)
-        except MiniKafkaError as exc:
-            reply["error"] = int(exc.code)
-        self.send(src, "epoch_response", reply, body["incarnation"])
+    def on_request(self, src: int, body: dict[str, Any]) -> None:
+        """A follower's request, answered by the broker's real handler."""
+        answer = serve(self.handler_core, ApiKey(body["api"]), body["body"])
+        self.send(src, "response", {"leader": self.id, "request": body["request"],
+                                    "body": answer}, body["incarnation"])
 
     def _new_purgatory(self) -> Purgatory[DelayedProduce]:
         """A fresh process's produce purgatory on its own timer (the shared sim clock)."""
@@ -248,50 +264,50 @@ class SimBroker:
 
     # -- follower side ---------------------------------------------------------------
 
-    def on_epoch_response(self, src: int, body: dict[str, Any]) -> None:
-        pid = body["pid"]
-        f, p = self.fetchers.get(pid), self.partitions[pid]
-        if (f is None or f.phase != "truncating" or f.outstanding != body["request"]
-                or body["leader_epoch"] != p.leader_epoch or p.is_leader):
-            return
-        if body["error"]:
-            f.outstanding = -1  # back off until the request timeout
-            return
-        leo = p.log_end_offset
-        decision = p.truncate_on_leader_answer(
-            EpochEndOffset(body["epoch"], body["end_offset"]), self.c.config.truncation_policy)
-        self.c.stats["truncations"] += 1
-        if p.log_end_offset < leo:
-            self.c.stats["truncations_removing_data"] += 1
-        if not decision.completed:
-            self.c.stats["truncation_extra_rounds"] += 1
-        self.c.record(f"b{self.id} p{pid} truncate to {decision.truncate_to} "
-                      f"({decision.reason}) leo={p.log_end_offset}")
-        f.outstanding = None
-        if decision.completed:
-            f.phase = "fetching"
+    def on_response(self, src: int, body: dict[str, Any]) -> None:
+        leader = body["leader"]
+        out, session = self.in_flight.get(leader), self.sessions.get(leader)
+        if out is None or session is None or out.request_id != body["request"]:
+            return  # an answer to a request given up on (timed out, or a past session)
+        del self.in_flight[leader]
+        pending, answer = out.pending, body["body"]
+        try:
+            if pending.api_key == ApiKey.OFFSETS_FOR_LEADER_EPOCH:
+                session.on_truncate_response(pending, answer)
+            elif pending.api_key == ApiKey.FETCH:
+                follow_up = session.on_fetch_response(pending, answer)
+                if follow_up is not None:
+                    self._send_request(leader, follow_up)
+            else:
+                session.on_list_offsets_response(pending, answer)
+        except MiniKafkaError as exc:
+            self.c.record(f"b{self.id} fetch from b{leader}: {exc}")
+            session.backoff = True
+        for key in pending.states:
+            self.check_produces(key.partition)
 
-    def on_fetch_response(self, src: int, body: dict[str, Any]) -> None:
-        pid = body["pid"]
-        f, p = self.fetchers.get(pid), self.partitions[pid]
-        if (f is None or f.phase != "fetching" or f.outstanding != body["request"]
-                or body["leader_epoch"] != p.leader_epoch or p.is_leader
-                or body["fetch_offset"] != p.log_end_offset):
-            return
-        f.outstanding = None
-        error = body["error"]
-        if error == ErrorCode.OFFSET_OUT_OF_RANGE:
-            if body["fetch_offset"] > body["leader_leo"]:
-                self.c.record(f"b{self.id} p{pid} fetch {body['fetch_offset']} past leader "
-                              f"LEO {body['leader_leo']}: truncate")
-                p.truncate_to(body["leader_leo"])
-            elif body["fetch_offset"] < body["log_start"]:
-                p.truncate_fully_and_start_at(body["log_start"])
-            return
-        if error:
-            f.outstanding = -1
-            return
-        p.append_records_as_follower(body["data"], body["hw"], body["log_start"])
+    def _send_request(self, leader: int, pending: PendingRequest) -> None:
+        request_id = self._request_id()
+        self.in_flight[leader] = InFlight(request_id, pending, self.c.now_ms)
+        self.send(leader, "request", {"api": int(pending.api_key), "body": pending.body,
+                                      "request": request_id, "incarnation": self.incarnation})
+
+    def _drive_sessions(self) -> None:
+        """The fetcher task's loop, one request per session at a time."""
+        now, cfg = self.c.now_ms, self.c.config
+        for leader, session in self.sessions.items():
+            out = self.in_flight.get(leader)
+            if out is not None and now - out.sent_at_ms < cfg.request_timeout_ms:
+                continue
+            self.in_flight.pop(leader, None)
+            if session.backoff:
+                session.backoff = False
+                self.backoff_until_ms[leader] = now + cfg.fetch_backoff_ms
+            if now < self.backoff_until_ms.get(leader, 0):
+                continue
+            pending = session.truncate_request() or session.fetch_request()
+            if pending is not None:
+                self._send_request(leader, pending)
 
     # -- periodic work ---------------------------------------------------------------
 
@@ -318,19 +334,11 @@ class SimBroker:
                 if pending is not None and now - self.alter_sent_ms.get(pid, 0) > \
                         cfg.request_timeout_ms:
                     self.propose(pending)
-                continue
-            f = self.fetchers.get(pid)
-            if f is None or (f.outstanding is not None
-                             and now - f.sent_at_ms < cfg.request_timeout_ms):
-                continue
-            f.outstanding, f.sent_at_ms = self._request_id(), now
-            common = {"pid": pid, "request": f.outstanding, "leader_epoch": p.leader_epoch,
-                      "incarnation": self.incarnation}
-            if f.phase == "truncating":
-                self.send(p.leader_id, "epoch_request",
-                          {**common, "requested": p.truncation_request_epoch})
-            else:
-                self.send(p.leader_id, "fetch", {**common, "fetch_offset": p.log_end_offset})
+        self._drive_sessions()
         for pid in self.partitions:
             self.check_produces(pid)
         self.timer.advance_clock()  # expired DelayedProduce: REQUEST_TIMED_OUT
+
+
+def _key(pid: int) -> TopicPartition:
+    return TopicPartition(TOPIC, pid)

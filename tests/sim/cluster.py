@@ -1,4 +1,4 @@
-"""Deterministic simulation of a 3-replica cluster built from the pure replication cores.
+"""Deterministic simulation of a 3-replica cluster running the real replication code.
 
 One seeded ``random.Random`` drives everything: message delays/drops (simulated network),
 broker crashes and restarts (simulated disks that lose unflushed batches), network
@@ -65,6 +65,7 @@ class SimConfig:
     replica_lag_time_max_ms: int = 150
     isr_check_interval_ms: int = 30
     request_timeout_ms: int = 60
+    fetch_backoff_ms: int = 20                # a follower session's backoff after errors
     produce_timeout_ms: int = 400
     fetch_max_bytes: int = 4096
     drop_probability: float = 0.02
@@ -368,8 +369,7 @@ class SimCluster:
         current = self.controller.partition(pid)
         if current is None or p.leader_epoch != current.leader_epoch:
             return False  # a zombie or lagging replica may still hold data all others lost
-        f = b.fetchers.get(pid)
-        return p.is_leader or (f is not None and f.phase == "fetching")
+        return p.is_leader or b.fetching(pid)
 
     def check(self) -> None:
         try:

@@ -43,6 +43,11 @@ class MemoryFetchData:
     def read_bytes(self) -> bytes:
         return self.data
 
+    @property
+    def regions(self) -> tuple[MemoryFetchData, ...]:
+        """Itself as the one "file region" a fetch answer carries (read_bytes reads it)."""
+        return (self,)
+
 
 class MemoryCheckpoint:
     def __init__(self) -> None:
