@@ -188,3 +188,28 @@ def test_a_client_posing_as_a_follower_cannot_move_the_high_watermark(
         for f in followers:
             cluster.resume(str(f))
     cluster.wait_partition("t", 0, lambda p: len(p["isr"]) == 3, "followers back")
+
+
+def test_a_client_cannot_read_the_log_end_as_a_follower(cluster: LocalCluster) -> None:
+    """ListOffsets latest as a replica answers the log end (above the HW, as Kafka gives
+    a follower), OffsetsForLeaderEpoch the end of the leader's epoch: both only to the
+    broker the replica id names.  As a consumer (-1) the same calls are answered."""
+    part = cluster.partition("t", 0)
+    follower = next(r for r in part["replicas"] if r != part["leader"])
+    leader_port = cluster.state.brokers[str(part["leader"])].port
+    with connect(leader_port, timeout_s=10) as sock:
+        for replica_id, wanted in ((follower, DENIED), (-1, ErrorCode.NONE)):
+            answer = call(sock, ApiKey.LIST_OFFSETS, 7, {
+                "replica_id": replica_id, "isolation_level": 0, "topics": [{
+                    "name": "t", "partitions": [{"partition_index": 0, "timestamp": -1,
+                                                 "current_leader_epoch": -1}]}]})
+            (p,) = answer["topics"][0]["partitions"]
+            assert p["error_code"] == wanted, p
+            assert (p["offset"] == -1) == (wanted == DENIED)
+            answer = call(sock, ApiKey.OFFSETS_FOR_LEADER_EPOCH, 4, {
+                "replica_id": replica_id, "topics": [{"name": "t", "partitions": [
+                    {"partition": 0, "current_leader_epoch": -1, "leader_epoch": 0}]}]})
+            (p,) = answer["topics"][0]["partitions"]
+            assert p["error_code"] == wanted, p
+            assert (p["end_offset"] == -1) == (wanted == DENIED)
+    healthy(cluster)
