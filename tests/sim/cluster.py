@@ -1,10 +1,11 @@
 """Deterministic simulation of a 3-replica cluster running the real replication code.
 
 One seeded ``random.Random`` drives everything: message delays/drops (simulated network),
-broker crashes and restarts (simulated disks that lose unflushed batches), network
-partitions, preferred-leader elections, and a producer appending with acks=all.  Invariants are
-checked after every step; a failure raises :class:`SimFailure` with the seed and the last
-events.
+broker crashes and restarts (simulated disks that lose unflushed batches), controller
+restarts (a fresh core replays the metadata log), network partitions, preferred-leader
+elections, a producer appending with acks=all and a consumer fetching (replica_id -1).
+Invariants are checked after every step; a failure raises :class:`SimFailure` with the
+seed, a replay command and the last events.
 
 Invariants (``no_loss`` mode: every append is flushed, so a crash loses nothing):
 
@@ -12,10 +13,11 @@ Invariants (``no_loss`` mode: every append is flushed, so a crash loses nothing)
 * each live replica's :meth:`Partition.check_invariants` (HW <= LEO, leader HW never
   backwards, epoch cache consistent);
 * replicas identical (byte for byte, by a prefix hash chain) below min of their HWs;
-* an acknowledged record is never truncated from a replica that holds it, and every newly
-  elected leader holds every acknowledged record;
+* nothing is served to the consumer at or above the HW of the answer (both modes);
+* an acknowledged or consumed record is never truncated from a replica that holds it nor
+  changed, and every newly elected leader holds all of them;
 * after the final healing phase: all replicas identical, leader HW = every LEO, every
-  acknowledged record present on all of them.
+  acknowledged and consumed record present on all of them.
 
 In ``lossy`` mode (random, rare flushes) acknowledged records may be lost when every ISR
 member loses them, so only replica agreement is asserted: below HW among replicas in the
@@ -34,15 +36,16 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode
-from clients.records.batch import read_header
+from clients.records.batch import iter_batches, read_header
 from clients.records.record import build_batch
 from replication.partition import Partition
 from replication.truncation import TruncationPolicy
 from storage.config import LogConfig
 from storage.log.log import Log
 from tests.sim.broker import CONTROLLER, SimBroker
-from tests.sim.controller import SimController
+from tests.sim.controller import TOPIC, SimController
 from tests.sim.network import SimNetwork
 from tests.sim.sim_log import MemoryLog
 from timer.clock import ManualClock
@@ -76,6 +79,8 @@ class SimConfig:
     heal_probability: float = 0.01
     leader_move_probability: float = 0.002   # a preferred-leader election now
     leader_imbalance_check_interval_ms: int = 400
+    controller_crash_probability: float = 0.0005  # per step; down 20-200 ms, replays its log
+    consume_probability: float = 0.2      # a consumer Fetch (replica_id -1) to a leader
     produce_probability: float = 0.3
     flush_probability: float = 0.05       # lossy mode: chance per tick to flush a log
     heal_steps: int = 1500
@@ -139,8 +144,16 @@ class SimProducer:
     errors: collections.Counter[str] = field(default_factory=collections.Counter)
 
 
+@dataclass
+class SimConsumer:
+    position: dict[int, int] = field(default_factory=dict)             # pid -> next offset
+    consumed: dict[tuple[int, int], int] = field(default_factory=dict)  # (pid, offset) -> crc
+    fetches: int = 0
+
+
 class SimCluster:
     producer_id = 100
+    consumer_id = 101
 
     def __init__(self, seed: int, config: SimConfig) -> None:
         self.seed = seed
@@ -163,6 +176,8 @@ class SimCluster:
                                         config.min_insync_replicas)
         self.brokers = {b: SimBroker(self, b) for b in ids}
         self.producer = SimProducer()
+        self.consumer = SimConsumer()
+        self.controller_down_until_ms: int | None = None
         self.epoch_leaders: dict[tuple[int, int], int] = {}
         self.faults = True
         self.stats: collections.Counter[str] = collections.Counter()
@@ -204,22 +219,29 @@ class SimCluster:
         if self.config.no_loss:
             self.check_acked_on(broker, p.index, "new leader")
 
+    def kept(self) -> list[tuple[str, dict[tuple[int, int], int]]]:
+        """Records that must never be lost or change: acknowledged to the producer, and
+        (no_loss mode) served to the consumer."""
+        return [("acknowledged", self.producer.acked), ("consumed", self.consumer.consumed)]
+
     def on_truncate(self, log: MemoryLog, removed: list[Any]) -> None:
         if not (self.config.no_loss and self.config.check_truncation):
             return
         pid = int(log.dir.rsplit("-", 1)[1])
-        for h in removed:
-            if self.producer.acked.get((pid, h.base_offset)) == h.crc:
-                self.fail(f"acknowledged record p{pid}@{h.base_offset} truncated from {log}")
+        for what, records in self.kept():
+            for h in removed:
+                if records.get((pid, h.base_offset)) == h.crc:
+                    self.fail(f"{what} record p{pid}@{h.base_offset} truncated from {log}")
 
     def check_acked_on(self, broker: SimBroker, pid: int, why: str) -> None:
         log = broker.logs[pid]
-        for (apid, offset), crc in self.producer.acked.items():
-            if apid != pid:
-                continue
-            h = _batch_at(log, offset)
-            if h is None or h.crc != crc or h.base_offset != offset:
-                self.fail(f"{why} b{broker.id} p{pid} lacks acknowledged record @{offset}")
+        for what, records in self.kept():
+            for (apid, offset), crc in records.items():
+                if apid != pid:
+                    continue
+                h = _batch_at(log, offset)
+                if h is None or h.crc != crc or h.base_offset != offset:
+                    self.fail(f"{why} b{broker.id} p{pid} lacks {what} record @{offset}")
 
     # -- controller process (never crashes; can be cut off) --------------------------
 
@@ -295,14 +317,61 @@ class SimCluster:
             self.producer.acked[(body["pid"], body["offset"])] = body["crc"]
             self.record(f"producer: acked p{body['pid']}@{body['offset']}")
 
+    # -- consumer --------------------------------------------------------------------
+
+    def consume(self) -> None:
+        """A consumer Fetch (replica_id -1: reads up to the HW) to the partition's leader
+        as the controller knows it, from the consumer's position."""
+        pid = self.rng.choice(self.partition_ids)
+        state = self.controller.partition(pid)
+        if state is None or state.leader < 0:
+            return
+        body = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20,
+                "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+                "topics": [{"name": TOPIC, "partitions": [{
+                    "partition": pid, "current_leader_epoch": state.leader_epoch,
+                    "fetch_offset": self.consumer.position.get(pid, 0),
+                    "log_start_offset": -1,
+                    "partition_max_bytes": self.config.fetch_max_bytes}]}]}
+        self.consumer.fetches += 1
+        self.net.send(self.now_ms, self.consumer_id, state.leader, "request",
+                      {"api": int(ApiKey.FETCH), "body": body, "request": 0,
+                       "incarnation": 0}, 0, self.brokers[state.leader].incarnation)
+
+    def consumer_message(self, body: dict[str, Any]) -> None:
+        """Every batch served lies below the HW the answer carries; in no_loss mode it is
+        kept (never lost, never changed) from then on."""
+        c = self.consumer
+        for topic in body["body"]["responses"]:
+            for p in topic["partitions"]:
+                pid = p["partition_index"]
+                if p["error_code"] == ErrorCode.OFFSET_OUT_OF_RANGE and not self.config.no_loss:
+                    c.position[pid] = 0  # lossy: the log it read may be gone; read again
+                if p["error_code"]:
+                    continue
+                for _pos, h in iter_batches(bytes(p["records"])):
+                    if h.last_offset >= p["high_watermark"]:
+                        self.fail(f"b{body['leader']} served p{pid}@{h.base_offset}.."
+                                  f"{h.last_offset} to a consumer above its HW "
+                                  f"{p['high_watermark']}")
+                    if self.config.no_loss:
+                        seen = c.consumed.setdefault((pid, h.base_offset), h.crc)
+                        if seen != h.crc:
+                            self.fail(f"p{pid}@{h.base_offset} changed after it was served "
+                                      "to a consumer")
+                    c.position[pid] = max(c.position.get(pid, 0), h.last_offset + 1)
+
     # -- the loop --------------------------------------------------------------------
 
     def deliver(self) -> None:
         for m in self.net.due(self.now_ms):
             if m.dst == CONTROLLER:
-                self.controller_message(m.kind, m.src, m.body)
+                if self.controller_down_until_ms is None:
+                    self.controller_message(m.kind, m.src, m.body)
             elif m.dst == self.producer_id:
                 self.producer_message(m.body)
+            elif m.dst == self.consumer_id:
+                self.consumer_message(m.body)
             else:
                 b = self.brokers[m.dst]
                 if not b.alive or (m.dst_incarnation and m.dst_incarnation != b.incarnation):
@@ -317,7 +386,7 @@ class SimCluster:
             elif not b.alive and rng.random() < cfg.restart_probability:
                 b.start()
         if rng.random() < cfg.partition_probability:
-            everyone = {CONTROLLER, self.producer_id, *self.brokers}
+            everyone = {CONTROLLER, self.producer_id, self.consumer_id, *self.brokers}
             group = {rng.choice(sorted(everyone))}
             self.net.partition(group, everyone)
             self.record(f"network: isolate {group}")
@@ -326,6 +395,17 @@ class SimCluster:
             self.record("network: heal")
         if rng.random() < cfg.leader_move_probability:
             self.move_leader()
+        if self.controller_down_until_ms is None:
+            if rng.random() < cfg.controller_crash_probability:
+                self.controller_down_until_ms = self.now_ms + rng.randint(20, 200)
+                self.record("controller: crash")
+        elif self.now_ms >= self.controller_down_until_ms:
+            self.restart_controller()
+
+    def restart_controller(self) -> None:
+        self.controller_down_until_ms = None
+        self.controller.restart()
+        self._flush_controller_history()
 
     def step(self) -> None:
         self.steps += 1
@@ -335,8 +415,10 @@ class SimCluster:
             self.inject_faults()
             if self.rng.random() < self.config.produce_probability:
                 self.produce()
+        if self.rng.random() < self.config.consume_probability:
+            self.consume()
         self.deliver()
-        if self.controller.tick():
+        if self.controller_down_until_ms is None and self.controller.tick():
             self._flush_controller_history()
             self._broadcast()
         for b in self.brokers.values():
@@ -349,6 +431,8 @@ class SimCluster:
         for _ in range(steps):
             self.step()
         self.faults = False
+        if self.controller_down_until_ms is not None:
+            self.restart_controller()
         self.net.heal()
         for b in self.brokers.values():
             if not b.alive:

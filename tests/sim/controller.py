@@ -13,7 +13,11 @@ The topic (``t``, replicas in rotating order, RF = brokers) is created with the 
 CreateTopics path once every broker is registered and unfenced, as an operator would
 after start.
 
-Costs: each call is the core's; a broadcast is O(brokers x partitions).  Single-threaded,
+:meth:`restart` is a controller process restart: a fresh core replays the records this
+adapter appended (its metadata log).
+
+Costs: each call is the core's; a broadcast is O(brokers x partitions); a restart
+O(records).  Single-threaded,
 like everything in the simulation.
 """
 
@@ -44,7 +48,10 @@ class SimController:
             leader_imbalance_check_interval_ms=leader_imbalance_check_interval_ms,
             auto_leader_rebalance_enable=True, min_insync_replicas=min_insync_replicas,
             default_replication_factor=len(broker_ids))
+        self.config, self.clock = config, clock
         self.state = ControllerState(config, clock)
+        self.log: list[MetadataRecord] = []  # the metadata log (record i at offset i)
+        self.restarts = 0
         self.broker_ids = list(broker_ids)
         self.partitions = partitions
         self.history: list[str] = []
@@ -75,9 +82,21 @@ class SimController:
     # -- calls ---------------------------------------------------------------------------
 
     def _note(self, what: str, records: list[MetadataRecord]) -> bool:
+        """Append the records the core produced to the log (the adapter's fsync)."""
+        assert len(self.log) + len(records) == self.state.image.last_applied_offset + 1
+        self.log.extend(records)
         for r in records:
             self.history.append(f"{what}: {type(r).__name__} {_fields(r)}")
         return bool(records)
+
+    def restart(self) -> None:
+        """A new controller process: a fresh core replays the log, as at startup
+        (sessions, log reports and pending shutdowns were in the old one's memory)."""
+        self.state = ControllerState(self.config, self.clock)
+        for offset, record in enumerate(self.log):
+            self.state.replay(record, offset)
+        self.restarts += 1
+        self.history.append(f"restart: replayed {len(self.log)} records")
 
     def register(self, broker: int, incarnation: int, logs: list[ReplicaLog]
                  ) -> tuple[ErrorCode, int, bool]:

@@ -41,6 +41,7 @@ def run(seed: int, steps: int = STEPS, **overrides: object) -> SimCluster:
 def test_no_acknowledged_record_lost_and_replicas_agree(seed: int) -> None:
     c = run(seed)
     assert c.producer.acked, "the run acknowledged nothing: it tested nothing"
+    assert c.consumer.consumed, "the consumer read nothing: it tested nothing"
     assert c.stats["elections"] > 2 and c.stats["crashes"] > 0
 
 
@@ -124,3 +125,24 @@ def test_acknowledging_on_the_leader_alone_is_caught(monkeypatch: pytest.MonkeyP
             assert "acknowledged record" in str(exc)
             return
     pytest.fail("no seed in 0..999 lost a record acknowledged by the leader alone")
+
+
+def test_serving_consumers_above_the_high_watermark_is_caught(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """A re-introduced bug in the leader's read (consumers read up to the log end, as
+    followers do) serves a consumer an uncommitted batch within a few seeds."""
+    read = Partition.read_records
+
+    def up_to_the_log_end(self: Partition, fetch_offset: int, max_bytes: int, *,
+                          for_follower: bool, min_one_batch: bool = True) -> object:
+        return read(self, fetch_offset, max_bytes, for_follower=True,
+                    min_one_batch=min_one_batch)
+
+    monkeypatch.setattr(Partition, "read_records", up_to_the_log_end)
+    for seed in range(1000):
+        try:
+            run(seed, steps=800)
+        except SimFailure as exc:
+            assert "to a consumer above its HW" in str(exc)
+            return
+    pytest.fail("no seed in 0..999 served a consumer above the HW")
