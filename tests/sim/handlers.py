@@ -1,11 +1,13 @@
 """The leader side of replication in the simulation: the broker's real handlers.
 
 A follower's OffsetsForLeaderEpoch, Fetch and ListOffsets requests (built by the real
-:class:`replication.follower_fetch.FollowerFetchSession`) are encoded with Kafka's codec
-at our highest version, decoded as the broker decodes them, and answered by
-:func:`broker.handlers.fetch.handle_offsets_for_leader_epoch`, :func:`handle_fetch` and
-:func:`handle_list_offsets`; the answer goes back through the codec too (file regions
-read into bytes), so a field the two sides disagree on fails here as it would on a wire.
+:class:`replication.follower_fetch.FollowerFetchSession`) and the consumer's Fetch are
+encoded with Kafka's codec at our highest version, decoded as the broker decodes them,
+and answered by the broker's handlers (``broker.handlers.dispatch.HANDLERS``:
+``handle_offsets_for_leader_epoch``, ``handle_fetch``, ``handle_list_offsets``); the
+answer goes back through the codec too (file regions read into bytes), so a field the
+two sides disagree on fails here as it would on a wire
+(:func:`tests.broker.handlers.wire.call`).
 
 The handlers take a :class:`BrokerCore`; :class:`SimHandlerCore` is the part of it they
 use, over a simulated broker's partitions: ``partition_or_error``, ``wake_partition``
@@ -24,24 +26,12 @@ from typing import TYPE_CHECKING, Any, cast
 from broker.config import BrokerConfig
 from broker.core import BrokerCore, TopicError
 from broker.delayed import DelayedFetch
-from broker.handlers.common import RegionRecords, RequestContext
-from broker.handlers.fetch import (
-    handle_fetch,
-    handle_list_offsets,
-    handle_offsets_for_leader_epoch,
-)
 from broker.metadata.image import MetadataImage
 from clients.protocol.api_keys import ApiKey
-from clients.protocol.codec import (
-    decode_request,
-    decode_response,
-    encode_request_bytes,
-    encode_response_bytes,
-)
 from clients.protocol.errors import ErrorCode
-from clients.protocol.registry import APIS
 from clients.protocol.topics import TopicPartition
 from replication.partition import Partition
+from tests.broker.handlers.wire import call
 from timer.clock import ManualClock
 from timer.purgatory import Purgatory
 
@@ -49,8 +39,7 @@ if TYPE_CHECKING:
     from tests.sim.broker import SimBroker
 
 Body = dict[str, Any]
-HANDLERS = {ApiKey.OFFSETS_FOR_LEADER_EPOCH: handle_offsets_for_leader_epoch,
-            ApiKey.FETCH: handle_fetch, ApiKey.LIST_OFFSETS: handle_list_offsets}
+FOLLOWER_APIS = (ApiKey.OFFSETS_FOR_LEADER_EPOCH, ApiKey.FETCH, ApiKey.LIST_OFFSETS)
 
 
 class SimHandlerCore:
@@ -93,24 +82,10 @@ class SimHandlerCore:
             self.broker.propose(p.maybe_expand_isr(replica_id))
 
 
-def _materialize(value: Any) -> Any:
-    if isinstance(value, RegionRecords):
-        return b"".join(r.read_bytes() for r in value.regions)
-    if isinstance(value, dict):
-        return {k: _materialize(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [_materialize(v) for v in value]
-    return value
-
-
 def serve(core: SimHandlerCore, api: ApiKey, body: Body) -> Body:
-    """Answer one follower request with the real handler, through the codec both ways."""
-    version = APIS[api].max_version
-    frame = encode_request_bytes(api, version, 1, f"replica-{core.broker.id}", body)
-    request = decode_request(memoryview(frame)[4:])
-    answers: list[Body | None] = []
-    HANDLERS[api](cast(BrokerCore, core), request.body, answers.append,
-                  RequestContext(version, f"replica-{core.broker.id}"))
+    """Answer one follower request with the broker's real handler, through the codec
+    both ways (:func:`tests.broker.handlers.wire.call`)."""
+    assert api in FOLLOWER_APIS, api
+    answers = call(cast(BrokerCore, core), api, body, client_id=f"replica-{core.broker.id}")
     assert len(answers) == 1 and answers[0] is not None, f"{api.name}: {answers}"
-    reply = encode_response_bytes(api, version, 1, _materialize(answers[0]))
-    return decode_response(memoryview(reply)[4:], api, version).body
+    return answers[0]
