@@ -142,6 +142,11 @@ class SimBroker:
         self.registered, self.broker_epoch = True, body["broker_epoch"]
         self.on_metadata(src, body)
 
+    def on_report_logs(self, src: int, body: dict[str, Any]) -> None:
+        """The heartbeat answer asks for this broker's log report (the metadata
+        follower's rule): the same incarnation registers again."""
+        self.register()
+
     def on_reregister(self, src: int, body: dict[str, Any]) -> None:
         self.registered = False
         self.register()

@@ -254,10 +254,14 @@ class SimCluster:
                           {"error": int(error), "broker_epoch": epoch,
                            **ctl.metadata_body()}, 0, incarnation)
         elif kind == "heartbeat":
-            error, changed = ctl.heartbeat(src, body["broker_epoch"], body["metadata_offset"])
+            error, report, changed = ctl.heartbeat(src, body["broker_epoch"],
+                                                   body["metadata_offset"])
             if error != ErrorCode.NONE:
                 self.net.send(self.now_ms, CONTROLLER, src, "reregister", {}, 0, incarnation)
             else:
+                if report:  # a partition waits for a safe leader: a fresh log report
+                    self.net.send(self.now_ms, CONTROLLER, src, "report_logs", {}, 0,
+                                  incarnation)
                 self.net.send(self.now_ms, CONTROLLER, src, "metadata", ctl.metadata_body(),
                               0, incarnation)
         elif kind == "alter_partition":

@@ -120,10 +120,12 @@ class SimController:
         return self._note("create topic", records)
 
     def heartbeat(self, broker: int, broker_epoch: int, metadata_offset: int
-                  ) -> tuple[ErrorCode, bool]:
+                  ) -> tuple[ErrorCode, bool, bool]:
+        """(error, the controller wants a fresh log report, metadata changed)."""
         result, records = self.state.heartbeat(broker, broker_epoch, metadata_offset)
         changed = self._note(f"heartbeat b{broker}", records)
-        return result.error, self._maybe_create_topic() or changed
+        return (result.error, result.report_replica_logs,
+                self._maybe_create_topic() or changed)
 
     def alter_partition(self, broker: int, broker_epoch: int, pid: int, leader_epoch: int,
                         partition_epoch: int, new_isr: list[int]
