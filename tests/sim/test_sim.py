@@ -13,6 +13,7 @@ every step, then heals everything and checks convergence.  A failure message sta
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -31,7 +32,12 @@ LOSSY_SEEDS = range(1000, 1024)
 # 143 lossy (10,000-seed sweep): after a controller restart forgot the log reports, a
 # partition whose ISR member was cut by recovery waited forever for a report the
 # adapter never asked for (the heartbeat's report_replica_logs; the real broker answers it).
-REGRESSION_SEEDS: list[tuple[int, bool, int]] = [(150, False, 3000), (143, False, 2500)]
+REGRESSION_SEEDS: list[Any] = [(150, False, 3000), (143, False, 2500), pytest.param(
+    9587, False, 2500, marks=pytest.mark.xfail(strict=True, raises=SimFailure, reason=(
+        "open (issue 18/17): a partition left offline by the safe election stays offline "
+        "after a controller restart - the fresh ControllerState forgot the reports and "
+        "the cut, and nothing re-runs the offline election while every broker keeps "
+        "heartbeating (broker/controller/state.py); see docs/replication.md")))]
 
 
 def run(seed: int, steps: int = STEPS, **overrides: object) -> SimCluster:
