@@ -396,18 +396,21 @@ def _list_offset(partition: Partition, timestamp: int, replica_id: int, result: 
         result["leader_epoch"] = epochs.epoch_for_offset(found[0])
 
 
-def _refuse_replica(ctx: RequestContext, replica_id: int, api: str) -> None:
-    """A request as follower ``replica_id`` (it sees the log end, above the HW) from a
-    connection not logged in as that broker: CLUSTER_AUTHORIZATION_FAILED."""
-    if replica_id >= 0 and not ctx.may_act_as_broker(replica_id):
-        log.warning("refused a %s as replica %d from a connection not logged in as it",
-                    api, replica_id)
-        raise MiniKafkaError(f"only broker {replica_id} may ask as replica {replica_id}",
-                             ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
+def _replica_refusal(ctx: RequestContext, replica_id: int, api: str) -> MiniKafkaError | None:
+    """The error for a request as follower ``replica_id`` (it sees the log end, above the
+    HW) from a connection not logged in as that broker (logged once per request), or
+    None when it may ask."""
+    if replica_id < 0 or ctx.may_act_as_broker(replica_id):
+        return None
+    log.warning("refused a %s as replica %d from a connection not logged in as it",
+                api, replica_id)
+    return MiniKafkaError(f"only broker {replica_id} may ask as replica {replica_id}",
+                          ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
 
 
 def handle_list_offsets(core: BrokerCore, body: Body, respond: Respond,
                         ctx: RequestContext) -> None:
+    refusal = _replica_refusal(ctx, body["replica_id"], "ListOffsets")
     topics = []
     for topic in body["topics"]:
         parts = []
@@ -415,7 +418,8 @@ def handle_list_offsets(core: BrokerCore, body: Body, respond: Respond,
             result: Body = {"partition_index": request["partition_index"], "error_code": 0,
                             "timestamp": -1, "offset": -1, "leader_epoch": -1}
             try:
-                _refuse_replica(ctx, body["replica_id"], "ListOffsets")
+                if refusal is not None:
+                    raise refusal
                 require(ctx, "Describe", "Topic", topic["name"])
                 partition = core.partition_or_error(topic["name"], request["partition_index"])
                 if body["replica_id"] != -2:  # -2 (debugging) may read a follower
@@ -437,6 +441,7 @@ def handle_list_offsets(core: BrokerCore, body: Body, respond: Respond,
 
 def handle_offsets_for_leader_epoch(core: BrokerCore, body: Body, respond: Respond,
                                     ctx: RequestContext) -> None:
+    refusal = _replica_refusal(ctx, body["replica_id"], "OffsetsForLeaderEpoch")
     topics = []
     for topic in body["topics"]:
         parts = []
@@ -444,7 +449,8 @@ def handle_offsets_for_leader_epoch(core: BrokerCore, body: Body, respond: Respo
             result: Body = {"partition": request["partition"], "error_code": 0,
                             "leader_epoch": -1, "end_offset": -1}
             try:
-                _refuse_replica(ctx, body["replica_id"], "OffsetsForLeaderEpoch")
+                if refusal is not None:
+                    raise refusal
                 require(ctx, "Describe", "Topic", topic["name"])
                 partition = core.partition_or_error(topic["name"], request["partition"])
                 answer = partition.last_offset_for_leader_epoch(
