@@ -148,12 +148,25 @@ def test_group_lifecycle_at_both_ends(raw: Raw) -> None:
         high = raw(ApiKey.FIND_COORDINATOR, {"coordinator_keys": ["g-high"]}, 4)
         return low["error_code"] == 0 and high["coordinators"][0]["error_code"] == 0
 
+    def join(body: Body, version: int) -> Body:
+        # FindCoordinator names the broker once it leads the group's offsets partition,
+        # as Kafka's does; until that partition is loaded, group requests answer
+        # COORDINATOR_LOAD_IN_PROGRESS (retriable), and clients retry.
+        answers: list[Body] = []
+
+        def loaded() -> bool:
+            answers.append(raw(ApiKey.JOIN_GROUP, body, version))
+            return answers[-1]["error_code"] != ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+
+        wait_until(loaded, 30, f"offsets partition of {body['group_id']} to load")
+        return answers[-1]
+
     wait_until(ready, 30, "the group coordinator")
     for group, version in (("g-low", 0), ("g-high", APIS[ApiKey.JOIN_GROUP].max_version)):
         body = {"group_id": group, "session_timeout_ms": 10_000, "rebalance_timeout_ms": 5000,
                 "member_id": "", "protocol_type": "consumer",
                 "protocols": [{"name": "range", "metadata": b"m"}]}
-        joined = raw(ApiKey.JOIN_GROUP, body, version)
+        joined = join(body, version)
         if version >= 4:
             assert joined["error_code"] == ErrorCode.MEMBER_ID_REQUIRED
             joined = raw(ApiKey.JOIN_GROUP, {**body, "member_id": joined["member_id"]}, version)
