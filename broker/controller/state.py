@@ -39,9 +39,13 @@ Rules (Kafka KRaft's, simplified; see docs/replication.md):
   partition stays offline with the reason in :attr:`ControllerState.offline_reasons`
   (and the controller's log).  The mark is dropped once the replica is back in the ISR
   (AlterPartition) or leads.  Reports live in memory: after a controller restart a
-  replica that has not registered since counts as not reported (the partition waits for
-  it; ``unclean_leader_election`` remains the explicit way out), and a cut reported
-  before the restart is forgotten.
+  replica that has not reported since counts as not reported (the partition waits for
+  it; ``unclean_leader_election`` remains the explicit way out).  A partition offline
+  when this controller started may be waiting on a cut reported to the old one (a
+  broker reports its cut until its replica is back in an ISR with a leader), so its live
+  ISR members are asked for a fresh report (the heartbeat answer's
+  ``report_replica_logs``) and lead only after it; the first :meth:`tick` runs that
+  offline election, as nothing else may (every broker heartbeats, none registers).
 - A leader may resign with an AlterPartition whose new ISR is the current one without
   itself (non-empty): its scrubber found a damaged range, which it repairs as a
   follower; a leader is elected from that ISR as when a leader is fenced.
@@ -133,6 +137,7 @@ class ControllerState:
         # partition -> offset of the record that took its leader away (this process)
         self._offline_since: dict[tuple[str, int], int] = {}
         self.offline_reasons: dict[tuple[str, int], str] = {}
+        self._ticked = False
 
     # -- plumbing ---------------------------------------------------------------------
 
@@ -272,7 +277,12 @@ class ControllerState:
                                                 PRODUCER_ID_BLOCK_SIZE))
 
     def tick(self) -> list[MetadataRecord]:
-        """Fence expired sessions; run preferred-leader election when it is due."""
+        """Fence expired sessions; run preferred-leader election when it is due.  The
+        first tick also runs the offline election (partitions the old controller left
+        offline; see the module docstring)."""
+        if not self._ticked:
+            self._ticked = True
+            self._elect_offline()
         now = self.clock.now_ms()
         timeout = self.config.broker_session_timeout_ms
         for broker_id in self.image.unfenced_brokers():
@@ -318,13 +328,24 @@ class ControllerState:
         """Choose a leader for a partition whose leader is gone (or that is offline)."""
         key = (topic, index)
         cut = self._recovery_cut.get(key, set())
-        for b in s.replicas:
-            if b in isr and self._alive(b) and b not in cut:
+        live_isr = [b for b in s.replicas if b in isr and self._alive(b)]
+        # offline since before this controller started: whether recovery cut an ISR
+        # member's log was reported to the old controller, so it must report again
+        inherited = s.leader == NO_LEADER and key not in self._offline_since
+        unreported = [b for b in live_isr if inherited and b not in self._replica_logs]
+        for b in live_isr:
+            if b not in cut and b not in unreported:
                 self.offline_reasons.pop(key, None)
                 self._update(topic, index, s, b, isr, False)
                 return
-        if any(b in isr and self._alive(b) for b in s.replicas):
-            chosen, reason = self._recovery_choice(key, s, cut)
+        if live_isr:
+            if unreported:
+                self._report_wanted.update(unreported)
+                chosen, reason = None, (
+                    "offline since before this controller started; waiting for in-sync "
+                    f"replicas {unreported} to report their logs")
+            else:
+                chosen, reason = self._recovery_choice(key, s, cut)
             if chosen is not None:
                 self.offline_reasons.pop(key, None)
                 log.warning("%s-%d: in-sync replicas %s lost records in log recovery; "

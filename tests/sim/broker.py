@@ -60,6 +60,7 @@ class SimBroker:
         self.logs: dict[int, Any] = {}                      # the disk: survives crashes
         self.epoch_checkpoints: dict[int, MemoryCheckpoint] = {}
         self.hw_checkpoint: dict[int, int] = {}
+        self.recovery_cuts: set[int] = set()  # reported until back in an ISR with a leader
         self.partitions: dict[int, Partition] = {}
         self.sessions: dict[int, FollowerFetchSession] = {}  # leader id -> session
         self.in_flight: dict[int, InFlight] = {}              # leader id -> its request
@@ -88,6 +89,8 @@ class SimBroker:
                 p = Partition("t", pid, cast(Log, log), self.id, leader_epoch_cache=cache)
             else:
                 p = Partition("t", pid, log, self.id)
+            if log.log_end_offset < self.hw_checkpoint.get(pid, 0):
+                self.recovery_cuts.add(pid)
             p.high_watermark = min(self.hw_checkpoint.get(pid, 0), log.log_end_offset)
             self.partitions[pid] = p
         self.c.record(f"start b{self.id} inc={self.incarnation} "
@@ -98,11 +101,10 @@ class SimBroker:
 
     def register(self) -> None:
         """BrokerRegistration with a report of every log (the safe election's input): a
-        log that now ends below its checkpointed HW counts as cut by recovery, as in
-        :mod:`broker.metadata.replica_logs`."""
+        log that ended below its checkpointed HW at start counts as cut by recovery until
+        its replica is back in an ISR with a leader, as BrokerCore's ``recovery_cuts``."""
         logs = [ReplicaLog(TOPIC, pid, -1, last_leader_epoch(cast(Log, log)),
-                           log.log_end_offset,
-                           log.log_end_offset < self.hw_checkpoint.get(pid, 0))
+                           log.log_end_offset, pid in self.recovery_cuts)
                 for pid, log in sorted(self.logs.items())]
         self.send(CONTROLLER, "register", {"incarnation": self.incarnation, "logs": logs})
 
@@ -163,6 +165,8 @@ class SimBroker:
     def apply_partition_record(self, rec: dict[str, Any]) -> None:
         pid = rec["pid"]
         p = self.partitions[pid]
+        if self.id in rec["isr"] and rec["leader"] >= 0:
+            self.recovery_cuts.discard(pid)  # in sync with a leader again: healed
         if rec["leader"] == self.id:
             if p.make_leader(rec["leader_epoch"], rec["replicas"], rec["isr"],
                              rec["partition_epoch"], now_ms=self.c.now_ms):

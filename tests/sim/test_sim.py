@@ -32,12 +32,11 @@ LOSSY_SEEDS = range(1000, 1024)
 # 143 lossy (10,000-seed sweep): after a controller restart forgot the log reports, a
 # partition whose ISR member was cut by recovery waited forever for a report the
 # adapter never asked for (the heartbeat's report_replica_logs; the real broker answers it).
-REGRESSION_SEEDS: list[Any] = [(150, False, 3000), (143, False, 2500), pytest.param(
-    9587, False, 2500, marks=pytest.mark.xfail(strict=True, raises=SimFailure, reason=(
-        "open (issue 18/17): a partition left offline by the safe election stays offline "
-        "after a controller restart - the fresh ControllerState forgot the reports and "
-        "the cut, and nothing re-runs the offline election while every broker keeps "
-        "heartbeating (broker/controller/state.py); see docs/replication.md")))]
+# 9587 lossy (10,000-seed sweep): a partition the safe election left offline stayed
+# offline after a controller restart - the fresh core had neither the reports nor the
+# cut and nothing re-ran the offline election; now its first tick does, asking the live
+# ISR members for a fresh report (brokers keep reporting a cut until healed).
+REGRESSION_SEEDS: list[Any] = [(150, False, 3000), (143, False, 2500), (9587, False, 2500)]
 
 
 def run(seed: int, steps: int = STEPS, **overrides: object) -> SimCluster:

@@ -369,6 +369,60 @@ def test_live_replicas_with_reports_older_than_the_outage_are_asked_for_fresh_on
     assert (led.leader, led.isr) == (y, (y,))
 
 
+def _restart(c: Cluster) -> None:
+    """A new controller process: a fresh core replays the log (reports were in memory)."""
+    c.state = ControllerState(c.config, c.clock, c.replayed())
+
+
+def _report_again(c: Cluster, b: int, leo: int, cut: bool = False) -> None:
+    """Broker ``b`` answers ``report_replica_logs``: the same incarnation registers."""
+    result, records = c.state.register_broker(
+        b, c.state.image.brokers[b].incarnation_id, "127.0.0.1", 9000 + b, replica_logs=(
+            ReplicaLog("t", 0, c.state.image.topics["t"].topic_id, 0, leo, cut),))
+    c.keep(records)
+    assert result.error == ErrorCode.NONE and result.broker_epoch == c.epochs[b]
+
+
+def test_a_partition_left_offline_is_elected_after_a_controller_restart() -> None:
+    c = Cluster()
+    c.start(1, 2, 3)
+    c.create("t", 1, 3)
+    s = c.part("t")
+    x = s.leader
+    y, z = (b for b in s.replicas if b != x)
+    c.alter(x, "t", [x])
+    c.heartbeat(x, want_fence=True)
+    _back(c, x, 100, cut=True)
+    assert c.part("t").leader == NO_LEADER  # waits for y's and z's fresh reports
+    _restart(c)  # before they answer; every broker is unfenced and only heartbeats
+    assert not c.heartbeat(x).report_replica_logs  # nothing asked before the first tick
+    c.tick()  # the offline election: the live ISR member must say whether it was cut
+    assert c.part("t").leader == NO_LEADER  # its cut was reported to the old controller
+    assert "before this controller started" in c.state.offline_reasons[("t", 0)]
+    assert c.heartbeat(x).report_replica_logs
+    _report_again(c, x, 100, cut=True)  # the broker still reports the cut
+    assert c.part("t").leader == NO_LEADER
+    assert c.heartbeat(y).report_replica_logs and c.heartbeat(z).report_replica_logs
+    _report_again(c, y, 250)
+    _report_again(c, z, 180)
+    led = c.part("t")
+    assert (led.leader, led.isr) == (y, (y,))  # the longest log, not the cut ISR member
+
+
+def test_an_uncut_isr_member_leads_after_a_controller_restart_once_it_reports() -> None:
+    c = Cluster()
+    offline = _all_fenced(c)
+    last = offline.isr[0]
+    _back(c, last, 100, cut=True)
+    assert c.part("t").leader == NO_LEADER
+    _restart(c)
+    c.tick()
+    assert c.part("t").leader == NO_LEADER  # not before it says whether it was cut
+    _report_again(c, last, 100)  # say its cut healed (it was the partition's leader)
+    led = c.part("t")
+    assert (led.leader, led.isr) == (last, (last,))
+
+
 def test_a_report_of_a_recreated_topic_log_does_not_count() -> None:
     c = Cluster()
     offline = _all_fenced(c)
