@@ -86,6 +86,8 @@ class BrokerCore:
         self.recovery_losses: dict[TopicPartition, tuple[int, int]] = {}
         # logs recovery cut (torn tail, bad batch, dropped segments) or left below their
         # checkpointed HW: reported at registration (broker/metadata/replica_logs.py)
+        # until the replica is back in an ISR with a leader; kept on disk
+        # (recovery-cut-checkpoint) so a restart before that still reports them
         self.recovery_cuts: set[TopicPartition] = set()
         self.clock = clock
         self.timer = timer
@@ -153,6 +155,13 @@ class BrokerCore:
         report = self.log_manager.startup_report
         if report is None:
             return
+        # standalone, nothing elects: the cut is a status until the next restart
+        stored = self.log_manager.read_recovery_cuts() if self.controller_mode else {}
+        for key in sorted(stored):
+            if self.log_manager.get_log(*key) is not None:
+                self.recovery_cuts.add(key)  # cut before an earlier restart, not yet healed
+                log.warning("%s-%d: log recovery cut this replica before an earlier restart "
+                            "and it has not been back in an ISR since", *key)
         for key, found in sorted(report.recovered.items()):
             if found is not None and (found.truncated_bytes or found.segments_deleted):
                 self.recovery_cuts.add(TopicPartition(*key))
@@ -169,6 +178,28 @@ class BrokerCore:
                           "[%d, %d); other replicas may still hold them", *key,
                           log_.log_end_offset, high_watermark, log_.log_end_offset,
                           high_watermark)
+        if self.controller_mode and self.recovery_cuts != set(stored):
+            self._save_recovery_cuts()  # before registering: a crash now keeps the marks
+
+    def _save_recovery_cuts(self) -> None:
+        """Replace the recovery-cut checkpoint with :attr:`recovery_cuts` (two fsyncs; only
+        when the set changes: at startup after a cut, when a cut replica heals or goes).
+        A failed write leaves the older file, whose extra marks only make the controller
+        wait for more reports."""
+        cuts = {}
+        for key in self.recovery_cuts:
+            log_ = self.log_manager.get_log(*key)
+            cuts[key] = log_.log_end_offset if log_ is not None else 0
+        self.log_manager.write_recovery_cuts(cuts)
+
+    def _forget_recovery_cut(self, key: TopicPartition) -> None:
+        self.recovery_cuts.discard(key)
+        if not self.controller_mode:
+            return
+        try:
+            self._save_recovery_cuts()
+        except OSError:
+            log.exception("%s-%d: cannot rewrite the recovery-cut checkpoint", *key)
 
     def shutdown(self) -> None:
         self.groups.shutdown()
@@ -497,7 +528,7 @@ class BrokerCore:
             self.hosted_topic_ids[topic] = image.topics[topic].topic_id
             key = TopicPartition(topic, index)
             if key in self.recovery_cuts and me in state.isr and state.leader >= 0:
-                self.recovery_cuts.discard(key)  # in sync with a leader again: healed
+                self._forget_recovery_cut(key)  # in sync with a leader again: healed
             partition = self.partitions.get(key)
             if partition is None:
                 log_ = self._log_for_topic_id(key, image.topics[topic].topic_id)
@@ -554,6 +585,8 @@ class BrokerCore:
         the caller wakes its parked operations (they answer NOT_LEADER_OR_FOLLOWER /
         UNKNOWN_TOPIC_OR_PARTITION)."""
         partition = self.partitions.pop(key)
+        if key in self.recovery_cuts:
+            self._forget_recovery_cut(key)  # a later log of this name starts afresh
         if self.fetchers is not None:
             self.fetchers.unfollow(key)
         partition.leader_id = -1  # parked produces fail with NOT_LEADER

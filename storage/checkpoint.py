@@ -9,7 +9,8 @@ Two kinds, both versioned text (UTF-8, ``\\n`` line ends, one space between fiel
 
 Offset checkpoints live in the data directory, one file per kind of position:
 ``recovery-point-offset-checkpoint`` (everything below is fsync'd),
-``replication-offset-checkpoint`` (high watermarks) and ``log-start-offset-checkpoint``.
+``replication-offset-checkpoint`` (high watermarks), ``log-start-offset-checkpoint`` and
+``recovery-cut-checkpoint`` (replicas whose log recovery cut, with their log end then).
 The leader-epoch checkpoint lives in each partition directory as
 ``leader-epoch-checkpoint``: the epoch -> first offset map of the LeaderEpochCache.
 
@@ -51,6 +52,7 @@ RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
 LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+RECOVERY_CUT_CHECKPOINT = "recovery-cut-checkpoint"
 
 
 _E = TypeVar("_E")

@@ -12,6 +12,10 @@ Data directory layout (everything else is ignored and reported)::
                                          compacted) offset of each compacted log
       replication-offset-checkpoint      topic partition offset: high watermark (written
                                          by the owner via write_high_watermarks)
+      recovery-cut-checkpoint            topic partition offset: a replica whose log
+                                         recovery cut, not yet back in an ISR (log end
+                                         after the cut; written by the owner via
+                                         write_recovery_cuts)
       <topic>-<partition>/               one Log (segments, indexes, leader-epoch-checkpoint)
       <topic>-<partition>.<uuid>-delete/ a deleted log being removed (finished at startup)
 
@@ -56,6 +60,7 @@ from clients.protocol.topics import TopicPartition, validate_topic_name
 from storage.checkpoint import (
     LEADER_EPOCH_CHECKPOINT,
     LOG_START_OFFSET_CHECKPOINT,
+    RECOVERY_CUT_CHECKPOINT,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
     LeaderEpochCheckpointFile,
@@ -134,6 +139,9 @@ class LogManager:
         )
         self.high_watermark_checkpoint = OffsetCheckpointFile(
             self.data_dir / REPLICATION_OFFSET_CHECKPOINT
+        )
+        self.recovery_cut_checkpoint = OffsetCheckpointFile(
+            self.data_dir / RECOVERY_CUT_CHECKPOINT
         )
         self.cleaner = LogCleaner(cleaner_config, clock_ms=clock_ms,
                                   checkpoint_path=self.data_dir / CLEANER_CHECKPOINT)
@@ -347,6 +355,13 @@ class LogManager:
 
     def read_high_watermarks(self) -> dict[TopicPartition, int]:
         return self.high_watermark_checkpoint.read()
+
+    def write_recovery_cuts(self, cuts: Mapping[TopicPartition, int]) -> None:
+        """Replace the recovery-cut checkpoint (replica -> its log end after the cut)."""
+        self.recovery_cut_checkpoint.write(cuts)
+
+    def read_recovery_cuts(self) -> dict[TopicPartition, int]:
+        return self.recovery_cut_checkpoint.read()
 
     # -- periodic work (called by the owner) --------------------------------------------
 

@@ -26,9 +26,7 @@ import pytest
 
 from broker.config import BrokerConfig
 from broker.core import BrokerCore
-from broker.metadata.image import MetadataImage
 from broker.metadata.records import (
-    MetadataRecord,
     PartitionRecord,
     RegisterBrokerRecord,
     RemoveTopicRecord,
@@ -43,6 +41,7 @@ from clients.protocol.errors import ErrorCode
 from clients.protocol.framing import read_frame
 from clients.records.record import build_batch
 from tests.broker.handlers import wire
+from tests.broker.image_feed import ImageFeed
 from timer.clock import ManualClock
 from timer.system_timer import SystemTimer
 
@@ -259,22 +258,6 @@ def test_a_read_failure_while_waking_completes_the_fetch_not_the_producer(
 
 
 # controller mode: reconcile against a metadata image -----------------------------------
-
-
-class ImageFeed:
-    """A metadata image the test extends record by record, then reconciles."""
-
-    def __init__(self, core: BrokerCore) -> None:
-        self.core = core
-        self.image = MetadataImage()
-        self.offset = 0
-        core.image = self.image
-
-    def apply(self, *records: MetadataRecord) -> None:
-        for record in records:
-            self.image.apply(record, self.offset)
-            self.offset += 1
-        self.core.reconcile()
 
 
 @pytest.fixture

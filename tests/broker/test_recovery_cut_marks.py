@@ -1,0 +1,93 @@
+"""A replica whose log recovery cut stays marked across restarts until it is back in an
+ISR with a leader (controller mode): the mark is what keeps the controller from
+electing it while another replica may hold the acknowledged records it lost.  Before the
+mark was kept on disk a second restart forgot it: a broker that shuts down before it has
+a metadata image writes an empty high-watermark checkpoint, so nothing else remembers.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from broker.config import BrokerConfig
+from broker.core import BrokerCore
+from broker.metadata.records import (
+    PartitionRecord,
+    RegisterBrokerRecord,
+    TopicRecord,
+    UnfenceBrokerRecord,
+)
+from clients.protocol.api_keys import ApiKey
+from clients.protocol.topics import TopicPartition
+from clients.records.record import build_batch
+from storage.checkpoint import RECOVERY_CUT_CHECKPOINT, OffsetCheckpointFile
+from storage.log_dirs import CLEAN_SHUTDOWN_MARKER
+from tests.broker.handlers.wire import call1
+from tests.broker.image_feed import ImageFeed
+from timer.clock import ManualClock
+from timer.system_timer import SystemTimer
+
+TP = TopicPartition("t", 0)
+
+
+def started(data_dir: Path) -> BrokerCore:
+    clock = ManualClock(1_000_000)
+    core = BrokerCore(BrokerConfig(node_id=1, data_dir=str(data_dir),
+                                   controller_address="127.0.0.1:9"), clock, SystemTimer(clock))
+    core.startup()
+    return core
+
+
+def feed_with(core: BrokerCore, leader: int, isr: tuple[int, ...], epoch: int) -> None:
+    feed = ImageFeed(core)
+    feed.apply(RegisterBrokerRecord(1, 0, "a", "127.0.0.1", 9001),
+               RegisterBrokerRecord(2, 1, "b", "127.0.0.1", 9002),
+               UnfenceBrokerRecord(1, 0), UnfenceBrokerRecord(2, 1),
+               TopicRecord("t", 7, 1, 2),
+               PartitionRecord("t", 0, (1, 2), leader, epoch, isr, epoch))
+
+
+def stored_cuts(data_dir: Path) -> dict[TopicPartition, int]:
+    return OffsetCheckpointFile(data_dir / RECOVERY_CUT_CHECKPOINT).read()
+
+
+def test_a_cut_replica_stays_marked_across_restarts_until_it_is_in_an_isr(
+        tmp_path: Path) -> None:
+    data = tmp_path / "b1"
+    core = started(data)
+    try:
+        feed_with(core, leader=1, isr=(1,), epoch=0)
+        for i in range(5):
+            answer = call1(core, ApiKey.PRODUCE, {"acks": 1, "timeout_ms": 1000, "topics": [
+                {"name": "t", "partitions": [{"index": 0, "records": build_batch(
+                    [(b"k", b"value-%d" % i, 5, ())])}]}]})
+            assert answer["responses"][0]["partition_responses"][0]["error_code"] == 0
+        assert core.partitions[TP].high_watermark == 5
+    finally:
+        core.shutdown()
+    (data / CLEAN_SHUTDOWN_MARKER).unlink()  # an unclean stop that tore the last batch
+    segment = next((data / "t-0").glob("*.log"))
+    segment.write_bytes(segment.read_bytes()[:-10])
+
+    core = started(data)
+    try:
+        assert core.recovery_cuts == {TP}
+        assert stored_cuts(data) == {TP: 4}  # on disk before the broker registers
+    finally:
+        core.shutdown()  # no image yet: the high-watermark checkpoint is written empty
+    core = started(data)
+    try:
+        assert core.recovery_cuts == {TP}  # still reported
+        feed_with(core, leader=2, isr=(2,), epoch=1)  # following, not yet in sync
+        assert core.recovery_cuts == {TP} and stored_cuts(data) == {TP: 4}
+        core.image.apply(PartitionRecord("t", 0, (1, 2), 2, 1, (2, 1), 2),
+                         core.image.last_applied_offset + 1)
+        core.reconcile()  # back in the ISR with a leader: healed
+        assert core.recovery_cuts == set() and stored_cuts(data) == {}
+    finally:
+        core.shutdown()
+    core = started(data)
+    try:
+        assert core.recovery_cuts == set()
+    finally:
+        core.shutdown()
