@@ -8,7 +8,11 @@ leader-epoch, truncation and follower-fetch code, the broker's fetch handlers an
 path, and the real controller core (``ControllerState``),
 under seeded crashes, restarts, drops, delays, partitions and preferred-leader elections,
 with the invariants checked after every step.  ``no_loss`` seeds flush every append (no
-acknowledged record may be lost); ``lossy`` seeds flush rarely (replicas must still agree).
+acknowledged record may be lost); ``lossy`` seeds flush rarely (replicas must still agree);
+``torn_disk`` seeds are lossy on the real ``storage.log.Log`` in a temporary directory,
+where a crash tears each segment's unflushed bytes at a random byte (sometimes with a
+flipped byte or a garbage tail) and the restart runs the real log recovery, which must
+leave whole, CRC-valid, contiguous batches (``--set real_log_dir=tmp`` in a replay).
 
 The sweep writes ``bench/results/sim.json`` (and ``sim.png`` with matplotlib): per
 mode the seeds run, violations (with each failing seed's first line and its replay
@@ -20,12 +24,14 @@ events and the failure, if any.  The simulation is deterministic per seed, so
 from __future__ import annotations
 
 import argparse
+import contextlib
 import dataclasses
 import enum
 import json
 import logging
 import multiprocessing
 import platform
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -34,7 +40,9 @@ from tests.sim.cluster import SimCluster, SimConfig, SimFailure
 
 RESULTS = Path(__file__).parent / "results" / "sim.json"
 PLOT = RESULTS.with_suffix(".png")
-MODES = {"no_loss": {"no_loss": True}, "lossy": {"no_loss": False}}
+MODES: dict[str, dict[str, Any]] = {
+    "no_loss": {"no_loss": True}, "lossy": {"no_loss": False},
+    "torn_disk": {"no_loss": False, "real_log_dir": "tmp"}}
 
 
 def parse_setting(text: str) -> tuple[str, Any]:
@@ -45,7 +53,11 @@ def parse_setting(text: str) -> tuple[str, Any]:
         raise SystemExit(f"--set: SimConfig has no field {name!r}")
     current = getattr(defaults, name)
     value: Any
-    if isinstance(current, enum.Enum):
+    if name == "real_log_dir":
+        if raw != "tmp":
+            raise SystemExit("--set real_log_dir: only 'tmp' (a fresh temporary directory)")
+        value = raw
+    elif isinstance(current, enum.Enum):
         value = type(current)[raw]
     elif isinstance(current, bool):
         value = raw.lower() in ("1", "true", "yes")
@@ -64,14 +76,24 @@ def run_seeds(args: tuple[list[int], int, dict[str, Any]]) -> tuple[list[dict[st
     logging.getLogger("broker").setLevel(logging.ERROR)  # the controller's election notes
     failures, total = [], 0
     for seed in seeds:
-        cluster = SimCluster(seed, SimConfig(**config))
-        try:
-            cluster.run(steps)
-        except SimFailure as exc:
-            failures.append({"seed": seed, "failure": str(exc).splitlines()[0],
-                             "replay": cluster.replay_command()})
-        total += cluster.steps
+        with contextlib.ExitStack() as stack:
+            cluster = SimCluster(seed, sim_config(config, stack))
+            try:
+                cluster.run(steps)
+            except SimFailure as exc:
+                failures.append({"seed": seed, "failure": str(exc).splitlines()[0],
+                                 "replay": cluster.replay_command()})
+            total += cluster.steps
     return failures, total
+
+
+def sim_config(config: dict[str, Any], stack: contextlib.ExitStack) -> SimConfig:
+    """The SimConfig; ``real_log_dir="tmp"`` becomes a temporary directory that ``stack``
+    removes."""
+    if config.get("real_log_dir") == "tmp":
+        directory = stack.enter_context(tempfile.TemporaryDirectory(prefix="sim-disk-"))
+        config = {**config, "real_log_dir": Path(directory)}
+    return SimConfig(**config)
 
 
 def sweep(first: int, seeds: int, steps: int, overrides: dict[str, Any], workers: int,
@@ -128,12 +150,13 @@ def plot(result: dict[str, Any]) -> bool:
 
 def replay(seed: int, steps: int, overrides: dict[str, Any]) -> int:
     logging.basicConfig(level=logging.WARNING, format="controller log: %(message)s")
-    cluster = SimCluster(seed, SimConfig(**overrides))
-    try:
-        cluster.run(steps)
-    except SimFailure as exc:
-        print(exc)
-        return 1
+    with contextlib.ExitStack() as stack:
+        cluster = SimCluster(seed, sim_config(overrides, stack))
+        try:
+            cluster.run(steps)
+        except SimFailure as exc:
+            print(exc)
+            return 1
     print("\n".join(cluster.history))
     print(f"seed {seed}: no violation in {cluster.steps} steps; stats {dict(cluster.stats)}; "
           f"{len(cluster.producer.acked)} records acknowledged")
@@ -149,14 +172,16 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                     help="a SimConfig field (repeatable)")
     ap.add_argument("--workers", type=int, default=1, help="processes (seeds split by index)")
-    ap.add_argument("--modes", default="no_loss,lossy", help="comma-separated: no_loss, lossy")
+    ap.add_argument("--modes", default="no_loss,lossy",
+                    help="comma-separated: no_loss, lossy, torn_disk")
     ap.add_argument("--no-write", action="store_true", help="do not write sim.json")
     args = ap.parse_args(argv)
     overrides = dict(parse_setting(s) for s in args.set)
     if args.replay is not None:
         return replay(args.replay, args.steps, overrides)
     api = ("tests.sim.cluster.SimCluster.run (real Partition, LeaderEpochCache, truncation, "
-           "FollowerFetchSession, fetch handlers, DelayedProduce, ControllerState)")
+           "FollowerFetchSession, fetch handlers, DelayedProduce, ControllerState; torn_disk: "
+           "storage.log.Log and its recovery)")
     workload = (f"{args.seeds} seeds per mode from {args.first}, {args.steps} fault steps "
                 "each, 3 brokers, 2 partitions, RF 3, acks=all producer")
     result: dict[str, Any] = {

@@ -37,7 +37,7 @@ from pathlib import Path
 from typing import Any
 
 from clients.protocol.api_keys import ApiKey
-from clients.protocol.errors import ErrorCode
+from clients.protocol.errors import CorruptRecordError, ErrorCode, InvalidRecordError
 from clients.records.batch import iter_batches, read_header
 from clients.records.record import build_batch
 from replication.partition import Partition
@@ -107,7 +107,11 @@ class MemoryDisk:
 
 
 class RealDisk:
-    """storage.log.Log in a directory; a crash drops what is above the recovery point."""
+    """storage.log.Log in a directory.  A crash is a power cut: what was fsync'd (every
+    byte before the batch holding the recovery point) stays; of each segment's bytes
+    after that a random prefix survives, torn anywhere (inside a batch header too), and
+    may carry a flipped byte or be followed by garbage (a page written out of order).
+    The next start runs the real log recovery on it (``had_clean_shutdown=False``)."""
 
     def __init__(self, cluster: SimCluster, root: Path) -> None:
         self.c = cluster
@@ -118,17 +122,64 @@ class RealDisk:
     def open_log(self, broker: SimBroker, pid: int) -> Log:
         old = broker.logs.get(pid)
         rp = old.recovery_point if old is not None else 0
-        return Log.open(self.root / f"b{broker.id}" / f"t-{pid}", self.config,
-                        recovery_point=rp, had_clean_shutdown=False,
-                        clock_ms=lambda: self.c.now_ms)
+        log = Log.open(self.root / f"b{broker.id}" / f"t-{pid}", self.config,
+                       recovery_point=rp, had_clean_shutdown=False,
+                       clock_ms=lambda: self.c.now_ms)
+        if old is not None:
+            self._check_recovered(broker, pid, log)
+        return log
+
+    def _check_recovered(self, broker: SimBroker, pid: int, log: Log) -> None:
+        """Invariant after a restart: recovery left only whole batches with valid CRCs
+        and contiguous offsets, ending at the log end offset."""
+        expected = log.log_start_offset
+        try:
+            for seg in log.segments:
+                for _, header in iter_batches(seg.log_path.read_bytes()):
+                    if header.last_offset < expected or header.base_offset > expected:
+                        raise InvalidRecordError(f"batch {header.base_offset}-"
+                                                 f"{header.last_offset} after offset {expected}")
+                    expected = header.last_offset + 1
+        except (CorruptRecordError, InvalidRecordError) as exc:
+            self.c.fail(f"b{broker.id} t-{pid} after recovery: {exc}")
+        if expected != log.log_end_offset:
+            self.c.fail(f"b{broker.id} t-{pid} after recovery: batches end at {expected}, "
+                        f"log end offset {log.log_end_offset}")
 
     def crash(self, broker: SimBroker) -> int:
         lost = 0
         for log in broker.logs.values():
-            lost += log.log_end_offset - log.recovery_point
-            log.truncate_to(log.recovery_point)
+            recovery_point = log.recovery_point
+            lost += log.log_end_offset - recovery_point
+            unflushed = []
+            for seg in log.segments:
+                found = seg.find_batch(recovery_point)
+                # a segment rolled after the last flush starts at its first batch: 0
+                durable = seg.size if found is None else found.position
+                if durable < seg.size:
+                    unflushed.append((seg.log_path, durable, seg.size))
             log.abandon()
+            for path, durable, size in unflushed:
+                self._tear(path, durable, size)
         return lost
+
+    def _tear(self, path: Path, durable: int, size: int) -> None:
+        rng = self.c.rng
+        kept = rng.randint(durable, size)
+        with open(path, "r+b") as f:
+            f.truncate(kept)
+            if kept > durable and rng.random() < 0.2:
+                at = rng.randrange(durable, kept)
+                f.seek(at)
+                byte = f.read(1)
+                f.seek(at)
+                f.write(bytes([byte[0] ^ (1 << rng.randrange(8))]))
+                self.c.stats["flipped_unflushed_bytes"] += 1
+            if rng.random() < 0.2:
+                f.seek(kept)
+                f.write(rng.randbytes(rng.randint(1, 64)))
+                self.c.stats["garbage_tails"] += 1
+        self.c.stats["torn_segments"] += kept < size
 
     def maybe_flush(self, broker: SimBroker, pid: int) -> None:
         if not self.c.config.no_loss and self.c.rng.random() < self.c.config.flush_probability:
@@ -197,6 +248,8 @@ class SimCluster:
             value = getattr(self.config, f.name)
             if value != getattr(defaults, f.name):
                 text = value.name if isinstance(value, enum.Enum) else str(value)
+                if isinstance(value, Path):
+                    text = "tmp"  # bench/sim.py: a fresh temporary directory
                 sets.append(f" --set {f.name}={text}")
         return (f"python3 -m bench.sim --replay {self.seed} --steps {self.planned_steps}"
                 + "".join(sets))
