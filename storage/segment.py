@@ -26,7 +26,7 @@ import mmap
 import os
 from collections.abc import Iterator, Sequence
 from pathlib import Path
-from typing import NamedTuple, TypeVar
+from typing import Any, NamedTuple, TypeVar
 
 from clients.records.batch import HEADER, HEADER_SIZE, LOG_OVERHEAD, MAGIC
 from storage.config import LogConfig
@@ -242,9 +242,10 @@ class Segment:
         self.time_index.sanity_check(self.next_offset)
         self._init_rolling()
 
-    def recover(self, min_offset: int) -> SegmentScan:
-        """Rescan with CRC, truncate at the first bad batch, rebuild both indexes."""
-        scan = self._scan(min_offset)
+    def recover(self, min_offset: int, **checks: Any) -> SegmentScan:
+        """Rescan with CRC, truncate at the first bad batch, rebuild both indexes
+        (``checks``: the header checks of :func:`~storage.log.validator.scan_segment`)."""
+        scan = self._scan(min_offset, **checks)
         if scan.valid_bytes < self.size:
             os.ftruncate(self.fd, scan.valid_bytes)
             self.size = scan.valid_bytes
@@ -259,12 +260,13 @@ class Segment:
         self._init_rolling()
         return scan
 
-    def _scan(self, min_offset: int) -> SegmentScan:
-        kwargs = dict(
+    def _scan(self, min_offset: int, **checks: Any) -> SegmentScan:
+        kwargs: dict[str, Any] = dict(
             min_offset=max(min_offset, self.base_offset),
             index_interval_bytes=self.config.index_interval_bytes,
             max_offset_entries=self.index.max_entries,
             max_time_entries=self.time_index.max_entries,
+            **checks,
         )
         if self.size == 0:
             return scan_segment(b"", self.base_offset, **kwargs)

@@ -21,7 +21,13 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
+from storage.checkpoint import (
+    LEADER_EPOCH_CHECKPOINT,
+    CorruptCheckpointError,
+    LeaderEpochCheckpointFile,
+)
 from storage.errors import CorruptIndexError
 from storage.file_io import fsync_dir
 from storage.log.validator import SegmentScan, scan_segment
@@ -95,18 +101,23 @@ def load_segments(
     first_rescan = len(segments)
     if not had_clean_shutdown:
         first_rescan = max(0, bisect.bisect_right(bases, recovery_point) - 1)
+    epochs: list[tuple[int, int]] = []
+    if not had_clean_shutdown:
+        epochs = _checkpointed_epochs(directory, report)
     prev_next: int | None = None
     for i, seg in enumerate(segments):
         min_offset = seg.base_offset if prev_next is None else max(seg.base_offset, prev_next)
         scan: SegmentScan | None = None
+        following = segments[i + 1].base_offset if i + 1 < len(segments) else None
         if i >= first_rescan:
-            scan = _rescan(seg, min_offset, report)
+            scan = _rescan(seg, min_offset, report, strict_from=recovery_point, epochs=epochs,
+                           next_segment_offset=following)
         else:
             try:
                 seg.load_clean()
             except CorruptIndexError as exc:
                 report.problems.append(f"rebuilding indexes: {exc}")
-                scan = _rescan(seg, min_offset, report)
+                scan = _rescan(seg, min_offset, report, next_segment_offset=following)
         if scan is not None and scan.error is not None:
             report.problems.append(f"{seg.log_path}: {scan.error}; truncated")
             report.truncated_at_offset = seg.next_offset
@@ -184,9 +195,21 @@ def finish_interrupted_swaps(directory: Path, report: RecoveryReport) -> None:
         fsync_dir(directory)
 
 
-def _rescan(seg: Segment, min_offset: int, report: RecoveryReport) -> SegmentScan:
+def _checkpointed_epochs(directory: Path, report: RecoveryReport) -> list[tuple[int, int]]:
+    """The leader-epoch checkpoint's entries (none if missing or unreadable: then the
+    epochs of unflushed batches go unchecked)."""
+    try:
+        return LeaderEpochCheckpointFile(directory / LEADER_EPOCH_CHECKPOINT).read()
+    except CorruptCheckpointError as exc:
+        report.problems.append(f"not checking leader epochs: {exc}")
+        return []
+
+
+def _rescan(seg: Segment, min_offset: int, report: RecoveryReport,
+            **checks: Any) -> SegmentScan:
+    """``checks``: the header checks of :func:`~storage.log.validator.scan_segment`."""
     before = seg.size
-    scan = seg.recover(min_offset)
+    scan = seg.recover(min_offset, **checks)
     report.segments_rescanned += 1
     report.bytes_rescanned += before
     report.indexes_rebuilt += 1

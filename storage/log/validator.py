@@ -47,7 +47,9 @@ caller owns the buffer).
 
 from __future__ import annotations
 
+import bisect
 import mmap
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -212,6 +214,12 @@ class SegmentScan:
 
 
 
+def epoch_at(epochs: Sequence[tuple[int, int]], offset: int) -> int | None:
+    """The epoch of ``offset`` by ``(epoch, start_offset)`` entries (None: before all)."""
+    i = bisect.bisect_right([start for _, start in epochs], offset)
+    return epochs[i - 1][0] if i else None
+
+
 def scan_segment(
     buf: bytes | memoryview | mmap.mmap,
     base_offset: int,
@@ -220,8 +228,24 @@ def scan_segment(
     index_interval_bytes: int,
     max_offset_entries: int,
     max_time_entries: int,
+    strict_from: int | None = None,
+    epochs: Sequence[tuple[int, int]] = (),
+    next_segment_offset: int | None = None,
 ) -> SegmentScan:
-    """Validate batches from position 0; stop at the first torn/invalid/out-of-order one."""
+    """Validate batches from position 0; stop at the first torn/invalid/out-of-order one.
+
+    The header fields the CRC does not cover (base offset, partition leader epoch) are
+    checked where they can be: every batch ends below ``next_segment_offset`` (the next
+    segment's base, from its file name), and from offset ``strict_from`` on (the
+    unflushed part of a log after a crash) a batch's leader epoch must be the one
+    ``epochs`` (the leader-epoch checkpoint's ``(epoch, start_offset)`` entries, which
+    every epoch reaches before its first batch is written) gives its offset.  A flipped
+    bit would otherwise keep a batch 2^k offsets ahead, or one claiming a later epoch
+    than any leader had (which the safe election would rank first).  Left unchecked: a
+    base offset moved upwards in the last segment (gaps are legal there: a follower
+    copies a compacted range as it is, and the log's cleanup policy is not known yet
+    when a broker in a cluster recovers), or within a closed segment's range (the next
+    batch then fails as out of order, unless it was the segment's last)."""
     view = memoryview(buf)
     total = len(view)
     unpack = HEADER.unpack_from
@@ -242,7 +266,7 @@ def scan_segment(
             if total - pos < HEADER_SIZE:
                 error = f"torn batch header at position {pos} ({total - pos} bytes)"
                 break
-            (base, length, _epoch, magic, crc, attrs, lod, _bts, batch_max_ts, _pid, _pep,
+            (base, length, epoch, magic, crc, attrs, lod, _bts, batch_max_ts, _pid, _pep,
              _seq, count) = unpack(view, pos)
             end = pos + length + LOG_OVERHEAD
             if magic != MAGIC or length < MIN_BATCH_LENGTH:
@@ -261,6 +285,16 @@ def scan_segment(
             if base < expected or base + lod - base_offset > INT32_MAX:
                 error = f"batch at position {pos} has base offset {base}, expected >= {expected}"
                 break
+            if next_segment_offset is not None and base + lod >= next_segment_offset:
+                error = (f"batch at position {pos} ends at offset {base + lod}, at or past "
+                         f"the next segment's base {next_segment_offset}")
+                break
+            if strict_from is not None and expected >= strict_from:
+                known = epoch_at(epochs, base)
+                if known is not None and known != epoch:
+                    error = (f"batch at position {pos} (offset {base}) has leader epoch "
+                             f"{epoch}; the leader-epoch checkpoint says {known}")
+                    break
             if batch_max_ts > max_ts:
                 max_ts, off_of_max = batch_max_ts, base
             if not off_rel or since >= index_interval_bytes:

@@ -19,6 +19,7 @@ from clients.protocol.errors import (
 )
 from clients.records.batch import TIMESTAMP_TYPE_MASK, iter_batches
 from clients.records.record import build_batch, decode_batch
+from storage.checkpoint import LEADER_EPOCH_CHECKPOINT, LeaderEpochCheckpointFile
 from storage.config import LogConfig
 from storage.errors import StorageError
 from storage.log.log import Log
@@ -491,3 +492,55 @@ def test_unclean_open_keeps_intact_unflushed_data(tmp_path: Path) -> None:
     reopened.check_invariants()
     reopened.delete()
     assert not (tmp_path / "topic-3").exists()
+
+
+def _flip_header_byte(path: Path, position: int, bit: int) -> None:
+    with open(path, "r+b") as f:
+        f.seek(position)
+        byte = f.read(1)
+        f.seek(position)
+        f.write(bytes([byte[0] ^ (1 << bit)]))
+
+
+def test_an_unflushed_batch_claiming_an_unknown_epoch_is_cut(tmp_path: Path) -> None:
+    """The partition leader epoch is outside the CRC: recovery checks each unflushed
+    batch's against the leader-epoch checkpoint (written before any batch of an epoch),
+    so a flipped bit cannot make a replica claim an epoch no leader had."""
+    log = open_log(tmp_path)
+    for epoch in (3, 5):
+        for _ in range(2):
+            log.append_as_leader(batch(), epoch)
+    LeaderEpochCheckpointFile(log.dir / LEADER_EPOCH_CHECKPOINT).write([(3, 0), (5, 6)])
+    log.flush(6)
+    last = log.read(9, 10**6).regions[0]
+    log.abandon()
+    _flip_header_byte(last.path, last.position + 12, 4)  # the last batch: epoch 5 + 2**28
+    reopened = open_log(tmp_path, recovery_point=6)
+    assert reopened.log_end_offset == 9
+    assert "the leader-epoch checkpoint says 5" in "; ".join(reopened.recovery_report.problems)
+    reopened.check_invariants()
+    reopened.close()
+    # below the recovery point nothing is rechecked; without a checkpoint nothing is known
+    (tmp_path / "topic-3" / LEADER_EPOCH_CHECKPOINT).unlink()
+    again = open_log(tmp_path, recovery_point=0)
+    assert again.log_end_offset == 9 and again.recovery_report.truncated_bytes == 0
+    again.close()
+
+
+def test_a_batch_reaching_into_the_next_segment_is_cut(tmp_path: Path) -> None:
+    """A base offset flipped upwards in a closed segment passes the CRC; the next
+    segment's base (its file name) bounds it."""
+    log = open_log(tmp_path)
+    fill(log, 30)
+    closed = log.segments[0]
+    last = log.read(closed.next_offset - 1, 10**6).regions[0]
+    log.abandon()
+    _flip_header_byte(last.path, last.position + 7, 6)  # base offset + 64
+    reopened = open_log(tmp_path, recovery_point=0)
+    report = reopened.recovery_report
+    assert "at or past the next segment's base" in "; ".join(report.problems)
+    assert reopened.log_end_offset < closed.next_offset
+    assert offsets_of(reopened.read(0, 10**9).read_bytes()) == list(
+        range(reopened.log_end_offset))
+    reopened.check_invariants()
+    reopened.close()
