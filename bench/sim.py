@@ -1,6 +1,7 @@
 """Run the replication simulation (``tests/sim``) over many seeds, or replay one.
 
-    python3 -m bench.sim --seeds 10000            # both modes, 2,500 steps a seed
+    python3 -m bench.sim --seeds 10000            # no_loss, lossy, idempotent; 2,500 steps
+    python3 -m bench.sim --seeds 1000 --modes torn_disk --out bench/results/sim_torn_disk.json
     python3 -m bench.sim --replay 41 --steps 800 --set truncation_policy=HIGH_WATERMARK
 
 Each seed is a :class:`tests.sim.cluster.SimCluster`: 3 brokers with the real partition,
@@ -9,6 +10,8 @@ path, and the real controller core (``ControllerState``),
 under seeded crashes, restarts, drops, delays, partitions and preferred-leader elections,
 with the invariants checked after every step.  ``no_loss`` seeds flush every append (no
 acknowledged record may be lost); ``lossy`` seeds flush rarely (replicas must still agree);
+``idempotent`` seeds are ``no_loss`` with an idempotent producer that retries each batch
+with its sequence until acknowledged (each batch must be stored exactly once);
 ``torn_disk`` seeds are lossy on the real ``storage.log.Log`` in a temporary directory,
 where a crash tears each segment's unflushed bytes at a random byte (sometimes with a
 flipped byte or a garbage tail) and the restart runs the real log recovery, which must
@@ -39,9 +42,9 @@ from typing import Any
 from tests.sim.cluster import SimCluster, SimConfig, SimFailure
 
 RESULTS = Path(__file__).parent / "results" / "sim.json"
-PLOT = RESULTS.with_suffix(".png")
 MODES: dict[str, dict[str, Any]] = {
     "no_loss": {"no_loss": True}, "lossy": {"no_loss": False},
+    "idempotent": {"no_loss": True, "idempotent": True},
     "torn_disk": {"no_loss": False, "real_log_dir": "tmp"}}
 
 
@@ -125,7 +128,7 @@ def sweep(first: int, seeds: int, steps: int, overrides: dict[str, Any], workers
     return out
 
 
-def plot(result: dict[str, Any]) -> bool:
+def plot(result: dict[str, Any], png: Path) -> bool:
     """steps/s and seeds/s per mode, violations in the labels (needs matplotlib)."""
     try:
         import matplotlib
@@ -143,7 +146,7 @@ def plot(result: dict[str, Any]) -> bool:
     right.set_ylabel("seeds/s")
     fig.suptitle(f"SimCluster.run, {result['input']}", fontsize=8)
     fig.tight_layout()
-    fig.savefig(PLOT, dpi=110)
+    fig.savefig(png, dpi=110)
     plt.close(fig)
     return True
 
@@ -172,8 +175,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                     help="a SimConfig field (repeatable)")
     ap.add_argument("--workers", type=int, default=1, help="processes (seeds split by index)")
-    ap.add_argument("--modes", default="no_loss,lossy",
-                    help="comma-separated: no_loss, lossy, torn_disk")
+    ap.add_argument("--modes", default="no_loss,lossy,idempotent",
+                    help="comma-separated: no_loss, lossy, idempotent, torn_disk")
+    ap.add_argument("--out", type=Path, default=RESULTS, help="the JSON to write (and .png)")
     ap.add_argument("--no-write", action="store_true", help="do not write sim.json")
     args = ap.parse_args(argv)
     overrides = dict(parse_setting(s) for s in args.set)
@@ -190,9 +194,10 @@ def main(argv: list[str] | None = None) -> int:
         "modes": sweep(args.first, args.seeds, args.steps, overrides, args.workers,
                        args.modes.split(","))}
     if not args.no_write:
-        RESULTS.parent.mkdir(exist_ok=True)
-        RESULTS.write_text(json.dumps(result, indent=2) + "\n")
-        print(f"wrote {RESULTS}" + (f" and {PLOT}" if plot(result) else ""))
+        args.out.parent.mkdir(exist_ok=True)
+        args.out.write_text(json.dumps(result, indent=2) + "\n")
+        png = args.out.with_suffix(".png")
+        print(f"wrote {args.out}" + (f" and {png}" if plot(result, png) else ""))
     return 1 if any(m["violations"] for m in result["modes"].values()) else 0
 
 

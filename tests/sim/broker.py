@@ -29,7 +29,7 @@ from replication.partition import Partition
 from storage.log.log import Log
 from tests.sim.controller import TOPIC
 from tests.sim.handlers import SimHandlerCore, serve
-from tests.sim.sim_log import MemoryCheckpoint, MemoryLog
+from tests.sim.sim_log import MemoryCheckpoint, MemoryLog, batch_at
 from timer.purgatory import Purgatory
 from timer.system_timer import SystemTimer
 
@@ -252,19 +252,22 @@ class SimBroker:
             info = p.append_records_as_leader(body["batch"], -1, self.c.config.min_insync_replicas)
         except MiniKafkaError as exc:
             self.send(src, "produce_response", {"request": body["request"], "pid": pid,
-                                                "error": int(exc.code)})
+                                                "error": int(exc.code), "tag": body["tag"]})
             return
         self.c.record(f"b{self.id} p{pid} append @{info.first_offset} epoch={p.leader_epoch}")
         result: dict[str, Any] = {"error_code": 0, "base_offset": info.first_offset}
         status = ProducePartitionStatus(p, info.last_offset + 1, result, p.leader_epoch)
-        incarnation, crc, request = self.incarnation, body["crc"], body["request"]
+        incarnation, crc, request, tag = (self.incarnation, body["crc"], body["request"],
+                                          body["tag"])
 
         def respond() -> None:
             if not self.alive or self.incarnation != incarnation:
                 return  # crashed since: the answer died with the process
+            stored = batch_at(self.logs[pid], info.first_offset)  # the oracle's record id
             self.send(self.c.producer_id, "produce_response",
                       {"request": request, "pid": pid, "error": result["error_code"],
-                       "offset": info.first_offset, "crc": crc,
+                       "offset": info.first_offset, "crc": crc, "tag": tag,
+                       "stored_epoch": -1 if stored is None else stored.partition_leader_epoch,
                        "leader_epoch": status.leader_epoch})
 
         op = DelayedProduce(self.c.config.produce_timeout_ms, [status],

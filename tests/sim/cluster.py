@@ -47,7 +47,7 @@ from storage.log.log import Log
 from tests.sim.broker import CONTROLLER, SimBroker
 from tests.sim.controller import TOPIC, SimController
 from tests.sim.network import SimNetwork
-from tests.sim.sim_log import MemoryLog
+from tests.sim.sim_log import MemoryLog, batch_at
 from timer.clock import ManualClock
 
 
@@ -85,6 +85,7 @@ class SimConfig:
     flush_probability: float = 0.05       # lossy mode: chance per tick to flush a log
     heal_steps: int = 1500
     check_truncation: bool = True         # off: only loss/divergence, not early truncation
+    idempotent: bool = False              # the producer: idempotent, retrying until acked
 
 
 class MemoryDisk:
@@ -168,8 +169,10 @@ class RealDisk:
         kept = rng.randint(durable, size)
         with open(path, "r+b") as f:
             f.truncate(kept)
-            if kept > durable and rng.random() < 0.2:
-                at = rng.randrange(durable, kept)
+            f.seek(durable)
+            at = _flippable(f.read(kept - durable), rng)
+            if at is not None and rng.random() < 0.2:
+                at += durable
                 f.seek(at)
                 byte = f.read(1)
                 f.seek(at)
@@ -188,18 +191,36 @@ class RealDisk:
 
 @dataclass
 class SimProducer:
+    """Fire-and-forget records, or (``idempotent``) one batch in flight per partition,
+    retried with its sequence until acknowledged, as an idempotent Kafka producer with
+    ``max.in.flight`` 1; a sequence the leader does not expect bumps the epoch (KIP-360)."""
     next_request: int = 0
-    in_flight: dict[int, tuple[int, bytes]] = field(default_factory=dict)
-    acked: dict[tuple[int, int], int] = field(default_factory=dict)   # (pid, offset) -> crc
+    acked: dict[tuple[int, int], tuple[int, int]] = field(default_factory=dict)  # see kept()
     sent: int = 0
+    retries: int = 0
     errors: collections.Counter[str] = field(default_factory=collections.Counter)
+    producer_epoch: int = 0
+    next_sequence: dict[int, int] = field(default_factory=dict)       # pid -> sequence
+    in_flight: dict[int, IdempotentSend] = field(default_factory=dict)  # pid -> its batch
+
+
+@dataclass
+class IdempotentSend:
+    value: bytes
+    producer_epoch: int
+    sequence: int
+    batch: bytes
+    sent_ms: int
 
 
 @dataclass
 class SimConsumer:
     position: dict[int, int] = field(default_factory=dict)             # pid -> next offset
-    consumed: dict[tuple[int, int], int] = field(default_factory=dict)  # (pid, offset) -> crc
+    consumed: dict[tuple[int, int], tuple[int, int]] = field(default_factory=dict)  # kept()
     fetches: int = 0
+
+
+IDEMPOTENT_ID = 7000  # the idempotent producer's producer id (no InitProducerId here)
 
 
 class SimCluster:
@@ -272,9 +293,11 @@ class SimCluster:
         if self.config.no_loss:
             self.check_acked_on(broker, p.index, "new leader")
 
-    def kept(self) -> list[tuple[str, dict[tuple[int, int], int]]]:
+    def kept(self) -> list[tuple[str, dict[tuple[int, int], tuple[int, int]]]]:
         """Records that must never be lost or change: acknowledged to the producer, and
-        (no_loss mode) served to the consumer."""
+        (no_loss mode) served to the consumer; (pid, offset) -> (CRC, partition leader
+        epoch) of the stored batch (an idempotent retry stores identical bytes, so the
+        CRC alone cannot tell the acknowledged copy from an unacknowledged one)."""
         return [("acknowledged", self.producer.acked), ("consumed", self.consumer.consumed)]
 
     def on_truncate(self, log: MemoryLog, removed: list[Any]) -> None:
@@ -283,17 +306,18 @@ class SimCluster:
         pid = int(log.dir.rsplit("-", 1)[1])
         for what, records in self.kept():
             for h in removed:
-                if records.get((pid, h.base_offset)) == h.crc:
+                if records.get((pid, h.base_offset)) == (h.crc, h.partition_leader_epoch):
                     self.fail(f"{what} record p{pid}@{h.base_offset} truncated from {log}")
 
     def check_acked_on(self, broker: SimBroker, pid: int, why: str) -> None:
         log = broker.logs[pid]
         for what, records in self.kept():
-            for (apid, offset), crc in records.items():
+            for (apid, offset), stored in records.items():
                 if apid != pid:
                     continue
-                h = _batch_at(log, offset)
-                if h is None or h.crc != crc or h.base_offset != offset:
+                h = batch_at(log, offset)
+                if h is None or (h.crc, h.partition_leader_epoch) != stored or \
+                        h.base_offset != offset:
                     self.fail(f"{why} b{broker.id} p{pid} lacks {what} record @{offset}")
 
     # -- controller process (never crashes; can be cut off) --------------------------
@@ -359,20 +383,71 @@ class SimCluster:
             return
         p = self.producer
         p.next_request += 1
-        value = f"s{self.seed}-r{p.next_request}".encode()
-        batch = build_batch([(None, value, self.now_ms, ())])
+        tag: tuple[int, int] | None = None
+        if self.config.idempotent:
+            out = p.in_flight.get(pid)
+            if out is None:
+                value = f"s{self.seed}-r{p.next_request}".encode()
+                out = p.in_flight[pid] = self._idempotent_send(pid, value)
+            elif self.now_ms - out.sent_ms < self.config.produce_timeout_ms + 4 * \
+                    self.config.max_delay_ms:
+                return  # its answer may still come
+            else:
+                p.retries += 1  # no answer: the same batch, same sequence, to today's leader
+            out.sent_ms = self.now_ms
+            batch, tag = out.batch, (out.producer_epoch, out.sequence)
+        else:
+            value = f"s{self.seed}-r{p.next_request}".encode()
+            batch = build_batch([(None, value, self.now_ms, ())])
         p.sent += 1
         self.net.send(self.now_ms, self.producer_id, leader, "produce",
                       {"pid": pid, "batch": batch, "crc": read_header(batch).crc,
-                       "request": p.next_request},
+                       "request": p.next_request, "tag": tag},
                       0, self.brokers[leader].incarnation)
+
+    def _idempotent_send(self, pid: int, value: bytes) -> IdempotentSend:
+        p = self.producer
+        sequence = p.next_sequence.get(pid, 0)
+        batch = build_batch([(None, value, self.now_ms, ())], producer_id=IDEMPOTENT_ID,
+                            producer_epoch=p.producer_epoch, base_sequence=sequence)
+        return IdempotentSend(value, p.producer_epoch, sequence, batch, self.now_ms)
 
     def producer_message(self, body: dict[str, Any]) -> None:
         error = ErrorCode(body["error"])
-        self.producer.errors[error.name] += 1
+        p = self.producer
+        p.errors[error.name] += 1
+        pid = body["pid"]
+        if self.config.idempotent:
+            out = p.in_flight.get(pid)
+            if out is None or body["tag"] != (out.producer_epoch, out.sequence):
+                return  # the answer to an earlier attempt, or to a batch acknowledged since
+            if error in (ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
+                         ErrorCode.UNKNOWN_PRODUCER_ID):
+                if self.config.no_loss:
+                    self.fail(f"p{pid}: {error.name} for sequence {out.sequence}: the "
+                              "leader lost an acknowledged batch of this producer")
+                self._bump_producer_epoch(pid, error)
+                return
+            if error != ErrorCode.NONE:
+                out.sent_ms = -10**9  # retry at the next produce step
+                return
+            del p.in_flight[pid]
+            p.next_sequence[pid] = out.sequence + 1
         if error == ErrorCode.NONE:
-            self.producer.acked[(body["pid"], body["offset"])] = body["crc"]
-            self.record(f"producer: acked p{body['pid']}@{body['offset']}")
+            p.acked[(pid, body["offset"])] = (body["crc"], body["stored_epoch"])
+            self.record(f"producer: acked p{pid}@{body['offset']}")
+
+    def _bump_producer_epoch(self, pid: int, error: ErrorCode) -> None:
+        """Lossy disks lost this producer's last batches everywhere: a new epoch starts
+        every partition's sequence at 0; unacknowledged batches are sent again in it."""
+        p = self.producer
+        p.producer_epoch += 1
+        p.next_sequence.clear()
+        self.stats["producer_epoch_bumps"] += 1
+        self.record(f"producer: p{pid} {error.name}: epoch {p.producer_epoch}")
+        for other, out in list(p.in_flight.items()):
+            p.in_flight[other] = self._idempotent_send(other, out.value)
+            p.in_flight[other].sent_ms = -10**9
 
     # -- consumer --------------------------------------------------------------------
 
@@ -412,8 +487,9 @@ class SimCluster:
                                   f"{h.last_offset} to a consumer above its HW "
                                   f"{p['high_watermark']}")
                     if self.config.no_loss:
-                        seen = c.consumed.setdefault((pid, h.base_offset), h.crc)
-                        if seen != h.crc:
+                        stored = (h.crc, h.partition_leader_epoch)
+                        seen = c.consumed.setdefault((pid, h.base_offset), stored)
+                        if seen != stored:
                             self.fail(f"p{pid}@{h.base_offset} changed after it was served "
                                       "to a consumer")
                     c.position[pid] = max(c.position.get(pid, 0), h.last_offset + 1)
@@ -559,6 +635,20 @@ class SimCluster:
             if self.config.no_loss:
                 for b in self.brokers.values():
                     self.check_acked_on(b, pid, "after healing")
+            if self.config.idempotent and self.config.no_loss:
+                self._check_no_duplicates(pid)
+
+    def _check_no_duplicates(self, pid: int) -> None:
+        """Each idempotent batch (producer epoch, sequence) is in the log once."""
+        seen: dict[tuple[int, int], int] = {}
+        for header, _ in self.brokers[1].logs[pid].batches():
+            if header.producer_id != IDEMPOTENT_ID:
+                continue
+            key = (header.producer_epoch, header.base_sequence)
+            if key in seen:
+                self.fail(f"p{pid}: producer epoch {key[0]} sequence {key[1]} is in the log "
+                          f"twice, at offsets {seen[key]} and {header.base_offset}")
+            seen[key] = header.base_offset
 
 
 def _digest(log: Any, below: int) -> tuple[int, int]:
@@ -573,9 +663,15 @@ def _digest(log: Any, below: int) -> tuple[int, int]:
     return n, h
 
 
-def _batch_at(log: Any, offset: int) -> Any:
-    if isinstance(log, MemoryLog):
-        return log.batch_at(offset)
-    for header, _ in log.batches(offset):
-        return header if header.base_offset <= offset else None
-    return None
+def _flippable(data: bytes, rng: random.Random) -> int | None:
+    """A random position in ``data`` (batches from a batch boundary, maybe torn) outside
+    every batch's base offset: a bit flipped there is not detected by log recovery (see
+    storage.log.validator.scan_segment), and a flip the recovery cannot see is not a
+    fault this simulation asserts anything about."""
+    guarded: set[int] = set()
+    pos = 0
+    while pos + 12 <= len(data):
+        guarded.update(range(pos, pos + 8))
+        pos += 12 + max(0, int.from_bytes(data[pos + 8:pos + 12], "big", signed=True))
+    candidates = [i for i in range(len(data)) if i not in guarded]
+    return rng.choice(candidates) if candidates else None

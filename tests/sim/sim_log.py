@@ -14,6 +14,7 @@ import bisect
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
+from typing import Any
 
 from clients.protocol.errors import InvalidRecordError, OffsetOutOfRangeError
 from clients.records.batch import (
@@ -222,3 +223,12 @@ class MemoryLog:
     def __repr__(self) -> str:
         return (f"MemoryLog({self.dir}, start={self._start}, end={self._end}, "
                 f"rp={self._recovery_point})")
+
+
+def batch_at(log: Any, offset: int) -> BatchHeader | None:
+    """The header of the batch holding ``offset`` in a MemoryLog or a storage Log."""
+    if isinstance(log, MemoryLog):
+        return log.batch_at(offset)
+    for header, _ in log.batches(offset):
+        return header if header.base_offset <= offset else None
+    return None

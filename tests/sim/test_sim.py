@@ -18,14 +18,17 @@ from typing import Any
 import pytest
 
 from replication.partition import Partition
+from replication.producer_state import APPEND, ProducerStateManager, Verdict, VerdictKind
 from replication.truncation import TruncationPolicy
 from tests.sim.cluster import SimCluster, SimConfig, SimFailure
 
 pytestmark = pytest.mark.sim
 
 STEPS = 2500
-NO_LOSS_SEEDS = range(0, 40)
-LOSSY_SEEDS = range(1000, 1024)
+NO_LOSS_SEEDS = range(0, 100)
+LOSSY_SEEDS = range(1000, 1080)
+TORN_DISK_SEEDS = range(2000, 2016)  # the real Log on disk: slower
+IDEMPOTENT_SEEDS = range(3000, 3040)
 # Seeds that once broke an invariant (kept as regressions; see the report of each).
 # 150 lossy: a zombie leader (isolated) kept records that the sole ISR member lost in a
 # crash; the agreement check now only covers replicas in the controller's current epoch.
@@ -68,6 +71,25 @@ def test_no_acknowledged_record_lost_and_replicas_agree(seed: int) -> None:
 def test_lossy_disks_replicas_still_agree(seed: int) -> None:
     c = run(seed, no_loss=False)
     assert c.stats["crashes"] > 0
+
+
+@pytest.mark.parametrize("seed", TORN_DISK_SEEDS)
+def test_torn_disk_recovery_leaves_whole_batches_and_replicas_agree(
+        tmp_path: Path, seed: int) -> None:
+    c = run(seed, no_loss=False, real_log_dir=tmp_path)
+    assert c.stats["crashes"] > 0
+
+
+@pytest.mark.parametrize("seed", IDEMPOTENT_SEEDS)
+def test_idempotent_retries_are_acknowledged_once_and_stored_once(seed: int) -> None:
+    c = run(seed, idempotent=True)
+    assert c.producer.acked and c.producer.retries > 0, "no retry: it tested nothing"
+
+
+@pytest.mark.parametrize("seed", range(3100, 3104))
+def test_idempotent_producer_on_lossy_disks_bumps_its_epoch_and_replicas_agree(
+        seed: int) -> None:
+    run(seed, idempotent=True, no_loss=False)
 
 
 @pytest.mark.parametrize("seed", range(500, 506))
@@ -130,6 +152,19 @@ def test_acknowledging_on_the_leader_alone_is_caught(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(Partition, "acked_by_isr",
                         lambda self, offset: self.log_end_offset >= offset)
     assert "acknowledged record" in first_failure(range(1000), 800)
+
+
+def test_storing_an_idempotent_retry_twice_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A re-introduced bug in the real producer-state check (a retried batch the leader
+    already holds is appended again) stores a batch twice within a few seeds."""
+    check = ProducerStateManager.check
+
+    def no_duplicates_detected(self: ProducerStateManager, *args: int) -> Verdict:
+        verdict = check(self, *args)
+        return APPEND if verdict.kind is VerdictKind.DUPLICATE else verdict
+
+    monkeypatch.setattr(ProducerStateManager, "check", no_duplicates_detected)
+    assert "in the log twice" in first_failure(range(100), 2500, idempotent=True)
 
 
 def test_serving_consumers_above_the_high_watermark_is_caught(
