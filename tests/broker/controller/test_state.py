@@ -343,32 +343,6 @@ def test_a_later_epoch_beats_a_longer_log_and_a_fenced_best_replica_is_waited_fo
     assert (led.leader, led.isr) == (z, (z,))  # epoch 2 ranks above y's longer epoch-1 log
 
 
-def test_live_replicas_with_reports_older_than_the_outage_are_asked_for_fresh_ones() -> None:
-    c = Cluster()
-    c.start(1, 2, 3)
-    c.create("t", 1, 3)
-    s = c.part("t")
-    x = s.leader
-    y, z = (b for b in s.replicas if b != x)
-    c.alter(x, "t", [x])  # y and z fell behind; they stay alive
-    c.heartbeat(x, want_fence=True)
-    assert c.part("t").leader == NO_LEADER
-    _back(c, x, 100, cut=True)
-    assert c.part("t").leader == NO_LEADER  # y's and z's reports predate the outage
-    assert c.heartbeat(y).report_replica_logs and c.heartbeat(z).report_replica_logs
-    # each answers with a registration of the same incarnation
-    topic_id = c.state.image.topics["t"].topic_id
-    for b, leo in ((y, 120), (z, 80)):
-        result, records = c.state.register_broker(
-            b, f"inc-{b}", "127.0.0.1", 9000 + b,
-            replica_logs=(ReplicaLog("t", 0, topic_id, 0, leo),))
-        c.keep(records)
-        assert result.broker_epoch == c.epochs[b]  # the same registration
-    assert not c.heartbeat(y).report_replica_logs
-    led = c.part("t")
-    assert (led.leader, led.isr) == (y, (y,))
-
-
 def _restart(c: Cluster) -> None:
     """A new controller process: a fresh core replays the log (reports were in memory)."""
     c.state = ControllerState(c.config, c.clock, c.replayed())
@@ -383,16 +357,36 @@ def _report_again(c: Cluster, b: int, leo: int, cut: bool = False) -> None:
     assert result.error == ErrorCode.NONE and result.broker_epoch == c.epochs[b]
 
 
-def test_a_partition_left_offline_is_elected_after_a_controller_restart() -> None:
-    c = Cluster()
+def _cut_leader_alone_in_its_isr(c: Cluster) -> tuple[int, int, int]:
+    """Brokers 1-3, topic t RF 3; the leader x shrank the ISR to itself, was fenced and
+    came back cut by recovery: the partition waits for y's and z's fresh reports."""
     c.start(1, 2, 3)
     c.create("t", 1, 3)
     s = c.part("t")
     x = s.leader
     y, z = (b for b in s.replicas if b != x)
-    c.alter(x, "t", [x])
+    c.alter(x, "t", [x])  # y and z fell behind; they stay alive
     c.heartbeat(x, want_fence=True)
+    assert c.part("t").leader == NO_LEADER
     _back(c, x, 100, cut=True)
+    return x, y, z
+
+
+def test_live_replicas_with_reports_older_than_the_outage_are_asked_for_fresh_ones() -> None:
+    c = Cluster()
+    _, y, z = _cut_leader_alone_in_its_isr(c)
+    assert c.part("t").leader == NO_LEADER  # y's and z's reports predate the outage
+    assert c.heartbeat(y).report_replica_logs and c.heartbeat(z).report_replica_logs
+    _report_again(c, y, 120)
+    _report_again(c, z, 80)
+    assert not c.heartbeat(y).report_replica_logs
+    led = c.part("t")
+    assert (led.leader, led.isr) == (y, (y,))
+
+
+def test_a_partition_left_offline_is_elected_after_a_controller_restart() -> None:
+    c = Cluster()
+    x, y, z = _cut_leader_alone_in_its_isr(c)
     assert c.part("t").leader == NO_LEADER  # waits for y's and z's fresh reports
     _restart(c)  # before they answer; every broker is unfenced and only heartbeats
     assert not c.heartbeat(x).report_replica_logs  # nothing asked before the first tick
