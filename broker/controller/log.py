@@ -88,9 +88,11 @@ def check_damage_is_only_a_torn_tail(directory: Path) -> None:
     for i, path in enumerate(segments):
         data = path.read_bytes()
         base = int(path.name[:20])
+        following = int(segments[i + 1].name[:20]) if i + 1 < len(segments) else None
         scan = scan_segment(data, base, min_offset=base if expected is None else
                             max(base, expected), index_interval_bytes=1 << 30,
-                            max_offset_entries=1, max_time_entries=1)
+                            max_offset_entries=1, max_time_entries=1,
+                            next_segment_offset=following)  # the rules Log.open applies
         if scan.error is None:
             expected = scan.next_offset
             continue

@@ -129,3 +129,23 @@ def test_append_must_match_the_image_and_the_directory_is_locked(tmp_path: Path)
     with pytest.raises(DataDirLockedError):
         ControllerLog(tmp_path).open()
     store.close()
+
+
+def test_a_base_offset_pushed_into_the_next_segment_stops_the_controller(
+        tmp_path: Path) -> None:
+    """The base offset is outside the CRC; recovery bounds it by the next segment's base,
+    and the damage check applies the same rule, so an fsync'd record is never cut."""
+    store, state = build(tmp_path, 2, interval=1000)
+    store.close()
+    log_dir = tmp_path / "__cluster_metadata-0"
+    segment = next(log_dir.glob("*.log"))
+    end = state.image.last_applied_offset + 1
+    (log_dir / f"{end:020d}.log").write_bytes(b"")  # rolled, nothing appended yet
+    data = bytearray(segment.read_bytes())
+    last = [pos for pos, _ in iter_batches(bytes(data))][-1]
+    assert not data[last + 7] & 0x08
+    data[last + 7] ^= 0x08  # base offset + 8: into the next segment
+    segment.write_bytes(bytes(data))
+    with pytest.raises(MetadataLogDamagedError, match="at or past the next segment's base"):
+        reopen(tmp_path)
+    assert segment.read_bytes() == bytes(data)
