@@ -165,6 +165,9 @@ class SegmentList:
         while self.segments[-1].base_offset > offset:
             self.segments.pop().delete()
             self._bases.pop()
+            # the next flush makes the deletion durable with the batches written after
+            # it: a power cut must not bring the old segment back under newer offsets
+            self._dir_dirty = True
         seg = self.segments[-1]
         seg.make_active()
         seg.truncate_to(offset)

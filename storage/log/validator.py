@@ -237,7 +237,8 @@ def scan_segment(
     The header fields the CRC does not cover (base offset, partition leader epoch) are
     checked where they can be: every batch ends below ``next_segment_offset`` (the next
     segment's base, from its file name), and from offset ``strict_from`` on (the
-    unflushed part of a log after a crash) a batch's leader epoch must be the one
+    recovery point after a crash: what may not have been flushed) a batch's leader
+    epoch must be the one
     ``epochs`` (the leader-epoch checkpoint's ``(epoch, start_offset)`` entries, which
     every epoch reaches before its first batch is written) gives its offset.  A flipped
     bit would otherwise keep a batch 2^k offsets ahead, or one claiming a later epoch

@@ -22,6 +22,7 @@ from clients.records.record import build_batch, decode_batch
 from storage.checkpoint import LEADER_EPOCH_CHECKPOINT, LeaderEpochCheckpointFile
 from storage.config import LogConfig
 from storage.errors import StorageError
+from storage.log import segment_list
 from storage.log.log import Log
 
 SMALL = LogConfig(segment_bytes=1024, index_interval_bytes=128, segment_index_bytes=4096)
@@ -544,3 +545,21 @@ def test_a_batch_reaching_into_the_next_segment_is_cut(tmp_path: Path) -> None:
         range(reopened.log_end_offset))
     reopened.check_invariants()
     reopened.close()
+
+
+def test_segments_a_truncation_deleted_stay_deleted_after_the_next_flush(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A deletion is durable only once the directory is fsync'd: the next flush does it,
+    so a power cut cannot bring a deleted segment back under newer offsets (recovery
+    would then cut the newer, flushed batches that reach into its range)."""
+    log = open_log(tmp_path)
+    fill(log, 30)
+    log.flush()
+    synced: list[Path] = []
+    monkeypatch.setattr(segment_list, "fsync_dir", synced.append)
+    assert len(log.segments) > 2
+    log.truncate_to(log.segments[1].base_offset + 1)
+    fill(log, 1)
+    log.flush()
+    assert synced == [log.dir]
+    log.close()
