@@ -33,7 +33,7 @@ Not thread-safe: one event loop owns it (see docs/broker.md).
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -50,6 +50,7 @@ from clients.protocol.errors import ErrorCode, InvalidConfigError, MiniKafkaErro
 from clients.protocol.topics import TopicPartition, topic_name_error
 from replication.isr import AlterPartitionProposal
 from replication.partition import Partition
+from storage.checkpoint import CorruptCheckpointError
 from storage.cleaner.config import CleanerConfig
 from storage.config import LogConfig
 from storage.log.log import Log
@@ -156,7 +157,15 @@ class BrokerCore:
         if report is None:
             return
         # standalone, nothing elects: the cut is a status until the next restart
-        stored = self.log_manager.read_recovery_cuts() if self.controller_mode else {}
+        stored: Collection[TopicPartition] = ()
+        unreadable = False
+        if self.controller_mode:
+            try:
+                stored = self.log_manager.read_recovery_cuts()
+            except (CorruptCheckpointError, OSError) as exc:
+                stored, unreadable = list(self.log_manager.all_logs()), True
+                log.error("cannot read the recovery-cut checkpoint (%s): reporting every log "
+                          "as cut, so none leads while another replica may hold more", exc)
         for key in sorted(stored):
             if self.log_manager.get_log(*key) is not None:
                 self.recovery_cuts.add(key)  # cut before an earlier restart, not yet healed
@@ -178,7 +187,7 @@ class BrokerCore:
                           "[%d, %d); other replicas may still hold them", *key,
                           log_.log_end_offset, high_watermark, log_.log_end_offset,
                           high_watermark)
-        if self.controller_mode and self.recovery_cuts != set(stored):
+        if self.controller_mode and (unreadable or self.recovery_cuts != set(stored)):
             self._save_recovery_cuts()  # before registering: a crash now keeps the marks
 
     def _save_recovery_cuts(self) -> None:
@@ -192,14 +201,15 @@ class BrokerCore:
             cuts[key] = log_.log_end_offset if log_ is not None else 0
         self.log_manager.write_recovery_cuts(cuts)
 
-    def _forget_recovery_cut(self, key: TopicPartition) -> None:
-        self.recovery_cuts.discard(key)
+    def _forget_recovery_cuts(self, keys: Collection[TopicPartition]) -> None:
+        self.recovery_cuts.difference_update(keys)
         if not self.controller_mode:
             return
         try:
             self._save_recovery_cuts()
         except OSError:
-            log.exception("%s-%d: cannot rewrite the recovery-cut checkpoint", *key)
+            log.exception("cannot rewrite the recovery-cut checkpoint (dropping %s)",
+                          sorted(keys))
 
     def shutdown(self) -> None:
         self.groups.shutdown()
@@ -515,6 +525,9 @@ class BrokerCore:
         assert image is not None
         me = self.config.node_id
         wanted = {(t, p): s for t, p, s in image.replicas_on(me)}
+        elsewhere = [key for key in self.recovery_cuts if key not in wanted]
+        if elsewhere:  # not a replica any more (a complete image): the mark means nothing
+            self._forget_recovery_cuts(elsewhere)
         # parked produces/fetches are woken once the whole image is applied, so a fetch
         # of several partitions is answered from the new state of all of them
         woken: list[TopicPartition] = []
@@ -528,7 +541,7 @@ class BrokerCore:
             self.hosted_topic_ids[topic] = image.topics[topic].topic_id
             key = TopicPartition(topic, index)
             if key in self.recovery_cuts and me in state.isr and state.leader >= 0:
-                self._forget_recovery_cut(key)  # in sync with a leader again: healed
+                self._forget_recovery_cuts([key])  # in sync with a leader again: healed
             partition = self.partitions.get(key)
             if partition is None:
                 log_ = self._log_for_topic_id(key, image.topics[topic].topic_id)
@@ -573,6 +586,8 @@ class BrokerCore:
                         "removing it, topic id %d starts empty", *key, found, topic_id)
             self.log_manager.delete_log(*key)
             log_ = None
+            if key in self.recovery_cuts:
+                self._forget_recovery_cuts([key])  # the cut log is gone
         if log_ is None:
             log_ = self.log_manager.create_log(*key)
         if found != topic_id:
@@ -586,7 +601,7 @@ class BrokerCore:
         UNKNOWN_TOPIC_OR_PARTITION)."""
         partition = self.partitions.pop(key)
         if key in self.recovery_cuts:
-            self._forget_recovery_cut(key)  # a later log of this name starts afresh
+            self._forget_recovery_cuts([key])  # a later log of this name starts afresh
         if self.fetchers is not None:
             self.fetchers.unfollow(key)
         partition.leader_id = -1  # parked produces fail with NOT_LEADER

@@ -91,3 +91,41 @@ def test_a_cut_replica_stays_marked_across_restarts_until_it_is_in_an_isr(
         assert core.recovery_cuts == set()
     finally:
         core.shutdown()
+
+
+def test_an_unreadable_mark_file_reports_every_log_as_cut(tmp_path: Path) -> None:
+    data = tmp_path / "b1"
+    core = started(data)
+    try:
+        feed_with(core, leader=1, isr=(1,), epoch=0)
+    finally:
+        core.shutdown()
+    (data / RECOVERY_CUT_CHECKPOINT).write_text("0\n7\n")  # a count with no lines
+    core = started(data)
+    try:
+        assert core.recovery_cuts == {TP}  # the safe side: none leads while others may
+        assert stored_cuts(data) == {TP: 0}  # rewritten readable
+    finally:
+        core.shutdown()
+
+
+def test_a_mark_of_a_partition_moved_away_is_dropped(tmp_path: Path) -> None:
+    data = tmp_path / "b1"
+    core = started(data)
+    try:
+        feed_with(core, leader=1, isr=(1,), epoch=0)
+    finally:
+        core.shutdown()
+    OffsetCheckpointFile(data / RECOVERY_CUT_CHECKPOINT).write({TP: 0})
+    core = started(data)
+    try:
+        assert core.recovery_cuts == {TP}
+        feed = ImageFeed(core)
+        feed.apply(RegisterBrokerRecord(1, 0, "a", "127.0.0.1", 9001),
+                   RegisterBrokerRecord(2, 1, "b", "127.0.0.1", 9002),
+                   UnfenceBrokerRecord(1, 0), UnfenceBrokerRecord(2, 1),
+                   TopicRecord("t", 7, 1, 1),
+                   PartitionRecord("t", 0, (2,), 2, 1, (2,), 1))  # only broker 2 now
+        assert core.recovery_cuts == set() and stored_cuts(data) == {}
+    finally:
+        core.shutdown()
