@@ -194,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
         "modes": sweep(args.first, args.seeds, args.steps, overrides, args.workers,
                        args.modes.split(","))}
     if not args.no_write:
-        args.out.parent.mkdir(exist_ok=True)
+        args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(result, indent=2) + "\n")
         png = args.out.with_suffix(".png")
         print(f"wrote {args.out}" + (f" and {png}" if plot(result, png) else ""))

@@ -89,8 +89,10 @@ class SimBroker:
                 p = Partition("t", pid, cast(Log, log), self.id, leader_epoch_cache=cache)
             else:
                 p = Partition("t", pid, log, self.id)
-            if log.log_end_offset < self.hw_checkpoint.get(pid, 0):
-                self.recovery_cuts.add(pid)
+            report = getattr(log, "recovery_report", None)  # the real Log's recovery
+            if log.log_end_offset < self.hw_checkpoint.get(pid, 0) or (
+                    report is not None and (report.truncated_bytes or report.segments_deleted)):
+                self.recovery_cuts.add(pid)  # as BrokerCore._report_recovery
             p.high_watermark = min(self.hw_checkpoint.get(pid, 0), log.log_end_offset)
             self.partitions[pid] = p
         self.c.record(f"start b{self.id} inc={self.incarnation} "
