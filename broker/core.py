@@ -226,8 +226,11 @@ class BrokerCore:
                 p.take_producer_snapshot()
             except OSError:
                 log.exception("%s-%d: cannot write the producer-state snapshot", *key)
+        # a log not hosted yet (no metadata image so far) keeps the HW it had on disk
+        kept = {key: hw for key, hw in self._checkpointed_hws.items()
+                if key not in self.partitions and self.log_manager.get_log(*key) is not None}
         self.log_manager.write_high_watermarks(
-            {key: p.high_watermark for key, p in self.partitions.items()}
+            {**kept, **{key: p.high_watermark for key, p in self.partitions.items()}}
         )
         self.log_manager.checkpoint_recovery_points()
         self.log_manager.checkpoint_log_start_offsets()

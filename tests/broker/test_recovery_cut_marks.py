@@ -1,8 +1,9 @@
 """A replica whose log recovery cut stays marked across restarts until it is back in an
 ISR with a leader (controller mode): the mark is what keeps the controller from
 electing it while another replica may hold the acknowledged records it lost.  Before the
-mark was kept on disk a second restart forgot it: a broker that shuts down before it has
-a metadata image writes an empty high-watermark checkpoint, so nothing else remembers.
+mark was kept on disk a second restart forgot it: a broker that shut down before it had
+a metadata image wrote an empty high-watermark checkpoint (it now keeps the HWs of logs
+it does not host yet), and a truncation by recovery leaves no trace in the HWs anyway.
 """
 
 from __future__ import annotations
@@ -20,7 +21,11 @@ from broker.metadata.records import (
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.topics import TopicPartition
 from clients.records.record import build_batch
-from storage.checkpoint import RECOVERY_CUT_CHECKPOINT, OffsetCheckpointFile
+from storage.checkpoint import (
+    RECOVERY_CUT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    OffsetCheckpointFile,
+)
 from storage.log_dirs import CLEAN_SHUTDOWN_MARKER
 from tests.broker.handlers.wire import call1
 from tests.broker.image_feed import ImageFeed
@@ -74,7 +79,8 @@ def test_a_cut_replica_stays_marked_across_restarts_until_it_is_in_an_isr(
         assert core.recovery_cuts == {TP}
         assert stored_cuts(data) == {TP: 4}  # on disk before the broker registers
     finally:
-        core.shutdown()  # no image yet: the high-watermark checkpoint is written empty
+        core.shutdown()  # no image yet: nothing hosted
+    assert OffsetCheckpointFile(data / REPLICATION_OFFSET_CHECKPOINT).read() == {TP: 5}
     core = started(data)
     try:
         assert core.recovery_cuts == {TP}  # still reported
