@@ -138,12 +138,15 @@ def plot(result: dict[str, Any], png: Path) -> bool:
     except ImportError:
         return False
     modes = result["modes"]
-    labels = [f"{m}\n{v['seeds']} seeds, {v['violations']} violations" for m, v in modes.items()]
-    fig, (left, right) = plt.subplots(1, 2, figsize=(9, 3.6))
+    labels = [f"{m}\n{v['seeds']} seeds\n{v['violations']} violations"
+              for m, v in modes.items()]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
     left.bar(labels, [v["steps_per_s"] for v in modes.values()], color="#4c72b0")
     left.set_ylabel("simulated steps/s")
     right.bar(labels, [v["seeds_per_s"] for v in modes.values()], color="#dd8452")
     right.set_ylabel("seeds/s")
+    for axis in (left, right):
+        axis.tick_params(axis="x", labelsize=8)
     fig.suptitle(f"SimCluster.run, {result['input']}", fontsize=8)
     fig.tight_layout()
     fig.savefig(png, dpi=110)
