@@ -52,6 +52,17 @@ def feed_with(core: BrokerCore, leader: int, isr: tuple[int, ...], epoch: int) -
                PartitionRecord("t", 0, (1, 2), leader, epoch, isr, epoch))
 
 
+def hosted_once(tmp_path: Path) -> Path:
+    """A data directory whose broker led t-0 once (an empty log), then stopped."""
+    data = tmp_path / "b1"
+    core = started(data)
+    try:
+        feed_with(core, leader=1, isr=(1,), epoch=0)
+    finally:
+        core.shutdown()
+    return data
+
+
 def stored_cuts(data_dir: Path) -> dict[TopicPartition, int]:
     return OffsetCheckpointFile(data_dir / RECOVERY_CUT_CHECKPOINT).read()
 
@@ -100,12 +111,7 @@ def test_a_cut_replica_stays_marked_across_restarts_until_it_is_in_an_isr(
 
 
 def test_an_unreadable_mark_file_reports_every_log_as_cut(tmp_path: Path) -> None:
-    data = tmp_path / "b1"
-    core = started(data)
-    try:
-        feed_with(core, leader=1, isr=(1,), epoch=0)
-    finally:
-        core.shutdown()
+    data = hosted_once(tmp_path)
     (data / RECOVERY_CUT_CHECKPOINT).write_text("0\n7\n")  # a count with no lines
     core = started(data)
     try:
@@ -116,12 +122,7 @@ def test_an_unreadable_mark_file_reports_every_log_as_cut(tmp_path: Path) -> Non
 
 
 def test_a_mark_of_a_partition_moved_away_is_dropped(tmp_path: Path) -> None:
-    data = tmp_path / "b1"
-    core = started(data)
-    try:
-        feed_with(core, leader=1, isr=(1,), epoch=0)
-    finally:
-        core.shutdown()
+    data = hosted_once(tmp_path)
     OffsetCheckpointFile(data / RECOVERY_CUT_CHECKPOINT).write({TP: 0})
     core = started(data)
     try:
