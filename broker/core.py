@@ -528,9 +528,12 @@ class BrokerCore:
         assert image is not None
         me = self.config.node_id
         wanted = {(t, p): s for t, p, s in image.replicas_on(me)}
-        elsewhere = [key for key in self.recovery_cuts if key not in wanted]
-        if elsewhere:  # not a replica any more (a complete image): the mark means nothing
-            self._forget_recovery_cuts(elsewhere)
+        # marks that end here: not a replica any more (the image is complete), or back
+        # in the ISR with a leader (healed); one checkpoint rewrite for all of them
+        done_cuts = [key for key in self.recovery_cuts if key not in wanted
+                     or (me in wanted[key].isr and wanted[key].leader >= 0)]
+        if done_cuts:
+            self._forget_recovery_cuts(done_cuts)
         # parked produces/fetches are woken once the whole image is applied, so a fetch
         # of several partitions is answered from the new state of all of them
         woken: list[TopicPartition] = []
@@ -543,8 +546,6 @@ class BrokerCore:
         for (topic, index), state in wanted.items():
             self.hosted_topic_ids[topic] = image.topics[topic].topic_id
             key = TopicPartition(topic, index)
-            if key in self.recovery_cuts and me in state.isr and state.leader >= 0:
-                self._forget_recovery_cuts([key])  # in sync with a leader again: healed
             partition = self.partitions.get(key)
             if partition is None:
                 log_ = self._log_for_topic_id(key, image.topics[topic].topic_id)

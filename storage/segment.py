@@ -242,10 +242,14 @@ class Segment:
         self.time_index.sanity_check(self.next_offset)
         self._init_rolling()
 
-    def recover(self, min_offset: int, **checks: Any) -> SegmentScan:
-        """Rescan with CRC, truncate at the first bad batch, rebuild both indexes
-        (``checks``: the header checks of :func:`~storage.log.validator.scan_segment`)."""
-        scan = self._scan(min_offset, **checks)
+    def recover(self, min_offset: int, *, strict_from: int | None = None,
+                epochs: Sequence[tuple[int, int]] = (),
+                next_segment_offset: int | None = None) -> SegmentScan:
+        """Rescan with CRC, truncate at the first bad batch, rebuild both indexes (the
+        keyword arguments: the header checks of
+        :func:`~storage.log.validator.scan_segment`)."""
+        scan = self._scan(min_offset, strict_from=strict_from, epochs=epochs,
+                          next_segment_offset=next_segment_offset)
         if scan.valid_bytes < self.size:
             os.ftruncate(self.fd, scan.valid_bytes)
             self.size = scan.valid_bytes
@@ -260,13 +264,15 @@ class Segment:
         self._init_rolling()
         return scan
 
-    def _scan(self, min_offset: int, **checks: Any) -> SegmentScan:
+    def _scan(self, min_offset: int, *, strict_from: int | None = None,
+              epochs: Sequence[tuple[int, int]] = (),
+              next_segment_offset: int | None = None) -> SegmentScan:
         kwargs: dict[str, Any] = dict(
             min_offset=max(min_offset, self.base_offset),
             index_interval_bytes=self.config.index_interval_bytes,
             max_offset_entries=self.index.max_entries,
             max_time_entries=self.time_index.max_entries,
-            **checks,
+            strict_from=strict_from, epochs=epochs, next_segment_offset=next_segment_offset,
         )
         if self.size == 0:
             return scan_segment(b"", self.base_offset, **kwargs)

@@ -21,7 +21,6 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from storage.checkpoint import (
     LEADER_EPOCH_CHECKPOINT,
@@ -99,10 +98,9 @@ def load_segments(
     segments = [open_segment(base) for base in bases]
     report.segments_loaded = len(segments)
     first_rescan = len(segments)
-    if not had_clean_shutdown:
-        first_rescan = max(0, bisect.bisect_right(bases, recovery_point) - 1)
     epochs: list[tuple[int, int]] = []
     if not had_clean_shutdown:
+        first_rescan = max(0, bisect.bisect_right(bases, recovery_point) - 1)
         epochs = _checkpointed_epochs(directory, report)
     prev_next: int | None = None
     for i, seg in enumerate(segments):
@@ -205,11 +203,13 @@ def _checkpointed_epochs(directory: Path, report: RecoveryReport) -> list[tuple[
         return []
 
 
-def _rescan(seg: Segment, min_offset: int, report: RecoveryReport,
-            **checks: Any) -> SegmentScan:
-    """``checks``: the header checks of :func:`~storage.log.validator.scan_segment`."""
+def _rescan(seg: Segment, min_offset: int, report: RecoveryReport, *,
+            next_segment_offset: int | None, strict_from: int | None = None,
+            epochs: list[tuple[int, int]] | None = None) -> SegmentScan:
+    """Rescan ``seg`` (the header checks: :func:`~storage.log.validator.scan_segment`)."""
     before = seg.size
-    scan = seg.recover(min_offset, **checks)
+    scan = seg.recover(min_offset, strict_from=strict_from, epochs=epochs or (),
+                       next_segment_offset=next_segment_offset)
     report.segments_rescanned += 1
     report.bytes_rescanned += before
     report.indexes_rebuilt += 1

@@ -214,12 +214,6 @@ class SegmentScan:
 
 
 
-def epoch_at(epochs: Sequence[tuple[int, int]], offset: int) -> int | None:
-    """The epoch of ``offset`` by ``(epoch, start_offset)`` entries (None: before all)."""
-    i = bisect.bisect_right([start for _, start in epochs], offset)
-    return epochs[i - 1][0] if i else None
-
-
 def scan_segment(
     buf: bytes | memoryview | mmap.mmap,
     base_offset: int,
@@ -238,9 +232,9 @@ def scan_segment(
     checked where they can be: every batch ends below ``next_segment_offset`` (the next
     segment's base, from its file name), and from offset ``strict_from`` on (the
     recovery point after a crash: what may not have been flushed) a batch's leader
-    epoch must be the one
-    ``epochs`` (the leader-epoch checkpoint's ``(epoch, start_offset)`` entries, which
-    every epoch reaches before its first batch is written) gives its offset.  A flipped
+    epoch must be the one ``epochs`` (the leader-epoch checkpoint's ``(epoch,
+    start_offset)`` entries, which every epoch reaches before its first batch is
+    written) gives its offset.  A flipped
     bit would otherwise keep a batch 2^k offsets ahead, or one claiming a later epoch
     than any leader had (which the safe election would rank first).  Left unchecked: a
     base offset moved upwards in the last segment (gaps are legal there: a follower
@@ -250,6 +244,7 @@ def scan_segment(
     view = memoryview(buf)
     total = len(view)
     unpack = HEADER.unpack_from
+    epoch_starts = [start for _, start in epochs]
     off_rel: list[int] = []
     off_pos: list[int] = []
     ts_val: list[int] = []
@@ -291,7 +286,8 @@ def scan_segment(
                          f"the next segment's base {next_segment_offset}")
                 break
             if strict_from is not None and expected >= strict_from:
-                known = epoch_at(epochs, base)
+                i = bisect.bisect_right(epoch_starts, base)  # the entry holding ``base``
+                known = epochs[i - 1][0] if i else None
                 if known is not None and known != epoch:
                     error = (f"batch at position {pos} (offset {base}) has leader epoch "
                              f"{epoch}; the leader-epoch checkpoint says {known}")

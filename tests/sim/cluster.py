@@ -38,7 +38,7 @@ from typing import Any
 
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import CorruptRecordError, ErrorCode, InvalidRecordError
-from clients.records.batch import iter_batches, read_header
+from clients.records.batch import LOG_OVERHEAD, iter_batches, read_header
 from clients.records.record import build_batch
 from replication.partition import Partition
 from replication.truncation import TruncationPolicy
@@ -670,8 +670,9 @@ def _flippable(data: bytes, rng: random.Random) -> int | None:
     fault this simulation asserts anything about."""
     guarded: set[int] = set()
     pos = 0
-    while pos + 12 <= len(data):
+    while pos + LOG_OVERHEAD <= len(data):  # base offset (8 bytes), batch length (4)
         guarded.update(range(pos, pos + 8))
-        pos += 12 + max(0, int.from_bytes(data[pos + 8:pos + 12], "big", signed=True))
+        pos += LOG_OVERHEAD + max(0, int.from_bytes(data[pos + 8:pos + LOG_OVERHEAD], "big",
+                                                   signed=True))
     candidates = [i for i in range(len(data)) if i not in guarded]
     return rng.choice(candidates) if candidates else None
