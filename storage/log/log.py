@@ -407,7 +407,12 @@ class Log:
         if (seg.size and self._policy.should_roll(seg, total, last_offset, now)) or (
             not seg.size and not seg.relative_offset_fits(last_offset)
         ):
-            segments.roll(first_offset, now)
+            # The new segment starts at the LEO even when a follower's batch starts above
+            # it (a compacted leader's gap): segment boundaries stay contiguous, so
+            # recovery can read a hole at a boundary as a lost unflushed tail.  Only a
+            # gap too wide for relative offsets (2**31) starts the segment at the batch.
+            leo = segments.log_end_offset
+            segments.roll(leo if last_offset - leo <= INT32_MAX else first_offset, now)
             rolled = True
         segments.append(iovs, total, metas, now)
         self._unflushed_messages += records

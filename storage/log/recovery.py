@@ -6,6 +6,18 @@ truncation of a torn/corrupt tail, the :class:`RecoveryReport`);
 crash.  The batch rules a rescan applies (shared with append validation) are in
 :mod:`storage.log.validator`, the log's structural check in :mod:`storage.log.invariants`.
 
+Holes at a boundary.  A power cut keeps whatever pages the kernel happened to write: a
+rolled segment's unflushed tail can vanish at a batch boundary while the next segment's
+first batches survive, and every batch left still has a valid CRC.  Rescanned segments
+(those above the recovery point) must therefore end exactly where the next one starts.
+That rule holds for every log the broker writes: a roll starts the new segment at the
+log end offset even when a follower's batch starts above it (a compacted leader's gap
+then lies inside the new segment), and the cleaner ends each cleaned segment with its
+inputs' last batch (an empty header if its records went), so it ends where they did.
+Two cases it misreads as a lost tail, both cut and fetched again (the later segments
+quarantined, never deleted): a compacted gap wider than 2**31 offsets at a roll, and a
+boundary with a gap written by older code above the recovery point.
+
 Costs: O(files) to list the directory; a clean open is O(index bytes) per segment; an
 unclean one rescans (CRC + header walk) every byte from the segment holding the recovery
 point.  :func:`load_segments` mutates the files of one directory and must be its only
@@ -69,7 +81,9 @@ def load_segments(
     entries, last entry on a real batch header); a failure rebuilds that segment's
     indexes by a CRC rescan.  After an unclean shutdown every segment from the one holding
     ``recovery_point`` onwards is rescanned.  The first torn or corrupt batch truncates its
-    segment there; every later segment leaves the log (a log cannot have a hole) but is
+    segment there, and so does a rescanned segment whose batches end below the next
+    segment's base offset (see "Holes at a boundary" below); every later segment leaves
+    the log (a log cannot have a hole) but is
     not deleted: its files move to ``quarantine-<ms>/`` in the log directory, intact, for
     an operator (a replica fetches the range again from its leader; the report's
     ``quarantine`` names the directory).  An interrupted cleaner swap is completed or
@@ -116,6 +130,10 @@ def load_segments(
             except CorruptIndexError as exc:
                 report.problems.append(f"rebuilding indexes: {exc}")
                 scan = _rescan(seg, min_offset, report, next_segment_offset=following)
+        if (scan is not None and scan.error is None and i >= first_rescan
+                and following is not None and seg.next_offset < following):
+            scan.error = (f"its batches end at offset {seg.next_offset}, the next segment "
+                          f"starts at {following}: an unflushed tail was lost")
         if scan is not None and scan.error is not None:
             report.problems.append(f"{seg.log_path}: {scan.error}; truncated")
             report.truncated_at_offset = seg.next_offset

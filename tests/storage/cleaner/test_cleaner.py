@@ -288,6 +288,30 @@ def test_reopen_after_cleaning_needs_no_rescan(tmp_path: Path, clock: Clock) -> 
         again.close()
 
 
+def test_an_unclean_reopen_after_cleaning_keeps_every_record(
+        make_log: Callable[..., Log], tmp_path: Path, clock: Clock) -> None:
+    """A restart after a crash rescans every segment above the recovery point and cuts
+    a segment whose batches end before the next one starts (a lost unflushed tail,
+    storage/log/recovery.py).  Cleaned segments keep their last batch (as an empty
+    header if need be), so they always end where the next segment starts."""
+    log = make_log()
+    fill(log, clock, 60, keys=5)
+    log.roll()
+    fill(log, clock, 4, keys=5)  # newer values for every key: each group's last batch goes
+    size = log.size_in_bytes
+    LogCleaner(clock_ms=clock).clean_until_idle({TP: log})
+    assert log.size_in_bytes < size / 3
+    kept = records_of(log)
+    log.close()
+    reopened = Log.open(tmp_path / "t-0", compact_config(), recovery_point=0,
+                        had_clean_shutdown=False, clock_ms=clock)
+    try:
+        assert reopened.recovery_report.truncated_bytes == 0, reopened.recovery_report.problems
+        assert records_of(reopened) == kept
+    finally:
+        reopened.close()
+
+
 def test_each_step_reads_at_most_its_budget_plus_one_batch(
         make_log: Callable[..., Log], clock: Clock) -> None:
     log = make_log(compact_config(segment_bytes=4096))

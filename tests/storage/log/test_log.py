@@ -547,6 +547,64 @@ def test_a_batch_reaching_into_the_next_segment_is_cut(tmp_path: Path) -> None:
     reopened.close()
 
 
+def test_a_rolled_segment_that_lost_its_tail_at_a_batch_boundary_is_cut(
+        tmp_path: Path) -> None:
+    """A power cut can drop a rolled segment's unflushed last batches while the next
+    segment's first batches survive: every batch left has a valid CRC, but the offsets
+    between them are gone.  Recovery cuts at the hole and moves the later segments
+    aside (the replica fetches the range again) instead of serving a log with a hole."""
+    log = open_log(tmp_path)
+    fill(log, 30)
+    torn = log.segments[1]
+    lost = log.read(torn.next_offset - 1, 10**6).regions[0]  # its last batch
+    log.abandon()
+    os.truncate(torn.log_path, lost.position)
+    reopened = open_log(tmp_path, recovery_point=0)
+    report = reopened.recovery_report
+    assert "an unflushed tail was lost" in "; ".join(report.problems)
+    assert reopened.log_end_offset == reopened.segments[-1].next_offset < torn.next_offset
+    assert report.quarantine is not None and report.segments_deleted >= 1
+    assert offsets_of(reopened.read(0, 10**9).read_bytes()) == list(
+        range(reopened.log_end_offset))
+    reopened.check_invariants()
+    reopened.close()
+    # below the recovery point the boundary is not rechecked (that data was flushed)
+    log = open_log(tmp_path / "flushed")
+    fill(log, 30)
+    torn = log.segments[1]
+    log.flush()
+    recovery_point = log.recovery_point
+    lost = log.read(torn.next_offset - 1, 10**6).regions[0]
+    log.abandon()
+    os.truncate(torn.log_path, lost.position)
+    again = open_log(tmp_path / "flushed", recovery_point=recovery_point)
+    assert again.recovery_report.truncated_bytes == 0 and again.recovery_report.quarantine is None
+    again.close()
+
+
+def test_a_follower_roll_over_a_compacted_gap_starts_the_segment_at_the_log_end(
+        tmp_path: Path) -> None:
+    """A follower copying a compacted leader rolls where the next batch starts above
+    its LEO: the new segment is based at the LEO (the gap lies inside it), so an unclean
+    restart, which checks that rescanned segments meet, keeps every batch."""
+    log = open_log(tmp_path)
+    one = batch(3, value=b"v" * 100, epoch=2)
+    log.append_as_follower(one)
+    log.append_as_follower(batch(3, value=b"v" * 100, base_offset=3, epoch=2))
+    info = log.append_as_follower(batch(3, value=b"v" * 100, base_offset=50, epoch=2))
+    assert info.rolled
+    assert [s.base_offset for s in log.segments] == [0, 6]
+    assert log.log_end_offset == 53
+    assert offsets_of(log.read(10, 10**6).read_bytes()) == [50, 51, 52]  # inside the gap
+    log.check_invariants()
+    log.abandon()
+    reopened = open_log(tmp_path, recovery_point=0)
+    assert reopened.recovery_report.truncated_bytes == 0, reopened.recovery_report.problems
+    assert reopened.log_end_offset == 53
+    reopened.check_invariants()
+    reopened.close()
+
+
 def test_segments_a_truncation_deleted_stay_deleted_after_the_next_flush(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A deletion is durable only once the directory is fsync'd: the next flush does it,

@@ -81,7 +81,8 @@ class LogMachine(RuleBasedStateMachine):
         total = sum(b.size for b in batches)
         active = self.segments[-1]
         if active.batches and active.size + total > CONFIG.segment_bytes:
-            self.segments.append(MSegment(batches[0].base))
+            # a roll starts the new segment at the LEO, even below a follower's gap
+            self.segments.append(MSegment(self.leo))
         self.segments[-1].batches.extend(batches)
 
     def _model_follower_append(self, batches: list[MBatch]) -> None:
