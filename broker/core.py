@@ -268,7 +268,9 @@ class BrokerCore:
         members resigns (AlterPartition with the ISR without itself) and does the same
         once it follows (``pending_repairs``, applied by :meth:`reconcile`).  A leader
         alone in its ISR, or a partition not hosted, is logged and kept in
-        ``log_manager.scrubber.findings``: nobody holds a good copy to repair from."""
+        ``log_manager.scrubber.findings``: nobody holds a good copy to repair from.  A
+        leader never serves the damaged range (``Partition.mark_damaged``: fetches from
+        there on answer KAFKA_STORAGE_ERROR) while it waits."""
         if self.config.log_scrub_bytes_per_second == 0:
             return []
         found = self.log_manager.run_scrub_step()
@@ -295,6 +297,7 @@ class BrokerCore:
     def _resign_to_repair(self, key: TopicPartition, partition: Partition,
                           damage: DamagedRange) -> None:
         self.pending_repairs[key] = (damage.first_bad_offset, damage.reason)
+        partition.mark_damaged(damage.first_bad_offset)  # never served from here on
         others = [b for b in partition.isr if b != self.config.node_id]
         log.error("%s-%d: offsets from %d on are damaged on this leader (%s): %s", *key,
                   damage.first_bad_offset, damage.reason,

@@ -48,6 +48,12 @@ and ``num_batches == 0``, nothing appended, so acks=all waits for the original t
 committed); every appended batch, leader or follower, updates the state.  Rebuilds and
 snapshots: :mod:`replication.producer_state_store`.
 
+Damage: a leader whose background CRC check found a bad batch (:meth:`Partition.mark_damaged`)
+never serves it: reads (consumers and followers) stop before its first offset, and a fetch
+from there on is KAFKA_STORAGE_ERROR (retriable: clients keep the records before it and
+retry, so they never read corrupt bytes or skip the range).  The mark ends when the log
+is cut below it (the repair as a follower), or when the log start moves past it.
+
 Leader-epoch cache: assigned *before* each append (leader: at :meth:`Partition.make_leader`;
 follower: from the incoming batch headers, trimmed back if the append fails), trimmed
 after every truncation and when the log start offset moves (checked lazily on each
@@ -122,6 +128,7 @@ class Partition:
         self.isr_state = IsrState()
         self.leader_epoch_start_offset = UNKNOWN_OFFSET
         self._leader_hw_floor = 0  # HW when this leadership began: never go below
+        self.damaged_from: int | None = None  # first offset a CRC check found bad
         if leader_epoch_cache is None:
             leader_epoch_cache = LeaderEpochCache.load(
                 Path(log.dir) / LEADER_EPOCH_CHECKPOINT, log.log_start_offset,
@@ -323,8 +330,25 @@ class Partition:
                      min_one_batch: bool = True) -> FetchDataInfo:
         self._require_leader()
         upper = self.log_end_offset if for_follower else self.high_watermark
+        damaged = self.damaged_from
+        if damaged is not None:
+            if damaged < self.log_start_offset:
+                self.damaged_from = None
+            elif fetch_offset >= damaged:
+                raise MiniKafkaError(
+                    f"{self.topic}-{self.index}: offsets from {damaged} on failed this "
+                    f"leader's CRC check and are not served until a replica holding a good "
+                    "copy leads (see the broker's log)", ErrorCode.KAFKA_STORAGE_ERROR)
+            else:
+                upper = min(upper, damaged)
         return self.log.read(fetch_offset, max_bytes, max_offset=upper,
                              min_one_batch=min_one_batch)
+
+    def mark_damaged(self, offset: int) -> None:
+        """The log cannot be trusted from ``offset`` on (a bad batch starts there): never
+        serve it (see "Damage" in the module docstring)."""
+        self.damaged_from = offset if self.damaged_from is None else min(self.damaged_from,
+                                                                          offset)
 
     def update_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int) -> bool:
         """Record a follower's fetch at ``fetch_offset``; True when the HW moved.  An ISR
@@ -449,6 +473,8 @@ class Partition:
         self._require_not_leader("truncate")
         leo = self.log_end_offset
         self.log.truncate_to(offset)
+        if self.damaged_from is not None and self.log_end_offset <= self.damaged_from:
+            self.damaged_from = None  # the bad batches are gone
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
         self.high_watermark = min(self.high_watermark, self.log_end_offset)
         if self.log_end_offset < leo:
@@ -458,6 +484,7 @@ class Partition:
         """Follower behind the leader's log start: restart the log empty at ``offset``."""
         self._require_not_leader("truncate")
         self.log.truncate_fully_and_start_at(offset)
+        self.damaged_from = None
         self.leader_epoch_cache.clear()
         self.high_watermark = offset
         # every snapshot describes a history now gone

@@ -29,7 +29,9 @@ from broker.metadata.records import (
 )
 from broker.replica_fetcher import ReplicaFetcher
 from clients.protocol.api_keys import ApiKey
+from clients.protocol.errors import ErrorCode
 from clients.protocol.topics import TopicPartition
+from clients.records.batch import iter_batches
 from replication.follower_fetch import FetchState
 from replication.partition import Partition
 from tests.broker.handlers import wire
@@ -306,6 +308,62 @@ def test_a_damaged_leader_resigns_then_repairs_its_copy_as_a_follower(tmp_path: 
     finally:
         first.core.shutdown()
         second.core.shutdown()
+
+
+def _consume(node: Node, offset: int, replica_id: int = -1) -> tuple[list[int], int]:
+    """Fetch from ``offset`` until an error or nothing more: (offsets served, CRC-checked;
+    the error code that stopped it, 0 for none)."""
+    served: list[int] = []
+    for _ in range(200):
+        body = {"replica_id": replica_id, "max_wait_ms": 0, "min_bytes": 0,
+                "max_bytes": 1 << 20, "isolation_level": 0, "session_id": 0,
+                "session_epoch": -1, "topics": [{"name": TOPIC, "partitions": [
+                    {"partition": 0, "fetch_offset": offset, "partition_max_bytes": 4096,
+                     "current_leader_epoch": -1, "log_start_offset": -1,
+                     "last_fetched_epoch": -1}]}]}
+        answers = wire.call(node.core, ApiKey.FETCH, body, version=12)
+        part = answers[0]["responses"][0]["partitions"][0]  # type: ignore[index]
+        if part["error_code"]:
+            return served, part["error_code"]
+        data = bytes(part["records"] or b"")
+        if not data:
+            return served, 0
+        for _, header in iter_batches(data, validate=True):
+            served.extend(range(header.base_offset, header.last_offset + 1))
+            offset = header.last_offset + 1
+    raise AssertionError("the consumer never stopped")
+
+
+def test_a_damaged_leader_alone_in_its_isr_never_serves_the_bad_batch(tmp_path: Path) -> None:
+    """Nobody in the ISR holds a good copy to repair from: the leader keeps leading,
+    serves every record before the bad batch and answers KAFKA_STORAGE_ERROR from there
+    on (to consumers and followers alike), never the corrupt bytes."""
+    leader = Node(tmp_path, 1, segment_bytes=1024)
+    try:
+        leader.apply(*cluster_records((1,)))
+        for i in range(40):
+            append_as_leader(leader, b"value-%03d" % i + bytes(60))
+        assert _consume(leader, 0) == (list(range(40)), 0)
+        _flip_a_byte(leader.partition.log.segments[1].log_path)
+        proposals: list[Any] = []
+        leader.core.send_alter_partition = proposals.append
+        found = []
+        for _ in range(1000):
+            found += leader.core.run_scrubber()
+            if found:
+                break
+        bad = found[0].first_bad_offset
+        assert proposals == [] and leader.partition.is_leader  # nobody to resign to
+        assert _consume(leader, 0) == (list(range(bad)), ErrorCode.KAFKA_STORAGE_ERROR)
+        assert _consume(leader, bad + 1)[1] == ErrorCode.KAFKA_STORAGE_ERROR
+        assert _consume(leader, bad, replica_id=2) == ([], ErrorCode.KAFKA_STORAGE_ERROR)
+        # DeleteRecords past the damage (an operator's way out) ends the refusal
+        leader.partition.log.maybe_increment_log_start_offset(
+            leader.partition.log.segments[2].base_offset)
+        served, error = _consume(leader, leader.partition.log_start_offset)
+        assert error == 0 and served[-1] == 39
+    finally:
+        leader.core.shutdown()
 
 
 def test_an_answer_for_a_log_end_that_moved_during_the_fetch_is_dropped(
