@@ -34,6 +34,7 @@ import json
 import os
 import platform
 import pstats
+import random
 import shutil
 import socket
 import statistics
@@ -46,6 +47,7 @@ from typing import Any
 
 from crc32c import crc32c
 
+from clients.records.bulk_decode import decode_batch_bulk
 from clients.records.record import build_batch
 from storage.config import LogConfig
 from storage.log.log import Log
@@ -102,16 +104,32 @@ def append_run(root: Path, batch: bytes, n: int, log_first: bool) -> tuple[float
     return log_s, raw_s
 
 
-def record_check_cost(root: Path, value_bytes: int, n: int) -> dict[str, float]:
-    """Microseconds per 16 KiB batch of ``value_bytes``-byte records (keyed, distinct):
-    the leader's check that every record parses (``check_records``: vectorised decode,
-    offset deltas), the header + CRC validation without it, and a whole leader append
-    (``Log.append_as_leader``, which includes the check); measured back to back."""
-    per = value_bytes + 20
-    count = max(1, (16 * 1024 - 61) // per)
-    batch = build_batch([(b"key-%06d" % i, os.urandom(value_bytes), 1_700_000_000_000, ())
-                         for i in range(count)])
+def record_check_cost(root: Path, value_bytes: int, n: int, *, varied: bool = False,
+                      batch_bytes: int = 16 * 1024) -> dict[str, float]:
+    """Microseconds per ``batch_bytes`` batch of ``value_bytes``-byte records (keyed, distinct;
+    with ``varied`` each value's size is drawn from 60 % .. 140 % of it, so record
+    layouts differ): the leader's check that every record parses (``check_records``,
+    as a leader append runs it with the default timestamp window), the full bulk decode
+    the check ran before its fast path (``decode_batch_bulk``; the old check added its
+    offset and timestamp comparisons to that), the header +
+    CRC validation without it, and a whole leader append (``Log.append_as_leader``, which
+    includes the check); measured back to back."""
+    rng = random.Random(value_bytes)
+    sizes = [rng.randint(value_bytes * 6 // 10, value_bytes * 14 // 10) if varied
+             else value_bytes for _ in range(100_000)]
+    items = []
+    used = 61
+    for i, size in enumerate(sizes):
+        used += size + 20
+        if used > batch_bytes and items:
+            break
+        items.append((b"key-%06d" % i, os.urandom(size), 1_700_000_000_000, ()))
+    count = len(items)
+    batch = build_batch(items)
     view = memoryview(batch)
+    # the window a leader computes with the default topic config at the records' time:
+    # message.timestamp.before.max.ms unbounded, after.max.ms one hour
+    window = (-(2**63), 1_700_000_000_000 + 3_600_000)
     timings: dict[str, float] = {}
     start = time.perf_counter()
     for _ in range(n):
@@ -119,8 +137,12 @@ def record_check_cost(root: Path, value_bytes: int, n: int) -> dict[str, float]:
     timings["header_and_crc_us"] = (time.perf_counter() - start) / n * 1e6
     start = time.perf_counter()
     for _ in range(n):
-        check_records(view, 0, count, 0, 64 * MIB)
+        check_records(view, 0, count, 0, 64 * MIB, window)
     timings["records_check_us"] = (time.perf_counter() - start) / n * 1e6
+    start = time.perf_counter()
+    for _ in range(n):
+        decode_batch_bulk(view, 0, validate=False)
+    timings["full_decode_us"] = (time.perf_counter() - start) / n * 1e6
     log = Log.open(root / "check-0", bench_config())
     start = time.perf_counter()
     for _ in range(n):
@@ -340,13 +362,18 @@ def main() -> None:
                     f"{k} {v:.1f}" for k, v in row["stages_us_per_batch"].items()))
                 profiles[f"append_{label}"] = profile_append(root, batch, n)
 
-        print("\nleader record check (16 KiB batches; us per batch, medians)")
-        for value_bytes in (100, 1024):
-            checks = [record_check_cost(root, value_bytes, 2000) for _ in range(args.runs)]
+        print("\nleader record check (us per batch, medians)")
+        for value_bytes, varied, kib in ((100, False, 16), (1024, False, 16), (100, True, 16),
+                                         (100, False, 256)):
+            checks = [record_check_cost(root, value_bytes, 2000 if kib == 16 else 300,
+                                        varied=varied, batch_bytes=kib * 1024)
+                      for _ in range(args.runs)]
             row = {k: statistics.median(c[k] for c in checks) for k in checks[0]}
-            figures[f"record_check_{value_bytes}B_values"] = row
-            print(f"  {value_bytes:>5} B values, {int(row['records_per_batch'])} records: "
-                  f"check {row['records_check_us']:.1f}, header+CRC "
+            label = f"{value_bytes}B{'_varied' if varied else ''}{'_256KiB' if kib != 16 else ''}"
+            figures[f"record_check_{label}_values"] = row
+            print(f"  {label:>11} values, {int(row['records_per_batch'])} records: "
+                  f"check {row['records_check_us']:.1f} (full decode "
+                  f"{row['full_decode_us']:.1f}), header+CRC "
                   f"{row['header_and_crc_us']:.1f}, whole append "
                   f"{row['full_leader_append_us']:.1f} (check = "
                   f"{row['check_share_of_append']:.0%} of the append)")

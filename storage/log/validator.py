@@ -31,17 +31,14 @@ the CRC.  Codec ids 5-7 are
 UNSUPPORTED_COMPRESSION_TYPE everywhere; a recovery scan stops at them.
 
 Costs: O(bytes) for the CRC (hardware CRC-32C) plus O(batches) of Python for the header
-walk; one ``struct.unpack_from`` per batch.  A leader append adds, per batch, a
-vectorised record decode (:func:`check_records`; plus one decompression for a compressed
-batch).  Its cost is mostly fixed numpy work per run of same-shaped records, so it
-weighs on small batches: measured by ``bench/storage.py`` (quiet machine, 16 KiB batches
-of keyed records): 109 us per batch of 136 records of 100 B (the whole leader append,
-check included, 137 us), 60 us per batch of 15 records of 1 KiB (of 96 us); on 1 MiB
-batches of one repeated value, 537 us of a 1,161 us append at 100 B and 228 us of
-2,354 us at 1 KiB.  End to end (bench/broker.py, bulk acks=1, three interleaved pairs of
-runs on a shared machine) the broker's 100 B produce went from 2.12/2.66/2.29 M to
-1.93/2.18/1.93 M records/s: 9-18 % slower, above the 10 % target; a validator that skips
-building the decode columns is the known next step.  Pure functions: thread-safe (the
+walk; one ``struct.unpack_from`` per batch.  A leader append adds, per batch, the record
+check (:func:`check_records`; plus one decompression for a compressed batch).  Its fast
+path (:func:`clients.records.bulk_decode.records_well_formed`) proves runs of
+same-shaped records well formed with about a dozen numpy calls per run and builds no
+column; batches it cannot prove (headers, sizes that vary record to record) are decoded
+in full (:func:`~clients.records.bulk_decode.decode_batch_bulk`), which also names the
+error.  Figures: ``bench/storage.py`` (``record_check_*`` in
+``bench/results/storage.json``) and docs/status.md.  Pure functions: thread-safe (the
 caller owns the buffer).
 """
 
@@ -72,11 +69,12 @@ from clients.records.batch import (
     MAGIC,
     TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_MASK,
+    read_header,
     unsupported_compression,
     validate_batch,
 )
-from clients.records.bulk_decode import decode_batch_bulk
-from clients.records.compression import MAX_DECOMPRESSED_BYTES
+from clients.records.bulk_decode import decode_batch_bulk, records_well_formed
+from clients.records.compression import MAX_DECOMPRESSED_BYTES, plain_records
 from storage.offset_index import OffsetIndex
 from storage.time_index import NO_TIMESTAMP, TimeIndex
 
@@ -173,6 +171,11 @@ def check_records(buf: memoryview, pos: int, count: int, codec: int, max_bytes: 
     if need be: ``count`` of them, nothing after the last, offset deltas 0 .. count - 1
     (a valid CRC says nothing about whether a producer wrote records that parse)."""
     try:
+        header = read_header(buf, pos)
+        plain, start, end = plain_records(buf, pos, header, max_bytes)
+        if records_well_formed(plain, start, end, count, header.base_offset,
+                               header.base_timestamp, timestamp_bounds):
+            return
         records = decode_batch_bulk(buf, pos, validate=False, max_bytes=max_bytes)
     except CorruptRecordError as exc:
         if exc.message.startswith("batch at position"):

@@ -12,8 +12,8 @@ from hypothesis import strategies as st
 from kafka.record import MemoryRecords
 
 from clients.protocol.errors import CorruptRecordError
-from clients.records.batch import HEADER_SIZE, TIMESTAMP_TYPE_MASK, assemble_batch
-from clients.records.bulk_decode import BulkRecords, decode_batch_bulk
+from clients.records.batch import HEADER_SIZE, TIMESTAMP_TYPE_MASK, assemble_batch, read_header
+from clients.records.bulk_decode import BulkRecords, decode_batch_bulk, records_well_formed
 from clients.records.bulk_encode import (
     batch_size_bound,
     encode_batch_bulk,
@@ -377,3 +377,69 @@ def test_impossible_record_count_raises_before_allocating(count: int, validate: 
     for decode in (decode_batch, decode_batch_bulk):
         with pytest.raises(CorruptRecordError):
             decode(batch, 0, validate)
+
+
+# -- records_well_formed: the leader's check without decoding ------------------------------
+
+INT64 = (-(1 << 63), (1 << 63) - 1)
+
+
+def proven(batch: bytes | bytearray, window: tuple[int, int] | None = None) -> bool:
+    h = read_header(batch, 0)
+    return records_well_formed(batch, HEADER_SIZE, len(batch), h.record_count, h.base_offset,
+                               h.base_timestamp, window)
+
+
+uniform_inputs = st.builds(
+    lambda n, size, key, step: [(key, bytes([i % 251]) * size, 1_000 + i * step, [])
+                                for i in range(n)],
+    st.integers(1, 150), st.integers(0, 150), st.none() | st.binary(min_size=1, max_size=12),
+    st.sampled_from([0, 1, 70, 10**6]),
+)
+windows = st.none() | st.tuples(st.integers(-(1 << 40), 1 << 40), st.integers(0, 1 << 30)).map(
+    lambda t: (t[0], t[0] + t[1]))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(st.one_of(uniform_inputs, record_inputs, plain_record_inputs),
+       st.lists(mutation, max_size=3), windows)
+def test_proven_records_decode_with_consecutive_offsets_inside_the_window(
+        items: list, edits: list, window: tuple[int, int] | None) -> None:
+    """Whatever the fast check proves, the decoder accepts: offset deltas 0 .. count - 1
+    and every timestamp inside the window (mutations inside the records, CRC fixed)."""
+    batch = bytearray(build_batch(items))
+    body = len(batch) - HEADER_SIZE
+    for where, value in edits:
+        batch[HEADER_SIZE + where % body] = value
+    fix_crc(batch)
+    if not proven(batch, window):
+        return
+    bulk = decode_batch_bulk(batch)
+    assert (bulk.offsets - bulk.header.base_offset).tolist() == list(range(len(bulk)))
+    low, high = window if window is not None else INT64
+    assert all(low <= t <= high for t in bulk.timestamps.tolist())
+
+
+@pytest.mark.parametrize("n", [1, 16, 64, 65, 300, 9000])
+@pytest.mark.parametrize("step", [0, 3, 40])
+def test_a_producer_batch_of_same_sized_records_is_proven(n: int, step: int) -> None:
+    """The case the fast check exists for: offset deltas of 1, 2 and 3 bytes, timestamp
+    deltas growing from 1 to 3 bytes inside the batch."""
+    items = [(b"key-%06d" % i, bytes([i % 256]) * 40, 1_700_000_000_000 + i * step, [])
+             for i in range(n)]
+    batch = build_batch(items)
+    assert proven(batch)
+    last = 1_700_000_000_000 + (n - 1) * step
+    assert proven(batch, (1_700_000_000_000, last))
+    assert not proven(batch, (1_700_000_000_000, last - 1)) or n == 1 or step == 0
+    assert not proven(batch, (1_700_000_000_001, 1 << 62))
+
+
+def test_what_the_fast_check_leaves_to_the_decoder() -> None:
+    """Not proven (the decoder decides): a wrong offset delta, headers, varied sizes."""
+    wrong = crafted_batch([*range(20), 25, *range(21, 40)], [0] * 40)
+    assert not proven(wrong) and decode_both(wrong) is not None
+    headers = build_batch([(b"k", b"v", 5, [("h", b"x")])] * 30)
+    assert not proven(headers) and decode_both(headers) is not None
+    varied = build_batch([(b"k", bytes(i), 5, []) for i in range(30)])
+    assert not proven(varied) and decode_both(varied) is not None
