@@ -16,6 +16,9 @@ with its sequence until acknowledged (each batch must be stored exactly once);
 where a crash tears each segment's unflushed bytes at a random byte (sometimes with a
 flipped byte or a garbage tail) and the restart runs the real log recovery, which must
 leave whole, CRC-valid, contiguous batches (``--set real_log_dir=tmp`` in a replay).
+``retention`` and ``retention_lossy`` add retention: every replica, at random ticks,
+deletes its oldest batches below its HW, so a broker that was down long enough comes back
+below its leader's log start and must restart its log there.
 
 The sweep writes ``bench/results/sim.json`` (and ``sim.png`` with matplotlib): per
 mode the seeds run, violations (with each failing seed's first line and its replay
@@ -45,7 +48,9 @@ RESULTS = Path(__file__).parent / "results" / "sim.json"
 MODES: dict[str, dict[str, Any]] = {
     "no_loss": {"no_loss": True}, "lossy": {"no_loss": False},
     "idempotent": {"no_loss": True, "idempotent": True},
-    "torn_disk": {"no_loss": False, "real_log_dir": "tmp"}}
+    "torn_disk": {"no_loss": False, "real_log_dir": "tmp"},
+    "retention": {"no_loss": True, "retention_probability": 0.01},
+    "retention_lossy": {"no_loss": False, "retention_probability": 0.01}}
 
 
 def parse_setting(text: str) -> tuple[str, Any]:
@@ -179,7 +184,8 @@ def main(argv: list[str] | None = None) -> int:
                     help="a SimConfig field (repeatable)")
     ap.add_argument("--workers", type=int, default=1, help="processes (seeds split by index)")
     ap.add_argument("--modes", default="no_loss,lossy,idempotent",
-                    help="comma-separated: no_loss, lossy, idempotent, torn_disk")
+                    help="comma-separated: no_loss, lossy, idempotent, torn_disk, retention, "
+                    "retention_lossy")
     ap.add_argument("--out", type=Path, default=RESULTS, help="the JSON to write (and .png)")
     ap.add_argument("--no-write", action="store_true", help="do not write sim.json")
     args = ap.parse_args(argv)

@@ -247,6 +247,7 @@ class FollowerFetchSession:
 
     def on_list_offsets_response(self, pending: PendingRequest, body: Body) -> None:
         """Kafka's follower rule: behind the leader's log start -> restart the log there;
+        an empty log beyond the leader's end -> restart at the leader's log start too;
         otherwise (ahead of the leader's end, or an epoch it does not know) truncate."""
         for topic in body["topics"]:
             for p in topic["partitions"]:
@@ -261,6 +262,13 @@ class FollowerFetchSession:
                 if p["offset"] > partition.log_end_offset:
                     log.info("%s-%d: behind the leader's log start %d: restarting there",
                              *key, p["offset"])
+                    partition.truncate_fully_and_start_at(p["offset"])
+                elif partition.log_end_offset == partition.log_start_offset:
+                    # an empty log (restarted at an earlier leader's log start) beyond this
+                    # leader's end: the epoch handshake has no epoch to compare and would
+                    # keep it; nothing is lost by restarting at the leader's log start
+                    log.info("%s-%d: empty log at %d, beyond the leader's end: restarting at "
+                             "its log start %d", *key, partition.log_end_offset, p["offset"])
                     partition.truncate_fully_and_start_at(p["offset"])
                 else:
                     state.truncating = True

@@ -197,6 +197,28 @@ def test_behind_the_leaders_log_start_restarts_the_log_there(
     assert (follower.partition.log_start_offset, follower.partition.log_end_offset) == (6, 10)
 
 
+def test_an_empty_log_beyond_the_leaders_end_restarts_at_its_log_start(
+        nodes: tuple[Node, Node]) -> None:
+    """A follower restarted (empty) at an earlier leader's log start, above the end of a
+    leader elected after data was lost (found by the simulation with retention, lossy
+    disks, seed 1035): it has no epoch for the truncation handshake to compare, so it
+    restarts at this leader's log start instead of fetching out of range forever."""
+    leader, follower = nodes
+    leader.apply(*cluster_records((1,)))
+    follower.apply(*cluster_records((1,)))
+    append_as_leader(leader, *(b"v%d" % i for i in range(10)))
+    follower.partition.truncate_fully_and_start_at(20)
+    fetcher, link = fetcher_of(follower, leader, truncating=True)
+    for _ in range(6):
+        if fetcher.states[KEY].truncating:
+            asyncio.run(fetcher._truncate())
+        else:
+            asyncio.run(fetcher._fetch())
+    assert ApiKey.LIST_OFFSETS in [api for api, _ in link.sent]
+    assert values(follower.partition.log) == values(leader.partition.log)
+    assert (follower.partition.log_start_offset, follower.partition.log_end_offset) == (0, 10)
+
+
 def test_a_truncation_answer_for_a_replaced_state_is_ignored(
         nodes: tuple[Node, Node]) -> None:
     # the partition is removed and re-added (new leader epoch, say) while the

@@ -341,6 +341,8 @@ class SimBroker:
         for pid, p in self.partitions.items():
             self.hw_checkpoint[pid] = p.high_watermark
             self.c.disk.maybe_flush(self, pid)
+            if cfg.retention_probability and self.c.rng.random() < cfg.retention_probability:
+                self.c.on_retention(self, pid)
             if p.is_leader:
                 if shrink:
                     self.propose(p.maybe_shrink_isr(now, cfg.replica_lag_time_max_ms))

@@ -86,6 +86,14 @@ class SimConfig:
     heal_steps: int = 1500
     check_truncation: bool = True         # off: only loss/divergence, not early truncation
     idempotent: bool = False              # the producer: idempotent, retrying until acked
+    # retention: per tick and replica, the chance that it deletes its oldest batches
+    # (memory disk: all but the last retention_keep_batches wholly below its HW; real
+    # disk: Log.delete_old_segments(HW), sizes below); 0: never (no
+    # random number drawn, so seeds without it replay as before)
+    retention_probability: float = 0.0
+    retention_keep_batches: int = 6
+    retention_segment_bytes: int = 2048     # real disk with retention: segment size,
+    retention_segments: int = 3             # and retention_bytes in segments
 
 
 class MemoryDisk:
@@ -106,6 +114,11 @@ class MemoryDisk:
         if not self.c.config.no_loss and self.c.rng.random() < self.c.config.flush_probability:
             broker.logs[pid].flush()
 
+    def apply_retention(self, broker: SimBroker, pid: int, high_watermark: int) -> int:
+        log = broker.logs[pid]
+        assert isinstance(log, MemoryLog)
+        return log.delete_old_batches(high_watermark, self.c.config.retention_keep_batches)
+
 
 class RealDisk:
     """storage.log.Log in a directory.  A crash is a power cut: what was fsync'd (every
@@ -118,7 +131,13 @@ class RealDisk:
         self.c = cluster
         self.root = root
         flush = 1 if cluster.config.no_loss else None
-        self.config = LogConfig(segment_bytes=16 * 1024, flush_messages=flush)
+        # with retention: small segments, three kept (the runs write tens of KiB)
+        segment = (cluster.config.retention_segment_bytes
+                   if cluster.config.retention_probability else 16 * 1024)
+        self.config = LogConfig(
+            segment_bytes=segment, flush_messages=flush,
+            retention_bytes=cluster.config.retention_segments * segment
+            if cluster.config.retention_probability else -1)
 
     def open_log(self, broker: SimBroker, pid: int) -> Log:
         old = broker.logs.get(pid)
@@ -188,6 +207,11 @@ class RealDisk:
         if not self.c.config.no_loss and self.c.rng.random() < self.c.config.flush_probability:
             broker.logs[pid].flush()
 
+    def apply_retention(self, broker: SimBroker, pid: int, high_watermark: int) -> int:
+        log = broker.logs[pid]
+        log.delete_old_segments(high_watermark)  # the broker's retention (LogManager)
+        return log.log_start_offset
+
 
 @dataclass
 class SimProducer:
@@ -253,6 +277,9 @@ class SimCluster:
         self.epoch_leaders: dict[tuple[int, int], int] = {}
         self.faults = True
         self.stats: collections.Counter[str] = collections.Counter()
+        # pid -> the highest log start retention gave any replica: records below it may
+        # be gone (deleted by retention), and only those
+        self.retained_below = dict.fromkeys(self.partition_ids, 0)
         for b in self.brokers.values():
             b.start()
 
@@ -300,12 +327,28 @@ class SimCluster:
         CRC alone cannot tell the acknowledged copy from an unacknowledged one)."""
         return [("acknowledged", self.producer.acked), ("consumed", self.consumer.consumed)]
 
+    def on_retention(self, broker: SimBroker, pid: int) -> None:
+        """Retention on one replica (bounded by its HW, as the broker's is)."""
+        p = broker.partitions[pid]
+        before = p.log_start_offset
+        start = self.disk.apply_retention(broker, pid, p.high_watermark)
+        if start > before:
+            self.stats["retention_deletes"] += 1
+            self.record(f"b{broker.id} p{pid} retention: log start {before} -> {start} "
+                        f"(hw {p.high_watermark})")
+            if start > p.high_watermark:
+                self.fail(f"b{broker.id} p{pid}: retention moved the log start to {start}, "
+                          f"above the HW {p.high_watermark}")
+            self.retained_below[pid] = max(self.retained_below[pid], start)
+
     def on_truncate(self, log: MemoryLog, removed: list[Any]) -> None:
         if not (self.config.no_loss and self.config.check_truncation):
             return
         pid = int(log.dir.rsplit("-", 1)[1])
         for what, records in self.kept():
             for h in removed:
+                if h.base_offset < self.retained_below[pid]:
+                    continue  # deleted by retention somewhere: may go
                 if records.get((pid, h.base_offset)) == (h.crc, h.partition_leader_epoch):
                     self.fail(f"{what} record p{pid}@{h.base_offset} truncated from {log}")
 
@@ -313,7 +356,7 @@ class SimCluster:
         log = broker.logs[pid]
         for what, records in self.kept():
             for (apid, offset), stored in records.items():
-                if apid != pid:
+                if apid != pid or offset < self.retained_below[pid]:
                     continue
                 h = batch_at(log, offset)
                 if h is None or (h.crc, h.partition_leader_epoch) != stored or \
@@ -479,6 +522,8 @@ class SimCluster:
                 pid = p["partition_index"]
                 if p["error_code"] == ErrorCode.OFFSET_OUT_OF_RANGE and not self.config.no_loss:
                     c.position[pid] = 0  # lossy: the log it read may be gone; read again
+                elif p["error_code"] == ErrorCode.OFFSET_OUT_OF_RANGE:  # below a log start
+                    c.position[pid] = max(c.position.get(pid, 0), self.retained_below[pid])
                 if p["error_code"]:
                     continue
                 for _pos, h in iter_batches(bytes(p["records"])):
@@ -576,6 +621,8 @@ class SimCluster:
             if self.converged():
                 break
         self.check_final()
+        self.stats["log_restarts"] = sum(getattr(log, "restarts", 0)
+                                         for b in self.brokers.values() for log in b.logs.values())
 
     # -- invariants ------------------------------------------------------------------
 
@@ -608,8 +655,9 @@ class SimCluster:
                 for b in synced[i + 1:]:
                     pa, pb = a.partitions[pid], b.partitions[pid]
                     below = min(pa.high_watermark, pb.high_watermark)
-                    if _digest(a.logs[pid], below) != _digest(b.logs[pid], below):
-                        self.fail(f"p{pid}: b{a.id} and b{b.id} differ below {below}: "
+                    low = max(pa.log_start_offset, pb.log_start_offset)
+                    if _digest(a.logs[pid], low, below) != _digest(b.logs[pid], low, below):
+                        self.fail(f"p{pid}: b{a.id} and b{b.id} differ in [{low}, {below}): "
                                   f"{pa} / {pb}")
 
     def converged(self) -> bool:
@@ -629,7 +677,8 @@ class SimCluster:
                       + "; ".join(repr(p) for b in self.brokers.values()
                                   for p in b.partitions.values()))
         for pid in self.partition_ids:
-            digests = {_digest(b.logs[pid], 2**62) for b in self.brokers.values()}
+            low = max(b.partitions[pid].log_start_offset for b in self.brokers.values())
+            digests = {_digest(b.logs[pid], low, 2**62) for b in self.brokers.values()}
             if len(digests) != 1:
                 self.fail(f"p{pid}: replicas differ after healing")
             if self.config.no_loss:
@@ -651,15 +700,17 @@ class SimCluster:
             seen[key] = header.base_offset
 
 
-def _digest(log: Any, below: int) -> tuple[int, int]:
+def _digest(log: Any, low: int, below: int) -> tuple[int, int]:
+    """The count and a hash of the batches starting in ``[low, below)``."""
     if isinstance(log, MemoryLog):
-        return log.prefix_digest(below)
+        return log.range_digest(low, below)
     import zlib
     n, h = 0, 0
     for header, data in log.batches():
         if header.base_offset >= below:
             break
-        n, h = n + 1, zlib.crc32(data, h)
+        if header.base_offset >= low:
+            n, h = n + 1, zlib.crc32(data, h)
     return n, h
 
 

@@ -1,8 +1,11 @@
 """Simulated disk for the simulation: an in-memory log with the Log API the Partition uses.
 
 Batches are kept as bytes (the leader stamps base offset and epoch like ``Log``); what was
-not flushed is lost by :meth:`MemoryLog.crash` (a power cut).  A prefix hash chain lets the
-invariant checker compare two replicas below an offset in O(log n).
+not flushed is lost by :meth:`MemoryLog.crash` (a power cut).  Prefix sums of a per-batch
+hash (of its base offset and bytes) let the invariant checker compare two replicas over
+an offset range in O(log n).  Retention (:meth:`MemoryLog.delete_old_batches`, bounded by
+the HW like ``Log.delete_old_segments``) moves the log start up to a batch boundary; the
+batches below stay in memory but are gone for every reader.
 
 ``MemoryCheckpoint`` stands in for the fsync'd leader-epoch checkpoint file (it survives
 crashes; every write is durable, like the real file's temp+fsync+rename).
@@ -24,6 +27,8 @@ from clients.records.batch import (
     set_base_offset,
     set_partition_leader_epoch,
 )
+
+_MOD = 1 << 64
 
 
 @dataclass(frozen=True)
@@ -72,11 +77,12 @@ class MemoryLog:
         self._bases: list[int] = []
         self._headers: list[BatchHeader] = []
         self._data: list[bytes] = []
-        self._chain: list[int] = []   # crc32 of all batch bytes up to and including i
+        self._sums: list[int] = []    # sum of the batch hashes up to and including i
         self._start = 0
         self._end = 0
         self._recovery_point = 0
         self.on_truncate: Callable[[MemoryLog, list[BatchHeader]], None] | None = None
+        self.restarts = 0  # truncate_fully_and_start_at calls (behind a leader's log start)
 
     # -- views ---------------------------------------------------------------------
 
@@ -94,14 +100,17 @@ class MemoryLog:
 
     def batch_at(self, offset: int) -> BatchHeader | None:
         i = bisect.bisect_right(self._bases, offset) - 1
-        if i >= 0 and self._headers[i].last_offset >= offset:
+        if offset >= self._start and i >= 0 and self._headers[i].last_offset >= offset:
             return self._headers[i]
         return None
 
-    def prefix_digest(self, below: int) -> tuple[int, int]:
-        """(number of batches, hash of their bytes) of the batches starting below ``below``."""
-        n = bisect.bisect_left(self._bases, below)
-        return n, (self._chain[n - 1] if n else 0)
+    def range_digest(self, low: int, below: int) -> tuple[int, int]:
+        """(number of batches, hash of their offsets and bytes) of the batches starting in
+        ``[low, below)``."""
+        lo = bisect.bisect_left(self._bases, low)
+        hi = max(lo, bisect.bisect_left(self._bases, below))
+        total = (self._sums[hi - 1] if hi else 0) - (self._sums[lo - 1] if lo else 0)
+        return hi - lo, total % _MOD
 
     def batches(self, start_offset: int | None = None) -> Iterator[tuple[BatchHeader, bytes]]:
         start = self._start if start_offset is None else start_offset
@@ -116,7 +125,8 @@ class MemoryLog:
         self._bases.append(h.base_offset)
         self._headers.append(h)
         self._data.append(data)
-        self._chain.append(zlib.crc32(data, self._chain[-1] if self._chain else 0))
+        one = (h.base_offset * 0x9E3779B97F4A7C15 + zlib.crc32(data) * 0xC2B2AE3D27D4EB4F) % _MOD
+        self._sums.append((self._sums[-1] if self._sums else 0) + one)
         self._end = h.next_offset
 
     def append_as_leader(self, batches: bytes | bytearray | memoryview,
@@ -183,7 +193,7 @@ class MemoryLog:
         if i >= 0 and self._headers[i].last_offset >= offset:
             n = i  # drop the batch containing the offset too (boundary at or below)
         removed = self._headers[n:]
-        del self._bases[n:], self._headers[n:], self._data[n:], self._chain[n:]
+        del self._bases[n:], self._headers[n:], self._data[n:], self._sums[n:]
         self._end = self._headers[-1].next_offset if self._headers else min(offset, self._start)
         self._start = min(self._start, self._end)
         self._recovery_point = min(self._recovery_point, self._end)
@@ -191,11 +201,24 @@ class MemoryLog:
             self.on_truncate(self, removed)
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
+        self.restarts += 1
         removed = list(self._headers)
-        self._bases, self._headers, self._data, self._chain = [], [], [], []
+        self._bases, self._headers, self._data, self._sums = [], [], [], []
         self._start = self._end = self._recovery_point = offset
         if self.on_truncate is not None and removed:
             self.on_truncate(self, removed)
+
+    def delete_old_batches(self, high_watermark: int, keep: int) -> int:
+        """Retention: move the log start to the first of the last ``keep`` batches that
+        lie wholly below ``high_watermark`` (never further); returns the log start."""
+        first = bisect.bisect_right(self._bases, self._start) - 1
+        below = bisect.bisect_left(self._bases, high_watermark)  # batches starting below
+        while below > 0 and self._headers[below - 1].last_offset >= high_watermark:
+            below -= 1
+        cut = below - keep
+        if cut > max(first, 0):
+            self._start = max(self._start, self._bases[cut])
+        return self._start
 
     def maybe_increment_log_start_offset(self, offset: int) -> None:
         if offset > self._end:
