@@ -267,6 +267,15 @@ def _flip_a_byte(path: Path, at: int = 100) -> None:
         f.write(bytes([byte[0] ^ 0x10]))
 
 
+def _scrub_until_damage(node: Node) -> list[Any]:
+    """Step the node's background CRC check until it reports damage."""
+    for _ in range(1000):
+        found = node.core.run_scrubber()
+        if found:
+            return found
+    raise AssertionError("the scrubber found nothing")
+
+
 def test_the_scrubber_repairs_a_follower_from_its_leader(tmp_path: Path) -> None:
     # a bit flip in an old segment of the follower: found by the background CRC check,
     # the follower truncates before the bad batch and fetches the rest again
@@ -277,11 +286,7 @@ def test_the_scrubber_repairs_a_follower_from_its_leader(tmp_path: Path) -> None
         assert len(segments) > 3
         damaged = segments[1]
         _flip_a_byte(damaged.log_path)
-        found = []
-        for _ in range(1000):
-            found += follower.core.run_scrubber()
-            if found:
-                break
+        found = _scrub_until_damage(follower)
         assert [d.segment_base_offset for d in found] == [damaged.base_offset]
         assert follower.partition.log_end_offset <= found[0].first_bad_offset  # cut there
         proposals: list[Any] = []
@@ -309,11 +314,7 @@ def test_a_damaged_leader_resigns_then_repairs_its_copy_as_a_follower(tmp_path: 
         _flip_a_byte(damaged.log_path)
         proposals: list[Any] = []
         first.core.send_alter_partition = proposals.append
-        found = []
-        for _ in range(1000):
-            found += first.core.run_scrubber()
-            if found:
-                break
+        found = _scrub_until_damage(first)
         assert [p.new_isr for p in proposals] == [(2,)]  # it resigns
         assert first.core.pending_repairs[KEY][0] == found[0].first_bad_offset
         # the controller elects 2 (epoch 1); both apply the new partition record
@@ -369,11 +370,7 @@ def test_a_damaged_leader_alone_in_its_isr_never_serves_the_bad_batch(tmp_path: 
         _flip_a_byte(leader.partition.log.segments[1].log_path)
         proposals: list[Any] = []
         leader.core.send_alter_partition = proposals.append
-        found = []
-        for _ in range(1000):
-            found += leader.core.run_scrubber()
-            if found:
-                break
+        found = _scrub_until_damage(leader)
         bad = found[0].first_bad_offset
         assert proposals == [] and leader.partition.is_leader  # nobody to resign to
         assert _consume(leader, 0) == (list(range(bad)), ErrorCode.KAFKA_STORAGE_ERROR)
