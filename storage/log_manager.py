@@ -254,6 +254,11 @@ class LogManager:
                 self.recovery_point_checkpoint.write(recovery_points)
                 self.log_start_offset_checkpoint.write(log_start_offsets)
                 self.cleaner.write_checkpoint()
+                if self.scrubber.findings:
+                    # damage found in this run may be unrepaired (a leader alone in its
+                    # ISR keeps it): the next start scrubs from the beginning, so the
+                    # range is found (and fenced) again soon, not a round pause later
+                    self.scrubber.cursor = None
                 self.scrubber.write_checkpoint()
                 write_file_fsynced(self.data_dir / CLEAN_SHUTDOWN_MARKER, b"")
                 fsync_dir(self.data_dir)

@@ -22,7 +22,9 @@ A segment that changed under the scrubber (compacted, deleted, truncated) is ski
 
 Progress is kept in ``scrubber-checkpoint`` (version line, count line, then ``topic
 partition segment_base position`` lines, written atomically) so a restart goes on where
-the last run stopped instead of starting every log again.
+the last run stopped instead of starting every log again (the log manager's clean
+shutdown writes no position when this run found damage, so the next run starts over and
+finds a range that may still be unrepaired within a round, not a round pause later).
 
 Costs: ``step_bytes`` of ``pread`` plus one CRC pass per step; O(logs) to pick the next
 log.  Thread-safety: none (the broker's main loop runs it between other work, as it

@@ -19,6 +19,7 @@ from storage.config import LogConfig
 from storage.lock import DataDirLockedError
 from storage.log_dirs import CLEAN_SHUTDOWN_MARKER
 from storage.log_manager import LogManager, ManagerSchedule
+from storage.scrubber import DamagedRange
 
 SMALL = LogConfig(segment_bytes=4096, index_interval_bytes=256, segment_index_bytes=4096)
 SPAWN = multiprocessing.get_context("spawn")
@@ -462,5 +463,13 @@ def test_the_scrubber_resumes_after_a_clean_start_and_starts_over_after_a_crash(
         crashed.run_scrub_step()
         assert crashed.scrubber.cursor is not None and crashed.scrubber.cursor[0] == (
             TopicPartition("a", 0))
+        crashed.scrubber.cursor = (TopicPartition("b", 0), 0, 0)
+        crashed.scrubber.findings.append(DamagedRange("a", 0, 0, 0, 0, "test", 0))
     finally:
-        crashed.shutdown()
+        crashed.shutdown()  # clean, but damage was found in this run
+    after_damage = LogManager(data, SMALL)
+    after_damage.startup()
+    try:  # from the start again: an unrepaired range is found again soon
+        assert after_damage.scrubber.cursor is None
+    finally:
+        after_damage.shutdown()
