@@ -17,12 +17,13 @@ exactly what :func:`clients.records.decode_batch` accepts.
 
 Checking without decoding.  :func:`records_well_formed` is the fast path of a leader's
 check that a producer's records parse (:mod:`storage.log.validator`): it proves, run by
-run on the same 2-D views, that the records decode here, that their offset deltas are
-``0 .. count - 1`` (compared with a table of their canonical varints) and that their
-timestamps lie in a window (from the varint widths alone unless that is not enough),
-without building any column.  Anything it cannot prove (headers, short runs of unusual
-layouts, any mismatch) returns False and the caller decodes for the precise error, so it
-accepts a subset of what :func:`decode_batch_bulk` accepts.
+run on the same 2-D views (records whose layouts vary: one Python step per record to
+find it, then numpy per field, as the general decode path), that the records decode here,
+that their offset deltas are ``0 .. count - 1`` (compared with a table of their
+canonical varints) and that their timestamps lie in a window (from the varint widths
+alone where that is enough), without building any column.  Anything it cannot prove
+(headers, non-canonical varints, any mismatch) returns False and the caller decodes for
+the precise error, so it accepts a subset of what :func:`decode_batch_bulk` accepts.
 
 Compressed batches (:mod:`clients.records.compression`) are decompressed first (bounded
 by ``max_bytes``) and decoded the same way from the decompressed bytes, which then are
@@ -240,9 +241,12 @@ def records_well_formed(records: Buffer, p: int, end: int, count: int, base_offs
     :func:`decode_batch_bulk` decodes them) with offset deltas ``0 .. count - 1`` and
     every timestamp in ``timestamp_window`` (inclusive; None: the int64 range).
 
-    False means "not proven", never "invalid": headers, layouts that change every few
-    records, more than 65,536 records or any mismatch; the caller then decodes.  Cost: one
-    Python parse of the first record of each run plus about a dozen numpy calls per run.
+    False means "not proven", never "invalid": headers, more than 65,536 records, a
+    non-canonical varint or any mismatch; the caller then decodes.  Cost: runs of
+    same-shaped records take one Python parse of their first record plus about a dozen
+    numpy calls; records whose layouts vary take the general path
+    (:func:`_general_well_formed`: one Python step per record to find it, then a few
+    numpy calls per field).
     """
     if not 0 < count <= _OFFSET_TABLE_ROWS or count * MIN_RECORD_BYTES > end - p \
             or base_offset + count - 1 > INT64_MAX:
@@ -251,27 +255,28 @@ def records_well_formed(records: Buffer, p: int, end: int, count: int, base_offs
     view = memoryview(records)
     if view.format != "B" or view.ndim != 1:
         view = view.cast("B")
-    if count > 1:  # the usual miss, told cheaply: the second record's length differs
-        try:
-            length, q = decode_varint32(view, p)
-        except CorruptRecordError:
-            return False
-        second = q + length
-        if length < 0 or second + q - p > end or view[p:q] != view[second : second + q - p]:
-            return False
     data: U8 = np.frombuffer(view, dtype=np.uint8, count=end)
+    if _probe(view, p, end) is None:
+        return False  # headers (or a malformed first record): the decoder's business
+    general = (data, view, p, end, 0, count, base_timestamp, low, high)
+    if count > 1:  # sizes that vary, told cheaply: the second record's length differs
+        length, q = decode_varint32(view, p)  # the probe parsed it
+        second = q + length
+        if second + q - p > end or view[p:q] != view[second : second + q - p]:
+            return _general_well_formed(*general)
     i = short_runs = 0
     for _run in range(MAX_RUNS):
         if i == count:
             return p == end
+        general = (data, view, p, end, i, count, base_timestamp, low, high)
         layout = _probe(view, p, end)
         if layout is None:
-            return False
+            return _general_well_formed(*general)
         size = layout.size
         off_col, off_width = layout.off
         ts_col, ts_width = layout.ts
         if off_width > 3 or _OFFSET_WIDTHS[i] != off_width or ts_width > 9:
-            return False
+            return _general_well_formed(*general)
         m = min(count - i, (end - p) // size, _OFFSET_WIDTH_END[off_width] - i)
         rows = data[p : p + m * size].reshape(m, size)
         c = layout.const_cols
@@ -283,11 +288,11 @@ def records_well_formed(records: Buffer, p: int, end: int, count: int, base_offs
         if bad.any():
             m = int(bad.argmax())
             if m == 0:
-                return False
+                return _general_well_formed(*general)
         if m < MIN_RUN:  # a timestamp or offset varint grew, or layouts vary: allow 3
             short_runs += 1
             if short_runs > 3:
-                return False
+                return _general_well_formed(*general)
         reach = 1 << (7 * ts_width - 1)  # a well-formed varint of ts_width bytes: |delta| <= reach
         if base_timestamp - reach < low or base_timestamp + reach > high:
             deltas = unzigzag(cols_value(stamps[:m]))
@@ -296,7 +301,68 @@ def records_well_formed(records: Buffer, p: int, end: int, count: int, base_offs
                 return False
         p += m * size
         i += m
-    return i == count and p == end
+    if i < count:
+        return _general_well_formed(data, view, p, end, i, count, base_timestamp, low, high)
+    return p == end
+
+
+def _general_well_formed(data: U8, view: memoryview, p: int, end: int, i: int, count: int,
+                         base_timestamp: int, low: int, high: int) -> bool:
+    """Records ``i .. count`` from ``p`` whatever their layouts (:func:`records_well_formed`'s
+    contract): Python finds each record's start, as :func:`_decode_general` does, then
+    numpy checks every field of all of them at once: timestamps well formed and in
+    ``[low, high]``, offset deltas equal to the canonical varints of ``i .. count - 1``,
+    key and value lengths inside the record, no headers, nothing after the last field."""
+    fast: Buffer = view  # indexing bytes is quicker than a memoryview, if it is the same
+    if isinstance(view.obj, bytes | bytearray) and len(view.obj) == view.nbytes:
+        fast = view.obj
+    starts: list[int] = []
+    lengths: list[int] = []
+    try:
+        for _k in range(i, count):
+            if p + 1 >= end:
+                return False
+            raw = fast[p]
+            if raw < 0x80:
+                length = (raw >> 1) ^ -(raw & 1)
+                p += 1
+            elif fast[p + 1] < 0x80:
+                raw = (raw & 0x7F) | (fast[p + 1] << 7)
+                length = (raw >> 1) ^ -(raw & 1)
+                p += 2
+            else:
+                length, p = decode_varint32(view, p)
+            if length < MIN_RECORD_BYTES - 1 or p + length > end:
+                return False
+            starts.append(p)
+            lengths.append(length)
+            p += length
+        if p != end:
+            return False
+        begin = np.array(starts, dtype=np.int64)
+        limit = begin + np.array(lengths, dtype=np.int64)
+        ts_delta, q = varints_at(data, begin + 1, limit, 10)
+        widths = _OFFSET_WIDTHS[i:count]
+        if (q + widths > limit).any():
+            return False
+        for j in range(3):
+            at = q if j == 0 else q[widths > j]
+            if len(at) and not (data[at + j] == _OFFSET_TABLE[j, i:count][widths > j]).all():
+                return False
+        q = q + widths
+        for _field in range(2):  # key, then value: a length (-1: null) and its bytes
+            n, q = varints_at(data, q, limit, 5)
+            if (n < -1).any():
+                return False
+            q = q + np.maximum(n, 0)
+            if (q > limit).any():
+                return False
+        if not (q + 1 == limit).all() or data[q].any():  # header count 0, then the end
+            return False
+    except CorruptRecordError:
+        return False
+    return low <= base_timestamp + int(ts_delta.min()) and \
+        base_timestamp + int(ts_delta.max()) <= high
 
 
 def concat_bulk(parts: Sequence[BulkRecords], min_offset: int | None = None) -> BulkRecords:

@@ -33,13 +33,13 @@ UNSUPPORTED_COMPRESSION_TYPE everywhere; a recovery scan stops at them.
 Costs: O(bytes) for the CRC (hardware CRC-32C) plus O(batches) of Python for the header
 walk; one ``struct.unpack_from`` per batch.  A leader append adds, per batch, the record
 check (:func:`check_records`; plus one decompression for a compressed batch).  Its fast
-path (:func:`clients.records.bulk_decode.records_well_formed`) proves runs of
-same-shaped records well formed with about a dozen numpy calls per run and builds no
-column; batches it cannot prove (headers, sizes that vary record to record) are decoded
-in full (:func:`~clients.records.bulk_decode.decode_batch_bulk`), which also names the
-error.  Figures: ``bench/storage.py`` (``record_check_*`` in
-``bench/results/storage.json``) and docs/status.md.  Pure functions: thread-safe (the
-caller owns the buffer).
+path (:func:`clients.records.bulk_decode.records_well_formed`) proves the records well
+formed without building any column (about a dozen numpy calls per run of same-shaped
+records; one Python step per record plus numpy per field when sizes vary); batches it
+cannot prove (headers, anything invalid) are decoded in full
+(:func:`~clients.records.bulk_decode.decode_batch_bulk`), which also names the error.
+Figures: ``bench/storage.py`` (``record_check_*`` in ``bench/results/storage.json``)
+and docs/status.md.  Pure functions: thread-safe (the caller owns the buffer).
 """
 
 from __future__ import annotations

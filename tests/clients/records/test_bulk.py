@@ -436,10 +436,14 @@ def test_a_producer_batch_of_same_sized_records_is_proven(n: int, step: int) -> 
 
 
 def test_what_the_fast_check_leaves_to_the_decoder() -> None:
-    """Not proven (the decoder decides): a wrong offset delta, headers, varied sizes."""
+    """Not proven (the decoder decides): a wrong offset delta, headers; sizes that vary
+    record to record take the general path and are proven."""
     wrong = crafted_batch([*range(20), 25, *range(21, 40)], [0] * 40)
     assert not proven(wrong) and decode_both(wrong) is not None
+    wrong_late = crafted_batch([0, 1, 2, 4], [0] * 4)  # general path: the last one is off
+    assert not proven(wrong_late) and decode_both(wrong_late) is not None
     headers = build_batch([(b"k", b"v", 5, [("h", b"x")])] * 30)
     assert not proven(headers) and decode_both(headers) is not None
-    varied = build_batch([(b"k", bytes(i), 5, []) for i in range(30)])
-    assert not proven(varied) and decode_both(varied) is not None
+    varied = build_batch([(b"k" * (i % 3), bytes(i), 5 + 90 * i, []) for i in range(300)])
+    assert proven(varied) and decode_both(varied) is not None
+    assert not proven(varied, (5, 5 + 90 * 298))  # the last timestamp is outside
