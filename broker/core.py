@@ -297,7 +297,10 @@ class BrokerCore:
     def _resign_to_repair(self, key: TopicPartition, partition: Partition,
                           damage: DamagedRange) -> None:
         self.pending_repairs[key] = (damage.first_bad_offset, damage.reason)
-        partition.mark_damaged(damage.first_bad_offset)  # never served from here on
+        ends = [seg.base_offset for seg in partition.log.segments
+                if seg.base_offset > damage.segment_base_offset]
+        partition.mark_damaged(damage.first_bad_offset,  # never served from here on
+                               ends[0] if ends else partition.log_end_offset)
         others = [b for b in partition.isr if b != self.config.node_id]
         log.error("%s-%d: offsets from %d on are damaged on this leader (%s): %s", *key,
                   damage.first_bad_offset, damage.reason,

@@ -52,7 +52,8 @@ Damage: a leader whose background CRC check found a bad batch (:meth:`Partition.
 never serves it: reads (consumers and followers) stop before its first offset, and a fetch
 from there on is KAFKA_STORAGE_ERROR (retriable: clients keep the records before it and
 retry, so they never read corrupt bytes or skip the range).  The mark ends when the log
-is cut below it (the repair as a follower), or when the log start moves past it.
+is cut below it (the repair as a follower), or when the log start moves past the whole
+damaged range (DeleteRecords, retention).
 
 Leader-epoch cache: assigned *before* each append (leader: at :meth:`Partition.make_leader`;
 follower: from the incoming batch headers, trimmed back if the append fails), trimmed
@@ -129,6 +130,7 @@ class Partition:
         self.leader_epoch_start_offset = UNKNOWN_OFFSET
         self._leader_hw_floor = 0  # HW when this leadership began: never go below
         self.damaged_from: int | None = None  # first offset a CRC check found bad
+        self.damaged_until = 0  # the end of the damaged range (its segment's end)
         if leader_epoch_cache is None:
             leader_epoch_cache = LeaderEpochCache.load(
                 Path(log.dir) / LEADER_EPOCH_CHECKPOINT, log.log_start_offset,
@@ -332,7 +334,7 @@ class Partition:
         upper = self.log_end_offset if for_follower else self.high_watermark
         damaged = self.damaged_from
         if damaged is not None:
-            if damaged < self.log_start_offset:
+            if self.log_start_offset >= self.damaged_until:
                 self.damaged_from = None
             elif fetch_offset >= damaged:
                 raise MiniKafkaError(
@@ -344,11 +346,13 @@ class Partition:
         return self.log.read(fetch_offset, max_bytes, max_offset=upper,
                              min_one_batch=min_one_batch)
 
-    def mark_damaged(self, offset: int) -> None:
-        """The log cannot be trusted from ``offset`` on (a bad batch starts there): never
-        serve it (see "Damage" in the module docstring)."""
+    def mark_damaged(self, offset: int, until: int) -> None:
+        """The log cannot be trusted in ``[offset, until)`` (a bad batch starts at
+        ``offset``, its segment ends at ``until``): never serve it or anything after it
+        (see "Damage" in the module docstring)."""
         self.damaged_from = offset if self.damaged_from is None else min(self.damaged_from,
                                                                           offset)
+        self.damaged_until = max(self.damaged_until, until)
 
     def update_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int) -> bool:
         """Record a follower's fetch at ``fetch_offset``; True when the HW moved.  An ISR

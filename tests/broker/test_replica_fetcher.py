@@ -376,7 +376,10 @@ def test_a_damaged_leader_alone_in_its_isr_never_serves_the_bad_batch(tmp_path: 
         assert _consume(leader, 0) == (list(range(bad)), ErrorCode.KAFKA_STORAGE_ERROR)
         assert _consume(leader, bad + 1)[1] == ErrorCode.KAFKA_STORAGE_ERROR
         assert _consume(leader, bad, replica_id=2) == ([], ErrorCode.KAFKA_STORAGE_ERROR)
-        # DeleteRecords past the damage (an operator's way out) ends the refusal
+        # DeleteRecords past the damaged segment (an operator's way out) ends the refusal;
+        # into it is not enough (the rest of that segment is not trusted either)
+        leader.partition.log.maybe_increment_log_start_offset(bad + 1)
+        assert _consume(leader, bad + 1)[1] == ErrorCode.KAFKA_STORAGE_ERROR
         leader.partition.log.maybe_increment_log_start_offset(
             leader.partition.log.segments[2].base_offset)
         served, error = _consume(leader, leader.partition.log_start_offset)
