@@ -256,7 +256,8 @@ def records_well_formed(records: Buffer, p: int, end: int, count: int, base_offs
     if view.format != "B" or view.ndim != 1:
         view = view.cast("B")
     data: U8 = np.frombuffer(view, dtype=np.uint8, count=end)
-    if _probe(view, p, end) is None:
+    layout = _probe(view, p, end)
+    if layout is None:
         return False  # headers (or a malformed first record): the decoder's business
     general = (data, view, p, end, 0, count, base_timestamp, low, high)
     if count > 1:  # sizes that vary, told cheaply: the second record's length differs
@@ -269,7 +270,8 @@ def records_well_formed(records: Buffer, p: int, end: int, count: int, base_offs
         if i == count:
             return p == end
         general = (data, view, p, end, i, count, base_timestamp, low, high)
-        layout = _probe(view, p, end)
+        if i:
+            layout = _probe(view, p, end)
         if layout is None:
             return _general_well_formed(*general)
         size = layout.size
