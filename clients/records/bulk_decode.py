@@ -315,31 +315,9 @@ def _general_well_formed(data: U8, view: memoryview, p: int, end: int, i: int, c
     numpy checks every field of all of them at once: timestamps well formed and in
     ``[low, high]``, offset deltas equal to the canonical varints of ``i .. count - 1``,
     key and value lengths inside the record, no headers, nothing after the last field."""
-    fast: Buffer = view  # indexing bytes is quicker than a memoryview, if it is the same
-    if isinstance(view.obj, bytes | bytearray) and len(view.obj) == view.nbytes:
-        fast = view.obj
-    starts: list[int] = []
-    lengths: list[int] = []
     try:
-        for _k in range(i, count):
-            if p + 1 >= end:
-                return False
-            raw = fast[p]
-            if raw < 0x80:
-                length = (raw >> 1) ^ -(raw & 1)
-                p += 1
-            elif fast[p + 1] < 0x80:
-                raw = (raw & 0x7F) | (fast[p + 1] << 7)
-                length = (raw >> 1) ^ -(raw & 1)
-                p += 2
-            else:
-                length, p = decode_varint32(view, p)
-            if length < MIN_RECORD_BYTES - 1 or p + length > end:
-                return False
-            starts.append(p)
-            lengths.append(length)
-            p += length
-        if p != end:
+        starts, lengths, p = _record_starts(view, p, end, i, count)
+        if p != end or (lengths and min(lengths) < MIN_RECORD_BYTES - 1):
             return False
         begin = np.array(starts, dtype=np.int64)
         limit = begin + np.array(lengths, dtype=np.int64)
@@ -504,29 +482,7 @@ def _decode_general(
     data: U8, view: memoryview, p: int, end: int, i: int, count: int, cols: _Columns
 ) -> int:
     """Decode records ``i..count`` from ``p``: Python finds record starts, numpy the fields."""
-    starts: list[int] = []
-    lengths: list[int] = []
-    fast: Buffer = view  # indexing bytes is quicker than a memoryview, if it is the same
-    if isinstance(view.obj, bytes | bytearray) and len(view.obj) == view.nbytes:
-        fast = view.obj
-    for k in range(i, count):
-        if p + 1 >= end:  # a record takes at least 2 bytes
-            raise CorruptRecordError(f"batch ends after {k} of {count} records")
-        raw = fast[p]
-        if raw < 0x80:  # 1- and 2-byte lengths inline: records up to 8 KiB
-            length = (raw >> 1) ^ -(raw & 1)
-            p += 1
-        elif fast[p + 1] < 0x80:
-            raw = (raw & 0x7F) | (fast[p + 1] << 7)
-            length = (raw >> 1) ^ -(raw & 1)
-            p += 2
-        else:
-            length, p = decode_varint32(view, p)
-        if length < 0 or p + length > end:
-            raise CorruptRecordError("record length runs past the end of the batch")
-        starts.append(p)
-        lengths.append(length)
-        p += length
+    starts, lengths, p = _record_starts(view, p, end, i, count)
     begin = np.array(starts, dtype=np.int64)
     limit = begin + np.array(lengths, dtype=np.int64)
     if lengths and min(lengths) < 1:
@@ -555,6 +511,36 @@ def _decode_general(
     cols.value_off[i:] = value_off
     cols.value_len[i:] = value_len
     return p
+
+
+def _record_starts(view: memoryview, p: int, end: int, i: int, count: int
+                   ) -> tuple[list[int], list[int], int]:
+    """Where records ``i .. count`` start (after their length varint) and their lengths,
+    from ``p``; and the position after the last.  One Python step per record."""
+    starts: list[int] = []
+    lengths: list[int] = []
+    fast: Buffer = view  # indexing bytes is quicker than a memoryview, if it is the same
+    if isinstance(view.obj, bytes | bytearray) and len(view.obj) == view.nbytes:
+        fast = view.obj
+    for k in range(i, count):
+        if p + 1 >= end:  # a record takes at least 2 bytes
+            raise CorruptRecordError(f"batch ends after {k} of {count} records")
+        raw = fast[p]
+        if raw < 0x80:  # 1- and 2-byte lengths inline: records up to 8 KiB
+            length = (raw >> 1) ^ -(raw & 1)
+            p += 1
+        elif fast[p + 1] < 0x80:
+            raw = (raw & 0x7F) | (fast[p + 1] << 7)
+            length = (raw >> 1) ^ -(raw & 1)
+            p += 2
+        else:
+            length, p = decode_varint32(view, p)
+        if length < 0 or p + length > end:
+            raise CorruptRecordError("record length runs past the end of the batch")
+        starts.append(p)
+        lengths.append(length)
+        p += length
+    return starts, lengths, p
 
 
 def _skip(q: I64, lengths: I64, limit: I64) -> I64:
