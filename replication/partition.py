@@ -129,8 +129,8 @@ class Partition:
         self.isr_state = IsrState()
         self.leader_epoch_start_offset = UNKNOWN_OFFSET
         self._leader_hw_floor = 0  # HW when this leadership began: never go below
-        self.damaged_from: int | None = None  # first offset a CRC check found bad
-        self.damaged_until = 0  # the end of the damaged range (its segment's end)
+        # [first offset a CRC check found bad, the end of its segment): never served
+        self.damaged: tuple[int, int] | None = None
         if leader_epoch_cache is None:
             leader_epoch_cache = LeaderEpochCache.load(
                 Path(log.dir) / LEADER_EPOCH_CHECKPOINT, log.log_start_offset,
@@ -332,17 +332,17 @@ class Partition:
                      min_one_batch: bool = True) -> FetchDataInfo:
         self._require_leader()
         upper = self.log_end_offset if for_follower else self.high_watermark
-        damaged = self.damaged_from
-        if damaged is not None:
-            if self.log_start_offset >= self.damaged_until:
-                self.damaged_from = None
-            elif fetch_offset >= damaged:
+        if self.damaged is not None:
+            first_bad, until = self.damaged
+            if self.log_start_offset >= until:
+                self.damaged = None
+            elif fetch_offset >= first_bad:
                 raise MiniKafkaError(
-                    f"{self.topic}-{self.index}: offsets from {damaged} on failed this "
+                    f"{self.topic}-{self.index}: offsets from {first_bad} on failed this "
                     f"leader's CRC check and are not served until a replica holding a good "
                     "copy leads (see the broker's log)", ErrorCode.KAFKA_STORAGE_ERROR)
             else:
-                upper = min(upper, damaged)
+                upper = min(upper, first_bad)
         return self.log.read(fetch_offset, max_bytes, max_offset=upper,
                              min_one_batch=min_one_batch)
 
@@ -350,9 +350,9 @@ class Partition:
         """The log cannot be trusted in ``[offset, until)`` (a bad batch starts at
         ``offset``, its segment ends at ``until``): never serve it or anything after it
         (see "Damage" in the module docstring)."""
-        self.damaged_from = offset if self.damaged_from is None else min(self.damaged_from,
-                                                                          offset)
-        self.damaged_until = max(self.damaged_until, until)
+        if self.damaged is not None:
+            offset, until = min(offset, self.damaged[0]), max(until, self.damaged[1])
+        self.damaged = (offset, until)
 
     def update_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int) -> bool:
         """Record a follower's fetch at ``fetch_offset``; True when the HW moved.  An ISR
@@ -477,8 +477,8 @@ class Partition:
         self._require_not_leader("truncate")
         leo = self.log_end_offset
         self.log.truncate_to(offset)
-        if self.damaged_from is not None and self.log_end_offset <= self.damaged_from:
-            self.damaged_from = None  # the bad batches are gone
+        if self.damaged is not None and self.log_end_offset <= self.damaged[0]:
+            self.damaged = None  # the bad batches are gone
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
         self.high_watermark = min(self.high_watermark, self.log_end_offset)
         if self.log_end_offset < leo:
@@ -488,7 +488,7 @@ class Partition:
         """Follower behind the leader's log start: restart the log empty at ``offset``."""
         self._require_not_leader("truncate")
         self.log.truncate_fully_and_start_at(offset)
-        self.damaged_from = None
+        self.damaged = None
         self.leader_epoch_cache.clear()
         self.high_watermark = offset
         # every snapshot describes a history now gone
