@@ -69,7 +69,7 @@ from clients.records.batch import (
     MAGIC,
     TIMESTAMP_TYPE_MASK,
     TRANSACTIONAL_MASK,
-    read_header,
+    BatchHeader,
     unsupported_compression,
     validate_batch,
 )
@@ -171,10 +171,14 @@ def check_records(buf: memoryview, pos: int, count: int, codec: int, max_bytes: 
     if need be: ``count`` of them, nothing after the last, offset deltas 0 .. count - 1
     (a valid CRC says nothing about whether a producer wrote records that parse)."""
     try:
-        header = read_header(buf, pos)
-        plain, start, end = plain_records(buf, pos, header, max_bytes)
-        if records_well_formed(plain, start, end, count, header.base_offset,
-                               header.base_timestamp, timestamp_bounds):
+        fields = HEADER.unpack_from(buf, pos)  # the caller validated the header
+        base_offset, length, base_timestamp = fields[0], fields[1], fields[7]
+        if codec:
+            plain, start, end = plain_records(buf, pos, BatchHeader(*fields), max_bytes)
+        else:
+            plain, start, end = buf, pos + HEADER_SIZE, pos + LOG_OVERHEAD + length
+        if records_well_formed(plain, start, end, count, base_offset, base_timestamp,
+                               timestamp_bounds):
             return
         records = decode_batch_bulk(buf, pos, validate=False, max_bytes=max_bytes)
     except CorruptRecordError as exc:
