@@ -48,10 +48,10 @@ from clients.admin import Admin
 from clients.cli.demo import free_port, running_broker
 from clients.types import NewTopic
 size, records = int(sys.argv[1]), int(sys.argv[2])
-data_dir = tempfile.mkdtemp(prefix="record-check-")
 port = free_port()
 bootstrap = f"127.0.0.1:{port}"
-with running_broker(data_dir, port) as proc, tempfile.TemporaryDirectory() as tmp:
+with tempfile.TemporaryDirectory(prefix="record-check-") as data_dir, \
+        running_broker(data_dir, port) as proc, tempfile.TemporaryDirectory() as tmp:
     with Admin(bootstrap) as admin:
         admin.create_topics([NewTopic("t", 1, 1, {})])
     main = psutil.Process(proc.pid)
