@@ -15,7 +15,10 @@ import sys
 import time
 from collections.abc import Callable
 from concurrent.futures import Future
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from clients.producer.future import RecordFuture
 
 
 class ThroughputBar:
@@ -73,7 +76,7 @@ def _produce(args: argparse.Namespace) -> dict[str, Any]:
     sent = 0
     with Producer(bootstrap_servers=args.bootstrap_server, acks=acks,
                   batch_size=max(16384, args.batch_records * (args.record_size + 16))) as producer:
-        futures: list[Future[Any]] = []
+        futures: list[Future[Any] | RecordFuture] = []
         while sent < args.records:
             n = min(args.batch_records, args.records - sent)
             if args.per_record:

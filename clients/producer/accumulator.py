@@ -39,7 +39,6 @@ import threading
 import time
 from collections import deque
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future
 from typing import Any
 
 from clients.memory.buffer_pool import BufferPool
@@ -48,11 +47,12 @@ from clients.network.cluster_metadata import ClusterMetadata
 from clients.producer.batch import BulkTracker, ProducerBatch, record_size_bound
 from clients.producer.compression import Compressor
 from clients.producer.drain import sequenced_before, take_batches, take_idempotent
+from clients.producer.future import RecordFuture
 from clients.producer.idempotence import NO_SEQUENCE, IdempotenceManager
 from clients.protocol.errors import MiniKafkaError
 from clients.protocol.topics import TopicPartition
 from clients.records.batch import HEADER_SIZE
-from clients.types import Header, RecordMetadata
+from clients.types import Header
 
 __all__ = ["AccumulatorClosedError", "RecordAccumulator", "monotonic_ms"]
 
@@ -107,10 +107,9 @@ class RecordAccumulator:
         key: bytes | None,
         value: bytes | None,
         headers: Sequence[Header],
-        future: Future[RecordMetadata],
         max_block_ms: float,
-    ) -> tuple[bool, bool]:
-        """Append one record; returns ``(a_batch_filled, new_batch_created)``.
+    ) -> tuple[RecordFuture, bool, bool]:
+        """Append one record; returns ``(its future, a_batch_filled, new_batch_created)``.
 
         A batch fills only when a record no longer fits, which is also the only way a new
         batch starts behind it: so ``a_batch_filled`` (the partition's open batch was
@@ -121,10 +120,13 @@ class RecordAccumulator:
         record cost a socket write each while batches queued behind the in-flight ones.
         """
         with self._cond:
-            self._check_open()
-            dq = self._batches.setdefault(tp, deque())
-            if dq and dq[-1].try_append(timestamp, key, value, headers, future):
-                return False, False
+            if self._closed:
+                raise AccumulatorClosedError("producer is closed")
+            dq = self._batches.get(tp)
+            if dq:
+                future = dq[-1].try_append(timestamp, key, value, headers)
+                if future is not None:
+                    return future, False, False
         size = max(self.batch_size, HEADER_SIZE + record_size_bound(key, value, headers))
         buffer = self._allocate(size, max_block_ms)
         with self._cond:
@@ -134,16 +136,19 @@ class RecordAccumulator:
                 self.pool.deallocate(buffer)
                 raise
             dq = self._batches.setdefault(tp, deque())
-            if dq and dq[-1].try_append(timestamp, key, value, headers, future):
-                self.pool.deallocate(buffer)  # someone else opened a batch meanwhile
-                return False, False
+            if dq:
+                future = dq[-1].try_append(timestamp, key, value, headers)
+                if future is not None:
+                    self.pool.deallocate(buffer)  # someone else opened a batch meanwhile
+                    return future, False, False
             batch = ProducerBatch(tp, buffer, self.clock_ms(), self.codec, self.compress)
-            if not batch.try_append(timestamp, key, value, headers, future):
+            future = batch.try_append(timestamp, key, value, headers)
+            if future is None:
                 self.pool.deallocate(buffer)
                 raise AssertionError("a fresh batch sized for the record must take it")
             dq.append(batch)
             self._incomplete += 1
-            return len(dq) > 1, True
+            return future, len(dq) > 1, True
 
     def allocate(self, size: int, max_block_ms: float) -> Buffer:
         """A buffer for a caller-built batch (send_bulk), counted as waiting for memory."""

@@ -90,7 +90,7 @@ from clients.network.cluster_metadata import ClusterMetadata, parse_bootstrap
 from clients.network.sasl import sasl_login_of
 from clients.network.tls import ssl_context_of
 from clients.producer.accumulator import RecordAccumulator
-from clients.producer.batch import record_size_bound
+from clients.producer.batch import RECORD_OVERHEAD_BOUND, record_size_bound
 from clients.producer.bulk import BulkAppender
 from clients.producer.compression import compression_codec, compressor
 from clients.producer.config import (
@@ -101,16 +101,17 @@ from clients.producer.config import (
     check_partition,
     resolve_idempotence,
 )
-from clients.producer.future import ProducerFuture
+from clients.producer.future import ProducerFuture, RecordFuture
 from clients.producer.idempotence import IdempotenceManager
 from clients.producer.partitioner import StickyPartitioner, partition_for_key
 from clients.producer.sender import Sender
 from clients.protocol.errors import InvalidConfigError, MessageTooLargeError, RequestTimedOutError
 from clients.protocol.topics import TopicPartition, validate_topic_name
 from clients.records.batch import HEADER_SIZE
-from clients.types import BulkResult, Header, RecordMetadata
+from clients.types import BulkResult, Header
 
 _MAX_TOPICS_SEEN = 10_000
+_PLAIN_RECORD_BOUND = HEADER_SIZE + RECORD_OVERHEAD_BOUND  # a header-less record's bound
 Serializer = Callable[[Any], bytes]
 
 
@@ -216,8 +217,13 @@ class Producer:
             max_request_size=max_request_size,
         )
         self._closed = False
+        # a record (with its batch header) must fit a request and the pool
+        self._max_record_bytes = min(max_request_size, self._pool.total_bytes)
         self._send_now = linger_ms == 0  # nothing to wait for: ship from this thread
         self._topics_seen: set[str] = set()  # validated and registered with the metadata
+        # topic -> (its partitions, the metadata version they were read at): send's fast
+        # path, valid while the metadata version stays the same
+        self._partitions: dict[str, tuple[list[TopicPartition], int]] = {}
         self._sender = Sender(
             parse_bootstrap(bootstrap_servers),
             self._metadata,
@@ -246,40 +252,55 @@ class Producer:
         headers: Sequence[Header] | None = None,
         partition: int | None = None,
         timestamp_ms: int | None = None,
-    ) -> ProducerFuture[RecordMetadata]:
+    ) -> RecordFuture:
         """Queue one record; the future resolves to its RecordMetadata or fails.
 
         ``key`` and ``value`` are bytes (None: null) or, with a ``key_serializer`` /
-        ``value_serializer``, whatever it takes (never called for None).
+        ``value_serializer``, whatever it takes (never called for None).  The future is
+        a :class:`~clients.producer.future.RecordFuture` (``result``/``get``,
+        ``add_done_callback``, ...).
         """
-        self._check_usable()
-        if topic not in self._topics_seen:
-            validate_topic_name(topic)
-        key = as_bytes("key", _serialized(self.key_serializer, "key", topic, key))
-        value = as_bytes("value", _serialized(self.value_serializer, "value", topic, value))
-        hdrs = check_headers(headers)
-        timestamp = int(time.time() * 1000) if timestamp_ms is None else int(timestamp_ms)
-        size = HEADER_SIZE + record_size_bound(key, value, hdrs)
-        if size > self.max_request_size or size > self._pool.total_bytes:
+        if self._closed or self._sender.fatal_error is not None:
+            self._check_usable()
+        if self.key_serializer is not None:
+            key = _serialized(self.key_serializer, "key", topic, key)
+        if self.value_serializer is not None:
+            value = _serialized(self.value_serializer, "value", topic, value)
+        if key is not None and type(key) is not bytes:
+            key = as_bytes("key", key)
+        if value is not None and type(value) is not bytes:
+            value = as_bytes("value", value)
+        if headers:
+            hdrs = check_headers(headers)
+            size = HEADER_SIZE + record_size_bound(key, value, hdrs)
+        else:
+            hdrs = ()
+            size = _PLAIN_RECORD_BOUND + (len(key) if key else 0) + (len(value) if value else 0)
+        if size > self._max_record_bytes:
             raise MessageTooLargeError(
                 f"record of about {size} bytes exceeds max_request_size "
                 f"{self.max_request_size} or buffer_memory {self._pool.total_bytes}"
             )
-        deadline = time.monotonic() + self.max_block_ms / 1000
-        num_partitions = self._wait_on_metadata(topic, deadline)
+        timestamp = int(time.time() * 1000) if timestamp_ms is None else int(timestamp_ms)
+        remaining_ms: float = self.max_block_ms
+        cached = self._partitions.get(topic)
+        if cached is None or cached[1] != self._metadata.version:
+            deadline = time.monotonic() + self.max_block_ms / 1000
+            cached = self._topic_partitions(topic, deadline)
+            remaining_ms = max(0.0, (deadline - time.monotonic()) * 1000)
+        tps = cached[0]
+        num_partitions = len(tps)
         sticky = False
         if partition is not None:
             check_partition(topic, partition, num_partitions)
         elif key is not None:
-            partition = partition_for_key(key, num_partitions)
+            partition = partition_for_key(key, num_partitions) if num_partitions > 1 else 0
         else:
             with self._partitioner_lock:
                 partition = self._partitioner.partition(topic, num_partitions)
             sticky = True
-        future: ProducerFuture[RecordMetadata] = ProducerFuture()
-        remaining_ms = max(0.0, (deadline - time.monotonic()) * 1000)
-        filled, new_batch = self._accumulator.append(
-            TopicPartition(topic, partition), timestamp, key, value, hdrs, future, remaining_ms
+        future, filled, new_batch = self._accumulator.append(
+            tps[partition], timestamp, key, value, hdrs, remaining_ms
         )
         if sticky and filled:
             with self._partitioner_lock:
@@ -326,6 +347,19 @@ class Producer:
         )
         self._sender.notify_data()
         return bulk_future
+
+    def _topic_partitions(self, topic: str,
+                          deadline: float) -> tuple[list[TopicPartition], int]:  # fmt: skip
+        """``send``'s slow path: the topic's partitions (waiting for metadata up to
+        ``deadline``) and the metadata version they were read at; remembered for the
+        next ``send`` until the metadata changes."""
+        validate_topic_name(topic)
+        version = self._metadata.version  # read first: a change meanwhile is seen next time
+        n = self._wait_on_metadata(topic, deadline)
+        cached = ([TopicPartition(topic, p) for p in range(n)], version)
+        if topic in self._partitions or len(self._partitions) < _MAX_TOPICS_SEEN:
+            self._partitions[topic] = cached
+        return cached
 
     def _wait_on_metadata(self, topic: str, deadline: float) -> int:
         md = self._metadata

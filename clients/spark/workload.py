@@ -42,14 +42,13 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from concurrent.futures import Future
 from dataclasses import dataclass, field
 from typing import Any, TextIO
 
+from clients.producer.future import RecordFuture
 from clients.protocol.errors import MiniKafkaError
 from clients.spark.faults import AppliedFault, FaultEvent, FaultInjector
 from clients.spark.ledger import LedgerWriter
-from clients.types import RecordMetadata
 
 VALUE_MAGIC = "mk1"
 # What verify parses (Spark regexp_extract): run id, producer, sequence.
@@ -260,7 +259,7 @@ def _produce(config: WorkloadConfig, producer: int, ledger: LedgerWriter, counte
     rng = random.Random(f"{config.run_id}-{producer}")
     interval_s = config.producers / config.rate if config.rate > 0 else 0.0
 
-    def on_done(sequence: int, key: str, future: Future[RecordMetadata]) -> None:
+    def on_done(sequence: int, key: str, future: RecordFuture) -> None:
         error = future.exception()
         try:
             if error is None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
 from typing import Any
 
 import pytest
@@ -260,7 +259,7 @@ def test_accumulator_stamps_at_drain_and_requeues_in_sequence_order() -> None:
         acc = RecordAccumulator(pool, batch_size=256, linger_ms=0, retry_backoff_ms=0,
                                 delivery_timeout_ms=60_000, idempotence=manager)  # fmt: skip
         for i in range(12):
-            acc.append(T0, 0, None, b"%02d" % i + bytes(60), (), Future(), 0)
+            acc.append(T0, 0, None, b"%02d" % i + bytes(60), (), 0)
         assert acc.ready(md, 0)[0] == set()  # no producer id yet
         manager.set_producer_id(1000, 0)
         drained = [acc.drain(md, {0}, 300, 0)[0] for _ in range(3)]  # room for one batch

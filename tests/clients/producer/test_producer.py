@@ -2,7 +2,6 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from concurrent.futures import Future
 
 import numpy as np
 import pytest
@@ -301,7 +300,7 @@ def test_append_reports_only_what_the_sender_and_partitioner_must_act_on() -> No
     with BufferPool.create(16 * 512, 512) as pool:
         acc = RecordAccumulator(pool, batch_size=512, linger_ms=50, retry_backoff_ms=20,
                                 delivery_timeout_ms=1000, clock_ms=clock)  # fmt: skip
-        results = [acc.append(T0, 0, None, bytes(100), (), Future(), 0) for _ in range(16)]
+        results = [acc.append(T0, 0, None, bytes(100), (), 0)[1:] for _ in range(16)]
         assert results[0] == (False, True)  # a first batch: the sender lingers on it
         new_batches = [i for i, r in enumerate(results) if r[1]]
         assert len(new_batches) >= 3  # several full batches queue up
@@ -319,14 +318,14 @@ def test_accumulator_ready_drain_retry_expiry() -> None:
     with BufferPool.create(8 * 512, 512) as pool:
         acc = RecordAccumulator(pool, batch_size=512, linger_ms=50, retry_backoff_ms=20,
                                 delivery_timeout_ms=1000, clock_ms=clock)  # fmt: skip
-        f: Future[RecordMetadata] = Future()
-        assert acc.append(T0, 0, None, b"a", (), f, 0) == (False, True)
+        f, filled, new_batch = acc.append(T0, 0, None, b"a", (), 0)
+        assert (filled, new_batch) == (False, True)
         assert acc.ready(md, clock.ms) == (set(), 50, set())
         clock.ms += 50
         assert acc.ready(md, clock.ms)[0] == {0}
         # fill more batches: the first full batch makes the node ready at once
         for _ in range(12):
-            acc.append(T0, 0, None, bytes(100), (), Future(), 0)
+            acc.append(T0, 0, None, bytes(100), (), 0)
         drained = acc.drain(md, {0}, 10_000, clock.ms)[0]
         assert len(drained) >= 3 and drained[0].record_count == 5  # several batches, one req
         assert acc.ready(md, clock.ms)[0] == set()  # partition muted while in flight

@@ -23,7 +23,7 @@ from clients.producer.compression import (
     compression_codec,
 )
 from clients.producer.config import SerializationError
-from clients.producer.future import ProducerFuture, SendTimeoutError
+from clients.producer.future import SendTimeoutError
 from clients.producer.producer import Producer
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import InvalidConfigError, MiniKafkaError
@@ -84,8 +84,7 @@ def test_batch_records_are_compressed_when_it_closes() -> None:
         for compress in (None, gzip_codec):
             b = ProducerBatch(T0, pool.allocate(4096, 1000), 0.0, 1, compress)
             for i in range(20):
-                assert b.try_append(1000 + i, b"k", b"a fairly repetitive value %d" % i, (),
-                                    ProducerFuture())  # fmt: skip
+                assert b.try_append(1000 + i, b"k", b"a fairly repetitive value %d" % i, ())
             b.close()
             batches.append(b)
         plain, packed = (bytes(b.wire()) for b in batches)
@@ -95,7 +94,7 @@ def test_batch_records_are_compressed_when_it_closes() -> None:
         check_compressed(bytes(batches[1].wire()), plain[HEADER_SIZE:])
         # records that do not shrink go out plain (codec 0)
         noise = ProducerBatch(T0, pool.allocate(4096, 1000), 0.0, 1, gzip_codec)
-        noise.try_append(1, None, os.urandom(200), (), ProducerFuture())
+        noise.try_append(1, None, os.urandom(200), ())
         noise.close()
         assert read_header(noise.wire()).compression == 0
         for b in [*batches, noise]:
