@@ -372,6 +372,18 @@ class BufferPool:
                 tlock.release()
         return self._allocate_slow(size, max_block_ms)
 
+    def try_allocate(self, size: int) -> Buffer | None:
+        """A buffer of ``size`` bytes if the pool has it now and nobody is waiting, else
+        None; never waits, never queues.  For optional, larger buffers (a producer batch
+        that grows under a backlog): the caller falls back to :meth:`allocate`."""
+        self._check_request(size, 0)
+        nslots = -(-size // self._poolable)
+        with self._lock:
+            if self._w[H_WAITERS] != 0:
+                return None
+            slot = self._table.try_allocate(size, nslots, IDENTITY[0][2])
+            return self._buffer(slot, size) if slot >= 0 else None
+
     def _allocate_slow(self, size: int, max_block_ms: float) -> Buffer:
         self._check_request(size, max_block_ms)
         pid, start_cs, owner = IDENTITY[0]

@@ -8,6 +8,16 @@ producer's private :class:`~clients.memory.buffer_pool.BufferPool` (``buffer_mem
 own size.  ``append`` blocks up to ``max_block_ms`` for memory (then the pool's
 BufferPoolTimeoutError).
 
+Batch growth (KIP-782's ``batch.max.size``, ``batch_max_size`` here): when a partition
+already has ``GROW_AFTER_QUEUED_BATCHES`` undrained batches as a new one is opened, its
+records are waiting behind the in-flight window anyway (an idempotent partition has at
+most 5 batches in flight: 5 x 16 KiB per round trip caps one partition at a few tens
+of MB/s), so the new batch takes a ``batch_max_size`` buffer if the pool has one free
+right now (:meth:`~clients.memory.buffer_pool.BufferPool.try_allocate`, never waiting)
+and ``batch_size`` otherwise.  A partition that keeps up never grows a batch.  A batch
+the broker refuses as too large (MESSAGE_TOO_LARGE, e.g. a topic's lower
+``max.message.bytes``) is split and resent (:mod:`clients.producer.split`).
+
 Readiness (:meth:`RecordAccumulator.ready`), per partition, looking at its first batch:
 sendable when a batch is full (or more than one is queued), its ``linger_ms`` passed,
 a flush or close is in progress, or someone is blocked waiting for memory; a batch being
@@ -61,6 +71,9 @@ class AccumulatorClosedError(MiniKafkaError):
     """append after the producer was closed."""
 
 
+GROW_AFTER_QUEUED_BATCHES = 2  # undrained batches of a partition that mean a backlog
+
+
 def monotonic_ms() -> float:
     return time.monotonic() * 1000.0
 
@@ -80,8 +93,11 @@ class RecordAccumulator:
         idempotence: IdempotenceManager | None = None,
         codec: int = 0,
         compress: Compressor | None = None,
+        batch_max_size: int = 0,
     ) -> None:
         self.pool = pool
+        # a backlogged partition's new batch may take a buffer this large (0: batch_size)
+        self.batch_max_size = max(batch_max_size, batch_size)
         self.codec = codec  # compression_type of new batches (compressed when they close)
         self.compress = compress
         self.idempotence = idempotence
@@ -119,6 +135,7 @@ class RecordAccumulator:
         ``(False, False)``: nothing the sender does not know already - waking it per
         record cost a socket write each while batches queued behind the in-flight ones.
         """
+        backlog = 0
         with self._cond:
             if self._closed:
                 raise AccumulatorClosedError("producer is closed")
@@ -127,8 +144,13 @@ class RecordAccumulator:
                 future = dq[-1].try_append(timestamp, key, value, headers)
                 if future is not None:
                     return future, False, False
+                backlog = len(dq)
         size = max(self.batch_size, HEADER_SIZE + record_size_bound(key, value, headers))
-        buffer = self._allocate(size, max_block_ms)
+        buffer = None
+        if backlog >= GROW_AFTER_QUEUED_BATCHES and self.batch_max_size > size:
+            buffer = self.pool.try_allocate(self.batch_max_size)  # only if free right now
+        if buffer is None:
+            buffer = self._allocate(size, max_block_ms)
         with self._cond:
             try:
                 self._check_open()
@@ -333,11 +355,19 @@ class RecordAccumulator:
 
     def deallocate(self, batch: ProducerBatch) -> None:
         """The batch is done: return its buffer and count it complete."""
-        self.pool.deallocate(batch.buffer)
+        if batch.buffer is not None:
+            self.pool.deallocate(batch.buffer)
         with self._cond:
             self._incomplete -= 1
             if self._incomplete == 0:
                 self._cond.notify_all()
+
+    def replace_split(self, batch: ProducerBatch, parts: Sequence[ProducerBatch]) -> None:
+        """``batch`` (drained, not queued) was split into ``parts``: they count as
+        incomplete from now (the caller re-enqueues them) and ``batch`` is done."""
+        with self._cond:
+            self._incomplete += len(parts)
+        self.deallocate(batch)
 
     def undrained_batches(self) -> list[ProducerBatch]:
         with self._cond:

@@ -1,7 +1,9 @@
 """ProducerBatch: one partition's record batch, encoded in place in a pooled buffer.
 
 A batch owns one buffer of the producer's private :class:`~clients.memory.buffer_pool.BufferPool`
-(``batch_size`` poolable size; a record larger than that gets a buffer of its own size).
+(``batch_size`` poolable size; a record larger than that gets a buffer of its own size;
+a backlogged partition's batch may get ``batch_max_size``), or heap memory when it is a
+part of a split batch (:mod:`clients.producer.split`).
 Records are encoded straight into the buffer after 61 bytes left for the header
 (layout: :mod:`clients.records`)::
 
@@ -195,14 +197,15 @@ class ProducerBatch:
     )  # fmt: skip
 
     def __init__(
-        self, tp: TopicPartition, buffer: Buffer, created_ms: float, codec: int = 0,
-        compress: Compressor | None = None,
+        self, tp: TopicPartition, buffer: Buffer | memoryview, created_ms: float,
+        codec: int = 0, compress: Compressor | None = None,
     ) -> None:  # fmt: skip
         self.tp = tp
         self.codec = codec  # compression_type's codec number (0: none)
         self.compress = compress
-        self.buffer = buffer
-        self.memory = buffer.memory
+        # a pooled buffer, or None for heap memory (the parts of a split batch)
+        self.buffer: Buffer | None = buffer if isinstance(buffer, Buffer) else None
+        self.memory = buffer.memory if isinstance(buffer, Buffer) else buffer
         self.size = HEADER_SIZE
         self.record_count = 0
         self.base_timestamp = 0

@@ -81,6 +81,26 @@ def check_config(
     return -1 if acks is None else ACKS[acks]
 
 
+DEFAULT_BATCH_MAX_SIZE = 256 * 1024  # KIP-782's proposed default for batch.max.size
+
+
+def resolve_batch_max_size(requested: int | None, batch_size: int, max_request_size: int,
+                           buffer_memory: int) -> int:  # fmt: skip
+    """How far a backlogged partition's batch may grow (KIP-782's ``batch.max.size``).
+
+    None: 256 KiB.  An explicit value must be an int >= ``batch_size``; 0 or
+    ``batch_size`` turns growth off.  The result never exceeds ``max_request_size`` or
+    ``buffer_memory`` (nor falls below ``batch_size``).
+    """
+    if requested is None:
+        requested = DEFAULT_BATCH_MAX_SIZE
+    elif requested == 0:
+        requested = batch_size
+    else:
+        check_positive("batch_max_size", requested, batch_size)
+    return max(batch_size, min(requested, max_request_size, buffer_memory))
+
+
 def resolve_idempotence(
     requested: bool | None, acks: int, retries: int, max_in_flight: int
 ) -> bool:

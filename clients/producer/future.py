@@ -68,10 +68,16 @@ RecordCallback = Callable[["RecordFuture"], object]
 
 
 class BatchResult:
-    """The outcome one batch's records share (Kafka's ``ProduceRequestResult``)."""
+    """The outcome one batch's records share (Kafka's ``ProduceRequestResult``).
 
-    __slots__ = ("_callbacks", "_done", "_event", "_lock", "base_offset", "error",
-                 "log_append_time_ms", "partition", "topic")  # fmt: skip
+    A batch the broker refused as too large is split (:mod:`clients.producer.split`)
+    and its result *chained* to the parts' results (:meth:`chain`): it is done when
+    every part is, and each record's outcome is that of the part holding it
+    (:meth:`locate`), so the futures ``send`` handed out stay valid.
+    """
+
+    __slots__ = ("_callbacks", "_done", "_event", "_lock", "_parent", "_parts", "_pending",
+                 "base_offset", "error", "log_append_time_ms", "partition", "topic")  # fmt: skip
 
     def __init__(self, topic: str, partition: int) -> None:
         self.topic = topic
@@ -83,25 +89,70 @@ class BatchResult:
         self._event = threading.Event()
         self._lock = threading.Lock()
         self._callbacks: list[tuple[RecordFuture, RecordCallback]] = []
+        self._parts: list[tuple[int, BatchResult]] | None = None  # (first index, part)
+        self._pending = 0  # parts not yet done
+        self._parent: BatchResult | None = None  # the result this one is a part of
 
     @property
     def done(self) -> bool:
         return self._done
 
+    @property
+    def chained(self) -> bool:
+        """Its records travel in parts now (a split batch)."""
+        return self._parts is not None
+
     def complete(self, base_offset: int, log_append_time_ms: int,
                  error: BaseException | None) -> None:  # fmt: skip
         """Record the outcome and wake every waiter, then run the callbacks (once)."""
         with self._lock:
-            if self._done:
+            if self._done or self._parts is not None:
                 return
             self.base_offset = base_offset
             self.log_append_time_ms = log_append_time_ms
             self.error = error
             self._done = True
             callbacks, self._callbacks = self._callbacks, []
+        self._finished(callbacks)
+
+    def chain(self, parts: list[tuple[int, BatchResult]]) -> None:
+        """The records now travel in ``parts`` (first record index, part result), in
+        index order; call before any part can complete."""
+        if not parts or parts[0][0] != 0:
+            raise ValueError("parts must start at record 0")
+        with self._lock:
+            if self._done or self._parts is not None:
+                raise RuntimeError("a completed or already split batch cannot be split")
+            self._parts = parts
+            self._pending = len(parts)
+        for _, part in parts:
+            part._parent = self
+
+    def locate(self, index: int) -> tuple[BatchResult, int]:
+        """The result holding record ``index`` and its index there (through splits)."""
+        result = self
+        while result._parts is not None:
+            for first, part in reversed(result._parts):
+                if index >= first:
+                    result, index = part, index - first
+                    break
+        return result, index
+
+    def _part_done(self) -> None:
+        with self._lock:
+            self._pending -= 1
+            if self._pending > 0 or self._done:
+                return
+            self._done = True
+            callbacks, self._callbacks = self._callbacks, []
+        self._finished(callbacks)
+
+    def _finished(self, callbacks: list[tuple[RecordFuture, RecordCallback]]) -> None:
         self._event.set()
         for future, fn in callbacks:
             _call(fn, future)
+        if self._parent is not None:
+            self._parent._part_done()
 
     def wait(self, timeout: float | None) -> None:
         """Return once done; SendTimeoutError when ``timeout`` seconds pass first."""
@@ -148,14 +199,14 @@ class RecordFuture:
 
     def result(self, timeout: float | None = None) -> RecordMetadata:
         """The record's metadata; its error, or SendTimeoutError after ``timeout`` s."""
-        batch = self._batch
-        batch.wait(timeout)
+        self._batch.wait(timeout)
+        batch, index = self._batch.locate(self._index)
         if batch.error is not None:
             raise batch.error
         base = batch.base_offset
         ts = batch.log_append_time_ms
         return RecordMetadata(batch.topic, batch.partition,
-                              base + self._index if base >= 0 else -1,
+                              base + index if base >= 0 else -1,
                               ts if ts >= 0 else self._timestamp)  # fmt: skip
 
     get = result
@@ -163,7 +214,7 @@ class RecordFuture:
     def exception(self, timeout: float | None = None) -> BaseException | None:
         """The send's error (None on success); SendTimeoutError after ``timeout`` s."""
         self._batch.wait(timeout)
-        return self._batch.error
+        return self._batch.locate(self._index)[0].error
 
     def add_done_callback(self, fn: RecordCallback) -> None:
         """``fn(self)`` when the send completes (now, if it has)."""
@@ -172,5 +223,5 @@ class RecordFuture:
     def __repr__(self) -> str:
         batch = self._batch
         state = ("pending" if not batch._done
-                 else "failed" if batch.error is not None else "done")  # fmt: skip
+                 else "failed" if self.exception(0) is not None else "done")  # fmt: skip
         return f"<RecordFuture {batch.topic}-{batch.partition} #{self._index} {state}>"

@@ -302,6 +302,20 @@ class IdempotenceManager:
         if state is not None and base_sequence in state.unresolved:
             state.retrying.add(base_sequence)
 
+    def on_split(self, tp: TopicPartition, base_sequence: int, part_sequences: list[int]) -> None:
+        """A batch refused as too large was split into parts that keep its sequence
+        range, cut in order (Kafka's splitAndReenqueue): the parts take its place among
+        the unresolved sequences and are resent as retries, one at a time, in order."""
+        state = self._partitions.get(tp)
+        if state is None or base_sequence not in state.unresolved:
+            return  # an old epoch's sequence: the parts are restamped like any batch
+        where = state.unresolved.index(base_sequence)
+        state.unresolved.remove(base_sequence)
+        for offset, sequence in enumerate(part_sequences):
+            state.unresolved.insert(where + offset, sequence)
+        state.retrying.discard(base_sequence)
+        state.retrying.update(part_sequences)
+
     def on_failed(self, tp: TopicPartition, base_sequence: int, reason: str) -> None:
         """The batch failed for good: its sequence is a gap, so the epoch is bumped."""
         state = self._partitions.get(tp)

@@ -21,7 +21,9 @@ the futures; a retriable code (or a lost
 connection / request timeout for the whole request) puts the batches back at the head
 of their queue with ``retry_backoff_ms`` unless ``retries`` or ``delivery_timeout_ms``
 are exhausted (then their futures fail); leadership/unknown-topic errors and lost
-connections also request a metadata refresh; other codes fail the futures at once.
+connections also request a metadata refresh; MESSAGE_TOO_LARGE splits the batches
+that hold more than one record and resends the pieces (:mod:`clients.producer.split`);
+other codes fail the futures at once.
 After :meth:`ProduceRequests.stop_retries` (the producer was force-closed) nothing is
 retried.
 
@@ -62,6 +64,7 @@ from clients.producer.idempotence import (
     IdempotenceManager,
     ProducerFencedError,
 )
+from clients.producer.split import can_split, split_batch
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError, RequestTimedOutError, error_for
 from clients.protocol.topics import TopicPartition
@@ -118,7 +121,7 @@ class ProduceRequests:
         self._drop_rng = random.Random(debug_drop_seed)
         self._retrying = True  # False once force-closed
         self._stats = {"produce_requests": 0, "retries": 0, "failed_batches": 0,
-                       "debug_dropped_responses": 0}  # fmt: skip
+                       "split_batches": 0, "debug_dropped_responses": 0}  # fmt: skip
         self._completions: list[tuple[ProducerBatch, int, int, BaseException | None]] = []
 
     def stop_retries(self) -> None:
@@ -231,6 +234,8 @@ class ProduceRequests:
                     base += b.record_count
             self._acc.unmute(tp)
             return
+        if code == ErrorCode.MESSAGE_TOO_LARGE and self._split_too_large(tp, bl, now):
+            return
         error = error_for(code, p.get("error_message") or f"produce to {tp} failed")
         if error.code in _REFRESH_CODES:
             self._metadata.request_update()
@@ -248,6 +253,33 @@ class ProduceRequests:
                 self.fail(b, fenced)
             else:
                 self._retry_or_fail(tp, [b], error, now, retriable=action is not Action.FAIL)
+
+    def _split_too_large(self, tp: TopicPartition, bl: list[ProducerBatch], now: float) -> bool:
+        """MESSAGE_TOO_LARGE: split what can be split and resend everything of the answer
+        as retries (:mod:`clients.producer.split`); False when nothing can be done (one
+        batch that cannot be split, retries or delivery time used up): it then fails."""
+        if len(bl) == 1 and not can_split(bl[0]):
+            return False
+        if (not self._retrying or bl[0].attempts >= self._retries
+                or any(self._acc.is_expired(b, now) for b in bl)):  # fmt: skip
+            return False
+        retry: list[ProducerBatch] = []
+        for b in bl:
+            if not can_split(b):  # maybe not the one too large: alone next time
+                if self._idem is not None:
+                    self._idem.on_retry(tp, b.base_sequence)
+                retry.append(b)
+                continue
+            parts = split_batch(b, self._acc.batch_size)
+            if self._idem is not None and b.base_sequence != NO_SEQUENCE:
+                self._idem.on_split(tp, b.base_sequence, [p.base_sequence for p in parts])
+            self._acc.replace_split(b, parts)
+            self._stats["split_batches"] += 1
+            retry.extend(parts)
+        self._stats["retries"] += 1
+        self._acc.reenqueue(retry, now)
+        self._acc.unmute(tp)
+        return True
 
     def _retry_or_fail(
         self, tp: TopicPartition, bl: list[ProducerBatch], error: MiniKafkaError, now: float,

@@ -25,6 +25,11 @@ Semantics (Kafka's, simplified):
   to True explicitly, such a conflict is an :class:`InvalidConfigError`.  A fenced
   producer (a newer epoch of its id wrote to a partition) or a broker that does not
   serve InitProducerId is fatal: pending futures fail and ``send`` raises the error.
+- ``batch_size`` (16 KiB) is the size of a new batch; ``batch_max_size`` (KIP-782's
+  ``batch.max.size``, default 256 KiB, capped by ``max_request_size`` and
+  ``buffer_memory``; 0 turns it off) is how large a batch may grow while its partition
+  has a backlog (:mod:`clients.producer.accumulator`).  A batch the broker refuses as
+  too large is split into ``batch_size`` pieces and resent, as Kafka's producer does.
 - ``compression_type`` (Kafka's names: ``none``, ``gzip``, ``snappy``, ``lz4``,
   ``zstd``): each batch's records are compressed when it closes (kept plain when that
   is not smaller; see :mod:`clients.producer.compression`).
@@ -99,6 +104,7 @@ from clients.producer.config import (
     check_config,
     check_headers,
     check_partition,
+    resolve_batch_max_size,
     resolve_idempotence,
 )
 from clients.producer.future import ProducerFuture, RecordFuture
@@ -127,6 +133,7 @@ class Producer:
         enable_idempotence: bool | None = None,
         linger_ms: int = 5,
         batch_size: int = 16384,
+        batch_max_size: int | None = None,
         buffer_memory: int = 32 * 1024 * 1024,
         max_block_ms: int = 60_000,
         retries: int = 2_147_483_647,
@@ -192,7 +199,10 @@ class Producer:
         self._metadata = ClusterMetadata(
             retry_backoff_ms=retry_backoff_ms, metadata_max_age_ms=metadata_max_age_ms
         )
-        self._pool = BufferPool.create(buffer_memory - buffer_memory % batch_size, batch_size)
+        pool_bytes = buffer_memory - buffer_memory % batch_size
+        self.batch_max_size = resolve_batch_max_size(batch_max_size, batch_size,
+                                                     max_request_size, pool_bytes)
+        self._pool = BufferPool.create(pool_bytes, batch_size)
         idempotence = (
             IdempotenceManager(max_in_flight_requests_per_connection)
             if self.enable_idempotence else None
@@ -206,6 +216,7 @@ class Producer:
             idempotence=idempotence,
             codec=codec,
             compress=compress,
+            batch_max_size=self.batch_max_size,
         )
         self._partitioner = StickyPartitioner()
         self._partitioner_lock = threading.Lock()

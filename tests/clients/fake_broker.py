@@ -123,6 +123,7 @@ class FakeCluster:
         self.hidden: dict[str, int] = {}
         self.blackhole_produce = False
         self.produce_requests = 0
+        self.too_large_answers = 0  # MESSAGE_TOO_LARGE (a topic's max.message.bytes)
         self.fetch_requests = 0
         self.fetch_isolation_levels: list[int] = []
         self.produced_records: list[tuple[TopicPartition, bytes]] = []  # as received
@@ -642,8 +643,13 @@ class FakeCluster:
                     forced = injected.pop(0) if part is not None and injected else None
                     if part is not None:
                         self.produced_records.append((tp, bytes(p["records"] or b"")))
+                    limit = int(self.topic_configs.get(tp.topic, {}).get("max.message.bytes", 0))
                     if forced is not None:
                         code = forced
+                    elif part is not None and limit and any(
+                            h.size_in_bytes > limit for _, h in iter_batches(p["records"] or b"")):
+                        code, msg = E.MESSAGE_TOO_LARGE, f"a batch is above {limit} bytes"
+                        self.too_large_answers += 1
                     elif part is not None:
                         try:
                             base = self._append(part, p["records"])

@@ -237,6 +237,37 @@ def test_timeout_raises_and_leaks_nothing(make_pool: Callable[..., BufferPool]) 
     assert pool.metrics().available_memory == 4 * P
 
 
+def test_try_allocate_never_waits_and_never_barges(
+    make_pool: Callable[..., BufferPool],
+) -> None:
+    pool = make_pool(total_bytes=4 * P)
+    big = pool.try_allocate(3 * P)  # contiguous slots, when free now
+    assert big is not None and big.size == 3 * P and len(big.memory) == 3 * P
+    assert pool.try_allocate(2 * P) is None  # one slot left: no wait, no error
+    assert pool.metrics().waiter_count == 0
+    last = pool.allocate(P, 0)
+    order: list[str] = []
+    waiter = start_waiter(pool, P, order, "w")
+    pool.deallocate(big)  # the waiter is served first; try_allocate does not jump it
+    wait_until(lambda: order == ["w"], "waiter served")
+    for buf in (last, waiter.buffer):
+        assert buf is not None
+        pool.deallocate(buf)
+    assert pool.metrics().waiter_count == 0
+    held = pool.allocate(P, 0)
+    order.clear()
+    waiter = start_waiter(pool, 4 * P, order, "w4", max_block_ms=20_000)
+    assert pool.try_allocate(P) is None  # someone waits: no barging
+    pool.deallocate(held)
+    waiter.join(DEADLINE_S)
+    assert waiter.buffer is not None
+    pool.deallocate(waiter.buffer)
+    with pytest.raises(BufferTooLargeError):
+        pool.try_allocate(5 * P)
+    assert_exact(pool)
+    assert pool.metrics().available_memory == 4 * P
+
+
 def test_partial_accumulation_given_back_on_timeout(make_pool: Callable[..., BufferPool]) -> None:
     pool = make_pool(total_bytes=4 * P)
     held = [pool.allocate(P, 0) for _ in range(4)]

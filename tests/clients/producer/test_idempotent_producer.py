@@ -30,7 +30,9 @@ from clients.records.record import build_batch
 from tests.clients.fake_broker import FakeCluster
 
 T0 = TopicPartition("t", 0)
-FAST: dict[str, Any] = {"linger_ms": 0, "batch_size": 256, "retry_backoff_ms": 5}
+# many small batches (no growth behind a backlog), so that faults hit several of them
+FAST: dict[str, Any] = {"linger_ms": 0, "batch_size": 256, "batch_max_size": 0,
+                        "retry_backoff_ms": 5}  # fmt: skip
 
 
 def wait_until(condition: Callable[[], bool], timeout_s: float = 30.0) -> None:

@@ -88,7 +88,9 @@ def test_linger_expiry_sends_without_flush(cluster: FakeCluster) -> None:
 
 def test_full_batches_go_without_waiting_for_linger(cluster: FakeCluster) -> None:
     cluster.create_topic("t", 1)
-    with Producer(cluster.bootstrap, linger_ms=60_000, batch_size=1024) as producer:
+    # batch_max_size=0: no growth, so every batch is at most batch_size
+    with Producer(cluster.bootstrap, linger_ms=60_000, batch_size=1024,
+                  batch_max_size=0) as producer:  # fmt: skip
         futures = [producer.send("t", bytes(100), partition=0) for _ in range(30)]
         futures[0].result(20)  # first batch filled up: sent despite the long linger
         producer.flush(timeout_s=20)
