@@ -67,6 +67,7 @@ from dataclasses import dataclass, field
 from types import SimpleNamespace
 from typing import Any
 
+from clients.network.cluster_metadata import ClusterMetadata
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.codec import (
     RequestHeader,
@@ -106,6 +107,18 @@ class FakePartition:
     log_end_offset: int = 0
     producers: ProducerStateTable = field(default_factory=ProducerStateTable)
 
+
+
+def one_leader_metadata(topic: str = "t") -> ClusterMetadata:
+    """Client-side metadata of one broker (node 0) leading ``topic``'s one partition."""
+    md = ClusterMetadata()
+    md.update({
+        "brokers": [{"node_id": 0, "host": "h", "port": 1}], "controller_id": 0,
+        "topics": [{"error_code": 0, "name": topic, "partitions": [
+            {"error_code": 0, "partition_index": 0, "leader_id": 0, "leader_epoch": 0,
+             "replica_nodes": [0], "isr_nodes": [0]}]}],
+    })  # fmt: skip
+    return md
 
 class FakeCluster:
     def __init__(self, num_brokers: int = 1, *, default_partitions: int = 1) -> None:

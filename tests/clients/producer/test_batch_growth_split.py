@@ -8,7 +8,6 @@ from collections.abc import Iterator
 import pytest
 
 from clients.memory.buffer_pool import BufferPool
-from clients.network.cluster_metadata import ClusterMetadata
 from clients.producer.accumulator import RecordAccumulator
 from clients.producer.batch import ProducerBatch
 from clients.producer.compression import compression_codec, compressor
@@ -22,7 +21,7 @@ from clients.protocol.topics import TopicPartition
 from clients.records.batch import iter_batches, read_header
 from clients.records.bulk_decode import decode_batch_bulk
 from clients.types import RecordMetadata
-from tests.clients.fake_broker import FakeCluster
+from tests.clients.fake_broker import FakeCluster, one_leader_metadata
 
 T0 = TopicPartition("t", 0)
 LIMIT = 2048  # the topic's max.message.bytes in the end-to-end tests
@@ -32,17 +31,6 @@ LIMIT = 2048  # the topic's max.message.bytes in the end-to-end tests
 def pool() -> Iterator[BufferPool]:
     with BufferPool.create(64 * 512, 512) as p:
         yield p
-
-
-def _metadata() -> ClusterMetadata:
-    md = ClusterMetadata()
-    md.update({
-        "brokers": [{"node_id": 0, "host": "h", "port": 1}], "controller_id": 0,
-        "topics": [{"error_code": 0, "name": "t", "partitions": [
-            {"error_code": 0, "partition_index": 0, "leader_id": 0, "leader_epoch": 0,
-             "replica_nodes": [0], "isr_nodes": [0]}]}],
-    })  # fmt: skip
-    return md
 
 
 # ------------------------------------------------------------------ growth
@@ -67,7 +55,7 @@ def test_a_new_batch_grows_only_behind_a_backlog(pool: BufferPool) -> None:
     # two batch_size batches queue first; from then on, new batches wait behind them
     assert sizes[:2] == [512, 512] and set(sizes[2:]) == {2048}
     assert sum(b.record_count for b in acc._batches[T0]) == 40
-    drained = acc.drain(_metadata(), {0}, 1 << 20, 0)[0]
+    drained = acc.drain(one_leader_metadata(), {0}, 1 << 20, 0)[0]
     assert len(acc._batches[T0]) <= 1
     acc.append(T0, 0, None, bytes(100), (), 0)  # the queue is short again: no growth
     assert len(acc._batches[T0][-1].memory) in (512, 2048)
@@ -143,7 +131,8 @@ def test_split_keeps_records_order_sequences_and_futures(pool: BufferPool, codec
         index += part.record_count
     assert [f.result(0).offset for f in futures] == expected
     assert futures[4].result(0) == RecordMetadata("t", 0, expected[4], 1004)
-    pool.deallocate(batch.buffer)  # type: ignore[arg-type]
+    assert batch.buffer is not None
+    pool.deallocate(batch.buffer)
 
 
 def test_a_failed_part_fails_only_its_records_and_parts_split_again(pool: BufferPool) -> None:
@@ -163,7 +152,8 @@ def test_a_failed_part_fails_only_its_records_and_parts_split_again(pool: Buffer
         assert isinstance(f.exception(0), MessageTooLargeError)
     assert seen == ["MessageTooLargeError"]  # once, when the last part was done
     assert can_split(two) and not can_split(batch)  # a split batch is not split twice
-    pool.deallocate(batch.buffer)  # type: ignore[arg-type]
+    assert batch.buffer is not None
+    pool.deallocate(batch.buffer)
 
 
 def test_idempotence_takes_the_parts_in_place_of_the_batch() -> None:

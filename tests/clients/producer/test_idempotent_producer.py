@@ -14,7 +14,6 @@ from typing import Any
 import pytest
 
 from clients.memory.buffer_pool import BufferPool
-from clients.network.cluster_metadata import ClusterMetadata
 from clients.producer.accumulator import RecordAccumulator
 from clients.producer.idempotence import (
     IdempotenceManager,
@@ -27,7 +26,7 @@ from clients.protocol.errors import ErrorCode, InvalidConfigError
 from clients.protocol.topics import TopicPartition
 from clients.records.batch import iter_batches
 from clients.records.record import build_batch
-from tests.clients.fake_broker import FakeCluster
+from tests.clients.fake_broker import FakeCluster, one_leader_metadata
 
 T0 = TopicPartition("t", 0)
 # many small batches (no growth behind a backlog), so that faults hit several of them
@@ -249,13 +248,7 @@ def test_idempotence_config_rules(cluster: FakeCluster) -> None:
 
 
 def test_accumulator_stamps_at_drain_and_requeues_in_sequence_order() -> None:
-    md = ClusterMetadata()
-    md.update({
-        "brokers": [{"node_id": 0, "host": "h", "port": 1}], "controller_id": 0,
-        "topics": [{"error_code": 0, "name": "t", "partitions": [
-            {"error_code": 0, "partition_index": 0, "leader_id": 0, "leader_epoch": 0,
-             "replica_nodes": [0], "isr_nodes": [0]}]}],
-    })  # fmt: skip
+    md = one_leader_metadata()
     manager = IdempotenceManager(5)
     with BufferPool.create(16 * 256, 256) as pool:
         acc = RecordAccumulator(pool, batch_size=256, linger_ms=0, retry_backoff_ms=0,

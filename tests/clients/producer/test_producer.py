@@ -8,7 +8,6 @@ import pytest
 
 from clients.memory.buffer_pool import BufferPool
 from clients.memory.errors import BufferPoolTimeoutError
-from clients.network.cluster_metadata import ClusterMetadata
 from clients.producer.accumulator import AccumulatorClosedError, RecordAccumulator
 from clients.producer.partitioner import partition_for_key
 from clients.producer.produce_requests import DeliveryTimeoutError
@@ -24,7 +23,7 @@ from clients.protocol.errors import (
 from clients.protocol.topics import InvalidTopicError, TopicPartition
 from clients.records.batch import iter_batches
 from clients.types import RecordMetadata
-from tests.clients.fake_broker import FakeCluster
+from tests.clients.fake_broker import FakeCluster, one_leader_metadata
 
 T0 = TopicPartition("t", 0)
 
@@ -284,17 +283,6 @@ class _Clock:
         return self.ms
 
 
-def _metadata_one_leader() -> ClusterMetadata:
-    md = ClusterMetadata()
-    md.update({
-        "brokers": [{"node_id": 0, "host": "h", "port": 1}], "controller_id": 0,
-        "topics": [{"error_code": 0, "name": "t", "partitions": [
-            {"error_code": 0, "partition_index": 0, "leader_id": 0, "leader_epoch": 0,
-             "replica_nodes": [0], "isr_nodes": [0]}]}],
-    })  # fmt: skip
-    return md
-
-
 def test_append_reports_only_what_the_sender_and_partitioner_must_act_on() -> None:
     # a sender woken per record cost one socket write per send() while batches queued
     # behind the in-flight ones; the sticky partitioner moved on per record then too
@@ -309,14 +297,14 @@ def test_append_reports_only_what_the_sender_and_partitioner_must_act_on() -> No
         for i, result in enumerate(results[1:], 1):
             # a batch filled <=> a new one took the record; else nothing to report
             assert result == ((True, True) if i in new_batches else (False, False))
-        for batch in acc.drain(_metadata_one_leader(), {0}, 1 << 20, clock.ms)[0]:
+        for batch in acc.drain(one_leader_metadata(), {0}, 1 << 20, clock.ms)[0]:
             batch.complete(-1, -1, RuntimeError("test"))
             acc.deallocate(batch)
 
 
 def test_accumulator_ready_drain_retry_expiry() -> None:
     clock = _Clock()
-    md = _metadata_one_leader()
+    md = one_leader_metadata()
     with BufferPool.create(8 * 512, 512) as pool:
         acc = RecordAccumulator(pool, batch_size=512, linger_ms=50, retry_backoff_ms=20,
                                 delivery_timeout_ms=1000, clock_ms=clock)  # fmt: skip

@@ -98,6 +98,7 @@ def test_batch_records_are_compressed_when_it_closes() -> None:
         noise.close()
         assert read_header(noise.wire()).compression == 0
         for b in [*batches, noise]:
+            assert b.buffer is not None
             pool.deallocate(b.buffer)
     finally:
         pool.close()

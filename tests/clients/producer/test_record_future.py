@@ -45,6 +45,7 @@ def test_records_of_a_batch_resolve_together_with_their_own_offset_and_time(
     ]
     assert all(f.done() and not f.running() and f.exception(0) is None for f in futures)
     assert futures[2].get() == futures[2].result()
+    assert batch.buffer is not None
     pool.deallocate(batch.buffer)
 
 
@@ -52,6 +53,7 @@ def test_log_append_time_and_acks_zero(pool: BufferPool) -> None:
     batch, futures = _batch_with(pool, 2)
     batch.complete(-1, 77, None)  # acks=0: no offset known; LogAppendTime topic: 77
     assert [f.result(0) for f in futures] == [RecordMetadata("t", 3, -1, 77)] * 2
+    assert batch.buffer is not None
     pool.deallocate(batch.buffer)
 
 
@@ -68,6 +70,7 @@ def test_a_failed_batch_fails_every_record_and_completes_once(pool: BufferPool) 
             future.result(0)
         with pytest.raises(MessageTooLargeError):
             future.get(0)
+    assert batch.buffer is not None
     pool.deallocate(batch.buffer)
 
 
