@@ -81,19 +81,21 @@ def check_config(
     return -1 if acks is None else ACKS[acks]
 
 
-DEFAULT_BATCH_MAX_SIZE = 256 * 1024  # KIP-782's proposed default for batch.max.size
+BATCH_GROWTH_FACTOR = 16  # default batch_max_size / batch_size (16 KiB -> 256 KiB, KIP-782's)
 
 
 def resolve_batch_max_size(requested: int | None, batch_size: int, max_request_size: int,
                            buffer_memory: int) -> int:  # fmt: skip
     """How far a backlogged partition's batch may grow (KIP-782's ``batch.max.size``).
 
-    None: 256 KiB.  An explicit value must be an int >= ``batch_size``; 0 or
-    ``batch_size`` turns growth off.  The result never exceeds ``max_request_size`` or
-    ``buffer_memory`` (nor falls below ``batch_size``).
+    None: 16 x ``batch_size`` (256 KiB at the default 16 KiB, KIP-782's proposed
+    default; a small ``batch_size`` chosen on purpose stays proportionally small).  An
+    explicit value must be an int >= ``batch_size``; 0 or ``batch_size`` turns growth
+    off.  The result never exceeds ``max_request_size`` or ``buffer_memory`` (nor falls
+    below ``batch_size``).
     """
     if requested is None:
-        requested = DEFAULT_BATCH_MAX_SIZE
+        requested = BATCH_GROWTH_FACTOR * batch_size
     elif requested == 0:
         requested = batch_size
     else:

@@ -149,7 +149,8 @@ def test_create_partitions_and_config_changes_reach_every_broker(cluster: LocalC
     (entry,) = described["results"][0]["configs"]
     assert (entry["name"], entry["value"]) == ("segment.bytes", "4096")
 
-    with Producer(cluster.bootstrap, acks="all", batch_size=1024) as producer:
+    # small batches that do not grow: many of them, so the 4 KiB segments roll
+    with Producer(cluster.bootstrap, acks="all", batch_size=1024, batch_max_size=0) as producer:
         futures = [producer.send("grow", f"v{i}".encode() * 40, partition=i % 3)
                    for i in range(600)]
         producer.flush()

@@ -38,6 +38,7 @@ def pool() -> Iterator[BufferPool]:
 
 def test_batch_max_size_setting() -> None:
     assert resolve_batch_max_size(None, 16384, 1 << 20, 32 << 20) == 256 * 1024
+    assert resolve_batch_max_size(None, 1024, 1 << 20, 32 << 20) == 16 * 1024  # 16 x
     assert resolve_batch_max_size(None, 16384, 100_000, 32 << 20) == 100_000  # request cap
     assert resolve_batch_max_size(None, 16384, 1 << 20, 65536) == 65536  # pool cap
     assert resolve_batch_max_size(0, 16384, 1 << 20, 32 << 20) == 16384  # off
