@@ -94,7 +94,8 @@ def test_a_bit_flip_on_the_leader_is_found_and_consumers_still_read_everything(
         with Admin(cluster.bootstrap) as admin:
             admin.create_topics([NewTopic(TOPIC, 1, 3, {"min_insync_replicas": "2",
                                                         "segment.bytes": "65536"})])
-        with Producer(cluster.bootstrap, acks="all", linger_ms=5) as producer:
+        # batches that do not grow, so the 64 KiB segments roll and older ones close
+        with Producer(cluster.bootstrap, acks="all", linger_ms=5, batch_max_size=0) as producer:
             futures = [producer.send(TOPIC, b"record-%d" % i + bytes(100), partition=0)
                        for i in range(RECORDS)]
             producer.flush()
