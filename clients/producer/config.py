@@ -91,8 +91,9 @@ def resolve_batch_max_size(requested: int | None, batch_size: int, max_request_s
     None: 16 x ``batch_size`` (256 KiB at the default 16 KiB, KIP-782's proposed
     default; a small ``batch_size`` chosen on purpose stays proportionally small).  An
     explicit value must be an int >= ``batch_size``; 0 or ``batch_size`` turns growth
-    off.  The result never exceeds ``max_request_size`` or ``buffer_memory`` (nor falls
-    below ``batch_size``).
+    off.  The result never exceeds ``max_request_size`` or a quarter of ``buffer_memory``
+    (so one grown batch never takes the whole pool from the other partitions), nor falls
+    below ``batch_size``.
     """
     if requested is None:
         requested = BATCH_GROWTH_FACTOR * batch_size
@@ -100,7 +101,7 @@ def resolve_batch_max_size(requested: int | None, batch_size: int, max_request_s
         requested = batch_size
     else:
         check_positive("batch_max_size", requested, batch_size)
-    return max(batch_size, min(requested, max_request_size, buffer_memory))
+    return max(batch_size, min(requested, max_request_size, buffer_memory // 4))
 
 
 def resolve_idempotence(

@@ -27,11 +27,11 @@ Semantics (Kafka's, simplified):
   serve InitProducerId is fatal: pending futures fail and ``send`` raises the error.
 - ``batch_size`` (16 KiB) is the size of a new batch; ``batch_max_size`` (KIP-782's
   ``batch.max.size``; default 16 x ``batch_size`` = 256 KiB, capped by
-  ``max_request_size`` and ``buffer_memory``; 0 turns it off) is how large a batch may
-  grow while its partition has a backlog (:mod:`clients.producer.accumulator`).  A
-  batch the broker refuses as too large is split (at most ``batch_size`` bytes and half
-  its records per piece) and resent, as Kafka's producer does
-  (:mod:`clients.producer.split`).
+  ``max_request_size`` and a quarter of ``buffer_memory``; 0 turns it off) is how large
+  a batch may grow while its partition has a backlog
+  (:mod:`clients.producer.accumulator`).  A batch the broker refuses as too large is
+  split (at most ``batch_size`` bytes and half its records per piece) and resent, as
+  Kafka's producer does (:mod:`clients.producer.split`).
 - ``compression_type`` (Kafka's names: ``none``, ``gzip``, ``snappy``, ``lz4``,
   ``zstd``): each batch's records are compressed when it closes (kept plain when that
   is not smaller; see :mod:`clients.producer.compression`).

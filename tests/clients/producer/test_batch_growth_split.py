@@ -40,7 +40,8 @@ def test_batch_max_size_setting() -> None:
     assert resolve_batch_max_size(None, 16384, 1 << 20, 32 << 20) == 256 * 1024
     assert resolve_batch_max_size(None, 1024, 1 << 20, 32 << 20) == 16 * 1024  # 16 x
     assert resolve_batch_max_size(None, 16384, 100_000, 32 << 20) == 100_000  # request cap
-    assert resolve_batch_max_size(None, 16384, 1 << 20, 65536) == 65536  # pool cap
+    assert resolve_batch_max_size(None, 16384, 1 << 20, 512 * 1024) == 128 * 1024  # pool / 4
+    assert resolve_batch_max_size(None, 16384, 1 << 20, 32768) == 16384  # never below
     assert resolve_batch_max_size(0, 16384, 1 << 20, 32 << 20) == 16384  # off
     assert resolve_batch_max_size(65536, 16384, 1 << 20, 32 << 20) == 65536
     with pytest.raises(InvalidConfigError, match="batch_max_size must be an int >= 16384"):
