@@ -165,3 +165,23 @@ def test_network_process_killed_mid_stream_loses_no_acknowledged_data(
     values = [r.value for r in received[0]]
     assert set(acked) <= set(values)  # at-least-once without idempotence
     assert len(acked) >= 9_000  # the producer kept going through the restart
+
+
+def test_batches_refused_as_too_large_are_split_and_land_once_in_order(
+        broker: BrokerProcess) -> None:
+    # the topic takes batches of at most 4 KiB; the producer's batches are 16 KiB and grow
+    # to 256 KiB behind a backlog: the broker refuses them (MESSAGE_TOO_LARGE) and the
+    # producer splits them (clients/producer/split.py), keeping its sequences
+    with Admin(broker.bootstrap) as admin:
+        admin.create_topics([NewTopic("small", 1, 1, {"max.message.bytes": "4096"})])
+    values = [b"%06d" % i + bytes(94) for i in range(20_000)]
+    with Producer(broker.bootstrap, acks="all", enable_idempotence=True, linger_ms=20,
+                  retry_backoff_ms=5) as producer:  # fmt: skip
+        futures = [producer.send("small", v, key=v[:6]) for v in values]
+        producer.flush()
+        offsets = [f.result(0).offset for f in futures]
+        splits = producer.metrics()["split_batches"]
+    assert splits > 0
+    assert offsets == list(range(len(values)))
+    received = consume_all(broker.bootstrap, "small", 1, len(values))
+    assert [r.value for r in received[0]] == values  # each once, in send order
