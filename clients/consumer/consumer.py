@@ -662,22 +662,17 @@ class Consumer:
                 if whole is None:
                     whole = bytes(records)
                 raw = whole
-            columns = zip(bulk.offsets.tolist(), bulk.timestamps.tolist(),
-                          bulk.key_offsets.tolist(), bulk.key_lengths.tolist(),
-                          bulk.value_offsets.tolist(), bulk.value_lengths.tolist(),
-                          strict=True)  # fmt: skip
-            headers = bulk.record_headers
-            if headers:
-                out.extend(
-                    new(record, (topic, partition, offset, timestamp,
+            first = len(out)
+            out += [new(record, (topic, partition, offset, timestamp,
                                  None if kn < 0 else raw[ko : ko + kn],
-                                 None if vn < 0 else raw[vo : vo + vn], headers.get(i, ())))
-                    for i, (offset, timestamp, ko, kn, vo, vn) in enumerate(columns))
-            else:  # the common case: one comprehension, no per-record header lookup
-                out += [new(record, (topic, partition, offset, timestamp,
-                                     None if kn < 0 else raw[ko : ko + kn],
-                                     None if vn < 0 else raw[vo : vo + vn], ()))
-                        for offset, timestamp, ko, kn, vo, vn in columns]  # fmt: skip
+                                 None if vn < 0 else raw[vo : vo + vn], ()))
+                    for offset, timestamp, ko, kn, vo, vn in zip(
+                        bulk.offsets.tolist(), bulk.timestamps.tolist(),
+                        bulk.key_offsets.tolist(), bulk.key_lengths.tolist(),
+                        bulk.value_offsets.tolist(), bulk.value_lengths.tolist(),
+                        strict=True)]  # fmt: skip
+            for i, headers in bulk.record_headers.items():  # only records that have any
+                out[first + i] = out[first + i]._replace(headers=headers)
         return out
 
     @staticmethod

@@ -137,8 +137,7 @@ class RecordAccumulator:
         """
         backlog = 0
         with self._cond:
-            if self._closed:
-                raise AccumulatorClosedError("producer is closed")
+            self._check_open()
             dq = self._batches.get(tp)
             if dq:
                 future = dq[-1].try_append(timestamp, key, value, headers)

@@ -307,7 +307,7 @@ class Producer:
         if partition is not None:
             check_partition(topic, partition, num_partitions)
         elif key is not None:
-            partition = partition_for_key(key, num_partitions) if num_partitions > 1 else 0
+            partition = partition_for_key(key, num_partitions)
         else:
             with self._partitioner_lock:
                 partition = self._partitioner.partition(topic, num_partitions)
