@@ -98,7 +98,8 @@ def test_forced_retries_without_idempotence_show_duplicates(
     config = WorkloadConfig(
         bootstrap=cluster.bootstrap, topic="retried",
         ledger_path=str(Path(cluster.data_dir) / "retried-ledger.tsv"), messages=3_000,
-        producers=2, idempotence=False, drop_response_ratio=0.2, drop_seed=11)
+        producers=2, idempotence=False, drop_response_ratio=0.2, drop_seed=11,
+        rate=3_000)  # paced over ~1 s: many produce responses for the ratio to drop
     result = run_workload(config)
     assert result.acked == config.messages
     report = run_verify(spark, config.ledger_path, bootstrap=cluster.bootstrap)
