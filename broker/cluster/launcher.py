@@ -97,11 +97,38 @@ def spawn(info: ProcessInfo) -> None:
     _CHILDREN[proc.pid] = proc  # reaped by end_process when this process stops it
 
 
+EPHEMERAL_PORT_RANGE_FILE = "/proc/sys/net/ipv4/ip_local_port_range"
+LOWEST_BASE_PORT = 10000
+
+
+def ephemeral_port_range() -> tuple[int, int]:
+    """The kernel's range for outgoing connections' local ports (Linux's default if the
+    file is missing or unreadable)."""
+    try:
+        low, high = (int(x) for x in Path(EPHEMERAL_PORT_RANGE_FILE).read_text().split())
+    except (OSError, ValueError):
+        return 32768, 60999
+    return low, high
+
+
 def free_base_port(brokers: int, attempts: int = 200) -> int:
-    """A base port whose whole layout (base..base+brokers-1 and base+100) is free now."""
+    """A base port whose whole layout (base..base+brokers-1 and base+100) is free now.
+
+    The layout is chosen below the kernel's ephemeral range: a port in that range that
+    is free when probed can be taken a moment later as the local port of any outgoing
+    connection (ours or another process's), and the broker then fails to bind it.
+    """
+    ephemeral_low, ephemeral_high = ephemeral_port_range()
+    span = CONTROLLER_PORT_OFFSET + 1
+    ranges = [(LOWEST_BASE_PORT, ephemeral_low - span - brokers),
+              (ephemeral_high + 1, 65535 - span - brokers)]
+    ranges = [(low, high) for low, high in ranges if high > low]
+    if not ranges:
+        raise ClusterError("no port range outside the ephemeral ports "
+                           f"{ephemeral_low}-{ephemeral_high}; choose --base-port")
     rng = random.Random()
     for _ in range(attempts):
-        base = rng.randrange(20000, 60000)
+        base = rng.randrange(*rng.choice(ranges))
         try:
             for port in [*range(base, base + brokers), base + CONTROLLER_PORT_OFFSET]:
                 with socket.socket() as s:
@@ -279,12 +306,12 @@ def wait_until_ready(state: ClusterState, timeout_s: float) -> None:
     watched = [i for i in [state.controller, *state.brokers.values()] if is_running(i.pid)]
     last = "no answer"
     while time.monotonic() < deadline:
+        dead = [i.name for i in watched if not is_running(i.pid)]
+        if dead:  # it had answered on its port, then exited
+            raise ClusterError(f"{', '.join(dead)} exited during startup (see the logs)")
         try:
             view = fetch_cluster_view(state)
             live = {b["node_id"] for b in view["brokers"] if not b["fenced"]}
-            dead = [i.name for i in watched if not is_running(i.pid)]
-            if dead:  # the port answered, but not from our process
-                raise ClusterError(f"{', '.join(dead)} exited during startup (see the logs)")
             if wanted <= live:
                 return
             last = f"unfenced brokers {sorted(live)}"

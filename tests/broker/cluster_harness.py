@@ -21,6 +21,8 @@ from broker.cluster.status import status_report
 from clients.records.batch import iter_batches
 from tests.broker.processes import wait_until
 
+PORT_ATTEMPTS = 3
+
 
 class LocalCluster:
     def __init__(self, root: Path, brokers: int = 3, overrides: dict[str, object] | None = None):
@@ -34,10 +36,31 @@ class LocalCluster:
         assert code == 0, f"cluster {' '.join(args)} failed"
 
     def start(self) -> LocalCluster:
+        """Start the cluster.  If a process could not bind its port because something
+        else took it after ``free_base_port`` probed it, start again on other ports
+        (at most ``PORT_ATTEMPTS`` times); any other failure fails the test."""
         extra = [a for k, v in self.overrides.items() for a in ("--override", f"{k}={v}")]
-        self._run("start", "--brokers", str(self.brokers), "--base-port", str(self.base_port),
-                  *extra)
-        return self
+        for attempt in range(1, PORT_ATTEMPTS + 1):
+            logs = sorted(Path(self.data_dir).glob("*.log"))
+            sizes = {log: log.stat().st_size for log in logs}
+            try:
+                self._run("start", "--brokers", str(self.brokers), "--base-port",
+                          str(self.base_port), *extra)
+                return self
+            except AssertionError:
+                if attempt == PORT_ATTEMPTS or not self._port_was_taken(sizes):
+                    raise
+                self.base_port = free_base_port(self.brokers)
+        raise AssertionError("unreachable")
+
+    def _port_was_taken(self, sizes: dict[Path, int]) -> bool:
+        """Whether a log written since ``sizes`` was taken reports a port in use."""
+        for log in Path(self.data_dir).glob("*.log"):
+            with open(log, "rb") as f:
+                f.seek(sizes.get(log, 0))
+                if b"Address already in use" in f.read():
+                    return True
+        return False
 
     @property
     def state(self) -> ClusterState:

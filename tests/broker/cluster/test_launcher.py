@@ -9,6 +9,7 @@ and timing out.
 from __future__ import annotations
 
 import contextlib
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -97,3 +98,26 @@ def test_a_damaged_state_file_is_rebuilt_and_the_cluster_still_stops(
             capture_output=True, text=True, timeout=120, cwd=ROOT, check=False)
         assert stop.returncode == 0, stop.stderr
         assert not any(is_running(pid) for pid in pids.values())
+
+
+def test_the_harness_starts_again_on_other_ports_when_one_is_taken_after_the_probe(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The race the harness absorbs: the broker's port passes the launcher's check and is
+    then taken (here held by a listener the check is told to miss).  The broker cannot
+    bind it and exits; the cluster starts on a new layout and the broker there serves."""
+    from broker.cluster import launcher
+
+    cluster = LocalCluster(tmp_path, brokers=1)
+    taken_port = cluster.base_port
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", taken_port))
+        holder.listen(1)
+        monkeypatch.setattr(launcher, "port_taken", lambda port, host="127.0.0.1": False)
+        with cluster:
+            assert cluster.base_port != taken_port
+            assert cluster.state.brokers["0"].port == cluster.base_port
+            assert is_running(cluster.state.brokers["0"].pid)
+            assert {b["node_id"] for b in cluster.report()["brokers"]
+                    if not b["fenced"]} == {0}
+        log = (Path(cluster.data_dir) / "broker-0.log").read_text()
+        assert "Address already in use" in log
