@@ -25,8 +25,9 @@ flips in closed segments are found and repaired, and a consumer reads every part
 from offset 0.  Figures: records acknowledged, **lost** (acknowledged, then
 absent or different: must be 0), **unreadable** (records of batches the consumer got a
 CRC error for, skipped by seeking past them: must be 0), damage injected per kind, and
-what the brokers and the controller say they repaired (recovery cuts, scrubber repairs,
-safe elections, leaders that resigned to repair) from their logs.
+what the brokers and the controller say they repaired (recovery cuts, segment repairs
+begun and finished in place, repairs that fell back to cutting the log, safe elections,
+leaders that resigned to repair) from their logs.
 
 Writes ``bench/results/fault_run.json`` (with each partition's leader, ISR and replica
 offsets at the end).  Every process is stopped by PID at the end; the data and logs are
@@ -265,8 +266,12 @@ def _repairs(state: ClusterState) -> dict[str, int]:
         for line in log_file.read_text(errors="replace").splitlines():
             if "recovery cut" in line:
                 counts["recovery_cuts"] += 1
+            elif "rewriting that segment from leader" in line:
+                counts["scrubber_repairs_begun"] += 1
+            elif "damaged segment" in line and "repaired from leader" in line:
+                counts["segments_repaired_in_place"] += 1
             elif "fetching the rest again" in line:
-                counts["scrubber_repairs"] += 1
+                counts["repairs_by_cutting_the_log"] += 1
             elif "with the longest log of the latest epoch, leads" in line:
                 counts["safe_elections"] += 1
             elif "damaged on this leader" in line and "resigning" in line:

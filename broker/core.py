@@ -58,6 +58,7 @@ from storage.log_manager import LogManager
 from storage.meta_properties import check_data_dir_identity
 from storage.partition_metadata import read_topic_id, write_topic_id
 from storage.scrubber import DamagedRange
+from storage.segment_repair import SegmentRepairError
 from timer.clock import Clock
 from timer.purgatory import Purgatory
 from timer.system_timer import SystemTimer
@@ -212,6 +213,8 @@ class BrokerCore:
                           sorted(keys))
 
     def shutdown(self) -> None:
+        for partition in self.partitions.values():
+            partition.abort_repair()  # its file goes; the next run's scrubber finds it again
         self.groups.shutdown()
         self.produce_purgatory.shutdown()
         self.fetch_purgatory.shutdown()
@@ -258,34 +261,76 @@ class BrokerCore:
         Tests call ``log_manager.clean_until_idle()`` to compact deterministically."""
         if self.topic_configs_known():
             self.log_manager.run_cleaner_step(high_watermarks={  # nothing at or above a HW
-                key: p.high_watermark for key, p in self.partitions.items()})
+                key: p.high_watermark for key, p in self.partitions.items()
+                if p.repair is None})  # a log under repair is left alone (same file names)
 
     def run_scrubber(self) -> list[DamagedRange]:
-        """One bounded step of the background CRC check (storage/scrubber.py).  A damaged
-        range in a follower replica is repaired: the replica truncates before the bad
-        batch and its fetcher copies the rest again from the leader (the leader drops it
-        from the ISR at its next fetch, from below the HW).  A leader with other ISR
-        members resigns (AlterPartition with the ISR without itself) and does the same
-        once it follows (``pending_repairs``, applied by :meth:`reconcile`).  A leader
-        alone in its ISR, or a partition not hosted, is logged and kept in
-        ``log_manager.scrubber.findings``: nobody holds a good copy to repair from.  A
-        leader never serves the damaged range (``Partition.mark_damaged``: fetches from
-        there on answer KAFKA_STORAGE_ERROR) while it waits."""
+        """One bounded step of the background CRC check (storage/scrubber.py).
+
+        A damaged range is repaired in place (:meth:`Partition.begin_repair`): the
+        replica keeps its whole log, marks the range damaged (never served), and writes
+        that one segment again from the leader's copy (the replica fetcher's repair
+        Fetches), keeping every later segment: they may hold the only intact copy of a
+        range another replica finds damaged next.  A leader with other ISR members first
+        resigns (AlterPartition with the ISR without itself) and repairs once it follows.
+        A leader alone in its ISR, or a partition not hosted, is logged and kept in
+        ``log_manager.scrubber.findings``: nobody holds a good copy to repair from; the
+        leader never serves from the damaged range on (``Partition.mark_damaged``:
+        KAFKA_STORAGE_ERROR) while it waits.  A segment that cannot be repaired in place
+        (the replicas' batches differ there, or its prefix is bad too) falls back to
+        cutting the log before the damage and fetching the rest again (as a follower:
+        ``pending_repairs`` holds it for a leader until it follows)."""
         if self.config.log_scrub_bytes_per_second == 0:
             return []
         found = self.log_manager.run_scrub_step()
         for damage in found:
             key = TopicPartition(damage.topic, damage.partition)
             partition = self.partitions.get(key)
-            if partition is not None and partition.is_leader:
-                self._resign_to_repair(key, partition, damage)
-                continue
             if partition is None:
                 log.error("%s-%d: offsets from %d on are damaged in this unhosted log; not "
                           "repaired", *key, damage.first_bad_offset)
                 continue
-            self._repair_follower(key, partition, damage.first_bad_offset, damage.reason)
+            repair = partition.repair
+            if repair is not None and repair.segment.base_offset == damage.segment_base_offset:
+                continue  # found again while its repair is under way
+            try:
+                self.log_manager.cleaner.abort_pass_of(key)
+                repair = partition.begin_repair(damage.segment_base_offset, damage.position)
+            except SegmentRepairError as exc:
+                log.warning("%s-%d: %s", *key, exc)
+                self._cut_to_repair(key, partition, damage)
+                continue
+            if repair is None:
+                continue  # another segment's repair first; found again on a later round
+            if partition.is_leader:
+                self._resign_to_repair(key, partition, damage)
+            else:
+                log.warning("%s-%d: offsets [%d, %d) are damaged (%s): rewriting that "
+                            "segment from leader %d's copy, keeping the rest of the log",
+                            *key, repair.first_bad_offset, repair.end_offset, damage.reason,
+                            partition.leader_id)
         return found
+
+    def on_segment_repaired(self, key: TopicPartition, segment_base_offset: int) -> None:
+        """A follower's damaged segment was written again from the leader's copy."""
+        self.log_manager.scrubber.forget_findings(key, segment_base_offset)
+        log.warning("%s-%d: damaged segment %d repaired from leader %d's copy", *key,
+                    segment_base_offset,
+                    self.partitions[key].leader_id if key in self.partitions else -1)
+
+    def _cut_to_repair(self, key: TopicPartition, partition: Partition,
+                       damage: DamagedRange) -> None:
+        """The fallback: cut the log before the damage (as a follower; a leader resigns
+        first and cuts once it follows)."""
+        if partition.is_leader:
+            self.pending_repairs[key] = (damage.first_bad_offset, damage.reason)
+            ends = [seg.base_offset for seg in partition.log.segments
+                    if seg.base_offset > damage.segment_base_offset]
+            partition.mark_damaged(damage.first_bad_offset,  # never served from here on
+                                   ends[0] if ends else partition.log_end_offset)
+            self._resign_to_repair(key, partition, damage)
+        else:
+            self._repair_follower(key, partition, damage.first_bad_offset, damage.reason)
 
     def _repair_follower(self, key: TopicPartition, partition: Partition, offset: int,
                          reason: str) -> None:
@@ -296,11 +341,6 @@ class BrokerCore:
 
     def _resign_to_repair(self, key: TopicPartition, partition: Partition,
                           damage: DamagedRange) -> None:
-        self.pending_repairs[key] = (damage.first_bad_offset, damage.reason)
-        ends = [seg.base_offset for seg in partition.log.segments
-                if seg.base_offset > damage.segment_base_offset]
-        partition.mark_damaged(damage.first_bad_offset,  # never served from here on
-                               ends[0] if ends else partition.log_end_offset)
         others = [b for b in partition.isr if b != self.config.node_id]
         log.error("%s-%d: offsets from %d on are damaged on this leader (%s): %s", *key,
                   damage.first_bad_offset, damage.reason,
@@ -615,6 +655,7 @@ class BrokerCore:
         if self.fetchers is not None:
             self.fetchers.unfollow(key)
         partition.leader_id = -1  # parked produces fail with NOT_LEADER
+        partition.abort_repair()
         hosted, found = self.hosted_topic_ids.get(key[0]), read_topic_id(partition.log.dir)
         if hosted is not None and found is not None and found != hosted:
             log.error("%s-%d: not deleting %s: it belongs to topic id %d, not the hosted %d",
@@ -637,7 +678,8 @@ class BrokerCore:
         partition = self.partitions.get(key)
         if partition is None or not partition.is_leader or key in self.alter_in_flight:
             return
-        if key in self.pending_repairs and partition.pending_alter_partition is None:
+        if ((key in self.pending_repairs or partition.repair is not None)
+                and partition.pending_alter_partition is None):
             self._try_resign(key, partition)
             return
         proposal = (partition.pending_alter_partition

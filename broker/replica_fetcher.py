@@ -5,7 +5,9 @@ decides everything (truncation by leader epoch, fetching, parking, diverging epo
 OFFSET_OUT_OF_RANGE and the leader's log start, answers for replaced states or moved log
 ends): this task sends the session's requests over one authenticated connection to the
 leader (OffsetsForLeaderEpoch v4, Fetch v12, ListOffsets v7), one at a time, feeds the
-answers back, waits ``BACKOFF_S`` when the session asks for a backoff and after a lost
+answers back (and, for damaged segments under repair, up to
+``REPAIR_REQUESTS_PER_ROUND`` consumer Fetches of the range after each replica Fetch),
+waits ``BACKOFF_S`` when the session asks for a backoff and after a lost
 connection or a top-level error, and sleeps while it follows nothing.
 
 Not thread-safe: one event loop.
@@ -33,6 +35,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 BACKOFF_S = 0.1
+REPAIR_REQUESTS_PER_ROUND = 16  # x replica_fetch_max_bytes of a damaged range per round
 
 
 class ReplicaFetcher:
@@ -50,7 +53,9 @@ class ReplicaFetcher:
         self.session = FollowerFetchSession(config.node_id, leader_id,
                                             config.replica_fetch_max_bytes,
                                             config.replica_fetch_wait_max_ms,
-                                            core.on_follower_progress)
+                                            core.on_follower_progress,
+                                            on_repaired=core.on_segment_repaired,
+                                            clock_ms=core.clock.now_ms)
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
@@ -88,6 +93,7 @@ class ReplicaFetcher:
             try:
                 await self._truncate()
                 await self._fetch()
+                await self._repair()
             except MiniKafkaError as exc:
                 log.info("fetcher for leader %d: %s; retrying", self.leader_id, exc)
                 await asyncio.sleep(BACKOFF_S)
@@ -114,6 +120,17 @@ class ReplicaFetcher:
         if follow_up is not None:
             body = await self.conn.request(follow_up.api_key, follow_up.body)
             self.session.on_list_offsets_response(follow_up, body)
+
+
+    async def _repair(self) -> None:
+        """Up to ``REPAIR_REQUESTS_PER_ROUND`` consumer Fetches for the ranges under repair
+        (between two replica Fetches, which may wait ``replica_fetch_wait_max_ms``)."""
+        for _ in range(REPAIR_REQUESTS_PER_ROUND):
+            pending = self.session.repair_request()
+            if pending is None or self.session.backoff:
+                return
+            body = await self.conn.request(pending.api_key, pending.body)
+            self.session.on_repair_response(pending, body)
 
 
 class ReplicaFetcherManager:

@@ -29,6 +29,16 @@ follower fell behind it, else goes back to truncation.  When the leader's log st
 inside the first batch an empty log then gets, the log restarts at the batch's base
 offset (Kafka's rule).  A top-level Fetch error raises :class:`MiniKafkaError`.
 
+Repairs: a fetching partition with a damaged segment under repair
+(:attr:`Partition.repair`, begun by the broker when its CRC check found bad batches)
+also gets :meth:`repair_request`: a Fetch as a consumer (``replica_id`` -1, so the
+leader counts it in no follower's state; up to the leader's HW; ``max_wait_ms`` 0) from
+the repair's next missing offset, whose answer :meth:`on_repair_response` feeds to
+:meth:`Partition.feed_repair`.  A leader that cannot serve the range (its copy is
+damaged too: KAFKA_STORAGE_ERROR, or CRC-bad bytes) sets :attr:`backoff` and the repair
+waits; nothing is cut.  ``on_repaired`` is called with the partition and the segment's base
+offset when its repaired segment is in.
+
 The owner (the asyncio :class:`broker.replica_fetcher.ReplicaFetcher`, or the
 simulation) sends the request bodies and feeds the answers back, one request at a time,
 and waits a backoff when :attr:`backoff` is set (it clears it).
@@ -45,12 +55,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from clients.protocol.api_keys import ApiKey
-from clients.protocol.errors import ErrorCode, error_for
+from clients.protocol.errors import CorruptRecordError, ErrorCode, error_for
 from clients.protocol.offset_specs import EARLIEST_TIMESTAMP
 from clients.protocol.topics import TopicPartition
 from clients.records.batch import iter_batches
 from replication.partition import Partition
 from replication.truncation import EpochEndOffset, TruncationPolicy
+from storage.segment_repair import SegmentRepairError
 
 __all__ = ["PARK_CODES", "FetchState", "FollowerFetchSession", "PendingRequest"]
 
@@ -87,12 +98,16 @@ class FollowerFetchSession:
     def __init__(self, node_id: int, leader_id: int, replica_fetch_max_bytes: int,
                  replica_fetch_wait_max_ms: int,
                  on_progress: Callable[[TopicPartition], None] | None = None,
-                 truncation_policy: TruncationPolicy = TruncationPolicy.LEADER_EPOCH) -> None:
+                 truncation_policy: TruncationPolicy = TruncationPolicy.LEADER_EPOCH,
+                 on_repaired: Callable[[TopicPartition, int], None] | None = None,
+                 clock_ms: Callable[[], int] | None = None) -> None:
         self.node_id = node_id
         self.leader_id = leader_id
         self.replica_fetch_max_bytes = replica_fetch_max_bytes
         self.replica_fetch_wait_max_ms = replica_fetch_wait_max_ms
         self.on_progress = on_progress
+        self.on_repaired = on_repaired
+        self.clock_ms = clock_ms or (lambda: 0)
         self.truncation_policy = truncation_policy  # HIGH_WATERMARK: only to show its loss
         self.states: dict[TopicPartition, FetchState] = {}
         self.backoff = False
@@ -244,6 +259,66 @@ class FollowerFetchSession:
         if self.on_progress is not None:
             self.on_progress(key)
         return None
+
+    # -- repairs --------------------------------------------------------------------------
+
+    def repair_request(self) -> PendingRequest | None:
+        """A consumer's Fetch for the fetching partitions with a repair under way."""
+        repairing = {k: s for k, s in self.states.items()
+                     if not s.truncating and s.partition.repair is not None
+                     and not s.partition.repair.done}
+        if not repairing:
+            return None
+        topics: dict[str, list[Body]] = {}
+        sent: dict[TopicPartition, int] = {}
+        for key, s in repairing.items():
+            repair = s.partition.repair
+            assert repair is not None
+            sent[key] = repair.next_offset
+            topics.setdefault(key.topic, []).append({
+                "partition": key.partition, "current_leader_epoch": s.leader_epoch,
+                "fetch_offset": repair.next_offset, "last_fetched_epoch": -1,
+                "log_start_offset": -1, "partition_max_bytes": self.replica_fetch_max_bytes})
+        return PendingRequest(ApiKey.FETCH, {
+            "replica_id": -1, "max_wait_ms": 0, "min_bytes": 0,
+            "max_bytes": self.replica_fetch_max_bytes * 8, "isolation_level": 0,
+            "session_id": 0, "session_epoch": -1,
+            "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]},
+            repairing, sent)
+
+    def on_repair_response(self, pending: PendingRequest, body: Body) -> None:
+        if body["error_code"]:
+            raise error_for(body["error_code"], f"repair fetch from leader {self.leader_id}")
+        for topic in body["responses"]:
+            for p in topic["partitions"]:
+                key = TopicPartition(topic["name"], p["partition_index"])
+                state = self._current(key, pending)
+                repair = state.partition.repair if state is not None else None
+                if state is None or repair is None or repair.next_offset != pending.sent[key]:
+                    continue  # replaced, or another answer moved it on
+                if p["error_code"]:
+                    log.info("%s-%d: the leader cannot serve the range under repair from %d "
+                             "yet (%s); waiting", *key, repair.next_offset,
+                             ErrorCode(p["error_code"]).name)
+                    self._partition_error(key, p["error_code"])
+                    continue
+                try:
+                    repaired = state.partition.feed_repair(p["records"] or b"",
+                                                           self.clock_ms())
+                except CorruptRecordError as exc:
+                    log.warning("%s-%d: the leader's copy of the range under repair is bad "
+                                "too (%s); waiting", *key, exc)
+                    self.backoff = True
+                    continue
+                except SegmentRepairError as exc:
+                    log.warning("%s-%d: %s; cut the log at %d instead, fetching the rest "
+                                "again", *key, exc, state.partition.log_end_offset)
+                    continue
+                if repaired:
+                    if self.on_repaired is not None:
+                        self.on_repaired(key, repair.segment.base_offset)
+                elif state.partition.repair is repair and repair.next_offset == pending.sent[key]:
+                    self.backoff = True  # nothing new (the leader's HW is not there yet)
 
     def on_list_offsets_response(self, pending: PendingRequest, body: Body) -> None:
         """Kafka's follower rule: behind the leader's log start -> restart the log there;

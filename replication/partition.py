@@ -50,10 +50,17 @@ snapshots: :mod:`replication.producer_state_store`.
 
 Damage: a leader whose background CRC check found a bad batch (:meth:`Partition.mark_damaged`)
 never serves it: reads (consumers and followers) stop before its first offset, and a fetch
-from there on is KAFKA_STORAGE_ERROR (retriable: clients keep the records before it and
-retry, so they never read corrupt bytes or skip the range).  The mark ends when the log
-is cut below it (the repair as a follower), or when the log start moves past the whole
-damaged range (DeleteRecords, retention).
+inside the range (to the end of its segment) is KAFKA_STORAGE_ERROR (retriable: clients
+keep the records before it and retry, so they never read corrupt bytes or skip the
+range).  Reads from the end of the range on are served: a follower at its log end, or
+repairing a damaged range of its own higher up, still gets the intact later segments.
+The damaged segment is repaired in place (:meth:`Partition.begin_repair`,
+:mod:`storage.segment_repair`): as a follower, the replica fetcher feeds the leader's
+batches for the range to :meth:`Partition.feed_repair`, which swaps the rewritten
+segment in; every later segment is kept all along (they may hold the only intact copy
+of another replica's damage).  The mark ends when the repaired segment is in, when the
+log is cut below it (the fallback when the replicas' batches differ there), or when the
+log start moves past the whole damaged range (DeleteRecords, retention).
 
 Leader-epoch cache: assigned *before* each append (leader: at :meth:`Partition.make_leader`;
 follower: from the incoming batch headers, trimmed back if the append fails), trimmed
@@ -105,6 +112,7 @@ from replication.truncation import (
 from storage.checkpoint import LEADER_EPOCH_CHECKPOINT
 from storage.log.log import Log, LogAppendInfo
 from storage.log.reader import FetchDataInfo
+from storage.segment_repair import SegmentRepair, SegmentRepairError
 
 __all__ = ["NO_LEADER", "Partition"]
 
@@ -131,6 +139,8 @@ class Partition:
         self._leader_hw_floor = 0  # HW when this leadership began: never go below
         # [first offset a CRC check found bad, the end of its segment): never served
         self.damaged: tuple[int, int] | None = None
+        # that segment being written again from the leader's copy (storage.segment_repair)
+        self.repair: SegmentRepair | None = None
         if leader_epoch_cache is None:
             leader_epoch_cache = LeaderEpochCache.load(
                 Path(log.dir) / LEADER_EPOCH_CHECKPOINT, log.log_start_offset,
@@ -336,23 +346,77 @@ class Partition:
             first_bad, until = self.damaged
             if self.log_start_offset >= until:
                 self.damaged = None
-            elif fetch_offset >= first_bad:
+            elif first_bad <= fetch_offset < until:
                 raise MiniKafkaError(
-                    f"{self.topic}-{self.index}: offsets from {first_bad} on failed this "
+                    f"{self.topic}-{self.index}: offsets [{first_bad}, {until}) failed this "
                     f"leader's CRC check and are not served until a replica holding a good "
                     "copy leads (see the broker's log)", ErrorCode.KAFKA_STORAGE_ERROR)
-            else:
+            elif fetch_offset < first_bad:
                 upper = min(upper, first_bad)
         return self.log.read(fetch_offset, max_bytes, max_offset=upper,
                              min_one_batch=min_one_batch)
 
     def mark_damaged(self, offset: int, until: int) -> None:
         """The log cannot be trusted in ``[offset, until)`` (a bad batch starts at
-        ``offset``, its segment ends at ``until``): never serve it or anything after it
+        ``offset``, its segment ends at ``until``): never serve it, nor read across it
         (see "Damage" in the module docstring)."""
         if self.damaged is not None:
             offset, until = min(offset, self.damaged[0]), max(until, self.damaged[1])
         self.damaged = (offset, until)
+
+    # -- damaged segments (see "Damage" in the module docstring) -------------------------
+
+    def begin_repair(self, segment_base_offset: int, position: int) -> SegmentRepair | None:
+        """Start writing the closed segment ``segment_base_offset`` again from byte
+        ``position`` on; marks the range damaged.  None
+        when another segment's repair is under way (the scrubber finds this one again).
+        :class:`SegmentRepairError` when it cannot be repaired in place (the active
+        segment, or the prefix is bad too): the caller cuts the log instead."""
+        if self.repair is not None:
+            if self.repair.valid:
+                return (self.repair if self.repair.segment.base_offset == segment_base_offset
+                        else None)
+            self.abort_repair()
+        self.repair = SegmentRepair(self.log, segment_base_offset, position)
+        self.mark_damaged(self.repair.first_bad_offset, self.repair.end_offset)
+        return self.repair
+
+    def feed_repair(self, records: bytes | bytearray | memoryview, now_ms: int) -> bool:
+        """Follower: write the leader's batches for the range under repair; True once the
+        repaired segment is swapped in (the damage mark ends).  A segment that changed
+        meanwhile ends the repair (the scrubber finds any damage left); batches that do
+        not fit the range (the replicas' batches differ there) make this replica cut its
+        log before the damage and fetch everything after it again (the fallback).
+        :class:`~clients.protocol.errors.CorruptRecordError`: the leader's copy is bad
+        too; nothing was written."""
+        self._require_not_leader("repair from the leader")
+        repair = self.repair
+        if repair is None:
+            return False
+        if not repair.valid:
+            self.abort_repair()
+            if self.damaged is not None and (self.log_start_offset >= self.damaged[1]
+                                             or self.log_end_offset <= self.damaged[0]):
+                self.damaged = None
+            return False
+        try:
+            repair.append(records)
+            if not repair.done:
+                return False
+            repair.commit(now_ms)
+        except SegmentRepairError:
+            self.truncate_to(repair.first_bad_offset)  # aborts the repair
+            raise
+        self.repair = None
+        if self.damaged == (repair.first_bad_offset, repair.end_offset):
+            self.damaged = None
+        return True
+
+    def abort_repair(self) -> None:
+        """Drop the repair under way (its file is removed; the damage mark stays)."""
+        if self.repair is not None:
+            self.repair.abort()
+            self.repair = None
 
     def update_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int) -> bool:
         """Record a follower's fetch at ``fetch_offset``; True when the HW moved.  An ISR
@@ -476,6 +540,11 @@ class Partition:
         """Follower: drop everything at or after ``offset`` (batch boundary at or below)."""
         self._require_not_leader("truncate")
         leo = self.log_end_offset
+        if self.repair is not None and offset < self.repair.end_offset:
+            # the cut reaches the segment under repair: it would become the active one
+            # with its bad batches; cut before them (nothing later is kept anyway)
+            offset = min(offset, self.repair.first_bad_offset)
+            self.abort_repair()
         self.log.truncate_to(offset)
         if self.damaged is not None and self.log_end_offset <= self.damaged[0]:
             self.damaged = None  # the bad batches are gone
@@ -487,6 +556,7 @@ class Partition:
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Follower behind the leader's log start: restart the log empty at ``offset``."""
         self._require_not_leader("truncate")
+        self.abort_repair()
         self.log.truncate_fully_and_start_at(offset)
         self.damaged = None
         self.leader_epoch_cache.clear()

@@ -15,9 +15,10 @@ Findings are :class:`DamagedRange` values: the partition, the segment, the byte 
 and the base offset of the first bad batch (the records from there to the segment's end
 cannot be trusted), the reason, and when.  The scrubber logs each one (ERROR) and keeps
 them (:attr:`LogScrubber.findings`, at most :data:`MAX_KEPT_FINDINGS`); a range found
-again on a later round is returned again but logged once.  What to do about one is the
-owner's business (a broker truncates a follower replica there so it fetches the range
-again from its leader).
+again on a later round is returned again but logged once (:meth:`forget_findings` drops
+a segment's findings once it is repaired).  What to do about one is the owner's business
+(a broker rewrites that segment from another replica's copy:
+:mod:`storage.segment_repair`).
 A segment that changed under the scrubber (compacted, deleted, truncated) is skipped.
 
 Progress is kept in ``scrubber-checkpoint`` (version line, count line, then ``topic
@@ -113,6 +114,14 @@ class LogScrubber:
             tp, base, position = self.cursor
             text = f"{_VERSION}\n1\n{tp.topic} {tp.partition} {base} {position}\n"
         atomic_write_text(self.checkpoint_path, text)
+
+    def forget_findings(self, tp: TopicPartition, segment_base_offset: int) -> None:
+        """The segment was repaired: drop its findings (damage found there again later
+        is new, and logged)."""
+        self.findings = [f for f in self.findings
+                         if (f.topic, f.partition, f.segment_base_offset)
+                         != (tp.topic, tp.partition, segment_base_offset)]
+        self._reported = {r for r in self._reported if r[:2] != (tp, segment_base_offset)}
 
     # -- the walk --------------------------------------------------------------------
 

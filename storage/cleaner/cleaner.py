@@ -141,6 +141,12 @@ class LogCleaner:
         self._pending_horizon.pop(tp, None)
         self._uncleanable.pop(tp, None)
 
+    def abort_pass_of(self, tp: TopicPartition) -> None:
+        """Abandon the pass in progress if it cleans ``tp`` (a segment repair takes the
+        log: :mod:`storage.segment_repair`)."""
+        if self._pass is not None and self._pass.tp == tp:
+            self.abort()
+
     def abort(self) -> None:
         """Abandon the pass in progress (its ``.cleaned`` files are removed)."""
         p, self._pass = self._pass, None

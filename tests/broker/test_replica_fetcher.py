@@ -276,58 +276,142 @@ def _scrub_until_damage(node: Node) -> list[Any]:
     raise AssertionError("the scrubber found nothing")
 
 
-def test_the_scrubber_repairs_a_follower_from_its_leader(tmp_path: Path) -> None:
+def _segment_files(node: Node) -> dict[int, tuple[int, int]]:
+    """Each segment's base offset -> (inode, size) of its ``.log`` file."""
+    return {seg.base_offset: (seg.log_path.stat().st_ino, seg.log_path.stat().st_size)
+            for seg in node.partition.log.segments}
+
+
+def _repair_rounds(fetcher: ReplicaFetcher, rounds: int = 20) -> None:
+    for _ in range(rounds):
+        asyncio.run(fetcher._fetch())
+        asyncio.run(fetcher._repair())
+        fetcher.session.backoff = False
+
+
+def test_the_scrubber_repairs_a_follower_segment_in_place(tmp_path: Path) -> None:
     # a bit flip in an old segment of the follower: found by the background CRC check,
-    # the follower truncates before the bad batch and fetches the rest again
+    # that one segment is written again from the leader's copy; the follower keeps its
+    # log end, every other segment (same files) and its place in the ISR
     leader, follower = (Node(tmp_path, i, segment_bytes=1024) for i in (1, 2))
     try:
         fetcher, expected = _in_sync_over_rolled_segments(leader, follower)
         segments = follower.partition.log.segments
         assert len(segments) > 3
         damaged = segments[1]
+        before = _segment_files(follower)
+        leo = follower.partition.log_end_offset
         _flip_a_byte(damaged.log_path)
         found = _scrub_until_damage(follower)
         assert [d.segment_base_offset for d in found] == [damaged.base_offset]
-        assert follower.partition.log_end_offset <= found[0].first_bad_offset  # cut there
+        assert follower.partition.log_end_offset == leo  # nothing cut
+        assert follower.partition.repair is not None
         proposals: list[Any] = []
         leader.core.send_alter_partition = proposals.append
-        asyncio.run(fetcher._fetch())  # from below the HW: out of the ISR at once
-        assert [p.new_isr for p in proposals] == [(1,)]
-        for _ in range(60):
-            asyncio.run(fetcher._fetch())
-        assert values(follower.partition.log) == expected  # copied again from the leader
+        repaired: list[Any] = []
+
+        def on_repaired(*args: Any) -> None:
+            repaired.append(args)
+            follower.core.on_segment_repaired(*args)
+
+        fetcher.session.on_repaired = on_repaired
+        _repair_rounds(fetcher)
+        assert repaired == [(KEY, damaged.base_offset)]
+        assert follower.partition.repair is None and follower.partition.damaged is None
+        assert proposals == []  # it never left the ISR
+        assert values(follower.partition.log) == expected
+        after = _segment_files(follower)
+        assert after[damaged.base_offset][0] != before[damaged.base_offset][0]  # rewritten
+        assert {b: f for b, f in after.items() if b != damaged.base_offset} == {
+            b: f for b, f in before.items() if b != damaged.base_offset}  # kept as they were
+        assert (follower.partition.log.segments[1].read_bytes(0, damaged.size)
+                == leader.partition.log.segments[1].read_bytes(0, damaged.size))
+        assert not follower.core.log_manager.scrubber.findings
         assert follower.core.run_scrubber() == []
     finally:
         leader.core.shutdown()
         follower.core.shutdown()
 
 
-def test_a_damaged_leader_resigns_then_repairs_its_copy_as_a_follower(tmp_path: Path) -> None:
+def test_a_damaged_leader_resigns_then_repairs_its_segment_as_a_follower(
+        tmp_path: Path) -> None:
     # a bit flip in an old segment of the leader: it hands leadership to the in-sync
-    # follower (AlterPartition with the ISR without itself), then, as a follower, cuts
-    # its log before the bad batch and copies the rest from the new leader
+    # follower (AlterPartition with the ISR without itself), then, as a follower, writes
+    # that segment again from the new leader's copy without cutting its log
     first, second = (Node(tmp_path, i, segment_bytes=1024) for i in (1, 2))
     try:
         _in_sync_over_rolled_segments(first, second)
         expected = values(first.partition.log)
+        leo = first.partition.log_end_offset
         damaged = first.partition.log.segments[1]
         _flip_a_byte(damaged.log_path)
         proposals: list[Any] = []
         first.core.send_alter_partition = proposals.append
         found = _scrub_until_damage(first)
         assert [p.new_isr for p in proposals] == [(2,)]  # it resigns
-        assert first.core.pending_repairs[KEY][0] == found[0].first_bad_offset
+        assert first.partition.repair is not None
+        assert first.partition.damaged == (found[0].first_bad_offset,
+                                           first.partition.log.segments[2].base_offset)
         # the controller elects 2 (epoch 1); both apply the new partition record
         for node in (first, second):
             node.apply(PartitionRecord(TOPIC, 0, (1, 2), 2, 1, (2,), 1))
-        assert first.partition.log_end_offset <= found[0].first_bad_offset  # cut there
-        assert KEY not in first.core.pending_repairs
         repair, _ = fetcher_of(first, second, truncating=True)
         asyncio.run(repair._truncate())
-        for _ in range(60):
-            asyncio.run(repair._fetch())
+        assert first.partition.log_end_offset == leo  # nothing cut
+        _repair_rounds(repair)
+        assert first.partition.repair is None and first.partition.damaged is None
         assert values(first.partition.log) == expected  # copied again from the new leader
         assert first.core.run_scrubber() == []
+    finally:
+        first.core.shutdown()
+        second.core.shutdown()
+
+
+def test_damage_found_on_each_replica_in_turn_loses_nothing(tmp_path: Path) -> None:
+    """The fault run that lost 1.15 M acknowledged records (seed 189380713): the follower
+    found a flip in an old segment and cut its log there; before it had copied the rest
+    again, the leader found its own flip higher up, and no replica held those records
+    any more.  Repaired in place, the follower keeps the later segments; the leader
+    resigns to it, repairs its segment from it (served: it lies above the new leader's
+    damaged range), rejoins the ISR, and takes over so the other repairs in turn."""
+    first, second = (Node(tmp_path, i, segment_bytes=1024) for i in (1, 2))
+    try:
+        _, expected = _in_sync_over_rolled_segments(first, second)
+        low, high = (first.partition.log.segments[i].base_offset for i in (1, 4))
+        _flip_a_byte(second.partition.log.segments[1].log_path)  # the follower's, low
+        _scrub_until_damage(second)
+        assert second.partition.repair is not None  # begun, nothing fetched yet
+        _flip_a_byte(first.partition.log.segments[4].log_path)  # then the leader's, higher
+        proposals: list[Any] = []
+        first.core.send_alter_partition = proposals.append
+        _scrub_until_damage(first)
+        assert [p.new_isr for p in proposals] == [(2,)]  # the follower is still in sync
+        for node in (first, second):  # the controller elects 2
+            node.apply(PartitionRecord(TOPIC, 0, (1, 2), 2, 1, (2,), 1))
+        served, error = _consume(second, 0)
+        assert served == list(range(low)) and error == ErrorCode.KAFKA_STORAGE_ERROR
+        served, error = _consume(second, high)  # above its damaged segment: served
+        assert error == 0 and served == list(range(high, 40))
+        second.core.send_alter_partition = proposals.append
+        to_second, _ = fetcher_of(first, second, truncating=True)
+        asyncio.run(to_second._truncate())
+        _repair_rounds(to_second)
+        assert first.partition.repair is None and first.partition.damaged is None
+        assert values(first.partition.log) == expected
+        assert proposals[-1].new_isr == (2, 1)  # caught up: 2 takes 1 back into the ISR
+        second.core.on_alter_partition_answer(proposals[-1], 0, [2, 1], 2)
+        for node in (first, second):
+            node.apply(PartitionRecord(TOPIC, 0, (1, 2), 2, 1, (2, 1), 2))
+        second.core.check_isr()  # 2 still has its damaged segment: it resigns to 1
+        assert proposals[-1].new_isr == (1,)
+        for node in (first, second):
+            node.apply(PartitionRecord(TOPIC, 0, (1, 2), 1, 2, (1,), 3))
+        to_first, _ = fetcher_of(second, first, truncating=True)
+        asyncio.run(to_first._truncate())
+        _repair_rounds(to_first)
+        assert second.partition.repair is None and second.partition.damaged is None
+        assert values(first.partition.log) == values(second.partition.log) == expected
+        assert _consume(first, 0) == (list(range(40)), 0)
     finally:
         first.core.shutdown()
         second.core.shutdown()

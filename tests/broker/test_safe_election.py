@@ -117,5 +117,8 @@ def test_a_bit_flip_on_the_leader_is_found_and_consumers_still_read_everything(
         assert {r.offset: r.value for r in records} == acked
         cluster.wait_partition(
             TOPIC, 0, lambda p: len(p["isr"]) == 3 and p["replica_offsets"][leader]
-            and p["replica_offsets"][leader]["damaged_from"] >= 0,
+            and p["replica_offsets"][leader]["damaged_from"] == -1,
             "the damaged replica repaired its copy and rejoined", timeout_s=60)
+        broker_log = Path(cluster.state.brokers[leader].log_file).read_text()
+        assert f"damaged segment {int(closed.stem)} repaired from leader" in broker_log
+        assert "fetching the rest again" not in broker_log  # in place, nothing cut

@@ -6,7 +6,12 @@ from pathlib import Path
 
 import pytest
 
-from clients.protocol.errors import CorruptRecordError, ErrorCode, OffsetOutOfRangeError
+from clients.protocol.errors import (
+    CorruptRecordError,
+    ErrorCode,
+    MiniKafkaError,
+    OffsetOutOfRangeError,
+)
 from replication.leader_epoch_cache import EpochEntry
 from replication.partition import Partition
 from replication.partition_errors import (
@@ -18,6 +23,7 @@ from replication.partition_errors import (
 )
 from replication.truncation import EpochEndOffset
 from storage.checkpoint import LEADER_EPOCH_CHECKPOINT, LeaderEpochCheckpointFile
+from storage.segment_repair import SegmentRepairError
 from tests.replication.helpers import batch, epochs_in, make_partition, values
 
 
@@ -356,3 +362,68 @@ def test_log_start_moves_trim_the_epoch_cache(tmp_path: Path) -> None:
     assert answer == EpochEndOffset(0, 3)           # it ended where epoch 1 now starts
     assert p.leader_epoch_cache.entries == (EpochEntry(1, 3),)
     p.check_invariants()
+
+
+def _follower_with_a_damaged_segment(tmp_path: Path) -> tuple[Partition, bytes]:
+    """A follower over several segments whose second one is to be repaired from its first
+    byte on; the batches of that range, as the leader holds them."""
+    follower = make_partition(tmp_path, 2)
+    follower.make_follower(1, 0, [1, 2], partition_epoch=0, isr=[1, 2])
+    for i in range(40):
+        follower.append_records_as_follower(
+            batch(b"v%03d" % i + bytes(300), base_offset=i, epoch=0), leader_high_watermark=i)
+    second = follower.log.segments[1]
+    assert len(follower.log.segments) > 3
+    copy = second.read_bytes(0, second.size)
+    follower.begin_repair(second.base_offset, 0)
+    return follower, copy
+
+
+def test_a_repaired_segment_ends_the_damage_mark(tmp_path: Path) -> None:
+    follower, copy = _follower_with_a_damaged_segment(tmp_path)
+    repair = follower.repair
+    assert repair is not None
+    assert follower.damaged == (repair.first_bad_offset, repair.end_offset)
+    leo, expected = follower.log_end_offset, values(follower.log)
+    assert follower.feed_repair(copy, now_ms=0)
+    assert follower.repair is None and follower.damaged is None
+    assert follower.log_end_offset == leo and values(follower.log) == expected
+
+
+def test_batches_that_do_not_fit_fall_back_to_cutting_the_log(tmp_path: Path) -> None:
+    # the leader's batches straddle the range's start (the replicas compacted it
+    # differently): the follower cuts before the damage and fetches everything again
+    follower, _ = _follower_with_a_damaged_segment(tmp_path)
+    repair = follower.repair
+    assert repair is not None
+    straddling = batch(b"a", b"b", b"c", base_offset=repair.first_bad_offset - 1, epoch=0)
+    with pytest.raises(SegmentRepairError, match="straddles"):
+        follower.feed_repair(straddling, now_ms=0)
+    assert follower.repair is None and follower.damaged is None
+    assert follower.log_end_offset == repair.first_bad_offset
+
+
+def test_a_cut_into_the_segment_under_repair_ends_the_repair_before_the_damage(
+        tmp_path: Path) -> None:
+    follower, _ = _follower_with_a_damaged_segment(tmp_path)
+    repair = follower.repair
+    assert repair is not None
+    follower.truncate_to(repair.first_bad_offset + 2)  # a truncation decision inside it
+    assert follower.repair is None and follower.damaged is None
+    assert follower.log_end_offset == repair.first_bad_offset
+    assert not list(follower.log.dir.glob("*.cleaned"))
+
+
+def test_a_leader_serves_around_its_damaged_range(tmp_path: Path) -> None:
+    follower, _ = _follower_with_a_damaged_segment(tmp_path)
+    repair = follower.repair
+    assert repair is not None
+    follower.make_leader(1, [1, 2], [2], partition_epoch=1)
+    follower.high_watermark = follower.log_end_offset
+    below = follower.read_records(0, 1 << 20, for_follower=False)
+    assert below.size_in_bytes > 0
+    with pytest.raises(MiniKafkaError) as raised:
+        follower.read_records(repair.first_bad_offset + 1, 1 << 20, for_follower=False)
+    assert raised.value.code == ErrorCode.KAFKA_STORAGE_ERROR
+    above = follower.read_records(repair.end_offset, 1 << 20, for_follower=True)
+    assert above.size_in_bytes > 0

@@ -1,0 +1,182 @@
+"""Repairing one damaged closed segment in place (storage/segment_repair.py).
+
+Two logs are built from the same seed (byte-identical: a leader's copy and a
+replica's); the replica's segment gets a flipped byte where the scrubber finds it, and
+the repair is fed the leader's bytes.
+"""
+
+from __future__ import annotations
+
+import os
+import random
+from pathlib import Path
+
+import pytest
+
+from clients.protocol.errors import CorruptRecordError
+from clients.protocol.topics import TopicPartition
+from clients.records.batch import iter_batches
+from clients.records.record import build_batch
+from storage.log.log import Log
+from storage.scrubber import DamagedRange, LogScrubber
+from storage.segment_repair import SegmentRepair, SegmentRepairError
+from tests.storage.test_scrubber import CONFIG, fill, run_round
+
+TP = TopicPartition("t", 0)
+
+
+def flip(path: Path, at: int) -> None:
+    with open(path, "r+b") as f:
+        f.seek(at)
+        byte = f.read(1)
+        f.seek(at)
+        f.write(bytes([byte[0] ^ 0x20]))
+
+
+def damage(log: Log, index: int, rng: random.Random) -> DamagedRange:
+    """Flip a CRC-covered byte of a random batch of closed segment ``index``; the
+    scrubber's finding."""
+    segment = log.segments[index]
+    batches = list(iter_batches(segment.read_bytes(0, segment.size)))
+    pos, header = rng.choice(batches)
+    flip(segment.log_path, rng.randrange(pos + 16, pos + header.size_in_bytes))
+    found = run_round(LogScrubber(log.dir / "scrub-cp", step_bytes=4096), {TP: log})
+    assert len(found) == 1 and found[0].segment_base_offset == segment.base_offset
+    return found[0]
+
+
+def leader_bytes(leader: Log, start: int, end: int) -> bytes:
+    """The leader's batches holding offsets [start, end), as its segments store them."""
+    out = bytearray()
+    for segment in leader.segments:
+        data = segment.read_bytes(0, segment.size)
+        for pos, header in iter_batches(data):
+            if header.last_offset >= start and header.base_offset < end:
+                out += data[pos:pos + header.size_in_bytes]
+    return bytes(out)
+
+
+def files(log: Log) -> dict[int, tuple[int, bytes]]:
+    return {s.base_offset: (os.stat(s.log_path).st_ino, s.log_path.read_bytes())
+            for s in log.segments}
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_a_damaged_segment_is_rewritten_and_every_other_one_kept(
+        tmp_path: Path, seed: int) -> None:
+    rng = random.Random(seed)
+    leader, replica = fill(tmp_path / "leader", 90, seed), fill(tmp_path / "t-0", 90, seed)
+    assert files(leader).keys() == files(replica).keys()
+    index = rng.randrange(len(replica.segments) - 1)
+    before = files(replica)
+    found = damage(replica, index, rng)
+    repair = SegmentRepair(replica, found.segment_base_offset, found.position)
+    assert repair.first_bad_offset == found.first_bad_offset
+    assert repair.end_offset == replica.segments[index + 1].base_offset
+    for _ in range(1000):  # fetch answers from the next missing offset, of any size,
+        #                    whole batches then perhaps a partial one (as Kafka's may end)
+        data = leader_bytes(leader, repair.next_offset, repair.end_offset + 50)
+        first = next(iter_batches(data))[1].size_in_bytes
+        repair.append(data[:max(first, rng.randrange(100, 3000))])
+        if repair.done:
+            break
+    assert repair.done
+    repair.commit(now_ms=0)
+    after = files(replica)
+    assert {b: f[1] for b, f in after.items()} == {b: f[1] for b, f in files(leader).items()}
+    assert after[found.segment_base_offset][0] != before[found.segment_base_offset][0]
+    assert {b: f for b, f in after.items() if b != found.segment_base_offset} == {
+        b: f for b, f in before.items() if b != found.segment_base_offset}
+    replica.check_invariants()
+    assert run_round(LogScrubber(tmp_path / "again", step_bytes=4096), {TP: replica}) == []
+    end = replica.log_end_offset
+    replica.close()
+    reopened = Log.open(tmp_path / "t-0", CONFIG)
+    assert reopened.log_end_offset == end
+    assert [h.base_offset for h, _ in reopened.batches()] == [
+        h.base_offset for h, _ in leader.batches()]
+    reopened.close()
+    leader.close()
+
+
+def test_the_active_segment_is_not_repaired_in_place(tmp_path: Path) -> None:
+    log = fill(tmp_path / "t-0", 60)
+    with pytest.raises(SegmentRepairError, match="the active one"):
+        SegmentRepair(log, log.segments[-1].base_offset, 0)
+    with pytest.raises(SegmentRepairError, match="not in the log"):
+        SegmentRepair(log, 10**9, 0)
+    log.close()
+
+
+def test_a_bad_batch_from_the_other_replica_is_never_written(tmp_path: Path) -> None:
+    rng = random.Random(7)
+    leader, replica = fill(tmp_path / "leader", 60, 7), fill(tmp_path / "t-0", 60, 7)
+    found = damage(replica, 0, rng)
+    repair = SegmentRepair(replica, found.segment_base_offset, found.position)
+    good = leader_bytes(leader, repair.first_bad_offset, repair.end_offset)
+    bad = bytearray(good)
+    bad[30] ^= 0x01  # inside the first batch's CRC-covered bytes
+    with pytest.raises(CorruptRecordError):
+        repair.append(bytes(bad))
+    assert repair.next_offset == repair.first_bad_offset and not repair.done
+    repair.append(good)
+    repair.commit(now_ms=0)
+    assert files(replica)[0][1] == files(leader)[0][1]
+    leader.close()
+    replica.close()
+
+
+def test_batches_that_straddle_the_range_are_refused(tmp_path: Path) -> None:
+    rng = random.Random(3)
+    replica = fill(tmp_path / "t-0", 60, 3)
+    found = damage(replica, 1, rng)
+    repair = SegmentRepair(replica, found.segment_base_offset, found.position)
+    # one batch over [first_bad - 1, first_bad + 1]: the replicas' batches differ here
+    other = build_batch([(b"k", b"v", 1, ())] * 3)
+    straddling = bytearray(other)
+    straddling[:8] = (repair.first_bad_offset - 1).to_bytes(8, "big")
+    if repair.first_bad_offset > repair.segment.base_offset:
+        with pytest.raises(SegmentRepairError, match="straddles"):
+            repair.append(bytes(straddling))
+    straddling[:8] = (repair.end_offset - 1).to_bytes(8, "big")
+    repair.next_offset = repair.end_offset - 1
+    with pytest.raises(SegmentRepairError, match="straddles"):
+        repair.append(bytes(straddling))
+    repair.abort()
+    replica.close()
+
+
+def test_an_unfinished_repair_leaves_the_old_segment_after_a_crash(tmp_path: Path) -> None:
+    rng = random.Random(11)
+    leader, replica = fill(tmp_path / "leader", 60, 11), fill(tmp_path / "t-0", 60, 11)
+    replica.flush()  # the recovery point at the end: the reopen rescans only the active one
+    found = damage(replica, 1, rng)
+    damaged_files = files(replica)
+    repair = SegmentRepair(replica, found.segment_base_offset, found.position)
+    data = leader_bytes(leader, repair.first_bad_offset, repair.end_offset)
+    repair.append(data[:len(data) // 2])
+    assert list(tmp_path.glob("t-0/*.cleaned"))
+    point = replica.recovery_point
+    replica.abandon()  # the process dies: descriptors dropped, nothing flushed or renamed
+    reopened = Log.open(tmp_path / "t-0", CONFIG, recovery_point=point)
+    assert reopened.recovery_report.segments_deleted == 0
+    assert not list(tmp_path.glob("t-0/*.cleaned"))
+    assert {b: f[1] for b, f in files(reopened).items()} == {
+        b: f[1] for b, f in damaged_files.items()}
+    reopened.close()
+    leader.close()
+
+
+def test_a_segment_that_changed_under_the_repair_ends_it(tmp_path: Path) -> None:
+    rng = random.Random(5)
+    replica = fill(tmp_path / "t-0", 60, 5)
+    found = damage(replica, 0, rng)
+    repair = SegmentRepair(replica, found.segment_base_offset, found.position)
+    replica.maybe_increment_log_start_offset(replica.segments[1].base_offset)
+    replica.delete_old_segments()  # retention took the damaged segment
+    assert not repair.valid
+    with pytest.raises(SegmentRepairError, match="changed"):
+        repair.append(b"")
+    repair.abort()
+    assert not list(tmp_path.glob("t-0/*.cleaned"))
+    replica.close()
