@@ -274,9 +274,10 @@ class BrokerCore:
         range another replica finds damaged next.  A leader with other ISR members first
         resigns (AlterPartition with the ISR without itself) and repairs once it follows.
         A leader alone in its ISR, or a partition not hosted, is logged and kept in
-        ``log_manager.scrubber.findings``: nobody holds a good copy to repair from; the
-        leader never serves from the damaged range on (``Partition.mark_damaged``:
-        KAFKA_STORAGE_ERROR) while it waits.  A segment that cannot be repaired in place
+        ``log_manager.scrubber.findings``: nobody holds a good copy to repair from.  Every
+        damaged range found is marked at once (``Partition.mark_damaged``: a leader
+        answers KAFKA_STORAGE_ERROR inside it and never reads across it), also while the
+        repair of another segment goes first.  A segment that cannot be repaired in place
         (the replicas' batches differ there, or its prefix is bad too) falls back to
         cutting the log before the damage and fetching the rest again (as a follower:
         ``pending_repairs`` holds it for a leader until it follows)."""
@@ -290,6 +291,11 @@ class BrokerCore:
                 log.error("%s-%d: offsets from %d on are damaged in this unhosted log; not "
                           "repaired", *key, damage.first_bad_offset)
                 continue
+            ends = [seg.base_offset for seg in partition.log.segments
+                    if seg.base_offset > damage.segment_base_offset]
+            until = ends[0] if ends else partition.log_end_offset
+            partition.mark_damaged(  # never served, even while another range is repaired
+                min(max(damage.first_bad_offset, damage.segment_base_offset), until), until)
             repair = partition.repair
             if repair is not None and repair.segment.base_offset == damage.segment_base_offset:
                 continue  # found again while its repair is under way
@@ -324,10 +330,6 @@ class BrokerCore:
         first and cuts once it follows)."""
         if partition.is_leader:
             self.pending_repairs[key] = (damage.first_bad_offset, damage.reason)
-            ends = [seg.base_offset for seg in partition.log.segments
-                    if seg.base_offset > damage.segment_base_offset]
-            partition.mark_damaged(damage.first_bad_offset,  # never served from here on
-                                   ends[0] if ends else partition.log_end_offset)
             self._resign_to_repair(key, partition, damage)
         else:
             self._repair_follower(key, partition, damage.first_bad_offset, damage.reason)

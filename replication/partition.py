@@ -137,8 +137,9 @@ class Partition:
         self.isr_state = IsrState()
         self.leader_epoch_start_offset = UNKNOWN_OFFSET
         self._leader_hw_floor = 0  # HW when this leadership began: never go below
-        # [first offset a CRC check found bad, the end of its segment): never served
-        self.damaged: tuple[int, int] | None = None
+        # [first offset a CRC check found bad, the end of its segment), ascending and
+        # disjoint: never served
+        self.damaged_ranges: list[tuple[int, int]] = []
         # that segment being written again from the leader's copy (storage.segment_repair)
         self.repair: SegmentRepair | None = None
         if leader_epoch_cache is None:
@@ -342,27 +343,45 @@ class Partition:
                      min_one_batch: bool = True) -> FetchDataInfo:
         self._require_leader()
         upper = self.log_end_offset if for_follower else self.high_watermark
-        if self.damaged is not None:
-            first_bad, until = self.damaged
-            if self.log_start_offset >= until:
-                self.damaged = None
-            elif first_bad <= fetch_offset < until:
-                raise MiniKafkaError(
-                    f"{self.topic}-{self.index}: offsets [{first_bad}, {until}) failed this "
-                    f"leader's CRC check and are not served until a replica holding a good "
-                    "copy leads (see the broker's log)", ErrorCode.KAFKA_STORAGE_ERROR)
-            elif fetch_offset < first_bad:
+        if self.damaged_ranges:
+            self._forget_damage_outside(self.log_start_offset, self.log_end_offset)
+            for first_bad, until in self.damaged_ranges:
+                if fetch_offset >= until:
+                    continue
+                if fetch_offset >= first_bad:
+                    raise MiniKafkaError(
+                        f"{self.topic}-{self.index}: offsets [{first_bad}, {until}) failed "
+                        "this leader's CRC check and are not served until a replica holding "
+                        "a good copy leads (see the broker's log)",
+                        ErrorCode.KAFKA_STORAGE_ERROR)
                 upper = min(upper, first_bad)
+                break
         return self.log.read(fetch_offset, max_bytes, max_offset=upper,
                              min_one_batch=min_one_batch)
+
+    @property
+    def damaged(self) -> tuple[int, int] | None:
+        """The lowest damaged range, or None."""
+        return self.damaged_ranges[0] if self.damaged_ranges else None
 
     def mark_damaged(self, offset: int, until: int) -> None:
         """The log cannot be trusted in ``[offset, until)`` (a bad batch starts at
         ``offset``, its segment ends at ``until``): never serve it, nor read across it
-        (see "Damage" in the module docstring)."""
-        if self.damaged is not None:
-            offset, until = min(offset, self.damaged[0]), max(until, self.damaged[1])
-        self.damaged = (offset, until)
+        (see "Damage" in the module docstring).  Overlapping ranges merge."""
+        merged: list[tuple[int, int]] = []
+        for first, end in sorted([*self.damaged_ranges, (offset, until)]):
+            if merged and first < merged[-1][1]:  # the same segment found again
+                merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
+            else:
+                merged.append((first, end))
+        self.damaged_ranges = merged
+
+    def _forget_damage_outside(self, log_start_offset: int, log_end_offset: int) -> None:
+        """Drop ranges the log no longer holds: wholly below the log start (retention,
+        DeleteRecords: not before, the rest of the segment is not trusted either), or at
+        or above the log end (cut away)."""
+        self.damaged_ranges = [(first, end) for first, end in self.damaged_ranges
+                               if end > log_start_offset and first < log_end_offset]
 
     # -- damaged segments (see "Damage" in the module docstring) -------------------------
 
@@ -395,9 +414,7 @@ class Partition:
             return False
         if not repair.valid:
             self.abort_repair()
-            if self.damaged is not None and (self.log_start_offset >= self.damaged[1]
-                                             or self.log_end_offset <= self.damaged[0]):
-                self.damaged = None
+            self._forget_damage_outside(self.log_start_offset, self.log_end_offset)
             return False
         try:
             repair.append(records)
@@ -408,8 +425,8 @@ class Partition:
             self.truncate_to(repair.first_bad_offset)  # aborts the repair
             raise
         self.repair = None
-        if self.damaged == (repair.first_bad_offset, repair.end_offset):
-            self.damaged = None
+        self.damaged_ranges = [(first, end) for first, end in self.damaged_ranges
+                               if not repair.segment.base_offset <= first < repair.end_offset]
         return True
 
     def abort_repair(self) -> None:
@@ -546,8 +563,7 @@ class Partition:
             offset = min(offset, self.repair.first_bad_offset)
             self.abort_repair()
         self.log.truncate_to(offset)
-        if self.damaged is not None and self.log_end_offset <= self.damaged[0]:
-            self.damaged = None  # the bad batches are gone
+        self._forget_damage_outside(self.log_start_offset, self.log_end_offset)
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
         self.high_watermark = min(self.high_watermark, self.log_end_offset)
         if self.log_end_offset < leo:
@@ -558,7 +574,7 @@ class Partition:
         self._require_not_leader("truncate")
         self.abort_repair()
         self.log.truncate_fully_and_start_at(offset)
-        self.damaged = None
+        self.damaged_ranges = []
         self.leader_epoch_cache.clear()
         self.high_watermark = offset
         # every snapshot describes a history now gone

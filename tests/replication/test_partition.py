@@ -427,3 +427,24 @@ def test_a_leader_serves_around_its_damaged_range(tmp_path: Path) -> None:
     assert raised.value.code == ErrorCode.KAFKA_STORAGE_ERROR
     above = follower.read_records(repair.end_offset, 1 << 20, for_follower=True)
     assert above.size_in_bytes > 0
+
+
+def test_a_second_damaged_segment_stays_unserved_while_the_first_is_repaired(
+        tmp_path: Path) -> None:
+    follower, copy = _follower_with_a_damaged_segment(tmp_path)
+    repair = follower.repair
+    assert repair is not None
+    third = follower.log.segments[2]
+    follower.mark_damaged(third.base_offset, follower.log.segments[3].base_offset)
+    assert follower.begin_repair(third.base_offset, 0) is None  # one repair at a time
+    assert follower.feed_repair(copy, now_ms=0)
+    assert follower.damaged_ranges == [(third.base_offset, follower.log.segments[3].base_offset)]
+    follower.make_leader(1, [1, 2], [2], partition_epoch=1)
+    follower.high_watermark = follower.log_end_offset
+    served = follower.read_records(repair.first_bad_offset, 1 << 20, for_follower=False)
+    assert served.size_in_bytes > 0  # the repaired range is served again
+    with pytest.raises(MiniKafkaError) as raised:
+        follower.read_records(third.base_offset, 1 << 20, for_follower=False)
+    assert raised.value.code == ErrorCode.KAFKA_STORAGE_ERROR
+    follower.mark_damaged(third.base_offset + 1, follower.log.segments[3].base_offset)
+    assert len(follower.damaged_ranges) == 1  # found again: one range
