@@ -154,12 +154,14 @@ class BrokerServer:
         core = self.core
         assert core is not None
         host, _, port = self.config.controller_address.rpartition(":")
+        core.fetchers = ReplicaFetcherManager(core)
+        # a TLS cluster's controller speaks TLS too (the launcher gives it the same files)
         controller = AsyncConnection(host or "127.0.0.1", int(port),
                                      client_id=f"broker-{self.config.node_id}",
                                      login=broker_login(core.cluster_secret,
-                                                        self.config.node_id))
+                                                        self.config.node_id),
+                                     ssl_context=core.fetchers.tls)
         core.controller = controller
-        core.fetchers = ReplicaFetcherManager(core)
         self.follower = MetadataFollower(core, controller)
         follower = self.follower
         core.producer_ids = ControllerProducerIdAllocator(controller_block_source(

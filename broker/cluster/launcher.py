@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import argparse
 import base64
+import itertools
 import json
 import os
 import random
@@ -230,6 +231,20 @@ def existing_cluster_id(root: Path) -> str | None:
     return found["cluster.id"] if found is not None else None
 
 
+CONTROLLER_TLS_KEYS = ("ssl_certfile", "ssl_keyfile", "ssl_cafile", "ssl_client_auth")
+
+
+def controller_tls(broker_args: Sequence[str]) -> list[str]:
+    """The brokers' TLS overrides, for the controller: a TLS cluster's brokers connect
+    to it with TLS (``broker/server.py``), so it listens with the same files."""
+    out: list[str] = []
+    for flag, value in itertools.pairwise(broker_args):
+        key = value.split("=", 1)[0].strip().replace(".", "_").replace("-", "_")
+        if flag == "--override" and "=" in value and key in CONTROLLER_TLS_KEYS:
+            out += ["--override", f"{key}={value.split('=', 1)[1]}"]
+    return out
+
+
 def new_state(data_dir: str, brokers: int, base_port: int,
               broker_args: Sequence[str]) -> ClusterState:
     root = Path(data_dir).resolve()
@@ -247,7 +262,7 @@ def new_state(data_dir: str, brokers: int, base_port: int,
     controller = ProcessInfo(
         CONTROLLER, controller_port, str(root / "controller"), str(root / "controller.log"),
         [sys.executable, "-m", "broker.controller", "--port", str(controller_port),
-         "--data-dir", str(root / "controller"), *secret])
+         "--data-dir", str(root / "controller"), *secret, *controller_tls(broker_args)])
     state = ClusterState(str(root), base_port, controller)
     for node in range(brokers):
         port = base_port + node

@@ -56,9 +56,10 @@ def _request(port: int, api: ApiKey, body: dict[str, Any],
 
 
 def _broker_access(node: int, info: ProcessInfo) -> dict[str, Any]:
-    """How to reach broker ``node`` as its own operator: its TLS settings and, when
-    clients must log in, a login as ``broker-<node>`` from the cluster secret (the secret
-    is the operator's key; both read from the broker's command line)."""
+    """How to reach broker ``node`` (or the controller) as its own operator: its TLS
+    settings and, when clients must log in, a login as ``broker-<node>`` from the cluster
+    secret (the secret is the operator's key; both read from the process's command
+    line)."""
     overrides = dict(value.split("=", 1) for flag, value in zip(info.argv, info.argv[1:],
                                                                  strict=False)
                      if flag == "--override" and "=" in value)
@@ -80,8 +81,9 @@ def _broker_access(node: int, info: ProcessInfo) -> dict[str, Any]:
 
 
 def fetch_cluster_view(state: ClusterState) -> dict[str, Any]:
-    """The controller's Metadata answer for all topics."""
-    return _request(state.controller.port, ApiKey.METADATA, {"topics": None})
+    """The controller's Metadata answer for all topics (with TLS when it has it)."""
+    tls = _broker_access(-1, state.controller).get("tls")
+    return _request(state.controller.port, ApiKey.METADATA, {"topics": None}, tls=tls)
 
 
 def status_report(state: ClusterState) -> dict[str, Any]:

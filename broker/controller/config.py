@@ -40,6 +40,10 @@ Same syntax and precedence as :mod:`broker.config` (``key=value`` lines, ``#`` c
 | max_metadata_topics                  | 1000       | topics one Metadata request may name        |
 | max_fetch_partitions                 | 1000       | partitions one Fetch request may name       |
 | max_fetch_wait_ms                    | 30000      | a metadata fetch's max_wait_ms is capped    |
+| ssl_certfile, ssl_keyfile            | (none)     | TLS on the controller's port (PEM; brokers  |
+|                                      |            | of a TLS cluster connect with TLS too)      |
+| ssl_cafile                           | (none)     | CA that client certificates must chain to   |
+| ssl_client_auth                      | none       | none / requested / required (mTLS)          |
 
 Immutable (frozen dataclass); safe to share.
 """
@@ -47,6 +51,7 @@ Immutable (frozen dataclass); safe to share.
 from __future__ import annotations
 
 import dataclasses
+import ssl
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
@@ -59,6 +64,7 @@ from broker.config import (
     parse_ip_overrides,
     parse_properties,
 )
+from broker.network.tls import server_context
 from clients.protocol.errors import InvalidConfigError
 
 MiB = 1024 * 1024
@@ -92,6 +98,10 @@ class ControllerConfig:
     request_read_timeout_ms: int = 30_000
     max_metadata_topics: int = 1_000
     max_fetch_partitions: int = 1_000
+    ssl_certfile: str = ""
+    ssl_keyfile: str = ""
+    ssl_cafile: str = ""
+    ssl_client_auth: str = "none"
 
     def validate(self) -> ControllerConfig:
         for f in fields(self):
@@ -112,7 +122,17 @@ class ControllerConfig:
             raise InvalidConfigError("max_request_bytes must be at least 1024")
         check_cluster_id(self.cluster_id)
         parse_ip_overrides(self.max_connections_per_ip_overrides)
+        self.tls_context()  # a bad file or mode: InvalidConfigError naming it, at start
         return self
+
+    def tls_context(self) -> ssl.SSLContext | None:
+        """The port's TLS context (None: plaintext)."""
+        if not self.ssl_certfile:
+            if self.ssl_keyfile or self.ssl_client_auth != "none":
+                raise InvalidConfigError("ssl_keyfile and ssl_client_auth need ssl_certfile")
+            return None
+        return server_context(self.ssl_certfile, self.ssl_keyfile, self.ssl_cafile,
+                              self.ssl_client_auth)
 
     def with_overrides(self, overrides: Mapping[str, Any],
                        source: str = "override") -> ControllerConfig:

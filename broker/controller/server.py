@@ -214,8 +214,11 @@ class ControllerServer:
                  self.store.snapshot_loaded)
         self.state = ControllerState(self.config, self.clock, image)
         loop = asyncio.get_running_loop()
-        server = await asyncio.start_server(self._serve_connection, self.config.host,
-                                            self.config.port, reuse_address=True)
+        tls = self.config.tls_context()
+        server = await asyncio.start_server(
+            self._serve_connection, self.config.host, self.config.port, reuse_address=True,
+            ssl=tls, ssl_handshake_timeout=(self.config.request_read_timeout_ms / 1000
+                                            if tls is not None else None))
         try:
             self.port = server.sockets[0].getsockname()[1]
             for sig in (signal.SIGTERM, signal.SIGINT):

@@ -67,7 +67,8 @@ class MetadataFollower:
         # a connection of its own so it never delays heartbeats.
         self.metadata_conn = AsyncConnection(controller.host, controller.port,
                                              client_id=controller.client_id + "-metadata",
-                                             login=controller.login)
+                                             login=controller.login,
+                                             ssl_context=controller.ssl_context)
         self.incarnation_id = uuid.uuid4().bytes
         self.broker_epoch = -1
         self.is_fenced = True

@@ -5,6 +5,7 @@ import pytest
 from broker.config import BrokerConfig
 from broker.controller.config import ControllerConfig
 from clients.protocol.errors import InvalidConfigError
+from tests.tls_certs import make_certs
 
 
 def test_defaults_are_valid_and_bind_loopback() -> None:
@@ -66,3 +67,20 @@ def test_a_controller_reachable_from_other_machines_needs_the_cluster_secret() -
     with pytest.raises(InvalidConfigError, match="cluster_secret_file"):
         ControllerConfig(host="0.0.0.0").validate()
     ControllerConfig(host="0.0.0.0", cluster_secret_file="secret").validate()
+
+
+def test_controller_tls_settings_are_checked_when_the_config_is_read(tmp_path: Path) -> None:
+    certs = make_certs(tmp_path / "certs")
+    tls = ControllerConfig().with_overrides({
+        "ssl_certfile": str(certs.server_cert), "ssl_keyfile": str(certs.server_key),
+        "ssl_cafile": str(certs.ca), "ssl_client_auth": "required"})
+    assert tls.tls_context() is not None
+    assert ControllerConfig().tls_context() is None
+    with pytest.raises(InvalidConfigError, match="ssl_certfile"):
+        ControllerConfig().with_overrides({"ssl_certfile": str(tmp_path / "missing.pem")})
+    with pytest.raises(InvalidConfigError, match="need ssl_certfile"):
+        ControllerConfig().with_overrides({"ssl_keyfile": str(certs.server_key)})
+    with pytest.raises(InvalidConfigError, match="ssl_client_auth"):
+        ControllerConfig().with_overrides({"ssl_certfile": str(certs.server_cert),
+                                           "ssl_keyfile": str(certs.server_key),
+                                           "ssl_client_auth": "sometimes"})

@@ -170,6 +170,22 @@ def _refused_without_answer(port: int, certs: Certs) -> bool:
         return True
 
 
+def test_the_controller_port_speaks_tls_in_a_tls_cluster(cluster: LocalCluster,
+                                                          certs: Certs) -> None:
+    """The brokers registered and replicate through a TLS controller port (the fixture's
+    full ISR; ``cluster status`` reads the controller over TLS); a plaintext client gets
+    no answer from it."""
+    port = cluster.state.controller.port
+    with connect(port, timeout_s=10) as plain:  # Kafka bytes on a TLS port
+        plain.sendall(api_versions())
+        with contextlib.suppress(ConnectionResetError):
+            assert plain.recv(64) == b""  # closed: not a TLS ClientHello
+    with _tls_socket(port, certs) as sock:  # the cluster's CA vouches for it
+        sock.sendall(api_versions(correlation_id=42))
+        assert _answers(sock, 1) == [42]
+    assert {b["node_id"] for b in cluster.report()["brokers"] if not b["fenced"]} == {0, 1, 2}
+
+
 @pytest.fixture(scope="module")
 def mtls_broker(tmp_path_factory: pytest.TempPathFactory,
                 certs: Certs) -> Iterator[BrokerProcess]:
