@@ -2,6 +2,7 @@
 
     python3 -m bench.sim --seeds 10000            # no_loss, lossy, idempotent; 2,500 steps
     python3 -m bench.sim --seeds 1000 --modes torn_disk --out bench/results/sim_torn_disk.json
+    python3 -m bench.sim --seeds 300 --modes rot --out bench/results/sim_rot.json
     python3 -m bench.sim --replay 41 --steps 800 --set truncation_policy=HIGH_WATERMARK
 
 Each seed is a :class:`tests.sim.cluster.SimCluster`: 3 brokers with the real partition,
@@ -18,7 +19,12 @@ flipped byte or a garbage tail) and the restart runs the real log recovery, whic
 leave whole, CRC-valid, contiguous batches (``--set real_log_dir=tmp`` in a replay).
 ``retention`` and ``retention_lossy`` add retention: every replica, at random ticks,
 deletes its oldest batches below its HW, so a broker that was down long enough comes back
-below its leader's log start and must restart its log there.
+below its leader's log start and must restart its log there.  ``rot`` is ``no_loss`` on
+the real log with bit rot: a byte of a closed segment of one replica at a time flips
+(only where another replica holds the range), the broker's real scrubber finds it, and
+the replica repairs the segment in place from its leader (a damaged leader resigns
+first); the consumer re-reads from offset 0 now and then, so a damaged range served
+would be caught; every replica must end intact and identical.
 
 The sweep writes ``bench/results/sim.json`` (and ``sim.png`` with matplotlib): per
 mode the seeds run, violations (with each failing seed's first line and its replay
@@ -50,7 +56,9 @@ MODES: dict[str, dict[str, Any]] = {
     "idempotent": {"no_loss": True, "idempotent": True},
     "torn_disk": {"no_loss": False, "real_log_dir": "tmp"},
     "retention": {"no_loss": True, "retention_probability": 0.01},
-    "retention_lossy": {"no_loss": False, "retention_probability": 0.01}}
+    "retention_lossy": {"no_loss": False, "retention_probability": 0.01},
+    "rot": {"no_loss": True, "real_log_dir": "tmp", "rot_probability": 0.01,
+            "consumer_rewind_probability": 0.05}}
 
 
 def parse_setting(text: str) -> tuple[str, Any]:
@@ -82,6 +90,7 @@ def run_seeds(args: tuple[list[int], int, dict[str, Any]]) -> tuple[list[dict[st
     """One worker's share: (failures, steps run)."""
     seeds, steps, config = args
     logging.getLogger("broker").setLevel(logging.ERROR)  # the controller's election notes
+    logging.getLogger("storage").setLevel(logging.CRITICAL)  # the scrubber's rot findings
     failures, total = [], 0
     for seed in seeds:
         with contextlib.ExitStack() as stack:
@@ -185,7 +194,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=1, help="processes (seeds split by index)")
     ap.add_argument("--modes", default="no_loss,lossy,idempotent",
                     help="comma-separated: no_loss, lossy, idempotent, torn_disk, retention, "
-                    "retention_lossy")
+                    "retention_lossy, rot")
     ap.add_argument("--out", type=Path, default=RESULTS, help="the JSON to write (and .png)")
     ap.add_argument("--no-write", action="store_true", help="do not write sim.json")
     args = ap.parse_args(argv)

@@ -48,6 +48,7 @@ from broker.topic_registry import MAX_PARTITIONS_PER_TOPIC, StandaloneTopic, Top
 from broker.users import ScramUsers
 from clients.protocol.errors import ErrorCode, InvalidConfigError, MiniKafkaError
 from clients.protocol.topics import TopicPartition, topic_name_error
+from replication.damage import DamageAction, on_damage_found
 from replication.isr import AlterPartitionProposal
 from replication.partition import Partition
 from storage.checkpoint import CorruptCheckpointError
@@ -58,7 +59,6 @@ from storage.log_manager import LogManager
 from storage.meta_properties import check_data_dir_identity
 from storage.partition_metadata import read_topic_id, write_topic_id
 from storage.scrubber import DamagedRange
-from storage.segment_repair import SegmentRepairError
 from timer.clock import Clock
 from timer.purgatory import Purgatory
 from timer.system_timer import SystemTimer
@@ -265,22 +265,17 @@ class BrokerCore:
                 if p.repair is None})  # a log under repair is left alone (same file names)
 
     def run_scrubber(self) -> list[DamagedRange]:
-        """One bounded step of the background CRC check (storage/scrubber.py).
-
-        A damaged range is repaired in place (:meth:`Partition.begin_repair`): the
-        replica keeps its whole log, marks the range damaged (never served), and writes
-        that one segment again from the leader's copy (the replica fetcher's repair
-        Fetches), keeping every later segment: they may hold the only intact copy of a
-        range another replica finds damaged next.  A leader with other ISR members first
-        resigns (AlterPartition with the ISR without itself) and repairs once it follows.
-        A leader alone in its ISR, or a partition not hosted, is logged and kept in
-        ``log_manager.scrubber.findings``: nobody holds a good copy to repair from.  Every
-        damaged range found is marked at once (``Partition.mark_damaged``: a leader
-        answers KAFKA_STORAGE_ERROR inside it and never reads across it), also while the
-        repair of another segment goes first.  A segment that cannot be repaired in place
-        (the replicas' batches differ there, or its prefix is bad too) falls back to
-        cutting the log before the damage and fetching the rest again (as a follower:
-        ``pending_repairs`` holds it for a leader until it follows)."""
+        """One bounded step of the background CRC check (storage/scrubber.py); what each
+        damaged range found leads to is :func:`replication.damage.on_damage_found`'s rule:
+        marked at once, then the segment is rewritten in place from the leader's copy (the
+        replica fetcher's repair Fetches), keeping every later segment: they may hold the
+        only intact copy of a range another replica finds damaged next.  A leader with
+        other ISR members first resigns (AlterPartition with the ISR without itself) and
+        repairs once it follows; alone in its ISR (or a partition not hosted) the damage
+        is logged and kept in ``log_manager.scrubber.findings``: nobody holds a good copy
+        to repair from.  A segment that cannot be repaired in place falls back to cutting
+        the log before the damage and fetching the rest again (``pending_repairs`` holds
+        that for a leader until it follows)."""
         if self.config.log_scrub_bytes_per_second == 0:
             return []
         found = self.log_manager.run_scrub_step()
@@ -291,30 +286,19 @@ class BrokerCore:
                 log.error("%s-%d: offsets from %d on are damaged in this unhosted log; not "
                           "repaired", *key, damage.first_bad_offset)
                 continue
-            ends = [seg.base_offset for seg in partition.log.segments
-                    if seg.base_offset > damage.segment_base_offset]
-            until = ends[0] if ends else partition.log_end_offset
-            partition.mark_damaged(  # never served, even while another range is repaired
-                min(max(damage.first_bad_offset, damage.segment_base_offset), until), until)
-            repair = partition.repair
-            if repair is not None and repair.segment.base_offset == damage.segment_base_offset:
-                continue  # found again while its repair is under way
-            try:
-                self.log_manager.cleaner.abort_pass_of(key)
-                repair = partition.begin_repair(damage.segment_base_offset, damage.position)
-            except SegmentRepairError as exc:
-                log.warning("%s-%d: %s", *key, exc)
+            self.log_manager.cleaner.abort_pass_of(key)  # it would write the same files
+            action, why = on_damage_found(partition, damage.segment_base_offset,
+                                          damage.position, damage.first_bad_offset)
+            if action is DamageAction.CUT:
+                log.warning("%s-%d: %s", *key, why)
                 self._cut_to_repair(key, partition, damage)
-                continue
-            if repair is None:
-                continue  # another segment's repair first; found again on a later round
-            if partition.is_leader:
+            elif action is DamageAction.RESIGN:
                 self._resign_to_repair(key, partition, damage)
-            else:
+            elif action is DamageAction.REPAIR and partition.repair is not None:
                 log.warning("%s-%d: offsets [%d, %d) are damaged (%s): rewriting that "
                             "segment from leader %d's copy, keeping the rest of the log",
-                            *key, repair.first_bad_offset, repair.end_offset, damage.reason,
-                            partition.leader_id)
+                            *key, partition.repair.first_bad_offset,
+                            partition.repair.end_offset, damage.reason, partition.leader_id)
         return found
 
     def on_segment_repaired(self, key: TopicPartition, segment_base_offset: int) -> None:

@@ -90,6 +90,7 @@ class PendingRequest:
     body: Body
     states: dict[TopicPartition, FetchState]
     sent: dict[TopicPartition, int] = field(default_factory=dict)
+    repair: bool = False  # a repair Fetch (:meth:`FollowerFetchSession.on_repair_response`)
 
 
 class FollowerFetchSession:
@@ -284,7 +285,7 @@ class FollowerFetchSession:
             "max_bytes": self.replica_fetch_max_bytes * 8, "isolation_level": 0,
             "session_id": 0, "session_epoch": -1,
             "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]},
-            repairing, sent)
+            repairing, sent, repair=True)
 
     def on_repair_response(self, pending: PendingRequest, body: Body) -> None:
         if body["error_code"]:

@@ -527,7 +527,9 @@ class Partition:
         if not self.is_leader or proposal.leader_epoch != self.leader_epoch:
             return False
         committed = self.isr_state.on_response(proposal, error_code, isr)
-        if committed:
+        if committed and self.local_broker_id not in self.isr_state.isr:
+            self.resign()  # it proposed an ISR without itself: another replica leads now
+        elif committed:
             self.partition_epoch = (proposal.partition_epoch + 1 if partition_epoch is None
                                     else partition_epoch)
             self.maybe_increment_high_watermark()

@@ -221,6 +221,22 @@ def test_isr_shrink_then_expand_through_alter_partition(trio: tuple[Partition, .
     assert leader.isr == [1, 2, 3]
 
 
+def test_a_committed_isr_without_the_leader_ends_its_leadership(
+        trio: tuple[Partition, ...]) -> None:
+    # a damaged leader resigns by proposing the ISR without itself: once the controller
+    # commits it, another replica leads; this one waits for the metadata to follow it
+    leader, f2, _ = trio
+    leader.append_records_as_leader(batch(b"a"))
+    proposal = leader.propose_isr((2, 3))
+    assert proposal is not None
+    assert leader.on_alter_partition_response(proposal, ErrorCode.NONE, [2, 3], 1)
+    assert not leader.is_leader
+    leader.check_invariants()  # not a leader outside its own ISR
+    with pytest.raises(NotLeaderError):
+        leader.append_records_as_leader(batch(b"b"))
+    assert leader.make_follower(2, 1, [1, 2, 3], partition_epoch=2, isr=[2, 3])
+
+
 def test_rejected_proposal_waits_for_metadata_fenced_resigns(
         trio: tuple[Partition, ...]) -> None:
     leader, _, _ = trio

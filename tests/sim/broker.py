@@ -23,10 +23,12 @@ from broker.metadata.replica_logs import last_leader_epoch
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError
 from clients.protocol.topics import TopicPartition
+from replication.damage import DamageAction, on_damage_found
 from replication.follower_fetch import FollowerFetchSession, PendingRequest
 from replication.leader_epoch_cache import LeaderEpochCache
 from replication.partition import Partition
 from storage.log.log import Log
+from storage.scrubber import DamagedRange
 from tests.sim.controller import TOPIC
 from tests.sim.handlers import SimHandlerCore, serve
 from tests.sim.sim_log import MemoryCheckpoint, MemoryLog, batch_at
@@ -73,6 +75,8 @@ class SimBroker:
         self.last_heartbeat_ms = -10**9
         self.last_shrink_ms = 0
         self.alter_sent_ms: dict[int, int] = {}
+        self.repair_turn: dict[int, bool] = {}  # leader id -> the next request repairs
+        self.pending_cuts: dict[int, int] = {}  # pid -> where a damaged leader cuts as follower
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -99,6 +103,7 @@ class SimBroker:
                       + " ".join(f"p{pid}:leo={p.log_end_offset},hw={p.high_watermark}"
                                  for pid, p in self.partitions.items()))
         self.broker_epoch, self.metadata_offset = -1, -1
+        self.c.rescrub(self)  # its scrubber finds rot it still holds
         self.register()
 
     def register(self) -> None:
@@ -112,7 +117,10 @@ class SimBroker:
 
     def crash(self) -> None:
         self.alive = False
+        for p in self.partitions.values():
+            p.abort_repair()  # its .cleaned file: the next open removes it anyway
         self.partitions.clear()
+        self.pending_cuts.clear()
         self.sessions.clear()
         self.in_flight.clear()
         self.backoff_until_ms.clear()
@@ -179,6 +187,8 @@ class SimBroker:
                                rec["partition_epoch"], rec["isr"]):
                 self.c.record(f"b{self.id} p{pid} follows b{rec['leader']} "
                               f"epoch={rec['leader_epoch']} leo={p.log_end_offset}")
+                if pid in self.pending_cuts and rec["leader"] >= 0:  # as BrokerCore
+                    p.truncate_to(self.pending_cuts.pop(pid))
                 self.unfollow(pid)
                 if rec["leader"] >= 0:
                     self.follow(p)
@@ -192,7 +202,8 @@ class SimBroker:
             cfg = self.c.config
             session = self.sessions[p.leader_id] = FollowerFetchSession(
                 self.id, p.leader_id, cfg.fetch_max_bytes, 0,
-                truncation_policy=cfg.truncation_policy)
+                truncation_policy=cfg.truncation_policy, on_repaired=self._on_repaired,
+                clock_ms=lambda: self.c.now_ms)
         session.add(p)
 
     def unfollow(self, pid: int) -> None:
@@ -205,6 +216,36 @@ class SimBroker:
         session = self.sessions.get(p.leader_id) if p is not None else None
         state = session.states.get(_key(pid)) if session is not None else None
         return state is not None and not state.truncating
+
+    # -- damaged segments (the broker's scrubber and repair) ---------------------------
+
+    def on_damage(self, pid: int, damage: DamagedRange) -> None:
+        """The scrubber found ``damage`` in this broker's replica of ``pid``: the broker's
+        rule (:func:`replication.damage.on_damage_found`) and what BrokerCore does next."""
+        p = self.partitions[pid]
+        action, why = on_damage_found(p, damage.segment_base_offset, damage.position,
+                                      damage.first_bad_offset)
+        self.c.stats["damage_" + action.name.lower()] += 1
+        self.c.record(f"b{self.id} p{pid} damaged from {damage.first_bad_offset} "
+                      f"(segment {damage.segment_base_offset}): {action.value} {why}")
+        if action is DamageAction.CUT:
+            if p.is_leader:
+                self.pending_cuts[pid] = damage.first_bad_offset
+                self._resign(p)
+            else:
+                p.truncate_to(damage.first_bad_offset)
+        elif action is DamageAction.RESIGN:
+            self._resign(p)
+
+    def _resign(self, p: Partition) -> None:
+        """A damaged leader proposes the ISR without itself (BrokerCore._try_resign)."""
+        others = tuple(b for b in p.isr if b != self.id)
+        if others and p.pending_alter_partition is None:
+            self.propose(p.propose_isr(others))
+
+    def _on_repaired(self, key: TopicPartition, segment_base_offset: int) -> None:
+        self.c.stats["segments_repaired"] += 1
+        self.c.record(f"b{self.id} p{key.partition} segment {segment_base_offset} repaired")
 
     def on_alter_partition_response(self, src: int, body: dict[str, Any]) -> None:
         p = self.partitions[body["proposal"].partition]
@@ -286,7 +327,9 @@ class SimBroker:
         del self.in_flight[leader]
         pending, answer = out.pending, body["body"]
         try:
-            if pending.api_key == ApiKey.OFFSETS_FOR_LEADER_EPOCH:
+            if pending.repair:
+                session.on_repair_response(pending, answer)
+            elif pending.api_key == ApiKey.OFFSETS_FOR_LEADER_EPOCH:
                 session.on_truncate_response(pending, answer)
             elif pending.api_key == ApiKey.FETCH:
                 follow_up = session.on_fetch_response(pending, answer)
@@ -319,7 +362,11 @@ class SimBroker:
                 self.backoff_until_ms[leader] = now + cfg.fetch_backoff_ms
             if now < self.backoff_until_ms.get(leader, 0):
                 continue
-            pending = session.truncate_request() or session.fetch_request()
+            pending = session.truncate_request()
+            if pending is None and self.repair_turn.get(leader):  # repairs take turns
+                pending = session.repair_request()
+            self.repair_turn[leader] = not self.repair_turn.get(leader, False)
+            pending = pending or session.fetch_request()
             if pending is not None:
                 self._send_request(leader, pending)
 
@@ -344,7 +391,9 @@ class SimBroker:
             if cfg.retention_probability and self.c.rng.random() < cfg.retention_probability:
                 self.c.on_retention(self, pid)
             if p.is_leader:
-                if shrink:
+                if p.repair is not None or pid in self.pending_cuts:
+                    self._resign(p)  # damaged: hands leadership on when someone is in sync
+                elif shrink:
                     self.propose(p.maybe_shrink_isr(now, cfg.replica_lag_time_max_ms))
                 pending = p.pending_alter_partition
                 if pending is not None and now - self.alter_sent_ms.get(pid, 0) > \

@@ -38,12 +38,14 @@ from typing import Any
 
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import CorruptRecordError, ErrorCode, InvalidRecordError
+from clients.protocol.topics import TopicPartition
 from clients.records.batch import LOG_OVERHEAD, iter_batches, read_header
 from clients.records.record import build_batch
 from replication.partition import Partition
 from replication.truncation import TruncationPolicy
 from storage.config import LogConfig
 from storage.log.log import Log
+from storage.scrubber import DamagedRange, LogScrubber
 from tests.sim.broker import CONTROLLER, SimBroker
 from tests.sim.controller import TOPIC, SimController
 from tests.sim.network import SimNetwork
@@ -94,6 +96,13 @@ class SimConfig:
     retention_keep_batches: int = 6
     retention_segment_bytes: int = 2048     # real disk with retention: segment size,
     retention_segments: int = 3             # and retention_bytes in segments
+    # real disk: per step, the chance that a byte of a closed segment of one replica rots
+    # (only while every other replica of that partition is intact, so a good copy of
+    # every record exists); the broker's scrubber finds it at once (and again after a
+    # restart) and the replica repairs it in place; 0: never (no random number drawn)
+    rot_probability: float = 0.0
+    consumer_rewind_probability: float = 0.0  # per consumer Fetch: read again from offset 0
+    rot_segment_bytes: int = 2048           # real disk with rot: segment size
 
 
 class MemoryDisk:
@@ -109,6 +118,43 @@ class MemoryDisk:
 
     def crash(self, broker: SimBroker) -> int:
         return sum(log.crash() for log in broker.logs.values())
+
+    def rot(self, broker: SimBroker, pid: int) -> tuple[int, int] | None:
+        """Flip one CRC-covered byte of a random closed segment of ``broker``'s replica of
+        ``pid``, below its HW and held whole by another replica (the guarantee is for
+        records of which an intact copy exists); the segment's offset range (None: no
+        such segment)."""
+        rng, log = self.c.rng, broker.logs[pid]
+        closed = log.segments[:-1]
+        if not closed:
+            return None
+        i = rng.randrange(len(closed))
+        seg, end = closed[i], log.segments[i + 1].base_offset
+        hw = broker.partitions[pid].high_watermark
+        if end > hw or not any(
+                other.logs[pid].log_start_offset <= seg.base_offset
+                and other.logs[pid].log_end_offset >= end
+                for other in self.c.brokers.values() if other is not broker):
+            return None
+        batches = list(iter_batches(seg.read_bytes(0, seg.size), validate=False))
+        pos, header = rng.choice(batches)
+        at = rng.randrange(pos + 16, pos + header.size_in_bytes)  # magic on: checked
+        with open(seg.log_path, "r+b") as f:
+            f.seek(at)
+            byte = f.read(1)
+            f.seek(at)
+            f.write(bytes([byte[0] ^ (1 << rng.randrange(8))]))
+        return seg.base_offset, end
+
+    def scrub(self, broker: SimBroker, pid: int) -> list[DamagedRange]:
+        """One whole round of the broker's real scrubber over its replica of ``pid``."""
+        scrubber = LogScrubber(self.root / f"b{broker.id}" / "scrubber-checkpoint",
+                               step_bytes=1 << 20)
+        found: list[DamagedRange] = []
+        while scrubber.rounds_completed == 0:
+            found += scrubber.step({TopicPartition(TOPIC, pid): broker.logs[pid]},
+                                   self.c.now_ms)
+        return found
 
     def maybe_flush(self, broker: SimBroker, pid: int) -> None:
         if not self.c.config.no_loss and self.c.rng.random() < self.c.config.flush_probability:
@@ -133,7 +179,9 @@ class RealDisk:
         flush = 1 if cluster.config.no_loss else None
         # with retention: small segments, three kept (the runs write tens of KiB)
         segment = (cluster.config.retention_segment_bytes
-                   if cluster.config.retention_probability else 16 * 1024)
+                   if cluster.config.retention_probability
+                   else cluster.config.rot_segment_bytes
+                   if cluster.config.rot_probability else 16 * 1024)
         self.config = LogConfig(
             segment_bytes=segment, flush_messages=flush,
             retention_bytes=cluster.config.retention_segments * segment
@@ -151,10 +199,17 @@ class RealDisk:
 
     def _check_recovered(self, broker: SimBroker, pid: int, log: Log) -> None:
         """Invariant after a restart: recovery left only whole batches with valid CRCs
+        (but in a segment rot damaged: recovery leaves closed segments to the scrubber)
         and contiguous offsets, ending at the log end offset."""
         expected = log.log_start_offset
+        rotted = self.c.rotted.get((broker.id, pid), (-1, -1))  # the scrubber's, not this
         try:
-            for seg in log.segments:
+            for i, seg in enumerate(log.segments):
+                if seg.base_offset == rotted[0]:  # its headers may be garbage too
+                    later = log.segments[i + 1:]
+                    expected = max(expected, later[0].base_offset if later
+                                   else log.log_end_offset)
+                    continue
                 for _, header in iter_batches(seg.log_path.read_bytes()):
                     if header.last_offset < expected or header.base_offset > expected:
                         raise InvalidRecordError(f"batch {header.base_offset}-"
@@ -202,6 +257,43 @@ class RealDisk:
                 f.write(rng.randbytes(rng.randint(1, 64)))
                 self.c.stats["garbage_tails"] += 1
         self.c.stats["torn_segments"] += kept < size
+
+    def rot(self, broker: SimBroker, pid: int) -> tuple[int, int] | None:
+        """Flip one CRC-covered byte of a random closed segment of ``broker``'s replica of
+        ``pid``, below its HW and held whole by another replica (the guarantee is for
+        records of which an intact copy exists); the segment's offset range (None: no
+        such segment)."""
+        rng, log = self.c.rng, broker.logs[pid]
+        closed = log.segments[:-1]
+        if not closed:
+            return None
+        i = rng.randrange(len(closed))
+        seg, end = closed[i], log.segments[i + 1].base_offset
+        hw = broker.partitions[pid].high_watermark
+        if end > hw or not any(
+                other.logs[pid].log_start_offset <= seg.base_offset
+                and other.logs[pid].log_end_offset >= end
+                for other in self.c.brokers.values() if other is not broker):
+            return None
+        batches = list(iter_batches(seg.read_bytes(0, seg.size), validate=False))
+        pos, header = rng.choice(batches)
+        at = rng.randrange(pos + 16, pos + header.size_in_bytes)  # magic on: checked
+        with open(seg.log_path, "r+b") as f:
+            f.seek(at)
+            byte = f.read(1)
+            f.seek(at)
+            f.write(bytes([byte[0] ^ (1 << rng.randrange(8))]))
+        return seg.base_offset, end
+
+    def scrub(self, broker: SimBroker, pid: int) -> list[DamagedRange]:
+        """One whole round of the broker's real scrubber over its replica of ``pid``."""
+        scrubber = LogScrubber(self.root / f"b{broker.id}" / "scrubber-checkpoint",
+                               step_bytes=1 << 20)
+        found: list[DamagedRange] = []
+        while scrubber.rounds_completed == 0:
+            found += scrubber.step({TopicPartition(TOPIC, pid): broker.logs[pid]},
+                                   self.c.now_ms)
+        return found
 
     def maybe_flush(self, broker: SimBroker, pid: int) -> None:
         if not self.c.config.no_loss and self.c.rng.random() < self.c.config.flush_probability:
@@ -280,6 +372,8 @@ class SimCluster:
         # pid -> the highest log start retention gave any replica: records below it may
         # be gone (deleted by retention), and only those
         self.retained_below = dict.fromkeys(self.partition_ids, 0)
+        # (broker, pid) -> the offset range of a segment rot damaged, until it is intact
+        self.rotted: dict[tuple[int, int], tuple[int, int]] = {}
         for b in self.brokers.values():
             b.start()
 
@@ -354,9 +448,10 @@ class SimCluster:
 
     def check_acked_on(self, broker: SimBroker, pid: int, why: str) -> None:
         log = broker.logs[pid]
+        low, end = self.rotted.get((broker.id, pid), (0, 0))
         for what, records in self.kept():
             for (apid, offset), stored in records.items():
-                if apid != pid or offset < self.retained_below[pid]:
+                if apid != pid or offset < self.retained_below[pid] or low <= offset < end:
                     continue
                 h = batch_at(log, offset)
                 if h is None or (h.crc, h.partition_leader_epoch) != stored or \
@@ -501,6 +596,9 @@ class SimCluster:
         state = self.controller.partition(pid)
         if state is None or state.leader < 0:
             return
+        rewind = self.config.consumer_rewind_probability
+        if rewind and self.rng.random() < rewind:
+            self.consumer.position[pid] = 0  # old segments too (rot lies there)
         body = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20,
                 "isolation_level": 0, "session_id": 0, "session_epoch": -1,
                 "topics": [{"name": TOPIC, "partitions": [{
@@ -526,7 +624,12 @@ class SimCluster:
                     c.position[pid] = max(c.position.get(pid, 0), self.retained_below[pid])
                 if p["error_code"]:
                     continue
-                for _pos, h in iter_batches(bytes(p["records"])):
+                try:
+                    batches = list(iter_batches(bytes(p["records"])))
+                except CorruptRecordError as exc:
+                    self.fail(f"b{body['leader']} served p{pid} bytes that fail their CRC "
+                              f"check to a consumer: {exc}")
+                for _pos, h in batches:
                     if h.last_offset >= p["high_watermark"]:
                         self.fail(f"b{body['leader']} served p{pid}@{h.base_offset}.."
                                   f"{h.last_offset} to a consumer above its HW "
@@ -568,6 +671,8 @@ class SimCluster:
             group = {rng.choice(sorted(everyone))}
             self.net.partition(group, everyone)
             self.record(f"network: isolate {group}")
+        if cfg.rot_probability and rng.random() < cfg.rot_probability:
+            self.rot()
         if self.net.cut and rng.random() < cfg.heal_probability:
             self.net.heal()
             self.record("network: heal")
@@ -579,6 +684,46 @@ class SimCluster:
                 self.record("controller: crash")
         elif self.now_ms >= self.controller_down_until_ms:
             self.restart_controller()
+
+    def rot(self) -> None:
+        """Bit rot in one replica (see ``SimConfig.rot_probability``), found at once."""
+        assert isinstance(self.disk, RealDisk), "rot needs the real disk"
+        pid = self.rng.choice(self.partition_ids)
+        live = [b for b in self.brokers.values() if b.alive]
+        if not live or any(p == pid for _, p in self.rotted):
+            return  # another replica of pid is damaged: keep one good copy of everything
+        b = self.rng.choice(live)
+        rotted = self.disk.rot(b, pid)
+        if rotted is None:
+            return
+        self.rotted[(b.id, pid)] = rotted
+        self.stats["rotted_segments"] += 1
+        self.record(f"b{b.id} p{pid}: rot in segment {rotted[0]}")
+        self.rescrub(b)
+
+    def rescrub(self, broker: SimBroker) -> None:
+        """The broker's scrubber finds the rot it holds (at once; after a restart too)."""
+        for (bid, pid) in list(self.rotted):
+            if bid == broker.id and broker.alive:
+                assert isinstance(self.disk, RealDisk)
+                for damage in self.disk.scrub(broker, pid):
+                    broker.on_damage(pid, damage)
+
+    def _forget_repaired_rot(self) -> None:
+        for bid, pid in list(self.rotted):
+            if self.brokers[bid].alive and self._rot_repaired(bid, pid):
+                del self.rotted[(bid, pid)]
+                self.record(f"b{bid} p{pid}: rot gone")
+
+    def _rot_repaired(self, bid: int, pid: int) -> bool:
+        """Every batch of the replica passes its CRC check again (repaired, or cut away)."""
+        try:
+            for seg in self.brokers[bid].logs[pid].segments:
+                for _ in iter_batches(seg.read_bytes(0, seg.size)):
+                    pass
+        except CorruptRecordError:
+            return False
+        return True
 
     def restart_controller(self) -> None:
         self.controller_down_until_ms = None
@@ -649,8 +794,9 @@ class SimCluster:
                     self.fail(str(exc))
         if self.config.real_log_dir is not None and self.steps % 25:
             return
+        self._forget_repaired_rot()
         for pid in self.partition_ids:
-            synced = [b for b in live if self._synced(b, pid)]
+            synced = [b for b in live if self._synced(b, pid) and (b.id, pid) not in self.rotted]
             for i, a in enumerate(synced):
                 for b in synced[i + 1:]:
                     pa, pb = a.partitions[pid], b.partitions[pid]
@@ -667,6 +813,10 @@ class SimCluster:
                                   f"{pa} / {pb}")
 
     def converged(self) -> bool:
+        if self.rotted:
+            self._forget_repaired_rot()
+            if self.rotted:
+                return False  # a repair is still under way
         for pid in self.partition_ids:
             parts = [b.partitions[pid] for b in self.brokers.values()]
             leaders = [p for p in parts if p.is_leader]
@@ -678,6 +828,9 @@ class SimCluster:
         return True
 
     def check_final(self) -> None:
+        self._forget_repaired_rot()
+        if self.rotted:
+            self.fail(f"rot still unrepaired after healing: {sorted(self.rotted)}")
         if not self.converged():
             self.fail("did not converge after healing: "
                       + "; ".join(repr(p) for b in self.brokers.values()
