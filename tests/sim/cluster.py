@@ -119,43 +119,6 @@ class MemoryDisk:
     def crash(self, broker: SimBroker) -> int:
         return sum(log.crash() for log in broker.logs.values())
 
-    def rot(self, broker: SimBroker, pid: int) -> tuple[int, int] | None:
-        """Flip one CRC-covered byte of a random closed segment of ``broker``'s replica of
-        ``pid``, below its HW and held whole by another replica (the guarantee is for
-        records of which an intact copy exists); the segment's offset range (None: no
-        such segment)."""
-        rng, log = self.c.rng, broker.logs[pid]
-        closed = log.segments[:-1]
-        if not closed:
-            return None
-        i = rng.randrange(len(closed))
-        seg, end = closed[i], log.segments[i + 1].base_offset
-        hw = broker.partitions[pid].high_watermark
-        if end > hw or not any(
-                other.logs[pid].log_start_offset <= seg.base_offset
-                and other.logs[pid].log_end_offset >= end
-                for other in self.c.brokers.values() if other is not broker):
-            return None
-        batches = list(iter_batches(seg.read_bytes(0, seg.size), validate=False))
-        pos, header = rng.choice(batches)
-        at = rng.randrange(pos + 16, pos + header.size_in_bytes)  # magic on: checked
-        with open(seg.log_path, "r+b") as f:
-            f.seek(at)
-            byte = f.read(1)
-            f.seek(at)
-            f.write(bytes([byte[0] ^ (1 << rng.randrange(8))]))
-        return seg.base_offset, end
-
-    def scrub(self, broker: SimBroker, pid: int) -> list[DamagedRange]:
-        """One whole round of the broker's real scrubber over its replica of ``pid``."""
-        scrubber = LogScrubber(self.root / f"b{broker.id}" / "scrubber-checkpoint",
-                               step_bytes=1 << 20)
-        found: list[DamagedRange] = []
-        while scrubber.rounds_completed == 0:
-            found += scrubber.step({TopicPartition(TOPIC, pid): broker.logs[pid]},
-                                   self.c.now_ms)
-        return found
-
     def maybe_flush(self, broker: SimBroker, pid: int) -> None:
         if not self.c.config.no_loss and self.c.rng.random() < self.c.config.flush_probability:
             broker.logs[pid].flush()

@@ -45,6 +45,13 @@ def damage(log: Log, index: int, rng: random.Random) -> DamagedRange:
     return found[0]
 
 
+def repair_of(path: Path, seed: int, index: int) -> tuple[Log, SegmentRepair]:
+    """A log built from ``seed`` with rot in closed segment ``index``, and its repair."""
+    replica = fill(path, 60, seed)
+    found = damage(replica, index, random.Random(seed))
+    return replica, SegmentRepair(replica, found.segment_base_offset, found.position)
+
+
 def leader_bytes(leader: Log, start: int, end: int) -> bytes:
     """The leader's batches holding offsets [start, end), as its segments store them."""
     out = bytearray()
@@ -109,10 +116,8 @@ def test_the_active_segment_is_not_repaired_in_place(tmp_path: Path) -> None:
 
 
 def test_a_bad_batch_from_the_other_replica_is_never_written(tmp_path: Path) -> None:
-    rng = random.Random(7)
-    leader, replica = fill(tmp_path / "leader", 60, 7), fill(tmp_path / "t-0", 60, 7)
-    found = damage(replica, 0, rng)
-    repair = SegmentRepair(replica, found.segment_base_offset, found.position)
+    leader = fill(tmp_path / "leader", 60, 7)
+    replica, repair = repair_of(tmp_path / "t-0", 7, 0)
     good = leader_bytes(leader, repair.first_bad_offset, repair.end_offset)
     bad = bytearray(good)
     bad[30] ^= 0x01  # inside the first batch's CRC-covered bytes
@@ -127,10 +132,7 @@ def test_a_bad_batch_from_the_other_replica_is_never_written(tmp_path: Path) -> 
 
 
 def test_batches_that_straddle_the_range_are_refused(tmp_path: Path) -> None:
-    rng = random.Random(3)
-    replica = fill(tmp_path / "t-0", 60, 3)
-    found = damage(replica, 1, rng)
-    repair = SegmentRepair(replica, found.segment_base_offset, found.position)
+    replica, repair = repair_of(tmp_path / "t-0", 3, 1)
     # one batch over [first_bad - 1, first_bad + 1]: the replicas' batches differ here
     other = build_batch([(b"k", b"v", 1, ())] * 3)
     straddling = bytearray(other)
@@ -168,10 +170,7 @@ def test_an_unfinished_repair_leaves_the_old_segment_after_a_crash(tmp_path: Pat
 
 
 def test_a_segment_that_changed_under_the_repair_ends_it(tmp_path: Path) -> None:
-    rng = random.Random(5)
-    replica = fill(tmp_path / "t-0", 60, 5)
-    found = damage(replica, 0, rng)
-    repair = SegmentRepair(replica, found.segment_base_offset, found.position)
+    replica, repair = repair_of(tmp_path / "t-0", 5, 0)
     replica.maybe_increment_log_start_offset(replica.segments[1].base_offset)
     replica.delete_old_segments()  # retention took the damaged segment
     assert not repair.valid
