@@ -225,7 +225,7 @@ def test_a_committed_isr_without_the_leader_ends_its_leadership(
         trio: tuple[Partition, ...]) -> None:
     # a damaged leader resigns by proposing the ISR without itself: once the controller
     # commits it, another replica leads; this one waits for the metadata to follow it
-    leader, f2, _ = trio
+    leader, _, _ = trio
     leader.append_records_as_leader(batch(b"a"))
     proposal = leader.propose_isr((2, 3))
     assert proposal is not None
