@@ -156,12 +156,14 @@ class Segment:
             pos += size
 
     def find_batch(self, offset: int) -> BatchPosition | None:
-        """The first batch whose last offset is >= ``offset`` (None if there is none)."""
+        """The first batch whose last (or base) offset is >= ``offset`` (None if none)."""
         if offset >= self.next_offset:
             return None
         _, start = self.index.lookup(offset)
         for batch in self.iter_batches(start):
-            if batch.last_offset >= offset:
+            # the base offset too: a bad batch's last offset delta (under its CRC, which
+            # this walk does not check) may be garbage; never step over it
+            if batch.last_offset >= offset or batch.base_offset >= offset:
                 return batch
         return None
 

@@ -97,11 +97,12 @@ class SegmentRepair:
 
     @property
     def valid(self) -> bool:
-        """The segment is still one of the log's closed segments, with the same extent."""
+        """The segment is still one of the log's closed segments, and the same one follows
+        it.  (Not its ``next_offset``: read from the last batch's header after a restart,
+        it is garbage when that batch is the damaged one.)"""
         segments = self.log.segments
         return (not self.log.closed and self.segment.fd >= 0
                 and any(s is self.segment for s in segments[:-1])
-                and self.segment.next_offset <= self.end_offset
                 and segments[segments.index(self.segment) + 1].base_offset == self.end_offset)
 
     def append(self, records: bytes | bytearray | memoryview) -> None:

@@ -25,12 +25,12 @@ from tests.storage.test_scrubber import CONFIG, fill, run_round
 TP = TopicPartition("t", 0)
 
 
-def flip(path: Path, at: int) -> None:
+def flip(path: Path, at: int, mask: int = 0x20) -> None:
     with open(path, "r+b") as f:
         f.seek(at)
         byte = f.read(1)
         f.seek(at)
-        f.write(bytes([byte[0] ^ 0x20]))
+        f.write(bytes([byte[0] ^ mask]))
 
 
 def damage(log: Log, index: int, rng: random.Random) -> DamagedRange:
@@ -178,4 +178,47 @@ def test_a_segment_that_changed_under_the_repair_ends_it(tmp_path: Path) -> None
         repair.append(b"")
     repair.abort()
     assert not list(tmp_path.glob("t-0/*.cleaned"))
+    replica.close()
+
+
+def _garble_last_offset_delta(log: Log, index: int, mask: int) -> tuple[int, int]:
+    """Flip bits of the high byte of the last offset delta of closed segment ``index``'s
+    last batch (under the CRC; 0x80: the header now ends the batch before it starts,
+    0x20: far past it); that batch's (position, base offset)."""
+    segment = log.segments[index]
+    pos, header = list(iter_batches(segment.read_bytes(0, segment.size)))[-1]
+    flip(segment.log_path, pos + 23, mask)  # lastOffsetDelta is bytes 23..26
+    return pos, header.base_offset
+
+
+def test_a_garbled_last_offset_never_pulls_the_bad_batch_into_a_read(tmp_path: Path) -> None:
+    """The reader stops before a bad batch whose header claims offsets it does not have
+    (found by the simulation: a leader served one to a consumer reading up to the damaged
+    range)."""
+    log = fill(tmp_path / "t-0", 60, 9)
+    _, bad = _garble_last_offset_delta(log, 1, 0x80)
+    read = log.read(log.segments[1].base_offset, 1 << 20, max_offset=bad)
+    served = list(iter_batches(read.read_bytes()))  # every batch served passes its CRC
+    assert served and served[-1][1].last_offset == bad - 1
+    log.close()
+
+
+def test_a_segment_whose_last_batch_is_garbled_is_repaired_after_a_restart(
+        tmp_path: Path) -> None:
+    """After a restart the segment's next offset comes from that garbled header; the repair
+    must not take it for a changed segment (found by the simulation: it never finished)."""
+    leader, replica = fill(tmp_path / "leader", 60, 9), fill(tmp_path / "t-0", 60, 9)
+    replica.flush()
+    _garble_last_offset_delta(replica, 1, 0x20)  # a clean load takes it as the end
+    replica.close()
+    replica = Log.open(tmp_path / "t-0", CONFIG, had_clean_shutdown=True)
+    found = run_round(LogScrubber(tmp_path / "cp", step_bytes=4096), {TP: replica})
+    assert [f.segment_base_offset for f in found] == [replica.segments[1].base_offset]
+    repair = SegmentRepair(replica, found[0].segment_base_offset, found[0].position)
+    assert repair.valid
+    repair.append(leader_bytes(leader, repair.next_offset, repair.end_offset + 1))
+    repair.commit(now_ms=0)
+    assert {b: f[1] for b, f in files(replica).items()} == {
+        b: f[1] for b, f in files(leader).items()}
+    leader.close()
     replica.close()
