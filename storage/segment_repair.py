@@ -11,7 +11,8 @@ that way).  A :class:`SegmentRepair` instead builds a new ``S``:
 1. the intact prefix, ``S``'s batches before ``position``, copied and CRC-checked again;
 2. the batches from where the prefix ends (``first_bad``) to ``n``, fed to
    :meth:`SegmentRepair.append` in order (the replica fetcher passes what the leader
-   sends, as many answers as it takes; each batch is CRC-checked; a batch that overlaps
+   sends, as many answers as it takes; each batch is CRC-checked before anything else; a
+   batch that fails is never written and the repair waits; a batch that overlaps
    what is already written is skipped, one that starts at or past ``n`` ends the range);
 3. :meth:`SegmentRepair.commit` swaps the new file in with the cleaner's crash-safe
    rename protocol (:class:`storage.cleaner.swap.CleanedSegmentWriter`: ``.cleaned`` ->
@@ -85,15 +86,15 @@ class SegmentRepair:
 
     def _copy_prefix(self, position: int) -> None:
         seg = self.segment
-        for batch in seg.iter_batches(0, position):
-            data = seg.read_bytes(batch.position, batch.size)
-            try:
+        try:
+            for batch in seg.iter_batches(0, position):
+                data = seg.read_bytes(batch.position, batch.size)
                 validate_batch(data)
-            except CorruptRecordError as exc:
-                raise SegmentRepairError(f"{seg.log_path}: the batch at byte {batch.position}, "
-                                         f"before the damaged range, is bad too: {exc}") from None
-            self._writer.write(data, batch.base_offset, batch.max_timestamp)
-            self.next_offset = batch.last_offset + 1
+                self._writer.write(data, batch.base_offset, batch.max_timestamp)
+                self.next_offset = batch.last_offset + 1
+        except (CorruptRecordError, StorageError) as exc:  # damaged since it was scrubbed
+            raise SegmentRepairError(f"{seg.log_path}: before byte {position}, the part "
+                                     f"to keep, is bad too: {exc}") from None
 
     @property
     def valid(self) -> bool:
@@ -116,9 +117,11 @@ class SegmentRepair:
         view = memoryview(records)
         pos, size = 0, len(view)
         while pos + HEADER_SIZE <= size:
-            header = read_header(view, pos)
-            if pos + header.size_in_bytes > size:
+            if pos + read_header(view, pos).size_in_bytes > size:
                 break
+            # CRC first: the offsets below decide what is written or whether the log is
+            # cut, and bad bytes from the other replica must only make the repair wait
+            header = validate_batch(view, pos)
             if header.base_offset >= self.end_offset:
                 self.done = True
                 break
@@ -129,7 +132,6 @@ class SegmentRepair:
                         f"{header.last_offset}] straddles the repaired range's edge "
                         f"[{self.next_offset}, {self.end_offset}): the replicas' batches "
                         "differ here")
-                validate_batch(view, pos)  # CorruptRecordError: bad bytes are never written
                 self._writer.write(bytes(view[pos:pos + header.size_in_bytes]),
                                    header.base_offset, header.max_timestamp)
                 self.next_offset = header.last_offset + 1

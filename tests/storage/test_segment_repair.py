@@ -222,3 +222,22 @@ def test_a_segment_whose_last_batch_is_garbled_is_repaired_after_a_restart(
         b: f[1] for b, f in files(leader).items()}
     leader.close()
     replica.close()
+
+
+def test_a_bad_batch_whose_offsets_look_out_of_range_only_makes_the_repair_wait(
+        tmp_path: Path) -> None:
+    """The other replica's batch with a garbled last offset delta (under its CRC) would
+    look like it straddles the range's end; read before the CRC check, that made the
+    replica cut its own log.  It is a bad batch: CorruptRecordError, nothing written."""
+    leader = fill(tmp_path / "leader", 60, 7)
+    replica, repair = repair_of(tmp_path / "t-0", 7, 0)
+    good = leader_bytes(leader, repair.first_bad_offset, repair.end_offset)
+    bad = bytearray(good)
+    bad[23] ^= 0x20  # lastOffsetDelta's high byte: far past the segment's end
+    with pytest.raises(CorruptRecordError):
+        repair.append(bytes(bad))
+    assert repair.next_offset == repair.first_bad_offset and not repair.done
+    repair.append(good)
+    repair.commit(now_ms=0)
+    leader.close()
+    replica.close()
