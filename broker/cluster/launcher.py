@@ -36,7 +36,6 @@ from __future__ import annotations
 
 import argparse
 import base64
-import itertools
 import json
 import os
 import random
@@ -61,6 +60,7 @@ from broker.cluster.state import (
     ClusterError,
     ClusterState,
     ProcessInfo,
+    override_settings,
 )
 from broker.cluster.status import fetch_cluster_view, print_status, status_report
 from broker.users import USERS_FILE, add_user
@@ -237,12 +237,8 @@ CONTROLLER_TLS_KEYS = ("ssl_certfile", "ssl_keyfile", "ssl_cafile", "ssl_client_
 def controller_tls(broker_args: Sequence[str]) -> list[str]:
     """The brokers' TLS overrides, for the controller: a TLS cluster's brokers connect
     to it with TLS (``broker/server.py``), so it listens with the same files."""
-    out: list[str] = []
-    for flag, value in itertools.pairwise(broker_args):
-        key = value.split("=", 1)[0].strip().replace(".", "_").replace("-", "_")
-        if flag == "--override" and "=" in value and key in CONTROLLER_TLS_KEYS:
-            out += ["--override", f"{key}={value.split('=', 1)[1]}"]
-    return out
+    return [a for key, value in override_settings(broker_args).items()
+            if key in CONTROLLER_TLS_KEYS for a in ("--override", f"{key}={value}")]
 
 
 def new_state(data_dir: str, brokers: int, base_port: int,

@@ -16,8 +16,10 @@ Costs: load/save O(processes).  Thread-safety: none (a command-line process).
 
 from __future__ import annotations
 
+import itertools
 import json
 import os
+from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
@@ -41,6 +43,17 @@ class ProcessInfo:
     log_file: str
     argv: list[str]
     pid: int = 0
+
+
+def override_settings(argv: Sequence[str]) -> dict[str, str]:
+    """The ``--override key=value`` settings of a command line, keys spelt with ``_``
+    (the configs accept ``.`` and ``-`` too); a later one wins."""
+    out: dict[str, str] = {}
+    for flag, value in itertools.pairwise(argv):
+        if flag == "--override" and "=" in value:
+            key, _, setting = value.partition("=")
+            out[key.strip().replace(".", "_").replace("-", "_")] = setting
+    return out
 
 
 @dataclass

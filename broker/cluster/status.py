@@ -21,7 +21,7 @@ from typing import Any
 import psutil
 
 from broker.auth import read_cluster_secret
-from broker.cluster.state import ClusterState, ProcessInfo
+from broker.cluster.state import ClusterState, ProcessInfo, override_settings
 from broker.network.tls import client_context
 from clients.network.connection import BrokerConnection
 from clients.network.sasl import SaslLogin
@@ -60,9 +60,7 @@ def _broker_access(node: int, info: ProcessInfo) -> dict[str, Any]:
     settings and, when clients must log in, a login as ``broker-<node>`` from the cluster
     secret (the secret is the operator's key; both read from the process's command
     line)."""
-    overrides = dict(value.split("=", 1) for flag, value in zip(info.argv, info.argv[1:],
-                                                                 strict=False)
-                     if flag == "--override" and "=" in value)
+    overrides = override_settings(info.argv)
     access: dict[str, Any] = {}
     if overrides.get("ssl_certfile"):
         with contextlib.suppress(MiniKafkaError):  # unreadable files: no offsets shown
