@@ -21,6 +21,12 @@ Bounds (every queue, pool and size is bounded):
 | connections_max_idle_ms    | 600000      | a connection with nothing to read or write for  |
 |                            |             | this long is closed                             |
 | request_read_timeout_ms    | 30000       | a started request frame must arrive within this |
+| internal_port              | -1 (none)   | the internal listener followers fetch from      |
+|                            |             | (``internal_host``, default ``host``; 0 = any   |
+|                            |             | free port; ``cluster start`` sets base + 200 +  |
+|                            |             | id); docs/security.md                           |
+| max_internal_connections   | 100         | open connections on the internal listener, per  |
+|                            |             | network process (not counted in the client caps)|
 | max_metadata_topics        | 1000        | topics one Metadata request may name            |
 | max_fetch_partitions       | 1000        | partitions one Fetch request may name           |
 | cluster_id                 | minikafka   | the cluster this broker belongs to: checked     |
@@ -84,6 +90,11 @@ def is_loopback(host: str) -> bool:
         return False  # a host name, or "" / "0.0.0.0"-like wildcards: assume reachable
 
 
+def is_wildcard(host: str) -> bool:
+    """Whether ``host`` binds every interface (not an address others can connect to)."""
+    return host in ("", "0.0.0.0", "::")
+
+
 def check_cluster_id(cluster_id: str) -> None:
     """A cluster id is 1-64 characters of ``A-Z a-z 0-9 . _ -`` (Kafka's are 22-character
     URL-safe base64 UUIDs, which fit)."""
@@ -99,6 +110,11 @@ class BrokerConfig:
     port: int = 9092
     advertised_host: str = ""  # empty: same as host
     advertised_port: int = 0  # 0: same as port
+    # the internal listener: other brokers fetch from it as followers (docs/security.md);
+    # -1 = none (followers use ``port``), 0 = any free port; ``cluster start`` sets one
+    internal_host: str = ""  # empty: same as host
+    internal_port: int = -1
+    max_internal_connections: int = 100
     data_dir: str = "./data/broker-0"
     controller_address: str = ""  # "host:port"; empty = standalone broker (no controller)
     cluster_id: str = "minikafka"  # checked in meta.properties and at registration
@@ -171,6 +187,15 @@ class BrokerConfig:
     def advertised(self) -> tuple[str, int]:
         return (self.advertised_host or self.host, self.advertised_port or self.port)
 
+    @property
+    def internal_advertised(self) -> tuple[str, int] | None:
+        """Where other brokers reach the internal listener (None: it has none)."""
+        if self.internal_port <= 0:
+            return None
+        host = self.internal_host if self.internal_host and not is_wildcard(
+            self.internal_host) else self.advertised[0]
+        return host, self.internal_port
+
     def validate(self) -> BrokerConfig:
         positive = (
             "num_network_processes",
@@ -180,6 +205,7 @@ class BrokerConfig:
             "queued_max_requests",
             "max_connections",
             "max_connections_per_ip",
+            "max_internal_connections",
             "connections_max_idle_ms",
             "request_read_timeout_ms",
             "max_metadata_topics",
@@ -221,8 +247,9 @@ class BrokerConfig:
                 f"host {self.host!r} is reachable from other machines: set "
                 "client_auth_required=true (clients log in; add ssl_certfile for TLS and "
                 "authorizer_enabled for ACLs) or, knowingly, allow_anonymous_remote=true")
-        if (not is_loopback(self.host) and self.controller_address
-                and not self.cluster_secret_file):
+        if (not is_loopback(self.host) or (self.internal_port >= 0 and not is_loopback(
+                self.internal_host or self.host))) and self.controller_address \
+                and not self.cluster_secret_file:
             raise InvalidConfigError(
                 f"host {self.host!r} is reachable from other machines: a broker of a "
                 "cluster needs cluster_secret_file there (without it anyone may fetch as "
@@ -237,6 +264,11 @@ class BrokerConfig:
                                      f"got {self.ssl_client_auth!r}")
         if not 0 <= self.port <= 65535:
             raise InvalidConfigError(f"port must be in 0..65535, got {self.port}")
+        if not -1 <= self.internal_port <= 65535:
+            raise InvalidConfigError("internal_port must be -1 (none), 0 (any free port) or "
+                                     f"a port, got {self.internal_port}")
+        if self.internal_port > 0 and self.internal_port == self.port:
+            raise InvalidConfigError(f"internal_port must differ from port ({self.port})")
         if self.num_network_processes > 64:
             raise InvalidConfigError("num_network_processes must be at most 64")
         if self.max_request_bytes > self.buffer_pool_bytes // 2:

@@ -601,7 +601,7 @@ class BrokerCore:
                 leader = image.brokers.get(state.leader)
                 if changed and self.fetchers is not None:
                     if leader is not None and state.leader >= 0:
-                        self.fetchers.follow(partition, leader.host, leader.port)
+                        self.fetchers.follow(partition, *leader.replication_endpoint)
                     else:
                         self.fetchers.unfollow(key)
             woken.append(key)

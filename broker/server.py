@@ -45,7 +45,7 @@ from broker.handlers.bounds import answer_over_bound
 from broker.handlers.common import RegionRecords, RequestContext
 from broker.handlers.dispatch import HANDLERS, unsupported_api_versions_answer
 from broker.metadata.follower import MetadataFollower
-from broker.network.channel_codec import CLOSED, REQUEST
+from broker.network.channel_codec import CLOSED, REQUEST, is_internal_connection
 from broker.network.error_answer import error_answer
 from broker.network.main_channel import MainChannelEndpoint
 from broker.network.request_bounds import check_request_bounds
@@ -117,8 +117,10 @@ class BrokerServer:
         try:
             self.supervisor = NetworkProcessSupervisor(self.config, self.pool)
             self.supervisor.start()
-            if self.config.port != self.supervisor.port:  # port 0: the kernel chose one
-                self.config = dataclasses.replace(self.config, port=self.supervisor.port)
+            if (self.config.port, self.config.internal_port) != (
+                    self.supervisor.port, self.supervisor.internal_port):  # 0: kernel's choice
+                self.config = dataclasses.replace(self.config, port=self.supervisor.port,
+                                                  internal_port=self.supervisor.internal_port)
                 self.core.config = self.config
             for endpoint in self.supervisor.endpoints:
                 self._attach(loop, endpoint)
@@ -127,8 +129,10 @@ class BrokerServer:
             if self.config.controller_address:
                 self._start_controller_link(loop)
             self._schedule(loop)
-            log.info("broker %d listening on %s:%d", self.config.node_id, self.config.host,
-                     self.port)
+            log.info("broker %d listening on %s:%d%s", self.config.node_id, self.config.host,
+                     self.port, "" if self.config.internal_port < 0 else
+                     f", internal listener on {self.config.internal_host or self.config.host}"
+                     f":{self.config.internal_port}")
             if on_ready is not None:
                 on_ready(self)
             await self._stop.wait()
@@ -319,17 +323,22 @@ class BrokerServer:
             endpoint.send_close(conn_id)
             return
         session = self.sessions.get((endpoint.index, conn_id))
-        if needs_login(self.config.client_auth_required, session, request.api_key):
-            log.warning("closing connection %d.%d: %s before logging in (client_auth_required)",
-                        endpoint.index, conn_id, ApiKey(request.api_key).name)
+        # the internal listener is for the cluster's brokers: with a secret, nothing but
+        # a broker login is served there until one succeeds (users cannot log in there)
+        internal = is_internal_connection(conn_id)
+        if needs_login(bool(self.core.cluster_secret) if internal
+                       else self.config.client_auth_required, session, request.api_key):
+            log.warning("closing connection %d.%d: %s before logging in (%s)",
+                        endpoint.index, conn_id, ApiKey(request.api_key).name,
+                        "internal listener" if internal else "client_auth_required")
             endpoint.send_close(conn_id)
             return
         if request.api_key in (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE):
             assert self.core is not None
             if session is None:
                 session = self.sessions[(endpoint.index, conn_id)] = SaslSession(
-                    self.core.cluster_secret, self.core.users,
-                    plain=bool(self.config.ssl_certfile))
+                    self.core.cluster_secret, None if internal else self.core.users,
+                    plain=bool(self.config.ssl_certfile) and not internal)
             respond(session.handshake(request.body, version)
                     if request.api_key == ApiKey.SASL_HANDSHAKE
                     else session.authenticate(request.body))
@@ -345,7 +354,8 @@ class BrokerServer:
                 version, request.client_id or "",
                 None if session is None else session.principal,
                 bool(self.core.cluster_secret),
-                self.core.authorizer if self.core.authorizer.enabled else None))
+                self.core.authorizer if self.core.authorizer.enabled else None,
+                replication_allowed=internal or self.config.internal_port < 0))
         except Exception:
             log.exception("handler for %s failed", ApiKey(api_key).name)
             if not responded:

@@ -17,8 +17,10 @@ its data dir's ``meta.properties`` (:mod:`storage.meta_properties`); later start
 it back from ``controller/meta.properties``.  A broker pointed at another cluster's
 directory or controller is refused (INCONSISTENT_CLUSTER_ID).
 
-Ports: brokers listen on ``base_port + id`` (ids 0..N-1; default base 9092, like Kafka),
-the controller on ``base_port + 100``; ``--base-port 0`` picks a free range.  Processes
+Ports: brokers listen for clients on ``base_port + id`` (ids 0..N-1; default base 9092,
+like Kafka) and for each other's follower fetches on ``base_port + 200 + id`` (their
+internal listener, ``internal_port``; docs/security.md), the controller on
+``base_port + 100``; ``--base-port 0`` picks a free range.  Processes
 run in their own sessions (daemonised: they outlive the command) and are found again
 through ``cluster.json``; every command takes ``--data-dir`` to find its cluster.
 
@@ -56,10 +58,12 @@ from broker.cluster.rebuild import load_state
 from broker.cluster.state import (
     CONTROLLER,
     CONTROLLER_PORT_OFFSET,
+    INTERNAL_PORT_OFFSET,
     STATE_FILE,
     ClusterError,
     ClusterState,
     ProcessInfo,
+    layout_ports,
     override_settings,
 )
 from broker.cluster.status import fetch_cluster_view, print_status, status_report
@@ -113,14 +117,14 @@ def ephemeral_port_range() -> tuple[int, int]:
 
 
 def free_base_port(brokers: int, attempts: int = 200) -> int:
-    """A base port whose whole layout (base..base+brokers-1 and base+100) is free now.
+    """A base port whose whole layout (:func:`layout_ports`) is free now.
 
     The layout is chosen below the kernel's ephemeral range: a port in that range that
     is free when probed can be taken a moment later as the local port of any outgoing
     connection (ours or another process's), and the broker then fails to bind it.
     """
     ephemeral_low, ephemeral_high = ephemeral_port_range()
-    span = CONTROLLER_PORT_OFFSET + 1
+    span = INTERNAL_PORT_OFFSET + 1
     ranges = [(LOWEST_BASE_PORT, ephemeral_low - span - brokers),
               (ephemeral_high + 1, 65535 - span - brokers)]
     ranges = [(low, high) for low, high in ranges if high > low]
@@ -131,7 +135,7 @@ def free_base_port(brokers: int, attempts: int = 200) -> int:
     for _ in range(attempts):
         base = rng.randrange(*rng.choice(ranges))
         try:
-            for port in [*range(base, base + brokers), base + CONTROLLER_PORT_OFFSET]:
+            for port in layout_ports(base, brokers):
                 with socket.socket() as s:
                     s.bind(("127.0.0.1", port))
         except OSError:
@@ -268,6 +272,7 @@ def new_state(data_dir: str, brokers: int, base_port: int,
             [sys.executable, "-m", "broker", "start", "--node-id", str(node), "--port",
              str(port), "--data-dir", str(root / f"broker-{node}"), "--controller",
              f"127.0.0.1:{controller_port}", "--log-level", "INFO", *secret, *users,
+             "--override", f"internal_port={base_port + INTERNAL_PORT_OFFSET + node}",
              *broker_args])
     return state
 
@@ -282,7 +287,8 @@ def cmd_start(args: argparse.Namespace) -> int:
                                f"({', '.join(alive)}); stop it first")
     broker_args = [a for pair in args.override for a in ("--override", pair)]
     state = new_state(args.data_dir, args.brokers, args.base_port, broker_args)
-    taken = [i.port for i in [state.controller, *state.brokers.values()] if port_taken(i.port)]
+    taken = [port for i in [state.controller, *state.brokers.values()]
+             for port in (i.port, i.internal_port) if port > 0 and port_taken(port)]
     if taken:  # another cluster (or anything) listens there: its clients are not ours
         raise ClusterError(f"port(s) {', '.join(map(str, taken))} already in use by another "
                            "process; stop it or choose --base-port")

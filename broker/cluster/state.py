@@ -25,7 +25,15 @@ from pathlib import Path
 
 STATE_FILE = "cluster.json"
 CONTROLLER = "controller"
-CONTROLLER_PORT_OFFSET = 100  # the layout: brokers on base_port + id, controller + 100
+CONTROLLER_PORT_OFFSET = 100  # the layout: brokers on base_port + id, controller + 100,
+INTERNAL_PORT_OFFSET = 200  # each broker's internal (replication) listener on + 200 + id
+
+
+def layout_ports(base_port: int, brokers: int) -> list[int]:
+    """Every port of a cluster laid out from ``base_port``: the brokers' client ports,
+    the controller's, the brokers' internal ports."""
+    return [*range(base_port, base_port + brokers), base_port + CONTROLLER_PORT_OFFSET,
+            *range(base_port + INTERNAL_PORT_OFFSET, base_port + INTERNAL_PORT_OFFSET + brokers)]
 
 
 class ClusterError(Exception):
@@ -43,6 +51,14 @@ class ProcessInfo:
     log_file: str
     argv: list[str]
     pid: int = 0
+
+    @property
+    def internal_port(self) -> int:
+        """A broker's internal listener port from its command line (-1: none)."""
+        try:
+            return int(override_settings(self.argv).get("internal_port", "-1"))
+        except ValueError:
+            return -1
 
 
 def override_settings(argv: Sequence[str]) -> dict[str, str]:

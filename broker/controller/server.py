@@ -93,6 +93,7 @@ from broker.controller.results import (
 )
 from broker.controller.state import ControllerState
 from broker.metadata.records import (
+    INTERNAL_LISTENER,
     METADATA_PARTITION,
     METADATA_TOPIC,
     METADATA_VERSION,
@@ -442,13 +443,15 @@ class ControllerServer:
         if refused is not None:
             return {"error_code": int(refused[0]), "error_message": refused[1],
                     "broker_epoch": -1}
-        listener = body["listeners"][0]
+        listener = next(x for x in body["listeners"] if x["name"] != INTERNAL_LISTENER)
+        internal = next(((x["host"], x["port"]) for x in body["listeners"]
+                         if x["name"] == INTERNAL_LISTENER), None)
         result, records = self.core.register_broker(
             body["broker_id"], body["incarnation_id"].hex(), listener["host"],
             listener["port"], body["rack"], body["cluster_id"],
             [ReplicaLog(r["topic_name"], r["partition_index"], r["topic_id"],
                         r["last_leader_epoch"], r["log_end_offset"], r["recovery_cut"])
-             for r in body["replica_logs"]])
+             for r in body["replica_logs"]], internal)
         self._commit(records)
         return {"error_code": int(result.error), "error_message": result.message,
                 "broker_epoch": result.broker_epoch}
@@ -619,8 +622,10 @@ def _registration_error(body: dict[str, Any]) -> tuple[ErrorCode, str] | None:
     """Why a BrokerRegistration is refused before it reaches the state: no listener, or a
     broker that cannot read this controller's metadata records (Kafka checks its
     finalized ``metadata.version`` the same way, with UNSUPPORTED_VERSION)."""
-    if not body["listeners"]:
-        return ErrorCode.INVALID_REQUEST, "a broker registration needs at least one listener"
+    names = [x["name"] for x in body["listeners"]]
+    if names.count(INTERNAL_LISTENER) > 1 or len(names) - names.count(INTERNAL_LISTENER) != 1:
+        return (ErrorCode.INVALID_REQUEST, "a broker registration needs one client listener "
+                f"and at most one {INTERNAL_LISTENER} listener, got {names}")
     for feature in body["features"]:
         if feature["name"] == METADATA_VERSION_FEATURE:
             low, high = feature["min_supported_version"], feature["max_supported_version"]

@@ -160,8 +160,11 @@ class ControllerState:
 
     def register_broker(self, broker_id: int, incarnation_id: str, host: str, port: int,
                         rack: str | None = None, cluster_id: str | None = None,
-                        replica_logs: Sequence[ReplicaLog] = ()
+                        replica_logs: Sequence[ReplicaLog] = (),
+                        internal: tuple[str, int] | None = None
                         ) -> Outcome[RegistrationResult]:
+        """Register a broker listening for clients on ``host:port`` and, when
+        ``internal`` is given, for its followers on that ``(host, port)``."""
         if cluster_id is not None and cluster_id != self.config.cluster_id:
             return self._done(RegistrationResult(
                 ErrorCode.INCONSISTENT_CLUSTER_ID,
@@ -185,7 +188,8 @@ class ControllerState:
         if port == 0:
             return self._done(RegistrationResult(ErrorCode.INVALID_REQUEST, "port must not be 0"))
         try:
-            record = RegisterBrokerRecord(broker_id, epoch, incarnation_id, host, port, rack)
+            record = RegisterBrokerRecord(broker_id, epoch, incarnation_id, host, port, rack,
+                                          *(internal or (None, None)))
         except MetadataRecordError as e:
             return self._done(RegistrationResult(ErrorCode.INVALID_REQUEST, e.message))
         self._emit(record)  # the new incarnation starts fenced

@@ -43,6 +43,9 @@ class RequestContext:
     principal: str | None = None  # who the connection logged in as (SASL), if anyone
     brokers_authenticate: bool = False  # the cluster has a secret (broker.auth)
     authorizer: Authorizer | None = None  # ACLs (broker.acls); None: everything allowed
+    # False on the client listener of a broker with an internal listener: requests as a
+    # replica (follower fetches) are served on the internal listener only
+    replication_allowed: bool = True
 
     def allowed_somewhere(self, operation: str, resource_type: str) -> bool:
         """Whether the user may do ``operation`` on at least one such resource."""
@@ -55,8 +58,10 @@ class RequestContext:
             self.principal, operation, resource_type, name)
 
     def may_act_as_broker(self, broker_id: int) -> bool:
-        """Whether this request may speak for broker ``broker_id`` (a follower fetch)."""
-        return not self.brokers_authenticate or broker_id_of(self.principal) == broker_id
+        """Whether this request may speak for broker ``broker_id`` (a follower fetch): it
+        came on a listener that serves replication, from that broker when brokers log in."""
+        return self.replication_allowed and (
+            not self.brokers_authenticate or broker_id_of(self.principal) == broker_id)
 
 
 Handler = Callable[[BrokerCore, Body, Respond, RequestContext], None]

@@ -38,6 +38,7 @@ from typing import TYPE_CHECKING, Any
 from broker.async_client import AsyncConnection
 from broker.metadata.image import MetadataImage
 from broker.metadata.records import (
+    INTERNAL_LISTENER,
     METADATA_PARTITION,
     METADATA_TOPIC,
     METADATA_VERSION,
@@ -112,13 +113,21 @@ class MetadataFollower:
         host, port = config.advertised
         protocol = (("SASL_" if config.client_auth_required else "")
                     + ("SSL" if config.ssl_certfile else "PLAINTEXT"))
+        listeners = [{"name": protocol, "host": host, "port": port,
+                      "security_protocol": SECURITY_PROTOCOLS[protocol]}]
+        internal = config.internal_advertised
+        if internal is not None:  # Kafka's inter-broker listener, under its usual name
+            internal_protocol = (("SASL_" if self.core.cluster_secret else "")
+                                 + ("SSL" if config.ssl_certfile else "PLAINTEXT"))
+            listeners.append({"name": INTERNAL_LISTENER, "host": internal[0],
+                              "port": internal[1],
+                              "security_protocol": SECURITY_PROTOCOLS[internal_protocol]})
         while True:
             try:
                 body = await self.controller.request(ApiKey.BROKER_REGISTRATION, {
                     "broker_id": config.node_id, "cluster_id": config.cluster_id,
                     "incarnation_id": self.incarnation_id,
-                    "listeners": [{"name": protocol, "host": host, "port": port,
-                                   "security_protocol": SECURITY_PROTOCOLS[protocol]}],
+                    "listeners": listeners,
                     "features": [{"name": METADATA_VERSION_FEATURE,
                                   "min_supported_version": METADATA_VERSION,
                                   "max_supported_version": METADATA_VERSION}],

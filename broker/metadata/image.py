@@ -65,7 +65,8 @@ _SNAPSHOT_HEADER = struct.Struct(">4shqII")
 @dataclass(frozen=True, slots=True)
 class BrokerInfo:
     """A registered broker: its epoch (the offset of its registration record), the
-    incarnation that registered, where it listens, and whether it is fenced."""
+    incarnation that registered, where it listens for clients (``host:port``) and for
+    its followers (:attr:`replication_endpoint`), and whether it is fenced."""
 
     broker_id: int
     broker_epoch: int
@@ -74,6 +75,15 @@ class BrokerInfo:
     port: int
     rack: str | None
     fenced: bool
+    internal_host: str | None = None
+    internal_port: int | None = None
+
+    @property
+    def replication_endpoint(self) -> tuple[str, int]:
+        """Where followers fetch from: the internal listener, else the client one."""
+        if self.internal_host is not None and self.internal_port is not None:
+            return self.internal_host, self.internal_port
+        return self.host, self.port
 
 
 @dataclass(frozen=True, slots=True)
@@ -148,7 +158,8 @@ class MetadataImage:
                 )
             self.brokers[record.broker_id] = BrokerInfo(
                 record.broker_id, record.broker_epoch, record.incarnation_id, record.host,
-                record.port, record.rack, fenced=True)
+                record.port, record.rack, fenced=True, internal_host=record.internal_host,
+                internal_port=record.internal_port)
         elif isinstance(record, FenceBrokerRecord | UnfenceBrokerRecord):
             fence = isinstance(record, FenceBrokerRecord)
             info = self.brokers.get(record.broker_id)
@@ -256,7 +267,8 @@ class MetadataImage:
         for b in sorted(self.brokers):
             info = self.brokers[b]
             out.append(RegisterBrokerRecord(b, info.broker_epoch, info.incarnation_id, info.host,
-                                            info.port, info.rack))
+                                            info.port, info.rack, info.internal_host,
+                                            info.internal_port))
             if not info.fenced:
                 out.append(UnfenceBrokerRecord(b, info.broker_epoch))
         for name in sorted(self.topics):

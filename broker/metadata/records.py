@@ -9,7 +9,9 @@ add optional fields):
 | type              | fields (msgpack types)                                                   |
 |-------------------|--------------------------------------------------------------------------|
 | `register_broker` | broker_id int, broker_epoch int, incarnation_id str, host str, port int, |
-|                   | rack str/nil (optional)                                                  |
+|                   | rack str/nil (optional), internal_host str/nil and internal_port int/nil |
+|                   | (optional: the broker's internal listener for replication; nil = none,   |
+|                   | its followers fetch from ``host:port``)                                  |
 | `fence_broker`    | broker_id int, broker_epoch int                                          |
 | `unfence_broker`  | broker_id int, broker_epoch int                                          |
 | `topic`           | name str, topic_id int, num_partitions int, replication_factor int,     |
@@ -105,6 +107,11 @@ def _ids(name: str, value: object, *, empty_ok: bool) -> None:
         raise MetadataRecordError(f"{name} has duplicates: {list(value)}")
 
 
+# the name of the listener followers fetch from, in BrokerRegistration's listeners (Kafka's
+# usual inter-broker listener name); the other listener there is the clients' one
+INTERNAL_LISTENER = "INTERNAL"
+
+
 @dataclass(frozen=True, slots=True)
 class RegisterBrokerRecord:
     TYPE: ClassVar[str] = "register_broker"
@@ -114,6 +121,8 @@ class RegisterBrokerRecord:
     host: str
     port: int
     rack: str | None = None
+    internal_host: str | None = None
+    internal_port: int | None = None
 
     def __post_init__(self) -> None:
         _int("broker_id", self.broker_id, 0, _INT32_MAX)
@@ -123,6 +132,11 @@ class RegisterBrokerRecord:
         _int("port", self.port, 0, 65535)
         if self.rack is not None:
             _str("rack", self.rack)
+        if (self.internal_host is None) != (self.internal_port is None):
+            raise MetadataRecordError("internal_host and internal_port come together")
+        if self.internal_host is not None and self.internal_port is not None:
+            _str("internal_host", self.internal_host)
+            _int("internal_port", self.internal_port, 1, 65535)
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,6 +20,11 @@ payloads (request frames, responses) live in buffers of the broker's shared-memo
 | main → net | ``[4, conn_id]``                                 | NO_RESPONSE (acks=0): unmute     |
 | main → net | ``[5, conn_id]``                                 | CLOSE: close the connection      |
 
+Connection ids say which listener accepted the connection: ids from
+:data:`INTERNAL_CONN_ID_BASE` up are the broker's internal listener (replication traffic
+from other brokers, ``internal_port``), ids below it the client listener
+(:func:`is_internal_connection`).
+
 :func:`decode_message` / :func:`decode_packet` check the type, arity and field types of
 every message and raise :class:`ChannelProtocolError` for anything else.
 
@@ -40,6 +45,7 @@ MAX_BATCH_MESSAGES = 256
 MAX_MESSAGE_BYTES = 64 * 1024  # one packet: a batch of MAX_BATCH_MESSAGES fits easily
 SOCKET_BUFFER_BYTES = 1 << 20  # asked for; the kernel caps it at net.core.[rw]mem_max
 _ARITY = (4, 4, 2, 5, 2, 2)  # message length by type
+INTERNAL_CONN_ID_BASE = 1 << 48  # conn ids of the internal listener start here
 _NAMES = ("READY", "REQUEST", "CLOSED", "RESPONSE", "NO_RESPONSE", "CLOSE")
 
 Handle = tuple[int, int, int]  # (slot, size, generation), e.g. a BufferHandle
@@ -58,6 +64,11 @@ class ChannelFullError(MiniKafkaError):
 
 
 # ----------------------------------------------------------------------- codec
+
+
+def is_internal_connection(conn_id: int) -> bool:
+    """Whether ``conn_id`` was accepted on the internal listener (see the docstring)."""
+    return conn_id >= INTERNAL_CONN_ID_BASE
 
 
 def encode_ready(port: int, pid: int) -> bytes:

@@ -4,7 +4,9 @@ This module is its entry point (arguments, listener, start-up handshake; the lin
 is the ``--help`` description).  Run as ``python -m broker.network --listener-fd FD
 --pool-name NAME --channel-fd FD --max-request-bytes N --max-connections N --index I``
 plus optional limits (``--max-connections-per-ip``, ``--max-connections-per-ip-overrides``,
-``--connections-max-idle-ms``, ``--request-read-timeout-ms``; see :func:`build_parser`)
+``--connections-max-idle-ms``, ``--request-read-timeout-ms``, and ``--internal-listener-fd``
+with ``--max-internal-connections`` for a broker with an internal listener; see
+:func:`build_parser`)
 (see :func:`main`); started and restarted by
 :class:`broker.network.supervisor.NetworkProcessSupervisor`.  :func:`main` attaches the
 shared-memory pool, takes the listening socket the supervisor bound and passed down
@@ -49,6 +51,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m broker.network", description=__doc__.split("\n")[0])
     p.add_argument("--listener-fd", type=int, required=True,
                    help="the listening socket, inherited from the supervisor")
+    p.add_argument("--internal-listener-fd", type=int, default=None,
+                   help="the internal (replication) listening socket, if the broker has one")
+    p.add_argument("--max-internal-connections", type=int, default=100)
     p.add_argument("--pool-name", required=True)
     p.add_argument("--channel-fd", type=int, required=True)
     p.add_argument("--max-request-bytes", type=int, required=True)
@@ -97,6 +102,16 @@ def main(argv: list[str] | None = None) -> int:
         except OSError as exc:
             log.error("no listening socket at fd %d: %s", args.listener_fd, exc)
             return 2
+        internal = None
+        if args.internal_listener_fd is not None:
+            try:
+                internal = socket.socket(fileno=args.internal_listener_fd)
+                internal.set_inheritable(False)
+            except OSError as exc:
+                log.error("no internal listening socket at fd %d: %s",
+                          args.internal_listener_fd, exc)
+                listener.close()
+                return 2
         shares = None
         if args.shares_fd is not None:
             try:
@@ -127,9 +142,13 @@ def main(argv: list[str] | None = None) -> int:
                 shares=shares,
                 accept_yield_ms=args.accept_yield_ms,
                 tls_context=tls,
+                internal_listener=internal,
+                max_internal_connections=args.max_internal_connections,
             )
         except InvalidConfigError as exc:
             listener.close()
+            if internal is not None:
+                internal.close()
             log.error("%s", exc)
             return 2
         process.install_signal_handlers()

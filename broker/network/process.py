@@ -37,6 +37,14 @@ go; the loop owns everything between them:
   holds it), so what a client pipelines waits in the kernel's socket buffer - the unread
   backlog per connection is bounded by ``SO_RCVBUF`` and TCP flow control, never by
   memory of this process - and every request is answered, in order;
+- the internal listener (``internal_listener``, when the broker has one): connections
+  other brokers open to fetch as followers.  They get ids from
+  :data:`~broker.network.channel_codec.INTERNAL_CONN_ID_BASE` up (so the main process
+  knows the listener of every request), count against their own cap
+  ``max_internal_connections`` and not against ``max_connections`` or the per-IP caps,
+  so clients filling their listener cannot keep followers out; they are read, answered,
+  timed out and closed like client connections, and one that sends nothing within
+  ``request_read_timeout_ms`` of its accept is closed (brokers speak first);
 - closing connections (the reader and the writer free what the connection holds; the
   main process told with CLOSED if it knew the connection);
 - TLS (``tls_context``): each accepted socket is wrapped in a
@@ -69,6 +77,7 @@ from collections import deque
 from broker.network.channel_codec import (
     CLOSE,
     CLOSED,
+    INTERNAL_CONN_ID_BASE,
     NO_RESPONSE,
     REQUEST,
     RESPONSE,
@@ -121,6 +130,8 @@ class NetworkProcess:
         shares: ConnectionShares | None = None,
         accept_yield_ms: float = 5.0,
         tls_context: ssl.SSLContext | None = None,
+        internal_listener: socket.socket | None = None,
+        max_internal_connections: int = 100,
     ) -> None:
         if max_connections_per_ip is None:
             max_connections_per_ip = max_connections
@@ -131,6 +142,7 @@ class NetworkProcess:
             ("connections_max_idle_ms", connections_max_idle_ms),
             ("request_read_timeout_ms", request_read_timeout_ms),
             ("max_queued_requests", max_queued_requests),
+            ("max_internal_connections", max_internal_connections),
         ):
             if value <= 0:
                 raise InvalidConfigError(f"{name} must be positive, got {value}")
@@ -166,6 +178,11 @@ class NetworkProcess:
         self.waiters: deque[Connection] = deque()  # parked for memory / queue room, FIFO
         self.in_flight = 0  # requests handed over, not answered
         self.next_conn_id = 1
+        self.internal_listener = internal_listener
+        self.max_internal_connections = max_internal_connections
+        self.next_internal_conn_id = INTERNAL_CONN_ID_BASE
+        self.internal_count = 0  # open connections accepted on the internal listener
+        self._accepting_internal = True
         self.stopping = False
         self.epoll = select.epoll()
         self._channel_mask = EPOLLIN
@@ -184,6 +201,9 @@ class NetworkProcess:
         for s in (listener, self._wake_r, self._wake_w):
             s.setblocking(False)
         self.epoll.register(listener.fileno(), EPOLLIN)
+        if internal_listener is not None:
+            internal_listener.setblocking(False)
+            self.epoll.register(internal_listener.fileno(), EPOLLIN)
         self.epoll.register(channel.fileno(), EPOLLIN)
         self.epoll.register(self._wake_r.fileno(), EPOLLIN)
 
@@ -206,6 +226,7 @@ class NetworkProcess:
             self.channel.fileno(),
             self._wake_r.fileno(),
         )
+        internal_fd = -1 if self.internal_listener is None else self.internal_listener.fileno()
         try:
             while not self.stopping:
                 timeout = self.retry_s if self.waiters else self.sweep_interval_s
@@ -231,6 +252,8 @@ class NetworkProcess:
                         self._on_channel(ev)
                     elif fd == listen_fd:
                         self._accept()
+                    elif fd == internal_fd:
+                        self._accept_internal()
                     elif fd == wake_fd:
                         self._drain_wakeup()
                 if self.waiters:
@@ -251,6 +274,8 @@ class NetworkProcess:
         self.writer.close()
         for s in (self.listener, self._wake_r, self._wake_w):
             s.close()
+        if self.internal_listener is not None:
+            self.internal_listener.close()
         self.epoll.close()
         self.channel.close()
         if self.shares is not None:
@@ -279,7 +304,7 @@ class NetworkProcess:
         for _ in range(_MAX_ACCEPTS_PER_EVENT):
             if unchecked > 0:
                 unchecked -= 1
-            elif shares is not None and shares.should_yield(self.index, len(self.conns)):
+            elif shares is not None and shares.should_yield(self.index, self.client_count):
                 self._accept_paused_until = self.now + self.accept_yield_s
                 self._fewest_at_pause = shares.fewest_elsewhere(self.index)
                 return
@@ -291,7 +316,7 @@ class NetworkProcess:
                 log.warning("network %d: accept failed: %s", self.index, exc)
                 return
             ip = address[0] if isinstance(address, tuple) else str(address)
-            if len(self.conns) >= self.max_connections:
+            if self.client_count >= self.max_connections:
                 log.info("network %d: refusing %s: max_connections %d reached",
                          self.index, ip, self.max_connections)
                 sock.close()  # Kafka closes extra connections too
@@ -302,18 +327,49 @@ class NetworkProcess:
                          self.index, ip)
                 sock.close()
                 continue
-            sock.setblocking(False)
-            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-            transport = (sock if self.tls_context is None
-                         else TlsTransport(sock, self.tls_context))
-            conn = Connection(self.next_conn_id, transport, ip, self.now)
-            self.next_conn_id += 1
-            self.conns[conn.fd] = conn
-            self.by_id[conn.conn_id] = conn
             self.per_ip[ip] = ip_count + 1
-            self.epoll.register(conn.fd, EPOLLIN)
+            self._add(sock, ip, self.next_conn_id)
+            self.next_conn_id += 1
             if shares is not None:
-                shares.publish(self.index, len(self.conns))
+                shares.publish(self.index, self.client_count)
+
+    def _accept_internal(self) -> None:
+        """Accept on the internal listener: its own cap, no per-IP caps, no balancing
+        (brokers open a handful of these; the main process checks who they are)."""
+        assert self.internal_listener is not None
+        for _ in range(_MAX_ACCEPTS_PER_EVENT):
+            try:
+                sock, address = self.internal_listener.accept()
+            except BlockingIOError:
+                return
+            except OSError as exc:
+                log.warning("network %d: internal accept failed: %s", self.index, exc)
+                return
+            ip = address[0] if isinstance(address, tuple) else str(address)
+            if self.internal_count >= self.max_internal_connections:
+                log.info("network %d: refusing %s on the internal listener: "
+                         "max_internal_connections %d reached", self.index, ip,
+                         self.max_internal_connections)
+                sock.close()
+                continue
+            self.internal_count += 1
+            self._add(sock, ip, self.next_internal_conn_id)
+            self.next_internal_conn_id += 1
+
+    @property
+    def client_count(self) -> int:
+        """Open connections accepted on the client listener."""
+        return len(self.conns) - self.internal_count
+
+    def _add(self, sock: socket.socket, ip: str, conn_id: int) -> None:
+        sock.setblocking(False)
+        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        transport = (sock if self.tls_context is None
+                     else TlsTransport(sock, self.tls_context))
+        conn = Connection(conn_id, transport, ip, self.now)
+        self.conns[conn.fd] = conn
+        self.by_id[conn.conn_id] = conn
+        self.epoll.register(conn.fd, EPOLLIN)
 
     def _set_mask(self, conn: Connection, mask: int) -> None:
         if conn.mask != mask:
@@ -413,12 +469,17 @@ class NetworkProcess:
         """Close connections past their read deadline or idle too long."""
         self._next_sweep = now + self.sweep_interval_s
         idle_before = now - self.idle_s
+        silent_before = now - self.read_timeout_s
         for conn in list(self.conns.values()):
             if conn.frame_deadline:
                 if now > conn.frame_deadline:
                     self._close(conn, "request read timeout")
             elif conn.active_at < idle_before and not conn.muted and not conn.parked:
                 self._close(conn, "idle")  # incl. a response the client does not read
+            elif (conn.conn_id >= INTERNAL_CONN_ID_BASE and not conn.known
+                  and conn.active_at < silent_before):
+                # a place on the internal listener held without a word: brokers speak first
+                self._close(conn, "silent on the internal listener")
 
     def _hand_over(self, conn: Connection, handle: Handle, frame_len: int) -> None:
         try:
@@ -508,6 +569,10 @@ class NetworkProcess:
         if accepting != self._accepting:  # bound the CLOSED/REQUEST backlog
             self.epoll.modify(self.listener.fileno(), EPOLLIN if accepting else 0)
             self._accepting = accepting
+        internal = channel.queued < self.max_connections  # never yields to other processes
+        if self.internal_listener is not None and internal != self._accepting_internal:
+            self.epoll.modify(self.internal_listener.fileno(), EPOLLIN if internal else 0)
+            self._accepting_internal = internal
 
     def _answered(self, conn: Connection) -> bool:
         if not conn.muted:
@@ -539,13 +604,16 @@ class NetworkProcess:
         self.epoll.unregister(conn.fd)
         del self.conns[conn.fd]
         del self.by_id[conn.conn_id]
-        left = self.per_ip.get(conn.ip, 1) - 1
-        if left > 0:
-            self.per_ip[conn.ip] = left
+        if conn.conn_id >= INTERNAL_CONN_ID_BASE:
+            self.internal_count -= 1
         else:
-            self.per_ip.pop(conn.ip, None)
-        if self.shares is not None:
-            self.shares.publish(self.index, len(self.conns))
+            left = self.per_ip.get(conn.ip, 1) - 1
+            if left > 0:
+                self.per_ip[conn.ip] = left
+            else:
+                self.per_ip.pop(conn.ip, None)
+            if self.shares is not None:
+                self.shares.publish(self.index, self.client_count)
         self.reader.drop(conn)
         self.writer.drop(conn)
         if conn.muted:

@@ -8,6 +8,9 @@ listening socket itself (``config.port``, 0 = any free port; a port another proc
 fails the start with the OS's error) and every network process inherits that one socket
 (``--listener-fd``), restarted ones too.  No SO_REUSEPORT: a second broker, or a second
 cluster started on the same ports, cannot bind beside this one and steal its clients.
+A broker with ``internal_port >= 0`` gets a second listening socket the same way
+(``internal_host:internal_port``, ``--internal-listener-fd``): the internal listener its
+followers fetch from (:attr:`internal_port`).
 The supervisor also creates the table of open-connection counts the processes use to
 spread new connections evenly (:mod:`~broker.network.connection_shares`), inherited the
 same way; a dead process's slot is retired until its successor publishes its own.
@@ -154,6 +157,8 @@ class NetworkProcessSupervisor:
         self._endpoints: list[MainChannelEndpoint] = []
         self._port = config.port
         self._listener: socket.socket | None = None  # bound by start(), shared by all
+        self._internal: socket.socket | None = None  # the internal listener, if any
+        self._internal_port = config.internal_port
         self._shares: ConnectionShares | None = None  # created by start(), shared by all
         self.restarts = 0
 
@@ -167,6 +172,15 @@ class NetworkProcessSupervisor:
         self._listener = open_listener(cfg.host, cfg.port,
                                        min(4096, max(128, cfg.max_connections)))
         self._port = self._listener.getsockname()[1]
+        if cfg.internal_port >= 0:
+            try:
+                self._internal = open_listener(cfg.internal_host or cfg.host,
+                                               cfg.internal_port, 128)
+            except BaseException:
+                self._listener.close()
+                self._listener = None
+                raise
+            self._internal_port = self._internal.getsockname()[1]
         self._shares = ConnectionShares.create(self.config.num_network_processes)
         try:
             for index in range(self.config.num_network_processes):
@@ -196,11 +210,16 @@ class NetworkProcessSupervisor:
             "--shares-slots", str(self.config.num_network_processes),
             *self._extra,
         ]  # fmt: skip
+        fds = [theirs.fileno(), self._listening_fd(), self._shares_fd()]
+        if self._internal is not None:
+            argv += ["--internal-listener-fd", str(self._internal.fileno()),
+                     "--max-internal-connections", str(cfg.max_internal_connections)]
+            fds.append(self._internal.fileno())
         env = dict(os.environ)
         env["PYTHONPATH"] = os.pathsep.join(p for p in (_SOURCE_ROOT, env.get("PYTHONPATH")) if p)
         try:
             proc = subprocess.Popen(
-                argv, pass_fds=(theirs.fileno(), self._listening_fd(), self._shares_fd()),
+                argv, pass_fds=fds,
                 stdin=subprocess.DEVNULL, env=env
             )
         except BaseException:
@@ -244,6 +263,11 @@ class NetworkProcessSupervisor:
     def port(self) -> int:
         """The port every network process listens on."""
         return self._port
+
+    @property
+    def internal_port(self) -> int:
+        """The internal listener's port (-1: the broker has none)."""
+        return self._internal_port
 
     @property
     def endpoints(self) -> list[MainChannelEndpoint]:
@@ -330,6 +354,9 @@ class NetworkProcessSupervisor:
         if self._listener is not None:
             self._listener.close()
             self._listener = None
+        if self._internal is not None:
+            self._internal.close()
+            self._internal = None
         if self._shares is not None:
             self._shares.close()
             self._shares = None

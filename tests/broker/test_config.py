@@ -32,6 +32,9 @@ def test_file_then_overrides(tmp_path: Path) -> None:
         ("num_network_processes=0\n", "num_network_processes must be positive"),
         ("max_request_bytes=104857600\n", "at most half of buffer_pool_bytes"),
         ("auto_create_topics_enable=maybe\n", "must be true or false"),
+        ("internal_port=-2\n", "internal_port must be -1 (none)"),
+        ("port=9500\ninternal_port=9500\n", "internal_port must differ from port"),
+        ("max_internal_connections=0\n", "max_internal_connections must be positive"),
     ],
 )
 def test_bad_config_is_a_precise_error(tmp_path: Path, text: str, fragment: str) -> None:
@@ -60,6 +63,21 @@ def test_a_broker_reachable_from_other_machines_needs_logins_or_an_explicit_waiv
                          controller_address="10.0.0.1:9093").validate()
         BrokerConfig(host=host, allow_anonymous_remote=True, cluster_secret_file="s",
                      controller_address="10.0.0.1:9093").validate()
+
+
+def test_an_internal_listener_reachable_from_other_machines_needs_the_cluster_secret(
+) -> None:
+    cluster = {"controller_address": "127.0.0.1:9192", "internal_port": 9292}
+    BrokerConfig(**cluster).validate()  # loopback
+    with pytest.raises(InvalidConfigError, match="cluster_secret_file"):
+        BrokerConfig(**cluster, internal_host="10.1.2.3").validate()
+    config = BrokerConfig(**cluster, internal_host="10.1.2.3",
+                          cluster_secret_file="s").validate()
+    assert config.internal_advertised == ("10.1.2.3", 9292)
+    wildcard = BrokerConfig(**cluster, internal_host="0.0.0.0", cluster_secret_file="s",
+                            advertised_host="broker-1.example").validate()
+    assert wildcard.internal_advertised == ("broker-1.example", 9292)  # not 0.0.0.0
+    assert BrokerConfig().internal_advertised is None
 
 
 def test_a_controller_reachable_from_other_machines_needs_the_cluster_secret() -> None:

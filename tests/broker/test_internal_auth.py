@@ -31,7 +31,7 @@ from clients.protocol.topics import TopicPartition
 from clients.types import NewTopic
 from storage.meta_properties import read_meta_properties
 from tests.broker.cluster_harness import LocalCluster
-from tests.broker.raw_kafka import call, connect
+from tests.broker.raw_kafka import api_versions, call, connect, recv_frame, request
 
 pytestmark = [pytest.mark.multiprocess, pytest.mark.slow]
 DENIED = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
@@ -212,4 +212,81 @@ def test_a_client_cannot_read_the_log_end_as_a_follower(cluster: LocalCluster) -
             (p,) = answer["topics"][0]["partitions"]
             assert p["error_code"] == wanted, p
             assert (p["end_offset"] == -1) == (wanted == DENIED)
+    healthy(cluster)
+
+
+def list_offsets_as(sock: socket.socket, replica_id: int) -> dict[str, Any]:
+    answer = call(sock, ApiKey.LIST_OFFSETS, 7, {
+        "replica_id": replica_id, "isolation_level": 0, "topics": [{
+            "name": "t", "partitions": [{"partition_index": 0, "timestamp": -1,
+                                         "current_leader_epoch": -1}]}]})
+    (p,) = answer["topics"][0]["partitions"]
+    return dict(p)
+
+
+def test_follower_requests_are_served_on_the_internal_listener_only(
+        cluster: LocalCluster) -> None:
+    """Each broker has a second port for its followers (``internal_port``, laid out by
+    ``cluster start``): there only a broker login is served; on the client port even a
+    broker's valid login cannot ask as a replica."""
+    part = cluster.partition("t", 0)
+    follower = next(r for r in part["replicas"] if r != part["leader"])
+    leader = cluster.state.brokers[str(part["leader"])]
+    assert leader.internal_port > 0 and leader.internal_port != leader.port
+    secret = (Path(cluster.data_dir) / "cluster.secret").read_text().strip()
+    with connect(leader.port, timeout_s=10) as sock:  # the client listener
+        assert login(sock, f"broker-{follower}", broker_password(secret, follower)) == 0
+        assert list_offsets_as(sock, follower)["error_code"] == DENIED
+        assert list_offsets_as(sock, -1)["error_code"] == ErrorCode.NONE
+    with connect(leader.internal_port, timeout_s=10) as sock:  # nothing before a login
+        sock.sendall(request(ApiKey.METADATA, 12, {
+            "topics": None, "allow_auto_topic_creation": False,
+            "include_topic_authorized_operations": False}))
+        with pytest.raises(ConnectionError):
+            recv_frame(sock)
+    with connect(leader.internal_port, timeout_s=10) as sock:  # brokers' logins only
+        answer = call(sock, ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "SCRAM-SHA-512"})
+        assert answer["error_code"] == ErrorCode.UNSUPPORTED_SASL_MECHANISM
+        assert answer["mechanisms"] == ["SCRAM-SHA-256"]
+    with connect(leader.internal_port, timeout_s=10) as sock:
+        assert login(sock, f"broker-{follower}", broker_password(secret, follower)) == 0
+        answer = list_offsets_as(sock, follower)  # the log end, as a follower sees it
+        assert answer["error_code"] == ErrorCode.NONE and answer["offset"] >= 0, answer
+    healthy(cluster)
+
+
+def test_clients_filling_the_client_port_do_not_keep_a_follower_out(
+        cluster: LocalCluster) -> None:
+    """A restarted follower reconnects to its leader while the leader's client port is
+    at ``max_connections_per_ip`` for 127.0.0.1 (the followers' address too): it fetches
+    on the internal listener, so it catches up and rejoins the ISR.  (With one shared
+    port it stays out: its fetcher's connections are closed like any other.)"""
+    part = cluster.partition("t", 0)
+    follower = next(r for r in part["replicas"] if r != part["leader"])
+    leader = cluster.state.brokers[str(part["leader"])]
+    cluster.kill(str(follower))
+    cluster.wait_partition("t", 0, lambda p: follower not in p["isr"], "the follower fenced")
+    with Producer(cluster.bootstrap, acks="all") as producer:  # one it must fetch to rejoin
+        producer.send("t", b"while the follower was down", partition=0).result(30)
+    held: list[socket.socket] = []
+    try:
+        while True:  # fill the leader's client port up to its cap (500 per IP)
+            sock = connect(leader.port, timeout_s=10)
+            held.append(sock)
+            sock.sendall(api_versions())
+            try:
+                recv_frame(sock)
+            except OSError:
+                break  # refused: the cap is reached
+            assert len(held) <= 600, "no per-IP cap on the client port"
+        cluster.restart(str(follower))
+        cluster.wait_partition("t", 0, lambda p: len(p["isr"]) == 3,
+                               "the follower back in the ISR", timeout_s=60)
+        with connect(leader.port, timeout_s=10) as extra:  # clients were still shut out
+            extra.sendall(api_versions())
+            with pytest.raises(OSError):
+                recv_frame(extra)
+    finally:
+        for sock in held:
+            sock.close()
     healthy(cluster)

@@ -13,7 +13,7 @@ import pytest
 
 from broker.cluster import launcher
 from broker.cluster.launcher import free_base_port
-from broker.cluster.state import CONTROLLER_PORT_OFFSET, ClusterError
+from broker.cluster.state import ClusterError, layout_ports
 
 
 def use_range(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, low: int, high: int) -> None:
@@ -23,7 +23,9 @@ def use_range(monkeypatch: pytest.MonkeyPatch, tmp_path: Path, low: int, high: i
 
 
 def layout(base: int, brokers: int) -> list[int]:
-    return [*range(base, base + brokers), base + CONTROLLER_PORT_OFFSET]
+    ports = layout_ports(base, brokers)  # client, controller and internal ports
+    assert len(ports) == 2 * brokers + 1 == len(set(ports))
+    return ports
 
 
 def test_the_layout_stays_below_the_ephemeral_range(monkeypatch: pytest.MonkeyPatch,

@@ -261,6 +261,13 @@ def test_bad_input_gets_errors_or_a_closed_connection(controller: ControllerProc
         "listeners": [], "features": FEATURES})
     assert reg["error_code"] == ErrorCode.INVALID_REQUEST
     assert "listener" in reg["error_message"]
+    internal_only = [{"name": "INTERNAL", "host": "127.0.0.1", "port": 9201,
+                      "security_protocol": 0}]
+    reg = client.call(ApiKey.BROKER_REGISTRATION, {
+        "broker_id": 1, "cluster_id": "minikafka", "incarnation_id": incarnation("x"),
+        "listeners": internal_only * 2, "features": FEATURES})  # no client listener
+    assert reg["error_code"] == ErrorCode.INVALID_REQUEST
+    assert "one client listener" in reg["error_message"]
     for features in ([], [{"name": METADATA_VERSION_FEATURE, "min_supported_version": 0,
                            "max_supported_version": METADATA_VERSION - 1}]):
         old = client.register(1, "old-broker", 9101, features=features)

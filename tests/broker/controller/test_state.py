@@ -153,7 +153,13 @@ def test_bad_registrations_and_stale_heartbeats_are_rejected() -> None:
     assert result.error == ErrorCode.INVALID_REQUEST
     result, _ = c.state.register_broker(1, "x", "h", 0)
     assert result.error == ErrorCode.INVALID_REQUEST
+    result, _ = c.state.register_broker(1, "x", "h", 1, internal=("h", 70000))
+    assert result.error == ErrorCode.INVALID_REQUEST and "internal_port" in (result.message or "")
     assert c.log == [] and c.offset == -1
+    result, records = c.state.register_broker(5, "y", "h", 1, internal=("h", 2))
+    c.keep(records)
+    assert result.error == ErrorCode.NONE
+    assert c.state.image.brokers[5].replication_endpoint == ("h", 2)
     c.register(1)
     hb, records = c.state.heartbeat(1, 99, 10)
     assert hb.error == ErrorCode.STALE_BROKER_EPOCH and records == []

@@ -26,6 +26,7 @@ from broker.metadata.records import (
 SAMPLES: list[MetadataRecord] = [
     RegisterBrokerRecord(1, 0, "inc-a", "127.0.0.1", 9092),
     RegisterBrokerRecord(2, 7, "inc-b", "host", 1, rack="r1"),
+    RegisterBrokerRecord(3, 8, "inc-c", "host", 2, internal_host="10.0.0.3", internal_port=9300),
     FenceBrokerRecord(1, 0),
     UnfenceBrokerRecord(1, 0),
     TopicRecord("t", 3, 2, 2, {"min_insync_replicas": "2"}),
@@ -64,6 +65,12 @@ def test_optional_fields_default_and_unknown_keys_are_ignored() -> None:
     (msgpack.packb({"type": "remove_topic", "name": "a b"}), "characters outside"),
     (msgpack.packb({"type": "register_broker", "broker_id": 1, "broker_epoch": 0,
                     "incarnation_id": "", "host": "h", "port": 1}), "incarnation_id"),
+    (msgpack.packb({"type": "register_broker", "broker_id": 1, "broker_epoch": 0,
+                    "incarnation_id": "i", "host": "h", "port": 1, "internal_port": 2}),
+     "come together"),
+    (msgpack.packb({"type": "register_broker", "broker_id": 1, "broker_epoch": 0,
+                    "incarnation_id": "i", "host": "h", "port": 1, "internal_host": "h",
+                    "internal_port": 0}), "internal_port"),
     (msgpack.packb({"type": "topic", "name": "t", "topic_id": 0, "num_partitions": 0,
                     "replication_factor": 1}), "num_partitions"),
     (msgpack.packb({"type": "topic", "name": "t", "topic_id": 0, "num_partitions": 1,
@@ -205,3 +212,15 @@ def test_any_record_sequence_either_applies_or_leaves_image_unchanged(
             assert (image.to_records(), image.last_applied_offset) == before
     rebuilt = MetadataImage.from_records(image.to_records(), image.last_applied_offset)
     assert rebuilt == image
+
+
+def test_followers_fetch_from_the_internal_listener_when_a_broker_has_one() -> None:
+    image = MetadataImage()
+    image.apply(RegisterBrokerRecord(1, 0, "a", "127.0.0.1", 9092,
+                                     internal_host="127.0.0.1", internal_port=9292), 0)
+    image.apply(RegisterBrokerRecord(2, 1, "b", "127.0.0.1", 9093), 1)  # no internal one
+    assert image.brokers[1].replication_endpoint == ("127.0.0.1", 9292)
+    assert (image.brokers[1].host, image.brokers[1].port) == ("127.0.0.1", 9092)  # clients'
+    assert image.brokers[2].replication_endpoint == ("127.0.0.1", 9093)
+    rebuilt = MetadataImage.from_records(image.to_records(), image.last_applied_offset)
+    assert rebuilt.brokers == image.brokers  # snapshots keep the internal listener

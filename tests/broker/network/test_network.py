@@ -41,6 +41,7 @@ from broker.config import BrokerConfig
 from broker.network.channel_codec import (
     CLOSE,
     CLOSED,
+    INTERNAL_CONN_ID_BASE,
     READY,
     REQUEST,
     RESPONSE,
@@ -55,6 +56,7 @@ from broker.network.channel_codec import (
     encode_ready,
     encode_request,
     encode_response,
+    is_internal_connection,
 )
 from broker.network.channel_endpoint import ChannelEndpoint
 from broker.network.main_channel import MainChannelEndpoint
@@ -530,6 +532,59 @@ def test_connections_beyond_max_connections_are_closed() -> None:
         finally:
             for s in (a, b, c):
                 s.close()
+
+
+@pytest.mark.multiprocess
+def test_the_internal_listener_has_its_own_ids_and_cap_and_closes_silent_connections(
+) -> None:
+    """Connections on the internal listener (``internal_port``) reach the main process
+    with ids from INTERNAL_CONN_ID_BASE, are served while the client port is at its
+    per-IP cap, have their own cap, and one that says nothing is closed after
+    ``request_read_timeout_ms``."""
+    config = make_config(internal_port=0, max_connections_per_ip=2,
+                         max_internal_connections=2, request_read_timeout_ms=400)
+    with running(config) as (sup, main, _pool):
+        assert sup.internal_port > 0 and sup.internal_port != sup.port
+        held: list[socket.socket] = []
+        try:
+            clients = [connect(sup.port) for _ in range(3)]
+            held += clients
+            echo(clients[0], b"client-0")
+            echo(clients[1], b"client-1")
+            assert recv_until_closed(clients[2]) == b""  # the per-IP cap of the client port
+            brokers = [connect(sup.internal_port) for _ in range(3)]
+            held += brokers
+            echo(brokers[0], b"broker-0")  # served beside a full client port
+            echo(brokers[1], b"broker-1")
+            assert recv_until_closed(brokers[2]) == b""  # max_internal_connections
+            ids = {frame_bytes[1:]: conn_id for _i, conn_id, frame_bytes in main.requests}
+            assert ids[b"client-0"] < INTERNAL_CONN_ID_BASE > ids[b"client-1"]
+            assert ids[b"broker-0"] >= INTERNAL_CONN_ID_BASE <= ids[b"broker-1"]
+            assert is_internal_connection(ids[b"broker-0"])
+            assert not is_internal_connection(ids[b"client-0"])
+            brokers[0].close()  # a place frees up; a silent stranger takes it ...
+            silent, connected_at = wait_for(lambda: _accepted_and_open(sup.internal_port),
+                                            "a place on the internal listener")
+            held.append(silent)
+            assert recv_until_closed(silent) == b""  # ... and loses it
+            assert 0.35 < time.monotonic() - connected_at < 10
+            echo(brokers[1], b"broker-1-again")  # a broker that spoke stays
+            echo(clients[0], b"client-0-again")
+        finally:
+            for sock in held:
+                sock.close()
+
+
+def _accepted_and_open(port: int) -> tuple[socket.socket, float] | None:
+    """A connection the listener kept (not closed at once for a cap) and when it was
+    made, or None."""
+    connected_at = time.monotonic()
+    sock = connect(port)
+    ready, _, _ = select.select([sock], [], [], 0.2)
+    if ready:  # closed at once: the cap still counts the old connection
+        sock.close()
+        return None
+    return sock, connected_at
 
 
 @pytest.mark.multiprocess
