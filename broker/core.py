@@ -91,6 +91,9 @@ class BrokerCore:
         # until the replica is back in an ISR with a leader; kept on disk
         # (recovery-cut-checkpoint) so a restart before that still reports them
         self.recovery_cuts: set[TopicPartition] = set()
+        # damaged ranges log recovery kept in place, waiting for their partition to be
+        # hosted so that their repair can start (run_scrubber)
+        self.recovery_damage: list[DamagedRange] = []
         self.clock = clock
         self.timer = timer
         self.data_dir = Path(config.data_dir)
@@ -173,11 +176,22 @@ class BrokerCore:
                 log.warning("%s-%d: log recovery cut this replica before an earlier restart "
                             "and it has not been back in an ISR since", *key)
         for key, found in sorted(report.recovered.items()):
-            if found is not None and (found.truncated_bytes or found.segments_deleted):
+            if found is not None and found.truncated_bytes:
                 self.recovery_cuts.add(TopicPartition(*key))
-                log.warning("%s-%d: recovery cut %d bytes (%d whole segments) at offset %s: %s",
-                            *key, found.truncated_bytes, found.segments_deleted,
-                            found.truncated_at_offset, "; ".join(found.problems))
+                log.warning("%s-%d: recovery cut %d bytes at offset %s: %s", *key,
+                            found.truncated_bytes, found.truncated_at_offset,
+                            "; ".join(found.problems))
+            if found is not None and found.damaged:
+                # its intact log ends at the first damaged offset: reported like a cut
+                self.recovery_cuts.add(TopicPartition(*key))
+                now_ms = self.clock.now_ms()
+                for base, position, first_bad, end in found.damaged:
+                    self.recovery_damage.append(DamagedRange(
+                        key[0], key[1], base, position, first_bad,
+                        "found by log recovery", now_ms))
+                    log.warning("%s-%d: recovery found offsets [%d, %d) damaged in segment "
+                                "%d; kept with every later segment, to be repaired from "
+                                "another replica", *key, first_bad, end, base)
         for key, high_watermark in sorted(self._checkpointed_hws.items()):
             log_ = self.log_manager.get_log(*key)
             if log_ is not None and log_.log_end_offset < high_watermark:
@@ -262,7 +276,7 @@ class BrokerCore:
         if self.topic_configs_known():
             self.log_manager.run_cleaner_step(high_watermarks={  # nothing at or above a HW
                 key: p.high_watermark for key, p in self.partitions.items()
-                if p.repair is None})  # a log under repair is left alone (same file names)
+                if p.repair is None and not p.damaged_ranges})  # under repair: left alone
 
     def run_scrubber(self) -> list[DamagedRange]:
         """One bounded step of the background CRC check (storage/scrubber.py); what each
@@ -275,10 +289,13 @@ class BrokerCore:
         is logged and kept in ``log_manager.scrubber.findings``: nobody holds a good copy
         to repair from.  A segment that cannot be repaired in place falls back to cutting
         the log before the damage and fetching the rest again (``pending_repairs`` holds
-        that for a leader until it follows)."""
-        if self.config.log_scrub_bytes_per_second == 0:
-            return []
-        found = self.log_manager.run_scrub_step()
+        that for a leader until it follows).  Damaged ranges that log recovery kept in
+        place (``recovery_damage``) take the same way once their partition is hosted,
+        with the scrubber off too."""
+        recovered = self._recovery_damage_due()
+        found = list(recovered)
+        if self.config.log_scrub_bytes_per_second > 0:
+            found += self.log_manager.run_scrub_step()
         for damage in found:
             key = TopicPartition(damage.topic, damage.partition)
             partition = self.partitions.get(key)
@@ -294,12 +311,29 @@ class BrokerCore:
                 self._cut_to_repair(key, partition, damage)
             elif action is DamageAction.RESIGN:
                 self._resign_to_repair(key, partition, damage)
+            elif action is DamageAction.QUEUED and damage in recovered:
+                self.recovery_damage.append(damage)  # the scrubber would find it; try again
             elif action is DamageAction.REPAIR and partition.repair is not None:
                 log.warning("%s-%d: offsets [%d, %d) are damaged (%s): rewriting that "
                             "segment from leader %d's copy, keeping the rest of the log",
                             *key, partition.repair.first_bad_offset,
                             partition.repair.end_offset, damage.reason, partition.leader_id)
         return found
+
+    def _recovery_damage_due(self) -> list[DamagedRange]:
+        """Recovery's damaged ranges whose partition is hosted now (the rest wait; those
+        whose segment was repaired, cut or deleted since are dropped)."""
+        due: list[DamagedRange] = []
+        waiting: list[DamagedRange] = []
+        for damage in self.recovery_damage:
+            key = TopicPartition(damage.topic, damage.partition)
+            log_ = self.log_manager.get_log(*key)
+            if log_ is None or not any(s.base_offset == damage.segment_base_offset
+                                       and s.damage is not None for s in log_.segments):
+                continue
+            (due if key in self.partitions else waiting).append(damage)
+        self.recovery_damage = waiting
+        return due
 
     def on_segment_repaired(self, key: TopicPartition, segment_base_offset: int) -> None:
         """A follower's damaged segment was written again from the leader's copy."""

@@ -60,7 +60,9 @@ batches for the range to :meth:`Partition.feed_repair`, which swaps the rewritte
 segment in; every later segment is kept all along (they may hold the only intact copy
 of another replica's damage).  The mark ends when the repaired segment is in, when the
 log is cut below it (the fallback when the replicas' batches differ there), or when the
-log start moves past the whole damaged range (DeleteRecords, retention).
+log start moves past the whole damaged range (DeleteRecords, retention).  Damage that log
+recovery found and kept in place (``Segment.damage``) is marked when the partition is
+made; its owner then starts the repair as for the scrubber's findings.
 
 Leader-epoch cache: assigned *before* each append (leader: at :meth:`Partition.make_leader`;
 follower: from the incoming batch headers, trimmed back if the append fails), trimmed
@@ -142,6 +144,9 @@ class Partition:
         self.damaged_ranges: list[tuple[int, int]] = []
         # that segment being written again from the leader's copy (storage.segment_repair)
         self.repair: SegmentRepair | None = None
+        for seg in log.segments:  # damage recovery kept in place (storage.log.recovery)
+            if seg.damage is not None:
+                self.mark_damaged(seg.damage[1], seg.next_offset)
         if leader_epoch_cache is None:
             leader_epoch_cache = LeaderEpochCache.load(
                 Path(log.dir) / LEADER_EPOCH_CHECKPOINT, log.log_start_offset,

@@ -217,8 +217,9 @@ class LogManager:
         for tp, f in futures:
             log = f.result()
             self._logs[tp] = log
-            if not clean:
-                report.recovered[tp] = getattr(log, "recovery_report", None)
+            found = getattr(log, "recovery_report", None)
+            if not clean or (found is not None and (found.truncated_bytes or found.damaged)):
+                report.recovered[tp] = found  # (after a clean stop: a bad index's rescan)
         report.logs_loaded = len(self._logs)
         report.load_ms = (time.perf_counter() - started) * 1000.0
         if clean:

@@ -15,6 +15,16 @@ search + a forward header walk of at most ~``index_interval_bytes``; :meth:`reco
 O(bytes) (CRC) + O(batches); :meth:`load_clean` O(index entries) + a walk of the tail
 after the last index entry.
 
+Damage kept in place (:attr:`Segment.damage`): recovery that finds a bad batch in a
+segment that is not the last one (or a tail lost at its boundary) keeps the file as it
+is instead of cutting the log there: ``damage = (position, first_bad_offset)`` says that
+the bytes from ``position`` on are not trusted, and the segment still owns the offsets
+up to the next segment's base (:attr:`next_offset`).  Every header walk
+(:meth:`iter_batches`, so :meth:`find_batch`, reads and timestamp lookups) stops at
+``position``; a truncation into the range cuts the file there.  The log's owner marks the
+range damaged and repairs the segment in place (:mod:`storage.segment_repair`), which
+swaps in a new Segment object without damage.
+
 Not thread-safe: owned by one log's :class:`~storage.log.segment_list.SegmentList` (one
 event-loop thread).
 """
@@ -68,6 +78,8 @@ class Segment:
         self.bytes_since_last_index = 0
         self.rolling_ms: int | None = None  # first append time (segment_ms roll)
         self.dirty = False
+        # (position, first bad offset): bytes from position on are damaged (see above)
+        self.damage: tuple[int, int] | None = None
         self._opened_ms = now_ms
         self._index_interval_bytes = config.index_interval_bytes
         index_path = segment_file(directory, base_offset, ".index")
@@ -136,9 +148,23 @@ class Segment:
 
     # -- reading headers ---------------------------------------------------------------
 
+    @property
+    def trusted_size(self) -> int:
+        """Where the batches that can be read end: the damage's position, else the size."""
+        return self.size if self.damage is None else self.damage[0]
+
+    def keep_damaged_tail(self, position: int, first_bad_offset: int,
+                          end_offset: int) -> None:
+        """Recovery: the bytes from ``position`` (offset ``first_bad_offset``) on are
+        damaged, but this segment stays whole and owns the offsets up to ``end_offset``
+        (the next segment's base) until a repair rewrites it (module docstring)."""
+        self.damage = (position, first_bad_offset)
+        self.next_offset = end_offset
+
     def iter_batches(self, start: int, end: int | None = None) -> Iterator[BatchPosition]:
-        """Walk batch headers from ``start`` (a batch boundary) up to ``end`` (no CRC)."""
-        end = self.size if end is None else end
+        """Walk batch headers from ``start`` (a batch boundary) up to ``end`` (default:
+        :attr:`trusted_size`; no CRC)."""
+        end = self.trusted_size if end is None else min(end, self.trusted_size)
         buf, buf_start = b"", start
         pos = start
         unpack = HEADER.unpack_from
@@ -168,9 +194,10 @@ class Segment:
         return None
 
     def end_position(self, max_offset: int) -> int:
-        """Position of the first batch with last offset >= ``max_offset`` (else size)."""
+        """Position of the first batch with last offset >= ``max_offset`` (else where the
+        trusted batches end)."""
         batch = self.find_batch(max_offset)
-        return self.size if batch is None else batch.position
+        return self.trusted_size if batch is None else batch.position
 
     def boundary_at_or_before(self, limit: int, start: int) -> int:
         """The largest batch end <= ``limit``, walking from ``start`` (a boundary <= limit)."""
@@ -246,16 +273,28 @@ class Segment:
 
     def recover(self, min_offset: int, *, strict_from: int | None = None,
                 epochs: Sequence[tuple[int, int]] = (),
-                next_segment_offset: int | None = None) -> SegmentScan:
+                next_segment_offset: int | None = None,
+                keep_damaged: bool = False) -> SegmentScan:
         """Rescan with CRC, truncate at the first bad batch, rebuild both indexes (the
         keyword arguments: the header checks of
-        :func:`~storage.log.validator.scan_segment`)."""
+        :func:`~storage.log.validator.scan_segment`).  With ``keep_damaged`` (a segment
+        that is not the last) a bad batch does not truncate the file: the segment keeps
+        its bytes and its :attr:`damage` (see the module docstring)."""
         scan = self._scan(min_offset, strict_from=strict_from, epochs=epochs,
                           next_segment_offset=next_segment_offset)
+        self.damage = None
+        if scan.valid_bytes < self.size and keep_damaged and next_segment_offset is not None:
+            self._rebuild_from(scan)
+            self.keep_damaged_tail(scan.valid_bytes, scan.next_offset, next_segment_offset)
+            return scan
         if scan.valid_bytes < self.size:
             os.ftruncate(self.fd, scan.valid_bytes)
             self.size = scan.valid_bytes
             self.dirty = True
+        self._rebuild_from(scan)
+        return scan
+
+    def _rebuild_from(self, scan: SegmentScan) -> None:
         self.index.replace_entries(scan.offset_entries)
         self.time_index.replace_entries(scan.time_entries)
         self.indexes_missing = False
@@ -264,7 +303,6 @@ class Segment:
         self.offset_of_max_timestamp = scan.offset_of_max_timestamp
         self.bytes_since_last_index = scan.bytes_since_last_index
         self._init_rolling()
-        return scan
 
     def _scan(self, min_offset: int, *, strict_from: int | None = None,
               epochs: Sequence[tuple[int, int]] = (),
@@ -298,15 +336,21 @@ class Segment:
 
     def truncate_to(self, offset: int) -> int | None:
         """Drop every batch whose last offset is >= ``offset``; return the first dropped
-        batch's base offset (None if nothing was dropped).  The segment must be active."""
+        batch's base offset (None if nothing was dropped).  The segment must be active.
+        An offset in a damaged tail cuts the file where the damage starts."""
         batch = self.find_batch(offset)
-        if batch is None:
+        if batch is not None:
+            position, first_dropped = batch.position, batch.base_offset
+        elif self.damage is not None and offset < self.next_offset:
+            position, first_dropped = self.damage
+        else:
             return None
-        os.ftruncate(self.fd, batch.position)
-        self.size = batch.position
+        self.damage = None  # the cut is at or below where it started
+        os.ftruncate(self.fd, position)
+        self.size = position
         self.dirty = True
-        self.index.truncate_to_offset(batch.base_offset)
-        self.time_index.truncate_to_offset(batch.base_offset)
+        self.index.truncate_to_offset(first_dropped)
+        self.time_index.truncate_to_offset(first_dropped)
         # recompute the running state from the last surviving index entry
         self.max_timestamp = self.time_index.last_timestamp
         self.offset_of_max_timestamp = self.time_index.last_offset
@@ -319,7 +363,7 @@ class Segment:
             self.bytes_since_last_index = b.position + b.size - start
         if self.size == 0:
             self.rolling_ms = None
-        return batch.base_offset
+        return first_dropped
 
     # -- lifecycle ---------------------------------------------------------------------
 

@@ -480,6 +480,10 @@ def handle_describe_log_dirs(core: BrokerCore, body: Body, respond: Respond,
     for d in core.log_manager.scrubber.findings:
         key = (d.topic, d.partition)
         damaged[key] = min(damaged.get(key, d.first_bad_offset), d.first_bad_offset)
+    for (name, index), p in core.partitions.items():  # incl. damage log recovery kept
+        if p.damaged_ranges:
+            first = p.damaged_ranges[0][0]
+            damaged[(name, index)] = min(damaged.get((name, index), first), first)
     for (name, index), p in sorted(core.partitions.items()):
         if wanted is not None and (name, index) not in wanted:
             continue

@@ -10,6 +10,10 @@ more.  So a broker registers with one entry per log on its disk, in the
     topic_name, topic_id (partition.metadata; -1 unknown), partition_index,
     last_leader_epoch (of the last batch; -1 empty), log_end_offset, recovery_cut
 
+A log with a damaged range that recovery kept in place (``Segment.damage``, being repaired
+from another replica) is reported as if cut there: its log end is the first damaged
+offset and its epoch that of the last batch before it (:func:`intact_log_end`).
+
 Format choice: the whole list at every registration (not only the cut logs): the
 controller needs the other replicas' log ends to pick the longest one.  Size: about 30
 bytes per log, bounded by the logs on disk.
@@ -27,15 +31,26 @@ from clients.protocol.topics import TopicPartition
 from storage.log.log import Log
 from storage.partition_metadata import read_topic_id
 
-__all__ = ["last_leader_epoch", "replica_log_reports"]
+__all__ = ["intact_log_end", "last_leader_epoch", "replica_log_reports"]
 
 
-def last_leader_epoch(log: Log) -> int:
-    """The leader epoch of the log's last batch (-1 for an empty log)."""
-    if log.log_end_offset <= log.log_start_offset:
+def intact_log_end(log: Log) -> int:
+    """Where the log's intact prefix ends: the first offset of a damaged range kept by
+    recovery, else the log end offset."""
+    return min((seg.damage[1] for seg in log.segments if seg.damage is not None),
+               default=log.log_end_offset)
+
+
+def last_leader_epoch(log: Log, end_offset: int | None = None) -> int:
+    """The leader epoch of the log's last batch below ``end_offset`` (default: the log
+    end offset; -1 for none)."""
+    end = log.log_end_offset if end_offset is None else end_offset
+    if end <= log.log_start_offset:
         return -1
     last = -1
-    for header, _ in log.batches(log.log_end_offset - 1):
+    for header, _ in log.batches(end - 1):
+        if header.base_offset >= end:
+            break
         last = header.partition_leader_epoch
     return last
 
@@ -47,9 +62,10 @@ def replica_log_reports(logs: Mapping[TopicPartition, Log],
     out = []
     for key, log in sorted(logs.items()):
         topic_id = read_topic_id(log.dir)
+        end = intact_log_end(log)
         out.append({"topic_name": key.topic, "partition_index": key.partition,
                     "topic_id": -1 if topic_id is None else topic_id,
-                    "last_leader_epoch": last_leader_epoch(log),
-                    "log_end_offset": log.log_end_offset,
+                    "last_leader_epoch": last_leader_epoch(log, end),
+                    "log_end_offset": end,
                     "recovery_cut": key in recovery_cuts})
     return out

@@ -192,6 +192,8 @@ class LogCleaner:
         for tp, log in logs.items():
             if not log.config.compact or log.closed or tp in self._uncleanable:
                 continue
+            if any(seg.damage is not None for seg in log.segments):
+                continue  # a damaged tail kept by recovery: repaired first (same files)
             if high_watermarks is not None and tp not in high_watermarks:
                 continue  # not hosted as a partition: no HW, leave it alone
             first_dirty, end, dirty, cleanable = self.cleanable_range(

@@ -30,6 +30,8 @@ def check_log_invariants(log: SegmentList) -> None:
     every offset-index entry points at a batch start with that base offset and every
     time-index entry at a batch base offset, both strictly increasing; LEO equals the
     active segment's next offset; log start in [first base, LEO]; recovery point <= LEO.
+    A segment with a damaged tail kept by recovery (``Segment.damage``) is walked up to
+    the damage; it must not be the last one, and it ends where the next one starts.
     """
     segs = log.segments
     if not segs:
@@ -55,9 +57,15 @@ def check_log_invariants(log: SegmentList) -> None:
             expected = batch.last_offset + 1
             max_ts = max(max_ts, batch.max_timestamp)
             end = batch.position + batch.size
-        if end != seg.size:
-            raise LogInvariantError(f"{where}: batches end at {end}, file size {seg.size}")
+        if end != seg.trusted_size:
+            raise LogInvariantError(f"{where}: batches end at {end}, trusted size "
+                                    f"{seg.trusted_size} (file size {seg.size})")
         next_offset = expected if starts else seg.base_offset
+        if seg.damage is not None:
+            if i == len(segs) - 1 or seg.next_offset != segs[i + 1].base_offset:
+                raise LogInvariantError(f"{where}: damaged tail {seg.damage} in the last "
+                                        "segment, or not ending where the next one starts")
+            next_offset = seg.next_offset
         if seg.next_offset != next_offset or seg.max_timestamp != max_ts:
             raise LogInvariantError(
                 f"{where}: tracked next_offset/max_timestamp {seg.next_offset}/"

@@ -147,8 +147,8 @@ class LogReader:
                 regions.append(FileRegion(str(seg.log_path), start, end - start,
                                           *self._file_id(seg)))
                 remaining -= end - start
-                if end < seg.size or remaining == 0:
-                    break
+                if end < seg.size or remaining == 0 or seg.damage is not None:
+                    break  # (never across a damaged range kept by recovery)
                 continue
             cut = seg.boundary_at_or_before(start + remaining, start)
             if cut == start and not regions and min_one_batch:
@@ -191,12 +191,13 @@ class LogReader:
 
     def batches(self, start_offset: int | None = None) -> Iterator[tuple[BatchHeader, bytes]]:
         """Every stored batch whose last offset is >= ``start_offset`` (default: the log
-        start offset), read when the iteration reaches it (tests, tools)."""
+        start offset), read when the iteration reaches it (tests, tools).  A damaged tail
+        kept by recovery (``Segment.damage``) is skipped: only the batches before it."""
         start = self._segments.log_start_offset if start_offset is None else start_offset
         for seg in list(self._segments.segments):
-            if seg.next_offset <= start or not seg.size:
+            if seg.next_offset <= start or not seg.trusted_size:
                 continue
-            data = seg.read_bytes(0, seg.size)
+            data = seg.read_bytes(0, seg.trusted_size)
             for pos, header in iter_batches(data, validate=False):
                 if header.last_offset >= start:
                     yield header, data[pos : pos + header.size_in_bytes]

@@ -27,6 +27,7 @@ from broker.metadata.records import (
     TopicRecord,
     UnfenceBrokerRecord,
 )
+from broker.metadata.replica_logs import replica_log_reports
 from broker.replica_fetcher import ReplicaFetcher
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode
@@ -34,6 +35,8 @@ from clients.protocol.topics import TopicPartition
 from clients.records.batch import iter_batches
 from replication.follower_fetch import FetchState
 from replication.partition import Partition
+from storage.checkpoint import RECOVERY_POINT_CHECKPOINT
+from storage.log_dirs import CLEAN_SHUTDOWN_MARKER
 from tests.broker.handlers import wire
 from tests.replication.helpers import batch, values
 from timer.clock import ManualClock
@@ -505,3 +508,61 @@ def test_an_answer_for_a_log_end_that_moved_during_the_fetch_is_dropped(
     assert values(follower.partition.log) == values(leader.partition.log)
     offsets = [h.base_offset for h, _ in follower.partition.log.batches()]
     assert offsets == sorted(offsets) and follower.partition.log_end_offset == 6
+
+
+@pytest.mark.parametrize("restart", ["unclean", "clean"])
+def test_damage_found_by_recovery_is_kept_and_repaired_in_place(tmp_path: Path,
+                                                                restart: str) -> None:
+    # the follower restarts with a damaged old segment that its log recovery finds (an
+    # unclean start rescans it; after a clean stop a bad header fails the index check):
+    # every segment stays, the range is not reported as intact, and the same in-place
+    # repair as the scrubber's rewrites it from the leader's copy
+    leader, follower = (Node(tmp_path, i, segment_bytes=1024) for i in (1, 2))
+    try:
+        _fetcher, expected = _in_sync_over_rolled_segments(leader, follower)
+        segments = follower.partition.log.segments
+        damaged = segments[1]
+        leo = follower.partition.log_end_offset
+        follower.core.shutdown()
+        data_dir = tmp_path / "b2"
+        if restart == "unclean":
+            (data_dir / CLEAN_SHUTDOWN_MARKER).unlink()
+            (data_dir / RECOVERY_POINT_CHECKPOINT).unlink()  # rescan every segment
+            _flip_a_byte(damaged.log_path)  # in a record: a CRC error
+        else:  # the magic byte of the segment's last batch: its header walk fails
+            last = list(iter_batches(damaged.log_path.read_bytes()))[-1][0]
+            _flip_a_byte(damaged.log_path, last + 16)
+        before = _segment_files_of(data_dir / f"{TOPIC}-0")
+        follower = Node(tmp_path, 2, segment_bytes=1024)
+        assert _segment_files_of(data_dir / f"{TOPIC}-0") == before  # nothing cut or moved
+        (report,) = replica_log_reports(follower.core.log_manager.all_logs(),
+                                        follower.core.recovery_cuts)
+        assert report["recovery_cut"]  # registers as if cut where the damage starts ...
+        follower.apply(*cluster_records((1, 2)))
+        partition = follower.partition
+        assert partition.log_end_offset == leo
+        ((first_bad, until),) = partition.damaged_ranges
+        assert until == segments[2].base_offset
+        assert report["log_end_offset"] == first_bad
+        found = follower.core.run_scrubber()  # ... and its repair starts (scrubber or not)
+        assert found[0].reason == "found by log recovery"  # (the scrubber may find it too)
+        assert {d.segment_base_offset for d in found} == {damaged.base_offset}
+        assert partition.repair is not None
+        fetcher, _ = fetcher_of(follower, leader, truncating=False)
+        fetcher.session.on_repaired = follower.core.on_segment_repaired
+        _repair_rounds(fetcher)
+        assert partition.repair is None and partition.damaged is None
+        assert values(partition.log) == expected and partition.log_end_offset == leo
+        assert all(s.damage is None for s in partition.log.segments)
+        assert (partition.log.segments[1].log_path.read_bytes()
+                == leader.partition.log.segments[1].log_path.read_bytes())
+        (report,) = replica_log_reports(follower.core.log_manager.all_logs(), set())
+        assert report["log_end_offset"] == leo
+        assert follower.core.run_scrubber() == []
+    finally:
+        leader.core.shutdown()
+        follower.core.shutdown()
+
+
+def _segment_files_of(directory: Path) -> dict[str, int]:
+    return {p.name: p.stat().st_ino for p in sorted(directory.glob("*.log"))}

@@ -19,7 +19,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from broker.controller.results import ReplicaLog
 from broker.delayed import DelayedProduce, ProducePartitionStatus
-from broker.metadata.replica_logs import last_leader_epoch
+from broker.metadata.replica_logs import intact_log_end, last_leader_epoch
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError
 from clients.protocol.topics import TopicPartition
@@ -95,7 +95,7 @@ class SimBroker:
                 p = Partition("t", pid, log, self.id)
             report = getattr(log, "recovery_report", None)  # the real Log's recovery
             if log.log_end_offset < self.hw_checkpoint.get(pid, 0) or (
-                    report is not None and (report.truncated_bytes or report.segments_deleted)):
+                    report is not None and (report.truncated_bytes or report.damaged)):
                 self.recovery_cuts.add(pid)  # as BrokerCore._report_recovery
             p.high_watermark = min(self.hw_checkpoint.get(pid, 0), log.log_end_offset)
             self.partitions[pid] = p
@@ -103,6 +103,12 @@ class SimBroker:
                       + " ".join(f"p{pid}:leo={p.log_end_offset},hw={p.high_watermark}"
                                  for pid, p in self.partitions.items()))
         self.broker_epoch, self.metadata_offset = -1, -1
+        for pid, log in self.logs.items():  # damage recovery kept: repaired as BrokerCore does
+            report = getattr(log, "recovery_report", None)
+            for base, position, first_bad, end in report.damaged if report else ():
+                self.c.recovery_kept_damage(self, pid, base, end)
+                self.on_damage(pid, DamagedRange(TOPIC, pid, base, position, first_bad,
+                                                 "found by log recovery", self.c.now_ms))
         self.c.rescrub(self)  # its scrubber finds rot it still holds
         self.register()
 
@@ -110,8 +116,9 @@ class SimBroker:
         """BrokerRegistration with a report of every log (the safe election's input): a
         log that ended below its checkpointed HW at start counts as cut by recovery until
         its replica is back in an ISR with a leader, as BrokerCore's ``recovery_cuts``."""
-        logs = [ReplicaLog(TOPIC, pid, -1, last_leader_epoch(cast(Log, log)),
-                           log.log_end_offset, pid in self.recovery_cuts)
+        ends = {pid: intact_log_end(cast(Log, log)) for pid, log in self.logs.items()}
+        logs = [ReplicaLog(TOPIC, pid, -1, last_leader_epoch(cast(Log, log), ends[pid]),
+                           ends[pid], pid in self.recovery_cuts)
                 for pid, log in sorted(self.logs.items())]
         self.send(CONTROLLER, "register", {"incarnation": self.incarnation, "logs": logs})
 

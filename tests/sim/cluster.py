@@ -162,13 +162,15 @@ class RealDisk:
 
     def _check_recovered(self, broker: SimBroker, pid: int, log: Log) -> None:
         """Invariant after a restart: recovery left only whole batches with valid CRCs
-        (but in a segment rot damaged: recovery leaves closed segments to the scrubber)
-        and contiguous offsets, ending at the log end offset."""
+        (but in a segment rot damaged: recovery leaves closed segments to the scrubber,
+        or keeps what it found damaged in place for a repair) and contiguous offsets,
+        ending at the log end offset."""
         expected = log.log_start_offset
         rotted = self.c.rotted.get((broker.id, pid), (-1, -1))  # the scrubber's, not this
         try:
             for i, seg in enumerate(log.segments):
-                if seg.base_offset == rotted[0]:  # its headers may be garbage too
+                if seg.base_offset == rotted[0] or seg.damage is not None:
+                    # its headers may be garbage too
                     later = log.segments[i + 1:]
                     expected = max(expected, later[0].base_offset if later
                                    else log.log_end_offset)
@@ -665,6 +667,15 @@ class SimCluster:
         self.stats["rotted_segments"] += 1
         self.record(f"b{b.id} p{pid}: rot in segment {rotted[0]}")
         self.rescrub(b)
+
+    def recovery_kept_damage(self, broker: SimBroker, pid: int, segment_base_offset: int,
+                             end_offset: int) -> None:
+        """Log recovery kept a damaged range of this replica in place: it counts as rot
+        (not served, exempt from the replica checks) until it is repaired or cut."""
+        self.stats["recovery_kept_damage"] += 1
+        self.rotted.setdefault((broker.id, pid), (segment_base_offset, end_offset))
+        self.record(f"b{broker.id} p{pid}: recovery kept damage in segment "
+                    f"{segment_base_offset}")
 
     def rescrub(self, broker: SimBroker) -> None:
         """The broker's scrubber finds the rot it holds (at once; after a restart too)."""

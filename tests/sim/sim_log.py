@@ -87,6 +87,11 @@ class MemoryLog:
     # -- views ---------------------------------------------------------------------
 
     @property
+    def segments(self) -> tuple[()]:
+        """No segment files (so no damage kept by recovery: Partition reads this)."""
+        return ()
+
+    @property
     def log_start_offset(self) -> int:
         return self._start
 

@@ -161,7 +161,7 @@ def test_an_unfinished_repair_leaves_the_old_segment_after_a_crash(tmp_path: Pat
     point = replica.recovery_point
     replica.abandon()  # the process dies: descriptors dropped, nothing flushed or renamed
     reopened = Log.open(tmp_path / "t-0", CONFIG, recovery_point=point)
-    assert reopened.recovery_report.segments_deleted == 0
+    assert reopened.recovery_report.damaged == [] and not reopened.recovery_report.truncated_bytes
     assert not list(tmp_path.glob("t-0/*.cleaned"))
     assert {b: f[1] for b, f in files(reopened).items()} == {
         b: f[1] for b, f in damaged_files.items()}
@@ -241,3 +241,75 @@ def test_a_bad_batch_whose_offsets_look_out_of_range_only_makes_the_repair_wait(
     repair.commit(now_ms=0)
     leader.close()
     replica.close()
+
+
+def _segment_bytes(log: Log) -> dict[int, bytes]:
+    return {s.base_offset: s.log_path.read_bytes() for s in log.segments}
+
+
+@pytest.mark.parametrize("seed", range(8))
+def test_recovery_keeps_damage_in_place_and_a_repair_makes_the_replica_whole(
+        tmp_path: Path, seed: int) -> None:
+    """An unclean restart rescans (recovery point 0) and finds flipped bytes in one or two
+    closed segments: every segment stays, intact or not, the log end does not move, reads
+    and walks stop before each damaged range, and repairs from the leader's copy make the
+    replica byte-identical to it again."""
+    rng = random.Random(seed)
+    leader, replica = fill(tmp_path / "leader", 90, seed), fill(tmp_path / "t-0", 90, seed)
+    end, bases = replica.log_end_offset, [s.base_offset for s in replica.segments]
+    victims = sorted(rng.sample(range(len(bases) - 1), rng.choice((1, 2))))
+    for index in victims:
+        segment = replica.segments[index]
+        batches = list(iter_batches(segment.read_bytes(0, segment.size)))
+        pos, header = rng.choice(batches)
+        flip(segment.log_path, rng.randrange(pos + 16, pos + header.size_in_bytes))
+    replica.abandon()  # a crash: the restart is unclean and rescans from offset 0
+    reopened = Log.open(tmp_path / "t-0", CONFIG, recovery_point=0)
+    report = reopened.recovery_report
+    assert [s.base_offset for s in reopened.segments] == bases  # nothing cut or moved
+    assert reopened.log_end_offset == end and report.truncated_bytes == 0
+    assert [d[0] for d in report.damaged] == [bases[i] for i in victims]
+    assert not list((tmp_path / "t-0").glob("quarantine-*"))
+    for base, position, first_bad, until in report.damaged:
+        assert until == bases[bases.index(base) + 1]
+        segment = next(s for s in reopened.segments if s.base_offset == base)
+        assert segment.damage == (position, first_bad) and segment.next_offset == until
+        # a read stops before the damage (one that starts inside it finds the next
+        # segment: the partition above answers those with KAFKA_STORAGE_ERROR instead)
+        data = reopened.read(base, 10**9).read_bytes()
+        assert all(h.last_offset < first_bad for _, h in iter_batches(data)) if position \
+            else next(iter_batches(data))[1].base_offset == until
+        assert next(iter_batches(reopened.read(until, 10**6).read_bytes()))[1].base_offset \
+            == until
+    walked = [h.base_offset for h, _ in reopened.batches()]  # skips the damaged ranges
+    assert not any(first_bad <= o < until for _, _, first_bad, until in report.damaged
+                   for o in walked)
+    reopened.check_invariants()
+    for base, position, _first_bad, _until in report.damaged:
+        repair = SegmentRepair(reopened, base, position)
+        repair.append(leader_bytes(leader, repair.first_bad_offset, repair.end_offset))
+        assert repair.done
+        repair.commit(now_ms=0)
+    assert _segment_bytes(reopened) == _segment_bytes(leader)
+    assert all(s.damage is None for s in reopened.segments)
+    reopened.check_invariants()
+    assert run_round(LogScrubber(tmp_path / "again", step_bytes=4096), {TP: reopened}) == []
+    reopened.close()
+    leader.close()
+
+
+def test_a_truncation_into_a_damaged_range_cuts_where_the_damage_starts(
+        tmp_path: Path) -> None:
+    replica = fill(tmp_path / "t-0", 60, 3)
+    victim = replica.segments[1]
+    pos, header = list(iter_batches(victim.read_bytes(0, victim.size)))[2]
+    flip(victim.log_path, pos + 40)
+    replica.abandon()
+    reopened = Log.open(tmp_path / "t-0", CONFIG, recovery_point=0)
+    ((base, position, first_bad, until),) = reopened.recovery_report.damaged
+    assert (base, position, first_bad) == (victim.base_offset, pos, header.base_offset)
+    reopened.truncate_to(until - 1)  # inside the damaged range: cut where it starts
+    assert reopened.log_end_offset == first_bad
+    assert reopened.segments[-1].damage is None and reopened.segments[-1].size == position
+    reopened.check_invariants()
+    reopened.close()
