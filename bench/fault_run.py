@@ -15,7 +15,9 @@ choice of brokers, partitions and positions):
   killed (a torn write), restart every broker, the damaged one first;
 * ``crash_flip``: the same, but flip 3 bytes in the second half of that active segment;
 * ``flip_closed``: SIGKILL one broker, flip 3 bytes in the middle of one of its closed
-  segments (the scrubber's job), restart it.
+  segments (the scrubber's job), restart it; every other time that segment's index file
+  is lost too, so its log recovery rescans the segment and finds the flip itself (it
+  keeps the damaged segment and every later one, and the broker repairs it in place).
 
 Between rounds it waits until every partition has a leader again (up to 60 s; a round
 that does not get there is counted as ``stuck_rounds``).  At the end, faults stop, the
@@ -25,7 +27,8 @@ flips in closed segments are found and repaired, and a consumer reads every part
 from offset 0.  Figures: records acknowledged, **lost** (acknowledged, then
 absent or different: must be 0), **unreadable** (records of batches the consumer got a
 CRC error for, skipped by seeking past them: must be 0), damage injected per kind, and
-what the brokers and the controller say they repaired (recovery cuts, segment repairs
+what the brokers and the controller say they repaired (recovery cuts, damage recovery
+kept in place for a repair, segment repairs
 begun and finished in place, repairs that fell back to cutting the log, safe elections,
 leaders that resigned to repair) from their logs.
 
@@ -210,8 +213,12 @@ def _one_fault(state: ClusterState, kind: str, rng: random.Random) -> str:
     _cli(state, "kill", victim)
     closed = _segments(state, victim, partition)[:-1]
     done = "no closed segment"
-    if closed and _flip(rng.choice(closed), rng, 0.4, 0.6):
+    segment = rng.choice(closed) if closed else None
+    if segment is not None and _flip(segment, rng, 0.4, 0.6):
         done = "flipped"
+        if rng.random() < 0.5:  # its index lost too: recovery rescans it, finds the flip
+            segment.with_suffix(".index").unlink(missing_ok=True)
+            done += ", index removed"
     _cli(state, "restart", victim)
     return f"{victim} {TOPIC}-{partition}: {done}"
 
@@ -266,6 +273,8 @@ def _repairs(state: ClusterState) -> dict[str, int]:
         for line in log_file.read_text(errors="replace").splitlines():
             if "recovery cut" in line:
                 counts["recovery_cuts"] += 1
+            elif "recovery found offsets" in line and "kept with every later segment" in line:
+                counts["damage_kept_by_recovery"] += 1
             elif "rewriting that segment from leader" in line:
                 counts["scrubber_repairs_begun"] += 1
             elif "damaged segment" in line and "repaired from leader" in line:

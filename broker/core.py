@@ -176,11 +176,11 @@ class BrokerCore:
                 log.warning("%s-%d: log recovery cut this replica before an earlier restart "
                             "and it has not been back in an ISR since", *key)
         for key, found in sorted(report.recovered.items()):
-            if found is not None and found.truncated_bytes:
+            if found is not None and (found.truncated_bytes or found.segments_deleted):
                 self.recovery_cuts.add(TopicPartition(*key))
-                log.warning("%s-%d: recovery cut %d bytes at offset %s: %s", *key,
-                            found.truncated_bytes, found.truncated_at_offset,
-                            "; ".join(found.problems))
+                log.warning("%s-%d: recovery cut %d bytes (%d whole segments) at offset %s: %s",
+                            *key, found.truncated_bytes, found.segments_deleted,
+                            found.truncated_at_offset, "; ".join(found.problems))
             if found is not None and found.damaged:
                 # its intact log ends at the first damaged offset: reported like a cut
                 self.recovery_cuts.add(TopicPartition(*key))

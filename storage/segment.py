@@ -15,10 +15,11 @@ search + a forward header walk of at most ~``index_interval_bytes``; :meth:`reco
 O(bytes) (CRC) + O(batches); :meth:`load_clean` O(index entries) + a walk of the tail
 after the last index entry.
 
-Damage kept in place (:attr:`Segment.damage`): recovery that finds a bad batch in a
-segment that is not the last one (or a tail lost at its boundary) keeps the file as it
-is instead of cutting the log there: ``damage = (position, first_bad_offset)`` says that
-the bytes from ``position`` on are not trusted, and the segment still owns the offsets
+Damage kept in place (:attr:`Segment.damage`): recovery that finds a bad batch in bytes
+that were durable (below the recovery point) in a segment that is not the last one
+keeps the file as it is instead of cutting the log there:
+``damage = (position, first_bad_offset)`` says that the bytes from ``position`` on are
+not trusted, and the segment still owns the offsets
 up to the next segment's base (:attr:`next_offset`).  Every header walk
 (:meth:`iter_batches`, so :meth:`find_batch`, reads and timestamp lookups) stops at
 ``position``; a truncation into the range cuts the file there.  The log's owner marks the
@@ -274,16 +275,18 @@ class Segment:
     def recover(self, min_offset: int, *, strict_from: int | None = None,
                 epochs: Sequence[tuple[int, int]] = (),
                 next_segment_offset: int | None = None,
-                keep_damaged: bool = False) -> SegmentScan:
+                keep_damaged_below: int = -1) -> SegmentScan:
         """Rescan with CRC, truncate at the first bad batch, rebuild both indexes (the
         keyword arguments: the header checks of
-        :func:`~storage.log.validator.scan_segment`).  With ``keep_damaged`` (a segment
-        that is not the last) a bad batch does not truncate the file: the segment keeps
-        its bytes and its :attr:`damage` (see the module docstring)."""
+        :func:`~storage.log.validator.scan_segment`).  A bad batch that starts below
+        ``keep_damaged_below`` in a segment that is not the last (``next_segment_offset``
+        given) does not truncate the file: the segment keeps its bytes and its
+        :attr:`damage` (see the module docstring)."""
         scan = self._scan(min_offset, strict_from=strict_from, epochs=epochs,
                           next_segment_offset=next_segment_offset)
         self.damage = None
-        if scan.valid_bytes < self.size and keep_damaged and next_segment_offset is not None:
+        if (scan.valid_bytes < self.size and next_segment_offset is not None
+                and scan.next_offset < keep_damaged_below):
             self._rebuild_from(scan)
             self.keep_damaged_tail(scan.valid_bytes, scan.next_offset, next_segment_offset)
             return scan

@@ -14,19 +14,24 @@ That rule holds for every log the broker writes: a roll starts the new segment a
 log end offset even when a follower's batch starts above it (a compacted leader's gap
 then lies inside the new segment), and the cleaner ends each cleaned segment with its
 inputs' last batch (an empty header if its records went), so it ends where they did.
-Two cases it misreads as a lost tail, both repaired from the leader like damage: a
-compacted gap wider than 2**31 offsets at a roll, and a boundary with a gap written by
-older code above the recovery point.
+Two cases it misreads as a lost tail, both cut and fetched again (the later segments
+quarantined, never deleted): a compacted gap wider than 2**31 offsets at a roll, and a
+boundary with a gap written by older code above the recovery point.
 
-Damage before the last segment is kept, not cut (never destroy what is intact): such a
-segment keeps its bytes and its offsets up to the next segment's base, with
-:attr:`~storage.segment.Segment.damage` set (from the first bad batch, or the end of the
-file for a lost tail), every later segment stays in the log, and the report lists the
-range in :attr:`RecoveryReport.damaged`.  The log's owner marks the range unserved and
-repairs the segment in place from another replica (:mod:`replication.damage`,
-:mod:`storage.segment_repair`); until then a walk of the log's batches skips it.  Only
-the last (active) segment is cut at its first bad batch, as Kafka does: nothing after
-it is left to keep.
+Lost tails and rot are told apart by the recovery point (everything below it was
+fsync'd).  Damage at or above it after an unclean stop is a lost or torn tail: the
+bytes were never made durable, on this replica or (after a whole-cluster power cut) on
+any other, so the log is cut there as Kafka does, and later segments, written after
+those bytes and unflushed too, are moved to ``quarantine-<ms>/``.  Damage below it (found
+when a segment's index check fails and the segment is rescanned, after a clean stop
+too) is rot in bytes that were durable, and another replica almost surely holds an
+intact copy: it is kept, not cut (never destroy what is intact).  The segment keeps its
+bytes and its offsets up to the next segment's base, with
+:attr:`~storage.segment.Segment.damage` set, every later segment stays in the log, and
+the report lists the range in :attr:`RecoveryReport.damaged`.  The log's owner marks the
+range unserved and repairs the segment in place from another replica
+(:mod:`replication.damage`, :mod:`storage.segment_repair`); until then a walk of the
+log's batches skips it.  The last (active) segment is always cut at its first bad batch.
 
 Costs: O(files) to list the directory; a clean open is O(index bytes) per segment; an
 unclean one rescans (CRC + header walk) every byte from the segment holding the recovery
@@ -39,6 +44,7 @@ from __future__ import annotations
 import bisect
 import os
 import re
+import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -67,6 +73,8 @@ class RecoveryReport:
     indexes_rebuilt: int = 0  # segments whose .index/.timeindex were rebuilt
     truncated_bytes: int = 0
     truncated_at_offset: int | None = None  # log end offset after a truncation
+    segments_deleted: int = 0  # whole segments moved out of the log after a cut
+    quarantine: Path | None = None  # where they went (kept for an operator, not served)
     # damaged ranges kept in closed segments: (segment base, byte position, first bad
     # offset, end offset = the next segment's base), to be repaired from another replica
     damaged: list[tuple[int, int, int, int]] = field(default_factory=list)
@@ -79,6 +87,8 @@ class RecoveryReport:
 
 SEGMENT_NAME = re.compile(r"^(\d{20})\.log$")
 STRAY_SUFFIXES = (".deleted", ".cleaned", ".swap")
+QUARANTINE_PREFIX = "quarantine-"
+DURABLE = 2**63 - 1  # ``keep_damaged_below`` for segments whose every byte was fsync'd
 INDEX_SUFFIXES = (".index", ".timeindex")
 
 
@@ -94,11 +104,14 @@ def load_segments(
     After a clean shutdown each segment gets a cheap sanity check (index sizes, monotonic
     entries, last entry on a real batch header); a failure rebuilds that segment's
     indexes by a CRC rescan.  After an unclean shutdown every segment from the one holding
-    ``recovery_point`` onwards is rescanned.  A torn or corrupt batch in the last segment
-    truncates it there; one in an earlier segment, or a rescanned segment whose batches
-    end below the next segment's base offset (see "Holes at a boundary" above), is kept
-    as damage (see "Damage before the last segment" above) and the loading goes on.  An
-    interrupted cleaner swap is completed or rolled back first
+    ``recovery_point`` onwards is rescanned.  A torn or corrupt batch at or above the
+    recovery point truncates its segment there, and so does a rescanned segment whose
+    batches end below the next segment's base offset (see "Holes at a boundary" above);
+    every later segment leaves the log but is not deleted: its files move to
+    ``quarantine-<ms>/`` in the log directory, intact, for an operator (the report's
+    ``quarantine`` names it).  A corrupt batch below the recovery point in a segment that
+    is not the last is kept as damage (see "Lost tails and rot" above) and the loading
+    goes on.  An interrupted cleaner swap is completed or rolled back first
     (:func:`finish_interrupted_swaps`); indexes without a ``.log`` are removed.
     """
     report = RecoveryReport(had_clean_shutdown=had_clean_shutdown)
@@ -134,35 +147,54 @@ def load_segments(
         following = segments[i + 1].base_offset if i + 1 < len(segments) else None
         if i >= first_rescan:
             scan = _rescan(seg, min_offset, report, strict_from=recovery_point, epochs=epochs,
-                           next_segment_offset=following)
+                           next_segment_offset=following, keep_damaged_below=recovery_point)
         else:
             try:
                 seg.load_clean()
             except CorruptIndexError as exc:
                 report.problems.append(f"rebuilding indexes: {exc}")
-                scan = _rescan(seg, min_offset, report, next_segment_offset=following)
+                scan = _rescan(seg, min_offset, report, next_segment_offset=following,
+                               keep_damaged_below=DURABLE)
         if (scan is not None and scan.error is None and i >= first_rescan
                 and following is not None and seg.next_offset < following):
             scan.error = (f"its batches end at offset {seg.next_offset}, the next segment "
                           f"starts at {following}: an unflushed tail was lost")
-            seg.keep_damaged_tail(seg.size, seg.next_offset, following)
         if scan is not None and scan.error is not None:
-            if following is not None:
-                if seg.damage is None:  # a header check failed past the last byte read
-                    seg.keep_damaged_tail(scan.valid_bytes, scan.next_offset, following)
-                assert seg.damage is not None
+            if seg.damage is not None and following is not None:
                 position, first_bad = seg.damage
                 report.damaged.append((seg.base_offset, position, first_bad, following))
                 report.problems.append(
                     f"{seg.log_path}: {scan.error}; offsets [{first_bad}, {following}) from "
-                    f"byte {position} are damaged: kept with every later segment, to be "
-                    "repaired from another replica")
+                    f"byte {position} were durable and are damaged: kept with every later "
+                    "segment, to be repaired from another replica")
             else:
                 report.problems.append(f"{seg.log_path}: {scan.error}; truncated")
                 report.truncated_at_offset = seg.next_offset
+                if segments[i + 1:]:
+                    _quarantine(directory, segments[i + 1:], report)
+                del segments[i + 1:]
                 break
         prev_next = seg.next_offset
     return segments, report
+
+
+def _quarantine(directory: Path, later: list[Segment], report: RecoveryReport) -> None:
+    """Move ``later`` (closed first) out of the log into ``quarantine-<ms>/``."""
+    target = directory / f"{QUARANTINE_PREFIX}{int(time.time() * 1000)}"
+    target.mkdir(exist_ok=True)
+    for seg in later:
+        report.truncated_bytes += seg.size
+        report.segments_deleted += 1
+        seg.close()
+        for suffix in (".log", *INDEX_SUFFIXES):
+            path = segment_file(directory, seg.base_offset, suffix)
+            if path.exists():
+                os.rename(path, target / path.name)
+    fsync_dir(target)
+    fsync_dir(directory)
+    report.quarantine = target
+    report.problems.append(f"{len(later)} later segment(s) moved, intact, to {target.name} "
+                           "(not served; remove them once the replica has them again)")
 
 
 SWAP_LOG = re.compile(r"^(\d{20})\.log\.swap$")
@@ -223,13 +255,15 @@ def _checkpointed_epochs(directory: Path, report: RecoveryReport) -> list[tuple[
 
 
 def _rescan(seg: Segment, min_offset: int, report: RecoveryReport, *,
-            next_segment_offset: int | None, strict_from: int | None = None,
+            next_segment_offset: int | None, keep_damaged_below: int,
+            strict_from: int | None = None,
             epochs: list[tuple[int, int]] | None = None) -> SegmentScan:
-    """Rescan ``seg`` (the header checks: :func:`~storage.log.validator.scan_segment`)."""
+    """Rescan ``seg`` (the header checks: :func:`~storage.log.validator.scan_segment`);
+    damage starting below ``keep_damaged_below`` is kept (see "Lost tails and rot")."""
     before = seg.size
     scan = seg.recover(min_offset, strict_from=strict_from, epochs=epochs or (),
                        next_segment_offset=next_segment_offset,
-                       keep_damaged=next_segment_offset is not None)
+                       keep_damaged_below=keep_damaged_below)
     report.segments_rescanned += 1
     report.bytes_rescanned += before
     report.indexes_rebuilt += 1

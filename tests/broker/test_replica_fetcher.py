@@ -35,7 +35,6 @@ from clients.protocol.topics import TopicPartition
 from clients.records.batch import iter_batches
 from replication.follower_fetch import FetchState
 from replication.partition import Partition
-from storage.checkpoint import RECOVERY_POINT_CHECKPOINT
 from storage.log_dirs import CLEAN_SHUTDOWN_MARKER
 from tests.broker.handlers import wire
 from tests.replication.helpers import batch, values
@@ -513,10 +512,11 @@ def test_an_answer_for_a_log_end_that_moved_during_the_fetch_is_dropped(
 @pytest.mark.parametrize("restart", ["unclean", "clean"])
 def test_damage_found_by_recovery_is_kept_and_repaired_in_place(tmp_path: Path,
                                                                 restart: str) -> None:
-    # the follower restarts with a damaged old segment that its log recovery finds (an
-    # unclean start rescans it; after a clean stop a bad header fails the index check):
-    # every segment stays, the range is not reported as intact, and the same in-place
-    # repair as the scrubber's rewrites it from the leader's copy
+    # the follower restarts with a damaged durable old segment that its log recovery
+    # finds (after a crash its index file is gone, so it is rescanned; after a clean stop
+    # a bad header fails the index check): every segment stays, the range is not
+    # reported as intact, and the same in-place repair as the scrubber's rewrites it
+    # from the leader's copy
     leader, follower = (Node(tmp_path, i, segment_bytes=1024) for i in (1, 2))
     try:
         _fetcher, expected = _in_sync_over_rolled_segments(leader, follower)
@@ -527,8 +527,8 @@ def test_damage_found_by_recovery_is_kept_and_repaired_in_place(tmp_path: Path,
         data_dir = tmp_path / "b2"
         if restart == "unclean":
             (data_dir / CLEAN_SHUTDOWN_MARKER).unlink()
-            (data_dir / RECOVERY_POINT_CHECKPOINT).unlink()  # rescan every segment
             _flip_a_byte(damaged.log_path)  # in a record: a CRC error
+            damaged.log_path.with_suffix(".index").unlink()
         else:  # the magic byte of the segment's last batch: its header walk fails
             last = list(iter_batches(damaged.log_path.read_bytes()))[-1][0]
             _flip_a_byte(damaged.log_path, last + 16)

@@ -95,7 +95,8 @@ class SimBroker:
                 p = Partition("t", pid, log, self.id)
             report = getattr(log, "recovery_report", None)  # the real Log's recovery
             if log.log_end_offset < self.hw_checkpoint.get(pid, 0) or (
-                    report is not None and (report.truncated_bytes or report.damaged)):
+                    report is not None and (report.truncated_bytes or report.segments_deleted
+                                           or report.damaged)):
                 self.recovery_cuts.add(pid)  # as BrokerCore._report_recovery
             p.high_watermark = min(self.hw_checkpoint.get(pid, 0), log.log_end_offset)
             self.partitions[pid] = p

@@ -161,7 +161,7 @@ def test_an_unfinished_repair_leaves_the_old_segment_after_a_crash(tmp_path: Pat
     point = replica.recovery_point
     replica.abandon()  # the process dies: descriptors dropped, nothing flushed or renamed
     reopened = Log.open(tmp_path / "t-0", CONFIG, recovery_point=point)
-    assert reopened.recovery_report.damaged == [] and not reopened.recovery_report.truncated_bytes
+    assert reopened.recovery_report.segments_deleted == 0
     assert not list(tmp_path.glob("t-0/*.cleaned"))
     assert {b: f[1] for b, f in files(reopened).items()} == {
         b: f[1] for b, f in damaged_files.items()}
@@ -250,21 +250,25 @@ def _segment_bytes(log: Log) -> dict[int, bytes]:
 @pytest.mark.parametrize("seed", range(8))
 def test_recovery_keeps_damage_in_place_and_a_repair_makes_the_replica_whole(
         tmp_path: Path, seed: int) -> None:
-    """An unclean restart rescans (recovery point 0) and finds flipped bytes in one or two
-    closed segments: every segment stays, intact or not, the log end does not move, reads
-    and walks stop before each damaged range, and repairs from the leader's copy make the
+    """Flipped bytes in one or two durable closed segments (below the recovery point),
+    found by recovery because their index files are gone (so they are rescanned), after
+    a crash: every segment stays, intact or not, the log end does not move, reads and
+    walks stop before each damaged range, and repairs from the leader's copy make the
     replica byte-identical to it again."""
     rng = random.Random(seed)
     leader, replica = fill(tmp_path / "leader", 90, seed), fill(tmp_path / "t-0", 90, seed)
+    replica.flush()
     end, bases = replica.log_end_offset, [s.base_offset for s in replica.segments]
+    point = replica.recovery_point
     victims = sorted(rng.sample(range(len(bases) - 1), rng.choice((1, 2))))
     for index in victims:
         segment = replica.segments[index]
         batches = list(iter_batches(segment.read_bytes(0, segment.size)))
         pos, header = rng.choice(batches)
         flip(segment.log_path, rng.randrange(pos + 16, pos + header.size_in_bytes))
-    replica.abandon()  # a crash: the restart is unclean and rescans from offset 0
-    reopened = Log.open(tmp_path / "t-0", CONFIG, recovery_point=0)
+        segment.index.path.unlink()
+    replica.abandon()  # a crash: the restart is unclean
+    reopened = Log.open(tmp_path / "t-0", CONFIG, recovery_point=point)
     report = reopened.recovery_report
     assert [s.base_offset for s in reopened.segments] == bases  # nothing cut or moved
     assert reopened.log_end_offset == end and report.truncated_bytes == 0
@@ -301,11 +305,14 @@ def test_recovery_keeps_damage_in_place_and_a_repair_makes_the_replica_whole(
 def test_a_truncation_into_a_damaged_range_cuts_where_the_damage_starts(
         tmp_path: Path) -> None:
     replica = fill(tmp_path / "t-0", 60, 3)
+    replica.flush()
+    point = replica.recovery_point
     victim = replica.segments[1]
     pos, header = list(iter_batches(victim.read_bytes(0, victim.size)))[2]
     flip(victim.log_path, pos + 40)
+    victim.index.path.unlink()
     replica.abandon()
-    reopened = Log.open(tmp_path / "t-0", CONFIG, recovery_point=0)
+    reopened = Log.open(tmp_path / "t-0", CONFIG, recovery_point=point)
     ((base, position, first_bad, until),) = reopened.recovery_report.damaged
     assert (base, position, first_bad) == (victim.base_offset, pos, header.base_offset)
     reopened.truncate_to(until - 1)  # inside the damaged range: cut where it starts

@@ -24,6 +24,7 @@ from storage.config import LogConfig
 from storage.errors import StorageError
 from storage.log import segment_list
 from storage.log.log import Log
+from storage.segment import segment_file
 
 SMALL = LogConfig(segment_bytes=1024, index_interval_bytes=128, segment_index_bytes=4096)
 
@@ -453,14 +454,9 @@ def test_torn_tail_is_truncated_on_unclean_open(tmp_path: Path) -> None:
     reopened.close()
 
 
-def test_corruption_in_an_old_segment_keeps_it_and_everything_after_it(
-        tmp_path: Path) -> None:
-    """Never destroy what is intact: the damaged segment keeps its bytes (marked from
-    the bad batch on, to be repaired from another replica) and every later segment
-    stays in the log; the log end does not move."""
+def test_corruption_in_an_old_segment_drops_everything_after_it(tmp_path: Path) -> None:
     log = open_log(tmp_path)
     fill(log, 40)
-    bases, end = [s.base_offset for s in log.segments], log.log_end_offset
     victim = log.segments[1]
     corrupt_at = victim.size // 2
     log.abandon()
@@ -471,8 +467,50 @@ def test_corruption_in_an_old_segment_keeps_it_and_everything_after_it(
         f.write(bytes([byte[0] ^ 0x55]))
     reopened = open_log(tmp_path, recovery_point=0)
     report = reopened.recovery_report
+    assert report.segments_deleted > 0 and len(reopened.segments) == 2
+    assert report.quarantine is not None  # the later segments moved, intact, not deleted
+    kept = sorted(report.quarantine.glob("*.log"))
+    assert len(kept) == report.segments_deleted
+    assert sum(p.stat().st_size for p in kept) > 0
+    assert all(h.base_offset > victim.base_offset
+               for p in kept for _, h in iter_batches(p.read_bytes()))  # CRCs valid
+    assert reopened.active.base_offset == victim.base_offset
+    assert reopened.active.size <= corrupt_at
+    data = reopened.read(0, 10**9).read_bytes()
+    assert offsets_of(data) == list(range(reopened.log_end_offset))
+    reopened.check_invariants()
+    reopened.close()
+
+
+@pytest.mark.parametrize("clean", [True, False])
+def test_corruption_in_a_durable_old_segment_keeps_it_and_everything_after_it(
+        tmp_path: Path, clean: bool) -> None:
+    """Never destroy what is intact: damage below the recovery point (bytes that were
+    fsync'd: rot, not a lost tail) that recovery finds, here because the segment's index
+    file is gone and it is rescanned, keeps its segment (marked from the bad batch on,
+    to be repaired from another replica) and every later segment; the log end stays."""
+    log = open_log(tmp_path)
+    fill(log, 40)
+    log.flush()
+    bases, end, point = [s.base_offset for s in log.segments], log.log_end_offset, \
+        log.recovery_point
+    victim = log.segments[1]
+    corrupt_at = victim.size // 2
+    if clean:
+        log.close()
+    else:
+        log.abandon()
+    with open(victim.log_path, "r+b") as f:
+        f.seek(corrupt_at)
+        byte = f.read(1)
+        f.seek(corrupt_at)
+        f.write(bytes([byte[0] ^ 0x55]))
+    segment_file(tmp_path / "topic-3", victim.base_offset, ".index").unlink()
+    reopened = open_log(tmp_path, recovery_point=point, had_clean_shutdown=clean)
+    report = reopened.recovery_report
     assert [s.base_offset for s in reopened.segments] == bases
     assert reopened.log_end_offset == end and report.truncated_bytes == 0
+    assert report.quarantine is None and report.segments_deleted == 0
     ((base, position, first_bad, until),) = report.damaged
     assert (base, until) == (victim.base_offset, bases[2]) and position <= corrupt_at
     assert report.intact_end_offset == first_bad
@@ -480,6 +518,8 @@ def test_corruption_in_an_old_segment_keeps_it_and_everything_after_it(
     data = reopened.read(0, 10**9).read_bytes()  # stops before the damage
     assert offsets_of(data) == list(range(first_bad))
     assert offsets_of(reopened.read(until, 10**9).read_bytes()) == list(range(until, end))
+    walked = [h.base_offset for h, _ in reopened.batches()]  # walks skip the damage
+    assert until in walked and not [o for o in walked if first_bad <= o < until]
     reopened.check_invariants()
     reopened.close()
 
@@ -531,13 +571,11 @@ def test_an_unflushed_batch_claiming_an_unknown_epoch_is_cut(tmp_path: Path) -> 
     again.close()
 
 
-def test_a_batch_reaching_into_the_next_segment_is_damage(tmp_path: Path) -> None:
+def test_a_batch_reaching_into_the_next_segment_is_cut(tmp_path: Path) -> None:
     """A base offset flipped upwards in a closed segment passes the CRC; the next
-    segment's base (its file name) bounds it: that batch on is damaged, kept for a
-    repair, and the later segments stay."""
+    segment's base (its file name) bounds it."""
     log = open_log(tmp_path)
     fill(log, 30)
-    end = log.log_end_offset
     closed = log.segments[0]
     last = log.read(closed.next_offset - 1, 10**6).regions[0]
     log.abandon()
@@ -545,37 +583,32 @@ def test_a_batch_reaching_into_the_next_segment_is_damage(tmp_path: Path) -> Non
     reopened = open_log(tmp_path, recovery_point=0)
     report = reopened.recovery_report
     assert "at or past the next segment's base" in "; ".join(report.problems)
-    assert report.damaged == [(0, last.position, reopened.segments[0].damage[1],  # type: ignore[index]
-                               reopened.segments[1].base_offset)]
-    assert reopened.log_end_offset == end
+    assert reopened.log_end_offset < closed.next_offset
     assert offsets_of(reopened.read(0, 10**9).read_bytes()) == list(
-        range(report.damaged[0][2]))
+        range(reopened.log_end_offset))
     reopened.check_invariants()
     reopened.close()
 
 
-def test_a_rolled_segment_that_lost_its_tail_at_a_batch_boundary_keeps_the_hole_marked(
+def test_a_rolled_segment_that_lost_its_tail_at_a_batch_boundary_is_cut(
         tmp_path: Path) -> None:
     """A power cut can drop a rolled segment's unflushed last batches while the next
     segment's first batches survive: every batch left has a valid CRC, but the offsets
-    between them are gone.  Recovery keeps every segment and reports the hole as a
-    damaged range (from the end of the file) that the replica fetches again, instead of
-    serving a log with a hole or dropping the later segments."""
+    between them are gone.  Recovery cuts at the hole and moves the later segments
+    aside (the replica fetches the range again) instead of serving a log with a hole."""
     log = open_log(tmp_path)
     fill(log, 30)
-    end = log.log_end_offset
     torn = log.segments[1]
-    following = log.segments[2].base_offset
     lost = log.read(torn.next_offset - 1, 10**6).regions[0]  # its last batch
-    lost_from = offsets_of(lost.read_bytes())[0]
     log.abandon()
     os.truncate(torn.log_path, lost.position)
     reopened = open_log(tmp_path, recovery_point=0)
     report = reopened.recovery_report
     assert "an unflushed tail was lost" in "; ".join(report.problems)
-    assert reopened.log_end_offset == end and report.truncated_bytes == 0
-    assert report.damaged == [(torn.base_offset, lost.position, lost_from, following)]
-    assert offsets_of(reopened.read(0, 10**9).read_bytes()) == list(range(lost_from))
+    assert reopened.log_end_offset == reopened.segments[-1].next_offset < torn.next_offset
+    assert report.quarantine is not None and report.segments_deleted >= 1
+    assert offsets_of(reopened.read(0, 10**9).read_bytes()) == list(
+        range(reopened.log_end_offset))
     reopened.check_invariants()
     reopened.close()
     # below the recovery point the boundary is not rechecked (that data was flushed)
@@ -588,7 +621,7 @@ def test_a_rolled_segment_that_lost_its_tail_at_a_batch_boundary_keeps_the_hole_
     log.abandon()
     os.truncate(torn.log_path, lost.position)
     again = open_log(tmp_path / "flushed", recovery_point=recovery_point)
-    assert again.recovery_report.truncated_bytes == 0 and again.recovery_report.damaged == []
+    assert again.recovery_report.truncated_bytes == 0 and again.recovery_report.quarantine is None
     again.close()
 
 
