@@ -86,7 +86,7 @@ def fetch_cluster_view(state: ClusterState) -> dict[str, Any]:
 
 def status_report(state: ClusterState) -> dict[str, Any]:
     processes = [{"name": info.name, "pid": info.pid, "port": info.port,
-                  "state": process_status(info.pid)}
+                  "internal_port": info.internal_port, "state": process_status(info.pid)}
                  for info in [state.controller, *state.brokers.values()]]
     report: dict[str, Any] = {"data_dir": state.data_dir, "processes": processes,
                               "controller": state.controller_address, "brokers": [],
@@ -136,9 +136,11 @@ def status_report(state: ClusterState) -> dict[str, Any]:
 
 def print_status(report: dict[str, Any]) -> None:
     print(f"cluster in {report['data_dir']} (controller {report['controller']})")
-    print(f"{'process':<12}{'pid':>8}{'port':>7}  state")
+    print(f"{'process':<12}{'pid':>8}{'port':>7}{'internal':>9}  state")
     for proc in report["processes"]:
-        print(f"{proc['name']:<12}{proc['pid']:>8}{proc['port']:>7}  {proc['state']}")
+        internal = proc["internal_port"] if proc["internal_port"] > 0 else "-"
+        print(f"{proc['name']:<12}{proc['pid']:>8}{proc['port']:>7}{internal:>9}  "
+              f"{proc['state']}")
     if "error" in report:
         print(report["error"])
         return
@@ -160,8 +162,8 @@ def print_status(report: dict[str, Any]) -> None:
             print(f"{where} offline: {p['offline_reason']}")
         for r, o in p["replica_offsets"].items():
             if o and o["damaged_from"] >= 0:
-                print(f"{where} replica {r}: the scrubber found damage from offset "
-                      f"{o['damaged_from']} (repaired from another replica if one has it)")
+                print(f"{where} replica {r}: damage found from offset {o['damaged_from']} "
+                      "(not served; repaired from another replica if one has it)")
             if o and o["recovery_cut"]:
                 print(f"{where} replica {r}: log recovery cut it at its last start (it "
                       "copies the rest again; it leads only if no replica holds more)")

@@ -460,11 +460,7 @@ def test_corruption_in_an_old_segment_drops_everything_after_it(tmp_path: Path) 
     victim = log.segments[1]
     corrupt_at = victim.size // 2
     log.abandon()
-    with open(victim.log_path, "r+b") as f:
-        f.seek(corrupt_at)
-        byte = f.read(1)
-        f.seek(corrupt_at)
-        f.write(bytes([byte[0] ^ 0x55]))
+    _flip_header_byte(victim.log_path, corrupt_at, 0)  # (any byte: mid-segment)
     reopened = open_log(tmp_path, recovery_point=0)
     report = reopened.recovery_report
     assert report.segments_deleted > 0 and len(reopened.segments) == 2
@@ -500,11 +496,7 @@ def test_corruption_in_a_durable_old_segment_keeps_it_and_everything_after_it(
         log.close()
     else:
         log.abandon()
-    with open(victim.log_path, "r+b") as f:
-        f.seek(corrupt_at)
-        byte = f.read(1)
-        f.seek(corrupt_at)
-        f.write(bytes([byte[0] ^ 0x55]))
+    _flip_header_byte(victim.log_path, corrupt_at, 0)  # (any byte: mid-segment)
     segment_file(tmp_path / "topic-3", victim.base_offset, ".index").unlink()
     reopened = open_log(tmp_path, recovery_point=point, had_clean_shutdown=clean)
     report = reopened.recovery_report
