@@ -94,6 +94,9 @@ class BrokerServer:
         self._timers: list[asyncio.TimerHandle] = []
         self.requests_handled = 0
         self.sessions: dict[tuple[int, int], SaslSession] = {}  # (endpoint, conn) -> SASL
+        # internal-listener connections not logged in yet -> when they must have (monotonic
+        # s): a place there held by a stranger is closed after request_read_timeout_ms
+        self._login_deadlines: dict[tuple[int, int], float] = {}
         self.follower: MetadataFollower | None = None
         self._parking: ResponseParking[_Response] = ResponseParking(
             max_parked=MAX_PARKED_RESPONSES, timeout_ms=RESPONSE_ALLOCATE_MS,
@@ -263,6 +266,19 @@ class BrokerServer:
             self._attach(loop, self.supervisor.endpoint(restart.index))
             for conn_id in restart.lost_conn_ids:
                 self.sessions.pop((restart.index, conn_id), None)
+                self._login_deadlines.pop((restart.index, conn_id), None)
+        self._close_late_logins()
+
+    def _close_late_logins(self) -> None:
+        """Close internal-listener connections that did not log in in time."""
+        assert self.supervisor is not None
+        now = time.monotonic()
+        for key, deadline in list(self._login_deadlines.items()):
+            if deadline <= now:
+                del self._login_deadlines[key]
+                log.warning("closing connection %d.%d: no broker login on the internal "
+                            "listener within request_read_timeout_ms", *key)
+                self.supervisor.endpoint(key[0]).send_close(key[1])
 
     # -- requests --------------------------------------------------------------------
 
@@ -272,6 +288,7 @@ class BrokerServer:
                 self._on_request(endpoint, message[1], message[2], message[3])
             elif message[0] == CLOSED:  # (a late response is freed by the network side)
                 self.sessions.pop((endpoint.index, message[1]), None)
+                self._login_deadlines.pop((endpoint.index, message[1]), None)
 
     def _on_request(self, endpoint: MainChannelEndpoint, conn_id: int,
                     handle: tuple[int, int, int], frame_len: int) -> None:
@@ -326,6 +343,11 @@ class BrokerServer:
         # the internal listener is for the cluster's brokers: with a secret, nothing but
         # a broker login is served there until one succeeds (users cannot log in there)
         internal = is_internal_connection(conn_id)
+        if internal and self.core.cluster_secret and (session is None
+                                                      or session.principal is None):
+            self._login_deadlines.setdefault(
+                (endpoint.index, conn_id),
+                time.monotonic() + self.config.request_read_timeout_ms / 1000)
         if needs_login(bool(self.core.cluster_secret) if internal
                        else self.config.client_auth_required, session, request.api_key):
             log.warning("closing connection %d.%d: %s before logging in (%s)",
@@ -342,6 +364,8 @@ class BrokerServer:
             respond(session.handshake(request.body, version)
                     if request.api_key == ApiKey.SASL_HANDSHAKE
                     else session.authenticate(request.body))
+            if session.principal is not None:
+                self._login_deadlines.pop((endpoint.index, conn_id), None)
             return
         handler = HANDLERS.get(request.api_key)
         if handler is None:

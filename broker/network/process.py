@@ -327,8 +327,8 @@ class NetworkProcess:
                          self.index, ip)
                 sock.close()
                 continue
-            self.per_ip[ip] = ip_count + 1
             self._add(sock, ip, self.next_conn_id)
+            self.per_ip[ip] = ip_count + 1
             self.next_conn_id += 1
             if shares is not None:
                 shares.publish(self.index, self.client_count)
@@ -352,8 +352,8 @@ class NetworkProcess:
                          self.max_internal_connections)
                 sock.close()
                 continue
-            self.internal_count += 1
             self._add(sock, ip, self.next_internal_conn_id)
+            self.internal_count += 1
             self.next_internal_conn_id += 1
 
     @property

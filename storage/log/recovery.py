@@ -85,6 +85,7 @@ class RecoveryReport:
         """Where the log's intact prefix ends when recovery kept damage (else None)."""
         return min(d[2] for d in self.damaged) if self.damaged else None
 
+
 SEGMENT_NAME = re.compile(r"^(\d{20})\.log$")
 STRAY_SUFFIXES = (".deleted", ".cleaned", ".swap")
 QUARANTINE_PREFIX = "quarantine-"

@@ -14,6 +14,7 @@ cluster stays as it was.
 from __future__ import annotations
 
 import socket
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -35,12 +36,14 @@ from tests.broker.raw_kafka import api_versions, call, connect, recv_frame, requ
 
 pytestmark = [pytest.mark.multiprocess, pytest.mark.slow]
 DENIED = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+LOGIN_WITHIN_MS = 3_000  # request_read_timeout_ms: how long an internal connection may wait
 
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     with LocalCluster(Path(tmp_path_factory.mktemp("auth")), 3,
-                      {"replica_lag_time_max_ms": 30_000}) as c:
+                      {"replica_lag_time_max_ms": 30_000,
+                       "request_read_timeout_ms": LOGIN_WITHIN_MS}) as c:
         with Admin(c.bootstrap) as admin:
             admin.create_topics([NewTopic("t", 1, 3, {"min.insync.replicas": "2"})])
         c.wait_partition("t", 0, lambda p: len(p["isr"]) == 3, "full ISR")
@@ -248,6 +251,10 @@ def test_follower_requests_are_served_on_the_internal_listener_only(
         answer = call(sock, ApiKey.SASL_HANDSHAKE, 1, {"mechanism": "SCRAM-SHA-512"})
         assert answer["error_code"] == ErrorCode.UNSUPPORTED_SASL_MECHANISM
         assert answer["mechanisms"] == ["SCRAM-SHA-256"]
+        started = time.monotonic()  # and a place held without a login is taken back
+        with pytest.raises(ConnectionError):
+            recv_frame(sock)
+        assert time.monotonic() - started < LOGIN_WITHIN_MS / 1000 + 2
     with connect(leader.internal_port, timeout_s=10) as sock:
         assert login(sock, f"broker-{follower}", broker_password(secret, follower)) == 0
         answer = list_offsets_as(sock, follower)  # the log end, as a follower sees it
