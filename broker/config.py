@@ -247,11 +247,12 @@ class BrokerConfig:
                 f"host {self.host!r} is reachable from other machines: set "
                 "client_auth_required=true (clients log in; add ssl_certfile for TLS and "
                 "authorizer_enabled for ACLs) or, knowingly, allow_anonymous_remote=true")
-        if (not is_loopback(self.host) or (self.internal_port >= 0 and not is_loopback(
-                self.internal_host or self.host))) and self.controller_address \
-                and not self.cluster_secret_file:
+        reachable = [h for h in (self.host, *([self.internal_host or self.host]
+                                              if self.internal_port >= 0 else []))
+                     if not is_loopback(h)]
+        if reachable and self.controller_address and not self.cluster_secret_file:
             raise InvalidConfigError(
-                f"host {self.host!r} is reachable from other machines: a broker of a "
+                f"host {reachable[0]!r} is reachable from other machines: a broker of a "
                 "cluster needs cluster_secret_file there (without it anyone may fetch as "
                 "a follower; minikafka cluster start writes one)")
         if self.authorizer_enabled and not self.client_auth_required:

@@ -285,19 +285,12 @@ class Segment:
         scan = self._scan(min_offset, strict_from=strict_from, epochs=epochs,
                           next_segment_offset=next_segment_offset)
         self.damage = None
-        if (scan.valid_bytes < self.size and next_segment_offset is not None
-                and scan.next_offset < keep_damaged_below):
-            self._rebuild_from(scan)
-            self.keep_damaged_tail(scan.valid_bytes, scan.next_offset, next_segment_offset)
-            return scan
-        if scan.valid_bytes < self.size:
+        keep = (scan.valid_bytes < self.size and next_segment_offset is not None
+                and scan.next_offset < keep_damaged_below)
+        if scan.valid_bytes < self.size and not keep:
             os.ftruncate(self.fd, scan.valid_bytes)
             self.size = scan.valid_bytes
             self.dirty = True
-        self._rebuild_from(scan)
-        return scan
-
-    def _rebuild_from(self, scan: SegmentScan) -> None:
         self.index.replace_entries(scan.offset_entries)
         self.time_index.replace_entries(scan.time_entries)
         self.indexes_missing = False
@@ -305,7 +298,11 @@ class Segment:
         self.max_timestamp = scan.max_timestamp
         self.offset_of_max_timestamp = scan.offset_of_max_timestamp
         self.bytes_since_last_index = scan.bytes_since_last_index
+        if keep:  # before any walk below: it must stop at the damage
+            assert next_segment_offset is not None
+            self.keep_damaged_tail(scan.valid_bytes, scan.next_offset, next_segment_offset)
         self._init_rolling()
+        return scan
 
     def _scan(self, min_offset: int, *, strict_from: int | None = None,
               epochs: Sequence[tuple[int, int]] = (),

@@ -476,14 +476,6 @@ def handle_describe_log_dirs(core: BrokerCore, body: Body, respond: Respond,
     wanted = None if body["topics"] is None else {
         (t["name"], p) for t in body["topics"] for p in t["partitions"]}
     by_topic: dict[str, list[Body]] = {}
-    damaged: dict[tuple[str, int], int] = {}
-    for d in core.log_manager.scrubber.findings:
-        key = (d.topic, d.partition)
-        damaged[key] = min(damaged.get(key, d.first_bad_offset), d.first_bad_offset)
-    for (name, index), p in core.partitions.items():  # incl. damage log recovery kept
-        if p.damaged_ranges:
-            first = p.damaged_ranges[0][0]
-            damaged[(name, index)] = min(damaged.get((name, index), first), first)
     for (name, index), p in sorted(core.partitions.items()):
         if wanted is not None and (name, index) not in wanted:
             continue
@@ -493,7 +485,8 @@ def handle_describe_log_dirs(core: BrokerCore, body: Body, respond: Respond,
             "log_start_offset": p.log_start_offset, "log_end_offset": p.log_end_offset,
             "high_watermark": p.high_watermark, "leader_id": p.leader_id,
             "leader_epoch": p.leader_epoch, "isr": list(p.isr),
-            "damaged_from": damaged.get((name, index), -1),
+            # the partition's damage marks: the scrubber's findings and recovery's alike
+            "damaged_from": p.damaged_ranges[0][0] if p.damaged_ranges else -1,
             "recovery_cut": TopicPartition(name, index) in core.recovery_cuts})
     log_dir = core.data_dir.resolve()
     result: Body = {"error_code": 0, "log_dir": str(log_dir), "total_bytes": -1,

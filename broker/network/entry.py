@@ -119,6 +119,8 @@ def main(argv: list[str] | None = None) -> int:
             except (OSError, ValueError) as exc:
                 log.error("no connection-count table at fd %d: %s", args.shares_fd, exc)
                 listener.close()
+                if internal is not None:
+                    internal.close()
                 return 2
         try:
             tls = (server_context(args.ssl_certfile, args.ssl_keyfile, args.ssl_cafile,

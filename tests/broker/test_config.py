@@ -69,7 +69,8 @@ def test_an_internal_listener_reachable_from_other_machines_needs_the_cluster_se
 ) -> None:
     cluster = {"controller_address": "127.0.0.1:9192", "internal_port": 9292}
     BrokerConfig(**cluster).validate()  # loopback
-    with pytest.raises(InvalidConfigError, match="cluster_secret_file"):
+    with pytest.raises(InvalidConfigError,
+                       match=r"'10\.1\.2\.3' is reachable.*cluster_secret_file"):
         BrokerConfig(**cluster, internal_host="10.1.2.3").validate()
     config = BrokerConfig(**cluster, internal_host="10.1.2.3",
                           cluster_secret_file="s").validate()

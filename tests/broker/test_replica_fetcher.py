@@ -544,6 +544,7 @@ def test_damage_found_by_recovery_is_kept_and_repaired_in_place(tmp_path: Path,
         ((first_bad, until),) = partition.damaged_ranges
         assert until == segments[2].base_offset
         assert report["log_end_offset"] == first_bad
+        assert _damaged_from(follower) == first_bad  # DescribeLogDirs (cluster status)
         found = follower.core.run_scrubber()  # ... and its repair starts (scrubber or not)
         assert found[0].reason == "found by log recovery"  # (the scrubber may find it too)
         assert {d.segment_base_offset for d in found} == {damaged.base_offset}
@@ -552,6 +553,7 @@ def test_damage_found_by_recovery_is_kept_and_repaired_in_place(tmp_path: Path,
         fetcher.session.on_repaired = follower.core.on_segment_repaired
         _repair_rounds(fetcher)
         assert partition.repair is None and partition.damaged is None
+        assert _damaged_from(follower) == -1
         assert values(partition.log) == expected and partition.log_end_offset == leo
         assert all(s.damage is None for s in partition.log.segments)
         assert (partition.log.segments[1].log_path.read_bytes()
@@ -566,3 +568,9 @@ def test_damage_found_by_recovery_is_kept_and_repaired_in_place(tmp_path: Path,
 
 def _segment_files_of(directory: Path) -> dict[str, int]:
     return {p.name: p.stat().st_ino for p in sorted(directory.glob("*.log"))}
+
+
+def _damaged_from(node: Node) -> int:
+    answer = wire.call1(node.core, ApiKey.DESCRIBE_LOG_DIRS, {"topics": None})
+    ((partition,),) = [t["partitions"] for t in answer["results"][0]["topics"]]
+    return int(partition["damaged_from"])

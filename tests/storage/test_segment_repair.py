@@ -320,3 +320,21 @@ def test_a_truncation_into_a_damaged_range_cuts_where_the_damage_starts(
     assert reopened.segments[-1].damage is None and reopened.segments[-1].size == position
     reopened.check_invariants()
     reopened.close()
+
+
+def test_recovery_keeps_a_segment_whose_first_header_is_damaged(tmp_path: Path) -> None:
+    """The magic byte of a durable segment's first batch flipped (its index lost, so it is
+    rescanned): the damage starts at byte 0 and no walk of the segment reads past it."""
+    replica = fill(tmp_path / "t-0", 60, 4)
+    replica.flush()
+    point, end = replica.recovery_point, replica.log_end_offset
+    victim = replica.segments[1]
+    flip(victim.log_path, 16, 0x01)  # magic 2 -> 3
+    victim.index.path.unlink()
+    replica.abandon()
+    reopened = Log.open(tmp_path / "t-0", CONFIG, recovery_point=point)
+    assert reopened.recovery_report.damaged == [
+        (victim.base_offset, 0, victim.base_offset, reopened.segments[2].base_offset)]
+    assert reopened.log_end_offset == end
+    reopened.check_invariants()
+    reopened.close()
