@@ -1,14 +1,16 @@
 """What a replica does when a CRC check finds a damaged range in one of its segments.
 
 Sans-IO: :func:`on_damage_found` changes only the :class:`Partition` (its damage marks
-and its repair) and says what the owner must do next; the broker
+and its repair, and so its log's files) and says what the owner must do next; the broker
 (:meth:`broker.core.BrokerCore.run_scrubber`) and the simulation (``tests/sim``) act on
 the answer with their own clock, network and logging.
 
 The rules, in order:
 
 1. The range ``[first bad offset, the segment's end)`` is marked damaged at once
-   (:meth:`Partition.mark_damaged`): a leader never serves it nor reads across it.
+   (:meth:`Partition.mark_damaged`): a leader never serves it nor reads across it.  The
+   segment gets a damage mark on disk (:meth:`storage.segment.Segment.write_damage_mark`):
+   after a restart its recovery finds the range again and the repair starts over.
 2. Found again while that segment's repair is under way: ``ALREADY_REPAIRING``.
 3. The segment's repair begins (:meth:`Partition.begin_repair`): the replica keeps its
    whole log and rewrites only that segment from the leader's copy.  Another segment's
@@ -20,8 +22,9 @@ The rules, in order:
    damaged position): ``CUT``: the owner cuts the log before the damage and fetches the
    rest again (a leader resigns first).
 
-Costs: the marks O(ranges); a repair's start copies the segment's intact prefix
-(:mod:`storage.segment_repair`).  Not thread-safe: the partition's owner thread.
+Costs: the marks O(ranges), plus one small fsync'd file per damaged segment; a repair's
+start copies the segment's intact prefix (:mod:`storage.segment_repair`).  Not
+thread-safe: the partition's owner thread.
 """
 
 from __future__ import annotations
@@ -47,10 +50,13 @@ def on_damage_found(partition: Partition, segment_base_offset: int, position: in
     """Apply the rules above for damage found at byte ``position`` (offset
     ``first_bad_offset``) of the segment based at ``segment_base_offset``; returns the
     action and a reason for the log (empty unless ``CUT``)."""
-    ends = [seg.base_offset for seg in partition.log.segments
-            if seg.base_offset > segment_base_offset]
+    segments = partition.log.segments
+    ends = [seg.base_offset for seg in segments if seg.base_offset > segment_base_offset]
     until = ends[0] if ends else partition.log_end_offset
     partition.mark_damaged(min(max(first_bad_offset, segment_base_offset), until), until)
+    for seg in segments:
+        if seg.base_offset == segment_base_offset:  # a restart must not forget it
+            seg.write_damage_mark(position, first_bad_offset)
     repair = partition.repair
     if repair is not None and repair.segment.base_offset == segment_base_offset:
         return DamageAction.ALREADY_REPAIRING, ""

@@ -26,6 +26,17 @@ up to the next segment's base (:attr:`next_offset`).  Every header walk
 range damaged and repairs the segment in place (:mod:`storage.segment_repair`), which
 swaps in a new Segment object without damage.
 
+Damage marks (``<base_offset:020d>.damaged``): a segment in which damage was found (by
+recovery, or by the owner's background CRC check: :meth:`write_damage_mark`) carries a
+small file until the damage is gone, so that a restart before the repair finishes does
+not forget it (a rebuilt index passes the clean-start check, and the scrubber's
+persisted progress may be past the segment).  Format: one text line ``position
+first_bad_offset`` (written atomically, fsync'd with its directory).  Recovery rescans a
+marked segment with CRC whatever the shutdown was (:mod:`storage.log.recovery`).  The
+mark goes when the cut removes the damage (:meth:`truncate_to` at or below its
+position), with the segment (:meth:`delete`, a swap that replaces it), or when a rescan
+finds the bytes intact; a removal lost in a crash costs one rescan at the next start.
+
 Not thread-safe: owned by one log's :class:`~storage.log.segment_list.SegmentList` (one
 event-loop thread).
 """
@@ -42,7 +53,7 @@ from typing import Any, NamedTuple, TypeVar
 from clients.records.batch import HEADER, HEADER_SIZE, LOG_OVERHEAD, MAGIC
 from storage.config import LogConfig
 from storage.errors import CorruptIndexError, StorageError
-from storage.file_io import write_all
+from storage.file_io import atomic_write_text, write_all
 from storage.log.validator import INT32_MAX, SegmentScan, scan_segment
 from storage.offset_index import OffsetIndex
 from storage.time_index import NO_TIMESTAMP, TimeIndex
@@ -54,6 +65,9 @@ _IOV_MAX = min(os.sysconf("SC_IOV_MAX") if hasattr(os, "sysconf") else 1024, 102
 
 def segment_file(directory: Path, base_offset: int, suffix: str) -> Path:
     return directory / f"{base_offset:020d}{suffix}"
+
+
+DAMAGE_MARK_SUFFIX = ".damaged"
 
 
 class BatchPosition(NamedTuple):
@@ -81,6 +95,9 @@ class Segment:
         self.dirty = False
         # (position, first bad offset): bytes from position on are damaged (see above)
         self.damage: tuple[int, int] | None = None
+        # the position in this segment's damage mark file (None: no mark; see above)
+        self.damage_mark: int | None = None
+        self.damage_mark_path = segment_file(directory, base_offset, DAMAGE_MARK_SUFFIX)
         self._opened_ms = now_ms
         self._index_interval_bytes = config.index_interval_bytes
         index_path = segment_file(directory, base_offset, ".index")
@@ -88,6 +105,7 @@ class Segment:
         if create:
             index_path.unlink(missing_ok=True)
             time_path.unlink(missing_ok=True)
+            self.damage_mark_path.unlink(missing_ok=True)
         self.indexes_missing = not (index_path.exists() and time_path.exists())
         self.index = self._open_index(OffsetIndex, index_path)
         self.time_index = self._open_index(TimeIndex, time_path)
@@ -161,6 +179,20 @@ class Segment:
         (the next segment's base) until a repair rewrites it (module docstring)."""
         self.damage = (position, first_bad_offset)
         self.next_offset = end_offset
+
+    def write_damage_mark(self, position: int, first_bad_offset: int) -> None:
+        """Record on disk that the bytes from ``position`` (offset ``first_bad_offset``)
+        on are damaged; a mark at or below ``position`` already there is kept."""
+        if self.damage_mark is not None and self.damage_mark <= position:
+            return
+        atomic_write_text(self.damage_mark_path, f"{position} {first_bad_offset}\n")
+        self.damage_mark = position
+
+    def clear_damage_mark(self) -> None:
+        """Remove the damage mark (not fsync'd: a mark that comes back after a crash
+        costs a rescan that removes it again)."""
+        self.damage_mark = None
+        self.damage_mark_path.unlink(missing_ok=True)
 
     def iter_batches(self, start: int, end: int | None = None) -> Iterator[BatchPosition]:
         """Walk batch headers from ``start`` (a batch boundary) up to ``end`` (default:
@@ -346,6 +378,8 @@ class Segment:
         else:
             return None
         self.damage = None  # the cut is at or below where it started
+        if self.damage_mark is not None and position <= self.damage_mark:
+            self.clear_damage_mark()
         os.ftruncate(self.fd, position)
         self.size = position
         self.dirty = True
@@ -417,6 +451,7 @@ class Segment:
         self.index.delete()
         self.time_index.delete()
         self.log_path.unlink(missing_ok=True)
+        self.clear_damage_mark()
 
     def relative_offset_fits(self, last_offset: int) -> bool:
         return last_offset - self.base_offset <= INT32_MAX

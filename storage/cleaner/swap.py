@@ -155,6 +155,7 @@ class CleanedSegmentWriter:
             for kind in (".log", ".index", ".timeindex"):
                 name(seg.base_offset, kind + ".deleted").unlink(missing_ok=True)
                 step(f"S4 unlink {seg.base_offset}{kind}.deleted")
+            seg.clear_damage_mark()  # the damaged bytes it marked are gone
         return new
 
 

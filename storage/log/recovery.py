@@ -57,7 +57,7 @@ from storage.checkpoint import (
 from storage.errors import CorruptIndexError
 from storage.file_io import fsync_dir
 from storage.log.validator import SegmentScan, scan_segment
-from storage.segment import Segment, segment_file
+from storage.segment import DAMAGE_MARK_SUFFIX, Segment, segment_file
 
 __all__ = ["RecoveryReport", "finish_interrupted_swaps", "load_segments"]
 
@@ -134,6 +134,12 @@ def load_segments(
         if dot and "." + suffix in INDEX_SUFFIXES and stem + ".log" not in names:
             os.unlink(directory / name)
             report.problems.append(f"removed index {name} without a .log")
+    marked = {base for base in bases if _mark_name(base) in names}
+    for name in names:
+        stem = name[:-len(DAMAGE_MARK_SUFFIX)]
+        if name.endswith(DAMAGE_MARK_SUFFIX) and stem + ".log" not in names:
+            os.unlink(directory / name)
+            report.problems.append(f"removed damage mark {name} without a .log")
     segments = [open_segment(base) for base in bases]
     report.segments_loaded = len(segments)
     first_rescan = len(segments)
@@ -149,6 +155,11 @@ def load_segments(
         if i >= first_rescan:
             scan = _rescan(seg, min_offset, report, strict_from=recovery_point, epochs=epochs,
                            next_segment_offset=following, keep_damaged_below=recovery_point)
+        elif seg.base_offset in marked:
+            report.problems.append(f"{seg.log_path}: marked damaged before the last stop; "
+                                   "rescanned")
+            scan = _rescan(seg, min_offset, report, next_segment_offset=following,
+                           keep_damaged_below=DURABLE)
         else:
             try:
                 seg.load_clean()
@@ -160,6 +171,8 @@ def load_segments(
                 and following is not None and seg.next_offset < following):
             scan.error = (f"its batches end at offset {seg.next_offset}, the next segment "
                           f"starts at {following}: an unflushed tail was lost")
+        if seg.base_offset in marked or seg.damage is not None:
+            _keep_damage_mark(seg, report)
         if scan is not None and scan.error is not None:
             if seg.damage is not None and following is not None:
                 position, first_bad = seg.damage
@@ -179,6 +192,22 @@ def load_segments(
     return segments, report
 
 
+def _mark_name(base_offset: int) -> str:
+    return f"{base_offset:020d}{DAMAGE_MARK_SUFFIX}"
+
+
+def _keep_damage_mark(seg: Segment, report: RecoveryReport) -> None:
+    """Make ``seg``'s damage mark say what recovery found: damage kept in place is marked
+    (a later restart's clean load would not find it again), a mark whose segment now
+    rescans intact (or was cut at the damage) is removed."""
+    if seg.damage is not None:
+        seg.write_damage_mark(*seg.damage)
+    elif seg.damage_mark_path.exists():
+        seg.clear_damage_mark()
+        report.problems.append(f"{seg.damage_mark_path.name}: no damage left in the "
+                               "segment; mark removed")
+
+
 def _quarantine(directory: Path, later: list[Segment], report: RecoveryReport) -> None:
     """Move ``later`` (closed first) out of the log into ``quarantine-<ms>/``."""
     target = directory / f"{QUARANTINE_PREFIX}{int(time.time() * 1000)}"
@@ -187,7 +216,7 @@ def _quarantine(directory: Path, later: list[Segment], report: RecoveryReport) -
         report.truncated_bytes += seg.size
         report.segments_deleted += 1
         seg.close()
-        for suffix in (".log", *INDEX_SUFFIXES):
+        for suffix in (".log", *INDEX_SUFFIXES, DAMAGE_MARK_SUFFIX):
             path = segment_file(directory, seg.base_offset, suffix)
             if path.exists():
                 os.rename(path, target / path.name)

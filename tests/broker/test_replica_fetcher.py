@@ -566,6 +566,46 @@ def test_damage_found_by_recovery_is_kept_and_repaired_in_place(tmp_path: Path,
         follower.core.shutdown()
 
 
+@pytest.mark.parametrize("restart", ["unclean", "clean"])
+def test_a_restart_during_a_repair_finds_the_damage_again(tmp_path: Path,
+                                                          restart: str) -> None:
+    # the scrubber found rot (a flipped record byte: the segment's index stays valid)
+    # and the follower stopped before its repair ended: the next start knows the range
+    # from the segment's damage mark, registers as cut where it starts (so the safe
+    # election does not count on it) and repairs it; the mark goes with the repair
+    leader, follower = (Node(tmp_path, i, segment_bytes=1024) for i in (1, 2))
+    try:
+        _fetcher, expected = _in_sync_over_rolled_segments(leader, follower)
+        damaged = follower.partition.log.segments[1]
+        leo = follower.partition.log_end_offset
+        _flip_a_byte(damaged.log_path)
+        (found,) = _scrub_until_damage(follower)
+        assert follower.partition.repair is not None
+        assert damaged.damage_mark_path.exists()
+        follower.core.shutdown()
+        if restart == "unclean":
+            (tmp_path / "b2" / CLEAN_SHUTDOWN_MARKER).unlink()
+        follower = Node(tmp_path, 2, segment_bytes=1024)
+        (report,) = replica_log_reports(follower.core.log_manager.all_logs(),
+                                        follower.core.recovery_cuts)
+        assert report["recovery_cut"] and report["log_end_offset"] == found.first_bad_offset
+        follower.apply(*cluster_records((1, 2)))
+        partition = follower.partition
+        assert partition.log_end_offset == leo
+        assert [first for first, _ in partition.damaged_ranges] == [found.first_bad_offset]
+        assert {d.segment_base_offset for d in follower.core.run_scrubber()} == {
+            damaged.base_offset}
+        fetcher, _ = fetcher_of(follower, leader, truncating=False)
+        fetcher.session.on_repaired = follower.core.on_segment_repaired
+        _repair_rounds(fetcher)
+        assert partition.repair is None and partition.damaged is None
+        assert values(partition.log) == expected
+        assert not damaged.damage_mark_path.exists()
+    finally:
+        leader.core.shutdown()
+        follower.core.shutdown()
+
+
 def _segment_files_of(directory: Path) -> dict[str, int]:
     return {p.name: p.stat().st_ino for p in sorted(directory.glob("*.log"))}
 

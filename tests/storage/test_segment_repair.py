@@ -19,6 +19,7 @@ from clients.records.batch import iter_batches
 from clients.records.record import build_batch
 from storage.log.log import Log
 from storage.scrubber import DamagedRange, LogScrubber
+from storage.segment import DAMAGE_MARK_SUFFIX
 from storage.segment_repair import SegmentRepair, SegmentRepairError
 from tests.storage.test_scrubber import CONFIG, fill, run_round
 
@@ -338,3 +339,72 @@ def test_recovery_keeps_a_segment_whose_first_header_is_damaged(tmp_path: Path) 
     assert reopened.log_end_offset == end
     reopened.check_invariants()
     reopened.close()
+
+
+def _marks(directory: Path) -> list[str]:
+    return sorted(p.name for p in directory.glob(f"*{DAMAGE_MARK_SUFFIX}"))
+
+
+@pytest.mark.parametrize("clean", [True, False])
+def test_a_damage_mark_makes_a_restart_find_the_damage_again(tmp_path: Path,
+                                                              clean: bool) -> None:
+    """Rot the scrubber found (a flipped record byte: the index files stay valid) and
+    marked on the segment is found again by the next start's recovery, clean or not,
+    although the segment sits below the recovery point; without the mark the start does
+    not see it.  The repair's swap removes the mark."""
+    leader, replica = fill(tmp_path / "leader", 90, 5), fill(tmp_path / "t-0", 90, 5)
+    found = damage(replica, 1, random.Random(5))
+    victim = replica.segments[1]
+    replica.flush()
+    point, end = replica.recovery_point, replica.log_end_offset
+    assert point > replica.segments[2].base_offset  # the damaged segment is durable
+    (replica.close if clean else replica.abandon)()
+    unmarked = Log.open(tmp_path / "t-0", CONFIG, recovery_point=point)
+    assert unmarked.recovery_report.damaged == []  # the index check cannot see it
+    unmarked.close()
+    unmarked.segments[1].write_damage_mark(found.position, found.first_bad_offset)
+    assert _marks(tmp_path / "t-0") == [victim.damage_mark_path.name]
+    reopened = Log.open(tmp_path / "t-0", CONFIG, recovery_point=point)
+    assert reopened.recovery_report.damaged == [
+        (victim.base_offset, found.position, found.first_bad_offset,
+         reopened.segments[2].base_offset)]
+    assert reopened.log_end_offset == end
+    assert _marks(tmp_path / "t-0") == [victim.damage_mark_path.name]  # still there
+    reopened.close()
+    again = Log.open(tmp_path / "t-0", CONFIG, recovery_point=point)  # a second restart
+    assert [d[0] for d in again.recovery_report.damaged] == [victim.base_offset]
+    repair = SegmentRepair(again, found.segment_base_offset, found.position)
+    repair.append(leader_bytes(leader, repair.first_bad_offset, repair.end_offset))
+    repair.commit(now_ms=0)
+    assert _marks(tmp_path / "t-0") == []
+    again.close()
+    healed = Log.open(tmp_path / "t-0", CONFIG, recovery_point=point)
+    assert healed.recovery_report.damaged == [] and healed.log_end_offset == end
+    assert _segment_bytes(healed) == _segment_bytes(leader)
+    healed.close()
+    leader.close()
+
+
+def test_a_damage_mark_goes_with_the_damage(tmp_path: Path) -> None:
+    """A mark is removed when the log is cut at or below it, with its segment, when its
+    segment rescans intact, and when it has no segment; a cut above it keeps it."""
+    log = fill(tmp_path / "t-0", 90, 6)
+    directory = tmp_path / "t-0"
+    first, second, third = log.segments[1], log.segments[2], log.segments[3]
+    third.write_damage_mark(100, third.base_offset + 1)
+    second.write_damage_mark(0, second.base_offset)  # bytes that are intact
+    (directory / f"{99999:020d}{DAMAGE_MARK_SUFFIX}").write_text("0 99999\n")  # no segment
+    log.close()
+    log = Log.open(directory, CONFIG)
+    problems = " ".join(log.recovery_report.problems)
+    assert "no damage left" in problems and "without a .log" in problems
+    assert log.recovery_report.damaged == [] and _marks(directory) == []
+    log.segments[1].write_damage_mark(200, first.base_offset + 2)
+    log.truncate_to(log.segments[3].base_offset)  # later segments only: the mark stays
+    assert _marks(directory) == [first.damage_mark_path.name]
+    log.truncate_to(log.segments[1].base_offset + 1)  # at or below it: gone
+    assert _marks(directory) == []
+    log.segments[0].write_damage_mark(50, 1)
+    log.truncate_fully_and_start_at(log.log_end_offset + 10)  # deleted with its segment
+    assert _marks(directory) == []
+    log.close()
