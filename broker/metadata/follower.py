@@ -15,12 +15,11 @@ Three asyncio loops on the broker's event loop (docs/replication.md):
   ``should_shut_down`` (it has moved this broker's leaderships away).
 - **metadata fetch**: a long-poll Fetch (our highest version, 12; sessionless) of
   ``__cluster_metadata``-0 from the controller at ``last_applied_offset + 1``; each
-  record is applied to the broker's :class:`MetadataImage`, and
-  :meth:`BrokerCore.reconcile` acts on the image only once it has reached the log's
-  high watermark: a broker catching up over several answers (or rebuilding its image
-  from empty after OFFSET_OUT_OF_RANGE) never deletes or creates replicas from a
-  partial image (a topic deleted and re-created under the same name between two
-  answers would otherwise drop the live log).
+  answer goes to the sans-IO :class:`~broker.metadata.log_reader.MetadataLogReader`
+  (its rules: records in order and contiguous, the image rebuilt from empty after
+  OFFSET_OUT_OF_RANGE), and :meth:`BrokerCore.reconcile` acts on the image only once it
+  has reached the log's high watermark: a broker catching up over several answers never
+  deletes or creates replicas from a partial image.
 
 Errors talking to the controller back off and retry; the broker keeps serving with the
 metadata it has (a fenced broker's partitions are led elsewhere by then).
@@ -36,14 +35,13 @@ import uuid
 from typing import TYPE_CHECKING, Any
 
 from broker.async_client import AsyncConnection
-from broker.metadata.image import MetadataImage
+from broker.metadata.log_reader import MetadataLogReader
 from broker.metadata.records import (
     INTERNAL_LISTENER,
     METADATA_PARTITION,
     METADATA_TOPIC,
     METADATA_VERSION,
     METADATA_VERSION_FEATURE,
-    decode_record_batches,
 )
 from broker.metadata.replica_logs import replica_log_reports
 from clients.protocol.api_keys import ApiKey
@@ -77,9 +75,8 @@ class MetadataFollower:
         self.should_shut_down = asyncio.Event()
         self.registered = asyncio.Event()
         self.caught_up = asyncio.Event()
-        self.at_high_watermark = False  # the image holds every record the log has
-        self._unreconciled = False  # records applied since the last reconcile
-        core.image = core.image or MetadataImage()
+        self.reader = MetadataLogReader(core.image)  # the log's rules (sans-IO)
+        core.image = self.reader.image
         self._tasks: list[asyncio.Task[None]] = []
 
     def start(self) -> None:
@@ -180,10 +177,6 @@ class MetadataFollower:
                 log.info("heartbeat failed: %s", exc)
             await asyncio.sleep(interval_s)
 
-    def _applied_offset(self) -> int:
-        image = self.core.image
-        return -1 if image is None else image.last_applied_offset
-
     # -- metadata ------------------------------------------------------------------------
 
     async def _fetch_loop(self) -> None:
@@ -199,22 +192,16 @@ class MetadataFollower:
                 await asyncio.sleep(RETRY_BACKOFF_S)
 
     async def fetch_step(self) -> None:
-        """One metadata Fetch; reconcile when the image is complete and has changed."""
-        self._unreconciled |= await self._fetch_once()
-        if self._unreconciled and self.at_high_watermark:
-            self._unreconciled = False
-            self.core.reconcile()
-
-    async def _fetch_once(self) -> bool:
-        image = self.core.image
-        assert image is not None
+        """One metadata Fetch; reconcile when the image is complete and has changed
+        (:class:`~broker.metadata.log_reader.MetadataLogReader`)."""
+        reader = self.reader
         body = await self.metadata_conn.request(ApiKey.FETCH, {
             "replica_id": self.core.config.node_id, "max_wait_ms": METADATA_MAX_WAIT_MS,
             "min_bytes": 1, "max_bytes": 16 << 20, "isolation_level": 0,
             "session_id": 0, "session_epoch": -1, "topics": [{
                 "name": METADATA_TOPIC, "partitions": [{
                     "partition": METADATA_PARTITION,
-                    "fetch_offset": image.last_applied_offset + 1,
+                    "fetch_offset": reader.fetch_offset,
                     "partition_max_bytes": 16 << 20}]}]},
             timeout_ms=METADATA_MAX_WAIT_MS + 10_000)
         if body["error_code"]:
@@ -222,22 +209,21 @@ class MetadataFollower:
         part = body["responses"][0]["partitions"][0]
         if part["error_code"] == ErrorCode.OFFSET_OUT_OF_RANGE:
             log.warning("metadata log does not have offset %d any more: rebuilding the image",
-                        image.last_applied_offset + 1)
-            self.core.image = image = MetadataImage()
-            self.at_high_watermark = False
-            return True  # reconcile once the rebuilt image is complete
+                        reader.fetch_offset)
+            reader.on_out_of_range()
+            self.core.image = reader.image
+            return
         if part["error_code"]:
             raise error_for(part["error_code"],
                             f"metadata fetch of {METADATA_TOPIC}-{METADATA_PARTITION}")
-        changed = False
-        for offset, record in decode_record_batches(part["records"] or b"",
-                                                    image.last_applied_offset + 1):
-            image.apply(record, offset)
-            changed = True
-        self.at_high_watermark = image.last_applied_offset + 1 >= part["high_watermark"]
-        if self.at_high_watermark:
+        reconcile = reader.on_answer(part["records"], part["high_watermark"])
+        if reader.at_high_watermark:
             self.caught_up.set()
-        return changed
+        if reconcile:
+            self.core.reconcile()
+
+    def _applied_offset(self) -> int:
+        return self.reader.image.last_applied_offset
 
     def alter_partition_body(self, proposals: list[Any]) -> dict[str, Any]:
         topics: dict[str, list[dict[str, Any]]] = {}

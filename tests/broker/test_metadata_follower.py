@@ -22,6 +22,7 @@ from broker.config import BrokerConfig
 from broker.core import BrokerCore
 from broker.metadata.follower import MetadataFollower
 from broker.metadata.image import MetadataImage
+from broker.metadata.log_reader import MetadataLogReader
 from broker.metadata.records import (
     MetadataRecord,
     PartitionRecord,
@@ -79,8 +80,7 @@ def replay(core: BrokerCore, per_answer: int) -> None:
     follower.core = core
     follower.metadata_conn = ChunkedMetadataLog(LOG, per_answer)  # type: ignore[assignment]
     follower.caught_up = asyncio.Event()
-    follower.at_high_watermark = False
-    follower._unreconciled = False
+    follower.reader = MetadataLogReader(core.image)
 
     async def run() -> None:
         assert core.image is not None

@@ -7,9 +7,12 @@ runs one real :class:`FollowerFetchSession` per leader (what
 :class:`broker.replica_fetcher.ReplicaFetcher` drives over a socket: here one request at
 a time over :class:`tests.sim.network.SimNetwork`, resent after ``request_timeout_ms``,
 paused ``fetch_backoff_ms`` when the session asks for a backoff).  It registers with the
-controller (with its logs' report), heartbeats, proposes ISR changes and applies
-metadata in offset order.  A crash loses the process (sessions, purgatories, in-flight
-requests) and whatever the disk had not flushed.
+controller (with its logs' report), heartbeats, proposes ISR changes, and reads the
+controller's metadata log with long-poll Fetches into the real
+:class:`~broker.metadata.log_reader.MetadataLogReader` (one Fetch out at a time, resent
+after ``request_timeout_ms``); its replicas follow the image once it is complete, as
+:meth:`broker.core.BrokerCore.reconcile` does.  A crash loses the process (sessions,
+purgatories, in-flight requests, the image) and whatever the disk had not flushed.
 """
 
 from __future__ import annotations
@@ -19,6 +22,8 @@ from typing import TYPE_CHECKING, Any, cast
 
 from broker.controller.results import ReplicaLog
 from broker.delayed import DelayedProduce, ProducePartitionStatus
+from broker.metadata.image import PartitionRegistration
+from broker.metadata.log_reader import MetadataLogReader
 from broker.metadata.replica_logs import intact_log_end, last_leader_epoch
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError
@@ -58,7 +63,9 @@ class SimBroker:
         self.incarnation = 0
         self.registered = False
         self.broker_epoch = -1
-        self.metadata_offset = -1                            # of the last metadata applied
+        self.metadata = MetadataLogReader()  # the image read from the controller's log
+        self.metadata_fetch: tuple[int, int] | None = None  # (request id, sent at ms)
+        self.fetching_metadata = False  # from the first registration of this process on
         self.logs: dict[int, Any] = {}                      # the disk: survives crashes
         self.epoch_checkpoints: dict[int, MemoryCheckpoint] = {}
         self.hw_checkpoint: dict[int, int] = {}
@@ -103,7 +110,9 @@ class SimBroker:
         self.c.record(f"start b{self.id} inc={self.incarnation} "
                       + " ".join(f"p{pid}:leo={p.log_end_offset},hw={p.high_watermark}"
                                  for pid, p in self.partitions.items()))
-        self.broker_epoch, self.metadata_offset = -1, -1
+        self.broker_epoch = -1
+        self.metadata = MetadataLogReader()  # a new process reads the log from offset 0
+        self.metadata_fetch, self.fetching_metadata = None, False
         for pid, log in self.logs.items():  # damage recovery kept: repaired as BrokerCore does
             report = getattr(log, "recovery_report", None)
             for base, position, first_bad, end in report.damaged if report else ():
@@ -160,7 +169,7 @@ class SimBroker:
             self.c.record(f"b{self.id} register: {ErrorCode(body['error']).name}")
             return  # the next tick registers again
         self.registered, self.broker_epoch = True, body["broker_epoch"]
-        self.on_metadata(src, body)
+        self.fetching_metadata = True  # as the metadata follower: fetch once registered
 
     def on_report_logs(self, src: int, body: dict[str, Any]) -> None:
         """The heartbeat answer asks for this broker's log report (the metadata
@@ -172,33 +181,45 @@ class SimBroker:
         self.register()
 
     def on_metadata(self, src: int, body: dict[str, Any]) -> None:
-        """Metadata up to ``offset`` (older deliveries than the last applied are dropped:
-        a real broker reads the metadata log in order)."""
-        if not self.registered or body["offset"] <= self.metadata_offset:
+        """The answer to this broker's metadata Fetch (a late answer to a request given up
+        on is dropped): the real reader applies it; the replicas follow the image once it
+        is complete (:meth:`reconcile`)."""
+        if self.metadata_fetch is None or body["request_id"] != self.metadata_fetch[0]:
             return
-        self.metadata_offset = body["offset"]
-        for rec in body["partitions"]:
-            self.apply_partition_record(rec)
+        self.metadata_fetch = None
+        if body["error"] == ErrorCode.OFFSET_OUT_OF_RANGE:
+            self.metadata.on_out_of_range()
+        elif self.metadata.on_answer(body["records"], body["high_watermark"]):
+            self.reconcile()
 
-    def apply_partition_record(self, rec: dict[str, Any]) -> None:
-        pid = rec["pid"]
+    def reconcile(self) -> None:
+        """As :meth:`broker.core.BrokerCore.reconcile` for this broker's replicas: each
+        partition's registration in the complete image becomes its leader or follower
+        state."""
+        for pid in self.c.partition_ids:
+            state = self.metadata.image.partition(TOPIC, pid)
+            if state is not None and self.id in state.replicas:
+                self.apply_partition_state(pid, state)
+
+    def apply_partition_state(self, pid: int, state: PartitionRegistration) -> None:
         p = self.partitions[pid]
-        if self.id in rec["isr"] and rec["leader"] >= 0:
+        replicas, isr = list(state.replicas), list(state.isr)
+        if self.id in isr and state.leader >= 0:
             self.recovery_cuts.discard(pid)  # in sync with a leader again: healed
-        if rec["leader"] == self.id:
-            if p.make_leader(rec["leader_epoch"], rec["replicas"], rec["isr"],
-                             rec["partition_epoch"], now_ms=self.c.now_ms):
+        if state.leader == self.id:
+            if p.make_leader(state.leader_epoch, replicas, isr, state.partition_epoch,
+                             now_ms=self.c.now_ms):
                 self.unfollow(pid)
                 self.c.on_new_leader(self, p)
         else:
-            if p.make_follower(rec["leader"], rec["leader_epoch"], rec["replicas"],
-                               rec["partition_epoch"], rec["isr"]):
-                self.c.record(f"b{self.id} p{pid} follows b{rec['leader']} "
-                              f"epoch={rec['leader_epoch']} leo={p.log_end_offset}")
-                if pid in self.pending_cuts and rec["leader"] >= 0:  # as BrokerCore
+            if p.make_follower(state.leader, state.leader_epoch, replicas,
+                               state.partition_epoch, isr):
+                self.c.record(f"b{self.id} p{pid} follows b{state.leader} "
+                              f"epoch={state.leader_epoch} leo={p.log_end_offset}")
+                if pid in self.pending_cuts and state.leader >= 0:  # as BrokerCore
                     p.truncate_to(self.pending_cuts.pop(pid))
                 self.unfollow(pid)
-                if rec["leader"] >= 0:
+                if state.leader >= 0:
                     self.follow(p)
         self.check_produces(pid)
 
@@ -385,11 +406,18 @@ class SimBroker:
         if now - self.last_heartbeat_ms >= cfg.heartbeat_interval_ms:
             self.last_heartbeat_ms = now
             if self.registered:
-                self.send(CONTROLLER, "heartbeat", {"incarnation": self.incarnation,
-                                                    "broker_epoch": self.broker_epoch,
-                                                    "metadata_offset": self.metadata_offset})
+                self.send(CONTROLLER, "heartbeat", {
+                    "incarnation": self.incarnation, "broker_epoch": self.broker_epoch,
+                    "metadata_offset": self.metadata.image.last_applied_offset})
             else:
                 self.register()
+        if self.fetching_metadata and (self.metadata_fetch is None or now
+                                       - self.metadata_fetch[1] > cfg.request_timeout_ms):
+            request_id = self._request_id()
+            self.metadata_fetch = (request_id, now)
+            self.send(CONTROLLER, "metadata_fetch", {"incarnation": self.incarnation,
+                                                     "request_id": request_id,
+                                                     "offset": self.metadata.fetch_offset})
         shrink = now - self.last_shrink_ms >= cfg.isr_check_interval_ms
         if shrink:
             self.last_shrink_ms = now

@@ -17,7 +17,9 @@ Invariants (``no_loss`` mode: every append is flushed, so a crash loses nothing)
 * an acknowledged or consumed record is never truncated from a replica that holds it nor
   changed, and every newly elected leader holds all of them;
 * after the final healing phase: all replicas identical, leader HW = every LEO, every
-  acknowledged and consumed record present on all of them.
+  acknowledged and consumed record present on all of them, and every broker's metadata
+  image (read from the controller's log by the real reader) holds the controller's
+  partition state.
 
 In ``lossy`` mode (random, rare flushes) acknowledged records may be lost when every ISR
 member loses them, so only replica agreement is asserted: below HW among replicas in the
@@ -103,6 +105,13 @@ class SimConfig:
     rot_probability: float = 0.0
     consumer_rewind_probability: float = 0.0  # per consumer Fetch: read again from offset 0
     rot_segment_bytes: int = 2048           # real disk with rot: segment size
+    # the brokers' metadata Fetches: an answer carries every record from the offset asked
+    # for, except with this probability 1..metadata_max_records of them (a broker
+    # catching up then applies partial images and must act on the complete one only)
+    metadata_partial_probability: float = 0.3
+    metadata_max_records: int = 4
+    metadata_max_wait_ms: int = 40          # the controller's long poll (below the
+    #                                         request timeout the broker resends after)
 
 
 class MemoryDisk:
@@ -331,6 +340,9 @@ class SimCluster:
         self.producer = SimProducer()
         self.consumer = SimConsumer()
         self.controller_down_until_ms: int | None = None
+        # broker -> its metadata Fetch parked at the log end (the controller's long poll):
+        # (incarnation, request id, offset, answer-by time)
+        self.metadata_waiting: dict[int, tuple[int, int, int, int]] = {}
         self.epoch_leaders: dict[tuple[int, int], int] = {}
         self.faults = True
         self.stats: collections.Counter[str] = collections.Counter()
@@ -431,24 +443,23 @@ class SimCluster:
         ctl = self.controller
         incarnation = body["incarnation"]
         if kind == "register":
-            error, epoch, changed = ctl.register(src, incarnation, body["logs"])
+            error, epoch = ctl.register(src, incarnation, body["logs"])
             self.net.send(self.now_ms, CONTROLLER, src, "register_response",
-                          {"error": int(error), "broker_epoch": epoch,
-                           **ctl.metadata_body()}, 0, incarnation)
+                          {"error": int(error), "broker_epoch": epoch}, 0, incarnation)
+        elif kind == "metadata_fetch":
+            self.metadata_waiting[src] = (incarnation, body["request_id"], body["offset"],
+                                          self.now_ms + self.config.metadata_max_wait_ms)
         elif kind == "heartbeat":
-            error, report, changed = ctl.heartbeat(src, body["broker_epoch"],
-                                                   body["metadata_offset"])
+            error, report = ctl.heartbeat(src, body["broker_epoch"], body["metadata_offset"])
             if error != ErrorCode.NONE:
                 self.net.send(self.now_ms, CONTROLLER, src, "reregister", {}, 0, incarnation)
             else:
                 if report:  # a partition waits for a safe leader: a fresh log report
                     self.net.send(self.now_ms, CONTROLLER, src, "report_logs", {}, 0,
                                   incarnation)
-                self.net.send(self.now_ms, CONTROLLER, src, "metadata", ctl.metadata_body(),
-                              0, incarnation)
         elif kind == "alter_partition":
             proposal = body["proposal"]
-            error, state, changed = ctl.alter_partition(
+            error, state = ctl.alter_partition(
                 src, body["broker_epoch"], proposal.partition, proposal.leader_epoch,
                 proposal.partition_epoch, list(proposal.new_isr))
             self.net.send(self.now_ms, CONTROLLER, src, "alter_partition_response",
@@ -459,25 +470,32 @@ class SimCluster:
         else:
             raise AssertionError(f"unknown controller message {kind}")
         self._flush_controller_history()
-        if changed:
-            self._broadcast()
+        self._answer_metadata_fetches()
 
     def _flush_controller_history(self) -> None:
         for line in self.controller.history:
             self.record("controller: " + line)
         self.controller.history.clear()
 
-    def _broadcast(self) -> None:
-        """Every broker gets the partitions' state (what its metadata follower reads)."""
-        body = self.controller.metadata_body()
-        for b in self.brokers:
-            self.net.send(self.now_ms, CONTROLLER, b, "metadata", body)
+    def _answer_metadata_fetches(self) -> None:
+        """Answer each parked metadata Fetch that has records to read, or whose wait is
+        over (an empty answer with the high watermark)."""
+        log_end = len(self.controller.log)
+        for b, (incarnation, request_id, offset, deadline) in list(self.metadata_waiting.items()):
+            if offset >= log_end and self.now_ms < deadline:
+                continue
+            del self.metadata_waiting[b]
+            cfg = self.config
+            partial = self.rng.random() < cfg.metadata_partial_probability
+            answer = self.controller.metadata_answer(
+                offset, self.rng.randint(1, cfg.metadata_max_records) if partial else log_end)
+            self.net.send(self.now_ms, CONTROLLER, b, "metadata",
+                          {"request_id": request_id, **answer}, 0, incarnation)
 
     def move_leader(self) -> None:
         """A preferred-leader election now (the real controller's way to move leaders)."""
         if self.controller.elect_preferred_leaders():
             self._flush_controller_history()
-            self._broadcast()
 
     # -- producer --------------------------------------------------------------------
 
@@ -648,6 +666,7 @@ class SimCluster:
         if self.controller_down_until_ms is None:
             if rng.random() < cfg.controller_crash_probability:
                 self.controller_down_until_ms = self.now_ms + rng.randint(20, 200)
+                self.metadata_waiting.clear()  # the process and its parked requests
                 self.record("controller: crash")
         elif self.now_ms >= self.controller_down_until_ms:
             self.restart_controller()
@@ -717,9 +736,10 @@ class SimCluster:
         if self.rng.random() < self.config.consume_probability:
             self.consume()
         self.deliver()
-        if self.controller_down_until_ms is None and self.controller.tick():
-            self._flush_controller_history()
-            self._broadcast()
+        if self.controller_down_until_ms is None:
+            if self.controller.tick():
+                self._flush_controller_history()
+            self._answer_metadata_fetches()
         for b in self.brokers.values():
             if b.alive:
                 b.tick()
@@ -793,6 +813,9 @@ class SimCluster:
             self._forget_repaired_rot()
             if self.rotted:
                 return False  # a repair is still under way
+        applied = {b.metadata.image.last_applied_offset for b in self.brokers.values()}
+        if applied != {len(self.controller.log) - 1}:
+            return False  # a broker has not read the whole metadata log yet
         for pid in self.partition_ids:
             parts = [b.partitions[pid] for b in self.brokers.values()]
             leaders = [p for p in parts if p.is_leader]
@@ -812,6 +835,11 @@ class SimCluster:
                       + "; ".join(repr(p) for b in self.brokers.values()
                                   for p in b.partitions.values()))
         for pid in self.partition_ids:
+            for b in self.brokers.values():  # each read the log into the controller's image
+                if b.metadata.image.partition(TOPIC, pid) != self.controller.partition(pid):
+                    self.fail(f"p{pid}: b{b.id}'s metadata image differs from the "
+                              f"controller's: {b.metadata.image.partition(TOPIC, pid)} / "
+                              f"{self.controller.partition(pid)}")
             low = max(b.partitions[pid].log_start_offset for b in self.brokers.values())
             digests = {_digest(b.logs[pid], low, 2**62) for b in self.brokers.values()}
             if len(digests) != 1:

@@ -5,9 +5,12 @@ minus sockets and the metadata log's fsync (the simulated controller never crash
 its image is its log): it turns the simulated messages into calls on the core - broker
 registration (with each log's report for the safe election), heartbeats (the broker's
 ``broker_epoch`` and the metadata offset it applied; a stale epoch answers "register
-again"), AlterPartition, the periodic tick (session expiry, preferred leaders) - and,
-after every call that produced records, sends each broker the partitions' state from the
-image with the image's offset, as the metadata follower would deliver the log.
+again"), AlterPartition, the periodic tick (session expiry, preferred leaders) - and answers the
+brokers' metadata Fetches from the log it appended (:meth:`metadata_answer`; the
+cluster parks a Fetch at the log end until a record arrives or its wait ends, the
+controller's long poll).  Each broker reads that log with the real
+:class:`~broker.metadata.log_reader.MetadataLogReader` into a real
+:class:`~broker.metadata.image.MetadataImage`.
 
 The topic (``t``, replicas in rotating order, RF = brokers) is created with the real
 CreateTopics path once every broker is registered and unfenced, as an operator would
@@ -16,8 +19,7 @@ after start.
 :meth:`restart` is a controller process restart: a fresh core replays the records this
 adapter appended (its metadata log).
 
-Costs: each call is the core's; a broadcast is O(brokers x partitions); a restart
-O(records).  Single-threaded,
+Costs: each call is the core's; an answer O(records in it); a restart O(records).  Single-threaded,
 like everything in the simulation.
 """
 
@@ -30,8 +32,9 @@ from broker.controller.config import ControllerConfig
 from broker.controller.results import IsrChange, ReplicaLog, TopicSpec
 from broker.controller.state import ControllerState
 from broker.metadata.image import PartitionRegistration
-from broker.metadata.records import MetadataRecord
+from broker.metadata.records import MetadataRecord, encode_record
 from clients.protocol.errors import ErrorCode
+from clients.records.record import build_batch
 from timer.clock import ManualClock
 
 TOPIC = "t"
@@ -69,15 +72,19 @@ class SimController:
     def live(self, broker: int) -> bool:
         return self.state.image.is_alive(broker)
 
-    def metadata_body(self) -> dict[str, Any]:
-        parts = []
-        for pid in range(self.partitions):
-            p = self.partition(pid)
-            if p is not None:
-                parts.append({"pid": pid, "replicas": list(p.replicas), "leader": p.leader,
-                              "leader_epoch": p.leader_epoch, "isr": list(p.isr),
-                              "partition_epoch": p.partition_epoch})
-        return {"offset": self.state.image.last_applied_offset, "partitions": parts}
+    def metadata_answer(self, offset: int, max_records: int) -> dict[str, Any]:
+        """The controller's answer to a broker's metadata Fetch from ``offset``: at most
+        ``max_records`` records of the log as Kafka record batches (the real encoding,
+        :mod:`broker.metadata.records`) and the high watermark (the log end: the adapter
+        appends records once they are applied).  An offset past the end is
+        OFFSET_OUT_OF_RANGE, as the real controller answers."""
+        if offset > len(self.log):
+            return {"error": int(ErrorCode.OFFSET_OUT_OF_RANGE), "records": b"",
+                    "high_watermark": len(self.log)}
+        chunk = self.log[offset:offset + max_records]
+        data = build_batch([(None, encode_record(r), 0, ()) for r in chunk],
+                           base_offset=offset) if chunk else b""
+        return {"error": 0, "records": data, "high_watermark": len(self.log)}
 
     # -- calls ---------------------------------------------------------------------------
 
@@ -99,14 +106,14 @@ class SimController:
         self.history.append(f"restart: replayed {len(self.log)} records")
 
     def register(self, broker: int, incarnation: int, logs: list[ReplicaLog]
-                 ) -> tuple[ErrorCode, int, bool]:
-        """(error, broker_epoch, metadata changed)."""
+                 ) -> tuple[ErrorCode, int]:
+        """(error, broker_epoch)."""
         result, records = self.state.register_broker(broker, f"inc-{incarnation}", "sim",
                                                      9000 + broker, replica_logs=logs)
-        changed = self._note(f"register b{broker}", records)
+        self._note(f"register b{broker}", records)
         if result.error == ErrorCode.NONE:
-            changed |= self._maybe_create_topic()
-        return result.error, result.broker_epoch, changed
+            self._maybe_create_topic()
+        return result.error, result.broker_epoch
 
     def _maybe_create_topic(self) -> bool:
         if self.topic_created or not all(self.live(b) for b in self.broker_ids):
@@ -120,23 +127,23 @@ class SimController:
         return self._note("create topic", records)
 
     def heartbeat(self, broker: int, broker_epoch: int, metadata_offset: int
-                  ) -> tuple[ErrorCode, bool, bool]:
-        """(error, the controller wants a fresh log report, metadata changed)."""
+                  ) -> tuple[ErrorCode, bool]:
+        """(error, the controller wants a fresh log report)."""
         result, records = self.state.heartbeat(broker, broker_epoch, metadata_offset)
-        changed = self._note(f"heartbeat b{broker}", records)
-        return (result.error, result.report_replica_logs,
-                self._maybe_create_topic() or changed)
+        self._note(f"heartbeat b{broker}", records)
+        self._maybe_create_topic()
+        return result.error, result.report_replica_logs
 
     def alter_partition(self, broker: int, broker_epoch: int, pid: int, leader_epoch: int,
                         partition_epoch: int, new_isr: list[int]
-                        ) -> tuple[ErrorCode, PartitionRegistration | None, bool]:
+                        ) -> tuple[ErrorCode, PartitionRegistration | None]:
         (error, results), records = self.state.alter_partition(
             broker, broker_epoch, [IsrChange(TOPIC, pid, leader_epoch, new_isr,
                                              partition_epoch)])
-        changed = self._note(f"alter p{pid} by b{broker}", records)
+        self._note(f"alter p{pid} by b{broker}", records)
         if error != ErrorCode.NONE:
-            return error, self.partition(pid), changed
-        return results[0].error, results[0].state, changed
+            return error, self.partition(pid)
+        return results[0].error, results[0].state
 
     def tick(self) -> bool:
         return self._note("tick", self.state.tick())

@@ -17,6 +17,7 @@ from typing import Any
 
 import pytest
 
+from broker.metadata.log_reader import MetadataLogReader
 from replication.partition import Partition
 from replication.producer_state import APPEND, ProducerStateManager, Verdict, VerdictKind
 from replication.truncation import TruncationPolicy
@@ -258,6 +259,22 @@ def test_acknowledging_on_the_leader_alone_is_caught(monkeypatch: pytest.MonkeyP
     monkeypatch.setattr(Partition, "acked_by_isr",
                         lambda self, offset: self.log_end_offset >= offset)
     assert "acknowledged record" in first_failure(range(1000), 800)
+
+
+def test_acting_on_a_partial_metadata_image_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A re-introduced bug in the real metadata reader: a broker catching up acts on the
+    image after every answer, not only at the log's high watermark (a restarted broker
+    briefly leads again in an epoch long past: seed 0 today; seed 4 loses an
+    acknowledged record)."""
+    on_answer = MetadataLogReader.on_answer
+
+    def act_on_every_answer(self: MetadataLogReader, records: bytes | None,
+                            high_watermark: int) -> bool:
+        before = self.fetch_offset
+        return on_answer(self, records, high_watermark) or self.fetch_offset > before
+
+    monkeypatch.setattr(MetadataLogReader, "on_answer", act_on_every_answer)
+    assert "leading epoch" in first_failure(range(100), 2500)
 
 
 def test_storing_an_idempotent_retry_twice_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
