@@ -182,7 +182,8 @@ class BrokerCore:
                             *key, found.truncated_bytes, found.segments_deleted,
                             found.truncated_at_offset, "; ".join(found.problems))
             if found is not None and found.damaged:
-                # its intact log ends at the first damaged offset: reported like a cut
+                # reported as cut (an uncut in-sync replica is preferred), with its
+                # whole log end (broker/metadata/replica_logs.py says why)
                 self.recovery_cuts.add(TopicPartition(*key))
                 now_ms = self.clock.now_ms()
                 for base, position, first_bad, end in found.damaged:

@@ -11,8 +11,14 @@ more.  So a broker registers with one entry per log on its disk, in the
     last_leader_epoch (of the last batch; -1 empty), log_end_offset, recovery_cut
 
 A log with a damaged range that recovery kept in place (``Segment.damage``, being repaired
-from another replica) is reported as if cut there: its log end is the first damaged
-offset and its epoch that of the last batch before it (:func:`intact_log_end`).
+from another replica) is reported with its whole log end and ``recovery_cut`` set (the
+broker lists it among its recovery cuts): the controller prefers an uncut in-sync
+replica, and among cut ones the longest log, which may be this one.  Choice, found by
+the simulation (rot seed 4504 with parked follower fetches): reporting the log as if it
+ended where the damage starts handed the partition to a replica that lacked the
+committed records this one held after the range, and they were lost; with the whole
+log end it leads, serves around the range, and resigns to repair it once another
+replica is in sync (a follower that needs the range from it waits; nothing is lost).
 
 Format choice: the whole list at every registration (not only the cut logs): the
 controller needs the other replicas' log ends to pick the longest one.  Size: about 30
@@ -31,14 +37,7 @@ from clients.protocol.topics import TopicPartition
 from storage.log.log import Log
 from storage.partition_metadata import read_topic_id
 
-__all__ = ["intact_log_end", "last_leader_epoch", "replica_log_reports"]
-
-
-def intact_log_end(log: Log) -> int:
-    """Where the log's intact prefix ends: the first offset of a damaged range kept by
-    recovery, else the log end offset."""
-    return min((seg.damage[1] for seg in log.segments if seg.damage is not None),
-               default=log.log_end_offset)
+__all__ = ["last_leader_epoch", "replica_log_reports"]
 
 
 def last_leader_epoch(log: Log, end_offset: int | None = None) -> int:
@@ -62,10 +61,9 @@ def replica_log_reports(logs: Mapping[TopicPartition, Log],
     out = []
     for key, log in sorted(logs.items()):
         topic_id = read_topic_id(log.dir)
-        end = intact_log_end(log)
         out.append({"topic_name": key.topic, "partition_index": key.partition,
                     "topic_id": -1 if topic_id is None else topic_id,
-                    "last_leader_epoch": last_leader_epoch(log, end),
-                    "log_end_offset": end,
+                    "last_leader_epoch": last_leader_epoch(log),
+                    "log_end_offset": log.log_end_offset,
                     "recovery_cut": key in recovery_cuts})
     return out

@@ -537,13 +537,13 @@ def test_damage_found_by_recovery_is_kept_and_repaired_in_place(tmp_path: Path,
         assert _segment_files_of(data_dir / f"{TOPIC}-0") == before  # nothing cut or moved
         (report,) = replica_log_reports(follower.core.log_manager.all_logs(),
                                         follower.core.recovery_cuts)
-        assert report["recovery_cut"]  # registers as if cut where the damage starts ...
+        assert report["recovery_cut"]  # registers as cut by recovery, whole log end ...
         follower.apply(*cluster_records((1, 2)))
         partition = follower.partition
         assert partition.log_end_offset == leo
         ((first_bad, until),) = partition.damaged_ranges
         assert until == segments[2].base_offset
-        assert report["log_end_offset"] == first_bad
+        assert report["log_end_offset"] == leo
         assert _damaged_from(follower) == first_bad  # DescribeLogDirs (cluster status)
         found = follower.core.run_scrubber()  # ... and its repair starts (scrubber or not)
         assert found[0].reason == "found by log recovery"  # (the scrubber may find it too)
@@ -571,8 +571,8 @@ def test_a_restart_during_a_repair_finds_the_damage_again(tmp_path: Path,
                                                           restart: str) -> None:
     # the scrubber found rot (a flipped record byte: the segment's index stays valid)
     # and the follower stopped before its repair ended: the next start knows the range
-    # from the segment's damage mark, registers as cut where it starts (so the safe
-    # election does not count on it) and repairs it; the mark goes with the repair
+    # from the segment's damage mark, registers as cut by recovery (the safe election
+    # prefers an uncut in-sync replica) and repairs it; the mark goes with the repair
     leader, follower = (Node(tmp_path, i, segment_bytes=1024) for i in (1, 2))
     try:
         _fetcher, expected = _in_sync_over_rolled_segments(leader, follower)
@@ -588,7 +588,7 @@ def test_a_restart_during_a_repair_finds_the_damage_again(tmp_path: Path,
         follower = Node(tmp_path, 2, segment_bytes=1024)
         (report,) = replica_log_reports(follower.core.log_manager.all_logs(),
                                         follower.core.recovery_cuts)
-        assert report["recovery_cut"] and report["log_end_offset"] == found.first_bad_offset
+        assert report["recovery_cut"] and report["log_end_offset"] == leo
         follower.apply(*cluster_records((1, 2)))
         partition = follower.partition
         assert partition.log_end_offset == leo

@@ -24,7 +24,7 @@ from broker.controller.results import ReplicaLog
 from broker.delayed import DelayedProduce, ProducePartitionStatus
 from broker.metadata.image import PartitionRegistration
 from broker.metadata.log_reader import MetadataLogReader
-from broker.metadata.replica_logs import intact_log_end, last_leader_epoch
+from broker.metadata.replica_logs import last_leader_epoch
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError
 from clients.protocol.topics import TopicPartition
@@ -126,9 +126,8 @@ class SimBroker:
         """BrokerRegistration with a report of every log (the safe election's input): a
         log that ended below its checkpointed HW at start counts as cut by recovery until
         its replica is back in an ISR with a leader, as BrokerCore's ``recovery_cuts``."""
-        ends = {pid: intact_log_end(cast(Log, log)) for pid, log in self.logs.items()}
-        logs = [ReplicaLog(TOPIC, pid, -1, last_leader_epoch(cast(Log, log), ends[pid]),
-                           ends[pid], pid in self.recovery_cuts)
+        logs = [ReplicaLog(TOPIC, pid, -1, last_leader_epoch(cast(Log, log)),
+                           log.log_end_offset, pid in self.recovery_cuts)
                 for pid, log in sorted(self.logs.items())]
         self.send(CONTROLLER, "register", {"incarnation": self.incarnation, "logs": logs})
 
@@ -143,6 +142,7 @@ class SimBroker:
         self.backoff_until_ms.clear()
         self.produce_purgatory.shutdown()  # the process is gone: nothing answers
         self.produce_purgatory = self._new_purgatory()
+        self.handler_core.fetch_purgatory.shutdown()
         self.handler_core.fetch_purgatory = Purgatory("fetch", self.timer)
         lost = self.c.disk.crash(self)
         self.c.stats["crashes"] += 1
@@ -221,7 +221,7 @@ class SimBroker:
                 self.unfollow(pid)
                 if state.leader >= 0:
                     self.follow(p)
-        self.check_produces(pid)
+        self.wake_partition(pid)
 
     def follow(self, p: Partition) -> None:
         """As the broker's fetcher manager: the partition joins its leader's session
@@ -230,7 +230,7 @@ class SimBroker:
         if session is None:
             cfg = self.c.config
             session = self.sessions[p.leader_id] = FollowerFetchSession(
-                self.id, p.leader_id, cfg.fetch_max_bytes, 0,
+                self.id, p.leader_id, cfg.fetch_max_bytes, cfg.replica_fetch_wait_max_ms,
                 truncation_policy=cfg.truncation_policy, on_repaired=self._on_repaired,
                 clock_ms=lambda: self.c.now_ms)
         session.add(p)
@@ -282,7 +282,7 @@ class SimBroker:
                                                   body["partition_epoch"])
         self.c.record(f"b{self.id} p{p.index} alter {body['proposal'].new_isr} -> "
                       f"{ErrorCode(body['error']).name} committed={committed}")
-        self.check_produces(p.index)
+        self.wake_partition(p.index)
 
     def propose(self, proposal: Any) -> None:
         if proposal is None:
@@ -301,19 +301,28 @@ class SimBroker:
         return p
 
     def on_request(self, src: int, body: dict[str, Any]) -> None:
-        """A follower's request, answered by the broker's real handler."""
-        answer = serve(self.handler_core, ApiKey(body["api"]), body["body"])
-        self.send(src, "response", {"leader": self.id, "request": body["request"],
-                                    "body": answer}, body["incarnation"])
+        """A follower's request, answered by the broker's real handler (a Fetch with
+        nothing new to read parks in the fetch purgatory until data arrives or its
+        ``max_wait_ms`` ends; a crash meanwhile drops it unanswered)."""
+        incarnation = self.incarnation
+
+        def respond(answer: dict[str, Any]) -> None:
+            if self.alive and self.incarnation == incarnation:
+                self.send(src, "response", {"leader": self.id, "request": body["request"],
+                                            "body": answer}, body["incarnation"])
+
+        serve(self.handler_core, ApiKey(body["api"]), body["body"], respond)
 
     def _new_purgatory(self) -> Purgatory[DelayedProduce]:
         """A fresh process's produce purgatory on its own timer (the shared sim clock)."""
         self.timer = SystemTimer(self.c.clock)
         return Purgatory("produce", self.timer)
 
-    def check_produces(self, pid: int) -> None:
-        """What the broker does when a partition's HW, ISR or leadership may have moved."""
+    def wake_partition(self, pid: int) -> None:
+        """What the broker does when a partition's log end, HW, ISR or leadership may have
+        moved: its parked produces and fetches re-check (``BrokerCore.wake_partition``)."""
         self.produce_purgatory.check_and_complete(pid)
+        self.handler_core.fetch_purgatory.check_and_complete(_key(pid))
 
     def on_produce(self, src: int, body: dict[str, Any]) -> None:
         """acks=all as the broker does it: append, then a :class:`DelayedProduce` in the
@@ -370,7 +379,7 @@ class SimBroker:
             self.c.record(f"b{self.id} fetch from b{leader}: {exc}")
             session.backoff = True
         for key in pending.states:
-            self.check_produces(key.partition)
+            self.wake_partition(key.partition)
 
     def _send_request(self, leader: int, pending: PendingRequest) -> None:
         request_id = self._request_id()
@@ -437,8 +446,8 @@ class SimBroker:
                     self.propose(pending)
         self._drive_sessions()
         for pid in self.partitions:
-            self.check_produces(pid)
-        self.timer.advance_clock()  # expired DelayedProduce: REQUEST_TIMED_OUT
+            self.wake_partition(pid)
+        self.timer.advance_clock()  # expired DelayedProduce (REQUEST_TIMED_OUT), DelayedFetch
 
 
 def _key(pid: int) -> TopicPartition:

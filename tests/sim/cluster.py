@@ -72,6 +72,7 @@ class SimConfig:
     replica_lag_time_max_ms: int = 150
     isr_check_interval_ms: int = 30
     request_timeout_ms: int = 60
+    replica_fetch_wait_max_ms: int = 25       # a follower Fetch's max_wait_ms (parks)
     fetch_backoff_ms: int = 20                # a follower session's backoff after errors
     produce_timeout_ms: int = 400
     fetch_max_bytes: int = 4096

@@ -13,14 +13,16 @@ The handlers take a :class:`BrokerCore`; :class:`SimHandlerCore` is the part of 
 use, over a simulated broker's partitions: ``partition_or_error``, ``wake_partition``
 (parked acks=all produces re-check), ``check_isr_of`` / ``maybe_expand_isr`` (ISR
 proposals go to the simulated controller), ``config``, ``clock``, ``image`` (None: no
-``current_leader`` hints) and ``fetch_purgatory`` (followers fetch with
-``max_wait_ms`` 0 here, so nothing parks).
+``current_leader`` hints) and ``fetch_purgatory`` (a follower's Fetch with nothing new
+parks there for up to its ``max_wait_ms``; the simulated broker wakes it when the
+partition changes and its timer expires it).
 
 Costs: two codec round trips per request.  Single-threaded, like the simulation.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from broker.config import BrokerConfig
@@ -67,7 +69,7 @@ class SimHandlerCore:
         return p
 
     def wake_partition(self, key: TopicPartition) -> None:
-        self.broker.check_produces(key.partition)
+        self.broker.wake_partition(key.partition)
 
     def check_isr_of(self, key: TopicPartition) -> None:
         p = self.broker.partitions.get(key.partition)
@@ -82,10 +84,19 @@ class SimHandlerCore:
             self.broker.propose(p.maybe_expand_isr(replica_id))
 
 
-def serve(core: SimHandlerCore, api: ApiKey, body: Body) -> Body:
+def serve(core: SimHandlerCore, api: ApiKey, body: Body,
+          respond: Callable[[Body], None]) -> None:
     """Answer one follower request with the broker's real handler, through the codec
-    both ways (:func:`tests.broker.handlers.wire.call`)."""
+    both ways (:func:`tests.broker.handlers.wire.call`); ``respond`` gets the answer now
+    or, for a Fetch parked in the fetch purgatory, when it completes."""
     assert api in FOLLOWER_APIS, api
-    answers = call(cast(BrokerCore, core), api, body, client_id=f"replica-{core.broker.id}")
-    assert len(answers) == 1 and answers[0] is not None, f"{api.name}: {answers}"
-    return answers[0]
+    answered = 0
+
+    def on_answer(answer: Body | None) -> None:
+        nonlocal answered
+        answered += 1
+        assert answered == 1 and answer is not None, f"{api.name}: answered {answered} times"
+        respond(answer)
+
+    call(cast(BrokerCore, core), api, body, client_id=f"replica-{core.broker.id}",
+         respond=on_answer)

@@ -149,6 +149,11 @@ ROT = {"rot_probability": 0.01, "consumer_rewind_probability": 0.05}
 # was read into a consumer's answer below the damaged range (Segment.find_batch trusted
 # it); one whose delta rotted large gave its segment a garbage next offset after a
 # restart, and the repair took that for a changed segment and never finished.
+# 4504 (in the range below; since parked follower fetches and damage marks): the only
+# ISR member found rot, crashed, and registered as if its log ended where the damage
+# started; the safe election gave the partition to a replica that lacked the committed
+# records it held after the range (consumed ones lost).  A replica with a kept hole now
+# reports its whole log end.
 ROT_REGRESSION_SEEDS = [93, 292]
 
 
@@ -224,7 +229,7 @@ def test_same_seed_same_history() -> None:
 
 
 def test_high_watermark_truncation_is_caught_truncating_acknowledged_records() -> None:
-    with pytest.raises(SimFailure, match=r"seed=0 .*acknowledged record .* truncated"):
+    with pytest.raises(SimFailure, match=r"seed=0 .*(acknowledged|consumed) record .* truncated"):
         run(0, truncation_policy=TruncationPolicy.HIGH_WATERMARK)
 
 
@@ -263,8 +268,8 @@ def test_acknowledging_on_the_leader_alone_is_caught(monkeypatch: pytest.MonkeyP
 
 def test_acting_on_a_partial_metadata_image_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:
     """A re-introduced bug in the real metadata reader: a broker catching up acts on the
-    image after every answer, not only at the log's high watermark (a restarted broker
-    briefly leads again in an epoch long past: seed 0 today; seed 4 loses an
+    image after every answer, not only at the log's high watermark: a restarted broker
+    leads again in an epoch long past (seed 2 today, where that leader lacks an
     acknowledged record)."""
     on_answer = MetadataLogReader.on_answer
 
@@ -274,7 +279,8 @@ def test_acting_on_a_partial_metadata_image_is_caught(monkeypatch: pytest.Monkey
         return on_answer(self, records, high_watermark) or self.fetch_offset > before
 
     monkeypatch.setattr(MetadataLogReader, "on_answer", act_on_every_answer)
-    assert "leading epoch" in first_failure(range(100), 2500)
+    failure = first_failure(range(100), 2500)
+    assert "leading epoch" in failure or "acknowledged record" in failure
 
 
 def test_storing_an_idempotent_retry_twice_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -12,7 +12,7 @@ moves its time and runs what is due (the offsets-topic load, delayed operations)
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
@@ -61,18 +61,22 @@ def wire_answer(api: int, version: int, body: Body) -> Body:
 
 
 def call(core: BrokerCore, api: int, body: Body, version: int | None = None,
-         client_id: str = "wire-test") -> list[Body | None]:
+         client_id: str = "wire-test",
+         respond: Callable[[Body | None], None] | None = None) -> list[Body | None]:
     """Run the handler at ``version`` (default: our highest); the list fills with the
-    answers, as the client reads them, whenever they come."""
+    answers, as the client reads them, whenever they come (and each goes to
+    ``respond`` too, when given)."""
     version = APIS[api].max_version if version is None else version
     frame = encode_request_bytes(api, version, 7, client_id, body)
     request = decode_request(memoryview(frame)[4:])
     answers: list[Body | None] = []
 
-    def respond(answer: Body | None) -> None:
+    def on_answer(answer: Body | None) -> None:
         answers.append(None if answer is None else wire_answer(api, version, answer))
+        if respond is not None:
+            respond(answers[-1])
 
-    HANDLERS[api](core, request.body, respond, RequestContext(version, client_id))
+    HANDLERS[api](core, request.body, on_answer, RequestContext(version, client_id))
     return answers
 
 
