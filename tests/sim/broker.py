@@ -1,8 +1,9 @@
 """SimBroker: one broker process in the simulation, around the real replication code.
 
 As a leader it answers followers with the broker's real Fetch, OffsetsForLeaderEpoch and
-ListOffsets handlers (:mod:`tests.sim.handlers`, through Kafka's codec) and acks=all
-produces with a real :class:`DelayedProduce` in a produce purgatory; as a follower it
+ListOffsets handlers and the producer with the real Produce handler
+(:mod:`tests.sim.handlers`, through Kafka's codec; acks=all waits in a real
+:class:`DelayedProduce` in the produce purgatory); as a follower it
 runs one real :class:`FollowerFetchSession` per leader (what
 :class:`broker.replica_fetcher.ReplicaFetcher` drives over a socket: here one request at
 a time over :class:`tests.sim.network.SimNetwork`, resent after ``request_timeout_ms``,
@@ -21,7 +22,7 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, cast
 
 from broker.controller.results import ReplicaLog
-from broker.delayed import DelayedProduce, ProducePartitionStatus
+from broker.delayed import DelayedProduce
 from broker.metadata.image import PartitionRegistration
 from broker.metadata.log_reader import MetadataLogReader
 from broker.metadata.replica_logs import last_leader_epoch
@@ -35,7 +36,7 @@ from replication.partition import Partition
 from storage.log.log import Log
 from storage.scrubber import DamagedRange
 from tests.sim.controller import TOPIC
-from tests.sim.handlers import SimHandlerCore, serve
+from tests.sim.handlers import SimHandlerCore, produce, serve
 from tests.sim.sim_log import MemoryCheckpoint, MemoryLog, batch_at
 from timer.purgatory import Purgatory
 from timer.system_timer import SystemTimer
@@ -294,12 +295,6 @@ class SimBroker:
 
     # -- leader side -----------------------------------------------------------------
 
-    def _leader(self, pid: int) -> Partition:
-        p = self.partitions[pid]
-        if not p.is_leader:
-            raise MiniKafkaError("not leader", ErrorCode.NOT_LEADER_OR_FOLLOWER)
-        return p
-
     def on_request(self, src: int, body: dict[str, Any]) -> None:
         """A follower's request, answered by the broker's real handler (a Fetch with
         nothing new to read parks in the fetch purgatory until data arrives or its
@@ -321,39 +316,39 @@ class SimBroker:
     def wake_partition(self, pid: int) -> None:
         """What the broker does when a partition's log end, HW, ISR or leadership may have
         moved: its parked produces and fetches re-check (``BrokerCore.wake_partition``)."""
-        self.produce_purgatory.check_and_complete(pid)
+        self.produce_purgatory.check_and_complete(_key(pid))
         self.handler_core.fetch_purgatory.check_and_complete(_key(pid))
 
     def on_produce(self, src: int, body: dict[str, Any]) -> None:
-        """acks=all as the broker does it: append, then a :class:`DelayedProduce` in the
-        produce purgatory, completed by HW moves or its timeout."""
+        """acks=all through the broker's real Produce handler
+        (:func:`tests.sim.handlers.produce`): the append, then a :class:`DelayedProduce`
+        in the produce purgatory, completed by HW moves or its timeout.  The answer to the
+        producer carries, besides the handler's error and base offset, what the
+        simulation's oracle keeps of the stored batch."""
         pid = body["pid"]
-        try:
-            p = self._leader(pid)
-            info = p.append_records_as_leader(body["batch"], -1, self.c.config.min_insync_replicas)
-        except MiniKafkaError as exc:
-            self.send(src, "produce_response", {"request": body["request"], "pid": pid,
-                                                "error": int(exc.code), "tag": body["tag"]})
-            return
-        self.c.record(f"b{self.id} p{pid} append @{info.first_offset} epoch={p.leader_epoch}")
-        result: dict[str, Any] = {"error_code": 0, "base_offset": info.first_offset}
-        status = ProducePartitionStatus(p, info.last_offset + 1, result, p.leader_epoch)
+        p = self.partitions.get(pid)
+        appended_at = p.log_end_offset if p is not None and p.is_leader else None
+        leader_epoch = p.leader_epoch if p is not None else -1
         incarnation, crc, request, tag = (self.incarnation, body["crc"], body["request"],
                                           body["tag"])
 
-        def respond() -> None:
+        def respond(answer: dict[str, Any]) -> None:
             if not self.alive or self.incarnation != incarnation:
                 return  # crashed since: the answer died with the process
-            stored = batch_at(self.logs[pid], info.first_offset)  # the oracle's record id
-            self.send(self.c.producer_id, "produce_response",
-                      {"request": request, "pid": pid, "error": result["error_code"],
-                       "offset": info.first_offset, "crc": crc, "tag": tag,
-                       "stored_epoch": -1 if stored is None else stored.partition_leader_epoch,
-                       "leader_epoch": status.leader_epoch})
+            offset = answer["base_offset"]
+            reply = {"request": request, "pid": pid, "error": answer["error_code"],
+                     "tag": tag}
+            if offset >= 0:
+                stored = batch_at(self.logs[pid], offset)  # the oracle's record id
+                reply.update(offset=offset, crc=crc, leader_epoch=leader_epoch,
+                             stored_epoch=-1 if stored is None
+                             else stored.partition_leader_epoch)
+            self.send(self.c.producer_id, "produce_response", reply)
 
-        op = DelayedProduce(self.c.config.produce_timeout_ms, [status],
-                            lambda _topic: self.c.config.min_insync_replicas, respond)
-        self.produce_purgatory.try_complete_else_watch(op, [pid])
+        produce(self.handler_core, pid, body["batch"], self.c.config.produce_timeout_ms,
+                respond)
+        if appended_at is not None and p is not None and p.log_end_offset > appended_at:
+            self.c.record(f"b{self.id} p{pid} append @{appended_at} epoch={leader_epoch}")
 
     # -- follower side ---------------------------------------------------------------
 

@@ -9,11 +9,15 @@ answer goes back through the codec too (file regions read into bytes), so a fiel
 two sides disagree on fails here as it would on a wire
 (:func:`tests.broker.handlers.wire.call`).
 
+The producer's acks=all Produce goes through the real ``handle_produce`` the same way
+(:func:`produce`).
+
 The handlers take a :class:`BrokerCore`; :class:`SimHandlerCore` is the part of it they
 use, over a simulated broker's partitions: ``partition_or_error``, ``wake_partition``
 (parked acks=all produces re-check), ``check_isr_of`` / ``maybe_expand_isr`` (ISR
 proposals go to the simulated controller), ``config``, ``clock``, ``image`` (None: no
-``current_leader`` hints) and ``fetch_purgatory`` (a follower's Fetch with nothing new
+``current_leader`` hints), ``min_insync_replicas``, ``produce_purgatory`` (the
+broker's) and ``fetch_purgatory`` (a follower's Fetch with nothing new
 parks there for up to its ``max_wait_ms``; the simulated broker wakes it when the
 partition changes and its timer expires it).
 
@@ -27,7 +31,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from broker.config import BrokerConfig
 from broker.core import BrokerCore, TopicError
-from broker.delayed import DelayedFetch
+from broker.delayed import DelayedFetch, DelayedProduce
 from broker.metadata.image import MetadataImage
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode
@@ -60,6 +64,13 @@ class SimHandlerCore:
     @property
     def partitions(self) -> dict[TopicPartition, Partition]:
         return {TopicPartition(self.topic, pid): p for pid, p in self.broker.partitions.items()}
+
+    @property
+    def produce_purgatory(self) -> Purgatory[DelayedProduce]:
+        return self.broker.produce_purgatory
+
+    def min_insync_replicas(self, topic: str) -> int:
+        return self.broker.c.config.min_insync_replicas
 
     def partition_or_error(self, topic: str, index: int) -> Partition:
         p = self.broker.partitions.get(index) if topic == self.topic else None
@@ -100,3 +111,19 @@ def serve(core: SimHandlerCore, api: ApiKey, body: Body,
 
     call(cast(BrokerCore, core), api, body, client_id=f"replica-{core.broker.id}",
          respond=on_answer)
+
+
+def produce(core: SimHandlerCore, pid: int, records: bytes, timeout_ms: int,
+            respond: Callable[[Body], None]) -> None:
+    """An acks=all Produce of ``records`` to partition ``pid`` of the topic, answered by
+    the broker's real handler through the codec both ways; ``respond`` gets the
+    partition's answer (``error_code``, ``base_offset``) when the handler gives it: at
+    once for an error, else when the DelayedProduce completes or expires."""
+    def on_answer(answer: Body | None) -> None:
+        assert answer is not None
+        respond(answer["responses"][0]["partition_responses"][0])
+
+    call(cast(BrokerCore, core), ApiKey.PRODUCE, {
+        "transactional_id": None, "acks": -1, "timeout_ms": timeout_ms,
+        "topics": [{"name": core.topic, "partitions": [{"index": pid, "records": records}]}]},
+        client_id="sim-producer", respond=on_answer)

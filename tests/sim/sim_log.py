@@ -134,6 +134,9 @@ class MemoryLog:
         self._sums.append((self._sums[-1] if self._sums else 0) + one)
         self._end = h.next_offset
 
+    def require_keys(self, batches: bytes | bytearray | memoryview) -> None:
+        """Not a compacted log: every record may go without a key (as ``Log``)."""
+
     def append_as_leader(self, batches: bytes | bytearray | memoryview,
                          leader_epoch: int) -> MemoryAppendInfo:
         buf = bytes(batches)
