@@ -6,11 +6,15 @@ checking that the log is open.  The reader owns only a cache of segment file ide
 
 * :meth:`LogReader.read` returns whole batches only, as file regions (path, position,
   length, plus the segment file's identity ``(st_dev, st_ino)``) that another process
-  opens and ``sendfile``s.  A region may span the tail of one segment and the head of
-  the next (one region per segment).  The identity lets that reader refuse a path that
-  now names another file: a compaction swap renames a rewritten ``B.log`` over the old
-  one, and a deleted-then-recreated topic reuses every path, so positions would point
-  into unrelated bytes.  It costs one ``fstat`` per segment, cached per Segment object.
+  opens and ``sendfile``s.  It never reads into or across a damaged range that recovery
+  kept in place (:attr:`~storage.segment.Segment.damage`): a read stops before it, and
+  one that starts inside it raises :class:`StorageError` (KAFKA_STORAGE_ERROR) instead
+  of skipping to the next segment's batches.  A region may span the tail of one
+  segment and the head of the next (one region per segment).  The identity lets that
+  reader refuse a path that now names another file: a compaction swap renames a
+  rewritten ``B.log`` over the old one, and a deleted-then-recreated topic reuses every
+  path, so positions would point into unrelated bytes.  It costs one ``fstat`` per
+  segment, cached per Segment object.
 * :meth:`LogReader.offset_for_timestamp` is record-precise (decodes one batch) and
   returns ``(offset, timestamp)`` of the first record with timestamp >= the target.
 
@@ -139,6 +143,12 @@ class LogReader:
             i += 1
             batch = seg.find_batch(start_offset)
             if batch is None:
+                damage = seg.damage
+                if damage is not None and damage[1] <= start_offset < seg.next_offset:
+                    raise StorageError(
+                        f"{self._name}: offsets [{damage[1]}, {seg.next_offset}) of segment "
+                        f"{seg.base_offset} are damaged (kept by recovery until repaired); "
+                        f"offset {start_offset} is not served")
                 continue
             if batch.last_offset >= bound:
                 break

@@ -17,6 +17,7 @@ from clients.protocol.errors import CorruptRecordError
 from clients.protocol.topics import TopicPartition
 from clients.records.batch import iter_batches
 from clients.records.record import build_batch
+from storage.errors import StorageError
 from storage.log.log import Log
 from storage.scrubber import DamagedRange, LogScrubber
 from storage.segment import DAMAGE_MARK_SUFFIX
@@ -279,11 +280,14 @@ def test_recovery_keeps_damage_in_place_and_a_repair_makes_the_replica_whole(
         assert until == bases[bases.index(base) + 1]
         segment = next(s for s in reopened.segments if s.base_offset == base)
         assert segment.damage == (position, first_bad) and segment.next_offset == until
-        # a read stops before the damage (one that starts inside it finds the next
-        # segment: the partition above answers those with KAFKA_STORAGE_ERROR instead)
-        data = reopened.read(base, 10**9).read_bytes()
-        assert all(h.last_offset < first_bad for _, h in iter_batches(data)) if position \
-            else next(iter_batches(data))[1].base_offset == until
+        # a read stops before the damage; one that starts inside it is refused (never
+        # the next segment's batches in its place)
+        if position:
+            data = reopened.read(base, 10**9).read_bytes()
+            assert all(h.last_offset < first_bad for _, h in iter_batches(data))
+        for inside in (first_bad, until - 1):
+            with pytest.raises(StorageError, match=f"offsets \\[{first_bad}, {until}\\)"):
+                reopened.read(inside, 10**6)
         assert next(iter_batches(reopened.read(until, 10**6).read_bytes()))[1].base_offset \
             == until
     walked = [h.base_offset for h, _ in reopened.batches()]  # skips the damaged ranges
