@@ -24,7 +24,10 @@ the real log with bit rot: a byte of a closed segment of one replica at a time f
 (only where another replica holds the range), the broker's real scrubber finds it, and
 the replica repairs the segment in place from its leader (a damaged leader resigns
 first); the consumer re-reads from offset 0 now and then, so a damaged range served
-would be caught; every replica must end intact and identical.
+would be caught; every replica must end intact and identical.  ``pause`` is
+``idempotent`` with process pauses: a live broker stops for 30-400 ms (SIGSTOP, a long
+GC; longer than its 120 ms session, so the controller fences it and a leader becomes a
+zombie), messages to it wait, and it resumes with the view it had.
 
 The sweep writes ``bench/results/sim.json`` (and ``sim.png`` with matplotlib): per
 mode the seeds run, violations (with each failing seed's first line and its replay
@@ -58,7 +61,8 @@ MODES: dict[str, dict[str, Any]] = {
     "retention": {"no_loss": True, "retention_probability": 0.01},
     "retention_lossy": {"no_loss": False, "retention_probability": 0.01},
     "rot": {"no_loss": True, "real_log_dir": "tmp", "rot_probability": 0.01,
-            "consumer_rewind_probability": 0.05}}
+            "consumer_rewind_probability": 0.05},
+    "pause": {"no_loss": True, "idempotent": True, "pause_probability": 0.004}}
 
 
 def parse_setting(text: str) -> tuple[str, Any]:
@@ -194,7 +198,7 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--workers", type=int, default=1, help="processes (seeds split by index)")
     ap.add_argument("--modes", default="no_loss,lossy,idempotent",
                     help="comma-separated: no_loss, lossy, idempotent, torn_disk, retention, "
-                    "retention_lossy, rot")
+                    "retention_lossy, rot, pause")
     ap.add_argument("--out", type=Path, default=RESULTS, help="the JSON to write (and .png)")
     ap.add_argument("--no-write", action="store_true", help="do not write sim.json")
     args = ap.parse_args(argv)

@@ -61,6 +61,7 @@ class SimBroker:
         self.c = cluster
         self.id = broker_id
         self.alive = False
+        self.paused_until_ms = 0  # a paused process (SIGSTOP, a long GC) does nothing
         self.incarnation = 0
         self.registered = False
         self.broker_epoch = -1
@@ -88,8 +89,12 @@ class SimBroker:
 
     # -- lifecycle -------------------------------------------------------------------
 
+    def paused(self, now_ms: int) -> bool:
+        return self.paused_until_ms > now_ms
+
     def start(self) -> None:
         self.alive = True
+        self.paused_until_ms = 0
         self.incarnation += 1
         self.registered = False
         for pid in self.c.partition_ids:

@@ -106,6 +106,13 @@ class SimConfig:
     rot_probability: float = 0.0
     consumer_rewind_probability: float = 0.0  # per consumer Fetch: read again from offset 0
     rot_segment_bytes: int = 2048           # real disk with rot: segment size
+    # per step, the chance that a live broker pauses (SIGSTOP, a long GC) for
+    # pause_min_ms..pause_max_ms: it handles nothing and its timers stand still; messages
+    # to it wait; it resumes with the view it had (a zombie leader, fenced meanwhile when
+    # the pause outlasts its session); 0: never (no random number drawn)
+    pause_probability: float = 0.0
+    pause_min_ms: int = 30
+    pause_max_ms: int = 400
     # the brokers' metadata Fetches: an answer carries every record from the offset asked
     # for, except with this probability 1..metadata_max_records of them (a broker
     # catching up then applies partial images and must act on the complete one only)
@@ -643,6 +650,9 @@ class SimCluster:
                 b = self.brokers[m.dst]
                 if not b.alive or (m.dst_incarnation and m.dst_incarnation != b.incarnation):
                     continue
+                if b.paused(self.now_ms):
+                    self.net.hold(m, b.paused_until_ms)
+                    continue
                 b.on_message(m.kind, m.src, m.body)
 
     def inject_faults(self) -> None:
@@ -659,6 +669,8 @@ class SimCluster:
             self.record(f"network: isolate {group}")
         if cfg.rot_probability and rng.random() < cfg.rot_probability:
             self.rot()
+        if cfg.pause_probability and rng.random() < cfg.pause_probability:
+            self.pause()
         if self.net.cut and rng.random() < cfg.heal_probability:
             self.net.heal()
             self.record("network: heal")
@@ -671,6 +683,17 @@ class SimCluster:
                 self.record("controller: crash")
         elif self.now_ms >= self.controller_down_until_ms:
             self.restart_controller()
+
+    def pause(self) -> None:
+        """A live broker stops for a while (see ``SimConfig.pause_probability``)."""
+        running = [b for b in self.brokers.values() if b.alive and not b.paused(self.now_ms)]
+        if not running:
+            return
+        b = self.rng.choice(running)
+        cfg = self.config
+        b.paused_until_ms = self.now_ms + self.rng.randint(cfg.pause_min_ms, cfg.pause_max_ms)
+        self.stats["pauses"] += 1
+        self.record(f"pause b{b.id} until t={b.paused_until_ms}")
 
     def rot(self) -> None:
         """Bit rot in one replica (see ``SimConfig.rot_probability``), found at once."""
@@ -742,7 +765,7 @@ class SimCluster:
                 self._flush_controller_history()
             self._answer_metadata_fetches()
         for b in self.brokers.values():
-            if b.alive:
+            if b.alive and not b.paused(self.now_ms):
                 b.tick()
         self.check()
 
@@ -755,6 +778,7 @@ class SimCluster:
             self.restart_controller()
         self.net.heal()
         for b in self.brokers.values():
+            b.paused_until_ms = 0
             if not b.alive:
                 b.start()
         self.record("heal: network healed, all brokers up, no more faults")

@@ -1,7 +1,8 @@
 """Simulated network for the simulation: drops, random delays (so reordering), cut links.
 
 Messages are delivered in (deliver_at, sequence) order by the cluster loop.  A message to
-or from a crashed process incarnation is dropped (its sockets died with it).
+or from a crashed process incarnation is dropped (its sockets died with it); one to a
+paused process is held until it resumes (:meth:`SimNetwork.hold`).
 """
 
 from __future__ import annotations
@@ -60,6 +61,14 @@ class SimNetwork:
             else:
                 self.dropped += 1
         return out
+
+    def hold(self, message: Message, until_ms: int) -> None:
+        """Deliver ``message`` again at ``until_ms`` (its receiver is paused: the bytes
+        wait in its socket buffer, in the order they came)."""
+        self._seq += 1
+        heapq.heappush(self._queue, Message(until_ms, self._seq, message.src, message.dst,
+                                            message.kind, message.body,
+                                            message.src_incarnation, message.dst_incarnation))
 
     def partition(self, group: set[int], everyone: set[int]) -> None:
         for a in group:

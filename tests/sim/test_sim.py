@@ -192,6 +192,15 @@ def test_a_repair_that_never_finishes_is_caught(tmp_path: Path,
         run(4500, real_log_dir=tmp_path, **ROT)
 
 
+@pytest.mark.parametrize("seed", range(4600, 4606))
+def test_paused_brokers_resume_as_zombies_and_nothing_acknowledged_is_lost(seed: int) -> None:
+    """Process pauses (30-400 ms, often past the session timeout: fenced, a leader
+    becomes a zombie that resumes with its old view and the requests that waited for it)
+    with an idempotent producer: nothing acknowledged lost, each batch stored once."""
+    c = run(seed, idempotent=True, pause_probability=0.004)
+    assert c.stats["pauses"] > 0 and c.producer.acked, c.stats
+
+
 @pytest.mark.parametrize("seed", IDEMPOTENT_SEEDS)
 def test_idempotent_retries_are_acknowledged_once_and_stored_once(seed: int) -> None:
     c = run(seed, idempotent=True)
