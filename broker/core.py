@@ -233,15 +233,17 @@ class BrokerCore:
         self.groups.shutdown()
         self.produce_purgatory.shutdown()
         self.fetch_purgatory.shutdown()
-        self.write_checkpoints()
+        self.write_checkpoints(final=True)
         self.log_manager.shutdown()
 
-    def write_checkpoints(self) -> None:
+    def write_checkpoints(self, final: bool = False) -> None:
+        """The checkpoint timer's work (and the shutdown's, ``final``: producer snapshots
+        fsync'd only then, replication/producer_state_store.py says why)."""
         now_ms = self.clock.now_ms()  # producer expiry runs on the broker's clock
         for key, p in self.partitions.items():
             try:
                 p.remove_expired_producers(now_ms)
-                p.take_producer_snapshot()
+                p.take_producer_snapshot(durable=final)
             except OSError:
                 log.exception("%s-%d: cannot write the producer-state snapshot", *key)
         # a log not hosted yet (no metadata image so far) keeps the HW it had on disk

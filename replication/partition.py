@@ -209,10 +209,10 @@ class Partition:
         if entries and entries[0].start_offset < self.log_start_offset:
             self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
 
-    def take_producer_snapshot(self) -> bool:
+    def take_producer_snapshot(self, *, durable: bool = False) -> bool:
         """Snapshot the producer state at the LEO if the LEO moved since the last one
-        (the broker's checkpoint timer and shutdown)."""
-        return self._producer_store.take_snapshot()
+        (the broker's checkpoint timer; ``durable`` at its shutdown)."""
+        return self._producer_store.take_snapshot(durable=durable)
 
     def remove_expired_producers(self, now_ms: int) -> int:
         """Sweep producers idle for ``producer_id_expiration_ms`` (the caller's clock)."""

@@ -25,11 +25,21 @@ Who calls what (all from the owning partition, on the broker's event loop):
   deleted, since each describes a history now gone.
 * :meth:`ProducerStateStore.take_snapshot` (the broker's checkpoint timer and shutdown,
   through ``Partition.take_producer_snapshot``): a snapshot at the LEO if it moved since
-  the last one.  Every write keeps the newest :data:`PRODUCER_SNAPSHOTS_KEPT`.
+  the last one.  Every write keeps the newest :data:`PRODUCER_SNAPSHOTS_KEPT`, and the
+  newest durable one.
+
+Durability: snapshots on a roll and on the checkpoint timer are written without fsync
+(an fsync per partition on the broker's event loop stalls every request behind it, and
+with many partitions long enough to miss heartbeats); the clean shutdown's are
+fsync'd.  A snapshot is only a shortcut: one a power cut lost or tore fails its CRC
+and is skipped, and the state is rebuilt from an older snapshot plus the log.  Retention
+never deletes the newest durable snapshot (written at a shutdown, or loaded at the
+start, so it survived one), so that fallback stays short.
 
 Costs: :meth:`record_append` O(batches) (plus a snapshot write on a roll); a rebuild one
 snapshot read plus O(bytes of the log above the snapshot); a snapshot write O(producers)
-plus an fsync.  Not thread-safe: owned by the partition, on the broker's event loop.
+(plus two fsyncs at a shutdown).  Not thread-safe: owned by the partition, on the
+broker's event loop.
 """
 
 from __future__ import annotations
@@ -62,6 +72,9 @@ class ProducerStateStore:
         self._log = log
         self._snapshot_dir: Path | None = Path(log.dir) if isinstance(log, Log) else None
         self._snapshot_offset = -1  # offset of the newest snapshot written or loaded
+        # the newest snapshot known to be on disk for good (written durably, or loaded at
+        # start): kept through retention while newer ones may be lost to a power cut
+        self._durable_offset = -1
         self.rebuild()
 
     def record_append(self, headers: Sequence[BatchHeader] | None, info: LogAppendInfo,
@@ -75,7 +88,7 @@ class ProducerStateStore:
         """
         if getattr(info, "rolled", False):
             try:
-                self._write_snapshot(info.first_offset)
+                self._write_snapshot(info.first_offset, durable=False)
             except OSError as exc:
                 logger.warning("%s: producer snapshot at %d failed: %s", self.state.name,
                                info.first_offset, exc)
@@ -102,7 +115,7 @@ class ProducerStateStore:
         state.clear()
         leo = self._log.log_end_offset
         start: int | None = None
-        self._snapshot_offset = -1
+        self._snapshot_offset = self._durable_offset = -1
         directory = self._snapshot_dir
         if directory is not None:
             delete_snapshots_above(directory, -1 if discard_snapshots else leo)
@@ -110,30 +123,35 @@ class ProducerStateStore:
             if found is not None:
                 offset, entries = found
                 state.load(entries)
-                start = self._snapshot_offset = offset
+                start = self._snapshot_offset = self._durable_offset = offset
         if start == leo:
             return
         for header, _data in self._log.batches(start):
             state.update_from_batch(header)
 
-    def take_snapshot(self) -> bool:
-        """Snapshot the state at the LEO if the LEO moved since the last one.
+    def take_snapshot(self, *, durable: bool = False) -> bool:
+        """Snapshot the state at the LEO if the LEO moved since the last one (fsync'd
+        only when ``durable``: a clean shutdown; see the module docstring).
 
         An empty state is snapshotted too: the next start then replays only the log
         above it instead of the whole log (a topic without idempotent producers).
         """
         leo = self._log.log_end_offset
-        if leo == self._snapshot_offset or leo == 0:
+        if leo == 0 or (leo == self._snapshot_offset
+                        and (not durable or leo == self._durable_offset)):
             return False
-        return self._write_snapshot(leo)
+        return self._write_snapshot(leo, durable=durable)
 
-    def _write_snapshot(self, offset: int) -> bool:
+    def _write_snapshot(self, offset: int, *, durable: bool) -> bool:
         directory = self._snapshot_dir
         if directory is None:
             return False
-        write_snapshot(directory, offset, self.state.snapshot())
+        write_snapshot(directory, offset, self.state.snapshot(), durable=durable)
         self._snapshot_offset = max(self._snapshot_offset, offset)
-        retain_latest_snapshots(directory, PRODUCER_SNAPSHOTS_KEPT)
+        if durable:
+            self._durable_offset = offset
+        retain_latest_snapshots(directory, PRODUCER_SNAPSHOTS_KEPT, keep=self._durable_offset,
+                                durable=durable)
         return True
 
     def __repr__(self) -> str:

@@ -53,26 +53,32 @@ def fsync_dir(path: str | Path) -> None:
         os.close(fd)
 
 
-def write_file_fsynced(path: str | Path, data: bytes | bytearray | memoryview) -> None:
+def write_file_fsynced(path: str | Path, data: bytes | bytearray | memoryview, *,
+                       fsync: bool = True) -> None:
     """Create or truncate ``path``, write all of ``data`` and fsync the file (not the
-    directory: callers that rename it fsync the directory after the rename)."""
+    directory: callers that rename it fsync the directory after the rename); with
+    ``fsync=False`` the bytes are left to the kernel's writeback."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
     try:
         write_all(fd, data)
-        os.fsync(fd)
+        if fsync:
+            os.fsync(fd)
     finally:
         os.close(fd)
 
 
 def atomic_write_bytes(path: str | Path, data: bytes | bytearray | memoryview,
-                       *, sync_dir: bool = True) -> None:
+                       *, sync_dir: bool = True, durable: bool = True) -> None:
     """Replace ``path`` with ``data``: temp file, fsync, rename, fsync the directory
-    (skip the last step with ``sync_dir=False`` when the caller fsyncs it later)."""
+    (skip the last step with ``sync_dir=False`` when the caller fsyncs it later).  With
+    ``durable=False`` neither fsync is done: after a crash ``path`` may be missing,
+    empty or partly written, so only files whose reader checks them (a CRC) and can do
+    without them may be written that way."""
     path = Path(path)
     tmp = path.with_name(path.name + TMP_SUFFIX)
-    write_file_fsynced(tmp, data)
+    write_file_fsynced(tmp, data, fsync=durable)
     os.replace(tmp, path)
-    if sync_dir:
+    if sync_dir and durable:
         fsync_dir(path.parent)
 
 

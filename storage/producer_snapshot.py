@@ -23,11 +23,15 @@ File format (all integers big-endian):
 |        |      |                 | first_offset int64, last_offset int64,               |
 |        |      |                 | timestamp_ms int64 (oldest batch first)              |
 
-Writes go to ``<name>.tmp``, are fsync'd, renamed over the final name, and the directory
-is fsync'd.  A snapshot that fails any check (size, magic, version, CRC, offset that
-does not match its name, counts) raises :class:`CorruptProducerSnapshotError`;
-:func:`load_latest_snapshot` logs it (path and reason), deletes the file and falls back
-to the next older snapshot, so the state is rebuilt from the log instead.
+Writes go to ``<name>.tmp`` and are renamed over the final name; a durable write fsyncs
+the file before the rename and the directory after it. The broker writes them without
+fsync while it runs (on a segment roll and on its checkpoint timer: an fsync per
+partition would stall its event loop) and durably at a clean shutdown: a snapshot is
+only a shortcut, and one a crash lost or tore is skipped as below. A snapshot that fails
+any check (size, magic, version, CRC, offset that does not match its name, counts)
+raises :class:`CorruptProducerSnapshotError`; :func:`load_latest_snapshot` logs it (path
+and reason), deletes the file and falls back to the next older snapshot, so the state is
+rebuilt from the log instead.
 
 Costs: encode/decode O(producers); listing O(files in the partition directory).
 Thread/process safety: none; the partition that owns the directory writes it.
@@ -146,10 +150,12 @@ def decode_snapshot(data: bytes | bytearray | memoryview, *, where: str = "snaps
 
 
 def write_snapshot(directory: str | Path, offset: int,
-                   entries: Iterable[tuple[int, int, Sequence[Sequence[int]]]]) -> Path:
-    """Durably write the snapshot for ``offset`` (temp file, fsync, rename, fsync dir)."""
+                   entries: Iterable[tuple[int, int, Sequence[Sequence[int]]]], *,
+                   durable: bool = True) -> Path:
+    """Write the snapshot for ``offset`` (temp file, rename; fsync'd with its directory
+    when ``durable``)."""
     path = snapshot_path(directory, offset)
-    atomic_write_bytes(path, encode_snapshot(offset, entries))
+    atomic_write_bytes(path, encode_snapshot(offset, entries), durable=durable)
     return path
 
 
@@ -175,8 +181,10 @@ def list_snapshot_offsets(directory: str | Path) -> list[int]:
     return sorted(o for o in map(_offset_of, names) if o is not None)
 
 
-def delete_snapshots(directory: str | Path, offsets: Iterable[int]) -> int:
-    """Delete the snapshots at ``offsets`` (fsyncing the directory once); returns count."""
+def delete_snapshots(directory: str | Path, offsets: Iterable[int], *,
+                     durable: bool = True) -> int:
+    """Delete the snapshots at ``offsets`` (fsyncing the directory once when ``durable``:
+    an old snapshot that comes back after a crash is still valid); returns count."""
     deleted = 0
     for offset in offsets:
         try:
@@ -184,7 +192,7 @@ def delete_snapshots(directory: str | Path, offsets: Iterable[int]) -> int:
             deleted += 1
         except FileNotFoundError:
             pass
-    if deleted:
+    if deleted and durable:
         fsync_dir(directory)
     return deleted
 
@@ -195,12 +203,15 @@ def delete_snapshots_above(directory: str | Path, offset: int) -> int:
                                         if o > offset])
 
 
-def retain_latest_snapshots(directory: str | Path, count: int) -> int:
-    """Keep the ``count`` newest snapshots, delete the older ones; returns deleted."""
+def retain_latest_snapshots(directory: str | Path, count: int, *, keep: int = -1,
+                            durable: bool = True) -> int:
+    """Keep the ``count`` newest snapshots and the one at offset ``keep`` (the newest known
+    to be durable, while newer ones may not be), delete the older ones; returns deleted."""
     if count < 1:
         raise ValueError(f"count must be >= 1, got {count}")
     offsets = list_snapshot_offsets(directory)
-    return delete_snapshots(directory, offsets[:-count])
+    return delete_snapshots(directory, [o for o in offsets[:-count] if o != keep],
+                            durable=durable)
 
 
 def load_latest_snapshot(directory: str | Path, max_offset: int

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+import os
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -381,7 +382,7 @@ def test_a_failed_roll_snapshot_still_records_the_appended_batch(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     p = leader(tmp_path)
 
-    def disk_full(*args: object) -> None:
+    def disk_full(*args: object, **kwargs: object) -> None:
         raise OSError(28, "No space left on device")
 
     monkeypatch.setattr("replication.producer_state_store.write_snapshot", disk_full)
@@ -410,3 +411,36 @@ def test_a_log_without_idempotent_producers_is_not_replayed_again(tmp_path: Path
     log.batches = spy  # type: ignore[method-assign]
     Partition("t", 0, log, 1, leader_epoch_cache=LeaderEpochCache())
     assert replayed == []  # the snapshot is at the log end: nothing to replay
+
+
+def test_running_snapshots_skip_fsync_and_a_power_cut_falls_back_to_the_durable_one(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Snapshots on the checkpoint timer and on rolls are written without fsync (none on
+    the event loop); the shutdown's one is fsync'd, and retention keeps it while newer
+    ones may be lost.  A power cut that tears every newer one leaves the state rebuilt
+    from it plus the log, the same as before."""
+    fsyncs: list[int] = []
+    real_fsync = os.fsync
+    monkeypatch.setattr(os, "fsync", lambda fd: (fsyncs.append(fd), real_fsync(fd))[1])
+    p = leader(tmp_path)
+    directory = Path(p.log.dir)
+    p.append_records_as_leader(idem(5, 0, 0, b"a"))
+    fsyncs.clear()
+    assert p.take_producer_snapshot(durable=True)  # a clean shutdown's
+    assert len(fsyncs) == 2  # the file and its directory
+    durable = list_snapshot_offsets(directory)
+    for seq in range(1, 6):  # the timer's, while the broker runs
+        p.append_records_as_leader(idem(5, 0, seq, b"v%d" % seq))
+        fsyncs.clear()
+        assert p.take_producer_snapshot()
+        assert fsyncs == []
+    kept = list_snapshot_offsets(directory)
+    assert durable[0] in kept and len(kept) == 4  # the 3 newest and the durable one
+    expected = repr(p.producer_state.entry(5))  # epoch and its last batches
+    p.log.close()
+    for offset in kept[1:]:  # a power cut: what was never fsync'd is torn
+        path = directory / f"{offset:020d}.snapshot"
+        path.write_bytes(path.read_bytes()[:10])
+    reopened = make_partition(tmp_path, 1)
+    assert repr(reopened.producer_state.entry(5)) == expected
+    assert list_snapshot_offsets(directory) == durable
