@@ -206,8 +206,9 @@ def main(argv: list[str] | None = None) -> int:
     if args.replay is not None:
         return replay(args.replay, args.steps, overrides)
     api = ("tests.sim.cluster.SimCluster.run (real Partition, LeaderEpochCache, truncation, "
-           "FollowerFetchSession, fetch handlers, DelayedProduce, ControllerState; torn_disk: "
-           "storage.log.Log and its recovery)")
+           "FollowerFetchSession, Fetch/OffsetsForLeaderEpoch/ListOffsets/Produce handlers, "
+           "DelayedProduce, DelayedFetch, MetadataLogReader, ControllerState; torn_disk and "
+           "rot: storage.log.Log, its recovery, the scrubber and the segment repair)")
     workload = (f"{args.seeds} seeds per mode from {args.first}, {args.steps} fault steps "
                 "each, 3 brokers, 2 partitions, RF 3, acks=all producer")
     result: dict[str, Any] = {
