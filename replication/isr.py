@@ -21,10 +21,19 @@ an AlterPartition request (:class:`AlterPartitionProposal`) and applies the answ
   epoch, is >= the HW and >= the start offset of the current leader epoch (so it has
   truncated and copied everything of this epoch up to the HW) is proposed in.
 * One proposal at a time: while one is pending no new one is made.  Accepted -> the new
-  ISR and partition epoch are committed.  Rejected with FENCED_LEADER_EPOCH /
-  INVALID_UPDATE_VERSION -> stays pending until new metadata arrives (the proposal was
-  based on stale state).  Any other error (e.g. a lost request) -> dropped; the next check
-  proposes again.
+  ISR and partition epoch are committed.  No answer (a lost request or response) -> sent
+  again.  Rejected -> stays pending (blocked: not sent again, still counted in the
+  maximal ISR below) until new metadata arrives, because an earlier copy of the same
+  proposal may have been committed and only its answer lost (the controller checks the
+  leader, the leader epoch and the partition epoch first, so a retry of a committed
+  proposal is refused with one of those errors).  Only :data:`NOT_APPLIED_ERRORS`
+  (INVALID_REQUEST, INELIGIBLE_REPLICA: raised after the partition-epoch check, so the
+  state the proposal was based on was current and nothing was applied) drop it; the
+  next check proposes again.  Found by the simulation (no_loss seed 1099 of a
+  10,000-seed sweep): an expansion's answer was lost, its retry got
+  NOT_LEADER_OR_FOLLOWER, the leader dropped the pending member from its HW computation
+  and acknowledged records the new member - in the ISR the controller elected from - never
+  had.
 
 **HW and acks choice (Kafka's)**: the HW is computed over the *maximal* ISR = committed
 ISR ∪ replicas a pending proposal adds (a pending shrink keeps the removed members), so
@@ -42,6 +51,7 @@ from dataclasses import dataclass
 from clients.protocol.errors import ErrorCode
 
 __all__ = [
+    "NOT_APPLIED_ERRORS",
     "UNKNOWN_OFFSET",
     "AlterPartitionProposal",
     "IsrState",
@@ -51,6 +61,8 @@ __all__ = [
 ]
 
 UNKNOWN_OFFSET = -1
+# AlterPartition errors that prove the proposal was not applied (see "One proposal")
+NOT_APPLIED_ERRORS = frozenset({ErrorCode.INVALID_REQUEST, ErrorCode.INELIGIBLE_REPLICA})
 
 
 @dataclass(slots=True)
@@ -158,8 +170,8 @@ class IsrState:
         if error_code == ErrorCode.NONE:
             self.reset(proposal.new_isr if isr is None else isr)
             return True
-        if error_code in (ErrorCode.FENCED_LEADER_EPOCH, ErrorCode.INVALID_UPDATE_VERSION):
-            self.blocked = True
-        else:
+        if error_code in NOT_APPLIED_ERRORS:
             self.pending = None
+        else:
+            self.blocked = True
         return False

@@ -14,7 +14,9 @@ Invariants (``no_loss`` mode: every append is flushed, so a crash loses nothing)
   backwards, epoch cache consistent);
 * replicas identical (byte for byte, by a prefix hash chain) below min of their HWs;
 * nothing is served to the consumer at or above the HW of the answer (both modes);
-* an acknowledged or consumed record is never truncated from a replica that holds it nor
+* an acknowledged or consumed record is never truncated from a replica that holds it
+  (except a stale one outside the controller's ISR that follows a deposed leader of its
+  older epoch: it fetches them again) nor
   changed, and every newly elected leader holds all of them;
 * after the final healing phase: all replicas identical, leader HW = every LEO, every
   acknowledged and consumed record present on all of them, and every broker's metadata
@@ -424,6 +426,18 @@ class SimCluster:
         if not (self.config.no_loss and self.config.check_truncation):
             return
         pid = int(log.dir.rsplit("-", 1)[1])
+        broker = self.brokers[int(log.dir.split("/", 1)[0][1:])]
+        current = self.controller.partition(pid)
+        p = broker.partitions.get(pid)
+        if (current is not None and p is not None and p.leader_epoch < current.leader_epoch
+                and broker.id not in current.isr):
+            # a stale replica outside the controller's ISR, following a deposed leader
+            # of its epoch (it has not seen the newer ones yet), truncates as that
+            # leader says, as Kafka's does; it copies the records again from the
+            # current leader, which must hold them (checked at every election and after
+            # healing).  No_loss seed 9985: a record committed by a sole-ISR leader in
+            # epoch 18 was cut from a replica still following epoch 16's.
+            return
         for what, records in self.kept():
             for h in removed:
                 if h.base_offset < self.retained_below[pid]:

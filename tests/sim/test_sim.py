@@ -44,7 +44,17 @@ RETENTION_SEEDS = range(4000, 4040)
 # offline after a controller restart - the fresh core had neither the reports nor the
 # cut and nothing re-ran the offline election; now its first tick does, asking the live
 # ISR members for a fresh report (brokers keep reporting a cut until healed).
-REGRESSION_SEEDS: list[Any] = [(150, False, 3000), (143, False, 2500), (9587, False, 2500)]
+# 1099 and 7727 no_loss (10,000-seed sweep on 01dfc1c): a leader's ISR expansion was
+# committed but its answer lost; the retry was refused (NOT_LEADER_OR_FOLLOWER: the
+# controller had moved on) and the leader dropped the pending member from its HW
+# computation, acknowledging records that member - in the ISR the controller then
+# elected from - never had.  A refused proposal now stays in the maximal ISR until
+# metadata arrives (replication/isr.py).
+# 9985 no_loss (same sweep): a stale replica outside the ISR, following a deposed
+# leader, truncated a record a later sole-ISR leader had committed; legal (it fetches
+# it again): the truncation check exempts such replicas.
+REGRESSION_SEEDS: list[Any] = [(150, False, 3000), (143, False, 2500), (9587, False, 2500),
+                               (1099, True, 2500), (7727, True, 2500), (9985, True, 2500)]
 # 346 and 910 torn disk (1,000-seed sweep): a power cut dropped a rolled segment's
 # unflushed last batch while the next segment's first batches survived; recovery kept the
 # hole (every CRC valid).  Recovery now cuts where a rescanned segment ends below the
