@@ -202,7 +202,14 @@ def test_a_repair_that_never_finishes_is_caught(tmp_path: Path,
         run(4500, real_log_dir=tmp_path, **ROT)
 
 
-@pytest.mark.parametrize("seed", range(4600, 4606))
+# 475 and 864 pause (the first 1,000-seed pause sweep): a broker paused across two
+# elections resumed and applied the older one it had been sent, leading a past epoch
+# as a zombie; the new-leader check took it for the controller's leader.  Only leaders
+# of the controller's current epoch are checked now.
+PAUSE_REGRESSION_SEEDS = [475, 864]
+
+
+@pytest.mark.parametrize("seed", [*range(4600, 4606), *PAUSE_REGRESSION_SEEDS])
 def test_paused_brokers_resume_as_zombies_and_nothing_acknowledged_is_lost(seed: int) -> None:
     """Process pauses (30-400 ms, often past the session timeout: fenced, a leader
     becomes a zombie that resumes with its old view and the requests that waited for it)
