@@ -85,12 +85,12 @@ class RecoveryReport:
         """Where the log's intact prefix ends when recovery kept damage (else None)."""
         return min(d[2] for d in self.damaged) if self.damaged else None
 
-
 SEGMENT_NAME = re.compile(r"^(\d{20})\.log$")
 STRAY_SUFFIXES = (".deleted", ".cleaned", ".swap")
 QUARANTINE_PREFIX = "quarantine-"
 DURABLE = 2**63 - 1  # ``keep_damaged_below`` for segments whose every byte was fsync'd
 INDEX_SUFFIXES = (".index", ".timeindex")
+SIDE_FILE_SUFFIXES = (*INDEX_SUFFIXES, DAMAGE_MARK_SUFFIX)  # removed without their .log
 
 
 def load_segments(
@@ -131,15 +131,11 @@ def load_segments(
     bases.sort()
     for name in names:
         stem, dot, suffix = name.partition(".")
-        if dot and "." + suffix in INDEX_SUFFIXES and stem + ".log" not in names:
+        if dot and "." + suffix in SIDE_FILE_SUFFIXES and stem + ".log" not in names:
             os.unlink(directory / name)
-            report.problems.append(f"removed index {name} without a .log")
-    marked = {base for base in bases if _mark_name(base) in names}
-    for name in names:
-        stem = name[:-len(DAMAGE_MARK_SUFFIX)]
-        if name.endswith(DAMAGE_MARK_SUFFIX) and stem + ".log" not in names:
-            os.unlink(directory / name)
-            report.problems.append(f"removed damage mark {name} without a .log")
+            report.problems.append(f"removed {name} without a .log")
+    marked = {base for base in bases
+              if segment_file(directory, base, DAMAGE_MARK_SUFFIX).name in names}
     segments = [open_segment(base) for base in bases]
     report.segments_loaded = len(segments)
     first_rescan = len(segments)
@@ -192,10 +188,6 @@ def load_segments(
     return segments, report
 
 
-def _mark_name(base_offset: int) -> str:
-    return f"{base_offset:020d}{DAMAGE_MARK_SUFFIX}"
-
-
 def _keep_damage_mark(seg: Segment, report: RecoveryReport) -> None:
     """Make ``seg``'s damage mark say what recovery found: damage kept in place is marked
     (a later restart's clean load would not find it again), a mark whose segment now
@@ -216,7 +208,7 @@ def _quarantine(directory: Path, later: list[Segment], report: RecoveryReport) -
         report.truncated_bytes += seg.size
         report.segments_deleted += 1
         seg.close()
-        for suffix in (".log", *INDEX_SUFFIXES, DAMAGE_MARK_SUFFIX):
+        for suffix in (".log", *SIDE_FILE_SUFFIXES):
             path = segment_file(directory, seg.base_offset, suffix)
             if path.exists():
                 os.rename(path, target / path.name)
