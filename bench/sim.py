@@ -3,6 +3,8 @@
     python3 -m bench.sim --seeds 10000            # no_loss, lossy, idempotent; 2,500 steps
     python3 -m bench.sim --seeds 1000 --modes torn_disk --out bench/results/sim_torn_disk.json
     python3 -m bench.sim --seeds 300 --modes rot --out bench/results/sim_rot.json
+    python3 -m bench.sim --seeds 1000 --modes compaction,compaction_idempotent \
+        --out bench/results/sim_compaction.json
     python3 -m bench.sim --replay 41 --steps 800 --set truncation_policy=HIGH_WATERMARK
 
 Each seed is a :class:`tests.sim.cluster.SimCluster`: 3 brokers with the real partition,
@@ -27,7 +29,12 @@ first); the consumer re-reads from offset 0 now and then, so a damaged range ser
 would be caught; every replica must end intact and identical.  ``pause`` is
 ``idempotent`` with process pauses: a live broker stops for 30-400 ms (SIGSTOP, a long
 GC; longer than its 120 ms session, so the controller fences it and a leader becomes a
-zombie), messages to it wait, and it resumes with the view it had.
+zombie), messages to it wait, and it resumes with the view it had.  ``compaction`` and
+``compaction_idempotent`` are ``no_loss`` (and ``idempotent``) on the real log of a
+compacted topic: keyed records (one in ten a tombstone), segments rolled every 40 ms, and
+each broker's real ``LogCleaner`` stepping below each replica's HW; every record a step
+removes must have a later one of its key below that HW, and every acknowledged or
+consumed record must stay unchanged on every replica or have such a later one there.
 
 The sweep writes ``bench/results/sim.json`` (and ``sim.png`` with matplotlib): per
 mode the seeds run, violations (with each failing seed's first line and its replay
@@ -62,7 +69,10 @@ MODES: dict[str, dict[str, Any]] = {
     "retention_lossy": {"no_loss": False, "retention_probability": 0.01},
     "rot": {"no_loss": True, "real_log_dir": "tmp", "rot_probability": 0.01,
             "consumer_rewind_probability": 0.05},
-    "pause": {"no_loss": True, "idempotent": True, "pause_probability": 0.004}}
+    "pause": {"no_loss": True, "idempotent": True, "pause_probability": 0.004},
+    "compaction": {"no_loss": True, "real_log_dir": "tmp", "compaction_probability": 0.05},
+    "compaction_idempotent": {"no_loss": True, "idempotent": True, "real_log_dir": "tmp",
+                              "compaction_probability": 0.05}}
 
 
 def parse_setting(text: str) -> tuple[str, Any]:

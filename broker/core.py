@@ -277,9 +277,9 @@ class BrokerCore:
         """One bounded compaction step (storage/cleaner.py); scheduled by the server.
         Tests call ``log_manager.clean_until_idle()`` to compact deterministically."""
         if self.topic_configs_known():
-            self.log_manager.run_cleaner_step(high_watermarks={  # nothing at or above a HW
-                key: p.high_watermark for key, p in self.partitions.items()
-                if p.repair is None and not p.damaged_ranges})  # under repair: left alone
+            self.log_manager.run_cleaner_step(high_watermarks={
+                key: bound for key, p in self.partitions.items()
+                if (bound := p.compaction_bound) is not None})
 
     def run_scrubber(self) -> list[DamagedRange]:
         """One bounded step of the background CRC check (storage/scrubber.py); what each

@@ -365,6 +365,15 @@ class Partition:
                              min_one_batch=min_one_batch)
 
     @property
+    def compaction_bound(self) -> int | None:
+        """Where the log cleaner must stop on this replica: its HW (nothing a follower or
+        an acks=all produce still waits for is compacted), or None while it is damaged or
+        under repair (the cleaner would rewrite the same segments)."""
+        if self.repair is not None or self.damaged_ranges:
+            return None
+        return self.high_watermark
+
+    @property
     def damaged(self) -> tuple[int, int] | None:
         """The lowest damaged range, or None."""
         return self.damaged_ranges[0] if self.damaged_ranges else None

@@ -19,6 +19,7 @@ purgatories, in-flight requests, the image) and whatever the disk had not flushe
 from __future__ import annotations
 
 from dataclasses import dataclass
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 from broker.controller.results import ReplicaLog
@@ -33,6 +34,9 @@ from replication.damage import DamageAction, on_damage_found
 from replication.follower_fetch import FollowerFetchSession, PendingRequest
 from replication.leader_epoch_cache import LeaderEpochCache
 from replication.partition import Partition
+from storage.cleaner.cleaner import CLEANER_CHECKPOINT, LogCleaner
+from storage.cleaner.config import CleanerConfig
+from storage.cleaner.offset_map import MIN_CAPACITY_BYTES
 from storage.log.log import Log
 from storage.scrubber import DamagedRange
 from tests.sim.controller import TOPIC
@@ -86,6 +90,8 @@ class SimBroker:
         self.alter_sent_ms: dict[int, int] = {}
         self.repair_turn: dict[int, bool] = {}  # leader id -> the next request repairs
         self.pending_cuts: dict[int, int] = {}  # pid -> where a damaged leader cuts as follower
+        self.cleaner: LogCleaner | None = None  # compaction: the process's log cleaner
+        self.compacted_seen = 0
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -126,7 +132,43 @@ class SimBroker:
                 self.on_damage(pid, DamagedRange(TOPIC, pid, base, position, first_bad,
                                                  "found by log recovery", self.c.now_ms))
         self.c.rescrub(self)  # its scrubber finds rot it still holds
+        self.cleaner = self._new_cleaner()
         self.register()
+
+    def _new_cleaner(self) -> LogCleaner | None:
+        """With compaction: the process's real LogCleaner (small steps, so a pass spans
+        ticks, crashes and truncations), reading its ``cleaner-offset-checkpoint``."""
+        cfg, root = self.c.config, getattr(self.c.disk, "root", None)
+        if not cfg.compaction_probability:
+            return None
+        assert isinstance(root, Path), "compaction needs the real disk"
+        cleaner = LogCleaner(CleanerConfig(dedupe_buffer_bytes=MIN_CAPACITY_BYTES,
+                                           step_bytes=cfg.compaction_step_bytes),
+                             clock_ms=lambda: self.c.now_ms,
+                             checkpoint_path=root / f"b{self.id}" / CLEANER_CHECKPOINT)
+        cleaner.load_checkpoint()
+        return cleaner
+
+    def clean_step(self) -> None:
+        """One bounded compaction step below each replica's compaction bound (as
+        :meth:`broker.core.BrokerCore.run_log_cleaner`)."""
+        assert self.cleaner is not None
+        swapped = self.cleaner.stats.segments_swapped
+        before = {pid: self.c.records_of(log) for pid, log in self.logs.items()}
+        result = self.cleaner.clean_step(
+            {_key(pid): log for pid, log in self.logs.items()}, None,
+            {_key(pid): bound for pid, p in self.partitions.items()
+             if (bound := p.compaction_bound) is not None})
+        tp = result.topic_partition
+        if tp is not None and self.cleaner.stats.segments_swapped > swapped:
+            self.c.check_compacted(self, tp.partition, before[tp.partition])
+        if result.pass_done and tp is not None:
+            dropped = self.cleaner.stats.records_dropped
+            self.c.stats["compaction_passes"] += 1
+            self.c.stats["compacted_records"] += dropped - self.compacted_seen
+            self.compacted_seen = dropped
+            self.c.record(f"b{self.id} p{tp.partition} compacted below "
+                          f"{self.cleaner.first_dirty_offset(tp)}")
 
     def register(self) -> None:
         """BrokerRegistration with a report of every log (the safe election's input): a
@@ -147,6 +189,8 @@ class SimBroker:
         self.in_flight.clear()
         self.backoff_until_ms.clear()
         self.produce_purgatory.shutdown()  # the process is gone: nothing answers
+        self.cleaner, self.compacted_seen = None, 0  # a pass in progress: its .cleaned file
+        #                                              stays for the next Log.open
         self.produce_purgatory = self._new_purgatory()
         self.handler_core.fetch_purgatory.shutdown()
         self.handler_core.fetch_purgatory = Purgatory("fetch", self.timer)
@@ -345,7 +389,8 @@ class SimBroker:
                      "tag": tag}
             if offset >= 0:
                 stored = batch_at(self.logs[pid], offset)  # the oracle's record id
-                reply.update(offset=offset, crc=crc, leader_epoch=leader_epoch,
+                reply.update(offset=offset, crc=crc, record=body["record"],
+                             leader_epoch=leader_epoch,
                              stored_epoch=-1 if stored is None
                              else stored.partition_leader_epoch)
             self.send(self.c.producer_id, "produce_response", reply)
@@ -444,6 +489,8 @@ class SimBroker:
                 if pending is not None and now - self.alter_sent_ms.get(pid, 0) > \
                         cfg.request_timeout_ms:
                     self.propose(pending)
+        if cfg.compaction_probability and self.c.rng.random() < cfg.compaction_probability:
+            self.clean_step()
         self._drive_sessions()
         for pid in self.partitions:
             self.wake_partition(pid)

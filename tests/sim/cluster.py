@@ -44,7 +44,7 @@ from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import CorruptRecordError, ErrorCode, InvalidRecordError
 from clients.protocol.topics import TopicPartition
 from clients.records.batch import LOG_OVERHEAD, iter_batches, read_header
-from clients.records.record import build_batch
+from clients.records.record import build_batch, decode_batch
 from replication.partition import Partition
 from replication.truncation import TruncationPolicy
 from storage.config import LogConfig
@@ -122,6 +122,21 @@ class SimConfig:
     metadata_max_records: int = 4
     metadata_max_wait_ms: int = 40          # the controller's long poll (below the
     #                                         request timeout the broker resends after)
+    # compaction (real disk): the topic is compacted (cleanup.policy=compact, small
+    # segments, so that the HW lags by whole segments at times); per tick, the chance
+    # that a broker's real LogCleaner runs one bounded step (compaction_step_bytes)
+    # below each replica's Partition.compaction_bound (its HW; BrokerCore's rule); the
+    # producer writes keys k0..k<compaction_keys - 1>, a tombstone (null value) with
+    # compaction_tombstone_probability (delete.retention.ms stays 24 h: tombstones are
+    # stamped, never dropped, in a run); every record a step removes must have a later
+    # one of its key below that replica's HW (SimCluster.check_compacted), and kept
+    # records are checked record by record; 0: never (no random number drawn)
+    compaction_probability: float = 0.0
+    compaction_keys: int = 6
+    compaction_tombstone_probability: float = 0.1
+    compaction_segment_bytes: int = 1024
+    compaction_segment_ms: int = 40        # and rolled by time (records' CreateTime)
+    compaction_step_bytes: int = 1024
 
 
 class MemoryDisk:
@@ -160,14 +175,17 @@ class RealDisk:
         self.root = root
         flush = 1 if cluster.config.no_loss else None
         # with retention: small segments, three kept (the runs write tens of KiB)
-        segment = (cluster.config.retention_segment_bytes
-                   if cluster.config.retention_probability
-                   else cluster.config.rot_segment_bytes
-                   if cluster.config.rot_probability else 16 * 1024)
+        cfg = cluster.config
+        segment = (cfg.retention_segment_bytes if cfg.retention_probability
+                   else cfg.rot_segment_bytes if cfg.rot_probability
+                   else cfg.compaction_segment_bytes if cfg.compaction_probability
+                   else 16 * 1024)
         self.config = LogConfig(
             segment_bytes=segment, flush_messages=flush,
-            retention_bytes=cluster.config.retention_segments * segment
-            if cluster.config.retention_probability else -1)
+            retention_bytes=cfg.retention_segments * segment
+            if cfg.retention_probability else -1,
+            **({"cleanup_policy": "compact", "segment_ms": cfg.compaction_segment_ms}
+               if cfg.compaction_probability else {}))
 
     def open_log(self, broker: SimBroker, pid: int) -> Log:
         old = broker.logs.get(pid)
@@ -182,8 +200,8 @@ class RealDisk:
     def _check_recovered(self, broker: SimBroker, pid: int, log: Log) -> None:
         """Invariant after a restart: recovery left only whole batches with valid CRCs
         (but in a segment rot damaged: recovery leaves closed segments to the scrubber,
-        or keeps what it found damaged in place for a repair) and contiguous offsets,
-        ending at the log end offset."""
+        or keeps what it found damaged in place for a repair) and contiguous offsets
+        (ascending with compaction: it leaves holes), ending at the log end offset."""
         expected = log.log_start_offset
         rotted = self.c.rotted.get((broker.id, pid), (-1, -1))  # the scrubber's, not this
         try:
@@ -195,7 +213,8 @@ class RealDisk:
                                    else log.log_end_offset)
                     continue
                 for _, header in iter_batches(seg.log_path.read_bytes()):
-                    if header.last_offset < expected or header.base_offset > expected:
+                    if header.last_offset < expected or (header.base_offset > expected
+                                                         and not self.c.compacting):
                         raise InvalidRecordError(f"batch {header.base_offset}-"
                                                  f"{header.last_offset} after offset {expected}")
                     expected = header.last_offset + 1
@@ -306,7 +325,8 @@ class SimProducer:
 
 @dataclass
 class IdempotentSend:
-    value: bytes
+    key: bytes | None
+    value: bytes | None
     producer_epoch: int
     sequence: int
     batch: bytes
@@ -320,6 +340,7 @@ class SimConsumer:
     fetches: int = 0
 
 
+RecordId = tuple[bytes | None, bytes | None, int]  # key, value, partition leader epoch
 IDEMPOTENT_ID = 7000  # the idempotent producer's producer id (no InitProducerId here)
 
 
@@ -361,6 +382,11 @@ class SimCluster:
         self.retained_below = dict.fromkeys(self.partition_ids, 0)
         # (broker, pid) -> the offset range of a segment rot damaged, until it is intact
         self.rotted: dict[tuple[int, int], tuple[int, int]] = {}
+        # compaction: (pid, offset) -> (key, value, partition leader epoch) of each kept
+        # record (acknowledged or consumed; single-record batches, so a batch's CRC
+        # changes when the cleaner stamps a tombstone's delete horizon or empties it)
+        self.record_of: dict[tuple[int, int], RecordId] = {}
+        self._decoded: dict[tuple[int, int, int, int], list[tuple[int, RecordId]]] = {}
         for b in self.brokers.values():
             b.start()
 
@@ -453,8 +479,26 @@ class SimCluster:
                 if records.get((pid, h.base_offset)) == (h.crc, h.partition_leader_epoch):
                     self.fail(f"{what} record p{pid}@{h.base_offset} truncated from {log}")
 
+    @property
+    def compacting(self) -> bool:
+        return self.config.compaction_probability > 0
+
+    def note_record(self, pid: int, offset: int, record: tuple[Any, ...], epoch: int,
+                    what: str) -> None:
+        """Compaction: the record kept at ``pid@offset``; it never changes.  Epoch -1:
+        unknown (the leader compacted it away before its acks=all answer)."""
+        record_id = (record[0], record[1], epoch)
+        known = self.record_of.setdefault((pid, offset), record_id)
+        if not _same_record(known, record_id):
+            self.fail(f"p{pid}@{offset} changed: {what} {record_id}, kept as {known}")
+        if known[2] < 0:
+            self.record_of[(pid, offset)] = record_id
+
     def check_acked_on(self, broker: SimBroker, pid: int, why: str) -> None:
         log = broker.logs[pid]
+        if self.compacting:
+            self._check_kept_compacted(broker, pid, why)
+            return
         low, end = self.rotted.get((broker.id, pid), (0, 0))
         for what, records in self.kept():
             for (apid, offset), stored in records.items():
@@ -466,6 +510,63 @@ class SimCluster:
                 if h is None or (h.crc, h.partition_leader_epoch) != stored or \
                         h.base_offset != offset:
                     self.fail(f"{why} b{broker.id} p{pid} lacks {what} record @{offset}")
+
+    def records_of(self, log: Any) -> dict[int, RecordId]:
+        """Offset -> record of every record in a replica's log."""
+        return _records(log, self._decoded)
+
+    def check_compacted(self, broker: SimBroker, pid: int, before: dict[int, RecordId]
+                        ) -> None:
+        """After a cleaner step swapped segments in: every record it removed has a later
+        record of its key below the replica's HW (committed: never truncated, and no
+        acks=all produce or follower still waits for it - Kafka's bound)."""
+        after = self.records_of(broker.logs[pid])
+        hw = broker.partitions[pid].high_watermark
+        latest = _latest_offsets({o: r for o, r in before.items() if o < hw})
+        for offset, record in before.items():
+            if offset not in after and latest.get(record[0], -1) <= offset:
+                self.fail(f"b{broker.id} p{pid}: the cleaner removed @{offset} {record}, "
+                          f"not superseded below the HW {hw} (latest of its key "
+                          f"@{_latest_offsets(before).get(record[0])})")
+        self.stats["compaction_checks"] += 1
+
+    def _check_kept_compacted(self, broker: SimBroker, pid: int, why: str) -> None:
+        """Compaction: each kept record is on the replica unchanged, or compacted away:
+        the replica holds a later record of its key (the cleaner only drops a record
+        for a later one below its compaction bound, and that one is never lost either)."""
+        held = self.records_of(broker.logs[pid])
+        latest = _latest_offsets(held)
+        for what, records in self.kept():
+            for apid, offset in records:
+                if apid != pid or offset < self.retained_below[pid]:
+                    continue
+                known, got = self.record_of[(pid, offset)], held.get(offset)
+                if not (got is not None and _same_record(known, got)) and (
+                        got is not None or latest.get(known[0], -1) <= offset):
+                    self.fail(f"{why} b{broker.id} p{pid} lacks {what} record @{offset} "
+                              f"{known} (holds {got}; latest of its key "
+                              f"@{latest.get(known[0])})")
+
+    def _check_compacted_agree(self, pid: int, views: dict[int, dict[int, RecordId]],
+                               low: int, below: dict[int, int]) -> None:
+        """Compaction: replicas ``views`` (broker -> offset -> record) agree on every
+        offset in ``[low, below[broker pair])`` both hold; an offset one of them lacks is
+        compacted away there (it holds a later record of the key)."""
+        latest = {b: _latest_offsets(v) for b, v in views.items()}
+        for a, ra in views.items():
+            for b, rb in views.items():
+                if a == b:
+                    continue
+                end = min(below[a], below[b])
+                for offset, record in ra.items():
+                    if not low <= offset < end:
+                        continue
+                    other = rb.get(offset)
+                    if other != record and (other is not None
+                                            or latest[b].get(record[0], -1) <= offset):
+                        self.fail(f"p{pid}: b{a} and b{b} differ at offset {offset}: "
+                                  f"{record} / {other} (latest of its key on b{b} "
+                                  f"@{latest[b].get(record[0])})")
 
     # -- controller process (never crashes; can be cut off) --------------------------
 
@@ -540,8 +641,7 @@ class SimCluster:
         if self.config.idempotent:
             out = p.in_flight.get(pid)
             if out is None:
-                value = f"s{self.seed}-r{p.next_request}".encode()
-                out = p.in_flight[pid] = self._idempotent_send(pid, value)
+                out = p.in_flight[pid] = self._idempotent_send(pid, *self._new_record())
             elif self.now_ms - out.sent_ms < self.config.produce_timeout_ms + 4 * \
                     self.config.max_delay_ms:
                 return  # its answer may still come
@@ -549,21 +649,35 @@ class SimCluster:
                 p.retries += 1  # no answer: the same batch, same sequence, to today's leader
             out.sent_ms = self.now_ms
             batch, tag = out.batch, (out.producer_epoch, out.sequence)
+            record = (out.key, out.value)
         else:
-            value = f"s{self.seed}-r{p.next_request}".encode()
-            batch = build_batch([(None, value, self.now_ms, ())])
+            record = self._new_record()
+            batch = build_batch([(*record, self.now_ms, ())])
         p.sent += 1
         self.net.send(self.now_ms, self.producer_id, leader, "produce",
                       {"pid": pid, "batch": batch, "crc": read_header(batch).crc,
-                       "request": p.next_request, "tag": tag},
+                       "request": p.next_request, "tag": tag, "record": record},
                       0, self.brokers[leader].incarnation)
 
-    def _idempotent_send(self, pid: int, value: bytes) -> IdempotentSend:
+    def _new_record(self) -> tuple[bytes | None, bytes | None]:
+        """(key, value) of the next record: a unique value without a key, or (compaction)
+        one of ``compaction_keys`` keys and a unique value or a tombstone."""
+        cfg = self.config
+        value: bytes | None = f"s{self.seed}-r{self.producer.next_request}".encode()
+        if not cfg.compaction_probability:
+            return None, value
+        key = b"k%d" % self.rng.randrange(cfg.compaction_keys)
+        if self.rng.random() < cfg.compaction_tombstone_probability:
+            value = None
+        return key, value
+
+    def _idempotent_send(self, pid: int, key: bytes | None, value: bytes | None
+                         ) -> IdempotentSend:
         p = self.producer
         sequence = p.next_sequence.get(pid, 0)
-        batch = build_batch([(None, value, self.now_ms, ())], producer_id=IDEMPOTENT_ID,
+        batch = build_batch([(key, value, self.now_ms, ())], producer_id=IDEMPOTENT_ID,
                             producer_epoch=p.producer_epoch, base_sequence=sequence)
-        return IdempotentSend(value, p.producer_epoch, sequence, batch, self.now_ms)
+        return IdempotentSend(key, value, p.producer_epoch, sequence, batch, self.now_ms)
 
     def producer_message(self, body: dict[str, Any]) -> None:
         error = ErrorCode(body["error"])
@@ -588,6 +702,9 @@ class SimCluster:
             p.next_sequence[pid] = out.sequence + 1
         if error == ErrorCode.NONE:
             p.acked[(pid, body["offset"])] = (body["crc"], body["stored_epoch"])
+            if self.compacting:
+                self.note_record(pid, body["offset"], tuple(body["record"]),
+                                 body["stored_epoch"], "acknowledged")
             self.record(f"producer: acked p{pid}@{body['offset']}")
 
     def _bump_producer_epoch(self, pid: int, error: ErrorCode) -> None:
@@ -599,7 +716,7 @@ class SimCluster:
         self.stats["producer_epoch_bumps"] += 1
         self.record(f"producer: p{pid} {error.name}: epoch {p.producer_epoch}")
         for other, out in list(p.in_flight.items()):
-            p.in_flight[other] = self._idempotent_send(other, out.value)
+            p.in_flight[other] = self._idempotent_send(other, out.key, out.value)
             p.in_flight[other].sent_ms = -10**9
 
     # -- consumer --------------------------------------------------------------------
@@ -639,23 +756,34 @@ class SimCluster:
                     c.position[pid] = max(c.position.get(pid, 0), self.retained_below[pid])
                 if p["error_code"]:
                     continue
+                raw = bytes(p["records"])
                 try:
-                    batches = list(iter_batches(bytes(p["records"])))
+                    batches = list(iter_batches(raw))
                 except CorruptRecordError as exc:
                     self.fail(f"b{body['leader']} served p{pid} bytes that fail their CRC "
                               f"check to a consumer: {exc}")
-                for _pos, h in batches:
+                for pos, h in batches:
                     if h.last_offset >= p["high_watermark"]:
                         self.fail(f"b{body['leader']} served p{pid}@{h.base_offset}.."
                                   f"{h.last_offset} to a consumer above its HW "
                                   f"{p['high_watermark']}")
-                    if self.config.no_loss:
+                    if self.config.no_loss and self.compacting:
+                        self._note_consumed(pid, h, raw, pos)
+                    elif self.config.no_loss:
                         stored = (h.crc, h.partition_leader_epoch)
                         seen = c.consumed.setdefault((pid, h.base_offset), stored)
                         if seen != stored:
                             self.fail(f"p{pid}@{h.base_offset} changed after it was served "
                                       "to a consumer")
                     c.position[pid] = max(c.position.get(pid, 0), h.last_offset + 1)
+
+    def _note_consumed(self, pid: int, header: Any, data: bytes, pos: int) -> None:
+        """Compaction: each record served is kept from then on (record by record)."""
+        for r in decode_batch(data, pos):
+            self.consumer.consumed.setdefault((pid, r.offset),
+                                              (header.crc, header.partition_leader_epoch))
+            self.note_record(pid, r.offset, (r.key, r.value), header.partition_leader_epoch,
+                             "consumed")
 
     # -- the loop --------------------------------------------------------------------
 
@@ -840,6 +968,13 @@ class SimCluster:
         self._forget_repaired_rot()
         for pid in self.partition_ids:
             synced = [b for b in live if self._synced(b, pid) and (b.id, pid) not in self.rotted]
+            if self.compacting:
+                self._check_compacted_agree(
+                    pid, {b.id: self.records_of(b.logs[pid]) for b in synced},
+                    max([b.partitions[pid].log_start_offset for b in synced]
+                        + [self.retained_below[pid]]),
+                    {b.id: b.partitions[pid].high_watermark for b in synced})
+                continue
             for i, a in enumerate(synced):
                 for b in synced[i + 1:]:
                     pa, pb = a.partitions[pid], b.partitions[pid]
@@ -888,8 +1023,11 @@ class SimCluster:
                               f"controller's: {b.metadata.image.partition(TOPIC, pid)} / "
                               f"{self.controller.partition(pid)}")
             low = max(b.partitions[pid].log_start_offset for b in self.brokers.values())
-            digests = {_digest(b.logs[pid], low, 2**62) for b in self.brokers.values()}
-            if len(digests) != 1:
+            if self.compacting:
+                self._check_compacted_agree(
+                    pid, {b.id: self.records_of(b.logs[pid]) for b in self.brokers.values()}, low,
+                    dict.fromkeys(self.brokers, 2**62))
+            elif len({_digest(b.logs[pid], low, 2**62) for b in self.brokers.values()}) != 1:
                 self.fail(f"p{pid}: replicas differ after healing")
             if self.config.no_loss:
                 for b in self.brokers.values():
@@ -908,6 +1046,38 @@ class SimCluster:
                 self.fail(f"p{pid}: producer epoch {key[0]} sequence {key[1]} is in the log "
                           f"twice, at offsets {seen[key]} and {header.base_offset}")
             seen[key] = header.base_offset
+
+
+def _records(log: Any, cache: dict[tuple[int, int, int, int], list[tuple[int, RecordId]]]
+             ) -> dict[int, RecordId]:
+    """Offset -> (key, value, partition leader epoch) of every record in ``log``
+    (``cache``: decoded batches by base offset, leader epoch - not covered by the CRC -,
+    CRC and size)."""
+    out: dict[int, RecordId] = {}
+    for header, data in log.batches():
+        if header.record_count:
+            key = (header.base_offset, header.partition_leader_epoch, header.crc, len(data))
+            records = cache.get(key)
+            if records is None:
+                records = cache[key] = [
+                    (r.offset, (r.key, r.value, header.partition_leader_epoch))
+                    for r in decode_batch(data, validate=False)]
+            out.update(records)
+    return out
+
+
+def _same_record(a: RecordId, b: RecordId) -> bool:
+    """Key, value and epoch equal (an epoch of -1 is unknown: any)."""
+    return a[:2] == b[:2] and (a[2] == b[2] or a[2] < 0 or b[2] < 0)
+
+
+def _latest_offsets(records: dict[int, RecordId]) -> dict[bytes | None, int]:
+    """Key -> the highest offset holding it."""
+    latest: dict[bytes | None, int] = {}
+    for offset, (key, _, _) in records.items():
+        if offset > latest.get(key, -1):
+            latest[key] = offset
+    return latest
 
 
 def _digest(log: Any, low: int, below: int) -> tuple[int, int]:
