@@ -93,10 +93,18 @@ def _negative(value: int) -> bytes:
 
 
 def records_length(value: Any) -> int:
-    """Byte length of a RECORDS value: bytes-like, or any object with ``__len__``."""
+    """Byte length of a RECORDS value: bytes-like, or any object with ``__len__`` (a
+    broker's file region) other than text and Python containers (TypeError: they have
+    no byte form, and would only fail later, when the frame's parts are joined)."""
     if type(value) is memoryview:
         return value.nbytes
+    if isinstance(value, _NOT_RECORDS):
+        raise TypeError(f"records: expected bytes or a file region, got "
+                        f"{type(value).__name__}")
     return len(value)
+
+
+_NOT_RECORDS = (str, list, tuple, dict, set, frozenset)
 
 
 _SMALL = [bytes((i,)) for i in range(0x80)]
