@@ -35,6 +35,10 @@ compacted topic: keyed records (one in ten a tombstone), segments rolled every 4
 each broker's real ``LogCleaner`` stepping below each replica's HW; every record a step
 removes must have a later one of its key below that HW, and every acknowledged or
 consumed record must stay unchanged on every replica or have such a later one there.
+``recreate`` and ``recreate_idempotent`` are ``no_loss`` (and ``idempotent``) with the
+operator deleting the topic now and then (the real DeleteTopics); it is created again
+under a new topic id once every broker is up, brokers that were away delete the old
+topic's logs when they learn of it, and the oracle starts over with the new topic.
 
 The sweep writes ``bench/results/sim.json`` (and ``sim.png`` with matplotlib): per
 mode the seeds run, violations (with each failing seed's first line and its replay
@@ -72,7 +76,10 @@ MODES: dict[str, dict[str, Any]] = {
     "pause": {"no_loss": True, "idempotent": True, "pause_probability": 0.004},
     "compaction": {"no_loss": True, "real_log_dir": "tmp", "compaction_probability": 0.05},
     "compaction_idempotent": {"no_loss": True, "idempotent": True, "real_log_dir": "tmp",
-                              "compaction_probability": 0.05}}
+                              "compaction_probability": 0.05},
+    "recreate": {"no_loss": True, "topic_recreate_probability": 0.002},
+    "recreate_idempotent": {"no_loss": True, "idempotent": True,
+                            "topic_recreate_probability": 0.002}}
 
 
 def parse_setting(text: str) -> tuple[str, Any]:

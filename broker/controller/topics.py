@@ -128,7 +128,7 @@ class ControllerTopics:
             return len(assignment), len(assignment[0])
         topic_id = self.image.last_applied_offset + 1
         self._emit(TopicRecord(spec.name, topic_id, len(assignment), len(assignment[0]), configs))
-        self._emit_new_partitions(spec.name, 0, assignment)
+        self._emit_new_partitions(spec.name, topic_id, 0, assignment)
         return len(assignment), len(assignment[0])
 
     def _assign(self, spec: TopicSpec) -> list[tuple[int, ...]]:
@@ -195,13 +195,21 @@ class ControllerTopics:
         if not any(self.image.is_alive(b) for b in replicas):
             raise Rejected(bad, f"partition {p}: no replica of {list(replicas)} is alive")
 
-    def _emit_new_partitions(self, name: str, first: int,
+    def _emit_new_partitions(self, name: str, topic_id: int, first: int,
                              assignment: Sequence[tuple[int, ...]]) -> None:
         """Partition records of new partitions ``first..``: ISR the live replicas, the
-        first of them leads, both epochs 0."""
+        first of them leads, partition epoch 0, leader epoch the topic's id.
+
+        Choice (Kafka starts at 0 and tells incarnations of a name apart by the topic id
+        in Fetch v13+, which this broker does not serve): the topic id is the metadata
+        offset of the TopicRecord, and every leader epoch bump takes a record, so any
+        epoch of a deleted topic of the same name is below it.  A broker that still
+        hosts the deleted topic (it was away when it went) fences the new topic's
+        followers and consumers (their epoch is newer than its own) and is fenced by
+        the new leaders, instead of serving or copying the deleted topic's records."""
         for index, replicas in enumerate(assignment, first):
             isr = tuple(b for b in replicas if self.image.is_alive(b))
-            self._emit(PartitionRecord(name, index, replicas, isr[0], 0, isr, 0))
+            self._emit(PartitionRecord(name, index, replicas, isr[0], topic_id, isr, 0))
 
     # -- CreatePartitions -------------------------------------------------------------
 
@@ -247,7 +255,7 @@ class ControllerTopics:
             for index, replicas in enumerate(assignment, current):
                 self._check_replicas(index, replicas, rf)
         if not validate_only:
-            self._emit_new_partitions(spec.name, current, assignment)
+            self._emit_new_partitions(spec.name, info.topic_id, current, assignment)
 
     # -- AlterConfigs / IncrementalAlterConfigs ---------------------------------------
 

@@ -91,6 +91,7 @@ class SimBroker:
         self.repair_turn: dict[int, bool] = {}  # leader id -> the next request repairs
         self.pending_cuts: dict[int, int] = {}  # pid -> where a damaged leader cuts as follower
         self.cleaner: LogCleaner | None = None  # compaction: the process's log cleaner
+        self.hosted_topic_id: int | None = None  # the topic id its replicas belong to
         self.compacted_seen = 0
 
     # -- lifecycle -------------------------------------------------------------------
@@ -103,15 +104,11 @@ class SimBroker:
         self.paused_until_ms = 0
         self.incarnation += 1
         self.registered = False
+        self.hosted_topic_id = None  # learnt from the metadata image
         for pid in self.c.partition_ids:
             log = self.c.disk.open_log(self, pid)
             self.logs[pid] = log
-            if isinstance(log, MemoryLog):
-                ckpt = self.epoch_checkpoints.setdefault(pid, MemoryCheckpoint())
-                cache = LeaderEpochCache.load(ckpt, log.log_start_offset, log.log_end_offset)
-                p = Partition("t", pid, cast(Log, log), self.id, leader_epoch_cache=cache)
-            else:
-                p = Partition("t", pid, log, self.id)
+            p = self._new_partition(pid, log)
             report = getattr(log, "recovery_report", None)  # the real Log's recovery
             if log.log_end_offset < self.hw_checkpoint.get(pid, 0) or (
                     report is not None and (report.truncated_bytes or report.segments_deleted
@@ -134,6 +131,31 @@ class SimBroker:
         self.c.rescrub(self)  # its scrubber finds rot it still holds
         self.cleaner = self._new_cleaner()
         self.register()
+
+    def _new_partition(self, pid: int, log: Any) -> Partition:
+        if isinstance(log, MemoryLog):
+            ckpt = self.epoch_checkpoints.setdefault(pid, MemoryCheckpoint())
+            cache = LeaderEpochCache.load(ckpt, log.log_start_offset, log.log_end_offset)
+            return Partition(TOPIC, pid, cast(Log, log), self.id, leader_epoch_cache=cache)
+        return Partition(TOPIC, pid, log, self.id)
+
+    def replace_replica(self, pid: int, why: str) -> None:
+        """Delete this replica's log (its topic is gone) and keep an empty one, neither
+        leader nor follower, in its place (BrokerCore._drop_partition and
+        ``_log_for_topic_id``); its parked produces and fetches are answered."""
+        old = self.partitions.get(pid)
+        if old is not None:
+            old.abort_repair()
+        self.unfollow(pid)
+        self.hw_checkpoint.pop(pid, None)
+        self.recovery_cuts.discard(pid)
+        self.pending_cuts.pop(pid, None)
+        self.c.rotted.pop((self.id, pid), None)
+        log = self.logs[pid] = self.c.disk.delete_log(self, pid)
+        self.partitions[pid] = self._new_partition(pid, log)
+        self.wake_partition(pid)
+        self.c.stats["replicas_deleted"] += 1
+        self.c.record(f"b{self.id} p{pid} log deleted: {why}")
 
     def _new_cleaner(self) -> LogCleaner | None:
         """With compaction: the process's real LogCleaner (small steps, so a pass spans
@@ -174,9 +196,12 @@ class SimBroker:
         """BrokerRegistration with a report of every log (the safe election's input): a
         log that ended below its checkpointed HW at start counts as cut by recovery until
         its replica is back in an ISR with a leader, as BrokerCore's ``recovery_cuts``."""
-        logs = [ReplicaLog(TOPIC, pid, -1, last_leader_epoch(cast(Log, log)),
-                           log.log_end_offset, pid in self.recovery_cuts)
-                for pid, log in sorted(self.logs.items())]
+        logs = []
+        for pid, log in sorted(self.logs.items()):
+            topic_id = self.c.disk.topic_id(self, pid)
+            logs.append(ReplicaLog(TOPIC, pid, -1 if topic_id is None else topic_id,
+                                   last_leader_epoch(cast(Log, log)), log.log_end_offset,
+                                   pid in self.recovery_cuts))
         self.send(CONTROLLER, "register", {"incarnation": self.incarnation, "logs": logs})
 
     def crash(self) -> None:
@@ -245,7 +270,25 @@ class SimBroker:
     def reconcile(self) -> None:
         """As :meth:`broker.core.BrokerCore.reconcile` for this broker's replicas: each
         partition's registration in the complete image becomes its leader or follower
-        state."""
+        state.  Replicas of a topic the image no longer has (deleted, or re-created under
+        a new id) are deleted; logs on disk that belong to another topic id than the
+        image's are deleted before the topic is hosted, and the others are labelled with
+        it."""
+        topic = self.metadata.image.topics.get(TOPIC)
+        wanted = None if topic is None else topic.topic_id
+        if self.hosted_topic_id is not None and self.hosted_topic_id != wanted:
+            for pid in self.c.partition_ids:
+                self.replace_replica(pid, f"topic id {self.hosted_topic_id} deleted")
+            self.hosted_topic_id = None
+        if wanted is None:
+            return
+        if self.hosted_topic_id is None:
+            for pid in self.c.partition_ids:
+                found = self.c.disk.topic_id(self, pid)
+                if found is not None and found != wanted:
+                    self.replace_replica(pid, f"the log belongs to deleted topic id {found}")
+                self.c.disk.set_topic_id(self, pid, wanted)
+            self.hosted_topic_id = wanted
         for pid in self.c.partition_ids:
             state = self.metadata.image.partition(TOPIC, pid)
             if state is not None and self.id in state.replicas:
@@ -353,7 +396,9 @@ class SimBroker:
         def respond(answer: dict[str, Any]) -> None:
             if self.alive and self.incarnation == incarnation:
                 self.send(src, "response", {"leader": self.id, "request": body["request"],
-                                            "body": answer}, body["incarnation"])
+                                            "body": answer,
+                                            "topic_id": self.hosted_topic_id},
+                          body["incarnation"])
 
         serve(self.handler_core, ApiKey(body["api"]), body["body"], respond)
 
@@ -386,7 +431,7 @@ class SimBroker:
                 return  # crashed since: the answer died with the process
             offset = answer["base_offset"]
             reply = {"request": request, "pid": pid, "error": answer["error_code"],
-                     "tag": tag}
+                     "tag": tag, "topic_id": self.hosted_topic_id}
             if offset >= 0:
                 stored = batch_at(self.logs[pid], offset)  # the oracle's record id
                 reply.update(offset=offset, crc=crc, record=body["record"],

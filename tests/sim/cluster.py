@@ -3,7 +3,8 @@
 One seeded ``random.Random`` drives everything: message delays/drops (simulated network),
 broker crashes and restarts (simulated disks that lose unflushed batches), controller
 restarts (a fresh core replays the metadata log), network partitions, preferred-leader
-elections, a producer appending with acks=all and a consumer fetching (replica_id -1).
+elections, a producer appending with acks=all and a consumer fetching (replica_id -1);
+optionally retention, compaction, bit rot, process pauses and topic delete/re-create.
 Invariants are checked after every step; a failure raises :class:`SimFailure` with the
 seed, a replay command and the last events.
 
@@ -22,6 +23,14 @@ Invariants (``no_loss`` mode: every append is flushed, so a crash loses nothing)
   acknowledged and consumed record present on all of them, and every broker's metadata
   image (read from the controller's log by the real reader) holds the controller's
   partition state.
+
+With compaction (``compaction_probability``) records are keyed and replicas compact
+independently, so the byte-level checks become record-level ones: every record a
+cleaner step removes has a later record of its key below that replica's HW; a kept
+record is on a replica unchanged or has a later record of its key there; replicas agree
+on every offset both hold.  With topic re-creation (``topic_recreate_probability``) the
+checks cover the topic the controller has now: replicas still hosting a deleted topic
+are left out, answers from them are not kept, and the oracle starts over.
 
 In ``lossy`` mode (random, rare flushes) acknowledged records may be lost when every ISR
 member loses them, so only replica agreement is asserted: below HW among replicas in the
@@ -49,6 +58,7 @@ from replication.partition import Partition
 from replication.truncation import TruncationPolicy
 from storage.config import LogConfig
 from storage.log.log import Log
+from storage.partition_metadata import read_topic_id, write_topic_id
 from storage.scrubber import DamagedRange, LogScrubber
 from tests.sim.broker import CONTROLLER, SimBroker
 from tests.sim.controller import TOPIC, SimController
@@ -137,6 +147,12 @@ class SimConfig:
     compaction_segment_bytes: int = 1024
     compaction_segment_ms: int = 40        # and rolled by time (records' CreateTime)
     compaction_step_bytes: int = 1024
+    # per step, the chance that the operator deletes the topic (DeleteTopics through the
+    # real controller); it is created again (a new topic id, leader epochs from 0) once
+    # every broker is up; a broker that was away comes back with the old topic's logs
+    # and must delete them (its partition.metadata names the old id), and nobody may
+    # serve or elect from them; the oracle starts over with the new topic; 0: never
+    topic_recreate_probability: float = 0.0
 
 
 class MemoryDisk:
@@ -152,6 +168,20 @@ class MemoryDisk:
 
     def crash(self, broker: SimBroker) -> int:
         return sum(log.crash() for log in broker.logs.values())
+
+    def topic_id(self, broker: SimBroker, pid: int) -> int | None:
+        """The topic id the replica's log belongs to (its partition.metadata)."""
+        log = broker.logs.get(pid)
+        return None if log is None else log.topic_id
+
+    def set_topic_id(self, broker: SimBroker, pid: int, topic_id: int) -> None:
+        broker.logs[pid].topic_id = topic_id
+
+    def delete_log(self, broker: SimBroker, pid: int) -> MemoryLog:
+        """Delete the replica's log; a new, empty one in its place."""
+        del broker.logs[pid]
+        broker.epoch_checkpoints.pop(pid, None)
+        return self.open_log(broker, pid)
 
     def maybe_flush(self, broker: SimBroker, pid: int) -> None:
         if not self.c.config.no_loss and self.c.rng.random() < self.c.config.flush_probability:
@@ -223,6 +253,16 @@ class RealDisk:
         if expected != log.log_end_offset:
             self.c.fail(f"b{broker.id} t-{pid} after recovery: batches end at {expected}, "
                         f"log end offset {log.log_end_offset}")
+
+    def topic_id(self, broker: SimBroker, pid: int) -> int | None:
+        return read_topic_id(self.root / f"b{broker.id}" / f"t-{pid}")
+
+    def set_topic_id(self, broker: SimBroker, pid: int, topic_id: int) -> None:
+        write_topic_id(self.root / f"b{broker.id}" / f"t-{pid}", topic_id)
+
+    def delete_log(self, broker: SimBroker, pid: int) -> Log:
+        broker.logs.pop(pid).delete()
+        return self.open_log(broker, pid)
 
     def crash(self, broker: SimBroker) -> int:
         lost = 0
@@ -374,7 +414,7 @@ class SimCluster:
         # broker -> its metadata Fetch parked at the log end (the controller's long poll):
         # (incarnation, request id, offset, answer-by time)
         self.metadata_waiting: dict[int, tuple[int, int, int, int]] = {}
-        self.epoch_leaders: dict[tuple[int, int], int] = {}
+        self.epoch_leaders: dict[tuple[int | None, int, int], int] = {}
         self.faults = True
         self.stats: collections.Counter[str] = collections.Counter()
         # pid -> the highest log start retention gave any replica: records below it may
@@ -417,13 +457,17 @@ class SimCluster:
     # -- hooks from replicas ---------------------------------------------------------
 
     def on_new_leader(self, broker: SimBroker, p: Partition) -> None:
-        key = (p.index, p.leader_epoch)
+        key = (broker.hosted_topic_id, p.index, p.leader_epoch)  # epochs restart with a topic
         other = self.epoch_leaders.setdefault(key, broker.id)
         self.record(f"b{broker.id} p{p.index} leads epoch={p.leader_epoch} "
                     f"leo={p.log_end_offset} hw={p.high_watermark} isr={p.isr}")
         self.stats["elections"] += 1
         if other != broker.id:
             self.fail(f"two leaders for p{p.index} epoch {p.leader_epoch}: b{other}, b{broker.id}")
+        if self.recreating and broker.hosted_topic_id != self.controller.topic_id():
+            self.record(f"b{broker.id} p{p.index} leads in deleted topic id "
+                        f"{broker.hosted_topic_id}: not checked as a new leader")
+            return
         current = self.controller.partition(p.index)
         if current is not None and current.leader_epoch > p.leader_epoch:
             # a broker applying an old election late (it was paused or cut off while the
@@ -684,6 +728,9 @@ class SimCluster:
         p = self.producer
         p.errors[error.name] += 1
         pid = body["pid"]
+        stale = self.recreating and body["topic_id"] != self.controller.topic_id()
+        if stale and error == ErrorCode.NONE:
+            error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION  # stored in a deleted topic
         if self.config.idempotent:
             out = p.in_flight.get(pid)
             if out is None or body["tag"] != (out.producer_epoch, out.sequence):
@@ -693,7 +740,7 @@ class SimCluster:
                 if self.config.no_loss:
                     self.fail(f"p{pid}: {error.name} for sequence {out.sequence}: the "
                               "leader lost an acknowledged batch of this producer")
-                self._bump_producer_epoch(pid, error)
+                self._bump_producer_epoch(f"p{pid} {error.name}")
                 return
             if error != ErrorCode.NONE:
                 out.sent_ms = -10**9  # retry at the next produce step
@@ -707,14 +754,15 @@ class SimCluster:
                                  body["stored_epoch"], "acknowledged")
             self.record(f"producer: acked p{pid}@{body['offset']}")
 
-    def _bump_producer_epoch(self, pid: int, error: ErrorCode) -> None:
-        """Lossy disks lost this producer's last batches everywhere: a new epoch starts
-        every partition's sequence at 0; unacknowledged batches are sent again in it."""
+    def _bump_producer_epoch(self, why: str) -> None:
+        """Lossy disks lost this producer's last batches everywhere (or the topic was
+        deleted): a new epoch starts every partition's sequence at 0; unacknowledged
+        batches are sent again in it."""
         p = self.producer
         p.producer_epoch += 1
         p.next_sequence.clear()
         self.stats["producer_epoch_bumps"] += 1
-        self.record(f"producer: p{pid} {error.name}: epoch {p.producer_epoch}")
+        self.record(f"producer: {why}: epoch {p.producer_epoch}")
         for other, out in list(p.in_flight.items()):
             p.in_flight[other] = self._idempotent_send(other, out.key, out.value)
             p.in_flight[other].sent_ms = -10**9
@@ -747,6 +795,8 @@ class SimCluster:
         """Every batch served lies below the HW the answer carries; in no_loss mode it is
         kept (never lost, never changed) from then on."""
         c = self.consumer
+        if self.recreating and body["topic_id"] != self.controller.topic_id():
+            return  # an answer from a deleted topic's replica: not this topic's records
         for topic in body["body"]["responses"]:
             for p in topic["partitions"]:
                 pid = p["partition_index"]
@@ -833,6 +883,27 @@ class SimCluster:
                 self.record("controller: crash")
         elif self.now_ms >= self.controller_down_until_ms:
             self.restart_controller()
+        if cfg.topic_recreate_probability and rng.random() < cfg.topic_recreate_probability:
+            self.recreate_topic()
+
+    @property
+    def recreating(self) -> bool:
+        return self.config.topic_recreate_probability > 0
+
+    def recreate_topic(self) -> None:
+        """The operator deletes the topic (see ``SimConfig.topic_recreate_probability``);
+        its records are gone with it, so the oracle starts over with the next one."""
+        if self.controller_down_until_ms is not None or not self.controller.delete_topic():
+            return
+        self._flush_controller_history()
+        self.stats["topic_deletes"] += 1
+        self.producer.acked.clear()
+        self.consumer.consumed.clear()
+        self.consumer.position.clear()
+        self.record_of.clear()
+        self.retained_below = dict.fromkeys(self.partition_ids, 0)
+        if self.config.idempotent:
+            self._bump_producer_epoch("topic deleted")
 
     def pause(self) -> None:
         """A live broker stops for a while (see ``SimConfig.pause_probability``)."""
@@ -967,7 +1038,9 @@ class SimCluster:
             return
         self._forget_repaired_rot()
         for pid in self.partition_ids:
-            synced = [b for b in live if self._synced(b, pid) and (b.id, pid) not in self.rotted]
+            synced = [b for b in live if self._synced(b, pid) and (b.id, pid) not in self.rotted
+                      and (not self.recreating
+                           or b.hosted_topic_id == self.controller.topic_id())]
             if self.compacting:
                 self._check_compacted_agree(
                     pid, {b.id: self.records_of(b.logs[pid]) for b in synced},
@@ -998,6 +1071,8 @@ class SimCluster:
         applied = {b.metadata.image.last_applied_offset for b in self.brokers.values()}
         if applied != {len(self.controller.log) - 1}:
             return False  # a broker has not read the whole metadata log yet
+        if any(b.hosted_topic_id != self.controller.topic_id() for b in self.brokers.values()):
+            return False
         for pid in self.partition_ids:
             parts = [b.partitions[pid] for b in self.brokers.values()]
             leaders = [p for p in parts if p.is_leader]

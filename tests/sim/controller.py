@@ -14,7 +14,8 @@ controller's long poll).  Each broker reads that log with the real
 
 The topic (``t``, replicas in rotating order, RF = brokers) is created with the real
 CreateTopics path once every broker is registered and unfenced, as an operator would
-after start.
+after start; :meth:`delete_topic` deletes it with the real DeleteTopics path, and it is
+created again (under a new topic id) the same way.
 
 :meth:`restart` is a controller process restart: a fresh core replays the records this
 adapter appended (its metadata log).
@@ -125,6 +126,20 @@ class SimController:
         assert results[0].error == ErrorCode.NONE, results
         self.topic_created = True
         return self._note("create topic", records)
+
+    def delete_topic(self) -> bool:
+        """The operator's DeleteTopics; the topic is created again (a new id) once every
+        broker is up (:meth:`_maybe_create_topic`)."""
+        if not self.topic_created:
+            return False
+        results, records = self.state.delete_topics([TOPIC])
+        assert results[0].error == ErrorCode.NONE, results
+        self.topic_created = False
+        return self._note("delete topic", records)
+
+    def topic_id(self) -> int | None:
+        topic = self.state.image.topics.get(TOPIC)
+        return None if topic is None else topic.topic_id
 
     def heartbeat(self, broker: int, broker_epoch: int, metadata_offset: int
                   ) -> tuple[ErrorCode, bool]:

@@ -83,6 +83,7 @@ class MemoryLog:
         self._recovery_point = 0
         self.on_truncate: Callable[[MemoryLog, list[BatchHeader]], None] | None = None
         self.restarts = 0  # truncate_fully_and_start_at calls (behind a leader's log start)
+        self.topic_id: int | None = None  # what a real log keeps in partition.metadata
 
     # -- views ---------------------------------------------------------------------
 

@@ -437,6 +437,33 @@ def test_a_report_of_a_recreated_topic_log_does_not_count() -> None:
     assert (led.leader, led.isr) == (last, (last,))  # y reported no log of this topic
 
 
+def test_a_recreated_topic_starts_its_leader_epochs_above_every_epoch_of_the_deleted_one(
+        ) -> None:
+    """A broker that missed the deletion still leads or follows the old topic in its
+    last epochs: every epoch of the new topic (and of partitions added to it later) is
+    higher, so it fences them, and they it, instead of exchanging the old records."""
+    c = Cluster()
+    c.start(1, 2, 3)
+    c.create("t", 2, 3)
+    first = c.state.image.topics["t"].topic_id
+    assert [c.part("t", i).leader_epoch for i in (0, 1)] == [first, first]
+    for _ in range(5):  # leadership moves: the old topic's epochs grow
+        leader = c.part("t").leader
+        c.alter(leader, "t", [b for b in c.part("t").isr if b != leader])
+        c.keep(c.state.elect_preferred_leaders())
+        c.alter(c.part("t").leader, "t", [1, 2, 3])
+    old_epoch = c.part("t").leader_epoch
+    assert old_epoch > first
+    (result,), records = c.state.delete_topics(["t"])
+    c.keep(records)
+    assert result.error == ErrorCode.NONE
+    c.create("t", 1, 3)
+    assert c.part("t").leader_epoch > old_epoch
+    assert c.grow("t", 2).error == ErrorCode.NONE
+    assert c.part("t", 1).leader_epoch > old_epoch
+    assert c.replayed() == c.state.image
+
+
 @pytest.mark.parametrize("allowed", [True, False])
 def test_unclean_election_only_when_the_topic_allows_it(allowed: bool) -> None:
     c = Cluster()
@@ -694,7 +721,7 @@ def test_create_partitions_adds_placed_partitions_and_replays() -> None:
         s = c.part("t", i)
         assert len(s.replicas) == 2 and len(set(s.replicas)) == 2
         assert (s.leader, s.isr, s.leader_epoch, s.partition_epoch) == (
-            s.replicas[0], s.replicas, 0, 0)
+            s.replicas[0], s.replicas, topic.topic_id, 0)  # leader epochs from the topic id
     assert {c.part("t", i).leader for i in range(2, 5)} == {1, 2, 3}  # spread
     assert all(c.part("t", i) == before[i] for i in range(2))  # old ones untouched
     # manual assignment: one replica list per new partition, a fenced replica not in the ISR
