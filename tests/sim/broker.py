@@ -214,8 +214,9 @@ class SimBroker:
         self.in_flight.clear()
         self.backoff_until_ms.clear()
         self.produce_purgatory.shutdown()  # the process is gone: nothing answers
-        self.cleaner, self.compacted_seen = None, 0  # a pass in progress: its .cleaned file
-        #                                              stays for the next Log.open
+        if self.cleaner is not None:
+            self.cleaner.abort()  # the process's descriptors (Log.open's removal of a
+        self.cleaner, self.compacted_seen = None, 0  # left .cleaned file: storage tests)
         self.produce_purgatory = self._new_purgatory()
         self.handler_core.fetch_purgatory.shutdown()
         self.handler_core.fetch_purgatory = Purgatory("fetch", self.timer)

@@ -991,6 +991,22 @@ class SimCluster:
         self.check()
 
     def run(self, steps: int) -> None:
+        try:
+            self._run(steps)
+        finally:
+            self.close()
+
+    def close(self) -> None:
+        """Release the real logs' descriptors (a sweep runs thousands of seeds in one
+        process; the files stay for a test to look at)."""
+        for b in self.brokers.values():
+            if b.cleaner is not None:
+                b.cleaner.abort()
+            if isinstance(self.disk, RealDisk):
+                for log in b.logs.values():
+                    log.abandon()
+
+    def _run(self, steps: int) -> None:
         self.planned_steps = steps
         for _ in range(steps):
             self.step()
