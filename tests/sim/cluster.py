@@ -464,7 +464,7 @@ class SimCluster:
         self.stats["elections"] += 1
         if other != broker.id:
             self.fail(f"two leaders for p{p.index} epoch {p.leader_epoch}: b{other}, b{broker.id}")
-        if self.recreating and broker.hosted_topic_id != self.controller.topic_id():
+        if self.recreating and not self.hosts_current_topic(broker):
             self.record(f"b{broker.id} p{p.index} leads in deleted topic id "
                         f"{broker.hosted_topic_id}: not checked as a new leader")
             return
@@ -890,6 +890,12 @@ class SimCluster:
     def recreating(self) -> bool:
         return self.config.topic_recreate_probability > 0
 
+    def hosts_current_topic(self, broker: SimBroker) -> bool:
+        """The broker's replicas belong to the topic the controller has now (not to a
+        deleted one, and not unknown yet after a restart)."""
+        current = self.controller.topic_id()
+        return current is not None and broker.hosted_topic_id == current
+
     def recreate_topic(self) -> None:
         """The operator deletes the topic (see ``SimConfig.topic_recreate_probability``);
         its records are gone with it, so the oracle starts over with the next one."""
@@ -1055,8 +1061,7 @@ class SimCluster:
         self._forget_repaired_rot()
         for pid in self.partition_ids:
             synced = [b for b in live if self._synced(b, pid) and (b.id, pid) not in self.rotted
-                      and (not self.recreating
-                           or b.hosted_topic_id == self.controller.topic_id())]
+                      and (not self.recreating or self.hosts_current_topic(b))]
             if self.compacting:
                 self._check_compacted_agree(
                     pid, {b.id: self.records_of(b.logs[pid]) for b in synced},
