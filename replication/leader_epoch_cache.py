@@ -15,9 +15,16 @@ find where its log diverges from the leader's (see :mod:`replication.truncation`
 Persistence: every change is written at once with
 :class:`storage.checkpoint.LeaderEpochCheckpointFile` (``<partition dir>/leader-epoch-
 checkpoint``; text: version ``0``, count, then ``"<epoch> <start_offset>"`` lines; atomic
-temp-file + fsync + rename).  The owner assigns an epoch *before* appending the batches
-that carry it (Kafka's order), so after a crash the file may name epochs past the log end
-but never misses one that the log holds; :meth:`load` trims it to the log.
+temp-file + rename), without fsync: the owner's event loop does not wait for the disk at
+every election or epoch change (Kafka's KAFKA-15046).  :meth:`sync` makes the last write
+durable; the log calls it before its recovery point advances (``Log.before_flush``), so
+the durable file never misses an epoch of the flushed records.  The owner assigns an
+epoch *before* appending the batches that carry it (Kafka's order), so after a process
+crash the file may name epochs past the log end but never misses one that the log holds;
+after a power cut it may lag the unflushed tail (log recovery then cuts the tail from the
+first batch of an epoch it does not know, as it cuts any unflushed tail it cannot vouch
+for), or be missing or damaged (then :meth:`load` rebuilds it from the log's batches).
+:meth:`load` trims it to the log.
 
 Rules (Kafka's ``LeaderEpochFileCache``):
 
@@ -32,7 +39,8 @@ Rules (Kafka's ``LeaderEpochFileCache``):
   entries that end before it and moves the first kept entry's start up to it.
 
 Costs: entries are few (one per leader change that wrote data); every operation is
-O(entries) time, plus two fsyncs per change when a checkpoint file is attached.
+O(entries) time, plus a file write per change when a checkpoint file is attached, and two
+fsyncs per :meth:`sync` after a change.
 Not thread-safe: owned by the partition's owner (the broker's event loop).
 """
 
@@ -45,7 +53,7 @@ from pathlib import Path
 from typing import NamedTuple, Protocol
 
 from clients.records.batch import iter_batches
-from storage.checkpoint import LeaderEpochCheckpointFile
+from storage.checkpoint import CorruptCheckpointError, LeaderEpochCheckpointFile
 
 __all__ = [
     "UNDEFINED_EPOCH",
@@ -69,7 +77,8 @@ class LeaderEpochCacheError(AssertionError):
 class EpochCheckpoint(Protocol):
     """Where the cache persists itself (a LeaderEpochCheckpointFile, or a test double)."""
 
-    def write(self, entries: Sequence[tuple[int, int]]) -> None: ...
+    def write(self, entries: Sequence[tuple[int, int]], *, durable: bool = True
+              ) -> None: ...
 
     def read(self) -> list[tuple[int, int]]: ...
 
@@ -85,6 +94,7 @@ class LeaderEpochCache:
     def __init__(self, checkpoint: EpochCheckpoint | None = None,
                  entries: Iterable[tuple[int, int]] = ()) -> None:
         self._checkpoint = checkpoint
+        self._synced = True  # the checkpoint's last write was durable (or none was made)
         self._entries: list[EpochEntry] = []
         for epoch, start in entries:
             self._check_args(epoch, start)
@@ -92,6 +102,7 @@ class LeaderEpochCache:
                                   or start < self._entries[-1].start_offset):
                 raise ValueError(f"entries out of order at ({epoch}, {start}): {self._entries}")
             self._entries.append(EpochEntry(epoch, start))
+        self._durable = tuple(self._entries)  # what the checkpoint held when last synced
 
     @classmethod
     def load(cls, path: str | Path | EpochCheckpoint | None, log_start_offset: int,
@@ -108,7 +119,11 @@ class LeaderEpochCache:
         """
         checkpoint: EpochCheckpoint | None = (
             LeaderEpochCheckpointFile(path) if isinstance(path, str | Path) else path)
-        entries = checkpoint.read() if checkpoint is not None else []
+        try:
+            entries = checkpoint.read() if checkpoint is not None else []
+        except CorruptCheckpointError as exc:  # a write a power cut tore: rebuilt below
+            log.warning("leader epoch checkpoint: %s; rebuilding it from the log", exc)
+            entries = []
         cache = cls(checkpoint, entries)
         changed = cache._truncate_end(log_end_offset) | cache._truncate_start(log_start_offset)
         if not cache._entries and log_end_offset > log_start_offset and batches is not None:
@@ -119,7 +134,8 @@ class LeaderEpochCache:
                     cache._entries.append(EpochEntry(epoch, base))
             changed = True
         if changed:
-            cache._flush()
+            cache._synced = False
+            cache.sync()  # one durable write: what the log recovered may be flushed
         return cache
 
     # -- queries ---------------------------------------------------------------------
@@ -253,7 +269,21 @@ class LeaderEpochCache:
 
     def _flush(self) -> None:
         if self._checkpoint is not None:
+            self._checkpoint.write(list(self._entries), durable=False)
+            self._synced = False
+
+    def sync(self) -> None:
+        """Make the checkpoint durable if a change since the last sync is not (two fsyncs;
+        nothing otherwise).  Called before records whose epochs it names are flushed."""
+        if not self._synced and self._checkpoint is not None:
             self._checkpoint.write(list(self._entries))
+            self._synced, self._durable = True, tuple(self._entries)
+
+    @property
+    def durable_entries(self) -> tuple[EpochEntry, ...]:
+        """What the checkpoint would hold after a power cut now (tests): the last
+        durable write, or what was read at load."""
+        return tuple(self._entries) if self._synced else self._durable
 
     # -- invariants ------------------------------------------------------------------
 

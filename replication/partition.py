@@ -154,6 +154,7 @@ class Partition:
                 batches=((h.partition_leader_epoch, h.base_offset) for h, _ in log.batches()),
             )
         self.leader_epoch_cache = leader_epoch_cache
+        log.before_flush = leader_epoch_cache.sync  # durable before the records it names
         self._producer_store = ProducerStateStore(f"{topic}-{index}", log)
 
     # -- views -----------------------------------------------------------------------

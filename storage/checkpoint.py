@@ -42,7 +42,7 @@ from typing import TypeVar
 
 from clients.protocol.errors import ErrorCode, MiniKafkaError
 from clients.protocol.topics import TopicPartition, topic_name_error
-from storage.file_io import atomic_write_text
+from storage.file_io import atomic_write_bytes, atomic_write_text
 
 VERSION = 0
 INT64_MAX = (1 << 63) - 1
@@ -175,8 +175,10 @@ class LeaderEpochCheckpointFile:
     def __init__(self, path: str | Path) -> None:
         self.path = Path(path)
 
-    def write(self, entries: Sequence[tuple[int, int]]) -> None:
-        """Atomically replace the file; ``ValueError`` if entries are negative or unordered."""
+    def write(self, entries: Sequence[tuple[int, int]], *, durable: bool = True) -> None:
+        """Atomically replace the file; ``ValueError`` if entries are negative or unordered.
+        ``durable=False``: without fsyncs (after a power cut the file may be the previous
+        version, or missing or damaged: see :func:`storage.file_io.atomic_write_bytes`)."""
         lines = [str(VERSION), str(len(entries))]
         for index, (epoch, start_offset) in enumerate(entries):
             _check_int(f"{self.path}: epoch", epoch, INT32_MAX)
@@ -186,7 +188,7 @@ class LeaderEpochCheckpointFile:
                 if reason is not None:
                     raise ValueError(f"{self.path}: {reason}")
             lines.append(f"{epoch} {start_offset}")
-        atomic_write_text(self.path, "\n".join(lines) + "\n")
+        atomic_write_bytes(self.path, ("\n".join(lines) + "\n").encode(), durable=durable)
 
     def read(self) -> list[tuple[int, int]]:
         """The stored entries in order; ``[]`` when the file does not exist."""

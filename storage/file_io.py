@@ -72,8 +72,8 @@ def atomic_write_bytes(path: str | Path, data: bytes | bytearray | memoryview,
     """Replace ``path`` with ``data``: temp file, fsync, rename, fsync the directory
     (skip the last step with ``sync_dir=False`` when the caller fsyncs it later).  With
     ``durable=False`` neither fsync is done: after a crash ``path`` may be missing,
-    empty or partly written, so only files whose reader checks them (a CRC) and can do
-    without them may be written that way."""
+    empty or partly written, so only files whose reader checks them (a CRC, or a count
+    and an order) and can do without them may be written that way."""
     path = Path(path)
     tmp = path.with_name(path.name + TMP_SUFFIX)
     write_file_fsynced(tmp, data, fsync=durable)

@@ -159,6 +159,10 @@ class Log:
         self._unflushed_messages = 0
         self._first_unflushed_ms: int | None = None
         self._closed = False
+        # called before a flush moves the recovery point up: the owner makes what must
+        # be durable with those records durable first (Partition: its leader-epoch
+        # checkpoint, which log recovery checks the next unflushed tail against)
+        self.before_flush: Callable[[], None] | None = None
 
     # -- opening -----------------------------------------------------------------------
 
@@ -505,6 +509,8 @@ class Log:
         self._check_open()
         leo = self._segments.log_end_offset
         target = leo if up_to_offset is None else min(up_to_offset, leo)
+        if self.before_flush is not None and target > self._segments.recovery_point:
+            self.before_flush()
         self._segments.flush(target)
         if target >= leo:
             self._unflushed_messages, self._first_unflushed_ms = 0, None
@@ -526,6 +532,8 @@ class Log:
         """Flush, write the final time-index entries, trim indexes, close descriptors."""
         if self._closed:
             return
+        if self.before_flush is not None:
+            self.before_flush()  # durable too after a clean stop, even with nothing to flush
         self.flush()
         for seg in self._segments.segments:
             seg.close()

@@ -240,8 +240,9 @@ def scan_segment(
     segment's base, from its file name), and from offset ``strict_from`` on (the
     recovery point after a crash: what may not have been flushed) a batch's leader
     epoch must be the one ``epochs`` (the leader-epoch checkpoint's ``(epoch,
-    start_offset)`` entries, which every epoch reaches before its first batch is
-    written) gives its offset.  A flipped
+    start_offset)`` entries: every epoch is written to it before its first batch is
+    written, and made durable before a flush covers that batch, so a power cut can only
+    make it lag the unflushed tail, which is then cut) gives its offset.  A flipped
     bit would otherwise keep a batch 2^k offsets ahead, or one claiming a later epoch
     than any leader had (which the safe election would rank first).  Left unchecked: a
     base offset moved upwards in the last segment (gaps are legal there: a follower

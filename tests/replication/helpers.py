@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from pathlib import Path
 
 from clients.records.batch import iter_batches
@@ -38,3 +39,16 @@ def values(log: Log) -> list[tuple[int, bytes | None]]:
 
 def epochs_in(data: bytes) -> list[tuple[int, int]]:
     return [(h.partition_leader_epoch, h.base_offset) for _, h in iter_batches(data)]
+
+
+class RecordingCheckpoint:
+    """An EpochCheckpoint that remembers each write and whether it was durable."""
+
+    def __init__(self) -> None:
+        self.writes: list[tuple[list[tuple[int, int]], bool]] = []
+
+    def write(self, entries: Sequence[tuple[int, int]], *, durable: bool = True) -> None:
+        self.writes.append((list(entries), durable))
+
+    def read(self) -> list[tuple[int, int]]:
+        return self.writes[-1][0] if self.writes else []

@@ -15,7 +15,7 @@ from replication.leader_epoch_cache import (
     epoch_changes,
 )
 from storage.checkpoint import CorruptCheckpointError, LeaderEpochCheckpointFile
-from tests.replication.helpers import batch
+from tests.replication.helpers import RecordingCheckpoint, batch
 
 
 def cache_of(*entries: tuple[int, int]) -> LeaderEpochCache:
@@ -130,11 +130,37 @@ def test_load_rebuilds_a_missing_checkpoint_from_the_batches(tmp_path: Path) -> 
     assert LeaderEpochCheckpointFile(path).read() == [(0, 0), (3, 20)]
 
 
-def test_load_of_a_corrupt_checkpoint_names_the_file(tmp_path: Path) -> None:
+def test_a_corrupt_checkpoint_is_logged_and_rebuilt_from_the_batches(
+        tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Its writes are not fsync'd (below): a power cut can leave it damaged."""
     path = tmp_path / "leader-epoch-checkpoint"
     path.write_text("0\n2\n3 10\n1 20\n")
     with pytest.raises(CorruptCheckpointError, match="leader-epoch-checkpoint"):
-        LeaderEpochCache.load(path, 0, 100)
+        LeaderEpochCheckpointFile(path).read()
+    with caplog.at_level(logging.WARNING):
+        loaded = LeaderEpochCache.load(path, 0, 100, batches=[(1, 0), (3, 50)])
+    assert "leader-epoch-checkpoint" in caplog.text
+    assert loaded.entries == (EpochEntry(1, 0), EpochEntry(3, 50))
+    assert LeaderEpochCheckpointFile(path).read() == [(1, 0), (3, 50)]
+
+
+def test_changes_are_written_at_once_without_fsync_and_sync_makes_them_durable() -> None:
+    ckpt = RecordingCheckpoint()
+    c = LeaderEpochCache(ckpt)
+    c.assign(0, 0)
+    c.assign(2, 40)
+    assert ckpt.writes == [([(0, 0)], False), ([(0, 0), (2, 40)], False)]
+    assert c.durable_entries == ()  # a power cut now: the file as it was
+    c.sync()
+    assert ckpt.writes[-1] == ([(0, 0), (2, 40)], True)
+    assert c.durable_entries == (EpochEntry(0, 0), EpochEntry(2, 40))
+    c.sync()  # nothing changed since: no write, no fsync
+    assert len(ckpt.writes) == 3
+    c.truncate_from_end(40)
+    assert ckpt.writes[-1] == ([(0, 0)], False)
+    assert c.durable_entries == (EpochEntry(0, 0), EpochEntry(2, 40))
+    c.sync()
+    assert ckpt.writes[-1] == ([(0, 0)], True) and len(ckpt.writes) == 5
 
 
 def test_check_invariants_against_the_log() -> None:

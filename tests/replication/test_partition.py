@@ -12,7 +12,7 @@ from clients.protocol.errors import (
     MiniKafkaError,
     OffsetOutOfRangeError,
 )
-from replication.leader_epoch_cache import EpochEntry
+from replication.leader_epoch_cache import EpochEntry, LeaderEpochCache
 from replication.partition import Partition
 from replication.partition_errors import (
     FencedLeaderEpochError,
@@ -24,7 +24,14 @@ from replication.partition_errors import (
 from replication.truncation import EpochEndOffset
 from storage.checkpoint import LEADER_EPOCH_CHECKPOINT, LeaderEpochCheckpointFile
 from storage.segment_repair import SegmentRepairError
-from tests.replication.helpers import batch, epochs_in, make_partition, values
+from tests.replication.helpers import (
+    RecordingCheckpoint,
+    batch,
+    epochs_in,
+    make_partition,
+    open_log,
+    values,
+)
 
 
 def replicate(leader: Partition, follower: Partition, now_ms: int = 0) -> bool:
@@ -68,6 +75,33 @@ def test_make_leader_opens_the_epoch_at_leo_and_checkpoints_it(tmp_path: Path) -
     p.append_records_as_leader(batch(b"c"))
     assert epochs_in(b"".join(d for _, d in p.log.batches())) == [(0, 0), (3, 2)]
     p.check_invariants()
+
+
+def test_the_epoch_checkpoint_is_durable_before_the_log_flushes_records_of_its_epochs(
+        tmp_path: Path) -> None:
+    """Epoch changes are written without fsync; the log's flush syncs the checkpoint
+    first (log recovery checks the unflushed tail against it), and only when the
+    recovery point moves."""
+    ckpt = RecordingCheckpoint()
+    log = open_log(tmp_path / "b1", "t-0")
+    p = Partition("t", 0, log, 1, leader_epoch_cache=LeaderEpochCache(ckpt))
+    p.make_leader(4, [1], [1])
+    p.append_records_as_leader(batch(b"a", b"b"))
+    assert ckpt.writes == [([(4, 0)], False)]
+    log.flush()
+    assert ckpt.writes[-1] == ([(4, 0)], True) and log.recovery_point == 2
+    log.flush()  # the recovery point does not move: no sync
+    assert len(ckpt.writes) == 2
+    assert p.make_leader(6, [1], [1], partition_epoch=1)
+    p.append_records_as_leader(batch(b"c"))
+    assert ckpt.writes[-1] == ([(4, 0), (6, 2)], False)
+    log.flush()
+    assert ckpt.writes[-1] == ([(4, 0), (6, 2)], True)
+    assert p.make_follower(2, 7, [1, 2], partition_epoch=2, isr=[1, 2])
+    p.truncate_to(2)  # nothing left to flush, yet a clean stop leaves it durable
+    assert ckpt.writes[-1] == ([(4, 0)], False)
+    log.close()
+    assert ckpt.writes[-1] == ([(4, 0)], True)
 
 
 def test_single_replica_hw_follows_leo(tmp_path: Path) -> None:

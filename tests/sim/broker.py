@@ -92,6 +92,7 @@ class SimBroker:
         self.pending_cuts: dict[int, int] = {}  # pid -> where a damaged leader cuts as follower
         self.cleaner: LogCleaner | None = None  # compaction: the process's log cleaner
         self.hosted_topic_id: int | None = None  # the topic id its replicas belong to
+        self.durable_epochs: dict[int, tuple[tuple[int, int], ...]] = {}  # at the last crash
         self.compacted_seen = 0
 
     # -- lifecycle -------------------------------------------------------------------
@@ -206,6 +207,9 @@ class SimBroker:
 
     def crash(self) -> None:
         self.alive = False
+        # a power cut: each leader-epoch checkpoint holds its last durable write
+        self.durable_epochs = {pid: p.leader_epoch_cache.durable_entries
+                               for pid, p in self.partitions.items()}
         for p in self.partitions.values():
             p.abort_repair()  # its .cleaned file: the next open removes it anyway
         self.partitions.clear()

@@ -56,6 +56,7 @@ from clients.records.batch import LOG_OVERHEAD, iter_batches, read_header
 from clients.records.record import build_batch, decode_batch
 from replication.partition import Partition
 from replication.truncation import TruncationPolicy
+from storage.checkpoint import LEADER_EPOCH_CHECKPOINT, LeaderEpochCheckpointFile
 from storage.config import LogConfig
 from storage.log.log import Log
 from storage.partition_metadata import read_topic_id, write_topic_id
@@ -167,6 +168,8 @@ class MemoryDisk:
         return log
 
     def crash(self, broker: SimBroker) -> int:
+        for checkpoint in broker.epoch_checkpoints.values():
+            checkpoint.crash()  # a write not yet made durable (LeaderEpochCache.sync) is lost
         return sum(log.crash() for log in broker.logs.values())
 
     def topic_id(self, broker: SimBroker, pid: int) -> int | None:
@@ -266,6 +269,12 @@ class RealDisk:
 
     def crash(self, broker: SimBroker) -> int:
         lost = 0
+        for pid, entries in broker.durable_epochs.items():  # a write not yet made durable
+            checkpoint = LeaderEpochCheckpointFile(  # (LeaderEpochCache.sync) is lost
+                self.root / f"b{broker.id}" / f"t-{pid}" / LEADER_EPOCH_CHECKPOINT)
+            if checkpoint.read() != list(entries):
+                checkpoint.write(entries)
+                self.c.stats["epoch_checkpoints_reverted"] += 1
         for log in broker.logs.values():
             recovery_point = log.recovery_point
             lost += log.log_end_offset - recovery_point

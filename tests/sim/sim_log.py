@@ -58,11 +58,18 @@ class MemoryFetchData:
 class MemoryCheckpoint:
     def __init__(self) -> None:
         self.entries: list[tuple[int, int]] = []
+        self.durable: list[tuple[int, int]] = []  # what the last durable write held
         self.writes = 0
 
-    def write(self, entries: Sequence[tuple[int, int]]) -> None:
+    def write(self, entries: Sequence[tuple[int, int]], *, durable: bool = True) -> None:
         self.entries = list(entries)
         self.writes += 1
+        if durable:
+            self.durable = list(entries)
+
+    def crash(self) -> None:
+        """Power cut: the last write that was not durable is lost."""
+        self.entries = list(self.durable)
 
     def read(self) -> list[tuple[int, int]]:
         return list(self.entries)
@@ -84,6 +91,7 @@ class MemoryLog:
         self.on_truncate: Callable[[MemoryLog, list[BatchHeader]], None] | None = None
         self.restarts = 0  # truncate_fully_and_start_at calls (behind a leader's log start)
         self.topic_id: int | None = None  # what a real log keeps in partition.metadata
+        self.before_flush: Callable[[], None] | None = None  # as storage.log.Log's
 
     # -- views ---------------------------------------------------------------------
 
@@ -236,6 +244,8 @@ class MemoryLog:
 
     def flush(self, up_to_offset: int | None = None) -> None:
         target = self._end if up_to_offset is None else min(up_to_offset, self._end)
+        if self.before_flush is not None and target > self._recovery_point:
+            self.before_flush()  # as storage.log.Log: the epoch checkpoint first
         self._recovery_point = max(self._recovery_point, target)
 
     def crash(self) -> int:
