@@ -43,6 +43,7 @@ from broker.config import BrokerConfig
 from broker.delayed import DelayedFetch, DelayedProduce
 from broker.group.offsets_topic import OffsetsTopic
 from broker.metadata.image import MetadataImage
+from broker.metadata.replica_plan import log_of_other_topic, plan_replicas
 from broker.producer_ids import ProducerIdAllocator, StandaloneProducerIdAllocator
 from broker.topic_registry import MAX_PARTITIONS_PER_TOPIC, StandaloneTopic, TopicRegistry
 from broker.users import ScramUsers
@@ -596,7 +597,8 @@ class BrokerCore:
         image = self.image
         assert image is not None
         me = self.config.node_id
-        wanted = {(t, p): s for t, p, s in image.replicas_on(me)}
+        plan = plan_replicas(image, me, list(self.partitions), self.hosted_topic_ids)
+        wanted = {key: state for key, (_, state) in plan.host.items()}
         # marks that end here: not a replica any more (the image is complete), or back
         # in the ISR with a leader (healed); one checkpoint rewrite for all of them
         done_cuts = [key for key in self.recovery_cuts if key not in wanted
@@ -606,18 +608,15 @@ class BrokerCore:
         # parked produces/fetches are woken once the whole image is applied, so a fetch
         # of several partitions is answered from the new state of all of them
         woken: list[TopicPartition] = []
-        for key in list(self.partitions):
-            hosted = image.topics.get(key[0])
-            if key not in wanted or (hosted is not None
-                                     and self.hosted_topic_ids.get(key[0]) != hosted.topic_id):
-                self._drop_partition(key)
-                woken.append(key)
-        for (topic, index), state in wanted.items():
-            self.hosted_topic_ids[topic] = image.topics[topic].topic_id
-            key = TopicPartition(topic, index)
+        for key in plan.drop:
+            self._drop_partition(key)
+            woken.append(key)
+        for key, (topic_id, state) in plan.host.items():
+            topic, index = key
+            self.hosted_topic_ids[topic] = topic_id
             partition = self.partitions.get(key)
             if partition is None:
-                log_ = self._log_for_topic_id(key, image.topics[topic].topic_id)
+                log_ = self._log_for_topic_id(key, topic_id)
                 partition = Partition(topic, index, log_, local_broker_id=me)
                 partition.high_watermark = min(self._checkpointed_hws.get(key, 0),
                                                log_.log_end_offset)
@@ -654,7 +653,7 @@ class BrokerCore:
         the same name deleted while this broker was away - a new, empty one."""
         log_ = self.log_manager.get_log(*key)
         found = None if log_ is None else read_topic_id(log_.dir)
-        if log_ is not None and found is not None and found != topic_id:
+        if log_ is not None and log_of_other_topic(found, topic_id):
             log.warning("%s-%d: the log on disk belongs to topic id %d, deleted since; "
                         "removing it, topic id %d starts empty", *key, found, topic_id)
             self.log_manager.delete_log(*key)

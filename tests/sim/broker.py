@@ -27,6 +27,7 @@ from broker.delayed import DelayedProduce
 from broker.metadata.image import PartitionRegistration
 from broker.metadata.log_reader import MetadataLogReader
 from broker.metadata.replica_logs import last_leader_epoch
+from broker.metadata.replica_plan import log_of_other_topic, plan_replicas
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError
 from clients.protocol.topics import TopicPartition
@@ -273,31 +274,31 @@ class SimBroker:
             self.reconcile()
 
     def reconcile(self) -> None:
-        """As :meth:`broker.core.BrokerCore.reconcile` for this broker's replicas: each
-        partition's registration in the complete image becomes its leader or follower
-        state.  Replicas of a topic the image no longer has (deleted, or re-created under
-        a new id) are deleted; logs on disk that belong to another topic id than the
-        image's are deleted before the topic is hosted, and the others are labelled with
-        it."""
-        topic = self.metadata.image.topics.get(TOPIC)
-        wanted = None if topic is None else topic.topic_id
-        if self.hosted_topic_id is not None and self.hosted_topic_id != wanted:
-            for pid in self.c.partition_ids:
-                self.replace_replica(pid, f"topic id {self.hosted_topic_id} deleted")
-            self.hosted_topic_id = None
-        if wanted is None:
-            return
-        if self.hosted_topic_id is None:
-            for pid in self.c.partition_ids:
+        """As :meth:`broker.core.BrokerCore.reconcile` for this broker's replicas, with
+        the same decision (:func:`broker.metadata.replica_plan.plan_replicas`): replicas
+        of a topic the image no longer has (deleted, or re-created under another id) are
+        deleted (an empty replica, neither leader nor follower, takes the place of each);
+        a log whose partition.metadata names another topic id than the one to host is
+        deleted before the topic is hosted (:func:`log_of_other_topic`), and the others
+        are labelled with it; each partition's registration becomes its leader or
+        follower state."""
+        hosted = self.hosted_topic_id
+        plan = plan_replicas(
+            self.metadata.image, self.id,
+            [_key(pid) for pid in self.c.partition_ids] if hosted is not None else [],
+            {TOPIC: hosted} if hosted is not None else {})
+        for key in plan.drop:
+            self.replace_replica(key.partition, f"topic id {hosted} deleted")
+        self.hosted_topic_id = None
+        for key, (topic_id, state) in plan.host.items():
+            pid = key.partition
+            if hosted != topic_id:  # not hosted by this process yet
                 found = self.c.disk.topic_id(self, pid)
-                if found is not None and found != wanted:
+                if log_of_other_topic(found, topic_id):
                     self.replace_replica(pid, f"the log belongs to deleted topic id {found}")
-                self.c.disk.set_topic_id(self, pid, wanted)
-            self.hosted_topic_id = wanted
-        for pid in self.c.partition_ids:
-            state = self.metadata.image.partition(TOPIC, pid)
-            if state is not None and self.id in state.replicas:
-                self.apply_partition_state(pid, state)
+                self.c.disk.set_topic_id(self, pid, topic_id)
+            self.hosted_topic_id = topic_id
+            self.apply_partition_state(pid, state)
 
     def apply_partition_state(self, pid: int, state: PartitionRegistration) -> None:
         p = self.partitions[pid]
