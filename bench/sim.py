@@ -112,6 +112,7 @@ def run_seeds(args: tuple[list[int], int, dict[str, Any]]) -> tuple[list[dict[st
     seeds, steps, config = args
     logging.getLogger("broker").setLevel(logging.ERROR)  # the controller's election notes
     logging.getLogger("storage").setLevel(logging.CRITICAL)  # the scrubber's rot findings
+    logging.getLogger("replication").setLevel(logging.ERROR)  # epoch checkpoint rebuilds
     failures, total = [], 0
     for seed in seeds:
         with contextlib.ExitStack() as stack:
