@@ -96,7 +96,10 @@ def records_length(value: Any) -> int:
     """Byte length of a RECORDS value: bytes-like, or any object with ``__len__`` (a
     broker's file region) other than text and Python containers (TypeError: they have
     no byte form, and would only fail later, when the frame's parts are joined)."""
-    if type(value) is memoryview:
+    kind = type(value)
+    if kind is bytes or kind is bytearray:
+        return len(value)
+    if kind is memoryview:
         return value.nbytes
     if isinstance(value, _NOT_RECORDS):
         raise TypeError(f"records: expected bytes or a file region, got "

@@ -149,7 +149,7 @@ class SimConfig:
     compaction_segment_ms: int = 40        # and rolled by time (records' CreateTime)
     compaction_step_bytes: int = 1024
     # per step, the chance that the operator deletes the topic (DeleteTopics through the
-    # real controller); it is created again (a new topic id, leader epochs from 0) once
+    # real controller); it is created again (a new topic id, leader epochs from it) once
     # every broker is up; a broker that was away comes back with the old topic's logs
     # and must delete them (its partition.metadata names the old id), and nobody may
     # serve or elect from them; the oracle starts over with the new topic; 0: never
@@ -220,10 +220,13 @@ class RealDisk:
             **({"cleanup_policy": "compact", "segment_ms": cfg.compaction_segment_ms}
                if cfg.compaction_probability else {}))
 
+    def log_dir(self, broker: SimBroker, pid: int) -> Path:
+        return self.root / f"b{broker.id}" / f"t-{pid}"
+
     def open_log(self, broker: SimBroker, pid: int) -> Log:
         old = broker.logs.get(pid)
         rp = old.recovery_point if old is not None else 0
-        log = Log.open(self.root / f"b{broker.id}" / f"t-{pid}", self.config,
+        log = Log.open(self.log_dir(broker, pid), self.config,
                        recovery_point=rp, had_clean_shutdown=False,
                        clock_ms=lambda: self.c.now_ms)
         if old is not None:
@@ -258,10 +261,10 @@ class RealDisk:
                         f"log end offset {log.log_end_offset}")
 
     def topic_id(self, broker: SimBroker, pid: int) -> int | None:
-        return read_topic_id(self.root / f"b{broker.id}" / f"t-{pid}")
+        return read_topic_id(self.log_dir(broker, pid))
 
     def set_topic_id(self, broker: SimBroker, pid: int, topic_id: int) -> None:
-        write_topic_id(self.root / f"b{broker.id}" / f"t-{pid}", topic_id)
+        write_topic_id(self.log_dir(broker, pid), topic_id)
 
     def delete_log(self, broker: SimBroker, pid: int) -> Log:
         broker.logs.pop(pid).delete()
@@ -271,7 +274,7 @@ class RealDisk:
         lost = 0
         for pid, entries in broker.durable_epochs.items():  # a write not yet made durable
             checkpoint = LeaderEpochCheckpointFile(  # (LeaderEpochCache.sync) is lost
-                self.root / f"b{broker.id}" / f"t-{pid}" / LEADER_EPOCH_CHECKPOINT)
+                self.log_dir(broker, pid) / LEADER_EPOCH_CHECKPOINT)
             if checkpoint.read() != list(entries):
                 checkpoint.write(entries)
                 self.c.stats["epoch_checkpoints_reverted"] += 1
@@ -737,8 +740,7 @@ class SimCluster:
         p = self.producer
         p.errors[error.name] += 1
         pid = body["pid"]
-        stale = self.recreating and body["topic_id"] != self.controller.topic_id()
-        if stale and error == ErrorCode.NONE:
+        if self._from_deleted_topic(body) and error == ErrorCode.NONE:
             error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION  # stored in a deleted topic
         if self.config.idempotent:
             out = p.in_flight.get(pid)
@@ -804,7 +806,7 @@ class SimCluster:
         """Every batch served lies below the HW the answer carries; in no_loss mode it is
         kept (never lost, never changed) from then on."""
         c = self.consumer
-        if self.recreating and body["topic_id"] != self.controller.topic_id():
+        if self._from_deleted_topic(body):
             return  # an answer from a deleted topic's replica: not this topic's records
         for topic in body["body"]["responses"]:
             for p in topic["partitions"]:
@@ -898,6 +900,11 @@ class SimCluster:
     @property
     def recreating(self) -> bool:
         return self.config.topic_recreate_probability > 0
+
+    def _from_deleted_topic(self, answer: dict[str, Any]) -> bool:
+        """A broker's answer came from a replica of another topic id than the current
+        one (the broker stamps the id it hosted when it answered)."""
+        return self.recreating and answer["topic_id"] != self.controller.topic_id()
 
     def hosts_current_topic(self, broker: SimBroker) -> bool:
         """The broker's replicas belong to the topic the controller has now (not to a
