@@ -193,13 +193,14 @@ class RecordAccumulator:
         tracker: BulkTracker, index: int,
     ) -> None:  # fmt: skip
         """Queue a batch whose bytes are already final in ``buffer[:size]`` (bulk path)."""
-        batch = ProducerBatch(tp, buffer, self.clock_ms())
+        # the codec of its records (compressed already), should a split re-encode them
+        batch = ProducerBatch(tp, buffer, self.clock_ms(), self.codec, self.compress)
         batch.size = size
         batch.record_count = record_count
         batch.full = batch.closed = True
-        batch.bulk = (tracker, index)
-        tracker.partitions[index] = tp.partition
-        tracker.record_counts[index] = record_count
+        slot = tracker.slot(index)
+        slot.partition, slot.record_count = tp.partition, record_count
+        batch.bulk = (tracker, slot)
         with self._cond:
             try:
                 self._check_open()

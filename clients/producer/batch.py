@@ -146,32 +146,71 @@ def record_size_bound(key: bytes | None, value: bytes | None, headers: Sequence[
     return size
 
 
-class BulkTracker:
-    """Resolves one ``send_bulk`` future when all of its batches are done."""
+class BulkSlot:
+    """One batch's entry in a ``send_bulk`` result: where it went and how many records.
 
-    __slots__ = ("_lock", "future", "offsets", "partitions", "pending", "record_counts", "topic")
+    ``chunk`` is the index of the chunk the call was cut into that the batch carries
+    records of (a split batch's parts share it)."""
+
+    __slots__ = ("base_offset", "chunk", "partition", "record_count")
+
+    def __init__(self, chunk: int, partition: int = -1, record_count: int = 0) -> None:
+        self.chunk = chunk
+        self.partition = partition
+        self.record_count = record_count
+        self.base_offset = -1
+
+
+class BulkTracker:
+    """Resolves one ``send_bulk`` future when all of its batches are done.
+
+    The call is cut into ``count`` chunks, one batch each when queued; chunk ``i``'s
+    batch is :meth:`slot` ``(i)``.  A batch the broker refused as too large is split
+    (:mod:`clients.producer.split`): :meth:`split` puts its parts' slots in its place,
+    so the :class:`~clients.types.BulkResult` has one entry per batch as written, in
+    record order.
+    """
+
+    __slots__ = ("_chunks", "_lock", "_settled", "future", "pending", "topic")
 
     def __init__(self, topic: str, future: Future[BulkResult], count: int) -> None:
         self.topic = topic
         self.future = future
-        self.partitions = [-1] * count
-        self.offsets = [-1] * count
-        self.record_counts = [0] * count
+        self._chunks = [[BulkSlot(i)] for i in range(count)]
         self.pending = count
+        self._settled = False
         self._lock = threading.Lock()
 
-    def batch_done(self, index: int, base_offset: int, error: BaseException | None) -> None:
+    def slot(self, chunk: int) -> BulkSlot:
+        """The slot of chunk ``chunk``'s batch (before any split of it)."""
+        return self._chunks[chunk][0]
+
+    def split(self, slot: BulkSlot, parts: Sequence[BulkSlot]) -> None:
+        """``slot``'s batch now travels as ``parts`` (in record order); call before any
+        part can complete."""
         with self._lock:
-            self.offsets[index] = base_offset
+            slots = self._chunks[slot.chunk]
+            at = next(i for i, s in enumerate(slots) if s is slot)
+            slots[at:at + 1] = parts
+            self.pending += len(parts) - 1
+
+    def batch_done(self, slot: BulkSlot, base_offset: int, error: BaseException | None) -> None:
+        with self._lock:
+            slot.base_offset = base_offset
             self.pending -= 1
             last = self.pending == 0
+            # decided under the lock: two batches failing at once must not both settle it
+            settle = not self._settled and (error is not None or last)
+            self._settled = self._settled or settle
+        if not settle:
+            return
         if error is not None:
-            if not self.future.done():
-                self.future.set_exception(error)
-        elif last and not self.future.done():
-            self.future.set_result(
-                BulkResult(self.topic, self.partitions, self.offsets, self.record_counts)
-            )
+            self.future.set_exception(error)
+            return
+        slots = [s for chunk in self._chunks for s in chunk]
+        self.future.set_result(BulkResult(self.topic, [s.partition for s in slots],
+                                          [s.base_offset for s in slots],
+                                          [s.record_count for s in slots]))
 
 
 class ProducerBatch:
@@ -200,7 +239,7 @@ class ProducerBatch:
         self.max_timestamp = 0
         # the outcome every record's future shares (made by the first try_append)
         self.result: BatchResult | None = None
-        self.bulk: tuple[BulkTracker, int] | None = None
+        self.bulk: tuple[BulkTracker, BulkSlot] | None = None
         self.created_ms = created_ms
         self.attempts = 0
         self.retry_at_ms = 0.0
@@ -289,7 +328,7 @@ class ProducerBatch:
             return
         self.done = True
         if self.bulk is not None:
-            tracker, index = self.bulk
-            tracker.batch_done(index, base_offset, error)
+            tracker, slot = self.bulk
+            tracker.batch_done(slot, base_offset, error)
         elif self.result is not None:
             self.result.complete(base_offset, log_append_time_ms, error)

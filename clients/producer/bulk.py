@@ -117,7 +117,7 @@ class BulkAppender:
                                   timestamp_ms, tracker, i, deadline)  # fmt: skip
             except BaseException as e:
                 for j in range(i, len(chunks)):
-                    tracker.batch_done(j, -1, e)
+                    tracker.batch_done(tracker.slot(j), -1, e)
                 raise
         return future
 

@@ -9,8 +9,10 @@ the topic's limit is below ``batch_size`` too: pieces are split again until they
 The sender puts them back at the head of the partition's queue as retries.  A
 single-record batch cannot be split: it fails with the error (unless it shared the
 answer with other batches of the partition; then it is retried alone first, since it
-may not have been the one too large).  ``send_bulk`` batches are not split (their size
-is the caller's ``batch_size``; they fail as before).
+may not have been the one too large).  ``send_bulk`` batches are split the same way:
+their parts take the batch's place in the call's
+:class:`~clients.producer.batch.BulkTracker` (:meth:`~clients.producer.batch.BulkTracker.split`),
+so its :class:`~clients.types.BulkResult` lists every part as a batch of its own.
 
 What stays the same across a split::
 
@@ -19,6 +21,8 @@ What stays the same across a split::
                  is cut in order, so every later batch's sequence stays valid)
     futures      the big BatchResult is chained to the parts' (BatchResult.chain): each
                  RecordFuture finds its part by index; done when every part is
+    send_bulk    the batch's BulkSlot is replaced by one per part (BulkTracker.split);
+                 the call's future resolves when every part is done
 
 Parts take the big batch's producer id and epoch, compression, creation time (the
 delivery timeout keeps counting), attempts and ``maybe_written``.
@@ -35,16 +39,19 @@ safety: none; the sender calls it under its lock.
 
 from __future__ import annotations
 
-from clients.producer.batch import ProducerBatch, record_size_bound
+from clients.producer.batch import BulkSlot, ProducerBatch, record_size_bound
 from clients.producer.idempotence import NO_SEQUENCE, increment_sequence
 from clients.records.batch import HEADER_SIZE
 from clients.records.bulk_decode import decode_batch_bulk
 
 
 def can_split(batch: ProducerBatch) -> bool:
-    """More than one record, from ``send`` (not ``send_bulk``), not split already."""
-    return (batch.record_count > 1 and batch.bulk is None and batch.result is not None
-            and not batch.result.chained)  # fmt: skip
+    """More than one record, and not split already (a part may be split again)."""
+    if batch.record_count <= 1:
+        return False
+    if batch.bulk is not None:
+        return True  # a split bulk batch is not itself sent again (its parts are)
+    return batch.result is not None and not batch.result.chained
 
 
 def split_batch(batch: ProducerBatch, batch_size: int) -> list[ProducerBatch]:
@@ -52,7 +59,7 @@ def split_batch(batch: ProducerBatch, batch_size: int) -> list[ProducerBatch]:
 
     ``batch`` must be closed (its bytes final) and :func:`can_split`.
     """
-    if not can_split(batch) or batch.result is None:
+    if not can_split(batch):
         raise ValueError(f"{batch!r} cannot be split")
     records = decode_batch_bulk(batch.wire(), 0).to_records()
     most = (len(records) + 1) // 2
@@ -79,6 +86,15 @@ def split_batch(batch: ProducerBatch, batch_size: int) -> list[ProducerBatch]:
         if sequence != NO_SEQUENCE:
             piece.set_producer_state(batch.producer_id, batch.producer_epoch,
                                      increment_sequence(sequence, first))  # fmt: skip
+    if batch.bulk is not None:
+        tracker, slot = batch.bulk
+        slots = [BulkSlot(slot.chunk, slot.partition, piece.record_count) for piece in parts]
+        for piece, piece_slot in zip(parts, slots, strict=True):
+            piece.result = None  # the call's tracker resolves its records, not a future
+            piece.bulk = (tracker, piece_slot)
+        tracker.split(slot, slots)
+        return parts
+    assert batch.result is not None
     batch.result.chain([(first, piece.result) for first, piece in zip(firsts, parts, strict=True)
                          if piece.result is not None])  # fmt: skip
     return parts

@@ -185,3 +185,23 @@ def test_batches_refused_as_too_large_are_split_and_land_once_in_order(
     assert offsets == list(range(len(values)))
     received = consume_all(broker.bootstrap, "small", 1, len(values))
     assert [r.value for r in received[0]] == values  # each once, in send order
+
+
+def test_send_bulk_batches_refused_as_too_large_are_split_and_land_once_in_order(
+        broker: BrokerProcess) -> None:
+    # send_bulk's batches are the producer's batch_size (16 KiB), four times the topic's
+    # limit: each is split (clients/producer/split.py) and the call's result lists the parts
+    with Admin(broker.bootstrap) as admin:
+        admin.create_topics([NewTopic("small-bulk", 1, 1, {"max.message.bytes": "4096"})])
+    values = [b"%06d" % i + bytes(94) for i in range(20_000)]
+    with Producer(broker.bootstrap, acks="all", enable_idempotence=True, linger_ms=5,
+                  retry_backoff_ms=5) as producer:  # fmt: skip
+        result = producer.send_bulk("small-bulk", values, partition=0,
+                                    keys=[v[:6] for v in values]).result(60)
+        splits = producer.metrics()["split_batches"]
+    assert splits > 0
+    assert sum(result.record_counts) == len(values)
+    assert result.base_offsets == [sum(result.record_counts[:i])
+                                   for i in range(len(result.record_counts))]
+    received = consume_all(broker.bootstrap, "small-bulk", 1, len(values))
+    assert [r.value for r in received[0]] == values  # each once, in send order

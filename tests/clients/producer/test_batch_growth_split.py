@@ -9,10 +9,10 @@ import pytest
 
 from clients.memory.buffer_pool import BufferPool
 from clients.producer.accumulator import RecordAccumulator
-from clients.producer.batch import ProducerBatch
+from clients.producer.batch import BulkTracker, ProducerBatch
 from clients.producer.compression import compression_codec, compressor
 from clients.producer.config import resolve_batch_max_size
-from clients.producer.future import RecordFuture
+from clients.producer.future import ProducerFuture, RecordFuture
 from clients.producer.idempotence import IdempotenceManager
 from clients.producer.producer import Producer
 from clients.producer.split import can_split, split_batch
@@ -20,7 +20,7 @@ from clients.protocol.errors import InvalidConfigError, MessageTooLargeError
 from clients.protocol.topics import TopicPartition
 from clients.records.batch import iter_batches, read_header
 from clients.records.bulk_decode import decode_batch_bulk
-from clients.types import RecordMetadata
+from clients.types import BulkResult, RecordMetadata
 from tests.clients.fake_broker import FakeCluster, one_leader_metadata
 
 T0 = TopicPartition("t", 0)
@@ -205,3 +205,76 @@ def test_one_record_above_the_topic_limit_fails_alone(cluster: FakeCluster) -> N
             big.result(20)
         assert small.result(20).offset == 0
     assert [r.value for r in cluster.records(T0)] == [b"fits"]
+
+
+# ------------------------------------------------------------------ send_bulk
+
+
+def _bulk_batch(pool: BufferPool, n: int) -> tuple[ProducerBatch, BulkTracker,
+                                                   ProducerFuture[BulkResult]]:
+    """A closed batch of ``n`` records queued as chunk 1 of a two-chunk ``send_bulk``."""
+    batch, _ = _closed_batch(pool, n)
+    future: ProducerFuture[BulkResult] = ProducerFuture()
+    tracker = BulkTracker("t", future, 2)
+    slot = tracker.slot(1)
+    slot.partition, slot.record_count = 0, n
+    batch.bulk, batch.result = (tracker, slot), None
+    first = tracker.slot(0)
+    first.partition, first.record_count = 0, 3
+    return batch, tracker, future
+
+
+def test_a_bulk_batch_splits_into_entries_of_the_bulk_result(pool: BufferPool) -> None:
+    batch, tracker, future = _bulk_batch(pool, 8)
+    assert can_split(batch)
+    first, second = split_batch(batch, 4096)
+    assert first.bulk is not None and second.bulk is not None and first.result is None
+    first.close()
+    one, two = split_batch(first, 4096)  # a part refused again splits again
+    assert (one.record_count, two.record_count, second.record_count) == (2, 2, 4)
+    for part, base in ((two, 12), (second, 14), (one, 10)):
+        assert not future.done()
+        part.complete(base, -1, None)
+    assert not future.done()  # chunk 0 is still out
+    tracker.batch_done(tracker.slot(0), 0, None)
+    # one entry per batch as written, in record order
+    assert future.result(0) == BulkResult("t", [0, 0, 0, 0], [0, 10, 12, 14], [3, 2, 2, 4])
+    assert batch.buffer is not None
+    pool.deallocate(batch.buffer)
+
+
+def test_a_failed_part_of_a_bulk_batch_fails_the_call_once(pool: BufferPool) -> None:
+    batch, tracker, future = _bulk_batch(pool, 6)
+    first, second = split_batch(batch, 4096)
+    seen: list[BaseException | None] = []
+    future.add_done_callback(lambda f: seen.append(f.exception(0)))
+    first.complete(-1, -1, MessageTooLargeError("still too large"))
+    second.complete(-1, -1, MessageTooLargeError("again"))  # settles nothing twice
+    tracker.batch_done(tracker.slot(0), 0, None)
+    assert len(seen) == 1 and isinstance(seen[0], MessageTooLargeError)
+    assert "still too large" in str(seen[0])
+    assert batch.buffer is not None
+    pool.deallocate(batch.buffer)
+
+
+@pytest.mark.parametrize("idempotent", [True, False])
+def test_send_bulk_to_a_topic_limit_below_its_batches_loses_and_duplicates_nothing(
+    cluster: FakeCluster, idempotent: bool,
+) -> None:
+    cluster.create_topic("t", 1)
+    cluster.topic_configs["t"] = {"max.message.bytes": str(LIMIT)}
+    values = [b"%05d" % i + bytes(95) for i in range(300)]
+    keys = [b"k%d" % i for i in range(300)]
+    with Producer(cluster.bootstrap, linger_ms=5, batch_size=16384,
+                  enable_idempotence=idempotent, retry_backoff_ms=1) as producer:  # fmt: skip
+        result = producer.send_bulk("t", values, partition=0, keys=keys).result(20)
+        assert producer.metrics()["split_batches"] > 0
+    assert cluster.too_large_answers > 0
+    assert [r.value for r in cluster.records(T0)] == values  # each once, in order
+    assert [r.key for r in cluster.records(T0)] == keys
+    assert sum(result.record_counts) == 300 and len(result.record_counts) > 1
+    # the entries are the batches as written: offsets follow one another
+    assert result.base_offsets == [sum(result.record_counts[:i])
+                                   for i in range(len(result.record_counts))]
+    assert all(len(b) <= LIMIT for b in cluster.batches(T0))
+    assert len(cluster.batches(T0)) == len(result.record_counts)
