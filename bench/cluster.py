@@ -207,6 +207,7 @@ def latency_ms(bootstrap: str, topic: str, count: int, acks: int | str) -> list[
     return samples
 
 
+RTT_PRODUCE_VERSION = 7  # the broker serves Produce v3-v12
 REQUEST_BYTES = 930_000  # one batch, one Produce request just under max_request_size 1 MiB
 
 
@@ -224,19 +225,21 @@ def request_rtt_ms(port: int, topic: str, count: int, size: int, acks: int) -> l
     """
     now_ms = int(time.time() * 1000)
     batch = build_batch([(None, b"x" * size, now_ms, ())] * request_records(size))
-    body = {"acks": acks, "timeout_ms": 30_000, "topics": [
+    body = {"transactional_id": None, "acks": acks, "timeout_ms": 30_000, "topics": [
         {"name": topic, "partitions": [{"index": 0, "records": batch}]}]}
     samples = []
     with socket.create_connection(("127.0.0.1", port)) as sock:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         for i in range(count + 1):
-            request = encode_request_bytes(ApiKey.PRODUCE, 0, i, "bench-rtt", body)
+            request = encode_request_bytes(ApiKey.PRODUCE, RTT_PRODUCE_VERSION, i,
+                                           "bench-rtt", body)
             t0 = time.perf_counter()
             sock.sendall(request)
             frame = read_frame(sock)
             if frame is None:
                 raise ConnectionError("leader closed the connection")
-            partition = decode_response(frame, ApiKey.PRODUCE, 0).body["responses"][0][
+            partition = decode_response(frame, ApiKey.PRODUCE, RTT_PRODUCE_VERSION).body[
+                "responses"][0][
                 "partition_responses"][0]
             if partition["error_code"] != 0:
                 raise RuntimeError(f"produce failed: {partition}")

@@ -17,9 +17,23 @@ figure                                 API timed (records/s unless noted)
 ``confluent_consume``                  ``Consumer.consume(num_messages=1000)``
 ``ours_poll``                          our ``Consumer.poll()``, iterating every record
 ``ours_poll_bulk``                     our ``Consumer.poll_bulk()`` (numpy columns)
-``*_latency_ms``                       p50 / p99 of one record in flight: confluent
+``*_recycled_pages`` (1 KiB only)     the same call, right after 3 x the run's bytes
+                                       were written to a scratch file beside the brokers'
+                                       logs and deleted, so the brokers' appends reuse
+                                       page-cache pages (:mod:`bench.page_cache`: fresh
+                                       pages cost this VM ~14 x as much); the pair shows
+                                       what the machine takes and what the code does
+``latency_ms_one_in_flight_100B``      p50 / p99 of one record in flight: confluent
                                        ``produce()`` + ``flush()``; ours
-                                       ``send().result()``
+                                       ``send().result()``; the floor of the broker's
+                                       process hand-offs: ours with acks=1 to an RF 1
+                                       topic (client -> network -> main -> network ->
+                                       client); and where an acks=all send spends its
+                                       time (:mod:`bench.cluster_hops`, needs
+                                       CAP_NET_RAW)
+``ours_send_bulk_request_chain_ms``    1 KiB: where one bulk Produce request's round
+                                       trip goes (``cluster_hops.chain_stages``, one
+                                       traced ``send_bulk`` on recycled pages)
 =====================================  =================================================
 
 Writes ``bench/results/kafka_clients.json`` (with the machine's load average: this
@@ -48,11 +62,15 @@ from confluent_kafka import Consumer as CKConsumer
 from confluent_kafka import Producer as CKProducer
 from confluent_kafka import TopicPartition as CKTopicPartition
 
-from bench.cluster_lifecycle import create_topics, machine_info, running_cluster
+from bench.cluster_hops import trace_hops, trace_request_chain
+from bench.cluster_lifecycle import create_topics, leaders, machine_info, running_cluster
+from bench.page_cache import recycle_pages
 from broker.cluster.state import ClusterState
+from clients.admin import Admin
 from clients.consumer.consumer import Consumer
 from clients.producer.producer import Producer
 from clients.protocol.topics import TopicPartition
+from clients.types import NewTopic
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SIZES = (100, 1024)
@@ -136,8 +154,8 @@ def confluent_read(bootstrap: str, topic: str, n: int, batch: bool) -> float:
                     if m.error() is None:
                         got += 1
             else:
-                m = consumer.poll(1.0)
-                if m is not None and m.error() is None:
+                one = consumer.poll(1.0)
+                if one is not None and one.error() is None:
                     got += 1
         return n / (time.perf_counter() - start)
     finally:
@@ -162,22 +180,23 @@ def ours_read(bootstrap: str, topic: str, n: int, bulk: bool) -> float:
         return n / (time.perf_counter() - start)
 
 
-def latency_ms(bootstrap: str, topic: str, count: int, ours: bool) -> tuple[float, float]:
+def latency_ms(bootstrap: str, topic: str, count: int, ours: bool,
+               acks: int | str = "all") -> tuple[float, float]:
     samples: list[float] = []
     value = os.urandom(100)
     if ours:
-        with Producer(bootstrap, acks="all", linger_ms=0) as producer:
+        with Producer(bootstrap, acks=acks, linger_ms=0) as producer:
             for i in range(count):
                 start = time.perf_counter()
                 producer.send(topic, value, key=b"k%d" % i).result(30)
                 samples.append((time.perf_counter() - start) * 1000)
     else:
-        producer = CKProducer({"bootstrap.servers": bootstrap, "acks": "all",
-                               "enable.idempotence": True, "linger.ms": 0})
+        ck = CKProducer({"bootstrap.servers": bootstrap, "acks": "all",
+                         "enable.idempotence": True, "linger.ms": 0})
         for i in range(count):
             start = time.perf_counter()
-            producer.produce(topic, value, b"k%d" % i)
-            if producer.flush(30):
+            ck.produce(topic, value, b"k%d" % i)
+            if ck.flush(30):
                 raise RuntimeError("a record was not delivered in 30 s")
             samples.append((time.perf_counter() - start) * 1000)
     samples = samples[min(50, count // 10):]  # connections and metadata warmed up
@@ -192,6 +211,7 @@ def median_of(runs: int, measure: Callable[[], float]) -> dict[str, Any]:
 
 def bench_size(bootstrap: str, topics: Topics, size: int, n: int, runs: int) -> dict[str, Any]:
     keys, values = records(n, size)
+    data_root = Path(topics.state.data_dir)
     fig: dict[str, Any] = {"records": n, "value_bytes": size}
     filled: list[str] = []
 
@@ -211,6 +231,22 @@ def bench_size(bootstrap: str, topics: Topics, size: int, n: int, runs: int) -> 
     fig["ours_send_bulk"] = median_of(runs, produced(
         lambda t, k, v: ours_send_bulk(bootstrap, t, k, v), "bulk"))
     source = filled[-1]  # n records written by send_bulk, after the warm-up one
+    if size >= 1024:  # the labelled pair (see the module docstring)
+        def recycled(measure: Callable[[str, list[bytes], list[bytes]], float]
+                     ) -> Callable[[str, list[bytes], list[bytes]], float]:
+            def run(t: str, k: list[bytes], v: list[bytes]) -> float:
+                recycle_pages(data_root, 3 * n * size)
+                return measure(t, k, v)
+            return run
+        fig["ours_send_recycled_pages"] = median_of(runs, produced(recycled(
+            lambda t, k, v: ours_send(bootstrap, t, k, v)), "send-rp"))
+        fig["ours_send_bulk_recycled_pages"] = median_of(runs, produced(recycled(
+            lambda t, k, v: ours_send_bulk(bootstrap, t, k, v)), "bulk-rp"))
+        traced = topics.fresh(f"bulk-chain-{size}")
+        recycle_pages(data_root, 3 * n * size)
+        fig["ours_send_bulk_request_chain_ms"] = trace_request_chain(
+            topics.state, leaders(topics.state)[traced],
+            lambda: ours_send_bulk(bootstrap, traced, keys, values))
     fig["confluent_poll"] = median_of(runs, lambda: confluent_read(bootstrap, source, n,
                                                                    batch=False))
     fig["confluent_consume"] = median_of(runs, lambda: confluent_read(bootstrap, source, n,
@@ -223,7 +259,8 @@ def bench_size(bootstrap: str, topics: Topics, size: int, n: int, runs: int) -> 
                                                / fig[base]["median"])
     fig["mb_per_s"] = {k: fig[k]["median"] * size / 1e6 for k in (
         "confluent_produce", "ours_send", "ours_send_bulk", "confluent_consume",
-        "ours_poll", "ours_poll_bulk")}
+        "ours_poll", "ours_poll_bulk", "ours_send_recycled_pages",
+        "ours_send_bulk_recycled_pages") if k in fig}
     return fig
 
 
@@ -234,10 +271,21 @@ def bench(state: ClusterState, counts: dict[int, int], runs: int,
     out: dict[str, Any] = {f"{size}B": bench_size(bootstrap, topics, size, counts[size], runs)
                            for size in SIZES}
     lat_topic = topics.fresh("latency")
+    with Admin(bootstrap) as admin:
+        admin.create_topics([NewTopic("latency-rf1", 1, 1, {})])
+    with Producer(bootstrap, acks=1) as warm:
+        warm.send("latency-rf1", b"warm").result(60)
     out["latency_ms_one_in_flight_100B"] = {
         "confluent_produce_flush": latency_ms(bootstrap, lat_topic, latency_count, ours=False),
         "ours_send_result": latency_ms(bootstrap, lat_topic, latency_count, ours=True),
-        "note": "(p50, p99); acks=all; confluent: produce() then flush() per record",
+        "ours_send_result_rf1_acks1": latency_ms(bootstrap, "latency-rf1", latency_count,
+                                                 ours=True, acks=1),
+        "ours_acks_all_stages_ms": trace_hops(state, lat_topic, leaders(state)[lat_topic],
+                                              latency_count),
+        "note": "(p50, p99); acks=all unless named; confluent: produce() then flush() per "
+                "record; rf1_acks1: an RF 1 topic, acks=1 (no replication: the floor of "
+                "the broker's process hand-offs); stages: medians of bench.cluster_hops "
+                "(None without CAP_NET_RAW)",
     }
     return out
 

@@ -9,13 +9,16 @@ bench measures what that costs one process here, with the API the broker's segme
 * **recycled**: at once after deleting that file, write another ``--mib`` MiB (the
   kernel hands back the pages it just freed).
 
-On the 2-core VM this project runs on, fresh pages cost about 14 times as much as
-recycled ones (2.3 vs 0.16 ms per MiB, 2026-11-28). That matches a hypervisor taking
-back memory the guest has freed (the VM has a virtio balloon device) so that the next
-use of a page faults on the host; we did not prove the mechanism, only the cost. A
-broker's page cache grows with its log during a run, so its appends land on fresh pages.
+On the 2-core VM this project runs on (2026-11-28), a page freed less than about 2 s
+earlier is cheap to use again (1 GiB written in 0.17 s, 6.1 GB/s) and one freed longer
+ago is not (1.0 GB/s after 3, 8 or 20 s of waiting; 0.7 GB/s when the machine had been
+quiet), a 6 to 8 fold cost.  That matches a hypervisor taking back memory the guest has
+freed (the VM has a virtio balloon device), so that the next use of a page faults on the
+host; we measured the cost, not the mechanism.  A broker's page cache grows with its log
+during a run, so its appends land on such pages unless something freed as much just
+before (``recycle_pages``).
 
-Reported per run: the median milliseconds of one 1 MiB write, the MB/s of the whole file,
+Reported per run: milliseconds per MiB and MB/s, both over the whole file,
 and ``rf3_ceiling_mb_per_s``: the produce rate at which three brokers' fresh writes alone
 would use all of the machine's cores (cores / (3 x seconds per MB written)). Medians of
 ``--runs``. Writes ``bench/results/page_cache.json`` and ``page_cache.png`` (matplotlib).
@@ -43,21 +46,20 @@ MIB = 1 << 20
 
 
 def write_file(path: Path, mib: int, chunk: bytes) -> tuple[float, float]:
-    """Write ``mib`` MiB to a new file at ``path``; (median ms per 1 MiB write, MB/s)."""
+    """Write ``mib`` MiB to a new file at ``path``; (ms per MiB over the whole file, MB/s).
+
+    Whole-file figures, not a median per write: the slow writes come in bursts."""
     fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
-    per_write: list[float] = []
     try:
         start = time.perf_counter()
         for _ in range(mib):
-            t0 = time.perf_counter()
             view = memoryview(chunk)
             while view:
                 view = view[os.write(fd, view):]
-            per_write.append((time.perf_counter() - t0) * 1000)
         seconds = time.perf_counter() - start
     finally:
         os.close(fd)
-    return statistics.median(per_write), mib * MIB / seconds / 1e6
+    return seconds * 1000 / mib, mib * MIB / seconds / 1e6
 
 
 def recycle_pages(directory: Path, nbytes: int) -> None:
