@@ -79,6 +79,15 @@ the sender thread :mod:`clients.producer.sender`.
 
 Thread safety: ``send``, ``send_bulk`` and ``flush`` may be called from any threads;
 futures are resolved on the sender thread (keep callbacks short).
+
+The GIL: a thread calling ``send`` in a loop holds the GIL nearly all the time, and
+CPython makes a thread that wants it (the sender, woken by a response) wait up to the
+switch interval (5 ms) before the holder must give it up.  Responses would then be
+handled, and the next request sent, up to 5 ms late: the pool fills and ``send``
+waits.  So ``send`` gives the GIL up (``time.sleep(0)``) each time it starts a new
+batch, about once per ``batch_size`` bytes: 1 KiB records went from 80-94 k to 165-193 k
+records/s (acks=all, RF 3, one partition, 100,000 records) and 100 B records from
+372-378 k to 390-399 k/s, one run each on 2026-11-28.
 """
 
 from __future__ import annotations
@@ -322,6 +331,8 @@ class Producer:
             self._sender.send_now()
         elif new_batch:
             self._sender.notify_data()
+            # let the sender thread have the GIL if it is waiting (see the docstring)
+            time.sleep(0)
         return future
 
     def send_bulk(
