@@ -17,12 +17,6 @@ figure                                 API timed (records/s unless noted)
 ``confluent_consume``                  ``Consumer.consume(num_messages=1000)``
 ``ours_poll``                          our ``Consumer.poll()``, iterating every record
 ``ours_poll_bulk``                     our ``Consumer.poll_bulk()`` (numpy columns)
-``*_recycled_pages`` (1 KiB only)     the same call, right after 3 x the run's bytes
-                                       were written to a scratch file beside the brokers'
-                                       logs and deleted, so the brokers' appends reuse
-                                       page-cache pages (:mod:`bench.page_cache`: fresh
-                                       pages cost this VM ~14 x as much); the pair shows
-                                       what the machine takes and what the code does
 ``latency_ms_one_in_flight_100B``      p50 / p99 of one record in flight: confluent
                                        ``produce()`` + ``flush()``; ours
                                        ``send().result()``; the floor of the broker's
@@ -33,7 +27,7 @@ figure                                 API timed (records/s unless noted)
                                        CAP_NET_RAW)
 ``ours_send_bulk_request_chain_ms``    1 KiB: where one bulk Produce request's round
                                        trip goes (``cluster_hops.chain_stages``, one
-                                       traced ``send_bulk`` on recycled pages)
+                                       traced ``send_bulk``)
 =====================================  =================================================
 
 Writes ``bench/results/kafka_clients.json`` (with the machine's load average: this
@@ -64,7 +58,6 @@ from confluent_kafka import TopicPartition as CKTopicPartition
 
 from bench.cluster_hops import trace_hops, trace_request_chain
 from bench.cluster_lifecycle import create_topics, leaders, machine_info, running_cluster
-from bench.page_cache import recycle_pages
 from broker.cluster.state import ClusterState
 from clients.admin import Admin
 from clients.consumer.consumer import Consumer
@@ -211,7 +204,6 @@ def median_of(runs: int, measure: Callable[[], float]) -> dict[str, Any]:
 
 def bench_size(bootstrap: str, topics: Topics, size: int, n: int, runs: int) -> dict[str, Any]:
     keys, values = records(n, size)
-    data_root = Path(topics.state.data_dir)
     fig: dict[str, Any] = {"records": n, "value_bytes": size}
     filled: list[str] = []
 
@@ -231,19 +223,8 @@ def bench_size(bootstrap: str, topics: Topics, size: int, n: int, runs: int) -> 
     fig["ours_send_bulk"] = median_of(runs, produced(
         lambda t, k, v: ours_send_bulk(bootstrap, t, k, v), "bulk"))
     source = filled[-1]  # n records written by send_bulk, after the warm-up one
-    if size >= 1024:  # the labelled pair (see the module docstring)
-        def recycled(measure: Callable[[str, list[bytes], list[bytes]], float]
-                     ) -> Callable[[str, list[bytes], list[bytes]], float]:
-            def run(t: str, k: list[bytes], v: list[bytes]) -> float:
-                recycle_pages(data_root, 3 * n * size)
-                return measure(t, k, v)
-            return run
-        fig["ours_send_recycled_pages"] = median_of(runs, produced(recycled(
-            lambda t, k, v: ours_send(bootstrap, t, k, v)), "send-rp"))
-        fig["ours_send_bulk_recycled_pages"] = median_of(runs, produced(recycled(
-            lambda t, k, v: ours_send_bulk(bootstrap, t, k, v)), "bulk-rp"))
+    if size >= 1024:  # where a bulk request's round trip goes
         traced = topics.fresh(f"bulk-chain-{size}")
-        recycle_pages(data_root, 3 * n * size)
         fig["ours_send_bulk_request_chain_ms"] = trace_request_chain(
             topics.state, leaders(topics.state)[traced],
             lambda: ours_send_bulk(bootstrap, traced, keys, values))
@@ -259,8 +240,7 @@ def bench_size(bootstrap: str, topics: Topics, size: int, n: int, runs: int) -> 
                                                / fig[base]["median"])
     fig["mb_per_s"] = {k: fig[k]["median"] * size / 1e6 for k in (
         "confluent_produce", "ours_send", "ours_send_bulk", "confluent_consume",
-        "ours_poll", "ours_poll_bulk", "ours_send_recycled_pages",
-        "ours_send_bulk_recycled_pages") if k in fig}
+        "ours_poll", "ours_poll_bulk")}
     return fig
 
 

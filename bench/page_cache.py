@@ -18,6 +18,14 @@ host; we measured the cost, not the mechanism.  A broker's page cache grows with
 during a run, so its appends land on such pages unless something freed as much just
 before (``recycle_pages``).
 
+**On a cluster** (``--cluster-rounds``, default 3): a controller and 3 brokers (RF 3,
+min ISR 2); each round sends ``--cluster-records`` 1 KiB records with distinct keys to a
+fresh one-partition topic with ``Producer.send_bulk`` (acks=all, idempotent,
+``batch_size`` 256 KiB, as :mod:`bench.kafka_clients`) twice: once right after
+``recycle_pages`` freed three times the run's bytes beside the brokers' logs, once after
+``--idle-s`` of quiet.  Same code, same cluster; only which pages the brokers' appends
+land on differs.
+
 Reported per run: milliseconds per MiB and MB/s, both over the whole file,
 and ``rf3_ceiling_mb_per_s``: the produce rate at which three brokers' fresh writes alone
 would use all of the machine's cores (cores / (3 x seconds per MB written)). Medians of
@@ -25,7 +33,10 @@ would use all of the machine's cores (cores / (3 x seconds per MB written)). Med
 
 Costs: ``--runs`` x (``--idle-s`` + two writes of ``--mib`` MiB) and ``--mib`` MiB of
 disk at a time (the files live in a temporary directory under ``--dir``, removed at the
-end).  Run: ``python -m bench.page_cache``.  One run at a time.
+end); the cluster part about ``--cluster-rounds`` x (``--idle-s`` + 10 s) and 6 x
+``--cluster-records`` KiB of disk per round (the cluster's processes are stopped by PID
+at the end, :func:`bench.cluster_lifecycle.running_cluster`).
+Run: ``python -m bench.page_cache``.  One run at a time.
 """
 
 from __future__ import annotations
@@ -93,7 +104,37 @@ def summarise(runs: list[dict[str, float]], cores: int, replicas: int = 3) -> di
     return out
 
 
-def plot(path: Path, runs: list[dict[str, float]]) -> bool:
+def cluster_pairs(rounds: int, records: int, idle_s: float) -> dict[str, Any]:
+    """The cluster part (see the module docstring): MB/s per round and their medians."""
+    from bench import kafka_clients as kc  # imports confluent-kafka: only when asked
+    from bench.cluster_lifecycle import create_topics, running_cluster
+
+    keys, values = kc.records(records, 1024)
+    recycled: list[float] = []
+    idle: list[float] = []
+    with tempfile.TemporaryDirectory(prefix="bench-page-cache-cluster-") as root, \
+            running_cluster(root, 3) as state:
+        names = [f"pages-{i}" for i in range(2 * rounds)]
+        create_topics(state, names)
+        data = Path(state.data_dir)
+        for i in range(rounds):
+            recycle_pages(data, 3 * records * 1024)
+            recycled.append(kc.ours_send_bulk(state.bootstrap, names[2 * i], keys, values)
+                            * 1024 / 1e6)
+            time.sleep(idle_s)
+            idle.append(kc.ours_send_bulk(state.bootstrap, names[2 * i + 1], keys, values)
+                        * 1024 / 1e6)
+            print(f"round {i}: send_bulk 1 KiB {recycled[-1]:.1f} MB/s on recycled pages, "
+                  f"{idle[-1]:.1f} MB/s after {idle_s:.0f} s idle", flush=True)
+    return {"api": "Producer.send_bulk, 1 KiB values, distinct keys, acks=all, idempotent, "
+                   "batch_size 256 KiB; controller + 3 brokers, RF 3, min ISR 2",
+            "records": records, "recycled_mb_per_s": recycled, "idle_mb_per_s": idle,
+            "recycled_median_mb_per_s": statistics.median(recycled),
+            "idle_median_mb_per_s": statistics.median(idle),
+            "recycled_to_idle_ratio": statistics.median(recycled) / statistics.median(idle)}
+
+
+def plot(path: Path, runs: list[dict[str, float]], cluster: dict[str, Any] | None) -> bool:
     try:
         import matplotlib
 
@@ -101,13 +142,21 @@ def plot(path: Path, runs: list[dict[str, float]]) -> bool:
         import matplotlib.pyplot as plt
     except ImportError:
         return False
-    fig, ax = plt.subplots(figsize=(6, 4))
-    labels = ["fresh pages", "recycled pages"]
-    values = [statistics.median(r["fresh_ms_per_mib"] for r in runs),
-              statistics.median(r["recycled_ms_per_mib"] for r in runs)]
-    ax.bar(labels, values, color=["tab:red", "tab:green"])
-    ax.set_ylabel("ms per 1 MiB os.write (median)")
+    fig, axes = plt.subplots(1, 2 if cluster else 1, figsize=(11 if cluster else 6, 4))
+    ax = axes[0] if cluster else axes
+    ax.bar(["fresh pages", "recycled pages"],
+           [statistics.median(r["fresh_mb_per_s"] for r in runs),
+            statistics.median(r["recycled_mb_per_s"] for r in runs)],
+           color=["tab:red", "tab:green"])
+    ax.set_ylabel("MB/s, os.write of 1 MiB buffers to a new file (median)")
     ax.set_title("Writing new file data into the page cache")
+    if cluster:
+        ax = axes[1]
+        ax.bar(["after idle", "on recycled pages"],
+               [cluster["idle_median_mb_per_s"], cluster["recycled_median_mb_per_s"]],
+               color=["tab:red", "tab:green"])
+        ax.set_ylabel("MB/s (median of rounds)")
+        ax.set_title("send_bulk 1 KiB, RF 3 acks=all, same cluster")
     fig.tight_layout()
     fig.savefig(path, dpi=100)
     plt.close(fig)
@@ -120,21 +169,26 @@ def main() -> int:
     parser.add_argument("--idle-s", type=float, default=8.0)
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--dir", default=tempfile.gettempdir())
+    parser.add_argument("--cluster-rounds", type=int, default=3, help="0: no cluster part")
+    parser.add_argument("--cluster-records", type=int, default=200_000)
     args = parser.parse_args()
     runs = []
     with tempfile.TemporaryDirectory(prefix="bench-page-cache-", dir=args.dir) as root:
         for _ in range(args.runs):
             runs.append(measure(Path(root), args.mib, args.idle_s))
-            print(json.dumps(runs[-1]))
+            print(json.dumps(runs[-1]), flush=True)
     cores = os.cpu_count() or 1
     summary = summarise(runs, cores)
+    cluster = (cluster_pairs(args.cluster_rounds, args.cluster_records, args.idle_s)
+               if args.cluster_rounds > 0 else None)
     RESULTS.mkdir(exist_ok=True)
-    png = plot(RESULTS / "page_cache.png", runs)
+    png = plot(RESULTS / "page_cache.png", runs, cluster)
     (RESULTS / "page_cache.json").write_text(json.dumps({
         "bench": "page_cache", "api": "os.write of 1 MiB random buffers to a new file",
         "config": vars(args), "machine": machine_info(), "runs": runs,
-        "figures": summary, "png": "page_cache.png" if png else None}, indent=2) + "\n")
-    print(json.dumps(summary, indent=1))
+        "figures": summary, "cluster": cluster,
+        "png": "page_cache.png" if png else None}, indent=2) + "\n")
+    print(json.dumps({"file": summary, "cluster": cluster}, indent=1))
     return 0
 
 

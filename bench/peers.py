@@ -18,9 +18,9 @@ fresh stream/topic of one partition, values of 100 B and 1 KiB with distinct key
 Latency: p50 / p99 of one record in flight, 100 B: our ``send().result()``,
 confluent ``produce()`` + ``flush()``, NATS ``await js.publish()``, Redis one ``XADD``;
 for minikafka also the floor of its process hand-offs and the acks=all stages (see
-:mod:`bench.kafka_clients`).  The minikafka 1 KiB rows come in a labelled pair (fresh /
-recycled page-cache pages), and ``page_cache`` is :mod:`bench.page_cache` measured in
-the same run: what writing new file data costs this machine.
+:mod:`bench.kafka_clients`).  What fresh page-cache pages cost the 1 KiB rows
+on this machine is :mod:`bench.page_cache`'s to measure (not run here: what the run
+itself frees decides which pages its next writes get).
 Figures are medians of ``--runs`` (records/s unless noted).  A system whose server or
 Python client is not installed is skipped with a message naming the Debian or PyPI
 package (``pip install -e '.[bench]'`` installs the Python clients).
@@ -35,7 +35,6 @@ import asyncio
 import contextlib
 import importlib.util
 import json
-import os
 import shutil
 import socket
 import statistics
@@ -47,14 +46,11 @@ from pathlib import Path
 from typing import Any
 
 from bench import kafka_clients as kc
-from bench import page_cache
 from bench.cluster_lifecycle import machine_info, running_cluster
 
 RESULTS = Path(__file__).resolve().parent / "results"
 SIZES = (100, 1024)
 READY_TIMEOUT_S = 30.0
-PAGE_CACHE_MIB = 1024  # bench.page_cache in the same run: one fresh/recycled pair
-PAGE_CACHE_IDLE_S = 8.0
 
 
 def _free_ports(count: int) -> list[int]:
@@ -274,9 +270,6 @@ def plot(path: Path, figures: dict[str, Any]) -> bool:
         return False
     rows = [("minikafka send()", "minikafka", "ours_send"),
             ("minikafka send_bulk", "minikafka", "ours_send_bulk"),
-            ("minikafka send(), recycled pages", "minikafka", "ours_send_recycled_pages"),
-            ("minikafka send_bulk, recycled pages", "minikafka",
-             "ours_send_bulk_recycled_pages"),
             ("confluent produce()", "minikafka", "confluent_produce"),
             ("NATS publish_async", "nats", "publish_async"),
             ("Redis XADD pipelined", "redis", "xadd_pipelined"),
@@ -312,10 +305,6 @@ def main() -> int:
     skipped: dict[str, str] = {}
     machine_before = machine_info()
     figures["minikafka"] = bench_minikafka(counts, args.runs, args.latency_count)
-    with tempfile.TemporaryDirectory(prefix="bench-peers-pages-") as root:
-        figures["page_cache"] = page_cache.summarise(
-            [page_cache.measure(Path(root), PAGE_CACHE_MIB, PAGE_CACHE_IDLE_S)],
-            os.cpu_count() or 1)
     for system, binary, package, module, pypi, run in (
             ("nats", "nats-server", "nats-server", "nats", "nats-py", bench_nats),
             ("redis", "redis-server", "redis-server", "redis", "redis", bench_redis)):
