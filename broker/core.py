@@ -32,6 +32,7 @@ Not thread-safe: one event loop owns it (see docs/broker.md).
 
 from __future__ import annotations
 
+import asyncio
 import logging
 from collections.abc import Callable, Collection, Mapping
 from pathlib import Path
@@ -71,6 +72,8 @@ log = logging.getLogger(__name__)
 NON_LOG_CONFIGS = frozenset({"min_insync_replicas", "unclean_leader_election",
                              "replication_factor"})
 # Kafka's names whose snake_case form is not ours
+# logs opened or created per event-loop turn by prepare_logs (~10 ms each on a slow disk)
+LOG_OPENS_PER_TURN = 8
 TOPIC_CONFIG_ALIASES = {"unclean_leader_election_enable": "unclean_leader_election"}
 
 
@@ -591,6 +594,31 @@ class BrokerCore:
         self.fetch_purgatory.check_and_complete(key)
 
     # -- controller mode -------------------------------------------------------------
+
+    async def prepare_logs(self, per_turn: int = LOG_OPENS_PER_TURN) -> None:
+        """Open or create the logs of the replicas the image adds here, ahead of
+        :meth:`reconcile`, giving the event loop a turn after every ``per_turn`` of them.
+
+        Creating a log is a directory, three segment files and a ``partition.metadata``
+        (file creations cost ~0.7 ms each on the 2-core test machine's disk); for a new
+        topic of 200 partitions (RF 3, 3 brokers) the one synchronous reconcile held a
+        broker's loop for ~1.8 s, next to a local cluster's 2 s heartbeat session.
+        Same decision as reconcile's (``_log_for_topic_id`` on the same image, which only
+        the metadata follower's task changes); replicas already hosted are left to it.
+        """
+        image = self.image
+        if image is None:
+            return
+        plan = plan_replicas(image, self.config.node_id, list(self.partitions),
+                             self.hosted_topic_ids)
+        opened = 0
+        for key, (topic_id, _) in plan.host.items():
+            if key in self.partitions:
+                continue
+            self._log_for_topic_id(key, topic_id)
+            opened += 1
+            if opened % per_turn == 0:
+                await asyncio.sleep(0)
 
     def reconcile(self) -> None:
         """Make local replicas match the metadata image (after new records were applied)."""

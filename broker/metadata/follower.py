@@ -220,6 +220,7 @@ class MetadataFollower:
         if reader.at_high_watermark:
             self.caught_up.set()
         if reconcile:
+            await self.core.prepare_logs()  # new logs first, a loop turn every few
             self.core.reconcile()
 
     def _applied_offset(self) -> int:

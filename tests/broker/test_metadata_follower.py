@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 
 from broker.config import BrokerConfig
-from broker.core import BrokerCore
+from broker.core import LOG_OPENS_PER_TURN, BrokerCore
 from broker.metadata.follower import MetadataFollower
 from broker.metadata.image import MetadataImage
 from broker.metadata.log_reader import MetadataLogReader
@@ -75,19 +75,33 @@ def core(tmp_path: Path) -> Iterator[BrokerCore]:
         core.shutdown()
 
 
-def replay(core: BrokerCore, per_answer: int) -> None:
+def replay(core: BrokerCore, per_answer: int, records: list[MetadataRecord] = LOG) -> int:
+    """Feed ``records`` through the follower's fetch steps; the event-loop turns another
+    task got meanwhile."""
     follower = MetadataFollower.__new__(MetadataFollower)  # no connections, no tasks
     follower.core = core
-    follower.metadata_conn = ChunkedMetadataLog(LOG, per_answer)  # type: ignore[assignment]
+    follower.metadata_conn = ChunkedMetadataLog(records, per_answer)  # type: ignore[assignment]
     follower.caught_up = asyncio.Event()
     follower.reader = MetadataLogReader(core.image)
+    turns = 0
+
+    async def ticker() -> None:
+        nonlocal turns
+        while True:
+            await asyncio.sleep(0)
+            turns += 1
 
     async def run() -> None:
         assert core.image is not None
-        while core.image.last_applied_offset + 1 < len(LOG):
+        tick = asyncio.create_task(ticker())
+        await asyncio.sleep(0)
+        start = turns
+        while core.image.last_applied_offset + 1 < len(records):
             await follower.fetch_step()
+        tick.cancel()
+        return turns - start
 
-    asyncio.run(run())
+    return asyncio.run(run())
 
 
 def test_a_replica_survives_a_replay_that_deletes_and_recreates_its_topic(
@@ -116,3 +130,20 @@ def test_an_unlabelled_log_is_adopted_and_labelled(core: BrokerCore) -> None:
     replay(core, per_answer=100)
     partition = core.partitions[KEY]
     assert values(partition.log) == [(0, b"kept")] and read_topic_id(partition.log.dir) == 2
+
+
+def test_a_topic_of_many_partitions_opens_its_logs_a_few_per_event_loop_turn(
+        core: BrokerCore) -> None:
+    # creating a log is several file creations (7-10 ms each on a slow disk): all of a
+    # large topic's at once held the loop past the broker's heartbeat session
+    n = 4 * LOG_OPENS_PER_TURN
+    records: list[MetadataRecord] = [
+        RegisterBrokerRecord(1, 0, "a", "127.0.0.1", 9001), UnfenceBrokerRecord(1, 0),
+        TopicRecord("many", 3, n, 1),
+        *(PartitionRecord("many", i, (1,), 1, 3, (1,), 0) for i in range(n))]
+    turns = replay(core, per_answer=len(records), records=records)
+    assert turns >= n // LOG_OPENS_PER_TURN  # the loop ran other tasks in between
+    for i in range(n):
+        partition = core.partitions[TopicPartition("many", i)]
+        assert partition.is_leader and partition.leader_epoch == 3
+        assert read_topic_id(partition.log.dir) == 3
