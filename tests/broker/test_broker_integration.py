@@ -172,9 +172,7 @@ def test_batches_refused_as_too_large_are_split_and_land_once_in_order(
     # the topic takes batches of at most 4 KiB; the producer's batches are 16 KiB and grow
     # to 256 KiB behind a backlog: the broker refuses them (MESSAGE_TOO_LARGE) and the
     # producer splits them (clients/producer/split.py), keeping its sequences
-    with Admin(broker.bootstrap) as admin:
-        admin.create_topics([NewTopic("small", 1, 1, {"max.message.bytes": "4096"})])
-    values = [b"%06d" % i + bytes(94) for i in range(20_000)]
+    values = _small_topic(broker, "small")
     with Producer(broker.bootstrap, acks="all", enable_idempotence=True, linger_ms=20,
                   retry_backoff_ms=5) as producer:  # fmt: skip
         futures = [producer.send("small", v, key=v[:6]) for v in values]
@@ -183,17 +181,14 @@ def test_batches_refused_as_too_large_are_split_and_land_once_in_order(
         splits = producer.metrics()["split_batches"]
     assert splits > 0
     assert offsets == list(range(len(values)))
-    received = consume_all(broker.bootstrap, "small", 1, len(values))
-    assert [r.value for r in received[0]] == values  # each once, in send order
+    _assert_landed_once_in_order(broker, "small", values)
 
 
 def test_send_bulk_batches_refused_as_too_large_are_split_and_land_once_in_order(
         broker: BrokerProcess) -> None:
     # send_bulk's batches are the producer's batch_size (16 KiB), four times the topic's
     # limit: each is split (clients/producer/split.py) and the call's result lists the parts
-    with Admin(broker.bootstrap) as admin:
-        admin.create_topics([NewTopic("small-bulk", 1, 1, {"max.message.bytes": "4096"})])
-    values = [b"%06d" % i + bytes(94) for i in range(20_000)]
+    values = _small_topic(broker, "small-bulk")
     with Producer(broker.bootstrap, acks="all", enable_idempotence=True, linger_ms=5,
                   retry_backoff_ms=5) as producer:  # fmt: skip
         result = producer.send_bulk("small-bulk", values, partition=0,
@@ -203,5 +198,16 @@ def test_send_bulk_batches_refused_as_too_large_are_split_and_land_once_in_order
     assert sum(result.record_counts) == len(values)
     assert result.base_offsets == [sum(result.record_counts[:i])
                                    for i in range(len(result.record_counts))]
-    received = consume_all(broker.bootstrap, "small-bulk", 1, len(values))
+    _assert_landed_once_in_order(broker, "small-bulk", values)
+
+
+def _small_topic(broker: BrokerProcess, name: str) -> list[bytes]:
+    """Create ``name`` taking batches of at most 4 KiB; 20,000 values of 100 B for it."""
+    with Admin(broker.bootstrap) as admin:
+        admin.create_topics([NewTopic(name, 1, 1, {"max.message.bytes": "4096"})])
+    return [b"%06d" % i + bytes(94) for i in range(20_000)]
+
+
+def _assert_landed_once_in_order(broker: BrokerProcess, name: str, values: list[bytes]) -> None:
+    received = consume_all(broker.bootstrap, name, 1, len(values))
     assert [r.value for r in received[0]] == values  # each once, in send order
