@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import mmap
 from pathlib import Path
 
 import pytest
@@ -17,6 +18,25 @@ def _offset_index(tmp_path: Path, max_bytes: int = 800) -> OffsetIndex:
     idx = OffsetIndex(tmp_path / "x.index", BASE, max_bytes)
     idx.make_active()
     return idx
+
+
+def test_the_page_the_next_entries_go_to_is_written_not_left_sparse(tmp_path: Path) -> None:
+    # a first store through the map into a hole allocates its block inside a page
+    # fault (ms each; seconds for a new topic of many partitions): make_active writes
+    # that page with write(2), past the entries only
+    idx = OffsetIndex(tmp_path / "x.index", BASE, 10 * 1024 * 1024)
+    idx.make_active()
+    assert idx.path.stat().st_blocks * 512 >= mmap.PAGESIZE  # sparse before the change
+    for i in range(3):
+        idx.append(BASE + i, 10 * i)
+    idx.close()  # trimmed to its three entries
+    again = OffsetIndex(idx.path, BASE, 10 * 1024 * 1024)
+    again.make_active()  # reactivated: the entries stay, the rest of their page is zeros
+    again.append(BASE + 3, 30)
+    assert [again.entry(i) for i in range(4)] == [(i, 10 * i) for i in range(4)]
+    with open(idx.path, "rb") as f:
+        assert f.read(mmap.PAGESIZE)[32:] == bytes(mmap.PAGESIZE - 32)
+    again.close()
 
 
 def test_offset_lookup_floor_semantics(tmp_path: Path) -> None:
