@@ -29,6 +29,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench import plotting
 from bench.cluster_lifecycle import machine_info, running_cluster
 from clients.admin import Admin
 from clients.producer.producer import Producer
@@ -58,23 +59,16 @@ def one_round(bootstrap: str, name: str, partitions: int, records: int) -> dict[
 
 
 def plot(path: Path, rounds: list[dict[str, Any]], partitions: int) -> bool:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    drawn = plotting.figure()
+    if drawn is None:
         return False
-    fig, ax = plt.subplots(figsize=(6, 4))
+    plt, fig, ax = drawn
     ax.bar([f"{(i + 1) * partitions}" for i in range(len(rounds))],
            [r["seconds_to_all_acked"] for r in rounds])
     ax.set_xlabel("partitions in the cluster after the round's CreateTopics")
     ax.set_ylabel("s from CreateTopics to the last ack")
     ax.set_title(f"A new {partitions}-partition topic, then keyed send()s (acks=all)")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return True
+    return plotting.save(plt, fig, path)
 
 
 def main() -> int:

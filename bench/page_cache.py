@@ -50,6 +50,7 @@ import time
 from pathlib import Path
 from typing import Any
 
+from bench import plotting
 from bench.cluster_lifecycle import machine_info
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -135,14 +136,10 @@ def cluster_pairs(rounds: int, records: int, idle_s: float) -> dict[str, Any]:
 
 
 def plot(path: Path, runs: list[dict[str, float]], cluster: dict[str, Any] | None) -> bool:
-    try:
-        import matplotlib
-
-        matplotlib.use("Agg")
-        import matplotlib.pyplot as plt
-    except ImportError:
+    drawn = plotting.figure(2 if cluster else 1, (11 if cluster else 6, 4))
+    if drawn is None:
         return False
-    fig, axes = plt.subplots(1, 2 if cluster else 1, figsize=(11 if cluster else 6, 4))
+    plt, fig, axes = drawn
     ax = axes[0] if cluster else axes
     ax.bar(["fresh pages", "recycled pages"],
            [statistics.median(r["fresh_mb_per_s"] for r in runs),
@@ -157,10 +154,7 @@ def plot(path: Path, runs: list[dict[str, float]], cluster: dict[str, Any] | Non
                color=["tab:red", "tab:green"])
         ax.set_ylabel("MB/s (median of rounds)")
         ax.set_title("send_bulk 1 KiB, RF 3 acks=all, same cluster")
-    fig.tight_layout()
-    fig.savefig(path, dpi=100)
-    plt.close(fig)
-    return True
+    return plotting.save(plt, fig, path)
 
 
 def main() -> int:
