@@ -77,7 +77,7 @@ def write_file(path: Path, mib: int, chunk: bytes) -> tuple[float, float]:
 def recycle_pages(directory: Path, nbytes: int) -> None:
     """Write ``nbytes`` to a scratch file in ``directory`` and delete it, so that the
     writes that follow at once land on the page-cache pages it freed (the *recycled*
-    case above; used by :mod:`bench.kafka_clients` for its labelled 1 KiB pair)."""
+    case above; the cluster part's rounds on recycled pages)."""
     path = directory / "page-cache-recycle.bin"
     write_file(path, max(1, -(-nbytes // MIB)), os.urandom(MIB))
     path.unlink()

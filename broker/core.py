@@ -71,9 +71,9 @@ log = logging.getLogger(__name__)
 # topic configs that are not log settings (the controller validates them)
 NON_LOG_CONFIGS = frozenset({"min_insync_replicas", "unclean_leader_election",
                              "replication_factor"})
-# Kafka's names whose snake_case form is not ours
-# logs opened or created per event-loop turn by prepare_logs (~10 ms each on a slow disk)
+# logs opened or created per event-loop turn by prepare_logs (7-10 ms a log on a slow disk)
 LOG_OPENS_PER_TURN = 8
+# Kafka's names whose snake_case form is not ours
 TOPIC_CONFIG_ALIASES = {"unclean_leader_election_enable": "unclean_leader_election"}
 
 
