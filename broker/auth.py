@@ -16,6 +16,12 @@ Fetch / OffsetsForLeaderEpoch with     ``broker-<replica_id>``, and that broker 
                                        and no follower state moves)
 =====================================  =================================================
 
+The controller serves nothing else to anyone but a broker: before a login a connection
+gets ApiVersions and the SASL exchange only (anything else closes it, :func:`needs_login`),
+and only a broker can log in there (client users' mechanisms are not offered), so
+Metadata, CreateTopics and the other admin APIs reach it only as a broker forwards them,
+after checking its client's login and ACLs (:func:`broker_request_refusal`).
+
 A broker proves its id with SASL SCRAM-SHA-256 (Kafka's SaslHandshake v1 +
 SaslAuthenticate, :mod:`clients.protocol.scram`) using the credentials derived from the
 secret; a refusal is CLUSTER_AUTHORIZATION_FAILED with a text that names no epoch.
@@ -23,7 +29,8 @@ Without a secret (a node started by hand for a test) nothing is enforced: say so
 production docs (docs/security.md).  Client users log in the same way (SCRAM-SHA-256 or
 -512) with credentials from the users file (:mod:`broker.users`); with
 ``client_auth_required`` a broker serves a connection nothing but ApiVersions and the
-SASL exchange until it has logged in (:func:`needs_login`).
+SASL exchange until it has logged in (:func:`needs_login`, checked on every port before
+anything else is looked at in a request, its per-request bounds included).
 
 :class:`SaslSession` is one connection's state (sans-IO: fed request bodies, returns
 answer bodies); the servers keep one per connection and drop it when it closes.  Costs:
@@ -193,23 +200,24 @@ class SaslSession:
                 "session_lifetime_ms": 0}
 
 
-def broker_request_refusal(principal: str | None, api_key: int, body: dict[str, Any]
-                           ) -> str | None:
-    """Why the controller must refuse this request from ``principal`` (None: allowed)."""
-    who = broker_id_of(principal)
-    if api_key == ApiKey.FETCH:
-        return None if who is not None else "the metadata log is for the cluster's brokers"
-    if api_key in BROKER_ID_APIS:
-        if who is None:
-            return f"{ApiKey(api_key).name} is for the cluster's brokers"
-        if body["broker_id"] != who:
-            return f"broker {who} cannot act for broker {body['broker_id']}"
-    return None
-
-
 # what a connection may send before it has logged in (Kafka's SASL listener rule)
 BEFORE_LOGIN_APIS = frozenset({ApiKey.API_VERSIONS, ApiKey.SASL_HANDSHAKE,
                                ApiKey.SASL_AUTHENTICATE})
+
+
+def broker_request_refusal(principal: str | None, api_key: int, body: dict[str, Any]
+                           ) -> str | None:
+    """Why the controller (with a secret) must refuse this request from ``principal``
+    (None: allowed): everything but ApiVersions and the SASL exchange is for the
+    cluster's brokers, and the broker-id APIs for the broker they name."""
+    if api_key in BEFORE_LOGIN_APIS:
+        return None
+    who = broker_id_of(principal)
+    if who is None:
+        return f"{ApiKey(api_key).name} on the controller is for the cluster's brokers"
+    if api_key in BROKER_ID_APIS and body["broker_id"] != who:
+        return f"broker {who} cannot act for broker {body['broker_id']}"
+    return None
 
 
 def needs_login(required: bool, session: SaslSession | None, api_key: int) -> bool:

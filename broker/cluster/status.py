@@ -9,7 +9,10 @@ answer (v4: per log dir, per replica it holds, Kafka's size and our tagged HW an
 A process that does not answer within ``timeout_ms`` is reported as unreachable; status
 never hangs on a paused process.  On a cluster whose brokers speak TLS or require logins,
 status connects as each broker's operator: with the broker's TLS settings and a login as
-``broker-<id>`` derived from the cluster secret (which an operator holds anyway).
+``broker-<id>`` derived from the cluster secret (which an operator holds anyway).  The
+controller of a cluster with a secret serves nothing but to brokers, so status always
+logs in to it as one (:func:`fetch_cluster_view`; ``cluster start`` waits for readiness
+through the same call).
 """
 
 from __future__ import annotations
@@ -55,11 +58,10 @@ def _request(port: int, api: ApiKey, body: dict[str, Any],
         conn.close()
 
 
-def _broker_access(node: int, info: ProcessInfo) -> dict[str, Any]:
-    """How to reach broker ``node`` (or the controller) as its own operator: its TLS
-    settings and, when clients must log in, a login as ``broker-<node>`` from the cluster
-    secret (the secret is the operator's key; both read from the process's command
-    line)."""
+def _access(node: int, info: ProcessInfo, login: bool) -> dict[str, Any]:
+    """How to reach a process as its operator: its TLS settings and, when ``login`` and
+    the process has a cluster secret, a login as ``broker-<node>`` derived from it (the
+    secret is the operator's key; both read from the process's command line)."""
     overrides = override_settings(info.argv)
     access: dict[str, Any] = {}
     if overrides.get("ssl_certfile"):
@@ -68,7 +70,7 @@ def _broker_access(node: int, info: ProcessInfo) -> dict[str, Any]:
                                            overrides["ssl_certfile"],
                                            overrides.get("ssl_keyfile", ""))
     secret_file = overrides.get("cluster_secret_file", "")
-    if overrides.get("client_auth_required", "").lower() == "true" and secret_file:
+    if login and secret_file:
         try:
             secret = read_cluster_secret(secret_file)
         except MiniKafkaError:
@@ -78,10 +80,21 @@ def _broker_access(node: int, info: ProcessInfo) -> dict[str, Any]:
     return access
 
 
+def _broker_access(node: int, info: ProcessInfo) -> dict[str, Any]:
+    """Broker ``node``: its TLS settings, and a login as itself when clients must log in."""
+    required = override_settings(info.argv).get("client_auth_required", "").lower() == "true"
+    return _access(node, info, required)
+
+
 def fetch_cluster_view(state: ClusterState) -> dict[str, Any]:
-    """The controller's Metadata answer for all topics (with TLS when it has it)."""
-    tls = _broker_access(-1, state.controller).get("tls")
-    return _request(state.controller.port, ApiKey.METADATA, {"topics": None}, tls=tls)
+    """The controller's Metadata answer for all topics (with TLS when it has it).  With a
+    cluster secret the controller serves it to the cluster's brokers only, so status
+    logs in as one (``broker-<lowest id>``, from the secret it reads like the brokers'
+    own): the controller's view (fenced brokers, unclean elections, offline reasons) is
+    what status reports, and it must answer while brokers are down or not registered."""
+    node = min((int(k) for k in state.brokers), default=0)
+    return _request(state.controller.port, ApiKey.METADATA, {"topics": None},
+                    **_access(node, state.controller, login=True))
 
 
 def status_report(state: ClusterState) -> dict[str, Any]:

@@ -11,8 +11,9 @@ Same syntax and precedence as :mod:`broker.config` (``key=value`` lines, ``#`` c
 | cluster_id                           | minikafka  | checked against meta.properties in data_dir;|
 |                                      |            | brokers registering with another id are     |
 |                                      |            | refused (INCONSISTENT_CLUSTER_ID)           |
-| cluster_secret_file                  | (none)     | the cluster's secret (mode 600): broker APIs|
-|                                      |            | need a broker login (:mod:`broker.auth`)    |
+| cluster_secret_file                  | (none)     | the cluster's secret (mode 600): every API  |
+|                                      |            | but ApiVersions and SASL needs a broker     |
+|                                      |            | login (:mod:`broker.auth`)                  |
 | broker_session_timeout_ms            | 2000       | a broker silent this long is fenced (small  |
 |                                      |            | enough for a <= 3 s failover locally)       |
 | controller_tick_interval_ms          | 100        | how often sessions are checked              |
@@ -36,7 +37,9 @@ Same syntax and precedence as :mod:`broker.config` (``key=value`` lines, ``#`` c
 |                                      |            | broker_session_timeout_ms without a request |
 | connections_max_idle_ms              | 600000     | a client connection with no request for     |
 |                                      |            | this long is closed                         |
-| request_read_timeout_ms              | 30000      | a started frame must arrive within this     |
+| request_read_timeout_ms              | 30000      | a started frame must arrive within this;    |
+|                                      |            | with a secret, a broker login too (counted  |
+|                                      |            | from the connection's opening)              |
 | max_metadata_topics                  | 1000       | topics one Metadata request may name        |
 | max_fetch_partitions                 | 1000       | partitions one Fetch request may name       |
 | max_fetch_wait_ms                    | 30000      | a metadata fetch's max_wait_ms is capped    |

@@ -6,8 +6,20 @@ snapshots).  Prints ``controller listening on HOST:PORT`` once it serves; SIGTER
 close the listener and the log and exit 0.
 
 Wire: Kafka's protocol (:mod:`clients.protocol`), each request answered in the shape of
-its version (our brokers send every request at our highest version).  Served APIs, at
-the versions of :data:`clients.protocol.registry.APIS`:
+its version (our brokers send every request at our highest version).
+
+Who is served: with a cluster secret (``cluster_secret_file``, every ``cluster start``
+cluster) the cluster's brokers only.  Before a broker login a connection gets
+ApiVersions and the SASL exchange (SaslHandshake v1, SaslAuthenticate; SCRAM-SHA-256 with
+the brokers' credentials, :class:`~broker.auth.SaslSession`) and nothing else: any other
+request closes it, checked before anything else about the frame (its bounds, its body);
+one not logged in within ``request_read_timeout_ms`` of opening is closed too.  After
+the login the broker-id APIs must name the logged-in broker
+(:func:`~broker.auth.broker_request_refusal`: CLUSTER_AUTHORIZATION_FAILED).  Clients'
+admin requests reach the controller as brokers forward them, after the broker checked
+the client's login and ACLs.  Without a secret (a node started by hand on loopback)
+anyone is served every API.  Served APIs, at the versions of
+:data:`clients.protocol.registry.APIS`:
 
 - ApiVersions (also Kafka's v0 fallback answer to a version it does not know).
 - BrokerRegistration, BrokerHeartbeat, AlterPartition, AllocateProducerIds (v0, with our
@@ -50,15 +62,17 @@ other than ApiVersions must be a broker's (BrokerRegistration, BrokerHeartbeat,
 AlterPartition, AllocateProducerIds, or a Fetch with ``replica_id >= 0``), anything else
 closes them - so idle or busy clients cannot keep a (re)starting broker from
 registering; reserved connections without a request for ``broker_session_timeout_ms``
-are closed (a broker heartbeats well within that).  Until the internal listener with
-broker authentication exists, a client that speaks a broker API can take a reserved
-place too: the reserve protects against exhaustion, not against impersonation.  Client
-connections without a request for ``connections_max_idle_ms`` are closed, as are
-connections that do not read an answer within it; a frame must arrive within
+are closed (a broker heartbeats well within that).  Without a secret a client that
+speaks a broker API can take a reserved place too (the reserve protects against
+exhaustion, not against impersonation); with one, only a broker login keeps any place
+beyond ``request_read_timeout_ms``.  Client connections without a request for
+``connections_max_idle_ms`` are closed, as are connections that do not read an answer
+within it; a frame must arrive within
 ``request_read_timeout_ms`` of its first byte (the frame's memory grows as its bytes
 arrive: ``StreamReader``); Metadata naming more than ``max_metadata_topics`` topics or
 a Fetch naming more than ``max_fetch_partitions`` partitions is answered (no topic /
-INVALID_REQUEST) before its body is decoded (:mod:`broker.network.request_bounds`).
+INVALID_REQUEST) before its body is decoded (:mod:`broker.network.request_bounds`) -
+after the login check, so only to a logged-in broker when there is a secret.
 
 Every mutation follows one path with no ``await`` inside: core method -> records ->
 ``ControllerLog.append`` (fsync) -> wake waiting fetches -> answer.  If the append
@@ -78,7 +92,7 @@ import sys
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from broker.auth import SaslSession, broker_request_refusal, read_cluster_secret
+from broker.auth import SaslSession, broker_request_refusal, needs_login, read_cluster_secret
 from broker.config import parse_ip_overrides, parse_overrides
 from broker.controller.config import ControllerConfig
 from broker.controller.log import ControllerLog
@@ -142,6 +156,11 @@ def _refusal_answer(api_key: int, version: int, reason: str) -> dict[str, Any]:
     return answer
 
 
+def _api_name(api_key: int) -> str:
+    api = APIS.get(api_key)
+    return f"API key {api_key}" if api is None else api.name
+
+
 def _is_broker_request(api_key: int, body: dict[str, Any]) -> bool:
     """A request only a broker sends: the broker APIs, or a Fetch as replica (a broker's
     metadata log fetch carries its node id)."""
@@ -150,10 +169,11 @@ def _is_broker_request(api_key: int, body: dict[str, Any]) -> bool:
 
 class _Peer:
     """One connection's place: client or reserved for a broker (``probation`` until its
-    first request other than ApiVersions proved it a broker's), and whether a frame is
-    being read (for the log)."""
+    first request other than ApiVersions proved it a broker's), whether a frame is
+    being read (for the log), and (with a cluster secret) the loop time by which it must
+    have logged in as a broker."""
 
-    __slots__ = ("ip", "probation", "reading", "reserved", "session")
+    __slots__ = ("ip", "login_by", "probation", "reading", "reserved", "session")
 
     def __init__(self, ip: str, *, reserved: bool) -> None:
         self.ip = ip
@@ -161,6 +181,7 @@ class _Peer:
         self.probation = reserved
         self.reading = False
         self.session: SaslSession | None = None  # SASL state; a principal once logged in
+        self.login_by: float | None = None  # None: no login required, or logged in
 
     @property
     def principal(self) -> str | None:
@@ -273,6 +294,9 @@ class ControllerServer:
         if peer is None:
             writer.close()
             return
+        if self.cluster_secret:  # a place held without a broker login is taken back
+            peer.login_by = (asyncio.get_running_loop().time()
+                             + self.config.request_read_timeout_ms / 1000)
         self._connections.add(task)
         try:
             while await self._serve_one(reader, writer, peer):
@@ -331,12 +355,19 @@ class ControllerServer:
         # a reserved place is for brokers, which heartbeat well within their session
         idle_s = (config.broker_session_timeout_ms if peer.reserved
                   else config.connections_max_idle_ms) / 1000
+        loop = asyncio.get_running_loop()
+        if peer.login_by is not None:  # not logged in yet: the login deadline too
+            idle_s = min(idle_s, peer.login_by - loop.time())
         peer.reading = False
         try:
+            if idle_s <= 0:
+                raise TimeoutError
             async with asyncio.timeout(idle_s):
                 first = await reader.readexactly(1)
         except TimeoutError:
-            log.info("closing idle connection %s", writer.get_extra_info("peername"))
+            late = peer.login_by is not None and loop.time() >= peer.login_by
+            log.info("closing connection %s: %s", writer.get_extra_info("peername"),
+                     "no broker login within request_read_timeout_ms" if late else "idle")
             return False
         except asyncio.IncompleteReadError:
             return False
@@ -356,6 +387,10 @@ class ControllerServer:
                  "max_version": api.max_version}]}
             await self._write(writer, ApiKey.API_VERSIONS, 0, header.correlation_id, body)
             return True
+        # with a secret: nothing but ApiVersions and the SASL exchange before a broker
+        # login (only brokers can log in here), before any other look at the request
+        if needs_login(bool(self.cluster_secret), peer.session, header.api_key):
+            raise ProtocolError(f"{_api_name(header.api_key)} before a broker login")
         over = check_request_bounds(header, max_metadata_topics=config.max_metadata_topics,
                                     max_fetch_partitions=config.max_fetch_partitions)
         if over is not None and header.api_key in (ApiKey.METADATA, ApiKey.FETCH):
@@ -378,6 +413,7 @@ class ControllerServer:
                     else session.authenticate(request.body))
             if broker_id_of(session.principal) is not None:
                 peer.probation = False  # an authenticated broker keeps its reserved place
+                peer.login_by = None
             await self._write(writer, request.api_key, request.api_version,
                               request.correlation_id, body)
             return True

@@ -273,3 +273,40 @@ def served_metadata(port: int) -> bool:
             return call(sock, ApiKey.METADATA, 12, {"topics": None})["cluster_id"] == "minikafka"
     except (OSError, ConnectionError):
         return False
+
+
+def test_a_controller_with_a_secret_takes_back_places_held_without_a_broker_login(
+        tmp_path: Path, stack: ExitStack) -> None:
+    """With a cluster secret the controller serves brokers only: a connection that has
+    not logged in as one within ``request_read_timeout_ms`` of opening is closed, even
+    one that keeps asking ApiVersions (which it is served) and even on a reserved place;
+    a broker's login keeps its place."""
+    from broker.auth import write_cluster_secret
+    from clients.protocol.scram import broker_password
+    from tests.broker.controller.processes import ControllerProcess
+    from tests.broker.test_internal_auth import login
+
+    secret_file = tmp_path / "cluster.secret"
+    write_cluster_secret(secret_file)
+    controller = stack.enter_context(ControllerProcess(tmp_path / "controller", overrides={
+        "cluster_secret_file": secret_file, "request_read_timeout_ms": 1_000,
+        "max_connections_per_ip": 1, "reserved_broker_connections": 2}))
+    broker = stack.enter_context(connect(controller.port))  # the client place
+    chatty = stack.enter_context(connect(controller.port))  # a reserved place
+    opened = time.monotonic()
+    secret = secret_file.read_text().strip()
+    assert login(broker, "broker-0", broker_password(secret, 0)) == 0
+    rounds = 0
+    while True:  # served ApiVersions, again and again, until the login deadline
+        try:
+            chatty.sendall(api_versions())
+            recv_frame(chatty)
+        except ConnectionError:
+            break
+        rounds += 1
+        if closed_by_peer(chatty, timeout_s=0.1):
+            break
+        assert time.monotonic() - opened < 10, "a place held without a login for 10 s"
+    assert rounds >= 1 and time.monotonic() - opened >= 0.8  # not (much) before 1 s
+    answer = call(broker, ApiKey.METADATA, 12, {"topics": None})  # still served
+    assert answer["cluster_id"] == "minikafka"
