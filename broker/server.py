@@ -14,9 +14,13 @@ unsupported version or a body that violates the API's schema closes the connecti
 (Kafka does the same), after logging the precise reason; ApiVersions at an unsupported
 version is answered with UNSUPPORTED_VERSION at v0 so clients can negotiate.
 
-Per-request bounds (``max_metadata_topics``, ``max_fetch_partitions``) are checked on
-the frame before the body is decoded (:mod:`broker.network.request_bounds`), so an
-oversized request costs O(bound), and answered by :mod:`broker.handlers.bounds`.
+Logins come first: on a port that requires one (the client port with
+``client_auth_required``, the internal listener with a cluster secret) a request other
+than ApiVersions or the SASL exchange from a connection not logged in closes it, before
+anything else about the request is looked at.  Then per-request bounds
+(``max_metadata_topics``, ``max_fetch_partitions``) are checked on the frame before the
+body is decoded (:mod:`broker.network.request_bounds`), so an oversized request costs
+O(bound), and answered by :mod:`broker.handlers.bounds`.
 Error answers never close a healthy connection: a handler that raises, or whose answer
 cannot be encoded (a bug), gets UNKNOWN_SERVER_ERROR in the API's request-level
 ``error_code`` (Kafka's answer); only an API version without such a field is closed.
@@ -327,6 +331,23 @@ class BrokerServer:
             else:
                 self._send(endpoint, conn_id, api_key, version, correlation_id, body)
 
+        session = self.sessions.get((endpoint.index, conn_id))
+        # the internal listener is for the cluster's brokers: with a secret, nothing but
+        # a broker login is served there until one succeeds (users cannot log in there)
+        internal = is_internal_connection(conn_id)
+        if internal and self.core.cluster_secret and (session is None
+                                                      or session.principal is None):
+            self._login_deadlines.setdefault(
+                (endpoint.index, conn_id),
+                time.monotonic() + self.config.request_read_timeout_ms / 1000)
+        # the login comes first: before it, no request is answered, over a bound or not
+        if needs_login(bool(self.core.cluster_secret) if internal
+                       else self.config.client_auth_required, session, api_key):
+            log.warning("closing connection %d.%d: %s before logging in (%s)",
+                        endpoint.index, conn_id, _api_name(api_key),
+                        "internal listener" if internal else "client_auth_required")
+            endpoint.send_close(conn_id)
+            return
         over = check_request_bounds(header, max_metadata_topics=self.config.max_metadata_topics,
                                     max_fetch_partitions=self.config.max_fetch_partitions)
         if over is not None and answer_over_bound(self.core, api_key, version, respond):
@@ -337,22 +358,6 @@ class BrokerServer:
             request = decode_request_body(header)
         except MiniKafkaError as exc:
             log.warning("closing connection %d.%d: %s", endpoint.index, conn_id, exc)
-            endpoint.send_close(conn_id)
-            return
-        session = self.sessions.get((endpoint.index, conn_id))
-        # the internal listener is for the cluster's brokers: with a secret, nothing but
-        # a broker login is served there until one succeeds (users cannot log in there)
-        internal = is_internal_connection(conn_id)
-        if internal and self.core.cluster_secret and (session is None
-                                                      or session.principal is None):
-            self._login_deadlines.setdefault(
-                (endpoint.index, conn_id),
-                time.monotonic() + self.config.request_read_timeout_ms / 1000)
-        if needs_login(bool(self.core.cluster_secret) if internal
-                       else self.config.client_auth_required, session, request.api_key):
-            log.warning("closing connection %d.%d: %s before logging in (%s)",
-                        endpoint.index, conn_id, ApiKey(request.api_key).name,
-                        "internal listener" if internal else "client_auth_required")
             endpoint.send_close(conn_id)
             return
         if request.api_key in (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE):
@@ -480,6 +485,13 @@ class BrokerServer:
         if self._parking:
             self._retry_timer = asyncio.get_running_loop().call_later(
                 RESPONSE_RETRY_S, self._retry_parked)
+
+
+def _api_name(api_key: int) -> str:
+    try:
+        return ApiKey(api_key).name
+    except ValueError:
+        return f"API key {api_key}"
 
 
 def run_broker(config: BrokerConfig, on_ready: Callable[[BrokerServer], None] | None = None) -> int:
