@@ -3,8 +3,15 @@
 :meth:`~clients.producer.producer.Producer.send_bulk` checks its arguments and waits
 for the topic's metadata, then hands the records to :meth:`BulkAppender.append`.
 Records are cut into chunks whose worst-case encoded size
-(:func:`~clients.records.bulk_encode.batch_size_bound`) fits ``batch_size`` (at least
-one record per chunk, and fewer than ``MAX_BOUNDED_RECORDS``); each chunk is encoded
+(:func:`~clients.records.bulk_encode.batch_size_bound`) fits one batch (at least one
+record per chunk, and fewer than ``MAX_BOUNDED_RECORDS``): ``batch_size`` when a
+partition's share of the call fits one such batch, else ``batch_max_size`` (KIP-782's
+``batch.max.size``, 256 KiB by default).  A call with more than a batch for a partition
+is a backlog by itself, and ``send`` grows its batches to ``batch_max_size`` behind a
+backlog too (:mod:`clients.producer.accumulator`): cut at ``batch_size`` (16 KiB, 16
+records of 1 KiB), bulk batches cost the broker a batch each and a 2,000-record call of
+1 KiB values ran at a third of ``send``'s rate (issue 30, ``bench/bulk_defaults.py``).
+Each chunk is encoded
 straight into one pool buffer by :func:`~clients.records.bulk_encode.encode_batch_bulk_into`
 (bytes identical to :mod:`clients.records.record`), its records compressed with the
 producer's ``compression_type`` (:func:`~clients.producer.compression.compress_records`),
@@ -60,9 +67,10 @@ class BulkAppender:
     """Cuts one ``send_bulk`` call into batches and queues them (see the module docstring).
 
     Owns no state of its own beyond its settings.  Reads: the producer's
-    ``batch_size`` and ``max_request_size``; the accumulator (buffers from its pool,
-    closed batches appended to it); the producer's sticky partitioner, used only under
-    ``partitioner_lock`` (the lock ``Producer.send`` takes for it).  Called by
+    ``batch_size``, ``batch_max_size`` and ``max_request_size``; the accumulator
+    (buffers from its pool, closed batches appended to it); the producer's sticky
+    partitioner, used only under ``partitioner_lock`` (the lock ``Producer.send`` takes
+    for it).  Called by
     :meth:`~clients.producer.producer.Producer.send_bulk` once the arguments are checked
     and the topic's partition count is known; waking the sender is the caller's job.
     Thread contract: any number of caller threads at once.
@@ -75,12 +83,14 @@ class BulkAppender:
         partitioner_lock: threading.Lock,
         *,
         batch_size: int,
+        batch_max_size: int,
         max_request_size: int,
     ) -> None:
         self._accumulator = accumulator
         self._partitioner = partitioner
         self._partitioner_lock = partitioner_lock
         self.batch_size = batch_size
+        self.batch_max_size = max(batch_max_size, batch_size)
         self.max_request_size = max_request_size
 
     def append(
@@ -139,9 +149,12 @@ class BulkAppender:
         return [(int(p), np.flatnonzero(parts == p)) for p in np.unique(parts)]
 
     def _chunks(self, bounds: np.ndarray, index: np.ndarray | slice) -> list[np.ndarray | slice]:
-        """Split rows so each chunk's records fit one batch_size batch (>= 1 record)."""
-        capacity = self.batch_size - HEADER_SIZE
+        """Split rows so each chunk's records fit one batch (>= 1 record): ``batch_size``
+        when they all fit one, else ``batch_max_size``."""
         cum = np.cumsum(bounds[index])
+        capacity = self.batch_size - HEADER_SIZE
+        if len(cum) and int(cum[-1]) > capacity:
+            capacity = self.batch_max_size - HEADER_SIZE
         base = index.start if isinstance(index, slice) else 0
         out: list[np.ndarray | slice] = []
         start, done = 0, 0

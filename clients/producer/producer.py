@@ -236,6 +236,7 @@ class Producer:
             self._partitioner,
             self._partitioner_lock,
             batch_size=batch_size,
+            batch_max_size=self.batch_max_size,
             max_request_size=max_request_size,
         )
         self._closed = False

@@ -101,7 +101,8 @@ def test_full_batches_go_without_waiting_for_linger(cluster: FakeCluster) -> Non
 def test_send_bulk_splits_into_batches(cluster: FakeCluster) -> None:
     cluster.create_topic("t", 2)
     values = [b"%05d" % i + bytes(95) for i in range(5000)]
-    with Producer(cluster.bootstrap, batch_size=16384) as producer:
+    # batch_max_size=0: no growth, so every batch is at most batch_size
+    with Producer(cluster.bootstrap, batch_size=16384, batch_max_size=0) as producer:
         result = producer.send_bulk("t", values, partition=1).result(20)
     tp = TopicPartition("t", 1)
     assert result.record_count == 5000 and set(result.partitions) == {1}
@@ -112,6 +113,23 @@ def test_send_bulk_splits_into_batches(cluster: FakeCluster) -> None:
         expected_base += count
     assert all(len(b) <= 16384 for b in cluster.batches(tp))
     assert [r.value for r in cluster.records(tp)] == values
+
+
+def test_send_bulk_batches_grow_to_batch_max_size_like_sends(cluster: FakeCluster) -> None:
+    """A call holding more than a batch_size batch for a partition is a backlog: its
+    batches are cut at batch_max_size (as send's grow behind a backlog), not at
+    batch_size; a call that fits one batch_size batch stays one batch."""
+    cluster.create_topic("t", 1)
+    values = [b"%05d" % i + bytes(1019) for i in range(2000)]  # 1 KiB each, ~2 MB
+    with Producer(cluster.bootstrap, batch_size=16384, batch_max_size=262144) as producer:
+        result = producer.send_bulk("t", values, partition=0).result(20)
+        small = producer.send_bulk("t", values[:5], partition=0).result(20)
+    sizes = [len(b) for b in cluster.batches(T0)]
+    assert result.record_count == 2000 and len(result.base_offsets) == len(sizes) - 1
+    assert max(sizes) <= 262144 and all(s > 16384 for s in sizes[:-2])
+    assert len(result.base_offsets) <= 2_100_000 // (262144 - 1200) + 1  # 8 or 9, not 130
+    assert small.record_count == 5 and len(small.base_offsets) == 1
+    assert [r.value for r in cluster.records(T0)] == values + values[:5]
 
 
 def test_send_bulk_numpy_and_keys(cluster: FakeCluster) -> None:
