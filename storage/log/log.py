@@ -23,7 +23,11 @@ Semantics worth knowing (Kafka's unless stated):
   CRC-32C, counts, compression, ``max_message_bytes``), then the whole request goes to the
   active segment with one ``writev`` (leader appends patch only the 16 bytes of
   base_offset/batch_length/leader_epoch per batch, the records are not copied).  A roll
-  happens before a request that would not fit; a request is never split across segments.
+  happens before a request that would not fit; a request of several batches that would
+  take a segment past ``segment_bytes`` is cut at batch boundaries, one ``writev`` per
+  segment (a failed later write truncates the earlier ones back out), so segments keep to
+  ``segment_bytes`` unless one batch alone is larger (Kafka's producer sends one batch
+  per partition per request; ours, and a follower's fetch, carry many).
   Patched bytes of each batch (big-endian)::
 
       offset  size  field
@@ -277,6 +281,7 @@ class Log:
         metas: list[tuple[int, int, int, int]] = []
         pack = _PATCH.pack
         max_ts, off_max, records = NO_TIMESTAMP, first, 0
+        counts: list[int] = []
         for pos, size, _base, lod, ts, count, _epoch in infos:
             last = offset + lod
             iovs.append(pack(offset, size - LOG_OVERHEAD, leader_epoch))
@@ -286,12 +291,19 @@ class Log:
             else:
                 iovs.append(view[pos + _PATCH_SIZE : pos + size])
             metas.append((offset, last, ts, size))
+            counts.append(count)
             if ts > max_ts:
                 max_ts, off_max = ts, offset
             records += count
             offset = last + 1
-        return self._append(iovs, len(view), metas, records, max_ts, off_max,
-                            ((leader_epoch, first),))
+        changes = ((leader_epoch, first),)
+        cuts = self._segment_cuts(metas)
+        if not cuts:
+            return self._append(iovs, len(view), metas, records, max_ts, off_max, changes)
+        # a produce request may carry many batches of a partition (our producer sends up
+        # to max_request_size of them): cut at batch boundaries like a follower's append
+        return self._append_parts(cuts, metas, counts, lambda lo, hi: iovs[2 * lo : 2 * hi],
+                                  max_ts, off_max, changes)
 
     def _timestamp_bounds(self) -> tuple[int, int] | None:
         """The CreateTime window producers' records must fall in (None: no limit)."""
@@ -366,23 +378,44 @@ class Log:
                                 tuple(changes))
         # A lagging follower fetches many batches at once: they are split at batch
         # boundaries so its segments keep to segment_bytes as the leader's do.
+        return self._append_parts(
+            cuts, metas, [i[5] for i in infos],
+            lambda lo, hi: [view[infos[lo][0] : infos[hi - 1][0] + infos[hi - 1][1]]],
+            max_ts, off_max, tuple(changes))
+
+    def _append_parts(self, cuts: list[int], metas: list[tuple[int, int, int, int]],
+                      counts: list[int],
+                      part_iovs: Callable[[int, int], list[bytes | memoryview]],
+                      max_ts: int, off_max: int,
+                      epoch_changes: tuple[tuple[int, int], ...]) -> LogAppendInfo:
+        """Append batches ``[0, cuts[0])``, ``[cuts[0], cuts[1])``... each with its own
+        roll check (:meth:`_segment_cuts` chose the cuts); one info for them all.  Still
+        all-or-nothing: a part whose write fails (StorageError) takes the parts before
+        it back out (the log is truncated to where the request began) before it raises,
+        so a retried request is appended once."""
         rolled = False
         info = None
+        start = self._segments.log_end_offset
         for lo, hi in zip([0, *cuts], [*cuts, len(metas)], strict=True):
-            start, end = infos[lo][0], infos[hi - 1][0] + infos[hi - 1][1]
             part = metas[lo:hi]
-            info = self._append([view[start:end]], end - start, part,
-                                sum(i[5] for i in infos[lo:hi]), max_ts, off_max, ())
+            try:
+                info = self._append(part_iovs(lo, hi), sum(m[3] for m in part), part,
+                                    sum(counts[lo:hi]), max_ts, off_max, ())
+            except StorageError:
+                if lo:
+                    self._segments.truncate_to(start, self._clock_ms())
+                raise
             rolled |= info.rolled
         assert info is not None
-        return LogAppendInfo(metas[0][0], metas[-1][1], max_ts, off_max, len(metas), records,
-                             len(view), info.log_start_offset, tuple(changes), rolled)
+        return LogAppendInfo(metas[0][0], metas[-1][1], max_ts, off_max, len(metas),
+                             sum(counts), sum(m[3] for m in metas), info.log_start_offset,
+                             epoch_changes, rolled)
 
     def _segment_cuts(self, metas: list[tuple[int, int, int, int]]) -> list[int]:
-        """Indexes of the batches (of one follower append, ``(base, last, ts, size)``
-        each) that must begin a new segment to keep each segment within
-        ``segment_bytes``; empty when the whole append fits (the common case).  A batch
-        larger than a segment has one of its own."""
+        """Indexes of the batches (of one append, ``(base, last, ts, size)`` each) that
+        must begin a new segment to keep each segment within ``segment_bytes``; empty
+        when the whole append fits (the common case).  A batch larger than a segment has
+        one of its own."""
         limit = self.config.segment_bytes
         room = limit - self._segments.active.size
         if sum(m[3] for m in metas) <= room or len(metas) == 1:

@@ -8,9 +8,10 @@ state and changes nothing.
 * **Roll** (:meth:`SegmentPolicy.should_roll`) before an append to a non-empty active
   segment when the request would take it past ``segment_bytes``, the segment is older
   than ``segment_ms`` (from its first append), either index is full, or the request's
-  last offset is not within a 32-bit relative offset of the segment's base.  A leader's
-  append (one produce request) is never split across segments; a follower's (many
-  fetched batches) is split at batch boundaries so it keeps to ``segment_bytes`` too.
+  last offset is not within a 32-bit relative offset of the segment's base.  An append
+  of many batches (a produce request of several batches of a partition, a follower's
+  fetched batches) is split at batch boundaries by :class:`storage.log.log.Log` so each
+  segment keeps to ``segment_bytes`` unless one batch alone is larger.
 * **Retention** (:meth:`SegmentPolicy.deletable_prefix`): a prefix of inactive segments
   goes while each is entirely below the log start offset or older than ``retention_ms``
   (by its largest timestamp); then, while the remaining bytes exceed ``retention_bytes``

@@ -2,11 +2,13 @@
 
 The model keeps segments as lists of batches (base offset, last offset, size, max
 timestamp, records) and mirrors the log's documented rules: roll when a request would
-push a non-empty active segment past ``segment_bytes``; truncation drops whole batches
-whose last offset is >= the target; retention deletes a prefix of inactive segments.
-A crash abandons the Log without flushing or trimming its indexes, then optionally cuts
-the active segment at a random byte or flips a byte, both only past the recovery point
-(the page cache survives a process crash, so losing unflushed bytes is simulated).
+push a non-empty active segment past ``segment_bytes`` (a request of several batches,
+leader's or follower's, is cut at batch boundaries so segments keep to it); truncation
+drops whole batches whose last offset is >= the target; retention deletes a prefix of
+inactive segments.  A crash abandons the Log without flushing or trimming its indexes,
+then optionally cuts the active segment at a random byte or flips a byte, both only past
+the recovery point (the page cache survives a process crash, so losing unflushed bytes
+is simulated).
 """
 
 from __future__ import annotations
@@ -85,7 +87,7 @@ class LogMachine(RuleBasedStateMachine):
             self.segments.append(MSegment(self.leo))
         self.segments[-1].batches.extend(batches)
 
-    def _model_follower_append(self, batches: list[MBatch]) -> None:
+    def _model_append_many(self, batches: list[MBatch]) -> None:
         """One append if it fits the active segment; else batch by batch, each starting
         a new segment when it does not fit beside what the segment holds."""
         if len(batches) == 1 or (self.segments[-1].size + sum(b.size for b in batches)
@@ -121,14 +123,14 @@ class LogMachine(RuleBasedStateMachine):
         data, model = self._build(shapes, self.leo, [0] * len(shapes))
         info = self.log.append_as_leader(data, EPOCH)
         assert (info.first_offset, info.last_offset) == (model[0].base, model[-1].last)
-        self._model_append(model)
+        self._model_append_many(model)
 
     @rule(shapes=batch_shapes, gaps=st.lists(st.integers(0, 3), min_size=3, max_size=3))
     def append_as_follower(self, shapes: list[tuple[int, int]], gaps: list[int]) -> None:
         data, model = self._build(shapes, self.leo, gaps[: len(shapes)])
         info = self.log.append_as_follower(data)
         assert info.epoch_changes == ((EPOCH, model[0].base),)
-        self._model_follower_append(model)
+        self._model_append_many(model)
 
     @rule(data=st.data(), max_bytes=st.integers(0, 1500), bounded=st.booleans(),
           min_one=st.booleans())
