@@ -126,6 +126,57 @@ def test_follower_append_of_many_batches_keeps_segments_within_segment_bytes(
     log.close()
 
 
+def test_leader_append_of_many_batches_keeps_segments_within_segment_bytes(
+        tmp_path: Path) -> None:
+    """A produce request may carry many batches of a partition (our producer sends up to
+    max_request_size of them): the leader cuts it at batch boundaries like a follower,
+    with the offsets, epoch and counts of one append."""
+    log = open_log(tmp_path)  # segment_bytes 1024
+    size = len(batch(3, value=b"v" * 100))  # ~400 B: two fit in a segment, three do not
+    info = log.append_as_leader(b"".join(batch(3, value=b"v" * 100) for _ in range(9)), 7)
+    assert (info.first_offset, info.last_offset, info.num_batches, info.num_records) == (
+        0, 26, 9, 27)
+    assert info.epoch_changes == ((7, 0),) and info.rolled
+    assert [s.size for s in log.segments] == [2 * size] * 4 + [size]
+    assert offsets_of(log.read(0, 100_000).read_bytes()) == list(range(27))
+    log.check_invariants()
+    log.close()
+
+
+@pytest.mark.parametrize("leader", [True, False])
+def test_a_cut_append_whose_later_write_fails_takes_its_earlier_parts_back_out(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch, leader: bool) -> None:
+    """All-or-nothing across the cut: a retried request must be appended once."""
+    log = open_log(tmp_path)
+    log.append_as_leader(batch(3, value=b"v" * 100), 1)
+    before = (log.log_end_offset, log.size_in_bytes)
+    real_append = segment_list.SegmentList.append
+    calls = []
+
+    def failing(self: segment_list.SegmentList, *args: object) -> None:
+        calls.append(1)
+        if len(calls) == 2:
+            raise StorageError("disk full")
+        real_append(self, *args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(segment_list.SegmentList, "append", failing)
+    request = b"".join(batch(3, value=b"v" * 100, base_offset=3 * i, epoch=1)
+                       for i in range(1, 6))
+    with pytest.raises(StorageError):
+        if leader:
+            log.append_as_leader(request, 1)
+        else:
+            log.append_as_follower(request)
+    assert len(calls) == 2
+    assert (log.log_end_offset, log.size_in_bytes) == before
+    monkeypatch.undo()
+    info = (log.append_as_leader(request, 1) if leader else log.append_as_follower(request))
+    assert (info.first_offset, info.last_offset) == (3, 17)
+    assert offsets_of(log.read(0, 100_000).read_bytes()) == list(range(18))
+    log.check_invariants()
+    log.close()
+
+
 def test_request_with_one_bad_batch_appends_nothing(tmp_path: Path) -> None:
     log = open_log(tmp_path)
     log.append_as_leader(batch(), 0)
