@@ -15,6 +15,13 @@ Bounds (every queue, pool and size is bounded):
 | buffer_pool_bytes          | 128 MiB     | shared memory for requests and responses        |
 | buffer_poolable_bytes      | 64 KiB      | size of a pooled buffer (free-list fast path)   |
 | queued_max_requests        | 500         | requests handed to the main process, not done   |
+| max_partial_request_bytes  | 0 (auto)    | pool memory of request frames larger than       |
+|                            |             | buffer_poolable_bytes still arriving, all       |
+|                            |             | network processes together; auto: a quarter of  |
+|                            |             | buffer_pool_bytes, at least min(2 x             |
+|                            |             | max_request_bytes, half the pool); set: from    |
+|                            |             | max_request_bytes to half of buffer_pool_bytes  |
+|                            |             | (broker.network.connection_shares)              |
 | max_connections            | 1000        | open client connections per network process     |
 | max_connections_per_ip     | 500         | open connections from one IP address, per       |
 |                            |             | network process (``..._overrides``: ip:n,...)   |
@@ -134,6 +141,7 @@ class BrokerConfig:
     buffer_pool_bytes: int = 128 * MiB
     buffer_poolable_bytes: int = 64 * 1024
     queued_max_requests: int = 500
+    max_partial_request_bytes: int = 0  # 0: auto, see partial_request_bytes()
     max_connections: int = 1000
     max_connections_per_ip: int = 500
     max_connections_per_ip_overrides: str = ""  # "ip:count,ip:count" (Kafka's syntax, IPs)
@@ -280,6 +288,13 @@ class BrokerConfig:
             )
         if self.buffer_poolable_bytes > self.max_request_bytes:
             raise InvalidConfigError("buffer_poolable_bytes must not exceed max_request_bytes")
+        if self.max_partial_request_bytes and not (
+                self.max_request_bytes <= self.max_partial_request_bytes
+                <= self.buffer_pool_bytes // 2):
+            raise InvalidConfigError(
+                f"max_partial_request_bytes ({self.max_partial_request_bytes}) must be 0 "
+                f"(auto) or from max_request_bytes ({self.max_request_bytes}) to half of "
+                f"buffer_pool_bytes ({self.buffer_pool_bytes // 2})")
         if self.log_cleaner_dedupe_buffer_bytes < 1024:
             raise InvalidConfigError("log_cleaner_dedupe_buffer_bytes must be >= 1024, got "
                                      f"{self.log_cleaner_dedupe_buffer_bytes}")
@@ -380,6 +395,18 @@ def _coerce(key: str, default: Any, value: Any, source: str) -> Any:
                 f"{source}: {key} must be an integer, got {value!r}"
             ) from None
     return str(value).strip()
+
+
+def partial_request_bytes(configured: int, buffer_pool_bytes: int,
+                          max_request_bytes: int) -> int:
+    """The bound on pool memory held by large request frames still arriving
+    (``max_partial_request_bytes``): ``configured`` when set, else a quarter of the
+    pool, but at least ``min(2 * max_request_bytes, buffer_pool_bytes // 2)`` so that
+    besides the one frame of up to ``max_request_bytes`` kept room for, others can go
+    on (see :mod:`broker.network.connection_shares`)."""
+    if configured > 0:
+        return configured
+    return max(buffer_pool_bytes // 4, min(2 * max_request_bytes, buffer_pool_bytes // 2))
 
 
 def parse_ip_overrides(text: str) -> dict[str, int]:

@@ -7,7 +7,8 @@ three groups, each written by one party of :class:`~broker.network.process.Netwo
 - read half (:class:`~broker.network.request_reader.RequestReader`): ``header`` and
   ``header_filled`` (the 4-byte length field), ``frame_len``, ``buffer`` (the request
   frame, owned by this process until handed over) or ``chunks`` (the pool slots a large
-  frame is read into as its bytes arrive), and ``filled``;
+  frame is read into as its bytes arrive), ``filled``, and ``partial_slots`` (slots of
+  the frame counted in the partial-frame budget);
 - write half (:class:`~broker.network.response_writer.ResponseWriter`): ``resp`` (the
   pool buffer handed back), ``resp_view`` (its prefix) and ``resp_sent``, then the
   ``regions`` with the one currently sent through ``sendfile`` (``region``,
@@ -19,7 +20,8 @@ three groups, each written by one party of :class:`~broker.network.process.Netwo
   peer address, for ``max_connections_per_ip``), ``active_at`` (monotonic time of the
   last event, for ``connections_max_idle_ms``), ``frame_deadline`` (when the frame being
   read must be complete, ``request_read_timeout_ms``; 0 when no frame is started) and
-  ``parked`` (waiting for memory or queue room: not read, no read deadline).
+  ``parked`` (waiting for memory or queue room: not read; the read deadline keeps
+  running while it waits for memory, not while it waits for queue room).
 
 The reader and the writer raise :class:`CloseConnection` when a connection must be
 closed; only the loop closes connections.
@@ -75,6 +77,7 @@ class Connection:
         "mask",
         "muted",
         "parked",
+        "partial_slots",
         "region",
         "region_index",
         "region_left",
@@ -98,6 +101,7 @@ class Connection:
         self.frame_deadline = 0.0
         self.parked = False
         self.chunks: list[Buffer] = []  # a large frame's slots, filled in order
+        self.partial_slots = 0  # of this frame, counted in the partial-frame budget
         self.header = bytearray(4)
         self.header_filled = 0
         self.frame_len = 0  # 0: reading the length field

@@ -1,38 +1,64 @@
-"""Open-connection counts the network processes share, so new connections spread evenly.
+"""What the network processes of one broker share: open-connection counts, so new
+connections spread evenly, and the budget of pool memory partial request frames may
+hold, so that the frames of all of them stay under ``max_partial_request_bytes``.
 
-Every network process accepts from the one listening socket the supervisor bound (no
-SO_REUSEPORT, see :mod:`broker.network.supervisor`).  The kernel wakes every process
-waiting on that socket and the first to call ``accept`` wins, so on an idle broker one
-process can take every connection (clients that connect at start-up and stay would then
-all be served by one process while the others idle).  Kafka avoids this with one acceptor
-thread that hands connections round-robin to its processors; we keep the shared socket
-and let a process step aside instead: before it accepts, a process compares its own count
-with the smallest count of the others and, when it holds more than ``slack`` more, stops
-accepting for ``yield_ms`` so a lighter process takes the waiting connections.  When the
-pause ends and the lightest count has not moved meanwhile (the lighter process is
-stopped, busy or dead), it accepts one connection whatever the counts say, two after the
-next such pause, then four, up to a full batch: a stuck peer delays new connections
-(by ``yield_ms`` per round) and never shuts them out.
+Connection counts.  Every network process accepts from the one listening socket the
+supervisor bound (no SO_REUSEPORT, see :mod:`broker.network.supervisor`).  The kernel
+wakes every process waiting on that socket and the first to call ``accept`` wins, so on
+an idle broker one process can take every connection (clients that connect at start-up
+and stay would then all be served by one process while the others idle).  Kafka avoids
+this with one acceptor thread that hands connections round-robin to its processors; we
+keep the shared socket and let a process step aside instead: before it accepts, a
+process compares its own count with the smallest count of the others and, when it holds
+more than ``slack`` more, stops accepting for ``yield_ms`` so a lighter process takes
+the waiting connections.  When the pause ends and the lightest count has not moved
+meanwhile (the lighter process is stopped, busy or dead), it accepts one connection
+whatever the counts say, two after the next such pause, then four, up to a full batch: a
+stuck peer delays new connections (by ``yield_ms`` per round) and never shuts them out.
 
-Format: a ``memfd`` of ``slots`` little-endian signed 64-bit counts, one per network
-process index, created by the supervisor and inherited by every network process (the fd
-number and the slot count go on the command line).  A process writes only its own slot;
-the supervisor writes a dead process's slot (``retire``) so no one yields to it.
+Partial frames (:class:`PartialFrameBudget`, issue 30).  A request frame larger than one
+pool slot whose bytes are not all in the socket yet can stall half-way; the slots such
+frames hold are counted here, broker-wide, in whole slots of ``buffer_poolable_bytes``:
+at most ``limit_slots`` (``max_partial_request_bytes`` rounded up).  The last
+``reserve_slots`` (``max_request_bytes`` rounded up) of them are kept for one frame at a
+time, the *designated* frame: the first frame refused by the rest (the shared part)
+while no frame holds the designation.  So frames that each hold part of the shared part
+and wait for more cannot lock each other out until their deadline: the designated one
+always has room to complete, then the next refused frame takes the designation.  What
+it costs: a stalled frame that holds the designation keeps other large frames waiting
+until its ``request_read_timeout_ms``, and large frames wait while stalled ones fill the
+budget (small frames are not counted: see :mod:`broker.network.request_reader`).
+
+Format: a ``memfd`` of little-endian signed 64-bit words, created by the supervisor and
+inherited by every network process (the fd number and the slot count go on the command
+line): ``slots`` connection counts, one per network process index; ``slots`` counts of
+partial-frame slots held, likewise; the designated frame's holder (process index + 1,
+0 for none) and the slots it holds.  A process writes only its own connection count;
+the supervisor writes a dead process's (``retire``) so no one yields to it, and drops
+its partial slots and designation (its buffers are reclaimed with the pool's
+``reclaim_dead``).  The budget words are read and written under a POSIX record lock on
+the memfd (``lockf``: per process, released if the process dies).
 
 Costs: ``fewest_elsewhere`` reads ``slots`` integers (one ``struct.unpack_from``);
 ``publish`` writes one.  Aligned 8-byte stores are not torn on the platforms we run on,
-and a stale read only makes the spread less even, never refuses a connection.
-Process-safety: one writer per slot; readers tolerate stale values.  Thread-safety: one
+and a stale read only makes the spread less even, never refuses a connection.  A budget
+step (take or give back slots, take or drop the designation) is two ``fcntl`` calls and
+a read of ``slots + 2`` words; a network process does one per ``buffer_poolable_bytes``
+of a large frame that trickles in.  Process-safety: one writer per connection count;
+readers tolerate stale values; budget words only under the lock.  Thread-safety: one
 thread per process.
 """
 
 from __future__ import annotations
 
+import fcntl
 import mmap
 import os
 import struct
+from collections.abc import Iterator
+from contextlib import contextmanager
 
-__all__ = ["ConnectionShares"]
+__all__ = ["ConnectionShares", "PartialFrameBudget"]
 
 _SLOT = struct.Struct("<q")
 _RETIRED = 2**62  # count of a dead process: never the smallest
@@ -46,15 +72,17 @@ class ConnectionShares:
             raise ValueError(f"slots must be positive, got {slots}")
         self._fd = fd
         self.slots = slots
-        self._map = mmap.mmap(fd, slots * _SLOT.size)
+        self._map = mmap.mmap(fd, _table_bytes(slots))
         self._all = struct.Struct(f"<{slots}q")
+        self._partial_at = slots * _SLOT.size  # then the designation's holder and slots
+        self._budget = struct.Struct(f"<{slots + 2}q")
 
     @classmethod
     def create(cls, slots: int) -> ConnectionShares:
         """A new zeroed table (supervisor side); pass its fd down with ``pass_fds``."""
         fd = os.memfd_create("minikafka-connection-shares")  # close-on-exec: pass_fds only
         try:
-            os.ftruncate(fd, max(1, slots) * _SLOT.size)
+            os.ftruncate(fd, _table_bytes(max(1, slots)))
             return cls(fd, slots)
         except BaseException:
             os.close(fd)
@@ -68,8 +96,32 @@ class ConnectionShares:
         _SLOT.pack_into(self._map, index * _SLOT.size, count)
 
     def retire(self, index: int) -> None:
-        """Process ``index`` is gone: no one should step aside for it."""
+        """Process ``index`` is gone: no one should step aside for it, and the partial
+        frames it held (freed by the pool's ``reclaim_dead``) no longer count."""
         self.publish(index, _RETIRED)
+        with self.budget_lock():
+            words = self.budget_words()
+            self._set(self.slots + index, 0)
+            if words[self.slots] == index + 1:
+                self._set(self.slots * 2, 0)
+                self._set(self.slots * 2 + 1, 0)
+
+    # the partial-frame budget: words under the lock (see PartialFrameBudget) ---------
+    @contextmanager
+    def budget_lock(self) -> Iterator[None]:
+        fcntl.lockf(self._fd, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.lockf(self._fd, fcntl.LOCK_UN)
+
+    def budget_words(self) -> tuple[int, ...]:
+        """Partial slots held per process, then the designation's holder (index + 1,
+        0: none) and its slots; read under :meth:`budget_lock` to act on them."""
+        return self._budget.unpack_from(self._map, self._partial_at)
+
+    def _set(self, word: int, value: int) -> None:
+        _SLOT.pack_into(self._map, word * _SLOT.size, value)
 
     def fewest_elsewhere(self, index: int) -> int | None:
         """The smallest count among the other processes; None when there are none."""
@@ -86,3 +138,96 @@ class ConnectionShares:
     def close(self) -> None:
         self._map.close()
         os.close(self._fd)
+
+
+def _table_bytes(slots: int) -> int:
+    return (2 * slots + 2) * _SLOT.size
+
+
+class PartialFrameBudget:
+    """One network process's share of the broker-wide budget for partial frames (see
+    the module docstring): ``try_take`` / ``give`` slots, as the shared part or as the
+    designated frame, ``try_designate`` / ``release_designation``.
+
+    ``limit_slots`` and ``reserve_slots`` are the same in every network process of a
+    broker (``reserve_slots <= limit_slots``).  ``held`` is this process's count and
+    ``designated`` whether it holds the designation (for one of its frames).
+    """
+
+    def __init__(self, shares: ConnectionShares, index: int, *, limit_slots: int,
+                 reserve_slots: int) -> None:
+        if not 0 < reserve_slots <= limit_slots:
+            raise ValueError(f"need 0 < reserve_slots ({reserve_slots}) <= limit_slots "
+                             f"({limit_slots})")
+        if not 0 <= index < shares.slots:
+            raise ValueError(f"index {index} outside 0..{shares.slots - 1}")
+        self.shares, self.index = shares, index
+        self.limit_slots, self.reserve_slots = limit_slots, reserve_slots
+        self.held = 0
+        self.designated = False
+        with shares.budget_lock():  # a restarted process starts from nothing
+            shares._set(shares.slots + index, 0)
+
+    def _state(self) -> tuple[int, int, int]:
+        """(slots held by all processes, holder of the designation, its slots)."""
+        words = self.shares.budget_words()
+        n = self.shares.slots
+        return sum(words[:n]), words[n], words[n + 1]
+
+    def try_take(self, slots: int, *, designated: bool = False) -> bool:
+        """Count ``slots`` more for a frame of this process; False (nothing counted) when
+        the budget has no room: the shared part (``limit - reserve``) is full, or, for
+        the designated frame, the whole budget."""
+        shares, n = self.shares, self.shares.slots
+        with shares.budget_lock():
+            total, holder, held_designated = self._state()
+            if designated:
+                if holder != self.index + 1:
+                    raise RuntimeError("this process does not hold the designation")
+                if total + slots > self.limit_slots:
+                    return False
+                shares._set(2 * n + 1, held_designated + slots)
+            elif total - held_designated + slots > self.limit_slots - self.reserve_slots:
+                return False
+            self.held += slots
+            shares._set(n + self.index, self.held)
+            return True
+
+    def give(self, slots: int, *, designated: bool = False) -> None:
+        """Count ``slots`` fewer (freed, or handed over as a complete request)."""
+        shares, n = self.shares, self.shares.slots
+        with shares.budget_lock():
+            self.held = max(0, self.held - slots)
+            shares._set(n + self.index, self.held)
+            if designated and self.designated:
+                words = shares.budget_words()
+                shares._set(2 * n + 1, max(0, words[n + 1] - slots))
+
+    def try_designate(self, holding: int) -> bool:
+        """Take the designation for a frame of this process that holds ``holding`` slots
+        (they move from the shared part to it); False when another frame holds it."""
+        shares, n = self.shares, self.shares.slots
+        with shares.budget_lock():
+            if shares.budget_words()[n] != 0:
+                return False
+            shares._set(2 * n, self.index + 1)
+            shares._set(2 * n + 1, holding)
+        self.designated = True
+        return True
+
+    def release_designation(self) -> None:
+        """The designated frame is complete or gone; its remaining slots (if any) count
+        as the shared part's again."""
+        if not self.designated:
+            return
+        self.designated = False
+        shares, n = self.shares, self.shares.slots
+        with shares.budget_lock():
+            if shares.budget_words()[n] == self.index + 1:
+                shares._set(2 * n, 0)
+                shares._set(2 * n + 1, 0)
+
+    def total_slots(self) -> int:
+        """Slots held by the partial frames of all processes (a locked read)."""
+        with self.shares.budget_lock():
+            return self._state()[0]

@@ -4,7 +4,8 @@ This module is its entry point (arguments, listener, start-up handshake; the lin
 is the ``--help`` description).  Run as ``python -m broker.network --listener-fd FD
 --pool-name NAME --channel-fd FD --max-request-bytes N --max-connections N --index I``
 plus optional limits (``--max-connections-per-ip``, ``--max-connections-per-ip-overrides``,
-``--connections-max-idle-ms``, ``--request-read-timeout-ms``, and ``--internal-listener-fd``
+``--connections-max-idle-ms``, ``--request-read-timeout-ms``,
+``--max-partial-request-bytes``, and ``--internal-listener-fd``
 with ``--max-internal-connections`` for a broker with an internal listener; see
 :func:`build_parser`)
 (see :func:`main`); started and restarted by
@@ -64,6 +65,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--connections-max-idle-ms", type=int, default=600_000)
     p.add_argument("--request-read-timeout-ms", type=int, default=30_000)
     p.add_argument("--max-queued-requests", type=int, default=500)
+    p.add_argument("--max-partial-request-bytes", type=int, default=0,
+                   help="0: auto (broker.config.partial_request_bytes)")
     p.add_argument("--request-headroom-bytes", type=int, default=0)
     p.add_argument("--file-cache-size", type=int, default=128)
     p.add_argument("--memory-retry-ms", type=float, default=2.0)
@@ -138,6 +141,7 @@ def main(argv: list[str] | None = None) -> int:
                 connections_max_idle_ms=args.connections_max_idle_ms,
                 request_read_timeout_ms=args.request_read_timeout_ms,
                 max_queued_requests=args.max_queued_requests,
+                max_partial_request_bytes=args.max_partial_request_bytes,
                 request_headroom_bytes=args.request_headroom_bytes,
                 file_cache_size=args.file_cache_size,
                 memory_retry_ms=args.memory_retry_ms,

@@ -19,8 +19,10 @@ go; the loop owns everything between them:
   row (see :mod:`~broker.network.connection_shares`);
 - deadlines, checked by a sweep every ``sweep_interval_s`` (a tenth of the smaller of
   the two timeouts, within 10 ms..1 s): a frame started more than
-  ``request_read_timeout_ms`` ago and not complete closes its connection (time parked
-  for memory or queue room does not count: the deadline restarts when reading resumes);
+  ``request_read_timeout_ms`` ago and not complete closes its connection, also while
+  the connection is parked for memory (so a stalled frame cannot stay by waiting; time
+  parked for queue room does not count: the main process is behind, not the client,
+  and the deadline restarts when reading resumes);
   a connection with no request with the main process, no frame started and no event
   (read, write, answer) for ``connections_max_idle_ms`` is closed - also one whose
   response is stuck because the client does not read it (its buffer is freed);
@@ -29,10 +31,16 @@ go; the loop owns everything between them:
   the channel backlog reaches ``max_connections``;
 - backpressure: at most ``max_queued_requests`` requests with the main process
   (``in_flight``); a connection whose frame cannot go on (no queue room when it starts,
-  or the reader finds no memory for its next bytes) is parked in a FIFO and not read;
-  parked connections are retried after every response and every ``memory_retry_ms``
-  tick.  The reader takes memory only for bytes that arrived (see
-  :mod:`~broker.network.request_reader`), so stalled senders cannot hold the pool;
+  or the reader finds no memory for its next bytes) is parked and not read.  Two FIFOs,
+  each retried head first after every response and every ``memory_retry_ms`` tick,
+  its head keeping its turn when it cannot go on: ``waiters`` (queue room, or one slot
+  for a frame of at most ``buffer_poolable_bytes``) and ``large_waiters`` (larger
+  frames waiting for the partial-frame budget or the pool; the frame holding the
+  budget's designation goes first), so small requests never wait behind large ones.
+  The reader takes memory only for bytes that arrived, and large frames still arriving
+  hold at most ``max_partial_request_bytes`` of the pool, broker-wide (see
+  :mod:`~broker.network.request_reader` and :mod:`~broker.network.connection_shares`):
+  stalled senders cannot hold the pool, and each is closed at its deadline;
 - pipelining: a connection is read one request at a time (muted while the main process
   holds it), so what a client pipelines waits in the kernel's socket buffer - the unread
   backlog per connection is bounded by ``SO_RCVBUF`` and TCP flow control, never by
@@ -74,6 +82,7 @@ import ssl
 import time
 from collections import deque
 
+from broker.config import partial_request_bytes
 from broker.network.channel_codec import (
     CLOSE,
     CLOSED,
@@ -93,7 +102,7 @@ from broker.network.connection import (
     CloseConnection,
     Connection,
 )
-from broker.network.connection_shares import ConnectionShares
+from broker.network.connection_shares import ConnectionShares, PartialFrameBudget
 from broker.network.request_reader import NEED_DATA, NEED_MEMORY, RequestReader
 from broker.network.response_writer import ResponseWriter
 from broker.network.tls import TlsTransport
@@ -124,6 +133,7 @@ class NetworkProcess:
         connections_max_idle_ms: int = 600_000,
         request_read_timeout_ms: int = 30_000,
         max_queued_requests: int = 500,
+        max_partial_request_bytes: int = 0,
         request_headroom_bytes: int = 0,
         file_cache_size: int = 128,
         memory_retry_ms: float = 2.0,
@@ -152,12 +162,28 @@ class NetworkProcess:
                 f"{pool.total_bytes - max_request_bytes} (pool total_bytes={pool.total_bytes}, "
                 f"max_request_bytes={max_request_bytes})"
             )
+        partial_bytes = partial_request_bytes(max_partial_request_bytes, pool.total_bytes,
+                                              max_request_bytes)
+        if partial_bytes < max_request_bytes:
+            raise InvalidConfigError(
+                f"max_partial_request_bytes={partial_bytes} must be at least "
+                f"max_request_bytes={max_request_bytes}")
         self.listener, self.channel, self.pool, self.index = listener, channel, pool, index
+        # the partial-frame budget lives in the table shared with the other network
+        # processes; alone (no table given), in one of its own
+        self._own_table = None if shares is not None else ConnectionShares.create(index + 1)
+        table = shares if shares is not None else self._own_table
+        assert table is not None
+        poolable = pool.poolable_size
         self.reader = RequestReader(
             pool,
             max_request_bytes=max_request_bytes,
             request_headroom_bytes=request_headroom_bytes,
             free=self._free,
+            budget=PartialFrameBudget(
+                table, index,
+                limit_slots=-(-partial_bytes // poolable),
+                reserve_slots=-(-max_request_bytes // poolable)),
         )
         self.writer = ResponseWriter(
             pool, index=index, file_cache_size=file_cache_size, free=self._free
@@ -175,7 +201,8 @@ class NetworkProcess:
         self.per_ip: dict[str, int] = {}  # open connections by peer address
         self.now = time.monotonic()  # of the current loop iteration
         self._next_sweep = self.now + self.sweep_interval_s
-        self.waiters: deque[Connection] = deque()  # parked for memory / queue room, FIFO
+        self.waiters: deque[Connection] = deque()  # parked for queue room / a slot, FIFO
+        self.large_waiters: deque[Connection] = deque()  # larger frames parked for memory
         self.in_flight = 0  # requests handed over, not answered
         self.next_conn_id = 1
         self.internal_listener = internal_listener
@@ -229,7 +256,8 @@ class NetworkProcess:
         internal_fd = -1 if self.internal_listener is None else self.internal_listener.fileno()
         try:
             while not self.stopping:
-                timeout = self.retry_s if self.waiters else self.sweep_interval_s
+                waiting = self.waiters or self.large_waiters
+                timeout = self.retry_s if waiting else self.sweep_interval_s
                 if self.tls_ready:
                     timeout = 0.0
                 if self._accept_paused_until:
@@ -256,7 +284,7 @@ class NetworkProcess:
                         self._accept_internal()
                     elif fd == wake_fd:
                         self._drain_wakeup()
-                if self.waiters:
+                if self.waiters or self.large_waiters:
                     self._retry_waiters()
                 if self.tls_ready:
                     self._read_tls_buffered()
@@ -280,6 +308,8 @@ class NetworkProcess:
         self.channel.close()
         if self.shares is not None:
             self.shares.close()
+        if self._own_table is not None:
+            self._own_table.close()
 
     def _drain_wakeup(self) -> None:
         try:
@@ -418,7 +448,7 @@ class NetworkProcess:
         frame, or no memory for its next bytes)."""
         reader = self.reader
         if self.in_flight >= self.max_queued_requests and not reader.holds_memory(conn):
-            self._park(conn)
+            self._park(conn, self.waiters, for_memory=False)
             return False
         try:
             frame = reader.read_frame(conn)
@@ -426,7 +456,8 @@ class NetworkProcess:
             self._close(conn, exc.reason)
             return True
         if frame is NEED_MEMORY:
-            self._park(conn)
+            large = conn.frame_len > reader.poolable
+            self._park(conn, self.large_waiters if large else self.waiters, for_memory=True)
             return False
         if frame is NEED_DATA:
             self._set_mask(conn, EPOLLIN)
@@ -437,12 +468,22 @@ class NetworkProcess:
             self._hand_over(conn, *frame)
         return True
 
-    def _park(self, conn: Connection) -> None:
+    def _park(self, conn: Connection, queue: deque[Connection], *, for_memory: bool) -> None:
+        """Stop reading ``conn`` until :meth:`_retry_waiters` finds room for it: at the
+        back of ``queue``, or at its front for the frame holding the budget's
+        designation (it must go on for the others to).  Parked for memory the read
+        deadline keeps running (started now if it was not); for queue room it is off."""
         self._set_mask(conn, 0)
         if not conn.parked:
             conn.parked = True
-            conn.frame_deadline = 0.0  # waiting for us, not for the client
-            self.waiters.append(conn)
+            if for_memory:
+                self._track_deadline(conn)
+            else:
+                conn.frame_deadline = 0.0  # waiting for the main process, not the client
+            if self.reader.designated is conn:
+                queue.appendleft(conn)
+            else:
+                queue.append(conn)
 
     def _track_deadline(self, conn: Connection) -> None:
         """Start the read deadline when a frame is started (kept while it goes on)."""
@@ -450,18 +491,24 @@ class NetworkProcess:
             conn.frame_deadline = self.now + self.read_timeout_s
 
     def _retry_waiters(self) -> None:
-        waiters = self.waiters
-        while waiters:
-            conn = waiters[0]
-            if conn.closed:
-                waiters.popleft()
-                continue
-            waiters.popleft()
+        """Go on with parked connections: the small FIFO, then the large one, each until
+        its head cannot go on (a large frame parked again goes to the large FIFO and the
+        small one goes on)."""
+        self._retry(self.waiters)
+        self._retry(self.large_waiters)
+
+    def _retry(self, queue: deque[Connection]) -> None:
+        while queue:
+            conn = queue.popleft()
             conn.parked = False
-            if not self._read_frame(conn):  # parked again (at the back): keep its turn
-                waiters.pop()
-                waiters.appendleft(conn)
-                return
+            if not self._read_frame(conn):  # parked again
+                if queue and queue[0] is conn:  # at the front already (designated)
+                    return
+                if queue and queue[-1] is conn:  # at the back: it keeps its turn
+                    queue.pop()
+                    queue.appendleft(conn)
+                    return
+                continue  # moved to the other FIFO
             if conn.tls:
                 self._note_tls_buffered(conn)
 
@@ -592,7 +639,7 @@ class NetworkProcess:
             self._read(conn)  # data arrived while muted: read it now, no epoll round trip
         elif conn.mask != EPOLLIN:
             self._set_mask(conn, EPOLLIN)
-        if self.waiters:
+        if self.waiters or self.large_waiters:
             self._retry_waiters()
 
     # closing --------------------------------------------------------------------------
@@ -614,6 +661,11 @@ class NetworkProcess:
                 self.per_ip.pop(conn.ip, None)
             if self.shares is not None:
                 self.shares.publish(self.index, self.client_count)
+        if conn.parked:
+            conn.parked = False
+            for queue in (self.waiters, self.large_waiters):
+                if conn in queue:
+                    queue.remove(conn)
         self.reader.drop(conn)
         self.writer.drop(conn)
         if conn.muted:

@@ -22,16 +22,32 @@ between (queue room, parking, deadlines):
      is copied into one buffer of its size (taken without the response headroom: it
      replaces the same amount of chunks, freed right after) and handed over.
 
-   So a connection holds at most one slot more than the bytes it actually sent (twelve
-   connections that declare 16 MiB frames and stall hold twelve slots, not 192 MiB).
+   So a connection holds at most one slot more than the bytes it actually sent.
    At most ``READ_TURN_BYTES`` (1 MiB) are read from one connection per call; the loop
    (level-triggered) comes back for the rest after serving the others.
    Every allocation is non-blocking (``max_block_ms=0``) and, except the final copy,
    leaves ``request_headroom_bytes`` free for responses; when memory is short
    ``read_frame`` returns :data:`NEED_MEMORY` and the loop parks the connection.
 
+Partial frames (issue 30): the slots of a frame larger than ``poolable_size`` whose
+bytes are not all here - its chunks, and on TLS connections (where ``FIONREAD`` counts
+ciphertext, so the plaintext may still stop short) its in-place buffer, counted whole
+when taken - are counted in the broker-wide
+:class:`~broker.network.connection_shares.PartialFrameBudget`
+(``max_partial_request_bytes``; ``conn.partial_slots``), taken before the pool is asked
+and given back when the frame is handed over or dropped.  A frame refused by the
+budget's shared part takes the designation when no frame holds it (the reader keeps
+that frame in ``designated``); otherwise :data:`NEED_MEMORY`.  Not counted, so always
+admitted while the pool has memory: a frame of at most ``poolable_size`` (one slot per
+connection, so ``max_connections`` slots per network process at most, each for at most
+``request_read_timeout_ms``), and on plain TCP a frame whose bytes are all in the socket
+(it cannot stall: it is read within ``frame_len / READ_TURN_BYTES`` turns).  So however
+many connections stall half-way through large frames, they hold at most
+``max_partial_request_bytes`` of the pool and small requests still find memory.
+
 Contract: the reader owns the read half of a :class:`Connection` (``header``,
-``header_filled``, ``frame_len``, ``filled``, ``buffer``, ``chunks``) and the request
+``header_filled``, ``frame_len``, ``filled``, ``buffer``, ``chunks``,
+``partial_slots``) and the request
 memory from allocation until :meth:`~RequestReader.read_frame` returns the frame's handle
 (or :meth:`~RequestReader.drop` frees it when the loop closes the connection).  It never
 touches epoll, the channel or the connection's mute state: every step returns to the
@@ -39,9 +55,10 @@ loop, and a connection that must be closed raises :class:`CloseConnection`.
 
 Costs per request: small frame 2-3 ``recv`` syscalls and 2 pool lock round trips
 (allocate, release to the main process), no copy; large frame +1 ``ioctl``; a large
-frame that trickles in adds one lock round trip per ``poolable_size`` slot and one copy
-of the frame (C ``memcpy``).  Thread-safety: none; the one thread of its network process.
-It only touches buffers it allocated and has not handed over.
+frame that trickles in adds one pool lock round trip and one budget step (two ``fcntl``
+calls) each way per ``poolable_size`` slot, and one copy of the frame (C ``memcpy``).
+Thread-safety: none; the one thread of its network process.  It only touches buffers it
+allocated and has not handed over.
 """
 
 from __future__ import annotations
@@ -54,6 +71,7 @@ from typing import Final
 
 from broker.network.channel_codec import Handle
 from broker.network.connection import CloseConnection, Connection
+from broker.network.connection_shares import PartialFrameBudget
 from clients.memory.buffer_pool import BufferPool
 from clients.memory.errors import BufferPoolError
 from clients.memory.handles import Buffer
@@ -83,7 +101,7 @@ class RequestReader:
     """Reads request frames of connections into pool buffers (contract: module docstring).
 
     ``free`` gives a buffer back to the pool (the loop's, which logs a stale handle
-    instead of raising).
+    instead of raising); ``budget`` counts the slots of partial frames.
     """
 
     def __init__(
@@ -93,12 +111,15 @@ class RequestReader:
         max_request_bytes: int,
         request_headroom_bytes: int,
         free: Callable[[Buffer | Handle], None],
+        budget: PartialFrameBudget,
     ) -> None:
         self.pool = pool
         self.max_request_bytes = max_request_bytes
         self.headroom = request_headroom_bytes
         self.poolable = pool.poolable_size
         self._free = free
+        self.budget = budget
+        self.designated: Connection | None = None  # holds the budget's designation
 
     @staticmethod
     def in_frame(conn: Connection) -> bool:
@@ -149,6 +170,32 @@ class RequestReader:
         except BufferPoolError:
             return None
 
+    def _charge(self, conn: Connection, slots: int) -> bool:
+        """Count ``slots`` more of ``conn``'s frame in the partial-frame budget, taking
+        the designation if the shared part is full and no frame holds it."""
+        budget = self.budget
+        if budget.try_take(slots, designated=self.designated is conn):
+            conn.partial_slots += slots
+            return True
+        if self.designated is None and budget.try_designate(conn.partial_slots):
+            self.designated = conn
+            if budget.try_take(slots, designated=True):
+                conn.partial_slots += slots
+                return True
+        return False
+
+    def _uncharge(self, conn: Connection, slots: int) -> None:
+        self.budget.give(slots, designated=self.designated is conn)
+        conn.partial_slots -= slots
+
+    def _settle(self, conn: Connection) -> None:
+        """``conn``'s frame is handed over or dropped: give its slots and designation back."""
+        if conn.partial_slots:
+            self._uncharge(conn, conn.partial_slots)
+        if self.designated is conn:
+            self.designated = None
+            self.budget.release_designation()
+
     def _pending_bytes(self, conn: Connection) -> int:
         try:
             return int(_INT.unpack(fcntl.ioctl(conn.fd, termios.FIONREAD, _INT_ZERO))[0])
@@ -170,7 +217,14 @@ class RequestReader:
                 if conn.buffer is None:
                     return NEED_MEMORY
             elif self._pending_bytes(conn) >= length:
-                conn.buffer = self._take(length)  # all there: read it in place
+                if not conn.tls:
+                    conn.buffer = self._take(length)  # all there: read it in place
+                else:  # ciphertext: the frame may still stop short, so it is counted
+                    slots = -(-length // self.poolable)
+                    if self._charge(conn, slots):
+                        conn.buffer = self._take(length)
+                        if conn.buffer is None:
+                            self._uncharge(conn, slots)
         if conn.buffer is not None:
             return self._read_contiguous(conn)
         return self._read_chunks(conn)
@@ -192,6 +246,7 @@ class RequestReader:
                 if filled == 0:  # nothing of the frame arrived: hold no memory meanwhile
                     conn.buffer = None
                     self._free(buf)
+                    self._settle(conn)
                 return NEED_DATA
             except OSError as exc:
                 raise CloseConnection(f"recv failed: {exc}") from None
@@ -210,8 +265,11 @@ class RequestReader:
                 return NEED_DATA
             index, offset = divmod(conn.filled, poolable)
             if index == len(chunks):
+                if not self._charge(conn, 1):
+                    return NEED_MEMORY
                 chunk = self._take(poolable)
                 if chunk is None:
+                    self._uncharge(conn, 1)
                     return NEED_MEMORY
                 chunks.append(chunk)
             chunk = chunks[index]
@@ -222,6 +280,9 @@ class RequestReader:
                 if offset == 0:  # nothing arrived for this slot: give it back
                     chunks.pop()
                     self._free(chunk)
+                    self._uncharge(conn, 1)
+                    if not chunks:  # nothing held: no designation either
+                        self._settle(conn)
                 return NEED_DATA
             except OSError as exc:
                 raise CloseConnection(f"recv failed: {exc}") from None
@@ -243,6 +304,7 @@ class RequestReader:
         return self._hand_over(conn, buf)
 
     def _hand_over(self, conn: Connection, buf: Buffer) -> tuple[Handle, int]:
+        self._settle(conn)
         length = conn.frame_len
         conn.frame_len = conn.filled = 0
         handle = (buf.slot, buf.size, buf.generation)
@@ -257,3 +319,4 @@ class RequestReader:
         for chunk in conn.chunks:
             self._free(chunk)
         conn.chunks.clear()
+        self._settle(conn)

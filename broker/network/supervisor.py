@@ -140,6 +140,7 @@ class NetworkProcessSupervisor:
             "--connections-max-idle-ms", str(config.connections_max_idle_ms),
             "--request-read-timeout-ms", str(config.request_read_timeout_ms),
             "--max-queued-requests", str(config.queued_max_requests),
+            "--max-partial-request-bytes", str(config.max_partial_request_bytes),
             "--request-headroom-bytes", str(self.request_headroom_bytes),
             "--memory-retry-ms", str(memory_retry_ms),
             "--file-cache-size", str(file_cache_size),

@@ -3,19 +3,24 @@
 No client library: requests are built with :func:`clients.protocol.codec.encode_request_bytes`
 and written (whole, split, pipelined) with ``socket.sendall``; answers are read frame by
 frame.  Also: what ``/proc`` says about a process's descriptors and TCP sockets, so a
-test can show that closed connections were reaped.
+test can show that closed connections were reaped; :func:`stall_frames` (connections
+that send part of a large frame and stop, issue 30) and :func:`pool_of` (a read-only
+attachment to a broker's buffer pool, for its metrics).
 """
 
 from __future__ import annotations
 
 import itertools
 import os
+import re
+import select
 import socket
 import struct
 import time
 from pathlib import Path
 from typing import Any
 
+from clients.memory.buffer_pool import BufferPool
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.codec import decode_response, encode_request_bytes
 from clients.protocol.registry import APIS
@@ -189,3 +194,51 @@ class LoopProbe:
     def worst(self, start: float, end: float) -> float:
         """Slowest round trip (seconds) of a ping sent within ``[start, end]`` (wall time)."""
         return max((s for t, s in self.samples if start - 0.01 <= t <= end + 0.05), default=0.0)
+
+
+def stall_frames(port: int, connections: int, frame_bytes: int, send_bytes: int,
+                 no_progress_s: float = 1.0) -> tuple[list[socket.socket], int]:
+    """Open ``connections`` connections; each announces a frame of ``frame_bytes`` and
+    sends ``send_bytes`` of it (zeros), then nothing more.  Sends are non-blocking and
+    round robin; a socket the broker stops reading (kernel buffers full) is given up
+    after ``no_progress_s`` without progress.  Returns the sockets (open, blocking again)
+    and the bytes sent in all, length fields included."""
+    socks, left = [], []
+    for _ in range(connections):
+        sock = connect(port)
+        sock.setblocking(False)
+        socks.append(sock)
+        left.append(4 + send_bytes)
+    head = struct.pack(">i", frame_bytes)
+    body = bytes(1 << 20)
+    sent_total, last_progress = 0, time.monotonic()
+    while any(left) and time.monotonic() - last_progress < no_progress_s:
+        busy = [s for s, n in zip(socks, left, strict=True) if n]
+        _, writable, _ = select.select([], busy, [], 0.05)
+        for sock in writable:
+            i = socks.index(sock)
+            done = 4 + send_bytes - left[i]
+            chunk = (head[done:] + body) if done < 4 else body
+            try:
+                n = sock.send(chunk[: left[i]])
+            except BlockingIOError:
+                continue
+            left[i] -= n
+            sent_total += n
+            last_progress = time.monotonic()
+    for sock in socks:
+        sock.setblocking(True)
+    return socks, sent_total
+
+
+_SHM = re.compile(r"/dev/shm/(\S+)")
+
+
+def pool_of(pid: int) -> BufferPool:
+    """Attach (never unlink) the buffer pool a broker's main process ``pid`` created,
+    found in its memory maps; read it with ``metrics()`` and close it."""
+    for line in Path(f"/proc/{pid}/maps").read_text().splitlines():
+        match = _SHM.search(line)
+        if match:
+            return BufferPool.attach(match.group(1))
+    raise LookupError(f"process {pid} maps no shared-memory segment")
