@@ -8,7 +8,11 @@
   connection;
 - memory for a declared frame is taken as its bytes arrive: twelve connections that
   declare 16 MiB frames and stall do not starve the request pool - a small request and a
-  1 MiB request from other clients are still answered.
+  1 MiB request from other clients are still answered;
+- partial frames are bounded (issue 30): forty connections that each send 4 MiB of a
+  16 MiB frame and stall hold at most ``max_partial_request_bytes`` of the pool; fresh
+  clients' ApiVersions, Metadata and an acks=all Produce are answered at once; every
+  stalled connection, parked or not, is closed at its ``request_read_timeout_ms``.
 """
 
 from __future__ import annotations
@@ -21,10 +25,12 @@ from collections.abc import Iterator
 from contextlib import ExitStack
 from pathlib import Path
 
+import psutil
 import pytest
 
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.codec import decode_response
+from clients.records.record import build_batch
 from tests.broker.processes import BrokerProcess
 from tests.broker.raw_kafka import (
     api_versions,
@@ -32,9 +38,11 @@ from tests.broker.raw_kafka import (
     closed_by_peer,
     connect,
     correlation_of,
+    pool_of,
     recv_frame,
     request,
     served,
+    stall_frames,
     wait_for,
 )
 
@@ -76,6 +84,50 @@ def test_stalled_large_frames_do_not_starve_the_request_pool(tmp_path: Path,
     # the stalled frames are dropped once request_read_timeout_ms has passed
     assert all(closed_by_peer(s, timeout_s=10) for s in stalled)
     print(f"small request answered in {small_s * 1000:.0f} ms next to 12 stalled 16 MiB frames")
+
+
+def test_stalled_partial_frames_are_bounded_and_lock_no_one_out(tmp_path: Path,
+                                                                  stack: ExitStack) -> None:
+    timeout_s = 6.0
+    broker = start_broker(stack, tmp_path, topics={"t": 1},
+                          request_read_timeout_ms=int(timeout_s * 1000))
+    bound = 32 * MiB  # max_partial_request_bytes, auto: a quarter of the 128 MiB pool
+    pool = pool_of(broker.pid)
+    stack.callback(pool.close)
+    network = psutil.Process(broker.network_pids()[0])
+    rss_before = network.memory_info().rss
+    started = time.monotonic()
+    stalled, sent = stall_frames(broker.port, 40, 16 * MiB, 4 * MiB)
+    for sock in stalled:
+        stack.callback(sock.close)
+    assert sent > 2 * bound  # the broker was offered far more than the bound
+    held = pool.metrics().allocated_bytes
+    assert held <= bound, f"partial frames hold {held / MiB:.1f} MiB"  # today: 96 MiB
+    probe_s = 1.0  # much less than request_read_timeout_ms: nobody waits for the stalled
+    batch = build_batch([(None, b"v", int(time.time() * 1000), [])])
+    produce = {"acks": -1, "timeout_ms": 2000, "transactional_id": None, "topics": [
+        {"name": "t", "partitions": [{"index": 0, "records": batch}]}]}
+    for i in range(3):
+        with connect(broker.port, timeout_s=probe_s) as fresh:
+            asked = time.monotonic()
+            fresh.sendall(api_versions(100 + i))
+            assert correlation_of(recv_frame(fresh)) == 100 + i
+            body = call(fresh, ApiKey.METADATA, 12, {"topics": [{"name": "t"}],
+                                                      "allow_auto_topic_creation": False,
+                                                      "include_topic_authorized_operations":
+                                                          False})
+            assert body["topics"][0]["error_code"] == 0
+            answer = call(fresh, ApiKey.PRODUCE, 9, produce)
+            assert answer["responses"][0]["partition_responses"][0]["error_code"] == 0
+            assert time.monotonic() - asked < probe_s
+    grown = network.memory_info().rss - rss_before
+    assert grown < bound + 16 * MiB, f"network process RSS +{grown / MiB:.0f} MiB"
+    # every stalled connection, parked for memory or not, closes at its deadline
+    assert all(closed_by_peer(s, timeout_s=max(0.1, started + timeout_s + 3 - time.monotonic()))
+               for s in stalled)
+    assert time.monotonic() - started < timeout_s + 3
+    assert wait_for(lambda: pool.metrics().allocated_bytes == 0, 5)  # all given back
+    assert served(broker.port, timeout_s=5)
 
 
 def test_connections_beyond_the_limits_are_closed(tmp_path: Path, stack: ExitStack) -> None:

@@ -65,6 +65,7 @@ from broker.network.supervisor import NetworkProcessSupervisor, NetworkRestart, 
 from clients.memory.buffer_pool import BufferPool
 from clients.memory.handles import BufferHandle
 from tests.broker.raw_kafka import recv_frame
+from tests.broker.raw_kafka import wait_for as raw_wait_for
 
 T = TypeVar("T")
 KiB = 1024
@@ -649,6 +650,77 @@ def test_large_frames_take_memory_as_their_bytes_arrive() -> None:
         finally:
             for s in stalled:
                 s.close()
+        assert_pool_clean(pool)
+
+
+def _send_in_threads(parts: list[tuple[socket.socket, bytes]]) -> list[threading.Thread]:
+    """``sendall`` each part from a thread of its own (a parked connection's sender
+    blocks until the network process reads it again)."""
+    threads = [threading.Thread(target=sock.sendall, args=(data,), daemon=True)
+               for sock, data in parts]
+    for t in threads:
+        t.start()
+    return threads
+
+
+@pytest.mark.multiprocess
+def test_large_frames_that_fill_the_partial_budget_all_complete() -> None:
+    # 16 MiB pool, 4 MiB frames: partial frames may hold 8 MiB (max_partial_request_bytes
+    # auto), the last 4 MiB kept for one designated frame at a time
+    with running(make_config()) as (sup, _main, pool):
+        socks = [connect(sup.port) for _ in range(4)]
+        try:
+            payloads = [b"E" + bytes([65 + i]) * (4 * MiB - 1) for i in range(4)]
+            data = [frame(p) for p in payloads]
+            half = 2 * MiB
+            for t in _send_in_threads([(s, d[:half]) for s, d in zip(socks, data, strict=True)]):
+                t.join(DEADLINE_S)
+            # two first halves fill the shared 4 MiB, a third is read as the designated
+            # frame, the fourth waits: each holding part of the budget, none could
+            # finish without the designation until its read deadline
+            wait_for(lambda: pool.metrics().allocated_bytes >= 6 * MiB, "three halves read")
+            assert pool.metrics().allocated_bytes <= 8 * MiB
+            threads = _send_in_threads([(s, d[half:]) for s, d in zip(socks, data, strict=True)])
+            answers: dict[int, bytes] = {}
+
+            def read(i: int) -> None:  # all at once: a 4 MiB answer left unread would hold
+                answers[i] = recv_frame(socks[i])  # pool memory the other frames need
+
+            readers = [threading.Thread(target=read, args=(i,), daemon=True) for i in range(4)]
+            for t in readers:
+                t.start()
+            for t in readers + threads:
+                t.join(DEADLINE_S)
+            # all complete, well before the 30 s read deadline
+            assert [answers.get(i) == p for i, p in enumerate(payloads)] == [True] * 4
+        finally:
+            for s in socks:
+                s.close()
+        assert_pool_clean(pool)
+
+
+@pytest.mark.multiprocess
+def test_network_processes_share_one_partial_frame_budget() -> None:
+    with running(make_config(num_network_processes=2)) as (sup, main, pool):
+        socks = [connect(sup.port) for _ in range(8)]
+        try:
+            for i, s in enumerate(socks):  # learn which process holds which connection
+                echo(s, b"id%d" % i)
+            index = {frame_[3:]: ep_index for ep_index, _, frame_ in main.requests}
+            per_process = Counter(index[b"%d" % i] for i in range(8))
+            assert min(per_process[0], per_process[1]) >= 3, per_process  # both take part
+            head = struct.pack(">i", 4 * MiB) + b"E"
+            threads = _send_in_threads([(s, head + bytes(2 * MiB)) for s in socks])
+            # 16 MiB offered; each process alone would take 8 MiB: together they hold the
+            # shared 4 MiB and one designated frame's 2 MiB, no more
+            wait_for(lambda: pool.metrics().allocated_bytes >= 6 * MiB, "the budget filled")
+            assert not raw_wait_for(lambda: pool.metrics().allocated_bytes > 6 * MiB + 64 * KiB,
+                                    0.5)
+        finally:
+            for s in socks:
+                s.close()
+        for t in threads:
+            t.join(DEADLINE_S)
         assert_pool_clean(pool)
 
 
