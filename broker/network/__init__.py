@@ -38,7 +38,9 @@ Modules, one concept each:
   pool buffer, frame) and a :mod:`~broker.network.response_writer` (prefix bytes,
   ``sendfile`` regions);
 - :mod:`~broker.network.regions` - the regions' wire form and ``FileCache``;
-- :mod:`~broker.network.connection` - per-connection state.
+- :mod:`~broker.network.connection` - per-connection state;
+- :mod:`~broker.network.connection_shares` - what the network processes share:
+  open-connection counts and the budget of partial request frames.
 
 Imports: ``clients.memory`` and ``clients.protocol`` (and ``broker.config`` for the
 supervisor); nothing else of the broker - handlers, the core and storage are the main

@@ -11,9 +11,12 @@ cluster started on the same ports, cannot bind beside this one and steal its cli
 A broker with ``internal_port >= 0`` gets a second listening socket the same way
 (``internal_host:internal_port``, ``--internal-listener-fd``): the internal listener its
 followers fetch from (:attr:`internal_port`).
-The supervisor also creates the table of open-connection counts the processes use to
-spread new connections evenly (:mod:`~broker.network.connection_shares`), inherited the
-same way; a dead process's slot is retired until its successor publishes its own.
+The supervisor also creates the table the processes share
+(:mod:`~broker.network.connection_shares`: open-connection counts, to spread new
+connections evenly, and the budget of pool memory partial request frames may hold,
+``max_partial_request_bytes`` for all of them), inherited the same way; a dead
+process's slot is retired (its partial frames and designation dropped) until its
+successor publishes its own.
 
 ``poll()`` (call it periodically and whenever an endpoint reaches EOF) notices a dead
 process (``Popen.poll``), drains what it left in its channel, closes the old endpoint
