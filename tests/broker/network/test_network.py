@@ -22,6 +22,7 @@ import os
 import select
 import signal
 import socket
+import ssl
 import struct
 import threading
 import time
@@ -66,6 +67,7 @@ from clients.memory.buffer_pool import BufferPool
 from clients.memory.handles import BufferHandle
 from tests.broker.raw_kafka import recv_frame
 from tests.broker.raw_kafka import wait_for as raw_wait_for
+from tests.tls_certs import make_certs
 
 T = TypeVar("T")
 KiB = 1024
@@ -721,6 +723,47 @@ def test_network_processes_share_one_partial_frame_budget() -> None:
                 s.close()
         for t in threads:
             t.join(DEADLINE_S)
+        assert_pool_clean(pool)
+
+
+@pytest.mark.multiprocess
+def test_partial_frames_over_tls_are_bounded_and_given_back(tmp_path: Path) -> None:
+    certs = make_certs(tmp_path / "certs")
+    config = make_config(ssl_certfile=str(certs.server_cert), ssl_keyfile=str(certs.server_key))
+    client_tls = ssl.create_default_context(cafile=str(certs.ca))
+
+    def tls_connect(port: int) -> ssl.SSLSocket:
+        return client_tls.wrap_socket(connect(port), server_hostname="localhost")
+
+    with running(config) as (sup, main, pool):
+        stalled = [tls_connect(sup.port) for _ in range(6)]
+        small = tls_connect(sup.port)
+        try:
+            head = struct.pack(">i", 4 * MiB) + b"E"
+            threads = _send_in_threads([(s, head + bytes(2 * MiB)) for s in stalled])
+            # 12 MiB offered: the shared 4 MiB and one designated frame's 2 MiB are held
+            wait_for(lambda: pool.metrics().allocated_bytes >= 6 * MiB, "the budget filled")
+            assert not raw_wait_for(lambda: pool.metrics().allocated_bytes > 6 * MiB + 64 * KiB,
+                                    0.5)
+            echo(small, b"small frames are not held up")
+            for s in stalled:
+                s.close()
+            for t in threads:
+                t.join(DEADLINE_S)
+            wait_for(lambda: pool.metrics().allocated_bytes == 0, "the stalled frames freed")
+            for size in (3 * MiB, 200 * KiB):  # the budget was given back: large frames go on
+                echo(small, bytes(size))
+            # pipelined behind a held request, a large frame is all in the socket when its
+            # turn comes: read in place, counted whole (on TLS it could still stop short).
+            # TLS reads up to 64 KiB ahead into user space: the frame after it keeps at
+            # least big's length in the socket (FIONREAD)
+            big, after = b"E" + os.urandom(MiB), b"E" + os.urandom(200 * KiB)
+            small.sendall(frame(b"Hold") + frame(big) + frame(after))
+            wait_for(lambda: len(main.held) == 1, "the first request held")
+            assert main.release_held() == 1
+            assert [recv_frame(small) for _ in range(3)] == [b"Hold", big, after]
+        finally:
+            small.close()
         assert_pool_clean(pool)
 
 
