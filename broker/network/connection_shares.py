@@ -18,16 +18,17 @@ stuck peer delays new connections (by ``yield_ms`` per round) and never shuts th
 
 Partial frames (:class:`PartialFrameBudget`, issue 30).  A request frame larger than one
 pool slot whose bytes are not all in the socket yet can stall half-way; the slots such
-frames hold are counted here, broker-wide, in whole slots of ``buffer_poolable_bytes``:
-at most ``limit_slots`` (``max_partial_request_bytes`` rounded up).  The last
-``reserve_slots`` (``max_request_bytes`` rounded up) of them are kept for one frame at a
-time, the *designated* frame: the first frame refused by the rest (the shared part)
-while no frame holds the designation.  So frames that each hold part of the shared part
-and wait for more cannot lock each other out until their deadline: the designated one
-always has room to complete, then the next refused frame takes the designation.  What
-it costs: a stalled frame that holds the designation keeps other large frames waiting
-until its ``request_read_timeout_ms``, and large frames wait while stalled ones fill the
-budget (small frames are not counted: see :mod:`broker.network.request_reader`).
+frames hold (which ones: :mod:`broker.network.request_reader`) are counted here,
+broker-wide, in whole slots of ``buffer_poolable_bytes``: at most ``limit_slots``
+(``max_partial_request_bytes`` rounded up).  The last ``reserve_slots``
+(``max_request_bytes`` rounded up) of them are kept for one frame at a time, the
+*designated* frame: the first frame refused by the rest (the shared part) while no frame
+holds the designation.  So frames that each hold part of the shared part and wait for
+more cannot lock each other out until their deadline: the designated one always has
+room to complete, then the next refused frame takes the designation.  What it costs: a
+stalled frame that holds the designation keeps other large frames waiting until its
+``request_read_timeout_ms``, and large frames wait while stalled ones fill the budget
+(small frames are not counted: see :mod:`broker.network.request_reader`).
 
 Format: a ``memfd`` of little-endian signed 64-bit words, created by the supervisor and
 inherited by every network process (the fd number and the slot count go on the command
@@ -36,8 +37,10 @@ partial-frame slots held, likewise; the designated frame's holder (process index
 0 for none) and the slots it holds.  A process writes only its own connection count;
 the supervisor writes a dead process's (``retire``) so no one yields to it, and drops
 its partial slots and designation (its buffers are reclaimed with the pool's
-``reclaim_dead``).  The budget words are read and written under a POSIX record lock on
-the memfd (``lockf``: per process, released if the process dies).
+``reclaim_dead``).  The network processes read and write the budget words under a POSIX
+record lock on the memfd (``lockf``: per process, released if the process dies); the
+supervisor's ``retire`` takes no lock (no one else writes what it clears), so the main
+process never waits on a network process.
 
 Costs: ``fewest_elsewhere`` reads ``slots`` integers (one ``struct.unpack_from``);
 ``publish`` writes one.  Aligned 8-byte stores are not torn on the platforms we run on,
@@ -45,8 +48,8 @@ and a stale read only makes the spread less even, never refuses a connection.  A
 step (take or give back slots, take or drop the designation) is two ``fcntl`` calls and
 a read of ``slots + 2`` words; a network process does one per ``buffer_poolable_bytes``
 of a large frame that trickles in.  Process-safety: one writer per connection count;
-readers tolerate stale values; budget words only under the lock.  Thread-safety: one
-thread per process.
+readers tolerate stale values; budget words under the lock (``retire`` aside, above).
+Thread-safety: one thread per process.
 """
 
 from __future__ import annotations
@@ -65,7 +68,8 @@ _RETIRED = 2**62  # count of a dead process: never the smallest
 
 
 class ConnectionShares:
-    """The shared table of open-connection counts (see the module docstring)."""
+    """The shared table: open-connection counts and the partial-frame budget's words
+    (see the module docstring)."""
 
     def __init__(self, fd: int, slots: int) -> None:
         if slots <= 0:
@@ -99,12 +103,12 @@ class ConnectionShares:
         """Process ``index`` is gone: no one should step aside for it, and the partial
         frames it held (freed by the pool's ``reclaim_dead``) no longer count."""
         self.publish(index, _RETIRED)
-        with self.budget_lock():
-            words = self.budget_words()
-            self._set(self.slots + index, 0)
-            if words[self.slots] == index + 1:
-                self._set(self.slots * 2, 0)
-                self._set(self.slots * 2 + 1, 0)
+        # without the lock (the main process never waits on a network process): only the
+        # dead process wrote its count, and the designation's words while it held it
+        self._set(self.slots + index, 0)
+        if self.budget_words()[self.slots] == index + 1:
+            self._set(self.slots * 2 + 1, 0)
+            self._set(self.slots * 2, 0)
 
     # the partial-frame budget: words under the lock (see PartialFrameBudget) ---------
     @contextmanager
