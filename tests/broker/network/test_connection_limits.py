@@ -100,7 +100,9 @@ def test_stalled_partial_frames_are_bounded_and_lock_no_one_out(tmp_path: Path,
     stalled, sent = stall_frames(broker.port, 40, 16 * MiB, 4 * MiB)
     for sock in stalled:
         stack.callback(sock.close)
-    assert sent > 2 * bound  # the broker was offered far more than the bound
+    # the broker was offered more than the bound (160 MiB here: loopback's socket
+    # buffers take 4 MiB per connection while the broker does not read)
+    assert sent > bound, f"only {sent / MiB:.0f} MiB could be sent: the attack did not happen"
     held = pool.metrics().allocated_bytes
     assert held <= bound, f"partial frames hold {held / MiB:.1f} MiB"  # today: 96 MiB
     probe_s = 1.0  # much less than request_read_timeout_ms: nobody waits for the stalled
