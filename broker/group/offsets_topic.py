@@ -47,7 +47,7 @@ from broker.group.protocol import Done, GroupCoordinatorConfig, partition_for
 from broker.topic_registry import StandaloneTopic
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError
-from clients.protocol.topics import TopicPartition
+from clients.protocol.topics import OFFSETS_TOPIC, TopicPartition
 from clients.records.batch import iter_batches
 from clients.records.record import build_batch, decode_batch
 from replication.partition import Partition
@@ -58,7 +58,6 @@ from timer.timing_wheel import CallableTask
 
 log = logging.getLogger(__name__)
 
-OFFSETS_TOPIC = "__consumer_offsets"
 LOAD_STEP_BYTES = 1024 * 1024
 CREATE_TIMEOUT_MS = 10_000
 Body = dict[str, Any]
@@ -250,7 +249,13 @@ class OffsetsTopic:
             return
         for pos, header in iter_batches(data, validate=False):
             if not header.is_control:
-                for record in decode_batch(data, pos, validate=False):
+                try:
+                    records = decode_batch(data, pos, validate=False)
+                except MiniKafkaError as exc:  # forged or damaged: the rest still loads
+                    coordinator.ownership.skip(index, header.base_offset,
+                                               f"a batch that does not decode ({exc})")
+                    records = []
+                for record in records:
                     coordinator.load_record(index, record.key, record.value, record.offset)
             position = header.next_offset
         self._schedule_load(index, epoch, position)

@@ -14,9 +14,13 @@
 Loading applies records in order into fresh groups: an offset commit replaces the
 cached offset of its (topic, partition) (a tombstone removes it), a group-metadata record
 replaces members, generation, protocol and leader (a tombstone empties the group).  A
-record that cannot be decoded is logged and skipped.  At the end a group with members
-is Stable, one without is Empty, and one that holds nothing (deleted) is dropped; the
-coordinator then installs the groups and starts their members' session timeouts.
+record that cannot be decoded (no key, an unknown version, a body that is not what its
+version says: forged or damaged bytes) is skipped, as is a batch whose records do not
+decode (:meth:`skip`); the first :data:`LOGGED_SKIPS` of a load are logged one by one and
+the load's end logs how many were skipped, so hostile records never stop a load.  At the
+end a group with members is Stable, one without is Empty, and one that holds nothing
+(deleted) is dropped; the coordinator then installs the groups and starts their members'
+session timeouts.
 
 Costs: ``apply`` O(size of the record); ``finish`` O(groups of the partition); the rest
 O(1).  Not thread-safe: the broker's event loop (or a test's thread) owns it.
@@ -43,6 +47,8 @@ from timer.clock import Clock
 
 log = logging.getLogger(__name__)
 
+LOGGED_SKIPS = 3  # skipped records of one load logged one by one; the rest only counted
+
 
 class PartitionOwnership:
     """The offsets partitions a coordinator owns or loads; see the module docstring."""
@@ -52,6 +58,7 @@ class PartitionOwnership:
         self.owned: dict[int, int] = {}  # loaded partition -> leader epoch
         self._loading: dict[int, dict[str, Group]] = {}  # partition -> groups so far
         self._loading_epochs: dict[int, int] = {}
+        self._skipped: dict[int, int] = {}  # loading partition -> records skipped so far
 
     @property
     def is_loading(self) -> bool:
@@ -78,12 +85,22 @@ class PartitionOwnership:
         """Start loading ``partition`` (the caller has forgotten it first)."""
         self._loading[partition] = {}
         self._loading_epochs[partition] = leader_epoch
+        self._skipped[partition] = 0
+
+    def skip(self, partition: int, log_offset: int, why: str) -> None:
+        """Count a record (or batch) of ``partition``'s load that cannot be applied."""
+        skipped = self._skipped[partition] = self._skipped.get(partition, 0) + 1
+        if skipped <= LOGGED_SKIPS:
+            log.warning("offsets partition %d offset %d: skipping: %s%s", partition,
+                        log_offset, why, " (further skips are only counted)"
+                        if skipped == LOGGED_SKIPS else "")
 
     def apply(self, partition: int, key: bytes | None, value: bytes | None,
               log_offset: int) -> None:
         """Apply one record of ``partition`` (in log order) to the groups being loaded."""
         groups = self._loading[partition]
         if key is None:
+            self.skip(partition, log_offset, "a record without a key")
             return
         try:
             decoded = decode_key(key)
@@ -106,8 +123,7 @@ class PartitionOwnership:
                 else:
                     group.load_metadata(decode_group_metadata_value(value))
         except GroupRecordError as exc:
-            log.warning("offsets partition %d offset %d: skipping record: %s", partition,
-                        log_offset, exc)
+            self.skip(partition, log_offset, str(exc))
 
     def finish(self, partition: int) -> list[Group]:
         """End the load: ``partition`` is owned; returns its groups (Stable or Empty)."""
@@ -119,13 +135,19 @@ class PartitionOwnership:
                 continue  # deleted
             group.state = GroupState.STABLE if group.members else GroupState.EMPTY
             loaded.append(group)
-        log.info("offsets partition %d loaded: %d groups", partition, len(groups))
+        skipped = self._skipped.pop(partition, 0)
+        if skipped:
+            log.warning("offsets partition %d loaded: %d groups; %d records skipped that "
+                        "did not decode", partition, len(groups), skipped)
+        else:
+            log.info("offsets partition %d loaded: %d groups", partition, len(groups))
         return loaded
 
     def forget(self, partition: int) -> None:
         """Stop owning (or loading) ``partition``."""
         self._loading.pop(partition, None)
         self._loading_epochs.pop(partition, None)
+        self._skipped.pop(partition, None)
         self.owned.pop(partition, None)
 
     def partitions(self) -> list[int]:

@@ -1,7 +1,9 @@
 """Handler of Produce: validated appends as leader, answered by acks.
 
-Per partition, in request order: the partition must be hosted here and led here
-(NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION otherwise), a compacted topic's
+Per partition, in request order: the client may not write an internal topic
+(INVALID_TOPIC_EXCEPTION, as Kafka; the coordinators append to theirs directly), the
+partition must be hosted here and led here (NOT_LEADER_OR_FOLLOWER,
+UNKNOWN_TOPIC_OR_PARTITION otherwise), a compacted topic's
 records must all have keys (INVALID_RECORD, as in Kafka), and the batch is validated and
 appended (:meth:`replication.partition.Partition.append_records_as_leader`, which also
 checks ``min_insync_replicas`` for acks=all).  Errors are per partition, so one bad
@@ -39,7 +41,7 @@ from broker.handlers.common import (
 from broker.handlers.fetch import LEADER_HINT_ERRORS, current_leader
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode
-from clients.protocol.topics import TopicPartition
+from clients.protocol.topics import TopicPartition, internal_topic_refusal
 from clients.records.batch import COMPRESSION_MASK, HEADER, HEADER_SIZE, LOG_OVERHEAD
 from clients.records.compression import ZSTD
 
@@ -103,6 +105,9 @@ def handle_produce(core: BrokerCore, body: Body, respond: Respond,
                 continue
             try:
                 require(ctx, "Write", "Topic", name)
+                refused = internal_topic_refusal(name, "append to")
+                if refused is not None:
+                    raise refused
                 partition = core.partition_or_error(name, entry["index"])
                 if partition.is_leader:  # (a follower answers NOT_LEADER from the append)
                     partition.log.require_keys(entry["records"])  # compacted: INVALID_RECORD

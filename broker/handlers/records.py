@@ -1,6 +1,7 @@
 """Handler of DeleteRecords: the leader moves a partition's log start offset.
 
-Per partition (errors per partition, Kafka's codes): the partition must be led here
+Per partition (errors per partition, Kafka's codes): an internal topic's records are not
+deleted by clients (INVALID_TOPIC_EXCEPTION, Kafka's rule), the partition must be led here
 (NOT_LEADER_OR_FOLLOWER; unknown: UNKNOWN_TOPIC_OR_PARTITION), its topic must not be
 compacted (POLICY_VIOLATION, as Kafka: a compacted log has no deletable prefix), and the
 offset must be in ``[0, high watermark]`` (-1 means the high watermark; otherwise
@@ -33,7 +34,7 @@ from broker.handlers.common import (
 )
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError
-from clients.protocol.topics import TopicPartition
+from clients.protocol.topics import TopicPartition, internal_topic_refusal
 
 HIGH_WATERMARK = -1
 
@@ -71,6 +72,9 @@ def handle_delete_records(core: BrokerCore, body: Body, respond: Respond,
             result: Body = {"partition_index": index, "low_watermark": -1, "error_code": 0}
             try:
                 require(ctx, "Delete", "Topic", topic["name"])
+                refused = internal_topic_refusal(topic["name"], "delete records of")
+                if refused is not None:
+                    raise refused
                 result["low_watermark"], changed = _delete_before(core, topic["name"], index,
                                                                   request["offset"])
                 if changed:

@@ -42,7 +42,6 @@ from typing import Any
 
 from broker.acls import CLUSTER_RESOURCE
 from broker.core import BrokerCore, TopicError
-from broker.group.offsets_topic import OFFSETS_TOPIC
 from broker.handlers.common import (
     Body,
     Handler,
@@ -55,7 +54,12 @@ from broker.handlers.configs import topic_config_entries
 from broker.topic_registry import MAX_PARTITIONS_PER_TOPIC
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError
-from clients.protocol.topics import TopicPartition, topic_name_error
+from clients.protocol.topics import (
+    INTERNAL_TOPICS,
+    TopicPartition,
+    internal_topic_refusal,
+    topic_name_error,
+)
 
 CLUSTER_ID = "minikafka"
 ZERO_UUID = bytes(16)
@@ -117,7 +121,7 @@ def _metadata_from_image(core: BrokerCore, body: Body, version: int) -> Body:
                 "isr_nodes": list(s.isr), "unclean_elected": s.unclean_elected,
                 "offline_replicas": [r for r in s.replicas if not image.is_alive(r)]})
         topics.append({"error_code": 0, "name": name, "topic_id": ZERO_UUID,
-                       "is_internal": name == OFFSETS_TOPIC, "partitions": partitions,
+                       "is_internal": name in INTERNAL_TOPICS, "partitions": partitions,
                        "configs": _topic_configs_extra(core, info.configs,
                                                        info.replication_factor)})
     return {
@@ -179,7 +183,7 @@ def handle_metadata(core: BrokerCore, body: Body, respond: Respond,
                 "isr_nodes": list(p.isr), "offline_replicas": [],
             })
         topics.append({"error_code": 0, "name": name, "topic_id": ZERO_UUID,
-                       "is_internal": name == OFFSETS_TOPIC, "partitions": partitions,
+                       "is_internal": name in INTERNAL_TOPICS, "partitions": partitions,
                        "configs": _topic_configs_extra(core, info.configs,
                                                        info.replication_factor)})
     respond({
@@ -258,15 +262,24 @@ def _twice_error(name: str) -> Body:
             "error_message": f"topic {name!r} is named more than once in the request"}
 
 
+_CHANGES = {"Create": "create", "Delete": "delete", "Alter": "add partitions to"}
+
+
 def _answered_here(ctx: RequestContext, operation: str, names: list[str]) -> dict[str, Body]:
     """The entries of a topic request answered by this broker with an error, not done: a
-    topic named twice (INVALID_REQUEST) or one the user may not ``operation``
-    (TOPIC_AUTHORIZATION_FAILED, :mod:`broker.acls`)."""
+    topic named twice (INVALID_REQUEST), one the user may not ``operation``
+    (TOPIC_AUTHORIZATION_FAILED, :mod:`broker.acls`), or an internal topic
+    (INVALID_TOPIC_EXCEPTION: the brokers create it, and deleting it or changing its
+    partition count would lose or misplace every group's offsets)."""
     out = {n: _twice_error(n) for n in sorted(duplicates(names))}
     for n in names:
-        if n not in out and not ctx.allowed(operation, "Topic", n):
+        if n in out:
+            continue
+        if not ctx.allowed(operation, "Topic", n):
             out[n] = {"name": n, "error_code": int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
                       "error_message": f"not authorized to {operation} topic {n!r}"}
+        elif (refused := internal_topic_refusal(n, _CHANGES[operation])) is not None:
+            out[n] = {"name": n, **error_fields(refused)}
     return out
 
 

@@ -16,11 +16,11 @@ from typing import Any
 
 import pytest
 
-from broker.group.offsets_topic import OFFSETS_TOPIC
 from clients.admin import Admin
 from clients.network.connection import BrokerConnection
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode
+from clients.protocol.topics import OFFSETS_TOPIC
 from clients.types import NewTopic
 from tests.broker.cluster_harness import LocalCluster
 

@@ -15,12 +15,11 @@ from typing import Any
 
 import pytest
 
-from broker.group.offsets_topic import OFFSETS_TOPIC
 from broker.handlers.configs import LONG_MAX, STATIC_BROKER_CONFIG
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode
 from clients.protocol.registry import APIS
-from clients.protocol.topics import TopicPartition
+from clients.protocol.topics import OFFSETS_TOPIC, TopicPartition
 from clients.records.compression import GZIP, ZSTD, compress_batch
 from clients.records.record import build_batch
 from tests.broker.handlers.wire import CoreHarness, call, call1, core_at, ends, versions
