@@ -65,6 +65,15 @@ Bounds (every queue, pool and size is bounded):
 |                            |             | log_scrub_round_pause_ms, 1 h, between rounds)  |
 | log_cleaner_dedupe_buffer_ | 32 MiB      | the compaction key -> offset map (accounted)    |
 | bytes                      |             |                                                 |
+| group_max_size             | 1000        | members plus pending member ids of one group    |
+|                            |             | (GROUP_MAX_SIZE_REACHED, Kafka's key)           |
+| group_max_member_metadata_ | 1 MiB       | one member's JoinGroup protocols (names and     |
+| bytes                      |             | metadata) and ids; more: INVALID_REQUEST        |
+| group_max_metadata_bytes   | 8 MiB       | every member's protocols, ids and assignment in |
+|                            |             | one group (so the leader's JoinGroup answer and |
+|                            |             | the group's record fit; GROUP_MAX_SIZE_REACHED) |
+| group_coordinator_max_     | 64 MiB      | the same over every group this broker           |
+| metadata_bytes             |             | coordinates (GROUP_MAX_SIZE_REACHED)            |
 
 Choices where Kafka's defaults do not fit a laptop: ``segment_bytes`` 64 MiB (Kafka 1 GiB),
 ``buffer_pool_bytes`` 128 MiB, and ``auto_create_topics_enable`` false so an unknown
@@ -184,6 +193,9 @@ class BrokerConfig:
     group_max_session_timeout_ms: int = 1_800_000
     group_initial_rebalance_delay_ms: int = 3_000
     group_max_size: int = 1_000  # members (plus pending members) per group
+    group_max_member_metadata_bytes: int = 1 * MiB  # one member's protocols and ids
+    group_max_metadata_bytes: int = 8 * MiB  # all members of a group, assignments too
+    group_coordinator_max_metadata_bytes: int = 64 * MiB  # every group of this coordinator
     offsets_topic_num_partitions: int = 5  # Kafka 50: a small default for a local cluster
     offsets_topic_replication_factor: int = 3  # capped at the live brokers on creation
     offsets_topic_segment_bytes: int = 100 * MiB
@@ -237,6 +249,7 @@ class BrokerConfig:
             "broker_session_timeout_ms",
             "group_min_session_timeout_ms",
             "group_max_size",
+            "group_max_member_metadata_bytes",
             "offsets_topic_num_partitions",
             "offsets_topic_replication_factor",
             "offsets_commit_timeout_ms",
@@ -313,6 +326,18 @@ class BrokerConfig:
         if self.group_initial_rebalance_delay_ms < 0 or self.offset_metadata_max_bytes < 0:
             raise InvalidConfigError("group_initial_rebalance_delay_ms and "
                                      "offset_metadata_max_bytes must be >= 0")
+        if not (self.group_max_member_metadata_bytes <= self.group_max_metadata_bytes
+                <= self.group_coordinator_max_metadata_bytes):
+            raise InvalidConfigError(
+                "group_max_member_metadata_bytes <= group_max_metadata_bytes <= "
+                "group_coordinator_max_metadata_bytes must hold, got "
+                f"{self.group_max_member_metadata_bytes}, {self.group_max_metadata_bytes}, "
+                f"{self.group_coordinator_max_metadata_bytes}")
+        if self.group_max_metadata_bytes > self.buffer_pool_bytes // 4:
+            raise InvalidConfigError(
+                f"group_max_metadata_bytes {self.group_max_metadata_bytes} must be at most a "
+                f"quarter of buffer_pool_bytes ({self.buffer_pool_bytes // 4}): the leader's "
+                "JoinGroup answer is built in the pool")
         if self.offsets_topic_segment_bytes < 1024:
             raise InvalidConfigError("offsets_topic_segment_bytes must be >= 1024")
         parse_ip_overrides(self.max_connections_per_ip_overrides)

@@ -59,6 +59,14 @@ Classic protocol, as in Kafka (choices where Kafka leaves room are marked *):
   generation, INCONSISTENT_GROUP_PROTOCOL for a protocol type or set that does not fit,
   INVALID_SESSION_TIMEOUT outside the configured bounds, GROUP_MAX_SIZE_REACHED at
   ``group_max_size`` members (pending ids count).
+- Memory (*, beyond Kafka, which relies on its request size): a JoinGroup whose member
+  would hold more than ``max_member_metadata_bytes`` (protocol names and metadata, ids,
+  client id and host) gets INVALID_REQUEST; one that would take its group past
+  ``max_metadata_bytes`` or every group of this coordinator past
+  ``coordinator_max_metadata_bytes`` gets GROUP_MAX_SIZE_REACHED; a leader's SyncGroup
+  whose assignments would do the same is answered as a group record too large to store
+  (INVALID_COMMIT_OFFSET_SIZE to every member, then a rebalance).  So the leader's
+  JoinGroup answer (every member's metadata) and the group's record always fit.
 
 Costs: join/sync/heartbeat O(members) at most (join completion answers every member);
 load O(records); unload O(groups of the partition x members).  Not thread-safe: the
@@ -283,7 +291,12 @@ class GroupCoordinator:
         member = GroupMember(member_id, instance, client_id, client_host, session_ms,
                         rebalance_ms if rebalance_ms > 0 else session_ms,
                         body["protocol_type"], protocols)
-        if not group.supports(member.protocol_type, protocols):
+        refused = self._footprint_refusal(group, member)
+        if refused is not None:
+            log.warning("group %s: JoinGroup of %r refused: %s", group_id,
+                        member_id or client_id, refused[1])
+            respond(join_error(member_id, *refused))
+        elif not group.supports(member.protocol_type, protocols):
             respond(join_error(member_id, ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
                                f"protocol type {member.protocol_type!r} / protocols "
                                f"{[n for n, _ in protocols]} do not fit group {group_id!r}"))
@@ -292,6 +305,43 @@ class GroupCoordinator:
         else:
             self._join_known_member(group, member, respond)
         self._maybe_drop(group)
+
+    def _footprint_refusal(self, group: Group, request: GroupMember) -> Error | None:
+        """Why a JoinGroup must be refused for the memory it would hold (None: it fits).
+        A member's own protocols and ids over ``max_member_metadata_bytes``:
+        INVALID_REQUEST; the group's or this coordinator's total over its bound:
+        GROUP_MAX_SIZE_REACHED (the group is full, bytes-wise).  A rejoin that adds no
+        bytes is never refused."""
+        config = self.config
+        need = request.footprint_bytes()
+        if not request.member_id:  # the id it is about to get: "<prefix>-<uuid4>"
+            need += len(request.group_instance_id or request.client_id or "member") + 37
+        if need > config.max_member_metadata_bytes:
+            return (ErrorCode.INVALID_REQUEST,
+                    f"the member's protocols and ids take {need} bytes, more than "
+                    f"group_max_member_metadata_bytes {config.max_member_metadata_bytes}")
+        known = group.members.get(request.member_id) if request.member_id else None
+        if known is None and request.group_instance_id is not None:
+            known = group.members.get(group.static_members.get(request.group_instance_id, ""))
+        added = need - (known.footprint_bytes() - len(known.assignment) if known else 0)
+        if added <= 0:
+            return None
+        if group.footprint_bytes + added > config.max_metadata_bytes:
+            return (ErrorCode.GROUP_MAX_SIZE_REACHED,
+                    f"group {group.group_id!r} holds {group.footprint_bytes} bytes of member "
+                    f"metadata; {added} more would pass group_max_metadata_bytes "
+                    f"{config.max_metadata_bytes}")
+        held = self.footprint_bytes()
+        if held + added > config.coordinator_max_metadata_bytes:
+            return (ErrorCode.GROUP_MAX_SIZE_REACHED,
+                    f"this coordinator's groups hold {held} bytes of member metadata; {added} "
+                    "more would pass group_coordinator_max_metadata_bytes "
+                    f"{config.coordinator_max_metadata_bytes}")
+        return None
+
+    def footprint_bytes(self) -> int:
+        """Member metadata held by every group of this coordinator (O(groups))."""
+        return sum(g.footprint_bytes for g in self.groups.values())
 
     def _join_new_member(self, group: Group, member: GroupMember, respond: Respond,
                          require_member_id: bool = True) -> None:
@@ -339,14 +389,13 @@ class GroupCoordinator:
                 group.is_(_S.STABLE) and member_id == group.leader_id):
             respond(self._join_answer(group, member))
             return
-        self._update_member(member, request)
+        self._update_member(group, member, request)
         self._park_join_answer(group, member, respond)
         self._rebalance_or_check(group)
 
-    def _update_member(self, member: GroupMember, request: GroupMember) -> None:
-        member.protocols = request.protocols
-        member.session_timeout_ms = request.session_timeout_ms
-        member.rebalance_timeout_ms = request.rebalance_timeout_ms
+    def _update_member(self, group: Group, member: GroupMember, request: GroupMember) -> None:
+        group.update_member(member, request.protocols, request.session_timeout_ms,
+                            request.rebalance_timeout_ms)
 
     def _park_join_answer(self, group: Group, member: GroupMember, respond: Respond) -> None:
         if member.join_respond is not None:
@@ -372,7 +421,7 @@ class GroupCoordinator:
         member.heartbeat = self.sessions.schedule(group, member.member_id,
                                                     request.session_timeout_ms)
         if member.protocols != request.protocols or group.is_(_S.PREPARING_REBALANCE):
-            self._update_member(member, request)
+            self._update_member(group, member, request)
             member.join_respond = respond
             self._rebalance_or_check(group)
         elif group.is_(_S.STABLE):
@@ -479,6 +528,20 @@ class GroupCoordinator:
                 assignments = {a["member_id"]: bytes(a["assignment"])
                                for a in body["assignments"] if a["member_id"] in group.members}
                 generation = group.generation_id
+                added = (sum(map(len, assignments.values()))
+                         - sum(len(m.assignment) for m in group.members.values()))
+                if added > 0 and (
+                        group.footprint_bytes + added > self.config.max_metadata_bytes
+                        or self.footprint_bytes() + added
+                        > self.config.coordinator_max_metadata_bytes):
+                    # as Kafka answers a group record too large to store
+                    log.warning("group %s: the leader's assignments (%d bytes more) pass "
+                                "group_max_metadata_bytes or "
+                                "group_coordinator_max_metadata_bytes; not stored",
+                                group.group_id, added)
+                    self._assignment_stored(group, generation, assignments,
+                                            ErrorCode.MESSAGE_TOO_LARGE)
+                    return
                 self._store_group(group, assignments, lambda code, _offset: (
                     self._assignment_stored(group, generation, assignments, code)))
         else:
@@ -494,7 +557,7 @@ class GroupCoordinator:
             self._prepare_rebalance(group)
             return
         for member in group.members.values():
-            member.assignment = assignments.get(member.member_id, b"")
+            group.set_assignment(member, assignments.get(member.member_id, b""))
         group.transition(GroupEvent.ASSIGNMENT_SYNCED, self.clock.now_ms())
         for member in group.members.values():
             respond, member.sync_respond = member.sync_respond, None
@@ -503,7 +566,7 @@ class GroupCoordinator:
 
     def _reset_assignments(self, group: Group, code: ErrorCode) -> None:
         for member in group.members.values():
-            member.assignment = b""
+            group.set_assignment(member, b"")
             respond, member.sync_respond = member.sync_respond, None
             if respond is not None:
                 respond(sync_answer(None, code))

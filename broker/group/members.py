@@ -11,7 +11,15 @@ Protocol selection (Kafka's vote): candidates are the protocols every member sup
 each member votes for the first candidate in its own preference list; the candidate
 with the most votes wins, ties broken by name so every coordinator picks the same.
 
-Costs: selection O(members x protocols); ``all_joined`` O(members); the rest O(1).
+Memory bounds: :meth:`GroupMember.footprint_bytes` is what a member holds that a client
+chose (its protocols' names and metadata, its ids, client id and host, its assignment);
+:attr:`Group.footprint_bytes` is the sum over the members, kept up to date by every change
+of members, protocols and assignments made through the group's methods.  The
+coordinator bounds both (``group_max_member_metadata_bytes``, ``group_max_metadata_bytes``)
+so the leader's JoinGroup answer and the group's record always fit in one frame.
+
+Costs: selection O(members x protocols); ``all_joined`` O(members); the rest O(1) (a
+member's footprint O(its protocols)).
 Not thread-safe: owned by the coordinator (the broker's event loop).
 """
 
@@ -57,6 +65,13 @@ class GroupMember:
                 return metadata
         return b""
 
+    def footprint_bytes(self) -> int:
+        """Bytes of this member that a client chose (see the module docstring)."""
+        return (sum(len(name) + len(metadata) for name, metadata in self.protocols)
+                + len(self.assignment) + len(self.member_id)
+                + len(self.group_instance_id or "") + len(self.client_id)
+                + len(self.client_host) + len(self.protocol_type))
+
     def vote(self, candidates: set[str]) -> str:
         return next(name for name, _ in self.protocols if name in candidates)
 
@@ -94,6 +109,7 @@ class Group:
         self.offsets: dict[TopicPartition, OffsetCommitValue] = {}
         self.offset_positions: dict[TopicPartition, int] = {}  # log offset of the commit
         self.new_member_added = False  # for the initial delayed join
+        self.footprint_bytes = 0  # sum of the members' footprint_bytes()
 
     def __repr__(self) -> str:
         return (f"Group({self.group_id!r} {self.state.value} gen={self.generation_id} "
@@ -114,6 +130,7 @@ class Group:
         if not self.members:
             self.protocol_type = member.protocol_type
         self.members[member.member_id] = member
+        self.footprint_bytes += member.footprint_bytes()
         if member.group_instance_id is not None:
             self.static_members[member.group_instance_id] = member.member_id
         if self.leader_id is None:
@@ -123,6 +140,7 @@ class Group:
         member = self.members.pop(member_id, None)
         if member is None:
             return None
+        self.footprint_bytes -= member.footprint_bytes()
         instance = member.group_instance_id
         if instance is not None and self.static_members.get(instance) == member_id:
             del self.static_members[instance]
@@ -135,6 +153,7 @@ class Group:
     def rename(self, old_member_id: str, new_member_id: str) -> GroupMember:
         """Static member replaced: the same member (assignment kept) under a new id."""
         member = self.members.pop(old_member_id)
+        self.footprint_bytes += len(new_member_id) - len(old_member_id)
         member.member_id = new_member_id
         self.members[new_member_id] = member
         if member.group_instance_id is not None:
@@ -142,6 +161,24 @@ class Group:
         if self.leader_id == old_member_id:
             self.leader_id = new_member_id
         return member
+
+    def update_member(self, member: GroupMember, protocols: list[tuple[str, bytes]],
+                      session_timeout_ms: int, rebalance_timeout_ms: int) -> None:
+        """A known member rejoined with these protocols and timeouts."""
+        self.footprint_bytes -= member.footprint_bytes()
+        member.protocols = protocols
+        member.session_timeout_ms = session_timeout_ms
+        member.rebalance_timeout_ms = rebalance_timeout_ms
+        self.footprint_bytes += member.footprint_bytes()
+
+    def set_assignment(self, member: GroupMember, assignment: bytes) -> None:
+        self.footprint_bytes += len(assignment) - len(member.assignment)
+        member.assignment = assignment
+
+    def clear_members(self) -> None:
+        self.members.clear()
+        self.static_members.clear()
+        self.footprint_bytes = 0
 
     def candidate_protocols(self) -> set[str]:
         members = iter(self.members.values())
@@ -187,8 +224,7 @@ class Group:
 
     def load_metadata(self, value: GroupMetadataValue) -> None:
         """Replace members and generation with a loaded group-metadata record."""
-        self.members.clear()
-        self.static_members.clear()
+        self.clear_members()
         self.generation_id = value.generation_id
         self.protocol_name = value.protocol_name
         self.leader_id = None

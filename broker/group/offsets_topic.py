@@ -10,7 +10,9 @@
   Partitions ``offsets_topic_num_partitions`` (default 5), replication factor
   ``min(offsets_topic_replication_factor, live brokers)``, configs
   ``cleanup_policy=compact``, ``min_insync_replicas=min(2, RF)``,
-  ``segment_bytes=offsets_topic_segment_bytes``.
+  ``segment_bytes=offsets_topic_segment_bytes``, ``max_message_bytes`` large enough for
+  a group's record at ``group_max_metadata_bytes`` (plus 1 MiB for the members' fixed
+  fields; at least the broker's ``max_message_bytes``).
 - **FindCoordinator**: the coordinator of a group is the leader of partition
   ``abs(javaStringHash(group_id)) % partitions`` (:func:`partition_for`; the partition
   count is the topic's, not this broker's config).  No leader, or a fenced one ->
@@ -59,6 +61,7 @@ from timer.timing_wheel import CallableTask
 log = logging.getLogger(__name__)
 
 LOAD_STEP_BYTES = 1024 * 1024
+GROUP_RECORD_SLACK_BYTES = 1024 * 1024  # members' fixed fields and the batch's framing
 CREATE_TIMEOUT_MS = 10_000
 Body = dict[str, Any]
 
@@ -124,8 +127,12 @@ class OffsetsTopic:
     def _topic_spec(self, live_brokers: int) -> Body:
         config = self.config
         rf = max(1, min(config.offsets_topic_replication_factor, live_brokers))
+        # a group's record holds every member's metadata and assignment: up to
+        # group_max_metadata_bytes, plus the members' fixed fields
+        record_bytes = config.group_max_metadata_bytes + GROUP_RECORD_SLACK_BYTES
         configs = {"cleanup_policy": "compact", "min_insync_replicas": str(min(2, rf)),
-                   "segment_bytes": str(config.offsets_topic_segment_bytes)}
+                   "segment_bytes": str(config.offsets_topic_segment_bytes),
+                   "max_message_bytes": str(max(record_bytes, config.max_message_bytes))}
         return {"name": OFFSETS_TOPIC, "num_partitions": config.offsets_topic_num_partitions,
                 "replication_factor": rf, "assignments": [],
                 "configs": [{"name": k, "value": v} for k, v in configs.items()]}

@@ -117,8 +117,7 @@ class PartitionOwnership:
                     group.offset_positions[tp] = log_offset
             elif isinstance(decoded, GroupMetadataKey):
                 if value is None:
-                    group.members.clear()
-                    group.static_members.clear()
+                    group.clear_members()
                     group.generation_id = 0
                 else:
                     group.load_metadata(decode_group_metadata_value(value))

@@ -45,12 +45,16 @@ class GroupCoordinatorConfig:
     initial_rebalance_delay_ms: int = 3_000
     max_size: int = 1_000
     offset_metadata_max_bytes: int = 4_096
+    max_member_metadata_bytes: int = 1024 * 1024
+    max_metadata_bytes: int = 8 * 1024 * 1024
+    coordinator_max_metadata_bytes: int = 64 * 1024 * 1024
 
     @classmethod
     def from_broker(cls, c: BrokerConfig) -> GroupCoordinatorConfig:
         return cls(c.group_min_session_timeout_ms, c.group_max_session_timeout_ms,
                    c.group_initial_rebalance_delay_ms, c.group_max_size,
-                   c.offset_metadata_max_bytes)
+                   c.offset_metadata_max_bytes, c.group_max_member_metadata_bytes,
+                   c.group_max_metadata_bytes, c.group_coordinator_max_metadata_bytes)
 
 
 def java_string_hash(text: str) -> int:

@@ -57,11 +57,13 @@ class Box:
 
 
 class Harness:
-    def __init__(self, initial_delay_ms: int = 0, log: MemoryLog | None = None) -> None:
+    def __init__(self, initial_delay_ms: int = 0, log: MemoryLog | None = None,
+                 **bounds: int) -> None:
         self.clock = ManualClock(1_000)
         self.timer = SystemTimer(self.clock)
         self.log = log or MemoryLog()
-        config = GroupCoordinatorConfig(initial_rebalance_delay_ms=initial_delay_ms, max_size=4)
+        config = GroupCoordinatorConfig(initial_rebalance_delay_ms=initial_delay_ms,
+                                        **{"max_size": 4, **bounds})
         self.c = GroupCoordinator(config, self.clock, self.timer, self.log, num_partitions=1)
         self.c.begin_load(0, 0)
         self.c.finish_load(0)
@@ -462,3 +464,87 @@ def test_delete_groups_reports_coordinator_and_write_errors() -> None:
     results.clear()
     h.c.delete_groups(["simple"], results.append)
     assert results == [[("simple", ErrorCode.NOT_COORDINATOR)]]
+
+
+def footprints_add_up(h: Harness) -> bool:
+    return all(g.footprint_bytes == sum(m.footprint_bytes() for m in g.members.values())
+               for g in h.c.groups.values())
+
+
+def test_a_member_whose_metadata_passes_its_bound_is_refused() -> None:
+    h = Harness(max_member_metadata_bytes=2_000)
+    refused = h.join(protocols=[("range", bytes(2_000))])
+    assert refused.code == ErrorCode.INVALID_REQUEST
+    assert "group_max_member_metadata_bytes" in refused.answer["error_message"]
+    assert "g" not in h.c.groups  # nothing kept
+    _ids, _generation = h.stable_group(2, protocols=[("range", bytes(1_000))])
+    assert footprints_add_up(h)
+
+
+def test_a_group_full_of_metadata_refuses_the_next_member_and_its_leader_answer_fits() -> None:
+    h = Harness(max_member_metadata_bytes=5_000, max_metadata_bytes=10_000, max_size=100)
+    meta = [("range", bytes(3_000))]
+    ids, _generation = h.stable_group(3, protocols=meta)  # ~3.1 KB each
+    refused = h.join(protocols=meta)
+    assert refused.code == ErrorCode.GROUP_MAX_SIZE_REACHED
+    assert "group_max_metadata_bytes" in refused.answer["error_message"]
+    group = h.c.groups["g"]
+    assert group.footprint_bytes <= 10_000 and footprints_add_up(h)
+    # a member rejoining with what it had is never refused; one growing past it is
+    follower = next(m for m in ids if m != group.leader_id)
+    assert h.join(follower, protocols=meta).code == ErrorCode.NONE
+    grown = h.join(follower, protocols=[("range", bytes(4_500))])
+    assert grown.code == ErrorCode.GROUP_MAX_SIZE_REACHED
+    assert set(group.members) == set(ids) and footprints_add_up(h)
+
+
+def test_every_group_of_a_coordinator_shares_one_metadata_bound() -> None:
+    h = Harness(max_member_metadata_bytes=4_000, max_metadata_bytes=8_000,
+                coordinator_max_metadata_bytes=8_000, max_size=100)
+    meta = [("range", bytes(3_000))]
+    for group in ("a", "b", "c"):
+        member_id = h.join(group=group, protocols=meta).answer["member_id"]
+        box = h.join(member_id, group=group, protocols=meta)
+        if group == "c":
+            assert box.code == ErrorCode.GROUP_MAX_SIZE_REACHED
+            assert "group_coordinator_max_metadata_bytes" in box.answer["error_message"]
+    assert h.c.footprint_bytes() <= 8_000 and footprints_add_up(h)
+
+
+def test_a_leaders_assignments_past_the_group_bound_are_not_stored() -> None:
+    h = Harness(max_member_metadata_bytes=2_000, max_metadata_bytes=6_000)
+    (a, b), generation = h.stable_group(2)
+    stored = len(h.log.records)
+    for member in (a, b):
+        h.join(member)  # a new generation
+    generation = h.c.groups["g"].generation_id
+    leader = h.c.groups["g"].leader_id
+    follower = b if leader == a else a
+    waiting = h.sync(follower, generation)
+    answer = h.sync(leader, generation, {a: bytes(3_000), b: bytes(3_000)})
+    assert answer.code == ErrorCode.INVALID_COMMIT_OFFSET_SIZE  # Kafka's: record too large
+    assert waiting.code == ErrorCode.INVALID_COMMIT_OFFSET_SIZE
+    assert len(h.log.records) == stored and h.state() is GroupState.PREPARING_REBALANCE
+    assert footprints_add_up(h)
+
+
+def test_footprints_follow_joins_leaves_static_renames_syncs_and_loads() -> None:
+    h = Harness(max_size=100)
+    ids, _generation = h.stable_group(3, protocols=[("range", b"x" * 50)])
+    assert footprints_add_up(h)
+    h.join(instance="i-1")  # parked in the rebalance it starts
+    static = h.c.groups["g"].static_members["i-1"]
+    assert footprints_add_up(h)
+    leave = Box()
+    h.c.leave_group({"group_id": "g", "members": [{"member_id": ids[0],
+                                                   "group_instance_id": None}]}, leave)
+    assert footprints_add_up(h)
+    h.join(instance="i-1")  # the static member comes back under a new id
+    assert footprints_add_up(h) and static not in h.c.groups["g"].members
+    moved = Harness(log=h.log)
+    moved.c.unload(0)
+    moved.c.begin_load(0, 1)
+    for key, value, offset in h.log.records:
+        moved.c.load_record(0, key, value, offset)
+    moved.c.finish_load(0)
+    assert footprints_add_up(moved)
