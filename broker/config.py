@@ -71,7 +71,8 @@ Bounds (every queue, pool and size is bounded):
 | bytes                      |             | metadata) and ids; more: INVALID_REQUEST        |
 | group_max_metadata_bytes   | 8 MiB       | every member's protocols, ids and assignment in |
 |                            |             | one group (so the leader's JoinGroup answer and |
-|                            |             | the group's record fit; GROUP_MAX_SIZE_REACHED) |
+|                            |             | the group's record fit; GROUP_MAX_SIZE_REACHED);|
+|                            |             | at most a quarter of buffer_pool_bytes is used  |
 | group_coordinator_max_     | 64 MiB      | the same over every group this broker           |
 | metadata_bytes             |             | coordinates (GROUP_MAX_SIZE_REACHED)            |
 
@@ -333,11 +334,6 @@ class BrokerConfig:
                 "group_coordinator_max_metadata_bytes must hold, got "
                 f"{self.group_max_member_metadata_bytes}, {self.group_max_metadata_bytes}, "
                 f"{self.group_coordinator_max_metadata_bytes}")
-        if self.group_max_metadata_bytes > self.buffer_pool_bytes // 4:
-            raise InvalidConfigError(
-                f"group_max_metadata_bytes {self.group_max_metadata_bytes} must be at most a "
-                f"quarter of buffer_pool_bytes ({self.buffer_pool_bytes // 4}): the leader's "
-                "JoinGroup answer is built in the pool")
         if self.offsets_topic_segment_bytes < 1024:
             raise InvalidConfigError("offsets_topic_segment_bytes must be >= 1024")
         parse_ip_overrides(self.max_connections_per_ip_overrides)

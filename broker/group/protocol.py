@@ -51,10 +51,14 @@ class GroupCoordinatorConfig:
 
     @classmethod
     def from_broker(cls, c: BrokerConfig) -> GroupCoordinatorConfig:
+        """The broker's settings; a group's metadata is also held to a quarter of the
+        broker's buffer pool, where the leader's JoinGroup answer is built."""
+        group_bytes = min(c.group_max_metadata_bytes, c.buffer_pool_bytes // 4)
         return cls(c.group_min_session_timeout_ms, c.group_max_session_timeout_ms,
                    c.group_initial_rebalance_delay_ms, c.group_max_size,
-                   c.offset_metadata_max_bytes, c.group_max_member_metadata_bytes,
-                   c.group_max_metadata_bytes, c.group_coordinator_max_metadata_bytes)
+                   c.offset_metadata_max_bytes,
+                   min(c.group_max_member_metadata_bytes, group_bytes), group_bytes,
+                   c.group_coordinator_max_metadata_bytes)
 
 
 def java_string_hash(text: str) -> int:
