@@ -114,6 +114,7 @@ from replication.truncation import (
 from storage.checkpoint import LEADER_EPOCH_CHECKPOINT
 from storage.log.log import Log, LogAppendInfo
 from storage.log.reader import FetchDataInfo
+from storage.log.validator import BatchInfo
 from storage.segment_repair import SegmentRepair, SegmentRepairError
 
 __all__ = ["NO_LEADER", "Partition"]
@@ -320,7 +321,10 @@ class Partition:
 
     def append_records_as_leader(self, batches: bytes | bytearray | memoryview,
                                  required_acks: int = -1,
-                                 min_insync_replicas: int = 1) -> LogAppendInfo:
+                                 min_insync_replicas: int = 1,
+                                 checked: Sequence[BatchInfo] | None = None) -> LogAppendInfo:
+        """Append a producer's batches as leader (``checked``: the log's
+        :meth:`~storage.log.log.Log.leader_check` of these bytes, already run)."""
         self._require_leader()
         if required_acks == -1 and len(self.isr_state.isr) < min_insync_replicas:
             raise NotEnoughReplicasError(
@@ -340,7 +344,7 @@ class Partition:
                                      0, self.log_start_offset, ())
         self.sync_log_start()
         self.leader_epoch_cache.assign(self.leader_epoch, self.log_end_offset)  # O(1) no-op
-        info = self.log.append_as_leader(batches, self.leader_epoch)
+        info = self.log.append_as_leader(batches, self.leader_epoch, checked)
         self._producer_store.record_append(headers, info, assigned=True)
         self.maybe_increment_high_watermark()
         return info

@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import numpy.typing as npt
 
-from clients.protocol.errors import CorruptRecordError
+from clients.protocol.errors import CorruptRecordError, MessageTooLargeError
 from clients.records.batch import (
     INT64_MAX,
     INT64_MIN,
@@ -70,7 +70,7 @@ from clients.records.bulk_varint import (
     zigzag,
 )
 from clients.records.compression import MAX_DECOMPRESSED_BYTES, plain_records
-from clients.records.record import Header, Record, decode_record_headers
+from clients.records.record import Header, Record, decode_record_headers, skip_record_headers
 from clients.records.varint import decode_varint, decode_varint32
 
 MIN_RUN = 16  # a shorter run also switches to the general path
@@ -84,8 +84,10 @@ class BulkRecords:
     ``*_offsets`` are positions in ``buffer`` (the caller's buffer, or for a compressed
     batch its decompressed records); a ``*_lengths`` of -1 means null (its offset is then
     where the data would start).  ``record_headers`` maps record index -> headers for the
-    records that have any.  ``header`` is the batch's header as stored (for a compressed
-    batch its ``batch_length`` counts the compressed bytes).
+    records that have any (empty when decoded with ``max_headers``: checked, not kept);
+    ``header_count`` is how many record headers the batch carries in all.  ``header`` is
+    the batch's header as stored (for a compressed batch its ``batch_length`` counts the
+    compressed bytes).
     """
 
     buffer: memoryview
@@ -97,6 +99,7 @@ class BulkRecords:
     value_offsets: I64
     value_lengths: I64
     record_headers: dict[int, tuple[Header, ...]] = field(default_factory=dict)
+    header_count: int = 0
 
     def __len__(self) -> int:
         return len(self.offsets)
@@ -155,15 +158,20 @@ class _Columns:
         self.value_off = np.empty(n, dtype=np.int64)
         self.value_len = np.empty(n, dtype=np.int64)
         self.headers: dict[int, tuple[Header, ...]] = {}
+        self.header_count = 0
 
 
 def decode_batch_bulk(
-    buf: Buffer, pos: int = 0, validate: bool = True, max_bytes: int = MAX_DECOMPRESSED_BYTES
+    buf: Buffer, pos: int = 0, validate: bool = True, max_bytes: int = MAX_DECOMPRESSED_BYTES,
+    *, max_headers: int | None = None,
 ) -> BulkRecords:
     """Decode the batch at ``pos`` into numpy columns (validating it first by default).
 
     A compressed batch is decompressed first, to at most ``max_bytes`` (more, or a
-    corrupt stream, is a :class:`CorruptRecordError` naming the codec).
+    corrupt stream, is a :class:`CorruptRecordError` naming the codec).  With
+    ``max_headers`` the record headers are checked (same errors) but not kept, so memory
+    stays O(records) whatever they hold, and more than ``max_headers`` of them in all is a
+    :class:`MessageTooLargeError`, raised before any is walked (a leader's record check).
     """
     header = validate_batch(buf, pos) if validate else read_header(buf, pos)
     count = header.record_count
@@ -193,7 +201,7 @@ def decode_batch_bulk(
         if taken < MIN_RUN:  # layouts vary record to record: the general path is cheaper
             break
     if i < count:
-        p = _decode_general(data, view, p, end, i, count, cols)
+        p = _decode_general(data, view, p, end, i, count, cols, max_headers)
     if p != end:
         raise CorruptRecordError(f"batch has {end - p} bytes after its last record")
     offsets = _absolute(header.base_offset, cols.off_delta, "offset")
@@ -210,6 +218,7 @@ def decode_batch_bulk(
         cols.value_off,
         cols.value_len,
         cols.headers,
+        cols.header_count,
     )
 
 
@@ -387,7 +396,8 @@ def concat_bulk(parts: Sequence[BulkRecords], min_offset: int | None = None) -> 
         base += len(b)
     return BulkRecords(buffer, parts[0].header, offsets[keep:], cat("timestamps"),
                        cat("key_offsets", True), cat("key_lengths"),
-                       cat("value_offsets", True), cat("value_lengths"), headers)  # fmt: skip
+                       cat("value_offsets", True), cat("value_lengths"), headers,
+                       sum(len(h) for h in headers.values()))  # fmt: skip
 
 
 def _address(view: memoryview) -> int:
@@ -479,9 +489,12 @@ def _decode_run(
 
 
 def _decode_general(
-    data: U8, view: memoryview, p: int, end: int, i: int, count: int, cols: _Columns
+    data: U8, view: memoryview, p: int, end: int, i: int, count: int, cols: _Columns,
+    max_headers: int | None = None,
 ) -> int:
-    """Decode records ``i..count`` from ``p``: Python finds record starts, numpy the fields."""
+    """Decode records ``i..count`` from ``p``: Python finds record starts, numpy the fields;
+    headers are decoded per record in Python (with ``max_headers``: counted first, then
+    checked without being kept, see :func:`decode_batch_bulk`)."""
     starts, lengths, p = _record_starts(view, p, end, i, count)
     begin = np.array(starts, dtype=np.int64)
     limit = begin + np.array(lengths, dtype=np.int64)
@@ -499,11 +512,20 @@ def _decode_general(
     plain = header_count == 0
     if not (q[plain] == limit[plain]).all():
         raise CorruptRecordError("record declares more bytes than its fields use")
-    for j in np.flatnonzero(~plain).tolist():
-        headers, h_end = decode_record_headers(view, int(q[j]), int(header_count[j]), int(limit[j]))
-        if h_end != int(limit[j]):
+    with_headers = np.flatnonzero(~plain)
+    cols.header_count = int(np.maximum(header_count[with_headers], 0).sum())
+    if max_headers is not None and cols.header_count > max_headers:
+        raise MessageTooLargeError(f"records carry {cols.header_count} record headers, above "
+                                   f"the limit of {max_headers}")
+    for j in with_headers.tolist():
+        at, n, stop = int(q[j]), int(header_count[j]), int(limit[j])
+        if max_headers is None:
+            headers, h_end = decode_record_headers(view, at, n, stop)
+            cols.headers[i + j] = headers
+        else:
+            h_end = skip_record_headers(view, at, n, stop)
+        if h_end != stop:
             raise CorruptRecordError("record declares more bytes than its fields use")
-        cols.headers[i + j] = headers
     cols.ts_delta[i:] = ts_delta
     cols.off_delta[i:] = off_delta
     cols.key_off[i:] = key_off

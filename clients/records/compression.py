@@ -23,7 +23,9 @@ written and what is read, per codec id::
 
 Decompression is bounded: at most ``max_bytes`` of output (default
 :data:`MAX_DECOMPRESSED_BYTES`) is ever allocated or produced; more is a
-:class:`CorruptRecordError` naming the codec, as is any corrupt stream.  The output buffer
+:class:`DecompressedSizeError` (a :class:`CorruptRecordError` for readers; a leader
+refuses such a batch as MESSAGE_TOO_LARGE, :mod:`storage.log.validator`) naming the codec
+and the limit; any corrupt stream is a :class:`CorruptRecordError`.  The output buffer
 is sized from the stream's own size field when it has one (raw snappy preambles, zstd and
 LZ4 content sizes, the gzip trailer; never above what the format can expand the input to)
 or 4x the input, and grown (4x, up to ``max_bytes``) when it was too small; a declared
@@ -72,6 +74,10 @@ _OUTPUT_FULL = "failed to write whole buffer"  # cramjam: *_into ran out of outp
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 _LZ4_MAGIC = b"\x04\x22\x4d\x18"
 _INT32 = struct.Struct(">i")
+
+
+class DecompressedSizeError(CorruptRecordError):
+    """Compressed records that declare or decompress to more than the limit."""
 
 
 def codec_name(codec: int) -> str:
@@ -146,13 +152,14 @@ def decompress(codec: int, data: Buffer, max_bytes: int = MAX_DECOMPRESSED_BYTES
     raise unsupported_compression(codec)
 
 
-def _too_large(codec: int, max_bytes: int, declared: int | None = None) -> CorruptRecordError:
+def _too_large(codec: int, max_bytes: int, declared: int | None = None
+               ) -> DecompressedSizeError:
     name = codec_name(codec)
     if declared is None:
-        return CorruptRecordError(
+        return DecompressedSizeError(
             f"{name}-compressed records decompress to more than the limit of {max_bytes} bytes"
         )
-    return CorruptRecordError(
+    return DecompressedSizeError(
         f"{name}-compressed records declare {declared} bytes, above the limit of {max_bytes} bytes"
     )
 

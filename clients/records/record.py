@@ -211,6 +211,36 @@ def decode_record_headers(
     return tuple(headers), pos
 
 
+def skip_record_headers(buf: Buffer, pos: int, count: int, end: int) -> int:
+    """Check ``count`` record headers at ``pos`` as :func:`decode_record_headers` does
+    (the same errors, in the same order) without keeping them: O(1) memory whatever the
+    count (a leader's record check); returns the position after the last."""
+    if count < 0:
+        raise CorruptRecordError(f"negative header count {count}")
+    dv32 = decode_varint32
+    for _h in range(count):
+        n, pos = dv32(buf, pos)
+        if n < 0:
+            raise CorruptRecordError("null header key" if n == -1
+                                     else f"invalid length {n} in record")
+        if pos + n > end:
+            raise CorruptRecordError("record field runs past the end of its record")
+        key_at, pos = pos, pos + n
+        key_end = pos
+        n, pos = dv32(buf, pos)
+        if n < -1:
+            raise CorruptRecordError(f"invalid length {n} in record")
+        if n >= 0:
+            if pos + n > end:
+                raise CorruptRecordError("record field runs past the end of its record")
+            pos += n
+        try:
+            str(buf[key_at:key_end], "utf-8")
+        except UnicodeDecodeError as exc:
+            raise CorruptRecordError(f"header key is not utf-8: {exc}") from None
+    return pos
+
+
 def check_absolute(base: int, delta: int, what: str) -> int:
     """``base + delta``, or :class:`CorruptRecordError` when it leaves int64."""
     value = base + delta

@@ -45,10 +45,12 @@ Semantics worth knowing (Kafka's unless stated):
   a background scheduler).
 * A compacted log (``cleanup_policy="compact"``) must not take a produced record without
   a key (Kafka's rule: compaction keeps the latest record per key, so a keyless record
-  has no meaning there).  :meth:`Log.require_keys` raises :class:`InvalidRecordError`
-  (INVALID_RECORD) for such a request; the Produce handler calls it before the leader
-  append, so nothing is appended.  It walks every record (O(records)) and a second CRC
-  pass, on compacted logs only.  The appends themselves stay permissive: follower
+  has no meaning there).  The check :meth:`Log.leader_check` returns refuses such a
+  request with INVALID_RECORD (:class:`~storage.log.validator.KeylessRecordError`; the
+  Produce handler runs it before the leader append, so nothing is appended, and
+  :meth:`Log.require_keys` runs it alone).  On compacted logs only, it decodes the
+  records into columns (no fast path) instead of proving them well formed.  The
+  appends themselves stay permissive: follower
   appends copy the leader, and the cleaner still drops keyless records that got in
   before a topic became compacted.  Control batches are not checked.
 * Only CreateTime timestamps are supported (a LogAppendTime batch would need its CRC
@@ -68,7 +70,7 @@ from __future__ import annotations
 import shutil
 import struct
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import NamedTuple
 
@@ -78,15 +80,12 @@ from clients.protocol.errors import InvalidRecordError, MiniKafkaError, OffsetOu
 from clients.protocol.topics import TopicPartition
 from clients.records.batch import (
     ATTRIBUTES_OFFSET,
-    CONTROL_MASK,
     CRC_OFFSET,
-    HEADER,
     LOG_OVERHEAD,
     PREFIX,
     TIMESTAMP_TYPE_MASK,
     BatchHeader,
 )
-from storage.cleaner.batch_filter import plain_batch, walk_records
 from storage.config import LogConfig
 from storage.errors import StorageError
 from storage.log.invariants import check_log_invariants
@@ -94,7 +93,15 @@ from storage.log.reader import FetchDataInfo, LogReader, TimestampAndOffset
 from storage.log.recovery import RecoveryReport, load_segments
 from storage.log.segment_list import SegmentList
 from storage.log.segment_policy import SegmentPolicy
-from storage.log.validator import INT32_MAX, validate_append_batches
+from storage.log.validator import (
+    INT32_MAX,
+    MAX_BATCH_DECOMPRESSED_BYTES,
+    MAX_BATCH_RECORDS,
+    BatchInfo,
+    KeylessRecordError,
+    LeaderCheck,
+    validate_append_batches,
+)
 from storage.log_dirs import parse_log_dir_name
 from storage.segment import Segment
 from storage.time_index import NO_TIMESTAMP
@@ -256,10 +263,14 @@ class Log:
     # -- append ------------------------------------------------------------------------
 
     def append_as_leader(self, batches: bytes | bytearray | memoryview,
-                         leader_epoch: int) -> LogAppendInfo:
+                         leader_epoch: int, checked: Sequence[BatchInfo] | None = None
+                         ) -> LogAppendInfo:
         """Validate, assign offsets from the LEO, stamp ``leader_epoch``, append.
 
-        With ``message_timestamp_type=LogAppendTime`` each batch is also stamped with the
+        ``checked``: what :meth:`leader_check` (``keys=False`` or not) answered for these
+        same bytes, e.g. on another thread (the Produce handler's record check): the
+        validation is not done again.  With ``message_timestamp_type=LogAppendTime`` each
+        batch is also stamped with the
         leader's clock (Kafka's rule for magic v2: the timestamp-type attribute bit set,
         ``max_timestamp`` = now, the CRC recomputed; readers give every record of such a
         batch that time); the CreateTime window does not apply.  Costs one copy and one
@@ -270,9 +281,7 @@ class Log:
             raise ValueError(f"leader_epoch must be in [0, 2**31 - 1], got {leader_epoch}")
         view = _byte_view(batches)
         append_time = self.config.log_append_time
-        infos = validate_append_batches(
-            view, self.config.max_message_bytes, require_records=True,
-            timestamp_bounds=None if append_time else self._timestamp_bounds())
+        infos = checked if checked is not None else self.leader_check(keys=False).run(view)
         if not infos:
             return self._empty_append_info()
         now = self._clock_ms() if append_time else NO_TIMESTAMP
@@ -315,35 +324,36 @@ class Log:
         return (max(now - cfg.message_timestamp_before_max_ms, _INT64_MIN),
                 min(now + cfg.message_timestamp_after_max_ms, _INT64_MAX))
 
+    def leader_check(self, *, keys: bool = True, max_batch_records: int = MAX_BATCH_RECORDS,
+                     max_decompressed_bytes: int = MAX_BATCH_DECOMPRESSED_BYTES
+                     ) -> LeaderCheck:
+        """What a leader append of producers' batches checks here, now: this log's
+        ``max_message_bytes``, the CreateTime window around the clock (none for
+        LogAppendTime) and, with ``keys`` on a compacted log, that every record has a
+        key; with the broker's per-batch bounds.  A value: it may run on any thread."""
+        self._check_open()
+        cfg = self.config
+        topic, partition = self.topic_partition
+        return LeaderCheck(
+            cfg.max_message_bytes,
+            None if cfg.log_append_time else self._timestamp_bounds(),
+            f"{topic}-{partition}" if keys and cfg.compact else None,
+            max_batch_records, max_decompressed_bytes)
+
     def require_keys(self, batches: bytes | bytearray | memoryview) -> None:
         """Compacted log: raise InvalidRecordError if a record of ``batches`` (a produce
         request's records) has no key; no-op otherwise.  Malformed batches are left to
-        the append, which reports them precisely."""
+        the append, which reports them precisely (the Produce handler gets the same
+        check from :meth:`leader_check`)."""
         self._check_open()
         if not self.config.compact:
             return
-        view = _byte_view(batches)
         try:
-            infos = validate_append_batches(view, self.config.max_message_bytes,
-                                            require_records=True)
+            self.leader_check().run(batches)
+        except KeylessRecordError:
+            raise
         except MiniKafkaError:
             return
-        for info in infos:
-            pos = info[0]
-            header = HEADER.unpack_from(view, pos)
-            if header[5] & CONTROL_MASK:
-                continue
-            try:
-                data, at, plain = plain_batch(view, pos, header)  # type: ignore[arg-type]
-            except MiniKafkaError:
-                return  # a bad compressed section: the append reports it precisely
-            for span in walk_records(data, at, plain):
-                if span[6] is None:
-                    topic, partition = self.topic_partition
-                    raise InvalidRecordError(
-                        f"compacted topic {topic}-{partition} cannot accept a record without "
-                        f"a key (batch at position {pos}, offset delta {span[5] - header[0]})"
-                    )
 
     def append_as_follower(self, batches: bytes | bytearray | memoryview) -> LogAppendInfo:
         """Append replicated batches as they are (offsets and epochs kept)."""

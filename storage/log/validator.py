@@ -47,7 +47,7 @@ from __future__ import annotations
 import bisect
 import mmap
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import numpy as np
 from crc32c import crc32c
@@ -73,15 +73,21 @@ from clients.records.batch import (
     unsupported_compression,
     validate_batch,
 )
-from clients.records.bulk_decode import decode_batch_bulk, records_well_formed
-from clients.records.compression import MAX_DECOMPRESSED_BYTES, plain_records
+from clients.records.bulk_decode import MIN_RECORD_BYTES, decode_batch_bulk, records_well_formed
+from clients.records.compression import DecompressedSizeError, plain_records
 from storage.offset_index import OffsetIndex
 from storage.time_index import NO_TIMESTAMP, TimeIndex
 
 __all__ = [
     "INT32_MAX",
+    "MAX_BATCH_DECOMPRESSED_BYTES",
+    "MAX_BATCH_RECORDS",
     "MIN_BATCH_LENGTH",
     "BatchInfo",
+    "CheckBudget",
+    "CheckDeferred",
+    "KeylessRecordError",
+    "LeaderCheck",
     "SegmentScan",
     "scan_segment",
     "validate_append_batches",
@@ -91,12 +97,67 @@ __all__ = [
 INT32_MAX = 2**31 - 1
 MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
 MAX_CODEC = len(COMPRESSION_CODECS) - 1  # zstd (4); 5-7 are not Kafka codecs
+# A leader's bounds per produced batch (the broker's max_batch_records and
+# max_batch_decompressed_bytes; these are the defaults of both)
+MAX_BATCH_RECORDS = 65_536
+MAX_BATCH_DECOMPRESSED_BYTES = 16 << 20
 
 
 # What the log needs to know about one batch of a request, as a plain tuple (cheapest
 # to build on the append path): (position in the request, size, base_offset,
 # last_offset_delta, max_timestamp, record_count, partition_leader_epoch).
 BatchInfo = tuple[int, int, int, int, int, int, int]
+
+
+class CheckDeferred(Exception):
+    """The record check needs more than what is left of its event-loop share
+    (:attr:`CheckBudget.inline_bytes`): run it again where it cannot stall the loop."""
+
+
+class KeylessRecordError(InvalidRecordError):
+    """A record without a key for a compacted log (INVALID_RECORD)."""
+
+
+@dataclass(slots=True)
+class CheckBudget:
+    """What the leader's record checks of one Produce request may still do; shared by its
+    partitions and charged batch by batch (so one request's work is bounded whatever it
+    holds).  Mutable; one request's checks run on one thread at a time."""
+
+    records: int  # records plus record headers (max_produce_records)
+    decompressed_bytes: int  # inflated bytes of compressed batches (max_produce_decompressed_bytes)
+    # bytes (as sent, plus inflated) the checks may still inspect on the event loop:
+    # beyond, CheckDeferred (None: no such share, the check may run to the end here)
+    inline_bytes: int | None = None
+
+    def copy(self) -> CheckBudget:
+        return replace(self)
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderCheck:
+    """What a leader append checks of a producer's batches (one log's limits and
+    timestamp window, taken when it was made), as a value: :meth:`run` is a pure
+    function of the bytes, so it may run on another thread than the log's owner."""
+
+    max_message_bytes: int
+    timestamp_bounds: tuple[int, int] | None = None
+    keys_of: str | None = None  # a compacted log's name: every record needs a key
+    max_batch_records: int = MAX_BATCH_RECORDS
+    max_decompressed_bytes: int = MAX_BATCH_DECOMPRESSED_BYTES
+
+    def run(self, batches: bytes | bytearray | memoryview,
+            budget: CheckBudget | None = None) -> list[BatchInfo]:
+        """:func:`validate_append_batches` of ``batches`` as a leader append; the result
+        may be handed to the append (``checked``) of the same bytes."""
+        view = batches if type(batches) is memoryview else memoryview(batches)
+        if view.ndim != 1 or view.format != "B":
+            view = view.cast("B")
+        return validate_append_batches(
+            view, self.max_message_bytes, require_records=True,
+            max_decompressed_bytes=self.max_decompressed_bytes,
+            timestamp_bounds=self.timestamp_bounds, max_batch_records=self.max_batch_records,
+            budget=budget, keys_of=self.keys_of)
 
 
 def _bad(buf: memoryview, pos: int) -> CorruptRecordError | InvalidRecordError:
@@ -110,19 +171,28 @@ def _bad(buf: memoryview, pos: int) -> CorruptRecordError | InvalidRecordError:
 
 def validate_append_batches(
     buf: memoryview, max_message_bytes: int, *, require_records: bool,
-    max_decompressed_bytes: int = MAX_DECOMPRESSED_BYTES,
+    max_decompressed_bytes: int = MAX_BATCH_DECOMPRESSED_BYTES,
     timestamp_bounds: tuple[int, int] | None = None,
+    max_batch_records: int = MAX_BATCH_RECORDS,
+    budget: CheckBudget | None = None,
+    keys_of: str | None = None,
 ) -> list[BatchInfo]:
     """Validate every batch of a request; raise the precise error for the first bad one.
 
-    ``require_records`` (leader appends) also demands ``record_count >= 1`` and
-    ``last_offset_delta == record_count - 1`` (what producers send), and decompresses
-    compressed batches (to at most ``max_decompressed_bytes``) to check their records.
-    With ``timestamp_bounds`` ``(low, high)`` every record of a CreateTime batch must
-    carry a timestamp in ``[low, high]`` (the topic's ``message.timestamp.before/after.
-    max.ms`` around the leader's clock), else INVALID_TIMESTAMP.
-    Errors: CorruptRecordError (CORRUPT_MESSAGE: framing, CRC, corrupt or oversized
-    compressed data, records that do not parse), InvalidRecordError (INVALID_RECORD;
+    ``require_records`` (leader appends) also demands ``1 <= record_count <=
+    max_batch_records`` (the header's count, read before any decompression; more is
+    MESSAGE_TOO_LARGE) and ``last_offset_delta == record_count - 1`` (what producers
+    send), and decompresses compressed batches (to at most ``max_decompressed_bytes``,
+    more is MESSAGE_TOO_LARGE) to check their records.  With ``timestamp_bounds`` ``(low,
+    high)`` every record of a CreateTime batch must carry a timestamp in ``[low, high]``
+    (the topic's ``message.timestamp.before/after.max.ms`` around the leader's clock),
+    else INVALID_TIMESTAMP.  ``budget`` (a Produce request's, shared by its partitions)
+    is spent batch by batch (:class:`CheckBudget`; over it: MESSAGE_TOO_LARGE, or
+    :class:`CheckDeferred` when only its event-loop share ran out).  ``keys_of`` (a
+    compacted log's name, ``topic-partition``): every record needs a key, else
+    :class:`KeylessRecordError` (INVALID_RECORD).
+    Errors: CorruptRecordError (CORRUPT_MESSAGE: framing, CRC, corrupt compressed data,
+    records that do not parse), InvalidRecordError (INVALID_RECORD;
     UNSUPPORTED_COMPRESSION_TYPE for codecs 5-7; INVALID_TIMESTAMP), MessageTooLargeError.
     """
     out: list[BatchInfo] = []
@@ -158,29 +228,74 @@ def validate_append_batches(
                 kind = "control" if attrs & CONTROL_MASK else "transactional"
                 raise InvalidRecordError(f"batch at position {pos}: {kind} batches are not "
                                          "accepted from producers (no transactions yet)")
+            if not codec and count * MIN_RECORD_BYTES > size - HEADER_SIZE:
+                raise CorruptRecordError(f"batch at position {pos}: {count} records cannot "
+                                         f"fit in {size - HEADER_SIZE} bytes")
+            if count > max_batch_records:
+                raise MessageTooLargeError(
+                    f"batch at position {pos} holds {count} records, above max_batch_records "
+                    f"{max_batch_records} (split it into smaller batches)")
+            if budget is not None and count > budget.records:
+                raise MessageTooLargeError(
+                    f"batch at position {pos} holds {count} records, above the "
+                    f"{max(budget.records, 0)} records and headers left of this request's "
+                    "max_produce_records")
             check_records(buf, pos, count, codec, max_decompressed_bytes,
-                          None if attrs & TIMESTAMP_TYPE_MASK else timestamp_bounds)
+                          None if attrs & TIMESTAMP_TYPE_MASK else timestamp_bounds,
+                          budget=budget, keys_of=keys_of)
         out.append((pos, size, _base, lod, max_ts, count, epoch))
         pos = end
     return out
 
 
 def check_records(buf: memoryview, pos: int, count: int, codec: int, max_bytes: int,
-                  timestamp_bounds: tuple[int, int] | None = None) -> None:
+                  timestamp_bounds: tuple[int, int] | None = None, *,
+                  budget: CheckBudget | None = None, keys_of: str | None = None) -> None:
     """Check that the records of the (CRC-checked) batch at ``pos`` parse, decompressed
-    if need be: ``count`` of them, nothing after the last, offset deltas 0 .. count - 1
+    if need be (to at most ``max_bytes``, and what is left of ``budget``): ``count`` of
+    them, nothing after the last, offset deltas 0 .. count - 1, record headers checked
+    without being kept, every key present with ``keys_of``; ``budget`` is charged
     (a valid CRC says nothing about whether a producer wrote records that parse)."""
     try:
         fields = HEADER.unpack_from(buf, pos)  # the caller validated the header
         base_offset, length, base_timestamp = fields[0], fields[1], fields[7]
+        size = length + LOG_OVERHEAD
+        inline = None if budget is None else budget.inline_bytes
+        if inline is not None and size > inline:
+            raise CheckDeferred(f"batch at position {pos}: {size} bytes")
+        cap = max_bytes
         if codec:
-            plain, start, end = plain_records(buf, pos, BatchHeader(*fields), max_bytes)
+            if budget is not None:
+                cap = min(cap, max(budget.decompressed_bytes, 0))
+            if inline is not None:
+                cap = min(cap, inline - size)
+            try:
+                plain, start, end = plain_records(buf, pos, BatchHeader(*fields), cap)
+            except DecompressedSizeError as exc:
+                raise _too_large(exc, pos, max_bytes, budget, inline - size
+                                 if inline is not None else None) from None
         else:
-            plain, start, end = buf, pos + HEADER_SIZE, pos + LOG_OVERHEAD + length
-        if records_well_formed(plain, start, end, count, base_offset, base_timestamp,
-                               timestamp_bounds):
+            plain, start, end = buf, pos + HEADER_SIZE, pos + size
+        inflated = end - start if codec else 0
+        if budget is not None:
+            budget.records -= count
+            budget.decompressed_bytes -= inflated
+            if budget.inline_bytes is not None:
+                budget.inline_bytes -= size + inflated
+        if keys_of is None and records_well_formed(plain, start, end, count, base_offset,
+                                                   base_timestamp, timestamp_bounds):
             return
-        records = decode_batch_bulk(buf, pos, validate=False, max_bytes=max_bytes)
+        del plain  # the decoder decompresses again: one copy alive at a time
+        headers_left = INT32_MAX if budget is None else max(budget.records, 0)
+        try:
+            records = decode_batch_bulk(buf, pos, validate=False, max_bytes=cap,
+                                        max_headers=headers_left)
+        except MessageTooLargeError as exc:
+            raise MessageTooLargeError(
+                f"batch at position {pos}: {exc.message} (records and headers left of this "
+                "request's max_produce_records)") from None
+        if budget is not None:
+            budget.records -= records.header_count
     except CorruptRecordError as exc:
         if exc.message.startswith("batch at position"):
             raise
@@ -203,6 +318,27 @@ def check_records(buf: memoryview, pos: int, count: int, codec: int, max_bytes: 
                 f"batch at position {pos}: record {wrong} has timestamp {int(stamps[wrong])}, "
                 f"outside [{low}, {high}] (message.timestamp.before/after.max.ms around the "
                 "broker's clock)", ErrorCode.INVALID_TIMESTAMP)
+    if keys_of is not None:
+        keyless = np.flatnonzero(records.key_lengths < 0)
+        if len(keyless):
+            raise KeylessRecordError(
+                f"compacted topic {keys_of} cannot accept a record without a key (batch at "
+                f"position {pos}, offset delta {int(keyless[0])})")
+
+
+def _too_large(exc: DecompressedSizeError, pos: int, max_bytes: int,
+               budget: CheckBudget | None, inline: int | None) -> Exception:
+    """What records that decompress to more than the smallest of their limits mean: the
+    batch is over ``max_batch_decompressed_bytes`` or the request over its
+    ``max_produce_decompressed_bytes`` (MESSAGE_TOO_LARGE), or only the event loop's share
+    ran out (:class:`CheckDeferred`: check it again off the loop)."""
+    request = max_bytes if budget is None else max(budget.decompressed_bytes, 0)
+    if inline is not None and inline < min(max_bytes, request):
+        return CheckDeferred(f"batch at position {pos}: records decompress to more than "
+                             f"the {inline} bytes left on the event loop")
+    what = ("max_batch_decompressed_bytes" if max_bytes <= request
+            else "what is left of this request's max_produce_decompressed_bytes")
+    return MessageTooLargeError(f"{exc.message} ({what})")
 
 
 @dataclass

@@ -27,6 +27,7 @@ from clients.records.batch import (
     set_base_offset,
     set_partition_leader_epoch,
 )
+from storage.log.validator import MAX_BATCH_DECOMPRESSED_BYTES, MAX_BATCH_RECORDS, LeaderCheck
 
 _MOD = 1 << 64
 
@@ -146,8 +147,14 @@ class MemoryLog:
     def require_keys(self, batches: bytes | bytearray | memoryview) -> None:
         """Not a compacted log: every record may go without a key (as ``Log``)."""
 
+    def leader_check(self, *, keys: bool = True, max_batch_records: int = MAX_BATCH_RECORDS,
+                     max_decompressed_bytes: int = MAX_BATCH_DECOMPRESSED_BYTES
+                     ) -> LeaderCheck:
+        """The Produce handler's record check, as ``Log``'s (no size or time limit)."""
+        return LeaderCheck(1 << 30, None, None, max_batch_records, max_decompressed_bytes)
+
     def append_as_leader(self, batches: bytes | bytearray | memoryview,
-                         leader_epoch: int) -> MemoryAppendInfo:
+                         leader_epoch: int, checked: object = None) -> MemoryAppendInfo:
         buf = bytes(batches)
         parts = [(pos, h) for pos, h in iter_batches(buf, validate=True)]
         first = self._end

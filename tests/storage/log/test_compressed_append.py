@@ -14,6 +14,7 @@ from clients.protocol.errors import (
     CorruptRecordError,
     ErrorCode,
     InvalidRecordError,
+    MessageTooLargeError,
     MiniKafkaError,
 )
 from clients.records.batch import HEADER_SIZE, iter_batches
@@ -141,13 +142,15 @@ def test_unknown_codecs_are_unsupported_compression_type(tmp_path: Path, codec: 
 
 
 def test_zip_bombs_are_refused_with_the_decompression_limit() -> None:
+    """MESSAGE_TOO_LARGE (not CORRUPT_MESSAGE, which clients retry): a producer splits."""
     bomb = build_batch([(None, bytes(8 << 20), 0, [])], compression=ZSTD)
     assert len(bomb) < 4096
     view = memoryview(bomb)
-    with pytest.raises(CorruptRecordError, match="above the limit of 1048576 bytes") as info:
+    with pytest.raises(MessageTooLargeError, match="above the limit of 1048576 bytes "
+                       r"\(max_batch_decompressed_bytes\)") as info:
         validate_append_batches(view, 1 << 20, require_records=True,
                                 max_decompressed_bytes=1 << 20)
-    assert info.value.code == ErrorCode.CORRUPT_MESSAGE
+    assert info.value.code == ErrorCode.MESSAGE_TOO_LARGE
     assert validate_append_batches(view, 1 << 20, require_records=True)[0][5] == 1
 
 
