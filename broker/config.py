@@ -36,6 +36,19 @@ Bounds (every queue, pool and size is bounded):
 |                            |             | network process (not counted in the client caps)|
 | max_metadata_topics        | 1000        | topics one Metadata request may name            |
 | max_fetch_partitions       | 1000        | partitions one Fetch request may name           |
+| max_batch_records          | 65536       | records one produced batch may hold (its header's|
+|                            |             | record_count, read before decompressing): more  |
+|                            |             | is MESSAGE_TOO_LARGE (producers split the batch)|
+| max_batch_decompressed_    | 16 MiB      | what one compressed batch may inflate to        |
+| bytes                      |             | (decompression stops there): MESSAGE_TOO_LARGE  |
+| max_produce_records        | 1048576     | records plus record headers of all batches of   |
+|                            |             | one Produce: batches past it MESSAGE_TOO_LARGE  |
+| max_produce_decompressed_  | 256 MiB     | what all compressed batches of one Produce may  |
+| bytes                      |             | inflate to: batches past it MESSAGE_TOO_LARGE   |
+| record_check_inline_bytes  | 64 KiB      | records (as sent plus inflated) of one Produce  |
+|                            |             | checked on the event loop; the rest of its check|
+|                            |             | runs on the record-check thread (0: all of it;  |
+|                            |             | broker/handlers/record_checks.py)               |
 | cluster_id                 | minikafka   | the cluster this broker belongs to: checked     |
 |                            |             | against meta.properties in data_dir and by the  |
 |                            |             | controller at registration (``cluster start``   |
@@ -159,6 +172,12 @@ class BrokerConfig:
     request_read_timeout_ms: int = 30_000
     max_metadata_topics: int = 1_000
     max_fetch_partitions: int = 1_000
+    # the leader's record check of a Produce (storage/log/validator.py, docs/security.md)
+    max_batch_records: int = 65_536
+    max_batch_decompressed_bytes: int = 16 * MiB
+    max_produce_records: int = 1_048_576
+    max_produce_decompressed_bytes: int = 256 * MiB
+    record_check_inline_bytes: int = 64 * 1024
     max_fetch_wait_ms: int = 30_000
     fetch_max_bytes: int = 50 * MiB
     num_partitions: int = 1
@@ -231,6 +250,10 @@ class BrokerConfig:
             "request_read_timeout_ms",
             "max_metadata_topics",
             "max_fetch_partitions",
+            "max_batch_records",
+            "max_batch_decompressed_bytes",
+            "max_produce_records",
+            "max_produce_decompressed_bytes",
             "max_fetch_wait_ms",
             "fetch_max_bytes",
             "num_partitions",
@@ -309,6 +332,15 @@ class BrokerConfig:
                 f"max_partial_request_bytes ({self.max_partial_request_bytes}) must be 0 "
                 f"(auto) or from max_request_bytes ({self.max_request_bytes}) to half of "
                 f"buffer_pool_bytes ({self.buffer_pool_bytes // 2})")
+        if self.max_batch_records > self.max_produce_records or \
+                self.max_batch_decompressed_bytes > self.max_produce_decompressed_bytes:
+            raise InvalidConfigError(
+                "max_batch_records and max_batch_decompressed_bytes must not exceed "
+                "max_produce_records and max_produce_decompressed_bytes (a batch within "
+                "its bounds must fit a request)")
+        if self.record_check_inline_bytes < 0:
+            raise InvalidConfigError("record_check_inline_bytes must be >= 0, got "
+                                     f"{self.record_check_inline_bytes}")
         if self.log_cleaner_dedupe_buffer_bytes < 1024:
             raise InvalidConfigError("log_cleaner_dedupe_buffer_bytes must be >= 1024, got "
                                      f"{self.log_cleaner_dedupe_buffer_bytes}")

@@ -21,11 +21,17 @@ anything else about the request is looked at.  Then per-request bounds
 (``max_metadata_topics``, ``max_fetch_partitions``) are checked on the frame before the
 body is decoded (:mod:`broker.network.request_bounds`), so an oversized request costs
 O(bound), and answered by :mod:`broker.handlers.bounds`.
+
+A Produce whose record check is too large for the loop finishes on the record-check
+thread (:mod:`broker.handlers.record_checks`, started and stopped here, before the pool
+goes): the handler keeps the request's frame (``RequestContext.keep_frame``) and frees it
+once answered; every other request's frame is freed when its handler returns.
 Error answers never close a healthy connection: a handler that raises, or whose answer
 cannot be encoded (a bug), gets UNKNOWN_SERVER_ERROR in the API's request-level
 ``error_code`` (Kafka's answer); only an API version without such a field is closed.
 
-Not thread-safe: everything runs on the loop's thread.
+Not thread-safe: everything runs on the loop's thread (but the record-check thread's
+pure checks of kept frames).
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ from broker.core import BrokerCore
 from broker.handlers.bounds import answer_over_bound
 from broker.handlers.common import RegionRecords, RequestContext
 from broker.handlers.dispatch import HANDLERS, unsupported_api_versions_answer
+from broker.handlers.record_checks import RecordCheckThread
 from broker.metadata.follower import MetadataFollower
 from broker.network.channel_codec import CLOSED, REQUEST, is_internal_connection
 from broker.network.error_answer import error_answer
@@ -107,6 +114,8 @@ class BrokerServer:
             clock_ms=lambda: time.monotonic() * 1000)
         self._retry_timer: asyncio.TimerHandle | None = None
         self._tasks: set[asyncio.Task[None]] = set()
+        # finishes the record checks of Produce requests too large for the loop
+        self.record_checks = RecordCheckThread(config.record_check_inline_bytes)
 
     @property
     def port(self) -> int:
@@ -121,6 +130,7 @@ class BrokerServer:
         self.core.startup()
         self.pool = BufferPool.create(self.config.buffer_pool_bytes,
                                       self.config.buffer_poolable_bytes)
+        self.record_checks.start(loop)
         try:
             self.supervisor = NetworkProcessSupervisor(self.config, self.pool)
             self.supervisor.start()
@@ -151,6 +161,7 @@ class BrokerServer:
                 self._retry_timer.cancel()
             if self.supervisor is not None:
                 self.supervisor.stop()
+            self.record_checks.stop()  # before the pool goes: it reads requests' frames
             driver.shutdown()
             self.core.shutdown()
             self.pool.close()
@@ -297,16 +308,30 @@ class BrokerServer:
     def _on_request(self, endpoint: MainChannelEndpoint, conn_id: int,
                     handle: tuple[int, int, int], frame_len: int) -> None:
         assert self.pool is not None and self.core is not None
-        buffer = self.pool.attach_buffer(handle)
+        pool = self.pool
+        buffer = pool.attach_buffer(handle)
         frame = buffer.memory[:frame_len]
-        try:
-            self._dispatch(endpoint, conn_id, frame)
-        finally:
+        kept = False
+
+        def free() -> None:
             frame.release()
-            self.pool.deallocate(buffer)
+            pool.deallocate(buffer)
+
+        def keep_frame() -> Callable[[], None]:
+            """The handler finishes later (a Produce checked off the loop): it frees."""
+            nonlocal kept
+            kept = True
+            return free
+
+        try:
+            self._dispatch(endpoint, conn_id, frame, keep_frame)
+        finally:
+            if not kept:
+                free()
         self.requests_handled += 1
 
-    def _dispatch(self, endpoint: MainChannelEndpoint, conn_id: int, frame: memoryview) -> None:
+    def _dispatch(self, endpoint: MainChannelEndpoint, conn_id: int, frame: memoryview,
+                  keep_frame: Callable[[], Callable[[], None]] | None = None) -> None:
         assert self.core is not None
         try:
             header = decode_request_header(frame)
@@ -384,7 +409,8 @@ class BrokerServer:
                 None if session is None else session.principal,
                 bool(self.core.cluster_secret),
                 self.core.authorizer if self.core.authorizer.enabled else None,
-                replication_allowed=internal or self.config.internal_port < 0))
+                replication_allowed=internal or self.config.internal_port < 0,
+                record_checks=self.record_checks, keep_frame=keep_frame))
         except Exception:
             log.exception("handler for %s failed", ApiKey(api_key).name)
             if not responded:

@@ -24,6 +24,7 @@ from typing import Any
 
 from broker.acls import Authorizer
 from broker.core import BrokerCore
+from broker.handlers.record_checks import RecordCheckThread
 from clients.protocol.errors import ErrorCode, MiniKafkaError
 from clients.protocol.scram import broker_id_of
 from storage.log.reader import FileRegion
@@ -35,8 +36,9 @@ Respond = Callable[[Body | None], None]
 @dataclass(frozen=True, slots=True)
 class RequestContext:
     """What a handler knows of a request besides its body: the API version it came at
-    (answer in that version's shape), the client id of its header, and who the
-    connection authenticated as (:mod:`broker.auth`)."""
+    (answer in that version's shape), the client id of its header, who the
+    connection authenticated as (:mod:`broker.auth`), and the server's means to finish
+    a request later (the record-check thread, keeping the frame)."""
 
     version: int
     client_id: str = ""
@@ -46,6 +48,12 @@ class RequestContext:
     # False on the client listener of a broker with an internal listener: requests as a
     # replica (follower fetches) are served on the internal listener only
     replication_allowed: bool = True
+    # where a Produce's record checks may finish off the event loop (None: all of them
+    # run in the handler, as in tests and the simulation; broker.handlers.record_checks)
+    record_checks: RecordCheckThread | None = None
+    # keep the request's frame (its records) past the handler's return; returns the
+    # function that frees it (call it once, on the loop). None: the caller keeps it.
+    keep_frame: Callable[[], Callable[[], None]] | None = None
 
     def allowed_somewhere(self, operation: str, resource_type: str) -> bool:
         """Whether the user may do ``operation`` on at least one such resource."""

@@ -2,13 +2,21 @@
 
 Per partition, in request order: the client may not write an internal topic
 (INVALID_TOPIC_EXCEPTION, as Kafka; the coordinators append to theirs directly), the
-partition must be hosted here and led here (NOT_LEADER_OR_FOLLOWER,
-UNKNOWN_TOPIC_OR_PARTITION otherwise), a compacted topic's
-records must all have keys (INVALID_RECORD, as in Kafka), and the batch is validated and
-appended (:meth:`replication.partition.Partition.append_records_as_leader`, which also
-checks ``min_insync_replicas`` for acks=all).  Errors are per partition, so one bad
-partition never fails the others.  acks=0: no response; acks=1: answered at once;
-acks=-1 (all): a :class:`~broker.delayed.DelayedProduce` waits in the produce purgatory
+partition must be hosted here and led here
+(NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION otherwise); then every partition's
+batches are checked (:meth:`storage.log.log.Log.leader_check`: framing, CRC, every record,
+a compacted topic's keys (INVALID_RECORD, as in Kafka), within the broker's per-batch
+bounds and one budget for the whole request: ``max_batch_records``,
+``max_batch_decompressed_bytes``, ``max_produce_records``,
+``max_produce_decompressed_bytes``; MESSAGE_TOO_LARGE past them, docs/security.md); then
+each checked partition is appended
+(:meth:`replication.partition.Partition.append_records_as_leader` with the check's result,
+which also checks ``min_insync_replicas`` for acks=all).  The checks run here while they
+stay within ``record_check_inline_bytes``; beyond, the rest runs on the record-check
+thread (:mod:`broker.handlers.record_checks`) and the appends and the answer follow on
+the loop when it is done (the request's frame is kept until then).  Errors are per
+partition, so one bad partition never fails the others.  acks=0: no response; acks=1:
+answered at once; acks=-1 (all): a :class:`~broker.delayed.DelayedProduce` waits in the produce purgatory
 until the high watermark passes every appended batch (or ``timeout_ms``).  Other acks
 values: INVALID_REQUIRED_ACKS for every partition.  Each append wakes the fetch
 purgatory of its partition (followers and consumers may be waiting).
@@ -19,8 +27,9 @@ producer's timestamps are kept), ``log_start_offset`` (v5+), ``error_message`` (
 NOT_LEADER_OR_FOLLOWER with the leader's endpoint in ``node_endpoints`` (KIP-951, from the
 metadata image).  ``transactional_id`` is ignored (no transactions).
 
-Costs: one validated append per partition (a compacted topic's records are walked once
-more for keys).  Thread-safety: run on the broker's event loop thread only.
+Costs: one record check per partition (on the loop at most ``record_check_inline_bytes``
+of it, ~20 ms in the worst case, see :mod:`broker.handlers.record_checks`), then one
+append per partition.  Thread-safety: run on the broker's event loop thread only.
 """
 
 from __future__ import annotations
@@ -39,11 +48,15 @@ from broker.handlers.common import (
     require,
 )
 from broker.handlers.fetch import LEADER_HINT_ERRORS, current_leader
+from broker.handlers.record_checks import CheckJob, CheckOutcome, run_checks
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode
 from clients.protocol.topics import TopicPartition, internal_topic_refusal
 from clients.records.batch import COMPRESSION_MASK, HEADER, HEADER_SIZE, LOG_OVERHEAD
 from clients.records.compression import ZSTD
+from replication.partition import Partition
+from replication.partition_errors import NotLeaderError
+from storage.log.validator import CheckBudget
 
 
 def _node_endpoints(core: BrokerCore, responses: list[Body]) -> list[Body]:
@@ -89,9 +102,10 @@ def handle_produce(core: BrokerCore, body: Body, respond: Respond,
             for t in body["topics"]
         ]})
         return
+    config = core.config
     responses = []
-    statuses: list[ProducePartitionStatus] = []
-    keys = []
+    appends: list[tuple[str, int, Partition, Any, dict[str, Any]]] = []
+    jobs: list[CheckJob] = []
     for topic in body["topics"]:
         name = topic["name"]
         results = []
@@ -109,36 +123,84 @@ def handle_produce(core: BrokerCore, body: Body, respond: Respond,
                 if refused is not None:
                     raise refused
                 partition = core.partition_or_error(name, entry["index"])
-                if partition.is_leader:  # (a follower answers NOT_LEADER from the append)
-                    partition.log.require_keys(entry["records"])  # compacted: INVALID_RECORD
-                info = partition.append_records_as_leader(
-                    entry["records"], acks, core.min_insync_replicas(name)
-                )
+                check = partition.log.leader_check(  # (compacted: keys; INVALID_RECORD)
+                    max_batch_records=config.max_batch_records,
+                    max_decompressed_bytes=config.max_batch_decompressed_bytes,
+                ) if partition.is_leader else None  # (a follower answers NOT_LEADER)
             except Exception as exc:
-                result.update(error_fields(as_minikafka_error(exc)))
-                if result["error_code"] in LEADER_HINT_ERRORS:
-                    result["current_leader"] = current_leader(core, name, entry["index"])
+                _fail(core, result, name, entry["index"], exc)
+                continue
+            appends.append((name, entry["index"], partition, entry["records"], result))
+            jobs.append((check, entry["records"]))
+        responses.append({"name": name, "partition_responses": results})
+    outcomes: list[CheckOutcome] = []
+
+    def append_and_answer() -> None:
+        statuses: list[ProducePartitionStatus] = []
+        keys = []
+        for (name, index, partition, records, result), outcome in zip(appends, outcomes,
+                                                                       strict=True):
+            try:
+                if outcome is None:
+                    raise NotLeaderError(f"broker {partition.local_broker_id} is not the "
+                                         f"leader of {name}-{index}")
+                if isinstance(outcome, Exception):
+                    raise outcome
+                info = partition.append_records_as_leader(
+                    records, acks, core.min_insync_replicas(name), checked=outcome)
+            except Exception as exc:
+                _fail(core, result, name, index, exc)
                 continue
             result["base_offset"] = info.first_offset
             result["log_start_offset"] = partition.log_start_offset
-            key = TopicPartition(name, entry["index"])
+            key = TopicPartition(name, index)
             keys.append(key)
             core.fetch_purgatory.check_and_complete(key)  # HW may have moved
             if acks == -1:
                 statuses.append(ProducePartitionStatus(partition, info.last_offset + 1, result,
                                                        partition.leader_epoch))
-        responses.append({"name": name, "partition_responses": results})
-    response_body = {"throttle_time_ms": 0, "responses": responses,
-                     "node_endpoints": _node_endpoints(core, responses)}
-    if acks == 0:
-        respond(None)
+        response_body = {"throttle_time_ms": 0, "responses": responses,
+                         "node_endpoints": _node_endpoints(core, responses)}
+        if acks == 0:
+            respond(None)
+            return
+        if not statuses:
+            respond(response_body)
+            return
+        op = DelayedProduce(max(body["timeout_ms"], 0), statuses, core.min_insync_replicas,
+                            lambda: respond(response_body))
+        core.produce_purgatory.try_complete_else_watch(op, keys)
+
+    checks = ctx.record_checks
+    budget = CheckBudget(config.max_produce_records, config.max_produce_decompressed_bytes,
+                         None if checks is None else checks.inline_bytes)
+    if run_checks(jobs, budget, outcomes):
+        append_and_answer()
         return
-    if not statuses:
-        respond(response_body)
-        return
-    op = DelayedProduce(max(body["timeout_ms"], 0), statuses, core.min_insync_replicas,
-                        lambda: respond(response_body))
-    core.produce_purgatory.try_complete_else_watch(op, keys)
+    assert checks is not None  # (without a thread the budget has no event-loop share)
+    # the records (views of the request's frame) must outlive this call: the server
+    # keeps the frame's pool buffer until ``release``
+    release = ctx.keep_frame() if ctx.keep_frame is not None else _nothing
+
+    def finish() -> None:
+        try:
+            append_and_answer()
+        finally:
+            release()
+
+    checks.submit(jobs, budget, outcomes, finish)
+
+
+def _nothing() -> None:
+    pass
+
+
+def _fail(core: BrokerCore, result: dict[str, Any], name: str, index: int,
+          exc: Exception) -> None:
+    """Fill a partition's answer with ``exc`` (and a leader hint where it helps)."""
+    result.update(error_fields(as_minikafka_error(exc)))
+    if result["error_code"] in LEADER_HINT_ERRORS:
+        result["current_leader"] = current_leader(core, name, index)
 
 
 PRODUCE_HANDLERS: dict[int, Handler] = {
