@@ -15,11 +15,12 @@ which also checks ``min_insync_replicas`` for acks=all).  The checks run here wh
 stay within ``record_check_inline_bytes``; beyond, the rest runs on the record-check
 thread (:mod:`broker.handlers.record_checks`) and the appends and the answer follow on
 the loop when it is done (the request's frame is kept until then).  Errors are per
-partition, so one bad partition never fails the others.  acks=0: no response; acks=1:
-answered at once; acks=-1 (all): a :class:`~broker.delayed.DelayedProduce` waits in the produce purgatory
-until the high watermark passes every appended batch (or ``timeout_ms``).  Other acks
-values: INVALID_REQUIRED_ACKS for every partition.  Each append wakes the fetch
-purgatory of its partition (followers and consumers may be waiting).
+partition, so one bad partition never fails the others.  acks=0: no response (sent
+once appended: it unmutes the connection); acks=1: answered once appended; acks=-1
+(all): a :class:`~broker.delayed.DelayedProduce` waits in the produce purgatory until
+the high watermark passes every appended batch (or ``timeout_ms``).  Other acks values:
+INVALID_REQUIRED_ACKS for every partition.  Each append wakes the fetch purgatory of its
+partition (followers and consumers may be waiting).
 
 Kafka's answer at every served version: ``log_append_time_ms`` -1 (CreateTime: the
 producer's timestamps are kept), ``log_start_offset`` (v5+), ``error_message`` (v8+; no
@@ -28,12 +29,13 @@ NOT_LEADER_OR_FOLLOWER with the leader's endpoint in ``node_endpoints`` (KIP-951
 metadata image).  ``transactional_id`` is ignored (no transactions).
 
 Costs: one record check per partition (on the loop at most ``record_check_inline_bytes``
-of it, ~20 ms in the worst case, see :mod:`broker.handlers.record_checks`), then one
+of it, ~15 ms in the worst case, see :mod:`broker.handlers.record_checks`), then one
 append per partition.  Thread-safety: run on the broker's event loop thread only.
 """
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 from broker.core import BrokerCore
@@ -69,6 +71,7 @@ def _node_endpoints(core: BrokerCore, responses: list[Body]) -> list[Body]:
             for n in sorted(leaders) if (b := core.image.brokers.get(n)) is not None]
 
 
+log = logging.getLogger(__name__)
 ZSTD_MIN_PRODUCE_VERSION = 7  # Kafka's rule (KIP-110): older clients cannot read zstd
 
 
@@ -172,8 +175,11 @@ def handle_produce(core: BrokerCore, body: Body, respond: Respond,
         core.produce_purgatory.try_complete_else_watch(op, keys)
 
     checks = ctx.record_checks
+    inline = None if checks is None else checks.inline_bytes
+    if inline is not None and sum(len(r or b"") for _, r in jobs) > inline:
+        inline = 0  # over the loop's share as sent already: no check started here
     budget = CheckBudget(config.max_produce_records, config.max_produce_decompressed_bytes,
-                         None if checks is None else checks.inline_bytes)
+                         inline)
     if run_checks(jobs, budget, outcomes):
         append_and_answer()
         return
@@ -182,9 +188,19 @@ def handle_produce(core: BrokerCore, body: Body, respond: Respond,
     # keeps the frame's pool buffer until ``release``
     release = ctx.keep_frame() if ctx.keep_frame is not None else _nothing
 
-    def finish() -> None:
+    def finish() -> None:  # on the loop, once the thread is done
         try:
             append_and_answer()
+        except Exception:  # a bug: the connection waits for an answer, give one
+            log.exception("Produce: appending after the record-check thread failed")
+            for topic in responses:
+                for result in topic["partition_responses"]:
+                    if not result["error_code"]:
+                        result.update(error_code=int(ErrorCode.UNKNOWN_SERVER_ERROR),
+                                      error_message="the broker failed on this request",
+                                      base_offset=-1)
+            respond(None if acks == 0 else {"throttle_time_ms": 0, "responses": responses,
+                                            "node_endpoints": []})
         finally:
             release()
 

@@ -168,3 +168,15 @@ def test_the_request_budget_comes_from_the_config(tmp_path: Path) -> None:
 def test_the_bounds_are_validated(overrides: dict[str, int], message: str) -> None:
     with pytest.raises(InvalidConfigError, match=message):
         BrokerConfig().with_overrides(overrides)
+
+
+def test_a_failure_after_the_thread_still_answers_and_frees_the_frame(
+        h: CoreHarness, monkeypatch: pytest.MonkeyPatch) -> None:
+    def broken(*args: object) -> list[Any]:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr("broker.handlers.produce._node_endpoints", broken)
+    large = build_batch([(b"k", b"%d" % i, NOW, []) for i in range(20_000)], compression=ZSTD)
+    answer, seen = produce_on_a_loop(h, body(("t", 0, large)), 0)
+    assert codes(answer) == [ErrorCode.UNKNOWN_SERVER_ERROR]
+    assert seen["kept"] == seen["released"] == 1
