@@ -36,6 +36,8 @@ Bounds (every queue, pool and size is bounded):
 |                            |             | network process (not counted in the client caps)|
 | max_metadata_topics        | 1000        | topics one Metadata request may name            |
 | max_fetch_partitions       | 1000        | partitions one Fetch request may name           |
+| max_produce_partitions     | 10000       | partition entries one Produce request may name  |
+|                            |             | (more: the connection is closed, unanswered)    |
 | max_batch_records          | 65536       | records one produced batch may hold (its header's|
 |                            |             | record_count, read before decompressing): more  |
 |                            |             | is MESSAGE_TOO_LARGE (producers split the batch)|
@@ -172,6 +174,7 @@ class BrokerConfig:
     request_read_timeout_ms: int = 30_000
     max_metadata_topics: int = 1_000
     max_fetch_partitions: int = 1_000
+    max_produce_partitions: int = 10_000  # a topic's most partitions (MAX_PARTITIONS_PER_TOPIC)
     # the leader's record check of a Produce (storage/log/validator.py, docs/security.md)
     max_batch_records: int = 65_536
     max_batch_decompressed_bytes: int = 16 * MiB
@@ -250,6 +253,7 @@ class BrokerConfig:
             "request_read_timeout_ms",
             "max_metadata_topics",
             "max_fetch_partitions",
+            "max_produce_partitions",
             "max_batch_records",
             "max_batch_decompressed_bytes",
             "max_produce_records",

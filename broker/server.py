@@ -18,9 +18,10 @@ Logins come first: on a port that requires one (the client port with
 ``client_auth_required``, the internal listener with a cluster secret) a request other
 than ApiVersions or the SASL exchange from a connection not logged in closes it, before
 anything else about the request is looked at.  Then per-request bounds
-(``max_metadata_topics``, ``max_fetch_partitions``) are checked on the frame before the
-body is decoded (:mod:`broker.network.request_bounds`), so an oversized request costs
-O(bound), and answered by :mod:`broker.handlers.bounds`.
+(``max_metadata_topics``, ``max_fetch_partitions``, ``max_produce_partitions``) are
+checked on the frame before the body is decoded (:mod:`broker.network.request_bounds`),
+so an oversized request costs O(bound), and answered by :mod:`broker.handlers.bounds`
+(a Produce over its bound: the connection is closed).
 
 A Produce whose record check is too large for the loop finishes on the record-check
 thread (:mod:`broker.handlers.record_checks`, started and stopped here, before the pool
@@ -374,10 +375,15 @@ class BrokerServer:
             endpoint.send_close(conn_id)
             return
         over = check_request_bounds(header, max_metadata_topics=self.config.max_metadata_topics,
-                                    max_fetch_partitions=self.config.max_fetch_partitions)
-        if over is not None and answer_over_bound(self.core, api_key, version, respond):
-            log.warning("connection %d.%d: %s; answered without reading it", endpoint.index,
-                        conn_id, over)
+                                    max_fetch_partitions=self.config.max_fetch_partitions,
+                                    max_produce_partitions=self.config.max_produce_partitions)
+        if over is not None:
+            if answer_over_bound(self.core, api_key, version, respond):
+                log.warning("connection %d.%d: %s; answered without reading it",
+                            endpoint.index, conn_id, over)
+            else:  # no answer says it (Produce has no request-level error): closed
+                log.warning("closing connection %d.%d: %s", endpoint.index, conn_id, over)
+                endpoint.send_close(conn_id)
             return
         try:
             request = decode_request_body(header)

@@ -10,6 +10,10 @@ version, so the answer is the closest a client understands, never a closed conne
   treats the topics as not yet known and asks again, or gives up at its own timeout.
 - Fetch naming more than ``max_fetch_partitions`` partitions: v7+ the request-level
   ``error_code`` INVALID_REQUEST (42) and no partition; v4-6 (no such field) no partition.
+- Produce naming more than ``max_produce_partitions`` partition entries: no answer here
+  (:func:`answer_over_bound` is False; the server closes the connection): Produce has no
+  request-level error code, and naming every partition back would cost what the bound
+  avoids.  No client of ours or Kafka's sends one (a topic has at most 10,000).
 
 Costs: O(1) plus the Metadata cluster part.  Run on the broker's event loop thread.
 """

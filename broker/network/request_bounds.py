@@ -11,11 +11,13 @@ request names more than its bound:
 | Metadata | topics named (null = all topics: not counted)       | ``max_metadata_topics`` |
 | Fetch    | partitions named over all topics (a topic naming no | ``max_fetch_partitions``|
 |          | partition counts as one)                            |                        |
+| Produce  | partition entries over all topics (the same rule)   | ``max_produce_partitions``|
 
 The walk stops as soon as the bound is passed, so it costs O(bound) whatever the frame
 holds: Metadata reads one count; Fetch reads each topic's name length and partition
 count, skips fixed-size partition entries in classic versions (v4-11) and walks each
-entry's tagged fields in flexible ones (v12).  A frame too short or malformed for the
+entry's tagged fields in flexible ones (v12); Produce skips each entry's records by their
+length (and tagged fields from v9).  A frame too short or malformed for the
 walk is not judged here (``None``): the decoder then reports the precise error.
 
 What an over-bound request gets is the caller's choice (the broker: an answer naming no
@@ -35,10 +37,12 @@ _I16 = struct.Struct(">h")
 _I32 = struct.Struct(">i")
 _FLEXIBLE_METADATA = 9
 _FLEXIBLE_FETCH = 12
+_FLEXIBLE_PRODUCE = 9
 
 
 def check_request_bounds(header: RequestHeader, *, max_metadata_topics: int,
-                         max_fetch_partitions: int) -> str | None:
+                         max_fetch_partitions: int,
+                         max_produce_partitions: int | None = None) -> str | None:
     """Why ``header``'s request is over its bound (for the log), or None when it is not
     (or cannot be judged before decoding)."""
     if header.body_offset < 0:
@@ -55,6 +59,12 @@ def check_request_bounds(header: RequestHeader, *, max_metadata_topics: int,
             if n > max_fetch_partitions:
                 return (f"Fetch names more than {max_fetch_partitions} partitions "
                         f"(max_fetch_partitions)")
+        elif key == ApiKey.PRODUCE and max_produce_partitions is not None:
+            n = produce_partition_count(header.frame, header.body_offset, version,
+                                        stop_after=max_produce_partitions)
+            if n > max_produce_partitions:
+                return (f"Produce names more than {max_produce_partitions} partitions "
+                        f"(max_produce_partitions)")
     except (IndexError, ValueError, struct.error):
         return None
     return None
@@ -131,4 +141,34 @@ def fetch_partition_count(view: memoryview, pos: int, version: int, *, stop_afte
             pos += partitions * entry
         if pos > end:
             raise IndexError("Fetch request shorter than its counts")
+    return total
+
+
+def produce_partition_count(view: memoryview, pos: int, version: int, *,
+                            stop_after: int) -> int:
+    """Partition entries a Produce request (v3-12) names, a topic naming none counting as
+    one; the walk stops once the count passes ``stop_after`` (as for Fetch)."""
+    flexible = version >= _FLEXIBLE_PRODUCE
+    pos = _skip_string(view, pos, flexible) + 2 + 4  # transactional_id, acks, timeout_ms
+    topics, pos = _array_length(view, pos, flexible)
+    total = 0
+    end = len(view)
+    for _ in range(topics):
+        pos = _skip_string(view, pos, flexible)
+        partitions, pos = _array_length(view, pos, flexible)
+        total += max(partitions, 1)
+        if total > stop_after:
+            return total
+        for _ in range(partitions):
+            pos += 4  # index
+            if flexible:
+                size, pos = read_uvarint(view, pos)
+                pos += max(size - 1, 0)
+                pos = _skip_tagged_fields(view, pos)
+            else:
+                pos += 4 + max(_I32.unpack_from(view, pos)[0], 0)
+            if pos > end:
+                raise IndexError("Produce request shorter than its counts")
+        if flexible:
+            pos = _skip_tagged_fields(view, pos)
     return total

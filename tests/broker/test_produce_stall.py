@@ -30,7 +30,7 @@ from clients.records.bulk_encode import encode_batch_bulk
 from clients.records.compression import ZSTD
 from clients.records.record import build_batch
 from tests.broker.processes import BrokerProcess
-from tests.broker.raw_kafka import LoopProbe, call, connect, recv_frame, request
+from tests.broker.raw_kafka import LoopProbe, call, closed_by_peer, connect, recv_frame, request
 from tests.clients.records.strategies import fix_crc
 
 pytestmark = pytest.mark.multiprocess
@@ -141,3 +141,37 @@ def test_compression_bombs_are_refused(broker: BrokerProcess) -> None:
     assert "bytes after its last record" in partitions[0]["error_message"]
     assert "(max_batch_decompressed_bytes)" in partitions[1]["error_message"]
     assert worst < MAX_PING_S and rss_mib < 48
+
+
+def test_a_produce_naming_too_many_partitions_is_closed_before_it_is_decoded(
+        broker: BrokerProcess) -> None:
+    """100,000 partition entries of one tiny batch each (7 MB): decoding them and the
+    handler's pass held the loop ~0.8 s (2.7 s before the record-check work).  Over
+    ``max_produce_partitions`` (10,000) the frame is judged before decoding and the
+    connection closed, unanswered (Produce has no request-level error code)."""
+    batch = build_batch([(None, b"v", int(time.time() * 1000), [])])
+    frame = request(ApiKey.PRODUCE, PRODUCE_V, {
+        "transactional_id": None, "acks": 1, "timeout_ms": 30_000, "topics": [
+            {"name": "t", "partitions": [{"index": 0, "records": batch}] * 100_000}]})
+    with connect(broker.port, timeout_s=120) as sock, LoopProbe(broker.port) as probe:
+        started = time.time()
+        sock.sendall(frame)
+        assert closed_by_peer(sock, timeout_s=30)
+        ended = time.time()
+        probe.stop()
+    worst = probe.worst(started, ended)
+    assert worst < MAX_PING_S, f"another client waited {worst:.3f} s"
+    with connect(broker.port) as sock:  # the broker serves on, and appended nothing
+        ends = call(sock, ApiKey.LIST_OFFSETS, 7, {"replica_id": -1, "isolation_level": 0,
+                    "topics": [{"name": "t", "partitions": [
+                        {"partition_index": 0, "timestamp": -1}]}]})
+    before = ends["topics"][0]["partitions"][0]["offset"]
+    ok = request(ApiKey.PRODUCE, PRODUCE_V, {
+        "transactional_id": None, "acks": 1, "timeout_ms": 30_000, "topics": [
+            {"name": "t", "partitions": [{"index": 0, "records": batch}] * 3}]})
+    with connect(broker.port) as sock:
+        sock.sendall(ok)
+        body = decode_response(recv_frame(sock), ApiKey.PRODUCE, PRODUCE_V).body
+    answers = body["responses"][0]["partition_responses"]
+    assert [p["error_code"] for p in answers] == [0] * 3
+    assert answers[0]["base_offset"] == before  # nothing of the closed request was appended

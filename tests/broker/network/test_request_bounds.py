@@ -12,12 +12,15 @@ from broker.network.request_bounds import (
     check_request_bounds,
     fetch_partition_count,
     metadata_topic_count,
+    produce_partition_count,
 )
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.codec import decode_request_header, encode_request_bytes
 from clients.protocol.registry import APIS
 
 FETCH_VERSIONS = range(APIS[ApiKey.FETCH].min_version, APIS[ApiKey.FETCH].max_version + 1)
+PRODUCE_VERSIONS = range(APIS[ApiKey.PRODUCE].min_version,
+                         APIS[ApiKey.PRODUCE].max_version + 1)
 METADATA_VERSIONS = range(APIS[ApiKey.METADATA].min_version,
                           APIS[ApiKey.METADATA].max_version + 1)
 
@@ -47,6 +50,27 @@ def test_fetch_partitions_are_counted_at_every_version(version: int, layout: lis
     assert (over is not None) == (expected > bound)
     assert check_request_bounds(header, max_metadata_topics=1,
                                 max_fetch_partitions=expected) is None
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.sampled_from(list(PRODUCE_VERSIONS)), st.lists(st.integers(0, 30), max_size=10),
+       st.one_of(st.none(), st.binary(max_size=300)), st.one_of(st.none(), st.text(max_size=5)))
+def test_produce_partitions_are_counted_at_every_version(
+        version: int, layout: list[int], records: bytes | None, txn: str | None) -> None:
+    body = {"transactional_id": txn, "acks": -1, "timeout_ms": 100, "topics": [
+        {"name": f"topic-{t}", "partitions": [{"index": p, "records": records}
+                                               for p in range(n)]}
+        for t, n in enumerate(layout)]}
+    header = header_of(ApiKey.PRODUCE, version, body)
+    expected = sum(max(n, 1) for n in layout)
+    assert produce_partition_count(header.frame, header.body_offset, version,
+                                   stop_after=10**9) == expected
+    bound = max(expected - 1, 0)
+    over = check_request_bounds(header, max_metadata_topics=1, max_fetch_partitions=1,
+                                max_produce_partitions=bound)
+    assert (over is not None) == (expected > bound)
+    assert check_request_bounds(header, max_metadata_topics=1, max_fetch_partitions=1,
+                                max_produce_partitions=expected) is None
 
 
 @settings(max_examples=40, deadline=None)
