@@ -18,14 +18,23 @@ callback (:class:`ScramCredential`), so it never needs the password; a failure o
 kind raises :class:`ScramError` with a message safe to show the peer (it never says
 whether the user exists).
 
+Unknown users (:func:`decoy_credential`): the server answers a name it does not know
+with a salt and iteration count derived from the name and a server key (HMAC-SHA256), so
+the same name gets the same answer every time, in the form of a real user's (a 16-byte
+salt, :data:`DEFAULT_ITERATIONS`); the final step then fails like a wrong password.  The
+server computes the decoy for every name, known or not, so both paths cost the same
+(three HMACs, no PBKDF2).
+
 Broker credentials (:func:`broker_credential`): a cluster's nodes share one secret
 (``cluster_secret`` in every node's config, written by ``minikafka cluster start``);
 broker ``N`` logs in as ``broker-N`` with password HMAC-SHA256(secret, "broker-N"), so an
 authenticated session is bound to one broker id and a node that knows the secret can
 check any broker's proof.
 
-Costs: PBKDF2 with ``iterations`` rounds per login on each side (4096 by default:
-about 2 ms with hashlib's C implementation); the rest O(message).  Objects are one
+Costs: PBKDF2 with ``iterations`` rounds per login on the client (4096 by default:
+about 2 ms with hashlib's C implementation); the server runs none for stored users and
+unknown names alike (it keeps the salted keys; a decoy is three HMACs), one per
+derived broker credential; the rest O(message).  Objects are one
 exchange each, not shared between threads.  Primitives come from :mod:`hashlib` and
 :mod:`hmac`; nothing here is hand-written cryptography.
 """
@@ -41,7 +50,10 @@ from dataclasses import dataclass
 
 MECHANISMS = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
 DEFAULT_ITERATIONS = 4096
+SALT_BYTES = 16  # of every salt this module makes: users', brokers' and decoys'
 BROKER_PREFIX = "broker-"
+# the decoy key of a ScramServer not given one: stable for this process's life only
+_PROCESS_DECOY_KEY = os.urandom(32)
 
 
 class ScramError(Exception):
@@ -69,7 +81,7 @@ def make_credential(mechanism: str, password: bytes, salt: bytes | None = None,
                     iterations: int = DEFAULT_ITERATIONS) -> ScramCredential:
     """Salt and hash a password as a SCRAM server stores it."""
     name = _hash(mechanism)
-    salt = os.urandom(16) if salt is None else salt
+    salt = os.urandom(SALT_BYTES) if salt is None else salt
     salted = hashlib.pbkdf2_hmac(name, password, salt, iterations)
     client_key = hmac.digest(salted, b"Client Key", name)
     return ScramCredential(salt, iterations, hashlib.new(name, client_key).digest(),
@@ -127,8 +139,27 @@ def broker_credential(cluster_secret: str, mechanism: str, username: str
     if not username.startswith(BROKER_PREFIX) or not username[len(BROKER_PREFIX):].isdigit():
         return None
     broker_id = int(username[len(BROKER_PREFIX):])
-    salt = hmac.digest(cluster_secret.encode(), f"salt:{username}".encode(), "sha256")[:16]
+    salt = hmac.digest(cluster_secret.encode(), f"salt:{username}".encode(),
+                       "sha256")[:SALT_BYTES]
     return make_credential(mechanism, broker_password(cluster_secret, broker_id), salt)
+
+
+def decoy_credential(key: bytes, mechanism: str, username: str,
+                     iterations: int = DEFAULT_ITERATIONS) -> ScramCredential:
+    """What the server answers for ``username`` when it has no such user: a salt and keys
+    derived from ``key`` (the server's secret), the mechanism and the name by HMAC-SHA256,
+    so the answer is the same on every attempt (and on every server sharing ``key``) and
+    has a real credential's form (:data:`SALT_BYTES` of salt, ``iterations``).  Its keys
+    come from no password; the exchange fails anyway.  Cost: three HMACs."""
+    name = _hash(mechanism)
+    label = f"{mechanism}\0{username}".encode()
+
+    def derive(purpose: bytes) -> bytes:
+        return hmac.digest(key, purpose + b"\0" + label, "sha256")
+
+    return ScramCredential(derive(b"salt")[:SALT_BYTES], iterations,
+                           hmac.digest(derive(b"stored"), b"", name),
+                           hmac.digest(derive(b"server"), b"", name))
 
 
 def broker_id_of(principal: str | None) -> int | None:
@@ -211,16 +242,24 @@ Lookup = Callable[[str], ScramCredential | None]
 
 class ScramServer:
     """The server side: :meth:`first` (client's first) -> :meth:`final` (client's final);
-    after a successful :meth:`final`, :attr:`username` is the authenticated user."""
+    after a successful :meth:`final`, :attr:`username` is the authenticated user.
 
-    def __init__(self, mechanism: str, lookup: Lookup, nonce: str | None = None) -> None:
+    ``decoy_key`` is the server's secret for unknown names (:func:`decoy_credential`);
+    servers that must answer alike across restarts and nodes pass a persistent one.
+    Setting :attr:`refused` after :meth:`first` (a locked-out user or address) makes
+    :meth:`final` fail whatever the proof, after the same work as a wrong one."""
+
+    def __init__(self, mechanism: str, lookup: Lookup, nonce: str | None = None, *,
+                 decoy_key: bytes = _PROCESS_DECOY_KEY) -> None:
         self.mechanism = mechanism
         self.hash = _hash(mechanism)
         self.lookup = lookup
+        self.decoy_key = decoy_key
         self.server_nonce = nonce or base64.b64encode(os.urandom(18)).decode()
         self.username: str | None = None
         self.started = False  # the client's first message was taken
-        self._claimed: str | None = None
+        self.refused = False  # fail the final step whatever the proof
+        self.claimed: str | None = None  # the name the client's first message gave
         self._credential: ScramCredential | None = None
         self._auth_prefix = ""
         self._nonce = ""
@@ -235,11 +274,13 @@ class ScramServer:
         attrs = _attributes(bare.encode(), "client-first-message")
         if "n" not in attrs or "r" not in attrs or not attrs["r"]:
             raise ScramError("malformed client-first-message")
-        self._claimed = _unescape(attrs["n"])
-        credential = self.lookup(self._claimed)
-        # An unknown user goes on with a made-up credential so that the answer does not
-        # tell whether the user exists; the final step then fails like a bad password.
-        self._credential = credential or make_credential(self.mechanism, os.urandom(16))
+        self.claimed = _unescape(attrs["n"])
+        credential = self.lookup(self.claimed)
+        # An unknown user goes on with a decoy that is the same on every attempt, so the
+        # answer does not tell whether the user exists; the final step then fails like a
+        # bad password.  The decoy is made for known users too: both cost the same.
+        decoy = decoy_credential(self.decoy_key, self.mechanism, self.claimed)
+        self._credential = credential or decoy
         self._nonce = attrs["r"] + self.server_nonce
         c = self._credential
         server_first = (f"r={self._nonce},s={base64.b64encode(c.salt).decode()},"
@@ -265,9 +306,10 @@ class ScramServer:
         if len(proof) != len(signature):
             raise ScramError("authentication failed")
         client_key = bytes(a ^ b for a, b in zip(proof, signature, strict=True))
-        if not (self._known and hmac.compare_digest(
-                hashlib.new(self.hash, client_key).digest(), c.stored_key)):
+        matches = hmac.compare_digest(hashlib.new(self.hash, client_key).digest(),
+                                      c.stored_key)  # computed for unknown users too
+        if not (matches and self._known) or self.refused:
             raise ScramError("authentication failed")
-        self.username = self._claimed
+        self.username = self.claimed
         server_signature = hmac.digest(c.server_key, auth_message, self.hash)
         return f"v={base64.b64encode(server_signature).decode()}".encode()
