@@ -71,6 +71,21 @@ Bounds (every queue, pool and size is bounded):
 | ssl_client_auth            | none        | requested / required: client certificates       |
 | cluster_secret_file        | (none)      | the cluster's secret (mode 600): follower       |
 |                            |             | fetches need a broker login (docs/security.md)  |
+| connection_failed_authenti | 100         | a failed login is answered this late, then its  |
+| cation_delay_ms            |             | connection is closed (Kafka's name; 0..         |
+|                            |             | connections_max_idle_ms - 1; broker.auth)       |
+| max_delayed_authentication | 100         | failed logins waiting for that delay (at most   |
+| _failures                  |             | half of queued_max_requests); beyond, answered  |
+|                            |             | and closed at once                              |
+| max_failed_logins_per_user | 10          | failed logins of one name (unknown names too,   |
+|                            |             | brokers' never) per failed_login_window_ms      |
+|                            |             | (60000) before it is locked out for             |
+|                            |             | failed_login_lockout_ms (60000): its logins     |
+|                            |             | fail whatever the password                      |
+| max_failed_logins_per_addr | 30          | the same per client address                     |
+| ess                        |             | (broker.login_failures)                         |
+| max_failed_login_entries   | 10000       | names (and addresses) tracked; the oldest is    |
+|                            |             | forgotten beyond                                |
 | max_fetch_wait_ms          | 30000       | a fetch's max_wait_ms is capped at this         |
 | fetch_max_bytes            | 50 MiB      | bytes in one fetch response                     |
 | log_cleaner_step_bytes     | 512 KiB     | log bytes one compaction step reads (the main   |
@@ -106,6 +121,7 @@ from dataclasses import dataclass, field, fields
 from pathlib import Path
 from typing import Any
 
+from broker.login_failures import LoginFailureLimits
 from clients.protocol.errors import InvalidConfigError
 
 MiB = 1024 * 1024
@@ -153,6 +169,14 @@ class BrokerConfig:
     cluster_secret_file: str = ""  # the cluster's secret: broker logins (broker.auth)
     sasl_users_file: str = ""  # client users' SCRAM credentials (broker.users)
     client_auth_required: bool = False  # clients must log in (SASL SCRAM) first
+    # password guessing (broker.login_failures; issue 30 item 4)
+    connection_failed_authentication_delay_ms: int = 100  # Kafka's
+    max_delayed_authentication_failures: int = 100
+    max_failed_logins_per_user: int = 10
+    max_failed_logins_per_address: int = 30
+    failed_login_window_ms: int = 60_000
+    failed_login_lockout_ms: int = 60_000
+    max_failed_login_entries: int = 10_000
     allow_anonymous_remote: bool = False  # serve clients without logins on a non-loopback host
     authorizer_enabled: bool = False  # ACLs (broker.acls); needs client_auth_required
     acl_file: str = ""  # the ACL rules (``cluster start``: <data_dir>/acls.txt)
@@ -290,6 +314,7 @@ class BrokerConfig:
         check_cluster_id(self.cluster_id)
         if self.client_auth_required and not self.sasl_users_file:
             raise InvalidConfigError("client_auth_required needs a sasl_users_file")
+        LoginFailureLimits.of(self).validate(self.connections_max_idle_ms)
         if not is_loopback(self.host) and not (self.client_auth_required
                                                or self.allow_anonymous_remote):
             raise InvalidConfigError(

@@ -47,6 +47,17 @@ Same syntax and precedence as :mod:`broker.config` (``key=value`` lines, ``#`` c
 |                                      |            | of a TLS cluster connect with TLS too)      |
 | ssl_cafile                           | (none)     | CA that client certificates must chain to   |
 | ssl_client_auth                      | none       | none / requested / required (mTLS)          |
+| connection_failed_authentication_    | 100        | a failed login is answered this late, then  |
+| delay_ms                             |            | its connection closed (Kafka's name; below  |
+|                                      |            | connections_max_idle_ms; 0: at once)        |
+| max_delayed_authentication_failures  | 100        | failed logins waiting for that delay;       |
+|                                      |            | beyond, answered and closed at once         |
+| max_failed_logins_per_user,          | 10, 30     | failed logins of one name (brokers' never   |
+| max_failed_logins_per_address        |            | counted) / from one address per             |
+|                                      |            | failed_login_window_ms (60000) before it is |
+|                                      |            | locked out for failed_login_lockout_ms      |
+|                                      |            | (60000) (:mod:`broker.login_failures`)      |
+| max_failed_login_entries             | 10000      | names (and addresses) tracked               |
 
 Immutable (frozen dataclass); safe to share.
 """
@@ -67,6 +78,7 @@ from broker.config import (
     parse_ip_overrides,
     parse_properties,
 )
+from broker.login_failures import LoginFailureLimits
 from broker.network.tls import server_context
 from clients.protocol.errors import InvalidConfigError
 
@@ -105,11 +117,21 @@ class ControllerConfig:
     ssl_keyfile: str = ""
     ssl_cafile: str = ""
     ssl_client_auth: str = "none"
+    # password guessing (broker.login_failures; issue 30 item 4)
+    connection_failed_authentication_delay_ms: int = 100  # Kafka's; 0: at once
+    max_delayed_authentication_failures: int = 100
+    max_failed_logins_per_user: int = 10
+    max_failed_logins_per_address: int = 30
+    failed_login_window_ms: int = 60_000
+    failed_login_lockout_ms: int = 60_000
+    max_failed_login_entries: int = 10_000
 
     def validate(self) -> ControllerConfig:
+        LoginFailureLimits.of(self).validate(self.connections_max_idle_ms)
         for f in fields(self):
             value = getattr(self, f.name)
-            if (isinstance(value, int) and not isinstance(value, bool) and f.name != "port"
+            if (isinstance(value, int) and not isinstance(value, bool)
+                    and f.name not in ("port", "connection_failed_authentication_delay_ms")
                     and value <= 0):
                 raise InvalidConfigError(f"{f.name} must be positive, got {value}")
         if not 0 <= self.port <= 65535:
