@@ -32,20 +32,45 @@ production docs (docs/security.md).  Client users log in the same way (SCRAM-SHA
 SASL exchange until it has logged in (:func:`needs_login`, checked on every port before
 anything else is looked at in a request, its per-request bounds included).
 
+Password guessing (issue 30): a failed login ends the connection's SASL exchange for
+good (:attr:`SaslSession.failed`; the server answers it after
+``connection_failed_authentication_delay_ms`` and closes the connection), is counted per
+user and per address (:mod:`broker.login_failures`), and a locked-out user or address
+fails whatever its password, answered like a wrong password.  Brokers' own names
+(``broker-<id>``) are neither counted nor locked out: their keys come from the cluster
+secret, guessing them is hopeless, and a client guessing them from a broker's address
+must not lock the broker out.
+
+Unknown names (issue 30): a SCRAM server answers a name it does not know with a decoy
+salt and iteration count derived from the name and the server's decoy key
+(:func:`clients.protocol.scram.decoy_credential`), the same on every attempt; SASL/PLAIN
+checks an unknown name's password against the same decoy (one PBKDF2, like a user's).
+The key (:func:`scram_decoy_key`) is derived from the cluster secret when there is one:
+every node of the cluster and every restart answers a name alike, as they do for a real
+user (whose salt is in the shared users file).  Without a secret it is a random key kept
+in the data dir (:data:`DECOY_KEY_FILE`, mode 600), so a restart is no tell either; two
+brokers started by hand without a secret have different keys, and comparing their
+answers tells which names exist (give them a secret).  A per-process key was not chosen:
+every restart would change unknown names' salts and not real users'.
+
 :class:`SaslSession` is one connection's state (sans-IO: fed request bodies, returns
 answer bodies); the servers keep one per connection and drop it when it closes.  Costs:
-one PBKDF2 (4096 rounds, ~2 ms) per login; the checks are O(1).  Not thread-safe: each
-server's event loop owns its sessions.
+no PBKDF2 for a SCRAM login of a user (stored keys) or an unknown name (three HMACs for
+the decoy, done for every name), one (4096 rounds, ~2 ms) for a PLAIN login and for a
+broker's derived credential (cached per name); the checks are O(1).  Not thread-safe:
+each server's event loop owns its sessions.
 """
 
 from __future__ import annotations
 
 import functools
+import hmac
 import os
 import stat
 from pathlib import Path
 from typing import Any
 
+from broker.login_failures import MAX_NAME_CHARS, LoginFailures
 from broker.users import ScramUsers
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, InvalidConfigError
@@ -59,13 +84,16 @@ from clients.protocol.scram import (
     broker_id_of,
     broker_password,
     broker_username,
-    make_credential,
+    decoy_credential,
     parse_plain_token,
     password_matches,
 )
 
 BROKER_MECHANISM = "SCRAM-SHA-256"
 MIN_SECRET_CHARS = 32
+DECOY_KEY_FILE = "scram_decoy.key"  # in a data dir, without a cluster secret
+_DECOY_KEY_BYTES = 32
+_PROCESS_DECOY_KEY = os.urandom(_DECOY_KEY_BYTES)  # without a secret or a data dir
 # controller APIs only brokers send; their body names the sending broker's id
 BROKER_ID_APIS = {ApiKey.BROKER_REGISTRATION, ApiKey.BROKER_HEARTBEAT,
                   ApiKey.ALTER_PARTITION, ApiKey.ALLOCATE_PRODUCER_IDS}
@@ -105,24 +133,76 @@ def broker_login(secret: str, broker_id: int) -> tuple[str, bytes] | None:
     return (broker_username(broker_id), broker_password(secret, broker_id)) if secret else None
 
 
-@functools.cache
-def _unknown_user() -> ScramCredential:
-    return make_credential(BROKER_MECHANISM, os.urandom(16))
+def scram_decoy_key(secret: str, data_dir: Path | None) -> bytes:
+    """The key unknown names' decoy salts derive from (see the module docstring): from
+    the cluster secret when there is one; else the key in ``data_dir``/DECOY_KEY_FILE,
+    created (mode 600) on first use; else (no data dir) a random one for this process."""
+    if secret:
+        return hmac.digest(secret.encode(), b"minikafka scram decoy key", "sha256")
+    if data_dir is None:
+        return _PROCESS_DECOY_KEY
+    path = data_dir / DECOY_KEY_FILE
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        return _read_decoy_key(path)
+    key = os.urandom(_DECOY_KEY_BYTES)
+    with os.fdopen(fd, "w", encoding="ascii") as f:
+        f.write(key.hex() + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+    return key
+
+
+def _read_decoy_key(path: Path) -> bytes:
+    try:
+        key = bytes.fromhex(path.read_text(encoding="ascii").strip())
+    except (OSError, ValueError, UnicodeDecodeError) as exc:
+        key = b""
+        why = str(exc)
+    else:
+        why = f"{len(key)} bytes, not {_DECOY_KEY_BYTES}"
+    if len(key) != _DECOY_KEY_BYTES:
+        raise InvalidConfigError(f"{path}: not a key ({why}); delete it to make a new one")
+    return key
+
+
+@functools.lru_cache(maxsize=256)
+def _broker_credential(secret: str, mechanism: str, user: str) -> ScramCredential | None:
+    """A broker's credential (one PBKDF2), kept for the next login of the same name."""
+    return broker_credential(secret, mechanism, user)
 
 
 class SaslSession:
-    """One connection's SASL state: handshake, then SCRAM messages, then a principal."""
+    """One connection's SASL state: handshake, then SCRAM messages, then a principal;
+    or a failure, after which the exchange is over (:attr:`failed`).
 
-    __slots__ = ("mechanism", "plain", "principal", "scram", "secret", "users")
+    ``failures`` counts failed logins and says who is locked out (None: nothing counted),
+    ``address`` is the peer's; ``decoy_key`` is :func:`scram_decoy_key`'s."""
+
+    __slots__ = ("address", "decoy_key", "failure", "failures", "locked_out", "mechanism",
+                 "plain", "principal", "scram", "secret", "users")
 
     def __init__(self, secret: str, users: ScramUsers | None = None,
-                 plain: bool = False) -> None:
+                 plain: bool = False, *, decoy_key: bytes | None = None,
+                 failures: LoginFailures | None = None, address: str = "") -> None:
         self.secret = secret
         self.users = users
         self.plain = plain  # the connection is TLS: SASL/PLAIN may be offered
+        self.decoy_key = decoy_key if decoy_key is not None else scram_decoy_key(secret, None)
+        self.failures = failures
+        self.address = address
         self.mechanism: str | None = None
         self.scram: ScramServer | None = None
         self.principal: str | None = None
+        # a login failed (what, for the server's log): the server answers it late and
+        # closes the connection; locked_out: because its user or address was
+        self.failure: str | None = None
+        self.locked_out = False
+
+    @property
+    def failed(self) -> bool:
+        return self.failure is not None
 
     def offered(self) -> list[str]:
         """The mechanisms this server takes: SCRAM-SHA-256 for brokers (with a secret),
@@ -134,7 +214,7 @@ class SaslSession:
 
     def _credential(self, mechanism: str, user: str) -> ScramCredential | None:
         if broker_id_of(user) is not None:  # brokers: derived from the secret, if any
-            return broker_credential(self.secret, mechanism, user) if self.secret else None
+            return _broker_credential(self.secret, mechanism, user) if self.secret else None
         return self.users.credential(mechanism, user) if self.users is not None else None
 
     def handshake(self, body: dict[str, Any], version: int) -> dict[str, Any]:
@@ -143,59 +223,82 @@ class SaslSession:
         if version == 0:  # v0 sends raw tokens after the handshake: not served
             return {"error_code": int(ErrorCode.UNSUPPORTED_SASL_MECHANISM),
                     "mechanisms": offered}
-        if mechanism not in offered or self.principal is not None:
+        if mechanism not in offered or self.principal is not None or self.failed:
             return {"error_code": int(ErrorCode.UNSUPPORTED_SASL_MECHANISM
-                                      if self.principal is None
+                                      if self.principal is None and not self.failed
                                       else ErrorCode.ILLEGAL_SASL_STATE),
                     "mechanisms": offered}
         self.mechanism = mechanism
         if mechanism != PLAIN:
             self.scram = ScramServer(mechanism,
-                                     lambda user: self._credential(mechanism, user))
+                                     lambda user: self._credential(mechanism, user),
+                                     decoy_key=self.decoy_key)
         return {"error_code": 0, "mechanisms": offered}
+
+    def _refusal(self, user: str | None) -> str | None:
+        """Why this login must fail whatever its password (a lockout), or None; brokers'
+        names are never locked out (see the module docstring)."""
+        if self.failures is None or broker_id_of(user) is not None:
+            return None
+        return self.failures.refusal(user, self.address)
+
+    def _fail(self, user: str | None, why: str, *, locked_out: bool) -> dict[str, Any]:
+        """The exchange is over: count the failure (not a broker's, nor one refused by a
+        lockout: a lockout ends on time), answer it like any failure."""
+        name = "no name" if user is None else repr(user[:MAX_NAME_CHARS])
+        self.failure = f"{name}{' (locked out)' if locked_out else ''}: {why}"
+        self.locked_out = locked_out
+        self.scram = None
+        self.mechanism = None
+        if self.failures is not None and broker_id_of(user) is None and not locked_out:
+            self.failures.record(user, self.address)
+        return {"error_code": int(ErrorCode.SASL_AUTHENTICATION_FAILED),
+                "error_message": why, "auth_bytes": b""}
 
     def _plain(self, token: bytes) -> dict[str, Any]:
         """SASL/PLAIN: one message; the password is checked against the user's stored
         SCRAM-SHA-256 keys (the users file keeps no passwords).  Brokers do not log in
         with PLAIN."""
-        self.mechanism = None
+        user: str | None = None
+        refusal: str | None = None
         try:
             user, password = parse_plain_token(token)
+            refusal = self._refusal(user)
             credential = (None if broker_id_of(user) is not None or self.users is None
                           else self.users.credential(BROKER_MECHANISM, user))
             # an unknown user costs the same PBKDF2 as a known one: no timing tell
-            matches = password_matches(credential or _unknown_user(), BROKER_MECHANISM,
-                                       password)
-            if credential is None or not matches:
+            decoy = decoy_credential(self.decoy_key, BROKER_MECHANISM, user)
+            matches = password_matches(credential or decoy, BROKER_MECHANISM, password)
+            if credential is None or not matches or refusal is not None:
                 raise ScramError("unknown user or wrong password")
         except ScramError as exc:
-            return {"error_code": int(ErrorCode.SASL_AUTHENTICATION_FAILED),
-                    "error_message": str(exc), "auth_bytes": b""}
+            return self._fail(user, str(exc), locked_out=refusal is not None)
+        self.mechanism = None
         self.principal = user
         return {"error_code": 0, "error_message": None, "auth_bytes": b"",
                 "session_lifetime_ms": 0}
 
     def authenticate(self, body: dict[str, Any]) -> dict[str, Any]:
-        if self.mechanism == PLAIN and self.principal is None:
+        if self.mechanism == PLAIN and self.principal is None and not self.failed:
             return self._plain(bytes(body["auth_bytes"]))
         scram = self.scram
         if scram is None:
             return {"error_code": int(ErrorCode.ILLEGAL_SASL_STATE),
-                    "error_message": "SaslAuthenticate before SaslHandshake",
+                    "error_message": "SaslAuthenticate after a failed login"
+                    if self.failed else "SaslAuthenticate before SaslHandshake",
                     "auth_bytes": b""}
         token = bytes(body["auth_bytes"])
         try:
             if not scram.started:
                 answer = scram.first(token)
+                # a locked-out user or address goes on like anyone and fails at the end
+                scram.refused = self._refusal(scram.claimed) is not None
             else:
                 answer = scram.final(token)
                 self.principal = scram.username
                 self.scram = None
         except ScramError as exc:
-            self.scram = None
-            self.mechanism = None
-            return {"error_code": int(ErrorCode.SASL_AUTHENTICATION_FAILED),
-                    "error_message": str(exc), "auth_bytes": b""}
+            return self._fail(scram.claimed, str(exc), locked_out=scram.refused)
         return {"error_code": 0, "error_message": None, "auth_bytes": answer,
                 "session_lifetime_ms": 0}
 

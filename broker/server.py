@@ -27,6 +27,16 @@ A Produce whose record check is too large for the loop finishes on the record-ch
 thread (:mod:`broker.handlers.record_checks`, started and stopped here, before the pool
 goes): the handler keeps the request's frame (``RequestContext.keep_frame``) and frees it
 once answered; every other request's frame is freed when its handler returns.
+
+Failed logins (issue 30): the SASL sessions count them per user and per address (the
+network processes send each connection's address, PEER, before its first request;
+:mod:`broker.login_failures`); a SaslAuthenticate that fails is answered
+``connection_failed_authentication_delay_ms`` later (a timer on the loop: nothing waits,
+and the connection, muted meanwhile, sends nothing else) and its connection is then
+closed, Kafka's way.  At most ``max_delayed_authentication_failures`` answers wait at
+once, and at most half of ``queued_max_requests`` (each holds one of a network process's
+places for requests with the main process); beyond that a failure is answered and
+closed at once.
 Error answers never close a healthy connection: a handler that raises, or whose answer
 cannot be encoded (a bug), gets UNKNOWN_SERVER_ERROR in the API's request-level
 ``error_code`` (Kafka's answer); only an API version without such a field is closed.
@@ -49,15 +59,16 @@ from typing import Any
 import msgpack
 
 from broker.async_client import AsyncConnection
-from broker.auth import SaslSession, broker_login, needs_login
+from broker.auth import SaslSession, broker_login, needs_login, scram_decoy_key
 from broker.config import BrokerConfig
 from broker.core import BrokerCore
 from broker.handlers.bounds import answer_over_bound
 from broker.handlers.common import RegionRecords, RequestContext
 from broker.handlers.dispatch import HANDLERS, unsupported_api_versions_answer
 from broker.handlers.record_checks import RecordCheckThread
+from broker.login_failures import LoginFailureLimits, LoginFailures
 from broker.metadata.follower import MetadataFollower
-from broker.network.channel_codec import CLOSED, REQUEST, is_internal_connection
+from broker.network.channel_codec import CLOSED, PEER, REQUEST, is_internal_connection
 from broker.network.error_answer import error_answer
 from broker.network.main_channel import MainChannelEndpoint
 from broker.network.request_bounds import check_request_bounds
@@ -109,6 +120,12 @@ class BrokerServer:
         # internal-listener connections not logged in yet -> when they must have (monotonic
         # s): a place there held by a stranger is closed after request_read_timeout_ms
         self._login_deadlines: dict[tuple[int, int], float] = {}
+        self.peers: dict[tuple[int, int], str] = {}  # (endpoint, conn) -> peer address
+        self.login_failures = LoginFailures(LoginFailureLimits.of(config), self.clock)
+        # failed logins waiting to be answered (bounded); warned that it is full
+        self._delayed_answers: set[asyncio.TimerHandle] = set()
+        self._delays_full = False
+        self._decoy_key = b""  # set with the core (needs its secret and data dir)
         self.follower: MetadataFollower | None = None
         self._parking: ResponseParking[_Response] = ResponseParking(
             max_parked=MAX_PARKED_RESPONSES, timeout_ms=RESPONSE_ALLOCATE_MS,
@@ -129,6 +146,7 @@ class BrokerServer:
         driver = AsyncioTimerDriver(SystemTimer(self.clock), loop)
         self.core = BrokerCore(self.config, self.clock, driver)  # type: ignore[arg-type]
         self.core.startup()
+        self._decoy_key = scram_decoy_key(self.core.cluster_secret, self.core.data_dir)
         self.pool = BufferPool.create(self.config.buffer_pool_bytes,
                                       self.config.buffer_poolable_bytes)
         self.record_checks.start(loop)
@@ -156,7 +174,7 @@ class BrokerServer:
             await self._stop.wait()
             await self._stop_controller_link()
         finally:
-            for handle in self._timers:
+            for handle in [*self._timers, *self._delayed_answers]:
                 handle.cancel()
             if self._retry_timer is not None:
                 self._retry_timer.cancel()
@@ -283,6 +301,7 @@ class BrokerServer:
             for conn_id in restart.lost_conn_ids:
                 self.sessions.pop((restart.index, conn_id), None)
                 self._login_deadlines.pop((restart.index, conn_id), None)
+                self.peers.pop((restart.index, conn_id), None)
         self._close_late_logins()
 
     def _close_late_logins(self) -> None:
@@ -302,9 +321,12 @@ class BrokerServer:
         for message in messages:
             if message[0] == REQUEST:
                 self._on_request(endpoint, message[1], message[2], message[3])
+            elif message[0] == PEER:
+                self.peers[(endpoint.index, message[1])] = message[2]
             elif message[0] == CLOSED:  # (a late response is freed by the network side)
                 self.sessions.pop((endpoint.index, message[1]), None)
                 self._login_deadlines.pop((endpoint.index, message[1]), None)
+                self.peers.pop((endpoint.index, message[1]), None)
 
     def _on_request(self, endpoint: MainChannelEndpoint, conn_id: int,
                     handle: tuple[int, int, int], frame_len: int) -> None:
@@ -396,10 +418,17 @@ class BrokerServer:
             if session is None:
                 session = self.sessions[(endpoint.index, conn_id)] = SaslSession(
                     self.core.cluster_secret, None if internal else self.core.users,
-                    plain=bool(self.config.ssl_certfile) and not internal)
-            respond(session.handshake(request.body, version)
-                    if request.api_key == ApiKey.SASL_HANDSHAKE
-                    else session.authenticate(request.body))
+                    plain=bool(self.config.ssl_certfile) and not internal,
+                    decoy_key=self._decoy_key, failures=self.login_failures,
+                    address=self.peers.get((endpoint.index, conn_id), ""))
+            had_failed = session.failed
+            answer = (session.handshake(request.body, version)
+                      if request.api_key == ApiKey.SASL_HANDSHAKE
+                      else session.authenticate(request.body))
+            if session.failed and not had_failed:
+                self._answer_failed_login(endpoint, conn_id, session, lambda: respond(answer))
+                return
+            respond(answer)
             if session.principal is not None:
                 self._login_deadlines.pop((endpoint.index, conn_id), None)
             return
@@ -421,6 +450,38 @@ class BrokerServer:
             log.exception("handler for %s failed", ApiKey(api_key).name)
             if not responded:
                 self._send_error(endpoint, conn_id, api_key, version, correlation_id)
+
+    def _answer_failed_login(self, endpoint: MainChannelEndpoint, conn_id: int,
+                             session: SaslSession, answer: Callable[[], None]) -> None:
+        """Answer a failed login ``connection_failed_authentication_delay_ms`` from now,
+        then close its connection (at once when that many answers wait already)."""
+        config = self.config
+        log.log(logging.DEBUG if session.locked_out else logging.INFO,
+                "connection %d.%d from %s: failed login %s; closing it", endpoint.index,
+                conn_id, session.address or "?", session.failure)
+        delay_ms = config.connection_failed_authentication_delay_ms
+        waiting = self._delayed_answers
+        most = min(config.max_delayed_authentication_failures, config.queued_max_requests // 2)
+        if delay_ms == 0 or len(waiting) >= most:
+            if delay_ms and not self._delays_full:
+                log.warning("%d failed logins wait for their answer "
+                            "(max_delayed_authentication_failures): more are answered at "
+                            "once until fewer wait", len(waiting))
+                self._delays_full = True
+            answer()
+            endpoint.send_close(conn_id)
+            return
+        key = (endpoint.index, conn_id)
+
+        def late() -> None:
+            waiting.discard(handle)
+            self._delays_full = self._delays_full and bool(waiting)
+            if self.sessions.get(key) is session:  # else the connection is gone already
+                answer()
+                endpoint.send_close(conn_id)
+
+        handle = asyncio.get_running_loop().call_later(delay_ms / 1000, late)
+        waiting.add(handle)
 
     def _send_error(self, endpoint: MainChannelEndpoint, conn_id: int, api_key: int,
                     version: int, correlation_id: int) -> None:

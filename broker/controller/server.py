@@ -13,7 +13,11 @@ cluster) the cluster's brokers only.  Before a broker login a connection gets
 ApiVersions and the SASL exchange (SaslHandshake v1, SaslAuthenticate; SCRAM-SHA-256 with
 the brokers' credentials, :class:`~broker.auth.SaslSession`) and nothing else: any other
 request closes it, checked before anything else about the frame (its bounds, its body);
-one not logged in within ``request_read_timeout_ms`` of opening is closed too.  After
+one not logged in within ``request_read_timeout_ms`` of opening is closed too.  A failed
+login is answered ``connection_failed_authentication_delay_ms`` later (the connection's
+task sleeps; at most ``max_delayed_authentication_failures`` at once, beyond which the
+answer goes at once) and the connection closed; failures count per name and address
+(:mod:`broker.login_failures`; brokers' names are never counted or locked out).  After
 the login the broker-id APIs must name the logged-in broker
 (:func:`~broker.auth.broker_request_refusal`: CLUSTER_AUTHORIZATION_FAILED).  Clients'
 admin requests reach the controller as brokers forward them, after the broker checked
@@ -92,7 +96,13 @@ import sys
 from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
-from broker.auth import SaslSession, broker_request_refusal, needs_login, read_cluster_secret
+from broker.auth import (
+    SaslSession,
+    broker_request_refusal,
+    needs_login,
+    read_cluster_secret,
+    scram_decoy_key,
+)
 from broker.config import parse_ip_overrides, parse_overrides
 from broker.controller.config import ControllerConfig
 from broker.controller.log import ControllerLog
@@ -106,6 +116,7 @@ from broker.controller.results import (
     TopicSpec,
 )
 from broker.controller.state import ControllerState
+from broker.login_failures import LoginFailureLimits, LoginFailures
 from broker.metadata.records import (
     INTERNAL_LISTENER,
     METADATA_PARTITION,
@@ -193,6 +204,10 @@ class ControllerServer:
         self.config = config
         self.cluster_secret = read_cluster_secret(config.cluster_secret_file)
         self.clock = clock or MonotonicClock()
+        # only brokers log in here, and only with a secret: no key to keep without one
+        self._decoy_key = scram_decoy_key(self.cluster_secret, None)
+        self.login_failures = LoginFailures(LoginFailureLimits.of(config), self.clock)
+        self._delaying = 0  # connections waiting to be told their login failed
         check_data_dir_identity(config.data_dir, config.cluster_id)
         self.store = ControllerLog(
             config.data_dir, snapshot_interval_records=config.metadata_snapshot_interval_records,
@@ -407,16 +422,22 @@ class ControllerServer:
             return True
         request = decode_request_body(header)
         if request.api_key in (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE):
-            session = peer.session = peer.session or SaslSession(self.cluster_secret)
+            session = peer.session = peer.session or SaslSession(
+                self.cluster_secret, decoy_key=self._decoy_key,
+                failures=self.login_failures, address=peer.ip)
+            had_failed = session.failed
             body = (session.handshake(request.body, request.api_version)
                     if request.api_key == ApiKey.SASL_HANDSHAKE
                     else session.authenticate(request.body))
             if broker_id_of(session.principal) is not None:
                 peer.probation = False  # an authenticated broker keeps its reserved place
                 peer.login_by = None
+            failed = session.failed and not had_failed
+            if failed:
+                await self._delay_failed_login(writer, session)
             await self._write(writer, request.api_key, request.api_version,
                               request.correlation_id, body)
-            return True
+            return not failed  # a failed login's connection is closed once answered
         if self.cluster_secret:
             refusal = broker_request_refusal(peer.principal, request.api_key, request.body)
             if refusal is not None:
@@ -449,6 +470,24 @@ class ControllerServer:
         await self._write(writer, request.api_key, request.api_version,
                           request.correlation_id, body)
         return True
+
+    async def _delay_failed_login(self, writer: asyncio.StreamWriter,
+                                  session: SaslSession) -> None:
+        """Wait ``connection_failed_authentication_delay_ms`` before a failed login is
+        answered (this connection's task only; at once when
+        ``max_delayed_authentication_failures`` connections wait already)."""
+        config = self.config
+        log.log(logging.DEBUG if session.locked_out else logging.INFO,
+                "connection %s: failed login %s; closing it",
+                writer.get_extra_info("peername"), session.failure)
+        delay_ms = config.connection_failed_authentication_delay_ms
+        if not delay_ms or self._delaying >= config.max_delayed_authentication_failures:
+            return
+        self._delaying += 1
+        try:
+            await asyncio.sleep(delay_ms / 1000)
+        finally:
+            self._delaying -= 1
 
     async def _write(self, writer: asyncio.StreamWriter, api_key: int, version: int,
                      correlation_id: int, body: dict[str, Any]) -> None:

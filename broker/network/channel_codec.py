@@ -19,6 +19,10 @@ payloads (request frames, responses) live in buffers of the broker's shared-memo
 |            |                                                  | stored after them; free; unmute  |
 | main → net | ``[4, conn_id]``                                 | NO_RESPONSE (acks=0): unmute     |
 | main → net | ``[5, conn_id]``                                 | CLOSE: close the connection      |
+| net → main | ``[6, conn_id, ip]``                             | PEER: the connection's peer      |
+|            |                                                  | address, sent once, before its   |
+|            |                                                  | first REQUEST (failed logins are |
+|            |                                                  | counted per address)             |
 
 Connection ids say which listener accepted the connection: ids from
 :data:`INTERNAL_CONN_ID_BASE` up are the broker's internal listener (replication traffic
@@ -40,13 +44,14 @@ import msgpack
 
 from clients.protocol.errors import MiniKafkaError, ProtocolError
 
-READY, REQUEST, CLOSED, RESPONSE, NO_RESPONSE, CLOSE = range(6)
+READY, REQUEST, CLOSED, RESPONSE, NO_RESPONSE, CLOSE, PEER = range(7)
 MAX_BATCH_MESSAGES = 256
 MAX_MESSAGE_BYTES = 64 * 1024  # one packet: a batch of MAX_BATCH_MESSAGES fits easily
 SOCKET_BUFFER_BYTES = 1 << 20  # asked for; the kernel caps it at net.core.[rw]mem_max
-_ARITY = (4, 4, 2, 5, 2, 2)  # message length by type
+_ARITY = (4, 4, 2, 5, 2, 2, 3)  # message length by type
+MAX_PEER_CHARS = 64  # an IPv6 address with a zone id fits
 INTERNAL_CONN_ID_BASE = 1 << 48  # conn ids of the internal listener start here
-_NAMES = ("READY", "REQUEST", "CLOSED", "RESPONSE", "NO_RESPONSE", "CLOSE")
+_NAMES = ("READY", "REQUEST", "CLOSED", "RESPONSE", "NO_RESPONSE", "CLOSE", "PEER")
 
 Handle = tuple[int, int, int]  # (slot, size, generation), e.g. a BufferHandle
 Message = tuple[Any, ...]
@@ -85,6 +90,10 @@ def encode_closed(conn_id: int) -> bytes:
 
 def encode_response(conn_id: int, handle: Handle, prefix_len: int, regions_len: int) -> bytes:
     return _packb((RESPONSE, conn_id, handle, prefix_len, regions_len))  # type: ignore[no-any-return]
+
+
+def encode_peer(conn_id: int, ip: str) -> bytes:
+    return _packb((PEER, conn_id, ip))  # type: ignore[no-any-return]
 
 
 def encode_no_response(conn_id: int) -> bytes:
@@ -159,6 +168,8 @@ def _validate(msg: Any) -> Message:
             and msg[4] >= 0
             and msg[3] + msg[4] <= msg[2][1]
         )
+    elif kind == PEER:
+        ok = _is_int(msg[1]) and type(msg[2]) is str and len(msg[2]) <= MAX_PEER_CHARS
     elif kind == READY:
         ok = msg[1] == "ready" and _is_int(msg[2]) and 0 < msg[2] < 65536 and _is_int(msg[3])
     else:

@@ -26,7 +26,9 @@ go; the loop owns everything between them:
   a connection with no request with the main process, no frame started and no event
   (read, write, answer) for ``connections_max_idle_ms`` is closed - also one whose
   response is stuck because the client does not read it (its buffer is freed);
-- the channel to the main process: REQUEST/CLOSED batched per loop iteration;
+- the channel to the main process: REQUEST/CLOSED batched per loop iteration (a
+  connection's first REQUEST preceded by PEER, its address: the main process counts
+  failed logins per address);
   RESPONSE/NO_RESPONSE/CLOSE handled as they arrive; the listener stops accepting while
   the channel backlog reaches ``max_connections``;
 - backpressure: at most ``max_queued_requests`` requests with the main process
@@ -87,7 +89,9 @@ from broker.network.channel_codec import (
     CLOSE,
     CLOSED,
     INTERNAL_CONN_ID_BASE,
+    MAX_PEER_CHARS,
     NO_RESPONSE,
+    PEER,
     REQUEST,
     RESPONSE,
     ChannelFullError,
@@ -530,6 +534,12 @@ class NetworkProcess:
 
     def _hand_over(self, conn: Connection, handle: Handle, frame_len: int) -> None:
         try:
+            if not conn.known:  # the main process learns the address once, first
+                if not self.channel.post((PEER, conn.conn_id, conn.ip[:MAX_PEER_CHARS])):
+                    self._free(handle)
+                    self.stopping = True
+                    return
+                conn.known = True  # told: it hears CLOSED too, whatever happens next
             sent = self.channel.post((REQUEST, conn.conn_id, handle, frame_len))
         except ChannelFullError as exc:
             log.error("network %d: %s; closing connection %d", self.index, exc, conn.conn_id)

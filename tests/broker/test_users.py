@@ -104,8 +104,12 @@ def test_plain_is_offered_on_tls_ports_only(tmp_path: Path) -> None:
     assert tls.handshake({"mechanism": "PLAIN"}, 1)["error_code"] == 0
     refused = tls.authenticate({"auth_bytes": plain_token("alice", b"wrong")})
     assert refused["error_code"] == int(ErrorCode.SASL_AUTHENTICATION_FAILED)
-    assert tls.principal is None
+    assert tls.principal is None and tls.failed
+    # the exchange is over after a failure (the server closes the connection): no retry
+    assert tls.handshake({"mechanism": "PLAIN"}, 1)["error_code"] == int(
+        ErrorCode.ILLEGAL_SASL_STATE)
+    tls = SaslSession("", ScramUsers(str(users)), plain=True)
     assert tls.handshake({"mechanism": "PLAIN"}, 1)["error_code"] == 0
     assert tls.authenticate({"auth_bytes": plain_token("alice", b"right password")})[
         "error_code"] == 0
-    assert tls.principal == "alice"
+    assert tls.principal == "alice" and not tls.failed

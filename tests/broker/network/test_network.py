@@ -43,6 +43,7 @@ from broker.network.channel_codec import (
     CLOSE,
     CLOSED,
     INTERNAL_CONN_ID_BASE,
+    PEER,
     READY,
     REQUEST,
     RESPONSE,
@@ -54,6 +55,7 @@ from broker.network.channel_codec import (
     encode_closed,
     encode_no_response,
     encode_packet,
+    encode_peer,
     encode_ready,
     encode_request,
     encode_response,
@@ -277,6 +279,7 @@ def test_channel_codec_round_trips() -> None:
     assert decode_message(encode_response(5, handle, 10, 20)) == (RESPONSE, 5, handle, 10, 20)
     assert decode_message(encode_no_response(5))[0] == 4
     assert decode_message(encode_close(5)) == (CLOSE, 5)
+    assert decode_message(encode_peer(5, "2001:db8::1")) == (PEER, 5, "2001:db8::1")
 
 
 @pytest.mark.parametrize(
@@ -290,6 +293,7 @@ def test_channel_codec_round_trips() -> None:
         (msgpack.packb([3, 5, [3, 100, 7], 60, 50]), "malformed RESPONSE"),
         (msgpack.packb([0, "ready", 0, 1]), "malformed READY"),
         (msgpack.packb([2, "x"]), "malformed CLOSED"),
+        (msgpack.packb([6, 5, "x" * 65]), "malformed PEER"),
     ],
 )
 def test_channel_codec_rejects_bad_messages(message: bytes, fragment: str) -> None:
@@ -304,7 +308,7 @@ def test_channel_decode_never_fails_otherwise(data: bytes) -> None:
         msg = decode_message(data)
     except ChannelProtocolError:
         return
-    assert isinstance(msg, tuple) and 0 <= msg[0] <= 5
+    assert isinstance(msg, tuple) and 0 <= msg[0] <= PEER
 
 
 def test_endpoint_queue_is_bounded_and_flushes_in_order() -> None:
