@@ -8,12 +8,15 @@ import base64
 import pytest
 
 from clients.protocol.scram import (
+    DEFAULT_ITERATIONS,
+    SALT_BYTES,
     ScramClient,
     ScramError,
     ScramServer,
     broker_credential,
     broker_id_of,
     broker_password,
+    decoy_credential,
     make_credential,
     parse_plain_token,
     password_matches,
@@ -63,12 +66,51 @@ def test_wrong_password_and_unknown_user_fail_alike(mechanism: str) -> None:
     assert server.username == "alice"
 
 
+def salt_and_iterations(server_first: bytes) -> tuple[bytes, int]:
+    attrs = dict(part.split("=", 1) for part in server_first.decode().split(","))
+    return base64.b64decode(attrs["s"]), int(attrs["i"])
+
+
+@pytest.mark.parametrize("mechanism", ["SCRAM-SHA-256", "SCRAM-SHA-512"])
+def test_an_unknown_name_gets_the_same_answer_every_time_in_a_real_users_form(
+        mechanism: str) -> None:
+    """Issue 30 item 5: an unknown name's salt was random on every attempt and a real
+    user's fixed, so two attempts told which names exist."""
+    users = {"alice": make_credential(mechanism, b"secret")}
+    key = b"k" * 32
+
+    def answer(name: str, server_key: bytes = key) -> tuple[bytes, int]:
+        server = ScramServer(mechanism, users.get, decoy_key=server_key)
+        return salt_and_iterations(server.first(ScramClient(mechanism, name, b"x").first()))
+
+    real = answer("alice")
+    assert real == answer("alice") and real[1] == DEFAULT_ITERATIONS
+    unknown = answer("mallory")
+    assert unknown == answer("mallory")  # stable across attempts
+    assert len(unknown[0]) == len(real[0]) == SALT_BYTES and unknown[1] == real[1]
+    assert unknown != answer("trudy") and unknown[0] != real[0]
+    assert answer("mallory", b"o" * 32) != unknown  # another server key, another decoy
+    assert decoy_credential(key, mechanism, "mallory").salt == unknown[0]
+
+
 @pytest.mark.parametrize("message", [b"", b"garbage", b"y,,n=a,r=b", b"n,,n=a", b"\xff\xfe",
                                      b"n,,n=a=b,r=x"])
 def test_malformed_first_messages_are_precise_errors(message: bytes) -> None:
     server = ScramServer("SCRAM-SHA-256", lambda _u: None)
     with pytest.raises(ScramError):
         server.first(message)
+
+
+def test_a_refused_exchange_fails_even_with_the_right_password() -> None:
+    users = {"alice": make_credential("SCRAM-SHA-256", b"secret")}
+    server = ScramServer("SCRAM-SHA-256", users.get)
+    client = ScramClient("SCRAM-SHA-256", "alice", b"secret")
+    first = server.first(client.first())
+    assert server.claimed == "alice"
+    server.refused = True  # a lockout, decided after the name was read
+    with pytest.raises(ScramError, match=r"^authentication failed$"):
+        server.final(client.final(first))
+    assert server.username is None
 
 
 def test_broker_credentials_bind_one_broker_id() -> None:
