@@ -171,6 +171,32 @@ def test_kafka_python_guessing_a_password_is_slowed_then_locked_out(
     assert metadata_as("bob", PASSWORD)[0] is True  # 127.0.0.1 is not locked out
 
 
+def test_failed_logins_waiting_for_their_answer_are_bounded(tmp_path: Path) -> None:
+    """With ``max_delayed_authentication_failures`` = 1 and a 3 s delay, a second failure
+    while the first waits is answered and closed at once: waiting answers never pile
+    up (each holds a place among the network process's queued requests)."""
+    users = tmp_path / "users.scram"
+    add_user(users, "alice", PASSWORD.encode())
+    with BrokerProcess(tmp_path / "data", overrides={
+            "client_auth_required": "true", "sasl_users_file": users,
+            "connection_failed_authentication_delay_ms": 3_000,
+            "max_delayed_authentication_failures": 1},
+            extra_args=["--log-level", "INFO"]) as b:  # failures are logged at INFO
+        first, second = connect_from(b.port, "127.0.0.2"), connect_from(b.port, "127.0.0.3")
+        with first, second:
+            waits: list[float] = []
+            late = threading.Thread(target=lambda: waits.append(
+                login(first, "alice", "a guess")[1]))
+            late.start()
+            wait_until(lambda: "failed login 'alice'" in "".join(b.output), 10,
+                       "the first failure logged")
+            code, waited = login(second, "alice", "another guess")
+            assert code == FAILED and waited < 2.0  # not delayed: the bound is taken
+            assert closed_by_peer(second, 10)
+            late.join(30)
+            assert waits and waits[0] >= 3.0 * 0.95
+
+
 # ---------------------------------------------------------------- item 5: enumeration
 
 
