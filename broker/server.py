@@ -37,6 +37,7 @@ closed, Kafka's way.  At most ``max_delayed_authentication_failures`` answers wa
 once, and at most half of ``queued_max_requests`` (each holds one of a network process's
 places for requests with the main process); beyond that a failure is answered and
 closed at once.
+
 Error answers never close a healthy connection: a handler that raises, or whose answer
 cannot be encoded (a bug), gets UNKNOWN_SERVER_ERROR in the API's request-level
 ``error_code`` (Kafka's answer); only an API version without such a field is closed.
