@@ -79,7 +79,7 @@ from broker.replica_fetcher import ReplicaFetcherManager
 from broker.response_parking import ResponseParking
 from clients.memory.buffer_pool import BufferPool
 from clients.memory.errors import BufferPoolTimeoutError
-from clients.protocol.api_keys import ApiKey
+from clients.protocol.api_keys import ApiKey, api_name
 from clients.protocol.codec import decode_request_body, decode_request_header, encode_response
 from clients.protocol.compiler import records_length
 from clients.protocol.errors import MiniKafkaError, error_for
@@ -360,8 +360,7 @@ class BrokerServer:
         try:
             header = decode_request_header(frame)
         except MiniKafkaError as exc:
-            log.warning("closing connection %d.%d: %s", endpoint.index, conn_id, exc)
-            endpoint.send_close(conn_id)
+            _close(endpoint, conn_id, exc)
             return
         if header.body_offset < 0 and header.api_key == ApiKey.API_VERSIONS:
             # Kafka's fallback: a v0 answer any client can read, naming our versions
@@ -393,7 +392,7 @@ class BrokerServer:
         if needs_login(bool(self.core.cluster_secret) if internal
                        else self.config.client_auth_required, session, api_key):
             log.warning("closing connection %d.%d: %s before logging in (%s)",
-                        endpoint.index, conn_id, _api_name(api_key),
+                        endpoint.index, conn_id, api_name(api_key),
                         "internal listener" if internal else "client_auth_required")
             endpoint.send_close(conn_id)
             return
@@ -405,14 +404,12 @@ class BrokerServer:
                 log.warning("connection %d.%d: %s; answered without reading it",
                             endpoint.index, conn_id, over)
             else:  # no answer says it (Produce has no request-level error): closed
-                log.warning("closing connection %d.%d: %s", endpoint.index, conn_id, over)
-                endpoint.send_close(conn_id)
+                _close(endpoint, conn_id, over)
             return
         try:
             request = decode_request_body(header)
         except MiniKafkaError as exc:
-            log.warning("closing connection %d.%d: %s", endpoint.index, conn_id, exc)
-            endpoint.send_close(conn_id)
+            _close(endpoint, conn_id, exc)
             return
         if request.api_key in (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE):
             assert self.core is not None
@@ -581,11 +578,10 @@ class BrokerServer:
                 RESPONSE_RETRY_S, self._retry_parked)
 
 
-def _api_name(api_key: int) -> str:
-    try:
-        return ApiKey(api_key).name
-    except ValueError:
-        return f"API key {api_key}"
+def _close(endpoint: MainChannelEndpoint, conn_id: int, why: object) -> None:
+    """Close a connection whose request cannot be served, saying why in the log."""
+    log.warning("closing connection %d.%d: %s", endpoint.index, conn_id, why)
+    endpoint.send_close(conn_id)
 
 
 def run_broker(config: BrokerConfig, on_ready: Callable[[BrokerServer], None] | None = None) -> int:

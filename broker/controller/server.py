@@ -128,7 +128,7 @@ from broker.metadata.records import (
 )
 from broker.network.error_answer import error_answer
 from broker.network.request_bounds import check_request_bounds
-from clients.protocol.api_keys import ApiKey
+from clients.protocol.api_keys import ApiKey, api_name
 from clients.protocol.codec import decode_request_body, decode_request_header, encode_response
 from clients.protocol.errors import (
     ErrorCode,
@@ -165,11 +165,6 @@ def _refusal_answer(api_key: int, version: int, reason: str) -> dict[str, Any]:
     if any(f.name == "error_message" for f in APIS[api_key].response.fields_at(version)):
         answer["error_message"] = reason
     return answer
-
-
-def _api_name(api_key: int) -> str:
-    api = APIS.get(api_key)
-    return f"API key {api_key}" if api is None else api.name
 
 
 def _is_broker_request(api_key: int, body: dict[str, Any]) -> bool:
@@ -405,7 +400,7 @@ class ControllerServer:
         # with a secret: nothing but ApiVersions and the SASL exchange before a broker
         # login (only brokers can log in here), before any other look at the request
         if needs_login(bool(self.cluster_secret), peer.session, header.api_key):
-            raise ProtocolError(f"{_api_name(header.api_key)} before a broker login")
+            raise ProtocolError(f"{api_name(header.api_key)} before a broker login")
         over = check_request_bounds(header, max_metadata_topics=config.max_metadata_topics,
                                     max_fetch_partitions=config.max_fetch_partitions)
         if over is not None and header.api_key in (ApiKey.METADATA, ApiKey.FETCH):

@@ -28,6 +28,7 @@ Metadata).  Pure functions of bytes; thread-safe.
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.codec import RequestHeader
@@ -111,6 +112,26 @@ def _fetch_partition_bytes(version: int) -> int:
     return size
 
 
+def _count_partitions(view: memoryview, pos: int, flexible: bool, stop_after: int,
+                      skip_entries: Callable[[int, int], int], what: str) -> int:
+    """The topics array at ``pos``: partition entries over all topics (a topic naming none
+    counts as one), stopping once past ``stop_after``; ``skip_entries(pos, n)`` is where a
+    topic's ``n`` entries (and, flexible, its tagged fields) end."""
+    topics, pos = _array_length(view, pos, flexible)
+    total = 0
+    end = len(view)
+    for _ in range(topics):
+        pos = _skip_string(view, pos, flexible)
+        partitions, pos = _array_length(view, pos, flexible)
+        total += max(partitions, 1)
+        if total > stop_after:
+            return total
+        pos = skip_entries(pos, partitions)
+        if pos > end:
+            raise IndexError(f"{what} request shorter than its counts")
+    return total
+
+
 def fetch_partition_count(view: memoryview, pos: int, version: int, *, stop_after: int) -> int:
     """Partitions a Fetch request (v4-12) names, a topic naming none counting as one; the
     walk stops once the count passes ``stop_after`` (the count returned is then larger
@@ -119,29 +140,20 @@ def fetch_partition_count(view: memoryview, pos: int, version: int, *, stop_afte
     pos += 4 + 4 + 4 + 4 + 1  # replica_id, max_wait_ms, min_bytes, max_bytes, isolation_level
     if version >= 7:
         pos += 4 + 4  # session_id, session_epoch
-    topics, pos = _array_length(view, pos, flexible)
     entry = _fetch_partition_bytes(version)
-    total = 0
-    end = len(view)
-    for _ in range(topics):
-        pos = _skip_string(view, pos, flexible)
-        partitions, pos = _array_length(view, pos, flexible)
-        total += max(partitions, 1)
-        if total > stop_after:
-            return total
-        if flexible:
-            for _ in range(partitions):
-                pos += entry
-                if view[pos] == 0:  # no tagged field (the usual case): one byte
-                    pos += 1
-                else:
-                    pos = _skip_tagged_fields(view, pos)
-            pos = _skip_tagged_fields(view, pos)
-        else:
-            pos += partitions * entry
-        if pos > end:
-            raise IndexError("Fetch request shorter than its counts")
-    return total
+
+    def skip(pos: int, partitions: int) -> int:
+        if not flexible:
+            return pos + partitions * entry
+        for _ in range(partitions):
+            pos += entry
+            if view[pos] == 0:  # no tagged field (the usual case): one byte
+                pos += 1
+            else:
+                pos = _skip_tagged_fields(view, pos)
+        return _skip_tagged_fields(view, pos)
+
+    return _count_partitions(view, pos, flexible, stop_after, skip, "Fetch")
 
 
 def produce_partition_count(view: memoryview, pos: int, version: int, *,
@@ -150,25 +162,15 @@ def produce_partition_count(view: memoryview, pos: int, version: int, *,
     one; the walk stops once the count passes ``stop_after`` (as for Fetch)."""
     flexible = version >= _FLEXIBLE_PRODUCE
     pos = _skip_string(view, pos, flexible) + 2 + 4  # transactional_id, acks, timeout_ms
-    topics, pos = _array_length(view, pos, flexible)
-    total = 0
-    end = len(view)
-    for _ in range(topics):
-        pos = _skip_string(view, pos, flexible)
-        partitions, pos = _array_length(view, pos, flexible)
-        total += max(partitions, 1)
-        if total > stop_after:
-            return total
+
+    def skip(pos: int, partitions: int) -> int:
         for _ in range(partitions):
             pos += 4  # index
             if flexible:
                 size, pos = read_uvarint(view, pos)
-                pos += max(size - 1, 0)
-                pos = _skip_tagged_fields(view, pos)
+                pos = _skip_tagged_fields(view, pos + max(size - 1, 0))
             else:
                 pos += 4 + max(_I32.unpack_from(view, pos)[0], 0)
-            if pos > end:
-                raise IndexError("Produce request shorter than its counts")
-        if flexible:
-            pos = _skip_tagged_fields(view, pos)
-    return total
+        return _skip_tagged_fields(view, pos) if flexible else pos
+
+    return _count_partitions(view, pos, flexible, stop_after, skip, "Produce")

@@ -60,6 +60,14 @@ class ApiKey(IntEnum):
     ALLOCATE_PRODUCER_IDS = 67
 
 
+def api_name(api_key: int) -> str:
+    """``api_key``'s name for a log line (``API key N`` for a number we do not know)."""
+    try:
+        return ApiKey(api_key).name
+    except ValueError:
+        return f"API key {api_key}"
+
+
 class Api:
     """One API: the versions served, its flexible versions and its two message bodies."""
 
