@@ -50,7 +50,12 @@ Rules (Kafka KRaft's, simplified; see docs/replication.md):
   itself (non-empty): its scrubber found a damaged range, which it repairs as a
   follower; a leader is elected from that ISR as when a leader is fenced.
 - Preferred-leader election (every ``leader_imbalance_check_interval_ms``) gives
-  leadership back to ``replicas[0]`` when it is live and in the ISR.
+  leadership back to ``replicas[0]`` when it is live, in the ISR and not marked cut, and
+  only for a partition that has a leader: an offline one gets the safe election
+  (:meth:`_elect`) there too.  Found by issue 30, item 11: the preferred replica was
+  the cut last ISR member of an offline partition waiting for the others' reports, and
+  it led; the replicas that held more truncated to it.  Every path that chooses a
+  leader for an offline partition goes through :meth:`_elect`.
 - Every leader change bumps ``leader_epoch``; every record of a partition bumps
   ``partition_epoch``.
 - AllocateProducerIds (a registered broker, current broker epoch, fenced or not) gets
@@ -322,9 +327,17 @@ class ControllerState:
                 self._elect(topic, index, s, s.isr)
 
     def _elect_preferred(self) -> None:
+        """Give each led partition back to ``replicas[0]`` when it is live, in the ISR
+        and not marked cut; an offline partition gets the safe election instead (the
+        preferred replica may be a cut last ISR member while the others' reports are
+        awaited: issue 30, item 11)."""
         for topic, index, s in list(self.image.partitions()):
+            if s.leader == NO_LEADER:
+                self._elect(topic, index, s, s.isr)
+                continue
             preferred = s.replicas[0]
-            if s.leader != preferred and preferred in s.isr and self._alive(preferred):
+            if (s.leader != preferred and preferred in s.isr and self._alive(preferred)
+                    and preferred not in self._recovery_cut.get((topic, index), ())):
                 self._update(topic, index, s, preferred, s.isr, False)
 
     def _elect(self, topic: str, index: int, s: PartitionRegistration,
