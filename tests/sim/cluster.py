@@ -4,7 +4,9 @@ One seeded ``random.Random`` drives everything: message delays/drops (simulated 
 broker crashes and restarts (simulated disks that lose unflushed batches), controller
 restarts (a fresh core replays the metadata log), network partitions, preferred-leader
 elections, a producer appending with acks=all and a consumer fetching (replica_id -1);
-optionally retention, compaction, bit rot, process pauses and topic delete/re-create.
+optionally retention, compaction, bit rot, process pauses, topic delete/re-create and
+whole-cluster crashes that tear the tail of a partition's last ISR member, then bring
+the brokers back in a random order (``cluster_crash_probability``).
 Invariants are checked after every step; a failure raises :class:`SimFailure` with the
 seed, a replay command and the last events.
 
@@ -52,7 +54,7 @@ from typing import Any
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import CorruptRecordError, ErrorCode, InvalidRecordError
 from clients.protocol.topics import TopicPartition
-from clients.records.batch import LOG_OVERHEAD, iter_batches, read_header
+from clients.records.batch import LOG_OVERHEAD, BatchHeader, iter_batches, read_header
 from clients.records.record import build_batch, decode_batch
 from replication.partition import Partition
 from replication.truncation import TruncationPolicy
@@ -154,6 +156,15 @@ class SimConfig:
     # and must delete them (its partition.metadata names the old id), and nobody may
     # serve or elect from them; the oracle starts over with the new topic; 0: never
     topic_recreate_probability: float = 0.0
+    # per step, the chance of a whole-cluster crash (issue 30, item 11): every broker is
+    # killed at once; once the controller has fenced them all (one by one, as their
+    # sessions expire) the last ISR member of one partition - its only one now - gets its
+    # log's tail torn (recovery cuts it: it lacks records it had acknowledged as an ISR
+    # member); the brokers come back in a random order, gaps of 0..2 sessions apart, and
+    # half the time the cut one is killed and restarted once more before the others are
+    # all back; random crashes and restarts wait until the last scheduled start; 0:
+    # never (no random number drawn)
+    cluster_crash_probability: float = 0.0
 
 
 class MemoryDisk:
@@ -165,7 +176,26 @@ class MemoryDisk:
         if log is None:
             log = MemoryLog(f"b{broker.id}/t-{pid}", flush_every_append=self.c.config.no_loss)
             log.on_truncate = self.c.on_truncate
+        log.recovery_report, log.torn = log.torn, None  # this open's recovery found it
         return log
+
+    def headers(self, broker: SimBroker, pid: int) -> list[BatchHeader]:
+        return [h for h, _ in broker.logs[pid].batches()]
+
+    def tear_tail(self, broker: SimBroker, pid: int,
+                  copies: set[tuple[int, int, int]]) -> str | None:
+        """Tear the stopped replica's tail: its last 1-3 batches, as many of them as
+        have a copy elsewhere with every later one (``copies``, :meth:`SimCluster.copies`;
+        None: nothing torn)."""
+        log = broker.logs[pid]
+        last = self.headers(broker, pid)[-self.c.rng.randint(1, 3):]
+        torn = 0
+        for h in reversed(last):
+            if (h.base_offset, h.crc, h.partition_leader_epoch) not in copies:
+                break
+            torn += 1
+        lost = log.tear_tail(torn) if torn else 0
+        return f"{lost} bytes torn off" if lost else None
 
     def crash(self, broker: SimBroker) -> int:
         for checkpoint in broker.epoch_checkpoints.values():
@@ -293,6 +323,41 @@ class RealDisk:
                 self._tear(path, durable, size)
         return lost
 
+    def headers(self, broker: SimBroker, pid: int) -> list[BatchHeader]:
+        """The batch headers in the replica's segment files (open or not; a damaged
+        header ends its segment's walk)."""
+        out = []
+        for seg in broker.logs[pid].segments:
+            try:
+                out += [h for _, h in iter_batches(seg.log_path.read_bytes(), validate=False)]
+            except (CorruptRecordError, InvalidRecordError):
+                continue
+        return out
+
+    def tear_tail(self, broker: SimBroker, pid: int,
+                  copies: set[tuple[int, int, int]]) -> str | None:
+        """Cut 1-500 bytes off the stopped replica's active segment, ending inside a
+        batch (a torn write the next open's recovery finds and cuts; a cut at a batch
+        boundary would leave no trace, a documented limit: docs/replication.md) that,
+        with every later one, another replica holds (``copies``, :meth:`SimCluster.copies`);
+        None: nothing to tear."""
+        path = broker.logs[pid].segments[-1].log_path
+        data = path.read_bytes()
+        batches = list(iter_batches(data, validate=False))
+        starts = {pos for pos, _ in batches} | {len(data)}
+        low = len(data)  # the cut may start in a batch only if it and all later are copied
+        for pos, h in reversed(batches):
+            if (h.base_offset, h.crc, h.partition_leader_epoch) not in copies:
+                break
+            low = pos
+        sizes = [n for n in range(max(low, len(data) - 500), len(data)) if n not in starts]
+        if not sizes:
+            return None
+        kept = self.c.rng.choice(sizes)
+        with open(path, "r+b") as f:
+            f.truncate(kept)
+        return f"{len(data) - kept} bytes cut off segment {path.name}"
+
     def _tear(self, path: Path, durable: int, size: int) -> None:
         rng = self.c.rng
         kept = rng.randint(durable, size)
@@ -392,6 +457,17 @@ class SimConsumer:
     fetches: int = 0
 
 
+@dataclass
+class ClusterOutage:
+    """A whole-cluster crash under way (``SimConfig.cluster_crash_probability``): when
+    it began, the partition whose last ISR member gets torn, and once that is done the
+    planned (time, "start" or "crash", broker) steps, in time order."""
+
+    started_ms: int
+    pid: int
+    plan: list[tuple[int, str, int]] | None = None
+
+
 RecordId = tuple[bytes | None, bytes | None, int]  # key, value, partition leader epoch
 IDEMPOTENT_ID = 7000  # the idempotent producer's producer id (no InitProducerId here)
 
@@ -439,6 +515,7 @@ class SimCluster:
         # changes when the cleaner stamps a tombstone's delete horizon or empties it)
         self.record_of: dict[tuple[int, int], RecordId] = {}
         self._decoded: dict[tuple[int, int, int, int], list[tuple[int, RecordId]]] = {}
+        self.outage: ClusterOutage | None = None  # a whole-cluster crash under way
         for b in self.brokers.values():
             b.start()
 
@@ -868,11 +945,14 @@ class SimCluster:
 
     def inject_faults(self) -> None:
         cfg, rng = self.config, self.rng
-        for b in self.brokers.values():
-            if b.alive and rng.random() < cfg.crash_probability:
-                b.crash()
-            elif not b.alive and rng.random() < cfg.restart_probability:
-                b.start()
+        if self.outage is not None:
+            self.drive_outage()  # it decides who is down and when each comes back
+        else:
+            for b in self.brokers.values():
+                if b.alive and rng.random() < cfg.crash_probability:
+                    b.crash()
+                elif not b.alive and rng.random() < cfg.restart_probability:
+                    b.start()
         if rng.random() < cfg.partition_probability:
             everyone = {CONTROLLER, self.producer_id, self.consumer_id, *self.brokers}
             group = {rng.choice(sorted(everyone))}
@@ -896,6 +976,72 @@ class SimCluster:
             self.restart_controller()
         if cfg.topic_recreate_probability and rng.random() < cfg.topic_recreate_probability:
             self.recreate_topic()
+        if (cfg.cluster_crash_probability and self.outage is None
+                and rng.random() < cfg.cluster_crash_probability):
+            self.crash_cluster()
+
+    def crash_cluster(self) -> None:
+        """Every broker killed at once (see ``SimConfig.cluster_crash_probability``)."""
+        for b in self.brokers.values():
+            if b.alive:
+                b.crash()
+        self.outage = ClusterOutage(self.now_ms, self.rng.choice(self.partition_ids))
+        self.stats["cluster_crashes"] += 1
+        self.record("whole-cluster crash: every broker killed; the controller fences them")
+
+    def copies(self, torn: SimBroker, pid: int) -> set[tuple[int, int, int]]:
+        """(base offset, CRC, leader epoch) of every batch another replica of ``pid``
+        than ``torn`` holds on its disk: the whole-cluster crash tears only batches
+        in it, as rot flips only bytes of which an intact copy exists (a record whose
+        only copy is damaged is lost by the damage itself, which no election can undo;
+        after a tear its second copy can be its only one until it is fetched again)."""
+        return {(h.base_offset, h.crc, h.partition_leader_epoch)
+                for b in self.brokers.values() if b is not torn
+                for h in self.disk.headers(b, pid)}
+
+    def drive_outage(self) -> None:
+        """Once the controller has fenced every broker (or after 20 sessions: it may be
+        down), tear the tail of the outage's partition on its last ISR member and plan
+        the restarts; then carry them out as they fall due."""
+        o = self.outage
+        assert o is not None
+        cfg, rng = self.config, self.rng
+        if o.plan is None:
+            fenced = self.controller_down_until_ms is None and not any(
+                self.controller.live(b) for b in self.brokers)
+            if not fenced and self.now_ms - o.started_ms < 20 * cfg.session_timeout_ms:
+                return
+            s = self.controller.partition(o.pid)
+            cut = None
+            if s is not None and s.leader < 0 and len(s.isr) == 1:
+                cut = s.isr[0]
+                torn = self.disk.tear_tail(self.brokers[cut], o.pid,
+                                           self.copies(self.brokers[cut], o.pid))
+                self.record(f"b{cut} p{o.pid}, its only ISR member: {torn or 'nothing to tear'}")
+                self.stats["last_isr_members_torn"] += torn is not None
+            else:
+                self.record(f"p{o.pid}: {s}: not down to one ISR member; nothing torn")
+            at, o.plan = self.now_ms, []
+            for bid in rng.sample(sorted(self.brokers), len(self.brokers)):
+                at += rng.randint(0, 2 * cfg.session_timeout_ms)
+                o.plan.append((at, "start", bid))
+                if bid == cut and rng.random() < 0.5:  # killed again before all are back
+                    again = at + rng.randint(1, 2 * cfg.session_timeout_ms)
+                    o.plan += [(again, "crash", bid),
+                               (again + rng.randint(0, 2 * cfg.session_timeout_ms),
+                                "start", bid)]
+            o.plan.sort()
+            self.record("restarts planned: " + ", ".join(f"{a} b{b} t={t}"
+                                                          for t, a, b in o.plan))
+        while o.plan and o.plan[0][0] <= self.now_ms:
+            _, action, bid = o.plan.pop(0)
+            b = self.brokers[bid]
+            if action == "start" and not b.alive:
+                b.start()
+            elif action == "crash" and b.alive:
+                b.crash()
+        if not o.plan:
+            self.outage = None
 
     @property
     def recreating(self) -> bool:
@@ -1033,6 +1179,7 @@ class SimCluster:
         for _ in range(steps):
             self.step()
         self.faults = False
+        self.outage = None  # its restarts not yet made are the healing's
         if self.controller_down_until_ms is not None:
             self.restart_controller()
         self.net.heal()

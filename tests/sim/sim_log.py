@@ -27,6 +27,7 @@ from clients.records.batch import (
     set_base_offset,
     set_partition_leader_epoch,
 )
+from storage.log.recovery import RecoveryReport
 from storage.log.validator import MAX_BATCH_DECOMPRESSED_BYTES, MAX_BATCH_RECORDS, LeaderCheck
 
 _MOD = 1 << 64
@@ -93,6 +94,10 @@ class MemoryLog:
         self.restarts = 0  # truncate_fully_and_start_at calls (behind a leader's log start)
         self.topic_id: int | None = None  # what a real log keeps in partition.metadata
         self.before_flush: Callable[[], None] | None = None  # as storage.log.Log's
+        # what the last open's recovery did (storage.log.Log's attribute): a torn tail
+        # (:meth:`tear_tail`) is found by the next open only (MemoryDisk.open_log)
+        self.recovery_report: RecoveryReport | None = None
+        self.torn: RecoveryReport | None = None
 
     # -- views ---------------------------------------------------------------------
 
@@ -267,6 +272,23 @@ class MemoryLog:
             self.truncate_to(self._bases[n] if n < len(self._bases) else self._end)
         finally:
             self.on_truncate = hook
+        return lost
+
+    def tear_tail(self, batches: int) -> int:
+        """Damage of the stopped log's tail (a torn write in its active segment): its last
+        ``batches`` batches go, as the next open's recovery cuts a torn batch and what
+        follows (reported then, :attr:`recovery_report`); returns the bytes lost."""
+        n = max(0, len(self._headers) - batches)
+        lost = sum(len(d) for d in self._data[n:])
+        if not lost:
+            return 0
+        hook, self.on_truncate = self.on_truncate, None  # damage, not a truncation
+        try:
+            self.truncate_to(self._bases[n])
+        finally:
+            self.on_truncate = hook
+        self.torn = RecoveryReport(had_clean_shutdown=False, truncated_bytes=lost,
+                                   truncated_at_offset=self._end)
         return lost
 
     def __repr__(self) -> str:
