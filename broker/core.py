@@ -160,7 +160,10 @@ class BrokerCore:
         and every replica that now ends below the high watermark it had checkpointed -
         it lost records that were acknowledged (``recovery_losses``).  Both kinds are in
         ``recovery_cuts``, which the broker reports when it registers: the controller
-        does not let such a replica lead while another may hold more."""
+        does not let such a replica lead while another may hold more.  A cut an earlier
+        start made and did not get to save (killed in between) is still reported: its
+        log's recovery-cut marker (:mod:`storage.log.recovery`) goes only once the mark
+        is in ``recovery-cut-checkpoint``."""
         report = self.log_manager.startup_report
         if report is None:
             return
@@ -179,12 +182,20 @@ class BrokerCore:
                 self.recovery_cuts.add(key)  # cut before an earlier restart, not yet healed
                 log.warning("%s-%d: log recovery cut this replica before an earlier restart "
                             "and it has not been back in an ISR since", *key)
+        acknowledged = []  # logs whose recovery-cut marker goes once the mark is saved
         for key, found in sorted(report.recovered.items()):
             if found is not None and (found.truncated_bytes or found.segments_deleted):
                 self.recovery_cuts.add(TopicPartition(*key))
                 log.warning("%s-%d: recovery cut %d bytes (%d whole segments) at offset %s: %s",
                             *key, found.truncated_bytes, found.segments_deleted,
                             found.truncated_at_offset, "; ".join(found.problems))
+            elif found is not None and found.cut_unacknowledged:
+                # an earlier start cut it and stopped before it saved the mark
+                self.recovery_cuts.add(TopicPartition(*key))
+                log.warning("%s-%d: log recovery cut this replica at an earlier start, "
+                            "which stopped before it recorded the cut", *key)
+            if found is not None and found.cut_unacknowledged:
+                acknowledged.append(TopicPartition(*key))
             if found is not None and found.damaged:
                 # reported as cut (an uncut in-sync replica is preferred), with its
                 # whole log end (broker/metadata/replica_logs.py says why)
@@ -209,6 +220,10 @@ class BrokerCore:
                           high_watermark)
         if self.controller_mode and (unreadable or self.recovery_cuts != set(stored)):
             self._save_recovery_cuts()  # before registering: a crash now keeps the marks
+        for key in acknowledged:  # recorded above (standalone: reported in the log)
+            log_ = self.log_manager.get_log(*key)
+            if log_ is not None:
+                log_.acknowledge_recovery_cut()
 
     def _save_recovery_cuts(self) -> None:
         """Replace the recovery-cut checkpoint with :attr:`recovery_cuts` (two fsyncs; only

@@ -46,7 +46,7 @@ from __future__ import annotations
 import contextlib
 import mmap
 import os
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, NamedTuple, TypeVar
 
@@ -307,19 +307,23 @@ class Segment:
     def recover(self, min_offset: int, *, strict_from: int | None = None,
                 epochs: Sequence[tuple[int, int]] = (),
                 next_segment_offset: int | None = None,
-                keep_damaged_below: int = -1) -> SegmentScan:
+                keep_damaged_below: int = -1,
+                before_cut: Callable[[], None] | None = None) -> SegmentScan:
         """Rescan with CRC, truncate at the first bad batch, rebuild both indexes (the
         keyword arguments: the header checks of
         :func:`~storage.log.validator.scan_segment`).  A bad batch that starts below
         ``keep_damaged_below`` in a segment that is not the last (``next_segment_offset``
         given) does not truncate the file: the segment keeps its bytes and its
-        :attr:`damage` (see the module docstring)."""
+        :attr:`damage` (see the module docstring).  ``before_cut`` runs just before the
+        file is truncated (the log's recovery records the cut durably first)."""
         scan = self._scan(min_offset, strict_from=strict_from, epochs=epochs,
                           next_segment_offset=next_segment_offset)
         self.damage = None
         keep = (scan.valid_bytes < self.size and next_segment_offset is not None
                 and scan.next_offset < keep_damaged_below)
         if scan.valid_bytes < self.size and not keep:
+            if before_cut is not None:
+                before_cut()
             os.ftruncate(self.fd, scan.valid_bytes)
             self.size = scan.valid_bytes
             self.dirty = True

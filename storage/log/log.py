@@ -9,6 +9,8 @@ Directory layout (formats: :mod:`storage.segment`, :mod:`storage.offset_index`,
     00000000000000001200.log        active segment (appends go here)
     00000000000000001200.index      preallocated to segment_index_bytes, mmapped
     00000000000000001200.timeindex  preallocated to segment_index_bytes, mmapped
+    recovery-cut                    only while a cut by log recovery is unacknowledged
+                                    (:mod:`storage.log.recovery`)
 
 :class:`Log` owns three collaborators and delegates to them explicitly: a
 :class:`~storage.log.segment_list.SegmentList` (the segments, the offsets and every edit of
@@ -90,7 +92,7 @@ from storage.config import LogConfig
 from storage.errors import StorageError
 from storage.log.invariants import check_log_invariants
 from storage.log.reader import FetchDataInfo, LogReader, TimestampAndOffset
-from storage.log.recovery import RecoveryReport, load_segments
+from storage.log.recovery import RecoveryReport, acknowledge_cut, load_segments
 from storage.log.segment_list import SegmentList
 from storage.log.segment_policy import SegmentPolicy
 from storage.log.validator import (
@@ -581,6 +583,13 @@ class Log:
         for seg in self._segments.segments:
             seg.close()
         self._closed = True
+
+    def acknowledge_recovery_cut(self) -> None:
+        """The owner recorded that recovery cut this log (``recovery_report.
+        cut_unacknowledged``): later opens stop reporting it
+        (:func:`storage.log.recovery.acknowledge_cut`)."""
+        acknowledge_cut(self.dir)
+        self.recovery_report.cut_unacknowledged = False
 
     def abandon(self) -> None:
         """Simulate a process crash: close descriptors without flushing or trimming."""

@@ -33,6 +33,18 @@ range unserved and repairs the segment in place from another replica
 (:mod:`replication.damage`, :mod:`storage.segment_repair`); until then a walk of the
 log's batches skips it.  The last (active) segment is always cut at its first bad batch.
 
+A cut is recorded before it is made.  Whoever owns the log must learn that recovery cut
+it (a broker reports the cut to the controller, which must not elect this replica while
+another may hold the records it lost), and a second open finds nothing left to cut: so
+before the first byte is truncated or the first segment moved to quarantine,
+:func:`load_segments` writes (and fsyncs) the file :data:`RECOVERY_CUT_MARKER` in the log
+directory, and every open while it is there reports ``cut_unacknowledged``, until the
+owner has recorded the cut its own way and calls :func:`acknowledge_cut`.  A process
+killed between the cut and the owner's record loses nothing of it (issue 30, item 11:
+without the marker, a broker killed during its startup, after its recovery had cut its
+replica and before it had saved its own mark, came back with a log that recovered
+clean, reported no cut and led).
+
 Costs: O(files) to list the directory; a clean open is O(index bytes) per segment; an
 unclean one rescans (CRC + header walk) every byte from the segment holding the recovery
 point.  :func:`load_segments` mutates the files of one directory and must be its only
@@ -55,11 +67,14 @@ from storage.checkpoint import (
     LeaderEpochCheckpointFile,
 )
 from storage.errors import CorruptIndexError
-from storage.file_io import fsync_dir
+from storage.file_io import fsync_dir, write_file_fsynced
 from storage.log.validator import SegmentScan, scan_segment
 from storage.segment import DAMAGE_MARK_SUFFIX, Segment, segment_file
 
-__all__ = ["RecoveryReport", "finish_interrupted_swaps", "load_segments"]
+__all__ = ["RECOVERY_CUT_MARKER", "RecoveryReport", "acknowledge_cut",
+           "finish_interrupted_swaps", "load_segments"]
+
+RECOVERY_CUT_MARKER = "recovery-cut"  # in a log directory: a cut not yet acknowledged
 
 
 @dataclass
@@ -79,6 +94,9 @@ class RecoveryReport:
     # offset, end offset = the next segment's base), to be repaired from another replica
     damaged: list[tuple[int, int, int, int]] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    # this open or an earlier one cut the log and its owner has not acknowledged it
+    # (:data:`RECOVERY_CUT_MARKER`, :func:`acknowledge_cut`)
+    cut_unacknowledged: bool = False
 
     @property
     def intact_end_offset(self) -> int | None:
@@ -136,6 +154,15 @@ def load_segments(
             report.problems.append(f"removed {name} without a .log")
     marked = {base for base in bases
               if segment_file(directory, base, DAMAGE_MARK_SUFFIX).name in names}
+    report.cut_unacknowledged = RECOVERY_CUT_MARKER in names
+
+    def record_cut() -> None:
+        """Before the first byte is cut: the marker, durable (see "A cut is recorded")."""
+        if not report.cut_unacknowledged:
+            write_file_fsynced(directory / RECOVERY_CUT_MARKER, b"")
+            fsync_dir(directory)
+            report.cut_unacknowledged = True
+
     segments = [open_segment(base) for base in bases]
     report.segments_loaded = len(segments)
     first_rescan = len(segments)
@@ -150,19 +177,20 @@ def load_segments(
         following = segments[i + 1].base_offset if i + 1 < len(segments) else None
         if i >= first_rescan:
             scan = _rescan(seg, min_offset, report, strict_from=recovery_point, epochs=epochs,
-                           next_segment_offset=following, keep_damaged_below=recovery_point)
+                           next_segment_offset=following, keep_damaged_below=recovery_point,
+                           before_cut=record_cut)
         elif seg.base_offset in marked:
             report.problems.append(f"{seg.log_path}: marked damaged before the last stop; "
                                    "rescanned")
             scan = _rescan(seg, min_offset, report, next_segment_offset=following,
-                           keep_damaged_below=DURABLE)
+                           keep_damaged_below=DURABLE, before_cut=record_cut)
         else:
             try:
                 seg.load_clean()
             except CorruptIndexError as exc:
                 report.problems.append(f"rebuilding indexes: {exc}")
                 scan = _rescan(seg, min_offset, report, next_segment_offset=following,
-                               keep_damaged_below=DURABLE)
+                               keep_damaged_below=DURABLE, before_cut=record_cut)
         if (scan is not None and scan.error is None and i >= first_rescan
                 and following is not None and seg.next_offset < following):
             scan.error = (f"its batches end at offset {seg.next_offset}, the next segment "
@@ -181,11 +209,21 @@ def load_segments(
                 report.problems.append(f"{seg.log_path}: {scan.error}; truncated")
                 report.truncated_at_offset = seg.next_offset
                 if segments[i + 1:]:
+                    record_cut()
                     _quarantine(directory, segments[i + 1:], report)
                 del segments[i + 1:]
                 break
         prev_next = seg.next_offset
     return segments, report
+
+
+def acknowledge_cut(directory: Path) -> None:
+    """The log's owner has recorded the cut its recovery made: the marker goes (were the
+    removal lost, the next open would report the cut again, which errs on the safe side)."""
+    marker = directory / RECOVERY_CUT_MARKER
+    if marker.exists():
+        marker.unlink()
+        fsync_dir(directory)
 
 
 def _keep_damage_mark(seg: Segment, report: RecoveryReport) -> None:
@@ -278,14 +316,14 @@ def _checkpointed_epochs(directory: Path, report: RecoveryReport) -> list[tuple[
 
 def _rescan(seg: Segment, min_offset: int, report: RecoveryReport, *,
             next_segment_offset: int | None, keep_damaged_below: int,
-            strict_from: int | None = None,
+            before_cut: Callable[[], None], strict_from: int | None = None,
             epochs: list[tuple[int, int]] | None = None) -> SegmentScan:
     """Rescan ``seg`` (the header checks: :func:`~storage.log.validator.scan_segment`);
     damage starting below ``keep_damaged_below`` is kept (see "Lost tails and rot")."""
     before = seg.size
     scan = seg.recover(min_offset, strict_from=strict_from, epochs=epochs or (),
                        next_segment_offset=next_segment_offset,
-                       keep_damaged_below=keep_damaged_below)
+                       keep_damaged_below=keep_damaged_below, before_cut=before_cut)
     report.segments_rescanned += 1
     report.bytes_rescanned += before
     report.indexes_rebuilt += 1

@@ -8,6 +8,10 @@ it does not host yet), and a truncation by recovery leaves no trace in the HWs a
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 from broker.config import BrokerConfig
@@ -26,6 +30,7 @@ from storage.checkpoint import (
     REPLICATION_OFFSET_CHECKPOINT,
     OffsetCheckpointFile,
 )
+from storage.log.recovery import RECOVERY_CUT_MARKER
 from storage.log_dirs import CLEAN_SHUTDOWN_MARKER
 from tests.broker.handlers.wire import call1
 from tests.broker.image_feed import ImageFeed
@@ -67,8 +72,9 @@ def stored_cuts(data_dir: Path) -> dict[TopicPartition, int]:
     return OffsetCheckpointFile(data_dir / RECOVERY_CUT_CHECKPOINT).read()
 
 
-def test_a_cut_replica_stays_marked_across_restarts_until_it_is_in_an_isr(
-        tmp_path: Path) -> None:
+def led_and_torn(tmp_path: Path) -> Path:
+    """A data directory whose broker led t-0 and wrote 5 records (HW 5), then stopped
+    uncleanly with the last batch torn (its recovery cuts the log to 4)."""
     data = tmp_path / "b1"
     core = started(data)
     try:
@@ -84,6 +90,12 @@ def test_a_cut_replica_stays_marked_across_restarts_until_it_is_in_an_isr(
     (data / CLEAN_SHUTDOWN_MARKER).unlink()  # an unclean stop that tore the last batch
     segment = next((data / "t-0").glob("*.log"))
     segment.write_bytes(segment.read_bytes()[:-10])
+    return data
+
+
+def test_a_cut_replica_stays_marked_across_restarts_until_it_is_in_an_isr(
+        tmp_path: Path) -> None:
+    data = led_and_torn(tmp_path)
 
     core = started(data)
     try:
@@ -106,6 +118,44 @@ def test_a_cut_replica_stays_marked_across_restarts_until_it_is_in_an_isr(
     core = started(data)
     try:
         assert core.recovery_cuts == set()
+    finally:
+        core.shutdown()
+
+
+# a broker process's start up to its log recovery, then SIGKILL: before BrokerCore
+# saves its marks (storage.log_manager.LogManager.startup is that recovery)
+RECOVER_AND_DIE = """
+import os, signal, sys
+from storage.log_manager import LogManager
+LogManager(sys.argv[1]).startup()
+os.kill(os.getpid(), signal.SIGKILL)
+"""
+
+
+def test_a_start_killed_between_its_cut_and_its_mark_still_reports_the_cut(
+        tmp_path: Path) -> None:
+    """Issue 30, item 11: killed after its recovery had cut the torn tail and before it
+    had saved the mark, the broker came back with a log that recovered clean and no
+    mark; its HW checkpoint (written every few seconds) lagged below the cut, so nothing
+    told the controller, and it could lead with acknowledged records missing."""
+    data = led_and_torn(tmp_path)
+    OffsetCheckpointFile(data / REPLICATION_OFFSET_CHECKPOINT).write({TP: 3})  # it lags
+    root = Path(__file__).resolve().parents[2]
+    done = subprocess.run([sys.executable, "-c", RECOVER_AND_DIE, str(data)], cwd=root,
+                          env={**os.environ, "PYTHONPATH": str(root)}, check=False,
+                          timeout=60)
+    assert done.returncode == -signal.SIGKILL
+    assert next((data / "t-0").glob("*.log")).stat().st_size > 0
+    core = started(data)  # its recovery has nothing left to cut
+    try:
+        assert core.recovery_cuts == {TP}
+        assert stored_cuts(data) == {TP: 4}
+        assert not (data / "t-0" / RECOVERY_CUT_MARKER).exists()  # the mark holds it now
+    finally:
+        core.shutdown()
+    core = started(data)
+    try:
+        assert core.recovery_cuts == {TP}  # from the mark, until back in an ISR
     finally:
         core.shutdown()
 

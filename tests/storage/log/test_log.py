@@ -24,6 +24,7 @@ from storage.config import LogConfig
 from storage.errors import StorageError
 from storage.log import segment_list
 from storage.log.log import Log
+from storage.log.recovery import RECOVERY_CUT_MARKER
 from storage.segment import segment_file
 
 SMALL = LogConfig(segment_bytes=1024, index_interval_bytes=128, segment_index_bytes=4096)
@@ -503,6 +504,39 @@ def test_torn_tail_is_truncated_on_unclean_open(tmp_path: Path) -> None:
     assert offsets_of(reopened.read(0, 10**9).read_bytes()) == list(range(leo - 3))
     reopened.check_invariants()
     reopened.close()
+
+
+def test_a_cut_is_recorded_before_it_is_made_and_reported_until_acknowledged(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Issue 30, item 11: a process killed after recovery cut its log and before its
+    owner recorded the cut must not come back with a clean log and no trace of it."""
+    log = open_log(tmp_path)
+    fill(log, 30)
+    flushed = log.recovery_point
+    fill(log, 3)
+    tail = log.read(log.log_end_offset - 3, 10**6).regions[0]
+    log.abandon()
+    os.truncate(tail.path, tail.position + tail.length - 7)
+    marker = tmp_path / "topic-3" / RECOVERY_CUT_MARKER
+    truncate = os.ftruncate
+    seen: list[bool] = []
+
+    def watched(fd: int, length: int) -> None:
+        seen.append(marker.exists())
+        truncate(fd, length)
+
+    monkeypatch.setattr(os, "ftruncate", watched)
+    cut = open_log(tmp_path, recovery_point=flushed)
+    monkeypatch.undo()
+    assert cut.recovery_report.truncated_bytes and seen and all(seen)  # durable first
+    cut.abandon()  # killed before the owner recorded the cut
+    again = open_log(tmp_path, recovery_point=flushed)
+    assert again.recovery_report.truncated_bytes == 0  # nothing left to cut
+    assert again.recovery_report.cut_unacknowledged  # still reported
+    again.acknowledge_recovery_cut()
+    assert not marker.exists() and not again.recovery_report.cut_unacknowledged
+    again.abandon()
+    assert not open_log(tmp_path, recovery_point=flushed).recovery_report.cut_unacknowledged
 
 
 def test_corruption_in_an_old_segment_drops_everything_after_it(tmp_path: Path) -> None:
