@@ -38,9 +38,11 @@ def _cluster_pids(data_dir: str) -> list[int]:
 
 
 @contextlib.contextmanager
-def running_cluster(root: str, brokers: int = 3,
-                    overrides: dict[str, object] | None = None) -> Iterator[ClusterState]:
-    """Start a controller and ``brokers`` brokers under ``root``; stop them all after.
+def running_cluster(root: str, brokers: int = 3, overrides: dict[str, object] | None = None,
+                    controller_overrides: dict[str, object] | None = None
+                    ) -> Iterator[ClusterState]:
+    """Start a controller and ``brokers`` brokers under ``root`` (``overrides``: broker
+    config, ``controller_overrides``: the controller's); stop them all after.
 
     Clean stop first (``cluster stop``), then SIGKILL by PID (and children) of anything
     still alive that the state file named at start or names at the end (a broker
@@ -49,6 +51,8 @@ def running_cluster(root: str, brokers: int = 3,
     """
     data_dir = str(Path(root) / "cluster")
     extra = [a for k, v in (overrides or {}).items() for a in ("--override", f"{k}={v}")]
+    extra += [a for k, v in (controller_overrides or {}).items()
+              for a in ("--controller-override", f"{k}={v}")]
     seen: set[int] = set()
     try:
         code = cluster_cli.main(["start", "--data-dir", data_dir, "--brokers", str(brokers),

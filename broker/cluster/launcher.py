@@ -10,6 +10,8 @@ Layout under ``--data-dir`` (default ``./data``)::
 Client users: ``add-user NAME --password-stdin`` writes SCRAM credentials to
 ``users.scram`` (:mod:`broker.users`), which every broker reads (``sasl_users_file``);
 ``start --override client_auth_required=true`` makes logging in mandatory for clients.
+``--override`` sets a broker config key on every broker, ``--controller-override`` a
+controller one (:mod:`broker.controller.config`).
 
 Identity: the first ``start`` in a directory gives the cluster a random id (Kafka's
 form, a URL-safe base64 UUID) that every process gets as ``cluster_id`` and writes into
@@ -246,7 +248,8 @@ def controller_tls(broker_args: Sequence[str]) -> list[str]:
 
 
 def new_state(data_dir: str, brokers: int, base_port: int,
-              broker_args: Sequence[str]) -> ClusterState:
+              broker_args: Sequence[str],
+              controller_args: Sequence[str] = ()) -> ClusterState:
     root = Path(data_dir).resolve()
     root.mkdir(parents=True, exist_ok=True)
     if base_port == 0:
@@ -262,7 +265,8 @@ def new_state(data_dir: str, brokers: int, base_port: int,
     controller = ProcessInfo(
         CONTROLLER, controller_port, str(root / "controller"), str(root / "controller.log"),
         [sys.executable, "-m", "broker.controller", "--port", str(controller_port),
-         "--data-dir", str(root / "controller"), *secret, *controller_tls(broker_args)])
+         "--data-dir", str(root / "controller"), *secret, *controller_tls(broker_args),
+         *controller_args])
     state = ClusterState(str(root), base_port, controller)
     for node in range(brokers):
         port = base_port + node
@@ -286,7 +290,9 @@ def cmd_start(args: argparse.Namespace) -> int:
             raise ClusterError(f"a cluster is already running in {args.data_dir} "
                                f"({', '.join(alive)}); stop it first")
     broker_args = [a for pair in args.override for a in ("--override", pair)]
-    state = new_state(args.data_dir, args.brokers, args.base_port, broker_args)
+    controller_args = [a for pair in args.controller_override for a in ("--override", pair)]
+    state = new_state(args.data_dir, args.brokers, args.base_port, broker_args,
+                      controller_args)
     taken = [port for i in [state.controller, *state.brokers.values()]
              for port in (i.port, i.internal_port) if port > 0 and port_taken(port)]
     if taken:  # another cluster (or anything) listens there: its clients are not ours
@@ -427,6 +433,9 @@ def build_parser() -> argparse.ArgumentParser:
                             "0 picks a free range")
     start.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                        help="broker config for every broker")
+    start.add_argument("--controller-override", action="append", default=[],
+                       metavar="KEY=VALUE", help="controller config, e.g. "
+                       "leader_imbalance_check_interval_ms=2000")
     start.set_defaults(func=cmd_start)
     status = command("status", "brokers, partitions, leaders, ISR, HW and LEO")
     status.add_argument("--json", action="store_true")

@@ -25,10 +25,12 @@ PORT_ATTEMPTS = 3
 
 
 class LocalCluster:
-    def __init__(self, root: Path, brokers: int = 3, overrides: dict[str, object] | None = None):
+    def __init__(self, root: Path, brokers: int = 3, overrides: dict[str, object] | None = None,
+                 controller_overrides: dict[str, object] | None = None):
         self.data_dir = str(root / "cluster")
         self.brokers = brokers
         self.overrides = dict(overrides or {})
+        self.controller_overrides = dict(controller_overrides or {})
         self.base_port = free_base_port(brokers)
 
     def _run(self, *args: str) -> None:
@@ -40,6 +42,8 @@ class LocalCluster:
         else took it after ``free_base_port`` probed it, start again on other ports
         (at most ``PORT_ATTEMPTS`` times); any other failure fails the test."""
         extra = [a for k, v in self.overrides.items() for a in ("--override", f"{k}={v}")]
+        extra += [a for k, v in self.controller_overrides.items()
+                  for a in ("--controller-override", f"{k}={v}")]
         for attempt in range(1, PORT_ATTEMPTS + 1):
             logs = sorted(Path(self.data_dir).glob("*.log"))
             sizes = {log: log.stat().st_size for log in logs}

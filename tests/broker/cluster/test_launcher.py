@@ -17,7 +17,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from broker.cluster.launcher import SOURCE_ROOT, is_running
+from broker.cluster.launcher import SOURCE_ROOT, is_running, new_state
+from broker.cluster.state import override_settings
 from tests.broker.cluster_harness import LocalCluster
 
 ROOT = Path(__file__).resolve().parents[3]
@@ -65,6 +66,18 @@ def test_a_second_cluster_on_the_same_ports_fails_and_the_first_stays_healthy(
         assert {b["node_id"] for b in report["brokers"] if not b["fenced"]} == {0, 1}
         assert {k: v.pid for k, v in first.state.brokers.items()} == before
         assert all(is_running(pid) for pid in before.values())
+
+
+def test_controller_overrides_go_to_the_controller_only(tmp_path: Path) -> None:
+    """``start --controller-override`` (the fault run's faster preferred-leader checks)."""
+    state = new_state(str(tmp_path), 2, 0, ["--override", "log_flush_interval_ms=7"],
+                      ["--override", "leader_imbalance_check_interval_ms=500"])
+    assert override_settings(state.controller.argv)[
+        "leader_imbalance_check_interval_ms"] == "500"
+    for broker in state.brokers.values():
+        settings = override_settings(broker.argv)
+        assert settings["log_flush_interval_ms"] == "7"
+        assert "leader_imbalance_check_interval_ms" not in settings
 
 
 def test_launched_processes_get_this_source_tree_on_their_path() -> None:
