@@ -10,9 +10,13 @@ injects one fault per round, in turn (the seed is printed; ``--seed`` replays th
 choice of brokers, partitions and positions):
 
 * ``kill``: SIGKILL one broker, restart it after 1-3 s;
-* ``crash_torn``: SIGKILL every broker, wait until the controller has fenced them all,
-  cut 1-500 bytes off the active segment of one partition's replica on the last broker
-  killed (a torn write), restart every broker, the damaged one first;
+* ``crash_torn``: SIGKILL every broker, wait until the controller has fenced them all
+  (one by one, as their sessions expire: one partition's ISR is down to its last
+  member), cut 1-500 bytes off that last ISR member's active segment of the partition
+  (a torn write; the cut ends inside a batch, as a torn write does: one at a batch
+  boundary leaves no trace for recovery to report, docs/replication.md), and restart the
+  brokers in a random order, 0-3 s apart (issue 30, item 11: the safe election must
+  hand the partition to a replica holding more, whatever the order);
 * ``crash_flip``: the same, but flip 3 bytes in the second half of that active segment;
 * ``flip_closed``: SIGKILL one broker, flip 3 bytes in the middle of one of its closed
   segments (the scrubber's job), restart it; every other time that segment's index file
@@ -32,10 +36,14 @@ kept in place for a repair, segment repairs
 begun and finished in place, repairs that fell back to cutting the log, safe elections,
 leaders that resigned to repair) from their logs.
 
-Writes ``bench/results/fault_run.json`` (with each partition's leader, ISR and replica
-offsets at the end).  Every process is stopped by PID at the end; the data and logs are
+Writes ``bench/results/fault_run.json`` (``--out``; with each partition's leader, ISR
+and replica offsets at the end).  Every process is stopped by PID at the end; the data and logs are
 kept (path printed) when something was lost or unreadable.
-Run: ``python -m bench.fault_run [--duration-s 600] [--seed N]``.
+The controller runs preferred-leader elections every ``--preferred-check-ms`` (default
+2000; the controller's own default is 30 s): a whole-cluster crash's restarts then
+always see some, as item 11's loss needed one while the safe election still waited.
+Run: ``python -m bench.fault_run [--duration-s 600] [--seed N] [--faults crash_torn,...]
+[--out FILE]``.
 
 Costs: the run's duration plus up to a few minutes of settling and reading back.
 """
@@ -65,6 +73,7 @@ from clients.consumer.consumer import Consumer
 from clients.producer.producer import Producer
 from clients.protocol.errors import CorruptRecordError, MiniKafkaError
 from clients.protocol.topics import TopicPartition
+from clients.records.batch import iter_batches
 from clients.types import NewTopic
 
 RESULTS = Path(__file__).resolve().parent / "results"
@@ -170,6 +179,19 @@ def _flip(path: Path, rng: random.Random, low: float, high: float) -> bool:
     return True
 
 
+def _tear(path: Path, rng: random.Random) -> int:
+    """Cut 1-500 bytes off ``path`` so that it ends inside a batch; the bytes cut."""
+    data = path.read_bytes()
+    starts = {pos for pos, _ in iter_batches(data, validate=False)} | {len(data)}
+    sizes = [n for n in range(max(0, len(data) - 500), len(data)) if n not in starts]
+    if not sizes:
+        return 0
+    kept = rng.choice(sizes)
+    with open(path, "r+b") as f:
+        f.truncate(kept)
+    return len(data) - kept
+
+
 def _crash(state: ClusterState, rng: random.Random, flip: bool) -> str:
     names = sorted(state.brokers)
     order = rng.sample(names, len(names))
@@ -177,8 +199,10 @@ def _crash(state: ClusterState, rng: random.Random, flip: bool) -> str:
         _cli(state, "kill", name)
     if not _wait(lambda: _all_fenced(state), 30):
         return "not fenced"
-    victim = order[-1]
     partition = rng.randrange(PARTITIONS)
+    isr: list[int] = next((p["isr_nodes"] for p in _partitions(state)
+                           if p["partition_index"] == partition), [])
+    victim = str(isr[0]) if len(isr) == 1 else order[-1]  # its last ISR member
     segments = _segments(state, victim, partition)
     done = "nothing to damage"
     if segments:
@@ -186,16 +210,13 @@ def _crash(state: ClusterState, rng: random.Random, flip: bool) -> str:
         if flip:
             done = "flipped" if _flip(active, rng, 0.5, 1.0) else done
         else:
-            size = active.stat().st_size
-            cut = min(size, rng.randint(1, 500))
-            with open(active, "r+b") as f:
-                f.truncate(size - cut)
-            done = f"cut {cut} B"
-    _cli(state, "restart", victim)
-    for name in names:
-        if name != victim:
-            _cli(state, "restart", name)
-    return f"{victim} {TOPIC}-{partition}: {done}"
+            done = f"cut {_tear(active, rng)} B"
+    restarts = rng.sample(names, len(names))
+    for name in restarts:
+        time.sleep(rng.uniform(0, 3))
+        _cli(state, "restart", name)
+    return (f"{victim} (ISR {isr}) {TOPIC}-{partition}: {done}; restarted "
+            f"{', '.join(restarts)}")
 
 
 def _one_fault(state: ClusterState, kind: str, rng: random.Random) -> str:
@@ -294,7 +315,17 @@ def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--duration-s", type=float, default=600)
     parser.add_argument("--seed", type=int, default=None)
+    parser.add_argument("--faults", default=",".join(FAULTS),
+                        help="the kinds injected, in turn (comma-separated): "
+                        + ", ".join(FAULTS))
+    parser.add_argument("--preferred-check-ms", type=int, default=2000,
+                        help="the controller's leader_imbalance_check_interval_ms")
+    parser.add_argument("--out", type=Path, default=RESULTS / "fault_run.json",
+                        help="the JSON to write")
     args = parser.parse_args()
+    faults = args.faults.split(",")
+    if not faults or not set(faults) <= set(FAULTS):
+        parser.error(f"--faults: choose from {', '.join(FAULTS)}")
     seed = args.seed if args.seed is not None else random.randrange(1 << 30)
     print(f"fault run: seed {seed}, {args.duration_s:.0f} s")
     rng = random.Random(seed)
@@ -302,7 +333,8 @@ def main() -> int:
     stuck = 0
     started = time.monotonic()
     root = tempfile.mkdtemp(prefix=f"fault-run-{seed}-")
-    with running_cluster(root, 3) as state:
+    with running_cluster(root, 3, controller_overrides={
+            "leader_imbalance_check_interval_ms": args.preferred_check_ms}) as state:
         with Admin(state.bootstrap) as admin:
             admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3, {
                 "min.insync.replicas": "2", "segment.bytes": str(256 * 1024)})])
@@ -310,7 +342,7 @@ def main() -> int:
             time.sleep(5)
             rounds = 0
             while time.monotonic() - started < args.duration_s:
-                kind = FAULTS[rounds % len(FAULTS)]
+                kind = faults[rounds % len(faults)]
                 rounds += 1
                 what = _one_fault(state, kind, rng)
                 injected[kind] += 1
@@ -337,13 +369,14 @@ def main() -> int:
             "api": "clients.producer.Producer.send() acks=all idempotent; "
                    "clients.consumer.Consumer.poll() from offset 0",
             "input": f"topic {TOPIC}: {PARTITIONS} partitions, RF 3, min ISR 2, "
-                     "256 KiB segments, 100 B values",
+                     "256 KiB segments, 100 B values; faults " + ", ".join(faults)
+                     + f"; preferred-leader check every {args.preferred_check_ms} ms",
             "seed": seed, "duration_s": round(time.monotonic() - started, 1),
             "acknowledged": len(producer.acked), "send_failures": producer.failed,
             "faults": dict(injected), "stuck_rounds": stuck, "isr_full_at_end": settled,
             "reported_by_the_cluster": _repairs(state), "machine": machine_info()})
-    RESULTS.mkdir(exist_ok=True)
-    (RESULTS / "fault_run.json").write_text(json.dumps(result, indent=2) + "\n")
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(json.dumps(result, indent=2) + "\n")
     print(json.dumps({k: v for k, v in result.items() if k != "machine"}, indent=2))
     if result["lost"] == 0 and result["unreadable"] == 0:
         shutil.rmtree(root, ignore_errors=True)
