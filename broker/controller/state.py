@@ -37,15 +37,17 @@ Rules (Kafka KRaft's, simplified; see docs/replication.md):
   ``(last_leader_epoch, log_end_offset)`` leads (ties: an uncut one, then an ISR member,
   then replica order), with ISR = [itself] when it was not in the ISR.  Until then the
   partition stays offline with the reason in :attr:`ControllerState.offline_reasons`
-  (and the controller's log).  The mark is dropped once the replica is back in the ISR
-  (AlterPartition) or leads.  Reports live in memory: after a controller restart a
-  replica that has not reported since counts as not reported (the partition waits for
-  it; ``unclean_leader_election`` remains the explicit way out).  A partition offline
-  when this controller started may be waiting on a cut reported to the old one (a
-  broker reports its cut until its replica is back in an ISR with a leader), so its live
-  ISR members are asked for a fresh report (the heartbeat answer's
-  ``report_replica_logs``) and lead only after it; the first :meth:`tick` runs that
-  offline election, as nothing else may (every broker heartbeats, none registers).
+  (and the controller's log), whatever the order in which brokers come back and report:
+  no other path (preferred-leader election included) elects an offline partition.  The
+  mark is dropped once the replica is back in the ISR (AlterPartition) or leads.
+  Reports live in memory: after a controller restart a replica that has not reported
+  since counts as not reported (the partition waits for it; ``unclean_leader_election``
+  remains the explicit way out).  A partition offline when this controller started may
+  be waiting on a cut reported to the old one (a broker reports its cut until its
+  replica is back in an ISR with a leader), so its live ISR members are asked for a
+  fresh report (the heartbeat answer's ``report_replica_logs``) and lead only after it;
+  the first :meth:`tick` runs that offline election, as nothing else may (every broker
+  heartbeats, none registers).
 - A leader may resign with an AlterPartition whose new ISR is the current one without
   itself (non-empty): its scrubber found a damaged range, which it repairs as a
   follower; a leader is elected from that ISR as when a leader is fenced.
