@@ -22,7 +22,12 @@ Invariant, after every controller call: a leader chosen for ``t-0`` holds a
 test knows every broker's log).  Liveness: once every broker is back and caught up, a
 leader is chosen within a few steps.
 
-On the code before the fix this fails: with X first in ``t-0``'s replica list, the
+Scenarios (9,396 orders in all, about 4 s): every broker restarts once; X restarts
+twice; the brokers come back before X's own session expired (X still leads when the
+first registers); the controller restarts once among the brokers' steps (a fresh core
+replays the metadata log, without the reports).
+
+On the code before the fix 1,762 of them fail: with X first in ``t-0``'s replica list, the
 periodic preferred-leader election handed the offline partition to X (live, the only
 ISR member) while the safe election was still waiting for the others' reports, without
 looking at its cut; the replicas holding more then truncated to X's log (the fault run's
