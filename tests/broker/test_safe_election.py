@@ -7,11 +7,19 @@ active segment loses its tail (a torn write) or gets three bytes flipped in its 
 half; everything restarts, x first.  Before the
 safe election x led with its shortened log and the two replicas that held the records
 truncated to it.  Now x reports the cut when it registers, the controller waits for the
-others' reports and hands the partition to the longest log of the latest epoch.
+others' reports and hands the partition to the longest log of the latest epoch.  In the
+third case x's first start is killed after its log recovery cut the tail and before it
+saved its mark (issue 30, item 11): before the recovery-cut marker
+(storage/log/recovery.py) its next start found nothing to cut, reported nothing, and x
+led again.
 """
 
 from __future__ import annotations
 
+import os
+import signal
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -21,6 +29,7 @@ from clients.producer.producer import Producer
 from clients.types import NewTopic
 from tests.broker.cluster_harness import LocalCluster
 from tests.broker.test_broker_integration import consume_all
+from tests.broker.test_recovery_cut_marks import RECOVER_AND_DIE
 
 pytestmark = [pytest.mark.multiprocess, pytest.mark.slow]
 
@@ -28,7 +37,8 @@ TOPIC = "acked"
 RECORDS = 4_000
 
 
-@pytest.mark.parametrize("damage", ["torn tail", "flipped bytes"])
+@pytest.mark.parametrize("damage", ["torn tail", "flipped bytes",
+                                    "torn tail, a start killed before its mark"])
 def test_damage_on_the_last_isr_member_after_a_cluster_crash_loses_nothing(
         tmp_path: Path, damage: str) -> None:
     with LocalCluster(tmp_path, 3) as cluster:
@@ -58,7 +68,7 @@ def test_damage_on_the_last_isr_member_after_a_cluster_crash_loses_nothing(
         size = active.stat().st_size
         assert size > 600
         with open(active, "r+b") as f:
-            if damage == "torn tail":  # the last batches (all acked) gone
+            if damage.startswith("torn tail"):  # the last batches (all acked) gone
                 f.truncate(size - 500)
             else:  # three bytes flipped in the second half: recovery cuts there
                 for at in (size * 6 // 10, size * 7 // 10, size * 8 // 10):
@@ -67,6 +77,16 @@ def test_damage_on_the_last_isr_member_after_a_cluster_crash_loses_nothing(
                     f.seek(at)
                     f.write(bytes([byte ^ 0xFF]))
 
+        if damage == "torn tail, a start killed before its mark":
+            # x's recovery cuts the torn tail, then x dies before it saves its mark:
+            # the next start's recovery finds nothing to cut (issue 30, item 11)
+            root = Path(__file__).resolve().parents[2]
+            done = subprocess.run(
+                [sys.executable, "-c", RECOVER_AND_DIE, cluster.state.brokers[name_of[last]]
+                 .data_dir], cwd=root, env={**os.environ, "PYTHONPATH": str(root)},
+                check=False, timeout=60)
+            assert done.returncode == -signal.SIGKILL
+            assert active.stat().st_size < size - 500
         cluster.restart(name_of[last])  # first: alone it must not take the partition
         for name in brokers:
             if name != name_of[last]:
