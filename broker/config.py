@@ -86,6 +86,8 @@ Bounds (every queue, pool and size is bounded):
 | ess                        |             | (broker.login_failures)                         |
 | max_failed_login_entries   | 10000       | names (and addresses) tracked; the oldest is    |
 |                            |             | forgotten beyond                                |
+| failed_login_shared_addres | 127.0.0.1,  | addresses many clients share: not counted or    |
+| ses                        | ::1         | locked out as addresses (per user still)        |
 | max_fetch_wait_ms          | 30000       | a fetch's max_wait_ms is capped at this         |
 | fetch_max_bytes            | 50 MiB      | bytes in one fetch response                     |
 | log_cleaner_step_bytes     | 512 KiB     | log bytes one compaction step reads (the main   |
@@ -177,6 +179,7 @@ class BrokerConfig:
     failed_login_window_ms: int = 60_000
     failed_login_lockout_ms: int = 60_000
     max_failed_login_entries: int = 10_000
+    failed_login_shared_addresses: str = "127.0.0.1,::1"  # counted per user only
     allow_anonymous_remote: bool = False  # serve clients without logins on a non-loopback host
     authorizer_enabled: bool = False  # ACLs (broker.acls); needs client_auth_required
     acl_file: str = ""  # the ACL rules (``cluster start``: <data_dir>/acls.txt)

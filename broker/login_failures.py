@@ -22,6 +22,12 @@ controller) keeps one :class:`LoginFailures`; its SASL sessions (:mod:`broker.au
   it may still be serving, end early), so an attacker who sprays names from many
   addresses can shorten lockouts but never grow memory.
 
+Addresses that many clients share are not counted as addresses
+(``failed_login_shared_addresses``, default ``127.0.0.1,::1``: every client on the
+broker's machine, a local cluster's included, comes from there, so one misconfigured
+local client retrying a wrong password would otherwise lock every local application
+out); their failures still count per user.  Add a NAT gateway's address the same way.
+
 The caller decides what is counted: brokers' own logins (``broker-<id>``, keys derived
 from the cluster secret, hopeless to guess) are left out by :mod:`broker.auth`, so a
 client guessing them from a broker's address (every node of a local cluster shares
@@ -36,6 +42,7 @@ one event loop owns it.
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 import logging
 from collections import OrderedDict
 from dataclasses import dataclass
@@ -71,6 +78,14 @@ class LoginFailureLimits:
     failed_login_window_ms: int = 60_000
     failed_login_lockout_ms: int = 60_000
     max_failed_login_entries: int = 10_000
+    # addresses many clients share (every client on this machine comes from 127.0.0.1):
+    # counted per user only, never locked out as an address
+    failed_login_shared_addresses: str = "127.0.0.1,::1"
+
+    @property
+    def shared_addresses(self) -> frozenset[str]:
+        return frozenset(a.strip() for a in self.failed_login_shared_addresses.split(",")
+                         if a.strip())
 
     @classmethod
     def of(cls, config: object) -> LoginFailureLimits:
@@ -78,8 +93,17 @@ class LoginFailureLimits:
         return cls(**{name: getattr(config, name) for name in cls.__dataclass_fields__})
 
     def validate(self, connections_max_idle_ms: int) -> LoginFailureLimits:
+        for address in self.shared_addresses:
+            try:
+                ipaddress.ip_address(address)
+            except ValueError:
+                raise InvalidConfigError(
+                    f"failed_login_shared_addresses: {address!r} is not an IP address"
+                ) from None
         for name in self.__dataclass_fields__:
             value = getattr(self, name)
+            if isinstance(value, str):
+                continue
             if value <= 0 and name != "connection_failed_authentication_delay_ms":
                 raise InvalidConfigError(f"{name} must be positive, got {value}")
         delay = self.connection_failed_authentication_delay_ms
@@ -145,12 +169,13 @@ class LoginFailures:
                             limits.max_failed_logins_per_user, limits)
         self.addresses = _Table("address", "max_failed_logins_per_address",
                                 limits.max_failed_logins_per_address, limits)
+        self.shared = limits.shared_addresses  # counted per user only
 
     def refusal(self, user: str | None, address: str) -> str | None:
         """Why a login of ``user`` (None: no name given yet) from ``address`` must fail
         whatever its password (for the server's log), or None."""
         now_ms = self.clock.now_ms()
-        if self.addresses.locked(address, now_ms):
+        if address not in self.shared and self.addresses.locked(address, now_ms):
             return f"address {address} is locked out (max_failed_logins_per_address)"
         if user is not None and self.users.locked(_key(user), now_ms):
             return f"user {_key(user)!r} is locked out (max_failed_logins_per_user)"
@@ -160,7 +185,8 @@ class LoginFailures:
         """One failed login of ``user`` (None: the exchange failed before it named one)
         from ``address``."""
         now_ms = self.clock.now_ms()
-        self.addresses.record(address, now_ms)
+        if address not in self.shared:
+            self.addresses.record(address, now_ms)
         if user is not None:
             self.users.record(_key(user), now_ms)
 

@@ -58,6 +58,8 @@ Same syntax and precedence as :mod:`broker.config` (``key=value`` lines, ``#`` c
 |                                      |            | locked out for failed_login_lockout_ms      |
 |                                      |            | (60000) (:mod:`broker.login_failures`)      |
 | max_failed_login_entries             | 10000      | names (and addresses) tracked               |
+| failed_login_shared_addresses        | 127.0.0.1, | not counted as addresses (per user still)   |
+|                                      | ::1        |                                             |
 
 Immutable (frozen dataclass); safe to share.
 """
@@ -125,6 +127,7 @@ class ControllerConfig:
     failed_login_window_ms: int = 60_000
     failed_login_lockout_ms: int = 60_000
     max_failed_login_entries: int = 10_000
+    failed_login_shared_addresses: str = "127.0.0.1,::1"  # counted per user only
 
     def validate(self) -> ControllerConfig:
         LoginFailureLimits.of(self).validate(self.connections_max_idle_ms)

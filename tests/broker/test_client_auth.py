@@ -50,8 +50,11 @@ def add_user(data_dir: str, name: str, password: str) -> subprocess.CompletedPro
 
 @pytest.fixture(scope="module")
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
+    # this module's wrong-password tests (librdkafka retries a refused login) must not
+    # lock USER out for the tests after them: lockouts are tested in test_login_guessing
     with LocalCluster(Path(tmp_path_factory.mktemp("client-auth")), 3,
-                      {"client_auth_required": "true"}) as c:
+                      {"client_auth_required": "true",
+                       "max_failed_logins_per_user": 1000}) as c:
         added = add_user(c.data_dir, USER, PASSWORD)
         assert added.returncode == 0, added.stderr
         assert (Path(c.data_dir) / USERS_FILE).stat().st_mode & 0o777 == 0o600

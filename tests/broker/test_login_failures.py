@@ -96,13 +96,37 @@ def test_the_tables_are_bounded_and_forget_expired_entries_first() -> None:
     assert max(len(k) for k in failures.users.entries) <= 71
 
 
+def test_shared_addresses_count_per_user_only() -> None:
+    """127.0.0.1 (every local client) is never locked out as an address: one local client
+    retrying a wrong password must not lock every local application out; its user still
+    is, at the per-user bound."""
+    failures, _clock = tracker()
+    for i in range(20):
+        failures.record(f"guess-{i}", "127.0.0.1")
+        failures.record(f"guess-{i}", "::1")
+    assert failures.refusal("bob", "127.0.0.1") is None
+    assert failures.refusal("bob", "::1") is None
+    for _ in range(3):
+        failures.record("alice", "127.0.0.1")
+    refusal = failures.refusal("alice", "127.0.0.1")
+    assert refusal is not None and "user 'alice'" in refusal
+    nat, _clock = tracker(LoginFailureLimits(max_failed_logins_per_address=2,
+                                             failed_login_shared_addresses="10.0.0.9"))
+    for i in range(5):
+        nat.record(f"guess-{i}", "10.0.0.9")
+        nat.record(f"guess-{i}", "127.0.0.1")
+    assert nat.refusal("bob", "10.0.0.9") is None
+    assert nat.refusal("bob", "127.0.0.1") is not None  # not shared in that setting
+
+
 def test_limits_are_validated_in_both_configs() -> None:
     assert LoginFailureLimits.of(BrokerConfig()) == LoginFailureLimits.of(ControllerConfig())
     for key, value in (("max_failed_logins_per_user", 0), ("failed_login_window_ms", -1),
                        ("max_failed_login_entries", 0),
                        ("max_delayed_authentication_failures", 0),
                        ("connection_failed_authentication_delay_ms", -1),
-                       ("connection_failed_authentication_delay_ms", 600_000)):
+                       ("connection_failed_authentication_delay_ms", 600_000),
+                       ("failed_login_shared_addresses", "127.0.0.1,nat-box")):
         for config in (BrokerConfig(), ControllerConfig()):
             with pytest.raises(InvalidConfigError, match=key):
                 config.with_overrides({key: value})
