@@ -102,6 +102,20 @@ class MappedIndex:
             os.close(fd)  # the mmap keeps its own duplicate of the descriptor
         self._writable = True
 
+    def resize(self, max_index_bytes: int) -> None:
+        """Take a new ``segment_index_bytes`` (a topic config change, or the topic's
+        config reaching a log opened with the broker's defaults): the bound on entries,
+        and for the active index the preallocated file and its map (Kafka resizes the
+        active segment's indexes the same way at load).  Entries already written stay;
+        more than the new bound makes the index full (the log rolls at its next append)."""
+        max_entries = max_index_bytes // self.ENTRY_SIZE
+        if max_entries == self.max_entries:
+            return
+        self.max_entries = max_entries
+        if self._writable:
+            self._unmap()
+            self.make_active()
+
     def trim(self) -> None:
         """Shrink the file to the written entries; later reads map it read-only."""
         self._unmap()

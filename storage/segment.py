@@ -6,7 +6,9 @@ formats are in :mod:`storage.offset_index` and :mod:`storage.time_index`.  ``bas
 is the first offset the segment may hold; batch offsets inside are strictly increasing.
 
 The segment keeps one descriptor on its ``.log`` (``O_APPEND``; its logical size is
-tracked in :attr:`size`) and appends with one ``os.writev`` per request.  Reads never go
+tracked in :attr:`size`) and appends with one ``os.writev`` per append (a request the log
+splits across segments is one append in each).  A config change reaches a segment through
+:meth:`Segment.update_config`.  Reads never go
 through this object's descriptor for the bytes themselves: the log hands out
 ``(path, position, length)`` regions that other processes open and ``sendfile``.
 
@@ -109,6 +111,15 @@ class Segment:
         self.indexes_missing = not (index_path.exists() and time_path.exists())
         self.index = self._open_index(OffsetIndex, index_path)
         self.time_index = self._open_index(TimeIndex, time_path)
+
+    def update_config(self, config: LogConfig) -> None:
+        """Use ``config`` from now on: later appends index every
+        ``index_interval_bytes``, and an active segment's indexes take
+        ``segment_index_bytes`` (:meth:`MappedIndex.resize`); what is written stays."""
+        self.config = config
+        self._index_interval_bytes = config.index_interval_bytes
+        self.index.resize(config.segment_index_bytes)
+        self.time_index.resize(config.segment_index_bytes)
 
     def _open_index(self, cls: type[_I], path: Path) -> _I:
         try:

@@ -483,11 +483,14 @@ class Log:
     # -- segment edits (SegmentList, as SegmentPolicy decides) --------------------------
 
     def update_config(self, config: LogConfig) -> None:
-        """Use ``config`` from now on (a topic config change): later appends, rolls,
-        retention and cleaning follow it; existing segments and indexes stay as they are."""
+        """Use ``config`` from now on (a topic config change, or the topic's config
+        reaching a log opened with the broker's defaults): validation, later appends,
+        rolls, flushes, retention and cleaning follow it, the active segment too (its
+        index interval and preallocated index size); batches and index entries already
+        written stay as they are.  O(segments)."""
         self._check_open()
         self.config = config
-        self._segments.config = config
+        self._segments.update_config(config)
         self._policy = SegmentPolicy(config)
 
     def roll(self) -> None:

@@ -41,7 +41,8 @@ its own raises :class:`~storage.errors.StorageError`).  Reads go through
 :meth:`floor_index`, the offsets).
 
 Reads from the owner: nothing; it holds the directory and the :class:`LogConfig` new
-segments are created with.  Called by :class:`storage.log.log.Log` (which checks that the
+segments are created with (``update_config`` replaces it and hands it to every segment,
+O(segments)).  Called by :class:`storage.log.log.Log` (which checks that the
 log is open first).  Costs: offsets O(1); ``floor_index`` O(log segments) bisect;
 ``size_in_bytes`` and ``flush`` O(segments); ``truncate_to`` O(dropped segments) + one
 index lookup; ``roll`` creates three files.  Concurrency: **not thread-safe**; the log's
@@ -127,6 +128,13 @@ class SegmentList:
     def floor_index(self, offset: int) -> int:
         """Index of the last segment with base offset <= ``offset`` (0 if none)."""
         return max(0, bisect.bisect_right(self._bases, offset) - 1)
+
+    def update_config(self, config: LogConfig) -> None:
+        """New segments, and every segment now (:meth:`Segment.update_config`), follow
+        ``config``."""
+        self.config = config
+        for seg in self.segments:
+            seg.update_config(config)
 
     # -- appends and rolls -------------------------------------------------------------
 

@@ -178,6 +178,39 @@ def test_a_cut_append_whose_later_write_fails_takes_its_earlier_parts_back_out(
     log.close()
 
 
+def test_update_config_reaches_the_active_segment(tmp_path: Path) -> None:
+    """A config change (or the topic's config reaching a log opened with the broker's
+    defaults) applies to the active segment too: its index interval and its
+    preallocated index size; an index with more entries than the new size allows is
+    full, so the next append rolls."""
+    log = open_log(tmp_path, LogConfig(index_interval_bytes=1 << 20))
+    one = batch(3, value=b"v" * 100)
+    for _ in range(3):
+        log.append_as_leader(one, 0)
+    assert log.active.index.entries == 1  # the first batch only
+    log.update_config(LogConfig(index_interval_bytes=1, segment_index_bytes=2048))
+    assert log.active.index.path.stat().st_size == 2048
+    assert log.active.time_index.path.stat().st_size == 2048 // 12 * 12
+    for _ in range(2):
+        log.append_as_leader(one, 0)
+    assert log.active.index.entries == 3  # an entry per batch from now on
+    for _ in range(15):
+        log.append_as_leader(one, 0)
+    assert log.active.index.entries == 18 and len(log.segments) == 1
+    log.update_config(LogConfig(index_interval_bytes=1, segment_index_bytes=96))
+    assert log.active.index.max_entries == 12 and log.active.index.is_full
+    assert log.active.index.path.stat().st_size == 18 * 8  # no entry dropped
+    info = log.append_as_leader(one, 0)
+    assert info.rolled and len(log.segments) == 2
+    assert log.segments[0].index.entries == 18
+    assert log.active.index.path.stat().st_size == 96
+    log.check_invariants()
+    log.close()
+    reopened = open_log(tmp_path, LogConfig())
+    assert offsets_of(reopened.read(0, 100_000).read_bytes()) == list(range(3 * 21))
+    reopened.close()
+
+
 def test_request_with_one_bad_batch_appends_nothing(tmp_path: Path) -> None:
     log = open_log(tmp_path)
     log.append_as_leader(batch(), 0)
