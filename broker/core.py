@@ -121,6 +121,10 @@ class BrokerCore:
         # and every hosted log took its topic's config
         self.image_reconciled = False
         self.hosted_topic_ids: dict[str, int] = {}
+        # the configs of the hosted topics as apply_topic_configs last gave them to their
+        # logs; min_insync_replicas reads them too, so that a topic's settings change at
+        # one moment (not while an image is rebuilt after OFFSET_OUT_OF_RANGE: empty)
+        self.applied_topic_configs: dict[str, dict[str, str]] = {}
         # leader replicas that resigned to repair a damaged range: (first bad offset, why)
         self.pending_repairs: dict[TopicPartition, tuple[int, str]] = {}
         self.fetchers: Any = None  # ReplicaFetcherManager, set by the server
@@ -153,6 +157,7 @@ class BrokerCore:
             for index in range(info.num_partitions):
                 high_watermark = high_watermarks.get(TopicPartition(info.name, index), 0)
                 self._host_partition(info.name, index, high_watermark)
+        self.apply_topic_configs()
         self.groups.on_partitions_changed()
 
     def _report_recovery(self) -> None:
@@ -455,7 +460,12 @@ class BrokerCore:
         return len(self.image.unfenced_brokers()) if self.image is not None else None
 
     def min_insync_replicas(self, topic: str) -> int:
-        configs = {k.replace(".", "_"): v for k, v in self.topic_configs(topic).items()}
+        """The topic's ``min_insync_replicas`` as applied to its hosted logs (see
+        :meth:`apply_topic_configs`); for a topic not hosted here, as the image (or the
+        registry) has it now."""
+        applied = self.applied_topic_configs.get(topic)
+        configs = {k.replace(".", "_"): v for k, v in
+                   (applied if applied is not None else self.topic_configs(topic)).items()}
         raw = configs.get("min_insync_replicas")
         return int(raw) if raw is not None else self.config.min_insync_replicas
 
@@ -531,6 +541,7 @@ class BrokerCore:
         self.registry.add(info)
         for index in range(info.num_partitions):
             self._host_partition(info.name, index, 0)
+        self.apply_topic_configs()
         self.groups.on_partitions_changed()
 
     def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:
@@ -553,11 +564,18 @@ class BrokerCore:
         self.registry.add(info)
         for index in range(old, count):
             self._host_partition(name, index, 0)
+        self.apply_topic_configs()
         self.groups.on_partitions_changed()
 
     def apply_topic_configs(self) -> None:
-        """Give every hosted log the config its topic has now (after a config change)."""
+        """Give every hosted log, leader or follower, the config its topic has now: the
+        one way a topic's settings reach its logs after they were opened (a config
+        change, standalone or through the metadata image; every reconcile, so also the
+        first after a restart, when the logs were opened with the broker's defaults).
+        :meth:`Log.update_config` reaches the segments too.  Logs created later take
+        the same :meth:`log_config_for` (the LogManager's ``config_for``)."""
         wanted: dict[str, LogConfig] = {}
+        applied: dict[str, dict[str, str]] = {}
         for (topic, _), partition in self.partitions.items():
             config = wanted.get(topic)
             if config is None:
@@ -566,8 +584,10 @@ class BrokerCore:
                 except InvalidConfigError as exc:
                     log.warning("topic %s: config not applied: %s", topic, exc)
                     continue
+                applied[topic] = self.topic_configs(topic)
             if partition.log.config != config:
                 partition.log.update_config(config)
+        self.applied_topic_configs = applied
 
     def delete_topic(self, name: str) -> None:
         info = self.registry.remove(name)
@@ -581,6 +601,7 @@ class BrokerCore:
             self.log_manager.delete_log(*key)
         for key in keys:  # once the whole topic is gone: a parked fetch of several
             self.wake_partition(key)  # partitions answers UNKNOWN_TOPIC for each
+        self.applied_topic_configs.pop(name, None)
         self.groups.on_partitions_changed()
 
     def _host_partition(self, topic: str, index: int, high_watermark: int) -> None:
