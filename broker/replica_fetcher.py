@@ -54,7 +54,7 @@ class ReplicaFetcher:
                                             config.replica_fetch_max_bytes,
                                             config.replica_fetch_wait_max_ms,
                                             core.on_follower_progress,
-                                            on_repaired=core.on_segment_repaired,
+                                            on_repaired=core.repair.on_segment_repaired,
                                             clock_ms=core.clock.now_ms)
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None

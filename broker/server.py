@@ -208,7 +208,7 @@ class BrokerServer:
         follower = self.follower
         core.producer_ids = ControllerProducerIdAllocator(controller_block_source(
             controller, self.config.node_id, lambda: follower.broker_epoch))
-        core.send_alter_partition = lambda proposal: self._track(
+        core.isr.send_alter_partition = lambda proposal: self._track(
             loop.create_task(self._alter_partition(proposal)))
         self.follower.start()
 
@@ -225,12 +225,12 @@ class BrokerServer:
         except MiniKafkaError as exc:
             log.info("AlterPartition for %s-%d failed: %s", proposal.topic, proposal.partition,
                      exc)
-            core.alter_in_flight.discard((proposal.topic, proposal.partition))
+            core.isr.on_unanswered(proposal)
             return
         if answer["error_code"]:
             log.info("AlterPartition for %s-%d refused: %s", proposal.topic, proposal.partition,
                      error_for(answer["error_code"]))
-            core.on_alter_partition_answer(proposal, answer["error_code"], None, None)
+            core.isr.on_alter_partition_answer(proposal, answer["error_code"], None, None)
             return
         for topic in answer["topics"]:
             for p in topic["partitions"]:
@@ -240,11 +240,11 @@ class BrokerServer:
                     log.info("AlterPartition for %s-%d refused: %s", proposal.topic,
                              proposal.partition,
                              error_for(p["error_code"], p["error_message"] or ""))
-                core.on_alter_partition_answer(proposal, p["error_code"], p["isr"],
-                                               p["partition_epoch"])
+                core.isr.on_alter_partition_answer(proposal, p["error_code"], p["isr"],
+                                                   p["partition_epoch"])
                 return
         log.info("AlterPartition answer without %s-%d", proposal.topic, proposal.partition)
-        core.alter_in_flight.discard((proposal.topic, proposal.partition))  # ask again later
+        core.isr.on_unanswered(proposal)  # ask again later
 
     async def _stop_controller_link(self) -> None:
         core, follower = self.core, self.follower
@@ -266,10 +266,11 @@ class BrokerServer:
             (self.config.flush_scheduler_interval_ms / 1000, core.flush_dirty_logs),
             (self.config.checkpoint_interval_ms / 1000, core.write_checkpoints),
             (self.config.log_cleaner_interval_ms / 1000, core.run_log_cleaner),
-            (self.config.log_scrub_interval_ms / 1000, core.run_scrubber),
+            (self.config.log_scrub_interval_ms / 1000, core.repair.run_scrubber),
         ]
         if self.config.controller_address:
-            jobs.append((max(0.05, self.config.replica_lag_time_max_ms / 4000), core.check_isr))
+            jobs.append((max(0.05, self.config.replica_lag_time_max_ms / 4000),
+                         core.isr.check_isr))
         for interval, job in jobs:
             self._every(loop, interval, job)
 

@@ -2,8 +2,8 @@
 
 Sans-IO: :func:`on_damage_found` changes only the :class:`Partition` (its damage marks
 and its repair, and so its log's files) and says what the owner must do next; the broker
-(:meth:`broker.core.BrokerCore.run_scrubber`) and the simulation (``tests/sim``) act on
-the answer with their own clock, network and logging.
+(:meth:`broker.replica.damage_repair.DamageRepair.run_scrubber`) and the simulation
+(``tests/sim``) act on the answer with their own clock, network and logging.
 
 The rules, in order:
 

@@ -49,8 +49,9 @@ from typing import Any
 
 from broker.acls import CLUSTER_RESOURCE
 from broker.config import BrokerConfig
-from broker.core import TOPIC_CONFIG_ALIASES, BrokerCore, TopicError
+from broker.core import BrokerCore
 from broker.handlers.common import Body, Handler, RequestContext, Respond, require
+from broker.replica.topic_configs import TOPIC_CONFIG_ALIASES, TopicError
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError
 from clients.protocol.topics import topic_name_error
@@ -219,7 +220,7 @@ def _topic_overrides(core: BrokerCore, name: str) -> dict[str, str]:
         if info is not None:
             return dict(info.configs)
     elif core.registry.get(name) is not None:
-        return core.topic_configs(name)
+        return core.configs.topic_configs(name)
     raise TopicError(f"unknown topic {name!r}", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
 
 
@@ -318,7 +319,7 @@ def _new_overrides(core: BrokerCore, api: ApiKey, name: str, configs: list[Body]
         new = {config_key(c["name"]): c["value"] for c in configs}
     else:
         new = _incremental(current, configs)
-    return core.validate_topic_configs(new)
+    return core.configs.validate(new)
 
 
 def _alter_locally(core: BrokerCore, api: ApiKey, body: Body) -> Body:

@@ -143,8 +143,8 @@ def _read_partition(core: BrokerCore, name: str, request: Body, replica_id: int,
                     core.wake_partition(TopicPartition(name, index))
                 if (request["fetch_offset"] < partition.high_watermark
                         and replica_id in partition.isr):  # an ISR member lost committed data
-                    core.check_isr_of(TopicPartition(name, index))
-                core.maybe_expand_isr(TopicPartition(name, index), replica_id)
+                    core.isr.check_isr_of(TopicPartition(name, index))
+                core.isr.maybe_expand_isr(TopicPartition(name, index), replica_id)
     except Exception as exc:
         result.update(error_fields(as_minikafka_error(exc)))
         if result["error_code"] in LEADER_HINT_ERRORS:
@@ -487,7 +487,7 @@ def handle_describe_log_dirs(core: BrokerCore, body: Body, respond: Respond,
             "leader_epoch": p.leader_epoch, "isr": list(p.isr),
             # the partition's damage marks: the scrubber's findings and recovery's alike
             "damaged_from": p.damaged_ranges[0][0] if p.damaged_ranges else -1,
-            "recovery_cut": TopicPartition(name, index) in core.recovery_cuts})
+            "recovery_cut": TopicPartition(name, index) in core.recovery.recovery_cuts})
     log_dir = core.data_dir.resolve()
     result: Body = {"error_code": 0, "log_dir": str(log_dir), "total_bytes": -1,
                     "usable_bytes": -1,

@@ -150,7 +150,7 @@ def handle_produce(core: BrokerCore, body: Body, respond: Respond,
                 if isinstance(outcome, Exception):
                     raise outcome
                 info = partition.append_records_as_leader(
-                    records, acks, core.min_insync_replicas(name), checked=outcome)
+                    records, acks, core.configs.min_insync_replicas(name), checked=outcome)
             except Exception as exc:
                 _fail(core, result, name, index, exc)
                 continue
@@ -170,7 +170,7 @@ def handle_produce(core: BrokerCore, body: Body, respond: Respond,
         if not statuses:
             respond(response_body)
             return
-        op = DelayedProduce(max(body["timeout_ms"], 0), statuses, core.min_insync_replicas,
+        op = DelayedProduce(max(body["timeout_ms"], 0), statuses, core.configs.min_insync_replicas,
                             lambda: respond(response_body))
         core.produce_purgatory.try_complete_else_watch(op, keys)
 

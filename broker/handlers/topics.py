@@ -41,7 +41,7 @@ from collections.abc import Callable
 from typing import Any
 
 from broker.acls import CLUSTER_RESOURCE
-from broker.core import BrokerCore, TopicError
+from broker.core import BrokerCore
 from broker.handlers.common import (
     Body,
     Handler,
@@ -51,6 +51,7 @@ from broker.handlers.common import (
     error_fields,
 )
 from broker.handlers.configs import topic_config_entries
+from broker.replica.topic_configs import TopicError
 from broker.topic_registry import MAX_PARTITIONS_PER_TOPIC
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError

@@ -17,9 +17,9 @@ Three asyncio loops on the broker's event loop (docs/replication.md):
   ``__cluster_metadata``-0 from the controller at ``last_applied_offset + 1``; each
   answer goes to the sans-IO :class:`~broker.metadata.log_reader.MetadataLogReader`
   (its rules: records in order and contiguous, the image rebuilt from empty after
-  OFFSET_OUT_OF_RANGE), and :meth:`BrokerCore.reconcile` acts on the image only once it
-  has reached the log's high watermark: a broker catching up over several answers never
-  deletes or creates replicas from a partial image.
+  OFFSET_OUT_OF_RANGE), and the broker's ``reconcile`` (:class:`ImageHost`) acts on the
+  image only once it has reached the log's high watermark: a broker catching up over
+  several answers never deletes or creates replicas from a partial image.
 
 Errors talking to the controller back off and retry; the broker keeps serving with the
 metadata it has (a fenced broker's partitions are led elsewhere by then).
@@ -32,7 +32,7 @@ import asyncio
 import contextlib
 import logging
 import uuid
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Protocol
 
 from broker.async_client import AsyncConnection
 from broker.metadata.log_reader import MetadataLogReader
@@ -48,7 +48,10 @@ from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError, error_for
 
 if TYPE_CHECKING:
-    from broker.core import BrokerCore
+    from broker.config import BrokerConfig
+    from broker.metadata.image import MetadataImage
+    from broker.replica.recovery_marks import RecoveryMarks
+    from storage.log_manager import LogManager
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +61,24 @@ METADATA_MAX_WAIT_MS = 500
 SECURITY_PROTOCOLS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
 
 
+class ImageHost(Protocol):
+    """What the follower needs of the broker it follows for (:class:`broker.core.BrokerCore`
+    implements it): its config and login secret, the logs and recovery cuts it reports at
+    registration, and the image it installs and has the broker act on."""
+
+    config: BrokerConfig
+    cluster_secret: str
+    log_manager: LogManager
+    recovery: RecoveryMarks
+    image: MetadataImage | None
+
+    async def prepare_logs(self) -> None: ...
+
+    def reconcile(self) -> None: ...
+
+
 class MetadataFollower:
-    def __init__(self, core: BrokerCore, controller: AsyncConnection) -> None:
+    def __init__(self, core: ImageHost, controller: AsyncConnection) -> None:
         self.core = core
         self.controller = controller
         # The controller answers one connection's requests in order: the long poll gets
@@ -130,7 +149,7 @@ class MetadataFollower:
                                   "max_supported_version": METADATA_VERSION}],
                     "rack": None,
                     "replica_logs": replica_log_reports(self.core.log_manager.all_logs(),
-                                                        self.core.recovery_cuts)},
+                                                        self.core.recovery.recovery_cuts)},
                     timeout_ms=5_000)
                 if body["error_code"] == 0:
                     self.broker_epoch = body["broker_epoch"]

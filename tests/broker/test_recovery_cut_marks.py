@@ -99,25 +99,25 @@ def test_a_cut_replica_stays_marked_across_restarts_until_it_is_in_an_isr(
 
     core = started(data)
     try:
-        assert core.recovery_cuts == {TP}
+        assert core.recovery.recovery_cuts == {TP}
         assert stored_cuts(data) == {TP: 4}  # on disk before the broker registers
     finally:
         core.shutdown()  # no image yet: nothing hosted
     assert OffsetCheckpointFile(data / REPLICATION_OFFSET_CHECKPOINT).read() == {TP: 5}
     core = started(data)
     try:
-        assert core.recovery_cuts == {TP}  # still reported
+        assert core.recovery.recovery_cuts == {TP}  # still reported
         feed_with(core, leader=2, isr=(2,), epoch=1)  # following, not yet in sync
-        assert core.recovery_cuts == {TP} and stored_cuts(data) == {TP: 4}
+        assert core.recovery.recovery_cuts == {TP} and stored_cuts(data) == {TP: 4}
         core.image.apply(PartitionRecord("t", 0, (1, 2), 2, 1, (2, 1), 2),
                          core.image.last_applied_offset + 1)
         core.reconcile()  # back in the ISR with a leader: healed
-        assert core.recovery_cuts == set() and stored_cuts(data) == {}
+        assert core.recovery.recovery_cuts == set() and stored_cuts(data) == {}
     finally:
         core.shutdown()
     core = started(data)
     try:
-        assert core.recovery_cuts == set()
+        assert core.recovery.recovery_cuts == set()
     finally:
         core.shutdown()
 
@@ -148,14 +148,14 @@ def test_a_start_killed_between_its_cut_and_its_mark_still_reports_the_cut(
     assert next((data / "t-0").glob("*.log")).stat().st_size > 0
     core = started(data)  # its recovery has nothing left to cut
     try:
-        assert core.recovery_cuts == {TP}
+        assert core.recovery.recovery_cuts == {TP}
         assert stored_cuts(data) == {TP: 4}
         assert not (data / "t-0" / RECOVERY_CUT_MARKER).exists()  # the mark holds it now
     finally:
         core.shutdown()
     core = started(data)
     try:
-        assert core.recovery_cuts == {TP}  # from the mark, until back in an ISR
+        assert core.recovery.recovery_cuts == {TP}  # from the mark, until back in an ISR
     finally:
         core.shutdown()
 
@@ -165,7 +165,7 @@ def test_an_unreadable_mark_file_reports_every_log_as_cut(tmp_path: Path) -> Non
     (data / RECOVERY_CUT_CHECKPOINT).write_text("0\n7\n")  # a count with no lines
     core = started(data)
     try:
-        assert core.recovery_cuts == {TP}  # the safe side: none leads while others may
+        assert core.recovery.recovery_cuts == {TP}  # the safe side: none leads while others may
         assert stored_cuts(data) == {TP: 0}  # rewritten readable
     finally:
         core.shutdown()
@@ -176,13 +176,13 @@ def test_a_mark_of_a_partition_moved_away_is_dropped(tmp_path: Path) -> None:
     OffsetCheckpointFile(data / RECOVERY_CUT_CHECKPOINT).write({TP: 0})
     core = started(data)
     try:
-        assert core.recovery_cuts == {TP}
+        assert core.recovery.recovery_cuts == {TP}
         feed = ImageFeed(core)
         feed.apply(RegisterBrokerRecord(1, 0, "a", "127.0.0.1", 9001),
                    RegisterBrokerRecord(2, 1, "b", "127.0.0.1", 9002),
                    UnfenceBrokerRecord(1, 0), UnfenceBrokerRecord(2, 1),
                    TopicRecord("t", 7, 1, 1),
                    PartitionRecord("t", 0, (2,), 2, 1, (2,), 1))  # only broker 2 now
-        assert core.recovery_cuts == set() and stored_cuts(data) == {}
+        assert core.recovery.recovery_cuts == set() and stored_cuts(data) == {}
     finally:
         core.shutdown()

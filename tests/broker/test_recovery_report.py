@@ -29,7 +29,7 @@ def test_a_torn_tail_below_the_high_watermark_is_reported(
     segment = next((data / "t-0").glob("*.log"))
     segment.write_bytes(segment.read_bytes()[:-10])
     with caplog.at_level("WARNING", logger="broker.core"), core_at(data) as again:
-        assert again.core.recovery_losses == {TopicPartition("t", 0): (4, 5)}
+        assert again.core.recovery.recovery_losses == {TopicPartition("t", 0): (4, 5)}
         dirs = call1(again.core, ApiKey.DESCRIBE_LOG_DIRS, {"topics": None})
         (replica,) = dirs["results"][0]["topics"][0]["partitions"]
         assert (replica["recovery_cut"], replica["damaged_from"]) == (True, -1)  # status
@@ -41,4 +41,4 @@ def test_a_clean_restart_reports_nothing(tmp_path: Path) -> None:
     with core_at(tmp_path / "b0") as h:
         h.create("t", 1)
     with core_at(tmp_path / "b0") as again:
-        assert again.core.recovery_losses == {}
+        assert again.core.recovery.recovery_losses == {}

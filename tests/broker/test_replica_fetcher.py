@@ -272,7 +272,7 @@ def _flip_a_byte(path: Path, at: int = 100) -> None:
 def _scrub_until_damage(node: Node) -> list[Any]:
     """Step the node's background CRC check until it reports damage."""
     for _ in range(1000):
-        found = node.core.run_scrubber()
+        found = node.core.repair.run_scrubber()
         if found:
             return found
     raise AssertionError("the scrubber found nothing")
@@ -309,12 +309,12 @@ def test_the_scrubber_repairs_a_follower_segment_in_place(tmp_path: Path) -> Non
         assert follower.partition.log_end_offset == leo  # nothing cut
         assert follower.partition.repair is not None
         proposals: list[Any] = []
-        leader.core.send_alter_partition = proposals.append
+        leader.core.isr.send_alter_partition = proposals.append
         repaired: list[Any] = []
 
         def on_repaired(*args: Any) -> None:
             repaired.append(args)
-            follower.core.on_segment_repaired(*args)
+            follower.core.repair.on_segment_repaired(*args)
 
         fetcher.session.on_repaired = on_repaired
         _repair_rounds(fetcher)
@@ -329,7 +329,7 @@ def test_the_scrubber_repairs_a_follower_segment_in_place(tmp_path: Path) -> Non
         assert (follower.partition.log.segments[1].read_bytes(0, damaged.size)
                 == leader.partition.log.segments[1].read_bytes(0, damaged.size))
         assert not follower.core.log_manager.scrubber.findings
-        assert follower.core.run_scrubber() == []
+        assert follower.core.repair.run_scrubber() == []
     finally:
         leader.core.shutdown()
         follower.core.shutdown()
@@ -348,7 +348,7 @@ def test_a_damaged_leader_resigns_then_repairs_its_segment_as_a_follower(
         damaged = first.partition.log.segments[1]
         _flip_a_byte(damaged.log_path)
         proposals: list[Any] = []
-        first.core.send_alter_partition = proposals.append
+        first.core.isr.send_alter_partition = proposals.append
         found = _scrub_until_damage(first)
         assert [p.new_isr for p in proposals] == [(2,)]  # it resigns
         assert first.partition.repair is not None
@@ -363,7 +363,7 @@ def test_a_damaged_leader_resigns_then_repairs_its_segment_as_a_follower(
         _repair_rounds(repair)
         assert first.partition.repair is None and first.partition.damaged is None
         assert values(first.partition.log) == expected  # copied again from the new leader
-        assert first.core.run_scrubber() == []
+        assert first.core.repair.run_scrubber() == []
     finally:
         first.core.shutdown()
         second.core.shutdown()
@@ -385,7 +385,7 @@ def test_damage_found_on_each_replica_in_turn_loses_nothing(tmp_path: Path) -> N
         assert second.partition.repair is not None  # begun, nothing fetched yet
         _flip_a_byte(first.partition.log.segments[4].log_path)  # then the leader's, higher
         proposals: list[Any] = []
-        first.core.send_alter_partition = proposals.append
+        first.core.isr.send_alter_partition = proposals.append
         _scrub_until_damage(first)
         assert [p.new_isr for p in proposals] == [(2,)]  # the follower is still in sync
         for node in (first, second):  # the controller elects 2
@@ -394,17 +394,17 @@ def test_damage_found_on_each_replica_in_turn_loses_nothing(tmp_path: Path) -> N
         assert served == list(range(low)) and error == ErrorCode.KAFKA_STORAGE_ERROR
         served, error = _consume(second, high)  # above its damaged segment: served
         assert error == 0 and served == list(range(high, 40))
-        second.core.send_alter_partition = proposals.append
+        second.core.isr.send_alter_partition = proposals.append
         to_second, _ = fetcher_of(first, second, truncating=True)
         asyncio.run(to_second._truncate())
         _repair_rounds(to_second)
         assert first.partition.repair is None and first.partition.damaged is None
         assert values(first.partition.log) == expected
         assert proposals[-1].new_isr == (2, 1)  # caught up: 2 takes 1 back into the ISR
-        second.core.on_alter_partition_answer(proposals[-1], 0, [2, 1], 2)
+        second.core.isr.on_alter_partition_answer(proposals[-1], 0, [2, 1], 2)
         for node in (first, second):
             node.apply(PartitionRecord(TOPIC, 0, (1, 2), 2, 1, (2, 1), 2))
-        second.core.check_isr()  # 2 still has its damaged segment: it resigns to 1
+        second.core.isr.check_isr()  # 2 still has its damaged segment: it resigns to 1
         assert proposals[-1].new_isr == (1,)
         for node in (first, second):
             node.apply(PartitionRecord(TOPIC, 0, (1, 2), 1, 2, (1,), 3))
@@ -455,7 +455,7 @@ def test_a_damaged_leader_alone_in_its_isr_never_serves_the_bad_batch(tmp_path: 
         assert _consume(leader, 0) == (list(range(40)), 0)
         _flip_a_byte(leader.partition.log.segments[1].log_path)
         proposals: list[Any] = []
-        leader.core.send_alter_partition = proposals.append
+        leader.core.isr.send_alter_partition = proposals.append
         found = _scrub_until_damage(leader)
         bad = found[0].first_bad_offset
         assert proposals == [] and leader.partition.is_leader  # nobody to resign to
@@ -536,7 +536,7 @@ def test_damage_found_by_recovery_is_kept_and_repaired_in_place(tmp_path: Path,
         follower = Node(tmp_path, 2, segment_bytes=1024)
         assert _segment_files_of(data_dir / f"{TOPIC}-0") == before  # nothing cut or moved
         (report,) = replica_log_reports(follower.core.log_manager.all_logs(),
-                                        follower.core.recovery_cuts)
+                                        follower.core.recovery.recovery_cuts)
         assert report["recovery_cut"]  # registers as cut by recovery, whole log end ...
         follower.apply(*cluster_records((1, 2)))
         partition = follower.partition
@@ -545,12 +545,12 @@ def test_damage_found_by_recovery_is_kept_and_repaired_in_place(tmp_path: Path,
         assert until == segments[2].base_offset
         assert report["log_end_offset"] == leo
         assert _damaged_from(follower) == first_bad  # DescribeLogDirs (cluster status)
-        found = follower.core.run_scrubber()  # ... and its repair starts (scrubber or not)
+        found = follower.core.repair.run_scrubber()  # ... and its repair starts (scrubber or not)
         assert found[0].reason == "found by log recovery"  # (the scrubber may find it too)
         assert {d.segment_base_offset for d in found} == {damaged.base_offset}
         assert partition.repair is not None
         fetcher, _ = fetcher_of(follower, leader, truncating=False)
-        fetcher.session.on_repaired = follower.core.on_segment_repaired
+        fetcher.session.on_repaired = follower.core.repair.on_segment_repaired
         _repair_rounds(fetcher)
         assert partition.repair is None and partition.damaged is None
         assert _damaged_from(follower) == -1
@@ -560,7 +560,7 @@ def test_damage_found_by_recovery_is_kept_and_repaired_in_place(tmp_path: Path,
                 == leader.partition.log.segments[1].log_path.read_bytes())
         (report,) = replica_log_reports(follower.core.log_manager.all_logs(), set())
         assert report["log_end_offset"] == leo
-        assert follower.core.run_scrubber() == []
+        assert follower.core.repair.run_scrubber() == []
     finally:
         leader.core.shutdown()
         follower.core.shutdown()
@@ -587,16 +587,16 @@ def test_a_restart_during_a_repair_finds_the_damage_again(tmp_path: Path,
             (tmp_path / "b2" / CLEAN_SHUTDOWN_MARKER).unlink()
         follower = Node(tmp_path, 2, segment_bytes=1024)
         (report,) = replica_log_reports(follower.core.log_manager.all_logs(),
-                                        follower.core.recovery_cuts)
+                                        follower.core.recovery.recovery_cuts)
         assert report["recovery_cut"] and report["log_end_offset"] == leo
         follower.apply(*cluster_records((1, 2)))
         partition = follower.partition
         assert partition.log_end_offset == leo
         assert [first for first, _ in partition.damaged_ranges] == [found.first_bad_offset]
-        assert {d.segment_base_offset for d in follower.core.run_scrubber()} == {
+        assert {d.segment_base_offset for d in follower.core.repair.run_scrubber()} == {
             damaged.base_offset}
         fetcher, _ = fetcher_of(follower, leader, truncating=False)
-        fetcher.session.on_repaired = follower.core.on_segment_repaired
+        fetcher.session.on_repaired = follower.core.repair.on_segment_repaired
         _repair_rounds(fetcher)
         assert partition.repair is None and partition.damaged is None
         assert values(partition.log) == expected

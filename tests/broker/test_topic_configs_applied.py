@@ -2,7 +2,7 @@
 on a follower replica, on each path: at creation, on a change, on a change back to the
 defaults, and after a restart of the broker (issue 30 item 9).
 
-One mechanism does it (:meth:`BrokerCore.apply_topic_configs` -> :meth:`Log.update_config`
+One mechanism does it (:meth:`TopicConfigs.apply` -> :meth:`Log.update_config`
 -> every segment); these tests drive a :class:`BrokerCore` in controller mode with a
 metadata image, as the metadata follower does.  The real-process twin (a 3-broker
 cluster, file sizes and index entries on disk) is
@@ -141,7 +141,7 @@ def assert_applied(core: BrokerCore, want: LogConfig, min_isr: int) -> None:
     assert core.partitions[LEADS].is_leader and not core.partitions[FOLLOWS].is_leader
     for key in (LEADS, FOLLOWS):
         assert_log_has(core.partitions[key].log, want)
-    assert core.min_insync_replicas("t") == min_isr
+    assert core.configs.min_insync_replicas("t") == min_isr
     # the leader's acks=all check: ISR (1, 2) is short of 3
     assert acks_all_error(core) == (ErrorCode.NOT_ENOUGH_REPLICAS if min_isr > 2 else None)
 
@@ -207,7 +207,7 @@ def test_min_insync_replicas_holds_while_the_image_is_rebuilt(tmp_path: Path) ->
     try:
         created(core, FIRST)
         core.image = MetadataImage()  # what follower.py does on OFFSET_OUT_OF_RANGE
-        assert core.min_insync_replicas("t") == 3
+        assert core.configs.min_insync_replicas("t") == 3
         assert acks_all_error(core) == ErrorCode.NOT_ENOUGH_REPLICAS
         assert_log_has(core.partitions[LEADS].log, expected(FIRST))
         created(core, SECOND)  # the image rebuilt (reconciled once complete)
@@ -230,13 +230,13 @@ def test_standalone_configs_reach_the_logs_at_creation_on_change_and_after_a_res
     def check(core: BrokerCore, want: LogConfig, min_isr: int) -> None:
         for index in range(2):
             assert_log_has(core.partitions[TopicPartition("t", index)].log, want)
-        assert core.min_insync_replicas("t") == min_isr
+        assert core.configs.min_insync_replicas("t") == min_isr
 
     core = started_alone()
     try:
         core.create_topic(core.validate_new_topic("t", 2, 1, FIRST))
         check(core, expected(FIRST), 3)
-        core.set_topic_configs("t", core.validate_topic_configs(SECOND))
+        core.set_topic_configs("t", core.configs.validate(SECOND))
         check(core, expected(SECOND), 2)
     finally:
         core.shutdown()

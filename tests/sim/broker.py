@@ -115,7 +115,7 @@ class SimBroker:
             if log.log_end_offset < self.hw_checkpoint.get(pid, 0) or (
                     report is not None and (report.truncated_bytes or report.segments_deleted
                                            or report.damaged)):
-                self.recovery_cuts.add(pid)  # as BrokerCore._report_recovery
+                self.recovery_cuts.add(pid)  # as RecoveryMarks.report
             p.high_watermark = min(self.hw_checkpoint.get(pid, 0), log.log_end_offset)
             self.partitions[pid] = p
         self.c.record(f"start b{self.id} inc={self.incarnation} "
@@ -366,7 +366,7 @@ class SimBroker:
             self._resign(p)
 
     def _resign(self, p: Partition) -> None:
-        """A damaged leader proposes the ISR without itself (BrokerCore._try_resign)."""
+        """A damaged leader proposes the ISR without itself (IsrProposals.try_resign)."""
         others = tuple(b for b in p.isr if b != self.id)
         if others and p.pending_alter_partition is None:
             self.propose(p.propose_isr(others))

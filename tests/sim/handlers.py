@@ -14,9 +14,9 @@ The producer's acks=all Produce goes through the real ``handle_produce`` the sam
 
 The handlers take a :class:`BrokerCore`; :class:`SimHandlerCore` is the part of it they
 use, over a simulated broker's partitions: ``partition_or_error``, ``wake_partition``
-(parked acks=all produces re-check), ``check_isr_of`` / ``maybe_expand_isr`` (ISR
+(parked acks=all produces re-check), ``isr`` (``check_isr_of`` / ``maybe_expand_isr``: ISR
 proposals go to the simulated controller), ``config``, ``clock``, ``image`` (None: no
-``current_leader`` hints), ``min_insync_replicas``, ``produce_purgatory`` (the
+``current_leader`` hints), ``configs.min_insync_replicas``, ``produce_purgatory`` (the
 broker's) and ``fetch_purgatory`` (a follower's Fetch with nothing new
 parks there for up to its ``max_wait_ms``; the simulated broker wakes it when the
 partition changes and its timer expires it).
@@ -30,9 +30,10 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from broker.config import BrokerConfig
-from broker.core import BrokerCore, TopicError
+from broker.core import BrokerCore
 from broker.delayed import DelayedFetch, DelayedProduce
 from broker.metadata.image import MetadataImage
+from broker.replica.topic_configs import TopicError
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode
 from clients.protocol.topics import TopicPartition
@@ -48,6 +49,39 @@ Body = dict[str, Any]
 FOLLOWER_APIS = (ApiKey.OFFSETS_FOR_LEADER_EPOCH, ApiKey.FETCH, ApiKey.LIST_OFFSETS)
 
 
+class SimIsrProposals:
+    """What the handlers use of :class:`~broker.replica.isr_proposals.IsrProposals`: the
+    simulated broker's proposals go to the simulated controller."""
+
+    def __init__(self, broker: SimBroker, clock: ManualClock,
+                 replica_lag_time_max_ms: int) -> None:
+        self.broker = broker
+        self.clock = clock
+        self.replica_lag_time_max_ms = replica_lag_time_max_ms
+
+    def check_isr_of(self, key: TopicPartition) -> None:
+        p = self.broker.partitions.get(key.partition)
+        if p is None or not p.is_leader:
+            return
+        self.broker.propose(p.pending_alter_partition or p.maybe_shrink_isr(
+            self.clock.now_ms(), self.replica_lag_time_max_ms))
+
+    def maybe_expand_isr(self, key: TopicPartition, replica_id: int) -> None:
+        p = self.broker.partitions.get(key.partition)
+        if p is not None:
+            self.broker.propose(p.maybe_expand_isr(replica_id))
+
+
+class SimTopicConfigs:
+    """What the handlers use of :class:`~broker.replica.topic_configs.TopicConfigs`."""
+
+    def __init__(self, broker: SimBroker) -> None:
+        self.broker = broker
+
+    def min_insync_replicas(self, topic: str) -> int:
+        return self.broker.c.config.min_insync_replicas
+
+
 class SimHandlerCore:
     """What the fetch handlers use of a :class:`BrokerCore`, over a simulated broker."""
 
@@ -60,6 +94,8 @@ class SimHandlerCore:
                                    replica_lag_time_max_ms=replica_lag_time_max_ms)
         self.image: MetadataImage | None = None
         self.fetch_purgatory: Purgatory[DelayedFetch] = Purgatory("fetch", broker.timer)
+        self.isr = SimIsrProposals(broker, clock, replica_lag_time_max_ms)
+        self.configs = SimTopicConfigs(broker)
 
     @property
     def partitions(self) -> dict[TopicPartition, Partition]:
@@ -68,9 +104,6 @@ class SimHandlerCore:
     @property
     def produce_purgatory(self) -> Purgatory[DelayedProduce]:
         return self.broker.produce_purgatory
-
-    def min_insync_replicas(self, topic: str) -> int:
-        return self.broker.c.config.min_insync_replicas
 
     def partition_or_error(self, topic: str, index: int) -> Partition:
         p = self.broker.partitions.get(index) if topic == self.topic else None
@@ -81,18 +114,6 @@ class SimHandlerCore:
 
     def wake_partition(self, key: TopicPartition) -> None:
         self.broker.wake_partition(key.partition)
-
-    def check_isr_of(self, key: TopicPartition) -> None:
-        p = self.broker.partitions.get(key.partition)
-        if p is None or not p.is_leader:
-            return
-        self.broker.propose(p.pending_alter_partition or p.maybe_shrink_isr(
-            self.clock.now_ms(), self.config.replica_lag_time_max_ms))
-
-    def maybe_expand_isr(self, key: TopicPartition, replica_id: int) -> None:
-        p = self.broker.partitions.get(key.partition)
-        if p is not None:
-            self.broker.propose(p.maybe_expand_isr(replica_id))
 
 
 def serve(core: SimHandlerCore, api: ApiKey, body: Body,

@@ -292,7 +292,8 @@ def test_create_topics_at_every_version(h: CoreHarness, version: int) -> None:
                      ("nullcfg", E.INVALID_CONFIG), ("three", E.INVALID_REPLICATION_FACTOR),
                      ("dup", E.INVALID_REQUEST), ("dup", E.INVALID_REQUEST)]
     assert h.core.registry.get(name).num_partitions == 1  # the broker's default
-    assert h.core.topic_configs(name) == {"retention_ms": "60000", "cleanup_policy": "compact"}
+    assert h.core.configs.topic_configs(name) == {"retention_ms": "60000",
+                                                  "cleanup_policy": "compact"}
     created = answer["topics"][0]
     if version >= 5:
         assert (created["num_partitions"], created["replication_factor"]) == (1, 1)
@@ -447,11 +448,11 @@ def test_alter_configs_replaces_the_overrides(h: CoreHarness, version: int) -> N
     api = ApiKey.ALTER_CONFIGS
     assert alter(h, api, version, {"name": "retention.ms", "value": "5000"},
                  {"name": "segment.bytes", "value": "2048"})[0] == 0
-    assert h.core.topic_configs("t") == {"retention_ms": "5000", "segment_bytes": "2048"}
+    assert h.core.configs.topic_configs("t") == {"retention_ms": "5000", "segment_bytes": "2048"}
     log = h.core.partitions[("t", 0)].log
     assert log.config.segment_bytes == 2048 and log.config.retention_ms == 5000
     assert alter(h, api, version, {"name": "cleanup.policy", "value": "compact"})[0] == 0
-    assert h.core.topic_configs("t") == {"cleanup_policy": "compact"}
+    assert h.core.configs.topic_configs("t") == {"cleanup_policy": "compact"}
     assert log.config.compact and log.config.segment_bytes == 4096
     assert alter(h, api, version, {"name": "retention.ms", "value": "soon"})[0] == \
         E.INVALID_CONFIG
@@ -461,7 +462,7 @@ def test_alter_configs_replaces_the_overrides(h: CoreHarness, version: int) -> N
         E.UNKNOWN_TOPIC_OR_PARTITION
     assert alter(h, api, version, {"name": "retention.ms", "value": "7"},
                  validate_only=True)[0] == 0
-    assert h.core.topic_configs("t") == {"cleanup_policy": "compact"}
+    assert h.core.configs.topic_configs("t") == {"cleanup_policy": "compact"}
     answer = call1(h.core, api, {"resources": [
         {"resource_type": 4, "resource_name": "0", "configs": []},
         {"resource_type": 2, "resource_name": "t", "configs": []},
@@ -479,10 +480,11 @@ def test_incremental_alter_configs_operations(h: CoreHarness, version: int) -> N
     assert alter(h, api, version, op("retention.ms", 0, "5000"),
                  op("min.insync.replicas", 0, "1"))[0] == 0
     assert alter(h, api, version, op("segment.bytes", 0, "2048"))[0] == 0
-    assert h.core.topic_configs("t") == {"retention_ms": "5000", "min_insync_replicas": "1",
+    assert h.core.configs.topic_configs("t") == {"retention_ms": "5000", "min_insync_replicas": "1",
                                          "segment_bytes": "2048"}
     assert alter(h, api, version, op("retention.ms", 1))[0] == 0
-    assert h.core.topic_configs("t") == {"min_insync_replicas": "1", "segment_bytes": "2048"}
+    assert h.core.configs.topic_configs("t") == {"min_insync_replicas": "1",
+                                                 "segment_bytes": "2048"}
     assert h.core.partitions[("t", 1)].log.config.segment_bytes == 2048
     # cleanup.policy is a list: delete (the default) - delete + compact = compact
     assert alter(h, api, version, op("cleanup.policy", 3, "delete"),
@@ -495,7 +497,7 @@ def test_incremental_alter_configs_operations(h: CoreHarness, version: int) -> N
     assert alter(h, api, version, op("no.such", 0, "1"))[0] == E.INVALID_CONFIG
     assert alter(h, api, version, op("retention.ms", 0, "1"), op("retention_ms", 0, "2"))[0] \
         == E.INVALID_REQUEST
-    assert h.core.topic_configs("t")["cleanup_policy"] == "compact"
+    assert h.core.configs.topic_configs("t")["cleanup_policy"] == "compact"
     assert h.core.partitions[("t", 0)].log.config.compact
 
 
@@ -505,7 +507,7 @@ def test_topic_configs_survive_a_restart(tmp_path: Path) -> None:
         assert alter(h, ApiKey.INCREMENTAL_ALTER_CONFIGS, 1, {
             "name": "retention.ms", "config_operation": 0, "value": "777"})[0] == 0
     with core_at(tmp_path / "b") as h:
-        assert h.core.topic_configs("t") == {"retention_ms": "777"}
+        assert h.core.configs.topic_configs("t") == {"retention_ms": "777"}
         assert h.core.partitions[("t", 0)].log.config.retention_ms == 777
 
 
