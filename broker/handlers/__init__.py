@@ -11,9 +11,11 @@ signature, :class:`~broker.handlers.common.RequestContext` with the request's ve
 and helpers and ``dispatch`` merges the tables into :data:`HANDLERS` and answers
 ApiVersions.
 
-May import: ``broker.core`` (every handler works on a :class:`BrokerCore`),
-``broker.config``, ``broker.delayed``, ``broker.group``, ``broker.producer_ids``, ``replication``,
-``storage`` and ``clients.protocol``.  Imported by the server (``dispatch.HANDLERS``,
-``common.RegionRecords``) and tests only; must not import the server or the network
-processes.  Nothing is exported here: import from the defining module.
+May import: Protocols of the broker (``broker_view.HandlerCore``: every handler works on
+it, never on ``broker.core``), ``broker.replica``'s errors and constants,
+``broker.config``, ``broker.delayed``, ``broker.group``, ``broker.producer_ids``,
+``replication``, ``storage`` and ``clients.protocol``. Imported by the server
+(``dispatch.HANDLERS``, ``common.RegionRecords``) and tests only; must not import the
+server or the network processes. Nothing is exported here: import from the defining
+module.
 """

@@ -20,14 +20,14 @@ Costs: O(1) plus the Metadata cluster part.  Run on the broker's event loop thre
 
 from __future__ import annotations
 
-from broker.core import BrokerCore
+from broker.handlers.broker_view import HandlerCore
 from broker.handlers.common import RequestContext, Respond
 from broker.handlers.topics import handle_metadata
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode
 
 
-def answer_over_bound(core: BrokerCore, api_key: int, api_version: int,
+def answer_over_bound(core: HandlerCore, api_key: int, api_version: int,
                       respond: Respond) -> bool:
     """Answer a request that is over its bound; False if ``api_key`` has no bound here."""
     if api_key == ApiKey.METADATA:

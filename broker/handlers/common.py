@@ -1,7 +1,8 @@
 """Shared vocabulary of the API handlers: request/response bodies, the ``respond``
 callback, the handler signature, file-region Records and per-partition error fields.
 
-A handler is ``handler(core, body, respond, ctx)``: it gets the :class:`BrokerCore`, the
+A handler is ``handler(core, body, respond, ctx)``: it gets the broker as a
+:class:`~broker.handlers.broker_view.HandlerCore`, the
 decoded request body (every field of the request's version filled, defaults for the
 fields that version does not carry), ``respond`` and the :class:`RequestContext` (the
 request's API version and client id).  A body's shape depends on its version (e.g.
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from broker.acls import Authorizer
-from broker.core import BrokerCore
+from broker.handlers.broker_view import HandlerCore
 from broker.handlers.record_checks import RecordCheckThread
 from clients.protocol.errors import ErrorCode, MiniKafkaError
 from clients.protocol.scram import broker_id_of
@@ -72,7 +73,7 @@ class RequestContext:
             not self.brokers_authenticate or broker_id_of(self.principal) == broker_id)
 
 
-Handler = Callable[[BrokerCore, Body, Respond, RequestContext], None]
+Handler = Callable[[HandlerCore, Body, Respond, RequestContext], None]
 
 
 @dataclass(frozen=True)

@@ -28,7 +28,7 @@ default, DEFAULT_CONFIG otherwise.  Altering a broker resource: INVALID_REQUEST.
 to the controller as they came (the controller validates and writes the config records)
 and answered with its answer once this broker's image shows the new values (at most
 :data:`VISIBLE_WAIT_S`); standalone they are validated and applied here
-(:meth:`BrokerCore.set_topic_configs`).  AlterConfigs replaces the whole set of a topic's
+(``HandlerCore.set_topic_configs``).  AlterConfigs replaces the whole set of a topic's
 overrides (unnamed ones return to their defaults); a null value is INVALID_REQUEST.
 IncrementalAlterConfigs applies operations ``0`` SET, ``1`` DELETE (back to the default),
 ``2`` APPEND and ``3`` SUBTRACT (list configs only: ``cleanup.policy``; else
@@ -49,7 +49,7 @@ from typing import Any
 
 from broker.acls import CLUSTER_RESOURCE
 from broker.config import BrokerConfig
-from broker.core import BrokerCore
+from broker.handlers.broker_view import HandlerCore
 from broker.handlers.common import Body, Handler, RequestContext, Respond, require
 from broker.replica.topic_configs import TOPIC_CONFIG_ALIASES, TopicError
 from clients.protocol.api_keys import ApiKey
@@ -150,7 +150,7 @@ def _kafka_value(d: TopicConfigDef, value: str) -> str:
     return value
 
 
-def _default(core: BrokerCore, d: TopicConfigDef) -> tuple[str, str, int]:
+def _default(core: HandlerCore, d: TopicConfigDef) -> tuple[str, str, int]:
     """(synonym name, value, source) of a topic config's default on this broker."""
     if d.broker_key is None:
         if d.key == "unclean_leader_election":
@@ -163,7 +163,7 @@ def _default(core: BrokerCore, d: TopicConfigDef) -> tuple[str, str, int]:
                                                  else value), source
 
 
-def topic_config_entries(core: BrokerCore, overrides: Mapping[str, str],
+def topic_config_entries(core: HandlerCore, overrides: Mapping[str, str],
                          keys: list[str] | None = None, *, synonyms: bool = False,
                          documentation: bool = False) -> list[Body]:
     """DescribeConfigs entries of a topic with ``overrides`` (our keys), in Kafka's names;
@@ -210,7 +210,7 @@ def broker_config_entries(config: BrokerConfig, keys: list[str] | None = None, *
     return out
 
 
-def _topic_overrides(core: BrokerCore, name: str) -> dict[str, str]:
+def _topic_overrides(core: HandlerCore, name: str) -> dict[str, str]:
     """The topic's overrides, or TopicError (invalid name, unknown topic)."""
     reason = topic_name_error(name)
     if reason is not None:
@@ -224,7 +224,7 @@ def _topic_overrides(core: BrokerCore, name: str) -> dict[str, str]:
     raise TopicError(f"unknown topic {name!r}", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
 
 
-def _check_broker_name(core: BrokerCore, name: str) -> None:
+def _check_broker_name(core: HandlerCore, name: str) -> None:
     if name not in ("", str(core.config.node_id)):
         raise MiniKafkaError(f"unexpected broker id {name!r}: this is broker "
                              f"{core.config.node_id} (or use '' for the cluster defaults)",
@@ -234,7 +234,7 @@ def _check_broker_name(core: BrokerCore, name: str) -> None:
 # -- DescribeConfigs ------------------------------------------------------------------
 
 
-def handle_describe_configs(core: BrokerCore, body: Body, respond: Respond,
+def handle_describe_configs(core: HandlerCore, body: Body, respond: Respond,
                             ctx: RequestContext) -> None:
     results = []
     for resource in body["resources"]:
@@ -302,7 +302,7 @@ def _incremental(current: dict[str, str], configs: list[Body]) -> dict[str, str]
     return out
 
 
-def _new_overrides(core: BrokerCore, api: ApiKey, name: str, configs: list[Body]
+def _new_overrides(core: HandlerCore, api: ApiKey, name: str, configs: list[Body]
                    ) -> dict[str, str]:
     names = [config_key(c["name"]) for c in configs]
     if len(set(names)) != len(names):
@@ -322,7 +322,7 @@ def _new_overrides(core: BrokerCore, api: ApiKey, name: str, configs: list[Body]
     return core.configs.validate(new)
 
 
-def _alter_locally(core: BrokerCore, api: ApiKey, body: Body) -> Body:
+def _alter_locally(core: HandlerCore, api: ApiKey, body: Body) -> Body:
     responses = []
     counts: dict[tuple[int, str], int] = {}
     for r in body["resources"]:
@@ -363,7 +363,7 @@ def _same(a: str | None, b: str | None) -> bool:
         return a == b
 
 
-def _visible(core: BrokerCore, api: ApiKey, body: Body, answer: Body) -> Callable[[], bool]:
+def _visible(core: HandlerCore, api: ApiKey, body: Body, answer: Body) -> Callable[[], bool]:
     """Whether this broker's image shows what the controller accepted (topics only)."""
     ok = {(r["resource_type"], r["resource_name"]) for r in answer.get("responses", [])
           if r["error_code"] == 0}
@@ -395,7 +395,7 @@ def _visible(core: BrokerCore, api: ApiKey, body: Body, answer: Body) -> Callabl
     return visible
 
 
-def _forward_alter(core: BrokerCore, api: ApiKey, body: Body, respond: Respond) -> None:
+def _forward_alter(core: HandlerCore, api: ApiKey, body: Body, respond: Respond) -> None:
     async def run() -> None:
         assert core.controller is not None
         try:
@@ -426,7 +426,7 @@ def _spawn(coro: Any) -> None:
     task.add_done_callback(_pending.discard)
 
 
-def _alter(core: BrokerCore, api: ApiKey, body: Body, respond: Respond,
+def _alter(core: HandlerCore, api: ApiKey, body: Body, respond: Respond,
            ctx: RequestContext) -> None:
     """AlterConfigs or IncrementalAlterConfigs: resources the user may not AlterConfigs
     (ACLs) are answered here with *_AUTHORIZATION_FAILED, the rest are done."""
@@ -457,12 +457,12 @@ def _alter(core: BrokerCore, api: ApiKey, body: Body, respond: Respond,
         respond(_alter_locally(core, api, body))
 
 
-def handle_alter_configs(core: BrokerCore, body: Body, respond: Respond,
+def handle_alter_configs(core: HandlerCore, body: Body, respond: Respond,
                          ctx: RequestContext) -> None:
     _alter(core, ApiKey.ALTER_CONFIGS, body, respond, ctx)
 
 
-def handle_incremental_alter_configs(core: BrokerCore, body: Body, respond: Respond,
+def handle_incremental_alter_configs(core: HandlerCore, body: Body, respond: Respond,
                                      ctx: RequestContext) -> None:
     _alter(core, ApiKey.INCREMENTAL_ALTER_CONFIGS, body, respond, ctx)
 

@@ -15,7 +15,7 @@ the broker above the handlers (the server, tests).
 
 from __future__ import annotations
 
-from broker.core import BrokerCore
+from broker.handlers.broker_view import HandlerCore
 from broker.handlers.common import Body, Handler, RequestContext, Respond
 from broker.handlers.configs import CONFIG_HANDLERS
 from broker.handlers.fetch import FETCH_HANDLERS
@@ -37,7 +37,7 @@ def served_api_versions() -> list[dict[str, int]]:
     ]
 
 
-def handle_api_versions(core: BrokerCore, body: Body, respond: Respond,
+def handle_api_versions(core: HandlerCore, body: Body, respond: Respond,
                         ctx: RequestContext) -> None:
     respond({"error_code": 0, "api_keys": served_api_versions(), "throttle_time_ms": 0})
 

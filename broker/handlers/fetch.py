@@ -42,7 +42,7 @@ than a slice; the response carries at most ``min(max_bytes, fetch_max_bytes)`` r
 bytes (first batch excepted, Kafka's rule); ListOffsets by timestamp is one time-index
 lookup per partition, -3 a walk of the batch headers of the segments whose max timestamp
 can win; DescribeLogDirs is O(partitions · log partitions) (sorted).
-Thread-safety: run on the broker's event loop thread only (they touch BrokerCore state).
+Thread-safety: run on the broker's event loop thread only (they touch the broker's state).
 """
 
 from __future__ import annotations
@@ -54,8 +54,8 @@ from collections.abc import Callable, Generator
 from typing import Any
 
 from broker.acls import CLUSTER_RESOURCE
-from broker.core import BrokerCore
 from broker.delayed import DelayedFetch
+from broker.handlers.broker_view import HandlerCore
 from broker.handlers.common import (
     EMPTY_RECORDS,
     Body,
@@ -81,7 +81,7 @@ READ_COMMITTED = 1
 LEADER_HINT_ERRORS = (int(ErrorCode.NOT_LEADER_OR_FOLLOWER), int(ErrorCode.FENCED_LEADER_EPOCH))
 
 
-def current_leader(core: BrokerCore, topic: str, index: int) -> Body | None:
+def current_leader(core: HandlerCore, topic: str, index: int) -> Body | None:
     """Kafka's ``current_leader`` hint (KIP-951) from the image; None when unknown."""
     if core.image is None:
         return None
@@ -113,7 +113,7 @@ def _diverging(partition: Partition, request: Body) -> Body | None:
     return None
 
 
-def _read_partition(core: BrokerCore, name: str, request: Body, replica_id: int,
+def _read_partition(core: HandlerCore, name: str, request: Body, replica_id: int,
                     max_bytes: int, committed: bool, min_one_batch: bool = True,
                     ctx: RequestContext | None = None) -> tuple[Body, FetchDataInfo | None]:
     index = request["partition"]
@@ -160,7 +160,7 @@ FetchResult = tuple[Body, int, bool]  # (response body, record bytes, any partit
 FETCH_SLICE_PARTITIONS = 100  # partitions read per event-loop turn (~1-2 ms)
 
 
-def _fetch_steps(core: BrokerCore, body: Body, ctx: RequestContext | None = None
+def _fetch_steps(core: HandlerCore, body: Body, ctx: RequestContext | None = None
                  ) -> Generator[None, None, FetchResult]:
     """Read every partition, yielding after each ``FETCH_SLICE_PARTITIONS`` (work split:
     :func:`run_in_slices` reads one slice per event-loop turn, so a Fetch of
@@ -233,7 +233,7 @@ def run_in_slices(steps: Generator[None, None, FetchResult],
     step(True)
 
 
-def handle_fetch(core: BrokerCore, body: Body, respond: Respond, ctx: RequestContext) -> None:
+def handle_fetch(core: HandlerCore, body: Body, respond: Respond, ctx: RequestContext) -> None:
     if body["replica_id"] >= 0 and not ctx.may_act_as_broker(body["replica_id"]):
         respond(_not_a_broker(body, body["replica_id"]))  # a client posing as a follower
         return
@@ -282,7 +282,7 @@ def _not_a_broker(body: Body, replica_id: int) -> Body:
         for t in body["topics"]]}
 
 
-def _fetch_response_sizes(core: BrokerCore, body: Body) -> tuple[None, int, bool]:
+def _fetch_response_sizes(core: HandlerCore, body: Body) -> tuple[None, int, bool]:
     """How many bytes a fetch would return now (no follower-state side effects).
 
     "Errored" (complete the parked fetch now; the fresh read at completion reports the
@@ -408,7 +408,7 @@ def _replica_refusal(ctx: RequestContext, replica_id: int, api: str) -> MiniKafk
                           ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
 
 
-def handle_list_offsets(core: BrokerCore, body: Body, respond: Respond,
+def handle_list_offsets(core: HandlerCore, body: Body, respond: Respond,
                         ctx: RequestContext) -> None:
     refusal = _replica_refusal(ctx, body["replica_id"], "ListOffsets")
     topics = []
@@ -439,7 +439,7 @@ def handle_list_offsets(core: BrokerCore, body: Body, respond: Respond,
 # -- OffsetsForLeaderEpoch --------------------------------------------------------------
 
 
-def handle_offsets_for_leader_epoch(core: BrokerCore, body: Body, respond: Respond,
+def handle_offsets_for_leader_epoch(core: HandlerCore, body: Body, respond: Respond,
                                     ctx: RequestContext) -> None:
     refusal = _replica_refusal(ctx, body["replica_id"], "OffsetsForLeaderEpoch")
     topics = []
@@ -467,7 +467,7 @@ def handle_offsets_for_leader_epoch(core: BrokerCore, body: Body, respond: Respo
 # -- DescribeLogDirs -------------------------------------------------------------------
 
 
-def handle_describe_log_dirs(core: BrokerCore, body: Body, respond: Respond,
+def handle_describe_log_dirs(core: HandlerCore, body: Body, respond: Respond,
                              ctx: RequestContext) -> None:
     if not ctx.allowed("Describe", "Cluster", CLUSTER_RESOURCE):  # ACLs (Kafka's rule)
         respond({"throttle_time_ms": 0, "results": [],

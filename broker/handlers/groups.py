@@ -35,8 +35,8 @@ event loop.
 
 from __future__ import annotations
 
-from broker.core import BrokerCore
 from broker.group.offsets import commit_offsets, describe_groups, fetch_offsets, list_groups
+from broker.handlers.broker_view import HandlerCore
 from broker.handlers.common import Body, Handler, RequestContext, Respond
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode
@@ -52,14 +52,14 @@ FIRST_BATCHED_OFFSET_FETCH = 8
 FIRST_TOP_LEVEL_OFFSET_FETCH_ERROR = 2
 
 
-def _coordinator_of(core: BrokerCore, key: str, key_type: int, ctx: RequestContext) -> Body:
+def _coordinator_of(core: HandlerCore, key: str, key_type: int, ctx: RequestContext) -> Body:
     if key_type == 0 and not ctx.allowed("Describe", "Group", key):
         return {"error_code": GROUP_DENIED, "error_message": f"not authorized to Describe "
                 f"group {key!r}", "node_id": -1, "host": "", "port": -1}
     return core.groups.find_coordinator(key, key_type)
 
 
-def handle_find_coordinator(core: BrokerCore, body: Body, respond: Respond,
+def handle_find_coordinator(core: HandlerCore, body: Body, respond: Respond,
                             ctx: RequestContext) -> None:
     if ctx.version < FIRST_BATCHED_FIND_COORDINATOR:
         respond({"throttle_time_ms": 0,
@@ -80,7 +80,7 @@ def _refused(ctx: RequestContext, operation: str, group_id: str, respond: Respon
     return True
 
 
-def handle_join_group(core: BrokerCore, body: Body, respond: Respond,
+def handle_join_group(core: HandlerCore, body: Body, respond: Respond,
                       ctx: RequestContext) -> None:
     if _refused(ctx, "Read", body["group_id"], respond, {
             "generation_id": -1, "member_id": "", "leader": "", "members": [],
@@ -98,19 +98,19 @@ def handle_join_group(core: BrokerCore, body: Body, respond: Respond,
         require_member_id=ctx.version >= FIRST_MEMBER_ID_REQUIRED_JOIN)
 
 
-def handle_sync_group(core: BrokerCore, body: Body, respond: Respond,
+def handle_sync_group(core: HandlerCore, body: Body, respond: Respond,
                       ctx: RequestContext) -> None:
     if not _refused(ctx, "Read", body["group_id"], respond, {"assignment": b""}):
         core.groups.coordinator.sync_group(body, respond)
 
 
-def handle_heartbeat(core: BrokerCore, body: Body, respond: Respond,
+def handle_heartbeat(core: HandlerCore, body: Body, respond: Respond,
                      ctx: RequestContext) -> None:
     if not _refused(ctx, "Read", body["group_id"], respond, {}):
         core.groups.coordinator.heartbeat(body, respond)
 
 
-def handle_leave_group(core: BrokerCore, body: Body, respond: Respond,
+def handle_leave_group(core: HandlerCore, body: Body, respond: Respond,
                        ctx: RequestContext) -> None:
     if _refused(ctx, "Read", body["group_id"], respond, {"members": []}):
         return
@@ -130,7 +130,7 @@ def handle_leave_group(core: BrokerCore, body: Body, respond: Respond,
         single)
 
 
-def handle_offset_commit(core: BrokerCore, body: Body, respond: Respond,
+def handle_offset_commit(core: HandlerCore, body: Body, respond: Respond,
                          ctx: RequestContext) -> None:
     def failed(topics: list[Body], code: int) -> list[Body]:
         return [{"name": t["name"], "partitions": [
@@ -153,7 +153,7 @@ def handle_offset_commit(core: BrokerCore, body: Body, respond: Respond,
     commit_offsets(core.groups.coordinator, body, respond)
 
 
-def handle_offset_fetch(core: BrokerCore, body: Body, respond: Respond,
+def handle_offset_fetch(core: HandlerCore, body: Body, respond: Respond,
                         ctx: RequestContext) -> None:
     coordinator = core.groups.coordinator
 
@@ -180,7 +180,7 @@ def handle_offset_fetch(core: BrokerCore, body: Body, respond: Respond,
     respond({"throttle_time_ms": 0, "error_code": int(code), "topics": topics})
 
 
-def handle_list_groups(core: BrokerCore, body: Body, respond: Respond,
+def handle_list_groups(core: HandlerCore, body: Body, respond: Respond,
                        ctx: RequestContext) -> None:
     answer = list_groups(core.groups.coordinator, body["states_filter"], body["types_filter"])
     answer["groups"] = [g for g in answer["groups"]
@@ -188,7 +188,7 @@ def handle_list_groups(core: BrokerCore, body: Body, respond: Respond,
     respond({"throttle_time_ms": 0, **answer})
 
 
-def handle_describe_groups(core: BrokerCore, body: Body, respond: Respond,
+def handle_describe_groups(core: HandlerCore, body: Body, respond: Respond,
                            ctx: RequestContext) -> None:
     answer = describe_groups(core.groups.coordinator, body)
     for entry in answer["groups"]:
@@ -198,7 +198,7 @@ def handle_describe_groups(core: BrokerCore, body: Body, respond: Respond,
     respond({"throttle_time_ms": 0, **answer})
 
 
-def handle_delete_groups(core: BrokerCore, body: Body, respond: Respond,
+def handle_delete_groups(core: HandlerCore, body: Body, respond: Respond,
                          ctx: RequestContext) -> None:
     names = body["groups_names"]
     denied = [g for g in names if not ctx.allowed("Delete", "Group", g)]

@@ -38,8 +38,8 @@ from __future__ import annotations
 import logging
 from typing import Any
 
-from broker.core import BrokerCore
 from broker.delayed import DelayedProduce, ProducePartitionStatus
+from broker.handlers.broker_view import HandlerCore
 from broker.handlers.common import (
     Body,
     Handler,
@@ -61,7 +61,7 @@ from replication.partition_errors import NotLeaderError
 from storage.log.validator import CheckBudget
 
 
-def _node_endpoints(core: BrokerCore, responses: list[Body]) -> list[Body]:
+def _node_endpoints(core: HandlerCore, responses: list[Body]) -> list[Body]:
     """The endpoints of the leaders named in ``current_leader`` hints."""
     if core.image is None:
         return []
@@ -92,7 +92,7 @@ def uses_zstd(records: Any) -> bool:
     return False
 
 
-def handle_produce(core: BrokerCore, body: Body, respond: Respond,
+def handle_produce(core: HandlerCore, body: Body, respond: Respond,
                    ctx: RequestContext) -> None:
     acks = body["acks"]
     if acks not in (0, 1, -1):
@@ -211,7 +211,7 @@ def _nothing() -> None:
     pass
 
 
-def _fail(core: BrokerCore, result: dict[str, Any], name: str, index: int,
+def _fail(core: HandlerCore, result: dict[str, Any], name: str, index: int,
           exc: Exception) -> None:
     """Fill a partition's answer with ``exc`` (and a leader hint where it helps)."""
     result.update(error_fields(as_minikafka_error(exc)))

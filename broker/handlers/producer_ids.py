@@ -28,7 +28,7 @@ import asyncio
 from typing import Any
 
 from broker.acls import CLUSTER_RESOURCE
-from broker.core import BrokerCore
+from broker.handlers.broker_view import HandlerCore
 from broker.handlers.common import Body, Handler, RequestContext, Respond
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError
@@ -61,7 +61,7 @@ def _invalid(body: Body) -> str | None:
     return None
 
 
-def handle_init_producer_id(core: BrokerCore, body: Body, respond: Respond,
+def handle_init_producer_id(core: HandlerCore, body: Body, respond: Respond,
                             ctx: RequestContext) -> None:
     reason = _invalid(body)
     if reason is not None:

@@ -22,7 +22,7 @@ on the broker's event loop thread only.
 
 from __future__ import annotations
 
-from broker.core import BrokerCore
+from broker.handlers.broker_view import HandlerCore
 from broker.handlers.common import (
     Body,
     Handler,
@@ -39,7 +39,7 @@ from clients.protocol.topics import TopicPartition, internal_topic_refusal
 HIGH_WATERMARK = -1
 
 
-def _delete_before(core: BrokerCore, topic: str, index: int, offset: int) -> tuple[int, bool]:
+def _delete_before(core: HandlerCore, topic: str, index: int, offset: int) -> tuple[int, bool]:
     """Move the log start of ``topic-index`` to ``offset``; (low watermark, moved)."""
     partition = core.partition_or_error(topic, index)
     if not partition.is_leader:
@@ -61,7 +61,7 @@ def _delete_before(core: BrokerCore, topic: str, index: int, offset: int) -> tup
     return partition.log_start_offset, True
 
 
-def handle_delete_records(core: BrokerCore, body: Body, respond: Respond,
+def handle_delete_records(core: HandlerCore, body: Body, respond: Respond,
                           ctx: RequestContext) -> None:
     moved: list[TopicPartition] = []
     topics = []

@@ -31,7 +31,7 @@ carries the topic's partitions, replication factor and configs (Kafka's names, s
 :mod:`broker.handlers.configs`).
 
 Costs: Metadata O(topics x partitions asked); create/delete O(partitions) local work.
-Thread-safety: run on the broker's event loop thread only (they touch BrokerCore state).
+Thread-safety: run on the broker's event loop thread only (they touch the broker's state).
 """
 
 from __future__ import annotations
@@ -41,7 +41,7 @@ from collections.abc import Callable
 from typing import Any
 
 from broker.acls import CLUSTER_RESOURCE
-from broker.core import BrokerCore
+from broker.handlers.broker_view import HandlerCore
 from broker.handlers.common import (
     Body,
     Handler,
@@ -78,7 +78,7 @@ def _spawn(coro: Any) -> None:
 # -- Metadata --------------------------------------------------------------------------
 
 
-def _requested(core: BrokerCore, body: Body, version: int,
+def _requested(core: HandlerCore, body: Body, version: int,
                known: Callable[[], list[str]]) -> list[tuple[str | None, bytes]]:
     """(name, topic id) of every topic asked; every topic when the request says so."""
     requested = body["topics"]
@@ -87,7 +87,7 @@ def _requested(core: BrokerCore, body: Body, version: int,
     return [(t["name"], t["topic_id"]) for t in requested]
 
 
-def _topic_configs_extra(core: BrokerCore, overrides: dict[str, str],
+def _topic_configs_extra(core: HandlerCore, overrides: dict[str, str],
                          replication_factor: int) -> list[Body]:
     merged = {**core.config.topic_defaults(), **overrides,
               "replication_factor": str(replication_factor)}
@@ -104,7 +104,7 @@ def _unknown_topic(name: str | None, topic_id: bytes, version: int) -> Body:
     return {"error_code": int(code), "name": name, "partitions": []}
 
 
-def _metadata_from_image(core: BrokerCore, body: Body, version: int) -> Body:
+def _metadata_from_image(core: HandlerCore, body: Body, version: int) -> Body:
     image = core.image
     assert image is not None
     topics: list[Body] = []
@@ -156,7 +156,7 @@ def _described_only(respond: Respond, body: Body, ctx: RequestContext) -> Respon
     return answer
 
 
-def handle_metadata(core: BrokerCore, body: Body, respond: Respond,
+def handle_metadata(core: HandlerCore, body: Body, respond: Respond,
                     ctx: RequestContext) -> None:
     if ctx.authorizer is not None and ctx.authorizer.enabled:
         respond = _described_only(respond, body, ctx)
@@ -199,7 +199,7 @@ def handle_metadata(core: BrokerCore, body: Body, respond: Respond,
 # -- DescribeCluster -------------------------------------------------------------------
 
 
-def handle_describe_cluster(core: BrokerCore, body: Body, respond: Respond,
+def handle_describe_cluster(core: HandlerCore, body: Body, respond: Respond,
                             ctx: RequestContext) -> None:
     endpoint = body["endpoint_type"]
     answer: Body = {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
@@ -228,7 +228,7 @@ def handle_describe_cluster(core: BrokerCore, body: Body, respond: Respond,
 # -- controller mode: forwarding -------------------------------------------------------
 
 
-def _forward(core: BrokerCore, api: ApiKey, body: Body, respond: Respond,
+def _forward(core: HandlerCore, api: ApiKey, body: Body, respond: Respond,
              visible: Callable[[Body], bool], errors: Callable[[MiniKafkaError], Body],
              finish: Callable[[Body], Body] = lambda answer: answer) -> None:
     """Controller mode: the controller decides; answer once our image shows the result
@@ -303,7 +303,7 @@ def _configs_dict(topic: Body) -> dict[str, str]:
     return out
 
 
-def _standalone_assignment(core: BrokerCore, topic: Body) -> tuple[int, int]:
+def _standalone_assignment(core: HandlerCore, topic: Body) -> tuple[int, int]:
     """(num_partitions, replication_factor) of a create with manual assignments."""
     if topic["num_partitions"] != -1 or topic["replication_factor"] != -1:
         raise TopicError("with assignments, num_partitions and replication_factor must "
@@ -321,7 +321,7 @@ def _standalone_assignment(core: BrokerCore, topic: Body) -> tuple[int, int]:
     return len(indexes), 1
 
 
-def _created(core: BrokerCore, name: str, num_partitions: int, replication_factor: int,
+def _created(core: HandlerCore, name: str, num_partitions: int, replication_factor: int,
              overrides: dict[str, str]) -> Body:
     return {"name": name, "error_code": 0, "error_message": None,
             "num_partitions": num_partitions, "replication_factor": replication_factor,
@@ -330,7 +330,7 @@ def _created(core: BrokerCore, name: str, num_partitions: int, replication_facto
                         for e in topic_config_entries(core, overrides)]}
 
 
-def handle_create_topics(core: BrokerCore, body: Body, respond: Respond,
+def handle_create_topics(core: HandlerCore, body: Body, respond: Respond,
                          ctx: RequestContext) -> None:
     here = _answered_here(ctx, "Create", [t["name"] for t in body["topics"]])
     if core.controller_mode:
@@ -377,7 +377,7 @@ def handle_create_topics(core: BrokerCore, body: Body, respond: Respond,
 # -- DeleteTopics ----------------------------------------------------------------------
 
 
-def handle_delete_topics(core: BrokerCore, body: Body, respond: Respond,
+def handle_delete_topics(core: HandlerCore, body: Body, respond: Respond,
                          ctx: RequestContext) -> None:
     names = body["topic_names"]
     here = _answered_here(ctx, "Delete", names)
@@ -413,7 +413,7 @@ def handle_delete_topics(core: BrokerCore, body: Body, respond: Respond,
 # -- CreatePartitions ------------------------------------------------------------------
 
 
-def _validate_new_partitions(core: BrokerCore, topic: Body) -> None:
+def _validate_new_partitions(core: HandlerCore, topic: Body) -> None:
     name, count = topic["name"], topic["count"]
     reason = topic_name_error(name)
     if reason is not None:
@@ -440,7 +440,7 @@ def _validate_new_partitions(core: BrokerCore, topic: Body) -> None:
                                  f"only broker {me}", ErrorCode.INVALID_REPLICA_ASSIGNMENT)
 
 
-def handle_create_partitions(core: BrokerCore, body: Body, respond: Respond,
+def handle_create_partitions(core: HandlerCore, body: Body, respond: Respond,
                              ctx: RequestContext) -> None:
     here = _answered_here(ctx, "Alter", [t["name"] for t in body["topics"]])
     if core.controller_mode:

@@ -12,7 +12,7 @@ two sides disagree on fails here as it would on a wire
 The producer's acks=all Produce goes through the real ``handle_produce`` the same way
 (:func:`produce`).
 
-The handlers take a :class:`BrokerCore`; :class:`SimHandlerCore` is the part of it they
+The handlers take a :class:`HandlerCore`; :class:`SimHandlerCore` is the part of it they
 use, over a simulated broker's partitions: ``partition_or_error``, ``wake_partition``
 (parked acks=all produces re-check), ``isr`` (``check_isr_of`` / ``maybe_expand_isr``: ISR
 proposals go to the simulated controller), ``config``, ``clock``, ``image`` (None: no
@@ -30,8 +30,8 @@ from collections.abc import Callable
 from typing import TYPE_CHECKING, Any, cast
 
 from broker.config import BrokerConfig
-from broker.core import BrokerCore
 from broker.delayed import DelayedFetch, DelayedProduce
+from broker.handlers.broker_view import HandlerCore
 from broker.metadata.image import MetadataImage
 from broker.replica.topic_configs import TopicError
 from clients.protocol.api_keys import ApiKey
@@ -83,7 +83,7 @@ class SimTopicConfigs:
 
 
 class SimHandlerCore:
-    """What the fetch handlers use of a :class:`BrokerCore`, over a simulated broker."""
+    """What the fetch handlers use of a :class:`HandlerCore`, over a simulated broker."""
 
     def __init__(self, broker: SimBroker, clock: ManualClock, topic: str,
                  replica_lag_time_max_ms: int, fetch_max_bytes: int) -> None:
@@ -130,7 +130,7 @@ def serve(core: SimHandlerCore, api: ApiKey, body: Body,
         assert answered == 1 and answer is not None, f"{api.name}: answered {answered} times"
         respond(answer)
 
-    call(cast(BrokerCore, core), api, body, client_id=f"replica-{core.broker.id}",
+    call(cast(HandlerCore, core), api, body, client_id=f"replica-{core.broker.id}",
          respond=on_answer)
 
 
@@ -144,7 +144,7 @@ def produce(core: SimHandlerCore, pid: int, records: bytes, timeout_ms: int,
         assert answer is not None
         respond(answer["responses"][0]["partition_responses"][0])
 
-    call(cast(BrokerCore, core), ApiKey.PRODUCE, {
+    call(cast(HandlerCore, core), ApiKey.PRODUCE, {
         "transactional_id": None, "acks": -1, "timeout_ms": timeout_ms,
         "topics": [{"name": core.topic, "partitions": [{"index": pid, "records": records}]}]},
         client_id="sim-producer", respond=on_answer)

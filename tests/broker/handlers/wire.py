@@ -19,6 +19,7 @@ from typing import Any
 
 from broker.config import BrokerConfig
 from broker.core import BrokerCore
+from broker.handlers.broker_view import HandlerCore
 from broker.handlers.common import RegionRecords, RequestContext
 from broker.handlers.dispatch import HANDLERS
 from clients.protocol.codec import (
@@ -60,7 +61,7 @@ def wire_answer(api: int, version: int, body: Body) -> Body:
     return decode_response(memoryview(frame)[4:], api, version).body
 
 
-def call(core: BrokerCore, api: int, body: Body, version: int | None = None,
+def call(core: HandlerCore, api: int, body: Body, version: int | None = None,
          client_id: str = "wire-test",
          respond: Callable[[Body | None], None] | None = None) -> list[Body | None]:
     """Run the handler at ``version`` (default: our highest); the list fills with the
@@ -80,7 +81,7 @@ def call(core: BrokerCore, api: int, body: Body, version: int | None = None,
     return answers
 
 
-def call1(core: BrokerCore, api: int, body: Body, version: int | None = None) -> Body:
+def call1(core: HandlerCore, api: int, body: Body, version: int | None = None) -> Body:
     """:func:`call` for an answer that must come at once."""
     answers = call(core, api, body, version)
     assert len(answers) == 1 and answers[0] is not None, answers
