@@ -30,7 +30,10 @@ controller's metadata log; :meth:`reconcile` makes every local replica leader or
 follower as the image says and hands followers to the replica fetchers.
 
 Producer ids (InitProducerId) come from :attr:`producer_ids`: a block file in the data
-directory when standalone, blocks from the controller otherwise (set by the server).
+directory when standalone, blocks from the controller otherwise.  Controller-mode
+collaborators (the controller connection, the replica fetchers, producer-id blocks, the
+AlterPartition channel) come in at construction as one :class:`ControllerLink`; nothing
+is attached afterwards.
 :meth:`write_checkpoints` (the checkpoint timer and shutdown) also forgets expired
 producers and writes each partition's producer-state snapshot.
 
@@ -41,15 +44,17 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Protocol
 
 from broker.acls import Authorizer
 from broker.auth import read_cluster_secret
 from broker.config import BrokerConfig
 from broker.delayed import DelayedFetch, DelayedProduce
 from broker.group.offsets_topic import OffsetsTopic
+from broker.handlers.broker_view import ControllerChannel
 from broker.metadata.image import MetadataImage
 from broker.metadata.replica_plan import log_of_other_topic, plan_replicas
 from broker.producer_ids import ProducerIdAllocator, StandaloneProducerIdAllocator
@@ -61,6 +66,7 @@ from broker.topic_registry import MAX_PARTITIONS_PER_TOPIC, StandaloneTopic, Top
 from broker.users import ScramUsers
 from clients.protocol.errors import ErrorCode
 from clients.protocol.topics import TopicPartition, topic_name_error
+from replication.isr import AlterPartitionProposal
 from replication.partition import Partition
 from storage.cleaner.config import CleanerConfig
 from storage.log.log import Log
@@ -78,8 +84,32 @@ log = logging.getLogger(__name__)
 LOG_OPENS_PER_TURN = 8
 
 
+class ReplicaFollowing(Protocol):
+    """The replica fetchers (:class:`broker.replica_fetcher.ReplicaFetcherManager`)."""
+
+    def follow(self, partition: Partition, host: str, port: int) -> None: ...
+
+    def unfollow(self, key: TopicPartition) -> None: ...
+
+
+@dataclass(frozen=True)
+class ControllerLink:
+    """What a broker in controller mode is given at construction by its server (the
+    asyncio side): the connection to the controller (for requests a broker forwards), the
+    replica fetchers its followers are handed to, producer-id blocks from the controller,
+    and the channel its ISR proposals (AlterPartition) go out on."""
+
+    controller: ControllerChannel
+    fetchers: ReplicaFollowing
+    producer_ids: ProducerIdAllocator
+    send_alter_partition: Callable[[AlterPartitionProposal], None]
+
+
 class BrokerCore:
-    def __init__(self, config: BrokerConfig, clock: Clock, timer: SystemTimer) -> None:
+    def __init__(self, config: BrokerConfig, clock: Clock, timer: SystemTimer,
+                 link: ControllerLink | None = None) -> None:
+        """``link``: the controller-mode collaborators (None standalone, and in tests that
+        drive a core without a controller)."""
         self.config = config
         self.cluster_secret = read_cluster_secret(config.cluster_secret_file)
         self.users = ScramUsers(config.sasl_users_file)
@@ -107,7 +137,8 @@ class BrokerCore:
         self.produce_purgatory: Purgatory[DelayedProduce] = Purgatory("produce", timer)
         self.fetch_purgatory: Purgatory[DelayedFetch] = Purgatory("fetch", timer)
         self.isr = IsrProposals(config.node_id, config.replica_lag_time_max_ms, clock,
-                                self.partitions, self.wake_partition)
+                                self.partitions, self.wake_partition,
+                                link.send_alter_partition if link is not None else None)
         self.recovery = RecoveryMarks(self.log_manager, clock, self.controller_mode)
         self.repair = DamageRepair(config.node_id, config.log_scrub_bytes_per_second > 0,
                                    self.log_manager, self.partitions, self.recovery, self.isr)
@@ -115,11 +146,13 @@ class BrokerCore:
         # and every hosted log took its topic's config
         self.image_reconciled = False
         self.hosted_topic_ids: dict[str, int] = {}
-        self.fetchers: Any = None  # ReplicaFetcherManager, set by the server
-        self.controller: Any = None  # AsyncConnection to the controller, set by the server
+        self.fetchers = link.fetchers if link is not None else None
+        self.controller = link.controller if link is not None else None
         self._checkpointed_hws: dict[TopicPartition, int] = {}
-        # controller mode: the server replaces it with a ControllerProducerIdAllocator
-        self.producer_ids: ProducerIdAllocator = StandaloneProducerIdAllocator(self.data_dir)
+        # standalone: a block file in the data directory; else blocks from the controller
+        self.producer_ids: ProducerIdAllocator = (
+            link.producer_ids if link is not None
+            else StandaloneProducerIdAllocator(self.data_dir))
         # group coordinator and __consumer_offsets; asks this core (OffsetsTopicHost)
         self.groups = OffsetsTopic(config, clock, timer, self.partitions,
                                    self.produce_purgatory, self.fetch_purgatory, self)
@@ -451,9 +484,6 @@ class BrokerCore:
             return
         self.log_manager.delete_log(*key)
         log.info("%s-%d: replica removed", *key)
-
-    def on_follower_progress(self, key: TopicPartition) -> None:
-        """A follower replica appended data (nothing waits on followers yet)."""
 
     def min_insync_replicas(self, topic: str) -> int:
         """:class:`~broker.group.offsets_topic.OffsetsTopicHost`'s question, answered by

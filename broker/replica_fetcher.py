@@ -19,6 +19,7 @@ import asyncio
 import contextlib
 import logging
 import ssl
+from collections.abc import Callable
 from typing import TYPE_CHECKING
 
 from broker.async_client import AsyncConnection
@@ -30,7 +31,8 @@ from replication.follower_fetch import FetchState, FollowerFetchSession
 from replication.partition import Partition
 
 if TYPE_CHECKING:
-    from broker.core import BrokerCore
+    from broker.config import BrokerConfig
+    from timer.clock import Clock
 
 log = logging.getLogger(__name__)
 
@@ -41,21 +43,20 @@ REPAIR_REQUESTS_PER_ROUND = 16  # x replica_fetch_max_bytes of a damaged range p
 class ReplicaFetcher:
     """Fetches the partitions this broker follows from one leader broker."""
 
-    def __init__(self, core: BrokerCore, leader_id: int, host: str, port: int,
-                 tls: ssl.SSLContext | None = None) -> None:
-        self.core = core
+    def __init__(self, config: BrokerConfig, cluster_secret: str, clock: Clock,
+                 on_repaired: Callable[[TopicPartition, int], None], leader_id: int,
+                 host: str, port: int, tls: ssl.SSLContext | None = None) -> None:
+        self.config = config
         self.leader_id = leader_id
-        config = core.config
         self.conn = AsyncConnection(host, port, client_id=f"replica-{config.node_id}",
                                     max_frame_bytes=config.max_request_bytes * 4,
-                                    login=broker_login(core.cluster_secret, config.node_id),
+                                    login=broker_login(cluster_secret, config.node_id),
                                     ssl_context=tls)
         self.session = FollowerFetchSession(config.node_id, leader_id,
                                             config.replica_fetch_max_bytes,
                                             config.replica_fetch_wait_max_ms,
-                                            core.on_follower_progress,
-                                            on_repaired=core.repair.on_segment_repaired,
-                                            clock_ms=core.clock.now_ms)
+                                            on_repaired=on_repaired,
+                                            clock_ms=clock.now_ms)
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
@@ -115,7 +116,7 @@ class ReplicaFetcher:
             return
         body = await self.conn.request(
             pending.api_key, pending.body,
-            timeout_ms=self.core.config.replica_fetch_wait_max_ms + 30_000)
+            timeout_ms=self.config.replica_fetch_wait_max_ms + 30_000)
         follow_up = self.session.on_fetch_response(pending, body)
         if follow_up is not None:
             body = await self.conn.request(follow_up.api_key, follow_up.body)
@@ -134,11 +135,17 @@ class ReplicaFetcher:
 
 
 class ReplicaFetcherManager:
-    """Keeps one :class:`ReplicaFetcher` per leader broker."""
+    """Keeps one :class:`ReplicaFetcher` per leader broker.  ``on_repaired(key, base)``: a
+    damaged segment was written again from the leader's copy
+    (:meth:`broker.replica.damage_repair.DamageRepair.on_segment_repaired`)."""
 
-    def __init__(self, core: BrokerCore) -> None:
-        self.core = core
-        cfg = core.config
+    def __init__(self, config: BrokerConfig, cluster_secret: str, clock: Clock,
+                 on_repaired: Callable[[TopicPartition, int], None]) -> None:
+        self.config = config
+        self.cluster_secret = cluster_secret
+        self.clock = clock
+        self.on_repaired = on_repaired
+        cfg = config
         # brokers of a TLS cluster all speak TLS on their ports (docs/security.md)
         self.tls = (client_context(cfg.ssl_cafile, cfg.ssl_certfile, cfg.ssl_keyfile)
                     if cfg.ssl_certfile else None)
@@ -153,8 +160,9 @@ class ReplicaFetcherManager:
         if fetcher is None or (fetcher.conn.host, fetcher.conn.port) != (host, port):
             if fetcher is not None:
                 asyncio.get_running_loop().create_task(fetcher.stop())
-            fetcher = self.fetchers[leader] = ReplicaFetcher(self.core, leader, host, port,
-                                                             self.tls)
+            fetcher = self.fetchers[leader] = ReplicaFetcher(
+                self.config, self.cluster_secret, self.clock, self.on_repaired, leader, host,
+                port, self.tls)
         fetcher.add(partition)
         self._where[key] = leader
 

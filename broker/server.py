@@ -60,9 +60,15 @@ from typing import Any
 import msgpack
 
 from broker.async_client import AsyncConnection
-from broker.auth import SaslSession, broker_login, needs_login, scram_decoy_key
+from broker.auth import (
+    SaslSession,
+    broker_login,
+    needs_login,
+    read_cluster_secret,
+    scram_decoy_key,
+)
 from broker.config import BrokerConfig
-from broker.core import BrokerCore
+from broker.core import BrokerCore, ControllerLink
 from broker.handlers.bounds import answer_over_bound
 from broker.handlers.common import RegionRecords, RequestContext
 from broker.handlers.dispatch import HANDLERS, unsupported_api_versions_answer
@@ -83,6 +89,7 @@ from clients.protocol.api_keys import ApiKey, api_name
 from clients.protocol.codec import decode_request_body, decode_request_header, encode_response
 from clients.protocol.compiler import records_length
 from clients.protocol.errors import MiniKafkaError, error_for
+from clients.protocol.topics import TopicPartition
 from timer.clock import Clock, MonotonicClock
 from timer.drivers import AsyncioTimerDriver
 from timer.system_timer import SystemTimer
@@ -128,6 +135,9 @@ class BrokerServer:
         self._delays_full = False
         self._decoy_key = b""  # set with the core (needs its secret and data dir)
         self.follower: MetadataFollower | None = None
+        # controller mode: built before the core (_controller_link)
+        self.fetchers: ReplicaFetcherManager | None = None
+        self.controller: AsyncConnection | None = None
         self._parking: ResponseParking[_Response] = ResponseParking(
             max_parked=MAX_PARKED_RESPONSES, timeout_ms=RESPONSE_ALLOCATE_MS,
             clock_ms=lambda: time.monotonic() * 1000)
@@ -145,7 +155,9 @@ class BrokerServer:
     async def serve(self, on_ready: Callable[[BrokerServer], None] | None = None) -> None:
         loop = asyncio.get_running_loop()
         driver = AsyncioTimerDriver(SystemTimer(self.clock), loop)
-        self.core = BrokerCore(self.config, self.clock, driver)  # type: ignore[arg-type]
+        link = self._controller_link(loop) if self.config.controller_address else None
+        self.core = BrokerCore(self.config, self.clock, driver,  # type: ignore[arg-type]
+                               link)
         self.core.startup()
         self._decoy_key = scram_decoy_key(self.core.cluster_secret, self.core.data_dir)
         self.pool = BufferPool.create(self.config.buffer_pool_bytes,
@@ -164,7 +176,7 @@ class BrokerServer:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, self._stop.set)
             if self.config.controller_address:
-                self._start_controller_link(loop)
+                self._start_controller_link()
             self._schedule(loop)
             log.info("broker %d listening on %s:%d%s", self.config.node_id, self.config.host,
                      self.port, "" if self.config.internal_port < 0 else
@@ -192,24 +204,36 @@ class BrokerServer:
 
     # -- controller mode -------------------------------------------------------------
 
-    def _start_controller_link(self, loop: asyncio.AbstractEventLoop) -> None:
-        core = self.core
-        assert core is not None
+    def _controller_link(self, loop: asyncio.AbstractEventLoop) -> ControllerLink:
+        """The core's controller-mode collaborators, built before it: they reach the core
+        only through this server (``self.core``, ``self.follower``) once both exist."""
         host, _, port = self.config.controller_address.rpartition(":")
-        core.fetchers = ReplicaFetcherManager(core)
+        secret = read_cluster_secret(self.config.cluster_secret_file)
+
+        def on_repaired(key: TopicPartition, segment_base_offset: int) -> None:
+            if self.core is not None:
+                self.core.repair.on_segment_repaired(key, segment_base_offset)
+
+        fetchers = ReplicaFetcherManager(self.config, secret, self.clock, on_repaired)
+        self.fetchers = fetchers
         # a TLS cluster's controller speaks TLS too (the launcher gives it the same files)
         controller = AsyncConnection(host or "127.0.0.1", int(port),
                                      client_id=f"broker-{self.config.node_id}",
-                                     login=broker_login(core.cluster_secret,
-                                                        self.config.node_id),
-                                     ssl_context=core.fetchers.tls)
-        core.controller = controller
+                                     login=broker_login(secret, self.config.node_id),
+                                     ssl_context=fetchers.tls)
+        self.controller = controller
+        producer_ids = ControllerProducerIdAllocator(controller_block_source(
+            controller, self.config.node_id,
+            lambda: self.follower.broker_epoch if self.follower is not None else -1))
+        return ControllerLink(
+            controller=controller, fetchers=fetchers, producer_ids=producer_ids,
+            send_alter_partition=lambda proposal: self._track(
+                loop.create_task(self._alter_partition(proposal))))
+
+    def _start_controller_link(self) -> None:
+        core, controller = self.core, self.controller
+        assert core is not None and controller is not None
         self.follower = MetadataFollower(core, controller)
-        follower = self.follower
-        core.producer_ids = ControllerProducerIdAllocator(controller_block_source(
-            controller, self.config.node_id, lambda: follower.broker_epoch))
-        core.isr.send_alter_partition = lambda proposal: self._track(
-            loop.create_task(self._alter_partition(proposal)))
         self.follower.start()
 
     def _track(self, task: asyncio.Task[None]) -> None:
@@ -217,10 +241,10 @@ class BrokerServer:
         task.add_done_callback(self._tasks.discard)
 
     async def _alter_partition(self, proposal: Any) -> None:
-        core, follower = self.core, self.follower
-        assert core is not None and follower is not None
+        core, follower, controller = self.core, self.follower, self.controller
+        assert core is not None and follower is not None and controller is not None
         try:
-            answer = await core.controller.request(
+            answer = await controller.request(
                 ApiKey.ALTER_PARTITION, follower.alter_partition_body([proposal]))
         except MiniKafkaError as exc:
             log.info("AlterPartition for %s-%d failed: %s", proposal.topic, proposal.partition,
@@ -247,15 +271,15 @@ class BrokerServer:
         core.isr.on_unanswered(proposal)  # ask again later
 
     async def _stop_controller_link(self) -> None:
-        core, follower = self.core, self.follower
-        if core is None or follower is None:
+        follower, fetchers, controller = self.follower, self.fetchers, self.controller
+        if follower is None or fetchers is None or controller is None:
             return
         await follower.controlled_shutdown(CONTROLLED_SHUTDOWN_S)
-        await core.fetchers.stop()
+        await fetchers.stop()
         await follower.stop()
         for task in list(self._tasks):
             task.cancel()
-        await core.controller.aclose()
+        await controller.aclose()
 
     def _schedule(self, loop: asyncio.AbstractEventLoop) -> None:
         core = self.core

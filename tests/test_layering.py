@@ -16,6 +16,14 @@ Rules, each a test below:
   class is defined in two modules; ``__all__`` of a module (not a package ``__init__``)
   lists only names the module defines.
 - **Rooms stay small**: no package directory holds more than 15 modules directly.
+- **One composition root.**  Only the wiring (``broker.server``, which starts a broker)
+  imports the broker's composition root ``broker.core``; the request handlers
+  (``broker.handlers``) import nothing from it or its rooms (``broker.replica``) but
+  Protocols, exceptions, constants and functions: they work on
+  ``broker.handlers.broker_view.HandlerCore``.
+- **Nothing untyped is attached from outside.**  No attribute a class declares ``Any``
+  (``self.x: Any = ...`` or a class-level ``x: Any``) is assigned through another object
+  (``core.x = ...``): collaborators come in at construction, with real types.
 
 The checks read files, never import them.  Cost: one parse of each project module,
 well under a second.
@@ -42,6 +50,10 @@ FORBIDDEN = (
     ("replication", "broker"),
 )  # fmt: skip
 CLIENT_FOUNDATIONS = ("clients.protocol", "clients.records", "clients.memory")
+COMPOSITION_ROOT = "broker.core"
+COMPOSITION_ROOMS = (COMPOSITION_ROOT, "broker.replica")
+WIRING = ("broker.server",)
+HANDLERS = "broker.handlers"
 EXTRA_CLIENT_PACKAGES = {"broker.cluster": ("clients.network",)}
 
 
@@ -248,6 +260,70 @@ def crowded_packages(modules: dict[str, Module]) -> dict[str, int]:
     return {pkg: n for pkg, n in counts.items() if n > MAX_MODULES_PER_PACKAGE}
 
 
+def _is_protocol_or_error(node: ast.ClassDef) -> bool:
+    bases = {b.id if isinstance(b, ast.Name) else b.attr if isinstance(b, ast.Attribute)
+             else "" for b in node.bases}
+    return "Protocol" in bases or any(b.endswith(("Error", "Exception")) for b in bases)
+
+
+def composition_violations(modules: dict[str, Module]) -> list[str]:
+    """Imports of the composition root outside the wiring, and handlers' imports of
+    concrete classes of the composition's rooms."""
+    problems = []
+    for name, module in sorted(modules.items()):
+        for line, target, imported in _imports(module, modules):
+            where = f"{module.path}:{line}: {name} imports {target}"
+            if (_under(target, COMPOSITION_ROOT) and not _under(name, COMPOSITION_ROOT)
+                    and not any(_under(name, w) for w in WIRING)):
+                problems.append(f"{where} (only the wiring imports the composition root)")
+                continue
+            if not _under(name, HANDLERS) or not any(_under(target, r)
+                                                      for r in COMPOSITION_ROOMS):
+                continue
+            if imported is None or target not in modules:
+                problems.append(f"{where} (handlers import Protocols by name)")
+                continue
+            for node in modules[target].tree.body:
+                if (isinstance(node, ast.ClassDef) and node.name == imported
+                        and not _is_protocol_or_error(node)):
+                    problems.append(f"{where}.{imported} (a concrete class of the "
+                                    "composition: handlers use a Protocol)")
+    return problems
+
+
+def any_typed_attributes(modules: dict[str, Module]) -> set[str]:
+    """Attribute names some class declares ``Any``."""
+    names: set[str] = set()
+    for module in modules.values():
+        for node in ast.walk(module.tree):
+            if not isinstance(node, ast.AnnAssign) or not (
+                    isinstance(node.annotation, ast.Name) and node.annotation.id == "Any"):
+                continue
+            target = node.target
+            if (isinstance(target, ast.Attribute) and isinstance(target.value, ast.Name)
+                    and target.value.id == "self"):
+                names.add(target.attr)
+            elif isinstance(target, ast.Name):  # class level (module-level names too:
+                names.add(target.id)  # harmless, they are never assigned through objects)
+    return names
+
+
+def outside_any_assignments(modules: dict[str, Module]) -> list[str]:
+    untyped = any_typed_attributes(modules)
+    problems = []
+    for name, module in sorted(modules.items()):
+        for node in ast.walk(module.tree):
+            targets = (node.targets if isinstance(node, ast.Assign)
+                       else [node.target] if isinstance(node, ast.AnnAssign) else [])
+            for target in targets:
+                if (isinstance(target, ast.Attribute) and target.attr in untyped
+                        and not (isinstance(target.value, ast.Name)
+                                 and target.value.id in ("self", "cls"))):
+                    problems.append(f"{module.path}:{node.lineno}: {name} assigns the "
+                                    f"Any-typed attribute {target.attr!r} of another object")
+    return problems
+
+
 @pytest.fixture(scope="module")
 def modules() -> dict[str, Module]:
     return load_modules()
@@ -276,6 +352,16 @@ def test_no_public_class_is_defined_twice(modules: dict[str, Module]) -> None:
 
 def test_no_package_directory_is_crowded(modules: dict[str, Module]) -> None:
     assert crowded_packages(modules) == {}
+
+
+def test_only_the_wiring_imports_the_composition_root(modules: dict[str, Module]) -> None:
+    problems = composition_violations(modules)
+    assert not problems, "\n".join(problems)
+
+
+def test_no_any_typed_attribute_is_assigned_from_outside(modules: dict[str, Module]) -> None:
+    problems = outside_any_assignments(modules)
+    assert not problems, "\n".join(problems)
 
 
 # -- the checker itself, on small synthetic trees -------------------------------------

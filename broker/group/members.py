@@ -32,6 +32,7 @@ from typing import Any
 from broker.group.metadata import GroupMetadataValue, MemberMetadata, OffsetCommitValue
 from broker.group.state import GroupEvent, GroupState, next_state
 from clients.protocol.topics import TopicPartition
+from timer.delayed_operation import DelayedOperation
 
 Body = dict[str, Any]
 Respond = Callable[[Body], None]
@@ -57,7 +58,8 @@ class GroupMember:
         self.assignment = b""
         self.join_respond: Respond | None = None
         self.sync_respond: Respond | None = None
-        self.heartbeat: Any = None  # its DelayedHeartbeat (broker.group.sessions)
+        # its session timeout: a DelayedHeartbeat (broker.group.sessions)
+        self.heartbeat: DelayedOperation | None = None
 
     def metadata_for(self, protocol: str | None) -> bytes:
         for name, metadata in self.protocols:

@@ -65,9 +65,9 @@ class MemberSessions:
         self.purgatory.try_complete_else_watch(op, [(group.group_id, member_id)])
         return op
 
-    def satisfy(self, op: DelayedHeartbeat | None) -> None:
+    def satisfy(self, op: DelayedOperation | None) -> None:
         """End a session timeout without expiry (the member is alive, left or moved)."""
-        if op is not None and not op.is_completed:
+        if isinstance(op, DelayedHeartbeat) and not op.is_completed:
             op.satisfied = True
             self.purgatory.check_and_complete((op.group.group_id, op.member_id))
 

@@ -30,7 +30,8 @@ log = logging.getLogger(__name__)
 class IsrProposals:
     def __init__(self, node_id: int, replica_lag_time_max_ms: int, clock: Clock,
                  partitions: Mapping[TopicPartition, Partition],
-                 wake_partition: Callable[[TopicPartition], None]) -> None:
+                 wake_partition: Callable[[TopicPartition], None],
+                 send_alter_partition: Callable[[AlterPartitionProposal], None] | None) -> None:
         self.node_id = node_id
         self.replica_lag_time_max_ms = replica_lag_time_max_ms
         self.clock = clock
@@ -41,7 +42,7 @@ class IsrProposals:
         # leader replicas that must resign to repair a damaged range whose segment could
         # not be rewritten in place: (first bad offset, why); cut once they follow
         self.resign_to_repair: dict[TopicPartition, tuple[int, str]] = {}
-        self.send_alter_partition: Callable[[AlterPartitionProposal], None] | None = None
+        self.send_alter_partition = send_alter_partition
 
     def check_isr(self) -> None:
         """Leader duty: propose dropping lagging followers; resend unanswered proposals."""

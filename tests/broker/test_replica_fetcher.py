@@ -115,7 +115,9 @@ def nodes(tmp_path: Path) -> Iterator[tuple[Node, Node]]:
 
 def fetcher_of(follower: Node, leader: Node, *, truncating: bool) -> tuple[ReplicaFetcher,
                                                                          LeaderLink]:
-    fetcher = ReplicaFetcher(follower.core, 1, "127.0.0.1", 9001)
+    core = follower.core
+    fetcher = ReplicaFetcher(core.config, core.cluster_secret, core.clock,
+                             core.repair.on_segment_repaired, 1, "127.0.0.1", 9001)
     link = LeaderLink(leader)
     fetcher.conn = link  # type: ignore[assignment]
     partition = follower.partition
