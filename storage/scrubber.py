@@ -4,7 +4,7 @@ Recovery revalidates only what a crash may have torn (from the recovery point on
 flip in an older segment would otherwise stay until a consumer trips over it.  The
 scrubber walks the logs in name order and, in each, the *closed* segments (the active
 one is still written; recovery covers its tail) from the oldest, checking every batch as
-recovery does (:func:`storage.log.validator.scan_segment`: length, magic, CRC-32C,
+recovery does (:func:`storage.records.scan.scan_segment`: length, magic, CRC-32C,
 offsets in order).  Each :meth:`LogScrubber.step` reads at most ``step_bytes``; a caller
 that runs one step every ``interval_ms`` scrubs at ``step_bytes / interval_ms`` (the
 broker's ``log_scrub_bytes_per_second``).  When every log has been walked, the next
@@ -44,7 +44,7 @@ from pathlib import Path
 from clients.protocol.topics import TopicPartition
 from storage.file_io import atomic_write_text
 from storage.log.log import Log
-from storage.log.validator import scan_segment
+from storage.records.scan import scan_segment
 from storage.segment import Segment
 
 __all__ = ["SCRUBBER_CHECKPOINT", "DamagedRange", "LogScrubber"]

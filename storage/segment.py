@@ -1,7 +1,7 @@
 """One log segment: ``<base_offset:020d>.log`` + ``.index`` + ``.timeindex``.
 
 The ``.log`` file is a plain concatenation of RecordBatch v2 (byte table in
-:mod:`clients.records.batch`; run layout in :mod:`storage.log.validator`); the index
+:mod:`clients.records.batch`; run layout in :mod:`storage.records.scan`); the index
 formats are in :mod:`storage.offset_index` and :mod:`storage.time_index`.  ``base_offset``
 is the first offset the segment may hold; batch offsets inside are strictly increasing.
 
@@ -56,8 +56,8 @@ from clients.records.batch import HEADER, HEADER_SIZE, LOG_OVERHEAD, MAGIC
 from storage.config import LogConfig
 from storage.errors import CorruptIndexError, StorageError
 from storage.file_io import atomic_write_text, write_all
-from storage.log.validator import INT32_MAX, SegmentScan, scan_segment
 from storage.offset_index import OffsetIndex
+from storage.records.scan import INT32_MAX, SegmentScan, scan_segment
 from storage.time_index import NO_TIMESTAMP, TimeIndex
 
 _WALK_CHUNK = 16 * 1024
@@ -322,7 +322,7 @@ class Segment:
                 before_cut: Callable[[], None] | None = None) -> SegmentScan:
         """Rescan with CRC, truncate at the first bad batch, rebuild both indexes (the
         keyword arguments: the header checks of
-        :func:`~storage.log.validator.scan_segment`).  A bad batch that starts below
+        :func:`~storage.records.scan.scan_segment`).  A bad batch that starts below
         ``keep_damaged_below`` in a segment that is not the last (``next_segment_offset``
         given) does not truncate the file: the segment keeps its bytes and its
         :attr:`damage` (see the module docstring).  ``before_cut`` runs just before the

@@ -56,7 +56,7 @@ from storage.config import LogConfig
 from storage.file_io import atomic_write_bytes, fsync_dir
 from storage.lock import DataDirLock
 from storage.log.log import Log
-from storage.log.validator import scan_segment
+from storage.records.scan import scan_segment
 
 log = logging.getLogger(__name__)
 

@@ -26,7 +26,7 @@ from storage.cleaner.offset_map import OffsetMap
 from storage.cleaner.swap import CleanedSegmentWriter
 from storage.config import LogConfig
 from storage.log.log import Log
-from storage.log.validator import INT32_MAX
+from storage.records.scan import INT32_MAX
 from storage.segment import Segment
 from storage.time_index import TimeIndex
 

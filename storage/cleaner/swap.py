@@ -5,7 +5,7 @@ named ``b = o1`` (``B`` = ``f"{b:020d}"``; every file in the partition directory
 ``.log`` is a concatenation of batches (format: :mod:`storage.log.validator`); its ``.index``
 and ``.timeindex`` (formats: :mod:`storage.offset_index`, :mod:`storage.time_index`)
 are built while writing, with the index-point rule of
-:func:`storage.log.validator.scan_segment` (first batch, then every ``index_interval_bytes``;
+:func:`storage.records.scan.scan_segment` (first batch, then every ``index_interval_bytes``;
 one final time entry), trimmed to their entries.  The new segment always ends with the
 last batch of ``ok`` (an empty header if its records were dropped), so it covers exactly
 the offsets ``[o1, end of ok)``.

@@ -26,10 +26,11 @@ fields another file sets.  Kafka draws a similar line between ``LocalLog`` (segm
 roll, truncate, flush) and ``UnifiedLog`` (appends, retention decisions).
 
 Imports: ``clients.protocol``, ``clients.records`` and ``storage`` modules outside this
-package (``storage.segment``, indexes, config, errors, ``storage.file_io``, the record walk
-of ``storage.cleaner.batch_filter``); never ``replication`` or ``broker``.  Dependencies
+package (``storage.segment``, indexes, config, errors, ``storage.file_io``, the segment
+scan of ``storage.records.scan``); never ``storage.cleaner``, ``replication`` or
+``broker``.  Nothing outside this package that it imports imports it back.  Dependencies
 inside run one way: ``log`` imports the others; ``reader`` and ``invariants`` import
-``segment_list``; ``segment_list`` and ``segment_policy`` import ``storage.segment``,
-which imports ``validator``, as ``recovery`` does.  Import names from their defining
+``segment_list``; ``segment_list`` and ``segment_policy`` import ``storage.segment``;
+``validator`` and ``recovery`` import ``storage.records.scan``.  Import names from their defining
 module; this ``__init__`` exports nothing.
 """

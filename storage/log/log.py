@@ -96,7 +96,6 @@ from storage.log.recovery import RecoveryReport, acknowledge_cut, load_segments
 from storage.log.segment_list import SegmentList
 from storage.log.segment_policy import SegmentPolicy
 from storage.log.validator import (
-    INT32_MAX,
     MAX_BATCH_DECOMPRESSED_BYTES,
     MAX_BATCH_RECORDS,
     BatchInfo,
@@ -105,6 +104,7 @@ from storage.log.validator import (
     validate_append_batches,
 )
 from storage.log_dirs import parse_log_dir_name
+from storage.records.scan import INT32_MAX
 from storage.segment import Segment
 from storage.time_index import NO_TIMESTAMP
 

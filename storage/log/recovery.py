@@ -68,7 +68,7 @@ from storage.checkpoint import (
 )
 from storage.errors import CorruptIndexError
 from storage.file_io import fsync_dir, write_file_fsynced
-from storage.log.validator import SegmentScan, scan_segment
+from storage.records.scan import SegmentScan, scan_segment
 from storage.segment import DAMAGE_MARK_SUFFIX, Segment, segment_file
 
 __all__ = ["RECOVERY_CUT_MARKER", "RecoveryReport", "acknowledge_cut",
@@ -318,7 +318,7 @@ def _rescan(seg: Segment, min_offset: int, report: RecoveryReport, *,
             next_segment_offset: int | None, keep_damaged_below: int,
             before_cut: Callable[[], None], strict_from: int | None = None,
             epochs: list[tuple[int, int]] | None = None) -> SegmentScan:
-    """Rescan ``seg`` (the header checks: :func:`~storage.log.validator.scan_segment`);
+    """Rescan ``seg`` (the header checks: :func:`~storage.records.scan.scan_segment`);
     damage starting below ``keep_damaged_below`` is kept (see "Lost tails and rot")."""
     before = seg.size
     scan = seg.recover(min_offset, strict_from=strict_from, epochs=epochs or (),

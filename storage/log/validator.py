@@ -14,12 +14,9 @@ a ``.log`` file::
 front (length, magic, CRC-32C, counts, compression codec, size limit) so the append is
 all-or-nothing; :class:`LeaderCheck` is that check for a leader append as a value (one
 log's limits and timestamp window) that may run on another thread, its result handed to
-the append (``checked``).  :func:`scan_segment` rescans a segment's bytes (an mmap of the file),
-stops at the first torn or invalid batch, and rebuilds the offset and time index entries
-with the same index-point rule the append path uses (first batch, then every
-``index_interval_bytes``; full indexes skip entries; one final time entry for the
-largest timestamp).  Recovery itself (which segments to rescan, what to cut) is in
-:mod:`storage.log.recovery`.
+the append (``checked``).  A segment's rescan (recovery, the scrubber) is
+:func:`storage.records.scan.scan_segment`, with the same framing constants; recovery
+itself (which segments to rescan, what to cut) is in :mod:`storage.log.recovery`.
 
 Compressed batches (codecs 1-4, :mod:`clients.records.compression`) are stored exactly
 as sent, never recompressed.  A leader append (``require_records``) checks that every
@@ -63,9 +60,6 @@ the check it is given to, one thread at a time).
 
 from __future__ import annotations
 
-import bisect
-import mmap
-from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
 import numpy as np
@@ -79,7 +73,6 @@ from clients.protocol.errors import (
 )
 from clients.records.batch import (
     ATTRIBUTES_OFFSET,
-    COMPRESSION_CODECS,
     COMPRESSION_MASK,
     CONTROL_MASK,
     HEADER,
@@ -94,28 +87,20 @@ from clients.records.batch import (
 )
 from clients.records.bulk_decode import MIN_RECORD_BYTES, decode_batch_bulk, records_well_formed
 from clients.records.compression import DecompressedSizeError, plain_records
-from storage.offset_index import OffsetIndex
-from storage.time_index import NO_TIMESTAMP, TimeIndex
+from storage.records.scan import INT32_MAX, MAX_CODEC, MIN_BATCH_LENGTH
 
 __all__ = [
-    "INT32_MAX",
     "MAX_BATCH_DECOMPRESSED_BYTES",
     "MAX_BATCH_RECORDS",
-    "MIN_BATCH_LENGTH",
     "BatchInfo",
     "CheckBudget",
     "CheckDeferred",
     "KeylessRecordError",
     "LeaderCheck",
-    "SegmentScan",
-    "scan_segment",
     "validate_append_batches",
 ]
 
 
-INT32_MAX = 2**31 - 1
-MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
-MAX_CODEC = len(COMPRESSION_CODECS) - 1  # zstd (4); 5-7 are not Kafka codecs
 # A leader's bounds per produced batch (the broker's max_batch_records and
 # max_batch_decompressed_bytes; these are the defaults of both)
 MAX_BATCH_RECORDS = 65_536
@@ -358,135 +343,3 @@ def _too_large(exc: DecompressedSizeError, pos: int, max_bytes: int,
     what = ("max_batch_decompressed_bytes" if max_bytes <= request
             else "what is left of this request's max_produce_decompressed_bytes")
     return MessageTooLargeError(f"{exc.message} ({what})")
-
-
-@dataclass
-class SegmentScan:
-    """Result of rescanning one segment's bytes."""
-
-    valid_bytes: int
-    next_offset: int
-    max_timestamp: int
-    offset_of_max_timestamp: int
-    bytes_since_last_index: int
-    batches: int
-    offset_entries: np.ndarray
-    time_entries: np.ndarray
-    error: str | None = None  # why the scan stopped before the end of the buffer
-
-
-
-def scan_segment(
-    buf: bytes | memoryview | mmap.mmap,
-    base_offset: int,
-    *,
-    min_offset: int,
-    index_interval_bytes: int,
-    max_offset_entries: int,
-    max_time_entries: int,
-    strict_from: int | None = None,
-    epochs: Sequence[tuple[int, int]] = (),
-    next_segment_offset: int | None = None,
-) -> SegmentScan:
-    """Validate batches from position 0; stop at the first torn/invalid/out-of-order one.
-
-    The header fields the CRC does not cover (base offset, partition leader epoch) are
-    checked where they can be: every batch ends below ``next_segment_offset`` (the next
-    segment's base, from its file name), and from offset ``strict_from`` on (the
-    recovery point after a crash: what may not have been flushed) a batch's leader
-    epoch must be the one ``epochs`` (the leader-epoch checkpoint's ``(epoch,
-    start_offset)`` entries: every epoch is written to it before its first batch is
-    written, and made durable before a flush covers that batch, so a power cut can only
-    make it lag the unflushed tail, which is then cut) gives its offset.  A flipped
-    bit would otherwise keep a batch 2^k offsets ahead, or one claiming a later epoch
-    than any leader had (which the safe election would rank first).  Left unchecked: a
-    base offset moved upwards in the last segment (gaps are legal there: a follower
-    copies a compacted range as it is, and the log's cleanup policy is not known yet
-    when a broker in a cluster recovers), or within a closed segment's range (the next
-    batch then fails as out of order, unless it was the segment's last)."""
-    view = memoryview(buf)
-    total = len(view)
-    unpack = HEADER.unpack_from
-    epoch_starts = [start for _, start in epochs]
-    off_rel: list[int] = []
-    off_pos: list[int] = []
-    ts_val: list[int] = []
-    ts_rel: list[int] = []
-    pos = 0
-    expected = min_offset
-    max_ts, off_of_max = NO_TIMESTAMP, -1
-    since = 0
-    batches = 0
-    error: str | None = None
-    time_room = max_time_entries - 1  # one slot reserved for the final entry
-    last_ts = NO_TIMESTAMP
-    try:
-        while pos < total:
-            if total - pos < HEADER_SIZE:
-                error = f"torn batch header at position {pos} ({total - pos} bytes)"
-                break
-            (base, length, epoch, magic, crc, attrs, lod, _bts, batch_max_ts, _pid, _pep,
-             _seq, count) = unpack(view, pos)
-            end = pos + length + LOG_OVERHEAD
-            if magic != MAGIC or length < MIN_BATCH_LENGTH:
-                error = f"invalid batch header at position {pos} (magic {magic}, length {length})"
-                break
-            if end > total:
-                error = f"torn batch at position {pos}: needs {end - pos} bytes, has {total - pos}"
-                break
-            if crc32c(view[pos + ATTRIBUTES_OFFSET : end]) != crc:
-                error = f"CRC-32C mismatch in batch at position {pos}"
-                break
-            if (count < 0 or lod < 0 or (count and lod < count - 1)
-                    or attrs & COMPRESSION_MASK > MAX_CODEC):
-                error = f"invalid counts or attributes in batch at position {pos}"
-                break
-            if base < expected or base + lod - base_offset > INT32_MAX:
-                error = f"batch at position {pos} has base offset {base}, expected >= {expected}"
-                break
-            if next_segment_offset is not None and base + lod >= next_segment_offset:
-                error = (f"batch at position {pos} ends at offset {base + lod}, at or past "
-                         f"the next segment's base {next_segment_offset}")
-                break
-            if strict_from is not None and expected >= strict_from:
-                i = bisect.bisect_right(epoch_starts, base)  # the entry holding ``base``
-                known = epochs[i - 1][0] if i else None
-                if known is not None and known != epoch:
-                    error = (f"batch at position {pos} (offset {base}) has leader epoch "
-                             f"{epoch}; the leader-epoch checkpoint says {known}")
-                    break
-            if batch_max_ts > max_ts:
-                max_ts, off_of_max = batch_max_ts, base
-            if not off_rel or since >= index_interval_bytes:
-                if len(off_rel) < max_offset_entries:
-                    off_rel.append(base - base_offset)
-                    off_pos.append(pos)
-                if max_ts > last_ts and len(ts_val) < time_room:
-                    ts_val.append(max_ts)
-                    ts_rel.append(off_of_max - base_offset)
-                    last_ts = max_ts
-                since = 0
-            since += end - pos
-            expected = base + lod + 1
-            batches += 1
-            pos = end
-    finally:
-        view.release()
-    if max_ts > last_ts and len(ts_val) < max_time_entries:
-        ts_val.append(max_ts)
-        ts_rel.append(off_of_max - base_offset)
-    offsets = np.zeros(len(off_rel), dtype=OffsetIndex.DTYPE)
-    offsets["rel"], offsets["pos"] = off_rel, off_pos
-    times = np.zeros(len(ts_val), dtype=TimeIndex.DTYPE)
-    times["ts"], times["rel"] = ts_val, ts_rel
-    return SegmentScan(
-        valid_bytes=pos,
-        next_offset=expected if batches else base_offset,
-        max_timestamp=max_ts,
-        offset_of_max_timestamp=off_of_max,
-        bytes_since_last_index=since,
-        batches=batches,
-        offset_entries=offsets,
-        time_entries=times,
-        error=error,
-    )
