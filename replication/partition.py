@@ -324,24 +324,25 @@ class Partition:
                                  min_insync_replicas: int = 1,
                                  checked: Sequence[BatchInfo] | None = None) -> LogAppendInfo:
         """Append a producer's batches as leader (``checked``: the log's
-        :meth:`~storage.log.log.Log.leader_check` of these bytes, already run)."""
+        :meth:`~storage.log.log.Log.leader_check` of these bytes, already run; run here
+        first otherwise).  The producer-state check reads the headers that validation
+        unpacked: each batch header is parsed once per append."""
         self._require_leader()
         if required_acks == -1 and len(self.isr_state.isr) < min_insync_replicas:
             raise NotEnoughReplicasError(
                 f"{self.topic}-{self.index}: ISR {list(self.isr_state.isr)} is smaller than "
                 f"min_insync_replicas {min_insync_replicas}"
             )
-        headers = _headers_or_none(batches)
-        if headers is not None:
-            verdict = self.producer_state.check_append(headers)
-            if verdict.kind is not VerdictKind.APPEND:  # corrupt bytes: CORRUPT_MESSAGE first
-                for _ in iter_batches(batches, validate=True):
-                    pass
-            if verdict.kind is VerdictKind.ERROR:
-                raise MiniKafkaError(verdict.message, verdict.error_code)
-            if verdict.kind is VerdictKind.DUPLICATE:
-                return LogAppendInfo(verdict.first_offset, verdict.last_offset, -1, -1, 0, 0,
-                                     0, self.log_start_offset, ())
+        if checked is None:  # validated here, before the producer-state check, as the
+            checked = self.log.leader_check(keys=False).run(batches)  # Produce handler does
+        # each batch's header as the validation unpacked it: parsed once per append
+        headers = [BatchHeader(*info[7]) for info in checked]
+        verdict = self.producer_state.check_append(headers)
+        if verdict.kind is VerdictKind.ERROR:
+            raise MiniKafkaError(verdict.message, verdict.error_code)
+        if verdict.kind is VerdictKind.DUPLICATE:
+            return LogAppendInfo(verdict.first_offset, verdict.last_offset, -1, -1, 0, 0,
+                                 0, self.log_start_offset, ())
         self.sync_log_start()
         self.leader_epoch_cache.assign(self.leader_epoch, self.log_end_offset)  # O(1) no-op
         info = self.log.append_as_leader(batches, self.leader_epoch, checked)

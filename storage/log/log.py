@@ -293,7 +293,7 @@ class Log:
         pack = _PATCH.pack
         max_ts, off_max, records = NO_TIMESTAMP, first, 0
         counts: list[int] = []
-        for pos, size, _base, lod, ts, count, _epoch in infos:
+        for pos, size, _base, lod, ts, count, _epoch, _header in infos:
             last = offset + lod
             iovs.append(pack(offset, size - LOG_OVERHEAD, leader_epoch))
             if append_time:
@@ -369,7 +369,7 @@ class Log:
         metas: list[tuple[int, int, int, int]] = []
         changes: list[tuple[int, int]] = []
         max_ts, off_max, records = NO_TIMESTAMP, infos[0][2], 0
-        for pos, size, base, lod, ts, count, epoch in infos:
+        for pos, size, base, lod, ts, count, epoch, _header in infos:
             if base < expected:
                 what = "the log end offset" if not metas else "the previous batch's next offset"
                 raise InvalidRecordError(

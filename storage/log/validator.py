@@ -109,8 +109,10 @@ MAX_BATCH_DECOMPRESSED_BYTES = 16 << 20
 
 # What the log needs to know about one batch of a request, as a plain tuple (cheapest
 # to build on the append path): (position in the request, size, base_offset,
-# last_offset_delta, max_timestamp, record_count, partition_leader_epoch).
-BatchInfo = tuple[int, int, int, int, int, int, int]
+# last_offset_delta, max_timestamp, record_count, partition_leader_epoch, header), the
+# header being the 13 fields of clients.records.batch.HEADER as unpacked once here (the
+# leader's producer-state check reads them: BatchHeader(*header)).
+BatchInfo = tuple[int, int, int, int, int, int, int, tuple[int, ...]]
 
 
 class CheckDeferred(Exception):
@@ -205,8 +207,9 @@ def validate_append_batches(
     while pos < total:
         if total - pos < HEADER_SIZE:
             raise _bad(buf, pos)
+        fields = unpack(buf, pos)
         (_base, length, epoch, magic, crc, attrs, lod, _bts, max_ts, _pid, _pep, _seq,
-         count) = unpack(buf, pos)
+         count) = fields
         size = length + LOG_OVERHEAD
         end = pos + size
         if magic != MAGIC or length < MIN_BATCH_LENGTH or end > total:
@@ -246,22 +249,25 @@ def validate_append_batches(
                     "max_produce_records")
             check_records(buf, pos, count, codec, max_decompressed_bytes,
                           None if attrs & TIMESTAMP_TYPE_MASK else timestamp_bounds,
-                          budget=budget, keys_of=keys_of)
-        out.append((pos, size, _base, lod, max_ts, count, epoch))
+                          budget=budget, keys_of=keys_of, header=fields)
+        out.append((pos, size, _base, lod, max_ts, count, epoch, fields))
         pos = end
     return out
 
 
 def check_records(buf: memoryview, pos: int, count: int, codec: int, max_bytes: int,
                   timestamp_bounds: tuple[int, int] | None = None, *,
-                  budget: CheckBudget | None = None, keys_of: str | None = None) -> None:
+                  budget: CheckBudget | None = None, keys_of: str | None = None,
+                  header: tuple[int, ...] | None = None) -> None:
     """Check that the records of the (CRC-checked) batch at ``pos`` parse, decompressed
     if need be (to at most ``max_bytes``, and what is left of ``budget``): ``count`` of
     them, nothing after the last, offset deltas 0 .. count - 1, record headers checked
     without being kept, every key present with ``keys_of``; ``budget`` is charged
-    (a valid CRC says nothing about whether a producer wrote records that parse)."""
+    (a valid CRC says nothing about whether a producer wrote records that parse).
+    ``header``: the batch's header fields as the caller unpacked them (read here if not
+    given)."""
     try:
-        fields = HEADER.unpack_from(buf, pos)  # the caller validated the header
+        fields = header if header is not None else HEADER.unpack_from(buf, pos)
         base_offset, length, base_timestamp = fields[0], fields[1], fields[7]
         size = length + LOG_OVERHEAD
         inline = None if budget is None else budget.inline_bytes
