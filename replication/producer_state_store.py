@@ -86,7 +86,7 @@ class ProducerStateStore:
         ``headers`` None: the batches did not parse before the append (not reached: the
         log's validation raises first).
         """
-        if getattr(info, "rolled", False):
+        if info.rolled:
             try:
                 self._write_snapshot(info.first_offset, durable=False)
             except OSError as exc:

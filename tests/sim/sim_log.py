@@ -38,6 +38,7 @@ class MemoryAppendInfo:
     first_offset: int
     last_offset: int
     num_batches: int
+    rolled: bool = False  # a memory log has no segments to roll (LogAppendInfo.rolled)
 
 
 @dataclass(frozen=True)
