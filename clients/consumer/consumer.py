@@ -96,7 +96,7 @@ from clients.consumer.coordinator import ConsumerCoordinator, RebalanceListener
 from clients.consumer.coordinator_channel import GroupConfig
 from clients.consumer.offset_committer import CommitCallback
 from clients.network.cluster_metadata import ClusterMetadata, parse_bootstrap
-from clients.network.connection import ClientResponse, InFlightRequest, NodeConnections
+from clients.network.connection import NodeConnections
 from clients.network.sasl import sasl_login_of
 from clients.network.tls import ssl_context_of
 from clients.protocol.api_keys import ApiKey
@@ -110,6 +110,7 @@ from clients.protocol.errors import (
     error_for,
 )
 from clients.protocol.offset_specs import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
+from clients.protocol.request_channel import ClientResponse, InFlightRequest
 from clients.protocol.topics import TopicPartition
 from clients.records.batch import COMPRESSION_MASK, HEADER_SIZE, read_header
 from clients.records.bulk_decode import BulkRecords, concat_bulk, decode_batch_bulk

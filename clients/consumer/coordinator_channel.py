@@ -33,13 +33,7 @@ from enum import Enum
 
 from clients.consumer.assignors import Assignor
 from clients.consumer.group_requests import find_coordinator_request, read_find_coordinator
-from clients.network.connection import (
-    Body,
-    BrokerConnection,
-    ClientResponse,
-    InFlightRequest,
-    NodeConnections,
-)
+from clients.network.connection import Body, BrokerConnection, NodeConnections
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import (
     InvalidConfigError,
@@ -47,6 +41,7 @@ from clients.protocol.errors import (
     RequestTimedOutError,
     error_for,
 )
+from clients.protocol.request_channel import ClientResponse, InFlightRequest
 
 log = logging.getLogger(__name__)
 

@@ -31,9 +31,9 @@ from typing import Any
 
 from clients.consumer.coordinator_channel import CoordinatorChannel
 from clients.consumer.group_requests import offset_fetch_request, read_offset_fetch
-from clients.network.connection import ClientResponse
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError, RequestTimedOutError, error_for
+from clients.protocol.request_channel import ClientResponse
 from clients.protocol.topics import TopicPartition
 from clients.types import OffsetAndMetadata
 

@@ -27,10 +27,16 @@ version, raises :class:`~clients.protocol.errors.UnsupportedVersionError` withou
 sending anything.  A body whose shape depends on the version (LeaveGroup ``member_id``
 before v3, ``members`` from v3; OffsetFetch ``groups`` from v8; ...) is passed as a
 *builder*, a callable taking the chosen version and returning the body; the version a
-request went out at is :attr:`InFlightRequest.api_version`, and
-:meth:`BrokerConnection.request_with_version` returns it with the answer, so callers
-read a response in the shape of its version.  Responses are read with ``recv`` into a
-:class:`~clients.protocol.FrameDecoder`; a broker answers the requests of one
+request went out at is :attr:`~clients.protocol.request_channel.InFlightRequest.api_version`,
+and :meth:`BrokerConnection.request_with_version` returns it with the answer, so callers
+read a response in the shape of its version.
+
+The protocol state of the connection lives in a sans-IO
+:class:`~clients.protocol.request_channel.RequestChannel` (correlation ids, framing,
+in-flight requests and their deadlines on the injected ``now_ms`` clock, the version
+negotiation); this module is its socket adapter: it writes the buffers the channel
+encodes, feeds it what ``recv`` returns and turns its verdicts (a protocol violation,
+an expired deadline) into closing the socket.  A broker answers the requests of one
 connection strictly in order, so the oldest in-flight request must own the next
 response (a different correlation id is a protocol violation and closes the
 connection).
@@ -68,7 +74,6 @@ import selectors
 import socket
 import ssl
 import time
-from collections import deque
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
@@ -77,26 +82,31 @@ from clients.network.cluster_metadata import ClusterMetadata
 from clients.network.sasl import SaslLogin, log_in
 from clients.network.tls import certificate_failure
 from clients.protocol.api_keys import ApiKey
-from clients.protocol.codec import decode_response, encode_request
+from clients.protocol.codec import encode_request
 from clients.protocol.errors import (
     AuthenticationError,
     ErrorCode,
     MiniKafkaError,
-    ProtocolError,
     RequestTimedOutError,
     UnsupportedVersionError,
 )
 from clients.protocol.framing import (
     DEFAULT_MAX_FRAME_BYTES,
-    FrameDecoder,
     FrameTooLargeError,
     read_frame,
     send_buffers,
 )
-from clients.protocol.registry import APIS
+from clients.protocol.request_channel import (
+    ClientResponse,
+    InFlightRequest,
+    ProtocolViolation,
+    RequestChannel,
+    api_versions_answer,
+    api_versions_request,
+    negotiated_version,
+)
 
 _RECV_BYTES = 256 * 1024
-_INT32_MAX = (1 << 31) - 1
 
 # A request body, or a builder of the body for the version the request goes out at.
 Body = dict[str, Any] | Callable[[int], dict[str, Any]]
@@ -114,23 +124,8 @@ class TooManyInFlightError(MiniKafkaError):
     code = ErrorCode.INVALID_REQUEST
 
 
-@dataclass(slots=True)
-class InFlightRequest:
-    correlation_id: int
-    api_key: ApiKey
-    api_version: int
-    deadline: float  # monotonic seconds
-    context: Any = None
-    node_id: int = -1
-
-
-@dataclass(slots=True)
-class ClientResponse:
-    """A response body, or the error that replaced it (timeout, connection loss, bad frame)."""
-
-    request: InFlightRequest
-    body: dict[str, Any] | None = None
-    error: MiniKafkaError | None = None
+def _monotonic_ms() -> int:
+    return time.monotonic_ns() // 1_000_000
 
 
 @dataclass(slots=True)
@@ -156,7 +151,7 @@ class BrokerConnection:
         connect_timeout_ms: int = 10_000,
         max_in_flight: int = 5,
         max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
-        clock: Callable[[], float] = time.monotonic,
+        now_ms: Callable[[], int] = _monotonic_ms,
         sasl: SaslLogin | None = None,
         ssl_context: ssl.SSLContext | None = None,
     ) -> None:
@@ -174,11 +169,12 @@ class BrokerConnection:
         self.max_frame_bytes = max_frame_bytes
         self.sasl = sasl  # log in right after ApiVersions (clients.network.sasl)
         self.ssl_context = ssl_context  # TLS right after the TCP connect (None: plaintext)
-        self._clock = clock
+        self.now_ms = now_ms  # the clock request deadlines are on
         self._sock: socket.socket | None = None
-        self._decoder = FrameDecoder(max_frame_bytes)
-        self._in_flight: deque[InFlightRequest] = deque()
-        self._next_correlation_id = 0
+        # framing, correlation ids and deadlines (sans I/O)
+        self._channel = RequestChannel(now_ms, client_id=client_id, node_id=node_id,
+                                       max_frame_bytes=max_frame_bytes)
+        self._in_flight = self._channel.in_flight
         self._failed: list[ClientResponse] = []  # failed by a send error, not yet reported
         self.stats = _Stats()
         # the broker's (min, max) version per API key, learned on connect
@@ -216,7 +212,7 @@ class BrokerConnection:
         if self._sock is not None:
             return
         timeout_s = self.connect_timeout_ms / 1000
-        deadline = time.monotonic() + timeout_s
+        deadline_ms = self.now_ms() + self.connect_timeout_ms
         try:
             sock = socket.create_connection((self.host, self.port), timeout=timeout_s)
         except OSError as e:
@@ -225,7 +221,7 @@ class BrokerConnection:
             ) from None
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if self.ssl_context is not None:
-            sock = self._tls_handshake(sock, self.ssl_context, deadline)
+            sock = self._tls_handshake(sock, self.ssl_context, deadline_ms)
         sock.settimeout(timeout_s)  # bounds the version handshake
         try:
             self.api_versions = self._ask_versions(sock)
@@ -258,15 +254,15 @@ class BrokerConnection:
             ) from None
         sock.settimeout(self.request_timeout_ms / 1000)  # bounds a blocking send
         self._sock = sock
-        self._decoder = FrameDecoder(self.max_frame_bytes)
+        self._channel.reset(NetworkError("reconnected"))  # nothing is in flight here
 
     def _where(self) -> str:
         return f"node {self.node_id} at {self.host}:{self.port}"
 
     def _tls_handshake(self, sock: socket.socket, context: ssl.SSLContext,
-                       deadline: float) -> ssl.SSLSocket:
-        """``sock`` wrapped in TLS, the handshake done by ``deadline`` (closed on failure)."""
-        remaining = deadline - time.monotonic()
+                       deadline_ms: int) -> ssl.SSLSocket:
+        """``sock`` wrapped in TLS, the handshake done by ``deadline_ms`` (closed on failure)."""
+        remaining = (deadline_ms - self.now_ms()) / 1000
         try:
             if remaining <= 0:
                 raise TimeoutError("no time left after the TCP connect")
@@ -288,46 +284,23 @@ class BrokerConnection:
 
     def _ask_versions(self, sock: socket.socket) -> dict[int, tuple[int, int]]:
         """ApiVersions at our highest version, once more at the broker's if it says so."""
-        version = APIS[ApiKey.API_VERSIONS].max_version
-        body = {"client_software_name": "minikafka", "client_software_version": "0.1.0"}
+        version, body = api_versions_request()
         for _attempt in range(2):
             send_buffers(sock, encode_request(ApiKey.API_VERSIONS, version, 0, self.client_id,
                                               body, max_frame_bytes=self.max_frame_bytes))
             frame = read_frame(sock, self.max_frame_bytes)
             if frame is None:
                 raise NetworkError("the broker closed the connection during ApiVersions")
-            try:
-                answer = decode_response(frame, ApiKey.API_VERSIONS, version).body
-            except ProtocolError:
-                # Kafka's fallback answer is always v0, whatever we asked
-                answer = decode_response(frame, ApiKey.API_VERSIONS, 0).body
-            versions = {e["api_key"]: (e["min_version"], e["max_version"])
-                        for e in answer["api_keys"]}
-            if answer["error_code"] == 0:
-                return versions
-            if answer["error_code"] != ErrorCode.UNSUPPORTED_VERSION:
-                raise MiniKafkaError("ApiVersions failed", ErrorCode(answer["error_code"]))
-            ours = APIS[ApiKey.API_VERSIONS]
-            theirs = versions.get(ApiKey.API_VERSIONS, (0, 0))
-            version = min(ours.max_version, theirs[1])
-            if version < max(ours.min_version, theirs[0]):
-                break
+            answer = api_versions_answer(frame, version, self.node_id)
+            if isinstance(answer, dict):
+                return answer
+            version, body = answer
         raise UnsupportedVersionError(
             f"node {self.node_id}: no ApiVersions version in common with the broker")
 
     def version_for(self, api_key: int) -> int:
         """The highest version of ``api_key`` that we and the broker both serve."""
-        ours = APIS[api_key]
-        theirs = self.api_versions.get(api_key)
-        if theirs is None:
-            raise UnsupportedVersionError(
-                f"node {self.node_id} does not serve {ours.name}")
-        version = min(ours.max_version, theirs[1])
-        if version < max(ours.min_version, theirs[0]):
-            raise UnsupportedVersionError(
-                f"{ours.name}: we serve v{ours.min_version}-{ours.max_version}, node "
-                f"{self.node_id} v{theirs[0]}-{theirs[1]}")
-        return version
+        return negotiated_version(api_key, self.api_versions.get(api_key), self.node_id)
 
     # ------------------------------------------------------------ sending
     def send(
@@ -360,11 +333,10 @@ class BrokerConnection:
             api_version = self.version_for(api_key)
         if callable(body):
             body = body(api_version)
-        cid = self._next_correlation_id
-        self._next_correlation_id = 0 if cid == _INT32_MAX else cid + 1
-        buffers = encode_request(
-            api_key, api_version, cid, self.client_id, body, max_frame_bytes=self.max_frame_bytes
-        )
+        timeout = self.request_timeout_ms if timeout_ms is None else timeout_ms
+        request, buffers = self._channel.send_request(
+            api_key, api_version, body, timeout_ms=timeout, expect_response=expect_response,
+            context=context)
         try:
             sent = send_buffers(sock, buffers)
         except OSError as e:  # includes socket.timeout
@@ -373,18 +345,6 @@ class BrokerConnection:
             raise error from None
         self.stats.requests_sent += 1
         self.stats.bytes_sent += sent
-        if not expect_response:
-            return None
-        timeout = self.request_timeout_ms if timeout_ms is None else timeout_ms
-        request = InFlightRequest(
-            cid,
-            ApiKey(api_key),
-            api_version,
-            self._clock() + timeout / 1000,
-            context,
-            self.node_id,
-        )
-        self._in_flight.append(request)
         return request
 
     # ------------------------------------------------------------ receiving
@@ -446,34 +406,17 @@ class BrokerConnection:
         out: list[ClientResponse] = []
         try:
             for data in chunks:
-                for frame in self._decoder.feed(data):
-                    out.append(self._complete(frame))
-        except ProtocolError as e:
-            return out + self.close(
+                out.extend(self._channel.receive_data(data))
+        except ProtocolViolation as e:
+            return out + e.completed + self.close(
                 NetworkError(f"node {self.node_id}: bad response, closing: {e.message}")
             )
         self.stats.responses += len(out)
         return out
 
-    def _complete(self, frame: memoryview) -> ClientResponse:
-        if not self._in_flight:
-            raise ProtocolError("response received with no request in flight")
-        request = self._in_flight[0]
-        response = decode_response(frame, request.api_key, request.api_version)
-        if response.correlation_id != request.correlation_id:
-            raise ProtocolError(
-                f"correlation id {response.correlation_id} does not match the oldest "
-                f"request in flight ({request.correlation_id})"
-            )
-        self._in_flight.popleft()
-        return ClientResponse(request, response.body)
-
-    def expire(self, now: float | None = None) -> list[ClientResponse]:
-        """Fail everything and close if the oldest request is past its deadline."""
-        if not self._in_flight:
-            return []
-        now = self._clock() if now is None else now
-        if any(r.deadline <= now for r in self._in_flight):
+    def expire(self) -> list[ClientResponse]:
+        """Fail everything and close if any in-flight request is past its deadline."""
+        if self._channel.expired():
             oldest = self._in_flight[0]
             return self.close(
                 RequestTimedOutError(
@@ -488,8 +431,9 @@ class BrokerConnection:
         failed, self._failed = self._failed, []
         return failed
 
-    def next_deadline(self) -> float | None:
-        return min((r.deadline for r in self._in_flight), default=None)
+    def next_deadline_ms(self) -> int | None:
+        """The earliest deadline of a request in flight, on :attr:`now_ms`'s clock."""
+        return self._channel.next_deadline_ms()
 
     def poll(self, timeout_ms: float) -> list[ClientResponse]:
         """Wait up to ``timeout_ms`` for responses on this connection alone."""
@@ -529,7 +473,7 @@ class BrokerConnection:
         request = self.send(api_key, body, timeout_ms=timeout_ms)
         assert request is not None
         while True:
-            remaining_ms = max(0.0, (request.deadline - self._clock()) * 1000)
+            remaining_ms = max(0, request.deadline_ms - self.now_ms())
             for response in self.poll(remaining_ms + 1):
                 if response.request is not request:
                     if others is not None:
@@ -555,9 +499,7 @@ class BrokerConnection:
                 self._sock = None
 
     def _fail_all(self, error: MiniKafkaError) -> list[ClientResponse]:
-        failed = [ClientResponse(r, None, error) for r in self._in_flight]
-        self._in_flight.clear()
-        return failed
+        return self._channel.reset(error)
 
 
 class Poller:
@@ -618,12 +560,11 @@ class Poller:
         """
         self._sync(conns)
         timeout_s = max(0.0, timeout_ms / 1000)
-        now = time.monotonic()
         out: list[ClientResponse] = []
         for c in conns:
-            d = c.next_deadline()
+            d = c.next_deadline_ms()
             if d is not None:
-                timeout_s = min(timeout_s, max(0.0, d - now))
+                timeout_s = min(timeout_s, max(0.0, (d - c.now_ms()) / 1000))
             if c._failed:
                 out.extend(c.take_failed())
                 timeout_s = 0.0
@@ -657,9 +598,8 @@ class Poller:
         for c in conns:
             if c.buffered_input and c not in readable:
                 out.extend(c.read())
-        now = time.monotonic()
         for c in conns:
-            out.extend(c.expire(now))
+            out.extend(c.expire())
         return out
 
     def _drain_wakeup(self) -> None:

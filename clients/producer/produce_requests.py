@@ -55,7 +55,7 @@ import random
 from typing import Any
 
 from clients.network.cluster_metadata import ClusterMetadata
-from clients.network.connection import BrokerConnection, ClientResponse, NetworkError
+from clients.network.connection import BrokerConnection, NetworkError
 from clients.producer.accumulator import RecordAccumulator
 from clients.producer.batch import ProducerBatch
 from clients.producer.idempotence import (
@@ -67,6 +67,7 @@ from clients.producer.idempotence import (
 from clients.producer.split import can_split, split_batch
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError, RequestTimedOutError, error_for
+from clients.protocol.request_channel import ClientResponse
 from clients.protocol.topics import TopicPartition
 
 _REFRESH_CODES = frozenset(

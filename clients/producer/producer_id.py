@@ -44,12 +44,13 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from clients.network.cluster_metadata import ClusterMetadata
-from clients.network.connection import BrokerConnection, ClientResponse
+from clients.network.connection import BrokerConnection
 from clients.producer.accumulator import RecordAccumulator
 from clients.producer.batch import ProducerBatch
 from clients.producer.idempotence import IdempotenceManager, SequenceAbandonedError
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import MiniKafkaError
+from clients.protocol.request_channel import ClientResponse
 
 _INIT_PRODUCER_ID = "init_producer_id"  # request context besides "metadata" and produce
 

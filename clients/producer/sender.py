@@ -43,7 +43,7 @@ import threading
 from typing import Any
 
 from clients.network.cluster_metadata import ClusterMetadata
-from clients.network.connection import BrokerConnection, ClientResponse, NetworkError, Poller
+from clients.network.connection import BrokerConnection, NetworkError, Poller
 from clients.network.sasl import SaslLogin
 from clients.producer.accumulator import RecordAccumulator, monotonic_ms
 from clients.producer.idempotence import IdempotenceManager
@@ -51,6 +51,7 @@ from clients.producer.produce_requests import ProduceRequests
 from clients.producer.producer_id import ProducerIdExchange
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import AuthenticationError, MiniKafkaError
+from clients.protocol.request_channel import ClientResponse
 
 _MAX_POLL_MS = 100.0
 

@@ -4,6 +4,9 @@ Modules, one concept each:
 
 - :mod:`~clients.protocol.framing`: the byte stream split into length-prefixed frames;
 - :mod:`~clients.protocol.codec`: Kafka's request/response headers and bodies in a frame;
+- :mod:`~clients.protocol.request_channel`: one client connection's protocol state, sans
+  I/O (correlation ids, in-flight requests and deadlines, ApiVersions negotiation), which
+  the client's socket connection drives;
 - :mod:`~clients.protocol.schema`: the language a message is declared in (typed fields
   with versions, nullability and tags); :mod:`~clients.protocol.compiler` turns a
   declaration into straight-line encoders and decoders; :mod:`~clients.protocol.reference`
