@@ -3,7 +3,13 @@
 Used inside a broker's (or the controller's) event loop: replica fetchers, the metadata
 follower (registration, heartbeats, metadata fetches) and forwarded admin requests.
 One :class:`AsyncConnection` is one TCP connection with pipelined requests matched by
-correlation id; ``request()`` returns the decoded response body or raises.
+correlation id; ``request()`` returns the decoded response body or raises.  It is the
+asyncio adapter of a sans-IO :class:`~clients.protocol.request_channel.RequestChannel`
+(correlation ids, framing, in-order completion; the client's socket connection drives
+the same one): this module writes the buffers the channel encodes, feeds it what the
+stream reads and hands each completed response to the waiting future.  A frame that
+breaks the protocol (an unexpected correlation id, a bad frame) fails every waiter with
+that ProtocolError and closes the connection.
 
 Bounds: ``max_in_flight`` requests per connection (further callers wait), frames up to
 ``max_frame_bytes``, every request has ``timeout_ms`` (then RequestTimedOutError and the
@@ -22,25 +28,26 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import itertools
 import ssl
 from typing import Any
 
 from clients.protocol.api_keys import ApiKey
-from clients.protocol.codec import decode_response_body, decode_response_header, encode_request
 from clients.protocol.errors import (
     AuthenticationError,
     ErrorCode,
     MiniKafkaError,
     RequestTimedOutError,
 )
-from clients.protocol.framing import DEFAULT_MAX_FRAME_BYTES, frame_length_of
+from clients.protocol.framing import DEFAULT_MAX_FRAME_BYTES
 from clients.protocol.registry import APIS
+from clients.protocol.request_channel import RequestChannel
 from clients.protocol.scram import ScramClient, ScramError
+from timer.clock import Clock, MonotonicClock
 
 CONNECT_TIMEOUT_S = 5.0
 AUTH_TIMEOUT_MS = 10_000
 SCRAM_MECHANISM = "SCRAM-SHA-256"
+_READ_BYTES = 256 * 1024
 
 
 class BrokerUnreachableError(MiniKafkaError):
@@ -51,7 +58,8 @@ class AsyncConnection:
     def __init__(self, host: str, port: int, *, client_id: str = "broker",
                  max_in_flight: int = 16, max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
                  login: tuple[str, bytes] | None = None,
-                 ssl_context: ssl.SSLContext | None = None) -> None:
+                 ssl_context: ssl.SSLContext | None = None,
+                 clock: Clock | None = None) -> None:
         self.host = host
         self.ssl_context = ssl_context  # TLS to the peer's port (broker.network.tls)
         self.login = login  # (username, password): SCRAM-SHA-256 right after connecting
@@ -59,8 +67,9 @@ class AsyncConnection:
         self.client_id = client_id
         self.max_frame_bytes = max_frame_bytes
         self._slots = asyncio.Semaphore(max_in_flight)
-        self._correlation = itertools.count(1)
-        self._pending: dict[int, tuple[asyncio.Future[Any], int, int]] = {}
+        self._clock = clock if clock is not None else MonotonicClock()
+        self._channel = RequestChannel(self._clock.now_ms, client_id=client_id,
+                                       max_frame_bytes=max_frame_bytes)
         self._writer: asyncio.StreamWriter | None = None
         self._reader_task: asyncio.Task[None] | None = None
         self._connect_lock = asyncio.Lock()
@@ -117,18 +126,22 @@ class AsyncConnection:
                                       f"{answer['error_message']}")
         return bytes(answer["auth_bytes"])
 
+    def _send(self, writer: asyncio.StreamWriter, api_key: int, api_version: int,
+              body: dict[str, Any], timeout_ms: int) -> asyncio.Future[Any]:
+        """Encode through the channel and write; the future the response will complete."""
+        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+        _request, buffers = self._channel.send_request(api_key, api_version, body,
+                                                       timeout_ms=timeout_ms, context=future)
+        writer.writelines(buffers)
+        return future
+
     async def _round_trip(self, writer: asyncio.StreamWriter, api_key: int, api_version: int,
                           body: dict[str, Any], timeout_ms: int) -> dict[str, Any]:
-        correlation_id = next(self._correlation) & 0x7FFFFFFF
-        future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._pending[correlation_id] = (future, api_key, api_version)
-        writer.writelines(encode_request(api_key, api_version, correlation_id, self.client_id,
-                                         body, max_frame_bytes=self.max_frame_bytes))
+        future = self._send(writer, api_key, api_version, body, timeout_ms)
         try:
             await writer.drain()
             return await asyncio.wait_for(future, timeout_ms / 1000)  # type: ignore[no-any-return]
         except TimeoutError:
-            self._pending.pop(correlation_id, None)
             raise RequestTimedOutError(
                 f"no answer from {self.address} within {timeout_ms} ms") from None
 
@@ -136,19 +149,13 @@ class AsyncConnection:
         error: MiniKafkaError = BrokerUnreachableError(f"connection to {self.address} closed")
         try:
             while True:
-                length = frame_length_of(await reader.readexactly(4), self.max_frame_bytes)
-                frame = await reader.readexactly(length)
-                header = decode_response_header(frame)
-                entry = self._pending.pop(header.correlation_id, None)
-                if entry is None:
-                    continue
-                future, api_key, api_version = entry
-                if future.done():
-                    continue
-                try:
-                    future.set_result(decode_response_body(header, api_key, api_version))
-                except MiniKafkaError as exc:
-                    future.set_exception(exc)
+                data = await reader.read(_READ_BYTES)
+                if not data:
+                    raise asyncio.IncompleteReadError(b"", None)
+                for response in self._channel.receive_data(data):
+                    future: asyncio.Future[Any] = response.request.context
+                    if not future.done():  # a waiter that gave up (cancelled) is skipped
+                        future.set_result(response.body)
         except (asyncio.IncompleteReadError, OSError) as exc:
             error = BrokerUnreachableError(f"connection to {self.address} lost: {exc}")
         except MiniKafkaError as exc:
@@ -156,11 +163,12 @@ class AsyncConnection:
         except asyncio.CancelledError:
             pass
         finally:
-            self._fail_all(error)
+            if self._reader_task in (None, asyncio.current_task()):  # not replaced yet
+                self._fail_all(error)
 
     def _fail_all(self, error: MiniKafkaError) -> None:
-        pending, self._pending = self._pending, {}
-        for future, _, _ in pending.values():
+        for failed in self._channel.reset(error):
+            future: asyncio.Future[Any] = failed.request.context
             if not future.done():
                 future.set_exception(error)
         if self._writer is not None:
@@ -176,32 +184,24 @@ class AsyncConnection:
             api_version = APIS[api_key].max_version
         async with self._slots:
             writer = await self._ensure_connected()
-            correlation_id = next(self._correlation) & 0x7FFFFFFF
-            future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-            self._pending[correlation_id] = (future, api_key, api_version)
-            buffers = encode_request(api_key, api_version, correlation_id, self.client_id,
-                                     body, max_frame_bytes=self.max_frame_bytes)
-            writer.writelines(buffers)
+            future = self._send(writer, api_key, api_version, body, timeout_ms)
             try:
                 await writer.drain()
-                return await asyncio.wait_for(future, timeout_ms / 1000)
+                return await asyncio.wait_for(future, timeout_ms / 1000)  # type: ignore[no-any-return]
             except TimeoutError:
-                self._pending.pop(correlation_id, None)
                 self.close()
                 raise RequestTimedOutError(
                     f"no answer from {self.address} within {timeout_ms} ms") from None
             except OSError as exc:
-                self._pending.pop(correlation_id, None)
                 self.close()
                 raise BrokerUnreachableError(f"{self.address}: {exc}") from None
 
     def close(self) -> None:
+        """Close the stream; every waiter fails now (a retriable NETWORK_EXCEPTION)."""
         if self._reader_task is not None:
             self._reader_task.cancel()
             self._reader_task = None
-        if self._writer is not None:
-            self._writer.close()
-            self._writer = None
+        self._fail_all(BrokerUnreachableError(f"connection to {self.address} closed"))
 
     async def aclose(self) -> None:
         task = self._reader_task
