@@ -18,8 +18,8 @@ A connection that fails raises a retriable NETWORK_EXCEPTION error to every wait
 is reconnected by the next ``request()``.
 
 With ``login`` the connection authenticates right after it opens (SaslHandshake v1 and
-SaslAuthenticate, SCRAM-SHA-256: :mod:`clients.protocol.scram`) before any request; a
-refusal raises :class:`AuthenticationError` and closes it.
+SaslAuthenticate, SCRAM-SHA-256: :mod:`clients.protocol.sasl_exchange`) before any
+request; a refusal raises :class:`AuthenticationError` and closes it.
 
 Not thread-safe: one event loop.
 """
@@ -33,7 +33,6 @@ from typing import Any
 
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import (
-    AuthenticationError,
     ErrorCode,
     MiniKafkaError,
     RequestTimedOutError,
@@ -41,7 +40,7 @@ from clients.protocol.errors import (
 from clients.protocol.framing import DEFAULT_MAX_FRAME_BYTES
 from clients.protocol.registry import APIS
 from clients.protocol.request_channel import RequestChannel
-from clients.protocol.scram import ScramClient, ScramError
+from clients.protocol.sasl_exchange import sasl_exchange
 from timer.clock import Clock, MonotonicClock
 
 CONNECT_TIMEOUT_S = 5.0
@@ -103,28 +102,17 @@ class AsyncConnection:
 
     async def _authenticate(self, writer: asyncio.StreamWriter, username: str,
                             password: bytes) -> None:
-        """SaslHandshake v1 and two SaslAuthenticate rounds (SCRAM-SHA-256)."""
-        answer = await self._round_trip(writer, ApiKey.SASL_HANDSHAKE, 1,
-                                        {"mechanism": SCRAM_MECHANISM}, AUTH_TIMEOUT_MS)
-        if answer["error_code"] != 0:
-            raise AuthenticationError(f"{self.address} does not offer {SCRAM_MECHANISM} "
-                                      f"(offers {answer['mechanisms']})")
-        scram = ScramClient(SCRAM_MECHANISM, username, password)
-        try:
-            first = await self._sasl_token(writer, scram.first())
-            scram.verify(await self._sasl_token(writer, scram.final(first)))
-        except ScramError as exc:
-            raise AuthenticationError(f"{self.address}: {exc}") from None
-
-    async def _sasl_token(self, writer: asyncio.StreamWriter, token: bytes) -> bytes:
-        answer = await self._round_trip(writer, ApiKey.SASL_AUTHENTICATE,
-                                        APIS[ApiKey.SASL_AUTHENTICATE].max_version,
-                                        {"auth_bytes": token}, AUTH_TIMEOUT_MS)
-        if answer["error_code"] != 0:
-            raise AuthenticationError(f"{self.address} refused the login as "
-                                      f"{self.login[0] if self.login else '?'}: "
-                                      f"{answer['error_message']}")
-        return bytes(answer["auth_bytes"])
+        """SaslHandshake v1 and two SaslAuthenticate rounds (SCRAM-SHA-256), the requests
+        and checks from the sans-IO :func:`~clients.protocol.sasl_exchange.sasl_exchange`."""
+        steps = sasl_exchange(SCRAM_MECHANISM, username, password,
+                              APIS[ApiKey.SASL_AUTHENTICATE].max_version)
+        request = next(steps)
+        while True:
+            answer = await self._round_trip(writer, *request, AUTH_TIMEOUT_MS)
+            try:
+                request = steps.send(answer)
+            except StopIteration:
+                return
 
     def _send(self, writer: asyncio.StreamWriter, api_key: int, api_version: int,
               body: dict[str, Any], timeout_ms: int) -> asyncio.Future[Any]:

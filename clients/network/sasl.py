@@ -20,6 +20,10 @@ Mechanisms: SCRAM-SHA-256 and SCRAM-SHA-512, and PLAIN (RFC 4616: one message ca
 the password itself) with ``SASL_SSL`` only - over ``SASL_PLAINTEXT`` it is refused here,
 as our brokers offer it only on TLS ports.
 
+The requests and the checks of their answers are the sans-IO
+:func:`~clients.protocol.sasl_exchange.sasl_exchange`; this module drives it over a
+blocking socket.
+
 Costs: one PBKDF2 (4096 rounds, ~2 ms) and three round trips per connection.  The
 exchange runs on the connecting thread with the connection's socket timeout (a plain
 or an ``ssl.SSLSocket``).
@@ -37,7 +41,8 @@ from clients.protocol.codec import decode_response, encode_request
 from clients.protocol.errors import AuthenticationError, ErrorCode, InvalidConfigError
 from clients.protocol.framing import read_frame, send_buffers
 from clients.protocol.registry import APIS
-from clients.protocol.scram import MECHANISMS, PLAIN, ScramClient, ScramError, plain_token
+from clients.protocol.sasl_exchange import sasl_exchange
+from clients.protocol.scram import MECHANISMS, PLAIN
 
 __all__ = ["SaslLogin", "log_in", "sasl_login_of"]
 
@@ -83,8 +88,8 @@ def sasl_login_of(security_protocol: str, sasl_mechanism: str | None,
     return SaslLogin(sasl_mechanism, sasl_plain_username, password)
 
 
-def _call(sock: socket.socket, api_key: ApiKey, version: int, client_id: str | None,
-          body: dict[str, Any], max_frame_bytes: int) -> dict[str, Any]:
+def _call(sock: socket.socket, api_key: ApiKey, version: int, body: dict[str, Any],
+          client_id: str | None, max_frame_bytes: int) -> dict[str, Any]:
     send_buffers(sock, encode_request(api_key, version, 0, client_id, body,
                                       max_frame_bytes=max_frame_bytes))
     frame = read_frame(sock, max_frame_bytes)
@@ -95,41 +100,18 @@ def _call(sock: socket.socket, api_key: ApiKey, version: int, client_id: str | N
 
 def log_in(sock: socket.socket, login: SaslLogin, versions: dict[int, tuple[int, int]],
            client_id: str | None, max_frame_bytes: int) -> None:
-    """Run the SASL exchange on a fresh connection (after ApiVersions)."""
+    """Run the SASL exchange (:func:`~clients.protocol.sasl_exchange.sasl_exchange`) on a
+    fresh connection (after ApiVersions), blocking on the socket for each answer."""
     served = versions.get(ApiKey.SASL_AUTHENTICATE)
     if served is None or versions.get(ApiKey.SASL_HANDSHAKE, (0, 0))[1] < 1:
         raise AuthenticationError("the broker does not serve SaslHandshake v1 and "
                                   "SaslAuthenticate", ErrorCode.UNSUPPORTED_SASL_MECHANISM)
     auth_version = min(served[1], APIS[ApiKey.SASL_AUTHENTICATE].max_version)
-    answer = _call(sock, ApiKey.SASL_HANDSHAKE, 1, client_id,
-                   {"mechanism": login.mechanism}, max_frame_bytes)
-    if answer["error_code"]:
-        raise AuthenticationError(
-            f"the broker does not take {login.mechanism} (it offers {answer['mechanisms']})",
-            ErrorCode.UNSUPPORTED_SASL_MECHANISM)
-    if login.mechanism == PLAIN:
-        answer = _call(sock, ApiKey.SASL_AUTHENTICATE, auth_version, client_id,
-                       {"auth_bytes": plain_token(login.username, login.password)},
-                       max_frame_bytes)
-        if answer["error_code"]:
-            raise AuthenticationError(
-                f"login as {login.username!r} refused: "
-                f"{answer.get('error_message') or ErrorCode(answer['error_code']).name}")
-        return
-    scram = ScramClient(login.mechanism, login.username, login.password)
-    try:
-        token = scram.first()
-        for step in ("first", "final"):
-            answer = _call(sock, ApiKey.SASL_AUTHENTICATE, auth_version, client_id,
-                           {"auth_bytes": token}, max_frame_bytes)
-            if answer["error_code"]:
-                raise AuthenticationError(
-                    f"login as {login.username!r} refused: "
-                    f"{answer.get('error_message') or ErrorCode(answer['error_code']).name}")
-            server_message = bytes(answer["auth_bytes"])
-            if step == "first":
-                token = scram.final(server_message)
-            else:
-                scram.verify(server_message)
-    except ScramError as exc:
-        raise AuthenticationError(f"login as {login.username!r}: {exc}") from None
+    steps = sasl_exchange(login.mechanism, login.username, login.password, auth_version)
+    request = next(steps)
+    while True:
+        answer = _call(sock, *request, client_id, max_frame_bytes)
+        try:
+            request = steps.send(answer)
+        except StopIteration:
+            return
