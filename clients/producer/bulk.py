@@ -39,7 +39,6 @@ the producer's ``send`` holds for it; the accumulator takes its own lock.
 from __future__ import annotations
 
 import threading
-import time
 from collections.abc import Sequence
 from typing import Any
 
@@ -106,9 +105,9 @@ class BulkAppender:
         """Queue ``values`` (non-empty; ``keys`` of the same length or None) as batches.
 
         The future resolves to a :class:`~clients.types.BulkResult` once every batch is
-        done.  ``deadline`` (``time.monotonic()`` seconds) bounds the wait for pool
-        memory; if it runs out midway the error is raised (the future fails with it) and
-        the chunks already queued are still sent.
+        done.  ``deadline`` (seconds on the accumulator's ``clock_ms`` clock) bounds the
+        wait for pool memory; if it runs out midway the error is raised (the future fails
+        with it) and the chunks already queued are still sent.
         """
         n = len(values)
         future: ProducerFuture[BulkResult] = ProducerFuture()
@@ -180,7 +179,7 @@ class BulkAppender:
         chunk_values = _take(values, rows)
         chunk_keys = None if keys is None else _take(keys, rows)
         bound = HEADER_SIZE + int(bounds[rows].sum())
-        remaining_ms = max(0.0, (deadline - time.monotonic()) * 1000)
+        remaining_ms = max(0.0, (deadline - self._accumulator.clock_ms() / 1000) * 1000)
         buffer = self._accumulator.allocate(max(self.batch_size, bound), remaining_ms)
         try:
             size = encode_batch_bulk_into(

@@ -308,9 +308,9 @@ class Producer:
         remaining_ms: float = self.max_block_ms
         cached = self._partitions.get(topic)
         if cached is None or cached[1] != self._metadata.version:
-            deadline = time.monotonic() + self.max_block_ms / 1000
+            deadline = self._monotonic_s() + self.max_block_ms / 1000
             cached = self._topic_partitions(topic, deadline)
-            remaining_ms = max(0.0, (deadline - time.monotonic()) * 1000)
+            remaining_ms = max(0.0, (deadline - self._monotonic_s()) * 1000)
         tps = cached[0]
         num_partitions = len(tps)
         sticky = False
@@ -365,7 +365,7 @@ class Producer:
         if keys is not None and len(keys) != n:
             raise ValueError(f"{len(keys)} keys for {n} values")
         timestamp = int(time.time() * 1000) if timestamp_ms is None else int(timestamp_ms)
-        deadline = time.monotonic() + self.max_block_ms / 1000
+        deadline = self._monotonic_s() + self.max_block_ms / 1000
         num_partitions = self._wait_on_metadata(topic, deadline)
         bulk_future = self._bulk.append(
             topic, num_partitions, values, keys, partition, timestamp, deadline
@@ -397,7 +397,7 @@ class Producer:
             n = md.partition_count(topic)
             if n is not None:
                 return n
-            remaining = deadline - time.monotonic()
+            remaining = deadline - self._monotonic_s()
             if remaining <= 0:
                 error = md.topic_error(topic)
                 why = f" (last error {error.name})" if error is not None else ""
@@ -410,9 +410,13 @@ class Producer:
             md.wait_for_update(version, min(remaining, 0.5))
             self._check_usable()  # a refused login fails here, not after max_block_ms
 
+    def _monotonic_s(self) -> float:
+        """Now on the producer's clock (the accumulator's ``clock_ms``), in seconds."""
+        return self._accumulator.clock_ms() / 1000
+
     def partitions_for(self, topic: str) -> list[int]:
         """Partition ids of ``topic`` (waits for metadata up to ``max_block_ms``)."""
-        n = self._wait_on_metadata(topic, time.monotonic() + self.max_block_ms / 1000)
+        n = self._wait_on_metadata(topic, self._monotonic_s() + self.max_block_ms / 1000)
         return list(range(n))
 
     # ------------------------------------------------------------ flush / close

@@ -45,7 +45,7 @@ from typing import Any
 from clients.network.cluster_metadata import ClusterMetadata
 from clients.network.connection import BrokerConnection, NetworkError, Poller
 from clients.network.sasl import SaslLogin
-from clients.producer.accumulator import RecordAccumulator, monotonic_ms
+from clients.producer.accumulator import RecordAccumulator
 from clients.producer.idempotence import IdempotenceManager
 from clients.producer.produce_requests import ProduceRequests
 from clients.producer.producer_id import ProducerIdExchange
@@ -183,7 +183,7 @@ class Sender(threading.Thread):
         error = ProducerClosedError("producer closed before the record was acknowledged")
         for conn in self._conns.values():
             for response in conn.close(error):
-                self._handle(response, monotonic_ms())
+                self._handle(response, self._acc.clock_ms())
         for batch in self._acc.undrained_batches():
             self._produce.fail(batch, error)
         self._poller.close()
@@ -193,7 +193,7 @@ class Sender(threading.Thread):
     def _run_once(self) -> None:
         with self._lock:
             self._may_sleep = True
-            now = monotonic_ms()
+            now = self._acc.clock_ms()
             self._maybe_update_metadata(now)
             if self._pid is not None:
                 self._pid.maybe_init_producer_id(now)
@@ -214,7 +214,7 @@ class Sender(threading.Thread):
         self._may_sleep = False
         with self._lock:
             for response in self._poller.collect(conns, readable):
-                self._handle(response, monotonic_ms())
+                self._handle(response, self._acc.clock_ms())
 
     def _send_ready(self, now: float) -> tuple[float, bool]:
         """Connect to and drain every ready leader; ``(ms to next check, stalled)``."""
@@ -249,7 +249,7 @@ class Sender(threading.Thread):
         handled = False
         try:
             if self._running:
-                handled = self._send_idle(monotonic_ms())
+                handled = self._send_idle(self._acc.clock_ms())
         finally:
             self._lock.release()
         if not handled:
