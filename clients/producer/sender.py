@@ -304,6 +304,7 @@ class Sender(threading.Thread):
                 host, port, node_id=node, client_id=self._client_id,
                 request_timeout_ms=self._request_timeout_ms, max_in_flight=self._max_in_flight,
                 sasl=self._sasl, ssl_context=self._ssl_context,
+                now_ms=lambda: int(self._acc.clock_ms()),
             )  # fmt: skip
             self._conns[node] = conn
         if self._auth_error is not None:
