@@ -56,7 +56,8 @@ from clients.consumer.group_requests import (
     read_offset_fetch,
 )
 from clients.network.cluster_metadata import ClusterMetadata, parse_bootstrap
-from clients.network.connection import Body, NodeConnections
+from clients.network.connection import Body
+from clients.network.node_connections import NodeConnections
 from clients.network.sasl import sasl_login_of
 from clients.network.tls import ssl_context_of
 from clients.protocol.api_keys import ApiKey

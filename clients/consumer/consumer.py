@@ -96,7 +96,7 @@ from clients.consumer.coordinator import ConsumerCoordinator, RebalanceListener
 from clients.consumer.coordinator_channel import GroupConfig
 from clients.consumer.offset_committer import CommitCallback
 from clients.network.cluster_metadata import ClusterMetadata, parse_bootstrap
-from clients.network.connection import NodeConnections
+from clients.network.node_connections import NodeConnections
 from clients.network.sasl import sasl_login_of
 from clients.network.tls import ssl_context_of
 from clients.protocol.api_keys import ApiKey

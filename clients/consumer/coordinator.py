@@ -84,7 +84,7 @@ from clients.consumer.offset_committer import (
     OffsetCommitter,
 )
 from clients.network.cluster_metadata import ClusterMetadata
-from clients.network.connection import NodeConnections
+from clients.network.node_connections import NodeConnections
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError, error_for
 from clients.protocol.request_channel import ClientResponse, InFlightRequest

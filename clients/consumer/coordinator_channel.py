@@ -33,7 +33,8 @@ from enum import Enum
 
 from clients.consumer.assignors import Assignor
 from clients.consumer.group_requests import find_coordinator_request, read_find_coordinator
-from clients.network.connection import Body, BrokerConnection, NodeConnections
+from clients.network.connection import Body, BrokerConnection
+from clients.network.node_connections import NodeConnections
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import (
     InvalidConfigError,

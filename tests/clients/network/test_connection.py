@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from clients.network.connection import BrokerConnection, metadata_request
+from clients.network.connection import BrokerConnection
+from clients.network.node_connections import metadata_request
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import UnsupportedVersionError
 from clients.protocol.registry import APIS

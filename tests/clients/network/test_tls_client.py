@@ -31,7 +31,8 @@ import pytest
 
 from clients.admin import Admin
 from clients.consumer.consumer import Consumer
-from clients.network.connection import BrokerConnection, NetworkError, metadata_request
+from clients.network.connection import BrokerConnection, NetworkError
+from clients.network.node_connections import metadata_request
 from clients.network.sasl import SaslLogin, sasl_login_of
 from clients.network.tls import SslAuthenticationError, ssl_context_of
 from clients.producer.producer import Producer
