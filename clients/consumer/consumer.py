@@ -82,120 +82,40 @@ consumer runs one heartbeat thread of its own.
 
 from __future__ import annotations
 
-import contextlib
-import gc
 import os
 import ssl
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
 from clients.consumer.assignors import assignor_for
 from clients.consumer.coordinator import ConsumerCoordinator, RebalanceListener
 from clients.consumer.coordinator_channel import GroupConfig
+from clients.consumer.fetcher import CompletedFetch, Fetcher
 from clients.consumer.offset_committer import CommitCallback
+from clients.consumer.offset_fetcher import RESET_TIMESTAMPS, OffsetFetcher
+from clients.consumer.subscription_state import FetchState, SubscriptionState
 from clients.network.cluster_metadata import ClusterMetadata, parse_bootstrap
 from clients.network.node_connections import NodeConnections
 from clients.network.sasl import sasl_login_of
 from clients.network.tls import ssl_context_of
-from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import (
     CorruptRecordError,
     ErrorCode,
     InvalidConfigError,
     MiniKafkaError,
-    OffsetOutOfRangeError,
     RequestTimedOutError,
-    error_for,
 )
 from clients.protocol.offset_specs import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from clients.protocol.request_channel import ClientResponse, InFlightRequest
 from clients.protocol.topics import TopicPartition
-from clients.records.batch import COMPRESSION_MASK, HEADER_SIZE, read_header
-from clients.records.bulk_decode import BulkRecords, concat_bulk, decode_batch_bulk
+from clients.records.bulk_decode import BulkRecords
 from clients.types import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp
 
-__all__ = ["Consumer", "NoOffsetForPartitionError", "RecordDeserializationError"]
+__all__ = ["Consumer"]
 
-_RESETS = {"earliest": EARLIEST_TIMESTAMP, "latest": LATEST_TIMESTAMP, "none": None}
 _ISOLATION_LEVELS = {"read_uncommitted": 0}  # read_committed (1) waits for transactions
 Deserializer = Callable[[bytes], Any]
-_REFRESH = frozenset(
-    {
-        ErrorCode.NOT_LEADER_OR_FOLLOWER,
-        ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-        ErrorCode.LEADER_NOT_AVAILABLE,
-        ErrorCode.FENCED_LEADER_EPOCH,
-        ErrorCode.UNKNOWN_LEADER_EPOCH,
-        ErrorCode.NETWORK_EXCEPTION,
-        ErrorCode.REQUEST_TIMED_OUT,
-    }
-)
-
-
-class NoOffsetForPartitionError(MiniKafkaError):
-    """A partition has no position and ``auto_offset_reset="none"``."""
-
-    code = ErrorCode.OFFSET_OUT_OF_RANGE
-
-
-class RecordDeserializationError(MiniKafkaError):
-    """A key or value deserializer raised; the consumer's position is that record's
-    offset (``seek(tp, offset + 1)`` skips it).  ``__cause__`` is the original error."""
-
-    code = ErrorCode.CORRUPT_MESSAGE
-
-    def __init__(self, message: str, tp: TopicPartition, offset: int) -> None:
-        super().__init__(message)
-        self.tp = tp
-        self.offset = offset
-
-
-@dataclass
-class _Fetched:
-    """Records data of one partition from one fetch response, handed out by poll."""
-
-    fetch_offset: int
-    records: memoryview
-    high_watermark: int
-    decoded: list[ConsumerRecord] | None = None
-    index: int = 0  # the next record of ``decoded`` to hand out
-    next_offset: int = -1  # offset after the last complete batch (-1: none)
-    corrupt: CorruptRecordError | None = None  # the first invalid batch (records stop there)
-
-
-@dataclass
-class _State:
-    position: int | None = None
-    reset: int | None = None  # pending reset timestamp (-2 earliest / -1 latest)
-    fetched: _Fetched | None = None
-    high_watermark: int = -1
-    committed_pending: bool = False  # group: position comes from the committed offset
-    paused: bool = False  # not fetched, buffered records held back
-
-
-@contextlib.contextmanager
-def _gc_paused() -> Iterator[None]:
-    """Pause the cyclic garbage collector while a fetch's records are built.
-
-    Decoding allocates one tuple per record (tens of thousands per fetch); each
-    allocation counts towards the collector's thresholds, and the collections that
-    follow rescan the growing list for cycles it cannot hold (the records are tuples of
-    ints, strings and bytes).  With it paused and the records built in one list
-    comprehension, per-record ``poll()`` of 200k records of 100 B (one partition, RF 3)
-    went from ~0.71 to ~0.94 M records/s in one run.  Re-enabled afterwards only if it
-    was enabled before (the switch is process-wide: another thread that disables the
-    collector while a poll decodes finds it enabled again afterwards).
-    """
-    if not gc.isenabled():
-        yield
-        return
-    gc.disable()
-    try:
-        yield
-    finally:
-        gc.enable()
 
 
 class Consumer:
@@ -264,7 +184,7 @@ class Consumer:
         ):  # fmt: skip
             raise InvalidConfigError(
                 f"consumer_timeout_ms must be a number >= 0 or None, got {consumer_timeout_ms!r}")
-        if auto_offset_reset not in _RESETS:
+        if auto_offset_reset not in RESET_TIMESTAMPS:
             raise InvalidConfigError(
                 f"auto_offset_reset must be 'earliest', 'latest' or 'none', "
                 f"got {auto_offset_reset!r}"
@@ -288,7 +208,6 @@ class Consumer:
         self.request_timeout_ms = request_timeout_ms
         self.retry_backoff_ms = retry_backoff_ms
         self.isolation_level = isolation_level
-        self._isolation = _ISOLATION_LEVELS[isolation_level]
         self.key_deserializer = key_deserializer
         self.value_deserializer = value_deserializer
         self.consumer_timeout_ms = consumer_timeout_ms
@@ -299,9 +218,12 @@ class Consumer:
             parse_bootstrap(bootstrap_servers), self._metadata, client_id=self.client_id,
             request_timeout_ms=request_timeout_ms, sasl=sasl, ssl_context=tls,
         )  # fmt: skip
-        self._states: dict[TopicPartition, _State] = {}
-        self._fetches: dict[int, InFlightRequest] = {}  # node -> in-flight Fetch
-        self._pending_error: MiniKafkaError | None = None
+        isolation = _ISOLATION_LEVELS[isolation_level]
+        self._subscriptions: SubscriptionState[CompletedFetch] = SubscriptionState()
+        self._fetcher = Fetcher(self, self._subscriptions, self._metadata, self._net,
+                                isolation=isolation)
+        self._offsets_fetcher = OffsetFetcher(self, self._subscriptions, self._metadata,
+                                              self._net, isolation=isolation)
         self._closed = False
         self._coordinator: ConsumerCoordinator | None = None
         if group_id is not None:
@@ -314,8 +236,9 @@ class Consumer:
             )  # fmt: skip
             self._coordinator = ConsumerCoordinator(
                 config, self._net, self._metadata, client_id=self.client_id,
-                positions=self._positions, set_assignment=self._set_group_assignment,
+                positions=self._subscriptions.positions, set_assignment=self._set_group_assignment,
             )  # fmt: skip
+
 
     # ------------------------------------------------------------ assignment & positions
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
@@ -331,67 +254,57 @@ class Consumer:
         self._set_group_assignment(new)
 
     def _set_group_assignment(self, partitions: Iterable[TopicPartition]) -> None:
-        pending = self._coordinator is not None  # with a group: start at committed offsets
         new = list(partitions)
-        self._states = {tp: self._states.get(tp) or _State(committed_pending=pending)
-                        for tp in new}  # fmt: skip
+        # with a group: start at committed offsets
+        self._subscriptions.assign(new, from_committed=self._coordinator is not None)
         self._metadata.add_topics(tp.topic for tp in new)
 
     def assignment(self) -> set[TopicPartition]:
-        return set(self._states)
-
-    def _state(self, tp: TopicPartition) -> _State:
-        state = self._states.get(tp)
-        if state is None:
-            raise ValueError(f"{tp} is not assigned to this consumer")
-        return state
+        return self._subscriptions.assignment()
 
     def seek(self, tp: TopicPartition, offset: int) -> None:
         if not isinstance(offset, int) or offset < 0:
             raise ValueError(f"offset must be an int >= 0, got {offset!r}")
-        state = self._state(tp)
-        state.position, state.reset, state.fetched = offset, None, None
+        self._subscriptions.state(tp).seek(offset)
 
     def seek_to_beginning(self, partitions: Iterable[TopicPartition] | None = None) -> None:
-        self._seek_to(partitions, -2)
+        self._seek_to(partitions, EARLIEST_TIMESTAMP)
 
     def seek_to_end(self, partitions: Iterable[TopicPartition] | None = None) -> None:
-        self._seek_to(partitions, -1)
+        self._seek_to(partitions, LATEST_TIMESTAMP)
 
     def _seek_to(self, partitions: Iterable[TopicPartition] | None, timestamp: int) -> None:
-        for tp in self._states if partitions is None else partitions:
-            state = self._state(tp)
-            state.position, state.reset, state.fetched = None, timestamp, None
+        subscriptions = self._subscriptions
+        for tp in list(subscriptions.states) if partitions is None else partitions:
+            subscriptions.state(tp).request_reset(timestamp)
 
     def position(self, tp: TopicPartition, timeout_ms: int | None = None) -> int:
         """The offset of the next record to return (resolving a pending reset)."""
-        state = self._state(tp)
+        state = self._subscriptions.state(tp)
         deadline = self._deadline(self.request_timeout_ms if timeout_ms is None else timeout_ms)
         while state.position is None:
-            self._resolve_positions(deadline)
+            self._offsets_fetcher.resolve_positions(deadline)
             if state.position is None and time.monotonic() >= deadline:
                 raise RequestTimedOutError(f"position of {tp} not resolved in time")
         return state.position
 
     def high_watermark(self, tp: TopicPartition) -> int:
         """The high watermark seen in the last fetch of ``tp`` (-1 before any)."""
-        return self._state(tp).high_watermark
+        return self._subscriptions.state(tp).high_watermark
 
     # ------------------------------------------------------------ flow control
     def pause(self, *partitions: TopicPartition | Iterable[TopicPartition]) -> None:
         """Stop fetching these assigned partitions; their buffered records wait for
         :meth:`resume` (``pause(tp1, tp2)`` or ``pause([tp1, tp2])``)."""
-        for tp in _partition_args(partitions):
-            self._state(tp).paused = True
+        self._subscriptions.pause(_partition_args(partitions))
 
     def resume(self, *partitions: TopicPartition | Iterable[TopicPartition]) -> None:
         """Fetch these partitions again (no-op for partitions not paused)."""
-        for tp in _partition_args(partitions):
-            self._state(tp).paused = False
+        self._subscriptions.resume(_partition_args(partitions))
 
     def paused(self) -> set[TopicPartition]:
         """The assigned partitions currently paused."""
-        return {tp for tp, s in self._states.items() if s.paused}
+        return self._subscriptions.paused()
 
     # ------------------------------------------------------------ offset lookups
     def beginning_offsets(
@@ -427,70 +340,20 @@ class Consumer:
     def _list_offsets(
         self, query: dict[TopicPartition, int], timeout_ms: int | None
     ) -> dict[TopicPartition, tuple[int, int, int]]:
-        """ListOffsets to each leader: {tp: (offset, timestamp, leader epoch)}; leadership
-        errors refresh the metadata and are retried until the timeout."""
         self._check_open()
         for tp in query:
             if not isinstance(tp.partition, int) or tp.partition < 0:
                 raise ValueError(f"bad partition in {tp!r}")
         deadline = self._deadline(self.request_timeout_ms if timeout_ms is None else timeout_ms)
-        out: dict[TopicPartition, tuple[int, int, int]] = {}
-        pending = dict(query)
-        last: MiniKafkaError | None = None
-        while pending:
-            remaining_ms = (deadline - time.monotonic()) * 1000
-            if remaining_ms <= 0:
-                why = f" (last error: {last})" if last is not None else ""
-                raise RequestTimedOutError(
-                    f"offsets of {sorted(pending)} not found in time{why}")
-            topics = sorted({tp.topic for tp in pending})
-            try:
-                self._net.refresh_metadata(topics, min(remaining_ms, self.request_timeout_ms))
-            except MiniKafkaError as e:
-                if not e.retriable:
-                    raise
-                last = e
-                time.sleep(min(self.retry_backoff_ms / 1000, max(0.0, remaining_ms / 1000)))
-                continue
-            by_node: dict[int, dict[str, list[dict[str, Any]]]] = {}
-            for tp, ts in pending.items():
-                leader = self._metadata.leader_for(tp)
-                if leader is None:
-                    code = self._metadata.topic_error(tp.topic)
-                    last = error_for(code or ErrorCode.LEADER_NOT_AVAILABLE, f"{tp}")
-                    continue
-                by_node.setdefault(leader, {}).setdefault(tp.topic, []).append(
-                    {"partition_index": tp.partition, "timestamp": ts})
-            for node, topics_ in by_node.items():
-                remaining_ms = max(1.0, (deadline - time.monotonic()) * 1000)
-                try:
-                    body = self._net.request(node, ApiKey.LIST_OFFSETS, {
-                        "replica_id": -1, "isolation_level": self._isolation,
-                        "topics": [{"name": t, "partitions": ps} for t, ps in topics_.items()],
-                    }, min(remaining_ms, self.request_timeout_ms))  # fmt: skip
-                except MiniKafkaError as e:
-                    if not e.retriable:
-                        raise
-                    last = e
-                    continue
-                for t in body["topics"]:
-                    for p in t["partitions"]:
-                        tp = TopicPartition(t["name"], p["partition_index"])
-                        if tp not in pending:
-                            continue
-                        if p["error_code"] == ErrorCode.NONE:
-                            out[tp] = (p["offset"], p["timestamp"], p["leader_epoch"])
-                            del pending[tp]
-                            continue
-                        error = error_for(p["error_code"], f"list offsets of {tp}")
-                        if not error.retriable:
-                            raise error
-                        last = error
-            if pending:
-                self._metadata.request_update()
-                time.sleep(min(self.retry_backoff_ms / 1000,
-                               max(0.0, deadline - time.monotonic())))  # fmt: skip
-        return out
+        return self._offsets_fetcher.list_offsets(query, deadline)
+
+    def partitions_for(self, topic: str, timeout_ms: int | None = None) -> list[int] | None:
+        """Partition ids of ``topic`` from fresh metadata (None if it does not exist)."""
+        self._check_open()
+        self._metadata.add_topics([topic])
+        self._net.refresh_metadata([topic], timeout_ms or self.request_timeout_ms)
+        parts = self._metadata.partitions_for(topic)
+        return None if parts is None else [p.partition for p in parts]
 
     # ------------------------------------------------------------ polling
     def poll(
@@ -502,9 +365,10 @@ class Consumer:
         if not isinstance(budget, int) or budget < 1:
             raise ValueError(f"max_records must be an int >= 1, got {max_records!r}")
         out: dict[TopicPartition, list[ConsumerRecord]] = {}
+        take_records = self._fetcher.take_records
         for tp, fetched in self._poll_fetched(timeout_ms):
             try:
-                records = self._take_records(tp, fetched, budget)
+                records = take_records(tp, fetched, budget)
             except CorruptRecordError:
                 if out:  # hand out what this poll has; the next one raises it again
                     break
@@ -536,7 +400,7 @@ class Consumer:
         out: dict[TopicPartition, BulkRecords] = {}
         for tp, fetched in self._poll_fetched(timeout_ms):
             try:
-                bulk = self._take_bulk(tp, fetched)
+                bulk = self._fetcher.take_bulk(tp, fetched)
             except CorruptRecordError:
                 if out:  # hand out what this poll has; the next one raises it again
                     break
@@ -545,23 +409,24 @@ class Consumer:
                 out[tp] = bulk
         return out
 
-    def _poll_fetched(self, timeout_ms: int) -> list[tuple[TopicPartition, _Fetched]]:
+    def _poll_fetched(self, timeout_ms: int) -> list[tuple[TopicPartition, CompletedFetch]]:
         self._check_open()
         deadline = self._deadline(timeout_ms)
-        if self._coordinator is not None and (self._states or self.subscription()):
+        if self._coordinator is not None and (self._subscriptions.states
+                                              or self.subscription()):
             return self._poll_group(self._coordinator, deadline)
-        if not self._states:
+        if not self._subscriptions.states:
             raise MiniKafkaError("poll with no assigned partitions", ErrorCode.INVALID_REQUEST)
         return self._fetch_until(deadline)
 
     def _poll_group(
         self, coordinator: ConsumerCoordinator, deadline: float
-    ) -> list[tuple[TopicPartition, _Fetched]]:
+    ) -> list[tuple[TopicPartition, CompletedFetch]]:
         """Drive the group between fetch waits; no records while a rebalance runs."""
         while True:
             now = time.monotonic()
             group_deadline = max(deadline, now + self.retry_backoff_ms / 1000)
-            if coordinator.poll(group_deadline) and self._states:
+            if coordinator.poll(group_deadline) and self._subscriptions.states:
                 self._init_committed_positions(group_deadline)
                 step = min(deadline, now + coordinator.time_to_next_poll_ms() / 1000)
                 ready = self._fetch_until(max(step, time.monotonic()))
@@ -572,340 +437,24 @@ class Consumer:
             if time.monotonic() >= deadline:
                 return []
 
-    def _fetch_until(self, deadline: float) -> list[tuple[TopicPartition, _Fetched]]:
+    def _fetch_until(self, deadline: float) -> list[tuple[TopicPartition, CompletedFetch]]:
+        fetcher = self._fetcher
         while True:
-            self._raise_pending()
-            self._resolve_positions(deadline)
-            ready = [(tp, s.fetched) for tp, s in self._states.items()
-                     if s.fetched is not None and not s.paused]  # fmt: skip
+            fetcher.raise_pending()
+            self._offsets_fetcher.resolve_positions(deadline)
+            ready = fetcher.ready()
             if ready:
-                self._send_fetches()  # pipeline: fetch the other partitions meanwhile
-                return ready  # type: ignore[return-value]
-            self._send_fetches()
+                fetcher.send_fetches()  # pipeline: fetch the other partitions meanwhile
+                return ready
+            fetcher.send_fetches()
             remaining_ms = (deadline - time.monotonic()) * 1000
-            if not self._fetches:  # nothing to wait for but metadata/offsets retries
+            if not fetcher.in_flight:  # nothing to wait for but metadata/offsets retries
                 remaining_ms = min(remaining_ms, self.retry_backoff_ms)
             for response in self._net.poll(max(0, remaining_ms)):
-                self._handle_fetch(response)
-            if time.monotonic() >= deadline and not any(
-                    s.fetched and not s.paused for s in self._states.values()):
-                self._raise_pending()
+                fetcher.handle_fetch(response)
+            if time.monotonic() >= deadline and not fetcher.ready():
+                fetcher.raise_pending()
                 return []
-
-    def _take_records(
-        self, tp: TopicPartition, fetched: _Fetched, budget: int
-    ) -> list[ConsumerRecord]:
-        state = self._states[tp]
-        if fetched.decoded is None:
-            fetched.decoded = self._decode(tp, fetched)
-        position = state.position
-        assert position is not None
-        records = fetched.decoded
-        start = fetched.index
-        while start < len(records) and records[start].offset < position:
-            start += 1
-        taken = records[start : start + budget]
-        if self.key_deserializer is not None or self.value_deserializer is not None:
-            taken = self._deserialize(tp, taken)
-        fetched.index = start + len(taken)
-        if taken:
-            state.position = taken[-1].offset + 1
-        elif start >= len(records):
-            self._raise_corrupt(state, fetched)
-        if fetched.index >= len(records):
-            state.fetched = None
-            if fetched.next_offset > (state.position or 0):
-                state.position = fetched.next_offset  # skip past the last batch's tail
-        return taken
-
-    def _deserialize(self, tp: TopicPartition, taken: list[ConsumerRecord]) -> list[ConsumerRecord]:
-        """Apply the deserializers; on a failure return the records before it (raise if
-        it is the first): the position then stays at the failing record."""
-        kd, vd = self.key_deserializer, self.value_deserializer
-        out: list[ConsumerRecord] = []
-        for r in taken:
-            try:
-                key = r.key if kd is None or r.key is None else kd(r.key)
-                value = r.value if vd is None or r.value is None else vd(r.value)
-            except Exception as e:
-                if out:
-                    return out
-                raise RecordDeserializationError(
-                    f"{tp} offset {r.offset}: cannot deserialize: {type(e).__name__}: {e}; "
-                    f"seek to {r.offset + 1} to skip it", tp, r.offset) from e
-            out.append(r._replace(key=key, value=value))
-        return out
-
-    def _decode(self, tp: TopicPartition, fetched: _Fetched) -> list[ConsumerRecord]:
-        """Every record of the fetched batches as a ConsumerRecord (keys and values as
-        bytes).  The numpy bulk decoder walks the varints; one copy of the fetched bytes
-        (or of a batch's decompressed records) then gives every key and value by a bytes
-        slice - about three times the per-record Python decoder's rate.  The cyclic
-        garbage collector is paused meanwhile (:func:`_gc_paused`)."""
-        with _gc_paused():
-            return self._decode_records(tp, fetched)
-
-    def _decode_records(self, tp: TopicPartition, fetched: _Fetched) -> list[ConsumerRecord]:
-        out: list[ConsumerRecord] = []
-        topic, partition = tp.topic, tp.partition
-        records = fetched.records
-        whole: bytes | None = None  # the fetched bytes, copied once when first needed
-        new, record = tuple.__new__, ConsumerRecord
-        for pos in self._batch_positions(fetched):
-            try:
-                bulk = decode_batch_bulk(records, pos)
-            except CorruptRecordError as exc:
-                self._stop_at_corrupt_batch(tp, fetched, pos, exc)
-                break
-            if bulk.header.attributes & COMPRESSION_MASK:
-                raw = bytes(bulk.buffer)  # the decompressed records
-            else:
-                if whole is None:
-                    whole = bytes(records)
-                raw = whole
-            first = len(out)
-            out += [new(record, (topic, partition, offset, timestamp,
-                                 None if kn < 0 else raw[ko : ko + kn],
-                                 None if vn < 0 else raw[vo : vo + vn], ()))
-                    for offset, timestamp, ko, kn, vo, vn in zip(
-                        bulk.offsets.tolist(), bulk.timestamps.tolist(),
-                        bulk.key_offsets.tolist(), bulk.key_lengths.tolist(),
-                        bulk.value_offsets.tolist(), bulk.value_lengths.tolist(),
-                        strict=True)]  # fmt: skip
-            for i, headers in bulk.record_headers.items():  # only records that have any
-                out[first + i] = out[first + i]._replace(headers=headers)
-        return out
-
-    @staticmethod
-    def _stop_at_corrupt_batch(tp: TopicPartition, fetched: _Fetched, pos: int,
-                               exc: CorruptRecordError) -> None:
-        """The records before an invalid batch are handed out; the position then stops
-        at it and poll raises an error naming the partition and offsets (as Kafka's
-        consumer does) until the application seeks past it."""
-        header = read_header(fetched.records, pos)
-        fetched.next_offset = header.base_offset  # never skip past it
-        fetched.corrupt = CorruptRecordError(
-            f"{tp.topic}-{tp.partition}: the record batch at offsets {header.base_offset}.."
-            f"{header.next_offset - 1} is invalid ({exc.message}); the records before it "
-            f"were delivered; seek to {header.next_offset} to skip it")
-
-    def _raise_corrupt(self, state: _State, fetched: _Fetched) -> None:
-        """Raise the fetched data's invalid batch once the records before it are out."""
-        error = fetched.corrupt
-        if error is None:
-            return
-        state.fetched = None  # a later poll fetches again from the position: same error
-        raise error
-
-    def _take_bulk(self, tp: TopicPartition, fetched: _Fetched) -> BulkRecords | None:
-        state = self._states[tp]
-        position = state.position
-        assert position is not None
-        state.fetched = None
-        parts = []
-        for pos in self._batch_positions(fetched):
-            try:
-                parts.append(decode_batch_bulk(fetched.records, pos))
-            except CorruptRecordError as exc:
-                self._stop_at_corrupt_batch(tp, fetched, pos, exc)
-                break
-        if fetched.next_offset > position:
-            state.position = fetched.next_offset
-        if not parts:
-            self._raise_corrupt(state, fetched)
-            return None
-        bulk = concat_bulk(parts, position)
-        if len(bulk) == 0:
-            self._raise_corrupt(state, fetched)
-            return None
-        state.position = max(state.position or 0, int(bulk.offsets[-1]) + 1)
-        return bulk
-
-    @staticmethod
-    def _batch_positions(fetched: _Fetched) -> list[int]:
-        """Positions of the complete batches (a partial trailing batch is ignored)."""
-        view, pos, out = fetched.records, 0, []
-        while len(view) - pos >= HEADER_SIZE:
-            header = read_header(view, pos)
-            if pos + header.size_in_bytes > len(view):
-                break
-            out.append(pos)
-            fetched.next_offset = header.next_offset
-            pos += header.size_in_bytes
-        if not out and len(view) > 0 and fetched.next_offset < 0:
-            # the first batch alone exceeds what the broker returned: cannot progress
-            raise CorruptRecordError(
-                f"fetch returned {len(view)} bytes without one complete batch; "
-                "raise max_partition_fetch_bytes"
-            )
-        return out
-
-    # ------------------------------------------------------------ fetch requests
-    def _send_fetches(self) -> None:
-        by_node: dict[int, dict[str, list[dict[str, Any]]]] = {}
-        for tp, state in self._states.items():
-            if state.position is None or state.fetched is not None or state.paused:
-                continue
-            leader = self._metadata.leader_for(tp)
-            if leader is None:
-                self._metadata.request_update()
-                continue
-            if leader in self._fetches:
-                continue
-            by_node.setdefault(leader, {}).setdefault(tp.topic, []).append({
-                "partition": tp.partition, "fetch_offset": state.position,
-                "partition_max_bytes": self.max_partition_fetch_bytes,
-            })  # fmt: skip
-        for node, topics in by_node.items():
-            body = {
-                "replica_id": -1,
-                "max_wait_ms": self.fetch_max_wait_ms,
-                "min_bytes": self.fetch_min_bytes,
-                "max_bytes": self.fetch_max_bytes,
-                "isolation_level": self._isolation,
-                "session_id": 0,  # sessionless full fetch (KIP-227's legacy mode)
-                "session_epoch": -1,
-                "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
-            }
-            try:
-                conn = self._net.get(node)
-                request = conn.send(
-                    ApiKey.FETCH,
-                    body,
-                    context=body,
-                    timeout_ms=self.request_timeout_ms + self.fetch_max_wait_ms,
-                )
-            except MiniKafkaError:
-                self._metadata.request_update()
-                continue
-            assert request is not None
-            self._fetches[node] = request
-
-    def _handle_fetch(self, response: ClientResponse) -> None:
-        request = response.request
-        if self._fetches.get(request.node_id) is request:
-            del self._fetches[request.node_id]
-        if request.api_key != ApiKey.FETCH:
-            return
-        if response.error is not None or response.body is None:
-            self._metadata.request_update()
-            return
-        code = response.body["error_code"]  # v7+: the request as a whole (0 before v7)
-        if code != ErrorCode.NONE:
-            error = error_for(code, f"fetch from node {request.node_id} failed")
-            if error.retriable:
-                self._metadata.request_update()
-            else:
-                self._pending_error = error
-            return
-        asked = {
-            (t["name"], p["partition"]): p["fetch_offset"]
-            for t in request.context["topics"] for p in t["partitions"]
-        }  # fmt: skip
-        for t in response.body["responses"]:
-            for p in t["partitions"]:
-                tp = TopicPartition(t["name"], p["partition_index"])
-                state = self._states.get(tp)
-                fetch_offset = asked.get(tp)
-                if state is None or fetch_offset is None or state.position != fetch_offset:
-                    continue  # unassigned or sought meanwhile: stale data
-                self._partition_result(tp, state, fetch_offset, p)
-
-    def _partition_result(
-        self, tp: TopicPartition, state: _State, fetch_offset: int, p: dict[str, Any]
-    ) -> None:
-        code = p["error_code"]
-        if code == ErrorCode.NONE:
-            state.high_watermark = p["high_watermark"]
-            if len(p["records"]):
-                state.fetched = _Fetched(fetch_offset, p["records"], p["high_watermark"])
-            return
-        if code == ErrorCode.OFFSET_OUT_OF_RANGE:
-            reset = _RESETS[self.auto_offset_reset]
-            if reset is None:
-                self._pending_error = OffsetOutOfRangeError(
-                    f"fetch offset {fetch_offset} is out of range for {tp} "
-                    "and auto_offset_reset='none'"
-                )
-            else:
-                state.position, state.reset = None, reset
-            return
-        error = error_for(code, f"fetch from {tp} failed")
-        if error.retriable:
-            self._metadata.request_update()
-        else:
-            self._pending_error = error
-
-    # ------------------------------------------------------------ offsets & metadata
-    def _resolve_positions(self, deadline: float) -> None:
-        missing = [tp for tp, s in self._states.items()
-                   if s.position is None and not s.committed_pending]  # fmt: skip
-        if missing and self.auto_offset_reset == "none":
-            unreset = [tp for tp in missing if self._states[tp].reset is None]
-            if unreset:
-                raise NoOffsetForPartitionError(
-                    f"no position for {unreset} and auto_offset_reset='none' (seek first)"
-                )
-        self._ensure_metadata(deadline)
-        if not missing:
-            return
-        default = _RESETS[self.auto_offset_reset]
-        by_node: dict[int, dict[str, list[dict[str, Any]]]] = {}
-        for tp in missing:
-            leader = self._metadata.leader_for(tp)
-            if leader is None:
-                self._metadata.request_update()
-                continue
-            state = self._states[tp]
-            ts = state.reset if state.reset is not None else default
-            by_node.setdefault(leader, {}).setdefault(tp.topic, []).append(
-                {"partition_index": tp.partition, "timestamp": ts}
-            )
-        for node, topics in by_node.items():
-            timeout_ms = max(1.0, (deadline - time.monotonic()) * 1000)
-            try:
-                body = self._net.request(node, ApiKey.LIST_OFFSETS, {
-                    "replica_id": -1, "isolation_level": self._isolation,
-                    "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
-                }, min(timeout_ms, self.request_timeout_ms))  # fmt: skip
-            except MiniKafkaError as e:
-                if not e.retriable:
-                    raise
-                self._metadata.request_update()
-                continue
-            for t in body["topics"]:
-                for p in t["partitions"]:
-                    tp = TopicPartition(t["name"], p["partition_index"])
-                    st = self._states.get(tp)
-                    if st is None or st.position is not None:
-                        continue
-                    if p["error_code"] == ErrorCode.NONE:
-                        st.position, st.reset, st.fetched = p["offset"], None, None
-                        continue
-                    error = error_for(p["error_code"], f"list offsets of {tp}")
-                    if not error.retriable:
-                        raise error
-                    self._metadata.request_update()
-
-    def _ensure_metadata(self, deadline: float) -> None:
-        if not self._metadata.update_needed():
-            return
-        timeout_ms = min(self.request_timeout_ms, (deadline - time.monotonic()) * 1000)
-        if timeout_ms <= 0:
-            return
-        try:
-            self._net.refresh_metadata(self._metadata.topics_of_interest, timeout_ms)
-        except MiniKafkaError as e:
-            if not e.retriable:
-                raise
-
-    def partitions_for(self, topic: str, timeout_ms: int | None = None) -> list[int] | None:
-        """Partition ids of ``topic`` from fresh metadata (None if it does not exist)."""
-        self._check_open()
-        self._metadata.add_topics([topic])
-        self._net.refresh_metadata([topic], timeout_ms or self.request_timeout_ms)
-        parts = self._metadata.partitions_for(topic)
-        return None if parts is None else [p.partition for p in parts]
 
     # ------------------------------------------------------------ groups
     def _group(self) -> ConsumerCoordinator:
@@ -920,7 +469,7 @@ class Consumer:
         group = self._group()
         if isinstance(topics, str):
             topics = [topics]
-        if self._states and not group.subscription:
+        if self._subscriptions.states and not group.subscription:
             raise MiniKafkaError("subscribe() after assign(): assign([]) first",
                                  ErrorCode.INVALID_REQUEST)
         group.subscribe(topics, listener)
@@ -928,19 +477,17 @@ class Consumer:
     def unsubscribe(self) -> None:
         """Revoke the assignment (listener called) and leave the group."""
         self._group().unsubscribe()
-        self._states = {}
+        self._subscriptions.clear()
 
     def subscription(self) -> set[str]:
         return set(self._coordinator.subscription) if self._coordinator is not None else set()
-
-    def _positions(self) -> dict[TopicPartition, int]:
-        return {tp: s.position for tp, s in self._states.items() if s.position is not None}
 
     def _offsets(
         self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None
     ) -> dict[TopicPartition, OffsetAndMetadata]:
         if offsets is None:
-            return {tp: OffsetAndMetadata(pos) for tp, pos in self._positions().items()}
+            return {tp: OffsetAndMetadata(pos)
+                    for tp, pos in self._subscriptions.positions().items()}  # fmt: skip
         out = {}
         for tp, om in offsets.items():
             om = OffsetAndMetadata(om) if isinstance(om, int) else OffsetAndMetadata(*om)
@@ -969,7 +516,8 @@ class Consumer:
         return self._group().fetch_committed(partitions, self._deadline(timeout))
 
     def _init_committed_positions(self, deadline: float) -> None:
-        pending = [tp for tp, s in self._states.items() if s.committed_pending]
+        """Partitions INITIALIZING take the group's committed offset (or await a reset)."""
+        pending = self._subscriptions.awaiting(FetchState.INITIALIZING)
         if not pending or self._coordinator is None:
             return
         try:
@@ -979,19 +527,11 @@ class Consumer:
                 return  # coordinator busy or moving: the next poll asks again
             raise
         for tp, om in committed.items():
-            state = self._states.get(tp)
-            if state is None or not state.committed_pending:
-                continue
-            state.committed_pending = False
-            if om is not None and state.position is None and state.reset is None:
-                state.position = om.offset
+            state = self._subscriptions.states.get(tp)
+            if state is not None and state.fetch_state is FetchState.INITIALIZING:
+                state.committed(None if om is None else om.offset)
 
     # ------------------------------------------------------------ misc
-    def _raise_pending(self) -> None:
-        if self._pending_error is not None:
-            error, self._pending_error = self._pending_error, None
-            raise error
-
     def _deadline(self, timeout_ms: float) -> float:
         if timeout_ms < 0:
             raise ValueError(f"timeout_ms must be >= 0, got {timeout_ms}")

@@ -5,7 +5,8 @@ import time
 import numpy as np
 import pytest
 
-from clients.consumer.consumer import Consumer, NoOffsetForPartitionError
+from clients.consumer.consumer import Consumer
+from clients.consumer.offset_fetcher import NoOffsetForPartitionError
 from clients.producer.producer import Producer
 from clients.protocol.errors import CorruptRecordError, OffsetOutOfRangeError
 from clients.protocol.topics import TopicPartition

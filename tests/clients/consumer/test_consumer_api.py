@@ -10,7 +10,8 @@ from typing import Any
 
 import pytest
 
-from clients.consumer.consumer import Consumer, RecordDeserializationError
+from clients.consumer.consumer import Consumer
+from clients.consumer.fetcher import RecordDeserializationError
 from clients.producer.producer import Producer
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import InvalidConfigError, RequestTimedOutError
