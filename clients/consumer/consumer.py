@@ -94,7 +94,7 @@ from clients.consumer.coordinator_channel import GroupConfig
 from clients.consumer.fetcher import CompletedFetch, Fetcher
 from clients.consumer.offset_committer import CommitCallback
 from clients.consumer.offset_fetcher import RESET_TIMESTAMPS, OffsetFetcher
-from clients.consumer.subscription_state import FetchState, SubscriptionState
+from clients.consumer.subscription_state import PositionState, SubscriptionState
 from clients.network.cluster_metadata import ClusterMetadata, parse_bootstrap
 from clients.network.node_connections import NodeConnections
 from clients.network.sasl import sasl_login_of
@@ -517,7 +517,7 @@ class Consumer:
 
     def _init_committed_positions(self, deadline: float) -> None:
         """Partitions INITIALIZING take the group's committed offset (or await a reset)."""
-        pending = self._subscriptions.awaiting(FetchState.INITIALIZING)
+        pending = self._subscriptions.awaiting(PositionState.INITIALIZING)
         if not pending or self._coordinator is None:
             return
         try:
@@ -528,7 +528,7 @@ class Consumer:
             raise
         for tp, om in committed.items():
             state = self._subscriptions.states.get(tp)
-            if state is not None and state.fetch_state is FetchState.INITIALIZING:
+            if state is not None and state.fetch_state is PositionState.INITIALIZING:
                 state.committed(None if om is None else om.offset)
 
     # ------------------------------------------------------------ misc

@@ -22,7 +22,7 @@ from __future__ import annotations
 import time
 from typing import Any, Protocol
 
-from clients.consumer.subscription_state import FetchState, SubscriptionState
+from clients.consumer.subscription_state import PositionState, SubscriptionState
 from clients.network.cluster_metadata import ClusterMetadata
 from clients.network.connection import NodeConnections
 from clients.protocol.api_keys import ApiKey
@@ -69,7 +69,7 @@ class OffsetFetcher:
     def resolve_positions(self, deadline: float) -> None:
         """One attempt at the position of every partition awaiting a reset."""
         states = self._subscriptions.states
-        missing = self._subscriptions.awaiting(FetchState.AWAIT_RESET)
+        missing = self._subscriptions.awaiting(PositionState.AWAIT_RESET)
         auto_offset_reset = self._settings.auto_offset_reset
         if missing and auto_offset_reset == "none":
             unreset = [tp for tp in missing if states[tp].reset is None]
@@ -106,7 +106,7 @@ class OffsetFetcher:
                 for p in t["partitions"]:
                     tp = TopicPartition(t["name"], p["partition_index"])
                     st = self._subscriptions.states.get(tp)
-                    if st is None or st.fetch_state is not FetchState.AWAIT_RESET:
+                    if st is None or st.fetch_state is not PositionState.AWAIT_RESET:
                         continue
                     if p["error_code"] == ErrorCode.NONE:
                         st.offset_resolved(p["offset"])

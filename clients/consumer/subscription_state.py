@@ -1,7 +1,7 @@
 """The consumer's subscription state: the assigned partitions, each one's position as a
 small state machine (transitions stated as data), its pause flag and its fetched data.
 
-Position states of one partition (Kafka's FetchState names; :data:`TRANSITIONS`; a pair
+Position states of one partition (the state names of Kafka's FetchState; :data:`TRANSITIONS`; a pair
 not in the table is an :class:`IllegalPositionTransitionError`):
 
 | from          | event            | to            | caller                                   |
@@ -36,15 +36,15 @@ from clients.protocol.topics import TopicPartition
 
 __all__ = [
     "TRANSITIONS",
-    "FetchState",
     "IllegalPositionTransitionError",
     "PartitionState",
     "PositionEvent",
+    "PositionState",
     "SubscriptionState",
 ]
 
 
-class FetchState(Enum):
+class PositionState(Enum):
     INITIALIZING = "initializing"  # waiting for the group's committed offset
     AWAIT_RESET = "await_reset"  # waiting for a ListOffsets (earliest / latest)
     FETCHING = "fetching"  # the position is known
@@ -58,15 +58,15 @@ class PositionEvent(Enum):
     RESET_REQUESTED = "reset_requested"
 
 
-_S = FetchState
+_S = PositionState
 _E = PositionEvent
 
-TRANSITIONS: dict[tuple[FetchState, PositionEvent], FetchState] = {
+TRANSITIONS: dict[tuple[PositionState, PositionEvent], PositionState] = {
     (_S.INITIALIZING, _E.COMMITTED_FOUND): _S.FETCHING,
     (_S.INITIALIZING, _E.NO_COMMITTED): _S.AWAIT_RESET,
     (_S.AWAIT_RESET, _E.OFFSET_RESOLVED): _S.FETCHING,
-    **{(s, _E.SEEK): _S.FETCHING for s in FetchState},
-    **{(s, _E.RESET_REQUESTED): _S.AWAIT_RESET for s in FetchState},
+    **{(s, _E.SEEK): _S.FETCHING for s in PositionState},
+    **{(s, _E.RESET_REQUESTED): _S.AWAIT_RESET for s in PositionState},
 }
 """(state, event) -> next state; every other pair is illegal."""
 
@@ -86,7 +86,7 @@ class PartitionState(Generic[F]):
     pending reset timestamp (-2 earliest / -1 latest; None: ``auto_offset_reset``);
     ``fetched`` is data fetched and not yet handed out (owned by the fetcher)."""
 
-    fetch_state: FetchState = FetchState.AWAIT_RESET
+    fetch_state: PositionState = PositionState.AWAIT_RESET
     position: int | None = None
     reset: int | None = None
     fetched: F | None = None
@@ -133,7 +133,7 @@ class SubscriptionState(Generic[F]):
     def assign(self, partitions: Iterable[TopicPartition], *, from_committed: bool) -> None:
         """Replace the assignment; partitions kept keep their state.  New ones start in
         INITIALIZING (``from_committed``: a group's committed offset) or AWAIT_RESET."""
-        start = FetchState.INITIALIZING if from_committed else FetchState.AWAIT_RESET
+        start = PositionState.INITIALIZING if from_committed else PositionState.AWAIT_RESET
         self.states = {tp: self.states.get(tp) or PartitionState(fetch_state=start)
                        for tp in partitions}  # fmt: skip
 
@@ -152,7 +152,7 @@ class SubscriptionState(Generic[F]):
     def positions(self) -> dict[TopicPartition, int]:
         return {tp: s.position for tp, s in self.states.items() if s.position is not None}
 
-    def awaiting(self, fetch_state: FetchState) -> list[TopicPartition]:
+    def awaiting(self, fetch_state: PositionState) -> list[TopicPartition]:
         return [tp for tp, s in self.states.items() if s.fetch_state is fetch_state]
 
     def pause(self, partitions: Iterable[TopicPartition]) -> None:

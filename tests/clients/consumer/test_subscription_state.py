@@ -8,15 +8,15 @@ import pytest
 
 from clients.consumer.subscription_state import (
     TRANSITIONS,
-    FetchState,
     IllegalPositionTransitionError,
     PartitionState,
     PositionEvent,
+    PositionState,
     SubscriptionState,
 )
 from clients.protocol.topics import TopicPartition
 
-S, E = FetchState, PositionEvent
+S, E = PositionState, PositionEvent
 T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
 
 
@@ -32,7 +32,7 @@ def test_the_table_is_kafkas_fetch_states() -> None:
 
 
 @pytest.mark.parametrize("start", list(S))
-def test_seek_from_any_state_fetches_from_the_offset(start: FetchState) -> None:
+def test_seek_from_any_state_fetches_from_the_offset(start: PositionState) -> None:
     state: PartitionState[object] = PartitionState(fetch_state=start, reset=-2, fetched="data")
     state.seek(7)
     assert (state.fetch_state, state.position, state.reset, state.fetched) == (
@@ -40,7 +40,7 @@ def test_seek_from_any_state_fetches_from_the_offset(start: FetchState) -> None:
 
 
 @pytest.mark.parametrize("start", list(S))
-def test_reset_from_any_state_awaits_a_list_offsets(start: FetchState) -> None:
+def test_reset_from_any_state_awaits_a_list_offsets(start: PositionState) -> None:
     state: PartitionState[object] = PartitionState(fetch_state=start, position=5, fetched="x")
     state.request_reset(-1)
     assert (state.fetch_state, state.position, state.reset, state.fetched) == (
@@ -64,7 +64,7 @@ def test_offset_resolved_after_a_reset() -> None:
 
 @pytest.mark.parametrize(("start", "event"), [
     (s, e) for s in S for e in E if (s, e) not in TRANSITIONS])  # fmt: skip
-def test_every_pair_not_in_the_table_is_refused(start: FetchState, event: PositionEvent) -> None:
+def test_every_pair_not_in_the_table_is_refused(start: PositionState, event: PositionEvent) -> None:
     state: PartitionState[object] = PartitionState(fetch_state=start, position=1, fetched="x")
     call = {E.COMMITTED_FOUND: lambda: state.committed(9),
             E.NO_COMMITTED: lambda: state.committed(None),
