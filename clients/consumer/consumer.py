@@ -1,28 +1,25 @@
 """Consumer: assign partitions (or subscribe with a group), seek, poll records (or numpy
 columns), iterate.
 
-Fetch path: one Fetch request in flight per leader node (at the connection's highest
-common version, Fetch 4-12), for every assigned, unpaused partition led by it that has a
-known position and no unconsumed data.  Always a full, sessionless fetch (KIP-227's
-``session_id`` 0, ``session_epoch`` -1: the broker keeps no fetch session and answers
-for every partition asked), ``isolation_level`` 0 (read_uncommitted)::
+The parts (Kafka's and aiokafka's split): :mod:`clients.consumer.subscription_state`
+(the assigned partitions, each one's position state machine and pause flag),
+:mod:`clients.consumer.fetcher` (Fetch requests, fetched data, decoding),
+:mod:`clients.consumer.offset_fetcher` (ListOffsets: resets and offset look-ups) and,
+with a group, :mod:`clients.consumer.coordinator`.  This class is the facade: it checks
+arguments, owns the connections and drives the parts from ``poll``.
 
-    {replica_id: -1, max_wait_ms, min_bytes, max_bytes, isolation_level: 0,
-     session_id: 0, session_epoch: -1,
-     topics: [{name, partitions: [{partition, fetch_offset, partition_max_bytes}]}]}
-
-Records come from ``responses[].partitions[].records``: whole batches (possibly a
-partial batch at the end, which is ignored and fetched again).  A batch may start before the fetch
-position (Kafka returns whole batches), so records below the position are skipped.
-Fetched data waits in a per-partition slot until ``poll`` / ``poll_bulk`` hands it out;
-a slot is discarded if the position moved (seek) in between.  Buffered bytes are bounded
-by ``fetch_max_bytes`` per node (nothing new is fetched for a partition with data).
+Fetch path (:mod:`clients.consumer.fetcher`): one sessionless Fetch in flight per leader
+node for every assigned, unpaused partition with a known position and no unconsumed
+data; fetched data waits per partition until ``poll`` / ``poll_bulk`` hands it out and
+is discarded if the position moved (seek) in between.  NOT_LEADER_OR_FOLLOWER and
+friends refresh the metadata and fetch again.
 
 Positions: ``assign`` leaves positions unknown; the first ``poll``/``position`` resolves
 them with ListOffsets (1-7; -2 earliest / -1 latest) per ``auto_offset_reset``; with
-``"none"`` an unknown position raises :class:`NoOffsetForPartitionError`.  OFFSET_OUT_OF_RANGE
+``"none"`` an unknown position raises
+:class:`~clients.consumer.offset_fetcher.NoOffsetForPartitionError`.  OFFSET_OUT_OF_RANGE
 resets the position the same way (or raises :class:`OffsetOutOfRangeError` with
-``"none"``).  NOT_LEADER_OR_FOLLOWER and friends refresh the metadata and fetch again.
+``"none"``).
 
 Offsets of any partition (assigned or not), by ListOffsets to each leader, retried on
 leadership errors until the timeout: ``beginning_offsets`` (-2), ``end_offsets`` (-1,
@@ -39,10 +36,11 @@ Deserializers: ``key_deserializer`` / ``value_deserializer`` (callables ``bytes 
 object``) apply to records from ``poll`` and iteration, never to a null key or value
 (null stays None, as Kafka's standard deserializers return null for null); ``poll_bulk``
 returns raw bytes.  A deserializer that raises stops at that record:
-:class:`RecordDeserializationError` (naming the partition and offset) is raised, the
-records before it are returned first, and the position stays at it (``seek`` past it to
-skip it).  ``isolation_level``: "read_uncommitted" only (minikafka has no transactions);
-"read_committed" is refused with a clear error until it has.
+:class:`~clients.consumer.fetcher.RecordDeserializationError` (naming the partition and
+offset) is raised, the records before it are returned first, and the position stays at
+it (``seek`` past it to skip it).  ``isolation_level``: "read_uncommitted" only
+(minikafka has no transactions); "read_committed" is refused with a clear error until it
+has.
 
 Compressed batches (gzip, snappy, lz4, zstd) are decompressed by the record codecs
 (:mod:`clients.records.compression`) when they are decoded.
