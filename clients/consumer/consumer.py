@@ -438,19 +438,22 @@ class Consumer:
     def _fetch_until(self, deadline: float) -> list[tuple[TopicPartition, CompletedFetch]]:
         fetcher = self._fetcher
         while True:
+            states = self._subscriptions.states  # inlined queries: iteration polls per record
             fetcher.raise_pending()
             self._offsets_fetcher.resolve_positions(deadline)
-            ready = fetcher.ready()
+            ready = [(tp, s.fetched) for tp, s in states.items()
+                     if s.fetched is not None and not s.paused]  # fmt: skip
             if ready:
                 fetcher.send_fetches()  # pipeline: fetch the other partitions meanwhile
-                return ready
+                return ready  # type: ignore[return-value]
             fetcher.send_fetches()
             remaining_ms = (deadline - time.monotonic()) * 1000
             if not fetcher.in_flight:  # nothing to wait for but metadata/offsets retries
                 remaining_ms = min(remaining_ms, self.retry_backoff_ms)
             for response in self._net.poll(max(0, remaining_ms)):
                 fetcher.handle_fetch(response)
-            if time.monotonic() >= deadline and not fetcher.ready():
+            if time.monotonic() >= deadline and not any(
+                    s.fetched and not s.paused for s in states.values()):
                 fetcher.raise_pending()
                 return []
 

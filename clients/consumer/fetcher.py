@@ -145,11 +145,6 @@ class Fetcher:
             error, self._pending_error = self._pending_error, None
             raise error
 
-    def ready(self) -> list[tuple[TopicPartition, CompletedFetch]]:
-        """Unpaused partitions with fetched data, in assignment order."""
-        return [(tp, s.fetched) for tp, s in self._subscriptions.states.items()
-                if s.fetched is not None and not s.paused]  # fmt: skip
-
     # ------------------------------------------------------------ fetch requests
     def send_fetches(self) -> None:
         settings = self._settings

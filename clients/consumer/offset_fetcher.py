@@ -69,7 +69,8 @@ class OffsetFetcher:
     def resolve_positions(self, deadline: float) -> None:
         """One attempt at the position of every partition awaiting a reset."""
         states = self._subscriptions.states
-        missing = self._subscriptions.awaiting(PositionState.AWAIT_RESET)
+        await_reset = PositionState.AWAIT_RESET  # inlined: iteration calls this per record
+        missing = [tp for tp, s in states.items() if s.fetch_state is await_reset]
         auto_offset_reset = self._settings.auto_offset_reset
         if missing and auto_offset_reset == "none":
             unreset = [tp for tp in missing if states[tp].reset is None]
