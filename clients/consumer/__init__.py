@@ -4,11 +4,12 @@ What lives here: the consumer facade (``consumer``: assign, seek, poll), its
 subscription state (``subscription_state``: per-partition position state machine and
 pause flag), its fetcher (``fetcher``: Fetch requests and decoding) and its offset
 look-ups (``offset_fetcher``: ListOffsets); for groups, the member side of the classic
-group protocol (``coordinator``), its link to the group coordinator and the group
-settings (``coordinator_channel``), the heartbeat thread (``heartbeat``), offset commits
-(``offset_committer``), the group API bodies whose shape depends on the version
-(``group_requests``), the subscription/assignment bytes (``group_protocol``, Kafka's
-ConsumerProtocol) and the partition assignors (``assignors``).
+group protocol (``coordinator``), the leader's assignment (``group_leader``), its link
+to the group coordinator and the group settings (``coordinator_channel``), the heartbeat
+thread (``heartbeat``), offset commits (``offset_committer``), the group API bodies
+whose shape depends on the version (``group_requests``), the subscription/assignment
+bytes (``group_protocol``, Kafka's ConsumerProtocol) and the partition assignors
+(``assignors``).
 
 May import ``clients.protocol``, ``clients.records``, ``clients.network`` and
 ``clients.types``; never ``broker``, ``replication`` or ``storage``, nor the producer,

@@ -24,15 +24,11 @@ Membership state machine (driven from the consumer's ``poll`` thread)::
   SyncGroup 0-5, Heartbeat 0-4, LeaveGroup 0-5; LeaveGroup's shape by version in
   :mod:`clients.consumer.group_requests`). MEMBER_ID_REQUIRED (v4+): rejoin with the id
   given (KIP-394). JoinGroup v9's ``skip_assignment`` (a static leader rejoining) makes
-  the leader send no assignments. The leader decodes all subscriptions, refreshes
-  metadata for every subscribed topic, runs the chosen assignor and sends all
-  assignments in SyncGroup. That refresh gets ``request_timeout_ms`` whatever ``poll``'s
-  timeout (Kafka waits unboundedly): bounded by a short poll it timed out on a slow
-  broker, and a leader whose cache never saw the topics (members fetch metadata only for
-  what they are assigned) handed out empty assignments. The leader rejoins when a group
-  topic's partition count changes, or a topic unknown when it assigned (count 0)
-  appears; while one is unknown it refreshes metadata every ``retry_backoff_ms``. A join
-  not finished by ``poll``'s deadline stays in flight; the next ``poll`` resumes it.
+  the leader send no assignments. The leader's part (decode every subscription,
+  refresh metadata, run the chosen assignor; while Stable, rejoin when a group topic's
+  partition count changes or a topic unknown when it assigned appears) is
+  :mod:`clients.consumer.group_leader`.
+  A join not finished by ``poll``'s deadline stays in flight; the next ``poll`` resumes it.
 - **Eager** protocol (range, roundrobin): before rejoining, auto-commit (sync) and
   revoke every owned partition.  **Cooperative** (all assignors cooperative): nothing
   is revoked before the join; afterwards the partitions no longer assigned are revoked
@@ -57,22 +53,19 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import Callable, Iterable
-from typing import Any, Protocol
+from typing import Protocol
 
-from clients.consumer.assignors import MemberSubscription
 from clients.consumer.coordinator_channel import (
     CoordinatorChannel,
     GroupConfig,
     GroupShared,
     MemberState,
 )
+from clients.consumer.group_leader import GroupLeader
 from clients.consumer.group_protocol import (
     PROTOCOL_TYPE,
-    Assignment,
     Subscription,
     decode_assignment,
-    decode_subscription,
-    encode_assignment,
     encode_subscription,
 )
 from clients.consumer.group_requests import leave_group_request, read_leave_group
@@ -134,6 +127,7 @@ class ConsumerCoordinator:
         )  # fmt: skip
         self.offsets = OffsetCommitter(self.channel, in_group=lambda: bool(self.subscription),
                                        instance_id=config.group_instance_id)
+        self.group_leader = GroupLeader(config, net, metadata)
         self.heartbeat = HeartbeatThread(
             self.shared, group_id=config.group_id, group_instance_id=config.group_instance_id,
             client_id=client_id, sasl=net.sasl, ssl_context=net.ssl_context,
@@ -152,7 +146,6 @@ class ConsumerCoordinator:
         self.owned: set[TopicPartition] = set()
         self.leader = False
         self.rebalances = 0  # completed generations (stats, tests)
-        self._group_partition_counts: dict[str, int] = {}
         self._next_auto_commit = clock() + config.auto_commit_interval_ms / 1000
 
     # ------------------------------------------------------------ subscription
@@ -198,7 +191,9 @@ class ConsumerCoordinator:
         self.offsets.run_callbacks()
         stable = True
         if self.subscription:
-            self._check_partition_counts()
+            if (self.leader and self.state == MemberState.STABLE
+                    and self.group_leader.partition_counts_changed()):
+                self.request_rejoin()
             stable = self._ensure_active_group(deadline)
         if stable:
             self._maybe_auto_commit()
@@ -217,39 +212,6 @@ class ConsumerCoordinator:
             fatal, self.shared.fatal = self.shared.fatal, None
         if fatal is not None:
             raise fatal
-
-    def _check_partition_counts(self) -> None:
-        """Leader, Stable: rejoin when a group topic's partition count changed, or a topic
-        the metadata did not know when assigning (count 0) appeared; while one is unknown
-        the leader keeps refreshing metadata (every ``retry_backoff_ms``, as Kafka)."""
-        if not (self.leader and self.state == MemberState.STABLE):
-            return
-        if not all(self._group_partition_counts.values()):
-            self._metadata.request_update()
-            if self._metadata.update_needed():
-                self._refresh_metadata("for a subscribed topic not in the metadata")
-        counts = self._partition_counts(self._group_partition_counts)
-        if counts != self._group_partition_counts:
-            log.info("group %s: partition counts changed %s -> %s, rebalancing",
-                     self.config.group_id, self._group_partition_counts, counts)
-            self.request_rejoin()
-
-    def _partition_counts(self, topics: Iterable[str]) -> dict[str, int]:
-        """Partition count of each topic from the cache; 0 when it does not know it."""
-        return {t: self._metadata.partition_count(t) or 0 for t in topics}
-
-    def _refresh_metadata(self, why: str) -> None:
-        """Metadata for every topic of interest, given up to ``request_timeout_ms`` whatever
-        the caller's poll timeout: a refresh bounded by a short poll times out on a slow
-        broker (which also closes that connection) and leaves the cache as it was."""
-        try:
-            self._net.refresh_metadata(self._metadata.topics_of_interest,
-                                       self.config.request_timeout_ms)
-        except MiniKafkaError as e:
-            if not e.retriable:
-                raise
-            log.warning("group %s: metadata refresh %s failed: %s", self.config.group_id,
-                        why, e)
 
     def _on_response(self, response: ClientResponse) -> None:
         """A response that came while nobody waited for it (``drain`` at the start of
@@ -368,7 +330,7 @@ class ConsumerCoordinator:
         assignments = []
         # JoinGroup v9 (KIP-814): a static leader rejoining unchanged must not reassign
         if self.leader and not body["skip_assignment"]:
-            assignments = self._assign(body["protocol_name"], body["members"])
+            assignments = self.group_leader.assign(body["protocol_name"], body["members"])
         request = self.channel.send(ApiKey.SYNC_GROUP, {
             "group_id": self.config.group_id, "generation_id": body["generation_id"],
             "member_id": body["member_id"], "group_instance_id": self.config.group_instance_id,
@@ -379,28 +341,6 @@ class ConsumerCoordinator:
             self.request_rejoin()
         else:
             self._sync = (request, self.channel.epoch)
-
-    def _assign(self, protocol_name: str | None,
-                members: list[dict[str, Any]]) -> list[dict[str, Any]]:
-        assignor = next((a for a in self.config.assignors if a.name == protocol_name), None)
-        if assignor is None:
-            raise MiniKafkaError(f"coordinator chose protocol {protocol_name!r} which this "
-                                 "consumer did not offer", ErrorCode.INCONSISTENT_GROUP_PROTOCOL)
-        subscriptions = [
-            MemberSubscription(m["member_id"], decode_subscription(m["metadata"]),
-                               m.get("group_instance_id"))
-            for m in members
-        ]  # fmt: skip
-        topics = sorted({t for m in subscriptions for t in m.subscription.topics})
-        self._metadata.add_topics(topics)
-        self._refresh_metadata("before assigning")  # Kafka too waits for it, unbounded
-        counts = self._partition_counts(topics)
-        self._group_partition_counts = counts  # unknown topics as 0: watched while Stable
-        result = assignor.assign({t: c for t, c in counts.items() if c}, subscriptions)
-        log.info("group %s: leader assigned %s with %s", self.config.group_id,
-                 {m: len(tps) for m, tps in result.items()}, assignor.name)
-        return [{"member_id": m, "assignment": encode_assignment(Assignment(tuple(tps)))}
-                for m, tps in result.items()]  # fmt: skip
 
     def _on_sync_response(self, response: ClientResponse, deadline: float) -> None:
         if response.error is not None:
