@@ -161,41 +161,14 @@ class Consumer:
                              sasl_plain_password)
         tls = ssl_context_of(security_protocol, ssl_cafile, ssl_certfile, ssl_keyfile,
                              ssl_password, ssl_check_hostname, ssl_context)
-        if isolation_level == "read_committed":
-            raise InvalidConfigError(
-                "isolation_level='read_committed' needs transactions, which minikafka does "
-                "not support yet; use 'read_uncommitted' (every record is committed data)"
-            )
-        if isolation_level not in _ISOLATION_LEVELS:
-            raise InvalidConfigError(
-                f"isolation_level must be 'read_uncommitted' (or, once transactions exist, "
-                f"'read_committed'), got {isolation_level!r}"
-            )
-        for name, fn in (("key_deserializer", key_deserializer),
-                         ("value_deserializer", value_deserializer)):  # fmt: skip
-            if fn is not None and not callable(fn):
-                raise InvalidConfigError(f"{name} must be callable (bytes -> object), got "
-                                         f"{type(fn).__name__}")
-        if consumer_timeout_ms is not None and (
-            not isinstance(consumer_timeout_ms, int | float)
-            or isinstance(consumer_timeout_ms, bool) or not consumer_timeout_ms >= 0
-        ):  # fmt: skip
-            raise InvalidConfigError(
-                f"consumer_timeout_ms must be a number >= 0 or None, got {consumer_timeout_ms!r}")
-        if auto_offset_reset not in RESET_TIMESTAMPS:
-            raise InvalidConfigError(
-                f"auto_offset_reset must be 'earliest', 'latest' or 'none', "
-                f"got {auto_offset_reset!r}"
-            )
-        for name, value, low in (
+        _check_settings(isolation_level, key_deserializer, value_deserializer,
+                        consumer_timeout_ms, auto_offset_reset, (
             ("fetch_min_bytes", fetch_min_bytes, 0), ("fetch_max_wait_ms", fetch_max_wait_ms, 0),
             ("fetch_max_bytes", fetch_max_bytes, 1),
             ("max_partition_fetch_bytes", max_partition_fetch_bytes, 1),
             ("max_poll_records", max_poll_records, 1),
             ("request_timeout_ms", request_timeout_ms, 1),
-        ):  # fmt: skip
-            if not isinstance(value, int) or value < low:
-                raise InvalidConfigError(f"{name} must be an int >= {low}, got {value!r}")
+        ))  # fmt: skip
         self.client_id = client_id or f"consumer-{os.getpid()}-{id(self):x}"
         self.auto_offset_reset = auto_offset_reset
         self.fetch_min_bytes = fetch_min_bytes
@@ -483,32 +456,20 @@ class Consumer:
     def subscription(self) -> set[str]:
         return set(self._coordinator.subscription) if self._coordinator is not None else set()
 
-    def _offsets(
-        self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None
-    ) -> dict[TopicPartition, OffsetAndMetadata]:
-        if offsets is None:
-            return {tp: OffsetAndMetadata(pos)
-                    for tp, pos in self._subscriptions.positions().items()}  # fmt: skip
-        out = {}
-        for tp, om in offsets.items():
-            om = OffsetAndMetadata(om) if isinstance(om, int) else OffsetAndMetadata(*om)
-            if om.offset < 0:
-                raise ValueError(f"offset to commit for {tp} must be >= 0, got {om.offset}")
-            out[TopicPartition(*tp)] = om
-        return out
-
     def commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None,
                timeout_ms: int | None = None) -> None:
         """Commit ``offsets`` (default: the positions of all assigned partitions) and wait.
         Raises CommitFailedError when the group rebalanced meanwhile."""
         group = self._group()
         timeout = self.request_timeout_ms if timeout_ms is None else timeout_ms
-        group.commit_sync(self._offsets(offsets), self._deadline(timeout))
+        to_commit = _offsets_to_commit(offsets, self._subscriptions.positions)
+        group.commit_sync(to_commit, self._deadline(timeout))
 
     def commit_async(self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None,
                      callback: CommitCallback | None = None) -> None:
         """Commit without waiting; ``callback(offsets, error_or_None)`` runs in a poll."""
-        self._group().commit_async(self._offsets(offsets), callback)
+        group = self._group()
+        group.commit_async(_offsets_to_commit(offsets, self._subscriptions.positions), callback)
 
     def committed(self, partitions: Iterable[TopicPartition], timeout_ms: int | None = None
                   ) -> dict[TopicPartition, OffsetAndMetadata | None]:
@@ -527,10 +488,8 @@ class Consumer:
             if e.retriable:
                 return  # coordinator busy or moving: the next poll asks again
             raise
-        for tp, om in committed.items():
-            state = self._subscriptions.states.get(tp)
-            if state is not None and state.fetch_state is PositionState.INITIALIZING:
-                state.committed(None if om is None else om.offset)
+        self._subscriptions.apply_committed(
+            {tp: None if om is None else om.offset for tp, om in committed.items()})
 
     # ------------------------------------------------------------ misc
     def _deadline(self, timeout_ms: float) -> float:
@@ -558,6 +517,59 @@ class Consumer:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+
+def _check_settings(
+    isolation_level: str, key_deserializer: Deserializer | None,
+    value_deserializer: Deserializer | None, consumer_timeout_ms: float | None,
+    auto_offset_reset: str, bounded_ints: tuple[tuple[str, int, int], ...],
+) -> None:
+    """Refuse settings the consumer cannot honour (InvalidConfigError naming the setting);
+    ``bounded_ints``: (name, value, lowest allowed)."""
+    if isolation_level == "read_committed":
+        raise InvalidConfigError(
+            "isolation_level='read_committed' needs transactions, which minikafka does "
+            "not support yet; use 'read_uncommitted' (every record is committed data)"
+        )
+    if isolation_level not in _ISOLATION_LEVELS:
+        raise InvalidConfigError(
+            f"isolation_level must be 'read_uncommitted' (or, once transactions exist, "
+            f"'read_committed'), got {isolation_level!r}"
+        )
+    for name, fn in (("key_deserializer", key_deserializer),
+                     ("value_deserializer", value_deserializer)):  # fmt: skip
+        if fn is not None and not callable(fn):
+            raise InvalidConfigError(f"{name} must be callable (bytes -> object), got "
+                                     f"{type(fn).__name__}")
+    if consumer_timeout_ms is not None and (
+        not isinstance(consumer_timeout_ms, int | float)
+        or isinstance(consumer_timeout_ms, bool) or not consumer_timeout_ms >= 0
+    ):  # fmt: skip
+        raise InvalidConfigError(
+            f"consumer_timeout_ms must be a number >= 0 or None, got {consumer_timeout_ms!r}")
+    if auto_offset_reset not in RESET_TIMESTAMPS:
+        raise InvalidConfigError(
+            f"auto_offset_reset must be 'earliest', 'latest' or 'none', "
+            f"got {auto_offset_reset!r}"
+        )
+    for name, value, low in bounded_ints:
+        if not isinstance(value, int) or value < low:
+            raise InvalidConfigError(f"{name} must be an int >= {low}, got {value!r}")
+
+
+def _offsets_to_commit(
+    offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None,
+    positions: Callable[[], dict[TopicPartition, int]],
+) -> dict[TopicPartition, OffsetAndMetadata]:
+    """``commit``'s argument as OffsetAndMetadata (None: the current positions)."""
+    if offsets is None:
+        return {tp: OffsetAndMetadata(pos) for tp, pos in positions().items()}
+    out = {}
+    for tp, om in offsets.items():
+        om = OffsetAndMetadata(om) if isinstance(om, int) else OffsetAndMetadata(*om)
+        if om.offset < 0:
+            raise ValueError(f"offset to commit for {tp} must be >= 0, got {om.offset}")
+        out[TopicPartition(*tp)] = om
+    return out
 
 def _partition_args(
     args: tuple[TopicPartition | Iterable[TopicPartition], ...],

@@ -26,7 +26,7 @@ O(assigned partitions).  Pure (no I/O, no clock); not thread-safe (one consumer 
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Generic, TypeVar
@@ -154,6 +154,14 @@ class SubscriptionState(Generic[F]):
 
     def awaiting(self, fetch_state: PositionState) -> list[TopicPartition]:
         return [tp for tp, s in self.states.items() if s.fetch_state is fetch_state]
+
+    def apply_committed(self, committed: Mapping[TopicPartition, int | None]) -> None:
+        """The group's committed offsets (None: nothing committed) for the partitions
+        still INITIALIZING; others (sought or reset meanwhile, or gone) ignore theirs."""
+        for tp, offset in committed.items():
+            state = self.states.get(tp)
+            if state is not None and state.fetch_state is PositionState.INITIALIZING:
+                state.committed(offset)
 
     def pause(self, partitions: Iterable[TopicPartition]) -> None:
         for tp in partitions:

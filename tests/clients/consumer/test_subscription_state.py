@@ -99,3 +99,13 @@ def test_pause_is_orthogonal_to_the_position() -> None:
     assert subs.paused() == set()
     subs.clear()
     assert subs.assignment() == set()
+
+
+def test_committed_offsets_apply_only_to_partitions_still_initializing() -> None:
+    t2 = TopicPartition("t", 2)
+    subs: SubscriptionState[object] = SubscriptionState()
+    subs.assign([T0, T1, t2], from_committed=True)
+    subs.state(T1).seek(3)  # sought while the committed offsets were being fetched
+    subs.apply_committed({T0: 8, T1: 9, t2: None, TopicPartition("u", 0): 1})
+    assert [(s.fetch_state, s.position) for s in subs.states.values()] == [
+        (S.FETCHING, 8), (S.FETCHING, 3), (S.AWAIT_RESET, None)]
