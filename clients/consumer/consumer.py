@@ -84,12 +84,11 @@ import os
 import ssl
 import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
-from typing import Any
 
 from clients.consumer.assignors import assignor_for
 from clients.consumer.coordinator import ConsumerCoordinator, RebalanceListener
 from clients.consumer.coordinator_channel import GroupConfig
-from clients.consumer.fetcher import CompletedFetch, Fetcher
+from clients.consumer.fetcher import CompletedFetch, Deserializer, Fetcher
 from clients.consumer.offset_committer import CommitCallback
 from clients.consumer.offset_fetcher import RESET_TIMESTAMPS, OffsetFetcher
 from clients.consumer.subscription_state import PositionState, SubscriptionState
@@ -113,7 +112,6 @@ from clients.types import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp
 __all__ = ["Consumer"]
 
 _ISOLATION_LEVELS = {"read_uncommitted": 0}  # read_committed (1) waits for transactions
-Deserializer = Callable[[bytes], Any]
 
 
 class Consumer:
