@@ -68,7 +68,7 @@ OVERSIZE = {
     "broker/server.py": 615, "broker/server.py:BrokerServer": 487,
     "storage/log/log.py": 641, "storage/log/log.py:Log": 474,
     "replication/partition.py": 672, "replication/partition.py:Partition": 539,
-    "clients/admin.py": 713, "clients/admin.py:Admin": 553,
+    "clients/admin.py": 714, "clients/admin.py:Admin": 553,
     "clients/consumer/consumer.py": 1032, "clients/consumer/consumer.py:Consumer": 818,
     "clients/consumer/coordinator.py:ConsumerCoordinator": 412,
     "clients/network/connection.py": 809,

@@ -104,7 +104,6 @@ from clients.protocol.errors import (
     RequestTimedOutError,
 )
 from clients.protocol.offset_specs import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
-from clients.protocol.request_channel import ClientResponse, InFlightRequest
 from clients.protocol.topics import TopicPartition
 from clients.records.bulk_decode import BulkRecords
 from clients.types import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp

@@ -45,7 +45,7 @@ from typing import Any, Protocol
 from clients.consumer.offset_fetcher import RESET_TIMESTAMPS
 from clients.consumer.subscription_state import SubscriptionState
 from clients.network.cluster_metadata import ClusterMetadata
-from clients.network.connection import ClientResponse, InFlightRequest, NodeConnections
+from clients.network.node_connections import NodeConnections
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import (
     CorruptRecordError,
@@ -54,6 +54,7 @@ from clients.protocol.errors import (
     OffsetOutOfRangeError,
     error_for,
 )
+from clients.protocol.request_channel import ClientResponse, InFlightRequest
 from clients.protocol.topics import TopicPartition
 from clients.records.batch import COMPRESSION_MASK, HEADER_SIZE, read_header
 from clients.records.bulk_decode import BulkRecords, concat_bulk, decode_batch_bulk

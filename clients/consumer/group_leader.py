@@ -30,7 +30,7 @@ from clients.consumer.assignors import MemberSubscription
 from clients.consumer.coordinator_channel import GroupConfig
 from clients.consumer.group_protocol import Assignment, decode_subscription, encode_assignment
 from clients.network.cluster_metadata import ClusterMetadata
-from clients.network.connection import NodeConnections
+from clients.network.node_connections import NodeConnections
 from clients.protocol.errors import ErrorCode, MiniKafkaError
 
 __all__ = ["GroupLeader"]

@@ -24,7 +24,7 @@ from typing import Any, Protocol
 
 from clients.consumer.subscription_state import PositionState, SubscriptionState
 from clients.network.cluster_metadata import ClusterMetadata
-from clients.network.connection import NodeConnections
+from clients.network.node_connections import NodeConnections
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError, RequestTimedOutError, error_for
 from clients.protocol.offset_specs import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
