@@ -33,7 +33,7 @@ from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode
 from clients.protocol.topics import TopicPartition
 from clients.records.batch import iter_batches
-from replication.follower_fetch import PositionState
+from replication.follower_fetch import FetchState
 from replication.partition import Partition
 from storage.log_dirs import CLEAN_SHUTDOWN_MARKER
 from tests.broker.handlers import wire
@@ -121,7 +121,7 @@ def fetcher_of(follower: Node, leader: Node, *, truncating: bool) -> tuple[Repli
     link = LeaderLink(leader)
     fetcher.conn = link  # type: ignore[assignment]
     partition = follower.partition
-    fetcher.states[KEY] = PositionState(partition, partition.leader_epoch, truncating)
+    fetcher.states[KEY] = FetchState(partition, partition.leader_epoch, truncating)
     return fetcher, link
 
 
@@ -229,7 +229,7 @@ def test_a_truncation_answer_for_a_replaced_state_is_ignored(
     # OffsetsForLeaderEpoch request is in flight: that answer was for the old state
     leader, follower = diverged(nodes)
     fetcher, link = fetcher_of(follower, leader, truncating=True)
-    replaced = PositionState(follower.partition, follower.partition.leader_epoch)
+    replaced = FetchState(follower.partition, follower.partition.leader_epoch)
     asked = link.request
 
     async def re_add_while_in_flight(api_key: int, body: dict[str, Any],
