@@ -78,8 +78,10 @@ a Fetch naming more than ``max_fetch_partitions`` partitions is answered (no top
 INVALID_REQUEST) before its body is decoded (:mod:`broker.network.request_bounds`) -
 after the login check, so only to a logged-in broker when there is a secret.
 
-Every mutation follows one path with no ``await`` inside: core method -> records ->
-``ControllerLog.append`` (fsync) -> wake waiting fetches -> answer.  If the append
+The handlers live in :class:`~broker.controller.apis.ControllerApis`; this module is the
+connection side (places, logins, bounds, framing).  Every mutation follows one path with
+no ``await`` inside: core method -> records -> ``ControllerLog.append`` (fsync) -> wake
+waiting fetches -> answer.  If the append
 fails the image is ahead of the disk, so the process logs the error and exits 1.
 
 Not thread-safe: one event loop owns everything.
@@ -93,7 +95,7 @@ import contextlib
 import logging
 import signal
 import sys
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from broker.auth import (
@@ -104,28 +106,11 @@ from broker.auth import (
     scram_decoy_key,
 )
 from broker.config import parse_ip_overrides, parse_overrides
+from broker.controller.apis import ControllerApis, FatalControllerError
 from broker.controller.config import ControllerConfig
 from broker.controller.log import ControllerLog
-from broker.controller.results import (
-    ConfigOp,
-    ConfigOperation,
-    IsrChange,
-    PartitionsSpec,
-    ReplicaLog,
-    ResourceChange,
-    TopicSpec,
-)
 from broker.controller.state import ControllerState
 from broker.login_failures import LoginFailureLimits, LoginFailures
-from broker.metadata.records import (
-    INTERNAL_LISTENER,
-    METADATA_PARTITION,
-    METADATA_TOPIC,
-    METADATA_VERSION,
-    METADATA_VERSION_FEATURE,
-    NO_LEADER,
-    MetadataRecord,
-)
 from broker.network.error_answer import error_answer
 from broker.network.request_bounds import check_request_bounds
 from clients.protocol.api_keys import ApiKey, api_name
@@ -142,15 +127,6 @@ from storage.meta_properties import check_data_dir_identity
 from timer.clock import Clock, MonotonicClock
 
 log = logging.getLogger(__name__)
-
-ZERO_UUID = bytes(16)
-
-Handler = Callable[[dict[str, Any], int], Awaitable[dict[str, Any]]]  # (body, version)
-
-
-class FatalControllerError(Exception):
-    """The metadata log could not be written: the process must stop."""
-
 
 BROKER_APIS = frozenset({ApiKey.BROKER_REGISTRATION, ApiKey.BROKER_HEARTBEAT,
                          ApiKey.ALTER_PARTITION, ApiKey.ALLOCATE_PRODUCER_IDS})
@@ -207,9 +183,8 @@ class ControllerServer:
         self.store = ControllerLog(
             config.data_dir, snapshot_interval_records=config.metadata_snapshot_interval_records,
             max_batch_records=config.metadata_max_batch_records)
-        self.state: ControllerState | None = None
+        self.apis: ControllerApis | None = None  # once the metadata log is open
         self.port = config.port
-        self._appended = asyncio.Event()
         self._stop = asyncio.Event()
         self._fatal: BaseException | None = None
         self._connections: set[asyncio.Task[None]] = set()  # every connection's task
@@ -217,26 +192,10 @@ class ControllerServer:
         self._reserved = 0  # connections in places reserved for brokers
         self._per_ip: dict[str, int] = {}  # client places by peer address
         self._per_ip_overrides = parse_ip_overrides(config.max_connections_per_ip_overrides)
-        self._handlers: dict[int, Handler] = {
-            ApiKey.API_VERSIONS: self._api_versions,
-            ApiKey.BROKER_REGISTRATION: self._register,
-            ApiKey.BROKER_HEARTBEAT: self._heartbeat,
-            ApiKey.ALTER_PARTITION: self._alter_partition,
-            ApiKey.ALLOCATE_PRODUCER_IDS: self._allocate_producer_ids,
-            ApiKey.CREATE_TOPICS: self._create_topics,
-            ApiKey.DELETE_TOPICS: self._delete_topics,
-            ApiKey.CREATE_PARTITIONS: self._create_partitions,
-            ApiKey.INCREMENTAL_ALTER_CONFIGS: self._incremental_alter_configs,
-            ApiKey.ALTER_CONFIGS: self._alter_configs,
-            ApiKey.METADATA: self._metadata,
-            ApiKey.FETCH: self._fetch,
-        }
 
-    @property
-    def core(self) -> ControllerState:
-        if self.state is None:
-            raise RuntimeError("controller not started")
-        return self.state
+    def _fail(self, error: BaseException) -> None:
+        self._fatal = error
+        self._stop.set()
 
     # -- lifecycle ----------------------------------------------------------------------
 
@@ -244,7 +203,8 @@ class ControllerServer:
         image = self.store.open()
         log.info("metadata log open: %d records, snapshot %s", image.last_applied_offset + 1,
                  self.store.snapshot_loaded)
-        self.state = ControllerState(self.config, self.clock, image)
+        apis = self.apis = ControllerApis(
+            self.config, ControllerState(self.config, self.clock, image), self.store, self._fail)
         loop = asyncio.get_running_loop()
         tls = self.config.tls_context()
         server = await asyncio.start_server(
@@ -255,7 +215,7 @@ class ControllerServer:
             self.port = server.sockets[0].getsockname()[1]
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, self._stop.set)
-            ticker = asyncio.create_task(self._tick_loop())
+            ticker = asyncio.create_task(self._tick_loop(apis))
             if on_ready is not None:
                 on_ready(self)
             await self._stop.wait()
@@ -276,23 +236,11 @@ class ControllerServer:
     def stop(self) -> None:
         self._stop.set()
 
-    async def _tick_loop(self) -> None:
+    async def _tick_loop(self, apis: ControllerApis) -> None:
         interval_s = self.config.controller_tick_interval_ms / 1000
         while True:
             await asyncio.sleep(interval_s)
-            self._commit(self.core.tick())
-
-    def _commit(self, records: list[MetadataRecord]) -> None:
-        if not records:
-            return
-        try:
-            self.store.append(records, self.core.image)
-        except Exception as e:
-            self._fatal = e
-            self._stop.set()
-            raise FatalControllerError(f"cannot write the metadata log: {e}") from e
-        self._appended.set()
-        self._appended = asyncio.Event()
+            apis.commit(apis.state.tick())
 
     # -- connections --------------------------------------------------------------------
 
@@ -362,6 +310,8 @@ class ControllerServer:
     async def _serve_one(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
                          peer: _Peer) -> bool:
         config = self.config
+        apis = self.apis
+        assert apis is not None  # connections are served once the log is open
         # a reserved place is for brokers, which heartbeat well within their session
         idle_s = (config.broker_session_timeout_ms if peer.reserved
                   else config.connections_max_idle_ms) / 1000
@@ -408,7 +358,7 @@ class ControllerServer:
                         writer.get_extra_info("peername"), over)
             if peer.probation:
                 raise ProtocolError("a reserved broker place used by a client request")
-            body = (await self._metadata({"topics": []}, header.api_version)
+            body = (await apis.metadata({"topics": []}, header.api_version)
                     if header.api_key == ApiKey.METADATA
                     else {"throttle_time_ms": 0, "error_code": int(ErrorCode.INVALID_REQUEST),
                           "responses": []})
@@ -444,7 +394,7 @@ class ControllerServer:
                                   request.correlation_id,
                                   _refusal_answer(request.api_key, request.api_version, refusal))
                 return True
-        handler = self._handlers.get(request.api_key)
+        handler = apis.handlers.get(request.api_key)
         if handler is None:
             raise ProtocolError(f"the controller does not serve {APIS[request.api_key].name}")
         if peer.probation and request.api_key != ApiKey.API_VERSIONS:
@@ -499,212 +449,6 @@ class ControllerServer:
         writer.writelines(parts)
         async with asyncio.timeout(self.config.connections_max_idle_ms / 1000):
             await writer.drain()
-
-    # -- handlers -----------------------------------------------------------------------
-
-    async def _api_versions(self, body: dict[str, Any], version: int) -> dict[str, Any]:
-        served = sorted({*self._handlers, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
-        keys = [{"api_key": int(k), "min_version": APIS[k].min_version,
-                 "max_version": APIS[k].max_version} for k in served]
-        return {"error_code": 0, "api_keys": keys}
-
-    async def _register(self, body: dict[str, Any], version: int) -> dict[str, Any]:
-        refused = _registration_error(body)
-        if refused is not None:
-            return {"error_code": int(refused[0]), "error_message": refused[1],
-                    "broker_epoch": -1}
-        listener = next(x for x in body["listeners"] if x["name"] != INTERNAL_LISTENER)
-        internal = next(((x["host"], x["port"]) for x in body["listeners"]
-                         if x["name"] == INTERNAL_LISTENER), None)
-        result, records = self.core.register_broker(
-            body["broker_id"], body["incarnation_id"].hex(), listener["host"],
-            listener["port"], body["rack"], body["cluster_id"],
-            [ReplicaLog(r["topic_name"], r["partition_index"], r["topic_id"],
-                        r["last_leader_epoch"], r["log_end_offset"], r["recovery_cut"])
-             for r in body["replica_logs"]], internal)
-        self._commit(records)
-        return {"error_code": int(result.error), "error_message": result.message,
-                "broker_epoch": result.broker_epoch}
-
-    async def _heartbeat(self, body: dict[str, Any], version: int) -> dict[str, Any]:
-        result, records = self.core.heartbeat(
-            body["broker_id"], body["broker_epoch"], body["current_metadata_offset"],
-            body["want_fence"], body["want_shut_down"])
-        self._commit(records)
-        return {"error_code": int(result.error), "error_message": result.message,
-                "is_caught_up": result.is_caught_up, "is_fenced": result.is_fenced,
-                "should_shut_down": result.should_shut_down,
-                "report_replica_logs": result.report_replica_logs}
-
-    async def _alter_partition(self, body: dict[str, Any], version: int) -> dict[str, Any]:
-        changes = [IsrChange(t["name"], p["partition_index"], p["leader_epoch"], p["new_isr"],
-                             p["partition_epoch"])
-                   for t in body["topics"] for p in t["partitions"]]
-        (error, results), records = self.core.alter_partition(
-            body["broker_id"], body["broker_epoch"], changes)
-        self._commit(records)
-        by_topic: dict[str, list[dict[str, Any]]] = {}
-        for r in results:
-            s = r.state
-            by_topic.setdefault(r.topic, []).append({
-                "partition_index": r.partition, "error_code": int(r.error),
-                "error_message": r.message, "leader_id": s.leader if s else NO_LEADER,
-                "leader_epoch": s.leader_epoch if s else -1, "isr": list(s.isr) if s else [],
-                "partition_epoch": s.partition_epoch if s else -1})
-        return {"error_code": int(error),
-                "topics": [{"name": n, "partitions": ps} for n, ps in by_topic.items()]}
-
-    async def _allocate_producer_ids(self, body: dict[str, Any], version: int) -> dict[str, Any]:
-        result, records = self.core.allocate_producer_ids(body["broker_id"],
-                                                          body["broker_epoch"])
-        self._commit(records)  # fsync'd before the block is handed out
-        return {"error_code": int(result.error), "error_message": result.message,
-                "producer_id_start": result.producer_id_start,
-                "producer_id_len": result.producer_id_len}
-
-    async def _create_topics(self, body: dict[str, Any], version: int) -> dict[str, Any]:
-        specs = [TopicSpec(t["name"], t["num_partitions"], t["replication_factor"],
-                           {a["partition_index"]: a["broker_ids"] for a in t["assignments"]},
-                           [(c["name"], c["value"]) for c in t["configs"]])
-                 for t in body["topics"]]
-        results, records = self.core.create_topics(specs, body["validate_only"])
-        self._commit(records)
-        # configs stay null (Kafka: "not returned"): the forwarding broker fills them in
-        # from its catalog of defaults, which the controller does not have
-        return {"throttle_time_ms": 0, "topics": [
-            {"name": r.name, "error_code": int(r.error), "error_message": r.message,
-             "num_partitions": r.num_partitions, "replication_factor": r.replication_factor,
-             "configs": None} for r in results]}
-
-    async def _delete_topics(self, body: dict[str, Any], version: int) -> dict[str, Any]:
-        results, records = self.core.delete_topics(body["topic_names"])
-        self._commit(records)
-        return {"throttle_time_ms": 0, "responses": [
-            {"name": r.name, "error_code": int(r.error), "error_message": r.message}
-            for r in results]}
-
-    async def _create_partitions(self, body: dict[str, Any], version: int) -> dict[str, Any]:
-        specs = [PartitionsSpec(t["name"], t["count"], None if t["assignments"] is None
-                                else [a["broker_ids"] for a in t["assignments"]])
-                 for t in body["topics"]]
-        results, records = self.core.create_partitions(specs, body["validate_only"])
-        self._commit(records)
-        return {"throttle_time_ms": 0, "results": [
-            {"name": r.name, "error_code": int(r.error), "error_message": r.message}
-            for r in results]}
-
-    async def _incremental_alter_configs(self, body: dict[str, Any],
-                                         version: int) -> dict[str, Any]:
-        return self._alter_configs_answer(body, incremental=True)
-
-    async def _alter_configs(self, body: dict[str, Any], version: int) -> dict[str, Any]:
-        return self._alter_configs_answer(body, incremental=False)
-
-    def _alter_configs_answer(self, body: dict[str, Any], incremental: bool) -> dict[str, Any]:
-        resources = [ResourceChange(r["resource_type"], r["resource_name"], [
-            ConfigOp(c["name"], c.get("config_operation", ConfigOperation.SET), c["value"])
-            for c in r["configs"]]) for r in body["resources"]]
-        results, records = self.core.alter_configs(resources, body["validate_only"],
-                                                   incremental)
-        self._commit(records)
-        return {"throttle_time_ms": 0, "responses": [
-            {"error_code": int(r.error), "error_message": r.message,
-             "resource_type": r.resource_type, "resource_name": r.name} for r in results]}
-
-    async def _metadata(self, body: dict[str, Any], version: int) -> dict[str, Any]:
-        image = self.core.image
-        brokers = [{"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack,
-                    "fenced": b.fenced} for _, b in sorted(image.brokers.items())]
-        wanted = body["topics"]
-        asked: list[dict[str, Any]] = ([{"name": n} for n in sorted(image.topics)]
-                                       if wanted is None or (not wanted and version == 0)
-                                       else wanted)
-        topics: list[dict[str, Any]] = []
-        for entry in asked:
-            name = entry["name"]
-            info = image.topics.get(name) if name is not None else None
-            if info is None:
-                code = (ErrorCode.UNKNOWN_TOPIC_ID if name is None
-                        else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-                topics.append({"error_code": int(code), "name": name,
-                               "topic_id": entry.get("topic_id", ZERO_UUID), "partitions": []})
-                continue
-            parts = []
-            for index, s in sorted(info.partitions.items()):
-                no_leader = s.leader == NO_LEADER
-                parts.append({
-                    "error_code": int(ErrorCode.LEADER_NOT_AVAILABLE if no_leader
-                                      else ErrorCode.NONE),
-                    "partition_index": index, "leader_id": s.leader,
-                    "leader_epoch": s.leader_epoch, "replica_nodes": list(s.replicas),
-                    "isr_nodes": list(s.isr),
-                    "offline_replicas": [b for b in s.replicas if not image.is_alive(b)],
-                    "unclean_elected": s.unclean_elected,
-                    "offline_reason": (self.core.offline_reasons.get((name, index))
-                                       if no_leader else None)})
-            topics.append({"error_code": 0, "name": name, "partitions": parts,
-                           "configs": [{"name": k, "value": v}
-                                       for k, v in sorted(info.configs.items())]})
-        return {"throttle_time_ms": 0, "brokers": brokers, "cluster_id": self.config.cluster_id,
-                "controller_id": -1, "topics": topics}
-
-    async def _fetch(self, body: dict[str, Any], version: int) -> dict[str, Any]:
-        if body["session_epoch"] not in (0, -1):  # incremental fetch: we keep no sessions
-            return {"throttle_time_ms": 0, "session_id": 0, "responses": [],
-                    "error_code": int(ErrorCode.FETCH_SESSION_ID_NOT_FOUND)}
-        wanted = [(t["name"], p) for t in body["topics"] for p in t["partitions"]]
-        ours = [p for name, p in wanted
-                if name == METADATA_TOPIC and p["partition"] == METADATA_PARTITION]
-        wait_ms = min(max(body["max_wait_ms"], 0), self.config.max_fetch_wait_ms)
-        if ours and wait_ms > 0 and len(ours) == len(wanted) and all(
-                p["fetch_offset"] == self.store.log_end_offset for p in ours):
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._appended.wait(), wait_ms / 1000)
-        budget = max(body["max_bytes"], 0)
-        responses: dict[str, list[dict[str, Any]]] = {}
-        for name, p in wanted:
-            entry = self._fetch_partition(name, p, budget)
-            budget = max(0, budget - len(entry["records"]))
-            responses.setdefault(name, []).append(entry)
-        return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0,
-                "responses": [{"name": n, "partitions": ps} for n, ps in responses.items()]}
-
-    def _fetch_partition(self, name: str, p: dict[str, Any], budget: int) -> dict[str, Any]:
-        leo = self.store.log_end_offset
-        entry: dict[str, Any] = {"partition_index": p["partition"], "error_code": 0,
-                                 "high_watermark": leo, "last_stable_offset": leo,
-                                 "log_start_offset": 0, "records": b""}
-        error = None
-        if name != METADATA_TOPIC or p["partition"] != METADATA_PARTITION:
-            error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
-        elif not 0 <= p["fetch_offset"] <= leo:
-            error = ErrorCode.OFFSET_OUT_OF_RANGE
-        elif p["fetch_offset"] < leo:
-            entry["records"] = self.store.read(p["fetch_offset"],
-                                               min(budget, max(p["partition_max_bytes"], 0)))
-        if error is not None:  # Kafka's error entry: no offsets
-            entry.update(error_code=int(error), high_watermark=-1, last_stable_offset=-1,
-                         log_start_offset=-1)
-        return entry
-
-
-def _registration_error(body: dict[str, Any]) -> tuple[ErrorCode, str] | None:
-    """Why a BrokerRegistration is refused before it reaches the state: no listener, or a
-    broker that cannot read this controller's metadata records (Kafka checks its
-    finalized ``metadata.version`` the same way, with UNSUPPORTED_VERSION)."""
-    names = [x["name"] for x in body["listeners"]]
-    if names.count(INTERNAL_LISTENER) > 1 or len(names) - names.count(INTERNAL_LISTENER) != 1:
-        return (ErrorCode.INVALID_REQUEST, "a broker registration needs one client listener "
-                f"and at most one {INTERNAL_LISTENER} listener, got {names}")
-    for feature in body["features"]:
-        if feature["name"] == METADATA_VERSION_FEATURE:
-            low, high = feature["min_supported_version"], feature["max_supported_version"]
-            if low <= METADATA_VERSION <= high:
-                return None
-            return (ErrorCode.UNSUPPORTED_VERSION, f"the broker reads {METADATA_VERSION_FEATURE}"
-                    f" {low}..{high}, the controller writes {METADATA_VERSION}")
-    return (ErrorCode.UNSUPPORTED_VERSION,
-            f"the broker does not declare the feature {METADATA_VERSION_FEATURE}")
 
 
 # ---------------------------------------------------------------- command line
