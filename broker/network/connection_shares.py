@@ -1,6 +1,8 @@
 """What the network processes of one broker share: open-connection counts, so new
 connections spread evenly, and the budget of pool memory partial request frames may
 hold, so that the frames of all of them stay under ``max_partial_request_bytes``.
+One process's side of the connection counts, with its own caps
+(``max_connections``, per address, internal listener) is :class:`ConnectionQuotas`.
 
 Connection counts.  Every network process accepts from the one listening socket the
 supervisor bound (no SO_REUSEPORT, see :mod:`broker.network.supervisor`).  The kernel
@@ -61,7 +63,7 @@ import struct
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["ConnectionShares", "PartialFrameBudget"]
+__all__ = ["ConnectionQuotas", "ConnectionShares", "PartialFrameBudget"]
 
 _SLOT = struct.Struct("<q")
 _RETIRED = 2**62  # count of a dead process: never the smallest
@@ -235,3 +237,103 @@ class PartialFrameBudget:
         """Slots held by the partial frames of all processes (a locked read)."""
         with self.shares.budget_lock():
             return self._state()[0]
+
+
+MAX_ACCEPTS_PER_EVENT = 64  # accepts per listener event, and the top of the stuck quota
+
+
+class ConnectionQuotas:
+    """Which accepted connections one network process keeps (Kafka's
+    ``ConnectionQuotas``): at most ``max_connections`` on the client listener,
+    ``max_connections_per_ip`` (or the address's override) from one address, and
+    ``max_internal_connections`` on the internal listener (no per-address caps there);
+    and, with ``shares``, when the process steps aside for ``accept_yield_s`` so a
+    lighter process takes the next connections (the rule in the module docstring).
+
+    Bookkeeping only: no sockets, times passed in; the process's own count is published
+    to ``shares`` on every change.  Not thread-safe (one network process's loop)."""
+
+    def __init__(self, *, index: int, shares: ConnectionShares | None, max_connections: int,
+                 max_connections_per_ip: int, per_ip_overrides: dict[str, int],
+                 max_internal_connections: int, accept_yield_s: float) -> None:
+        self.index = index
+        self.shares = shares
+        self.max_connections = max_connections
+        self.max_connections_per_ip = max_connections_per_ip
+        self.per_ip_overrides = per_ip_overrides
+        self.max_internal_connections = max_internal_connections
+        self.accept_yield_s = accept_yield_s
+        self.clients = 0  # open connections accepted on the client listener
+        self.internal = 0  # open connections accepted on the internal listener
+        self.per_ip: dict[str, int] = {}  # client connections by peer address
+        self.paused_until = 0.0  # stepped aside for a lighter process until then
+        self._resumed = False  # a pause ended: see accept_round
+        self._fewest_at_pause: int | None = None
+        self._stuck_quota = 1  # accepts past the check after a pause no one used; doubles
+        if shares is not None:
+            shares.publish(index, 0)
+
+    def accept_round(self) -> int:
+        """Start of a burst of accepts: how many may pass the balance check (none unless
+        a pause just ended with the lightest other count unchanged: the lighter process
+        took nothing - stopped, busy, dead - so take a few, twice as many each such round,
+        so no one is shut out)."""
+        resumed, self._resumed = self._resumed, False
+        if not resumed or self.shares is None:
+            return 0
+        if self.shares.fewest_elsewhere(self.index) == self._fewest_at_pause:
+            unchecked = self._stuck_quota
+            self._stuck_quota = min(2 * self._stuck_quota, MAX_ACCEPTS_PER_EVENT)
+            return unchecked
+        self._stuck_quota = 1
+        return 0
+
+    def step_aside(self, now: float) -> bool:
+        """Whether to stop accepting now (until ``paused_until``) for a lighter process."""
+        shares = self.shares
+        if shares is None or not shares.should_yield(self.index, self.clients):
+            return False
+        self.paused_until = now + self.accept_yield_s
+        self._fewest_at_pause = shares.fewest_elsewhere(self.index)
+        return True
+
+    def paused(self, now: float) -> bool:
+        """Whether the process still steps aside at ``now`` (a pause that is over ends)."""
+        if self.paused_until and now >= self.paused_until:
+            self.paused_until = 0.0
+            self._resumed = True
+        return bool(self.paused_until)
+
+    def admit_client(self, ip: str) -> str | None:
+        """Count a client connection from ``ip``, or say why it is refused."""
+        if self.clients >= self.max_connections:
+            return f"max_connections {self.max_connections} reached"
+        count = self.per_ip.get(ip, 0)
+        if count >= self.per_ip_overrides.get(ip, self.max_connections_per_ip):
+            return "max_connections_per_ip reached"
+        self.per_ip[ip] = count + 1
+        self.clients += 1
+        if self.shares is not None:
+            self.shares.publish(self.index, self.clients)
+        return None
+
+    def admit_internal(self) -> str | None:
+        """Count an internal-listener connection, or say why it is refused."""
+        if self.internal >= self.max_internal_connections:
+            return f"max_internal_connections {self.max_internal_connections} reached"
+        self.internal += 1
+        return None
+
+    def release(self, ip: str, *, internal: bool) -> None:
+        """A connection counted by ``admit_client``/``admit_internal`` closed."""
+        if internal:
+            self.internal -= 1
+            return
+        self.clients -= 1
+        left = self.per_ip.get(ip, 1) - 1
+        if left > 0:
+            self.per_ip[ip] = left
+        else:
+            self.per_ip.pop(ip, None)
+        if self.shares is not None:
+            self.shares.publish(self.index, self.clients)

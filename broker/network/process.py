@@ -16,7 +16,8 @@ go; the loop owns everything between them:
   network processes on one socket) a process holding more connections than the lightest
   other one steps aside for ``accept_yield_ms``; when no other process accepted
   meanwhile it takes one connection past the check, twice as many each such round in a
-  row (see :mod:`~broker.network.connection_shares`);
+  row (the counting and the stepping aside:
+  :class:`~broker.network.connection_shares.ConnectionQuotas`);
 - deadlines, checked by a sweep every ``sweep_interval_s`` (a tenth of the smaller of
   the two timeouts, within 10 ms..1 s): a frame started more than
   ``request_read_timeout_ms`` ago and not complete closes its connection, also while
@@ -106,7 +107,12 @@ from broker.network.connection import (
     CloseConnection,
     Connection,
 )
-from broker.network.connection_shares import ConnectionShares, PartialFrameBudget
+from broker.network.connection_shares import (
+    MAX_ACCEPTS_PER_EVENT,
+    ConnectionQuotas,
+    ConnectionShares,
+    PartialFrameBudget,
+)
 from broker.network.request_reader import NEED_DATA, NEED_MEMORY, RequestReader
 from broker.network.response_writer import ResponseWriter
 from broker.network.tls import TlsTransport
@@ -116,8 +122,6 @@ from clients.memory.handles import Buffer
 from clients.protocol.errors import InvalidConfigError
 
 log = logging.getLogger("broker.network")
-
-_MAX_ACCEPTS_PER_EVENT = 64
 
 
 class NetworkProcess:
@@ -193,8 +197,12 @@ class NetworkProcess:
             pool, index=index, file_cache_size=file_cache_size, free=self._free
         )
         self.max_connections = max_connections
-        self.max_connections_per_ip = max_connections_per_ip
-        self.per_ip_overrides = dict(max_connections_per_ip_overrides or {})
+        self.quotas = ConnectionQuotas(
+            index=index, shares=shares, max_connections=max_connections,
+            max_connections_per_ip=max_connections_per_ip,
+            per_ip_overrides=dict(max_connections_per_ip_overrides or {}),
+            max_internal_connections=max_internal_connections,
+            accept_yield_s=max(accept_yield_ms, 0.1) / 1000.0)
         self.idle_s = connections_max_idle_ms / 1000.0
         self.read_timeout_s = request_read_timeout_ms / 1000.0
         self.sweep_interval_s = min(1.0, max(0.01, min(self.idle_s, self.read_timeout_s) / 10))
@@ -202,7 +210,6 @@ class NetworkProcess:
         self.retry_s = max(memory_retry_ms, 0.1) / 1000.0
         self.conns: dict[int, Connection] = {}  # by fd
         self.by_id: dict[int, Connection] = {}
-        self.per_ip: dict[str, int] = {}  # open connections by peer address
         self.now = time.monotonic()  # of the current loop iteration
         self._next_sweep = self.now + self.sweep_interval_s
         self.waiters: deque[Connection] = deque()  # parked for queue room / a slot, FIFO
@@ -210,9 +217,7 @@ class NetworkProcess:
         self.in_flight = 0  # requests handed over, not answered
         self.next_conn_id = 1
         self.internal_listener = internal_listener
-        self.max_internal_connections = max_internal_connections
         self.next_internal_conn_id = INTERNAL_CONN_ID_BASE
-        self.internal_count = 0  # open connections accepted on the internal listener
         self._accepting_internal = True
         self.stopping = False
         self.epoll = select.epoll()
@@ -221,13 +226,6 @@ class NetworkProcess:
         self.shares = shares
         self.tls_context = tls_context
         self.tls_ready: list[Connection] = []  # TLS input buffered in user space: read it
-        self.accept_yield_s = max(accept_yield_ms, 0.1) / 1000.0
-        self._accept_paused_until = 0.0  # stepped aside for a lighter process until then
-        self._accept_unchecked = False  # a pause ended: see _accept
-        self._fewest_at_pause: int | None = None
-        self._stuck_quota = 1  # accepts past the check after a pause no one used; doubles
-        if shares is not None:
-            shares.publish(index, 0)
         self._wake_r, self._wake_w = socket.socketpair()
         for s in (listener, self._wake_r, self._wake_w):
             s.setblocking(False)
@@ -264,8 +262,8 @@ class NetworkProcess:
                 timeout = self.retry_s if waiting else self.sweep_interval_s
                 if self.tls_ready:
                     timeout = 0.0
-                if self._accept_paused_until:
-                    timeout = max(0.0, min(timeout, self._accept_paused_until - self.now))
+                if self.quotas.paused_until:
+                    timeout = max(0.0, min(timeout, self.quotas.paused_until - self.now))
                 events = epoll.poll(timeout)
                 now = self.now = time.monotonic()
                 for fd, ev in events:
@@ -324,23 +322,12 @@ class NetworkProcess:
 
     # accept ------------------------------------------------------------------------
     def _accept(self) -> None:
-        resumed, self._accept_unchecked = self._accept_unchecked, False
-        shares = self.shares
-        unchecked = 0  # accepts allowed past the check
-        if resumed and shares is not None:
-            if shares.fewest_elsewhere(self.index) == self._fewest_at_pause:
-                # the lighter process took nothing while we waited (stopped, busy, dead):
-                # take a few, twice as many each such round, so no one is shut out
-                unchecked = self._stuck_quota
-                self._stuck_quota = min(2 * self._stuck_quota, _MAX_ACCEPTS_PER_EVENT)
-            else:
-                self._stuck_quota = 1
-        for _ in range(_MAX_ACCEPTS_PER_EVENT):
+        quotas = self.quotas
+        unchecked = quotas.accept_round()  # accepts allowed past the balance check
+        for _ in range(MAX_ACCEPTS_PER_EVENT):
             if unchecked > 0:
                 unchecked -= 1
-            elif shares is not None and shares.should_yield(self.index, self.client_count):
-                self._accept_paused_until = self.now + self.accept_yield_s
-                self._fewest_at_pause = shares.fewest_elsewhere(self.index)
+            elif quotas.step_aside(self.now):
                 return
             try:
                 sock, address = self.listener.accept()
@@ -350,28 +337,19 @@ class NetworkProcess:
                 log.warning("network %d: accept failed: %s", self.index, exc)
                 return
             ip = address[0] if isinstance(address, tuple) else str(address)
-            if self.client_count >= self.max_connections:
-                log.info("network %d: refusing %s: max_connections %d reached",
-                         self.index, ip, self.max_connections)
+            refusal = quotas.admit_client(ip)
+            if refusal is not None:
+                log.info("network %d: refusing %s: %s", self.index, ip, refusal)
                 sock.close()  # Kafka closes extra connections too
                 continue
-            ip_count = self.per_ip.get(ip, 0)
-            if ip_count >= self.per_ip_overrides.get(ip, self.max_connections_per_ip):
-                log.info("network %d: refusing %s: max_connections_per_ip reached",
-                         self.index, ip)
-                sock.close()
-                continue
             self._add(sock, ip, self.next_conn_id)
-            self.per_ip[ip] = ip_count + 1
             self.next_conn_id += 1
-            if shares is not None:
-                shares.publish(self.index, self.client_count)
 
     def _accept_internal(self) -> None:
         """Accept on the internal listener: its own cap, no per-IP caps, no balancing
         (brokers open a handful of these; the main process checks who they are)."""
         assert self.internal_listener is not None
-        for _ in range(_MAX_ACCEPTS_PER_EVENT):
+        for _ in range(MAX_ACCEPTS_PER_EVENT):
             try:
                 sock, address = self.internal_listener.accept()
             except BlockingIOError:
@@ -380,20 +358,14 @@ class NetworkProcess:
                 log.warning("network %d: internal accept failed: %s", self.index, exc)
                 return
             ip = address[0] if isinstance(address, tuple) else str(address)
-            if self.internal_count >= self.max_internal_connections:
-                log.info("network %d: refusing %s on the internal listener: "
-                         "max_internal_connections %d reached", self.index, ip,
-                         self.max_internal_connections)
+            refusal = self.quotas.admit_internal()
+            if refusal is not None:
+                log.info("network %d: refusing %s on the internal listener: %s",
+                         self.index, ip, refusal)
                 sock.close()
                 continue
             self._add(sock, ip, self.next_internal_conn_id)
-            self.internal_count += 1
             self.next_internal_conn_id += 1
-
-    @property
-    def client_count(self) -> int:
-        """Open connections accepted on the client listener."""
-        return len(self.conns) - self.internal_count
 
     def _add(self, sock: socket.socket, ip: str, conn_id: int) -> None:
         sock.setblocking(False)
@@ -618,11 +590,8 @@ class NetworkProcess:
         if mask != self._channel_mask and not channel.closed:
             self.epoll.modify(channel.fileno(), mask)
             self._channel_mask = mask
-        paused_until = self._accept_paused_until
-        if paused_until and self.now >= paused_until:
-            self._accept_paused_until = paused_until = 0.0
-            self._accept_unchecked = True
-        accepting = channel.queued < self.max_connections and not paused_until
+        paused = self.quotas.paused(self.now)  # a pause that is over ends here
+        accepting = channel.queued < self.max_connections and not paused
         if accepting != self._accepting:  # bound the CLOSED/REQUEST backlog
             self.epoll.modify(self.listener.fileno(), EPOLLIN if accepting else 0)
             self._accepting = accepting
@@ -661,16 +630,7 @@ class NetworkProcess:
         self.epoll.unregister(conn.fd)
         del self.conns[conn.fd]
         del self.by_id[conn.conn_id]
-        if conn.conn_id >= INTERNAL_CONN_ID_BASE:
-            self.internal_count -= 1
-        else:
-            left = self.per_ip.get(conn.ip, 1) - 1
-            if left > 0:
-                self.per_ip[conn.ip] = left
-            else:
-                self.per_ip.pop(conn.ip, None)
-            if self.shares is not None:
-                self.shares.publish(self.index, self.client_count)
+        self.quotas.release(conn.ip, internal=conn.conn_id >= INTERNAL_CONN_ID_BASE)
         if conn.parked:
             conn.parked = False
             for queue in (self.waiters, self.large_waiters):
