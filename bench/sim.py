@@ -72,7 +72,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from tests.sim.cluster import SimCluster, SimConfig, SimFailure
+from tests.sim.cluster import SimCluster
+from tests.sim.config import SimConfig, SimFailure
 
 RESULTS = Path(__file__).parent / "results" / "sim.json"
 MODES: dict[str, dict[str, Any]] = {

@@ -47,414 +47,25 @@ import collections
 import dataclasses
 import enum
 import random
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from clients.protocol.api_keys import ApiKey
-from clients.protocol.errors import CorruptRecordError, ErrorCode, InvalidRecordError
-from clients.protocol.topics import TopicPartition
-from clients.records.batch import LOG_OVERHEAD, BatchHeader, iter_batches, read_header
+from clients.protocol.errors import CorruptRecordError, ErrorCode
+from clients.records.batch import iter_batches, read_header
 from clients.records.record import build_batch, decode_batch
 from replication.partition import Partition
-from replication.truncation import TruncationPolicy
-from storage.checkpoint import LEADER_EPOCH_CHECKPOINT, LeaderEpochCheckpointFile
-from storage.config import LogConfig
-from storage.log.log import Log
-from storage.partition_metadata import read_topic_id, write_topic_id
-from storage.scrubber import DamagedRange, LogScrubber
+from tests.sim import invariants
 from tests.sim.broker import CONTROLLER, SimBroker
+from tests.sim.config import SimConfig, SimFailure
 from tests.sim.controller import TOPIC, SimController
+from tests.sim.disk import MemoryDisk, RealDisk
+from tests.sim.invariants import RecordId
 from tests.sim.network import SimNetwork
 from tests.sim.sim_log import MemoryLog, batch_at
+from tests.sim.workload import IDEMPOTENT_ID, IdempotentSend, SimConsumer, SimProducer
 from timer.clock import ManualClock
-
-
-class SimFailure(AssertionError):
-    """An invariant broke; the message carries the seed and the recent events."""
-
-
-@dataclass
-class SimConfig:
-    brokers: int = 3
-    partitions: int = 2
-    no_loss: bool = True
-    real_log_dir: Path | None = None      # use storage.log.Log under this dir
-    truncation_policy: TruncationPolicy = TruncationPolicy.LEADER_EPOCH
-    min_insync_replicas: int = 2
-    heartbeat_interval_ms: int = 20
-    session_timeout_ms: int = 120
-    replica_lag_time_max_ms: int = 150
-    isr_check_interval_ms: int = 30
-    request_timeout_ms: int = 60
-    replica_fetch_wait_max_ms: int = 25       # a follower Fetch's max_wait_ms (parks)
-    fetch_backoff_ms: int = 20                # a follower session's backoff after errors
-    produce_timeout_ms: int = 400
-    fetch_max_bytes: int = 4096
-    drop_probability: float = 0.02
-    max_delay_ms: int = 12
-    crash_probability: float = 0.004
-    restart_probability: float = 0.02
-    partition_probability: float = 0.003
-    heal_probability: float = 0.01
-    leader_move_probability: float = 0.002   # a preferred-leader election now
-    leader_imbalance_check_interval_ms: int = 400
-    controller_crash_probability: float = 0.0005  # per step; down 20-200 ms, replays its log
-    consume_probability: float = 0.2      # a consumer Fetch (replica_id -1) to a leader
-    produce_probability: float = 0.3
-    flush_probability: float = 0.05       # lossy mode: chance per tick to flush a log
-    heal_steps: int = 1500
-    check_truncation: bool = True         # off: only loss/divergence, not early truncation
-    idempotent: bool = False              # the producer: idempotent, retrying until acked
-    # retention: per tick and replica, the chance that it deletes its oldest batches
-    # (memory disk: all but the last retention_keep_batches wholly below its HW; real
-    # disk: Log.delete_old_segments(HW), sizes below); 0: never (no
-    # random number drawn, so seeds without it replay as before)
-    retention_probability: float = 0.0
-    retention_keep_batches: int = 6
-    retention_segment_bytes: int = 2048     # real disk with retention: segment size,
-    retention_segments: int = 3             # and retention_bytes in segments
-    # real disk: per step, the chance that a byte of a closed segment of one replica rots
-    # (only while every other replica of that partition is intact, so a good copy of
-    # every record exists); the broker's scrubber finds it at once (and again after a
-    # restart) and the replica repairs it in place; 0: never (no random number drawn)
-    rot_probability: float = 0.0
-    consumer_rewind_probability: float = 0.0  # per consumer Fetch: read again from offset 0
-    rot_segment_bytes: int = 2048           # real disk with rot: segment size
-    # per step, the chance that a live broker pauses (SIGSTOP, a long GC) for
-    # pause_min_ms..pause_max_ms: it handles nothing and its timers stand still; messages
-    # to it wait; it resumes with the view it had (a zombie leader, fenced meanwhile when
-    # the pause outlasts its session); 0: never (no random number drawn)
-    pause_probability: float = 0.0
-    pause_min_ms: int = 30
-    pause_max_ms: int = 400
-    # the brokers' metadata Fetches: an answer carries every record from the offset asked
-    # for, except with this probability 1..metadata_max_records of them (a broker
-    # catching up then applies partial images and must act on the complete one only)
-    metadata_partial_probability: float = 0.3
-    metadata_max_records: int = 4
-    metadata_max_wait_ms: int = 40          # the controller's long poll (below the
-    #                                         request timeout the broker resends after)
-    # compaction (real disk): the topic is compacted (cleanup.policy=compact, small
-    # segments, so that the HW lags by whole segments at times); per tick, the chance
-    # that a broker's real LogCleaner runs one bounded step (compaction_step_bytes)
-    # below each replica's Partition.compaction_bound (its HW; BrokerCore's rule); the
-    # producer writes keys k0..k<compaction_keys - 1>, a tombstone (null value) with
-    # compaction_tombstone_probability (delete.retention.ms stays 24 h: tombstones are
-    # stamped, never dropped, in a run); every record a step removes must have a later
-    # one of its key below that replica's HW (SimCluster.check_compacted), and kept
-    # records are checked record by record; 0: never (no random number drawn)
-    compaction_probability: float = 0.0
-    compaction_keys: int = 6
-    compaction_tombstone_probability: float = 0.1
-    compaction_segment_bytes: int = 1024
-    compaction_segment_ms: int = 40        # and rolled by time (records' CreateTime)
-    compaction_step_bytes: int = 1024
-    # per step, the chance that the operator deletes the topic (DeleteTopics through the
-    # real controller); it is created again (a new topic id, leader epochs from it) once
-    # every broker is up; a broker that was away comes back with the old topic's logs
-    # and must delete them (its partition.metadata names the old id), and nobody may
-    # serve or elect from them; the oracle starts over with the new topic; 0: never
-    topic_recreate_probability: float = 0.0
-    # per step, the chance of a whole-cluster crash (issue 30, item 11): every broker is
-    # killed at once; once the controller has fenced them all (one by one, as their
-    # sessions expire) the last ISR member of one partition - its only one now - gets its
-    # log's tail torn (recovery cuts it: it lacks records it had acknowledged as an ISR
-    # member); the brokers come back in a random order, gaps of 0..2 sessions apart, and
-    # half the time the cut one is killed and restarted once more before the others are
-    # all back; random crashes and restarts wait until the last scheduled start; 0:
-    # never (no random number drawn)
-    cluster_crash_probability: float = 0.0
-
-
-class MemoryDisk:
-    def __init__(self, cluster: SimCluster) -> None:
-        self.c = cluster
-
-    def open_log(self, broker: SimBroker, pid: int) -> MemoryLog:
-        log = broker.logs.get(pid)
-        if log is None:
-            log = MemoryLog(f"b{broker.id}/t-{pid}", flush_every_append=self.c.config.no_loss)
-            log.on_truncate = self.c.on_truncate
-        log.recovery_report, log.torn = log.torn, None  # this open's recovery found it
-        return log
-
-    def headers(self, broker: SimBroker, pid: int) -> list[BatchHeader]:
-        return [h for h, _ in broker.logs[pid].batches()]
-
-    def tear_tail(self, broker: SimBroker, pid: int,
-                  copies: set[tuple[int, int, int]]) -> str | None:
-        """Tear the stopped replica's tail: its last 1-3 batches, as many of them as
-        have a copy elsewhere with every later one (``copies``, :meth:`SimCluster.copies`;
-        None: nothing torn)."""
-        log = broker.logs[pid]
-        last = self.headers(broker, pid)[-self.c.rng.randint(1, 3):]
-        torn = 0
-        for h in reversed(last):
-            if (h.base_offset, h.crc, h.partition_leader_epoch) not in copies:
-                break
-            torn += 1
-        lost = log.tear_tail(torn) if torn else 0
-        return f"{lost} bytes torn off" if lost else None
-
-    def crash(self, broker: SimBroker) -> int:
-        for checkpoint in broker.epoch_checkpoints.values():
-            checkpoint.crash()  # a write not yet made durable (LeaderEpochCache.sync) is lost
-        return sum(log.crash() for log in broker.logs.values())
-
-    def topic_id(self, broker: SimBroker, pid: int) -> int | None:
-        """The topic id the replica's log belongs to (its partition.metadata)."""
-        log = broker.logs.get(pid)
-        return None if log is None else log.topic_id
-
-    def set_topic_id(self, broker: SimBroker, pid: int, topic_id: int) -> None:
-        broker.logs[pid].topic_id = topic_id
-
-    def delete_log(self, broker: SimBroker, pid: int) -> MemoryLog:
-        """Delete the replica's log; a new, empty one in its place."""
-        del broker.logs[pid]
-        broker.epoch_checkpoints.pop(pid, None)
-        return self.open_log(broker, pid)
-
-    def maybe_flush(self, broker: SimBroker, pid: int) -> None:
-        if not self.c.config.no_loss and self.c.rng.random() < self.c.config.flush_probability:
-            broker.logs[pid].flush()
-
-    def apply_retention(self, broker: SimBroker, pid: int, high_watermark: int) -> int:
-        log = broker.logs[pid]
-        assert isinstance(log, MemoryLog)
-        return log.delete_old_batches(high_watermark, self.c.config.retention_keep_batches)
-
-
-class RealDisk:
-    """storage.log.Log in a directory.  A crash is a power cut: what was fsync'd (every
-    byte before the batch holding the recovery point) stays; of each segment's bytes
-    after that a random prefix survives, torn anywhere (inside a batch header too), and
-    may carry a flipped byte or be followed by garbage (a page written out of order).
-    The next start runs the real log recovery on it (``had_clean_shutdown=False``)."""
-
-    def __init__(self, cluster: SimCluster, root: Path) -> None:
-        self.c = cluster
-        self.root = root
-        flush = 1 if cluster.config.no_loss else None
-        # with retention: small segments, three kept (the runs write tens of KiB)
-        cfg = cluster.config
-        segment = (cfg.retention_segment_bytes if cfg.retention_probability
-                   else cfg.rot_segment_bytes if cfg.rot_probability
-                   else cfg.compaction_segment_bytes if cfg.compaction_probability
-                   else 16 * 1024)
-        self.config = LogConfig(
-            segment_bytes=segment, flush_messages=flush,
-            retention_bytes=cfg.retention_segments * segment
-            if cfg.retention_probability else -1,
-            **({"cleanup_policy": "compact", "segment_ms": cfg.compaction_segment_ms}
-               if cfg.compaction_probability else {}))
-
-    def log_dir(self, broker: SimBroker, pid: int) -> Path:
-        return self.root / f"b{broker.id}" / f"t-{pid}"
-
-    def open_log(self, broker: SimBroker, pid: int) -> Log:
-        old = broker.logs.get(pid)
-        rp = old.recovery_point if old is not None else 0
-        log = Log.open(self.log_dir(broker, pid), self.config,
-                       recovery_point=rp, had_clean_shutdown=False,
-                       clock_ms=lambda: self.c.now_ms)
-        if old is not None:
-            self._check_recovered(broker, pid, log)
-        return log
-
-    def _check_recovered(self, broker: SimBroker, pid: int, log: Log) -> None:
-        """Invariant after a restart: recovery left only whole batches with valid CRCs
-        (but in a segment rot damaged: recovery leaves closed segments to the scrubber,
-        or keeps what it found damaged in place for a repair) and contiguous offsets
-        (ascending with compaction: it leaves holes), ending at the log end offset."""
-        expected = log.log_start_offset
-        rotted = self.c.rotted.get((broker.id, pid), (-1, -1))  # the scrubber's, not this
-        try:
-            for i, seg in enumerate(log.segments):
-                if seg.base_offset == rotted[0] or seg.damage is not None:
-                    # its headers may be garbage too
-                    later = log.segments[i + 1:]
-                    expected = max(expected, later[0].base_offset if later
-                                   else log.log_end_offset)
-                    continue
-                for _, header in iter_batches(seg.log_path.read_bytes()):
-                    if header.last_offset < expected or (header.base_offset > expected
-                                                         and not self.c.compacting):
-                        raise InvalidRecordError(f"batch {header.base_offset}-"
-                                                 f"{header.last_offset} after offset {expected}")
-                    expected = header.last_offset + 1
-        except (CorruptRecordError, InvalidRecordError) as exc:
-            self.c.fail(f"b{broker.id} t-{pid} after recovery: {exc}")
-        if expected != log.log_end_offset:
-            self.c.fail(f"b{broker.id} t-{pid} after recovery: batches end at {expected}, "
-                        f"log end offset {log.log_end_offset}")
-
-    def topic_id(self, broker: SimBroker, pid: int) -> int | None:
-        return read_topic_id(self.log_dir(broker, pid))
-
-    def set_topic_id(self, broker: SimBroker, pid: int, topic_id: int) -> None:
-        write_topic_id(self.log_dir(broker, pid), topic_id)
-
-    def delete_log(self, broker: SimBroker, pid: int) -> Log:
-        broker.logs.pop(pid).delete()
-        return self.open_log(broker, pid)
-
-    def crash(self, broker: SimBroker) -> int:
-        lost = 0
-        for pid, entries in broker.durable_epochs.items():  # a write not yet made durable
-            checkpoint = LeaderEpochCheckpointFile(  # (LeaderEpochCache.sync) is lost
-                self.log_dir(broker, pid) / LEADER_EPOCH_CHECKPOINT)
-            if checkpoint.read() != list(entries):
-                checkpoint.write(entries)
-                self.c.stats["epoch_checkpoints_reverted"] += 1
-        for log in broker.logs.values():
-            recovery_point = log.recovery_point
-            lost += log.log_end_offset - recovery_point
-            unflushed = []
-            for seg in log.segments:
-                found = seg.find_batch(recovery_point)
-                # a segment rolled after the last flush starts at its first batch: 0
-                durable = seg.size if found is None else found.position
-                if durable < seg.size:
-                    unflushed.append((seg.log_path, durable, seg.size))
-            log.abandon()
-            for path, durable, size in unflushed:
-                self._tear(path, durable, size)
-        return lost
-
-    def headers(self, broker: SimBroker, pid: int) -> list[BatchHeader]:
-        """The batch headers in the replica's segment files (open or not; a damaged
-        header ends its segment's walk)."""
-        out = []
-        for seg in broker.logs[pid].segments:
-            try:
-                out += [h for _, h in iter_batches(seg.log_path.read_bytes(), validate=False)]
-            except (CorruptRecordError, InvalidRecordError):
-                continue
-        return out
-
-    def tear_tail(self, broker: SimBroker, pid: int,
-                  copies: set[tuple[int, int, int]]) -> str | None:
-        """Cut 1-500 bytes off the stopped replica's active segment, ending inside a
-        batch (a torn write the next open's recovery finds and cuts; a cut at a batch
-        boundary would leave no trace, a documented limit: docs/replication.md) that,
-        with every later one, another replica holds (``copies``, :meth:`SimCluster.copies`);
-        None: nothing to tear."""
-        path = broker.logs[pid].segments[-1].log_path
-        data = path.read_bytes()
-        batches = list(iter_batches(data, validate=False))
-        starts = {pos for pos, _ in batches} | {len(data)}
-        low = len(data)  # the cut may start in a batch only if it and all later are copied
-        for pos, h in reversed(batches):
-            if (h.base_offset, h.crc, h.partition_leader_epoch) not in copies:
-                break
-            low = pos
-        sizes = [n for n in range(max(low, len(data) - 500), len(data)) if n not in starts]
-        if not sizes:
-            return None
-        kept = self.c.rng.choice(sizes)
-        with open(path, "r+b") as f:
-            f.truncate(kept)
-        return f"{len(data) - kept} bytes cut off segment {path.name}"
-
-    def _tear(self, path: Path, durable: int, size: int) -> None:
-        rng = self.c.rng
-        kept = rng.randint(durable, size)
-        with open(path, "r+b") as f:
-            f.truncate(kept)
-            f.seek(durable)
-            at = _flippable(f.read(kept - durable), rng)
-            if at is not None and rng.random() < 0.2:
-                at += durable
-                f.seek(at)
-                byte = f.read(1)
-                f.seek(at)
-                f.write(bytes([byte[0] ^ (1 << rng.randrange(8))]))
-                self.c.stats["flipped_unflushed_bytes"] += 1
-            if rng.random() < 0.2:
-                f.seek(kept)
-                f.write(rng.randbytes(rng.randint(1, 64)))
-                self.c.stats["garbage_tails"] += 1
-        self.c.stats["torn_segments"] += kept < size
-
-    def rot(self, broker: SimBroker, pid: int) -> tuple[int, int] | None:
-        """Flip one CRC-covered byte of a random closed segment of ``broker``'s replica of
-        ``pid``, below its HW and held whole by another replica (the guarantee is for
-        records of which an intact copy exists); the segment's offset range (None: no
-        such segment)."""
-        rng, log = self.c.rng, broker.logs[pid]
-        closed = log.segments[:-1]
-        if not closed:
-            return None
-        i = rng.randrange(len(closed))
-        seg, end = closed[i], log.segments[i + 1].base_offset
-        hw = broker.partitions[pid].high_watermark
-        if end > hw or not any(
-                other.logs[pid].log_start_offset <= seg.base_offset
-                and other.logs[pid].log_end_offset >= end
-                for other in self.c.brokers.values() if other is not broker):
-            return None
-        batches = list(iter_batches(seg.read_bytes(0, seg.size), validate=False))
-        pos, header = rng.choice(batches)
-        at = rng.randrange(pos + 16, pos + header.size_in_bytes)  # magic on: checked
-        with open(seg.log_path, "r+b") as f:
-            f.seek(at)
-            byte = f.read(1)
-            f.seek(at)
-            f.write(bytes([byte[0] ^ (1 << rng.randrange(8))]))
-        return seg.base_offset, end
-
-    def scrub(self, broker: SimBroker, pid: int) -> list[DamagedRange]:
-        """One whole round of the broker's real scrubber over its replica of ``pid``."""
-        scrubber = LogScrubber(self.root / f"b{broker.id}" / "scrubber-checkpoint",
-                               step_bytes=1 << 20)
-        found: list[DamagedRange] = []
-        while scrubber.rounds_completed == 0:
-            found += scrubber.step({TopicPartition(TOPIC, pid): broker.logs[pid]},
-                                   self.c.now_ms)
-        return found
-
-    def maybe_flush(self, broker: SimBroker, pid: int) -> None:
-        if not self.c.config.no_loss and self.c.rng.random() < self.c.config.flush_probability:
-            broker.logs[pid].flush()
-
-    def apply_retention(self, broker: SimBroker, pid: int, high_watermark: int) -> int:
-        log = broker.logs[pid]
-        log.delete_old_segments(high_watermark)  # the broker's retention (LogManager)
-        return log.log_start_offset
-
-
-@dataclass
-class SimProducer:
-    """Fire-and-forget records, or (``idempotent``) one batch in flight per partition,
-    retried with its sequence until acknowledged, as an idempotent Kafka producer with
-    ``max.in.flight`` 1; a sequence the leader does not expect bumps the epoch (KIP-360)."""
-    next_request: int = 0
-    acked: dict[tuple[int, int], tuple[int, int]] = field(default_factory=dict)  # see kept()
-    sent: int = 0
-    retries: int = 0
-    errors: collections.Counter[str] = field(default_factory=collections.Counter)
-    producer_epoch: int = 0
-    next_sequence: dict[int, int] = field(default_factory=dict)       # pid -> sequence
-    in_flight: dict[int, IdempotentSend] = field(default_factory=dict)  # pid -> its batch
-
-
-@dataclass
-class IdempotentSend:
-    key: bytes | None
-    value: bytes | None
-    producer_epoch: int
-    sequence: int
-    batch: bytes
-    sent_ms: int
-
-
-@dataclass
-class SimConsumer:
-    position: dict[int, int] = field(default_factory=dict)             # pid -> next offset
-    consumed: dict[tuple[int, int], tuple[int, int]] = field(default_factory=dict)  # kept()
-    fetches: int = 0
 
 
 @dataclass
@@ -467,9 +78,6 @@ class ClusterOutage:
     pid: int
     plan: list[tuple[int, str, int]] | None = None
 
-
-RecordId = tuple[bytes | None, bytes | None, int]  # key, value, partition leader epoch
-IDEMPOTENT_ID = 7000  # the idempotent producer's producer id (no InitProducerId here)
 
 
 class SimCluster:
@@ -622,7 +230,7 @@ class SimCluster:
         unknown (the leader compacted it away before its acks=all answer)."""
         record_id = (record[0], record[1], epoch)
         known = self.record_of.setdefault((pid, offset), record_id)
-        if not _same_record(known, record_id):
+        if not invariants.same_record(known, record_id):
             self.fail(f"p{pid}@{offset} changed: {what} {record_id}, kept as {known}")
         if known[2] < 0:
             self.record_of[(pid, offset)] = record_id
@@ -646,7 +254,7 @@ class SimCluster:
 
     def records_of(self, log: Any) -> dict[int, RecordId]:
         """Offset -> record of every record in a replica's log."""
-        return _records(log, self._decoded)
+        return invariants.records(log, self._decoded)
 
     def check_compacted(self, broker: SimBroker, pid: int, before: dict[int, RecordId]
                         ) -> None:
@@ -655,12 +263,12 @@ class SimCluster:
         acks=all produce or follower still waits for it - Kafka's bound)."""
         after = self.records_of(broker.logs[pid])
         hw = broker.partitions[pid].high_watermark
-        latest = _latest_offsets({o: r for o, r in before.items() if o < hw})
+        latest = invariants.latest_offsets({o: r for o, r in before.items() if o < hw})
         for offset, record in before.items():
             if offset not in after and latest.get(record[0], -1) <= offset:
                 self.fail(f"b{broker.id} p{pid}: the cleaner removed @{offset} {record}, "
                           f"not superseded below the HW {hw} (latest of its key "
-                          f"@{_latest_offsets(before).get(record[0])})")
+                          f"@{invariants.latest_offsets(before).get(record[0])})")
         self.stats["compaction_checks"] += 1
 
     def _check_kept_compacted(self, broker: SimBroker, pid: int, why: str) -> None:
@@ -668,13 +276,13 @@ class SimCluster:
         the replica holds a later record of its key (the cleaner only drops a record
         for a later one below its compaction bound, and that one is never lost either)."""
         held = self.records_of(broker.logs[pid])
-        latest = _latest_offsets(held)
+        latest = invariants.latest_offsets(held)
         for what, records in self.kept():
             for apid, offset in records:
                 if apid != pid or offset < self.retained_below[pid]:
                     continue
                 known, got = self.record_of[(pid, offset)], held.get(offset)
-                if not (got is not None and _same_record(known, got)) and (
+                if not (got is not None and invariants.same_record(known, got)) and (
                         got is not None or latest.get(known[0], -1) <= offset):
                     self.fail(f"{why} b{broker.id} p{pid} lacks {what} record @{offset} "
                               f"{known} (holds {got}; latest of its key "
@@ -685,7 +293,7 @@ class SimCluster:
         """Compaction: replicas ``views`` (broker -> offset -> record) agree on every
         offset in ``[low, below[broker pair])`` both hold; an offset one of them lacks is
         compacted away there (it holds a later record of the key)."""
-        latest = {b: _latest_offsets(v) for b, v in views.items()}
+        latest = {b: invariants.latest_offsets(v) for b, v in views.items()}
         for a, ra in views.items():
             for b, rb in views.items():
                 if a == b:
@@ -1243,7 +851,8 @@ class SimCluster:
                     # retention moved up - Kafka's rule too)
                     low = max(pa.log_start_offset, pb.log_start_offset,
                               self.retained_below[pid])
-                    if _digest(a.logs[pid], low, below) != _digest(b.logs[pid], low, below):
+                    if (invariants.digest(a.logs[pid], low, below)
+                            != invariants.digest(b.logs[pid], low, below)):
                         self.fail(f"p{pid}: b{a.id} and b{b.id} differ in [{low}, {below}): "
                                   f"{pa} / {pb}")
 
@@ -1286,7 +895,8 @@ class SimCluster:
                 self._check_compacted_agree(
                     pid, {b.id: self.records_of(b.logs[pid]) for b in self.brokers.values()}, low,
                     dict.fromkeys(self.brokers, 2**62))
-            elif len({_digest(b.logs[pid], low, 2**62) for b in self.brokers.values()}) != 1:
+            elif len({invariants.digest(b.logs[pid], low, 2**62)
+                      for b in self.brokers.values()}) != 1:
                 self.fail(f"p{pid}: replicas differ after healing")
             if self.config.no_loss:
                 for b in self.brokers.values():
@@ -1306,63 +916,3 @@ class SimCluster:
                           f"twice, at offsets {seen[key]} and {header.base_offset}")
             seen[key] = header.base_offset
 
-
-def _records(log: Any, cache: dict[tuple[int, int, int, int], list[tuple[int, RecordId]]]
-             ) -> dict[int, RecordId]:
-    """Offset -> (key, value, partition leader epoch) of every record in ``log``
-    (``cache``: decoded batches by base offset, leader epoch - not covered by the CRC -,
-    CRC and size)."""
-    out: dict[int, RecordId] = {}
-    for header, data in log.batches():
-        if header.record_count:
-            key = (header.base_offset, header.partition_leader_epoch, header.crc, len(data))
-            records = cache.get(key)
-            if records is None:
-                records = cache[key] = [
-                    (r.offset, (r.key, r.value, header.partition_leader_epoch))
-                    for r in decode_batch(data, validate=False)]
-            out.update(records)
-    return out
-
-
-def _same_record(a: RecordId, b: RecordId) -> bool:
-    """Key, value and epoch equal (an epoch of -1 is unknown: any)."""
-    return a[:2] == b[:2] and (a[2] == b[2] or a[2] < 0 or b[2] < 0)
-
-
-def _latest_offsets(records: dict[int, RecordId]) -> dict[bytes | None, int]:
-    """Key -> the highest offset holding it."""
-    latest: dict[bytes | None, int] = {}
-    for offset, (key, _, _) in records.items():
-        if offset > latest.get(key, -1):
-            latest[key] = offset
-    return latest
-
-
-def _digest(log: Any, low: int, below: int) -> tuple[int, int]:
-    """The count and a hash of the batches starting in ``[low, below)``."""
-    if isinstance(log, MemoryLog):
-        return log.range_digest(low, below)
-    import zlib
-    n, h = 0, 0
-    for header, data in log.batches():
-        if header.base_offset >= below:
-            break
-        if header.base_offset >= low:
-            n, h = n + 1, zlib.crc32(data, h)
-    return n, h
-
-
-def _flippable(data: bytes, rng: random.Random) -> int | None:
-    """A random position in ``data`` (batches from a batch boundary, maybe torn) outside
-    every batch's base offset: a bit flipped there is not detected by log recovery (see
-    storage.records.scan.scan_segment), and a flip the recovery cannot see is not a
-    fault this simulation asserts anything about."""
-    guarded: set[int] = set()
-    pos = 0
-    while pos + LOG_OVERHEAD <= len(data):  # base offset (8 bytes), batch length (4)
-        guarded.update(range(pos, pos + 8))
-        pos += LOG_OVERHEAD + max(0, int.from_bytes(data[pos + 8:pos + LOG_OVERHEAD], "big",
-                                                   signed=True))
-    candidates = [i for i in range(len(data)) if i not in guarded]
-    return rng.choice(candidates) if candidates else None

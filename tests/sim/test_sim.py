@@ -25,7 +25,8 @@ from replication.producer_state import APPEND, ProducerStateManager, Verdict, Ve
 from replication.truncation import TruncationPolicy
 from storage.log.segment_policy import SegmentPolicy
 from storage.segment_repair import SegmentRepair
-from tests.sim.cluster import SimCluster, SimConfig, SimFailure
+from tests.sim.cluster import SimCluster
+from tests.sim.config import SimConfig, SimFailure
 
 pytestmark = pytest.mark.sim
 

@@ -1,0 +1,308 @@
+"""The simulated disks a :class:`tests.sim.cluster.SimCluster`'s brokers keep their logs on.
+
+:class:`MemoryDisk` holds each replica's log as a :class:`tests.sim.sim_log.MemoryLog`
+(a crash loses the unflushed batches; a cluster crash tears whole batches off the tail).
+:class:`RealDisk` runs the real :class:`storage.log.log.Log` in a directory: a crash is a
+power cut that tears each segment's unflushed bytes at a random byte (sometimes with a
+flipped bit or a garbage tail), bit rot flips a byte of a closed segment, and the next
+open runs the real recovery, checked by :meth:`RealDisk._check_recovered`.
+
+Both draw every random number from the cluster's seeded ``rng`` (a seed replays exactly).
+Costs: the real disk reads segment files whole at crash, tear and rot time (segments are
+small in the modes that use it).  Single-threaded, like the whole simulation.
+"""
+
+from __future__ import annotations
+
+import random
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from clients.protocol.errors import CorruptRecordError, InvalidRecordError
+from clients.protocol.topics import TopicPartition
+from clients.records.batch import LOG_OVERHEAD, BatchHeader, iter_batches
+from storage.checkpoint import LEADER_EPOCH_CHECKPOINT, LeaderEpochCheckpointFile
+from storage.config import LogConfig
+from storage.log.log import Log
+from storage.partition_metadata import read_topic_id, write_topic_id
+from storage.scrubber import DamagedRange, LogScrubber
+from tests.sim.controller import TOPIC
+from tests.sim.sim_log import MemoryLog
+
+if TYPE_CHECKING:
+    from tests.sim.broker import SimBroker
+    from tests.sim.cluster import SimCluster
+
+
+class MemoryDisk:
+    def __init__(self, cluster: SimCluster) -> None:
+        self.c = cluster
+
+    def open_log(self, broker: SimBroker, pid: int) -> MemoryLog:
+        log = broker.logs.get(pid)
+        if log is None:
+            log = MemoryLog(f"b{broker.id}/t-{pid}", flush_every_append=self.c.config.no_loss)
+            log.on_truncate = self.c.on_truncate
+        log.recovery_report, log.torn = log.torn, None  # this open's recovery found it
+        return log
+
+    def headers(self, broker: SimBroker, pid: int) -> list[BatchHeader]:
+        return [h for h, _ in broker.logs[pid].batches()]
+
+    def tear_tail(self, broker: SimBroker, pid: int,
+                  copies: set[tuple[int, int, int]]) -> str | None:
+        """Tear the stopped replica's tail: its last 1-3 batches, as many of them as
+        have a copy elsewhere with every later one (``copies``, :meth:`SimCluster.copies`;
+        None: nothing torn)."""
+        log = broker.logs[pid]
+        last = self.headers(broker, pid)[-self.c.rng.randint(1, 3):]
+        torn = 0
+        for h in reversed(last):
+            if (h.base_offset, h.crc, h.partition_leader_epoch) not in copies:
+                break
+            torn += 1
+        lost = log.tear_tail(torn) if torn else 0
+        return f"{lost} bytes torn off" if lost else None
+
+    def crash(self, broker: SimBroker) -> int:
+        for checkpoint in broker.epoch_checkpoints.values():
+            checkpoint.crash()  # a write not yet made durable (LeaderEpochCache.sync) is lost
+        return sum(log.crash() for log in broker.logs.values())
+
+    def topic_id(self, broker: SimBroker, pid: int) -> int | None:
+        """The topic id the replica's log belongs to (its partition.metadata)."""
+        log = broker.logs.get(pid)
+        return None if log is None else log.topic_id
+
+    def set_topic_id(self, broker: SimBroker, pid: int, topic_id: int) -> None:
+        broker.logs[pid].topic_id = topic_id
+
+    def delete_log(self, broker: SimBroker, pid: int) -> MemoryLog:
+        """Delete the replica's log; a new, empty one in its place."""
+        del broker.logs[pid]
+        broker.epoch_checkpoints.pop(pid, None)
+        return self.open_log(broker, pid)
+
+    def maybe_flush(self, broker: SimBroker, pid: int) -> None:
+        if not self.c.config.no_loss and self.c.rng.random() < self.c.config.flush_probability:
+            broker.logs[pid].flush()
+
+    def apply_retention(self, broker: SimBroker, pid: int, high_watermark: int) -> int:
+        log = broker.logs[pid]
+        assert isinstance(log, MemoryLog)
+        return log.delete_old_batches(high_watermark, self.c.config.retention_keep_batches)
+
+
+class RealDisk:
+    """storage.log.Log in a directory.  A crash is a power cut: what was fsync'd (every
+    byte before the batch holding the recovery point) stays; of each segment's bytes
+    after that a random prefix survives, torn anywhere (inside a batch header too), and
+    may carry a flipped byte or be followed by garbage (a page written out of order).
+    The next start runs the real log recovery on it (``had_clean_shutdown=False``)."""
+
+    def __init__(self, cluster: SimCluster, root: Path) -> None:
+        self.c = cluster
+        self.root = root
+        flush = 1 if cluster.config.no_loss else None
+        # with retention: small segments, three kept (the runs write tens of KiB)
+        cfg = cluster.config
+        segment = (cfg.retention_segment_bytes if cfg.retention_probability
+                   else cfg.rot_segment_bytes if cfg.rot_probability
+                   else cfg.compaction_segment_bytes if cfg.compaction_probability
+                   else 16 * 1024)
+        self.config = LogConfig(
+            segment_bytes=segment, flush_messages=flush,
+            retention_bytes=cfg.retention_segments * segment
+            if cfg.retention_probability else -1,
+            **({"cleanup_policy": "compact", "segment_ms": cfg.compaction_segment_ms}
+               if cfg.compaction_probability else {}))
+
+    def log_dir(self, broker: SimBroker, pid: int) -> Path:
+        return self.root / f"b{broker.id}" / f"t-{pid}"
+
+    def open_log(self, broker: SimBroker, pid: int) -> Log:
+        old = broker.logs.get(pid)
+        rp = old.recovery_point if old is not None else 0
+        log = Log.open(self.log_dir(broker, pid), self.config,
+                       recovery_point=rp, had_clean_shutdown=False,
+                       clock_ms=lambda: self.c.now_ms)
+        if old is not None:
+            self._check_recovered(broker, pid, log)
+        return log
+
+    def _check_recovered(self, broker: SimBroker, pid: int, log: Log) -> None:
+        """Invariant after a restart: recovery left only whole batches with valid CRCs
+        (but in a segment rot damaged: recovery leaves closed segments to the scrubber,
+        or keeps what it found damaged in place for a repair) and contiguous offsets
+        (ascending with compaction: it leaves holes), ending at the log end offset."""
+        expected = log.log_start_offset
+        rotted = self.c.rotted.get((broker.id, pid), (-1, -1))  # the scrubber's, not this
+        try:
+            for i, seg in enumerate(log.segments):
+                if seg.base_offset == rotted[0] or seg.damage is not None:
+                    # its headers may be garbage too
+                    later = log.segments[i + 1:]
+                    expected = max(expected, later[0].base_offset if later
+                                   else log.log_end_offset)
+                    continue
+                for _, header in iter_batches(seg.log_path.read_bytes()):
+                    if header.last_offset < expected or (header.base_offset > expected
+                                                         and not self.c.compacting):
+                        raise InvalidRecordError(f"batch {header.base_offset}-"
+                                                 f"{header.last_offset} after offset {expected}")
+                    expected = header.last_offset + 1
+        except (CorruptRecordError, InvalidRecordError) as exc:
+            self.c.fail(f"b{broker.id} t-{pid} after recovery: {exc}")
+        if expected != log.log_end_offset:
+            self.c.fail(f"b{broker.id} t-{pid} after recovery: batches end at {expected}, "
+                        f"log end offset {log.log_end_offset}")
+
+    def topic_id(self, broker: SimBroker, pid: int) -> int | None:
+        return read_topic_id(self.log_dir(broker, pid))
+
+    def set_topic_id(self, broker: SimBroker, pid: int, topic_id: int) -> None:
+        write_topic_id(self.log_dir(broker, pid), topic_id)
+
+    def delete_log(self, broker: SimBroker, pid: int) -> Log:
+        broker.logs.pop(pid).delete()
+        return self.open_log(broker, pid)
+
+    def crash(self, broker: SimBroker) -> int:
+        lost = 0
+        for pid, entries in broker.durable_epochs.items():  # a write not yet made durable
+            checkpoint = LeaderEpochCheckpointFile(  # (LeaderEpochCache.sync) is lost
+                self.log_dir(broker, pid) / LEADER_EPOCH_CHECKPOINT)
+            if checkpoint.read() != list(entries):
+                checkpoint.write(entries)
+                self.c.stats["epoch_checkpoints_reverted"] += 1
+        for log in broker.logs.values():
+            recovery_point = log.recovery_point
+            lost += log.log_end_offset - recovery_point
+            unflushed = []
+            for seg in log.segments:
+                found = seg.find_batch(recovery_point)
+                # a segment rolled after the last flush starts at its first batch: 0
+                durable = seg.size if found is None else found.position
+                if durable < seg.size:
+                    unflushed.append((seg.log_path, durable, seg.size))
+            log.abandon()
+            for path, durable, size in unflushed:
+                self._tear(path, durable, size)
+        return lost
+
+    def headers(self, broker: SimBroker, pid: int) -> list[BatchHeader]:
+        """The batch headers in the replica's segment files (open or not; a damaged
+        header ends its segment's walk)."""
+        out = []
+        for seg in broker.logs[pid].segments:
+            try:
+                out += [h for _, h in iter_batches(seg.log_path.read_bytes(), validate=False)]
+            except (CorruptRecordError, InvalidRecordError):
+                continue
+        return out
+
+    def tear_tail(self, broker: SimBroker, pid: int,
+                  copies: set[tuple[int, int, int]]) -> str | None:
+        """Cut 1-500 bytes off the stopped replica's active segment, ending inside a
+        batch (a torn write the next open's recovery finds and cuts; a cut at a batch
+        boundary would leave no trace, a documented limit: docs/replication.md) that,
+        with every later one, another replica holds (``copies``, :meth:`SimCluster.copies`);
+        None: nothing to tear."""
+        path = broker.logs[pid].segments[-1].log_path
+        data = path.read_bytes()
+        batches = list(iter_batches(data, validate=False))
+        starts = {pos for pos, _ in batches} | {len(data)}
+        low = len(data)  # the cut may start in a batch only if it and all later are copied
+        for pos, h in reversed(batches):
+            if (h.base_offset, h.crc, h.partition_leader_epoch) not in copies:
+                break
+            low = pos
+        sizes = [n for n in range(max(low, len(data) - 500), len(data)) if n not in starts]
+        if not sizes:
+            return None
+        kept = self.c.rng.choice(sizes)
+        with open(path, "r+b") as f:
+            f.truncate(kept)
+        return f"{len(data) - kept} bytes cut off segment {path.name}"
+
+    def _tear(self, path: Path, durable: int, size: int) -> None:
+        rng = self.c.rng
+        kept = rng.randint(durable, size)
+        with open(path, "r+b") as f:
+            f.truncate(kept)
+            f.seek(durable)
+            at = flippable(f.read(kept - durable), rng)
+            if at is not None and rng.random() < 0.2:
+                at += durable
+                f.seek(at)
+                byte = f.read(1)
+                f.seek(at)
+                f.write(bytes([byte[0] ^ (1 << rng.randrange(8))]))
+                self.c.stats["flipped_unflushed_bytes"] += 1
+            if rng.random() < 0.2:
+                f.seek(kept)
+                f.write(rng.randbytes(rng.randint(1, 64)))
+                self.c.stats["garbage_tails"] += 1
+        self.c.stats["torn_segments"] += kept < size
+
+    def rot(self, broker: SimBroker, pid: int) -> tuple[int, int] | None:
+        """Flip one CRC-covered byte of a random closed segment of ``broker``'s replica of
+        ``pid``, below its HW and held whole by another replica (the guarantee is for
+        records of which an intact copy exists); the segment's offset range (None: no
+        such segment)."""
+        rng, log = self.c.rng, broker.logs[pid]
+        closed = log.segments[:-1]
+        if not closed:
+            return None
+        i = rng.randrange(len(closed))
+        seg, end = closed[i], log.segments[i + 1].base_offset
+        hw = broker.partitions[pid].high_watermark
+        if end > hw or not any(
+                other.logs[pid].log_start_offset <= seg.base_offset
+                and other.logs[pid].log_end_offset >= end
+                for other in self.c.brokers.values() if other is not broker):
+            return None
+        batches = list(iter_batches(seg.read_bytes(0, seg.size), validate=False))
+        pos, header = rng.choice(batches)
+        at = rng.randrange(pos + 16, pos + header.size_in_bytes)  # magic on: checked
+        with open(seg.log_path, "r+b") as f:
+            f.seek(at)
+            byte = f.read(1)
+            f.seek(at)
+            f.write(bytes([byte[0] ^ (1 << rng.randrange(8))]))
+        return seg.base_offset, end
+
+    def scrub(self, broker: SimBroker, pid: int) -> list[DamagedRange]:
+        """One whole round of the broker's real scrubber over its replica of ``pid``."""
+        scrubber = LogScrubber(self.root / f"b{broker.id}" / "scrubber-checkpoint",
+                               step_bytes=1 << 20)
+        found: list[DamagedRange] = []
+        while scrubber.rounds_completed == 0:
+            found += scrubber.step({TopicPartition(TOPIC, pid): broker.logs[pid]},
+                                   self.c.now_ms)
+        return found
+
+    def maybe_flush(self, broker: SimBroker, pid: int) -> None:
+        if not self.c.config.no_loss and self.c.rng.random() < self.c.config.flush_probability:
+            broker.logs[pid].flush()
+
+    def apply_retention(self, broker: SimBroker, pid: int, high_watermark: int) -> int:
+        log = broker.logs[pid]
+        log.delete_old_segments(high_watermark)  # the broker's retention (LogManager)
+        return log.log_start_offset
+
+
+
+def flippable(data: bytes, rng: random.Random) -> int | None:
+    """A random position in ``data`` (batches from a batch boundary, maybe torn) outside
+    every batch's base offset: a bit flipped there is not detected by log recovery (see
+    storage.log.validator.scan_segment), and a flip the recovery cannot see is not a
+    fault this simulation asserts anything about."""
+    guarded: set[int] = set()
+    pos = 0
+    while pos + LOG_OVERHEAD <= len(data):  # base offset (8 bytes), batch length (4)
+        guarded.update(range(pos, pos + 8))
+        pos += LOG_OVERHEAD + max(0, int.from_bytes(data[pos + 8:pos + LOG_OVERHEAD], "big",
+                                                   signed=True))
+    candidates = [i for i in range(len(data)) if i not in guarded]
+    return rng.choice(candidates) if candidates else None
