@@ -178,14 +178,14 @@ class SimBroker:
         :meth:`broker.core.BrokerCore.run_log_cleaner`)."""
         assert self.cleaner is not None
         swapped = self.cleaner.stats.segments_swapped
-        before = {pid: self.c.records_of(log) for pid, log in self.logs.items()}
+        before = {pid: self.c.checks.records_of(log) for pid, log in self.logs.items()}
         result = self.cleaner.clean_step(
             {_key(pid): log for pid, log in self.logs.items()}, None,
             {_key(pid): bound for pid, p in self.partitions.items()
              if (bound := p.compaction_bound) is not None})
         tp = result.topic_partition
         if tp is not None and self.cleaner.stats.segments_swapped > swapped:
-            self.c.check_compacted(self, tp.partition, before[tp.partition])
+            self.c.checks.check_compacted(self, tp.partition, before[tp.partition])
         if result.pass_done and tp is not None:
             dropped = self.cleaner.stats.records_dropped
             self.c.stats["compaction_passes"] += 1

@@ -39,6 +39,12 @@ member loses them, so only replica agreement is asserted: below HW among replica
 controller's current leader epoch that finished truncation (a deposed leader cut off from
 everyone may still hold records the whole ISR lost: seed 150 found that), and complete
 convergence after healing.
+
+The parts: :class:`SimCluster` here is the wiring and the loop (the controller process,
+the producer and consumer driving, the faults, one ``step``); its knobs are
+:mod:`tests.sim.config`, the disks (memory, or the real log with crash tearing and rot)
+:mod:`tests.sim.disk`, the clients' state (the oracle) :mod:`tests.sim.workload`, and the
+checks above :class:`tests.sim.invariants.InvariantChecker`.
 """
 
 from __future__ import annotations
@@ -61,9 +67,9 @@ from tests.sim.broker import CONTROLLER, SimBroker
 from tests.sim.config import SimConfig, SimFailure
 from tests.sim.controller import TOPIC, SimController
 from tests.sim.disk import MemoryDisk, RealDisk
-from tests.sim.invariants import RecordId
+from tests.sim.invariants import InvariantChecker, RecordId
 from tests.sim.network import SimNetwork
-from tests.sim.sim_log import MemoryLog, batch_at
+from tests.sim.sim_log import MemoryLog
 from tests.sim.workload import IDEMPOTENT_ID, IdempotentSend, SimConsumer, SimProducer
 from timer.clock import ManualClock
 
@@ -122,7 +128,7 @@ class SimCluster:
         # record (acknowledged or consumed; single-record batches, so a batch's CRC
         # changes when the cleaner stamps a tombstone's delete horizon or empties it)
         self.record_of: dict[tuple[int, int], RecordId] = {}
-        self._decoded: dict[tuple[int, int, int, int], list[tuple[int, RecordId]]] = {}
+        self.checks = InvariantChecker(self)
         self.outage: ClusterOutage | None = None  # a whole-cluster crash under way
         for b in self.brokers.values():
             b.start()
@@ -174,7 +180,7 @@ class SimCluster:
                         f"{current.leader_epoch}): not checked as a new leader")
             return
         if self.config.no_loss:
-            self.check_acked_on(broker, p.index, "new leader")
+            self.checks.check_acked_on(broker, p.index, "new leader")
 
     def kept(self) -> list[tuple[str, dict[tuple[int, int], tuple[int, int]]]]:
         """Records that must never be lost or change: acknowledged to the producer, and
@@ -234,80 +240,6 @@ class SimCluster:
             self.fail(f"p{pid}@{offset} changed: {what} {record_id}, kept as {known}")
         if known[2] < 0:
             self.record_of[(pid, offset)] = record_id
-
-    def check_acked_on(self, broker: SimBroker, pid: int, why: str) -> None:
-        log = broker.logs[pid]
-        if self.compacting:
-            self._check_kept_compacted(broker, pid, why)
-            return
-        low, end = self.rotted.get((broker.id, pid), (0, 0))
-        for what, records in self.kept():
-            for (apid, offset), stored in records.items():
-                if apid != pid or offset < self.retained_below[pid] or low <= offset < end:
-                    continue
-                h = batch_at(log, offset)
-                if h is not None and low <= h.base_offset < end:
-                    continue  # a rotted header may claim offsets past its segment
-                if h is None or (h.crc, h.partition_leader_epoch) != stored or \
-                        h.base_offset != offset:
-                    self.fail(f"{why} b{broker.id} p{pid} lacks {what} record @{offset}")
-
-    def records_of(self, log: Any) -> dict[int, RecordId]:
-        """Offset -> record of every record in a replica's log."""
-        return invariants.records(log, self._decoded)
-
-    def check_compacted(self, broker: SimBroker, pid: int, before: dict[int, RecordId]
-                        ) -> None:
-        """After a cleaner step swapped segments in: every record it removed has a later
-        record of its key below the replica's HW (committed: never truncated, and no
-        acks=all produce or follower still waits for it - Kafka's bound)."""
-        after = self.records_of(broker.logs[pid])
-        hw = broker.partitions[pid].high_watermark
-        latest = invariants.latest_offsets({o: r for o, r in before.items() if o < hw})
-        for offset, record in before.items():
-            if offset not in after and latest.get(record[0], -1) <= offset:
-                self.fail(f"b{broker.id} p{pid}: the cleaner removed @{offset} {record}, "
-                          f"not superseded below the HW {hw} (latest of its key "
-                          f"@{invariants.latest_offsets(before).get(record[0])})")
-        self.stats["compaction_checks"] += 1
-
-    def _check_kept_compacted(self, broker: SimBroker, pid: int, why: str) -> None:
-        """Compaction: each kept record is on the replica unchanged, or compacted away:
-        the replica holds a later record of its key (the cleaner only drops a record
-        for a later one below its compaction bound, and that one is never lost either)."""
-        held = self.records_of(broker.logs[pid])
-        latest = invariants.latest_offsets(held)
-        for what, records in self.kept():
-            for apid, offset in records:
-                if apid != pid or offset < self.retained_below[pid]:
-                    continue
-                known, got = self.record_of[(pid, offset)], held.get(offset)
-                if not (got is not None and invariants.same_record(known, got)) and (
-                        got is not None or latest.get(known[0], -1) <= offset):
-                    self.fail(f"{why} b{broker.id} p{pid} lacks {what} record @{offset} "
-                              f"{known} (holds {got}; latest of its key "
-                              f"@{latest.get(known[0])})")
-
-    def _check_compacted_agree(self, pid: int, views: dict[int, dict[int, RecordId]],
-                               low: int, below: dict[int, int]) -> None:
-        """Compaction: replicas ``views`` (broker -> offset -> record) agree on every
-        offset in ``[low, below[broker pair])`` both hold; an offset one of them lacks is
-        compacted away there (it holds a later record of the key)."""
-        latest = {b: invariants.latest_offsets(v) for b, v in views.items()}
-        for a, ra in views.items():
-            for b, rb in views.items():
-                if a == b:
-                    continue
-                end = min(below[a], below[b])
-                for offset, record in ra.items():
-                    if not low <= offset < end:
-                        continue
-                    other = rb.get(offset)
-                    if other != record and (other is not None
-                                            or latest[b].get(record[0], -1) <= offset):
-                        self.fail(f"p{pid}: b{a} and b{b} differ at offset {offset}: "
-                                  f"{record} / {other} (latest of its key on b{b} "
-                                  f"@{latest[b].get(record[0])})")
 
     # -- controller process (never crashes; can be cut off) --------------------------
 
@@ -725,7 +657,7 @@ class SimCluster:
                 for damage in self.disk.scrub(broker, pid):
                     broker.on_damage(pid, damage)
 
-    def _forget_repaired_rot(self) -> None:
+    def forget_repaired_rot(self) -> None:
         for bid, pid in list(self.rotted):
             if self.brokers[bid].alive and self._rot_repaired(bid, pid):
                 del self.rotted[(bid, pid)]
@@ -764,7 +696,7 @@ class SimCluster:
         for b in self.brokers.values():
             if b.alive and not b.paused(self.now_ms):
                 b.tick()
-        self.check()
+        self.checks.check()
 
     def run(self, steps: int) -> None:
         try:
@@ -798,121 +730,8 @@ class SimCluster:
         self.record("heal: network healed, all brokers up, no more faults")
         for _ in range(self.config.heal_steps):
             self.step()
-            if self.converged():
+            if self.checks.converged():
                 break
-        self.check_final()
+        self.checks.check_final()
         self.stats["log_restarts"] = sum(getattr(log, "restarts", 0)
                                          for b in self.brokers.values() for log in b.logs.values())
-
-    # -- invariants ------------------------------------------------------------------
-
-    def _synced(self, b: SimBroker, pid: int) -> bool:
-        if self.config.no_loss:
-            return True
-        p = b.partitions[pid]
-        current = self.controller.partition(pid)
-        if current is None or p.leader_epoch != current.leader_epoch:
-            return False  # a zombie or lagging replica may still hold data all others lost
-        return p.is_leader or b.fetching(pid)
-
-    def check(self) -> None:
-        try:
-            self.controller.state.check_invariants()
-        except AssertionError as exc:
-            self.fail(f"controller: {exc}")
-        live = [b for b in self.brokers.values() if b.alive]
-        for b in live:
-            for p in b.partitions.values():
-                try:
-                    p.check_invariants()
-                except AssertionError as exc:
-                    self.fail(str(exc))
-        if self.config.real_log_dir is not None and self.steps % 25:
-            return
-        self._forget_repaired_rot()
-        for pid in self.partition_ids:
-            synced = [b for b in live if self._synced(b, pid) and (b.id, pid) not in self.rotted
-                      and (not self.recreating or self.hosts_current_topic(b))]
-            if self.compacting:
-                self._check_compacted_agree(
-                    pid, {b.id: self.records_of(b.logs[pid]) for b in synced},
-                    max([b.partitions[pid].log_start_offset for b in synced]
-                        + [self.retained_below[pid]]),
-                    {b.id: b.partitions[pid].high_watermark for b in synced})
-                continue
-            for i, a in enumerate(synced):
-                for b in synced[i + 1:]:
-                    pa, pb = a.partitions[pid], b.partitions[pid]
-                    below = min(pa.high_watermark, pb.high_watermark)
-                    # below the highest log start of any replica the data is deleted
-                    # (a follower learns its leader's log start at its next fetch, so its
-                    # diverged suffix can lie there for a while: a leader answers an
-                    # epoch older than its oldest with its oldest epoch's start, which
-                    # retention moved up - Kafka's rule too)
-                    low = max(pa.log_start_offset, pb.log_start_offset,
-                              self.retained_below[pid])
-                    if (invariants.digest(a.logs[pid], low, below)
-                            != invariants.digest(b.logs[pid], low, below)):
-                        self.fail(f"p{pid}: b{a.id} and b{b.id} differ in [{low}, {below}): "
-                                  f"{pa} / {pb}")
-
-    def converged(self) -> bool:
-        if self.rotted:
-            self._forget_repaired_rot()
-            if self.rotted:
-                return False  # a repair is still under way
-        applied = {b.metadata.image.last_applied_offset for b in self.brokers.values()}
-        if applied != {len(self.controller.log) - 1}:
-            return False  # a broker has not read the whole metadata log yet
-        if any(b.hosted_topic_id != self.controller.topic_id() for b in self.brokers.values()):
-            return False
-        for pid in self.partition_ids:
-            parts = [b.partitions[pid] for b in self.brokers.values()]
-            leaders = [p for p in parts if p.is_leader]
-            if len(leaders) != 1 or len(leaders[0].isr) != len(parts):
-                return False
-            leo = leaders[0].log_end_offset
-            if any(p.log_end_offset != leo or p.high_watermark != leo for p in parts):
-                return False
-        return True
-
-    def check_final(self) -> None:
-        self._forget_repaired_rot()
-        if self.rotted:
-            self.fail(f"rot still unrepaired after healing: {sorted(self.rotted)}")
-        if not self.converged():
-            self.fail("did not converge after healing: "
-                      + "; ".join(repr(p) for b in self.brokers.values()
-                                  for p in b.partitions.values()))
-        for pid in self.partition_ids:
-            for b in self.brokers.values():  # each read the log into the controller's image
-                if b.metadata.image.partition(TOPIC, pid) != self.controller.partition(pid):
-                    self.fail(f"p{pid}: b{b.id}'s metadata image differs from the "
-                              f"controller's: {b.metadata.image.partition(TOPIC, pid)} / "
-                              f"{self.controller.partition(pid)}")
-            low = max(b.partitions[pid].log_start_offset for b in self.brokers.values())
-            if self.compacting:
-                self._check_compacted_agree(
-                    pid, {b.id: self.records_of(b.logs[pid]) for b in self.brokers.values()}, low,
-                    dict.fromkeys(self.brokers, 2**62))
-            elif len({invariants.digest(b.logs[pid], low, 2**62)
-                      for b in self.brokers.values()}) != 1:
-                self.fail(f"p{pid}: replicas differ after healing")
-            if self.config.no_loss:
-                for b in self.brokers.values():
-                    self.check_acked_on(b, pid, "after healing")
-            if self.config.idempotent and self.config.no_loss:
-                self._check_no_duplicates(pid)
-
-    def _check_no_duplicates(self, pid: int) -> None:
-        """Each idempotent batch (producer epoch, sequence) is in the log once."""
-        seen: dict[tuple[int, int], int] = {}
-        for header, _ in self.brokers[1].logs[pid].batches():
-            if header.producer_id != IDEMPOTENT_ID:
-                continue
-            key = (header.producer_epoch, header.base_sequence)
-            if key in seen:
-                self.fail(f"p{pid}: producer epoch {key[0]} sequence {key[1]} is in the log "
-                          f"twice, at offsets {seen[key]} and {header.base_offset}")
-            seen[key] = header.base_offset
-

@@ -85,7 +85,7 @@ class SimConfig:
     # producer writes keys k0..k<compaction_keys - 1>, a tombstone (null value) with
     # compaction_tombstone_probability (delete.retention.ms stays 24 h: tombstones are
     # stamped, never dropped, in a run); every record a step removes must have a later
-    # one of its key below that replica's HW (SimCluster.check_compacted), and kept
+    # one of its key below that replica's HW (InvariantChecker.check_compacted), and kept
     # records are checked record by record; 0: never (no random number drawn)
     compaction_probability: float = 0.0
     compaction_keys: int = 6
