@@ -41,10 +41,11 @@ everyone may still hold records the whole ISR lost: seed 150 found that), and co
 convergence after healing.
 
 The parts: :class:`SimCluster` here is the wiring and the loop (the controller process,
-the producer and consumer driving, the faults, one ``step``); its knobs are
+the producer and consumer driving, the rot bookkeeping, one ``step``); its knobs are
 :mod:`tests.sim.config`, the disks (memory, or the real log with crash tearing and rot)
-:mod:`tests.sim.disk`, the clients' state (the oracle) :mod:`tests.sim.workload`, and the
-checks above :class:`tests.sim.invariants.InvariantChecker`.
+:mod:`tests.sim.disk`, the clients' state (the oracle) :mod:`tests.sim.workload`, the
+faults :class:`tests.sim.faults.FaultInjector`, and the checks above
+:class:`tests.sim.invariants.InvariantChecker`.
 """
 
 from __future__ import annotations
@@ -53,7 +54,6 @@ import collections
 import dataclasses
 import enum
 import random
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -67,23 +67,12 @@ from tests.sim.broker import CONTROLLER, SimBroker
 from tests.sim.config import SimConfig, SimFailure
 from tests.sim.controller import TOPIC, SimController
 from tests.sim.disk import MemoryDisk, RealDisk
+from tests.sim.faults import FaultInjector
 from tests.sim.invariants import InvariantChecker, RecordId
 from tests.sim.network import SimNetwork
 from tests.sim.sim_log import MemoryLog
 from tests.sim.workload import IDEMPOTENT_ID, IdempotentSend, SimConsumer, SimProducer
 from timer.clock import ManualClock
-
-
-@dataclass
-class ClusterOutage:
-    """A whole-cluster crash under way (``SimConfig.cluster_crash_probability``): when
-    it began, the partition whose last ISR member gets torn, and once that is done the
-    planned (time, "start" or "crash", broker) steps, in time order."""
-
-    started_ms: int
-    pid: int
-    plan: list[tuple[int, str, int]] | None = None
-
 
 
 class SimCluster:
@@ -129,7 +118,7 @@ class SimCluster:
         # changes when the cleaner stamps a tombstone's delete horizon or empties it)
         self.record_of: dict[tuple[int, int], RecordId] = {}
         self.checks = InvariantChecker(self)
-        self.outage: ClusterOutage | None = None  # a whole-cluster crash under way
+        self.injector = FaultInjector(self)
         for b in self.brokers.values():
             b.start()
 
@@ -483,106 +472,6 @@ class SimCluster:
                     continue
                 b.on_message(m.kind, m.src, m.body)
 
-    def inject_faults(self) -> None:
-        cfg, rng = self.config, self.rng
-        if self.outage is not None:
-            self.drive_outage()  # it decides who is down and when each comes back
-        else:
-            for b in self.brokers.values():
-                if b.alive and rng.random() < cfg.crash_probability:
-                    b.crash()
-                elif not b.alive and rng.random() < cfg.restart_probability:
-                    b.start()
-        if rng.random() < cfg.partition_probability:
-            everyone = {CONTROLLER, self.producer_id, self.consumer_id, *self.brokers}
-            group = {rng.choice(sorted(everyone))}
-            self.net.partition(group, everyone)
-            self.record(f"network: isolate {group}")
-        if cfg.rot_probability and rng.random() < cfg.rot_probability:
-            self.rot()
-        if cfg.pause_probability and rng.random() < cfg.pause_probability:
-            self.pause()
-        if self.net.cut and rng.random() < cfg.heal_probability:
-            self.net.heal()
-            self.record("network: heal")
-        if rng.random() < cfg.leader_move_probability:
-            self.move_leader()
-        if self.controller_down_until_ms is None:
-            if rng.random() < cfg.controller_crash_probability:
-                self.controller_down_until_ms = self.now_ms + rng.randint(20, 200)
-                self.metadata_waiting.clear()  # the process and its parked requests
-                self.record("controller: crash")
-        elif self.now_ms >= self.controller_down_until_ms:
-            self.restart_controller()
-        if cfg.topic_recreate_probability and rng.random() < cfg.topic_recreate_probability:
-            self.recreate_topic()
-        if (cfg.cluster_crash_probability and self.outage is None
-                and rng.random() < cfg.cluster_crash_probability):
-            self.crash_cluster()
-
-    def crash_cluster(self) -> None:
-        """Every broker killed at once (see ``SimConfig.cluster_crash_probability``)."""
-        for b in self.brokers.values():
-            if b.alive:
-                b.crash()
-        self.outage = ClusterOutage(self.now_ms, self.rng.choice(self.partition_ids))
-        self.stats["cluster_crashes"] += 1
-        self.record("whole-cluster crash: every broker killed; the controller fences them")
-
-    def copies(self, torn: SimBroker, pid: int) -> set[tuple[int, int, int]]:
-        """(base offset, CRC, leader epoch) of every batch another replica of ``pid``
-        than ``torn`` holds on its disk: the whole-cluster crash tears only batches
-        in it, as rot flips only bytes of which an intact copy exists (a record whose
-        only copy is damaged is lost by the damage itself, which no election can undo;
-        after a tear its second copy can be its only one until it is fetched again)."""
-        return {(h.base_offset, h.crc, h.partition_leader_epoch)
-                for b in self.brokers.values() if b is not torn
-                for h in self.disk.headers(b, pid)}
-
-    def drive_outage(self) -> None:
-        """Once the controller has fenced every broker (or after 20 sessions: it may be
-        down), tear the tail of the outage's partition on its last ISR member and plan
-        the restarts; then carry them out as they fall due."""
-        o = self.outage
-        assert o is not None
-        cfg, rng = self.config, self.rng
-        if o.plan is None:
-            fenced = self.controller_down_until_ms is None and not any(
-                self.controller.live(b) for b in self.brokers)
-            if not fenced and self.now_ms - o.started_ms < 20 * cfg.session_timeout_ms:
-                return
-            s = self.controller.partition(o.pid)
-            cut = None
-            if s is not None and s.leader < 0 and len(s.isr) == 1:
-                cut = s.isr[0]
-                torn = self.disk.tear_tail(self.brokers[cut], o.pid,
-                                           self.copies(self.brokers[cut], o.pid))
-                self.record(f"b{cut} p{o.pid}, its only ISR member: {torn or 'nothing to tear'}")
-                self.stats["last_isr_members_torn"] += torn is not None
-            else:
-                self.record(f"p{o.pid}: {s}: not down to one ISR member; nothing torn")
-            at, o.plan = self.now_ms, []
-            for bid in rng.sample(sorted(self.brokers), len(self.brokers)):
-                at += rng.randint(0, 2 * cfg.session_timeout_ms)
-                o.plan.append((at, "start", bid))
-                if bid == cut and rng.random() < 0.5:  # killed again before all are back
-                    again = at + rng.randint(1, 2 * cfg.session_timeout_ms)
-                    o.plan += [(again, "crash", bid),
-                               (again + rng.randint(0, 2 * cfg.session_timeout_ms),
-                                "start", bid)]
-            o.plan.sort()
-            self.record("restarts planned: " + ", ".join(f"{a} b{b} t={t}"
-                                                          for t, a, b in o.plan))
-        while o.plan and o.plan[0][0] <= self.now_ms:
-            _, action, bid = o.plan.pop(0)
-            b = self.brokers[bid]
-            if action == "start" and not b.alive:
-                b.start()
-            elif action == "crash" and b.alive:
-                b.crash()
-        if not o.plan:
-            self.outage = None
-
     @property
     def recreating(self) -> bool:
         return self.config.topic_recreate_probability > 0
@@ -612,33 +501,6 @@ class SimCluster:
         self.retained_below = dict.fromkeys(self.partition_ids, 0)
         if self.config.idempotent:
             self._bump_producer_epoch("topic deleted")
-
-    def pause(self) -> None:
-        """A live broker stops for a while (see ``SimConfig.pause_probability``)."""
-        running = [b for b in self.brokers.values() if b.alive and not b.paused(self.now_ms)]
-        if not running:
-            return
-        b = self.rng.choice(running)
-        cfg = self.config
-        b.paused_until_ms = self.now_ms + self.rng.randint(cfg.pause_min_ms, cfg.pause_max_ms)
-        self.stats["pauses"] += 1
-        self.record(f"pause b{b.id} until t={b.paused_until_ms}")
-
-    def rot(self) -> None:
-        """Bit rot in one replica (see ``SimConfig.rot_probability``), found at once."""
-        assert isinstance(self.disk, RealDisk), "rot needs the real disk"
-        pid = self.rng.choice(self.partition_ids)
-        live = [b for b in self.brokers.values() if b.alive]
-        if not live or any(p == pid for _, p in self.rotted):
-            return  # another replica of pid is damaged: keep one good copy of everything
-        b = self.rng.choice(live)
-        rotted = self.disk.rot(b, pid)
-        if rotted is None:
-            return
-        self.rotted[(b.id, pid)] = rotted
-        self.stats["rotted_segments"] += 1
-        self.record(f"b{b.id} p{pid}: rot in segment {rotted[0]}")
-        self.rescrub(b)
 
     def recovery_kept_damage(self, broker: SimBroker, pid: int, segment_base_offset: int,
                              end_offset: int) -> None:
@@ -683,7 +545,7 @@ class SimCluster:
         self.now_ms += self.rng.randint(1, 4)
         self.clock.set(self.now_ms)
         if self.faults:
-            self.inject_faults()
+            self.injector.inject_faults()
             if self.rng.random() < self.config.produce_probability:
                 self.produce()
         if self.rng.random() < self.config.consume_probability:
@@ -719,7 +581,7 @@ class SimCluster:
         for _ in range(steps):
             self.step()
         self.faults = False
-        self.outage = None  # its restarts not yet made are the healing's
+        self.injector.outage = None  # its restarts not yet made are the healing's
         if self.controller_down_until_ms is not None:
             self.restart_controller()
         self.net.heal()

@@ -52,7 +52,7 @@ class MemoryDisk:
     def tear_tail(self, broker: SimBroker, pid: int,
                   copies: set[tuple[int, int, int]]) -> str | None:
         """Tear the stopped replica's tail: its last 1-3 batches, as many of them as
-        have a copy elsewhere with every later one (``copies``, :meth:`SimCluster.copies`;
+        have a copy elsewhere with every later one (``copies``, :meth:`FaultInjector.copies`;
         None: nothing torn)."""
         log = broker.logs[pid]
         last = self.headers(broker, pid)[-self.c.rng.randint(1, 3):]
@@ -206,7 +206,7 @@ class RealDisk:
         """Cut 1-500 bytes off the stopped replica's active segment, ending inside a
         batch (a torn write the next open's recovery finds and cuts; a cut at a batch
         boundary would leave no trace, a documented limit: docs/replication.md) that,
-        with every later one, another replica holds (``copies``, :meth:`SimCluster.copies`);
+        with every later one, another replica holds (``copies``, :meth:`FaultInjector.copies`);
         None: nothing to tear."""
         path = broker.logs[pid].segments[-1].log_path
         data = path.read_bytes()
