@@ -57,21 +57,19 @@ import random
 from pathlib import Path
 from typing import Any
 
-from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import CorruptRecordError, ErrorCode
-from clients.records.batch import iter_batches, read_header
-from clients.records.record import build_batch, decode_batch
+from clients.records.batch import iter_batches
 from replication.partition import Partition
 from tests.sim import invariants
 from tests.sim.broker import CONTROLLER, SimBroker
 from tests.sim.config import SimConfig, SimFailure
-from tests.sim.controller import TOPIC, SimController
+from tests.sim.controller import SimController
 from tests.sim.disk import MemoryDisk, RealDisk
 from tests.sim.faults import FaultInjector
 from tests.sim.invariants import InvariantChecker, RecordId
 from tests.sim.network import SimNetwork
 from tests.sim.sim_log import MemoryLog
-from tests.sim.workload import IDEMPOTENT_ID, IdempotentSend, SimConsumer, SimProducer
+from tests.sim.workload import SimConsumer, SimProducer, Workload
 from timer.clock import ManualClock
 
 
@@ -101,6 +99,7 @@ class SimCluster:
         self.brokers = {b: SimBroker(self, b) for b in ids}
         self.producer = SimProducer()
         self.consumer = SimConsumer()
+        self.workload = Workload(self)
         self.controller_down_until_ms: int | None = None
         # broker -> its metadata Fetch parked at the log end (the controller's long poll):
         # (incarnation, request id, offset, answer-by time)
@@ -290,168 +289,6 @@ class SimCluster:
         if self.controller.elect_preferred_leaders():
             self._flush_controller_history()
 
-    # -- producer --------------------------------------------------------------------
-
-    def produce(self) -> None:
-        pid = self.rng.choice(self.partition_ids)
-        leader = self.controller.leader(pid)
-        if leader < 0:
-            return
-        p = self.producer
-        p.next_request += 1
-        tag: tuple[int, int] | None = None
-        if self.config.idempotent:
-            out = p.in_flight.get(pid)
-            if out is None:
-                out = p.in_flight[pid] = self._idempotent_send(pid, *self._new_record())
-            elif self.now_ms - out.sent_ms < self.config.produce_timeout_ms + 4 * \
-                    self.config.max_delay_ms:
-                return  # its answer may still come
-            else:
-                p.retries += 1  # no answer: the same batch, same sequence, to today's leader
-            out.sent_ms = self.now_ms
-            batch, tag = out.batch, (out.producer_epoch, out.sequence)
-            record = (out.key, out.value)
-        else:
-            record = self._new_record()
-            batch = build_batch([(*record, self.now_ms, ())])
-        p.sent += 1
-        self.net.send(self.now_ms, self.producer_id, leader, "produce",
-                      {"pid": pid, "batch": batch, "crc": read_header(batch).crc,
-                       "request": p.next_request, "tag": tag, "record": record},
-                      0, self.brokers[leader].incarnation)
-
-    def _new_record(self) -> tuple[bytes | None, bytes | None]:
-        """(key, value) of the next record: a unique value without a key, or (compaction)
-        one of ``compaction_keys`` keys and a unique value or a tombstone."""
-        cfg = self.config
-        value: bytes | None = f"s{self.seed}-r{self.producer.next_request}".encode()
-        if not cfg.compaction_probability:
-            return None, value
-        key = b"k%d" % self.rng.randrange(cfg.compaction_keys)
-        if self.rng.random() < cfg.compaction_tombstone_probability:
-            value = None
-        return key, value
-
-    def _idempotent_send(self, pid: int, key: bytes | None, value: bytes | None
-                         ) -> IdempotentSend:
-        p = self.producer
-        sequence = p.next_sequence.get(pid, 0)
-        batch = build_batch([(key, value, self.now_ms, ())], producer_id=IDEMPOTENT_ID,
-                            producer_epoch=p.producer_epoch, base_sequence=sequence)
-        return IdempotentSend(key, value, p.producer_epoch, sequence, batch, self.now_ms)
-
-    def producer_message(self, body: dict[str, Any]) -> None:
-        error = ErrorCode(body["error"])
-        p = self.producer
-        p.errors[error.name] += 1
-        pid = body["pid"]
-        if self._from_deleted_topic(body) and error == ErrorCode.NONE:
-            error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION  # stored in a deleted topic
-        if self.config.idempotent:
-            out = p.in_flight.get(pid)
-            if out is None or body["tag"] != (out.producer_epoch, out.sequence):
-                return  # the answer to an earlier attempt, or to a batch acknowledged since
-            if error in (ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER,
-                         ErrorCode.UNKNOWN_PRODUCER_ID):
-                if self.config.no_loss:
-                    self.fail(f"p{pid}: {error.name} for sequence {out.sequence}: the "
-                              "leader lost an acknowledged batch of this producer")
-                self._bump_producer_epoch(f"p{pid} {error.name}")
-                return
-            if error != ErrorCode.NONE:
-                out.sent_ms = -10**9  # retry at the next produce step
-                return
-            del p.in_flight[pid]
-            p.next_sequence[pid] = out.sequence + 1
-        if error == ErrorCode.NONE:
-            p.acked[(pid, body["offset"])] = (body["crc"], body["stored_epoch"])
-            if self.compacting:
-                self.note_record(pid, body["offset"], tuple(body["record"]),
-                                 body["stored_epoch"], "acknowledged")
-            self.record(f"producer: acked p{pid}@{body['offset']}")
-
-    def _bump_producer_epoch(self, why: str) -> None:
-        """Lossy disks lost this producer's last batches everywhere (or the topic was
-        deleted): a new epoch starts every partition's sequence at 0; unacknowledged
-        batches are sent again in it."""
-        p = self.producer
-        p.producer_epoch += 1
-        p.next_sequence.clear()
-        self.stats["producer_epoch_bumps"] += 1
-        self.record(f"producer: {why}: epoch {p.producer_epoch}")
-        for other, out in list(p.in_flight.items()):
-            p.in_flight[other] = self._idempotent_send(other, out.key, out.value)
-            p.in_flight[other].sent_ms = -10**9
-
-    # -- consumer --------------------------------------------------------------------
-
-    def consume(self) -> None:
-        """A consumer Fetch (replica_id -1: reads up to the HW) to the partition's leader
-        as the controller knows it, from the consumer's position."""
-        pid = self.rng.choice(self.partition_ids)
-        state = self.controller.partition(pid)
-        if state is None or state.leader < 0:
-            return
-        rewind = self.config.consumer_rewind_probability
-        if rewind and self.rng.random() < rewind:
-            self.consumer.position[pid] = 0  # old segments too (rot lies there)
-        body = {"replica_id": -1, "max_wait_ms": 0, "min_bytes": 1, "max_bytes": 1 << 20,
-                "isolation_level": 0, "session_id": 0, "session_epoch": -1,
-                "topics": [{"name": TOPIC, "partitions": [{
-                    "partition": pid, "current_leader_epoch": state.leader_epoch,
-                    "fetch_offset": self.consumer.position.get(pid, 0),
-                    "log_start_offset": -1,
-                    "partition_max_bytes": self.config.fetch_max_bytes}]}]}
-        self.consumer.fetches += 1
-        self.net.send(self.now_ms, self.consumer_id, state.leader, "request",
-                      {"api": int(ApiKey.FETCH), "body": body, "request": 0,
-                       "incarnation": 0}, 0, self.brokers[state.leader].incarnation)
-
-    def consumer_message(self, body: dict[str, Any]) -> None:
-        """Every batch served lies below the HW the answer carries; in no_loss mode it is
-        kept (never lost, never changed) from then on."""
-        c = self.consumer
-        if self._from_deleted_topic(body):
-            return  # an answer from a deleted topic's replica: not this topic's records
-        for topic in body["body"]["responses"]:
-            for p in topic["partitions"]:
-                pid = p["partition_index"]
-                if p["error_code"] == ErrorCode.OFFSET_OUT_OF_RANGE and not self.config.no_loss:
-                    c.position[pid] = 0  # lossy: the log it read may be gone; read again
-                elif p["error_code"] == ErrorCode.OFFSET_OUT_OF_RANGE:  # below a log start
-                    c.position[pid] = max(c.position.get(pid, 0), self.retained_below[pid])
-                if p["error_code"]:
-                    continue
-                raw = bytes(p["records"])
-                try:
-                    batches = list(iter_batches(raw))
-                except CorruptRecordError as exc:
-                    self.fail(f"b{body['leader']} served p{pid} bytes that fail their CRC "
-                              f"check to a consumer: {exc}")
-                for pos, h in batches:
-                    if h.last_offset >= p["high_watermark"]:
-                        self.fail(f"b{body['leader']} served p{pid}@{h.base_offset}.."
-                                  f"{h.last_offset} to a consumer above its HW "
-                                  f"{p['high_watermark']}")
-                    if self.config.no_loss and self.compacting:
-                        self._note_consumed(pid, h, raw, pos)
-                    elif self.config.no_loss:
-                        stored = (h.crc, h.partition_leader_epoch)
-                        seen = c.consumed.setdefault((pid, h.base_offset), stored)
-                        if seen != stored:
-                            self.fail(f"p{pid}@{h.base_offset} changed after it was served "
-                                      "to a consumer")
-                    c.position[pid] = max(c.position.get(pid, 0), h.last_offset + 1)
-
-    def _note_consumed(self, pid: int, header: Any, data: bytes, pos: int) -> None:
-        """Compaction: each record served is kept from then on (record by record)."""
-        for r in decode_batch(data, pos):
-            self.consumer.consumed.setdefault((pid, r.offset),
-                                              (header.crc, header.partition_leader_epoch))
-            self.note_record(pid, r.offset, (r.key, r.value), header.partition_leader_epoch,
-                             "consumed")
-
     # -- the loop --------------------------------------------------------------------
 
     def deliver(self) -> None:
@@ -460,9 +297,9 @@ class SimCluster:
                 if self.controller_down_until_ms is None:
                     self.controller_message(m.kind, m.src, m.body)
             elif m.dst == self.producer_id:
-                self.producer_message(m.body)
+                self.workload.producer_message(m.body)
             elif m.dst == self.consumer_id:
-                self.consumer_message(m.body)
+                self.workload.consumer_message(m.body)
             else:
                 b = self.brokers[m.dst]
                 if not b.alive or (m.dst_incarnation and m.dst_incarnation != b.incarnation):
@@ -500,7 +337,7 @@ class SimCluster:
         self.record_of.clear()
         self.retained_below = dict.fromkeys(self.partition_ids, 0)
         if self.config.idempotent:
-            self._bump_producer_epoch("topic deleted")
+            self.workload.bump_producer_epoch("topic deleted")
 
     def recovery_kept_damage(self, broker: SimBroker, pid: int, segment_base_offset: int,
                              end_offset: int) -> None:
@@ -547,9 +384,9 @@ class SimCluster:
         if self.faults:
             self.injector.inject_faults()
             if self.rng.random() < self.config.produce_probability:
-                self.produce()
+                self.workload.produce()
         if self.rng.random() < self.config.consume_probability:
-            self.consume()
+            self.workload.consume()
         self.deliver()
         if self.controller_down_until_ms is None:
             if self.controller.tick():
