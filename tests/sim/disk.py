@@ -296,7 +296,7 @@ class RealDisk:
 def flippable(data: bytes, rng: random.Random) -> int | None:
     """A random position in ``data`` (batches from a batch boundary, maybe torn) outside
     every batch's base offset: a bit flipped there is not detected by log recovery (see
-    storage.log.validator.scan_segment), and a flip the recovery cannot see is not a
+    storage.records.scan.scan_segment), and a flip the recovery cannot see is not a
     fault this simulation asserts anything about."""
     guarded: set[int] = set()
     pos = 0
