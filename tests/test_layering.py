@@ -62,17 +62,13 @@ MAX_CLASS_LINES = 400
 MAX_MODULE_LINES = 600
 # over the limits on 2026-11-29, to be split by concept (issue 31): their size then
 OVERSIZE = {
-    "broker/controller/server.py": 741, "broker/controller/server.py:ControllerServer": 492,
     "broker/group/coordinator.py": 668, "broker/group/coordinator.py:GroupCoordinator": 555,
-    "broker/network/process.py": 696, "broker/network/process.py:NetworkProcess": 574,
+    "broker/network/process.py": 656, "broker/network/process.py:NetworkProcess": 530,
     "broker/server.py": 615, "broker/server.py:BrokerServer": 487,
     "storage/log/log.py": 641, "storage/log/log.py:Log": 474,
     "replication/partition.py": 672, "replication/partition.py:Partition": 539,
     "clients/admin.py": 714, "clients/admin.py:Admin": 553,
-    "clients/consumer/consumer.py": 1032, "clients/consumer/consumer.py:Consumer": 818,
-    "clients/consumer/coordinator.py:ConsumerCoordinator": 412,
-    "clients/network/connection.py": 809,
-    "clients/network/connection.py:BrokerConnection": 416,
+    "clients/network/connection.py": 614,
 }  # fmt: skip
 EXTRA_CLIENT_PACKAGES = {"broker.cluster": ("clients.network",)}
 
@@ -390,9 +386,12 @@ def oversize(modules: dict[str, Module], root: Path = ROOT) -> dict[str, int]:
 
 
 def test_no_class_or_module_grows_past_the_limits(modules: dict[str, Module]) -> None:
-    grown = {where: (size, OVERSIZE.get(where)) for where, size in oversize(modules).items()
+    found = oversize(modules)
+    grown = {where: (size, OVERSIZE.get(where)) for where, size in found.items()
              if size > OVERSIZE.get(where, 0)}
     assert not grown, f"over the limits (lines now, allowed): {grown}"
+    # a split brought one under the limit: take it off the list, so it stays under
+    assert set(OVERSIZE) <= set(found), f"no longer oversize: {set(OVERSIZE) - set(found)}"
 
 
 def test_only_the_wiring_imports_the_composition_root(modules: dict[str, Module]) -> None:
