@@ -6,13 +6,21 @@ What lives here, from the bottom up:
 - ``metadata``: record formats of the offsets topic (byte tables, pure);
 - ``members``: :class:`Group` and :class:`GroupMember`, the protocol vote;
 - ``protocol``: coordinator config, group placement (Kafka's hash), write-error mapping,
-  error answers, the :class:`OffsetsLog` interface;
+  the member check, error answers, the :class:`OffsetsLog` interface;
 - ``join``, ``sessions``: the join phase and member session timeouts as purgatory
   operations (they call back through callables, never import the coordinator);
 - ``ownership``: which offsets partitions are owned or loading, and loading them;
-- ``coordinator``: :class:`GroupCoordinator` (JoinGroup, SyncGroup, Heartbeat,
-  LeaveGroup), sans-IO, composing the three collaborators above;
-- ``offsets``: OffsetCommit, OffsetFetch, ListGroups, DescribeGroups over a coordinator;
+- ``metadata_manager``: :class:`GroupMetadataManager`, the group cache of the owned
+  partitions, loading and unloading them, and every write to the offsets topic;
+- ``footprint``: the memory bounds of a member, a group and the coordinator;
+- ``rebalance``: :class:`Rebalancer`, JoinGroup and the join phase;
+- ``membership``: :class:`GroupMembership`, SyncGroup, Heartbeat, LeaveGroup and
+  session expiry;
+- ``offsets``: :class:`GroupOffsets`, OffsetCommit and OffsetFetch (TxnOffsetCommit's
+  room);
+- ``coordinator``: :class:`GroupCoordinator`, sans-IO, the entry point: it builds the
+  rooms above, hands them the requests, answers ListGroups, DescribeGroups and
+  DeleteGroups, and loads and unloads partitions;
 - ``offsets_topic``: :class:`OffsetsTopic`, the coordinator's glue to the broker core
   (topic creation, FindCoordinator, leadership and loading, writes).
 

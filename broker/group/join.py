@@ -5,7 +5,7 @@
 ``group_id`` for the group's rebalance timeout (the largest of its members').  It
 completes early when every known member has rejoined and no KIP-394 member id is still
 pending; at completion (early or at the timeout) it calls ``end_join(group)``, with
-which the coordinator ends the join phase.
+which the :class:`~broker.group.rebalance.Rebalancer` ends the join phase.
 
 :class:`InitialDelayedJoin` is used instead when a rebalance starts from Empty: it only
 completes by its timer (``group_initial_rebalance_delay_ms``), so the first members of
@@ -14,7 +14,7 @@ new members joined during the delay and rebalance time remains, it hands a new o
 (delay ``min(initial delay, remaining)``) to ``park``, which parks it in the join
 purgatory; otherwise it calls ``end_join(group)``.
 
-The operations know nothing of the coordinator but these two callbacks (given at
+The operations know nothing of the rebalancer but these two callbacks (given at
 construction): ``end_join(group)`` and ``park(op)``.
 
 Costs: ``DelayedJoin.try_complete`` O(members); the rest O(1).  Not thread-safe:

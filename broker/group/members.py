@@ -15,7 +15,7 @@ Memory bounds: :meth:`GroupMember.footprint_bytes` is what a member holds that a
 chose (its protocols' names and metadata, its ids, client id and host, its assignment);
 :attr:`Group.footprint_bytes` is the sum over the members, kept up to date by every change
 of members, protocols and assignments made through the group's methods.  The
-coordinator bounds both (``group_max_member_metadata_bytes``, ``group_max_metadata_bytes``)
+coordinator bounds both (:mod:`broker.group.footprint`)
 so the leader's JoinGroup answer and the group's record always fit in one frame.
 
 Costs: selection O(members x protocols); ``all_joined`` O(members); the rest O(1) (a

@@ -1,15 +1,16 @@
 """Which offsets partitions a group coordinator serves, and loading one into groups.
 
-:class:`PartitionOwnership` is the coordinator's ownership collaborator:
+:class:`PartitionOwnership` is the group cache's ownership collaborator:
 
 - owns the map of loaded partitions (partition -> leader epoch) and of partitions being
   loaded (leader epoch, and the groups rebuilt so far, which nobody else sees);
 - reads only the injected clock (a loaded group's state timestamp);
-- is called by the coordinator (:class:`~broker.group.coordinator.GroupCoordinator`):
-  :meth:`begin`, :meth:`apply` for every record of the partition in log order,
-  :meth:`finish` at its end, :meth:`forget` when leadership is lost, :meth:`error` to
-  check a request's group; the offsets-topic adapter reads :meth:`epochs` and
-  :meth:`loading_epoch` to compare with the partitions this broker leads.
+- is called by the group cache
+  (:class:`~broker.group.metadata_manager.GroupMetadataManager`): :meth:`begin`,
+  :meth:`apply` for every record of the partition in log order, :meth:`finish` at its
+  end, :meth:`forget` when leadership is lost, :meth:`error` to check a request's group;
+  the offsets-topic adapter reads :meth:`epochs` and :meth:`loading_epoch` to compare
+  with the partitions this broker leads.
 
 Loading applies records in order into fresh groups: an offset commit replaces the
 cached offset of its (topic, partition) (a tombstone removes it), a group-metadata record
@@ -19,8 +20,8 @@ version says: forged or damaged bytes) is skipped, as is a batch whose records d
 decode (:meth:`skip`); the first :data:`LOGGED_SKIPS` of a load are logged one by one and
 the load's end logs how many were skipped, so hostile records never stop a load.  At the
 end a group with members is Stable, one without is Empty, and one that holds nothing
-(deleted) is dropped; the coordinator then installs the groups and starts their members'
-session timeouts.
+(deleted) is dropped; the group cache then installs the groups and the coordinator starts
+their members' session timeouts.
 
 Costs: ``apply`` O(size of the record); ``finish`` O(groups of the partition); the rest
 O(1).  Not thread-safe: the broker's event loop (or a test's thread) owns it.

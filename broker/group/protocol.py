@@ -1,5 +1,5 @@
 """Shared pieces of the group coordinator: config, group placement, error mapping, the
-offsets-log interface and the error answers of JoinGroup/SyncGroup.
+offsets-log interface, the member check and the error answers of JoinGroup/SyncGroup.
 
 Placement: a group is stored in (and coordinated by the leader of) offsets partition
 ``Utils.abs(javaStringHash(group_id)) % partitions``, Kafka's formula, so a group lands on
@@ -11,7 +11,12 @@ NOT_ENOUGH_REPLICAS(_AFTER_APPEND), REQUEST_TIMED_OUT -> COORDINATOR_NOT_AVAILAB
 MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE, INVALID_FETCH_SIZE -> INVALID_COMMIT_OFFSET_SIZE;
 anything else -> UNKNOWN_SERVER_ERROR.
 
-Costs: hashing O(len(group_id)); the rest O(1).  Pure: safe from any thread.
+A member's check (:func:`member_error`): FENCED_INSTANCE_ID when its static instance is
+now another member, UNKNOWN_MEMBER_ID when it is not a member.  :func:`answer_parked`
+answers a member's parked JoinGroup and SyncGroup with an error (and forgets them).
+
+Costs: hashing O(len(group_id)); the rest O(1).  Pure but :func:`answer_parked` (it
+changes the member it is given): call it from the thread that owns the group.
 """
 
 from __future__ import annotations
@@ -21,7 +26,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from broker.config import BrokerConfig
-from broker.group.members import Body, Group
+from broker.group.members import Body, Group, GroupMember
 from clients.protocol.errors import ErrorCode
 
 Error = tuple[ErrorCode, str]
@@ -103,3 +108,25 @@ def sync_answer(group: Group | None, code: ErrorCode, assignment: bytes = b"",
             "protocol_type": group.protocol_type if ok and group else None,
             "protocol_name": group.protocol_name if ok and group else None,
             "assignment": assignment}
+
+
+def member_error(group: Group, member_id: str, instance: str | None) -> Error | None:
+    """Why ``member_id`` (of static instance ``instance``) may not act in ``group``."""
+    if instance is not None:
+        known = group.static_members.get(instance)
+        if known is not None and known != member_id:
+            return (ErrorCode.FENCED_INSTANCE_ID, f"instance {instance!r} is now member "
+                    f"{known!r}, not {member_id!r}")
+    if member_id not in group.members:
+        return ErrorCode.UNKNOWN_MEMBER_ID, f"{member_id!r} is not a member of the group"
+    return None
+
+
+def answer_parked(member: GroupMember, code: ErrorCode) -> None:
+    """Answer the member's parked JoinGroup and SyncGroup (if any) with ``code``."""
+    join, member.join_respond = member.join_respond, None
+    if join is not None:
+        join(join_error(member.member_id, code))
+    sync, member.sync_respond = member.sync_respond, None
+    if sync is not None:
+        sync(sync_answer(None, code))

@@ -4,16 +4,18 @@
 session timeout.  A heartbeat (or any other sign of life) marks it satisfied and
 completes it through ``check_and_complete``; at expiry it calls ``on_expired(op)``.
 
-:class:`MemberSessions` is the coordinator's liveness collaborator:
+:class:`MemberSessions` is the group coordinator's liveness collaborator:
 
 - owns the heartbeat purgatory and every :class:`DelayedHeartbeat` in it: one per member
   (``GroupMember.heartbeat``) and one per pending KIP-394 member id
-  (``Group.pending_members``); the coordinator stores the ops it is handed there;
+  (``Group.pending_members``); its callers store the ops they are handed there;
 - reads nothing of its owner: it is given the timer and ``on_expired``, the coordinator's
   callback for a passed session timeout (which removes the member, or keeps a member
   parked in JoinGroup/SyncGroup alive);
-- is called by the coordinator only: :meth:`schedule`, :meth:`keep_alive`,
-  :meth:`satisfy`, :meth:`cancel`, :meth:`shutdown`.
+- is called by the coordinator's rooms only (:mod:`broker.group.coordinator`,
+  :mod:`~broker.group.rebalance`, :mod:`~broker.group.membership`,
+  :mod:`~broker.group.offsets`): :meth:`schedule`, :meth:`keep_alive`, :meth:`satisfy`,
+  :meth:`cancel`, :meth:`shutdown`.
 
 Costs: every method O(1) (amortized, the purgatory's).  Not thread-safe: the broker's
 event loop (or a test's thread) owns it.

@@ -35,7 +35,6 @@ event loop.
 
 from __future__ import annotations
 
-from broker.group.offsets import commit_offsets, describe_groups, fetch_offsets, list_groups
 from broker.handlers.broker_view import HandlerCore
 from broker.handlers.common import Body, Handler, RequestContext, Respond
 from clients.protocol.api_keys import ApiKey
@@ -150,7 +149,7 @@ def handle_offset_commit(core: HandlerCore, body: Body, respond: Respond,
                 answer["topics"] = [*answer["topics"], *failed(denied, TOPIC_DENIED)]
             answer_all(answer)
 
-    commit_offsets(core.groups.coordinator, body, respond)
+    core.groups.coordinator.commit_offsets(body, respond)
 
 
 def handle_offset_fetch(core: HandlerCore, body: Body, respond: Respond,
@@ -160,7 +159,7 @@ def handle_offset_fetch(core: HandlerCore, body: Body, respond: Respond,
     def fetch(group_id: str, wanted: list[Body] | None) -> tuple[int, list[Body]]:
         if not ctx.allowed("Describe", "Group", group_id):
             return GROUP_DENIED, []
-        code, topics = fetch_offsets(coordinator, group_id, wanted)
+        code, topics = coordinator.fetch_offsets(group_id, wanted)
         return int(code), [t for t in topics if ctx.allowed("Describe", "Topic", t["name"])]
 
     if ctx.version >= FIRST_BATCHED_OFFSET_FETCH:
@@ -182,7 +181,7 @@ def handle_offset_fetch(core: HandlerCore, body: Body, respond: Respond,
 
 def handle_list_groups(core: HandlerCore, body: Body, respond: Respond,
                        ctx: RequestContext) -> None:
-    answer = list_groups(core.groups.coordinator, body["states_filter"], body["types_filter"])
+    answer = core.groups.coordinator.list_groups(body["states_filter"], body["types_filter"])
     answer["groups"] = [g for g in answer["groups"]
                         if ctx.allowed("Describe", "Group", g["group_id"])]
     respond({"throttle_time_ms": 0, **answer})
@@ -190,7 +189,7 @@ def handle_list_groups(core: HandlerCore, body: Body, respond: Respond,
 
 def handle_describe_groups(core: HandlerCore, body: Body, respond: Respond,
                            ctx: RequestContext) -> None:
-    answer = describe_groups(core.groups.coordinator, body)
+    answer = core.groups.coordinator.describe_groups(body)
     for entry in answer["groups"]:
         if not ctx.allowed("Describe", "Group", entry["group_id"]):
             entry.update(error_code=GROUP_DENIED, error_message=None, members=[],

@@ -8,7 +8,6 @@ from typing import Any
 import pytest
 
 from broker.group.coordinator import GroupCoordinator
-from broker.group.offsets import commit_offsets, describe_groups, fetch_offsets, list_groups
 from broker.group.protocol import Done, GroupCoordinatorConfig, java_string_hash, partition_for
 from broker.group.state import GroupState
 from clients.protocol.errors import ErrorCode
@@ -108,7 +107,7 @@ class Harness:
     def commit(self, member_id: str, generation: int, offset: int, group: str = "g",
                partition: int = 0) -> ErrorCode:
         box = Box()
-        commit_offsets(self.c, {"group_id": group, "generation_id": generation,
+        self.c.commit_offsets({"group_id": group, "generation_id": generation,
                                 "member_id": member_id, "group_instance_id": None,
                                 "topics": [{"name": "t", "partitions": [{
                                     "partition_index": partition, "committed_offset": offset,
@@ -117,7 +116,7 @@ class Harness:
         return ErrorCode(box.answer["topics"][0]["partitions"][0]["error_code"])
 
     def committed(self, group: str = "g", partition: int = 0) -> int:
-        code, topics = fetch_offsets(self.c, group, [{"name": "t",
+        code, topics = self.c.fetch_offsets(group, [{"name": "t",
                                                       "partition_indexes": [partition]}])
         assert code == ErrorCode.NONE
         return int(topics[0]["partitions"][0]["committed_offset"])
@@ -169,16 +168,16 @@ def test_three_members_join_sync_and_get_their_own_assignment() -> None:
     assert leader_sync.answer["assignment"] == f"parts-of-{leader}".encode()
     for member_id, box in zip(followers, waiting, strict=True):
         assert box.answer["assignment"] == f"parts-of-{member_id}".encode()
-    described = describe_groups(h.c, {"groups": ["g"]})["groups"][0]
+    described = h.c.describe_groups({"groups": ["g"]})["groups"][0]
     assert described["group_state"] == "Stable" and described["protocol_data"] == "range"
     assert {m["member_assignment"] for m in described["members"]} == {
         f"parts-of-{m}".encode() for m, _ in joins}
-    assert list_groups(h.c, ["stable"], [])["groups"] == [
+    assert h.c.list_groups(["stable"], [])["groups"] == [
         {"group_id": "g", "protocol_type": "consumer", "group_state": "Stable",
          "group_type": "classic"}]
-    assert list_groups(h.c, ["Empty", "NoSuchState"], [])["groups"] == []
-    assert list_groups(h.c, [], ["consumer"])["groups"] == []  # (KIP-848 groups: none)
-    assert len(list_groups(h.c, [], ["Classic"])["groups"]) == 1
+    assert h.c.list_groups(["Empty", "NoSuchState"], [])["groups"] == []
+    assert h.c.list_groups([], ["consumer"])["groups"] == []  # (KIP-848 groups: none)
+    assert len(h.c.list_groups([], ["Classic"])["groups"]) == 1
 
 
 def test_initial_delay_is_extended_while_members_keep_arriving() -> None:
@@ -375,7 +374,7 @@ def test_unload_answers_parked_requests_and_stops_serving() -> None:
     h.c.unload(0)
     assert parked.code == ErrorCode.NOT_COORDINATOR
     assert h.heartbeat(b, generation) == ErrorCode.NOT_COORDINATOR
-    assert fetch_offsets(h.c, "g", None) == (ErrorCode.NOT_COORDINATOR, [])
+    assert h.c.fetch_offsets("g", None) == (ErrorCode.NOT_COORDINATOR, [])
     h.advance(REBALANCE_MS + SESSION_MS)  # nothing left on the timer fires into the group
     assert "g" not in h.c.groups
 

@@ -1,0 +1,184 @@
+"""The groups of the offsets partitions a coordinator owns, and their storage (Kafka's
+GroupMetadataManager): the group cache, loading and unloading partitions, every write to
+the offsets topic.
+
+:class:`GroupMetadataManager` is shared by the rooms of the group coordinator
+(:mod:`broker.group.coordinator`, :mod:`broker.group.rebalance`,
+:mod:`broker.group.membership`, :mod:`broker.group.offsets`):
+
+- ``groups`` (id -> :class:`Group`) holds the groups of the loaded partitions only;
+  :meth:`coordinator_error` says why a group cannot be served here (INVALID_GROUP_ID for
+  an empty id, NOT_COORDINATOR without an offsets topic or for a partition not owned,
+  COORDINATOR_LOAD_IN_PROGRESS while its partition loads); :meth:`member_request` adds
+  the member and generation checks of SyncGroup, Heartbeat and a member's OffsetCommit.
+- Loading (records applied by :class:`~broker.group.ownership.PartitionOwnership`):
+  :meth:`begin_load`, :meth:`load_record`, :meth:`finish_load` (the loaded groups enter
+  the cache and are returned, so the caller starts their members' session timeouts);
+  :meth:`unload` takes a partition's groups out of the cache and returns them (the caller
+  ends their timers and parked requests).
+- Writes go through the injected :class:`~broker.group.protocol.OffsetsLog`
+  (``append(partition, records, done)``, ``done(error_code, base_offset)`` once the
+  records are committed, acks=all, or failed): a group's record (:meth:`store_group`),
+  committed offsets (:meth:`store_offsets`: the cache takes them only once written, and
+  only over an offset cached from earlier in the log), tombstones of deleted groups
+  (:meth:`store_tombstones`).  Each ``done`` is called exactly once.
+
+It answers no request and holds no timer: the coordinator's rooms do.
+
+Costs: :meth:`footprint_bytes` O(groups); :meth:`unload` O(groups); a write O(records);
+loading as :mod:`broker.group.ownership` says; the rest O(1).  Not thread-safe: the
+broker's event loop (or a test's thread) owns it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+
+from broker.group.members import Body, Group
+from broker.group.metadata import (
+    GroupMetadataKey,
+    OffsetCommitKey,
+    OffsetCommitValue,
+    encode_group_metadata_key,
+    encode_group_metadata_value,
+    encode_offset_commit_key,
+    encode_offset_commit_value,
+)
+from broker.group.ownership import PartitionOwnership
+from broker.group.protocol import Done, Error, OffsetsLog, member_error, partition_for
+from broker.group.state import GroupState
+from clients.protocol.errors import ErrorCode
+from clients.protocol.topics import TopicPartition
+from timer.clock import Clock
+
+Stored = Callable[[ErrorCode], None]
+
+
+class GroupMetadataManager:
+    """The group cache of the owned offsets partitions and its writes; see the module
+    docstring."""
+
+    def __init__(self, clock: Clock, log_: OffsetsLog, num_partitions: int = 0) -> None:
+        self.clock = clock
+        self.log = log_
+        self.num_partitions = num_partitions  # of the offsets topic; 0 = no topic yet
+        self.groups: dict[str, Group] = {}
+        self.ownership = PartitionOwnership(clock)
+
+    # -- the cache ---------------------------------------------------------------------
+
+    def partition_for(self, group_id: str) -> int:
+        return partition_for(group_id, self.num_partitions)
+
+    def coordinator_error(self, group_id: str) -> Error | None:
+        if not group_id:
+            return ErrorCode.INVALID_GROUP_ID, "group_id is empty"
+        if self.num_partitions <= 0:
+            return ErrorCode.NOT_COORDINATOR, "the offsets topic does not exist yet"
+        return self.ownership.error(self.partition_for(group_id))
+
+    def member_request(self, body: Body) -> tuple[Group | None, Error | None]:
+        """Checks shared by SyncGroup, Heartbeat and OffsetCommit of a member."""
+        group_id = body["group_id"]
+        error = self.coordinator_error(group_id)
+        if error is not None:
+            return None, error
+        group = self.groups.get(group_id)
+        if group is None:
+            return None, (ErrorCode.UNKNOWN_MEMBER_ID, f"group {group_id!r} has no members")
+        error = member_error(group, body["member_id"], body.get("group_instance_id"))
+        if error is None and body["generation_id"] != group.generation_id:
+            error = (ErrorCode.ILLEGAL_GENERATION, f"generation {body['generation_id']} is "
+                     f"not the group's {group.generation_id}")
+        return group, error
+
+    def is_current(self, group: Group) -> bool:
+        """Whether ``group`` is still the cached group of its id (not unloaded, deleted or
+        replaced meanwhile)."""
+        return self.groups.get(group.group_id) is group
+
+    def add_group(self, group_id: str) -> Group:
+        """A new, Empty group of this coordinator (the caller checked
+        :meth:`coordinator_error`)."""
+        group = self.groups[group_id] = Group(group_id, self.partition_for(group_id),
+                                              self.clock.now_ms())
+        return group
+
+    def maybe_drop(self, group: Group) -> None:
+        """Forget a group that never had a generation and holds nothing."""
+        if (group.is_(GroupState.EMPTY) and not group.members and not group.pending_members
+                and not group.offsets and group.generation_id == 0 and self.is_current(group)):
+            del self.groups[group.group_id]
+
+    def remove(self, group: Group) -> None:
+        """Take ``group`` out of the cache (deleted)."""
+        del self.groups[group.group_id]
+
+    def footprint_bytes(self) -> int:
+        """Member metadata held by every group of this coordinator (O(groups))."""
+        return sum(g.footprint_bytes for g in self.groups.values())
+
+    # -- loading and unloading ---------------------------------------------------------
+
+    def begin_load(self, partition: int, leader_epoch: int) -> None:
+        """Start loading ``partition`` (the caller has unloaded it first)."""
+        self.ownership.begin(partition, leader_epoch)
+
+    def load_record(self, partition: int, key: bytes | None, value: bytes | None,
+                    log_offset: int) -> None:
+        self.ownership.apply(partition, key, value, log_offset)
+
+    def finish_load(self, partition: int) -> list[Group]:
+        """End the load: ``partition`` is owned; its groups enter the cache and are
+        returned."""
+        loaded = self.ownership.finish(partition)
+        for group in loaded:
+            self.groups[group.group_id] = group
+        return loaded
+
+    def unload(self, partition: int) -> list[Group]:
+        """Stop owning (or loading) ``partition``; its groups leave the cache and are
+        returned."""
+        self.ownership.forget(partition)
+        gone = [g for g in self.groups.values() if g.partition == partition]
+        for group in gone:
+            del self.groups[group.group_id]
+        return gone
+
+    # -- writes ------------------------------------------------------------------------
+
+    def store_group(self, group: Group, assignments: dict[str, bytes] | None,
+                    done: Done) -> None:
+        """Write the group's record (members, generation; ``assignments`` None: the
+        members' current ones)."""
+        key = encode_group_metadata_key(GroupMetadataKey(group.group_id))
+        value = encode_group_metadata_value(group.metadata_value(assignments))
+        self.log.append(group.partition, [(key, value)], done)
+
+    def store_offsets(self, group: Group,
+                      offsets: Sequence[tuple[TopicPartition, OffsetCommitValue]],
+                      done: Stored) -> None:
+        """Write ``offsets`` as one batch to the group's partition; once written, each
+        enters the cache unless the cached one was written later in the log.  ``done``
+        gets the write's error (NONE once committed)."""
+        def stored(code: ErrorCode, base_offset: int) -> None:
+            if code == ErrorCode.NONE:
+                for i, (tp, value) in enumerate(offsets):
+                    if group.offset_positions.get(tp, -1) < base_offset + i:
+                        group.offsets[tp] = value
+                        group.offset_positions[tp] = base_offset + i
+            done(code)
+
+        records = [(encode_offset_commit_key(OffsetCommitKey(group.group_id, tp[0], tp[1])),
+                    encode_offset_commit_value(value)) for tp, value in offsets]
+        self.log.append(group.partition, records, stored)
+
+    def store_tombstones(self, partition: int, groups: Sequence[Group], done: Stored) -> None:
+        """Write tombstones of ``groups`` (all of ``partition``): their metadata and every
+        committed offset, one batch."""
+        records: list[tuple[bytes, bytes | None]] = []
+        for group in groups:
+            records.append((encode_group_metadata_key(GroupMetadataKey(group.group_id)), None))
+            records.extend((encode_offset_commit_key(OffsetCommitKey(group.group_id, *tp)),
+                            None) for tp in sorted(group.offsets))
+        self.log.append(partition, records, lambda code, _offset: done(code))
