@@ -2,8 +2,11 @@
 
 :class:`HandlerCore` is the broker as every handler sees it (read-only properties, so an
 implementation's attributes may be of narrower types): its config and clock, the hosted
-partitions with their purgatories, the metadata image (controller mode) or topic registry
-(standalone), and the rooms handlers ask things of, each behind a Protocol of its own:
+partitions with their purgatories, the metadata image (controller mode) or the standalone
+topics (:class:`TopicLookup`, :class:`broker.topic_registry.TopicRegistry`), and the rooms
+handlers ask things of, each behind a Protocol of its own:
+:class:`GroupCoordinatorLookup` (:class:`broker.group.offsets_topic.OffsetsTopic`) and
+:class:`GroupCoordinatorView` (:class:`broker.group.coordinator.GroupCoordinator`),
 :class:`TopicConfigView` (:class:`broker.replica.topic_configs.TopicConfigs`),
 :class:`IsrChecks` (:class:`broker.replica.isr_proposals.IsrProposals`),
 :class:`RecoveryCuts` (:class:`broker.replica.recovery_marks.RecoveryMarks`) and
@@ -17,16 +20,16 @@ No code; no costs.  The handlers run on the broker's event loop thread only.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
 from broker.config import BrokerConfig
 from broker.delayed import DelayedFetch, DelayedProduce
-from broker.group.offsets_topic import OffsetsTopic
 from broker.metadata.image import MetadataImage
 from broker.producer_ids import ProducerIdAllocator
-from broker.topic_registry import StandaloneTopic, TopicRegistry
+from broker.topic_registry import StandaloneTopic
+from clients.protocol.errors import ErrorCode
 from clients.protocol.topics import TopicPartition
 from replication.partition import Partition
 from storage.log_manager import LogManager
@@ -40,6 +43,56 @@ class ControllerChannel(Protocol):
     async def request(self, api_key: int, body: dict[str, Any], *,
                       api_version: int | None = None,
                       timeout_ms: int = 30_000) -> dict[str, Any]: ...
+
+
+class TopicLookup(Protocol):
+    """The standalone topics (:class:`broker.topic_registry.TopicRegistry`)."""
+
+    @property
+    def topics(self) -> Mapping[str, StandaloneTopic]: ...
+
+    def get(self, name: str) -> StandaloneTopic | None: ...
+
+
+class GroupCoordinatorView(Protocol):
+    """The group coordinator's requests (:class:`broker.group.coordinator.GroupCoordinator`);
+    each ``respond`` is called exactly once, now or later."""
+
+    def join_group(self, body: dict[str, Any], respond: Callable[[dict[str, Any]], None],
+                   client_id: str = "", client_host: str = "",
+                   require_member_id: bool = True) -> None: ...
+
+    def sync_group(self, body: dict[str, Any],
+                   respond: Callable[[dict[str, Any]], None]) -> None: ...
+
+    def heartbeat(self, body: dict[str, Any],
+                  respond: Callable[[dict[str, Any]], None]) -> None: ...
+
+    def leave_group(self, body: dict[str, Any],
+                    respond: Callable[[dict[str, Any]], None]) -> None: ...
+
+    def commit_offsets(self, body: dict[str, Any],
+                       respond: Callable[[dict[str, Any]], None]) -> None: ...
+
+    def fetch_offsets(self, group_id: str, wanted: list[dict[str, Any]] | None
+                      ) -> tuple[ErrorCode, list[dict[str, Any]]]: ...
+
+    def list_groups(self, states: list[str], types: list[str]) -> dict[str, Any]: ...
+
+    def describe_groups(self, body: dict[str, Any]) -> dict[str, Any]: ...
+
+    def delete_groups(self, group_ids: list[str],
+                      respond: Callable[[list[tuple[str, ErrorCode]]], None]) -> None: ...
+
+
+class GroupCoordinatorLookup(Protocol):
+    """FindCoordinator and this broker's group coordinator
+    (:class:`broker.group.offsets_topic.OffsetsTopic`)."""
+
+    @property
+    def coordinator(self) -> GroupCoordinatorView: ...
+
+    def find_coordinator(self, key: str, key_type: int = 0) -> dict[str, Any]: ...
 
 
 class TopicConfigView(Protocol):
@@ -78,7 +131,7 @@ class HandlerCore(Protocol):
     def image(self) -> MetadataImage | None: ...
 
     @property
-    def registry(self) -> TopicRegistry: ...
+    def registry(self) -> TopicLookup: ...
 
     @property
     def partitions(self) -> dict[TopicPartition, Partition]: ...
@@ -96,7 +149,7 @@ class HandlerCore(Protocol):
     def producer_ids(self) -> ProducerIdAllocator: ...
 
     @property
-    def groups(self) -> OffsetsTopic: ...
+    def groups(self) -> GroupCoordinatorLookup: ...
 
     @property
     def controller(self) -> ControllerChannel | None: ...
