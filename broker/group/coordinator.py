@@ -77,7 +77,6 @@ class GroupCoordinator:
                  log_: OffsetsLog, num_partitions: int = 0,
                  partition_exists: Callable[[str, int], bool] = lambda topic, index: True
                  ) -> None:
-        self.config = config
         self.clock = clock
         self.manager = GroupMetadataManager(clock, log_, num_partitions)
         self.sessions = MemberSessions(timer, self._session_expired)

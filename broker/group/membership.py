@@ -57,18 +57,18 @@ class GroupMembership:
     """SyncGroup, Heartbeat, LeaveGroup, session expiry; see the module docstring."""
 
     def __init__(self, config: GroupCoordinatorConfig, clock: Clock,
-                 groups: GroupMetadataManager, sessions: MemberSessions,
+                 manager: GroupMetadataManager, sessions: MemberSessions,
                  rebalancer: Rebalancer) -> None:
         self.config = config
         self.clock = clock
-        self.groups = groups
+        self.manager = manager
         self.sessions = sessions
         self.rebalancer = rebalancer
 
     # -- SyncGroup -------------------------------------------------------------------
 
     def sync_group(self, body: Body, respond: Respond) -> None:
-        group, error = self.groups.member_request(body)
+        group, error = self.manager.member_request(body)
         if group is None or error is not None:
             code, message = error or (ErrorCode.UNKNOWN_MEMBER_ID, None)
             respond(sync_answer(None, code, b"", message))
@@ -99,7 +99,7 @@ class GroupMembership:
                        for a in body["assignments"] if a["member_id"] in group.members}
         generation = group.generation_id
         added = assignments_too_large(self.config, group, assignments,
-                                      self.groups.footprint_bytes)
+                                      self.manager.footprint_bytes)
         if added:
             # as Kafka answers a group record too large to store
             log.warning("group %s: the leader's assignments (%d bytes more) pass "
@@ -109,12 +109,12 @@ class GroupMembership:
             self._assignment_stored(group, generation, assignments,
                                     ErrorCode.MESSAGE_TOO_LARGE)
             return
-        self.groups.store_group(group, assignments, lambda code, _offset: (
+        self.manager.store_group(group, assignments, lambda code, _offset: (
             self._assignment_stored(group, generation, assignments, code)))
 
     def _assignment_stored(self, group: Group, generation: int, assignments: dict[str, bytes],
                            code: ErrorCode) -> None:
-        if (not self.groups.is_current(group) or group.generation_id != generation
+        if (not self.manager.is_current(group) or group.generation_id != generation
                 or not group.is_(_S.COMPLETING_REBALANCE)):
             return
         if code != ErrorCode.NONE:
@@ -131,7 +131,7 @@ class GroupMembership:
     # -- Heartbeat, LeaveGroup, session expiry -----------------------------------------
 
     def heartbeat(self, body: Body, respond: Respond) -> None:
-        group, error = self.groups.member_request(body)
+        group, error = self.manager.member_request(body)
         if group is None or error is not None:
             code, message = error or (ErrorCode.UNKNOWN_MEMBER_ID, None)
             respond({"error_code": int(code), "error_message": message})
@@ -143,11 +143,11 @@ class GroupMembership:
 
     def leave_group(self, body: Body, respond: Respond) -> None:
         group_id = body["group_id"]
-        error = self.groups.coordinator_error(group_id)
+        error = self.manager.coordinator_error(group_id)
         if error is not None:
             respond({"error_code": int(error[0]), "error_message": error[1], "members": []})
             return
-        group = self.groups.groups.get(group_id)
+        group = self.manager.groups.get(group_id)
         results = []
         for leaving in body["members"]:
             member_id, instance = leaving["member_id"], leaving.get("group_instance_id")
@@ -163,7 +163,7 @@ class GroupMembership:
                             "error_code": int(code)})
         respond({"error_code": 0, "error_message": None, "members": results})
         if group is not None:
-            self.groups.maybe_drop(group)
+            self.manager.maybe_drop(group)
 
     def _leave(self, group: Group | None, member_id: str) -> ErrorCode:
         if group is None:
@@ -189,12 +189,12 @@ class GroupMembership:
     def on_heartbeat_expired(self, op: DelayedHeartbeat) -> None:
         """A session timeout passed (called by :class:`MemberSessions`)."""
         group = op.group
-        if not self.groups.is_current(group):
+        if not self.manager.is_current(group):
             return
         if group.pending_members.get(op.member_id) is op:
             del group.pending_members[op.member_id]
             self.rebalancer.check_join(group)
-            self.groups.maybe_drop(group)
+            self.manager.maybe_drop(group)
             return
         member = group.members.get(op.member_id)
         if member is None or member.heartbeat is not op:

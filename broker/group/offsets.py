@@ -60,11 +60,11 @@ class GroupOffsets:
     """OffsetCommit and OffsetFetch over the group cache; see the module docstring."""
 
     def __init__(self, config: GroupCoordinatorConfig, clock: Clock,
-                 groups: GroupMetadataManager, sessions: MemberSessions,
+                 manager: GroupMetadataManager, sessions: MemberSessions,
                  partition_exists: Callable[[str, int], bool]) -> None:
         self.config = config
         self.clock = clock
-        self.groups = groups
+        self.manager = manager
         self.sessions = sessions
         self.partition_exists = partition_exists
 
@@ -72,21 +72,21 @@ class GroupOffsets:
         group_id, generation = body["group_id"], body["generation_id"]
         simple = (generation < 0 and not body["member_id"]
                   and body.get("group_instance_id") is None)
-        error = self.groups.coordinator_error(group_id)
+        error = self.manager.coordinator_error(group_id)
         if error is not None:
             return None, error
-        group = self.groups.groups.get(group_id)
+        group = self.manager.groups.get(group_id)
         if group is None:
             if not simple:
                 return None, (ErrorCode.ILLEGAL_GENERATION, f"group {group_id!r} has no "
                               f"generation {generation}")
-            return self.groups.add_group(group_id), None
+            return self.manager.add_group(group_id), None
         if simple:
             if group.is_(_S.EMPTY):
                 return group, None
             return group, (ErrorCode.UNKNOWN_MEMBER_ID, f"group {group_id!r} has members: "
                            "commits need a member id and generation")
-        group, error = self.groups.member_request(body)
+        group, error = self.manager.member_request(body)
         if error is None and group is not None and group.is_(_S.COMPLETING_REBALANCE):
             error = ErrorCode.REBALANCE_IN_PROGRESS, "the group is completing a rebalance"
         if error is None and group is not None:
@@ -146,7 +146,7 @@ class GroupOffsets:
                                   f"{ErrorCode(code).name}")
             answer()
 
-        self.groups.store_offsets(group, [(tp, value) for tp, value, _ in accepted], stored)
+        self.manager.store_offsets(group, [(tp, value) for tp, value, _ in accepted], stored)
 
     def fetch_offsets(self, group_id: str,
                       wanted: list[Body] | None) -> tuple[ErrorCode, list[Body]]:
@@ -154,10 +154,10 @@ class GroupOffsets:
         OffsetFetch's topic list (``name``, ``partition_indexes``), None for every
         partition the group has offsets for.  A partition without an offset: -1 and
         metadata ""."""
-        error = self.groups.coordinator_error(group_id)
+        error = self.manager.coordinator_error(group_id)
         if error is not None:
             return error[0], []
-        group = self.groups.groups.get(group_id)
+        group = self.manager.groups.get(group_id)
         offsets = group.offsets if group is not None else {}
         pairs = (sorted(offsets) if wanted is None else
                  [(t["name"], i) for t in wanted for i in t["partition_indexes"]])

@@ -71,10 +71,10 @@ class Rebalancer:
     """JoinGroup and the join phase; see the module docstring."""
 
     def __init__(self, config: GroupCoordinatorConfig, clock: Clock, timer: TimerLike,
-                 groups: GroupMetadataManager, sessions: MemberSessions) -> None:
+                 manager: GroupMetadataManager, sessions: MemberSessions) -> None:
         self.config = config
         self.clock = clock
-        self.groups = groups
+        self.manager = manager
         self.sessions = sessions
         self.join_purgatory: Purgatory[DelayedJoin] = Purgatory("group-join", timer)
 
@@ -84,7 +84,7 @@ class Rebalancer:
         new member gets its id and joins at once instead of MEMBER_ID_REQUIRED."""
         group_id, member_id = body["group_id"], body["member_id"]
         instance = body.get("group_instance_id")
-        error = self.groups.coordinator_error(group_id)
+        error = self.manager.coordinator_error(group_id)
         session_ms = body["session_timeout_ms"]
         if error is None and not (self.config.min_session_timeout_ms <= session_ms
                                   <= self.config.max_session_timeout_ms):
@@ -92,20 +92,20 @@ class Rebalancer:
                      f"session_timeout_ms {session_ms} is outside "
                      f"[{self.config.min_session_timeout_ms}, "
                      f"{self.config.max_session_timeout_ms}]")
-        group = self.groups.groups.get(group_id)
+        group = self.manager.groups.get(group_id)
         if error is None and group is None and member_id:
             error = ErrorCode.UNKNOWN_MEMBER_ID, f"group {group_id!r} has no members"
         if error is not None:
             respond(join_error(member_id, *error))
             return
         if group is None:
-            group = self.groups.add_group(group_id)
+            group = self.manager.add_group(group_id)
         protocols = [(p["name"], bytes(p["metadata"])) for p in body["protocols"]]
         rebalance_ms = body["rebalance_timeout_ms"]
         member = GroupMember(member_id, instance, client_id, client_host, session_ms,
                              rebalance_ms if rebalance_ms > 0 else session_ms,
                              body["protocol_type"], protocols)
-        refused = join_refusal(self.config, group, member, self.groups.footprint_bytes)
+        refused = join_refusal(self.config, group, member, self.manager.footprint_bytes)
         if refused is not None:
             log.warning("group %s: JoinGroup of %r refused: %s", group_id,
                         member_id or client_id, refused[1])
@@ -118,7 +118,7 @@ class Rebalancer:
             self._join_new_member(group, member, respond, require_member_id)
         else:
             self._join_known_member(group, member, respond)
-        self.groups.maybe_drop(group)
+        self.manager.maybe_drop(group)
 
     def _join_new_member(self, group: Group, member: GroupMember, respond: Respond,
                          require_member_id: bool = True) -> None:
@@ -201,7 +201,7 @@ class Rebalancer:
                 else:
                     respond(self._join_answer(group, member))
 
-            self.groups.store_group(group, None, stored)
+            self.manager.store_group(group, None, stored)
         else:
             respond(self._join_answer(group, member))
 
@@ -249,7 +249,7 @@ class Rebalancer:
 
     def complete_join(self, group: Group) -> None:
         """End the join phase: drop members that did not rejoin, start a generation."""
-        if not self.groups.is_current(group) or not group.is_(_S.PREPARING_REBALANCE):
+        if not self.manager.is_current(group) or not group.is_(_S.PREPARING_REBALANCE):
             return
         for member in [m for m in group.members.values() if m.join_respond is None]:
             self.sessions.satisfy(member.heartbeat)
@@ -259,8 +259,8 @@ class Rebalancer:
         if not group.members:
             group.protocol_name = None
             group.transition(GroupEvent.ALL_MEMBERS_GONE, now)
-            self.groups.store_group(group, None, lambda code, offset: None)
-            self.groups.maybe_drop(group)
+            self.manager.store_group(group, None, lambda code, offset: None)
+            self.manager.maybe_drop(group)
             return
         group.protocol_name = group.select_protocol()
         group.transition(GroupEvent.JOIN_COMPLETE, now)
