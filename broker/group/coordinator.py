@@ -6,8 +6,10 @@ One per broker.  It serves the groups whose offsets-topic partition this broker 
 (:func:`broker.group.protocol.partition_for`, Kafka's formula).  The adapter
 (:mod:`broker.group.offsets_topic`) tells it which partitions it owns: :meth:`begin_load`,
 :meth:`load_record` for every record of the partition, :meth:`finish_load`, and
-:meth:`unload` when leadership is lost.  Requests for a group of a partition being
-loaded get COORDINATOR_LOAD_IN_PROGRESS; of a partition not owned, NOT_COORDINATOR.
+:meth:`unload` when leadership is lost; it keeps :attr:`num_partitions` (the offsets
+topic's) and reads :attr:`ownership` (the partitions owned or loading, with their leader
+epochs).  Requests for a group of a partition being loaded get
+COORDINATOR_LOAD_IN_PROGRESS; of a partition not owned, NOT_COORDINATOR.
 
 :class:`GroupCoordinator` is the entry point (the request handlers and the adapter call
 only it) and owns its rooms, built at construction:
