@@ -5,39 +5,55 @@ value that holds the latest state; the topic is compacted, so the latest record 
 survives.  A null value is a tombstone (the key's state was deleted).
 
 Both keys and values start with a big-endian int16 version, as in Kafka, followed by a
-msgpack array (msgpack is deterministic for the same data, so equal keys are equal
-bytes, which compaction needs).  Readers ignore trailing array elements they do not
-know, so a later version may append fields.
+msgpack array of the fields in declared order (msgpack is deterministic for the same
+data, so equal keys are equal bytes, which compaction needs).  Readers ignore trailing
+array elements they do not know, so a later version may append fields.
 
-Keys:
+Each key and value is declared once, as a :class:`clients.protocol.schema.Struct`
+(``OFFSET_COMMIT_KEY``, ``GROUP_METADATA_VALUE``... below); the msgpack array, the
+decoder and its type checks are derived from it by :mod:`broker.metadata.msgpack_form`,
+which also says why the bytes stayed msgpack rather than Kafka's record format (above
+all: the topic is compacted by key bytes, so a new key encoding would not replace, nor
+let a tombstone delete, the records already written).  The frozen dataclasses repeat the
+fields for mypy; a test asserts that they match the Structs exactly.  Integers the
+coordinator stores as given (epochs, generations, timeouts: int32 on the wire) are
+declared int64 here, so a decoder never refuses what the encoder wrote.
+
+Keys (version: which key; fields at schema version 0):
 
 | bytes | field    | type               | meaning                                      |
 |-------|----------|--------------------|----------------------------------------------|
-| 0-1   | version  | int16              | 1 = offset commit, 2 = group metadata        |
-| 2-    | body     | msgpack array      | v1: [group_id str, topic str, partition int] |
-|       |          |                    | v2: [group_id str]                           |
+| 0-1   | version  | int16              | 1 = offset commit (0 read as 1),             |
+|       |          |                    | 2 = group metadata                           |
+| 2-    | body     | msgpack array      | v1: [group_id string, topic string,          |
+|       |          |                    |      partition int32]                        |
+|       |          |                    | v2: [group_id string]                        |
 
 Offset commit value (key version 1):
 
 | bytes | field    | type          | meaning                                              |
 |-------|----------|---------------|------------------------------------------------------|
-| 0-1   | version  | int16         | 3                                                    |
-| 2-    | body     | msgpack array | [offset int, leader_epoch int (-1 = unknown),        |
-|       |          |               |  metadata str/nil, commit_timestamp_ms int]          |
+| 0-1   | version  | int16         | 3 (any version >= 0 is read with the fields it has)  |
+| 2-    | body     | msgpack array | [offset int64, leader_epoch int64 (-1 = unknown),    |
+|       |          |               |  metadata string/nil, commit_timestamp_ms int64]     |
 
 Group metadata value (key version 2):
 
 | bytes | field    | type          | meaning                                              |
 |-------|----------|---------------|------------------------------------------------------|
 | 0-1   | version  | int16         | 3                                                    |
-| 2-    | body     | msgpack array | [protocol_type str, generation_id int,               |
-|       |          |               |  protocol_name str/nil, leader_id str/nil,           |
-|       |          |               |  state_timestamp_ms int, members array]              |
-|       | member   | msgpack array | [member_id str, group_instance_id str/nil,           |
-|       |          |               |  client_id str, client_host str,                     |
-|       |          |               |  rebalance_timeout_ms int, session_timeout_ms int,   |
-|       |          |               |  subscription bin (metadata of the chosen protocol), |
-|       |          |               |  assignment bin (opaque, encoded by the client)]     |
+| 2-    | body     | msgpack array | [protocol_type string, generation_id int64,          |
+|       |          |               |  protocol_name string/nil, leader_id string/nil,     |
+|       |          |               |  state_timestamp_ms int64, members array]            |
+|       | member   | msgpack array | [member_id string, group_instance_id string/nil,     |
+|       |          |               |  client_id string, client_host string,               |
+|       |          |               |  rebalance_timeout_ms int64, session_timeout_ms      |
+|       |          |               |  int64, subscription bin (metadata of the chosen     |
+|       |          |               |  protocol), assignment bin (opaque, encoded by the   |
+|       |          |               |  client)]                                            |
+
+Anything a decoder cannot accept raises :class:`GroupRecordError` naming the record,
+the field's index and what it found (the load skips such records and counts them).
 
 Costs: encode/decode O(size of the record).  Pure functions on immutable values: safe
 from any thread or process.
@@ -51,12 +67,15 @@ from typing import Any
 
 import msgpack
 
+from broker.metadata.msgpack_form import from_msgpack, to_msgpack_array
 from clients.protocol.errors import ErrorCode, MiniKafkaError
+from clients.protocol.schema import BYTES, INT32, INT64, STRING, Array, Field, Struct
 
 OFFSET_COMMIT_KEY_VERSION = 1
 GROUP_METADATA_KEY_VERSION = 2
 OFFSET_COMMIT_VALUE_VERSION = 3
 GROUP_METADATA_VALUE_VERSION = 3
+KEY_SCHEMA_VERSION = 0  # a key's int16 says which key it is; its fields have one version
 _VERSION = struct.Struct(">h")
 
 
@@ -66,6 +85,17 @@ class GroupRecordError(MiniKafkaError):
     code = ErrorCode.CORRUPT_MESSAGE
 
 
+# -- the record schemas: each declared once; the dataclass below it must match it field
+# for field (checked by tests/broker/metadata/test_record_schemas.py) ------------------
+
+OFFSET_COMMIT_KEY = Struct(
+    Field("group_id", STRING),
+    Field("topic", STRING),
+    Field("partition", INT32),
+    label="offset commit key",
+)
+
+
 @dataclass(frozen=True, slots=True)
 class OffsetCommitKey:
     group_id: str
@@ -73,9 +103,21 @@ class OffsetCommitKey:
     partition: int
 
 
+GROUP_METADATA_KEY = Struct(Field("group_id", STRING), label="group metadata key")
+
+
 @dataclass(frozen=True, slots=True)
 class GroupMetadataKey:
     group_id: str
+
+
+OFFSET_COMMIT_VALUE = Struct(
+    Field("offset", INT64),
+    Field("leader_epoch", INT64, default=-1),
+    Field("metadata", STRING, nullable="0+"),
+    Field("commit_timestamp_ms", INT64, default=-1),
+    label="offset commit value",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -87,6 +129,19 @@ class OffsetCommitValue:
     leader_epoch: int = -1
     metadata: str | None = None
     commit_timestamp_ms: int = -1
+
+
+MEMBER_METADATA = Struct(
+    Field("member_id", STRING),
+    Field("group_instance_id", STRING, nullable="0+"),
+    Field("client_id", STRING),
+    Field("client_host", STRING),
+    Field("rebalance_timeout_ms", INT64),
+    Field("session_timeout_ms", INT64),
+    Field("subscription", BYTES),
+    Field("assignment", BYTES),
+    label="group member",
+)
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,6 +156,17 @@ class MemberMetadata:
     assignment: bytes
 
 
+GROUP_METADATA_VALUE = Struct(
+    Field("protocol_type", STRING),
+    Field("generation_id", INT64),
+    Field("protocol_name", STRING, nullable="0+"),
+    Field("leader_id", STRING, nullable="0+"),
+    Field("state_timestamp_ms", INT64),
+    Field("members", Array(MEMBER_METADATA)),
+    label="group metadata value",
+)
+
+
 @dataclass(frozen=True, slots=True)
 class GroupMetadataValue:
     protocol_type: str
@@ -111,11 +177,14 @@ class GroupMetadataValue:
     members: tuple[MemberMetadata, ...]
 
 
+_CLASSES = {MEMBER_METADATA: MemberMetadata}
+
+
 def _pack(version: int, body: list[Any]) -> bytes:
     return _VERSION.pack(version) + msgpack.packb(body, use_bin_type=True)
 
 
-def _unpack(data: bytes, what: str) -> tuple[int, list[Any]]:
+def _unpack(data: bytes, what: str) -> tuple[int, object]:
     if len(data) < 2:
         raise GroupRecordError(f"{what} of {len(data)} bytes has no version")
     (version,) = _VERSION.unpack_from(data)
@@ -123,39 +192,35 @@ def _unpack(data: bytes, what: str) -> tuple[int, list[Any]]:
         body = msgpack.unpackb(data[2:], raw=False)
     except Exception as exc:
         raise GroupRecordError(f"{what} v{version}: not msgpack ({exc})") from None
-    if not isinstance(body, list):
-        raise GroupRecordError(f"{what} v{version}: body is {type(body).__name__}, not array")
     return version, body
 
 
-def _field(body: list[Any], index: int, types: type | tuple[type, ...], what: str) -> Any:
-    if index >= len(body):
-        raise GroupRecordError(f"{what}: field {index} missing")
-    value = body[index]
-    if not isinstance(value, types) or isinstance(value, bool):
-        raise GroupRecordError(f"{what}: field {index} is {type(value).__name__}")
-    return value
+def _fields(body: object, schema: Struct, version: int) -> dict[str, Any]:
+    if version < 0:
+        raise GroupRecordError(f"{schema.label}: unknown version {version}")
+    return from_msgpack(body, schema, version, by_name=False, error=GroupRecordError,
+                        classes=_CLASSES)
 
 
 # -- keys -------------------------------------------------------------------------------
 
 
 def encode_offset_commit_key(key: OffsetCommitKey) -> bytes:
-    return _pack(OFFSET_COMMIT_KEY_VERSION, [key.group_id, key.topic, key.partition])
+    return _pack(OFFSET_COMMIT_KEY_VERSION,
+                 to_msgpack_array(key, OFFSET_COMMIT_KEY, KEY_SCHEMA_VERSION))
 
 
 def encode_group_metadata_key(key: GroupMetadataKey) -> bytes:
-    return _pack(GROUP_METADATA_KEY_VERSION, [key.group_id])
+    return _pack(GROUP_METADATA_KEY_VERSION,
+                 to_msgpack_array(key, GROUP_METADATA_KEY, KEY_SCHEMA_VERSION))
 
 
 def decode_key(data: bytes) -> OffsetCommitKey | GroupMetadataKey:
     version, body = _unpack(data, "key")
     if version in (0, OFFSET_COMMIT_KEY_VERSION):
-        return OffsetCommitKey(_field(body, 0, str, "offset commit key"),
-                               _field(body, 1, str, "offset commit key"),
-                               _field(body, 2, int, "offset commit key"))
+        return OffsetCommitKey(**_fields(body, OFFSET_COMMIT_KEY, KEY_SCHEMA_VERSION))
     if version == GROUP_METADATA_KEY_VERSION:
-        return GroupMetadataKey(_field(body, 0, str, "group metadata key"))
+        return GroupMetadataKey(**_fields(body, GROUP_METADATA_KEY, KEY_SCHEMA_VERSION))
     raise GroupRecordError(f"unknown key version {version}")
 
 
@@ -163,51 +228,20 @@ def decode_key(data: bytes) -> OffsetCommitKey | GroupMetadataKey:
 
 
 def encode_offset_commit_value(value: OffsetCommitValue) -> bytes:
-    return _pack(OFFSET_COMMIT_VALUE_VERSION, [value.offset, value.leader_epoch,
-                                               value.metadata, value.commit_timestamp_ms])
+    return _pack(OFFSET_COMMIT_VALUE_VERSION,
+                 to_msgpack_array(value, OFFSET_COMMIT_VALUE, OFFSET_COMMIT_VALUE_VERSION))
 
 
 def decode_offset_commit_value(data: bytes) -> OffsetCommitValue:
-    _, body = _unpack(data, "offset commit value")
-    what = "offset commit value"
-    metadata = body[2] if len(body) > 2 else None
-    if metadata is not None and not isinstance(metadata, str):
-        raise GroupRecordError(f"{what}: metadata is {type(metadata).__name__}")
-    return OffsetCommitValue(_field(body, 0, int, what), _field(body, 1, int, what), metadata,
-                             _field(body, 3, int, what))
+    version, body = _unpack(data, "offset commit value")
+    return OffsetCommitValue(**_fields(body, OFFSET_COMMIT_VALUE, version))
 
 
 def encode_group_metadata_value(value: GroupMetadataValue) -> bytes:
-    members = [[m.member_id, m.group_instance_id, m.client_id, m.client_host,
-                m.rebalance_timeout_ms, m.session_timeout_ms, m.subscription, m.assignment]
-               for m in value.members]
-    return _pack(GROUP_METADATA_VALUE_VERSION, [
-        value.protocol_type, value.generation_id, value.protocol_name, value.leader_id,
-        value.state_timestamp_ms, members])
-
-
-def _optional_str(body: list[Any], index: int, what: str) -> str | None:
-    value = body[index] if index < len(body) else None
-    if value is not None and not isinstance(value, str):
-        raise GroupRecordError(f"{what}: field {index} is {type(value).__name__}")
-    return value
-
-
-def _member(raw: Any) -> MemberMetadata:
-    what = "group member"
-    if not isinstance(raw, list):
-        raise GroupRecordError(f"{what} is {type(raw).__name__}, not array")
-    return MemberMetadata(
-        _field(raw, 0, str, what), _optional_str(raw, 1, what), _field(raw, 2, str, what),
-        _field(raw, 3, str, what), _field(raw, 4, int, what), _field(raw, 5, int, what),
-        bytes(_field(raw, 6, bytes, what)), bytes(_field(raw, 7, bytes, what)))
+    return _pack(GROUP_METADATA_VALUE_VERSION,
+                 to_msgpack_array(value, GROUP_METADATA_VALUE, GROUP_METADATA_VALUE_VERSION))
 
 
 def decode_group_metadata_value(data: bytes) -> GroupMetadataValue:
-    _, body = _unpack(data, "group metadata value")
-    what = "group metadata value"
-    members = _field(body, 5, list, what)
-    return GroupMetadataValue(
-        _field(body, 0, str, what), _field(body, 1, int, what), _optional_str(body, 2, what),
-        _optional_str(body, 3, what), _field(body, 4, int, what),
-        tuple(_member(m) for m in members))
+    version, body = _unpack(data, "group metadata value")
+    return GroupMetadataValue(**_fields(body, GROUP_METADATA_VALUE, version))

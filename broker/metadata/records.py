@@ -1,29 +1,45 @@
-"""Cluster metadata records: the record types, their validation and their msgpack codec.
+"""Cluster metadata records: the record types, their schemas, validation and msgpack codec.
 
 The controller's metadata log (topic ``__cluster_metadata``, partition 0) holds record
 batches whose record *values* are msgpack maps, one metadata record each; the record
-key is null and the offset of the record is its metadata offset.  Record types (key
-``type``; every other key is a field; unknown keys are ignored so a later version may
-add optional fields):
+key is null and the offset of the record is its metadata offset.  The map holds the
+record type (key ``type``) and every field by name; unknown keys are ignored, so a later
+version may add optional fields.
 
-| type              | fields (msgpack types)                                                   |
+Each record type is declared once, as a :class:`clients.protocol.schema.Struct` in the
+schema language the API messages use (``REGISTER_BROKER``, ``PARTITION``... below);
+:mod:`broker.metadata.msgpack_form` derives from it the msgpack map, the decoder (types,
+nil, required and optional fields) and the type check every record runs on
+construction.  The bytes are the msgpack maps written before the schemas existed, so
+every metadata log and snapshot on disk reads as it is (why they did not move to Kafka's
+record format: see that module).  Only semantic rules are written here by hand, in
+each record's ``__post_init__``: lower bounds narrower than the type, topic-name rules,
+non-empty strings and id lists, duplicate ids, ISR within replicas.  Each record's frozen
+dataclass repeats the Struct's fields for mypy; a test
+(``tests/broker/metadata/test_record_schemas.py``) asserts that the two agree exactly.
+Optional fields (absent in records written before they existed) are tagged fields.
+
+| type              | fields (schema types; ``?`` nullable, ``[opt]`` tagged: may be absent)  |
 |-------------------|--------------------------------------------------------------------------|
-| `register_broker` | broker_id int, broker_epoch int, incarnation_id str, host str, port int, |
-|                   | rack str/nil (optional), internal_host str/nil and internal_port int/nil |
-|                   | (optional: the broker's internal listener for replication; nil = none,   |
-|                   | its followers fetch from ``host:port``)                                  |
-| `fence_broker`    | broker_id int, broker_epoch int                                          |
-| `unfence_broker`  | broker_id int, broker_epoch int                                          |
-| `topic`           | name str, topic_id int, num_partitions int, replication_factor int,     |
-|                   | configs map str->str                                                     |
-| `partition`       | topic str, partition int, replicas [int], leader int (-1 = none),        |
-|                   | leader_epoch int, isr [int], partition_epoch int,                        |
-|                   | unclean_elected bool (optional, default false)                           |
-| `remove_topic`    | name str                                                                 |
-| `topic_configs`   | name str, configs map str->str: the topic's complete new config          |
-|                   | overrides (IncrementalAlterConfigs / AlterConfigs), replacing the old    |
-| `producer_ids`    | broker_id int, broker_epoch int, next_producer_id int: the controller    |
-|                   | gave broker_id the block of ids below next_producer_id not given before  |
+| `register_broker` | broker_id int32, broker_epoch int64, incarnation_id string,              |
+|                   | host string, port uint16, rack string? [opt], internal_host string?      |
+|                   | [opt] and internal_port uint16? [opt] (the broker's internal listener    |
+|                   | for replication, both or neither; nil = none, its followers fetch from   |
+|                   | ``host:port``)                                                           |
+| `fence_broker`    | broker_id int32, broker_epoch int64                                      |
+| `unfence_broker`  | broker_id int32, broker_epoch int64                                      |
+| `topic`           | name string, topic_id int64, num_partitions int32,                       |
+|                   | replication_factor int16, configs map str->str [opt, default {}]         |
+| `partition`       | topic string, partition int32, replicas []int32, leader int32            |
+|                   | (-1 = none), leader_epoch int32, isr []int32, partition_epoch int32,     |
+|                   | unclean_elected bool [opt, default false]                                |
+| `remove_topic`    | name string                                                              |
+| `topic_configs`   | name string, configs map str->str [opt, default {}]: the topic's        |
+|                   | complete new config overrides (IncrementalAlterConfigs / AlterConfigs),  |
+|                   | replacing the old                                                        |
+| `producer_ids`    | broker_id int32, broker_epoch int64, next_producer_id int64: the         |
+|                   | controller gave broker_id the block of ids below next_producer_id not    |
+|                   | given before                                                             |
 
 Meaning: a registration always starts *fenced*; ``broker_epoch`` is the metadata offset
 of the registration record.  ``topic_id`` is the offset of the topic record (a topic
@@ -37,9 +53,9 @@ applied atomically.
 ``producer_ids`` records only raise ``next_producer_id`` (the image keeps the last one),
 so a producer id is never handed out twice, across controller restarts too.
 
-Every record validates its fields on construction (``__post_init__``), so a record
-object that exists is well-formed; whether it fits the current state is checked by
-:meth:`broker.metadata.image.MetadataImage.apply`.
+Every record validates its fields on construction (``__post_init__``: the schema's type
+check, then the semantic rules), so a record object that exists is well-formed; whether
+it fits the current state is checked by :meth:`broker.metadata.image.MetadataImage.apply`.
 
 Costs: encode/decode O(fields); ``decode_record_batches`` O(bytes) (one CRC per batch).
 Thread-safety: records are immutable (frozen dataclasses) and the functions here are
@@ -49,12 +65,14 @@ pure, so any thread may use them.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import MISSING, dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import msgpack
 
+from broker.metadata.msgpack_form import STRING_MAP, check_fields, from_msgpack, to_msgpack_map
 from clients.protocol.errors import InvalidRecordError
+from clients.protocol.schema import BOOL, INT16, INT32, INT64, STRING, UINT16, Array, Field, Struct
 from clients.protocol.topics import topic_name_error
 from clients.records.batch import iter_batches
 from clients.records.record import decode_batch
@@ -67,54 +85,67 @@ METADATA_VERSION = 2
 METADATA_PARTITION = 0
 NO_LEADER = -1
 MAX_RECORD_BYTES = 1024 * 1024
-_INT32_MAX = 2**31 - 1
-_INT64_MAX = 2**63 - 1
 
 
 class MetadataRecordError(InvalidRecordError):
     """A metadata record is malformed, or does not fit the image it is applied to."""
 
 
-def _int(name: str, value: object, low: int, high: int) -> None:
-    if type(value) is not int or not low <= value <= high:
-        raise MetadataRecordError(f"{name} must be an int in [{low}, {high}], got {value!r}")
+def _at_least(name: str, value: int, low: int) -> None:
+    if value < low:
+        raise MetadataRecordError(f"{name} must be >= {low}, got {value}")
 
 
-def _str(name: str, value: object, *, empty_ok: bool = False) -> None:
-    if type(value) is not str or (not value and not empty_ok):
-        raise MetadataRecordError(f"{name} must be a non-empty str, got {value!r}")
+def _non_empty(name: str, value: str) -> None:
+    if not value:
+        raise MetadataRecordError(f"{name} must be a non-empty str")
 
 
-def _topic(name: str, value: object) -> None:
+def _topic(name: str, value: str) -> None:
     reason = topic_name_error(value)
     if reason is not None:
         raise MetadataRecordError(f"{name}: {reason}")
 
 
-def _configs(value: object) -> None:
-    if not isinstance(value, Mapping) or not all(
-        type(k) is str and type(v) is str for k, v in value.items()
-    ):
-        raise MetadataRecordError(f"configs must map str to str, got {value!r}")
-
-
-def _ids(name: str, value: object, *, empty_ok: bool) -> None:
-    if type(value) is not tuple or (not value and not empty_ok):
-        raise MetadataRecordError(f"{name} must be a non-empty list of broker ids, got {value!r}")
+def _ids(name: str, value: tuple[int, ...]) -> None:
+    if not value:
+        raise MetadataRecordError(f"{name} must be a non-empty list of broker ids")
     for b in value:
-        _int(f"{name} entry", b, 0, _INT32_MAX)
+        _at_least(f"{name} entry", b, 0)
     if len(set(value)) != len(value):
         raise MetadataRecordError(f"{name} has duplicates: {list(value)}")
+
+
+def _check(record: MetadataRecord) -> None:
+    check_fields(record, record.SCHEMA, RECORD_VERSION, MetadataRecordError)
 
 
 # the name of the listener followers fetch from, in BrokerRegistration's listeners (Kafka's
 # usual inter-broker listener name); the other listener there is the clients' one
 INTERNAL_LISTENER = "INTERNAL"
 
+# -- the record schemas: each record type declared once; the dataclass below it must
+# match it field for field (checked by tests/broker/metadata/test_record_schemas.py) ---
+
+RECORD_VERSION = 0  # every record type is at version 0; optional fields are tagged
+
+REGISTER_BROKER = Struct(
+    Field("broker_id", INT32),
+    Field("broker_epoch", INT64),
+    Field("incarnation_id", STRING),
+    Field("host", STRING),
+    Field("port", UINT16),
+    Field("rack", STRING, nullable="0+", tag=0, tagged="0+"),
+    Field("internal_host", STRING, nullable="0+", tag=1, tagged="0+"),
+    Field("internal_port", UINT16, nullable="0+", tag=2, tagged="0+"),
+    label="register_broker",
+)
+
 
 @dataclass(frozen=True, slots=True)
 class RegisterBrokerRecord:
-    TYPE: ClassVar[str] = "register_broker"
+    TYPE: ClassVar[str] = REGISTER_BROKER.label
+    SCHEMA: ClassVar[Struct] = REGISTER_BROKER
     broker_id: int
     broker_epoch: int
     incarnation_id: str
@@ -125,45 +156,68 @@ class RegisterBrokerRecord:
     internal_port: int | None = None
 
     def __post_init__(self) -> None:
-        _int("broker_id", self.broker_id, 0, _INT32_MAX)
-        _int("broker_epoch", self.broker_epoch, 0, _INT64_MAX)
-        _str("incarnation_id", self.incarnation_id)
-        _str("host", self.host)
-        _int("port", self.port, 0, 65535)
+        _check(self)
+        _at_least("broker_id", self.broker_id, 0)
+        _at_least("broker_epoch", self.broker_epoch, 0)
+        _non_empty("incarnation_id", self.incarnation_id)
+        _non_empty("host", self.host)
         if self.rack is not None:
-            _str("rack", self.rack)
+            _non_empty("rack", self.rack)
         if (self.internal_host is None) != (self.internal_port is None):
             raise MetadataRecordError("internal_host and internal_port come together")
         if self.internal_host is not None and self.internal_port is not None:
-            _str("internal_host", self.internal_host)
-            _int("internal_port", self.internal_port, 1, 65535)
+            _non_empty("internal_host", self.internal_host)
+            _at_least("internal_port", self.internal_port, 1)
+
+
+FENCE_BROKER = Struct(Field("broker_id", INT32), Field("broker_epoch", INT64),
+                      label="fence_broker")
 
 
 @dataclass(frozen=True, slots=True)
 class FenceBrokerRecord:
-    TYPE: ClassVar[str] = "fence_broker"
+    TYPE: ClassVar[str] = FENCE_BROKER.label
+    SCHEMA: ClassVar[Struct] = FENCE_BROKER
     broker_id: int
     broker_epoch: int
 
     def __post_init__(self) -> None:
-        _int("broker_id", self.broker_id, 0, _INT32_MAX)
-        _int("broker_epoch", self.broker_epoch, 0, _INT64_MAX)
+        _check(self)
+        _at_least("broker_id", self.broker_id, 0)
+        _at_least("broker_epoch", self.broker_epoch, 0)
+
+
+UNFENCE_BROKER = Struct(Field("broker_id", INT32), Field("broker_epoch", INT64),
+                        label="unfence_broker")
 
 
 @dataclass(frozen=True, slots=True)
 class UnfenceBrokerRecord:
-    TYPE: ClassVar[str] = "unfence_broker"
+    TYPE: ClassVar[str] = UNFENCE_BROKER.label
+    SCHEMA: ClassVar[Struct] = UNFENCE_BROKER
     broker_id: int
     broker_epoch: int
 
     def __post_init__(self) -> None:
-        _int("broker_id", self.broker_id, 0, _INT32_MAX)
-        _int("broker_epoch", self.broker_epoch, 0, _INT64_MAX)
+        _check(self)
+        _at_least("broker_id", self.broker_id, 0)
+        _at_least("broker_epoch", self.broker_epoch, 0)
+
+
+TOPIC = Struct(
+    Field("name", STRING),
+    Field("topic_id", INT64),
+    Field("num_partitions", INT32),
+    Field("replication_factor", INT16),
+    Field("configs", STRING_MAP, tag=0, tagged="0+"),
+    label="topic",
+)
 
 
 @dataclass(frozen=True, slots=True)
 class TopicRecord:
-    TYPE: ClassVar[str] = "topic"
+    TYPE: ClassVar[str] = TOPIC.label
+    SCHEMA: ClassVar[Struct] = TOPIC
     name: str
     topic_id: int
     num_partitions: int
@@ -171,16 +225,30 @@ class TopicRecord:
     configs: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        _check(self)
         _topic("name", self.name)
-        _int("topic_id", self.topic_id, 0, _INT64_MAX)
-        _int("num_partitions", self.num_partitions, 1, _INT32_MAX)
-        _int("replication_factor", self.replication_factor, 1, 32767)
-        _configs(self.configs)
+        _at_least("topic_id", self.topic_id, 0)
+        _at_least("num_partitions", self.num_partitions, 1)
+        _at_least("replication_factor", self.replication_factor, 1)
+
+
+PARTITION = Struct(
+    Field("topic", STRING),
+    Field("partition", INT32),
+    Field("replicas", Array(INT32)),
+    Field("leader", INT32),
+    Field("leader_epoch", INT32),
+    Field("isr", Array(INT32)),
+    Field("partition_epoch", INT32),
+    Field("unclean_elected", BOOL, tag=0, tagged="0+"),
+    label="partition",
+)
 
 
 @dataclass(frozen=True, slots=True)
 class PartitionRecord:
-    TYPE: ClassVar[str] = "partition"
+    TYPE: ClassVar[str] = PARTITION.label
+    SCHEMA: ClassVar[Struct] = PARTITION
     topic: str
     partition: int
     replicas: tuple[int, ...]
@@ -191,16 +259,14 @@ class PartitionRecord:
     unclean_elected: bool = False
 
     def __post_init__(self) -> None:
+        _check(self)
         _topic("topic", self.topic)
-        _int("partition", self.partition, 0, _INT32_MAX)
-        _ids("replicas", self.replicas, empty_ok=False)
-        _int("leader", self.leader, NO_LEADER, _INT32_MAX)
-        _int("leader_epoch", self.leader_epoch, 0, _INT32_MAX)
-        _ids("isr", self.isr, empty_ok=False)
-        _int("partition_epoch", self.partition_epoch, 0, _INT32_MAX)
-        if type(self.unclean_elected) is not bool:
-            raise MetadataRecordError(
-                f"unclean_elected must be a bool, got {self.unclean_elected!r}")
+        _at_least("partition", self.partition, 0)
+        _ids("replicas", self.replicas)
+        _at_least("leader", self.leader, NO_LEADER)
+        _at_least("leader_epoch", self.leader_epoch, 0)
+        _ids("isr", self.isr)
+        _at_least("partition_epoch", self.partition_epoch, 0)
         if not set(self.isr) <= set(self.replicas):
             raise MetadataRecordError(
                 f"isr {list(self.isr)} is not a subset of replicas {list(self.replicas)}"
@@ -209,85 +275,83 @@ class PartitionRecord:
             raise MetadataRecordError(f"leader {self.leader} is not in isr {list(self.isr)}")
 
 
+REMOVE_TOPIC = Struct(Field("name", STRING), label="remove_topic")
+
+
 @dataclass(frozen=True, slots=True)
 class RemoveTopicRecord:
-    TYPE: ClassVar[str] = "remove_topic"
+    TYPE: ClassVar[str] = REMOVE_TOPIC.label
+    SCHEMA: ClassVar[Struct] = REMOVE_TOPIC
     name: str
 
     def __post_init__(self) -> None:
+        _check(self)
         _topic("name", self.name)
+
+
+TOPIC_CONFIGS = Struct(Field("name", STRING), Field("configs", STRING_MAP, tag=0, tagged="0+"),
+                       label="topic_configs")
 
 
 @dataclass(frozen=True, slots=True)
 class TopicConfigsRecord:
-    TYPE: ClassVar[str] = "topic_configs"
+    TYPE: ClassVar[str] = TOPIC_CONFIGS.label
+    SCHEMA: ClassVar[Struct] = TOPIC_CONFIGS
     name: str
     configs: Mapping[str, str] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        _check(self)
         _topic("name", self.name)
-        _configs(self.configs)
+
+
+PRODUCER_IDS = Struct(Field("broker_id", INT32), Field("broker_epoch", INT64),
+                      Field("next_producer_id", INT64), label="producer_ids")
 
 
 @dataclass(frozen=True, slots=True)
 class ProducerIdsRecord:
-    TYPE: ClassVar[str] = "producer_ids"
+    TYPE: ClassVar[str] = PRODUCER_IDS.label
+    SCHEMA: ClassVar[Struct] = PRODUCER_IDS
     broker_id: int
     broker_epoch: int
     next_producer_id: int
 
     def __post_init__(self) -> None:
-        _int("broker_id", self.broker_id, 0, _INT32_MAX)
-        _int("broker_epoch", self.broker_epoch, 0, _INT64_MAX)
-        _int("next_producer_id", self.next_producer_id, 1, _INT64_MAX)
+        _check(self)
+        _at_least("broker_id", self.broker_id, 0)
+        _at_least("broker_epoch", self.broker_epoch, 0)
+        _at_least("next_producer_id", self.next_producer_id, 1)
 
 
 MetadataRecord = (
     RegisterBrokerRecord | FenceBrokerRecord | UnfenceBrokerRecord | TopicRecord
     | PartitionRecord | RemoveTopicRecord | ProducerIdsRecord | TopicConfigsRecord
 )
-RECORD_TYPES: dict[str, type[Any]] = {
+RECORD_TYPES: dict[str, type[MetadataRecord]] = {
     cls.TYPE: cls
     for cls in (RegisterBrokerRecord, FenceBrokerRecord, UnfenceBrokerRecord, TopicRecord,
                 PartitionRecord, RemoveTopicRecord, ProducerIdsRecord, TopicConfigsRecord)
 }
-_FIELDS = {name: [(f.name, f.default) for f in fields(cls)] for name, cls in RECORD_TYPES.items()}
-_OPTIONAL_CONFIGS = "configs"  # the one field name with a default factory
-_TUPLE_FIELDS = ("replicas", "isr")
 
 
 def record_to_map(record: MetadataRecord) -> dict[str, Any]:
+    """The msgpack map of ``record``: ``type`` and every field by name."""
     out: dict[str, Any] = {"type": record.TYPE}
-    for name, _default in _FIELDS[record.TYPE]:
-        value = getattr(record, name)
-        if name in _TUPLE_FIELDS:
-            value = list(value)
-        elif name == "configs":
-            value = dict(value)
-        out[name] = value
+    out.update(to_msgpack_map(record, record.SCHEMA, RECORD_VERSION))
     return out
 
 
 def record_from_map(data: object) -> MetadataRecord:
+    """The record of one msgpack map; anything wrong -> MetadataRecordError."""
     if type(data) is not dict:
         raise MetadataRecordError(f"a metadata record must be a map, got {type(data).__name__}")
     kind = data.get("type")
     cls = RECORD_TYPES.get(kind) if isinstance(kind, str) else None
-    if cls is None or not isinstance(kind, str):
+    if cls is None:
         raise MetadataRecordError(f"unknown metadata record type {kind!r}")
-    kwargs: dict[str, Any] = {}
-    for name, default in _FIELDS[kind]:
-        if name in data:
-            value = data[name]
-            if name in _TUPLE_FIELDS and type(value) is list:
-                value = tuple(value)
-            kwargs[name] = value
-        elif name == _OPTIONAL_CONFIGS:
-            kwargs[name] = {}
-        elif default is not MISSING:
-            kwargs[name] = default
-        else:
-            raise MetadataRecordError(f"{kind} record has no {name!r}")
+    kwargs = from_msgpack(data, cls.SCHEMA, RECORD_VERSION, by_name=True,
+                          error=MetadataRecordError)
     record: MetadataRecord = cls(**kwargs)
     return record
 
