@@ -1,7 +1,11 @@
 """Cluster metadata (controller and brokers alike): the records and the image built from them.
 
 - :mod:`~broker.metadata.records` - the record types of the ``__cluster_metadata`` log,
-  their field validation and msgpack codec (the record table is there);
+  each declared once as a schema-language ``Struct``, their semantic validation and
+  msgpack codec (the record table is there);
+- :mod:`~broker.metadata.msgpack_form` - the schema language's msgpack form: codec and
+  type checks derived from a ``Struct``, for the metadata log and the offsets topic
+  (and why their bytes stayed msgpack);
 - :mod:`~broker.metadata.image` - ``MetadataImage``, built by applying records in offset
   order (brokers as ``BrokerInfo``, topics as ``TopicInfo``, partitions as
   ``PartitionRegistration``), with its snapshot file format (the byte table is there)
@@ -10,7 +14,7 @@
   controller: registration, heartbeats, and the metadata log pulled and applied to the
   broker's image.
 
-Imports: ``records`` and ``image`` are pure and use only ``clients.protocol`` and
+Imports: ``msgpack_form``, ``records`` and ``image`` are pure and use only ``clients.protocol`` and
 ``clients.records`` (plus msgpack and crc32c), so the controller and the broker share
 them; ``follower`` (broker side only) also uses :mod:`broker.async_client`, and
 :mod:`broker.core` for types only.  Nothing here imports the controller.

@@ -20,7 +20,8 @@ Kafka's record formats (version + type key, value encoded by
   default) by older data and ignored by older readers, with no version bump.
 
 Kafka's own stored formats remain reachable: a record's Struct can be compiled by
-:mod:`clients.protocol.compiler` once a format change is worth a migration.
+:mod:`clients.protocol.compiler` once a format change is worth a migration (configs,
+a ``STRING_MAP`` here, would become an array of name/value structs).
 
 Msgpack form of each schema type, and the in-memory value (the record dataclass field):
 
@@ -32,8 +33,8 @@ Msgpack form of each schema type, and the in-memory value (the record dataclass 
 | BYTES            | bytes                          | bin                                     |
 | STRING_MAP       | Mapping[str, str]              | map str -> str                          |
 | Array(T)         | tuple of T                     | array                                   |
-| Struct           | its dataclass                  | map by field name (``by_name``) or      |
-|                  |                                | array in field order                    |
+| Struct           | its dataclass                  | map by field name (``to_msgpack_map``)  |
+|                  |                                | or array in field order                 |
 
 A field nullable in the record's version may be None (msgpack nil).  Presence: a field
 declared with a ``tag`` (Kafka's optional, tagged fields) may be absent, as in a record
@@ -41,15 +42,22 @@ written before it existed, and decodes to its default; any other field is requir
 Writers write every field, so the bytes are those written before the schema existed.
 Unknown map keys and trailing array elements are ignored (a later version may add
 fields).  ``STRING_MAP`` is a type of the msgpack form only: the Kafka wire has no map
-(:mod:`clients.protocol.compiler` refuses it), where it would be an array of pairs.
+(:mod:`clients.protocol.compiler` cannot compile a struct holding one; there it would be
+an array of name/value structs).
 
-The record dataclasses are written by hand, for mypy; :func:`check_conforms` (run by the
-tests over every record type) asserts that their field names, order, types and defaults
-are exactly the Struct's, so the two cannot drift apart unseen.
+The record dataclasses are written by hand, for mypy; :func:`check_conforms` (run by
+``tests/broker/metadata/test_record_schemas.py`` over every record type) asserts that
+their field names, order, types and defaults are exactly the Struct's, so the two cannot
+drift apart unseen.  That is weaker than generating the dataclasses from the Structs
+(a field is still typed twice, once checked against the other); it was chosen because
+the semantic checks live in each dataclass's ``__post_init__`` and mypy must see the
+classes, and a generator (such as the one for the API messages' types) can replace it.
 
 Costs: encode and decode O(size of the record), one pass over the declared fields (the
 per-struct field list is computed once and cached); no error text is built unless a
-check fails.  Thread-safety: pure functions; the cache is filled idempotently.
+check fails.  Measured on an offset commit key or value: encode about 1.1 us, decode
+1.5-2 us (the hand-written code before: 0.6 and 1.0 us).
+Thread-safety: pure functions; the cache is filled idempotently.
 """
 
 from __future__ import annotations
