@@ -127,7 +127,10 @@ INTERNAL_LISTENER = "INTERNAL"
 # -- the record schemas: each record type declared once; the dataclass below it must
 # match it field for field (checked by tests/broker/metadata/test_record_schemas.py) ---
 
-RECORD_VERSION = 0  # every record type is at version 0; optional fields are tagged
+# The schema version every record type is read and written at (the msgpack map carries
+# none): a field added later is declared tagged, i.e. optional.  Not METADATA_VERSION,
+# which is the feature level a broker declares (which record types it can apply).
+RECORD_VERSION = 0
 
 REGISTER_BROKER = Struct(
     Field("broker_id", INT32),
