@@ -39,6 +39,15 @@ an AlterPartition request (:class:`AlterPartitionProposal`) and applies the answ
 ISR ∪ replicas a pending proposal adds (a pending shrink keeps the removed members), so
 neither a pending expansion nor a pending shrink can move the HW past a replica the
 controller might consider in sync.  ``min_insync_replicas`` checks use the committed ISR.
+:func:`leader_high_watermark` is that rule, pure; the owner applies it (never backwards).
+
+:class:`LeaderIsr` is what a leading :class:`replication.partition.Partition` holds of
+this: every follower's :class:`ReplicaState` and the :class:`IsrState`.  A new leader
+epoch forgets every follower's LEO (unknown until it fetches in this epoch, so the HW can
+only cover what each ISR member confirmed to this leader); a metadata update within the
+epoch (new ISR / partition epoch / replicas) keeps the progress of the replicas it keeps.
+It knows nothing of the role, the epochs or the log: the owner passes its LEO, HW and the
+epoch's start offset in.
 
 Costs: O(|replicas|) per check.  Not thread-safe: owned by the partition's owner.
 """
@@ -49,14 +58,17 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 
 from clients.protocol.errors import ErrorCode
+from replication.partition_errors import PartitionInvariantError
 
 __all__ = [
     "NOT_APPLIED_ERRORS",
     "UNKNOWN_OFFSET",
     "AlterPartitionProposal",
     "IsrState",
+    "LeaderIsr",
     "ReplicaState",
     "can_join_isr",
+    "leader_high_watermark",
     "out_of_sync_replicas",
 ]
 
@@ -134,6 +146,22 @@ def can_join_isr(state: ReplicaState, high_watermark: int,
     return leo != UNKNOWN_OFFSET and leo >= high_watermark and leo >= leader_epoch_start_offset
 
 
+def leader_high_watermark(maximal_isr: Iterable[int], local_id: int,
+                          replicas: dict[int, ReplicaState],
+                          leader_log_end_offset: int) -> int | None:
+    """min LEO over the maximal ISR (never above the leader's); None while a member's LEO
+    is unknown (it has not fetched in this epoch): the HW cannot move."""
+    high_watermark = leader_log_end_offset
+    for r in maximal_isr:
+        if r == local_id:
+            continue
+        state = replicas.get(r)
+        if state is None or state.log_end_offset == UNKNOWN_OFFSET:
+            return None
+        high_watermark = min(high_watermark, state.log_end_offset)
+    return high_watermark
+
+
 class IsrState:
     """Committed ISR plus at most one pending AlterPartition proposal."""
 
@@ -175,3 +203,77 @@ class IsrState:
         else:
             self.blocked = True
         return False
+
+
+class LeaderIsr:
+    """A leader's view of its partition's replicas: each follower's progress and the ISR
+    with at most one pending proposal (see the module docstring)."""
+
+    __slots__ = ("followers", "local_id", "state")
+
+    def __init__(self, local_id: int) -> None:
+        self.local_id = local_id
+        self.followers: dict[int, ReplicaState] = {}
+        self.state = IsrState()
+
+    def assign(self, replicas: Iterable[int], isr: Iterable[int], now_ms: int, *,
+               new_epoch: bool) -> None:
+        """New metadata: commit ``isr`` and track every replica but this one.  A follower
+        already tracked keeps its progress unless ``new_epoch``."""
+        isr = tuple(isr)
+        self.state.reset(isr)
+        known = {} if new_epoch else self.followers
+        followers = {}
+        for r in replicas:
+            if r == self.local_id:
+                continue
+            state = known.get(r)
+            if state is None:
+                state = ReplicaState()
+                state.reset(now_ms, in_sync=r in isr)
+            followers[r] = state
+        self.followers = followers
+
+    def forget(self, isr: Iterable[int]) -> None:
+        """Not leading any more: no follower state; ``isr`` as the metadata says."""
+        self.followers = {}
+        self.state.reset(isr)
+
+    def high_watermark(self, leader_log_end_offset: int) -> int | None:
+        """:func:`leader_high_watermark` over the maximal ISR."""
+        return leader_high_watermark(self.state.maximal_isr, self.local_id, self.followers,
+                                     leader_log_end_offset)
+
+    def shrunk_isr(self, leader_log_end_offset: int, now_ms: int,
+                   replica_lag_time_max_ms: int, high_watermark: int) -> tuple[int, ...] | None:
+        """The ISR without its out-of-sync members; None if none is (or one is pending)."""
+        if self.state.pending is not None:
+            return None
+        out = out_of_sync_replicas(self.state.isr, self.local_id, self.followers,
+                                   leader_log_end_offset, now_ms, replica_lag_time_max_ms,
+                                   high_watermark)
+        if not out:
+            return None
+        return tuple(r for r in self.state.isr if r not in out)
+
+    def expanded_isr(self, replica_id: int, high_watermark: int,
+                     leader_epoch_start_offset: int) -> tuple[int, ...] | None:
+        """The ISR with ``replica_id`` if it may join now; None otherwise."""
+        if (self.state.pending is not None or replica_id in self.state.isr
+                or replica_id not in self.followers):
+            return None
+        if not can_join_isr(self.followers[replica_id], high_watermark,
+                            leader_epoch_start_offset):
+            return None
+        return (*self.state.isr, replica_id)
+
+    def check_invariants(self, name: str, leader_log_end_offset: int) -> None:
+        """:class:`PartitionInvariantError` unless the leader is in the ISR and no
+        follower is ahead of it."""
+        if self.local_id not in self.state.isr:
+            raise PartitionInvariantError(f"{name}: leader not in ISR {self.state.isr}")
+        for r, state in self.followers.items():
+            if state.log_end_offset > leader_log_end_offset:
+                raise PartitionInvariantError(
+                    f"{name}: follower {r} LEO {state.log_end_offset} > leader LEO "
+                    f"{leader_log_end_offset}")

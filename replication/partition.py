@@ -87,14 +87,8 @@ from clients.protocol.errors import (
     OffsetOutOfRangeError,
 )
 from clients.records.batch import BatchHeader, iter_batches
-from replication.isr import (
-    UNKNOWN_OFFSET,
-    AlterPartitionProposal,
-    IsrState,
-    ReplicaState,
-    can_join_isr,
-    out_of_sync_replicas,
-)
+from replication.damage_marks import DamageMarks
+from replication.isr import UNKNOWN_OFFSET, AlterPartitionProposal, LeaderIsr
 from replication.leader_epoch_cache import LeaderEpochCache, LeaderEpochCacheError, epoch_changes
 from replication.partition_errors import (
     FencedLeaderEpochError,
@@ -136,18 +130,10 @@ class Partition:
         self.partition_epoch = -1
         self.replicas: list[int] = []
         self.high_watermark = 0
-        self.followers: dict[int, ReplicaState] = {}
-        self.isr_state = IsrState()
+        self.leader_isr = LeaderIsr(local_broker_id)  # followers' progress, ISR, proposal
         self.leader_epoch_start_offset = UNKNOWN_OFFSET
         self._leader_hw_floor = 0  # HW when this leadership began: never go below
-        # [first offset a CRC check found bad, the end of its segment), ascending and
-        # disjoint: never served
-        self.damaged_ranges: list[tuple[int, int]] = []
-        # that segment being written again from the leader's copy (storage.segment_repair)
-        self.repair: SegmentRepair | None = None
-        for seg in log.segments:  # damage recovery kept in place (storage.log.recovery)
-            if seg.damage is not None:
-                self.mark_damaged(seg.damage[1], seg.next_offset)
+        self.damage = DamageMarks(log)  # ranges never served, and their repair
         if leader_epoch_cache is None:
             leader_epoch_cache = LeaderEpochCache.load(
                 Path(log.dir) / LEADER_EPOCH_CHECKPOINT, log.log_start_offset,
@@ -175,17 +161,40 @@ class Partition:
     @property
     def isr(self) -> list[int]:
         """The committed ISR (what the controller accepted)."""
-        return list(self.isr_state.isr)
+        return list(self.leader_isr.state.isr)
 
     @property
     def maximal_isr(self) -> list[int]:
         """Committed ISR plus replicas a pending proposal adds (used for the HW)."""
-        return list(self.isr_state.maximal_isr)
+        return list(self.leader_isr.state.maximal_isr)
 
     @property
     def pending_alter_partition(self) -> AlterPartitionProposal | None:
         """The proposal awaiting an answer (to resend), None if none or blocked."""
-        return None if self.isr_state.blocked else self.isr_state.pending
+        state = self.leader_isr.state
+        return None if state.blocked else state.pending
+
+    @property
+    def damaged_ranges(self) -> list[tuple[int, int]]:
+        """``[first bad offset, end of its segment)`` ranges never served, ascending."""
+        return self.damage.ranges
+
+    @property
+    def damaged(self) -> tuple[int, int] | None:
+        """The lowest damaged range, or None."""
+        return self.damage.ranges[0] if self.damage.ranges else None
+
+    @property
+    def repair(self) -> SegmentRepair | None:
+        """The damaged segment being written again from the leader's copy, if any."""
+        return self.damage.repair
+
+    @property
+    def compaction_bound(self) -> int | None:
+        """Where the log cleaner must stop on this replica: its HW (nothing a follower or
+        an acks=all produce still waits for is compacted), or None while it is damaged or
+        under repair (the cleaner would rewrite the same segments)."""
+        return None if self.damage.blocks_compaction else self.high_watermark
 
     @property
     def truncation_request_epoch(self) -> int:
@@ -201,7 +210,7 @@ class Partition:
         role = "leader" if self.is_leader else f"follower(of {self.leader_id})"
         return (f"Partition({self.topic}-{self.index}@{self.local_broker_id} {role} "
                 f"epoch={self.leader_epoch} hw={self.high_watermark} "
-                f"leo={self.log_end_offset} isr={list(self.isr_state.isr)})")
+                f"leo={self.log_end_offset} isr={list(self.leader_isr.state.isr)})")
 
     # -- log start and producer state --------------------------------------------------
 
@@ -237,13 +246,14 @@ class Partition:
             return False
         if leader_epoch == self.leader_epoch:
             if partition_epoch > self.partition_epoch:
-                self._set_membership(replicas, isr, partition_epoch, now_ms)
+                self.replicas, self.partition_epoch = list(replicas), partition_epoch
+                self.leader_isr.assign(replicas, isr, now_ms, new_epoch=False)
                 self.maybe_increment_high_watermark()
             return False
         self.leader_id = self.local_broker_id
         self.leader_epoch = leader_epoch
-        self.followers = {}
-        self._set_membership(replicas, isr, partition_epoch, now_ms)
+        self.replicas, self.partition_epoch = list(replicas), partition_epoch
+        self.leader_isr.assign(replicas, isr, now_ms, new_epoch=True)
         leo = self.log_end_offset
         self.leader_epoch_cache.assign(leader_epoch, leo)
         self.leader_epoch_start_offset = leo
@@ -251,22 +261,6 @@ class Partition:
         self._leader_hw_floor = self.high_watermark
         self.maybe_increment_high_watermark()
         return True
-
-    def _set_membership(self, replicas: Sequence[int], isr: Sequence[int],
-                        partition_epoch: int, now_ms: int) -> None:
-        self.replicas = list(replicas)
-        self.partition_epoch = partition_epoch
-        self.isr_state.reset(isr)
-        followers = {}
-        for r in replicas:
-            if r == self.local_broker_id:
-                continue
-            state = self.followers.get(r)
-            if state is None:
-                state = ReplicaState()
-                state.reset(now_ms, in_sync=r in isr)
-            followers[r] = state
-        self.followers = followers
 
     def make_follower(self, leader_id: int, leader_epoch: int, replicas: Sequence[int],
                       partition_epoch: int = 0, isr: Sequence[int] = ()) -> bool:
@@ -285,8 +279,7 @@ class Partition:
         self.leader_epoch = leader_epoch
         self.partition_epoch = partition_epoch
         self.replicas = list(replicas)
-        self.isr_state.reset(isr)
-        self.followers = {}
+        self.leader_isr.forget(isr)
         self.leader_epoch_start_offset = UNKNOWN_OFFSET
         self.high_watermark = min(self.high_watermark, self.log_end_offset)
         return changed
@@ -295,8 +288,7 @@ class Partition:
         """Stop leading (the controller says our epoch is stale); wait for metadata."""
         if self.is_leader:
             self.leader_id = NO_LEADER
-            self.followers = {}
-            self.isr_state.reset(self.isr_state.isr)
+            self.leader_isr.forget(self.leader_isr.state.isr)
 
     # -- leader path -----------------------------------------------------------------
 
@@ -328,9 +320,9 @@ class Partition:
         first otherwise).  The producer-state check reads the headers that validation
         unpacked: each batch header is parsed once per append."""
         self._require_leader()
-        if required_acks == -1 and len(self.isr_state.isr) < min_insync_replicas:
+        if required_acks == -1 and len(self.leader_isr.state.isr) < min_insync_replicas:
             raise NotEnoughReplicasError(
-                f"{self.topic}-{self.index}: ISR {list(self.isr_state.isr)} is smaller than "
+                f"{self.topic}-{self.index}: ISR {self.isr} is smaller than "
                 f"min_insync_replicas {min_insync_replicas}"
             )
         if checked is None:  # validated here, before the producer-state check, as the
@@ -354,114 +346,46 @@ class Partition:
                      min_one_batch: bool = True) -> FetchDataInfo:
         self._require_leader()
         upper = self.log_end_offset if for_follower else self.high_watermark
-        if self.damaged_ranges:
-            self._forget_damage_outside(self.log_start_offset, self.log_end_offset)
-            for first_bad, until in self.damaged_ranges:
-                if fetch_offset >= until:
-                    continue
-                if fetch_offset >= first_bad:
-                    raise MiniKafkaError(
-                        f"{self.topic}-{self.index}: offsets [{first_bad}, {until}) failed "
-                        "this leader's CRC check and are not served until a replica holding "
-                        "a good copy leads (see the broker's log)",
-                        ErrorCode.KAFKA_STORAGE_ERROR)
-                upper = min(upper, first_bad)
-                break
+        upper = self.damage.read_bound(f"{self.topic}-{self.index}", fetch_offset, upper)
         return self.log.read(fetch_offset, max_bytes, max_offset=upper,
                              min_one_batch=min_one_batch)
 
-    @property
-    def compaction_bound(self) -> int | None:
-        """Where the log cleaner must stop on this replica: its HW (nothing a follower or
-        an acks=all produce still waits for is compacted), or None while it is damaged or
-        under repair (the cleaner would rewrite the same segments)."""
-        if self.repair is not None or self.damaged_ranges:
-            return None
-        return self.high_watermark
-
-    @property
-    def damaged(self) -> tuple[int, int] | None:
-        """The lowest damaged range, or None."""
-        return self.damaged_ranges[0] if self.damaged_ranges else None
+    # -- damaged segments (see "Damage" in the module docstring) -------------------------
 
     def mark_damaged(self, offset: int, until: int) -> None:
         """The log cannot be trusted in ``[offset, until)`` (a bad batch starts at
-        ``offset``, its segment ends at ``until``): never serve it, nor read across it
-        (see "Damage" in the module docstring).  Overlapping ranges merge."""
-        merged: list[tuple[int, int]] = []
-        for first, end in sorted([*self.damaged_ranges, (offset, until)]):
-            if merged and first < merged[-1][1]:  # the same segment found again
-                merged[-1] = (merged[-1][0], max(end, merged[-1][1]))
-            else:
-                merged.append((first, end))
-        self.damaged_ranges = merged
-
-    def _forget_damage_outside(self, log_start_offset: int, log_end_offset: int) -> None:
-        """Drop ranges the log no longer holds: wholly below the log start (retention,
-        DeleteRecords: not before, the rest of the segment is not trusted either), or at
-        or above the log end (cut away)."""
-        self.damaged_ranges = [(first, end) for first, end in self.damaged_ranges
-                               if end > log_start_offset and first < log_end_offset]
-
-    # -- damaged segments (see "Damage" in the module docstring) -------------------------
+        ``offset``, its segment ends at ``until``): never serve it, nor read across it."""
+        self.damage.mark(offset, until)
 
     def begin_repair(self, segment_base_offset: int, position: int) -> SegmentRepair | None:
         """Start writing the closed segment ``segment_base_offset`` again from byte
-        ``position`` on; marks the range damaged.  None
-        when another segment's repair is under way (the scrubber finds this one again).
-        :class:`SegmentRepairError` when it cannot be repaired in place (the active
-        segment, or the prefix is bad too): the caller cuts the log instead."""
-        if self.repair is not None:
-            if self.repair.valid:
-                return (self.repair if self.repair.segment.base_offset == segment_base_offset
-                        else None)
-            self.abort_repair()
-        self.repair = SegmentRepair(self.log, segment_base_offset, position)
-        self.mark_damaged(self.repair.first_bad_offset, self.repair.end_offset)
-        return self.repair
+        ``position`` on (:meth:`DamageMarks.begin_repair`; marks the range damaged)."""
+        return self.damage.begin_repair(segment_base_offset, position)
 
     def feed_repair(self, records: bytes | bytearray | memoryview, now_ms: int) -> bool:
         """Follower: write the leader's batches for the range under repair; True once the
-        repaired segment is swapped in (the damage mark ends).  A segment that changed
-        meanwhile ends the repair (the scrubber finds any damage left); batches that do
+        repaired segment is swapped in (:meth:`DamageMarks.feed_repair`).  Batches that do
         not fit the range (the replicas' batches differ there) make this replica cut its
-        log before the damage and fetch everything after it again (the fallback).
-        :class:`~clients.protocol.errors.CorruptRecordError`: the leader's copy is bad
-        too; nothing was written."""
+        log before the damage and fetch everything after it again (the fallback)."""
         self._require_not_leader("repair from the leader")
-        repair = self.repair
-        if repair is None:
-            return False
-        if not repair.valid:
-            self.abort_repair()
-            self._forget_damage_outside(self.log_start_offset, self.log_end_offset)
-            return False
+        repair = self.damage.repair
         try:
-            repair.append(records)
-            if not repair.done:
-                return False
-            repair.commit(now_ms)
+            return self.damage.feed_repair(records, now_ms)
         except SegmentRepairError:
+            assert repair is not None
             self.truncate_to(repair.first_bad_offset)  # aborts the repair
             raise
-        self.repair = None
-        self.damaged_ranges = [(first, end) for first, end in self.damaged_ranges
-                               if not repair.segment.base_offset <= first < repair.end_offset]
-        return True
 
     def abort_repair(self) -> None:
         """Drop the repair under way (its file is removed; the damage mark stays)."""
-        if self.repair is not None:
-            self.repair.abort()
-            self.repair = None
+        self.damage.abort_repair()
 
     def update_follower_fetch(self, replica_id: int, fetch_offset: int, now_ms: int) -> bool:
         """Record a follower's fetch at ``fetch_offset``; True when the HW moved.  An ISR
         member fetching from below the HW is out of sync at once (replication.isr): the
         caller asks :meth:`maybe_shrink_isr` right away."""
         self._require_leader()
-        state = self.followers.get(replica_id)
-        if state is None:
+        if replica_id not in self.leader_isr.followers:
             raise NotLeaderError(f"{self.topic}-{self.index}: replica {replica_id} is not a "
                                  f"follower of leader {self.local_broker_id} "
                                  f"(replicas {self.replicas})")
@@ -470,7 +394,7 @@ class Partition:
             raise OffsetOutOfRangeError(
                 f"{self.topic}-{self.index}: follower {replica_id} fetch offset "
                 f"{fetch_offset} is outside [0, {leo}]")
-        state.update_fetch(fetch_offset, leo, now_ms)
+        self.leader_isr.followers[replica_id].update_fetch(fetch_offset, leo, now_ms)
         return self.maybe_increment_high_watermark()
 
     def acked_by_isr(self, required_offset: int) -> bool:
@@ -479,17 +403,8 @@ class Partition:
 
     def maybe_increment_high_watermark(self) -> bool:
         """HW = min LEO over the maximal ISR (unknown LEO: no move); True if it moved."""
-        if not self.is_leader:
-            return False
-        new_hw = self.log_end_offset
-        for r in self.isr_state.maximal_isr:
-            if r == self.local_broker_id:
-                continue
-            state = self.followers.get(r)
-            if state is None or state.log_end_offset == UNKNOWN_OFFSET:
-                return False
-            new_hw = min(new_hw, state.log_end_offset)
-        if new_hw > self.high_watermark:
+        new_hw = self.leader_isr.high_watermark(self.log_end_offset) if self.is_leader else None
+        if new_hw is not None and new_hw > self.high_watermark:
             self.high_watermark = self._leader_hw_floor = new_hw
             return True
         return False
@@ -509,24 +424,19 @@ class Partition:
     def maybe_shrink_isr(self, now_ms: int,
                          replica_lag_time_max_ms: int) -> AlterPartitionProposal | None:
         """Propose dropping ISR members not caught up within the lag bound."""
-        if not self.is_leader or self.isr_state.pending is not None:
+        if not self.is_leader:
             return None
-        out = out_of_sync_replicas(self.isr_state.isr, self.local_broker_id, self.followers,
-                                   self.log_end_offset, now_ms, replica_lag_time_max_ms,
-                                   self.high_watermark)
-        if not out:
-            return None
-        return self._propose(tuple(r for r in self.isr_state.isr if r not in out))
+        new_isr = self.leader_isr.shrunk_isr(self.log_end_offset, now_ms,
+                                             replica_lag_time_max_ms, self.high_watermark)
+        return None if new_isr is None else self._propose(new_isr)
 
     def maybe_expand_isr(self, replica_id: int) -> AlterPartitionProposal | None:
         """Propose adding ``replica_id`` if it caught up to the HW in this epoch."""
-        if (not self.is_leader or self.isr_state.pending is not None
-                or replica_id in self.isr_state.isr or replica_id not in self.followers):
+        if not self.is_leader:
             return None
-        if not can_join_isr(self.followers[replica_id], self.high_watermark,
-                            self.leader_epoch_start_offset):
-            return None
-        return self._propose((*self.isr_state.isr, replica_id))
+        new_isr = self.leader_isr.expanded_isr(replica_id, self.high_watermark,
+                                               self.leader_epoch_start_offset)
+        return None if new_isr is None else self._propose(new_isr)
 
     def propose_isr(self, new_isr: tuple[int, ...]) -> AlterPartitionProposal | None:
         """Propose ``new_isr`` (leader only; None while a proposal is pending).  A leader
@@ -536,7 +446,7 @@ class Partition:
         return self._propose(new_isr)
 
     def _propose(self, new_isr: tuple[int, ...]) -> AlterPartitionProposal | None:
-        return self.isr_state.propose(AlterPartitionProposal(
+        return self.leader_isr.state.propose(AlterPartitionProposal(
             self.topic, self.index, self.local_broker_id, self.leader_epoch,
             self.partition_epoch, new_isr))
 
@@ -546,8 +456,8 @@ class Partition:
         """Apply the controller's answer to ``proposal``; True if the ISR was committed."""
         if not self.is_leader or proposal.leader_epoch != self.leader_epoch:
             return False
-        committed = self.isr_state.on_response(proposal, error_code, isr)
-        if committed and self.local_broker_id not in self.isr_state.isr:
+        committed = self.leader_isr.state.on_response(proposal, error_code, isr)
+        if committed and self.local_broker_id not in self.leader_isr.state.isr:
             self.resign()  # it proposed an ISR without itself: another replica leads now
         elif committed:
             self.partition_epoch = (proposal.partition_epoch + 1 if partition_epoch is None
@@ -579,13 +489,8 @@ class Partition:
         """Follower: drop everything at or after ``offset`` (batch boundary at or below)."""
         self._require_not_leader("truncate")
         leo = self.log_end_offset
-        if self.repair is not None and offset < self.repair.end_offset:
-            # the cut reaches the segment under repair: it would become the active one
-            # with its bad batches; cut before them (nothing later is kept anyway)
-            offset = min(offset, self.repair.first_bad_offset)
-            self.abort_repair()
-        self.log.truncate_to(offset)
-        self._forget_damage_outside(self.log_start_offset, self.log_end_offset)
+        self.log.truncate_to(self.damage.cut_point(offset))
+        self.damage.forget_outside(self.log_start_offset, self.log_end_offset)
         self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
         self.high_watermark = min(self.high_watermark, self.log_end_offset)
         if self.log_end_offset < leo:
@@ -594,9 +499,8 @@ class Partition:
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Follower behind the leader's log start: restart the log empty at ``offset``."""
         self._require_not_leader("truncate")
-        self.abort_repair()
+        self.damage.clear()
         self.log.truncate_fully_and_start_at(offset)
-        self.damaged_ranges = []
         self.leader_epoch_cache.clear()
         self.high_watermark = offset
         # every snapshot describes a history now gone
@@ -647,8 +551,7 @@ class Partition:
             raise PartitionInvariantError(f"{name}: {exc}") from exc
         if not self.is_leader:
             return
-        if self.local_broker_id not in self.isr_state.isr:
-            raise PartitionInvariantError(f"{name}: leader not in ISR {self.isr_state.isr}")
+        self.leader_isr.check_invariants(name, leo)
         if self.high_watermark < self._leader_hw_floor:
             raise PartitionInvariantError(
                 f"{name}: HW {self.high_watermark} fell below {self._leader_hw_floor} "
@@ -657,10 +560,6 @@ class Partition:
             raise PartitionInvariantError(
                 f"{name}: leading epoch {self.leader_epoch} but the epoch cache's latest is "
                 f"{self.leader_epoch_cache.latest_epoch}")
-        for r, state in self.followers.items():
-            if state.log_end_offset > leo:
-                raise PartitionInvariantError(
-                    f"{name}: follower {r} LEO {state.log_end_offset} > leader LEO {leo}")
 
 
 def _headers_or_none(batches: bytes | bytearray | memoryview) -> list[BatchHeader] | None:

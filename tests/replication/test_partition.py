@@ -149,7 +149,7 @@ def test_new_leader_waits_for_every_isr_member_to_fetch_in_its_epoch(
     replicate(leader, f3)
     # f2 becomes leader in epoch 1; it knows follower 3 reached offset 1 earlier, but not now
     assert f2.make_leader(1, [1, 2, 3], [2, 3, 1], partition_epoch=1, now_ms=10)
-    assert all(s.log_end_offset == -1 for s in f2.followers.values())
+    assert all(s.log_end_offset == -1 for s in f2.leader_isr.followers.values())
     f2.append_records_as_leader(batch(b"b"))
     f3.make_follower(2, 1, [1, 2, 3], partition_epoch=1)
     leader.make_follower(2, 1, [1, 2, 3], partition_epoch=1)
@@ -197,7 +197,7 @@ def test_stale_metadata_is_ignored(trio: tuple[Partition, ...]) -> None:
     # same epoch, newer partition epoch: an ISR update that keeps follower progress
     leader.update_follower_fetch(2, 0, now_ms=7)
     assert not leader.make_leader(3, [1, 2, 3], [1, 2], partition_epoch=6)
-    assert leader.isr == [1, 2] and leader.followers[2].log_end_offset == 0
+    assert leader.isr == [1, 2] and leader.leader_isr.followers[2].log_end_offset == 0
     assert not leader.make_leader(3, [1, 2, 3], [1], partition_epoch=4)
     assert leader.isr == [1, 2]
 
