@@ -78,18 +78,14 @@ thread-safe: owned by the broker's event loop.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from pathlib import Path
 
 from clients.protocol.errors import (
-    CorruptRecordError,
     ErrorCode,
-    MiniKafkaError,
     OffsetOutOfRangeError,
 )
-from clients.records.batch import BatchHeader, iter_batches
 from replication.damage_marks import DamageMarks
 from replication.isr import UNKNOWN_OFFSET, AlterPartitionProposal, LeaderIsr
-from replication.leader_epoch_cache import LeaderEpochCache, LeaderEpochCacheError, epoch_changes
+from replication.leader_epoch_cache import LeaderEpochCache, LeaderEpochCacheError
 from replication.partition_errors import (
     FencedLeaderEpochError,
     NotEnoughReplicasError,
@@ -97,15 +93,14 @@ from replication.partition_errors import (
     PartitionInvariantError,
     UnknownLeaderEpochError,
 )
-from replication.producer_state import ProducerStateManager, VerdictKind
-from replication.producer_state_store import ProducerStateStore
+from replication.producer_state import ProducerStateManager
+from replication.replica_log import ReplicaLog
 from replication.truncation import (
     EpochEndOffset,
     TruncationDecision,
     TruncationPolicy,
     decide_truncation,
 )
-from storage.checkpoint import LEADER_EPOCH_CHECKPOINT
 from storage.log.log import Log, LogAppendInfo
 from storage.log.reader import FetchDataInfo
 from storage.log.validator import BatchInfo
@@ -134,15 +129,8 @@ class Partition:
         self.leader_epoch_start_offset = UNKNOWN_OFFSET
         self._leader_hw_floor = 0  # HW when this leadership began: never go below
         self.damage = DamageMarks(log)  # ranges never served, and their repair
-        if leader_epoch_cache is None:
-            leader_epoch_cache = LeaderEpochCache.load(
-                Path(log.dir) / LEADER_EPOCH_CHECKPOINT, log.log_start_offset,
-                log.log_end_offset,
-                batches=((h.partition_leader_epoch, h.base_offset) for h, _ in log.batches()),
-            )
-        self.leader_epoch_cache = leader_epoch_cache
-        log.before_flush = leader_epoch_cache.sync  # durable before the records it names
-        self._producer_store = ProducerStateStore(f"{topic}-{index}", log)
+        # the log with its epoch cache and producer state, changed together
+        self.replica_log = ReplicaLog(f"{topic}-{index}", log, leader_epoch_cache)
 
     # -- views -----------------------------------------------------------------------
 
@@ -197,6 +185,10 @@ class Partition:
         return None if self.damage.blocks_compaction else self.high_watermark
 
     @property
+    def leader_epoch_cache(self) -> LeaderEpochCache:
+        return self.replica_log.leader_epoch_cache
+
+    @property
     def truncation_request_epoch(self) -> int:
         """The epoch a follower asks the leader about: its latest (-1 = none)."""
         return self.leader_epoch_cache.latest_epoch
@@ -204,7 +196,7 @@ class Partition:
     @property
     def producer_state(self) -> ProducerStateManager:
         """The idempotent-producer state (rules in :mod:`replication.producer_state`)."""
-        return self._producer_store.state
+        return self.replica_log.producer_state
 
     def __repr__(self) -> str:
         role = "leader" if self.is_leader else f"follower(of {self.leader_id})"
@@ -216,14 +208,12 @@ class Partition:
 
     def sync_log_start(self) -> None:
         """Trim the epoch cache after the log start moved (retention, DeleteRecords)."""
-        entries = self.leader_epoch_cache.entries
-        if entries and entries[0].start_offset < self.log_start_offset:
-            self.leader_epoch_cache.truncate_from_start(self.log_start_offset)
+        self.replica_log.sync_log_start()
 
     def take_producer_snapshot(self, *, durable: bool = False) -> bool:
         """Snapshot the producer state at the LEO if the LEO moved since the last one
         (the broker's checkpoint timer; ``durable`` at its shutdown)."""
-        return self._producer_store.take_snapshot(durable=durable)
+        return self.replica_log.producer_store.take_snapshot(durable=durable)
 
     def remove_expired_producers(self, now_ms: int) -> int:
         """Sweep producers idle for ``producer_id_expiration_ms`` (the caller's clock)."""
@@ -315,30 +305,15 @@ class Partition:
                                  required_acks: int = -1,
                                  min_insync_replicas: int = 1,
                                  checked: Sequence[BatchInfo] | None = None) -> LogAppendInfo:
-        """Append a producer's batches as leader (``checked``: the log's
-        :meth:`~storage.log.log.Log.leader_check` of these bytes, already run; run here
-        first otherwise).  The producer-state check reads the headers that validation
-        unpacked: each batch header is parsed once per append."""
+        """Append a producer's batches as leader (:meth:`ReplicaLog.append_as_leader`:
+        ``checked`` is the log's check of these bytes if already run)."""
         self._require_leader()
         if required_acks == -1 and len(self.leader_isr.state.isr) < min_insync_replicas:
             raise NotEnoughReplicasError(
                 f"{self.topic}-{self.index}: ISR {self.isr} is smaller than "
                 f"min_insync_replicas {min_insync_replicas}"
             )
-        if checked is None:  # validated here, before the producer-state check, as the
-            checked = self.log.leader_check(keys=False).run(batches)  # Produce handler does
-        # each batch's header as the validation unpacked it: parsed once per append
-        headers = [BatchHeader(*info[7]) for info in checked]
-        verdict = self.producer_state.check_append(headers)
-        if verdict.kind is VerdictKind.ERROR:
-            raise MiniKafkaError(verdict.message, verdict.error_code)
-        if verdict.kind is VerdictKind.DUPLICATE:
-            return LogAppendInfo(verdict.first_offset, verdict.last_offset, -1, -1, 0, 0,
-                                 0, self.log_start_offset, ())
-        self.sync_log_start()
-        self.leader_epoch_cache.assign(self.leader_epoch, self.log_end_offset)  # O(1) no-op
-        info = self.log.append_as_leader(batches, self.leader_epoch, checked)
-        self._producer_store.record_append(headers, info, assigned=True)
+        info = self.replica_log.append_as_leader(batches, self.leader_epoch, checked)
         self.maybe_increment_high_watermark()
         return info
 
@@ -414,10 +389,7 @@ class Partition:
         """Answer OffsetsForLeaderEpoch (leader only; fenced by ``current_leader_epoch``)."""
         self._require_leader()
         self.check_leader_epoch(current_leader_epoch)
-        self.sync_log_start()
-        epoch, end = self.leader_epoch_cache.end_offset_for(requested_epoch,
-                                                            self.log_end_offset)
-        return EpochEndOffset(epoch, end)
+        return EpochEndOffset(*self.replica_log.end_offset_for(requested_epoch))
 
     # -- ISR (leader) ----------------------------------------------------------------
 
@@ -488,23 +460,16 @@ class Partition:
     def truncate_to(self, offset: int) -> None:
         """Follower: drop everything at or after ``offset`` (batch boundary at or below)."""
         self._require_not_leader("truncate")
-        leo = self.log_end_offset
-        self.log.truncate_to(self.damage.cut_point(offset))
+        self.replica_log.truncate_to(self.damage.cut_point(offset))
         self.damage.forget_outside(self.log_start_offset, self.log_end_offset)
-        self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
         self.high_watermark = min(self.high_watermark, self.log_end_offset)
-        if self.log_end_offset < leo:
-            self._producer_store.rebuild()
 
     def truncate_fully_and_start_at(self, offset: int) -> None:
         """Follower behind the leader's log start: restart the log empty at ``offset``."""
         self._require_not_leader("truncate")
         self.damage.clear()
-        self.log.truncate_fully_and_start_at(offset)
-        self.leader_epoch_cache.clear()
+        self.replica_log.truncate_fully_and_start_at(offset)
         self.high_watermark = offset
-        # every snapshot describes a history now gone
-        self._producer_store.rebuild(discard_snapshots=True)
 
     def append_records_as_follower(self, batches: bytes | bytearray | memoryview,
                                    leader_high_watermark: int,
@@ -515,20 +480,10 @@ class Partition:
         ``batches`` may be empty (a fetch that only carried the HW): returns None.
         """
         self._require_not_leader("append as a follower")
-        info = None
-        if len(batches):
-            self.leader_epoch_cache.assign_all(epoch_changes(batches))
-            try:
-                info = self.log.append_as_follower(batches)
-            except Exception:
-                self.leader_epoch_cache.truncate_from_end(self.log_end_offset)
-                raise
-            self._producer_store.record_append(_headers_or_none(batches), info, assigned=False)
-        leo = self.log_end_offset
-        if leader_log_start_offset is not None and leader_log_start_offset > self.log_start_offset:
-            self.log.maybe_increment_log_start_offset(min(leader_log_start_offset, leo))
-            self.sync_log_start()
-        self.high_watermark = max(0, min(leader_high_watermark, leo))
+        info = self.replica_log.append_as_follower(batches) if len(batches) else None
+        if leader_log_start_offset is not None:
+            self.replica_log.maybe_increment_log_start_offset(leader_log_start_offset)
+        self.high_watermark = max(0, min(leader_high_watermark, self.log_end_offset))
         return info
 
     # -- invariants ------------------------------------------------------------------
@@ -561,11 +516,3 @@ class Partition:
                 f"{name}: leading epoch {self.leader_epoch} but the epoch cache's latest is "
                 f"{self.leader_epoch_cache.latest_epoch}")
 
-
-def _headers_or_none(batches: bytes | bytearray | memoryview) -> list[BatchHeader] | None:
-    """Headers of the request's batches, or None if they do not parse (the log's
-    validation then raises the precise error).  O(batches)."""
-    try:
-        return [h for _, h in iter_batches(batches, validate=False)]
-    except CorruptRecordError:
-        return None
