@@ -1,18 +1,20 @@
 """What a replica does when a CRC check finds a damaged range in one of its segments.
 
-Sans-IO: :func:`on_damage_found` changes only the :class:`Partition` (its damage marks
-and its repair, and so its log's files) and says what the owner must do next; the broker
+Sans-IO: :func:`on_damage_found` changes only the :class:`Partition`'s
+:class:`~replication.damage_marks.DamageMarks` (its damage marks and its repair, and so
+its log's files) and says what the owner must do next; the broker
 (:meth:`broker.replica.damage_repair.DamageRepair.run_scrubber`) and the simulation
 (``tests/sim``) act on the answer with their own clock, network and logging.
 
 The rules, in order:
 
 1. The range ``[first bad offset, the segment's end)`` is marked damaged at once
-   (:meth:`Partition.mark_damaged`): a leader never serves it nor reads across it.  The
-   segment gets a damage mark on disk (:meth:`storage.segment.Segment.write_damage_mark`):
-   after a restart its recovery finds the range again and the repair starts over.
+   (:meth:`replication.damage_marks.DamageMarks.mark`): a leader never serves it nor reads
+   across it.  The segment gets a damage mark on disk
+   (:meth:`storage.segment.Segment.write_damage_mark`): after a restart its recovery
+   finds the range again and the repair starts over.
 2. Found again while that segment's repair is under way: ``ALREADY_REPAIRING``.
-3. The segment's repair begins (:meth:`Partition.begin_repair`): the replica keeps its
+3. The segment's repair begins (:meth:`DamageMarks.begin_repair`): the replica keeps its
    whole log and rewrites only that segment from the leader's copy.  Another segment's
    repair under way: ``QUEUED`` (one at a time; the scrubber finds this one again).
    A follower: ``REPAIR`` (its fetcher's repair Fetches do the rest).  A leader:
@@ -53,7 +55,7 @@ def on_damage_found(partition: Partition, segment_base_offset: int, position: in
     segments = partition.log.segments
     ends = [seg.base_offset for seg in segments if seg.base_offset > segment_base_offset]
     until = ends[0] if ends else partition.log_end_offset
-    partition.mark_damaged(min(max(first_bad_offset, segment_base_offset), until), until)
+    partition.damage.mark(min(max(first_bad_offset, segment_base_offset), until), until)
     for seg in segments:
         if seg.base_offset == segment_base_offset:  # a restart must not forget it
             seg.write_damage_mark(position, first_bad_offset)
@@ -61,7 +63,7 @@ def on_damage_found(partition: Partition, segment_base_offset: int, position: in
     if repair is not None and repair.segment.base_offset == segment_base_offset:
         return DamageAction.ALREADY_REPAIRING, ""
     try:
-        repair = partition.begin_repair(segment_base_offset, position)
+        repair = partition.damage.begin_repair(segment_base_offset, position)
     except SegmentRepairError as exc:
         return DamageAction.CUT, str(exc)
     if repair is None:

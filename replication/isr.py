@@ -57,8 +57,8 @@ from __future__ import annotations
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from clients.protocol.errors import ErrorCode
-from replication.partition_errors import PartitionInvariantError
+from clients.protocol.errors import ErrorCode, OffsetOutOfRangeError
+from replication.partition_errors import NotLeaderError, PartitionInvariantError
 
 __all__ = [
     "NOT_APPLIED_ERRORS",
@@ -238,6 +238,18 @@ class LeaderIsr:
         """Not leading any more: no follower state; ``isr`` as the metadata says."""
         self.followers = {}
         self.state.reset(isr)
+
+    def record_fetch(self, name: str, replica_id: int, fetch_offset: int,
+                     leader_log_end_offset: int, now_ms: int) -> None:
+        """A follower fetched at ``fetch_offset`` (``name``: the partition, for errors)."""
+        state = self.followers.get(replica_id)
+        if state is None:
+            raise NotLeaderError(f"{name}: replica {replica_id} is not a follower of leader "
+                                 f"{self.local_id} (followers {sorted(self.followers)})")
+        if not 0 <= fetch_offset <= leader_log_end_offset:
+            raise OffsetOutOfRangeError(f"{name}: follower {replica_id} fetch offset "
+                                        f"{fetch_offset} is outside [0, {leader_log_end_offset}]")
+        state.update_fetch(fetch_offset, leader_log_end_offset, now_ms)
 
     def high_watermark(self, leader_log_end_offset: int) -> int | None:
         """:func:`leader_high_watermark` over the maximal ISR."""

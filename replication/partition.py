@@ -1,73 +1,73 @@
-"""One partition replica on this broker: its log, its role, HW/LEO, ISR and leader epochs.
+"""One partition replica on this broker: its role, epochs, high watermark and ISR.
 
 A pure core (sans-IO): every input is a method call with explicit values (``now_ms``,
 offsets, the leader's answers); it never sends, sleeps or spawns.  The broker's handlers
 (leader side) and replica fetcher / controller client (follower side, AlterPartition)
-drive it.  One class, :class:`Partition`: roles, the leader path, ISR changes, the
-follower path and the invariant check all read and write the same fields (role, epochs,
-HW, the log, the leader-epoch cache), so they live together.  Its collaborators are
-objects with their own contracts: the producer state and its snapshots
-(:class:`replication.producer_state_store.ProducerStateStore`), the ISR bookkeeping
-(:mod:`replication.isr`), the leader-epoch cache (:mod:`replication.leader_epoch_cache`)
-and the truncation decision (:mod:`replication.truncation`); the errors it raises are in
-:mod:`replication.partition_errors`.
+drive it.  :class:`Partition` is the owner that decides and applies, as Kafka's
+``Partition`` does; each concept with a contract of its own is a part it owns or a rule
+it asks (Kafka's split in brackets):
 
-Roles and epochs:
+=================================================  ========================================
+part                                               holds / decides
+=================================================  ========================================
+:class:`~replication.partition_log.PartitionLog`   the log with its leader-epoch cache and
+(``UnifiedLog``)                                   producer state, changed together on
+                                                   every append, truncation and log-start
+                                                   move
+:class:`~replication.isr.LeaderIsr`                the leader's view of its followers
+(``Replica``, ``PartitionState``)                  (progress) and the ISR with its pending
+                                                   AlterPartition proposal; the HW rule
+                                                   (:func:`~replication.isr.leader_high_watermark`)
+                                                   and the shrink/expand rules, pure
+:mod:`replication.leadership`                      what new metadata means (stale, update,
+(``makeLeader`` / ``makeFollower``)                new leadership); leader-epoch fencing
+:mod:`replication.truncation`                      where a follower cuts its log for the
+(``getOffsetTruncationState``)                     leader's OffsetsForLeaderEpoch answer
+:class:`~replication.damage_marks.DamageMarks`     the ranges a CRC check found bad (never
+                                                   served) and the one repair under way
+=================================================  ========================================
 
-* :meth:`Partition.make_leader` with a *new* leader epoch opens the epoch in the
-  :class:`LeaderEpochCache` at the LEO, forgets every follower's LEO (unknown until it
-  fetches in this epoch, so the HW can only cover what each ISR member confirmed to this
-  leader) and keeps the HW it had.  With the *same* epoch it is a metadata update (new
-  ISR / partition epoch / replicas): follower progress is kept.
-* :meth:`Partition.make_follower` drops the leader state; with a new leader or epoch it
-  returns True and the replica must run the truncation handshake before fetching:
-  send OffsetsForLeaderEpoch(:attr:`Partition.truncation_request_epoch`), pass the answer
-  to :meth:`Partition.truncate_on_leader_answer`, repeat while the decision is not
-  ``completed``.
-* A leader that the controller reports fenced (:meth:`Partition.on_alter_partition_response`
-  with FENCED_LEADER_EPOCH) resigns: ``leader_id = -1`` (:data:`NO_LEADER`), no writes,
-  no HW movement, until metadata arrives.  Requests carrying another leader epoch are
-  refused by :meth:`Partition.check_leader_epoch` (older: FENCED_LEADER_EPOCH, newer:
-  UNKNOWN_LEADER_EPOCH).
+The errors it raises are in :mod:`replication.partition_errors`.  What :class:`Partition`
+itself keeps: the role (``leader_id``, ``leader_epoch``, ``partition_epoch``,
+``replicas``), the high watermark, the leader epoch's start offset, and which part runs
+when (only a leader appends producer batches, serves reads and tracks followers; only a
+follower truncates, copies batches or feeds a repair: :class:`NotLeaderError` otherwise).
 
-HW rules: on the leader HW = min LEO over the *maximal* ISR (see :mod:`replication.isr`),
-never above the leader's LEO, never backwards while this replica leads; on a follower
-HW = min(leader's HW from the last fetch, own LEO).  acks=all completes when
+Roles and epochs: :meth:`Partition.make_leader` with a *new* leader epoch opens it in the
+epoch cache at the LEO, forgets every follower's progress and keeps the HW it had; with
+the same epoch it is a metadata update (follower progress kept).
+:meth:`Partition.make_follower` returns True with a new leader or epoch: the replica then
+runs the truncation handshake before fetching (send
+OffsetsForLeaderEpoch(:attr:`Partition.truncation_request_epoch`), pass the answer to
+:meth:`Partition.truncate_on_leader_answer`, repeat until the decision is
+``completed``).  A leader the controller reports fenced (FENCED_LEADER_EPOCH to an
+AlterPartition) resigns: ``leader_id = -1`` (:data:`NO_LEADER`), no writes, no HW
+movement, until metadata arrives.
+
+HW rules: on the leader HW = min LEO over the *maximal* ISR (:mod:`replication.isr`),
+never above the leader's LEO, never backwards while this replica leads (the floor
+:meth:`Partition.check_invariants` checks); on a follower HW = min(leader's HW from the
+last fetch, own LEO), cut to the LEO by every truncation.  acks=all completes when
 ``high_watermark >= required_offset`` (:meth:`Partition.acked_by_isr`); callers should
-also fail the wait when ``leader_epoch`` changed since the append.
+also fail the wait when ``leader_epoch`` changed since the append.  Reads: consumers up
+to the HW, followers up to the LEO, neither into nor across a damaged range.
 
-Follower path: appends copy the leader's batches (offsets and epochs kept).  Every
-truncation trims the epoch cache and rebuilds the producer state if the LEO went down;
-a follower behind the leader's log start restarts its log empty
-(:meth:`Partition.truncate_fully_and_start_at`) and discards every producer snapshot.
+Idempotent producers: the leader's append checks every request's batches against the
+producer state first (:meth:`PartitionLog.append_as_leader`; a retried batch is answered
+with its *original* offsets and ``num_batches == 0``, nothing appended, so acks=all
+waits for the original to be committed).
 
-Idempotent producers (:mod:`replication.producer_state`): the leader checks every
-request's batches before appending (an error raises the matching MiniKafkaError; a
-retried batch is answered with a :class:`LogAppendInfo` carrying its *original* offsets
-and ``num_batches == 0``, nothing appended, so acks=all waits for the original to be
-committed); every appended batch, leader or follower, updates the state.  Rebuilds and
-snapshots: :mod:`replication.producer_state_store`.
+Damage (see :mod:`replication.damage` for what finding it does): the damaged segment is
+repaired in place from the leader's batches (:meth:`Partition.feed_repair`, a follower);
+batches that do not fit make the follower cut its log before the damage and fetch the
+rest again (the fallback).  The log cleaner stops below :attr:`Partition.compaction_bound`.
 
-Damage: a leader whose background CRC check found a bad batch (:meth:`Partition.mark_damaged`)
-never serves it: reads (consumers and followers) stop before its first offset, and a fetch
-inside the range (to the end of its segment) is KAFKA_STORAGE_ERROR (retriable: clients
-keep the records before it and retry, so they never read corrupt bytes or skip the
-range).  Reads from the end of the range on are served: a follower at its log end, or
-repairing a damaged range of its own higher up, still gets the intact later segments.
-The damaged segment is repaired in place (:meth:`Partition.begin_repair`,
-:mod:`storage.segment_repair`): as a follower, the replica fetcher feeds the leader's
-batches for the range to :meth:`Partition.feed_repair`, which swaps the rewritten
-segment in; every later segment is kept all along (they may hold the only intact copy
-of another replica's damage).  The mark ends when the repaired segment is in, when the
-log is cut below it (the fallback when the replicas' batches differ there), or when the
-log start moves past the whole damaged range (DeleteRecords, retention).  Damage that log
-recovery found and kept in place (``Segment.damage``) is marked when the partition is
-made; its owner then starts the repair as for the scrubber's findings.
-
-Leader-epoch cache: assigned *before* each append (leader: at :meth:`Partition.make_leader`;
-follower: from the incoming batch headers, trimmed back if the append fails), trimmed
-after every truncation and when the log start offset moves (checked lazily on each
-append/answer, or :meth:`Partition.sync_log_start`).
+Transactions come next, with their partition-side state (ongoing transactions, the last
+stable offset, the aborted-transaction index) in a part of :class:`PartitionLog` beside the
+producer state, fed by the same appends and rebuilt on the same truncations; Partition
+then bounds READ_COMMITTED reads by the last stable offset in
+:meth:`Partition.read_records` as it bounds reads by the HW, and completes a
+transaction's markers through the same leader append.
 
 Costs: views O(1) (``isr``/``maximal_isr`` copy O(|ISR|)); appends cost the log's append
 plus O(batches) plus O(|ISR|); a follower fetch update O(|ISR|); ISR checks
@@ -79,22 +79,18 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-from clients.protocol.errors import (
-    ErrorCode,
-    OffsetOutOfRangeError,
-)
+from clients.protocol.errors import ErrorCode
 from replication.damage_marks import DamageMarks
 from replication.isr import UNKNOWN_OFFSET, AlterPartitionProposal, LeaderIsr
-from replication.leader_epoch_cache import LeaderEpochCache, LeaderEpochCacheError
+from replication.leader_epoch_cache import LeaderEpochCache
+from replication.leadership import RoleChange, fence_leader_epoch, follower_change, leader_change
 from replication.partition_errors import (
-    FencedLeaderEpochError,
     NotEnoughReplicasError,
     NotLeaderError,
     PartitionInvariantError,
-    UnknownLeaderEpochError,
 )
+from replication.partition_log import PartitionLog
 from replication.producer_state import ProducerStateManager
-from replication.replica_log import ReplicaLog
 from replication.truncation import (
     EpochEndOffset,
     TruncationDecision,
@@ -130,7 +126,7 @@ class Partition:
         self._leader_hw_floor = 0  # HW when this leadership began: never go below
         self.damage = DamageMarks(log)  # ranges never served, and their repair
         # the log with its epoch cache and producer state, changed together
-        self.replica_log = ReplicaLog(f"{topic}-{index}", log, leader_epoch_cache)
+        self.partition_log = PartitionLog(f"{topic}-{index}", log, leader_epoch_cache)
 
     # -- views -----------------------------------------------------------------------
 
@@ -186,7 +182,7 @@ class Partition:
 
     @property
     def leader_epoch_cache(self) -> LeaderEpochCache:
-        return self.replica_log.leader_epoch_cache
+        return self.partition_log.leader_epoch_cache
 
     @property
     def truncation_request_epoch(self) -> int:
@@ -196,7 +192,7 @@ class Partition:
     @property
     def producer_state(self) -> ProducerStateManager:
         """The idempotent-producer state (rules in :mod:`replication.producer_state`)."""
-        return self.replica_log.producer_state
+        return self.partition_log.producer_state
 
     def __repr__(self) -> str:
         role = "leader" if self.is_leader else f"follower(of {self.leader_id})"
@@ -208,12 +204,12 @@ class Partition:
 
     def sync_log_start(self) -> None:
         """Trim the epoch cache after the log start moved (retention, DeleteRecords)."""
-        self.replica_log.sync_log_start()
+        self.partition_log.sync_log_start()
 
     def take_producer_snapshot(self, *, durable: bool = False) -> bool:
         """Snapshot the producer state at the LEO if the LEO moved since the last one
         (the broker's checkpoint timer; ``durable`` at its shutdown)."""
-        return self.replica_log.producer_store.take_snapshot(durable=durable)
+        return self.partition_log.producer_store.take_snapshot(durable=durable)
 
     def remove_expired_producers(self, now_ms: int) -> int:
         """Sweep producers idle for ``producer_id_expiration_ms`` (the caller's clock)."""
@@ -231,26 +227,20 @@ class Partition:
         if self.local_broker_id not in isr:
             raise ValueError(f"{self.topic}-{self.index}: leader {self.local_broker_id} "
                              f"is not in the ISR {list(isr)}")
-        if leader_epoch < self.leader_epoch or (
-                leader_epoch == self.leader_epoch and not self.is_leader):
+        change = leader_change(self.leader_epoch, self.partition_epoch, self.is_leader,
+                               leader_epoch, partition_epoch)
+        if change is RoleChange.STALE:
             return False
-        if leader_epoch == self.leader_epoch:
-            if partition_epoch > self.partition_epoch:
-                self.replicas, self.partition_epoch = list(replicas), partition_epoch
-                self.leader_isr.assign(replicas, isr, now_ms, new_epoch=False)
-                self.maybe_increment_high_watermark()
-            return False
-        self.leader_id = self.local_broker_id
-        self.leader_epoch = leader_epoch
         self.replicas, self.partition_epoch = list(replicas), partition_epoch
-        self.leader_isr.assign(replicas, isr, now_ms, new_epoch=True)
-        leo = self.log_end_offset
-        self.leader_epoch_cache.assign(leader_epoch, leo)
-        self.leader_epoch_start_offset = leo
-        self.high_watermark = max(0, min(self.high_watermark, leo))
-        self._leader_hw_floor = self.high_watermark
+        self.leader_isr.assign(replicas, isr, now_ms, new_epoch=change is RoleChange.NEW)
+        if change is RoleChange.NEW:
+            self.leader_id, self.leader_epoch = self.local_broker_id, leader_epoch
+            leo = self.log_end_offset
+            self.leader_epoch_cache.assign(leader_epoch, leo)
+            self.leader_epoch_start_offset = leo
+            self.high_watermark = self._leader_hw_floor = max(0, min(self.high_watermark, leo))
         self.maybe_increment_high_watermark()
-        return True
+        return change is RoleChange.NEW
 
     def make_follower(self, leader_id: int, leader_epoch: int, replicas: Sequence[int],
                       partition_epoch: int = 0, isr: Sequence[int] = ()) -> bool:
@@ -261,10 +251,10 @@ class Partition:
         """
         if leader_id == self.local_broker_id:
             raise ValueError(f"{self.topic}-{self.index}: make_follower with itself as leader")
-        if leader_epoch < self.leader_epoch or (
-                leader_epoch == self.leader_epoch and partition_epoch < self.partition_epoch):
+        change = follower_change(self.leader_id, self.leader_epoch, self.partition_epoch,
+                                 leader_id, leader_epoch, partition_epoch)
+        if change is RoleChange.STALE:
             return False
-        changed = leader_epoch != self.leader_epoch or leader_id != self.leader_id
         self.leader_id = leader_id
         self.leader_epoch = leader_epoch
         self.partition_epoch = partition_epoch
@@ -272,7 +262,7 @@ class Partition:
         self.leader_isr.forget(isr)
         self.leader_epoch_start_offset = UNKNOWN_OFFSET
         self.high_watermark = min(self.high_watermark, self.log_end_offset)
-        return changed
+        return change is RoleChange.NEW
 
     def resign(self) -> None:
         """Stop leading (the controller says our epoch is stale); wait for metadata."""
@@ -283,18 +273,9 @@ class Partition:
     # -- leader path -----------------------------------------------------------------
 
     def check_leader_epoch(self, current_leader_epoch: int) -> None:
-        """Fence a request that carries another view of the leader epoch (-1 = none)."""
-        if current_leader_epoch < 0 or current_leader_epoch == self.leader_epoch:
-            return
-        if current_leader_epoch < self.leader_epoch:
-            raise FencedLeaderEpochError(
-                f"{self.topic}-{self.index}: request epoch {current_leader_epoch} is older "
-                f"than the current leader epoch {self.leader_epoch}"
-            )
-        raise UnknownLeaderEpochError(
-            f"{self.topic}-{self.index}: request epoch {current_leader_epoch} is newer "
-            f"than this replica's {self.leader_epoch}"
-        )
+        """Fence a request that carries another view of the leader epoch (-1 = none;
+        :func:`~replication.leadership.fence_leader_epoch`)."""
+        fence_leader_epoch(f"{self.topic}-{self.index}", current_leader_epoch, self.leader_epoch)
 
     def _require_leader(self) -> None:
         if not self.is_leader:
@@ -305,7 +286,7 @@ class Partition:
                                  required_acks: int = -1,
                                  min_insync_replicas: int = 1,
                                  checked: Sequence[BatchInfo] | None = None) -> LogAppendInfo:
-        """Append a producer's batches as leader (:meth:`ReplicaLog.append_as_leader`:
+        """Append a producer's batches as leader (:meth:`PartitionLog.append_as_leader`:
         ``checked`` is the log's check of these bytes if already run)."""
         self._require_leader()
         if required_acks == -1 and len(self.leader_isr.state.isr) < min_insync_replicas:
@@ -313,7 +294,7 @@ class Partition:
                 f"{self.topic}-{self.index}: ISR {self.isr} is smaller than "
                 f"min_insync_replicas {min_insync_replicas}"
             )
-        info = self.replica_log.append_as_leader(batches, self.leader_epoch, checked)
+        info = self.partition_log.append_as_leader(batches, self.leader_epoch, checked)
         self.maybe_increment_high_watermark()
         return info
 
@@ -326,16 +307,6 @@ class Partition:
                              min_one_batch=min_one_batch)
 
     # -- damaged segments (see "Damage" in the module docstring) -------------------------
-
-    def mark_damaged(self, offset: int, until: int) -> None:
-        """The log cannot be trusted in ``[offset, until)`` (a bad batch starts at
-        ``offset``, its segment ends at ``until``): never serve it, nor read across it."""
-        self.damage.mark(offset, until)
-
-    def begin_repair(self, segment_base_offset: int, position: int) -> SegmentRepair | None:
-        """Start writing the closed segment ``segment_base_offset`` again from byte
-        ``position`` on (:meth:`DamageMarks.begin_repair`; marks the range damaged)."""
-        return self.damage.begin_repair(segment_base_offset, position)
 
     def feed_repair(self, records: bytes | bytearray | memoryview, now_ms: int) -> bool:
         """Follower: write the leader's batches for the range under repair; True once the
@@ -360,16 +331,8 @@ class Partition:
         member fetching from below the HW is out of sync at once (replication.isr): the
         caller asks :meth:`maybe_shrink_isr` right away."""
         self._require_leader()
-        if replica_id not in self.leader_isr.followers:
-            raise NotLeaderError(f"{self.topic}-{self.index}: replica {replica_id} is not a "
-                                 f"follower of leader {self.local_broker_id} "
-                                 f"(replicas {self.replicas})")
-        leo = self.log_end_offset
-        if not 0 <= fetch_offset <= leo:
-            raise OffsetOutOfRangeError(
-                f"{self.topic}-{self.index}: follower {replica_id} fetch offset "
-                f"{fetch_offset} is outside [0, {leo}]")
-        self.leader_isr.followers[replica_id].update_fetch(fetch_offset, leo, now_ms)
+        self.leader_isr.record_fetch(f"{self.topic}-{self.index}", replica_id, fetch_offset,
+                                     self.log_end_offset, now_ms)
         return self.maybe_increment_high_watermark()
 
     def acked_by_isr(self, required_offset: int) -> bool:
@@ -389,7 +352,7 @@ class Partition:
         """Answer OffsetsForLeaderEpoch (leader only; fenced by ``current_leader_epoch``)."""
         self._require_leader()
         self.check_leader_epoch(current_leader_epoch)
-        return EpochEndOffset(*self.replica_log.end_offset_for(requested_epoch))
+        return EpochEndOffset(*self.partition_log.end_offset_for(requested_epoch))
 
     # -- ISR (leader) ----------------------------------------------------------------
 
@@ -398,17 +361,15 @@ class Partition:
         """Propose dropping ISR members not caught up within the lag bound."""
         if not self.is_leader:
             return None
-        new_isr = self.leader_isr.shrunk_isr(self.log_end_offset, now_ms,
-                                             replica_lag_time_max_ms, self.high_watermark)
-        return None if new_isr is None else self._propose(new_isr)
+        return self._propose(self.leader_isr.shrunk_isr(
+            self.log_end_offset, now_ms, replica_lag_time_max_ms, self.high_watermark))
 
     def maybe_expand_isr(self, replica_id: int) -> AlterPartitionProposal | None:
         """Propose adding ``replica_id`` if it caught up to the HW in this epoch."""
         if not self.is_leader:
             return None
-        new_isr = self.leader_isr.expanded_isr(replica_id, self.high_watermark,
-                                               self.leader_epoch_start_offset)
-        return None if new_isr is None else self._propose(new_isr)
+        return self._propose(self.leader_isr.expanded_isr(
+            replica_id, self.high_watermark, self.leader_epoch_start_offset))
 
     def propose_isr(self, new_isr: tuple[int, ...]) -> AlterPartitionProposal | None:
         """Propose ``new_isr`` (leader only; None while a proposal is pending).  A leader
@@ -417,7 +378,9 @@ class Partition:
             return None
         return self._propose(new_isr)
 
-    def _propose(self, new_isr: tuple[int, ...]) -> AlterPartitionProposal | None:
+    def _propose(self, new_isr: tuple[int, ...] | None) -> AlterPartitionProposal | None:
+        if new_isr is None:
+            return None
         return self.leader_isr.state.propose(AlterPartitionProposal(
             self.topic, self.index, self.local_broker_id, self.leader_epoch,
             self.partition_epoch, new_isr))
@@ -460,7 +423,7 @@ class Partition:
     def truncate_to(self, offset: int) -> None:
         """Follower: drop everything at or after ``offset`` (batch boundary at or below)."""
         self._require_not_leader("truncate")
-        self.replica_log.truncate_to(self.damage.cut_point(offset))
+        self.partition_log.truncate_to(self.damage.cut_point(offset))
         self.damage.forget_outside(self.log_start_offset, self.log_end_offset)
         self.high_watermark = min(self.high_watermark, self.log_end_offset)
 
@@ -468,7 +431,7 @@ class Partition:
         """Follower behind the leader's log start: restart the log empty at ``offset``."""
         self._require_not_leader("truncate")
         self.damage.clear()
-        self.replica_log.truncate_fully_and_start_at(offset)
+        self.partition_log.truncate_fully_and_start_at(offset)
         self.high_watermark = offset
 
     def append_records_as_follower(self, batches: bytes | bytearray | memoryview,
@@ -480,9 +443,9 @@ class Partition:
         ``batches`` may be empty (a fetch that only carried the HW): returns None.
         """
         self._require_not_leader("append as a follower")
-        info = self.replica_log.append_as_follower(batches) if len(batches) else None
+        info = self.partition_log.append_as_follower(batches) if len(batches) else None
         if leader_log_start_offset is not None:
-            self.replica_log.maybe_increment_log_start_offset(leader_log_start_offset)
+            self.partition_log.maybe_increment_log_start_offset(leader_log_start_offset)
         self.high_watermark = max(0, min(leader_high_watermark, self.log_end_offset))
         return info
 
@@ -495,15 +458,10 @@ class Partition:
         log start lazily, by :meth:`sync_log_start`, so its first entry may start before
         the log start here)."""
         name = f"{self.topic}-{self.index}@{self.local_broker_id}"
-        leo, start = self.log_end_offset, self.log_start_offset
+        leo = self.log_end_offset
         if not 0 <= self.high_watermark <= leo:
             raise PartitionInvariantError(f"{name}: HW {self.high_watermark} outside [0, {leo}]")
-        if start > leo:
-            raise PartitionInvariantError(f"{name}: log start {start} > LEO {leo}")
-        try:
-            self.leader_epoch_cache.check_invariants(None, leo)
-        except LeaderEpochCacheError as exc:
-            raise PartitionInvariantError(f"{name}: {exc}") from exc
+        self.partition_log.check_invariants(name)
         if not self.is_leader:
             return
         self.leader_isr.check_invariants(name, leo)

@@ -65,7 +65,6 @@ OVERSIZE = {
     "broker/network/process.py": 656, "broker/network/process.py:NetworkProcess": 530,
     "broker/server.py": 615, "broker/server.py:BrokerServer": 487,
     "storage/log/log.py": 641, "storage/log/log.py:Log": 474,
-    "replication/partition.py": 672, "replication/partition.py:Partition": 539,
     "clients/admin.py": 714, "clients/admin.py:Admin": 553,
     "clients/network/connection.py": 614,
 }  # fmt: skip

@@ -425,7 +425,7 @@ def _follower_with_a_damaged_segment(tmp_path: Path) -> tuple[Partition, bytes]:
     second = follower.log.segments[1]
     assert len(follower.log.segments) > 3
     copy = second.read_bytes(0, second.size)
-    follower.begin_repair(second.base_offset, 0)
+    follower.damage.begin_repair(second.base_offset, 0)
     return follower, copy
 
 
@@ -485,8 +485,8 @@ def test_a_second_damaged_segment_stays_unserved_while_the_first_is_repaired(
     repair = follower.repair
     assert repair is not None
     third = follower.log.segments[2]
-    follower.mark_damaged(third.base_offset, follower.log.segments[3].base_offset)
-    assert follower.begin_repair(third.base_offset, 0) is None  # one repair at a time
+    follower.damage.mark(third.base_offset, follower.log.segments[3].base_offset)
+    assert follower.damage.begin_repair(third.base_offset, 0) is None  # one repair at a time
     assert follower.feed_repair(copy, now_ms=0)
     assert follower.damaged_ranges == [(third.base_offset, follower.log.segments[3].base_offset)]
     follower.make_leader(1, [1, 2], [2], partition_epoch=1)
@@ -496,5 +496,5 @@ def test_a_second_damaged_segment_stays_unserved_while_the_first_is_repaired(
     with pytest.raises(MiniKafkaError) as raised:
         follower.read_records(third.base_offset, 1 << 20, for_follower=False)
     assert raised.value.code == ErrorCode.KAFKA_STORAGE_ERROR
-    follower.mark_damaged(third.base_offset + 1, follower.log.segments[3].base_offset)
+    follower.damage.mark(third.base_offset + 1, follower.log.segments[3].base_offset)
     assert len(follower.damaged_ranges) == 1  # found again: one range

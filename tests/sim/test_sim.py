@@ -20,6 +20,7 @@ import pytest
 from broker.controller.state import ControllerState
 from broker.controller.topics import ControllerTopics
 from broker.metadata.log_reader import MetadataLogReader
+from replication.damage_marks import DamageMarks
 from replication.partition import Partition
 from replication.producer_state import APPEND, ProducerStateManager, Verdict, VerdictKind
 from replication.truncation import TruncationPolicy
@@ -186,7 +187,7 @@ def test_bit_rot_is_repaired_in_place_and_nothing_acknowledged_is_lost(
 def test_serving_a_damaged_range_is_caught(tmp_path: Path,
                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """A re-introduced bug: damage found but not marked (a leader serves it)."""
-    monkeypatch.setattr(Partition, "mark_damaged", lambda self, offset, until: None)
+    monkeypatch.setattr(DamageMarks, "mark", lambda self, offset, until: None)
     failure = ""
     for seed in range(4500, 4540):
         try:

@@ -1,6 +1,6 @@
 """One replica's log kept in step with its leader-epoch cache and its producer state.
 
-The replication half of Kafka's ``UnifiedLog``: :class:`ReplicaLog` owns, beside the
+The replication half of Kafka's ``UnifiedLog``: :class:`PartitionLog` owns, beside the
 :class:`storage.log.log.Log` it was given (storage cannot import replication), the
 :class:`~replication.leader_epoch_cache.LeaderEpochCache` and the
 :class:`~replication.producer_state_store.ProducerStateStore`, and changes the three
@@ -9,24 +9,20 @@ high watermarks, ISRs or damage: its owner, :class:`replication.partition.Partit
 decides *whether* to append or truncate and *where*; this says what else each change
 must touch.
 
-=================================  ========================================================
-change                             what else moves
-=================================  ========================================================
-leader append                      producer check first (an error raises; a retried batch
-(:meth:`append_as_leader`)         returns its original offsets with ``num_batches == 0``,
-                                   nothing appended); the epoch is opened at the LEO
-                                   before the append; the producer state after it
-follower append                    the batches' epochs assigned before the append (trimmed
-(:meth:`append_as_follower`)       back if it fails); the producer state after it
-log start raised                   the epoch cache trimmed to it (also lazily on each
-(:meth:`maybe_increment_log_start  append and answer, or :meth:`sync_log_start`: retention
-_offset`)                          and DeleteRecords move it from outside)
-truncation (:meth:`truncate_to`)   the epoch cache trimmed to the new LEO; the producer
-                                   state rebuilt if the LEO went down
-restart at an offset               epoch cache cleared; producer state rebuilt and every
-(:meth:`truncate_fully_and_start   snapshot discarded (each describes a history now gone)
-_at`)
-=================================  ========================================================
+* a leader append (:meth:`PartitionLog.append_as_leader`): the producer check first (an
+  error raises; a retried batch returns its original offsets with ``num_batches == 0``,
+  nothing appended); the epoch opened at the LEO before the append; the producer state
+  after it;
+* a follower append (:meth:`PartitionLog.append_as_follower`): the batches' epochs assigned
+  before the append (trimmed back if it fails); the producer state after it;
+* the log start raised (:meth:`PartitionLog.maybe_increment_log_start_offset`): the epoch
+  cache trimmed to it (also lazily on each append and answer, or
+  :meth:`PartitionLog.sync_log_start`: retention and DeleteRecords move it from outside);
+* a truncation (:meth:`PartitionLog.truncate_to`): the epoch cache trimmed to the new LEO;
+  the producer state rebuilt if the LEO went down;
+* a restart at an offset (:meth:`PartitionLog.truncate_fully_and_start_at`): the epoch
+  cache cleared; the producer state rebuilt and every snapshot discarded (each describes
+  a history now gone).
 
 The epoch cache is made durable before the records it names (``log.before_flush``).
 Transactions come next and belong here too: the partition-side transaction state (ongoing
@@ -47,17 +43,18 @@ from pathlib import Path
 
 from clients.protocol.errors import CorruptRecordError, MiniKafkaError
 from clients.records.batch import BatchHeader, iter_batches
-from replication.leader_epoch_cache import LeaderEpochCache, epoch_changes
+from replication.leader_epoch_cache import LeaderEpochCache, LeaderEpochCacheError, epoch_changes
+from replication.partition_errors import PartitionInvariantError
 from replication.producer_state import ProducerStateManager, VerdictKind
 from replication.producer_state_store import ProducerStateStore
 from storage.checkpoint import LEADER_EPOCH_CHECKPOINT
 from storage.log.log import Log, LogAppendInfo
 from storage.log.validator import BatchInfo
 
-__all__ = ["ReplicaLog"]
+__all__ = ["PartitionLog"]
 
 
-class ReplicaLog:
+class PartitionLog:
     """A log with its leader-epoch cache and producer state (see the module docstring)."""
 
     def __init__(self, name: str, log: Log,
@@ -126,6 +123,18 @@ class ReplicaLog:
         if offset > self.log.log_start_offset:
             self.log.maybe_increment_log_start_offset(min(offset, self.log.log_end_offset))
             self.sync_log_start()
+
+    def check_invariants(self, name: str) -> None:
+        """:class:`PartitionInvariantError` unless the log start is at most the LEO and the
+        epoch cache is consistent with the LEO.  Reads only (the cache is trimmed to the
+        log start lazily, so its first entry may start before the log start here)."""
+        leo, start = self.log.log_end_offset, self.log.log_start_offset
+        if start > leo:
+            raise PartitionInvariantError(f"{name}: log start {start} > LEO {leo}")
+        try:
+            self.leader_epoch_cache.check_invariants(None, leo)
+        except LeaderEpochCacheError as exc:
+            raise PartitionInvariantError(f"{name}: {exc}") from exc
 
     def truncate_to(self, offset: int) -> None:
         """Drop everything at or after ``offset`` (batch boundary at or below)."""
