@@ -315,10 +315,11 @@ class Partition:
         log before the damage and fetch everything after it again (the fallback)."""
         self._require_not_leader("repair from the leader")
         repair = self.damage.repair
+        if repair is None:
+            return False
         try:
             return self.damage.feed_repair(records, now_ms)
         except SegmentRepairError:
-            assert repair is not None
             self.truncate_to(repair.first_bad_offset)  # aborts the repair
             raise
 
