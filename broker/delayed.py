@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from clients.protocol.errors import ErrorCode
+from clients.protocol.message_types import ProduceResponsePartitionResponse
 from replication.partition import Partition
 from timer.delayed_operation import DelayedOperation
 
@@ -33,7 +34,9 @@ from timer.delayed_operation import DelayedOperation
 class ProducePartitionStatus:
     partition: Partition
     required_offset: int  # next offset after the appended batches
-    result: dict[str, Any]  # the partition_responses entry, filled in on completion
+    # the partition_responses entry, filled in on completion (the offsets topic's
+    # appends give a plain dict)
+    result: ProduceResponsePartitionResponse | dict[str, Any]
     leader_epoch: int = -1  # the epoch the batch was appended in
     pending: bool = True
 

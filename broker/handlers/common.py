@@ -1,7 +1,13 @@
 """Shared vocabulary of the API handlers: request/response bodies, the ``respond``
 callback, the handler signature, file-region Records and per-partition error fields.
 
-A handler is ``handler(core, body, respond, ctx)``: it gets the broker as a
+A handler is ``handler(core, body, respond, ctx)``, typed with its API's generated
+message types (:mod:`clients.protocol.message_types`): ``body`` is e.g. a
+``ProduceRequest`` and ``respond`` a ``Respond[ProduceResponse]``, so mypy checks every
+field name a handler reads or writes.  The tables the server dispatches on hold
+:data:`Handler` s over plain :data:`Body` dicts; :func:`serves` is the one typed boundary
+between the two (a decoded body of API ``k`` enters the handler registered for ``k``).
+It gets the broker as a
 :class:`~broker.handlers.broker_view.HandlerCore`, the
 decoded request body (every field of the request's version filled, defaults for the
 fields that version does not carry), ``respond`` and the :class:`RequestContext` (the
@@ -19,9 +25,9 @@ themselves run on the broker's event loop thread.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeAlias, TypedDict, TypeVar, cast
 
 from broker.acls import Authorizer
 from broker.handlers.broker_view import HandlerCore
@@ -30,8 +36,11 @@ from clients.protocol.errors import ErrorCode, MiniKafkaError
 from clients.protocol.scram import broker_id_of
 from storage.log.reader import FileRegion
 
-Body = dict[str, Any]
-Respond = Callable[[Body | None], None]
+Body = dict[str, Any]  # a body of any API: what the server decodes and encodes
+RequestT = TypeVar("RequestT", bound=Mapping[str, object])
+ResponseT = TypeVar("ResponseT", bound=Mapping[str, object])
+# respond(answer): the answer of the handler's API (None: no response, acks=0)
+Respond: TypeAlias = Callable[[ResponseT | None], None]
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,7 +82,16 @@ class RequestContext:
             not self.brokers_authenticate or broker_id_of(self.principal) == broker_id)
 
 
-Handler = Callable[[HandlerCore, Body, Respond, RequestContext], None]
+Handler = Callable[[HandlerCore, Body, Respond[Body], RequestContext], None]
+TypedHandler: TypeAlias = Callable[
+    [HandlerCore, RequestT, Respond[ResponseT], RequestContext], None]
+
+
+def serves(handler: TypedHandler[RequestT, ResponseT]) -> Handler:
+    """``handler`` as an entry of a dispatch table: the typed boundary where a decoded
+    body (every field of its API filled, :mod:`clients.protocol.message_types`) enters
+    the handler of its API, and the handler's typed answer leaves as a body to encode."""
+    return cast(Handler, handler)
 
 
 @dataclass(frozen=True)
@@ -103,7 +121,14 @@ def require(ctx: RequestContext, operation: str, resource_type: str, name: str) 
                              f"{name!r}", _DENIED[resource_type])
 
 
-def error_fields(exc: MiniKafkaError) -> dict[str, Any]:
+class ErrorFields(TypedDict):
+    """The two error fields most results carry (``result.update(error_fields(exc))``)."""
+
+    error_code: int
+    error_message: str | None
+
+
+def error_fields(exc: MiniKafkaError) -> ErrorFields:
     """The ``error_code`` / ``error_message`` fields of a result that failed with ``exc``."""
     return {"error_code": int(exc.code), "error_message": exc.message or None}
 

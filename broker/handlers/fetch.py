@@ -58,7 +58,6 @@ from broker.delayed import DelayedFetch
 from broker.handlers.broker_view import HandlerCore
 from broker.handlers.common import (
     EMPTY_RECORDS,
-    Body,
     Handler,
     RegionRecords,
     RequestContext,
@@ -66,9 +65,31 @@ from broker.handlers.common import (
     as_minikafka_error,
     error_fields,
     require,
+    serves,
 )
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError, OffsetOutOfRangeError
+from clients.protocol.message_types import (
+    DescribeLogDirsRequest,
+    DescribeLogDirsResponse,
+    DescribeLogDirsResponsePartition,
+    DescribeLogDirsResponseResult,
+    FetchRequest,
+    FetchRequestPartition,
+    FetchResponse,
+    FetchResponseDivergingEpoch,
+    FetchResponsePartition,
+    FetchResponseResponse,
+    LeaderIdAndEpoch,
+    ListOffsetsRequest,
+    ListOffsetsResponse,
+    ListOffsetsResponsePartition,
+    ListOffsetsResponseTopic,
+    OffsetsForLeaderEpochRequest,
+    OffsetsForLeaderEpochResponse,
+    OffsetsForLeaderEpochResponsePartition,
+    OffsetsForLeaderEpochResponseTopic,
+)
 from clients.protocol.offset_specs import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
 from clients.protocol.topics import TopicPartition
 from clients.records.record import decode_batch
@@ -81,7 +102,7 @@ READ_COMMITTED = 1
 LEADER_HINT_ERRORS = (int(ErrorCode.NOT_LEADER_OR_FOLLOWER), int(ErrorCode.FENCED_LEADER_EPOCH))
 
 
-def current_leader(core: HandlerCore, topic: str, index: int) -> Body | None:
+def current_leader(core: HandlerCore, topic: str, index: int) -> LeaderIdAndEpoch | None:
     """Kafka's ``current_leader`` hint (KIP-951) from the image; None when unknown."""
     if core.image is None:
         return None
@@ -94,7 +115,8 @@ def current_leader(core: HandlerCore, topic: str, index: int) -> Body | None:
 # -- Fetch ---------------------------------------------------------------------------
 
 
-def _diverging(partition: Partition, request: Body) -> Body | None:
+def _diverging(partition: Partition, request: FetchRequestPartition
+               ) -> FetchResponseDivergingEpoch | None:
     """Kafka's check of ``last_fetched_epoch``: the diverging epoch, or None."""
     last_epoch = request["last_fetched_epoch"]
     if last_epoch < 0:
@@ -113,14 +135,15 @@ def _diverging(partition: Partition, request: Body) -> Body | None:
     return None
 
 
-def _read_partition(core: HandlerCore, name: str, request: Body, replica_id: int,
-                    max_bytes: int, committed: bool, min_one_batch: bool = True,
-                    ctx: RequestContext | None = None) -> tuple[Body, FetchDataInfo | None]:
+def _read_partition(core: HandlerCore, name: str, request: FetchRequestPartition,
+                    replica_id: int, max_bytes: int, committed: bool, min_one_batch: bool = True,
+                    ctx: RequestContext | None = None
+                    ) -> tuple[FetchResponsePartition, FetchDataInfo | None]:
     index = request["partition"]
-    result: Body = {"partition_index": index, "error_code": 0, "error_message": None,
-                    "high_watermark": -1, "last_stable_offset": -1, "log_start_offset": -1,
-                    "aborted_transactions": [] if committed else None,
-                    "preferred_read_replica": -1}
+    result: FetchResponsePartition = {
+        "partition_index": index, "error_code": 0, "high_watermark": -1,
+        "last_stable_offset": -1, "log_start_offset": -1,
+        "aborted_transactions": [] if committed else None, "preferred_read_replica": -1}
     try:
         if replica_id < 0 and ctx is not None:
             require(ctx, "Read", "Topic", name)
@@ -156,11 +179,11 @@ def _read_partition(core: HandlerCore, name: str, request: Body, replica_id: int
     return result, data
 
 
-FetchResult = tuple[Body, int, bool]  # (response body, record bytes, any partition error)
+FetchResult = tuple[FetchResponse, int, bool]  # (response body, record bytes, any partition error)
 FETCH_SLICE_PARTITIONS = 100  # partitions read per event-loop turn (~1-2 ms)
 
 
-def _fetch_steps(core: HandlerCore, body: Body, ctx: RequestContext | None = None
+def _fetch_steps(core: HandlerCore, body: FetchRequest, ctx: RequestContext | None = None
                  ) -> Generator[None, None, FetchResult]:
     """Read every partition, yielding after each ``FETCH_SLICE_PARTITIONS`` (work split:
     :func:`run_in_slices` reads one slice per event-loop turn, so a Fetch of
@@ -175,10 +198,10 @@ def _fetch_steps(core: HandlerCore, body: Body, ctx: RequestContext | None = Non
     committed = body["isolation_level"] == READ_COMMITTED
     total = 0
     errored = False
-    responses = []
+    responses: list[FetchResponseResponse] = []
     read = 0
     for topic in body["topics"]:
-        parts = []
+        parts: list[FetchResponsePartition] = []
         for request in topic["partitions"]:
             read += 1
             if read % FETCH_SLICE_PARTITIONS == 0:
@@ -233,7 +256,8 @@ def run_in_slices(steps: Generator[None, None, FetchResult],
     step(True)
 
 
-def handle_fetch(core: HandlerCore, body: Body, respond: Respond, ctx: RequestContext) -> None:
+def handle_fetch(core: HandlerCore, body: FetchRequest, respond: Respond[FetchResponse],
+                 ctx: RequestContext) -> None:
     if body["replica_id"] >= 0 and not ctx.may_act_as_broker(body["replica_id"]):
         respond(_not_a_broker(body, body["replica_id"]))  # a client posing as a follower
         return
@@ -266,23 +290,22 @@ def handle_fetch(core: HandlerCore, body: Body, respond: Respond, ctx: RequestCo
     run_in_slices(_fetch_steps(core, body, ctx), first_read, fail)
 
 
-def _not_a_broker(body: Body, replica_id: int) -> Body:
+def _not_a_broker(body: FetchRequest, replica_id: int) -> FetchResponse:
     """CLUSTER_AUTHORIZATION_FAILED for every partition: a Fetch as ``replica_id`` from a
     connection that did not log in as that broker (no follower state moves)."""
-    code, message = (int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
-                     f"only broker {replica_id} may fetch as replica {replica_id}")
+    code = int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)  # (a Fetch has no error_message)
     log.warning("refused a Fetch as replica %d from a connection not logged in as it",
                 replica_id)
     return {"throttle_time_ms": 0, "session_id": 0, "error_code": code, "responses": [
         {"name": t["name"], "partitions": [
-            {"partition_index": p["partition"], "error_code": code, "error_message": message,
+            {"partition_index": p["partition"], "error_code": code,
              "high_watermark": -1, "last_stable_offset": -1, "log_start_offset": -1,
              "aborted_transactions": None, "preferred_read_replica": -1,
              "records": EMPTY_RECORDS} for p in t["partitions"]]}
         for t in body["topics"]]}
 
 
-def _fetch_response_sizes(core: HandlerCore, body: Body) -> tuple[None, int, bool]:
+def _fetch_response_sizes(core: HandlerCore, body: FetchRequest) -> tuple[None, int, bool]:
     """How many bytes a fetch would return now (no follower-state side effects).
 
     "Errored" (complete the parked fetch now; the fresh read at completion reports the
@@ -370,7 +393,8 @@ def _max_timestamp(partition: Partition, upper: int) -> tuple[int, int] | None:
     return best[1], timestamp
 
 
-def _list_offset(partition: Partition, timestamp: int, replica_id: int, result: Body) -> None:
+def _list_offset(partition: Partition, timestamp: int, replica_id: int,
+                 result: ListOffsetsResponsePartition) -> None:
     consumer = replica_id == -1
     upper = partition.high_watermark if consumer else partition.log_end_offset
     epochs = partition.leader_epoch_cache
@@ -408,15 +432,16 @@ def _replica_refusal(ctx: RequestContext, replica_id: int, api: str) -> MiniKafk
                           ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
 
 
-def handle_list_offsets(core: HandlerCore, body: Body, respond: Respond,
-                        ctx: RequestContext) -> None:
+def handle_list_offsets(core: HandlerCore, body: ListOffsetsRequest,
+                        respond: Respond[ListOffsetsResponse], ctx: RequestContext) -> None:
     refusal = _replica_refusal(ctx, body["replica_id"], "ListOffsets")
-    topics = []
+    topics: list[ListOffsetsResponseTopic] = []
     for topic in body["topics"]:
-        parts = []
+        parts: list[ListOffsetsResponsePartition] = []
         for request in topic["partitions"]:
-            result: Body = {"partition_index": request["partition_index"], "error_code": 0,
-                            "timestamp": -1, "offset": -1, "leader_epoch": -1}
+            result: ListOffsetsResponsePartition = {
+                "partition_index": request["partition_index"], "error_code": 0,
+                "timestamp": -1, "offset": -1, "leader_epoch": -1}
             try:
                 if refusal is not None:
                     raise refusal
@@ -429,8 +454,8 @@ def handle_list_offsets(core: HandlerCore, body: Body, respond: Respond,
                                              f"of {topic['name']}-{partition.index}",
                                              ErrorCode.NOT_LEADER_OR_FOLLOWER)
                 _list_offset(partition, request["timestamp"], body["replica_id"], result)
-            except Exception as exc:
-                result.update(error_fields(as_minikafka_error(exc)))
+            except Exception as exc:  # (ListOffsets has no error_message field)
+                result["error_code"] = int(as_minikafka_error(exc).code)
             parts.append(result)
         topics.append({"name": topic["name"], "partitions": parts})
     respond({"throttle_time_ms": 0, "topics": topics})
@@ -439,15 +464,17 @@ def handle_list_offsets(core: HandlerCore, body: Body, respond: Respond,
 # -- OffsetsForLeaderEpoch --------------------------------------------------------------
 
 
-def handle_offsets_for_leader_epoch(core: HandlerCore, body: Body, respond: Respond,
+def handle_offsets_for_leader_epoch(core: HandlerCore, body: OffsetsForLeaderEpochRequest,
+                                    respond: Respond[OffsetsForLeaderEpochResponse],
                                     ctx: RequestContext) -> None:
     refusal = _replica_refusal(ctx, body["replica_id"], "OffsetsForLeaderEpoch")
-    topics = []
+    topics: list[OffsetsForLeaderEpochResponseTopic] = []
     for topic in body["topics"]:
-        parts = []
+        parts: list[OffsetsForLeaderEpochResponsePartition] = []
         for request in topic["partitions"]:
-            result: Body = {"partition": request["partition"], "error_code": 0,
-                            "leader_epoch": -1, "end_offset": -1}
+            result: OffsetsForLeaderEpochResponsePartition = {
+                "partition": request["partition"], "error_code": 0, "leader_epoch": -1,
+                "end_offset": -1}
             try:
                 if refusal is not None:
                     raise refusal
@@ -457,8 +484,8 @@ def handle_offsets_for_leader_epoch(core: HandlerCore, body: Body, respond: Resp
                     request["current_leader_epoch"], request["leader_epoch"])
                 result["leader_epoch"], result["end_offset"] = (answer.leader_epoch,
                                                                 answer.end_offset)
-            except Exception as exc:
-                result.update(error_fields(as_minikafka_error(exc)))
+            except Exception as exc:  # (no error_message field)
+                result["error_code"] = int(as_minikafka_error(exc).code)
             parts.append(result)
         topics.append({"name": topic["name"], "partitions": parts})
     respond({"throttle_time_ms": 0, "topics": topics})
@@ -467,7 +494,8 @@ def handle_offsets_for_leader_epoch(core: HandlerCore, body: Body, respond: Resp
 # -- DescribeLogDirs -------------------------------------------------------------------
 
 
-def handle_describe_log_dirs(core: HandlerCore, body: Body, respond: Respond,
+def handle_describe_log_dirs(core: HandlerCore, body: DescribeLogDirsRequest,
+                             respond: Respond[DescribeLogDirsResponse],
                              ctx: RequestContext) -> None:
     if not ctx.allowed("Describe", "Cluster", CLUSTER_RESOURCE):  # ACLs (Kafka's rule)
         respond({"throttle_time_ms": 0, "results": [],
@@ -475,7 +503,7 @@ def handle_describe_log_dirs(core: HandlerCore, body: Body, respond: Respond,
         return
     wanted = None if body["topics"] is None else {
         (t["name"], p) for t in body["topics"] for p in t["partitions"]}
-    by_topic: dict[str, list[Body]] = {}
+    by_topic: dict[str, list[DescribeLogDirsResponsePartition]] = {}
     for (name, index), p in sorted(core.partitions.items()):
         if wanted is not None and (name, index) not in wanted:
             continue
@@ -489,21 +517,21 @@ def handle_describe_log_dirs(core: HandlerCore, body: Body, respond: Respond,
             "damaged_from": p.damaged_ranges[0][0] if p.damaged_ranges else -1,
             "recovery_cut": TopicPartition(name, index) in core.recovery.recovery_cuts})
     log_dir = core.data_dir.resolve()
-    result: Body = {"error_code": 0, "log_dir": str(log_dir), "total_bytes": -1,
-                    "usable_bytes": -1,
-                    "topics": [{"name": n, "partitions": ps} for n, ps in by_topic.items()]}
+    result: DescribeLogDirsResponseResult = {
+        "error_code": 0, "log_dir": str(log_dir), "total_bytes": -1, "usable_bytes": -1,
+        "topics": [{"name": n, "partitions": ps} for n, ps in by_topic.items()]}
     try:
         usage = shutil.disk_usage(log_dir)
-        result.update(total_bytes=usage.total, usable_bytes=usage.free)
-    except OSError as exc:
+        result.update({"total_bytes": usage.total, "usable_bytes": usage.free})
+    except OSError as exc:  # (the result has no error_message field: the log says why)
+        log.warning("DescribeLogDirs: cannot read the disk usage of %s: %s", log_dir, exc)
         result["error_code"] = int(ErrorCode.KAFKA_STORAGE_ERROR)
-        result["error_message"] = str(exc)
     respond({"throttle_time_ms": 0, "error_code": 0, "results": [result]})
 
 
 FETCH_HANDLERS: dict[int, Handler] = {
-    ApiKey.FETCH: handle_fetch,
-    ApiKey.LIST_OFFSETS: handle_list_offsets,
-    ApiKey.OFFSETS_FOR_LEADER_EPOCH: handle_offsets_for_leader_epoch,
-    ApiKey.DESCRIBE_LOG_DIRS: handle_describe_log_dirs,
+    ApiKey.FETCH: serves(handle_fetch),
+    ApiKey.LIST_OFFSETS: serves(handle_list_offsets),
+    ApiKey.OFFSETS_FOR_LEADER_EPOCH: serves(handle_offsets_for_leader_epoch),
+    ApiKey.DESCRIBE_LOG_DIRS: serves(handle_describe_log_dirs),
 }

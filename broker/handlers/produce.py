@@ -41,18 +41,25 @@ from typing import Any
 from broker.delayed import DelayedProduce, ProducePartitionStatus
 from broker.handlers.broker_view import HandlerCore
 from broker.handlers.common import (
-    Body,
     Handler,
     RequestContext,
     Respond,
     as_minikafka_error,
     error_fields,
     require,
+    serves,
 )
 from broker.handlers.fetch import LEADER_HINT_ERRORS, current_leader
 from broker.handlers.record_checks import CheckJob, CheckOutcome, run_checks
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode
+from clients.protocol.message_types import (
+    ProduceRequest,
+    ProduceResponse,
+    ProduceResponseNodeEndpoint,
+    ProduceResponsePartitionResponse,
+    ProduceResponseResponse,
+)
 from clients.protocol.topics import TopicPartition, internal_topic_refusal
 from clients.records.batch import COMPRESSION_MASK, HEADER, HEADER_SIZE, LOG_OVERHEAD
 from clients.records.compression import ZSTD
@@ -61,12 +68,13 @@ from replication.partition_errors import NotLeaderError
 from storage.log.validator import CheckBudget
 
 
-def _node_endpoints(core: HandlerCore, responses: list[Body]) -> list[Body]:
+def _node_endpoints(core: HandlerCore, responses: list[ProduceResponseResponse]
+                    ) -> list[ProduceResponseNodeEndpoint]:
     """The endpoints of the leaders named in ``current_leader`` hints."""
     if core.image is None:
         return []
-    leaders = {p["current_leader"]["leader_id"] for t in responses
-               for p in t["partition_responses"] if p.get("current_leader")}
+    leaders = {leader["leader_id"] for t in responses for p in t["partition_responses"]
+               if (leader := p.get("current_leader"))}
     return [{"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack}
             for n in sorted(leaders) if (b := core.image.brokers.get(n)) is not None]
 
@@ -92,33 +100,34 @@ def uses_zstd(records: Any) -> bool:
     return False
 
 
-def handle_produce(core: HandlerCore, body: Body, respond: Respond,
+def handle_produce(core: HandlerCore, body: ProduceRequest, respond: Respond[ProduceResponse],
                    ctx: RequestContext) -> None:
     acks = body["acks"]
     if acks not in (0, 1, -1):
-        error = {"error_code": int(ErrorCode.INVALID_REQUIRED_ACKS),
-                 "error_message": f"acks must be 0, 1 or -1 (all), got {acks}",
-                 "base_offset": -1}
+        message = f"acks must be 0, 1 or -1 (all), got {acks}"
         respond({"responses": [
             {"name": t["name"], "partition_responses": [
-                {"index": p["index"], **error} for p in t["partitions"]]}
+                {"index": p["index"], "error_code": int(ErrorCode.INVALID_REQUIRED_ACKS),
+                 "error_message": message, "base_offset": -1} for p in t["partitions"]]}
             for t in body["topics"]
         ]})
         return
     config = core.config
-    responses = []
-    appends: list[tuple[str, int, Partition, Any, dict[str, Any]]] = []
+    responses: list[ProduceResponseResponse] = []
+    appends: list[tuple[str, int, Partition, Any, ProduceResponsePartitionResponse]] = []
     jobs: list[CheckJob] = []
     for topic in body["topics"]:
         name = topic["name"]
-        results = []
+        results: list[ProduceResponsePartitionResponse] = []
         for entry in topic["partitions"]:
-            result: dict[str, Any] = {"index": entry["index"], "error_code": 0,
-                                      "error_message": None, "base_offset": -1}
+            result: ProduceResponsePartitionResponse = {
+                "index": entry["index"], "error_code": 0, "error_message": None,
+                "base_offset": -1}
             results.append(result)
-            if ctx.version < ZSTD_MIN_PRODUCE_VERSION and uses_zstd(entry["records"]):
-                result.update(error_code=int(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE),
-                              error_message="zstd batches need Produce v7 or later")
+            records: Any = entry["records"]  # decoded: a view of the frame, or None
+            if ctx.version < ZSTD_MIN_PRODUCE_VERSION and uses_zstd(records):
+                result.update({"error_code": int(ErrorCode.UNSUPPORTED_COMPRESSION_TYPE),
+                               "error_message": "zstd batches need Produce v7 or later"})
                 continue
             try:
                 require(ctx, "Write", "Topic", name)
@@ -133,8 +142,8 @@ def handle_produce(core: HandlerCore, body: Body, respond: Respond,
             except Exception as exc:
                 _fail(core, result, name, entry["index"], exc)
                 continue
-            appends.append((name, entry["index"], partition, entry["records"], result))
-            jobs.append((check, entry["records"]))
+            appends.append((name, entry["index"], partition, records, result))
+            jobs.append((check, records))
         responses.append({"name": name, "partition_responses": results})
     outcomes: list[CheckOutcome] = []
 
@@ -162,7 +171,7 @@ def handle_produce(core: HandlerCore, body: Body, respond: Respond,
             if acks == -1:
                 statuses.append(ProducePartitionStatus(partition, info.last_offset + 1, result,
                                                        partition.leader_epoch))
-        response_body = {"throttle_time_ms": 0, "responses": responses,
+        response_body: ProduceResponse = {"throttle_time_ms": 0, "responses": responses,
                          "node_endpoints": _node_endpoints(core, responses)}
         if acks == 0:
             respond(None)
@@ -196,9 +205,9 @@ def handle_produce(core: HandlerCore, body: Body, respond: Respond,
             for topic in responses:
                 for result in topic["partition_responses"]:
                     if not result["error_code"]:
-                        result.update(error_code=int(ErrorCode.UNKNOWN_SERVER_ERROR),
-                                      error_message="the broker failed on this request",
-                                      base_offset=-1)
+                        result.update({"error_code": int(ErrorCode.UNKNOWN_SERVER_ERROR),
+                                       "error_message": "the broker failed on this request",
+                                       "base_offset": -1})
             respond(None if acks == 0 else {"throttle_time_ms": 0, "responses": responses,
                                             "node_endpoints": []})
         finally:
@@ -211,7 +220,7 @@ def _nothing() -> None:
     pass
 
 
-def _fail(core: HandlerCore, result: dict[str, Any], name: str, index: int,
+def _fail(core: HandlerCore, result: ProduceResponsePartitionResponse, name: str, index: int,
           exc: Exception) -> None:
     """Fill a partition's answer with ``exc`` (and a leader hint where it helps)."""
     result.update(error_fields(as_minikafka_error(exc)))
@@ -220,5 +229,5 @@ def _fail(core: HandlerCore, result: dict[str, Any], name: str, index: int,
 
 
 PRODUCE_HANDLERS: dict[int, Handler] = {
-    ApiKey.PRODUCE: handle_produce,
+    ApiKey.PRODUCE: serves(handle_produce),
 }

@@ -29,26 +29,27 @@ from typing import Any
 
 from broker.acls import CLUSTER_RESOURCE
 from broker.handlers.broker_view import HandlerCore
-from broker.handlers.common import Body, Handler, RequestContext, Respond
+from broker.handlers.common import Handler, RequestContext, Respond, serves
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError
+from clients.protocol.message_types import InitProducerIdRequest, InitProducerIdResponse
 
 MAX_PRODUCER_EPOCH = 32767
 INIT_PRODUCER_ID_TIMEOUT_MS = 5_000
 _pending: set[asyncio.Task[None]] = set()  # answers waiting for a block (one per request)
 
 
-def _answer(producer_id: int, epoch: int) -> Body:
+def _answer(producer_id: int, epoch: int) -> InitProducerIdResponse:
     return {"error_code": 0, "error_message": None, "producer_id": producer_id,
             "producer_epoch": epoch}
 
 
-def _error(code: ErrorCode, message: str) -> Body:
+def _error(code: ErrorCode, message: str) -> InitProducerIdResponse:
     return {"error_code": int(code), "error_message": message, "producer_id": -1,
             "producer_epoch": -1}
 
 
-def _invalid(body: Body) -> str | None:
+def _invalid(body: InitProducerIdRequest) -> str | None:
     pid, epoch = body["producer_id"], body["producer_epoch"]
     if body["transactional_id"] is not None:
         return "transactional producers are not supported: transactional_id must be null"
@@ -61,7 +62,8 @@ def _invalid(body: Body) -> str | None:
     return None
 
 
-def handle_init_producer_id(core: HandlerCore, body: Body, respond: Respond,
+def handle_init_producer_id(core: HandlerCore, body: InitProducerIdRequest,
+                            respond: Respond[InitProducerIdResponse],
                             ctx: RequestContext) -> None:
     reason = _invalid(body)
     if reason is not None:
@@ -99,5 +101,5 @@ def handle_init_producer_id(core: HandlerCore, body: Body, respond: Respond,
 
 
 PRODUCER_ID_HANDLERS: dict[int, Handler] = {
-    ApiKey.INIT_PRODUCER_ID: handle_init_producer_id,
+    ApiKey.INIT_PRODUCER_ID: serves(handle_init_producer_id),
 }

@@ -24,16 +24,21 @@ from __future__ import annotations
 
 from broker.handlers.broker_view import HandlerCore
 from broker.handlers.common import (
-    Body,
     Handler,
     RequestContext,
     Respond,
     as_minikafka_error,
-    error_fields,
     require,
+    serves,
 )
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError
+from clients.protocol.message_types import (
+    DeleteRecordsRequest,
+    DeleteRecordsResponse,
+    DeleteRecordsResponsePartition,
+    DeleteRecordsResponseTopic,
+)
 from clients.protocol.topics import TopicPartition, internal_topic_refusal
 
 HIGH_WATERMARK = -1
@@ -61,15 +66,16 @@ def _delete_before(core: HandlerCore, topic: str, index: int, offset: int) -> tu
     return partition.log_start_offset, True
 
 
-def handle_delete_records(core: HandlerCore, body: Body, respond: Respond,
-                          ctx: RequestContext) -> None:
+def handle_delete_records(core: HandlerCore, body: DeleteRecordsRequest,
+                          respond: Respond[DeleteRecordsResponse], ctx: RequestContext) -> None:
     moved: list[TopicPartition] = []
-    topics = []
+    topics: list[DeleteRecordsResponseTopic] = []
     for topic in body["topics"]:
-        parts = []
+        parts: list[DeleteRecordsResponsePartition] = []
         for request in topic["partitions"]:
             index = request["partition_index"]
-            result: Body = {"partition_index": index, "low_watermark": -1, "error_code": 0}
+            result: DeleteRecordsResponsePartition = {"partition_index": index,
+                                                      "low_watermark": -1, "error_code": 0}
             try:
                 require(ctx, "Delete", "Topic", topic["name"])
                 refused = internal_topic_refusal(topic["name"], "delete records of")
@@ -80,8 +86,8 @@ def handle_delete_records(core: HandlerCore, body: Body, respond: Respond,
                 if changed:
                     moved.append(TopicPartition(topic["name"], index))
             except Exception as exc:
-                result.update(error_fields(as_minikafka_error(exc)))
-                result.pop("error_message")  # DeleteRecords has no error_message field
+                # DeleteRecords has no error_message field
+                result["error_code"] = int(as_minikafka_error(exc).code)
             parts.append(result)
         topics.append({"name": topic["name"], "partitions": parts})
     if moved:
@@ -92,5 +98,5 @@ def handle_delete_records(core: HandlerCore, body: Body, respond: Respond,
 
 
 RECORDS_HANDLERS: dict[int, Handler] = {
-    ApiKey.DELETE_RECORDS: handle_delete_records,
+    ApiKey.DELETE_RECORDS: serves(handle_delete_records),
 }
