@@ -45,15 +45,31 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, fields
-from typing import Any
+from typing import Any, cast
 
 from broker.acls import CLUSTER_RESOURCE
 from broker.config import BrokerConfig
 from broker.handlers.broker_view import HandlerCore
-from broker.handlers.common import Body, Handler, RequestContext, Respond, require
+from broker.handlers.common import Body, Handler, RequestContext, Respond, require, serves
 from broker.replica.topic_configs import TOPIC_CONFIG_ALIASES, TopicError
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError
+from clients.protocol.message_types import (
+    AlterConfigsRequest,
+    AlterConfigsRequestConfig,
+    AlterConfigsRequestResource,
+    AlterConfigsResponse,
+    AlterConfigsResponseResponse,
+    DescribeConfigsRequest,
+    DescribeConfigsResponse,
+    DescribeConfigsResponseConfig,
+    DescribeConfigsResponseResult,
+    DescribeConfigsResponseSynonym,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsRequestConfig,
+    IncrementalAlterConfigsRequestResource,
+    IncrementalAlterConfigsResponse,
+)
 from clients.protocol.topics import topic_name_error
 from storage.config import LogConfig
 
@@ -71,6 +87,11 @@ BOOLEAN, STRING, INT, LONG, DOUBLE, LIST = 1, 2, 3, 5, 6, 7
 SET, DELETE, APPEND, SUBTRACT = 0, 1, 2, 3
 LONG_MAX = str((1 << 63) - 1)
 VISIBLE_WAIT_S = 5.0
+
+# AlterConfigs and IncrementalAlterConfigs share one path: the incremental request adds
+# ``config_operation`` to each config; the two responses have the same fields
+AlterRequest = AlterConfigsRequest | IncrementalAlterConfigsRequest
+AlterConfigs = list[AlterConfigsRequestConfig] | list[IncrementalAlterConfigsRequestConfig]
 
 
 @dataclass(frozen=True, slots=True)
@@ -165,17 +186,18 @@ def _default(core: HandlerCore, d: TopicConfigDef) -> tuple[str, str, int]:
 
 def topic_config_entries(core: HandlerCore, overrides: Mapping[str, str],
                          keys: list[str] | None = None, *, synonyms: bool = False,
-                         documentation: bool = False) -> list[Body]:
+                         documentation: bool = False) -> list[DescribeConfigsResponseConfig]:
     """DescribeConfigs entries of a topic with ``overrides`` (our keys), in Kafka's names;
     ``keys`` (Kafka's names or ours) limits them, unknown keys are skipped."""
     wanted = None if keys is None else {config_key(k) for k in keys}
     clean = {config_key(k): v for k, v in overrides.items()}
-    out = []
+    out: list[DescribeConfigsResponseConfig] = []
     for d in TOPIC_CONFIGS:
         if wanted is not None and d.key not in wanted:
             continue
         default_name, default_value, default_source = _default(core, d)
-        chain = [{"name": default_name, "value": default_value, "source": default_source}]
+        chain: list[DescribeConfigsResponseSynonym] = [
+            {"name": default_name, "value": default_value, "source": default_source}]
         if d.key in clean:
             value, source = _kafka_value(d, clean[d.key]), DYNAMIC_TOPIC_CONFIG
             chain.insert(0, {"name": d.kafka_name, "value": value, "source": source})
@@ -189,10 +211,10 @@ def topic_config_entries(core: HandlerCore, overrides: Mapping[str, str],
 
 
 def broker_config_entries(config: BrokerConfig, keys: list[str] | None = None, *,
-                          synonyms: bool = False) -> list[Body]:
+                          synonyms: bool = False) -> list[DescribeConfigsResponseConfig]:
     """DescribeConfigs entries of a broker: every setting, read-only."""
     wanted = None if keys is None else {k.strip().replace(".", "_") for k in keys}
-    out = []
+    out: list[DescribeConfigsResponseConfig] = []
     for f in fields(BrokerConfig):
         if f.name == "extra" or (wanted is not None and f.name not in wanted):
             continue
@@ -234,14 +256,16 @@ def _check_broker_name(core: HandlerCore, name: str) -> None:
 # -- DescribeConfigs ------------------------------------------------------------------
 
 
-def handle_describe_configs(core: HandlerCore, body: Body, respond: Respond,
+def handle_describe_configs(core: HandlerCore, body: DescribeConfigsRequest,
+                            respond: Respond[DescribeConfigsResponse],
                             ctx: RequestContext) -> None:
-    results = []
+    results: list[DescribeConfigsResponseResult] = []
     for resource in body["resources"]:
         kind, name = resource["resource_type"], resource["resource_name"]
         keys = resource["configuration_keys"]
-        result: Body = {"error_code": 0, "error_message": None, "resource_type": kind,
-                        "resource_name": name, "configs": []}
+        result: DescribeConfigsResponseResult = {
+            "error_code": 0, "error_message": None, "resource_type": kind,
+            "resource_name": name, "configs": []}
         try:
             require(ctx, "DescribeConfigs", "Topic" if kind == TOPIC_RESOURCE else "Cluster",
                     name if kind == TOPIC_RESOURCE else CLUSTER_RESOURCE)
@@ -259,7 +283,7 @@ def handle_describe_configs(core: HandlerCore, body: Body, respond: Respond,
                 raise MiniKafkaError(f"resource type {kind} is not supported (2 topic, "
                                      "4 broker)", ErrorCode.INVALID_REQUEST)
         except MiniKafkaError as exc:
-            result.update(error_code=int(exc.code), error_message=exc.message)
+            result.update({"error_code": int(exc.code), "error_message": exc.message})
         results.append(result)
     respond({"throttle_time_ms": 0, "results": results})
 
@@ -267,7 +291,8 @@ def handle_describe_configs(core: HandlerCore, body: Body, respond: Respond,
 # -- AlterConfigs / IncrementalAlterConfigs --------------------------------------------
 
 
-def _incremental(current: dict[str, str], configs: list[Body]) -> dict[str, str]:
+def _incremental(current: dict[str, str], configs: list[IncrementalAlterConfigsRequestConfig]
+                 ) -> dict[str, str]:
     """The overrides after IncrementalAlterConfigs' operations (our keys)."""
     out = dict(current)
     for c in configs:
@@ -284,7 +309,7 @@ def _incremental(current: dict[str, str], configs: list[Body]) -> dict[str, str]
         if value is None and op != SUBTRACT:
             raise MiniKafkaError(f"config {c['name']!r}: a null value is not supported",
                                  ErrorCode.INVALID_REQUEST)
-        if op == SET:
+        if op == SET and value is not None:  # (a null SET was refused above)
             out[key] = value
             continue
         if BY_KEY[key].type != LIST:
@@ -302,7 +327,7 @@ def _incremental(current: dict[str, str], configs: list[Body]) -> dict[str, str]
     return out
 
 
-def _new_overrides(core: HandlerCore, api: ApiKey, name: str, configs: list[Body]
+def _new_overrides(core: HandlerCore, api: ApiKey, name: str, configs: AlterConfigs
                    ) -> dict[str, str]:
     names = [config_key(c["name"]) for c in configs]
     if len(set(names)) != len(names):
@@ -316,22 +341,25 @@ def _new_overrides(core: HandlerCore, api: ApiKey, name: str, configs: list[Body
         unknown = [c["name"] for c in configs if config_key(c["name"]) not in BY_KEY]
         if unknown:
             raise MiniKafkaError(f"unknown topic configs {unknown}", ErrorCode.INVALID_CONFIG)
-        new = {config_key(c["name"]): c["value"] for c in configs}
+        new = {config_key(c["name"]): c["value"] for c in configs
+               if c["value"] is not None}  # (nulls were refused above)
     else:
-        new = _incremental(current, configs)
+        # (the configs of an IncrementalAlterConfigs request, by ``api``)
+        new = _incremental(current, cast("list[IncrementalAlterConfigsRequestConfig]", configs))
     return core.configs.validate(new)
 
 
-def _alter_locally(core: HandlerCore, api: ApiKey, body: Body) -> Body:
-    responses = []
+def _alter_locally(core: HandlerCore, api: ApiKey, body: AlterRequest) -> AlterConfigsResponse:
+    responses: list[AlterConfigsResponseResponse] = []
     counts: dict[tuple[int, str], int] = {}
     for r in body["resources"]:
         counts[(r["resource_type"], r["resource_name"])] = counts.get(
             (r["resource_type"], r["resource_name"]), 0) + 1
     for resource in body["resources"]:
         kind, name = resource["resource_type"], resource["resource_name"]
-        result: Body = {"error_code": 0, "error_message": None, "resource_type": kind,
-                        "resource_name": name}
+        result: AlterConfigsResponseResponse = {
+            "error_code": 0, "error_message": None, "resource_type": kind,
+            "resource_name": name}
         try:
             if counts[(kind, name)] > 1:
                 raise MiniKafkaError(f"resource {name!r} is named twice",
@@ -348,7 +376,7 @@ def _alter_locally(core: HandlerCore, api: ApiKey, body: Body) -> Body:
                 raise MiniKafkaError(f"resource type {kind} is not supported (2 topic, "
                                      "4 broker)", ErrorCode.INVALID_REQUEST)
         except MiniKafkaError as exc:
-            result.update(error_code=int(exc.code), error_message=exc.message)
+            result.update({"error_code": int(exc.code), "error_message": exc.message})
         responses.append(result)
     return {"throttle_time_ms": 0, "responses": responses}
 
@@ -363,7 +391,8 @@ def _same(a: str | None, b: str | None) -> bool:
         return a == b
 
 
-def _visible(core: HandlerCore, api: ApiKey, body: Body, answer: Body) -> Callable[[], bool]:
+def _visible(core: HandlerCore, api: ApiKey, body: AlterRequest, answer: AlterConfigsResponse
+             ) -> Callable[[], bool]:
     """Whether this broker's image shows what the controller accepted (topics only)."""
     ok = {(r["resource_type"], r["resource_name"]) for r in answer.get("responses", [])
           if r["error_code"] == 0}
@@ -395,11 +424,13 @@ def _visible(core: HandlerCore, api: ApiKey, body: Body, answer: Body) -> Callab
     return visible
 
 
-def _forward_alter(core: HandlerCore, api: ApiKey, body: Body, respond: Respond) -> None:
+def _forward_alter(core: HandlerCore, api: ApiKey, body: AlterRequest,
+                   respond: Respond[AlterConfigsResponse]) -> None:
     async def run() -> None:
         assert core.controller is not None
-        try:
-            answer: Body = await core.controller.request(api, body)
+        try:  # (the controller link takes and gives plain bodies)
+            answer = cast(AlterConfigsResponse,
+                          await core.controller.request(api, cast(Body, body)))
         except MiniKafkaError as exc:
             respond({"throttle_time_ms": 0, "responses": [
                 {"error_code": int(exc.code), "error_message": f"controller: {exc.message}",
@@ -426,12 +457,12 @@ def _spawn(coro: Any) -> None:
     task.add_done_callback(_pending.discard)
 
 
-def _alter(core: HandlerCore, api: ApiKey, body: Body, respond: Respond,
-           ctx: RequestContext) -> None:
+def _alter(core: HandlerCore, api: ApiKey, body: AlterRequest,
+           respond: Respond[AlterConfigsResponse], ctx: RequestContext) -> None:
     """AlterConfigs or IncrementalAlterConfigs: resources the user may not AlterConfigs
     (ACLs) are answered here with *_AUTHORIZATION_FAILED, the rest are done."""
-    denied: list[Body] = []
-    allowed: list[Body] = []
+    denied: list[AlterConfigsResponseResponse] = []
+    allowed: list[AlterConfigsRequestResource | IncrementalAlterConfigsRequestResource] = []
     for r in body["resources"]:
         topic = r["resource_type"] == TOPIC_RESOURCE
         try:
@@ -443,10 +474,10 @@ def _alter(core: HandlerCore, api: ApiKey, body: Body, respond: Respond,
                            "resource_type": r["resource_type"],
                            "resource_name": r["resource_name"]})
     if denied:
-        body = {**body, "resources": allowed}
+        body = cast(AlterRequest, {**body, "resources": allowed})  # (the same API's)
         answer_all = respond
 
-        def respond(answer: Body | None) -> None:
+        def respond(answer: AlterConfigsResponse | None) -> None:
             if answer is not None:
                 answer["responses"] = [*answer.get("responses", []), *denied]
             answer_all(answer)
@@ -457,18 +488,19 @@ def _alter(core: HandlerCore, api: ApiKey, body: Body, respond: Respond,
         respond(_alter_locally(core, api, body))
 
 
-def handle_alter_configs(core: HandlerCore, body: Body, respond: Respond,
-                         ctx: RequestContext) -> None:
+def handle_alter_configs(core: HandlerCore, body: AlterConfigsRequest,
+                         respond: Respond[AlterConfigsResponse], ctx: RequestContext) -> None:
     _alter(core, ApiKey.ALTER_CONFIGS, body, respond, ctx)
 
 
-def handle_incremental_alter_configs(core: HandlerCore, body: Body, respond: Respond,
+def handle_incremental_alter_configs(core: HandlerCore, body: IncrementalAlterConfigsRequest,
+                                     respond: Respond[IncrementalAlterConfigsResponse],
                                      ctx: RequestContext) -> None:
     _alter(core, ApiKey.INCREMENTAL_ALTER_CONFIGS, body, respond, ctx)
 
 
 CONFIG_HANDLERS: dict[int, Handler] = {
-    ApiKey.DESCRIBE_CONFIGS: handle_describe_configs,
-    ApiKey.ALTER_CONFIGS: handle_alter_configs,
-    ApiKey.INCREMENTAL_ALTER_CONFIGS: handle_incremental_alter_configs,
+    ApiKey.DESCRIBE_CONFIGS: serves(handle_describe_configs),
+    ApiKey.ALTER_CONFIGS: serves(handle_alter_configs),
+    ApiKey.INCREMENTAL_ALTER_CONFIGS: serves(handle_incremental_alter_configs),
 }

@@ -16,7 +16,7 @@ the broker above the handlers (the server, tests).
 from __future__ import annotations
 
 from broker.handlers.broker_view import HandlerCore
-from broker.handlers.common import Body, Handler, RequestContext, Respond
+from broker.handlers.common import Body, Handler, RequestContext, Respond, serves
 from broker.handlers.configs import CONFIG_HANDLERS
 from broker.handlers.fetch import FETCH_HANDLERS
 from broker.handlers.groups import GROUP_HANDLERS
@@ -26,10 +26,15 @@ from broker.handlers.records import RECORDS_HANDLERS
 from broker.handlers.topics import TOPIC_HANDLERS
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode
+from clients.protocol.message_types import (
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    ApiVersionsResponseApiKey,
+)
 from clients.protocol.registry import APIS
 
 
-def served_api_versions() -> list[dict[str, int]]:
+def served_api_versions() -> list[ApiVersionsResponseApiKey]:
     """The ApiVersions entries of every API this broker serves (its handler table)."""
     return [
         {"api_key": int(k), "min_version": APIS[k].min_version, "max_version": APIS[k].max_version}
@@ -37,12 +42,12 @@ def served_api_versions() -> list[dict[str, int]]:
     ]
 
 
-def handle_api_versions(core: HandlerCore, body: Body, respond: Respond,
-                        ctx: RequestContext) -> None:
+def handle_api_versions(core: HandlerCore, body: ApiVersionsRequest,
+                        respond: Respond[ApiVersionsResponse], ctx: RequestContext) -> None:
     respond({"error_code": 0, "api_keys": served_api_versions(), "throttle_time_ms": 0})
 
 
-def unsupported_api_versions_answer() -> Body:
+def unsupported_api_versions_answer() -> Body:  # (goes to the server's encoder as is)
     """Kafka's answer to an ApiVersions version we do not serve (sent at v0, which every
     client reads): UNSUPPORTED_VERSION and the versions of ApiVersions we do serve, so the
     client retries at one of them."""
@@ -55,7 +60,7 @@ def unsupported_api_versions_answer() -> Body:
 
 
 HANDLERS: dict[int, Handler] = {
-    ApiKey.API_VERSIONS: handle_api_versions,
+    ApiKey.API_VERSIONS: serves(handle_api_versions),
     **TOPIC_HANDLERS,
     **CONFIG_HANDLERS,
     **RECORDS_HANDLERS,

@@ -37,8 +37,8 @@ Thread-safety: run on the broker's event loop thread only (they touch the broker
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
-from typing import Any
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any, cast
 
 from broker.acls import CLUSTER_RESOURCE
 from broker.handlers.broker_view import HandlerCore
@@ -46,15 +46,38 @@ from broker.handlers.common import (
     Body,
     Handler,
     RequestContext,
+    RequestT,
     Respond,
+    ResponseT,
     duplicates,
     error_fields,
+    serves,
 )
 from broker.handlers.configs import topic_config_entries
 from broker.replica.topic_configs import TopicError
 from broker.topic_registry import MAX_PARTITIONS_PER_TOPIC
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError
+from clients.protocol.message_types import (
+    CreatePartitionsRequest,
+    CreatePartitionsRequestTopic,
+    CreatePartitionsResponse,
+    CreatePartitionsResponseResult,
+    CreateTopicsRequest,
+    CreateTopicsRequestTopic,
+    CreateTopicsResponse,
+    CreateTopicsResponseTopic,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+    DeleteTopicsResponseResponse,
+    DescribeClusterRequest,
+    DescribeClusterResponse,
+    MetadataRequest,
+    MetadataResponse,
+    MetadataResponseConfig,
+    MetadataResponsePartition,
+    MetadataResponseTopic,
+)
 from clients.protocol.topics import (
     INTERNAL_TOPICS,
     TopicPartition,
@@ -78,7 +101,7 @@ def _spawn(coro: Any) -> None:
 # -- Metadata --------------------------------------------------------------------------
 
 
-def _requested(core: HandlerCore, body: Body, version: int,
+def _requested(core: HandlerCore, body: MetadataRequest, version: int,
                known: Callable[[], list[str]]) -> list[tuple[str | None, bytes]]:
     """(name, topic id) of every topic asked; every topic when the request says so."""
     requested = body["topics"]
@@ -88,13 +111,13 @@ def _requested(core: HandlerCore, body: Body, version: int,
 
 
 def _topic_configs_extra(core: HandlerCore, overrides: dict[str, str],
-                         replication_factor: int) -> list[Body]:
+                         replication_factor: int) -> list[MetadataResponseConfig]:
     merged = {**core.config.topic_defaults(), **overrides,
               "replication_factor": str(replication_factor)}
     return [{"name": k, "value": v} for k, v in sorted(merged.items())]
 
 
-def _unknown_topic(name: str | None, topic_id: bytes, version: int) -> Body:
+def _unknown_topic(name: str | None, topic_id: bytes, version: int) -> MetadataResponseTopic:
     if name is None:  # asked by id (v10+); the answer's name is nullable from v12 only
         return {"error_code": int(ErrorCode.UNKNOWN_TOPIC_ID),
                 "name": None if version >= FIRST_NULLABLE_TOPIC_NAME else "",
@@ -104,16 +127,17 @@ def _unknown_topic(name: str | None, topic_id: bytes, version: int) -> Body:
     return {"error_code": int(code), "name": name, "partitions": []}
 
 
-def _metadata_from_image(core: HandlerCore, body: Body, version: int) -> Body:
+def _metadata_from_image(core: HandlerCore, body: MetadataRequest,
+                         version: int) -> MetadataResponse:
     image = core.image
     assert image is not None
-    topics: list[Body] = []
+    topics: list[MetadataResponseTopic] = []
     for name, topic_id in _requested(core, body, version, lambda: sorted(image.topics)):
         info = image.topics.get(name) if name is not None else None
         if info is None:
             topics.append(_unknown_topic(name, topic_id, version))
             continue
-        partitions = []
+        partitions: list[MetadataResponsePartition] = []
         for index, s in sorted(info.partitions.items()):
             partitions.append({
                 "error_code": 0 if s.leader >= 0 else int(ErrorCode.LEADER_NOT_AVAILABLE),
@@ -134,21 +158,23 @@ def _metadata_from_image(core: HandlerCore, body: Body, version: int) -> Body:
     }
 
 
-def _described_only(respond: Respond, body: Body, ctx: RequestContext) -> Respond:
+def _described_only(respond: Respond[MetadataResponse], body: MetadataRequest,
+                    ctx: RequestContext) -> Respond[MetadataResponse]:
     """Metadata under ACLs (Kafka's rule): a topic the user may not Describe is left out
     of an all-topics answer and answered TOPIC_AUTHORIZATION_FAILED when named (whether
     it exists or not: the answer does not tell)."""
     named = body.get("topics") is not None
 
-    def answer(response: Body | None) -> None:
+    def answer(response: MetadataResponse | None) -> None:
         if response is not None:
-            topics = []
+            topics: list[MetadataResponseTopic] = []
             for t in response["topics"]:
-                if t["name"] is None or ctx.allowed("Describe", "Topic", t["name"]):
+                name = t["name"]
+                if name is None or ctx.allowed("Describe", "Topic", name):
                     topics.append(t)
                 elif named:
                     topics.append({"error_code": int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
-                                   "name": t["name"], "topic_id": ZERO_UUID,
+                                   "name": name, "topic_id": ZERO_UUID,
                                    "is_internal": False, "partitions": []})
             response["topics"] = topics
         respond(response)
@@ -156,8 +182,8 @@ def _described_only(respond: Respond, body: Body, ctx: RequestContext) -> Respon
     return answer
 
 
-def handle_metadata(core: HandlerCore, body: Body, respond: Respond,
-                    ctx: RequestContext) -> None:
+def handle_metadata(core: HandlerCore, body: MetadataRequest,
+                    respond: Respond[MetadataResponse], ctx: RequestContext) -> None:
     if ctx.authorizer is not None and ctx.authorizer.enabled:
         respond = _described_only(respond, body, ctx)
     if core.image is not None:
@@ -165,7 +191,7 @@ def handle_metadata(core: HandlerCore, body: Body, respond: Respond,
         return
     host, port = core.config.advertised
     node = core.config.node_id
-    topics: list[Body] = []
+    topics: list[MetadataResponseTopic] = []
     for name, topic_id in _requested(core, body, ctx.version,
                                      lambda: sorted(core.registry.topics)):
         info = core.registry.get(name) if name is not None else None
@@ -175,7 +201,7 @@ def handle_metadata(core: HandlerCore, body: Body, respond: Respond,
                 unknown["error_code"] = int(ErrorCode.LEADER_NOT_AVAILABLE)
             topics.append(unknown)
             continue
-        partitions = []
+        partitions: list[MetadataResponsePartition] = []
         for index in range(info.num_partitions):
             p = core.partitions[TopicPartition(name, index)]
             partitions.append({
@@ -199,21 +225,24 @@ def handle_metadata(core: HandlerCore, body: Body, respond: Respond,
 # -- DescribeCluster -------------------------------------------------------------------
 
 
-def handle_describe_cluster(core: HandlerCore, body: Body, respond: Respond,
+def handle_describe_cluster(core: HandlerCore, body: DescribeClusterRequest,
+                            respond: Respond[DescribeClusterResponse],
                             ctx: RequestContext) -> None:
     endpoint = body["endpoint_type"]
-    answer: Body = {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
-                    "endpoint_type": endpoint, "cluster_id": CLUSTER_ID,
-                    "controller_id": core.config.node_id, "brokers": []}
+    answer: DescribeClusterResponse = {
+        "throttle_time_ms": 0, "error_code": 0, "error_message": None,
+        "endpoint_type": endpoint, "cluster_id": CLUSTER_ID,
+        "controller_id": core.config.node_id, "brokers": []}
     if not ctx.allowed("Describe", "Cluster", CLUSTER_RESOURCE):  # ACLs (Kafka's rule)
-        answer.update(error_code=int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED), controller_id=-1,
-                      error_message="not authorized to Describe the cluster")
+        answer.update({"error_code": int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED),
+                       "controller_id": -1,
+                       "error_message": "not authorized to Describe the cluster"})
     elif endpoint != BROKERS_ENDPOINT:
         code = (ErrorCode.MISMATCHED_ENDPOINT_TYPE if endpoint == CONTROLLERS_ENDPOINT
                 else ErrorCode.UNSUPPORTED_ENDPOINT_TYPE)
-        answer.update(error_code=int(code), controller_id=-1,
-                      error_message=f"endpoint type {endpoint}: brokers answer for brokers "
-                                    f"(1) only")
+        answer.update({"error_code": int(code), "controller_id": -1,
+                       "error_message": f"endpoint type {endpoint}: brokers answer for "
+                                        f"brokers (1) only"})
     elif core.image is not None:
         answer["brokers"] = [{"broker_id": b.broker_id, "host": b.host, "port": b.port,
                               "rack": b.rack}
@@ -228,19 +257,20 @@ def handle_describe_cluster(core: HandlerCore, body: Body, respond: Respond,
 # -- controller mode: forwarding -------------------------------------------------------
 
 
-def _forward(core: HandlerCore, api: ApiKey, body: Body, respond: Respond,
-             visible: Callable[[Body], bool], errors: Callable[[MiniKafkaError], Body],
-             finish: Callable[[Body], Body] = lambda answer: answer) -> None:
+def _forward(core: HandlerCore, api: ApiKey, body: RequestT, timeout_ms: int,
+             respond: Respond[ResponseT], visible: Callable[[ResponseT], bool],
+             errors: Callable[[MiniKafkaError], ResponseT],
+             finish: Callable[[ResponseT], ResponseT] | None = None) -> None:
     """Controller mode: the controller decides; answer once our image shows the result
-    (``visible(answer)``) or the request's timeout passed; ``finish`` completes the
-    answer from this broker's image."""
+    (``visible(answer)``) or the request's ``timeout_ms`` passed; ``finish`` completes
+    the answer from this broker's image.  The controller's answer is the response of
+    ``api`` (the controller link takes and gives plain bodies)."""
 
     async def run() -> None:
         assert core.controller is not None
-        timeout_ms = body["timeout_ms"]
         try:
-            answer = await core.controller.request(api, body,
-                                                   timeout_ms=max(timeout_ms, 1000))
+            answer = cast(ResponseT, await core.controller.request(
+                api, cast(Body, body), timeout_ms=max(timeout_ms, 1000)))
         except MiniKafkaError as exc:
             respond(errors(MiniKafkaError(f"controller: {exc.message}", exc.code)))
             return
@@ -248,62 +278,56 @@ def _forward(core: HandlerCore, api: ApiKey, body: Body, respond: Respond,
         deadline = loop.time() + max(timeout_ms, 0) / 1000
         while not visible(answer) and loop.time() < deadline:
             await asyncio.sleep(0.01)
-        respond(finish(answer))
+        respond(answer if finish is None else finish(answer))
 
     _spawn(run())
-
-
-def _without(body: Body, key: str, here: set[str], name: Callable[[Any], str]) -> Body:
-    """The body without the entries answered here (:func:`_answered_here`)."""
-    return {**body, key: [e for e in body[key] if name(e) not in here]}
-
-
-def _twice_error(name: str) -> Body:
-    return {"name": name, "error_code": int(ErrorCode.INVALID_REQUEST),
-            "error_message": f"topic {name!r} is named more than once in the request"}
 
 
 _CHANGES = {"Create": "create", "Delete": "delete", "Alter": "add partitions to"}
 
 
-def _answered_here(ctx: RequestContext, operation: str, names: list[str]) -> dict[str, Body]:
+def _answered_here(ctx: RequestContext, operation: str,
+                   names: list[str]) -> dict[str, MiniKafkaError]:
     """The entries of a topic request answered by this broker with an error, not done: a
     topic named twice (INVALID_REQUEST), one the user may not ``operation``
     (TOPIC_AUTHORIZATION_FAILED, :mod:`broker.acls`), or an internal topic
     (INVALID_TOPIC_EXCEPTION: the brokers create it, and deleting it or changing its
     partition count would lose or misplace every group's offsets)."""
-    out = {n: _twice_error(n) for n in sorted(duplicates(names))}
+    out = {n: MiniKafkaError(f"topic {n!r} is named more than once in the request",
+                             ErrorCode.INVALID_REQUEST) for n in sorted(duplicates(names))}
     for n in names:
         if n in out:
             continue
         if not ctx.allowed(operation, "Topic", n):
-            out[n] = {"name": n, "error_code": int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
-                      "error_message": f"not authorized to {operation} topic {n!r}"}
+            out[n] = MiniKafkaError(f"not authorized to {operation} topic {n!r}",
+                                    ErrorCode.TOPIC_AUTHORIZATION_FAILED)
         elif (refused := internal_topic_refusal(n, _CHANGES[operation])) is not None:
-            out[n] = {"name": n, **error_fields(refused)}
+            out[n] = refused
     return out
 
 
-def _ok_names(answer: Body, key: str) -> list[str]:
-    return [t["name"] for t in answer.get(key, []) if t["error_code"] == 0]
+def _ok_names(entries: Iterable[Mapping[str, object]]) -> list[str]:
+    return [str(t["name"]) for t in entries if t["error_code"] == 0]
 
 
 # -- CreateTopics ----------------------------------------------------------------------
 
 
-def _configs_dict(topic: Body) -> dict[str, str]:
+def _configs_dict(topic: CreateTopicsRequestTopic) -> dict[str, str]:
     out: dict[str, str] = {}
     for c in topic["configs"]:
         if c["name"] in out:
             raise TopicError(f"config {c['name']!r} given twice", ErrorCode.INVALID_REQUEST)
-        if c["value"] is None:
+        value = c["value"]
+        if value is None:
             raise TopicError(f"config {c['name']!r}: a null value is not supported",
                              ErrorCode.INVALID_CONFIG)
-        out[c["name"]] = c["value"]
+        out[c["name"]] = value
     return out
 
 
-def _standalone_assignment(core: HandlerCore, topic: Body) -> tuple[int, int]:
+def _standalone_assignment(core: HandlerCore, topic: CreateTopicsRequestTopic
+                           ) -> tuple[int, int]:
     """(num_partitions, replication_factor) of a create with manual assignments."""
     if topic["num_partitions"] != -1 or topic["replication_factor"] != -1:
         raise TopicError("with assignments, num_partitions and replication_factor must "
@@ -322,43 +346,51 @@ def _standalone_assignment(core: HandlerCore, topic: Body) -> tuple[int, int]:
 
 
 def _created(core: HandlerCore, name: str, num_partitions: int, replication_factor: int,
-             overrides: dict[str, str]) -> Body:
+             overrides: dict[str, str]) -> CreateTopicsResponseTopic:
     return {"name": name, "error_code": 0, "error_message": None,
             "num_partitions": num_partitions, "replication_factor": replication_factor,
-            "configs": [{k: e[k] for k in ("name", "value", "read_only", "config_source",
-                                           "is_sensitive")}
+            "configs": [{"name": e["name"], "value": e["value"], "read_only": e["read_only"],
+                         "config_source": e["config_source"],
+                         "is_sensitive": e["is_sensitive"]}
                         for e in topic_config_entries(core, overrides)]}
 
 
-def handle_create_topics(core: HandlerCore, body: Body, respond: Respond,
-                         ctx: RequestContext) -> None:
+def handle_create_topics(core: HandlerCore, body: CreateTopicsRequest,
+                         respond: Respond[CreateTopicsResponse], ctx: RequestContext) -> None:
     here = _answered_here(ctx, "Create", [t["name"] for t in body["topics"]])
     if core.controller_mode:
-        forwarded = _without(body, "topics", set(here), lambda t: t["name"])
+        forwarded: CreateTopicsRequest = {
+            **body, "topics": [t for t in body["topics"] if t["name"] not in here]}
         names = [t["name"] for t in forwarded["topics"]]
 
-        def visible(answer: Body) -> bool:
+        def visible(answer: CreateTopicsResponse) -> bool:
             return body["validate_only"] or all(
                 core.image is not None and n in core.image.topics
-                for n in _ok_names(answer, "topics"))
+                for n in _ok_names(answer.get("topics", [])))
 
-        def finish(answer: Body) -> Body:
+        denied: list[CreateTopicsResponseTopic] = [
+            {"name": n, **error_fields(e)} for n, e in here.items()]
+
+        def failed(exc: MiniKafkaError) -> CreateTopicsResponse:
+            return {"topics": [{"name": n, **error_fields(exc)} for n in names]}
+
+        def finish(answer: CreateTopicsResponse) -> CreateTopicsResponse:
             for t in answer.get("topics", []):
                 info = core.image.topics.get(t["name"]) if core.image is not None else None
                 if t["error_code"] == 0 and info is not None and not t.get("configs"):
                     t.update(_created(core, t["name"], info.num_partitions,
                                       info.replication_factor, info.configs))
-            answer["topics"] = [*answer.get("topics", []), *here.values()]
+            answer["topics"] = [*answer.get("topics", []), *denied]
             return answer
 
-        _forward(core, ApiKey.CREATE_TOPICS, forwarded, respond, visible, lambda exc: {
-            "topics": [{"name": n, **error_fields(exc)} for n in names]}, finish)
+        _forward(core, ApiKey.CREATE_TOPICS, forwarded, body["timeout_ms"], respond, visible,
+                 failed, finish)
         return
-    results = []
+    results: list[CreateTopicsResponseTopic] = []
     for topic in body["topics"]:
         name = topic["name"]
         if name in here:
-            results.append(here[name])
+            results.append({"name": name, **error_fields(here[name])})
             continue
         try:
             count, rf = topic["num_partitions"], topic["replication_factor"]
@@ -377,27 +409,36 @@ def handle_create_topics(core: HandlerCore, body: Body, respond: Respond,
 # -- DeleteTopics ----------------------------------------------------------------------
 
 
-def handle_delete_topics(core: HandlerCore, body: Body, respond: Respond,
-                         ctx: RequestContext) -> None:
+def handle_delete_topics(core: HandlerCore, body: DeleteTopicsRequest,
+                         respond: Respond[DeleteTopicsResponse], ctx: RequestContext) -> None:
     names = body["topic_names"]
     here = _answered_here(ctx, "Delete", names)
     if core.controller_mode:
-        forwarded = _without(body, "topic_names", set(here), lambda n: n)
+        forwarded: DeleteTopicsRequest = {
+            **body, "topic_names": [n for n in names if n not in here]}
 
-        def finish(answer: Body) -> Body:
-            answer["responses"] = [*answer.get("responses", []), *here.values()]
+        denied: list[DeleteTopicsResponseResponse] = [
+            {"name": n, **error_fields(e)} for n, e in here.items()]
+
+        def visible(answer: DeleteTopicsResponse) -> bool:
+            return all(core.image is not None and n not in core.image.topics
+                       for n in _ok_names(answer.get("responses", [])))
+
+        def failed(exc: MiniKafkaError) -> DeleteTopicsResponse:
+            return {"responses": [{"name": n, **error_fields(exc)}
+                                  for n in forwarded["topic_names"]]}
+
+        def finish(answer: DeleteTopicsResponse) -> DeleteTopicsResponse:
+            answer["responses"] = [*answer.get("responses", []), *denied]
             return answer
 
-        _forward(core, ApiKey.DELETE_TOPICS, forwarded, respond, lambda answer: all(
-            core.image is not None and n not in core.image.topics
-            for n in _ok_names(answer, "responses")), lambda exc: {
-            "responses": [{"name": n, **error_fields(exc)} for n in forwarded["topic_names"]]},
-            finish)
+        _forward(core, ApiKey.DELETE_TOPICS, forwarded, body["timeout_ms"], respond, visible,
+                 failed, finish)
         return
-    results = []
+    results: list[DeleteTopicsResponseResponse] = []
     for name in names:
         if name in here:
-            results.append(here[name])
+            results.append({"name": name, **error_fields(here[name])})
             continue
         try:
             reason = topic_name_error(name)
@@ -413,7 +454,7 @@ def handle_delete_topics(core: HandlerCore, body: Body, respond: Respond,
 # -- CreatePartitions ------------------------------------------------------------------
 
 
-def _validate_new_partitions(core: HandlerCore, topic: Body) -> None:
+def _validate_new_partitions(core: HandlerCore, topic: CreatePartitionsRequestTopic) -> None:
     name, count = topic["name"], topic["count"]
     reason = topic_name_error(name)
     if reason is not None:
@@ -440,33 +481,41 @@ def _validate_new_partitions(core: HandlerCore, topic: Body) -> None:
                                  f"only broker {me}", ErrorCode.INVALID_REPLICA_ASSIGNMENT)
 
 
-def handle_create_partitions(core: HandlerCore, body: Body, respond: Respond,
+def handle_create_partitions(core: HandlerCore, body: CreatePartitionsRequest,
+                             respond: Respond[CreatePartitionsResponse],
                              ctx: RequestContext) -> None:
     here = _answered_here(ctx, "Alter", [t["name"] for t in body["topics"]])
     if core.controller_mode:
-        forwarded = _without(body, "topics", set(here), lambda t: t["name"])
+        forwarded: CreatePartitionsRequest = {
+            **body, "topics": [t for t in body["topics"] if t["name"] not in here]}
         counts = {t["name"]: t["count"] for t in forwarded["topics"]}
 
-        def visible(answer: Body) -> bool:
+        def visible(answer: CreatePartitionsResponse) -> bool:
             image = core.image
             return body["validate_only"] or all(
                 image is not None and n in image.topics
                 and image.topics[n].num_partitions >= counts.get(n, 0)
-                for n in _ok_names(answer, "results"))
+                for n in _ok_names(answer.get("results", [])))
 
-        def finish(answer: Body) -> Body:
-            answer["results"] = [*answer.get("results", []), *here.values()]
+        denied: list[CreatePartitionsResponseResult] = [
+            {"name": n, **error_fields(e)} for n, e in here.items()]
+
+        def failed(exc: MiniKafkaError) -> CreatePartitionsResponse:
+            return {"throttle_time_ms": 0,
+                    "results": [{"name": n, **error_fields(exc)} for n in counts]}
+
+        def finish(answer: CreatePartitionsResponse) -> CreatePartitionsResponse:
+            answer["results"] = [*answer.get("results", []), *denied]
             return answer
 
-        _forward(core, ApiKey.CREATE_PARTITIONS, forwarded, respond, visible, lambda exc: {
-            "throttle_time_ms": 0,
-            "results": [{"name": n, **error_fields(exc)} for n in counts]}, finish)
+        _forward(core, ApiKey.CREATE_PARTITIONS, forwarded, body["timeout_ms"], respond,
+                 visible, failed, finish)
         return
-    results = []
+    results: list[CreatePartitionsResponseResult] = []
     for topic in body["topics"]:
         name = topic["name"]
         if name in here:
-            results.append(here[name])
+            results.append({"name": name, **error_fields(here[name])})
             continue
         try:
             _validate_new_partitions(core, topic)
@@ -479,9 +528,9 @@ def handle_create_partitions(core: HandlerCore, body: Body, respond: Respond,
 
 
 TOPIC_HANDLERS: dict[int, Handler] = {
-    ApiKey.METADATA: handle_metadata,
-    ApiKey.CREATE_TOPICS: handle_create_topics,
-    ApiKey.DELETE_TOPICS: handle_delete_topics,
-    ApiKey.CREATE_PARTITIONS: handle_create_partitions,
-    ApiKey.DESCRIBE_CLUSTER: handle_describe_cluster,
+    ApiKey.METADATA: serves(handle_metadata),
+    ApiKey.CREATE_TOPICS: serves(handle_create_topics),
+    ApiKey.DELETE_TOPICS: serves(handle_delete_topics),
+    ApiKey.CREATE_PARTITIONS: serves(handle_create_partitions),
+    ApiKey.DESCRIBE_CLUSTER: serves(handle_describe_cluster),
 }
