@@ -20,8 +20,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-from collections.abc import Awaitable, Callable
-from typing import Any
+from collections.abc import Awaitable, Callable, Mapping
+from typing import Any, TypeVar, cast
 
 from broker.controller.config import ControllerConfig
 from broker.controller.log import ControllerLog
@@ -46,11 +46,54 @@ from broker.metadata.records import (
 )
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode
+from clients.protocol.message_types import (
+    AllocateProducerIdsRequest,
+    AllocateProducerIdsResponse,
+    AlterConfigsRequest,
+    AlterConfigsResponse,
+    AlterPartitionRequest,
+    AlterPartitionResponse,
+    AlterPartitionResponsePartition,
+    ApiVersionsRequest,
+    ApiVersionsResponse,
+    ApiVersionsResponseApiKey,
+    BrokerHeartbeatRequest,
+    BrokerHeartbeatResponse,
+    BrokerRegistrationRequest,
+    BrokerRegistrationResponse,
+    CreatePartitionsRequest,
+    CreatePartitionsResponse,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+    FetchRequest,
+    FetchRequestPartition,
+    FetchResponse,
+    FetchResponsePartition,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+    MetadataRequest,
+    MetadataRequestTopic,
+    MetadataResponse,
+    MetadataResponseBroker,
+    MetadataResponsePartition,
+    MetadataResponseTopic,
+)
 from clients.protocol.registry import APIS
 
 ZERO_UUID = bytes(16)
 
-Handler = Callable[[dict[str, Any], int], Awaitable[dict[str, Any]]]  # (body, version)
+# (body, version) -> answer: the server's view, plain bodies of any API
+Handler = Callable[[dict[str, Any], int], Awaitable[dict[str, Any]]]
+_Request = TypeVar("_Request", bound=Mapping[str, object])
+_Response = TypeVar("_Response", bound=Mapping[str, object])
+
+
+def _serves(handler: Callable[[_Request, int], Awaitable[_Response]]) -> Handler:
+    """``handler``, typed with its API's message types, as a :data:`Handler`: the one
+    boundary where a decoded body enters the handler of its API."""
+    return cast(Handler, handler)
 
 
 class FatalControllerError(Exception):
@@ -68,18 +111,18 @@ class ControllerApis:
         self._on_fatal = on_fatal
         self.appended = asyncio.Event()  # set (and replaced) on every append
         self.handlers: dict[int, Handler] = {
-            ApiKey.API_VERSIONS: self.api_versions,
-            ApiKey.BROKER_REGISTRATION: self.register,
-            ApiKey.BROKER_HEARTBEAT: self.heartbeat,
-            ApiKey.ALTER_PARTITION: self.alter_partition,
-            ApiKey.ALLOCATE_PRODUCER_IDS: self.allocate_producer_ids,
-            ApiKey.CREATE_TOPICS: self.create_topics,
-            ApiKey.DELETE_TOPICS: self.delete_topics,
-            ApiKey.CREATE_PARTITIONS: self.create_partitions,
-            ApiKey.INCREMENTAL_ALTER_CONFIGS: self.incremental_alter_configs,
-            ApiKey.ALTER_CONFIGS: self.alter_configs,
-            ApiKey.METADATA: self.metadata,
-            ApiKey.FETCH: self.fetch,
+            ApiKey.API_VERSIONS: _serves(self.api_versions),
+            ApiKey.BROKER_REGISTRATION: _serves(self.register),
+            ApiKey.BROKER_HEARTBEAT: _serves(self.heartbeat),
+            ApiKey.ALTER_PARTITION: _serves(self.alter_partition),
+            ApiKey.ALLOCATE_PRODUCER_IDS: _serves(self.allocate_producer_ids),
+            ApiKey.CREATE_TOPICS: _serves(self.create_topics),
+            ApiKey.DELETE_TOPICS: _serves(self.delete_topics),
+            ApiKey.CREATE_PARTITIONS: _serves(self.create_partitions),
+            ApiKey.INCREMENTAL_ALTER_CONFIGS: _serves(self.incremental_alter_configs),
+            ApiKey.ALTER_CONFIGS: _serves(self.alter_configs),
+            ApiKey.METADATA: _serves(self.metadata),
+            ApiKey.FETCH: _serves(self.fetch),
         }
 
     def commit(self, records: list[MetadataRecord]) -> None:
@@ -94,13 +137,15 @@ class ControllerApis:
         self.appended.set()
         self.appended = asyncio.Event()
 
-    async def api_versions(self, body: dict[str, Any], version: int) -> dict[str, Any]:
+    async def api_versions(self, body: ApiVersionsRequest, version: int) -> ApiVersionsResponse:
         served = sorted({*self.handlers, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
-        keys = [{"api_key": int(k), "min_version": APIS[k].min_version,
-                 "max_version": APIS[k].max_version} for k in served]
+        keys: list[ApiVersionsResponseApiKey] = [
+            {"api_key": int(k), "min_version": APIS[k].min_version,
+             "max_version": APIS[k].max_version} for k in served]
         return {"error_code": 0, "api_keys": keys}
 
-    async def register(self, body: dict[str, Any], version: int) -> dict[str, Any]:
+    async def register(self, body: BrokerRegistrationRequest,
+                       version: int) -> BrokerRegistrationResponse:
         refused = _registration_error(body)
         if refused is not None:
             return {"error_code": int(refused[0]), "error_message": refused[1],
@@ -118,7 +163,8 @@ class ControllerApis:
         return {"error_code": int(result.error), "error_message": result.message,
                 "broker_epoch": result.broker_epoch}
 
-    async def heartbeat(self, body: dict[str, Any], version: int) -> dict[str, Any]:
+    async def heartbeat(self, body: BrokerHeartbeatRequest,
+                        version: int) -> BrokerHeartbeatResponse:
         result, records = self.state.heartbeat(
             body["broker_id"], body["broker_epoch"], body["current_metadata_offset"],
             body["want_fence"], body["want_shut_down"])
@@ -128,14 +174,15 @@ class ControllerApis:
                 "should_shut_down": result.should_shut_down,
                 "report_replica_logs": result.report_replica_logs}
 
-    async def alter_partition(self, body: dict[str, Any], version: int) -> dict[str, Any]:
+    async def alter_partition(self, body: AlterPartitionRequest,
+                              version: int) -> AlterPartitionResponse:
         changes = [IsrChange(t["name"], p["partition_index"], p["leader_epoch"], p["new_isr"],
                              p["partition_epoch"])
                    for t in body["topics"] for p in t["partitions"]]
         (error, results), records = self.state.alter_partition(
             body["broker_id"], body["broker_epoch"], changes)
         self.commit(records)
-        by_topic: dict[str, list[dict[str, Any]]] = {}
+        by_topic: dict[str, list[AlterPartitionResponsePartition]] = {}
         for r in results:
             s = r.state
             by_topic.setdefault(r.topic, []).append({
@@ -146,7 +193,8 @@ class ControllerApis:
         return {"error_code": int(error),
                 "topics": [{"name": n, "partitions": ps} for n, ps in by_topic.items()]}
 
-    async def allocate_producer_ids(self, body: dict[str, Any], version: int) -> dict[str, Any]:
+    async def allocate_producer_ids(self, body: AllocateProducerIdsRequest,
+                                    version: int) -> AllocateProducerIdsResponse:
         result, records = self.state.allocate_producer_ids(body["broker_id"],
                                                           body["broker_epoch"])
         self.commit(records)  # fsync'd before the block is handed out
@@ -154,7 +202,8 @@ class ControllerApis:
                 "producer_id_start": result.producer_id_start,
                 "producer_id_len": result.producer_id_len}
 
-    async def create_topics(self, body: dict[str, Any], version: int) -> dict[str, Any]:
+    async def create_topics(self, body: CreateTopicsRequest,
+                            version: int) -> CreateTopicsResponse:
         specs = [TopicSpec(t["name"], t["num_partitions"], t["replication_factor"],
                            {a["partition_index"]: a["broker_ids"] for a in t["assignments"]},
                            [(c["name"], c["value"]) for c in t["configs"]])
@@ -168,14 +217,16 @@ class ControllerApis:
              "num_partitions": r.num_partitions, "replication_factor": r.replication_factor,
              "configs": None} for r in results]}
 
-    async def delete_topics(self, body: dict[str, Any], version: int) -> dict[str, Any]:
+    async def delete_topics(self, body: DeleteTopicsRequest,
+                            version: int) -> DeleteTopicsResponse:
         results, records = self.state.delete_topics(body["topic_names"])
         self.commit(records)
         return {"throttle_time_ms": 0, "responses": [
             {"name": r.name, "error_code": int(r.error), "error_message": r.message}
             for r in results]}
 
-    async def create_partitions(self, body: dict[str, Any], version: int) -> dict[str, Any]:
+    async def create_partitions(self, body: CreatePartitionsRequest,
+                                version: int) -> CreatePartitionsResponse:
         specs = [PartitionsSpec(t["name"], t["count"], None if t["assignments"] is None
                                 else [a["broker_ids"] for a in t["assignments"]])
                  for t in body["topics"]]
@@ -185,43 +236,49 @@ class ControllerApis:
             {"name": r.name, "error_code": int(r.error), "error_message": r.message}
             for r in results]}
 
-    async def incremental_alter_configs(self, body: dict[str, Any],
-                                         version: int) -> dict[str, Any]:
-        return self._alter_configs_answer(body, incremental=True)
-
-    async def alter_configs(self, body: dict[str, Any], version: int) -> dict[str, Any]:
-        return self._alter_configs_answer(body, incremental=False)
-
-    def _alter_configs_answer(self, body: dict[str, Any], incremental: bool) -> dict[str, Any]:
+    async def incremental_alter_configs(self, body: IncrementalAlterConfigsRequest,
+                                        version: int) -> IncrementalAlterConfigsResponse:
         resources = [ResourceChange(r["resource_type"], r["resource_name"], [
-            ConfigOp(c["name"], c.get("config_operation", ConfigOperation.SET), c["value"])
-            for c in r["configs"]]) for r in body["resources"]]
-        results, records = self.state.alter_configs(resources, body["validate_only"],
-                                                   incremental)
+            ConfigOp(c["name"], c["config_operation"], c["value"]) for c in r["configs"]])
+            for r in body["resources"]]
+        return self._alter_configs_answer(resources, body["validate_only"], incremental=True)
+
+    async def alter_configs(self, body: AlterConfigsRequest,
+                            version: int) -> AlterConfigsResponse:
+        resources = [ResourceChange(r["resource_type"], r["resource_name"], [
+            ConfigOp(c["name"], ConfigOperation.SET, c["value"]) for c in r["configs"]])
+            for r in body["resources"]]
+        return self._alter_configs_answer(resources, body["validate_only"], incremental=False)
+
+    def _alter_configs_answer(self, resources: list[ResourceChange], validate_only: bool,
+                              incremental: bool) -> AlterConfigsResponse:
+        """(IncrementalAlterConfigs' response has the same fields)"""
+        results, records = self.state.alter_configs(resources, validate_only, incremental)
         self.commit(records)
         return {"throttle_time_ms": 0, "responses": [
             {"error_code": int(r.error), "error_message": r.message,
              "resource_type": r.resource_type, "resource_name": r.name} for r in results]}
 
-    async def metadata(self, body: dict[str, Any], version: int) -> dict[str, Any]:
+    async def metadata(self, body: MetadataRequest, version: int) -> MetadataResponse:
         image = self.state.image
-        brokers = [{"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack,
-                    "fenced": b.fenced} for _, b in sorted(image.brokers.items())]
+        brokers: list[MetadataResponseBroker] = [
+            {"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack,
+             "fenced": b.fenced} for _, b in sorted(image.brokers.items())]
         wanted = body["topics"]
-        asked: list[dict[str, Any]] = ([{"name": n} for n in sorted(image.topics)]
-                                       if wanted is None or (not wanted and version == 0)
-                                       else wanted)
-        topics: list[dict[str, Any]] = []
+        asked: list[MetadataRequestTopic] = ([{"name": n} for n in sorted(image.topics)]
+                                             if wanted is None or (not wanted and version == 0)
+                                             else wanted)
+        topics: list[MetadataResponseTopic] = []
         for entry in asked:
             name = entry["name"]
             info = image.topics.get(name) if name is not None else None
-            if info is None:
+            if info is None or name is None:
                 code = (ErrorCode.UNKNOWN_TOPIC_ID if name is None
                         else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
                 topics.append({"error_code": int(code), "name": name,
                                "topic_id": entry.get("topic_id", ZERO_UUID), "partitions": []})
                 continue
-            parts = []
+            parts: list[MetadataResponsePartition] = []
             for index, s in sorted(info.partitions.items()):
                 no_leader = s.leader == NO_LEADER
                 parts.append({
@@ -240,7 +297,7 @@ class ControllerApis:
         return {"throttle_time_ms": 0, "brokers": brokers, "cluster_id": self.config.cluster_id,
                 "controller_id": -1, "topics": topics}
 
-    async def fetch(self, body: dict[str, Any], version: int) -> dict[str, Any]:
+    async def fetch(self, body: FetchRequest, version: int) -> FetchResponse:
         if body["session_epoch"] not in (0, -1):  # incremental fetch: we keep no sessions
             return {"throttle_time_ms": 0, "session_id": 0, "responses": [],
                     "error_code": int(ErrorCode.FETCH_SESSION_ID_NOT_FOUND)}
@@ -253,34 +310,38 @@ class ControllerApis:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.appended.wait(), wait_ms / 1000)
         budget = max(body["max_bytes"], 0)
-        responses: dict[str, list[dict[str, Any]]] = {}
+        responses: dict[str, list[FetchResponsePartition]] = {}
         for name, p in wanted:
-            entry = self._fetch_partition(name, p, budget)
-            budget = max(0, budget - len(entry["records"]))
+            entry, size = self._fetch_partition(name, p, budget)
+            budget = max(0, budget - size)
             responses.setdefault(name, []).append(entry)
         return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0,
                 "responses": [{"name": n, "partitions": ps} for n, ps in responses.items()]}
 
-    def _fetch_partition(self, name: str, p: dict[str, Any], budget: int) -> dict[str, Any]:
+    def _fetch_partition(self, name: str, p: FetchRequestPartition, budget: int
+                         ) -> tuple[FetchResponsePartition, int]:
+        """The partition's answer and the bytes of records in it."""
         leo = self.store.log_end_offset
-        entry: dict[str, Any] = {"partition_index": p["partition"], "error_code": 0,
-                                 "high_watermark": leo, "last_stable_offset": leo,
-                                 "log_start_offset": 0, "records": b""}
+        records = b""
+        entry: FetchResponsePartition = {"partition_index": p["partition"], "error_code": 0,
+                                         "high_watermark": leo, "last_stable_offset": leo,
+                                         "log_start_offset": 0}
         error = None
         if name != METADATA_TOPIC or p["partition"] != METADATA_PARTITION:
             error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         elif not 0 <= p["fetch_offset"] <= leo:
             error = ErrorCode.OFFSET_OUT_OF_RANGE
         elif p["fetch_offset"] < leo:
-            entry["records"] = self.store.read(p["fetch_offset"],
-                                               min(budget, max(p["partition_max_bytes"], 0)))
+            records = self.store.read(p["fetch_offset"],
+                                      min(budget, max(p["partition_max_bytes"], 0)))
+        entry["records"] = records
         if error is not None:  # Kafka's error entry: no offsets
-            entry.update(error_code=int(error), high_watermark=-1, last_stable_offset=-1,
-                         log_start_offset=-1)
-        return entry
+            entry.update({"error_code": int(error), "high_watermark": -1,
+                          "last_stable_offset": -1, "log_start_offset": -1})
+        return entry, len(records)
 
 
-def _registration_error(body: dict[str, Any]) -> tuple[ErrorCode, str] | None:
+def _registration_error(body: BrokerRegistrationRequest) -> tuple[ErrorCode, str] | None:
     """Why a BrokerRegistration is refused before it reaches the state: no listener, or a
     broker that cannot read this controller's metadata records (Kafka checks its
     finalized ``metadata.version`` the same way, with UNSUPPORTED_VERSION)."""

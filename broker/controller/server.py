@@ -358,7 +358,7 @@ class ControllerServer:
                         writer.get_extra_info("peername"), over)
             if peer.probation:
                 raise ProtocolError("a reserved broker place used by a client request")
-            body = (await apis.metadata({"topics": []}, header.api_version)
+            body = (dict(await apis.metadata({"topics": []}, header.api_version))
                     if header.api_key == ApiKey.METADATA
                     else {"throttle_time_ms": 0, "error_code": int(ErrorCode.INVALID_REQUEST),
                           "responses": []})
