@@ -69,7 +69,6 @@ OVERSIZE = {
     "broker/server.py": 615, "broker/server.py:BrokerServer": 487,
     "storage/log/log.py": 641, "storage/log/log.py:Log": 474,
     "clients/admin.py": 714, "clients/admin.py:Admin": 553,
-    "clients/network/connection.py": 614,
 }  # fmt: skip
 EXTRA_CLIENT_PACKAGES = {"broker.cluster": ("clients.network",)}
 

@@ -1,4 +1,4 @@
-"""Client side of one TCP connection to a broker, and a poller over several.
+"""Client side of one TCP connection to a broker: the socket adapter of a sans-IO channel.
 
 Wire format: Kafka's request and response frames (:mod:`clients.protocol.codec`).
 Requests go out with ``socket.sendmsg`` of the buffer list that
@@ -13,14 +13,18 @@ then go out with ``sendall`` of coalesced chunks (:func:`~clients.protocol.frami
 Responses are read with the socket switched to non-blocking for the read and drained
 until the TLS layer would block: bytes it already decrypted (``SSLSocket.pending()``)
 never wake the selector, so leaving any there could strand a response until its
-timeout; :class:`Poller` also treats a connection with such bytes as readable.  A
+timeout; :class:`~clients.network.poller.Poller` also treats a connection with such
+bytes as readable.  A
 certificate failure raises :class:`~clients.network.tls.SslAuthenticationError` (an
 AuthenticationError: not retriable); any other TLS failure is a :class:`NetworkError`
 naming the SSL reason.
 
 Versions: :meth:`BrokerConnection.connect` asks the broker for its versions first
 (ApiVersions v3, and Kafka's fallback: an UNSUPPORTED_VERSION answer names the versions
-of ApiVersions to retry with).  A request then goes out at the highest version both
+of ApiVersions to retry with), then logs in with a SASL login; both steps are the
+channel's sans-IO :class:`~clients.protocol.request_channel.Handshake` (this module only
+sends the bytes it returns and reads, without a selector, at most the rest of the answer
+it awaits).  A request then goes out at the highest version both
 sides serve (:meth:`BrokerConnection.version_for`; our side is the declaration in
 :mod:`clients.protocol.registry`); an API the broker does not serve, or no common
 version, raises :class:`~clients.protocol.errors.UnsupportedVersionError` without
@@ -34,9 +38,10 @@ read a response in the shape of its version.
 The protocol state of the connection lives in a sans-IO
 :class:`~clients.protocol.request_channel.RequestChannel` (correlation ids, framing,
 in-flight requests and their deadlines on the injected ``now_ms`` clock, the version
-negotiation); this module is its socket adapter: it writes the buffers the channel
-encodes, feeds it what ``recv`` returns and turns its verdicts (a protocol violation,
-an expired deadline) into closing the socket.  A broker answers the requests of one
+negotiation and login at connect time); this module is its socket adapter: it writes the
+buffers the channel encodes, feeds it what ``recv`` returns and turns its verdicts (a
+protocol violation, an expired deadline) into closing the socket.  Waiting on several
+connections at once is :mod:`clients.network.poller`'s.  A broker answers the requests of one
 connection strictly in order, so the oldest in-flight request must own the next
 response (a different correlation id is a protocol violation and closes the
 connection).
@@ -47,8 +52,8 @@ Bounds and timeouts:
   raises ``IllegalStateError``-style :class:`TooManyInFlightError` beyond it; callers
   check :attr:`BrokerConnection.can_send`);
 - the TCP connect and the TLS handshake take at most ``connect_timeout_ms`` together;
-  each blocking step of the ApiVersions / SASL exchange that follows at most
-  ``connect_timeout_ms`` again; a send blocks at most
+  each step of the ApiVersions / SASL exchange that follows at most
+  ``connect_timeout_ms`` again (a deadline on the channel's clock); a send blocks at most
   ``request_timeout_ms``; a request not answered within its timeout fails with
   :class:`~clients.protocol.errors.RequestTimedOutError` and the connection is closed (as Kafka
   does: its response could still arrive and be mistaken for another);
@@ -56,8 +61,8 @@ Bounds and timeouts:
   (NETWORK_EXCEPTION, retriable).
 
 Failures of in-flight requests are *returned* as :class:`ClientResponse` with
-``error`` set, never raised from :meth:`Poller.poll`, so one dead broker does not
-disturb the handling of the others.
+``error`` set, never raised from :meth:`~clients.network.poller.Poller.poll`, so one dead
+broker does not disturb the handling of the others.
 
 Costs: send is O(buffers) plus the compiled encode of the header and body (records are
 not copied); reading is O(bytes received) (frames wholly inside one ``recv`` chunk are
@@ -70,18 +75,17 @@ sender thread, or the thread calling the consumer/admin).
 
 from __future__ import annotations
 
-import selectors
 import socket
 import ssl
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from clients.network.sasl import SaslLogin, log_in
+from clients.network.poller import Poller
+from clients.network.sasl import SaslLogin
 from clients.network.tls import certificate_failure
 from clients.protocol.api_keys import ApiKey
-from clients.protocol.codec import encode_request
 from clients.protocol.errors import (
     AuthenticationError,
     ErrorCode,
@@ -92,16 +96,14 @@ from clients.protocol.errors import (
 from clients.protocol.framing import (
     DEFAULT_MAX_FRAME_BYTES,
     FrameTooLargeError,
-    read_frame,
     send_buffers,
 )
 from clients.protocol.request_channel import (
     ClientResponse,
+    Handshake,
     InFlightRequest,
     ProtocolViolation,
     RequestChannel,
-    api_versions_answer,
-    api_versions_request,
     negotiated_version,
 )
 
@@ -121,6 +123,28 @@ class TooManyInFlightError(MiniKafkaError):
     """``send`` on a connection that already has ``max_in_flight`` requests waiting."""
 
     code = ErrorCode.INVALID_REQUEST
+
+
+def _handshake_failure(e: OSError | MiniKafkaError, where: str, *, tls: bool,
+                       ) -> MiniKafkaError:
+    """The error :meth:`BrokerConnection.connect` raises for a failed ApiVersions / SASL
+    exchange: a refusal as it is, anything else a NetworkError with a hint at the cause."""
+    if isinstance(e, UnsupportedVersionError | AuthenticationError):
+        return e
+    # with TLS 1.3 a broker rejects our certificate after the handshake: here
+    refused = certificate_failure(e, where)
+    if refused is not None:
+        return refused
+    hint = ""
+    if not tls and isinstance(e, FrameTooLargeError | ConnectionResetError):
+        # a TLS listener answers a plaintext request with an alert, or resets
+        hint = " (if the listener speaks TLS, use security_protocol='SSL' or 'SASL_SSL')"
+    elif tls and isinstance(e, ssl.SSLEOFError | ConnectionError | NetworkError):
+        # TLS 1.3: a broker rejecting our certificate closes after the handshake; if our
+        # request reached it first, the reset can discard its alert
+        hint = (" (closed right after the TLS handshake: if the broker requires client "
+                "certificates, check ssl_certfile / ssl_keyfile)")
+    return NetworkError(f"{where}: version handshake failed: {e}{hint}")
 
 
 def _monotonic_ms() -> int:
@@ -196,6 +220,11 @@ class BrokerConnection:
     def can_send(self) -> bool:
         return self._sock is not None and len(self._in_flight) < self.max_in_flight
 
+    @property
+    def sock(self) -> socket.socket | None:
+        """The open socket (None when closed): a poller tells a reconnection by it."""
+        return self._sock
+
     def fileno(self) -> int:
         return self._sock.fileno() if self._sock is not None else -1
 
@@ -221,39 +250,15 @@ class BrokerConnection:
         sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
         if self.ssl_context is not None:
             sock = self._tls_handshake(sock, self.ssl_context, deadline_ms)
-        sock.settimeout(timeout_s)  # bounds the version handshake
+        self._channel.reset(NetworkError("reconnected"))  # nothing is in flight here
         try:
-            self.api_versions = self._ask_versions(sock)
-            if self.sasl is not None:
-                log_in(sock, self.sasl, self.api_versions, self.client_id,
-                       self.max_frame_bytes)
+            self.api_versions = self._handshake(sock)
         except (OSError, MiniKafkaError) as e:
             sock.close()
-            if isinstance(e, UnsupportedVersionError | AuthenticationError):
-                raise
-            # with TLS 1.3 a broker rejects our certificate after the handshake: here
-            refused = certificate_failure(e, self._where())
-            if refused is not None:
-                raise refused from None
-            hint = ""
-            if self.ssl_context is None and isinstance(
-                    e, FrameTooLargeError | ConnectionResetError):
-                # a TLS listener answers a plaintext request with an alert, or resets
-                hint = (" (if the listener speaks TLS, use security_protocol='SSL' or "
-                        "'SASL_SSL')")
-            elif self.ssl_context is not None and isinstance(
-                    e, ssl.SSLEOFError | ConnectionError | NetworkError):
-                # TLS 1.3: a broker rejecting our certificate closes after the handshake;
-                # if our request reached it first, the reset can discard its alert
-                hint = (" (closed right after the TLS handshake: if the broker requires "
-                        "client certificates, check ssl_certfile / ssl_keyfile)")
-            raise NetworkError(
-                f"node {self.node_id} at {self.host}:{self.port}: version handshake failed: "
-                f"{e}{hint}"
-            ) from None
+            self._channel.reset(NetworkError("handshake failed"))  # its request in flight
+            raise _handshake_failure(e, self._where(), tls=self.ssl_context is not None) from None
         sock.settimeout(self.request_timeout_ms / 1000)  # bounds a blocking send
         self._sock = sock
-        self._channel.reset(NetworkError("reconnected"))  # nothing is in flight here
 
     def _where(self) -> str:
         return f"node {self.node_id} at {self.host}:{self.port}"
@@ -281,21 +286,29 @@ class BrokerConnection:
                 f"{self._where()}: TLS handshake failed: {reason} (is it a TLS listener, "
                 f"and does it accept TLS 1.2+?)") from None
 
-    def _ask_versions(self, sock: socket.socket) -> dict[int, tuple[int, int]]:
-        """ApiVersions at our highest version, once more at the broker's if it says so."""
-        version, body = api_versions_request()
-        for _attempt in range(2):
-            send_buffers(sock, encode_request(ApiKey.API_VERSIONS, version, 0, self.client_id,
-                                              body, max_frame_bytes=self.max_frame_bytes))
-            frame = read_frame(sock, self.max_frame_bytes)
-            if frame is None:
-                raise NetworkError("the broker closed the connection during ApiVersions")
-            answer = api_versions_answer(frame, version, self.node_id)
-            if isinstance(answer, dict):
-                return answer
-            version, body = answer
-        raise UnsupportedVersionError(
-            f"node {self.node_id}: no ApiVersions version in common with the broker")
+    def _handshake(self, sock: socket.socket) -> dict[int, tuple[int, int]]:
+        """Move the bytes of the channel's connect-time exchange (ApiVersions, SASL):
+        every decision and deadline is the sans-IO :class:`Handshake`'s."""
+        handshake = Handshake(self._channel, timeout_ms=self.connect_timeout_ms,
+                              login=self.sasl)
+        outgoing = handshake.start()
+        while True:
+            remaining_ms = handshake.remaining_ms()
+            if remaining_ms <= 0 and not handshake.done:
+                raise handshake.timed_out()
+            sock.settimeout(max(remaining_ms, 1) / 1000)
+            if outgoing:
+                send_buffers(sock, outgoing)
+            if handshake.done:
+                return handshake.api_versions
+            try:
+                data = sock.recv(handshake.bytes_wanted())  # never past the answer
+            except TimeoutError:
+                raise handshake.timed_out() from None
+            if not data:
+                raise handshake.closed_error() or NetworkError(
+                    "the broker closed the connection during ApiVersions")
+            outgoing = handshake.receive_data(data)
 
     def version_for(self, api_key: int) -> int:
         """The highest version of ``api_key`` that we and the broker both serve."""
@@ -499,116 +512,3 @@ class BrokerConnection:
 
     def _fail_all(self, error: MiniKafkaError) -> list[ClientResponse]:
         return self._channel.reset(error)
-
-
-class Poller:
-    """Waits on several connections (plus an optional wake-up socket) at once."""
-
-    def __init__(self, wakeup: socket.socket | None = None) -> None:
-        self._selector = selectors.DefaultSelector()
-        # fd -> (connection, the socket object registered for it)
-        self._registered: dict[int, tuple[BrokerConnection, socket.socket | None]] = {}
-        self._wakeup = wakeup
-        if wakeup is not None:
-            wakeup.setblocking(False)
-            self._selector.register(wakeup, selectors.EVENT_READ, None)
-
-    def _sync(self, connections: Iterable[BrokerConnection]) -> None:
-        """Make the wait set the sockets of ``connections`` that are open now.
-
-        An entry is keyed by fd but stands for one *socket*: a connection that was
-        closed and reconnected usually gets the same fd number back (the lowest free
-        one), and the kernel dropped the old socket from the epoll set when it was
-        closed.  Comparing the connection alone would keep the stale entry and never
-        watch the new socket, so a response already in its receive buffer would wait
-        for the request's timeout (seen as a Fetch unanswered for request_timeout_ms
-        after a failover).  The entry is therefore replaced whenever the socket object
-        differs.
-        """
-        wanted = {c.fileno(): c for c in connections if c.connected}
-        registered = self._registered
-        for fd in list(registered):
-            conn, sock = registered[fd]
-            if wanted.get(fd) is not conn or conn._sock is not sock:
-                self._selector.unregister(fd)  # a closed fd is tolerated (OSError ignored)
-                del registered[fd]
-        for fd, conn in wanted.items():
-            if fd not in registered:
-                self._selector.register(fd, selectors.EVENT_READ, conn)
-                registered[fd] = (conn, conn._sock)
-
-    def poll(
-        self, connections: Iterable[BrokerConnection], timeout_ms: float
-    ) -> list[ClientResponse]:
-        """Responses (and failures) of the given connections within ``timeout_ms``.
-
-        The wait ends early at the first readable socket, a wake-up, or the earliest
-        request deadline (whose expiry is then reported).
-        """
-        conns = list(connections)
-        out, timeout_s = self.prepare(conns, timeout_ms)
-        return out + self.collect(conns, self.wait(timeout_s))
-
-    def prepare(
-        self, conns: list[BrokerConnection], timeout_ms: float
-    ) -> tuple[list[ClientResponse], float]:
-        """Register ``conns``; returns failures already known and the wait in seconds.
-
-        With :meth:`wait` and :meth:`collect` this splits :meth:`poll` so a caller can
-        hold its own lock around prepare/collect but not around the blocking wait.
-        """
-        self._sync(conns)
-        timeout_s = max(0.0, timeout_ms / 1000)
-        out: list[ClientResponse] = []
-        for c in conns:
-            d = c.next_deadline_ms()
-            if d is not None:
-                timeout_s = min(timeout_s, max(0.0, (d - c.now_ms()) / 1000))
-            if c._failed:
-                out.extend(c.take_failed())
-                timeout_s = 0.0
-            if c.buffered_input:  # decrypted bytes wake no selector: do not wait
-                timeout_s = 0.0
-        return out, timeout_s
-
-    def wait(self, timeout_s: float) -> list[BrokerConnection]:
-        """Block up to ``timeout_s`` (no state touched but the wake-up socket)."""
-        ready: list[BrokerConnection] = []
-        for key, _ in self._selector.select(timeout_s):
-            if key.data is None:
-                self._drain_wakeup()
-            else:
-                ready.append(key.data)
-        return ready
-
-    def is_registered(self, conn: BrokerConnection) -> bool:
-        """True when ``conn``'s socket is in the wait set (its responses wake :meth:`wait`)."""
-        entry = self._registered.get(conn.fileno())
-        return entry is not None and entry[0] is conn and entry[1] is conn._sock
-
-    def collect(
-        self, conns: list[BrokerConnection], readable: list[BrokerConnection]
-    ) -> list[ClientResponse]:
-        """Read the readable connections (and those with TLS-decrypted bytes waiting),
-        then report expired requests of ``conns``."""
-        out: list[ClientResponse] = []
-        for c in readable:
-            out.extend(c.read())
-        for c in conns:
-            if c.buffered_input and c not in readable:
-                out.extend(c.read())
-        for c in conns:
-            out.extend(c.expire())
-        return out
-
-    def _drain_wakeup(self) -> None:
-        assert self._wakeup is not None
-        try:
-            while self._wakeup.recv(4096):
-                pass
-        except (BlockingIOError, InterruptedError):
-            pass
-
-    def close(self) -> None:
-        self._selector.close()
-        self._registered.clear()

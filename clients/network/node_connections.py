@@ -16,7 +16,8 @@ import ssl
 from typing import Any
 
 from clients.network.cluster_metadata import ClusterMetadata
-from clients.network.connection import Body, BrokerConnection, NetworkError, Poller
+from clients.network.connection import Body, BrokerConnection, NetworkError
+from clients.network.poller import Poller
 from clients.network.sasl import SaslLogin
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import MiniKafkaError

@@ -1,4 +1,4 @@
-"""Client login: SASL/SCRAM over Kafka's SaslHandshake v1 + SaslAuthenticate, blocking.
+"""Client login settings: SASL/SCRAM (or PLAIN) over Kafka's SaslHandshake v1 + SaslAuthenticate.
 
 A connection with a :class:`SaslLogin` logs in right after its ApiVersions exchange and
 before any other request, as Kafka's clients do on a ``SASL_PLAINTEXT`` or ``SASL_SSL``
@@ -21,30 +21,23 @@ the password itself) with ``SASL_SSL`` only - over ``SASL_PLAINTEXT`` it is refu
 as our brokers offer it only on TLS ports.
 
 The requests and the checks of their answers are the sans-IO
-:func:`~clients.protocol.sasl_exchange.sasl_exchange`; this module drives it over a
-blocking socket.
+:func:`~clients.protocol.sasl_exchange.sasl_login`, run by the connection's
+:class:`~clients.protocol.request_channel.Handshake` right after ApiVersions
+(:meth:`clients.network.connection.BrokerConnection.connect` moves its bytes).
 
-Costs: one PBKDF2 (4096 rounds, ~2 ms) and three round trips per connection.  The
-exchange runs on the connecting thread with the connection's socket timeout (a plain
-or an ``ssl.SSLSocket``).
+Costs: one PBKDF2 (4096 rounds, ~2 ms) and three round trips per connection, on the
+connecting thread, each bounded by ``connect_timeout_ms``.
 """
 
 from __future__ import annotations
 
-import socket
 from dataclasses import dataclass, field
-from typing import Any
 
 from clients.network.tls import PROTOCOLS
-from clients.protocol.api_keys import ApiKey
-from clients.protocol.codec import decode_response, encode_request
-from clients.protocol.errors import AuthenticationError, ErrorCode, InvalidConfigError
-from clients.protocol.framing import read_frame, send_buffers
-from clients.protocol.registry import APIS
-from clients.protocol.sasl_exchange import sasl_exchange
+from clients.protocol.errors import InvalidConfigError
 from clients.protocol.scram import MECHANISMS, PLAIN
 
-__all__ = ["SaslLogin", "log_in", "sasl_login_of"]
+__all__ = ["SaslLogin", "sasl_login_of"]
 
 SASL_PROTOCOLS = ("SASL_PLAINTEXT", "SASL_SSL")
 
@@ -86,32 +79,3 @@ def sasl_login_of(security_protocol: str, sasl_mechanism: str | None,
     password = (sasl_plain_password.encode() if isinstance(sasl_plain_password, str)
                 else bytes(sasl_plain_password))
     return SaslLogin(sasl_mechanism, sasl_plain_username, password)
-
-
-def _call(sock: socket.socket, api_key: ApiKey, version: int, body: dict[str, Any],
-          client_id: str | None, max_frame_bytes: int) -> dict[str, Any]:
-    send_buffers(sock, encode_request(api_key, version, 0, client_id, body,
-                                      max_frame_bytes=max_frame_bytes))
-    frame = read_frame(sock, max_frame_bytes)
-    if frame is None:
-        raise AuthenticationError(f"the broker closed the connection during {api_key.name}")
-    return decode_response(frame, api_key, version).body
-
-
-def log_in(sock: socket.socket, login: SaslLogin, versions: dict[int, tuple[int, int]],
-           client_id: str | None, max_frame_bytes: int) -> None:
-    """Run the SASL exchange (:func:`~clients.protocol.sasl_exchange.sasl_exchange`) on a
-    fresh connection (after ApiVersions), blocking on the socket for each answer."""
-    served = versions.get(ApiKey.SASL_AUTHENTICATE)
-    if served is None or versions.get(ApiKey.SASL_HANDSHAKE, (0, 0))[1] < 1:
-        raise AuthenticationError("the broker does not serve SaslHandshake v1 and "
-                                  "SaslAuthenticate", ErrorCode.UNSUPPORTED_SASL_MECHANISM)
-    auth_version = min(served[1], APIS[ApiKey.SASL_AUTHENTICATE].max_version)
-    steps = sasl_exchange(login.mechanism, login.username, login.password, auth_version)
-    request = next(steps)
-    while True:
-        answer = _call(sock, *request, client_id, max_frame_bytes)
-        try:
-            request = steps.send(answer)
-        except StopIteration:
-            return

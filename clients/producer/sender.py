@@ -43,7 +43,8 @@ import threading
 from typing import Any
 
 from clients.network.cluster_metadata import ClusterMetadata
-from clients.network.connection import BrokerConnection, NetworkError, Poller
+from clients.network.connection import BrokerConnection, NetworkError
+from clients.network.poller import Poller
 from clients.network.sasl import SaslLogin
 from clients.producer.accumulator import RecordAccumulator
 from clients.producer.idempotence import IdempotenceManager

@@ -97,6 +97,14 @@ class FrameDecoder:
         """Bytes of the incomplete frame held so far (length field included)."""
         return self._header_filled + (4 + self._filled if self._frame is not None else 0)
 
+    @property
+    def bytes_to_frame_end(self) -> int:
+        """The bytes that complete the frame under way (its length field first: 4
+        between frames), so a reader can take no byte past it."""
+        if self._frame is None:
+            return 4 - self._header_filled
+        return len(self._frame) - self._filled
+
     def feed(self, data: bytes | bytearray | memoryview) -> list[memoryview]:
         if self._error is not None:
             raise ProtocolError(f"frame decoder already failed: {self._error.message}")

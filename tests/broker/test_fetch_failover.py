@@ -34,8 +34,9 @@ from broker.metadata.records import (
     UnfenceBrokerRecord,
 )
 from clients.network.cluster_metadata import ClusterMetadata
-from clients.network.connection import BrokerConnection, Poller
+from clients.network.connection import BrokerConnection
 from clients.network.node_connections import NodeConnections
+from clients.network.poller import Poller
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.codec import decode_request, encode_response_bytes
 from clients.protocol.errors import ErrorCode

@@ -2,13 +2,22 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from dataclasses import dataclass
+
 import pytest
 
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.codec import decode_request, encode_response_bytes
-from clients.protocol.errors import ErrorCode, UnsupportedVersionError
+from clients.protocol.errors import (
+    AuthenticationError,
+    ErrorCode,
+    RequestTimedOutError,
+    UnsupportedVersionError,
+)
 from clients.protocol.registry import APIS
 from clients.protocol.request_channel import (
+    Handshake,
     ProtocolViolation,
     RequestChannel,
     api_versions_answer,
@@ -148,3 +157,94 @@ def test_api_versions_unsupported_answer_asks_for_a_retry_at_the_brokers_version
                                   {ApiKey.API_VERSIONS: (version + 1, version + 2)})
     with pytest.raises(UnsupportedVersionError, match="no ApiVersions version in common"):
         api_versions_answer(none_common, version)
+
+
+# ---------------------------------------------------------------- the connect-time exchange
+def _wire_answer(request_wire: bytes, api_key: ApiKey, body: dict[str, object],
+                 version: int | None = None) -> bytes:
+    """A broker's answer to the request ``request_wire`` (at its version unless given)."""
+    request = decode_request(request_wire[4:])
+    return bytes(encode_response_bytes(api_key, request.api_version if version is None
+                                       else version, request.correlation_id, body))
+
+
+def _versions_body(error_code: int, keys: Mapping[ApiKey, tuple[int, int]]) -> dict[str, object]:
+    return {"error_code": error_code, "throttle_time_ms": 0, "api_keys": [
+        {"api_key": k, "min_version": lo, "max_version": hi} for k, (lo, hi) in keys.items()]}
+
+
+def _feed_within_bytes_wanted(handshake: Handshake, data: bytes) -> list[object]:
+    """Feed ``data`` as a socket adapter does: never more than ``bytes_wanted``."""
+    out: list[object] = []
+    while data:
+        n = handshake.bytes_wanted()
+        out, data = handshake.receive_data(data[:n]), data[n:]
+    return out
+
+
+def test_the_handshake_learns_versions_and_leaves_correlation_id_0_to_the_channel() -> None:
+    channel = _channel(ManualClock())
+    handshake = Handshake(channel, timeout_ms=1000)
+    wire = _joined(handshake.start())
+    assert decode_request(wire[4:]).api_key == ApiKey.API_VERSIONS
+    keys = {ApiKey.METADATA: (0, 12), ApiKey.API_VERSIONS: (0, 3)}
+    answer = _wire_answer(wire, ApiKey.API_VERSIONS, _versions_body(0, keys))
+    assert handshake.bytes_wanted() == 4  # the length field first, then just the frame
+    assert _feed_within_bytes_wanted(handshake, answer) == []
+    assert handshake.done and handshake.api_versions == keys
+    assert not channel.in_flight
+    request, _ = _send_metadata(channel)
+    assert request.correlation_id == 0
+
+
+def test_the_handshake_retries_at_the_brokers_api_versions_version() -> None:
+    channel = _channel(ManualClock())
+    handshake = Handshake(channel, timeout_ms=1000)
+    first = _joined(handshake.start())
+    fallback = _wire_answer(first, ApiKey.API_VERSIONS, _versions_body(
+        ErrorCode.UNSUPPORTED_VERSION, {ApiKey.API_VERSIONS: (0, 1)}), version=0)
+    retry = _joined(handshake.receive_data(fallback))
+    assert decode_request(retry[4:]).api_version == 1 and not handshake.done
+    keys = {ApiKey.API_VERSIONS: (0, 1)}
+    assert handshake.receive_data(_wire_answer(retry, ApiKey.API_VERSIONS,
+                                               _versions_body(0, keys))) == []
+    assert handshake.done and handshake.api_versions == keys
+
+
+def test_a_handshake_step_times_out_on_the_channels_clock() -> None:
+    clock = ManualClock(1_000)
+    handshake = Handshake(_channel(clock), timeout_ms=300)
+    handshake.start()
+    clock.advance(200)
+    assert handshake.remaining_ms() == 100
+    clock.advance(100)
+    assert handshake.remaining_ms() == 0
+    with pytest.raises(RequestTimedOutError, match="API_VERSIONS not answered within 300 ms"):
+        raise handshake.timed_out()
+
+
+@dataclass(frozen=True)
+class _Login:
+    mechanism: str
+    username: str
+    password: bytes
+
+
+def test_the_handshake_logs_in_after_api_versions() -> None:
+    channel = _channel(ManualClock())
+    handshake = Handshake(channel, timeout_ms=1000, login=_Login("PLAIN", "alice", b"pw"))
+    wire = _joined(handshake.start())
+    keys = {ApiKey.API_VERSIONS: (0, 3), ApiKey.SASL_HANDSHAKE: (0, 1),
+            ApiKey.SASL_AUTHENTICATE: (0, 2)}
+    wire = _joined(handshake.receive_data(
+        _wire_answer(wire, ApiKey.API_VERSIONS, _versions_body(0, keys))))
+    assert decode_request(wire[4:]).api_key == ApiKey.SASL_HANDSHAKE
+    assert handshake.closed_error() is not None  # a close while logging in: refused
+    wire = _joined(handshake.receive_data(
+        _wire_answer(wire, ApiKey.SASL_HANDSHAKE, {"error_code": 0, "mechanisms": ["PLAIN"]})))
+    assert decode_request(wire[4:]).api_key == ApiKey.SASL_AUTHENTICATE
+    with pytest.raises(AuthenticationError, match="refused"):
+        handshake.receive_data(_wire_answer(wire, ApiKey.SASL_AUTHENTICATE, {
+            "error_code": ErrorCode.SASL_AUTHENTICATION_FAILED, "error_message": "refused",
+            "auth_bytes": b"", "session_lifetime_ms": 0}))
+    assert not handshake.done
