@@ -74,6 +74,11 @@ not fit the protocol, or files that cannot be read, raise InvalidConfigError her
 refused login or certificate (:class:`~clients.network.tls.SslAuthenticationError`, an
 AuthenticationError) is raised by the call that needed the connection.
 
+Time: every deadline of the consumer and its parts is in seconds on one clock (the
+monotonic clock), passed in at construction to the cluster metadata, the offset fetcher
+and the group coordinator client (with its channel and heartbeat thread); none of them
+reads the system clock itself.
+
 Thread safety: none; use a consumer from one thread (like Kafka's).  A subscribed
 consumer runs one heartbeat thread of its own.
 """
@@ -179,9 +184,9 @@ class Consumer:
         self.key_deserializer = key_deserializer
         self.value_deserializer = value_deserializer
         self.consumer_timeout_ms = consumer_timeout_ms
-        self._metadata = ClusterMetadata(
-            retry_backoff_ms=retry_backoff_ms, metadata_max_age_ms=metadata_max_age_ms
-        )
+        self._clock = clock = time.monotonic  # seconds; every part reads this one clock
+        self._metadata = ClusterMetadata(retry_backoff_ms=retry_backoff_ms,
+                                         metadata_max_age_ms=metadata_max_age_ms, clock=clock)
         self._net = NodeConnections(
             parse_bootstrap(bootstrap_servers), self._metadata, client_id=self.client_id,
             request_timeout_ms=request_timeout_ms, sasl=sasl, ssl_context=tls,
@@ -191,7 +196,7 @@ class Consumer:
         self._fetcher = Fetcher(self, self._subscriptions, self._metadata, self._net,
                                 isolation=isolation)
         self._offsets_fetcher = OffsetFetcher(self, self._subscriptions, self._metadata,
-                                              self._net, isolation=isolation)
+                                              self._net, isolation=isolation, clock=clock)
         self._closed = False
         self._coordinator: ConsumerCoordinator | None = None
         if group_id is not None:
@@ -205,8 +210,8 @@ class Consumer:
             self._coordinator = ConsumerCoordinator(
                 config, self._net, self._metadata, client_id=self.client_id,
                 positions=self._subscriptions.positions, set_assignment=self._set_group_assignment,
+                clock=clock,
             )  # fmt: skip
-
 
     # ------------------------------------------------------------ assignment & positions
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
@@ -252,7 +257,7 @@ class Consumer:
         deadline = self._deadline(self.request_timeout_ms if timeout_ms is None else timeout_ms)
         while state.position is None:
             self._offsets_fetcher.resolve_positions(deadline)
-            if state.position is None and time.monotonic() >= deadline:
+            if state.position is None and self._clock() >= deadline:
                 raise RequestTimedOutError(f"position of {tp} not resolved in time")
         return state.position
 
@@ -354,12 +359,12 @@ class Consumer:
     def __next__(self) -> ConsumerRecord:
         """The next record; StopIteration after ``consumer_timeout_ms`` without one."""
         limit = self.consumer_timeout_ms
-        deadline = None if limit is None else time.monotonic() + limit / 1000
+        deadline = None if limit is None else self._clock() + limit / 1000
         while True:
-            wait_ms = 1000.0 if deadline is None else (deadline - time.monotonic()) * 1000
+            wait_ms = 1000.0 if deadline is None else (deadline - self._clock()) * 1000
             for records in self.poll(max(0, int(min(wait_ms, 1000.0))), max_records=1).values():
                 return records[0]
-            if deadline is not None and time.monotonic() >= deadline:
+            if deadline is not None and self._clock() >= deadline:
                 raise StopIteration
 
     def poll_bulk(self, timeout_ms: int = 0) -> dict[TopicPartition, BulkRecords]:
@@ -392,17 +397,17 @@ class Consumer:
     ) -> list[tuple[TopicPartition, CompletedFetch]]:
         """Drive the group between fetch waits; no records while a rebalance runs."""
         while True:
-            now = time.monotonic()
+            now = self._clock()
             group_deadline = max(deadline, now + self.retry_backoff_ms / 1000)
             if coordinator.poll(group_deadline) and self._subscriptions.states:
                 self._init_committed_positions(group_deadline)
                 step = min(deadline, now + coordinator.time_to_next_poll_ms() / 1000)
-                ready = self._fetch_until(max(step, time.monotonic()))
+                ready = self._fetch_until(max(step, self._clock()))
                 if ready:
                     return ready
-            elif time.monotonic() < deadline:  # nothing assigned: just keep membership
-                time.sleep(min(deadline - time.monotonic(), self.retry_backoff_ms / 1000))
-            if time.monotonic() >= deadline:
+            elif self._clock() < deadline:  # nothing assigned: just keep membership
+                time.sleep(min(deadline - self._clock(), self.retry_backoff_ms / 1000))
+            if self._clock() >= deadline:
                 return []
 
     def _fetch_until(self, deadline: float) -> list[tuple[TopicPartition, CompletedFetch]]:
@@ -417,12 +422,12 @@ class Consumer:
                 fetcher.send_fetches()  # pipeline: fetch the other partitions meanwhile
                 return ready  # type: ignore[return-value]
             fetcher.send_fetches()
-            remaining_ms = (deadline - time.monotonic()) * 1000
+            remaining_ms = (deadline - self._clock()) * 1000
             if not fetcher.in_flight:  # nothing to wait for but metadata/offsets retries
                 remaining_ms = min(remaining_ms, self.retry_backoff_ms)
             for response in self._net.poll(max(0, remaining_ms)):
                 fetcher.handle_fetch(response)
-            if time.monotonic() >= deadline and not any(
+            if self._clock() >= deadline and not any(
                     s.fetched and not s.paused for s in states.values()):
                 fetcher.raise_pending()
                 return []
@@ -492,7 +497,7 @@ class Consumer:
     def _deadline(self, timeout_ms: float) -> float:
         if timeout_ms < 0:
             raise ValueError(f"timeout_ms must be >= 0, got {timeout_ms}")
-        return time.monotonic() + timeout_ms / 1000
+        return self._clock() + timeout_ms / 1000
 
     def _check_open(self) -> None:
         if self._closed:

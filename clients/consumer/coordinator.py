@@ -51,7 +51,6 @@ shares only :class:`~clients.consumer.coordinator_channel.GroupShared` (behind i
 from __future__ import annotations
 
 import logging
-import time
 from collections.abc import Callable, Iterable
 from typing import Protocol
 
@@ -110,7 +109,7 @@ class ConsumerCoordinator:
         client_id: str,
         positions: Callable[[], dict[TopicPartition, int]],
         set_assignment: Callable[[set[TopicPartition]], None],
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float],
     ) -> None:
         self.config = config
         self._net = net

@@ -126,7 +126,7 @@ class CoordinatorChannel:
         retry_backoff_ms: int,
         max_in_flight: int,
         on_response: Callable[[ClientResponse], None],
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float],
     ) -> None:
         self.group_id = group_id
         self._net = net

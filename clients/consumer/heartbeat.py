@@ -33,7 +33,6 @@ from __future__ import annotations
 import logging
 import ssl
 import threading
-import time
 from collections.abc import Callable
 
 from clients.consumer.coordinator_channel import GroupShared, MemberState
@@ -61,7 +60,7 @@ class HeartbeatThread:
         max_poll_interval_ms: int,
         request_timeout_ms: int,
         retry_backoff_ms: int,
-        clock: Callable[[], float] = time.monotonic,
+        clock: Callable[[], float],
     ) -> None:
         self.shared = shared
         self.group_id = group_id

@@ -13,13 +13,15 @@ Look-ups: :meth:`OffsetFetcher.list_offsets` asks for any partitions (assigned o
 and retries leadership errors (refreshing the metadata, sleeping ``retry_backoff_ms``)
 until the deadline, then raises RequestTimedOutError naming the last error.
 
-Costs: one ListOffsets round trip per leader per attempt.  Reads the monotonic clock
-for deadlines.  Not thread-safe (the consumer's thread).
+Costs: one ListOffsets round trip per leader per attempt.  Deadlines are seconds on the
+consumer's clock (``clock``, passed in); backoffs sleep.  Not thread-safe (the consumer's
+thread).
 """
 
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any, Protocol
 
 from clients.consumer.subscription_state import PositionState, SubscriptionState
@@ -55,8 +57,10 @@ class OffsetFetcher:
     """ListOffsets for resets and for the consumer's offset look-ups."""
 
     def __init__(self, settings: OffsetSettings, subscriptions: SubscriptionState[Any],
-                 metadata: ClusterMetadata, net: NodeConnections, *, isolation: int) -> None:
+                 metadata: ClusterMetadata, net: NodeConnections, *, isolation: int,
+                 clock: Callable[[], float]) -> None:
         self._settings = settings
+        self._clock = clock  # seconds, the consumer's
         self._subscriptions = subscriptions
         self._metadata = metadata
         self._net = net
@@ -94,7 +98,7 @@ class OffsetFetcher:
                 {"partition_index": tp.partition, "timestamp": ts}
             )
         for node, topics in by_node.items():
-            timeout_ms = max(1.0, (deadline - time.monotonic()) * 1000)
+            timeout_ms = max(1.0, (deadline - self._clock()) * 1000)
             try:
                 body = self._net.request(node, ApiKey.LIST_OFFSETS, self._list_offsets_body(
                     topics), min(timeout_ms, self._settings.request_timeout_ms))
@@ -123,7 +127,7 @@ class OffsetFetcher:
         if not self._metadata.update_needed():
             return
         timeout_ms = min(self._settings.request_timeout_ms,
-                         (deadline - time.monotonic()) * 1000)  # fmt: skip
+                         (deadline - self._clock()) * 1000)  # fmt: skip
         if timeout_ms <= 0:
             return
         try:
@@ -143,7 +147,7 @@ class OffsetFetcher:
         pending = dict(query)
         last: MiniKafkaError | None = None
         while pending:
-            remaining_ms = (deadline - time.monotonic()) * 1000
+            remaining_ms = (deadline - self._clock()) * 1000
             if remaining_ms <= 0:
                 why = f" (last error: {last})" if last is not None else ""
                 raise RequestTimedOutError(
@@ -167,7 +171,7 @@ class OffsetFetcher:
                 by_node.setdefault(leader, {}).setdefault(tp.topic, []).append(
                     {"partition_index": tp.partition, "timestamp": ts})
             for node, topics_ in by_node.items():
-                remaining_ms = max(1.0, (deadline - time.monotonic()) * 1000)
+                remaining_ms = max(1.0, (deadline - self._clock()) * 1000)
                 try:
                     body = self._net.request(node, ApiKey.LIST_OFFSETS, self._list_offsets_body(
                         topics_), min(remaining_ms, request_timeout_ms))
@@ -191,5 +195,5 @@ class OffsetFetcher:
                         last = error
             if pending:
                 self._metadata.request_update()
-                time.sleep(min(backoff_s, max(0.0, deadline - time.monotonic())))
+                time.sleep(min(backoff_s, max(0.0, deadline - self._clock())))
         return out

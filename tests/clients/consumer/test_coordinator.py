@@ -220,7 +220,7 @@ def test_heartbeats_run_while_syncing_not_while_joining(fake: FakeGroupCluster) 
     beat = HeartbeatThread(shared, group_id="g", group_instance_id=None, client_id="t",
                            heartbeat_interval_ms=100, session_timeout_ms=3000,
                            max_poll_interval_ms=60_000, request_timeout_ms=5000,
-                           retry_backoff_ms=20)  # fmt: skip
+                           retry_backoff_ms=20, clock=time.monotonic)  # fmt: skip
     try:
         beat._step()
         assert beat.sent == 0  # not joined yet: nothing to keep alive
