@@ -13,7 +13,7 @@ A topic whose metadata carries an error (UNKNOWN_TOPIC_OR_PARTITION right after 
 creation, LEADER_NOT_AVAILABLE during an election) is kept with that error and no
 partitions, so callers can tell "unknown yet" from "never asked".
 
-Time: seconds on the ``clock`` passed in (the owner's; ``time.monotonic`` when none
+Time: seconds on the ``clock`` passed in (the owner's; the monotonic clock when none
 is), or the ``now`` a caller passes.
 
 Costs: an update is O(partitions in the response); lookups are O(1) dict reads.
