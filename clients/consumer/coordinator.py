@@ -52,7 +52,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable, Iterable
-from typing import Protocol
+from typing import Protocol, cast
 
 from clients.consumer.coordinator_channel import (
     CoordinatorChannel,
@@ -79,6 +79,13 @@ from clients.network.cluster_metadata import ClusterMetadata
 from clients.network.node_connections import NodeConnections
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError, error_for
+from clients.protocol.message_types import (
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupResponse,
+    SyncGroupRequest,
+    SyncGroupResponse,
+)
 from clients.protocol.request_channel import ClientResponse, InFlightRequest
 from clients.protocol.topics import TopicPartition
 from clients.types import OffsetAndMetadata
@@ -289,7 +296,7 @@ class ConsumerCoordinator:
         owned = tuple(sorted(self.owned)) if cooperative else ()
         metadata = encode_subscription(Subscription(self.subscription, owned, None,
                                                     generation if owned else -1))
-        body = {
+        body: JoinGroupRequest = {
             "group_id": self.config.group_id,
             "session_timeout_ms": self.config.session_timeout_ms,
             "rebalance_timeout_ms": self.config.rebalance_timeout_ms,
@@ -310,8 +317,8 @@ class ConsumerCoordinator:
             self.request_rejoin()
             self.channel.backoff(deadline)
             return
-        body = response.body
-        assert body is not None
+        assert response.body is not None
+        body = cast(JoinGroupResponse, response.body)
         code = body["error_code"]
         if code == ErrorCode.MEMBER_ID_REQUIRED:  # KIP-394: rejoin with the id given
             with self.shared.lock:
@@ -330,12 +337,13 @@ class ConsumerCoordinator:
         # JoinGroup v9 (KIP-814): a static leader rejoining unchanged must not reassign
         if self.leader and not body["skip_assignment"]:
             assignments = self.group_leader.assign(body["protocol_name"], body["members"])
-        request = self.channel.send(ApiKey.SYNC_GROUP, {
+        sync: SyncGroupRequest = {
             "group_id": self.config.group_id, "generation_id": body["generation_id"],
             "member_id": body["member_id"], "group_instance_id": self.config.group_instance_id,
             "protocol_type": PROTOCOL_TYPE, "protocol_name": body["protocol_name"],
             "assignments": assignments,
-        }, self.config.request_timeout_ms)  # fmt: skip
+        }  # fmt: skip
+        request = self.channel.send(ApiKey.SYNC_GROUP, sync, self.config.request_timeout_ms)
         if request is None:
             self.request_rejoin()
         else:
@@ -346,8 +354,8 @@ class ConsumerCoordinator:
             self.request_rejoin()
             self.channel.backoff(deadline)
             return
-        body = response.body
-        assert body is not None
+        assert response.body is not None
+        body = cast(SyncGroupResponse, response.body)
         if body["error_code"] != ErrorCode.NONE:
             self._on_group_error("SyncGroup", body["error_code"], body.get("error_message"),
                                  deadline)
@@ -436,7 +444,7 @@ class ConsumerCoordinator:
                 ApiKey.LEAVE_GROUP,
                 lambda v: leave_group_request(group_id, member_id, None, v, why),
                 timeout_ms=min(self.config.request_timeout_ms, 5000))  # fmt: skip
-            code = read_leave_group(answer, version)
+            code = read_leave_group(cast(LeaveGroupResponse, answer), version)
             log.info("group %s: member %s left (%s)%s", group_id, member_id, why,
                      f", answered error {code}" if code else "")
         except MiniKafkaError as e:

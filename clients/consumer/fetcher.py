@@ -40,7 +40,7 @@ import contextlib
 import gc
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from clients.consumer.offset_fetcher import RESET_TIMESTAMPS
 from clients.consumer.subscription_state import SubscriptionState
@@ -53,6 +53,12 @@ from clients.protocol.errors import (
     MiniKafkaError,
     OffsetOutOfRangeError,
     error_for,
+)
+from clients.protocol.message_types import (
+    FetchRequest,
+    FetchRequestPartition,
+    FetchResponse,
+    FetchResponsePartition,
 )
 from clients.protocol.request_channel import ClientResponse, InFlightRequest
 from clients.protocol.topics import TopicPartition
@@ -149,7 +155,7 @@ class Fetcher:
     # ------------------------------------------------------------ fetch requests
     def send_fetches(self) -> None:
         settings = self._settings
-        by_node: dict[int, dict[str, list[dict[str, Any]]]] = {}
+        by_node: dict[int, dict[str, list[FetchRequestPartition]]] = {}
         for tp, state in self._subscriptions.states.items():
             if state.position is None or state.fetched is not None or state.paused:
                 continue
@@ -164,7 +170,7 @@ class Fetcher:
                 "partition_max_bytes": settings.max_partition_fetch_bytes,
             })  # fmt: skip
         for node, topics in by_node.items():
-            body = {
+            body: FetchRequest = {
                 "replica_id": -1,
                 "max_wait_ms": settings.fetch_max_wait_ms,
                 "min_bytes": settings.fetch_min_bytes,
@@ -197,7 +203,8 @@ class Fetcher:
         if response.error is not None or response.body is None:
             self._metadata.request_update()
             return
-        code = response.body["error_code"]  # v7+: the request as a whole (0 before v7)
+        body = cast(FetchResponse, response.body)
+        code = body["error_code"]  # v7+: the request as a whole (0 before v7)
         if code != ErrorCode.NONE:
             error = error_for(code, f"fetch from node {request.node_id} failed")
             if error.retriable:
@@ -210,7 +217,7 @@ class Fetcher:
             for t in request.context["topics"] for p in t["partitions"]
         }  # fmt: skip
         states = self._subscriptions.states
-        for t in response.body["responses"]:
+        for t in body["responses"]:
             for p in t["partitions"]:
                 tp = TopicPartition(t["name"], p["partition_index"])
                 state = states.get(tp)
@@ -219,13 +226,15 @@ class Fetcher:
                     continue  # unassigned or sought meanwhile: stale data
                 self._partition_result(tp, fetch_offset, p)
 
-    def _partition_result(self, tp: TopicPartition, fetch_offset: int, p: dict[str, Any]) -> None:
+    def _partition_result(self, tp: TopicPartition, fetch_offset: int,
+                          p: FetchResponsePartition) -> None:
         state = self._subscriptions.states[tp]
         code = p["error_code"]
         if code == ErrorCode.NONE:
             state.high_watermark = p["high_watermark"]
-            if len(p["records"]):
-                state.fetched = CompletedFetch(fetch_offset, p["records"], p["high_watermark"])
+            records = cast(memoryview, p["records"])  # decoded: a view of the frame
+            if len(records):
+                state.fetched = CompletedFetch(fetch_offset, records, p["high_watermark"])
             return
         if code == ErrorCode.OFFSET_OUT_OF_RANGE:
             reset = RESET_TIMESTAMPS[self._settings.auto_offset_reset]

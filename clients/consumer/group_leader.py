@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable
-from typing import Any
 
 from clients.consumer.assignors import MemberSubscription
 from clients.consumer.coordinator_channel import GroupConfig
@@ -32,6 +31,7 @@ from clients.consumer.group_protocol import Assignment, decode_subscription, enc
 from clients.network.cluster_metadata import ClusterMetadata
 from clients.network.node_connections import NodeConnections
 from clients.protocol.errors import ErrorCode, MiniKafkaError
+from clients.protocol.message_types import JoinGroupResponseMember, SyncGroupRequestAssignment
 
 __all__ = ["GroupLeader"]
 
@@ -49,7 +49,7 @@ class GroupLeader:
         self.partition_counts: dict[str, int] = {}  # of the last assignment; 0: unknown
 
     def assign(self, protocol_name: str | None,
-               members: list[dict[str, Any]]) -> list[dict[str, Any]]:
+               members: list[JoinGroupResponseMember]) -> list[SyncGroupRequestAssignment]:
         """SyncGroup's ``assignments`` for JoinGroup's ``members``."""
         assignor = next((a for a in self.config.assignors if a.name == protocol_name), None)
         if assignor is None:

@@ -16,6 +16,10 @@ the request went out at, so both sides of a version-dependent layout live here:
 - ListGroups: ``states_filter`` from v4; ``group_state`` is answered from v4 only (""
   before, which callers show as unknown).
 
+Bodies are the generated :mod:`clients.protocol.message_types` (``FindCoordinatorRequest``
+...): mypy checks every field name built or read here.  The readers the admin client
+shares take the decoded body as a mapping and read it through its type.
+
 Error text: Kafka's ``error_message`` fields where Kafka has them, else our tagged extra
 (None in non-flexible versions); readers treat None and "" alike.
 
@@ -24,10 +28,20 @@ Costs: O(size of the body).  Thread safety: pure functions.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from clients.protocol.errors import ErrorCode, UnsupportedVersionError
+from clients.protocol.message_types import (
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
+    OffsetFetchRequest,
+    OffsetFetchRequestTopic,
+    OffsetFetchResponse,
+)
 from clients.protocol.topics import TopicPartition
 from clients.types import OffsetAndMetadata
 
@@ -45,14 +59,16 @@ class Coordinator:
     port: int
 
 
-def find_coordinator_request(group_id: str, version: int) -> dict[str, Any]:
+def find_coordinator_request(group_id: str, version: int) -> FindCoordinatorRequest:
     if version >= 4:
         return {"key_type": GROUP_KEY_TYPE, "coordinator_keys": [group_id]}
     return {"key": group_id, "key_type": GROUP_KEY_TYPE}
 
 
-def read_find_coordinator(body: dict[str, Any], version: int, group_id: str) -> Coordinator:
+def read_find_coordinator(answer: Mapping[str, Any], version: int, group_id: str,
+                          ) -> Coordinator:
     """The answer for ``group_id`` (v4: its entry; a missing entry is an error)."""
+    body = cast(FindCoordinatorResponse, answer)  # as the connection decoded it
     if version >= 4:
         for c in body["coordinators"]:
             if c["key"] == group_id:
@@ -66,7 +82,7 @@ def read_find_coordinator(body: dict[str, Any], version: int, group_id: str) -> 
 
 
 def leave_group_request(group_id: str, member_id: str, group_instance_id: str | None,
-                        version: int, reason: str | None = None) -> dict[str, Any]:
+                        version: int, reason: str | None = None) -> LeaveGroupRequest:
     if version >= 3:
         return {"group_id": group_id, "members": [
             {"member_id": member_id, "group_instance_id": group_instance_id,
@@ -74,7 +90,7 @@ def leave_group_request(group_id: str, member_id: str, group_instance_id: str | 
     return {"group_id": group_id, "member_id": member_id}
 
 
-def read_leave_group(body: dict[str, Any], version: int) -> int:
+def read_leave_group(body: LeaveGroupResponse, version: int) -> int:
     """The first error of the answer (top level, then per member from v3)."""
     code = int(body["error_code"])
     if code == ErrorCode.NONE and version >= 3:
@@ -83,9 +99,9 @@ def read_leave_group(body: dict[str, Any], version: int) -> int:
 
 
 def offset_fetch_request(group_id: str, partitions: list[TopicPartition] | None,
-                         version: int, require_stable: bool = True) -> dict[str, Any]:
+                         version: int, require_stable: bool = True) -> OffsetFetchRequest:
     """Committed offsets of ``partitions`` (None: every partition with a commit)."""
-    topics: list[dict[str, Any]] | None = None
+    topics: list[OffsetFetchRequestTopic] | None = None
     if partitions is not None:
         by_topic: dict[str, list[int]] = {}
         for tp in partitions:
@@ -101,9 +117,10 @@ def offset_fetch_request(group_id: str, partitions: list[TopicPartition] | None,
 
 
 def read_offset_fetch(
-    body: dict[str, Any], version: int, group_id: str
+    answer: Mapping[str, Any], version: int, group_id: str
 ) -> tuple[dict[TopicPartition, tuple[OffsetAndMetadata | None, int]], int]:
     """({partition: (committed or None, partition error)}, group-level error code)."""
+    body = cast(OffsetFetchResponse, answer)  # as the connection decoded it
     if version >= 8:
         group = next((g for g in body["groups"] if g["group_id"] == group_id), None)
         if group is None:

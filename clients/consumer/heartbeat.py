@@ -34,6 +34,7 @@ import logging
 import ssl
 import threading
 from collections.abc import Callable
+from typing import cast
 
 from clients.consumer.coordinator_channel import GroupShared, MemberState
 from clients.consumer.group_requests import leave_group_request
@@ -41,6 +42,7 @@ from clients.network.connection import BrokerConnection
 from clients.network.sasl import SaslLogin
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError, error_for
+from clients.protocol.message_types import HeartbeatRequest, HeartbeatResponse
 
 log = logging.getLogger(__name__)
 
@@ -158,11 +160,13 @@ class HeartbeatThread:
     def _heartbeat(self, coordinator: tuple[int, str, int], generation: int,
                    member_id: str) -> int:
         """The answer's error code, -1 when the coordinator could not be reached."""
-        body = {"group_id": self.group_id, "generation_id": generation, "member_id": member_id,
-                "group_instance_id": self.group_instance_id}
+        body: HeartbeatRequest = {"group_id": self.group_id, "generation_id": generation,
+                                  "member_id": member_id,
+                                  "group_instance_id": self.group_instance_id}
         conn = self._connection(coordinator)
         try:
-            answer = conn.request(ApiKey.HEARTBEAT, body, timeout_ms=self.timeout_ms)
+            answer = cast(HeartbeatResponse,
+                          conn.request(ApiKey.HEARTBEAT, body, timeout_ms=self.timeout_ms))
         except MiniKafkaError as e:
             log.info("group %s: heartbeat to %s failed: %s", self.group_id, coordinator, e)
             conn.close()

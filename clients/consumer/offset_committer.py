@@ -27,12 +27,17 @@ Costs: one round trip per commit or fetch.  Thread safety: poll thread only.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Mapping
-from typing import Any
+from typing import cast
 
 from clients.consumer.coordinator_channel import CoordinatorChannel
 from clients.consumer.group_requests import offset_fetch_request, read_offset_fetch
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError, RequestTimedOutError, error_for
+from clients.protocol.message_types import (
+    OffsetCommitRequest,
+    OffsetCommitRequestPartition,
+    OffsetCommitResponse,
+)
 from clients.protocol.request_channel import ClientResponse
 from clients.protocol.topics import TopicPartition
 from clients.types import OffsetAndMetadata
@@ -63,13 +68,13 @@ class OffsetCommitter:
         self._completed: list[tuple[CommitCallback | None, Offsets, MiniKafkaError | None]] = []
 
     # ------------------------------------------------------------ commit
-    def _body(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> dict[str, Any]:
+    def _body(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> OffsetCommitRequest:
         shared = self.channel.shared
         with shared.lock:
             member = self._in_group() and shared.generation_id >= 0
             generation = shared.generation_id if member else -1
             member_id = shared.member_id if member else ""
-        by_topic: dict[str, list[dict[str, Any]]] = {}
+        by_topic: dict[str, list[OffsetCommitRequestPartition]] = {}
         for tp, om in sorted(offsets.items()):
             by_topic.setdefault(tp.topic, []).append({
                 "partition_index": tp.partition, "committed_offset": om.offset,
@@ -140,7 +145,7 @@ class OffsetCommitter:
             self.channel.dead(response.error.message)
             return response.error
         assert response.body is not None
-        for t in response.body["topics"]:
+        for t in cast(OffsetCommitResponse, response.body)["topics"]:
             for p in t["partitions"]:
                 code = p["error_code"]
                 if code == ErrorCode.NONE:

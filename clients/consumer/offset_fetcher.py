@@ -22,13 +22,18 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from clients.consumer.subscription_state import PositionState, SubscriptionState
 from clients.network.cluster_metadata import ClusterMetadata
 from clients.network.node_connections import NodeConnections
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError, RequestTimedOutError, error_for
+from clients.protocol.message_types import (
+    ListOffsetsRequest,
+    ListOffsetsRequestPartition,
+    ListOffsetsResponse,
+)
 from clients.protocol.offset_specs import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from clients.protocol.topics import TopicPartition
 
@@ -66,7 +71,8 @@ class OffsetFetcher:
         self._net = net
         self._isolation = isolation
 
-    def _list_offsets_body(self, topics: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+    def _list_offsets_body(self, topics: dict[str, list[ListOffsetsRequestPartition]],
+                           ) -> ListOffsetsRequest:
         return {"replica_id": -1, "isolation_level": self._isolation,
                 "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]}
 
@@ -86,7 +92,7 @@ class OffsetFetcher:
         if not missing:
             return
         default = RESET_TIMESTAMPS[auto_offset_reset]
-        by_node: dict[int, dict[str, list[dict[str, Any]]]] = {}
+        by_node: dict[int, dict[str, list[ListOffsetsRequestPartition]]] = {}
         for tp in missing:
             leader = self._metadata.leader_for(tp)
             if leader is None:
@@ -94,14 +100,16 @@ class OffsetFetcher:
                 continue
             state = states[tp]
             ts = state.reset if state.reset is not None else default
+            assert ts is not None  # "none" without a pending reset raised above
             by_node.setdefault(leader, {}).setdefault(tp.topic, []).append(
                 {"partition_index": tp.partition, "timestamp": ts}
             )
         for node, topics in by_node.items():
             timeout_ms = max(1.0, (deadline - self._clock()) * 1000)
             try:
-                body = self._net.request(node, ApiKey.LIST_OFFSETS, self._list_offsets_body(
-                    topics), min(timeout_ms, self._settings.request_timeout_ms))
+                body = cast(ListOffsetsResponse, self._net.request(
+                    node, ApiKey.LIST_OFFSETS, self._list_offsets_body(topics),
+                    min(timeout_ms, self._settings.request_timeout_ms)))
             except MiniKafkaError as e:
                 if not e.retriable:
                     raise
@@ -161,7 +169,7 @@ class OffsetFetcher:
                 last = e
                 time.sleep(min(backoff_s, max(0.0, remaining_ms / 1000)))
                 continue
-            by_node: dict[int, dict[str, list[dict[str, Any]]]] = {}
+            by_node: dict[int, dict[str, list[ListOffsetsRequestPartition]]] = {}
             for tp, ts in pending.items():
                 leader = self._metadata.leader_for(tp)
                 if leader is None:
@@ -173,8 +181,9 @@ class OffsetFetcher:
             for node, topics_ in by_node.items():
                 remaining_ms = max(1.0, (deadline - self._clock()) * 1000)
                 try:
-                    body = self._net.request(node, ApiKey.LIST_OFFSETS, self._list_offsets_body(
-                        topics_), min(remaining_ms, request_timeout_ms))
+                    body = cast(ListOffsetsResponse, self._net.request(
+                        node, ApiKey.LIST_OFFSETS, self._list_offsets_body(topics_),
+                        min(remaining_ms, request_timeout_ms)))
                 except MiniKafkaError as e:
                     if not e.retriable:
                         raise

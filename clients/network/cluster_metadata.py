@@ -28,9 +28,9 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Iterable, Sequence
-from typing import Any
 
 from clients.protocol.errors import ErrorCode, InvalidConfigError
+from clients.protocol.message_types import MetadataResponse
 from clients.protocol.topics import TopicPartition
 from clients.types import BrokerNode, PartitionInfo
 
@@ -122,7 +122,7 @@ class ClusterMetadata:
             self._need_update = True
 
     # ------------------------------------------------------------ update
-    def update(self, body: dict[str, Any], now: float | None = None) -> None:
+    def update(self, body: MetadataResponse, now: float | None = None) -> None:
         """Replace the cache with a Metadata response body (brokers and listed topics)."""
         now = self._clock() if now is None else now
         brokers = {
@@ -134,6 +134,8 @@ class ClusterMetadata:
         internal: set[str] = set()
         for t in body["topics"]:
             name = t["name"]
+            if name is None:  # answered by topic id alone: we always ask by name
+                continue
             code = _code(t["error_code"])
             if t.get("is_internal"):
                 internal.add(name)

@@ -78,7 +78,7 @@ from __future__ import annotations
 import socket
 import ssl
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -110,7 +110,7 @@ from clients.protocol.request_channel import (
 _RECV_BYTES = 256 * 1024
 
 # A request body, or a builder of the body for the version the request goes out at.
-Body = dict[str, Any] | Callable[[int], dict[str, Any]]
+Body = Mapping[str, Any] | Callable[[int], Mapping[str, Any]]
 
 
 class NetworkError(MiniKafkaError):

@@ -13,7 +13,7 @@ a blocking request is one round trip.  Thread-safety: none (one caller thread).
 from __future__ import annotations
 
 import ssl
-from typing import Any
+from typing import Any, cast
 
 from clients.network.cluster_metadata import ClusterMetadata
 from clients.network.connection import Body, BrokerConnection, NetworkError
@@ -21,6 +21,7 @@ from clients.network.poller import Poller
 from clients.network.sasl import SaslLogin
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import MiniKafkaError
+from clients.protocol.message_types import MetadataRequest, MetadataResponse
 from clients.protocol.request_channel import ClientResponse
 
 
@@ -130,7 +131,7 @@ class NodeConnections:
         except MiniKafkaError:
             self.metadata.failed_update()
             raise
-        self.metadata.update(body)
+        self.metadata.update(cast(MetadataResponse, body))
         return body
 
     def poll(self, timeout_ms: float) -> list[ClientResponse]:
@@ -149,7 +150,7 @@ class NodeConnections:
 
 def metadata_request(
     topics: list[str] | None, version: int, allow_auto_topic_creation: bool = True
-) -> dict[str, Any]:
+) -> MetadataRequest:
     """The Metadata request body at ``version``: ``topics`` None asks for every topic."""
     if topics is None:
         return {"topics": [] if version == 0 else None,

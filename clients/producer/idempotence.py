@@ -60,7 +60,6 @@ from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Any
 
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import (
@@ -70,6 +69,7 @@ from clients.protocol.errors import (
     UnsupportedVersionError,
     error_for,
 )
+from clients.protocol.message_types import InitProducerIdRequest, InitProducerIdResponse
 from clients.protocol.registry import APIS
 from clients.protocol.topics import TopicPartition
 
@@ -171,7 +171,7 @@ class IdempotenceManager:
     def in_flight_total(self) -> int:
         return self._in_flight_total
 
-    def init_request(self) -> dict[str, int]:
+    def init_request(self) -> InitProducerIdRequest:
         """The InitProducerId body: a new id, or a bump of the current (id, epoch)."""
         return {"producer_id": self.producer_id, "producer_epoch": self.producer_epoch}
 
@@ -195,7 +195,7 @@ class IdempotenceManager:
                 "enable_idempotence=False (or acks=1) to produce without idempotence"
             ))  # fmt: skip
 
-    def on_init_response(self, body: dict[str, Any]) -> bool:
+    def on_init_response(self, body: InitProducerIdResponse) -> bool:
         """An InitProducerId answer; True when it should be retried after a backoff.
 
         Success sets the id; a retriable code asks for a retry; anything else is fatal

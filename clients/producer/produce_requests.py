@@ -52,7 +52,7 @@ thread, or a ``send_now`` caller that won the try-lock), except ``metrics``,
 from __future__ import annotations
 
 import random
-from typing import Any
+from typing import cast
 
 from clients.network.cluster_metadata import ClusterMetadata
 from clients.network.connection import BrokerConnection, NetworkError
@@ -67,6 +67,12 @@ from clients.producer.idempotence import (
 from clients.producer.split import can_split, split_batch
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError, RequestTimedOutError, error_for
+from clients.protocol.message_types import (
+    ProduceRequest,
+    ProduceRequestPartition,
+    ProduceResponse,
+    ProduceResponsePartitionResponse,
+)
 from clients.protocol.request_channel import ClientResponse
 from clients.protocol.topics import TopicPartition
 
@@ -147,11 +153,11 @@ class ProduceRequests:
         by_tp: dict[TopicPartition, list[ProducerBatch]] = {}
         for b in batches:
             by_tp.setdefault(b.tp, []).append(b)
-        topics: dict[str, list[dict[str, Any]]] = {}
+        topics: dict[str, list[ProduceRequestPartition]] = {}
         for tp, bl in by_tp.items():
             records = bl[0].wire() if len(bl) == 1 else b"".join(b.wire() for b in bl)
             topics.setdefault(tp.topic, []).append({"index": tp.partition, "records": records})
-        body = {
+        body: ProduceRequest = {
             "acks": self._acks,
             "timeout_ms": self._request_timeout_ms,
             "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
@@ -187,7 +193,7 @@ class ProduceRequests:
             return
         assert response.body is not None
         seen: set[TopicPartition] = set()
-        for topic in response.body["responses"]:
+        for topic in cast(ProduceResponse, response.body)["responses"]:
             for p in topic["partition_responses"]:
                 tp = TopicPartition(topic["name"], p["index"])
                 found = by_tp.get(tp)
@@ -217,7 +223,8 @@ class ProduceRequests:
                 self._idem.on_attempt_done(tp)
 
     def _complete_partition(
-        self, tp: TopicPartition, bl: list[ProducerBatch], p: dict[str, Any], now: float
+        self, tp: TopicPartition, bl: list[ProducerBatch], p: ProduceResponsePartitionResponse,
+        now: float
     ) -> None:
         self._attempt_ended(tp, bl)
         code = p["error_code"]

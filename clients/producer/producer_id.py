@@ -42,6 +42,7 @@ lock (the accumulator calls take the accumulator lock).
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import cast
 
 from clients.network.cluster_metadata import ClusterMetadata
 from clients.network.connection import BrokerConnection
@@ -50,6 +51,7 @@ from clients.producer.batch import ProducerBatch
 from clients.producer.idempotence import IdempotenceManager, SequenceAbandonedError
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import MiniKafkaError
+from clients.protocol.message_types import InitProducerIdRequest, InitProducerIdResponse
 from clients.protocol.request_channel import ClientResponse
 
 _INIT_PRODUCER_ID = "init_producer_id"  # request context besides "metadata" and produce
@@ -118,8 +120,8 @@ class ProducerIdExchange:
         self._idem.on_api_versions(conn.api_versions, f"{conn.host}:{conn.port}")
         if self._idem.fatal_error is not None:
             return
-        body = {"transactional_id": None, "transaction_timeout_ms": -1,
-                **self._idem.init_request()}  # fmt: skip
+        body: InitProducerIdRequest = {"transactional_id": None, "transaction_timeout_ms": -1,
+                                       **self._idem.init_request()}  # fmt: skip
         try:
             conn.send(ApiKey.INIT_PRODUCER_ID, body, context=(_INIT_PRODUCER_ID, conn))
             self._pid_in_flight = True
@@ -133,5 +135,5 @@ class ProducerIdExchange:
             self._pid_backoff_until = now + self._retry_backoff_ms
             self._metadata.request_update()
             return
-        if self._idem.on_init_response(body):
+        if self._idem.on_init_response(cast(InitProducerIdResponse, body)):
             self._pid_backoff_until = now + self._retry_backoff_ms

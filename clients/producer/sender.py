@@ -40,7 +40,7 @@ import contextlib
 import socket
 import ssl
 import threading
-from typing import Any
+from typing import Any, cast
 
 from clients.network.cluster_metadata import ClusterMetadata
 from clients.network.connection import BrokerConnection, NetworkError
@@ -52,6 +52,7 @@ from clients.producer.produce_requests import ProduceRequests
 from clients.producer.producer_id import ProducerIdExchange
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import AuthenticationError, MiniKafkaError
+from clients.protocol.message_types import MetadataRequest, MetadataResponse
 from clients.protocol.request_channel import ClientResponse
 
 _MAX_POLL_MS = 100.0
@@ -333,9 +334,9 @@ class Sender(threading.Thread):
             return
         topics = self._metadata.topics_of_interest
         self._metadata.attempt_started(now / 1000)
+        body: MetadataRequest = {"topics": [{"name": t} for t in topics]}
         try:
-            conn.send(ApiKey.METADATA, {"topics": [{"name": t} for t in topics]},
-                      context="metadata")  # fmt: skip
+            conn.send(ApiKey.METADATA, body, context="metadata")
             self._metadata_in_flight = True
         except MiniKafkaError:
             self._metadata.failed_update(now / 1000)
@@ -362,7 +363,7 @@ class Sender(threading.Thread):
             if response.error is not None or response.body is None:
                 self._metadata.failed_update(now / 1000)
             else:
-                self._metadata.update(response.body, now / 1000)
+                self._metadata.update(cast(MetadataResponse, response.body), now / 1000)
             return
         if isinstance(context, tuple):
             assert self._pid is not None

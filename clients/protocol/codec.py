@@ -39,6 +39,7 @@ records.  Thread/process safety: functions are pure and re-entrant.
 from __future__ import annotations
 
 import struct
+from collections.abc import Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -174,7 +175,7 @@ def encode_request(
     api_version: int,
     correlation_id: int,
     client_id: str | None,
-    body: dict[str, Any],
+    body: Mapping[str, Any],
     *,
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
 ) -> list[Any]:
@@ -205,7 +206,7 @@ def encode_request_bytes(
     api_version: int,
     correlation_id: int,
     client_id: str | None,
-    body: dict[str, Any],
+    body: Mapping[str, Any],
     *,
     max_frame_bytes: int = DEFAULT_MAX_FRAME_BYTES,
 ) -> bytes:

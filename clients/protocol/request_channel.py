@@ -51,9 +51,9 @@ Thread-safety: none; a channel belongs to the one thread or event loop of its co
 from __future__ import annotations
 
 from collections import deque
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, cast
 
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.codec import Response, decode_response, encode_request
@@ -66,13 +66,15 @@ from clients.protocol.errors import (
     UnsupportedVersionError,
 )
 from clients.protocol.framing import DEFAULT_MAX_FRAME_BYTES, FrameDecoder
+from clients.protocol.message_types import ApiVersionsRequest, ApiVersionsResponse
 from clients.protocol.registry import APIS
 from clients.protocol.sasl_exchange import SaslCredentials, SaslRequest, sasl_login
 
 _INT32_MAX = (1 << 31) - 1
 
 # The body our ApiVersions requests carry (the versions that have these fields use them).
-_SOFTWARE = {"client_software_name": "minikafka", "client_software_version": "0.1.0"}
+_SOFTWARE: ApiVersionsRequest = {"client_software_name": "minikafka",
+                                 "client_software_version": "0.1.0"}
 
 
 @dataclass(slots=True)
@@ -128,7 +130,7 @@ class RequestChannel:
         """The bytes that complete the frame being received (4 between frames)."""
         return self._decoder.bytes_to_frame_end
 
-    def send_request(self, api_key: int, api_version: int, body: dict[str, Any], *,
+    def send_request(self, api_key: int, api_version: int, body: Mapping[str, Any], *,
                      timeout_ms: int, expect_response: bool = True, context: Any = None,
                      correlation_id: int | None = None,
                      ) -> tuple[InFlightRequest | None, list[Any]]:
@@ -210,9 +212,9 @@ def negotiated_version(api_key: int, theirs: tuple[int, int] | None, node_id: in
     return version
 
 
-def api_versions_request() -> tuple[int, dict[str, Any]]:
+def api_versions_request() -> tuple[int, ApiVersionsRequest]:
     """The first ApiVersions request: (our highest version, body)."""
-    return APIS[ApiKey.API_VERSIONS].max_version, dict(_SOFTWARE)
+    return APIS[ApiKey.API_VERSIONS].max_version, _SOFTWARE.copy()
 
 
 def _decode_api_versions(frame: bytes | bytearray | memoryview, version: int) -> Response:
@@ -225,16 +227,17 @@ def _decode_api_versions(frame: bytes | bytearray | memoryview, version: int) ->
 
 
 def api_versions_answer(frame: bytes | bytearray | memoryview, version: int, node_id: int = -1,
-                        ) -> dict[int, tuple[int, int]] | tuple[int, dict[str, Any]]:
+                        ) -> dict[int, tuple[int, int]] | tuple[int, ApiVersionsRequest]:
     """Read the ApiVersions answer to a request at ``version``: the broker's (min, max)
     per API key, or, after Kafka's UNSUPPORTED_VERSION fallback, the request to retry
     with (version, body).  Raises UnsupportedVersionError when no ApiVersions version is
     common, MiniKafkaError for any other error code."""
-    return _read_api_versions(_decode_api_versions(frame, version).body, node_id)
+    answer = cast(ApiVersionsResponse, _decode_api_versions(frame, version).body)
+    return _read_api_versions(answer, node_id)
 
 
-def _read_api_versions(answer: dict[str, Any], node_id: int,
-                       ) -> dict[int, tuple[int, int]] | tuple[int, dict[str, Any]]:
+def _read_api_versions(answer: ApiVersionsResponse, node_id: int,
+                       ) -> dict[int, tuple[int, int]] | tuple[int, ApiVersionsRequest]:
     versions = {e["api_key"]: (e["min_version"], e["max_version"]) for e in answer["api_keys"]}
     if answer["error_code"] == 0:
         return versions
@@ -246,7 +249,7 @@ def _read_api_versions(answer: dict[str, Any], node_id: int,
     if retry < max(ours.min_version, theirs[0]):
         raise UnsupportedVersionError(
             f"node {node_id}: no ApiVersions version in common with the broker")
-    return retry, dict(_SOFTWARE)
+    return retry, _SOFTWARE.copy()
 
 
 class Handshake:
@@ -317,7 +320,7 @@ class Handshake:
 
     def _answered(self, request: InFlightRequest, body: dict[str, Any]) -> list[Any]:
         if request.api_key == ApiKey.API_VERSIONS:
-            answer = _read_api_versions(body, self._channel.node_id)
+            answer = _read_api_versions(cast(ApiVersionsResponse, body), self._channel.node_id)
             if isinstance(answer, tuple):
                 if self._version_rounds >= self._MAX_VERSION_ROUNDS:
                     raise UnsupportedVersionError(f"node {self._channel.node_id}: no "
@@ -336,7 +339,7 @@ class Handshake:
             self.done = True
             return []
 
-    def _send(self, api_key: ApiKey, version: int, body: dict[str, Any]) -> list[Any]:
+    def _send(self, api_key: ApiKey, version: int, body: Mapping[str, Any]) -> list[Any]:
         if api_key == ApiKey.API_VERSIONS:
             self._version_rounds += 1
         cid = self._next_correlation_id
