@@ -214,7 +214,7 @@ class Fetcher:
             return
         asked = {
             (t["name"], p["partition"]): p["fetch_offset"]
-            for t in request.context["topics"] for p in t["partitions"]
+            for t in cast(FetchRequest, request.context)["topics"] for p in t["partitions"]
         }  # fmt: skip
         states = self._subscriptions.states
         for t in body["responses"]:
