@@ -9,7 +9,7 @@ Rooms, from the bottom up (a room imports only rooms listed before it):
 - ``types.py``: plain value types of the client API (RecordMetadata, ConsumerRecord,
   OffsetAndMetadata, NewTopic, the Admin descriptions);
 - ``network/``: connections to brokers and the cluster metadata cache;
-- ``producer/``, ``consumer/``, ``admin.py``: the three clients (the admin client decodes
+- ``producer/``, ``consumer/``, ``admin/``: the three clients (the admin client decodes
   group assignments with :mod:`clients.consumer.group_protocol`);
 - ``spark/``: the PySpark data source, the verification workload and job;
 - ``cli/``: the ``minikafka`` command line.

@@ -68,7 +68,6 @@ OVERSIZE = {
     "broker/network/process.py": 656, "broker/network/process.py:NetworkProcess": 530,
     "broker/server.py": 615, "broker/server.py:BrokerServer": 487,
     "storage/log/log.py": 641, "storage/log/log.py:Log": 474,
-    "clients/admin.py": 714, "clients/admin.py:Admin": 553,
 }  # fmt: skip
 EXTRA_CLIENT_PACKAGES = {"broker.cluster": ("clients.network",)}
 

@@ -1,0 +1,219 @@
+"""Config operations of :class:`~clients.admin.Admin`: describe, replace and
+incrementally change the configs of topics and brokers, and the checks of config
+arguments shared with topic creation.
+
+Contract: DescribeConfigs, AlterConfigs and IncrementalAlterConfigs; a broker resource
+(named by its id) goes to that broker, all others in one request to any broker.
+``alter_configs`` replaces the resource's whole set of overrides (Kafka's legacy
+AlterConfigs: a config not listed returns to its default);
+``incremental_alter_configs`` changes only what it lists.  Resources are given as
+:class:`~clients.types.ConfigResource` or ``(type, name)`` with the type as the enum,
+its int or its name; config names and values must be str (a value may be None where it
+means "remove").  Per-resource failures follow
+:func:`~clients.admin.requests.raise_first`.
+
+Costs: one round trip per broker resource plus one for the others (and a metadata
+refresh before the first broker resource).  Thread-safety: none (one caller thread,
+as the Admin).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from typing import Any
+
+from clients.admin.requests import AdminRequests, raise_first
+from clients.network.connection import Body
+from clients.protocol.api_keys import ApiKey
+from clients.protocol.errors import ErrorCode, MiniKafkaError, error_for
+from clients.types import (
+    AlterConfigOp,
+    AlterConfigOpType,
+    ConfigEntry,
+    ConfigResource,
+    ConfigResourceType,
+    ConfigSource,
+)
+
+
+class ConfigAdmin:
+    """DescribeConfigs, AlterConfigs and IncrementalAlterConfigs."""
+
+    def __init__(self, requests: AdminRequests) -> None:
+        self._requests = requests
+        self._net = requests.net
+        self._metadata = requests.metadata
+
+    def describe_configs(
+        self,
+        resources: Iterable[ConfigResource | tuple[ConfigResourceType | int | str, str]],
+        *,
+        include_synonyms: bool = False,
+        include_documentation: bool = False,
+        timeout_ms: int | None = None,
+        raise_on_error: bool = True,
+    ) -> dict[ConfigResource, dict[str, ConfigEntry] | MiniKafkaError]:
+        wanted = [_resource(r) for r in resources]
+        timeout = self._requests.timeout(timeout_ms)
+
+        def request(group: list[ConfigResource]) -> Body:
+            return {"resources": [{"resource_type": int(r.type), "resource_name": r.name,
+                                   "configuration_keys": None} for r in group],
+                    "include_synonyms": include_synonyms,
+                    "include_documentation": include_documentation}  # fmt: skip
+
+        out: dict[ConfigResource, dict[str, ConfigEntry] | MiniKafkaError] = {}
+        for body in self._config_requests(ApiKey.DESCRIBE_CONFIGS, wanted, request, timeout):
+            for r in body["results"]:
+                resource = ConfigResource(_resource_type(r["resource_type"]), r["resource_name"])
+                if r["error_code"] != ErrorCode.NONE:
+                    out[resource] = error_for(r["error_code"], f"describe configs of {resource}: "
+                                              f"{r['error_message'] or ''}".rstrip(": "))
+                    continue
+                out[resource] = {c["name"]: ConfigEntry(
+                    c["name"], c["value"], _source(c["config_source"]), c["read_only"],
+                    c["is_sensitive"],
+                    tuple((s["name"], s["value"], _source(s["source"])) for s in c["synonyms"]),
+                    c["documentation"]) for c in r["configs"]}  # fmt: skip
+        return raise_first(out, raise_on_error)
+
+    def alter_configs(
+        self,
+        configs: Mapping[ConfigResource | tuple[Any, str], Mapping[str, str | None]],
+        *,
+        validate_only: bool = False,
+        timeout_ms: int | None = None,
+        raise_on_error: bool = True,
+    ) -> dict[ConfigResource, MiniKafkaError | None]:
+        wanted = {_resource(r): dict(c) for r, c in configs.items()}
+        for resource, pairs in wanted.items():
+            for name, value in pairs.items():
+                check_config_pair(str(resource), name, value)
+        timeout = self._requests.timeout(timeout_ms)
+
+        def request(group: list[ConfigResource]) -> Body:
+            return {"resources": [{"resource_type": int(r.type), "resource_name": r.name,
+                                   "configs": [{"name": k, "value": v}
+                                               for k, v in wanted[r].items()]}
+                                  for r in group],
+                    "validate_only": validate_only}  # fmt: skip
+
+        return self._alter_results(
+            self._config_requests(ApiKey.ALTER_CONFIGS, list(wanted), request, timeout),
+            "alter configs of", raise_on_error)
+
+    def incremental_alter_configs(
+        self,
+        configs: Mapping[ConfigResource | tuple[Any, str],
+                         Iterable[AlterConfigOp | tuple[Any, ...]]],
+        *,
+        validate_only: bool = False,
+        timeout_ms: int | None = None,
+        raise_on_error: bool = True,
+    ) -> dict[ConfigResource, MiniKafkaError | None]:
+        wanted: dict[ConfigResource, list[AlterConfigOp]] = {}
+        for r, ops in configs.items():
+            resource = _resource(r)
+            checked = []
+            for op in ops:
+                op = AlterConfigOp(*op)
+                kind = _op_type(op.op)
+                value = None if kind == AlterConfigOpType.DELETE else op.value
+                if kind != AlterConfigOpType.DELETE and value is None:
+                    raise ValueError(f"{resource}: {kind.name} of {op.name!r} needs a value")
+                check_config_pair(str(resource), op.name, value)
+                checked.append(AlterConfigOp(op.name, value, kind))
+            wanted[resource] = checked
+        timeout = self._requests.timeout(timeout_ms)
+
+        def request(group: list[ConfigResource]) -> Body:
+            return {"resources": [{"resource_type": int(r.type), "resource_name": r.name,
+                                   "configs": [{"name": op.name, "value": op.value,
+                                                "config_operation": int(op.op)}
+                                               for op in wanted[r]]}
+                                  for r in group],
+                    "validate_only": validate_only}  # fmt: skip
+
+        return self._alter_results(
+            self._config_requests(ApiKey.INCREMENTAL_ALTER_CONFIGS, list(wanted), request,
+                                  timeout),
+            "alter configs of", raise_on_error)  # fmt: skip
+
+    def _config_requests(
+        self,
+        api: ApiKey,
+        resources: list[ConfigResource],
+        request: Callable[[list[ConfigResource]], Body],
+        timeout_ms: int,
+    ) -> list[dict[str, Any]]:
+        """One request per broker resource (to that broker), one for all the others."""
+        out = []
+        others = [r for r in resources if r.type != ConfigResourceType.BROKER or not r.name]
+        if others:
+            out.append(self._net.request(None, api, request(others), timeout_ms))
+        brokers = [r for r in resources if r.type == ConfigResourceType.BROKER and r.name]
+        if brokers and self._metadata.version == 0:
+            self._net.refresh_metadata([], timeout_ms)
+        for r in brokers:
+            try:
+                node = int(r.name)
+            except ValueError:
+                raise ValueError(f"broker resource name must be a broker id, got "
+                                 f"{r.name!r}") from None
+            out.append(self._net.request(node, api, request([r]), timeout_ms))
+        return out
+
+    @staticmethod
+    def _alter_results(
+        bodies: list[dict[str, Any]], what: str, raise_on_error: bool
+    ) -> dict[ConfigResource, MiniKafkaError | None]:
+        out: dict[ConfigResource, MiniKafkaError | None] = {}
+        for body in bodies:
+            for r in body["responses"]:
+                resource = ConfigResource(_resource_type(r["resource_type"]), r["resource_name"])
+                out[resource] = None if r["error_code"] == ErrorCode.NONE else error_for(
+                    r["error_code"],
+                    f"{what} {resource}: {r['error_message'] or ''}".rstrip(": "))
+        return raise_first(out, raise_on_error)
+
+
+def _resource(r: ConfigResource | tuple[Any, str]) -> ConfigResource:
+    kind, name = r
+    if not isinstance(name, str):
+        raise TypeError(f"config resource name must be a str, got {type(name).__name__}")
+    return ConfigResource(_resource_type(kind), name)
+
+
+def _resource_type(kind: ConfigResourceType | int | str) -> ConfigResourceType:
+    try:
+        if isinstance(kind, str):
+            return ConfigResourceType[kind.upper()]
+        return ConfigResourceType(kind)
+    except (KeyError, ValueError):
+        raise ValueError(f"unknown config resource type {kind!r} (use "
+                         f"{', '.join(t.name.lower() for t in ConfigResourceType)})") from None
+
+
+def _op_type(op: AlterConfigOpType | int | str) -> AlterConfigOpType:
+    try:
+        if isinstance(op, str):
+            return AlterConfigOpType[op.upper()]
+        return AlterConfigOpType(op)
+    except (KeyError, ValueError):
+        raise ValueError(f"unknown config operation {op!r} (use set, delete, append or "
+                         "subtract)") from None
+
+
+def _source(value: int) -> ConfigSource:
+    try:
+        return ConfigSource(value)
+    except ValueError:
+        return ConfigSource.UNKNOWN
+
+
+def check_config_pair(where: str, name: Any, value: Any) -> None:
+    if not isinstance(name, str) or not name:
+        raise TypeError(f"{where}: config names must be non-empty str, got {name!r}")
+    if value is not None and not isinstance(value, str):
+        raise TypeError(f"{where}: config {name!r} value must be a str or None, got "
+                        f"{type(value).__name__} (Kafka configs are strings)")

@@ -1,0 +1,172 @@
+"""Consumer-group operations of :class:`~clients.admin.Admin`: list, describe and
+delete groups, and list a group's committed offsets with their lag.
+
+Contract: ``list_groups`` asks every live broker (each knows the groups it
+coordinates; one that fails to answer is skipped) and merges; ``describe_groups``,
+``list_group_offsets`` and ``delete_groups`` ask each group's coordinator
+(FindCoordinator first, shapes in :mod:`clients.consumer.group_requests`;
+COORDINATOR_NOT_AVAILABLE / COORDINATOR_LOAD_IN_PROGRESS / NOT_COORDINATOR retried
+every 100 ms until the timeout, then RequestTimedOutError).  Member assignments of
+``consumer`` groups are decoded (:mod:`clients.consumer.group_protocol`; an
+undecodable one is empty); offsets come with the partition's high watermark
+(:meth:`~clients.admin.records.RecordAdmin.high_watermarks`) so
+:attr:`~clients.types.GroupOffset.lag` is HW - committed.  A group's state is "" when
+the broker answers ListGroups below v4 (which carries no state).
+
+Costs: ``list_groups`` a metadata refresh plus one round trip per broker; the others two
+round trips per group (FindCoordinator, then the request), plus the high watermarks
+for offsets.  Thread-safety: none (one caller thread, as the Admin).
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable, Iterable
+from typing import Any
+
+from clients.admin.records import RecordAdmin
+from clients.admin.requests import AdminRequests, raise_first
+from clients.consumer.group_protocol import PROTOCOL_TYPE, GroupProtocolError, decode_assignment
+from clients.consumer.group_requests import (
+    find_coordinator_request,
+    offset_fetch_request,
+    read_find_coordinator,
+    read_offset_fetch,
+)
+from clients.network.connection import Body
+from clients.protocol.api_keys import ApiKey
+from clients.protocol.errors import ErrorCode, MiniKafkaError, RequestTimedOutError, error_for
+from clients.protocol.topics import TopicPartition
+from clients.types import GroupDescription, GroupListing, GroupOffset, MemberDescription
+
+
+class GroupAdmin:
+    """ListGroups, DescribeGroups, DeleteGroups and OffsetFetch, via each coordinator."""
+
+    def __init__(self, requests: AdminRequests, records: RecordAdmin) -> None:
+        self._requests = requests
+        self._records = records
+        self._net = requests.net
+        self._metadata = requests.metadata
+
+    def list_groups(
+        self, *, states: Iterable[str] | None = None, timeout_ms: int | None = None
+    ) -> list[GroupListing]:
+        timeout = self._requests.timeout(timeout_ms)
+        wanted = None if states is None else sorted(set(states))
+        self._net.refresh_metadata([], timeout)
+        out: dict[str, GroupListing] = {}
+        for broker in self._metadata.brokers():
+            try:
+                body = self._net.request(broker.node_id, ApiKey.LIST_GROUPS,
+                                         {"states_filter": wanted or []}, timeout)
+            except MiniKafkaError:
+                continue
+            for g in body["groups"]:
+                if wanted is not None and g["group_state"] not in wanted:
+                    continue  # also drops groups of a broker below v4 (no state known)
+                out[g["group_id"]] = GroupListing(g["group_id"], g["protocol_type"],
+                                                  g["group_state"], broker.node_id)
+        return sorted(out.values())
+
+    def describe_groups(
+        self, group_ids: Iterable[str], *, timeout_ms: int | None = None
+    ) -> dict[str, GroupDescription]:
+        out = {}
+        for group_id in group_ids:
+            node, _, body = self._group_request(
+                group_id, ApiKey.DESCRIBE_GROUPS, {"groups": [group_id]},
+                lambda b, v: b["groups"][0]["error_code"] if b["groups"] else 0, timeout_ms)
+            g = body["groups"][0]
+            members = [
+                MemberDescription(m["member_id"], m["group_instance_id"], m["client_id"],
+                                  m["client_host"], _assigned(g["protocol_type"],
+                                                              m["member_assignment"]))
+                for m in g["members"]
+            ]  # fmt: skip
+            out[group_id] = GroupDescription(group_id, g["group_state"], g["protocol_type"],
+                                             g["protocol_data"], members, node)
+        return out
+
+    def delete_groups(
+        self, group_ids: Iterable[str], *, timeout_ms: int | None = None,
+        raise_on_error: bool = True,
+    ) -> dict[str, MiniKafkaError | None]:  # fmt: skip
+        out: dict[str, MiniKafkaError | None] = {}
+        for group_id in group_ids:
+            try:
+                _, _, body = self._group_request(
+                    group_id, ApiKey.DELETE_GROUPS, {"groups_names": [group_id]},
+                    lambda b, v: _retriable_only(b["results"][0]["error_code"]
+                                                 if b["results"] else 0), timeout_ms)
+            except MiniKafkaError as e:
+                out[group_id] = e
+                continue
+            result = next((r for r in body["results"] if r["group_id"] == group_id), None)
+            code = ErrorCode.UNKNOWN_SERVER_ERROR if result is None else result["error_code"]
+            out[group_id] = (None if code == ErrorCode.NONE
+                             else error_for(code, f"delete group {group_id!r}"))
+        return raise_first(out, raise_on_error)
+
+    def list_group_offsets(
+        self, group_id: str, *, timeout_ms: int | None = None
+    ) -> dict[TopicPartition, GroupOffset]:
+        _, version, body = self._group_request(
+            group_id, ApiKey.OFFSET_FETCH,
+            lambda v: offset_fetch_request(group_id, None, v, require_stable=False),
+            lambda b, v: read_offset_fetch(b, v, group_id)[1], timeout_ms)
+        result, _ = read_offset_fetch(body, version, group_id)
+        committed = {tp: (om.offset, om.metadata) for tp, (om, code) in result.items()
+                     if om is not None and not code}  # fmt: skip
+        marks = self._records.high_watermarks(committed, self._requests.timeout(timeout_ms))
+        return {tp: GroupOffset(off, marks.get(tp, -1), meta)
+                for tp, (off, meta) in sorted(committed.items())}  # fmt: skip
+
+    def _group_request(
+        self,
+        group_id: str,
+        api: ApiKey,
+        body: Body,
+        error_of: Callable[[dict[str, Any], int], int],
+        timeout_ms: int | None,
+    ) -> tuple[int, int, dict[str, Any]]:
+        """(coordinator node, version, answer) with coordinator errors retried until
+        the timeout; ``error_of(answer, version)`` is the answer's group error code."""
+        deadline = time.monotonic() + self._requests.timeout(timeout_ms) / 1000
+        last = "no answer"
+        while time.monotonic() < deadline:
+            remaining = max(1.0, (deadline - time.monotonic()) * 1000)
+            version, found_body = self._net.request_with_version(
+                None, ApiKey.FIND_COORDINATOR, lambda v: find_coordinator_request(group_id, v),
+                remaining)  # fmt: skip
+            found = read_find_coordinator(found_body, version, group_id)
+            code = found.error_code
+            message = found.error_message
+            if code == ErrorCode.NONE:
+                node = found.node_id
+                if self._metadata.broker(node) is None:
+                    self._net.refresh_metadata([], remaining)
+                version, answer = self._net.request_with_version(node, api, body, remaining)
+                code = error_of(answer, version)
+                if code == ErrorCode.NONE:
+                    return node, version, answer
+            error = error_for(code, f"group {group_id!r}: {message or ''}".rstrip(": "))
+            if not error.retriable:
+                raise error
+            last = error.message
+            time.sleep(0.1)
+        raise RequestTimedOutError(f"group {group_id!r}: coordinator not ready ({last})")
+
+
+def _retriable_only(code: int) -> int:
+    """A group answer's code for the retry loop: per-group verdicts are results."""
+    return code if error_for(code).retriable else 0
+
+
+def _assigned(protocol_type: str, data: bytes) -> tuple[TopicPartition, ...]:
+    if protocol_type != PROTOCOL_TYPE or not data:
+        return ()
+    try:
+        return decode_assignment(data).partitions
+    except GroupProtocolError:
+        return ()

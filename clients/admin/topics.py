@@ -1,0 +1,149 @@
+"""Topic operations of :class:`~clients.admin.Admin`: create and delete topics, add
+partitions, list and describe topics.
+
+Contract: CreateTopics (configs as ``[{name, value}]``), DeleteTopics and
+CreatePartitions go to the controller (:meth:`~clients.admin.requests.AdminRequests.to_controller`:
+any broker if the controller is not a known broker; the broker forwards or answers
+NOT_CONTROLLER, which is retried once after a metadata refresh); arguments are checked
+before anything is sent (ValueError / TypeError).  ``list_topics`` and
+``describe_topics`` use Metadata without auto-creation.  Per-topic failures follow
+:func:`~clients.admin.requests.raise_first` (``{topic: error or None}``).
+
+Costs: one round trip per call (plus a metadata refresh before the first controller
+request).  Thread-safety: none (one caller thread, as the Admin).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+from clients.admin.configs import check_config_pair
+from clients.admin.requests import AdminRequests, raise_first
+from clients.protocol.api_keys import ApiKey
+from clients.protocol.errors import ErrorCode, MiniKafkaError, error_for
+from clients.protocol.topics import validate_topic_name
+from clients.types import NewPartitions, NewTopic, PartitionInfo, TopicDescription
+
+
+class TopicAdmin:
+    """CreateTopics, DeleteTopics, CreatePartitions and Metadata for topics."""
+
+    def __init__(self, requests: AdminRequests) -> None:
+        self._requests = requests
+        self._net = requests.net
+
+    def create_topics(
+        self,
+        new_topics: Iterable[NewTopic],
+        *,
+        timeout_ms: int | None = None,
+        validate_only: bool = False,
+        raise_on_error: bool = True,
+    ) -> dict[str, MiniKafkaError | None]:
+        topics = list(new_topics)
+        for t in topics:
+            validate_topic_name(t.name)
+            if t.replica_assignments:
+                if t.num_partitions != -1 or t.replication_factor != -1:
+                    raise ValueError(f"{t.name}: with replica_assignments, num_partitions "
+                                     "and replication_factor must be -1")
+            else:
+                if t.num_partitions == 0 or t.num_partitions < -1:
+                    raise ValueError(f"{t.name}: num_partitions must be > 0 or -1")
+                if t.replication_factor == 0 or t.replication_factor < -1:
+                    raise ValueError(f"{t.name}: replication_factor must be > 0 or -1")
+            for name, value in (t.configs or {}).items():
+                check_config_pair(t.name, name, value)
+        timeout = self._requests.timeout(timeout_ms)
+        body = {
+            "topics": [
+                {"name": t.name, "num_partitions": t.num_partitions,
+                 "replication_factor": t.replication_factor,
+                 "assignments": [{"partition_index": p, "broker_ids": list(ids)}
+                                 for p, ids in sorted((t.replica_assignments or {}).items())],
+                 "configs": [{"name": k, "value": v} for k, v in (t.configs or {}).items()]}
+                for t in topics
+            ],
+            "timeout_ms": timeout,
+            "validate_only": validate_only,
+        }  # fmt: skip
+        response = self._requests.to_controller(ApiKey.CREATE_TOPICS, body, timeout, "topics")
+        return self._results(response["topics"], "create topic", raise_on_error)
+
+    def delete_topics(
+        self,
+        names: Iterable[str],
+        *,
+        timeout_ms: int | None = None,
+        raise_on_error: bool = True,
+    ) -> dict[str, MiniKafkaError | None]:
+        topic_names = [validate_topic_name(n) for n in names]
+        timeout = self._requests.timeout(timeout_ms)
+        body = {"topic_names": topic_names, "timeout_ms": timeout}
+        response = self._requests.to_controller(ApiKey.DELETE_TOPICS, body, timeout, "responses")
+        return self._results(response["responses"], "delete topic", raise_on_error)
+
+    def create_partitions(
+        self,
+        new_partitions: Mapping[str, NewPartitions | int],
+        *,
+        timeout_ms: int | None = None,
+        validate_only: bool = False,
+        raise_on_error: bool = True,
+    ) -> dict[str, MiniKafkaError | None]:
+        topics = []
+        for name, spec in new_partitions.items():
+            validate_topic_name(name)
+            np_ = NewPartitions(spec) if isinstance(spec, int) else NewPartitions(*spec)
+            if not isinstance(np_.total_count, int) or np_.total_count <= 0:
+                raise ValueError(f"{name}: total_count must be an int > 0, got "
+                                 f"{np_.total_count!r}")
+            assignments = None if np_.new_assignments is None else [
+                {"broker_ids": [int(b) for b in ids]} for ids in np_.new_assignments]
+            topics.append({"name": name, "count": np_.total_count, "assignments": assignments})
+        timeout = self._requests.timeout(timeout_ms)
+        body = {"topics": topics, "timeout_ms": timeout, "validate_only": validate_only}
+        response = self._requests.to_controller(ApiKey.CREATE_PARTITIONS, body, timeout, "results")
+        return self._results(response["results"], "create partitions of", raise_on_error)
+
+    def list_topics(self, *, timeout_ms: int | None = None) -> list[str]:
+        body = self._net.refresh_metadata(None, self._requests.timeout(timeout_ms),
+                                          allow_auto_topic_creation=False)
+        return sorted(t["name"] for t in body["topics"] if t["error_code"] == 0)
+
+    def describe_topics(
+        self, names: Iterable[str] | None = None, *, timeout_ms: int | None = None
+    ) -> dict[str, TopicDescription]:
+        wanted = None if names is None else [validate_topic_name(n) for n in names]
+        body = self._net.refresh_metadata(wanted, self._requests.timeout(timeout_ms),
+                                          allow_auto_topic_creation=False)
+        out: dict[str, TopicDescription] = {}
+        for t in body["topics"]:
+            if t["error_code"] != ErrorCode.NONE:
+                raise error_for(t["error_code"], f"describe topic {t['name']!r}")
+            parts = [
+                PartitionInfo(t["name"], p["partition_index"], p["leader_id"], p["leader_epoch"],
+                              tuple(p["replica_nodes"]), tuple(p["isr_nodes"]),
+                              tuple(p["offline_replicas"]), p["error_code"])
+                for p in sorted(t["partitions"], key=lambda p: p["partition_index"])
+            ]  # fmt: skip
+            configs = {c["name"]: c["value"] for c in t["configs"]}
+            out[t["name"]] = TopicDescription(t["name"], parts, t["is_internal"], configs)
+        return out
+
+    @staticmethod
+    def _results(
+        results: list[dict[str, Any]], what: str, raise_on_error: bool
+    ) -> dict[str, MiniKafkaError | None]:
+        out: dict[str, MiniKafkaError | None] = {}
+        for r in results:
+            code = r["error_code"]
+            out[r["name"]] = (
+                None
+                if code == ErrorCode.NONE
+                else error_for(
+                    code, f"{what} {r['name']!r}: {r['error_message'] or ''}".rstrip(": ")
+                )
+            )
+        return raise_first(out, raise_on_error)
