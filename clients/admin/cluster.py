@@ -13,6 +13,7 @@ from __future__ import annotations
 from clients.admin.requests import AdminRequests
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, UnsupportedVersionError, error_for
+from clients.protocol.message_types import DescribeClusterRequest, DescribeClusterResponse
 from clients.types import BrokerNode, ClusterDescription
 
 
@@ -21,17 +22,16 @@ class ClusterAdmin:
 
     def __init__(self, requests: AdminRequests) -> None:
         self._requests = requests
-        self._net = requests.net
         self._metadata = requests.metadata
 
     def describe_cluster(self, *, timeout_ms: int | None = None) -> ClusterDescription:
         timeout = self._requests.timeout(timeout_ms)
+        request: DescribeClusterRequest = {"include_cluster_authorized_operations": False}
         try:
-            body = self._net.request(None, ApiKey.DESCRIBE_CLUSTER,
-                                     {"include_cluster_authorized_operations": False},
-                                     timeout)  # fmt: skip
+            body = self._requests.request(None, ApiKey.DESCRIBE_CLUSTER, request, timeout,
+                                          DescribeClusterResponse)
         except UnsupportedVersionError:
-            self._net.refresh_metadata([], timeout)
+            self._requests.refresh_metadata([], timeout)
             md = self._metadata
             return ClusterDescription(md.cluster_id, md.controller_id, md.brokers())
         if body["error_code"] != ErrorCode.NONE:

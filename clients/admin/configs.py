@@ -19,13 +19,20 @@ as the Admin).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
-from clients.admin.requests import AdminRequests, raise_first
-from clients.network.connection import Body
+from clients.admin.requests import AdminRequests, R, raise_first
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError, error_for
+from clients.protocol.message_types import (
+    AlterConfigsRequest,
+    AlterConfigsResponse,
+    DescribeConfigsRequest,
+    DescribeConfigsResponse,
+    IncrementalAlterConfigsRequest,
+    IncrementalAlterConfigsResponse,
+)
 from clients.types import (
     AlterConfigOp,
     AlterConfigOpType,
@@ -41,7 +48,6 @@ class ConfigAdmin:
 
     def __init__(self, requests: AdminRequests) -> None:
         self._requests = requests
-        self._net = requests.net
         self._metadata = requests.metadata
 
     def describe_configs(
@@ -56,14 +62,15 @@ class ConfigAdmin:
         wanted = [_resource(r) for r in resources]
         timeout = self._requests.timeout(timeout_ms)
 
-        def request(group: list[ConfigResource]) -> Body:
+        def request(group: list[ConfigResource]) -> DescribeConfigsRequest:
             return {"resources": [{"resource_type": int(r.type), "resource_name": r.name,
                                    "configuration_keys": None} for r in group],
                     "include_synonyms": include_synonyms,
                     "include_documentation": include_documentation}  # fmt: skip
 
         out: dict[ConfigResource, dict[str, ConfigEntry] | MiniKafkaError] = {}
-        for body in self._config_requests(ApiKey.DESCRIBE_CONFIGS, wanted, request, timeout):
+        for body in self._config_requests(ApiKey.DESCRIBE_CONFIGS, wanted, request, timeout,
+                                          DescribeConfigsResponse):
             for r in body["results"]:
                 resource = ConfigResource(_resource_type(r["resource_type"]), r["resource_name"])
                 if r["error_code"] != ErrorCode.NONE:
@@ -91,7 +98,7 @@ class ConfigAdmin:
                 check_config_pair(str(resource), name, value)
         timeout = self._requests.timeout(timeout_ms)
 
-        def request(group: list[ConfigResource]) -> Body:
+        def request(group: list[ConfigResource]) -> AlterConfigsRequest:
             return {"resources": [{"resource_type": int(r.type), "resource_name": r.name,
                                    "configs": [{"name": k, "value": v}
                                                for k, v in wanted[r].items()]}
@@ -99,7 +106,8 @@ class ConfigAdmin:
                     "validate_only": validate_only}  # fmt: skip
 
         return self._alter_results(
-            self._config_requests(ApiKey.ALTER_CONFIGS, list(wanted), request, timeout),
+            self._config_requests(ApiKey.ALTER_CONFIGS, list(wanted), request, timeout,
+                                  AlterConfigsResponse),
             "alter configs of", raise_on_error)
 
     def incremental_alter_configs(
@@ -126,7 +134,7 @@ class ConfigAdmin:
             wanted[resource] = checked
         timeout = self._requests.timeout(timeout_ms)
 
-        def request(group: list[ConfigResource]) -> Body:
+        def request(group: list[ConfigResource]) -> IncrementalAlterConfigsRequest:
             return {"resources": [{"resource_type": int(r.type), "resource_name": r.name,
                                    "configs": [{"name": op.name, "value": op.value,
                                                 "config_operation": int(op.op)}
@@ -136,36 +144,39 @@ class ConfigAdmin:
 
         return self._alter_results(
             self._config_requests(ApiKey.INCREMENTAL_ALTER_CONFIGS, list(wanted), request,
-                                  timeout),
+                                  timeout, IncrementalAlterConfigsResponse),
             "alter configs of", raise_on_error)  # fmt: skip
 
     def _config_requests(
         self,
         api: ApiKey,
         resources: list[ConfigResource],
-        request: Callable[[list[ConfigResource]], Body],
+        request: Callable[[list[ConfigResource]], Mapping[str, object]],
         timeout_ms: int,
-    ) -> list[dict[str, Any]]:
+        answer: type[R],
+    ) -> list[R]:
         """One request per broker resource (to that broker), one for all the others."""
         out = []
         others = [r for r in resources if r.type != ConfigResourceType.BROKER or not r.name]
         if others:
-            out.append(self._net.request(None, api, request(others), timeout_ms))
+            out.append(self._requests.request(None, api, request(others), timeout_ms, answer))
         brokers = [r for r in resources if r.type == ConfigResourceType.BROKER and r.name]
         if brokers and self._metadata.version == 0:
-            self._net.refresh_metadata([], timeout_ms)
+            self._requests.refresh_metadata([], timeout_ms)
         for r in brokers:
             try:
                 node = int(r.name)
             except ValueError:
                 raise ValueError(f"broker resource name must be a broker id, got "
                                  f"{r.name!r}") from None
-            out.append(self._net.request(node, api, request([r]), timeout_ms))
+            out.append(self._requests.request(node, api, request([r]), timeout_ms, answer))
         return out
 
     @staticmethod
     def _alter_results(
-        bodies: list[dict[str, Any]], what: str, raise_on_error: bool
+        bodies: Sequence[AlterConfigsResponse | IncrementalAlterConfigsResponse],
+        what: str,
+        raise_on_error: bool,
     ) -> dict[ConfigResource, MiniKafkaError | None]:
         out: dict[ConfigResource, MiniKafkaError | None] = {}
         for body in bodies:
@@ -211,7 +222,8 @@ def _source(value: int) -> ConfigSource:
         return ConfigSource.UNKNOWN
 
 
-def check_config_pair(where: str, name: Any, value: Any) -> None:
+def check_config_pair(where: str, name: object, value: object) -> None:
+    """TypeError unless ``name`` is a non-empty str and ``value`` a str or None."""
     if not isinstance(name, str) or not name:
         raise TypeError(f"{where}: config names must be non-empty str, got {name!r}")
     if value is not None and not isinstance(value, str):

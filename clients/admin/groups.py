@@ -22,10 +22,9 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable
-from typing import Any
 
 from clients.admin.records import RecordAdmin
-from clients.admin.requests import AdminRequests, raise_first
+from clients.admin.requests import AdminRequests, R, Request, raise_first
 from clients.consumer.group_protocol import PROTOCOL_TYPE, GroupProtocolError, decode_assignment
 from clients.consumer.group_requests import (
     find_coordinator_request,
@@ -33,9 +32,16 @@ from clients.consumer.group_requests import (
     read_find_coordinator,
     read_offset_fetch,
 )
-from clients.network.connection import Body
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError, RequestTimedOutError, error_for
+from clients.protocol.message_types import (
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    ListGroupsRequest,
+    ListGroupsResponse,
+)
 from clients.protocol.topics import TopicPartition
 from clients.types import GroupDescription, GroupListing, GroupOffset, MemberDescription
 
@@ -46,7 +52,6 @@ class GroupAdmin:
     def __init__(self, requests: AdminRequests, records: RecordAdmin) -> None:
         self._requests = requests
         self._records = records
-        self._net = requests.net
         self._metadata = requests.metadata
 
     def list_groups(
@@ -54,12 +59,13 @@ class GroupAdmin:
     ) -> list[GroupListing]:
         timeout = self._requests.timeout(timeout_ms)
         wanted = None if states is None else sorted(set(states))
-        self._net.refresh_metadata([], timeout)
+        self._requests.refresh_metadata([], timeout)
+        request: ListGroupsRequest = {"states_filter": wanted or []}
         out: dict[str, GroupListing] = {}
         for broker in self._metadata.brokers():
             try:
-                body = self._net.request(broker.node_id, ApiKey.LIST_GROUPS,
-                                         {"states_filter": wanted or []}, timeout)
+                body = self._requests.request(broker.node_id, ApiKey.LIST_GROUPS, request,
+                                              timeout, ListGroupsResponse)
             except MiniKafkaError:
                 continue
             for g in body["groups"]:
@@ -74,8 +80,9 @@ class GroupAdmin:
     ) -> dict[str, GroupDescription]:
         out = {}
         for group_id in group_ids:
+            request: DescribeGroupsRequest = {"groups": [group_id]}
             node, _, body = self._group_request(
-                group_id, ApiKey.DESCRIBE_GROUPS, {"groups": [group_id]},
+                group_id, ApiKey.DESCRIBE_GROUPS, request, DescribeGroupsResponse,
                 lambda b, v: b["groups"][0]["error_code"] if b["groups"] else 0, timeout_ms)
             g = body["groups"][0]
             members = [
@@ -94,9 +101,10 @@ class GroupAdmin:
     ) -> dict[str, MiniKafkaError | None]:  # fmt: skip
         out: dict[str, MiniKafkaError | None] = {}
         for group_id in group_ids:
+            request: DeleteGroupsRequest = {"groups_names": [group_id]}
             try:
                 _, _, body = self._group_request(
-                    group_id, ApiKey.DELETE_GROUPS, {"groups_names": [group_id]},
+                    group_id, ApiKey.DELETE_GROUPS, request, DeleteGroupsResponse,
                     lambda b, v: _retriable_only(b["results"][0]["error_code"]
                                                  if b["results"] else 0), timeout_ms)
             except MiniKafkaError as e:
@@ -113,7 +121,7 @@ class GroupAdmin:
     ) -> dict[TopicPartition, GroupOffset]:
         _, version, body = self._group_request(
             group_id, ApiKey.OFFSET_FETCH,
-            lambda v: offset_fetch_request(group_id, None, v, require_stable=False),
+            lambda v: offset_fetch_request(group_id, None, v, require_stable=False), dict,
             lambda b, v: read_offset_fetch(b, v, group_id)[1], timeout_ms)
         result, _ = read_offset_fetch(body, version, group_id)
         committed = {tp: (om.offset, om.metadata) for tp, (om, code) in result.items()
@@ -126,27 +134,31 @@ class GroupAdmin:
         self,
         group_id: str,
         api: ApiKey,
-        body: Body,
-        error_of: Callable[[dict[str, Any], int], int],
+        body: Request,
+        answer_type: type[R],
+        error_of: Callable[[R, int], int],
         timeout_ms: int | None,
-    ) -> tuple[int, int, dict[str, Any]]:
-        """(coordinator node, version, answer) with coordinator errors retried until
-        the timeout; ``error_of(answer, version)`` is the answer's group error code."""
+    ) -> tuple[int, int, R]:
+        """(coordinator node, version, answer typed as ``answer_type``) with coordinator
+        errors retried until the timeout; ``error_of(answer, version)`` is the answer's
+        group error code."""
         deadline = time.monotonic() + self._requests.timeout(timeout_ms) / 1000
         last = "no answer"
         while time.monotonic() < deadline:
             remaining = max(1.0, (deadline - time.monotonic()) * 1000)
-            version, found_body = self._net.request_with_version(
+            # FindCoordinator and OffsetFetch keep the consumer's shapes (dict[str, Any])
+            version, found_body = self._requests.request_with_version(
                 None, ApiKey.FIND_COORDINATOR, lambda v: find_coordinator_request(group_id, v),
-                remaining)  # fmt: skip
+                remaining, dict)  # fmt: skip
             found = read_find_coordinator(found_body, version, group_id)
             code = found.error_code
             message = found.error_message
             if code == ErrorCode.NONE:
                 node = found.node_id
                 if self._metadata.broker(node) is None:
-                    self._net.refresh_metadata([], remaining)
-                version, answer = self._net.request_with_version(node, api, body, remaining)
+                    self._requests.refresh_metadata([], remaining)
+                version, answer = self._requests.request_with_version(node, api, body,
+                                                                      remaining, answer_type)
                 code = error_of(answer, version)
                 if code == ErrorCode.NONE:
                     return node, version, answer

@@ -21,6 +21,14 @@ from collections.abc import Iterable, Mapping
 from clients.admin.requests import AdminRequests, raise_first
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError, RequestTimedOutError, error_for
+from clients.protocol.message_types import (
+    DeleteRecordsRequest,
+    DeleteRecordsRequestPartition,
+    DeleteRecordsResponse,
+    ListOffsetsRequest,
+    ListOffsetsRequestPartition,
+    ListOffsetsResponse,
+)
 from clients.protocol.topics import TopicPartition
 
 
@@ -29,7 +37,6 @@ class RecordAdmin:
 
     def __init__(self, requests: AdminRequests) -> None:
         self._requests = requests
-        self._net = requests.net
         self._metadata = requests.metadata
 
     def delete_records(
@@ -51,13 +58,13 @@ class RecordAdmin:
         deadline = time.monotonic() + timeout / 1000
         while pending:
             remaining = max(1, int((deadline - time.monotonic()) * 1000))
-            self._net.refresh_metadata(sorted({tp.topic for tp in pending}), remaining,
-                                       allow_auto_topic_creation=False)
-            by_leader: dict[int, dict[str, list[dict[str, int]]]] = {}
+            self._requests.refresh_metadata(sorted({tp.topic for tp in pending}), remaining,
+                                            allow_auto_topic_creation=False)
+            by_leader: dict[int, dict[str, list[DeleteRecordsRequestPartition]]] = {}
             for tp, offset in pending.items():
                 leader = self._metadata.leader_for(tp)
                 if leader is None:
-                    code = self._metadata.topic_error(tp.topic) or (
+                    code: int = self._metadata.topic_error(tp.topic) or (
                         ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
                         if self._metadata.partition(tp) is None else ErrorCode.LEADER_NOT_AVAILABLE)
                     out[tp] = error_for(code, f"delete records of {tp}")
@@ -66,9 +73,11 @@ class RecordAdmin:
                     {"partition_index": tp.partition, "offset": offset})
             retry: dict[TopicPartition, int] = {}
             for node, topics in by_leader.items():
-                body = self._net.request(node, ApiKey.DELETE_RECORDS, {
+                request: DeleteRecordsRequest = {
                     "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
-                    "timeout_ms": remaining}, remaining)  # fmt: skip
+                    "timeout_ms": remaining}  # fmt: skip
+                body = self._requests.request(node, ApiKey.DELETE_RECORDS, request, remaining,
+                                              DeleteRecordsResponse)
                 for t in body["topics"]:
                     for p in t["partitions"]:
                         tp = TopicPartition(t["name"], p["partition_index"])
@@ -98,9 +107,9 @@ class RecordAdmin:
         wanted = list(partitions)
         if not wanted:
             return {}
-        self._net.refresh_metadata(sorted({tp.topic for tp in wanted}), timeout_ms,
-                                   allow_auto_topic_creation=False)
-        by_leader: dict[int, dict[str, list[dict[str, int]]]] = {}
+        self._requests.refresh_metadata(sorted({tp.topic for tp in wanted}), timeout_ms,
+                                        allow_auto_topic_creation=False)
+        by_leader: dict[int, dict[str, list[ListOffsetsRequestPartition]]] = {}
         for tp in wanted:
             leader = self._metadata.leader_for(tp)
             if leader is not None:
@@ -109,8 +118,10 @@ class RecordAdmin:
         out = {}
         for node, topics in by_leader.items():
             try:
-                body = self._net.request(node, ApiKey.LIST_OFFSETS, {"topics": [
-                    {"name": t, "partitions": ps} for t, ps in topics.items()]}, timeout_ms)
+                request: ListOffsetsRequest = {"topics": [
+                    {"name": t, "partitions": ps} for t, ps in topics.items()]}
+                body = self._requests.request(node, ApiKey.LIST_OFFSETS, request, timeout_ms,
+                                              ListOffsetsResponse)
             except MiniKafkaError:
                 continue
             for t in body["topics"]:

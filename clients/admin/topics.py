@@ -15,13 +15,25 @@ request).  Thread-safety: none (one caller thread, as the Admin).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
-from typing import Any
+from collections.abc import Iterable, Mapping, Sequence
 
 from clients.admin.configs import check_config_pair
 from clients.admin.requests import AdminRequests, raise_first
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError, error_for
+from clients.protocol.message_types import (
+    CreatePartitionsRequest,
+    CreatePartitionsRequestAssignment,
+    CreatePartitionsRequestTopic,
+    CreatePartitionsResponse,
+    CreatePartitionsResponseResult,
+    CreateTopicsRequest,
+    CreateTopicsResponse,
+    CreateTopicsResponseTopic,
+    DeleteTopicsRequest,
+    DeleteTopicsResponse,
+    DeleteTopicsResponseResponse,
+)
 from clients.protocol.topics import validate_topic_name
 from clients.types import NewPartitions, NewTopic, PartitionInfo, TopicDescription
 
@@ -31,7 +43,6 @@ class TopicAdmin:
 
     def __init__(self, requests: AdminRequests) -> None:
         self._requests = requests
-        self._net = requests.net
 
     def create_topics(
         self,
@@ -56,7 +67,7 @@ class TopicAdmin:
             for name, value in (t.configs or {}).items():
                 check_config_pair(t.name, name, value)
         timeout = self._requests.timeout(timeout_ms)
-        body = {
+        body: CreateTopicsRequest = {
             "topics": [
                 {"name": t.name, "num_partitions": t.num_partitions,
                  "replication_factor": t.replication_factor,
@@ -68,7 +79,8 @@ class TopicAdmin:
             "timeout_ms": timeout,
             "validate_only": validate_only,
         }  # fmt: skip
-        response = self._requests.to_controller(ApiKey.CREATE_TOPICS, body, timeout, "topics")
+        response = self._requests.to_controller(ApiKey.CREATE_TOPICS, body, timeout, "topics",
+                                                CreateTopicsResponse)
         return self._results(response["topics"], "create topic", raise_on_error)
 
     def delete_topics(
@@ -80,8 +92,9 @@ class TopicAdmin:
     ) -> dict[str, MiniKafkaError | None]:
         topic_names = [validate_topic_name(n) for n in names]
         timeout = self._requests.timeout(timeout_ms)
-        body = {"topic_names": topic_names, "timeout_ms": timeout}
-        response = self._requests.to_controller(ApiKey.DELETE_TOPICS, body, timeout, "responses")
+        body: DeleteTopicsRequest = {"topic_names": topic_names, "timeout_ms": timeout}
+        response = self._requests.to_controller(ApiKey.DELETE_TOPICS, body, timeout, "responses",
+                                                DeleteTopicsResponse)
         return self._results(response["responses"], "delete topic", raise_on_error)
 
     def create_partitions(
@@ -92,49 +105,60 @@ class TopicAdmin:
         validate_only: bool = False,
         raise_on_error: bool = True,
     ) -> dict[str, MiniKafkaError | None]:
-        topics = []
+        topics: list[CreatePartitionsRequestTopic] = []
         for name, spec in new_partitions.items():
             validate_topic_name(name)
             np_ = NewPartitions(spec) if isinstance(spec, int) else NewPartitions(*spec)
             if not isinstance(np_.total_count, int) or np_.total_count <= 0:
                 raise ValueError(f"{name}: total_count must be an int > 0, got "
                                  f"{np_.total_count!r}")
-            assignments = None if np_.new_assignments is None else [
-                {"broker_ids": [int(b) for b in ids]} for ids in np_.new_assignments]
+            assignments: list[CreatePartitionsRequestAssignment] | None = (
+                None if np_.new_assignments is None else [
+                    {"broker_ids": [int(b) for b in ids]} for ids in np_.new_assignments])
             topics.append({"name": name, "count": np_.total_count, "assignments": assignments})
         timeout = self._requests.timeout(timeout_ms)
-        body = {"topics": topics, "timeout_ms": timeout, "validate_only": validate_only}
-        response = self._requests.to_controller(ApiKey.CREATE_PARTITIONS, body, timeout, "results")
+        body: CreatePartitionsRequest = {"topics": topics, "timeout_ms": timeout,
+                                         "validate_only": validate_only}
+        response = self._requests.to_controller(ApiKey.CREATE_PARTITIONS, body, timeout,
+                                                "results", CreatePartitionsResponse)
         return self._results(response["results"], "create partitions of", raise_on_error)
 
     def list_topics(self, *, timeout_ms: int | None = None) -> list[str]:
-        body = self._net.refresh_metadata(None, self._requests.timeout(timeout_ms),
-                                          allow_auto_topic_creation=False)
-        return sorted(t["name"] for t in body["topics"] if t["error_code"] == 0)
+        body = self._requests.refresh_metadata(None, self._requests.timeout(timeout_ms),
+                                               allow_auto_topic_creation=False)
+        # a topic is named in the answer to a request by name (None only when asked by id)
+        return sorted(t["name"] for t in body["topics"]
+                      if t["error_code"] == 0 and t["name"] is not None)
 
     def describe_topics(
         self, names: Iterable[str] | None = None, *, timeout_ms: int | None = None
     ) -> dict[str, TopicDescription]:
         wanted = None if names is None else [validate_topic_name(n) for n in names]
-        body = self._net.refresh_metadata(wanted, self._requests.timeout(timeout_ms),
-                                          allow_auto_topic_creation=False)
+        body = self._requests.refresh_metadata(wanted, self._requests.timeout(timeout_ms),
+                                               allow_auto_topic_creation=False)
         out: dict[str, TopicDescription] = {}
         for t in body["topics"]:
             if t["error_code"] != ErrorCode.NONE:
                 raise error_for(t["error_code"], f"describe topic {t['name']!r}")
+            name = t["name"]
+            if name is None:  # only when asked by id, which this call never does
+                continue
             parts = [
-                PartitionInfo(t["name"], p["partition_index"], p["leader_id"], p["leader_epoch"],
+                PartitionInfo(name, p["partition_index"], p["leader_id"], p["leader_epoch"],
                               tuple(p["replica_nodes"]), tuple(p["isr_nodes"]),
                               tuple(p["offline_replicas"]), p["error_code"])
                 for p in sorted(t["partitions"], key=lambda p: p["partition_index"])
             ]  # fmt: skip
             configs = {c["name"]: c["value"] for c in t["configs"]}
-            out[t["name"]] = TopicDescription(t["name"], parts, t["is_internal"], configs)
+            out[name] = TopicDescription(name, parts, t["is_internal"], configs)
         return out
 
     @staticmethod
     def _results(
-        results: list[dict[str, Any]], what: str, raise_on_error: bool
+        results: Sequence[CreateTopicsResponseTopic | DeleteTopicsResponseResponse
+                          | CreatePartitionsResponseResult],
+        what: str,
+        raise_on_error: bool,
     ) -> dict[str, MiniKafkaError | None]:
         out: dict[str, MiniKafkaError | None] = {}
         for r in results:
