@@ -24,7 +24,7 @@ import time
 from collections.abc import Callable, Iterable
 
 from clients.admin.records import RecordAdmin
-from clients.admin.requests import AdminRequests, R, Request, raise_first
+from clients.admin.requests import AdminRequests, R, raise_first
 from clients.consumer.group_protocol import PROTOCOL_TYPE, GroupProtocolError, decode_assignment
 from clients.consumer.group_requests import (
     find_coordinator_request,
@@ -32,6 +32,7 @@ from clients.consumer.group_requests import (
     read_find_coordinator,
     read_offset_fetch,
 )
+from clients.network.connection import Body
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError, RequestTimedOutError, error_for
 from clients.protocol.message_types import (
@@ -134,7 +135,7 @@ class GroupAdmin:
         self,
         group_id: str,
         api: ApiKey,
-        body: Request,
+        body: Body,
         answer_type: type[R],
         error_of: Callable[[R, int], int],
         timeout_ms: int | None,

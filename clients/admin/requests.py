@@ -22,10 +22,11 @@ request and on NOT_CONTROLLER).  Thread-safety: none (one caller thread, as the 
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Mapping
-from typing import Any, TypeVar, cast
+from collections.abc import Mapping
+from typing import TypeVar, cast
 
 from clients.network.cluster_metadata import ClusterMetadata
+from clients.network.connection import Body
 from clients.network.node_connections import NodeConnections
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError
@@ -35,8 +36,6 @@ K = TypeVar("K")
 V = TypeVar("V")
 # An answer's body type: a generated TypedDict of clients.protocol.message_types.
 R = TypeVar("R", bound=Mapping[str, object])
-# A request body: a generated TypedDict, or a builder of the body for a version.
-Request = Mapping[str, object] | Callable[[int], dict[str, Any]]
 
 
 class AdminRequests:
@@ -56,14 +55,14 @@ class AdminRequests:
         return t
 
     def request(
-        self, node: int | None, api: ApiKey, body: Request, timeout_ms: float, answer: type[R]
+        self, node: int | None, api: ApiKey, body: Body, timeout_ms: float, answer: type[R]
     ) -> R:
         """The answer of ``node`` (None: the least loaded broker) typed as ``answer``
         (the generated type of ``api``'s response; the decoder fills every key)."""
         return self.request_with_version(node, api, body, timeout_ms, answer)[1]
 
     def request_with_version(
-        self, node: int | None, api: ApiKey, body: Request, timeout_ms: float, answer: type[R]
+        self, node: int | None, api: ApiKey, body: Body, timeout_ms: float, answer: type[R]
     ) -> tuple[int, R]:
         """(the version it went out at, the answer typed as ``answer``)."""
         wire = body if callable(body) else dict(body)
