@@ -38,8 +38,8 @@ from typing import Any
 import msgpack
 
 from broker.config import BrokerConfig
-from broker.network.channel_codec import REQUEST
-from broker.network.main_channel import MainChannelEndpoint
+from broker.network.channel.codec import REQUEST
+from broker.network.channel.main_side import MainChannelEndpoint
 from broker.network.supervisor import NetworkProcessSupervisor
 from clients.memory.buffer_pool import BufferPool
 from clients.memory.handles import BufferHandle

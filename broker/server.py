@@ -75,9 +75,9 @@ from broker.handlers.dispatch import HANDLERS, unsupported_api_versions_answer
 from broker.handlers.record_checks import RecordCheckThread
 from broker.login_failures import LoginFailureLimits, LoginFailures
 from broker.metadata.follower import MetadataFollower
-from broker.network.channel_codec import CLOSED, PEER, REQUEST, is_internal_connection
+from broker.network.channel.codec import CLOSED, PEER, REQUEST, is_internal_connection
+from broker.network.channel.main_side import MainChannelEndpoint
 from broker.network.error_answer import error_answer
-from broker.network.main_channel import MainChannelEndpoint
 from broker.network.request_bounds import check_request_bounds
 from broker.network.supervisor import NetworkProcessSupervisor
 from broker.producer_ids import ControllerProducerIdAllocator, controller_block_source

@@ -13,7 +13,7 @@ dies).  A packet (at most ``MAX_MESSAGE_BYTES`` bytes) holds one message - a msg
 array - or a batch of up to ``MAX_BATCH_MESSAGES`` messages, processed in order
 (messages posted in one event-loop iteration share one syscall).  The payloads (request
 frames, responses) live in pool buffers; a ``handle`` is ``[slot, size, generation]``.
-The message table is in :mod:`broker.network.channel_codec`.
+The message table is in :mod:`broker.network.channel.codec`.
 
 Buffer ownership: a request buffer is allocated by the network process and *claimed* by
 the main process when the REQUEST is received, so a network process that dies later
@@ -24,19 +24,21 @@ connection so the supervisor can free those a dead network process never wrote.
 
 Modules, one concept each:
 
-- :mod:`~broker.network.channel_codec` - channel messages, codec, errors;
-- :mod:`~broker.network.channel_endpoint` - ``ChannelEndpoint``, one side of the
-  socketpair with a bounded send queue (used as is by the network process);
-- :mod:`~broker.network.main_channel` - ``MainChannelEndpoint``, the main process's side,
-  which also tracks request/response buffer ownership per connection;
+- :mod:`~broker.network.channel` - the descriptor channel: its codec, ``ChannelEndpoint``
+  (one side of the socketpair with a bounded send queue), the main process's side
+  (``MainChannelEndpoint``, which also tracks buffer ownership per connection) and the
+  network process's side (``MainProcessChannel``: requests handed over and counted,
+  answers taken back);
 - :mod:`~broker.network.supervisor` - starts, watches, restarts and stops the processes
   (main-process side);
 - :mod:`~broker.network.entry` (run by ``python -m broker.network``) - a network
   process's arguments, listener and READY handshake;
-- :mod:`~broker.network.process` - ``NetworkProcess``, the epoll loop: accept, channel,
-  backpressure, closing; it owns a :mod:`~broker.network.request_reader` (length field,
-  pool buffer, frame) and a :mod:`~broker.network.response_writer` (prefix bytes,
-  ``sendfile`` regions);
+- :mod:`~broker.network.process` - ``NetworkProcess``, the epoll loop: readiness,
+  backpressure, deadlines, closing; it owns an :mod:`~broker.network.acceptor` (the
+  listeners, connection caps), a :mod:`~broker.network.request_reader` (length field,
+  pool buffer, frame), a :mod:`~broker.network.response_writer` (prefix bytes,
+  ``sendfile`` regions), its :mod:`~broker.network.waiters` (connections parked for
+  queue room or memory) and the channel's process side;
 - :mod:`~broker.network.regions` - the regions' wire form and ``FileCache``;
 - :mod:`~broker.network.connection` - per-connection state;
 - :mod:`~broker.network.connection_shares` - what the network processes share:

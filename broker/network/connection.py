@@ -2,7 +2,7 @@
 close a connection.
 
 A :class:`Connection` tracks one client socket through its cycle.  Its fields come in
-three groups, each written by one party of :class:`~broker.network.process.NetworkProcess`:
+four groups, each written by one party of :class:`~broker.network.process.NetworkProcess`:
 
 - read half (:class:`~broker.network.request_reader.RequestReader`): ``header`` and
   ``header_filled`` (the 4-byte length field), ``frame_len``, ``buffer`` (the request
@@ -15,8 +15,10 @@ three groups, each written by one party of :class:`~broker.network.process.Netwo
   ``region_index``, ``region_pos``, ``region_left``);
 - ``sock``: the socket, or a :class:`~broker.network.tls.TlsTransport` over it (``tls``
   set) that reads and writes like one;
-- the loop's (``NetworkProcess``): ``mask`` (epoll interest), ``muted`` (the main process
-  holds its request), ``known`` (the main process has seen it), ``closed``, ``ip`` (the
+- the channel's process side
+  (:class:`~broker.network.channel.process_side.MainProcessChannel`): ``muted`` (the
+  main process holds its request), ``known`` (the main process has seen it);
+- the loop's (``NetworkProcess``): ``mask`` (epoll interest), ``closed``, ``ip`` (the
   peer address, for ``max_connections_per_ip``), ``active_at`` (monotonic time of the
   last event, for ``connections_max_idle_ms``), ``frame_deadline`` (when the frame being
   read must be complete, ``request_read_timeout_ms``; 0 when no frame is started) and

@@ -34,8 +34,8 @@ import os
 import socket
 
 from broker.config import parse_ip_overrides
-from broker.network.channel_codec import encode_ready
-from broker.network.channel_endpoint import ChannelEndpoint
+from broker.network.channel.codec import encode_ready
+from broker.network.channel.endpoint import ChannelEndpoint
 from broker.network.connection_shares import ConnectionShares
 from broker.network.process import NetworkProcess
 from broker.network.tls import CLIENT_AUTH_MODES, server_context

@@ -1,17 +1,21 @@
-"""The event loop of one network process: epoll, accept, the channel, closing.
+"""The event loop of one network process: epoll, the channel, backpressure, closing.
 
 One epoll loop (level-triggered, ``select.epoll``), no threads.  :class:`NetworkProcess`
-owns two collaborators: a :class:`~broker.network.request_reader.RequestReader` (the
-read half of each connection: length field, request buffer, frame) and a
+owns its collaborators: an :class:`~broker.network.acceptor.Acceptor` (the listeners and
+the connection caps), a :class:`~broker.network.request_reader.RequestReader` (the
+read half of each connection: length field, request buffer, frame), a
 :class:`~broker.network.response_writer.ResponseWriter` (the write half: prefix bytes,
-``sendfile`` regions, the descriptor cache).  They return to the loop after every step
-and raise :class:`~broker.network.connection.CloseConnection` for a connection that must
-go; the loop owns everything between them:
+``sendfile`` regions, the descriptor cache), a
+:class:`~broker.network.channel.process_side.MainProcessChannel` (requests handed over
+and counted, answers taken back) and :class:`~broker.network.waiters.Waiters` (the
+parked connections' FIFOs).  They return to the loop after every step; the reader and
+the writer raise :class:`~broker.network.connection.CloseConnection` for a connection
+that must go; the loop owns everything between them:
 
 - epoll interest of every connection (``mask``): read while no request is with the main
   process, mute lazily (taken out of epoll only if data arrives meanwhile), EPOLLOUT
   while a response is blocked;
-- accepting (at most ``max_connections``, and ``max_connections_per_ip`` from one
+- accepting (the acceptor: at most ``max_connections``, and ``max_connections_per_ip`` from one
   address; extra ones are closed at once, as Kafka does); with ``shares`` (several
   network processes on one socket) a process holding more connections than the lightest
   other one steps aside for ``accept_yield_ms``; when no other process accepted
@@ -33,8 +37,9 @@ go; the loop owns everything between them:
   RESPONSE/NO_RESPONSE/CLOSE handled as they arrive; the listener stops accepting while
   the channel backlog reaches ``max_connections``;
 - backpressure: at most ``max_queued_requests`` requests with the main process
-  (``in_flight``); a connection whose frame cannot go on (no queue room when it starts,
-  or the reader finds no memory for its next bytes) is parked and not read.  Two FIFOs,
+  (``MainProcessChannel.in_flight``); a connection whose frame cannot go on (no queue
+  room when it starts, or the reader finds no memory for its next bytes) is parked and
+  not read.  Two FIFOs,
   each retried head first after every response and every ``memory_retry_ms`` tick,
   its head keeping its turn when it cannot go on: ``waiters`` (queue room, or one slot
   for a frame of at most ``buffer_poolable_bytes``) and ``large_waiters`` (larger
@@ -50,7 +55,7 @@ go; the loop owns everything between them:
   memory of this process - and every request is answered, in order;
 - the internal listener (``internal_listener``, when the broker has one): connections
   other brokers open to fetch as followers.  They get ids from
-  :data:`~broker.network.channel_codec.INTERNAL_CONN_ID_BASE` up (so the main process
+  :data:`~broker.network.channel.codec.INTERNAL_CONN_ID_BASE` up (so the main process
   knows the listener of every request), count against their own cap
   ``max_internal_connections`` and not against ``max_connections`` or the per-IP caps,
   so clients filling their listener cannot keep followers out; they are read, answered,
@@ -83,23 +88,18 @@ import signal
 import socket
 import ssl
 import time
-from collections import deque
 
 from broker.config import partial_request_bytes
-from broker.network.channel_codec import (
+from broker.network.acceptor import Acceptor
+from broker.network.channel.codec import (
     CLOSE,
-    CLOSED,
     INTERNAL_CONN_ID_BASE,
-    MAX_PEER_CHARS,
     NO_RESPONSE,
-    PEER,
-    REQUEST,
     RESPONSE,
-    ChannelFullError,
-    ChannelProtocolError,
     Handle,
 )
-from broker.network.channel_endpoint import ChannelEndpoint
+from broker.network.channel.endpoint import ChannelEndpoint
+from broker.network.channel.process_side import MainProcessChannel
 from broker.network.connection import (
     EPOLLHUP_ERR,
     EPOLLIN,
@@ -108,7 +108,6 @@ from broker.network.connection import (
     Connection,
 )
 from broker.network.connection_shares import (
-    MAX_ACCEPTS_PER_EVENT,
     ConnectionQuotas,
     ConnectionShares,
     PartialFrameBudget,
@@ -116,6 +115,7 @@ from broker.network.connection_shares import (
 from broker.network.request_reader import NEED_DATA, NEED_MEMORY, RequestReader
 from broker.network.response_writer import ResponseWriter
 from broker.network.tls import TlsTransport
+from broker.network.waiters import Waiters
 from clients.memory.buffer_pool import BufferPool
 from clients.memory.errors import StaleBufferHandleError
 from clients.memory.handles import Buffer
@@ -176,7 +176,11 @@ class NetworkProcess:
             raise InvalidConfigError(
                 f"max_partial_request_bytes={partial_bytes} must be at least "
                 f"max_request_bytes={max_request_bytes}")
-        self.listener, self.channel, self.pool, self.index = listener, channel, pool, index
+        self.pool, self.index = pool, index
+        self.epoll = select.epoll()
+        self.main = MainProcessChannel(channel, index=index,
+                                       max_queued_requests=max_queued_requests,
+                                       max_backlog=max_connections, free=self._free)
         # the partial-frame budget lives in the table shared with the other network
         # processes; alone (no table given), in one of its own
         self._own_table = None if shares is not None else ConnectionShares.create(index + 1)
@@ -196,43 +200,28 @@ class NetworkProcess:
         self.writer = ResponseWriter(
             pool, index=index, file_cache_size=file_cache_size, free=self._free
         )
-        self.max_connections = max_connections
-        self.quotas = ConnectionQuotas(
+        self.acceptor = Acceptor(self.epoll, listener, internal_listener, ConnectionQuotas(
             index=index, shares=shares, max_connections=max_connections,
             max_connections_per_ip=max_connections_per_ip,
             per_ip_overrides=dict(max_connections_per_ip_overrides or {}),
             max_internal_connections=max_internal_connections,
-            accept_yield_s=max(accept_yield_ms, 0.1) / 1000.0)
+            accept_yield_s=max(accept_yield_ms, 0.1) / 1000.0), index=index)
         self.idle_s = connections_max_idle_ms / 1000.0
         self.read_timeout_s = request_read_timeout_ms / 1000.0
         self.sweep_interval_s = min(1.0, max(0.01, min(self.idle_s, self.read_timeout_s) / 10))
-        self.max_queued_requests = max_queued_requests
         self.retry_s = max(memory_retry_ms, 0.1) / 1000.0
         self.conns: dict[int, Connection] = {}  # by fd
         self.by_id: dict[int, Connection] = {}
         self.now = time.monotonic()  # of the current loop iteration
         self._next_sweep = self.now + self.sweep_interval_s
-        self.waiters: deque[Connection] = deque()  # parked for queue room / a slot, FIFO
-        self.large_waiters: deque[Connection] = deque()  # larger frames parked for memory
-        self.in_flight = 0  # requests handed over, not answered
-        self.next_conn_id = 1
-        self.internal_listener = internal_listener
-        self.next_internal_conn_id = INTERNAL_CONN_ID_BASE
-        self._accepting_internal = True
+        self.waiters = Waiters()  # parked for queue room or memory
         self.stopping = False
-        self.epoll = select.epoll()
-        self._channel_mask = EPOLLIN
-        self._accepting = True
         self.shares = shares
         self.tls_context = tls_context
         self.tls_ready: list[Connection] = []  # TLS input buffered in user space: read it
         self._wake_r, self._wake_w = socket.socketpair()
-        for s in (listener, self._wake_r, self._wake_w):
+        for s in (self._wake_r, self._wake_w):
             s.setblocking(False)
-        self.epoll.register(listener.fileno(), EPOLLIN)
-        if internal_listener is not None:
-            internal_listener.setblocking(False)
-            self.epoll.register(internal_listener.fileno(), EPOLLIN)
         self.epoll.register(channel.fileno(), EPOLLIN)
         self.epoll.register(self._wake_r.fileno(), EPOLLIN)
 
@@ -249,21 +238,18 @@ class NetworkProcess:
 
     def run(self) -> int:
         """Serve until SIGTERM or the channel closes; returns the exit status."""
-        epoll, conns = self.epoll, self.conns
-        listen_fd, chan_fd, wake_fd = (
-            self.listener.fileno(),
-            self.channel.fileno(),
-            self._wake_r.fileno(),
-        )
-        internal_fd = -1 if self.internal_listener is None else self.internal_listener.fileno()
+        epoll, conns, main, acceptor = self.epoll, self.conns, self.main, self.acceptor
+        listen_fd, internal_fd = acceptor.fds()
+        chan_fd, wake_fd = main.fileno(), self._wake_r.fileno()
         try:
-            while not self.stopping:
-                waiting = self.waiters or self.large_waiters
+            while not (self.stopping or main.gone):
+                waiting = bool(self.waiters)
                 timeout = self.retry_s if waiting else self.sweep_interval_s
                 if self.tls_ready:
                     timeout = 0.0
-                if self.quotas.paused_until:
-                    timeout = max(0.0, min(timeout, self.quotas.paused_until - self.now))
+                paused_until = acceptor.quotas.paused_until
+                if paused_until:
+                    timeout = max(0.0, min(timeout, paused_until - self.now))
                 events = epoll.poll(timeout)
                 now = self.now = time.monotonic()
                 for fd, ev in events:
@@ -281,19 +267,20 @@ class NetworkProcess:
                     elif fd == chan_fd:
                         self._on_channel(ev)
                     elif fd == listen_fd:
-                        self._accept()
+                        self._add(acceptor.accept(now))
                     elif fd == internal_fd:
-                        self._accept_internal()
+                        self._add(acceptor.accept_internal())
                     elif fd == wake_fd:
                         self._drain_wakeup()
-                if self.waiters or self.large_waiters:
+                if self.waiters:
                     self._retry_waiters()
                 if self.tls_ready:
                     self._read_tls_buffered()
                 if now >= self._next_sweep:
                     self._sweep(now)
-                self.channel.flush_posted()  # this iteration's REQUEST/CLOSED: one packet
-                self._update_channel_interest()
+                main.flush_posted()  # this iteration's REQUEST/CLOSED: one packet
+                main.update_interest(epoll)
+                acceptor.update_interest(main.backlogged, now)
             return 0
         finally:
             self.shutdown()
@@ -302,12 +289,11 @@ class NetworkProcess:
         for conn in list(self.conns.values()):
             self._close(conn, "shutdown", notify=False)
         self.writer.close()
-        for s in (self.listener, self._wake_r, self._wake_w):
+        self.acceptor.close()
+        for s in (self._wake_r, self._wake_w):
             s.close()
-        if self.internal_listener is not None:
-            self.internal_listener.close()
         self.epoll.close()
-        self.channel.close()
+        self.main.close()
         if self.shares is not None:
             self.shares.close()
         if self._own_table is not None:
@@ -320,62 +306,17 @@ class NetworkProcess:
         except BlockingIOError:
             pass
 
-    # accept ------------------------------------------------------------------------
-    def _accept(self) -> None:
-        quotas = self.quotas
-        unchecked = quotas.accept_round()  # accepts allowed past the balance check
-        for _ in range(MAX_ACCEPTS_PER_EVENT):
-            if unchecked > 0:
-                unchecked -= 1
-            elif quotas.step_aside(self.now):
-                return
-            try:
-                sock, address = self.listener.accept()
-            except BlockingIOError:
-                return
-            except OSError as exc:  # EMFILE, ECONNABORTED...
-                log.warning("network %d: accept failed: %s", self.index, exc)
-                return
-            ip = address[0] if isinstance(address, tuple) else str(address)
-            refusal = quotas.admit_client(ip)
-            if refusal is not None:
-                log.info("network %d: refusing %s: %s", self.index, ip, refusal)
-                sock.close()  # Kafka closes extra connections too
-                continue
-            self._add(sock, ip, self.next_conn_id)
-            self.next_conn_id += 1
-
-    def _accept_internal(self) -> None:
-        """Accept on the internal listener: its own cap, no per-IP caps, no balancing
-        (brokers open a handful of these; the main process checks who they are)."""
-        assert self.internal_listener is not None
-        for _ in range(MAX_ACCEPTS_PER_EVENT):
-            try:
-                sock, address = self.internal_listener.accept()
-            except BlockingIOError:
-                return
-            except OSError as exc:
-                log.warning("network %d: internal accept failed: %s", self.index, exc)
-                return
-            ip = address[0] if isinstance(address, tuple) else str(address)
-            refusal = self.quotas.admit_internal()
-            if refusal is not None:
-                log.info("network %d: refusing %s on the internal listener: %s",
-                         self.index, ip, refusal)
-                sock.close()
-                continue
-            self._add(sock, ip, self.next_internal_conn_id)
-            self.next_internal_conn_id += 1
-
-    def _add(self, sock: socket.socket, ip: str, conn_id: int) -> None:
-        sock.setblocking(False)
-        sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
-        transport = (sock if self.tls_context is None
-                     else TlsTransport(sock, self.tls_context))
-        conn = Connection(conn_id, transport, ip, self.now)
-        self.conns[conn.fd] = conn
-        self.by_id[conn.conn_id] = conn
-        self.epoll.register(conn.fd, EPOLLIN)
+    # connections ---------------------------------------------------------------------
+    def _add(self, accepted: list[tuple[socket.socket, str, int]]) -> None:
+        for sock, ip, conn_id in accepted:
+            sock.setblocking(False)
+            sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+            transport = (sock if self.tls_context is None
+                         else TlsTransport(sock, self.tls_context))
+            conn = Connection(conn_id, transport, ip, self.now)
+            self.conns[conn.fd] = conn
+            self.by_id[conn.conn_id] = conn
+            self.epoll.register(conn.fd, EPOLLIN)
 
     def _set_mask(self, conn: Connection, mask: int) -> None:
         if conn.mask != mask:
@@ -423,8 +364,8 @@ class NetworkProcess:
         """Go on with ``conn``'s frame; False when it was parked (no queue room for a new
         frame, or no memory for its next bytes)."""
         reader = self.reader
-        if self.in_flight >= self.max_queued_requests and not reader.holds_memory(conn):
-            self._park(conn, self.waiters, for_memory=False)
+        if self.main.queue_full and not reader.holds_memory(conn):
+            self._park(conn, large=False, for_memory=False)
             return False
         try:
             frame = reader.read_frame(conn)
@@ -432,8 +373,7 @@ class NetworkProcess:
             self._close(conn, exc.reason)
             return True
         if frame is NEED_MEMORY:
-            large = conn.frame_len > reader.poolable
-            self._park(conn, self.large_waiters if large else self.waiters, for_memory=True)
+            self._park(conn, large=conn.frame_len > reader.poolable, for_memory=True)
             return False
         if frame is NEED_DATA:
             self._set_mask(conn, EPOLLIN)
@@ -441,25 +381,21 @@ class NetworkProcess:
         else:
             assert isinstance(frame, tuple)
             conn.frame_deadline = 0.0
-            self._hand_over(conn, *frame)
+            if not self.main.hand_over(conn, *frame, self.now):
+                self._close(conn, "channel full")
         return True
 
-    def _park(self, conn: Connection, queue: deque[Connection], *, for_memory: bool) -> None:
-        """Stop reading ``conn`` until :meth:`_retry_waiters` finds room for it: at the
-        back of ``queue``, or at its front for the frame holding the budget's
-        designation (it must go on for the others to).  Parked for memory the read
-        deadline keeps running (started now if it was not); for queue room it is off."""
+    def _park(self, conn: Connection, *, large: bool, for_memory: bool) -> None:
+        """Stop reading ``conn`` until :meth:`_retry_waiters` finds room for it.  Parked
+        for memory the read deadline keeps running (started now if it was not); for
+        queue room it is off."""
         self._set_mask(conn, 0)
         if not conn.parked:
-            conn.parked = True
             if for_memory:
                 self._track_deadline(conn)
             else:
                 conn.frame_deadline = 0.0  # waiting for the main process, not the client
-            if self.reader.designated is conn:
-                queue.appendleft(conn)
-            else:
-                queue.append(conn)
+            self.waiters.park(conn, large=large, first=self.reader.designated is conn)
 
     def _track_deadline(self, conn: Connection) -> None:
         """Start the read deadline when a frame is started (kept while it goes on)."""
@@ -467,26 +403,14 @@ class NetworkProcess:
             conn.frame_deadline = self.now + self.read_timeout_s
 
     def _retry_waiters(self) -> None:
-        """Go on with parked connections: the small FIFO, then the large one, each until
-        its head cannot go on (a large frame parked again goes to the large FIFO and the
-        small one goes on)."""
-        self._retry(self.waiters)
-        self._retry(self.large_waiters)
+        self.waiters.retry(self._go_on)
 
-    def _retry(self, queue: deque[Connection]) -> None:
-        while queue:
-            conn = queue.popleft()
-            conn.parked = False
-            if not self._read_frame(conn):  # parked again
-                if queue and queue[0] is conn:  # at the front already (designated)
-                    return
-                if queue and queue[-1] is conn:  # at the back: it keeps its turn
-                    queue.pop()
-                    queue.appendleft(conn)
-                    return
-                continue  # moved to the other FIFO
-            if conn.tls:
-                self._note_tls_buffered(conn)
+    def _go_on(self, conn: Connection) -> bool:
+        if not self._read_frame(conn):
+            return False
+        if conn.tls:
+            self._note_tls_buffered(conn)
+        return True
 
     def _sweep(self, now: float) -> None:
         """Close connections past their read deadline or idle too long."""
@@ -503,28 +427,6 @@ class NetworkProcess:
                   and conn.active_at < silent_before):
                 # a place on the internal listener held without a word: brokers speak first
                 self._close(conn, "silent on the internal listener")
-
-    def _hand_over(self, conn: Connection, handle: Handle, frame_len: int) -> None:
-        try:
-            if not conn.known:  # the main process learns the address once, first
-                if not self.channel.post((PEER, conn.conn_id, conn.ip[:MAX_PEER_CHARS])):
-                    self._free(handle)
-                    self.stopping = True
-                    return
-                conn.known = True  # told: it hears CLOSED too, whatever happens next
-            sent = self.channel.post((REQUEST, conn.conn_id, handle, frame_len))
-        except ChannelFullError as exc:
-            log.error("network %d: %s; closing connection %d", self.index, exc, conn.conn_id)
-            self._free(handle)
-            self._close(conn, "channel full")
-            return
-        if not sent:  # main process gone: the loop ends on channel EOF
-            self._free(handle)
-            self.stopping = True
-            return
-        conn.muted = conn.known = True
-        self.in_flight += 1
-        conn.active_at = self.now
 
     # responses -----------------------------------------------------------------------
     def _on_response(
@@ -555,61 +457,28 @@ class NetworkProcess:
 
     # channel ------------------------------------------------------------------------
     def _on_channel(self, ev: int) -> None:
-        channel = self.channel
-        if ev & EPOLLOUT:
-            channel.flush()
-        if ev & (EPOLLIN | EPOLLHUP_ERR):
-            try:
-                messages = channel.recv_messages()
-            except ChannelProtocolError as exc:
-                log.error("network %d: bad message from the main process: %s", self.index, exc)
-                self.stopping = True
-                return
-            by_id = self.by_id
-            for msg in messages:
-                kind = msg[0]
-                conn = by_id.get(msg[1])
-                if kind == RESPONSE:
-                    self._on_response(conn, msg[2], msg[3], msg[4])
-                elif conn is None:
-                    continue
-                elif kind == NO_RESPONSE:
-                    self._answered(conn)
+        """Act on what the main process sent: responses, NO_RESPONSE, CLOSE."""
+        by_id = self.by_id
+        for msg in self.main.receive(ev):
+            kind = msg[0]
+            conn = by_id.get(msg[1])
+            if kind == RESPONSE:
+                self._on_response(conn, msg[2], msg[3], msg[4])
+            elif conn is None:
+                continue
+            elif kind == NO_RESPONSE:
+                if self._answered(conn):
                     self._unmute(conn)
-                elif kind == CLOSE:
-                    self._close(conn, "closed by the main process")
-                else:
-                    log.error("network %d: unexpected message %r from main", self.index, msg)
-        if channel.at_eof:
-            log.info("network %d: channel closed (main process gone); exiting", self.index)
-            self.stopping = True
-
-    def _update_channel_interest(self) -> None:
-        channel = self.channel
-        mask = EPOLLIN | EPOLLOUT if channel.wants_write else EPOLLIN
-        if mask != self._channel_mask and not channel.closed:
-            self.epoll.modify(channel.fileno(), mask)
-            self._channel_mask = mask
-        paused = self.quotas.paused(self.now)  # a pause that is over ends here
-        accepting = channel.queued < self.max_connections and not paused
-        if accepting != self._accepting:  # bound the CLOSED/REQUEST backlog
-            self.epoll.modify(self.listener.fileno(), EPOLLIN if accepting else 0)
-            self._accepting = accepting
-        internal = channel.queued < self.max_connections  # never yields to other processes
-        if self.internal_listener is not None and internal != self._accepting_internal:
-            self.epoll.modify(self.internal_listener.fileno(), EPOLLIN if internal else 0)
-            self._accepting_internal = internal
+            elif kind == CLOSE:
+                self._close(conn, "closed by the main process")
+            else:
+                log.error("network %d: unexpected message %r from main", self.index, msg)
 
     def _answered(self, conn: Connection) -> bool:
-        if not conn.muted:
-            log.error(
-                "network %d: answer for connection %d that has no request", self.index, conn.conn_id
-            )
-            self._close(conn, "unexpected answer")
-            return False
-        conn.muted = False
-        self.in_flight -= 1
-        return True
+        if self.main.answered(conn):
+            return True
+        self._close(conn, "unexpected answer")
+        return False
 
     def _unmute(self, conn: Connection) -> None:
         conn.active_at = self.now  # the idle clock starts when the answer is out
@@ -618,7 +487,7 @@ class NetworkProcess:
             self._read(conn)  # data arrived while muted: read it now, no epoll round trip
         elif conn.mask != EPOLLIN:
             self._set_mask(conn, EPOLLIN)
-        if self.waiters or self.large_waiters:
+        if self.waiters:
             self._retry_waiters()
 
     # closing --------------------------------------------------------------------------
@@ -630,22 +499,11 @@ class NetworkProcess:
         self.epoll.unregister(conn.fd)
         del self.conns[conn.fd]
         del self.by_id[conn.conn_id]
-        self.quotas.release(conn.ip, internal=conn.conn_id >= INTERNAL_CONN_ID_BASE)
-        if conn.parked:
-            conn.parked = False
-            for queue in (self.waiters, self.large_waiters):
-                if conn in queue:
-                    queue.remove(conn)
+        self.acceptor.release(conn.ip, conn.conn_id)
+        self.waiters.discard(conn)
         self.reader.drop(conn)
         self.writer.drop(conn)
-        if conn.muted:
-            conn.muted = False
-            self.in_flight -= 1
-        if conn.known and notify and not self.channel.at_eof:
-            try:
-                self.channel.post((CLOSED, conn.conn_id))
-            except ChannelFullError as exc:
-                log.error("network %d: CLOSED %d not sent: %s", self.index, conn.conn_id, exc)
+        self.main.closed(conn, notify=notify)
         conn.sock.close()
 
     def _free(self, buffer: Buffer | Handle) -> None:

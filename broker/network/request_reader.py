@@ -69,7 +69,7 @@ import termios
 from collections.abc import Callable
 from typing import Final
 
-from broker.network.channel_codec import Handle
+from broker.network.channel.codec import Handle
 from broker.network.connection import CloseConnection, Connection
 from broker.network.connection_shares import PartialFrameBudget
 from clients.memory.buffer_pool import BufferPool

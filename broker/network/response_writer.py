@@ -40,7 +40,7 @@ import logging
 import os
 from collections.abc import Callable
 
-from broker.network.channel_codec import Handle
+from broker.network.channel.codec import Handle
 from broker.network.connection import CloseConnection, Connection
 from broker.network.regions import FileCache, RegionError, parse_regions
 from broker.network.tls import TlsTransport

@@ -1,7 +1,7 @@
 """Starts, watches, restarts and stops the broker's network processes (main-process side).
 
 For each index ``0..num_network_processes-1`` the supervisor makes a SOCK_SEQPACKET
-socketpair, keeps one end as a :class:`~broker.network.main_channel.MainChannelEndpoint` and
+socketpair, keeps one end as a :class:`~broker.network.channel.main_side.MainChannelEndpoint` and
 passes the other to ``python -m broker.network`` (``subprocess.Popen(pass_fds=...)``, a
 fresh interpreter, ``PYTHONPATH`` pointing at this source tree).  The supervisor binds the
 listening socket itself (``config.port``, 0 = any free port; a port another process holds
@@ -47,10 +47,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from broker.config import BrokerConfig
-from broker.network.channel_codec import REQUEST, ChannelProtocolError
-from broker.network.channel_endpoint import ChannelEndpoint
+from broker.network.channel.codec import REQUEST, ChannelProtocolError
+from broker.network.channel.endpoint import ChannelEndpoint
+from broker.network.channel.main_side import MainChannelEndpoint
 from broker.network.connection_shares import ConnectionShares
-from broker.network.main_channel import MainChannelEndpoint
 from broker.network.tls import server_context
 from clients.memory.buffer_pool import BufferPool
 from clients.memory.errors import BufferPoolClosedError

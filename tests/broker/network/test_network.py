@@ -39,7 +39,7 @@ from hypothesis import strategies as st
 
 import broker.network.supervisor as supervisor_module
 from broker.config import BrokerConfig
-from broker.network.channel_codec import (
+from broker.network.channel.codec import (
     CLOSE,
     CLOSED,
     INTERNAL_CONN_ID_BASE,
@@ -61,8 +61,8 @@ from broker.network.channel_codec import (
     encode_response,
     is_internal_connection,
 )
-from broker.network.channel_endpoint import ChannelEndpoint
-from broker.network.main_channel import MainChannelEndpoint
+from broker.network.channel.endpoint import ChannelEndpoint
+from broker.network.channel.main_side import MainChannelEndpoint
 from broker.network.regions import FileCache, RegionError
 from broker.network.supervisor import NetworkProcessSupervisor, NetworkRestart, open_listener
 from clients.memory.buffer_pool import BufferPool

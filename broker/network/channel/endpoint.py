@@ -23,7 +23,7 @@ from collections import deque
 from collections.abc import Callable
 from typing import Any, Self
 
-from broker.network.channel_codec import (
+from broker.network.channel.codec import (
     MAX_BATCH_MESSAGES,
     MAX_MESSAGE_BYTES,
     SOCKET_BUFFER_BYTES,

@@ -10,7 +10,7 @@ response handle of every connection so the supervisor can free the ones a dead n
 process never wrote (a handle the network process did free is stale by then, thanks to
 the slot generation, and is skipped).
 
-Costs: O(1) per message on top of :class:`~broker.network.channel_endpoint.ChannelEndpoint`
+Costs: O(1) per message on top of :class:`~broker.network.channel.endpoint.ChannelEndpoint`
 (one pool lock round trip to claim a request buffer); memory O(connections) plus a ring
 of ``closed_ring_size`` handles.  Thread-safety: belongs to one thread (the main
 process's event loop).
@@ -23,7 +23,7 @@ import socket
 from collections import deque
 from collections.abc import Iterable
 
-from broker.network.channel_codec import (
+from broker.network.channel.codec import (
     CLOSE,
     CLOSED,
     NO_RESPONSE,
@@ -34,7 +34,7 @@ from broker.network.channel_codec import (
     Message,
     encode_packet,
 )
-from broker.network.channel_endpoint import ChannelEndpoint
+from broker.network.channel.endpoint import ChannelEndpoint
 from clients.memory.buffer_pool import BufferPool
 from clients.memory.errors import StaleBufferHandleError
 
