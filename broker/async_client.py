@@ -5,15 +5,19 @@ follower (registration, heartbeats, metadata fetches) and forwarded admin reques
 One :class:`AsyncConnection` is one TCP connection with pipelined requests matched by
 correlation id; ``request()`` returns the decoded response body or raises.  It is the
 asyncio adapter of a sans-IO :class:`~clients.protocol.request_channel.RequestChannel`
-(correlation ids, framing, in-order completion; the client's socket connection drives
-the same one): this module writes the buffers the channel encodes, feeds it what the
-stream reads and hands each completed response to the waiting future.  A frame that
-breaks the protocol (an unexpected correlation id, a bad frame) fails every waiter with
-that ProtocolError and closes the connection.
+(correlation ids, framing, in-order completion, deadlines; the client's socket
+connection drives the same one): this module writes the buffers the channel encodes,
+feeds it what the stream reads and hands each completed response to the waiting future.
+A frame that breaks the protocol (an unexpected correlation id, a bad frame) fails every
+waiter still waiting with that ProtocolError (the responses completed before it are
+delivered) and closes the connection.
 
 Bounds: ``max_in_flight`` requests per connection (further callers wait), frames up to
 ``max_frame_bytes``, every request has ``timeout_ms`` (then RequestTimedOutError and the
 connection is closed, since a late answer would desynchronise nothing but is useless).
+Deadlines are the channel's, on the injected ``clock``: the adapter only arms one loop
+timer for the earliest deadline (:meth:`AsyncConnection.expire` when it fires, which
+asks the channel which requests expired); no ``asyncio.wait_for`` per request.
 A connection that fails raises a retriable NETWORK_EXCEPTION error to every waiter and
 is reconnected by the next ``request()``.
 
@@ -39,7 +43,7 @@ from clients.protocol.errors import (
 )
 from clients.protocol.framing import DEFAULT_MAX_FRAME_BYTES
 from clients.protocol.registry import APIS
-from clients.protocol.request_channel import RequestChannel
+from clients.protocol.request_channel import ClientResponse, ProtocolViolation, RequestChannel
 from clients.protocol.sasl_exchange import sasl_exchange
 from timer.clock import Clock, MonotonicClock
 
@@ -51,6 +55,13 @@ _READ_BYTES = 256 * 1024
 
 class BrokerUnreachableError(MiniKafkaError):
     code = ErrorCode.NETWORK_EXCEPTION
+
+
+def _complete(responses: list[ClientResponse]) -> None:
+    for response in responses:
+        future: asyncio.Future[Any] = response.request.context[0]
+        if not future.done():  # a waiter that gave up (cancelled) is skipped
+            future.set_result(response.body)
 
 
 class AsyncConnection:
@@ -72,6 +83,8 @@ class AsyncConnection:
         self._writer: asyncio.StreamWriter | None = None
         self._reader_task: asyncio.Task[None] | None = None
         self._connect_lock = asyncio.Lock()
+        self._deadline_timer: asyncio.TimerHandle | None = None
+        self._armed_ms: int | None = None  # the deadline the timer wakes up for
 
     @property
     def address(self) -> str:
@@ -118,20 +131,56 @@ class AsyncConnection:
               body: dict[str, Any], timeout_ms: int) -> asyncio.Future[Any]:
         """Encode through the channel and write; the future the response will complete."""
         future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        _request, buffers = self._channel.send_request(api_key, api_version, body,
-                                                       timeout_ms=timeout_ms, context=future)
+        request, buffers = self._channel.send_request(api_key, api_version, body,
+                                                      timeout_ms=timeout_ms,
+                                                      context=(future, timeout_ms))
         writer.writelines(buffers)
+        assert request is not None
+        self._arm(request.deadline_ms)
         return future
+
+    def _arm(self, deadline_ms: int) -> None:
+        """Wake up at ``deadline_ms`` (channel clock) unless woken earlier already."""
+        if self._armed_ms is not None and self._armed_ms <= deadline_ms:
+            return
+        if self._deadline_timer is not None:
+            self._deadline_timer.cancel()
+        delay_s = max(0, deadline_ms - self._clock.now_ms()) / 1000
+        self._armed_ms = deadline_ms
+        self._deadline_timer = asyncio.get_running_loop().call_later(delay_s, self._on_timer)
+
+    def _disarm(self) -> None:
+        if self._deadline_timer is not None:
+            self._deadline_timer.cancel()
+        self._deadline_timer = self._armed_ms = None
+
+    def _on_timer(self) -> None:
+        self._deadline_timer = self._armed_ms = None
+        self.expire()
+        next_ms = self._channel.next_deadline_ms()
+        if next_ms is not None:
+            self._arm(next_ms)
+
+    def expire(self) -> None:
+        """Fail the requests whose deadline passed on the clock (RequestTimedOutError)
+        and close the connection (every other waiter fails with a retriable error);
+        nothing when none did.  Called by the deadline timer; tests call it after moving
+        a manual clock."""
+        expired = self._channel.expired()
+        if not expired:
+            return
+        for request in expired:
+            future, timeout_ms = request.context
+            if not future.done():
+                future.set_exception(RequestTimedOutError(
+                    f"no answer from {self.address} within {timeout_ms} ms"))
+        self.close()
 
     async def _round_trip(self, writer: asyncio.StreamWriter, api_key: int, api_version: int,
                           body: dict[str, Any], timeout_ms: int) -> dict[str, Any]:
         future = self._send(writer, api_key, api_version, body, timeout_ms)
-        try:
-            await writer.drain()
-            return await asyncio.wait_for(future, timeout_ms / 1000)  # type: ignore[no-any-return]
-        except TimeoutError:
-            raise RequestTimedOutError(
-                f"no answer from {self.address} within {timeout_ms} ms") from None
+        await writer.drain()
+        return await future  # type: ignore[no-any-return]
 
     async def _read_loop(self, reader: asyncio.StreamReader) -> None:
         error: MiniKafkaError = BrokerUnreachableError(f"connection to {self.address} closed")
@@ -140,10 +189,12 @@ class AsyncConnection:
                 data = await reader.read(_READ_BYTES)
                 if not data:
                     raise asyncio.IncompleteReadError(b"", None)
-                for response in self._channel.receive_data(data):
-                    future: asyncio.Future[Any] = response.request.context
-                    if not future.done():  # a waiter that gave up (cancelled) is skipped
-                        future.set_result(response.body)
+                try:
+                    responses = self._channel.receive_data(data)
+                except ProtocolViolation as exc:
+                    _complete(exc.completed)  # answered before the bad frame
+                    raise
+                _complete(responses)
         except (asyncio.IncompleteReadError, OSError) as exc:
             error = BrokerUnreachableError(f"connection to {self.address} lost: {exc}")
         except MiniKafkaError as exc:
@@ -155,8 +206,9 @@ class AsyncConnection:
                 self._fail_all(error)
 
     def _fail_all(self, error: MiniKafkaError) -> None:
+        self._disarm()
         for failed in self._channel.reset(error):
-            future: asyncio.Future[Any] = failed.request.context
+            future: asyncio.Future[Any] = failed.request.context[0]
             if not future.done():
                 future.set_exception(error)
         if self._writer is not None:
@@ -175,11 +227,7 @@ class AsyncConnection:
             future = self._send(writer, api_key, api_version, body, timeout_ms)
             try:
                 await writer.drain()
-                return await asyncio.wait_for(future, timeout_ms / 1000)  # type: ignore[no-any-return]
-            except TimeoutError:
-                self.close()
-                raise RequestTimedOutError(
-                    f"no answer from {self.address} within {timeout_ms} ms") from None
+                return await future  # type: ignore[no-any-return]
             except OSError as exc:
                 self.close()
                 raise BrokerUnreachableError(f"{self.address}: {exc}") from None
