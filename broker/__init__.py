@@ -13,7 +13,8 @@ Subpackages: ``network/`` (network processes and the descriptor channel to the m
 process), ``handlers/`` (one module per group of APIs), ``controller/`` (the controller
 process), ``metadata/`` (the cluster metadata records, image and the broker's follower),
 ``group/`` (the group coordinator and ``__consumer_offsets``), ``cluster/`` (the local
-cluster launcher and ``cluster status``).
+cluster launcher and ``cluster status``), ``replica/`` (the replica manager's rooms),
+``requests/`` (the main process's request path: logins, responses).
 
 Imports: ``replication``, ``storage``, ``timer`` and the foundations of ``clients``
 (``clients.protocol``, ``clients.records``, ``clients.memory``); never the client APIs

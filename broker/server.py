@@ -1,46 +1,41 @@
-"""The broker's main process: an asyncio loop around :class:`BrokerCore`.
+"""The broker's main process: the composition root, an asyncio loop around :class:`BrokerCore`.
 
-This is the thin adapter of docs/broker.md: it creates the shared-memory BufferPool,
-starts the network processes (:class:`NetworkProcessSupervisor`), turns each REQUEST
-descriptor into a zero-copy view of the pool buffer, decodes it, runs the handler (with a
-:class:`~broker.handlers.common.RequestContext`: the request's API version, whose shape the
-answer must have, and its client id) and encodes the answer at that version into a new
-pool buffer (for Fetch: the prefix plus the list of file
-regions the network process will ``sendfile``).  It also schedules the background work
-(retention, flush policy, checkpoints, network-process supervision) on the same loop.
+This is the thin adapter of docs/broker.md and the one place that builds the broker
+(the wiring: only this module imports :mod:`broker.core`): it creates the core (with its
+controller-mode collaborators: :class:`ControllerLink`), the shared-memory BufferPool
+and the network processes (:class:`NetworkProcessSupervisor`), turns each REQUEST
+descriptor into a zero-copy view of the pool buffer, decodes it, runs the handler (with
+a :class:`~broker.handlers.common.RequestContext`: the request's API version, whose
+shape the answer must have, and its client id) and hands the answer to its
+:class:`~broker.requests.responses.ResponseSender` (encoded at that version into a new
+pool buffer; for Fetch: the prefix plus the list of file regions the network process
+will ``sendfile``).  It also schedules the background work (retention, flush policy,
+checkpoints, network-process supervision, ISR checks) on the same loop, starts and
+stops the controller link (the metadata follower's registration and heartbeats,
+AlterPartition requests, the replica fetchers) and shuts everything down in order.
 
 Malformed requests: a frame whose header cannot be decoded, an unknown API key, an
 unsupported version or a body that violates the API's schema closes the connection
 (Kafka does the same), after logging the precise reason; ApiVersions at an unsupported
 version is answered with UNSUPPORTED_VERSION at v0 so clients can negotiate.
 
-Logins come first: on a port that requires one (the client port with
-``client_auth_required``, the internal listener with a cluster secret) a request other
-than ApiVersions or the SASL exchange from a connection not logged in closes it, before
-anything else about the request is looked at.  Then per-request bounds
-(``max_metadata_topics``, ``max_fetch_partitions``, ``max_produce_partitions``) are
-checked on the frame before the body is decoded (:mod:`broker.network.request_bounds`),
-so an oversized request costs O(bound), and answered by :mod:`broker.handlers.bounds`
-(a Produce over its bound: the connection is closed).
+Logins come first (:class:`~broker.requests.logins.ConnectionLogins`: sessions, peer
+addresses, the internal listener's login deadlines, failed logins answered late and
+then closed).  Then per-request bounds (``max_metadata_topics``,
+``max_fetch_partitions``, ``max_produce_partitions``) are checked on the frame before
+the body is decoded (:mod:`broker.network.request_bounds`), so an oversized request
+costs O(bound), and answered by :mod:`broker.handlers.bounds` (a Produce over its
+bound: the connection is closed).
 
 A Produce whose record check is too large for the loop finishes on the record-check
 thread (:mod:`broker.handlers.record_checks`, started and stopped here, before the pool
 goes): the handler keeps the request's frame (``RequestContext.keep_frame``) and frees it
 once answered; every other request's frame is freed when its handler returns.
 
-Failed logins (issue 30): the SASL sessions count them per user and per address (the
-network processes send each connection's address, PEER, before its first request;
-:mod:`broker.login_failures`); a SaslAuthenticate that fails is answered
-``connection_failed_authentication_delay_ms`` later (a timer on the loop: nothing waits,
-and the connection, muted meanwhile, sends nothing else) and its connection is then
-closed, Kafka's way.  At most ``max_delayed_authentication_failures`` answers wait at
-once, and at most half of ``queued_max_requests`` (each holds one of a network process's
-places for requests with the main process); beyond that a failure is answered and
-closed at once.
-
 Error answers never close a healthy connection: a handler that raises, or whose answer
 cannot be encoded (a bug), gets UNKNOWN_SERVER_ERROR in the API's request-level
-``error_code`` (Kafka's answer); only an API version without such a field is closed.
+``error_code`` (Kafka's answer, :meth:`~broker.requests.responses.ResponseSender.
+send_error`); only an API version without such a field is closed.
 
 Not thread-safe: everything runs on the loop's thread (but the record-check thread's
 pure checks of kept frames).
@@ -52,42 +47,29 @@ import asyncio
 import dataclasses
 import logging
 import signal
-import time
 from collections.abc import Callable
-from dataclasses import dataclass
 from typing import Any
 
-import msgpack
-
 from broker.async_client import AsyncConnection
-from broker.auth import (
-    SaslSession,
-    broker_login,
-    needs_login,
-    read_cluster_secret,
-    scram_decoy_key,
-)
+from broker.auth import broker_login, read_cluster_secret, scram_decoy_key
 from broker.config import BrokerConfig
 from broker.core import BrokerCore, ControllerLink
 from broker.handlers.bounds import answer_over_bound
-from broker.handlers.common import RegionRecords, RequestContext
+from broker.handlers.common import RequestContext
 from broker.handlers.dispatch import HANDLERS, unsupported_api_versions_answer
 from broker.handlers.record_checks import RecordCheckThread
-from broker.login_failures import LoginFailureLimits, LoginFailures
 from broker.metadata.follower import MetadataFollower
 from broker.network.channel.codec import CLOSED, PEER, REQUEST, is_internal_connection
 from broker.network.channel.main_side import MainChannelEndpoint
-from broker.network.error_answer import error_answer
 from broker.network.request_bounds import check_request_bounds
 from broker.network.supervisor import NetworkProcessSupervisor
 from broker.producer_ids import ControllerProducerIdAllocator, controller_block_source
 from broker.replica_fetcher import ReplicaFetcherManager
-from broker.response_parking import ResponseParking
+from broker.requests.logins import ConnectionLogins
+from broker.requests.responses import ResponseSender, close_connection
 from clients.memory.buffer_pool import BufferPool
-from clients.memory.errors import BufferPoolTimeoutError
-from clients.protocol.api_keys import ApiKey, api_name
-from clients.protocol.codec import decode_request_body, decode_request_header, encode_response
-from clients.protocol.compiler import records_length
+from clients.protocol.api_keys import ApiKey
+from clients.protocol.codec import decode_request_body, decode_request_header
 from clients.protocol.errors import MiniKafkaError, error_for
 from clients.protocol.topics import TopicPartition
 from timer.clock import Clock, MonotonicClock
@@ -96,20 +78,6 @@ from timer.system_timer import SystemTimer
 
 log = logging.getLogger(__name__)
 
-RESPONSE_ALLOCATE_MS = 1_000  # a response waits this long for pool memory, parked
-RESPONSE_RETRY_S = 0.002  # how often parked responses try again
-MAX_PARKED_RESPONSES = 10_000
-
-
-@dataclass
-class _Response:
-    """An encoded response on its way to a network process (see _send)."""
-
-    endpoint: MainChannelEndpoint
-    conn_id: int
-    parts: list[Any]
-    blob: bytes
-    inline_bytes: int
 SUPERVISE_INTERVAL_S = 0.2
 CONTROLLED_SHUTDOWN_S = 5.0
 
@@ -124,24 +92,12 @@ class BrokerServer:
         self._stop = asyncio.Event()
         self._timers: list[asyncio.TimerHandle] = []
         self.requests_handled = 0
-        self.sessions: dict[tuple[int, int], SaslSession] = {}  # (endpoint, conn) -> SASL
-        # internal-listener connections not logged in yet -> when they must have (monotonic
-        # s): a place there held by a stranger is closed after request_read_timeout_ms
-        self._login_deadlines: dict[tuple[int, int], float] = {}
-        self.peers: dict[tuple[int, int], str] = {}  # (endpoint, conn) -> peer address
-        self.login_failures = LoginFailures(LoginFailureLimits.of(config), self.clock)
-        # failed logins waiting to be answered (bounded); warned that it is full
-        self._delayed_answers: set[asyncio.TimerHandle] = set()
-        self._delays_full = False
-        self._decoy_key = b""  # set with the core (needs its secret and data dir)
+        self.logins: ConnectionLogins | None = None  # with the core (its secret, users)
+        self.responses: ResponseSender | None = None  # with the pool
         self.follower: MetadataFollower | None = None
         # controller mode: built before the core (_controller_link)
         self.fetchers: ReplicaFetcherManager | None = None
         self.controller: AsyncConnection | None = None
-        self._parking: ResponseParking[_Response] = ResponseParking(
-            max_parked=MAX_PARKED_RESPONSES, timeout_ms=RESPONSE_ALLOCATE_MS,
-            clock_ms=lambda: time.monotonic() * 1000)
-        self._retry_timer: asyncio.TimerHandle | None = None
         self._tasks: set[asyncio.Task[None]] = set()
         # finishes the record checks of Produce requests too large for the loop
         self.record_checks = RecordCheckThread(config.record_check_inline_bytes)
@@ -159,9 +115,13 @@ class BrokerServer:
         self.core = BrokerCore(self.config, self.clock, driver,  # type: ignore[arg-type]
                                link)
         self.core.startup()
-        self._decoy_key = scram_decoy_key(self.core.cluster_secret, self.core.data_dir)
+        self.logins = ConnectionLogins(
+            self.config, self.clock, cluster_secret=self.core.cluster_secret,
+            users=self.core.users,
+            decoy_key=scram_decoy_key(self.core.cluster_secret, self.core.data_dir))
         self.pool = BufferPool.create(self.config.buffer_pool_bytes,
                                       self.config.buffer_poolable_bytes)
+        self.responses = ResponseSender(self.pool)
         self.record_checks.start(loop)
         try:
             self.supervisor = NetworkProcessSupervisor(self.config, self.pool)
@@ -187,10 +147,10 @@ class BrokerServer:
             await self._stop.wait()
             await self._stop_controller_link()
         finally:
-            for handle in [*self._timers, *self._delayed_answers]:
+            for handle in self._timers:
                 handle.cancel()
-            if self._retry_timer is not None:
-                self._retry_timer.cancel()
+            self.logins.close()
+            self.responses.close()
             if self.supervisor is not None:
                 self.supervisor.stop()
             self.record_checks.stop()  # before the pool goes: it reads requests' frames
@@ -316,7 +276,7 @@ class BrokerServer:
                              self._supervise)
 
     def _supervise(self) -> None:
-        if self.supervisor is None:
+        if self.supervisor is None or self.logins is None:
             return
         loop = asyncio.get_running_loop()
         for restart in self.supervisor.poll():
@@ -325,34 +285,29 @@ class BrokerServer:
                         restart.returncode, restart.new_pid, len(restart.lost_conn_ids))
             self._attach(loop, self.supervisor.endpoint(restart.index))
             for conn_id in restart.lost_conn_ids:
-                self.sessions.pop((restart.index, conn_id), None)
-                self._login_deadlines.pop((restart.index, conn_id), None)
-                self.peers.pop((restart.index, conn_id), None)
+                self.logins.forget((restart.index, conn_id))
         self._close_late_logins()
 
     def _close_late_logins(self) -> None:
         """Close internal-listener connections that did not log in in time."""
-        assert self.supervisor is not None
-        now = time.monotonic()
-        for key, deadline in list(self._login_deadlines.items()):
-            if deadline <= now:
-                del self._login_deadlines[key]
-                log.warning("closing connection %d.%d: no broker login on the internal "
-                            "listener within request_read_timeout_ms", *key)
-                self.supervisor.endpoint(key[0]).send_close(key[1])
+        assert self.supervisor is not None and self.logins is not None
+        for key in self.logins.late_logins():
+            log.warning("closing connection %d.%d: no broker login on the internal "
+                        "listener within request_read_timeout_ms", *key)
+            self.supervisor.endpoint(key[0]).send_close(key[1])
 
     # -- requests --------------------------------------------------------------------
 
     def _on_messages(self, endpoint: MainChannelEndpoint, messages: list[Any]) -> None:
+        logins = self.logins
+        assert logins is not None
         for message in messages:
             if message[0] == REQUEST:
                 self._on_request(endpoint, message[1], message[2], message[3])
             elif message[0] == PEER:
-                self.peers[(endpoint.index, message[1])] = message[2]
+                logins.on_peer((endpoint.index, message[1]), message[2])
             elif message[0] == CLOSED:  # (a late response is freed by the network side)
-                self.sessions.pop((endpoint.index, message[1]), None)
-                self._login_deadlines.pop((endpoint.index, message[1]), None)
-                self.peers.pop((endpoint.index, message[1]), None)
+                logins.forget((endpoint.index, message[1]))
 
     def _on_request(self, endpoint: MainChannelEndpoint, conn_id: int,
                     handle: tuple[int, int, int], frame_len: int) -> None:
@@ -381,16 +336,17 @@ class BrokerServer:
 
     def _dispatch(self, endpoint: MainChannelEndpoint, conn_id: int, frame: memoryview,
                   keep_frame: Callable[[], Callable[[], None]] | None = None) -> None:
-        assert self.core is not None
+        core, logins, responses = self.core, self.logins, self.responses
+        assert core is not None and logins is not None and responses is not None
         try:
             header = decode_request_header(frame)
         except MiniKafkaError as exc:
-            _close(endpoint, conn_id, exc)
+            close_connection(endpoint, conn_id, exc)
             return
         if header.body_offset < 0 and header.api_key == ApiKey.API_VERSIONS:
             # Kafka's fallback: a v0 answer any client can read, naming our versions
-            self._send(endpoint, conn_id, ApiKey.API_VERSIONS, 0, header.correlation_id,
-                       unsupported_api_versions_answer())
+            responses.send(endpoint, conn_id, ApiKey.API_VERSIONS, 0, header.correlation_id,
+                           unsupported_api_versions_answer())
             return
         api_key, version, correlation_id = header.api_key, header.api_version, \
             header.correlation_id
@@ -402,58 +358,28 @@ class BrokerServer:
             if body is None:
                 endpoint.send_no_response(conn_id)
             else:
-                self._send(endpoint, conn_id, api_key, version, correlation_id, body)
+                responses.send(endpoint, conn_id, api_key, version, correlation_id, body)
 
-        session = self.sessions.get((endpoint.index, conn_id))
-        # the internal listener is for the cluster's brokers: with a secret, nothing but
-        # a broker login is served there until one succeeds (users cannot log in there)
-        internal = is_internal_connection(conn_id)
-        if internal and self.core.cluster_secret and (session is None
-                                                      or session.principal is None):
-            self._login_deadlines.setdefault(
-                (endpoint.index, conn_id),
-                time.monotonic() + self.config.request_read_timeout_ms / 1000)
         # the login comes first: before it, no request is answered, over a bound or not
-        if needs_login(bool(self.core.cluster_secret) if internal
-                       else self.config.client_auth_required, session, api_key):
-            log.warning("closing connection %d.%d: %s before logging in (%s)",
-                        endpoint.index, conn_id, api_name(api_key),
-                        "internal listener" if internal else "client_auth_required")
-            endpoint.send_close(conn_id)
+        if not logins.login_first(endpoint, conn_id, api_key):
             return
         over = check_request_bounds(header, max_metadata_topics=self.config.max_metadata_topics,
                                     max_fetch_partitions=self.config.max_fetch_partitions,
                                     max_produce_partitions=self.config.max_produce_partitions)
         if over is not None:
-            if answer_over_bound(self.core, api_key, version, respond):
+            if answer_over_bound(core, api_key, version, respond):
                 log.warning("connection %d.%d: %s; answered without reading it",
                             endpoint.index, conn_id, over)
             else:  # no answer says it (Produce has no request-level error): closed
-                _close(endpoint, conn_id, over)
+                close_connection(endpoint, conn_id, over)
             return
         try:
             request = decode_request_body(header)
         except MiniKafkaError as exc:
-            _close(endpoint, conn_id, exc)
+            close_connection(endpoint, conn_id, exc)
             return
         if request.api_key in (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE):
-            assert self.core is not None
-            if session is None:
-                session = self.sessions[(endpoint.index, conn_id)] = SaslSession(
-                    self.core.cluster_secret, None if internal else self.core.users,
-                    plain=bool(self.config.ssl_certfile) and not internal,
-                    decoy_key=self._decoy_key, failures=self.login_failures,
-                    address=self.peers.get((endpoint.index, conn_id), ""))
-            had_failed = session.failed
-            answer = (session.handshake(request.body, version)
-                      if request.api_key == ApiKey.SASL_HANDSHAKE
-                      else session.authenticate(request.body))
-            if session.failed and not had_failed:
-                self._answer_failed_login(endpoint, conn_id, session, lambda: respond(answer))
-                return
-            respond(answer)
-            if session.principal is not None:
-                self._login_deadlines.pop((endpoint.index, conn_id), None)
+            logins.authenticate(endpoint, conn_id, request, version, respond)
             return
         handler = HANDLERS.get(request.api_key)
         if handler is None:
@@ -461,152 +387,20 @@ class BrokerServer:
                         endpoint.index, conn_id, ApiKey(request.api_key).name)
             endpoint.send_close(conn_id)
             return
+        session = logins.session((endpoint.index, conn_id))
         try:
-            handler(self.core, request.body, respond, RequestContext(
+            handler(core, request.body, respond, RequestContext(
                 version, request.client_id or "",
                 None if session is None else session.principal,
-                bool(self.core.cluster_secret),
-                self.core.authorizer if self.core.authorizer.enabled else None,
-                replication_allowed=internal or self.config.internal_port < 0,
+                bool(core.cluster_secret),
+                core.authorizer if core.authorizer.enabled else None,
+                replication_allowed=(is_internal_connection(conn_id)
+                                     or self.config.internal_port < 0),
                 record_checks=self.record_checks, keep_frame=keep_frame))
         except Exception:
             log.exception("handler for %s failed", ApiKey(api_key).name)
             if not responded:
-                self._send_error(endpoint, conn_id, api_key, version, correlation_id)
-
-    def _answer_failed_login(self, endpoint: MainChannelEndpoint, conn_id: int,
-                             session: SaslSession, answer: Callable[[], None]) -> None:
-        """Answer a failed login ``connection_failed_authentication_delay_ms`` from now,
-        then close its connection (at once when that many answers wait already)."""
-        config = self.config
-        log.log(logging.DEBUG if session.locked_out else logging.INFO,
-                "connection %d.%d from %s: failed login %s; closing it", endpoint.index,
-                conn_id, session.address or "?", session.failure)
-        delay_ms = config.connection_failed_authentication_delay_ms
-        waiting = self._delayed_answers
-        most = min(config.max_delayed_authentication_failures, config.queued_max_requests // 2)
-        if delay_ms == 0 or len(waiting) >= most:
-            if delay_ms and not self._delays_full:
-                log.warning("%d failed logins wait for their answer "
-                            "(max_delayed_authentication_failures): more are answered at "
-                            "once until fewer wait", len(waiting))
-                self._delays_full = True
-            answer()
-            endpoint.send_close(conn_id)
-            return
-        key = (endpoint.index, conn_id)
-
-        def late() -> None:
-            waiting.discard(handle)
-            self._delays_full = self._delays_full and bool(waiting)
-            if self.sessions.get(key) is session:  # else the connection is gone already
-                answer()
-                endpoint.send_close(conn_id)
-
-        handle = asyncio.get_running_loop().call_later(delay_ms / 1000, late)
-        waiting.add(handle)
-
-    def _send_error(self, endpoint: MainChannelEndpoint, conn_id: int, api_key: int,
-                    version: int, correlation_id: int) -> None:
-        """Answer UNKNOWN_SERVER_ERROR (Kafka's answer to a request the broker failed on)
-        when the response has a request-level ``error_code`` at this version; otherwise
-        there is no way to say it in the API's shape, and the connection is closed."""
-        answer = error_answer(api_key, version)
-        if answer is None:
-            log.warning("closing connection %d.%d: %s v%d has no request-level error code",
-                        endpoint.index, conn_id, ApiKey(api_key).name, version)
-            endpoint.send_close(conn_id)
-            return
-        self._send(endpoint, conn_id, api_key, version, correlation_id, answer,
-                   fallback=False)
-
-    def _send(self, endpoint: MainChannelEndpoint, conn_id: int, api_key: int, version: int,
-              correlation_id: int, body: dict[str, Any], *, fallback: bool = True) -> None:
-        """Encode a response into a pool buffer and hand it to the network process.
-
-        The buffer holds every byte of the frame that is not a file region, in order;
-        when the answer carries file regions (Fetch), a msgpack list after those bytes
-        says how to interleave them: ``[n]`` sends the next ``n`` buffer bytes, a region
-        is sent with ``sendfile`` (:mod:`broker.network.regions`).
-        """
-        assert self.pool is not None
-        try:
-            parts = encode_response(api_key, version, correlation_id, body)
-        except MiniKafkaError:
-            log.exception("cannot encode a %s v%d response", ApiKey(api_key).name, version)
-            if fallback:  # a handler's bug: an error answer, the connection stays healthy
-                self._send_error(endpoint, conn_id, api_key, version, correlation_id)
-            else:
-                endpoint.send_close(conn_id)
-            return
-        inline_bytes = 0
-        segments: list[list[Any]] = []
-        run = 0
-        for part in parts:
-            if isinstance(part, RegionRecords):
-                if run:
-                    segments.append([run])
-                    run = 0
-                segments.extend(r.wire() for r in part.regions)
-            else:
-                size = records_length(part)
-                run += size
-                inline_bytes += size
-        blob = b""
-        if segments:
-            if run:
-                segments.append([run])
-            blob = msgpack.packb(segments)
-        self._parking.offer(_Response(endpoint, conn_id, parts, blob, inline_bytes),
-                            self._try_deliver, self._give_up)
-        if self._parking and self._retry_timer is None:
-            self._retry_timer = asyncio.get_running_loop().call_later(
-                RESPONSE_RETRY_S, self._retry_parked)
-
-    def _try_deliver(self, response: _Response) -> bool:
-        """Copy ``response`` into a pool buffer and hand it over; False when the pool has
-        no room right now (the caller parks it: the event loop never waits here)."""
-        assert self.pool is not None
-        size = response.inline_bytes + len(response.blob)
-        try:
-            # a buffer of exactly poolable_size comes from the free list (fast path)
-            buffer = self.pool.allocate(max(size, self.pool.poolable_size), 0)
-        except BufferPoolTimeoutError:
-            return False
-        except MiniKafkaError as exc:  # larger than the pool, pool closed...
-            self._give_up(response, str(exc))
-            return True
-        memory = buffer.memory
-        pos = 0
-        for part in response.parts:
-            if not isinstance(part, RegionRecords):
-                length = records_length(part)
-                memory[pos : pos + length] = part
-                pos += length
-        memory[pos : pos + len(response.blob)] = response.blob
-        handle = buffer.handle
-        buffer.release()
-        response.endpoint.send_response(response.conn_id, handle, response.inline_bytes,
-                                        len(response.blob))
-        return True
-
-    def _give_up(self, response: _Response, why: str) -> None:
-        log.warning("%s; closing connection %d.%d", why, response.endpoint.index,
-                    response.conn_id)
-        response.endpoint.send_close(response.conn_id)
-
-    def _retry_parked(self) -> None:
-        self._retry_timer = None
-        self._parking.retry(self._try_deliver, self._give_up)
-        if self._parking:
-            self._retry_timer = asyncio.get_running_loop().call_later(
-                RESPONSE_RETRY_S, self._retry_parked)
-
-
-def _close(endpoint: MainChannelEndpoint, conn_id: int, why: object) -> None:
-    """Close a connection whose request cannot be served, saying why in the log."""
-    log.warning("closing connection %d.%d: %s", endpoint.index, conn_id, why)
-    endpoint.send_close(conn_id)
+                responses.send_error(endpoint, conn_id, api_key, version, correlation_id)
 
 
 def run_broker(config: BrokerConfig, on_ready: Callable[[BrokerServer], None] | None = None) -> int:

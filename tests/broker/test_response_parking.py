@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from broker.response_parking import ResponseParking
+from broker.requests.response_parking import ResponseParking
 
 
 class Pool:

@@ -6,9 +6,10 @@ inside ``pool.allocate`` for up to a second, on the event loop: no heartbeat, no
 request, no replication meanwhile - with a 2 s broker session that can fence a healthy
 broker.  Now a response that finds no memory is *parked*: :class:`ResponseParking` keeps
 parked responses in arrival order (a later one never overtakes an earlier one, so the
-pool's memory goes to them first come, first served), and the server retries them every
-few milliseconds from a loop timer.  One that waited ``timeout_ms`` is given up (its
-connection is closed, as before, and the client retries); at most ``max_parked`` wait,
+pool's memory goes to them first come, first served), and the response sender
+(:mod:`broker.requests.responses`) retries them every few milliseconds from a loop
+timer.  One that waited ``timeout_ms`` is given up (its connection is closed, as
+before, and the client retries); at most ``max_parked`` wait,
 beyond that a new one is given up at once.  A connection has at most one request with
 the main process at a time, so parking never reorders one connection's answers.
 
