@@ -38,7 +38,8 @@ Modules, one concept each:
   listeners, connection caps), a :mod:`~broker.network.request_reader` (length field,
   pool buffer, frame), a :mod:`~broker.network.response_writer` (prefix bytes,
   ``sendfile`` regions), its :mod:`~broker.network.waiters` (connections parked for
-  queue room or memory) and the channel's process side;
+  queue room or memory), its :mod:`~broker.network.deadlines` (read timeout, idle
+  connections) and the channel's process side;
 - :mod:`~broker.network.regions` - the regions' wire form and ``FileCache``;
 - :mod:`~broker.network.connection` - per-connection state;
 - :mod:`~broker.network.connection_shares` - what the network processes share:

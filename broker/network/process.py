@@ -22,8 +22,9 @@ that must go; the loop owns everything between them:
   meanwhile it takes one connection past the check, twice as many each such round in a
   row (the counting and the stepping aside:
   :class:`~broker.network.connection_shares.ConnectionQuotas`);
-- deadlines, checked by a sweep every ``sweep_interval_s`` (a tenth of the smaller of
-  the two timeouts, within 10 ms..1 s): a frame started more than
+- deadlines (:class:`~broker.network.deadlines.ConnectionDeadlines`), checked by a
+  sweep every ``sweep_interval_s`` (a tenth of the smaller of the two timeouts, within
+  10 ms..1 s): a frame started more than
   ``request_read_timeout_ms`` ago and not complete closes its connection, also while
   the connection is parked for memory (so a stalled frame cannot stay by waiting; time
   parked for queue room does not count: the main process is behind, not the client,
@@ -93,7 +94,6 @@ from broker.config import partial_request_bytes
 from broker.network.acceptor import Acceptor
 from broker.network.channel.codec import (
     CLOSE,
-    INTERNAL_CONN_ID_BASE,
     NO_RESPONSE,
     RESPONSE,
     Handle,
@@ -112,6 +112,7 @@ from broker.network.connection_shares import (
     ConnectionShares,
     PartialFrameBudget,
 )
+from broker.network.deadlines import ConnectionDeadlines
 from broker.network.request_reader import NEED_DATA, NEED_MEMORY, RequestReader
 from broker.network.response_writer import ResponseWriter
 from broker.network.tls import TlsTransport
@@ -206,14 +207,13 @@ class NetworkProcess:
             per_ip_overrides=dict(max_connections_per_ip_overrides or {}),
             max_internal_connections=max_internal_connections,
             accept_yield_s=max(accept_yield_ms, 0.1) / 1000.0), index=index)
-        self.idle_s = connections_max_idle_ms / 1000.0
-        self.read_timeout_s = request_read_timeout_ms / 1000.0
-        self.sweep_interval_s = min(1.0, max(0.01, min(self.idle_s, self.read_timeout_s) / 10))
         self.retry_s = max(memory_retry_ms, 0.1) / 1000.0
         self.conns: dict[int, Connection] = {}  # by fd
         self.by_id: dict[int, Connection] = {}
         self.now = time.monotonic()  # of the current loop iteration
-        self._next_sweep = self.now + self.sweep_interval_s
+        self.deadlines = ConnectionDeadlines(
+            connections_max_idle_ms=connections_max_idle_ms,
+            request_read_timeout_ms=request_read_timeout_ms, now=self.now)
         self.waiters = Waiters()  # parked for queue room or memory
         self.stopping = False
         self.shares = shares
@@ -239,12 +239,13 @@ class NetworkProcess:
     def run(self) -> int:
         """Serve until SIGTERM or the channel closes; returns the exit status."""
         epoll, conns, main, acceptor = self.epoll, self.conns, self.main, self.acceptor
+        deadlines = self.deadlines
         listen_fd, internal_fd = acceptor.fds()
         chan_fd, wake_fd = main.fileno(), self._wake_r.fileno()
         try:
             while not (self.stopping or main.gone):
                 waiting = bool(self.waiters)
-                timeout = self.retry_s if waiting else self.sweep_interval_s
+                timeout = self.retry_s if waiting else deadlines.sweep_interval_s
                 if self.tls_ready:
                     timeout = 0.0
                 paused_until = acceptor.quotas.paused_until
@@ -276,8 +277,9 @@ class NetworkProcess:
                     self._retry_waiters()
                 if self.tls_ready:
                     self._read_tls_buffered()
-                if now >= self._next_sweep:
-                    self._sweep(now)
+                if deadlines.due(now):
+                    for conn, reason in deadlines.expired(list(conns.values()), now):
+                        self._close(conn, reason)
                 main.flush_posted()  # this iteration's REQUEST/CLOSED: one packet
                 main.update_interest(epoll)
                 acceptor.update_interest(main.backlogged, now)
@@ -399,8 +401,8 @@ class NetworkProcess:
 
     def _track_deadline(self, conn: Connection) -> None:
         """Start the read deadline when a frame is started (kept while it goes on)."""
-        if conn.frame_deadline == 0.0 and self.reader.in_frame(conn):
-            conn.frame_deadline = self.now + self.read_timeout_s
+        if self.reader.in_frame(conn):
+            self.deadlines.start_frame(conn, self.now)
 
     def _retry_waiters(self) -> None:
         self.waiters.retry(self._go_on)
@@ -411,22 +413,6 @@ class NetworkProcess:
         if conn.tls:
             self._note_tls_buffered(conn)
         return True
-
-    def _sweep(self, now: float) -> None:
-        """Close connections past their read deadline or idle too long."""
-        self._next_sweep = now + self.sweep_interval_s
-        idle_before = now - self.idle_s
-        silent_before = now - self.read_timeout_s
-        for conn in list(self.conns.values()):
-            if conn.frame_deadline:
-                if now > conn.frame_deadline:
-                    self._close(conn, "request read timeout")
-            elif conn.active_at < idle_before and not conn.muted and not conn.parked:
-                self._close(conn, "idle")  # incl. a response the client does not read
-            elif (conn.conn_id >= INTERNAL_CONN_ID_BASE and not conn.known
-                  and conn.active_at < silent_before):
-                # a place on the internal listener held without a word: brokers speak first
-                self._close(conn, "silent on the internal listener")
 
     # responses -----------------------------------------------------------------------
     def _on_response(
