@@ -58,6 +58,7 @@ from broker.handlers.bounds import answer_over_bound
 from broker.handlers.common import RequestContext
 from broker.handlers.dispatch import HANDLERS, unsupported_api_versions_answer
 from broker.handlers.record_checks import RecordCheckThread
+from broker.metadata.alter_partition import AlterPartitionManager
 from broker.metadata.follower import MetadataFollower
 from broker.network.channel.codec import CLOSED, PEER, REQUEST, is_internal_connection
 from broker.network.channel.main_side import MainChannelEndpoint
@@ -70,8 +71,9 @@ from broker.requests.responses import ResponseSender, close_connection
 from clients.memory.buffer_pool import BufferPool
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.codec import decode_request_body, decode_request_header
-from clients.protocol.errors import MiniKafkaError, error_for
+from clients.protocol.errors import MiniKafkaError
 from clients.protocol.topics import TopicPartition
+from replication.isr import AlterPartitionProposal
 from timer.clock import Clock, MonotonicClock
 from timer.drivers import AsyncioTimerDriver
 from timer.system_timer import SystemTimer
@@ -98,7 +100,7 @@ class BrokerServer:
         # controller mode: built before the core (_controller_link)
         self.fetchers: ReplicaFetcherManager | None = None
         self.controller: AsyncConnection | None = None
-        self._tasks: set[asyncio.Task[None]] = set()
+        self.alter_partitions: AlterPartitionManager | None = None  # with the follower
         # finishes the record checks of Produce requests too large for the loop
         self.record_checks = RecordCheckThread(config.record_check_inline_bytes)
 
@@ -111,7 +113,7 @@ class BrokerServer:
     async def serve(self, on_ready: Callable[[BrokerServer], None] | None = None) -> None:
         loop = asyncio.get_running_loop()
         driver = AsyncioTimerDriver(SystemTimer(self.clock), loop)
-        link = self._controller_link(loop) if self.config.controller_address else None
+        link = self._controller_link() if self.config.controller_address else None
         self.core = BrokerCore(self.config, self.clock, driver,  # type: ignore[arg-type]
                                link)
         self.core.startup()
@@ -164,9 +166,10 @@ class BrokerServer:
 
     # -- controller mode -------------------------------------------------------------
 
-    def _controller_link(self, loop: asyncio.AbstractEventLoop) -> ControllerLink:
+    def _controller_link(self) -> ControllerLink:
         """The core's controller-mode collaborators, built before it: they reach the core
-        only through this server (``self.core``, ``self.follower``) once both exist."""
+        only through this server (``self.core``, ``self.follower``,
+        ``self.alter_partitions``) once those exist."""
         host, _, port = self.config.controller_address.rpartition(":")
         secret = read_cluster_secret(self.config.cluster_secret_file)
 
@@ -187,48 +190,21 @@ class BrokerServer:
             lambda: self.follower.broker_epoch if self.follower is not None else -1))
         return ControllerLink(
             controller=controller, fetchers=fetchers, producer_ids=producer_ids,
-            send_alter_partition=lambda proposal: self._track(
-                loop.create_task(self._alter_partition(proposal))))
+            send_alter_partition=self._send_alter_partition)
 
     def _start_controller_link(self) -> None:
         core, controller = self.core, self.controller
         assert core is not None and controller is not None
         self.follower = MetadataFollower(core, controller)
+        self.alter_partitions = AlterPartitionManager(controller, self.follower, core.isr)
         self.follower.start()
 
-    def _track(self, task: asyncio.Task[None]) -> None:
-        self._tasks.add(task)
-        task.add_done_callback(self._tasks.discard)
-
-    async def _alter_partition(self, proposal: Any) -> None:
-        core, follower, controller = self.core, self.follower, self.controller
-        assert core is not None and follower is not None and controller is not None
-        try:
-            answer = await controller.request(
-                ApiKey.ALTER_PARTITION, follower.alter_partition_body([proposal]))
-        except MiniKafkaError as exc:
-            log.info("AlterPartition for %s-%d failed: %s", proposal.topic, proposal.partition,
-                     exc)
-            core.isr.on_unanswered(proposal)
+    def _send_alter_partition(self, proposal: AlterPartitionProposal) -> None:
+        assert self.core is not None
+        if self.alter_partitions is None:  # not linked yet: proposed again later
+            self.core.isr.on_unanswered(proposal)
             return
-        if answer["error_code"]:
-            log.info("AlterPartition for %s-%d refused: %s", proposal.topic, proposal.partition,
-                     error_for(answer["error_code"]))
-            core.isr.on_alter_partition_answer(proposal, answer["error_code"], None, None)
-            return
-        for topic in answer["topics"]:
-            for p in topic["partitions"]:
-                if (topic["name"], p["partition_index"]) != (proposal.topic, proposal.partition):
-                    continue  # not what was asked: ignored
-                if p["error_code"]:
-                    log.info("AlterPartition for %s-%d refused: %s", proposal.topic,
-                             proposal.partition,
-                             error_for(p["error_code"], p["error_message"] or ""))
-                core.isr.on_alter_partition_answer(proposal, p["error_code"], p["isr"],
-                                                   p["partition_epoch"])
-                return
-        log.info("AlterPartition answer without %s-%d", proposal.topic, proposal.partition)
-        core.isr.on_unanswered(proposal)  # ask again later
+        self.alter_partitions.send(proposal)
 
     async def _stop_controller_link(self) -> None:
         follower, fetchers, controller = self.follower, self.fetchers, self.controller
@@ -237,8 +213,8 @@ class BrokerServer:
         await follower.controlled_shutdown(CONTROLLED_SHUTDOWN_S)
         await fetchers.stop()
         await follower.stop()
-        for task in list(self._tasks):
-            task.cancel()
+        if self.alter_partitions is not None:
+            self.alter_partitions.stop()
         await controller.aclose()
 
     def _schedule(self, loop: asyncio.AbstractEventLoop) -> None:

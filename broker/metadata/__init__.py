@@ -12,11 +12,15 @@
   and invariants;
 - :mod:`~broker.metadata.follower` - ``MetadataFollower``, a broker's link to the
   controller: registration, heartbeats, and the metadata log pulled and applied to the
-  broker's image.
+  broker's image;
+- :mod:`~broker.metadata.alter_partition` - ``AlterPartitionManager``, a leader's ISR
+  proposals sent to the controller over the same connection and their answers handed
+  back.
 
 Imports: ``msgpack_form``, ``records`` and ``image`` are pure and use only ``clients.protocol`` and
 ``clients.records`` (plus msgpack and crc32c), so the controller and the broker share
-them; ``follower`` (broker side only) also uses :mod:`broker.async_client`, and
+them; ``follower`` and ``alter_partition`` (broker side only) also use
+:mod:`broker.async_client`, and
 :mod:`broker.core` for types only.  Nothing here imports the controller.
 
 Costs and thread-safety: see those modules (records are immutable; an image belongs to
