@@ -9,8 +9,7 @@ owns for its producer state.  It owns
   and the offset of the newest one written or loaded.
 
 It reads, and never writes, the log it was given: ``log_end_offset``, ``batches(start)``
-and ``dir``.  Logs that are not a :class:`storage.log.log.Log` (the simulation's in-memory
-log) get the state without snapshot files.
+and ``dir`` (where the snapshot files are).
 
 Who calls what (all from the owning partition, on the broker's event loop):
 
@@ -70,7 +69,7 @@ class ProducerStateStore:
     def __init__(self, name: str, log: Log) -> None:
         self.state = ProducerStateManager(name)
         self._log = log
-        self._snapshot_dir: Path | None = Path(log.dir) if isinstance(log, Log) else None
+        self._snapshot_dir = Path(log.dir)
         self._snapshot_offset = -1  # offset of the newest snapshot written or loaded
         # the newest snapshot known to be on disk for good (written durably, or loaded at
         # start): kept through retention while newer ones may be lost to a power cut
@@ -117,13 +116,12 @@ class ProducerStateStore:
         start: int | None = None
         self._snapshot_offset = self._durable_offset = -1
         directory = self._snapshot_dir
-        if directory is not None:
-            delete_snapshots_above(directory, -1 if discard_snapshots else leo)
-            found = load_latest_snapshot(directory, leo)
-            if found is not None:
-                offset, entries = found
-                state.load(entries)
-                start = self._snapshot_offset = self._durable_offset = offset
+        delete_snapshots_above(directory, -1 if discard_snapshots else leo)
+        found = load_latest_snapshot(directory, leo)
+        if found is not None:
+            offset, entries = found
+            state.load(entries)
+            start = self._snapshot_offset = self._durable_offset = offset
         if start == leo:
             return
         for header, _data in self._log.batches(start):
@@ -144,8 +142,6 @@ class ProducerStateStore:
 
     def _write_snapshot(self, offset: int, *, durable: bool) -> bool:
         directory = self._snapshot_dir
-        if directory is None:
-            return False
         write_snapshot(directory, offset, self.state.snapshot(), durable=durable)
         self._snapshot_offset = max(self._snapshot_offset, offset)
         if durable:

@@ -217,10 +217,9 @@ class LogManager:
         for tp, f in futures:
             log = f.result()
             self._logs[tp] = log
-            found = getattr(log, "recovery_report", None)
-            if not clean or (found is not None and (found.truncated_bytes or found.damaged
-                                                    or found.segments_deleted
-                                                    or found.cut_unacknowledged)):
+            found = log.recovery_report
+            if not clean or (found.truncated_bytes or found.damaged or found.segments_deleted
+                             or found.cut_unacknowledged):
                 report.recovered[tp] = found  # (after a clean stop: a bad index's rescan)
         report.logs_loaded = len(self._logs)
         report.load_ms = (time.perf_counter() - started) * 1000.0

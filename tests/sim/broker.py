@@ -19,8 +19,7 @@ purgatories, in-flight requests, the image) and whatever the disk had not flushe
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 from broker.controller.results import ReplicaLog
 from broker.delayed import DelayedProduce
@@ -33,16 +32,14 @@ from clients.protocol.errors import ErrorCode, MiniKafkaError
 from clients.protocol.topics import TopicPartition
 from replication.damage import DamageAction, on_damage_found
 from replication.follower_fetch import FollowerFetchSession, PendingRequest
-from replication.leader_epoch_cache import LeaderEpochCache
 from replication.partition import Partition
 from storage.cleaner.cleaner import CLEANER_CHECKPOINT, LogCleaner
 from storage.cleaner.config import CleanerConfig
 from storage.cleaner.offset_map import MIN_CAPACITY_BYTES
-from storage.log.log import Log
 from storage.scrubber import DamagedRange
 from tests.sim.controller import TOPIC
 from tests.sim.handlers import SimHandlerCore, produce, serve
-from tests.sim.sim_log import MemoryCheckpoint, MemoryLog, batch_at
+from tests.sim.sim_log import SimLog
 from timer.purgatory import Purgatory
 from timer.system_timer import SystemTimer
 
@@ -73,8 +70,7 @@ class SimBroker:
         self.metadata = MetadataLogReader()  # the image read from the controller's log
         self.metadata_fetch: tuple[int, int] | None = None  # (request id, sent at ms)
         self.fetching_metadata = False  # from the first registration of this process on
-        self.logs: dict[int, Any] = {}                      # the disk: survives crashes
-        self.epoch_checkpoints: dict[int, MemoryCheckpoint] = {}
+        self.logs: dict[int, SimLog] = {}                   # the disk: survives crashes
         self.hw_checkpoint: dict[int, int] = {}
         self.recovery_cuts: set[int] = set()  # reported until back in an ISR with a leader
         self.partitions: dict[int, Partition] = {}
@@ -111,7 +107,7 @@ class SimBroker:
             log = self.c.disk.open_log(self, pid)
             self.logs[pid] = log
             p = self._new_partition(pid, log)
-            report = getattr(log, "recovery_report", None)  # the real Log's recovery
+            report = log.recovery_report  # what the open's recovery did
             if log.log_end_offset < self.hw_checkpoint.get(pid, 0) or (
                     report is not None and (report.truncated_bytes or report.segments_deleted
                                            or report.damaged)):
@@ -125,8 +121,7 @@ class SimBroker:
         self.metadata = MetadataLogReader()  # a new process reads the log from offset 0
         self.metadata_fetch, self.fetching_metadata = None, False
         for pid, log in self.logs.items():  # damage recovery kept: repaired as BrokerCore does
-            report = getattr(log, "recovery_report", None)
-            for base, position, first_bad, end in report.damaged if report else ():
+            for base, position, first_bad, end in log.recovery_report.damaged:
                 self.c.recovery_kept_damage(self, pid, base, end)
                 self.on_damage(pid, DamagedRange(TOPIC, pid, base, position, first_bad,
                                                  "found by log recovery", self.c.now_ms))
@@ -134,11 +129,7 @@ class SimBroker:
         self.cleaner = self._new_cleaner()
         self.register()
 
-    def _new_partition(self, pid: int, log: Any) -> Partition:
-        if isinstance(log, MemoryLog):
-            ckpt = self.epoch_checkpoints.setdefault(pid, MemoryCheckpoint())
-            cache = LeaderEpochCache.load(ckpt, log.log_start_offset, log.log_end_offset)
-            return Partition(TOPIC, pid, cast(Log, log), self.id, leader_epoch_cache=cache)
+    def _new_partition(self, pid: int, log: SimLog) -> Partition:
         return Partition(TOPIC, pid, log, self.id)
 
     def replace_replica(self, pid: int, why: str) -> None:
@@ -162,10 +153,9 @@ class SimBroker:
     def _new_cleaner(self) -> LogCleaner | None:
         """With compaction: the process's real LogCleaner (small steps, so a pass spans
         ticks, crashes and truncations), reading its ``cleaner-offset-checkpoint``."""
-        cfg, root = self.c.config, getattr(self.c.disk, "root", None)
+        cfg, root = self.c.config, self.c.disk.root
         if not cfg.compaction_probability:
             return None
-        assert isinstance(root, Path), "compaction needs the real disk"
         cleaner = LogCleaner(CleanerConfig(dedupe_buffer_bytes=MIN_CAPACITY_BYTES,
                                            step_bytes=cfg.compaction_step_bytes),
                              clock_ms=lambda: self.c.now_ms,
@@ -202,7 +192,7 @@ class SimBroker:
         for pid, log in sorted(self.logs.items()):
             topic_id = self.c.disk.topic_id(self, pid)
             logs.append(ReplicaLog(TOPIC, pid, -1 if topic_id is None else topic_id,
-                                   last_leader_epoch(cast(Log, log)), log.log_end_offset,
+                                   last_leader_epoch(log), log.log_end_offset,
                                    pid in self.recovery_cuts))
         self.send(CONTROLLER, "register", {"incarnation": self.incarnation, "logs": logs})
 
@@ -439,7 +429,7 @@ class SimBroker:
             reply = {"request": request, "pid": pid, "error": answer["error_code"],
                      "tag": tag, "topic_id": self.hosted_topic_id}
             if offset >= 0:
-                stored = batch_at(self.logs[pid], offset)  # the oracle's record id
+                stored = self.logs[pid].batch_at(offset)  # the oracle's record id
                 reply.update(offset=offset, crc=crc, record=body["record"],
                              leader_epoch=leader_epoch,
                              stored_epoch=-1 if stored is None

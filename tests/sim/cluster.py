@@ -1,14 +1,14 @@
 """Deterministic simulation of a 3-replica cluster running the real replication code.
 
-One seeded ``random.Random`` drives everything: message delays/drops (simulated network),
-broker crashes and restarts (simulated disks that lose unflushed batches), controller
-restarts (a fresh core replays the metadata log), network partitions, preferred-leader
-elections, a producer appending with acks=all and a consumer fetching (replica_id -1);
-optionally retention, compaction, bit rot, process pauses, topic delete/re-create and
-whole-cluster crashes that tear the tail of a partition's last ISR member, then bring
-the brokers back in a random order (``cluster_crash_probability``).
-Invariants are checked after every step; a failure raises :class:`SimFailure` with the
-seed, a replay command and the last events.
+One seeded ``random.Random`` drives everything: message delays/drops (simulated
+network), broker crashes and restarts (the real log on a simulated disk that tears
+unflushed bytes), controller restarts (a fresh core replays the metadata log), network
+partitions, preferred-leader elections, a producer appending with acks=all and a
+consumer fetching (replica_id -1); optionally retention, compaction, bit rot, process
+pauses, topic delete/re-create and whole-cluster crashes that tear the tail of a
+partition's last ISR member, then bring the brokers back in a random order
+(``cluster_crash_probability``). Invariants are checked after every step; a failure
+raises :class:`SimFailure` with the seed, a replay command and the last events.
 
 Invariants (``no_loss`` mode: every append is flushed, so a crash loses nothing):
 
@@ -42,7 +42,7 @@ convergence after healing.
 
 The parts: :class:`SimCluster` here is the wiring and the loop (the controller process,
 the producer and consumer driving, the rot bookkeeping, one ``step``); its knobs are
-:mod:`tests.sim.config`, the disks (memory, or the real log with crash tearing and rot)
+:mod:`tests.sim.config`, the disk (the real log, with crash tearing and rot)
 :mod:`tests.sim.disk`, the clients' state (the oracle) :mod:`tests.sim.workload`, the
 faults :class:`tests.sim.faults.FaultInjector`, and the checks above
 :class:`tests.sim.invariants.InvariantChecker`.
@@ -53,7 +53,10 @@ from __future__ import annotations
 import collections
 import dataclasses
 import enum
+import os
 import random
+import shutil
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -64,11 +67,11 @@ from tests.sim import invariants
 from tests.sim.broker import CONTROLLER, SimBroker
 from tests.sim.config import SimConfig, SimFailure
 from tests.sim.controller import SimController
-from tests.sim.disk import MemoryDisk, RealDisk
+from tests.sim.disk import SimDisk
 from tests.sim.faults import FaultInjector
 from tests.sim.invariants import InvariantChecker, RecordId
 from tests.sim.network import SimNetwork
-from tests.sim.sim_log import MemoryLog
+from tests.sim.sim_log import SimLog
 from tests.sim.workload import SimConsumer, SimProducer, Workload
 from timer.clock import ManualClock
 
@@ -88,8 +91,10 @@ class SimCluster:
         self.net = SimNetwork(self.rng, drop_probability=config.drop_probability,
                               min_delay_ms=1, max_delay_ms=config.max_delay_ms)
         self.partition_ids = list(range(config.partitions))
-        self.disk: MemoryDisk | RealDisk = (
-            RealDisk(self, config.real_log_dir) if config.real_log_dir else MemoryDisk(self))
+        # the logs' directory: the config's, or a fresh one on tmpfs, removed by close()
+        self._own_dir = None if config.real_log_dir else Path(tempfile.mkdtemp(
+            prefix="sim-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None))
+        self.disk = SimDisk(self, config.real_log_dir or self._own_dir)
         ids = list(range(1, config.brokers + 1))
         self.clock = ManualClock(0)
         self.controller = SimController(self.clock, ids, config.partitions,
@@ -191,11 +196,14 @@ class SimCluster:
                           f"above the HW {p.high_watermark}")
             self.retained_below[pid] = max(self.retained_below[pid], start)
 
-    def on_truncate(self, log: MemoryLog, removed: list[Any]) -> None:
-        if not (self.config.no_loss and self.config.check_truncation):
+    def on_truncate(self, log: SimLog, removed: list[Any]) -> None:
+        """No acknowledged (or consumed) record is truncated (no_loss; not with rot or
+        compaction, where a damage cut or the cleaner legitimately removes them)."""
+        cfg = self.config
+        if not (cfg.no_loss and cfg.check_truncation) or cfg.rot_probability or self.compacting:
             return
-        pid = int(log.dir.rsplit("-", 1)[1])
-        broker = self.brokers[int(log.dir.split("/", 1)[0][1:])]
+        pid = int(log.dir.name.rsplit("-", 1)[1])
+        broker = self.brokers[int(log.dir.parent.name[1:])]
         current = self.controller.partition(pid)
         p = broker.partitions.get(pid)
         if (current is not None and p is not None and p.leader_epoch < current.leader_epoch
@@ -352,7 +360,6 @@ class SimCluster:
         """The broker's scrubber finds the rot it holds (at once; after a restart too)."""
         for (bid, pid) in list(self.rotted):
             if bid == broker.id and broker.alive:
-                assert isinstance(self.disk, RealDisk)
                 for damage in self.disk.scrub(broker, pid):
                     broker.on_damage(pid, damage)
 
@@ -409,9 +416,10 @@ class SimCluster:
         for b in self.brokers.values():
             if b.cleaner is not None:
                 b.cleaner.abort()
-            if isinstance(self.disk, RealDisk):
-                for log in b.logs.values():
-                    log.abandon()
+            for log in b.logs.values():
+                log.abandon()
+        if self._own_dir is not None:
+            shutil.rmtree(self._own_dir, ignore_errors=True)
 
     def _run(self, steps: int) -> None:
         self.planned_steps = steps
@@ -432,5 +440,5 @@ class SimCluster:
             if self.checks.converged():
                 break
         self.checks.check_final()
-        self.stats["log_restarts"] = sum(getattr(log, "restarts", 0)
+        self.stats["log_restarts"] = sum(log.restarts
                                          for b in self.brokers.values() for log in b.logs.values())

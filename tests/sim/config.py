@@ -22,7 +22,7 @@ class SimConfig:
     brokers: int = 3
     partitions: int = 2
     no_loss: bool = True
-    real_log_dir: Path | None = None      # use storage.log.Log under this dir
+    real_log_dir: Path | None = None      # the logs' directory (None: a fresh one on tmpfs)
     truncation_policy: TruncationPolicy = TruncationPolicy.LEADER_EPOCH
     min_insync_replicas: int = 2
     heartbeat_interval_ms: int = 20
@@ -49,21 +49,23 @@ class SimConfig:
     heal_steps: int = 1500
     check_truncation: bool = True         # off: only loss/divergence, not early truncation
     idempotent: bool = False              # the producer: idempotent, retrying until acked
-    # retention: per tick and replica, the chance that it deletes its oldest batches
-    # (memory disk: all but the last retention_keep_batches wholly below its HW; real
-    # disk: Log.delete_old_segments(HW), sizes below); 0: never (no
-    # random number drawn, so seeds without it replay as before)
+    # retention: per tick and replica, the chance that it deletes its oldest segments
+    # (Log.delete_old_segments(HW), sizes below); 0: never (no random number drawn, so
+    # seeds without it replay as before)
     retention_probability: float = 0.0
-    retention_keep_batches: int = 6
-    retention_segment_bytes: int = 2048     # real disk with retention: segment size,
-    retention_segments: int = 3             # and retention_bytes in segments
-    # real disk: per step, the chance that a byte of a closed segment of one replica rots
+    # with retention: segment size, retention_bytes in segments (half a segment: about
+    # six batches kept, so a broker down a while comes back below its leader's log
+    # start), and segments rolled by time too (small ones)
+    retention_segment_bytes: int = 1024
+    retention_segments: float = 0.5
+    retention_segment_ms: int = 50
+    # per step, the chance that a byte of a closed segment of one replica rots
     # (only while every other replica of that partition is intact, so a good copy of
     # every record exists); the broker's scrubber finds it at once (and again after a
     # restart) and the replica repairs it in place; 0: never (no random number drawn)
     rot_probability: float = 0.0
     consumer_rewind_probability: float = 0.0  # per consumer Fetch: read again from offset 0
-    rot_segment_bytes: int = 2048           # real disk with rot: segment size
+    rot_segment_bytes: int = 2048           # with rot: segment size
     # per step, the chance that a live broker pauses (SIGSTOP, a long GC) for
     # pause_min_ms..pause_max_ms: it handles nothing and its timers stand still; messages
     # to it wait; it resumes with the view it had (a zombie leader, fenced meanwhile when
@@ -78,7 +80,7 @@ class SimConfig:
     metadata_max_records: int = 4
     metadata_max_wait_ms: int = 40          # the controller's long poll (below the
     #                                         request timeout the broker resends after)
-    # compaction (real disk): the topic is compacted (cleanup.policy=compact, small
+    # compaction: the topic is compacted (cleanup.policy=compact, small
     # segments, so that the HW lags by whole segments at times); per tick, the chance
     # that a broker's real LogCleaner runs one bounded step (compaction_step_bytes)
     # below each replica's Partition.compaction_bound (its HW; BrokerCore's rule); the

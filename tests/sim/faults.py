@@ -1,6 +1,6 @@
 """The faults of a :class:`tests.sim.cluster.SimCluster`, drawn from its seeded ``rng`` once
 per step (:meth:`FaultInjector.inject_faults`): broker crashes and restarts, network
-partitions and heals, bit rot in one replica (real disk), process pauses, preferred-leader
+partitions and heals, bit rot in one replica, process pauses, preferred-leader
 elections, controller crashes, topic deletion, and whole-cluster crashes
 (:class:`ClusterOutage`: every broker killed, the partition's last ISR member torn, the
 restarts planned in a random order).  Each knob is a ``SimConfig`` probability; a knob at
@@ -17,7 +17,6 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from tests.sim.broker import CONTROLLER
-from tests.sim.disk import RealDisk
 
 if TYPE_CHECKING:
     from tests.sim.broker import SimBroker
@@ -155,7 +154,6 @@ class FaultInjector:
 
     def rot(self) -> None:
         """Bit rot in one replica (see ``SimConfig.rot_probability``), found at once."""
-        assert isinstance(self.c.disk, RealDisk), "rot needs the real disk"
         pid = self.c.rng.choice(self.c.partition_ids)
         live = [b for b in self.c.brokers.values() if b.alive]
         if not live or any(p == pid for _, p in self.c.rotted):

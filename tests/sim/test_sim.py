@@ -312,8 +312,9 @@ def test_stress_leader_moves_and_crashes(seed: int) -> None:
 # seeds 7, 11, 23 and 29 of 0..39 lose records (python3 -m bench.sim --modes
 # crash_cut,crash_cut_torn); they are kept as regressions.
 CRASH_CUT = {"cluster_crash_probability": 0.002}
-# (5014 is left out: its one crash found no tail with a copy elsewhere to tear.)
-CRASH_CUT_SEEDS = [*range(5000, 5014), *range(5015, 5021), 11, 13, 29, 33, 53]
+# (5014 is left out: its one crash found no tail with a copy elsewhere to tear; so is
+# 5000 since the memory disk gave way to the real log, issue 31, and 5021 takes its place.)
+CRASH_CUT_SEEDS = [*range(5001, 5014), *range(5015, 5022), 11, 13, 29, 33, 53]
 CRASH_CUT_TORN_SEEDS = [*range(5100, 5103), 7, 23]
 
 
