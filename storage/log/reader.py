@@ -33,7 +33,8 @@ process closes the connection).
 
 Costs: read O(log segments) bisect + O(log index) + a walk of at most
 ~``index_interval_bytes`` of headers per touched segment; offset_for_timestamp
-O(segments) time-index lookups + one batch decode; batches O(log bytes).
+O(segments) time-index lookups + one batch decode; batches from ``start``: one index
+lookup, then O(bytes from the index entry at or below it).
 """
 
 from __future__ import annotations
@@ -201,13 +202,20 @@ class LogReader:
 
     def batches(self, start_offset: int | None = None) -> Iterator[tuple[BatchHeader, bytes]]:
         """Every stored batch whose last offset is >= ``start_offset`` (default: the log
-        start offset), read when the iteration reaches it (tests, tools).  A damaged tail
+        start offset), read when the iteration reaches it (the broker's registration
+        report, the producer-state rebuild, tests, tools).  A damaged tail
         kept by recovery (``Segment.damage``) is skipped: only the batches before it."""
         start = self._segments.log_start_offset if start_offset is None else start_offset
         for seg in list(self._segments.segments):
             if seg.next_offset <= start or not seg.trusted_size:
                 continue
-            data = seg.read_bytes(0, seg.trusted_size)
+            # from the offset index's entry at or below ``start`` (a batch boundary before
+            # which every batch ends below it): a read of the log's last batch, as the
+            # broker's registration report does, does not walk the whole segment
+            first = seg.index.lookup(start)[1] if start > seg.base_offset else 0
+            if first >= seg.trusted_size:
+                continue
+            data = seg.read_bytes(first, seg.trusted_size - first)
             for pos, header in iter_batches(data, validate=False):
                 if header.last_offset >= start:
                     yield header, data[pos : pos + header.size_in_bytes]
