@@ -97,9 +97,9 @@ from replication.truncation import (
     TruncationPolicy,
     decide_truncation,
 )
-from storage.log.log import Log, LogAppendInfo
+from storage.log.log import Log
 from storage.log.reader import FetchDataInfo
-from storage.log.validator import BatchInfo
+from storage.log.validator import BatchInfo, LogAppendInfo
 from storage.segment_repair import SegmentRepair, SegmentRepairError
 
 __all__ = ["NO_LEADER", "Partition"]

@@ -48,8 +48,8 @@ from replication.partition_errors import PartitionInvariantError
 from replication.producer_state import ProducerStateManager, VerdictKind
 from replication.producer_state_store import ProducerStateStore
 from storage.checkpoint import LEADER_EPOCH_CHECKPOINT
-from storage.log.log import Log, LogAppendInfo
-from storage.log.validator import BatchInfo
+from storage.log.log import Log
+from storage.log.validator import BatchInfo, LogAppendInfo
 
 __all__ = ["PartitionLog"]
 

@@ -49,7 +49,8 @@ from pathlib import Path
 
 from clients.records.batch import BatchHeader
 from replication.producer_state import ProducerStateManager
-from storage.log.log import Log, LogAppendInfo
+from storage.log.log import Log
+from storage.log.validator import LogAppendInfo
 from storage.producer_snapshot import (
     delete_snapshots_above,
     load_latest_snapshot,

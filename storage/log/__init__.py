@@ -2,9 +2,12 @@
 
 Modules, one concept each:
 
-* :mod:`~storage.log.log` -- :class:`Log`, the object other packages use: opening,
-  validated appends (leader and follower), the flush policy, the lifecycle; every other
-  public method is an explicit delegation to one of its three collaborators below.
+* :mod:`~storage.log.log` -- :class:`Log`, the object other packages use: opening, the
+  leader's record check, the flush policy, the lifecycle; every other public method is
+  an explicit delegation to one of its four collaborators below.
+* :mod:`~storage.log.appender` -- :class:`LogAppender` and :class:`LogAppendInfo`: leader
+  appends (offsets assigned, epoch and append time stamped) and follower appends, cut
+  across segments at batch boundaries, rolling before a part that does not fit.
 * :mod:`~storage.log.segment_list` -- :class:`SegmentList`: the ordered segments, the
   active one, ``log_start_offset`` / ``log_end_offset`` / ``recovery_point``, and every
   edit of them (roll, truncation, restart, deletion of a prefix, cleaner swap, fsync).
@@ -29,7 +32,8 @@ Imports: ``clients.protocol``, ``clients.records`` and ``storage`` modules outsi
 package (``storage.segment``, indexes, config, errors, ``storage.file_io``, the segment
 scan of ``storage.records.scan``); never ``storage.cleaner``, ``replication`` or
 ``broker``.  Nothing outside this package that it imports imports it back.  Dependencies
-inside run one way: ``log`` imports the others; ``reader`` and ``invariants`` import
+inside run one way: ``log`` imports the others; ``appender`` imports ``segment_list``,
+``segment_policy`` and ``validator``; ``reader`` and ``invariants`` import
 ``segment_list``; ``segment_list`` and ``segment_policy`` import ``storage.segment``;
 ``validator`` and ``recovery`` import ``storage.records.scan``.  Import names from their defining
 module; this ``__init__`` exports nothing.

@@ -12,12 +12,14 @@ Directory layout (formats: :mod:`storage.segment`, :mod:`storage.offset_index`,
     recovery-cut                    only while a cut by log recovery is unacknowledged
                                     (:mod:`storage.log.recovery`)
 
-:class:`Log` owns three collaborators and delegates to them explicitly: a
+:class:`Log` owns four collaborators and delegates to them explicitly: a
 :class:`~storage.log.segment_list.SegmentList` (the segments, the offsets and every edit of
-them: roll, truncation, deletion, swap, fsync), a :class:`~storage.log.reader.LogReader`
-(file regions, timestamp lookup) and a :class:`~storage.log.segment_policy.SegmentPolicy`
-(when to roll, what retention deletes).  This module has opening, appends, the flush
-policy, the lifecycle and the checks every public method makes (log open, arguments).
+them: roll, truncation, deletion, swap, fsync), a :class:`~storage.log.appender.LogAppender`
+(leader and follower appends, cut across segments), a
+:class:`~storage.log.reader.LogReader` (file regions, timestamp lookup) and a
+:class:`~storage.log.segment_policy.SegmentPolicy` (when to roll, what retention deletes).
+This module has opening, the leader's record check, the flush policy, the lifecycle and
+the checks every public method makes (log open, arguments).
 
 Semantics worth knowing (Kafka's unless stated):
 
@@ -29,13 +31,8 @@ Semantics worth knowing (Kafka's unless stated):
   take a segment past ``segment_bytes`` is cut at batch boundaries, one ``writev`` per
   segment (a failed later write truncates the earlier ones back out), so segments keep to
   ``segment_bytes`` unless one batch alone is larger (Kafka's producer sends one batch
-  per partition per request; ours, and a follower's fetch, carry many).
-  Patched bytes of each batch (big-endian)::
-
-      offset  size  field
-      0       8     base_offset             (the LEO at append)
-      8       4     batch_length            (unchanged value, rewritten)
-      12      4     partition_leader_epoch  (the leader's epoch)
+  per partition per request; ours, and a follower's fetch, carry many).  The bytes a
+  leader append patches: :mod:`storage.log.appender`.
 
 * Reads, regions and their identity: see :mod:`storage.log.reader`; ``truncate_to``,
   rolls and swaps: see :mod:`storage.log.segment_list`; retention and the roll rules:
@@ -70,26 +67,16 @@ O(segments) + the fsyncs; reads, edits and retention: see their modules.
 from __future__ import annotations
 
 import shutil
-import struct
 import time
 from collections.abc import Callable, Iterator, Sequence
 from pathlib import Path
-from typing import NamedTuple
 
-from crc32c import crc32c
-
-from clients.protocol.errors import InvalidRecordError, MiniKafkaError, OffsetOutOfRangeError
+from clients.protocol.errors import MiniKafkaError, OffsetOutOfRangeError
 from clients.protocol.topics import TopicPartition
-from clients.records.batch import (
-    ATTRIBUTES_OFFSET,
-    CRC_OFFSET,
-    LOG_OVERHEAD,
-    PREFIX,
-    TIMESTAMP_TYPE_MASK,
-    BatchHeader,
-)
+from clients.records.batch import BatchHeader
 from storage.config import LogConfig
 from storage.errors import StorageError
+from storage.log.appender import LogAppender, byte_view
 from storage.log.invariants import check_log_invariants
 from storage.log.reader import FetchDataInfo, LogReader, TimestampAndOffset
 from storage.log.recovery import RecoveryReport, acknowledge_cut, load_segments
@@ -101,50 +88,20 @@ from storage.log.validator import (
     BatchInfo,
     KeylessRecordError,
     LeaderCheck,
-    validate_append_batches,
+    LogAppendInfo,
 )
 from storage.log_dirs import parse_log_dir_name
 from storage.records.scan import INT32_MAX
 from storage.segment import Segment
-from storage.time_index import NO_TIMESTAMP
 
-__all__ = ["Log", "LogAppendInfo", "wall_clock_ms"]
+__all__ = ["Log", "wall_clock_ms"]
 
 _INT64_MAX, _INT64_MIN = 2**63 - 1, -(2**63)
-
-# The bytes a leader append rewrites: the first three fields of the header's PREFIX
-# (base_offset, batch_length, partition_leader_epoch; 16 bytes, magic follows), so the
-# layout stays the one in clients.records.batch.  Packing the whole PREFIX instead (magic
-# and crc carried over from validation) measured 10-30 ns more per batch, 1-2% of a leader
-# append of 170-byte batches (noise for 16 KiB ones); the partial patch is kept for that.
-_PATCH = struct.Struct(PREFIX.format[:4])
-_PATCH_SIZE = _PATCH.size
-_ATTRIBUTES = struct.Struct(">h")
-_MAX_TIMESTAMP = struct.Struct(">q")
-_MAX_TIMESTAMP_OFFSET = ATTRIBUTES_OFFSET + 2 + 4 + 8  # attributes, last delta, base ts
-_CRC = struct.Struct(">I")
 
 
 def wall_clock_ms() -> int:
     """Milliseconds since the epoch: the default clock of a log (and of its owners)."""
     return time.time_ns() // 1_000_000
-
-
-class LogAppendInfo(NamedTuple):
-    """Result of an append (a NamedTuple: immutable and cheap to build per request)."""
-
-    first_offset: int
-    last_offset: int
-    max_timestamp: int
-    offset_of_max_timestamp: int
-    num_batches: int
-    num_records: int
-    valid_bytes: int
-    log_start_offset: int
-    # (leader_epoch, base_offset) of the first appended batch and of every batch whose
-    # epoch differs from the previous one: feeds the leader-epoch cache without rescans.
-    epoch_changes: tuple[tuple[int, int], ...]
-    rolled: bool = False
 
 
 class Log:
@@ -169,6 +126,7 @@ class Log:
         topic, partition = self.topic_partition
         self._reader = LogReader(segments, f"{topic}-{partition}")
         self._policy = SegmentPolicy(config)
+        self._appender = LogAppender(segments, config, clock_ms, self._after_write)
         self._unflushed_messages = 0
         self._first_unflushed_ms: int | None = None
         self._closed = False
@@ -281,40 +239,9 @@ class Log:
             self._check_open()
         if not 0 <= leader_epoch <= INT32_MAX:
             raise ValueError(f"leader_epoch must be in [0, 2**31 - 1], got {leader_epoch}")
-        view = _byte_view(batches)
-        append_time = self.config.log_append_time
+        view = byte_view(batches)
         infos = checked if checked is not None else self.leader_check(keys=False).run(view)
-        if not infos:
-            return self._empty_append_info()
-        now = self._clock_ms() if append_time else NO_TIMESTAMP
-        first = offset = self._segments.log_end_offset
-        iovs: list[bytes | memoryview] = []
-        metas: list[tuple[int, int, int, int]] = []
-        pack = _PATCH.pack
-        max_ts, off_max, records = NO_TIMESTAMP, first, 0
-        counts: list[int] = []
-        for pos, size, _base, lod, ts, count, _epoch, _header in infos:
-            last = offset + lod
-            iovs.append(pack(offset, size - LOG_OVERHEAD, leader_epoch))
-            if append_time:
-                iovs.append(_stamped(view[pos + _PATCH_SIZE : pos + size], now))
-                ts = now
-            else:
-                iovs.append(view[pos + _PATCH_SIZE : pos + size])
-            metas.append((offset, last, ts, size))
-            counts.append(count)
-            if ts > max_ts:
-                max_ts, off_max = ts, offset
-            records += count
-            offset = last + 1
-        changes = ((leader_epoch, first),)
-        cuts = self._segment_cuts(metas)
-        if not cuts:
-            return self._append(iovs, len(view), metas, records, max_ts, off_max, changes)
-        # a produce request may carry many batches of a partition (our producer sends up
-        # to max_request_size of them): cut at batch boundaries like a follower's append
-        return self._append_parts(cuts, metas, counts, lambda lo, hi: iovs[2 * lo : 2 * hi],
-                                  max_ts, off_max, changes)
+        return self._appender.append_as_leader(view, leader_epoch, infos)
 
     def _timestamp_bounds(self) -> tuple[int, int] | None:
         """The CreateTime window producers' records must fall in (None: no limit)."""
@@ -360,125 +287,19 @@ class Log:
     def append_as_follower(self, batches: bytes | bytearray | memoryview) -> LogAppendInfo:
         """Append replicated batches as they are (offsets and epochs kept)."""
         self._check_open()
-        view = _byte_view(batches)
-        infos = validate_append_batches(view, self.config.max_message_bytes,
-                                        require_records=False)
-        if not infos:
-            return self._empty_append_info()
-        expected = self._segments.log_end_offset
-        metas: list[tuple[int, int, int, int]] = []
-        changes: list[tuple[int, int]] = []
-        max_ts, off_max, records = NO_TIMESTAMP, infos[0][2], 0
-        for pos, size, base, lod, ts, count, epoch, _header in infos:
-            if base < expected:
-                what = "the log end offset" if not metas else "the previous batch's next offset"
-                raise InvalidRecordError(
-                    f"batch at position {pos} has base offset {base}, below "
-                    f"{what} {expected} (offsets must increase)"
-                )
-            last = base + lod
-            metas.append((base, last, ts, size))
-            if not changes or changes[-1][0] != epoch:
-                changes.append((epoch, base))
-            if ts > max_ts:
-                max_ts, off_max = ts, base
-            records += count
-            expected = last + 1
-        cuts = self._segment_cuts(metas)
-        if not cuts:
-            return self._append([view], len(view), metas, records, max_ts, off_max,
-                                tuple(changes))
-        # A lagging follower fetches many batches at once: they are split at batch
-        # boundaries so its segments keep to segment_bytes as the leader's do.
-        return self._append_parts(
-            cuts, metas, [i[5] for i in infos],
-            lambda lo, hi: [view[infos[lo][0] : infos[hi - 1][0] + infos[hi - 1][1]]],
-            max_ts, off_max, tuple(changes))
+        return self._appender.append_as_follower(byte_view(batches))
 
-    def _append_parts(self, cuts: list[int], metas: list[tuple[int, int, int, int]],
-                      counts: list[int],
-                      part_iovs: Callable[[int, int], list[bytes | memoryview]],
-                      max_ts: int, off_max: int,
-                      epoch_changes: tuple[tuple[int, int], ...]) -> LogAppendInfo:
-        """Append batches ``[0, cuts[0])``, ``[cuts[0], cuts[1])``... each with its own
-        roll check (:meth:`_segment_cuts` chose the cuts); one info for them all.  Still
-        all-or-nothing: a part whose write fails (StorageError) takes the parts before
-        it back out (the log is truncated to where the request began) before it raises,
-        so a retried request is appended once."""
-        rolled = False
-        info = None
-        start = self._segments.log_end_offset
-        for lo, hi in zip([0, *cuts], [*cuts, len(metas)], strict=True):
-            part = metas[lo:hi]
-            try:
-                info = self._append(part_iovs(lo, hi), sum(m[3] for m in part), part,
-                                    sum(counts[lo:hi]), max_ts, off_max, ())
-            except StorageError:
-                if lo:
-                    self._segments.truncate_to(start, self._clock_ms())
-                raise
-            rolled |= info.rolled
-        assert info is not None
-        return LogAppendInfo(metas[0][0], metas[-1][1], max_ts, off_max, len(metas),
-                             sum(counts), sum(m[3] for m in metas), info.log_start_offset,
-                             epoch_changes, rolled)
-
-    def _segment_cuts(self, metas: list[tuple[int, int, int, int]]) -> list[int]:
-        """Indexes of the batches (of one append, ``(base, last, ts, size)`` each) that
-        must begin a new segment to keep each segment within ``segment_bytes``; empty
-        when the whole append fits (the common case).  A batch larger than a segment has
-        one of its own."""
-        limit = self.config.segment_bytes
-        room = limit - self._segments.active.size
-        if sum(m[3] for m in metas) <= room or len(metas) == 1:
-            return []
-        cuts: list[int] = []
-        used = 0
-        for i, meta in enumerate(metas):
-            size = meta[3]
-            if used == 0:
-                if size > room:  # _append rolls before this batch
-                    room = limit
-            elif used + size > room:
-                cuts.append(i)
-                used, room = 0, limit
-            used += size
-        return cuts
-
-    def _append(self, iovs: list[bytes | memoryview], total: int,
-                metas: list[tuple[int, int, int, int]], records: int, max_ts: int, off_max: int,
-                epoch_changes: tuple[tuple[int, int], ...]) -> LogAppendInfo:
-        first_offset, last_offset = metas[0][0], metas[-1][1]
-        now = self._clock_ms()
-        segments = self._segments
-        seg = segments.active
-        rolled = False
-        if (seg.size and self._policy.should_roll(seg, total, last_offset, now)) or (
-            not seg.size and not seg.relative_offset_fits(last_offset)
-        ):
-            # The new segment starts at the LEO even when a follower's batch starts above
-            # it (a compacted leader's gap): segment boundaries stay contiguous, so
-            # recovery can read a hole at a boundary as a lost unflushed tail.  Only a
-            # gap too wide for relative offsets (2**31) starts the segment at the batch.
-            leo = segments.log_end_offset
-            segments.roll(leo if last_offset - leo <= INT32_MAX else first_offset, now)
-            rolled = True
-        segments.append(iovs, total, metas, now)
+    def _after_write(self, records: int, now_ms: int) -> None:
+        """The flush policy after each write of an append (``flush_messages``,
+        ``flush_ms``): the appender's ``on_written``."""
         self._unflushed_messages += records
         if self._first_unflushed_ms is None:
-            self._first_unflushed_ms = now
+            self._first_unflushed_ms = now_ms
         cfg = self.config
         if (cfg.flush_messages is not None and self._unflushed_messages >= cfg.flush_messages) or (
-            cfg.flush_ms is not None and now - self._first_unflushed_ms >= cfg.flush_ms
+            cfg.flush_ms is not None and now_ms - self._first_unflushed_ms >= cfg.flush_ms
         ):
             self.flush()
-        return LogAppendInfo(first_offset, last_offset, max_ts, off_max, len(metas), records,
-                             total, segments.log_start_offset, epoch_changes, rolled)
-
-    def _empty_append_info(self) -> LogAppendInfo:
-        leo = self._segments.log_end_offset
-        return LogAppendInfo(leo, leo - 1, NO_TIMESTAMP, -1, 0, 0, 0,
-                             self._segments.log_start_offset, ())
 
     # -- segment edits (SegmentList, as SegmentPolicy decides) --------------------------
 
@@ -492,6 +313,7 @@ class Log:
         self.config = config
         self._segments.update_config(config)
         self._policy = SegmentPolicy(config)
+        self._appender.update_config(config)
 
     def roll(self) -> None:
         """Force a roll at the LEO (no-op when the active segment is empty)."""
@@ -622,20 +444,3 @@ class Log:
         return (f"Log({self.dir}, start={segments.log_start_offset}, "
                 f"end={segments.log_end_offset}, segments={len(segments.segments)})")
 
-
-def _stamped(tail: memoryview, now_ms: int) -> bytes:
-    """A batch from its magic byte on (``tail``) stamped LogAppendTime ``now_ms``: the
-    timestamp-type bit, ``max_timestamp``, and the CRC over them again."""
-    out = bytearray(tail)
-    at = ATTRIBUTES_OFFSET - _PATCH_SIZE
-    _ATTRIBUTES.pack_into(out, at, _ATTRIBUTES.unpack_from(out, at)[0] | TIMESTAMP_TYPE_MASK)
-    _MAX_TIMESTAMP.pack_into(out, _MAX_TIMESTAMP_OFFSET - _PATCH_SIZE, now_ms)
-    _CRC.pack_into(out, CRC_OFFSET - _PATCH_SIZE, crc32c(memoryview(out)[at:]))
-    return bytes(out)
-
-
-def _byte_view(data: bytes | bytearray | memoryview) -> memoryview:
-    view = data if type(data) is memoryview else memoryview(data)
-    if view.ndim != 1 or view.format != "B":
-        view = view.cast("B")
-    return view

@@ -14,9 +14,10 @@ a ``.log`` file::
 front (length, magic, CRC-32C, counts, compression codec, size limit) so the append is
 all-or-nothing; :class:`LeaderCheck` is that check for a leader append as a value (one
 log's limits and timestamp window) that may run on another thread, its result handed to
-the append (``checked``).  A segment's rescan (recovery, the scrubber) is
-:func:`storage.records.scan.scan_segment`, with the same framing constants; recovery
-itself (which segments to rescan, what to cut) is in :mod:`storage.log.recovery`.
+the append (``checked``), which answers a :class:`LogAppendInfo`. A segment's rescan
+(recovery, the scrubber) is :func:`storage.records.scan.scan_segment`, with the same
+framing constants; recovery itself (which segments to rescan, what to cut) is in
+:mod:`storage.log.recovery`.
 
 Compressed batches (codecs 1-4, :mod:`clients.records.compression`) are stored exactly
 as sent, never recompressed.  A leader append (``require_records``) checks that every
@@ -61,6 +62,7 @@ the check it is given to, one thread at a time).
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from typing import NamedTuple
 
 import numpy as np
 from crc32c import crc32c
@@ -97,6 +99,7 @@ __all__ = [
     "CheckDeferred",
     "KeylessRecordError",
     "LeaderCheck",
+    "LogAppendInfo",
     "validate_append_batches",
 ]
 
@@ -113,6 +116,24 @@ MAX_BATCH_DECOMPRESSED_BYTES = 16 << 20
 # header being the 13 fields of clients.records.batch.HEADER as unpacked once here (the
 # leader's producer-state check reads them: BatchHeader(*header)).
 BatchInfo = tuple[int, int, int, int, int, int, int, tuple[int, ...]]
+
+
+class LogAppendInfo(NamedTuple):
+    """Result of an append, built from what validation found in its batches (Kafka's
+    ``LogAppendInfo``; a NamedTuple: immutable and cheap to build per request)."""
+
+    first_offset: int
+    last_offset: int
+    max_timestamp: int
+    offset_of_max_timestamp: int
+    num_batches: int
+    num_records: int
+    valid_bytes: int
+    log_start_offset: int
+    # (leader_epoch, base_offset) of the first appended batch and of every batch whose
+    # epoch differs from the previous one: feeds the leader-epoch cache without rescans.
+    epoch_changes: tuple[tuple[int, int], ...]
+    rolled: bool = False
 
 
 class CheckDeferred(Exception):

@@ -31,7 +31,8 @@ from typing import Any
 
 from clients.protocol.errors import CorruptRecordError, InvalidRecordError
 from clients.records.batch import BatchHeader, iter_batches
-from storage.log.log import Log, LogAppendInfo
+from storage.log.log import Log
+from storage.log.validator import LogAppendInfo
 from storage.segment import Segment
 
 _MOD = 1 << 64
