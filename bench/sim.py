@@ -54,12 +54,12 @@ half the time killed and restarted once more on the way; every new leader must h
 every acknowledged and consumed record.
 
 Speed (issue 31, ``--seeds 6 --modes lossy,torn_disk,no_loss,rot --no-write``, one
-worker, the shared 2-core machine): before, with the in-memory log in lossy and no_loss
-and the real log on /tmp in torn_disk and rot, 8,177 / 2,851 / 8,325 / 1,977 steps/s;
-after, the real log on tmpfs in every mode with the checks on
-:class:`tests.sim.sim_log.SimLog`'s shadow index, 4,690 / 4,961 / 4,943 / 4,026 steps/s
-(main measured 7,098 lossy and 6,892 no_loss right before, the machine being busier than
-for the "before" figures: about 0.7 of the memory log's speed). The real log costs what
+worker, the shared 2-core machine, the two runs back to back): before (78f722b), with
+the in-memory log in lossy and no_loss and the real log on /tmp in torn_disk and rot,
+7,881 / 2,493 / 8,743 / 1,885 steps/s; after, the real log on tmpfs in every mode with
+the checks on :class:`tests.sim.sim_log.SimLog`'s shadow index, 5,932 / 6,006 / 6,189 /
+4,977 steps/s: the former memory-log modes at 0.71-0.75 of their speed, the real-log
+ones 2.4-2.6x faster (tests/sim: 173 s before, 223 s after).  The real log costs what
 the storage code costs per append and read (Python, index upkeep, a system call per
 write, fsync and msync on tmpfs); the memory log skipped all of that.
 

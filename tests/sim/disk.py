@@ -13,20 +13,22 @@ segment of the last ISR member; and the next open runs the real recovery, checke
 Why real files on tmpfs and not an injected in-memory file layer (measured with
 ``python3 -m bench.sim --seeds 6 --modes lossy,torn_disk,no_loss,rot --no-write`` on the
 shared 2-core machine): the memory log ran lossy 8,177 and no_loss 8,325 steps/s, the
-real log on /tmp torn_disk 2,851 and rot 1,977.  The real log on tmpfs ran lossy 4,035
+real log on /tmp torn_disk 2,851 and rot 1,977. The real log on tmpfs ran lossy 4,035
 and no_loss 1,920 steps/s with the checks reading the files; a profile showed the
 simulation's own checks (``batch_at`` and the replica digest walking every batch header
-of every log, every step) taking two thirds of that time, fsync and msync a few per cent
-and the log's Python the rest.  So the checks read :class:`SimLog`'s shadow index (as
-cheap as the memory log's prefix sums) and the files stay real: an in-memory file
-layer would save the system calls only (a few per cent) at the price of a file
-abstraction through every storage module.  After (with 4 KiB
+of every log, every step) taking two thirds of that time; fsync made a no-op changed
+nothing measurable on tmpfs, and the default 10 MiB index mappings (created, msync'd and
+unmapped at every roll, flush and crash) cost about 15%; the rest is the log's Python.
+So the checks read :class:`SimLog`'s shadow index (as cheap as the memory log's prefix
+sums) and the files stay real: an in-memory file layer would save only system calls that
+cost little on tmpfs, at the price of a file abstraction through every storage module
+(segments, indexes, checkpoints, snapshots, the cleaner's swap). After (with 4 KiB
 indexes instead of 10 MiB mappings, and ``Log.batches(start)`` starting at the index
-entry instead of the segment's first byte): lossy 4,690, torn_disk 4,961, no_loss 4,943,
-rot 4,026 steps/s, main 7,098 lossy and 6,892 no_loss right before on the same busy
-machine (bench/sim.py's docstring): the real-log modes 1.7-2x faster, the former
-memory-log modes at about 0.7 of their speed (what the storage code costs per append
-and read, in Python).
+entry instead of the segment's first byte), measured right after the code before it on
+the same machine: lossy 7,881 -> 5,932, torn_disk 2,493 -> 6,006, no_loss 8,743 ->
+6,189, rot 1,885 -> 4,977 steps/s (bench/sim.py's docstring): the former memory-log
+modes at 0.71-0.75 of their speed (what the storage code costs per append and read, in
+Python), the real-log ones 2.4-2.6x faster.
 
 Every random number comes from the cluster's seeded ``rng`` (a seed replays exactly).
 Costs: the disk reads segment files whole at crash, tear and rot time (segments are
