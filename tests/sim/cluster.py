@@ -57,6 +57,7 @@ import os
 import random
 import shutil
 import tempfile
+import weakref
 from pathlib import Path
 from typing import Any
 
@@ -94,6 +95,8 @@ class SimCluster:
         # the logs' directory: the config's, or a fresh one on tmpfs, removed by close()
         self._own_dir = None if config.real_log_dir else Path(tempfile.mkdtemp(
             prefix="sim-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None))
+        if self._own_dir is not None:  # a cluster never run (or closed) is removed anyway
+            weakref.finalize(self, shutil.rmtree, self._own_dir, True)
         self.disk = SimDisk(self, config.real_log_dir or self._own_dir)
         ids = list(range(1, config.brokers + 1))
         self.clock = ManualClock(0)
