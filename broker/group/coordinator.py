@@ -50,9 +50,9 @@ members).  Not thread-safe: the broker's event loop owns it.
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
-from broker.group.members import Body, Group, Respond
+from broker.group.members import Group
 from broker.group.membership import GroupMembership
 from broker.group.metadata_manager import GroupMetadataManager
 from broker.group.offsets import GroupOffsets
@@ -61,7 +61,27 @@ from broker.group.protocol import GroupCoordinatorConfig, OffsetsLog, answer_par
 from broker.group.rebalance import Rebalancer
 from broker.group.sessions import DelayedHeartbeat, MemberSessions
 from broker.group.state import GroupEvent, GroupState
+from broker.handlers.common import Respond
 from clients.protocol.errors import ErrorCode
+from clients.protocol.message_types import (
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    DescribeGroupsResponseGroup,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
+    ListGroupsResponse,
+    ListGroupsResponseGroup,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetFetchRequestTopic,
+    OffsetFetchResponseTopic,
+    SyncGroupRequest,
+    SyncGroupResponse,
+)
 from timer.clock import Clock
 from timer.purgatory import TimerLike
 
@@ -112,30 +132,36 @@ class GroupCoordinator:
 
     # -- the requests --------------------------------------------------------------------
 
-    def join_group(self, body: Body, respond: Respond, client_id: str = "",
-                   client_host: str = "", require_member_id: bool = True) -> None:
+    def join_group(self, body: JoinGroupRequest, respond: Respond[JoinGroupResponse],
+                   client_id: str = "", client_host: str = "",
+                   require_member_id: bool = True) -> None:
         self.rebalancer.join_group(body, respond, client_id, client_host, require_member_id)
 
-    def sync_group(self, body: Body, respond: Respond) -> None:
+    def sync_group(self, body: SyncGroupRequest,
+                   respond: Respond[SyncGroupResponse]) -> None:
         self.membership.sync_group(body, respond)
 
-    def heartbeat(self, body: Body, respond: Respond) -> None:
+    def heartbeat(self, body: HeartbeatRequest,
+                  respond: Respond[HeartbeatResponse]) -> None:
         self.membership.heartbeat(body, respond)
 
-    def leave_group(self, body: Body, respond: Respond) -> None:
+    def leave_group(self, body: LeaveGroupRequest,
+                    respond: Respond[LeaveGroupResponse]) -> None:
         self.membership.leave_group(body, respond)
 
-    def commit_offsets(self, body: Body, respond: Respond) -> None:
+    def commit_offsets(self, body: OffsetCommitRequest,
+                       respond: Respond[OffsetCommitResponse]) -> None:
         self.offsets.commit_offsets(body, respond)
 
     def fetch_offsets(self, group_id: str,
-                      wanted: list[Body] | None) -> tuple[ErrorCode, list[Body]]:
+                      wanted: Sequence[OffsetFetchRequestTopic] | None
+                      ) -> tuple[ErrorCode, list[OffsetFetchResponseTopic]]:
         return self.offsets.fetch_offsets(group_id, wanted)
 
     def _session_expired(self, op: DelayedHeartbeat) -> None:
         self.membership.on_heartbeat_expired(op)
 
-    def list_groups(self, states: list[str], types: list[str]) -> Body:
+    def list_groups(self, states: list[str], types: list[str]) -> ListGroupsResponse:
         """ListGroups: the groups of this coordinator, filtered as Kafka does: by state
         (case-insensitive; an unknown state matches nothing) and by type (every group
         here is ``classic``); an empty filter matches everything."""
@@ -145,35 +171,37 @@ class GroupCoordinator:
         else:
             wanted_groups = [g for g in self.groups.values()
                              if not wanted or g.state.value.lower() in wanted]
-        groups = [{"group_id": g.group_id, "protocol_type": g.protocol_type or "",
-                   "group_state": g.state.value, "group_type": CLASSIC} for g in wanted_groups]
+        groups: list[ListGroupsResponseGroup] = [
+            {"group_id": g.group_id, "protocol_type": g.protocol_type or "",
+             "group_state": g.state.value, "group_type": CLASSIC} for g in wanted_groups]
         loading = self.ownership.is_loading
         code = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if loading else ErrorCode.NONE
         return {"error_code": int(code), "groups": sorted(groups, key=lambda g: g["group_id"])}
 
-    def describe_groups(self, body: Body) -> Body:
+    def describe_groups(self, body: DescribeGroupsRequest) -> DescribeGroupsResponse:
         """DescribeGroups: each group's state, protocol and members (assignments only
         when Stable); a group this coordinator does not have is Dead."""
-        out = []
+        out: list[DescribeGroupsResponseGroup] = []
         for group_id in body["groups"]:
-            entry: Body = {"error_code": 0, "error_message": None, "group_id": group_id,
-                           "group_state": _S.DEAD.value, "protocol_type": "",
-                           "protocol_data": "", "members": []}
+            entry: DescribeGroupsResponseGroup = {
+                "error_code": 0, "error_message": None, "group_id": group_id,
+                "group_state": _S.DEAD.value, "protocol_type": "", "protocol_data": "",
+                "members": []}
             out.append(entry)
             error = self.manager.coordinator_error(group_id)
             group = self.groups.get(group_id)
             if error is not None:
-                entry.update(error_code=int(error[0]), error_message=error[1])
+                entry.update({"error_code": int(error[0]), "error_message": error[1]})
             elif group is not None:
                 stable = group.is_(_S.STABLE)
-                entry.update(
-                    group_state=group.state.value, protocol_type=group.protocol_type or "",
-                    protocol_data=group.protocol_name or "", members=[{
+                entry.update({
+                    "group_state": group.state.value, "protocol_type": group.protocol_type or "",
+                    "protocol_data": group.protocol_name or "", "members": [{
                         "member_id": m.member_id, "group_instance_id": m.group_instance_id,
                         "client_id": m.client_id, "client_host": m.client_host,
                         "member_metadata": m.metadata_for(group.protocol_name),
                         "member_assignment": m.assignment if stable else b""}
-                        for m in group.members.values()])
+                        for m in group.members.values()]})
         return {"groups": out}
 
     def delete_groups(self, group_ids: list[str],

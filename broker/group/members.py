@@ -26,17 +26,13 @@ Not thread-safe: owned by the coordinator (the broker's event loop).
 from __future__ import annotations
 
 from collections import Counter
-from collections.abc import Callable
-from typing import Any
 
 from broker.group.metadata import GroupMetadataValue, MemberMetadata, OffsetCommitValue
 from broker.group.state import GroupEvent, GroupState, next_state
+from broker.handlers.common import Respond
+from clients.protocol.message_types import JoinGroupResponse, SyncGroupResponse
 from clients.protocol.topics import TopicPartition
 from timer.delayed_operation import DelayedOperation
-
-Body = dict[str, Any]
-Respond = Callable[[Body], None]
-
 
 
 class GroupMember:
@@ -56,8 +52,8 @@ class GroupMember:
         self.protocol_type = protocol_type
         self.protocols = protocols
         self.assignment = b""
-        self.join_respond: Respond | None = None
-        self.sync_respond: Respond | None = None
+        self.join_respond: Respond[JoinGroupResponse] | None = None
+        self.sync_respond: Respond[SyncGroupResponse] | None = None
         # its session timeout: a DelayedHeartbeat (broker.group.sessions)
         self.heartbeat: DelayedOperation | None = None
 
@@ -107,7 +103,8 @@ class Group:
         self.leader_id: str | None = None
         self.members: dict[str, GroupMember] = {}
         self.static_members: dict[str, str] = {}  # group_instance_id -> member_id
-        self.pending_members: dict[str, Any] = {}  # KIP-394 ids handed out -> DelayedHeartbeat
+        # KIP-394 ids handed out -> their DelayedHeartbeat (broker.group.sessions)
+        self.pending_members: dict[str, DelayedOperation] = {}
         self.offsets: dict[TopicPartition, OffsetCommitValue] = {}
         self.offset_positions: dict[TopicPartition, int] = {}  # log offset of the commit
         self.new_member_added = False  # for the initial delayed join

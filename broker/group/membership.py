@@ -39,13 +39,23 @@ from __future__ import annotations
 import logging
 
 from broker.group.footprint import assignments_too_large
-from broker.group.members import Body, Group, GroupMember, Respond
+from broker.group.members import Group, GroupMember
 from broker.group.metadata_manager import GroupMetadataManager
 from broker.group.protocol import GroupCoordinatorConfig, answer_parked, store_error, sync_answer
 from broker.group.rebalance import Rebalancer
 from broker.group.sessions import DelayedHeartbeat, MemberSessions
 from broker.group.state import GroupEvent, GroupState
+from broker.handlers.common import Respond
 from clients.protocol.errors import ErrorCode
+from clients.protocol.message_types import (
+    HeartbeatRequest,
+    HeartbeatResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
+    LeaveGroupResponseMember,
+    SyncGroupRequest,
+    SyncGroupResponse,
+)
 from timer.clock import Clock
 
 log = logging.getLogger(__name__)
@@ -67,7 +77,7 @@ class GroupMembership:
 
     # -- SyncGroup -------------------------------------------------------------------
 
-    def sync_group(self, body: Body, respond: Respond) -> None:
+    def sync_group(self, body: SyncGroupRequest, respond: Respond[SyncGroupResponse]) -> None:
         group, error = self.manager.member_request(body)
         if group is None or error is not None:
             code, message = error or (ErrorCode.UNKNOWN_MEMBER_ID, None)
@@ -94,7 +104,7 @@ class GroupMembership:
         else:
             respond(sync_answer(None, ErrorCode.UNKNOWN_MEMBER_ID))
 
-    def _store_assignments(self, group: Group, body: Body) -> None:
+    def _store_assignments(self, group: Group, body: SyncGroupRequest) -> None:
         assignments = {a["member_id"]: bytes(a["assignment"])
                        for a in body["assignments"] if a["member_id"] in group.members}
         generation = group.generation_id
@@ -130,7 +140,7 @@ class GroupMembership:
 
     # -- Heartbeat, LeaveGroup, session expiry -----------------------------------------
 
-    def heartbeat(self, body: Body, respond: Respond) -> None:
+    def heartbeat(self, body: HeartbeatRequest, respond: Respond[HeartbeatResponse]) -> None:
         group, error = self.manager.member_request(body)
         if group is None or error is not None:
             code, message = error or (ErrorCode.UNKNOWN_MEMBER_ID, None)
@@ -141,14 +151,15 @@ class GroupMembership:
                 else ErrorCode.NONE)
         respond({"error_code": int(code), "error_message": None})
 
-    def leave_group(self, body: Body, respond: Respond) -> None:
+    def leave_group(self, body: LeaveGroupRequest,
+                    respond: Respond[LeaveGroupResponse]) -> None:
         group_id = body["group_id"]
         error = self.manager.coordinator_error(group_id)
         if error is not None:
             respond({"error_code": int(error[0]), "error_message": error[1], "members": []})
             return
         group = self.manager.groups.get(group_id)
-        results = []
+        results: list[LeaveGroupResponseMember] = []
         for leaving in body["members"]:
             member_id, instance = leaving["member_id"], leaving.get("group_instance_id")
             code = ErrorCode.NONE

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
-from broker.group.members import Body, Group
+from broker.group.members import Group
 from broker.group.metadata import (
     GroupMetadataKey,
     OffsetCommitKey,
@@ -48,6 +48,7 @@ from broker.group.ownership import PartitionOwnership
 from broker.group.protocol import Done, Error, OffsetsLog, member_error, partition_for
 from broker.group.state import GroupState
 from clients.protocol.errors import ErrorCode
+from clients.protocol.message_types import HeartbeatRequest, OffsetCommitRequest, SyncGroupRequest
 from clients.protocol.topics import TopicPartition
 from timer.clock import Clock
 
@@ -77,7 +78,8 @@ class GroupMetadataManager:
             return ErrorCode.NOT_COORDINATOR, "the offsets topic does not exist yet"
         return self.ownership.error(self.partition_for(group_id))
 
-    def member_request(self, body: Body) -> tuple[Group | None, Error | None]:
+    def member_request(self, body: SyncGroupRequest | HeartbeatRequest | OffsetCommitRequest
+                       ) -> tuple[Group | None, Error | None]:
         """Checks shared by SyncGroup, Heartbeat and OffsetCommit of a member."""
         group_id = body["group_id"]
         error = self.coordinator_error(group_id)

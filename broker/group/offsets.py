@@ -41,15 +41,24 @@ Not thread-safe: the broker's event loop (or a test's thread).
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
-from broker.group.members import Body, Group, Respond
+from broker.group.members import Group
 from broker.group.metadata import OffsetCommitValue
 from broker.group.metadata_manager import GroupMetadataManager
 from broker.group.protocol import Error, GroupCoordinatorConfig, store_error
 from broker.group.sessions import MemberSessions
 from broker.group.state import GroupState
+from broker.handlers.common import Respond
 from clients.protocol.errors import ErrorCode
+from clients.protocol.message_types import (
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetCommitResponsePartition,
+    OffsetFetchRequestTopic,
+    OffsetFetchResponseTopic,
+    OffsetFetchResponseTopicPartition,
+)
 from clients.protocol.topics import TopicPartition, topic_name_error
 from timer.clock import Clock
 
@@ -68,7 +77,7 @@ class GroupOffsets:
         self.sessions = sessions
         self.partition_exists = partition_exists
 
-    def _commit_group_error(self, body: Body) -> tuple[Group | None, Error | None]:
+    def _commit_group_error(self, body: OffsetCommitRequest) -> tuple[Group | None, Error | None]:
         group_id, generation = body["group_id"], body["generation_id"]
         simple = (generation < 0 and not body["member_id"]
                   and body.get("group_instance_id") is None)
@@ -93,18 +102,21 @@ class GroupOffsets:
             self.sessions.keep_alive(group, group.members[body["member_id"]])
         return group, error
 
-    def commit_offsets(self, body: Body, respond: Respond) -> None:
+    def commit_offsets(self, body: OffsetCommitRequest,
+                       respond: Respond[OffsetCommitResponse]) -> None:
         """OffsetCommit: ``respond`` gets the answer once the accepted offsets are
         written (at once when none is)."""
         group, error = self._commit_group_error(body)
         now = self.clock.now_ms()
         max_metadata = self.config.offset_metadata_max_bytes
-        results: list[tuple[str, Body]] = []
-        accepted: list[tuple[TopicPartition, OffsetCommitValue, Body]] = []
+        results: list[tuple[str, OffsetCommitResponsePartition]] = []
+        accepted: list[tuple[TopicPartition, OffsetCommitValue,
+                             OffsetCommitResponsePartition]] = []
         for topic in body["topics"]:
             for p in topic["partitions"]:
-                result: Body = {"partition_index": p["partition_index"], "error_code": 0,
-                                "error_message": None}
+                result: OffsetCommitResponsePartition = {
+                    "partition_index": p["partition_index"], "error_code": 0,
+                    "error_message": None}
                 results.append((topic["name"], result))
                 code, message = error or (ErrorCode.NONE, None)
                 metadata = p.get("committed_metadata")
@@ -121,7 +133,7 @@ class GroupOffsets:
                     code, message = (ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, "unknown partition "
                                      f"{topic['name']}-{p['partition_index']}")
                 if code != ErrorCode.NONE:
-                    result.update(error_code=int(code), error_message=message)
+                    result.update({"error_code": int(code), "error_message": message})
                     continue
                 value = OffsetCommitValue(p["committed_offset"], p["committed_leader_epoch"],
                                           metadata, now)
@@ -129,7 +141,7 @@ class GroupOffsets:
                                  result))
 
         def answer() -> None:
-            by_topic: dict[str, list[Body]] = {}
+            by_topic: dict[str, list[OffsetCommitResponsePartition]] = {}
             for name, result in results:
                 by_topic.setdefault(name, []).append(result)
             respond({"topics": [{"name": n, "partitions": ps} for n, ps in by_topic.items()]})
@@ -142,14 +154,15 @@ class GroupOffsets:
             mapped = store_error(code)
             if mapped != ErrorCode.NONE:
                 for _tp, _value, result in accepted:
-                    result.update(error_code=int(mapped), error_message=f"write failed: "
-                                  f"{ErrorCode(code).name}")
+                    result.update({"error_code": int(mapped), "error_message":
+                                   f"write failed: {ErrorCode(code).name}"})
             answer()
 
         self.manager.store_offsets(group, [(tp, value) for tp, value, _ in accepted], stored)
 
     def fetch_offsets(self, group_id: str,
-                      wanted: list[Body] | None) -> tuple[ErrorCode, list[Body]]:
+                      wanted: Sequence[OffsetFetchRequestTopic] | None
+                      ) -> tuple[ErrorCode, list[OffsetFetchResponseTopic]]:
         """One group's committed offsets: ``(group error, topics)``.  ``wanted`` is
         OffsetFetch's topic list (``name``, ``partition_indexes``), None for every
         partition the group has offsets for.  A partition without an offset: -1 and
@@ -161,7 +174,7 @@ class GroupOffsets:
         offsets = group.offsets if group is not None else {}
         pairs = (sorted(offsets) if wanted is None else
                  [(t["name"], i) for t in wanted for i in t["partition_indexes"]])
-        by_topic: dict[str, list[Body]] = {}
+        by_topic: dict[str, list[OffsetFetchResponseTopicPartition]] = {}
         for topic, index in pairs:
             found = offsets.get(TopicPartition(topic, index))
             by_topic.setdefault(topic, []).append({

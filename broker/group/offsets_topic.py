@@ -40,15 +40,21 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import Mapping, Sequence
-from typing import Any, Protocol
+from typing import Protocol
 
 from broker.config import BrokerConfig
 from broker.delayed import DelayedFetch, DelayedProduce, ProducePartitionStatus
 from broker.group.coordinator import GroupCoordinator
 from broker.group.protocol import Done, GroupCoordinatorConfig, partition_for
+from broker.handlers.broker_view import ControllerChannel
 from broker.topic_registry import StandaloneTopic
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError
+from clients.protocol.message_types import (
+    CreateTopicsRequestTopic,
+    FindCoordinatorResponseCoordinator,
+    ProduceResponsePartitionResponse,
+)
 from clients.protocol.topics import OFFSETS_TOPIC, TopicPartition
 from clients.records.batch import iter_batches
 from clients.records.record import build_batch, decode_batch
@@ -63,7 +69,6 @@ log = logging.getLogger(__name__)
 LOAD_STEP_BYTES = 1024 * 1024
 GROUP_RECORD_SLACK_BYTES = 1024 * 1024  # members' fixed fields and the batch's framing
 CREATE_TIMEOUT_MS = 10_000
-Body = dict[str, Any]
 
 
 class OffsetsTopicHost(Protocol):
@@ -72,7 +77,7 @@ class OffsetsTopicHost(Protocol):
     is declared here so that the core imports this module and not the other way round."""
 
     @property
-    def controller(self) -> Any:
+    def controller(self) -> ControllerChannel | None:
         """The connection to the controller (controller mode, once the server set it)."""
 
     def partition_count(self, topic: str) -> int: ...
@@ -124,25 +129,29 @@ class OffsetsTopic:
     def num_partitions(self) -> int:
         return self.host.partition_count(OFFSETS_TOPIC)
 
-    def _topic_spec(self, live_brokers: int) -> Body:
+    def _topic_configs(self, replication_factor: int) -> dict[str, str]:
         config = self.config
-        rf = max(1, min(config.offsets_topic_replication_factor, live_brokers))
         # a group's record holds every member's metadata and assignment: up to
         # group_max_metadata_bytes, plus the members' fixed fields
         record_bytes = config.group_max_metadata_bytes + GROUP_RECORD_SLACK_BYTES
-        configs = {"cleanup_policy": "compact", "min_insync_replicas": str(min(2, rf)),
-                   "segment_bytes": str(config.offsets_topic_segment_bytes),
-                   "max_message_bytes": str(max(record_bytes, config.max_message_bytes))}
+        return {"cleanup_policy": "compact",
+                "min_insync_replicas": str(min(2, replication_factor)),
+                "segment_bytes": str(config.offsets_topic_segment_bytes),
+                "max_message_bytes": str(max(record_bytes, config.max_message_bytes))}
+
+    def _topic_spec(self, live_brokers: int) -> CreateTopicsRequestTopic:
+        config = self.config
+        rf = max(1, min(config.offsets_topic_replication_factor, live_brokers))
         return {"name": OFFSETS_TOPIC, "num_partitions": config.offsets_topic_num_partitions,
                 "replication_factor": rf, "assignments": [],
-                "configs": [{"name": k, "value": v} for k, v in configs.items()]}
+                "configs": [{"name": k, "value": v}
+                            for k, v in self._topic_configs(rf).items()]}
 
     def _create_topic(self) -> None:
         host = self.host
         if not self.config.controller_address:
-            spec = self._topic_spec(1)
-            info = host.validate_new_topic(OFFSETS_TOPIC, spec["num_partitions"], 1,
-                                           {c["name"]: c["value"] for c in spec["configs"]})
+            info = host.validate_new_topic(OFFSETS_TOPIC, self.config.offsets_topic_num_partitions,
+                                           1, self._topic_configs(1))
             host.create_topic(info)
             log.info("created %s with %d partitions", OFFSETS_TOPIC, info.num_partitions)
             return
@@ -175,12 +184,13 @@ class OffsetsTopic:
 
     # -- FindCoordinator ---------------------------------------------------------------
 
-    def find_coordinator(self, key: str, key_type: int = 0) -> Body:
+    def find_coordinator(self, key: str,
+                         key_type: int = 0) -> FindCoordinatorResponseCoordinator:
         """Where the coordinator of ``key`` is: ``{error_code, error_message, node_id,
         host, port}`` (FindCoordinator's v0-3 answer, and one entry of its v4 batch).
         Only groups (``key_type`` 0) have coordinators here: transactions are not
         supported (INVALID_REQUEST)."""
-        def error(code: ErrorCode, message: str) -> Body:
+        def error(code: ErrorCode, message: str) -> FindCoordinatorResponseCoordinator:
             return {"error_code": int(code), "error_message": message, "node_id": -1,
                     "host": "", "port": -1}
 
@@ -285,7 +295,7 @@ class OffsetsTopic:
             done(exc.code, -1)
             return
         self.fetch_purgatory.check_and_complete(key)  # followers may be waiting
-        result: dict[str, Any] = {"error_code": 0}
+        result: ProduceResponsePartitionResponse = {"error_code": 0}
         status = ProducePartitionStatus(replica, info.last_offset + 1, result,
                                         replica.leader_epoch)
         op = DelayedProduce(self.config.offsets_commit_timeout_ms, [status],

@@ -26,8 +26,9 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from broker.config import BrokerConfig
-from broker.group.members import Body, Group, GroupMember
+from broker.group.members import Group, GroupMember
 from clients.protocol.errors import ErrorCode
+from clients.protocol.message_types import JoinGroupResponse, SyncGroupResponse
 
 Error = tuple[ErrorCode, str]
 Done = Callable[[ErrorCode, int], None]
@@ -95,14 +96,14 @@ def store_error(code: ErrorCode) -> ErrorCode:
     return code if code == ErrorCode.NONE else ErrorCode.UNKNOWN_SERVER_ERROR
 
 
-def join_error(member_id: str, code: ErrorCode, message: str | None = None) -> Body:
+def join_error(member_id: str, code: ErrorCode, message: str | None = None) -> JoinGroupResponse:
     return {"error_code": int(code), "error_message": message, "generation_id": -1,
             "protocol_type": None, "protocol_name": None, "leader": "",
             "member_id": member_id, "members": []}
 
 
 def sync_answer(group: Group | None, code: ErrorCode, assignment: bytes = b"",
-                message: str | None = None) -> Body:
+                message: str | None = None) -> SyncGroupResponse:
     ok = group is not None and code == ErrorCode.NONE
     return {"error_code": int(code), "error_message": message,
             "protocol_type": group.protocol_type if ok and group else None,

@@ -46,7 +46,7 @@ import uuid
 
 from broker.group.footprint import join_refusal
 from broker.group.join import DelayedJoin, InitialDelayedJoin
-from broker.group.members import Body, Group, GroupMember, Respond
+from broker.group.members import Group, GroupMember
 from broker.group.metadata_manager import GroupMetadataManager
 from broker.group.protocol import (
     GroupCoordinatorConfig,
@@ -58,7 +58,9 @@ from broker.group.protocol import (
 )
 from broker.group.sessions import MemberSessions
 from broker.group.state import GroupEvent, GroupState
+from broker.handlers.common import Respond
 from clients.protocol.errors import ErrorCode
+from clients.protocol.message_types import JoinGroupRequest, JoinGroupResponse
 from timer.clock import Clock
 from timer.purgatory import Purgatory, TimerLike
 
@@ -78,8 +80,9 @@ class Rebalancer:
         self.sessions = sessions
         self.join_purgatory: Purgatory[DelayedJoin] = Purgatory("group-join", timer)
 
-    def join_group(self, body: Body, respond: Respond, client_id: str = "",
-                   client_host: str = "", require_member_id: bool = True) -> None:
+    def join_group(self, body: JoinGroupRequest, respond: Respond[JoinGroupResponse],
+                   client_id: str = "", client_host: str = "",
+                   require_member_id: bool = True) -> None:
         """JoinGroup; ``require_member_id`` False (requests below v4, before KIP-394): a
         new member gets its id and joins at once instead of MEMBER_ID_REQUIRED."""
         group_id, member_id = body["group_id"], body["member_id"]
@@ -120,7 +123,8 @@ class Rebalancer:
             self._join_known_member(group, member, respond)
         self.manager.maybe_drop(group)
 
-    def _join_new_member(self, group: Group, member: GroupMember, respond: Respond,
+    def _join_new_member(self, group: Group, member: GroupMember,
+                         respond: Respond[JoinGroupResponse],
                          require_member_id: bool = True) -> None:
         instance = member.group_instance_id
         old_id = group.static_members.get(instance) if instance is not None else None
@@ -139,7 +143,8 @@ class Rebalancer:
             respond(join_error(member.member_id, ErrorCode.MEMBER_ID_REQUIRED,
                                "rejoin with the given member_id"))
 
-    def _join_known_member(self, group: Group, request: GroupMember, respond: Respond) -> None:
+    def _join_known_member(self, group: Group, request: GroupMember,
+                           respond: Respond[JoinGroupResponse]) -> None:
         member_id = request.member_id
         pending = group.pending_members.pop(member_id, None)
         if pending is not None:
@@ -164,14 +169,14 @@ class Rebalancer:
         group.update_member(member, request.protocols, request.session_timeout_ms,
                             request.rebalance_timeout_ms)
 
-    def _park_join_answer(self, member: GroupMember, respond: Respond) -> None:
+    def _park_join_answer(self, member: GroupMember, respond: Respond[JoinGroupResponse]) -> None:
         if member.join_respond is not None:
             member.join_respond(join_error(member.member_id, ErrorCode.REBALANCE_IN_PROGRESS,
                                            "superseded by a newer JoinGroup"))
         member.join_respond = respond
 
     def _add_member_and_rebalance(self, group: Group, member: GroupMember,
-                                  respond: Respond) -> None:
+                                  respond: Respond[JoinGroupResponse]) -> None:
         member.join_respond = respond
         group.add(member)
         group.new_member_added = True
@@ -180,7 +185,7 @@ class Rebalancer:
         self.rebalance_or_check(group)
 
     def _replace_static_member(self, group: Group, old_id: str, request: GroupMember,
-                               respond: Respond) -> None:
+                               respond: Respond[JoinGroupResponse]) -> None:
         old = group.members[old_id]
         answer_parked(old, ErrorCode.FENCED_INSTANCE_ID)
         self.sessions.satisfy(old.heartbeat)
@@ -273,7 +278,7 @@ class Rebalancer:
             respond(self._join_answer(group, member))
             self.sessions.keep_alive(group, member)
 
-    def _join_answer(self, group: Group, member: GroupMember) -> Body:
+    def _join_answer(self, group: Group, member: GroupMember) -> JoinGroupResponse:
         leader = member.member_id == group.leader_id
         return {"error_code": 0, "error_message": None, "generation_id": group.generation_id,
                 "protocol_type": group.protocol_type, "protocol_name": group.protocol_name,

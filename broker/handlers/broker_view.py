@@ -20,7 +20,7 @@ No code; no costs.  The handlers run on the broker's event loop thread only.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -30,6 +30,24 @@ from broker.metadata.image import MetadataImage
 from broker.producer_ids import ProducerIdAllocator
 from broker.topic_registry import StandaloneTopic
 from clients.protocol.errors import ErrorCode
+from clients.protocol.message_types import (
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    FindCoordinatorResponseCoordinator,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
+    ListGroupsResponse,
+    OffsetCommitRequest,
+    OffsetCommitResponse,
+    OffsetFetchRequestTopic,
+    OffsetFetchResponseTopic,
+    SyncGroupRequest,
+    SyncGroupResponse,
+)
 from clients.protocol.topics import TopicPartition
 from replication.partition import Partition
 from storage.log_manager import LogManager
@@ -55,31 +73,33 @@ class TopicLookup(Protocol):
 
 
 class GroupCoordinatorView(Protocol):
-    """The group coordinator's requests (:class:`broker.group.coordinator.GroupCoordinator`);
-    each ``respond`` is called exactly once, now or later."""
+    """The group coordinator's requests (:class:`broker.group.coordinator.GroupCoordinator`),
+    over the generated bodies of :mod:`clients.protocol.message_types`; each ``respond``
+    is called exactly once, now or later."""
 
-    def join_group(self, body: dict[str, Any], respond: Callable[[dict[str, Any]], None],
+    def join_group(self, body: JoinGroupRequest,
+                   respond: Callable[[JoinGroupResponse | None], None],
                    client_id: str = "", client_host: str = "",
                    require_member_id: bool = True) -> None: ...
 
-    def sync_group(self, body: dict[str, Any],
-                   respond: Callable[[dict[str, Any]], None]) -> None: ...
+    def sync_group(self, body: SyncGroupRequest,
+                   respond: Callable[[SyncGroupResponse | None], None]) -> None: ...
 
-    def heartbeat(self, body: dict[str, Any],
-                  respond: Callable[[dict[str, Any]], None]) -> None: ...
+    def heartbeat(self, body: HeartbeatRequest,
+                  respond: Callable[[HeartbeatResponse | None], None]) -> None: ...
 
-    def leave_group(self, body: dict[str, Any],
-                    respond: Callable[[dict[str, Any]], None]) -> None: ...
+    def leave_group(self, body: LeaveGroupRequest,
+                    respond: Callable[[LeaveGroupResponse | None], None]) -> None: ...
 
-    def commit_offsets(self, body: dict[str, Any],
-                       respond: Callable[[dict[str, Any]], None]) -> None: ...
+    def commit_offsets(self, body: OffsetCommitRequest,
+                       respond: Callable[[OffsetCommitResponse | None], None]) -> None: ...
 
-    def fetch_offsets(self, group_id: str, wanted: list[dict[str, Any]] | None
-                      ) -> tuple[ErrorCode, list[dict[str, Any]]]: ...
+    def fetch_offsets(self, group_id: str, wanted: Sequence[OffsetFetchRequestTopic] | None
+                      ) -> tuple[ErrorCode, list[OffsetFetchResponseTopic]]: ...
 
-    def list_groups(self, states: list[str], types: list[str]) -> dict[str, Any]: ...
+    def list_groups(self, states: list[str], types: list[str]) -> ListGroupsResponse: ...
 
-    def describe_groups(self, body: dict[str, Any]) -> dict[str, Any]: ...
+    def describe_groups(self, body: DescribeGroupsRequest) -> DescribeGroupsResponse: ...
 
     def delete_groups(self, group_ids: list[str],
                       respond: Callable[[list[tuple[str, ErrorCode]]], None]) -> None: ...
@@ -92,7 +112,8 @@ class GroupCoordinatorLookup(Protocol):
     @property
     def coordinator(self) -> GroupCoordinatorView: ...
 
-    def find_coordinator(self, key: str, key_type: int = 0) -> dict[str, Any]: ...
+    def find_coordinator(self, key: str,
+                         key_type: int = 0) -> FindCoordinatorResponseCoordinator: ...
 
 
 class TopicConfigView(Protocol):

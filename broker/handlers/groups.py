@@ -35,10 +35,41 @@ event loop.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 from broker.handlers.broker_view import HandlerCore
-from broker.handlers.common import Body, Handler, RequestContext, Respond
+from broker.handlers.common import Handler, RequestContext, Respond, serves
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode
+from clients.protocol.message_types import (
+    DeleteGroupsRequest,
+    DeleteGroupsResponse,
+    DeleteGroupsResponseResult,
+    DescribeGroupsRequest,
+    DescribeGroupsResponse,
+    FindCoordinatorRequest,
+    FindCoordinatorResponse,
+    FindCoordinatorResponseCoordinator,
+    HeartbeatRequest,
+    HeartbeatResponse,
+    JoinGroupRequest,
+    JoinGroupResponse,
+    LeaveGroupRequest,
+    LeaveGroupResponse,
+    ListGroupsRequest,
+    ListGroupsResponse,
+    OffsetCommitRequest,
+    OffsetCommitRequestTopic,
+    OffsetCommitResponse,
+    OffsetCommitResponseTopic,
+    OffsetFetchRequest,
+    OffsetFetchRequestTopic,
+    OffsetFetchResponse,
+    OffsetFetchResponseGroup,
+    OffsetFetchResponseTopic,
+    SyncGroupRequest,
+    SyncGroupResponse,
+)
 
 GROUP_DENIED = int(ErrorCode.GROUP_AUTHORIZATION_FAILED)
 TOPIC_DENIED = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
@@ -51,42 +82,44 @@ FIRST_BATCHED_OFFSET_FETCH = 8
 FIRST_TOP_LEVEL_OFFSET_FETCH_ERROR = 2
 
 
-def _coordinator_of(core: HandlerCore, key: str, key_type: int, ctx: RequestContext) -> Body:
+def _coordinator_of(core: HandlerCore, key: str, key_type: int,
+                    ctx: RequestContext) -> FindCoordinatorResponseCoordinator:
     if key_type == 0 and not ctx.allowed("Describe", "Group", key):
         return {"error_code": GROUP_DENIED, "error_message": f"not authorized to Describe "
                 f"group {key!r}", "node_id": -1, "host": "", "port": -1}
     return core.groups.find_coordinator(key, key_type)
 
 
-def handle_find_coordinator(core: HandlerCore, body: Body, respond: Respond,
+def handle_find_coordinator(core: HandlerCore, body: FindCoordinatorRequest,
+                            respond: Respond[FindCoordinatorResponse],
                             ctx: RequestContext) -> None:
     if ctx.version < FIRST_BATCHED_FIND_COORDINATOR:
-        respond({"throttle_time_ms": 0,
-                 **_coordinator_of(core, body["key"], body["key_type"], ctx)})
+        found = _coordinator_of(core, body["key"], body["key_type"], ctx)
+        respond({"throttle_time_ms": 0, "error_code": found["error_code"],
+                 "error_message": found["error_message"], "node_id": found["node_id"],
+                 "host": found["host"], "port": found["port"]})
         return
     respond({"throttle_time_ms": 0, "coordinators": [
         {"key": key, **_coordinator_of(core, key, body["key_type"], ctx)}
         for key in body["coordinator_keys"]]})
 
 
-def _refused(ctx: RequestContext, operation: str, group_id: str, respond: Respond,
-             answer: Body) -> bool:
-    """Answer ``answer`` with GROUP_AUTHORIZATION_FAILED when the user may not
-    ``operation`` the group; True if so."""
-    if ctx.allowed(operation, "Group", group_id):
-        return False
-    respond({"throttle_time_ms": 0, **answer, "error_code": GROUP_DENIED})
-    return True
+def _group_allowed(ctx: RequestContext, operation: str, group_id: str) -> bool:
+    """Whether the user may ``operation`` the group (if not, the handler answers
+    GROUP_AUTHORIZATION_FAILED in its API's shape)."""
+    return ctx.allowed(operation, "Group", group_id)
 
 
-def handle_join_group(core: HandlerCore, body: Body, respond: Respond,
-                      ctx: RequestContext) -> None:
-    if _refused(ctx, "Read", body["group_id"], respond, {
-            "generation_id": -1, "member_id": "", "leader": "", "members": [],
-            "protocol_name": "" if ctx.version < FIRST_NULLABLE_PROTOCOL_NAME else None}):
+def handle_join_group(core: HandlerCore, body: JoinGroupRequest,
+                      respond: Respond[JoinGroupResponse], ctx: RequestContext) -> None:
+    if not _group_allowed(ctx, "Read", body["group_id"]):
+        respond({"throttle_time_ms": 0, "generation_id": -1, "member_id": "", "leader": "",
+                 "members": [], "protocol_name": ""
+                 if ctx.version < FIRST_NULLABLE_PROTOCOL_NAME else None,
+                 "error_code": GROUP_DENIED})
         return
 
-    def answer(body: Body | None) -> None:
+    def answer(body: JoinGroupResponse | None) -> None:
         if body is not None and body.get("protocol_name") is None \
                 and ctx.version < FIRST_NULLABLE_PROTOCOL_NAME:
             body = {**body, "protocol_name": ""}  # Kafka: "" where null cannot be sent
@@ -97,27 +130,32 @@ def handle_join_group(core: HandlerCore, body: Body, respond: Respond,
         require_member_id=ctx.version >= FIRST_MEMBER_ID_REQUIRED_JOIN)
 
 
-def handle_sync_group(core: HandlerCore, body: Body, respond: Respond,
-                      ctx: RequestContext) -> None:
-    if not _refused(ctx, "Read", body["group_id"], respond, {"assignment": b""}):
-        core.groups.coordinator.sync_group(body, respond)
+def handle_sync_group(core: HandlerCore, body: SyncGroupRequest,
+                      respond: Respond[SyncGroupResponse], ctx: RequestContext) -> None:
+    if not _group_allowed(ctx, "Read", body["group_id"]):
+        respond({"throttle_time_ms": 0, "assignment": b"", "error_code": GROUP_DENIED})
+        return
+    core.groups.coordinator.sync_group(body, respond)
 
 
-def handle_heartbeat(core: HandlerCore, body: Body, respond: Respond,
-                     ctx: RequestContext) -> None:
-    if not _refused(ctx, "Read", body["group_id"], respond, {}):
-        core.groups.coordinator.heartbeat(body, respond)
+def handle_heartbeat(core: HandlerCore, body: HeartbeatRequest,
+                     respond: Respond[HeartbeatResponse], ctx: RequestContext) -> None:
+    if not _group_allowed(ctx, "Read", body["group_id"]):
+        respond({"throttle_time_ms": 0, "error_code": GROUP_DENIED})
+        return
+    core.groups.coordinator.heartbeat(body, respond)
 
 
-def handle_leave_group(core: HandlerCore, body: Body, respond: Respond,
-                       ctx: RequestContext) -> None:
-    if _refused(ctx, "Read", body["group_id"], respond, {"members": []}):
+def handle_leave_group(core: HandlerCore, body: LeaveGroupRequest,
+                       respond: Respond[LeaveGroupResponse], ctx: RequestContext) -> None:
+    if not _group_allowed(ctx, "Read", body["group_id"]):
+        respond({"throttle_time_ms": 0, "members": [], "error_code": GROUP_DENIED})
         return
     if ctx.version >= FIRST_BATCHED_LEAVE:
         core.groups.coordinator.leave_group(body, respond)
         return
 
-    def single(answer: Body | None) -> None:
+    def single(answer: LeaveGroupResponse | None) -> None:
         assert answer is not None
         members = answer.get("members") or []
         if answer["error_code"] == 0 and members:
@@ -129,14 +167,15 @@ def handle_leave_group(core: HandlerCore, body: Body, respond: Respond,
         single)
 
 
-def handle_offset_commit(core: HandlerCore, body: Body, respond: Respond,
-                         ctx: RequestContext) -> None:
-    def failed(topics: list[Body], code: int) -> list[Body]:
+def handle_offset_commit(core: HandlerCore, body: OffsetCommitRequest,
+                         respond: Respond[OffsetCommitResponse], ctx: RequestContext) -> None:
+    def failed(topics: list[OffsetCommitRequestTopic],
+               code: int) -> list[OffsetCommitResponseTopic]:
         return [{"name": t["name"], "partitions": [
             {"partition_index": p["partition_index"], "error_code": code}
             for p in t["partitions"]]} for t in topics]
 
-    if not ctx.allowed("Read", "Group", body["group_id"]):
+    if not _group_allowed(ctx, "Read", body["group_id"]):
         respond({"throttle_time_ms": 0, "topics": failed(body["topics"], GROUP_DENIED)})
         return
     denied = [t for t in body["topics"] if not ctx.allowed("Read", "Topic", t["name"])]
@@ -144,7 +183,7 @@ def handle_offset_commit(core: HandlerCore, body: Body, respond: Respond,
         body = {**body, "topics": [t for t in body["topics"] if t not in denied]}
         answer_all = respond
 
-        def respond(answer: Body | None) -> None:
+        def respond(answer: OffsetCommitResponse | None) -> None:
             if answer is not None:
                 answer["topics"] = [*answer["topics"], *failed(denied, TOPIC_DENIED)]
             answer_all(answer)
@@ -152,18 +191,19 @@ def handle_offset_commit(core: HandlerCore, body: Body, respond: Respond,
     core.groups.coordinator.commit_offsets(body, respond)
 
 
-def handle_offset_fetch(core: HandlerCore, body: Body, respond: Respond,
-                        ctx: RequestContext) -> None:
+def handle_offset_fetch(core: HandlerCore, body: OffsetFetchRequest,
+                        respond: Respond[OffsetFetchResponse], ctx: RequestContext) -> None:
     coordinator = core.groups.coordinator
 
-    def fetch(group_id: str, wanted: list[Body] | None) -> tuple[int, list[Body]]:
-        if not ctx.allowed("Describe", "Group", group_id):
+    def fetch(group_id: str, wanted: Sequence[OffsetFetchRequestTopic] | None
+              ) -> tuple[int, list[OffsetFetchResponseTopic]]:
+        if not _group_allowed(ctx, "Describe", group_id):
             return GROUP_DENIED, []
         code, topics = coordinator.fetch_offsets(group_id, wanted)
         return int(code), [t for t in topics if ctx.allowed("Describe", "Topic", t["name"])]
 
     if ctx.version >= FIRST_BATCHED_OFFSET_FETCH:
-        groups = []
+        groups: list[OffsetFetchResponseGroup] = []
         for group in body["groups"]:
             code, topics = fetch(group["group_id"], group["topics"])
             groups.append({"group_id": group["group_id"], "error_code": code,
@@ -179,44 +219,48 @@ def handle_offset_fetch(core: HandlerCore, body: Body, respond: Respond,
     respond({"throttle_time_ms": 0, "error_code": int(code), "topics": topics})
 
 
-def handle_list_groups(core: HandlerCore, body: Body, respond: Respond,
-                       ctx: RequestContext) -> None:
+def handle_list_groups(core: HandlerCore, body: ListGroupsRequest,
+                       respond: Respond[ListGroupsResponse], ctx: RequestContext) -> None:
     answer = core.groups.coordinator.list_groups(body["states_filter"], body["types_filter"])
     answer["groups"] = [g for g in answer["groups"]
                         if ctx.allowed("Describe", "Group", g["group_id"])]
     respond({"throttle_time_ms": 0, **answer})
 
 
-def handle_describe_groups(core: HandlerCore, body: Body, respond: Respond,
+def handle_describe_groups(core: HandlerCore, body: DescribeGroupsRequest,
+                           respond: Respond[DescribeGroupsResponse],
                            ctx: RequestContext) -> None:
     answer = core.groups.coordinator.describe_groups(body)
     for entry in answer["groups"]:
-        if not ctx.allowed("Describe", "Group", entry["group_id"]):
-            entry.update(error_code=GROUP_DENIED, error_message=None, members=[],
-                         group_state="", protocol_type="", protocol_data="")
+        if not _group_allowed(ctx, "Describe", entry["group_id"]):
+            entry.update({"error_code": GROUP_DENIED, "error_message": None, "members": [],
+                          "group_state": "", "protocol_type": "", "protocol_data": ""})
     respond({"throttle_time_ms": 0, **answer})
 
 
-def handle_delete_groups(core: HandlerCore, body: Body, respond: Respond,
-                         ctx: RequestContext) -> None:
+def handle_delete_groups(core: HandlerCore, body: DeleteGroupsRequest,
+                         respond: Respond[DeleteGroupsResponse], ctx: RequestContext) -> None:
     names = body["groups_names"]
     denied = [g for g in names if not ctx.allowed("Delete", "Group", g)]
-    core.groups.coordinator.delete_groups(
-        [g for g in names if g not in denied], lambda results: respond({
-            "throttle_time_ms": 0,
-            "results": [{"group_id": g, "error_code": int(code)} for g, code in results]
-            + [{"group_id": g, "error_code": GROUP_DENIED} for g in denied]}))
+
+    def answer(results: list[tuple[str, ErrorCode]]) -> None:
+        entries: list[DeleteGroupsResponseResult] = [
+            {"group_id": g, "error_code": int(code)} for g, code in results]
+        entries += [{"group_id": g, "error_code": GROUP_DENIED} for g in denied]
+        respond({"throttle_time_ms": 0, "results": entries})
+
+    core.groups.coordinator.delete_groups([g for g in names if g not in denied], answer)
 
 
 GROUP_HANDLERS: dict[int, Handler] = {
-    ApiKey.FIND_COORDINATOR: handle_find_coordinator,
-    ApiKey.JOIN_GROUP: handle_join_group,
-    ApiKey.SYNC_GROUP: handle_sync_group,
-    ApiKey.HEARTBEAT: handle_heartbeat,
-    ApiKey.LEAVE_GROUP: handle_leave_group,
-    ApiKey.OFFSET_COMMIT: handle_offset_commit,
-    ApiKey.OFFSET_FETCH: handle_offset_fetch,
-    ApiKey.LIST_GROUPS: handle_list_groups,
-    ApiKey.DESCRIBE_GROUPS: handle_describe_groups,
-    ApiKey.DELETE_GROUPS: handle_delete_groups,
+    ApiKey.FIND_COORDINATOR: serves(handle_find_coordinator),
+    ApiKey.JOIN_GROUP: serves(handle_join_group),
+    ApiKey.SYNC_GROUP: serves(handle_sync_group),
+    ApiKey.HEARTBEAT: serves(handle_heartbeat),
+    ApiKey.LEAVE_GROUP: serves(handle_leave_group),
+    ApiKey.OFFSET_COMMIT: serves(handle_offset_commit),
+    ApiKey.OFFSET_FETCH: serves(handle_offset_fetch),
+    ApiKey.LIST_GROUPS: serves(handle_list_groups),
+    ApiKey.DESCRIBE_GROUPS: serves(handle_describe_groups),
+    ApiKey.DELETE_GROUPS: serves(handle_delete_groups),
 }
