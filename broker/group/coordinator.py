@@ -37,10 +37,12 @@ records, done)`` appends ``(key, value)`` records to the offsets partition and c
 ``partition_exists(topic, index)`` (injected; default: every partition exists) is what an
 OffsetCommit checks its partitions against.
 
-Requests and answers are the wire bodies of :mod:`clients.protocol.registry`; every
-``respond`` is called exactly once.  Time comes from the injected clock; delays (join
-phase, session timeouts) are operations in two purgatories on the injected timer, so
-tests drive everything with a ManualClock.
+Requests and answers are the wire bodies of :mod:`clients.protocol.registry`, typed with
+their generated TypedDicts (:mod:`clients.protocol.message_types`, e.g.
+``JoinGroupRequest`` in, ``Respond[JoinGroupResponse]`` out), so mypy checks every field
+name the rooms read or write; every ``respond`` is called exactly once.  Time comes from
+the injected clock; delays (join phase, session timeouts) are operations in two
+purgatories on the injected timer, so tests drive everything with a ManualClock.
 
 Costs: as each room says; ListGroups O(groups); DescribeGroups O(members); DeleteGroups
 O(groups named + their offsets); load O(records); unload O(groups of the partition x

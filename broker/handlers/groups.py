@@ -5,7 +5,10 @@ DeleteGroups).
 Thin: each hands the decoded body to the broker's :class:`OffsetsTopic` (FindCoordinator)
 or its :class:`GroupCoordinator` (everything else), which answer with the wire bodies
 of :mod:`clients.protocol.registry` through ``respond`` (now, or later for a parked JoinGroup /
-SyncGroup or a commit waiting for the ISR).  Behaviour is documented in
+SyncGroup or a commit waiting for the ISR).  Typed like every handler module: each
+handler takes its API's generated request and ``Respond`` of its response
+(:mod:`clients.protocol.message_types`) and enters the table through
+:func:`~broker.handlers.common.serves`.  Behaviour is documented in
 :mod:`broker.group.coordinator`, :mod:`broker.group.offsets`, :mod:`broker.group.offsets_topic`
 and docs/groups.md.
 
