@@ -33,7 +33,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import ssl
-from typing import Any
+from typing import Any, Protocol
 
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import (
@@ -52,6 +52,16 @@ AUTH_TIMEOUT_MS = 10_000
 SCRAM_MECHANISM = "SCRAM-SHA-256"
 _READ_BYTES = 256 * 1024
 
+
+
+class ControllerChannel(Protocol):
+    """What the broker's parts ask of their connection to the controller (the core, the
+    handlers that forward to it, the offsets topic creating itself): one request,
+    answered or failed within ``timeout_ms``.  :class:`AsyncConnection` implements it."""
+
+    async def request(self, api_key: int, body: dict[str, Any], *,
+                      api_version: int | None = None,
+                      timeout_ms: int = 30_000) -> dict[str, Any]: ...
 
 class BrokerUnreachableError(MiniKafkaError):
     code = ErrorCode.NETWORK_EXCEPTION

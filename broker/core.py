@@ -50,11 +50,11 @@ from pathlib import Path
 from typing import Protocol
 
 from broker.acls import Authorizer
+from broker.async_client import ControllerChannel
 from broker.auth import read_cluster_secret
 from broker.config import BrokerConfig
 from broker.delayed import DelayedFetch, DelayedProduce
 from broker.group.offsets_topic import OffsetsTopic
-from broker.handlers.broker_view import ControllerChannel
 from broker.metadata.image import MetadataImage
 from broker.metadata.replica_plan import log_of_other_topic, plan_replicas
 from broker.producer_ids import ProducerIdAllocator, StandaloneProducerIdAllocator

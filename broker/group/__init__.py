@@ -26,8 +26,9 @@ What lives here, from the bottom up:
 
 May import: ``timer``, ``clients.protocol`` and ``clients.records``, ``replication`` and
 ``storage`` (the offsets partitions), ``broker.config``, ``broker.delayed``,
-``broker.topic_registry`` and ``broker.metadata.msgpack_form`` (the stored records'
-codec).  Must not import ``broker.core`` (the core creates the
+``broker.topic_registry``, ``broker.metadata.msgpack_form`` (the stored records'
+codec), ``broker.requests.respond`` (the answer callback) and ``broker.async_client``'s
+``ControllerChannel`` Protocol.  Must not import ``broker.core`` (the core creates the
 :class:`OffsetsTopic` and is reached through :class:`OffsetsTopicHost`), the handlers, the
 server or the network processes.  Nothing is exported here: import from the defining
 module.

@@ -63,7 +63,7 @@ from broker.group.protocol import GroupCoordinatorConfig, OffsetsLog, answer_par
 from broker.group.rebalance import Rebalancer
 from broker.group.sessions import DelayedHeartbeat, MemberSessions
 from broker.group.state import GroupEvent, GroupState
-from broker.handlers.common import Respond
+from broker.requests.respond import Respond
 from clients.protocol.errors import ErrorCode
 from clients.protocol.message_types import (
     DescribeGroupsRequest,

@@ -29,7 +29,7 @@ from collections import Counter
 
 from broker.group.metadata import GroupMetadataValue, MemberMetadata, OffsetCommitValue
 from broker.group.state import GroupEvent, GroupState, next_state
-from broker.handlers.common import Respond
+from broker.requests.respond import Respond
 from clients.protocol.message_types import JoinGroupResponse, SyncGroupResponse
 from clients.protocol.topics import TopicPartition
 from timer.delayed_operation import DelayedOperation

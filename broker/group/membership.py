@@ -45,7 +45,7 @@ from broker.group.protocol import GroupCoordinatorConfig, answer_parked, store_e
 from broker.group.rebalance import Rebalancer
 from broker.group.sessions import DelayedHeartbeat, MemberSessions
 from broker.group.state import GroupEvent, GroupState
-from broker.handlers.common import Respond
+from broker.requests.respond import Respond
 from clients.protocol.errors import ErrorCode
 from clients.protocol.message_types import (
     HeartbeatRequest,

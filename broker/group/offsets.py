@@ -49,7 +49,7 @@ from broker.group.metadata_manager import GroupMetadataManager
 from broker.group.protocol import Error, GroupCoordinatorConfig, store_error
 from broker.group.sessions import MemberSessions
 from broker.group.state import GroupState
-from broker.handlers.common import Respond
+from broker.requests.respond import Respond
 from clients.protocol.errors import ErrorCode
 from clients.protocol.message_types import (
     OffsetCommitRequest,

@@ -42,11 +42,11 @@ import logging
 from collections.abc import Mapping, Sequence
 from typing import Protocol
 
+from broker.async_client import ControllerChannel
 from broker.config import BrokerConfig
 from broker.delayed import DelayedFetch, DelayedProduce, ProducePartitionStatus
 from broker.group.coordinator import GroupCoordinator
 from broker.group.protocol import Done, GroupCoordinatorConfig, partition_for
-from broker.handlers.broker_view import ControllerChannel
 from broker.topic_registry import StandaloneTopic
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError

@@ -58,7 +58,7 @@ from broker.group.protocol import (
 )
 from broker.group.sessions import MemberSessions
 from broker.group.state import GroupEvent, GroupState
-from broker.handlers.common import Respond
+from broker.requests.respond import Respond
 from clients.protocol.errors import ErrorCode
 from clients.protocol.message_types import JoinGroupRequest, JoinGroupResponse
 from timer.clock import Clock

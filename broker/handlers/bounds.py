@@ -21,8 +21,9 @@ Costs: O(1) plus the Metadata cluster part.  Run on the broker's event loop thre
 from __future__ import annotations
 
 from broker.handlers.broker_view import HandlerCore
-from broker.handlers.common import RequestContext, Respond
+from broker.handlers.common import RequestContext
 from broker.handlers.topics import handle_metadata
+from broker.requests.respond import Respond
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode
 

@@ -9,8 +9,8 @@ handlers ask things of, each behind a Protocol of its own:
 :class:`GroupCoordinatorView` (:class:`broker.group.coordinator.GroupCoordinator`),
 :class:`TopicConfigView` (:class:`broker.replica.topic_configs.TopicConfigs`),
 :class:`IsrChecks` (:class:`broker.replica.isr_proposals.IsrProposals`),
-:class:`RecoveryCuts` (:class:`broker.replica.recovery_marks.RecoveryMarks`) and
-:class:`ControllerChannel` (the broker's connection to the controller, for requests a
+:class:`RecoveryCuts` (:class:`broker.replica.recovery_marks.RecoveryMarks`); the
+controller connection is :class:`broker.async_client.ControllerChannel` (for requests a
 broker forwards).  :class:`broker.core.BrokerCore` implements it (mypy checks that where
 the server hands the core to the dispatch table); the simulation's ``SimHandlerCore``
 implements the part the replication handlers use.
@@ -22,8 +22,9 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Protocol
 
+from broker.async_client import ControllerChannel
 from broker.config import BrokerConfig
 from broker.delayed import DelayedFetch, DelayedProduce
 from broker.metadata.image import MetadataImage
@@ -53,14 +54,6 @@ from replication.partition import Partition
 from storage.log_manager import LogManager
 from timer.clock import Clock
 from timer.purgatory import Purgatory
-
-
-class ControllerChannel(Protocol):
-    """The broker's connection to the controller (:class:`broker.async_client.AsyncConnection`)."""
-
-    async def request(self, api_key: int, body: dict[str, Any], *,
-                      api_version: int | None = None,
-                      timeout_ms: int = 30_000) -> dict[str, Any]: ...
 
 
 class TopicLookup(Protocol):

@@ -32,15 +32,13 @@ from typing import Any, TypeAlias, TypedDict, TypeVar, cast
 from broker.acls import Authorizer
 from broker.handlers.broker_view import HandlerCore
 from broker.handlers.record_checks import RecordCheckThread
+from broker.requests.respond import Respond, ResponseT
 from clients.protocol.errors import ErrorCode, MiniKafkaError
 from clients.protocol.scram import broker_id_of
 from storage.log.reader import FileRegion
 
 Body = dict[str, Any]  # a body of any API: what the server decodes and encodes
 RequestT = TypeVar("RequestT", bound=Mapping[str, object])
-ResponseT = TypeVar("ResponseT", bound=Mapping[str, object])
-# respond(answer): the answer of the handler's API (None: no response, acks=0)
-Respond: TypeAlias = Callable[[ResponseT | None], None]
 
 
 @dataclass(frozen=True, slots=True)

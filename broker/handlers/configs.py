@@ -50,8 +50,9 @@ from typing import Any, cast
 from broker.acls import CLUSTER_RESOURCE
 from broker.config import BrokerConfig
 from broker.handlers.broker_view import HandlerCore
-from broker.handlers.common import Body, Handler, RequestContext, Respond, require, serves
+from broker.handlers.common import Body, Handler, RequestContext, require, serves
 from broker.replica.topic_configs import TOPIC_CONFIG_ALIASES, TopicError
+from broker.requests.respond import Respond
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError
 from clients.protocol.message_types import (

@@ -16,7 +16,7 @@ the broker above the handlers (the server, tests).
 from __future__ import annotations
 
 from broker.handlers.broker_view import HandlerCore
-from broker.handlers.common import Body, Handler, RequestContext, Respond, serves
+from broker.handlers.common import Body, Handler, RequestContext, serves
 from broker.handlers.configs import CONFIG_HANDLERS
 from broker.handlers.fetch import FETCH_HANDLERS
 from broker.handlers.groups import GROUP_HANDLERS
@@ -24,6 +24,7 @@ from broker.handlers.produce import PRODUCE_HANDLERS
 from broker.handlers.producer_ids import PRODUCER_ID_HANDLERS
 from broker.handlers.records import RECORDS_HANDLERS
 from broker.handlers.topics import TOPIC_HANDLERS
+from broker.requests.respond import Respond
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode
 from clients.protocol.message_types import (

@@ -61,12 +61,12 @@ from broker.handlers.common import (
     Handler,
     RegionRecords,
     RequestContext,
-    Respond,
     as_minikafka_error,
     error_fields,
     require,
     serves,
 )
+from broker.requests.respond import Respond
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError, OffsetOutOfRangeError
 from clients.protocol.message_types import (

@@ -41,7 +41,8 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from broker.handlers.broker_view import HandlerCore
-from broker.handlers.common import Handler, RequestContext, Respond, serves
+from broker.handlers.common import Handler, RequestContext, serves
+from broker.requests.respond import Respond
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode
 from clients.protocol.message_types import (

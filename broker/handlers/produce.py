@@ -43,7 +43,6 @@ from broker.handlers.broker_view import HandlerCore
 from broker.handlers.common import (
     Handler,
     RequestContext,
-    Respond,
     as_minikafka_error,
     error_fields,
     require,
@@ -51,6 +50,7 @@ from broker.handlers.common import (
 )
 from broker.handlers.fetch import LEADER_HINT_ERRORS, current_leader
 from broker.handlers.record_checks import CheckJob, CheckOutcome, run_checks
+from broker.requests.respond import Respond
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode
 from clients.protocol.message_types import (

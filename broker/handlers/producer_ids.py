@@ -29,7 +29,8 @@ from typing import Any
 
 from broker.acls import CLUSTER_RESOURCE
 from broker.handlers.broker_view import HandlerCore
-from broker.handlers.common import Handler, RequestContext, Respond, serves
+from broker.handlers.common import Handler, RequestContext, serves
+from broker.requests.respond import Respond
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError
 from clients.protocol.message_types import InitProducerIdRequest, InitProducerIdResponse

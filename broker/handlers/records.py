@@ -26,11 +26,11 @@ from broker.handlers.broker_view import HandlerCore
 from broker.handlers.common import (
     Handler,
     RequestContext,
-    Respond,
     as_minikafka_error,
     require,
     serves,
 )
+from broker.requests.respond import Respond
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError
 from clients.protocol.message_types import (

@@ -47,7 +47,6 @@ from broker.handlers.common import (
     Handler,
     RequestContext,
     RequestT,
-    Respond,
     ResponseT,
     duplicates,
     error_fields,
@@ -55,6 +54,7 @@ from broker.handlers.common import (
 )
 from broker.handlers.configs import topic_config_entries
 from broker.replica.topic_configs import TopicError
+from broker.requests.respond import Respond
 from broker.topic_registry import MAX_PARTITIONS_PER_TOPIC
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError

@@ -5,7 +5,9 @@
 - :mod:`~broker.requests.responses` - ``ResponseSender``: answers encoded into pool
   buffers and handed to the network processes, the error answer of a failed handler;
 - :mod:`~broker.requests.response_parking` - ``ResponseParking``: responses waiting for
-  pool memory without blocking the loop (sans-IO).
+  pool memory without blocking the loop (sans-IO);
+- :mod:`~broker.requests.respond` - ``Respond[T]``: the answer callback the handlers and
+  the coordinators (:mod:`broker.group`) answer through.
 
 :mod:`broker.server` (the wiring) owns one of each and dispatches the requests.
 Imports: ``broker.auth``, ``broker.login_failures``, ``broker.network`` (the channel's
