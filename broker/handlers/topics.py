@@ -47,14 +47,13 @@ from broker.handlers.common import (
     Handler,
     RequestContext,
     RequestT,
-    ResponseT,
     duplicates,
     error_fields,
     serves,
 )
 from broker.handlers.configs import topic_config_entries
 from broker.replica.topic_configs import TopicError
-from broker.requests.respond import Respond
+from broker.requests.respond import Respond, ResponseT
 from broker.topic_registry import MAX_PARTITIONS_PER_TOPIC
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError
