@@ -15,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from broker.cluster.state import ProcessInfo
 from broker.config import BrokerConfig
 from broker.core import BrokerCore
 from broker.metadata.image import MetadataImage
@@ -25,6 +26,7 @@ from clients.types import NewTopic
 from storage.config import LogConfig
 from storage.log.log import Log
 from tests.broker.cluster_harness import LocalCluster
+from tests.broker.processes import wait_until
 from timer.clock import ManualClock
 from timer.system_timer import SystemTimer
 
@@ -76,6 +78,14 @@ def test_topic_configs_hold_after_every_broker_restarts(tmp_path: Path) -> None:
         for node in cluster.state.brokers:
             cluster.restart(node)
         produce(3000)
-        for node, info in cluster.state.brokers.items():
-            sizes = [p.stat().st_size for p in Path(info.data_dir, "seg-0").glob("*.log")]
-            assert len(sizes) > 10 and max(sizes) <= 262144, (node, sorted(sizes)[-3:])
+
+        def sizes(info: ProcessInfo) -> list[int]:
+            return [p.stat().st_size for p in Path(info.data_dir, "seg-0").glob("*.log")]
+
+        # acks=all waits for the ISR only: a replica the restarts left behind catches up
+        brokers = cluster.state.brokers
+        wait_until(lambda: len({sum(sizes(info)) for info in brokers.values()}) == 1,
+                   30, "every replica holding the same log")
+        for node, info in brokers.items():
+            found = sizes(info)
+            assert len(found) > 10 and max(found) <= 262144, (node, sorted(found)[-3:])
