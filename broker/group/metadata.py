@@ -62,12 +62,13 @@ from any thread or process.
 from __future__ import annotations
 
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 import msgpack
 
-from broker.metadata.msgpack_form import from_msgpack, to_msgpack_array
+from broker.metadata.msgpack_form import build_from_msgpack, to_msgpack_array
 from clients.protocol.errors import ErrorCode, MiniKafkaError
 from clients.protocol.schema import BYTES, INT32, INT64, STRING, Array, Field, Struct
 
@@ -77,6 +78,7 @@ OFFSET_COMMIT_VALUE_VERSION = 3
 GROUP_METADATA_VALUE_VERSION = 3
 KEY_SCHEMA_VERSION = 0  # a key's int16 says which key it is; its fields have one version
 _VERSION = struct.Struct(">h")
+_Record = TypeVar("_Record")
 
 
 class GroupRecordError(MiniKafkaError):
@@ -195,11 +197,11 @@ def _unpack(data: bytes, what: str) -> tuple[int, object]:
     return version, body
 
 
-def _fields(body: object, schema: Struct, version: int) -> dict[str, Any]:
+def _build(cls: Callable[..., _Record], body: object, schema: Struct, version: int) -> _Record:
     if version < 0:
         raise GroupRecordError(f"{schema.label}: unknown version {version}")
-    return from_msgpack(body, schema, version, by_name=False, error=GroupRecordError,
-                        classes=_CLASSES)
+    return build_from_msgpack(cls, body, schema, version, by_name=False,
+                              error=GroupRecordError, classes=_CLASSES)
 
 
 # -- keys -------------------------------------------------------------------------------
@@ -218,9 +220,9 @@ def encode_group_metadata_key(key: GroupMetadataKey) -> bytes:
 def decode_key(data: bytes) -> OffsetCommitKey | GroupMetadataKey:
     version, body = _unpack(data, "key")
     if version in (0, OFFSET_COMMIT_KEY_VERSION):
-        return OffsetCommitKey(**_fields(body, OFFSET_COMMIT_KEY, KEY_SCHEMA_VERSION))
+        return _build(OffsetCommitKey, body, OFFSET_COMMIT_KEY, KEY_SCHEMA_VERSION)
     if version == GROUP_METADATA_KEY_VERSION:
-        return GroupMetadataKey(**_fields(body, GROUP_METADATA_KEY, KEY_SCHEMA_VERSION))
+        return _build(GroupMetadataKey, body, GROUP_METADATA_KEY, KEY_SCHEMA_VERSION)
     raise GroupRecordError(f"unknown key version {version}")
 
 
@@ -234,7 +236,7 @@ def encode_offset_commit_value(value: OffsetCommitValue) -> bytes:
 
 def decode_offset_commit_value(data: bytes) -> OffsetCommitValue:
     version, body = _unpack(data, "offset commit value")
-    return OffsetCommitValue(**_fields(body, OFFSET_COMMIT_VALUE, version))
+    return _build(OffsetCommitValue, body, OFFSET_COMMIT_VALUE, version)
 
 
 def encode_group_metadata_value(value: GroupMetadataValue) -> bytes:
@@ -244,4 +246,4 @@ def encode_group_metadata_value(value: GroupMetadataValue) -> bytes:
 
 def decode_group_metadata_value(data: bytes) -> GroupMetadataValue:
     version, body = _unpack(data, "group metadata value")
-    return GroupMetadataValue(**_fields(body, GROUP_METADATA_VALUE, version))
+    return _build(GroupMetadataValue, body, GROUP_METADATA_VALUE, version)

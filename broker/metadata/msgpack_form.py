@@ -64,11 +64,12 @@ from __future__ import annotations
 
 import dataclasses
 from collections.abc import Callable, Mapping
-from typing import Any, NamedTuple
+from typing import Any, NamedTuple, TypeVar
 
 from clients.protocol.schema import BOOL, BYTES, FLOAT64, STRING, Array, Field, Fixed, Struct, Type
 
 ErrorFactory = Callable[[str], Exception]
+T = TypeVar("T")
 # the dataclass that holds each nested Struct's values (keyed by the Struct itself)
 Classes = Mapping[Struct, Callable[..., Any]]
 
@@ -112,6 +113,187 @@ def _plan(struct: Struct, version: int) -> tuple[_Slot, ...]:
     return plan
 
 
+# -- compiled per struct and version ------------------------------------------------------
+# Each function below is generated once per (struct, version[, form]) as straight-line
+# source (like clients.protocol.compiler) and cached: one local per field, the type test
+# of a scalar inline, no per-call walk over the plan.  The generated code makes exactly
+# the checks, in exactly the order, and raises exactly the messages of the plan walk it
+# replaced; anything but the common shape (a non-list array, a string map) calls the
+# field's validator, as that walk did.
+
+_Checker = Callable[[object, ErrorFactory], None]
+_Encoder = Callable[[object], Any]
+# (raw, error, classes, make): make(*fields) if make is given, else the fields by name
+_Decoder = Callable[[object, ErrorFactory, Classes, Any], Any]
+_CHECKERS: dict[tuple[Struct, int], _Checker] = {}
+_ENCODERS: dict[tuple[Struct, int, bool], _Encoder] = {}
+_DECODERS: dict[tuple[Struct, int, bool], _Decoder] = {}
+
+
+def _inline_test(ftype: Type, var: str) -> str | None:
+    """Source of an expression true iff ``var`` (not None) is a value of ``ftype``, for
+    the types whose test is a type identity (and range); None for the others."""
+    if isinstance(ftype, Fixed):
+        if ftype is BOOL:
+            return f"type({var}) is bool"
+        if ftype is FLOAT64:
+            return f"type({var}) is float"
+        return f"(type({var}) is int and {int(ftype.low)} <= {var} <= {int(ftype.high)})"
+    if ftype is STRING:
+        return f"type({var}) is str"
+    if ftype is BYTES:
+        return f"type({var}) is bytes"
+    return None
+
+
+def _compile(source: str, name: str, namespace: dict[str, Any]) -> Any:
+    exec(compile(source, f"<msgpack_form {name}>", "exec"), namespace)
+    return namespace[name]
+
+
+def _checker(struct: Struct, version: int) -> _Checker:
+    key = (struct, version)
+    check = _CHECKERS.get(key)
+    if check is not None:
+        return check
+    ns: dict[str, Any] = {"_short": _short}
+    lines = ["def check(record, error):"]
+    for i, slot in enumerate(_plan(struct, version)):
+        test = _inline_test(slot.field.type, "v")
+        if test is None:
+            ns[f"valid{i}"] = slot.valid
+            test = f"valid{i}(v)"
+        ns[f"what{i}"] = (f"{struct.label}: {slot.name} must be "
+                          f"{_describe(slot.field.type, slot.nullable)}, got ")
+        guard = f"v is not None and not ({test})" if slot.nullable else \
+            f"v is None or not ({test})"
+        lines += [f"    v = record.{slot.name}",
+                  f"    if {guard}:",
+                  f"        raise error(what{i} + _short(v))"]
+    lines.append("    return None")
+    check = _compile("\n".join(lines), "check", ns)
+    _CHECKERS[key] = check
+    return check
+
+
+def _encoder(struct: Struct, version: int, by_name: bool) -> _Encoder:
+    key = (struct, version, by_name)
+    encode = _ENCODERS.get(key)
+    if encode is not None:
+        return encode
+    ns: dict[str, Any] = {}
+    items = []
+    for i, slot in enumerate(_plan(struct, version)):
+        ftype = slot.field.type
+        get = f"r.{slot.name}"
+        if slot.scalar:
+            item = get
+        elif isinstance(ftype, Array) and isinstance(ftype.element, Struct):
+            ns[f"enc{i}"] = _encoder(ftype.element, version, by_name)
+            item = f"(None if (v{i} := {get}) is None else [enc{i}(e) for e in v{i}])"
+        elif isinstance(ftype, Array):
+            item = f"(None if (v{i} := {get}) is None else list(v{i}))"
+        elif ftype is STRING_MAP:
+            item = f"(None if (v{i} := {get}) is None else dict(v{i}))"
+        elif isinstance(ftype, Struct):
+            ns[f"enc{i}"] = _encoder(ftype, version, by_name)
+            item = f"(None if (v{i} := {get}) is None else enc{i}(v{i}))"
+        else:
+            item = get
+        items.append(f"{slot.name!r}: {item}" if by_name else item)
+    body = "{" + ", ".join(items) + "}" if by_name else "[" + ", ".join(items) + "]"
+    encode = _compile(f"def encode(r):\n    return {body}", "encode", ns)
+    _ENCODERS[key] = encode
+    return encode
+
+
+def _decoder(struct: Struct, version: int, by_name: bool) -> _Decoder:
+    key = (struct, version, by_name)
+    decode = _DECODERS.get(key)
+    if decode is not None:
+        return decode
+    ns: dict[str, Any] = {"_describe": _describe}
+    label = struct.label
+    lines = ["def decode(raw, error, classes, make):"]
+    if by_name:
+        ns["not_map"] = f"{label} is "
+        lines += ["    if type(raw) is not dict:",
+                  "        raise error(not_map + type(raw).__name__ + ', not a map')"]
+    else:
+        ns["not_array"] = f"{label} is "
+        lines += ["    if type(raw) is not list:",
+                  "        raise error(not_array + type(raw).__name__ + ', not array')",
+                  "    count = len(raw)"]
+    plan = _plan(struct, version)
+    for i, slot in enumerate(plan):
+        v = f"v{i}"
+        if by_name:
+            present, fetch = f"{slot.name!r} in raw", f"raw[{slot.name!r}]"
+            where = slot.name
+            absent = f"{label} record has no {slot.name!r}"
+        else:
+            present, fetch = f"count > {i}", f"raw[{i}]"
+            where = f"field {i}"
+            absent = f"{label}: field {i} missing"
+        ns[f"bad{i}"] = (f"{label}: {where} is ",
+                         f", not {_describe(slot.field.type, slot.nullable)}")
+        lines += [f"    if {present}:", f"        {v} = {fetch}"]
+        lines += ["        " + line for line in _decode_field(slot, i, version, by_name, ns)]
+        if slot.optional:
+            default = slot.field.default
+            ns[f"default{i}"] = default
+            lines += ["    else:",
+                      f"        {v} = dict(default{i})" if isinstance(default, dict)
+                      else f"        {v} = default{i}"]
+        else:
+            ns[f"absent{i}"] = absent
+            lines += ["    else:", f"        raise error(absent{i})"]
+    lines += ["    if make is not None:",
+              "        return make(" + ", ".join(f"v{i}" for i in range(len(plan))) + ")",
+              "    return {" + ", ".join(f"{slot.name!r}: v{i}"
+                                       for i, slot in enumerate(plan)) + "}"]
+    decode = _compile("\n".join(lines), "decode", ns)
+    _DECODERS[key] = decode
+    return decode
+
+
+def _decode_field(slot: _Slot, i: int, version: int, by_name: bool,
+                  ns: dict[str, Any]) -> list[str]:
+    """Source checking (and converting) the msgpack value in ``v{i}`` in place."""
+    v, ftype = f"v{i}", slot.field.type
+    fail = [f"raise error(bad{i}[0] + type({v}).__name__ + bad{i}[1])"]
+    skip_none = f"{v} is not None and " if slot.nullable else ""
+    test = _inline_test(ftype, v)
+    if test is not None:
+        return [f"if {skip_none}not ({test}):", "    " + fail[0]]
+    if isinstance(ftype, Struct):
+        ns[f"dec{i}"], ns[f"struct{i}"] = _decoder(ftype, version, by_name), ftype
+        build = f"{v} = dec{i}({v}, error, classes, classes[struct{i}])"
+        return [f"if {v} is not None:", "    " + build] if slot.nullable else [build]
+    ns[f"valid{i}"] = slot.valid
+    generic = [f"elif {skip_none}not valid{i}({v}):", "    " + fail[0]]
+    if isinstance(ftype, Array):
+        element = ftype.element
+        if isinstance(element, Struct):
+            ns[f"dec{i}"] = _decoder(element, version, by_name)
+            ns[f"struct{i}"] = element
+            return [f"if type({v}) is list:",
+                    f"    make_e, dec_e = classes[struct{i}], dec{i}",
+                    f"    {v} = tuple([dec_e(e, error, classes, make_e) for e in {v}])",
+                    *generic]
+        element_test = _inline_test(element, "e")
+        if element_test is None:
+            ns[f"valid_element{i}"] = validator(element)
+            element_test = f"valid_element{i}(e)"
+        return [f"if type({v}) is list:",
+                "    for e in " + v + ":",
+                f"        if not ({element_test}):",
+                "            " + fail[0],
+                f"    {v} = tuple({v})",
+                *generic]
+    return [f"if {skip_none}not valid{i}({v}):", "    " + fail[0]]
+
+
 # -- in memory ---------------------------------------------------------------------------
 
 
@@ -142,13 +324,7 @@ def validator(ftype: Type) -> Callable[[object], bool]:
 def check_fields(record: object, struct: Struct, version: int, error: ErrorFactory) -> None:
     """Raise ``error`` naming the first field of ``record`` whose value is not of its
     declared type (or is None where the field is not nullable)."""
-    for slot in _plan(struct, version):
-        value = getattr(record, slot.name)
-        if value is None and slot.nullable:
-            continue
-        if value is None or not slot.valid(value):
-            raise error(f"{struct.label}: {slot.name} must be "
-                        f"{_describe(slot.field.type, slot.nullable)}, got {_short(value)}")
+    (_CHECKERS.get((struct, version)) or _checker(struct, version))(record, error)
 
 
 def _describe(ftype: Type, nullable: bool) -> str:
@@ -169,37 +345,17 @@ def _short(value: object) -> str:
 def to_msgpack_map(record: object, struct: Struct, version: int) -> dict[str, Any]:
     """The msgpack map of ``record``: every field of ``version`` by name (nested structs
     as maps too).  Values are not checked."""
-    return {slot.name: getattr(record, slot.name) if slot.scalar
-            else _encode(slot, getattr(record, slot.name), version, True)
-            for slot in _plan(struct, version)}
+    encode = _ENCODERS.get((struct, version, True)) or _encoder(struct, version, True)
+    result: dict[str, Any] = encode(record)
+    return result
 
 
 def to_msgpack_array(record: object, struct: Struct, version: int) -> list[Any]:
     """The msgpack array of ``record``: every field of ``version`` in declared order
     (nested structs as arrays too).  Values are not checked."""
-    return [getattr(record, slot.name) if slot.scalar
-            else _encode(slot, getattr(record, slot.name), version, False)
-            for slot in _plan(struct, version)]
-
-
-def _encode(slot: _Slot, value: Any, version: int, by_name: bool) -> Any:
-    if value is None:
-        return None
-    ftype = slot.field.type
-    if isinstance(ftype, Array):
-        element = ftype.element
-        if isinstance(element, Struct):
-            if by_name:
-                return [to_msgpack_map(v, element, version) for v in value]
-            return [to_msgpack_array(v, element, version) for v in value]
-        return list(value)
-    if ftype is STRING_MAP:
-        return dict(value)
-    if isinstance(ftype, Struct):
-        if by_name:
-            return to_msgpack_map(value, ftype, version)
-        return to_msgpack_array(value, ftype, version)
-    return value
+    encode = _ENCODERS.get((struct, version, False)) or _encoder(struct, version, False)
+    result: list[Any] = encode(record)
+    return result
 
 
 # -- decode ------------------------------------------------------------------------------
@@ -212,61 +368,22 @@ def from_msgpack(raw: object, struct: Struct, version: int, *, by_name: bool,
     types and nullability checked, arrays as tuples, nested structs built with
     ``classes``, absent optional fields set to their defaults.  Anything wrong raises
     ``error`` with the field's name (map) or index (array)."""
-    out: dict[str, Any] = {}
-    if by_name:
-        if type(raw) is not dict:
-            raise error(f"{struct.label} is {type(raw).__name__}, not a map")
-        for slot in _plan(struct, version):
-            if slot.name in raw:
-                out[slot.name] = _decode(slot, raw[slot.name], slot.name, struct, version,
-                                         by_name, error, classes)
-            elif slot.optional:
-                out[slot.name] = _fresh(slot.field.default)
-            else:
-                raise error(f"{struct.label} record has no {slot.name!r}")
-        return out
-    if type(raw) is not list:
-        raise error(f"{struct.label} is {type(raw).__name__}, not array")
-    count = len(raw)
-    for index, slot in enumerate(_plan(struct, version)):
-        if index < count:
-            value = raw[index]
-            if slot.scalar and slot.valid(value):
-                out[slot.name] = value
-            else:
-                out[slot.name] = _decode(slot, value, f"field {index}", struct, version,
-                                         by_name, error, classes)
-        elif slot.optional:
-            out[slot.name] = _fresh(slot.field.default)
-        else:
-            raise error(f"{struct.label}: field {index} missing")
-    return out
+    decode = (_DECODERS.get((struct, version, by_name))
+              or _decoder(struct, version, by_name))
+    fields: dict[str, Any] = decode(raw, error, classes, None)
+    return fields
 
 
-def _fresh(default: Any) -> Any:
-    return dict(default) if isinstance(default, dict) else default
-
-
-def _decode(slot: _Slot, value: Any, where: str, struct: Struct, version: int,
-            by_name: bool, error: ErrorFactory, classes: Classes) -> Any:
-    if value is None and slot.nullable:
-        return None
-    ftype = slot.field.type
-    kind = type(value).__name__
-    if isinstance(ftype, Array) and type(value) is list:
-        element = ftype.element
-        if isinstance(element, Struct):
-            make = classes[element]
-            return tuple(make(**from_msgpack(v, element, version, by_name=by_name,
-                                             error=error, classes=classes))
-                         for v in value)
-        value = tuple(value)
-    elif isinstance(ftype, Struct):
-        return classes[ftype](**from_msgpack(value, ftype, version, by_name=by_name,
-                                             error=error, classes=classes))
-    if value is not None and slot.valid(value):
-        return value
-    raise error(f"{struct.label}: {where} is {kind}, not {_describe(ftype, slot.nullable)}")
+def build_from_msgpack(cls: Callable[..., T], raw: object, struct: Struct, version: int, *,
+                       by_name: bool, error: ErrorFactory,
+                       classes: Classes = _NO_CLASSES) -> T:
+    """``cls(**from_msgpack(raw, ...))`` without the keyword dict: the fields are passed
+    in declared order, so ``cls`` must declare exactly the struct's fields in that order
+    (:func:`check_conforms`)."""
+    decode = (_DECODERS.get((struct, version, by_name))
+              or _decoder(struct, version, by_name))
+    record: T = decode(raw, error, classes, cls)
+    return record
 
 
 # -- conformance of the hand-written dataclasses ------------------------------------------

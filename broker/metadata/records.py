@@ -64,13 +64,18 @@ pure, so any thread may use them.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, ClassVar
 
 import msgpack
 
-from broker.metadata.msgpack_form import STRING_MAP, check_fields, from_msgpack, to_msgpack_map
+from broker.metadata.msgpack_form import (
+    STRING_MAP,
+    build_from_msgpack,
+    check_fields,
+    to_msgpack_map,
+)
 from clients.protocol.errors import InvalidRecordError
 from clients.protocol.schema import BOOL, INT16, INT32, INT64, STRING, UINT16, Array, Field, Struct
 from clients.protocol.topics import topic_name_error
@@ -353,10 +358,9 @@ def record_from_map(data: object) -> MetadataRecord:
     cls = RECORD_TYPES.get(kind) if isinstance(kind, str) else None
     if cls is None:
         raise MetadataRecordError(f"unknown metadata record type {kind!r}")
-    kwargs = from_msgpack(data, cls.SCHEMA, RECORD_VERSION, by_name=True,
-                          error=MetadataRecordError)
-    record: MetadataRecord = cls(**kwargs)
-    return record
+    make: Callable[..., MetadataRecord] = cls
+    return build_from_msgpack(make, data, cls.SCHEMA, RECORD_VERSION, by_name=True,
+                              error=MetadataRecordError)
 
 
 def encode_record(record: MetadataRecord) -> bytes:
