@@ -68,7 +68,7 @@ from typing import Any, TypeVar
 
 import msgpack
 
-from broker.metadata.msgpack_form import build_from_msgpack, to_msgpack_array
+from broker.metadata.msgpack_form import array_encoder, build_from_msgpack
 from clients.protocol.errors import ErrorCode, MiniKafkaError
 from clients.protocol.schema import BYTES, INT32, INT64, STRING, Array, Field, Struct
 
@@ -180,6 +180,11 @@ class GroupMetadataValue:
 
 
 _CLASSES = {MEMBER_METADATA: MemberMetadata}
+# the writers' msgpack arrays, compiled at import (each writes one version)
+_OFFSET_COMMIT_KEY_ARRAY = array_encoder(OFFSET_COMMIT_KEY, KEY_SCHEMA_VERSION)
+_GROUP_METADATA_KEY_ARRAY = array_encoder(GROUP_METADATA_KEY, KEY_SCHEMA_VERSION)
+_OFFSET_COMMIT_VALUE_ARRAY = array_encoder(OFFSET_COMMIT_VALUE, OFFSET_COMMIT_VALUE_VERSION)
+_GROUP_METADATA_VALUE_ARRAY = array_encoder(GROUP_METADATA_VALUE, GROUP_METADATA_VALUE_VERSION)
 
 
 def _pack(version: int, body: list[Any]) -> bytes:
@@ -208,13 +213,11 @@ def _build(cls: Callable[..., _Record], body: object, schema: Struct, version: i
 
 
 def encode_offset_commit_key(key: OffsetCommitKey) -> bytes:
-    return _pack(OFFSET_COMMIT_KEY_VERSION,
-                 to_msgpack_array(key, OFFSET_COMMIT_KEY, KEY_SCHEMA_VERSION))
+    return _pack(OFFSET_COMMIT_KEY_VERSION, _OFFSET_COMMIT_KEY_ARRAY(key))
 
 
 def encode_group_metadata_key(key: GroupMetadataKey) -> bytes:
-    return _pack(GROUP_METADATA_KEY_VERSION,
-                 to_msgpack_array(key, GROUP_METADATA_KEY, KEY_SCHEMA_VERSION))
+    return _pack(GROUP_METADATA_KEY_VERSION, _GROUP_METADATA_KEY_ARRAY(key))
 
 
 def decode_key(data: bytes) -> OffsetCommitKey | GroupMetadataKey:
@@ -230,8 +233,7 @@ def decode_key(data: bytes) -> OffsetCommitKey | GroupMetadataKey:
 
 
 def encode_offset_commit_value(value: OffsetCommitValue) -> bytes:
-    return _pack(OFFSET_COMMIT_VALUE_VERSION,
-                 to_msgpack_array(value, OFFSET_COMMIT_VALUE, OFFSET_COMMIT_VALUE_VERSION))
+    return _pack(OFFSET_COMMIT_VALUE_VERSION, _OFFSET_COMMIT_VALUE_ARRAY(value))
 
 
 def decode_offset_commit_value(data: bytes) -> OffsetCommitValue:
@@ -240,8 +242,7 @@ def decode_offset_commit_value(data: bytes) -> OffsetCommitValue:
 
 
 def encode_group_metadata_value(value: GroupMetadataValue) -> bytes:
-    return _pack(GROUP_METADATA_VALUE_VERSION,
-                 to_msgpack_array(value, GROUP_METADATA_VALUE, GROUP_METADATA_VALUE_VERSION))
+    return _pack(GROUP_METADATA_VALUE_VERSION, _GROUP_METADATA_VALUE_ARRAY(value))
 
 
 def decode_group_metadata_value(data: bytes) -> GroupMetadataValue:

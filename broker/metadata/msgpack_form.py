@@ -159,17 +159,28 @@ def _checker(struct: Struct, version: int) -> _Checker:
     ns: dict[str, Any] = {"_short": _short}
     lines = ["def check(record, error):"]
     for i, slot in enumerate(_plan(struct, version)):
-        test = _inline_test(slot.field.type, "v")
+        ftype = slot.field.type
+        ns[f"what{i}"] = (f"{struct.label}: {slot.name} must be "
+                          f"{_describe(ftype, slot.nullable)}, got ")
+        fail = f"raise error(what{i} + _short(v))"
+        lines.append(f"    v = record.{slot.name}")
+        element_test = (_inline_test(ftype.element, "e") if isinstance(ftype, Array)
+                        else None)
+        if element_test is not None:  # a tuple of scalars: its elements tested inline
+            indent = "        " if slot.nullable else "    "
+            if slot.nullable:
+                lines.append("    if v is not None:")
+            lines += [f"{indent}if type(v) is not tuple:", f"{indent}    {fail}",
+                      f"{indent}for e in v:", f"{indent}    if not ({element_test}):",
+                      f"{indent}        {fail}"]
+            continue
+        test = _inline_test(ftype, "v")
         if test is None:
             ns[f"valid{i}"] = slot.valid
             test = f"valid{i}(v)"
-        ns[f"what{i}"] = (f"{struct.label}: {slot.name} must be "
-                          f"{_describe(slot.field.type, slot.nullable)}, got ")
         guard = f"v is not None and not ({test})" if slot.nullable else \
             f"v is None or not ({test})"
-        lines += [f"    v = record.{slot.name}",
-                  f"    if {guard}:",
-                  f"        raise error(what{i} + _short(v))"]
+        lines += [f"    if {guard}:", f"        {fail}"]
     lines.append("    return None")
     check = _compile("\n".join(lines), "check", ns)
     _CHECKERS[key] = check
@@ -356,6 +367,13 @@ def to_msgpack_array(record: object, struct: Struct, version: int) -> list[Any]:
     encode = _ENCODERS.get((struct, version, False)) or _encoder(struct, version, False)
     result: list[Any] = encode(record)
     return result
+
+
+def array_encoder(struct: Struct, version: int) -> Callable[[object], list[Any]]:
+    """:func:`to_msgpack_array` for ``struct`` at ``version``, looked up once: for a
+    caller that encodes one struct often (an offsets-topic key or value)."""
+    encode: Callable[[object], list[Any]] = _encoder(struct, version, False)
+    return encode
 
 
 # -- decode ------------------------------------------------------------------------------

@@ -116,7 +116,8 @@ def _ids(name: str, value: tuple[int, ...]) -> None:
     if not value:
         raise MetadataRecordError(f"{name} must be a non-empty list of broker ids")
     for b in value:
-        _at_least(f"{name} entry", b, 0)
+        if b < 0:  # the entry's name is built only for the error
+            _at_least(f"{name} entry", b, 0)
     if len(set(value)) != len(value):
         raise MetadataRecordError(f"{name} has duplicates: {list(value)}")
 
