@@ -68,7 +68,7 @@ from typing import Any, TypeVar
 
 import msgpack
 
-from broker.metadata.msgpack_form import array_encoder, build_from_msgpack
+from broker.metadata.msgpack_form import array_encoder, build_from_msgpack, builder
 from clients.protocol.errors import ErrorCode, MiniKafkaError
 from clients.protocol.schema import BYTES, INT32, INT64, STRING, Array, Field, Struct
 
@@ -185,6 +185,17 @@ _OFFSET_COMMIT_KEY_ARRAY = array_encoder(OFFSET_COMMIT_KEY, KEY_SCHEMA_VERSION)
 _GROUP_METADATA_KEY_ARRAY = array_encoder(GROUP_METADATA_KEY, KEY_SCHEMA_VERSION)
 _OFFSET_COMMIT_VALUE_ARRAY = array_encoder(OFFSET_COMMIT_VALUE, OFFSET_COMMIT_VALUE_VERSION)
 _GROUP_METADATA_VALUE_ARRAY = array_encoder(GROUP_METADATA_VALUE, GROUP_METADATA_VALUE_VERSION)
+# and the readers of the keys and of the values of the version written today
+_OFFSET_COMMIT_KEY_BUILD = builder(OffsetCommitKey, OFFSET_COMMIT_KEY, KEY_SCHEMA_VERSION,
+                                   by_name=False, error=GroupRecordError)
+_GROUP_METADATA_KEY_BUILD = builder(GroupMetadataKey, GROUP_METADATA_KEY, KEY_SCHEMA_VERSION,
+                                    by_name=False, error=GroupRecordError)
+_OFFSET_COMMIT_VALUE_BUILD = builder(OffsetCommitValue, OFFSET_COMMIT_VALUE,
+                                     OFFSET_COMMIT_VALUE_VERSION, by_name=False,
+                                     error=GroupRecordError)
+_GROUP_METADATA_VALUE_BUILD = builder(GroupMetadataValue, GROUP_METADATA_VALUE,
+                                      GROUP_METADATA_VALUE_VERSION, by_name=False,
+                                      error=GroupRecordError, classes=_CLASSES)
 
 
 def _pack(version: int, body: list[Any]) -> bytes:
@@ -223,9 +234,9 @@ def encode_group_metadata_key(key: GroupMetadataKey) -> bytes:
 def decode_key(data: bytes) -> OffsetCommitKey | GroupMetadataKey:
     version, body = _unpack(data, "key")
     if version in (0, OFFSET_COMMIT_KEY_VERSION):
-        return _build(OffsetCommitKey, body, OFFSET_COMMIT_KEY, KEY_SCHEMA_VERSION)
+        return _OFFSET_COMMIT_KEY_BUILD(body)
     if version == GROUP_METADATA_KEY_VERSION:
-        return _build(GroupMetadataKey, body, GROUP_METADATA_KEY, KEY_SCHEMA_VERSION)
+        return _GROUP_METADATA_KEY_BUILD(body)
     raise GroupRecordError(f"unknown key version {version}")
 
 
@@ -238,6 +249,8 @@ def encode_offset_commit_value(value: OffsetCommitValue) -> bytes:
 
 def decode_offset_commit_value(data: bytes) -> OffsetCommitValue:
     version, body = _unpack(data, "offset commit value")
+    if version == OFFSET_COMMIT_VALUE_VERSION:
+        return _OFFSET_COMMIT_VALUE_BUILD(body)
     return _build(OffsetCommitValue, body, OFFSET_COMMIT_VALUE, version)
 
 
@@ -247,4 +260,6 @@ def encode_group_metadata_value(value: GroupMetadataValue) -> bytes:
 
 def decode_group_metadata_value(data: bytes) -> GroupMetadataValue:
     version, body = _unpack(data, "group metadata value")
+    if version == GROUP_METADATA_VALUE_VERSION:
+        return _GROUP_METADATA_VALUE_BUILD(body)
     return _build(GroupMetadataValue, body, GROUP_METADATA_VALUE, version)

@@ -63,6 +63,7 @@ Thread-safety: pure functions; the cache is filled idempotently.
 from __future__ import annotations
 
 import dataclasses
+import functools
 from collections.abc import Callable, Mapping
 from typing import Any, NamedTuple, TypeVar
 
@@ -124,7 +125,7 @@ def _plan(struct: Struct, version: int) -> tuple[_Slot, ...]:
 _Checker = Callable[[object, ErrorFactory], None]
 _Encoder = Callable[[object], Any]
 # (raw, error, classes, make): make(*fields) if make is given, else the fields by name
-_Decoder = Callable[[object, ErrorFactory, Classes, Any], Any]
+_Decoder = Callable[..., Any]
 _CHECKERS: dict[tuple[Struct, int], _Checker] = {}
 _ENCODERS: dict[tuple[Struct, int, bool], _Encoder] = {}
 _DECODERS: dict[tuple[Struct, int, bool], _Decoder] = {}
@@ -146,8 +147,9 @@ def _inline_test(ftype: Type, var: str) -> str | None:
     return None
 
 
-def _compile(source: str, name: str, namespace: dict[str, Any]) -> Any:
-    exec(compile(source, f"<msgpack_form {name}>", "exec"), namespace)
+def _compile(source: str, name: str, namespace: dict[str, Any], struct: Struct) -> Any:
+    # the file name tells a profile's functions apart (one per struct and form)
+    exec(compile(source, f"<msgpack_form {name} {struct.label}>", "exec"), namespace)
     return namespace[name]
 
 
@@ -182,7 +184,7 @@ def _checker(struct: Struct, version: int) -> _Checker:
             f"v is None or not ({test})"
         lines += [f"    if {guard}:", f"        {fail}"]
     lines.append("    return None")
-    check = _compile("\n".join(lines), "check", ns)
+    check = _compile("\n".join(lines), "check", ns, struct)
     _CHECKERS[key] = check
     return check
 
@@ -213,7 +215,7 @@ def _encoder(struct: Struct, version: int, by_name: bool) -> _Encoder:
             item = get
         items.append(f"{slot.name!r}: {item}" if by_name else item)
     body = "{" + ", ".join(items) + "}" if by_name else "[" + ", ".join(items) + "]"
-    encode = _compile(f"def encode(r):\n    return {body}", "encode", ns)
+    encode = _compile(f"def encode(r):\n    return {body}", "encode", ns, struct)
     _ENCODERS[key] = encode
     return encode
 
@@ -263,7 +265,7 @@ def _decoder(struct: Struct, version: int, by_name: bool) -> _Decoder:
               "        return make(" + ", ".join(f"v{i}" for i in range(len(plan))) + ")",
               "    return {" + ", ".join(f"{slot.name!r}: v{i}"
                                        for i, slot in enumerate(plan)) + "}"]
-    decode = _compile("\n".join(lines), "decode", ns)
+    decode = _compile("\n".join(lines), "decode", ns, struct)
     _DECODERS[key] = decode
     return decode
 
@@ -390,6 +392,15 @@ def from_msgpack(raw: object, struct: Struct, version: int, *, by_name: bool,
               or _decoder(struct, version, by_name))
     fields: dict[str, Any] = decode(raw, error, classes, None)
     return fields
+
+
+def builder(cls: Callable[..., T], struct: Struct, version: int, *, by_name: bool,
+            error: ErrorFactory, classes: Classes = _NO_CLASSES) -> Callable[[object], T]:
+    """:func:`build_from_msgpack` for ``cls`` with every argument but ``raw`` bound once:
+    for a caller that decodes one struct often (a metadata record type, an offsets-topic
+    key or value of the current version)."""
+    return functools.partial(_decoder(struct, version, by_name), error=error,
+                             classes=classes, make=cls)
 
 
 def build_from_msgpack(cls: Callable[..., T], raw: object, struct: Struct, version: int, *,
