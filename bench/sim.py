@@ -44,12 +44,12 @@ consumed record must stay unchanged on every replica or have such a later one th
 operator deleting the topic now and then (the real DeleteTopics); it is created again
 under a new topic id once every broker is up, brokers that were away delete the old
 topic's logs when they learn of it, and the oracle starts over with the new topic.
-``crash_cut`` and ``crash_cut_torn`` are ``no_loss`` (memory disk, and the real log) with
+``crash_cut`` (``crash_cut_torn`` is the same mode) is ``no_loss`` with
 whole-cluster crashes (issue 30, item 11): every broker is killed at once, the
 controller fences them one by one, the last ISR member of one partition (its only one
-now) loses its log's tail (1-3 batches; on the real log 1-500 bytes cut off the active
-segment inside a batch, which the real recovery cuts), only batches another replica
-holds; the brokers come back in a random order, gaps of 0-2 sessions apart, the cut one
+now) loses its log's tail (1-500 bytes cut off the active segment inside a batch, which
+the real recovery cuts), only batches another replica holds; the brokers come back in a
+random order, gaps of 0-2 sessions apart, the cut one
 half the time killed and restarted once more on the way; every new leader must hold
 every acknowledged and consumed record.
 
