@@ -516,9 +516,12 @@ class SimBroker:
         shrink = now - self.last_shrink_ms >= cfg.isr_check_interval_ms
         if shrink:
             self.last_shrink_ms = now
+        # no_loss: every append is flushed; lossy: a replica's occasional fsync
+        flush_probability = None if cfg.no_loss else cfg.flush_probability
         for pid, p in self.partitions.items():
             self.hw_checkpoint[pid] = p.high_watermark
-            self.c.disk.maybe_flush(self, pid)
+            if flush_probability is not None and self.c.rng.random() < flush_probability:
+                self.logs[pid].flush()
             if cfg.retention_probability and self.c.rng.random() < cfg.retention_probability:
                 self.c.on_retention(self, pid)
             if p.is_leader:
@@ -533,10 +536,21 @@ class SimBroker:
         if cfg.compaction_probability and self.c.rng.random() < cfg.compaction_probability:
             self.clean_step()
         self._drive_sessions()
-        for pid in self.partitions:
-            self.wake_partition(pid)
+        produce_check = self.produce_purgatory.check_and_complete
+        fetch_check = self.handler_core.fetch_purgatory.check_and_complete
+        for pid in self.partitions:  # wake_partition, inlined (it runs for every partition)
+            key = _key(pid)
+            produce_check(key)
+            fetch_check(key)
         self.timer.advance_clock()  # expired DelayedProduce (REQUEST_TIMED_OUT), DelayedFetch
 
 
+_KEYS: dict[int, TopicPartition] = {}
+
+
 def _key(pid: int) -> TopicPartition:
-    return TopicPartition(TOPIC, pid)
+    """The partition's key (one shared, immutable instance per partition: built once)."""
+    key = _KEYS.get(pid)
+    if key is None:
+        key = _KEYS[pid] = TopicPartition(TOPIC, pid)
+    return key

@@ -257,10 +257,6 @@ class SimDisk:
                                    self.c.now_ms)
         return found
 
-    def maybe_flush(self, broker: SimBroker, pid: int) -> None:
-        if not self.c.config.no_loss and self.c.rng.random() < self.c.config.flush_probability:
-            broker.logs[pid].flush()
-
     def apply_retention(self, broker: SimBroker, pid: int, high_watermark: int) -> int:
         log = broker.logs[pid]
         log.delete_old_segments(high_watermark)  # the broker's retention (LogManager)

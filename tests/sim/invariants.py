@@ -149,14 +149,22 @@ class InvariantChecker:
                                   f"{record} / {other} (latest of its key on b{b} "
                                   f"@{latest[b].get(record[0])})")
 
-    def _synced(self, b: SimBroker, pid: int) -> bool:
+    def _synced(self, brokers: list[SimBroker], pid: int) -> list[SimBroker]:
+        """The replicas of ``pid`` among ``brokers`` whose logs the agreement check
+        compares: all (no_loss), else those of the controller's current leader epoch that
+        lead or follow past truncation."""
         if self.c.config.no_loss:
-            return True
-        p = b.partitions[pid]
+            return brokers
         current = self.c.controller.partition(pid)
-        if current is None or p.leader_epoch != current.leader_epoch:
-            return False  # a zombie or lagging replica may still hold data all others lost
-        return p.is_leader or b.fetching(pid)
+        if current is None:
+            return []
+        epoch = current.leader_epoch  # a zombie or lagging replica (another epoch) may
+        out = []                      # still hold data all others lost
+        for b in brokers:
+            p = b.partitions[pid]
+            if p.leader_epoch == epoch and (p.is_leader or b.fetching(pid)):
+                out.append(b)
+        return out
 
     def check(self) -> None:
         try:
@@ -175,29 +183,38 @@ class InvariantChecker:
         if self.c.steps % 25 and (self.c.compacting or self.c.rotted):
             return  # records decoded, segments CRC-checked: every 25 steps
         self.c.forget_repaired_rot()
+        compacting, rotted = self.c.compacting, self.c.rotted
+        if self.c.recreating:
+            live = [b for b in live if self.c.hosts_current_topic(b)]
         for pid in self.c.partition_ids:
-            synced = [b for b in live if self._synced(b, pid) and (b.id, pid) not in self.c.rotted
-                      and (not self.c.recreating or self.c.hosts_current_topic(b))]
-            if self.c.compacting:
+            synced = self._synced([b for b in live if (b.id, pid) not in rotted], pid)
+            if compacting:
                 self._check_compacted_agree(
                     pid, {b.id: self.records_of(b.logs[pid]) for b in synced},
                     max([b.partitions[pid].log_start_offset for b in synced]
                         + [self.c.retained_below[pid]]),
                     {b.id: b.partitions[pid].high_watermark for b in synced})
                 continue
-            for i, a in enumerate(synced):
-                for b in synced[i + 1:]:
-                    pa, pb = a.partitions[pid], b.partitions[pid]
-                    below = min(pa.high_watermark, pb.high_watermark)
+            if len(synced) < 2:
+                continue
+            retained = self.c.retained_below[pid]
+            # each replica's HW, log start and log read once (nothing changes them here)
+            views = [(b, b.partitions[pid], b.logs[pid]) for b in synced]
+            bounds = [(p.high_watermark, max(p.log_start_offset, retained))
+                      for _, p, _ in views]
+            for i, (a, pa, la) in enumerate(views):
+                hwa, lowa = bounds[i]
+                for j in range(i + 1, len(views)):
+                    b, pb, lb = views[j]
+                    hwb, lowb = bounds[j]
+                    below = hwa if hwa < hwb else hwb
                     # below the highest log start of any replica the data is deleted
                     # (a follower learns its leader's log start at its next fetch, so its
                     # diverged suffix can lie there for a while: a leader answers an
                     # epoch older than its oldest with its oldest epoch's start, which
                     # retention moved up - Kafka's rule too)
-                    low = max(pa.log_start_offset, pb.log_start_offset,
-                              self.c.retained_below[pid])
-                    if (digest(a.logs[pid], low, below)
-                            != digest(b.logs[pid], low, below)):
+                    low = lowa if lowa > lowb else lowb
+                    if la.range_digest(low, below) != lb.range_digest(low, below):
                         self.c.fail(f"p{pid}: b{a.id} and b{b.id} differ in [{low}, {below}): "
                                   f"{pa} / {pb}")
 

@@ -33,13 +33,14 @@ class SimNetwork:
         self.min_delay_ms = min_delay_ms
         self.max_delay_ms = max_delay_ms
         self.cut: set[frozenset[int]] = set()
-        self._queue: list[Message] = []
+        # (deliver_at, seq, message): tuples compare faster than the dataclass' __lt__
+        self._queue: list[tuple[int, int, Message]] = []
         self._seq = 0
         self.sent = 0
         self.dropped = 0
 
     def connected(self, a: int, b: int) -> bool:
-        return frozenset((a, b)) not in self.cut
+        return not self.cut or frozenset((a, b)) not in self.cut
 
     def send(self, now_ms: int, src: int, dst: int, kind: str, body: dict[str, Any],
              src_incarnation: int = 0, dst_incarnation: int = 0) -> None:
@@ -49,13 +50,15 @@ class SimNetwork:
             return
         self._seq += 1
         delay = self.rng.randint(self.min_delay_ms, self.max_delay_ms)
-        heapq.heappush(self._queue, Message(now_ms + delay, self._seq, src, dst, kind, body,
-                                            src_incarnation, dst_incarnation))
+        at = now_ms + delay
+        heapq.heappush(self._queue, (at, self._seq, Message(at, self._seq, src, dst, kind, body,
+                                                          src_incarnation, dst_incarnation)))
 
     def due(self, now_ms: int) -> list[Message]:
         out = []
-        while self._queue and self._queue[0].deliver_at <= now_ms:
-            m = heapq.heappop(self._queue)
+        queue = self._queue
+        while queue and queue[0][0] <= now_ms:
+            m = heapq.heappop(queue)[2]
             if self.connected(m.src, m.dst):
                 out.append(m)
             else:
@@ -66,9 +69,9 @@ class SimNetwork:
         """Deliver ``message`` again at ``until_ms`` (its receiver is paused: the bytes
         wait in its socket buffer, in the order they came)."""
         self._seq += 1
-        heapq.heappush(self._queue, Message(until_ms, self._seq, message.src, message.dst,
-                                            message.kind, message.body,
-                                            message.src_incarnation, message.dst_incarnation))
+        heapq.heappush(self._queue, (until_ms, self._seq, Message(
+            until_ms, self._seq, message.src, message.dst, message.kind, message.body,
+            message.src_incarnation, message.dst_incarnation)))
 
     def partition(self, group: set[int], everyone: set[int]) -> None:
         for a in group:

@@ -60,19 +60,20 @@ class SimLog(Log):
         for header, data in self._stored():
             self._add(header, data)
 
-    def _stored(self) -> Iterator[tuple[BatchHeader, bytes]]:
+    def _stored(self) -> Iterator[tuple[BatchHeader, memoryview]]:
         """Every batch in the segment files, as ``Log.batches(0)``, except that a header
         made unreadable by rot ends its segment's walk instead of raising (the scrubber
         finds it; until then the replica is left out of the checks that read this)."""
         for seg in list(self.segments):
             data = seg.read_bytes(0, seg.trusted_size)
+            view = memoryview(data)  # a batch's bytes without a copy (only hashed)
             try:
                 for pos, header in iter_batches(data, validate=False):
-                    yield header, data[pos:pos + header.size_in_bytes]
+                    yield header, view[pos:pos + header.size_in_bytes]
             except (CorruptRecordError, InvalidRecordError):
                 continue
 
-    def _add(self, h: BatchHeader, data: bytes) -> None:
+    def _add(self, h: BatchHeader, data: bytes | memoryview) -> None:
         self._bases.append(h.base_offset)
         self._headers.append(h)
         one = (h.base_offset * 0x9E3779B97F4A7C15 + zlib.crc32(data) * 0xC2B2AE3D27D4EB4F) % _MOD
@@ -85,8 +86,9 @@ class SimLog(Log):
         for seg in segments[next(i for i, s in enumerate(segments) if s is first):]:
             start = size if seg is first else 0
             data = seg.read_bytes(start, seg.size - start)
+            view = memoryview(data)
             for pos, h in iter_batches(data, validate=False):
-                self._add(h, data[pos:pos + h.size_in_bytes])
+                self._add(h, view[pos:pos + h.size_in_bytes])
 
     def _cut(self, offset: int) -> list[BatchHeader]:
         """Drop the batches with last offset >= ``offset`` from the shadow; returns them."""
