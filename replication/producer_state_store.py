@@ -1,7 +1,8 @@
 """The idempotent-producer state of one replica's log, kept in step with the log and on disk.
 
-:class:`ProducerStateStore` is the collaborator a :class:`replication.partition.Partition`
-owns for its producer state.  It owns
+:class:`ProducerStateStore` is the producer-state part of a replica's
+:class:`replication.partition_log.PartitionLog` (beside its log and leader-epoch cache,
+changed together with them).  It owns
 
 * the :class:`~replication.producer_state.ProducerStateManager` (the rules, pure), exposed
   as :attr:`ProducerStateStore.state` for the leader's check before an append;
