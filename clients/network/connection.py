@@ -353,7 +353,10 @@ class BrokerConnection:
             sent = send_buffers(sock, buffers)
         except OSError as e:  # includes socket.timeout
             error = NetworkError(f"node {self.node_id}: send failed: {e}")
-            self._failed.extend(self.close(error))
+            # This request's failure is the raised error; reporting it again from
+            # take_failed would settle its caller's work twice (a producer batch
+            # retried twice and completed twice: its buffer freed twice).
+            self._failed.extend(r for r in self.close(error) if r.request is not request)
             raise error from None
         self.stats.requests_sent += 1
         self.stats.bytes_sent += sent

@@ -7,7 +7,8 @@ from typing import Any
 
 import pytest
 
-from clients.network.connection import BrokerConnection
+from clients.network import connection as connection_module
+from clients.network.connection import BrokerConnection, NetworkError
 from clients.network.node_connections import metadata_request
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import UnsupportedVersionError
@@ -76,3 +77,27 @@ def test_metadata_request_shapes() -> None:
     assert metadata_request(None, 1)["topics"] is None
     body = metadata_request(["a"], 12, allow_auto_topic_creation=False)
     assert body == {"topics": [{"name": "a"}], "allow_auto_topic_creation": False}
+
+
+def test_a_failed_send_reports_the_failed_request_once(
+    cluster: FakeCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The request whose write fails is reported by the raised error alone; only the
+    requests that were already in flight come back from take_failed."""
+    conn = connection(cluster)
+    try:
+        waiting = conn.send(ApiKey.METADATA, lambda v: metadata_request(None, v))
+        assert waiting is not None
+
+        def broken_pipe(sock: object, buffers: object) -> int:
+            raise BrokenPipeError("peer gone")
+
+        monkeypatch.setattr(connection_module, "send_buffers", broken_pipe)
+        with pytest.raises(NetworkError, match="send failed"):
+            conn.send(ApiKey.METADATA, lambda v: metadata_request(None, v))
+        failed = conn.take_failed()
+        assert [r.request for r in failed] == [waiting]
+        assert all(isinstance(r.error, NetworkError) for r in failed)
+        assert conn.take_failed() == [] and not conn.connected
+    finally:
+        conn.close()
