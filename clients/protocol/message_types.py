@@ -897,6 +897,200 @@ class OffsetsForLeaderEpochResponse(TypedDict, total=False):
     topics: list[OffsetsForLeaderEpochResponseTopic]
 
 
+class AddPartitionsToTxnRequestTopic(TypedDict, total=False):
+    """An element of AddPartitionsToTxnRequest.transactions[].topics[]."""
+
+    name: str
+    partitions: list[int]
+
+
+class AddPartitionsToTxnRequestTransaction(TypedDict, total=False):
+    """An element of AddPartitionsToTxnRequest.transactions[]."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    verify_only: bool
+    topics: list[AddPartitionsToTxnRequestTopic]
+
+
+class AddPartitionsToTxnRequest(TypedDict, total=False):
+    """AddPartitionsToTxn request body."""
+
+    transactions: list[AddPartitionsToTxnRequestTransaction]  # v4+
+    v3_and_below_transactional_id: str  # v0-3
+    v3_and_below_producer_id: int  # v0-3
+    v3_and_below_producer_epoch: int  # v0-3
+    v3_and_below_topics: list[AddPartitionsToTxnRequestTopic]  # v0-3
+
+
+class AddPartitionsToTxnResponseResultsByPartition(TypedDict, total=False):
+    """An element of
+    AddPartitionsToTxnResponse.results_by_transaction[].topic_results[].results_by_partition[].
+    """
+
+    partition_index: int
+    partition_error_code: int
+
+
+class AddPartitionsToTxnResponseTopicResult(TypedDict, total=False):
+    """An element of AddPartitionsToTxnResponse.results_by_transaction[].topic_results[]."""
+
+    name: str
+    results_by_partition: list[AddPartitionsToTxnResponseResultsByPartition]
+
+
+class AddPartitionsToTxnResponseResultsByTransaction(TypedDict, total=False):
+    """An element of AddPartitionsToTxnResponse.results_by_transaction[]."""
+
+    transactional_id: str
+    topic_results: list[AddPartitionsToTxnResponseTopicResult]
+
+
+class AddPartitionsToTxnResponse(TypedDict, total=False):
+    """AddPartitionsToTxn response body."""
+
+    throttle_time_ms: int
+    error_code: int  # v4+
+    results_by_transaction: list[AddPartitionsToTxnResponseResultsByTransaction]  # v4+
+    results_by_topic_v3_and_below: list[AddPartitionsToTxnResponseTopicResult]  # v0-3
+
+
+class AddOffsetsToTxnRequest(TypedDict, total=False):
+    """AddOffsetsToTxn request body."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    group_id: str
+
+
+class AddOffsetsToTxnResponse(TypedDict, total=False):
+    """AddOffsetsToTxn response body."""
+
+    throttle_time_ms: int
+    error_code: int
+
+
+class EndTxnRequest(TypedDict, total=False):
+    """EndTxn request body."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    committed: bool
+
+
+class EndTxnResponse(TypedDict, total=False):
+    """EndTxn response body."""
+
+    throttle_time_ms: int
+    error_code: int
+    producer_id: int  # v5+
+    producer_epoch: int  # v5+
+
+
+class WriteTxnMarkersRequestTopic(TypedDict, total=False):
+    """An element of WriteTxnMarkersRequest.markers[].topics[]."""
+
+    name: str
+    partition_indexes: list[int]
+
+
+class WriteTxnMarkersRequestMarker(TypedDict, total=False):
+    """An element of WriteTxnMarkersRequest.markers[]."""
+
+    producer_id: int
+    producer_epoch: int
+    transaction_result: bool
+    topics: list[WriteTxnMarkersRequestTopic]
+    coordinator_epoch: int
+    transaction_version: int  # v2+
+
+
+class WriteTxnMarkersRequest(TypedDict, total=False):
+    """WriteTxnMarkers request body."""
+
+    markers: list[WriteTxnMarkersRequestMarker]
+
+
+class WriteTxnMarkersResponsePartition(TypedDict, total=False):
+    """An element of WriteTxnMarkersResponse.markers[].topics[].partitions[]."""
+
+    partition_index: int
+    error_code: int
+
+
+class WriteTxnMarkersResponseTopic(TypedDict, total=False):
+    """An element of WriteTxnMarkersResponse.markers[].topics[]."""
+
+    name: str
+    partitions: list[WriteTxnMarkersResponsePartition]
+
+
+class WriteTxnMarkersResponseMarker(TypedDict, total=False):
+    """An element of WriteTxnMarkersResponse.markers[]."""
+
+    producer_id: int
+    topics: list[WriteTxnMarkersResponseTopic]
+
+
+class WriteTxnMarkersResponse(TypedDict, total=False):
+    """WriteTxnMarkers response body."""
+
+    markers: list[WriteTxnMarkersResponseMarker]
+
+
+class TxnOffsetCommitRequestPartition(TypedDict, total=False):
+    """An element of TxnOffsetCommitRequest.topics[].partitions[]."""
+
+    partition_index: int
+    committed_offset: int
+    committed_leader_epoch: int  # v2+
+    committed_metadata: str | None
+
+
+class TxnOffsetCommitRequestTopic(TypedDict, total=False):
+    """An element of TxnOffsetCommitRequest.topics[]."""
+
+    name: str
+    partitions: list[TxnOffsetCommitRequestPartition]
+
+
+class TxnOffsetCommitRequest(TypedDict, total=False):
+    """TxnOffsetCommit request body."""
+
+    transactional_id: str
+    group_id: str
+    producer_id: int
+    producer_epoch: int
+    generation_id: int  # v3+
+    member_id: str  # v3+
+    group_instance_id: str | None  # v3+
+    topics: list[TxnOffsetCommitRequestTopic]
+
+
+class TxnOffsetCommitResponsePartition(TypedDict, total=False):
+    """An element of TxnOffsetCommitResponse.topics[].partitions[]."""
+
+    partition_index: int
+    error_code: int
+
+
+class TxnOffsetCommitResponseTopic(TypedDict, total=False):
+    """An element of TxnOffsetCommitResponse.topics[]."""
+
+    name: str
+    partitions: list[TxnOffsetCommitResponsePartition]
+
+
+class TxnOffsetCommitResponse(TypedDict, total=False):
+    """TxnOffsetCommit response body."""
+
+    throttle_time_ms: int
+    topics: list[TxnOffsetCommitResponseTopic]
+
+
 class DescribeConfigsRequestResource(TypedDict, total=False):
     """An element of DescribeConfigsRequest.resources[]."""
 
@@ -1235,6 +1429,53 @@ class DescribeClusterResponse(TypedDict, total=False):
     cluster_authorized_operations: int
 
 
+class DescribeProducersRequestTopic(TypedDict, total=False):
+    """An element of DescribeProducersRequest.topics[]."""
+
+    name: str
+    partition_indexes: list[int]
+
+
+class DescribeProducersRequest(TypedDict, total=False):
+    """DescribeProducers request body."""
+
+    topics: list[DescribeProducersRequestTopic]
+
+
+class DescribeProducersResponseActiveProducer(TypedDict, total=False):
+    """An element of DescribeProducersResponse.topics[].partitions[].active_producers[]."""
+
+    producer_id: int
+    producer_epoch: int
+    last_sequence: int
+    last_timestamp: int
+    coordinator_epoch: int
+    current_txn_start_offset: int
+
+
+class DescribeProducersResponsePartition(TypedDict, total=False):
+    """An element of DescribeProducersResponse.topics[].partitions[]."""
+
+    partition_index: int
+    error_code: int
+    error_message: str | None
+    active_producers: list[DescribeProducersResponseActiveProducer]
+
+
+class DescribeProducersResponseTopic(TypedDict, total=False):
+    """An element of DescribeProducersResponse.topics[]."""
+
+    name: str
+    partitions: list[DescribeProducersResponsePartition]
+
+
+class DescribeProducersResponse(TypedDict, total=False):
+    """DescribeProducers response body."""
+
+    throttle_time_ms: int
+    topics: list[DescribeProducersResponseTopic]
+
+
 class BrokerRegistrationRequestListener(TypedDict, total=False):
     """An element of BrokerRegistrationRequest.listeners[]."""
 
@@ -1304,6 +1545,64 @@ class BrokerHeartbeatResponse(TypedDict, total=False):
     should_shut_down: bool
     error_message: str | None
     report_replica_logs: bool
+
+
+class DescribeTransactionsRequest(TypedDict, total=False):
+    """DescribeTransactions request body."""
+
+    transactional_ids: list[str]
+
+
+class DescribeTransactionsResponseTopic(TypedDict, total=False):
+    """An element of DescribeTransactionsResponse.transaction_states[].topics[]."""
+
+    topic: str
+    partitions: list[int]
+
+
+class DescribeTransactionsResponseTransactionState(TypedDict, total=False):
+    """An element of DescribeTransactionsResponse.transaction_states[]."""
+
+    error_code: int
+    transactional_id: str
+    transaction_state: str
+    transaction_timeout_ms: int
+    transaction_start_time_ms: int
+    producer_id: int
+    producer_epoch: int
+    topics: list[DescribeTransactionsResponseTopic]
+
+
+class DescribeTransactionsResponse(TypedDict, total=False):
+    """DescribeTransactions response body."""
+
+    throttle_time_ms: int
+    transaction_states: list[DescribeTransactionsResponseTransactionState]
+
+
+class ListTransactionsRequest(TypedDict, total=False):
+    """ListTransactions request body."""
+
+    state_filters: list[str]
+    producer_id_filters: list[int]
+    duration_filter: int  # v1+
+
+
+class ListTransactionsResponseTransactionState(TypedDict, total=False):
+    """An element of ListTransactionsResponse.transaction_states[]."""
+
+    transactional_id: str
+    producer_id: int
+    transaction_state: str
+
+
+class ListTransactionsResponse(TypedDict, total=False):
+    """ListTransactions response body."""
+
+    throttle_time_ms: int
+    error_code: int
+    unknown_state_filters: list[str]
+    transaction_states: list[ListTransactionsResponseTransactionState]
 
 
 class AllocateProducerIdsRequest(TypedDict, total=False):

@@ -11,11 +11,19 @@ safety: the registry is immutable after import.
 from __future__ import annotations
 
 from clients.protocol.api_keys import Api
-from clients.protocol.messages import admin, controller, groups, metadata, produce_fetch, sasl
+from clients.protocol.messages import (
+    admin,
+    controller,
+    groups,
+    metadata,
+    produce_fetch,
+    sasl,
+    transactions,
+)
 
 APIS: dict[int, Api] = {
     api.key: api
-    for module in (produce_fetch, metadata, groups, admin, sasl, controller)
+    for module in (produce_fetch, metadata, groups, admin, sasl, controller, transactions)
     for api in vars(module).values()
     if isinstance(api, Api)
 }

@@ -192,8 +192,11 @@ class _Generator:
                "", "Records: TypeAlias = bytes | bytearray | memoryview | Sized"]
         for sid in self.order:
             st = self.structs[sid]
-            out += ["", "", f"class {self.names[sid]}(TypedDict, total=False):",
-                    f'    """{self.docs[sid]}"""', ""]
+            doc = f'    """{self.docs[sid]}"""'
+            if len(doc) > 100:  # the project's line length: the path on a line of its own
+                head, _, path = self.docs[sid].rpartition(" ")
+                doc = f'    """{head}\n    {path}\n    """'
+            out += ["", "", f"class {self.names[sid]}(TypedDict, total=False):", doc, ""]
             served = self.versions.get(sid)
             for f in st.fields:
                 if keyword.iskeyword(f.name):

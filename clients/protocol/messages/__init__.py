@@ -3,6 +3,7 @@
 Grouped by area: :mod:`.produce_fetch` (Produce, Fetch, ListOffsets,
 OffsetsForLeaderEpoch, InitProducerId), :mod:`.metadata` (ApiVersions, Metadata, topic
 administration, DescribeLogDirs), :mod:`.groups` (the group coordinator's APIs) and
-:mod:`.controller` (broker <-> controller APIs).  Imports only :mod:`clients.protocol`'s
-schema modules.
+:mod:`.controller` (broker <-> controller APIs) and :mod:`.transactions` (the
+transaction coordinator's APIs, WriteTxnMarkers and the transaction admin APIs).
+Imports only :mod:`clients.protocol`'s schema modules.
 """
