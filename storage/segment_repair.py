@@ -18,7 +18,8 @@ that way).  A :class:`SegmentRepair` instead builds a new ``S``:
    rename protocol (:class:`storage.cleaner.swap.CleanedSegmentWriter`: ``.cleaned`` ->
    ``.swap`` -> final name, fsyncs between; a crash before the commit point leaves the
    old ``S`` and the next open removes the ``.cleaned`` files, one after it completes
-   the swap) and rebuilds ``S``'s indexes.
+   the swap) and rebuilds ``S``'s indexes (its ``.txnindex`` entries are carried as they
+   are: the offsets, so the markers, stay where they were).
 
 The new segment holds the same offsets when the other replica's batches have the same
 boundaries, which is the case for every log that is not compacted (followers append the

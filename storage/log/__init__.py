@@ -18,7 +18,8 @@ Modules, one concept each:
   decide when to roll and which segments retention deletes (no state).
 * :mod:`~storage.log.recovery` (open-time load and repair), :mod:`~storage.log.validator`
   (the batch rules shared by appends and rescans), :mod:`~storage.log.invariants` (the
-  structural check over a SegmentList).
+  structural check over a SegmentList), :mod:`~storage.log.txn_rebuild` (the segments'
+  ``.txnindex`` checked against the batches at open, rebuilt from the log).
 
 Why this cut: the invariants that tie the segment list to its offsets (LEO = the active
 segment's end, log start within the segments, the recovery point at or below the LEO)
@@ -35,6 +36,7 @@ scan of ``storage.records.scan``); never ``storage.cleaner``, ``replication`` or
 inside run one way: ``log`` imports the others; ``appender`` imports ``segment_list``,
 ``segment_policy`` and ``validator``; ``reader`` and ``invariants`` import
 ``segment_list``; ``segment_list`` and ``segment_policy`` import ``storage.segment``;
-``validator`` and ``recovery`` import ``storage.records.scan``.  Import names from their defining
-module; this ``__init__`` exports nothing.
+``validator`` and ``recovery`` import ``storage.records.scan``; ``recovery`` imports
+``txn_rebuild``, which imports ``storage.segment`` and ``storage.records.scan``.
+Import names from their defining module; this ``__init__`` exports nothing.
 """

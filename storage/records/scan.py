@@ -5,8 +5,12 @@ A ``.log`` file is a plain concatenation of RecordBatch v2 (the 61-byte header t
 position 0, stops at the first torn, invalid or out-of-order batch, and rebuilds the
 offset and time index entries with the same index-point rule the append path uses (first
 batch, then every ``index_interval_bytes``; full indexes skip entries; one final time
-entry for the largest timestamp).  The framing constants here (:data:`MIN_BATCH_LENGTH`,
-:data:`MAX_CODEC`, :data:`INT32_MAX`) are also the append validator's
+entry for the largest timestamp); it also reports the transactional batches it passes
+(:attr:`SegmentScan.txn_events`: data batches, and the type of each transaction marker,
+decoded from its one record) for the ``.txnindex`` checks of
+:mod:`storage.log.txn_rebuild` and the scrubber.  The framing constants here
+(:data:`MIN_BATCH_LENGTH`, :data:`MAX_CODEC`, :data:`INT32_MAX`) are also the append
+validator's
 (:mod:`storage.log.validator`), so what the log accepts on append is exactly what a
 recovery scan later accepts.
 
