@@ -335,3 +335,19 @@ def test_a_repaired_segment_keeps_its_entries(tmp_path: Path) -> None:
         0, replica.segments[index].size)))
     leader.close()
     replica.close()
+
+
+def test_the_scrubber_leaves_entries_alone_after_retention_cut_their_start(
+        tmp_path: Path) -> None:
+    """Retention deleted the first batches of a transaction whose marker is kept: the
+    scrubber knows a later first offset than the writer did, and rewrites nothing."""
+    log, writer = written(tmp_path, 10)
+    k = next(i for i, s in enumerate(log.segments[1:-1], 1)
+             if any(e.first_offset < s.base_offset <= e.last_offset for e in writer.aborted))
+    log.maybe_increment_log_start_offset(log.segments[k].base_offset)
+    log.delete_old_segments()
+    before = txn_files(log)
+    scrubber = LogScrubber(tmp_path / "scrubber-checkpoint", step_bytes=4096)
+    assert run_round(scrubber, {TP: log}) == []
+    assert scrubber.txn_indexes_rebuilt == 0 and txn_files(log) == before
+    log.close()
