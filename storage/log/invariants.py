@@ -3,8 +3,8 @@
 :func:`check_log_invariants` takes a log's :class:`~storage.log.segment_list.SegmentList`
 (the segments and the offsets that describe them) and backs
 :meth:`storage.log.log.Log.check_invariants` (tests, the state-machine and simulation
-suites, debugging tools).  It reads every segment file and both indexes; it never
-changes anything.
+suites, debugging tools).  It reads every segment file and its indexes; it never
+changes anything (the ``.txnindex`` is re-read from its file).
 
 Costs: O(log bytes) of reads plus O(batches + index entries) of Python.  Not
 thread-safe: call it on the thread that owns the log, between its operations.
@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import os
 
-from storage.errors import LogInvariantError
+from storage.errors import CorruptIndexError, LogInvariantError
 from storage.index.time_index import NO_TIMESTAMP
 from storage.log.segment_list import SegmentList
 
@@ -28,7 +28,8 @@ def check_log_invariants(log: SegmentList) -> None:
     batch offsets strictly increasing within and across segments and at or above each
     segment's base; each segment's next offset and largest timestamp match its batches;
     every offset-index entry points at a batch start with that base offset and every
-    time-index entry at a batch base offset, both strictly increasing; LEO equals the
+    time-index entry at a batch base offset, both strictly increasing; every
+    transaction-index entry (a sane file) ends at a batch base offset; LEO equals the
     active segment's next offset; log start in [first base, LEO]; recovery point <= LEO.
     A segment with a damaged tail kept by recovery (``Segment.damage``) is walked up to
     the damage; it must not be the last one, and it ends where the next one starts.
@@ -85,6 +86,14 @@ def check_log_invariants(log: SegmentList) -> None:
         if len(times) > 1 and not (bool((times["ts"][1:] > times["ts"][:-1]).all())
                                    and bool((times["rel"][1:] > times["rel"][:-1]).all())):
             raise LogInvariantError(f"{where}: time index not strictly increasing")
+        try:
+            seg.txn_index.sanity_check()
+        except CorruptIndexError as exc:
+            raise LogInvariantError(f"{where}: {exc}") from None
+        for entry in seg.txn_index.entries:
+            if entry.last_offset not in bases or entry.last_offset >= seg.next_offset:
+                raise LogInvariantError(f"{where}: transaction index entry {tuple(entry)} "
+                                        "does not end at a batch of the segment")
         prev_next = seg.next_offset
     if log.log_end_offset != segs[-1].next_offset:
         raise LogInvariantError(

@@ -17,6 +17,7 @@ from clients.records.control import ControlType, build_marker_batch
 from clients.records.record import build_batch
 from storage.cleaner.cleaner import LogCleaner
 from storage.config import LogConfig
+from storage.errors import LogInvariantError
 from storage.index.txn_index import AbortedTxn
 from storage.log.log import Log
 from storage.scrubber import LogScrubber
@@ -114,6 +115,7 @@ def test_entries_go_to_the_segment_of_their_marker_and_collect_across_rolls(
         assert all(seg.base_offset <= e.last_offset < end for e in seg.txn_index.entries)
         assert seg.txn_index.path.exists() == bool(seg.txn_index.entries)  # lazily created
     assert all_entries(log) == writer.aborted
+    log.check_invariants()
     rng = random.Random(seed)
     leo = log.log_end_offset
     for _ in range(200):
@@ -170,6 +172,7 @@ def test_after_a_crash_entries_past_the_recovered_end_are_dropped(tmp_path: Path
     kept = [e for e in writer.aborted if e.last_offset < again.log_end_offset]
     assert len(kept) < len(writer.aborted)
     assert all_entries(again) == kept
+    again.check_invariants()
     assert any("at or past the segment's end" in p for p in again.recovery_report.problems)
     again.close()
 
@@ -185,6 +188,7 @@ def test_after_a_crash_a_lost_file_of_a_rescanned_segment_is_rebuilt(tmp_path: P
     assert all_entries(again) == writer.aborted
     assert txn_files(again) == before
     assert any("have no entry" in p for p in again.recovery_report.problems)
+    again.check_invariants()
     again.close()
 
 
@@ -305,6 +309,7 @@ def test_the_cleaner_keeps_transactions_as_they_are_and_carries_their_entries(
     assert sum(1 for h, _ in log.batches() if not h.is_transactional) < plain_before
     assert txn_batches() == before  # markers and transactional data, byte for byte
     assert all_entries(log) == writer.aborted
+    log.check_invariants()
     for seg, nxt in zip(log.segments, [*log.segments[1:], None], strict=True):
         end = log.log_end_offset if nxt is None else nxt.base_offset
         assert all(seg.base_offset <= e.last_offset < end for e in seg.txn_index.entries)
@@ -351,3 +356,18 @@ def test_the_scrubber_leaves_entries_alone_after_retention_cut_their_start(
     assert run_round(scrubber, {TP: log}) == []
     assert scrubber.txn_indexes_rebuilt == 0 and txn_files(log) == before
     log.close()
+
+
+def test_the_log_invariants_check_the_transaction_index(tmp_path: Path) -> None:
+    log, _ = written(tmp_path, 11, steps=100)
+    log.check_invariants()
+    seg = next(s for s in log.segments[:-1] if s.txn_index.entries)
+    entry = seg.txn_index.entries[-1]
+    seg.txn_index.truncate_to(entry.last_offset)
+    seg.txn_index.append(entry._replace(last_offset=seg.next_offset))  # the next segment's
+    with pytest.raises(LogInvariantError, match="does not end at a batch"):
+        log.check_invariants()
+    seg.txn_index.path.write_bytes(b"\x00" * 35)
+    with pytest.raises(LogInvariantError, match="not a multiple"):
+        log.check_invariants()
+    log.abandon()
