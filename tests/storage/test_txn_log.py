@@ -371,3 +371,62 @@ def test_the_log_invariants_check_the_transaction_index(tmp_path: Path) -> None:
     with pytest.raises(LogInvariantError, match="not a multiple"):
         log.check_invariants()
     log.abandon()
+
+
+class _Crash(Exception):
+    pass
+
+
+def _txn_swap_scenario(directory: Path, config: LogConfig) -> tuple[Log, TxnWriter]:
+    """Three closed segments with aborted transactions (one cleaner group), flushed."""
+    log = Log.open(directory, config)
+    writer = TxnWriter(log, 12)
+    for _ in range(3):
+        while log.active.size < 900:
+            pid = writer.rng.randrange(1, 4)
+            if pid in writer.open and writer.rng.random() < 0.3:
+                writer.end(pid, ControlType.ABORT)
+            else:
+                writer.data(pid, key=b"k")
+            writer.data(-1, transactional=False, key=b"k")  # compacts away
+        log.roll()
+    writer.data(-1, transactional=False, key=b"k")
+    log.flush()
+    return log, writer
+
+
+def test_a_crash_at_every_swap_step_keeps_the_transaction_index(tmp_path: Path) -> None:
+    config = LogConfig(segment_bytes=4096, index_interval_bytes=128, segment_index_bytes=4096,
+                       cleanup_policy="compact", min_cleanable_dirty_ratio=0.0)
+    log, writer = _txn_swap_scenario(tmp_path / "ref" / "t-0", config)
+    assert sum(1 for s in log.segments[:3] if s.txn_index.entries) >= 2
+    steps: list[str] = []
+    cleaner = LogCleaner(clock_ms=lambda: 10**7)
+    cleaner.swap_hook = steps.append
+    cleaner.clean_until_idle({TP: log})
+    assert len(log.segments) == 2 and all_entries(log) == writer.aborted
+    assert any(".txnindex" in step for step in steps)
+    log.close()
+    for k, label in enumerate(steps):
+        directory = tmp_path / f"crash-{k}" / "t-0"
+        log, writer = _txn_swap_scenario(directory, config)
+        calls = iter(range(len(steps)))
+
+        def hook(step: str, k: int = k, calls: object = calls) -> None:
+            if next(calls) == k:  # type: ignore[call-overload]
+                raise _Crash(step)
+
+        cleaner = LogCleaner(clock_ms=lambda: 10**7)
+        cleaner.swap_hook = hook
+        with pytest.raises(_Crash):
+            cleaner.clean_until_idle({TP: log})
+        log.abandon()
+        reopened = Log.open(directory, config, recovery_point=log.recovery_point)
+        try:
+            assert all_entries(reopened) == writer.aborted, label
+            reopened.check_invariants()
+            assert not [p.name for p in directory.iterdir()
+                        if p.name.endswith((".cleaned", ".swap", ".deleted"))], label
+        finally:
+            reopened.close()
+        shutil.rmtree(directory.parent)
