@@ -17,7 +17,7 @@ from clients.records.control import ControlType, build_marker_batch
 from clients.records.record import build_batch
 from storage.cleaner.cleaner import LogCleaner
 from storage.config import LogConfig
-from storage.errors import LogInvariantError
+from storage.errors import CorruptIndexError, LogInvariantError
 from storage.index.txn_index import AbortedTxn
 from storage.log.log import Log
 from storage.scrubber import LogScrubber
@@ -320,7 +320,9 @@ def test_the_cleaner_keeps_transactions_as_they_are_and_carries_their_entries(
     again.close()
 
 
-def test_a_repaired_segment_keeps_its_entries(tmp_path: Path) -> None:
+@pytest.mark.parametrize("index_damaged", [False, True])
+def test_a_repaired_segment_keeps_its_entries(tmp_path: Path, index_damaged: bool) -> None:
+    """Carried as they are; a damaged index of the repaired segment is rebuilt."""
     leader, writer = written(tmp_path, 9, name="leader-0")
     leader.close()
     shutil.copytree(leader.dir, tmp_path / "t-0")
@@ -331,6 +333,10 @@ def test_a_repaired_segment_keeps_its_entries(tmp_path: Path) -> None:
     before = txn_files(replica)
     found = damage(replica, index, random.Random(9))
     repair = SegmentRepair(replica, found.segment_base_offset, found.position)
+    if index_damaged:  # found damaged (by the scrubber, say) before the repair ends
+        damage_file(replica.segments[index].txn_index.path, "version")
+        with pytest.raises(CorruptIndexError):
+            replica.segments[index].txn_index.sanity_check()
     repair.append(leader_bytes(leader, repair.next_offset, repair.end_offset))
     repair.commit(0)
     assert txn_files(replica) == before
