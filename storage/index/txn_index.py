@@ -21,7 +21,8 @@ were appended, which is increasing ``last_offset``)::
 The file is created on the first entry (most segments never have one, and then have no
 file), appended with ``write(2)`` (a process crash keeps what was written; a power cut
 may lose what was not fsync'd, as for the ``.log``: :meth:`TxnIndex.flush` with the
-segment), truncated with the segment (:meth:`TxnIndex.truncate_to`) and deleted with it.
+segment, which fsyncs the directory too after the file was created), truncated with
+the segment (:meth:`TxnIndex.truncate_to`) and deleted with it.
 Entries are derived data: a file lost or damaged is rebuilt from the log by
 :mod:`storage.log.txn_rebuild`.  :meth:`TxnIndex.sanity_check` finds a damaged file: a
 size that is not a multiple of 34, a version other than 0, ``first_offset >
@@ -49,7 +50,7 @@ from pathlib import Path
 from typing import NamedTuple
 
 from storage.errors import CorruptIndexError, StorageError
-from storage.file_io import atomic_write_bytes, write_all
+from storage.file_io import atomic_write_bytes, fsync_dir, write_all
 
 __all__ = ["ENTRY", "TXN_INDEX_VERSION", "AbortedTxn", "TxnIndex"]
 
@@ -77,6 +78,7 @@ class TxnIndex:
         self._last_offsets: list[int] = []
         self._fd = -1
         self._dirty = False
+        self._created = False  # the file was created since the last flush
 
     # -- reading -----------------------------------------------------------------------
 
@@ -146,6 +148,7 @@ class TxnIndex:
                              "(entries go in increasing last_offset, first <= last)")
         data = ENTRY.pack(TXN_INDEX_VERSION, *entry)
         if self._fd < 0:
+            self._created = self._created or not entries
             self._fd = os.open(self.path, os.O_WRONLY | os.O_APPEND | os.O_CREAT | os.O_CLOEXEC,
                                0o644)
         try:
@@ -189,7 +192,11 @@ class TxnIndex:
     # -- lifecycle ---------------------------------------------------------------------
 
     def flush(self) -> None:
-        """fsync what was appended since the last flush."""
+        """fsync what was appended since the last flush (and the directory when the file
+        was created since)."""
+        if self._created:
+            fsync_dir(self.path.parent)
+            self._created = False
         if self._dirty:
             if self._fd >= 0:
                 os.fsync(self._fd)

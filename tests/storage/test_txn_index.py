@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 
 from storage.errors import CorruptIndexError
+from storage.index import txn_index
 from storage.index.txn_index import ENTRY, AbortedTxn, TxnIndex
 
 # as a partition writes them: each LSO is the first offset of the earliest other open
@@ -112,3 +113,15 @@ def test_the_sanity_check_finds_a_damaged_file(tmp_path: Path, damage, message: 
         TxnIndex(index.path, 100).sanity_check()
     with pytest.raises(CorruptIndexError):
         index.sanity_check()
+
+
+def test_a_flush_after_the_file_was_created_fsyncs_its_directory(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    synced: list[Path] = []
+    monkeypatch.setattr(txn_index, "fsync_dir", synced.append)
+    index = filled(tmp_path)
+    index.flush()
+    assert synced == [tmp_path]
+    index.append(AbortedTxn(9, 131, 140, 141))
+    index.flush()
+    assert synced == [tmp_path]  # the file was there already
