@@ -10,7 +10,9 @@ the records' timestamp deltas are relative to it (absolute timestamps unchanged)
 :class:`BatchFilter` decides, for one batch below the end of the offset map, which
 records stay (see :mod:`storage.cleaner` for the rules) and builds the replacement.
 Control batches (transaction markers) and transactional batches are copied byte for
-byte and their keys are not put in the offset map (:data:`KEPT_AS_IS`):
+byte and their keys are not put in the offset map (:data:`KEPT_AS_IS`); a tombstone
+whose key an earlier transactional record has is kept past its delete horizon
+(:attr:`BatchFilter.txn_keys`):
 
 ==========================  ===============================================================
 outcome                     bytes written
@@ -39,7 +41,7 @@ threads.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from clients.protocol.errors import CorruptRecordError
 from clients.records.batch import (
@@ -210,13 +212,22 @@ class BatchFilter:
     keyless_dropped: int = 0
     min_horizon: int | None = None  # earliest delete horizon of a batch keeping tombstones
     batches_changed: int = 0
+    # keys of the transactional records met so far in this pass (it walks the log from
+    # its first segment): a tombstone of one of them outlives its delete horizon
+    txn_keys: set[bytes] = field(default_factory=set)
 
     def filter(self, raw: bytes, h: Header) -> bytes | None:
         """What to write for the batch ``raw`` (``h``): ``raw`` itself, a rewrite, or None.
 
         A compressed batch is decided on its uncompressed records; a rewrite of it is
         compressed again with the same codec (as Kafka's cleaner does)."""
-        if h[0] >= self.map_end or h[5] & KEPT_AS_IS:
+        if h[0] >= self.map_end:
+            return raw
+        if h[5] & KEPT_AS_IS:
+            if not h[5] & CONTROL_MASK:
+                plain, pos, ph = plain_batch(raw, 0, h)
+                self.txn_keys.update(span[6] for span in walk_records(plain, pos, ph)
+                                     if span[6] is not None)
             return raw
         codec = h[5] & COMPRESSION_MASK
         if not codec:
@@ -245,10 +256,13 @@ class BatchFilter:
             if newer is not None and newer > span[5]:
                 continue
             if span[7]:
-                if expired:
+                if not expired:
+                    tombstones += 1
+                elif key not in self.txn_keys:
                     self.tombstones_dropped += 1
                     continue
-                tombstones += 1
+                # else: an older transactional record of its key is kept as it is (never
+                # compacted), so this tombstone must stay to keep superseding it
             kept.append(span)
         self.records_dropped += len(spans) - len(kept)
         stamp = tombstones > 0 and not has_horizon

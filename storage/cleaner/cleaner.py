@@ -45,6 +45,10 @@ Guarantees and choices:
   instead tracks aborted transactions and removes their data).  So transactional data
   is never compacted and never compacts other records away: safe, less compact than
   Kafka; markers are never removed (Kafka removes them after ``delete_retention_ms``).
+  Since such a record stays, a later tombstone of its key outlives its delete horizon
+  (else the older value would come back); a pass collects the keys of the
+  transactional records it walks for that (:attr:`BatchFilter.txn_keys`: memory grows
+  with the distinct keys written in transactions, not accounted in the map's budget).
   The segments' ``.txnindex`` entries go with the swap (:mod:`storage.cleaner.swap`).
 * A corrupt batch (CRC, framing) or one with more keys than the whole map holds makes
   the log *uncleanable* until restart (:meth:`LogCleaner.uncleanable` says why); the log

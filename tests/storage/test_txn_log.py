@@ -14,7 +14,7 @@ import pytest
 from clients.protocol.topics import TopicPartition
 from clients.records.batch import TRANSACTIONAL_MASK, iter_batches, set_base_offset
 from clients.records.control import ControlType, build_marker_batch
-from clients.records.record import build_batch
+from clients.records.record import build_batch, decode_batch
 from storage.cleaner.cleaner import LogCleaner
 from storage.config import LogConfig
 from storage.errors import CorruptIndexError, LogInvariantError
@@ -436,3 +436,35 @@ def test_a_crash_at_every_swap_step_keeps_the_transaction_index(tmp_path: Path) 
         finally:
             reopened.close()
         shutil.rmtree(directory.parent)
+
+
+def test_a_tombstone_after_a_transactional_value_outlives_its_horizon(tmp_path: Path) -> None:
+    """The transactional record is kept as it is, so the tombstone that supersedes it
+    must stay: else the deleted key's old value would come back."""
+    now = [10**7]
+    config = LogConfig(segment_bytes=1024, index_interval_bytes=128, segment_index_bytes=4096,
+                       cleanup_policy="compact", min_cleanable_dirty_ratio=0.0,
+                       delete_retention_ms=1000)
+    log = Log.open(tmp_path / "t-0", config, clock_ms=lambda: now[0])
+    writer = TxnWriter(log, 13)
+    writer.data(7, key=b"gone")  # a committed transactional value of "gone"
+    writer.end(7, ControlType.COMMIT)
+    for i in range(30):  # a plain tombstone of "gone", and plain tombstones of others
+        key = b"gone" if i == 10 else b"other-%d" % i
+        tomb = build_batch([(key, None, 1000, ())])
+        writer._append(tomb)
+        writer.data(-1, transactional=False, key=b"filler-%d" % i)
+    log.roll()
+
+    def tombstones() -> set[bytes]:
+        return {r.key for h, data in log.batches() if not h.is_transactional
+                for r in decode_batch(data) if r.value is None and r.key is not None}
+
+    cleaner = LogCleaner(clock_ms=lambda: now[0])
+    cleaner.clean_until_idle({TP: log})  # stamps the horizons
+    assert b"gone" in tombstones() and b"other-3" in tombstones()
+    now[0] += 5000
+    cleaner.clean_until_idle({TP: log})  # past the horizon
+    assert tombstones() == {b"gone"}
+    assert cleaner.clean_until_idle({TP: log}) == 0  # and no pass is due for it
+    log.close()
