@@ -217,10 +217,16 @@ def test_a_damaged_file_is_rebuilt_equal_to_the_original(tmp_path: Path, how: st
     again.close()
 
 
-def test_every_file_rebuilt_from_the_log_equals_what_was_written(tmp_path: Path) -> None:
+@pytest.mark.parametrize("seed", range(4, 8))
+def test_every_file_rebuilt_from_the_log_equals_what_was_written(tmp_path: Path,
+                                                                 seed: int) -> None:
     """All lost at once (a crash from the first segment on): the rebuild from the log
     start gives back every entry, LSOs included; empty aborts give none."""
-    log, writer = written(tmp_path, 4, steps=400)
+    log, writer = written(tmp_path, seed, steps=400)
+    assert any(e.last_stable_offset <= e.last_offset for e in writer.aborted)  # overlaps
+    bases = [seg.base_offset for seg in log.segments]
+    assert any(any(e.first_offset < b <= e.last_offset for b in bases)
+               for e in writer.aborted)  # and transactions across a roll
     before = txn_files(log)
     log.abandon()
     for path in log.dir.glob("*.txnindex"):
