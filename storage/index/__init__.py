@@ -1,0 +1,1 @@
+"""STAND-IN (txpart): replaced by txstore's storage.index package when it lands."""
