@@ -44,9 +44,9 @@ control batch from the coordinator's WriteTxnMarkers) and of the updates:
    marker for the producer, written meanwhile, drops it) is INVALID_TXN_STATE (48).  A
    higher epoch's transactional batch while an older epoch's transaction is open
    continues it (Kafka: only a marker ends a transaction).
-8. a marker whose producer epoch is older than the producer's: INVALID_PRODUCER_EPOCH (47,
-   Kafka's ``checkProducerEpoch`` since 2.7, not PRODUCER_FENCED).  A higher epoch becomes
-   the producer's (TV2 markers carry the bumped epoch).
+8. a marker whose producer epoch is older than the producer's (with transaction version
+   2, ``strict_epoch``: not newer, as each TV2 transaction ends with a bumped epoch):
+   INVALID_PRODUCER_EPOCH (47, Kafka's ``checkProducerEpoch``, not PRODUCER_FENCED).
 9. a marker whose coordinator epoch is older than the last one seen for the producer:
    TRANSACTION_COORDINATOR_FENCED (52): a zombie coordinator.
 10. a marker ends the producer's open transaction: :meth:`update_marker` returns a
@@ -90,11 +90,10 @@ Design choices (where Kafka's documents are silent or differ):
 * Verification guards (rule 7) live in memory only: after a restart or a leader change
   a producer's first transactional batch is verified again.
 
-Costs: ``check``/``update`` O(1) (at most 5 entries compared); transaction checks and
-updates O(1); ``first_unstable_offset`` O(completed transactions above the HW), usually
-O(1); ``snapshot``/``load`` O(producers) (plus a sort of the open transactions);
-``remove_expired`` O(producers).  Memory: O(producers) with a bound of
-``max_producers`` x 5 batches.  Not thread-safe: owned by the partition's event loop.
+Costs: ``check``/``update`` and the transaction rules O(1) (at most 5 entries compared);
+``first_unstable_offset`` O(completed transactions above the HW); ``snapshot``/``load``
+O(producers) (plus a sort of open transactions); ``remove_expired`` O(producers).
+Memory: O(producers), at most ``max_producers`` x 5 batches.  Not thread-safe.
 """
 
 from __future__ import annotations
@@ -190,9 +189,8 @@ class VerificationGuard:
         return f"VerificationGuard(producer {self.producer_id}, {id(self):#x})"
 
 
-# (producer_id, epoch, batches, current_txn_first_offset, coordinator_epoch): what
-# :meth:`ProducerStateManager.snapshot` returns and :meth:`~ProducerStateManager.load` takes
-# (storage.producer_snapshot stores it; a 3-tuple loads as no transaction state)
+# (producer_id, epoch, batches, current_txn_first_offset, coordinator_epoch): a snapshot
+# entry (storage.producer_snapshot stores it; a 3-tuple loads as no transaction state)
 ProducerSnapshotEntry = tuple[int, int, tuple[BatchMetadata, ...], int, int]
 
 
@@ -484,7 +482,8 @@ class ProducerStateManager:
             guard = self._guards[producer_id] = VerificationGuard(producer_id)
         return guard
 
-    def check_marker(self, producer_id: int, epoch: int, coordinator_epoch: int) -> Verdict:
+    def check_marker(self, producer_id: int, epoch: int, coordinator_epoch: int, *,
+                     strict_epoch: bool = False) -> Verdict:
         """Rules 8 and 9 for a marker the leader is asked to write (no state change)."""
         if producer_id < 0 or epoch < 0:
             return _error(ErrorCode.INVALID_REQUEST,
@@ -493,10 +492,11 @@ class ProducerStateManager:
         entry = self._producers.get(producer_id)
         if entry is None:
             return APPEND
-        if epoch < entry.epoch:
+        if epoch < entry.epoch or (strict_epoch and epoch == entry.epoch):
             return _error(ErrorCode.INVALID_PRODUCER_EPOCH,
                           f"{self.name}: marker for producer {producer_id} has epoch {epoch}, "
-                          f"older than its current epoch {entry.epoch}")
+                          f"{'not above' if strict_epoch else 'older than'} its epoch "
+                          f"{entry.epoch}")
         if coordinator_epoch < entry.coordinator_epoch:
             return _error(ErrorCode.TRANSACTION_COORDINATOR_FENCED,
                           f"{self.name}: marker for producer {producer_id} comes from "
