@@ -76,7 +76,6 @@ from clients.protocol.topics import TopicPartition
 from clients.records.batch import BatchHeader
 from storage.config import LogConfig
 from storage.errors import StorageError
-from storage.index.txn_index import AbortedTxn
 from storage.log.appender import LogAppender, byte_view
 from storage.log.invariants import check_log_invariants
 from storage.log.reader import FetchDataInfo, LogReader, TimestampAndOffset
@@ -284,17 +283,6 @@ class Log:
             raise
         except MiniKafkaError:
             return
-
-    # STAND-IN (txpart) for txstore's contract 2, in memory; reverted when theirs lands
-    def append_aborted_txn(self, entry: AbortedTxn) -> None:
-        self.__dict__.setdefault("_standin_aborted", []).append(entry)
-
-    def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int
-                                     ) -> list[AbortedTxn]:
-        found = [t for t in self.__dict__.get("_standin_aborted", [])
-                 if t.last_offset >= start_offset and t.first_offset < upper_bound_offset
-                 and t.last_offset < self.log_end_offset]
-        return sorted(found, key=lambda t: t.first_offset)
 
     def append_as_follower(self, batches: bytes | bytearray | memoryview) -> LogAppendInfo:
         """Append replicated batches as they are (offsets and epochs kept)."""

@@ -1,1 +1,0 @@
-"""STAND-IN (txpart): replaced by txstore's storage.index package when it lands."""
