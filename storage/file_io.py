@@ -3,7 +3,7 @@
 Every storage file that must survive a crash is written through these helpers:
 checkpoints (:mod:`storage.checkpoint`), producer snapshots
 (:mod:`storage.producer_snapshot`), the cleaner's swap files (:mod:`storage.cleaner.swap`),
-index rebuilds (:mod:`storage.offset_index`), the clean-shutdown marker
+index rebuilds (:mod:`storage.index.offset_index`), the clean-shutdown marker
 (:mod:`storage.log_manager`) and the directory syncs of a log
 (:mod:`storage.log.segment_list`, :mod:`storage.log.recovery`).
 

@@ -21,6 +21,19 @@ a segment's findings once it is repaired).  What to do about one is the owner's 
 :mod:`storage.segment_repair`).
 A segment that changed under the scrubber (compacted, deleted, truncated) is skipped.
 
+Transaction indexes: when a closed segment has been read to its end without damage, its
+``.txnindex`` is checked too.  A damaged file
+(:meth:`~storage.index.txn_index.TxnIndex.sanity_check`) is rewritten; so is one whose
+entries differ from what the segment's batches give, which the scrubber knows when it
+has read the log from its first segment on in this round: it feeds every transactional
+batch it reads to a :class:`~storage.log.txn_rebuild.TxnTracker` (open transactions
+carried from segment to segment, no extra reads).  That is how a file lost from a
+segment recovery did not rescan is found.  A rewrite takes the tracker's entries, or,
+for a damaged file met without that history (the round started mid-log), a rebuild
+from the log (:func:`storage.log.txn_rebuild.rebuild_txn_indexes`: the batch headers
+from the log's first segment up to this one, in this step); each is logged (WARNING)
+and counted (:attr:`LogScrubber.txn_indexes_rebuilt`).
+
 Progress is kept in ``scrubber-checkpoint`` (version line, count line, then ``topic
 partition segment_base position`` lines, written atomically) so a restart goes on where
 the last run stopped instead of starting every log again (the log manager's clean
@@ -42,8 +55,10 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from clients.protocol.topics import TopicPartition
+from storage.errors import CorruptIndexError
 from storage.file_io import atomic_write_text
 from storage.log.log import Log
+from storage.log.txn_rebuild import TxnTracker, rebuild_txn_indexes
 from storage.records.scan import scan_segment
 from storage.segment import Segment
 
@@ -89,6 +104,11 @@ class LogScrubber:
         self.rounds_completed = 0
         self.bytes_checked = 0
         self._reported: set[tuple[TopicPartition, int, int]] = set()
+        self.txn_indexes_rebuilt = 0
+        # transactional batches of the segment being read; the open transactions of the
+        # log read so far and the segment they lead into (None: not read from its start)
+        self._events: list[tuple[int, int, int]] = []
+        self._txn: tuple[TopicPartition, int, TxnTracker] | None = None
 
     # -- progress --------------------------------------------------------------------
 
@@ -141,7 +161,15 @@ class LogScrubber:
                     break  # a round ends with its step: the next one starts afresh
                 continue
             tp, segment, position = target
+            if position == 0:
+                self._events = []
+                if segment is logs[tp].segments[0]:
+                    self._txn = (tp, segment.base_offset, TxnTracker())
             used, finding = self._check(tp, segment, position, budget, now_ms)
+            if finding is not None:
+                self._txn = None
+            elif position + used >= segment.size:
+                self._check_txn_index(tp, logs[tp], segment)
             budget -= max(used, 1)
             self.bytes_checked += used
             if finding is not None:
@@ -204,6 +232,7 @@ class LogScrubber:
         scan = scan_segment(data, segment.base_offset, min_offset=segment.base_offset,
                             index_interval_bytes=1 << 30, max_offset_entries=1,
                             max_time_entries=1)
+        self._events += scan.txn_events
         if scan.error is None or (scan.error.startswith("torn")
                                   and position + len(data) < end):
             if scan.valid_bytes == 0 and position + len(data) < end:
@@ -218,6 +247,34 @@ class LogScrubber:
         reason = _POSITION.sub(lambda m: f"position {int(m.group(1)) + position}", scan.error)
         return end - position, DamagedRange(tp.topic, tp.partition, segment.base_offset,
                                             bad_position, first_bad, reason, now_ms)
+
+    def _check_txn_index(self, tp: TopicPartition, log_: Log, segment: Segment) -> None:
+        """``segment`` was read to its end: its ``.txnindex`` against its batches."""
+        closed = log_.segments[:-1]
+        if segment.fd < 0 or not any(s is segment for s in closed):
+            self._txn = None  # it changed under the scrubber
+            return
+        expected = None
+        if self._txn is not None and self._txn[:2] == (tp, segment.base_offset):
+            tracker = self._txn[2]
+            expected = tracker.entries(self._events)
+            later = [s.base_offset for s in closed if s.base_offset > segment.base_offset]
+            self._txn = (tp, later[0], tracker) if later else None
+        index = segment.txn_index
+        try:
+            index.sanity_check()
+            if expected is None or index.entries == expected:
+                return
+            why = (f"{len(index.entries)} entries, the batches give {len(expected)} "
+                   "(or different ones)")
+        except CorruptIndexError as exc:
+            why = str(exc)
+        if expected is not None:
+            index.replace_entries(expected)
+        else:
+            rebuild_txn_indexes(log_.segments, {segment.base_offset})
+        log.warning("scrubber: %s: %s; rewritten from the log", index.path, why)
+        self.txn_indexes_rebuilt += 1
 
     @staticmethod
     def _batch_length(data: bytes) -> int:

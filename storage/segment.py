@@ -1,9 +1,16 @@
-"""One log segment: ``<base_offset:020d>.log`` + ``.index`` + ``.timeindex``.
+"""One log segment: ``<base_offset:020d>.log`` + ``.index`` + ``.timeindex`` (+ ``.txnindex``).
 
 The ``.log`` file is a plain concatenation of RecordBatch v2 (byte table in
 :mod:`clients.records.batch`; run layout in :mod:`storage.records.scan`); the index
-formats are in :mod:`storage.offset_index` and :mod:`storage.time_index`.  ``base_offset``
-is the first offset the segment may hold; batch offsets inside are strictly increasing.
+formats are in :mod:`storage.index.offset_index`, :mod:`storage.index.time_index` and
+:mod:`storage.index.txn_index`.  ``base_offset`` is the first offset the segment may
+hold; batch offsets inside are strictly increasing.
+
+The segment owns its aborted-transaction index (:attr:`Segment.txn_index`): the file
+appears with its first entry (the log's owner appends through
+:meth:`storage.log.log.Log.append_aborted_txn`), is truncated with the segment
+(:meth:`truncate_to`), flushed and deleted with it; what recovery does to it is in
+:mod:`storage.log.txn_rebuild`.
 
 The segment keeps one descriptor on its ``.log`` (``O_APPEND``; its logical size is
 tracked in :attr:`size`) and appends with one ``os.writev`` per append (a request the log
@@ -56,9 +63,10 @@ from clients.records.batch import HEADER, HEADER_SIZE, LOG_OVERHEAD, MAGIC
 from storage.config import LogConfig
 from storage.errors import CorruptIndexError, StorageError
 from storage.file_io import atomic_write_text, write_all
-from storage.offset_index import OffsetIndex
+from storage.index.offset_index import OffsetIndex
+from storage.index.time_index import NO_TIMESTAMP, TimeIndex
+from storage.index.txn_index import TxnIndex
 from storage.records.scan import INT32_MAX, SegmentScan, scan_segment
-from storage.time_index import NO_TIMESTAMP, TimeIndex
 
 _WALK_CHUNK = 16 * 1024
 _I = TypeVar("_I", OffsetIndex, TimeIndex)
@@ -104,13 +112,14 @@ class Segment:
         self._index_interval_bytes = config.index_interval_bytes
         index_path = segment_file(directory, base_offset, ".index")
         time_path = segment_file(directory, base_offset, ".timeindex")
+        txn_path = segment_file(directory, base_offset, ".txnindex")
         if create:
-            index_path.unlink(missing_ok=True)
-            time_path.unlink(missing_ok=True)
-            self.damage_mark_path.unlink(missing_ok=True)
+            for path in (index_path, time_path, txn_path, self.damage_mark_path):
+                path.unlink(missing_ok=True)
         self.indexes_missing = not (index_path.exists() and time_path.exists())
         self.index = self._open_index(OffsetIndex, index_path)
         self.time_index = self._open_index(TimeIndex, time_path)
+        self.txn_index = TxnIndex(txn_path, base_offset)
 
     def update_config(self, config: LogConfig) -> None:
         """Use ``config`` from now on: later appends index every
@@ -400,6 +409,7 @@ class Segment:
         self.dirty = True
         self.index.truncate_to_offset(first_dropped)
         self.time_index.truncate_to_offset(first_dropped)
+        self.txn_index.truncate_to(first_dropped)
         # recompute the running state from the last surviving index entry
         self.max_timestamp = self.time_index.last_timestamp
         self.offset_of_max_timestamp = self.time_index.last_offset
@@ -439,6 +449,7 @@ class Segment:
             self.dirty = False
         self.index.flush()
         self.time_index.flush()
+        self.txn_index.flush()
 
     def close(self) -> None:
         if self.fd < 0:
@@ -447,6 +458,7 @@ class Segment:
             self._final_time_entry()
         self.index.close()
         self.time_index.close()
+        self.txn_index.close()
         os.close(self.fd)
         self.fd = -1
 
@@ -456,6 +468,7 @@ class Segment:
             return
         self.index.abandon()
         self.time_index.abandon()
+        self.txn_index.close()  # what was written stays, fsync'd or not (a crash)
         os.close(self.fd)
         self.fd = -1
 
@@ -465,6 +478,7 @@ class Segment:
             self.fd = -1
         self.index.delete()
         self.time_index.delete()
+        self.txn_index.delete()
         self.log_path.unlink(missing_ok=True)
         self.clear_damage_mark()
 

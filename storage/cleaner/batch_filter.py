@@ -8,7 +8,9 @@ one thing, Kafka's KIP-534 *delete horizon*: attributes bit 6 (``0x40``) set mea
 the records' timestamp deltas are relative to it (absolute timestamps unchanged).
 
 :class:`BatchFilter` decides, for one batch below the end of the offset map, which
-records stay (see :mod:`storage.cleaner` for the rules) and builds the replacement:
+records stay (see :mod:`storage.cleaner` for the rules) and builds the replacement.
+Control batches (transaction markers) and transactional batches are copied byte for
+byte and their keys are not put in the offset map (:data:`KEPT_AS_IS`):
 
 ==========================  ===============================================================
 outcome                     bytes written
@@ -47,15 +49,18 @@ from clients.records.batch import (
     HEADER_SIZE,
     LOG_OVERHEAD,
     TIMESTAMP_TYPE_MASK,
+    TRANSACTIONAL_MASK,
     assemble_batch,
 )
 from clients.records.compression import compress_batch, decompress_batch
 from clients.records.varint import decode_varint, decode_varint32, encode_varint
 from storage.cleaner.offset_map import OffsetMap
+from storage.index.time_index import NO_TIMESTAMP
 from storage.segment import Segment
-from storage.time_index import NO_TIMESTAMP
 
 DELETE_HORIZON_MASK = 0x40
+# control and transactional batches: copied as they are, their keys never in the map
+KEPT_AS_IS = CONTROL_MASK | TRANSACTIONAL_MASK
 # base, length, epoch, magic, crc, attrs, lod, base_ts, max_ts, pid, pepoch, bseq, count
 Header = tuple[int, int, int, int, int, int, int, int, int, int, int, int, int]
 # start, end, attributes position, timestamp-delta end, timestamp delta, offset,
@@ -135,10 +140,11 @@ def plain_batch(raw: bytes, pos: int, h: Header) -> tuple[bytes, int, Header]:
 
 
 def keys_of(data: bytes, pos: int, h: Header) -> tuple[list[bytes], list[int]]:
-    """Keys and offsets of the keyed records of the batch at ``pos`` (control: none)."""
+    """Keys and offsets of the keyed records of the batch at ``pos`` (none for control
+    and transactional batches: an aborted record must never supersede a key)."""
     keys: list[bytes] = []
     offsets: list[int] = []
-    if not h[5] & CONTROL_MASK:
+    if not h[5] & KEPT_AS_IS:
         data, pos, h = plain_batch(data, pos, h)
         for span in walk_records(data, pos, h):
             if span[6] is not None:
@@ -210,7 +216,7 @@ class BatchFilter:
 
         A compressed batch is decided on its uncompressed records; a rewrite of it is
         compressed again with the same codec (as Kafka's cleaner does)."""
-        if h[0] >= self.map_end or h[5] & CONTROL_MASK:
+        if h[0] >= self.map_end or h[5] & KEPT_AS_IS:
             return raw
         codec = h[5] & COMPRESSION_MASK
         if not codec:

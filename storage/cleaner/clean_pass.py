@@ -25,10 +25,10 @@ from storage.cleaner.batch_filter import BatchFilter
 from storage.cleaner.offset_map import OffsetMap
 from storage.cleaner.swap import CleanedSegmentWriter
 from storage.config import LogConfig
+from storage.index.time_index import TimeIndex
 from storage.log.log import Log
 from storage.records.scan import INT32_MAX
 from storage.segment import Segment
-from storage.time_index import TimeIndex
 
 __all__ = ["CleanPass", "batch_max_timestamp", "group_segments"]
 

@@ -39,7 +39,13 @@ Guarantees and choices:
   batch with the delete horizon ``now + delete_retention_ms``; a pass at or after it
   drops the batch's tombstones.  The earliest pending horizon per log is kept in memory
   (after a restart only new dirt triggers a pass, as in Kafka).
-* Transactions are not supported by this broker: control batches are kept as they are.
+* Transactions: control batches (markers) and transactional batches are copied as they
+  are, and the keys of transactional records are not put in the offset map (an aborted
+  record must not make the cleaner drop the value it did not replace; Kafka's cleaner
+  instead tracks aborted transactions and removes their data).  So transactional data
+  is never compacted and never compacts other records away: safe, less compact than
+  Kafka; markers are never removed (Kafka removes them after ``delete_retention_ms``).
+  The segments' ``.txnindex`` entries go with the swap (:mod:`storage.cleaner.swap`).
 * A corrupt batch (CRC, framing) or one with more keys than the whole map holds makes
   the log *uncleanable* until restart (:meth:`LogCleaner.uncleanable` says why); the log
   itself is left as it was.  A truncation, deletion or reopen of the log under a pass

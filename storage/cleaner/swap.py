@@ -3,26 +3,31 @@
 A group of consecutive inactive segments ``o1 < o2 < ... < ok`` becomes one segment
 named ``b = o1`` (``B`` = ``f"{b:020d}"``; every file in the partition directory).  Its
 ``.log`` is a concatenation of batches (format: :mod:`storage.log.validator`); its ``.index``
-and ``.timeindex`` (formats: :mod:`storage.offset_index`, :mod:`storage.time_index`)
+and ``.timeindex`` (formats: :mod:`storage.index.offset_index`, :mod:`storage.index.time_index`)
 are built while writing, with the index-point rule of
 :func:`storage.records.scan.scan_segment` (first batch, then every ``index_interval_bytes``;
-one final time entry), trimmed to their entries.  The new segment always ends with the
-last batch of ``ok`` (an empty header if its records were dropped), so it covers exactly
-the offsets ``[o1, end of ok)``.
+one final time entry), trimmed to their entries.  Its ``.txnindex`` (format:
+:mod:`storage.index.txn_index`) carries the entries of the segments it replaces, as they
+are: the cleaner keeps every control batch and every transactional batch, so each
+aborted transaction still ends at the same marker (a source index that turns out
+damaged is rebuilt from the log after the swap: :mod:`storage.log.txn_rebuild`).  The
+new segment always ends with the last batch of ``ok`` (an empty header if its records
+were dropped), so it covers exactly the offsets ``[o1, end of ok)``.
 
 Swap protocol (Kafka's ``.cleaned``/``.swap``/``.deleted`` renames):
 
 ====  ============================================================================
-S0    write ``B.log.cleaned``, ``B.index.cleaned``, ``B.timeindex.cleaned``; fsync
-      each; fsync the directory
+S0    write ``B.log.cleaned``, ``B.index.cleaned``, ``B.timeindex.cleaned`` (and
+      ``B.txnindex.cleaned`` when there are entries); fsync each; fsync the directory
 S1    rename ``B.index.cleaned`` -> ``B.index.swap``, ``B.timeindex.cleaned`` ->
-      ``B.timeindex.swap``, then ``B.log.cleaned`` -> ``B.log.swap``: the COMMIT
-      point; fsync the directory
-S2    for each old segment O: rename ``O.log``, ``O.index``, ``O.timeindex`` to
-      ``O.log.deleted``, ``O.index.deleted``, ``O.timeindex.deleted``
+      ``B.timeindex.swap`` (``B.txnindex`` likewise), then ``B.log.cleaned`` ->
+      ``B.log.swap``: the COMMIT point; fsync the directory
+S2    for each old segment O: rename ``O.log``, ``O.index``, ``O.timeindex`` (and an
+      ``O.txnindex``) to ``O.log.deleted``, ``O.index.deleted``, ...
 S3    rename ``B.index.swap`` -> ``B.index``, ``B.timeindex.swap`` ->
-      ``B.timeindex``, then ``B.log.swap`` -> ``B.log``; fsync the directory; the
-      Log object swaps its segment list (:meth:`storage.log.log.Log.replace_segments`)
+      ``B.timeindex`` (``B.txnindex`` likewise), then ``B.log.swap`` -> ``B.log``;
+      fsync the directory; the Log object swaps its segment list
+      (:meth:`storage.log.log.Log.replace_segments`)
 S4    unlink every ``.deleted`` file of the group
 ====  ============================================================================
 
@@ -47,11 +52,14 @@ from pathlib import Path
 
 import numpy as np
 
+from storage.errors import CorruptIndexError
 from storage.file_io import fsync_dir, write_all, write_file_fsynced
+from storage.index.offset_index import OffsetIndex
+from storage.index.time_index import NO_TIMESTAMP, TimeIndex
+from storage.index.txn_index import ENTRY, TXN_INDEX_VERSION
 from storage.log.log import Log
-from storage.offset_index import OffsetIndex
+from storage.log.txn_rebuild import rebuild_txn_indexes
 from storage.segment import Segment, segment_file
-from storage.time_index import NO_TIMESTAMP, TimeIndex
 
 SwapHook = Callable[[str], None]
 
@@ -116,7 +124,8 @@ class CleanedSegmentWriter:
         if self.fd >= 0:
             os.close(self.fd)
             self.fd = -1
-        for suffix in (".log.cleaned", ".index.cleaned", ".timeindex.cleaned"):
+        for suffix in (".log.cleaned", ".index.cleaned", ".timeindex.cleaned",
+                       ".txnindex.cleaned"):
             segment_file(self.log.dir, self.base, suffix).unlink(missing_ok=True)
 
     def swap_in(self, now_ms: int, hook: SwapHook | None = None) -> Segment:
@@ -125,6 +134,7 @@ class CleanedSegmentWriter:
         ``hook`` (tests) is called after every file operation with its step name.
         """
         index_bytes, time_bytes = self._finish()
+        txn_bytes, txn_damaged = self._txn_entries()
         log, base = self.log, self.base
         directory = log.dir
         step = hook or _no_hook
@@ -134,29 +144,49 @@ class CleanedSegmentWriter:
 
         write_file_fsynced(name(base, ".index.cleaned"), index_bytes)
         write_file_fsynced(name(base, ".timeindex.cleaned"), time_bytes)
+        indexes: tuple[str, ...] = (".index", ".timeindex")
+        if txn_bytes:
+            write_file_fsynced(name(base, ".txnindex.cleaned"), txn_bytes)
+            indexes += (".txnindex",)
         fsync_dir(directory)
         step("S0 cleaned files written")
-        for kind in (".index", ".timeindex", ".log"):
+        for kind in (*indexes, ".log"):
             os.rename(name(base, kind + ".cleaned"), name(base, kind + ".swap"))
             step(f"S1 {kind}.cleaned -> {kind}.swap")
         fsync_dir(directory)
+        deleted: list[tuple[int, str]] = []
         for seg in self.segments:
-            for kind in (".log", ".index", ".timeindex"):
+            seg.txn_index.close()
+            for kind in (".log", ".index", ".timeindex", ".txnindex"):
+                if kind == ".txnindex" and not name(seg.base_offset, kind).exists():
+                    continue
                 os.rename(name(seg.base_offset, kind), name(seg.base_offset, kind + ".deleted"))
+                deleted.append((seg.base_offset, kind))
                 step(f"S2 {seg.base_offset}{kind} -> .deleted")
-        for kind in (".index", ".timeindex", ".log"):
+        for kind in (*indexes, ".log"):
             os.rename(name(base, kind + ".swap"), name(base, kind))
             step(f"S3 {kind}.swap -> {kind}")
         fsync_dir(directory)
         new = Segment(directory, base, log.config, create=False, now_ms=now_ms)
         new.load_clean()
         log.replace_segments(self.segments, new)
+        if txn_damaged:
+            rebuild_txn_indexes(log.segments, {base})
+        for offset, kind in deleted:
+            name(offset, kind + ".deleted").unlink(missing_ok=True)
+            step(f"S4 unlink {offset}{kind}.deleted")
         for seg in self.segments:
-            for kind in (".log", ".index", ".timeindex"):
-                name(seg.base_offset, kind + ".deleted").unlink(missing_ok=True)
-                step(f"S4 unlink {seg.base_offset}{kind}.deleted")
             seg.clear_damage_mark()  # the damaged bytes it marked are gone
         return new
+
+    def _txn_entries(self) -> tuple[bytes, bool]:
+        """The ``.txnindex`` bytes of the new segment (the old ones' entries) and whether
+        an old one was damaged (then it is rebuilt after the swap)."""
+        try:
+            entries = [e for seg in self.segments for e in seg.txn_index.entries]
+        except CorruptIndexError:
+            return b"", True
+        return b"".join(ENTRY.pack(TXN_INDEX_VERSION, *e) for e in entries), False
 
 
 def _no_hook(_step: str) -> None:

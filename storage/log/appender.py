@@ -42,11 +42,11 @@ from clients.records.batch import (
 )
 from storage.config import LogConfig
 from storage.errors import StorageError
+from storage.index.time_index import NO_TIMESTAMP
 from storage.log.segment_list import SegmentList
 from storage.log.segment_policy import SegmentPolicy
 from storage.log.validator import BatchInfo, LogAppendInfo, validate_append_batches
 from storage.records.scan import INT32_MAX
-from storage.time_index import NO_TIMESTAMP
 
 __all__ = ["LogAppender", "byte_view"]
 

@@ -15,8 +15,8 @@ from __future__ import annotations
 import os
 
 from storage.errors import LogInvariantError
+from storage.index.time_index import NO_TIMESTAMP
 from storage.log.segment_list import SegmentList
-from storage.time_index import NO_TIMESTAMP
 
 __all__ = ["check_log_invariants"]
 

@@ -1,11 +1,14 @@
 """One partition's log: an ordered list of segments in ``<data_dir>/<topic>-<partition>/``.
 
-Directory layout (formats: :mod:`storage.segment`, :mod:`storage.offset_index`,
-:mod:`storage.time_index`; batches: :mod:`clients.records.batch`)::
+Directory layout (formats: :mod:`storage.segment`, :mod:`storage.index.offset_index`,
+:mod:`storage.index.time_index`, :mod:`storage.index.txn_index`; batches:
+:mod:`clients.records.batch`)::
 
     00000000000000000000.log        batches with offsets [0, 1200)
     00000000000000000000.index      sparse offset -> position (trimmed: inactive)
     00000000000000000000.timeindex  sparse max timestamp -> offset (trimmed)
+    00000000000000000000.txnindex   aborted transactions whose ABORT marker is in the
+                                    segment (only once there is one)
     00000000000000001200.log        active segment (appends go here)
     00000000000000001200.index      preallocated to segment_index_bytes, mmapped
     00000000000000001200.timeindex  preallocated to segment_index_bytes, mmapped
@@ -52,6 +55,11 @@ Semantics worth knowing (Kafka's unless stated):
   appends themselves stay permissive: follower
   appends copy the leader, and the cleaner still drops keyless records that got in
   before a topic became compacted.  Control batches are not checked.
+* Transactions: the log stores control batches and transactional batches like any other
+  (the partition's producer state decides what they mean).  The owner records each
+  aborted transaction with :meth:`Log.append_aborted_txn` right after its ABORT marker's
+  append; :meth:`Log.collect_aborted_transactions` answers a ``read_committed`` fetch.
+  Recovery keeps the segments' ``.txnindex`` files true (:mod:`storage.log.txn_rebuild`).
 * Only CreateTime timestamps are supported (a LogAppendTime batch would need its CRC
   recomputed); batches are stored as received.
 
@@ -76,6 +84,7 @@ from clients.protocol.topics import TopicPartition
 from clients.records.batch import BatchHeader
 from storage.config import LogConfig
 from storage.errors import StorageError
+from storage.index.txn_index import AbortedTxn
 from storage.log.appender import LogAppender, byte_view
 from storage.log.invariants import check_log_invariants
 from storage.log.reader import FetchDataInfo, LogReader, TimestampAndOffset
@@ -220,7 +229,38 @@ class Log:
         self._check_open()
         yield from self._reader.batches(start_offset)
 
+    def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int
+                                     ) -> list[AbortedTxn]:
+        """Every aborted transaction with ``last_offset >= start_offset`` and
+        ``first_offset < upper_bound_offset``, ordered by first offset (what a
+        ``read_committed`` fetch of ``[start_offset, upper_bound_offset)`` returns).
+        Reads the indexes of the segments from the one holding ``start_offset`` on,
+        until an entry's LSO reaches the bound (Kafka's ``collectAbortedTransactions``):
+        O(segments read + entries)."""
+        self._check_open()
+        segments = self._segments.segments
+        found: list[AbortedTxn] = []
+        for seg in segments[self._segments.floor_index(start_offset):]:
+            entries, complete = seg.txn_index.collect(start_offset, upper_bound_offset)
+            found += entries
+            if complete:
+                break
+        return sorted(found, key=lambda e: e.first_offset)
+
     # -- append ------------------------------------------------------------------------
+
+    def append_aborted_txn(self, entry: AbortedTxn) -> None:
+        """Record an aborted transaction in the ``.txnindex`` of the segment holding
+        ``entry.last_offset`` (its ABORT marker, already appended: the active segment
+        right after the marker's append).  ValueError when that offset is not in the log
+        or not above the segment's last entry.  O(1) + one ``write``."""
+        self._check_open()
+        segments = self._segments
+        if not segments.segments[0].base_offset <= entry.last_offset < segments.log_end_offset:
+            raise ValueError(f"{self.dir}: aborted transaction {entry} ends outside the log "
+                             f"[{segments.segments[0].base_offset}, "
+                             f"{segments.log_end_offset})")
+        segments.segments[segments.floor_index(entry.last_offset)].txn_index.append(entry)
 
     def append_as_leader(self, batches: bytes | bytearray | memoryview,
                          leader_epoch: int, checked: Sequence[BatchInfo] | None = None

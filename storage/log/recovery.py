@@ -68,6 +68,7 @@ from storage.checkpoint import (
 )
 from storage.errors import CorruptIndexError
 from storage.file_io import fsync_dir, write_file_fsynced
+from storage.log.txn_rebuild import check_txn_indexes
 from storage.records.scan import SegmentScan, scan_segment
 from storage.segment import DAMAGE_MARK_SUFFIX, Segment, segment_file
 
@@ -107,7 +108,7 @@ SEGMENT_NAME = re.compile(r"^(\d{20})\.log$")
 STRAY_SUFFIXES = (".deleted", ".cleaned", ".swap")
 QUARANTINE_PREFIX = "quarantine-"
 DURABLE = 2**63 - 1  # ``keep_damaged_below`` for segments whose every byte was fsync'd
-INDEX_SUFFIXES = (".index", ".timeindex")
+INDEX_SUFFIXES = (".index", ".timeindex", ".txnindex")
 SIDE_FILE_SUFFIXES = (*INDEX_SUFFIXES, DAMAGE_MARK_SUFFIX)  # removed without their .log
 
 
@@ -131,7 +132,10 @@ def load_segments(
     ``quarantine`` names it).  A corrupt batch below the recovery point in a segment that
     is not the last is kept as damage (see "Lost tails and rot" above) and the loading
     goes on.  An interrupted cleaner swap is completed or rolled back first
-    (:func:`finish_interrupted_swaps`); indexes without a ``.log`` are removed.
+    (:func:`finish_interrupted_swaps`); indexes without a ``.log`` are removed.  Last,
+    the transaction indexes are checked against what recovery left (damaged ones and
+    rescanned segments missing entries are rebuilt, entries past a segment's end
+    dropped: :func:`storage.log.txn_rebuild.check_txn_indexes`).
     """
     report = RecoveryReport(had_clean_shutdown=had_clean_shutdown)
     finish_interrupted_swaps(directory, report)
@@ -171,6 +175,7 @@ def load_segments(
         first_rescan = max(0, bisect.bisect_right(bases, recovery_point) - 1)
         epochs = _checkpointed_epochs(directory, report)
     prev_next: int | None = None
+    events: dict[int, list[tuple[int, int, int]]] = {}  # rescanned: transactional batches
     for i, seg in enumerate(segments):
         min_offset = seg.base_offset if prev_next is None else max(seg.base_offset, prev_next)
         scan: SegmentScan | None = None
@@ -195,6 +200,8 @@ def load_segments(
                 and following is not None and seg.next_offset < following):
             scan.error = (f"its batches end at offset {seg.next_offset}, the next segment "
                           f"starts at {following}: an unflushed tail was lost")
+        if scan is not None:
+            events[seg.base_offset] = scan.txn_events
         if seg.base_offset in marked or seg.damage is not None:
             _keep_damage_mark(seg, report)
         if scan is not None and scan.error is not None:
@@ -214,6 +221,7 @@ def load_segments(
                 del segments[i + 1:]
                 break
         prev_next = seg.next_offset
+    report.problems += check_txn_indexes(segments, events)
     return segments, report
 
 
@@ -258,7 +266,7 @@ def _quarantine(directory: Path, later: list[Segment], report: RecoveryReport) -
 
 
 SWAP_LOG = re.compile(r"^(\d{20})\.log\.swap$")
-SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex)$")
+SEGMENT_FILE = re.compile(r"^(\d{20})\.(log|index|timeindex|txnindex)$")
 
 
 def finish_interrupted_swaps(directory: Path, report: RecoveryReport) -> None:
@@ -266,10 +274,11 @@ def finish_interrupted_swaps(directory: Path, report: RecoveryReport) -> None:
 
     The protocol (S0-S4) is in :mod:`storage.cleaner`.  ``.cleaned`` files (no commit
     yet) and ``.deleted`` files (old files of a committed swap) are removed.  Each
-    ``B.log.swap`` is committed: every segment file (``.log``, ``.index``, ``.timeindex``)
-    with a base offset in ``[B, end of the swap file)`` is removed - the old segments it
-    replaces and its own half-renamed indexes, rebuilt on load - and it becomes
-    ``B.log``.  Any other ``.swap`` file is an index of an uncommitted swap: removed.
+    ``B.log.swap`` is committed: every segment file (``.log``, ``.index``, ``.timeindex``,
+    ``.txnindex``) with a base offset in ``[B, end of the swap file)`` is removed - the
+    old segments it replaces and its own half-renamed indexes, rebuilt on load (the
+    ``.txnindex`` from the log, as its rescan finds ABORT markers without entries) -
+    and it becomes ``B.log``.  Any other ``.swap`` file is an index of an uncommitted swap: removed.
     Cost: O(files) + a CRC scan of each swap file (only after a crash mid-swap).
     """
     changed = False

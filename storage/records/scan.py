@@ -23,26 +23,32 @@ from __future__ import annotations
 import bisect
 import mmap
 from collections.abc import Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 from crc32c import crc32c
 
+from clients.protocol.errors import MiniKafkaError
 from clients.records.batch import (
     ATTRIBUTES_OFFSET,
     COMPRESSION_CODECS,
     COMPRESSION_MASK,
+    CONTROL_MASK,
     HEADER,
     HEADER_SIZE,
     LOG_OVERHEAD,
     MAGIC,
+    TRANSACTIONAL_MASK,
 )
-from storage.offset_index import OffsetIndex
-from storage.time_index import NO_TIMESTAMP, TimeIndex
+from clients.records.control import ControlType, parse_marker
+from clients.records.record import decode_batch
+from storage.index.offset_index import OffsetIndex
+from storage.index.time_index import NO_TIMESTAMP, TimeIndex
 
 INT32_MAX = 2**31 - 1
 MIN_BATCH_LENGTH = HEADER_SIZE - LOG_OVERHEAD
 MAX_CODEC = len(COMPRESSION_CODECS) - 1  # zstd (4); 5-7 are not Kafka codecs
+TXN_DATA = -1  # the kind of a transactional data batch in SegmentScan.txn_events
 
 
 @dataclass
@@ -58,6 +64,10 @@ class SegmentScan:
     offset_entries: np.ndarray
     time_entries: np.ndarray
     error: str | None = None  # why the scan stopped before the end of the buffer
+    # (offset, producer id, kind) of each transactional batch, in order: kind TXN_DATA
+    # for data (offset: its base offset), the ControlType of a marker (the .txnindex
+    # checks: storage.log.txn_rebuild); control batches that are not markers are left out
+    txn_events: list[tuple[int, int, int]] = field(default_factory=list)
 
 
 
@@ -105,12 +115,13 @@ def scan_segment(
     error: str | None = None
     time_room = max_time_entries - 1  # one slot reserved for the final entry
     last_ts = NO_TIMESTAMP
+    txn_events: list[tuple[int, int, int]] = []
     try:
         while pos < total:
             if total - pos < HEADER_SIZE:
                 error = f"torn batch header at position {pos} ({total - pos} bytes)"
                 break
-            (base, length, epoch, magic, crc, attrs, lod, _bts, batch_max_ts, _pid, _pep,
+            (base, length, epoch, magic, crc, attrs, lod, _bts, batch_max_ts, pid, _pep,
              _seq, count) = unpack(view, pos)
             end = pos + length + LOG_OVERHEAD
             if magic != MAGIC or length < MIN_BATCH_LENGTH:
@@ -140,6 +151,10 @@ def scan_segment(
                     error = (f"batch at position {pos} (offset {base}) has leader epoch "
                              f"{epoch}; the leader-epoch checkpoint says {known}")
                     break
+            if attrs & TRANSACTIONAL_MASK:
+                kind = marker_kind(view, pos) if attrs & CONTROL_MASK else TXN_DATA
+                if kind is not None:
+                    txn_events.append((base, pid, kind))
             if batch_max_ts > max_ts:
                 max_ts, off_of_max = batch_max_ts, base
             if not off_rel or since >= index_interval_bytes:
@@ -174,4 +189,15 @@ def scan_segment(
         offset_entries=offsets,
         time_entries=times,
         error=error,
+        txn_events=txn_events,
     )
+
+
+def marker_kind(buf: memoryview, pos: int) -> ControlType | None:
+    """The type of the transaction marker in the control batch at ``pos`` (its CRC
+    already checked); None when its record is not a marker."""
+    try:
+        record = decode_batch(buf, pos, validate=False)[0]
+        return parse_marker(record.key, record.value)[0]
+    except (MiniKafkaError, IndexError):
+        return None

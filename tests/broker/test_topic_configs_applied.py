@@ -39,9 +39,9 @@ from clients.protocol.errors import ErrorCode
 from clients.protocol.topics import TopicPartition
 from clients.records.record import build_batch
 from storage.config import LogConfig
+from storage.index.offset_index import OffsetIndex
+from storage.index.time_index import TimeIndex
 from storage.log.log import Log, wall_clock_ms
-from storage.offset_index import OffsetIndex
-from storage.time_index import TimeIndex
 from tests.broker.handlers.wire import call
 from tests.broker.image_feed import ImageFeed
 from timer.clock import ManualClock

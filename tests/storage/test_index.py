@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 from storage.errors import CorruptIndexError, StorageError
-from storage.offset_index import OffsetIndex
-from storage.time_index import TimeIndex
+from storage.index.offset_index import OffsetIndex
+from storage.index.time_index import TimeIndex
 
 BASE = 1000
 

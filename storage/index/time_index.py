@@ -18,7 +18,7 @@ by a short forward scan of the log.  The last entry is the segment's largest tim
 
 One slot is always kept free for the final entry written at roll/close, so the index is
 "full" at ``max_entries - 1``.  Mapping, trimming and costs are those of
-:class:`~storage.offset_index.MappedIndex` (append O(1), lookup O(log n)).  Not
+:class:`~storage.index.offset_index.MappedIndex` (append O(1), lookup O(log n)).  Not
 thread-safe: owned by the Log that owns the segment.
 """
 
@@ -29,7 +29,7 @@ import struct
 import numpy as np
 
 from storage.errors import CorruptIndexError
-from storage.offset_index import MappedIndex
+from storage.index.offset_index import MappedIndex
 
 NO_TIMESTAMP = -1
 
