@@ -137,13 +137,15 @@ def test_a_follower_knows_the_open_transactions_and_the_aborts(tmp_path: Path) -
 def test_a_restart_and_a_truncation_rebuild_the_open_transactions(tmp_path: Path) -> None:
     p = leader(tmp_path)
     p.append_records_as_leader(txn(7, 0, 0, b"a"))  # 0
-    marker(p, 7, ControlType.COMMIT)  # 1
+    marker(p, 7, ControlType.ABORT)  # 1
     p.append_records_as_leader(txn(8, 0, 0, b"b"))  # 2: open
     assert p.take_producer_snapshot()  # a snapshot at 3 holds producer 8's transaction
     p.append_records_as_leader(txn(9, 0, 0, b"c"))  # 3: open, only in the log
     p.log.close()
     reopened = make_partition(tmp_path, 1)  # snapshot + replay
     reopened.high_watermark = 4
+    assert [(t.producer_id, t.first_offset, t.last_offset) for t in
+            reopened.log.collect_aborted_transactions(0, 4)] == [(7, 0, 1)]
     assert reopened.partition_log.first_unstable_offset == 2
     assert reopened.producer_state.ongoing_transactions() == [(8, 2), (9, 3)]
     reopened.make_follower(5, 2, [1, 5])
