@@ -173,13 +173,14 @@ def handle_produce(core: HandlerCore, body: ProduceRequest, respond: Respond[Pro
         responses.append({"name": name, "partition_responses": results})
     outcomes: list[CheckOutcome] = []
     guards: list[VerificationGuard | None] = []
-    verifier = core.txn_verifier
+    verifier: TxnVerifier | None = None  # (read only for a transactional request)
 
     def append_and_answer(release: Callable[[], None]) -> None:
         """Append (after the KIP-890 verification, if one is due) and answer; then
         ``release`` (frees the request's frame when it was kept)."""
-        pending = _transactional_checks(core, body["transactional_id"], appends, outcomes,
-                                        guards, verifier)
+        nonlocal verifier
+        pending, verifier = _transactional_checks(core, body["transactional_id"], appends,
+                                                  outcomes, guards)
         if not pending or verifier is None:
             append_all()
             release()
@@ -187,7 +188,7 @@ def handle_produce(core: HandlerCore, body: ProduceRequest, respond: Respond[Pro
         hold = ctx.keep_frame() if ctx.keep_frame is not None and release is _nothing \
             else release  # (the records must outlive this call)
 
-        async def verify_then_append() -> None:
+        async def verify_then_append(verifier: TxnVerifier) -> None:
             try:
                 await _verify(verifier, body["transactional_id"] or "", ctx.version, pending,
                               appends, outcomes)
@@ -198,7 +199,7 @@ def handle_produce(core: HandlerCore, body: ProduceRequest, respond: Respond[Pro
             finally:
                 hold()
 
-        asyncio.get_running_loop().create_task(verify_then_append())
+        asyncio.get_running_loop().create_task(verify_then_append(verifier))
 
     def append_all() -> None:
         statuses: list[ProducePartitionStatus] = []
@@ -286,12 +287,14 @@ Pending = dict[tuple[int, int], list[int]]  # (producer id, epoch) -> indexes to
 
 def _transactional_checks(core: HandlerCore, transactional_id: str | None,
                           appends: list[Any], outcomes: list[CheckOutcome],
-                          guards: list[VerificationGuard | None],
-                          verifier: TxnVerifier | None) -> Pending:
+                          guards: list[VerificationGuard | None]
+                          ) -> tuple[Pending, TxnVerifier | None]:
     """Fill ``guards`` (one per append); turn the outcome of a transactional partition
     into its error when the request has no ``transactional_id``; the partitions whose
-    first transactional batch must be verified (KIP-890), with their guard taken."""
+    first transactional batch must be verified (KIP-890), with their guard taken, and
+    the verifier (None for a request without transactional batches)."""
     pending: Pending = {}
+    verifier: TxnVerifier | None = None
     for i, ((name, index, partition, _records, _result), outcome) in enumerate(
             zip(appends, outcomes, strict=True)):
         guards.append(None)
@@ -302,13 +305,14 @@ def _transactional_checks(core: HandlerCore, transactional_id: str | None,
                 f"{name}-{index}: transactional batches need the request's transactional_id",
                 ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
             continue
+        verifier = core.txn_verifier
         header = next(info[7] for info in outcome if info[7][5] & TRANSACTIONAL_MASK)
         pid, epoch = header[9], header[10]
         state = partition.producer_state
         if verifier is not None and pid >= 0 and state.needs_verification(pid, epoch):
             guards[i] = state.verification_guard(pid)
             pending.setdefault((pid, epoch), []).append(i)
-    return pending
+    return pending, verifier
 
 
 async def _verify(verifier: TxnVerifier, transactional_id: str, version: int,
