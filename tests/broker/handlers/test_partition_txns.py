@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+from broker.acls import Authorizer, edit_acls
 from broker.handlers.common import RequestContext
 from broker.handlers.dispatch import HANDLERS
 from broker.handlers.produce import verification_error
@@ -215,3 +216,27 @@ def test_verification_error_messages_follow_kafka() -> None:
         "Partition was not added to the transaction", ErrorCode.INVALID_TXN_STATE)
     message, code = verification_error(ErrorCode.NOT_COORDINATOR, 12)
     assert code == ErrorCode.NOT_ENOUGH_REPLICAS and message.endswith("NOT_COORDINATOR")
+
+
+def test_a_transactional_request_without_a_transactional_id_fails_whole(
+        h: CoreHarness) -> None:
+    answer = call1(h.core, ApiKey.PRODUCE, {
+        "transactional_id": None, "acks": -1, "timeout_ms": 1000, "topics": [
+            {"name": "t", "partitions": [
+                {"index": 0, "records": build_batch([(None, b"plain", 1_000, ())])},
+                {"index": 1, "records": txn(7, 0, b"a")}]}]})
+    codes = [p["error_code"] for p in answer["responses"][0]["partition_responses"]]
+    assert codes == [ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED] * 2
+    assert all(p.log_end_offset == 0 for p in h.core.partitions.values())
+
+
+def test_a_transactional_produce_needs_write_on_its_transactional_id(
+        h: CoreHarness, tmp_path: Path) -> None:
+    acls = tmp_path / "acls.txt"
+    edit_acls(acls, add=["User:alice", "Allow", "Write", "Topic", "t"])
+    ctx = RequestContext(9, "c", principal="alice", authorizer=Authorizer(True, str(acls)))
+    answers: list[Any] = []
+    for records in (build_batch([(None, b"plain", 1_000, ())]), txn(7, 0, b"a")):
+        HANDLERS[ApiKey.PRODUCE](h.core, produce_body(records), answers.append, ctx)
+    codes = [a["responses"][0]["partition_responses"][0]["error_code"] for a in answers]
+    assert codes == [0, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED]
