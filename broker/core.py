@@ -55,6 +55,7 @@ from broker.auth import read_cluster_secret
 from broker.config import BrokerConfig
 from broker.delayed import DelayedFetch, DelayedProduce
 from broker.group.offsets_topic import OffsetsTopic
+from broker.handlers.broker_view import TxnMarkerListener, TxnVerifier
 from broker.metadata.image import MetadataImage
 from broker.metadata.replica_plan import log_of_other_topic, plan_replicas
 from broker.producer_ids import ProducerIdAllocator, StandaloneProducerIdAllocator
@@ -156,6 +157,10 @@ class BrokerCore:
         # group coordinator and __consumer_offsets; asks this core (OffsetsTopicHost)
         self.groups = OffsetsTopic(config, clock, timer, self.partitions,
                                    self.produce_purgatory, self.fetch_purgatory, self)
+        # transaction hooks (issue 32; broker.handlers.broker_view): the coordinator's
+        # KIP-890 verifier and the marker listener of __consumer_offsets (None: not wired)
+        self.txn_verifier: TxnVerifier | None = None
+        self.txn_marker_listener: TxnMarkerListener | None = None
 
     @property
     def controller_mode(self) -> bool:

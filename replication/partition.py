@@ -62,12 +62,16 @@ repaired in place from the leader's batches (:meth:`Partition.feed_repair`, a fo
 batches that do not fit make the follower cut its log before the damage and fetch the
 rest again (the fallback).  The log cleaner stops below :attr:`Partition.compaction_bound`.
 
-Transactions come next, with their partition-side state (ongoing transactions, the last
-stable offset, the aborted-transaction index) in a part of :class:`PartitionLog` beside the
-producer state, fed by the same appends and rebuilt on the same truncations; Partition
-then bounds READ_COMMITTED reads by the last stable offset in
-:meth:`Partition.read_records` as it bounds reads by the HW, and completes a
-transaction's markers through the same leader append.
+Transactions: the open transactions live in the producer state of :class:`PartitionLog`
+(fed by the same appends, leader and follower, and rebuilt on the same truncations).
+:attr:`Partition.last_stable_offset` = min(first unstable offset, HW) (Kafka's LSO);
+every change of the HW (a property) tells the partition log, so a transaction whose
+marker is replicated stops holding the LSO.  READ_COMMITTED reads
+(:meth:`Partition.read_records` with ``read_committed``) stop at the LSO;
+:meth:`PartitionLog.aborted_transactions` lists the aborted transactions a fetch's data
+overlaps (the ``.txnindex``).  :meth:`Partition.append_txn_marker` writes a
+WriteTxnMarkers marker as leader (NotLeaderError otherwise; acks=all like a produce:
+the caller waits for the HW to pass ``last_offset + 1``).
 
 Costs: views O(1) (``isr``/``maximal_isr`` copy O(|ISR|)); appends cost the log's append
 plus O(batches) plus O(|ISR|); a follower fetch update O(|ISR|); ISR checks
@@ -80,6 +84,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from clients.protocol.errors import ErrorCode
+from clients.records.control import ControlType
 from replication.damage_marks import DamageMarks
 from replication.isr import UNKNOWN_OFFSET, AlterPartitionProposal, LeaderIsr
 from replication.leader_epoch_cache import LeaderEpochCache
@@ -90,7 +95,7 @@ from replication.partition_errors import (
     PartitionInvariantError,
 )
 from replication.partition_log import PartitionLog
-from replication.producer_state import ProducerStateManager
+from replication.producer_state import ProducerStateManager, VerificationGuard
 from replication.truncation import (
     EpochEndOffset,
     TruncationDecision,
@@ -120,7 +125,7 @@ class Partition:
         self.leader_epoch = -1
         self.partition_epoch = -1
         self.replicas: list[int] = []
-        self.high_watermark = 0
+        self._high_watermark = 0
         self.leader_isr = LeaderIsr(local_broker_id)  # followers' progress, ISR, proposal
         self.leader_epoch_start_offset = UNKNOWN_OFFSET
         self._leader_hw_floor = 0  # HW when this leadership began: never go below
@@ -129,6 +134,21 @@ class Partition:
         self.partition_log = PartitionLog(f"{topic}-{index}", log, leader_epoch_cache)
 
     # -- views -----------------------------------------------------------------------
+
+    @property
+    def high_watermark(self) -> int:
+        return self._high_watermark
+
+    @high_watermark.setter
+    def high_watermark(self, offset: int) -> None:  # (completed transactions stop at the HW)
+        self._high_watermark = offset
+        self.partition_log.on_high_watermark_updated(offset)
+
+    @property
+    def last_stable_offset(self) -> int:
+        """min(first unstable offset, HW): where READ_COMMITTED reads stop (the LSO)."""
+        first = self.partition_log.first_unstable_offset
+        return self._high_watermark if first is None else min(first, self._high_watermark)
 
     @property
     def is_leader(self) -> bool:
@@ -277,34 +297,50 @@ class Partition:
         :func:`~replication.leadership.fence_leader_epoch`)."""
         fence_leader_epoch(f"{self.topic}-{self.index}", current_leader_epoch, self.leader_epoch)
 
-    def _require_leader(self) -> None:
+    def _require_leader(self, min_insync_replicas: int = 0) -> None:
         if not self.is_leader:
             raise NotLeaderError(f"broker {self.local_broker_id} is not the leader of "
                                  f"{self.topic}-{self.index}")
+        if len(self.leader_isr.state.isr) < min_insync_replicas:
+            raise NotEnoughReplicasError(f"{self.topic}-{self.index}: ISR {self.isr} is smaller "
+                                         f"than min_insync_replicas {min_insync_replicas}")
 
     def append_records_as_leader(self, batches: bytes | bytearray | memoryview,
-                                 required_acks: int = -1,
-                                 min_insync_replicas: int = 1,
-                                 checked: Sequence[BatchInfo] | None = None) -> LogAppendInfo:
+                                 required_acks: int = -1, min_insync_replicas: int = 1,
+                                 checked: Sequence[BatchInfo] | None = None, *,
+                                 guard: VerificationGuard | None = None,
+                                 verification_required: bool = False) -> LogAppendInfo:
         """Append a producer's batches as leader (:meth:`PartitionLog.append_as_leader`:
-        ``checked`` is the log's check of these bytes if already run)."""
-        self._require_leader()
-        if required_acks == -1 and len(self.leader_isr.state.isr) < min_insync_replicas:
-            raise NotEnoughReplicasError(
-                f"{self.topic}-{self.index}: ISR {self.isr} is smaller than "
-                f"min_insync_replicas {min_insync_replicas}"
-            )
-        info = self.partition_log.append_as_leader(batches, self.leader_epoch, checked)
+        ``checked`` is the log's check of these bytes if already run; ``guard``: KIP-890)."""
+        self._require_leader(min_insync_replicas if required_acks == -1 else 0)
+        info = self.partition_log.append_as_leader(
+            batches, self.leader_epoch, checked, guard=guard,
+            verification_required=verification_required)
+        self.maybe_increment_high_watermark()
+        return info
+
+    def append_txn_marker(self, producer_id: int, producer_epoch: int, control_type: ControlType,
+                          coordinator_epoch: int, *, timestamp_ms: int,
+                          min_insync_replicas: int = 1, strict_epoch: bool = False
+                          ) -> LogAppendInfo:
+        """Write a marker as leader, acks=all (:meth:`PartitionLog.append_marker`)."""
+        self._require_leader(min_insync_replicas)
+        info = self.partition_log.append_marker(producer_id, producer_epoch, control_type,
+                                                coordinator_epoch, self.leader_epoch, timestamp_ms,
+                                                strict_epoch=strict_epoch)
         self.maybe_increment_high_watermark()
         return info
 
     def read_records(self, fetch_offset: int, max_bytes: int, *, for_follower: bool,
-                     min_one_batch: bool = True) -> FetchDataInfo:
+                     min_one_batch: bool = True, read_committed: bool = False) -> FetchDataInfo:
+        """Batches from ``fetch_offset`` up to the LEO (follower), HW or LSO (committed)."""
         self._require_leader()
-        upper = self.log_end_offset if for_follower else self.high_watermark
+        upper = (self.log_end_offset if for_follower else self.last_stable_offset
+                 if read_committed else self.high_watermark)
         upper = self.damage.read_bound(f"{self.topic}-{self.index}", fetch_offset, upper)
         return self.log.read(fetch_offset, max_bytes, max_offset=upper,
                              min_one_batch=min_one_batch)
+
 
     # -- damaged segments (see "Damage" in the module docstring) -------------------------
 

@@ -25,11 +25,18 @@ must touch.
   a history now gone).
 
 The epoch cache is made durable before the records it names (``log.before_flush``).
-Transactions come next and belong here too: the partition-side transaction state (ongoing
-transactions, the last stable offset, the aborted-transaction index) is fed from the same
-appends and rebuilt on the same truncations as the producer state, as Kafka's
-``ProducerStateManager`` and ``UnifiedLog`` do; :class:`Partition` then bounds
-READ_COMMITTED reads by the last stable offset as it bounds reads by the HW.
+
+Transactions (as Kafka's ``UnifiedLog``): the producer state tracks each producer's open
+transaction (:mod:`replication.producer_state`, rules 6-11), fed by the same appends and
+rebuilt on the same truncations; :attr:`PartitionLog.first_unstable_offset` is the first
+offset of the oldest open (or not yet replicated) transaction, from which
+:class:`Partition` derives the last stable offset.  A leader writes a COMMIT/ABORT marker
+with :meth:`PartitionLog.append_marker` (rules 8-9 checked first); every append, leader
+or follower, that completes an aborted transaction adds it to the log's ``.txnindex``
+(:meth:`storage.log.log.Log.append_aborted_txn`, with the LSO after it), so a follower has
+the same index and open transactions as its leader.  A leader's transactional batch that
+would start a transaction carries the KIP-890 verification guard
+(:meth:`PartitionLog.append_as_leader`).
 
 Costs: appends cost the log's append plus O(batches); a truncation the log's plus
 O(epochs) plus a producer-state rebuild when the LEO went down; views O(1).  Not
@@ -41,15 +48,23 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from clients.protocol.errors import CorruptRecordError, MiniKafkaError
+from clients.protocol.errors import CorruptRecordError, ErrorCode, MiniKafkaError
 from clients.records.batch import BatchHeader, iter_batches
+from clients.records.control import ControlType, build_marker_batch
 from replication.leader_epoch_cache import LeaderEpochCache, LeaderEpochCacheError, epoch_changes
 from replication.partition_errors import PartitionInvariantError
-from replication.producer_state import ProducerStateManager, VerdictKind
+from replication.producer_state import (
+    CompletedTxn,
+    ProducerStateManager,
+    VerdictKind,
+    VerificationGuard,
+)
 from replication.producer_state_store import ProducerStateStore
 from storage.checkpoint import LEADER_EPOCH_CHECKPOINT
+from storage.index.txn_index import AbortedTxn
 from storage.log.log import Log
-from storage.log.validator import BatchInfo, LogAppendInfo
+from storage.log.reader import FetchDataInfo
+from storage.log.validator import BatchInfo, LogAppendInfo, validate_append_batches
 
 __all__ = ["PartitionLog"]
 
@@ -86,26 +101,103 @@ class PartitionLog:
         self.sync_log_start()
         return self.leader_epoch_cache.end_offset_for(requested_epoch, self.log.log_end_offset)
 
+    @property
+    def first_unstable_offset(self) -> int | None:
+        """First offset of the oldest transaction open or ended by a marker the HW has
+        not passed (None: none; see :meth:`on_high_watermark_updated`), at least the log
+        start offset (Kafka's clamp: retention may delete an open transaction's start)."""
+        first = self.producer_state.first_unstable_offset()
+        return None if first is None else max(first, self.log.log_start_offset)
+
+    def on_high_watermark_updated(self, high_watermark: int) -> None:
+        """The owner's HW moved (or was set): completed transactions whose marker is
+        below it stop holding the LSO."""
+        self.producer_state.on_high_watermark_updated(high_watermark)
+
     def append_as_leader(self, batches: bytes | bytearray | memoryview, leader_epoch: int,
-                         checked: Sequence[BatchInfo] | None) -> LogAppendInfo:
+                         checked: Sequence[BatchInfo] | None, *,
+                         guard: VerificationGuard | None = None,
+                         verification_required: bool = False) -> LogAppendInfo:
         """Append a producer's batches in ``leader_epoch`` (``checked``: the log's
         :meth:`~storage.log.log.Log.leader_check` of these bytes, already run; run here
         first otherwise).  The producer-state check reads the headers that validation
-        unpacked: each batch header is parsed once per append."""
+        unpacked: each batch header is parsed once per append.  ``guard`` /
+        ``verification_required``: rule 7 of :mod:`replication.producer_state` for a
+        transactional batch that starts a transaction (KIP-890)."""
         if checked is None:  # validated here, before the producer-state check, as the
             checked = self.log.leader_check(keys=False).run(batches)  # Produce handler does
         headers = [BatchHeader(*info[7]) for info in checked]
-        verdict = self.producer_state.check_append(headers)
+        state = self.producer_state
+        verdict = state.check_append(headers)
         if verdict.kind is VerdictKind.ERROR:
             raise MiniKafkaError(verdict.message, verdict.error_code)
         if verdict.kind is VerdictKind.DUPLICATE:
             return LogAppendInfo(verdict.first_offset, verdict.last_offset, -1, -1, 0, 0,
                                  0, self.log.log_start_offset, ())
+        for h in headers:
+            if h.producer_id >= 0 or h.is_transactional:
+                txn = state.check_txn_batch(h.producer_id, h.producer_epoch, h.is_transactional,
+                                            guard, verification_required=verification_required)
+                if txn.kind is VerdictKind.ERROR:
+                    raise MiniKafkaError(txn.message, txn.error_code)
         self.sync_log_start()
         self.leader_epoch_cache.assign(leader_epoch, self.log.log_end_offset)  # O(1) no-op
         info = self.log.append_as_leader(batches, leader_epoch, checked)
-        self.producer_store.record_append(headers, info, assigned=True)
+        self._index_aborted(self.producer_store.record_append(headers, info, assigned=True,
+                                                              records=batches))
         return info
+
+    def append_marker(self, producer_id: int, producer_epoch: int, control_type: ControlType,
+                      coordinator_epoch: int, leader_epoch: int, timestamp_ms: int, *,
+                      strict_epoch: bool = False) -> LogAppendInfo:
+        """Write a COMMIT/ABORT marker for ``producer_id`` as leader (WriteTxnMarkers):
+        rules 8-9 first (MiniKafkaError INVALID_PRODUCER_EPOCH /
+        TRANSACTION_COORDINATOR_FENCED; ``strict_epoch``: transaction version 2), then one
+        control batch at the LEO; an ABORT that ends an open transaction goes to the
+        ``.txnindex``."""
+        verdict = self.producer_state.check_marker(producer_id, producer_epoch,
+                                                   coordinator_epoch, strict_epoch=strict_epoch)
+        if verdict.kind is VerdictKind.ERROR:
+            raise MiniKafkaError(verdict.message, verdict.error_code)
+        try:
+            batch = build_marker_batch(producer_id, producer_epoch, control_type,
+                                       coordinator_epoch, timestamp_ms)
+        except ValueError as exc:
+            raise MiniKafkaError(f"{self.producer_state.name}: {exc}",
+                                 ErrorCode.INVALID_REQUEST) from None
+        checked = validate_append_batches(memoryview(batch), len(batch), require_records=False)
+        headers = [BatchHeader(*info[7]) for info in checked]
+        self.sync_log_start()
+        self.leader_epoch_cache.assign(leader_epoch, self.log.log_end_offset)
+        info = self.log.append_as_leader(batch, leader_epoch, checked)
+        self._index_aborted(self.producer_store.record_append(headers, info, assigned=True,
+                                                              records=batch))
+        return info
+
+    def aborted_transactions(self, fetch_offset: int, data: FetchDataInfo,
+                             last_stable_offset: int) -> list[AbortedTxn]:
+        """The aborted transactions a READ_COMMITTED fetch's ``data`` (read from
+        ``fetch_offset``) overlaps: upper bound the end of the last segment it read from,
+        at most the LSO (Kafka bounds by the fetched data's end likewise; listing more is
+        harmless).  Cost: the ``.txnindex`` lookups of the segments in range."""
+        if not data.regions:
+            return []
+        upper = last_stable_offset
+        last_path = data.regions[-1].path
+        for seg in self.log.segments:
+            if str(seg.log_path) == last_path:
+                upper = min(upper, seg.next_offset)
+                break
+        return self.log.collect_aborted_transactions(fetch_offset, upper)
+
+    def _index_aborted(self, completed: list[CompletedTxn]) -> None:
+        """Add the aborted ones of ``completed`` to the log's ``.txnindex``."""
+        state = self.producer_state
+        for txn in completed:
+            if txn.is_aborted:
+                self.log.append_aborted_txn(AbortedTxn(
+                    txn.producer_id, txn.first_offset, txn.last_offset,
+                    state.last_stable_offset_after(txn)))
 
     def append_as_follower(self, batches: bytes | bytearray | memoryview) -> LogAppendInfo:
         """Append batches copied from the leader (offsets and epochs kept)."""
@@ -115,7 +207,8 @@ class PartitionLog:
         except Exception:
             self.leader_epoch_cache.truncate_from_end(self.log.log_end_offset)
             raise
-        self.producer_store.record_append(_headers_or_none(batches), info, assigned=False)
+        self._index_aborted(self.producer_store.record_append(
+            _headers_or_none(batches), info, assigned=False, records=batches))
         return info
 
     def maybe_increment_log_start_offset(self, offset: int) -> None:

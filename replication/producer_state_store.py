@@ -15,12 +15,15 @@ and ``dir`` (where the snapshot files are).
 Who calls what (all from the owning partition, on the broker's event loop):
 
 * :meth:`ProducerStateStore.record_append` after every append, leader or follower: feeds
-  the appended batches' headers to the state, and on a segment roll first writes a
-  snapshot at the new segment's base (a failed write is logged, the update still happens:
-  the batches are in the log, a retry must be answered as a duplicate).
+  the appended batches' headers to the state (a control batch's marker, read from its
+  record, ends the producer's transaction: the completed transactions are returned, for
+  the caller's ``.txnindex``), and on a segment roll first writes a snapshot at the new
+  segment's base (a failed write is logged, the update still happens: the batches are in
+  the log, a retry must be answered as a duplicate).
 * :meth:`ProducerStateStore.rebuild` at construction and after a truncation that lowered
   the LEO: state = latest snapshot at or below the LEO + a replay of ``log.batches()``
-  from the snapshot's offset; snapshots above the LEO are deleted first.  With
+  from the snapshot's offset (markers included: open transactions come back, the
+  ``.txnindex`` is the log's own business); snapshots above the LEO are deleted first.  With
   ``discard_snapshots=True`` (the log restarted empty at a new offset) every snapshot is
   deleted, since each describes a history now gone.
 * :meth:`ProducerStateStore.take_snapshot` (the broker's checkpoint timer and shutdown,
@@ -48,8 +51,11 @@ import logging
 from collections.abc import Sequence
 from pathlib import Path
 
+from clients.protocol.errors import CorruptRecordError, InvalidRecordError
 from clients.records.batch import BatchHeader
-from replication.producer_state import ProducerStateManager
+from clients.records.control import ControlType, parse_marker
+from clients.records.record import decode_batch
+from replication.producer_state import CompletedTxn, ProducerStateManager
 from storage.log.log import Log
 from storage.log.validator import LogAppendInfo
 from storage.producer_snapshot import (
@@ -79,13 +85,17 @@ class ProducerStateStore:
         self.rebuild()
 
     def record_append(self, headers: Sequence[BatchHeader] | None, info: LogAppendInfo,
-                      *, assigned: bool) -> None:
-        """Feed appended batches to the state (snapshot first on a roll).
+                      *, assigned: bool,
+                      records: bytes | bytearray | memoryview | None = None
+                      ) -> list[CompletedTxn]:
+        """Feed appended batches to the state (snapshot first on a roll); the
+        transactions their markers completed.
 
         ``assigned``: the log assigned the offsets (a leader append), so the batches
         start at ``info.first_offset``; otherwise the headers' base offsets are kept.
         ``headers`` None: the batches did not parse before the append (not reached: the
-        log's validation raises first).
+        log's validation raises first).  ``records``: the appended bytes, where a
+        control batch's marker is read (without them control batches are skipped).
         """
         if info.rolled:
             try:
@@ -93,17 +103,29 @@ class ProducerStateStore:
             except OSError as exc:
                 logger.warning("%s: producer snapshot at %d failed: %s", self.state.name,
                                info.first_offset, exc)
+        completed: list[CompletedTxn] = []
         if not headers:
-            return
+            return completed
         state = self.state
         offset = info.first_offset
+        pos = 0
         for h in headers:
             if h.producer_id >= 0:
                 first = offset if assigned else h.base_offset
-                last = first + h.last_offset_delta
-                state.update(h.producer_id, h.producer_epoch, h.base_sequence,
-                             h.last_sequence, first, last, h.max_timestamp)
+                if h.is_control:
+                    marker = None if records is None else marker_at(records, pos)
+                    if marker is not None:
+                        done = state.update_marker(h.producer_id, h.producer_epoch, marker[1],
+                                                   first, marker[0] is ControlType.ABORT)
+                        if done is not None:
+                            completed.append(done)
+                else:
+                    state.update(h.producer_id, h.producer_epoch, h.base_sequence,
+                                 h.last_sequence, first, first + h.last_offset_delta,
+                                 h.max_timestamp, is_transactional=h.is_transactional)
             offset += h.last_offset_delta + 1
+            pos += h.size_in_bytes
+        return completed
 
     def rebuild(self, *, discard_snapshots: bool = False) -> None:
         """State = latest snapshot <= LEO + replay of the log from its offset.
@@ -126,8 +148,14 @@ class ProducerStateStore:
             start = self._snapshot_offset = self._durable_offset = offset
         if start == leo:
             return
-        for header, _data in self._log.batches(start):
-            state.update_from_batch(header)
+        for header, data in self._log.batches(start):
+            if not header.is_control:
+                state.update_from_batch(header, is_transactional=header.is_transactional)
+            elif header.producer_id >= 0:
+                marker = marker_at(data, 0)
+                if marker is not None:
+                    state.update_marker(header.producer_id, header.producer_epoch, marker[1],
+                                        header.base_offset, marker[0] is ControlType.ABORT)
 
     def take_snapshot(self, *, durable: bool = False) -> bool:
         """Snapshot the state at the LEO if the LEO moved since the last one (fsync'd
@@ -155,3 +183,19 @@ class ProducerStateStore:
     def __repr__(self) -> str:
         return (f"ProducerStateStore({self.state.name}, producers={len(self.state)}, "
                 f"snapshot_offset={self._snapshot_offset})")
+
+
+def marker_at(records: bytes | bytearray | memoryview, pos: int
+              ) -> tuple[ControlType, int] | None:
+    """``(type, coordinator_epoch)`` of the transaction marker in the control batch at
+    ``pos`` of ``records``, or None when its record is not one (another control type,
+    junk that the leader's check would not have let in: logged and skipped)."""
+    try:
+        found = decode_batch(records, pos, validate=False)
+        if len(found) != 1:
+            raise InvalidRecordError(f"{len(found)} records in a control batch, expected 1")
+        return parse_marker(found[0].key, found[0].value)
+    except (CorruptRecordError, InvalidRecordError) as exc:
+        logger.warning("control batch at position %d is not a transaction marker: %s", pos,
+                       exc)
+        return None

@@ -6,7 +6,8 @@ CreateTopics, DeleteTopics, CreatePartitions, DescribeCluster), ``configs``
 (DescribeConfigs, AlterConfigs, IncrementalAlterConfigs), ``produce`` (Produce),
 ``fetch`` (Fetch, ListOffsets, OffsetsForLeaderEpoch, DescribeLogDirs), ``records``
 (DeleteRecords), ``groups`` (the group coordinator APIs, thin over :mod:`broker.group`),
-``producer_ids`` (InitProducerId); ``common`` holds the shared types (the handler
+``producer_ids`` (InitProducerId), ``partition_txns`` (WriteTxnMarkers, DescribeProducers:
+the partition side of transactions); ``common`` holds the shared types (the handler
 signature, :class:`~broker.handlers.common.RequestContext` with the request's version)
 and helpers and ``dispatch`` merges the tables into :data:`HANDLERS` and answers
 ApiVersions.

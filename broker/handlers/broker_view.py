@@ -9,7 +9,12 @@ handlers ask things of, each behind a Protocol of its own:
 :class:`GroupCoordinatorView` (:class:`broker.group.coordinator.GroupCoordinator`),
 :class:`TopicConfigView` (:class:`broker.replica.topic_configs.TopicConfigs`),
 :class:`IsrChecks` (:class:`broker.replica.isr_proposals.IsrProposals`),
-:class:`RecoveryCuts` (:class:`broker.replica.recovery_marks.RecoveryMarks`); the
+:class:`RecoveryCuts` (:class:`broker.replica.recovery_marks.RecoveryMarks`), and the
+transaction hooks (contracts 3-4 of issue 32, each None until its room is wired):
+:class:`TxnVerifier` (KIP-890 part 1: a leader asks the transaction coordinator whether
+a producer's first transactional batch belongs to its ongoing transaction) and
+:class:`TxnMarkerListener` (told of every marker written to a ``__consumer_offsets``
+partition, for the group coordinator's pending transactional offsets); the
 controller connection is :class:`broker.async_client.ControllerChannel` (for requests a
 broker forwards).  :class:`broker.core.BrokerCore` implements it (mypy checks that where
 the server hands the core to the dispatch table); the simulation's ``SimHandlerCore``
@@ -128,6 +133,25 @@ class RecoveryCuts(Protocol):
     def recovery_cuts(self) -> set[TopicPartition]: ...
 
 
+class TxnVerifier(Protocol):
+    """The transaction coordinator's verify-only AddPartitionsToTxn (v4+), as the Produce
+    handler asks it (KIP-890 part 1): per partition, NONE when the partition is in
+    ``transactional_id``'s ongoing transaction with that producer id and epoch, else the
+    coordinator's error (mapped to the produce error as Kafka does,
+    :func:`broker.handlers.produce.verification_error`)."""
+
+    async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                     partitions: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]: ...
+
+
+class TxnMarkerListener(Protocol):
+    """Told after a transaction marker was appended to a partition of
+    ``__consumer_offsets`` (WriteTxnMarkers), on the event loop."""
+
+    def on_txn_marker(self, topic: str, partition: int, producer_id: int,
+                      committed: bool) -> None: ...
+
+
 class HandlerCore(Protocol):
     @property
     def config(self) -> BrokerConfig: ...
@@ -176,6 +200,12 @@ class HandlerCore(Protocol):
 
     @property
     def recovery(self) -> RecoveryCuts: ...
+
+    @property
+    def txn_verifier(self) -> TxnVerifier | None: ...
+
+    @property
+    def txn_marker_listener(self) -> TxnMarkerListener | None: ...
 
     def partition_or_error(self, topic: str, index: int) -> Partition: ...
 

@@ -6,8 +6,9 @@ DescribeCluster), :mod:`broker.handlers.configs` (DescribeConfigs, AlterConfigs,
 IncrementalAlterConfigs), :mod:`broker.handlers.produce` (Produce),
 :mod:`broker.handlers.fetch` (Fetch, ListOffsets, OffsetsForLeaderEpoch, DescribeLogDirs),
 :mod:`broker.handlers.records` (DeleteRecords), :mod:`broker.handlers.groups` (the group
-coordinator APIs, DeleteGroups included) and :mod:`broker.handlers.producer_ids`
-(InitProducerId).  This
+coordinator APIs, DeleteGroups included), :mod:`broker.handlers.producer_ids`
+(InitProducerId) and :mod:`broker.handlers.partition_txns` (WriteTxnMarkers,
+DescribeProducers).  This
 module merges their tables and answers ApiVersions from the merged table, so a broker
 advertises exactly the APIs it serves.  Pure data: no state, safe to import anywhere in
 the broker above the handlers (the server, tests).
@@ -20,6 +21,7 @@ from broker.handlers.common import Body, Handler, RequestContext, serves
 from broker.handlers.configs import CONFIG_HANDLERS
 from broker.handlers.fetch import FETCH_HANDLERS
 from broker.handlers.groups import GROUP_HANDLERS
+from broker.handlers.partition_txns import PARTITION_TXN_HANDLERS
 from broker.handlers.produce import PRODUCE_HANDLERS
 from broker.handlers.producer_ids import PRODUCER_ID_HANDLERS
 from broker.handlers.records import RECORDS_HANDLERS
@@ -69,4 +71,5 @@ HANDLERS: dict[int, Handler] = {
     **FETCH_HANDLERS,
     **GROUP_HANDLERS,
     **PRODUCER_ID_HANDLERS,
+    **PARTITION_TXN_HANDLERS,
 }

@@ -16,8 +16,12 @@ Kafka's semantics, with these differences:
   FETCH_SESSION_ID_NOT_FOUND, after which clients send full fetches.  ``forgotten_topics``
   and ``rack_id`` are ignored; ``preferred_read_replica`` is always -1 (no fetching from
   followers).
-- ``isolation_level`` 1 (read_committed) reads up to the last stable offset, which is
-  the high watermark (no transactions), with an empty ``aborted_transactions`` list.
+- ``isolation_level`` 1 (read_committed) reads up to the last stable offset
+  (:attr:`replication.partition.Partition.last_stable_offset`: below the first open
+  transaction, at most the HW) and lists in ``aborted_transactions`` the aborted
+  transactions the returned data overlaps (the ``.txnindex``, bounded by the end of the
+  last segment read; an empty list without data); ``last_stable_offset`` is the LSO at
+  every isolation level.
 - ``last_fetched_epoch`` (v12): as Kafka, when the fetcher's last epoch is unknown to
   the leader or ends before ``fetch_offset``, the answer carries ``diverging_epoch``
   (the largest epoch <= the fetcher's and its end offset), no records, and a follower's
@@ -25,8 +29,9 @@ Kafka's semantics, with these differences:
 - ``current_leader`` (v12, tagged) is filled on NOT_LEADER_OR_FOLLOWER and
   FENCED_LEADER_EPOCH from the metadata image.
 - A negative ``max_bytes`` or ``partition_max_bytes``: INVALID_FETCH_SIZE per partition.
-- ListOffsets: -1 latest (the high watermark for consumers, the log end offset for a
-  replica id >= 0, as Kafka), -2 earliest, -3 the record with the largest timestamp
+- ListOffsets: -1 latest (the high watermark for consumers, the LSO for read_committed
+  ones, which also bounds their timestamp lookups; the log end offset for a replica id
+  >= 0, as Kafka), -2 earliest, -3 the record with the largest timestamp
   (below the high watermark; served at every version), other negative timestamps
   INVALID_REQUEST; a leader whose epoch's first offset is not committed yet answers
   OFFSET_NOT_AVAILABLE; ``leader_epoch`` is the epoch of the batch found (the current
@@ -135,6 +140,16 @@ def _diverging(partition: Partition, request: FetchRequestPartition
     return None
 
 
+def _read(partition: Partition, fetch_offset: int, max_bytes: int, for_follower: bool,
+          min_one_batch: bool, committed: bool) -> FetchDataInfo:
+    """The partition's read for a follower, a consumer, or a read_committed consumer."""
+    if committed and not for_follower:
+        return partition.read_records(fetch_offset, max_bytes, for_follower=False,
+                                      min_one_batch=min_one_batch, read_committed=True)
+    return partition.read_records(fetch_offset, max_bytes, for_follower=for_follower,
+                                  min_one_batch=min_one_batch)
+
+
 def _read_partition(core: HandlerCore, name: str, request: FetchRequestPartition,
                     replica_id: int, max_bytes: int, committed: bool, min_one_batch: bool = True,
                     ctx: RequestContext | None = None
@@ -157,9 +172,8 @@ def _read_partition(core: HandlerCore, name: str, request: FetchRequestPartition
             data = None
             result["diverging_epoch"] = diverging
         else:
-            data = partition.read_records(request["fetch_offset"], max_bytes,
-                                          for_follower=replica_id >= 0,
-                                          min_one_batch=min_one_batch)
+            data = _read(partition, request["fetch_offset"], max_bytes, replica_id >= 0,
+                         min_one_batch, committed)
             if replica_id >= 0:
                 if partition.update_follower_fetch(replica_id, request["fetch_offset"],
                                                    core.clock.now_ms()):
@@ -174,8 +188,13 @@ def _read_partition(core: HandlerCore, name: str, request: FetchRequestPartition
             result["current_leader"] = current_leader(core, name, index)
         return result, None
     result["high_watermark"] = partition.high_watermark
-    result["last_stable_offset"] = partition.high_watermark
+    result["last_stable_offset"] = lso = partition.last_stable_offset
     result["log_start_offset"] = partition.log_start_offset
+    if committed and data is not None and replica_id < 0:
+        result["aborted_transactions"] = [
+            {"producer_id": txn.producer_id, "first_offset": txn.first_offset}
+            for txn in partition.partition_log.aborted_transactions(request["fetch_offset"],
+                                                                    data, lso)]
     return result, data
 
 
@@ -325,14 +344,15 @@ def _fetch_response_sizes(core: HandlerCore, body: FetchRequest) -> tuple[None, 
             epoch = request["current_leader_epoch"]
             if epoch >= 0 and epoch != partition.leader_epoch:
                 return None, 0, True
+            committed = body["isolation_level"] == READ_COMMITTED
             upper = (partition.log_end_offset if body["replica_id"] >= 0
+                     else partition.last_stable_offset if committed
                      else partition.high_watermark)
             if request["fetch_offset"] >= upper:
                 continue
             try:
-                data = partition.read_records(request["fetch_offset"],
-                                              request["partition_max_bytes"],
-                                              for_follower=body["replica_id"] >= 0)
+                data = _read(partition, request["fetch_offset"], request["partition_max_bytes"],
+                             body["replica_id"] >= 0, True, committed)
             except Exception:
                 return None, 0, True
             total += data.size_in_bytes
@@ -394,9 +414,10 @@ def _max_timestamp(partition: Partition, upper: int) -> tuple[int, int] | None:
 
 
 def _list_offset(partition: Partition, timestamp: int, replica_id: int,
-                 result: ListOffsetsResponsePartition) -> None:
+                 result: ListOffsetsResponsePartition, committed: bool = False) -> None:
     consumer = replica_id == -1
-    upper = partition.high_watermark if consumer else partition.log_end_offset
+    upper = ((partition.last_stable_offset if committed else partition.high_watermark)
+             if consumer else partition.log_end_offset)
     epochs = partition.leader_epoch_cache
     if timestamp == EARLIEST_TIMESTAMP:
         result["offset"] = partition.log_start_offset
@@ -453,7 +474,8 @@ def handle_list_offsets(core: HandlerCore, body: ListOffsetsRequest,
                         raise MiniKafkaError(f"broker {core.config.node_id} is not the leader "
                                              f"of {topic['name']}-{partition.index}",
                                              ErrorCode.NOT_LEADER_OR_FOLLOWER)
-                _list_offset(partition, request["timestamp"], body["replica_id"], result)
+                _list_offset(partition, request["timestamp"], body["replica_id"], result,
+                             body["isolation_level"] == READ_COMMITTED)
             except Exception as exc:  # (ListOffsets has no error_message field)
                 result["error_code"] = int(as_minikafka_error(exc).code)
             parts.append(result)

@@ -23,12 +23,13 @@ Compressed batches (codecs 1-4, :mod:`clients.records.compression`) are stored e
 as sent, never recompressed.  A leader append (``require_records``) checks that every
 batch's records parse (decompressed first): as
 many as ``record_count``, nothing after the last, offset deltas ``0 .. count - 1``
-(Kafka would reassign inner offsets by recompressing; we refuse instead), and refuses
-control and transactional batches (INVALID_RECORD: producers may not write them until
-transactions exist; the transactions work lifts this for a producer with a
-transactional id).  A follower append and a recovery scan trust the leader's check and
-the CRC.  Codec ids 5-7 are
-UNSUPPORTED_COMPRESSION_TYPE everywhere; a recovery scan stops at them.
+(Kafka would reassign inner offsets by recompressing; we refuse instead), refuses
+control batches (INVALID_RECORD: only the leader writes markers, for WriteTxnMarkers)
+and transactional batches without a producer id (INVALID_RECORD); whether a
+transactional batch belongs to an ongoing transaction is the producer state's rule
+(:mod:`replication.producer_state`).  A follower append and a recovery scan trust the
+leader's check and the CRC.  Codec ids 5-7 are UNSUPPORTED_COMPRESSION_TYPE everywhere;
+a recovery scan stops at them.
 
 Bounds of a leader's check (issue 30: one Produce held the broker's event loop 1.55 s and
 +228 MiB): a batch's ``record_count`` at most ``max_batch_records`` (65,536; read from the
@@ -252,10 +253,13 @@ def validate_append_batches(
                     f"batch at position {pos}: record_count {count} and last_offset_delta "
                     f"{lod} do not describe consecutive records"
                 )
-            if attrs & (CONTROL_MASK | TRANSACTIONAL_MASK):
-                kind = "control" if attrs & CONTROL_MASK else "transactional"
-                raise InvalidRecordError(f"batch at position {pos}: {kind} batches are not "
-                                         "accepted from producers (no transactions yet)")
+            if attrs & CONTROL_MASK:
+                raise InvalidRecordError(f"batch at position {pos}: control batches are not "
+                                         "accepted from producers (markers are written by "
+                                         "the transaction coordinator's WriteTxnMarkers)")
+            if attrs & TRANSACTIONAL_MASK and _pid < 0:
+                raise InvalidRecordError(f"batch at position {pos}: a transactional batch "
+                                         f"needs a producer id, got {_pid}")
             if not codec and count * MIN_RECORD_BYTES > size - HEADER_SIZE:
                 raise CorruptRecordError(f"batch at position {pos}: {count} records cannot "
                                          f"fit in {size - HEADER_SIZE} bytes")

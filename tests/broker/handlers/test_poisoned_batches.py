@@ -59,8 +59,13 @@ POISON = {
     "fewer records than counted": (batch(records_body([0, 1]), 3, 2),
                                    ErrorCode.CORRUPT_MESSAGE),
     "control batch": (batch(records_body([0]), 1, 0, CONTROL_MASK), ErrorCode.INVALID_RECORD),
+    # (transactions exist now: a transactional batch without the request's
+    # transactional_id is Kafka's TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
     "transactional batch": (batch(records_body([0]), 1, 0, TRANSACTIONAL_MASK, producer_id=7,
-                                  producer_epoch=0, base_sequence=0), ErrorCode.INVALID_RECORD),
+                                  producer_epoch=0, base_sequence=0),
+                            ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+    "transactional batch without a producer id": (
+        batch(records_body([0]), 1, 0, TRANSACTIONAL_MASK), ErrorCode.INVALID_RECORD),
 }
 
 
