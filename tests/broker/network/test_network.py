@@ -11,6 +11,16 @@ The fake main attaches every :class:`MainChannelEndpoint` of a real
 | ``H...``   | hold: keep the request buffer, answer later (``release_held``)          |
 | ``N...``   | NO_RESPONSE                                                             |
 | ``C...``   | CLOSE                                                                   |
+
+Like the real main process (:mod:`broker.requests.responses`), the fake never waits for
+pool memory on its loop: an answer that finds none waits in a
+:class:`~broker.requests.response_parking.ResponseParking` (arrival order) and is retried
+from a loop timer.  A main that blocks in ``pool.allocate`` instead becomes the pool's
+head waiter: it reserves a window that can cover a partial frame's slots, every other
+allocation fails meanwhile (the pool serves waiters first), so that frame can neither
+finish nor give its slots back, and the requests queued behind the blocked loop hold
+their memory too - a deadlock until the allocation times out and the answer is lost
+(``test_the_fake_main_never_waits_on_the_pool_so_partial_frames_finish``).
 """
 
 from __future__ import annotations
@@ -63,9 +73,14 @@ from broker.network.channel.codec import (
 )
 from broker.network.channel.endpoint import ChannelEndpoint
 from broker.network.channel.main_side import MainChannelEndpoint
+from broker.network.connection import Connection
+from broker.network.connection_shares import ConnectionShares, PartialFrameBudget
 from broker.network.regions import FileCache, RegionError
+from broker.network.request_reader import NEED_DATA, NEED_MEMORY, RequestReader
 from broker.network.supervisor import NetworkProcessSupervisor, NetworkRestart, open_listener
+from broker.requests.response_parking import ResponseParking
 from clients.memory.buffer_pool import BufferPool
+from clients.memory.errors import BufferPoolTimeoutError
 from clients.memory.handles import BufferHandle
 from tests.broker.raw_kafka import recv_frame
 from tests.broker.raw_kafka import wait_for as raw_wait_for
@@ -75,6 +90,7 @@ T = TypeVar("T")
 KiB = 1024
 MiB = 1024 * 1024
 DEADLINE_S = 30.0
+ANSWER_RETRY_S = 0.002  # how often the fake main retries answers parked for pool memory
 
 
 def wait_for(condition: Callable[[], Any], what: str, timeout_s: float = DEADLINE_S) -> Any:
@@ -100,6 +116,11 @@ class FakeMain:
         self.closed: list[tuple[int, int]] = []
         self.restarts: list[NetworkRestart] = []
         self.errors: list[BaseException] = []
+        # (endpoint, conn_id, prefix, regions) waiting for pool memory, in arrival order
+        self.answers: ResponseParking[tuple[MainChannelEndpoint, int, bytes, bytes]] = (
+            ResponseParking(max_parked=10_000, timeout_ms=int(DEADLINE_S * 1000),
+                            clock_ms=lambda: time.monotonic() * 1000))
+        self._answer_timer: asyncio.TimerHandle | None = None
 
     def start(self) -> None:
         self.thread.start()
@@ -177,12 +198,40 @@ class FakeMain:
     def _respond(
         self, ep: MainChannelEndpoint, conn_id: int, prefix: bytes, regions: bytes
     ) -> None:
-        buf = self.pool.allocate(len(prefix) + len(regions), max_block_ms=10_000)
+        """Answer now if the pool has room and no earlier answer waits, else park the
+        answer (never wait on the loop: see the module docstring)."""
+        self.answers.offer((ep, conn_id, prefix, regions), self._try_answer, self._give_up)
+        self._schedule_answers()
+
+    def _try_answer(self, answer: tuple[MainChannelEndpoint, int, bytes, bytes]) -> bool:
+        ep, conn_id, prefix, regions = answer
+        try:
+            buf = self.pool.allocate(len(prefix) + len(regions), 0)
+        except BufferPoolTimeoutError:
+            return False
         buf.memory[: len(prefix)] = prefix
         buf.memory[len(prefix) :] = regions
         handle = buf.handle
         buf.release()
         ep.send_response(conn_id, handle, len(prefix), len(regions))
+        return True
+
+    def _give_up(self, answer: tuple[MainChannelEndpoint, int, bytes, bytes], why: str) -> None:
+        self.errors.append(AssertionError(f"answer to connection {answer[1]} lost: {why}"))
+        answer[0].send_close(answer[1])
+
+    def _schedule_answers(self) -> None:
+        if self.answers and self._answer_timer is None:
+            self._answer_timer = self.loop.call_later(ANSWER_RETRY_S, self.retry_answers)
+
+    def retry_answers(self) -> None:
+        """Deliver parked answers in order while the pool has room (the loop's timer)."""
+        self._answer_timer = None
+        try:
+            self.answers.retry(self._try_answer, self._give_up)
+        except BaseException as exc:
+            self.errors.append(exc)
+        self._schedule_answers()
 
     def release_held(self, *, respond: bool = True) -> int:
         def run() -> int:
@@ -703,6 +752,104 @@ def test_large_frames_that_fill_the_partial_budget_all_complete() -> None:
             for s in socks:
                 s.close()
         assert_pool_clean(pool)
+
+
+class _RecordingEndpoint:
+    """Stands in for a MainChannelEndpoint: records what the fake main sends."""
+
+    index = 0
+
+    def __init__(self) -> None:
+        self.responses: list[tuple[int, tuple[int, int, int], int, int]] = []
+        self.closes: list[int] = []
+
+    def send_response(self, conn_id: int, handle: tuple[int, int, int], prefix_len: int,
+                      regions_len: int) -> None:
+        self.responses.append((conn_id, tuple(handle), prefix_len, regions_len))
+
+    def send_close(self, conn_id: int) -> None:
+        self.closes.append(conn_id)
+
+
+def test_the_fake_main_never_waits_on_the_pool_so_partial_frames_finish() -> None:
+    """The flake of test_large_frames_that_fill_the_partial_budget_all_complete, step by
+    step in one thread: the real RequestReader and partial-frame budget, a scripted
+    connection (a socket pair), the real pool, the fake main's answer path.  Two whole
+    requests and a partial frame fill the pool; the first echo answer (one slot larger
+    than its request) finds no contiguous room.  A main that waited in pool.allocate
+    here became the pool's head waiter, reserved the window over the partial frame's
+    slots and shut every other allocation out: the frame could not finish (nor give its
+    slots back), the second request stayed queued behind the blocked loop holding its
+    memory, until the wait timed out and the answer was lost (seen under CPU load, with
+    4 MiB frames, as an answer missing after 30 s).  Parked instead, the answers go out
+    in order as memory frees."""
+    poolable = 4 * KiB
+    pool = BufferPool.create(8 * poolable, poolable)  # 8 slots
+    shares = ConnectionShares.create(1)
+    main = FakeMain(None, pool)  # type: ignore[arg-type]  # no supervisor: no loop thread
+    ep = _RecordingEndpoint()
+    server, client = socket.socketpair()
+    try:
+        server.setblocking(False)
+        reader = RequestReader(pool, max_request_bytes=3 * poolable, request_headroom_bytes=0,
+                               free=pool.deallocate, budget=PartialFrameBudget(
+                                   shares, 0, limit_slots=6, reserve_slots=3))
+        conn = Connection(3, server)
+        payloads = [b"E" + bytes([48 + i]) * (3 * poolable - 1) for i in range(3)]
+
+        def whole_request(payload: bytes) -> tuple[int, int, int]:
+            buf = pool.allocate(len(payload), 0)  # as read in place by a network process
+            buf.memory[:] = payload
+            handle = buf.handle
+            buf.release()
+            return tuple(handle)
+
+        def written(response: tuple[int, tuple[int, int, int], int, int],
+                    payload: bytes) -> None:  # what the network process sends, then frees
+            _conn_id, handle, prefix_len, regions_len = response
+            assert (prefix_len, regions_len) == (len(payload) + 4, 0)
+            buf = pool.attach_buffer(handle)
+            assert bytes(buf.memory[:prefix_len]) == frame(payload)
+            buf.release()
+            pool.deallocate(BufferHandle(*handle))
+
+        first = whole_request(payloads[0])  # slots 0-2
+        client.sendall(frame(payloads[2])[: 4 + 2 * poolable])  # 2 of the frame's 3 slots
+        assert reader.read_length(conn)
+        assert reader.read_frame(conn) is NEED_DATA and len(conn.chunks) == 2  # slots 3-4
+        second = whole_request(payloads[1])  # slots 5-7: the pool is full
+        assert pool.available_memory() == 0
+        client.sendall(frame(payloads[2])[4 + 2 * poolable :])  # the frame's last bytes
+
+        main._on_request(ep, 1, first, len(payloads[0]))  # type: ignore[arg-type]
+        # the 4-slot answer has no room (slots 0-2 free): parked, nothing reserved, so
+        # the partial frame may still take memory
+        assert ep.responses == [] and len(main.answers) == 1
+        assert pool.metrics().waiter_count == 0 and pool.metrics().reserved_bytes == 0
+        assert reader.read_frame(conn) is NEED_MEMORY  # its last slot, but no 3-slot copy
+        main._on_request(ep, 2, second, len(payloads[1]))  # type: ignore[arg-type]
+        assert len(main.answers) == 2  # after the first: in order
+        done = reader.read_frame(conn)  # the copy takes slots 5-7, its chunks go back
+        assert isinstance(done, tuple) and done[1] == len(payloads[2])
+        main.retry_answers()
+        assert [r[0] for r in ep.responses] == [1]  # slots 0-3; the second waits
+        main._on_request(ep, 3, done[0], done[1])  # type: ignore[arg-type]
+        main.retry_answers()
+        assert [r[0] for r in ep.responses] == [1, 2]  # slots 4-7; the third waits
+        written(ep.responses[0], payloads[0])  # the first answer goes out: slots 0-3 free
+        main.retry_answers()
+        assert [r[0] for r in ep.responses] == [1, 2, 3] and not main.answers
+        for response, payload in zip(ep.responses[1:], payloads[1:], strict=True):
+            written(response, payload)
+        assert main.errors == [] and ep.closes == []
+        assert pool.metrics().allocated_bytes == 0
+        pool.check_accounting()
+    finally:
+        server.close()
+        client.close()
+        main.stop()
+        shares.close()
+        pool.close()
 
 
 @pytest.mark.multiprocess
