@@ -1,5 +1,6 @@
 """Shared pieces of the group coordinator: config, group placement, error mapping, the
-offsets-log interface, the member check and the error answers of JoinGroup/SyncGroup.
+offsets-log interface (plain or transactional batches), the member check and the error
+answers of JoinGroup/SyncGroup.
 
 Placement: a group is stored in (and coordinated by the leader of) offsets partition
 ``Utils.abs(javaStringHash(group_id)) % partitions``, Kafka's formula, so a group lands on
@@ -9,7 +10,9 @@ Write errors (:func:`store_error`, Kafka's mapping): NOT_LEADER_OR_FOLLOWER,
 KAFKA_STORAGE_ERROR, FENCED_LEADER_EPOCH -> NOT_COORDINATOR; UNKNOWN_TOPIC_OR_PARTITION,
 NOT_ENOUGH_REPLICAS(_AFTER_APPEND), REQUEST_TIMED_OUT -> COORDINATOR_NOT_AVAILABLE;
 MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE, INVALID_FETCH_SIZE -> INVALID_COMMIT_OFFSET_SIZE;
-anything else -> UNKNOWN_SERVER_ERROR.
+anything else -> UNKNOWN_SERVER_ERROR.  A TxnOffsetCommit's write
+(:func:`txn_store_error`) passes the producer's own errors on (INVALID_PRODUCER_EPOCH,
+PRODUCER_FENCED, INVALID_TXN_STATE, INVALID_PRODUCER_ID_MAPPING, TRANSACTION_ABORTABLE).
 
 A member's check (:func:`member_error`): FENCED_INSTANCE_ID when its static instance is
 now another member, UNKNOWN_MEMBER_ID when it is not a member.  :func:`answer_parked`
@@ -23,7 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from broker.config import BrokerConfig
 from broker.group.members import Group, GroupMember
@@ -34,11 +37,20 @@ Error = tuple[ErrorCode, str]
 Done = Callable[[ErrorCode, int], None]
 
 
+class TxnProducer(NamedTuple):
+    """The producer whose transaction a TxnOffsetCommit's batch belongs to."""
+
+    producer_id: int
+    producer_epoch: int
+
+
 class OffsetsLog(Protocol):
-    """Where the coordinator writes: the offsets-topic partitions it leads."""
+    """Where the coordinator writes: the offsets-topic partitions it leads.  With
+    ``producer`` the records go as one transactional batch of that producer (a
+    TxnOffsetCommit), else as a plain batch."""
 
     def append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]],
-               done: Done) -> None: ...
+               done: Done, producer: TxnProducer | None = None) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -94,6 +106,18 @@ def store_error(code: ErrorCode) -> ErrorCode:
                 ErrorCode.INVALID_FETCH_SIZE):
         return ErrorCode.INVALID_COMMIT_OFFSET_SIZE
     return code if code == ErrorCode.NONE else ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+# what the producer state answers a transactional write, passed on as Kafka does
+PRODUCER_ERRORS = frozenset({
+    ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_TXN_STATE,
+    ErrorCode.INVALID_PRODUCER_ID_MAPPING, ErrorCode.TRANSACTION_ABORTABLE})
+
+
+def txn_store_error(code: ErrorCode) -> ErrorCode:
+    """What a failed TxnOffsetCommit write means to the producer: :func:`store_error`,
+    but the producer's own errors (fenced epoch, no transaction) pass through."""
+    return code if code in PRODUCER_ERRORS else store_error(code)
 
 
 def join_error(member_id: str, code: ErrorCode, message: str | None = None) -> JoinGroupResponse:

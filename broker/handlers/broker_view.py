@@ -53,6 +53,8 @@ from clients.protocol.message_types import (
     OffsetFetchResponseTopic,
     SyncGroupRequest,
     SyncGroupResponse,
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
 )
 from clients.protocol.topics import TopicPartition
 from replication.partition import Partition
@@ -92,7 +94,12 @@ class GroupCoordinatorView(Protocol):
     def commit_offsets(self, body: OffsetCommitRequest,
                        respond: Callable[[OffsetCommitResponse | None], None]) -> None: ...
 
-    def fetch_offsets(self, group_id: str, wanted: Sequence[OffsetFetchRequestTopic] | None
+    def commit_txn_offsets(self, body: TxnOffsetCommitRequest,
+                           respond: Callable[[TxnOffsetCommitResponse | None], None]
+                           ) -> None: ...
+
+    def fetch_offsets(self, group_id: str, wanted: Sequence[OffsetFetchRequestTopic] | None,
+                      require_stable: bool = False
                       ) -> tuple[ErrorCode, list[OffsetFetchResponseTopic]]: ...
 
     def list_groups(self, states: list[str], types: list[str]) -> ListGroupsResponse: ...
