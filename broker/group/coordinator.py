@@ -90,6 +90,7 @@ from clients.protocol.message_types import (
     TxnOffsetCommitRequest,
     TxnOffsetCommitResponse,
 )
+from replication.producer_state import VerificationGuard
 from timer.clock import Clock
 from timer.purgatory import TimerLike
 
@@ -162,8 +163,10 @@ class GroupCoordinator:
         self.offsets.commit_offsets(body, respond)
 
     def commit_txn_offsets(self, body: TxnOffsetCommitRequest,
-                           respond: Respond[TxnOffsetCommitResponse]) -> None:
-        self.offsets.commit_txn_offsets(body, respond)
+                           respond: Respond[TxnOffsetCommitResponse],
+                           guard: VerificationGuard | None = None,
+                           verification_required: bool = False) -> None:
+        self.offsets.commit_txn_offsets(body, respond, guard, verification_required)
 
     def fetch_offsets(self, group_id: str,
                       wanted: Sequence[OffsetFetchRequestTopic] | None,

@@ -90,6 +90,7 @@ from clients.protocol.message_types import (
     TxnOffsetCommitResponsePartition,
 )
 from clients.protocol.topics import TopicPartition, topic_name_error
+from replication.producer_state import VerificationGuard
 from timer.clock import Clock
 
 _S = GroupState
@@ -219,9 +220,13 @@ class GroupOffsets:
         return group, error
 
     def commit_txn_offsets(self, body: TxnOffsetCommitRequest,
-                           respond: Respond[TxnOffsetCommitResponse]) -> None:
+                           respond: Respond[TxnOffsetCommitResponse],
+                           guard: VerificationGuard | None = None,
+                           verification_required: bool = False) -> None:
         """TxnOffsetCommit: ``respond`` gets the answer once the accepted offsets are
-        written as the producer's transactional batch (pending until its marker)."""
+        written as the producer's transactional batch (pending until its marker).
+        ``guard`` / ``verification_required``: KIP-890, see
+        :class:`~broker.group.protocol.TxnProducer`."""
         group, error = self._txn_group_error(body)
         now = self.clock.now_ms()
         results: list[tuple[str, TxnOffsetCommitResponsePartition]] = []
@@ -264,7 +269,8 @@ class GroupOffsets:
             answer()
 
         self.manager.store_txn_offsets(
-            group, TxnProducer(body["producer_id"], body["producer_epoch"]),
+            group, TxnProducer(body["producer_id"], body["producer_epoch"], guard,
+                               verification_required),
             [(tp, value) for tp, value, _ in accepted], stored)
 
     def fetch_offsets(self, group_id: str,
@@ -301,3 +307,11 @@ class GroupOffsets:
                 "committed_leader_epoch": found.leader_epoch if found else -1,
                 "metadata": (found.metadata or "") if found else ""})
         return ErrorCode.NONE, [{"name": n, "partitions": ps} for n, ps in by_topic.items()]
+
+
+def txn_commit_error(body: TxnOffsetCommitRequest, code: ErrorCode) -> TxnOffsetCommitResponse:
+    """A TxnOffsetCommit answer with ``code`` for every partition of the request."""
+    return {"throttle_time_ms": 0, "topics": [
+        {"name": t["name"], "partitions": [
+            {"partition_index": p["partition_index"], "error_code": int(code)}
+            for p in t["partitions"]]} for t in body["topics"]]}

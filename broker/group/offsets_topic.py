@@ -35,6 +35,10 @@
   back to the coordinator, which maps them for its clients.  A TxnOffsetCommit's
   records go as one transactional batch of its producer id and epoch, with the
   sequence the leader's producer-state check expects (:func:`_next_sequence`).
+- **TxnOffsetCommit** (:meth:`commit_txn_offsets`): KIP-890 part 1, the group's offsets
+  partition verified with the transaction coordinator before the producer's first
+  transactional batch there (as Kafka's ``maybeStartTransactionVerificationForPartition``),
+  when the handler passes a verifier.
 - **Transaction markers**: :meth:`on_txn_marker` is the core's ``TxnMarkerListener``
   (:mod:`broker.handlers.broker_view`), told by WriteTxnMarkers after a marker on an
   offsets partition is replicated; the coordinator commits or drops the producer's
@@ -49,14 +53,22 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Protocol
 
 from broker.async_client import ControllerChannel
 from broker.config import BrokerConfig
 from broker.delayed import DelayedFetch, DelayedProduce, ProducePartitionStatus
 from broker.group.coordinator import GroupCoordinator
-from broker.group.protocol import Done, GroupCoordinatorConfig, TxnProducer, partition_for
+from broker.group.offsets import txn_commit_error
+from broker.group.protocol import (
+    Done,
+    GroupCoordinatorConfig,
+    TxnProducer,
+    partition_for,
+    verification_error,
+)
+from broker.requests.respond import Respond
 from broker.topic_registry import StandaloneTopic
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError
@@ -64,6 +76,8 @@ from clients.protocol.message_types import (
     CreateTopicsRequestTopic,
     FindCoordinatorResponseCoordinator,
     ProduceResponsePartitionResponse,
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
 )
 from clients.protocol.topics import OFFSETS_TOPIC, TopicPartition
 from clients.records.batch import TRANSACTIONAL_MASK, iter_batches
@@ -77,6 +91,10 @@ from timer.purgatory import Purgatory, TimerLike
 from timer.timing_wheel import CallableTask
 
 log = logging.getLogger(__name__)
+
+# the transaction coordinator's KIP-890 check of a producer's partitions, bound to its
+# transactional id, producer id and epoch: partition -> the coordinator's answer
+Verify = Callable[[list[TopicPartition]], Awaitable[dict[TopicPartition, ErrorCode]]]
 
 LOAD_STEP_BYTES = 1024 * 1024
 GROUP_RECORD_SLACK_BYTES = 1024 * 1024  # members' fixed fields and the batch's framing
@@ -117,8 +135,10 @@ class OffsetsTopic:
     and timer, the hosted partitions (read, never changed here), the produce and fetch
     purgatories (a write parks in the first and wakes followers in the second), and the
     :class:`OffsetsTopicHost` functions.  Called by the core: :meth:`on_partitions_changed`
-    and :meth:`shutdown`; by the group handlers: :meth:`find_coordinator` and the
-    coordinator's request methods.
+    and :meth:`shutdown`; by the group handlers: :meth:`find_coordinator`,
+    :meth:`commit_txn_offsets` (TxnOffsetCommit with its verification) and the
+    coordinator's request methods; by WriteTxnMarkers, as the core's
+    ``TxnMarkerListener``: :meth:`on_txn_marker`.
     """
 
     def __init__(self, config: BrokerConfig, clock: Clock, timer: TimerLike,
@@ -298,7 +318,9 @@ class OffsetsTopic:
                                 attributes=TRANSACTIONAL_MASK)
         try:
             info = replica.append_records_as_leader(
-                batch, -1, self.host.min_insync_replicas(OFFSETS_TOPIC))
+                batch, -1, self.host.min_insync_replicas(OFFSETS_TOPIC),
+                guard=None if producer is None else producer.guard,
+                verification_required=producer is not None and producer.verification_required)
         except MiniKafkaError as exc:
             done(exc.code, -1)
             return
@@ -310,6 +332,52 @@ class OffsetsTopic:
                             self.host.min_insync_replicas,
                             lambda: done(ErrorCode(result["error_code"]), info.first_offset))
         self.produce_purgatory.try_complete_else_watch(op, [key])
+
+    # -- TxnOffsetCommit's KIP-890 verification ---------------------------------------------
+
+    def commit_txn_offsets(self, body: TxnOffsetCommitRequest,
+                           respond: Respond[TxnOffsetCommitResponse],
+                           verify: Verify | None) -> None:
+        """TxnOffsetCommit, verified first when ``verify`` is given (the transaction
+        coordinator's KIP-890 check, bound to the request's transactional id, producer
+        id and epoch): when the producer has no transaction open on the group's offsets
+        partition, its verification guard is taken, the coordinator asked whether that
+        partition is in the producer's ongoing transaction (AddOffsetsToTxn put it
+        there), and only a yes lets the commit go on (with the guard: a marker written
+        meanwhile refuses the append, INVALID_TXN_STATE); a no is every partition's
+        error (:func:`~broker.group.protocol.verification_error`).  The group checks
+        come first (a group this coordinator cannot serve is answered at once)."""
+        coordinator = self.coordinator
+        if verify is None:
+            coordinator.commit_txn_offsets(body, respond)
+            return
+        producer_id, epoch = body["producer_id"], body["producer_epoch"]
+        group_id = body["group_id"]
+        tp = TopicPartition(OFFSETS_TOPIC, coordinator.manager.partition_for(group_id)) \
+            if coordinator.manager.coordinator_error(group_id) is None else None
+        replica = None if tp is None else self.partitions.get(tp)
+        if tp is None or replica is None or producer_id < 0 or epoch < 0 \
+                or not replica.producer_state.needs_verification(producer_id, epoch):
+            coordinator.commit_txn_offsets(body, respond, verification_required=True)
+            return
+        guard = replica.producer_state.verification_guard(producer_id)
+        wanted = tp
+
+        async def verify_then_commit() -> None:
+            try:
+                answers = await verify([wanted])
+            except Exception as exc:  # the transaction coordinator cannot be reached
+                log.warning("TxnOffsetCommit %s: verification failed: %s", group_id, exc)
+                answers = {}
+            code = verification_error(answers.get(wanted, ErrorCode.NETWORK_EXCEPTION))
+            if code != ErrorCode.NONE:
+                respond(txn_commit_error(body, code))
+                return
+            coordinator.commit_txn_offsets(body, respond, guard, verification_required=True)
+
+        task = asyncio.get_running_loop().create_task(verify_then_commit())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
 
     # -- transaction markers (the core's TxnMarkerListener) ---------------------------------
 

@@ -26,7 +26,9 @@ What the version changes, here, as Kafka does:
   asked; v2-7 carry it at the top; v8 batches ``groups``, each with its own error.
   v7+ ``require_stable`` is passed on (UNSTABLE_OFFSET_COMMIT for a pending commit).
 - TxnOffsetCommit v0-4: v3+ carry the member's generation, member id and instance id
-  (checked by the coordinator when given); v0-2 do not.
+  (checked by the coordinator when given); v0-2 do not.  With a transaction
+  verifier (``core.txn_verifier``) the group's offsets partition is verified with the
+  transaction coordinator first (KIP-890, :meth:`OffsetsTopic.commit_txn_offsets`).
 
 ACLs (:mod:`broker.acls`, Kafka's mapping): FindCoordinator, DescribeGroups, OffsetFetch
 and ListGroups need Describe on the group (ListGroups leaves out the others), JoinGroup,
@@ -43,6 +45,7 @@ event loop.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 from broker.handlers.broker_view import HandlerCore
@@ -226,7 +229,10 @@ def handle_txn_offset_commit(core: HandlerCore, body: TxnOffsetCommitRequest,
                 answer["topics"] = [*answer["topics"], *failed(denied, TOPIC_DENIED)]
             answer_all(answer)
 
-    core.groups.coordinator.commit_txn_offsets(body, respond)
+    verifier = core.txn_verifier
+    verify = None if verifier is None else functools.partial(
+        verifier.verify, body["transactional_id"], body["producer_id"], body["producer_epoch"])
+    core.groups.commit_txn_offsets(body, respond, verify)
 
 
 def handle_offset_fetch(core: HandlerCore, body: OffsetFetchRequest,
