@@ -26,7 +26,8 @@ What the version changes, here, as Kafka does:
   asked; v2-7 carry it at the top; v8 batches ``groups``, each with its own error.
   v7+ ``require_stable`` is passed on (UNSTABLE_OFFSET_COMMIT for a pending commit).
 - TxnOffsetCommit v0-4: v3+ carry the member's generation, member id and instance id
-  (checked by the coordinator when given); v0-2 do not.  With a transaction
+  (checked by the coordinator when given); v0-2 do not.  Below v4 TRANSACTION_ABORTABLE
+  (KIP-890) is answered INVALID_TXN_STATE, as Kafka does.  With a transaction
   verifier (``core.txn_verifier``) the group's offsets partition is verified with the
   transaction coordinator first (KIP-890, :meth:`OffsetsTopic.commit_txn_offsets`).
 
@@ -96,6 +97,7 @@ FIRST_NULLABLE_PROTOCOL_NAME = 7
 FIRST_BATCHED_LEAVE = 3
 FIRST_BATCHED_OFFSET_FETCH = 8
 FIRST_TOP_LEVEL_OFFSET_FETCH_ERROR = 2
+FIRST_TRANSACTION_ABORTABLE_TXN_OFFSET_COMMIT = 4  # KIP-890: older clients do not know it
 
 
 def _coordinator_of(core: HandlerCore, key: str, key_type: int,
@@ -228,6 +230,16 @@ def handle_txn_offset_commit(core: HandlerCore, body: TxnOffsetCommitRequest,
             if answer is not None:
                 answer["topics"] = [*answer["topics"], *failed(denied, TOPIC_DENIED)]
             answer_all(answer)
+
+    if ctx.version < FIRST_TRANSACTION_ABORTABLE_TXN_OFFSET_COMMIT:
+        answer_new = respond
+
+        def respond(answer: TxnOffsetCommitResponse | None) -> None:
+            for topic in answer["topics"] if answer is not None else []:
+                for p in topic["partitions"]:
+                    if p["error_code"] == ErrorCode.TRANSACTION_ABORTABLE:
+                        p["error_code"] = int(ErrorCode.INVALID_TXN_STATE)
+            answer_new(answer)
 
     verifier = core.txn_verifier
     verify = None if verifier is None else functools.partial(

@@ -37,7 +37,8 @@ def offsets_partition(h: CoreHarness) -> TopicPartition:
     return TopicPartition(OFFSETS_TOPIC, partition_for(GROUP, count))
 
 
-def txn_offset_commit(h: CoreHarness, offset: int, epoch: int = 0) -> list[int]:
+def txn_offset_commit(h: CoreHarness, offset: int, epoch: int = 0,
+                      version: int | None = None) -> list[int]:
     body = {"transactional_id": "tx", "group_id": GROUP, "producer_id": PID,
             "producer_epoch": epoch, "generation_id": -1, "member_id": "",
             "group_instance_id": None, "topics": [{"name": "t", "partitions": [
@@ -45,7 +46,7 @@ def txn_offset_commit(h: CoreHarness, offset: int, epoch: int = 0) -> list[int]:
                  "committed_leader_epoch": -1, "committed_metadata": None}]}]}
 
     async def run() -> list[Any]:
-        answers = call(h.core, ApiKey.TXN_OFFSET_COMMIT, body)
+        answers = call(h.core, ApiKey.TXN_OFFSET_COMMIT, body, version)
         for _ in range(50):
             if answers:
                 break
@@ -80,20 +81,21 @@ def test_the_offsets_partition_is_verified_before_the_first_commit_of_a_transact
     assert len(verifier.asked) == 2
 
 
-@pytest.mark.parametrize(("answer", "expected"), [
-    (ErrorCode.INVALID_TXN_STATE, ErrorCode.INVALID_TXN_STATE),
-    (ErrorCode.TRANSACTION_ABORTABLE, ErrorCode.TRANSACTION_ABORTABLE),
-    (ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_PRODUCER_EPOCH),
-    (ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE),
-    (ErrorCode.CONCURRENT_TRANSACTIONS, ErrorCode.COORDINATOR_NOT_AVAILABLE),
-    (ConnectionError("coordinator gone"), ErrorCode.COORDINATOR_LOAD_IN_PROGRESS),
+@pytest.mark.parametrize(("answer", "version", "expected"), [
+    (ErrorCode.INVALID_TXN_STATE, 4, ErrorCode.INVALID_TXN_STATE),
+    (ErrorCode.TRANSACTION_ABORTABLE, 4, ErrorCode.TRANSACTION_ABORTABLE),
+    (ErrorCode.TRANSACTION_ABORTABLE, 3, ErrorCode.INVALID_TXN_STATE),
+    (ErrorCode.PRODUCER_FENCED, 4, ErrorCode.INVALID_PRODUCER_EPOCH),
+    (ErrorCode.NOT_COORDINATOR, 4, ErrorCode.COORDINATOR_NOT_AVAILABLE),
+    (ErrorCode.CONCURRENT_TRANSACTIONS, 0, ErrorCode.COORDINATOR_NOT_AVAILABLE),
+    (ConnectionError("coordinator gone"), 4, ErrorCode.COORDINATOR_LOAD_IN_PROGRESS),
 ])
 def test_a_refused_verification_writes_nothing(h: CoreHarness, answer: ErrorCode | Exception,
-                                               expected: ErrorCode) -> None:
+                                               version: int, expected: ErrorCode) -> None:
     h.core.txn_verifier = FakeVerifier(answer)
     partition = h.core.partitions[offsets_partition(h)]
     end = partition.log_end_offset
-    assert txn_offset_commit(h, 42) == [expected]
+    assert txn_offset_commit(h, 42, version=version) == [expected]
     assert partition.log_end_offset == end
     assert committed(h) == (0, -1)  # nothing pending
 
