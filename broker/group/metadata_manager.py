@@ -258,12 +258,15 @@ class GroupMetadataManager:
 
     def store_tombstones(self, partition: int, groups: Sequence[Group], done: Stored) -> None:
         """Write tombstones of ``groups`` (all of ``partition``): their metadata and every
-        committed offset, one batch."""
+        committed offset, and every partition with a pending transactional offset (so a
+        reload drops those too and a later COMMIT does not bring them back: Kafka's
+        ``deleteAllOffsets``), one batch."""
         records: list[tuple[bytes, bytes | None]] = []
         for group in groups:
             records.append((encode_group_metadata_key(GroupMetadataKey(group.group_id)), None))
             records.extend((encode_offset_commit_key(OffsetCommitKey(group.group_id, *tp)),
-                            None) for tp in sorted(group.offsets))
+                            None) for tp in sorted(set(group.offsets)
+                                                   | group.pending_txn.partitions()))
         self.log.append(partition, records, lambda code, _offset: done(code))
 
 

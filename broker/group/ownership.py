@@ -17,7 +17,9 @@ Loading applies records in order into fresh groups: an offset commit replaces th
 cached offset of its (topic, partition) (a tombstone removes it), a group-metadata record
 replaces members, generation, protocol and leader (a tombstone empties the group).
 Transactions (Kafka's loader): an offset commit of a transactional batch is pending for
-its producer (:mod:`broker.group.txn_offsets`; a tombstone there drops the pending one)
+its producer (:mod:`broker.group.txn_offsets`; a tombstone there drops the pending one,
+a plain tombstone drops every producer's pending offset of its partition, as Kafka's
+replay does)
 until that producer's marker (:meth:`apply_marker`): a COMMIT makes its pending offsets
 of the partition's groups committed, each only over an offset (or tombstone) written
 earlier in the log, an ABORT drops them; those without a marker yet stay pending in the
@@ -131,6 +133,7 @@ class PartitionOwnership:
                 elif offset is None:
                     group.offsets.pop(tp, None)
                     group.offset_positions[tp] = log_offset
+                    group.pending_txn.drop(tp)
                 else:
                     group.offsets[tp] = offset
                     group.offset_positions[tp] = log_offset

@@ -24,12 +24,14 @@ Life of an entry (:class:`PendingTxnOffset`), in the coordinator's order:
   lands: :meth:`written` returns it then, to be applied at its position (Kafka throws
   there: it cannot happen with a well-behaved producer), and :meth:`failed` forgets it;
 - :meth:`load`: a loader's record (already in the log, so written; a tombstone drops the
-  partition's entry).
+  partition's entry); :meth:`drop`: a plain tombstone of a partition (a deleted group's)
+  drops every producer's entry of it.
 
 :meth:`has_pending` answers OffsetFetch ``require_stable`` (UNSTABLE_OFFSET_COMMIT).
 
-Costs: every operation O(1) but :meth:`complete` and :meth:`has_pending` (O(pending
-entries of the producer / of the group's producers)) and ``footprint`` O(1).  Pure, no
+Costs: every operation O(1) but :meth:`complete` (O(the producer's entries)),
+:meth:`has_pending` and :meth:`drop` (O(the group's producers)) and :meth:`partitions`
+(O(entries)).  Pure, no
 clock, no I/O.  Not thread-safe: the group's owner (the broker's event loop).
 """
 
@@ -77,6 +79,19 @@ class PendingTxnOffsets:
         """Whether a transactional offset of ``tp`` is pending (or landing)."""
         return (any(tp in e for e in self._by_producer.values())
                 or tp in self._landing.values())
+
+    def partitions(self) -> set[TopicPartition]:
+        """Every partition with a pending offset (of any producer)."""
+        return {tp for entries in self._by_producer.values() for tp in entries}
+
+    def drop(self, tp: TopicPartition) -> None:
+        """A plain tombstone of ``tp`` (its group deleted): every producer's pending
+        offset of it goes (Kafka's replay of an offset tombstone)."""
+        for producer_id in list(self._by_producer):
+            entries = self._by_producer[producer_id]
+            entries.pop(tp, None)
+            if not entries:
+                del self._by_producer[producer_id]
 
     def pending(self, producer_id: int) -> dict[TopicPartition, OffsetCommitValue]:
         """The producer's pending offsets (for tests and descriptions)."""

@@ -317,3 +317,28 @@ def test_load_skips_a_damaged_marker_and_a_txn_tombstone_drops_the_pending_offse
     assert fetch(h, require_stable=True)["error_code"] == ErrorCode.UNSTABLE_OFFSET_COMMIT
     h.c.complete_txn(0, 7, committed=True)
     assert fetch(h)["committed_offset"] == 10
+
+
+def test_a_deleted_group_takes_its_pending_offsets_along_also_after_a_reload() -> None:
+    log = TxnLog()
+    h = Harness(log=log)
+    assert code_of(txn_commit(h, 42)) == ErrorCode.NONE  # pending only, nothing committed
+    results: list[list[tuple[str, ErrorCode]]] = []
+    h.c.delete_groups(["g"], results.append)
+    assert results == [[("g", ErrorCode.NONE)]]
+    tombstones = log.records[1:]
+    assert [v for _, v, _ in tombstones] == [None, None]  # the group, and t-0's offset
+    h.c.complete_txn(0, PID, committed=True)  # the transaction commits after the delete
+    assert "g" not in h.c.groups
+    # a reload of that log brings nothing back, with or without the marker in it
+    for with_marker in (False, True):
+        h.c.unload(0)
+        h.c.begin_load(0, 1)
+        for (key, val, offset), pid in zip(log.records, (PID, -1, -1), strict=True):
+            h.c.load_record(0, key, val, offset, txn_producer_id=pid)
+        if with_marker:
+            h.c.load_marker(0, PID, committed=True)
+        h.c.finish_load(0)
+        assert "g" not in h.c.groups
+        h.c.complete_txn(0, PID, committed=True)
+        assert "g" not in h.c.groups
