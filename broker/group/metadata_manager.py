@@ -135,6 +135,8 @@ class GroupMetadataManager:
     def remove(self, group: Group) -> None:
         """Take ``group`` out of the cache (deleted)."""
         del self.groups[group.group_id]
+        for producer_id in group.pending_txn.producers():
+            self._forget_txn(producer_id, group.group_id)
 
     def footprint_bytes(self) -> int:
         """Member metadata held by every group of this coordinator (O(groups))."""

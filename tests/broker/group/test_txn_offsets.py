@@ -328,6 +328,7 @@ def test_a_deleted_group_takes_its_pending_offsets_along_also_after_a_reload() -
     assert results == [[("g", ErrorCode.NONE)]]
     tombstones = log.records[1:]
     assert [v for _, v, _ in tombstones] == [None, None]  # the group, and t-0's offset
+    assert h.c.manager.txn_producers == {}
     h.c.complete_txn(0, PID, committed=True)  # the transaction commits after the delete
     assert "g" not in h.c.groups
     # a reload of that log brings nothing back, with or without the marker in it
