@@ -36,13 +36,16 @@ group that does not exist is created (Empty); v3+ carry the consumer's generatio
 member id and instance id: with a generation >= 0 or a member id, the member must exist
 (FENCED_INSTANCE_ID / UNKNOWN_MEMBER_ID) and a generation >= 0 must be the group's
 (ILLEGAL_GENERATION); without them (v0-2, or a standalone consumer) any group state is
-accepted, since older versions carry no member.  The per-partition checks are
-OffsetCommit's.  The accepted offsets are written as one *transactional* batch of the
+accepted, since older versions carry no member; a negative producer id or epoch is
+INVALID_REQUEST.  The per-partition checks are OffsetCommit's.  The accepted offsets are written as one *transactional* batch of the
 request's producer id and epoch (acks=all, answered once replicated; the producer
 state's errors pass on: INVALID_PRODUCER_EPOCH for a fenced epoch...) and are *pending*
 (:mod:`broker.group.txn_offsets`) from before the write: invisible to OffsetFetch until
 the producer's COMMIT marker on the partition (:meth:`~broker.group.metadata_manager.
-GroupMetadataManager.complete_txn`), dropped at its ABORT.  It is not a heartbeat.
+GroupMetadataManager.complete_txn`), dropped at its ABORT (a failed write takes them
+back).  It is not a heartbeat.  KIP-890's verification of the offsets partition happens
+before, in :meth:`broker.group.offsets_topic.OffsetsTopic.commit_txn_offsets`, which
+hands the producer's guard on.
 
 OffsetFetch answers from the cache, one group at a time: offset -1, metadata "" (and no
 error) for a partition without a committed offset; ``topics`` null means every partition
