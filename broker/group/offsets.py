@@ -37,9 +37,10 @@ member id and instance id: with a generation >= 0 or a member id, the member mus
 (FENCED_INSTANCE_ID / UNKNOWN_MEMBER_ID) and a generation >= 0 must be the group's
 (ILLEGAL_GENERATION); without them (v0-2, or a standalone consumer) any group state is
 accepted, since older versions carry no member; a negative producer id or epoch is
-INVALID_REQUEST.  The per-partition checks are OffsetCommit's.  The accepted offsets are written as one *transactional* batch of the
-request's producer id and epoch (acks=all, answered once replicated; the producer
-state's errors pass on: INVALID_PRODUCER_EPOCH for a fenced epoch...) and are *pending*
+INVALID_REQUEST.  The per-partition checks are OffsetCommit's.  The accepted offsets
+are written as one *transactional* batch of the request's producer id and epoch
+(acks=all, answered once replicated; the producer state's errors pass on:
+INVALID_PRODUCER_EPOCH for a fenced epoch...) and are *pending*
 (:mod:`broker.group.txn_offsets`) from before the write: invisible to OffsetFetch until
 the producer's COMMIT marker on the partition (:meth:`~broker.group.metadata_manager.
 GroupMetadataManager.complete_txn`), dropped at its ABORT (a failed write takes them
