@@ -160,7 +160,7 @@ class BrokerCore:
         # transaction hooks (issue 32; broker.handlers.broker_view): the coordinator's
         # KIP-890 verifier and the marker listener of __consumer_offsets (None: not wired)
         self.txn_verifier: TxnVerifier | None = None
-        self.txn_marker_listener: TxnMarkerListener | None = None
+        self.txn_marker_listener: TxnMarkerListener | None = self.groups
 
     @property
     def controller_mode(self) -> bool:

@@ -4,6 +4,8 @@ What lives here, from the bottom up:
 
 - ``state``: the group state machine as a transition table (pure);
 - ``metadata``: record formats of the offsets topic (byte tables, pure);
+- ``txn_offsets``: :class:`PendingTxnOffsets`, a group's transactional offsets not
+  committed or aborted yet (pure);
 - ``members``: :class:`Group` and :class:`GroupMember`, the protocol vote;
 - ``protocol``: coordinator config, group placement (Kafka's hash), write-error mapping,
   the member check, error answers, the :class:`OffsetsLog` interface;
@@ -16,13 +18,13 @@ What lives here, from the bottom up:
 - ``rebalance``: :class:`Rebalancer`, JoinGroup and the join phase;
 - ``membership``: :class:`GroupMembership`, SyncGroup, Heartbeat, LeaveGroup and
   session expiry;
-- ``offsets``: :class:`GroupOffsets`, OffsetCommit and OffsetFetch (TxnOffsetCommit's
-  room);
+- ``offsets``: :class:`GroupOffsets`, OffsetCommit, TxnOffsetCommit and OffsetFetch;
 - ``coordinator``: :class:`GroupCoordinator`, sans-IO, the entry point: it builds the
   rooms above, hands them the requests, answers ListGroups, DescribeGroups and
   DeleteGroups, and loads and unloads partitions;
 - ``offsets_topic``: :class:`OffsetsTopic`, the coordinator's glue to the broker core
-  (topic creation, FindCoordinator, leadership and loading, writes).
+  (topic creation, FindCoordinator, leadership and loading, writes, the transaction
+  marker hook ``on_txn_marker``).
 
 May import: ``timer``, ``clients.protocol`` and ``clients.records``, ``replication`` and
 ``storage`` (the offsets partitions), ``broker.config``, ``broker.delayed``,

@@ -5,8 +5,11 @@ GroupMetadataManager are.
 One per broker.  It serves the groups whose offsets-topic partition this broker leads
 (:func:`broker.group.protocol.partition_for`, Kafka's formula).  The adapter
 (:mod:`broker.group.offsets_topic`) tells it which partitions it owns: :meth:`begin_load`,
-:meth:`load_record` for every record of the partition, :meth:`finish_load`, and
-:meth:`unload` when leadership is lost; it keeps :attr:`num_partitions` (the offsets
+:meth:`load_record` for every record of the partition (and :meth:`load_marker` for every
+transaction marker), :meth:`finish_load`, and :meth:`unload` when leadership is lost, and
+tells it of every transaction marker written on an owned partition
+(:meth:`complete_txn`: the producer's pending transactional offsets are committed or
+dropped); it keeps :attr:`num_partitions` (the offsets
 topic's) and reads :attr:`ownership` (the partitions owned or loading, with their leader
 epochs).  Requests for a group of a partition being loaded get
 COORDINATOR_LOAD_IN_PROGRESS; of a partition not owned, NOT_COORDINATOR.
@@ -23,7 +26,8 @@ only it) and owns its rooms, built at construction:
   phase;
 - ``membership`` (:class:`~broker.group.membership.GroupMembership`): SyncGroup,
   Heartbeat, LeaveGroup, session expiry;
-- ``offsets`` (:class:`~broker.group.offsets.GroupOffsets`): OffsetCommit, OffsetFetch.
+- ``offsets`` (:class:`~broker.group.offsets.GroupOffsets`): OffsetCommit,
+  TxnOffsetCommit, OffsetFetch.
 
 Itself it answers ListGroups, DescribeGroups and DeleteGroups (over the cache), and does
 what crosses the rooms: a loaded group's members start their session timeouts; an
@@ -83,7 +87,10 @@ from clients.protocol.message_types import (
     OffsetFetchResponseTopic,
     SyncGroupRequest,
     SyncGroupResponse,
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
 )
+from replication.producer_state import VerificationGuard
 from timer.clock import Clock
 from timer.purgatory import TimerLike
 
@@ -155,10 +162,22 @@ class GroupCoordinator:
                        respond: Respond[OffsetCommitResponse]) -> None:
         self.offsets.commit_offsets(body, respond)
 
+    def commit_txn_offsets(self, body: TxnOffsetCommitRequest,
+                           respond: Respond[TxnOffsetCommitResponse],
+                           guard: VerificationGuard | None = None,
+                           verification_required: bool = False) -> None:
+        self.offsets.commit_txn_offsets(body, respond, guard, verification_required)
+
     def fetch_offsets(self, group_id: str,
-                      wanted: Sequence[OffsetFetchRequestTopic] | None
+                      wanted: Sequence[OffsetFetchRequestTopic] | None,
+                      require_stable: bool = False
                       ) -> tuple[ErrorCode, list[OffsetFetchResponseTopic]]:
-        return self.offsets.fetch_offsets(group_id, wanted)
+        return self.offsets.fetch_offsets(group_id, wanted, require_stable)
+
+    def complete_txn(self, partition: int, producer_id: int, committed: bool) -> None:
+        """A COMMIT (``committed``) or ABORT marker of ``producer_id`` was written on
+        offsets ``partition`` (see :meth:`GroupMetadataManager.complete_txn`)."""
+        self.manager.complete_txn(partition, producer_id, committed)
 
     def _session_expired(self, op: DelayedHeartbeat) -> None:
         self.membership.on_heartbeat_expired(op)
@@ -262,8 +281,11 @@ class GroupCoordinator:
         self.manager.begin_load(partition, leader_epoch)
 
     def load_record(self, partition: int, key: bytes | None, value: bytes | None,
-                    log_offset: int) -> None:
-        self.manager.load_record(partition, key, value, log_offset)
+                    log_offset: int, txn_producer_id: int = -1) -> None:
+        self.manager.load_record(partition, key, value, log_offset, txn_producer_id)
+
+    def load_marker(self, partition: int, producer_id: int, committed: bool) -> None:
+        self.manager.load_marker(partition, producer_id, committed)
 
     def finish_load(self, partition: int) -> None:
         for group in self.manager.finish_load(partition):

@@ -5,7 +5,10 @@ protocols it supports (name -> opaque metadata, in preference order), its assign
 (opaque bytes from the leader), the parked JoinGroup/SyncGroup answer it waits for, and
 its heartbeat deadline.  :class:`Group` holds the members, the state (see
 :mod:`broker.group.state`), the generation, the chosen protocol and leader, the
-committed offsets, and the static-membership map ``group_instance_id -> member_id``.
+committed offsets (with the log position of each, so only a commit later in the log
+replaces one: :meth:`Group.apply_offset`), the commits being written, the pending
+transactional offsets (:mod:`broker.group.txn_offsets`), and the static-membership map
+``group_instance_id -> member_id``.
 
 Protocol selection (Kafka's vote): candidates are the protocols every member supports;
 each member votes for the first candidate in its own preference list; the candidate
@@ -18,7 +21,8 @@ of members, protocols and assignments made through the group's methods.  The
 coordinator bounds both (:mod:`broker.group.footprint`)
 so the leader's JoinGroup answer and the group's record always fit in one frame.
 
-Costs: selection O(members x protocols); ``all_joined`` O(members); the rest O(1) (a
+Costs: selection O(members x protocols); ``all_joined`` O(members);
+``has_pending_commit`` as :mod:`broker.group.txn_offsets` says; the rest O(1) (a
 member's footprint O(its protocols)).
 Not thread-safe: owned by the coordinator (the broker's event loop).
 """
@@ -29,6 +33,7 @@ from collections import Counter
 
 from broker.group.metadata import GroupMetadataValue, MemberMetadata, OffsetCommitValue
 from broker.group.state import GroupEvent, GroupState, next_state
+from broker.group.txn_offsets import PendingTxnOffsets
 from broker.requests.respond import Respond
 from clients.protocol.message_types import JoinGroupResponse, SyncGroupResponse
 from clients.protocol.topics import TopicPartition
@@ -107,12 +112,27 @@ class Group:
         self.pending_members: dict[str, DelayedOperation] = {}
         self.offsets: dict[TopicPartition, OffsetCommitValue] = {}
         self.offset_positions: dict[TopicPartition, int] = {}  # log offset of the commit
+        # offsets of OffsetCommits being written (partition -> writes in flight)
+        self.commits_in_flight: dict[TopicPartition, int] = {}
+        self.pending_txn = PendingTxnOffsets()  # TxnOffsetCommits not committed/aborted yet
         self.new_member_added = False  # for the initial delayed join
         self.footprint_bytes = 0  # sum of the members' footprint_bytes()
 
     def __repr__(self) -> str:
         return (f"Group({self.group_id!r} {self.state.value} gen={self.generation_id} "
                 f"members={list(self.members)})")
+
+    def apply_offset(self, tp: TopicPartition, value: OffsetCommitValue, position: int) -> None:
+        """Take a committed offset written at log ``position`` unless the cached one was
+        written later in the log (Kafka's ``olderThan`` rule)."""
+        if self.offset_positions.get(tp, -1) < position:
+            self.offsets[tp] = value
+            self.offset_positions[tp] = position
+
+    def has_pending_commit(self, tp: TopicPartition) -> bool:
+        """Whether a commit of ``tp`` is being written or a transactional one is pending
+        (Kafka's ``hasPendingOffsetCommitsForTopicPartition``)."""
+        return tp in self.commits_in_flight or self.pending_txn.has_pending(tp)
 
     def transition(self, event: GroupEvent, now_ms: int) -> None:
         self.state = next_state(self.group_id, self.state, event)

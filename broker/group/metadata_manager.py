@@ -12,20 +12,30 @@ the offsets topic.
   COORDINATOR_LOAD_IN_PROGRESS while its partition loads); :meth:`member_request` adds
   the member and generation checks of SyncGroup, Heartbeat and a member's OffsetCommit.
 - Loading (records applied by :class:`~broker.group.ownership.PartitionOwnership`):
-  :meth:`begin_load`, :meth:`load_record`, :meth:`finish_load` (the loaded groups enter
-  the cache and are returned, so the caller starts their members' session timeouts);
+  :meth:`begin_load`, :meth:`load_record` (with the producer id of a transactional
+  batch), :meth:`load_marker` (a COMMIT/ABORT control batch), :meth:`finish_load` (the
+  loaded groups enter the cache and are returned, so the caller starts their members'
+  session timeouts);
   :meth:`unload` takes a partition's groups out of the cache and returns them (the caller
   ends their timers and parked requests).
 - Writes go through the injected :class:`~broker.group.protocol.OffsetsLog`
   (``append(partition, records, done)``, ``done(error_code, base_offset)`` once the
   records are committed, acks=all, or failed): a group's record (:meth:`store_group`),
   committed offsets (:meth:`store_offsets`: the cache takes them only once written, and
-  only over an offset cached from earlier in the log), tombstones of deleted groups
-  (:meth:`store_tombstones`).  Each ``done`` is called exactly once.
+  only over an offset cached from earlier in the log), transactional offsets
+  (:meth:`store_txn_offsets`: one transactional batch of the producer; pending in the
+  group, :mod:`broker.group.txn_offsets`, from before the write), tombstones of deleted
+  groups (:meth:`store_tombstones`).  Each ``done`` is called exactly once.
+- Transaction markers: :meth:`complete_txn` (the marker listener's call once a COMMIT or
+  ABORT of a producer is replicated on a partition) commits or drops that producer's
+  pending offsets in the partition's groups, found through ``txn_producers`` (producer id
+  -> ids of the groups holding its pending offsets; Kafka's ``openGroupsForProducer``),
+  kept by the writes, the loads and the unloads.
 
 It answers no request and holds no timer: the coordinator's rooms do.
 
-Costs: :meth:`footprint_bytes` O(groups); :meth:`unload` O(groups); a write O(records);
+Costs: :meth:`footprint_bytes` O(groups); :meth:`unload` O(groups + their pending
+producers); a write O(records); :meth:`complete_txn` O(the producer's pending offsets);
 loading as :mod:`broker.group.ownership` says; the rest O(1).  Not thread-safe: the
 broker's event loop (or a test's thread) owns it.
 """
@@ -45,7 +55,14 @@ from broker.group.metadata import (
     encode_offset_commit_value,
 )
 from broker.group.ownership import PartitionOwnership
-from broker.group.protocol import Done, Error, OffsetsLog, member_error, partition_for
+from broker.group.protocol import (
+    Done,
+    Error,
+    OffsetsLog,
+    TxnProducer,
+    member_error,
+    partition_for,
+)
 from broker.group.state import GroupState
 from clients.protocol.errors import ErrorCode
 from clients.protocol.message_types import HeartbeatRequest, OffsetCommitRequest, SyncGroupRequest
@@ -65,6 +82,8 @@ class GroupMetadataManager:
         self.num_partitions = num_partitions  # of the offsets topic; 0 = no topic yet
         self.groups: dict[str, Group] = {}
         self.ownership = PartitionOwnership(clock)
+        # producer id -> ids of the cached groups with its pending transactional offsets
+        self.txn_producers: dict[int, set[str]] = {}
 
     # -- the cache ---------------------------------------------------------------------
 
@@ -109,12 +128,15 @@ class GroupMetadataManager:
     def maybe_drop(self, group: Group) -> None:
         """Forget a group that never had a generation and holds nothing."""
         if (group.is_(GroupState.EMPTY) and not group.members and not group.pending_members
-                and not group.offsets and group.generation_id == 0 and self.is_current(group)):
+                and not group.offsets and not group.pending_txn and not group.commits_in_flight
+                and group.generation_id == 0 and self.is_current(group)):
             del self.groups[group.group_id]
 
     def remove(self, group: Group) -> None:
         """Take ``group`` out of the cache (deleted)."""
         del self.groups[group.group_id]
+        for producer_id in group.pending_txn.producers():
+            self._forget_txn(producer_id, group.group_id)
 
     def footprint_bytes(self) -> int:
         """Member metadata held by every group of this coordinator (O(groups))."""
@@ -127,8 +149,14 @@ class GroupMetadataManager:
         self.ownership.begin(partition, leader_epoch)
 
     def load_record(self, partition: int, key: bytes | None, value: bytes | None,
-                    log_offset: int) -> None:
-        self.ownership.apply(partition, key, value, log_offset)
+                    log_offset: int, txn_producer_id: int = -1) -> None:
+        """One record of ``partition`` in log order; ``txn_producer_id``: the producer
+        of its transactional batch (-1: a plain batch)."""
+        self.ownership.apply(partition, key, value, log_offset, txn_producer_id)
+
+    def load_marker(self, partition: int, producer_id: int, committed: bool) -> None:
+        """A COMMIT (``committed``) or ABORT marker of ``producer_id`` read in the load."""
+        self.ownership.apply_marker(partition, producer_id, committed)
 
     def finish_load(self, partition: int) -> list[Group]:
         """End the load: ``partition`` is owned; its groups enter the cache and are
@@ -136,6 +164,8 @@ class GroupMetadataManager:
         loaded = self.ownership.finish(partition)
         for group in loaded:
             self.groups[group.group_id] = group
+            for producer_id in group.pending_txn.producers():
+                self.txn_producers.setdefault(producer_id, set()).add(group.group_id)
         return loaded
 
     def unload(self, partition: int) -> list[Group]:
@@ -145,7 +175,31 @@ class GroupMetadataManager:
         gone = [g for g in self.groups.values() if g.partition == partition]
         for group in gone:
             del self.groups[group.group_id]
+            for producer_id in group.pending_txn.producers():
+                self._forget_txn(producer_id, group.group_id)
         return gone
+
+    def _forget_txn(self, producer_id: int, group_id: str) -> None:
+        group_ids = self.txn_producers.get(producer_id)
+        if group_ids is not None:
+            group_ids.discard(group_id)
+            if not group_ids:
+                del self.txn_producers[producer_id]
+
+    # -- transaction markers -----------------------------------------------------------
+
+    def complete_txn(self, partition: int, producer_id: int, committed: bool) -> None:
+        """``producer_id``'s COMMIT (``committed``) or ABORT marker is on ``partition``:
+        its pending offsets in the partition's groups are committed (each only over an
+        offset written earlier in the log) or dropped."""
+        for group_id in list(self.txn_producers.get(producer_id, ())):
+            group = self.groups.get(group_id)
+            if group is None:
+                self._forget_txn(producer_id, group_id)
+            elif group.partition == partition:
+                for tp, value, position in group.pending_txn.complete(producer_id, committed):
+                    group.apply_offset(tp, value, position)
+                self._forget_txn(producer_id, group_id)
 
     # -- writes ------------------------------------------------------------------------
 
@@ -163,24 +217,62 @@ class GroupMetadataManager:
         """Write ``offsets`` as one batch to the group's partition; once written, each
         enters the cache unless the cached one was written later in the log.  ``done``
         gets the write's error (NONE once committed)."""
+        in_flight = group.commits_in_flight
+        for tp, _value in offsets:
+            in_flight[tp] = in_flight.get(tp, 0) + 1
+
         def stored(code: ErrorCode, base_offset: int) -> None:
-            if code == ErrorCode.NONE:
-                for i, (tp, value) in enumerate(offsets):
-                    if group.offset_positions.get(tp, -1) < base_offset + i:
-                        group.offsets[tp] = value
-                        group.offset_positions[tp] = base_offset + i
+            for i, (tp, value) in enumerate(offsets):
+                if code == ErrorCode.NONE:
+                    group.apply_offset(tp, value, base_offset + i)
+                in_flight[tp] -= 1
+                if not in_flight[tp]:
+                    del in_flight[tp]
             done(code)
 
-        records = [(encode_offset_commit_key(OffsetCommitKey(group.group_id, tp[0], tp[1])),
-                    encode_offset_commit_value(value)) for tp, value in offsets]
-        self.log.append(group.partition, records, stored)
+        self.log.append(group.partition, _offset_records(group, offsets), stored)
+
+    def store_txn_offsets(self, group: Group, producer: TxnProducer,
+                          offsets: Sequence[tuple[TopicPartition, OffsetCommitValue]],
+                          done: Stored) -> None:
+        """Write ``offsets`` as one transactional batch of ``producer`` to the group's
+        partition; they are pending from now on (invisible to OffsetFetch) until the
+        producer's marker (:meth:`complete_txn`); a failed write takes them back.
+        ``done`` gets the write's error (NONE once committed)."""
+        producer_id = producer.producer_id
+        pending = group.pending_txn
+        entries = [(tp, pending.prepare(producer_id, tp, value)) for tp, value in offsets]
+        self.txn_producers.setdefault(producer_id, set()).add(group.group_id)
+
+        def stored(code: ErrorCode, base_offset: int) -> None:
+            for i, (tp, entry) in enumerate(entries):
+                if code != ErrorCode.NONE:
+                    pending.failed(producer_id, tp, entry)
+                    continue
+                landed = pending.written(entry, base_offset + i)
+                if landed is not None:  # committed while in flight
+                    group.apply_offset(*landed)
+            if not pending.pending(producer_id) and self.is_current(group):
+                self._forget_txn(producer_id, group.group_id)
+            done(code)
+
+        self.log.append(group.partition, _offset_records(group, offsets), stored, producer)
 
     def store_tombstones(self, partition: int, groups: Sequence[Group], done: Stored) -> None:
         """Write tombstones of ``groups`` (all of ``partition``): their metadata and every
-        committed offset, one batch."""
+        committed offset, and every partition with a pending transactional offset (so a
+        reload drops those too and a later COMMIT does not bring them back: Kafka's
+        ``deleteAllOffsets``), one batch."""
         records: list[tuple[bytes, bytes | None]] = []
         for group in groups:
             records.append((encode_group_metadata_key(GroupMetadataKey(group.group_id)), None))
             records.extend((encode_offset_commit_key(OffsetCommitKey(group.group_id, *tp)),
-                            None) for tp in sorted(group.offsets))
+                            None) for tp in sorted(set(group.offsets)
+                                                   | group.pending_txn.partitions()))
         self.log.append(partition, records, lambda code, _offset: done(code))
+
+
+def _offset_records(group: Group, offsets: Sequence[tuple[TopicPartition, OffsetCommitValue]]
+                    ) -> list[tuple[bytes, bytes | None]]:
+    return [(encode_offset_commit_key(OffsetCommitKey(group.group_id, tp[0], tp[1])),
+             encode_offset_commit_value(value)) for tp, value in offsets]

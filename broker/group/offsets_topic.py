@@ -24,11 +24,25 @@
 - **Loading** reads the partition from its log start to its log end offset in steps of
   ``LOAD_STEP_BYTES``, one step per timer tick, so a big partition never blocks the
   loop; the coordinator answers COORDINATOR_LOAD_IN_PROGRESS until the last step.
+  Records of a transactional batch are loaded as its producer's (pending), a control
+  batch as its marker (:func:`~clients.records.control.parse_marker`: COMMIT or ABORT
+  of the batch's producer); a batch or marker that does not decode is skipped and
+  counted.
 - **Writes** (:meth:`append`): one record batch (wall-clock timestamps) appended as
   leader with acks=all; the answer waits in the broker's produce purgatory until the
   high watermark passes the batch (or ``offsets_commit_timeout_ms``), exactly like a
   Produce with acks=all, and errors (NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS...) go
-  back to the coordinator, which maps them for its clients.
+  back to the coordinator, which maps them for its clients.  A TxnOffsetCommit's
+  records go as one transactional batch of its producer id and epoch, with the
+  sequence the leader's producer-state check expects (:func:`_next_sequence`).
+- **TxnOffsetCommit** (:meth:`commit_txn_offsets`): KIP-890 part 1, the group's offsets
+  partition verified with the transaction coordinator before the producer's first
+  transactional batch there (as Kafka's ``maybeStartTransactionVerificationForPartition``),
+  when the handler passes a verifier.
+- **Transaction markers**: :meth:`on_txn_marker` is the core's ``TxnMarkerListener``
+  (:mod:`broker.handlers.broker_view`), told by WriteTxnMarkers after a marker on an
+  offsets partition is replicated; the coordinator commits or drops the producer's
+  pending offsets of that partition's groups.
 
 Costs: FindCoordinator O(group id length); ``on_partitions_changed`` O(partitions on
 this broker); a load step O(LOAD_STEP_BYTES); an append is one log append.
@@ -39,14 +53,22 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Protocol
 
 from broker.async_client import ControllerChannel
 from broker.config import BrokerConfig
 from broker.delayed import DelayedFetch, DelayedProduce, ProducePartitionStatus
 from broker.group.coordinator import GroupCoordinator
-from broker.group.protocol import Done, GroupCoordinatorConfig, partition_for
+from broker.group.offsets import txn_commit_error
+from broker.group.protocol import (
+    Done,
+    GroupCoordinatorConfig,
+    TxnProducer,
+    partition_for,
+    verification_error,
+)
+from broker.requests.respond import Respond
 from broker.topic_registry import StandaloneTopic
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError
@@ -54,17 +76,25 @@ from clients.protocol.message_types import (
     CreateTopicsRequestTopic,
     FindCoordinatorResponseCoordinator,
     ProduceResponsePartitionResponse,
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
 )
 from clients.protocol.topics import OFFSETS_TOPIC, TopicPartition
-from clients.records.batch import iter_batches
+from clients.records.batch import TRANSACTIONAL_MASK, iter_batches
+from clients.records.control import ControlType, parse_marker
 from clients.records.record import build_batch, decode_batch
 from replication.partition import Partition
+from replication.producer_state import next_sequence
 from storage.log.log import wall_clock_ms
 from timer.clock import Clock
 from timer.purgatory import Purgatory, TimerLike
 from timer.timing_wheel import CallableTask
 
 log = logging.getLogger(__name__)
+
+# the transaction coordinator's KIP-890 check of a producer's partitions, bound to its
+# transactional id, producer id and epoch: partition -> the coordinator's answer
+Verify = Callable[[list[TopicPartition]], Awaitable[dict[TopicPartition, ErrorCode]]]
 
 LOAD_STEP_BYTES = 1024 * 1024
 GROUP_RECORD_SLACK_BYTES = 1024 * 1024  # members' fixed fields and the batch's framing
@@ -105,8 +135,10 @@ class OffsetsTopic:
     and timer, the hosted partitions (read, never changed here), the produce and fetch
     purgatories (a write parks in the first and wakes followers in the second), and the
     :class:`OffsetsTopicHost` functions.  Called by the core: :meth:`on_partitions_changed`
-    and :meth:`shutdown`; by the group handlers: :meth:`find_coordinator` and the
-    coordinator's request methods.
+    and :meth:`shutdown`; by the group handlers: :meth:`find_coordinator`,
+    :meth:`commit_txn_offsets` (TxnOffsetCommit with its verification) and the
+    coordinator's request methods; by WriteTxnMarkers, as the core's
+    ``TxnMarkerListener``: :meth:`on_txn_marker`.
     """
 
     def __init__(self, config: BrokerConfig, clock: Clock, timer: TimerLike,
@@ -264,33 +296,31 @@ class OffsetsTopic:
         if not data:
             coordinator.finish_load(index)
             return
-        for pos, header in iter_batches(data, validate=False):
-            if not header.is_control:
-                try:
-                    records = decode_batch(data, pos, validate=False)
-                except MiniKafkaError as exc:  # forged or damaged: the rest still loads
-                    coordinator.ownership.skip(index, header.base_offset,
-                                               f"a batch that does not decode ({exc})")
-                    records = []
-                for record in records:
-                    coordinator.load_record(index, record.key, record.value, record.offset)
-            position = header.next_offset
-        self._schedule_load(index, epoch, position)
+        self._schedule_load(index, epoch, load_batches(coordinator, index, data, position))
 
     # -- writes (the coordinator's OffsetsLog) ----------------------------------------------
 
     def append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]],
-               done: Done) -> None:
+               done: Done, producer: TxnProducer | None = None) -> None:
         key = TopicPartition(OFFSETS_TOPIC, partition)
         replica = self.partitions.get(key)
         if replica is None or not replica.is_leader:
             done(ErrorCode.NOT_LEADER_OR_FOLLOWER, -1)
             return
         now = wall_clock_ms()
-        batch = build_batch([(k, v, now, ()) for k, v in records])
+        items = [(k, v, now, ()) for k, v in records]
+        if producer is None:
+            batch = build_batch(items)
+        else:
+            batch = build_batch(items, producer_id=producer.producer_id,
+                                producer_epoch=producer.producer_epoch,
+                                base_sequence=_next_sequence(replica, producer),
+                                attributes=TRANSACTIONAL_MASK)
         try:
             info = replica.append_records_as_leader(
-                batch, -1, self.host.min_insync_replicas(OFFSETS_TOPIC))
+                batch, -1, self.host.min_insync_replicas(OFFSETS_TOPIC),
+                guard=None if producer is None else producer.guard,
+                verification_required=producer is not None and producer.verification_required)
         except MiniKafkaError as exc:
             done(exc.code, -1)
             return
@@ -303,7 +333,101 @@ class OffsetsTopic:
                             lambda: done(ErrorCode(result["error_code"]), info.first_offset))
         self.produce_purgatory.try_complete_else_watch(op, [key])
 
+    # -- TxnOffsetCommit's KIP-890 verification ---------------------------------------------
+
+    def commit_txn_offsets(self, body: TxnOffsetCommitRequest,
+                           respond: Respond[TxnOffsetCommitResponse],
+                           verify: Verify | None) -> None:
+        """TxnOffsetCommit, verified first when ``verify`` is given (the transaction
+        coordinator's KIP-890 check, bound to the request's transactional id, producer
+        id and epoch): when the producer has no transaction open on the group's offsets
+        partition, its verification guard is taken, the coordinator asked whether that
+        partition is in the producer's ongoing transaction (AddOffsetsToTxn put it
+        there), and only a yes lets the commit go on (with the guard: a marker written
+        meanwhile refuses the append, INVALID_TXN_STATE); a no is every partition's
+        error (:func:`~broker.group.protocol.verification_error`).  The group checks
+        come first (a group this coordinator cannot serve is answered at once)."""
+        coordinator = self.coordinator
+        if verify is None:
+            coordinator.commit_txn_offsets(body, respond)
+            return
+        producer_id, epoch = body["producer_id"], body["producer_epoch"]
+        group_id = body["group_id"]
+        tp = TopicPartition(OFFSETS_TOPIC, coordinator.manager.partition_for(group_id)) \
+            if coordinator.manager.coordinator_error(group_id) is None else None
+        replica = None if tp is None else self.partitions.get(tp)
+        if tp is None or replica is None or producer_id < 0 or epoch < 0 \
+                or not replica.producer_state.needs_verification(producer_id, epoch):
+            coordinator.commit_txn_offsets(body, respond, verification_required=True)
+            return
+        guard = replica.producer_state.verification_guard(producer_id)
+        wanted = tp
+
+        async def verify_then_commit() -> None:
+            try:
+                answers = await verify([wanted])
+            except Exception as exc:  # the transaction coordinator cannot be reached
+                log.warning("TxnOffsetCommit %s: verification failed: %s", group_id, exc)
+                answers = {}
+            code = verification_error(answers.get(wanted, ErrorCode.NETWORK_EXCEPTION))
+            if code != ErrorCode.NONE:
+                respond(txn_commit_error(body, code))
+                return
+            coordinator.commit_txn_offsets(body, respond, guard, verification_required=True)
+
+        task = asyncio.get_running_loop().create_task(verify_then_commit())
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
+    # -- transaction markers (the core's TxnMarkerListener) ---------------------------------
+
+    def on_txn_marker(self, topic: str, partition: int, producer_id: int,
+                      committed: bool) -> None:
+        """A COMMIT (``committed``) or ABORT marker of ``producer_id`` was written and
+        replicated on ``topic``-``partition`` (WriteTxnMarkers): the coordinator commits or
+        drops the producer's pending offsets of that partition's groups."""
+        if topic == OFFSETS_TOPIC:
+            self.coordinator.complete_txn(partition, producer_id, committed)
+
     def shutdown(self) -> None:
         self.coordinator.shutdown()
         for task in list(self._tasks):
             task.cancel()
+
+
+def _next_sequence(replica: Partition, producer: TxnProducer) -> int:
+    """The sequence a TxnOffsetCommit's batch takes on the offsets partition: the next
+    one of the producer's epoch there, 0 for a new producer or epoch.  Kafka skips the
+    sequence check for the coordinator's own appends; here the batch goes through the
+    leader's producer-state check like any, so it carries the sequence that check expects
+    (the epoch check still applies: an older epoch is INVALID_PRODUCER_EPOCH)."""
+    entry = replica.partition_log.producer_state.entry(producer.producer_id)
+    if entry is None or entry.epoch != producer.producer_epoch or not entry.batches:
+        return 0
+    return next_sequence(entry.batches[-1].last_seq)
+
+
+def load_batches(coordinator: GroupCoordinator, partition: int, data: bytes | memoryview,
+                 position: int) -> int:
+    """Apply the batches of ``data`` (read from offsets ``partition`` at ``position``) to
+    the coordinator's load in log order; returns the offset after the last one.  A
+    control batch is its producer's marker, a transactional batch's records are its
+    producer's; a batch (or marker) that does not decode is skipped and counted."""
+    for pos, header in iter_batches(data, validate=False):
+        try:
+            records = decode_batch(data, pos, validate=False)
+            if header.is_control:
+                control_type, _epoch = parse_marker(records[0].key, records[0].value)
+                coordinator.load_marker(partition, header.producer_id,
+                                        control_type == ControlType.COMMIT)
+                records = []
+        except (MiniKafkaError, IndexError) as exc:  # forged or damaged: the rest loads
+            coordinator.ownership.skip(partition, header.base_offset,
+                                       f"a batch that does not decode ({exc!r})")
+            records = []
+        txn_producer_id = header.producer_id if header.is_transactional else -1
+        for record in records:
+            coordinator.load_record(partition, record.key, record.value, record.offset,
+                                    txn_producer_id)
+        position = header.next_offset
+    return position

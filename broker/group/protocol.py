@@ -1,5 +1,6 @@
 """Shared pieces of the group coordinator: config, group placement, error mapping, the
-offsets-log interface, the member check and the error answers of JoinGroup/SyncGroup.
+offsets-log interface (plain or transactional batches), the member check and the error
+answers of JoinGroup/SyncGroup.
 
 Placement: a group is stored in (and coordinated by the leader of) offsets partition
 ``Utils.abs(javaStringHash(group_id)) % partitions``, Kafka's formula, so a group lands on
@@ -9,7 +10,11 @@ Write errors (:func:`store_error`, Kafka's mapping): NOT_LEADER_OR_FOLLOWER,
 KAFKA_STORAGE_ERROR, FENCED_LEADER_EPOCH -> NOT_COORDINATOR; UNKNOWN_TOPIC_OR_PARTITION,
 NOT_ENOUGH_REPLICAS(_AFTER_APPEND), REQUEST_TIMED_OUT -> COORDINATOR_NOT_AVAILABLE;
 MESSAGE_TOO_LARGE, RECORD_LIST_TOO_LARGE, INVALID_FETCH_SIZE -> INVALID_COMMIT_OFFSET_SIZE;
-anything else -> UNKNOWN_SERVER_ERROR.
+anything else -> UNKNOWN_SERVER_ERROR.  A TxnOffsetCommit's write
+(:func:`txn_store_error`) passes the producer's own errors on (INVALID_PRODUCER_EPOCH,
+PRODUCER_FENCED, INVALID_TXN_STATE, INVALID_PRODUCER_ID_MAPPING, TRANSACTION_ABORTABLE);
+the transaction coordinator's answer to its KIP-890 verification maps as
+:func:`verification_error` says.
 
 A member's check (:func:`member_error`): FENCED_INSTANCE_ID when its static instance is
 now another member, UNKNOWN_MEMBER_ID when it is not a member.  :func:`answer_parked`
@@ -23,22 +28,37 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from broker.config import BrokerConfig
 from broker.group.members import Group, GroupMember
 from clients.protocol.errors import ErrorCode
 from clients.protocol.message_types import JoinGroupResponse, SyncGroupResponse
+from replication.producer_state import VerificationGuard
 
 Error = tuple[ErrorCode, str]
 Done = Callable[[ErrorCode, int], None]
 
 
+class TxnProducer(NamedTuple):
+    """The producer whose transaction a TxnOffsetCommit's batch belongs to; ``guard`` and
+    ``verification_required``: KIP-890's verification of the offsets partition
+    (rule 7 of :mod:`replication.producer_state`; the append needs the guard taken before
+    the transaction coordinator was asked, when a verifier is configured)."""
+
+    producer_id: int
+    producer_epoch: int
+    guard: VerificationGuard | None = None
+    verification_required: bool = False
+
+
 class OffsetsLog(Protocol):
-    """Where the coordinator writes: the offsets-topic partitions it leads."""
+    """Where the coordinator writes: the offsets-topic partitions it leads.  With
+    ``producer`` the records go as one transactional batch of that producer (a
+    TxnOffsetCommit), else as a plain batch."""
 
     def append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]],
-               done: Done) -> None: ...
+               done: Done, producer: TxnProducer | None = None) -> None: ...
 
 
 @dataclass(frozen=True)
@@ -94,6 +114,39 @@ def store_error(code: ErrorCode) -> ErrorCode:
                 ErrorCode.INVALID_FETCH_SIZE):
         return ErrorCode.INVALID_COMMIT_OFFSET_SIZE
     return code if code == ErrorCode.NONE else ErrorCode.UNKNOWN_SERVER_ERROR
+
+
+# what the producer state answers a transactional write, passed on as Kafka does
+PRODUCER_ERRORS = frozenset({
+    ErrorCode.INVALID_PRODUCER_EPOCH, ErrorCode.PRODUCER_FENCED, ErrorCode.INVALID_TXN_STATE,
+    ErrorCode.INVALID_PRODUCER_ID_MAPPING, ErrorCode.TRANSACTION_ABORTABLE})
+
+
+def txn_store_error(code: ErrorCode) -> ErrorCode:
+    """What a failed TxnOffsetCommit write means to the producer: :func:`store_error`,
+    but the producer's own errors (fenced epoch, no transaction) pass through."""
+    return code if code in PRODUCER_ERRORS else store_error(code)
+
+
+def verification_error(code: ErrorCode) -> ErrorCode:
+    """What the transaction coordinator's answer to a TxnOffsetCommit's KIP-890
+    verification means to the producer (Kafka's AddPartitionsToTxnManager mapping, then
+    GroupMetadataManager's ``maybeConvertOffsetCommitError``): PRODUCER_FENCED ->
+    INVALID_PRODUCER_EPOCH, CLUSTER_AUTHORIZATION_FAILED -> INVALID_TXN_STATE,
+    NETWORK_EXCEPTION (no answer) -> COORDINATOR_LOAD_IN_PROGRESS, a coordinator that
+    cannot answer now (COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR,
+    COORDINATOR_LOAD_IN_PROGRESS, CONCURRENT_TRANSACTIONS) -> COORDINATOR_NOT_AVAILABLE;
+    the rest (INVALID_TXN_STATE, TRANSACTION_ABORTABLE...) as answered."""
+    if code == ErrorCode.PRODUCER_FENCED:
+        return ErrorCode.INVALID_PRODUCER_EPOCH
+    if code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED:
+        return ErrorCode.INVALID_TXN_STATE
+    if code == ErrorCode.NETWORK_EXCEPTION:
+        return ErrorCode.COORDINATOR_LOAD_IN_PROGRESS
+    if code in (ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR,
+                ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.CONCURRENT_TRANSACTIONS):
+        return ErrorCode.COORDINATOR_NOT_AVAILABLE
+    return code
 
 
 def join_error(member_id: str, code: ErrorCode, message: str | None = None) -> JoinGroupResponse:

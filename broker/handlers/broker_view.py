@@ -25,7 +25,7 @@ No code; no costs.  The handlers run on the broker's event loop thread only.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -53,6 +53,8 @@ from clients.protocol.message_types import (
     OffsetFetchResponseTopic,
     SyncGroupRequest,
     SyncGroupResponse,
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitResponse,
 )
 from clients.protocol.topics import TopicPartition
 from replication.partition import Partition
@@ -92,7 +94,8 @@ class GroupCoordinatorView(Protocol):
     def commit_offsets(self, body: OffsetCommitRequest,
                        respond: Callable[[OffsetCommitResponse | None], None]) -> None: ...
 
-    def fetch_offsets(self, group_id: str, wanted: Sequence[OffsetFetchRequestTopic] | None
+    def fetch_offsets(self, group_id: str, wanted: Sequence[OffsetFetchRequestTopic] | None,
+                      require_stable: bool = False
                       ) -> tuple[ErrorCode, list[OffsetFetchResponseTopic]]: ...
 
     def list_groups(self, states: list[str], types: list[str]) -> ListGroupsResponse: ...
@@ -112,6 +115,12 @@ class GroupCoordinatorLookup(Protocol):
 
     def find_coordinator(self, key: str,
                          key_type: int = 0) -> FindCoordinatorResponseCoordinator: ...
+
+    def commit_txn_offsets(self, body: TxnOffsetCommitRequest,
+                           respond: Callable[[TxnOffsetCommitResponse | None], None],
+                           verify: Callable[[list[TopicPartition]],
+                                            Awaitable[dict[TopicPartition, ErrorCode]]] | None
+                           ) -> None: ...
 
 
 class TopicConfigView(Protocol):

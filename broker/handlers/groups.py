@@ -1,6 +1,6 @@
 """Handlers of the group coordinator APIs (FindCoordinator, JoinGroup, SyncGroup,
-Heartbeat, LeaveGroup, OffsetCommit, OffsetFetch, ListGroups, DescribeGroups,
-DeleteGroups).
+Heartbeat, LeaveGroup, OffsetCommit, TxnOffsetCommit, OffsetFetch, ListGroups,
+DescribeGroups, DeleteGroups).
 
 Thin: each hands the decoded body to the broker's :class:`OffsetsTopic` (FindCoordinator)
 or its :class:`GroupCoordinator` (everything else), which answer with the wire bodies
@@ -24,12 +24,20 @@ What the version changes, here, as Kafka does:
   the coordinator itself fails).
 - OffsetFetch v1 has no top-level error: a coordinator error goes into every partition
   asked; v2-7 carry it at the top; v8 batches ``groups``, each with its own error.
+  v7+ ``require_stable`` is passed on (UNSTABLE_OFFSET_COMMIT for a pending commit).
+- TxnOffsetCommit v0-4: v3+ carry the member's generation, member id and instance id
+  (checked by the coordinator when given); v0-2 do not.  Below v4 TRANSACTION_ABORTABLE
+  (KIP-890) is answered INVALID_TXN_STATE, as Kafka does.  With a transaction
+  verifier (``core.txn_verifier``) the group's offsets partition is verified with the
+  transaction coordinator first (KIP-890, :meth:`OffsetsTopic.commit_txn_offsets`).
 
 ACLs (:mod:`broker.acls`, Kafka's mapping): FindCoordinator, DescribeGroups, OffsetFetch
 and ListGroups need Describe on the group (ListGroups leaves out the others), JoinGroup,
-SyncGroup, Heartbeat, LeaveGroup and OffsetCommit need Read on it (a refusal is
-GROUP_AUTHORIZATION_FAILED, in the API's shape); OffsetCommit also needs Read on each
-topic and OffsetFetch Describe (TOPIC_AUTHORIZATION_FAILED per partition / left out);
+SyncGroup, Heartbeat, LeaveGroup, OffsetCommit and TxnOffsetCommit need Read on it (a
+refusal is GROUP_AUTHORIZATION_FAILED, in the API's shape); OffsetCommit and
+TxnOffsetCommit also need Read on each topic and OffsetFetch Describe
+(TOPIC_AUTHORIZATION_FAILED per partition / left out); TxnOffsetCommit would need Write
+on the TransactionalId, which has no ACLs here yet (not checked);
 DeleteGroups needs Delete.
 
 Costs: O(1) here plus what the coordinator does.  Not thread-safe: called on the broker's
@@ -38,6 +46,7 @@ event loop.
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Sequence
 
 from broker.handlers.broker_view import HandlerCore
@@ -73,6 +82,10 @@ from clients.protocol.message_types import (
     OffsetFetchResponseTopic,
     SyncGroupRequest,
     SyncGroupResponse,
+    TxnOffsetCommitRequest,
+    TxnOffsetCommitRequestTopic,
+    TxnOffsetCommitResponse,
+    TxnOffsetCommitResponseTopic,
 )
 
 GROUP_DENIED = int(ErrorCode.GROUP_AUTHORIZATION_FAILED)
@@ -84,6 +97,7 @@ FIRST_NULLABLE_PROTOCOL_NAME = 7
 FIRST_BATCHED_LEAVE = 3
 FIRST_BATCHED_OFFSET_FETCH = 8
 FIRST_TOP_LEVEL_OFFSET_FETCH_ERROR = 2
+FIRST_TRANSACTION_ABORTABLE_TXN_OFFSET_COMMIT = 4  # KIP-890: older clients do not know it
 
 
 def _coordinator_of(core: HandlerCore, key: str, key_type: int,
@@ -195,15 +209,54 @@ def handle_offset_commit(core: HandlerCore, body: OffsetCommitRequest,
     core.groups.coordinator.commit_offsets(body, respond)
 
 
+def handle_txn_offset_commit(core: HandlerCore, body: TxnOffsetCommitRequest,
+                             respond: Respond[TxnOffsetCommitResponse],
+                             ctx: RequestContext) -> None:
+    def failed(topics: list[TxnOffsetCommitRequestTopic],
+               code: int) -> list[TxnOffsetCommitResponseTopic]:
+        return [{"name": t["name"], "partitions": [
+            {"partition_index": p["partition_index"], "error_code": code}
+            for p in t["partitions"]]} for t in topics]
+
+    if not _group_allowed(ctx, "Read", body["group_id"]):
+        respond({"throttle_time_ms": 0, "topics": failed(body["topics"], GROUP_DENIED)})
+        return
+    denied = [t for t in body["topics"] if not ctx.allowed("Read", "Topic", t["name"])]
+    if denied:
+        body = {**body, "topics": [t for t in body["topics"] if t not in denied]}
+        answer_all = respond
+
+        def respond(answer: TxnOffsetCommitResponse | None) -> None:
+            if answer is not None:
+                answer["topics"] = [*answer["topics"], *failed(denied, TOPIC_DENIED)]
+            answer_all(answer)
+
+    if ctx.version < FIRST_TRANSACTION_ABORTABLE_TXN_OFFSET_COMMIT:
+        answer_new = respond
+
+        def respond(answer: TxnOffsetCommitResponse | None) -> None:
+            for topic in answer["topics"] if answer is not None else []:
+                for p in topic["partitions"]:
+                    if p["error_code"] == ErrorCode.TRANSACTION_ABORTABLE:
+                        p["error_code"] = int(ErrorCode.INVALID_TXN_STATE)
+            answer_new(answer)
+
+    verifier = core.txn_verifier
+    verify = None if verifier is None else functools.partial(
+        verifier.verify, body["transactional_id"], body["producer_id"], body["producer_epoch"])
+    core.groups.commit_txn_offsets(body, respond, verify)
+
+
 def handle_offset_fetch(core: HandlerCore, body: OffsetFetchRequest,
                         respond: Respond[OffsetFetchResponse], ctx: RequestContext) -> None:
     coordinator = core.groups.coordinator
+    require_stable = bool(body.get("require_stable", False))
 
     def fetch(group_id: str, wanted: Sequence[OffsetFetchRequestTopic] | None
               ) -> tuple[int, list[OffsetFetchResponseTopic]]:
         if not _group_allowed(ctx, "Describe", group_id):
             return GROUP_DENIED, []
-        code, topics = coordinator.fetch_offsets(group_id, wanted)
+        code, topics = coordinator.fetch_offsets(group_id, wanted, require_stable)
         return int(code), [t for t in topics if ctx.allowed("Describe", "Topic", t["name"])]
 
     if ctx.version >= FIRST_BATCHED_OFFSET_FETCH:
@@ -264,6 +317,7 @@ GROUP_HANDLERS: dict[int, Handler] = {
     ApiKey.LEAVE_GROUP: serves(handle_leave_group),
     ApiKey.OFFSET_COMMIT: serves(handle_offset_commit),
     ApiKey.OFFSET_FETCH: serves(handle_offset_fetch),
+    ApiKey.TXN_OFFSET_COMMIT: serves(handle_txn_offset_commit),
     ApiKey.LIST_GROUPS: serves(handle_list_groups),
     ApiKey.DESCRIBE_GROUPS: serves(handle_describe_groups),
     ApiKey.DELETE_GROUPS: serves(handle_delete_groups),
