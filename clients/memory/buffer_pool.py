@@ -10,6 +10,10 @@ Semantics (Kafka's ``buffer.memory`` = ``total_bytes``, ``batch.size`` = ``poola
   oldest waiter alone allocates and accumulates (reserves) memory as it is returned, and
   every free rings its doorbell. On timeout it leaves the queue, gives back what it had
   accumulated and raises BufferPoolTimeoutError.
+- ``try_allocate`` / ``try_allocate_over`` never wait: the latter may also take the
+  slots of the caller's own one-slot buffers into the run (absorbed in place, bytes
+  untouched), so a caller can gather its scattered buffers into one even when free
+  memory alone has no run that long.
 - ``deallocate`` returns a one-slot buffer of exactly ``poolable_size`` to the free list
   and anything else to non-pooled memory.
 
@@ -69,6 +73,7 @@ import contextlib
 import os
 import time
 import weakref
+from collections.abc import Sequence
 from fcntl import LOCK_EX, LOCK_UN, flock
 from multiprocessing.shared_memory import SharedMemory
 from typing import Self
@@ -98,6 +103,7 @@ from clients.memory.segment import (
     S_FLPOS,
     S_GEN,
     S_OWNER,
+    S_RUN,
     S_SIZE,
     SLOT_WORDS,
     ST_HEAD,
@@ -382,6 +388,35 @@ class BufferPool:
             if self._w[H_WAITERS] != 0:
                 return None
             slot = self._table.try_allocate(size, nslots, IDENTITY[0][2])
+            return self._buffer(slot, size) if slot >= 0 else None
+
+    def try_allocate_over(self, size: int, movable: Sequence[Buffer]) -> Buffer | None:
+        """Like :meth:`try_allocate`, but when no run of free memory is long enough, the
+        slots of ``movable`` (live one-slot buffers this process allocated) count as
+        free: the first long enough run of free and movable slots is taken, and the
+        movable buffers inside it become part of the new buffer (their handles go stale:
+        release their views, never free them; those outside it stay allocated).  No
+        byte of the segment is written, so the caller rearranges its data afterwards:
+        what a movable buffer held is still at its slot.  For a reader that gathers its
+        own one-slot chunks into one buffer while other holders fragment free memory
+        (:mod:`broker.network.request_reader`).  Costs: :meth:`try_allocate`, then, when
+        that fails, one lookup per movable buffer and an O(num_slots) scan, all under the
+        lock.  Raises StaleBufferHandleError, or ValueError for a buffer of more than one
+        slot or of another process."""
+        self._check_request(size, 0)
+        nslots = -(-size // self._poolable)
+        owner = IDENTITY[0][2]
+        with self._lock:
+            if self._w[H_WAITERS] != 0:
+                return None
+            slots = set()
+            for buffer in movable:
+                head = self._live_head(buffer)
+                base = self._sb + head * SLOT_WORDS
+                if self._w[base + S_RUN] != 1 or self._w[base + S_OWNER] != owner:
+                    raise ValueError(f"{buffer!r} is not a one-slot buffer of this process")
+                slots.add(head)
+            slot = self._table.try_allocate_over(size, nslots, owner, slots)
             return self._buffer(slot, size) if slot >= 0 else None
 
     def _allocate_slow(self, size: int, max_block_ms: float) -> Buffer:

@@ -268,6 +268,37 @@ def test_try_allocate_never_waits_and_never_barges(
     assert pool.metrics().available_memory == 4 * P
 
 
+def test_try_allocate_over_absorbs_movable_buffers_in_place(
+    make_pool: Callable[..., BufferPool],
+) -> None:
+    pool = make_pool(total_bytes=8 * P)
+    ones = [pool.allocate(P, 0) for _ in range(8)]  # slots 0..7, then free 1, 3, 5, 7
+    for i in (1, 3, 5, 7):
+        pool.deallocate(ones[i])
+    kept = {i: ones[i] for i in (0, 2, 4, 6)}
+    for i, buf in kept.items():
+        buf.memory[:] = bytes([i]) * P
+    assert pool.try_allocate(2 * P) is None  # 4 free slots, no run of 2
+    assert pool.try_allocate_over(4 * P, [kept[6]]) is None  # 5..7 is only three
+    run = pool.try_allocate_over(4 * P, [kept[2], kept[4]])
+    assert run is not None and run.slot == 1 and run.size == 4 * P
+    assert bytes(run.memory[P : 2 * P]) == bytes([2]) * P  # bytes left in place
+    assert bytes(run.memory[3 * P :]) == bytes([4]) * P
+    for absorbed in (kept[2], kept[4]):
+        with pytest.raises(StaleBufferHandleError):
+            pool.attach_buffer(absorbed.handle)
+        absorbed.release()
+    assert pool.attach_buffer(kept[0].handle).slot == 0  # outside the run: still live
+    assert_exact(pool)
+    assert pool.metrics().allocated_bytes == 6 * P  # 0, 1..4 (the run), 6
+    pool.deallocate(run)
+    with pytest.raises(ValueError, match="one-slot"):
+        pool.try_allocate_over(3 * P, [pool.allocate(2 * P, 0)])  # not a one-slot buffer
+    with pytest.raises(StaleBufferHandleError):
+        pool.try_allocate_over(8 * P, [kept[2]])  # absorbed before: stale
+    assert_exact(pool)
+
+
 def test_partial_accumulation_given_back_on_timeout(make_pool: Callable[..., BufferPool]) -> None:
     pool = make_pool(total_bytes=4 * P)
     held = [pool.allocate(P, 0) for _ in range(4)]
