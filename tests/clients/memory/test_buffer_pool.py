@@ -494,6 +494,7 @@ ops = st.lists(
     st.one_of(
         st.tuples(st.just("alloc"), st.sampled_from([P, P, P, 1, P - 1, P + 1, 3 * P, 5 * P])),
         st.tuples(st.just("free"), st.integers(min_value=0, max_value=100)),
+        st.tuples(st.just("over"), st.sampled_from([2 * P, 3 * P, 4 * P - 1])),
     ),
     max_size=40,
 )
@@ -518,6 +519,23 @@ def test_random_ops_keep_exact_accounting(
                 # only legitimate if no run of `need` free slots exists
                 assert used_slots + need > 8 or need > 1
                 continue
+            buf.memory[:] = bytes([step % 251]) * arg
+            live.append((buf, step % 251))
+            used_slots += need
+        elif op == "over":  # gather over the live one-slot buffers
+            movable = [(b, f) for b, f in live if b.size == P]
+            buf = pool.try_allocate_over(arg, [b for b, _ in movable])
+            if buf is None:
+                continue
+            need = -(-arg // P)
+            for b, fill in movable:
+                if buf.slot <= b.slot < buf.slot + need:  # absorbed, bytes in place
+                    at = (b.slot - buf.slot) * P
+                    end = min(at + P, arg)
+                    assert bytes(buf.memory[at:end]) == bytes([fill]) * (end - at)
+                    live.remove((b, fill))
+                    b.release()
+                    used_slots -= 1
             buf.memory[:] = bytes([step % 251]) * arg
             live.append((buf, step % 251))
             used_slots += need
