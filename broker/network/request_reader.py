@@ -70,9 +70,10 @@ small requests are in every such run: those are freed as the broker answers).
 Not covered: chunks of *other* network processes and TLS frames read in place (not
 movable from here); in a broker with several network processes, frames of different
 processes can still block each other's runs until one of them is handed over or
-closed at its deadline.  Costs, only when no free run is long enough: one lookup per
-chunk this process holds and an O(num_slots) scan under the pool lock, and at most two
-slot copies per slot of the frame (instead of one).  Weighed and not done: handing the
+closed at its deadline.  Costs, only when no free run is long enough: an
+O(num_slots + chunks held) scan under the pool lock (about 0.3 ms for 2048 slots and
+512 chunks, paid again on each retry of a parked frame while no run exists), and at
+most two slot copies per slot of the frame (instead of one).  Weighed and not done: handing the
 main process the chunk list (the channel carries one handle, the handlers decode one
 contiguous buffer in place, a produce writes it to the segment in one piece: the copy
 would move into the main process's loop, into memory outside the pool or into a pool

@@ -346,7 +346,6 @@ class BufferPool:
         state = "closed" if self._closed else f"available={self.available_memory()}"
         return f"BufferPool(name={self.name!r}, total_bytes={self._total}, {state})"
 
-
     # allocate / deallocate ---------------------------------------------------------
     def allocate(self, size: int, max_block_ms: float) -> Buffer:
         """A buffer of ``size`` bytes, waiting up to ``max_block_ms`` for memory.
@@ -391,32 +390,31 @@ class BufferPool:
             return self._buffer(slot, size) if slot >= 0 else None
 
     def try_allocate_over(self, size: int, movable: Sequence[Buffer]) -> Buffer | None:
-        """Like :meth:`try_allocate`, but when no run of free memory is long enough, the
-        slots of ``movable`` (live one-slot buffers this process allocated) count as
-        free: the first long enough run of free and movable slots is taken, and the
-        movable buffers inside it become part of the new buffer (their handles go stale:
-        release their views, never free them; those outside it stay allocated).  No
-        byte of the segment is written, so the caller rearranges its data afterwards:
-        what a movable buffer held is still at its slot.  For a reader that gathers its
-        own one-slot chunks into one buffer while other holders fragment free memory
-        (:mod:`broker.network.request_reader`).  Costs: :meth:`try_allocate`, then, when
-        that fails, one lookup per movable buffer and an O(num_slots) scan, all under the
-        lock.  Raises StaleBufferHandleError, or ValueError for a buffer of more than one
-        slot or of another process."""
+        """Like :meth:`try_allocate`, but if no free run is long enough, ``movable`` (live
+        one-slot buffers of this process) count as free: the first long enough run of
+        free and movable slots is taken, the movable buffers in it absorbed (handles
+        stale: release their views, never free them); no byte is written, so what they
+        held is still at their slots, for the caller to rearrange (a reader gathering
+        its chunks: :mod:`broker.network.request_reader`).  Costs: :meth:`try_allocate`,
+        then an O(num_slots + movable) scan under the lock.  Raises
+        StaleBufferHandleError or ValueError for an absorbed buffer that is stale, not
+        one slot or of another process."""
         self._check_request(size, 0)
-        nslots = -(-size // self._poolable)
-        owner = IDENTITY[0][2]
+        nslots, owner, table, w = -(-size // self._poolable), IDENTITY[0][2], self._table, self._w
+        slots = {b.slot: b for b in movable if 0 <= b.slot < self._num_slots}
         with self._lock:
-            if self._w[H_WAITERS] != 0:
+            if w[H_WAITERS] != 0:
                 return None
-            slots = set()
-            for buffer in movable:
-                head = self._live_head(buffer)
-                base = self._sb + head * SLOT_WORDS
-                if self._w[base + S_RUN] != 1 or self._w[base + S_OWNER] != owner:
-                    raise ValueError(f"{buffer!r} is not a one-slot buffer of this process")
-                slots.add(head)
-            slot = self._table.try_allocate_over(size, nslots, owner, slots)
+            slot = table.try_allocate(size, nslots, owner)
+            if slot < 0 and slots:
+                if (slot := table.find_run_over(nslots, set(slots))) < 0:
+                    return None
+                absorbed = [s for s in range(slot, slot + nslots) if s in slots]
+                for s in absorbed:  # only the buffers given up are checked
+                    base = self._sb + self._live_head(slots[s]) * SLOT_WORDS
+                    if w[base + S_RUN] != 1 or w[base + S_OWNER] != owner:
+                        raise ValueError(f"{slots[s]!r} is not a one-slot buffer of this process")
+                table.take_run_over(slot, nslots, size, owner, absorbed)
             return self._buffer(slot, size) if slot >= 0 else None
 
     def _allocate_slow(self, size: int, max_block_ms: float) -> Buffer:

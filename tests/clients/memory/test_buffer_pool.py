@@ -292,10 +292,16 @@ def test_try_allocate_over_absorbs_movable_buffers_in_place(
     assert_exact(pool)
     assert pool.metrics().allocated_bytes == 6 * P  # 0, 1..4 (the run), 6
     pool.deallocate(run)
-    with pytest.raises(ValueError, match="one-slot"):
-        pool.try_allocate_over(3 * P, [pool.allocate(2 * P, 0)])  # not a one-slot buffer
-    with pytest.raises(StaleBufferHandleError):
-        pool.try_allocate_over(8 * P, [kept[2]])  # absorbed before: stale
+    refill = {b.slot: b for b in (pool.allocate(P, 0) for _ in range(6))}  # full again
+    assert sorted(refill) == [1, 2, 3, 4, 5, 7]
+    with pytest.raises(StaleBufferHandleError):  # absorbed before: slot 2 is another's
+        pool.try_allocate_over(2 * P, [kept[2], refill[3]])
+    pool.deallocate(refill.pop(1))
+    pool.deallocate(refill.pop(2))
+    pair = pool.allocate(2 * P, 0)
+    assert pair.slot == 1
+    with pytest.raises(ValueError, match="one-slot"):  # a two-slot buffer is not movable
+        pool.try_allocate_over(2 * P, [kept[0], pair])
     assert_exact(pool)
 
 
