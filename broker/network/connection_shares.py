@@ -27,7 +27,11 @@ broker-wide, in whole slots of ``buffer_poolable_bytes``: at most ``limit_slots`
 *designated* frame: the first frame refused by the rest (the shared part) while no frame
 holds the designation.  So frames that each hold part of the shared part and wait for
 more cannot lock each other out until their deadline: the designated one always has
-room to complete, then the next refused frame takes the designation.  What it costs: a
+room to complete, then the next refused frame takes the designation.  Room here is
+budget, not a contiguous run of the pool: a complete frame is gathered into one buffer
+over free slots and its network process's chunks (:mod:`broker.network.request_reader`,
+"Gathering"), which holds for every frame of one network process but not against the
+chunks of another one.  What it costs: a
 stalled frame that holds the designation keeps other large frames waiting until its
 ``request_read_timeout_ms``, and large frames wait while stalled ones fill the budget
 (small frames are not counted: see :mod:`broker.network.request_reader`).

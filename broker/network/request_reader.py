@@ -19,8 +19,7 @@ between (queue room, parking, deadlines):
      honest client);
    - otherwise it is read into ``poolable_size`` slots (``conn.chunks``), one more taken
      only when the previous is full and more bytes came; once the frame is complete it
-     is copied into one buffer of its size (taken without the response headroom: it
-     replaces the same amount of chunks, freed right after) and handed over.
+     is gathered into one buffer of its size (below) and handed over.
 
    So a connection holds at most one slot more than the bytes it actually sent.
    At most ``READ_TURN_BYTES`` (1 MiB) are read from one connection per call; the loop
@@ -45,6 +44,44 @@ connection, so ``max_connections`` slots per network process at most, each for a
 many connections stall half-way through large frames, they hold at most
 ``max_partial_request_bytes`` of the pool and small requests still find memory.
 
+Gathering a chunked frame (issue 32).  The main process decodes a request in place, so
+it gets one contiguous buffer.  Usually a run of free memory of the frame's length is
+taken (without the response headroom: it replaces as many chunks, freed right after)
+and the chunks copied in.  But chunks are single slots, handed out LIFO from the free
+list, so the chunks of a few frames can fragment the pool: no free run of a frame's
+length although half the pool is free.  The budget gives the designated frame room to
+complete, not a contiguous run; complete frames then waited for memory that only their
+own chunks held, until ``request_read_timeout_ms`` closed them (a 16-slot pool, 4-slot
+frames, two frames' chunks: 8 slots free, longest run 3).  So when no free run is long
+enough, :meth:`BufferPool.try_allocate_over
+<clients.memory.buffer_pool.BufferPool.try_allocate_over>` takes the first run whose
+slots are free or hold a chunk of *this process* (``chunked`` lists the connections
+holding chunks), atomically and without waiting; the chunks inside the run become part
+of the new buffer, bytes in place; then the bytes are moved (a parallel move, cycles
+broken through a one-slot copy): the frame's chunks to their place in the run, chunks
+of other frames that were in the run into the frame's own chunks outside it (there are
+always enough: the run is as long as the frame's chunks), the rest of those freed.
+The pool holds no more memory after than before (the free slots taken equal the chunks
+freed) and the budget counts stay as they were (the other frames keep as many slots).
+So a complete frame never waits for chunks of its own network process: it is handed
+over whenever some run of its length holds only free slots and this process's chunks
+(with one network process, the default, always, unless buffers of the main process or
+small requests are in every such run: those are freed as the broker answers).
+Not covered: chunks of *other* network processes and TLS frames read in place (not
+movable from here); in a broker with several network processes, frames of different
+processes can still block each other's runs until one of them is handed over or
+closed at its deadline.  Costs, only when no free run is long enough: an
+O(num_slots + chunks held) scan under the pool lock (about 0.3 ms for 2048 slots and
+512 chunks, paid again on each retry of a parked frame while no run exists), and at
+most two slot copies per slot of the frame (instead of one).  Weighed and not done: handing the
+main process the chunk list (the channel carries one handle, the handlers decode one
+contiguous buffer in place, a produce writes it to the segment in one piece: the copy
+would move into the main process's loop, into memory outside the pool or into a pool
+run with the same problem); placing a designated frame's chunks in a run reserved when
+it is designated (that run may not exist at designation either, the pool keeps only one
+reservation, the blocking head waiter's, and frames completing in the shared part
+would still need a copy).
+
 Contract: the reader owns the read half of a :class:`Connection` (``header``,
 ``header_filled``, ``frame_len``, ``filled``, ``buffer``, ``chunks``,
 ``partial_slots``) and the request
@@ -56,9 +93,11 @@ loop, and a connection that must be closed raises :class:`CloseConnection`.
 Costs per request: small frame 2-3 ``recv`` syscalls and 2 pool lock round trips
 (allocate, release to the main process), no copy; large frame +1 ``ioctl``; a large
 frame that trickles in adds one pool lock round trip and one budget step (two ``fcntl``
-calls) each way per ``poolable_size`` slot, and one copy of the frame (C ``memcpy``).
+calls) each way per ``poolable_size`` slot, and one copy of the frame (C ``memcpy``;
+up to two when the pool is fragmented, see "Gathering").
 Thread-safety: none; the one thread of its network process.  It only touches buffers it
-allocated and has not handed over.
+allocated and has not handed over (gathering may move another connection's chunk into
+a slot of the frame being gathered: it replaces that chunk in ``conn.chunks``).
 """
 
 from __future__ import annotations
@@ -120,6 +159,7 @@ class RequestReader:
         self._free = free
         self.budget = budget
         self.designated: Connection | None = None  # holds the budget's designation
+        self.chunked: set[Connection] = set()  # connections whose frame holds chunks
 
     @staticmethod
     def in_frame(conn: Connection) -> bool:
@@ -272,6 +312,7 @@ class RequestReader:
                     self._uncharge(conn, 1)
                     return NEED_MEMORY
                 chunks.append(chunk)
+                self.chunked.add(conn)
             chunk = chunks[index]
             end = min(poolable, length - index * poolable)
             try:
@@ -282,6 +323,7 @@ class RequestReader:
                     self._free(chunk)
                     self._uncharge(conn, 1)
                     if not chunks:  # nothing held: no designation either
+                        self.chunked.discard(conn)
                         self._settle(conn)
                 return NEED_DATA
             except OSError as exc:
@@ -289,19 +331,56 @@ class RequestReader:
             if n == 0:
                 raise CloseConnection("client closed mid-frame")
             conn.filled += n
-        # complete: one buffer of the frame's size, taken without the headroom (the
-        # chunks it replaces are freed right after), then the chunks copied in
-        buf = self._take(length, headroom=False)
+        buf = self._gather(conn)
         if buf is None:
             return NEED_MEMORY
+        return self._hand_over(conn, buf)
+
+    def _gather(self, conn: Connection) -> Buffer | None:
+        """The complete chunked frame of ``conn`` in one buffer of its size, its chunks
+        given up; None when the pool has no run for it even counting every chunk of this
+        process as movable (see the module docstring, "Gathering")."""
+        length, poolable, chunks = conn.frame_len, self.poolable, conn.chunks
+        # a run of free memory, taken without the headroom (the chunks it replaces are
+        # freed right after): the usual case, a plain copy
+        buf = self._take(length, headroom=False)
+        if buf is None:  # fragmented: a run over free slots and this process's chunks
+            movable = [chunk for c in self.chunked for chunk in c.chunks]
+            try:
+                buf = self.pool.try_allocate_over(length, movable)
+            except BufferPoolError:
+                return None
+            if buf is None:
+                return None
+        first, last = buf.slot, buf.slot + len(chunks)
         memory = buf.memory
+        moves: list[_Move] = []
+        spare: list[Buffer] = []  # this frame's chunks outside the run
         for index, chunk in enumerate(chunks):
-            start = index * poolable
-            end = min(start + poolable, length)
-            memory[start:end] = chunk.memory[: end - start]
+            if not first <= chunk.slot < last:
+                spare.append(chunk)
+            if chunk.slot != first + index:
+                start = index * poolable
+                moves.append((chunk.slot, chunk.memory[: min(poolable, length - start)],
+                              first + index, memory[start : start + poolable]))
+        absorbed = [chunk for chunk in chunks if first <= chunk.slot < last]
+        for other in self.chunked:  # chunks of other frames inside the run move out,
+            if other is conn:  # into this frame's slots outside it (as many as needed:
+                continue  # the run holds len(chunks) slots)
+            for index, chunk in enumerate(other.chunks):
+                if first <= chunk.slot < last:
+                    into = spare.pop()
+                    moves.append((chunk.slot, chunk.memory, into.slot, into.memory))
+                    other.chunks[index] = into
+                    absorbed.append(chunk)
+        _move_all(moves)
+        for chunk in absorbed:  # part of the new buffer now: only our views go
+            chunk.release()
+        for chunk in spare:
             self._free(chunk)
         chunks.clear()
-        return self._hand_over(conn, buf)
+        self.chunked.discard(conn)
+        return buf
 
     def _hand_over(self, conn: Connection, buf: Buffer) -> tuple[Handle, int]:
         self._settle(conn)
@@ -319,4 +398,32 @@ class RequestReader:
         for chunk in conn.chunks:
             self._free(chunk)
         conn.chunks.clear()
+        self.chunked.discard(conn)
         self._settle(conn)
+
+
+_Move = tuple[int, memoryview, int, memoryview]  # source slot, its bytes, target slot, view
+
+
+def _move_all(moves: list[_Move]) -> None:
+    """Copy every move's bytes to its target as if all at once (a parallel move): each
+    slot is the source of at most one move and the target of at most one, so the moves
+    form chains, done from the end that overwrites nothing still needed, and cycles,
+    broken by saving one slot's bytes aside."""
+    by_target = {move[2]: move for move in moves}
+    needed = {move[0] for move in moves}  # slots whose bytes are still to be copied
+    ready = [move for move in moves if move[2] not in needed]
+    while by_target:
+        if not ready:  # only cycles left: one source aside frees its slot
+            source, data, target, view = next(iter(by_target.values()))
+            by_target[target] = (-1, memoryview(bytes(data)), target, view)
+            needed.discard(source)
+            ready.append(by_target[source])
+        while ready:
+            source, data, target, view = ready.pop()
+            view[: len(data)] = data
+            del by_target[target]
+            needed.discard(source)
+            follow = by_target.get(source)  # the move into the slot just read
+            if follow is not None:
+                ready.append(follow)

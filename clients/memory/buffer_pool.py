@@ -10,6 +10,10 @@ Semantics (Kafka's ``buffer.memory`` = ``total_bytes``, ``batch.size`` = ``poola
   oldest waiter alone allocates and accumulates (reserves) memory as it is returned, and
   every free rings its doorbell. On timeout it leaves the queue, gives back what it had
   accumulated and raises BufferPoolTimeoutError.
+- ``try_allocate`` / ``try_allocate_over`` never wait: the latter may also take the
+  slots of the caller's own one-slot buffers into the run (absorbed in place, bytes
+  untouched), so a caller can gather its scattered buffers into one even when free
+  memory alone has no run that long.
 - ``deallocate`` returns a one-slot buffer of exactly ``poolable_size`` to the free list
   and anything else to non-pooled memory.
 
@@ -69,6 +73,7 @@ import contextlib
 import os
 import time
 import weakref
+from collections.abc import Sequence
 from fcntl import LOCK_EX, LOCK_UN, flock
 from multiprocessing.shared_memory import SharedMemory
 from typing import Self
@@ -98,6 +103,7 @@ from clients.memory.segment import (
     S_FLPOS,
     S_GEN,
     S_OWNER,
+    S_RUN,
     S_SIZE,
     SLOT_WORDS,
     ST_HEAD,
@@ -340,7 +346,6 @@ class BufferPool:
         state = "closed" if self._closed else f"available={self.available_memory()}"
         return f"BufferPool(name={self.name!r}, total_bytes={self._total}, {state})"
 
-
     # allocate / deallocate ---------------------------------------------------------
     def allocate(self, size: int, max_block_ms: float) -> Buffer:
         """A buffer of ``size`` bytes, waiting up to ``max_block_ms`` for memory.
@@ -382,6 +387,34 @@ class BufferPool:
             if self._w[H_WAITERS] != 0:
                 return None
             slot = self._table.try_allocate(size, nslots, IDENTITY[0][2])
+            return self._buffer(slot, size) if slot >= 0 else None
+
+    def try_allocate_over(self, size: int, movable: Sequence[Buffer]) -> Buffer | None:
+        """Like :meth:`try_allocate`, but if no free run is long enough, ``movable`` (live
+        one-slot buffers of this process) count as free: the first long enough run of
+        free and movable slots is taken, the movable buffers in it absorbed (handles
+        stale: release their views, never free them); no byte is written, so what they
+        held is still at their slots, for the caller to rearrange (a reader gathering
+        its chunks: :mod:`broker.network.request_reader`).  Costs: :meth:`try_allocate`,
+        then an O(num_slots + movable) scan under the lock.  Raises
+        StaleBufferHandleError or ValueError for an absorbed buffer that is stale, not
+        one slot or of another process."""
+        self._check_request(size, 0)
+        nslots, owner, table, w = -(-size // self._poolable), IDENTITY[0][2], self._table, self._w
+        slots = {b.slot: b for b in movable if 0 <= b.slot < self._num_slots}
+        with self._lock:
+            if w[H_WAITERS] != 0:
+                return None
+            slot = table.try_allocate(size, nslots, owner)
+            if slot < 0 and slots:
+                if (slot := table.find_run_over(nslots, set(slots))) < 0:
+                    return None
+                absorbed = [s for s in range(slot, slot + nslots) if s in slots]
+                for s in absorbed:  # only the buffers given up are checked
+                    base = self._sb + self._live_head(slots[s]) * SLOT_WORDS
+                    if w[base + S_RUN] != 1 or w[base + S_OWNER] != owner:
+                        raise ValueError(f"{slots[s]!r} is not a one-slot buffer of this process")
+                table.take_run_over(slot, nslots, size, owner, absorbed)
             return self._buffer(slot, size) if slot >= 0 else None
 
     def _allocate_slow(self, size: int, max_block_ms: float) -> Buffer:

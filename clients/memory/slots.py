@@ -19,6 +19,9 @@ state (one byte per slot in the state map):
 - ``ST_HEAD_POOLED`` / ``ST_HEAD`` / ``ST_BODY``: allocated; the head slot records run
   length, size, owner and generation. ``ST_HEAD_POOLED`` marks a one-slot buffer of
   exactly ``poolable_size`` (it returns to the free list), so a free needs one state read.
+- a run may also be taken over one-slot buffers the caller names as movable
+  (:meth:`SlotTable.find_run_over`, for a reader that rearranges its own buffers
+  when free memory is fragmented): they are absorbed into the run, bytes in place.
 - ``ST_RESERVED``: accumulated by the head waiter (Kafka's partial ``accumulated``), so
   a large waiting request is not starved; given back on timeout or owner death.
 
@@ -175,6 +178,28 @@ class SlotTable:
         if w[H_RESERVED_SLOTS] > 0:
             self.release_reserved()  # leftovers of a window the waiter did not use
         return slot
+
+    def find_run_over(self, nslots: int, movable: set[int]) -> int:
+        """First slot of the first run of ``nslots`` slots that are free, pooled or in
+        ``movable`` (heads of one-slot buffers the caller may give up), or -1.  Nothing
+        changes.  O(num_slots): a copy of the state map and one regex scan."""
+        states = bytearray(self.states)
+        for s in movable:
+            states[s] = ST_FREE
+        match = _any_run(nslots).search(states)
+        return -1 if match is None else match.start()
+
+    def take_run_over(self, slot: int, nslots: int, size: int, owner: int,
+                      absorbed: list[int]) -> None:
+        """Take the run found by :meth:`find_run_over`; the one-slot buffers at
+        ``absorbed`` (inside it, checked live by the caller) become part of it: their
+        handles go stale, the bytes of every slot stay as they were."""
+        for s in absorbed:
+            self.states[s] = ST_FREE  # allocated before, allocated after
+            self.w[H_FREE_SLOTS] += 1
+        self.take_run(slot, nslots, size, owner)
+        if self.w[H_RESERVED_SLOTS] > 0:
+            self.release_reserved()
 
     def _first_free(self) -> int:
         match = _free_run(1).search(self.states)

@@ -268,6 +268,43 @@ def test_try_allocate_never_waits_and_never_barges(
     assert pool.metrics().available_memory == 4 * P
 
 
+def test_try_allocate_over_absorbs_movable_buffers_in_place(
+    make_pool: Callable[..., BufferPool],
+) -> None:
+    pool = make_pool(total_bytes=8 * P)
+    ones = [pool.allocate(P, 0) for _ in range(8)]  # slots 0..7, then free 1, 3, 5, 7
+    for i in (1, 3, 5, 7):
+        pool.deallocate(ones[i])
+    kept = {i: ones[i] for i in (0, 2, 4, 6)}
+    for i, buf in kept.items():
+        buf.memory[:] = bytes([i]) * P
+    assert pool.try_allocate(2 * P) is None  # 4 free slots, no run of 2
+    assert pool.try_allocate_over(4 * P, [kept[6]]) is None  # 5..7 is only three
+    run = pool.try_allocate_over(4 * P, [kept[2], kept[4]])
+    assert run is not None and run.slot == 1 and run.size == 4 * P
+    assert bytes(run.memory[P : 2 * P]) == bytes([2]) * P  # bytes left in place
+    assert bytes(run.memory[3 * P :]) == bytes([4]) * P
+    for absorbed in (kept[2], kept[4]):
+        with pytest.raises(StaleBufferHandleError):
+            pool.attach_buffer(absorbed.handle)
+        absorbed.release()
+    assert pool.attach_buffer(kept[0].handle).slot == 0  # outside the run: still live
+    assert_exact(pool)
+    assert pool.metrics().allocated_bytes == 6 * P  # 0, 1..4 (the run), 6
+    pool.deallocate(run)
+    refill = {b.slot: b for b in (pool.allocate(P, 0) for _ in range(6))}  # full again
+    assert sorted(refill) == [1, 2, 3, 4, 5, 7]
+    with pytest.raises(StaleBufferHandleError):  # absorbed before: slot 2 is another's
+        pool.try_allocate_over(2 * P, [kept[2], refill[3]])
+    pool.deallocate(refill.pop(1))
+    pool.deallocate(refill.pop(2))
+    pair = pool.allocate(2 * P, 0)
+    assert pair.slot == 1
+    with pytest.raises(ValueError, match="one-slot"):  # a two-slot buffer is not movable
+        pool.try_allocate_over(2 * P, [kept[0], pair])
+    assert_exact(pool)
+
+
 def test_partial_accumulation_given_back_on_timeout(make_pool: Callable[..., BufferPool]) -> None:
     pool = make_pool(total_bytes=4 * P)
     held = [pool.allocate(P, 0) for _ in range(4)]
@@ -463,6 +500,7 @@ ops = st.lists(
     st.one_of(
         st.tuples(st.just("alloc"), st.sampled_from([P, P, P, 1, P - 1, P + 1, 3 * P, 5 * P])),
         st.tuples(st.just("free"), st.integers(min_value=0, max_value=100)),
+        st.tuples(st.just("over"), st.sampled_from([2 * P, 3 * P, 4 * P - 1])),
     ),
     max_size=40,
 )
@@ -487,6 +525,23 @@ def test_random_ops_keep_exact_accounting(
                 # only legitimate if no run of `need` free slots exists
                 assert used_slots + need > 8 or need > 1
                 continue
+            buf.memory[:] = bytes([step % 251]) * arg
+            live.append((buf, step % 251))
+            used_slots += need
+        elif op == "over":  # gather over the live one-slot buffers
+            movable = [(b, f) for b, f in live if b.size == P]
+            buf = pool.try_allocate_over(arg, [b for b, _ in movable])
+            if buf is None:
+                continue
+            need = -(-arg // P)
+            for b, fill in movable:
+                if buf.slot <= b.slot < buf.slot + need:  # absorbed, bytes in place
+                    at = (b.slot - buf.slot) * P
+                    end = min(at + P, arg)
+                    assert bytes(buf.memory[at:end]) == bytes([fill]) * (end - at)
+                    live.remove((b, fill))
+                    b.release()
+                    used_slots -= 1
             buf.memory[:] = bytes([step % 251]) * arg
             live.append((buf, step % 251))
             used_slots += need
