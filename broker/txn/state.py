@@ -315,22 +315,21 @@ def prepare_end(meta: TxnMetadata, producer_id: int, producer_epoch: int, commit
             and producer_id in (meta.producer_id, meta.previous_producer_id):
         # a retry of the EndTxn that bumped the epoch: answer it with the new epoch
         code = ErrorCode.CONCURRENT_TRANSACTIONS if state is target else ErrorCode.NONE
-        return EndDecision(None, code, meta.producer_id, meta.producer_epoch)
+        return EndDecision(None, code, *answered_producer(meta))
     _check_producer(meta, producer_id, producer_epoch)
     if state is _S.ONGOING:
         if meta.client_transaction_version >= 2 or transaction_version >= 2:
-            if meta.epoch_exhausted:
+            next_id = NO_PRODUCER_ID
+            if meta.epoch_exhausted:  # markers at the last epoch, then the next id
                 if new_producer_id is None:
                     raise TxnError(ErrorCode.UNKNOWN_SERVER_ERROR, "epoch exhausted: a new "
                                    "producer id is needed")
-                moved = meta.to(target, now_ms, producer_id=new_producer_id, producer_epoch=0,
-                                previous_producer_id=meta.producer_id,
-                                last_producer_epoch=producer_epoch,
-                                client_transaction_version=2)
-            else:
-                moved = meta.to(target, now_ms, producer_epoch=producer_epoch + 1,
-                                last_producer_epoch=producer_epoch,
-                                client_transaction_version=2)
+                next_id = new_producer_id
+            moved = meta.to(target, now_ms, producer_epoch=producer_epoch + 1,
+                            last_producer_epoch=producer_epoch, next_producer_id=next_id,
+                            client_transaction_version=2)
+            if next_id != NO_PRODUCER_ID:
+                return EndDecision(moved, ErrorCode.NONE, next_id, 0)
         else:
             moved = meta.to(target, now_ms)
         return EndDecision(moved, ErrorCode.NONE, moved.producer_id, moved.producer_epoch)
@@ -355,7 +354,20 @@ def prepare_complete(meta: TxnMetadata, now_ms: int) -> TxnMetadata:
         raise TxnError(ErrorCode.INVALID_TXN_STATE,
                        f"{meta.transactional_id!r}: nothing to complete in "
                        f"{meta.state.display_name}")
+    if meta.next_producer_id != NO_PRODUCER_ID:  # a TV2 end rotated the producer id
+        return meta.to(target, now_ms, partitions=frozenset(),
+                       producer_id=meta.next_producer_id, producer_epoch=0,
+                       previous_producer_id=meta.producer_id,
+                       next_producer_id=NO_PRODUCER_ID)
     return meta.to(target, now_ms, partitions=frozenset())
+
+
+def answered_producer(meta: TxnMetadata) -> tuple[int, int]:
+    """The (producer id, epoch) an EndTxn v5 answer carries for ``meta``: the next id at
+    epoch 0 while a rotation is pending, else the current ones."""
+    if meta.next_producer_id != NO_PRODUCER_ID:
+        return meta.next_producer_id, 0
+    return meta.producer_id, meta.producer_epoch
 
 
 def prepare_dead(meta: TxnMetadata, now_ms: int) -> TxnMetadata:

@@ -290,3 +290,16 @@ def test_record_dataclasses_match_their_schemas() -> None:
     check_conforms(TxnKey, TXN_KEY, 0, names)
     check_conforms(TxnPartitions, TXN_PARTITIONS, 0, names)
     check_conforms(TxnValue, TXN_VALUE, 0, names)
+
+
+def test_end_v5_at_an_exhausted_epoch_rotates_after_the_markers() -> None:
+    old = meta(S.ONGOING, producer_epoch=MAX_PRODUCER_EPOCH - 1, client_transaction_version=2)
+    decision = prepare_end(old, PID, MAX_PRODUCER_EPOCH - 1, True, 5, transaction_version=2,
+                           new_producer_id=99)
+    assert decision.write is not None
+    assert (decision.producer_id, decision.producer_epoch) == (99, 0)
+    assert (decision.write.producer_id, decision.write.producer_epoch) == (PID, MAX_PRODUCER_EPOCH)
+    done = prepare_complete(decision.write, 6)
+    assert (done.producer_id, done.producer_epoch, done.previous_producer_id) == (99, 0, PID)
+    retry = prepare_end(done, PID, MAX_PRODUCER_EPOCH - 1, True, 7, transaction_version=2)
+    assert (retry.error, retry.producer_id, retry.producer_epoch) == (ErrorCode.NONE, 99, 0)
