@@ -33,7 +33,6 @@ round.  Not thread-safe: the broker's event loop.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import itertools
 import logging
 import ssl
@@ -210,7 +209,7 @@ def response_results(batch: list[tuple[int, TxnMarker, list[TopicPartition]]],
 class MarkerSender:
     """The asyncio adapter of :class:`MarkerQueue`: one connection per leader broker
     (a broker login: ``login``), one WriteTxnMarkers per leader per round; started by
-    the first :meth:`send`, stopped by :meth:`close`.  ``leader_of`` and ``endpoint_of``
+    the first :meth:`send`, stopped by :meth:`stop`.  ``leader_of`` and ``endpoint_of``
     are asked on every round (the metadata changes)."""
 
     def __init__(self, node_id: int, login: tuple[str, bytes] | None,
@@ -284,10 +283,9 @@ class MarkerSender:
         for key, _marker, tps in batch:  # partitions the answer left out
             self.queue.on_failure(key, tps)
 
-    async def close(self) -> None:
+    def stop(self) -> None:
+        """Stop sending (shutdown): the task is cancelled, the connections closed."""
         if self._task is not None:
             self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
         for conn in self._connections.values():
             conn.close()
