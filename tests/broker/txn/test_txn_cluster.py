@@ -1,0 +1,160 @@
+"""The transaction coordinator on a real 3-broker cluster, with raw requests:
+FindCoordinator key_type 1 -> InitProducerId -> AddPartitionsToTxn -> EndTxn (commit),
+the markers written to every partition's leader by WriteTxnMarkers between brokers,
+DescribeTransactions on the coordinator; and a coordinator SIGKILLed between
+PrepareCommit and CompleteCommit: the next coordinator finishes the commit."""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from clients.admin import Admin
+from clients.protocol.api_keys import ApiKey
+from clients.protocol.errors import ErrorCode as E
+from clients.types import NewTopic
+from tests.broker.cluster_harness import LocalCluster
+from tests.broker.processes import wait_until
+from tests.broker.raw_kafka import call, connect
+
+pytestmark = [pytest.mark.multiprocess, pytest.mark.slow]
+
+RETRIABLE = {E.NOT_COORDINATOR, E.COORDINATOR_NOT_AVAILABLE, E.COORDINATOR_LOAD_IN_PROGRESS,
+             E.CONCURRENT_TRANSACTIONS}
+
+
+@pytest.fixture
+def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
+    with LocalCluster(tmp_path, 3) as c:
+        yield c
+
+
+def port_of(cluster: LocalCluster, node: int) -> int:
+    return int(cluster.state.brokers[str(node)].port)
+
+
+def retried(cluster: LocalCluster, api: ApiKey, version: int, body: dict[str, Any],
+            code_of: Any = lambda b: b["error_code"], timeout_s: float = 60) -> dict[str, Any]:
+    """Ask the current coordinator of "tx" until the answer is not a retriable error."""
+    answer: dict[str, Any] = {}
+
+    def ask() -> bool:
+        nonlocal answer
+        node = coordinator(cluster)
+        if node is None:
+            return False
+        try:
+            with connect(port_of(cluster, node), 5) as sock:
+                answer = call(sock, api, version, body)
+        except OSError:
+            return False
+        return code_of(answer) not in RETRIABLE
+
+    wait_until(ask, timeout_s, f"{api.name} answered", 0.1)
+    return answer
+
+
+def coordinator(cluster: LocalCluster) -> int | None:
+    for node in sorted(cluster.state.brokers):
+        try:
+            with connect(port_of(cluster, int(node)), 5) as sock:
+                found = call(sock, ApiKey.FIND_COORDINATOR, 3, {"key": "tx", "key_type": 1})
+        except OSError:
+            continue
+        if found["error_code"] == 0:
+            return int(found["node_id"])
+    return None
+
+
+def describe(cluster: LocalCluster) -> dict[str, Any]:
+    answer = retried(cluster, ApiKey.DESCRIBE_TRANSACTIONS, 0, {"transactional_ids": ["tx"]},
+                     lambda b: b["transaction_states"][0]["error_code"])
+    state: dict[str, Any] = answer["transaction_states"][0]
+    return state
+
+
+def end_offsets(cluster: LocalCluster, topic: str, partitions: list[int]) -> dict[int, int]:
+    """The read_committed end offset (the LSO) of each partition, from its leader."""
+    out: dict[int, int] = {}
+    for index in partitions:
+        leader = int(cluster.partition(topic, index)["leader"])
+        if leader < 0:
+            continue  # no leader right now: not known
+        try:
+            with connect(port_of(cluster, leader), 5) as sock:
+                answer = call(sock, ApiKey.LIST_OFFSETS, 2, {
+                    "replica_id": -1, "isolation_level": 1, "topics": [
+                        {"name": topic, "partitions": [{"partition_index": index,
+                                                        "timestamp": -1}]}]})
+        except OSError:
+            continue
+        out[index] = answer["topics"][0]["partitions"][0]["offset"]
+    return out
+
+
+def begin(cluster: LocalCluster, topic: str, partitions: list[int]) -> tuple[int, int]:
+    init = retried(cluster, ApiKey.INIT_PRODUCER_ID, 4, {
+        "transactional_id": "tx", "transaction_timeout_ms": 60_000, "producer_id": -1,
+        "producer_epoch": -1})
+    assert init["error_code"] == 0, init
+    pid, epoch = init["producer_id"], init["producer_epoch"]
+    added = retried(cluster, ApiKey.ADD_PARTITIONS_TO_TXN, 3, {
+        "v3_and_below_transactional_id": "tx", "v3_and_below_producer_id": pid,
+        "v3_and_below_producer_epoch": epoch,
+        "v3_and_below_topics": [{"name": topic, "partitions": partitions}]},
+        lambda b: b["results_by_topic_v3_and_below"][0]["results_by_partition"][0][
+            "partition_error_code"])
+    codes = [p["partition_error_code"] for t in added["results_by_topic_v3_and_below"]
+             for p in t["results_by_partition"]]
+    assert codes == [0] * len(partitions), added
+    return pid, epoch
+
+
+def test_commit_with_raw_requests(cluster: LocalCluster) -> None:
+    with Admin(cluster.bootstrap) as admin:
+        admin.create_topics([NewTopic("t", 3, 3, {"min_insync_replicas": "2"})])
+    pid, epoch = begin(cluster, "t", [0, 1, 2])
+    state = describe(cluster)
+    assert (state["transaction_state"], state["producer_id"]) == ("Ongoing", pid)
+    assert sorted(state["topics"][0]["partitions"]) == [0, 1, 2]
+    end = retried(cluster, ApiKey.END_TXN, 3, {"transactional_id": "tx", "producer_id": pid,
+                                               "producer_epoch": epoch, "committed": True})
+    assert end["error_code"] == 0
+    wait_until(lambda: describe(cluster)["transaction_state"] == "CompleteCommit", 60,
+               "CompleteCommit")
+    # one COMMIT marker per partition, replicated (read_committed end = 1)
+    wait_until(lambda: end_offsets(cluster, "t", [0, 1, 2]) == {0: 1, 1: 1, 2: 1}, 30,
+               "the markers at every leader")
+
+
+def test_a_new_coordinator_finishes_a_commit_after_a_sigkill(cluster: LocalCluster) -> None:
+    """The markers cannot be written while the only replica of the data partition is
+    paused; the coordinator (PrepareCommit written) is SIGKILLed; once the partition is
+    back, the coordinator elected next loads the state and completes the commit."""
+    old = coordinator(cluster)
+    while old is None:
+        wait_until(lambda: coordinator(cluster) is not None, 60, "a coordinator")
+        old = coordinator(cluster)
+    with Admin(cluster.bootstrap) as admin:
+        admin.create_topics([NewTopic("one", 3, 1)])
+    index, holder = next((i, int(cluster.partition("one", i)["leader"])) for i in range(3)
+                         if int(cluster.partition("one", i)["leader"]) != old)
+    pid, epoch = begin(cluster, "one", [index])
+    cluster.pause(str(holder))
+    try:
+        end = retried(cluster, ApiKey.END_TXN, 3, {
+            "transactional_id": "tx", "producer_id": pid, "producer_epoch": epoch,
+            "committed": True})
+        assert end["error_code"] == 0
+        assert describe(cluster)["transaction_state"] == "PrepareCommit"
+        cluster.kill(str(old))
+    finally:
+        cluster.resume(str(holder))
+    wait_until(lambda: coordinator(cluster) not in (None, old), 60, "a new coordinator")
+    wait_until(lambda: describe(cluster)["transaction_state"] == "CompleteCommit", 90,
+               "the new coordinator completed the commit")
+    wait_until(lambda: end_offsets(cluster, "one", [index]) == {index: 1}, 30,
+               "the COMMIT marker on the resumed partition")
