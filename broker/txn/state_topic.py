@@ -33,9 +33,9 @@ this module does not import the core), the same way
   (``host.leader_id``) at its replication endpoint, logged in as this broker.
 - **KIP-890 verification** (:meth:`verify`, the core's ``txn_verifier``): a leader's
   question about its own partitions is answered by asking the coordinator here when the
-  transactional id's state partition is led by this broker; otherwise an
-  AddPartitionsToTxn v4 ``verify_only`` to the coordinator broker (batched per call,
-  no cache yet).
+  transactional id's state partition is led by this broker; otherwise
+  :class:`~broker.txn.verifier.RemoteTxnVerifier` (AddPartitionsToTxn v4
+  ``verify_only`` to the coordinator broker, batched; no cache, see there).
 
 Costs: FindCoordinator O(id length); :meth:`on_partitions_changed` O(partitions here);
 a load step O(LOAD_STEP_BYTES).  Not thread-safe: the broker's event loop owns it.
@@ -49,7 +49,6 @@ import ssl
 from collections.abc import Coroutine, Mapping, Sequence
 from typing import Any, Protocol
 
-from broker.async_client import AsyncConnection
 from broker.auth import broker_login
 from broker.config import BrokerConfig
 from broker.delayed import DelayedFetch, DelayedProduce, ProducePartitionStatus
@@ -66,6 +65,7 @@ from broker.txn.coordinator import (
 )
 from broker.txn.markers import GONE, MarkerSender
 from broker.txn.state import TxnError
+from broker.txn.verifier import RemoteTxnVerifier
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError
 from clients.protocol.message_types import (
@@ -87,7 +87,6 @@ log = logging.getLogger(__name__)
 LOAD_STEP_BYTES = 1024 * 1024
 CREATE_TIMEOUT_MS = 10_000
 ID_TIMEOUT_MS = 5_000
-VERIFY_TIMEOUT_MS = 5_000
 
 
 class TransactionStateHost(OffsetsTopicHost, Protocol):
@@ -163,7 +162,8 @@ class TransactionStateTopic:
         self.creating = False
         self.closed = False
         self._tasks: set[asyncio.Task[None]] = set()
-        self._verify_connections: dict[int, AsyncConnection] = {}
+        self.remote_verifier = RemoteTxnVerifier(
+            config.node_id, broker_login(host.cluster_secret, config.node_id), tls)
         self._schedule_tick()
 
     # -- topic -----------------------------------------------------------------------
@@ -381,52 +381,17 @@ class TransactionStateTopic:
         found = self.find_coordinator(transactional_id)
         if found["error_code"] != 0:
             return dict.fromkeys(partitions, ErrorCode(found["error_code"]))
+        if found["node_id"] == self.config.node_id:  # ours, loading or not loaded yet
+            return dict.fromkeys(partitions, local)
         endpoint = self.replication_endpoint(found["node_id"])
         if endpoint is None:
             return dict.fromkeys(partitions, ErrorCode.COORDINATOR_NOT_AVAILABLE)
-        conn = self._verify_connection(found["node_id"], endpoint)
-        by_topic: dict[str, list[int]] = {}
-        for tp in partitions:
-            by_topic.setdefault(tp.topic, []).append(tp.partition)
-        try:
-            answer = await conn.request(ApiKey.ADD_PARTITIONS_TO_TXN, {
-                "transactions": [{"transactional_id": transactional_id,
-                                  "producer_id": producer_id,
-                                  "producer_epoch": producer_epoch, "verify_only": True,
-                                  "topics": [{"name": t, "partitions": p}
-                                             for t, p in by_topic.items()]}]},
-                api_version=4, timeout_ms=VERIFY_TIMEOUT_MS)
-        except (MiniKafkaError, OSError):
-            return dict.fromkeys(partitions, ErrorCode.NETWORK_EXCEPTION)
-        results = dict.fromkeys(partitions, ErrorCode(answer.get("error_code", 0)))
-        for txn in answer.get("results_by_transaction") or []:
-            for topic in txn.get("topic_results") or []:
-                for part in topic.get("results_by_partition") or []:
-                    tp = TopicPartition(topic["name"], part["partition_index"])
-                    if tp in results:
-                        try:
-                            results[tp] = ErrorCode(part["partition_error_code"])
-                        except ValueError:
-                            results[tp] = ErrorCode.UNKNOWN_SERVER_ERROR
-        return results
-
-    def _verify_connection(self, node_id: int, endpoint: tuple[str, int]) -> AsyncConnection:
-        conn = self._verify_connections.get(node_id)
-        if conn is None or (conn.host, conn.port) != endpoint:
-            if conn is not None:
-                conn.close()
-            conn = AsyncConnection(endpoint[0], endpoint[1],
-                                   client_id=f"txn-verify-{self.config.node_id}",
-                                   login=broker_login(self.host.cluster_secret,
-                                                      self.config.node_id),
-                                   ssl_context=self.tls)
-            self._verify_connections[node_id] = conn
-        return conn
+        return await self.remote_verifier.verify(found["node_id"], endpoint, transactional_id,
+                                                 producer_id, producer_epoch, partitions)
 
     def shutdown(self) -> None:
         self.closed = True
         for task in list(self._tasks):
             task.cancel()
-        for conn in self._verify_connections.values():
-            conn.close()
+        self.remote_verifier.close()
         self.markers.stop()

@@ -15,6 +15,7 @@ import pytest
 from clients.admin import Admin
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode as E
+from clients.records.record import build_batch
 from clients.types import NewTopic
 from tests.broker.cluster_harness import LocalCluster
 from tests.broker.processes import wait_until
@@ -22,6 +23,7 @@ from tests.broker.raw_kafka import call, connect
 
 pytestmark = [pytest.mark.multiprocess, pytest.mark.slow]
 
+TRANSACTIONAL = 0x10  # batch attributes bit 4
 RETRIABLE = {E.NOT_COORDINATOR, E.COORDINATOR_NOT_AVAILABLE, E.COORDINATOR_LOAD_IN_PROGRESS,
              E.CONCURRENT_TRANSACTIONS}
 
@@ -95,6 +97,21 @@ def end_offsets(cluster: LocalCluster, topic: str, partitions: list[int]) -> dic
     return out
 
 
+def produce(cluster: LocalCluster, topic: str, index: int, pid: int, epoch: int,
+            sequence: int = 0) -> int:
+    """One transactional batch to the partition's leader (which verifies it with the
+    coordinator, KIP-890 part 1, in process or across brokers); its error code."""
+    batch = build_batch([(b"k", b"v", 1_000, ())], producer_id=pid, producer_epoch=epoch,
+                        base_sequence=sequence, attributes=TRANSACTIONAL)
+    leader = int(cluster.partition(topic, index)["leader"])
+    with connect(port_of(cluster, leader), 10) as sock:
+        answer = call(sock, ApiKey.PRODUCE, 9, {
+            "transactional_id": "tx", "acks": -1, "timeout_ms": 10_000,
+            "topics": [{"name": topic, "partitions": [{"index": index, "records": batch}]}]})
+    code: int = answer["responses"][0]["partition_responses"][0]["error_code"]
+    return code
+
+
 def begin(cluster: LocalCluster, topic: str, partitions: list[int]) -> tuple[int, int]:
     init = retried(cluster, ApiKey.INIT_PRODUCER_ID, 4, {
         "transactional_id": "tx", "transaction_timeout_ms": 60_000, "producer_id": -1,
@@ -115,8 +132,17 @@ def begin(cluster: LocalCluster, topic: str, partitions: list[int]) -> tuple[int
 
 def test_commit_with_raw_requests(cluster: LocalCluster) -> None:
     with Admin(cluster.bootstrap) as admin:
-        admin.create_topics([NewTopic("t", 3, 3, {"min_insync_replicas": "2"})])
+        admin.create_topics([NewTopic("t", 3, 3, {"min_insync_replicas": "2"}),
+                             NewTopic("u", 1, 3)])
     pid, epoch = begin(cluster, "t", [0, 1, 2])
+    # data on every partition of the transaction: each leader asks the coordinator
+    # (another broker for two of the three); a partition not in it is refused
+    for index in range(3):
+        wait_until(lambda i=index: produce(cluster, "t", i, pid, epoch) == 0, 30,
+                   f"t-{index} accepted the transactional batch")
+    assert produce(cluster, "u", 0, pid, epoch) in (E.INVALID_TXN_STATE,
+                                                    E.TRANSACTION_ABORTABLE)
+    assert end_offsets(cluster, "t", [0, 1, 2]) == {0: 0, 1: 0, 2: 0}  # LSO held
     state = describe(cluster)
     assert (state["transaction_state"], state["producer_id"]) == ("Ongoing", pid)
     assert sorted(state["topics"][0]["partitions"]) == [0, 1, 2]
@@ -125,8 +151,8 @@ def test_commit_with_raw_requests(cluster: LocalCluster) -> None:
     assert end["error_code"] == 0
     wait_until(lambda: describe(cluster)["transaction_state"] == "CompleteCommit", 60,
                "CompleteCommit")
-    # one COMMIT marker per partition, replicated (read_committed end = 1)
-    wait_until(lambda: end_offsets(cluster, "t", [0, 1, 2]) == {0: 1, 1: 1, 2: 1}, 30,
+    # the batch and one COMMIT marker per partition, replicated (read_committed end 2)
+    wait_until(lambda: end_offsets(cluster, "t", [0, 1, 2]) == {0: 2, 1: 2, 2: 2}, 30,
                "the markers at every leader")
 
 
