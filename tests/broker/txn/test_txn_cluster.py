@@ -138,8 +138,9 @@ def test_commit_with_raw_requests(cluster: LocalCluster) -> None:
     # data on every partition of the transaction: each leader asks the coordinator
     # (another broker for two of the three); a partition not in it is refused
     for index in range(3):
-        wait_until(lambda i=index: produce(cluster, "t", i, pid, epoch) == 0, 30,
-                   f"t-{index} accepted the transactional batch")
+        def accepted(i: int = index) -> bool:
+            return produce(cluster, "t", i, pid, epoch) == 0
+        wait_until(accepted, 30, f"t-{index} accepted the transactional batch")
     assert produce(cluster, "u", 0, pid, epoch) in (E.INVALID_TXN_STATE,
                                                     E.TRANSACTION_ABORTABLE)
     assert end_offsets(cluster, "t", [0, 1, 2]) == {0: 0, 1: 0, 2: 0}  # LSO held
