@@ -104,8 +104,10 @@ class PartitionLog:
     @property
     def first_unstable_offset(self) -> int | None:
         """First offset of the oldest transaction open or ended by a marker the HW has
-        not passed (None: none); see :meth:`on_high_watermark_updated`."""
-        return self.producer_state.first_unstable_offset()
+        not passed (None: none; see :meth:`on_high_watermark_updated`), at least the log
+        start offset (Kafka's clamp: retention may delete an open transaction's start)."""
+        first = self.producer_state.first_unstable_offset()
+        return None if first is None else max(first, self.log.log_start_offset)
 
     def on_high_watermark_updated(self, high_watermark: int) -> None:
         """The owner's HW moved (or was set): completed transactions whose marker is

@@ -1,4 +1,4 @@
-"""Idempotent-producer state of one partition: per producer id, its epoch and last batches.
+"""Producer state of one partition: per producer id, its epoch, last batches and transaction.
 
 Pure (sans-IO): no files, no clock.  A
 :class:`~replication.producer_state_store.ProducerStateStore` owns one
@@ -30,11 +30,19 @@ last_seq)`` (sequences are int32 that wrap from 2**31-1 to 0):
 
 An idempotent batch with ``epoch < 0`` or ``first_seq < 0`` is INVALID_RECORD (87).
 
+:meth:`check_append` applies the rules to every batch of one request in order (a later
+batch of the request continues the sequence of an earlier one); a request whose batches
+are all duplicates is a DUPLICATE spanning their original offsets, a request that mixes
+duplicates with new batches is INVALID_REQUEST (42): a real producer never builds one.
+
+:meth:`update` trusts its input (the log is the truth): a higher epoch replaces the
+entry's batches, a batch is appended to the last 5.  It never rejects.
+
 Transactions (Kafka's ``ProducerAppendInfo``).  Each producer also has the first offset
 of its ongoing transaction on this partition (-1: none) and the coordinator epoch of the
-last marker written for it (-1: none).  Rules of :meth:`ProducerStateManager.check_txn_batch`
-(a data batch, after the rules above said APPEND), :meth:`check_marker` (a COMMIT/ABORT
-control batch from the coordinator's WriteTxnMarkers) and of the updates:
+last marker written for it (-1: none).  Rules of :meth:`~ProducerStateManager.check_txn_batch`
+(a data batch the rules above let in), :meth:`check_marker` (a WriteTxnMarkers marker)
+and of the updates:
 
 6. a non-transactional batch while the producer's transaction is open: INVALID_TXN_STATE.
 7. a transactional batch with no transaction open for the producer *in that epoch*
@@ -49,10 +57,9 @@ control batch from the coordinator's WriteTxnMarkers) and of the updates:
    INVALID_PRODUCER_EPOCH (47, Kafka's ``checkProducerEpoch``, not PRODUCER_FENCED).
 9. a marker whose coordinator epoch is older than the last one seen for the producer:
    TRANSACTION_COORDINATOR_FENCED (52): a zombie coordinator.
-10. a marker ends the producer's open transaction: :meth:`update_marker` returns a
-    :class:`CompletedTxn` ``(producer_id, first_offset, last_offset = the marker's offset,
-    is_aborted)``; a marker with no transaction open (an empty transaction, a retried
-    marker) returns None and only updates the epochs.  Markers are not sequenced.
+10. a marker ends the producer's open transaction: :meth:`update_marker` returns its
+    :class:`CompletedTxn` (``last_offset``: the marker's); with none open (an empty
+    transaction, a retried marker) None, only the epochs change.  Markers have no sequence.
 11. replicated batches and the log replay trust their input (rules 6-9 are the leader's),
     so a follower, then a new leader, knows every open transaction.
 
@@ -61,13 +68,7 @@ a marker the HW has not passed (Kafka's ``unreplicatedTxns``); the partition's L
 ``min(first unstable offset, HW)``; an aborted transaction's ``.txnindex`` LSO is
 :meth:`last_stable_offset_after`.  A producer with an open transaction is never expired
 nor evicted (its transaction would vanish from the LSO).
-:meth:`check_append` applies the rules to every batch of one request in order (a later
-batch of the request continues the sequence of an earlier one); a request whose batches
-are all duplicates is a DUPLICATE spanning their original offsets, a request that mixes
-duplicates with new batches is INVALID_REQUEST (42): a real producer never builds one.
 
-:meth:`update` trusts its input (the log is the truth): a higher epoch replaces the
-entry's batches, a batch is appended to the last 5.  It never rejects.
 
 Design choices (where Kafka's documents are silent or differ):
 
@@ -166,8 +167,7 @@ class BatchHeaderFields(Protocol):
 
 
 class CompletedTxn(NamedTuple):
-    """A transaction a marker ended (Kafka's ``CompletedTxn``): its data starts at
-    ``first_offset``, its marker is at ``last_offset``."""
+    """A transaction a marker (at ``last_offset``) ended (Kafka's ``CompletedTxn``)."""
 
     producer_id: int
     first_offset: int
@@ -176,9 +176,8 @@ class CompletedTxn(NamedTuple):
 
 
 class VerificationGuard:
-    """What the leader took before asking the coordinator to verify a producer's first
-    transactional batch (rule 7): the append goes ahead only if it is still the
-    producer's guard (identity), i.e. no marker for the producer was written meanwhile."""
+    """Taken before the coordinator verifies a producer's first transactional batch (rule
+    7): the append goes ahead only if it is still the producer's guard (identity)."""
 
     __slots__ = ("producer_id",)
 
@@ -447,23 +446,21 @@ class ProducerStateManager:
                               "needs a producer id")
             return APPEND
         entry = self._producers.get(producer_id)
-        open_txn = entry is not None and entry.current_txn_first_offset >= 0
+        first = NO_TXN if entry is None else entry.current_txn_first_offset
         if not is_transactional:
-            if open_txn:
-                return _error(ErrorCode.INVALID_TXN_STATE,
-                              f"{self.name}: producer {producer_id} wrote a non-transactional "
-                              f"batch while its transaction (from offset "
-                              f"{entry.current_txn_first_offset if entry else -1}) is open")
+            if first >= 0:
+                return _error(ErrorCode.INVALID_TXN_STATE, f"{self.name}: producer "
+                              f"{producer_id} wrote a non-transactional batch while its "
+                              f"transaction (from offset {first}) is open")
             return APPEND
-        if open_txn and entry is not None and entry.epoch == epoch:
+        if first >= 0 and entry is not None and entry.epoch == epoch:
             return APPEND  # continues its ongoing transaction
         if verification_required and (guard is None or self._guards.get(producer_id)
                                       is not guard):
             return _error(ErrorCode.INVALID_TXN_STATE,
                           f"{self.name}: producer {producer_id} epoch {epoch} has no ongoing "
-                          "transaction here and the batch was not verified with the "
-                          "transaction coordinator (or a marker ended the transaction "
-                          "meanwhile)")
+                          "transaction here and the batch was not verified by the "
+                          "coordinator (or a marker ended the transaction meanwhile)")
         return APPEND
 
     def needs_verification(self, producer_id: int, epoch: int) -> bool:
@@ -475,8 +472,7 @@ class ProducerStateManager:
                     and entry.epoch == epoch)
 
     def verification_guard(self, producer_id: int) -> VerificationGuard:
-        """The producer's guard for rule 7 (created if it has none): take it before
-        asking the coordinator, pass it to the append."""
+        """The producer's guard for rule 7 (created if need be), for the append."""
         guard = self._guards.get(producer_id)
         if guard is None:
             guard = self._guards[producer_id] = VerificationGuard(producer_id)
@@ -526,9 +522,8 @@ class ProducerStateManager:
         return completed
 
     def last_stable_offset_after(self, completed: CompletedTxn) -> int:
-        """The LSO stored with an aborted transaction in the ``.txnindex`` (Kafka's
-        ``lastStableOffset(completedTxn)``): the first offset of the oldest transaction
-        still open, else just after the marker."""
+        """An aborted transaction's ``.txnindex`` LSO (Kafka's ``lastStableOffset``): the
+        first offset of the oldest transaction still open, else just after the marker."""
         first = next(iter(self._ongoing.values()), None)
         return completed.last_offset + 1 if first is None else first
 

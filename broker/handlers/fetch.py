@@ -140,6 +140,16 @@ def _diverging(partition: Partition, request: FetchRequestPartition
     return None
 
 
+def _read(partition: Partition, fetch_offset: int, max_bytes: int, for_follower: bool,
+          min_one_batch: bool, committed: bool) -> FetchDataInfo:
+    """The partition's read for a follower, a consumer, or a read_committed consumer."""
+    if committed and not for_follower:
+        return partition.read_records(fetch_offset, max_bytes, for_follower=False,
+                                      min_one_batch=min_one_batch, read_committed=True)
+    return partition.read_records(fetch_offset, max_bytes, for_follower=for_follower,
+                                  min_one_batch=min_one_batch)
+
+
 def _read_partition(core: HandlerCore, name: str, request: FetchRequestPartition,
                     replica_id: int, max_bytes: int, committed: bool, min_one_batch: bool = True,
                     ctx: RequestContext | None = None
@@ -162,10 +172,8 @@ def _read_partition(core: HandlerCore, name: str, request: FetchRequestPartition
             data = None
             result["diverging_epoch"] = diverging
         else:
-            data = partition.read_records(request["fetch_offset"], max_bytes,
-                                          for_follower=replica_id >= 0,
-                                          min_one_batch=min_one_batch,
-                                          read_committed=committed)
+            data = _read(partition, request["fetch_offset"], max_bytes, replica_id >= 0,
+                         min_one_batch, committed)
             if replica_id >= 0:
                 if partition.update_follower_fetch(replica_id, request["fetch_offset"],
                                                    core.clock.now_ms()):
@@ -343,10 +351,8 @@ def _fetch_response_sizes(core: HandlerCore, body: FetchRequest) -> tuple[None, 
             if request["fetch_offset"] >= upper:
                 continue
             try:
-                data = partition.read_records(request["fetch_offset"],
-                                              request["partition_max_bytes"],
-                                              for_follower=body["replica_id"] >= 0,
-                                              read_committed=committed)
+                data = _read(partition, request["fetch_offset"], request["partition_max_bytes"],
+                             body["replica_id"] >= 0, True, committed)
             except Exception:
                 return None, 0, True
             total += data.size_in_bytes

@@ -28,26 +28,28 @@ producer's timestamps are kept), ``log_start_offset`` (v5+), ``error_message`` (
 NOT_LEADER_OR_FOLLOWER with the leader's endpoint in ``node_endpoints`` (KIP-951, from the
 metadata image).
 
-Transactions: a transactional batch (attribute bit 4) in a request without
-``transactional_id`` is TRANSACTIONAL_ID_AUTHORIZATION_FAILED (Kafka's check; no
-TransactionalId ACLs yet); control batches stay refused (INVALID_RECORD: only
-WriteTxnMarkers writes markers).  KIP-890 part 1: with a :class:`TxnVerifier`
-configured (``core.txn_verifier``), a producer's transactional batch that would start a
-transaction on a partition (no transaction of that producer and epoch open there) is
-appended only after the coordinator confirmed the partition is in the producer's
-ongoing transaction: the leader takes the producer's verification guard, asks the
-verifier once per request (the frame is kept meanwhile), then appends with the guard (a
-marker written meanwhile drops it: INVALID_TXN_STATE).  The coordinator's answer
-becomes the partition's error as Kafka maps it (:func:`verification_error`): a partition
-not in the transaction is INVALID_TXN_STATE, or TRANSACTION_ABORTABLE from Produce v11
-when the coordinator answers that; a coordinator that cannot answer is
-NOT_ENOUGH_REPLICAS (retried by every client).  Without a verifier every transactional
-batch is accepted (the producer state's rules still apply).
+Transactions: a request with a transactional batch (attribute bit 4) but without
+``transactional_id``, or whose user may not Write that TransactionalId (ACLs), is
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED for every partition (Kafka's check); control
+batches stay refused (INVALID_RECORD: only WriteTxnMarkers writes markers).  KIP-890
+part 1: with a :class:`TxnVerifier` configured (``core.txn_verifier``), a producer's
+transactional batch that would start a transaction on a partition (no transaction of
+that producer and epoch open there) is appended only after the coordinator confirmed
+the partition is in the producer's ongoing transaction: the leader takes the producer's
+verification guard, asks the verifier once per request (the frame is kept meanwhile),
+then appends with the guard (a marker written meanwhile drops it: INVALID_TXN_STATE).
+The coordinator's answer becomes the partition's error as Kafka maps it
+(:func:`verification_error`): a partition not in the transaction is INVALID_TXN_STATE,
+or TRANSACTION_ABORTABLE from Produce v11 when the coordinator answers that; a
+coordinator that cannot answer is NOT_ENOUGH_REPLICAS (retried by every client).
+Without a verifier every transactional batch is accepted (the producer state's rules
+still apply).
 
-Costs: one record check per partition (plus, for a transactional request, one verifier
-call per producer while no transaction is open) (on the loop at most ``record_check_inline_bytes``
-of it, ~15 ms in the worst case, see :mod:`broker.handlers.record_checks`), then one
-append per partition.  Thread-safety: run on the broker's event loop thread only.
+Costs: one record check per partition (on the loop at most
+``record_check_inline_bytes`` of it, ~15 ms in the worst case, see
+:mod:`broker.handlers.record_checks`), then one append per partition; a transactional
+request also one verifier call per producer while no transaction of it is open.
+Thread-safety: run on the broker's event loop thread only.
 """
 
 from __future__ import annotations
@@ -173,13 +175,14 @@ def handle_produce(core: HandlerCore, body: ProduceRequest, respond: Respond[Pro
         responses.append({"name": name, "partition_responses": results})
     outcomes: list[CheckOutcome] = []
     guards: list[VerificationGuard | None] = []
-    verifier = core.txn_verifier
+    verifier: TxnVerifier | None = None  # (read only for a transactional request)
 
     def append_and_answer(release: Callable[[], None]) -> None:
         """Append (after the KIP-890 verification, if one is due) and answer; then
         ``release`` (frees the request's frame when it was kept)."""
-        pending = _transactional_checks(core, body["transactional_id"], appends, outcomes,
-                                        guards, verifier)
+        nonlocal verifier
+        pending, verifier = _transactional_checks(core, ctx, body["transactional_id"],
+                                                  appends, outcomes, guards)
         if not pending or verifier is None:
             append_all()
             release()
@@ -187,7 +190,7 @@ def handle_produce(core: HandlerCore, body: ProduceRequest, respond: Respond[Pro
         hold = ctx.keep_frame() if ctx.keep_frame is not None and release is _nothing \
             else release  # (the records must outlive this call)
 
-        async def verify_then_append() -> None:
+        async def verify_then_append(verifier: TxnVerifier) -> None:
             try:
                 await _verify(verifier, body["transactional_id"] or "", ctx.version, pending,
                               appends, outcomes)
@@ -198,7 +201,7 @@ def handle_produce(core: HandlerCore, body: ProduceRequest, respond: Respond[Pro
             finally:
                 hold()
 
-        asyncio.get_running_loop().create_task(verify_then_append())
+        asyncio.get_running_loop().create_task(verify_then_append(verifier))
 
     def append_all() -> None:
         statuses: list[ProducePartitionStatus] = []
@@ -284,31 +287,40 @@ def _is_transactional(checked: list[BatchInfo]) -> bool:
 Pending = dict[tuple[int, int], list[int]]  # (producer id, epoch) -> indexes to verify
 
 
-def _transactional_checks(core: HandlerCore, transactional_id: str | None,
-                          appends: list[Any], outcomes: list[CheckOutcome],
-                          guards: list[VerificationGuard | None],
-                          verifier: TxnVerifier | None) -> Pending:
-    """Fill ``guards`` (one per append); turn the outcome of a transactional partition
-    into its error when the request has no ``transactional_id``; the partitions whose
-    first transactional batch must be verified (KIP-890), with their guard taken."""
+def _transactional_checks(core: HandlerCore, ctx: RequestContext,
+                          transactional_id: str | None, appends: list[Any],
+                          outcomes: list[CheckOutcome], guards: list[VerificationGuard | None]
+                          ) -> tuple[Pending, TxnVerifier | None]:
+    """Fill ``guards`` (one per append); a request with transactional batches but no
+    ``transactional_id``, or one the user may not Write (ACLs), fails as a whole with
+    TRANSACTIONAL_ID_AUTHORIZATION_FAILED (Kafka's check); the partitions whose first
+    transactional batch must be verified (KIP-890), with their guard taken, and the
+    verifier (None for a request without transactional batches)."""
     pending: Pending = {}
-    for i, ((name, index, partition, _records, _result), outcome) in enumerate(
+    verifier: TxnVerifier | None = None
+    guards.extend([None] * len(appends))
+    for i, ((_name, _index, partition, _records, _result), outcome) in enumerate(
             zip(appends, outcomes, strict=True)):
-        guards.append(None)
         if not isinstance(outcome, list) or not _is_transactional(outcome):
             continue
-        if transactional_id is None:
-            outcomes[i] = MiniKafkaError(
-                f"{name}-{index}: transactional batches need the request's transactional_id",
-                ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
-            continue
+        if transactional_id is None or not ctx.allowed("Write", "TransactionalId",
+                                                       transactional_id):
+            refusal = MiniKafkaError(
+                "transactional batches need the request's transactional_id" if
+                transactional_id is None else f"not authorized to Write transactional id "
+                f"{transactional_id!r}", ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+            for j, other in enumerate(outcomes):
+                if isinstance(other, list):
+                    outcomes[j] = refusal
+            return {}, None
+        verifier = core.txn_verifier
         header = next(info[7] for info in outcome if info[7][5] & TRANSACTIONAL_MASK)
         pid, epoch = header[9], header[10]
         state = partition.producer_state
         if verifier is not None and pid >= 0 and state.needs_verification(pid, epoch):
             guards[i] = state.verification_guard(pid)
             pending.setdefault((pid, epoch), []).append(i)
-    return pending
+    return pending, verifier
 
 
 async def _verify(verifier: TxnVerifier, transactional_id: str, version: int,

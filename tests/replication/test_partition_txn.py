@@ -155,3 +155,11 @@ def test_a_restart_and_a_truncation_rebuild_the_open_transactions(tmp_path: Path
     assert reopened.partition_log.first_unstable_offset is None
     entry = reopened.producer_state.entry(7)
     assert entry is not None and entry.current_txn_first_offset == -1
+
+
+def test_the_first_unstable_offset_is_never_below_the_log_start(tmp_path: Path) -> None:
+    p = leader(tmp_path)
+    p.append_records_as_leader(txn(7, 0, 0, b"a"))  # 0: open
+    p.append_records_as_leader(build_batch([(None, b"b", 1_000, ())]))  # 1
+    p.partition_log.maybe_increment_log_start_offset(1)  # (DeleteRecords, retention)
+    assert (p.partition_log.first_unstable_offset, p.last_stable_offset) == (1, 1)
