@@ -258,6 +258,9 @@ class BrokerConfig:
     transaction_max_timeout_ms: int = 900_000  # InitProducerId above it: refused
     transactional_id_expiration_ms: int = 604_800_000  # idle ids are removed after it
     transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10_000
+    # KIP-890 part 1: a leader accepts a producer's first transactional batch on a
+    # partition only once the coordinator confirms the partition is in its transaction
+    transaction_partition_verification_enable: bool = True
     extra: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     @property

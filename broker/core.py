@@ -168,7 +168,8 @@ class BrokerCore:
         self.transactions = TransactionStateTopic(
             config, clock, timer, self.partitions, self.produce_purgatory,
             self.fetch_purgatory, self, self.producer_ids)
-        self.txn_verifier: TxnVerifier | None = self.transactions
+        self.txn_verifier: TxnVerifier | None = (
+            self.transactions if config.transaction_partition_verification_enable else None)
         self.txn_marker_listener: TxnMarkerListener | None = None
 
     @property
