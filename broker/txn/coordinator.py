@@ -419,7 +419,7 @@ class TransactionCoordinator:
             return
         meta = entry.meta
         if (transaction_version >= 2 and meta.epoch_exhausted
-                and meta.state is TransactionState.ONGOING):
+                and (meta.state is TransactionState.ONGOING or not committed)):
             def with_id(new_id: int | None, error: ErrorCode) -> None:
                 if new_id is None:
                     fail(error)

@@ -11,7 +11,8 @@ States (Kafka's names and ids, which DescribeTransactions/ListTransactions repor
 | 1  | Ongoing           | Ongoing, Empty, CompleteCommit,       | partitions added, not ended |
 |    |                   | CompleteAbort                         |                             |
 | 2  | PrepareCommit     | Ongoing                               | committing: markers sent    |
-| 3  | PrepareAbort      | Ongoing, PrepareEpochFence            | aborting: markers sent      |
+| 3  | PrepareAbort      | Ongoing, PrepareEpochFence, Empty,    | aborting: markers sent      |
+|    |                   | CompleteCommit, CompleteAbort (4.0)   |                             |
 | 4  | CompleteCommit    | PrepareCommit                         | every COMMIT marker written |
 | 5  | CompleteAbort     | PrepareAbort                          | every ABORT marker written  |
 | 6  | Dead              | Empty, CompleteCommit, CompleteAbort  | expired: tombstoned         |
@@ -89,7 +90,8 @@ VALID_PREVIOUS_STATES: Mapping[TransactionState, frozenset[TransactionState]] = 
     _S.EMPTY: frozenset({_S.EMPTY, _S.COMPLETE_COMMIT, _S.COMPLETE_ABORT}),
     _S.ONGOING: frozenset({_S.ONGOING, _S.EMPTY, _S.COMPLETE_COMMIT, _S.COMPLETE_ABORT}),
     _S.PREPARE_COMMIT: frozenset({_S.ONGOING}),
-    _S.PREPARE_ABORT: frozenset({_S.ONGOING, _S.PREPARE_EPOCH_FENCE}),
+    _S.PREPARE_ABORT: frozenset({_S.ONGOING, _S.PREPARE_EPOCH_FENCE, _S.EMPTY,
+                                 _S.COMPLETE_COMMIT, _S.COMPLETE_ABORT}),
     _S.COMPLETE_COMMIT: frozenset({_S.PREPARE_COMMIT}),
     _S.COMPLETE_ABORT: frozenset({_S.PREPARE_ABORT}),
     _S.DEAD: frozenset({_S.EMPTY, _S.COMPLETE_COMMIT, _S.COMPLETE_ABORT}),
@@ -305,7 +307,9 @@ def prepare_end(meta: TxnMetadata, producer_id: int, producer_epoch: int, commit
     carries the old epoch, is recognised and answered with the new epoch); an exhausted
     epoch rotates to ``new_producer_id``.  Any other request at an epoch that is not the
     current one is PRODUCER_FENCED, so an EndTxn delayed past the next transaction's start
-    cannot end it (KAFKA-17754; :mod:`broker.txn.coordinator`)."""
+    cannot end it (KAFKA-17754; :mod:`broker.txn.coordinator`).  As in Kafka 4.0, a
+    transaction-version-2 abort is also accepted when no partition was added (Empty,
+    CompleteCommit, CompleteAbort): the epoch is bumped and there are no markers."""
     tid, state = meta.transactional_id, meta.state
     target = _S.PREPARE_COMMIT if committed else _S.PREPARE_ABORT
     done = _S.COMPLETE_COMMIT if committed else _S.COMPLETE_ABORT
@@ -317,7 +321,9 @@ def prepare_end(meta: TxnMetadata, producer_id: int, producer_epoch: int, commit
         code = ErrorCode.CONCURRENT_TRANSACTIONS if state is target else ErrorCode.NONE
         return EndDecision(None, code, *answered_producer(meta))
     _check_producer(meta, producer_id, producer_epoch)
-    if state is _S.ONGOING:
+    empty_abort = (not committed and transaction_version >= 2
+                   and state in (_S.EMPTY, *COMPLETED))
+    if state is _S.ONGOING or empty_abort:
         if meta.client_transaction_version >= 2 or transaction_version >= 2:
             next_id = NO_PRODUCER_ID
             if meta.epoch_exhausted:  # markers at the last epoch, then the next id
@@ -325,9 +331,12 @@ def prepare_end(meta: TxnMetadata, producer_id: int, producer_epoch: int, commit
                     raise TxnError(ErrorCode.UNKNOWN_SERVER_ERROR, "epoch exhausted: a new "
                                    "producer id is needed")
                 next_id = new_producer_id
+            # an abort before any partition was added (KIP-890 part 2 lets a TV2 client
+            # abort in Empty/Complete*): no partitions, so no markers, but the bump
             moved = meta.to(target, now_ms, producer_epoch=producer_epoch + 1,
                             last_producer_epoch=producer_epoch, next_producer_id=next_id,
-                            client_transaction_version=2)
+                            client_transaction_version=2,
+                            **({"partitions": frozenset()} if empty_abort else {}))
             if next_id != NO_PRODUCER_ID:
                 return EndDecision(moved, ErrorCode.NONE, next_id, 0)
         else:

@@ -40,7 +40,9 @@ KAFKA_TABLE = {
     S.EMPTY: {S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT},
     S.ONGOING: {S.ONGOING, S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT},
     S.PREPARE_COMMIT: {S.ONGOING},
-    S.PREPARE_ABORT: {S.ONGOING, S.PREPARE_EPOCH_FENCE},
+    # Kafka 4.0 (KIP-890 part 2): a TV2 client may abort with no partition added
+    S.PREPARE_ABORT: {S.ONGOING, S.PREPARE_EPOCH_FENCE, S.EMPTY, S.COMPLETE_COMMIT,
+                      S.COMPLETE_ABORT},
     S.COMPLETE_COMMIT: {S.PREPARE_COMMIT},
     S.COMPLETE_ABORT: {S.PREPARE_ABORT},
     S.DEAD: {S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT},
@@ -303,3 +305,17 @@ def test_end_v5_at_an_exhausted_epoch_rotates_after_the_markers() -> None:
     assert (done.producer_id, done.producer_epoch, done.previous_producer_id) == (99, 0, PID)
     retry = prepare_end(done, PID, MAX_PRODUCER_EPOCH - 1, True, 7, transaction_version=2)
     assert (retry.error, retry.producer_id, retry.producer_epoch) == (ErrorCode.NONE, 99, 0)
+
+
+@pytest.mark.parametrize("state", [S.EMPTY, S.COMPLETE_COMMIT, S.COMPLETE_ABORT])
+def test_a_v5_abort_with_no_partition_added_bumps_the_epoch(state: TransactionState) -> None:
+    decision = prepare_end(meta(state), PID, EPOCH, False, 5, transaction_version=2)
+    assert decision.write is not None
+    assert (decision.write.state, decision.write.partitions, decision.producer_epoch) == (
+        S.PREPARE_ABORT, frozenset(), EPOCH + 1)
+    done = prepare_complete(decision.write, 6)
+    retry = prepare_end(done, PID, EPOCH, False, 7, transaction_version=2)
+    assert (retry.write, retry.error, retry.producer_epoch) == (None, ErrorCode.NONE, EPOCH + 1)
+    with pytest.raises(TxnError) as err:  # a commit of nothing stays refused
+        prepare_end(meta(state), PID, EPOCH, True, 5, transaction_version=2)
+    assert err.value.code in (ErrorCode.INVALID_TXN_STATE,)
