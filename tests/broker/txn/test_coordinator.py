@@ -347,3 +347,14 @@ def test_placement_is_kafkas_hash(partitions: int) -> None:
     h = Harness(partitions=partitions)
     from broker.group.protocol import partition_for
     assert h.coordinator.partition_for("my-txn") == partition_for("my-txn", partitions)
+
+
+def test_a_v5_abort_before_any_partition_was_added() -> None:
+    h = Harness()
+    _, pid, epoch = h.init()
+    assert h.end(pid, epoch, False, version=2) == (ErrorCode.NONE, pid, epoch + 1)
+    marker = h.markers.finish()
+    assert marker.partitions == frozenset()
+    assert h.state() is S.COMPLETE_ABORT
+    assert h.end(pid, epoch, False, version=2) == (ErrorCode.NONE, pid, epoch + 1)  # retry
+    assert h.end(pid, epoch + 1, True, version=2)[0] == ErrorCode.INVALID_TXN_STATE
