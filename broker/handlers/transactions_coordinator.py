@@ -20,6 +20,9 @@ OPERATION_NOT_ATTEMPTED), Read on the group of AddOffsetsToTxn
   (COORDINATOR_NOT_AVAILABLE while that topic does not exist).
 - EndTxn v0-4: transaction version 0; v5: transaction version 2 (KIP-890 part 2), the
   answer carries the producer id and the epoch bumped for the next transaction.
+- PRODUCER_FENCED goes to clients older than KIP-588 (InitProducerId below v4,
+  AddPartitionsToTxn, AddOffsetsToTxn and EndTxn below v2) as INVALID_PRODUCER_EPOCH,
+  as Kafka answers them (:func:`for_version`).
 
 Costs: O(partitions of the request).  Thread-safety: the broker's event loop only.
 """
@@ -60,6 +63,17 @@ from clients.protocol.topics import OFFSETS_TOPIC, TopicPartition
 FIRST_BATCHED_ADD_PARTITIONS = 4
 FIRST_TRANSACTION_V2_END_TXN = 5
 TXN_DENIED = ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED
+# KIP-588: the first version whose clients understand PRODUCER_FENCED; older ones get
+# INVALID_PRODUCER_EPOCH instead, as Kafka answers them
+FIRST_PRODUCER_FENCED = {ApiKey.INIT_PRODUCER_ID: 4, ApiKey.ADD_PARTITIONS_TO_TXN: 2,
+                         ApiKey.ADD_OFFSETS_TO_TXN: 2, ApiKey.END_TXN: 2}
+
+
+def for_version(api: ApiKey, version: int, code: ErrorCode) -> ErrorCode:
+    """``code`` as a client of ``version`` understands it (KIP-588)."""
+    if code == ErrorCode.PRODUCER_FENCED and version < FIRST_PRODUCER_FENCED[api]:
+        return ErrorCode.INVALID_PRODUCER_EPOCH
+    return code
 
 
 def _may_write(ctx: RequestContext, transactional_id: str) -> bool:
@@ -74,6 +88,7 @@ def handle_transactional_init_producer_id(core: HandlerCore, body: InitProducerI
     tid = body["transactional_id"] or ""
 
     def answer(code: ErrorCode, producer_id: int, epoch: int) -> None:
+        code = for_version(ApiKey.INIT_PRODUCER_ID, ctx.version, code)
         respond({"throttle_time_ms": 0, "error_code": int(code), "producer_id": producer_id,
                  "producer_epoch": epoch, "error_message": None})
 
@@ -151,8 +166,9 @@ def handle_add_partitions_to_txn(core: HandlerCore, body: AddPartitionsToTxnRequ
             "producer_epoch": body["v3_and_below_producer_epoch"], "verify_only": False,
             "topics": topics}
         _add_one(core, ctx, txn, False, lambda codes: respond({
-            "throttle_time_ms": 0,
-            "results_by_topic_v3_and_below": _topic_results(topics, codes)}))
+            "throttle_time_ms": 0, "results_by_topic_v3_and_below": _topic_results(
+                topics, {tp: for_version(ApiKey.ADD_PARTITIONS_TO_TXN, ctx.version, code)
+                         for tp, code in codes.items()})}))
         return
     if not is_broker_login(ctx):
         respond({"throttle_time_ms": 0,
@@ -186,6 +202,7 @@ def handle_add_offsets_to_txn(core: HandlerCore, body: AddOffsetsToTxnRequest,
                               respond: Respond[AddOffsetsToTxnResponse],
                               ctx: RequestContext) -> None:
     def answer(code: ErrorCode) -> None:
+        code = for_version(ApiKey.ADD_OFFSETS_TO_TXN, ctx.version, code)
         respond({"throttle_time_ms": 0, "error_code": int(code)})
 
     tid, group_id = body["transactional_id"], body["group_id"]
@@ -212,6 +229,7 @@ def handle_add_offsets_to_txn(core: HandlerCore, body: AddOffsetsToTxnRequest,
 def handle_end_txn(core: HandlerCore, body: EndTxnRequest, respond: Respond[EndTxnResponse],
                    ctx: RequestContext) -> None:
     def answer(code: ErrorCode, producer_id: int, epoch: int) -> None:
+        code = for_version(ApiKey.END_TXN, ctx.version, code)
         respond({"throttle_time_ms": 0, "error_code": int(code), "producer_id": producer_id,
                  "producer_epoch": epoch})
 

@@ -130,6 +130,35 @@ def begin(cluster: LocalCluster, topic: str, partitions: list[int]) -> tuple[int
     return pid, epoch
 
 
+def test_a_transaction_past_its_timeout_is_aborted(tmp_path: Path) -> None:
+    """transaction_timeout_ms 1000 with the broker checking every 200 ms: the coordinator
+    aborts on its own, with the epoch bumped, and the partition's LSO moves on."""
+    with LocalCluster(tmp_path, 3, {
+            "transaction_abort_timed_out_transaction_cleanup_interval_ms": 200}) as c:
+        with Admin(c.bootstrap) as admin:
+            admin.create_topics([NewTopic("t", 1, 3)])
+        init = retried(c, ApiKey.INIT_PRODUCER_ID, 4, {
+            "transactional_id": "tx", "transaction_timeout_ms": 1_000, "producer_id": -1,
+            "producer_epoch": -1})
+        pid, epoch = init["producer_id"], init["producer_epoch"]
+        added = retried(c, ApiKey.ADD_PARTITIONS_TO_TXN, 3, {
+            "v3_and_below_transactional_id": "tx", "v3_and_below_producer_id": pid,
+            "v3_and_below_producer_epoch": epoch,
+            "v3_and_below_topics": [{"name": "t", "partitions": [0]}]},
+            lambda b: b["results_by_topic_v3_and_below"][0]["results_by_partition"][0][
+                "partition_error_code"])
+        assert added["results_by_topic_v3_and_below"][0]["results_by_partition"][0][
+            "partition_error_code"] == 0
+        assert produce(c, "t", 0, pid, epoch) == 0
+        wait_until(lambda: describe(c)["transaction_state"] == "CompleteAbort", 60,
+                   "the coordinator aborted the expired transaction")
+        assert describe(c)["producer_epoch"] == epoch + 1
+        wait_until(lambda: end_offsets(c, "t", [0]) == {0: 2}, 30, "the ABORT marker")
+        late = retried(c, ApiKey.END_TXN, 3, {"transactional_id": "tx", "producer_id": pid,
+                                              "producer_epoch": epoch, "committed": True})
+        assert late["error_code"] == E.PRODUCER_FENCED
+
+
 def test_commit_with_raw_requests(cluster: LocalCluster) -> None:
     with Admin(cluster.bootstrap) as admin:
         admin.create_topics([NewTopic("t", 3, 3, {"min_insync_replicas": "2"}),
@@ -157,10 +186,14 @@ def test_commit_with_raw_requests(cluster: LocalCluster) -> None:
                "the markers at every leader")
 
 
-def test_a_new_coordinator_finishes_a_commit_after_a_sigkill(cluster: LocalCluster) -> None:
+@pytest.mark.parametrize("committed", [True, False])
+def test_a_new_coordinator_finishes_the_end_after_a_sigkill(cluster: LocalCluster,
+                                                           committed: bool) -> None:
     """The markers cannot be written while the only replica of the data partition is
-    paused; the coordinator (PrepareCommit written) is SIGKILLed; once the partition is
-    back, the coordinator elected next loads the state and completes the commit."""
+    paused; the coordinator (PrepareCommit/PrepareAbort written) is SIGKILLed; once the
+    partition is back, the coordinator elected next loads the state and completes."""
+    prepared, complete = (("PrepareCommit", "CompleteCommit") if committed
+                          else ("PrepareAbort", "CompleteAbort"))
     old = coordinator(cluster)
     while old is None:
         wait_until(lambda: coordinator(cluster) is not None, 60, "a coordinator")
@@ -170,18 +203,20 @@ def test_a_new_coordinator_finishes_a_commit_after_a_sigkill(cluster: LocalClust
     index, holder = next((i, int(cluster.partition("one", i)["leader"])) for i in range(3)
                          if int(cluster.partition("one", i)["leader"]) != old)
     pid, epoch = begin(cluster, "one", [index])
+    wait_until(lambda: produce(cluster, "one", index, pid, epoch) == 0, 30, "the data")
     cluster.pause(str(holder))
     try:
         end = retried(cluster, ApiKey.END_TXN, 3, {
             "transactional_id": "tx", "producer_id": pid, "producer_epoch": epoch,
-            "committed": True})
+            "committed": committed})
         assert end["error_code"] == 0
-        assert describe(cluster)["transaction_state"] == "PrepareCommit"
+        assert describe(cluster)["transaction_state"] == prepared
         cluster.kill(str(old))
     finally:
         cluster.resume(str(holder))
     wait_until(lambda: coordinator(cluster) not in (None, old), 60, "a new coordinator")
-    wait_until(lambda: describe(cluster)["transaction_state"] == "CompleteCommit", 90,
-               "the new coordinator completed the commit")
-    wait_until(lambda: end_offsets(cluster, "one", [index]) == {index: 1}, 30,
-               "the COMMIT marker on the resumed partition")
+    wait_until(lambda: describe(cluster)["transaction_state"] == complete, 90,
+               f"the new coordinator reached {complete}")
+    # the data and the marker; the LSO is past both, committed or aborted
+    wait_until(lambda: end_offsets(cluster, "one", [index]) == {index: 2}, 30,
+               "the marker on the resumed partition")

@@ -140,6 +140,16 @@ def test_refusals(h: CoreHarness) -> None:
                                       (7, E.UNKNOWN_TOPIC_OR_PARTITION)]
     assert describe(h)["transaction_state"] == "Empty"
     assert add(h, pid, 3, [0]) == [(0, E.PRODUCER_FENCED)]
+    # clients before KIP-588 (AddPartitionsToTxn v0-1, EndTxn v0-1, InitProducerId v0-3)
+    # read the fence as INVALID_PRODUCER_EPOCH, as Kafka answers them
+    assert add(h, pid, 3, [0], version=1) == [(0, E.INVALID_PRODUCER_EPOCH)]
+    for version, code in [(1, E.INVALID_PRODUCER_EPOCH), (2, E.PRODUCER_FENCED)]:
+        end = call1(h.core, ApiKey.END_TXN, {"transactional_id": "tx", "producer_id": pid,
+                                             "producer_epoch": 3, "committed": True}, version)
+        assert end["error_code"] == code
+    for version, code in [(3, E.INVALID_PRODUCER_EPOCH), (4, E.PRODUCER_FENCED)]:
+        resumed = init(h, version, producer_id=pid + 100, producer_epoch=0)
+        assert resumed["error_code"] == code
     assert init(h, transaction_timeout_ms=900_001)["error_code"] == \
         E.INVALID_TRANSACTION_TIMEOUT
     assert init(h, producer_id=-1, producer_epoch=4)["error_code"] == E.INVALID_REQUEST
