@@ -278,7 +278,17 @@ class MarkerSender:
             for key, _marker, tps in batch:
                 self.queue.on_failure(key, tps)
             return
-        for key, results in response_results(batch, answer):  # type: ignore[arg-type]
+        except Exception:  # a bug must not stop every later marker: log, retry
+            log.exception("WriteTxnMarkers to broker %d failed; retrying", leader)
+            for key, _marker, tps in batch:
+                self.queue.on_failure(key, tps)
+            return
+        try:
+            results_by_marker = response_results(batch, answer)  # type: ignore[arg-type]
+        except Exception:  # a malformed answer: send again
+            log.exception("WriteTxnMarkers answer of broker %d unreadable", leader)
+            results_by_marker = []
+        for key, results in results_by_marker:
             self.queue.on_result(key, results)
         for key, _marker, tps in batch:  # partitions the answer left out
             self.queue.on_failure(key, tps)

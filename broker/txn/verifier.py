@@ -25,6 +25,7 @@ thread-safe: the broker's event loop.
 from __future__ import annotations
 
 import asyncio
+import logging
 import ssl
 from dataclasses import dataclass, field
 
@@ -36,6 +37,8 @@ from clients.protocol.message_types import (
     AddPartitionsToTxnResponse,
 )
 from clients.protocol.topics import TopicPartition
+
+log = logging.getLogger(__name__)
 
 VERIFY_VERSION = 4
 VERIFY_TIMEOUT_MS = 5_000
@@ -137,6 +140,9 @@ class RemoteTxnVerifier:
             answers = answers_of(response)  # type: ignore[arg-type]
         except (MiniKafkaError, OSError, ValueError):
             top = ErrorCode.NETWORK_EXCEPTION
+        except Exception:  # every waiting produce must get an answer
+            log.exception("verify-only AddPartitionsToTxn to broker %d failed", coordinator)
+            top, answers = ErrorCode.NETWORK_EXCEPTION, {}
         for (tid, _pid, _epoch), tps, future in batch.waiters:
             if future.done():
                 continue
