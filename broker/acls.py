@@ -17,7 +17,8 @@ against the rules of its ``acl_file`` (the launcher passes ``<data_dir>/acls.txt
 - ``operation``: Read, Write, Create, Delete, Alter, Describe, DescribeConfigs,
   AlterConfigs, IdempotentWrite (Cluster) or All; as in Kafka, Read, Write, Delete and
   Alter imply Describe, and AlterConfigs implies DescribeConfigs;
-- ``resource_type``: Topic, Group or Cluster;
+- ``resource_type``: Topic, Group, Cluster or TransactionalId (Write: use it in
+  transactions; Describe: find its coordinator, describe it);
 - ``resource_name``: a name, ``*`` (every resource), or a prefix ending in ``*``
   (Kafka's PREFIXED pattern: ``billing-*``).
 
@@ -56,7 +57,7 @@ ACL_FILE = "acls.txt"
 CLUSTER_RESOURCE = "kafka-cluster"  # Kafka's name of the one Cluster resource
 OPERATIONS = ("Read", "Write", "Create", "Delete", "Alter", "Describe", "DescribeConfigs",
               "AlterConfigs", "IdempotentWrite", "All")
-RESOURCE_TYPES = ("Topic", "Group", "Cluster")
+RESOURCE_TYPES = ("Topic", "Group", "Cluster", "TransactionalId")
 PERMISSIONS = ("Allow", "Deny")
 _IMPLIES_DESCRIBE = {"Read", "Write", "Delete", "Alter"}
 _HEADER = "# minikafka ACLs: principal permission operation resource_type resource_name\n"

@@ -251,6 +251,16 @@ class BrokerConfig:
     offsets_topic_segment_bytes: int = 100 * MiB
     offsets_commit_timeout_ms: int = 5_000  # a commit waits this long for the ISR
     offset_metadata_max_bytes: int = 4_096
+    # transactions (broker/txn/): __transaction_state and the coordinator's bounds
+    transaction_state_log_num_partitions: int = 5  # Kafka 50: small for a local cluster
+    transaction_state_log_replication_factor: int = 3  # capped at the live brokers
+    transaction_state_log_segment_bytes: int = 100 * MiB
+    transaction_max_timeout_ms: int = 900_000  # InitProducerId above it: refused
+    transactional_id_expiration_ms: int = 604_800_000  # idle ids are removed after it
+    transaction_abort_timed_out_transaction_cleanup_interval_ms: int = 10_000
+    # KIP-890 part 1: a leader accepts a producer's first transactional batch on a
+    # partition only once the coordinator confirms the partition is in its transaction
+    transaction_partition_verification_enable: bool = True
     extra: dict[str, str] = field(default_factory=dict, compare=False, repr=False)
 
     @property
@@ -307,6 +317,11 @@ class BrokerConfig:
             "group_max_member_metadata_bytes",
             "offsets_topic_num_partitions",
             "offsets_topic_replication_factor",
+            "transaction_state_log_num_partitions",
+            "transaction_state_log_replication_factor",
+            "transaction_max_timeout_ms",
+            "transactional_id_expiration_ms",
+            "transaction_abort_timed_out_transaction_cleanup_interval_ms",
             "offsets_commit_timeout_ms",
         )
         for name in positive:
@@ -400,6 +415,8 @@ class BrokerConfig:
                 f"{self.group_coordinator_max_metadata_bytes}")
         if self.offsets_topic_segment_bytes < 1024:
             raise InvalidConfigError("offsets_topic_segment_bytes must be >= 1024")
+        if self.transaction_state_log_segment_bytes < 1024:
+            raise InvalidConfigError("transaction_state_log_segment_bytes must be >= 1024")
         parse_ip_overrides(self.max_connections_per_ip_overrides)
         return self
 

@@ -14,7 +14,11 @@ registry, and
   and their repair from another replica;
 - :attr:`groups` (:class:`~broker.group.offsets_topic.OffsetsTopic`): the group
   coordinator and ``__consumer_offsets``; it asks the core back only through
-  :class:`~broker.group.offsets_topic.OffsetsTopicHost`.
+  :class:`~broker.group.offsets_topic.OffsetsTopicHost`;
+- :attr:`transactions` (:class:`~broker.txn.state_topic.TransactionStateTopic`): the
+  transaction coordinator and ``__transaction_state``, asking the core back through
+  :class:`~broker.txn.state_topic.TransactionStateHost`; it is also the core's
+  :attr:`txn_verifier` (KIP-890 part 1).
 
 The request handlers (:mod:`broker.handlers`) work on it; the process adapter
 (:mod:`broker.server`) feeds it decoded requests and a clock, and encodes what the
@@ -64,6 +68,7 @@ from broker.replica.isr_proposals import IsrProposals
 from broker.replica.recovery_marks import RecoveryMarks
 from broker.replica.topic_configs import TopicConfigs, TopicError
 from broker.topic_registry import MAX_PARTITIONS_PER_TOPIC, StandaloneTopic, TopicRegistry
+from broker.txn.state_topic import TransactionStateTopic
 from broker.users import ScramUsers
 from clients.protocol.errors import ErrorCode
 from clients.protocol.topics import TopicPartition, topic_name_error
@@ -159,7 +164,12 @@ class BrokerCore:
                                    self.produce_purgatory, self.fetch_purgatory, self)
         # transaction hooks (issue 32; broker.handlers.broker_view): the coordinator's
         # KIP-890 verifier and the marker listener of __consumer_offsets (None: not wired)
-        self.txn_verifier: TxnVerifier | None = None
+        # transaction coordinator and __transaction_state (TransactionStateHost)
+        self.transactions = TransactionStateTopic(
+            config, clock, timer, self.partitions, self.produce_purgatory,
+            self.fetch_purgatory, self, self.producer_ids)
+        self.txn_verifier: TxnVerifier | None = (
+            self.transactions if config.transaction_partition_verification_enable else None)
         self.txn_marker_listener: TxnMarkerListener | None = self.groups
 
     @property
@@ -183,11 +193,13 @@ class BrokerCore:
                 self._host_partition(info.name, index, high_watermark)
         self.configs.apply(self.partitions)
         self.groups.on_partitions_changed()
+        self.transactions.on_partitions_changed()
 
     def shutdown(self) -> None:
         for partition in self.partitions.values():
             partition.abort_repair()  # its file goes; the next run's scrubber finds it again
         self.groups.shutdown()
+        self.transactions.shutdown()
         self.produce_purgatory.shutdown()
         self.fetch_purgatory.shutdown()
         self.write_checkpoints(final=True)
@@ -305,6 +317,7 @@ class BrokerCore:
             self._host_partition(info.name, index, 0)
         self.configs.apply(self.partitions)
         self.groups.on_partitions_changed()
+        self.transactions.on_partitions_changed()
 
     def set_topic_configs(self, name: str, configs: Mapping[str, str]) -> None:
         """Standalone: replace the topic's config overrides (already validated) and apply
@@ -328,6 +341,7 @@ class BrokerCore:
             self._host_partition(name, index, 0)
         self.configs.apply(self.partitions)
         self.groups.on_partitions_changed()
+        self.transactions.on_partitions_changed()
 
     def delete_topic(self, name: str) -> None:
         info = self.registry.remove(name)
@@ -343,6 +357,7 @@ class BrokerCore:
             self.wake_partition(key)  # partitions answers UNKNOWN_TOPIC for each
         self.configs.forget(name)
         self.groups.on_partitions_changed()
+        self.transactions.on_partitions_changed()
 
     def _host_partition(self, topic: str, index: int, high_watermark: int) -> None:
         log_ = self.log_manager.get_log(topic, index) or self.log_manager.create_log(topic, index)
@@ -450,6 +465,7 @@ class BrokerCore:
         for key in woken:
             self.wake_partition(key)
         self.groups.on_partitions_changed()
+        self.transactions.on_partitions_changed()
 
     def _log_for_topic_id(self, key: TopicPartition, topic_id: int) -> Log:
         """The log to host ``key`` of topic ``topic_id``: the one on disk when its

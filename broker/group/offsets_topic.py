@@ -16,7 +16,8 @@
 - **FindCoordinator**: the coordinator of a group is the leader of partition
   ``abs(javaStringHash(group_id)) % partitions`` (:func:`partition_for`; the partition
   count is the topic's, not this broker's config).  No leader, or a fenced one ->
-  COORDINATOR_NOT_AVAILABLE.  Only groups (key_type 0) have coordinators here.
+  COORDINATOR_NOT_AVAILABLE.  Only groups (key_type 0) have coordinators here
+  (transactional ids: :mod:`broker.txn.state_topic`).
 - **Leadership**: :meth:`on_partitions_changed` (called by the core after startup,
   topic creation/deletion and every metadata reconcile) compares the offsets
   partitions this broker leads (and their leader epochs) with what the coordinator
@@ -220,8 +221,9 @@ class OffsetsTopic:
                          key_type: int = 0) -> FindCoordinatorResponseCoordinator:
         """Where the coordinator of ``key`` is: ``{error_code, error_message, node_id,
         host, port}`` (FindCoordinator's v0-3 answer, and one entry of its v4 batch).
-        Only groups (``key_type`` 0) have coordinators here: transactions are not
-        supported (INVALID_REQUEST)."""
+        Only groups (``key_type`` 0) have coordinators here: transactional ids (1) are
+        answered by :class:`broker.txn.state_topic.TransactionStateTopic`, any other key
+        type is INVALID_REQUEST."""
         def error(code: ErrorCode, message: str) -> FindCoordinatorResponseCoordinator:
             return {"error_code": int(code), "error_message": message, "node_id": -1,
                     "host": "", "port": -1}

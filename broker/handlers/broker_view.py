@@ -7,6 +7,9 @@ topics (:class:`TopicLookup`, :class:`broker.topic_registry.TopicRegistry`), and
 handlers ask things of, each behind a Protocol of its own:
 :class:`GroupCoordinatorLookup` (:class:`broker.group.offsets_topic.OffsetsTopic`) and
 :class:`GroupCoordinatorView` (:class:`broker.group.coordinator.GroupCoordinator`),
+:class:`TransactionCoordinatorLookup` (:class:`broker.txn.state_topic.TransactionStateTopic`)
+and :class:`TransactionCoordinatorView`
+(:class:`broker.txn.coordinator.TransactionCoordinator`),
 :class:`TopicConfigView` (:class:`broker.replica.topic_configs.TopicConfigs`),
 :class:`IsrChecks` (:class:`broker.replica.isr_proposals.IsrProposals`),
 :class:`RecoveryCuts` (:class:`broker.replica.recovery_marks.RecoveryMarks`), and the
@@ -25,7 +28,7 @@ No code; no costs.  The handlers run on the broker's event loop thread only.
 
 from __future__ import annotations
 
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from pathlib import Path
 from typing import Protocol
 
@@ -39,6 +42,7 @@ from clients.protocol.errors import ErrorCode
 from clients.protocol.message_types import (
     DescribeGroupsRequest,
     DescribeGroupsResponse,
+    DescribeTransactionsResponseTransactionState,
     FindCoordinatorResponseCoordinator,
     HeartbeatRequest,
     HeartbeatResponse,
@@ -47,6 +51,7 @@ from clients.protocol.message_types import (
     LeaveGroupRequest,
     LeaveGroupResponse,
     ListGroupsResponse,
+    ListTransactionsResponseTransactionState,
     OffsetCommitRequest,
     OffsetCommitResponse,
     OffsetFetchRequestTopic,
@@ -123,6 +128,47 @@ class GroupCoordinatorLookup(Protocol):
                            ) -> None: ...
 
 
+class TransactionCoordinatorView(Protocol):
+    """The transaction coordinator's requests
+    (:class:`broker.txn.coordinator.TransactionCoordinator`); each callback is called
+    exactly once, now or later."""
+
+    def init_producer_id(self, transactional_id: str, transaction_timeout_ms: int,
+                         producer_id: int, producer_epoch: int,
+                         respond: Callable[[ErrorCode, int, int], None]) -> None: ...
+
+    def add_partitions(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                       partitions: Iterable[TopicPartition],
+                       respond: Callable[[ErrorCode], None],
+                       client_transaction_version: int = 0) -> None: ...
+
+    def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
+               partitions: Iterable[TopicPartition]) -> dict[TopicPartition, ErrorCode]: ...
+
+    def end_txn(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                committed: bool, transaction_version: int,
+                respond: Callable[[ErrorCode, int, int], None]) -> None: ...
+
+    def describe(self, transactional_id: str
+                 ) -> DescribeTransactionsResponseTransactionState: ...
+
+    def list_transactions(self, states: Sequence[str], producer_ids: Sequence[int],
+                          duration_ms: int = -1
+                          ) -> tuple[ErrorCode,
+                                     list[ListTransactionsResponseTransactionState]]: ...
+
+
+class TransactionCoordinatorLookup(Protocol):
+    """FindCoordinator key_type 1 and this broker's transaction coordinator
+    (:class:`broker.txn.state_topic.TransactionStateTopic`)."""
+
+    @property
+    def coordinator(self) -> TransactionCoordinatorView: ...
+
+    def find_coordinator(self, transactional_id: str
+                         ) -> FindCoordinatorResponseCoordinator: ...
+
+
 class TopicConfigView(Protocol):
     def topic_configs(self, topic: str) -> dict[str, str]: ...
 
@@ -197,6 +243,9 @@ class HandlerCore(Protocol):
 
     @property
     def groups(self) -> GroupCoordinatorLookup: ...
+
+    @property
+    def transactions(self) -> TransactionCoordinatorLookup: ...
 
     @property
     def controller(self) -> ControllerChannel | None: ...

@@ -7,8 +7,9 @@ IncrementalAlterConfigs), :mod:`broker.handlers.produce` (Produce),
 :mod:`broker.handlers.fetch` (Fetch, ListOffsets, OffsetsForLeaderEpoch, DescribeLogDirs),
 :mod:`broker.handlers.records` (DeleteRecords), :mod:`broker.handlers.groups` (the group
 coordinator APIs, DeleteGroups included), :mod:`broker.handlers.producer_ids`
-(InitProducerId) and :mod:`broker.handlers.partition_txns` (WriteTxnMarkers,
-DescribeProducers).  This
+(InitProducerId), :mod:`broker.handlers.partition_txns` (WriteTxnMarkers,
+DescribeProducers) and :mod:`broker.handlers.transactions_coordinator` (AddPartitionsToTxn,
+AddOffsetsToTxn, EndTxn, DescribeTransactions, ListTransactions).  This
 module merges their tables and answers ApiVersions from the merged table, so a broker
 advertises exactly the APIs it serves.  Pure data: no state, safe to import anywhere in
 the broker above the handlers (the server, tests).
@@ -26,6 +27,7 @@ from broker.handlers.produce import PRODUCE_HANDLERS
 from broker.handlers.producer_ids import PRODUCER_ID_HANDLERS
 from broker.handlers.records import RECORDS_HANDLERS
 from broker.handlers.topics import TOPIC_HANDLERS
+from broker.handlers.transactions_coordinator import TRANSACTION_COORDINATOR_HANDLERS
 from broker.requests.respond import Respond
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode
@@ -72,4 +74,5 @@ HANDLERS: dict[int, Handler] = {
     **GROUP_HANDLERS,
     **PRODUCER_ID_HANDLERS,
     **PARTITION_TXN_HANDLERS,
+    **TRANSACTION_COORDINATOR_HANDLERS,
 }

@@ -16,6 +16,9 @@ What the version changes, here, as Kafka does:
 
 - FindCoordinator v0-3 asks for one ``key`` and gets one answer; v4 batches
   ``coordinator_keys`` and answers ``coordinators``, one entry (with its error) per key.
+  key_type 1 (a transactional id) is answered by the transaction coordinator's topic
+  (:class:`broker.txn.state_topic.TransactionStateTopic`; Describe on the
+  TransactionalId, else TRANSACTIONAL_ID_AUTHORIZATION_FAILED).
 - JoinGroup below v4 (before KIP-394) admits a member without an id at once, with a new
   id; from v4 such a member first gets MEMBER_ID_REQUIRED and the id to rejoin with.
   Below v7 an answer without a protocol (an error) carries "" (null is v7+).
@@ -92,6 +95,7 @@ GROUP_DENIED = int(ErrorCode.GROUP_AUTHORIZATION_FAILED)
 TOPIC_DENIED = int(ErrorCode.TOPIC_AUTHORIZATION_FAILED)
 
 FIRST_BATCHED_FIND_COORDINATOR = 4
+TRANSACTION_KEY_TYPE = 1  # FindCoordinator's key_type of a transactional id
 FIRST_MEMBER_ID_REQUIRED_JOIN = 4
 FIRST_NULLABLE_PROTOCOL_NAME = 7
 FIRST_BATCHED_LEAVE = 3
@@ -105,6 +109,12 @@ def _coordinator_of(core: HandlerCore, key: str, key_type: int,
     if key_type == 0 and not ctx.allowed("Describe", "Group", key):
         return {"error_code": GROUP_DENIED, "error_message": f"not authorized to Describe "
                 f"group {key!r}", "node_id": -1, "host": "", "port": -1}
+    if key_type == TRANSACTION_KEY_TYPE:
+        if not ctx.allowed("Describe", "TransactionalId", key):
+            return {"error_code": int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED),
+                    "error_message": f"not authorized to Describe transactional id {key!r}",
+                    "node_id": -1, "host": "", "port": -1}
+        return core.transactions.find_coordinator(key)
     return core.groups.find_coordinator(key, key_type)
 
 

@@ -1,4 +1,5 @@
-"""Handler of InitProducerId (idempotent producers; transactions are not supported).
+"""Handler of InitProducerId (idempotent producers here; a transactional id goes to the
+transaction coordinator: :mod:`broker.handlers.transactions_coordinator`).
 
 Request ``{transactional_id, transaction_timeout_ms, producer_id, producer_epoch}``,
 response ``{error_code, error_message, producer_id, producer_epoch}``:
@@ -12,8 +13,8 @@ response ``{error_code, error_message, producer_id, producer_epoch}``:
   epoch 0.  Choice: like Kafka's non-transactional path the broker keeps no record of
   which client owns an id, so it trusts the pair it is sent.  Versions 0-2 carry no id
   and epoch: always a new id.
-* anything else (``-1`` with an epoch, a negative epoch with an id, an id below -1) and
-  a non-null ``transactional_id``: INVALID_REQUEST (42) with the reason, id/epoch -1.
+* anything else (``-1`` with an epoch, a negative epoch with an id, an id below -1):
+  INVALID_REQUEST (42) with the reason, id/epoch -1.
 * no id at hand (controller mode, the controller did not give a block within
   :data:`INIT_PRODUCER_ID_TIMEOUT_MS`): COORDINATOR_LOAD_IN_PROGRESS (14, retriable);
   the standalone block file unreadable: KAFKA_STORAGE_ERROR (56).
@@ -30,6 +31,7 @@ from typing import Any
 from broker.acls import CLUSTER_RESOURCE
 from broker.handlers.broker_view import HandlerCore
 from broker.handlers.common import Handler, RequestContext, serves
+from broker.handlers.transactions_coordinator import handle_transactional_init_producer_id
 from broker.requests.respond import Respond
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError
@@ -52,8 +54,6 @@ def _error(code: ErrorCode, message: str) -> InitProducerIdResponse:
 
 def _invalid(body: InitProducerIdRequest) -> str | None:
     pid, epoch = body["producer_id"], body["producer_epoch"]
-    if body["transactional_id"] is not None:
-        return "transactional producers are not supported: transactional_id must be null"
     if pid == -1:
         return None if epoch == -1 else f"producer_id -1 needs producer_epoch -1, got {epoch}"
     if pid < -1:
@@ -66,6 +66,9 @@ def _invalid(body: InitProducerIdRequest) -> str | None:
 def handle_init_producer_id(core: HandlerCore, body: InitProducerIdRequest,
                             respond: Respond[InitProducerIdResponse],
                             ctx: RequestContext) -> None:
+    if body["transactional_id"] is not None:
+        handle_transactional_init_producer_id(core, body, respond, ctx)
+        return
     reason = _invalid(body)
     if reason is not None:
         respond(_error(ErrorCode.INVALID_REQUEST, reason))

@@ -169,13 +169,15 @@ def test_init_producer_id_standalone_new_ids_bumps_and_bad_requests(
     cases: list[tuple[dict[str, Any], str]] = [
         ({"producer_epoch": 3}, "needs producer_epoch -1"),
         ({"producer_id": 5}, "producer_epoch must be in"),
-        ({"producer_id": -2}, "must be -1 (new) or >= 0"),
-        ({"transactional_id": "tx"}, "transactional")]
+        ({"producer_id": -2}, "must be -1 (new) or >= 0")]
     for bad, reason in cases:
         answer = init(**bad)
         assert answer["error_code"] == ErrorCode.INVALID_REQUEST and reason in \
             answer["error_message"]
         assert (answer["producer_id"], answer["producer_epoch"]) == (-1, -1)
+    # a transactional id is the transaction coordinator's (none before its state topic)
+    assert init(transactional_id="tx", transaction_timeout_ms=60_000)["error_code"] == \
+        ErrorCode.NOT_COORDINATOR
     # the block is on disk before its ids are used: a new allocator starts after it
     again = StandaloneProducerIdAllocator(tmp_path / "b0")
     assert again.next_id_now() == PRODUCER_ID_BLOCK_SIZE

@@ -40,8 +40,9 @@ def broker(tmp_path: Path) -> Iterator[BrokerProcess]:
     os.chmod(secret, 0o600)
     users = tmp_path / "users.scram"
     add_user(users, "alice", PASSWORD.encode())
-    with BrokerProcess(tmp_path / "broker", overrides={
-            "cluster_secret_file": str(secret), "sasl_users_file": str(users)}) as b:
+    with BrokerProcess(tmp_path / "broker", overrides={  # no AddPartitionsToTxn here:
+            "cluster_secret_file": str(secret), "sasl_users_file": str(users),
+            "transaction_partition_verification_enable": False}) as b:
         with Admin(b.bootstrap, security_protocol="SASL_PLAINTEXT",
                    sasl_mechanism="SCRAM-SHA-256", sasl_plain_username="alice",
                    sasl_plain_password=PASSWORD) as admin:

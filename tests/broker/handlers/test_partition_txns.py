@@ -24,7 +24,10 @@ from tests.broker.handlers.wire import CoreHarness, call, call1, core_at
 
 @pytest.fixture
 def h(tmp_path: Path) -> Iterator[CoreHarness]:
-    with core_at(tmp_path, group_initial_rebalance_delay_ms=0) as harness:
+    # the partition side alone: no coordinator verification (the tests that need it set
+    # core.txn_verifier themselves)
+    with core_at(tmp_path, group_initial_rebalance_delay_ms=0,
+                 transaction_partition_verification_enable=False) as harness:
         harness.create("t", 2)
         yield harness
 

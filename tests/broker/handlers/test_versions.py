@@ -264,8 +264,18 @@ def test_init_producer_id_at_every_version(h: CoreHarness, version: int) -> None
         assert (bump["producer_id"], bump["producer_epoch"]) == (first["producer_id"], 1)
     else:  # no id in the request: a new one
         assert bump["producer_id"] != first["producer_id"] and bump["producer_epoch"] == 0
-    refused = call1(h.core, ApiKey.INIT_PRODUCER_ID, {"transactional_id": "tx"}, version)
-    assert refused["error_code"] == E.INVALID_REQUEST
+    # a transactional id goes to the transaction coordinator (issue 32): none before
+    # its state topic exists and is loaded, then epoch 0 of a new producer id
+    early = call1(h.core, ApiKey.INIT_PRODUCER_ID, {"transactional_id": "tx",
+                                                    "transaction_timeout_ms": 60_000}, version)
+    assert early["error_code"] == E.NOT_COORDINATOR
+    found = call1(h.core, ApiKey.FIND_COORDINATOR, {"key": "tx", "key_type": 1}, 1)
+    assert found["error_code"] == 0 and found["node_id"] == 0
+    h.tick(times=3)  # the state partitions load
+    txn = call1(h.core, ApiKey.INIT_PRODUCER_ID, {"transactional_id": "tx",
+                                                  "transaction_timeout_ms": 60_000}, version)
+    assert (txn["error_code"], txn["producer_epoch"]) == (0, 0)
+    assert txn["producer_id"] not in (first["producer_id"], bump["producer_id"])
 
 
 # -- CreateTopics, DeleteTopics, CreatePartitions, DescribeCluster ----------------------
@@ -571,7 +581,11 @@ def test_find_coordinator_at_every_version(h: CoreHarness, version: int) -> None
         assert (answer["error_code"], answer["node_id"]) == (0, 0)
         assert answer["port"] == h.core.config.port
         if version >= 1:
-            refused = call1(h.core, ApiKey.FIND_COORDINATOR, {"key": "tx", "key_type": 1},
+            # a transactional id: its state partition's leader (the topic created here)
+            txn = call1(h.core, ApiKey.FIND_COORDINATOR, {"key": "tx", "key_type": 1},
+                        version)
+            assert (txn["error_code"], txn["node_id"]) == (0, 0)
+            refused = call1(h.core, ApiKey.FIND_COORDINATOR, {"key": "x", "key_type": 2},
                             version)
             assert refused["error_code"] == E.INVALID_REQUEST and refused["error_message"]
         return
