@@ -31,7 +31,10 @@ pytestmark = [pytest.mark.multiprocess, pytest.mark.slow]
 
 @pytest.fixture
 def cluster(tmp_path: Path) -> Iterator[LocalCluster]:
-    with LocalCluster(tmp_path, 3, {"replica_lag_time_max_ms": 30_000}) as c:
+    # hand-built transactional batches with no transaction coordinator involved: its
+    # KIP-890 check is off (tests/broker/txn covers the path with it on)
+    with LocalCluster(tmp_path, 3, {"replica_lag_time_max_ms": 30_000,
+                                    "transaction_partition_verification_enable": False}) as c:
         with Admin(c.bootstrap) as admin:
             admin.create_topics([NewTopic("t", 1, 3, {"min.insync.replicas": "2"})])
         c.wait_partition("t", 0, lambda p: len(p["isr"]) == 3, "full ISR")
