@@ -11,7 +11,9 @@ Modules, one concept each:
   :mod:`~clients.records.bulk_varint`: the vectorised (numpy) path for many records at
   once; it produces and accepts identical bytes;
 - :mod:`~clients.records.compression`: Kafka's codecs (gzip, snappy, lz4, zstd) for the
-  records section of a batch, bounded decompression, batch-level compress/decompress.
+  records section of a batch, bounded decompression, batch-level compress/decompress;
+- :mod:`~clients.records.control`: transaction markers (Kafka's EndTransactionMarker),
+  the control batch that commits or aborts a producer's transaction on a partition.
 
 A foundation of the code base: ``storage``, ``replication`` and ``broker`` may import it.
 Imports only :mod:`clients.protocol.errors` (and the cramjam codec library) from
