@@ -38,9 +38,12 @@ object``) apply to records from ``poll`` and iteration, never to a null key or v
 returns raw bytes.  A deserializer that raises stops at that record:
 :class:`~clients.consumer.fetcher.RecordDeserializationError` (naming the partition and
 offset) is raised, the records before it are returned first, and the position stays at
-it (``seek`` past it to skip it).  ``isolation_level``: "read_uncommitted" only
-(minikafka has no transactions); "read_committed" is refused with a clear error until it
-has.
+it (``seek`` past it to skip it).  ``isolation_level``: "read_uncommitted" (the
+default, as Kafka's) or "read_committed": only records of committed transactions (and
+non-transactional ones) are returned, up to the last stable offset; ``end_offsets`` /
+``seek_to_end`` answer the last stable offset (:mod:`clients.consumer.aborted_transactions`).
+Transaction markers are never returned.  ``group_metadata()`` is the group membership a
+transactional producer's ``send_offsets_to_transaction`` takes.
 
 Compressed batches (gzip, snappy, lz4, zstd) are decompressed by the record codecs
 (:mod:`clients.records.compression`) when they are decoded.
@@ -111,11 +114,16 @@ from clients.protocol.errors import (
 from clients.protocol.offset_specs import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from clients.protocol.topics import TopicPartition
 from clients.records.bulk_decode import BulkRecords
-from clients.types import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp
+from clients.types import (
+    ConsumerGroupMetadata,
+    ConsumerRecord,
+    OffsetAndMetadata,
+    OffsetAndTimestamp,
+)
 
 __all__ = ["Consumer"]
 
-_ISOLATION_LEVELS = {"read_uncommitted": 0}  # read_committed (1) waits for transactions
+_ISOLATION_LEVELS = {"read_uncommitted": 0, "read_committed": 1}
 
 
 class Consumer:
@@ -439,6 +447,15 @@ class Consumer:
             raise InvalidConfigError("this needs a consumer group: pass group_id=...")
         return self._coordinator
 
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """The current group membership (Kafka's ``groupMetadata()``), for a transactional
+        producer's ``send_offsets_to_transaction``; generation -1 / member "" when not
+        (yet) in a generation."""
+        group = self._group()
+        generation_id, member_id = group.generation
+        return ConsumerGroupMetadata(group.config.group_id, generation_id, member_id,
+                                     group.config.group_instance_id)  # fmt: skip
+
     def subscribe(self, topics: Iterable[str], listener: RebalanceListener | None = None) -> None:
         """Join the group for ``topics``; ``listener.on_partitions_revoked/assigned(set)``
         run inside ``poll``.  Replaces an earlier subscription (not mixable with assign)."""
@@ -527,15 +544,10 @@ def _check_settings(
 ) -> None:
     """Refuse settings the consumer cannot honour (InvalidConfigError naming the setting);
     ``bounded_ints``: (name, value, lowest allowed)."""
-    if isolation_level == "read_committed":
-        raise InvalidConfigError(
-            "isolation_level='read_committed' needs transactions, which minikafka does "
-            "not support yet; use 'read_uncommitted' (every record is committed data)"
-        )
     if isolation_level not in _ISOLATION_LEVELS:
         raise InvalidConfigError(
-            f"isolation_level must be 'read_uncommitted' (or, once transactions exist, "
-            f"'read_committed'), got {isolation_level!r}"
+            f"isolation_level must be 'read_uncommitted' or 'read_committed', "
+            f"got {isolation_level!r}"
         )
     for name, fn in (("key_deserializer", key_deserializer),
                      ("value_deserializer", value_deserializer)):  # fmt: skip

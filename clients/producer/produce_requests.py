@@ -334,8 +334,11 @@ class ProduceRequests:
     def fail(self, batch: ProducerBatch, error: BaseException) -> None:
         """Queue the batch's failure (and release its sequence, with idempotence)."""
         self._stats["failed_batches"] += 1
-        if self._idem is not None and batch.base_sequence != NO_SEQUENCE:
-            self._idem.on_failed(batch.tp, batch.base_sequence, f"failed: {error}")
+        if self._idem is not None:
+            if batch.base_sequence != NO_SEQUENCE:
+                self._idem.on_failed(batch.tp, batch.base_sequence, f"failed: {error}")
+            if self._idem.transaction is not None:
+                self._idem.transaction.on_batch_failed(batch.tp, error)
         self._done(batch, -1, -1, error)
 
     def _done(
