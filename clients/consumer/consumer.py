@@ -275,8 +275,7 @@ class Consumer:
 
     # ------------------------------------------------------------ flow control
     def pause(self, *partitions: TopicPartition | Iterable[TopicPartition]) -> None:
-        """Stop fetching these assigned partitions; their buffered records wait for
-        :meth:`resume` (``pause(tp1, tp2)`` or ``pause([tp1, tp2])``)."""
+        """Stop fetching these assigned partitions (``pause(tp1, tp2)`` or a list)."""
         self._subscriptions.pause(_partition_args(partitions))
 
     def resume(self, *partitions: TopicPartition | Iterable[TopicPartition]) -> None:
@@ -299,7 +298,7 @@ class Consumer:
     def end_offsets(
         self, partitions: Iterable[TopicPartition], timeout_ms: int | None = None
     ) -> dict[TopicPartition, int]:
-        """The offset after the last readable record (the high watermark) of each."""
+        """The offset after the last readable record of each (read_committed: the LSO)."""
         found = self._list_offsets({TopicPartition(*tp): LATEST_TIMESTAMP for tp in partitions},
                                    timeout_ms)  # fmt: skip
         return {tp: offset for tp, (offset, _, _) in found.items()}
@@ -307,8 +306,7 @@ class Consumer:
     def offsets_for_times(
         self, timestamps: Mapping[TopicPartition, int], timeout_ms: int | None = None
     ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
-        """For each partition, the first record whose timestamp (ms) is at or after the
-        one given, or None when there is none."""
+        """Per partition, the first record at or after the timestamp (ms), or None."""
         query = {}
         for tp, ts in timestamps.items():
             if not isinstance(ts, int) or isinstance(ts, bool) or ts < 0:
@@ -376,8 +374,7 @@ class Consumer:
                 raise StopIteration
 
     def poll_bulk(self, timeout_ms: int = 0) -> dict[TopicPartition, BulkRecords]:
-        """Like poll, as numpy columns per partition (all data fetched for it, not capped
-        by ``max_poll_records``); values are zero-copy slices of the response frame."""
+        """Like poll, as numpy columns per partition (all fetched data, not capped; zero-copy)."""
         out: dict[TopicPartition, BulkRecords] = {}
         for tp, fetched in self._poll_fetched(timeout_ms):
             try:
@@ -447,14 +444,8 @@ class Consumer:
             raise InvalidConfigError("this needs a consumer group: pass group_id=...")
         return self._coordinator
 
-    def group_metadata(self) -> ConsumerGroupMetadata:
-        """The current group membership (Kafka's ``groupMetadata()``), for a transactional
-        producer's ``send_offsets_to_transaction``; generation -1 / member "" when not
-        (yet) in a generation."""
-        group = self._group()
-        generation_id, member_id = group.generation
-        return ConsumerGroupMetadata(group.config.group_id, generation_id, member_id,
-                                     group.config.group_instance_id)  # fmt: skip
+    def group_metadata(self) -> ConsumerGroupMetadata:  # Kafka's groupMetadata() (module doc)
+        return self._group().group_metadata()
 
     def subscribe(self, topics: Iterable[str], listener: RebalanceListener | None = None) -> None:
         """Join the group for ``topics``; ``listener.on_partitions_revoked/assigned(set)``

@@ -109,7 +109,7 @@ import os
 import ssl
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -136,7 +136,8 @@ from clients.producer.future import ProducerFuture, RecordFuture
 from clients.producer.idempotence import IdempotenceManager
 from clients.producer.partitioner import StickyPartitioner, partition_for_key
 from clients.producer.sender import Sender
-from clients.producer.transactions.manager import TransactionalResult, TransactionManager
+from clients.producer.transactions.calls import TransactionCalls
+from clients.producer.transactions.manager import TransactionManager
 from clients.producer.transactions.state import IllegalTransactionStateError
 from clients.protocol.errors import InvalidConfigError, MessageTooLargeError, RequestTimedOutError
 from clients.protocol.topics import TopicPartition, validate_topic_name
@@ -240,10 +241,11 @@ class Producer:
             IdempotenceManager(max_in_flight_requests_per_connection)
             if self.enable_idempotence else None
         )  # fmt: skip
-        self._txn: TransactionManager | None = None
+        transaction = None
         if idempotence is not None and transactional_id is not None:
-            self._txn = TransactionManager(transactional_id, transaction_timeout_ms, idempotence)
-            idempotence.transaction = self._txn
+            transaction = TransactionManager(transactional_id, transaction_timeout_ms,
+                                             idempotence)  # fmt: skip
+            idempotence.transaction = transaction
         self._accumulator = RecordAccumulator(
             self._pool,
             batch_size=batch_size,
@@ -285,12 +287,16 @@ class Producer:
             max_in_flight=max_in_flight_requests_per_connection,
             max_request_size=max_request_size,
             idempotence=idempotence,
-            transaction=self._txn,
+            transaction=transaction,
             debug_drop_response_ratio=float(debug_drop_response_ratio),
             debug_drop_seed=debug_drop_seed,
             sasl=sasl,
             ssl_context=tls,
         )
+        self._txn: TransactionCalls | None = None
+        if transaction is not None:
+            self._txn = TransactionCalls(transaction, self._accumulator,
+                                         wakeup=self._sender.wakeup, max_block_ms=max_block_ms)
         self._sender.start()
 
     # ------------------------------------------------------------ sending
@@ -350,7 +356,7 @@ class Producer:
                 partition = self._partitioner.partition(topic, num_partitions)
             sticky = True
         if self._txn is not None:
-            self._txn.maybe_add_partition(tps[partition])
+            self._txn.manager.maybe_add_partition(tps[partition])
         future, filled, new_batch = self._accumulator.append(
             tps[partition], timestamp, key, value, hdrs, remaining_ms
         )
@@ -398,7 +404,7 @@ class Producer:
         num_partitions = self._wait_on_metadata(topic, deadline)
         if self._txn is not None:
             for p in range(num_partitions) if partition is None else [partition]:
-                self._txn.maybe_add_partition(TopicPartition(topic, p))
+                self._txn.manager.maybe_add_partition(TopicPartition(topic, p))
         bulk_future = self._bulk.append(
             topic, num_partitions, values, keys, partition, timestamp, deadline
         )
@@ -455,55 +461,34 @@ class Producer:
     def init_transactions(self) -> None:
         """Get the producer id of ``transactional_id`` from its coordinator, fencing any
         older producer with the same id and finishing (aborting) its open transaction."""
-        self._await(self._transactions().initialize())
+        self._transactions().init_transactions()
 
     def begin_transaction(self) -> None:
-        self._transactions().begin()
+        self._transactions().begin_transaction()
 
     def send_offsets_to_transaction(
-        self, offsets: dict[TopicPartition, OffsetAndMetadata] | dict[TopicPartition, int],
+        self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int],
         group_metadata: ConsumerGroupMetadata | str,
     ) -> None:  # fmt: skip
-        """Commit a consumer group's offsets as part of the transaction
-        (``group_metadata``: ``Consumer.group_metadata()``, or a group id, unchecked)."""
-        group = (ConsumerGroupMetadata(group_metadata) if isinstance(group_metadata, str)
-                 else group_metadata)  # fmt: skip
-        positions = {tp: om if isinstance(om, OffsetAndMetadata) else OffsetAndMetadata(om)
-                     for tp, om in offsets.items()}  # fmt: skip
-        self._await(self._transactions().send_offsets(positions, group))
+        """Commit a consumer group's offsets with the transaction (``group_metadata``:
+        ``Consumer.group_metadata()``, or a group id: generation and member unchecked)."""
+        self._transactions().send_offsets_to_transaction(offsets, group_metadata)
 
     def commit_transaction(self) -> None:
         """Flush, then commit (EndTxn); raises the transaction's error if it failed."""
-        result = self._transactions().begin_commit()
-        self._accumulator.begin_flush()  # linger no longer: everything goes out now
-        try:
-            self._await(result)
-        finally:
-            self._accumulator.end_flush()
+        self._transactions().commit_transaction()
 
     def abort_transaction(self) -> None:
         """Abort: queued records fail, sent ones are aborted by the coordinator's markers."""
-        self._await(self._transactions().begin_abort())
+        self._transactions().abort_transaction()
 
-    def _transactions(self) -> TransactionManager:
+    def _transactions(self) -> TransactionCalls:
         self._check_open()
         if self._txn is None:
             raise IllegalTransactionStateError(
                 "transactional method invoked on a non-transactional producer "
                 "(create it with transactional_id=...)")  # fmt: skip
         return self._txn
-
-    def _await(self, result: TransactionalResult) -> None:
-        """Wait up to ``max_block_ms`` for a transactional call (the sender does it)."""
-        assert self._txn is not None
-        self._sender.wakeup()
-        if not result.wait(self.max_block_ms / 1000):
-            raise RequestTimedOutError(
-                f"timeout expired after {self.max_block_ms} ms while awaiting "
-                f"{result.operation} (call it again to keep waiting)")  # fmt: skip
-        self._txn.op_finished(result)
-        if result.error is not None:
-            raise result.error
 
     # ------------------------------------------------------------ flush / close
     def flush(self, timeout_s: float | None = None) -> None:
@@ -562,7 +547,7 @@ class Producer:
         out["buffer_pool_available_bytes"] = self._pool.available_memory()
         out["idempotent"] = self.enable_idempotence
         if self._txn is not None:
-            out["transaction_state"] = self._txn.state.value
+            out["transaction_state"] = self._txn.manager.state.value
         return out
 
 

@@ -5,6 +5,9 @@
 - :mod:`~clients.producer.transactions.manager`: :class:`TransactionManager`, the state
   machine of one transactional producer (partitions of the transaction, queued coordinator
   requests, what each answer means); no I/O, no clock.
+- :mod:`~clients.producer.transactions.calls`: the Producer's transactional methods as
+  the user's thread runs them (start the operation, wake the sender, wait up to
+  ``max_block_ms``).
 - :mod:`~clients.producer.transactions.coordinator_requests`: the sender-thread side that
   finds the coordinators and sends the manager's requests (FindCoordinator key type 1,
   InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit, EndTxn).

@@ -77,6 +77,18 @@ _ABORTABLE = frozenset({
 })  # fmt: skip
 
 
+def classify(code: int, what: str, transactional_id: str,
+             idempotence: IdempotenceManager) -> MiniKafkaError:  # fmt: skip
+    """The error a coordinator's ``code`` means (fenced codes as ProducerFencedError)."""
+    if code in _FENCED:
+        return ProducerFencedError(
+            f"TransactionalId {transactional_id}: producer id {idempotence.producer_id} "
+            f"epoch {idempotence.producer_epoch} is fenced ({ErrorCode(code).name}): a newer "
+            f"producer with the same transactional id exists; close this producer ({what})"
+        )
+    return error_for(code, f"TransactionalId {transactional_id}: {what}")
+
+
 class TransactionalResult:
     """What a user call waits for; completed (maybe with an error) by the sender thread."""
 
@@ -219,8 +231,10 @@ class TransactionManager:
     def maybe_add_partition(self, tp: TopicPartition) -> None:
         """A record for ``tp`` is about to be queued (raises unless in a transaction)."""
         with self._lock:
-            if self.state is S.IN_TRANSACTION and tp in self._partitions:
-                return
+            if self.state is S.IN_TRANSACTION and (
+                    tp in self._partitions or tp in self._new_partitions
+                    or (self._in_flight is not None and tp in self._in_flight.partitions)):
+                return  # added, or being added
             self._fail_if_error()
             if self.state is S.UNINITIALIZED or self.state is S.INITIALIZING:
                 raise IllegalTransactionStateError(
@@ -391,7 +405,12 @@ class TransactionManager:
         if worst == ErrorCode.REQUEST_TIMED_OUT:
             worst = ErrorCode.COORDINATOR_NOT_AVAILABLE  # Kafka: find the group's again
         what = f"TxnOffsetCommit for group {request.group.group_id if request.group else ''}"
-        return self._answer(request, worst, what + " failed", set()) or Outcome.DONE
+        done = self._answer(request, worst, what + " failed", set())
+        if done is not None:
+            return done
+        if request.result is not None:
+            request.result.complete()
+        return Outcome.DONE
 
     def on_end_txn(self, request: TxnRequest, code: int, producer_id: int,
                    producer_epoch: int) -> Outcome:  # fmt: skip
@@ -401,8 +420,7 @@ class TransactionManager:
         with self._lock:
             if producer_id >= 0 and producer_epoch >= 0:  # EndTxn v5: the new epoch
                 self._idem.set_producer_id(producer_id, producer_epoch)
-            self._finish_transaction()
-            bump = self._bump_after_abort(request)
+            bump = self._finish_transaction(request)
         if not bump and request.result is not None:
             request.result.complete()
         return Outcome.DONE
@@ -410,25 +428,25 @@ class TransactionManager:
     # ------------------------------------------------------------ internals (lock held)
     def _complete_transaction(self, operation: str, committed: bool) -> TransactionalResult:
         result = self._start_op(operation)
-        if self._transaction_started or (committed and self._new_partitions):
+        in_flight = self._in_flight is not None and self._in_flight.kind in (
+            RequestKind.ADD_PARTITIONS, RequestKind.ADD_OFFSETS)  # may reach the coordinator
+        if self._transaction_started or in_flight or self._new_partitions:
             self._queue.append(TxnRequest(RequestKind.END_TXN, result, committed=committed))
             return result
         # nothing reached the coordinator: no EndTxn (Kafka's shortcut)
-        self._finish_transaction()
-        request = TxnRequest(RequestKind.END_TXN, result, committed=committed)
-        if not self._bump_after_abort(request):
+        if not self._finish_transaction(TxnRequest(RequestKind.END_TXN, result,
+                                                   committed=committed)):  # fmt: skip
             result.complete()
         return result
 
-    def _finish_transaction(self) -> None:
+    def _finish_transaction(self, request: TxnRequest) -> bool:
+        """The transaction ended: READY, or (an abort that needs an epoch bump) True
+        and INITIALIZING with InitProducerId(id, epoch) queued for ``request``'s result."""
         self._partitions.clear()
         self._new_partitions.clear()
         self._transaction_started = False
-        self._transition(S.READY)
-
-    def _bump_after_abort(self, request: TxnRequest) -> bool:
-        """After an abort that needs an epoch bump: InitProducerId(id, epoch) first."""
         if request.committed or self._idem.bump_reason is None:
+            self._transition(S.READY)
             return False
         self._transition(S.INITIALIZING)
         self._queue.appendleft(TxnRequest(RequestKind.INIT_PRODUCER_ID, request.result,
@@ -456,14 +474,7 @@ class TransactionManager:
         return Outcome.DONE
 
     def _classify(self, code: int, what: str) -> MiniKafkaError:
-        if code in _FENCED:
-            return ProducerFencedError(
-                f"TransactionalId {self.transactional_id}: producer id "
-                f"{self._idem.producer_id} epoch {self._idem.producer_epoch} is fenced "
-                f"({ErrorCode(code).name}): a newer producer with the same transactional "
-                f"id exists; close this producer ({what})"
-            )
-        return error_for(code, f"TransactionalId {self.transactional_id}: {what}")
+        return classify(code, what, self.transactional_id, self._idem)
 
     def _error(self, error: MiniKafkaError) -> None:
         if error.code not in _ABORTABLE:
