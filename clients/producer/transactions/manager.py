@@ -89,6 +89,15 @@ def classify(code: int, what: str, transactional_id: str,
     return error_for(code, f"TransactionalId {transactional_id}: {what}")
 
 
+def abortable_error(transactional_id: str,
+                    cause: MiniKafkaError | None) -> TransactionAbortableError:  # fmt: skip
+    """Kafka's "cannot execute transactional method because we are in an error state"."""
+    error = TransactionAbortableError(
+        f"TransactionalId {transactional_id}: the transaction cannot commit, abort it ({cause})")
+    error.__cause__ = cause
+    return error
+
+
 class TransactionalResult:
     """What a user call waits for; completed (maybe with an error) by the sender thread."""
 
@@ -385,9 +394,12 @@ class TransactionManager:
             return done
         with self._lock:
             self._transaction_started = True
-            # the TxnOffsetCommit goes next, before anything queued meanwhile
-            self._queue.appendleft(TxnRequest(RequestKind.TXN_OFFSET_COMMIT, request.result,
-                                              group=request.group, offsets=request.offsets))
+            aborting = self.state is S.ABORTING_TRANSACTION
+            if not aborting:  # the TxnOffsetCommit goes next, before anything queued since
+                self._queue.appendleft(TxnRequest(RequestKind.TXN_OFFSET_COMMIT, request.result,
+                                                  group=request.group, offsets=request.offsets))
+        if aborting and request.result is not None:
+            request.result.complete(TransactionAbortedError("the transaction was aborted"))
         return Outcome.DONE
 
     def on_txn_offset_commit(self, request: TxnRequest,
@@ -494,12 +506,7 @@ class TransactionManager:
         self._idem.set_fatal(error)
 
     def _abortable_error(self) -> TransactionAbortableError:
-        error = TransactionAbortableError(
-            f"TransactionalId {self.transactional_id}: the transaction cannot commit, "
-            f"abort it ({self.last_error})"
-        )
-        error.__cause__ = self.last_error
-        return error
+        return abortable_error(self.transactional_id, self.last_error)
 
     def _fail_if_error(self) -> None:
         """Kafka's maybeFailWithError: fatal errors as they are, abortable ones wrapped."""
