@@ -123,6 +123,7 @@ class Sender(threading.Thread):
             retries=retries,
             request_timeout_ms=request_timeout_ms,
             idempotence=idempotence,
+            transactional_id=None if transaction is None else transaction.transactional_id,
             debug_drop_response_ratio=debug_drop_response_ratio,
             debug_drop_seed=debug_drop_seed,
         )

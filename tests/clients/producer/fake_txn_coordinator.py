@@ -18,6 +18,8 @@ transaction coordinator on node 0 (Kafka's rules, simplified):
 - Fetch with isolation_level 1 answers up to the last stable offset (the first offset
   of an ongoing transaction) with ``aborted_transactions``; ListOffsets latest with
   isolation_level 1 answers the last stable offset;
+- Produce with transactional batches and no ``transactional_id`` answers
+  TRANSACTIONAL_ID_AUTHORIZATION_FAILED (as the broker does);
 - ``txn_errors[api_key]``: codes the next requests of that API answer with.
 
 Thread safety: everything under the base class's ``cond``.
@@ -71,6 +73,13 @@ class FakeTxnCluster(FakeGroupCluster):
         if api_key == ApiKey.INIT_PRODUCER_ID and body["transactional_id"] is not None:
             with self.cond:
                 return self._init_txn(body)
+        if api_key == ApiKey.PRODUCE and body["transactional_id"] is None and any(
+                h.is_transactional for t in body["topics"] for p in t["partitions"]
+                for _, h in iter_batches(p["records"] or b"", validate=False)):  # fmt: skip
+            return {"responses": [{"name": t["name"], "partition_responses": [
+                {"index": p["index"], "error_code": E.TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                 "error_message": "transactional batches need the request's transactional_id",
+                 "base_offset": -1} for p in t["partitions"]]} for t in body["topics"]]}
         if api_key not in _TXN_APIS:
             return super()._handle(node_id, api_key, body, version)
         with self.cond:
