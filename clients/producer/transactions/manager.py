@@ -119,6 +119,41 @@ class TransactionalResult:
         return self._event.wait(timeout_s)
 
 
+class PendingCall:
+    """Kafka's pending-result rule for the user's calls: an operation whose wait timed out
+    is retried by calling it again (the same result); any other operation meanwhile is
+    refused.  Guarded by the manager's lock."""
+
+    def __init__(self) -> None:
+        self._pending: tuple[str, TransactionalResult] | None = None
+
+    def start(self, operation: str) -> TransactionalResult:
+        result = TransactionalResult(operation)
+        self._pending = (operation, result)
+        return result
+
+    def retry_of(self, operation: str) -> TransactionalResult | None:
+        """The pending result of ``operation`` (a retried call), or None to start anew."""
+        pending = self._pending
+        if pending is not None and pending[0] == operation:
+            return pending[1]
+        self.check(operation)
+        self._pending = None
+        return None
+
+    def check(self, operation: str) -> None:
+        pending = self._pending
+        if pending is not None and not pending[1].done:
+            raise IllegalTransactionStateError(
+                f"cannot attempt operation `{operation}` because the previous call to "
+                f"`{pending[0]}` timed out and must be retried"
+            )
+
+    def finished(self, result: TransactionalResult) -> None:
+        if self._pending is not None and self._pending[1] is result:
+            self._pending = None
+
+
 class RequestKind(Enum):
     INIT_PRODUCER_ID = "InitProducerId"
     ADD_PARTITIONS = "AddPartitionsToTxn"
@@ -170,18 +205,18 @@ class TransactionManager:
         self._queue: deque[TxnRequest] = deque()
         self._in_flight: TxnRequest | None = None
         self._transaction_started = False  # something was added: EndTxn is needed
-        self._pending_op: tuple[str, TransactionalResult] | None = None
+        self._calls = PendingCall()
 
     # ------------------------------------------------------------ user thread
     def initialize(self) -> TransactionalResult:
         """``init_transactions``: InitProducerId with the transactional id."""
         with self._lock:
-            again = self._retry_of("init_transactions")
+            again = self._calls.retry_of("init_transactions")
             if again is not None:
                 return again
             self._fail_if_error()
             self._transition(S.INITIALIZING)
-            result = self._start_op("init_transactions")
+            result = self._calls.start("init_transactions")
             self._queue.append(TxnRequest(RequestKind.INIT_PRODUCER_ID, result))
             return result
 
@@ -189,13 +224,13 @@ class TransactionManager:
         """``begin_transaction``: local only (the coordinator learns of it from the first
         AddPartitionsToTxn / AddOffsetsToTxn)."""
         with self._lock:
-            self._throw_if_pending("begin_transaction")
+            self._calls.check("begin_transaction")
             self._fail_if_error()
             self._transition(S.IN_TRANSACTION)
 
     def begin_commit(self) -> TransactionalResult:
         with self._lock:
-            again = self._retry_of("commit_transaction")
+            again = self._calls.retry_of("commit_transaction")
             if again is not None:
                 return again
             self._fail_if_error()
@@ -204,7 +239,7 @@ class TransactionManager:
 
     def begin_abort(self) -> TransactionalResult:
         with self._lock:
-            again = self._retry_of("abort_transaction")
+            again = self._calls.retry_of("abort_transaction")
             if again is not None:
                 return again
             if self.state is not S.ABORTABLE_ERROR:
@@ -223,7 +258,7 @@ class TransactionManager:
                      group: ConsumerGroupMetadata) -> TransactionalResult:  # fmt: skip
         """``send_offsets_to_transaction``: AddOffsetsToTxn, then TxnOffsetCommit."""
         with self._lock:
-            again = self._retry_of("send_offsets_to_transaction")
+            again = self._calls.retry_of("send_offsets_to_transaction")
             if again is not None:
                 return again
             self._fail_if_error()
@@ -232,7 +267,7 @@ class TransactionManager:
                     f"TransactionalId {self.transactional_id}: cannot send offsets if a "
                     f"transaction is not in progress (currentState={self.state.value})"
                 )
-            result = self._start_op("send_offsets_to_transaction")
+            result = self._calls.start("send_offsets_to_transaction")
             self._queue.append(TxnRequest(RequestKind.ADD_OFFSETS, result, group=group,
                                           offsets=dict(offsets)))  # fmt: skip
             return result
@@ -258,8 +293,7 @@ class TransactionManager:
     def op_finished(self, result: TransactionalResult) -> None:
         """The user saw ``result``'s outcome: a new operation may start."""
         with self._lock:
-            if self._pending_op is not None and self._pending_op[1] is result:
-                self._pending_op = None
+            self._calls.finished(result)
 
     # ------------------------------------------------------------ drain (sender thread)
     def may_send(self, tp: TopicPartition) -> bool:
@@ -300,7 +334,7 @@ class TransactionManager:
 
     def next_request(self, incomplete_batches: int) -> TxnRequest | None:
         """The request to send now (None: nothing, or waiting); marks it in flight."""
-        failed: list[tuple[TransactionalResult, BaseException]] = []
+        failed: list[tuple[TransactionalResult, BaseException | None]] = []
         with self._lock:
             request = self._next_request(incomplete_batches, failed)
             if request is not None:
@@ -310,7 +344,7 @@ class TransactionManager:
         return request
 
     def _next_request(self, incomplete: int,
-                      failed: list[tuple[TransactionalResult, BaseException]],
+                      failed: list[tuple[TransactionalResult, BaseException | None]],
                       ) -> TxnRequest | None:  # fmt: skip
         if self._in_flight is not None:
             return None
@@ -325,7 +359,8 @@ class TransactionManager:
             return None
         if self._queue and self._queue[0].kind is RequestKind.INIT_PRODUCER_ID:
             return self._queue.popleft()
-        if self._new_partitions and self.state in (S.IN_TRANSACTION, S.COMMITTING_TRANSACTION):
+        if self._new_partitions and self.state in (
+                S.IN_TRANSACTION, S.COMMITTING_TRANSACTION, S.ABORTING_TRANSACTION):  # fmt: skip
             added = frozenset(self._new_partitions)
             self._new_partitions.clear()
             return TxnRequest(RequestKind.ADD_PARTITIONS, partitions=added)
@@ -334,10 +369,17 @@ class TransactionManager:
         head = self._queue[0]
         if head.kind is RequestKind.END_TXN and incomplete > 0:
             return None  # flush first: every batch of the transaction is acknowledged
+        if head.kind is RequestKind.END_TXN and not self._transaction_started:
+            self._queue.popleft()  # nothing reached the coordinator (adds refused, retried)
+            if not self._finish_transaction(head) and head.result is not None:
+                failed.append((head.result, None))
+            return self._next_request(incomplete, failed)
         return self._queue.popleft()
 
     def request_failed(self, request: TxnRequest) -> None:
-        """``request`` got no answer (connection lost, no coordinator): resend it."""
+        """``request`` got no answer (connection lost, no coordinator): resend it (an
+        AddPartitionsToTxn too while aborting: it may have been applied, and then the
+        coordinator holds a transaction that only the EndTxn ends)."""
         self.retry(request)
 
     def retry(self, request: TxnRequest) -> None:
@@ -376,7 +418,8 @@ class TransactionManager:
                     self._transaction_started = True
                     continue
                 if code in _LOOKUP or code in _RETRY or code == _OPERATION_NOT_ATTEMPTED:
-                    self._new_partitions.add(tp)
+                    if self.state is not S.ABORTING_TRANSACTION:  # not added: not needed now
+                        self._new_partitions.add(tp)
                     if code in _LOOKUP:
                         outcome = Outcome.LOOKUP
                     elif outcome is Outcome.DONE:
@@ -439,7 +482,7 @@ class TransactionManager:
 
     # ------------------------------------------------------------ internals (lock held)
     def _complete_transaction(self, operation: str, committed: bool) -> TransactionalResult:
-        result = self._start_op(operation)
+        result = self._calls.start(operation)
         in_flight = self._in_flight is not None and self._in_flight.kind in (
             RequestKind.ADD_PARTITIONS, RequestKind.ADD_OFFSETS)  # may reach the coordinator
         if self._transaction_started or in_flight or self._new_partitions:
@@ -525,30 +568,3 @@ class TransactionManager:
         self.state = target
         if target is not S.ABORTABLE_ERROR and target is not S.FATAL_ERROR:
             self.last_error = None
-
-    def _start_op(self, operation: str) -> TransactionalResult:
-        result = TransactionalResult(operation)
-        self._pending_op = (operation, result)
-        return result
-
-    def _retry_of(self, operation: str) -> TransactionalResult | None:
-        """Kafka's pending-result rule: an operation whose wait timed out is retried by
-        calling it again (same result); any other operation meanwhile is refused."""
-        pending = self._pending_op
-        if pending is None:
-            return None
-        if pending[0] == operation:
-            return pending[1]
-        if pending[1].done:
-            self._pending_op = None
-            return None
-        self._throw_if_pending(operation)
-        return None
-
-    def _throw_if_pending(self, operation: str) -> None:
-        pending = self._pending_op
-        if pending is not None and not pending[1].done:
-            raise IllegalTransactionStateError(
-                f"cannot attempt operation `{operation}` because the previous call to "
-                f"`{pending[0]}` timed out and must be retried"
-            )

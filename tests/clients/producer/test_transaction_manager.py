@@ -348,3 +348,35 @@ def test_a_fenced_group_member_makes_the_transaction_abortable() -> None:
                              {T0: ErrorCode.ILLEGAL_GENERATION})  # fmt: skip
     assert txn.state is S.ABORTABLE_ERROR
     assert isinstance(result.error, TransactionAbortableError)
+
+
+def test_abort_while_the_first_add_is_refused_sends_no_end_txn() -> None:
+    # the coordinator still completes the previous transaction: CONCURRENT_TRANSACTIONS;
+    # nothing of this one reached it, so an EndTxn would be INVALID_TXN_STATE there
+    txn, _ = ready()
+    txn.begin()
+    txn.maybe_add_partition(T0)
+    adding = take(txn, RequestKind.ADD_PARTITIONS)
+    result = txn.begin_abort()
+    assert not result.done  # the add may still reach the coordinator
+    txn.on_add_partitions(adding, {T0: ErrorCode.CONCURRENT_TRANSACTIONS})
+    assert txn.next_request(0) is None  # no add retried, no EndTxn
+    finish(txn, result)
+    assert result.error is None and txn.state is S.READY
+
+
+def test_abort_after_a_lost_add_resends_it_then_ends() -> None:
+    txn, _ = ready()
+    txn.begin()
+    txn.maybe_add_partition(T0)
+    adding = take(txn, RequestKind.ADD_PARTITIONS)
+    result = txn.begin_abort()
+    txn.request_failed(adding)  # the answer was lost: the add may have been applied
+    again = take(txn, RequestKind.ADD_PARTITIONS)
+    assert again.partitions == {T0}
+    txn.on_add_partitions(again, {T0: 0})
+    end = take(txn, RequestKind.END_TXN)
+    assert not end.committed
+    txn.on_end_txn(end, 0, -1, -1)
+    finish(txn, result)
+    assert result.error is None and txn.state is S.READY
