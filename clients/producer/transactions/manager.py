@@ -482,16 +482,12 @@ class TransactionManager:
 
     # ------------------------------------------------------------ internals (lock held)
     def _complete_transaction(self, operation: str, committed: bool) -> TransactionalResult:
+        """Queue the EndTxn; the sender thread sends it once no batch is left (an abort
+        fails the queued ones first), or ends the transaction locally when nothing of it
+        reached the coordinator (Kafka's shortcut), so the abort's batches are failed
+        before the next transaction can begin."""
         result = self._calls.start(operation)
-        in_flight = self._in_flight is not None and self._in_flight.kind in (
-            RequestKind.ADD_PARTITIONS, RequestKind.ADD_OFFSETS)  # may reach the coordinator
-        if self._transaction_started or in_flight or self._new_partitions:
-            self._queue.append(TxnRequest(RequestKind.END_TXN, result, committed=committed))
-            return result
-        # nothing reached the coordinator: no EndTxn (Kafka's shortcut)
-        if not self._finish_transaction(TxnRequest(RequestKind.END_TXN, result,
-                                                   committed=committed)):  # fmt: skip
-            result.complete()
+        self._queue.append(TxnRequest(RequestKind.END_TXN, result, committed=committed))
         return result
 
     def _finish_transaction(self, request: TxnRequest) -> bool:

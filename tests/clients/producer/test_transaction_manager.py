@@ -182,11 +182,18 @@ def test_commit_or_abort_of_an_empty_transaction_sends_nothing() -> None:
     txn, _ = ready()
     txn.begin()
     result = txn.begin_commit()
+    assert txn.next_request(0) is None  # ended by the sender thread, nothing sent
     finish(txn, result)
-    assert result.error is None and txn.state is S.READY and txn.next_request(0) is None
+    assert result.error is None and txn.state is S.READY
     txn.begin()
-    finish(txn, txn.begin_abort())
-    assert txn.state is S.READY and txn.next_request(0) is None
+    txn.maybe_add_partition(T0)  # a record queued, its partition never added
+    result = txn.begin_abort()
+    assert isinstance(txn.failing_undrained, TransactionAbortedError)
+    assert txn.next_request(incomplete_batches=1) is None and not result.done
+    assert txn.state is S.ABORTING_TRANSACTION  # until the queued batch has failed
+    assert txn.next_request(0) is None
+    finish(txn, result)
+    assert txn.state is S.READY and txn.failing_undrained is None
 
 
 def test_abort_fails_queued_batches_and_ends_with_abort() -> None:

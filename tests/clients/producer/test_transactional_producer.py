@@ -24,6 +24,7 @@ from clients.records.batch import iter_batches
 from clients.records.control import parse_marker
 from clients.records.record import decode_batch
 from clients.types import ConsumerGroupMetadata, OffsetAndMetadata
+from tests.broker.processes import wait_until
 from tests.clients.producer.fake_txn_coordinator import FakeTxnCluster
 
 T0, T1 = TopicPartition("t", 0), TopicPartition("t", 1)
@@ -252,3 +253,35 @@ def test_consumer_group_metadata_before_joining() -> None:
         assert consumer.group_metadata() == ConsumerGroupMetadata("g", -1, "", "i-1")
     with Consumer("127.0.0.1:1") as consumer, pytest.raises(InvalidConfigError):
         consumer.group_metadata()
+
+
+def test_abort_before_any_partition_was_added_fails_the_queued_records(
+        txn_cluster: FakeTxnCluster) -> None:  # fmt: skip
+    # the coordinator keeps answering CONCURRENT_TRANSACTIONS (a previous transaction
+    # completing): nothing of this transaction reaches it, so the abort ends it locally;
+    # its queued records must fail, not ride along with the next transaction
+    with Producer(txn_cluster.bootstrap, transactional_id="tx",
+                  **{**FAST, "retry_backoff_ms": 300}) as prod:  # fmt: skip
+        prod.init_transactions()
+        with txn_cluster.cond:
+            txn_cluster.txn_errors[ApiKey.ADD_PARTITIONS_TO_TXN] = (
+                [ErrorCode.CONCURRENT_TRANSACTIONS] * 1_000_000)
+        prod.begin_transaction()
+        future = prod.send("t", b"aborted", partition=0)
+        manager = prod._txn.manager if prod._txn is not None else None
+        assert manager is not None
+        # the add was refused once and waits for its retry (nothing in flight)
+        wait_until(lambda: T0 in manager._new_partitions and manager._in_flight is None
+                   and ApiKey.ADD_PARTITIONS_TO_TXN in [a for _, a in txn_cluster.request_log],
+                   10, "a refused AddPartitionsToTxn")  # fmt: skip
+        prod.abort_transaction()
+        with pytest.raises(TransactionAbortedError):
+            future.get(5)
+        with txn_cluster.cond:
+            txn_cluster.txn_errors[ApiKey.ADD_PARTITIONS_TO_TXN] = []
+        prod.begin_transaction()
+        prod.send("t", b"ok", partition=0)
+        prod.commit_transaction()
+    assert [api for _, api in txn_cluster.request_log].count(ApiKey.END_TXN) == 1
+    assert read_committed(txn_cluster, T0) == [b"ok"]
+    assert layout(txn_cluster, T0) == [(0, 0, "txn-data"), (1, 1, "COMMIT")]
