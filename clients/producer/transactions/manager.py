@@ -54,14 +54,14 @@ from clients.producer.transactions.state import (
     IllegalTransactionStateError,
     TransactionAbortableError,
     TransactionAbortedError,
-    TransactionState,
+    TransactionManagerState,
     is_transition_valid,
 )
 from clients.protocol.errors import ErrorCode, MiniKafkaError, error_for
 from clients.protocol.topics import TopicPartition
 from clients.types import ConsumerGroupMetadata, OffsetAndMetadata
 
-S = TransactionState
+S = TransactionManagerState
 GROUP_KEY_TYPE = 0  # FindCoordinator key types (Kafka's CoordinatorType)
 TRANSACTION_KEY_TYPE = 1
 
@@ -555,7 +555,7 @@ class TransactionManager:
         if self.state is S.ABORTABLE_ERROR:
             raise self._abortable_error()
 
-    def _transition(self, target: TransactionState) -> None:
+    def _transition(self, target: TransactionManagerState) -> None:
         if not is_transition_valid(self.state, target):
             raise IllegalTransactionStateError(
                 f"TransactionalId {self.transactional_id}: invalid transition attempted "

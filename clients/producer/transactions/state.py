@@ -43,7 +43,7 @@ from enum import Enum
 from clients.protocol.errors import ErrorCode, MiniKafkaError
 
 
-class TransactionState(Enum):
+class TransactionManagerState(Enum):
     UNINITIALIZED = "UNINITIALIZED"
     INITIALIZING = "INITIALIZING"
     READY = "READY"
@@ -54,8 +54,8 @@ class TransactionState(Enum):
     FATAL_ERROR = "FATAL_ERROR"
 
 
-S = TransactionState
-VALID_PREVIOUS: dict[TransactionState, frozenset[TransactionState]] = {
+S = TransactionManagerState
+VALID_PREVIOUS: dict[TransactionManagerState, frozenset[TransactionManagerState]] = {
     S.UNINITIALIZED: frozenset({S.READY, S.ABORTABLE_ERROR}),
     S.INITIALIZING: frozenset({S.UNINITIALIZED, S.ABORTING_TRANSACTION}),
     S.READY: frozenset({S.INITIALIZING, S.COMMITTING_TRANSACTION, S.ABORTING_TRANSACTION}),
@@ -64,11 +64,11 @@ VALID_PREVIOUS: dict[TransactionState, frozenset[TransactionState]] = {
     S.ABORTING_TRANSACTION: frozenset({S.IN_TRANSACTION, S.ABORTABLE_ERROR}),
     S.ABORTABLE_ERROR: frozenset({S.IN_TRANSACTION, S.COMMITTING_TRANSACTION,
                                   S.ABORTABLE_ERROR, S.INITIALIZING}),
-    S.FATAL_ERROR: frozenset(TransactionState),
+    S.FATAL_ERROR: frozenset(TransactionManagerState),
 }
 
 
-def is_transition_valid(source: TransactionState, target: TransactionState) -> bool:
+def is_transition_valid(source: TransactionManagerState, target: TransactionManagerState) -> bool:
     return source in VALID_PREVIOUS[target]
 
 

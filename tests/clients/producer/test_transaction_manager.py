@@ -21,14 +21,14 @@ from clients.producer.transactions.state import (
     IllegalTransactionStateError,
     TransactionAbortableError,
     TransactionAbortedError,
-    TransactionState,
+    TransactionManagerState,
     is_transition_valid,
 )
 from clients.protocol.errors import ErrorCode, MiniKafkaError
 from clients.protocol.topics import TopicPartition
 from clients.types import ConsumerGroupMetadata, OffsetAndMetadata
 
-S = TransactionState
+S = TransactionManagerState
 T0, T1, T2 = TopicPartition("t", 0), TopicPartition("t", 1), TopicPartition("t", 2)
 
 # Kafka's TransactionManager.State.isTransitionValid, written out independently
@@ -41,12 +41,12 @@ KAFKA_TABLE = {
     ("ABORTABLE_ERROR", "ABORTING_TRANSACTION"), ("IN_TRANSACTION", "ABORTABLE_ERROR"),
     ("COMMITTING_TRANSACTION", "ABORTABLE_ERROR"), ("ABORTABLE_ERROR", "ABORTABLE_ERROR"),
     ("INITIALIZING", "ABORTABLE_ERROR"),
-} | {(s.value, "FATAL_ERROR") for s in TransactionState}  # fmt: skip
+} | {(s.value, "FATAL_ERROR") for s in TransactionManagerState}  # fmt: skip
 
 
 def test_transition_table_is_kafkas() -> None:
-    assert set(VALID_PREVIOUS) == set(TransactionState)
-    for source, target in itertools.product(TransactionState, repeat=2):
+    assert set(VALID_PREVIOUS) == set(TransactionManagerState)
+    for source, target in itertools.product(TransactionManagerState, repeat=2):
         assert is_transition_valid(source, target) == ((source.value, target.value)
                                                        in KAFKA_TABLE), (source, target)
 
