@@ -10,7 +10,7 @@ ApiVersions), i.e. on a tree without the broker's transaction coordinator.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -27,6 +27,7 @@ from clients.protocol.api_keys import ApiKey
 from clients.protocol.topics import TopicPartition
 from tests.broker.cluster_harness import LocalCluster
 from tests.broker.compat.common import create, start_cluster
+from tests.broker.processes import wait_until
 
 pytestmark = [pytest.mark.multiprocess, pytest.mark.slow]
 
@@ -48,6 +49,20 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
         yield running
     finally:
         started.close()  # stops the processes (by PID) even when skipped or failed
+
+
+def eventually(read: Callable[[], list[bytes]], expected: list[bytes]) -> None:
+    """``read()`` equals ``expected`` within 30 s: a commit returns once the coordinator
+    wrote its decision, the markers (and so the last stable offset) follow a moment
+    later, as in Kafka.  No read may ever show a record that is not expected (an aborted
+    one)."""
+
+    def complete() -> bool:
+        got = read()
+        assert set(got) <= set(expected), sorted(set(got) - set(expected))
+        return got == expected
+
+    wait_until(complete, 30, "every committed record visible", 0.05)
 
 
 def ours_committed(bootstrap: str, topic: str, partitions: int) -> list[bytes]:
@@ -105,8 +120,8 @@ def test_ours_commits_and_aborts_theirs_reads_committed(cluster: LocalCluster) -
             else:
                 prod.commit_transaction()
     committed = sorted(b"t%d-%d" % (t, i) for t in (0, 2, 4) for i in range(10))
-    assert ours_committed(cluster.bootstrap, topic, 3) == committed
-    assert theirs_committed(cluster.bootstrap, topic, 3) == committed
+    eventually(lambda: ours_committed(cluster.bootstrap, topic, 3), committed)
+    eventually(lambda: theirs_committed(cluster.bootstrap, topic, 3), committed)
 
 
 def test_theirs_commits_and_aborts_ours_reads_committed(cluster: LocalCluster) -> None:
@@ -123,7 +138,7 @@ def test_theirs_commits_and_aborts_ours_reads_committed(cluster: LocalCluster) -
         else:
             producer.commit_transaction(30)
     committed = sorted(b"t%d-%d" % (t, i) for t in (0, 2) for i in range(10))
-    assert ours_committed(cluster.bootstrap, topic, 3) == committed
+    eventually(lambda: ours_committed(cluster.bootstrap, topic, 3), committed)
 
 
 def test_a_restarted_producer_fences_the_old_one(cluster: LocalCluster) -> None:
@@ -143,7 +158,7 @@ def test_a_restarted_producer_fences_the_old_one(cluster: LocalCluster) -> None:
             new.commit_transaction()
     finally:
         old.close()
-    assert ours_committed(cluster.bootstrap, topic, 1) == [b"fresh"]
+    eventually(lambda: ours_committed(cluster.bootstrap, topic, 1), [b"fresh"])
 
 
 def test_offsets_commit_with_the_transaction_only(cluster: LocalCluster) -> None:
@@ -175,6 +190,11 @@ def test_offsets_commit_with_the_transaction_only(cluster: LocalCluster) -> None
             prod.send(sink, value.replace(b"in", b"out"), partition=0)
         prod.send_offsets_to_transaction({src: 4}, consumer.group_metadata())
         prod.commit_transaction()
-        committed = consumer.committed([src])[src]
-        assert committed is not None and committed.offset == 4
-    assert ours_committed(cluster.bootstrap, sink, 1) == [b"out-%d" % i for i in range(4)]
+
+        def moved() -> bool:  # once the marker reached the group's offsets partition
+            committed = consumer.committed([src])[src]
+            return committed is not None and committed.offset == 4
+
+        wait_until(moved, 30, "the transaction's offset committed", 0.05)
+    eventually(lambda: ours_committed(cluster.bootstrap, sink, 1),
+               [b"out-%d" % i for i in range(4)])
