@@ -285,3 +285,26 @@ def test_abort_before_any_partition_was_added_fails_the_queued_records(
     assert [api for _, api in txn_cluster.request_log].count(ApiKey.END_TXN) == 1
     assert read_committed(txn_cluster, T0) == [b"ok"]
     assert layout(txn_cluster, T0) == [(0, 0, "txn-data"), (1, 1, "COMMIT")]
+
+
+def test_read_committed_stops_at_an_open_transaction(txn_cluster: FakeTxnCluster) -> None:
+    with Producer(txn_cluster.bootstrap, transactional_id="tx", **FAST) as prod:
+        prod.init_transactions()
+        prod.begin_transaction()
+        prod.send("t", b"c", partition=0)
+        prod.commit_transaction()  # offsets 0 (data) and 1 (COMMIT)
+        prod.begin_transaction()
+        prod.send("t", b"open", partition=0)
+        prod.flush()  # offset 2, its transaction still open
+        levels = {}
+        for level in ("read_committed", "read_uncommitted"):
+            with Consumer(txn_cluster.bootstrap, isolation_level=level,
+                          fetch_max_wait_ms=10, auto_offset_reset="earliest") as consumer:
+                consumer.assign([T0])
+                levels[level] = consumer.end_offsets([T0])[T0]  # ListOffsets latest
+                consumer.seek_to_end([T0])
+                assert consumer.position(T0) == levels[level]
+        assert levels == {"read_committed": 2, "read_uncommitted": 3}  # the LSO, the HW
+        assert read_committed(txn_cluster, T0) == [b"c"]
+        prod.commit_transaction()
+    assert read_committed(txn_cluster, T0) == [b"c", b"open"]
