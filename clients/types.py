@@ -230,3 +230,15 @@ class ClusterDescription(NamedTuple):
 def describe_value(value: Any) -> str:
     """Short type description for error messages (never the value itself)."""
     return type(value).__name__
+
+
+class ConsumerGroupMetadata(NamedTuple):
+    """A consumer's group membership as ``Consumer.group_metadata()`` returns it (Kafka's
+    ``ConsumerGroupMetadata``): what a transactional producer's
+    ``send_offsets_to_transaction`` sends with TxnOffsetCommit so that the group
+    coordinator fences a zombie member's commits (generation -1 / member "": not checked)."""
+
+    group_id: str
+    generation_id: int = -1
+    member_id: str = ""
+    group_instance_id: str | None = None

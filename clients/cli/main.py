@@ -22,12 +22,18 @@ imports this one.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import sys
 from collections.abc import Sequence
+from typing import TYPE_CHECKING
 
 from clients.cli import bench, demo, groups, workload
 from clients.cli.common import DEFAULT_BOOTSTRAP, CliError
+
+if TYPE_CHECKING:
+    from clients.producer.future import RecordFuture
+    from clients.producer.producer import Producer
 from clients.protocol.errors import MiniKafkaError
 
 
@@ -84,27 +90,56 @@ def cmd_topics(args: argparse.Namespace) -> int:
 
 
 def cmd_produce(args: argparse.Namespace) -> int:
+    """Lines from stdin, one record each.  With ``--transactional-id`` every record goes
+    in one transaction committed at the end (or one per ``--transaction-size`` records);
+    a failure aborts the open transaction before the error is reported."""
     from clients.producer.producer import Producer
 
     acks: int | str = args.acks if args.acks == "all" else int(args.acks)
-    count = 0
+    size = args.transaction_size
+    if size is not None and (args.transactional_id is None or size < 1):
+        raise CliError("--transaction-size needs --transactional-id and must be >= 1")
     with Producer(bootstrap_servers=args.bootstrap_server, acks=acks,
-                  linger_ms=args.linger_ms) as producer:
-        futures = []
-        for line in sys.stdin:
-            line = line.rstrip("\n")
-            key = None
-            if args.key_separator and args.key_separator in line:
-                raw_key, line = line.split(args.key_separator, 1)
-                key = raw_key.encode()
-            futures.append(producer.send(args.topic, line.encode(), key=key,
-                                         partition=args.partition))
-            count += 1
+                  linger_ms=args.linger_ms, transactional_id=args.transactional_id) as producer:
+        if args.transactional_id is not None:
+            producer.init_transactions()
+            producer.begin_transaction()
+        try:
+            futures = _produce_lines(args, producer)
+        except Exception:
+            if args.transactional_id is not None:
+                with contextlib.suppress(Exception):  # the original error is the one to report
+                    producer.abort_transaction()
+            raise
+        count = len(futures)
         producer.flush()
         for future in futures:
             future.result()
-    print(f"Produced {count} messages to {args.topic}.", file=sys.stderr)
+    what = "messages" if args.transactional_id is None else "messages in transactions"
+    print(f"Produced {count} {what} to {args.topic}.", file=sys.stderr)
     return 0
+
+
+def _produce_lines(args: argparse.Namespace, producer: Producer) -> list[RecordFuture]:
+    futures: list[RecordFuture] = []
+    transactional = args.transactional_id is not None
+    in_transaction = 0
+    for line in sys.stdin:
+        line = line.rstrip("\n")
+        key = None
+        if args.key_separator and args.key_separator in line:
+            raw_key, line = line.split(args.key_separator, 1)
+            key = raw_key.encode()
+        futures.append(producer.send(args.topic, line.encode(), key=key,
+                                     partition=args.partition))
+        in_transaction += 1
+        if transactional and args.transaction_size == in_transaction:
+            producer.commit_transaction()
+            producer.begin_transaction()
+            in_transaction = 0
+    if transactional:
+        producer.commit_transaction()  # the last (maybe empty: nothing is sent then)
+    return futures
 
 
 def cmd_consume(args: argparse.Namespace) -> int:
@@ -114,7 +149,8 @@ def cmd_consume(args: argparse.Namespace) -> int:
     from clients.protocol.topics import TopicPartition
 
     with Consumer(bootstrap_servers=args.bootstrap_server,
-                  auto_offset_reset="earliest" if args.from_beginning else "latest") as consumer:
+                  auto_offset_reset="earliest" if args.from_beginning else "latest",
+                  isolation_level=args.isolation_level) as consumer:
         if args.partition is not None:
             partitions = [TopicPartition(args.topic, args.partition)]
         else:
@@ -191,6 +227,10 @@ def build_parser() -> argparse.ArgumentParser:
                          help="all (default) also enables idempotence, as in Kafka 3")
     produce.add_argument("--partition", type=int, default=None)
     produce.add_argument("--linger-ms", type=int, default=5)
+    produce.add_argument("--transactional-id", default=None, metavar="ID",
+                         help="produce in a transaction (all input, or see --transaction-size)")
+    produce.add_argument("--transaction-size", type=int, default=None, metavar="N",
+                         help="commit a transaction every N records")
     produce.set_defaults(func=cmd_produce)
 
     consume = client("consume", "print records of a topic, one per line")
@@ -202,6 +242,9 @@ def build_parser() -> argparse.ArgumentParser:
     consume.add_argument("--partition", type=int, default=None)
     consume.add_argument("--offset", type=int, default=None)
     consume.add_argument("--print-key", action="store_true")
+    consume.add_argument("--isolation-level", default="read_uncommitted",
+                         choices=["read_uncommitted", "read_committed"],
+                         help="read_committed: only records of committed transactions")
     consume.set_defaults(func=cmd_consume)
 
     bench.add_parser(sub, client)

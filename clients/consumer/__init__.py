@@ -2,7 +2,8 @@
 
 What lives here: the consumer facade (``consumer``: assign, seek, poll), its
 subscription state (``subscription_state``: per-partition position state machine and
-pause flag), its fetcher (``fetcher``: Fetch requests and decoding) and its offset
+pause flag), its fetcher (``fetcher``: Fetch requests and decoding; ``aborted_transactions``: which
+fetched batches it hands out under each isolation level) and its offset
 look-ups (``offset_fetcher``: ListOffsets); for groups, the member side of the classic
 group protocol (``coordinator``), the leader's assignment (``group_leader``), its link
 to the group coordinator and the group settings (``coordinator_channel``), the heartbeat

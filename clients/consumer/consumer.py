@@ -38,9 +38,12 @@ object``) apply to records from ``poll`` and iteration, never to a null key or v
 returns raw bytes.  A deserializer that raises stops at that record:
 :class:`~clients.consumer.fetcher.RecordDeserializationError` (naming the partition and
 offset) is raised, the records before it are returned first, and the position stays at
-it (``seek`` past it to skip it).  ``isolation_level``: "read_uncommitted" only
-(minikafka has no transactions); "read_committed" is refused with a clear error until it
-has.
+it (``seek`` past it to skip it).  ``isolation_level``: "read_uncommitted" (the
+default, as Kafka's) or "read_committed": only records of committed transactions (and
+non-transactional ones) are returned, up to the last stable offset; ``end_offsets`` /
+``seek_to_end`` answer the last stable offset (:mod:`clients.consumer.aborted_transactions`).
+Transaction markers are never returned.  ``group_metadata()`` is the group membership a
+transactional producer's ``send_offsets_to_transaction`` takes.
 
 Compressed batches (gzip, snappy, lz4, zstd) are decompressed by the record codecs
 (:mod:`clients.records.compression`) when they are decoded.
@@ -111,11 +114,16 @@ from clients.protocol.errors import (
 from clients.protocol.offset_specs import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP
 from clients.protocol.topics import TopicPartition
 from clients.records.bulk_decode import BulkRecords
-from clients.types import ConsumerRecord, OffsetAndMetadata, OffsetAndTimestamp
+from clients.types import (
+    ConsumerGroupMetadata,
+    ConsumerRecord,
+    OffsetAndMetadata,
+    OffsetAndTimestamp,
+)
 
 __all__ = ["Consumer"]
 
-_ISOLATION_LEVELS = {"read_uncommitted": 0}  # read_committed (1) waits for transactions
+_ISOLATION_LEVELS = {"read_uncommitted": 0, "read_committed": 1}
 
 
 class Consumer:
@@ -267,8 +275,7 @@ class Consumer:
 
     # ------------------------------------------------------------ flow control
     def pause(self, *partitions: TopicPartition | Iterable[TopicPartition]) -> None:
-        """Stop fetching these assigned partitions; their buffered records wait for
-        :meth:`resume` (``pause(tp1, tp2)`` or ``pause([tp1, tp2])``)."""
+        """Stop fetching these assigned partitions (``pause(tp1, tp2)`` or a list)."""
         self._subscriptions.pause(_partition_args(partitions))
 
     def resume(self, *partitions: TopicPartition | Iterable[TopicPartition]) -> None:
@@ -291,7 +298,7 @@ class Consumer:
     def end_offsets(
         self, partitions: Iterable[TopicPartition], timeout_ms: int | None = None
     ) -> dict[TopicPartition, int]:
-        """The offset after the last readable record (the high watermark) of each."""
+        """The offset after the last readable record of each (read_committed: the LSO)."""
         found = self._list_offsets({TopicPartition(*tp): LATEST_TIMESTAMP for tp in partitions},
                                    timeout_ms)  # fmt: skip
         return {tp: offset for tp, (offset, _, _) in found.items()}
@@ -299,8 +306,7 @@ class Consumer:
     def offsets_for_times(
         self, timestamps: Mapping[TopicPartition, int], timeout_ms: int | None = None
     ) -> dict[TopicPartition, OffsetAndTimestamp | None]:
-        """For each partition, the first record whose timestamp (ms) is at or after the
-        one given, or None when there is none."""
+        """Per partition, the first record at or after the timestamp (ms), or None."""
         query = {}
         for tp, ts in timestamps.items():
             if not isinstance(ts, int) or isinstance(ts, bool) or ts < 0:
@@ -368,8 +374,7 @@ class Consumer:
                 raise StopIteration
 
     def poll_bulk(self, timeout_ms: int = 0) -> dict[TopicPartition, BulkRecords]:
-        """Like poll, as numpy columns per partition (all data fetched for it, not capped
-        by ``max_poll_records``); values are zero-copy slices of the response frame."""
+        """Like poll, as numpy columns per partition (all fetched data, not capped; zero-copy)."""
         out: dict[TopicPartition, BulkRecords] = {}
         for tp, fetched in self._poll_fetched(timeout_ms):
             try:
@@ -438,6 +443,9 @@ class Consumer:
         if self._coordinator is None:
             raise InvalidConfigError("this needs a consumer group: pass group_id=...")
         return self._coordinator
+
+    def group_metadata(self) -> ConsumerGroupMetadata:  # Kafka's groupMetadata() (module doc)
+        return self._group().group_metadata()
 
     def subscribe(self, topics: Iterable[str], listener: RebalanceListener | None = None) -> None:
         """Join the group for ``topics``; ``listener.on_partitions_revoked/assigned(set)``
@@ -527,15 +535,10 @@ def _check_settings(
 ) -> None:
     """Refuse settings the consumer cannot honour (InvalidConfigError naming the setting);
     ``bounded_ints``: (name, value, lowest allowed)."""
-    if isolation_level == "read_committed":
-        raise InvalidConfigError(
-            "isolation_level='read_committed' needs transactions, which minikafka does "
-            "not support yet; use 'read_uncommitted' (every record is committed data)"
-        )
     if isolation_level not in _ISOLATION_LEVELS:
         raise InvalidConfigError(
-            f"isolation_level must be 'read_uncommitted' (or, once transactions exist, "
-            f"'read_committed'), got {isolation_level!r}"
+            f"isolation_level must be 'read_uncommitted' or 'read_committed', "
+            f"got {isolation_level!r}"
         )
     for name, fn in (("key_deserializer", key_deserializer),
                      ("value_deserializer", value_deserializer)):  # fmt: skip

@@ -88,7 +88,7 @@ from clients.protocol.message_types import (
 )
 from clients.protocol.request_channel import ClientResponse, InFlightRequest
 from clients.protocol.topics import TopicPartition
-from clients.types import OffsetAndMetadata
+from clients.types import ConsumerGroupMetadata, OffsetAndMetadata
 
 __all__ = ["ConsumerCoordinator", "RebalanceListener"]
 
@@ -177,6 +177,13 @@ class ConsumerCoordinator:
     def generation(self) -> tuple[int, str]:
         with self.shared.lock:
             return self.shared.generation_id, self.shared.member_id
+
+    def group_metadata(self) -> ConsumerGroupMetadata:
+        """The membership a transactional producer's TxnOffsetCommit carries (generation
+        -1 and member "" while not in a generation)."""
+        generation_id, member_id = self.generation
+        return ConsumerGroupMetadata(self.config.group_id, generation_id, member_id,
+                                     self.config.group_instance_id)  # fmt: skip
 
     @property
     def state(self) -> MemberState:

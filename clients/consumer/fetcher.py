@@ -5,16 +5,21 @@ Fetch path: one Fetch request in flight per leader node (at the connection's hig
 common version, Fetch 4-12), for every assigned, unpaused partition led by it that has a
 known position and no unconsumed data.  Always a full, sessionless fetch (KIP-227's
 ``session_id`` 0, ``session_epoch`` -1: the broker keeps no fetch session and answers
-for every partition asked), ``isolation_level`` 0 (read_uncommitted)::
+for every partition asked), ``isolation_level`` 0 (read_uncommitted) or 1
+(read_committed: the broker answers up to the last stable offset, with the partition's
+``aborted_transactions``)::
 
-    {replica_id: -1, max_wait_ms, min_bytes, max_bytes, isolation_level: 0,
+    {replica_id: -1, max_wait_ms, min_bytes, max_bytes, isolation_level: 0 | 1,
      session_id: 0, session_epoch: -1,
      topics: [{name, partitions: [{partition, fetch_offset, partition_max_bytes}]}]}
 
 Records come from ``responses[].partitions[].records``: whole batches (possibly a
 partial batch at the end, which is ignored and fetched again).  A batch may start before
 the fetch position (Kafka returns whole batches), so records below the position are
-skipped.  Fetched data (:class:`CompletedFetch`) waits in its partition's
+skipped.  Control batches (transaction markers) are never handed out, and under
+read_committed neither are the batches of aborted transactions
+(:mod:`clients.consumer.aborted_transactions`); the position still moves past them.
+Fetched data (:class:`CompletedFetch`) waits in its partition's
 :class:`~clients.consumer.subscription_state.PartitionState` until handed out; a
 position transition (seek, reset) drops it.  Buffered bytes are bounded by
 ``fetch_max_bytes`` per node (nothing new is fetched for a partition with data).
@@ -42,6 +47,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol, cast
 
+from clients.consumer.aborted_transactions import deliverable
 from clients.consumer.offset_fetcher import RESET_TIMESTAMPS
 from clients.consumer.subscription_state import SubscriptionState
 from clients.network.cluster_metadata import ClusterMetadata
@@ -108,6 +114,8 @@ class CompletedFetch:
     index: int = 0  # the next record of ``decoded`` to hand out
     next_offset: int = -1  # offset after the last complete batch (-1: none)
     corrupt: CorruptRecordError | None = None  # the first invalid batch (records stop there)
+    # read_committed: (producer_id, first_offset) of the aborted transactions answered
+    aborted: list[tuple[int, int]] | None = None
 
 
 @contextlib.contextmanager
@@ -234,7 +242,12 @@ class Fetcher:
             state.high_watermark = p["high_watermark"]
             records = cast(memoryview, p["records"])  # decoded: a view of the frame
             if len(records):
-                state.fetched = CompletedFetch(fetch_offset, records, p["high_watermark"])
+                aborted = None
+                if self._isolation == 1:
+                    aborted = [(a["producer_id"], a["first_offset"])
+                               for a in p["aborted_transactions"] or ()]  # fmt: skip
+                state.fetched = CompletedFetch(fetch_offset, records, p["high_watermark"],
+                                               aborted=aborted)
             return
         if code == ErrorCode.OFFSET_OUT_OF_RANGE:
             reset = RESET_TIMESTAMPS[self._settings.auto_offset_reset]
@@ -313,7 +326,7 @@ class Fetcher:
         records = fetched.records
         whole: bytes | None = None  # the fetched bytes, copied once when first needed
         new, record = tuple.__new__, ConsumerRecord
-        for pos in _batch_positions(fetched):
+        for pos in _deliverable_positions(fetched):
             try:
                 bulk = decode_batch_bulk(records, pos)
             except CorruptRecordError as exc:
@@ -352,7 +365,7 @@ class Fetcher:
         assert position is not None
         state.fetched = None
         parts = []
-        for pos in _batch_positions(fetched):
+        for pos in _deliverable_positions(fetched):
             try:
                 parts.append(decode_batch_bulk(fetched.records, pos))
             except CorruptRecordError as exc:
@@ -388,6 +401,11 @@ def _batch_positions(fetched: CompletedFetch) -> list[int]:
             "raise max_partition_fetch_bytes"
         )
     return out
+
+
+def _deliverable_positions(fetched: CompletedFetch) -> list[int]:
+    """The complete batches to decode: no control batches, no aborted data."""
+    return deliverable(fetched.records, _batch_positions(fetched), fetched.aborted)
 
 
 def _stop_at_corrupt_batch(tp: TopicPartition, fetched: CompletedFetch, pos: int,

@@ -5,7 +5,9 @@ batches (``batch``) and their per-partition queues (``accumulator``, ordering ru
 ``drain``), idempotence bookkeeping (``idempotence``), the numpy bulk path (``bulk``),
 ``compression_type`` (``compression``), the futures ``send`` returns (``future``),
 and the sender thread (``sender``) with its two collaborators, Produce requests
-(``produce_requests``) and the producer id exchange (``producer_id``).
+(``produce_requests``) and the producer id exchange (``producer_id``); transactions are
+the subpackage ``transactions`` (states, the transaction manager, its coordinator
+requests, the user-thread calls).
 
 May import ``clients.protocol``, ``clients.records``, ``clients.memory``,
 ``clients.network`` and ``clients.types``; never ``broker``, ``replication`` or

@@ -18,7 +18,8 @@ What this module writes into the header (offsets as in :mod:`clients.records`)::
     12      4     partition_leader_epoch  close() (-1; the leader stamps it)
     16      1     magic (2)               close()
     17      4     crc                     close(); recomputed by set_producer_state()
-    21      2     attributes              close(): 0, or the codec (compression_type)
+    21      2     attributes              close(): 0, or the codec (compression_type);
+                                          bit 4 in a transaction (``transactional``)
     23      4     last_offset_delta       close()
     27      8     base_timestamp          close()
     35      8     max_timestamp           close()
@@ -76,6 +77,7 @@ from clients.records.batch import (
     LOG_OVERHEAD,
     MAGIC,
     PREFIX,
+    TRANSACTIONAL_MASK,
 )
 from clients.records.varint import encode_varint
 from clients.types import BulkResult, Header
@@ -217,10 +219,29 @@ class ProducerBatch:
     """A batch being filled in a pooled buffer, then sent, maybe retried, then done."""
 
     __slots__ = (
-        "attempts", "base_sequence", "base_timestamp", "buffer", "bulk", "closed", "codec",
-        "compress", "created_ms", "done", "full", "in_flight", "max_timestamp",
-        "maybe_written", "memory", "producer_epoch", "producer_id", "record_count",
-        "result", "retry_at_ms", "size", "tp",
+        "attempts",
+        "base_sequence",
+        "base_timestamp",
+        "buffer",
+        "bulk",
+        "closed",
+        "codec",
+        "compress",
+        "created_ms",
+        "done",
+        "full",
+        "in_flight",
+        "max_timestamp",
+        "maybe_written",
+        "memory",
+        "producer_epoch",
+        "producer_id",
+        "record_count",
+        "result",
+        "retry_at_ms",
+        "size",
+        "tp",
+        "transactional",
     )  # fmt: skip
 
     def __init__(
@@ -250,6 +271,7 @@ class ProducerBatch:
         self.producer_id = -1
         self.producer_epoch = -1
         self.base_sequence = NO_SEQUENCE
+        self.transactional = False  # attributes bit 4 (set before the batch closes)
         # an attempt's outcome is unknown (lost response): resending under a new epoch
         # could duplicate it
         self.maybe_written = False
@@ -296,6 +318,8 @@ class ProducerBatch:
         attributes = 0
         if self.compress is not None and self.record_count:
             self.size, attributes = pack_records(mem, self.size, self.codec, self.compress)
+        if self.transactional:
+            attributes |= TRANSACTIONAL_MASK
         AFTER_CRC.pack_into(
             mem, ATTRIBUTES_OFFSET, attributes, self.record_count - 1, self.base_timestamp,
             self.max_timestamp, self.producer_id, self.producer_epoch, self.base_sequence,

@@ -11,6 +11,13 @@ is left unset it is on unless a setting conflicts with it (``acks`` 0/1,
 ``retries=0``, more than 5 in flight), in which case it is off (at-least-once); set to
 True explicitly, such a conflict is an error listing every conflict.
 
+Transactions (:func:`check_transactional`): ``transactional_id`` (None: not
+transactional) must be a non-empty str; ``transaction_timeout_ms`` (Kafka's default
+60000) an int > 0 (the coordinator refuses one above its maximum with
+INVALID_TRANSACTION_TIMEOUT at ``init_transactions``).  A transactional producer is
+idempotent: ``enable_idempotence`` unset means True (so a conflicting ``acks`` is an
+error), ``enable_idempotence=False`` is an error, as in Kafka.
+
 Costs: O(1) per setting; ``check_headers`` O(headers).  Pure functions, thread-safe.
 """
 
@@ -127,6 +134,26 @@ def resolve_idempotence(
             + " (or set enable_idempotence=False)"
         )
     return requested is not False and not conflicts
+
+
+DEFAULT_TRANSACTION_TIMEOUT_MS = 60_000  # Kafka's transaction.timeout.ms
+
+
+def check_transactional(transactional_id: str | None, transaction_timeout_ms: int,
+                        enable_idempotence: bool | None) -> bool | None:  # fmt: skip
+    """Validate the transaction settings; return ``enable_idempotence`` as requested
+    (True when transactional and left unset)."""
+    check_positive("transaction_timeout_ms", transaction_timeout_ms)
+    if transactional_id is None:
+        return enable_idempotence
+    if not isinstance(transactional_id, str) or not transactional_id:
+        raise InvalidConfigError(
+            f"transactional_id must be a non-empty str or None, got {transactional_id!r}")
+    if enable_idempotence is False:
+        raise InvalidConfigError(
+            "cannot set a transactional_id without also enabling idempotence "
+            "(enable_idempotence=False was given)")  # fmt: skip
+    return True
 
 
 def as_bytes(name: str, v: Any) -> bytes | None:

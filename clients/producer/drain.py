@@ -89,6 +89,7 @@ def take_idempotent(
         if not retry:
             sequence = manager.assign_sequence(tp, batch.record_count)
             batch.set_producer_state(manager.producer_id, manager.producer_epoch, sequence)
+            batch.transactional = manager.transaction is not None
         batch.close()
         batch.in_flight = True
         manager.on_send(tp)

@@ -46,6 +46,13 @@ Rules kept here (design choices where Kafka leaves room are marked *choice*):
   response): resending it under a new epoch could duplicate it.  Then InitProducerId
   with the current (id, epoch) bumps the epoch and every partition restarts at 0.
 
+Transactions: a transactional producer passes a :class:`TransactionGate` (its
+:class:`~clients.producer.transactions.manager.TransactionManager`): a partition's batches
+are drained only once the gate allows it (AddPartitionsToTxn named the partition), they
+carry the transactional attribute (bit 4), and every batch that fails for good is
+reported to the gate (the transaction can then only be aborted).  The producer id comes
+from the transaction manager's InitProducerId, not from the sender's lazy one.
+
 Costs: every method is O(1) except :meth:`IdempotenceManager.classify` and the
 removal of a resolved sequence, O(batches unresolved in the partition) <= a handful.
 Memory: one small record per partition produced to.
@@ -60,6 +67,7 @@ from collections import deque
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Protocol
 
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import (
@@ -110,6 +118,20 @@ def increment_sequence(sequence: int, count: int) -> int:
     return (sequence + count) % SEQUENCE_MODULUS
 
 
+class TransactionGate(Protocol):
+    """What the idempotence manager asks of a transactional producer's transaction
+    manager (implemented by
+    :class:`~clients.producer.transactions.manager.TransactionManager`)."""
+
+    def may_send(self, tp: TopicPartition) -> bool:
+        """``tp`` belongs to the ongoing transaction: its batches may be drained."""
+        ...
+
+    def on_batch_failed(self, tp: TopicPartition, error: BaseException) -> None:
+        """A batch of ``tp`` failed for good."""
+        ...
+
+
 class Action(Enum):
     """What the sender does with a batch whose produce attempt returned an error."""
 
@@ -135,12 +157,14 @@ class PartitionSequences:
 class IdempotenceManager:
     """Producer id/epoch and per-partition sequences (see the module docstring)."""
 
-    def __init__(self, max_in_flight: int = MAX_IN_FLIGHT_PER_PARTITION) -> None:
+    def __init__(self, max_in_flight: int = MAX_IN_FLIGHT_PER_PARTITION,
+                 transaction: TransactionGate | None = None) -> None:  # fmt: skip
         if not 1 <= max_in_flight <= MAX_IN_FLIGHT_PER_PARTITION:
             raise ValueError(
                 f"max_in_flight must be in 1..{MAX_IN_FLIGHT_PER_PARTITION}, got {max_in_flight}"
             )
         self.max_in_flight = max_in_flight
+        self.transaction = transaction  # set for a transactional producer
         self.producer_id = NO_PRODUCER_ID
         self.producer_epoch = NO_PRODUCER_EPOCH
         self.fatal_error: MiniKafkaError | None = None
@@ -242,6 +266,8 @@ class IdempotenceManager:
     def can_send(self, tp: TopicPartition, head_has_sequence: bool) -> bool:
         """May the partition's head batch be drained now?"""
         if not self.ready:
+            return False
+        if self.transaction is not None and not self.transaction.may_send(tp):
             return False
         state = self._partitions.get(tp)
         if state is None:

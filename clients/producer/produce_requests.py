@@ -5,9 +5,10 @@ The Produce half of :class:`~clients.producer.sender.Sender`, an object the send
 writes on connections the loop already opened and hands back finished batches).
 
 Produce request built per node (v3-12, the connection's highest common version;
-``transactional_id`` null)::
+``transactional_id`` null, or a transactional producer's id: the broker refuses
+transactional batches without it)::
 
-    {acks, timeout_ms, topics: [{name, partitions: [{index, records}]}]}
+    {transactional_id, acks, timeout_ms, topics: [{name, partitions: [{index, records}]}]}
 
 ``records`` is the one batch's pooled buffer (zero copy) or, when a drain took several
 consecutive batches of the partition, their concatenation.  The response's
@@ -115,6 +116,7 @@ class ProduceRequests:
         retries: int,
         request_timeout_ms: int,
         idempotence: IdempotenceManager | None = None,
+        transactional_id: str | None = None,
         debug_drop_response_ratio: float = 0.0,
         debug_drop_seed: int | None = None,
     ) -> None:
@@ -124,6 +126,7 @@ class ProduceRequests:
         self._retries = retries
         self._request_timeout_ms = request_timeout_ms
         self._idem = idempotence
+        self._transactional_id = transactional_id  # a transactional producer's, else None
         self._drop_ratio = debug_drop_response_ratio
         self._drop_rng = random.Random(debug_drop_seed)
         self._retrying = True  # False once force-closed
@@ -158,6 +161,7 @@ class ProduceRequests:
             records = bl[0].wire() if len(bl) == 1 else b"".join(b.wire() for b in bl)
             topics.setdefault(tp.topic, []).append({"index": tp.partition, "records": records})
         body: ProduceRequest = {
+            "transactional_id": self._transactional_id,
             "acks": self._acks,
             "timeout_ms": self._request_timeout_ms,
             "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
@@ -334,8 +338,11 @@ class ProduceRequests:
     def fail(self, batch: ProducerBatch, error: BaseException) -> None:
         """Queue the batch's failure (and release its sequence, with idempotence)."""
         self._stats["failed_batches"] += 1
-        if self._idem is not None and batch.base_sequence != NO_SEQUENCE:
-            self._idem.on_failed(batch.tp, batch.base_sequence, f"failed: {error}")
+        if self._idem is not None:
+            if batch.base_sequence != NO_SEQUENCE:
+                self._idem.on_failed(batch.tp, batch.base_sequence, f"failed: {error}")
+            if self._idem.transaction is not None:
+                self._idem.transaction.on_batch_failed(batch.tp, error)
         self._done(batch, -1, -1, error)
 
     def _done(

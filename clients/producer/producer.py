@@ -25,6 +25,19 @@ Semantics (Kafka's, simplified):
   to True explicitly, such a conflict is an :class:`InvalidConfigError`.  A fenced
   producer (a newer epoch of its id wrote to a partition) or a broker that does not
   serve InitProducerId is fatal: pending futures fail and ``send`` raises the error.
+- **Transactions** (``transactional_id``, ``transaction_timeout_ms`` = 60000; Kafka's
+  Java-client semantics, see :mod:`clients.producer.transactions` and docs/producer.md):
+  ``init_transactions()`` once, then ``begin_transaction()``, ``send``s (each partition
+  is added to the transaction before its first batch goes out; the batches carry the
+  transactional attribute), ``send_offsets_to_transaction(offsets, group_metadata)``,
+  and ``commit_transaction()`` (flushes first) or ``abort_transaction()`` (queued
+  records fail with ``TransactionAbortedError``).  Each waits at most ``max_block_ms``
+  (then ``RequestTimedOutError``: call the same method again to keep waiting).  Wrong
+  call order raises ``IllegalTransactionStateError``; a failed transaction
+  ``TransactionAbortableError`` (abort it); another producer with the same
+  ``transactional_id`` makes this one fenced (``ProducerFencedError``, fatal).
+  ``send_bulk`` in a transaction adds the partition given, or every partition of the
+  topic.
 - ``batch_size`` (16 KiB) is the size of a new batch; ``batch_max_size`` (KIP-782's
   ``batch.max.size``; default 16 x ``batch_size`` = 256 KiB, capped by
   ``max_request_size`` and a quarter of ``buffer_memory``; 0 turns it off) is how large
@@ -96,7 +109,7 @@ import os
 import ssl
 import threading
 import time
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -115,6 +128,7 @@ from clients.producer.config import (
     check_config,
     check_headers,
     check_partition,
+    check_transactional,
     resolve_batch_max_size,
     resolve_idempotence,
 )
@@ -122,10 +136,13 @@ from clients.producer.future import ProducerFuture, RecordFuture
 from clients.producer.idempotence import IdempotenceManager
 from clients.producer.partitioner import StickyPartitioner, partition_for_key
 from clients.producer.sender import Sender
+from clients.producer.transactions.calls import TransactionCalls
+from clients.producer.transactions.manager import TransactionManager
+from clients.producer.transactions.state import IllegalTransactionStateError
 from clients.protocol.errors import InvalidConfigError, MessageTooLargeError, RequestTimedOutError
 from clients.protocol.topics import TopicPartition, validate_topic_name
 from clients.records.batch import HEADER_SIZE
-from clients.types import BulkResult, Header
+from clients.types import BulkResult, ConsumerGroupMetadata, Header, OffsetAndMetadata
 
 _MAX_TOPICS_SEEN = 10_000
 _PLAIN_RECORD_BOUND = HEADER_SIZE + RECORD_OVERHEAD_BOUND  # a header-less record's bound
@@ -142,6 +159,8 @@ class Producer:
         client_id: str | None = None,
         acks: int | str | None = None,
         enable_idempotence: bool | None = None,
+        transactional_id: str | None = None,
+        transaction_timeout_ms: int = 60_000,
         linger_ms: int = 5,
         batch_size: int = 16384,
         batch_max_size: int | None = None,
@@ -198,6 +217,10 @@ class Producer:
             max_request_size=max_request_size,
             debug_drop_response_ratio=debug_drop_response_ratio,
         )
+        enable_idempotence = check_transactional(transactional_id, transaction_timeout_ms,
+                                                 enable_idempotence)
+        self.transactional_id = transactional_id
+        self.transaction_timeout_ms = transaction_timeout_ms
         self.enable_idempotence = resolve_idempotence(
             enable_idempotence, self.acks, retries, max_in_flight_requests_per_connection
         )
@@ -218,6 +241,11 @@ class Producer:
             IdempotenceManager(max_in_flight_requests_per_connection)
             if self.enable_idempotence else None
         )  # fmt: skip
+        transaction = None
+        if idempotence is not None and transactional_id is not None:
+            transaction = TransactionManager(transactional_id, transaction_timeout_ms,
+                                             idempotence)  # fmt: skip
+            idempotence.transaction = transaction
         self._accumulator = RecordAccumulator(
             self._pool,
             batch_size=batch_size,
@@ -259,11 +287,16 @@ class Producer:
             max_in_flight=max_in_flight_requests_per_connection,
             max_request_size=max_request_size,
             idempotence=idempotence,
+            transaction=transaction,
             debug_drop_response_ratio=float(debug_drop_response_ratio),
             debug_drop_seed=debug_drop_seed,
             sasl=sasl,
             ssl_context=tls,
         )
+        self._txn: TransactionCalls | None = None
+        if transaction is not None:
+            self._txn = TransactionCalls(transaction, self._accumulator,
+                                         wakeup=self._sender.wakeup, max_block_ms=max_block_ms)
         self._sender.start()
 
     # ------------------------------------------------------------ sending
@@ -322,6 +355,8 @@ class Producer:
             with self._partitioner_lock:
                 partition = self._partitioner.partition(topic, num_partitions)
             sticky = True
+        if self._txn is not None:
+            self._txn.manager.maybe_add_partition(tps[partition])
         future, filled, new_batch = self._accumulator.append(
             tps[partition], timestamp, key, value, hdrs, remaining_ms
         )
@@ -367,6 +402,9 @@ class Producer:
         timestamp = int(time.time() * 1000) if timestamp_ms is None else int(timestamp_ms)
         deadline = self._monotonic_s() + self.max_block_ms / 1000
         num_partitions = self._wait_on_metadata(topic, deadline)
+        if self._txn is not None:
+            for p in range(num_partitions) if partition is None else [partition]:
+                self._txn.manager.maybe_add_partition(TopicPartition(topic, p))
         bulk_future = self._bulk.append(
             topic, num_partitions, values, keys, partition, timestamp, deadline
         )
@@ -418,6 +456,39 @@ class Producer:
         """Partition ids of ``topic`` (waits for metadata up to ``max_block_ms``)."""
         n = self._wait_on_metadata(topic, self._monotonic_s() + self.max_block_ms / 1000)
         return list(range(n))
+
+    # ------------------------------------------------------------ transactions
+    def init_transactions(self) -> None:
+        """Get the producer id of ``transactional_id`` from its coordinator, fencing any
+        older producer with the same id and finishing (aborting) its open transaction."""
+        self._transactions().init_transactions()
+
+    def begin_transaction(self) -> None:
+        self._transactions().begin_transaction()
+
+    def send_offsets_to_transaction(
+        self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int],
+        group_metadata: ConsumerGroupMetadata | str,
+    ) -> None:  # fmt: skip
+        """Commit a consumer group's offsets with the transaction (``group_metadata``:
+        ``Consumer.group_metadata()``, or a group id: generation and member unchecked)."""
+        self._transactions().send_offsets_to_transaction(offsets, group_metadata)
+
+    def commit_transaction(self) -> None:
+        """Flush, then commit (EndTxn); raises the transaction's error if it failed."""
+        self._transactions().commit_transaction()
+
+    def abort_transaction(self) -> None:
+        """Abort: queued records fail, sent ones are aborted by the coordinator's markers."""
+        self._transactions().abort_transaction()
+
+    def _transactions(self) -> TransactionCalls:
+        self._check_open()
+        if self._txn is None:
+            raise IllegalTransactionStateError(
+                "transactional method invoked on a non-transactional producer "
+                "(create it with transactional_id=...)")  # fmt: skip
+        return self._txn
 
     # ------------------------------------------------------------ flush / close
     def flush(self, timeout_s: float | None = None) -> None:
@@ -475,6 +546,8 @@ class Producer:
         out.update(self._sender.metrics())
         out["buffer_pool_available_bytes"] = self._pool.available_memory()
         out["idempotent"] = self.enable_idempotence
+        if self._txn is not None:
+            out["transaction_state"] = self._txn.manager.state.value
         return out
 
 

@@ -14,7 +14,14 @@ body at the connection's version, the finished-batch queue) are a
 :class:`~clients.producer.idempotence.IdempotenceManager` is given) the producer id comes
 from a :class:`~clients.producer.producer_id.ProducerIdExchange` (InitProducerId and
 epoch bumps; the broker's versions come from each connection's ApiVersions exchange),
-which the loop asks each iteration before draining.
+which the loop asks each iteration before draining.  A transactional producer (a
+:class:`~clients.producer.transactions.manager.TransactionManager` is given) gets its id
+from the transaction manager instead: its coordinator requests (FindCoordinator,
+InitProducerId, AddPartitionsToTxn, AddOffsetsToTxn, TxnOffsetCommit, EndTxn) go out
+from this loop through a
+:class:`~clients.producer.transactions.coordinator_requests.TxnRequestSender`, on the
+sender's connections (a coordinator FindCoordinator named is connected to by its
+answered address when the metadata does not list it).
 The sender keeps the loop, the connections, metadata requests and the routing of
 responses by request context.  Fatal idempotence errors (fenced,
 unsupported) fail every pending batch and make ``Producer.send`` raise.
@@ -50,6 +57,8 @@ from clients.producer.accumulator import RecordAccumulator
 from clients.producer.idempotence import IdempotenceManager
 from clients.producer.produce_requests import ProduceRequests
 from clients.producer.producer_id import ProducerIdExchange
+from clients.producer.transactions.coordinator_requests import TxnRequestSender
+from clients.producer.transactions.manager import TransactionManager
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import AuthenticationError, MiniKafkaError
 from clients.protocol.message_types import MetadataRequest, MetadataResponse
@@ -79,6 +88,7 @@ class Sender(threading.Thread):
         max_in_flight: int,
         max_request_size: int,
         idempotence: IdempotenceManager | None = None,
+        transaction: TransactionManager | None = None,
         debug_drop_response_ratio: float = 0.0,
         debug_drop_seed: int | None = None,
         sasl: SaslLogin | None = None,
@@ -113,11 +123,24 @@ class Sender(threading.Thread):
             retries=retries,
             request_timeout_ms=request_timeout_ms,
             idempotence=idempotence,
+            transactional_id=None if transaction is None else transaction.transactional_id,
             debug_drop_response_ratio=debug_drop_response_ratio,
             debug_drop_seed=debug_drop_seed,
         )
         self._pid: ProducerIdExchange | None = None  # with idempotence: gets the id
-        if idempotence is not None:
+        self._txn: TxnRequestSender | None = None  # transactional: coordinator requests
+        self._addresses: dict[int, tuple[str, int]] = {}  # coordinators' FindCoordinator
+        if idempotence is not None and transaction is not None:
+            self._txn = TxnRequestSender(
+                transaction,
+                idempotence,
+                accumulator,
+                retry_backoff_ms=retry_backoff_ms,
+                least_loaded=self._least_loaded,
+                connect=self._coordinator_connection,
+                fail=self._produce.fail,
+            )
+        elif idempotence is not None:
             self._pid = ProducerIdExchange(
                 idempotence,
                 accumulator,
@@ -199,6 +222,8 @@ class Sender(threading.Thread):
             self._maybe_update_metadata(now)
             if self._pid is not None:
                 self._pid.maybe_init_producer_id(now)
+            if self._txn is not None:
+                self._txn.maybe_send(now)
             next_ms, stalled = self._send_ready(now)
             for batch in self._acc.expired_batches(now):
                 self._produce.expire(batch, now)
@@ -211,7 +236,8 @@ class Sender(threading.Thread):
                 self._handle(response, now)
         # Futures resolve right before this thread blocks, so the woken callers do not
         # then wait for the GIL while the loop is still running.
-        self._fire_completions()
+        if self._fire_completions() and self._txn is not None:
+            timeout_s = 0.0  # an EndTxn may wait for exactly these batches
         readable = self._poller.wait(timeout_s)
         self._may_sleep = False
         with self._lock:
@@ -297,9 +323,12 @@ class Sender(threading.Thread):
         if conn is None:
             if node >= 0:
                 broker = self._metadata.broker(node)
-                if broker is None:
+                if broker is not None:
+                    host, port = broker.host, broker.port
+                elif node in self._addresses:
+                    host, port = self._addresses[node]
+                else:
                     return None
-                host, port = broker.host, broker.port
             else:
                 host, port = self._bootstrap_servers[-1 - node]
             conn = BrokerConnection(
@@ -323,6 +352,12 @@ class Sender(threading.Thread):
             self._metadata.request_update()
             return None
         return conn
+
+    def _coordinator_connection(self, node: int, host: str, port: int,
+                                now: float) -> BrokerConnection | None:  # fmt: skip
+        """A connection to a coordinator FindCoordinator named (maybe not in the metadata)."""
+        self._addresses[node] = (host, port)
+        return self._connection(node, now)
 
     def _maybe_update_metadata(self, now: float) -> None:
         # The metadata cache runs on monotonic seconds; ``now`` is monotonic ms.
@@ -364,6 +399,10 @@ class Sender(threading.Thread):
                 self._metadata.failed_update(now / 1000)
             else:
                 self._metadata.update(cast(MetadataResponse, response.body), now / 1000)
+            return
+        if isinstance(context, tuple) and context[0] in ("txn", "txn-find"):
+            assert self._txn is not None
+            self._txn.handle_response(response, now)
             return
         if isinstance(context, tuple):
             assert self._pid is not None
