@@ -65,7 +65,7 @@ S = TransactionManagerState
 GROUP_KEY_TYPE = 0  # FindCoordinator key types (Kafka's CoordinatorType)
 TRANSACTION_KEY_TYPE = 1
 
-_OPERATION_NOT_ATTEMPTED = 55  # Kafka's code (not in ErrorCode yet): another partition failed
+
 _LOOKUP = frozenset({ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR})
 _RETRY = frozenset({ErrorCode.COORDINATOR_LOAD_IN_PROGRESS, ErrorCode.CONCURRENT_TRANSACTIONS,
                     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION, ErrorCode.REQUEST_TIMED_OUT})  # fmt: skip
@@ -412,12 +412,12 @@ class TransactionManager:
         with self._lock:
             self._in_flight = None
             for tp in request.partitions:
-                code = codes.get(tp, _OPERATION_NOT_ATTEMPTED)
+                code = codes.get(tp, ErrorCode.OPERATION_NOT_ATTEMPTED)
                 if code == ErrorCode.NONE:
                     self._partitions.add(tp)
                     self._transaction_started = True
                     continue
-                if code in _LOOKUP or code in _RETRY or code == _OPERATION_NOT_ATTEMPTED:
+                if code in _LOOKUP or code in _RETRY or code == ErrorCode.OPERATION_NOT_ATTEMPTED:
                     if self.state is not S.ABORTING_TRANSACTION:  # not added: not needed now
                         self._new_partitions.add(tp)
                     if code in _LOOKUP:
