@@ -101,6 +101,7 @@ def test_a_refused_verification_writes_nothing(h: CoreHarness, answer: ErrorCode
 
 
 def test_without_a_verifier_the_commit_is_written_at_once(h: CoreHarness) -> None:
+    h.core.txn_verifier = None  # transaction_partition_verification_enable=false
     assert txn_offset_commit(h, 42) == [0]
     assert committed(h) == (ErrorCode.UNSTABLE_OFFSET_COMMIT, -1)
     assert committed(h, require_stable=False) == (0, -1)
