@@ -19,7 +19,8 @@ What this module writes into the header (offsets as in :mod:`clients.records`)::
     16      1     magic (2)               close()
     17      4     crc                     close(); recomputed by set_producer_state()
     21      2     attributes              close(): 0, or the codec (compression_type);
-                                          bit 4 in a transaction (``transactional``)
+                                          bit 4 in a transaction (``transactional``;
+                                          set_producer_state() on a closed batch)
     23      4     last_offset_delta       close()
     27      8     base_timestamp          close()
     35      8     max_timestamp           close()
@@ -84,6 +85,7 @@ from clients.types import BulkResult, Header
 
 _PRODUCER = struct.Struct(">qhi")  # producer_id, producer_epoch, base_sequence
 _PRODUCER_OFFSET = 43
+_ATTRIBUTES = struct.Struct(">h")
 RECORD_OVERHEAD_BOUND = 5 + 1 + 10 + 5 + 5 + 5 + 5  # varints around key/value, no headers
 
 
@@ -328,16 +330,23 @@ class ProducerBatch:
         crc = crc32c(mem[ATTRIBUTES_OFFSET : self.size])
         PREFIX.pack_into(mem, 0, 0, self.size - LOG_OVERHEAD, -1, MAGIC, crc)
 
-    def set_producer_state(self, producer_id: int, producer_epoch: int, base_sequence: int) -> None:
-        """Stamp the idempotence fields (rewrites header and CRC if already closed).
+    def set_producer_state(self, producer_id: int, producer_epoch: int, base_sequence: int,
+                           transactional: bool = False) -> None:
+        """Stamp the idempotence fields and the transactional bit (rewrites header and
+        CRC if already closed: a ``send_bulk`` batch is closed when it is queued).
 
         Only while the batch is not in flight: its buffer may be on the wire otherwise.
         """
         self.producer_id = producer_id
         self.producer_epoch = producer_epoch
         self.base_sequence = base_sequence
+        self.transactional = transactional
         if self.closed:
             mem = self.memory
+            (attributes,) = _ATTRIBUTES.unpack_from(mem, ATTRIBUTES_OFFSET)
+            attributes = (attributes | TRANSACTIONAL_MASK if transactional
+                          else attributes & ~TRANSACTIONAL_MASK)  # fmt: skip
+            _ATTRIBUTES.pack_into(mem, ATTRIBUTES_OFFSET, attributes)
             _PRODUCER.pack_into(mem, _PRODUCER_OFFSET, producer_id, producer_epoch, base_sequence)
             struct.pack_into(">I", mem, CRC_OFFSET, crc32c(mem[ATTRIBUTES_OFFSET : self.size]))
 

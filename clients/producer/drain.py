@@ -88,8 +88,8 @@ def take_idempotent(
         dq.popleft()
         if not retry:
             sequence = manager.assign_sequence(tp, batch.record_count)
-            batch.set_producer_state(manager.producer_id, manager.producer_epoch, sequence)
-            batch.transactional = manager.transaction is not None
+            batch.set_producer_state(manager.producer_id, manager.producer_epoch, sequence,
+                                     transactional=manager.transaction is not None)
         batch.close()
         batch.in_flight = True
         manager.on_send(tp)

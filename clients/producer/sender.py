@@ -5,7 +5,8 @@ least loaded connected broker, else a bootstrap address); ask the accumulator wh
 leader nodes have sendable batches; connect to them; drain one request per node (only
 nodes whose connection has room under ``max_in_flight``); expire queued batches past
 ``delivery_timeout_ms``; then wait for responses (bounded by the next linger/backoff
-deadline, and woken early by ``wakeup()`` through a socketpair).
+deadline, a transactional coordinator request's retry backoff included, and woken
+early by ``wakeup()`` through a socketpair).
 
 What goes on the wire is split by concept into two collaborators the sender owns:
 Produce requests and the outcome of their batches (retries, failures, the Produce
@@ -228,6 +229,8 @@ class Sender(threading.Thread):
             for batch in self._acc.expired_batches(now):
                 self._produce.expire(batch, now)
             timeout = min(next_ms, _MAX_POLL_MS, self._metadata.time_to_next_update_ms(now / 1000))
+            if self._txn is not None:  # a coordinator request's retry is due then
+                timeout = min(timeout, self._txn.time_to_next_send_ms(now))
             if stalled:
                 timeout = min(timeout, self._retry_backoff_ms or 1)
             conns = list(self._conns.values())

@@ -85,7 +85,8 @@ def split_batch(batch: ProducerBatch, batch_size: int) -> list[ProducerBatch]:
         piece.maybe_written = batch.maybe_written
         if sequence != NO_SEQUENCE:
             piece.set_producer_state(batch.producer_id, batch.producer_epoch,
-                                     increment_sequence(sequence, first))  # fmt: skip
+                                     increment_sequence(sequence, first),
+                                     transactional=batch.transactional)  # fmt: skip
     if batch.bulk is not None:
         tracker, slot = batch.bulk
         slots = [BulkSlot(slot.chunk, slot.partition, piece.record_count) for piece in parts]

@@ -27,7 +27,11 @@ Requests (ApiKey, version: the connection's highest common one unless noted)::
 Request contexts are ``("txn", request)`` and ``("txn-find", request)`` tuples
 (the sender routes tuples starting with ``"txn"`` here).  A lost connection or a
 coordinator error forgets the coordinator (found again before the retry); retries wait
-``retry_backoff_ms``.
+``retry_backoff_ms``, except a retriable AddPartitionsToTxn answer (CONCURRENT_TRANSACTIONS:
+the previous transaction's markers are still being written), retried after at most
+``ADD_PARTITIONS_RETRY_BACKOFF_MS`` (20, Kafka's KAFKA-5477 override): back-to-back
+transactions would otherwise wait a whole ``retry_backoff_ms`` (100) each.  The sender
+loop sleeps no longer than :meth:`TxnRequestSender.time_to_next_send_ms`.
 
 Costs: O(1) per loop iteration when nothing is due; a request O(partitions named).
 Thread safety: none of its own: the sender thread calls it holding the sender lock.
@@ -35,6 +39,7 @@ Thread safety: none of its own: the sender thread calls it holding the sender lo
 
 from __future__ import annotations
 
+import math
 from collections.abc import Callable
 from typing import Any, cast
 
@@ -66,6 +71,7 @@ from clients.protocol.message_types import (
 from clients.protocol.request_channel import ClientResponse
 from clients.protocol.topics import TopicPartition
 
+ADD_PARTITIONS_RETRY_BACKOFF_MS = 20  # Kafka's TransactionManager override
 MAX_CLIENT_ADD_PARTITIONS_VERSION = 3  # v4+ (verify_only batches) is between brokers
 Connect = Callable[[int, str, int, float], BrokerConnection | None]
 
@@ -95,6 +101,11 @@ class TxnRequestSender:
         self._current: TxnRequest | None = None  # taken from the manager, not answered
         self._in_flight = False  # a request (FindCoordinator or _current) awaits its answer
         self._backoff_until = 0.0  # monotonic ms
+
+    def time_to_next_send_ms(self, now: float) -> float:
+        """Milliseconds until the running backoff ends (inf when none runs): the sender
+        loop sleeps no longer, so a retry goes out when its backoff ends."""
+        return self._backoff_until - now if self._backoff_until > now else math.inf
 
     def maybe_send(self, now: float) -> None:
         txn = self._txn
@@ -198,7 +209,10 @@ class TxnRequestSender:
         self._current = None
         if outcome is Outcome.LOOKUP:
             self._coordinators.pop(key, None)
-        if outcome is not Outcome.DONE:
+        if outcome is Outcome.RETRY and request.kind is RequestKind.ADD_PARTITIONS:
+            self._backoff_until = now + min(self._retry_backoff_ms,
+                                            ADD_PARTITIONS_RETRY_BACKOFF_MS)
+        elif outcome is not Outcome.DONE:
             self._backoff_until = now + self._retry_backoff_ms
 
     # ------------------------------------------------------------ bodies and answers
