@@ -1,0 +1,191 @@
+"""A transactional Spark sink: each micro-batch's rows reach a minikafka topic in one
+Kafka transaction that also records the batch id, so a restarted query neither loses
+nor repeats output (Spark's own Kafka sink is at-least-once).
+
+Usage (a ``foreachBatch`` function; the DataFrame has ``value`` and optionally ``key``
+and ``partition`` columns, string or binary, as Spark's Kafka sink)::
+
+    sink = TransactionalSink(bootstrap, "out", transactional_id="orders-to-out")
+    query = df.writeStream.foreachBatch(sink).option("checkpointLocation", ckpt).start()
+    ...
+    sink.close()
+
+How the batch id and the commit are tied:
+
+1. One transactional producer on the driver, ``transactional.id`` given by the user and
+   stable for the query (one id per checkpoint: two queries with the same id fence each
+   other).  ``init_transactions`` at the first batch of a run fences an older run's
+   producer and aborts its open transaction (a crash before the Kafka commit).
+2. The sink's *progress* is a consumer-group offset: group ``transactional_id`` (the
+   "sink group"), partition 0 of the output topic, offset = last committed batch id + 1.
+   It is written with ``send_offsets_to_transaction`` inside the batch's transaction, so
+   the rows and the progress commit or abort together (Kafka's exactly-once
+   consume-transform-produce, with Spark's batch id as the "input offset").
+3. Before writing batch N the sink reads the group's committed offset (after
+   ``init_transactions``, so no transaction of ours is pending).  If it is > N, batch N
+   was committed to Kafka but Spark crashed before its checkpoint's ``commits/N``:
+   Spark replays N with the same id (its offset log fixes the input), the sink skips it.
+   Otherwise it writes the rows, commits offset N + 1 and the transaction.
+4. Readers must read the output with ``read_committed`` (an aborted attempt's rows stay
+   in the log as aborted records).
+
+Failure points: a crash before ``commit_transaction`` returns leaves an open (or
+prepared) transaction: the next run's ``init_transactions`` aborts it (or finishes a
+prepared commit, which the committed offset then shows), and the replayed batch is
+written again or skipped accordingly.  ``on_committed(batch_id)`` is a hook called right
+after the Kafka commit and before Spark's checkpoint commit: tests raise from it to crash
+the query exactly there; benchmarks may time with it.
+
+Costs: every row passes through the driver (``toLocalIterator``: one Spark partition in
+driver memory at a time) and is sent by one producer: throughput is one Python producer's,
+plus per batch one OffsetFetch, AddOffsetsToTxn + TxnOffsetCommit and EndTxn round
+trips.  Not thread-safe: Spark calls a ``foreachBatch`` function from one thread.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from pyspark.sql import DataFrame
+
+from clients.consumer.consumer import Consumer
+from clients.producer.producer import Producer
+from clients.protocol.errors import InvalidConfigError
+from clients.protocol.topics import TopicPartition
+from clients.types import OffsetAndMetadata
+
+__all__ = ["SinkStats", "TransactionalSink"]
+
+
+@dataclass
+class SinkStats:
+    """What this sink object did since it was made (for tests and benchmarks)."""
+
+    batches_written: int = 0
+    batches_skipped: int = 0
+    records_written: int = 0
+
+
+class TransactionalSink:
+    """A ``foreachBatch`` function writing each micro-batch in one transaction (see the
+    module docstring for the contract)."""
+
+    def __init__(
+        self, bootstrap_servers: str, topic: str, transactional_id: str, *,
+        transaction_timeout_ms: int = 60_000, request_timeout_ms: int = 30_000,
+        linger_ms: int = 5, on_committed: Callable[[int], None] | None = None,
+    ) -> None:  # fmt: skip
+        if not transactional_id:
+            raise InvalidConfigError("TransactionalSink needs a non-empty transactional_id")
+        self.bootstrap_servers = bootstrap_servers
+        self.topic = topic
+        self.transactional_id = transactional_id
+        self.transaction_timeout_ms = transaction_timeout_ms
+        self.request_timeout_ms = request_timeout_ms
+        self.linger_ms = linger_ms
+        self.on_committed = on_committed
+        self.stats = SinkStats()
+        self._progress_tp = TopicPartition(topic, 0)
+        self._producer: Producer | None = None
+        self._reader: Consumer | None = None
+
+    @property
+    def sink_group(self) -> str:
+        """The consumer group whose offset records the next batch id to write."""
+        return self.transactional_id
+
+    def __call__(self, batch: DataFrame, batch_id: int) -> None:
+        producer = self._ensure_producer()
+        if batch_id < self.next_batch_id():
+            self.stats.batches_skipped += 1  # committed to Kafka before a crash: a replay
+            return
+        columns = set(batch.columns)
+        if "value" not in columns:
+            raise InvalidConfigError(
+                f"the transactional sink needs a 'value' column, got {batch.columns}"
+            )
+        has_key, has_partition = "key" in columns, "partition" in columns
+        producer.begin_transaction()
+        try:
+            sent = 0
+            for row in batch.toLocalIterator(prefetchPartitions=True):
+                producer.send(
+                    self.topic,
+                    _as_bytes(row["value"]),
+                    key=_as_bytes(row["key"]) if has_key else None,
+                    partition=row["partition"] if has_partition else None,
+                )
+                sent += 1
+            producer.send_offsets_to_transaction(
+                {self._progress_tp: OffsetAndMetadata(batch_id + 1, f"spark batch {batch_id}")},
+                self.sink_group,
+            )
+            producer.commit_transaction()
+        except BaseException:
+            self._abort_quietly(producer)
+            raise
+        self.stats.batches_written += 1
+        self.stats.records_written += sent
+        if self.on_committed is not None:
+            self.on_committed(batch_id)
+
+    def next_batch_id(self) -> int:
+        """The sink group's committed offset: the first batch id not yet in Kafka."""
+        if self._reader is None:
+            self._reader = Consumer(
+                self.bootstrap_servers,
+                group_id=self.sink_group,
+                enable_auto_commit=False,
+                request_timeout_ms=self.request_timeout_ms,
+                client_id=f"minikafka-spark-sink-{self.transactional_id}",
+            )
+        committed = self._reader.committed([self._progress_tp]).get(self._progress_tp)
+        return 0 if committed is None else committed.offset
+
+    def close(self) -> None:
+        if self._producer is not None:
+            self._producer.close()
+            self._producer = None
+        if self._reader is not None:
+            self._reader.close()
+            self._reader = None
+
+    def _ensure_producer(self) -> Producer:
+        if self._producer is None:
+            producer = Producer(
+                self.bootstrap_servers,
+                transactional_id=self.transactional_id,
+                transaction_timeout_ms=self.transaction_timeout_ms,
+                request_timeout_ms=self.request_timeout_ms,
+                linger_ms=self.linger_ms,
+            )
+            try:
+                producer.init_transactions()
+            except BaseException:
+                producer.close()
+                raise
+            self._producer = producer
+        return self._producer
+
+    def _abort_quietly(self, producer: Producer) -> None:
+        """Abort after a failed batch; if even that fails, drop the producer so the next
+        batch (or run) starts over with ``init_transactions``, which aborts for us."""
+        try:
+            producer.abort_transaction()
+        except Exception:
+            producer.close()
+            self._producer = None
+
+
+def _as_bytes(value: Any) -> bytes | None:
+    if value is None or isinstance(value, bytes):
+        return value
+    if isinstance(value, bytearray):
+        return bytes(value)
+    if isinstance(value, str):
+        return value.encode()
+    raise InvalidConfigError(
+        f"the transactional sink writes string or binary columns, got {type(value).__name__}"
+    )
