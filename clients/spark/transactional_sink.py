@@ -21,11 +21,14 @@ How the batch id and the commit are tied:
    It is written with ``send_offsets_to_transaction`` inside the batch's transaction, so
    the rows and the progress commit or abort together (Kafka's exactly-once
    consume-transform-produce, with Spark's batch id as the "input offset").
-3. Before writing batch N the sink reads the group's committed offset (after
-   ``init_transactions``, so no transaction of ours is pending).  If it is > N, batch N
-   was committed to Kafka but Spark crashed before its checkpoint's ``commits/N``:
-   Spark replays N with the same id (its offset log fixes the input), the sink skips it.
-   Otherwise it writes the rows, commits offset N + 1 and the transaction.
+3. Before its first batch (and after a failed one) the sink reads the group's committed
+   offset (after ``init_transactions``, which completes or aborts any transaction of
+   ours still pending, so the offset is final); later batches of the run use the value
+   it committed itself (Spark runs batches in order; a failed batch fails the query).
+   If it is > N, batch N was committed to Kafka but Spark crashed before its
+   checkpoint's ``commits/N``: Spark replays N with the same id (its offset log fixes
+   the input), the sink skips it.  Otherwise it writes the rows, commits offset N + 1
+   and the transaction.
 4. Readers must read the output with ``read_committed`` (an aborted attempt's rows stay
    in the log as aborted records).
 
@@ -39,8 +42,8 @@ the query exactly there; benchmarks may time with it.
 Costs: every row passes through the driver: ``DataFrame.toArrow()`` (one Spark job per
 micro-batch; the whole micro-batch in driver memory, so bound it with the source's
 ``maxOffsetsPerTrigger``), then one ``Producer.send`` per row: throughput is one Python
-producer's, plus per batch one OffsetFetch, AddOffsetsToTxn + TxnOffsetCommit and EndTxn round
-trips.  Not thread-safe: Spark calls a ``foreachBatch`` function from one thread.
+producer's, plus per batch the AddOffsetsToTxn + TxnOffsetCommit and EndTxn round trips (and one
+OffsetFetch per run).  Not thread-safe: Spark calls a ``foreachBatch`` function from one thread.
 """
 
 from __future__ import annotations
@@ -91,6 +94,7 @@ class TransactionalSink:
         self._progress_tp = TopicPartition(topic, 0)
         self._producer: Producer | None = None
         self._reader: Consumer | None = None
+        self._next_batch_id: int | None = None  # None: not read from Kafka in this run
 
     @property
     def sink_group(self) -> str:
@@ -99,7 +103,9 @@ class TransactionalSink:
 
     def __call__(self, batch: DataFrame, batch_id: int) -> None:
         producer = self._ensure_producer()
-        if batch_id < self.next_batch_id():
+        if self._next_batch_id is None:
+            self._next_batch_id = self.next_batch_id()
+        if batch_id < self._next_batch_id:
             self.stats.batches_skipped += 1  # committed to Kafka before a crash: a replay
             return
         columns = set(batch.columns)
@@ -125,8 +131,10 @@ class TransactionalSink:
             )
             producer.commit_transaction()
         except BaseException:
+            self._next_batch_id = None  # read it again from Kafka before the next batch
             self._abort_quietly(producer)
             raise
+        self._next_batch_id = batch_id + 1
         self.stats.batches_written += 1
         self.stats.records_written += sent
         if self.on_committed is not None:
