@@ -12,7 +12,9 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
+from typing import cast
 
+import pyarrow as pa
 import pytest
 from pyspark.errors import StreamingQueryException
 from pyspark.sql import DataFrame, SparkSession
@@ -219,3 +221,44 @@ def committed_values(bootstrap: str, topic: str, expected: int) -> list[bytes]:
         wait_until(drained, 60, f"{topic} read to its last stable offsets", 0)
     assert len(out) >= expected
     return out
+
+
+class ArrowBatch:
+    """Stands in for a micro-batch DataFrame (the sink uses ``columns`` and ``toArrow``)."""
+
+    def __init__(self, values: list[bytes]) -> None:
+        self.table = pa.table({"value": pa.array(values, pa.binary())})
+        self.columns = ["value"]
+
+    def toArrow(self) -> pa.Table:  # Spark's name
+        return self.table
+
+
+def test_transactional_sink_aborts_a_crashed_runs_open_transaction(
+    cluster: LocalCluster,
+) -> None:
+    """A run that died before its Kafka commit left batch 1's records in an open
+    transaction; the next run's sink fences and aborts it, writes batch 1 itself."""
+    with Admin(cluster.bootstrap) as admin:
+        admin.create_topics([NewTopic("txout2", 2, 1)])
+    batch0, batch1 = [b"b0-0", b"b0-1"], [b"b1-0", b"b1-1", b"b1-2"]
+    first = TransactionalSink(cluster.bootstrap, "txout2", "spark-sink-2")
+    try:
+        first(cast(DataFrame, ArrowBatch(batch0)), 0)
+    finally:
+        first.close()
+    crashed = Producer(cluster.bootstrap, transactional_id="spark-sink-2")
+    crashed.init_transactions()
+    crashed.begin_transaction()
+    for value in batch1:
+        crashed.send("txout2", b"ghost-" + value, partition=0)
+    crashed.flush()
+    crashed.close()  # no commit, no abort: the transaction stays open
+    second = TransactionalSink(cluster.bootstrap, "txout2", "spark-sink-2")
+    try:
+        second(cast(DataFrame, ArrowBatch(batch0)), 0)  # Spark replays batch 0: skipped
+        second(cast(DataFrame, ArrowBatch(batch1)), 1)
+    finally:
+        second.close()
+    assert (second.stats.batches_skipped, second.stats.batches_written) == (1, 1)
+    assert Counter(committed_values(cluster.bootstrap, "txout2", 5)) == Counter(batch0 + batch1)
