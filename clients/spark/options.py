@@ -22,6 +22,10 @@ option                       meaning
 ``readTimeoutMs``            a reader that sees no progress towards its range end
                              for this long fails (default 120,000)
 ``maxPartitionFetchBytes``   bytes per partition per fetch (default 1 MiB)
+``kafka.isolation.level``    ``read_uncommitted`` (default, as Spark's) |
+                             ``read_committed``: only committed transactional
+                             records; "latest" is then the last stable offset
+                             (``isolation.level`` is accepted too)
 ===========================  =====================================================
 
 Exactly one of ``subscribe`` / ``assign``.  Option names are case-insensitive (Spark
@@ -59,7 +63,7 @@ DEFAULT_MAX_RECORDS_PER_PARTITION = 1_000_000
 _KNOWN = {name.lower(): name for name in (
     "bootstrap.servers", "kafka.bootstrap.servers", "subscribe", "assign", "startingOffsets",
     "endingOffsets", "maxOffsetsPerTrigger", "maxRecordsPerPartition", "requestTimeoutMs",
-    "readTimeoutMs", "maxPartitionFetchBytes",
+    "readTimeoutMs", "maxPartitionFetchBytes", "kafka.isolation.level", "isolation.level",
 )}  # fmt: skip
 
 # An offsets spec: "earliest" / "latest" as -2 / -1, or per-partition offsets (-2/-1 allowed).
@@ -81,6 +85,7 @@ class SourceOptions:
     request_timeout_ms: int
     read_timeout_ms: int
     max_partition_fetch_bytes: int
+    isolation_level: str = "read_uncommitted"
 
     @property
     def topics(self) -> tuple[str, ...]:
@@ -133,7 +138,19 @@ def parse_source_options(options: Mapping[str, str], *, streaming: bool) -> Sour
         request_timeout_ms=_req_int(given, "requestTimeoutMs", 30_000, 1),
         read_timeout_ms=_req_int(given, "readTimeoutMs", 120_000, 1),
         max_partition_fetch_bytes=_req_int(given, "maxPartitionFetchBytes", 1 << 20, 1024),
+        isolation_level=_isolation_level(given),
     )
+
+
+def _isolation_level(given: dict[str, str]) -> str:
+    raw = given.get("kafka.isolation.level") or given.get("isolation.level") or "read_uncommitted"
+    level = raw.strip().lower()
+    if level not in ("read_uncommitted", "read_committed"):
+        raise InvalidConfigError(
+            f"option 'kafka.isolation.level' must be 'read_uncommitted' or 'read_committed', "
+            f"got {raw!r}"
+        )
+    return level
 
 
 def _subscription(given: dict[str, str]) -> tuple[tuple[str, ...], tuple[TopicPartition, ...]]:

@@ -10,6 +10,16 @@ the high watermark, so a range is always readable unless records were lost (uncl
 election) or deleted: if the position makes no progress for ``readTimeoutMs`` the read
 fails with REQUEST_TIMED_OUT naming the range, never hangs.
 
+Transactions: the consumer reads with the query's ``kafka.isolation.level``.  Control
+batches (COMMIT/ABORT markers) are never rows; under ``read_committed`` the records of
+aborted transactions are dropped too and ranges end at the last stable offset.  Either
+way the offsets they occupy are gaps inside ``[from_offset, until_offset)``: the
+position still moves past them (a fetch advances it past every whole batch it returned,
+delivered or not), so a gap is told from loss by progress, not by counting rows, and is
+never reported as data loss.  Real loss (the range start deleted) fails at the seek
+(``auto_offset_reset="none"``: OFFSET_OUT_OF_RANGE); records vanished below the planned
+end fail by the read timeout.
+
 Arrow columns (Spark's Kafka source schema; one record batch per poll)::
 
     column         arrow type                               note
@@ -67,7 +77,8 @@ def read_range(options: SourceOptions, part: OffsetRange) -> Iterator[pa.RecordB
         request_timeout_ms=options.request_timeout_ms,
         max_partition_fetch_bytes=options.max_partition_fetch_bytes,
         fetch_max_bytes=options.max_partition_fetch_bytes,
-        fetch_max_wait_ms=_POLL_MS, client_id=f"minikafka-spark-{part.topic}-{part.partition}",
+        fetch_max_wait_ms=_POLL_MS, isolation_level=options.isolation_level,
+        client_id=f"minikafka-spark-{part.topic}-{part.partition}",
     )  # fmt: skip
     try:
         consumer.assign([tp])

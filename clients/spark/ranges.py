@@ -3,8 +3,10 @@
 An :class:`OffsetRange` is one Spark input partition: ``[from_offset, until_offset)`` of
 one topic partition.  Planning turns the options' offset specs into exact numbers with
 ListOffsets (earliest = log start offset, latest = the high watermark, so nothing at or
-above HW is ever planned), checks them against the partition's bounds, and splits a range
-longer than ``maxRecordsPerPartition`` into consecutive pieces.
+above HW is ever planned; under ``kafka.isolation.level=read_committed`` latest is the
+last stable offset, so no range reaches into a transaction still open), checks them
+against the partition's bounds, and splits a range longer than
+``maxRecordsPerPartition`` into consecutive pieces.
 
 Streaming offsets (what Spark checkpoints) are JSON-able dicts
 ``{"topic": {"0": next_offset, ...}}`` with partition numbers as strings (JSON keys),
@@ -119,6 +121,7 @@ class OffsetPlanner:
             self._consumer = Consumer(
                 self.options.bootstrap_servers, auto_offset_reset="none",
                 request_timeout_ms=self.options.request_timeout_ms,
+                isolation_level=self.options.isolation_level,
                 client_id="minikafka-spark-planner",
             )  # fmt: skip
         return self._consumer
@@ -157,7 +160,8 @@ class OffsetPlanner:
         return sorted(self.options.assign)
 
     def list_offsets(self, tps: Iterable[TopicPartition], which: int) -> Offsets:
-        """Earliest (-2: log start) or latest (-1: high watermark) offset of each."""
+        """Earliest (-2: log start) or latest (-1: the high watermark; under
+        ``read_committed`` the last stable offset) offset of each."""
         tps = list(tps)
         if not tps:
             return {}
