@@ -59,7 +59,8 @@ transaction) against the real transaction coordinator (:mod:`tests.sim.txn_coord
 its WriteTxnMarkers answered by the brokers' real handler), and a read_committed consumer;
 no aborted record delivered, committed transactions whole and in order, LSO monotonic and
 at most the HW, every ``.txnindex`` consistent.  ``transactions_pause`` adds process
-pauses, ``transactions_crash_cut`` whole-cluster crashes.
+pauses, ``transactions_crash_cut`` whole-cluster crashes, ``transactions_coordinator_moves``
+coordinator process deaths (the next one loads the state at the next coordinator epoch).
 
 Speed (issue 31, ``--seeds 6 --modes lossy,torn_disk,no_loss,rot --no-write``, one
 worker, the shared 2-core machine, the two runs back to back): before (78f722b), with
@@ -117,7 +118,9 @@ MODES: dict[str, dict[str, Any]] = {
     "transactions": {"no_loss": True, "transactions": True},
     "transactions_pause": {"no_loss": True, "transactions": True, "pause_probability": 0.004},
     "transactions_crash_cut": {"no_loss": True, "transactions": True,
-                               "cluster_crash_probability": 0.002}}
+                               "cluster_crash_probability": 0.002},
+    "transactions_coordinator_moves": {"no_loss": True, "transactions": True,
+                                       "txn_coordinator_move_probability": 0.003}}
 
 
 def parse_setting(text: str) -> tuple[str, Any]:

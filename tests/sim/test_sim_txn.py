@@ -52,6 +52,14 @@ def test_transactions_through_whole_cluster_crashes(seed: int) -> None:
     run(seed, cluster_crash_probability=0.002)
 
 
+@pytest.mark.parametrize("seed", range(6400, 6406))
+def test_transactions_survive_coordinator_moves(seed: int) -> None:
+    """The coordinator dies now and then; the next loads its state at the next
+    coordinator epoch and finishes what was prepared."""
+    cluster = run(seed, txn_coordinator_move_probability=0.003)
+    assert cluster.txn is not None and cluster.txn.coordinator.stats["coordinator_moves"] > 0
+
+
 @pytest.mark.parametrize(("seed", "config", "steps"), REGRESSION_SEEDS)
 def test_transaction_regression_seeds(seed: int, config: dict[str, Any], steps: int) -> None:
     run(seed, steps, **config)

@@ -16,9 +16,13 @@ is given up after ``request_timeout_ms`` and its partitions sent again, as
 
 Simplification, plainly: ``__transaction_state`` is not hosted on the simulated
 partitions.  The coordinator's :class:`TxnLog` is an in-memory list acknowledged when
-written, this process never crashes nor moves, and it owns the one state partition at
-coordinator epoch 0 (so coordinator fencing by epoch is not exercised here; the
-coordinator's unit tests cover it).  Producer ids come from a counter.
+written (so a write is never lost nor pending across a crash), and the process owns the
+one state partition.  With ``txn_coordinator_move_probability`` (per step) the process
+dies and a new coordinator takes the partition over at the next coordinator epoch
+(:meth:`SimTxnCoordinator.move`): it loads every record written (the real
+``begin_load``/``load_record``/``finish_load``, which sends the markers of transactions
+left in PrepareCommit/PrepareAbort again); the old process's markers still in the
+network reach leaders with the old coordinator epoch.  Producer ids come from a counter.
 
 :meth:`SimTxnCoordinator.late_copy` delivers a copy of a producer's EndTxn much later
 (KAFKA-17754: the same EndTxn arriving on another connection after the next transaction
@@ -84,15 +88,33 @@ class SimTxnCoordinator:
         self.c = cluster
         self.queue = MarkerQueue()
         self.log = MemoryTxnLog()
-        self.coordinator = TransactionCoordinator(
-            TxnCoordinatorConfig(), cluster.clock, self.log, CounterIds(), self,
-            num_partitions=1)
-        self.coordinator.begin_load(0, 0)
-        self.coordinator.finish_load(0)
+        self.ids = CounterIds()
+        self.coordinator_epoch = 0
+        self.coordinator = self._load()
         self.next_request = 0
         self.in_flight: dict[int, tuple[MarkerBatch, int]] = {}  # request -> (batch, sent)
         self.markers_sent = 0
         self.stats: collections.Counter[str] = collections.Counter()
+
+    def _load(self) -> TransactionCoordinator:
+        """A coordinator process taking the state partition over at
+        ``coordinator_epoch``: it reads every record written."""
+        coordinator = TransactionCoordinator(TxnCoordinatorConfig(), self.c.clock, self.log,
+                                             self.ids, self, num_partitions=1)
+        coordinator.begin_load(0, self.coordinator_epoch)
+        for partition, key, value in self.log.records:
+            coordinator.load_record(partition, key, value)
+        coordinator.finish_load(0)
+        return coordinator
+
+    def move(self) -> None:
+        """The coordinator process dies; the next one loads the partition (see above)."""
+        self.coordinator_epoch += 1
+        self.queue = MarkerQueue()  # the old process's sender dies with it
+        self.in_flight.clear()
+        self.stats["coordinator_moves"] += 1
+        self.c.record(f"coordinator: moved, coordinator epoch {self.coordinator_epoch}")
+        self.coordinator = self._load()
 
     # -- MarkerChannel -------------------------------------------------------------
 
@@ -111,6 +133,9 @@ class SimTxnCoordinator:
         return not len(self.queue) and not self.in_flight
 
     def tick(self) -> None:
+        move = self.c.config.txn_coordinator_move_probability
+        if move and self.c.faults and self.c.rng.random() < move:
+            self.move()
         self.coordinator.tick()
         now = self.c.now_ms
         for request, (batch, sent) in list(self.in_flight.items()):
