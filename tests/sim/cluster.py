@@ -40,6 +40,11 @@ controller's current leader epoch that finished truncation (a deposed leader cut
 everyone may still hold records the whole ISR lost: seed 150 found that), and complete
 convergence after healing.
 
+With ``transactions`` the producer and consumer are transactional ones (a
+transactional producer, a read_committed consumer) against the real transaction
+coordinator, with their own invariants: :mod:`tests.sim.txn_workload`,
+:mod:`tests.sim.txn_coordinator`.
+
 The parts: :class:`SimCluster` here is the wiring and the loop (the controller process,
 the producer and consumer driving, the rot bookkeeping, one ``step``); its knobs are
 :mod:`tests.sim.config`, the disk (the real log, with crash tearing and rot)
