@@ -12,10 +12,11 @@ NOT_LEADER_OR_FOLLOWER), its ISR at least ``min.insync.replicas``
 bumped epoch, so a late marker of an earlier transaction cannot end a later one);
 TRANSACTION_COORDINATOR_FENCED for an older coordinator epoch).  A transaction-version-2
 marker refused by rule 8 that this leader already wrote (the coordinator resent it after
-its first answer was lost: same producer and coordinator epochs, no transaction opened
-since, :meth:`replication.partition_log.PartitionLog.txn_marker_retry_offset`) is a
-retry: it is answered like the first copy, once the HW reaches the LEO (answered at
-once, the coordinator would complete the transaction while the marker could still be lost with
+its first answer was lost, or a newer coordinator finishes the same prepared transaction:
+same producer epoch, coordinator epoch not older, no transaction opened since,
+:meth:`replication.partition_log.PartitionLog.txn_marker_retry_offset`) is a retry: it
+is answered like the first copy, once the HW reaches the LEO (answered at once, the
+coordinator would complete the transaction while the marker could still be lost with
 this leader).  The marker is appended
 as leader (:meth:`replication.partition.Partition.append_txn_marker`) and answered like
 an acks=all produce: a :class:`~broker.delayed.DelayedProduce` in the produce purgatory

@@ -188,7 +188,8 @@ def test_a_retried_tv2_marker_is_recognised_and_waits_for_replication(
     assert p.log_end_offset == 2  # nothing written twice
     retry = p.partition_log.txn_marker_retry_offset
     assert retry(7, 1, 3) == 2  # answered once the HW reaches 2
-    assert retry(7, 1, 2) is None  # another coordinator's
+    assert retry(7, 1, 2) is None  # an older coordinator's (a zombie)
+    assert retry(7, 1, 4) == 2  # a newer coordinator finishing the same transaction
     assert retry(7, 0, 3) is None  # an older epoch: a late marker
     p.append_records_as_leader(txn(7, 1, 0, b"b"))          # the next transaction opens
     assert retry(7, 1, 3) is None  # a late marker now: refused

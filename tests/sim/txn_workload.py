@@ -340,8 +340,9 @@ class TxnWorkload:
                 self.c.fail(f"aborted read: p{p} ABORT marker @{offset} of producer "
                             f"{producer_id} after delivered records {delivered[:5]}")
             return
-        if not delivered:
-            return  # a producer's marker with no data here (its batches were refused)
+        if not delivered:  # every committed transaction wrote here before its commit
+            self.c.fail(f"p{p} COMMIT @{offset} of producer {producer_id} ends no records "
+                        "(lost data, or a marker written twice)")
         numbers = {number for number, _ in delivered}
         if len(numbers) != 1:
             self.c.fail(f"p{p} COMMIT @{offset} ends records of transactions {numbers}")
