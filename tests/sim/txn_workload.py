@@ -97,7 +97,9 @@ class TxnWorkload:
         # the consumer
         self.position = dict.fromkeys(cluster.partition_ids, 0)
         self.aborted_active: dict[int, set[int]] = {p: set() for p in cluster.partition_ids}
-        self.open_records: dict[tuple[int, int], list[tuple[int, int]]] = {}  # (p, pid) ->
+        # (partition, producer id) -> (transaction, index) of each record delivered
+        # since that producer's last marker there
+        self.open_records: dict[tuple[int, int], list[tuple[int, int]]] = {}
         self.committed_seen: dict[int, set[int]] = collections.defaultdict(set)
         self.aborted_seen: set[int] = set()
         self.lso_seen: dict[tuple[int, int, int, int], int] = {}
@@ -319,7 +321,7 @@ class TxnWorkload:
             elif h.is_transactional and h.producer_id in active:
                 self.stats["aborted_filtered"] += len(records)
                 for r in records:
-                    self._note_aborted(self._txn_of(r.value)[0], p)
+                    self._note_aborted(self._txn_of(r.value)[0])
             else:
                 delivered = self.open_records.setdefault((p, h.producer_id), [])
                 for r in records:
@@ -355,7 +357,7 @@ class TxnWorkload:
         self.committed_seen[number].add(p)
         self._check_outcome(t)
 
-    def _note_aborted(self, number: int, p: int) -> None:
+    def _note_aborted(self, number: int) -> None:
         self.aborted_seen.add(number)
         self._check_outcome(self.txns[number])
 
