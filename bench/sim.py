@@ -52,6 +52,15 @@ the real recovery cuts), only batches another replica holds; the brokers come ba
 random order, gaps of 0-2 sessions apart, the cut one
 half the time killed and restarted once more on the way; every new leader must hold
 every acknowledged and consumed record.
+``transactions`` (issue 32) is ``no_loss`` with a transactional workload instead of the
+plain producer and consumer (:mod:`tests.sim.txn_workload`): a transactional producer
+(multi-partition transactions, random commits and aborts, restarts that fence its open
+transaction) against the real transaction coordinator (:mod:`tests.sim.txn_coordinator`,
+its WriteTxnMarkers answered by the brokers' real handler), and a read_committed consumer;
+no aborted record delivered, committed transactions whole and in order, LSO monotonic and
+at most the HW, every ``.txnindex`` consistent.  ``transactions_pause`` adds process
+pauses, ``transactions_crash_cut`` whole-cluster crashes, ``transactions_coordinator_moves``
+coordinator process deaths (the next one loads the state at the next coordinator epoch).
 
 Speed (issue 31, ``--seeds 6 --modes lossy,torn_disk,no_loss,rot --no-write``, one
 worker, the shared 2-core machine, the two runs back to back): before (78f722b), with
@@ -105,7 +114,13 @@ MODES: dict[str, dict[str, Any]] = {
     "recreate_idempotent": {"no_loss": True, "idempotent": True,
                             "topic_recreate_probability": 0.002},
     "crash_cut": {"no_loss": True, "cluster_crash_probability": 0.002},
-    "crash_cut_torn": {"no_loss": True, "cluster_crash_probability": 0.002}}
+    "crash_cut_torn": {"no_loss": True, "cluster_crash_probability": 0.002},
+    "transactions": {"no_loss": True, "transactions": True},
+    "transactions_pause": {"no_loss": True, "transactions": True, "pause_probability": 0.004},
+    "transactions_crash_cut": {"no_loss": True, "transactions": True,
+                               "cluster_crash_probability": 0.002},
+    "transactions_coordinator_moves": {"no_loss": True, "transactions": True,
+                                       "txn_coordinator_move_probability": 0.003}}
 
 
 def parse_setting(text: str) -> tuple[str, Any]:

@@ -174,6 +174,21 @@ class PartitionLog:
                                                               records=batch))
         return info
 
+    def txn_marker_retry_offset(self, producer_id: int, producer_epoch: int,
+                                coordinator_epoch: int) -> int | None:
+        """Transaction version 2: a marker rule 8 refused (its epoch is the producer's)
+        that this leader already wrote (same producer epoch, no transaction opened since,
+        from the same coordinator or a newer one finishing that prepared transaction) is
+        a retry whose first answer was lost: the offset the HW must reach before it is
+        answered as written (the LEO: the first copy lies below), else None (a late
+        marker of an earlier transaction, or a zombie coordinator's)."""
+        entry = self.producer_state.entry(producer_id)
+        if (entry is None or entry.epoch != producer_epoch
+                or coordinator_epoch < entry.coordinator_epoch
+                or entry.current_txn_first_offset >= 0):
+            return None
+        return self.log.log_end_offset
+
     def aborted_transactions(self, fetch_offset: int, data: FetchDataInfo,
                              last_stable_offset: int) -> list[AbortedTxn]:
         """The aborted transactions a READ_COMMITTED fetch's ``data`` (read from

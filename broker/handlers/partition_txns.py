@@ -10,7 +10,14 @@ NOT_LEADER_OR_FOLLOWER), its ISR at least ``min.insync.replicas``
 (INVALID_PRODUCER_EPOCH for an older producer epoch, or with ``transaction_version``
 >= 2 an epoch not above the producer's (KIP-890 part 2: each transaction ends with a
 bumped epoch, so a late marker of an earlier transaction cannot end a later one);
-TRANSACTION_COORDINATOR_FENCED for an older coordinator epoch).  The marker is appended
+TRANSACTION_COORDINATOR_FENCED for an older coordinator epoch).  A transaction-version-2
+marker refused by rule 8 that this leader already wrote (the coordinator resent it after
+its first answer was lost, or a newer coordinator finishes the same prepared transaction:
+same producer epoch, coordinator epoch not older, no transaction opened since,
+:meth:`replication.partition_log.PartitionLog.txn_marker_retry_offset`) is a retry: it
+is answered like the first copy, once the HW reaches the LEO (answered at once, the
+coordinator would complete the transaction while the marker could still be lost with
+this leader).  The marker is appended
 as leader (:meth:`replication.partition.Partition.append_txn_marker`) and answered like
 an acks=all produce: a :class:`~broker.delayed.DelayedProduce` in the produce purgatory
 until the HW passes it (REQUEST_TIMED_OUT after ``WRITE_TXN_MARKERS_TIMEOUT_MS``,
@@ -101,24 +108,31 @@ def handle_write_txn_markers(core: HandlerCore, body: WriteTxnMarkersRequest,
                 if denied:
                     result["error_code"] = int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)
                     continue
+                strict = marker.get("transaction_version", 0) >= 2
                 try:
                     partition = core.partition_or_error(name, index)
                     if not partition.is_leader:
                         raise NotLeaderError(f"broker {core.config.node_id} is not the "
                                              f"leader of {name}-{index}")
-                    info = partition.append_txn_marker(
+                    required = partition.append_txn_marker(
                         pid, marker["producer_epoch"], control, marker["coordinator_epoch"],
                         timestamp_ms=core.clock.now_ms(),
                         min_insync_replicas=core.configs.min_insync_replicas(name),
-                        strict_epoch=marker.get("transaction_version", 0) >= 2)
+                        strict_epoch=strict).last_offset + 1
                 except Exception as exc:
                     error = as_minikafka_error(exc)
-                    result["error_code"] = int(error.code)
-                    log.info("WriteTxnMarkers %s-%d producer %d: %s", name, index, pid, error)
-                    continue
+                    retry_at = partition.partition_log.txn_marker_retry_offset(
+                        pid, marker["producer_epoch"], marker["coordinator_epoch"]
+                    ) if strict and error.code == ErrorCode.INVALID_PRODUCER_EPOCH else None
+                    if retry_at is None:
+                        result["error_code"] = int(error.code)
+                        log.info("WriteTxnMarkers %s-%d producer %d: %s", name, index, pid,
+                                 error)
+                        continue
+                    required = retry_at  # a retry of a marker written here: once replicated
                 core.fetch_purgatory.check_and_complete(TopicPartition(name, index))
                 status_result: dict[str, Any] = {"error_code": 0}
-                statuses.append(ProducePartitionStatus(partition, info.last_offset + 1,
+                statuses.append(ProducePartitionStatus(partition, required,
                                                        status_result, partition.leader_epoch))
                 answers.append((result, status_result, name, index, pid, committed))
             topics.append({"name": name, "partitions": parts})

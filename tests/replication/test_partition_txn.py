@@ -163,3 +163,33 @@ def test_the_first_unstable_offset_is_never_below_the_log_start(tmp_path: Path) 
     p.append_records_as_leader(build_batch([(None, b"b", 1_000, ())]))  # 1
     p.partition_log.maybe_increment_log_start_offset(1)  # (DeleteRecords, retention)
     assert (p.partition_log.first_unstable_offset, p.last_stable_offset) == (1, 1)
+
+
+def test_a_retried_tv2_marker_is_recognised_and_waits_for_replication(
+        tmp_path: Path) -> None:
+    """Transaction version 2: the coordinator resends a marker whose answer it did not
+    get (the leader waits for acks=all; the request timed out).  The leader already
+    appended it, so the resend is refused by rule 8 (same epoch); it is a retry, and the
+    answer must wait until the first copy is replicated: answered "written" at once, the
+    coordinator completes the transaction while the marker may still be lost with this
+    leader (simulation seed 6 of the ``transactions`` mode: a committed transaction then
+    aborted on that partition)."""
+    p = make_partition(tmp_path, 1)
+    p.make_leader(1, [1, 2], [1, 2])
+    p.append_records_as_leader(txn(7, 0, 0, b"a"))          # 0
+    p.update_follower_fetch(2, 1, now_ms=0)
+    p.append_txn_marker(7, 1, ControlType.COMMIT, 3, timestamp_ms=2_000,
+                        strict_epoch=True)                  # 1, not replicated
+    assert p.high_watermark == 1
+    with pytest.raises(MiniKafkaError) as refused:
+        p.append_txn_marker(7, 1, ControlType.COMMIT, 3, timestamp_ms=2_000,
+                            strict_epoch=True)
+    assert refused.value.code == ErrorCode.INVALID_PRODUCER_EPOCH
+    assert p.log_end_offset == 2  # nothing written twice
+    retry = p.partition_log.txn_marker_retry_offset
+    assert retry(7, 1, 3) == 2  # answered once the HW reaches 2
+    assert retry(7, 1, 2) is None  # an older coordinator's (a zombie)
+    assert retry(7, 1, 4) == 2  # a newer coordinator finishing the same transaction
+    assert retry(7, 0, 3) is None  # an older epoch: a late marker
+    p.append_records_as_leader(txn(7, 1, 0, b"b"))          # the next transaction opens
+    assert retry(7, 1, 3) is None  # a late marker now: refused

@@ -437,7 +437,7 @@ class SimBroker:
             self.send(self.c.producer_id, "produce_response", reply)
 
         produce(self.handler_core, pid, body["batch"], self.c.config.produce_timeout_ms,
-                respond)
+                respond, body.get("transactional_id"))
         if appended_at is not None and p is not None and p.log_end_offset > appended_at:
             self.c.record(f"b{self.id} p{pid} append @{appended_at} epoch={leader_epoch}")
 

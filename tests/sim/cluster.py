@@ -40,6 +40,11 @@ controller's current leader epoch that finished truncation (a deposed leader cut
 everyone may still hold records the whole ISR lost: seed 150 found that), and complete
 convergence after healing.
 
+With ``transactions`` the producer and consumer are transactional ones (a
+transactional producer, a read_committed consumer) against the real transaction
+coordinator, with their own invariants: :mod:`tests.sim.txn_workload`,
+:mod:`tests.sim.txn_coordinator`.
+
 The parts: :class:`SimCluster` here is the wiring and the loop (the controller process,
 the producer and consumer driving, the rot bookkeeping, one ``step``); its knobs are
 :mod:`tests.sim.config`, the disk (the real log, with crash tearing and rot)
@@ -73,6 +78,8 @@ from tests.sim.faults import FaultInjector
 from tests.sim.invariants import InvariantChecker, RecordId
 from tests.sim.network import SimNetwork
 from tests.sim.sim_log import SimLog
+from tests.sim.txn_coordinator import TXN_COORDINATOR
+from tests.sim.txn_workload import TxnWorkload
 from tests.sim.workload import SimConsumer, SimProducer, Workload
 from timer.clock import ManualClock
 
@@ -108,6 +115,7 @@ class SimCluster:
         self.producer = SimProducer()
         self.consumer = SimConsumer()
         self.workload = Workload(self)
+        self.txn = TxnWorkload(self) if config.transactions else None
         self.controller_down_until_ms: int | None = None
         # broker -> its metadata Fetch parked at the log end (the controller's long poll):
         # (incarnation, request id, offset, answer-by time)
@@ -307,10 +315,19 @@ class SimCluster:
             if m.dst == CONTROLLER:
                 if self.controller_down_until_ms is None:
                     self.controller_message(m.kind, m.src, m.body)
+            elif m.dst == self.producer_id and self.txn is not None:
+                self.txn.producer_message(m.kind, m.body)
             elif m.dst == self.producer_id:
                 self.workload.producer_message(m.body)
+            elif m.dst == self.consumer_id and self.txn is not None:
+                self.txn.consumer_message(m.body)
             elif m.dst == self.consumer_id:
                 self.workload.consumer_message(m.body)
+            elif m.dst == TXN_COORDINATOR and self.txn is not None:
+                if m.kind == "late_txn_request":
+                    self.txn.coordinator.on_late(m.body)
+                else:
+                    self.txn.coordinator.on_message(m.kind, m.body)
             else:
                 b = self.brokers[m.dst]
                 if not b.alive or (m.dst_incarnation and m.dst_incarnation != b.incarnation):
@@ -393,11 +410,17 @@ class SimCluster:
         self.clock.set(self.now_ms)
         if self.faults:
             self.injector.inject_faults()
-            if self.rng.random() < self.config.produce_probability:
+            if self.txn is None and self.rng.random() < self.config.produce_probability:
                 self.workload.produce()
-        if self.rng.random() < self.config.consume_probability:
+        if self.txn is not None:
+            self.txn.step()
+            if self.rng.random() < self.config.consume_probability:
+                self.txn.consume()
+        elif self.rng.random() < self.config.consume_probability:
             self.workload.consume()
         self.deliver()
+        if self.txn is not None:
+            self.txn.coordinator.tick()
         if self.controller_down_until_ms is None:
             if self.controller.tick():
                 self._flush_controller_history()
@@ -406,6 +429,8 @@ class SimCluster:
             if b.alive and not b.paused(self.now_ms):
                 b.tick()
         self.checks.check()
+        if self.txn is not None:
+            self.txn.check()
 
     def run(self, steps: int) -> None:
         try:
@@ -438,10 +463,14 @@ class SimCluster:
             if not b.alive:
                 b.start()
         self.record("heal: network healed, all brokers up, no more faults")
+        if self.txn is not None:
+            self.txn.stopping = True  # the open transaction ends; no new one
         for _ in range(self.config.heal_steps):
             self.step()
-            if self.checks.converged():
+            if self.checks.converged() and (self.txn is None or self.txn.converged()):
                 break
         self.checks.check_final()
+        if self.txn is not None:
+            self.txn.check_final()
         self.stats["log_restarts"] = sum(log.restarts
                                          for b in self.brokers.values() for log in b.logs.values())

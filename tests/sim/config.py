@@ -110,3 +110,20 @@ class SimConfig:
     # all back; random crashes and restarts wait until the last scheduled start; 0:
     # never (no random number drawn)
     cluster_crash_probability: float = 0.0
+    # transactions (issue 32): the workload is a transactional producer and a
+    # read_committed consumer (tests.sim.txn_workload) against the real transaction
+    # coordinator (tests.sim.txn_coordinator); per step, the chance that the producer
+    # restarts (InitProducerId again, fencing its open transaction); the chance that a
+    # transaction ends in an abort (a hundredth of it per step: aborted early, batches unacked);
+    # records per partition per transaction 1..txn_max_records
+    transactions: bool = False
+    txn_restart_probability: float = 0.003
+    txn_abort_probability: float = 0.3
+    txn_max_records: int = 3
+    transaction_timeout_ms: int = 2000
+    # per EndTxn and per WriteTxnMarkers request: the chance that a copy of it arrives
+    # again 50-400 ms later (KAFKA-17754: the same request on another connection)
+    txn_late_copy_probability: float = 0.2
+    # per step, the chance that the transaction coordinator process dies and a new one
+    # loads its state at the next coordinator epoch; 0: never (no random number drawn)
+    txn_coordinator_move_probability: float = 0.0

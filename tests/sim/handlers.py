@@ -46,7 +46,8 @@ if TYPE_CHECKING:
     from tests.sim.broker import SimBroker
 
 Body = dict[str, Any]
-FOLLOWER_APIS = (ApiKey.OFFSETS_FOR_LEADER_EPOCH, ApiKey.FETCH, ApiKey.LIST_OFFSETS)
+FOLLOWER_APIS = (ApiKey.OFFSETS_FOR_LEADER_EPOCH, ApiKey.FETCH, ApiKey.LIST_OFFSETS,
+                 ApiKey.WRITE_TXN_MARKERS)
 
 
 class SimIsrProposals:
@@ -96,6 +97,10 @@ class SimHandlerCore:
         self.fetch_purgatory: Purgatory[DelayedFetch] = Purgatory("fetch", broker.timer)
         self.isr = SimIsrProposals(broker, clock, replica_lag_time_max_ms)
         self.configs = SimTopicConfigs(broker)
+        # no KIP-890 verification (it needs an event loop; the sim's coordinator is
+        # sans-IO) and no group coordinator to tell of markers
+        self.txn_verifier = None
+        self.txn_marker_listener = None
 
     @property
     def partitions(self) -> dict[TopicPartition, Partition]:
@@ -135,7 +140,7 @@ def serve(core: SimHandlerCore, api: ApiKey, body: Body,
 
 
 def produce(core: SimHandlerCore, pid: int, records: bytes, timeout_ms: int,
-            respond: Callable[[Body], None]) -> None:
+            respond: Callable[[Body], None], transactional_id: str | None = None) -> None:
     """An acks=all Produce of ``records`` to partition ``pid`` of the topic, answered by
     the broker's real handler through the codec both ways; ``respond`` gets the
     partition's answer (``error_code``, ``base_offset``) when the handler gives it: at
@@ -145,6 +150,6 @@ def produce(core: SimHandlerCore, pid: int, records: bytes, timeout_ms: int,
         respond(answer["responses"][0]["partition_responses"][0])
 
     call(cast(HandlerCore, core), ApiKey.PRODUCE, {
-        "transactional_id": None, "acks": -1, "timeout_ms": timeout_ms,
+        "transactional_id": transactional_id, "acks": -1, "timeout_ms": timeout_ms,
         "topics": [{"name": core.topic, "partitions": [{"index": pid, "records": records}]}]},
         client_id="sim-producer", respond=on_answer)

@@ -73,6 +73,14 @@ class SimNetwork:
             until_ms, self._seq, message.src, message.dst, message.kind, message.body,
             message.src_incarnation, message.dst_incarnation)))
 
+    def deliver_at(self, at_ms: int, src: int, dst: int, kind: str,
+                   body: dict[str, Any]) -> None:
+        """A message that arrives at ``at_ms`` exactly, never dropped (a scenario's
+        injected late copy, e.g. a request resent on another connection)."""
+        self._seq += 1
+        heapq.heappush(self._queue, (at_ms, self._seq, Message(at_ms, self._seq, src, dst,
+                                                              kind, body, 0, 0)))
+
     def partition(self, group: set[int], everyone: set[int]) -> None:
         for a in group:
             for b in everyone - group:

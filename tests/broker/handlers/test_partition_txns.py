@@ -126,6 +126,27 @@ def test_stale_markers_get_kafkas_errors_per_partition(h: CoreHarness) -> None:
     assert produce(h, build_batch([(None, b"c", 1_000, ())]), tid=None)["error_code"] == 0
 
 
+def test_a_resent_tv2_marker_is_answered_as_written_once_and_not_written_twice(
+        h: CoreHarness) -> None:
+    """Transaction version 2: the coordinator resends a marker whose answer it did not
+    get; the leader wrote it already, so rule 8 refuses it (same epoch), but it is the
+    same marker: answered NONE once replicated, nothing appended.  A late marker of the
+    previous transaction once the next one wrote here stays refused (KAFKA-17754)."""
+    assert produce(h, txn(7, 0, b"a", epoch=2))["error_code"] == 0            # 0
+    tv2 = {"epoch": 3, "coordinator_epoch": 1}
+    body = markers_body(7, True, ("t", 0), **tv2)
+    body["markers"][0]["transaction_version"] = 2
+    for _ in range(2):  # the first copy writes the COMMIT at 1, the resend only waits
+        answer = call1(h.core, ApiKey.WRITE_TXN_MARKERS, body)
+        assert answer["markers"][0]["topics"][0]["partitions"][0]["error_code"] == 0
+    assert latest(h, 0) == 2
+    assert produce(h, txn(7, 0, b"b", epoch=3))["error_code"] == 0            # 2: opens
+    answer = call1(h.core, ApiKey.WRITE_TXN_MARKERS, body)
+    assert answer["markers"][0]["topics"][0]["partitions"][0]["error_code"] == \
+        ErrorCode.INVALID_PRODUCER_EPOCH
+    assert latest(h, 0) == 3
+
+
 def test_only_a_broker_login_may_write_markers(h: CoreHarness) -> None:
     answers: list[Any] = []
     for principal in ("alice", None):
