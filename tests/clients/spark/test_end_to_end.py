@@ -106,3 +106,23 @@ def test_forced_retries_without_idempotence_show_duplicates(
     assert report.counts["duplicated"] > 0 and report.counts["duplicate_copies"] > 0
     assert report.counts["lost"] == 0 and report.counts["phantom"] == 0
     assert not report.ok
+
+
+def test_a_transactional_run_with_a_leader_and_a_coordinator_killed_verifies_clean(
+        cluster: LocalCluster, spark: SparkSession) -> None:
+    config = WorkloadConfig(
+        bootstrap=cluster.bootstrap, topic="transactional", data_dir=cluster.data_dir,
+        ledger_path=str(Path(cluster.data_dir) / "transactional-ledger.tsv"), messages=3_000,
+        producers=3, keys_per_producer=6, rate=300, transactional=True, restart_ratio=0.05,
+        faults=parse_schedule("kill-leader@1s,restart@3s,kill-coordinator@5s,restart@7s"))
+    result = run_workload(config)
+    outcomes = [f.outcome for f in result.faults]
+    assert sum(o.startswith("killed broker-") for o in outcomes) == 2, outcomes
+    assert result.transactions["commit"] > 0 and result.transactions["abort"] > 0
+    assert result.transactions["fenced_commit_refused"] > 0, result.transactions
+    assert result.transactions["fenced_commit_succeeded"] == 0
+    report = run_verify(spark, config.ledger_path, bootstrap=cluster.bootstrap)
+    assert report.ok, report.table()
+    assert "read_committed" in report.source
+    assert report.counts["txn_committed"] == result.transactions["commit"]
+    assert report.counts["acked"] == result.acked > 0
