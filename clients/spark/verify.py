@@ -384,21 +384,32 @@ def verify_job(ledger_path: str, *, bootstrap: str | None = None, sink: str | No
                master: str = "local[*]", examples: int = 5,
                report_path: str | None = None, spark_log: str | None = None) -> VerifyReport:
     """The whole CLI job: own SparkSession on ``master``, verify, write the report, stop."""
+    report = verify_ledgers([ledger_path], bootstrap=bootstrap, sink=sink, master=master,
+                            examples=examples, spark_log=spark_log)[0]
+    if report_path:
+        write_report(report, report_path)
+    return report
+
+
+def verify_ledgers(ledger_paths: list[str], *, bootstrap: str | None = None,
+                   sink: str | None = None, master: str = "local[*]", examples: int = 5,
+                   spark_log: str | None = None) -> list[VerifyReport]:
+    """Verify several ledgers in one SparkSession on ``master`` (one JVM start; the
+    demo's idempotent and transactional runs), stopped at the end; Spark failures are
+    :class:`VerifyError`."""
     from py4j.protocol import Py4JError
     from pyspark.errors import PySparkException
 
-    scan_ledger(ledger_path)  # bad input fails before Spark starts
+    for path in ledger_paths:
+        scan_ledger(path)  # bad input fails before Spark starts
     if sink is not None and not Path(sink).is_dir():
         raise ValueError(f"sink {sink} is not a directory")
     spark = verify_session(master, spark_log=spark_log)
     try:
-        report = run_verify(spark, ledger_path, bootstrap=bootstrap, sink=sink,
-                            examples=examples)
+        return [run_verify(spark, path, bootstrap=bootstrap, sink=sink, examples=examples)
+                for path in ledger_paths]
     except (PySparkException, Py4JError) as exc:
         lines = [line for line in str(exc).splitlines() if line.strip()]
         raise VerifyError("Spark job failed: " + " | ".join(lines[:3])) from exc
     finally:
         spark.stop()
-    if report_path:
-        write_report(report, report_path)
-    return report
