@@ -5,7 +5,8 @@ transactional id ``workload-<run>-<p>`` and sends its sequences 0, 1, 2, ... (va
 keys as in :mod:`clients.spark.workload`; a producer's keys hash to several partitions,
 so a transaction spans partitions) in transactions of a random size (1 ..
 ``max_txn_records``).  Each transaction is committed, or aborted with probability
-``abort_ratio``; with probability ``restart_ratio`` the producer is *restarted* in the
+``abort_ratio`` (after a flush, so its records are in the log and only the ABORT markers
+hide them from read_committed); with probability ``restart_ratio`` the producer is *restarted* in the
 middle of one: a new session with the same transactional id calls
 ``init_transactions`` (fencing the old one and aborting its open transaction), then the
 old session tries to commit, which must fail (``fenced_commits_refused`` counts it; a
@@ -138,6 +139,7 @@ def produce_transactional(plan: TxnPlan, ledger: LedgerWriter, tally: Tally,
                 if restart_at >= 0:
                     client, outcome = _restart_inside(plan, client, tally, stop)
                 elif abort:
+                    client.flush()  # the records reach the log: the markers must hide them
                     client.abort_transaction()
                 else:
                     outcome = "unknown"
