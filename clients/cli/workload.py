@@ -51,6 +51,8 @@ def add_parsers(sub: Any) -> None:
                           help="fraction of transactions whose producer is restarted "
                                "(fenced) inside them")
     workload.add_argument("--transaction-timeout-ms", type=int, default=20_000)
+    workload.add_argument("--client", choices=("minikafka", "confluent"), default="minikafka",
+                          help="the transactional producer: ours or confluent-kafka's")
     faults = workload.add_mutually_exclusive_group()
     faults.add_argument("--faults", default=None, metavar="SCHEDULE",
                         help="e.g. kill-leader@2s,restart@4s,restart-controller@6s,"
@@ -119,7 +121,8 @@ def workload_config(args: argparse.Namespace) -> Any:
         drop_response_ratio=args.drop_response_ratio, drop_seed=args.drop_seed,
         data_dir=args.data_dir, faults=events, transactional=args.transactional,
         max_txn_records=args.max_txn_records, abort_ratio=args.abort_ratio,
-        restart_ratio=args.restart_ratio, transaction_timeout_ms=args.transaction_timeout_ms)
+        restart_ratio=args.restart_ratio, transaction_timeout_ms=args.transaction_timeout_ms,
+        client=args.client)
     config.check()
     return config
 
@@ -134,6 +137,7 @@ def cmd_workload(args: argparse.Namespace) -> int:
           + (f", transactional (<= {config.max_txn_records} records, abort ratio "
              f"{config.abort_ratio}, restart ratio {config.restart_ratio})"
              if config.transactional else "")
+          + (f", client {config.client}" if config.client != "minikafka" else "")
           + (f", faults {format_schedule(config.faults)}" if config.faults else ""))
     result = run_workload(config)
     print("\n".join(result.summary_lines()))

@@ -5,12 +5,15 @@ transactional id ``workload-<run>-<p>`` and sends its sequences 0, 1, 2, ... (va
 keys as in :mod:`clients.spark.workload`; a producer's keys hash to several partitions,
 so a transaction spans partitions) in transactions of a random size (1 ..
 ``max_txn_records``).  Each transaction is committed, or aborted with probability
-``abort_ratio`` (after a flush, so its records are in the log and only the ABORT markers
-hide them from read_committed); with probability ``restart_ratio`` the producer is *restarted* in the
-middle of one: a new session with the same transactional id calls
+``abort_ratio`` (after a flush, so its records are in the log and only the ABORT
+markers hide them from read_committed); with probability ``restart_ratio`` the producer
+is *restarted* in the middle of one: a new session with the same transactional id calls
 ``init_transactions`` (fencing the old one and aborting its open transaction), then the
 old session tries to commit, which must fail (``fenced_commits_refused`` counts it; a
 commit that succeeds anyway is recorded as such and shows up in verify).
+
+The client is our :class:`~clients.producer.Producer`, or with ``client="confluent"``
+confluent-kafka's (:mod:`clients.spark.confluent_txn`), both behind :class:`TxnProducer`.
 
 Ledger (:mod:`clients.spark.ledger`, version 2): ``S`` before the sequences are sent
 (durable), ``B`` at begin, and once the outcome is known the ``A`` lines of a committed
@@ -43,12 +46,13 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Protocol
 
-from clients.producer.future import RecordFuture
 from clients.producer.producer import Producer
 from clients.protocol.errors import MiniKafkaError, RequestTimedOutError
+from clients.spark.confluent_txn import ConfluentTxnProducer
 from clients.spark.ledger import LedgerWriter
+from clients.types import RecordMetadata
 
 # tally(event, detail): event "sent" / "acked" / "failed" (detail: why) per record, or
 # "txn" per transaction event (detail: commit, abort, unknown, restart, fenced_commit_refused,
@@ -56,6 +60,32 @@ from clients.spark.ledger import LedgerWriter
 Tally = Callable[[str, str], None]
 COMMIT_RETRIES = 3
 INIT_DEADLINE_S = 180.0
+CLIENTS = ("minikafka", "confluent")
+
+
+class SendFuture(Protocol):
+    def result(self, timeout: float | None = None) -> RecordMetadata: ...
+
+    def exception(self, timeout: float | None = None) -> BaseException | None: ...
+
+
+class TxnProducer(Protocol):
+    """The calls the loop makes: our Producer's, or confluent-kafka's through
+    :class:`~clients.spark.confluent_txn.ConfluentTxnProducer`."""
+
+    def init_transactions(self) -> None: ...
+
+    def begin_transaction(self) -> None: ...
+
+    def send(self, topic: str, value: bytes, *, key: bytes) -> SendFuture: ...
+
+    def flush(self) -> None: ...
+
+    def commit_transaction(self) -> None: ...
+
+    def abort_transaction(self) -> None: ...
+
+    def close(self, timeout_s: float | None = None) -> None: ...
 
 
 @dataclass
@@ -76,19 +106,22 @@ class TxnPlan:
     transaction_timeout_ms: int = 20_000
     interval_s: float = 0.0
     start: float = field(default_factory=time.monotonic)
+    client: str = "minikafka"  # or "confluent" (CLIENTS)
 
     @property
     def transactional_id(self) -> str:
         return f"workload-{self.run_id}-{self.producer}"
 
 
-def start_session(plan: TxnPlan, stop: threading.Event) -> Producer:
+def start_session(plan: TxnPlan, stop: threading.Event) -> TxnProducer:
     """A new producer of ``plan``'s transactional id, initialised (retried through faults
     until :data:`INIT_DEADLINE_S`)."""
     deadline = time.monotonic() + INIT_DEADLINE_S
     while True:
-        client = Producer(plan.bootstrap, transactional_id=plan.transactional_id,
-                          transaction_timeout_ms=plan.transaction_timeout_ms, **plan.options)
+        make = ConfluentTxnProducer if plan.client == "confluent" else Producer
+        client: TxnProducer = make(plan.bootstrap, transactional_id=plan.transactional_id,
+                                   transaction_timeout_ms=plan.transaction_timeout_ms,
+                                   **plan.options)
         try:
             while True:
                 try:
@@ -120,7 +153,7 @@ def produce_transactional(plan: TxnPlan, ledger: LedgerWriter, tally: Tally,
             if rng.random() < plan.restart_ratio:
                 restart_at = rng.randrange(sequence, end)
             ledger.begin(plan.producer, txn, sequence)
-            futures: list[tuple[int, str, RecordFuture]] = []
+            futures: list[tuple[int, str, SendFuture]] = []
             outcome, failure = "abort", ""
             try:
                 client.begin_transaction()
@@ -161,7 +194,7 @@ def produce_transactional(plan: TxnPlan, ledger: LedgerWriter, tally: Tally,
         client.close(10.0)
 
 
-def _commit(client: Producer) -> None:
+def _commit(client: TxnProducer) -> None:
     for attempt in range(COMMIT_RETRIES + 1):
         try:
             client.commit_transaction()
@@ -171,7 +204,7 @@ def _commit(client: Producer) -> None:
                 raise
 
 
-def _try_abort(client: Producer) -> bool:
+def _try_abort(client: TxnProducer) -> bool:
     try:
         client.abort_transaction()
         return True
@@ -179,7 +212,7 @@ def _try_abort(client: Producer) -> bool:
         return False
 
 
-def _usable(client: Producer) -> bool:
+def _usable(client: TxnProducer) -> bool:
     """Whether a new transaction can begin (false after a fatal error)."""
     try:
         client.begin_transaction()
@@ -189,8 +222,8 @@ def _usable(client: Producer) -> bool:
     return _try_abort(client)
 
 
-def _restart_inside(plan: TxnPlan, old: Producer, tally: Tally,
-                    stop: threading.Event) -> tuple[Producer, str]:
+def _restart_inside(plan: TxnPlan, old: TxnProducer, tally: Tally,
+                    stop: threading.Event) -> tuple[TxnProducer, str]:
     """A new session fences ``old`` mid-transaction; ``old``'s commit must then fail."""
     tally("txn", "restart")
     new = start_session(plan, stop)
@@ -206,7 +239,7 @@ def _restart_inside(plan: TxnPlan, old: Producer, tally: Tally,
 
 
 def _record(plan: TxnPlan, ledger: LedgerWriter, tally: Tally, txn: int, first: int, end: int,
-            outcome: str, futures: list[tuple[int, str, RecordFuture]], failure: str) -> None:
+            outcome: str, futures: list[tuple[int, str, SendFuture]], failure: str) -> None:
     for sequence, key, future in futures:
         error = future.exception(timeout=30.0) if outcome == "commit" else None
         if outcome == "commit" and error is None:

@@ -52,7 +52,7 @@ from clients.producer.future import RecordFuture
 from clients.protocol.errors import MiniKafkaError
 from clients.spark.faults import AppliedFault, FaultEvent, FaultInjector
 from clients.spark.ledger import LedgerWriter
-from clients.spark.txn_workload import TxnPlan, produce_transactional
+from clients.spark.txn_workload import CLIENTS, TxnPlan, produce_transactional
 
 VALUE_MAGIC = "mk1"
 # What verify parses (Spark regexp_extract): run id, producer, sequence.
@@ -108,6 +108,7 @@ class WorkloadConfig:
     abort_ratio: float = 0.2
     restart_ratio: float = 0.02
     transaction_timeout_ms: int = 20_000
+    client: str = "minikafka"  # transactional: or "confluent" (clients.spark.confluent_txn)
 
     def check(self) -> None:
         if self.messages < 1 or self.producers < 1 or self.keys_per_producer < 1:
@@ -122,6 +123,9 @@ class WorkloadConfig:
             raise ValueError("fault injection needs the cluster's --data-dir")
         if self.transactional and not self.idempotence:
             raise ValueError("a transactional producer is idempotent (drop --no-idempotence)")
+        if self.client not in CLIENTS or (self.client != "minikafka" and not self.transactional):
+            raise ValueError(f"client must be one of {', '.join(CLIENTS)}; confluent drives "
+                             "the transactional mode only")
         if self.max_txn_records < 1 or not 0 <= self.abort_ratio <= 1 \
                 or not 0 <= self.restart_ratio <= 1:
             raise ValueError("max_txn_records must be >= 1, abort and restart ratios in [0, 1]")
@@ -294,7 +298,8 @@ def _txn_plan(config: WorkloadConfig, producer: int, start: float) -> TxnPlan:
                    _share(config, producer), producer_options(config, producer), message,
                    config.announce_every, config.max_txn_records, config.abort_ratio,
                    config.restart_ratio, config.transaction_timeout_ms,
-                   config.producers / config.rate if config.rate > 0 else 0.0, start)
+                   config.producers / config.rate if config.rate > 0 else 0.0, start,
+                   config.client)
 
 
 def _produce(config: WorkloadConfig, producer: int, ledger: LedgerWriter, counters: _Counters,
