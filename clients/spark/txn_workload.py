@@ -13,7 +13,7 @@ old session tries to commit, which must fail (``fenced_commits_refused`` counts 
 commit that succeeds anyway is recorded as such and shows up in verify).
 
 The client is our :class:`~clients.producer.Producer`, or with ``client="confluent"``
-confluent-kafka's (:mod:`clients.spark.confluent_txn`), both behind :class:`TxnProducer`.
+confluent-kafka's (:mod:`clients.spark.confluent_txn`), both behind :class:`TransactionalClient`.
 
 Ledger (:mod:`clients.spark.ledger`, version 2): ``S`` before the sequences are sent
 (durable), ``B`` at begin, and once the outcome is known the ``A`` lines of a committed
@@ -69,7 +69,7 @@ class SendFuture(Protocol):
     def exception(self, timeout: float | None = None) -> BaseException | None: ...
 
 
-class TxnProducer(Protocol):
+class TransactionalClient(Protocol):
     """The calls the loop makes: our Producer's, or confluent-kafka's through
     :class:`~clients.spark.confluent_txn.ConfluentTxnProducer`."""
 
@@ -113,13 +113,13 @@ class TxnPlan:
         return f"workload-{self.run_id}-{self.producer}"
 
 
-def start_session(plan: TxnPlan, stop: threading.Event) -> TxnProducer:
+def start_session(plan: TxnPlan, stop: threading.Event) -> TransactionalClient:
     """A new producer of ``plan``'s transactional id, initialised (retried through faults
     until :data:`INIT_DEADLINE_S`)."""
     deadline = time.monotonic() + INIT_DEADLINE_S
     while True:
         make = ConfluentTxnProducer if plan.client == "confluent" else Producer
-        client: TxnProducer = make(plan.bootstrap, transactional_id=plan.transactional_id,
+        client: TransactionalClient = make(plan.bootstrap, transactional_id=plan.transactional_id,
                                    transaction_timeout_ms=plan.transaction_timeout_ms,
                                    **plan.options)
         try:
@@ -194,7 +194,7 @@ def produce_transactional(plan: TxnPlan, ledger: LedgerWriter, tally: Tally,
         client.close(10.0)
 
 
-def _commit(client: TxnProducer) -> None:
+def _commit(client: TransactionalClient) -> None:
     for attempt in range(COMMIT_RETRIES + 1):
         try:
             client.commit_transaction()
@@ -204,7 +204,7 @@ def _commit(client: TxnProducer) -> None:
                 raise
 
 
-def _try_abort(client: TxnProducer) -> bool:
+def _try_abort(client: TransactionalClient) -> bool:
     try:
         client.abort_transaction()
         return True
@@ -212,7 +212,7 @@ def _try_abort(client: TxnProducer) -> bool:
         return False
 
 
-def _usable(client: TxnProducer) -> bool:
+def _usable(client: TransactionalClient) -> bool:
     """Whether a new transaction can begin (false after a fatal error)."""
     try:
         client.begin_transaction()
@@ -222,8 +222,8 @@ def _usable(client: TxnProducer) -> bool:
     return _try_abort(client)
 
 
-def _restart_inside(plan: TxnPlan, old: TxnProducer, tally: Tally,
-                    stop: threading.Event) -> tuple[TxnProducer, str]:
+def _restart_inside(plan: TxnPlan, old: TransactionalClient, tally: Tally,
+                    stop: threading.Event) -> tuple[TransactionalClient, str]:
     """A new session fences ``old`` mid-transaction; ``old``'s commit must then fail."""
     tally("txn", "restart")
     new = start_session(plan, stop)
