@@ -5,11 +5,15 @@
     minikafka workload --data-dir ./data --topic verify --messages 20000 --rate 2000 \\
         --faults kill-leader@2s,restart@4s,restart-controller@6s
     minikafka verify --data-dir ./data --ledger ./data/ledger-<run>.tsv --report report.json
+    minikafka workload --data-dir ./data --topic txn --transactional --keys-per-producer 6 \
+        --faults kill-leader@2s,restart@4s,kill-coordinator@6s,restart@8s [--client confluent]
 
 ``--data-dir`` names a local cluster (``minikafka cluster start --data-dir``): its broker
 addresses come from the cluster's state file, and faults are injected through the
 launcher.  ``--bootstrap-server`` (alias ``--bootstrap``) reaches any cluster instead
-(no faults then).  ``verify`` exits 0 when the run is clean, 1 on any violation or error.
+(no faults then).  ``--transactional`` sends in transactions
+(:mod:`clients.spark.txn_workload`), verified read_committed.  ``verify`` exits 0 when
+the run is clean, 1 on any violation or error.
 See :mod:`clients.spark.workload`, :mod:`clients.spark.verify` and docs/verification.md.
 """
 
