@@ -103,6 +103,8 @@ class ConfluentTxnProducer:
 
     def close(self, timeout_s: float | None = None) -> None:
         """Flush what is queued (a fenced producer's error is ignored: nothing is left for
-        it to do); librdkafka frees the producer when it is garbage."""
-        with contextlib.suppress(MiniKafkaError):
+        it to do); librdkafka frees the producer when it is garbage.  confluent-kafka
+        2.x's ``flush`` of a fenced producer raises ``SystemError`` ("KafkaException
+        returned a result with an exception set"): ignored too."""
+        with contextlib.suppress(MiniKafkaError, SystemError):
             self.flush(CALL_TIMEOUT_S if timeout_s is None else timeout_s)
