@@ -6,10 +6,14 @@ directory; runs the verification workload (:mod:`clients.spark.workload`: 4 idem
 acks=all producers, every acknowledgment in a ledger) on a topic with replication
 factor 3 and min ISR 2 while faults are injected on a schedule (by default the leader
 of partition 0 is SIGKILLed at 2 s and restarted at 4 s, and the controller restarted
-at 6 s); prints ``cluster status``; runs the Spark verification job
-(:mod:`clients.spark.verify`, ``local[*]``) that reads the topic through the
-``minikafka`` data source and reports lost, duplicated, reordered and phantom records;
-and stops the cluster, always, also on failure or Ctrl-C.  Exit status 0 only when the
+at 6 s); then a transactional run (:mod:`clients.spark.txn_workload`, 3,000 records
+in transactions committed, aborted and restarted at random, the busiest transaction
+coordinator killed at 1 s and restarted at 3 s; ``--txn-messages 0`` skips it); prints
+``cluster status``; runs the Spark verification job (:mod:`clients.spark.verify`,
+``local[*]``, one session for both runs) that reads the topic through the ``minikafka``
+data source and reports lost, duplicated, reordered and phantom records (and, for the
+transactional run, read_committed: aborted reads, torn transactions); and stops the
+cluster, always, also on failure or Ctrl-C.  Exit status 0 only when every
 verification is clean.  Spark needs Java: without it the demo stops before starting
 anything and says how to install it.
 """
@@ -34,6 +38,7 @@ from typing import Any
 from clients.protocol.errors import MiniKafkaError
 
 DEFAULT_FAULTS = "kill-leader@2s,restart@4s,restart-controller@6s"
+DEFAULT_TXN_FAULTS = "kill-coordinator@1s,restart@3s"
 
 
 def add_parser(sub: Any) -> None:
@@ -44,6 +49,10 @@ def add_parser(sub: Any) -> None:
                       help="messages per second (the faults happen while they flow)")
     demo.add_argument("--partitions", type=int, default=3)
     demo.add_argument("--faults", default=DEFAULT_FAULTS, help="a fault schedule ('' for none)")
+    demo.add_argument("--txn-messages", type=int, default=3_000,
+                      help="records of the transactional run (0: no transactional run)")
+    demo.add_argument("--txn-faults", default=DEFAULT_TXN_FAULTS,
+                      help="the transactional run's fault schedule ('' for none)")
     demo.add_argument("--master", default="local[*]", help="Spark master for the verify job")
     demo.add_argument("--report", default=None, metavar="PATH", help="write the JSON report")
     demo.add_argument("--data-dir", default=None, help="default: a temporary directory")
@@ -124,10 +133,36 @@ def spark_missing() -> str | None:
     return None if java_available() else JAVA_HELP
 
 
+def _txn_report_path(report: str) -> str:
+    path = Path(report)
+    return str(path.with_name(f"{path.stem}-transactional{path.suffix or '.json'}"))
+
+
+def _transactional_run(args: argparse.Namespace, bootstrap: str, data_dir: str) -> str:
+    """The demo's transactional workload; its ledger's path."""
+    from clients.spark.faults import parse_schedule
+    from clients.spark.ledger import default_ledger_path
+    from clients.spark.workload import WorkloadConfig, new_run_id, run_workload
+
+    run_id = new_run_id()
+    config = WorkloadConfig(
+        bootstrap=bootstrap, topic="demo-transactional", run_id=run_id, data_dir=data_dir,
+        ledger_path=str(default_ledger_path(data_dir, run_id)), messages=args.txn_messages,
+        producers=3, keys_per_producer=2 * args.partitions, rate=1_000,
+        partitions=args.partitions, transactional=True, restart_ratio=0.05,
+        faults=parse_schedule(args.txn_faults) if args.txn_faults else [])
+    print(f"transactional run {run_id}: {config.messages} records from {config.producers} "
+          f"transactional producers (commits, aborts, fenced restarts) at about "
+          f"{config.rate:.0f}/s" + (f"; faults {args.txn_faults}" if args.txn_faults else ""))
+    result = run_workload(config)
+    print("\n".join(result.summary_lines()))
+    return config.ledger_path
+
+
 def run_demo(args: argparse.Namespace) -> int:
     from clients.spark.faults import parse_schedule
     from clients.spark.ledger import default_ledger_path
-    from clients.spark.verify import verify_job
+    from clients.spark.verify import verify_ledgers, write_report
     from clients.spark.workload import WorkloadConfig, new_run_id, run_workload
 
     problem = spark_missing()
@@ -153,17 +188,25 @@ def run_demo(args: argparse.Namespace) -> int:
                   f"{config.rate:.0f}/s" + (f"; faults {args.faults}" if faults else ""))
             result = run_workload(config)
             print("\n".join(result.summary_lines()))
+            ledgers = [config.ledger_path]
+            if args.txn_messages > 0:
+                ledgers.append(_transactional_run(args, bootstrap, data_dir))
             cluster_command("status", "--data-dir", data_dir)
             spark_log = str(Path(data_dir) / "spark.log")
             print(f"verifying with Spark ({args.master}; its log: {spark_log}) ...")
             t0 = time.monotonic()
-            report = verify_job(config.ledger_path, bootstrap=bootstrap, master=args.master,
-                                report_path=args.report, spark_log=spark_log)
-            print(report.table())
+            reports = verify_ledgers(ledgers, bootstrap=bootstrap, master=args.master,
+                                     spark_log=spark_log)
+            for report in reports:
+                print(report.table())
+            if args.report:
+                write_report(reports[0], args.report)
+                if len(reports) > 1:
+                    write_report(reports[1], _txn_report_path(args.report))
             print(f"verification took {time.monotonic() - t0:.1f} s"
                   + (f"; report written to {args.report}" if args.report else ""))
         print(f"demo done in {time.monotonic() - started:.1f} s")
-        return 0 if report.ok else 1
+        return 0 if all(report.ok for report in reports) else 1
     finally:
         if owned_dir:
             shutil.rmtree(data_dir, ignore_errors=True)

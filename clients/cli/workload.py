@@ -5,11 +5,15 @@
     minikafka workload --data-dir ./data --topic verify --messages 20000 --rate 2000 \\
         --faults kill-leader@2s,restart@4s,restart-controller@6s
     minikafka verify --data-dir ./data --ledger ./data/ledger-<run>.tsv --report report.json
+    minikafka workload --data-dir ./data --topic txn --transactional --keys-per-producer 6 \
+        --faults kill-leader@2s,restart@4s,kill-coordinator@6s,restart@8s [--client confluent]
 
 ``--data-dir`` names a local cluster (``minikafka cluster start --data-dir``): its broker
 addresses come from the cluster's state file, and faults are injected through the
 launcher.  ``--bootstrap-server`` (alias ``--bootstrap``) reaches any cluster instead
-(no faults then).  ``verify`` exits 0 when the run is clean, 1 on any violation or error.
+(no faults then).  ``--transactional`` sends in transactions
+(:mod:`clients.spark.txn_workload`), verified read_committed.  ``verify`` exits 0 when
+the run is clean, 1 on any violation or error.
 See :mod:`clients.spark.workload`, :mod:`clients.spark.verify` and docs/verification.md.
 """
 
@@ -41,6 +45,18 @@ def add_parsers(sub: Any) -> None:
     workload.add_argument("--drop-response-ratio", type=float, default=0.0,
                           help="test hook: drop this fraction of produce responses (retries)")
     workload.add_argument("--drop-seed", type=int, default=7)
+    workload.add_argument("--transactional", action="store_true",
+                          help="send in transactions (random commits, aborts, restarts)")
+    workload.add_argument("--max-txn-records", type=int, default=20,
+                          help="transactions hold 1..this many records")
+    workload.add_argument("--abort-ratio", type=float, default=0.2,
+                          help="fraction of transactions aborted on purpose")
+    workload.add_argument("--restart-ratio", type=float, default=0.02,
+                          help="fraction of transactions whose producer is restarted "
+                               "(fenced) inside them")
+    workload.add_argument("--transaction-timeout-ms", type=int, default=20_000)
+    workload.add_argument("--client", choices=("minikafka", "confluent"), default="minikafka",
+                          help="the transactional producer: ours or confluent-kafka's")
     faults = workload.add_mutually_exclusive_group()
     faults.add_argument("--faults", default=None, metavar="SCHEDULE",
                         help="e.g. kill-leader@2s,restart@4s,restart-controller@6s,"
@@ -107,7 +123,10 @@ def workload_config(args: argparse.Namespace) -> Any:
         partitions=args.partitions, replication_factor=args.replication_factor,
         min_insync_replicas=args.min_insync_replicas, idempotence=not args.no_idempotence,
         drop_response_ratio=args.drop_response_ratio, drop_seed=args.drop_seed,
-        data_dir=args.data_dir, faults=events)
+        data_dir=args.data_dir, faults=events, transactional=args.transactional,
+        max_txn_records=args.max_txn_records, abort_ratio=args.abort_ratio,
+        restart_ratio=args.restart_ratio, transaction_timeout_ms=args.transaction_timeout_ms,
+        client=args.client)
     config.check()
     return config
 
@@ -119,6 +138,10 @@ def cmd_workload(args: argparse.Namespace) -> int:
     config = workload_config(args)
     print(f"workload run {config.run_id}: {config.messages} messages, {config.producers} "
           f"producers, idempotence {'on' if config.idempotence else 'off'}"
+          + (f", transactional (<= {config.max_txn_records} records, abort ratio "
+             f"{config.abort_ratio}, restart ratio {config.restart_ratio})"
+             if config.transactional else "")
+          + (f", client {config.client}" if config.client != "minikafka" else "")
           + (f", faults {format_schedule(config.faults)}" if config.faults else ""))
     result = run_workload(config)
     print("\n".join(result.summary_lines()))

@@ -8,6 +8,9 @@ counted from the start of the workload with a unit (``2s``, ``1.5s``, ``800ms``)
     kill:T  restart:T  pause:T  resume:T      T = a broker id or "controller"
     restart  resume     (no target) the process last killed / last paused by the schedule
     kill-controller  restart-controller       = kill:controller, restart:controller
+    kill-coordinator    SIGKILL the broker leading the most partitions of
+                        __transaction_state (a transaction coordinator of ~1/3 or more of
+                        the transactional ids on 3 brokers; ties: the lowest id)
 
     e.g.  kill-leader@2s,restart@4s,restart-controller@6s,pause:2@8s,resume:2@9s
 
@@ -40,6 +43,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections import Counter
 from collections.abc import Callable
 from pathlib import Path
 from typing import NamedTuple
@@ -48,6 +52,7 @@ from clients.protocol.errors import MiniKafkaError
 
 ACTIONS = ("kill", "restart", "pause", "resume")
 CONTROLLER = "controller"
+COORDINATOR = "coordinator"
 LAST = "last"
 SOURCE_ROOT = str(Path(__file__).resolve().parents[2])
 _TIME = re.compile(r"^(\d+(?:\.\d+)?)(ms|s)$")
@@ -76,6 +81,8 @@ class FaultEvent(NamedTuple):
             spec = self.action
         elif self.target == CONTROLLER and self.action in ("kill", "restart"):
             spec = f"{self.action}-controller"
+        elif self.target == COORDINATOR:
+            spec = f"{self.action}-coordinator"
         else:
             spec = f"{self.action}:{self.target}"
         return f"{spec}@{_format_time(self.at_ms)}"
@@ -104,6 +111,8 @@ def parse_action(text: str) -> tuple[str, str]:
             return action, f"leader:{int(arg) if arg else 0}"
     if name in ("kill-controller", "restart-controller") and not arg:
         return name.split("-")[0], CONTROLLER
+    if name == "kill-coordinator" and not arg:
+        return "kill", COORDINATOR
     if name in ACTIONS:
         if not arg:
             if name in ("restart", "resume"):
@@ -115,7 +124,8 @@ def parse_action(text: str) -> tuple[str, str]:
         return name, arg if arg == CONTROLLER else str(int(arg))
     raise FaultScheduleError(
         f"unknown fault {text!r} (known: kill-leader[:P], pause-leader[:P], kill:T, "
-        "restart[:T], pause:T, resume[:T], kill-controller, restart-controller)")
+        "restart[:T], pause:T, resume[:T], kill-controller, restart-controller, "
+        "kill-coordinator)")
 
 
 def parse_schedule(text: str) -> list[FaultEvent]:
@@ -277,6 +287,8 @@ class FaultInjector:
                 if leader < 0:
                     return f"skipped: {self.topic}-{target[7:]} has no leader"
                 target = str(leader)
+            elif target == COORDINATOR:
+                target = str(self._busiest_coordinator())
             elif target == LAST:
                 target = self._last["kill" if event.action == "restart" else "pause"]
                 if not target:
@@ -290,6 +302,18 @@ class FaultInjector:
         else:
             self._down.pop(target, None)
         return output.splitlines()[-1] if output else "done"
+
+    def _busiest_coordinator(self) -> int:
+        """The broker leading the most partitions of ``__transaction_state``."""
+        from clients.admin import Admin
+        from clients.protocol.topics import TRANSACTION_STATE_TOPIC
+
+        with Admin(bootstrap_from_data_dir(self.data_dir), request_timeout_ms=5_000) as admin:
+            parts = admin.describe_topics([TRANSACTION_STATE_TOPIC])[TRANSACTION_STATE_TOPIC]
+        leaders = Counter(p.leader for p in parts.partitions if p.leader >= 0)
+        if not leaders:
+            raise ValueError(f"{TRANSACTION_STATE_TOPIC} has no leader (no transactions yet?)")
+        return min(leaders, key=lambda broker: (-leaders[broker], broker))
 
     def _metadata_leader(self, partition: int) -> int:
         from clients.admin import Admin

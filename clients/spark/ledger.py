@@ -7,9 +7,12 @@ line's text before that last TAB, as 8 lowercase hex digits::
 
     kind  fields (after the kind)                                   when
     ----  --------------------------------------------------------  -------------------
-    H     version(=1)  run_id  topic  created_ms                    first line, once
+    H     version(=2)  run_id  topic  created_ms                    first line, once
     S     run_id  producer  sent_below                              before sending
     A     run_id  producer  sequence  key  topic  partition  offset one per acknowledgment
+    B     run_id  producer  txn  first_sequence                     transaction begun
+    T     run_id  producer  txn  first_sequence  end_sequence  outcome
+                                                                    transaction ended
 
     e.g.  A<TAB>7f3a9c01<TAB>2<TAB>41<TAB>p2-k1<TAB>verify<TAB>0<TAB>1534<TAB>9b1c03de
 
@@ -18,6 +21,20 @@ producer's message number (0, 1, 2, ...), ``key`` the record key as text.  An ``
 ("sent") line announces that producer ``producer`` may send sequences below
 ``sent_below``: the verifier calls a record of this run *phantom* when its sequence is
 at or above the largest announcement of its producer.
+
+Transactions (version 2, written by the workload's transactional mode): logical
+producer ``producer`` numbers its transactions ``txn`` = 0, 1, 2, ...; the records of a
+transaction are the producer's sequences ``first_sequence <= sequence < end_sequence``
+(consecutive: a transaction holds one range).  ``B`` is written when the transaction
+begins; ``T`` when its outcome is known, ``outcome`` one of ``commit``
+(``commit_transaction`` returned), ``abort`` (it was aborted, or never asked to commit
+before its producer was fenced or restarted: it cannot commit) and ``unknown``
+(``commit_transaction`` was called and failed: all or nothing may be visible).  A
+``B`` without a ``T`` (the workload stopped inside it) is *open*: not judged.  In a
+transactional run ``A`` lines are written only for the records of committed
+transactions, after ``commit_transaction`` returned (the acknowledged offset is where
+the committed record must be).  Version 1 ledgers (no ``B``/``T`` lines) are read as
+before; a version 1 file with a ``B`` or ``T`` line is rejected.
 
 Durability (fsync policy): an ``S`` line is written, flushed and fsync'd before any
 sequence it announces is sent, so the announced bound is never behind what reached the
@@ -52,7 +69,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import BinaryIO, NamedTuple
 
-VERSION = 1
+VERSION = 2
+READABLE_VERSIONS = ("1", "2")
+OUTCOMES = ("commit", "abort", "unknown")
 MAX_LINE_BYTES = 4096
 _NAME = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 _RUN_ID = re.compile(r"^[A-Za-z0-9_-]{1,64}$")
@@ -69,6 +88,7 @@ class LedgerHeader(NamedTuple):
     run_id: str
     topic: str
     created_ms: int
+    version: int = VERSION
 
 
 class Sent(NamedTuple):
@@ -89,7 +109,28 @@ class Ack(NamedTuple):
     offset: int
 
 
-LedgerRecord = LedgerHeader | Sent | Ack
+class TxnBegin(NamedTuple):
+    """Producer ``producer`` began its transaction ``txn`` at sequence ``first_sequence``."""
+
+    run_id: str
+    producer: int
+    txn: int
+    first_sequence: int
+
+
+class TxnEnd(NamedTuple):
+    """Transaction ``txn`` of ``producer`` holds sequences [first, end) and ended with
+    ``outcome`` (one of :data:`OUTCOMES`)."""
+
+    run_id: str
+    producer: int
+    txn: int
+    first_sequence: int
+    end_sequence: int
+    outcome: str
+
+
+LedgerRecord = LedgerHeader | Sent | Ack | TxnBegin | TxnEnd
 
 
 def crc_hex(body: str) -> str:
@@ -106,12 +147,23 @@ def format_record(record: LedgerRecord) -> str:
     if isinstance(record, LedgerHeader):
         _check(_RUN_ID, record.run_id, "run_id")
         _check(_NAME, record.topic, "topic")
-        return _line(["H", str(VERSION), record.run_id, record.topic, str(record.created_ms)])
+        return _line(["H", str(record.version), record.run_id, record.topic,
+                      str(record.created_ms)])
     if isinstance(record, Sent):
         _check(_RUN_ID, record.run_id, "run_id")
         return _line(["S", record.run_id, _nat(record.producer, "producer"),
                       _nat(record.sent_below, "sent_below")])
     _check(_RUN_ID, record.run_id, "run_id")
+    if isinstance(record, TxnBegin):
+        return _line(["B", record.run_id, _nat(record.producer, "producer"),
+                      _nat(record.txn, "txn"), _nat(record.first_sequence, "first_sequence")])
+    if isinstance(record, TxnEnd):
+        if record.outcome not in OUTCOMES or record.end_sequence < record.first_sequence:
+            raise LedgerError(f"transaction outcome must be one of {OUTCOMES} and "
+                              f"end_sequence >= first_sequence, got {record!r}")
+        return _line(["T", record.run_id, _nat(record.producer, "producer"),
+                      _nat(record.txn, "txn"), _nat(record.first_sequence, "first_sequence"),
+                      _nat(record.end_sequence, "end_sequence"), record.outcome])
     _check(_KEY, record.key, "key")
     _check(_NAME, record.topic, "topic")
     return _line(["A", record.run_id, _nat(record.producer, "producer"),
@@ -135,27 +187,40 @@ def _nat(value: int, what: str) -> str:
 
 
 def parse_line(text: str) -> LedgerRecord:
-    """One line without its newline; raises ValueError saying what is wrong."""
+    """One line without its newline; raises ValueError saying what is wrong (B and T
+    lines parse in any file; :func:`iter_ledger` refuses them in a version 1 ledger)."""
     body, tab, crc = text.rpartition("\t")
     if not tab or not _CRC.match(crc):
         raise ValueError("no CRC field (8 lowercase hex digits after the last TAB)")
     if crc_hex(body) != crc:
         raise ValueError(f"CRC mismatch (stored {crc}, computed {crc_hex(body)})")
     fields = body.split("\t")
-    kind, expected = fields[0], {"H": 5, "S": 4, "A": 8}.get(fields[0])
+    kind, expected = fields[0], {"H": 5, "S": 4, "A": 8, "B": 5, "T": 7}.get(fields[0])
     if expected is None:
-        raise ValueError(f"unknown record kind {kind!r} (expected H, S or A)")
+        raise ValueError(f"unknown record kind {kind!r} (expected H, S, A, B or T)")
     if len(fields) != expected:
         raise ValueError(f"{kind} line has {len(fields)} fields, expected {expected}")
     if kind == "H":
-        if fields[1] != str(VERSION):
-            raise ValueError(f"unsupported ledger version {fields[1]!r} (this reader: {VERSION})")
+        if fields[1] not in READABLE_VERSIONS:
+            raise ValueError(f"unsupported ledger version {fields[1]!r} (this reader: "
+                             f"{', '.join(READABLE_VERSIONS)})")
         _field(_RUN_ID, fields[2], "run_id")
         _field(_NAME, fields[3], "topic")
-        return LedgerHeader(fields[2], fields[3], _int(fields[4], "created_ms"))
+        return LedgerHeader(fields[2], fields[3], _int(fields[4], "created_ms"),
+                            int(fields[1]))
     _field(_RUN_ID, fields[1], "run_id")
     if kind == "S":
         return Sent(fields[1], _int(fields[2], "producer"), _int(fields[3], "sent_below"))
+    if kind == "B":
+        return TxnBegin(fields[1], _int(fields[2], "producer"), _int(fields[3], "txn"),
+                        _int(fields[4], "first_sequence"))
+    if kind == "T":
+        first, end = _int(fields[4], "first_sequence"), _int(fields[5], "end_sequence")
+        if end < first or fields[6] not in OUTCOMES:
+            raise ValueError(f"bad transaction end: range [{first}, {end}), outcome "
+                             f"{fields[6]!r} (expected one of {', '.join(OUTCOMES)})")
+        return TxnEnd(fields[1], _int(fields[2], "producer"), _int(fields[3], "txn"), first,
+                      end, fields[6])
     _field(_KEY, fields[4], "key")
     _field(_NAME, fields[5], "topic")
     return Ack(fields[1], _int(fields[2], "producer"), _int(fields[3], "sequence"), fields[4],
@@ -182,6 +247,17 @@ class LedgerSummary:
     acks: int = 0
     sent_below: dict[int, int] = field(default_factory=dict)  # producer -> bound
     torn_tail_bytes: int = 0
+    begun: int = 0  # B lines
+    outcomes: dict[str, int] = field(default_factory=dict)  # T lines per outcome
+
+    @property
+    def transactional(self) -> bool:
+        """A run of the workload's transactional mode (it began a transaction)."""
+        return self.begun > 0
+
+    @property
+    def open_transactions(self) -> int:
+        return self.begun - sum(self.outcomes.values())
 
     @property
     def sent(self) -> int:
@@ -234,6 +310,10 @@ def _records(path: str | os.PathLike[str],
                                   f"the header's {header.run_id!r}")
             if isinstance(record, LedgerHeader):
                 header = record
+            elif (isinstance(record, TxnBegin | TxnEnd) and header is not None
+                  and header.version < 2):
+                raise LedgerError(f"{name}:{number}: a transaction line in a version "
+                                  f"{header.version} ledger")
             yield record
     if header is None:
         raise LedgerError(f"ledger {name} is empty (no header line)")
@@ -261,6 +341,10 @@ def scan_ledger(path: str | os.PathLike[str]) -> LedgerSummary:
         elif isinstance(record, Sent):
             previous = summary.sent_below.get(record.producer, 0)
             summary.sent_below[record.producer] = max(previous, record.sent_below)
+        elif isinstance(record, TxnBegin):
+            summary.begun += 1
+        elif isinstance(record, TxnEnd):
+            summary.outcomes[record.outcome] = summary.outcomes.get(record.outcome, 0) + 1
         else:
             summary.acks += 1
     assert summary is not None  # _records raises on an empty file
@@ -318,6 +402,25 @@ class LedgerWriter:
             self._check_open()
             self._file.write(line)
             self.acks += 1
+            now = self._clock()
+            if now - self._last_flush >= self._flush_interval_s:
+                self._file.flush()
+                self._last_flush = now
+
+    def begin(self, producer: int, txn: int, first_sequence: int) -> None:
+        """Transaction ``txn`` of ``producer`` begins (buffered like an ack)."""
+        self._buffered(format_record(TxnBegin(self.run_id, producer, txn, first_sequence)))
+
+    def end(self, producer: int, txn: int, first_sequence: int, end_sequence: int,
+            outcome: str) -> None:
+        """Transaction ``txn`` of ``producer`` ended (buffered like an ack)."""
+        self._buffered(format_record(TxnEnd(self.run_id, producer, txn, first_sequence,
+                                            end_sequence, outcome)))
+
+    def _buffered(self, line: str) -> None:
+        with self._lock:
+            self._check_open()
+            self._file.write(line)
             now = self._clock()
             if now - self._last_flush >= self._flush_interval_s:
                 self._file.flush()

@@ -50,6 +50,14 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from clients.spark.ledger import LedgerSummary, scan_ledger
+from clients.spark.txn_verify import (
+    TORN,
+    TXN_LABELS,
+    TXN_VIOLATIONS,
+    read_committed,
+    txn_check_frames,
+    txn_frame,
+)
 from clients.spark.verify_session import VerifyError, verify_session
 from clients.spark.workload import VALUE_PATTERN
 
@@ -78,7 +86,7 @@ class VerifyReport:
 
     @property
     def violations(self) -> int:
-        return sum(self.counts[name] for name in VIOLATIONS)
+        return sum(self.counts.get(name, 0) for name in (*VIOLATIONS, *TXN_VIOLATIONS))
 
     @property
     def ok(self) -> bool:
@@ -90,8 +98,11 @@ class VerifyReport:
     def table(self) -> str:
         rows = [f"verify run {self.run_id}, topic {self.topic!r} ({self.source})",
                 f"{'check':<30} {'count':>10}  verdict", "-" * 50]
-        for name, label in LABELS.items():
-            verdict = ("ok" if self.counts[name] == 0 else "FAIL") if name in VIOLATIONS \
+        for name, label in {**LABELS, **TXN_LABELS}.items():
+            if name not in self.counts:
+                continue  # the transactional rows of a transactional run only
+            verdict = ("ok" if self.counts[name] == 0 else "FAIL") \
+                if name in VIOLATIONS or name in TXN_VIOLATIONS \
                 else "allowed" if name == "unacked_present" else \
                 "ignored" if name == "other_runs" else ""
             rows.append(f"{label:<30} {self.counts[name]:>10}  {verdict}".rstrip())
@@ -100,7 +111,8 @@ class VerifyReport:
                     else f"result: {self.violations} VIOLATIONS")
         for name, examples in self.examples.items():
             for example in examples:
-                rows.append(f"  e.g. {LABELS[name].strip()}: {json.dumps(example)}")
+                label = {**LABELS, **TXN_LABELS}[name].strip()
+                rows.append(f"  e.g. {label}: {json.dumps(example)}")
         if self.ledger_torn_tail_bytes:
             rows.append(f"note: ignored a torn last ledger line ({self.ledger_torn_tail_bytes}"
                         " bytes)")
@@ -179,8 +191,11 @@ def classify(records: DataFrame, sent: DataFrame, run_id: str) -> DataFrame:
 
 
 def verify_frames(records: DataFrame, acks: DataFrame, sent: DataFrame, run_id: str, *,
-                  examples: int = 5) -> tuple[dict[str, int], dict[str, list[dict[str, Any]]]]:
-    """All counts (see the module docstring) and up to ``examples`` rows per violation.
+                  examples: int = 5, txns: DataFrame | None = None,
+                  ) -> tuple[dict[str, int], dict[str, list[dict[str, Any]]]]:
+    """All counts (see the module docstring) and up to ``examples`` rows per violation;
+    with ``txns`` (:func:`clients.spark.txn_verify.txn_frame`) also the transactional
+    checks and counts (:mod:`clients.spark.txn_verify`).
 
     Plan: the records are classified (cached: the source is read once); the valid ones
     are grouped by (producer, seq) into *messages* (copies, sorted positions, key of
@@ -195,9 +210,15 @@ def verify_frames(records: DataFrame, acks: DataFrame, sent: DataFrame, run_id: 
     try:
         frames = _check_frames(classified, joined)
         counts = dict.fromkeys(LABELS, 0)
-        for row in _metrics(classified, joined, sent, frames["ordered"]).collect():
+        metrics = _metrics(classified, joined, sent, frames["ordered"])
+        if txns is not None:
+            frames.update(txn_check_frames(classified, frames["ordered"], txns))
+            counts.update(dict.fromkeys(TXN_LABELS, 0))
+            metrics = _union([metrics, _txn_metrics(frames)])
+        for row in metrics.collect():
             counts[row["name"]] += int(row["value"] or 0)
-        wanted = [name for name in VIOLATIONS if counts[name] > 0] if examples > 0 else []
+        wanted = [name for name in (*VIOLATIONS, *TXN_VIOLATIONS)
+                  if counts.get(name, 0) > 0] if examples > 0 else []
         found: dict[str, list[dict[str, Any]]] = {}
         if wanted:
             parts = [frames[name].limit(examples).select(
@@ -273,19 +294,41 @@ _BACK_IN_PARTITION = "seq < previous_in_partition"
 _BACK_IN_KEY = "seq < previous_in_key"
 
 
+def stack(frame: DataFrame, **values: Column) -> DataFrame:
+    """(name, value) rows of one aggregation of ``frame``."""
+    from pyspark.sql import functions as F
+
+    pairs = [F.struct(F.lit(name).alias("name"), value.cast("long").alias("value"))
+             for name, value in values.items()]
+    return frame.agg(F.array(*pairs).alias("m")).select(F.explode("m").alias("m")) \
+        .select("m.name", "m.value")
+
+
+def count_where(condition: str) -> Column:
+    from pyspark.sql import functions as F
+
+    return F.sum(F.when(F.expr(condition), 1).otherwise(0))
+
+
+def _txn_metrics(frames: dict[str, DataFrame]) -> DataFrame:
+    from pyspark.sql import functions as F
+
+    return _union([
+        stack(frames["per_txn"], txn_committed=count_where("outcome = 'commit'"),
+              txn_aborted=count_where("outcome = 'abort'"),
+              txn_unknown=count_where("outcome = 'unknown'"),
+              unknown_visible=count_where("outcome = 'unknown' AND visible = size"),
+              unknown_invisible=count_where("outcome = 'unknown' AND visible = 0"),
+              torn=count_where(TORN)),
+        stack(frames["aborted_read"], aborted_read=F.count(F.lit(1))),
+        stack(frames["txn_reordered"], txn_reordered=F.count(F.lit(1))),
+    ])
+
+
 def _metrics(classified: DataFrame, joined: DataFrame, sent: DataFrame,
              ordered: DataFrame) -> DataFrame:
     """(name, value) rows: every count of the report, from one union of aggregates."""
     from pyspark.sql import functions as F
-
-    def stack(frame: DataFrame, **values: Column) -> DataFrame:
-        pairs = [F.struct(F.lit(name).alias("name"), value.cast("long").alias("value"))
-                 for name, value in values.items()]
-        return frame.agg(F.array(*pairs).alias("m")).select(F.explode("m").alias("m")) \
-            .select("m.name", "m.value")
-
-    def count_where(condition: str) -> Column:
-        return F.sum(F.when(F.expr(condition), 1).otherwise(0))
 
     return _union([
         stack(classified, records=F.count(F.lit(1)), phantom=count_where("class = 'phantom'"),
@@ -311,11 +354,17 @@ def run_verify(spark: SparkSession, ledger_path: str, *, bootstrap: str | None =
     topic = summary.header.topic
     if sink is not None:
         records, source = read_sink_records(spark, sink, topic), f"Parquet sink {sink}"
+    elif summary.transactional:
+        assert bootstrap is not None
+        records = read_committed(spark, bootstrap, topic)
+        source = f"topic via {bootstrap}, read_committed"
     else:
         assert bootstrap is not None
         records, source = read_topic(spark, bootstrap, topic), f"topic via {bootstrap}"
     acks, sent = ledger_frames(spark, ledger_path, summary)
-    counts, found = verify_frames(records, acks, sent, summary.header.run_id, examples=examples)
+    txns = txn_frame(spark, ledger_path) if summary.transactional else None
+    counts, found = verify_frames(records, acks, sent, summary.header.run_id, examples=examples,
+                                  txns=txns)
     if counts["acked"] != summary.acks:
         raise ValueError(f"ledger {ledger_path} changed while verifying ({summary.acks} acks "
                          f"validated, {counts['acked']} read by Spark)")
@@ -335,21 +384,32 @@ def verify_job(ledger_path: str, *, bootstrap: str | None = None, sink: str | No
                master: str = "local[*]", examples: int = 5,
                report_path: str | None = None, spark_log: str | None = None) -> VerifyReport:
     """The whole CLI job: own SparkSession on ``master``, verify, write the report, stop."""
+    report = verify_ledgers([ledger_path], bootstrap=bootstrap, sink=sink, master=master,
+                            examples=examples, spark_log=spark_log)[0]
+    if report_path:
+        write_report(report, report_path)
+    return report
+
+
+def verify_ledgers(ledger_paths: list[str], *, bootstrap: str | None = None,
+                   sink: str | None = None, master: str = "local[*]", examples: int = 5,
+                   spark_log: str | None = None) -> list[VerifyReport]:
+    """Verify several ledgers in one SparkSession on ``master`` (one JVM start; the
+    demo's idempotent and transactional runs), stopped at the end; Spark failures are
+    :class:`VerifyError`."""
     from py4j.protocol import Py4JError
     from pyspark.errors import PySparkException
 
-    scan_ledger(ledger_path)  # bad input fails before Spark starts
+    for path in ledger_paths:
+        scan_ledger(path)  # bad input fails before Spark starts
     if sink is not None and not Path(sink).is_dir():
         raise ValueError(f"sink {sink} is not a directory")
     spark = verify_session(master, spark_log=spark_log)
     try:
-        report = run_verify(spark, ledger_path, bootstrap=bootstrap, sink=sink,
-                            examples=examples)
+        return [run_verify(spark, path, bootstrap=bootstrap, sink=sink, examples=examples)
+                for path in ledger_paths]
     except (PySparkException, Py4JError) as exc:
         lines = [line for line in str(exc).splitlines() if line.strip()]
         raise VerifyError("Spark job failed: " + " | ".join(lines[:3])) from exc
     finally:
         spark.stop()
-    if report_path:
-        write_report(report, report_path)
-    return report

@@ -22,6 +22,9 @@ every message is acked or failed, events not yet due are skipped and the cluster
 healed.  Progress (:class:`WorkloadProgress`): a one-line bar redrawn in place on a
 TTY, else a plain line per 10%.
 
+``transactional``: each producer sends in transactions instead, committed or aborted at
+random, restarted (fenced) now and then; see :mod:`clients.spark.txn_workload`.
+
 Design choices: threads, not processes (each Producer's I/O runs on its own sender
 thread, and a few thousand messages/s is what verification needs); each producer's
 ``buffer_memory`` is bounded (``buffer_memory_per_producer``); the topic is created if
@@ -49,6 +52,7 @@ from clients.producer.future import RecordFuture
 from clients.protocol.errors import MiniKafkaError
 from clients.spark.faults import AppliedFault, FaultEvent, FaultInjector
 from clients.spark.ledger import LedgerWriter
+from clients.spark.txn_workload import CLIENTS, TxnPlan, produce_transactional
 
 VALUE_MAGIC = "mk1"
 # What verify parses (Spark regexp_extract): run id, producer, sequence.
@@ -99,6 +103,12 @@ class WorkloadConfig:
     announce_every: int = 500
     buffer_memory_per_producer: int = 4 * 1024 * 1024
     delivery_timeout_ms: int = 120_000
+    transactional: bool = False  # clients.spark.txn_workload
+    max_txn_records: int = 20
+    abort_ratio: float = 0.2
+    restart_ratio: float = 0.02
+    transaction_timeout_ms: int = 20_000
+    client: str = "minikafka"  # transactional: or "confluent" (clients.spark.confluent_txn)
 
     def check(self) -> None:
         if self.messages < 1 or self.producers < 1 or self.keys_per_producer < 1:
@@ -111,6 +121,14 @@ class WorkloadConfig:
             raise ValueError("value_bytes must be in [0, 1e6] and announce_every >= 1")
         if self.faults and not self.data_dir:
             raise ValueError("fault injection needs the cluster's --data-dir")
+        if self.transactional and not self.idempotence:
+            raise ValueError("a transactional producer is idempotent (drop --no-idempotence)")
+        if self.client not in CLIENTS or (self.client != "minikafka" and not self.transactional):
+            raise ValueError(f"client must be one of {', '.join(CLIENTS)}; confluent drives "
+                             "the transactional mode only")
+        if self.max_txn_records < 1 or not 0 <= self.abort_ratio <= 1 \
+                or not 0 <= self.restart_ratio <= 1:
+            raise ValueError("max_txn_records must be >= 1, abort and restart ratios in [0, 1]")
 
 
 @dataclass
@@ -125,12 +143,16 @@ class WorkloadResult:
     errors: Counter[str] = field(default_factory=Counter)
     faults: list[AppliedFault] = field(default_factory=list)
     healed: list[str] = field(default_factory=list)
+    transactions: Counter[str] = field(default_factory=Counter)  # outcome / event -> count
 
     def summary_lines(self) -> list[str]:
         rate = self.acked / self.elapsed_s if self.elapsed_s > 0 else 0.0
         lines = [f"run {self.run_id}: sent {self.sent}, acked {self.acked}, failed "
                  f"{self.failed} in {self.elapsed_s:.1f} s ({rate:.0f} acks/s)"]
         lines += [f"  failed with {name}: {n}" for name, n in self.errors.most_common()]
+        if self.transactions:
+            lines.append("  transactions: " + ", ".join(
+                f"{name} {n}" for name, n in sorted(self.transactions.items())))
         for f in self.faults:
             when = "" if f.ran_at_ms < 0 else f" at {f.ran_at_ms / 1000:.1f} s"
             lines.append(f"  fault {f.event.describe()}{when}: {f.outcome}")
@@ -144,6 +166,20 @@ class _Counters:
         self.lock = threading.Lock()
         self.sent = self.acked = self.failed = 0
         self.errors: Counter[str] = Counter()
+        self.transactions: Counter[str] = Counter()
+
+    def tally(self, event: str, detail: str) -> None:
+        """One record sent / acked / failed (detail: why), or a transaction event."""
+        with self.lock:
+            if event == "sent":
+                self.sent += 1
+            elif event == "acked":
+                self.acked += 1
+            elif event == "failed":
+                self.failed += 1
+                self.errors[detail] += 1
+            else:
+                self.transactions[detail] += 1
 
     def snapshot(self) -> tuple[int, int, int]:
         with self.lock:
@@ -251,10 +287,28 @@ def _share(config: WorkloadConfig, producer: int) -> int:
     return base + (1 if producer < extra else 0)
 
 
+def _txn_plan(config: WorkloadConfig, producer: int, start: float) -> TxnPlan:
+    keys = random.Random(f"{config.run_id}-{producer}")
+
+    def message(sequence: int) -> tuple[str, bytes]:
+        return (key_for(producer, keys.randrange(config.keys_per_producer)),
+                encode_value(config.run_id, producer, sequence, config.value_bytes))
+
+    return TxnPlan(config.bootstrap, config.topic, config.run_id, producer,
+                   _share(config, producer), producer_options(config, producer), message,
+                   config.announce_every, config.max_txn_records, config.abort_ratio,
+                   config.restart_ratio, config.transaction_timeout_ms,
+                   config.producers / config.rate if config.rate > 0 else 0.0, start,
+                   config.client)
+
+
 def _produce(config: WorkloadConfig, producer: int, ledger: LedgerWriter, counters: _Counters,
              start: float, stop: threading.Event) -> None:
     from clients.producer.producer import Producer
 
+    if config.transactional:
+        produce_transactional(_txn_plan(config, producer, start), ledger, counters.tally, stop)
+        return
     count = _share(config, producer)
     rng = random.Random(f"{config.run_id}-{producer}")
     interval_s = config.producers / config.rate if config.rate > 0 else 0.0
@@ -349,6 +403,7 @@ def run_workload(config: WorkloadConfig, out: TextIO | None = None) -> WorkloadR
         result.elapsed_s = time.monotonic() - start
     result.sent, result.acked, result.failed = counters.snapshot()
     result.errors = counters.errors
+    result.transactions = counters.transactions
     if thread_errors:
         raise thread_errors[0]
     return result

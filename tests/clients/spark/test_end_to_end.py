@@ -2,6 +2,9 @@
 
 - idempotent producers while leaders are SIGKILLed and restarted and the controller is
   restarted: the topic verifies clean (0 lost, 0 duplicated, 0 reordered, 0 phantom);
+- a transactional run (commits, aborts, fenced restarts) with a leader and the busiest
+  transaction coordinator killed verifies clean read_committed, and the same log read
+  read_uncommitted shows its aborted records as aborted reads;
 - the verifier can fail: a Parquet copy of that topic with one acknowledged record
   removed (test-only tampering of a copy; the cluster is untouched) shows it as lost, and
   producers without idempotence whose responses are dropped (forced retries) show
@@ -22,8 +25,9 @@ from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
 from clients.spark.faults import parse_schedule
-from clients.spark.ledger import Ack, read_ledger
-from clients.spark.verify import VIOLATIONS, read_topic, run_verify
+from clients.spark.ledger import Ack, read_ledger, scan_ledger
+from clients.spark.txn_verify import txn_frame
+from clients.spark.verify import VIOLATIONS, ledger_frames, read_topic, run_verify, verify_frames
 from clients.spark.workload import WorkloadConfig, WorkloadResult, run_workload
 from tests.broker.cluster_harness import LocalCluster
 from tests.broker.processes import ROOT
@@ -106,3 +110,30 @@ def test_forced_retries_without_idempotence_show_duplicates(
     assert report.counts["duplicated"] > 0 and report.counts["duplicate_copies"] > 0
     assert report.counts["lost"] == 0 and report.counts["phantom"] == 0
     assert not report.ok
+
+
+def test_a_transactional_run_with_a_leader_and_a_coordinator_killed_verifies_clean(
+        cluster: LocalCluster, spark: SparkSession) -> None:
+    config = WorkloadConfig(
+        bootstrap=cluster.bootstrap, topic="transactional", data_dir=cluster.data_dir,
+        ledger_path=str(Path(cluster.data_dir) / "transactional-ledger.tsv"), messages=3_000,
+        producers=3, keys_per_producer=6, rate=300, transactional=True, restart_ratio=0.05,
+        faults=parse_schedule("kill-leader@1s,restart@3s,kill-coordinator@5s,restart@7s"))
+    result = run_workload(config)
+    outcomes = [f.outcome for f in result.faults]
+    assert sum(o.startswith("killed broker-") for o in outcomes) == 2, outcomes
+    assert result.transactions["commit"] > 0 and result.transactions["abort"] > 0
+    assert result.transactions["fenced_commit_refused"] > 0, result.transactions
+    assert result.transactions["fenced_commit_succeeded"] == 0
+    report = run_verify(spark, config.ledger_path, bootstrap=cluster.bootstrap)
+    assert report.ok, report.table()
+    assert "read_committed" in report.source
+    assert report.counts["txn_committed"] == result.transactions["commit"]
+    assert report.counts["acked"] == result.acked > 0
+    # the aborted records are in the log: read_uncommitted (the Spark source) shows them
+    summary = scan_ledger(config.ledger_path)
+    acks, sent = ledger_frames(spark, config.ledger_path, summary)
+    uncommitted, _ = verify_frames(read_topic(spark, cluster.bootstrap, config.topic), acks,
+                                   sent, config.run_id,
+                                   txns=txn_frame(spark, config.ledger_path))
+    assert uncommitted["aborted_read"] > 0, uncommitted

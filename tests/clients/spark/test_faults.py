@@ -12,6 +12,7 @@ from hypothesis import strategies as st
 
 from clients.spark.faults import (
     CONTROLLER,
+    COORDINATOR,
     LAST,
     FaultEvent,
     FaultInjector,
@@ -157,3 +158,11 @@ def test_bootstrap_comes_from_the_cluster_state_file(tmp_path: Path) -> None:
     (tmp_path / "cluster.json").write_text("{")
     with pytest.raises(FaultScheduleError, match="is damaged"):
         bootstrap_from_data_dir(str(tmp_path))
+
+
+def test_kill_coordinator_targets_the_busiest_transaction_coordinator() -> None:
+    events = parse_schedule("kill-coordinator@1s,restart@2s")
+    assert events == [FaultEvent(1000, "kill", COORDINATOR), FaultEvent(2000, "restart", LAST)]
+    assert format_schedule(events) == "kill-coordinator@1s,restart@2s"
+    with pytest.raises(FaultScheduleError, match="unknown fault 'kill-coordinator:1'"):
+        parse_schedule("kill-coordinator:1@1s")

@@ -14,6 +14,8 @@ from clients.spark.ledger import (
     LedgerHeader,
     LedgerWriter,
     Sent,
+    TxnBegin,
+    TxnEnd,
     crc_hex,
     format_record,
     parse_line,
@@ -104,7 +106,7 @@ def test_records_are_checked_field_by_field() -> None:
                             (("S", RUN, "0"), "S line has 3 fields, expected 4"),
                             (("X", RUN), "unknown record kind 'X'"),
                             (("S", "bad run", "0", "5"), "bad run_id"),
-                            (("H", "2", RUN, "t", "0"), "unsupported ledger version '2'"),
+                            (("H", "3", RUN, "t", "0"), "unsupported ledger version '3'"),
                             (("A", RUN, "0", "0", "k", "bad/topic", "0", "0"), "bad topic")]:
         with pytest.raises(ValueError, match=message):
             parse_line(line(*fields))
@@ -171,3 +173,57 @@ def test_concurrent_appends_give_whole_lines(tmp_path: Path) -> None:
     acks = [r for r in read_ledger(path) if isinstance(r, Ack)]
     assert sorted((a.producer, a.sequence) for a in acks) == [
         (p, s) for p in range(4) for s in range(500)]
+
+
+def test_transaction_lines_round_trip_and_are_summarised(tmp_path: Path) -> None:
+    path = tmp_path / "ledger.tsv"
+    with LedgerWriter(path, RUN, "orders") as ledger:
+        ledger.sent(0, 10)
+        ledger.begin(0, 0, 0)
+        ledger.ack(0, 0, "p0-k0", "orders", 1, 7)
+        ledger.end(0, 0, 0, 3, "commit")
+        ledger.begin(0, 1, 3)
+        ledger.end(0, 1, 3, 5, "abort")
+        ledger.begin(0, 2, 5)
+        ledger.end(0, 2, 5, 6, "unknown")
+        ledger.begin(0, 3, 6)  # the run stopped inside it: open
+    records = read_ledger(path)
+    assert isinstance(records[0], LedgerHeader) and records[0].version == 2
+    assert records[2:5] == [TxnBegin(RUN, 0, 0, 0), Ack(RUN, 0, 0, "p0-k0", "orders", 1, 7),
+                            TxnEnd(RUN, 0, 0, 0, 3, "commit")]
+    assert records[-1] == TxnBegin(RUN, 0, 3, 6)
+    summary = scan_ledger(path)
+    assert summary.transactional and summary.begun == 4 and summary.open_transactions == 1
+    assert summary.outcomes == {"commit": 1, "abort": 1, "unknown": 1}
+    with pytest.raises(LedgerError, match="outcome must be one of"):
+        format_record(TxnEnd(RUN, 0, 0, 0, 3, "maybe"))
+    with pytest.raises(LedgerError, match="outcome must be one of"):
+        format_record(TxnEnd(RUN, 0, 0, 3, 2, "commit"))
+
+
+def test_transaction_lines_are_checked_field_by_field() -> None:
+    def line(*fields: str) -> str:
+        body = "\t".join(fields)
+        return f"{body}\t{crc_hex(body)}"
+
+    assert parse_line(line("B", RUN, "1", "4", "40")) == TxnBegin(RUN, 1, 4, 40)
+    assert parse_line(line("T", RUN, "1", "4", "40", "45", "abort")) == \
+        TxnEnd(RUN, 1, 4, 40, 45, "abort")
+    for fields, message in [(("T", RUN, "1", "4", "40", "39", "commit"), "bad transaction end"),
+                            (("T", RUN, "1", "4", "40", "45", "maybe"), "bad transaction end"),
+                            (("T", RUN, "1", "4", "40", "45"), "T line has 6 fields"),
+                            (("B", RUN, "1", "x", "40"), "txn 'x' is not a non-negative")]:
+        with pytest.raises(ValueError, match=message):
+            parse_line(line(*fields))
+
+
+def test_a_version_1_ledger_is_read_and_may_not_hold_transaction_lines(tmp_path: Path) -> None:
+    path = tmp_path / "v1.tsv"
+    lines = [format_record(LedgerHeader(RUN, "orders", 5, version=1)),
+             format_record(Sent(RUN, 0, 2)), format_record(Ack(RUN, 0, 0, "k", "orders", 0, 0))]
+    path.write_text("".join(lines))
+    summary = scan_ledger(path)
+    assert (summary.header.version, summary.acks, summary.transactional) == (1, 1, False)
+    path.write_text("".join(lines) + format_record(TxnBegin(RUN, 0, 0, 1)))
+    with pytest.raises(LedgerError, match=r"v1\.tsv:4: a transaction line in a version 1 ledger"):
+        scan_ledger(path)
