@@ -33,9 +33,12 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from clients.protocol.errors import MiniKafkaError
+
+if TYPE_CHECKING:
+    from clients.spark.workload import WorkloadConfig
 
 DEFAULT_FAULTS = "kill-leader@2s,restart@4s,restart-controller@6s"
 DEFAULT_TXN_FAULTS = "kill-coordinator@1s,restart@3s"
@@ -154,9 +157,30 @@ def _transactional_run(args: argparse.Namespace, bootstrap: str, data_dir: str) 
     print(f"transactional run {run_id}: {config.messages} records from {config.producers} "
           f"transactional producers (commits, aborts, fenced restarts) at about "
           f"{config.rate:.0f}/s" + (f"; faults {args.txn_faults}" if args.txn_faults else ""))
+    _create_after_heal(config)
     result = run_workload(config)
     print("\n".join(result.summary_lines()))
     return config.ledger_path
+
+
+def _create_after_heal(config: WorkloadConfig, timeout_s: float = 60.0) -> None:
+    """Create the transactional run's topic once the first run's restarted brokers are
+    back: a broker restarted by the heal is fenced until its first heartbeat, and the
+    controller refuses a replication factor above the unfenced brokers
+    (INVALID_REPLICATION_FACTOR).  The demo's cluster has 3 brokers, so that answer means
+    "not yet" here; it is retried every 0.2 s until ``timeout_s``, then raised."""
+    from clients.protocol.errors import ErrorCode
+    from clients.spark.workload import ensure_topic
+
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            ensure_topic(config, print)
+            return
+        except MiniKafkaError as e:
+            if e.code != ErrorCode.INVALID_REPLICATION_FACTOR or time.monotonic() > deadline:
+                raise
+        time.sleep(0.2)
 
 
 def run_demo(args: argparse.Namespace) -> int:
