@@ -69,7 +69,7 @@ def read_committed(spark: SparkSession, bootstrap: str, topic: str, *,
             raise ValueError(f"topic {topic!r} has no partitions (does it exist?)")
         consumer.assign(tps)
         start = consumer.beginning_offsets(tps)
-        end = consumer.end_offsets(tps)
+        end = _settled_end_offsets(bootstrap, consumer, tps, timeout_s)
         for tp in tps:
             consumer.seek(tp, start[tp])
         progress_at, positions = time.monotonic(), dict(start)
@@ -86,6 +86,24 @@ def read_committed(spark: SparkSession, bootstrap: str, topic: str, *,
     finally:
         consumer.close()
     return spark.createDataFrame(rows, RECORD_COLUMNS)
+
+
+def _settled_end_offsets(bootstrap: str, consumer: Consumer, tps: list[TopicPartition],
+                         timeout_s: float) -> dict[TopicPartition, int]:
+    """The read_committed end offsets once every transaction the workload ended has its
+    markers in place: EndTxn is answered before the coordinator's markers reach the
+    leaders (as in Kafka), so right after the run the last stable offset can still sit
+    below the high watermark and the last committed records would look lost.  Waits until
+    the LSO equals the high watermark on every partition (checked every 0.2 s), at most
+    ``timeout_s`` (a transaction left open ends by its timeout); then reads what is stable."""
+    deadline = time.monotonic() + timeout_s
+    with Consumer(bootstrap, enable_auto_commit=False,
+                  client_id="minikafka-verify-high-watermarks") as plain:
+        while True:
+            stable = consumer.end_offsets(tps)
+            if stable == plain.end_offsets(tps) or time.monotonic() > deadline:
+                return stable
+            time.sleep(0.2)
 
 
 def txn_frame(spark: SparkSession, path: str) -> DataFrame:
