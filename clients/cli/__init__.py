@@ -1,8 +1,8 @@
 """The ``minikafka`` command line.
 
-What lives here: ``main`` (the parser, ``topics``/``produce``/``consume`` and
-:func:`~clients.cli.main.main`), one module per other command (``bench``, ``demo``,
-``groups``, ``workload`` with ``verify``), ``common`` (``CliError``,
+What lives here: ``main`` (the parser and :func:`~clients.cli.main.main`), one module
+per command (``topics``, ``produce``, ``consume``, ``bench``, ``demo``, ``groups``,
+``workload`` with ``verify``), ``common`` (``CliError``,
 ``DEFAULT_BOOTSTRAP``: what the command modules share, so none imports ``main``), and
 ``__main__`` (``python -m clients.cli``).  The console script is
 ``minikafka = clients.cli.main:main``.
