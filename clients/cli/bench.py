@@ -25,7 +25,7 @@ class ThroughputBar:
     """A one-line bar on stderr (records done, percent, records/s), redrawn <= 10 times/s.
 
     Single-threaded: the bench command's own loop updates it.  Not the workload's
-    :class:`~clients.spark.workload.WorkloadProgress` (sent/acked/failed counts from many
+    :class:`~clients.workload.run.WorkloadProgress` (sent/acked/failed counts from many
     producer threads, log lines interleaved).
     """
 

@@ -2,14 +2,14 @@
 
 The README's main command runs this.  It starts a real local cluster (one controller
 and three brokers, ``minikafka cluster start --base-port 0``) in a temporary data
-directory; runs the verification workload (:mod:`clients.spark.workload`: 4 idempotent
+directory; runs the verification workload (:mod:`clients.workload.run`: 4 idempotent
 acks=all producers, every acknowledgment in a ledger) on a topic with replication
 factor 3 and min ISR 2 while faults are injected on a schedule (by default the leader
 of partition 0 is SIGKILLed at 2 s and restarted at 4 s, and the controller restarted
-at 6 s); then a transactional run (:mod:`clients.spark.txn_workload`, 3,000 records
+at 6 s); then a transactional run (:mod:`clients.workload.transactional`, 3,000 records
 in transactions committed, aborted and restarted at random, the busiest transaction
 coordinator killed at 1 s and restarted at 3 s; ``--txn-messages 0`` skips it); prints
-``cluster status``; runs the Spark verification job (:mod:`clients.spark.verify`,
+``cluster status``; runs the Spark verification job (:mod:`clients.spark.verify.job`,
 ``local[*]``, one session for both runs) that reads the topic through the ``minikafka``
 data source and reports lost, duplicated, reordered and phantom records (and, for the
 transactional run, read_committed: aborted reads, torn transactions); and stops the
@@ -38,7 +38,7 @@ from typing import TYPE_CHECKING, Any
 from clients.protocol.errors import MiniKafkaError
 
 if TYPE_CHECKING:
-    from clients.spark.workload import WorkloadConfig
+    from clients.workload.run import WorkloadConfig
 
 DEFAULT_FAULTS = "kill-leader@2s,restart@4s,restart-controller@6s"
 DEFAULT_TXN_FAULTS = "kill-coordinator@1s,restart@3s"
@@ -126,7 +126,7 @@ def running_broker(data_dir: str, port: int, extra: list[str] | None = None,
 
 def spark_missing() -> str | None:
     """Why the verify job cannot run here (with how to fix it), or None."""
-    from clients.spark.verify_session import JAVA_HELP, java_available
+    from clients.spark.verify.session import JAVA_HELP, java_available
 
     try:
         import pyspark  # noqa: F401
@@ -143,9 +143,9 @@ def _txn_report_path(report: str) -> str:
 
 def _transactional_run(args: argparse.Namespace, bootstrap: str, data_dir: str) -> str:
     """The demo's transactional workload; its ledger's path."""
-    from clients.spark.faults import parse_schedule
-    from clients.spark.ledger import default_ledger_path
-    from clients.spark.workload import WorkloadConfig, new_run_id, run_workload
+    from clients.workload.faults import parse_schedule
+    from clients.workload.ledger import default_ledger_path
+    from clients.workload.run import WorkloadConfig, new_run_id, run_workload
 
     run_id = new_run_id()
     config = WorkloadConfig(
@@ -170,7 +170,7 @@ def _create_after_heal(config: WorkloadConfig, timeout_s: float = 60.0) -> None:
     (INVALID_REPLICATION_FACTOR).  The demo's cluster has 3 brokers, so that answer means
     "not yet" here; it is retried every 0.2 s until ``timeout_s``, then raised."""
     from clients.protocol.errors import ErrorCode
-    from clients.spark.workload import ensure_topic
+    from clients.workload.run import ensure_topic
 
     deadline = time.monotonic() + timeout_s
     while True:
@@ -184,10 +184,10 @@ def _create_after_heal(config: WorkloadConfig, timeout_s: float = 60.0) -> None:
 
 
 def run_demo(args: argparse.Namespace) -> int:
-    from clients.spark.faults import parse_schedule
-    from clients.spark.ledger import default_ledger_path
-    from clients.spark.verify import verify_ledgers, write_report
-    from clients.spark.workload import WorkloadConfig, new_run_id, run_workload
+    from clients.spark.verify.job import verify_ledgers, write_report
+    from clients.workload.faults import parse_schedule
+    from clients.workload.ledger import default_ledger_path
+    from clients.workload.run import WorkloadConfig, new_run_id, run_workload
 
     problem = spark_missing()
     if problem:

@@ -12,9 +12,9 @@
 addresses come from the cluster's state file, and faults are injected through the
 launcher.  ``--bootstrap-server`` (alias ``--bootstrap``) reaches any cluster instead
 (no faults then).  ``--transactional`` sends in transactions
-(:mod:`clients.spark.txn_workload`), verified read_committed.  ``verify`` exits 0 when
+(:mod:`clients.workload.transactional`), verified read_committed.  ``verify`` exits 0 when
 the run is clean, 1 on any violation or error.
-See :mod:`clients.spark.workload`, :mod:`clients.spark.verify` and docs/verification.md.
+See :mod:`clients.workload.run`, :mod:`clients.spark.verify.job` and docs/verification.md.
 """
 
 from __future__ import annotations
@@ -93,7 +93,7 @@ def _target_options(parser: argparse.ArgumentParser) -> None:
 
 
 def _bootstrap(args: argparse.Namespace) -> str:
-    from clients.spark.faults import bootstrap_from_data_dir
+    from clients.workload.faults import bootstrap_from_data_dir
 
     if args.bootstrap_server:
         return str(args.bootstrap_server)
@@ -101,9 +101,9 @@ def _bootstrap(args: argparse.Namespace) -> str:
 
 
 def workload_config(args: argparse.Namespace) -> Any:
-    from clients.spark.faults import parse_schedule, random_schedule
-    from clients.spark.ledger import default_ledger_path
-    from clients.spark.workload import WorkloadConfig, new_run_id
+    from clients.workload.faults import parse_schedule, random_schedule
+    from clients.workload.ledger import default_ledger_path
+    from clients.workload.run import WorkloadConfig, new_run_id
 
     run_id = args.run_id or new_run_id()
     events = []
@@ -132,8 +132,8 @@ def workload_config(args: argparse.Namespace) -> Any:
 
 
 def cmd_workload(args: argparse.Namespace) -> int:
-    from clients.spark.faults import format_schedule
-    from clients.spark.workload import run_workload
+    from clients.workload.faults import format_schedule
+    from clients.workload.run import run_workload
 
     config = workload_config(args)
     print(f"workload run {config.run_id}: {config.messages} messages, {config.producers} "
@@ -151,8 +151,8 @@ def cmd_workload(args: argparse.Namespace) -> int:
 
 
 def cmd_verify(args: argparse.Namespace) -> int:
-    from clients.spark.verify import verify_job
-    from clients.spark.verify_session import VerifyError
+    from clients.spark.verify.job import verify_job
+    from clients.spark.verify.session import VerifyError
 
     if args.sink and (args.bootstrap_server or args.data_dir):
         raise CliError("--sink reads a Parquet directory: give no --bootstrap/--data-dir")

@@ -7,13 +7,14 @@ Public surface::
     SCHEMA                                  # the columns, as Spark's Kafka source
 
 They are loaded on first use (PEP 562 ``__getattr__``), so modules of this package that
-do not need Spark (the workload, the ledger) import without pyspark.
+do not need Spark import without pyspark.
 See :mod:`clients.spark.source` and docs/spark.md.  Project code imports them from
 :mod:`clients.spark.source`.
 
-Also here: the source's options, offset ranges and partition reader; the verification
-workload (``workload``, ``ledger``, ``faults``), the Spark verification job
-(``verify``, ``verify_session``) and the streaming sink (``stream_to_parquet``).
+Also here: the source's options, offset ranges and partition reader; the Spark
+verification job (:mod:`clients.spark.verify`: the job, its session, the transactional
+checks), the streaming sink (``stream_to_parquet``) and the transactional sink.  The
+workload that verify checks lives in :mod:`clients.workload` (no Spark).
 
 May import the producer, consumer and admin client and the rooms below them; never
 ``broker``, ``replication`` or ``storage`` (faults reach a local cluster through

@@ -10,8 +10,8 @@ import pytest
 
 from clients.cli.main import build_parser
 from clients.cli.workload import workload_config
-from clients.spark.faults import parse_schedule, random_schedule
-from clients.spark.workload import (
+from clients.workload.faults import parse_schedule, random_schedule
+from clients.workload.run import (
     WorkloadConfig,
     WorkloadProgress,
     _share,

@@ -8,7 +8,7 @@ import pytest
 from clients.producer.idempotence import ProducerFencedError
 from clients.producer.transactions.state import TransactionAbortableError
 from clients.protocol.errors import MiniKafkaError, RequestTimedOutError
-from clients.spark.confluent_txn import translate
+from clients.workload.confluent_txn import translate
 
 confluent_kafka = pytest.importorskip("confluent_kafka")
 

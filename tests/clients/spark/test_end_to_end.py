@@ -24,11 +24,17 @@ import pytest
 from pyspark.sql import SparkSession
 from pyspark.sql import functions as F
 
-from clients.spark.faults import parse_schedule
-from clients.spark.ledger import Ack, read_ledger, scan_ledger
-from clients.spark.txn_verify import txn_frame
-from clients.spark.verify import VIOLATIONS, ledger_frames, read_topic, run_verify, verify_frames
-from clients.spark.workload import WorkloadConfig, WorkloadResult, run_workload
+from clients.spark.verify.job import (
+    VIOLATIONS,
+    ledger_frames,
+    read_topic,
+    run_verify,
+    verify_frames,
+)
+from clients.spark.verify.transactions import txn_frame
+from clients.workload.faults import parse_schedule
+from clients.workload.ledger import Ack, read_ledger, scan_ledger
+from clients.workload.run import WorkloadConfig, WorkloadResult, run_workload
 from tests.broker.cluster_harness import LocalCluster
 from tests.broker.processes import ROOT
 

@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from clients.spark.faults import (
+from clients.workload.faults import (
     CONTROLLER,
     COORDINATOR,
     LAST,

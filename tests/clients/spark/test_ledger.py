@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from clients.spark.ledger import (
+from clients.workload.ledger import (
     MAX_LINE_BYTES,
     Ack,
     LedgerError,

@@ -18,9 +18,9 @@ import pytest
 from confluent_kafka import KafkaError, Message, Producer
 from pyspark.sql import SparkSession
 
-from clients.spark.ledger import LedgerWriter
-from clients.spark.verify import VIOLATIONS, run_verify
-from clients.spark.workload import encode_value, new_run_id
+from clients.spark.verify.job import VIOLATIONS, run_verify
+from clients.workload.ledger import LedgerWriter
+from clients.workload.run import encode_value, new_run_id
 from tests.broker.cluster_harness import LocalCluster
 from tests.broker.compat.common import create
 from tests.broker.processes import wait_until

@@ -10,10 +10,10 @@ from typing import Any
 import pytest
 from pyspark.sql import SparkSession
 
-from clients.spark.ledger import LedgerWriter, scan_ledger
-from clients.spark.txn_verify import RECORD_COLUMNS, TXN_VIOLATIONS, txn_frame
-from clients.spark.verify import VIOLATIONS, VerifyReport, ledger_frames, verify_frames
-from clients.spark.workload import encode_value
+from clients.spark.verify.job import VIOLATIONS, VerifyReport, ledger_frames, verify_frames
+from clients.spark.verify.transactions import RECORD_COLUMNS, TXN_VIOLATIONS, txn_frame
+from clients.workload.ledger import LedgerWriter, scan_ledger
+from clients.workload.run import encode_value
 
 pytestmark = [pytest.mark.spark]
 

@@ -15,9 +15,15 @@ import pytest
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql.types import BinaryType, IntegerType, LongType, StringType, StructField, StructType
 
-from clients.spark.ledger import LedgerWriter, scan_ledger
-from clients.spark.verify import VIOLATIONS, ledger_frames, run_verify, verify_frames, write_report
-from clients.spark.workload import decode_value, encode_value
+from clients.spark.verify.job import (
+    VIOLATIONS,
+    ledger_frames,
+    run_verify,
+    verify_frames,
+    write_report,
+)
+from clients.workload.ledger import LedgerWriter, scan_ledger
+from clients.workload.run import decode_value, encode_value
 
 pytestmark = pytest.mark.spark
 

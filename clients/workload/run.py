@@ -9,7 +9,7 @@ of its share of ``messages``.  A message's value and key::
              [0, keys_per_producer): each key belongs to one producer, so per-key order
              is that producer's sequence order
 
-Every acknowledgment is appended to the ledger (:mod:`clients.spark.ledger`) from the
+Every acknowledgment is appended to the ledger (:mod:`clients.workload.ledger`) from the
 producer's callback; before a producer sends sequences below ``b`` it announces ``b``
 with a durable ``S`` line (every ``announce_every`` sequences).  A send that fails
 (after the producer's own retries) counts as *failed* and stays out of the ledger: if
@@ -17,13 +17,13 @@ it reached the log anyway the verifier counts it as unacknowledged-but-present.
 
 ``rate`` (messages/s, over all producers; 0 = as fast as the producers go) paces the
 sends, so a fault schedule can be spread over a known duration.  Faults (see
-:mod:`clients.spark.faults`) run on their own thread while the producers send; when
+:mod:`clients.workload.faults`) run on their own thread while the producers send; when
 every message is acked or failed, events not yet due are skipped and the cluster is
 healed.  Progress (:class:`WorkloadProgress`): a one-line bar redrawn in place on a
 TTY, else a plain line per 10%.
 
 ``transactional``: each producer sends in transactions instead, committed or aborted at
-random, restarted (fenced) now and then; see :mod:`clients.spark.txn_workload`.
+random, restarted (fenced) now and then; see :mod:`clients.workload.transactional`.
 
 Design choices: threads, not processes (each Producer's I/O runs on its own sender
 thread, and a few thousand messages/s is what verification needs); each producer's
@@ -50,9 +50,9 @@ from typing import Any, TextIO
 
 from clients.producer.future import RecordFuture
 from clients.protocol.errors import MiniKafkaError
-from clients.spark.faults import AppliedFault, FaultEvent, FaultInjector
-from clients.spark.ledger import LedgerWriter
-from clients.spark.txn_workload import CLIENTS, TxnPlan, produce_transactional
+from clients.workload.faults import AppliedFault, FaultEvent, FaultInjector
+from clients.workload.ledger import LedgerWriter
+from clients.workload.transactional import CLIENTS, TxnPlan, produce_transactional
 
 VALUE_MAGIC = "mk1"
 # What verify parses (Spark regexp_extract): run id, producer, sequence.
@@ -103,12 +103,12 @@ class WorkloadConfig:
     announce_every: int = 500
     buffer_memory_per_producer: int = 4 * 1024 * 1024
     delivery_timeout_ms: int = 120_000
-    transactional: bool = False  # clients.spark.txn_workload
+    transactional: bool = False  # clients.workload.transactional
     max_txn_records: int = 20
     abort_ratio: float = 0.2
     restart_ratio: float = 0.02
     transaction_timeout_ms: int = 20_000
-    client: str = "minikafka"  # transactional: or "confluent" (clients.spark.confluent_txn)
+    client: str = "minikafka"  # transactional: or "confluent" (clients.workload.confluent_txn)
 
     def check(self) -> None:
         if self.messages < 1 or self.producers < 1 or self.keys_per_producer < 1:

@@ -1,12 +1,12 @@
 """The transactional checks of ``minikafka verify`` and the read_committed read they need.
 
-A transactional run's ledger (:mod:`clients.spark.ledger` version 2) names each
+A transactional run's ledger (:mod:`clients.workload.ledger` version 2) names each
 transaction's sequence range and outcome (``T`` lines).  Its records are read with
 ``isolation_level="read_committed"`` (:func:`read_committed`: our
 :class:`~clients.consumer.Consumer` on the driver, every partition from its log start to
 its last stable offset, into a DataFrame with the source's key/value/topic/partition/
 offset columns; the ``minikafka`` Spark source reads read_uncommitted).  Then, as Spark
-DataFrame operations over the classified records (:func:`clients.spark.verify.classify`)
+DataFrame operations over the classified records (:func:`clients.spark.verify.job.classify`)
 and the ledger's transactions expanded to one row per (producer, sequence):
 
 ==============  ===========================================================  =====
@@ -22,7 +22,7 @@ txn committed   transactions that ended ``commit`` / ``abort`` / ``unknown``  in
 unknown         ``unknown_visible`` or ``unknown_invisible``)
 ==============  ===========================================================  =====
 
-Committed records missing are the ``lost`` of :mod:`clients.spark.verify` (a
+Committed records missing are the ``lost`` of :mod:`clients.spark.verify.job` (a
 transactional run writes ``A`` lines only for committed transactions), and duplicates,
 order, phantoms are checked there as for any run.
 

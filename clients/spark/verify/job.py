@@ -3,12 +3,12 @@
 Inputs: the records, read through the ``minikafka`` data source (every partition, from
 earliest to the high watermark at planning time) or from a Parquet sink written by
 :mod:`clients.spark.stream_to_parquet` (rows of the ledger's topic only); and the
-ledger (:mod:`clients.spark.ledger`), validated in one streaming pass on the driver
+ledger (:mod:`clients.workload.ledger`), validated in one streaming pass on the driver
 (precise error on garbage, torn last line ignored) and then read by Spark as text (so
 the path must be readable by the executors: local mode or a shared file system).
 
 Every record value is parsed as ``mk1|run|producer|sequence|...``
-(:data:`clients.spark.workload.VALUE_PATTERN`).  Checks, all Spark DataFrame operations
+(:data:`clients.workload.run.VALUE_PATTERN`).  Checks, all Spark DataFrame operations
 (joins, aggregations, window functions; only counts and a few examples reach the driver):
 
 ==========================  =========================================================  =====
@@ -49,8 +49,8 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from clients.spark.ledger import LedgerSummary, scan_ledger
-from clients.spark.txn_verify import (
+from clients.spark.verify.session import VerifyError, verify_session
+from clients.spark.verify.transactions import (
     TORN,
     TXN_LABELS,
     TXN_VIOLATIONS,
@@ -58,8 +58,8 @@ from clients.spark.txn_verify import (
     txn_check_frames,
     txn_frame,
 )
-from clients.spark.verify_session import VerifyError, verify_session
-from clients.spark.workload import VALUE_PATTERN
+from clients.workload.ledger import LedgerSummary, scan_ledger
+from clients.workload.run import VALUE_PATTERN
 
 if TYPE_CHECKING:
     from pyspark.sql import Column, DataFrame, SparkSession
@@ -194,8 +194,8 @@ def verify_frames(records: DataFrame, acks: DataFrame, sent: DataFrame, run_id: 
                   examples: int = 5, txns: DataFrame | None = None,
                   ) -> tuple[dict[str, int], dict[str, list[dict[str, Any]]]]:
     """All counts (see the module docstring) and up to ``examples`` rows per violation;
-    with ``txns`` (:func:`clients.spark.txn_verify.txn_frame`) also the transactional
-    checks and counts (:mod:`clients.spark.txn_verify`).
+    with ``txns`` (:func:`clients.spark.verify.transactions.txn_frame`) also the transactional
+    checks and counts (:mod:`clients.spark.verify.transactions`).
 
     Plan: the records are classified (cached: the source is read once); the valid ones
     are grouped by (producer, seq) into *messages* (copies, sorted positions, key of

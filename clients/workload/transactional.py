@@ -2,7 +2,7 @@
 
 ``minikafka workload --transactional``: each logical producer ``p`` owns the
 transactional id ``workload-<run>-<p>`` and sends its sequences 0, 1, 2, ... (values and
-keys as in :mod:`clients.spark.workload`; a producer's keys hash to several partitions,
+keys as in :mod:`clients.workload.run`; a producer's keys hash to several partitions,
 so a transaction spans partitions) in transactions of a random size (1 ..
 ``max_txn_records``).  Each transaction is committed, or aborted with probability
 ``abort_ratio`` (after a flush, so its records are in the log and only the ABORT
@@ -13,9 +13,9 @@ old session tries to commit, which must fail (``fenced_commits_refused`` counts 
 commit that succeeds anyway is recorded as such and shows up in verify).
 
 The client is our :class:`~clients.producer.Producer`, or with ``client="confluent"``
-confluent-kafka's (:mod:`clients.spark.confluent_txn`), both behind :class:`TransactionalClient`.
+confluent-kafka's (:mod:`clients.workload.confluent_txn`), both behind :class:`TransactionalClient`.
 
-Ledger (:mod:`clients.spark.ledger`, version 2): ``S`` before the sequences are sent
+Ledger (:mod:`clients.workload.ledger`, version 2): ``S`` before the sequences are sent
 (durable), ``B`` at begin, and once the outcome is known the ``A`` lines of a committed
 transaction's records (offsets from their acknowledgments) and its ``T`` line:
 
@@ -50,9 +50,9 @@ from typing import Any, Protocol
 
 from clients.producer.producer import Producer
 from clients.protocol.errors import MiniKafkaError, RequestTimedOutError
-from clients.spark.confluent_txn import ConfluentTxnProducer
-from clients.spark.ledger import LedgerWriter
 from clients.types import RecordMetadata
+from clients.workload.confluent_txn import ConfluentTxnProducer
+from clients.workload.ledger import LedgerWriter
 
 # tally(event, detail): event "sent" / "acked" / "failed" (detail: why) per record, or
 # "txn" per transaction event (detail: commit, abort, unknown, restart, fenced_commit_refused,
@@ -71,7 +71,7 @@ class SendFuture(Protocol):
 
 class TransactionalClient(Protocol):
     """The calls the loop makes: our Producer's, or confluent-kafka's through
-    :class:`~clients.spark.confluent_txn.ConfluentTxnProducer`."""
+    :class:`~clients.workload.confluent_txn.ConfluentTxnProducer`."""
 
     def init_transactions(self) -> None: ...
 

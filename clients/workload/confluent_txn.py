@@ -3,7 +3,7 @@ makes (``minikafka workload --transactional --client confluent``).
 
 :class:`ConfluentTxnProducer` wraps ``confluent_kafka.Producer`` (librdkafka;
 ``transactional.id``, ``enable.idempotence``, ``acks=all``) with the methods
-:mod:`clients.spark.txn_workload` calls on our :class:`~clients.producer.Producer`:
+:mod:`clients.workload.transactional` calls on our :class:`~clients.producer.Producer`:
 ``init_transactions``, ``begin_transaction``, ``send`` (a ``concurrent.futures.Future``
 of a :class:`~clients.types.RecordMetadata`, resolved by librdkafka's delivery report),
 ``flush``, ``commit_transaction``, ``abort_transaction``, ``close``.  librdkafka's
