@@ -13,13 +13,23 @@ status connects as each broker's operator: with the broker's TLS settings and a 
 controller of a cluster with a secret serves nothing but to brokers, so status always
 logs in to it as one (:func:`fetch_cluster_view`; ``cluster start`` waits for readiness
 through the same call).
+
+The **health verdict** (:func:`health_of`, shown by ``cluster status`` and, as one line,
+by ``cluster health``; both exit with its code) reads the same report: ``healthy`` (exit
+0) when every process runs, no broker is fenced and every partition has a leader and its
+full ISR; ``degraded`` (exit 1) naming what is wrong (a process stopped or paused, a
+fenced broker, under-replicated partitions, offline partitions, the controller
+unreachable while brokers run); ``down`` (exit 2) when no broker can serve (none runs, or
+every one the controller knows is fenced).  Costs: what :func:`status_report` costs (one
+Metadata round trip to the controller, one DescribeLogDirs per running broker, each
+bounded by ``STATUS_TIMEOUT_MS``), the verdict O(partitions).
 """
 
 from __future__ import annotations
 
 import contextlib
 import ssl
-from typing import Any
+from typing import Any, NamedTuple
 
 import psutil
 
@@ -33,6 +43,23 @@ from clients.protocol.errors import MiniKafkaError
 from clients.protocol.scram import broker_password, broker_username
 
 STATUS_TIMEOUT_MS = 2_000
+HEALTHY, DEGRADED, DOWN = 0, 1, 2
+VERDICTS = {HEALTHY: "healthy", DEGRADED: "degraded", DOWN: "down"}
+NAMED_PARTITIONS = 5  # a reason names at most this many partitions, then "..."
+
+
+class Health(NamedTuple):
+    """The cluster's verdict: its exit code (HEALTHY, DEGRADED, DOWN) and why."""
+
+    exit_code: int
+    reasons: list[str]
+
+    @property
+    def verdict(self) -> str:
+        return VERDICTS[self.exit_code]
+
+    def line(self) -> str:
+        return f"{self.verdict}: {'; '.join(self.reasons)}"
 
 
 def process_status(pid: int) -> str:
@@ -148,6 +175,12 @@ def status_report(state: ClusterState) -> dict[str, Any]:
 
 
 def print_status(report: dict[str, Any]) -> None:
+    """The report as text, ending with the health verdict's line."""
+    _print_details(report)
+    print(f"health: {health_of(report).line()}")
+
+
+def _print_details(report: dict[str, Any]) -> None:
     print(f"cluster in {report['data_dir']} (controller {report['controller']})")
     print(f"{'process':<12}{'pid':>8}{'port':>7}{'internal':>9}  state")
     for proc in report["processes"]:
@@ -182,3 +215,39 @@ def print_status(report: dict[str, Any]) -> None:
                       "copies the rest again; it leads only if no replica holds more)")
     if any(p["unclean_leader"] for p in report["partitions"]):
         print("* leader chosen by unclean election: acknowledged records may have been lost")
+
+
+def _partition_list(parts: list[dict[str, Any]]) -> str:
+    names = [f"{p['topic']}-{p['partition']}" for p in parts[:NAMED_PARTITIONS]]
+    return ", ".join(names) + (", ..." if len(parts) > NAMED_PARTITIONS else "")
+
+
+def health_of(report: dict[str, Any]) -> Health:
+    """The verdict of a :func:`status_report` (see the module docstring)."""
+    reasons = [f"{p['name']} {p['state']}" for p in report["processes"]
+               if p["state"] != "running"]
+    running = {p["name"] for p in report["processes"] if p["state"] == "running"}
+    brokers_running = [p for p in report["processes"]
+                       if p["name"] != "controller" and p["name"] in running]
+    if "error" in report:
+        reasons.append(report["error"])
+        if not brokers_running:
+            return Health(DOWN, reasons)
+        return Health(DEGRADED, reasons)
+    fenced = sorted(b["node_id"] for b in report["brokers"] if b["fenced"])
+    if fenced:
+        reasons.append(f"broker(s) {', '.join(map(str, fenced))} fenced")
+    serving = [b for b in report["brokers"] if not b["fenced"]]
+    offline = [p for p in report["partitions"] if p["leader"] < 0]
+    under = [p for p in report["partitions"]
+             if p["leader"] >= 0 and len(p["isr"]) < len(p["replicas"])]
+    if offline:
+        reasons.append(f"{len(offline)} offline partition(s): {_partition_list(offline)}")
+    if under:
+        reasons.append(f"{len(under)} under-replicated partition(s): {_partition_list(under)}")
+    if not brokers_running or not serving:
+        return Health(DOWN, reasons or ["no broker serves"])
+    if reasons:
+        return Health(DEGRADED, reasons)
+    return Health(HEALTHY, [f"{len(serving)} broker(s) serving, "
+                            f"{len(report['partitions'])} partition(s) fully replicated"])

@@ -15,6 +15,9 @@ the default timeout, the controller route) given at construction:
   returning the new low watermarks (log start offsets).
 - **Groups** (:mod:`clients.admin.groups`): ListGroups from every broker; DescribeGroups,
   DeleteGroups and OffsetFetch from each group's coordinator, offsets with their lag.
+- **Offsets** (:mod:`clients.admin.offsets`): ListOffsets by time (latest, earliest, a
+  timestamp) from each leader; a group's offsets set by a simple OffsetCommit.
+- **Log dirs** (:mod:`clients.admin.log_dirs`): DescribeLogDirs from each broker.
 
 Requests go at the highest version the broker and we both serve
 (:meth:`~clients.network.connection.BrokerConnection.version_for`), in Kafka's shapes
@@ -44,6 +47,8 @@ from typing import Any
 from clients.admin.cluster import ClusterAdmin
 from clients.admin.configs import ConfigAdmin
 from clients.admin.groups import GroupAdmin
+from clients.admin.log_dirs import LogDirAdmin, LogDirDescription
+from clients.admin.offsets import OffsetAdmin
 from clients.admin.records import RecordAdmin
 from clients.admin.requests import AdminRequests
 from clients.admin.topics import TopicAdmin
@@ -64,6 +69,7 @@ from clients.types import (
     GroupOffset,
     NewPartitions,
     NewTopic,
+    OffsetAndTimestamp,
     TopicDescription,
 )
 
@@ -109,6 +115,8 @@ class Admin:
         self._configs = ConfigAdmin(self._requests)
         self._records = RecordAdmin(self._requests)
         self._groups = GroupAdmin(self._requests, self._records)
+        self._offsets = OffsetAdmin(self._requests, self._groups)
+        self._log_dirs = LogDirAdmin(self._requests)
 
     # ------------------------------------------------------------ topics
     def create_topics(
@@ -260,6 +268,48 @@ class Admin:
     ) -> dict[TopicPartition, GroupOffset]:
         """Committed offsets of ``group_id`` with each partition's high watermark."""
         return self._groups.list_group_offsets(group_id, timeout_ms=timeout_ms)
+
+    # ------------------------------------------------------------ offsets
+    def list_offsets(
+        self,
+        specs: Mapping[TopicPartition, int],
+        *,
+        isolation_level: int = 0,
+        timeout_ms: int | None = None,
+        raise_on_error: bool = True,
+    ) -> dict[TopicPartition, OffsetAndTimestamp | MiniKafkaError]:
+        """Each partition's offset for its spec: -1 latest (high watermark, or the last
+        stable offset with ``isolation_level=1``), -2 earliest (log start), or a
+        timestamp in ms (the first record stamped at or after it; offset -1 if none)."""
+        return self._offsets.list_offsets(specs, isolation_level=isolation_level,
+                                          timeout_ms=timeout_ms, raise_on_error=raise_on_error)
+
+    def alter_group_offsets(
+        self,
+        group_id: str,
+        offsets: Mapping[TopicPartition, int],
+        *,
+        timeout_ms: int | None = None,
+        raise_on_error: bool = True,
+    ) -> dict[TopicPartition, MiniKafkaError | None]:
+        """Set the group's committed offsets (Kafka's alterConsumerGroupOffsets): only
+        while the group is Empty or unknown; a group with members is UNKNOWN_MEMBER_ID."""
+        return self._offsets.alter_group_offsets(group_id, offsets, timeout_ms=timeout_ms,
+                                                 raise_on_error=raise_on_error)
+
+    # ------------------------------------------------------------ log dirs
+    def describe_log_dirs(
+        self,
+        brokers: Iterable[int] | None = None,
+        topics: Iterable[str] | None = None,
+        *,
+        timeout_ms: int | None = None,
+        raise_on_error: bool = True,
+    ) -> dict[int, list[LogDirDescription] | MiniKafkaError]:
+        """Each broker's log dirs and the replicas in them (None: every broker / every
+        topic)."""
+        return self._log_dirs.describe_log_dirs(brokers, topics, timeout_ms=timeout_ms,
+                                                raise_on_error=raise_on_error)
 
     # ------------------------------------------------------------ lifecycle
     def close(self) -> None:

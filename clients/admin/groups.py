@@ -82,7 +82,7 @@ class GroupAdmin:
         out = {}
         for group_id in group_ids:
             request: DescribeGroupsRequest = {"groups": [group_id]}
-            node, _, body = self._group_request(
+            node, _, body = self.group_request(
                 group_id, ApiKey.DESCRIBE_GROUPS, request, DescribeGroupsResponse,
                 lambda b, v: b["groups"][0]["error_code"] if b["groups"] else 0, timeout_ms)
             g = body["groups"][0]
@@ -104,7 +104,7 @@ class GroupAdmin:
         for group_id in group_ids:
             request: DeleteGroupsRequest = {"groups_names": [group_id]}
             try:
-                _, _, body = self._group_request(
+                _, _, body = self.group_request(
                     group_id, ApiKey.DELETE_GROUPS, request, DeleteGroupsResponse,
                     lambda b, v: _retriable_only(b["results"][0]["error_code"]
                                                  if b["results"] else 0), timeout_ms)
@@ -120,7 +120,7 @@ class GroupAdmin:
     def list_group_offsets(
         self, group_id: str, *, timeout_ms: int | None = None
     ) -> dict[TopicPartition, GroupOffset]:
-        _, version, body = self._group_request(
+        _, version, body = self.group_request(
             group_id, ApiKey.OFFSET_FETCH,
             lambda v: offset_fetch_request(group_id, None, v, require_stable=False), dict,
             lambda b, v: read_offset_fetch(b, v, group_id)[1], timeout_ms)
@@ -131,7 +131,7 @@ class GroupAdmin:
         return {tp: GroupOffset(off, marks.get(tp, -1), meta)
                 for tp, (off, meta) in sorted(committed.items())}  # fmt: skip
 
-    def _group_request(
+    def group_request(
         self,
         group_id: str,
         api: ApiKey,

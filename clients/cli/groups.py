@@ -1,4 +1,15 @@
-"""CLI for consumer groups: ``groups list``, ``groups describe GROUP`` and ``consume --group``.
+"""CLI for consumer groups (``kafka-consumer-groups.sh``'s verbs) and ``consume --group``.
+
+Actions, as subcommands or Kafka's flags (:mod:`clients.cli.actions`), groups named
+positionally, by ``--group`` (repeatable) or ``--all-groups``:
+
+- ``list`` (``--state STATE``: only groups in that state);
+- ``describe``: offsets and lag (below), ``--members`` (one row per member with its
+  partitions) or ``--state`` (coordinator, assignor, state, member count); a group the
+  coordinator does not know (Dead, no members, no offsets) is the error
+  ``GROUP_ID_NOT_FOUND ... not found``, exit 1;
+- ``delete`` (DeleteGroups: only groups without members);
+- ``reset-offsets`` (:mod:`clients.cli.admin_tools.reset_offsets`).
 
 ``consume TOPIC --group G`` subscribes instead of assigning: the group splits the
 partitions between the consumers running it; each printed record's next offset is
@@ -22,27 +33,63 @@ from __future__ import annotations
 import argparse
 import sys
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any
 
+from clients.cli.actions import Action, action_of, add_actions
+from clients.cli.admin_tools.reset_offsets import add_reset_options, reset_offsets
 from clients.cli.common import CliError
 from clients.protocol.topics import TopicPartition
 
 __all__ = ["add_parser"]
 
 
-def cmd_groups(args: argparse.Namespace) -> int:
-    from clients.admin import Admin
+ACTIONS: tuple[Action, ...] = (
+    ("list", "list groups with their state", None, ""),
+    ("describe", "offsets and lag (default), --members or --state", "GROUP", "the group"),
+    ("delete", "delete empty groups and their offsets", "GROUP", "the group"),
+    ("reset-offsets", "plan (--dry-run) or commit (--execute) new offsets of an inactive "
+     "group", "GROUP", "the group"),
+)
 
-    with Admin(args.bootstrap_server) as admin:
-        if args.groups_command == "list":
-            listings = admin.list_groups()
-            print(f"{'GROUP':<30} {'STATE':<20} PROTOCOL-TYPE")
-            for g in listings:
-                print(f"{g.group_id:<30} {g.state:<20} {g.protocol_type or '-'}")
-            return 0
-        desc = admin.describe_groups([args.group])[args.group]
-        offsets = admin.list_group_offsets(args.group)
+
+def _groups(admin: Any, args: argparse.Namespace) -> list[str]:
+    """The groups named (positionally, by --group, or --all-groups)."""
+    named = ([args.name] if getattr(args, "name", None) else []) + list(args.group or [])
+    if args.all_groups:
+        if named:
+            raise CliError("--all-groups and named groups exclude each other")
+        return [g.group_id for g in admin.list_groups()]
+    if not named:
+        raise CliError("name a group (--group G) or give --all-groups")
+    return list(dict.fromkeys(named))
+
+
+def _print_table(rows: Sequence[tuple[str, ...]]) -> None:
+    widths = [max(len(r[i]) for r in rows) for i in range(len(rows[0]))]
+    for r in rows:
+        print("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
+
+
+def _describe(admin: Any, group: str, args: argparse.Namespace) -> None:
+    desc = admin.describe_groups([group])[group]
+    offsets = admin.list_group_offsets(group)
+    if desc.state == "Dead" and not desc.members and not offsets:
+        raise CliError(f"GROUP_ID_NOT_FOUND: group {group!r} not found")
+    if args.state is not None:
+        _print_table([("GROUP", "COORDINATOR (ID)", "ASSIGNMENT-STRATEGY", "STATE", "#MEMBERS"),
+                      (group, str(desc.coordinator), desc.protocol or "-", desc.state,
+                       str(len(desc.members)))])
+        return
+    if args.members:
+        rows: list[tuple[str, ...]] = [
+            ("GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT")]
+        rows += [(group, m.member_id, m.client_host or "-", m.client_id,
+                  str(len(m.assignment)),
+                  ",".join(f"{tp.topic}-{tp.partition}" for tp in m.assignment) or "-")
+                 for m in desc.members]  # fmt: skip
+        _print_table(rows)
+        return
     owner = {tp: m for m in desc.members for tp in m.assignment}
     print(f"Group: {desc.group_id}\tState: {desc.state}\tProtocol: {desc.protocol or '-'}\t"
           f"Coordinator: {desc.coordinator}\tMembers: {len(desc.members)}")
@@ -52,21 +99,63 @@ def cmd_groups(args: argparse.Namespace) -> int:
               f"Client: {m.client_id}\tHost: {m.client_host}\tPartitions: {parts}")
     header = ("GROUP", "TOPIC", "PARTITION", "CURRENT-OFFSET", "LOG-END-OFFSET", "LAG",
               "CONSUMER-ID", "CLIENT-ID")
-    rows = [header]
+    table: list[tuple[str, ...]] = [header]
     for tp in sorted(set(offsets) | set(owner)):
         o = offsets.get(tp)
         member = owner.get(tp)
         lag = None if o is None else o.lag
-        rows.append((desc.group_id, tp.topic, str(tp.partition),
+        table.append((desc.group_id, tp.topic, str(tp.partition),
                      "-" if o is None or o.offset < 0 else str(o.offset),
                      "-" if o is None or o.high_watermark < 0 else str(o.high_watermark),
                      "-" if lag is None else str(lag),
                      member.member_id if member else "-",
                      member.client_id if member else "-"))  # fmt: skip
-    widths = [max(len(r[i]) for r in rows) for i in range(len(header))]
-    for r in rows:
-        print("  ".join(v.ljust(w) for v, w in zip(r, widths, strict=True)).rstrip())
+    _print_table(table)
+
+
+def cmd_groups(args: argparse.Namespace) -> int:
+    from clients.admin import Admin
+
+    action = action_of(args, "groups", ACTIONS)
+    with Admin(args.bootstrap_server) as admin:
+        if action == "list":
+            listings = admin.list_groups(states=[args.state] if args.state else None)
+            print(f"{'GROUP':<30} {'STATE':<20} PROTOCOL-TYPE")
+            for listing in listings:
+                print(f"{listing.group_id:<30} {listing.state:<20} "
+                      f"{listing.protocol_type or '-'}")
+            return 0
+        groups = _groups(admin, args)
+        if action == "describe":
+            for i, group in enumerate(groups):
+                if i:
+                    print()
+                _describe(admin, group, args)
+        elif action == "delete":
+            failed = {g: e for g, e in admin.delete_groups(groups, raise_on_error=False).items()
+                      if e is not None}
+            for g in groups:
+                if g not in failed:
+                    print(f"Deleted group {g}.")
+            if failed:
+                raise CliError("; ".join(f"group {g!r}: {e}" for g, e in failed.items()))
+        else:  # reset-offsets
+            for group in groups:
+                reset_offsets(admin, group, args)
     return 0
+
+
+def _options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--group", action="append", default=None, metavar="GROUP",
+                   help="a group (repeatable; Kafka's flag)")
+    p.add_argument("--all-groups", action="store_true", help="every group")
+    p.add_argument("--members", action="store_true", help="describe: the members")
+    p.add_argument("--state", nargs="?", const="", default=None, metavar="STATE",
+                   help="describe: state and member count; list: only groups in STATE "
+                        "(Stable, Empty, ...)")
+    p.add_argument("--topic", action="append", default=[], metavar="TOPIC[:P,...]",
+                   help="reset-offsets: a topic, or some of its partitions")
+    add_reset_options(p)
 
 
 def cmd_consume_group(args: argparse.Namespace) -> int:
@@ -118,11 +207,6 @@ def add_parser(sub: Any, client: Callable[[str, str], argparse.ArgumentParser]) 
 
     consume.set_defaults(func=consume_cmd)
 
-    groups = client("groups", "list and describe consumer groups")
-    gsub = groups.add_subparsers(dest="groups_command", required=True, metavar="ACTION")
-    listing = gsub.add_parser("list", help="list groups with their state")
-    describe = gsub.add_parser("describe", help="members, assignment, offsets and lag")
-    describe.add_argument("group")
-    for p in (listing, describe):
-        p.add_argument("--bootstrap-server", default=argparse.SUPPRESS, metavar="HOST:PORT")
+    groups = client("groups", "list, describe, delete consumer groups and reset their offsets")
+    add_actions(groups, ACTIONS, _options)
     groups.set_defaults(func=cmd_groups)

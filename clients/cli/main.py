@@ -27,6 +27,7 @@ import sys
 from collections.abc import Sequence
 
 from clients.cli import bench, consume, demo, groups, produce, topics, workload
+from clients.cli.admin_tools import configs, delete_records, get_offsets, log_dirs
 from clients.cli.common import DEFAULT_BOOTSTRAP, CliError
 from clients.protocol.errors import MiniKafkaError
 
@@ -64,6 +65,10 @@ def build_parser() -> argparse.ArgumentParser:
     demo.add_parser(sub)
     groups.add_parser(sub, client)
     workload.add_parsers(sub)
+    configs.add_parser(sub, client)
+    get_offsets.add_parser(sub, client)
+    delete_records.add_parser(sub, client)
+    log_dirs.add_parser(sub, client)
     return parser
 
 

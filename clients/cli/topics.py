@@ -1,7 +1,24 @@
-"""``minikafka topics``: create, list, describe and delete topics through the admin client.
+"""``minikafka topics``: create, list, describe, alter and delete topics through the admin
+client.
 
-Kafka's ``kafka-topics.sh`` is the model; each action prints what it did (or the topics'
-partitions, leaders, replicas and ISR) and fails with one ``error: ...`` line.
+Kafka's ``kafka-topics.sh`` is the model: each action is a subcommand
+(``topics create NAME``) or Kafka's flag (``topics --create --topic NAME``), see
+:mod:`clients.cli.actions`.  Each action prints what it did (or the topics' partitions,
+leaders, replicas and ISR) and fails with one ``error: ...`` line, exit status 1.
+
+- ``create`` (``--partitions``, ``--replication-factor``, ``--config k=v``;
+  ``--if-not-exists``: a topic that exists is no error);
+- ``delete`` (``--if-exists``: a topic that does not exist is no error);
+- ``alter --partitions N`` (CreatePartitions: grows the topic to N partitions);
+- ``describe`` (one topic or all): a header line per topic with its effective configs
+  under Kafka's dotted names (DescribeConfigs), then a line per partition;
+  ``--under-replicated-partitions`` (ISR smaller than the replicas) and
+  ``--unavailable-partitions`` (no leader, or a leader that is not a live broker) print
+  only the matching partition lines, as Kafka does;
+- ``list``.
+
+Costs: one or two admin round trips per action (describe: Metadata, DescribeConfigs,
+and DescribeCluster for the unavailable filter).  Thread safety: one thread.
 """
 
 from __future__ import annotations
@@ -10,9 +27,21 @@ import argparse
 from collections.abc import Callable, Sequence
 from typing import Any
 
+from clients.cli.actions import Action, action_of, add_actions, named
 from clients.cli.common import CliError
+from clients.protocol.errors import ErrorCode, MiniKafkaError
+from clients.types import ConfigEntry, ConfigResource, ConfigResourceType, PartitionInfo
 
 __all__ = ["add_parser"]
+
+ACTIONS: tuple[Action, ...] = (
+    ("create", "create a topic", "TOPIC", "the topic's name"),
+    ("list", "list topic names", None, ""),
+    ("describe", "show partitions, leaders, replicas, ISR and configs", "TOPIC",
+     "one topic (default: all)"),
+    ("alter", "add partitions to a topic (--partitions N)", "TOPIC", "the topic's name"),
+    ("delete", "delete a topic", "TOPIC", "the topic's name"),
+)
 
 
 def _parse_configs(pairs: Sequence[str]) -> dict[str, str]:
@@ -25,48 +54,107 @@ def _parse_configs(pairs: Sequence[str]) -> dict[str, str]:
     return out
 
 
+def _partition_line(p: PartitionInfo) -> str:
+    return (f"\tTopic: {p.topic}\tPartition: {p.partition}\tLeader: {p.leader}\t"
+            f"LeaderEpoch: {p.leader_epoch}\tReplicas: {','.join(map(str, p.replicas))}\t"
+            f"Isr: {','.join(map(str, p.isr))}")
+
+
+def _describe(admin: Any, args: argparse.Namespace) -> None:
+    name = getattr(args, "name", None) or args.topic
+    names = [name] if name else admin.list_topics()
+    descriptions = admin.describe_topics(names)
+    filtered = args.under_replicated_partitions or args.unavailable_partitions
+    if filtered:
+        live = ({b.node_id for b in admin.describe_cluster().brokers}
+                if args.unavailable_partitions else set())
+        for desc in descriptions.values():
+            for p in desc.partitions:
+                under = len(p.isr) < len(p.replicas)
+                unavailable = p.leader < 0 or p.leader not in live
+                if (args.under_replicated_partitions and under) or \
+                        (args.unavailable_partitions and unavailable):
+                    print(_partition_line(p))
+        return
+    configs = admin.describe_configs(
+        [ConfigResource(ConfigResourceType.TOPIC, n) for n in descriptions])
+    for desc in descriptions.values():
+        entries: dict[str, ConfigEntry] = configs.get(
+            ConfigResource(ConfigResourceType.TOPIC, desc.name), {})
+        shown = ",".join(f"{k}={e.value}" for k, e in sorted(entries.items())
+                         if e.value is not None)
+        rf = len(desc.partitions[0].replicas) if desc.partitions else 0
+        print(f"Topic: {desc.name}\tPartitionCount: {len(desc.partitions)}\t"
+              f"ReplicationFactor: {rf}\tConfigs: {shown}")
+        for p in desc.partitions:
+            print(_partition_line(p))
+
 
 def cmd_topics(args: argparse.Namespace) -> int:
     from clients.admin import Admin
     from clients.types import NewTopic
 
+    action = action_of(args, "topics", ACTIONS)
     with Admin(args.bootstrap_server) as admin:
-        if args.topics_command == "create":
-            admin.create_topics([NewTopic(args.name, args.partitions, args.replication_factor,
-                                          _parse_configs(args.config))])
-            print(f"Created topic {args.name}.")
-        elif args.topics_command == "delete":
-            admin.delete_topics([args.name])
-            print(f"Deleted topic {args.name}.")
-        elif args.topics_command == "list":
+        if action == "list":
             for name in sorted(admin.list_topics()):
                 print(name)
-        else:
-            names = [args.name] if args.name else sorted(admin.list_topics())
-            for desc in admin.describe_topics(names).values():
-                configs = ",".join(f"{k}={v}" for k, v in sorted(desc.configs.items()))
-                print(f"Topic: {desc.name}\tPartitionCount: {len(desc.partitions)}\t"
-                      f"Configs: {configs}")
-                for p in desc.partitions:
-                    print(f"\tPartition: {p.partition}\tLeader: {p.leader}\t"
-                          f"LeaderEpoch: {p.leader_epoch}\tReplicas: "
-                          f"{','.join(map(str, p.replicas))}\tIsr: {','.join(map(str, p.isr))}")
+        elif action == "describe":
+            _describe(admin, args)
+        elif action == "create":
+            name = named(args, "topic", "topic")
+            try:
+                admin.create_topics([NewTopic(name, args.partitions, args.replication_factor,
+                                              _parse_configs(args.config))])
+            except MiniKafkaError as exc:
+                if not (args.if_not_exists and exc.code == ErrorCode.TOPIC_ALREADY_EXISTS):
+                    raise
+                print(f"Topic {name} already exists.")
+                return 0
+            print(f"Created topic {name}.")
+        elif action == "delete":
+            name = named(args, "topic", "topic")
+            try:
+                admin.delete_topics([name])
+            except MiniKafkaError as exc:
+                if not (args.if_exists and exc.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
+                    raise
+                print(f"Topic {name} does not exist.")
+                return 0
+            print(f"Deleted topic {name}.")
+        else:  # alter
+            name = named(args, "topic", "topic")
+            if args.partitions < 0:
+                raise CliError("topics alter: give the new partition count (--partitions N)")
+            try:
+                admin.create_partitions({name: args.partitions})
+            except MiniKafkaError as exc:
+                if not (args.if_exists and exc.code == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION):
+                    raise
+                print(f"Topic {name} does not exist.")
+                return 0
+            print(f"Topic {name} has {args.partitions} partitions.")
     return 0
 
 
+def _options(p: argparse.ArgumentParser) -> None:
+    p.add_argument("--topic", default=None, metavar="TOPIC", help="the topic (Kafka's flag)")
+    p.add_argument("--partitions", type=int, default=-1,
+                   help="partition count (create; alter: the new, larger count)")
+    p.add_argument("--replication-factor", type=int, default=-1)
+    p.add_argument("--config", action="append", default=[], metavar="KEY=VALUE",
+                   help="a topic config at creation (Kafka's names or ours)")
+    p.add_argument("--if-not-exists", action="store_true",
+                   help="create: a topic that already exists is no error")
+    p.add_argument("--if-exists", action="store_true",
+                   help="alter, delete: a topic that does not exist is no error")
+    p.add_argument("--under-replicated-partitions", action="store_true",
+                   help="describe: only partitions whose ISR is smaller than the replicas")
+    p.add_argument("--unavailable-partitions", action="store_true",
+                   help="describe: only partitions without a live leader")
+
+
 def add_parser(sub: Any, client: Callable[[str, str], argparse.ArgumentParser]) -> None:
-    topics = client("topics", "create, list, describe and delete topics")
-    tsub = topics.add_subparsers(dest="topics_command", required=True, metavar="ACTION")
-    create = tsub.add_parser("create", help="create a topic")
-    create.add_argument("name")
-    create.add_argument("--partitions", type=int, default=-1)
-    create.add_argument("--replication-factor", type=int, default=-1)
-    create.add_argument("--config", action="append", default=[], metavar="KEY=VALUE")
-    tsub.add_parser("list", help="list topic names")
-    describe = tsub.add_parser("describe", help="show partitions, leaders and replicas")
-    describe.add_argument("name", nargs="?")
-    delete = tsub.add_parser("delete", help="delete a topic")
-    delete.add_argument("name")
-    for p in (create, describe, delete, tsub.choices["list"]):
-        p.add_argument("--bootstrap-server", default=argparse.SUPPRESS, metavar="HOST:PORT")
+    topics = client("topics", "create, list, describe, alter and delete topics")
+    add_actions(topics, ACTIONS, _options)
     topics.set_defaults(func=cmd_topics)

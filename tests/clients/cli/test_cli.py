@@ -36,8 +36,8 @@ def test_topics_produce_consume_round_trip(broker: BrokerProcess) -> None:
     assert "lines" in cli("topics", "list", *bs).stdout.split()
     described = cli("topics", "describe", "lines", *bs)
     assert "PartitionCount: 2" in described.stdout
-    assert "retention_ms=60000" in described.stdout  # the topic's override
-    assert "min_insync_replicas=1" in described.stdout  # a broker default
+    assert "retention.ms=60000" in described.stdout  # the topic's override, Kafka's name
+    assert "min.insync.replicas=1" in described.stdout  # a broker default
     produced = cli("produce", "lines", "--key-separator", ":", "--partition", "1", *bs,
                    stdin="k1:hello\nk2:world\n")
     assert produced.returncode == 0, produced.stderr
