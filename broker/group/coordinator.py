@@ -29,7 +29,8 @@ only it) and owns its rooms, built at construction:
 - ``offsets`` (:class:`~broker.group.offsets.GroupOffsets`): OffsetCommit,
   TxnOffsetCommit, OffsetFetch.
 
-Itself it answers ListGroups, DescribeGroups and DeleteGroups (over the cache), and does
+Itself it answers ListGroups, DescribeGroups, DeleteGroups and OffsetDelete (over the
+cache), and does
 what crosses the rooms: a loaded group's members start their session timeouts; an
 unloaded or deleted group leaves the cache, its join phase and session timeouts are
 cancelled, its parked JoinGroup/SyncGroup requests are answered (NOT_COORDINATOR on
@@ -90,6 +91,7 @@ from clients.protocol.message_types import (
     TxnOffsetCommitRequest,
     TxnOffsetCommitResponse,
 )
+from clients.protocol.topics import TopicPartition
 from replication.producer_state import VerificationGuard
 from timer.clock import Clock
 from timer.purgatory import TimerLike
@@ -273,6 +275,46 @@ class GroupCoordinator:
             def done(code: ErrorCode, p: int = partition) -> None:
                 stored(p, code)
             self.manager.store_tombstones(partition, groups, done)
+
+    def delete_offsets(self, group_id: str, partitions: Sequence[TopicPartition],
+                       respond: Callable[[ErrorCode, dict[TopicPartition, ErrorCode]], None]
+                       ) -> None:
+        """OffsetDelete: ``respond(group error, {partition: error})``.
+
+        The coordinator errors as for any group request; GROUP_ID_NOT_FOUND for a group
+        this coordinator does not have (or Dead); NON_EMPTY_GROUP while it has members
+        (Kafka deletes the offsets of topics the members do not subscribe to and answers
+        GROUP_SUBSCRIBED_TO_TOPIC for the others; we refuse the whole request).  Of an
+        Empty group, the committed offsets of ``partitions`` leave the cache at once and
+        tombstones are written; the answer waits for them (a failed write maps as
+        :func:`store_error` says).  A partition without an offset is no error."""
+        error = self.manager.coordinator_error(group_id)
+        group = self.groups.get(group_id)
+        if error is not None:
+            respond(error[0], {})
+            return
+        if group is None or group.is_(_S.DEAD):
+            respond(ErrorCode.GROUP_ID_NOT_FOUND, {})
+            return
+        if not group.is_(_S.EMPTY):
+            respond(ErrorCode.NON_EMPTY_GROUP, {})
+            return
+        results = {tp: ErrorCode.NONE for tp in partitions}
+        gone = sorted({tp for tp in partitions if tp in group.offsets})
+        for tp in gone:
+            del group.offsets[tp]
+        if not gone:
+            respond(ErrorCode.NONE, results)
+            return
+
+        def stored(code: ErrorCode) -> None:
+            mapped = store_error(code)
+            for tp in gone:
+                results[tp] = mapped
+            log.info("group %s: deleted offsets of %d partition(s)", group_id, len(gone))
+            respond(ErrorCode.NONE, results)
+
+        self.manager.store_offset_tombstones(group, gone, stored)
 
     # -- ownership: load, unload -----------------------------------------------------------
 

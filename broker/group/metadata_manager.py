@@ -25,7 +25,8 @@ the offsets topic.
   only over an offset cached from earlier in the log), transactional offsets
   (:meth:`store_txn_offsets`: one transactional batch of the producer; pending in the
   group, :mod:`broker.group.txn_offsets`, from before the write), tombstones of deleted
-  groups (:meth:`store_tombstones`).  Each ``done`` is called exactly once.
+  groups (:meth:`store_tombstones`) and of deleted offsets
+  (:meth:`store_offset_tombstones`).  Each ``done`` is called exactly once.
 - Transaction markers: :meth:`complete_txn` (the marker listener's call once a COMMIT or
   ABORT of a producer is replicated on a partition) commits or drops that producer's
   pending offsets in the partition's groups, found through ``txn_producers`` (producer id
@@ -270,6 +271,15 @@ class GroupMetadataManager:
                             None) for tp in sorted(set(group.offsets)
                                                    | group.pending_txn.partitions()))
         self.log.append(partition, records, lambda code, _offset: done(code))
+
+    def store_offset_tombstones(self, group: Group, partitions: Sequence[TopicPartition],
+                                done: Stored) -> None:
+        """Write tombstones of the group's committed offsets of ``partitions`` (OffsetDelete;
+        the caller dropped them from the cache), one batch."""
+        records: list[tuple[bytes, bytes | None]] = [
+            (encode_offset_commit_key(OffsetCommitKey(group.group_id, *tp)), None)
+            for tp in partitions]
+        self.log.append(group.partition, records, lambda code, _offset: done(code))
 
 
 def _offset_records(group: Group, offsets: Sequence[tuple[TopicPartition, OffsetCommitValue]]

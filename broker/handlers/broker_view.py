@@ -110,6 +110,10 @@ class GroupCoordinatorView(Protocol):
     def delete_groups(self, group_ids: list[str],
                       respond: Callable[[list[tuple[str, ErrorCode]]], None]) -> None: ...
 
+    def delete_offsets(self, group_id: str, partitions: Sequence[TopicPartition],
+                       respond: Callable[[ErrorCode, dict[TopicPartition, ErrorCode]], None]
+                       ) -> None: ...
+
 
 class GroupCoordinatorLookup(Protocol):
     """FindCoordinator and this broker's group coordinator

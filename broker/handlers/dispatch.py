@@ -6,7 +6,8 @@ DescribeCluster), :mod:`broker.handlers.configs` (DescribeConfigs, AlterConfigs,
 IncrementalAlterConfigs), :mod:`broker.handlers.produce` (Produce),
 :mod:`broker.handlers.fetch` (Fetch, ListOffsets, OffsetsForLeaderEpoch, DescribeLogDirs),
 :mod:`broker.handlers.records` (DeleteRecords), :mod:`broker.handlers.groups` (the group
-coordinator APIs, DeleteGroups included), :mod:`broker.handlers.producer_ids`
+coordinator APIs, DeleteGroups included), :mod:`broker.handlers.group_admin.offset_delete`
+(OffsetDelete), :mod:`broker.handlers.producer_ids`
 (InitProducerId), :mod:`broker.handlers.partition_txns` (WriteTxnMarkers,
 DescribeProducers) and :mod:`broker.handlers.transactions_coordinator` (AddPartitionsToTxn,
 AddOffsetsToTxn, EndTxn, DescribeTransactions, ListTransactions).  This
@@ -21,6 +22,7 @@ from broker.handlers.broker_view import HandlerCore
 from broker.handlers.common import Body, Handler, RequestContext, serves
 from broker.handlers.configs import CONFIG_HANDLERS
 from broker.handlers.fetch import FETCH_HANDLERS
+from broker.handlers.group_admin.offset_delete import OFFSET_DELETE_HANDLERS
 from broker.handlers.groups import GROUP_HANDLERS
 from broker.handlers.partition_txns import PARTITION_TXN_HANDLERS
 from broker.handlers.produce import PRODUCE_HANDLERS
@@ -72,6 +74,7 @@ HANDLERS: dict[int, Handler] = {
     **PRODUCE_HANDLERS,
     **FETCH_HANDLERS,
     **GROUP_HANDLERS,
+    **OFFSET_DELETE_HANDLERS,
     **PRODUCER_ID_HANDLERS,
     **PARTITION_TXN_HANDLERS,
     **TRANSACTION_COORDINATOR_HANDLERS,

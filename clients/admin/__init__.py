@@ -16,7 +16,8 @@ the default timeout, the controller route) given at construction:
 - **Groups** (:mod:`clients.admin.groups`): ListGroups from every broker; DescribeGroups,
   DeleteGroups and OffsetFetch from each group's coordinator, offsets with their lag.
 - **Offsets** (:mod:`clients.admin.offsets`): ListOffsets by time (latest, earliest, a
-  timestamp) from each leader; a group's offsets set by a simple OffsetCommit.
+  timestamp) from each leader; a group's offsets set by a simple OffsetCommit, deleted by
+  OffsetDelete.
 - **Log dirs** (:mod:`clients.admin.log_dirs`): DescribeLogDirs from each broker.
 
 Requests go at the highest version the broker and we both serve
@@ -296,6 +297,19 @@ class Admin:
         while the group is Empty or unknown; a group with members is UNKNOWN_MEMBER_ID."""
         return self._offsets.alter_group_offsets(group_id, offsets, timeout_ms=timeout_ms,
                                                  raise_on_error=raise_on_error)
+
+    def delete_group_offsets(
+        self,
+        group_id: str,
+        partitions: Iterable[TopicPartition],
+        *,
+        timeout_ms: int | None = None,
+        raise_on_error: bool = True,
+    ) -> dict[TopicPartition, MiniKafkaError | None]:
+        """Delete the group's committed offsets of ``partitions`` (OffsetDelete; Kafka's
+        deleteConsumerGroupOffsets): only while the group has no members."""
+        return self._offsets.delete_group_offsets(group_id, partitions, timeout_ms=timeout_ms,
+                                                  raise_on_error=raise_on_error)
 
     # ------------------------------------------------------------ log dirs
     def describe_log_dirs(

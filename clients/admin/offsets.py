@@ -1,5 +1,6 @@
 """Offset operations of :class:`~clients.admin.Admin`: look partitions' offsets up by time
-(Kafka's ``listOffsets``) and set a group's committed offsets (``alterConsumerGroupOffsets``).
+(Kafka's ``listOffsets``), set a group's committed offsets (``alterConsumerGroupOffsets``)
+and delete some (``deleteConsumerGroupOffsets``).
 
 Contract: ``list_offsets`` takes ``{partition: spec}`` with spec ``LATEST`` (-1, the high
 watermark), ``EARLIEST`` (-2, the log start offset) or a timestamp in ms (>= 0: the first
@@ -12,6 +13,10 @@ that error.  ``alter_group_offsets`` commits the given offsets for the group as 
 *simple* commit (OffsetCommit with generation -1 and no member, to the group's
 coordinator): the broker accepts it only while the group is Empty or does not exist
 (Kafka's rule; a group with members answers UNKNOWN_MEMBER_ID); offsets must be >= 0.
+``delete_group_offsets`` sends OffsetDelete to the coordinator: a group-level error
+(GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP while the group has members, an authorization
+failure) is raised, coordinator errors retried as every group request is
+(:meth:`~clients.admin.groups.GroupAdmin.group_request`).
 Per-partition failures follow :func:`~clients.admin.requests.raise_first`.
 
 Costs: a metadata refresh plus one round trip per leader (``list_offsets``); two round
@@ -21,7 +26,7 @@ trips (FindCoordinator, OffsetCommit) for ``alter_group_offsets``.  Thread-safet
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from clients.admin.groups import GroupAdmin
 from clients.admin.requests import AdminRequests, raise_first
@@ -34,6 +39,9 @@ from clients.protocol.message_types import (
     OffsetCommitRequest,
     OffsetCommitRequestPartition,
     OffsetCommitResponse,
+    OffsetDeleteRequest,
+    OffsetDeleteRequestTopic,
+    OffsetDeleteResponse,
 )
 from clients.protocol.topics import TopicPartition
 from clients.types import OffsetAndTimestamp
@@ -43,7 +51,7 @@ EARLIEST = -2
 
 
 class OffsetAdmin:
-    """ListOffsets by spec, and simple OffsetCommits on behalf of a group."""
+    """ListOffsets by spec; simple OffsetCommits and OffsetDelete on behalf of a group."""
 
     def __init__(self, requests: AdminRequests, groups: GroupAdmin) -> None:
         self._requests = requests
@@ -139,6 +147,34 @@ class OffsetAdmin:
                 out[tp] = None if code == ErrorCode.NONE else error_for(
                     code, f"commit offset of {tp} for group {group_id!r}: "
                           f"{p.get('error_message') or ''}".rstrip(": "))
+        return raise_first(out, raise_on_error)
+
+    def delete_group_offsets(
+        self,
+        group_id: str,
+        partitions: Iterable[TopicPartition],
+        *,
+        timeout_ms: int | None = None,
+        raise_on_error: bool = True,
+    ) -> dict[TopicPartition, MiniKafkaError | None]:
+        by_topic: dict[str, list[int]] = {}
+        for tp in partitions:
+            tp = TopicPartition(*tp)
+            by_topic.setdefault(tp.topic, []).append(tp.partition)
+        topics: list[OffsetDeleteRequestTopic] = [
+            {"name": t, "partitions": [{"partition_index": p} for p in sorted(set(ps))]}
+            for t, ps in by_topic.items()]
+        request: OffsetDeleteRequest = {"group_id": group_id, "topics": topics}
+        _, _, body = self._groups.group_request(
+            group_id, ApiKey.OFFSET_DELETE, request, OffsetDeleteResponse,
+            lambda b, v: b["error_code"], timeout_ms)
+        out: dict[TopicPartition, MiniKafkaError | None] = {}
+        for t in body["topics"]:
+            for p in t["partitions"]:
+                tp = TopicPartition(t["name"], p["partition_index"])
+                code = p["error_code"]
+                out[tp] = None if code == ErrorCode.NONE else error_for(
+                    code, f"delete offset of {tp} for group {group_id!r}")
         return raise_first(out, raise_on_error)
 
 

@@ -9,6 +9,8 @@ positionally, by ``--group`` (repeatable) or ``--all-groups``:
   coordinator does not know (Dead, no members, no offsets) is the error
   ``GROUP_ID_NOT_FOUND ... not found``, exit 1;
 - ``delete`` (DeleteGroups: only groups without members);
+- ``delete-offsets --topic T[:P,...]`` (OffsetDelete: only while the group has no
+  members; NON_EMPTY_GROUP else, GROUP_ID_NOT_FOUND for an unknown group);
 - ``reset-offsets`` (:mod:`clients.cli.admin_tools.reset_offsets`).
 
 ``consume TOPIC --group G`` subscribes instead of assigning: the group splits the
@@ -37,7 +39,11 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from clients.cli.actions import Action, action_of, add_actions
-from clients.cli.admin_tools.reset_offsets import add_reset_options, reset_offsets
+from clients.cli.admin_tools.reset_offsets import (
+    add_reset_options,
+    reset_offsets,
+    topic_partitions,
+)
 from clients.cli.common import CliError
 from clients.protocol.topics import TopicPartition
 
@@ -48,6 +54,8 @@ ACTIONS: tuple[Action, ...] = (
     ("list", "list groups with their state", None, ""),
     ("describe", "offsets and lag (default), --members or --state", "GROUP", "the group"),
     ("delete", "delete empty groups and their offsets", "GROUP", "the group"),
+    ("delete-offsets", "delete an inactive group's committed offsets of --topic T[:P,...]",
+     "GROUP", "the group"),
     ("reset-offsets", "plan (--dry-run) or commit (--execute) new offsets of an inactive "
      "group", "GROUP", "the group"),
 )
@@ -139,6 +147,19 @@ def cmd_groups(args: argparse.Namespace) -> int:
                     print(f"Deleted group {g}.")
             if failed:
                 raise CliError("; ".join(f"group {g!r}: {e}" for g, e in failed.items()))
+        elif action == "delete-offsets":
+            if not args.topic:
+                raise CliError("delete-offsets: name the partitions (--topic T[:P,...])")
+            wanted = topic_partitions(admin, args.topic)
+            for group in groups:
+                refused = {tp: e for tp, e in admin.delete_group_offsets(
+                    group, wanted, raise_on_error=False).items() if e is not None}
+                for tp in wanted:
+                    if tp not in refused:
+                        print(f"Deleted the offset of {tp.topic}-{tp.partition} for group "
+                              f"{group}.")
+                if refused:
+                    raise CliError("; ".join(str(e) for e in refused.values()))
         else:  # reset-offsets
             for group in groups:
                 reset_offsets(admin, group, args)
@@ -154,7 +175,7 @@ def _options(p: argparse.ArgumentParser) -> None:
                    help="describe: state and member count; list: only groups in STATE "
                         "(Stable, Empty, ...)")
     p.add_argument("--topic", action="append", default=[], metavar="TOPIC[:P,...]",
-                   help="reset-offsets: a topic, or some of its partitions")
+                   help="reset-offsets, delete-offsets: a topic, or some of its partitions")
     add_reset_options(p)
 
 

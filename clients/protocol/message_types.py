@@ -1349,6 +1349,48 @@ class IncrementalAlterConfigsResponse(TypedDict, total=False):
     responses: list[IncrementalAlterConfigsResponseResponse]
 
 
+class OffsetDeleteRequestPartition(TypedDict, total=False):
+    """An element of OffsetDeleteRequest.topics[].partitions[]."""
+
+    partition_index: int
+
+
+class OffsetDeleteRequestTopic(TypedDict, total=False):
+    """An element of OffsetDeleteRequest.topics[]."""
+
+    name: str
+    partitions: list[OffsetDeleteRequestPartition]
+
+
+class OffsetDeleteRequest(TypedDict, total=False):
+    """OffsetDelete request body."""
+
+    group_id: str
+    topics: list[OffsetDeleteRequestTopic]
+
+
+class OffsetDeleteResponsePartition(TypedDict, total=False):
+    """An element of OffsetDeleteResponse.topics[].partitions[]."""
+
+    partition_index: int
+    error_code: int
+
+
+class OffsetDeleteResponseTopic(TypedDict, total=False):
+    """An element of OffsetDeleteResponse.topics[]."""
+
+    name: str
+    partitions: list[OffsetDeleteResponsePartition]
+
+
+class OffsetDeleteResponse(TypedDict, total=False):
+    """OffsetDelete response body."""
+
+    error_code: int
+    throttle_time_ms: int
+    topics: list[OffsetDeleteResponseTopic]
+
+
 class AlterPartitionRequestPartition(TypedDict, total=False):
     """An element of AlterPartitionRequest.topics[].partitions[]."""
 

@@ -31,7 +31,7 @@ from clients.cli.common import CliError
 from clients.protocol.topics import TopicPartition
 from clients.types import OffsetAndTimestamp
 
-__all__ = ["add_reset_options", "reset_offsets"]
+__all__ = ["add_reset_options", "plan", "reset_offsets", "topic_partitions"]
 
 TARGETS = ("to_earliest", "to_latest", "to_datetime", "to_offset", "shift_by")
 INACTIVE = ("Empty", "Dead")
@@ -60,14 +60,10 @@ def _datetime_ms(text: str) -> int:
     return int(when.timestamp() * 1000)
 
 
-def _partitions(admin: Any, group: str, args: argparse.Namespace,
-                committed: dict[TopicPartition, int]) -> list[TopicPartition]:
-    if args.all_topics == bool(args.topic):
-        raise CliError("reset-offsets: give --topic T[:P,...] or --all-topics (one of them)")
-    if args.all_topics:
-        return sorted(committed)
+def topic_partitions(admin: Any, specs: list[str]) -> list[TopicPartition]:
+    """The partitions of ``--topic`` specs: ``T`` (every partition of T) or ``T:0,2``."""
     out: set[TopicPartition] = set()
-    for spec in args.topic:
+    for spec in specs:
         name, _, parts = spec.partition(":")
         if parts:
             try:
@@ -80,6 +76,15 @@ def _partitions(admin: Any, group: str, args: argparse.Namespace,
     return sorted(out)
 
 
+def _partitions(admin: Any, args: argparse.Namespace,
+                committed: dict[TopicPartition, int]) -> list[TopicPartition]:
+    if args.all_topics == bool(args.topic):
+        raise CliError("reset-offsets: give --topic T[:P,...] or --all-topics (one of them)")
+    if args.all_topics:
+        return sorted(committed)
+    return topic_partitions(admin, args.topic)
+
+
 def plan(admin: Any, group: str, args: argparse.Namespace) -> dict[TopicPartition, int]:
     """The new offset of each chosen partition."""
     chosen = [t for t in TARGETS if getattr(args, t) not in (None, False)]
@@ -88,7 +93,7 @@ def plan(admin: Any, group: str, args: argparse.Namespace) -> dict[TopicPartitio
                        "--to-datetime, --to-offset, --shift-by")
     committed = {tp: o.offset for tp, o in admin.list_group_offsets(group).items()
                  if o.offset >= 0}
-    partitions = _partitions(admin, group, args, committed)
+    partitions = _partitions(admin, args, committed)
     if not partitions:
         return {}
 

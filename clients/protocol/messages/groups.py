@@ -1,16 +1,17 @@
 """Consumer group APIs: FindCoordinator, JoinGroup, SyncGroup, Heartbeat, LeaveGroup,
-OffsetCommit, OffsetFetch, ListGroups, DescribeGroups, DeleteGroups.
+OffsetCommit, OffsetFetch, ListGroups, DescribeGroups, DeleteGroups, OffsetDelete.
 
 Versions served (first flexible version in brackets, Kafka's): FindCoordinator 0-4 (3+),
 JoinGroup 0-9 (6+), SyncGroup 0-5 (4+), Heartbeat 0-4 (4+), LeaveGroup 0-5 (4+),
 OffsetCommit 2-8 (8+), OffsetFetch 1-8 (6+), ListGroups 0-5 (3+), DescribeGroups 0-5 (5+),
-DeleteGroups 0-2 (2+).  Kafka's layouts at those versions, including its version-dependent
-shapes: FindCoordinator v4 batches ``coordinator_keys`` / ``coordinators`` in place of
-``key`` and the single answer; LeaveGroup v3 replaces ``member_id`` by ``members``;
-OffsetFetch v8 batches ``groups`` in place of ``group_id`` / ``topics``.  Not served:
-OffsetCommit v9 (the new consumer protocol's member epochs, KIP-848) and v10, OffsetFetch
-v9 (member epochs) and v10 (topic ids), DescribeGroups v6.  Field names are Kafka's in
-snake_case, except OffsetCommit's ``generation_id`` (Kafka: generation_id_or_member_epoch).
+DeleteGroups 0-2 (2+), OffsetDelete 0 (never flexible, as in Kafka).  Kafka's layouts at
+those versions, including its version-dependent shapes: FindCoordinator v4 batches
+``coordinator_keys`` / ``coordinators`` in place of ``key`` and the single answer;
+LeaveGroup v3 replaces ``member_id`` by ``members``; OffsetFetch v8 batches ``groups`` in
+place of ``group_id`` / ``topics``.  Not served: OffsetCommit v9 (the new consumer
+protocol's member epochs, KIP-848) and v10, OffsetFetch v9 (member epochs) and v10 (topic
+ids), DescribeGroups v6.  Field names are Kafka's in snake_case, except OffsetCommit's
+``generation_id`` (Kafka: generation_id_or_member_epoch).
 
 Our extra, a tagged field with a tag from 1000 up and so only in flexible versions:
 ``error_message`` (tag ``TAG_ERROR_MESSAGE``, the error's text next to Kafka's error code,
@@ -315,6 +316,30 @@ DELETE_GROUPS = Api(
         Field("results", Array(Struct(
             Field("group_id", STRING),
             Field("error_code", INT16),
+        ))),
+    ),
+)  # fmt: skip
+
+OFFSET_DELETE = Api(
+    ApiKey.OFFSET_DELETE, "OffsetDelete", "0", None,
+    request=Struct(
+        Field("group_id", STRING),
+        Field("topics", Array(Struct(
+            Field("name", STRING),
+            Field("partitions", Array(Struct(
+                Field("partition_index", INT32),
+            ))),
+        ))),
+    ),
+    response=Struct(
+        Field("error_code", INT16),
+        Field("throttle_time_ms", INT32),
+        Field("topics", Array(Struct(
+            Field("name", STRING),
+            Field("partitions", Array(Struct(
+                Field("partition_index", INT32),
+                Field("error_code", INT16),
+            ))),
         ))),
     ),
 )  # fmt: skip

@@ -11,6 +11,7 @@ from broker.group.coordinator import GroupCoordinator
 from broker.group.protocol import Done, GroupCoordinatorConfig, java_string_hash, partition_for
 from broker.group.state import GroupState
 from clients.protocol.errors import ErrorCode
+from clients.protocol.topics import TopicPartition
 from timer.clock import ManualClock
 from timer.system_timer import SystemTimer
 
@@ -450,6 +451,31 @@ def test_delete_groups_removes_empty_groups_and_their_offsets() -> None:
         again.c.load_record(0, key, value, offset)
     again.c.finish_load(0)
     assert "simple" not in again.c.groups and again.committed("g") == 5
+
+
+def test_delete_offsets_of_an_empty_group_writes_tombstones() -> None:
+    h = Harness()
+    h.stable_group(1)  # group "g" has a member
+    assert h.commit("", -1, 7, group="simple") == ErrorCode.NONE
+    assert h.commit("", -1, 8, group="simple", partition=1) == ErrorCode.NONE
+    written = len(h.log.records)
+    t0, t9 = TopicPartition("t", 0), TopicPartition("t", 9)
+    results: list[tuple[ErrorCode, dict[TopicPartition, ErrorCode]]] = []
+    h.c.delete_offsets("simple", [t0, t9], lambda *a: results.append(a))
+    assert results == [(ErrorCode.NONE, {t0: ErrorCode.NONE, t9: ErrorCode.NONE})]
+    assert h.committed("simple") == -1 and h.committed("simple", 1) == 8
+    assert [value for _, value, _ in h.log.records[written:]] == [None]  # t-0's tombstone
+    results.clear()
+    h.c.delete_offsets("g", [t0], lambda *a: results.append(a))  # a member is in it
+    h.c.delete_offsets("nope", [t0], lambda *a: results.append(a))
+    assert results == [(ErrorCode.NON_EMPTY_GROUP, {}), (ErrorCode.GROUP_ID_NOT_FOUND, {})]
+    again = Harness(log=h.log)  # a reload keeps the offset deleted
+    again.c.unload(0)
+    again.c.begin_load(0, 1)
+    for key, value, offset in h.log.records:
+        again.c.load_record(0, key, value, offset)
+    again.c.finish_load(0)
+    assert again.committed("simple") == -1 and again.committed("simple", 1) == 8
 
 
 def test_delete_groups_reports_coordinator_and_write_errors() -> None:

@@ -199,9 +199,17 @@ def test_groups_verbs(cluster: LocalCluster, run: Run) -> None:
             assert code == 1 and "inactive" in err and "Stable" in err
             code, _, err = run("groups", "delete", "busy")
             assert code == 1 and "NON_EMPTY_GROUP" in err
+            code, _, err = run("groups", "delete-offsets", "busy", "--topic", "gt")
+            assert code == 1 and "NON_EMPTY_GROUP" in err
         code, out, _ = run("groups", "describe", "--all-groups", "--state")
         assert code == 0 and {"idle", "busy"} <= {line.split()[0] for line in out.splitlines()
                                               if line}
+        code, out, err = run("groups", "--delete-offsets", "--group", "idle", "--topic", "gt:1")
+        assert code == 0, err
+        assert out == "Deleted the offset of gt-1 for group idle.\n"
+        assert committed() == {tp0: 10}
+        code, _, err = run("groups", "delete-offsets", "nosuchgroup", "--topic", "gt")
+        assert code == 1 and "GROUP_ID_NOT_FOUND" in err
         code, out, _ = run("groups", "--delete", "--group", "idle")
         assert code == 0 and out == "Deleted group idle.\n"
         assert run("groups", "describe", "idle")[0] == 1

@@ -49,7 +49,8 @@ def _filled(st: Struct, version: int, body: dict[str, Any]) -> dict[str, Any]:
 def test_every_group_api_is_registered() -> None:
     assert {api.name for api in GROUP_APIS} == {
         "FindCoordinator", "JoinGroup", "SyncGroup", "Heartbeat", "LeaveGroup",
-        "OffsetCommit", "OffsetFetch", "ListGroups", "DescribeGroups", "DeleteGroups"}
+        "OffsetCommit", "OffsetFetch", "ListGroups", "DescribeGroups", "DeleteGroups",
+        "OffsetDelete"}
 
 
 @pytest.mark.parametrize(("api_key", "version"), CASES)
