@@ -10,8 +10,9 @@ leaders, replicas and ISR) and fails with one ``error: ...`` line, exit status 1
   ``--if-not-exists``: a topic that exists is no error);
 - ``delete`` (``--if-exists``: a topic that does not exist is no error);
 - ``alter --partitions N`` (CreatePartitions: grows the topic to N partitions);
-- ``describe`` (one topic or all): a header line per topic with its effective configs
-  under Kafka's dotted names (DescribeConfigs), then a line per partition;
+- ``describe`` (one topic or all; ``--if-exists``: a missing topic prints nothing): a
+  header line per topic with its effective configs under Kafka's dotted names
+  (DescribeConfigs), then a line per partition;
   ``--under-replicated-partitions`` (ISR smaller than the replicas) and
   ``--unavailable-partitions`` (no leader, or a leader that is not a live broker) print
   only the matching partition lines, as Kafka does;
@@ -63,6 +64,8 @@ def _partition_line(p: PartitionInfo) -> str:
 def _describe(admin: Any, args: argparse.Namespace) -> None:
     name = getattr(args, "name", None) or args.topic
     names = [name] if name else admin.list_topics()
+    if name and args.if_exists and name not in admin.list_topics():
+        return
     descriptions = admin.describe_topics(names)
     filtered = args.under_replicated_partitions or args.unavailable_partitions
     if filtered:
@@ -147,7 +150,7 @@ def _options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--if-not-exists", action="store_true",
                    help="create: a topic that already exists is no error")
     p.add_argument("--if-exists", action="store_true",
-                   help="alter, delete: a topic that does not exist is no error")
+                   help="alter, delete, describe: a topic that does not exist is no error")
     p.add_argument("--under-replicated-partitions", action="store_true",
                    help="describe: only partitions whose ISR is smaller than the replicas")
     p.add_argument("--unavailable-partitions", action="store_true",

@@ -85,6 +85,14 @@ def test_topics_create_alter_delete_in_kafka_spelling(run: Run) -> None:
     assert code == 1 and "UNKNOWN_TOPIC_OR_PARTITION" in err
     code, out, _ = run("topics", "delete", "--topic", "grow", "--if-exists")
     assert code == 0 and "does not exist" in out
+    assert run("topics", "describe", "grow", "--if-exists") == (0, "", "")
+    code, _, err = run("topics", "describe", "grow")
+    assert code == 1 and "UNKNOWN_TOPIC_OR_PARTITION" in err
+    code, _, err = run("topics", "--topic", "grow")
+    assert code == 1 and err.startswith("error: topics: name an action")
+    with pytest.raises(SystemExit) as usage:  # argparse: the action flags exclude each other
+        run("topics", "--list", "--delete")
+    assert usage.value.code == 2
 
 
 def test_configs_describe_and_alter(run: Run) -> None:
