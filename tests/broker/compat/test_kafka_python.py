@@ -1,8 +1,8 @@
 """kafka-python against a 3-broker minikafka cluster, unchanged.
 
 KafkaProducer with acks 0/1/all, idempotence and every codec; KafkaConsumer with
-assign/seek and a group of two (split, commits, resume); KafkaAdminClient topics and
-configs.  Records are checked with the client itself and with our own consumer.
+assign/seek and a group of two (split, commits, resume); KafkaAdminClient topics,
+configs and group offsets (list, OffsetDelete).  Records are checked with the client itself and with our own consumer.
 """
 
 from __future__ import annotations
@@ -280,5 +280,26 @@ def test_admin_topics_and_configs(cluster: LocalCluster) -> None:
                    30, "three partitions")
         admin.delete_topics(["kp-admin"])
         wait_until(lambda: "kp-admin" not in admin.list_topics(), 30, "topic gone")
+    finally:
+        admin.close()
+
+
+def test_admin_group_offsets_list_and_delete(cluster: LocalCluster) -> None:
+    """KafkaAdminClient's OffsetFetch and OffsetDelete (API 47) on an inactive group."""
+    from clients.admin import Admin
+    from clients.protocol.topics import TopicPartition as OurTopicPartition
+
+    create(cluster, "kp-offsets", 2)
+    with Admin(cluster.bootstrap) as ours:
+        ours.alter_group_offsets("kp-idle", {OurTopicPartition("kp-offsets", 0): 0,
+                                             OurTopicPartition("kp-offsets", 1): 0})
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+    try:
+        t0, t1 = TopicPartition("kp-offsets", 0), TopicPartition("kp-offsets", 1)
+        assert set(admin.list_group_offsets("kp-idle")["kp-idle"]) == {t0, t1}
+        assert admin.delete_group_offsets("kp-idle", [t1]) == {t1: KafkaErrors.NoError}
+        assert set(admin.list_group_offsets("kp-idle")["kp-idle"]) == {t0}
+        with pytest.raises(KafkaErrors.GroupIdNotFoundError):
+            admin.delete_group_offsets("kp-nobody", [t0])
     finally:
         admin.close()
