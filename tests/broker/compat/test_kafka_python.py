@@ -2,7 +2,8 @@
 
 KafkaProducer with acks 0/1/all, idempotence and every codec; KafkaConsumer with
 assign/seek and a group of two (split, commits, resume); KafkaAdminClient topics,
-configs and group offsets (list, OffsetDelete).  Records are checked with the client itself and with our own consumer.
+configs and group offsets (list, OffsetDelete).  Records are checked with the client
+itself and with our own consumer.
 """
 
 from __future__ import annotations
