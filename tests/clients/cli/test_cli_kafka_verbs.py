@@ -19,6 +19,7 @@ from clients.cli.main import main as cli_main
 from clients.consumer.consumer import Consumer
 from clients.producer.producer import Producer
 from clients.protocol.topics import TopicPartition
+from clients.types import NewTopic
 from tests.broker.cluster_harness import LocalCluster
 from tests.broker.processes import wait_until
 
@@ -240,6 +241,8 @@ def test_cluster_health_exit_codes(cluster: LocalCluster, run: Run,
                                    capsys: pytest.CaptureFixture[str]) -> None:
     """Last in the module: it kills the cluster's brokers."""
     assert run("topics", "create", "h", "--partitions", "2", "--replication-factor", "3")[0] == 0
+    with Admin(cluster.bootstrap) as admin:  # one replica, on the broker killed below
+        admin.create_topics([NewTopic("solo", replica_assignments={0: [2]})])
     wait_until(lambda: health(cluster, capsys)[0] == 0, 30, "a healthy cluster")
     code, out = health(cluster, capsys)
     assert out.startswith("healthy: 3 broker(s) serving") and len(out.splitlines()) == 1
@@ -253,6 +256,11 @@ def test_cluster_health_exit_codes(cluster: LocalCluster, run: Run,
     code, out, _ = run("topics", "describe", "--topic", "h", "--under-replicated-partitions")
     assert code == 0 and len(out.splitlines()) == 2 and all("Topic: h" in s for s in
                                                             out.splitlines())
+    wait_until(lambda: "1 offline partition(s): solo-0" in health(cluster, capsys)[1], 30,
+               "solo-0 offline once broker 2 is fenced")
+    code, out, _ = run("topics", "describe", "--unavailable-partitions")
+    assert code == 0 and [line.split("\t")[1:3] for line in out.splitlines()] == [
+        ["Topic: solo", "Partition: 0"]]
     cluster.kill("0")
     cluster.kill("1")
     code, out = health(cluster, capsys)
