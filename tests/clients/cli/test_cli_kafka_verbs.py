@@ -256,11 +256,13 @@ def test_cluster_health_exit_codes(cluster: LocalCluster, run: Run,
     code, out, _ = run("topics", "describe", "--topic", "h", "--under-replicated-partitions")
     assert code == 0 and len(out.splitlines()) == 2 and all("Topic: h" in s for s in
                                                             out.splitlines())
-    wait_until(lambda: "1 offline partition(s): solo-0" in health(cluster, capsys)[1], 30,
+    wait_until(lambda: "Leader: -1" in run("topics", "describe", "--topic", "solo")[1], 30,
                "solo-0 offline once broker 2 is fenced")
-    code, out, _ = run("topics", "describe", "--unavailable-partitions")
-    assert code == 0 and [line.split("\t")[1:3] for line in out.splitlines()] == [
-        ["Topic: solo", "Partition: 0"]]
+    code, out, _ = run("topics", "describe", "--topic", "solo", "--unavailable-partitions")
+    assert code == 0 and [line.split("\t")[1:4] for line in out.splitlines()] == [
+        ["Topic: solo", "Partition: 0", "Leader: -1"]]
+    assert " offline partition(s): " in health(cluster, capsys)[1]
+    assert run("topics", "describe", "--topic", "h", "--unavailable-partitions")[1] == ""
     cluster.kill("0")
     cluster.kill("1")
     code, out = health(cluster, capsys)
