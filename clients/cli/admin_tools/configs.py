@@ -3,8 +3,9 @@
 
 ``configs --describe --entity-type topics --entity-name T`` (``--topic T`` for short,
 ``--broker N`` for ``--entity-type brokers --entity-name N``) prints, as Kafka does, the
-configs set on the resource (a topic's overrides; a broker's settings that differ from
-the built-in default), or with ``--all`` every config with its value and source::
+configs set on the resource at run time (a topic's overrides; a broker has none, since
+no broker setting changes while it runs), or with ``--all`` every config with its value
+and source::
 
     Dynamic configs for topic T are:
       retention.ms=60000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=60000}
@@ -43,7 +44,7 @@ __all__ = ["add_parser"]
 ENTITY_TYPES = {"topics": ConfigResourceType.TOPIC, "brokers": ConfigResourceType.BROKER}
 SINGULAR = {ConfigResourceType.TOPIC: "topic", ConfigResourceType.BROKER: "broker"}
 SHOWN_SOURCES = (ConfigSource.DYNAMIC_TOPIC_CONFIG, ConfigSource.DYNAMIC_BROKER_CONFIG,
-                 ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG, ConfigSource.STATIC_BROKER_CONFIG)
+                 ConfigSource.DYNAMIC_DEFAULT_BROKER_CONFIG)
 
 
 def split_config_list(text: str) -> list[str]:

@@ -116,9 +116,13 @@ def test_configs_describe_and_alter(run: Run) -> None:
     code, out, _ = run("configs", "--describe", "--entity-type", "brokers",
                        "--entity-name", "1", "--all")
     assert code == 0 and out.startswith("All configs for broker 1 are:")
+    assert "  retention.ms=" in out
+    # nothing of a broker changes at run time: no dynamic configs to show
+    assert run("configs", "--describe", "--broker", "1") == (
+        0, "Dynamic configs for broker 1 are:\n", "")
     # no broker setting changes at run time: Kafka's error for a static config
     code, _, err = run("configs", "--alter", "--broker", "1", "--add-config",
-                       "log.retention.ms=5")
+                       "retention.ms=5")
     assert code == 1 and "INVALID_REQUEST" in err
 
 
