@@ -170,6 +170,8 @@ def _options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--group", action="append", default=None, metavar="GROUP",
                    help="a group (repeatable; Kafka's flag)")
     p.add_argument("--all-groups", action="store_true", help="every group")
+    p.add_argument("--offsets", action="store_true",
+                   help="describe: offsets and lag (the default view; Kafka's flag)")
     p.add_argument("--members", action="store_true", help="describe: the members")
     p.add_argument("--state", nargs="?", const="", default=None, metavar="STATE",
                    help="describe: state and member count; list: only groups in STATE "

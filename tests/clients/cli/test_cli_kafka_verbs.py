@@ -173,6 +173,8 @@ def test_groups_verbs(cluster: LocalCluster, run: Run) -> None:
         def committed() -> dict[TopicPartition, int]:
             return {tp: o.offset for tp, o in admin.list_group_offsets("idle").items()}
 
+        code, out, _ = run("groups", "--describe", "--group", "idle", "--offsets")
+        assert code == 0 and out.startswith("Group: idle\tState: Empty")
         code, out, _ = run("groups", "--describe", "--group", "idle", "--state")
         assert code == 0 and out.splitlines()[1].split()[3:] == ["Empty", "0"]
         # dry run (the default, with a warning): prints the plan, changes nothing
