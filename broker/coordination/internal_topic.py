@@ -29,9 +29,11 @@ this module does not import the core):
   read error unloads.  The coordinator answers COORDINATOR_LOAD_IN_PROGRESS until the
   last step calls ``finish_load``.
 - **Writes** (:meth:`InternalTopic.append`): one batch appended as leader with
-  acks=all, answered from the broker's produce purgatory when the high watermark passes
-  it (or after ``offsets_commit_timeout_ms``), exactly like a Produce with acks=all;
-  errors (NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS, ...) go back to the coordinator.
+  acks=all and origin COORDINATOR (:class:`~replication.append_origin.AppendOrigin`: a
+  producer's batch gets the epoch check, not the sequence and duplicate checks),
+  answered from the broker's produce purgatory when the high watermark passes it (or
+  after ``offsets_commit_timeout_ms``), exactly like a Produce with acks=all; errors
+  (NOT_LEADER_OR_FOLLOWER, NOT_ENOUGH_REPLICAS, ...) go back to the coordinator.
 
 Costs: :meth:`~InternalTopic.coordinator_of` O(key length);
 :meth:`~InternalTopic.on_partitions_changed` O(partitions on this broker); a load step
@@ -60,6 +62,7 @@ from clients.protocol.message_types import (
     ProduceResponsePartitionResponse,
 )
 from clients.protocol.topics import TopicPartition
+from replication.append_origin import AppendOrigin
 from replication.partition import Partition
 from replication.producer_state import VerificationGuard
 from timer.purgatory import Purgatory, TimerLike
@@ -302,7 +305,7 @@ class InternalTopic:
         try:
             info = replica.append_records_as_leader(
                 batch, -1, self.host.min_insync_replicas(self.spec.name), guard=guard,
-                verification_required=verification_required)
+                verification_required=verification_required, origin=AppendOrigin.COORDINATOR)
         except MiniKafkaError as exc:
             done(exc.code, -1)
             return

@@ -24,8 +24,8 @@ is the offsets topic's own:
   producer); a batch or marker that does not decode is skipped and counted.
 - **Writes** (:meth:`append`): one record batch (wall-clock timestamps); the
   coordinator maps the errors for its clients.  A TxnOffsetCommit's records go as one
-  transactional batch of its producer id and epoch, with the sequence the leader's
-  producer-state check expects (:func:`_next_sequence`).
+  transactional batch of its producer id and epoch, base sequence 0 (as Kafka's): the
+  append's origin is COORDINATOR, so the leader checks the epoch but not the sequence.
 - **TxnOffsetCommit** (:meth:`commit_txn_offsets`): KIP-890 part 1, the group's offsets
   partition verified with the transaction coordinator before the producer's first
   transactional batch there (as Kafka's ``maybeStartTransactionVerificationForPartition``),
@@ -70,7 +70,6 @@ from clients.records.batch import TRANSACTIONAL_MASK, iter_batches
 from clients.records.control import ControlType, parse_marker
 from clients.records.record import build_batch, decode_batch
 from replication.partition import Partition
-from replication.producer_state import next_sequence
 from storage.log.log import wall_clock_ms
 from timer.clock import Clock
 from timer.purgatory import Purgatory, TimerLike
@@ -160,10 +159,6 @@ class OffsetsTopic:
 
     def append(self, partition: int, records: Sequence[tuple[bytes, bytes | None]],
                done: Done, producer: TxnProducer | None = None) -> None:
-        replica = self.topic.leader(partition)
-        if replica is None:
-            done(ErrorCode.NOT_LEADER_OR_FOLLOWER, -1)
-            return
         now = wall_clock_ms()
         items = [(k, v, now, ()) for k, v in records]
         if producer is None:
@@ -171,7 +166,7 @@ class OffsetsTopic:
             return
         batch = build_batch(items, producer_id=producer.producer_id,
                             producer_epoch=producer.producer_epoch,
-                            base_sequence=_next_sequence(replica, producer),
+                            base_sequence=0,
                             attributes=TRANSACTIONAL_MASK)
         self.topic.append(partition, batch, done, guard=producer.guard,
                           verification_required=producer.verification_required)
@@ -237,18 +232,6 @@ class OffsetsTopic:
         self.topic.shutdown()
         for task in list(self._tasks):
             task.cancel()
-
-
-def _next_sequence(replica: Partition, producer: TxnProducer) -> int:
-    """The sequence a TxnOffsetCommit's batch takes on the offsets partition: the next
-    one of the producer's epoch there, 0 for a new producer or epoch.  Kafka skips the
-    sequence check for the coordinator's own appends; here the batch goes through the
-    leader's producer-state check like any, so it carries the sequence that check expects
-    (the epoch check still applies: an older epoch is INVALID_PRODUCER_EPOCH)."""
-    entry = replica.partition_log.producer_state.entry(producer.producer_id)
-    if entry is None or entry.epoch != producer.producer_epoch or not entry.batches:
-        return 0
-    return next_sequence(entry.batches[-1].last_seq)
 
 
 def load_batches(coordinator: GroupCoordinator, partition: int, data: bytes | memoryview,
