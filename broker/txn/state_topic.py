@@ -31,7 +31,12 @@ placement, leadership, loading and unloading, acks=all writes) is the
   question about its own partitions is answered by asking the coordinator here when the
   transactional id's state partition is led by this broker; otherwise
   :class:`~broker.txn.verifier.RemoteTxnVerifier` (AddPartitionsToTxn v4
-  ``verify_only`` to the coordinator broker, batched; no cache, see there).
+  ``verify_only`` to the coordinator broker, batched; no cache, see there).  A refusal
+  (any answer but NONE: the partition is not in the transaction, the producer is fenced,
+  the coordinator is away) is logged at INFO through a
+  :class:`~broker.logs.rate_limit.RateLimitedLog` keyed by transactional id, producer,
+  epoch and answer (a producer retrying a refused batch logs one line per
+  ``VERIFICATION_LOG_INTERVAL_MS``, with the count suppressed).
 
 Costs: those of :class:`~broker.coordination.internal_topic.InternalTopic`; a load step
 applies O(LOAD_STEP_BYTES) of batches.  Not thread-safe: the broker's event loop owns it.
@@ -50,6 +55,7 @@ from broker.auth import broker_login
 from broker.config import BrokerConfig
 from broker.coordination.internal_topic import InternalTopic, InternalTopicHost, InternalTopicSpec
 from broker.delayed import DelayedFetch, DelayedProduce
+from broker.logs.rate_limit import RateLimitedLog
 from broker.metadata.image import MetadataImage
 from broker.network.tls import client_context
 from broker.producer_ids import ProducerIdAllocator
@@ -76,6 +82,7 @@ from timer.timing_wheel import CallableTask
 log = logging.getLogger(__name__)
 
 ID_TIMEOUT_MS = 5_000
+VERIFICATION_LOG_INTERVAL_MS = 10_000
 
 
 class TransactionStateHost(InternalTopicHost, Protocol):
@@ -140,7 +147,7 @@ class TransactionStateTopic:
         self.tls: ssl.SSLContext | None = tls
         self.markers = MarkerSender(config.node_id,
                                     broker_login(host.cluster_secret, config.node_id),
-                                    self._leader_of, self.replication_endpoint, tls)
+                                    self._leader_of, self.replication_endpoint, clock, tls)
         self.coordinator = TransactionCoordinator(
             TxnCoordinatorConfig(config.transaction_max_timeout_ms,
                                  config.transactional_id_expiration_ms),
@@ -153,6 +160,7 @@ class TransactionStateTopic:
                                    fetch_purgatory, host, self.coordinator,
                                    functools.partial(load_batches, self.coordinator))
         self.closed = False
+        self.refusals = RateLimitedLog(log, clock, VERIFICATION_LOG_INTERVAL_MS)
         self.remote_verifier = RemoteTxnVerifier(
             config.node_id, broker_login(host.cluster_secret, config.node_id), tls)
         self._schedule_tick()
@@ -230,7 +238,23 @@ class TransactionStateTopic:
                      partitions: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
         """Whether ``partitions`` are in ``transactional_id``'s ongoing transaction of
         this producer: asked here when this broker coordinates the id, else by an
-        AddPartitionsToTxn v4 ``verify_only`` to its coordinator as a broker."""
+        AddPartitionsToTxn v4 ``verify_only`` to its coordinator as a broker.  Refusals
+        are logged (rate-limited)."""
+        answers = await self._verify(transactional_id, producer_id, producer_epoch,
+                                     partitions)
+        refused: dict[ErrorCode, list[str]] = {}
+        for tp, code in answers.items():
+            if code != ErrorCode.NONE:
+                refused.setdefault(code, []).append(f"{tp.topic}-{tp.partition}")
+        for code, where in refused.items():
+            self.refusals.info((transactional_id, producer_id, producer_epoch, code),
+                               "KIP-890 verification refused %s for transactional id %r "
+                               "(producer %d epoch %d): %s", code.name, transactional_id,
+                               producer_id, producer_epoch, ", ".join(sorted(where)))
+        return answers
+
+    async def _verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                      partitions: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
         local = self.coordinator.coordinator_error(transactional_id)
         if local is None:
             try:
