@@ -14,7 +14,7 @@ registry, and
   and their repair from another replica;
 - :attr:`groups` (:class:`~broker.group.offsets_topic.OffsetsTopic`): the group
   coordinator and ``__consumer_offsets``; it asks the core back only through
-  :class:`~broker.group.offsets_topic.OffsetsTopicHost`;
+  :class:`~broker.coordination.internal_topic.InternalTopicHost`;
 - :attr:`transactions` (:class:`~broker.txn.state_topic.TransactionStateTopic`): the
   transaction coordinator and ``__transaction_state``, asking the core back through
   :class:`~broker.txn.state_topic.TransactionStateHost`; it is also the core's
@@ -159,7 +159,7 @@ class BrokerCore:
         self.producer_ids: ProducerIdAllocator = (
             link.producer_ids if link is not None
             else StandaloneProducerIdAllocator(self.data_dir))
-        # group coordinator and __consumer_offsets; asks this core (OffsetsTopicHost)
+        # group coordinator and __consumer_offsets; asks this core (InternalTopicHost)
         self.groups = OffsetsTopic(config, clock, timer, self.partitions,
                                    self.produce_purgatory, self.fetch_purgatory, self)
         # transaction hooks (issue 32; broker.handlers.broker_view): the coordinator's
@@ -507,7 +507,7 @@ class BrokerCore:
         log.info("%s-%d: replica removed", *key)
 
     def min_insync_replicas(self, topic: str) -> int:
-        """:class:`~broker.group.offsets_topic.OffsetsTopicHost`'s question, answered by
-        :meth:`TopicConfigs.min_insync_replicas`."""
+        """:class:`~broker.coordination.internal_topic.InternalTopicHost`'s question,
+        answered by :meth:`TopicConfigs.min_insync_replicas`."""
         return self.configs.min_insync_replicas(topic)
 

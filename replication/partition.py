@@ -85,6 +85,7 @@ from collections.abc import Sequence
 
 from clients.protocol.errors import ErrorCode
 from clients.records.control import ControlType
+from replication.append_origin import AppendOrigin
 from replication.damage_marks import DamageMarks
 from replication.isr import UNKNOWN_OFFSET, AlterPartitionProposal, LeaderIsr
 from replication.leader_epoch_cache import LeaderEpochCache
@@ -309,13 +310,15 @@ class Partition:
                                  required_acks: int = -1, min_insync_replicas: int = 1,
                                  checked: Sequence[BatchInfo] | None = None, *,
                                  guard: VerificationGuard | None = None,
-                                 verification_required: bool = False) -> LogAppendInfo:
+                                 verification_required: bool = False,
+                                 origin: AppendOrigin = AppendOrigin.CLIENT) -> LogAppendInfo:
         """Append a producer's batches as leader (:meth:`PartitionLog.append_as_leader`:
-        ``checked`` is the log's check of these bytes if already run; ``guard``: KIP-890)."""
+        ``checked`` is the log's check of these bytes if already run; ``guard``: KIP-890;
+        ``origin``: who appends, which decides the producer checks)."""
         self._require_leader(min_insync_replicas if required_acks == -1 else 0)
         info = self.partition_log.append_as_leader(
             batches, self.leader_epoch, checked, guard=guard,
-            verification_required=verification_required)
+            verification_required=verification_required, origin=origin)
         self.maybe_increment_high_watermark()
         return info
 

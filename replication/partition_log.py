@@ -9,11 +9,14 @@ high watermarks, ISRs or damage: its owner, :class:`replication.partition.Partit
 decides *whether* to append or truncate and *where*; this says what else each change
 must touch.
 
-* a leader append (:meth:`PartitionLog.append_as_leader`): the producer check first (an
-  error raises; a retried batch returns its original offsets with ``num_batches == 0``,
-  nothing appended); the epoch opened at the LEO before the append; the producer state
-  after it;
-* a follower append (:meth:`PartitionLog.append_as_follower`): the batches' epochs assigned
+* a leader append (:meth:`PartitionLog.append_as_leader`): the producer check first, with
+  the rules of the append's :class:`~replication.append_origin.AppendOrigin` (a client's
+  Produce: epoch, sequence and duplicates; a coordinator's write to its internal topic:
+  the epoch only) (an error raises; a retried batch returns its original offsets with
+  ``num_batches == 0``, nothing appended); the epoch opened at the LEO before the append;
+  the producer state after it;
+* a follower append (:meth:`PartitionLog.append_as_follower`, origin REPLICATION: no
+  producer check): the batches' epochs assigned
   before the append (trimmed back if it fails); the producer state after it;
 * the log start raised (:meth:`PartitionLog.maybe_increment_log_start_offset`): the epoch
   cache trimmed to it (also lazily on each append and answer, or
@@ -51,11 +54,13 @@ from pathlib import Path
 from clients.protocol.errors import CorruptRecordError, ErrorCode, MiniKafkaError
 from clients.records.batch import BatchHeader, iter_batches
 from clients.records.control import ControlType, build_marker_batch
+from replication.append_origin import AppendOrigin
 from replication.leader_epoch_cache import LeaderEpochCache, LeaderEpochCacheError, epoch_changes
 from replication.partition_errors import PartitionInvariantError
 from replication.producer_state import (
     CompletedTxn,
     ProducerStateManager,
+    Verdict,
     VerdictKind,
     VerificationGuard,
 )
@@ -117,18 +122,23 @@ class PartitionLog:
     def append_as_leader(self, batches: bytes | bytearray | memoryview, leader_epoch: int,
                          checked: Sequence[BatchInfo] | None, *,
                          guard: VerificationGuard | None = None,
-                         verification_required: bool = False) -> LogAppendInfo:
+                         verification_required: bool = False,
+                         origin: AppendOrigin = AppendOrigin.CLIENT) -> LogAppendInfo:
         """Append a producer's batches in ``leader_epoch`` (``checked``: the log's
         :meth:`~storage.log.log.Log.leader_check` of these bytes, already run; run here
         first otherwise).  The producer-state check reads the headers that validation
-        unpacked: each batch header is parsed once per append.  ``guard`` /
-        ``verification_required``: rule 7 of :mod:`replication.producer_state` for a
-        transactional batch that starts a transaction (KIP-890)."""
+        unpacked: each batch header is parsed once per append; ``origin`` (CLIENT or
+        COORDINATOR) picks its rules.  ``guard`` / ``verification_required``: rule 7 of
+        :mod:`replication.producer_state` for a transactional batch that starts a
+        transaction (KIP-890)."""
+        if origin is AppendOrigin.REPLICATION:
+            raise ValueError("a replicated batch is appended with append_as_follower")
         if checked is None:  # validated here, before the producer-state check, as the
             checked = self.log.leader_check(keys=False).run(batches)  # Produce handler does
         headers = [BatchHeader(*info[7]) for info in checked]
         state = self.producer_state
-        verdict = state.check_append(headers)
+        verdict = (state.check_append(headers) if origin is AppendOrigin.CLIENT
+                   else _check_epochs(state, headers))
         if verdict.kind is VerdictKind.ERROR:
             raise MiniKafkaError(verdict.message, verdict.error_code)
         if verdict.kind is VerdictKind.DUPLICATE:
@@ -266,3 +276,18 @@ def _headers_or_none(batches: bytes | bytearray | memoryview) -> list[BatchHeade
         return [h for _, h in iter_batches(batches, validate=False)]
     except CorruptRecordError:
         return None
+
+
+def _check_epochs(state: ProducerStateManager, headers: Sequence[BatchHeader]) -> Verdict:
+    """A coordinator's append (:mod:`replication.append_origin`): rule 2 of
+    :mod:`replication.producer_state` only, no sequence or duplicate check."""
+    for h in headers:
+        entry = state.entry(h.producer_id) if h.producer_id >= 0 else None
+        if h.producer_id >= 0 and h.producer_epoch < 0:
+            return Verdict(VerdictKind.ERROR, ErrorCode.INVALID_RECORD, f"{state.name}: "
+                           f"producer {h.producer_id}: a negative epoch {h.producer_epoch}")
+        if entry is not None and h.producer_epoch < entry.epoch:
+            return Verdict(VerdictKind.ERROR, ErrorCode.INVALID_PRODUCER_EPOCH,
+                           f"{state.name}: producer {h.producer_id}: epoch {h.producer_epoch} "
+                           f"is older than the current epoch {entry.epoch} (fenced)")
+    return Verdict(VerdictKind.APPEND)

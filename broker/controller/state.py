@@ -60,6 +60,14 @@ Rules (Kafka KRaft's, simplified; see docs/replication.md):
   leader for an offline partition goes through :meth:`_elect`.
 - Every leader change bumps ``leader_epoch``; every record of a partition bumps
   ``partition_epoch``.
+- **Logs**: every decision is logged once, when it is made: a registration, an
+  unfencing and a fencing (with its cause) at INFO; an election (old and new leader,
+  leader epoch, ISR, and what made it due: a fencing, an unfencing, a restart, a
+  resignation, the preferred-leader check, a safe or unclean election's reason) at INFO;
+  an ISR change this controller makes (a fenced broker leaves the ISR) at INFO; a
+  partition going offline, or still offline for a new reason, at WARNING.  A leader's
+  own ISR change (AlterPartition) is logged by that broker (DEBUG here).  Nothing is
+  logged when a tick, heartbeat or report decides nothing.
 - AllocateProducerIds (a registered broker, current broker epoch, fenced or not) gets
   the next :data:`PRODUCER_ID_BLOCK_SIZE` ids ``[next_producer_id, +1000)`` and a
   ``producer_ids`` record raising ``next_producer_id``; the adapter fsyncs it before
@@ -181,7 +189,7 @@ class ControllerState:
             # the same process again (a retry, or the fresh report we asked for in a
             # heartbeat): only its report is renewed
             self._take_replica_logs(broker_id, replica_logs)
-            self._elect_offline()
+            self._elect_offline(f"broker {broker_id} reported its logs")
             return self._done(RegistrationResult(ErrorCode.NONE, None, old.broker_epoch))
         if old is not None and self._has_live_session(broker_id, old.fenced):
             # Kafka's rule: another process with this id still heartbeats (or may: its
@@ -200,12 +208,14 @@ class ControllerState:
         except MetadataRecordError as e:
             return self._done(RegistrationResult(ErrorCode.INVALID_REQUEST, e.message))
         self._emit(record)  # the new incarnation starts fenced
+        log.info("broker %d registered%s at broker epoch %d (%s:%d), fenced until caught up",
+                 broker_id, "" if old is None else " again (a new process)", epoch, host, port)
         self._take_replica_logs(broker_id, replica_logs)
         self._shutdown_offset.pop(broker_id, None)
         self._session_deadline_ms[broker_id] = (self.clock.now_ms()
                                                 + self.config.broker_session_timeout_ms)
         if old is not None:
-            self._move_away_from(broker_id)
+            self._move_away_from(broker_id, f"broker {broker_id} restarted")
         return self._done(RegistrationResult(ErrorCode.NONE, None, epoch))
 
     def _take_replica_logs(self, broker_id: int, replica_logs: Sequence[ReplicaLog]) -> None:
@@ -257,14 +267,15 @@ class ControllerState:
         if want_shut_down:
             if broker_id not in self._shutdown_offset:
                 if not info.fenced:
-                    self._fence(broker_id)
+                    self._fence(broker_id, "controlled shutdown")
                 self._shutdown_offset[broker_id] = self.image.last_applied_offset
         elif want_fence:
             if not info.fenced:
-                self._fence(broker_id)
+                self._fence(broker_id, "it asked to be fenced")
         elif info.fenced and caught_up and broker_id not in self._shutdown_offset:
             self._emit(UnfenceBrokerRecord(broker_id, broker_epoch))
-            self._elect_offline()
+            log.info("broker %d unfenced at metadata offset %d", broker_id, current_metadata_offset)
+            self._elect_offline(f"broker {broker_id} unfenced")
         done = self._shutdown_offset.get(broker_id)
         return self._done(HeartbeatResult(
             ErrorCode.NONE, None, caught_up, self.image.brokers[broker_id].fenced,
@@ -293,13 +304,13 @@ class ControllerState:
         offline; see the module docstring)."""
         if not self._ticked:
             self._ticked = True
-            self._elect_offline()
+            self._elect_offline("this controller started")
         now = self.clock.now_ms()
         timeout = self.config.broker_session_timeout_ms
         for broker_id in self.image.unfenced_brokers():
             deadline = self._session_deadline_ms.setdefault(broker_id, now + timeout)
             if now > deadline:
-                self._fence(broker_id)
+                self._fence(broker_id, f"session expired (no heartbeat for {timeout} ms)")
         if self.config.auto_leader_rebalance_enable and now >= self._next_preferred_check_ms:
             self._next_preferred_check_ms = now + self.config.leader_imbalance_check_interval_ms
             self._elect_preferred()
@@ -309,24 +320,26 @@ class ControllerState:
         self._elect_preferred()
         return self._done(None)[1]
 
-    def _fence(self, broker_id: int) -> None:
+    def _fence(self, broker_id: int, why: str) -> None:
         self._emit(FenceBrokerRecord(broker_id, self.image.brokers[broker_id].broker_epoch))
-        self._move_away_from(broker_id)
+        log.info("broker %d fenced: %s; moving its leaderships and ISR memberships away",
+                 broker_id, why)
+        self._move_away_from(broker_id, f"broker {broker_id} fenced")
 
-    def _move_away_from(self, broker_id: int) -> None:
+    def _move_away_from(self, broker_id: int, why: str) -> None:
         for topic, index, s in list(self.image.replicas_on(broker_id)):
             isr = s.isr
             if broker_id in isr and len(isr) > 1:
                 isr = tuple(b for b in isr if b != broker_id)
             if s.leader == broker_id:
-                self._elect(topic, index, s, isr)
+                self._elect(topic, index, s, isr, why)
             else:
-                self._update(topic, index, s, s.leader, isr, s.unclean_elected)
+                self._update(topic, index, s, s.leader, isr, s.unclean_elected, why)
 
-    def _elect_offline(self) -> None:
+    def _elect_offline(self, why: str) -> None:
         for topic, index, s in list(self.image.partitions()):
             if s.leader == NO_LEADER:
-                self._elect(topic, index, s, s.isr)
+                self._elect(topic, index, s, s.isr, why)
 
     def _elect_preferred(self) -> None:
         """Give each led partition back to ``replicas[0]`` when it is live, in the ISR
@@ -335,16 +348,16 @@ class ControllerState:
         awaited: issue 30, item 11)."""
         for topic, index, s in list(self.image.partitions()):
             if s.leader == NO_LEADER:
-                self._elect(topic, index, s, s.isr)
+                self._elect(topic, index, s, s.isr, "preferred-leader check")
                 continue
             preferred = s.replicas[0]
             if (s.leader != preferred and preferred in s.isr and self._alive(preferred)
                     and preferred not in self._recovery_cut.get((topic, index), ())):
-                self._update(topic, index, s, preferred, s.isr, False)
+                self._update(topic, index, s, preferred, s.isr, False, "preferred-leader election")
 
     def _elect(self, topic: str, index: int, s: PartitionRegistration,
-               isr: tuple[int, ...]) -> None:
-        """Choose a leader for a partition whose leader is gone (or that is offline)."""
+               isr: tuple[int, ...], why: str) -> None:
+        """Choose a leader for a partition whose leader is gone (or offline), due to ``why``."""
         key = (topic, index)
         cut = self._recovery_cut.get(key, set())
         live_isr = [b for b in s.replicas if b in isr and self._alive(b)]
@@ -355,8 +368,9 @@ class ControllerState:
         for b in live_isr:
             if b not in cut and b not in unreported:
                 self.offline_reasons.pop(key, None)
-                self._update(topic, index, s, b, isr, False)
+                self._update(topic, index, s, b, isr, False, why)
                 return
+        reason = f"no live in-sync replica (ISR {list(isr)})"
         if live_isr:
             if unreported:
                 self._report_wanted.update(unreported)
@@ -367,22 +381,22 @@ class ControllerState:
                 chosen, reason = self._recovery_choice(key, s, cut)
             if chosen is not None:
                 self.offline_reasons.pop(key, None)
-                log.warning("%s-%d: in-sync replicas %s lost records in log recovery; "
-                            "broker %d, with the longest log of the latest epoch, leads",
-                            topic, index, sorted(set(isr) & cut), chosen)
+                why += (f"; in-sync replicas {sorted(set(isr) & cut)} lost records in log "
+                        f"recovery and broker {chosen} holds the longest log of the latest epoch")
                 cut.discard(chosen)  # its log is the partition's now
                 self._update(topic, index, s, chosen, isr if chosen in isr else (chosen,),
-                             s.unclean_elected)
+                             s.unclean_elected, why)
                 return
-            if self.offline_reasons.get(key) != reason:
-                log.warning("%s-%d: offline: %s", topic, index, reason)
+            if s.leader == NO_LEADER and self.offline_reasons.get(key) != reason:
+                log.warning("%s-%d: still offline: %s", topic, index, reason)
             self.offline_reasons[key] = reason
         if self.image.topics[topic].configs.get("unclean_leader_election") == "true":
             for b in s.replicas:
                 if self._alive(b):
-                    self._update(topic, index, s, b, (b,), True)
+                    self._update(topic, index, s, b, (b,), True,
+                                 f"{why}; UNCLEAN election ({reason})")
                     return
-        self._update(topic, index, s, NO_LEADER, isr, s.unclean_elected)
+        self._update(topic, index, s, NO_LEADER, isr, s.unclean_elected, f"{why}; {reason}")
 
     def _recovery_choice(self, key: tuple[str, int], s: PartitionRegistration,
                          cut: set[int]) -> tuple[int | None, str]:
@@ -414,10 +428,12 @@ class ControllerState:
         return chosen, ""
 
     def _update(self, topic: str, index: int, s: PartitionRegistration, leader: int,
-                isr: tuple[int, ...], unclean: bool) -> None:
+                isr: tuple[int, ...], unclean: bool, why: str) -> None:
+        """Write the partition's new leader and ISR (the decision logged: :func:`_log_change`)."""
         if leader == s.leader and isr == s.isr:
             return
         leader_epoch = s.leader_epoch + 1 if leader != s.leader else s.leader_epoch
+        _log_change(topic, index, s, leader, leader_epoch, isr, why)
         self._emit(PartitionRecord(topic, index, s.replicas, leader, leader_epoch, isr,
                                    s.partition_epoch + 1, unclean))
         if leader == NO_LEADER:
@@ -445,7 +461,7 @@ class ControllerState:
         allows unclean elections gets a leader for its offline partitions at once."""
         results = self._topics.alter_configs(resources, validate_only, incremental)
         if self._out:
-            self._elect_offline()
+            self._elect_offline("topic configs changed")
         return self._done(results)
 
     # -- ISR changes ------------------------------------------------------------------
@@ -488,7 +504,8 @@ class ControllerState:
                 and len(set(isr)) == len(isr)):
             # the leader resigns: its scrubber found a damaged range in its log, which it
             # repairs as a follower; the remaining ISR elects a leader (our rule)
-            self._elect(c.topic, c.partition, s, isr)
+            self._elect(c.topic, c.partition, s, isr,
+                        f"leader {broker_id} resigned to repair a damaged range")
             return
         if (broker_id not in isr or len(set(isr)) != len(isr)
                 or not set(isr) <= set(s.replicas)):
@@ -502,7 +519,7 @@ class ControllerState:
             cut = self._recovery_cut.get((c.topic, c.partition))
             if cut:
                 cut.difference_update(isr)  # caught up with the leader again
-            self._update(c.topic, c.partition, s, s.leader, isr, s.unclean_elected)
+            self._update(c.topic, c.partition, s, s.leader, isr, s.unclean_elected, "")
 
     # -- invariants -------------------------------------------------------------------
 
@@ -512,3 +529,20 @@ class ControllerState:
         for topic, index, s in self.image.partitions():
             if s.leader != NO_LEADER and not self._alive(s.leader):
                 raise MetadataRecordError(f"{topic}-{index}: leader {s.leader} is fenced")
+
+
+def _log_change(topic: str, index: int, s: PartitionRegistration, leader: int,
+                leader_epoch: int, isr: tuple[int, ...], why: str) -> None:
+    """Log a partition change once: an election or an offline partition, or an ISR
+    change this controller made (``why``; a leader's own AlterPartition, ``why`` empty,
+    is logged by that broker: DEBUG here)."""
+    if leader == NO_LEADER and s.leader != NO_LEADER:
+        log.warning("%s-%d: offline: leader %d gone and none elected (%s)", topic, index,
+                    s.leader, why)
+    elif leader != s.leader:
+        log.info("%s-%d: leader %s -> %d in leader epoch %d, ISR %s (%s)", topic, index,
+                 "none" if s.leader == NO_LEADER else s.leader, leader, leader_epoch,
+                 list(isr), why)
+    else:
+        log.log(logging.INFO if why else logging.DEBUG, "%s-%d: ISR %s -> %s (%s)", topic,
+                index, list(s.isr), list(isr), why or f"AlterPartition of leader {leader}")

@@ -30,8 +30,10 @@ May import: ``timer``, ``clients.protocol`` and ``clients.records``, ``replicati
 ``storage`` (the offsets partitions), ``broker.config``, ``broker.delayed``,
 ``broker.topic_registry``, ``broker.metadata.msgpack_form`` (the stored records'
 codec), ``broker.requests.respond`` (the answer callback) and ``broker.async_client``'s
-``ControllerChannel`` Protocol.  Must not import ``broker.core`` (the core creates the
-:class:`OffsetsTopic` and is reached through :class:`OffsetsTopicHost`), the handlers, the
+``ControllerChannel`` Protocol, and :mod:`broker.coordination` (hosting the offsets
+topic, shared with the transaction coordinator).  Must not import ``broker.core`` (the
+core creates the :class:`OffsetsTopic` and is reached through
+:class:`~broker.coordination.internal_topic.InternalTopicHost`), the handlers, the
 server or the network processes.  Nothing is exported here: import from the defining
 module.
 """

@@ -318,6 +318,13 @@ class GroupCoordinator:
 
     # -- ownership: load, unload -----------------------------------------------------------
 
+    def epochs(self) -> dict[int, int]:
+        """Owned and loading offsets partitions and their leader epochs."""
+        return self.ownership.epochs()
+
+    def loading_epoch(self, partition: int) -> int | None:
+        return self.ownership.loading_epoch(partition)
+
     def begin_load(self, partition: int, leader_epoch: int) -> None:
         self.unload(partition)
         self.manager.begin_load(partition, leader_epoch)

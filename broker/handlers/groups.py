@@ -39,9 +39,10 @@ and ListGroups need Describe on the group (ListGroups leaves out the others), Jo
 SyncGroup, Heartbeat, LeaveGroup, OffsetCommit and TxnOffsetCommit need Read on it (a
 refusal is GROUP_AUTHORIZATION_FAILED, in the API's shape); OffsetCommit and
 TxnOffsetCommit also need Read on each topic and OffsetFetch Describe
-(TOPIC_AUTHORIZATION_FAILED per partition / left out); TxnOffsetCommit would need Write
-on the TransactionalId, which has no ACLs here yet (not checked);
-DeleteGroups needs Delete.
+(TOPIC_AUTHORIZATION_FAILED per partition / left out; the two commits share one check,
+``_authorized_commit``); TxnOffsetCommit first needs Write on the TransactionalId (else
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED in every partition, before the group is checked,
+as Kafka orders them); DeleteGroups needs Delete.
 
 Costs: O(1) here plus what the coordinator does.  Not thread-safe: called on the broker's
 event loop.
@@ -51,6 +52,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Sequence
+from typing import Any, TypeVar
 
 from broker.handlers.broker_view import HandlerCore
 from broker.handlers.common import Handler, RequestContext, serves
@@ -77,7 +79,6 @@ from clients.protocol.message_types import (
     OffsetCommitRequest,
     OffsetCommitRequestTopic,
     OffsetCommitResponse,
-    OffsetCommitResponseTopic,
     OffsetFetchRequest,
     OffsetFetchRequestTopic,
     OffsetFetchResponse,
@@ -88,7 +89,6 @@ from clients.protocol.message_types import (
     TxnOffsetCommitRequest,
     TxnOffsetCommitRequestTopic,
     TxnOffsetCommitResponse,
-    TxnOffsetCommitResponseTopic,
 )
 
 GROUP_DENIED = int(ErrorCode.GROUP_AUTHORIZATION_FAILED)
@@ -195,52 +195,59 @@ def handle_leave_group(core: HandlerCore, body: LeaveGroupRequest,
         single)
 
 
+CommitRequestT = TypeVar("CommitRequestT", OffsetCommitRequest, TxnOffsetCommitRequest)
+
+
+def _refused_partitions(topics: Sequence[OffsetCommitRequestTopic]
+                        | Sequence[TxnOffsetCommitRequestTopic], code: int) -> list[Any]:
+    """The answer's topics for commits refused with ``code``: every partition asked."""
+    return [{"name": t["name"], "partitions": [
+        {"partition_index": p["partition_index"], "error_code": code}
+        for p in t["partitions"]]} for t in topics]
+
+
+def _authorized_commit(ctx: RequestContext, body: CommitRequestT,
+                       respond: Respond[Any]  # OffsetCommit's or TxnOffsetCommit's
+                       ) -> tuple[CommitRequestT, Respond[Any]] | None:
+    """Kafka's ACLs of an offset commit (OffsetCommit and TxnOffsetCommit alike): without
+    Read on the group the whole request is answered GROUP_AUTHORIZATION_FAILED here
+    (None); topics without Read are taken out of the body and their partitions added to
+    the answer as TOPIC_AUTHORIZATION_FAILED.  Returns the body and respond to commit with."""
+    if not _group_allowed(ctx, "Read", body["group_id"]):
+        respond({"throttle_time_ms": 0,
+                 "topics": _refused_partitions(body["topics"], GROUP_DENIED)})
+        return None
+    denied = [t for t in body["topics"] if not ctx.allowed("Read", "Topic", t["name"])]
+    if not denied:
+        return body, respond
+    allowed = [t for t in body["topics"] if t not in denied]
+    refused: list[Any] = _refused_partitions(denied, TOPIC_DENIED)
+
+    def with_denied(answer: Any) -> None:
+        if answer is not None:
+            answer["topics"] = [*answer["topics"], *refused]
+        respond(answer)
+    return {**body, "topics": allowed}, with_denied
+
+
 def handle_offset_commit(core: HandlerCore, body: OffsetCommitRequest,
                          respond: Respond[OffsetCommitResponse], ctx: RequestContext) -> None:
-    def failed(topics: list[OffsetCommitRequestTopic],
-               code: int) -> list[OffsetCommitResponseTopic]:
-        return [{"name": t["name"], "partitions": [
-            {"partition_index": p["partition_index"], "error_code": code}
-            for p in t["partitions"]]} for t in topics]
-
-    if not _group_allowed(ctx, "Read", body["group_id"]):
-        respond({"throttle_time_ms": 0, "topics": failed(body["topics"], GROUP_DENIED)})
-        return
-    denied = [t for t in body["topics"] if not ctx.allowed("Read", "Topic", t["name"])]
-    if denied:
-        body = {**body, "topics": [t for t in body["topics"] if t not in denied]}
-        answer_all = respond
-
-        def respond(answer: OffsetCommitResponse | None) -> None:
-            if answer is not None:
-                answer["topics"] = [*answer["topics"], *failed(denied, TOPIC_DENIED)]
-            answer_all(answer)
-
-    core.groups.coordinator.commit_offsets(body, respond)
+    authorized = _authorized_commit(ctx, body, respond)
+    if authorized is not None:
+        core.groups.coordinator.commit_offsets(*authorized)
 
 
 def handle_txn_offset_commit(core: HandlerCore, body: TxnOffsetCommitRequest,
                              respond: Respond[TxnOffsetCommitResponse],
                              ctx: RequestContext) -> None:
-    def failed(topics: list[TxnOffsetCommitRequestTopic],
-               code: int) -> list[TxnOffsetCommitResponseTopic]:
-        return [{"name": t["name"], "partitions": [
-            {"partition_index": p["partition_index"], "error_code": code}
-            for p in t["partitions"]]} for t in topics]
-
-    if not _group_allowed(ctx, "Read", body["group_id"]):
-        respond({"throttle_time_ms": 0, "topics": failed(body["topics"], GROUP_DENIED)})
+    if not ctx.allowed("Write", "TransactionalId", body["transactional_id"]):
+        respond({"throttle_time_ms": 0, "topics": _refused_partitions(
+            body["topics"], int(ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED))})
         return
-    denied = [t for t in body["topics"] if not ctx.allowed("Read", "Topic", t["name"])]
-    if denied:
-        body = {**body, "topics": [t for t in body["topics"] if t not in denied]}
-        answer_all = respond
-
-        def respond(answer: TxnOffsetCommitResponse | None) -> None:
-            if answer is not None:
-                answer["topics"] = [*answer["topics"], *failed(denied, TOPIC_DENIED)]
-            answer_all(answer)
-
+    authorized = _authorized_commit(ctx, body, respond)
+    if authorized is None:
+        return
+    body, respond = authorized
     if ctx.version < FIRST_TRANSACTION_ABORTABLE_TXN_OFFSET_COMMIT:
         answer_new = respond
 

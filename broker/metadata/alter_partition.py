@@ -8,6 +8,12 @@ with the broker's epoch, from the metadata follower) and gives the answer back:
 refused it; ``on_unanswered`` when the request failed or the answer does not name the
 partition (the proposal is made again later).
 
+Logs: a failed or refused proposal is logged at INFO through a
+:class:`~broker.logs.rate_limit.RateLimitedLog` keyed by partition and error, so a
+leader that proposes again on every follower fetch (a fenced follower after a restart:
+INELIGIBLE_REPLICA) logs one line per partition and error every
+``REFUSAL_LOG_INTERVAL_MS``, with the count of those suppressed.
+
 Contract: :meth:`AlterPartitionManager.send` returns at once (the loop runs the
 request); :meth:`AlterPartitionManager.stop` cancels the requests still out.  Costs: one
 request per proposal.  Not thread-safe: one event loop.
@@ -20,11 +26,15 @@ import logging
 from typing import Any, Protocol
 
 from broker.async_client import AsyncConnection
+from broker.logs.rate_limit import RateLimitedLog
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import MiniKafkaError, error_for
 from replication.isr import AlterPartitionProposal
+from timer.clock import Clock, MonotonicClock
 
 log = logging.getLogger(__name__)
+
+REFUSAL_LOG_INTERVAL_MS = 10_000
 
 
 class AlterPartitionBody(Protocol):
@@ -46,10 +56,11 @@ class AlterPartitionManager:
     """Sends ISR proposals to the controller (see the module docstring)."""
 
     def __init__(self, controller: AsyncConnection, body: AlterPartitionBody,
-                 answers: IsrAnswers) -> None:
+                 answers: IsrAnswers, clock: Clock | None = None) -> None:
         self.controller = controller
         self.body = body
         self.answers = answers
+        self.refusals = RateLimitedLog(log, clock or MonotonicClock(), REFUSAL_LOG_INTERVAL_MS)
         self._tasks: set[asyncio.Task[None]] = set()
 
     def send(self, proposal: AlterPartitionProposal) -> None:
@@ -67,13 +78,15 @@ class AlterPartitionManager:
             answer = await self.controller.request(
                 ApiKey.ALTER_PARTITION, self.body.alter_partition_body([proposal]))
         except MiniKafkaError as exc:
-            log.info("AlterPartition for %s-%d failed: %s", proposal.topic, proposal.partition,
-                     exc)
+            self.refusals.info((proposal.topic, proposal.partition, "failed"),
+                               "AlterPartition for %s-%d failed: %s", proposal.topic,
+                               proposal.partition, exc)
             answers.on_unanswered(proposal)
             return
         if answer["error_code"]:
-            log.info("AlterPartition for %s-%d refused: %s", proposal.topic, proposal.partition,
-                     error_for(answer["error_code"]))
+            self.refusals.info((proposal.topic, proposal.partition, answer["error_code"]),
+                               "AlterPartition for %s-%d refused: %s", proposal.topic,
+                               proposal.partition, error_for(answer["error_code"]))
             answers.on_alter_partition_answer(proposal, answer["error_code"], None, None)
             return
         for topic in answer["topics"]:
@@ -81,9 +94,10 @@ class AlterPartitionManager:
                 if (topic["name"], p["partition_index"]) != (proposal.topic, proposal.partition):
                     continue  # not what was asked: ignored
                 if p["error_code"]:
-                    log.info("AlterPartition for %s-%d refused: %s", proposal.topic,
-                             proposal.partition,
-                             error_for(p["error_code"], p["error_message"] or ""))
+                    self.refusals.info(
+                        (proposal.topic, proposal.partition, p["error_code"]),
+                        "AlterPartition for %s-%d refused: %s", proposal.topic,
+                        proposal.partition, error_for(p["error_code"], p["error_message"] or ""))
                 answers.on_alter_partition_answer(proposal, p["error_code"], p["isr"],
                                                   p["partition_epoch"])
                 return

@@ -9,6 +9,13 @@ server's channel to the controller; None standalone: nothing is sent) and applie
 answers.  The per-partition contents of a proposal (``Partition.pending_alter_partition``,
 resent until answered) stay with the partition's ISR state (:mod:`replication.isr`).
 
+Logs: each proposal (shrink, expand or resignation, with the brokers it adds or drops)
+at INFO when it is made, through a :class:`~broker.logs.rate_limit.RateLimitedLog` keyed
+by partition and proposed ISR (a proposal is resent until answered, and an expansion
+the controller refuses is proposed again on the follower's next fetch: one line per
+``PROPOSAL_LOG_INTERVAL_MS``, with the count suppressed); an accepted change ("ISR now")
+once.
+
 Contract: pure bookkeeping plus callbacks; no I/O, no event loop.  Costs: ``check_isr``
 is one pass over the hosted partitions (run every ``replica_lag_time_max_ms / 4``).
 Not thread-safe.
@@ -19,12 +26,15 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Mapping
 
+from broker.logs.rate_limit import RateLimitedLog
 from clients.protocol.topics import TopicPartition
 from replication.isr import AlterPartitionProposal
 from replication.partition import Partition
 from timer.clock import Clock
 
 log = logging.getLogger(__name__)
+
+PROPOSAL_LOG_INTERVAL_MS = 10_000
 
 
 class IsrProposals:
@@ -43,6 +53,7 @@ class IsrProposals:
         # not be rewritten in place: (first bad offset, why); cut once they follow
         self.resign_to_repair: dict[TopicPartition, tuple[int, str]] = {}
         self.send_alter_partition = send_alter_partition
+        self.proposals_log = RateLimitedLog(log, clock, PROPOSAL_LOG_INTERVAL_MS)
 
     def check_isr(self) -> None:
         """Leader duty: propose dropping lagging followers; resend unanswered proposals."""
@@ -86,8 +97,25 @@ class IsrProposals:
     def _propose(self, key: TopicPartition, proposal: AlterPartitionProposal) -> None:
         if self.send_alter_partition is None:
             return
+        self._log_proposal(key, proposal)
         self.alter_in_flight.add(key)
         self.send_alter_partition(proposal)
+
+    def _log_proposal(self, key: TopicPartition, proposal: AlterPartitionProposal) -> None:
+        partition = self.partitions.get(key)
+        isr = list(partition.isr) if partition is not None else []
+        new = list(proposal.new_isr)
+        dropped = [b for b in isr if b not in new]
+        added = [b for b in new if b not in isr]
+        if self.node_id not in new:
+            why = "resigning leadership to repair a damaged range"
+        elif dropped:
+            why = f"shrink: {dropped} out of sync (lagging, or fetching below the HW)"
+        else:
+            why = f"expand: {added} caught up"
+        self.proposals_log.info((key, proposal.new_isr), "%s-%d: proposing ISR %s -> %s "
+                                "(%s; leader epoch %d)", *key, isr, new, why,
+                                proposal.leader_epoch)
 
     def on_unanswered(self, proposal: AlterPartitionProposal) -> None:
         """The proposal got no answer (the controller link failed): ask again later."""

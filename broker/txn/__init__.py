@@ -12,8 +12,8 @@ What lives here, from the bottom up:
 - ``markers``: the marker queue (pure) and its asyncio adapter that sends WriteTxnMarkers
   to the partition leaders;
 - ``state_topic``: :class:`TransactionStateTopic`, the coordinator's glue to the broker
-  core (topic creation, FindCoordinator key_type 1, leadership and loading, writes,
-  timers).
+  core (FindCoordinator key_type 1, loading the records, writes, timers, KIP-890
+  verification; the topic's hosting is :mod:`broker.coordination.internal_topic`'s).
 
 May import what :mod:`broker.group` may import, plus :mod:`broker.group.protocol`
 (Kafka's placement hash) and :mod:`broker.auth` (the broker login of the marker

@@ -198,6 +198,11 @@ class TransactionCoordinator:
         """Owned and loading partitions and their coordinator epochs."""
         return {**self.owned, **{p: e for p, (e, _) in self.loading.items()}}
 
+    def loading_epoch(self, partition: int) -> int | None:
+        """The coordinator epoch ``partition`` is being loaded in (None: not loading)."""
+        loading = self.loading.get(partition)
+        return None if loading is None else loading[0]
+
     def begin_load(self, partition: int, coordinator_epoch: int) -> None:
         self.unload(partition)
         self.loading[partition] = (coordinator_epoch, {})

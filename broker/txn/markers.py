@@ -26,6 +26,13 @@ When every partition is written, ``done(True)``: the coordinator writes
 CompleteCommit/CompleteAbort.  ``done`` is called at most once per marker, never for a
 cancelled one (:meth:`MarkerQueue.cancel`: the coordinator lost the state partition).
 
+Logs: every resend (a partition's retriable error, a leader that does not answer, a
+partition without a leader) at INFO through a
+:class:`~broker.logs.rate_limit.RateLimitedLog` (keyed by transactional id, partition
+and cause; by leader for a failed request), so a leader that is down for a while gives
+one line per cause every ``RESEND_LOG_INTERVAL_MS`` with the count suppressed; a fenced
+coordinator's giving up at WARNING.
+
 Costs: :meth:`MarkerQueue.requests` O(pending partitions); one request per leader per
 round.  Not thread-safe: the broker's event loop.
 """
@@ -40,6 +47,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from broker.async_client import AsyncConnection
+from broker.logs.rate_limit import RateLimitedLog
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError
 from clients.protocol.message_types import (
@@ -48,10 +56,12 @@ from clients.protocol.message_types import (
     WriteTxnMarkersResponse,
 )
 from clients.protocol.topics import TopicPartition
+from timer.clock import Clock, MonotonicClock
 
 log = logging.getLogger(__name__)
 
 RETRY_BACKOFF_MS = 100
+RESEND_LOG_INTERVAL_MS = 10_000
 WRITE_TXN_MARKERS_VERSION = 2
 REQUEST_TIMEOUT_MS = 35_000  # the leader answers within its 30 s marker timeout
 GONE = -2
@@ -84,9 +94,10 @@ class _Pending:
 class MarkerQueue:
     """The transactions whose markers are not all written; see the module docstring."""
 
-    def __init__(self) -> None:
+    def __init__(self, resends: RateLimitedLog | None = None) -> None:
         self._pending: dict[int, _Pending] = {}
         self._ids = itertools.count()
+        self.resends = resends or RateLimitedLog(log, MonotonicClock(), RESEND_LOG_INTERVAL_MS)
 
     def __len__(self) -> int:
         return len(self._pending)
@@ -120,6 +131,10 @@ class MarkerQueue:
                     pending.waiting.discard(tp)
                 elif leader is not None:
                     groups.setdefault(leader, []).append(tp)
+                else:
+                    self.resends.info((pending.marker.transactional_id, tp, "no leader"),
+                                      "%s: marker for %s-%d waits: the partition has no "
+                                      "leader", pending.marker.transactional_id, *tp)
             for leader, tps in groups.items():
                 pending.waiting.difference_update(tps)
                 pending.in_flight.update(tps)
@@ -144,8 +159,10 @@ class MarkerQueue:
                 continue
             pending.in_flight.discard(tp)
             if code not in (ErrorCode.NONE, ErrorCode.INVALID_PRODUCER_EPOCH):
-                log.info("%s: marker for %s-%d: %s; retrying", pending.marker.transactional_id,
-                         tp.topic, tp.partition, code.name)
+                self.resends.info((pending.marker.transactional_id, tp, code),
+                                  "%s: marker for %s-%d: %s; resending",
+                                  pending.marker.transactional_id, tp.topic, tp.partition,
+                                  code.name)
                 pending.waiting.add(tp)
         self._maybe_finish(key)
 
@@ -214,14 +231,14 @@ class MarkerSender:
 
     def __init__(self, node_id: int, login: tuple[str, bytes] | None,
                  leader_of: Callable[[TopicPartition], int | None],
-                 endpoint_of: Callable[[int], tuple[str, int] | None],
+                 endpoint_of: Callable[[int], tuple[str, int] | None], clock: Clock,
                  tls: ssl.SSLContext | None = None) -> None:
         self.node_id = node_id
         self.login = login
         self.leader_of = leader_of
         self.endpoint_of = endpoint_of
         self.tls = tls
-        self.queue = MarkerQueue()
+        self.queue = MarkerQueue(RateLimitedLog(log, clock, RESEND_LOG_INTERVAL_MS))
         self._connections: dict[int, AsyncConnection] = {}
         self._wake: asyncio.Event | None = None
         self._task: asyncio.Task[None] | None = None
@@ -274,7 +291,9 @@ class MarkerSender:
                                         api_version=WRITE_TXN_MARKERS_VERSION,
                                         timeout_ms=REQUEST_TIMEOUT_MS)
         except (MiniKafkaError, OSError) as exc:
-            log.info("WriteTxnMarkers to broker %d failed: %s; retrying", leader, exc)
+            self.queue.resends.info(("request", leader, type(exc).__name__),
+                                    "WriteTxnMarkers to broker %d failed: %s; resending %d "
+                                    "markers", leader, exc, len(batch))
             for key, _marker, tps in batch:
                 self.queue.on_failure(key, tps)
             return

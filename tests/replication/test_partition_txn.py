@@ -10,6 +10,7 @@ from clients.protocol.errors import ErrorCode, MiniKafkaError
 from clients.records.batch import TRANSACTIONAL_MASK, iter_batches
 from clients.records.control import ControlType
 from clients.records.record import build_batch
+from replication.append_origin import AppendOrigin
 from replication.partition import Partition
 from replication.partition_errors import NotLeaderError
 from tests.replication.helpers import make_partition
@@ -193,3 +194,32 @@ def test_a_retried_tv2_marker_is_recognised_and_waits_for_replication(
     assert retry(7, 0, 3) is None  # an older epoch: a late marker
     p.append_records_as_leader(txn(7, 1, 0, b"b"))          # the next transaction opens
     assert retry(7, 1, 3) is None  # a late marker now: refused
+
+
+def test_a_coordinators_append_is_checked_for_its_epoch_not_its_sequence(
+        tmp_path: Path) -> None:
+    p = leader(tmp_path)
+    # a coordinator writes each TxnOffsetCommit at base sequence 0 (as Kafka): every one
+    # is appended, none taken for a retry of the first
+    for offset in range(3):
+        info = p.append_records_as_leader(txn(7, 2, 0, b"offsets"),
+                                          origin=AppendOrigin.COORDINATOR)
+        assert (info.first_offset, info.num_batches) == (offset, 1)
+    # the same batch from a client is a duplicate of the last one (its original offset)
+    retried = p.append_records_as_leader(txn(7, 2, 0, b"offsets"))
+    assert (retried.first_offset, retried.num_batches) == (0, 0)
+    assert p.log_end_offset == 3
+    with pytest.raises(MiniKafkaError) as fenced:  # the epoch is still checked
+        p.append_records_as_leader(txn(7, 1, 0, b"old"), origin=AppendOrigin.COORDINATOR)
+    assert fenced.value.code == ErrorCode.INVALID_PRODUCER_EPOCH
+    with pytest.raises(MiniKafkaError) as out_of_order:  # a client's sequence is checked
+        p.append_records_as_leader(txn(7, 2, 5, b"gap"))
+    assert out_of_order.value.code == ErrorCode.OUT_OF_ORDER_SEQUENCE_NUMBER
+    # so is an unknown producer's first sequence, for a client only
+    with pytest.raises(MiniKafkaError) as unknown:
+        p.append_records_as_leader(txn(8, 0, 4, b"client"))
+    assert unknown.value.code == ErrorCode.UNKNOWN_PRODUCER_ID
+    assert p.append_records_as_leader(txn(8, 0, 4, b"coordinator"),
+                                      origin=AppendOrigin.COORDINATOR).first_offset == 3
+    with pytest.raises(ValueError):  # a replicated batch is a follower's append
+        p.append_records_as_leader(txn(8, 0, 5, b"x"), origin=AppendOrigin.REPLICATION)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from typing import Any
 
 import pytest
@@ -990,3 +991,70 @@ class ControllerMachine(RuleBasedStateMachine):
 
 TestControllerMachine = ControllerMachine.TestCase
 TestControllerMachine.settings = settings(max_examples=40, stateful_step_count=30, deadline=None)
+
+
+# ---------------------------------------------------------------- decision logs
+
+
+def test_each_fencing_election_and_restart_is_logged_once_at_info(
+        caplog: pytest.LogCaptureFixture) -> None:
+    def decisions() -> list[tuple[int, str]]:
+        got = [(r.levelno, r.getMessage()) for r in caplog.records
+               if r.name == "broker.controller.state" and r.levelno >= logging.INFO]
+        caplog.clear()
+        return got
+
+    def fenced_line(b: int) -> tuple[int, str]:
+        return (logging.INFO, f"broker {b} fenced: session expired (no heartbeat for "
+                f"{SESSION_MS} ms); moving its leaderships and ISR memberships away")
+
+    def expire(b: int) -> None:  # every other live broker heartbeats
+        c.clock.advance(SESSION_MS + 1)
+        for other in c.state.image.unfenced_brokers():
+            if other != b:
+                c.heartbeat(other)
+        c.tick()
+
+    caplog.set_level(logging.INFO, "broker.controller.state")
+    c = Cluster()
+    c.start(1, 2, 3)
+    assert decisions() == [
+        line for b, epoch in ((1, 0), (2, 2), (3, 4)) for line in (
+            (logging.INFO, f"broker {b} registered at broker epoch {epoch} "
+             f"(127.0.0.1:{9000 + b}), fenced until caught up"),
+            (logging.INFO, f"broker {b} unfenced at metadata offset {epoch}"))]
+    c.create("t", 1, 3)
+    first = c.part("t")
+    old, second = first.leader, [b for b in first.replicas if b != first.leader]
+    decisions()
+    expire(old)
+    new = c.part("t")
+    assert decisions() == [fenced_line(old), (
+        logging.INFO, f"t-0: leader {old} -> {new.leader} in leader epoch "
+        f"{first.leader_epoch + 1}, ISR {list(new.isr)} (broker {old} fenced)")]
+    c.tick()
+    assert decisions() == []  # nothing decided: nothing logged
+    follower = next(b for b in second if b != new.leader)
+    expire(follower)  # a follower fenced: the controller shrinks the ISR
+    assert decisions() == [fenced_line(follower), (
+        logging.INFO, f"t-0: ISR {list(new.isr)} -> [{new.leader}] (broker {follower} "
+        "fenced)")]
+    last = new.leader
+    expire(last)  # the last ISR member: offline
+    assert decisions() == [fenced_line(last), (
+        logging.WARNING, f"t-0: offline: leader {last} gone and none elected (broker "
+        f"{last} fenced; no live in-sync replica (ISR [{last}]))")]
+    epoch = c.register(last, "restarted")
+    c.heartbeat(last)
+    assert decisions() == [
+        (logging.INFO, f"broker {last} registered again (a new process) at broker epoch "
+         f"{epoch} (127.0.0.1:{9000 + last}), fenced until caught up"),
+        (logging.INFO, f"broker {last} unfenced at metadata offset {epoch}"),
+        (logging.INFO, f"t-0: leader none -> {last} in leader epoch "
+         f"{c.part('t').leader_epoch}, ISR [{last}] (broker {last} unfenced)")]
+    # a leader's own ISR change (AlterPartition) is logged by that broker, not here
+    c.register(follower, "back")
+    c.heartbeat(follower)
+    decisions()
+    assert c.alter(last, "t", [last, follower]).error == ErrorCode.NONE
+    assert decisions() == []

@@ -1,7 +1,8 @@
 """TxnOffsetCommit through the handlers of a standalone core: KIP-890's verification of
 the group's offsets partition with the transaction coordinator (a fake verifier), the
-offsets pending until WriteTxnMarkers' COMMIT, and the verifier's answers mapped as
-Kafka maps them for an offset commit."""
+offsets pending until WriteTxnMarkers' COMMIT, the verifier's answers mapped as
+Kafka maps them for an offset commit, and Kafka's ACLs (Write on the TransactionalId,
+Read on the group, Read on each topic)."""
 
 from __future__ import annotations
 
@@ -12,7 +13,10 @@ from typing import Any
 
 import pytest
 
+from broker.acls import Authorizer, edit_acls
 from broker.group.protocol import partition_for
+from broker.handlers.common import RequestContext
+from broker.handlers.dispatch import HANDLERS
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode
 from clients.protocol.topics import OFFSETS_TOPIC, TopicPartition
@@ -38,15 +42,21 @@ def offsets_partition(h: CoreHarness) -> TopicPartition:
 
 
 def txn_offset_commit(h: CoreHarness, offset: int, epoch: int = 0,
-                      version: int | None = None) -> list[int]:
+                      version: int | None = None, topics: tuple[str, ...] = ("t",),
+                      ctx: RequestContext | None = None) -> list[int]:
     body = {"transactional_id": "tx", "group_id": GROUP, "producer_id": PID,
             "producer_epoch": epoch, "generation_id": -1, "member_id": "",
-            "group_instance_id": None, "topics": [{"name": "t", "partitions": [
+            "group_instance_id": None, "topics": [{"name": name, "partitions": [
                 {"partition_index": 0, "committed_offset": offset,
-                 "committed_leader_epoch": -1, "committed_metadata": None}]}]}
+                 "committed_leader_epoch": -1, "committed_metadata": None}]}
+                for name in topics]}
 
     async def run() -> list[Any]:
-        answers = call(h.core, ApiKey.TXN_OFFSET_COMMIT, body, version)
+        if ctx is None:
+            answers = call(h.core, ApiKey.TXN_OFFSET_COMMIT, body, version)
+        else:  # a decoded body, as the handler gets it, under the context's login
+            answers = []
+            HANDLERS[ApiKey.TXN_OFFSET_COMMIT](h.core, body, answers.append, ctx)
         for _ in range(50):
             if answers:
                 break
@@ -105,3 +115,29 @@ def test_without_a_verifier_the_commit_is_written_at_once(h: CoreHarness) -> Non
     assert txn_offset_commit(h, 42) == [0]
     assert committed(h) == (ErrorCode.UNSTABLE_OFFSET_COMMIT, -1)
     assert committed(h, require_stable=False) == (0, -1)
+
+
+def test_a_commit_needs_write_on_the_transactional_id_then_the_group_then_each_topic(
+        h: CoreHarness, tmp_path: Path) -> None:
+    h.core.txn_verifier = None
+    acls = tmp_path / "acls.txt"
+    edit_acls(acls, add=["User:alice", "Allow", "Read", "Group", GROUP])
+    edit_acls(acls, add=["User:alice", "Allow", "Read", "Topic", "t"])
+    ctx = RequestContext(4, "c", principal="alice", authorizer=Authorizer(True, str(acls)))
+    partition = h.core.partitions[offsets_partition(h)]
+    end = partition.log_end_offset
+    assert txn_offset_commit(h, 42, topics=("t", "u"), ctx=ctx) == [
+        ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED] * 2
+    assert partition.log_end_offset == end
+    edit_acls(acls, add=["User:alice", "Allow", "Write", "TransactionalId", "tx"])
+    edit_acls(acls, remove=["User:alice", "Allow", "Read", "Group", GROUP])
+    ctx = RequestContext(4, "c", principal="alice", authorizer=Authorizer(True, str(acls)))
+    assert txn_offset_commit(h, 42, topics=("t", "u"), ctx=ctx) == [
+        ErrorCode.GROUP_AUTHORIZATION_FAILED] * 2
+    assert partition.log_end_offset == end
+    edit_acls(acls, add=["User:alice", "Allow", "Read", "Group", GROUP])
+    ctx = RequestContext(4, "c", principal="alice", authorizer=Authorizer(True, str(acls)))
+    assert txn_offset_commit(h, 42, topics=("t", "u"), ctx=ctx) == [
+        0, ErrorCode.TOPIC_AUTHORIZATION_FAILED]
+    assert committed(h, require_stable=False) == (0, -1)  # pending in the transaction
+    assert partition.log_end_offset > end

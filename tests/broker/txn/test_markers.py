@@ -1,11 +1,25 @@
 """The marker queue (pure): partitions grouped by leader, answers that finish, retry or
-give up, deleted partitions, cancellation; the WriteTxnMarkers body and answer mapping."""
+give up, deleted partitions, cancellation; the WriteTxnMarkers body and answer mapping;
+resends logged once per cause and interval (injected clock)."""
 
 from __future__ import annotations
 
-from broker.txn.markers import GONE, MarkerQueue, TxnMarker, request_body, response_results
+import logging
+
+import pytest
+
+from broker.logs.rate_limit import RateLimitedLog
+from broker.txn.markers import (
+    GONE,
+    RESEND_LOG_INTERVAL_MS,
+    MarkerQueue,
+    TxnMarker,
+    request_body,
+    response_results,
+)
 from clients.protocol.errors import ErrorCode as E
 from clients.protocol.topics import TopicPartition
+from timer.clock import ManualClock
 
 A0, A1, B0 = TopicPartition("a", 0), TopicPartition("a", 1), TopicPartition("b", 0)
 MARKER = TxnMarker("tx", 7, 3, True, 5, 2, frozenset({A0, A1, B0}))
@@ -76,3 +90,23 @@ def test_request_and_answer_mapping() -> None:
     assert response_results(batch, answer) == [  # type: ignore[arg-type]
         (4, {A0: E.NONE, B0: E.UNKNOWN_SERVER_ERROR})]
     assert response_results(batch, {"markers": []}) == [(4, {})]
+
+
+def test_resends_are_logged_once_per_cause_then_with_the_count_suppressed(
+        caplog: pytest.LogCaptureFixture) -> None:
+    caplog.set_level(logging.INFO, "broker.txn.markers")
+    clock = ManualClock(0)
+    queue = MarkerQueue(RateLimitedLog(logging.getLogger("broker.txn.markers"), clock,
+                                       RESEND_LOG_INTERVAL_MS))
+    key = queue.add(MARKER, list[bool]().append)
+    for _ in range(50):  # the leader of b-0 keeps answering NOT_LEADER_OR_FOLLOWER
+        queue.requests(lambda tp: None if tp == A1 else LEADERS[tp])
+        queue.on_result(key, {A0: E.NONE, B0: E.NOT_LEADER_OR_FOLLOWER})
+    clock.advance(RESEND_LOG_INTERVAL_MS)
+    queue.requests(lambda tp: None if tp == A1 else LEADERS[tp])
+    queue.on_result(key, {B0: E.NOT_LEADER_OR_FOLLOWER})
+    assert [r.getMessage() for r in caplog.records] == [
+        "tx: marker for a-1 waits: the partition has no leader",
+        "tx: marker for b-0: NOT_LEADER_OR_FOLLOWER; resending",
+        "tx: marker for a-1 waits: the partition has no leader (49 similar suppressed)",
+        "tx: marker for b-0: NOT_LEADER_OR_FOLLOWER; resending (49 similar suppressed)"]

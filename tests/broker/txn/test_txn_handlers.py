@@ -7,6 +7,8 @@ state partition that finishes an interrupted commit."""
 
 from __future__ import annotations
 
+import asyncio
+import logging
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -17,6 +19,7 @@ from broker.group.protocol import partition_for
 from broker.handlers.common import RequestContext
 from broker.handlers.dispatch import HANDLERS
 from broker.txn.markers import MarkersDone, TxnMarker, request_body, response_results
+from broker.txn.state_topic import VERIFICATION_LOG_INTERVAL_MS
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode as E
 from clients.protocol.topics import OFFSETS_TOPIC, TRANSACTION_STATE_TOPIC, TopicPartition
@@ -175,6 +178,27 @@ def test_verify_only_between_brokers(h: CoreHarness) -> None:
     assert [(r["partition_index"], r["partition_error_code"]) for r in results] == [
         (0, 0), (1, E.TRANSACTION_ABORTABLE)]
     assert describe(h)["topics"] == [{"topic": "t", "partitions": [0]}]  # nothing added
+
+
+def test_a_refused_verification_is_logged_once_per_interval(
+        h: CoreHarness, caplog: pytest.LogCaptureFixture) -> None:
+    ready(h)
+    pid = init(h)["producer_id"]
+    add(h, pid, 0, [0])
+    caplog.set_level(logging.INFO, "broker.txn.state_topic")
+    t0, t1 = TopicPartition("t", 0), TopicPartition("t", 1)
+
+    def verify() -> dict[TopicPartition, E]:
+        return asyncio.run(h.core.transactions.verify("tx", pid, 0, [t0, t1]))
+
+    for _ in range(3):  # a producer retrying its batch to t-1, not in the transaction
+        assert verify() == {t0: E.NONE, t1: E.TRANSACTION_ABORTABLE}
+    h.clock.advance(VERIFICATION_LOG_INTERVAL_MS)
+    verify()
+    line = (f"KIP-890 verification refused TRANSACTION_ABORTABLE for transactional id 'tx' "
+            f"(producer {pid} epoch 0): t-1")
+    assert [r.getMessage() for r in caplog.records if r.name == "broker.txn.state_topic"
+            ] == [line, line + " (2 similar suppressed)"]
 
 
 def test_reload_finishes_an_interrupted_commit(h: CoreHarness) -> None:
