@@ -6,7 +6,8 @@ Topics (made once per module): ``ev-a`` (2 partitions) and ``ev-b`` (1) for
 producer timestamps BASE + 1000 * i) for the timestamp options; ``retained`` (1
 partition, 100 records, the first 40 deleted with DeleteRecords as retention would)
 for ``failOnDataLoss``; ``appended`` (``message.timestamp.type=LogAppendTime``) for
-``timestampType``.
+``timestampType``; ``packed`` (50 records in each of gzip, snappy, lz4 and zstd batches);
+``grow-1`` (grown and joined by ``grow-2`` while a stream reader runs).
 """
 
 from __future__ import annotations
@@ -28,6 +29,7 @@ from clients.spark.ranges import OffsetRange, min_partitions_split
 from clients.spark.source import SCHEMA, MiniKafkaStreamReader, source_schema
 from clients.types import NewTopic
 from tests.broker.cluster_harness import LocalCluster
+from tests.broker.processes import wait_until
 
 pytestmark = [pytest.mark.spark, pytest.mark.multiprocess]
 
@@ -42,6 +44,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
                 NewTopic("ev-a", 2, 1), NewTopic("ev-b", 1, 1), NewTopic("other", 1, 1),
                 NewTopic("ts", 1, 1), NewTopic("retained", 1, 1),
                 NewTopic("appended", 1, 1, {"message.timestamp.type": "LogAppendTime"}),
+                NewTopic("packed", 1, 1), NewTopic("grow-1", 1, 1),
             ])  # fmt: skip
         with Producer(c.bootstrap, acks="all", linger_ms=5, enable_idempotence=False) as p:
             for topic, parts in (("ev-a", 2), ("ev-b", 1), ("other", 1)):
@@ -55,6 +58,10 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
             for i in range(5):
                 p.send("appended", f"a-{i}".encode(), partition=0, timestamp_ms=1000)
             p.flush()
+        for codec in ("gzip", "snappy", "lz4", "zstd"):
+            with Producer(c.bootstrap, acks="all", linger_ms=50, compression_type=codec) as p:
+                for i in range(50):
+                    p.send("packed", f"{codec}-{i}-".encode() * 20, partition=0)
         with Admin(c.bootstrap) as admin:
             admin.delete_records({TopicPartition("retained", 0): 40})
         yield c
@@ -133,6 +140,41 @@ def test_fail_on_data_loss_skips_deleted_records_only_when_false(
     assert [o for b in batches for o in b.column("offset").to_pylist()] == list(range(40, 60))
     assert "records [10, 40) of the range [10, 60) are no longer in the log" in caplog.text
     assert list(read_range(lenient, OffsetRange("retained", 0, 0, 30))) == []
+
+
+def test_compressed_batches_are_read_like_plain_ones(
+        spark: SparkSession, cluster: LocalCluster) -> None:
+    got = values(load(spark, cluster.bootstrap, subscribe="packed"))
+    assert got == sorted(f"{c}-{i}-" * 20 for c in ("gzip", "snappy", "lz4", "zstd")
+                         for i in range(50))
+
+
+def test_a_stream_picks_up_new_partitions_and_new_matching_topics_from_earliest(
+        cluster: LocalCluster) -> None:
+    options = parse_source_options({"kafka.bootstrap.servers": cluster.bootstrap,
+                                    "subscribePattern": "grow-.*",
+                                    "startingOffsets": "earliest"}, streaming=True)
+    reader = MiniKafkaStreamReader(options)
+    try:
+        start = reader.initialOffset()
+        assert start == {"grow-1": {"0": 0}}
+        with Admin(cluster.bootstrap) as admin:
+            admin.create_partitions({"grow-1": 2})
+            admin.create_topics([NewTopic("grow-2", 1, 1)])
+        with Producer(cluster.bootstrap, acks="all") as p:
+            for topic, part in (("grow-1", 0), ("grow-1", 1), ("grow-2", 0)):
+                p.send(topic, b"x", partition=part)
+                p.send(topic, b"y", partition=part)
+            p.flush()
+        want = {"grow-1": {"0": 2, "1": 2}, "grow-2": {"0": 2}}
+        wait_until(lambda: reader.latestOffset(start, ReadAllAvailable()) == want, 30,
+                   "the new partition and topic in latestOffset", 0.2)
+        ranges = [r for r in reader.partitions(start, want) if isinstance(r, OffsetRange)]
+        assert sorted((r.topic, r.partition, r.from_offset, r.until_offset)
+                      for r in ranges) == [("grow-1", 0, 0, 2), ("grow-1", 1, 0, 2),
+                                           ("grow-2", 0, 0, 2)]
+    finally:
+        reader.stop()
 
 
 def test_include_headers_adds_the_headers_column_only_when_true(
