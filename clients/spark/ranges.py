@@ -113,7 +113,9 @@ def min_partitions_split(ranges: list[OffsetRange], min_partitions: int) -> list
 
 
 def _part_count(size: int, total: int, min_parts: int) -> int:
-    return max(math.floor(size / total * min_parts + 0.5), 1)  # Scala's math.round
+    """Scala's ``max(math.round(size / total * min_parts), 1)``, at most ``size`` (a
+    huge ``minPartitions`` then costs O(records), not O(minPartitions))."""
+    return min(max(math.floor(size / total * min_parts + 0.5), 1), size)
 
 
 def _divided(r: OffsetRange, parts: int) -> list[OffsetRange]:

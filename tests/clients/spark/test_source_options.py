@@ -225,6 +225,7 @@ def test_min_partitions_arithmetic_matches_spark_calculator_suite() -> None:
         ("t1", 1, 5), ("t2", 1, 11), ("t2", 11, 21)]
     assert split([("t1", 1, 11)], 3) == [("t1", 1, 4), ("t1", 4, 7), ("t1", 7, 11)]
     assert split([("t1", 1, 1), ("t2", 1, 3)], 1) == [("t2", 1, 3)]  # empty ranges dropped
+    assert len(split([("t1", 0, 3)], 10**9)) == 3  # never more pieces than records
 
 
 def test_min_offsets_per_trigger_waits_until_max_trigger_delay(
