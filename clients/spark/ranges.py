@@ -206,10 +206,12 @@ class OffsetPlanner:
             self._admin.close()
             self._admin = None
 
-    def topic_partitions(self) -> list[TopicPartition]:
+    def topic_partitions(self, *, missing_ok: bool = False) -> list[TopicPartition]:
         """Every partition read: subscribed topics' partitions (fresh metadata), the
         partitions of every non-internal topic the pattern fully matches, or the
-        assigned ones (each checked to exist)."""
+        assigned ones (each checked to exist).  ``missing_ok`` (a running stream: a
+        deleted topic is the caller's data-loss question) leaves out topics and
+        partitions that do not exist instead of failing."""
         pattern = self.options.subscribe_pattern
         if pattern is not None:
             regex = re.compile(pattern)
@@ -222,7 +224,9 @@ class OffsetPlanner:
         known: dict[str, list[int]] = {}
         for topic in self.options.topics:
             parts = self.consumer.partitions_for(topic, self.options.request_timeout_ms)
-            if parts is None:
+            if parts is None and missing_ok:
+                parts = []
+            elif parts is None:
                 raise MiniKafkaError(
                     f"unknown topic {topic!r} (minikafka does not auto-create topics)",
                     ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
@@ -231,6 +235,8 @@ class OffsetPlanner:
         if self.options.subscribe:
             return [TopicPartition(t, p) for t in self.options.subscribe for p in known[t]]
         missing = [tp for tp in self.options.assign if tp.partition not in known[tp.topic]]
+        if missing and missing_ok:
+            return sorted(set(self.options.assign) - set(missing))
         if missing:
             raise MiniKafkaError(
                 "assigned partitions do not exist: "

@@ -31,6 +31,9 @@ first trigger of a query always runs; ``Trigger.AvailableNow`` ignores the minim
 as Spark's Kafka source; the delay is measured on an injected monotonic clock.
 ``commit`` has nothing to do (no consumer group; the checkpoint is the source of truth).
 New partitions of subscribed topics are picked up at the next trigger, from earliest.
+Partitions that are gone (a deleted topic) fail the query with Spark's "... are gone.
+Some data may have been missed" under ``failOnDataLoss=true``; with ``false`` they are
+logged once as a warning and left where they were (no more rows from them).
 
 Costs: planning is a few round trips on the driver per batch / trigger; reading is
 O(bytes read).  Thread safety: Spark calls a reader from one thread; the stream reader's
@@ -39,6 +42,7 @@ planner consumer lives in Spark's long-running Python process for the source.
 
 from __future__ import annotations
 
+import logging
 import time
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any
@@ -68,7 +72,7 @@ from pyspark.sql.types import (
     TimestampType,
 )
 
-from clients.protocol.errors import InvalidConfigError, MiniKafkaError
+from clients.protocol.errors import ErrorCode, InvalidConfigError, MiniKafkaError
 from clients.protocol.topics import TopicPartition
 from clients.spark.options import EARLIEST, SourceOptions, parse_source_options, wants_headers
 from clients.spark.partition_reader import read_range
@@ -83,6 +87,8 @@ from clients.spark.ranges import (
 )
 
 __all__ = ["SCHEMA", "MiniKafkaDataSource", "register_data_source", "source_schema"]
+
+log = logging.getLogger(__name__)
 
 SCHEMA = StructType([
     StructField("key", BinaryType()), StructField("value", BinaryType()),
@@ -193,6 +199,7 @@ class MiniKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         self._target: dict[TopicPartition, int] | None = None  # Trigger.AvailableNow
         self._clock = clock  # seconds; for maxTriggerDelay
         self._last_trigger_s: float | None = None  # None: no micro-batch yet
+        self._gone: set[TopicPartition] = set()  # already reported (failOnDataLoss=false)
 
     def initialOffset(self) -> dict[str, Any]:
         tps = self._planner.topic_partitions()
@@ -206,7 +213,7 @@ class MiniKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         self._target = self._latest()
 
     def _latest(self) -> dict[TopicPartition, int]:
-        tps = self._planner.topic_partitions()
+        tps = self._planner.topic_partitions(missing_ok=True)
         return self._planner.list_offsets(tps, -1)
 
     def latestOffset(self, start: dict[str, Any], limit: ReadLimit) -> dict[str, Any]:
@@ -215,6 +222,7 @@ class MiniKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         new = [tp for tp in latest if tp not in begin]
         begin.update(self._planner.list_offsets(new, EARLIEST))
         end = {tp: max(begin[tp], hw) for tp, hw in latest.items()}
+        self._check_gone([tp for tp in begin if tp not in latest])
         for tp, offset in begin.items():
             end.setdefault(tp, offset)  # a partition no longer listed stays where it was
         if self._delay_batch(begin, end):
@@ -224,6 +232,21 @@ class MiniKafkaStreamReader(DataSourceStreamReader, SupportsTriggerAvailableNow)
         elif not isinstance(limit, ReadAllAvailable):
             raise InvalidConfigError(f"the minikafka source does not support {limit!r}")
         return to_json_offsets(end)
+
+    def _check_gone(self, gone: list[TopicPartition]) -> None:
+        """Spark's rule for partitions that disappeared (their topic was deleted)."""
+        new = sorted(set(gone) - self._gone)
+        if not new:
+            return
+        names = ", ".join(f"{tp.topic}-{tp.partition}" for tp in new)
+        if self.options.fail_on_data_loss:
+            raise MiniKafkaError(
+                f"{names} are gone. Some data may have been missed. If you want your "
+                "streaming query to go on in such cases, set the source option "
+                "'failOnDataLoss' to 'false'.", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
+        log.warning("%s are gone (topic deleted?). Some data may have been missed; going on "
+                    "because failOnDataLoss=false.", names)
+        self._gone.update(new)
 
     def _delay_batch(self, begin: dict[TopicPartition, int],
                      end: dict[TopicPartition, int]) -> bool:

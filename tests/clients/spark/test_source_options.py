@@ -7,7 +7,8 @@ producer timestamps BASE + 1000 * i) for the timestamp options; ``retained`` (1
 partition, 100 records, the first 40 deleted with DeleteRecords as retention would)
 for ``failOnDataLoss``; ``appended`` (``message.timestamp.type=LogAppendTime``) for
 ``timestampType``; ``packed`` (50 records in each of gzip, snappy, lz4 and zstd batches);
-``grow-1`` (grown and joined by ``grow-2`` while a stream reader runs).
+``grow-1`` (grown and joined by ``grow-2`` while a stream reader runs); ``doomed``
+(deleted while stream readers run).
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ from pyspark.sql.streaming.datasource import ReadAllAvailable
 
 from clients.admin import Admin
 from clients.producer.producer import Producer
-from clients.protocol.errors import InvalidConfigError, OffsetOutOfRangeError
+from clients.protocol.errors import InvalidConfigError, MiniKafkaError, OffsetOutOfRangeError
 from clients.protocol.topics import TopicPartition
 from clients.spark.options import parse_source_options
 from clients.spark.partition_reader import read_range
@@ -44,7 +45,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
                 NewTopic("ev-a", 2, 1), NewTopic("ev-b", 1, 1), NewTopic("other", 1, 1),
                 NewTopic("ts", 1, 1), NewTopic("retained", 1, 1),
                 NewTopic("appended", 1, 1, {"message.timestamp.type": "LogAppendTime"}),
-                NewTopic("packed", 1, 1), NewTopic("grow-1", 1, 1),
+                NewTopic("packed", 1, 1), NewTopic("grow-1", 1, 1), NewTopic("doomed", 1, 1),
             ])  # fmt: skip
         with Producer(c.bootstrap, acks="all", linger_ms=5, enable_idempotence=False) as p:
             for topic, parts in (("ev-a", 2), ("ev-b", 1), ("other", 1)):
@@ -175,6 +176,40 @@ def test_a_stream_picks_up_new_partitions_and_new_matching_topics_from_earliest(
                                            ("grow-2", 0, 0, 2)]
     finally:
         reader.stop()
+
+
+def test_a_deleted_topic_fails_a_stream_unless_fail_on_data_loss_is_false(
+        cluster: LocalCluster, caplog: pytest.LogCaptureFixture) -> None:
+    def reader(fail_on_data_loss: str) -> MiniKafkaStreamReader:
+        return MiniKafkaStreamReader(parse_source_options({
+            "kafka.bootstrap.servers": cluster.bootstrap, "subscribePattern": "doomed|ts",
+            "startingOffsets": "earliest", "failOnDataLoss": fail_on_data_loss,
+        }, streaming=True))  # fmt: skip
+
+    strict, lenient = reader("true"), reader("false")
+    try:
+        start = strict.initialOffset()
+        assert start == {"doomed": {"0": 0}, "ts": {"0": 0}}
+        with Admin(cluster.bootstrap) as admin:
+            admin.delete_topics(["doomed"])
+        # the topic leaves every broker's metadata a moment after DeleteTopics answers
+        def gone() -> bool:
+            latest = lenient.reportLatestOffset()
+            return latest is not None and "doomed" not in latest
+
+        wait_until(gone, 30, "doomed gone from the metadata", 0.2)
+        with pytest.raises(MiniKafkaError, match=r"doomed-0 are gone\. Some data may have "
+                                                 r"been missed"):
+            strict.latestOffset(start, ReadAllAvailable())
+        with caplog.at_level(logging.WARNING, logger="clients.spark.source"):
+            end = lenient.latestOffset(start, ReadAllAvailable())
+        assert end == {"doomed": {"0": 0}, "ts": {"0": 20}}
+        assert "doomed-0 are gone" in caplog.text
+        ranges = [r for r in lenient.partitions(start, end) if isinstance(r, OffsetRange)]
+        assert [(r.topic, r.from_offset, r.until_offset) for r in ranges] == [("ts", 0, 20)]
+    finally:
+        strict.stop()
+        lenient.stop()
 
 
 def test_include_headers_adds_the_headers_column_only_when_true(
