@@ -87,7 +87,9 @@ class BulkRecords:
     records that have any (empty when decoded with ``max_headers``: checked, not kept);
     ``header_count`` is how many record headers the batch carries in all.  ``header`` is
     the batch's header as stored (for a compressed batch its ``batch_length`` counts the
-    compressed bytes).
+    compressed bytes).  ``timestamp_types`` is each record's timestamp type from its
+    batch's attributes (0 CreateTime, 1 LogAppendTime; None: every record's is the
+    header's), so it survives :func:`concat_bulk` of batches of both kinds.
     """
 
     buffer: memoryview
@@ -100,6 +102,14 @@ class BulkRecords:
     value_lengths: I64
     record_headers: dict[int, tuple[Header, ...]] = field(default_factory=dict)
     header_count: int = 0
+    timestamp_types: U8 | None = None
+
+    def timestamp_type_column(self) -> U8:
+        """0 (CreateTime) or 1 (LogAppendTime) per record."""
+        if self.timestamp_types is not None:
+            return self.timestamp_types
+        kind = 1 if self.header.attributes & TIMESTAMP_TYPE_MASK else 0
+        return np.full(len(self.offsets), kind, dtype=np.uint8)
 
     def __len__(self) -> int:
         return len(self.offsets)
@@ -380,6 +390,11 @@ def concat_bulk(parts: Sequence[BulkRecords], min_offset: int | None = None) -> 
     offsets = np.concatenate([b.offsets for b in parts])
     keep = 0 if min_offset is None else int(np.searchsorted(offsets, min_offset, side="left"))
 
+    timestamp_types = None  # all CreateTime (the common case): no column
+    if any(b.timestamp_types is not None or b.header.attributes & TIMESTAMP_TYPE_MASK
+           for b in parts):
+        timestamp_types = np.concatenate([b.timestamp_type_column() for b in parts])[keep:]
+
     def cat(name: str, shifted: bool = False) -> I64:
         columns = [
             getattr(b, name) + s if shifted and s else getattr(b, name)
@@ -397,7 +412,7 @@ def concat_bulk(parts: Sequence[BulkRecords], min_offset: int | None = None) -> 
     return BulkRecords(buffer, parts[0].header, offsets[keep:], cat("timestamps"),
                        cat("key_offsets", True), cat("key_lengths"),
                        cat("value_offsets", True), cat("value_lengths"), headers,
-                       sum(len(h) for h in headers.values()))  # fmt: skip
+                       sum(len(h) for h in headers.values()), timestamp_types)  # fmt: skip
 
 
 def _address(view: memoryview) -> int:

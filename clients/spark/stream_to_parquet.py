@@ -88,6 +88,7 @@ def stream_to_parquet(
         .option("bootstrap.servers", bootstrap_servers)
         .option("subscribe", topics)
         .option("startingOffsets", starting_offsets)
+        .option("includeHeaders", "true")  # the sink keeps every column of the source
     )
     if max_offsets_per_trigger is not None:
         reader = reader.option("maxOffsetsPerTrigger", str(max_offsets_per_trigger))

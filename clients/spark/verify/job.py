@@ -45,10 +45,12 @@ from __future__ import annotations
 
 import json
 import os
+import sys
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from clients.spark.verify.progress import reporting_progress
 from clients.spark.verify.session import VerifyError, verify_session
 from clients.spark.verify.transactions import (
     TORN,
@@ -396,7 +398,8 @@ def verify_ledgers(ledger_paths: list[str], *, bootstrap: str | None = None,
                    spark_log: str | None = None) -> list[VerifyReport]:
     """Verify several ledgers in one SparkSession on ``master`` (one JVM start; the
     demo's idempotent and transactional runs), stopped at the end; Spark failures are
-    :class:`VerifyError`."""
+    :class:`VerifyError`.  The running stages' progress goes to stderr
+    (:mod:`clients.spark.verify.progress`)."""
     from py4j.protocol import Py4JError
     from pyspark.errors import PySparkException
 
@@ -406,8 +409,9 @@ def verify_ledgers(ledger_paths: list[str], *, bootstrap: str | None = None,
         raise ValueError(f"sink {sink} is not a directory")
     spark = verify_session(master, spark_log=spark_log)
     try:
-        return [run_verify(spark, path, bootstrap=bootstrap, sink=sink, examples=examples)
-                for path in ledger_paths]
+        with reporting_progress(spark, sys.stderr):  # stage progress, at most once a second
+            return [run_verify(spark, path, bootstrap=bootstrap, sink=sink, examples=examples)
+                    for path in ledger_paths]
     except (PySparkException, Py4JError) as exc:
         lines = [line for line in str(exc).splitlines() if line.strip()]
         raise VerifyError("Spark job failed: " + " | ".join(lines[:3])) from exc

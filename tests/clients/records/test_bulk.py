@@ -13,7 +13,12 @@ from kafka.record import MemoryRecords
 
 from clients.protocol.errors import CorruptRecordError
 from clients.records.batch import HEADER_SIZE, TIMESTAMP_TYPE_MASK, assemble_batch, read_header
-from clients.records.bulk_decode import BulkRecords, decode_batch_bulk, records_well_formed
+from clients.records.bulk_decode import (
+    BulkRecords,
+    concat_bulk,
+    decode_batch_bulk,
+    records_well_formed,
+)
 from clients.records.bulk_encode import (
     batch_size_bound,
     encode_batch_bulk,
@@ -199,6 +204,19 @@ def test_log_append_time_and_position() -> None:
     bulk = decode_batch_bulk(prefix + batch, pos=len(prefix))
     assert as_records(bulk) == decode_batch(prefix + batch, len(prefix))
     assert set(bulk.timestamps.tolist()) == {max(r[2] for r in SAMPLE)}
+
+
+def test_timestamp_types_per_record_survive_concat() -> None:
+    created = decode_batch_bulk(build_batch(SAMPLE))
+    appended = decode_batch_bulk(build_batch(SAMPLE, base_offset=len(SAMPLE),
+                                             attributes=TIMESTAMP_TYPE_MASK))
+    n = len(SAMPLE)
+    assert created.timestamp_type_column().tolist() == [0] * n
+    assert appended.timestamp_type_column().tolist() == [1] * n
+    assert concat_bulk([created, appended]).timestamp_type_column().tolist() == [0] * n + [1] * n
+    assert concat_bulk([created, appended], n + 1).timestamp_type_column().tolist() == [1] * (
+        n - 1)
+    assert concat_bulk([created, created]).timestamp_types is None  # CreateTime: no column
 
 
 # -- compatibility with kafka-python ------------------------------------------------

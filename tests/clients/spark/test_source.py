@@ -111,7 +111,9 @@ def produced(cluster: MiniCluster) -> dict[TopicPartition, list[Row]]:
 
 
 def load(spark: SparkSession, bootstrap: str, **options: str):  # type: ignore[no-untyped-def]
-    reader = spark.read.format("minikafka").option("bootstrap.servers", bootstrap)
+    """A batch read with every column (``includeHeaders=true``: these tests check headers)."""
+    reader = (spark.read.format("minikafka").option("bootstrap.servers", bootstrap)
+              .option("includeHeaders", "true"))
     for key, value in options.items():
         reader = reader.option(key, value)
     return reader.load()
