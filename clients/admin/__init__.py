@@ -15,6 +15,8 @@ the default timeout, the controller route) given at construction:
   returning the new low watermarks (log start offsets).
 - **Groups** (:mod:`clients.admin.groups`): ListGroups from every broker; DescribeGroups,
   DeleteGroups and OffsetFetch from each group's coordinator, offsets with their lag.
+- **ACLs** (:mod:`clients.admin.acls`): DescribeAcls, CreateAcls, DeleteAcls to any
+  broker, with Kafka's AclBinding and AclBindingFilter.
 
 Requests go at the highest version the broker and we both serve
 (:meth:`~clients.network.connection.BrokerConnection.version_for`), in Kafka's shapes
@@ -41,6 +43,7 @@ import ssl
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from clients.admin.acls import AclAdmin, AclBinding, AclBindingFilter
 from clients.admin.cluster import ClusterAdmin
 from clients.admin.configs import ConfigAdmin
 from clients.admin.groups import GroupAdmin
@@ -109,6 +112,7 @@ class Admin:
         self._configs = ConfigAdmin(self._requests)
         self._records = RecordAdmin(self._requests)
         self._groups = GroupAdmin(self._requests, self._records)
+        self._acls = AclAdmin(self._requests)
 
     # ------------------------------------------------------------ topics
     def create_topics(
@@ -262,6 +266,25 @@ class Admin:
         return self._groups.list_group_offsets(group_id, timeout_ms=timeout_ms)
 
     # ------------------------------------------------------------ lifecycle
+    # ------------------------------------------------------------ ACLs
+    def describe_acls(self, acl_filter: AclBindingFilter, *,
+                      timeout_ms: int | None = None) -> list[AclBinding]:
+        """The ACL bindings ``acl_filter`` matches (needs Describe on the cluster)."""
+        return self._acls.describe_acls(acl_filter, timeout_ms=timeout_ms)
+
+    def create_acls(self, bindings: Iterable[AclBinding], *, timeout_ms: int | None = None,
+                    raise_on_error: bool = True) -> dict[AclBinding, MiniKafkaError | None]:
+        """Add ACL bindings (needs Alter on the cluster); one already there is success."""
+        return self._acls.create_acls(bindings, timeout_ms=timeout_ms,
+                                      raise_on_error=raise_on_error)
+
+    def delete_acls(self, filters: Iterable[AclBindingFilter], *,
+                    timeout_ms: int | None = None, raise_on_error: bool = True
+                    ) -> dict[AclBindingFilter, list[AclBinding] | MiniKafkaError]:
+        """Remove every binding each filter matches; returns what each removed."""
+        return self._acls.delete_acls(filters, timeout_ms=timeout_ms,
+                                      raise_on_error=raise_on_error)
+
     def close(self) -> None:
         self._requests.close()
 
