@@ -28,6 +28,7 @@ from broker.controller.log import ControllerLog
 from broker.controller.results import (
     ConfigOp,
     ConfigOperation,
+    ElectionType,
     IsrChange,
     PartitionsSpec,
     ReplicaLog,
@@ -67,6 +68,9 @@ from clients.protocol.message_types import (
     CreateTopicsResponse,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
+    ElectLeadersRequest,
+    ElectLeadersResponse,
+    ElectLeadersResponseReplicaElectionResult,
     FetchRequest,
     FetchRequestPartition,
     FetchResponse,
@@ -121,6 +125,7 @@ class ControllerApis:
             ApiKey.CREATE_PARTITIONS: _serves(self.create_partitions),
             ApiKey.INCREMENTAL_ALTER_CONFIGS: _serves(self.incremental_alter_configs),
             ApiKey.ALTER_CONFIGS: _serves(self.alter_configs),
+            ApiKey.ELECT_LEADERS: _serves(self.elect_leaders),
             ApiKey.METADATA: _serves(self.metadata),
             ApiKey.FETCH: _serves(self.fetch),
         }
@@ -258,6 +263,27 @@ class ControllerApis:
         return {"throttle_time_ms": 0, "responses": [
             {"error_code": int(r.error), "error_message": r.message,
              "resource_type": r.resource_type, "resource_name": r.name} for r in results]}
+
+    async def elect_leaders(self, body: ElectLeadersRequest,
+                            version: int) -> ElectLeadersResponse:
+        """Forwarded by a broker after its ACL check (Alter on the Cluster)."""
+        if body["election_type"] not in (ElectionType.PREFERRED, ElectionType.UNCLEAN):
+            return {"throttle_time_ms": 0, "error_code": int(ErrorCode.INVALID_REQUEST),
+                    "replica_election_results": []}
+        asked = body["topic_partitions"]
+        wanted = None if asked is None else list(dict.fromkeys(
+            (t["topic"], p) for t in asked for p in t["partitions"]))
+        results, records = self.state.elect_leaders(ElectionType(body["election_type"]),
+                                                    wanted)
+        self.commit(records)
+        by_topic: dict[str, ElectLeadersResponseReplicaElectionResult] = {}
+        for r in results:
+            by_topic.setdefault(r.topic, {"topic": r.topic, "partition_result": []})[
+                "partition_result"].append({"partition_id": r.partition,
+                                            "error_code": int(r.error),
+                                            "error_message": r.message})
+        return {"throttle_time_ms": 0, "error_code": 0,
+                "replica_election_results": list(by_topic.values())}
 
     async def metadata(self, body: MetadataRequest, version: int) -> MetadataResponse:
         image = self.state.image

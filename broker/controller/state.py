@@ -58,6 +58,10 @@ Rules (Kafka KRaft's, simplified; see docs/replication.md):
   the cut last ISR member of an offline partition waiting for the others' reports, and
   it led; the replicas that held more truncated to it.  Every path that chooses a
   leader for an offline partition goes through :meth:`_elect`.
+- ElectLeaders (an operator's request, :meth:`ControllerState.elect_leaders`): the
+  decisions of :mod:`broker.controller.elections`, applied through the paths above (a
+  preferred move under the periodic election's conditions, the safe election for an
+  offline partition; unclean only where the topic allows it).
 - Every leader change bumps ``leader_epoch``; every record of a partition bumps
   ``partition_epoch``.
 - AllocateProducerIds (a registered broker, current broker epoch, fenced or not) gets
@@ -83,8 +87,11 @@ import logging
 from collections.abc import Sequence
 
 from broker.controller.config import ControllerConfig
+from broker.controller.elections import elect_leaders
 from broker.controller.results import (
     ConfigResult,
+    ElectionResult,
+    ElectionType,
     HeartbeatResult,
     IsrChange,
     IsrChangeResult,
@@ -308,6 +315,15 @@ class ControllerState:
     def elect_preferred_leaders(self) -> list[MetadataRecord]:
         self._elect_preferred()
         return self._done(None)[1]
+
+    def elect_leaders(self, kind: ElectionType, wanted: Sequence[tuple[str, int]] | None
+                      ) -> Outcome[list[ElectionResult]]:
+        """ElectLeaders (:func:`broker.controller.elections.elect_leaders`) through this
+        state's election paths: the preferred move and the safe election."""
+        return self._done(elect_leaders(
+            kind, wanted, self.image, self._alive, lambda k: self._recovery_cut.get(k, ()),
+            lambda t, i, s: self._update(t, i, s, s.replicas[0], s.isr, False),
+            lambda t, i, s: self._elect(t, i, s, s.isr), self.offline_reasons.get))
 
     def _fence(self, broker_id: int) -> None:
         self._emit(FenceBrokerRecord(broker_id, self.image.brokers[broker_id].broker_epoch))

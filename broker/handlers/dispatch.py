@@ -11,7 +11,8 @@ coordinator APIs, DeleteGroups included), :mod:`broker.handlers.producer_ids`
 DescribeProducers) and :mod:`broker.handlers.transactions_coordinator` (AddPartitionsToTxn,
 AddOffsetsToTxn, EndTxn, DescribeTransactions, ListTransactions); the security and
 replica-placement admin APIs are in :mod:`broker.handlers.admin` (DescribeAcls,
-CreateAcls, DeleteAcls in :mod:`broker.handlers.admin.acls`).  This
+CreateAcls, DeleteAcls in :mod:`broker.handlers.admin.acls`, ElectLeaders in
+:mod:`broker.handlers.admin.elect_leaders`).  This
 module merges their tables and answers ApiVersions from the merged table, so a broker
 advertises exactly the APIs it serves.  Pure data: no state, safe to import anywhere in
 the broker above the handlers (the server, tests).
@@ -20,6 +21,7 @@ the broker above the handlers (the server, tests).
 from __future__ import annotations
 
 from broker.handlers.admin.acls import ACL_HANDLERS
+from broker.handlers.admin.elect_leaders import ELECT_LEADERS_HANDLERS
 from broker.handlers.broker_view import HandlerCore
 from broker.handlers.common import Body, Handler, RequestContext, serves
 from broker.handlers.configs import CONFIG_HANDLERS
@@ -79,4 +81,5 @@ HANDLERS: dict[int, Handler] = {
     **PARTITION_TXN_HANDLERS,
     **TRANSACTION_COORDINATOR_HANDLERS,
     **ACL_HANDLERS,
+    **ELECT_LEADERS_HANDLERS,
 }

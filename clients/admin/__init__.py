@@ -17,6 +17,8 @@ the default timeout, the controller route) given at construction:
   DeleteGroups and OffsetFetch from each group's coordinator, offsets with their lag.
 - **ACLs** (:mod:`clients.admin.acls`): DescribeAcls, CreateAcls, DeleteAcls to any
   broker, with Kafka's AclBinding and AclBindingFilter.
+- **Elections** (:mod:`clients.admin.elections`): ElectLeaders (preferred or unclean)
+  to any broker, which forwards it to the controller.
 
 Requests go at the highest version the broker and we both serve
 (:meth:`~clients.network.connection.BrokerConnection.version_for`), in Kafka's shapes
@@ -46,6 +48,7 @@ from typing import Any
 from clients.admin.acls import AclAdmin, AclBinding, AclBindingFilter
 from clients.admin.cluster import ClusterAdmin
 from clients.admin.configs import ConfigAdmin
+from clients.admin.elections import ElectionAdmin
 from clients.admin.groups import GroupAdmin
 from clients.admin.records import RecordAdmin
 from clients.admin.requests import AdminRequests
@@ -113,6 +116,7 @@ class Admin:
         self._records = RecordAdmin(self._requests)
         self._groups = GroupAdmin(self._requests, self._records)
         self._acls = AclAdmin(self._requests)
+        self._elections = ElectionAdmin(self._requests)
 
     # ------------------------------------------------------------ topics
     def create_topics(
@@ -284,6 +288,17 @@ class Admin:
         """Remove every binding each filter matches; returns what each removed."""
         return self._acls.delete_acls(filters, timeout_ms=timeout_ms,
                                       raise_on_error=raise_on_error)
+
+    # ------------------------------------------------------------ elections
+    def elect_leaders(self, election_type: str = "preferred",
+                      partitions: Iterable[TopicPartition] | None = None, *,
+                      timeout_ms: int | None = None, raise_on_error: bool = True
+                      ) -> dict[TopicPartition, MiniKafkaError | None]:
+        """Elect the preferred (or, for offline partitions, an unclean) leader of each
+        partition (None: every partition); ELECTION_NOT_NEEDED comes back as an error."""
+        return self._elections.elect_leaders(election_type, partitions,
+                                             timeout_ms=timeout_ms,
+                                             raise_on_error=raise_on_error)
 
     def close(self) -> None:
         self._requests.close()

@@ -27,6 +27,7 @@ from clients.admin import Admin
 from clients.admin.acls import AclBinding as OurBinding
 from clients.admin.acls import AclBindingFilter as OurFilter
 from clients.protocol.errors import ErrorCode, MiniKafkaError
+from clients.protocol.topics import TopicPartition
 from clients.types import NewTopic
 from tests.broker.cluster_harness import LocalCluster
 from tests.broker.processes import wait_until
@@ -170,3 +171,14 @@ def test_our_admin_client_round_trips_acls(cluster: LocalCluster) -> None:
     with ours(cluster, "dave") as dave, pytest.raises(MiniKafkaError) as denied:
         dave.describe_acls(OurFilter())
     assert denied.value.code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+
+
+def test_elect_leaders_needs_alter_on_the_cluster(cluster: LocalCluster) -> None:
+    with ours(cluster, "dave") as dave, pytest.raises(MiniKafkaError) as denied:
+        dave.elect_leaders("preferred", [TopicPartition("orders", 0)])
+    assert denied.value.code == ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+    with ours(cluster, "admin") as admin:  # a super user
+        result = admin.elect_leaders("preferred", [TopicPartition("orders", 0)],
+                                     raise_on_error=False)
+    error = result[TopicPartition("orders", 0)]
+    assert error is not None and error.code == ErrorCode.ELECTION_NOT_NEEDED
