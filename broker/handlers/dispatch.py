@@ -12,7 +12,8 @@ DescribeProducers) and :mod:`broker.handlers.transactions_coordinator` (AddParti
 AddOffsetsToTxn, EndTxn, DescribeTransactions, ListTransactions); the security and
 replica-placement admin APIs are in :mod:`broker.handlers.admin` (DescribeAcls,
 CreateAcls, DeleteAcls in :mod:`broker.handlers.admin.acls`, ElectLeaders in
-:mod:`broker.handlers.admin.elect_leaders`).  This
+:mod:`broker.handlers.admin.elect_leaders`, DescribeUserScramCredentials and
+AlterUserScramCredentials in :mod:`broker.handlers.admin.scram_users`).  This
 module merges their tables and answers ApiVersions from the merged table, so a broker
 advertises exactly the APIs it serves.  Pure data: no state, safe to import anywhere in
 the broker above the handlers (the server, tests).
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 from broker.handlers.admin.acls import ACL_HANDLERS
 from broker.handlers.admin.elect_leaders import ELECT_LEADERS_HANDLERS
+from broker.handlers.admin.scram_users import SCRAM_USER_HANDLERS
 from broker.handlers.broker_view import HandlerCore
 from broker.handlers.common import Body, Handler, RequestContext, serves
 from broker.handlers.configs import CONFIG_HANDLERS
@@ -82,4 +84,5 @@ HANDLERS: dict[int, Handler] = {
     **TRANSACTION_COORDINATOR_HANDLERS,
     **ACL_HANDLERS,
     **ELECT_LEADERS_HANDLERS,
+    **SCRAM_USER_HANDLERS,
 }

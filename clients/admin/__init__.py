@@ -19,6 +19,8 @@ the default timeout, the controller route) given at construction:
   broker, with Kafka's AclBinding and AclBindingFilter.
 - **Elections** (:mod:`clients.admin.elections`): ElectLeaders (preferred or unclean)
   to any broker, which forwards it to the controller.
+- **SCRAM users** (:mod:`clients.admin.scram_users`): DescribeUserScramCredentials and
+  AlterUserScramCredentials to any broker (passwords are salted and hashed here).
 
 Requests go at the highest version the broker and we both serve
 (:meth:`~clients.network.connection.BrokerConnection.version_for`), in Kafka's shapes
@@ -52,6 +54,12 @@ from clients.admin.elections import ElectionAdmin
 from clients.admin.groups import GroupAdmin
 from clients.admin.records import RecordAdmin
 from clients.admin.requests import AdminRequests
+from clients.admin.scram_users import (
+    ScramCredentialInfo,
+    ScramUserAdmin,
+    UserScramCredentialDeletion,
+    UserScramCredentialUpsertion,
+)
 from clients.admin.topics import TopicAdmin
 from clients.network.cluster_metadata import ClusterMetadata, parse_bootstrap
 from clients.network.node_connections import NodeConnections
@@ -117,6 +125,7 @@ class Admin:
         self._groups = GroupAdmin(self._requests, self._records)
         self._acls = AclAdmin(self._requests)
         self._elections = ElectionAdmin(self._requests)
+        self._scram_users = ScramUserAdmin(self._requests)
 
     # ------------------------------------------------------------ topics
     def create_topics(
@@ -299,6 +308,23 @@ class Admin:
         return self._elections.elect_leaders(election_type, partitions,
                                              timeout_ms=timeout_ms,
                                              raise_on_error=raise_on_error)
+
+    # ------------------------------------------------------------ SCRAM users
+    def describe_user_scram_credentials(
+            self, users: Sequence[str] | None = None, *, timeout_ms: int | None = None,
+            raise_on_error: bool = True) -> dict[str, list[ScramCredentialInfo] | MiniKafkaError]:
+        """Each user's SCRAM mechanisms and iterations (None: every user)."""
+        return self._scram_users.describe_user_scram_credentials(
+            users, timeout_ms=timeout_ms, raise_on_error=raise_on_error)
+
+    def alter_user_scram_credentials(
+            self, alterations: Iterable[UserScramCredentialUpsertion
+                                        | UserScramCredentialDeletion], *,
+            timeout_ms: int | None = None,
+            raise_on_error: bool = True) -> dict[str, MiniKafkaError | None]:
+        """Set or delete users' SCRAM credentials (the password never leaves here)."""
+        return self._scram_users.alter_user_scram_credentials(
+            alterations, timeout_ms=timeout_ms, raise_on_error=raise_on_error)
 
     def close(self) -> None:
         self._requests.close()
