@@ -52,6 +52,9 @@ from clients.protocol.message_types import (
     AllocateProducerIdsResponse,
     AlterConfigsRequest,
     AlterConfigsResponse,
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
+    AlterPartitionReassignmentsResponseResponse,
     AlterPartitionRequest,
     AlterPartitionResponse,
     AlterPartitionResponsePartition,
@@ -77,6 +80,9 @@ from clients.protocol.message_types import (
     FetchResponsePartition,
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
+    ListPartitionReassignmentsResponseTopic,
     MetadataRequest,
     MetadataRequestTopic,
     MetadataResponse,
@@ -126,6 +132,8 @@ class ControllerApis:
             ApiKey.INCREMENTAL_ALTER_CONFIGS: _serves(self.incremental_alter_configs),
             ApiKey.ALTER_CONFIGS: _serves(self.alter_configs),
             ApiKey.ELECT_LEADERS: _serves(self.elect_leaders),
+            ApiKey.ALTER_PARTITION_REASSIGNMENTS: _serves(self.alter_reassignments),
+            ApiKey.LIST_PARTITION_REASSIGNMENTS: _serves(self.list_reassignments),
             ApiKey.METADATA: _serves(self.metadata),
             ApiKey.FETCH: _serves(self.fetch),
         }
@@ -284,6 +292,38 @@ class ControllerApis:
                                             "error_message": r.message})
         return {"throttle_time_ms": 0, "error_code": 0,
                 "replica_election_results": list(by_topic.values())}
+
+    async def alter_reassignments(self, body: AlterPartitionReassignmentsRequest,
+                                  version: int) -> AlterPartitionReassignmentsResponse:
+        """Forwarded by a broker after its ACL check (Alter on the Cluster)."""
+        results, records = self.state.alter_reassignments([
+            (t["name"], p["partition_index"], p["replicas"])
+            for t in body["topics"] for p in t["partitions"]])
+        self.commit(records)
+        by_topic: dict[str, AlterPartitionReassignmentsResponseResponse] = {}
+        for r in results:
+            by_topic.setdefault(r.topic, {"name": r.topic, "partitions": []})[
+                "partitions"].append({"partition_index": r.partition,
+                                      "error_code": int(r.error), "error_message": r.message})
+        return {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
+                "responses": list(by_topic.values())}
+
+    async def list_reassignments(self, body: ListPartitionReassignmentsRequest,
+                                 version: int) -> ListPartitionReassignmentsResponse:
+        """The partitions in flight (of those asked; null: all)."""
+        asked = (None if body["topics"] is None else
+                 {(t["name"], p) for t in body["topics"] for p in t["partition_indexes"]})
+        topics: dict[str, ListPartitionReassignmentsResponseTopic] = {}
+        for (name, index), flying in sorted(self.state.reassignments.in_flight.items()):
+            s = self.state.image.partition(name, index)
+            if s is None or (asked is not None and (name, index) not in asked):
+                continue
+            topics.setdefault(name, {"name": name, "partitions": []})["partitions"].append({
+                "partition_index": index, "replicas": list(s.replicas),
+                "adding_replicas": [b for b in flying.target if b not in flying.original],
+                "removing_replicas": [b for b in flying.original if b not in flying.target]})
+        return {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
+                "topics": list(topics.values())}
 
     async def metadata(self, body: MetadataRequest, version: int) -> MetadataResponse:
         image = self.state.image

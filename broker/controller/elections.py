@@ -25,7 +25,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Collection, Sequence
 
-from broker.controller.results import ElectionResult, ElectionType, Rejected
+from broker.controller.results import ElectionType, PartitionResult, Rejected
 from broker.metadata.image import MetadataImage, PartitionRegistration
 from broker.metadata.records import NO_LEADER
 from clients.protocol.errors import ErrorCode
@@ -82,7 +82,7 @@ def elect_leaders(kind: ElectionType, wanted: Sequence[tuple[str, int]] | None,
                   cut_of: Callable[[tuple[str, int]], Collection[int]],
                   move_to_preferred: ElectionPath, safe_election: ElectionPath,
                   offline_reason: Callable[[tuple[str, int]], str | None]
-                  ) -> list[ElectionResult]:
+                  ) -> list[PartitionResult]:
     """Each partition's result (``wanted`` None: every partition, leaving out those
     that need nothing, as Kafka's answer); the paths change ``image``."""
     results = []
@@ -95,8 +95,8 @@ def elect_leaders(kind: ElectionType, wanted: Sequence[tuple[str, int]] | None,
             (move_to_preferred if action == MOVE_TO_PREFERRED else safe_election)(
                 topic, index, s)
             check_elected(kind, where, image.partition(topic, index), offline_reason(key))
-            results.append(ElectionResult(topic, index, ErrorCode.NONE))
+            results.append(PartitionResult(topic, index, ErrorCode.NONE))
         except Rejected as e:
             if wanted is not None or e.code != ErrorCode.ELECTION_NOT_NEEDED:
-                results.append(ElectionResult(topic, index, e.code, e.message))
+                results.append(PartitionResult(topic, index, e.code, e.message))
     return results

@@ -147,7 +147,9 @@ class ElectionType(IntEnum):
 
 
 @dataclass(frozen=True, slots=True)
-class ElectionResult:
+class PartitionResult:
+    """One partition's answer to an operator's request (ElectLeaders, reassignments)."""
+
     topic: str
     partition: int
     error: ErrorCode

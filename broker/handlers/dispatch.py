@@ -13,7 +13,9 @@ AddOffsetsToTxn, EndTxn, DescribeTransactions, ListTransactions); the security a
 replica-placement admin APIs are in :mod:`broker.handlers.admin` (DescribeAcls,
 CreateAcls, DeleteAcls in :mod:`broker.handlers.admin.acls`, ElectLeaders in
 :mod:`broker.handlers.admin.elect_leaders`, DescribeUserScramCredentials and
-AlterUserScramCredentials in :mod:`broker.handlers.admin.scram_users`).  This
+AlterUserScramCredentials in :mod:`broker.handlers.admin.scram_users`,
+AlterPartitionReassignments and ListPartitionReassignments in
+:mod:`broker.handlers.admin.reassignments`).  This
 module merges their tables and answers ApiVersions from the merged table, so a broker
 advertises exactly the APIs it serves.  Pure data: no state, safe to import anywhere in
 the broker above the handlers (the server, tests).
@@ -23,6 +25,7 @@ from __future__ import annotations
 
 from broker.handlers.admin.acls import ACL_HANDLERS
 from broker.handlers.admin.elect_leaders import ELECT_LEADERS_HANDLERS
+from broker.handlers.admin.reassignments import REASSIGNMENT_HANDLERS
 from broker.handlers.admin.scram_users import SCRAM_USER_HANDLERS
 from broker.handlers.broker_view import HandlerCore
 from broker.handlers.common import Body, Handler, RequestContext, serves
@@ -85,4 +88,5 @@ HANDLERS: dict[int, Handler] = {
     **ACL_HANDLERS,
     **ELECT_LEADERS_HANDLERS,
     **SCRAM_USER_HANDLERS,
+    **REASSIGNMENT_HANDLERS,
 }

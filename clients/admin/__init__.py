@@ -19,6 +19,8 @@ the default timeout, the controller route) given at construction:
   broker, with Kafka's AclBinding and AclBindingFilter.
 - **Elections** (:mod:`clients.admin.elections`): ElectLeaders (preferred or unclean)
   to any broker, which forwards it to the controller.
+- **Reassignments** (:mod:`clients.admin.reassignments`): AlterPartitionReassignments
+  and ListPartitionReassignments to any broker, which forwards them to the controller.
 - **SCRAM users** (:mod:`clients.admin.scram_users`): DescribeUserScramCredentials and
   AlterUserScramCredentials to any broker (passwords are salted and hashed here).
 
@@ -52,6 +54,7 @@ from clients.admin.cluster import ClusterAdmin
 from clients.admin.configs import ConfigAdmin
 from clients.admin.elections import ElectionAdmin
 from clients.admin.groups import GroupAdmin
+from clients.admin.reassignments import PartitionReassignment, ReassignmentAdmin
 from clients.admin.records import RecordAdmin
 from clients.admin.requests import AdminRequests
 from clients.admin.scram_users import (
@@ -126,6 +129,7 @@ class Admin:
         self._acls = AclAdmin(self._requests)
         self._elections = ElectionAdmin(self._requests)
         self._scram_users = ScramUserAdmin(self._requests)
+        self._reassignments = ReassignmentAdmin(self._requests)
 
     # ------------------------------------------------------------ topics
     def create_topics(
@@ -325,6 +329,22 @@ class Admin:
         """Set or delete users' SCRAM credentials (the password never leaves here)."""
         return self._scram_users.alter_user_scram_credentials(
             alterations, timeout_ms=timeout_ms, raise_on_error=raise_on_error)
+
+    # ------------------------------------------------------------ reassignments
+    def alter_partition_reassignments(
+            self, reassignments: Mapping[TopicPartition, Sequence[int] | None], *,
+            timeout_ms: int | None = None,
+            raise_on_error: bool = True) -> dict[TopicPartition, MiniKafkaError | None]:
+        """Move partitions' replicas to the given brokers (None cancels a move)."""
+        return self._reassignments.alter_partition_reassignments(
+            reassignments, timeout_ms=timeout_ms, raise_on_error=raise_on_error)
+
+    def list_partition_reassignments(
+            self, partitions: Iterable[TopicPartition] | None = None, *,
+            timeout_ms: int | None = None) -> dict[TopicPartition, PartitionReassignment]:
+        """The partitions whose reassignment is still in flight."""
+        return self._reassignments.list_partition_reassignments(partitions,
+                                                                timeout_ms=timeout_ms)
 
     def close(self) -> None:
         self._requests.close()

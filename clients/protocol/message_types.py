@@ -1505,6 +1505,90 @@ class IncrementalAlterConfigsResponse(TypedDict, total=False):
     responses: list[IncrementalAlterConfigsResponseResponse]
 
 
+class AlterPartitionReassignmentsRequestPartition(TypedDict, total=False):
+    """An element of AlterPartitionReassignmentsRequest.topics[].partitions[]."""
+
+    partition_index: int
+    replicas: list[int] | None
+
+
+class AlterPartitionReassignmentsRequestTopic(TypedDict, total=False):
+    """An element of AlterPartitionReassignmentsRequest.topics[]."""
+
+    name: str
+    partitions: list[AlterPartitionReassignmentsRequestPartition]
+
+
+class AlterPartitionReassignmentsRequest(TypedDict, total=False):
+    """AlterPartitionReassignments request body."""
+
+    timeout_ms: int
+    topics: list[AlterPartitionReassignmentsRequestTopic]
+
+
+class AlterPartitionReassignmentsResponsePartition(TypedDict, total=False):
+    """An element of AlterPartitionReassignmentsResponse.responses[].partitions[]."""
+
+    partition_index: int
+    error_code: int
+    error_message: str | None
+
+
+class AlterPartitionReassignmentsResponseResponse(TypedDict, total=False):
+    """An element of AlterPartitionReassignmentsResponse.responses[]."""
+
+    name: str
+    partitions: list[AlterPartitionReassignmentsResponsePartition]
+
+
+class AlterPartitionReassignmentsResponse(TypedDict, total=False):
+    """AlterPartitionReassignments response body."""
+
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    responses: list[AlterPartitionReassignmentsResponseResponse]
+
+
+class ListPartitionReassignmentsRequestTopic(TypedDict, total=False):
+    """An element of ListPartitionReassignmentsRequest.topics[]."""
+
+    name: str
+    partition_indexes: list[int]
+
+
+class ListPartitionReassignmentsRequest(TypedDict, total=False):
+    """ListPartitionReassignments request body."""
+
+    timeout_ms: int
+    topics: list[ListPartitionReassignmentsRequestTopic] | None
+
+
+class ListPartitionReassignmentsResponsePartition(TypedDict, total=False):
+    """An element of ListPartitionReassignmentsResponse.topics[].partitions[]."""
+
+    partition_index: int
+    replicas: list[int]
+    adding_replicas: list[int]
+    removing_replicas: list[int]
+
+
+class ListPartitionReassignmentsResponseTopic(TypedDict, total=False):
+    """An element of ListPartitionReassignmentsResponse.topics[]."""
+
+    name: str
+    partitions: list[ListPartitionReassignmentsResponsePartition]
+
+
+class ListPartitionReassignmentsResponse(TypedDict, total=False):
+    """ListPartitionReassignments response body."""
+
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    topics: list[ListPartitionReassignmentsResponseTopic]
+
+
 class DescribeUserScramCredentialsRequestUser(TypedDict, total=False):
     """An element of DescribeUserScramCredentialsRequest.users[]."""
 

@@ -22,13 +22,10 @@ thread only.
 
 from __future__ import annotations
 
-import asyncio
-from collections.abc import Coroutine
-from typing import Any, cast
-
 from broker.acls import CLUSTER_RESOURCE
+from broker.handlers.admin.forward import forward
 from broker.handlers.broker_view import HandlerCore
-from broker.handlers.common import Body, Handler, RequestContext, serves
+from broker.handlers.common import Handler, RequestContext, serves
 from broker.requests.respond import Respond
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError
@@ -37,8 +34,6 @@ from clients.protocol.message_types import (
     ElectLeadersResponse,
     ElectLeadersResponseReplicaElectionResult,
 )
-
-_pending: set[asyncio.Task[None]] = set()
 
 
 def _every_partition(body: ElectLeadersRequest, code: ErrorCode,
@@ -80,27 +75,12 @@ def handle_elect_leaders(core: HandlerCore, body: ElectLeadersRequest,
         respond({"throttle_time_ms": 0, "error_code": 0,
                  "replica_election_results": _standalone(core, body)})
         return
-    controller = core.controller
 
-    async def forward() -> None:
-        try:
-            answer = await controller.request(ApiKey.ELECT_LEADERS, cast(Body, body),
-                                              timeout_ms=max(body["timeout_ms"], 1000))
-        except MiniKafkaError as exc:
-            code = exc.code or ErrorCode.UNKNOWN_SERVER_ERROR
-            respond({"throttle_time_ms": 0, "error_code": 0,
-                     "replica_election_results": _every_partition(
-                         body, code, f"controller: {exc.message}")})
-            return
-        respond(cast(ElectLeadersResponse, answer))
+    def failed(exc: MiniKafkaError) -> ElectLeadersResponse:
+        return {"throttle_time_ms": 0, "error_code": 0,
+                "replica_election_results": _every_partition(body, exc.code, exc.message)}
 
-    _spawn(forward())
-
-
-def _spawn(coro: Coroutine[Any, Any, None]) -> None:
-    task = asyncio.get_running_loop().create_task(coro)
-    _pending.add(task)
-    task.add_done_callback(_pending.discard)
+    forward(core, ApiKey.ELECT_LEADERS, body, body["timeout_ms"], respond, failed)
 
 
 ELECT_LEADERS_HANDLERS: dict[int, Handler] = {

@@ -4,7 +4,7 @@ recovery cut, and unclean ones are refused unless the topic allows them."""
 
 from __future__ import annotations
 
-from broker.controller.results import ElectionResult, ElectionType
+from broker.controller.results import ElectionType, PartitionResult
 from broker.metadata.records import NO_LEADER
 from clients.protocol.errors import ErrorCode
 from tests.broker.controller.test_state import Cluster, _all_fenced, _back
@@ -13,13 +13,13 @@ PREFERRED, UNCLEAN = ElectionType.PREFERRED, ElectionType.UNCLEAN
 
 
 def elect(c: Cluster, kind: ElectionType,
-          wanted: list[tuple[str, int]] | None) -> list[ElectionResult]:
+          wanted: list[tuple[str, int]] | None) -> list[PartitionResult]:
     results, records = c.state.elect_leaders(kind, wanted)
     c.keep(records)
     return results
 
 
-def codes(results: list[ElectionResult]) -> dict[tuple[str, int], ErrorCode]:
+def codes(results: list[PartitionResult]) -> dict[tuple[str, int], ErrorCode]:
     return {(r.topic, r.partition): r.error for r in results}
 
 
