@@ -28,30 +28,37 @@ list of principals, Kafka's syntax) and the cluster's own brokers (``broker-<id>
 logins, :mod:`broker.auth`), which may do everything.  The file is re-read when it
 changes (checked at most once a second), so rules apply without a restart; a file that
 cannot be read or parsed keeps the rules last read and logs why (at start-up it is a
-configuration error).  Where each API checks what (Kafka's mapping; denied items get
+configuration error).  Kafka's CreateAcls / DeleteAcls (:mod:`broker.handlers.admin.acls`)
+edit the same file through :func:`edit_acl_file`, so a rule a client creates reaches
+every broker the way ``cluster acl add`` does; every writer holds the file's edit lock
+(:func:`broker.watched_file.edit_lock`) while it reads, changes and replaces it.
+
+Where each API checks what (Kafka's mapping; denied items get
 TOPIC_AUTHORIZATION_FAILED / GROUP_AUTHORIZATION_FAILED / CLUSTER_AUTHORIZATION_FAILED):
 docs/security.md.  InitProducerId needs IdempotentWrite on the Cluster or Write on some
 topic (Kafka's rule); DescribeCluster and DescribeLogDirs need Describe on the Cluster.
 
 Costs: a check is O(rules of the principal) (rules are indexed by principal); the stat
-once a second.  Thread-safety: one owner (the broker's event loop, or the CLI process).
+once a second; an edit reads and rewrites the whole file (at most ``_MAX_FILE_BYTES``).
+Thread-safety: one owner (the broker's event loop, or the CLI process).
 """
 
 from __future__ import annotations
 
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from broker.watched_file import WatchedFile
+from broker.watched_file import WatchedFile, edit_lock
 from clients.protocol.errors import InvalidConfigError
 from clients.protocol.scram import BROKER_PREFIX
 from storage.file_io import atomic_write_text
 
-__all__ = ["ACL_FILE", "CLUSTER_RESOURCE", "OPERATIONS", "RESOURCE_TYPES", "AclRule",
-           "Authorizer", "edit_acls", "parse_acls"]
+__all__ = ["ACL_FILE", "CLUSTER_RESOURCE", "OPERATIONS", "PERMISSIONS", "RESOURCE_TYPES",
+           "AclRule", "Authorizer", "edit_acl_file", "edit_acls", "parse_acls", "read_acls",
+           "rule_of"]
 
 ACL_FILE = "acls.txt"
 CLUSTER_RESOURCE = "kafka-cluster"  # Kafka's name of the one Cluster resource
@@ -89,8 +96,9 @@ class AclRule:
                 or (operation == "DescribeConfigs" and op == "AlterConfigs"))
 
 
-def _rule_of(fields: list[str]) -> AclRule:
-    if len(fields) != 5:
+def rule_of(fields: Sequence[str]) -> AclRule:
+    """The rule of its five fields; ValueError saying what is wrong."""
+    if len(fields) != 5 or any(not f or f != "".join(f.split()) for f in fields):
         raise ValueError("want: principal permission operation resource_type resource_name")
     principal, permission, operation, resource_type, name = fields
     if not principal.startswith("User:") or len(principal) == len("User:"):
@@ -110,16 +118,36 @@ def parse_acls(text: str, where: str = "acls") -> list[AclRule]:
         if not line.strip() or line.lstrip().startswith("#"):
             continue
         try:
-            rules.append(_rule_of(line.split()))
+            rules.append(rule_of(line.split()))
         except ValueError as exc:
             raise InvalidConfigError(f"{where} line {number}: {exc}") from None
     return rules
 
 
-def _read(path: Path) -> list[AclRule]:
+def read_acls(path: Path) -> list[AclRule]:
+    """The rules of the file at ``path`` (none when it does not exist)."""
+    if not path.exists():
+        return []
     if os.stat(path).st_size > _MAX_FILE_BYTES:
         raise InvalidConfigError(f"{path} is larger than {_MAX_FILE_BYTES} bytes")
     return parse_acls(path.read_text("utf-8"), str(path))
+
+
+def edit_acl_file(path: Path,
+                  edit: Callable[[list[AclRule]], list[AclRule]]) -> list[AclRule]:
+    """Under the file's edit lock: read the rules, ``edit`` them (it returns the new
+    list) and write the file when they changed; returns the rules now in it.  A result
+    too large for the file (``_MAX_FILE_BYTES``) raises InvalidConfigError and writes
+    nothing."""
+    with edit_lock(path):
+        rules = read_acls(path)
+        changed = edit(list(rules))
+        if changed != rules:
+            text = _HEADER + "".join(f"{r}\n" for r in changed)
+            if len(text.encode("utf-8")) > _MAX_FILE_BYTES:
+                raise InvalidConfigError(f"the ACL file would exceed {_MAX_FILE_BYTES} bytes")
+            atomic_write_text(path, text)
+        return changed
 
 
 def edit_acls(path: Path, add: list[str] | None = None,
@@ -127,25 +155,27 @@ def edit_acls(path: Path, add: list[str] | None = None,
     """Add and/or remove one rule (given as its five fields) and write the file; returns
     the rules now in it.  A malformed rule, or removing one that is not there, raises
     InvalidConfigError."""
-    rules = _read(path) if path.exists() else []
     try:
-        added = _rule_of(add) if add is not None else None
-        removed = _rule_of(remove) if remove is not None else None
+        added = rule_of(add) if add is not None else None
+        removed = rule_of(remove) if remove is not None else None
     except ValueError as exc:
         raise InvalidConfigError(str(exc)) from None
-    if added is not None and added not in rules:
-        rules.append(added)
-    if removed is not None:
-        if removed not in rules:
-            raise InvalidConfigError(f"no such rule: {removed}")
-        rules.remove(removed)
-    atomic_write_text(path, _HEADER + "".join(f"{r}\n" for r in rules))
-    return rules
+
+    def edit(rules: list[AclRule]) -> list[AclRule]:
+        if added is not None and added not in rules:
+            rules.append(added)
+        if removed is not None:
+            if removed not in rules:
+                raise InvalidConfigError(f"no such rule: {removed}")
+            rules.remove(removed)
+        return rules
+
+    return edit_acl_file(path, edit)
 
 
 def _by_principal(path: Path) -> dict[str, list[AclRule]]:
     by: dict[str, list[AclRule]] = {}
-    for rule in _read(path):
+    for rule in read_acls(path):
         by.setdefault(rule.principal, []).append(rule)
     return by
 

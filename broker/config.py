@@ -92,6 +92,9 @@ Bounds (every queue, pool and size is bounded):
 | fetch_max_bytes            | 50 MiB      | bytes in one fetch response                     |
 | log_cleaner_step_bytes     | 512 KiB     | log bytes one compaction step reads (the main   |
 |                            |             | loop runs one step per log_cleaner_interval_ms) |
+| follower_replication_throt | 0 (off)     | bytes/s a follower fetches for its replicas     |
+| tled_rate                  |             | outside their ISR (a reassignment's new ones);  |
+|                            |             | Kafka's follower.replication.throttled.rate     |
 | log_scrub_bytes_per_second | 8 MiB       | closed segments CRC-checked in the background   |
 |                            |             | (steps every log_scrub_interval_ms; 0 = off;    |
 |                            |             | log_scrub_round_pause_ms, 1 h, between rounds)  |
@@ -236,6 +239,9 @@ class BrokerConfig:
     replica_lag_time_max_ms: int = 10_000
     replica_fetch_max_bytes: int = 1 * MiB
     replica_fetch_wait_max_ms: int = 200
+    # Kafka's follower.replication.throttled.rate: bytes/s fetched for replicas outside
+    # their ISR (a reassignment's new replicas; replication.throttle); 0: no throttle
+    follower_replication_throttled_rate: int = 0
     broker_heartbeat_interval_ms: int = 500
     broker_session_timeout_ms: int = 3_000
     # consumer groups (broker/group_coordinator.py, broker/offsets_topic.py)
@@ -391,6 +397,9 @@ class BrokerConfig:
         if self.log_cleaner_dedupe_buffer_bytes < 1024:
             raise InvalidConfigError("log_cleaner_dedupe_buffer_bytes must be >= 1024, got "
                                      f"{self.log_cleaner_dedupe_buffer_bytes}")
+        if self.follower_replication_throttled_rate < 0:
+            raise InvalidConfigError("follower_replication_throttled_rate must be >= 0 "
+                                     "(0 bytes/s: no throttle)")
         if self.log_scrub_bytes_per_second < 0 or self.log_scrub_round_pause_ms < 0:
             raise InvalidConfigError("log_scrub_bytes_per_second and log_scrub_round_pause_ms "
                                      "must be >= 0 (0 bytes/s: off)")

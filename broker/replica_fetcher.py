@@ -8,7 +8,10 @@ leader (OffsetsForLeaderEpoch v4, Fetch v12, ListOffsets v7), one at a time, fee
 answers back (and, for damaged segments under repair, up to
 ``REPAIR_REQUESTS_PER_ROUND`` consumer Fetches of the range after each replica Fetch),
 waits ``BACKOFF_S`` when the session asks for a backoff and after a lost
-connection or a top-level error, and sleeps while it follows nothing.
+connection or a top-level error, waits out the replication throttle when only throttled
+replicas have something to fetch (one bucket per broker, shared by its fetchers:
+``follower_replication_throttled_rate``, :mod:`replication.throttle`), and sleeps while
+it follows nothing.
 
 Not thread-safe: one event loop.
 """
@@ -29,6 +32,7 @@ from clients.protocol.errors import MiniKafkaError
 from clients.protocol.topics import TopicPartition
 from replication.follower_fetch import FetchState, FollowerFetchSession
 from replication.partition import Partition
+from replication.throttle import ReplicationThrottle
 
 if TYPE_CHECKING:
     from broker.config import BrokerConfig
@@ -45,7 +49,8 @@ class ReplicaFetcher:
 
     def __init__(self, config: BrokerConfig, cluster_secret: str, clock: Clock,
                  on_repaired: Callable[[TopicPartition, int], None], leader_id: int,
-                 host: str, port: int, tls: ssl.SSLContext | None = None) -> None:
+                 host: str, port: int, tls: ssl.SSLContext | None = None,
+                 throttle: ReplicationThrottle | None = None) -> None:
         self.config = config
         self.leader_id = leader_id
         self.conn = AsyncConnection(host, port, client_id=f"replica-{config.node_id}",
@@ -56,7 +61,7 @@ class ReplicaFetcher:
                                             config.replica_fetch_max_bytes,
                                             config.replica_fetch_wait_max_ms,
                                             on_repaired=on_repaired,
-                                            clock_ms=clock.now_ms)
+                                            clock_ms=clock.now_ms, throttle=throttle)
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
 
@@ -113,6 +118,9 @@ class ReplicaFetcher:
         """One Fetch for the fetching partitions (if any), and the ListOffsets it needs."""
         pending = self.session.fetch_request()
         if pending is None:
+            delay_ms = self.session.throttle_delay_ms()
+            if delay_ms:  # only throttled replicas to fetch, and no tokens left
+                await asyncio.sleep(delay_ms / 1000)
             return
         body = await self.conn.request(
             pending.api_key, pending.body,
@@ -151,6 +159,8 @@ class ReplicaFetcherManager:
                     if cfg.ssl_certfile else None)
         self.fetchers: dict[int, ReplicaFetcher] = {}
         self._where: dict[TopicPartition, int] = {}
+        self.throttle = ReplicationThrottle(config.follower_replication_throttled_rate,
+                                            clock.now_ms)
 
     def follow(self, partition: Partition, host: str, port: int) -> None:
         key = TopicPartition(partition.topic, partition.index)
@@ -162,7 +172,7 @@ class ReplicaFetcherManager:
                 asyncio.get_running_loop().create_task(fetcher.stop())
             fetcher = self.fetchers[leader] = ReplicaFetcher(
                 self.config, self.cluster_secret, self.clock, self.on_repaired, leader, host,
-                port, self.tls)
+                port, self.tls, self.throttle)
         fetcher.add(partition)
         self._where[key] = leader
 

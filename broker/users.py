@@ -10,7 +10,12 @@ password, only RFC 5802's salted keys, one line per user and mechanism::
     alice SCRAM-SHA-256 <salt b64> 4096 <stored key b64> <server key b64>
     alice SCRAM-SHA-512 <salt b64> 4096 <stored key b64> <server key b64>
 
-It must be readable by its owner only (mode 600), like the cluster secret.  A broker
+It must be readable by its owner only (mode 600), like the cluster secret.  Kafka's
+DescribeUserScramCredentials / AlterUserScramCredentials
+(:mod:`broker.handlers.admin.scram_users`) read and edit the same file
+(:func:`read_users`, :func:`edit_users`), so a user a client adds reaches every broker
+the way ``add-user`` does; every writer holds the file's edit lock
+(:func:`broker.watched_file.edit_lock`) while it reads, changes and replaces it.  A broker
 re-reads it when its modification time or size changes (checked at most once a second,
 on a login), so adding a user needs no restart; a file that cannot be read or parsed
 keeps the users last read and logs why.  Names are 1-64 characters of ``A-Z a-z 0-9 .
@@ -31,8 +36,9 @@ import stat
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import TypeAlias
 
-from broker.watched_file import WatchedFile
+from broker.watched_file import WatchedFile, edit_lock
 from clients.protocol.errors import InvalidConfigError
 from clients.protocol.scram import (
     BROKER_PREFIX,
@@ -43,7 +49,8 @@ from clients.protocol.scram import (
 )
 from storage.file_io import atomic_write_text
 
-__all__ = ["USERS_FILE", "ScramUsers", "add_user"]
+__all__ = ["USERS_FILE", "ScramUsers", "Users", "add_user", "check_user_name", "edit_users",
+           "read_users"]
 
 
 USERS_FILE = "users.scram"
@@ -58,8 +65,11 @@ def _b64(data: bytes) -> str:
     return base64.b64encode(data).decode()
 
 
-def _parse(text: str, path: Path) -> dict[tuple[str, str], ScramCredential]:
-    users: dict[tuple[str, str], ScramCredential] = {}
+Users: TypeAlias = dict[tuple[str, str], ScramCredential]  # (name, mechanism) -> keys
+
+
+def _parse(text: str, path: Path) -> Users:
+    users: Users = {}
     for number, line in enumerate(text.splitlines(), 1):
         if not line.strip() or line.startswith("#"):
             continue
@@ -79,7 +89,10 @@ def _parse(text: str, path: Path) -> dict[tuple[str, str], ScramCredential]:
     return users
 
 
-def _read(path: Path) -> dict[tuple[str, str], ScramCredential]:
+def read_users(path: Path) -> Users:
+    """The users of the file at ``path`` (none when it does not exist)."""
+    if not path.exists():
+        return {}
     info = os.stat(path)
     if info.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
         raise InvalidConfigError(f"{path} is readable by others (chmod 600 it)")
@@ -93,8 +106,8 @@ class ScramUsers:
 
     def __init__(self, path: str, clock: Callable[[], float] = time.monotonic) -> None:
         self.path = Path(path) if path else None
-        self._file: WatchedFile[dict[tuple[str, str], ScramCredential]] = WatchedFile(
-            self.path, _read, {}, "SCRAM users", clock)
+        self._file: WatchedFile[Users] = WatchedFile(self.path, read_users, {}, "SCRAM users",
+                                                     clock)
 
     @property
     def enabled(self) -> bool:
@@ -105,20 +118,37 @@ class ScramUsers:
         return self._file.value.get((name, mechanism))
 
 
-def add_user(path: Path, name: str, password: bytes) -> None:
-    """Add ``name`` (or replace its credentials) for every SCRAM mechanism."""
+def check_user_name(name: str) -> None:
+    """InvalidConfigError unless ``name`` may be a client user's."""
     if not _NAME.fullmatch(name) or name.startswith(BROKER_PREFIX):
         raise InvalidConfigError(
             f"user name {name!r}: 1-64 characters of A-Z a-z 0-9 . _ -, not starting with "
             f"{BROKER_PREFIX!r}")
+
+
+def edit_users(path: Path, edit: Callable[[Users], Users]) -> Users:
+    """Under the file's edit lock: read the users, ``edit`` them (it returns the new
+    mapping) and write the file (mode 600) when they changed; returns the users now in
+    it.  A result too large for the file raises InvalidConfigError, writing nothing."""
+    with edit_lock(path):
+        users = read_users(path)
+        changed = edit(dict(users))
+        if changed != users:
+            text = "".join([_HEADER] + [
+                f"{n} {m} {_b64(c.salt)} {c.iterations} {_b64(c.stored_key)} "
+                f"{_b64(c.server_key)}\n" for (n, m), c in sorted(changed.items())])
+            if len(text.encode("utf-8")) > _MAX_FILE_BYTES:
+                raise InvalidConfigError(f"the users file would exceed {_MAX_FILE_BYTES} bytes")
+            atomic_write_text(path, text)
+            os.chmod(path, 0o600)
+        return changed
+
+
+def add_user(path: Path, name: str, password: bytes) -> None:
+    """Add ``name`` (or replace its credentials) for every SCRAM mechanism."""
+    check_user_name(name)
     if len(password) < 8:
         raise InvalidConfigError("a password needs at least 8 bytes")
-    users = _read(path) if path.exists() else {}
-    for mechanism in MECHANISMS:
-        users[(name, mechanism)] = make_credential(mechanism, password,
-                                                   iterations=USER_ITERATIONS)
-    lines = [_HEADER] + [
-        f"{n} {m} {_b64(c.salt)} {c.iterations} {_b64(c.stored_key)} {_b64(c.server_key)}\n"
-        for (n, m), c in sorted(users.items())]
-    atomic_write_text(path, "".join(lines))
-    os.chmod(path, 0o600)
+    made = {(name, mechanism): make_credential(mechanism, password, iterations=USER_ITERATIONS)
+            for mechanism in MECHANISMS}
+    edit_users(path, lambda users: {**users, **made})

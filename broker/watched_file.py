@@ -7,22 +7,29 @@ that cannot be read or parsed keeps the value last read and logs why (an operato
 half-written edit must not lock everyone out).  The first read happens at construction
 and raises: a bad file at start-up is a configuration error.
 
-Costs: one ``stat`` per ``recheck_s`` while used; a parse per change.  Thread-safety:
-one owner (the broker's event loop).
+Writers of such a file (the CLI, and a broker serving CreateAcls or
+AlterUserScramCredentials) read, change and replace it inside :func:`edit_lock`, an
+exclusive ``flock`` on ``<file>.lock``, so two writers never lose each other's change.
+
+Costs: one ``stat`` per ``recheck_s`` while used; a parse per change; :func:`edit_lock`
+blocks while another process edits (a read and an atomic write).  Thread-safety: one
+owner (the broker's event loop).
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import logging
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Generic, TypeVar
 
 from clients.protocol.errors import InvalidConfigError
 
-__all__ = ["WatchedFile"]
+__all__ = ["WatchedFile", "edit_lock"]
 
 log = logging.getLogger(__name__)
 
@@ -77,3 +84,15 @@ class WatchedFile(Generic[T]):
             log.info("re-read the %s from %s", self._what, self.path)
         except (OSError, InvalidConfigError) as exc:
             log.warning("%s; keeping the %s last read", exc, self._what)
+
+
+@contextlib.contextmanager
+def edit_lock(path: Path) -> Iterator[None]:
+    """Hold the exclusive edit lock of ``path`` (``flock`` on ``<path>.lock``, created
+    with mode 600) while the body reads, changes and replaces the file."""
+    fd = os.open(f"{path}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # drops the lock

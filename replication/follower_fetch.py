@@ -39,6 +39,12 @@ damaged too: KAFKA_STORAGE_ERROR, or CRC-bad bytes) sets :attr:`backoff` and the
 waits; nothing is cut.  ``on_repaired`` is called with the partition and the segment's base
 offset when its repaired segment is in.
 
+Throttle (optional, :class:`replication.throttle.ReplicationThrottle`): replicas not in
+their ISR are left out of the Fetch while the throttle's bucket is empty and their
+``partition_max_bytes`` is capped at the tokens left; the record bytes they receive are
+counted; :meth:`throttle_delay_ms` says how long to wait when only they have something
+to fetch.
+
 The owner (the asyncio :class:`broker.replica_fetcher.ReplicaFetcher`, or the
 simulation) sends the request bodies and feeds the answers back, one request at a time,
 and waits a backoff when :attr:`backoff` is set (it clears it).
@@ -60,6 +66,7 @@ from clients.protocol.offset_specs import EARLIEST_TIMESTAMP
 from clients.protocol.topics import TopicPartition
 from clients.records.batch import iter_batches
 from replication.partition import Partition
+from replication.throttle import ReplicationThrottle
 from replication.truncation import EpochEndOffset, TruncationPolicy
 from storage.segment_repair import SegmentRepairError
 
@@ -101,7 +108,8 @@ class FollowerFetchSession:
                  on_progress: Callable[[TopicPartition], None] | None = None,
                  truncation_policy: TruncationPolicy = TruncationPolicy.LEADER_EPOCH,
                  on_repaired: Callable[[TopicPartition, int], None] | None = None,
-                 clock_ms: Callable[[], int] | None = None) -> None:
+                 clock_ms: Callable[[], int] | None = None,
+                 throttle: ReplicationThrottle | None = None) -> None:
         self.node_id = node_id
         self.leader_id = leader_id
         self.replica_fetch_max_bytes = replica_fetch_max_bytes
@@ -112,6 +120,8 @@ class FollowerFetchSession:
         self.truncation_policy = truncation_policy  # HIGH_WATERMARK: only to show its loss
         self.states: dict[TopicPartition, FetchState] = {}
         self.backoff = False
+        # replicas outside their ISR fetch at most this fast (replication.throttle)
+        self.throttle = throttle
 
     def add(self, partition: Partition) -> None:
         key = TopicPartition(partition.topic, partition.index)
@@ -176,8 +186,22 @@ class FollowerFetchSession:
 
     # -- fetching -------------------------------------------------------------------------
 
+    def _throttled(self, s: FetchState) -> bool:
+        return (self.throttle is not None and self.throttle.enabled
+                and s.partition.local_broker_id not in s.partition.isr)
+
+    def throttle_delay_ms(self) -> int:
+        """How long to wait before the next Fetch when only throttled replicas (held
+        back: no tokens left) have something to fetch; 0 otherwise."""
+        if self.throttle is None or not any(
+                not s.truncating and self._throttled(s) for s in self.states.values()):
+            return 0
+        return self.throttle.delay_ms()
+
     def fetch_request(self) -> PendingRequest | None:
-        fetching = {k: s for k, s in self.states.items() if not s.truncating}
+        held_back = self.throttle is not None and self.throttle.exceeded()
+        fetching = {k: s for k, s in self.states.items()
+                    if not s.truncating and not (held_back and self._throttled(s))}
         if not fetching:
             return None
         sent = {k: s.partition.log_end_offset for k, s in fetching.items()}
@@ -188,7 +212,10 @@ class FollowerFetchSession:
                 "fetch_offset": sent[key],
                 "last_fetched_epoch": s.partition.truncation_request_epoch,
                 "log_start_offset": s.partition.log_start_offset,
-                "partition_max_bytes": self.replica_fetch_max_bytes})
+                "partition_max_bytes": (
+                    self.throttle.max_bytes(self.replica_fetch_max_bytes)
+                    if self.throttle is not None and self._throttled(s)
+                    else self.replica_fetch_max_bytes)})
         return PendingRequest(ApiKey.FETCH, {
             "replica_id": self.node_id, "max_wait_ms": self.replica_fetch_wait_max_ms,
             "min_bytes": 1, "max_bytes": self.replica_fetch_max_bytes * 8,
@@ -204,6 +231,9 @@ class FollowerFetchSession:
         out_of_range: list[TopicPartition] = []
         for topic in body["responses"]:
             for p in topic["partitions"]:
+                state = pending.states.get(TopicPartition(topic["name"], p["partition_index"]))
+                if self.throttle is not None and state is not None and self._throttled(state):
+                    self.throttle.record(len(p["records"] or b""))
                 key = self._on_partition(topic["name"], p, pending)
                 if key is not None:
                     out_of_range.append(key)

@@ -28,6 +28,7 @@ from broker.controller.log import ControllerLog
 from broker.controller.results import (
     ConfigOp,
     ConfigOperation,
+    ElectionType,
     IsrChange,
     PartitionsSpec,
     ReplicaLog,
@@ -51,6 +52,9 @@ from clients.protocol.message_types import (
     AllocateProducerIdsResponse,
     AlterConfigsRequest,
     AlterConfigsResponse,
+    AlterPartitionReassignmentsRequest,
+    AlterPartitionReassignmentsResponse,
+    AlterPartitionReassignmentsResponseResponse,
     AlterPartitionRequest,
     AlterPartitionResponse,
     AlterPartitionResponsePartition,
@@ -67,12 +71,18 @@ from clients.protocol.message_types import (
     CreateTopicsResponse,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
+    ElectLeadersRequest,
+    ElectLeadersResponse,
+    ElectLeadersResponseReplicaElectionResult,
     FetchRequest,
     FetchRequestPartition,
     FetchResponse,
     FetchResponsePartition,
     IncrementalAlterConfigsRequest,
     IncrementalAlterConfigsResponse,
+    ListPartitionReassignmentsRequest,
+    ListPartitionReassignmentsResponse,
+    ListPartitionReassignmentsResponseTopic,
     MetadataRequest,
     MetadataRequestTopic,
     MetadataResponse,
@@ -121,6 +131,9 @@ class ControllerApis:
             ApiKey.CREATE_PARTITIONS: _serves(self.create_partitions),
             ApiKey.INCREMENTAL_ALTER_CONFIGS: _serves(self.incremental_alter_configs),
             ApiKey.ALTER_CONFIGS: _serves(self.alter_configs),
+            ApiKey.ELECT_LEADERS: _serves(self.elect_leaders),
+            ApiKey.ALTER_PARTITION_REASSIGNMENTS: _serves(self.alter_reassignments),
+            ApiKey.LIST_PARTITION_REASSIGNMENTS: _serves(self.list_reassignments),
             ApiKey.METADATA: _serves(self.metadata),
             ApiKey.FETCH: _serves(self.fetch),
         }
@@ -258,6 +271,59 @@ class ControllerApis:
         return {"throttle_time_ms": 0, "responses": [
             {"error_code": int(r.error), "error_message": r.message,
              "resource_type": r.resource_type, "resource_name": r.name} for r in results]}
+
+    async def elect_leaders(self, body: ElectLeadersRequest,
+                            version: int) -> ElectLeadersResponse:
+        """Forwarded by a broker after its ACL check (Alter on the Cluster)."""
+        if body["election_type"] not in (ElectionType.PREFERRED, ElectionType.UNCLEAN):
+            return {"throttle_time_ms": 0, "error_code": int(ErrorCode.INVALID_REQUEST),
+                    "replica_election_results": []}
+        asked = body["topic_partitions"]
+        wanted = None if asked is None else list(dict.fromkeys(
+            (t["topic"], p) for t in asked for p in t["partitions"]))
+        results, records = self.state.elect_leaders(ElectionType(body["election_type"]),
+                                                    wanted)
+        self.commit(records)
+        by_topic: dict[str, ElectLeadersResponseReplicaElectionResult] = {}
+        for r in results:
+            by_topic.setdefault(r.topic, {"topic": r.topic, "partition_result": []})[
+                "partition_result"].append({"partition_id": r.partition,
+                                            "error_code": int(r.error),
+                                            "error_message": r.message})
+        return {"throttle_time_ms": 0, "error_code": 0,
+                "replica_election_results": list(by_topic.values())}
+
+    async def alter_reassignments(self, body: AlterPartitionReassignmentsRequest,
+                                  version: int) -> AlterPartitionReassignmentsResponse:
+        """Forwarded by a broker after its ACL check (Alter on the Cluster)."""
+        results, records = self.state.alter_reassignments([
+            (t["name"], p["partition_index"], p["replicas"])
+            for t in body["topics"] for p in t["partitions"]])
+        self.commit(records)
+        by_topic: dict[str, AlterPartitionReassignmentsResponseResponse] = {}
+        for r in results:
+            by_topic.setdefault(r.topic, {"name": r.topic, "partitions": []})[
+                "partitions"].append({"partition_index": r.partition,
+                                      "error_code": int(r.error), "error_message": r.message})
+        return {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
+                "responses": list(by_topic.values())}
+
+    async def list_reassignments(self, body: ListPartitionReassignmentsRequest,
+                                 version: int) -> ListPartitionReassignmentsResponse:
+        """The partitions in flight (of those asked; null: all)."""
+        asked = (None if body["topics"] is None else
+                 {(t["name"], p) for t in body["topics"] for p in t["partition_indexes"]})
+        topics: dict[str, ListPartitionReassignmentsResponseTopic] = {}
+        for (name, index), flying in sorted(self.state.reassignments.in_flight.items()):
+            s = self.state.image.partition(name, index)
+            if s is None or (asked is not None and (name, index) not in asked):
+                continue
+            topics.setdefault(name, {"name": name, "partitions": []})["partitions"].append({
+                "partition_index": index, "replicas": list(s.replicas),
+                "adding_replicas": [b for b in flying.target if b not in flying.original],
+                "removing_replicas": [b for b in flying.original if b not in flying.target]})
+        return {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
+                "topics": list(topics.values())}
 
     async def metadata(self, body: MetadataRequest, version: int) -> MetadataResponse:
         image = self.state.image

@@ -139,6 +139,23 @@ class TopicResult:
     replication_factor: int = -1
 
 
+class ElectionType(IntEnum):
+    """ElectLeaders' ``election_type`` (Kafka's ElectionType)."""
+
+    PREFERRED = 0
+    UNCLEAN = 1
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionResult:
+    """One partition's answer to an operator's request (ElectLeaders, reassignments)."""
+
+    topic: str
+    partition: int
+    error: ErrorCode
+    message: str | None = None
+
+
 @dataclass(frozen=True, slots=True)
 class IsrChange:
     """One AlterPartition entry: the leader's view it is based on and the ISR it wants."""

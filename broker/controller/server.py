@@ -34,9 +34,11 @@ anyone is served every API.  Served APIs, at the versions of
   Kafka refuses a broker that cannot read its ``metadata.version``); other features are
   ignored.  ``incarnation_id`` (a UUID) is kept as 32 hex digits.
 - CreateTopics, DeleteTopics, CreatePartitions, AlterConfigs, IncrementalAlterConfigs,
-  forwarded by brokers as their clients sent them (rules in
-  :mod:`broker.controller.topics`).  CreateTopics answers ``configs`` null (Kafka's "not
-  returned"): the forwarding broker fills them in from its catalog of defaults.
+  ElectLeaders, AlterPartitionReassignments, ListPartitionReassignments, forwarded by
+  brokers as their clients sent them (rules in
+  :mod:`broker.controller.topics` and :mod:`broker.controller.state`).  CreateTopics
+  answers ``configs`` null (Kafka's "not returned"): the forwarding broker fills them in
+  from its catalog of defaults.
 - Metadata: every registered broker with its ``fenced`` flag, partitions with
   ``unclean_elected``, topics with their ``configs`` (our tagged extras: flexible
   versions only, v9+); ``controller_id`` -1; topics asked by id only (v12) get

@@ -58,6 +58,13 @@ Rules (Kafka KRaft's, simplified; see docs/replication.md):
   the cut last ISR member of an offline partition waiting for the others' reports, and
   it led; the replicas that held more truncated to it.  Every path that chooses a
   leader for an offline partition goes through :meth:`_elect`.
+- ElectLeaders (an operator's request, :meth:`ControllerState.elect_leaders`): the
+  decisions of :mod:`broker.controller.elections`, applied through the paths above (a
+  preferred move under the periodic election's conditions, the safe election for an
+  offline partition; unclean only where the topic allows it).
+- Partition reassignments (:attr:`ControllerState.reassignments`,
+  :mod:`broker.controller.reassignments`): add the target replicas, then, once all are
+  in the ISR, drop the others (leadership to an in-sync, uncut target replica).
 - Every leader change bumps ``leader_epoch``; every record of a partition bumps
   ``partition_epoch``.
 - **Logs**: every decision is logged once, when it is made: a registration, an
@@ -91,12 +98,17 @@ import logging
 from collections.abc import Sequence
 
 from broker.controller.config import ControllerConfig
+from broker.controller.elections import elect_leaders
+from broker.controller.reassignments import Reassignments
+from broker.controller.recovery_choice import longest_log_choice
 from broker.controller.results import (
     ConfigResult,
+    ElectionType,
     HeartbeatResult,
     IsrChange,
     IsrChangeResult,
     Outcome,
+    PartitionResult,
     PartitionsSpec,
     ProducerIdBlockResult,
     RegistrationResult,
@@ -153,6 +165,8 @@ class ControllerState:
         self._offline_since: dict[tuple[str, int], int] = {}
         self.offline_reasons: dict[tuple[str, int], str] = {}
         self._ticked = False
+        self.reassignments = Reassignments(self.image, self._alive,
+                                           lambda k: self._recovery_cut.get(k, ()), self._emit)
 
     # -- plumbing ---------------------------------------------------------------------
 
@@ -314,11 +328,28 @@ class ControllerState:
         if self.config.auto_leader_rebalance_enable and now >= self._next_preferred_check_ms:
             self._next_preferred_check_ms = now + self.config.leader_imbalance_check_interval_ms
             self._elect_preferred()
+        self.reassignments.advance()
         return self._done(None)[1]
 
     def elect_preferred_leaders(self) -> list[MetadataRecord]:
         self._elect_preferred()
         return self._done(None)[1]
+
+    def elect_leaders(self, kind: ElectionType, wanted: Sequence[tuple[str, int]] | None
+                      ) -> Outcome[list[PartitionResult]]:
+        """ElectLeaders (:func:`broker.controller.elections.elect_leaders`) through this
+        state's election paths: the preferred move and the safe election."""
+        return self._done(elect_leaders(
+            kind, wanted, self.image, self._alive, lambda k: self._recovery_cut.get(k, ()),
+            lambda t, i, s: self._update(t, i, s, s.replicas[0], s.isr, False,
+                                         "preferred-leader election asked (ElectLeaders)"),
+            lambda t, i, s: self._elect(t, i, s, s.isr, "election asked (ElectLeaders)"),
+            self.offline_reasons.get))
+
+    def alter_reassignments(self, changes: Sequence[tuple[str, int, Sequence[int] | None]]
+                            ) -> Outcome[list[PartitionResult]]:
+        """AlterPartitionReassignments (:mod:`broker.controller.reassignments`)."""
+        return self._done(self.reassignments.alter_all(changes))
 
     def _fence(self, broker_id: int, why: str) -> None:
         self._emit(FenceBrokerRecord(broker_id, self.image.brokers[broker_id].broker_epoch))
@@ -378,7 +409,10 @@ class ControllerState:
                     "offline since before this controller started; waiting for in-sync "
                     f"replicas {unreported} to report their logs")
             else:
-                chosen, reason = self._recovery_choice(key, s, cut)
+                chosen, reason, asked = longest_log_choice(
+                    key, s, cut, self._replica_logs, self._report_offset,
+                    self._offline_since.get(key, -1), self._alive)
+                self._report_wanted.update(asked)
             if chosen is not None:
                 self.offline_reasons.pop(key, None)
                 why += (f"; in-sync replicas {sorted(set(isr) & cut)} lost records in log "
@@ -397,35 +431,6 @@ class ControllerState:
                                  f"{why}; UNCLEAN election ({reason})")
                     return
         self._update(topic, index, s, NO_LEADER, isr, s.unclean_elected, f"{why}; {reason}")
-
-    def _recovery_choice(self, key: tuple[str, int], s: PartitionRegistration,
-                         cut: set[int]) -> tuple[int | None, str]:
-        """The replica to lead when every live ISR member's log recovery cut it: the
-        longest log of the latest epoch once every replica has reported (else None and
-        why the partition waits)."""
-        since = self._offline_since.get(key, -1)
-        # no report, or one from before the partition went offline (the log may have
-        # grown since): each live one of them is asked for a fresh report
-        missing = [r for r in s.replicas if r not in self._replica_logs
-                   or self._report_offset[r] < since]
-        if missing:
-            self._report_wanted.update(r for r in missing if self._alive(r))
-            return None, (f"in-sync replicas {sorted(set(s.isr) & cut)} lost records in "
-                          f"log recovery; waiting for brokers {sorted(missing)} to report "
-                          "their logs")
-        best: tuple[tuple[int, int, bool, bool, int], int] | None = None
-        for order, r in enumerate(s.replicas):
-            found = self._replica_logs[r].get(key)
-            place = (found.last_leader_epoch, found.log_end_offset) if found else (-1, 0)
-            rank = (*place, r not in cut, r in s.isr, -order)
-            if best is None or rank > best[0]:
-                best = (rank, r)
-        assert best is not None
-        chosen = best[1]
-        if not self._alive(chosen):
-            return None, (f"in-sync replicas {sorted(set(s.isr) & cut)} lost records in log "
-                          f"recovery; broker {chosen} holds the longest log and is fenced")
-        return chosen, ""
 
     def _update(self, topic: str, index: int, s: PartitionRegistration, leader: int,
                 isr: tuple[int, ...], unclean: bool, why: str) -> None:
@@ -480,6 +485,7 @@ class ControllerState:
                 code, message = ErrorCode.NONE, None
             except Rejected as e:
                 code, message = e.code, e.message
+            self.reassignments.advance()
             results.append(IsrChangeResult(change.topic, change.partition, code, message,
                                            self.image.partition(change.topic, change.partition)))
         return self._done((ErrorCode.NONE, results))

@@ -10,7 +10,13 @@ coordinator APIs, DeleteGroups included), :mod:`broker.handlers.group_admin.offs
 (OffsetDelete), :mod:`broker.handlers.producer_ids`
 (InitProducerId), :mod:`broker.handlers.partition_txns` (WriteTxnMarkers,
 DescribeProducers) and :mod:`broker.handlers.transactions_coordinator` (AddPartitionsToTxn,
-AddOffsetsToTxn, EndTxn, DescribeTransactions, ListTransactions).  This
+AddOffsetsToTxn, EndTxn, DescribeTransactions, ListTransactions); the security and
+replica-placement admin APIs are in :mod:`broker.handlers.admin` (DescribeAcls,
+CreateAcls, DeleteAcls in :mod:`broker.handlers.admin.acls`, ElectLeaders in
+:mod:`broker.handlers.admin.elect_leaders`, DescribeUserScramCredentials and
+AlterUserScramCredentials in :mod:`broker.handlers.admin.scram_users`,
+AlterPartitionReassignments and ListPartitionReassignments in
+:mod:`broker.handlers.admin.reassignments`).  This
 module merges their tables and answers ApiVersions from the merged table, so a broker
 advertises exactly the APIs it serves.  Pure data: no state, safe to import anywhere in
 the broker above the handlers (the server, tests).
@@ -18,6 +24,10 @@ the broker above the handlers (the server, tests).
 
 from __future__ import annotations
 
+from broker.handlers.admin.acls import ACL_HANDLERS
+from broker.handlers.admin.elect_leaders import ELECT_LEADERS_HANDLERS
+from broker.handlers.admin.reassignments import REASSIGNMENT_HANDLERS
+from broker.handlers.admin.scram_users import SCRAM_USER_HANDLERS
 from broker.handlers.broker_view import HandlerCore
 from broker.handlers.common import Body, Handler, RequestContext, serves
 from broker.handlers.configs import CONFIG_HANDLERS
@@ -78,4 +88,8 @@ HANDLERS: dict[int, Handler] = {
     **PRODUCER_ID_HANDLERS,
     **PARTITION_TXN_HANDLERS,
     **TRANSACTION_COORDINATOR_HANDLERS,
+    **ACL_HANDLERS,
+    **ELECT_LEADERS_HANDLERS,
+    **SCRAM_USER_HANDLERS,
+    **REASSIGNMENT_HANDLERS,
 }

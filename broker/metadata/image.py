@@ -208,7 +208,9 @@ class MetadataImage:
             raise MetadataRecordError(
                 f"partition {r.partition} outside topic {r.topic!r} of {topic.num_partitions}"
             )
-        if len(r.replicas) != topic.replication_factor:
+        # more while a reassignment is in flight (broker.controller.reassignments: the
+        # target replicas plus the leaving ones), never fewer
+        if len(r.replicas) < topic.replication_factor:
             raise MetadataRecordError(
                 f"{r.topic}-{r.partition}: {len(r.replicas)} replicas, the topic's replication "
                 f"factor is {topic.replication_factor}"
@@ -216,8 +218,7 @@ class MetadataImage:
         old = topic.partitions.get(r.partition)
         if old is not None:
             where = f"{r.topic}-{r.partition}"
-            if r.replicas != old.replicas:
-                raise MetadataRecordError(f"{where}: replicas cannot change (reassignment)")
+            # replicas change by reassignment only (broker.controller.reassignments)
             if r.partition_epoch <= old.partition_epoch:
                 raise MetadataRecordError(
                     f"{where}: partition epoch {r.partition_epoch} is not above "

@@ -19,6 +19,14 @@ the default timeout, the controller route) given at construction:
   timestamp) from each leader; a group's offsets set by a simple OffsetCommit, deleted by
   OffsetDelete.
 - **Log dirs** (:mod:`clients.admin.log_dirs`): DescribeLogDirs from each broker.
+- **ACLs** (:mod:`clients.admin.acls`): DescribeAcls, CreateAcls, DeleteAcls to any
+  broker, with Kafka's AclBinding and AclBindingFilter.
+- **Elections** (:mod:`clients.admin.elections`): ElectLeaders (preferred or unclean)
+  to any broker, which forwards it to the controller.
+- **Reassignments** (:mod:`clients.admin.reassignments`): AlterPartitionReassignments
+  and ListPartitionReassignments to any broker, which forwards them to the controller.
+- **SCRAM users** (:mod:`clients.admin.scram_users`): DescribeUserScramCredentials and
+  AlterUserScramCredentials to any broker (passwords are salted and hashed here).
 
 Requests go at the highest version the broker and we both serve
 (:meth:`~clients.network.connection.BrokerConnection.version_for`), in Kafka's shapes
@@ -45,13 +53,22 @@ import ssl
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from clients.admin.acls import AclAdmin, AclBinding, AclBindingFilter
 from clients.admin.cluster import ClusterAdmin
 from clients.admin.configs import ConfigAdmin
+from clients.admin.elections import ElectionAdmin
 from clients.admin.groups import GroupAdmin
 from clients.admin.log_dirs import LogDirAdmin, LogDirDescription
 from clients.admin.offsets import OffsetAdmin
+from clients.admin.reassignments import PartitionReassignment, ReassignmentAdmin
 from clients.admin.records import RecordAdmin
 from clients.admin.requests import AdminRequests
+from clients.admin.scram_users import (
+    ScramCredentialInfo,
+    ScramUserAdmin,
+    UserScramCredentialDeletion,
+    UserScramCredentialUpsertion,
+)
 from clients.admin.topics import TopicAdmin
 from clients.network.cluster_metadata import ClusterMetadata, parse_bootstrap
 from clients.network.node_connections import NodeConnections
@@ -118,6 +135,10 @@ class Admin:
         self._groups = GroupAdmin(self._requests, self._records)
         self._offsets = OffsetAdmin(self._requests, self._groups)
         self._log_dirs = LogDirAdmin(self._requests)
+        self._acls = AclAdmin(self._requests)
+        self._elections = ElectionAdmin(self._requests)
+        self._scram_users = ScramUserAdmin(self._requests)
+        self._reassignments = ReassignmentAdmin(self._requests)
 
     # ------------------------------------------------------------ topics
     def create_topics(
@@ -324,6 +345,69 @@ class Admin:
         topic)."""
         return self._log_dirs.describe_log_dirs(brokers, topics, timeout_ms=timeout_ms,
                                                 raise_on_error=raise_on_error)
+
+    # ------------------------------------------------------------ ACLs
+    def describe_acls(self, acl_filter: AclBindingFilter, *,
+                      timeout_ms: int | None = None) -> list[AclBinding]:
+        """The ACL bindings ``acl_filter`` matches (needs Describe on the cluster)."""
+        return self._acls.describe_acls(acl_filter, timeout_ms=timeout_ms)
+
+    def create_acls(self, bindings: Iterable[AclBinding], *, timeout_ms: int | None = None,
+                    raise_on_error: bool = True) -> dict[AclBinding, MiniKafkaError | None]:
+        """Add ACL bindings (needs Alter on the cluster); one already there is success."""
+        return self._acls.create_acls(bindings, timeout_ms=timeout_ms,
+                                      raise_on_error=raise_on_error)
+
+    def delete_acls(self, filters: Iterable[AclBindingFilter], *,
+                    timeout_ms: int | None = None, raise_on_error: bool = True
+                    ) -> dict[AclBindingFilter, list[AclBinding] | MiniKafkaError]:
+        """Remove every binding each filter matches; returns what each removed."""
+        return self._acls.delete_acls(filters, timeout_ms=timeout_ms,
+                                      raise_on_error=raise_on_error)
+
+    # ------------------------------------------------------------ elections
+    def elect_leaders(self, election_type: str = "preferred",
+                      partitions: Iterable[TopicPartition] | None = None, *,
+                      timeout_ms: int | None = None, raise_on_error: bool = True
+                      ) -> dict[TopicPartition, MiniKafkaError | None]:
+        """Elect the preferred (or, for offline partitions, an unclean) leader of each
+        partition (None: every partition); ELECTION_NOT_NEEDED comes back as an error."""
+        return self._elections.elect_leaders(election_type, partitions,
+                                             timeout_ms=timeout_ms,
+                                             raise_on_error=raise_on_error)
+
+    # ------------------------------------------------------------ SCRAM users
+    def describe_user_scram_credentials(
+            self, users: Sequence[str] | None = None, *, timeout_ms: int | None = None,
+            raise_on_error: bool = True) -> dict[str, list[ScramCredentialInfo] | MiniKafkaError]:
+        """Each user's SCRAM mechanisms and iterations (None: every user)."""
+        return self._scram_users.describe_user_scram_credentials(
+            users, timeout_ms=timeout_ms, raise_on_error=raise_on_error)
+
+    def alter_user_scram_credentials(
+            self, alterations: Iterable[UserScramCredentialUpsertion
+                                        | UserScramCredentialDeletion], *,
+            timeout_ms: int | None = None,
+            raise_on_error: bool = True) -> dict[str, MiniKafkaError | None]:
+        """Set or delete users' SCRAM credentials (the password never leaves here)."""
+        return self._scram_users.alter_user_scram_credentials(
+            alterations, timeout_ms=timeout_ms, raise_on_error=raise_on_error)
+
+    # ------------------------------------------------------------ reassignments
+    def alter_partition_reassignments(
+            self, reassignments: Mapping[TopicPartition, Sequence[int] | None], *,
+            timeout_ms: int | None = None,
+            raise_on_error: bool = True) -> dict[TopicPartition, MiniKafkaError | None]:
+        """Move partitions' replicas to the given brokers (None cancels a move)."""
+        return self._reassignments.alter_partition_reassignments(
+            reassignments, timeout_ms=timeout_ms, raise_on_error=raise_on_error)
+
+    def list_partition_reassignments(
+            self, partitions: Iterable[TopicPartition] | None = None, *,
+            timeout_ms: int | None = None) -> dict[TopicPartition, PartitionReassignment]:
+        """The partitions whose reassignment is still in flight."""
+        return self._reassignments.list_partition_reassignments(partitions,
+                                                                timeout_ms=timeout_ms)
 
     # ------------------------------------------------------------ lifecycle
     def close(self) -> None:

@@ -26,7 +26,16 @@ import os
 import sys
 from collections.abc import Sequence
 
-from clients.cli import bench, consume, demo, groups, produce, topics, workload
+from clients.cli import (
+    bench,
+    consume,
+    demo,
+    groups,
+    leader_election,
+    produce,
+    topics,
+    workload,
+)
 from clients.cli.admin_tools import configs, delete_records, get_offsets, log_dirs
 from clients.cli.common import DEFAULT_BOOTSTRAP, CliError
 from clients.protocol.errors import MiniKafkaError
@@ -64,6 +73,7 @@ def build_parser() -> argparse.ArgumentParser:
     bench.add_parser(sub, client)
     demo.add_parser(sub)
     groups.add_parser(sub, client)
+    leader_election.add_parser(sub, client)
     workload.add_parsers(sub)
     configs.add_parser(sub, client)
     get_offsets.add_parser(sub, client)

@@ -1091,6 +1091,124 @@ class TxnOffsetCommitResponse(TypedDict, total=False):
     topics: list[TxnOffsetCommitResponseTopic]
 
 
+class DescribeAclsRequest(TypedDict, total=False):
+    """DescribeAcls request body."""
+
+    resource_type_filter: int
+    resource_name_filter: str | None
+    pattern_type_filter: int
+    principal_filter: str | None
+    host_filter: str | None
+    operation: int
+    permission_type: int
+
+
+class DescribeAclsResponseAcl(TypedDict, total=False):
+    """An element of DescribeAclsResponse.resources[].acls[]."""
+
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
+
+
+class DescribeAclsResponseResource(TypedDict, total=False):
+    """An element of DescribeAclsResponse.resources[]."""
+
+    resource_type: int
+    resource_name: str
+    pattern_type: int
+    acls: list[DescribeAclsResponseAcl]
+
+
+class DescribeAclsResponse(TypedDict, total=False):
+    """DescribeAcls response body."""
+
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    resources: list[DescribeAclsResponseResource]
+
+
+class CreateAclsRequestCreation(TypedDict, total=False):
+    """An element of CreateAclsRequest.creations[]."""
+
+    resource_type: int
+    resource_name: str
+    resource_pattern_type: int
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
+
+
+class CreateAclsRequest(TypedDict, total=False):
+    """CreateAcls request body."""
+
+    creations: list[CreateAclsRequestCreation]
+
+
+class CreateAclsResponseResult(TypedDict, total=False):
+    """An element of CreateAclsResponse.results[]."""
+
+    error_code: int
+    error_message: str | None
+
+
+class CreateAclsResponse(TypedDict, total=False):
+    """CreateAcls response body."""
+
+    throttle_time_ms: int
+    results: list[CreateAclsResponseResult]
+
+
+class DeleteAclsRequestFilter(TypedDict, total=False):
+    """An element of DeleteAclsRequest.filters[]."""
+
+    resource_type_filter: int
+    resource_name_filter: str | None
+    pattern_type_filter: int
+    principal_filter: str | None
+    host_filter: str | None
+    operation: int
+    permission_type: int
+
+
+class DeleteAclsRequest(TypedDict, total=False):
+    """DeleteAcls request body."""
+
+    filters: list[DeleteAclsRequestFilter]
+
+
+class DeleteAclsResponseMatchingAcl(TypedDict, total=False):
+    """An element of DeleteAclsResponse.filter_results[].matching_acls[]."""
+
+    error_code: int
+    error_message: str | None
+    resource_type: int
+    resource_name: str
+    pattern_type: int
+    principal: str
+    host: str
+    operation: int
+    permission_type: int
+
+
+class DeleteAclsResponseFilterResult(TypedDict, total=False):
+    """An element of DeleteAclsResponse.filter_results[]."""
+
+    error_code: int
+    error_message: str | None
+    matching_acls: list[DeleteAclsResponseMatchingAcl]
+
+
+class DeleteAclsResponse(TypedDict, total=False):
+    """DeleteAcls response body."""
+
+    throttle_time_ms: int
+    filter_results: list[DeleteAclsResponseFilterResult]
+
+
 class DescribeConfigsRequestResource(TypedDict, total=False):
     """An element of DescribeConfigsRequest.resources[]."""
 
@@ -1310,6 +1428,44 @@ class DeleteGroupsResponse(TypedDict, total=False):
     results: list[DeleteGroupsResponseResult]
 
 
+class ElectLeadersRequestTopicPartition(TypedDict, total=False):
+    """An element of ElectLeadersRequest.topic_partitions[]."""
+
+    topic: str
+    partitions: list[int]
+
+
+class ElectLeadersRequest(TypedDict, total=False):
+    """ElectLeaders request body."""
+
+    election_type: int  # v1+
+    topic_partitions: list[ElectLeadersRequestTopicPartition] | None
+    timeout_ms: int
+
+
+class ElectLeadersResponsePartitionResult(TypedDict, total=False):
+    """An element of ElectLeadersResponse.replica_election_results[].partition_result[]."""
+
+    partition_id: int
+    error_code: int
+    error_message: str | None
+
+
+class ElectLeadersResponseReplicaElectionResult(TypedDict, total=False):
+    """An element of ElectLeadersResponse.replica_election_results[]."""
+
+    topic: str
+    partition_result: list[ElectLeadersResponsePartitionResult]
+
+
+class ElectLeadersResponse(TypedDict, total=False):
+    """ElectLeaders response body."""
+
+    throttle_time_ms: int
+    error_code: int  # v1+
+    replica_election_results: list[ElectLeadersResponseReplicaElectionResult]
+
+
 class IncrementalAlterConfigsRequestConfig(TypedDict, total=False):
     """An element of IncrementalAlterConfigsRequest.resources[].configs[]."""
 
@@ -1347,6 +1503,90 @@ class IncrementalAlterConfigsResponse(TypedDict, total=False):
 
     throttle_time_ms: int
     responses: list[IncrementalAlterConfigsResponseResponse]
+
+
+class AlterPartitionReassignmentsRequestPartition(TypedDict, total=False):
+    """An element of AlterPartitionReassignmentsRequest.topics[].partitions[]."""
+
+    partition_index: int
+    replicas: list[int] | None
+
+
+class AlterPartitionReassignmentsRequestTopic(TypedDict, total=False):
+    """An element of AlterPartitionReassignmentsRequest.topics[]."""
+
+    name: str
+    partitions: list[AlterPartitionReassignmentsRequestPartition]
+
+
+class AlterPartitionReassignmentsRequest(TypedDict, total=False):
+    """AlterPartitionReassignments request body."""
+
+    timeout_ms: int
+    topics: list[AlterPartitionReassignmentsRequestTopic]
+
+
+class AlterPartitionReassignmentsResponsePartition(TypedDict, total=False):
+    """An element of AlterPartitionReassignmentsResponse.responses[].partitions[]."""
+
+    partition_index: int
+    error_code: int
+    error_message: str | None
+
+
+class AlterPartitionReassignmentsResponseResponse(TypedDict, total=False):
+    """An element of AlterPartitionReassignmentsResponse.responses[]."""
+
+    name: str
+    partitions: list[AlterPartitionReassignmentsResponsePartition]
+
+
+class AlterPartitionReassignmentsResponse(TypedDict, total=False):
+    """AlterPartitionReassignments response body."""
+
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    responses: list[AlterPartitionReassignmentsResponseResponse]
+
+
+class ListPartitionReassignmentsRequestTopic(TypedDict, total=False):
+    """An element of ListPartitionReassignmentsRequest.topics[]."""
+
+    name: str
+    partition_indexes: list[int]
+
+
+class ListPartitionReassignmentsRequest(TypedDict, total=False):
+    """ListPartitionReassignments request body."""
+
+    timeout_ms: int
+    topics: list[ListPartitionReassignmentsRequestTopic] | None
+
+
+class ListPartitionReassignmentsResponsePartition(TypedDict, total=False):
+    """An element of ListPartitionReassignmentsResponse.topics[].partitions[]."""
+
+    partition_index: int
+    replicas: list[int]
+    adding_replicas: list[int]
+    removing_replicas: list[int]
+
+
+class ListPartitionReassignmentsResponseTopic(TypedDict, total=False):
+    """An element of ListPartitionReassignmentsResponse.topics[]."""
+
+    name: str
+    partitions: list[ListPartitionReassignmentsResponsePartition]
+
+
+class ListPartitionReassignmentsResponse(TypedDict, total=False):
+    """ListPartitionReassignments response body."""
+
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    topics: list[ListPartitionReassignmentsResponseTopic]
 
 
 class OffsetDeleteRequestPartition(TypedDict, total=False):
@@ -1389,6 +1629,82 @@ class OffsetDeleteResponse(TypedDict, total=False):
     error_code: int
     throttle_time_ms: int
     topics: list[OffsetDeleteResponseTopic]
+
+
+class DescribeUserScramCredentialsRequestUser(TypedDict, total=False):
+    """An element of DescribeUserScramCredentialsRequest.users[]."""
+
+    name: str
+
+
+class DescribeUserScramCredentialsRequest(TypedDict, total=False):
+    """DescribeUserScramCredentials request body."""
+
+    users: list[DescribeUserScramCredentialsRequestUser] | None
+
+
+class DescribeUserScramCredentialsResponseCredentialInfo(TypedDict, total=False):
+    """An element of DescribeUserScramCredentialsResponse.results[].credential_infos[]."""
+
+    mechanism: int
+    iterations: int
+
+
+class DescribeUserScramCredentialsResponseResult(TypedDict, total=False):
+    """An element of DescribeUserScramCredentialsResponse.results[]."""
+
+    user: str
+    error_code: int
+    error_message: str | None
+    credential_infos: list[DescribeUserScramCredentialsResponseCredentialInfo]
+
+
+class DescribeUserScramCredentialsResponse(TypedDict, total=False):
+    """DescribeUserScramCredentials response body."""
+
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    results: list[DescribeUserScramCredentialsResponseResult]
+
+
+class AlterUserScramCredentialsRequestDeletion(TypedDict, total=False):
+    """An element of AlterUserScramCredentialsRequest.deletions[]."""
+
+    name: str
+    mechanism: int
+
+
+class AlterUserScramCredentialsRequestUpsertion(TypedDict, total=False):
+    """An element of AlterUserScramCredentialsRequest.upsertions[]."""
+
+    name: str
+    mechanism: int
+    iterations: int
+    salt: bytes
+    salted_password: bytes
+
+
+class AlterUserScramCredentialsRequest(TypedDict, total=False):
+    """AlterUserScramCredentials request body."""
+
+    deletions: list[AlterUserScramCredentialsRequestDeletion]
+    upsertions: list[AlterUserScramCredentialsRequestUpsertion]
+
+
+class AlterUserScramCredentialsResponseResult(TypedDict, total=False):
+    """An element of AlterUserScramCredentialsResponse.results[]."""
+
+    user: str
+    error_code: int
+    error_message: str | None
+
+
+class AlterUserScramCredentialsResponse(TypedDict, total=False):
+    """AlterUserScramCredentials response body."""
+
+    throttle_time_ms: int
+    results: list[AlterUserScramCredentialsResponseResult]
 
 
 class AlterPartitionRequestPartition(TypedDict, total=False):

@@ -17,13 +17,16 @@ from clients.protocol.messages import (
     groups,
     metadata,
     produce_fetch,
+    replicas,
     sasl,
+    security,
     transactions,
 )
 
 APIS: dict[int, Api] = {
     api.key: api
-    for module in (produce_fetch, metadata, groups, admin, sasl, controller, transactions)
+    for module in (produce_fetch, metadata, groups, admin, sasl, controller, transactions,
+                   security, replicas)
     for api in vars(module).values()
     if isinstance(api, Api)
 }

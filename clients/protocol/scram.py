@@ -80,12 +80,19 @@ def _hash(mechanism: str) -> str:
 def make_credential(mechanism: str, password: bytes, salt: bytes | None = None,
                     iterations: int = DEFAULT_ITERATIONS) -> ScramCredential:
     """Salt and hash a password as a SCRAM server stores it."""
-    name = _hash(mechanism)
     salt = os.urandom(SALT_BYTES) if salt is None else salt
-    salted = hashlib.pbkdf2_hmac(name, password, salt, iterations)
-    client_key = hmac.digest(salted, b"Client Key", name)
+    salted = hashlib.pbkdf2_hmac(_hash(mechanism), password, salt, iterations)
+    return credential_of_salted_password(mechanism, salted, salt, iterations)
+
+
+def credential_of_salted_password(mechanism: str, salted_password: bytes, salt: bytes,
+                                  iterations: int) -> ScramCredential:
+    """What a server stores, from ``Hi(password, salt, iterations)`` (RFC 5802 §3; what
+    Kafka's AlterUserScramCredentials carries instead of the password)."""
+    name = _hash(mechanism)
+    client_key = hmac.digest(salted_password, b"Client Key", name)
     return ScramCredential(salt, iterations, hashlib.new(name, client_key).digest(),
-                           hmac.digest(salted, b"Server Key", name))
+                           hmac.digest(salted_password, b"Server Key", name))
 
 
 def password_matches(credential: ScramCredential, mechanism: str, password: bytes) -> bool:

@@ -4,6 +4,7 @@ Grouped by area: :mod:`.produce_fetch` (Produce, Fetch, ListOffsets,
 OffsetsForLeaderEpoch, InitProducerId), :mod:`.metadata` (ApiVersions, Metadata, topic
 administration, DescribeLogDirs), :mod:`.groups` (the group coordinator's APIs) and
 :mod:`.controller` (broker <-> controller APIs) and :mod:`.transactions` (the
-transaction coordinator's APIs, WriteTxnMarkers and the transaction admin APIs).
+transaction coordinator's APIs, WriteTxnMarkers and the transaction admin APIs),
+:mod:`.security` (ACL and SCRAM user admin APIs) and :mod:`.replicas` (ElectLeaders).
 Imports only :mod:`clients.protocol`'s schema modules.
 """
