@@ -1,14 +1,20 @@
 """The ``minikafka`` command line.
 
 Client commands (``topics``, ``produce``, ``consume``, ``bench``) talk to a broker over
-the wire protocol and take ``--bootstrap-server HOST:PORT`` (default 127.0.0.1:9092),
-like Kafka's tools.  Server commands (``broker``, ``cluster``) run code from the
+the wire protocol and take ``--bootstrap-server HOST:PORT``, like Kafka's tools; when
+it is not given, :func:`resolve_bootstrap` takes the brokers of the local cluster in
+``--data-dir`` (its ``cluster.json``, what ``minikafka cluster start`` writes), else
+``$MINIKAFKA_BOOTSTRAP``, else the cluster in ``./data`` when that holds one, else
+127.0.0.1:9092.  Server commands (``broker``, ``cluster``) run code from the
 ``broker`` package in a separate interpreter (``python -m broker ...``): the client
 package never imports the broker (DESIGN.md §2), so the CLI crosses that line as a
 process boundary.
 
 Every command has ``--help``; a failure prints one line ``error: ...`` to stderr and
-exits with status 1 (2 for usage errors, as argparse does).
+exits with status 1 (2 for usage errors, as argparse does).  Output piped into a
+reader that stops early (``minikafka consume t | head``) ends the command quietly, as
+Python's docs recommend for SIGPIPE: stdout is pointed at /dev/null and the exit status
+is 1, without a message or a traceback.
 
 This module holds the parser and :func:`main` (the ``minikafka`` console script;
 ``python -m clients.cli`` runs it through :mod:`clients.cli.__main__`).  Every command
@@ -25,10 +31,13 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
 
 from clients.cli import bench, consume, demo, groups, produce, topics, workload
-from clients.cli.common import DEFAULT_BOOTSTRAP, CliError
+from clients.cli.common import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP, CliError
 from clients.protocol.errors import MiniKafkaError
+
+DEFAULT_DATA_DIR = "./data"  # ``minikafka cluster``'s default
 
 
 def _exec_module(module: str, args: Sequence[str]) -> int:
@@ -48,7 +57,12 @@ def build_parser() -> argparse.ArgumentParser:
 
     def client(name: str, help_text: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text, description=help_text)
-        p.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP, metavar="HOST:PORT")
+        p.add_argument("--bootstrap-server", default=None, metavar="HOST:PORT",
+                       help=f"default: ${BOOTSTRAP_ENV}, else the cluster in --data-dir, "
+                            f"else {DEFAULT_BOOTSTRAP}")
+        p.add_argument("--data-dir", dest="cluster_data_dir", default=None, metavar="DIR",
+                       help="a local cluster's directory (minikafka cluster start "
+                            "--data-dir): its brokers are the bootstrap servers")
         return p
 
     broker = sub.add_parser("broker", help="run a broker (python -m broker)", add_help=False)
@@ -67,6 +81,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def resolve_bootstrap(given: str | None, data_dir: str | None) -> str:
+    """The address a client command connects to: ``given`` (``--bootstrap-server``),
+    else the cluster in ``data_dir``, else ``$MINIKAFKA_BOOTSTRAP``, else the cluster in
+    ``./data`` when it has a state file, else ``DEFAULT_BOOTSTRAP``."""
+    from clients.workload.faults import bootstrap_from_data_dir
+
+    if given:
+        return given
+    if data_dir is not None:
+        return bootstrap_from_data_dir(data_dir)
+    from_env = os.environ.get(BOOTSTRAP_ENV, "").strip()
+    if from_env:
+        return from_env
+    if (Path(DEFAULT_DATA_DIR) / "cluster.json").is_file():
+        return bootstrap_from_data_dir(DEFAULT_DATA_DIR)
+    return DEFAULT_BOOTSTRAP
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in ("broker", "cluster"):
@@ -75,9 +107,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return int(args.func(args))
+        if "cluster_data_dir" in args:
+            args.bootstrap_server = resolve_bootstrap(args.bootstrap_server,
+                                                      args.cluster_data_dir)
+        code = int(args.func(args))
+        sys.stdout.flush()  # a closed pipe shows here, not at exit
+        return code
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        return _quiet_broken_pipe()
     except (MiniKafkaError, CliError, OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+
+
+def _quiet_broken_pipe() -> int:
+    """The reader of stdout went away (``| head``): point stdout at /dev/null so the
+    interpreter's final flush does not fail again, and exit 1 (Python's docs, "Note on
+    SIGPIPE" in the signal module)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 1
