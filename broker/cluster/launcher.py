@@ -322,7 +322,7 @@ def cmd_start(args: argparse.Namespace) -> int:
     controller_args = [a for pair in args.controller_override for a in ("--override", pair)]
     secret_file = Path(args.data_dir) / SECRET_FILE
     new_secret = not secret_file.exists()
-    state = None
+    launched: ClusterState | None = None  # once a process may have been spawned
     try:
         state = new_state(args.data_dir, args.brokers, args.base_port, broker_args,
                           controller_args)
@@ -331,15 +331,16 @@ def cmd_start(args: argparse.Namespace) -> int:
         if taken:  # another cluster (or anything) listens there: its clients are not ours
             raise ClusterError(f"port(s) {', '.join(map(str, taken))} already in use by "
                                "another process; stop it or choose --base-port")
+        launched = state
         start_process(state, state.controller, args.timeout_s)
         for info in state.brokers.values():
             start_process(state, info, args.timeout_s)
         wait_until_ready(state, args.timeout_s)
     except BaseException:
-        if state is not None:
-            for info in [*state.brokers.values(), state.controller]:
+        if launched is not None:  # kill what started; keep the state file to find them
+            for info in [*launched.brokers.values(), launched.controller]:
                 end_process(info, signal.SIGKILL, 10)
-            state.save()
+            launched.save()
         if new_secret:  # a failed first start leaves no secret behind
             secret_file.unlink(missing_ok=True)
         raise

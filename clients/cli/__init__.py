@@ -2,10 +2,10 @@
 
 What lives here: ``main`` (the parser and :func:`~clients.cli.main.main`), one module
 per command (``topics``, ``produce``, ``consume``, ``bench``, ``demo``, ``groups``,
-``workload`` with ``verify``), ``common`` (``CliError``,
-``DEFAULT_BOOTSTRAP``: what the command modules share, so none imports ``main``), and
-``__main__`` (``python -m clients.cli``).  The console script is
-``minikafka = clients.cli.main:main``.
+``workload`` with ``verify``), ``record_format`` (how ``consume`` prints a record),
+``common`` (``CliError``, ``DEFAULT_BOOTSTRAP``, ``client_properties``: what the command
+modules share, so none imports ``main``), and ``__main__`` (``python -m clients.cli``).
+The console script is ``minikafka = clients.cli.main:main``.
 
 May import any other room of ``clients``; never ``broker``, ``replication`` or
 ``storage``: the server commands (``broker``, ``cluster``) run them as separate
