@@ -26,7 +26,9 @@ internal listener, ``internal_port``; docs/security.md), the controller on
 run in their own sessions (daemonised: they outlive the command) and are found again
 through ``cluster.json``; every command takes ``--data-dir`` to find its cluster.
 
-Commands: ``start`` (waits until every broker is registered and unfenced), ``status``
+Commands: ``start`` (waits until every broker is registered and unfenced; refuses
+``--brokers`` outside 1-100, ports past 65535 and a data dir it cannot write before
+writing anything, and a failed first start removes its ``cluster.secret``), ``status``
 (table or ``--json``), ``stop`` (clean: brokers first, each moving its leadership away
 by controlled shutdown, then the controller), and fault injection by broker id or
 ``controller``: ``kill`` (SIGKILL), ``restart`` (kill if alive, start again with the
