@@ -51,18 +51,23 @@ GROUP_JOIN_TIMEOUT_S = 60.0  # how long a --group consumer may wait for its assi
 _UNKNOWN_TOPIC_GRACE_S = 1.0  # a topic created a moment ago may not be in metadata yet
 
 
-class _Assigned:
-    """Rebalance listener: when the group first gave this consumer its partitions."""
+class _Progress:
+    """What a consume run has done so far; also its rebalance listener (when the group
+    first gave this consumer its partitions)."""
 
     def __init__(self) -> None:
-        self.at: float | None = None
+        self.assigned_at: float | None = None
+        self.received = 0
+        # partitions whose polled records were not all printed (--max-messages cut the
+        # batch, or Ctrl-C came mid-batch): their position is past what was printed
+        self.unprinted: set[TopicPartition] = set()
 
     def on_partitions_revoked(self, revoked: set[TopicPartition]) -> None:
         pass
 
     def on_partitions_assigned(self, assigned: set[TopicPartition]) -> None:
-        if self.at is None:
-            self.at = time.monotonic()
+        if self.assigned_at is None:
+            self.assigned_at = time.monotonic()
 
 
 def _topics(args: argparse.Namespace) -> list[str]:
@@ -125,21 +130,21 @@ def cmd_consume(args: argparse.Namespace) -> int:
             n = len(partitions[topics[0]])
             raise CliError(f"unknown partition {topics[0]}-{args.partition}: the topic has "
                            f"{n} partitions (0..{n - 1}) (UNKNOWN_TOPIC_OR_PARTITION)")
-        assigned = _Assigned()
+        progress = _Progress()
         if args.group is not None:
-            consumer.subscribe(topics, assigned)
+            consumer.subscribe(topics, progress)
         else:
             _assign(args, consumer, topics, partitions)
-            assigned.at = time.monotonic()
-        received = 0
+            progress.assigned_at = time.monotonic()
         try:
-            received = _read(args, consumer, printer, assigned)
+            _read(args, consumer, printer, progress)
         except KeyboardInterrupt:
             if not args.follow:
                 raise
         finally:
-            if args.group is not None and assigned.at is not None:
-                _commit_positions(consumer)
+            if args.group is not None and progress.assigned_at is not None:
+                _commit_positions(consumer, progress.unprinted)
+    received = progress.received
     print(f"Processed a total of {received} messages", file=sys.stderr)
     return 0
 
@@ -159,15 +164,15 @@ def _assign(args: argparse.Namespace, consumer: Consumer, topics: list[str],
 
 
 def _read(args: argparse.Namespace, consumer: Consumer, printer: RecordPrinter,
-          assigned: _Assigned) -> int:  # fmt: skip
-    """Poll and print until a stop condition (module docstring); records printed."""
-    received = 0
+          progress: _Progress) -> None:  # fmt: skip
+    """Poll and print until a stop condition (module docstring), counting in ``progress``."""
     join_deadline = time.monotonic() + max(GROUP_JOIN_TIMEOUT_S, args.timeout_ms / 1000)
     last_record: float | None = None
     write = sys.stdout.write
-    while args.max_messages is None or received < args.max_messages:
+    limit = args.max_messages
+    while limit is None or progress.received < limit:
         now = time.monotonic()
-        start = last_record if last_record is not None else assigned.at
+        start = last_record if last_record is not None else progress.assigned_at
         if start is None:
             if now > join_deadline:
                 raise CliError(f"group {args.group!r} gave no assignment within "
@@ -179,28 +184,33 @@ def _read(args: argparse.Namespace, consumer: Consumer, printer: RecordPrinter,
             remaining_ms = int((start + args.timeout_ms / 1000 - now) * 1000)
             if remaining_ms <= 0:
                 break
+        batch = consumer.poll(timeout_ms=min(remaining_ms, 500))
+        progress.unprinted.update(batch)
         done: dict[TopicPartition, int] = {}
-        for tp, records in consumer.poll(timeout_ms=min(remaining_ms, 500)).items():
+        for tp, records in batch.items():
             for record in records:
-                if args.max_messages is not None and received >= args.max_messages:
+                if limit is not None and progress.received >= limit:
                     break
                 write(printer(record))
                 done[tp] = record.offset + 1
-                received += 1
+                progress.received += 1
         if done:
             sys.stdout.flush()  # written before committed: at-least-once
             if args.group is not None:
                 consumer.commit(dict(done))
             last_record = time.monotonic()
+        progress.unprinted -= {tp for tp, records in batch.items()
+                               if not records or done.get(tp) == records[-1].offset + 1}
     sys.stdout.flush()
-    return received
 
 
-def _commit_positions(consumer: Consumer) -> None:
-    """Commit where every assigned partition stands (best effort: leaving the group is
-    what matters on the way out)."""
+def _commit_positions(consumer: Consumer, unprinted: set[TopicPartition]) -> None:
+    """Commit where every assigned partition stands, but for those whose last polled
+    records were not all printed (their printed part is committed already).  Best
+    effort: leaving the group is what matters on the way out."""
     with contextlib.suppress(Exception):
-        consumer.commit({tp: consumer.position(tp) for tp in consumer.assignment()})
+        consumer.commit({tp: consumer.position(tp) for tp in consumer.assignment()
+                         if tp not in unprinted})
 
 
 def add_parser(sub: Any, client: Callable[[str, str], argparse.ArgumentParser]) -> None:

@@ -88,22 +88,51 @@ def test_consume_refuses_unknown_topics_and_partitions_and_bad_flags(
     assert usage.returncode == 2 and "--offset needs --partition" in usage.stderr
 
 
+def cli_together(*commands: list[str]) -> list[tuple[int, str, str]]:
+    """Run CLI commands at the same time (each group's join waits 3 s); (code, out, err)."""
+    procs = [subprocess.Popen([*CLI, *c], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                              stdin=subprocess.DEVNULL, text=True, cwd=ROOT)
+             for c in commands]
+    results = []
+    for proc in procs:
+        with proc:
+            try:
+                out, err = proc.communicate(timeout=60)
+            finally:
+                if proc.poll() is None:
+                    proc.kill()
+            results.append((proc.returncode, out, err))
+    return results
+
+
+def described_offsets(cluster: LocalCluster, group: str) -> list[tuple[str, str]]:
+    """(CURRENT-OFFSET, LOG-END-OFFSET) per partition in ``groups describe``."""
+    out = cli("groups", "describe", group, "--bootstrap-server", cluster.bootstrap).stdout
+    return [(r[3], r[4]) for r in (line.split() for line in out.splitlines())
+            if r and r[0] == group]
+
+
 def test_group_consume_times_out_from_its_assignment_and_commits(
         cluster: LocalCluster) -> None:  # fmt: skip
     create(cluster, "billing-in")
+    create(cluster, "billing-one", 1)
     bs = ["--bootstrap-server", cluster.bootstrap]
-    assert cli("produce", "billing-in", *bs, stdin="a\nb\nc\n").returncode == 0
-    # the join takes group_initial_rebalance_delay_ms (3 s), longer than --timeout-ms
-    read = cli("consume", "--group", "billing", "billing-in", "--from-beginning",
-               "--timeout-ms", "2000", *bs)
-    assert read.returncode == 0, read.stderr
-    assert sorted(read.stdout.split()) == ["a", "b", "c"]
-    fresh = cli("consume", "billing-in", "--group", "fresh", "--timeout-ms", "200", *bs)
-    assert fresh.returncode == 0 and fresh.stdout == "", fresh.stderr
-    described = cli("groups", "describe", "fresh", *bs).stdout.splitlines()
-    rows = [line.split() for line in described if line.startswith("fresh ")]
-    # GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET ...: committed at the end
-    assert len(rows) == 3 and all(r[3] == r[4] != "-" for r in rows), described
+    for topic in ("billing-in", "billing-one"):
+        assert cli("produce", topic, *bs, stdin="a\nb\nc\n").returncode == 0
+    billing, fresh, one = cli_together(
+        # the join takes group_initial_rebalance_delay_ms (3 s), longer than --timeout-ms
+        ["consume", "--group", "billing", "billing-in", "--from-beginning",
+         "--timeout-ms", "2000", *bs],
+        ["consume", "billing-in", "--group", "fresh", "--timeout-ms", "200", *bs],
+        ["consume", "billing-one", "--group", "one", "--from-beginning", "--max-messages",
+         "1", *bs])  # fmt: skip
+    assert billing[0] == 0 and sorted(billing[1].split()) == ["a", "b", "c"], billing
+    assert fresh[0] == 0 and fresh[1] == "", fresh
+    assert one[0] == 0 and one[1] == "a\n", one
+    # a new group at latest that read nothing commits where it stands
+    offsets = described_offsets(cluster, "fresh")
+    assert len(offsets) == 3 and all(c == e != "-" for c, e in offsets), offsets
+    assert described_offsets(cluster, "one") == [("1", "3")]  # not past what was printed
 
 
 def test_cluster_start_refuses_bad_arguments_in_one_line(tmp_path: Path) -> None:
