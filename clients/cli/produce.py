@@ -57,8 +57,7 @@ def producer_options(args: argparse.Namespace) -> dict[str, Any]:
         "acks": acks, "linger_ms": args.linger_ms, "transactional_id": args.transactional_id,
         "compression_type": args.compression, "max_block_ms": args.max_block_ms,
         "request_timeout_ms": args.request_timeout_ms,
-        "delivery_timeout_ms": max(args.delivery_timeout_ms,
-                                   args.linger_ms + args.request_timeout_ms),
+        "delivery_timeout_ms": args.delivery_timeout_ms,
     }  # fmt: skip
     options.update(client_properties(args.producer_property, "--producer-property"))
     return options
