@@ -5,7 +5,8 @@ the wire protocol and take ``--bootstrap-server HOST:PORT``, like Kafka's tools;
 it is not given, :func:`resolve_bootstrap` takes the brokers of the local cluster in
 ``--data-dir`` (its ``cluster.json``, what ``minikafka cluster start`` writes), else
 ``$MINIKAFKA_BOOTSTRAP``, else the cluster in ``./data`` when that holds one, else
-127.0.0.1:9092.  Server commands (``broker``, ``cluster``) run code from the
+127.0.0.1:9092; a client command's actions (``topics list``) take ``--data-dir`` after
+the action too (``_CommandParser``).  Server commands (``broker``, ``cluster``) run code from the
 ``broker`` package in a separate interpreter (``python -m broker ...``): the client
 package never imports the broker (DESIGN.md §2), so the CLI crosses that line as a
 process boundary.
@@ -32,6 +33,7 @@ import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from clients.cli import bench, consume, demo, groups, produce, topics, workload
 from clients.cli.common import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP, CliError
@@ -51,18 +53,46 @@ def _exec_module(module: str, args: Sequence[str]) -> int:
 # -- parser -----------------------------------------------------------------------------
 
 
+DATA_DIR_HELP = ("a local cluster's directory (minikafka cluster start --data-dir): its "
+                 "brokers are the bootstrap servers")
+
+
+class _CommandParser(argparse.ArgumentParser):
+    """A command's parser.  A client command's actions (``topics list``, ``groups
+    describe``, ...) also take ``--data-dir`` after the action, as they take
+    ``--bootstrap-server``; an action that defines its own ``--data-dir`` wins."""
+
+    client_command = False
+
+    def add_subparsers(self, **kwargs: Any) -> Any:
+        action = super().add_subparsers(**kwargs)
+        if not self.client_command:
+            return action
+        add_parser = action.add_parser
+
+        def add_action_parser(name: str, **kw: Any) -> argparse.ArgumentParser:
+            child: argparse.ArgumentParser = add_parser(name, conflict_handler="resolve", **kw)
+            child.add_argument("--data-dir", dest="cluster_data_dir", metavar="DIR",
+                               default=argparse.SUPPRESS, help=DATA_DIR_HELP)
+            return child
+
+        setattr(action, "add_parser", add_action_parser)  # noqa: B010 (a method replaced)
+        return action
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="minikafka", description=__doc__.split("\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                parser_class=_CommandParser)
 
     def client(name: str, help_text: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text, description=help_text)
+        p.client_command = True
         p.add_argument("--bootstrap-server", default=None, metavar="HOST:PORT",
-                       help=f"default: ${BOOTSTRAP_ENV}, else the cluster in --data-dir, "
-                            f"else {DEFAULT_BOOTSTRAP}")
+                       help="default: the cluster in --data-dir, else "
+                            f"${BOOTSTRAP_ENV}, else ./data's cluster, else {DEFAULT_BOOTSTRAP}")
         p.add_argument("--data-dir", dest="cluster_data_dir", default=None, metavar="DIR",
-                       help="a local cluster's directory (minikafka cluster start "
-                            "--data-dir): its brokers are the bootstrap servers")
+                       help=DATA_DIR_HELP)
         return p
 
     broker = sub.add_parser("broker", help="run a broker (python -m broker)", add_help=False)

@@ -196,6 +196,8 @@ def test_console_producer_and_consumer_flags(cluster: LocalCluster) -> None:
     with Producer(cluster.bootstrap) as producer:
         producer.send("console-a", None, key=b"").result(10)  # null value, empty key
         producer.send("console-b", b"in-b").result(10)
+    listed = cli("topics", "list", "--data-dir", cluster.data_dir)  # after the action too
+    assert {"console-a", "console-b"} <= set(listed.stdout.split()), listed.stderr
     by_dir = ["--data-dir", cluster.data_dir, "--timeout-ms", "1000"]
     fmt = cli("consume", "console-a", "--from-beginning", "--format", r"%p:%o:%k:%s:%h\n",
               *by_dir)
