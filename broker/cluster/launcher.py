@@ -26,7 +26,9 @@ internal listener, ``internal_port``; docs/security.md), the controller on
 run in their own sessions (daemonised: they outlive the command) and are found again
 through ``cluster.json``; every command takes ``--data-dir`` to find its cluster.
 
-Commands: ``start`` (waits until every broker is registered and unfenced), ``status``
+Commands: ``start`` (waits until every broker is registered and unfenced; refuses
+``--brokers`` outside 1-100, ports past 65535 and a data dir it cannot write before
+writing anything, and a failed first start removes its ``cluster.secret``), ``status``
 (table or ``--json``), ``stop`` (clean: brokers first, each moving its leadership away
 by controlled shutdown, then the controller), and fault injection by broker id or
 ``controller``: ``kill`` (SIGKILL), ``restart`` (kill if alive, start again with the
@@ -281,7 +283,36 @@ def new_state(data_dir: str, brokers: int, base_port: int,
     return state
 
 
+MAX_BROKERS = CONTROLLER_PORT_OFFSET  # broker ports must stay below the controller's
+
+
+def check_start_args(data_dir: str, brokers: int, base_port: int) -> None:
+    """Refuse what cannot start, before anything is written: a broker count outside
+    1..MAX_BROKERS, ports beyond 65535, a data dir that is not (and cannot be made) a
+    writable directory."""
+    if not 1 <= brokers <= MAX_BROKERS:
+        raise ClusterError(f"--brokers must be 1-{MAX_BROKERS}, got {brokers}")
+    highest = 65535 - INTERNAL_PORT_OFFSET - (brokers - 1)
+    if base_port != 0 and not 1 <= base_port <= highest:
+        raise ClusterError(f"--base-port must be 0 (a free range) or 1-{highest} (the "
+                           f"brokers use base..base+{brokers - 1}, the controller base+"
+                           f"{CONTROLLER_PORT_OFFSET}, replication base+"
+                           f"{INTERNAL_PORT_OFFSET}..), got {base_port}")
+    root = Path(data_dir)
+    if root.exists() and not root.is_dir():
+        raise ClusterError(f"--data-dir {data_dir} is not a directory")
+    try:
+        root.mkdir(parents=True, exist_ok=True)
+        probe = root / ".minikafka-write-check"
+        probe.touch()
+        probe.unlink()
+    except OSError as exc:
+        raise ClusterError(f"cannot use --data-dir {data_dir}: "
+                           f"{exc.strerror or exc}") from None
+
+
 def cmd_start(args: argparse.Namespace) -> int:
+    check_start_args(args.data_dir, args.brokers, args.base_port)
     path = Path(args.data_dir) / STATE_FILE
     if path.exists():
         old = ClusterState.load(args.data_dir)
@@ -291,22 +322,29 @@ def cmd_start(args: argparse.Namespace) -> int:
                                f"({', '.join(alive)}); stop it first")
     broker_args = [a for pair in args.override for a in ("--override", pair)]
     controller_args = [a for pair in args.controller_override for a in ("--override", pair)]
-    state = new_state(args.data_dir, args.brokers, args.base_port, broker_args,
-                      controller_args)
-    taken = [port for i in [state.controller, *state.brokers.values()]
-             for port in (i.port, i.internal_port) if port > 0 and port_taken(port)]
-    if taken:  # another cluster (or anything) listens there: its clients are not ours
-        raise ClusterError(f"port(s) {', '.join(map(str, taken))} already in use by another "
-                           "process; stop it or choose --base-port")
+    secret_file = Path(args.data_dir) / SECRET_FILE
+    new_secret = not secret_file.exists()
+    launched: ClusterState | None = None  # once a process may have been spawned
     try:
+        state = new_state(args.data_dir, args.brokers, args.base_port, broker_args,
+                          controller_args)
+        taken = [port for i in [state.controller, *state.brokers.values()]
+                 for port in (i.port, i.internal_port) if port > 0 and port_taken(port)]
+        if taken:  # another cluster (or anything) listens there: its clients are not ours
+            raise ClusterError(f"port(s) {', '.join(map(str, taken))} already in use by "
+                               "another process; stop it or choose --base-port")
+        launched = state
         start_process(state, state.controller, args.timeout_s)
         for info in state.brokers.values():
             start_process(state, info, args.timeout_s)
         wait_until_ready(state, args.timeout_s)
     except BaseException:
-        for info in [*state.brokers.values(), state.controller]:
-            end_process(info, signal.SIGKILL, 10)
-        state.save()
+        if launched is not None:  # kill what started; keep the state file to find them
+            for info in [*launched.brokers.values(), launched.controller]:
+                end_process(info, signal.SIGKILL, 10)
+            launched.save()
+        if new_secret:  # a failed first start leaves no secret behind
+            secret_file.unlink(missing_ok=True)
         raise
     print(f"cluster ready: controller on {state.controller_address}, "
           f"{len(state.brokers)} brokers on {state.bootstrap} (data in {state.data_dir})")
@@ -474,9 +512,18 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    """Run a ``cluster`` command: a failure is one line ``error: ...`` and status 1; a
+    closed stdout (``cluster status | head``) ends it quietly (Python's SIGPIPE note)."""
     args = build_parser().parse_args(argv)
     try:
-        return int(args.func(args))
-    except ClusterError as exc:
+        code = int(args.func(args))
+        sys.stdout.flush()  # a closed pipe shows here, not at exit
+        return code
+    except BrokenPipeError:
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        os.close(devnull)
+        return 1
+    except (ClusterError, OSError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1

@@ -12,7 +12,8 @@ everything).  Kafka's shapes at every served version, with these choices:
   ``allow_auto_topic_creation`` is ignored (no auto-creation: UNKNOWN_TOPIC_OR_PARTITION).
   ``controller_id`` is this broker (a live broker: our controller is not a broker clients
   could talk to, Kafka's KRaft brokers answer the same way); ``cluster_id`` is
-  :data:`CLUSTER_ID`.  Our extra ``configs`` (v9+, tagged) lists the topic's effective
+  the broker's ``cluster_id`` (the one its data dir's ``meta.properties`` holds).  Our
+  extra ``configs`` (v9+, tagged) lists the topic's effective
   settings in our names plus ``replication_factor``.  Authorized operations are not
   computed (Kafka's "omitted", -2147483648).
 - DescribeCluster: endpoint type 1 (brokers) only; 2 (controllers) is
@@ -84,7 +85,6 @@ from clients.protocol.topics import (
     topic_name_error,
 )
 
-CLUSTER_ID = "minikafka"
 ZERO_UUID = bytes(16)
 BROKERS_ENDPOINT, CONTROLLERS_ENDPOINT = 1, 2
 FIRST_NULLABLE_TOPIC_NAME = 12
@@ -153,7 +153,8 @@ def _metadata_from_image(core: HandlerCore, body: MetadataRequest,
         "brokers": [{"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack,
                      "fenced": b.fenced}
                     for _, b in sorted(image.brokers.items()) if not b.fenced],
-        "cluster_id": CLUSTER_ID, "controller_id": core.config.node_id, "topics": topics,
+        "cluster_id": core.config.cluster_id, "controller_id": core.config.node_id,
+        "topics": topics,
     }
 
 
@@ -215,7 +216,7 @@ def handle_metadata(core: HandlerCore, body: MetadataRequest,
     respond({
         "throttle_time_ms": 0,
         "brokers": [{"node_id": node, "host": host, "port": port, "rack": None}],
-        "cluster_id": CLUSTER_ID,
+        "cluster_id": core.config.cluster_id,
         "controller_id": node,
         "topics": topics,
     })
@@ -230,7 +231,7 @@ def handle_describe_cluster(core: HandlerCore, body: DescribeClusterRequest,
     endpoint = body["endpoint_type"]
     answer: DescribeClusterResponse = {
         "throttle_time_ms": 0, "error_code": 0, "error_message": None,
-        "endpoint_type": endpoint, "cluster_id": CLUSTER_ID,
+        "endpoint_type": endpoint, "cluster_id": core.config.cluster_id,
         "controller_id": core.config.node_id, "brokers": []}
     if not ctx.allowed("Describe", "Cluster", CLUSTER_RESOURCE):  # ACLs (Kafka's rule)
         answer.update({"error_code": int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED),

@@ -1,9 +1,18 @@
-"""What the ``minikafka`` command modules share: the user-facing error and the default address.
+"""What the ``minikafka`` command modules share: the user-facing error, the default
+address and ``key=value`` client properties.
 
 :class:`CliError` is raised by any command (``main``, ``groups``, ``workload``, ...) for
 a failure the user caused or can fix; :func:`clients.cli.main.main` prints it as one
-line ``error: ...`` and exits with status 1.  ``DEFAULT_BOOTSTRAP`` is the broker
-address client commands use without ``--bootstrap-server`` (Kafka's default port).
+line ``error: ...`` and exits with status 1.
+
+``DEFAULT_BOOTSTRAP`` is the broker address client commands use when neither
+``--bootstrap-server``, ``MINIKAFKA_BOOTSTRAP`` (``BOOTSTRAP_ENV``) nor a cluster's
+data dir says otherwise (:func:`clients.cli.main.resolve_bootstrap`; Kafka's default
+port).
+
+:func:`client_properties` turns ``--producer-property`` / ``--consumer-property``
+``KEY=VALUE`` pairs (Kafka's dotted names, ``linger.ms``, or ours, ``linger_ms``) into
+keyword arguments; values become int, float or bool when they read as one.
 
 This module imports nothing from the project, so every command module may import it
 (``main`` imports the command modules; they never import ``main``).
@@ -11,8 +20,33 @@ This module imports nothing from the project, so every command module may import
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
+BOOTSTRAP_ENV = "MINIKAFKA_BOOTSTRAP"
 
 
 class CliError(ValueError):
     """A user-facing failure: printed as one line, exit status 1."""
+
+
+def client_properties(pairs: Sequence[str], option: str) -> dict[str, object]:
+    """``["linger.ms=5", "acks=all"]`` -> ``{"linger_ms": 5, "acks": "all"}``."""
+    out: dict[str, object] = {}
+    for pair in pairs:
+        key, sep, text = pair.partition("=")
+        if not sep or not key.strip():
+            raise CliError(f"{option} takes KEY=VALUE, got {pair!r}")
+        out[key.strip().replace(".", "_").replace("-", "_")] = _typed(text.strip())
+    return out
+
+
+def _typed(text: str) -> object:
+    if text.lower() in ("true", "false"):
+        return text.lower() == "true"
+    for kind in (int, float):
+        try:
+            return kind(text)
+        except ValueError:
+            pass
+    return text

@@ -1,4 +1,5 @@
-"""CLI for consumer groups (``kafka-consumer-groups.sh``'s verbs) and ``consume --group``.
+"""CLI for consumer groups (``kafka-consumer-groups.sh``'s verbs; ``consume --group``
+is :mod:`clients.cli.consume`).
 
 Actions, as subcommands or Kafka's flags (:mod:`clients.cli.actions`), groups named
 positionally, by ``--group`` (repeatable) or ``--all-groups``:
@@ -12,12 +13,6 @@ positionally, by ``--group`` (repeatable) or ``--all-groups``:
 - ``delete-offsets --topic T[:P,...]`` (OffsetDelete: only while the group has no
   members; NON_EMPTY_GROUP else, GROUP_ID_NOT_FOUND for an unknown group);
 - ``reset-offsets`` (:mod:`clients.cli.admin_tools.reset_offsets`).
-
-``consume TOPIC --group G`` subscribes instead of assigning: the group splits the
-partitions between the consumers running it; each printed record's next offset is
-committed after it was written to stdout (at-least-once; auto commit is off), and the
-consumer leaves the group on exit.  ``--from-beginning`` applies only to partitions the
-group never committed (``auto_offset_reset=earliest``).
 
 ``groups describe`` prints Kafka's kafka-consumer-groups columns::
 
@@ -33,8 +28,6 @@ safety: a command runs in one thread.
 from __future__ import annotations
 
 import argparse
-import sys
-import time
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -45,7 +38,6 @@ from clients.cli.admin_tools.reset_offsets import (
     topic_partitions,
 )
 from clients.cli.common import CliError
-from clients.protocol.topics import TopicPartition
 
 __all__ = ["add_parser"]
 
@@ -181,55 +173,8 @@ def _options(p: argparse.ArgumentParser) -> None:
     add_reset_options(p)
 
 
-def cmd_consume_group(args: argparse.Namespace) -> int:
-    from clients.consumer.consumer import Consumer
-
-    received = 0
-    with Consumer(bootstrap_servers=args.bootstrap_server, group_id=args.group,
-                  enable_auto_commit=False,
-                  auto_offset_reset="earliest" if args.from_beginning else "latest") as consumer:
-        consumer.subscribe([args.topic])
-        deadline = time.monotonic() + args.timeout_ms / 1000
-        while args.max_messages is None or received < args.max_messages:
-            remaining_ms = int((deadline - time.monotonic()) * 1000)
-            if remaining_ms <= 0:
-                break
-            done: dict[TopicPartition, int] = {}
-            for tp, records in consumer.poll(timeout_ms=min(remaining_ms, 500)).items():
-                for record in records:
-                    if args.max_messages is not None and received >= args.max_messages:
-                        break
-                    if args.print_key:
-                        key = b"null" if record.key is None else record.key
-                        sys.stdout.write(f"{key.decode(errors='replace')}\t")
-                    value = b"" if record.value is None else record.value
-                    sys.stdout.write(value.decode(errors="replace") + "\n")
-                    done[tp] = record.offset + 1
-                    received += 1
-            if done:
-                sys.stdout.flush()  # written before committed: at-least-once
-                consumer.commit(dict(done))
-                deadline = time.monotonic() + args.timeout_ms / 1000
-    print(f"Processed a total of {received} messages", file=sys.stderr)
-    return 0
-
-
 def add_parser(sub: Any, client: Callable[[str, str], argparse.ArgumentParser]) -> None:
-    """Register ``groups`` and add ``--group`` to the existing ``consume`` command."""
-    consume = sub.choices["consume"]
-    consume.add_argument("--group", default=None, metavar="GROUP",
-                         help="consume as a member of GROUP (subscribe; commits offsets)")
-    plain = consume.get_default("func")
-
-    def consume_cmd(args: argparse.Namespace) -> int:
-        if args.group is None:
-            return int(plain(args))
-        if args.partition is not None or args.offset is not None:
-            raise CliError("--group cannot be combined with --partition or --offset")
-        return cmd_consume_group(args)
-
-    consume.set_defaults(func=consume_cmd)
-
+    """Register ``groups``."""
     groups = client("groups", "list, describe, delete consumer groups and reset their offsets")
     add_actions(groups, ACTIONS, _options)
     groups.set_defaults(func=cmd_groups)

@@ -1,14 +1,21 @@
 """The ``minikafka`` command line.
 
 Client commands (``topics``, ``produce``, ``consume``, ``bench``) talk to a broker over
-the wire protocol and take ``--bootstrap-server HOST:PORT`` (default 127.0.0.1:9092),
-like Kafka's tools.  Server commands (``broker``, ``cluster``) run code from the
-``broker`` package in a separate interpreter (``python -m broker ...``): the client
-package never imports the broker (DESIGN.md §2), so the CLI crosses that line as a
-process boundary.
+the wire protocol and take ``--bootstrap-server HOST:PORT``, like Kafka's tools; when
+it is not given, :func:`resolve_bootstrap` takes the brokers of the local cluster in
+``--data-dir`` (its ``cluster.json``, what ``minikafka cluster start`` writes), else
+``$MINIKAFKA_BOOTSTRAP``, else the cluster in ``./data`` when that holds one, else
+127.0.0.1:9092; a client command's actions (``topics list``) take ``--data-dir`` after
+the action too (``_CommandParser``).  Server commands (``broker``, ``cluster``) run
+code from the ``broker`` package in a separate interpreter (``python -m broker ...``):
+the client package never imports the broker (DESIGN.md §2), so the CLI crosses that
+line as a process boundary.
 
 Every command has ``--help``; a failure prints one line ``error: ...`` to stderr and
-exits with status 1 (2 for usage errors, as argparse does).
+exits with status 1 (2 for usage errors, as argparse does).  Output piped into a
+reader that stops early (``minikafka consume t | head``) ends the command quietly, as
+Python's docs recommend for SIGPIPE: stdout is pointed at /dev/null and the exit status
+is 1, without a message or a traceback.
 
 This module holds the parser and :func:`main` (the ``minikafka`` console script;
 ``python -m clients.cli`` runs it through :mod:`clients.cli.__main__`).  Every command
@@ -25,6 +32,8 @@ import argparse
 import os
 import sys
 from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
 
 from clients.cli import (
     bench,
@@ -37,8 +46,10 @@ from clients.cli import (
     workload,
 )
 from clients.cli.admin_tools import configs, delete_records, get_offsets, log_dirs
-from clients.cli.common import DEFAULT_BOOTSTRAP, CliError
+from clients.cli.common import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP, CliError
 from clients.protocol.errors import MiniKafkaError
+
+DEFAULT_DATA_DIR = "./data"  # ``minikafka cluster``'s default
 
 
 def _exec_module(module: str, args: Sequence[str]) -> int:
@@ -52,13 +63,46 @@ def _exec_module(module: str, args: Sequence[str]) -> int:
 # -- parser -----------------------------------------------------------------------------
 
 
+DATA_DIR_HELP = ("a local cluster's directory (minikafka cluster start --data-dir): its "
+                 "brokers are the bootstrap servers")
+
+
+class _CommandParser(argparse.ArgumentParser):
+    """A command's parser.  A client command's actions (``topics list``, ``groups
+    describe``, ...) also take ``--data-dir`` after the action, as they take
+    ``--bootstrap-server``; an action that defines its own ``--data-dir`` wins."""
+
+    client_command = False
+
+    def add_subparsers(self, **kwargs: Any) -> Any:
+        action = super().add_subparsers(**kwargs)
+        if not self.client_command:
+            return action
+        add_parser = action.add_parser
+
+        def add_action_parser(name: str, **kw: Any) -> argparse.ArgumentParser:
+            child: argparse.ArgumentParser = add_parser(name, conflict_handler="resolve", **kw)
+            child.add_argument("--data-dir", dest="cluster_data_dir", metavar="DIR",
+                               default=argparse.SUPPRESS, help=DATA_DIR_HELP)
+            return child
+
+        setattr(action, "add_parser", add_action_parser)  # noqa: B010 (a method replaced)
+        return action
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="minikafka", description=__doc__.split("\n")[0])
-    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND",
+                                parser_class=_CommandParser)
 
     def client(name: str, help_text: str) -> argparse.ArgumentParser:
         p = sub.add_parser(name, help=help_text, description=help_text)
-        p.add_argument("--bootstrap-server", default=DEFAULT_BOOTSTRAP, metavar="HOST:PORT")
+        p.client_command = True
+        p.add_argument("--bootstrap-server", default=None, metavar="HOST:PORT",
+                       help="default: the cluster in --data-dir, else "
+                            f"${BOOTSTRAP_ENV}, else ./data's cluster, else {DEFAULT_BOOTSTRAP}")
+        p.add_argument("--data-dir", dest="cluster_data_dir", default=None, metavar="DIR",
+                       help=DATA_DIR_HELP)
         return p
 
     broker = sub.add_parser("broker", help="run a broker (python -m broker)", add_help=False)
@@ -82,6 +126,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def resolve_bootstrap(given: str | None, data_dir: str | None) -> str:
+    """The address a client command connects to: ``given`` (``--bootstrap-server``),
+    else the cluster in ``data_dir``, else ``$MINIKAFKA_BOOTSTRAP``, else the cluster in
+    ``./data`` when it has a state file, else ``DEFAULT_BOOTSTRAP``."""
+    from clients.workload.faults import bootstrap_from_data_dir
+
+    if given:
+        return given
+    if data_dir is not None:
+        return bootstrap_from_data_dir(data_dir)
+    from_env = os.environ.get(BOOTSTRAP_ENV, "").strip()
+    if from_env:
+        return from_env
+    if (Path(DEFAULT_DATA_DIR) / "cluster.json").is_file():
+        return bootstrap_from_data_dir(DEFAULT_DATA_DIR)
+    return DEFAULT_BOOTSTRAP
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
     if argv and argv[0] in ("broker", "cluster"):
@@ -90,9 +152,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = build_parser()
     args = parser.parse_args(argv)
     try:
-        return int(args.func(args))
+        if "cluster_data_dir" in args:
+            args.bootstrap_server = resolve_bootstrap(args.bootstrap_server,
+                                                      args.cluster_data_dir)
+        code = int(args.func(args))
+        sys.stdout.flush()  # a closed pipe shows here, not at exit
+        return code
     except KeyboardInterrupt:
         return 130
+    except BrokenPipeError:
+        return _quiet_broken_pipe()
     except (MiniKafkaError, CliError, OSError, ValueError) as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 1
+
+
+def _quiet_broken_pipe() -> int:
+    """The reader of stdout went away (``| head``): point stdout at /dev/null so the
+    interpreter's final flush does not fail again, and exit 1 (Python's docs, "Note on
+    SIGPIPE" in the signal module)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+    return 1

@@ -77,7 +77,10 @@ Semantics (Kafka's, simplified):
   fatal: pending futures fail and ``send`` raises it.
 - ``send`` blocks at most ``max_block_ms`` (metadata for the topic, then memory in the
   pool); beyond that it raises :class:`~clients.protocol.errors.RequestTimedOutError` (for memory
-  the pool's ``BufferPoolTimeoutError`` subclass).
+  the pool's ``BufferPoolTimeoutError`` subclass); for metadata its code names the real
+  cause when there is one: ``NETWORK_EXCEPTION`` with the last connection error
+  ("Connection refused") when no broker ever answered, the topic's error
+  (``UNKNOWN_TOPIC_OR_PARTITION``) when the cluster answered without it.
 
 Memory: one private BufferPool (``buffer_memory`` rounded down to a multiple of
 ``batch_size``, at least one batch) holds every unsent byte; nothing else grows with
@@ -116,6 +119,7 @@ import numpy as np
 
 from clients.memory.buffer_pool import BufferPool
 from clients.network.cluster_metadata import ClusterMetadata, parse_bootstrap
+from clients.network.connection import NetworkError
 from clients.network.sasl import sasl_login_of
 from clients.network.tls import ssl_context_of
 from clients.producer.accumulator import RecordAccumulator
@@ -139,7 +143,11 @@ from clients.producer.sender import Sender
 from clients.producer.transactions.calls import TransactionCalls
 from clients.producer.transactions.manager import TransactionManager
 from clients.producer.transactions.state import IllegalTransactionStateError
-from clients.protocol.errors import InvalidConfigError, MessageTooLargeError, RequestTimedOutError
+from clients.protocol.errors import (
+    InvalidConfigError,
+    MessageTooLargeError,
+    RequestTimedOutError,
+)
 from clients.protocol.topics import TopicPartition, validate_topic_name
 from clients.records.batch import HEADER_SIZE
 from clients.types import BulkResult, ConsumerGroupMetadata, Header, OffsetAndMetadata
@@ -147,6 +155,18 @@ from clients.types import BulkResult, ConsumerGroupMetadata, Header, OffsetAndMe
 _MAX_TOPICS_SEEN = 10_000
 _PLAIN_RECORD_BOUND = HEADER_SIZE + RECORD_OVERHEAD_BOUND  # a header-less record's bound
 Serializer = Callable[[Any], bytes]
+
+
+def metadata_wait_error(topic: str, max_block_ms: int, metadata: ClusterMetadata,
+                        refused: NetworkError | None) -> RequestTimedOutError:
+    """What a metadata wait that ran out raises: a RequestTimedOutError (Kafka's
+    TimeoutException) whose code is the real cause when there is one: no broker ever
+    answered, NETWORK_EXCEPTION with ``refused`` (the last connection error); the
+    cluster answered without the topic, the topic's error (UNKNOWN_TOPIC_OR_PARTITION)."""
+    what = f"topic {topic!r} not present in metadata after max_block_ms={max_block_ms}"
+    if refused is not None and not metadata.brokers():
+        return RequestTimedOutError(f"{what}: {refused.message}", refused.code)
+    return RequestTimedOutError(what, metadata.topic_error(topic))
 
 
 class Producer:
@@ -437,12 +457,8 @@ class Producer:
                 return n
             remaining = deadline - self._monotonic_s()
             if remaining <= 0:
-                error = md.topic_error(topic)
-                why = f" (last error {error.name})" if error is not None else ""
-                raise RequestTimedOutError(
-                    f"topic {topic!r} not present in metadata after max_block_ms="
-                    f"{self.max_block_ms}{why}"
-                )
+                raise metadata_wait_error(topic, self.max_block_ms, md,
+                                          self._sender.last_connection_error)
             version = md.request_update()
             self._sender.wakeup()
             md.wait_for_update(version, min(remaining, 0.5))

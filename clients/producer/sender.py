@@ -38,7 +38,8 @@ Thread safety: connections, poller registrations, in-flight state and the
 collaborators' state (the completion queue among it) are guarded by one lock, held by
 the sender loop except while it blocks in ``select`` and by ``send_now`` callers
 (try-lock only: a busy lock means "wake the thread").  Other threads call only
-``wakeup``, ``send_now``, ``initiate_close``, ``force_close`` and ``metrics``.  Futures
+``wakeup``, ``send_now``, ``initiate_close``, ``force_close`` and ``metrics``, and read
+``last_connection_error`` (one reference, replaced whole).  Futures
 are resolved with no lock held.
 """
 
@@ -99,6 +100,9 @@ class Sender(threading.Thread):
         self._sasl = sasl
         self._ssl_context = ssl_context
         self._auth_error: AuthenticationError | None = None  # a refused login: fatal
+        # the last failed connect (cleared by a successful one): what a metadata wait
+        # that runs out reports when no broker ever answered
+        self.last_connection_error: NetworkError | None = None
         self._bootstrap_servers = bootstrap
         self._metadata = metadata
         self._acc = accumulator
@@ -350,10 +354,12 @@ class Sender(threading.Thread):
             for batch in self._acc.undrained_batches():
                 self._produce.fail(batch, exc)
             return None
-        except NetworkError:
+        except NetworkError as exc:
+            self.last_connection_error = exc
             self._node_backoff[node] = now + max(self._retry_backoff_ms, 50)
             self._metadata.request_update()
             return None
+        self.last_connection_error = None
         return conn
 
     def _coordinator_connection(self, node: int, host: str, port: int,
