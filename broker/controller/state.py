@@ -145,6 +145,8 @@ class ControllerState:
         self._offline_since: dict[tuple[str, int], int] = {}
         self.offline_reasons: dict[tuple[str, int], str] = {}
         self._ticked = False
+        # elections after recovery cuts (the longest log leads) and unclean ones (metrics)
+        self.safe_elections = self.unclean_elections = 0
 
     # -- plumbing ---------------------------------------------------------------------
 
@@ -367,6 +369,7 @@ class ControllerState:
                 chosen, reason = self._recovery_choice(key, s, cut)
             if chosen is not None:
                 self.offline_reasons.pop(key, None)
+                self.safe_elections += 1
                 log.warning("%s-%d: in-sync replicas %s lost records in log recovery; "
                             "broker %d, with the longest log of the latest epoch, leads",
                             topic, index, sorted(set(isr) & cut), chosen)
@@ -380,6 +383,7 @@ class ControllerState:
         if self.image.topics[topic].configs.get("unclean_leader_election") == "true":
             for b in s.replicas:
                 if self._alive(b):
+                    self.unclean_elections += 1
                     self._update(topic, index, s, b, (b,), True)
                     return
         self._update(topic, index, s, NO_LEADER, isr, s.unclean_elected)
