@@ -1,7 +1,10 @@
 """The plain-int counters behind the metrics: requests and latency per API, topic traffic,
-rendered as prometheus_client families; and the metrics settings' validation."""
+rendered as prometheus_client families; committed ISR changes; the metrics settings'
+validation."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import pytest
 from prometheus_client.exposition import generate_latest
@@ -19,8 +22,13 @@ from broker.metrics.request_metrics import (
     kafka_request_name,
 )
 from broker.metrics.topic_metrics import BYTES_IN, BYTES_OUT, MESSAGES_IN, BrokerTopicMetrics
+from broker.replica.isr_proposals import IsrProposals
 from clients.protocol.api_keys import ApiKey
-from clients.protocol.errors import InvalidConfigError
+from clients.protocol.errors import ErrorCode, InvalidConfigError
+from clients.protocol.topics import TopicPartition
+from tests.replication.helpers import batch, make_partition
+from tests.replication.test_partition import handshake, replicate
+from timer.clock import ManualClock
 
 
 def samples(collector: Collector) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
@@ -102,3 +110,32 @@ def test_metrics_settings_are_validated() -> None:
     for bad in (dict(metrics_port=9093), dict(metrics_port=0, metrics_host="0.0.0.0")):
         with pytest.raises(InvalidConfigError):
             ControllerConfig(**bad).validate()  # type: ignore[arg-type]
+
+
+def test_committed_isr_changes_are_counted_as_shrinks_and_expands(tmp_path: Path) -> None:
+    leader, f2, f3 = (make_partition(tmp_path, b) for b in (1, 2, 3))
+    assert leader.make_leader(0, [1, 2, 3], [1, 2, 3], partition_epoch=0, now_ms=0)
+    for f in (f2, f3):
+        assert f.make_follower(1, 0, [1, 2, 3], partition_epoch=0, isr=[1, 2, 3])
+        handshake(leader, f)
+    key, clock, sent = TopicPartition("t", 0), ManualClock(), []
+    isr = IsrProposals(1, 500, clock, {key: leader}, lambda _: None, sent.append)
+    leader.append_records_as_leader(batch(b"a"))
+    replicate(leader, f2, now_ms=100)
+    replicate(leader, f2, now_ms=200)
+    clock.set(800)
+    isr.check_isr()  # 3 lags: shrink proposed, not counted before the controller commits
+    assert [p.new_isr for p in sent] == [(1, 2)] and (isr.isr_shrinks, isr.isr_expands) == (0, 0)
+    isr.on_alter_partition_answer(sent[0], ErrorCode.FENCED_LEADER_EPOCH, None, None)
+    assert (isr.isr_shrinks, isr.isr_expands) == (0, 0)  # refused: nothing changed
+    assert leader.make_leader(1, [1, 2, 3], [1, 2, 3], partition_epoch=1, now_ms=800)
+    clock.set(2000)
+    isr.check_isr()
+    isr.on_alter_partition_answer(sent[-1], ErrorCode.NONE, [1, 2], 2)
+    assert (isr.isr_shrinks, isr.isr_expands) == (1, 0)
+    for now_ms in (2100, 2200):
+        replicate(leader, f3, now_ms=now_ms)
+    isr.maybe_expand_isr(key, 3)
+    assert sent[-1].new_isr == (1, 2, 3)
+    isr.on_alter_partition_answer(sent[-1], ErrorCode.NONE, [1, 2, 3], 3)
+    assert (isr.isr_shrinks, isr.isr_expands) == (1, 1)

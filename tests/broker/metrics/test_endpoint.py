@@ -1,10 +1,12 @@
-"""The metrics port's HTTP side: answers, bounds (connections, head size, deadline), logins."""
+"""The metrics port's HTTP side: answers, bounds (connections, head size, deadline), logins
+(HTTP Basic, checked against the broker's SCRAM users and ACLs)."""
 
 from __future__ import annotations
 
 import asyncio
 import base64
 from collections.abc import Awaitable, Callable, Iterator
+from pathlib import Path
 
 import pytest
 from prometheus_client.core import GaugeMetricFamily
@@ -12,7 +14,10 @@ from prometheus_client.metrics_core import Metric
 from prometheus_client.parser import text_string_to_metric_families
 from prometheus_client.registry import Collector, CollectorRegistry
 
+from broker.acls import Authorizer, edit_acls
 from broker.metrics.endpoint import MAX_HEAD_BYTES, Authenticate, MetricsEndpoint
+from broker.metrics.scrape_login import scrape_login
+from broker.users import ScramUsers, add_user
 
 
 class Answer(Collector):
@@ -131,3 +136,19 @@ def test_logins_are_checked_when_asked() -> None:
                 ).startswith(b"HTTP/1.1 200")
 
     run(test, authenticate=authenticate)
+
+
+def test_a_scrape_logs_in_as_a_sasl_user_and_needs_describe_on_the_cluster(
+        tmp_path: Path) -> None:
+    users_file, acl_file = tmp_path / "users.txt", tmp_path / "acls.txt"
+    add_user(users_file, "prom", b"scrape-secret")
+    add_user(users_file, "alice", b"alice-secret")
+    edit_acls(acl_file, add=["User:prom", "Allow", "Describe", "Cluster", "kafka-cluster"])
+    check = scrape_login(ScramUsers(str(users_file)),
+                         Authorizer(True, str(acl_file), super_users=""))
+    assert check("prom", b"scrape-secret") is None
+    assert check("prom", b"wrong") == 401
+    assert check("nobody", b"scrape-secret") == 401
+    assert check("alice", b"alice-secret") == 403  # a user, without the ACL
+    open_check = scrape_login(ScramUsers(str(users_file)), Authorizer(False, ""))
+    assert open_check("alice", b"alice-secret") is None  # no ACLs: any user
