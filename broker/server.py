@@ -183,7 +183,8 @@ class BrokerServer:
         core, pool, logins, config = self.core, self.pool, self.logins, self.config
         assert core is not None and pool is not None and logins is not None
         registry = CollectorRegistry(auto_describe=False)
-        registry.register(BrokerCollector(core, self.request_metrics, pool, logins.failures))
+        registry.register(BrokerCollector(core, self.request_metrics, pool, logins.failures,
+                                          self.fetchers))
         self.metrics = MetricsEndpoint(
             registry, config.metrics_host, config.metrics_port, config.metrics_max_connections,
             config.request_read_timeout_ms / 1000,

@@ -14,8 +14,9 @@ the process-global default one) and renders, each scrape, from the broker core
 - purgatories (``kafka_server_delayedoperationpurgatory_purgatorysize{delayedOperation}``,
   ``Produce`` and ``Fetch``: watch-list entries, Kafka's PurgatorySize);
 - :class:`~broker.metrics.request_metrics.RequestMetrics`,
-  :class:`~broker.metrics.topic_metrics.BrokerTopicMetrics` and the consumer-group lag
-  (:mod:`broker.metrics.group_lag`);
+  :class:`~broker.metrics.topic_metrics.BrokerTopicMetrics`, the replica fetchers' bytes
+  (``kafka_server_brokertopicmetrics_replicationbytesin_total``) and the consumer-group
+  lag (:mod:`broker.metrics.group_lag`);
 - transaction coordinator: ``minikafka_txn_coordinator_transactional_ids{state}``;
 - ours (``minikafka_``): the BufferPool (bytes allocated / available / total, waiters),
   damaged ranges found (scrubber and recovery) and segments repaired, partitions with a
@@ -52,6 +53,7 @@ from broker.replica.damage_repair import DamageRepair
 from broker.replica.isr_proposals import IsrProposals
 from broker.replica.recovery_marks import RecoveryMarks
 from broker.replica.topic_configs import TopicConfigs
+from broker.replica_fetcher import ReplicaFetcherManager
 from broker.txn.state_topic import TransactionStateTopic
 from clients.memory.buffer_pool import BufferPool
 from clients.protocol.topics import TopicPartition
@@ -108,8 +110,11 @@ class BrokerCollector(Collector):
     """The broker's metric families, built per scrape; see the module docstring."""
 
     def __init__(self, core: BrokerState, requests: RequestMetrics, pool: BufferPool,
-                 login_failures: LoginFailures) -> None:
+                 login_failures: LoginFailures,
+                 fetchers: ReplicaFetcherManager | None = None) -> None:
+        """``fetchers``: the replica fetchers (controller mode; None standalone)."""
         self.core = core
+        self.fetchers = fetchers
         self.requests = requests
         self.pool = pool
         self.login_failures = login_failures
@@ -127,6 +132,9 @@ class BrokerCollector(Collector):
         yield from self.requests.collect()
         core.topic_metrics.retain({key.topic for key in core.partitions})
         yield from core.topic_metrics.collect()
+        yield _counter("kafka_server_brokertopicmetrics_replicationbytesin", "Record bytes "
+                       "fetched from leaders as a follower (ReplicationBytesInPerSec)",
+                       self.fetchers.replication_bytes_in if self.fetchers else 0)
         yield from group_lag_families(core.groups.coordinator.groups, core.partitions,
                                       core.config.metrics_max_lag_series)
         yield self._transactions()

@@ -92,8 +92,11 @@ def test_metrics_match_the_cluster_state(cluster: LocalCluster) -> None:
     assert value(after, "minikafka_bufferpool_total_bytes") > 0
     for node, port in ports.items():  # followers append as followers: no messages in
         if node != leader:
+            follower = scrape(port)
             assert ("kafka_server_brokertopicmetrics_messagesin_total",
-                    frozenset({("topic", TOPIC)})) not in scrape(port)
+                    frozenset({("topic", TOPIC)})) not in follower
+            assert value(follower, "kafka_server_brokertopicmetrics_replicationbytesin_total") \
+                >= value(after, "kafka_server_brokertopicmetrics_bytesin_total", topic=TOPIC)
 
     lags = [s for s in map(scrape, ports.values())
             if ("kafka_consumergroup_lag", frozenset(
