@@ -1,9 +1,12 @@
 """The metrics ports of a real 3-broker cluster (``cluster start --metrics``), scraped over
 HTTP and parsed with prometheus_client's own parser, checked against a known state:
-records produced, a group's committed offset, a broker killed."""
+records produced, a group's committed offset, a broker killed; and a broker that
+requires logins asks scrapes for one."""
 
 from __future__ import annotations
 
+import base64
+import urllib.error
 import urllib.request
 from collections.abc import Iterator
 from pathlib import Path
@@ -11,6 +14,7 @@ from pathlib import Path
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
+from broker import users
 from clients.admin import Admin
 from clients.consumer.consumer import Consumer
 from clients.producer.producer import Producer
@@ -141,3 +145,26 @@ def test_metrics_match_the_cluster_state(cluster: LocalCluster) -> None:
     wait_until(lambda: value(scrape(controller_port), "kafka_network_requestmetrics_"
                              "requests_total", request="BrokerHeartbeat") > requests, 10,
                "heartbeats counted")
+
+
+def test_a_broker_that_requires_logins_asks_scrapes_for_one(tmp_path: Path) -> None:
+    with LocalCluster(tmp_path, 1, {"client_auth_required": "true"}, metrics=True) as c:
+        users.add_user(Path(c.data_dir) / users.USERS_FILE, "prometheus", b"scrape-secret")
+        url = f"http://127.0.0.1:{c.state.brokers['0'].metrics_port}/metrics"
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(url, timeout=5)
+        refused.value.close()
+        assert refused.value.code == 401
+        login = "Basic " + base64.b64encode(b"prometheus:scrape-secret").decode()
+
+        def scraped() -> bool:  # the broker reads the users file within a second
+            try:
+                with urllib.request.urlopen(urllib.request.Request(
+                        url, headers={"Authorization": login}), timeout=5) as answer:
+                    return b"kafka_server_replicamanager_partitioncount" in answer.read()
+            except urllib.error.HTTPError as exc:
+                exc.close()
+                assert exc.code == 401
+                return False
+
+        wait_until(scraped, 10, "a scrape logged in as a SASL user")
