@@ -27,6 +27,12 @@ Bounds (every queue, pool and size is bounded):
 |                            |             | network process (``..._overrides``: ip:n,...)   |
 | connections_max_idle_ms    | 600000      | a connection with nothing to read or write for  |
 |                            |             | this long is closed                             |
+| metrics_port               | -1 (none)   | the Prometheus metrics port (HTTP, GET /metrics;|
+|                            |             | ``metrics_host``, default 127.0.0.1; 0 = any    |
+|                            |             | free port; docs/metrics.md)                     |
+| metrics_max_connections    | 16          | open connections on the metrics port            |
+| metrics_max_topics         | 10000       | topics with per-topic traffic series            |
+| metrics_max_lag_series     | 10000       | group partitions with lag series                |
 | request_read_timeout_ms    | 30000       | a started request frame must arrive within this |
 | internal_port              | -1 (none)   | the internal listener followers fetch from      |
 |                            |             | (``internal_host``, default ``host``; 0 = any   |
@@ -201,6 +207,12 @@ class BrokerConfig:
     max_connections_per_ip: int = 500
     max_connections_per_ip_overrides: str = ""  # "ip:count,ip:count" (Kafka's syntax, IPs)
     connections_max_idle_ms: int = 600_000
+    # the metrics port (broker.metrics): -1 = none, 0 = any free port; Prometheus text
+    metrics_port: int = -1
+    metrics_host: str = "127.0.0.1"
+    metrics_max_connections: int = 16
+    metrics_max_topics: int = 10_000  # topics with per-topic traffic series
+    metrics_max_lag_series: int = 10_000  # group partitions with lag series
     request_read_timeout_ms: int = 30_000
     max_metadata_topics: int = 1_000
     max_fetch_partitions: int = 1_000
@@ -294,6 +306,9 @@ class BrokerConfig:
             "max_internal_connections",
             "connections_max_idle_ms",
             "request_read_timeout_ms",
+            "metrics_max_connections",
+            "metrics_max_topics",
+            "metrics_max_lag_series",
             "max_metadata_topics",
             "max_fetch_partitions",
             "max_produce_partitions",
@@ -368,6 +383,17 @@ class BrokerConfig:
                                      f"a port, got {self.internal_port}")
         if self.internal_port > 0 and self.internal_port == self.port:
             raise InvalidConfigError(f"internal_port must differ from port ({self.port})")
+        if not -1 <= self.metrics_port <= 65535:
+            raise InvalidConfigError("metrics_port must be -1 (none), 0 (any free port) or a "
+                                     f"port, got {self.metrics_port}")
+        if self.metrics_port > 0 and self.metrics_port in (self.port, self.internal_port):
+            raise InvalidConfigError("metrics_port must differ from port and internal_port")
+        if (self.metrics_port >= 0 and not is_loopback(self.metrics_host)
+                and not (self.client_auth_required or self.allow_anonymous_remote)):
+            raise InvalidConfigError(
+                f"metrics_host {self.metrics_host!r} is reachable from other machines: set "
+                "client_auth_required=true (scrapes log in with HTTP Basic as a SASL user) "
+                "or, knowingly, allow_anonymous_remote=true")
         if self.num_network_processes > 64:
             raise InvalidConfigError("num_network_processes must be at most 64")
         if self.max_request_bytes > self.buffer_pool_bytes // 2:

@@ -62,6 +62,7 @@ from broker.group.offsets_topic import OffsetsTopic
 from broker.handlers.broker_view import TxnMarkerListener, TxnVerifier
 from broker.metadata.image import MetadataImage
 from broker.metadata.replica_plan import log_of_other_topic, plan_replicas
+from broker.metrics.topic_metrics import BrokerTopicMetrics
 from broker.producer_ids import ProducerIdAllocator, StandaloneProducerIdAllocator
 from broker.replica.damage_repair import DamageRepair
 from broker.replica.isr_proposals import IsrProposals
@@ -142,6 +143,7 @@ class BrokerCore:
         self.partitions: dict[TopicPartition, Partition] = {}
         self.produce_purgatory: Purgatory[DelayedProduce] = Purgatory("produce", timer)
         self.fetch_purgatory: Purgatory[DelayedFetch] = Purgatory("fetch", timer)
+        self.topic_metrics = BrokerTopicMetrics(config.metrics_max_topics)  # bytes in/out
         self.isr = IsrProposals(config.node_id, config.replica_lag_time_max_ms, clock,
                                 self.partitions, self.wake_partition,
                                 link.send_alter_partition if link is not None else None)

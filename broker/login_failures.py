@@ -170,6 +170,7 @@ class LoginFailures:
         self.addresses = _Table("address", "max_failed_logins_per_address",
                                 limits.max_failed_logins_per_address, limits)
         self.shared = limits.shared_addresses  # counted per user only
+        self.recorded = 0  # failed logins so far (broker.metrics)
 
     def refusal(self, user: str | None, address: str) -> str | None:
         """Why a login of ``user`` (None: no name given yet) from ``address`` must fail
@@ -185,6 +186,7 @@ class LoginFailures:
         """One failed login of ``user`` (None: the exchange failed before it named one)
         from ``address``."""
         now_ms = self.clock.now_ms()
+        self.recorded += 1
         if address not in self.shared:
             self.addresses.record(address, now_ms)
         if user is not None:

@@ -64,6 +64,7 @@ class ReplicaFetcher:
                                             clock_ms=clock.now_ms, throttle=throttle)
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
+        self.bytes_fetched = 0  # record bytes of replica Fetch answers (broker.metrics)
 
     @property
     def states(self) -> dict[TopicPartition, FetchState]:
@@ -125,6 +126,8 @@ class ReplicaFetcher:
         body = await self.conn.request(
             pending.api_key, pending.body,
             timeout_ms=self.config.replica_fetch_wait_max_ms + 30_000)
+        self.bytes_fetched += sum(len(p["records"] or b"") for t in body["responses"]
+                                  for p in t["partitions"])
         follow_up = self.session.on_fetch_response(pending, body)
         if follow_up is not None:
             body = await self.conn.request(follow_up.api_key, follow_up.body)
@@ -161,6 +164,7 @@ class ReplicaFetcherManager:
         self._where: dict[TopicPartition, int] = {}
         self.throttle = ReplicationThrottle(config.follower_replication_throttled_rate,
                                             clock.now_ms)
+        self._retired_bytes = 0  # bytes_fetched of fetchers replaced or stopped
 
     def follow(self, partition: Partition, host: str, port: int) -> None:
         key = TopicPartition(partition.topic, partition.index)
@@ -169,6 +173,7 @@ class ReplicaFetcherManager:
         fetcher = self.fetchers.get(leader)
         if fetcher is None or (fetcher.conn.host, fetcher.conn.port) != (host, port):
             if fetcher is not None:
+                self._retired_bytes += fetcher.bytes_fetched
                 asyncio.get_running_loop().create_task(fetcher.stop())
             fetcher = self.fetchers[leader] = ReplicaFetcher(
                 self.config, self.cluster_secret, self.clock, self.on_repaired, leader, host,
@@ -181,8 +186,14 @@ class ReplicaFetcherManager:
         if leader is not None and leader in self.fetchers:
             self.fetchers[leader].remove(key)
 
+    @property
+    def replication_bytes_in(self) -> int:
+        """Record bytes fetched from leaders so far (Kafka's ReplicationBytesInPerSec)."""
+        return self._retired_bytes + sum(f.bytes_fetched for f in self.fetchers.values())
+
     async def stop(self) -> None:
         for fetcher in self.fetchers.values():
             await fetcher.stop()
+        self._retired_bytes = self.replication_bytes_in
         self.fetchers.clear()
         self._where.clear()

@@ -47,8 +47,11 @@ import asyncio
 import dataclasses
 import logging
 import signal
+import time
 from collections.abc import Callable
 from typing import Any
+
+from prometheus_client.registry import CollectorRegistry
 
 from broker.async_client import AsyncConnection
 from broker.auth import broker_login, read_cluster_secret, scram_decoy_key
@@ -60,6 +63,10 @@ from broker.handlers.dispatch import HANDLERS, unsupported_api_versions_answer
 from broker.handlers.record_checks import RecordCheckThread
 from broker.metadata.alter_partition import AlterPartitionManager
 from broker.metadata.follower import MetadataFollower
+from broker.metrics.broker_collector import BrokerCollector
+from broker.metrics.endpoint import MetricsEndpoint
+from broker.metrics.request_metrics import FETCH_FOLLOWER, RequestMetrics, fetch_slot
+from broker.metrics.scrape_login import scrape_login
 from broker.network.channel.codec import CLOSED, PEER, REQUEST, is_internal_connection
 from broker.network.channel.main_side import MainChannelEndpoint
 from broker.network.request_bounds import check_request_bounds
@@ -103,6 +110,9 @@ class BrokerServer:
         self.alter_partitions: AlterPartitionManager | None = None  # with the follower
         # finishes the record checks of Produce requests too large for the loop
         self.record_checks = RecordCheckThread(config.record_check_inline_bytes)
+        # counted per answered request (plain ints); scraped on metrics_port (broker.metrics)
+        self.request_metrics = RequestMetrics()
+        self.metrics: MetricsEndpoint | None = None
 
     @property
     def port(self) -> int:
@@ -140,6 +150,8 @@ class BrokerServer:
             if self.config.controller_address:
                 self._start_controller_link()
             self._schedule(loop)
+            if self.config.metrics_port >= 0:
+                await self._start_metrics()
             log.info("broker %d listening on %s:%d%s", self.config.node_id, self.config.host,
                      self.port, "" if self.config.internal_port < 0 else
                      f", internal listener on {self.config.internal_host or self.config.host}"
@@ -149,6 +161,8 @@ class BrokerServer:
             await self._stop.wait()
             await self._stop_controller_link()
         finally:
+            if self.metrics is not None:
+                await self.metrics.stop()
             for handle in self._timers:
                 handle.cancel()
             self.logins.close()
@@ -163,6 +177,21 @@ class BrokerServer:
 
     def stop(self) -> None:
         self._stop.set()
+
+    async def _start_metrics(self) -> None:
+        """The metrics port (broker.metrics.endpoint says why it lives here)."""
+        core, pool, logins, config = self.core, self.pool, self.logins, self.config
+        assert core is not None and pool is not None and logins is not None
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(BrokerCollector(core, self.request_metrics, pool, logins.failures,
+                                          self.fetchers))
+        self.metrics = MetricsEndpoint(
+            registry, config.metrics_host, config.metrics_port, config.metrics_max_connections,
+            config.request_read_timeout_ms / 1000,
+            scrape_login(core.users, core.authorizer) if config.client_auth_required else None)
+        await self.metrics.start()
+        log.info("broker %d: metrics on http://%s:%d/metrics", config.node_id,
+                 config.metrics_host, self.metrics.port)
 
     # -- controller mode -------------------------------------------------------------
 
@@ -314,6 +343,7 @@ class BrokerServer:
                   keep_frame: Callable[[], Callable[[], None]] | None = None) -> None:
         core, logins, responses = self.core, self.logins, self.responses
         assert core is not None and logins is not None and responses is not None
+        started, measured = time.monotonic(), self.request_metrics
         try:
             header = decode_request_header(frame)
         except MiniKafkaError as exc:
@@ -323,14 +353,19 @@ class BrokerServer:
             # Kafka's fallback: a v0 answer any client can read, naming our versions
             responses.send(endpoint, conn_id, ApiKey.API_VERSIONS, 0, header.correlation_id,
                            unsupported_api_versions_answer())
+            measured.on_response(ApiKey.API_VERSIONS, started)
             return
         api_key, version, correlation_id = header.api_key, header.api_version, \
             header.correlation_id
         responded = False
+        fetch_from = -1  # a Fetch: counted again as FetchConsumer or FetchFollower
 
         def respond(body: dict[str, Any] | None) -> None:
             nonlocal responded
             responded = True
+            measured.on_response(api_key, started, fetch_from)
+            if fetch_from >= 0 and body is not None:  # bytes out (broker.metrics)
+                core.topic_metrics.on_fetch_response(body, fetch_from == FETCH_FOLLOWER)
             if body is None:
                 endpoint.send_no_response(conn_id)
             else:
@@ -357,6 +392,8 @@ class BrokerServer:
         if request.api_key in (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE):
             logins.authenticate(endpoint, conn_id, request, version, respond)
             return
+        if api_key == ApiKey.FETCH:
+            fetch_from = fetch_slot(request.body["replica_id"])
         handler = HANDLERS.get(request.api_key)
         if handler is None:
             log.warning("closing connection %d.%d: API %s is not served by a broker",

@@ -22,7 +22,9 @@ directory or controller is refused (INCONSISTENT_CLUSTER_ID).
 Ports: brokers listen for clients on ``base_port + id`` (ids 0..N-1; default base 9092,
 like Kafka) and for each other's follower fetches on ``base_port + 200 + id`` (their
 internal listener, ``internal_port``; docs/security.md), the controller on
-``base_port + 100``; ``--base-port 0`` picks a free range.  Processes
+``base_port + 100``; with ``--metrics`` each serves Prometheus metrics on 127.0.0.1,
+brokers on ``base_port + 300 + id``, the controller on ``base_port + 400``
+(``metrics_port``; docs/metrics.md); ``--base-port 0`` picks a free range.  Processes
 run in their own sessions (daemonised: they outlive the command) and are found again
 through ``cluster.json``; every command takes ``--data-dir`` to find its cluster.
 
@@ -63,6 +65,7 @@ from broker.cluster.state import (
     CONTROLLER,
     CONTROLLER_PORT_OFFSET,
     INTERNAL_PORT_OFFSET,
+    METRICS_PORT_OFFSET,
     STATE_FILE,
     ClusterError,
     ClusterState,
@@ -120,7 +123,7 @@ def ephemeral_port_range() -> tuple[int, int]:
     return low, high
 
 
-def free_base_port(brokers: int, attempts: int = 200) -> int:
+def free_base_port(brokers: int, attempts: int = 200, metrics: bool = False) -> int:
     """A base port whose whole layout (:func:`layout_ports`) is free now.
 
     The layout is chosen below the kernel's ephemeral range: a port in that range that
@@ -128,7 +131,8 @@ def free_base_port(brokers: int, attempts: int = 200) -> int:
     connection (ours or another process's), and the broker then fails to bind it.
     """
     ephemeral_low, ephemeral_high = ephemeral_port_range()
-    span = INTERNAL_PORT_OFFSET + 1
+    span = (METRICS_PORT_OFFSET + CONTROLLER_PORT_OFFSET if metrics
+            else INTERNAL_PORT_OFFSET) + 1
     ranges = [(LOWEST_BASE_PORT, ephemeral_low - span - brokers),
               (ephemeral_high + 1, 65535 - span - brokers)]
     ranges = [(low, high) for low, high in ranges if high > low]
@@ -139,7 +143,7 @@ def free_base_port(brokers: int, attempts: int = 200) -> int:
     for _ in range(attempts):
         base = rng.randrange(*rng.choice(ranges))
         try:
-            for port in layout_ports(base, brokers):
+            for port in layout_ports(base, brokers, metrics):
                 with socket.socket() as s:
                     s.bind(("127.0.0.1", port))
         except OSError:
@@ -251,11 +255,16 @@ def controller_tls(broker_args: Sequence[str]) -> list[str]:
 
 def new_state(data_dir: str, brokers: int, base_port: int,
               broker_args: Sequence[str],
-              controller_args: Sequence[str] = ()) -> ClusterState:
+              controller_args: Sequence[str] = (), metrics: bool = False) -> ClusterState:
+    """``metrics``: each process gets a metrics port (``METRICS_PORT_OFFSET``)."""
+    if metrics and base_port + METRICS_PORT_OFFSET + CONTROLLER_PORT_OFFSET > 65535:
+        raise ClusterError(f"--metrics needs ports up to base port + 400: {base_port} is "
+                           "too high; choose a lower --base-port")
     root = Path(data_dir).resolve()
     root.mkdir(parents=True, exist_ok=True)
     if base_port == 0:
-        base_port = free_base_port(brokers)
+        base_port = free_base_port(brokers, metrics=metrics)
+    metrics_base = base_port + METRICS_PORT_OFFSET if metrics else -1
     controller_port = base_port + CONTROLLER_PORT_OFFSET
     secret_file = root / SECRET_FILE  # brokers log in with it (broker.auth); mode 600
     write_cluster_secret(secret_file)
@@ -268,7 +277,7 @@ def new_state(data_dir: str, brokers: int, base_port: int,
         CONTROLLER, controller_port, str(root / "controller"), str(root / "controller.log"),
         [sys.executable, "-m", "broker.controller", "--port", str(controller_port),
          "--data-dir", str(root / "controller"), *secret, *controller_tls(broker_args),
-         *controller_args])
+         *_metrics_port(metrics_base, CONTROLLER_PORT_OFFSET), *controller_args])
     state = ClusterState(str(root), base_port, controller)
     for node in range(brokers):
         port = base_port + node
@@ -279,7 +288,7 @@ def new_state(data_dir: str, brokers: int, base_port: int,
              str(port), "--data-dir", str(root / f"broker-{node}"), "--controller",
              f"127.0.0.1:{controller_port}", "--log-level", "INFO", *secret, *users,
              "--override", f"internal_port={base_port + INTERNAL_PORT_OFFSET + node}",
-             *broker_args])
+             *_metrics_port(metrics_base, node), *broker_args])
     return state
 
 
@@ -311,6 +320,10 @@ def check_start_args(data_dir: str, brokers: int, base_port: int) -> None:
                            f"{exc.strerror or exc}") from None
 
 
+def _metrics_port(metrics_base: int, offset: int) -> list[str]:
+    return [] if metrics_base < 0 else ["--override", f"metrics_port={metrics_base + offset}"]
+
+
 def cmd_start(args: argparse.Namespace) -> int:
     check_start_args(args.data_dir, args.brokers, args.base_port)
     path = Path(args.data_dir) / STATE_FILE
@@ -327,9 +340,10 @@ def cmd_start(args: argparse.Namespace) -> int:
     launched: ClusterState | None = None  # once a process may have been spawned
     try:
         state = new_state(args.data_dir, args.brokers, args.base_port, broker_args,
-                          controller_args)
+                          controller_args, args.metrics)
         taken = [port for i in [state.controller, *state.brokers.values()]
-                 for port in (i.port, i.internal_port) if port > 0 and port_taken(port)]
+                 for port in (i.port, i.internal_port, i.metrics_port)
+                 if port > 0 and port_taken(port)]
         if taken:  # another cluster (or anything) listens there: its clients are not ours
             raise ClusterError(f"port(s) {', '.join(map(str, taken))} already in use by "
                                "another process; stop it or choose --base-port")
@@ -479,6 +493,9 @@ def build_parser() -> argparse.ArgumentParser:
                             "0 picks a free range")
     start.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                        help="broker config for every broker")
+    start.add_argument("--metrics", action="store_true",
+                       help="serve Prometheus metrics over HTTP on 127.0.0.1: brokers on "
+                            "base+300+id, the controller on base+400 (docs/metrics.md)")
     start.add_argument("--controller-override", action="append", default=[],
                        metavar="KEY=VALUE", help="controller config, e.g. "
                        "leader_imbalance_check_interval_ms=2000")

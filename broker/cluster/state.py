@@ -27,13 +27,18 @@ STATE_FILE = "cluster.json"
 CONTROLLER = "controller"
 CONTROLLER_PORT_OFFSET = 100  # the layout: brokers on base_port + id, controller + 100,
 INTERNAL_PORT_OFFSET = 200  # each broker's internal (replication) listener on + 200 + id
+METRICS_PORT_OFFSET = 300  # with --metrics: brokers' metrics ports + 300 + id, controller's + 400
 
 
-def layout_ports(base_port: int, brokers: int) -> list[int]:
+def layout_ports(base_port: int, brokers: int, metrics: bool = False) -> list[int]:
     """Every port of a cluster laid out from ``base_port``: the brokers' client ports,
-    the controller's, the brokers' internal ports."""
+    the controller's, the brokers' internal ports (and with ``metrics`` the metrics
+    ports: the brokers', then the controller's)."""
+    metrics_base = base_port + METRICS_PORT_OFFSET
     return [*range(base_port, base_port + brokers), base_port + CONTROLLER_PORT_OFFSET,
-            *range(base_port + INTERNAL_PORT_OFFSET, base_port + INTERNAL_PORT_OFFSET + brokers)]
+            *range(base_port + INTERNAL_PORT_OFFSET, base_port + INTERNAL_PORT_OFFSET + brokers),
+            *([*range(metrics_base, metrics_base + brokers), metrics_base
+               + CONTROLLER_PORT_OFFSET] if metrics else [])]
 
 
 class ClusterError(Exception):
@@ -57,6 +62,14 @@ class ProcessInfo:
         """A broker's internal listener port from its command line (-1: none)."""
         try:
             return int(override_settings(self.argv).get("internal_port", "-1"))
+        except ValueError:
+            return -1
+
+    @property
+    def metrics_port(self) -> int:
+        """The process's metrics port from its command line (-1: none)."""
+        try:
+            return int(override_settings(self.argv).get("metrics_port", "-1"))
         except ValueError:
             return -1
 

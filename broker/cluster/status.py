@@ -126,7 +126,8 @@ def fetch_cluster_view(state: ClusterState) -> dict[str, Any]:
 
 def status_report(state: ClusterState) -> dict[str, Any]:
     processes = [{"name": info.name, "pid": info.pid, "port": info.port,
-                  "internal_port": info.internal_port, "state": process_status(info.pid)}
+                  "internal_port": info.internal_port, "metrics_port": info.metrics_port,
+                  "state": process_status(info.pid)}
                  for info in [state.controller, *state.brokers.values()]]
     report: dict[str, Any] = {"data_dir": state.data_dir, "processes": processes,
                               "controller": state.controller_address, "brokers": [],
@@ -187,6 +188,10 @@ def _print_details(report: dict[str, Any]) -> None:
         internal = proc["internal_port"] if proc["internal_port"] > 0 else "-"
         print(f"{proc['name']:<12}{proc['pid']:>8}{proc['port']:>7}{internal:>9}  "
               f"{proc['state']}")
+    metrics = [f"{p['name']} :{p['metrics_port']}" for p in report["processes"]
+               if p.get("metrics_port", -1) > 0]
+    if metrics:
+        print("metrics (http://127.0.0.1:PORT/metrics): " + ", ".join(metrics))
     if "error" in report:
         print(report["error"])
         return

@@ -40,6 +40,10 @@ Same syntax and precedence as :mod:`broker.config` (``key=value`` lines, ``#`` c
 | request_read_timeout_ms              | 30000      | a started frame must arrive within this;    |
 |                                      |            | with a secret, a broker login too (counted  |
 |                                      |            | from the connection's opening)              |
+| metrics_port                         | -1 (none)  | the Prometheus metrics port (HTTP; 0: any   |
+|                                      |            | free port; docs/metrics.md); metrics_host   |
+|                                      |            | 127.0.0.1 (loopback only: no logins there)  |
+| metrics_max_connections              | 16         | open connections on the metrics port        |
 | max_metadata_topics                  | 1000       | topics one Metadata request may name        |
 | max_fetch_partitions                 | 1000       | partitions one Fetch request may name       |
 | max_fetch_wait_ms                    | 30000      | a metadata fetch's max_wait_ms is capped    |
@@ -113,6 +117,10 @@ class ControllerConfig:
     reserved_broker_connections: int = 64
     connections_max_idle_ms: int = 600_000
     request_read_timeout_ms: int = 30_000
+    # the metrics port (broker.metrics; docs/metrics.md): -1 = none, 0 = any free port
+    metrics_port: int = -1
+    metrics_host: str = "127.0.0.1"  # loopback only: the controller has no user logins
+    metrics_max_connections: int = 16
     max_metadata_topics: int = 1_000
     max_fetch_partitions: int = 1_000
     ssl_certfile: str = ""
@@ -134,11 +142,20 @@ class ControllerConfig:
         for f in fields(self):
             value = getattr(self, f.name)
             if (isinstance(value, int) and not isinstance(value, bool)
-                    and f.name not in ("port", "connection_failed_authentication_delay_ms")
+                    and f.name not in ("port", "connection_failed_authentication_delay_ms",
+                                       "metrics_port")
                     and value <= 0):
                 raise InvalidConfigError(f"{f.name} must be positive, got {value}")
         if not 0 <= self.port <= 65535:
             raise InvalidConfigError(f"port must be in 0..65535, got {self.port}")
+        if not -1 <= self.metrics_port <= 65535 or (self.metrics_port > 0
+                                                    and self.metrics_port == self.port):
+            raise InvalidConfigError("metrics_port must be -1 (none), 0 (any free port) or a "
+                                     f"port other than port, got {self.metrics_port}")
+        if self.metrics_port >= 0 and not is_loopback(self.metrics_host):
+            raise InvalidConfigError(f"metrics_host {self.metrics_host!r} is reachable from "
+                                     "other machines: the controller's metrics port has no "
+                                     "logins, so it listens on a loopback address only")
         if not is_loopback(self.host) and not self.cluster_secret_file:
             raise InvalidConfigError(
                 f"host {self.host!r} is reachable from other machines: the controller "

@@ -97,8 +97,11 @@ import contextlib
 import logging
 import signal
 import sys
+import time
 from collections.abc import Callable, Sequence
 from typing import Any
+
+from prometheus_client.registry import CollectorRegistry
 
 from broker.auth import (
     SaslSession,
@@ -113,6 +116,9 @@ from broker.controller.config import ControllerConfig
 from broker.controller.log import ControllerLog
 from broker.controller.state import ControllerState
 from broker.login_failures import LoginFailureLimits, LoginFailures
+from broker.metrics.controller_collector import ControllerCollector
+from broker.metrics.endpoint import MetricsEndpoint
+from broker.metrics.request_metrics import RequestMetrics
 from broker.network.error_answer import error_answer
 from broker.network.request_bounds import check_request_bounds
 from clients.protocol.api_keys import ApiKey, api_name
@@ -194,6 +200,8 @@ class ControllerServer:
         self._reserved = 0  # connections in places reserved for brokers
         self._per_ip: dict[str, int] = {}  # client places by peer address
         self._per_ip_overrides = parse_ip_overrides(config.max_connections_per_ip_overrides)
+        self.request_metrics = RequestMetrics()  # scraped on metrics_port (broker.metrics)
+        self.metrics: MetricsEndpoint | None = None
 
     def _fail(self, error: BaseException) -> None:
         self._fatal = error
@@ -218,11 +226,15 @@ class ControllerServer:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, self._stop.set)
             ticker = asyncio.create_task(self._tick_loop(apis))
+            if self.config.metrics_port >= 0:
+                await self._start_metrics()
             if on_ready is not None:
                 on_ready(self)
             await self._stop.wait()
             ticker.cancel()
         finally:
+            if self.metrics is not None:
+                await self.metrics.stop()
             server.close()
             for task in list(self._connections):
                 task.cancel()
@@ -237,6 +249,19 @@ class ControllerServer:
 
     def stop(self) -> None:
         self._stop.set()
+
+    async def _start_metrics(self) -> None:
+        """The metrics port, on this loop (broker.metrics.endpoint), loopback only."""
+        registry = CollectorRegistry(auto_describe=False)
+        registry.register(ControllerCollector(lambda: self.apis.state if self.apis else None,
+                                              self.request_metrics, self.login_failures))
+        config = self.config
+        self.metrics = MetricsEndpoint(registry, config.metrics_host, config.metrics_port,
+                                       config.metrics_max_connections,
+                                       config.request_read_timeout_ms / 1000)
+        await self.metrics.start()
+        log.info("controller: metrics on http://%s:%d/metrics", config.metrics_host,
+                 self.metrics.port)
 
     async def _tick_loop(self, apis: ControllerApis) -> None:
         interval_s = self.config.controller_tick_interval_ms / 1000
@@ -341,6 +366,7 @@ class ControllerServer:
                 raise ProtocolError("connection closed inside a frame length") from None
             frame = await reader.readexactly(frame_length_of(head, config.max_request_bytes))
         peer.reading = False
+        started = time.monotonic()
         header = decode_request_header(frame)
         if header.body_offset < 0 and header.api_key == ApiKey.API_VERSIONS:
             api = APIS[ApiKey.API_VERSIONS]  # Kafka's v0 fallback answer
@@ -414,6 +440,7 @@ class ControllerServer:
             if answer is None:
                 raise
             body = answer
+        self.request_metrics.on_response(request.api_key, started)
         await self._write(writer, request.api_key, request.api_version,
                           request.correlation_id, body)
         return True

@@ -167,6 +167,8 @@ class ControllerState:
         self._ticked = False
         self.reassignments = Reassignments(self.image, self._alive,
                                            lambda k: self._recovery_cut.get(k, ()), self._emit)
+        # elections after recovery cuts (the longest log leads) and unclean ones (metrics)
+        self.safe_elections = self.unclean_elections = 0
 
     # -- plumbing ---------------------------------------------------------------------
 
@@ -415,6 +417,7 @@ class ControllerState:
                 self._report_wanted.update(asked)
             if chosen is not None:
                 self.offline_reasons.pop(key, None)
+                self.safe_elections += 1
                 why += (f"; in-sync replicas {sorted(set(isr) & cut)} lost records in log "
                         f"recovery and broker {chosen} holds the longest log of the latest epoch")
                 cut.discard(chosen)  # its log is the partition's now
@@ -427,6 +430,7 @@ class ControllerState:
         if self.image.topics[topic].configs.get("unclean_leader_election") == "true":
             for b in s.replicas:
                 if self._alive(b):
+                    self.unclean_elections += 1
                     self._update(topic, index, s, b, (b,), True,
                                  f"{why}; UNCLEAN election ({reason})")
                     return

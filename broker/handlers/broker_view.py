@@ -36,6 +36,7 @@ from broker.async_client import ControllerChannel
 from broker.config import BrokerConfig
 from broker.delayed import DelayedFetch, DelayedProduce
 from broker.metadata.image import MetadataImage
+from broker.metrics.topic_metrics import BrokerTopicMetrics
 from broker.producer_ids import ProducerIdAllocator
 from broker.topic_registry import StandaloneTopic
 from clients.protocol.errors import ErrorCode
@@ -262,6 +263,9 @@ class HandlerCore(Protocol):
 
     @property
     def recovery(self) -> RecoveryCuts: ...
+
+    @property
+    def topic_metrics(self) -> BrokerTopicMetrics: ...
 
     @property
     def txn_verifier(self) -> TxnVerifier | None: ...

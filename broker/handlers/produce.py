@@ -221,6 +221,7 @@ def handle_produce(core: HandlerCore, body: ProduceRequest, respond: Respond[Pro
             except Exception as exc:
                 _fail(core, result, name, index, exc)
                 continue
+            core.topic_metrics.on_append(name, len(records or b""), info.num_records)
             result["base_offset"] = info.first_offset
             result["log_start_offset"] = partition.log_start_offset
             key = TopicPartition(name, index)

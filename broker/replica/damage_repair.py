@@ -43,6 +43,7 @@ class DamageRepair:
         self.partitions = partitions
         self.recovery = recovery
         self.isr = isr
+        self.damage_found = self.segments_repaired = 0  # events, for broker.metrics
 
     def run_scrubber(self) -> list[DamagedRange]:
         """One bounded step of the background CRC check (storage/scrubber.py), and the
@@ -53,6 +54,7 @@ class DamageRepair:
         found = list(recovered)
         if self.scrub_enabled:
             found += self.log_manager.run_scrub_step()
+        self.damage_found += len(found)
         for damage in found:
             key = TopicPartition(damage.topic, damage.partition)
             partition = self.partitions.get(key)
@@ -94,6 +96,7 @@ class DamageRepair:
 
     def on_segment_repaired(self, key: TopicPartition, segment_base_offset: int) -> None:
         """A follower's damaged segment was written again from the leader's copy."""
+        self.segments_repaired += 1
         self.log_manager.scrubber.forget_findings(key, segment_base_offset)
         log.warning("%s-%d: damaged segment %d repaired from leader %d's copy", *key,
                     segment_base_offset,

@@ -54,6 +54,7 @@ class IsrProposals:
         self.resign_to_repair: dict[TopicPartition, tuple[int, str]] = {}
         self.send_alter_partition = send_alter_partition
         self.proposals_log = RateLimitedLog(log, clock, PROPOSAL_LOG_INTERVAL_MS)
+        self.isr_shrinks = self.isr_expands = 0  # committed ISR changes (broker.metrics)
 
     def check_isr(self) -> None:
         """Leader duty: propose dropping lagging followers; resend unanswered proposals."""
@@ -128,6 +129,9 @@ class IsrProposals:
         partition = self.partitions.get(key)
         if partition is None:
             return
+        before = len(partition.isr)
         if partition.on_alter_partition_response(proposal, error_code, isr, partition_epoch):
+            self.isr_shrinks += len(proposal.new_isr) < before
+            self.isr_expands += len(proposal.new_isr) > before
             log.info("%s-%d: ISR now %s", *key, partition.isr)
         self.wake_partition(key)

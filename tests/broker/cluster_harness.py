@@ -26,12 +26,15 @@ PORT_ATTEMPTS = 3
 
 class LocalCluster:
     def __init__(self, root: Path, brokers: int = 3, overrides: dict[str, object] | None = None,
-                 controller_overrides: dict[str, object] | None = None):
+                 controller_overrides: dict[str, object] | None = None,
+                 metrics: bool = False):
+        """``metrics``: ``cluster start --metrics`` (every process serves its metrics)."""
         self.data_dir = str(root / "cluster")
         self.brokers = brokers
         self.overrides = dict(overrides or {})
         self.controller_overrides = dict(controller_overrides or {})
-        self.base_port = free_base_port(brokers)
+        self.metrics = metrics
+        self.base_port = free_base_port(brokers, metrics=metrics)
 
     def _run(self, *args: str) -> None:
         code = main([*args, "--data-dir", self.data_dir])
@@ -44,6 +47,7 @@ class LocalCluster:
         extra = [a for k, v in self.overrides.items() for a in ("--override", f"{k}={v}")]
         extra += [a for k, v in self.controller_overrides.items()
                   for a in ("--controller-override", f"{k}={v}")]
+        extra += ["--metrics"] if self.metrics else []
         for attempt in range(1, PORT_ATTEMPTS + 1):
             logs = sorted(Path(self.data_dir).glob("*.log"))
             sizes = {log: log.stat().st_size for log in logs}
@@ -54,7 +58,7 @@ class LocalCluster:
             except AssertionError:
                 if attempt == PORT_ATTEMPTS or not self._port_was_taken(sizes):
                     raise
-                self.base_port = free_base_port(self.brokers)
+                self.base_port = free_base_port(self.brokers, metrics=self.metrics)
         raise AssertionError("unreachable")
 
     def _port_was_taken(self, sizes: dict[Path, int]) -> bool:

@@ -33,6 +33,7 @@ from broker.config import BrokerConfig
 from broker.delayed import DelayedFetch, DelayedProduce
 from broker.handlers.broker_view import HandlerCore
 from broker.metadata.image import MetadataImage
+from broker.metrics.topic_metrics import BrokerTopicMetrics
 from broker.replica.topic_configs import TopicError
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode
@@ -97,6 +98,7 @@ class SimHandlerCore:
         self.fetch_purgatory: Purgatory[DelayedFetch] = Purgatory("fetch", broker.timer)
         self.isr = SimIsrProposals(broker, clock, replica_lag_time_max_ms)
         self.configs = SimTopicConfigs(broker)
+        self.topic_metrics = BrokerTopicMetrics(max_topics=10)  # Produce counts into it
         # no KIP-890 verification (it needs an event loop; the sim's coordinator is
         # sans-IO) and no group coordinator to tell of markers
         self.txn_verifier = None

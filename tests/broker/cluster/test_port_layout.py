@@ -56,3 +56,16 @@ def test_an_unreadable_range_file_falls_back_to_linux_defaults(
     monkeypatch.setattr(launcher, "EPHEMERAL_PORT_RANGE_FILE", str(tmp_path / "missing"))
     ports = layout(free_base_port(2), 2)
     assert all(p < 32768 or p > 60999 for p in ports), ports
+
+
+def test_the_metrics_ports_stay_in_the_layout_and_out_of_the_ephemeral_range(
+        monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    use_range(monkeypatch, tmp_path, 5000, 40000)
+    for _ in range(20):
+        base = free_base_port(3, metrics=True)
+        ports = layout_ports(base, 3, metrics=True)  # + the brokers' and controller's
+        assert len(ports) == 3 * 3 + 2 == len(set(ports))
+        assert ports[-1] == base + 400 and all(40000 < p <= 65535 for p in ports), ports
+    with pytest.raises(ClusterError, match="lower --base-port"):
+        launcher.new_state(str(tmp_path / "c"), 3, 65300, [], metrics=True)
+    assert not (tmp_path / "c").exists()
