@@ -166,7 +166,8 @@ def partial_bound(overrides: list[str]) -> float | None:
     """``max_partial_request_bytes`` in force for these overrides, MiB (None on code
     without the bound, e.g. a run on an older commit for comparison)."""
     try:
-        from broker.config import BrokerConfig, partial_request_bytes
+        from broker.config import BrokerConfig
+        from broker.network.connection_shares import partial_request_bytes
     except ImportError:
         return None
     config = BrokerConfig().with_overrides(dict(o.split("=", 1) for o in overrides))

@@ -202,7 +202,7 @@ class BrokerConfig:
     buffer_pool_bytes: int = 128 * MiB
     buffer_poolable_bytes: int = 64 * 1024
     queued_max_requests: int = 500
-    max_partial_request_bytes: int = 0  # 0: auto, see partial_request_bytes()
+    max_partial_request_bytes: int = 0  # 0: auto (connection_shares.partial_request_bytes)
     max_connections: int = 1000
     max_connections_per_ip: int = 500
     max_connections_per_ip_overrides: str = ""  # "ip:count,ip:count" (Kafka's syntax, IPs)
@@ -532,18 +532,6 @@ def _coerce(key: str, default: Any, value: Any, source: str) -> Any:
                 f"{source}: {key} must be an integer, got {value!r}"
             ) from None
     return str(value).strip()
-
-
-def partial_request_bytes(configured: int, buffer_pool_bytes: int,
-                          max_request_bytes: int) -> int:
-    """The bound on pool memory held by large request frames still arriving
-    (``max_partial_request_bytes``): ``configured`` when set, else a quarter of the
-    pool, but at least ``min(2 * max_request_bytes, buffer_pool_bytes // 2)`` so that
-    besides the one frame of up to ``max_request_bytes`` kept room for, others can go
-    on (see :mod:`broker.network.connection_shares`)."""
-    if configured > 0:
-        return configured
-    return max(buffer_pool_bytes // 4, min(2 * max_request_bytes, buffer_pool_bytes // 2))
 
 
 def parse_ip_overrides(text: str) -> dict[str, int]:

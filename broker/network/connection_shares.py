@@ -67,7 +67,7 @@ import struct
 from collections.abc import Iterator
 from contextlib import contextmanager
 
-__all__ = ["ConnectionQuotas", "ConnectionShares", "PartialFrameBudget"]
+__all__ = ["ConnectionQuotas", "ConnectionShares", "PartialFrameBudget", "partial_request_bytes"]
 
 _SLOT = struct.Struct("<q")
 _RETIRED = 2**62  # count of a dead process: never the smallest
@@ -341,3 +341,15 @@ class ConnectionQuotas:
             self.per_ip.pop(ip, None)
         if self.shares is not None:
             self.shares.publish(self.index, self.clients)
+
+
+def partial_request_bytes(configured: int, buffer_pool_bytes: int,
+                          max_request_bytes: int) -> int:
+    """The bound on pool memory held by large request frames still arriving
+    (``max_partial_request_bytes``): ``configured`` when set, else a quarter of the
+    pool, but at least ``min(2 * max_request_bytes, buffer_pool_bytes // 2)`` so that
+    besides the one frame of up to ``max_request_bytes`` kept room for, others can go
+    on (see :mod:`broker.network.connection_shares`)."""
+    if configured > 0:
+        return configured
+    return max(buffer_pool_bytes // 4, min(2 * max_request_bytes, buffer_pool_bytes // 2))

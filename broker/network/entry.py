@@ -66,7 +66,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--request-read-timeout-ms", type=int, default=30_000)
     p.add_argument("--max-queued-requests", type=int, default=500)
     p.add_argument("--max-partial-request-bytes", type=int, default=0,
-                   help="0: auto (broker.config.partial_request_bytes)")
+                   help="0: auto (broker.network.connection_shares.partial_request_bytes)")
     p.add_argument("--request-headroom-bytes", type=int, default=0)
     p.add_argument("--file-cache-size", type=int, default=128)
     p.add_argument("--memory-retry-ms", type=float, default=2.0)

@@ -90,7 +90,6 @@ import socket
 import ssl
 import time
 
-from broker.config import partial_request_bytes
 from broker.network.acceptor import Acceptor
 from broker.network.channel.codec import (
     CLOSE,
@@ -111,6 +110,7 @@ from broker.network.connection_shares import (
     ConnectionQuotas,
     ConnectionShares,
     PartialFrameBudget,
+    partial_request_bytes,
 )
 from broker.network.deadlines import ConnectionDeadlines
 from broker.network.request_reader import NEED_DATA, NEED_MEMORY, RequestReader

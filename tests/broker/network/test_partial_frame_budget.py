@@ -8,8 +8,12 @@ from collections.abc import Iterator
 
 import pytest
 
-from broker.config import BrokerConfig, partial_request_bytes
-from broker.network.connection_shares import ConnectionShares, PartialFrameBudget
+from broker.config import BrokerConfig
+from broker.network.connection_shares import (
+    ConnectionShares,
+    PartialFrameBudget,
+    partial_request_bytes,
+)
 from clients.protocol.errors import InvalidConfigError
 
 MiB = 1024 * 1024
