@@ -33,10 +33,11 @@ from clients.protocol.errors import InvalidConfigError
 from clients.protocol.topics import TopicPartition
 from clients.spark.options import parse_source_options
 from clients.spark.transactional_sink import TransactionalSink
+from clients.spark.verify.pipeline import PIPELINE_VIOLATIONS, verify_pipeline_topics
 from clients.types import NewTopic
 from tests.broker.cluster_harness import LocalCluster
 from tests.broker.processes import wait_until
-from tests.clients.spark.txpipe_driver import f, start_pipeline
+from tests.clients.spark.txpipe_driver import f, start_pipeline, transform
 
 pytestmark = [pytest.mark.spark, pytest.mark.multiprocess]
 
@@ -300,7 +301,7 @@ def run_driver_until_killed(bootstrap: str, checkpoint: Path, stop_at: str, batc
             stderr=subprocess.STDOUT,
         )  # fmt: skip
         try:
-            wait_until(lambda: marker.exists() or proc.poll() is not None, 240,
+            wait_until(lambda: marker.exists() or proc.poll() is not None, 300,
                        f"the driver at {stop_at} of batch {batch}", 0.2)  # fmt: skip
             assert marker.exists(), (
                 f"driver exited {proc.returncode} before batch {batch}: "
@@ -334,7 +335,9 @@ def test_spark_to_spark_pipeline_is_exactly_once_across_driver_kills(
     """A (committed and aborted transactions) -> read_committed -> f -> B by the
     transactional sink.  The driver is SIGKILLed with batch 1's transaction open, then
     (next run) after batch 3's Kafka commit and before Spark's ``commits/3``; a last run
-    from the same checkpoint finishes.  B (read_committed) = f(committed A), once each."""
+    from the same checkpoint finishes.  B (read_committed) = f(committed A), once each:
+    verify's pipeline check (:mod:`clients.spark.verify.pipeline`) and the (key, value)
+    pairs."""
     with Admin(cluster.bootstrap) as admin:
         admin.create_topics([NewTopic("pipe-a", 2, 1), NewTopic("pipe-b", 2, 1)])
     committed: list[bytes] = []
@@ -361,11 +364,19 @@ def test_spark_to_spark_pipeline_is_exactly_once_across_driver_kills(
     sink = TransactionalSink(cluster.bootstrap, "pipe-b", PIPE_TXN_ID)
     try:
         query = start_pipeline(spark, cluster.bootstrap, "pipe-a", str(checkpoint), sink)
-        query.awaitTermination(180)
+        try:
+            assert query.awaitTermination(300), "the last run did not finish in 300 s"
+        finally:
+            query.stop()  # never left running into the next test or the teardown
         assert query.exception() is None
     finally:
         sink.close()
-    expected = Counter((value, f(value)) for value in committed)
+    counts, examples = verify_pipeline_topics(
+        spark, cluster.bootstrap, "pipe-a", "pipe-b", lambda a: transform(a).select("value"))
+    assert {name: counts[name] for name in PIPELINE_VIOLATIONS if name in counts} == {
+        name: 0 for name in PIPELINE_VIOLATIONS if name in counts}, examples
+    assert counts["pipeline_expected"] == counts["pipeline_records"] == len(committed)
+    expected = Counter((value, f(value)) for value in committed)  # and the keys
     assert topic_records(cluster.bootstrap, "pipe-b", "read_committed") == expected
     assert sink.stats.batches_skipped == 1  # batch 3: in Kafka, replayed by Spark
     assert sink.stats.batches_written >= 1
