@@ -1,4 +1,4 @@
-"""The transactional Spark sink's rate beside a plain (at-least-once) one (issue 32).
+"""The transactional Spark sink's rate beside the plain (at-least-once) ones (issues 32, 33).
 
 One run against a real local cluster (``broker.cluster``: controller + 3 brokers, topics
 with 3 partitions, replication factor 3, min ISR 2) and one local Spark session
@@ -6,29 +6,36 @@ with 3 partitions, replication factor 3, min ISR 2) and one local Spark session
 
 * input: ``--records`` (default 50,000) 100 B values, no keys, written once into topic
   ``spark-in`` by our idempotent ``Producer`` (acks=all);
-* query (the same for both sinks): ``spark.readStream.format("minikafka")`` from
+* query (the same for every sink): ``spark.readStream.format("minikafka")`` from
   earliest, ``maxOffsetsPerTrigger`` = ``--batch-records`` (default 10,000),
-  ``select("value")``, ``writeStream.foreachBatch(sink)``, ``Trigger.AvailableNow``, a
-  fresh checkpoint, a fresh output topic per query;
-* sinks: **transactional** = :class:`clients.spark.transactional_sink.TransactionalSink`
-  (one transaction per micro-batch + the batch id as a sink-group offset); **plain** =
-  :class:`PlainSink`, the same driver path (``DataFrame.toArrow()`` + one
-  ``Producer.send`` per row) with our idempotent producer and a ``flush()`` per batch,
-  no transaction (at-least-once, like Spark's own Kafka sink);
+  ``select("value")``, ``Trigger.AvailableNow``, a fresh checkpoint, a fresh output
+  topic per query;
+* sinks (:data:`KINDS`): **transactional** = ``writeStream.foreachBatch(``
+  :class:`clients.spark.transactional_sink.TransactionalSink` ``)`` (one transaction
+  per micro-batch + the batch id as a sink-group offset; rows through the driver:
+  ``DataFrame.toArrow()`` + one ``Producer.send`` per row); **foreach_plain** =
+  ``foreachBatch(`` :class:`PlainSink` ``)``, the same driver path with our idempotent
+  producer and a ``flush()`` per batch, no transaction; **format** =
+  ``writeStream.format("minikafka")`` (:mod:`clients.spark.sink`: Spark's Kafka sink
+  API, each Spark task sends its rows with its own idempotent producer on an executor,
+  at-least-once like Spark's own Kafka sink);
 * figures: records/s = records / wall time of the whole query (start to termination;
-  median of ``--runs``, the order of the two sinks alternating per run) and the median
-  time inside the sink per micro-batch; each output topic is read back
-  ``read_committed`` and must hold exactly ``--records`` records (checked).
+  median of ``--runs``, the order of the sinks rotating per run) and the median of
+  Spark's ``addBatch`` time per micro-batch (the time in the sink, from the query's
+  progress reports); each output topic is read back ``read_committed`` and must hold
+  exactly ``--records`` records (checked).
 
-A warm-up query (1,000 records, not timed) starts Spark's Python workers first.
-Writes ``bench/results/spark_sink.json``.  Run: ``python -m bench.spark_sink``
-(``--quick``: 5,000 records, 1 run).  Every broker process started here is stopped by
-PID in ``finally`` (:func:`bench.cluster_lifecycle.running_cluster`); the Spark session
-is stopped too.  :func:`time_sink` is the hook another benchmark can call with its own
+A warm-up query (1,000 records, not timed) per sink starts Spark's Python workers first.
+Writes ``bench/results/spark_sink.json`` and ``spark_sink.png`` (if matplotlib is
+installed).  Run: ``nice -n 10 python -m bench.spark_sink`` (``--quick``: 5,000 records,
+1 run, ``spark_sink_quick.json``).  Every broker process started here is stopped by PID
+in ``finally`` (:func:`bench.cluster_lifecycle.running_cluster`); the Spark session is
+stopped too.  :func:`time_sink` is the hook another benchmark can call with its own
 session and cluster.
 
-Costs: O(records) through the driver's Python for both sinks; Spark's JVM start once.
-Not thread-safe; one run at a time.
+Costs: O(records) through Python for every sink (the driver's for the foreachBatch
+ones, the executors' for ``format``); Spark's JVM start once.  Not thread-safe; one run
+at a time.
 """
 
 from __future__ import annotations
@@ -40,13 +47,13 @@ import statistics
 import sys
 import tempfile
 import time
-from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from pyspark.sql import DataFrame, SparkSession
 
 from bench.cluster_lifecycle import TOPIC_CONFIG, machine_info, running_cluster
+from bench.plotting import figure, save
 from clients.admin import Admin
 from clients.consumer.consumer import Consumer
 from clients.producer.producer import Producer
@@ -57,7 +64,7 @@ from clients.types import NewTopic, TopicPartition
 RESULTS = Path(__file__).resolve().parent / "results"
 VALUE = b"v" * 100
 PARTITIONS = 3
-SinkFunction = Callable[[DataFrame, int], None]
+KINDS = ("transactional", "foreach_plain", "format")
 
 
 class PlainSink:
@@ -79,32 +86,35 @@ class PlainSink:
 def time_sink(spark: SparkSession, bootstrap: str, input_topic: str, kind: str, output_topic: str,
               checkpoint: str, batch_records: int) -> dict[str, Any]:
     """Run one AvailableNow query ``input_topic`` -> ``output_topic`` through the
-    ``kind`` ("plain" | "transactional") sink; wall time and per-batch sink times."""
-    sink: PlainSink | TransactionalSink
-    if kind == "plain":
-        sink = PlainSink(bootstrap, output_topic)
-    else:
-        sink = TransactionalSink(bootstrap, output_topic, transactional_id=f"bench-{output_topic}")
-    batch_s: list[float] = []
-
-    def timed(batch: DataFrame, batch_id: int) -> None:
-        began = time.perf_counter()
-        sink(batch, batch_id)
-        batch_s.append(time.perf_counter() - began)
-
+    ``kind`` (one of :data:`KINDS`) sink; wall time and per-batch ``addBatch`` times."""
     stream = (spark.readStream.format("minikafka").option("bootstrap.servers", bootstrap)
               .option("subscribe", input_topic).option("startingOffsets", "earliest")
-              .option("maxOffsetsPerTrigger", str(batch_records)).load())
+              .option("maxOffsetsPerTrigger", str(batch_records)).load()).select("value")
+    sink: PlainSink | TransactionalSink | None = None
+    if kind == "format":
+        writer = (stream.writeStream.format("minikafka")
+                  .option("kafka.bootstrap.servers", bootstrap).option("topic", output_topic))
+    else:
+        if kind == "foreach_plain":
+            sink = PlainSink(bootstrap, output_topic)
+        elif kind == "transactional":
+            sink = TransactionalSink(bootstrap, output_topic,
+                                     transactional_id=f"bench-{output_topic}")
+        else:
+            raise ValueError(f"unknown sink kind {kind!r}; one of {KINDS}")
+        writer = stream.writeStream.foreachBatch(sink)
     began = time.perf_counter()
     try:
-        query = (stream.select("value").writeStream.foreachBatch(timed)
-                 .option("checkpointLocation", checkpoint).trigger(availableNow=True).start())
+        query = writer.option("checkpointLocation", checkpoint).trigger(availableNow=True).start()
         query.awaitTermination()
         wall_s = time.perf_counter() - began
     finally:
-        sink.close()
-    return {"kind": kind, "wall_s": wall_s, "batches": len(batch_s),
-            "sink_batch_s_median": statistics.median(batch_s) if batch_s else None}
+        if sink is not None:
+            sink.close()
+    add_batch_s = [p["durationMs"]["addBatch"] / 1000 for p in query.recentProgress
+                   if p["numInputRows"] > 0 and "addBatch" in p["durationMs"]]
+    return {"kind": kind, "wall_s": wall_s, "batches": len(add_batch_s),
+            "add_batch_s_median": statistics.median(add_batch_s) if add_batch_s else None}
 
 
 def committed_count(bootstrap: str, topic: str) -> int:
@@ -144,20 +154,20 @@ def new_session() -> SparkSession:
 def run(records: int, batch_records: int, runs: int, root: str) -> dict[str, Any]:
     with running_cluster(root) as state:
         bootstrap = state.bootstrap
-        topics = ["spark-in", "spark-warm", "spark-warm-out"] + [
-            f"spark-out-{kind}-{r}" for r in range(runs) for kind in ("plain", "transactional")]
+        topics = ["spark-in", "spark-warm"] + [f"spark-warm-{kind}" for kind in KINDS] + [
+            f"spark-out-{kind}-{r}" for r in range(runs) for kind in KINDS]
         with Admin(bootstrap) as admin:
             admin.create_topics([NewTopic(t, PARTITIONS, 3, dict(TOPIC_CONFIG)) for t in topics])
         produce_input(bootstrap, "spark-in", records)
         produce_input(bootstrap, "spark-warm", 1000)
         spark = new_session()
         try:
-            time_sink(spark, bootstrap, "spark-warm", "plain", "spark-warm-out",
-                      str(Path(root) / "ckpt-warm"), batch_records)
-            results: dict[str, list[dict[str, Any]]] = {"plain": [], "transactional": []}
+            for kind in KINDS:
+                time_sink(spark, bootstrap, "spark-warm", kind, f"spark-warm-{kind}",
+                          str(Path(root) / f"ckpt-warm-{kind}"), batch_records)
+            results: dict[str, list[dict[str, Any]]] = {kind: [] for kind in KINDS}
             for r in range(runs):
-                order = ("plain", "transactional") if r % 2 == 0 else ("transactional", "plain")
-                for kind in order:
+                for kind in KINDS[r % len(KINDS):] + KINDS[:r % len(KINDS)]:
                     out = f"spark-out-{kind}-{r}"
                     result = time_sink(spark, bootstrap, "spark-in", kind, out,
                                        str(Path(root) / f"ckpt-{out}"), batch_records)
@@ -170,20 +180,48 @@ def run(records: int, batch_records: int, runs: int, root: str) -> dict[str, Any
             spark.stop()
     summary = {kind: {
         "records_per_s_median": statistics.median(records / x["wall_s"] for x in rs),
-        "sink_batch_s_median": statistics.median(x["sink_batch_s_median"] for x in rs),
+        "add_batch_s_median": statistics.median(x["add_batch_s_median"] for x in rs),
         "runs": rs} for kind, rs in results.items()}  # fmt: skip
+    rate = {kind: summary[kind]["records_per_s_median"] for kind in KINDS}
     return {
         "benchmark": "spark_sink",
-        "api": "readStream.format('minikafka') -> foreachBatch(TransactionalSink | PlainSink)",
+        "api": {"transactional": "readStream.format('minikafka') -> "
+                                 "writeStream.foreachBatch(TransactionalSink)",
+                "foreach_plain": "readStream.format('minikafka') -> "
+                                 "writeStream.foreachBatch(PlainSink)",
+                "format": "readStream.format('minikafka') -> "
+                          "writeStream.format('minikafka')"},
         "input": {"records": records, "value_bytes": len(VALUE), "partitions": PARTITIONS,
                   "replication_factor": 3, "min_insync_replicas": 2},
         "settings": {"maxOffsetsPerTrigger": batch_records, "trigger": "AvailableNow",
-                     "spark_master": "local[2]", "producer": "acks=all, linger_ms 5"},
+                     "spark_master": "local[2]", "runs": runs,
+                     "producer": "idempotent, acks=all, linger_ms 5 (every sink)"},
         "results": summary,
-        "transactional_over_plain": summary["transactional"]["records_per_s_median"]
-        / summary["plain"]["records_per_s_median"],
+        "transactional_over_foreach_plain": rate["transactional"] / rate["foreach_plain"],
+        "transactional_over_format": rate["transactional"] / rate["format"],
         "machine": machine_info(),
     }
+
+
+def plot(path: Path, report: dict[str, Any]) -> bool:
+    """Records/s per sink: the median as a bar, every run as a dot."""
+    drawn = figure(figsize=(6, 4))
+    if drawn is None:
+        return False
+    plt, fig, ax = drawn
+    results = report["results"]
+    for i, kind in enumerate(KINDS):
+        ax.bar(i, results[kind]["records_per_s_median"], color="tab:blue", alpha=0.6)
+        rates = [report["input"]["records"] / x["wall_s"] for x in results[kind]["runs"]]
+        ax.plot([i] * len(rates), rates, "k.")
+    ax.set_xticks(range(len(KINDS)), ["foreachBatch\nTransactionalSink",
+                                      "foreachBatch\nPlainSink", "format('minikafka')"])
+    ax.set_ylabel("records/s (whole query)")
+    settings = report["settings"]
+    ax.set_title(f"Spark sinks: {report['input']['records']:,} x 100 B, "
+                 f"{settings['maxOffsetsPerTrigger']:,}/batch, {settings['spark_master']}",
+                 fontsize=9)
+    return save(plt, fig, path)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -198,10 +236,15 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="bench-spark-sink-") as root:
         report = run(args.records, args.batch_records, args.runs, root)
     RESULTS.mkdir(exist_ok=True)
-    name = "spark_sink_quick.json" if args.quick else "spark_sink.json"
-    (RESULTS / name).write_text(json.dumps(report, indent=2) + "\n")
-    print(json.dumps({k: report[k] for k in ("results", "transactional_over_plain")},
-                     default=str)[:2000])
+    name = "spark_sink_quick" if args.quick else "spark_sink"
+    report["png"] = f"{name}.png" if plot(RESULTS / f"{name}.png", report) else None
+    (RESULTS / f"{name}.json").write_text(json.dumps(report, indent=2) + "\n")
+    for kind in KINDS:
+        result = report["results"][kind]
+        print(f"{kind:<14} {result['records_per_s_median']:>9,.0f} records/s  "
+              f"addBatch median {result['add_batch_s_median']:.2f} s")
+    print(f"transactional / foreach_plain {report['transactional_over_foreach_plain']:.2f}, "
+          f"transactional / format {report['transactional_over_format']:.2f}")
     return 0
 
 

@@ -13,7 +13,8 @@ See :mod:`clients.spark.source` and docs/spark.md.  Project code imports them fr
 
 Also here: the source's options, offset ranges and partition reader; the Spark
 verification job (:mod:`clients.spark.verify`: the job, its session, the transactional
-checks), the streaming sink (``stream_to_parquet``) and the transactional sink.  The
+checks), the streaming job (``stream_to_parquet``), the at-least-once sink behind
+``format("minikafka")`` writes (:mod:`clients.spark.sink`) and the transactional sink.  The
 workload that verify checks lives in :mod:`clients.workload` (no Spark).
 
 May import the producer, consumer and admin client and the rooms below them; never

@@ -35,6 +35,10 @@ Partitions that are gone (a deleted topic) fail the query with Spark's "... are 
 Some data may have been missed" under ``failOnDataLoss=true``; with ``false`` they are
 logged once as a warning and left where they were (no more rows from them).
 
+Writes: ``writer`` / ``streamWriter`` return the at-least-once sink of
+:mod:`clients.spark.sink` (``df.write.format("minikafka")``, ``df.writeStream...``);
+the options and columns are checked there.
+
 Costs: planning is a few round trips on the driver per batch / trigger; reading is
 O(bytes read).  Thread safety: Spark calls a reader from one thread; the stream reader's
 planner consumer lives in Spark's long-running Python process for the source.
@@ -53,6 +57,8 @@ from pyspark.sql.datasource import (
     DataSource,
     DataSourceReader,
     DataSourceStreamReader,
+    DataSourceStreamWriter,
+    DataSourceWriter,
     InputPartition,
 )
 from pyspark.sql.streaming.datasource import (
@@ -85,6 +91,8 @@ from clients.spark.ranges import (
     split_range,
     to_json_offsets,
 )
+from clients.spark.sink.options import parse_sink_options
+from clients.spark.sink.writer import MiniKafkaBatchWriter, MiniKafkaStreamWriter, check_sink
 
 __all__ = ["SCHEMA", "MiniKafkaDataSource", "register_data_source", "source_schema"]
 
@@ -114,7 +122,8 @@ def register_data_source(spark: SparkSession) -> None:
 
 
 class MiniKafkaDataSource(DataSource):
-    """Format ``minikafka``: batch and streaming reads of minikafka topics."""
+    """Format ``minikafka``: batch and streaming reads of minikafka topics, and the
+    at-least-once sink (:mod:`clients.spark.sink`)."""
 
     @classmethod
     def name(cls) -> str:
@@ -132,6 +141,17 @@ class MiniKafkaDataSource(DataSource):
         options = parse_source_options(self.options, streaming=True)
         _check_schema(schema, options)
         return MiniKafkaStreamReader(options)
+
+    def writer(self, schema: StructType, overwrite: bool) -> DataSourceWriter:
+        if overwrite:
+            raise InvalidConfigError("Save mode Overwrite not allowed for Kafka. Allowed save "
+                                     "modes are Append and ErrorIfExists (default).")
+        options = parse_sink_options(self.options)
+        return MiniKafkaBatchWriter(options, check_sink(schema, options))
+
+    def streamWriter(self, schema: StructType, overwrite: bool) -> DataSourceStreamWriter:
+        options = parse_sink_options(self.options)  # complete mode appends, as Spark's sink
+        return MiniKafkaStreamWriter(options, check_sink(schema, options))
 
 
 def _check_schema(schema: StructType, options: SourceOptions) -> None:

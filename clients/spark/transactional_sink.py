@@ -35,9 +35,22 @@ How the batch id and the commit are tied:
 Failure points: a crash before ``commit_transaction`` returns leaves an open (or
 prepared) transaction: the next run's ``init_transactions`` aborts it (or finishes a
 prepared commit, which the committed offset then shows), and the replayed batch is
-written again or skipped accordingly.  ``on_committed(batch_id)`` is a hook called right
-after the Kafka commit and before Spark's checkpoint commit: tests raise from it to crash
-the query exactly there; benchmarks may time with it.
+written again or skipped accordingly.  Two hooks mark the failure points for tests:
+``before_commit(batch_id)`` runs once the batch's rows are in the log (flushed) and its
+progress offset is sent, before ``commit_transaction`` (the transaction is open);
+``on_committed(batch_id)`` runs right after the Kafka commit and before Spark's
+checkpoint commit (``commits/N``).  Tests raise from them, or SIGKILL the driver process
+while it waits in one, to crash the query exactly there; benchmarks may time with them.
+
+Covered failure points (tests/clients/spark/test_transactions.py): the driver process
+SIGKILLed with a batch's transaction open, and SIGKILLed after a batch's Kafka commit
+but before Spark's ``commits/N`` (also: the query failing there by an exception, and a
+crashed run's open transaction aborted by the next run).  A kill anywhere else falls
+into one of these two cases or is Spark's own (before ``offsets/N`` is written the
+batch is not planned yet; after ``commits/N`` it is done).  Not covered: two queries
+running at once with one ``transactional_id`` (they fence each other: the older fails),
+and a checkpoint deleted or reset while the sink group keeps its offset (the sink then
+skips batch ids it has seen: give a new checkpoint a new ``transactional_id``).
 
 Costs: every row passes through the driver: ``DataFrame.toArrow()`` (one Spark job per
 micro-batch; the whole micro-batch in driver memory, so bound it with the source's
@@ -80,6 +93,7 @@ class TransactionalSink:
         self, bootstrap_servers: str, topic: str, transactional_id: str, *,
         transaction_timeout_ms: int = 60_000, request_timeout_ms: int = 30_000,
         linger_ms: int = 5, on_committed: Callable[[int], None] | None = None,
+        before_commit: Callable[[int], None] | None = None,
     ) -> None:  # fmt: skip
         if not transactional_id:
             raise InvalidConfigError("TransactionalSink needs a non-empty transactional_id")
@@ -90,6 +104,7 @@ class TransactionalSink:
         self.request_timeout_ms = request_timeout_ms
         self.linger_ms = linger_ms
         self.on_committed = on_committed
+        self.before_commit = before_commit
         self.stats = SinkStats()
         self._progress_tp = TopicPartition(topic, 0)
         self._producer: Producer | None = None
@@ -129,6 +144,9 @@ class TransactionalSink:
                 {self._progress_tp: OffsetAndMetadata(batch_id + 1, f"spark batch {batch_id}")},
                 self.sink_group,
             )
+            if self.before_commit is not None:
+                producer.flush()  # the rows are in the log, uncommitted, when the hook runs
+                self.before_commit(batch_id)
             producer.commit_transaction()
         except BaseException:
             self._next_batch_id = None  # read it again from Kafka before the next batch

@@ -4,16 +4,23 @@ transactional sink (:mod:`clients.spark.transactional_sink`).
 One single-broker cluster per module (transactions need only the coordinator's
 ``__transaction_state``, capped at the live brokers).  Topic ``txsrc`` (2 partitions)
 holds committed transactions, an aborted one and, during the reads, an open one;
-``txin`` -> ``txout`` is the sink's Spark-to-Spark pipeline.
+``txin`` -> ``txout`` is the sink's Spark-to-Spark pipeline; ``pipe-a`` -> ``pipe-b``
+the same with the driver process (tests/clients/spark/txpipe_driver.py) SIGKILLed at
+the sink's two failure points (slow: two more Spark JVMs).
 """
 
 from __future__ import annotations
 
+import contextlib
+import os
+import subprocess
+import sys
 from collections import Counter
 from collections.abc import Iterator
 from pathlib import Path
 from typing import cast
 
+import psutil
 import pyarrow as pa
 import pytest
 from pyspark.errors import StreamingQueryException
@@ -26,9 +33,11 @@ from clients.protocol.errors import InvalidConfigError
 from clients.protocol.topics import TopicPartition
 from clients.spark.options import parse_source_options
 from clients.spark.transactional_sink import TransactionalSink
+from clients.spark.verify.pipeline import PIPELINE_VIOLATIONS, verify_pipeline_topics
 from clients.types import NewTopic
 from tests.broker.cluster_harness import LocalCluster
 from tests.broker.processes import wait_until
+from tests.clients.spark.txpipe_driver import f, start_pipeline, transform
 
 pytestmark = [pytest.mark.spark, pytest.mark.multiprocess]
 
@@ -262,3 +271,115 @@ def test_transactional_sink_aborts_a_crashed_runs_open_transaction(
         second.close()
     assert (second.stats.batches_skipped, second.stats.batches_written) == (1, 1)
     assert Counter(committed_values(cluster.bootstrap, "txout2", 5)) == Counter(batch0 + batch1)
+
+
+# ---------------------------------------------------------------- Spark to Spark, killed
+PIPE_TXN_ID = "txpipe-spark"
+ROOT = Path(__file__).resolve().parents[3]
+
+
+def kill_tree(pid: int) -> None:
+    """SIGKILL a driver process and everything it started (its JVM, Python workers)."""
+    with contextlib.suppress(psutil.NoSuchProcess):
+        parent = psutil.Process(pid)
+        for proc in [*parent.children(recursive=True), parent]:
+            with contextlib.suppress(psutil.NoSuchProcess):
+                proc.kill()
+
+
+def run_driver_until_killed(bootstrap: str, checkpoint: Path, stop_at: str, batch: int,
+                            tmp_path: Path) -> None:  # fmt: skip
+    """Run tests/clients/spark/txpipe_driver.py in its own process until it waits in
+    the sink's ``stop_at`` hook of ``batch``, then SIGKILL it (and its JVM)."""
+    marker, log = tmp_path / f"at-{stop_at}-{batch}", tmp_path / f"driver-{stop_at}.log"
+    with log.open("w") as out:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "tests.clients.spark.txpipe_driver", bootstrap, "pipe-a",
+             "pipe-b", str(checkpoint), PIPE_TXN_ID, "--stop-at", stop_at, "--batch",
+             str(batch), "--marker", str(marker)],
+            cwd=ROOT, env={**os.environ, "PYTHONPATH": str(ROOT)}, stdout=out,
+            stderr=subprocess.STDOUT,
+        )  # fmt: skip
+        try:
+            wait_until(lambda: marker.exists() or proc.poll() is not None, 300,
+                       f"the driver at {stop_at} of batch {batch}", 0.2)  # fmt: skip
+            assert marker.exists(), (
+                f"driver exited {proc.returncode} before batch {batch}: "
+                + log.read_text()[-2000:])
+        finally:
+            kill_tree(proc.pid)
+            proc.wait(30)
+
+
+def topic_records(bootstrap: str, topic: str, level: str) -> Counter[tuple[bytes, bytes]]:
+    """(key, value) of every record ``topic`` shows a ``level`` reader, up to its ends."""
+    tps = [TopicPartition(topic, p) for p in (0, 1)]
+    out: Counter[tuple[bytes, bytes]] = Counter()
+    with Consumer(bootstrap, isolation_level=level, auto_offset_reset="earliest") as consumer:
+        consumer.assign(tps)
+        ends = consumer.end_offsets(tps)
+
+        def drained() -> bool:
+            for records in consumer.poll(200).values():
+                out.update((r.key, r.value) for r in records)
+            return all(consumer.position(tp) >= ends[tp] for tp in tps)
+
+        wait_until(drained, 60, f"{topic} read to its ends ({level})", 0)
+    return out
+
+
+@pytest.mark.slow
+def test_spark_to_spark_pipeline_is_exactly_once_across_driver_kills(
+    spark: SparkSession, cluster: LocalCluster, tmp_path: Path
+) -> None:
+    """A (committed and aborted transactions) -> read_committed -> f -> B by the
+    transactional sink.  The driver is SIGKILLed with batch 1's transaction open, then
+    (next run) after batch 3's Kafka commit and before Spark's ``commits/3``; a last run
+    from the same checkpoint finishes.  B (read_committed) = f(committed A), once each:
+    verify's pipeline check (:mod:`clients.spark.verify.pipeline`) and the (key, value)
+    pairs."""
+    with Admin(cluster.bootstrap) as admin:
+        admin.create_topics([NewTopic("pipe-a", 2, 1), NewTopic("pipe-b", 2, 1)])
+    committed: list[bytes] = []
+    with Producer(cluster.bootstrap, transactional_id="pipe-a-writer") as producer:
+        producer.init_transactions()
+        for t in range(11):
+            values = [f"a-{t}-{i}".encode() for i in range(10)]
+            producer.begin_transaction()
+            for i, value in enumerate(values):
+                producer.send("pipe-a", value, partition=i % 2)
+            if t % 4 == 1:  # transactions 1, 5, 9 abort
+                producer.abort_transaction()
+            else:
+                producer.commit_transaction()
+                committed.extend(values)
+    checkpoint = tmp_path / "ckpt"
+    run_driver_until_killed(cluster.bootstrap, checkpoint, "before-commit", 1, tmp_path)
+    assert (checkpoint / "offsets" / "1").exists()
+    assert not (checkpoint / "commits" / "1").exists()
+    run_driver_until_killed(cluster.bootstrap, checkpoint, "after-commit", 3, tmp_path)
+    assert (checkpoint / "offsets" / "3").exists()
+    assert not (checkpoint / "commits" / "3").exists()
+
+    sink = TransactionalSink(cluster.bootstrap, "pipe-b", PIPE_TXN_ID)
+    try:
+        query = start_pipeline(spark, cluster.bootstrap, "pipe-a", str(checkpoint), sink)
+        try:
+            assert query.awaitTermination(300), "the last run did not finish in 300 s"
+        finally:
+            query.stop()  # never left running into the next test or the teardown
+        assert query.exception() is None
+    finally:
+        sink.close()
+    counts, examples = verify_pipeline_topics(
+        spark, cluster.bootstrap, "pipe-a", "pipe-b", lambda a: transform(a).select("value"))
+    assert {name: counts[name] for name in PIPELINE_VIOLATIONS if name in counts} == {
+        name: 0 for name in PIPELINE_VIOLATIONS if name in counts}, examples
+    assert counts["pipeline_expected"] == counts["pipeline_records"] == len(committed)
+    expected = Counter((value, f(value)) for value in committed)  # and the keys
+    assert topic_records(cluster.bootstrap, "pipe-b", "read_committed") == expected
+    assert sink.stats.batches_skipped == 1  # batch 3: in Kafka, replayed by Spark
+    assert sink.stats.batches_written >= 1
+    # the first kill left batch 1's rows in B's log, aborted by the second run's fencing
+    ghosts = topic_records(cluster.bootstrap, "pipe-b", "read_uncommitted") - expected
+    assert ghosts and set(ghosts) <= set(expected)
