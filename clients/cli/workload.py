@@ -7,12 +7,18 @@
     minikafka verify --data-dir ./data --ledger ./data/ledger-<run>.tsv --report report.json
     minikafka workload --data-dir ./data --topic txn --transactional --keys-per-producer 6 \
         --faults kill-leader@2s,restart@4s,kill-coordinator@6s,restart@8s [--client confluent]
+    minikafka workload --data-dir ./data --topic txn --transactional --pipeline-workers 2 \
+        --faults crash-cluster@3s,kill-coordinator@12s,restart@14s
 
 ``--data-dir`` names a local cluster (``minikafka cluster start --data-dir``): its broker
 addresses come from the cluster's state file, and faults are injected through the
 launcher.  ``--bootstrap-server`` (alias ``--bootstrap``) reaches any cluster instead
 (no faults then).  ``--transactional`` sends in transactions
-(:mod:`clients.workload.transactional`), verified read_committed.  ``verify`` exits 0 when
+(:mod:`clients.workload.transactional`), verified read_committed; ``--pipeline-workers K``
+adds K consume-transform-produce workers copying f(topic) to ``--pipeline-topic``
+(default ``<topic>-out``) exactly once (:mod:`clients.workload.pipeline`), which verify
+then checks too.  ``--random-faults`` on a transactional run draws coordinator kills and
+whole-cluster crashes as well.  ``verify`` exits 0 when
 the run is clean, 1 on any violation or error.
 See :mod:`clients.workload.run`, :mod:`clients.spark.verify.job` and docs/verification.md.
 """
@@ -57,6 +63,16 @@ def add_parsers(sub: Any) -> None:
     workload.add_argument("--transaction-timeout-ms", type=int, default=20_000)
     workload.add_argument("--client", choices=("minikafka", "confluent"), default="minikafka",
                           help="the transactional producer: ours or confluent-kafka's")
+    workload.add_argument("--pipeline-workers", type=int, default=0, metavar="K",
+                          help="transactional: K consume-transform-produce workers copy "
+                               "f(topic) to --pipeline-topic exactly once (0: none)")
+    workload.add_argument("--pipeline-topic", default="",
+                          help="the pipeline's output topic (default: <topic>-out)")
+    workload.add_argument("--pipeline-abort-ratio", type=float, default=0.1,
+                          help="fraction of pipeline transactions aborted on purpose")
+    workload.add_argument("--pipeline-kill-ratio", type=float, default=0.02,
+                          help="fraction of pipeline transactions whose worker is killed "
+                               "inside them (and restarted: the old one fenced)")
     faults = workload.add_mutually_exclusive_group()
     faults.add_argument("--faults", default=None, metavar="SCHEDULE",
                         help="e.g. kill-leader@2s,restart@4s,restart-controller@6s,"
@@ -114,7 +130,8 @@ def workload_config(args: argparse.Namespace) -> Any:
             events = parse_schedule(args.faults)
         else:
             window_s = args.fault_window_s or (args.messages / args.rate if args.rate else 10.0)
-            events = random_schedule(args.random_faults, int(window_s * 1000))
+            events = random_schedule(args.random_faults, int(window_s * 1000),
+                                     transactional=args.transactional)
     ledger = args.ledger or str(default_ledger_path(args.data_dir or ".", run_id))
     config = WorkloadConfig(
         bootstrap=_bootstrap(args), topic=args.topic, ledger_path=ledger, run_id=run_id,
@@ -126,7 +143,9 @@ def workload_config(args: argparse.Namespace) -> Any:
         data_dir=args.data_dir, faults=events, transactional=args.transactional,
         max_txn_records=args.max_txn_records, abort_ratio=args.abort_ratio,
         restart_ratio=args.restart_ratio, transaction_timeout_ms=args.transaction_timeout_ms,
-        client=args.client)
+        client=args.client, pipeline_workers=args.pipeline_workers,
+        pipeline_topic=args.pipeline_topic, pipeline_abort_ratio=args.pipeline_abort_ratio,
+        pipeline_kill_ratio=args.pipeline_kill_ratio)
     config.check()
     return config
 
@@ -142,6 +161,8 @@ def cmd_workload(args: argparse.Namespace) -> int:
              f"{config.abort_ratio}, restart ratio {config.restart_ratio})"
              if config.transactional else "")
           + (f", client {config.client}" if config.client != "minikafka" else "")
+          + (f", pipeline of {config.pipeline_workers} workers to {config.pipeline_sink!r}"
+             if config.pipeline_workers else "")
           + (f", faults {format_schedule(config.faults)}" if config.faults else ""))
     result = run_workload(config)
     print("\n".join(result.summary_lines()))

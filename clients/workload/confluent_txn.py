@@ -6,7 +6,8 @@ makes (``minikafka workload --transactional --client confluent``).
 :mod:`clients.workload.transactional` calls on our :class:`~clients.producer.Producer`:
 ``init_transactions``, ``begin_transaction``, ``send`` (a ``concurrent.futures.Future``
 of a :class:`~clients.types.RecordMetadata`, resolved by librdkafka's delivery report),
-``flush``, ``commit_transaction``, ``abort_transaction``, ``close``.  librdkafka's
+``flush``, ``commit_transaction``, ``abort_transaction``, ``close``, and for the
+pipeline ``send_offsets_to_transaction`` and record headers.  librdkafka's
 ``KafkaException`` becomes our errors so the workload's outcome rules apply unchanged:
 retriable -> :class:`~clients.protocol.errors.RequestTimedOutError` (the same call is
 retried), ``txn_requires_abort`` -> ``TransactionAbortableError``, fatal (fenced) ->
@@ -79,7 +80,13 @@ class ConfluentTxnProducer:
     def abort_transaction(self) -> None:
         self._call("abort_transaction", CALL_TIMEOUT_S)
 
-    def send(self, topic: str, value: bytes, *, key: bytes) -> Future[RecordMetadata]:
+    def send_offsets_to_transaction(self, offsets: list[Any], group_metadata: Any) -> None:
+        """``offsets``: confluent_kafka TopicPartitions; ``group_metadata``: the consumer's
+        ``consumer_group_metadata()`` (the pipeline, :mod:`clients.workload.pipeline`)."""
+        self._call("send_offsets_to_transaction", offsets, group_metadata, CALL_TIMEOUT_S)
+
+    def send(self, topic: str, value: bytes, *, key: bytes,
+             headers: list[tuple[str, str | bytes | None]] | None = None) -> Future[RecordMetadata]:
         from confluent_kafka import KafkaException
 
         future: Future[RecordMetadata] = Future()
@@ -92,7 +99,8 @@ class ConfluentTxnProducer:
                                                  message.offset(), -1))
 
         try:
-            self._producer.produce(topic, value, key, on_delivery=delivered)
+            self._producer.produce(topic, value, key, on_delivery=delivered,
+                                   headers=headers or None)
         except (KafkaException, BufferError) as exc:
             raise translate(exc) from exc
         self._producer.poll(0)

@@ -11,6 +11,11 @@ counted from the start of the workload with a unit (``2s``, ``1.5s``, ``800ms``)
     kill-coordinator    SIGKILL the broker leading the most partitions of
                         __transaction_state (a transaction coordinator of ~1/3 or more of
                         the transactional ids on 3 brokers; ties: the lowest id)
+    crash-cluster       a whole-cluster crash: SIGKILL every broker and the controller at
+                        once (the pids of the cluster's state file, signalled together by
+                        this process), wait CRASH_DOWN_MS, then restart the controller and
+                        the brokers one by one through the launcher (the event ends when
+                        every broker is registered again)
 
     e.g.  kill-leader@2s,restart@4s,restart-controller@6s,pause:2@8s,resume:2@9s
 
@@ -19,22 +24,26 @@ event due while the previous one still runs (``restart`` waits until the broker 
 registered again) runs late, and its actual time is recorded.  ``--random-faults SEED``
 draws a schedule with :func:`random_schedule`: cycles of one fault and its repair, at
 most one process down at any time (so a topic with replication factor 3 and min ISR 2
-keeps accepting acks=all writes except during elections).
+keeps accepting acks=all writes except during elections), except a whole-cluster crash,
+which a transactional run's schedule includes (``transactional=True``).
 
-Every fault goes through the cluster launcher, ``python -m broker.cluster ACTION TARGET
---data-dir DIR`` (the client package never imports the broker, DESIGN.md §2); the
-leader of a partition comes from the cluster's metadata (``Admin.describe_topics``).
+Every fault but the crash's SIGKILLs goes through the cluster launcher,
+``python -m broker.cluster ACTION TARGET --data-dir DIR`` (the client package never
+imports the broker, DESIGN.md §2); the leader of a partition comes from the cluster's
+metadata (``Admin.describe_topics``).
 When the workload ends, events not yet due are skipped and :meth:`FaultInjector.heal`
 resumes what the schedule paused and restarts what it killed, so verification reads a
 whole cluster.
 
 Costs: parsing O(len(text)); each event one launcher process (~0.5 s) plus, for a
-leader, one Metadata request.  Thread safety: a :class:`FaultInjector` is driven by its
-own thread; ``stop``/``heal`` are called by the owner once the workload is done.
+leader, one Metadata request; a crash one launcher process per restarted process.
+Thread safety: a :class:`FaultInjector` is driven by its own thread; ``stop``/``heal``
+are called by the owner once the workload is done.
 """
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import random
@@ -51,6 +60,9 @@ from typing import NamedTuple
 from clients.protocol.errors import MiniKafkaError
 
 ACTIONS = ("kill", "restart", "pause", "resume")
+CRASH = "crash"
+CLUSTER = "cluster"
+CRASH_DOWN_MS = 1_000
 CONTROLLER = "controller"
 COORDINATOR = "coordinator"
 LAST = "last"
@@ -83,6 +95,8 @@ class FaultEvent(NamedTuple):
             spec = f"{self.action}-controller"
         elif self.target == COORDINATOR:
             spec = f"{self.action}-coordinator"
+        elif self.action == CRASH:
+            spec = f"{CRASH}-{CLUSTER}"
         else:
             spec = f"{self.action}:{self.target}"
         return f"{spec}@{_format_time(self.at_ms)}"
@@ -113,6 +127,8 @@ def parse_action(text: str) -> tuple[str, str]:
         return name.split("-")[0], CONTROLLER
     if name == "kill-coordinator" and not arg:
         return "kill", COORDINATOR
+    if name == f"{CRASH}-{CLUSTER}" and not arg:
+        return CRASH, CLUSTER
     if name in ACTIONS:
         if not arg:
             if name in ("restart", "resume"):
@@ -125,7 +141,7 @@ def parse_action(text: str) -> tuple[str, str]:
     raise FaultScheduleError(
         f"unknown fault {text!r} (known: kill-leader[:P], pause-leader[:P], kill:T, "
         "restart[:T], pause:T, resume[:T], kill-controller, restart-controller, "
-        "kill-coordinator)")
+        "kill-coordinator, crash-cluster)")
 
 
 def parse_schedule(text: str) -> list[FaultEvent]:
@@ -148,24 +164,35 @@ def format_schedule(events: list[FaultEvent]) -> str:
 
 
 def random_schedule(seed: int, duration_ms: int, brokers: int = 3,
-                    first_at_ms: int = 1_000) -> list[FaultEvent]:
+                    first_at_ms: int = 1_000, transactional: bool = False) -> list[FaultEvent]:
     """Cycles of (fault, repair) within ``duration_ms``; one process down at a time.
 
     Each cycle picks one of: kill the leader of partition 0 then restart it, kill a
     random broker then restart it, pause a random broker then resume it, restart the
-    controller.  Down times are 1-2.5 s; gaps between cycles 1-2 s.  Pure: the same
-    arguments give the same schedule.
+    controller; with ``transactional`` also kill the busiest transaction coordinator
+    then restart it, and crash the whole cluster (its restart is part of the event; it
+    is followed by a gap of 5 s more, the time its restarts take).  Down times are
+    1-2.5 s; gaps between cycles 1-2 s.  Pure: the same arguments give the same schedule
+    (and without ``transactional`` the same as before it existed).
     """
     if brokers < 1 or duration_ms < 0:
         raise FaultScheduleError("brokers must be >= 1 and duration_ms >= 0")
     rng = random.Random(seed)
     events: list[FaultEvent] = []
+    kinds: tuple[str, ...] = ("kill-leader", "kill", "pause", "restart-controller")
+    if transactional:
+        kinds += ("kill-coordinator", "crash-cluster")
     t = first_at_ms
     while True:
-        kind = rng.choice(("kill-leader", "kill", "pause", "restart-controller"))
+        kind = rng.choice(kinds)
         down_ms = rng.randrange(1_000, 2_500, 100)
         if kind == "restart-controller":
             cycle = [FaultEvent(t, "restart", CONTROLLER)]
+        elif kind == "crash-cluster":
+            cycle = [FaultEvent(t, CRASH, CLUSTER)]
+            down_ms = 5_000
+        elif kind == "kill-coordinator":
+            cycle = [FaultEvent(t, "kill", COORDINATOR), FaultEvent(t + down_ms, "restart", LAST)]
         else:
             action = "pause" if kind == "pause" else "kill"
             target = "leader:0" if kind == "kill-leader" else str(rng.randrange(brokers))
@@ -174,7 +201,8 @@ def random_schedule(seed: int, duration_ms: int, brokers: int = 3,
         if cycle[-1].at_ms > duration_ms:
             return events
         events.extend(cycle)
-        t = cycle[-1].at_ms + rng.randrange(1_000, 2_000, 100)
+        t = cycle[-1].at_ms + rng.randrange(1_000, 2_000, 100) + (
+            down_ms if kind == "crash-cluster" else 0)
 
 
 # -- running a schedule against a local cluster --------------------------------------------
@@ -191,6 +219,50 @@ def bootstrap_from_data_dir(data_dir: str) -> str:
                                  "with 'minikafka cluster start'") from None
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise FaultScheduleError(f"{path} is damaged: {exc}") from None
+
+
+def cluster_pids(data_dir: str) -> dict[str, int]:
+    """Target ("controller" or a broker id) -> pid, from the cluster's state file."""
+    path = Path(data_dir) / "cluster.json"
+    try:
+        state = json.loads(path.read_text())
+        pids = {CONTROLLER: int(state["controller"]["pid"])}
+        pids.update({str(k): int(b["pid"]) for k, b in state["brokers"].items()})
+        return pids
+    except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
+        raise FaultScheduleError(f"cannot read the cluster's processes from {path}: "
+                                 f"{exc}") from None
+
+
+def sigkill_all(data_dir: str, timeout_s: float = 10.0) -> list[str]:
+    """SIGKILL every process of the cluster at once, wait until they are gone; the
+    targets that were running.  (Their parent, the launcher that started them, reaps
+    them; a zombie counts as gone.)"""
+    import psutil
+
+    procs: dict[str, psutil.Process] = {}
+    for target, pid in cluster_pids(data_dir).items():
+        try:
+            proc = psutil.Process(pid)
+            if proc.status() != psutil.STATUS_ZOMBIE:
+                procs[target] = proc
+        except psutil.NoSuchProcess:
+            continue
+    for proc in procs.values():
+        with contextlib.suppress(psutil.NoSuchProcess):
+            proc.kill()
+    deadline = time.monotonic() + timeout_s
+    for target, proc in procs.items():
+        while time.monotonic() < deadline:
+            try:
+                if proc.status() == psutil.STATUS_ZOMBIE:
+                    break
+            except psutil.NoSuchProcess:
+                break
+            time.sleep(0.02)
+        else:
+            raise RuntimeError(f"{target} (pid {proc.pid}) did not exit after SIGKILL")
+    return sorted(procs, key=lambda t: (t != CONTROLLER, t))
 
 
 def run_launcher(data_dir: str, action: str, target: str, timeout_s: float) -> str:
@@ -222,7 +294,9 @@ class FaultInjector:
     def __init__(self, data_dir: str, topic: str, events: list[FaultEvent], *,
                  log: Callable[[str], None] = print, timeout_s: float = 60.0,
                  launcher: Callable[[str, str, str, float], str] = run_launcher,
-                 leader_of: Callable[[int], int] | None = None) -> None:
+                 leader_of: Callable[[int], int] | None = None,
+                 crash: Callable[[str], list[str]] = sigkill_all,
+                 crash_down_ms: int = CRASH_DOWN_MS) -> None:
         self.data_dir = data_dir
         self.topic = topic
         self.events = sorted(events, key=lambda e: e.at_ms)
@@ -231,6 +305,8 @@ class FaultInjector:
         self._timeout_s = timeout_s
         self._launcher = launcher
         self._leader_of = leader_of or self._metadata_leader
+        self._crash = crash
+        self._crash_down_ms = crash_down_ms
         self._down: dict[str, str] = {}  # target -> "kill" | "pause"
         self._last = {"kill": "", "pause": ""}
         self._stop = threading.Event()
@@ -281,6 +357,8 @@ class FaultInjector:
     def apply(self, event: FaultEvent) -> str:
         """Run one event now; the outcome as text (never raises for a failed fault)."""
         target = event.target
+        if event.action == CRASH:
+            return self._crash_cluster()
         try:
             if target.startswith("leader:"):
                 leader = self._leader_of(int(target.split(":", 1)[1]))
@@ -302,6 +380,28 @@ class FaultInjector:
         else:
             self._down.pop(target, None)
         return output.splitlines()[-1] if output else "done"
+
+    def _crash_cluster(self) -> str:
+        """SIGKILL every process, wait, restart the controller then each broker (a
+        restart that fails leaves its target down for :meth:`heal`)."""
+        try:
+            killed = self._crash(self.data_dir)
+        except (RuntimeError, OSError, ValueError) as exc:
+            return f"failed: {exc}"
+        for target in killed:
+            self._down[target] = "kill"
+        time.sleep(self._crash_down_ms / 1000)  # all down together, also when stopping
+        restarted, failed = [], []
+        for target in sorted(self._down, key=lambda t: (t != CONTROLLER, t)):
+            try:
+                self._launcher(self.data_dir, "restart", target, self._timeout_s)
+                del self._down[target]
+                restarted.append(target)
+            except (RuntimeError, OSError) as exc:
+                failed.append(f"{target} ({exc})")
+        return (f"killed {', '.join(killed) or 'nothing'}; restarted "
+                f"{', '.join(restarted) or 'nothing'}"
+                + (f"; restart failed: {'; '.join(failed)}" if failed else ""))
 
     def _busiest_coordinator(self) -> int:
         """The broker leading the most partitions of ``__transaction_state``."""

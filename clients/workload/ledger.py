@@ -13,6 +13,8 @@ line's text before that last TAB, as 8 lowercase hex digits::
     B     run_id  producer  txn  first_sequence                     transaction begun
     T     run_id  producer  txn  first_sequence  end_sequence  outcome
                                                                     transaction ended
+    P     run_id  worker  session  txn  topic  records  outcome     pipeline transaction
+                                                                    ended
 
     e.g.  A<TAB>7f3a9c01<TAB>2<TAB>41<TAB>p2-k1<TAB>verify<TAB>0<TAB>1534<TAB>9b1c03de
 
@@ -34,7 +36,15 @@ before its producer was fenced or restarted: it cannot commit) and ``unknown``
 transactional run ``A`` lines are written only for the records of committed
 transactions, after ``commit_transaction`` returned (the acknowledged offset is where
 the committed record must be).  Version 1 ledgers (no ``B``/``T`` lines) are read as
-before; a version 1 file with a ``B`` or ``T`` line is rejected.
+before; a version 1 file with a ``B``, ``T`` or ``P`` line is rejected.
+
+Pipeline (version 2, written by the workload's consume-transform-produce mode,
+:mod:`clients.workload.pipeline`): pipeline worker ``worker``'s session ``session`` (0,
+1, ... : a new one after each kill) numbers its transactions ``txn``; ``P`` says that
+transaction wrote ``records`` records to ``topic`` (the pipeline's output; the header's
+topic is its input) and ended with ``outcome`` (as for ``T``).  Each output record
+carries the header ``mk-txn: w<worker>-s<session>-t<txn>``, so verify can tell which
+transaction wrote it.
 
 Durability (fsync policy): an ``S`` line is written, flushed and fsync'd before any
 sequence it announces is sent, so the announced bound is never behind what reached the
@@ -130,7 +140,20 @@ class TxnEnd(NamedTuple):
     outcome: str
 
 
-LedgerRecord = LedgerHeader | Sent | Ack | TxnBegin | TxnEnd
+class PipelineTxn(NamedTuple):
+    """Transaction ``txn`` of pipeline worker ``worker``'s session ``session`` wrote
+    ``records`` records to ``topic`` and ended with ``outcome`` (one of :data:`OUTCOMES`)."""
+
+    run_id: str
+    worker: int
+    session: int
+    txn: int
+    topic: str
+    records: int
+    outcome: str
+
+
+LedgerRecord = LedgerHeader | Sent | Ack | TxnBegin | TxnEnd | PipelineTxn
 
 
 def crc_hex(body: str) -> str:
@@ -164,6 +187,13 @@ def format_record(record: LedgerRecord) -> str:
         return _line(["T", record.run_id, _nat(record.producer, "producer"),
                       _nat(record.txn, "txn"), _nat(record.first_sequence, "first_sequence"),
                       _nat(record.end_sequence, "end_sequence"), record.outcome])
+    if isinstance(record, PipelineTxn):
+        _check(_NAME, record.topic, "topic")
+        if record.outcome not in OUTCOMES:
+            raise LedgerError(f"pipeline outcome must be one of {OUTCOMES}, got {record!r}")
+        return _line(["P", record.run_id, _nat(record.worker, "worker"),
+                      _nat(record.session, "session"), _nat(record.txn, "txn"), record.topic,
+                      _nat(record.records, "records"), record.outcome])
     _check(_KEY, record.key, "key")
     _check(_NAME, record.topic, "topic")
     return _line(["A", record.run_id, _nat(record.producer, "producer"),
@@ -195,9 +225,9 @@ def parse_line(text: str) -> LedgerRecord:
     if crc_hex(body) != crc:
         raise ValueError(f"CRC mismatch (stored {crc}, computed {crc_hex(body)})")
     fields = body.split("\t")
-    kind, expected = fields[0], {"H": 5, "S": 4, "A": 8, "B": 5, "T": 7}.get(fields[0])
+    kind, expected = fields[0], {"H": 5, "S": 4, "A": 8, "B": 5, "T": 7, "P": 8}.get(fields[0])
     if expected is None:
-        raise ValueError(f"unknown record kind {kind!r} (expected H, S, A, B or T)")
+        raise ValueError(f"unknown record kind {kind!r} (expected H, S, A, B, T or P)")
     if len(fields) != expected:
         raise ValueError(f"{kind} line has {len(fields)} fields, expected {expected}")
     if kind == "H":
@@ -221,6 +251,14 @@ def parse_line(text: str) -> LedgerRecord:
                              f"{fields[6]!r} (expected one of {', '.join(OUTCOMES)})")
         return TxnEnd(fields[1], _int(fields[2], "producer"), _int(fields[3], "txn"), first,
                       end, fields[6])
+    if kind == "P":
+        _field(_NAME, fields[5], "topic")
+        if fields[7] not in OUTCOMES:
+            raise ValueError(f"bad pipeline outcome {fields[7]!r} (expected one of "
+                             f"{', '.join(OUTCOMES)})")
+        return PipelineTxn(fields[1], _int(fields[2], "worker"), _int(fields[3], "session"),
+                           _int(fields[4], "txn"), fields[5], _int(fields[6], "records"),
+                           fields[7])
     _field(_KEY, fields[4], "key")
     _field(_NAME, fields[5], "topic")
     return Ack(fields[1], _int(fields[2], "producer"), _int(fields[3], "sequence"), fields[4],
@@ -249,6 +287,8 @@ class LedgerSummary:
     torn_tail_bytes: int = 0
     begun: int = 0  # B lines
     outcomes: dict[str, int] = field(default_factory=dict)  # T lines per outcome
+    pipeline_topic: str = ""  # the P lines' output topic ("" : no pipeline ran)
+    pipeline_outcomes: dict[str, int] = field(default_factory=dict)  # P lines per outcome
 
     @property
     def transactional(self) -> bool:
@@ -310,7 +350,7 @@ def _records(path: str | os.PathLike[str],
                                   f"the header's {header.run_id!r}")
             if isinstance(record, LedgerHeader):
                 header = record
-            elif (isinstance(record, TxnBegin | TxnEnd) and header is not None
+            elif (isinstance(record, TxnBegin | TxnEnd | PipelineTxn) and header is not None
                   and header.version < 2):
                 raise LedgerError(f"{name}:{number}: a transaction line in a version "
                                   f"{header.version} ledger")
@@ -345,6 +385,13 @@ def scan_ledger(path: str | os.PathLike[str]) -> LedgerSummary:
             summary.begun += 1
         elif isinstance(record, TxnEnd):
             summary.outcomes[record.outcome] = summary.outcomes.get(record.outcome, 0) + 1
+        elif isinstance(record, PipelineTxn):
+            if summary.pipeline_topic not in ("", record.topic):
+                raise LedgerError(f"{path}: pipeline transactions to two topics "
+                                  f"({summary.pipeline_topic!r}, {record.topic!r})")
+            summary.pipeline_topic = record.topic
+            outcomes = summary.pipeline_outcomes
+            outcomes[record.outcome] = outcomes.get(record.outcome, 0) + 1
         else:
             summary.acks += 1
     assert summary is not None  # _records raises on an empty file
@@ -416,6 +463,12 @@ class LedgerWriter:
         """Transaction ``txn`` of ``producer`` ended (buffered like an ack)."""
         self._buffered(format_record(TxnEnd(self.run_id, producer, txn, first_sequence,
                                             end_sequence, outcome)))
+
+    def pipeline(self, worker: int, session: int, txn: int, topic: str, records: int,
+                 outcome: str) -> None:
+        """A pipeline transaction ended (buffered like an ack)."""
+        self._buffered(format_record(PipelineTxn(self.run_id, worker, session, txn, topic,
+                                                 records, outcome)))
 
     def _buffered(self, line: str) -> None:
         with self._lock:

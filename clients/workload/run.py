@@ -24,6 +24,10 @@ TTY, else a plain line per 10%.
 
 ``transactional``: each producer sends in transactions instead, committed or aborted at
 random, restarted (fenced) now and then; see :mod:`clients.workload.transactional`.
+``pipeline_workers`` > 0 (transactional only): meanwhile that many consume-transform-
+produce workers copy f(topic) to ``pipeline_topic`` exactly once, until they have
+consumed the topic to its end (:mod:`clients.workload.pipeline`); faults keep running
+until then.
 
 Design choices: threads, not processes (each Producer's I/O runs on its own sender
 thread, and a few thousand messages/s is what verification needs); each producer's
@@ -45,13 +49,14 @@ import threading
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, TextIO
 
 from clients.producer.future import RecordFuture
 from clients.protocol.errors import MiniKafkaError
 from clients.workload.faults import AppliedFault, FaultEvent, FaultInjector
 from clients.workload.ledger import LedgerWriter
+from clients.workload.pipeline import PipelinePlan, run_pipeline
 from clients.workload.transactional import CLIENTS, TxnPlan, produce_transactional
 
 VALUE_MAGIC = "mk1"
@@ -109,6 +114,14 @@ class WorkloadConfig:
     restart_ratio: float = 0.02
     transaction_timeout_ms: int = 20_000
     client: str = "minikafka"  # transactional: or "confluent" (clients.workload.confluent_txn)
+    pipeline_workers: int = 0  # clients.workload.pipeline (0: no pipeline)
+    pipeline_topic: str = ""  # default: "<topic>-out"
+    pipeline_abort_ratio: float = 0.1
+    pipeline_kill_ratio: float = 0.02
+
+    @property
+    def pipeline_sink(self) -> str:
+        return self.pipeline_topic or f"{self.topic}-out"
 
     def check(self) -> None:
         if self.messages < 1 or self.producers < 1 or self.keys_per_producer < 1:
@@ -129,6 +142,13 @@ class WorkloadConfig:
         if self.max_txn_records < 1 or not 0 <= self.abort_ratio <= 1 \
                 or not 0 <= self.restart_ratio <= 1:
             raise ValueError("max_txn_records must be >= 1, abort and restart ratios in [0, 1]")
+        if self.pipeline_workers and not self.transactional:
+            raise ValueError("the pipeline reads a transactional run (add --transactional)")
+        if not 0 <= self.pipeline_workers <= 32 or self.pipeline_sink == self.topic \
+                or not 0 <= self.pipeline_abort_ratio <= 1 \
+                or not 0 <= self.pipeline_kill_ratio <= 1:
+            raise ValueError("pipeline workers must be in [0, 32], its topic not the input "
+                             "topic, its abort and kill ratios in [0, 1]")
 
 
 @dataclass
@@ -144,15 +164,23 @@ class WorkloadResult:
     faults: list[AppliedFault] = field(default_factory=list)
     healed: list[str] = field(default_factory=list)
     transactions: Counter[str] = field(default_factory=Counter)  # outcome / event -> count
+    pipeline_topic: str = ""
+    pipeline_caught_up: bool | None = None  # None: no pipeline
 
     def summary_lines(self) -> list[str]:
         rate = self.acked / self.elapsed_s if self.elapsed_s > 0 else 0.0
         lines = [f"run {self.run_id}: sent {self.sent}, acked {self.acked}, failed "
                  f"{self.failed} in {self.elapsed_s:.1f} s ({rate:.0f} acks/s)"]
         lines += [f"  failed with {name}: {n}" for name, n in self.errors.most_common()]
-        if self.transactions:
+        own = {k: n for k, n in self.transactions.items() if not k.startswith("pipeline_")}
+        if own:
             lines.append("  transactions: " + ", ".join(
-                f"{name} {n}" for name, n in sorted(self.transactions.items())))
+                f"{name} {n}" for name, n in sorted(own.items())))
+        if self.pipeline_caught_up is not None:
+            lines.append(f"  pipeline to {self.pipeline_topic!r} "
+                         f"({'consumed to the end' if self.pipeline_caught_up else 'NOT caught up'}"
+                         "): " + ", ".join(f"{k[9:]} {n}" for k, n in sorted(
+                             self.transactions.items()) if k.startswith("pipeline_")))
         for f in self.faults:
             when = "" if f.ran_at_ms < 0 else f" at {f.ran_at_ms / 1000:.1f} s"
             lines.append(f"  fault {f.event.describe()}{when}: {f.outcome}")
@@ -235,12 +263,15 @@ class WorkloadProgress:
 
 
 def ensure_topic(config: WorkloadConfig, log: Callable[[str], None],
-                 timeout_s: float = 60.0) -> None:
-    """Create the topic if absent, then wait until every partition has a leader."""
+                 timeout_s: float = 60.0, topic: str | None = None) -> None:
+    """Create the topic (or ``topic``, with the same settings) if absent, then wait until
+    every partition has a leader."""
     from clients.admin import Admin
     from clients.protocol.errors import ErrorCode
     from clients.types import NewTopic
 
+    if topic is not None:
+        config = replace(config, topic=topic)
     with Admin(config.bootstrap) as admin:
         configs = {"min_insync_replicas": str(config.min_insync_replicas)}
         result = admin.create_topics([NewTopic(config.topic, config.partitions,
@@ -355,11 +386,41 @@ def _produce(config: WorkloadConfig, producer: int, ledger: LedgerWriter, counte
         client.flush()
 
 
+def _pipeline_thread(config: WorkloadConfig, ledger: LedgerWriter, counters: _Counters,
+                     producers_done: threading.Event, stop: threading.Event,
+                     errors: list[BaseException],
+                     result: WorkloadResult) -> threading.Thread | None:
+    """The pipeline's driver thread (not started), or None without a pipeline."""
+    if not config.pipeline_workers:
+        return None
+    plan = PipelinePlan(
+        config.bootstrap, config.topic, config.pipeline_sink, config.run_id,
+        config.pipeline_workers, abort_ratio=config.pipeline_abort_ratio,
+        kill_ratio=config.pipeline_kill_ratio,
+        transaction_timeout_ms=config.transaction_timeout_ms, client=config.client,
+        producer_options={k: v for k, v in producer_options(config, 0).items()
+                          if k not in ("client_id", "debug_drop_response_ratio",
+                                       "debug_drop_seed")})
+    result.pipeline_topic = plan.sink_topic
+
+    def drive() -> None:
+        try:
+            result.pipeline_caught_up = run_pipeline(plan, ledger, counters.tally,
+                                                     producers_done, stop, errors)
+        except BaseException as exc:
+            errors.append(exc)
+            result.pipeline_caught_up = False
+
+    return threading.Thread(target=drive, name="workload-pipeline", daemon=True)
+
+
 def run_workload(config: WorkloadConfig, out: TextIO | None = None) -> WorkloadResult:
     """Run the whole workload (topic, producers, faults, heal); see the module docstring."""
     config.check()
     progress = WorkloadProgress(config.messages, out)
     ensure_topic(config, progress.log)
+    if config.pipeline_workers:
+        ensure_topic(config, progress.log, topic=config.pipeline_sink)
     counters = _Counters()
     stop = threading.Event()
     thread_errors: list[BaseException] = []
@@ -379,18 +440,26 @@ def run_workload(config: WorkloadConfig, out: TextIO | None = None) -> WorkloadR
 
         threads = [threading.Thread(target=guarded, args=(p,), name=f"workload-producer-{p}",
                                     daemon=True) for p in range(config.producers)]
+        producers_done = threading.Event()
+        pipeline = _pipeline_thread(config, ledger, counters, producers_done, stop,
+                                    thread_errors, result)
         try:
             if injector is not None:
                 injector.start()
-            for t in threads:
+            for t in [*threads, *([pipeline] if pipeline else [])]:
                 t.start()
             while any(t.is_alive() for t in threads):
                 progress.update(*counters.snapshot(), time.monotonic() - start)
                 for t in threads:
                     t.join(0.25 / len(threads))
+            producers_done.set()
+            if pipeline is not None:
+                progress.log("producers done; the pipeline consumes to the end of "
+                             f"{config.topic!r}")
+                pipeline.join()
         except KeyboardInterrupt:
             stop.set()
-            for t in threads:
+            for t in [*threads, *([pipeline] if pipeline else [])]:
                 t.join()
             raise
         finally:

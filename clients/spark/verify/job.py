@@ -49,6 +49,13 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from clients.spark.verify.pipeline import (
+    PIPELINE_LABELS,
+    PIPELINE_VIOLATIONS,
+    pipeline_txn_frame,
+    read_committed_tagged,
+    verify_pipeline,
+)
 from clients.spark.verify.session import VerifyError, verify_session
 from clients.spark.verify.transactions import (
     TORN,
@@ -86,7 +93,8 @@ class VerifyReport:
 
     @property
     def violations(self) -> int:
-        return sum(self.counts.get(name, 0) for name in (*VIOLATIONS, *TXN_VIOLATIONS))
+        return sum(self.counts.get(name, 0)
+                   for name in (*VIOLATIONS, *TXN_VIOLATIONS, *PIPELINE_VIOLATIONS))
 
     @property
     def ok(self) -> bool:
@@ -98,11 +106,12 @@ class VerifyReport:
     def table(self) -> str:
         rows = [f"verify run {self.run_id}, topic {self.topic!r} ({self.source})",
                 f"{'check':<30} {'count':>10}  verdict", "-" * 50]
-        for name, label in {**LABELS, **TXN_LABELS}.items():
+        labels = {**LABELS, **TXN_LABELS, **PIPELINE_LABELS}
+        for name, label in labels.items():
             if name not in self.counts:
-                continue  # the transactional rows of a transactional run only
+                continue  # the transactional (pipeline) rows of such a run only
             verdict = ("ok" if self.counts[name] == 0 else "FAIL") \
-                if name in VIOLATIONS or name in TXN_VIOLATIONS \
+                if name in (*VIOLATIONS, *TXN_VIOLATIONS, *PIPELINE_VIOLATIONS) \
                 else "allowed" if name == "unacked_present" else \
                 "ignored" if name == "other_runs" else ""
             rows.append(f"{label:<30} {self.counts[name]:>10}  {verdict}".rstrip())
@@ -111,7 +120,7 @@ class VerifyReport:
                     else f"result: {self.violations} VIOLATIONS")
         for name, examples in self.examples.items():
             for example in examples:
-                label = {**LABELS, **TXN_LABELS}[name].strip()
+                label = labels[name].strip()
                 rows.append(f"  e.g. {label}: {json.dumps(example)}")
         if self.ledger_torn_tail_bytes:
             rows.append(f"note: ignored a torn last ledger line ({self.ledger_torn_tail_bytes}"
@@ -365,6 +374,14 @@ def run_verify(spark: SparkSession, ledger_path: str, *, bootstrap: str | None =
     txns = txn_frame(spark, ledger_path) if summary.transactional else None
     counts, found = verify_frames(records, acks, sent, summary.header.run_id, examples=examples,
                                   txns=txns)
+    if summary.pipeline_topic and bootstrap is not None and sink is None:
+        output = read_committed_tagged(spark, bootstrap, summary.pipeline_topic)
+        more, more_found = verify_pipeline(records, output,
+                                           txns=pipeline_txn_frame(spark, ledger_path),
+                                           examples=examples)
+        counts.update(more)
+        found.update(more_found)
+        source += f"; pipeline {topic} -> {summary.pipeline_topic}, read_committed"
     if counts["acked"] != summary.acks:
         raise ValueError(f"ledger {ledger_path} changed while verifying ({summary.acks} acks "
                          f"validated, {counts['acked']} read by Spark)")

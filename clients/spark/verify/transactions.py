@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from clients.consumer.consumer import Consumer
 from clients.protocol.errors import RequestTimedOutError
@@ -56,10 +56,12 @@ RECORD_COLUMNS = "key binary, value binary, topic string, partition int, offset 
 
 
 def read_committed(spark: SparkSession, bootstrap: str, topic: str, *,
-                   timeout_s: float = 120.0) -> DataFrame:
+                   timeout_s: float = 120.0, header: str | None = None) -> DataFrame:
     """Every record of ``topic`` visible to read_committed, read now (see the module
-    docstring); fails with REQUEST_TIMED_OUT when a partition stops making progress."""
-    rows: list[tuple[bytes | None, bytes | None, str, int, int]] = []
+    docstring); fails with REQUEST_TIMED_OUT when a partition stops making progress.
+    With ``header``: one more column, ``tag`` (string), that header's value (the
+    pipeline's transaction tag, :mod:`clients.spark.verify.pipeline`)."""
+    rows: list[tuple[Any, ...]] = []
     consumer = Consumer(bootstrap, isolation_level="read_committed", auto_offset_reset="none",
                         enable_auto_commit=False, client_id=f"minikafka-verify-{topic}")
     try:
@@ -75,8 +77,9 @@ def read_committed(spark: SparkSession, bootstrap: str, topic: str, *,
         progress_at, positions = time.monotonic(), dict(start)
         while any(positions[tp] < end[tp] for tp in tps):
             for tp, records in consumer.poll(500, max_records=10_000).items():
-                rows.extend((r.key, r.value, topic, tp.partition, r.offset) for r in records
-                            if r.offset < end[tp])
+                rows.extend((r.key, r.value, topic, tp.partition, r.offset,
+                             *([_header(r.headers, header)] if header else []))
+                            for r in records if r.offset < end[tp])
             moved = {tp: consumer.position(tp) for tp in tps}
             if moved != positions:
                 positions, progress_at = moved, time.monotonic()
@@ -85,7 +88,12 @@ def read_committed(spark: SparkSession, bootstrap: str, topic: str, *,
                                            f"{positions} (ends {end}) for {timeout_s:.0f} s")
     finally:
         consumer.close()
-    return spark.createDataFrame(rows, RECORD_COLUMNS)
+    return spark.createDataFrame(rows, RECORD_COLUMNS + (", tag string" if header else ""))
+
+
+def _header(headers: tuple[tuple[str, bytes | None], ...], name: str) -> str | None:
+    value = next((v for k, v in headers if k == name), None)
+    return None if value is None else value.decode("utf-8", "replace")
 
 
 def _settled_end_offsets(bootstrap: str, consumer: Consumer, tps: list[TopicPartition],
