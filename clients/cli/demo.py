@@ -8,11 +8,16 @@ factor 3 and min ISR 2 while faults are injected on a schedule (by default the l
 of partition 0 is SIGKILLed at 2 s and restarted at 4 s, and the controller restarted
 at 6 s); then a transactional run (:mod:`clients.workload.transactional`, 3,000 records
 in transactions committed, aborted and restarted at random, the busiest transaction
-coordinator killed at 1 s and restarted at 3 s; ``--txn-messages 0`` skips it); prints
+coordinator killed at 1 s and restarted at 3 s; ``--txn-messages 0`` skips it) with,
+meanwhile, a consume-transform-produce pipeline (:mod:`clients.workload.pipeline`: 2
+workers copy f(records) to ``demo-transactional-out`` in transactions that commit their
+consumed offsets, some aborted, some killed and restarted; ``--pipeline-workers 0``
+skips it); prints
 ``cluster status``; runs the Spark verification job (:mod:`clients.spark.verify.job`,
 ``local[*]``, one session for both runs) that reads the topic through the ``minikafka``
 data source and reports lost, duplicated, reordered and phantom records (and, for the
-transactional run, read_committed: aborted reads, torn transactions); and stops the
+transactional run, read_committed: aborted reads, torn transactions, and the pipeline's
+output = f(input) exactly once); and stops the
 cluster, always, also on failure or Ctrl-C.  Exit status 0 only when every
 verification is clean.  Spark needs Java: without it the demo stops before starting
 anything and says how to install it.
@@ -54,6 +59,9 @@ def add_parser(sub: Any) -> None:
     demo.add_argument("--faults", default=DEFAULT_FAULTS, help="a fault schedule ('' for none)")
     demo.add_argument("--txn-messages", type=int, default=3_000,
                       help="records of the transactional run (0: no transactional run)")
+    demo.add_argument("--pipeline-workers", type=int, default=2,
+                      help="consume-transform-produce workers over the transactional run "
+                           "(0: no pipeline)")
     demo.add_argument("--txn-faults", default=DEFAULT_TXN_FAULTS,
                       help="the transactional run's fault schedule ('' for none)")
     demo.add_argument("--master", default="local[*]", help="Spark master for the verify job")
@@ -153,10 +161,13 @@ def _transactional_run(args: argparse.Namespace, bootstrap: str, data_dir: str) 
         ledger_path=str(default_ledger_path(data_dir, run_id)), messages=args.txn_messages,
         producers=3, keys_per_producer=2 * args.partitions, rate=1_000,
         partitions=args.partitions, transactional=True, restart_ratio=0.05,
-        faults=parse_schedule(args.txn_faults) if args.txn_faults else [])
+        faults=parse_schedule(args.txn_faults) if args.txn_faults else [],
+        pipeline_workers=args.pipeline_workers, pipeline_kill_ratio=0.05)
     print(f"transactional run {run_id}: {config.messages} records from {config.producers} "
           f"transactional producers (commits, aborts, fenced restarts) at about "
-          f"{config.rate:.0f}/s" + (f"; faults {args.txn_faults}" if args.txn_faults else ""))
+          f"{config.rate:.0f}/s" + (f"; faults {args.txn_faults}" if args.txn_faults else "")
+          + (f"; a pipeline of {config.pipeline_workers} workers copies f(records) to "
+             f"{config.pipeline_sink!r} exactly once" if config.pipeline_workers else ""))
     _create_after_heal(config)
     result = run_workload(config)
     print("\n".join(result.summary_lines()))

@@ -30,9 +30,9 @@ ledger (:mod:`clients.workload.ledger`): worker, session, txn, B, records, outco
 :func:`run_pipeline` runs the workers until told the producers are done, then until the
 group has consumed A to its end: every partition's committed offset at A's last stable
 offset once that equals the high watermark (the markers are written), or every worker
-idle (no records) for ``idle_s`` and an offset committed on every partition with records
-(librdkafka may leave a partition's position before its trailing markers), at most
-``drain_timeout_s``.
+idle (polling, and no records for ``idle_s``: a worker stuck in a call is not idle) and
+an offset committed on every partition with records (librdkafka may leave a partition's
+position before its trailing markers), at most ``drain_timeout_s``.
 
 Costs: per A record one send; per transaction 3-4 coordinator round trips and a
 buffered ledger line.  Thread safety: one thread per worker, sharing only the ledger
@@ -58,6 +58,7 @@ Tally = Callable[[str, str], None]  # ("txn", "pipeline_<event>"), as the produc
 TRANSFORM_MAGIC = b"mkp1"
 OPEN_DEADLINE_S = 180.0
 COMMIT_RETRIES = 3
+LIVE_S = 1.0
 
 
 def transform(partition: int, offset: int, value: bytes | None) -> bytes:
@@ -96,6 +97,12 @@ class PipelinePlan:
 @dataclass
 class _WorkerState:
     last_records_at: float = field(default_factory=time.monotonic)
+    last_poll_at: float = field(default_factory=time.monotonic)
+
+    def idle(self, now: float, idle_s: float) -> bool:
+        """Polling (the last poll under a second ago) and no records for ``idle_s``: a
+        worker stuck in a call (a session being replaced, a commit retried) is not idle."""
+        return now - self.last_poll_at < LIVE_S and now - self.last_records_at > idle_s
 
 
 def open_session(plan: PipelinePlan, worker: int, stop: threading.Event) -> PipelineSession:
@@ -131,6 +138,7 @@ def run_worker(plan: PipelinePlan, worker: int, ledger: LedgerWriter, tally: Tal
             try:
                 records = session.poll(0.2, plan.max_poll_records)
                 positions = session.positions()
+                state.last_poll_at = time.monotonic()
             except MiniKafkaError:
                 session, session_no, txn = _replace(plan, worker, session, session_no, stop)
                 committed = {}
@@ -254,8 +262,9 @@ def run_pipeline(plan: PipelinePlan, ledger: LedgerWriter, tally: Tally,
                 Consumer(plan.bootstrap, enable_auto_commit=False,
                          client_id=f"{plan.group_id}-high-watermarks") as plain:
             while not (stop.is_set() or done.is_set()) and time.monotonic() < deadline:
-                idle = min(time.monotonic() - s.last_records_at for s in states)
-                if _caught_up(probe, plain, plan.source_topic, strict=idle <= plan.idle_s):
+                now = time.monotonic()
+                idle = all(s.idle(now, plan.idle_s) for s in states)
+                if _caught_up(probe, plain, plan.source_topic, strict=not idle):
                     caught_up = True
                     break
                 stop.wait(0.5)
