@@ -60,7 +60,7 @@ its WriteTxnMarkers answered by the brokers' real handler), and a read_committed
 no aborted record delivered, committed transactions whole and in order, LSO monotonic and
 at most the HW, every ``.txnindex`` consistent.  ``transactions_pause`` adds process
 pauses, ``transactions_crash_cut`` whole-cluster crashes, ``transactions_coordinator_moves``
-coordinator process deaths (the next one loads the state at the next coordinator epoch).
+crashes of the coordinator's broker (the state partition's next leader loads the state).
 
 Speed (issue 31, ``--seeds 6 --modes lossy,torn_disk,no_loss,rot --no-write``, one
 worker, the shared 2-core machine, the two runs back to back): before (78f722b), with

@@ -78,7 +78,6 @@ from tests.sim.faults import FaultInjector
 from tests.sim.invariants import InvariantChecker, RecordId
 from tests.sim.network import SimNetwork
 from tests.sim.sim_log import SimLog
-from tests.sim.txn_coordinator import TXN_COORDINATOR
 from tests.sim.txn_workload import TxnWorkload
 from tests.sim.workload import SimConsumer, SimProducer, Workload
 from timer.clock import ManualClock
@@ -99,6 +98,12 @@ class SimCluster:
         self.net = SimNetwork(self.rng, drop_probability=config.drop_probability,
                               min_delay_ms=1, max_delay_ms=config.max_delay_ms)
         self.partition_ids = list(range(config.partitions))
+        # transactions: the producer writes to these; one more partition, the last, is
+        # the coordinator's __transaction_state (tests.sim.txn_coordinator)
+        self.data_partition_ids = list(self.partition_ids)
+        self.state_pid = config.partitions
+        if config.transactions:
+            self.partition_ids.append(self.state_pid)
         # the logs' directory: the config's, or a fresh one on tmpfs, removed by close()
         self._own_dir = None if config.real_log_dir else Path(tempfile.mkdtemp(
             prefix="sim-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None))
@@ -107,7 +112,7 @@ class SimCluster:
         self.disk = SimDisk(self, config.real_log_dir or self._own_dir)
         ids = list(range(1, config.brokers + 1))
         self.clock = ManualClock(0)
-        self.controller = SimController(self.clock, ids, config.partitions,
+        self.controller = SimController(self.clock, ids, len(self.partition_ids),
                                         config.session_timeout_ms,
                                         config.leader_imbalance_check_interval_ms,
                                         config.min_insync_replicas)
@@ -323,11 +328,6 @@ class SimCluster:
                 self.txn.consumer_message(m.body)
             elif m.dst == self.consumer_id:
                 self.workload.consumer_message(m.body)
-            elif m.dst == TXN_COORDINATOR and self.txn is not None:
-                if m.kind == "late_txn_request":
-                    self.txn.coordinator.on_late(m.body)
-                else:
-                    self.txn.coordinator.on_message(m.kind, m.body)
             else:
                 b = self.brokers[m.dst]
                 if not b.alive or (m.dst_incarnation and m.dst_incarnation != b.incarnation):
@@ -420,7 +420,7 @@ class SimCluster:
             self.workload.consume()
         self.deliver()
         if self.txn is not None:
-            self.txn.coordinator.tick()
+            self.txn.coordinators.maybe_move()
         if self.controller_down_until_ms is None:
             if self.controller.tick():
                 self._flush_controller_history()

@@ -124,6 +124,7 @@ class SimConfig:
     # per EndTxn and per WriteTxnMarkers request: the chance that a copy of it arrives
     # again 50-400 ms later (KAFKA-17754: the same request on another connection)
     txn_late_copy_probability: float = 0.2
-    # per step, the chance that the transaction coordinator process dies and a new one
-    # loads its state at the next coordinator epoch; 0: never (no random number drawn)
+    # per step, the chance that the broker leading the state partition (the
+    # transaction coordinator) crashes; the next leader loads the state at its leader
+    # epoch; 0: never (no random number drawn)
     txn_coordinator_move_probability: float = 0.0
