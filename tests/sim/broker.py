@@ -131,6 +131,7 @@ class SimBroker:
         self.cleaner = self._new_cleaner()
         if self.c.config.transactions:  # the new process's coordinator (loads when it leads)
             self.txn = SimTxnCoordinator(self.c, self)
+            self.handler_core.txn_verifier = self.txn  # KIP-890 part 1 in its Produce
         self.register()
 
     def _new_partition(self, pid: int, log: SimLog) -> Partition:
@@ -202,7 +203,9 @@ class SimBroker:
 
     def crash(self) -> None:
         self.alive = False
-        self.txn = None  # its marker queue and loaded state die with it
+        if self.txn is not None:
+            self.txn.stop()
+        self.txn = self.handler_core.txn_verifier = None  # its queues and state die with it
         # a power cut: each leader-epoch checkpoint holds its last durable write
         self.durable_epochs = {pid: p.leader_epoch_cache.durable_entries
                                for pid, p in self.partitions.items()}

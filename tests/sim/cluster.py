@@ -55,6 +55,7 @@ faults :class:`tests.sim.faults.FaultInjector`, and the checks above
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import dataclasses
 import enum
@@ -433,8 +434,11 @@ class SimCluster:
             self.txn.check()
 
     def run(self, steps: int) -> None:
+        """Run on an event loop: tasks the handlers start (a Produce waiting for its
+        KIP-890 verification) get one loop turn after every step; deterministic (no
+        real I/O or timers on that loop)."""
         try:
-            self._run(steps)
+            asyncio.run(self._run(steps))
         finally:
             self.close()
 
@@ -449,10 +453,11 @@ class SimCluster:
         if self._own_dir is not None:
             shutil.rmtree(self._own_dir, ignore_errors=True)
 
-    def _run(self, steps: int) -> None:
+    async def _run(self, steps: int) -> None:
         self.planned_steps = steps
         for _ in range(steps):
             self.step()
+            await asyncio.sleep(0)
         self.faults = False
         self.injector.outage = None  # its restarts not yet made are the healing's
         if self.controller_down_until_ms is not None:
@@ -467,6 +472,7 @@ class SimCluster:
             self.txn.stopping = True  # the open transaction ends; no new one
         for _ in range(self.config.heal_steps):
             self.step()
+            await asyncio.sleep(0)
             if self.checks.converged() and (self.txn is None or self.txn.converged()):
                 break
         self.checks.check_final()

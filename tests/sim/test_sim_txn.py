@@ -39,10 +39,11 @@ def run(seed: int, steps: int = STEPS, **config: Any) -> SimCluster:
 def test_read_committed_sees_committed_transactions_whole_and_nothing_aborted(
         seed: int) -> None:
     cluster = run(seed)
-    # transactions end (a seed with few, all aborted, exists: 6027); commits are
-    # asserted over several seeds (test_kafka_17754_...)
-    assert cluster.txn is not None and cluster.txn.stats["committed"] + cluster.txn.stats[
-        "aborted"] > 0
+    # transactions end (answered or fenced; under ~10 coordinator moves and ~7 producer
+    # restarts a seed may commit none: 6001, 6027); commits are asserted over several
+    # seeds (test_kafka_17754_...)
+    assert cluster.txn is not None and any(t.outcome != "open"
+                                           for t in cluster.txn.txns.values())
 
 
 @pytest.mark.parametrize("seed", range(6100, 6106))

@@ -58,6 +58,7 @@ Single-threaded.
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import dataclasses
 import functools
@@ -68,7 +69,7 @@ from broker.coordination.internal_topic import InternalTopic, InternalTopicSpec
 from broker.topic_registry import StandaloneTopic
 from broker.txn.coordinator import Done, IdAnswer, TransactionCoordinator, TxnCoordinatorConfig
 from broker.txn.markers import MarkerQueue, MarkersDone, TxnMarker, request_body, response_results
-from broker.txn.state import COMPLETED, PREPARED, TransactionState, TxnMetadata
+from broker.txn.state import COMPLETED, PREPARED, TransactionState, TxnError, TxnMetadata
 from broker.txn.state_topic import load_batches
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode
@@ -81,7 +82,8 @@ if TYPE_CHECKING:
     from tests.sim.broker import SimBroker
     from tests.sim.cluster import SimCluster
 
-TXN_KINDS = frozenset({"txn_request", "late_txn_request", "marker_response"})
+TXN_KINDS = frozenset({"txn_request", "late_txn_request", "marker_response",
+                       "verify_request", "verify_response"})
 STATE_KEY = TopicPartition(TRANSACTION_STATE_TOPIC, 0)
 MarkerBatch = list[tuple[int, TxnMarker, list[TopicPartition]]]
 COMMITS = frozenset({TransactionState.PREPARE_COMMIT, TransactionState.COMPLETE_COMMIT})
@@ -297,6 +299,17 @@ class SimTxnCoordinator:
         self.incarnation = broker.incarnation
         self.next_request = 0
         self.in_flight: dict[int, tuple[MarkerBatch, int]] = {}  # request -> (batch, sent)
+        # KIP-890 questions to another broker's coordinator: request -> (answer, its
+        # partitions, sent at ms)
+        self.verifying: dict[int, tuple[asyncio.Future[dict[TopicPartition, ErrorCode]],
+                                        list[TopicPartition], int]] = {}
+
+    def stop(self) -> None:
+        """The process dies: Produce requests waiting for a verification die with it
+        (their tasks are cancelled before they append anything)."""
+        for future, _tps, _sent in self.verifying.values():
+            future.cancel()
+        self.verifying.clear()
 
     @property
     def current(self) -> bool:
@@ -329,6 +342,10 @@ class SimTxnCoordinator:
     def tick(self) -> None:
         self.coordinator.tick()
         now, cfg = self.c.now_ms, self.c.config
+        for request, (future, tps, sent) in list(self.verifying.items()):
+            if now - sent > cfg.request_timeout_ms:  # the produce path: retriable
+                del self.verifying[request]
+                future.set_result(dict.fromkeys(tps, ErrorCode.NETWORK_EXCEPTION))
         for request, (batch, sent) in list(self.in_flight.items()):
             if now - sent > cfg.request_timeout_ms:
                 del self.in_flight[request]
@@ -358,9 +375,58 @@ class SimTxnCoordinator:
             self.on_late(body)
         elif kind == "marker_response":
             self.on_marker_response(body)
+        elif kind == "verify_request":
+            tps = [TopicPartition(TOPIC, p) for p in body["partitions"]]
+            answer = self.decide(body["transactional_id"], body["producer_id"],
+                                 body["producer_epoch"], tps)
+            self.broker.send(body["src"], "verify_response", {
+                "request": body["request"],
+                "answers": {tp.partition: int(code) for tp, code in answer.items()}},
+                body["incarnation"])
+        elif kind == "verify_response":
+            waiting = self.verifying.pop(body["request"], None)
+            if waiting is not None:
+                waiting[0].set_result({TopicPartition(TOPIC, p): ErrorCode(code)
+                                       for p, code in body["answers"].items()})
         else:
             assert kind == "txn_request", kind
             self._serve(body, self._reply)
+
+    # -- KIP-890 part 1: the broker's TxnVerifier (handler_core.txn_verifier) -----------
+
+    def decide(self, transactional_id: str, producer_id: int, producer_epoch: int,
+               partitions: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
+        """This coordinator's answer to a verify-only AddPartitionsToTxn (the real
+        ``TransactionCoordinator.verify``; NOT_COORDINATOR and the like as errors)."""
+        try:
+            return self.coordinator.verify(transactional_id, producer_id, producer_epoch,
+                                           partitions)
+        except TxnError as exc:
+            return dict.fromkeys(partitions, exc.code)
+
+    async def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
+                     partitions: list[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
+        """As ``TransactionStateTopic.verify``: asked here when this broker leads the
+        state partition, else over the simulated network to the broker that does
+        (AddPartitionsToTxn v4 ``verify_only``; NETWORK_EXCEPTION after
+        ``request_timeout_ms``, a retriable produce error)."""
+        self.service.stats["verifications"] += 1
+        node = self.service.node()
+        if node == self.broker.id:
+            return self.decide(transactional_id, producer_id, producer_epoch, partitions)
+        if node < 0:
+            return dict.fromkeys(partitions, ErrorCode.COORDINATOR_NOT_AVAILABLE)
+        future: asyncio.Future[dict[TopicPartition, ErrorCode]] = \
+            asyncio.get_running_loop().create_future()
+        self.next_request += 1
+        self.verifying[self.next_request] = (future, list(partitions), self.c.now_ms)
+        self.broker.send(node, "verify_request", {
+            "request": self.next_request, "src": self.broker.id,
+            "incarnation": self.broker.incarnation, "transactional_id": transactional_id,
+            "producer_id": producer_id, "producer_epoch": producer_epoch,
+            "partitions": [tp.partition for tp in partitions]},
+            self.c.brokers[node].incarnation)
+        return await future
 
     def _reply(self, answer: dict[str, Any]) -> None:
         if self.current:  # a write acknowledged after a crash answers no one

@@ -180,6 +180,9 @@ class TxnWorkload:
                 self.stats["late_end_txn_sent"] += 1
                 self.coordinators.late_copy(self.request.body, self.c.rng.randint(50, 400))
             return
+        stray = cfg.txn_stray_probability
+        if stray and self.c.rng.random() < stray:
+            self._send_stray(t)
         for p, n in t.counts.items():
             if t.acked.get(p, 0) == n:
                 continue
@@ -249,8 +252,34 @@ class TxnWorkload:
         self.producer_id, self.producer_epoch = body["producer_id"], body["producer_epoch"]
         self.txn, self.in_flight, self.phase = None, {}, "idle"
 
+    def _send_stray(self, t: Txn) -> None:
+        """A transactional batch of this producer and epoch to a partition not added to
+        the transaction (a buggy client, or a batch of an earlier transaction resent
+        late): the leader must refuse it after asking the coordinator (KIP-890 part 1)."""
+        outside = [p for p in self.c.data_partition_ids if p not in t.counts]
+        leader = self.c.controller.leader(outside[0]) if outside else -1
+        if leader < 0:
+            return
+        p = outside[0]
+        batch = build_batch([(None, f"t{t.number}-p{p}-i0".encode(), self.c.now_ms, ())],
+                            producer_id=self.producer_id, producer_epoch=self.producer_epoch,
+                            base_sequence=0, attributes=TRANSACTIONAL_MASK)
+        self.stats["stray_sent"] += 1
+        self.c.record(f"txn producer: stray batch of t{t.number} to p{p} (not in it)")
+        self.c.net.send(self.c.now_ms, self.c.producer_id, leader, "produce", {
+            "pid": p, "batch": batch, "crc": read_header(batch).crc, "request": 0,
+            "tag": (self.session, t.number, -1), "record": None,
+            "transactional_id": TRANSACTIONAL_ID}, 0, self.c.brokers[leader].incarnation)
+
     def _on_produce_answer(self, body: dict[str, Any]) -> None:
         session, number, index = body["tag"]
+        if index < 0:  # a stray batch: never appended (no hanging transaction)
+            error = ErrorCode(body["error"])
+            self.stats[f"stray:{error.name}"] += 1
+            if error == ErrorCode.NONE:
+                self.c.fail(f"p{body['pid']}: a transactional batch of t{number} outside "
+                            f"its transaction was appended @{body.get('offset')} (KIP-890)")
+            return
         t = self.txn
         p = body["pid"]
         out = self.in_flight.get(p)
