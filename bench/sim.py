@@ -55,8 +55,10 @@ every acknowledged and consumed record.
 ``transactions`` (issue 32) is ``no_loss`` with a transactional workload instead of the
 plain producer and consumer (:mod:`tests.sim.txn_workload`): a transactional producer
 (multi-partition transactions, random commits and aborts, restarts that fence its open
-transaction) against the real transaction coordinator (:mod:`tests.sim.txn_coordinator`,
-its WriteTxnMarkers answered by the brokers' real handler), and a read_committed consumer;
+transaction) against the real transaction coordinator (:mod:`tests.sim.txn_coordinator`: hosted by
+the brokers on a replicated state partition, reloaded at every leader change; its
+WriteTxnMarkers answered by the brokers' real handler; the leaders' KIP-890
+verification asking it), and a read_committed consumer;
 no aborted record delivered, committed transactions whole and in order, LSO monotonic and
 at most the HW, every ``.txnindex`` consistent.  ``transactions_pause`` adds process
 pauses, ``transactions_crash_cut`` whole-cluster crashes, ``transactions_coordinator_moves``

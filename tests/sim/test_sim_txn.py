@@ -1,5 +1,7 @@
-"""The simulation's transactions mode (issue 32): the real transaction coordinator, the
-brokers' WriteTxnMarkers, LSO and ``.txnindex`` code under the simulation's faults, with
+"""The simulation's transactions mode (issue 32): the real transaction coordinator (hosted
+by the brokers on a replicated state partition, reloaded at every leader change), the
+leaders' KIP-890 verification, the brokers' WriteTxnMarkers, LSO and ``.txnindex`` code
+under the simulation's faults, with
 a transactional producer and a read_committed consumer (:mod:`tests.sim.txn_workload`,
 :mod:`tests.sim.txn_coordinator`; the invariants are listed there).  A failure message
 starts with ``seed=<n>`` and a ``replay:`` line.
@@ -89,3 +91,6 @@ def test_kafka_17754_a_late_end_txn_or_marker_cannot_end_the_next_transaction() 
                                                "late_end_txn_during_next:INVALID_PRODUCER_EPOCH"}
     assert stats["late_marker:INVALID_PRODUCER_EPOCH"] > 0
     assert stats["committed"] > 0 and stats["coordinator_moves"] > 0
+    # KIP-890 part 1: leaders asked the coordinator; every stray batch answered was refused
+    assert stats["verifications"] > 0 and stats["stray_sent"] > 0
+    assert sum(v for k, v in stats.items() if k.startswith("stray:")) > 0

@@ -31,12 +31,19 @@ Invariants (:meth:`TxnWorkload.check` after every step; the consumer's at each a
   them, in the order written (torn or reordered transactions fail);
 * a transaction is never seen committed on one partition and aborted on another, nor
   committed after an acknowledged abort, nor aborted after an acknowledged commit;
+* a stray transactional batch (``txn_stray_probability``: this producer's id and epoch,
+  to a partition not in its transaction) is never appended: the leaders' KIP-890
+  verification refuses it (no hanging transaction);
+* at every load of the state partition (:meth:`tests.sim.txn_coordinator.
+  SimTxnCoordinators.on_loaded`): no answered EndTxn loaded with the other outcome or
+  missing;
 * each leader's LSO is at most its HW and never moves backwards while it leads in that
   leader epoch (same process incarnation);
 * every 50 steps (and after healing) every replica's log passes
   :meth:`storage.log.log.Log.check_invariants` (its ``.txnindex`` agrees with the log);
-* after healing (all transactions ended, every marker written, the consumer at every
-  log end): every acknowledged-commit transaction was delivered whole on every partition.
+* after healing (all transactions ended, every marker written, every data partition's
+  LSO at its log end: no hanging transaction, the consumer at every log end): every
+  acknowledged-commit transaction was delivered whole on every partition.
 
 No I/O.  Single-threaded.
 """
