@@ -55,12 +55,14 @@ every acknowledged and consumed record.
 ``transactions`` (issue 32) is ``no_loss`` with a transactional workload instead of the
 plain producer and consumer (:mod:`tests.sim.txn_workload`): a transactional producer
 (multi-partition transactions, random commits and aborts, restarts that fence its open
-transaction) against the real transaction coordinator (:mod:`tests.sim.txn_coordinator`,
-its WriteTxnMarkers answered by the brokers' real handler), and a read_committed consumer;
+transaction) against the real transaction coordinator (:mod:`tests.sim.txn_coordinator`: hosted by
+the brokers on a replicated state partition, reloaded at every leader change; its
+WriteTxnMarkers answered by the brokers' real handler; the leaders' KIP-890
+verification asking it), and a read_committed consumer;
 no aborted record delivered, committed transactions whole and in order, LSO monotonic and
 at most the HW, every ``.txnindex`` consistent.  ``transactions_pause`` adds process
 pauses, ``transactions_crash_cut`` whole-cluster crashes, ``transactions_coordinator_moves``
-coordinator process deaths (the next one loads the state at the next coordinator epoch).
+crashes of the coordinator's broker (the state partition's next leader loads the state).
 
 Speed (issue 31, ``--seeds 6 --modes lossy,torn_disk,no_loss,rot --no-write``, one
 worker, the shared 2-core machine, the two runs back to back): before (78f722b), with

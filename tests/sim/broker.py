@@ -40,6 +40,7 @@ from storage.scrubber import DamagedRange
 from tests.sim.controller import TOPIC
 from tests.sim.handlers import SimHandlerCore, produce, serve
 from tests.sim.sim_log import SimLog
+from tests.sim.txn_coordinator import STATE_KEY, TXN_KINDS, SimTxnCoordinator
 from timer.purgatory import Purgatory
 from timer.system_timer import SystemTimer
 
@@ -91,6 +92,7 @@ class SimBroker:
         self.hosted_topic_id: int | None = None  # the topic id its replicas belong to
         self.durable_epochs: dict[int, tuple[tuple[int, int], ...]] = {}  # at the last crash
         self.compacted_seen = 0
+        self.txn: SimTxnCoordinator | None = None  # transactions: this process's coordinator
 
     # -- lifecycle -------------------------------------------------------------------
 
@@ -127,6 +129,9 @@ class SimBroker:
                                                  "found by log recovery", self.c.now_ms))
         self.c.rescrub(self)  # its scrubber finds rot it still holds
         self.cleaner = self._new_cleaner()
+        if self.c.config.transactions:  # the new process's coordinator (loads when it leads)
+            self.txn = SimTxnCoordinator(self.c, self)
+            self.handler_core.txn_verifier = self.txn  # KIP-890 part 1 in its Produce
         self.register()
 
     def _new_partition(self, pid: int, log: SimLog) -> Partition:
@@ -198,6 +203,9 @@ class SimBroker:
 
     def crash(self) -> None:
         self.alive = False
+        if self.txn is not None:
+            self.txn.stop()
+        self.txn = self.handler_core.txn_verifier = None  # its queues and state die with it
         # a power cut: each leader-epoch checkpoint holds its last durable write
         self.durable_epochs = {pid: p.leader_epoch_cache.durable_entries
                                for pid, p in self.partitions.items()}
@@ -231,6 +239,10 @@ class SimBroker:
         return self.next_request
 
     def on_message(self, kind: str, src: int, body: dict[str, Any]) -> None:
+        if kind in TXN_KINDS:
+            if self.txn is not None:
+                self.txn.on_message(kind, body)
+            return
         getattr(self, "on_" + kind)(src, body)
 
     # -- controller side -------------------------------------------------------------
@@ -289,6 +301,8 @@ class SimBroker:
                 self.c.disk.set_topic_id(self, pid, topic_id)
             self.hosted_topic_id = topic_id
             self.apply_partition_state(pid, state)
+        if self.txn is not None:  # as BrokerCore: the state partitions led here load
+            self.txn.topic.on_partitions_changed()
 
     def apply_partition_state(self, pid: int, state: PartitionRegistration) -> None:
         p = self.partitions[pid]
@@ -391,10 +405,10 @@ class SimBroker:
 
         def respond(answer: dict[str, Any]) -> None:
             if self.alive and self.incarnation == incarnation:
-                self.send(src, "response", {"leader": self.id, "request": body["request"],
-                                            "body": answer,
-                                            "topic_id": self.hosted_topic_id},
-                          body["incarnation"])
+                # "marker_response": a coordinator's WriteTxnMarkers (tests.sim.txn_coordinator)
+                self.send(src, body.get("reply_kind", "response"), {
+                    "leader": self.id, "request": body["request"], "body": answer,
+                    "topic_id": self.hosted_topic_id}, body["incarnation"])
 
         serve(self.handler_core, ApiKey(body["api"]), body["body"], respond)
 
@@ -408,6 +422,8 @@ class SimBroker:
         moved: its parked produces and fetches re-check (``BrokerCore.wake_partition``)."""
         self.produce_purgatory.check_and_complete(_key(pid))
         self.handler_core.fetch_purgatory.check_and_complete(_key(pid))
+        if pid == self.c.state_pid and self.txn is not None:  # the coordinator's writes
+            self.produce_purgatory.check_and_complete(STATE_KEY)
 
     def on_produce(self, src: int, body: dict[str, Any]) -> None:
         """acks=all through the broker's real Produce handler
@@ -542,6 +558,9 @@ class SimBroker:
             key = _key(pid)
             produce_check(key)
             fetch_check(key)
+        if self.txn is not None:
+            produce_check(STATE_KEY)  # the coordinator's writes (wake_partition)
+            self.txn.tick()
         self.timer.advance_clock()  # expired DelayedProduce (REQUEST_TIMED_OUT), DelayedFetch
 
 

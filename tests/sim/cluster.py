@@ -55,6 +55,7 @@ faults :class:`tests.sim.faults.FaultInjector`, and the checks above
 
 from __future__ import annotations
 
+import asyncio
 import collections
 import dataclasses
 import enum
@@ -78,7 +79,6 @@ from tests.sim.faults import FaultInjector
 from tests.sim.invariants import InvariantChecker, RecordId
 from tests.sim.network import SimNetwork
 from tests.sim.sim_log import SimLog
-from tests.sim.txn_coordinator import TXN_COORDINATOR
 from tests.sim.txn_workload import TxnWorkload
 from tests.sim.workload import SimConsumer, SimProducer, Workload
 from timer.clock import ManualClock
@@ -99,6 +99,12 @@ class SimCluster:
         self.net = SimNetwork(self.rng, drop_probability=config.drop_probability,
                               min_delay_ms=1, max_delay_ms=config.max_delay_ms)
         self.partition_ids = list(range(config.partitions))
+        # transactions: the producer writes to these; one more partition, the last, is
+        # the coordinator's __transaction_state (tests.sim.txn_coordinator)
+        self.data_partition_ids = list(self.partition_ids)
+        self.state_pid = config.partitions
+        if config.transactions:
+            self.partition_ids.append(self.state_pid)
         # the logs' directory: the config's, or a fresh one on tmpfs, removed by close()
         self._own_dir = None if config.real_log_dir else Path(tempfile.mkdtemp(
             prefix="sim-", dir="/dev/shm" if os.path.isdir("/dev/shm") else None))
@@ -107,7 +113,7 @@ class SimCluster:
         self.disk = SimDisk(self, config.real_log_dir or self._own_dir)
         ids = list(range(1, config.brokers + 1))
         self.clock = ManualClock(0)
-        self.controller = SimController(self.clock, ids, config.partitions,
+        self.controller = SimController(self.clock, ids, len(self.partition_ids),
                                         config.session_timeout_ms,
                                         config.leader_imbalance_check_interval_ms,
                                         config.min_insync_replicas)
@@ -323,11 +329,6 @@ class SimCluster:
                 self.txn.consumer_message(m.body)
             elif m.dst == self.consumer_id:
                 self.workload.consumer_message(m.body)
-            elif m.dst == TXN_COORDINATOR and self.txn is not None:
-                if m.kind == "late_txn_request":
-                    self.txn.coordinator.on_late(m.body)
-                else:
-                    self.txn.coordinator.on_message(m.kind, m.body)
             else:
                 b = self.brokers[m.dst]
                 if not b.alive or (m.dst_incarnation and m.dst_incarnation != b.incarnation):
@@ -420,7 +421,7 @@ class SimCluster:
             self.workload.consume()
         self.deliver()
         if self.txn is not None:
-            self.txn.coordinator.tick()
+            self.txn.coordinators.maybe_move()
         if self.controller_down_until_ms is None:
             if self.controller.tick():
                 self._flush_controller_history()
@@ -433,8 +434,11 @@ class SimCluster:
             self.txn.check()
 
     def run(self, steps: int) -> None:
+        """Run on an event loop: tasks the handlers start (a Produce waiting for its
+        KIP-890 verification) get one loop turn after every step; deterministic (no
+        real I/O or timers on that loop)."""
         try:
-            self._run(steps)
+            asyncio.run(self._run(steps))
         finally:
             self.close()
 
@@ -449,10 +453,11 @@ class SimCluster:
         if self._own_dir is not None:
             shutil.rmtree(self._own_dir, ignore_errors=True)
 
-    def _run(self, steps: int) -> None:
+    async def _run(self, steps: int) -> None:
         self.planned_steps = steps
         for _ in range(steps):
             self.step()
+            await asyncio.sleep(0)
         self.faults = False
         self.injector.outage = None  # its restarts not yet made are the healing's
         if self.controller_down_until_ms is not None:
@@ -467,6 +472,7 @@ class SimCluster:
             self.txn.stopping = True  # the open transaction ends; no new one
         for _ in range(self.config.heal_steps):
             self.step()
+            await asyncio.sleep(0)
             if self.checks.converged() and (self.txn is None or self.txn.converged()):
                 break
         self.checks.check_final()

@@ -124,6 +124,12 @@ class SimConfig:
     # per EndTxn and per WriteTxnMarkers request: the chance that a copy of it arrives
     # again 50-400 ms later (KAFKA-17754: the same request on another connection)
     txn_late_copy_probability: float = 0.2
-    # per step, the chance that the transaction coordinator process dies and a new one
-    # loads its state at the next coordinator epoch; 0: never (no random number drawn)
+    # per produce step of an open transaction: the chance that the producer also sends
+    # a transactional batch (its id and epoch, sequence 0) to a partition it did not add
+    # to the transaction; KIP-890 part 1 verification must refuse it (a hanging
+    # transaction otherwise); 0: never (no random number drawn)
+    txn_stray_probability: float = 0.01
+    # per step, the chance that the broker leading the state partition (the
+    # transaction coordinator) crashes; the next leader loads the state at its leader
+    # epoch; 0: never (no random number drawn)
     txn_coordinator_move_probability: float = 0.0

@@ -31,7 +31,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from broker.config import BrokerConfig
 from broker.delayed import DelayedFetch, DelayedProduce
-from broker.handlers.broker_view import HandlerCore
+from broker.handlers.broker_view import HandlerCore, TxnVerifier
 from broker.metadata.image import MetadataImage
 from broker.metrics.topic_metrics import BrokerTopicMetrics
 from broker.replica.topic_configs import TopicError
@@ -99,9 +99,10 @@ class SimHandlerCore:
         self.isr = SimIsrProposals(broker, clock, replica_lag_time_max_ms)
         self.configs = SimTopicConfigs(broker)
         self.topic_metrics = BrokerTopicMetrics(max_topics=10)  # Produce counts into it
-        # no KIP-890 verification (it needs an event loop; the sim's coordinator is
-        # sans-IO) and no group coordinator to tell of markers
-        self.txn_verifier = None
+        # KIP-890 verification: the broker process's coordinator
+        # (tests.sim.txn_coordinator.SimTxnCoordinator.verify) with transactions; no
+        # group coordinator to tell of markers
+        self.txn_verifier: TxnVerifier | None = None
         self.txn_marker_listener = None
 
     @property

@@ -339,7 +339,7 @@ def _preferred_election_before_the_fix(self: ControllerState) -> None:
     for topic, index, s in list(self.image.partitions()):
         preferred = s.replicas[0]
         if s.leader != preferred and preferred in s.isr and self._alive(preferred):
-            self._update(topic, index, s, preferred, s.isr, False)
+            self._update(topic, index, s, preferred, s.isr, False, "preferred (old rule)")
 
 
 def test_electing_a_cut_preferred_replica_is_caught(monkeypatch: pytest.MonkeyPatch) -> None:

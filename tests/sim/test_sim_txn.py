@@ -1,5 +1,7 @@
-"""The simulation's transactions mode (issue 32): the real transaction coordinator, the
-brokers' WriteTxnMarkers, LSO and ``.txnindex`` code under the simulation's faults, with
+"""The simulation's transactions mode (issue 32): the real transaction coordinator (hosted
+by the brokers on a replicated state partition, reloaded at every leader change), the
+leaders' KIP-890 verification, the brokers' WriteTxnMarkers, LSO and ``.txnindex`` code
+under the simulation's faults, with
 a transactional producer and a read_committed consumer (:mod:`tests.sim.txn_workload`,
 :mod:`tests.sim.txn_coordinator`; the invariants are listed there).  A failure message
 starts with ``seed=<n>`` and a ``replay:`` line.
@@ -39,7 +41,11 @@ def run(seed: int, steps: int = STEPS, **config: Any) -> SimCluster:
 def test_read_committed_sees_committed_transactions_whole_and_nothing_aborted(
         seed: int) -> None:
     cluster = run(seed)
-    assert cluster.txn is not None and cluster.txn.stats["committed"] > 0
+    # transactions end (answered or fenced; under ~10 coordinator moves and ~7 producer
+    # restarts a seed may commit none: 6001, 6027); commits are asserted over several
+    # seeds (test_kafka_17754_...)
+    assert cluster.txn is not None and any(t.outcome != "open"
+                                           for t in cluster.txn.txns.values())
 
 
 @pytest.mark.parametrize("seed", range(6100, 6106))
@@ -57,7 +63,7 @@ def test_transactions_survive_coordinator_moves(seed: int) -> None:
     """The coordinator dies now and then; the next loads its state at the next
     coordinator epoch and finishes what was prepared."""
     cluster = run(seed, txn_coordinator_move_probability=0.003)
-    assert cluster.txn is not None and cluster.txn.coordinator.stats["coordinator_moves"] > 0
+    assert cluster.txn is not None and cluster.txn.coordinators.stats["coordinator_moves"] > 0
 
 
 @pytest.mark.parametrize(("seed", "config", "steps"), REGRESSION_SEEDS)
@@ -78,9 +84,13 @@ def test_kafka_17754_a_late_end_txn_or_marker_cannot_end_the_next_transaction() 
     for seed in range(6300, 6308):
         cluster = run(seed)
         assert cluster.txn is not None
-        stats.update(cluster.txn.coordinator.stats)
+        stats.update(cluster.txn.coordinators.stats)
         stats.update(cluster.txn.stats)
     during_next = {k: v for k, v in stats.items() if k.startswith("late_end_txn_during_next")}
     assert during_next and set(during_next) <= {"late_end_txn_during_next:PRODUCER_FENCED",
                                                "late_end_txn_during_next:INVALID_PRODUCER_EPOCH"}
     assert stats["late_marker:INVALID_PRODUCER_EPOCH"] > 0
+    assert stats["committed"] > 0 and stats["coordinator_moves"] > 0
+    # KIP-890 part 1: leaders asked the coordinator; every stray batch answered was refused
+    assert stats["verifications"] > 0 and stats["stray_sent"] > 0
+    assert sum(v for k, v in stats.items() if k.startswith("stray:")) > 0

@@ -3,8 +3,9 @@ transactional producer, one read_committed consumer, and the transaction invaria
 
 :class:`TxnWorkload` drives, at the ``SimConfig`` probabilities, a producer with
 transactional id :data:`TRANSACTIONAL_ID` through Kafka's transaction-version-2 cycle
-against :class:`tests.sim.txn_coordinator.SimTxnCoordinator`: InitProducerId, then per
-transaction AddPartitionsToTxn of a random non-empty set of the partitions, 1..
+against the brokers' :class:`tests.sim.txn_coordinator.SimTxnCoordinator` (sent to the
+state partition's leader, as FindCoordinator answers): InitProducerId, then per
+transaction AddPartitionsToTxn of a random non-empty set of the data partitions, 1..
 ``txn_max_records`` transactional single-record batches per partition (one in flight per
 partition, resent with its sequence until acknowledged, through the broker's real
 Produce handler with the request's ``transactional_id``), and EndTxn v5 commit or abort
@@ -30,12 +31,19 @@ Invariants (:meth:`TxnWorkload.check` after every step; the consumer's at each a
   them, in the order written (torn or reordered transactions fail);
 * a transaction is never seen committed on one partition and aborted on another, nor
   committed after an acknowledged abort, nor aborted after an acknowledged commit;
+* a stray transactional batch (``txn_stray_probability``: this producer's id and epoch,
+  to a partition not in its transaction) is never appended: the leaders' KIP-890
+  verification refuses it (no hanging transaction);
+* at every load of the state partition (:meth:`tests.sim.txn_coordinator.
+  SimTxnCoordinators.on_loaded`): no answered EndTxn loaded with the other outcome or
+  missing;
 * each leader's LSO is at most its HW and never moves backwards while it leads in that
   leader epoch (same process incarnation);
 * every 50 steps (and after healing) every replica's log passes
   :meth:`storage.log.log.Log.check_invariants` (its ``.txnindex`` agrees with the log);
-* after healing (all transactions ended, every marker written, the consumer at every
-  log end): every acknowledged-commit transaction was delivered whole on every partition.
+* after healing (all transactions ended, every marker written, every data partition's
+  LSO at its log end: no hanging transaction, the consumer at every log end): every
+  acknowledged-commit transaction was delivered whole on every partition.
 
 No I/O.  Single-threaded.
 """
@@ -52,7 +60,7 @@ from clients.records.batch import TRANSACTIONAL_MASK, iter_batches, read_header
 from clients.records.control import ControlType, parse_marker
 from clients.records.record import build_batch, decode_batch
 from tests.sim.controller import TOPIC
-from tests.sim.txn_coordinator import TXN_COORDINATOR, SimTxnCoordinator
+from tests.sim.txn_coordinator import SimTxnCoordinators
 
 if TYPE_CHECKING:
     from tests.sim.cluster import SimCluster
@@ -84,7 +92,7 @@ class TxnWorkload:
 
     def __init__(self, cluster: SimCluster) -> None:
         self.c = cluster
-        self.coordinator = SimTxnCoordinator(cluster)
+        self.coordinators = SimTxnCoordinators(cluster)
         self.session = 0
         self.phase = "init"          # init, idle, add, produce, end
         self.producer_id, self.producer_epoch = -1, -1
@@ -95,8 +103,9 @@ class TxnWorkload:
         self.in_flight: dict[int, Outstanding] = {}  # partition -> its batch
         self.stats: collections.Counter[str] = collections.Counter()
         # the consumer
-        self.position = dict.fromkeys(cluster.partition_ids, 0)
-        self.aborted_active: dict[int, set[int]] = {p: set() for p in cluster.partition_ids}
+        self.position = dict.fromkeys(cluster.data_partition_ids, 0)
+        self.aborted_active: dict[int, set[int]] = {
+            p: set() for p in cluster.data_partition_ids}
         # (partition, producer id) -> (transaction, index) of each record delivered
         # since that producer's last marker there
         self.open_records: dict[tuple[int, int], list[tuple[int, int]]] = {}
@@ -118,8 +127,10 @@ class TxnWorkload:
     def _resend(self) -> None:
         assert self.request is not None
         self.request.sent_ms = self.c.now_ms
-        self.c.net.send(self.c.now_ms, self.c.producer_id, TXN_COORDINATOR, "txn_request",
-                        self.request.body)
+        node = self.coordinators.node()  # FindCoordinator: the state partition's leader
+        if node > 0:  # none: sent again after request_timeout_ms
+            self.c.net.send(self.c.now_ms, self.c.producer_id, node, "txn_request",
+                            self.request.body, 0, self.c.brokers[node].incarnation)
 
     def restart(self, why: str) -> None:
         """A new producer session: the open transaction is fenced (aborted by the
@@ -148,8 +159,8 @@ class TxnWorkload:
         if self.phase == "init":
             self._send_request("init", transaction_timeout_ms=cfg.transaction_timeout_ms)
         elif self.phase == "idle" and not self.stopping and rng.random() < cfg.produce_probability:
-            parts = [p for p in self.c.partition_ids if rng.random() < 0.6] or [
-                rng.choice(self.c.partition_ids)]
+            parts = [p for p in self.c.data_partition_ids if rng.random() < 0.6] or [
+                rng.choice(self.c.data_partition_ids)]
             number = len(self.txns) + 1
             self.txn = self.txns[number] = Txn(
                 number, {p: rng.randint(1, cfg.txn_max_records) for p in parts},
@@ -174,8 +185,11 @@ class TxnWorkload:
             if late and self.c.rng.random() < late:  # KAFKA-17754: on another connection
                 assert self.request is not None
                 self.stats["late_end_txn_sent"] += 1
-                self.coordinator.late_copy(self.request.body, self.c.rng.randint(50, 400))
+                self.coordinators.late_copy(self.request.body, self.c.rng.randint(50, 400))
             return
+        stray = cfg.txn_stray_probability
+        if stray and self.c.rng.random() < stray:
+            self._send_stray(t)
         for p, n in t.counts.items():
             if t.acked.get(p, 0) == n:
                 continue
@@ -237,6 +251,7 @@ class TxnWorkload:
             return
         # EndTxn v5: the transaction is decided; the next one uses the bumped epoch
         t.outcome = "committed" if t.commit_sent else "aborted"
+        self.coordinators.end_acked[(body["producer_id"], body["producer_epoch"])] = t.commit_sent
         self._check_outcome(t)
         self.c.record(f"txn producer: t{t.number} {t.outcome}, epoch "
                       f"{self.producer_epoch} -> {body['producer_epoch']}")
@@ -244,8 +259,34 @@ class TxnWorkload:
         self.producer_id, self.producer_epoch = body["producer_id"], body["producer_epoch"]
         self.txn, self.in_flight, self.phase = None, {}, "idle"
 
+    def _send_stray(self, t: Txn) -> None:
+        """A transactional batch of this producer and epoch to a partition not added to
+        the transaction (a buggy client, or a batch of an earlier transaction resent
+        late): the leader must refuse it after asking the coordinator (KIP-890 part 1)."""
+        outside = [p for p in self.c.data_partition_ids if p not in t.counts]
+        leader = self.c.controller.leader(outside[0]) if outside else -1
+        if leader < 0:
+            return
+        p = outside[0]
+        batch = build_batch([(None, f"t{t.number}-p{p}-i0".encode(), self.c.now_ms, ())],
+                            producer_id=self.producer_id, producer_epoch=self.producer_epoch,
+                            base_sequence=0, attributes=TRANSACTIONAL_MASK)
+        self.stats["stray_sent"] += 1
+        self.c.record(f"txn producer: stray batch of t{t.number} to p{p} (not in it)")
+        self.c.net.send(self.c.now_ms, self.c.producer_id, leader, "produce", {
+            "pid": p, "batch": batch, "crc": read_header(batch).crc, "request": 0,
+            "tag": (self.session, t.number, -1), "record": None,
+            "transactional_id": TRANSACTIONAL_ID}, 0, self.c.brokers[leader].incarnation)
+
     def _on_produce_answer(self, body: dict[str, Any]) -> None:
         session, number, index = body["tag"]
+        if index < 0:  # a stray batch: never appended (no hanging transaction)
+            error = ErrorCode(body["error"])
+            self.stats[f"stray:{error.name}"] += 1
+            if error == ErrorCode.NONE:
+                self.c.fail(f"p{body['pid']}: a transactional batch of t{number} outside "
+                            f"its transaction was appended @{body.get('offset')} (KIP-890)")
+            return
         t = self.txn
         p = body["pid"]
         out = self.in_flight.get(p)
@@ -269,7 +310,7 @@ class TxnWorkload:
     # -- the read_committed consumer ------------------------------------------------
 
     def consume(self) -> None:
-        pid = self.c.rng.choice(self.c.partition_ids)
+        pid = self.c.rng.choice(self.c.data_partition_ids)
         state = self.c.controller.partition(pid)
         if state is None or state.leader < 0:
             return
@@ -372,6 +413,7 @@ class TxnWorkload:
     # -- invariants -----------------------------------------------------------------
 
     def check(self) -> None:
+        self.coordinators.check()
         check_logs = self.c.steps % 50 == 0
         for b in self.c.brokers.values():
             if not b.alive:
@@ -396,9 +438,9 @@ class TxnWorkload:
     def converged(self) -> bool:
         if self.phase not in ("idle", "init") or self.request is not None:
             return False
-        if not self.coordinator.idle():
+        if not self.coordinators.idle():
             return False
-        for pid in self.c.partition_ids:
+        for pid in self.c.data_partition_ids:
             leader = self.c.controller.leader(pid)
             if leader < 0:
                 return False
@@ -410,7 +452,7 @@ class TxnWorkload:
     def check_final(self) -> None:
         if not self.converged():
             self.c.fail(f"transactions did not settle: phase {self.phase}, markers pending "
-                        f"{len(self.coordinator.queue)}, positions {self.position}")
+                        f"{self.coordinators.pending_markers()}, positions {self.position}")
         for b in self.c.brokers.values():
             for pid, log in b.logs.items():
                 try:
