@@ -211,6 +211,7 @@ def test_stream_write_copies_a_topic(
     stream = (spark.readStream.format("minikafka")
               .option("kafka.bootstrap.servers", cluster.bootstrap)
               .option("subscribe", "stream-in").option("startingOffsets", "earliest")
+              .option("includeHeaders", "true")  # the headers column exists only then
               .option("maxOffsetsPerTrigger", "15").load())
     query = (stream.select("key", "value", "headers").writeStream.format("minikafka")
              .option("kafka.bootstrap.servers", cluster.bootstrap)
