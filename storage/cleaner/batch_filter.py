@@ -28,7 +28,8 @@ first tombstone kept        as above plus bit 6 and base_timestamp = now +
                             delete_retention_ms; each kept record re-encoded with its
                             timestamp delta against that horizon
 all records dropped         nothing, or an empty header (record_count 0, same offsets and
-                            producer fields) when it is its producer's last batch
+                            producer fields; a transactional batch's: plain, no producer)
+                            when it is its producer's last batch
 aborted transactional       nothing (its ABORT marker follows: never its producer's last)
 removable marker            stamped as above (its one record re-encoded), then nothing
 ==========================  ===============================================================
@@ -67,7 +68,7 @@ from storage.index.time_index import NO_TIMESTAMP
 from storage.segment import Segment
 
 DELETE_HORIZON_MASK = 0x40
-KEPT_AS_IS = CONTROL_MASK | TRANSACTIONAL_MASK  # cleared on an emptied marker's header
+KEPT_AS_IS = CONTROL_MASK | TRANSACTIONAL_MASK  # cleared on an emptied batch's header
 # base, length, epoch, magic, crc, attrs, lod, base_ts, max_ts, pid, pepoch, bseq, count
 Header = tuple[int, int, int, int, int, int, int, int, int, int, int, int, int]
 # start, end, attributes position, timestamp-delta end, timestamp delta, offset,
@@ -200,9 +201,11 @@ def rebuild(h: Header, body: bytes | bytearray, count: int, attributes: int,
 
 def empty_batch(h: Header) -> bytes:
     """The header of ``h`` with no records (same offsets, epoch and producer fields; no
-    codec: there is nothing to compress).  A control batch's becomes a plain batch of no
-    producer: an empty marker would read as a marker that is not one."""
-    if h[5] & CONTROL_MASK:
+    codec: there is nothing to compress).  A control or transactional batch's becomes a
+    plain batch of no producer: an empty marker would read as a marker that is not one,
+    an empty transactional batch as the start of a transaction (its marker, which
+    carries the producer's state on, may go later)."""
+    if h[5] & KEPT_AS_IS:
         h = (*h[:9], -1, -1, -1, h[12])
         attrs = h[5] & ~(DELETE_HORIZON_MASK | COMPRESSION_MASK | KEPT_AS_IS)
     else:
@@ -258,8 +261,9 @@ class BatchFilter:
             self.txn.kept(pid)
             return raw
         out = self._filter_data(raw, h)
-        if out is not None and attrs & TRANSACTIONAL_MASK:
-            self.txn.kept(pid)
+        if (out is not None and attrs & TRANSACTIONAL_MASK
+                and (h if out is raw else HEADER.unpack_from(out, 0))[12]):
+            self.txn.kept(pid)  # (an empty header is no data of its transaction)
         return out
 
     def _note_horizon(self, horizon: int) -> None:
