@@ -36,10 +36,12 @@ Guarantees and choices:
   built as it is written.  Readers see holes; ``Log.read`` returns the first batch whose
   last offset is >= the fetch offset (Kafka's semantics).
 * A batch whose records all go is dropped, except that an empty header (record_count 0)
-  stays (a) for an idempotent producer's last batch in the dirty range, or any emptied
-  producer batch of the clean head (whose later batches are unknown: a few spare 61-byte
-  headers, never a lost producer state), and (b) for the last batch of each group, so
-  a cleaned segment is never empty and ends where its inputs ended.
+  stays (a) for an idempotent producer's last batch (known from the dirty range and the
+  previous pass over the log), or any emptied batch of a producer whose later batches
+  are unknown (a few spare 61-byte headers, never a lost producer state), and (b) for
+  the last batch of each group, so a cleaned segment is never empty and ends where its
+  inputs ended.  The empty header of a transactional batch or marker has no producer
+  (:func:`~storage.cleaner.batch_filter.empty_batch`).
 * Tombstones (Kafka's KIP-534 rule): the first pass that keeps a tombstone stamps its
   batch with the delete horizon ``now + delete_retention_ms``; a pass at or after it
   drops the batch's tombstones.  The earliest pending horizon per log is kept in memory
