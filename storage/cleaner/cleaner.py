@@ -57,8 +57,9 @@ Guarantees and choices:
   with its marker).  A marker that may be its producer's last batch stays whole (Kafka
   keeps an empty batch there, so the producer's state survives a rebuild from the log):
   the cleaner remembers each producer's last batch offset per log from one pass to the
-  next (memory: one int per producer id seen; lost on restart, then such markers wait
-  for their producer's next write).
+  next (memory: one int per producer id seen, at most :data:`MAX_PRODUCERS_REMEMBERED`
+  per log, else none; lost on restart; a marker of a producer it does not know waits
+  for that producer's next write).
 * A corrupt batch (CRC, framing) or one with more keys than the whole map holds makes
   the log *uncleanable* until restart (:meth:`LogCleaner.uncleanable` says why); the log
   itself is left as it was.  A truncation, deletion or reopen of the log under a pass
@@ -107,9 +108,12 @@ from storage.cleaner.txn_filter import TxnFilter
 from storage.errors import StorageError
 from storage.log.log import Log, wall_clock_ms
 
-__all__ = ["CLEANER_CHECKPOINT", "LogCleaner"]
+__all__ = ["CLEANER_CHECKPOINT", "MAX_PRODUCERS_REMEMBERED", "LogCleaner"]
 
 CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
+# producers whose last batch offset the cleaner remembers per log between passes (~100 B
+# each); a log with more is not remembered
+MAX_PRODUCERS_REMEMBERED = 10_000
 
 
 class LogCleaner:
@@ -405,7 +409,10 @@ class LogCleaner:
             stats.keyless_dropped += rules.keyless_dropped
             stats.aborted_dropped += rules.aborted_dropped
             stats.markers_dropped += rules.markers_dropped
-            self._producer_last[p.tp] = p.producer_last
+            if len(p.producer_last) <= MAX_PRODUCERS_REMEMBERED:
+                self._producer_last[p.tp] = p.producer_last
+            else:  # (their markers then wait for their producers' next writes)
+                self._producer_last.pop(p.tp, None)
             if rules.min_horizon is not None:
                 self._pending_horizon[p.tp] = rules.min_horizon
         self._pass = None

@@ -17,6 +17,8 @@ from clients.records.control import ControlType, parse_marker
 from clients.records.record import build_batch, decode_batch
 from storage.cleaner.batch_filter import DELETE_HORIZON_MASK
 from storage.cleaner.cleaner import LogCleaner
+from storage.cleaner.config import CleanerConfig
+from storage.cleaner.offset_map import ENTRY_OVERHEAD_BYTES
 from storage.config import LogConfig
 from storage.log.log import Log
 from tests.storage.test_txn_log import TP, TxnWriter
@@ -199,14 +201,16 @@ def test_nothing_at_or_above_the_last_stable_offset_is_cleaned(tmp_path: Path) -
     log.close()
 
 
-@pytest.mark.parametrize("seed", range(3))
+@pytest.mark.parametrize(("seed", "map_bytes"), [(0, 2**20), (1, 2**20), (2, 2**20),
+                                                (3, 3 * ENTRY_OVERHEAD_BYTES)])
 def test_random_transactions_keep_the_read_committed_view_pass_after_pass(
-        tmp_path: Path, seed: int) -> None:
+        tmp_path: Path, seed: int, map_bytes: int) -> None:
+    """(A small offset map: passes that stop at map_end, batches above it copied.)"""
     now = Now()
     log = Log.open(tmp_path / "t-0", CONFIG, clock_ms=now)
     w = TxnWriter(log, seed)
     rng = random.Random(seed)
-    cleaner = LogCleaner(clock_ms=now)
+    cleaner = LogCleaner(CleanerConfig(dedupe_buffer_bytes=map_bytes), clock_ms=now)
     for round_ in range(4):
         for _ in range(120):
             pid = rng.randrange(1, 5)
@@ -271,3 +275,26 @@ def test_a_cleaned_log_rebuilds_an_equivalent_txnindex_after_a_crash(tmp_path: P
         again.check_invariants()
     finally:
         again.close()
+
+
+def test_past_its_producer_bound_the_cleaner_forgets_producers_and_keeps_their_markers(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr("storage.cleaner.cleaner.MAX_PRODUCERS_REMEMBERED", 1)
+    now = Now()
+    log = Log.open(tmp_path / "t-0", CONFIG, clock_ms=now)
+    w = TxnWriter(log)
+    txn_data(w, 1, b"k", b"aborted")
+    abort = w.end(1, ControlType.ABORT)
+    txn_data(w, 2, b"j", b"aborted")
+    w.end(2, ControlType.ABORT)
+    for pid in (1, 2):
+        txn_data(w, pid, b"p%d" % pid, b"later")
+        w.end(pid, ControlType.COMMIT)
+    log.roll()
+    cleaner = LogCleaner(clock_ms=now)
+    cleaner.clean_until_idle({TP: log})  # stamps (both producers' later batches: dirty)
+    assert markers(log)[abort] == (1, True)
+    now.ms += RETENTION_MS
+    cleaner.clean_until_idle({TP: log})  # 2 producers > 1: none remembered, none dropped
+    assert markers(log)[abort] == (1, True) and cleaner.stats.markers_dropped == 0
+    log.close()
