@@ -1,7 +1,8 @@
 """A real broker compacts a transactional compacted topic on its own schedule: the
 records of aborted transactions leave the log, the committed ones compact by key, the
-markers without data go (delete.retention.ms=0), and both a read_committed and a
-read_uncommitted consumer then read the same, latest committed value of every key."""
+markers without data go (delete.retention.ms=0), nothing at or above the LSO (an open
+transaction) is cleaned, and both a read_committed and a read_uncommitted consumer then
+read the same, latest committed value of every key."""
 
 from __future__ import annotations
 
@@ -80,34 +81,49 @@ def test_a_broker_removes_aborted_data_and_spent_markers_of_a_compacted_topic(
                 prod.abort_transaction()
             else:
                 prod.commit_transaction()
-    with Producer(cluster.bootstrap, linger_ms=0) as prod:
-        for i in range(30):  # rolls every transaction out of the active segment
-            prod.send(TOPIC, b"filler-%d" % i, key=b"f%d" % i, partition=0).get(10)
-    latest = {key: b"t6-%s" % key for key in KEYS}
-    fillers = {(b"f%d" % i, b"filler-%d" % i) for i in range(30)}
-    aborted = {b"t%d-%s" % (t, key) for t in (1, 3, 5, 7) for key in KEYS}
-    superseded = {b"t%d-%s" % (t, key) for t in (0, 2, 4) for key in KEYS}
-    before = consume(cluster.bootstrap, "read_uncommitted")
-    assert aborted | superseded <= {v for _, v in before}  # not cleaned yet
-    assert on_disk(cluster)[1] == 8
-    with Admin(cluster.bootstrap) as admin:  # now it is
-        admin.incremental_alter_configs({ConfigResource(ConfigResourceType.TOPIC, TOPIC): [
-            AlterConfigOp("min.compaction.lag.ms", "0")]})
-
-    last: list[object] = []
-
-    def cleaned() -> bool:
-        values, markers = on_disk(cluster)
-        last[:] = [values & (aborted | superseded), markers]
-        # the committed t6 marker keeps its data; the aborted t7 marker is the
-        # producer's last batch (kept whole); the six others went
-        return not values & (aborted | superseded) and markers == 2
-
+    opened = Producer(cluster.bootstrap, transactional_id="txclean-open", linger_ms=0)
     try:
-        wait_until(cleaned, 30, "aborted data, superseded values and spent markers cleaned",
-                   0.1)
-    except AssertionError as exc:
-        raise AssertionError(f"{exc}; last seen on disk: {last}") from None
+        with Producer(cluster.bootstrap, linger_ms=0) as prod:
+            for i in range(30):  # roll every transaction out of the active segment
+                prod.send(TOPIC, b"filler-%d" % i, key=b"f%d" % i, partition=0).get(10)
+                if i == 14:  # an open transaction in the middle: the LSO
+                    opened.init_transactions()
+                    opened.begin_transaction()
+                    for key in KEYS:
+                        opened.send(TOPIC, b"open-%s" % key, key=key, partition=0).get(10)
+        latest = {key: b"t6-%s" % key for key in KEYS}
+        fillers = {(b"f%d" % i, b"filler-%d" % i) for i in range(30)}
+        aborted = {b"t%d-%s" % (t, key) for t in (1, 3, 5, 7) for key in KEYS}
+        superseded = {b"t%d-%s" % (t, key) for t in (0, 2, 4) for key in KEYS}
+        still_open = {b"open-%s" % key for key in KEYS}
+        before = consume(cluster.bootstrap, "read_uncommitted")
+        assert aborted | superseded | still_open <= {v for _, v in before}  # not cleaned
+        assert on_disk(cluster)[1] == 8
+        with Admin(cluster.bootstrap) as admin:  # now it is
+            admin.incremental_alter_configs({ConfigResource(ConfigResourceType.TOPIC, TOPIC): [
+                AlterConfigOp("min.compaction.lag.ms", "0")]})
+        last: list[object] = []
+
+        def cleaned() -> bool:
+            values, markers = on_disk(cluster)
+            last[:] = [values & (aborted | superseded), markers]
+            # the committed t6 marker keeps its data; the aborted t7 marker is the
+            # producer's last batch (kept whole); the six others went
+            return not values & (aborted | superseded) and markers == 2
+
+        try:
+            wait_until(cleaned, 30, "aborted data, superseded values and spent markers "
+                       "cleaned", 0.1)
+        except AssertionError as exc:
+            raise AssertionError(f"{exc}; last seen on disk: {last}") from None
+        # nothing at or above the LSO was cleaned: the open transaction's records did
+        # not compact the committed values of their keys away
+        assert set(latest.values()) | still_open <= on_disk(cluster)[0]
+        opened.abort_transaction()
+    finally:
+        opened.close()
+    wait_until(lambda: not on_disk(cluster)[0] & still_open, 30,
+               "the aborted open transaction's records cleaned", 0.1)
     for level in ("read_committed", "read_uncommitted"):
         got = consume(cluster.bootstrap, level)
         assert {k: v for k, v in got if k in latest} == latest, level
