@@ -59,7 +59,8 @@ Guarantees and choices:
   the cleaner remembers each producer's last batch offset per log from one pass to the
   next (memory: one int per producer id seen, at most :data:`MAX_PRODUCERS_REMEMBERED`
   per log, else none; lost on restart; a marker of a producer it does not know waits
-  for that producer's next write).
+  for that producer's next write).  A ``.txnindex`` found damaged when a walk reads
+  the aborted transactions is rebuilt from the log first (:func:`aborted_transactions`).
 * A corrupt batch (CRC, framing) or one with more keys than the whole map holds makes
   the log *uncleanable* until restart (:meth:`LogCleaner.uncleanable` says why); the log
   itself is left as it was.  A truncation, deletion or reopen of the log under a pass
@@ -90,6 +91,7 @@ method, on the thread that owns the logs.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -105,12 +107,15 @@ from storage.cleaner.config import MAX_ERRORS_KEPT, CleanerConfig, CleanerStats,
 from storage.cleaner.offset_map import OffsetMap
 from storage.cleaner.swap import CleanedSegmentWriter, SwapHook
 from storage.cleaner.txn_filter import TxnFilter
-from storage.errors import StorageError
+from storage.errors import CorruptIndexError, StorageError
+from storage.index.txn_index import AbortedTxn
 from storage.log.log import Log, wall_clock_ms
+from storage.log.txn_rebuild import rebuild_txn_indexes
 
-__all__ = ["CLEANER_CHECKPOINT", "MAX_PRODUCERS_REMEMBERED", "LogCleaner"]
+__all__ = ["CLEANER_CHECKPOINT", "MAX_PRODUCERS_REMEMBERED", "LogCleaner", "aborted_transactions"]
 
 CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
+logger = logging.getLogger(__name__)
 # producers whose last batch offset the cleaner remembers per log between passes (~100 B
 # each); a log with more is not remembered
 MAX_PRODUCERS_REMEMBERED = 10_000
@@ -322,7 +327,7 @@ class LogCleaner:
             p.map_seg = starts[0]
             batch = segs[p.map_seg].find_batch(p.first_dirty)
             p.map_pos = batch.position if batch is not None else 0
-            p.map_txn = TxnFilter(p.log.collect_aborted_transactions(p.first_dirty, p.end))
+            p.map_txn = TxnFilter(aborted_transactions(p.log, p.first_dirty, p.end))
         seg = segs[p.map_seg]
         data, used, headers = read_batches(seg, p.map_pos, budget)
         txn = p.map_txn
@@ -357,7 +362,7 @@ class LogCleaner:
 
     def _clean_step(self, p: CleanPass, budget: int) -> int:
         if p.rules is None:
-            txn = TxnFilter(p.log.collect_aborted_transactions(p.log.log_start_offset, p.end))
+            txn = TxnFilter(aborted_transactions(p.log, p.log.log_start_offset, p.end))
             p.rules = BatchFilter(p.offset_map, p.map_end, p.now_ms,
                                   p.log.config.delete_retention_ms, p.producer_last, txn)
         if p.group is None:
@@ -419,3 +424,22 @@ class LogCleaner:
         self._map.clear()
         self.stats.passes_completed += 1
         self.write_checkpoint()
+
+
+def aborted_transactions(log: Log, start: int, end: int) -> list[AbortedTxn]:
+    """``log.collect_aborted_transactions(start, end)``; a ``.txnindex`` found damaged is
+    first rebuilt from the log (:mod:`storage.log.txn_rebuild`, as a swap does), so a
+    damaged index never stops compaction nor feeds it wrong entries."""
+    try:
+        return log.collect_aborted_transactions(start, end)
+    except CorruptIndexError:
+        damaged = set()
+        for seg in log.segments:
+            try:
+                _ = seg.txn_index.entries
+            except CorruptIndexError:
+                damaged.add(seg.base_offset)
+        rebuild_txn_indexes(log.segments, damaged)
+        logger.warning("%s: damaged .txnindex of segment(s) %s rebuilt from the log",
+                       log.dir, sorted(damaged))
+        return log.collect_aborted_transactions(start, end)

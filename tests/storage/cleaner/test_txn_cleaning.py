@@ -20,8 +20,9 @@ from storage.cleaner.cleaner import LogCleaner
 from storage.cleaner.config import CleanerConfig
 from storage.cleaner.offset_map import ENTRY_OVERHEAD_BYTES
 from storage.config import LogConfig
+from storage.errors import CorruptIndexError
 from storage.log.log import Log
-from tests.storage.test_txn_log import TP, TxnWriter
+from tests.storage.test_txn_log import TP, TxnWriter, damage_file
 
 RETENTION_MS = 1000
 CONFIG = LogConfig(segment_bytes=1024, index_interval_bytes=128, segment_index_bytes=4096,
@@ -297,4 +298,26 @@ def test_past_its_producer_bound_the_cleaner_forgets_producers_and_keeps_their_m
     now.ms += RETENTION_MS
     cleaner.clean_until_idle({TP: log})  # 2 producers > 1: none remembered, none dropped
     assert markers(log)[abort] == (1, True) and cleaner.stats.markers_dropped == 0
+    log.close()
+
+
+def test_a_damaged_txnindex_is_rebuilt_from_the_log_not_a_reason_to_stop_cleaning(
+        tmp_path: Path) -> None:
+    now = Now()
+    log = Log.open(tmp_path / "t-0", CONFIG, clock_ms=now)
+    w = TxnWriter(log, 3)
+    w.run(200)
+    for pid in list(w.open):
+        w.end(pid, ControlType.COMMIT)
+    log.roll()
+    view = read_committed(log)[1]
+    damaged = next(s for s in log.segments if s.txn_index.entries)
+    damage_file(damaged.txn_index.path, "version")
+    with pytest.raises(CorruptIndexError):  # found damaged (by the scrubber, say)
+        damaged.txn_index.sanity_check()
+    cleaner = LogCleaner(clock_ms=now)
+    assert cleaner.clean_until_idle({TP: log}) >= 1
+    assert cleaner.uncleanable() == {} and cleaner.stats.aborted_dropped > 0
+    assert read_committed(log)[1] == view
+    log.check_invariants()
     log.close()
