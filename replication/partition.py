@@ -196,10 +196,10 @@ class Partition:
 
     @property
     def compaction_bound(self) -> int | None:
-        """Where the log cleaner must stop on this replica: its HW (nothing a follower or
-        an acks=all produce still waits for is compacted), or None while it is damaged or
+        """Where the log cleaner stops: the LSO (Kafka's: <= HW, and every transaction
+        below it has ended, so the cleaner knows which aborted), or None while damaged or
         under repair (the cleaner would rewrite the same segments)."""
-        return None if self.damage.blocks_compaction else self.high_watermark
+        return None if self.damage.blocks_compaction else self.last_stable_offset
 
     @property
     def leader_epoch_cache(self) -> LeaderEpochCache:

@@ -5,7 +5,8 @@ map and clean steps, the ``cleaner-offset-checkpoint``) and documents the algori
 :mod:`~storage.cleaner.clean_pass` a pass in progress and the segment grouping;
 :mod:`~storage.cleaner.offset_map` the key -> latest offset map;
 :mod:`~storage.cleaner.batch_filter` the byte-level record rules (which records stay, the
-rewritten batch); :mod:`~storage.cleaner.swap` writing a cleaned segment and the crash-safe
+rewritten batch); :mod:`~storage.cleaner.txn_filter` which transactional batches and
+markers a pass removes; :mod:`~storage.cleaner.swap` writing a cleaned segment and the crash-safe
 ``.cleaned`` / ``.swap`` / ``.deleted`` swap; :mod:`~storage.cleaner.config` the value
 types.
 

@@ -9,10 +9,12 @@ the records' timestamp deltas are relative to it (absolute timestamps unchanged)
 
 :class:`BatchFilter` decides, for one batch below the end of the offset map, which
 records stay (see :mod:`storage.cleaner` for the rules) and builds the replacement.
-Control batches (transaction markers) and transactional batches are copied byte for
-byte and their keys are not put in the offset map (:data:`KEPT_AS_IS`); a tombstone
-whose key an earlier transactional record has is kept past its delete horizon
-(:attr:`BatchFilter.txn_keys`):
+Transactions (:mod:`storage.cleaner.txn_filter` follows them): a batch of an aborted
+transaction goes whole; a committed transactional batch is compacted like any other;
+a marker (control batch) whose transaction has no kept batch is stamped with a delete
+horizon like a tombstone's, and dropped by a pass at or after it, unless it may be its
+producer's last batch (then it stays as it is).  Every batch walked is reported to the
+:class:`~storage.cleaner.txn_filter.TxnFilter`, also those at or above ``map_end``:
 
 ==========================  ===============================================================
 outcome                     bytes written
@@ -26,7 +28,10 @@ first tombstone kept        as above plus bit 6 and base_timestamp = now +
                             delete_retention_ms; each kept record re-encoded with its
                             timestamp delta against that horizon
 all records dropped         nothing, or an empty header (record_count 0, same offsets and
-                            producer fields) when it is its producer's last batch
+                            producer fields; a transactional batch's: plain, no producer)
+                            when it is its producer's last batch
+aborted transactional       nothing (its ABORT marker follows: never its producer's last)
+removable marker            stamped as above (its one record re-encoded), then nothing
 ==========================  ===============================================================
 
 A compressed batch is decided on its decompressed records (:func:`plain_batch`); a
@@ -41,7 +46,7 @@ threads.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
 from clients.protocol.errors import CorruptRecordError
 from clients.records.batch import (
@@ -55,14 +60,15 @@ from clients.records.batch import (
     assemble_batch,
 )
 from clients.records.compression import compress_batch, decompress_batch
+from clients.records.control import CONTROL_KEY
 from clients.records.varint import decode_varint, decode_varint32, encode_varint
 from storage.cleaner.offset_map import OffsetMap
+from storage.cleaner.txn_filter import TxnFilter
 from storage.index.time_index import NO_TIMESTAMP
 from storage.segment import Segment
 
 DELETE_HORIZON_MASK = 0x40
-# control and transactional batches: copied as they are, their keys never in the map
-KEPT_AS_IS = CONTROL_MASK | TRANSACTIONAL_MASK
+KEPT_AS_IS = CONTROL_MASK | TRANSACTIONAL_MASK  # cleared on an emptied batch's header
 # base, length, epoch, magic, crc, attrs, lod, base_ts, max_ts, pid, pepoch, bseq, count
 Header = tuple[int, int, int, int, int, int, int, int, int, int, int, int, int]
 # start, end, attributes position, timestamp-delta end, timestamp delta, offset,
@@ -142,11 +148,12 @@ def plain_batch(raw: bytes, pos: int, h: Header) -> tuple[bytes, int, Header]:
 
 
 def keys_of(data: bytes, pos: int, h: Header) -> tuple[list[bytes], list[int]]:
-    """Keys and offsets of the keyed records of the batch at ``pos`` (none for control
-    and transactional batches: an aborted record must never supersede a key)."""
+    """Keys and offsets of the keyed records of the batch at ``pos`` (none for a control
+    batch; the caller leaves out aborted transactional batches: an aborted record must
+    never supersede a key)."""
     keys: list[bytes] = []
     offsets: list[int] = []
-    if not h[5] & KEPT_AS_IS:
+    if not h[5] & CONTROL_MASK:
         data, pos, h = plain_batch(data, pos, h)
         for span in walk_records(data, pos, h):
             if span[6] is not None:
@@ -194,8 +201,28 @@ def rebuild(h: Header, body: bytes | bytearray, count: int, attributes: int,
 
 def empty_batch(h: Header) -> bytes:
     """The header of ``h`` with no records (same offsets, epoch and producer fields; no
-    codec: there is nothing to compress)."""
-    return rebuild(h, b"", 0, h[5] & ~(DELETE_HORIZON_MASK | COMPRESSION_MASK), h[7], h[8])
+    codec: there is nothing to compress).  A control or transactional batch's becomes a
+    plain batch of no producer: an empty marker would read as a marker that is not one,
+    an empty transactional batch as the start of a transaction (its marker, which
+    carries the producer's state on, may go later)."""
+    if h[5] & KEPT_AS_IS:
+        h = (*h[:9], -1, -1, -1, h[12])
+        attrs = h[5] & ~(DELETE_HORIZON_MASK | COMPRESSION_MASK | KEPT_AS_IS)
+    else:
+        attrs = h[5] & ~(DELETE_HORIZON_MASK | COMPRESSION_MASK)
+    return rebuild(h, b"", 0, attrs, h[7], h[8])
+
+
+def marker_type(raw: bytes, h: Header) -> int | None:
+    """The control type (``ControlType`` value) of the control batch ``raw``, None when
+    its first record's key is not a control key."""
+    plain, pos, ph = plain_batch(raw, 0, h)
+    spans = walk_records(plain, pos, ph)
+    key = spans[0][6] if spans else None
+    if key is None or len(key) < CONTROL_KEY.size:
+        return None
+    version, kind = CONTROL_KEY.unpack_from(key)
+    return int(kind) if version >= 0 else None
 
 
 @dataclass
@@ -207,27 +234,64 @@ class BatchFilter:
     now_ms: int
     delete_retention_ms: int
     producer_last: dict[int, int]  # producer id -> base offset of its last batch seen
+    txn: TxnFilter  # follows the walk from the log start (aborted transactions)
     records_dropped: int = 0
     tombstones_dropped: int = 0
     keyless_dropped: int = 0
-    min_horizon: int | None = None  # earliest delete horizon of a batch keeping tombstones
+    aborted_dropped: int = 0  # records of aborted transactions
+    markers_dropped: int = 0
+    min_horizon: int | None = None  # earliest delete horizon of a batch kept with one
     batches_changed: int = 0
-    # keys of the transactional records met so far in this pass (it walks the log from
-    # its first segment): a tombstone of one of them outlives its delete horizon
-    txn_keys: set[bytes] = field(default_factory=set)
 
     def filter(self, raw: bytes, h: Header) -> bytes | None:
         """What to write for the batch ``raw`` (``h``): ``raw`` itself, a rewrite, or None.
 
-        A compressed batch is decided on its uncompressed records; a rewrite of it is
-        compressed again with the same codec (as Kafka's cleaner does)."""
-        if h[0] >= self.map_end:
+        Every batch of the walk comes here in offset order (the transaction filter
+        follows it).  A compressed batch is decided on its uncompressed records; a
+        rewrite of it is compressed again with the same codec (as Kafka's cleaner does)."""
+        attrs, pid = h[5], h[9]
+        if attrs & CONTROL_MASK:
+            return self._filter_marker(raw, h)
+        if attrs & TRANSACTIONAL_MASK and self.txn.is_aborted(pid, h[0] + h[6]):
+            if h[0] < self.map_end:
+                self.records_dropped += h[12]
+                self.aborted_dropped += h[12]
+                self.batches_changed += 1
+                return None
+            self.txn.kept(pid)
             return raw
-        if h[5] & KEPT_AS_IS:
-            if not h[5] & CONTROL_MASK:
-                plain, pos, ph = plain_batch(raw, 0, h)
-                self.txn_keys.update(span[6] for span in walk_records(plain, pos, ph)
-                                     if span[6] is not None)
+        out = self._filter_data(raw, h)
+        if (out is not None and attrs & TRANSACTIONAL_MASK
+                and (h if out is raw else HEADER.unpack_from(out, 0))[12]):
+            self.txn.kept(pid)  # (an empty header is no data of its transaction)
+        return out
+
+    def _note_horizon(self, horizon: int) -> None:
+        self.min_horizon = horizon if self.min_horizon is None else min(self.min_horizon,
+                                                                         horizon)
+
+    def _filter_marker(self, raw: bytes, h: Header) -> bytes | None:
+        pid = h[9]
+        removable = self.txn.end(pid, h[0], marker_type(raw, h))
+        if (not removable or h[0] >= self.map_end
+                or self.producer_last.get(pid, h[0]) <= h[0]):
+            return raw  # data of its transaction stays, or it may be its producer's last
+        if h[5] & DELETE_HORIZON_MASK:
+            if self.now_ms >= h[7]:
+                self.markers_dropped += 1
+                self.batches_changed += 1
+                return None
+            self._note_horizon(h[7])
+            return raw
+        horizon = self.now_ms + self.delete_retention_ms
+        self._note_horizon(horizon)
+        self.batches_changed += 1
+        plain, _, ph = plain_batch(raw, 0, h)  # (a compressed one is written uncompressed)
+        return self._rewrite(plain, ph, walk_records(plain, 0, ph),
+                             (ph[5] | DELETE_HORIZON_MASK) & ~COMPRESSION_MASK, horizon)
+
+    def _filter_data(self, raw: bytes, h: Header) -> bytes | None:
+        if h[0] >= self.map_end:
             return raw
         codec = h[5] & COMPRESSION_MASK
         if not codec:
@@ -256,13 +320,10 @@ class BatchFilter:
             if newer is not None and newer > span[5]:
                 continue
             if span[7]:
-                if not expired:
-                    tombstones += 1
-                elif key not in self.txn_keys:
+                if expired:
                     self.tombstones_dropped += 1
                     continue
-                # else: an older transactional record of its key is kept as it is (never
-                # compacted), so this tombstone must stay to keep superseding it
+                tombstones += 1
             kept.append(span)
         self.records_dropped += len(spans) - len(kept)
         stamp = tombstones > 0 and not has_horizon
@@ -270,8 +331,7 @@ class BatchFilter:
         if stamp:
             attrs, base_ts = attrs | DELETE_HORIZON_MASK, self.now_ms + self.delete_retention_ms
         if tombstones and attrs & DELETE_HORIZON_MASK:
-            self.min_horizon = base_ts if self.min_horizon is None else min(self.min_horizon,
-                                                                             base_ts)
+            self._note_horizon(base_ts)
         if len(kept) == len(spans) and not stamp:
             return raw
         self.batches_changed += 1

@@ -24,6 +24,7 @@ from clients.records.batch import HEADER
 from storage.cleaner.batch_filter import BatchFilter
 from storage.cleaner.offset_map import OffsetMap
 from storage.cleaner.swap import CleanedSegmentWriter
+from storage.cleaner.txn_filter import TxnFilter
 from storage.config import LogConfig
 from storage.index.time_index import TimeIndex
 from storage.log.log import Log
@@ -46,6 +47,7 @@ class CleanPass:
     map_seg: int = 0
     map_pos: int = -1
     producer_last: dict[int, int] = field(default_factory=dict)
+    map_txn: TxnFilter | None = None  # the map phase's walk (aborted data is not mapped)
     groups: list[list[Segment]] = field(default_factory=list)
     grouped: bool = False
     group_i: int = 0

@@ -4,7 +4,10 @@ A pass over one log (Kafka's algorithm, cut into bounded steps)
 --------------------------------------------------------------
 The *cleanable* range of a log is ``[log_start, end)``, ``end`` being the base offset of
 the active segment (never touched) or of the first segment holding a record younger than
-``min_compaction_lag_ms``.  The *first dirty offset* (``cleaner-offset-checkpoint``) splits
+``min_compaction_lag_ms``, or of the segment holding the bound the broker passes (the
+partition's last stable offset: Kafka's; below it every transaction has ended, so the
+cleaner knows which aborted; a caller passing no bound vouches that no transaction is
+open in the log).  The *first dirty offset* (``cleaner-offset-checkpoint``) splits
 it into a clean head (compacted before) and a dirty tail.  A log is chosen when its dirty
 bytes / cleanable bytes reach ``min_cleanable_dirty_ratio`` (the filthiest first), or
 when a delete horizon it is waiting for has passed.
@@ -18,8 +21,10 @@ when a delete horizon it is waiting for has passed.
    when a later offset holds its key, when it has no key (as Kafka's cleaner does; the
    broker should refuse such a produce to a compacted topic with INVALID_RECORD, 87), or
    when it is a tombstone whose batch's delete horizon has passed
-   (:mod:`storage.cleaner.batch_filter` has the byte-level rules).  Batches at or above
-   ``map_end`` and control batches are copied as they are.
+   (:mod:`storage.cleaner.batch_filter` has the byte-level rules), or when it belongs
+   to an aborted transaction; a transaction marker goes after its delete horizon once no
+   data of its transaction is left (:mod:`storage.cleaner.txn_filter`).  Batches at or
+   above ``map_end`` are copied as they are.
 3. **Swap** each finished group in (:mod:`storage.cleaner.swap`: ``.cleaned`` ->
    ``.swap`` -> final name, old files via ``.deleted``; ``Log.open`` completes or rolls
    back an interrupted swap), then checkpoint ``first dirty = map_end``.
@@ -31,25 +36,31 @@ Guarantees and choices:
   built as it is written.  Readers see holes; ``Log.read`` returns the first batch whose
   last offset is >= the fetch offset (Kafka's semantics).
 * A batch whose records all go is dropped, except that an empty header (record_count 0)
-  stays (a) for an idempotent producer's last batch in the dirty range, or any emptied
-  producer batch of the clean head (whose later batches are unknown: a few spare 61-byte
-  headers, never a lost producer state), and (b) for the last batch of each group, so
-  a cleaned segment is never empty and ends where its inputs ended.
+  stays (a) for an idempotent producer's last batch (known from the dirty range and the
+  previous pass over the log), or any emptied batch of a producer whose later batches
+  are unknown (a few spare 61-byte headers, never a lost producer state), and (b) for
+  the last batch of each group, so a cleaned segment is never empty and ends where its
+  inputs ended.  The empty header of a transactional batch or marker has no producer
+  (:func:`~storage.cleaner.batch_filter.empty_batch`).
 * Tombstones (Kafka's KIP-534 rule): the first pass that keeps a tombstone stamps its
   batch with the delete horizon ``now + delete_retention_ms``; a pass at or after it
   drops the batch's tombstones.  The earliest pending horizon per log is kept in memory
   (after a restart only new dirt triggers a pass, as in Kafka).
-* Transactions: control batches (markers) and transactional batches are copied as they
-  are, and the keys of transactional records are not put in the offset map (an aborted
-  record must not make the cleaner drop the value it did not replace; Kafka's cleaner
-  instead tracks aborted transactions and removes their data).  So transactional data
-  is never compacted and never compacts other records away: safe, less compact than
-  Kafka; markers are never removed (Kafka removes them after ``delete_retention_ms``).
-  Since such a record stays, a later tombstone of its key outlives its delete horizon
-  (else the older value would come back); a pass collects the keys of the
-  transactional records it walks for that (:attr:`BatchFilter.txn_keys`: memory grows
-  with the distinct keys written in transactions, not accounted in the map's budget).
-  The segments' ``.txnindex`` entries go with the swap (:mod:`storage.cleaner.swap`).
+* Transactions (Kafka's rules; :mod:`storage.cleaner.txn_filter` follows each walk with
+  the aborted transactions of the range from the ``.txnindex`` files): the records of an
+  aborted transaction are removed and never put in the offset map (an aborted record
+  supersedes nothing); committed transactional records are compacted by key like any
+  other.  A marker stays while any batch of its transaction is kept; once none is, the
+  pass stamps it with a delete horizon (``now + delete_retention_ms``, as a tombstone's
+  batch) and a pass at or after the horizon that still finds no data of it drops it,
+  with the ``.txnindex`` entry it ends (:mod:`storage.cleaner.swap` keeps an entry only
+  with its marker).  A marker that may be its producer's last batch stays whole (Kafka
+  keeps an empty batch there, so the producer's state survives a rebuild from the log):
+  the cleaner remembers each producer's last batch offset per log from one pass to the
+  next (memory: one int per producer id seen, at most :data:`MAX_PRODUCERS_REMEMBERED`
+  per log, else none; lost on restart; a marker of a producer it does not know waits
+  for that producer's next write).  A ``.txnindex`` found damaged when a walk reads
+  the aborted transactions is rebuilt from the log first (:func:`aborted_transactions`).
 * A corrupt batch (CRC, framing) or one with more keys than the whole map holds makes
   the log *uncleanable* until restart (:meth:`LogCleaner.uncleanable` says why); the log
   itself is left as it was.  A truncation, deletion or reopen of the log under a pass
@@ -80,6 +91,7 @@ method, on the thread that owns the logs.
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping
 from pathlib import Path
 
@@ -87,19 +99,26 @@ from crc32c import crc32c
 
 from clients.protocol.errors import CorruptRecordError
 from clients.protocol.topics import TopicPartition
-from clients.records.batch import ATTRIBUTES_OFFSET, LOG_OVERHEAD
+from clients.records.batch import ATTRIBUTES_OFFSET, CONTROL_MASK, LOG_OVERHEAD, TRANSACTIONAL_MASK
 from storage.checkpoint import OffsetCheckpointFile
 from storage.cleaner.batch_filter import BatchFilter, Header, empty_batch, keys_of, read_batches
 from storage.cleaner.clean_pass import CleanPass, batch_max_timestamp, group_segments
 from storage.cleaner.config import MAX_ERRORS_KEPT, CleanerConfig, CleanerStats, CleanStepResult
 from storage.cleaner.offset_map import OffsetMap
 from storage.cleaner.swap import CleanedSegmentWriter, SwapHook
-from storage.errors import StorageError
+from storage.cleaner.txn_filter import TxnFilter
+from storage.errors import CorruptIndexError, StorageError
+from storage.index.txn_index import AbortedTxn
 from storage.log.log import Log, wall_clock_ms
+from storage.log.txn_rebuild import rebuild_txn_indexes
 
-__all__ = ["CLEANER_CHECKPOINT", "LogCleaner"]
+__all__ = ["CLEANER_CHECKPOINT", "MAX_PRODUCERS_REMEMBERED", "LogCleaner", "aborted_transactions"]
 
 CLEANER_CHECKPOINT = "cleaner-offset-checkpoint"
+logger = logging.getLogger(__name__)
+# producers whose last batch offset the cleaner remembers per log between passes (~100 B
+# each); a log with more is not remembered
+MAX_PRODUCERS_REMEMBERED = 10_000
 
 
 class LogCleaner:
@@ -114,6 +133,8 @@ class LogCleaner:
                             if checkpoint_path is not None else None)
         self._first_dirty: dict[TopicPartition, int] = {}
         self._pending_horizon: dict[TopicPartition, int] = {}
+        # producer id -> base offset of its last batch, as the last pass over the log saw
+        self._producer_last: dict[TopicPartition, dict[int, int]] = {}
         self._uncleanable: dict[TopicPartition, str] = {}
         self._map = OffsetMap(self.config.dedupe_buffer_bytes)
         self._pass: CleanPass | None = None
@@ -149,6 +170,7 @@ class LogCleaner:
         if self._first_dirty.pop(tp, None) is not None:
             self.write_checkpoint()  # a new log of the same name starts all dirty
         self._pending_horizon.pop(tp, None)
+        self._producer_last.pop(tp, None)
         self._uncleanable.pop(tp, None)
 
     def abort_pass_of(self, tp: TopicPartition) -> None:
@@ -222,6 +244,9 @@ class LogCleaner:
         self._map.clear()
         segments = [s for s in log.segments if s.base_offset < end]
         p = CleanPass(tp, log, first_dirty, end, segments, self._map, now)
+        leo = log.log_end_offset  # (what a truncation cut is forgotten)
+        p.producer_last.update((pid, offset) for pid, offset
+                               in self._producer_last.get(tp, {}).items() if offset < leo)
         if first_dirty >= end:
             p.map_end = end
         return p
@@ -302,10 +327,21 @@ class LogCleaner:
             p.map_seg = starts[0]
             batch = segs[p.map_seg].find_batch(p.first_dirty)
             p.map_pos = batch.position if batch is not None else 0
+            p.map_txn = TxnFilter(aborted_transactions(p.log, p.first_dirty, p.end))
         seg = segs[p.map_seg]
         data, used, headers = read_batches(seg, p.map_pos, budget)
+        txn = p.map_txn
+        assert txn is not None
+        keys: list[bytes]
+        offsets: list[int]
         for rel, h in headers:
-            keys, offsets = keys_of(data, rel, h)
+            if h[5] & CONTROL_MASK:
+                txn.end(h[9], h[0], None)
+                keys, offsets = [], []
+            elif h[5] & TRANSACTIONAL_MASK and txn.is_aborted(h[9], h[0] + h[6]):
+                keys, offsets = [], []  # an aborted record supersedes nothing
+            else:
+                keys, offsets = keys_of(data, rel, h)
             if not p.offset_map.try_put_batch(keys, offsets):
                 if not len(p.offset_map):
                     raise StorageError(
@@ -326,8 +362,9 @@ class LogCleaner:
 
     def _clean_step(self, p: CleanPass, budget: int) -> int:
         if p.rules is None:
+            txn = TxnFilter(aborted_transactions(p.log, p.log.log_start_offset, p.end))
             p.rules = BatchFilter(p.offset_map, p.map_end, p.now_ms,
-                                  p.log.config.delete_retention_ms, p.producer_last)
+                                  p.log.config.delete_retention_ms, p.producer_last, txn)
         if p.group is None:
             p.group = CleanedSegmentWriter(p.log, p.groups[p.group_i])
         g, rules = p.group, p.rules
@@ -344,6 +381,8 @@ class LogCleaner:
                 g.changed = True
             if out is not None:
                 g.write(out, h[0], h[8] if out is raw else batch_max_timestamp(out))
+                if h[9] >= 0 and p.producer_last.get(h[9], -1) < h[0]:
+                    p.producer_last[h[9]] = h[0]
         g.position += used
         if g.position >= seg.size:
             g.seg_i, g.position = g.seg_i + 1, 0
@@ -373,9 +412,34 @@ class LogCleaner:
             stats.records_dropped += rules.records_dropped
             stats.tombstones_dropped += rules.tombstones_dropped
             stats.keyless_dropped += rules.keyless_dropped
+            stats.aborted_dropped += rules.aborted_dropped
+            stats.markers_dropped += rules.markers_dropped
+            if len(p.producer_last) <= MAX_PRODUCERS_REMEMBERED:
+                self._producer_last[p.tp] = p.producer_last
+            else:  # (their markers then wait for their producers' next writes)
+                self._producer_last.pop(p.tp, None)
             if rules.min_horizon is not None:
                 self._pending_horizon[p.tp] = rules.min_horizon
         self._pass = None
         self._map.clear()
         self.stats.passes_completed += 1
         self.write_checkpoint()
+
+
+def aborted_transactions(log: Log, start: int, end: int) -> list[AbortedTxn]:
+    """``log.collect_aborted_transactions(start, end)``; a ``.txnindex`` found damaged is
+    first rebuilt from the log (:mod:`storage.log.txn_rebuild`, as a swap does), so a
+    damaged index never stops compaction nor feeds it wrong entries."""
+    try:
+        return log.collect_aborted_transactions(start, end)
+    except CorruptIndexError:
+        damaged = set()
+        for seg in log.segments:
+            try:
+                _ = seg.txn_index.entries
+            except CorruptIndexError:
+                damaged.add(seg.base_offset)
+        rebuild_txn_indexes(log.segments, damaged)
+        logger.warning("%s: damaged .txnindex of segment(s) %s rebuilt from the log",
+                       log.dir, sorted(damaged))
+        return log.collect_aborted_transactions(start, end)

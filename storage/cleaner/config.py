@@ -48,6 +48,8 @@ class CleanerStats:
     records_dropped: int = 0
     tombstones_dropped: int = 0
     keyless_dropped: int = 0
+    aborted_dropped: int = 0  # records of aborted transactions
+    markers_dropped: int = 0  # transaction markers past their delete horizon
     segments_swapped: int = 0
     errors: list[str] = field(default_factory=list)  # the last MAX_ERRORS_KEPT
 

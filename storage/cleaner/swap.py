@@ -7,10 +7,12 @@ and ``.timeindex`` (formats: :mod:`storage.index.offset_index`, :mod:`storage.in
 are built while writing, with the index-point rule of
 :func:`storage.records.scan.scan_segment` (first batch, then every ``index_interval_bytes``;
 one final time entry), trimmed to their entries.  Its ``.txnindex`` (format:
-:mod:`storage.index.txn_index`) carries the entries of the segments it replaces, as they
-are: the cleaner keeps every control batch and every transactional batch, so each
-aborted transaction still ends at the same marker (a source index that turns out
-damaged is rebuilt from the log after the swap: :mod:`storage.log.txn_rebuild`).  The
+:mod:`storage.index.txn_index`) carries the entries of the segments it replaces whose
+ABORT marker it keeps (:attr:`CleanedSegmentWriter.markers_kept`), as they are: a
+marker goes only once no data of its transaction is left, so a kept entry still
+describes the data it covers and no entry outlives the marker that ends it for a
+``read_committed`` reader (a source index that turns out damaged is rebuilt from the
+log after the swap: :mod:`storage.log.txn_rebuild`).  The
 new segment always ends with the last batch of ``ok`` (an empty header if its records
 were dropped), so it covers exactly the offsets ``[o1, end of ok)``.
 
@@ -52,6 +54,7 @@ from pathlib import Path
 
 import numpy as np
 
+from clients.records.batch import ATTRIBUTES_OFFSET, CONTROL_MASK
 from storage.errors import CorruptIndexError
 from storage.file_io import fsync_dir, write_all, write_file_fsynced
 from storage.index.offset_index import OffsetIndex
@@ -76,6 +79,7 @@ class CleanedSegmentWriter:
         self.seg_i, self.position, self.size = 0, 0, 0  # input cursor; output size
         self.changed = len(segments) > 1
         self.last_base: int | None = None  # base offset of the last batch written
+        self.markers_kept: set[int] = set()  # offsets of the control batches written
         cfg = log.config
         self._interval = cfg.index_interval_bytes
         self._max_offset_entries = cfg.segment_index_bytes // OffsetIndex.ENTRY_SIZE
@@ -100,6 +104,8 @@ class CleanedSegmentWriter:
                 self._ts_rel.append(self._off_of_max - self.base)
                 self._last_ts = self._max_ts
             self._since = 0
+        if data[ATTRIBUTES_OFFSET + 1] & CONTROL_MASK:  # (the low byte of the int16)
+            self.markers_kept.add(base)
         write_all(self.fd, data)
         self._since += len(data)
         self.size += len(data)
@@ -180,10 +186,12 @@ class CleanedSegmentWriter:
         return new
 
     def _txn_entries(self) -> tuple[bytes, bool]:
-        """The ``.txnindex`` bytes of the new segment (the old ones' entries) and whether
-        an old one was damaged (then it is rebuilt after the swap)."""
+        """The ``.txnindex`` bytes of the new segment (the old ones' entries whose ABORT
+        marker was written) and whether an old one was damaged (then it is rebuilt after
+        the swap)."""
         try:
-            entries = [e for seg in self.segments for e in seg.txn_index.entries]
+            entries = [e for seg in self.segments for e in seg.txn_index.entries
+                       if e.last_offset in self.markers_kept]
         except CorruptIndexError:
             return b"", True
         return b"".join(ENTRY.pack(TXN_INDEX_VERSION, *e) for e in entries), False
