@@ -116,7 +116,7 @@ def handle_write_txn_markers(core: HandlerCore, body: WriteTxnMarkersRequest,
                                              f"leader of {name}-{index}")
                     required = partition.append_txn_marker(
                         pid, marker["producer_epoch"], control, marker["coordinator_epoch"],
-                        timestamp_ms=core.clock.now_ms(),
+                        timestamp_ms=partition.partition_log.log.now_ms(),  # wall time, as Kafka's
                         min_insync_replicas=core.configs.min_insync_replicas(name),
                         strict_epoch=strict).last_offset + 1
                 except Exception as exc:

@@ -146,6 +146,11 @@ class Log:
 
     # -- opening -----------------------------------------------------------------------
 
+    def now_ms(self) -> int:
+        """The log's clock (:func:`wall_clock_ms` unless one was injected): what stamps
+        roll times, LogAppendTime batches and the markers the broker writes."""
+        return self._clock_ms()
+
     @classmethod
     def open(cls, dir: str | Path, config: LogConfig, *, recovery_point: int = 0,
              log_start_offset: int = 0, had_clean_shutdown: bool = False,

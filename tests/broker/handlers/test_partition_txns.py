@@ -4,6 +4,7 @@ Fetch and ListOffsets, DescribeProducers, and the Produce path's KIP-890 verific
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
@@ -264,3 +265,15 @@ def test_a_transactional_produce_needs_write_on_its_transactional_id(
         HANDLERS[ApiKey.PRODUCE](h.core, produce_body(records), answers.append, ctx)
     codes = [a["responses"][0]["partition_responses"][0]["error_code"] for a in answers]
     assert codes == [0, ErrorCode.TRANSACTIONAL_ID_AUTHORIZATION_FAILED]
+
+
+def test_a_marker_is_stamped_with_wall_clock_time(h: CoreHarness) -> None:
+    # Kafka stamps markers with the broker's wall clock (time indexes and timestamp
+    # look-ups depend on it), not a monotonic clock
+    assert produce(h, txn(7, 0, b"a"))["error_code"] == 0
+    before_ms = time.time_ns() // 1_000_000
+    assert write_markers(h, 7, True, ("t", 0)) == [0]
+    after_ms = time.time_ns() // 1_000_000
+    marker = [hdr for _, hdr in iter_batches(bytes(fetch(h, 0)["records"] or b""))][-1]
+    assert marker.base_offset == 1
+    assert before_ms <= marker.max_timestamp <= after_ms
