@@ -110,7 +110,10 @@ class LocalCluster:
                 return False
             return bool(condition(found))
 
-        wait_until(check, timeout_s, f"{topic}-{index}: {what} (last: {found})", 0.1)
+        try:
+            wait_until(check, timeout_s, f"{topic}-{index}: {what}", 0.1)
+        except AssertionError as exc:  # the state last seen, not the (empty) one at the start
+            raise AssertionError(f"{exc} (last seen: {found})") from None
         return found
 
     def replica_bytes(self, broker: str, topic: str, index: int, up_to_offset: int) -> bytes:

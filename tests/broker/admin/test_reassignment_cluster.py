@@ -52,6 +52,10 @@ class Load:
                         for i in range(n, n + 100)]
                 n += 100
                 producer.flush()
+                # paced to at most ~2,000 records (~40 KiB) a second: well under the
+                # throttle, so the new replica catches up (a load faster than the throttle
+                # keeps it out of the ISR for good, in Kafka too)
+                self.stop.wait(0.05)
                 for value, future in sent:
                     try:
                         self.acked[future.result(60).offset] = value
