@@ -138,7 +138,7 @@ def cmd_groups(args: argparse.Namespace) -> int:
                 if g not in failed:
                     print(f"Deleted group {g}.")
             if failed:
-                raise CliError("; ".join(f"group {g!r}: {e}" for g, e in failed.items()))
+                raise CliError("; ".join(str(e) for e in failed.values()))  # each names its group
         elif action == "delete-offsets":
             if not args.topic:
                 raise CliError("delete-offsets: name the partitions (--topic T[:P,...])")
