@@ -119,7 +119,7 @@ def cmd_consume(args: argparse.Namespace) -> int:
         "auto_offset_reset": "earliest" if args.from_beginning else "latest",
         "isolation_level": args.isolation_level,
     }  # fmt: skip
-    options.update(client_properties(args.consumer_property, "--consumer-property"))
+    options.update(client_properties(args.consumer_property, "--consumer-property", Consumer))
     try:
         consumer = Consumer(bootstrap_servers=args.bootstrap_server, **options)
     except TypeError as exc:  # a --consumer-property the consumer does not know

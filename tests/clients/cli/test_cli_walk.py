@@ -12,7 +12,7 @@ import pytest
 
 from clients.admin.offsets import EARLIEST, LATEST
 from clients.cli.admin_tools.reset_offsets import plan
-from clients.cli.common import CliError
+from clients.cli.common import CliError, client_properties
 from clients.cli.main import build_parser
 from clients.protocol.errors import error_for
 from clients.protocol.topics import TopicPartition
@@ -65,3 +65,17 @@ def test_messages_name_partitions_and_config_resources_as_kafka_does() -> None:
     assert str(ConfigResource(ConfigResourceType.TOPIC, "orders")) == "topic 'orders'"
     assert str(ConfigResource(ConfigResourceType.BROKER, "0")) == "broker '0'"
     assert T1 == ("orders", 1) and repr(T1) == "TopicPartition(topic='orders', partition=1)"
+
+
+def test_an_unknown_client_property_is_named_as_typed() -> None:
+    # was "Consumer.__init__() got an unexpected keyword argument 'no_such_prop'"
+    from clients.consumer.consumer import Consumer
+    from clients.producer.producer import Producer
+
+    with pytest.raises(CliError) as caught:
+        client_properties(["fetch.max.wait.ms=100", "no.such.prop=1"], "--consumer-property",
+                          Consumer)
+    assert str(caught.value) == "--consumer-property: unknown Consumer setting 'no.such.prop'"
+    assert client_properties(["linger.ms=5", "enable_idempotence=false"],
+                             "--producer-property", Producer) == \
+        {"linger_ms": 5, "enable_idempotence": False}
