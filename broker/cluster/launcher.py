@@ -34,7 +34,11 @@ writing anything, and a failed first start removes its ``cluster.secret``), ``st
 (table or ``--json``), ``stop`` (clean: brokers first, each moving its leadership away
 by controlled shutdown, then the controller), and fault injection by broker id or
 ``controller``: ``kill`` (SIGKILL), ``restart`` (kill if alive, start again with the
-same command line), ``pause`` / ``resume`` (SIGSTOP / SIGCONT).  Every command but
+same command line; a broker restarted while the controller is down is started and
+the command fails at once, since it cannot register), ``pause`` / ``resume`` (SIGSTOP /
+SIGCONT).  Only a process whose command line is the state file's is signalled
+(:func:`is_ours`: a stopped cluster's PIDs may belong to other processes by now); ``kill``
+of one not running says so and succeeds.  Every command but
 ``start`` reads ``cluster.json`` through :func:`broker.cluster.rebuild.load_state`: a
 damaged or missing file is rebuilt from the cluster's running processes, so a cluster
 can always be stopped.
@@ -96,6 +100,18 @@ def is_running(pid: int) -> bool:
     try:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
+        return False
+
+
+def is_ours(info: ProcessInfo) -> bool:
+    """``info``'s process runs and is the one the launcher started (same command line),
+    not a later process that reuses a stale PID from the state file: only such a process
+    is signalled."""
+    if not is_running(info.pid):
+        return False
+    try:
+        return psutil.Process(info.pid).cmdline() == info.argv
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
         return False
 
 
@@ -204,7 +220,7 @@ def _reap(pid: int) -> None:
 
 
 def end_process(info: ProcessInfo, sig: signal.Signals, timeout_s: float) -> None:
-    if not is_running(info.pid):
+    if not is_ours(info):
         _reap(info.pid)
         return
     proc = psutil.Process(info.pid)
@@ -409,16 +425,24 @@ def cmd_signal(args: argparse.Namespace) -> int:
     state = load_state(args.data_dir)
     info = state.process(args.target)
     if args.command == "kill":
+        if not is_ours(info):  # killing it again is no error, but say what happened
+            print(f"{info.name} was not running")
+            return 0
         end_process(info, signal.SIGKILL, 10)
         print(f"killed {info.name} (pid {info.pid})")
     elif args.command == "restart":
         end_process(info, signal.SIGKILL, 10)
         start_process(state, info, args.timeout_s)
         if info is not state.controller:
+            if not is_ours(state.controller):  # it cannot register: do not wait for it
+                raise ClusterError(
+                    f"restarted {info.name} (pid {info.pid}), but the controller is not "
+                    "running: the broker serves once it runs again "
+                    "(minikafka cluster restart controller)")
             wait_until_ready(state, args.timeout_s)
         print(f"restarted {info.name} (pid {info.pid})")
     else:
-        if not is_running(info.pid):
+        if not is_ours(info):
             raise ClusterError(f"{info.name} is not running")
         os.kill(info.pid, signal.SIGSTOP if args.command == "pause" else signal.SIGCONT)
         print(f"{args.command}d {info.name} (pid {info.pid})")
