@@ -79,3 +79,32 @@ def test_an_unknown_client_property_is_named_as_typed() -> None:
     assert client_properties(["linger.ms=5", "enable_idempotence=false"],
                              "--producer-property", Producer) == \
         {"linger_ms": 5, "enable_idempotence": False}
+
+
+SPARK_FAILURE = """\
+[PYTHON_DATA_SOURCE_ERROR] Failed to generate Python data source read partitions: \
+Traceback (most recent call last):
+  File "/src/clients/spark/source.py", line 198, in partitions
+    planner.close()
+  File "/src/clients/network/node_connections.py", line 98, in least_loaded
+    raise NetworkError("no broker reachable: " + "; ".join(errors))
+clients.network.connection.NetworkError: NETWORK_EXCEPTION: no broker reachable: \
+cannot connect to node -1 at 127.0.0.1:9092: [Errno 111] Connection refused
+ SQLSTATE: 38000
+
+JVM stacktrace:
+org.apache.spark.SparkException: Job aborted
+\tat org.apache.spark.Foo.bar(Foo.scala:1)
+"""
+
+
+def test_a_failed_spark_job_is_reported_by_its_cause() -> None:
+    # `verify` on a stopped cluster said "... Traceback (most recent call last): |
+    # File ".../source.py", line 198, in partitions | planner.close()"
+    from clients.spark.verify.session import failure_message
+
+    assert failure_message(SPARK_FAILURE) == (
+        "[PYTHON_DATA_SOURCE_ERROR] Failed to generate Python data source read partitions: "
+        "NETWORK_EXCEPTION: no broker reachable: cannot connect to node -1 at "
+        "127.0.0.1:9092: [Errno 111] Connection refused")
+    assert failure_message("[X] boom\nsecond\nthird\nfourth") == "[X] boom | second | third"
