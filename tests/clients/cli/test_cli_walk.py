@@ -108,3 +108,12 @@ def test_a_failed_spark_job_is_reported_by_its_cause() -> None:
         "NETWORK_EXCEPTION: no broker reachable: cannot connect to node -1 at "
         "127.0.0.1:9092: [Errno 111] Connection refused")
     assert failure_message("[X] boom\nsecond\nthird\nfourth") == "[X] boom | second | third"
+
+
+def test_group_states_are_kafkas_any_case_and_a_typo_is_an_error() -> None:
+    # `groups --list --state Bogus` listed nothing and exited 0
+    from clients.cli.groups import parse_states
+
+    assert parse_states("stable, EMPTY") == ["Stable", "Empty"]
+    with pytest.raises(CliError, match="'Bogus' is not a group state"):
+        parse_states("Stable,Bogus")
