@@ -2,7 +2,9 @@
 
 Found by following the README on a stopped cluster: ``kill 1`` printed "killed broker-1
 (pid N)" for a PID long gone (and would have SIGKILLed whatever process reuses it), and
-``restart 1`` with the controller down waited 60 s for a registration that cannot happen.
+``restart 1`` with the controller down waited 60 s for a registration that cannot happen;
+and ``kill 1; restart 1`` then a topic with replication factor 3 could find "2 available
+brokers": ``restart`` returned while the new incarnation was not yet serving.
 """
 
 from __future__ import annotations
@@ -18,6 +20,8 @@ import pytest
 
 from broker.cluster.launcher import free_base_port, is_ours, main, new_state
 from broker.cluster.state import ClusterState
+from broker.cluster.status import broker_view
+from tests.broker.cluster_harness import LocalCluster
 
 pytestmark = pytest.mark.multiprocess
 
@@ -73,3 +77,12 @@ def test_restarting_a_broker_without_a_controller_fails_at_once(
     assert err.startswith("error: restarted broker-0 (pid ") and \
         "the controller is not running" in err and err.count("\n") == 1
     assert state.brokers["0"].argv == ClusterState.load(str(tmp_path)).brokers["0"].argv
+
+
+def test_a_restarted_broker_serves_when_restart_returns(tmp_path: Path) -> None:
+    with LocalCluster(tmp_path) as cluster:
+        for _ in range(2):
+            cluster.kill("1")
+            cluster.restart("1")
+            # its own metadata: itself and the others (it listed [] or [0, 2] for ~1 s)
+            assert broker_view(cluster.state, "1") == {0, 1, 2}
