@@ -144,6 +144,10 @@ class ConfigResource(NamedTuple):
     type: ConfigResourceType
     name: str
 
+    def __str__(self) -> str:
+        """What error messages name: ``topic 'orders'``, ``broker '0'``."""
+        return f"{self.type.name.lower()} {self.name!r}"
+
 
 class ConfigSource(IntEnum):
     """Where a config value comes from (Kafka's DescribeConfigs config_source)."""

@@ -34,7 +34,11 @@ writing anything, and a failed first start removes its ``cluster.secret``), ``st
 (table or ``--json``), ``stop`` (clean: brokers first, each moving its leadership away
 by controlled shutdown, then the controller), and fault injection by broker id or
 ``controller``: ``kill`` (SIGKILL), ``restart`` (kill if alive, start again with the
-same command line), ``pause`` / ``resume`` (SIGSTOP / SIGCONT).  Every command but
+same command line, return once the broker's own metadata lists every running broker;
+with the controller down it is started and the command fails at once), ``pause`` /
+``resume`` (SIGSTOP / SIGCONT).  Only a process whose command line is the state file's is signalled
+(:func:`is_ours`: a stopped cluster's PIDs may belong to other processes by now); ``kill``
+of one not running says so and succeeds.  Every command but
 ``start`` reads ``cluster.json`` through :func:`broker.cluster.rebuild.load_state`: a
 damaged or missing file is rebuilt from the cluster's running processes, so a cluster
 can always be stopped.
@@ -73,9 +77,15 @@ from broker.cluster.state import (
     layout_ports,
     override_settings,
 )
-from broker.cluster.status import fetch_cluster_view, health_of, print_status, status_report
+from broker.cluster.status import (
+    broker_view,
+    fetch_cluster_view,
+    health_of,
+    print_status,
+    status_report,
+)
 from broker.users import USERS_FILE, add_user
-from clients.protocol.errors import InvalidConfigError
+from clients.protocol.errors import InvalidConfigError, MiniKafkaError
 from storage.meta_properties import DataDirIdentityError, read_meta_properties
 
 SECRET_FILE = "cluster.secret"  # the cluster's secret, mode 600 (broker.auth)
@@ -96,6 +106,18 @@ def is_running(pid: int) -> bool:
     try:
         return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
     except psutil.NoSuchProcess:
+        return False
+
+
+def is_ours(info: ProcessInfo) -> bool:
+    """``info``'s process runs and is the one the launcher started (same command line),
+    not a later process that reuses a stale PID from the state file: only such a process
+    is signalled."""
+    if not is_running(info.pid):
+        return False
+    try:
+        return psutil.Process(info.pid).cmdline() == info.argv
+    except (psutil.NoSuchProcess, psutil.AccessDenied):
         return False
 
 
@@ -204,7 +226,7 @@ def _reap(pid: int) -> None:
 
 
 def end_process(info: ProcessInfo, sig: signal.Signals, timeout_s: float) -> None:
-    if not is_running(info.pid):
+    if not is_ours(info):
         _reap(info.pid)
         return
     proc = psutil.Process(info.pid)
@@ -396,6 +418,26 @@ def wait_until_ready(state: ClusterState, timeout_s: float) -> None:
     raise ClusterError(f"cluster not ready within {timeout_s:.0f} s: {last}")
 
 
+def wait_until_serving(state: ClusterState, node: str, timeout_s: float) -> None:
+    """Broker ``node``'s own metadata lists every running broker, itself included.  After
+    a quick kill and restart the controller can still count the killed incarnation as
+    unfenced, so :func:`wait_until_ready` alone returned ~1 s before the new one served
+    (a topic created at once found 2 of 3 brokers available)."""
+    deadline = time.monotonic() + timeout_s
+    wanted = {int(k) for k, v in state.brokers.items() if is_ours(v)}
+    last = "no answer"
+    while time.monotonic() < deadline:
+        try:
+            seen = broker_view(state, node)
+            if wanted <= seen:
+                return
+            last = f"it sees brokers {sorted(seen)}"
+        except MiniKafkaError as exc:
+            last = str(exc)
+        time.sleep(0.1)
+    raise ClusterError(f"broker {node} not serving within {timeout_s:.0f} s: {last}")
+
+
 def cmd_stop(args: argparse.Namespace) -> int:
     state = load_state(args.data_dir)
     for info in state.brokers.values():
@@ -409,16 +451,25 @@ def cmd_signal(args: argparse.Namespace) -> int:
     state = load_state(args.data_dir)
     info = state.process(args.target)
     if args.command == "kill":
+        if not is_ours(info):  # killing it again is no error, but say what happened
+            print(f"{info.name} was not running")
+            return 0
         end_process(info, signal.SIGKILL, 10)
         print(f"killed {info.name} (pid {info.pid})")
     elif args.command == "restart":
         end_process(info, signal.SIGKILL, 10)
         start_process(state, info, args.timeout_s)
         if info is not state.controller:
+            if not is_ours(state.controller):  # it cannot register: do not wait for it
+                raise ClusterError(
+                    f"restarted {info.name} (pid {info.pid}), but the controller is not "
+                    "running: the broker serves once it runs again "
+                    "(minikafka cluster restart controller)")
             wait_until_ready(state, args.timeout_s)
+            wait_until_serving(state, args.target, args.timeout_s)
         print(f"restarted {info.name} (pid {info.pid})")
     else:
-        if not is_running(info.pid):
+        if not is_ours(info):
             raise ClusterError(f"{info.name} is not running")
         os.kill(info.pid, signal.SIGSTOP if args.command == "pause" else signal.SIGCONT)
         print(f"{args.command}d {info.name} (pid {info.pid})")

@@ -124,6 +124,15 @@ def fetch_cluster_view(state: ClusterState) -> dict[str, Any]:
                     **_access(node, state.controller, login=True))
 
 
+def broker_view(state: ClusterState, node: str) -> set[int]:
+    """The unfenced brokers in broker ``node``'s own Metadata answer (its metadata image,
+    not the controller's): a restarted broker serves once it lists itself and the others."""
+    info = state.brokers[node]
+    answer = _request(info.port, ApiKey.METADATA, {"topics": []},
+                      **_broker_access(int(node), info))
+    return {b["node_id"] for b in answer["brokers"]}
+
+
 def status_report(state: ClusterState) -> dict[str, Any]:
     processes = [{"name": info.name, "pid": info.pid, "port": info.port,
                   "internal_port": info.internal_port, "metrics_port": info.metrics_port,

@@ -3,7 +3,9 @@
 ``bench produce`` sends ``--records`` values of ``--record-size`` bytes with the bulk API
 (or record by record with ``--per-record``); ``bench consume`` reads a topic from the
 beginning with the bulk poll.  Both show a progress bar on stderr and write their
-figures to ``--json`` (default ``bench-<command>.json``).
+figures to ``--json`` (default ``bench-<command>.json``).  The topic must exist: a
+missing one fails ``consume`` at once and ``produce`` after ``max_block_ms`` (5 s, as
+``minikafka produce``), one line each.
 """
 
 from __future__ import annotations
@@ -74,7 +76,7 @@ def _produce(args: argparse.Namespace) -> dict[str, Any]:
     progress = ThroughputBar(args.records, "produce")
     started = time.monotonic()
     sent = 0
-    with Producer(bootstrap_servers=args.bootstrap_server, acks=acks,
+    with Producer(bootstrap_servers=args.bootstrap_server, acks=acks, max_block_ms=5000,
                   batch_size=max(16384, args.batch_records * (args.record_size + 16))) as producer:
         futures: list[Future[Any] | RecordFuture] = []
         while sent < args.records:
@@ -94,6 +96,7 @@ def _produce(args: argparse.Namespace) -> dict[str, Any]:
 
 
 def _consume(args: argparse.Namespace) -> dict[str, Any]:
+    from clients.cli.consume import partitions_of
     from clients.consumer.consumer import Consumer
     from clients.protocol.topics import TopicPartition
 
@@ -103,7 +106,7 @@ def _consume(args: argparse.Namespace) -> dict[str, Any]:
     with Consumer(bootstrap_servers=args.bootstrap_server, auto_offset_reset="earliest",
                   max_partition_fetch_bytes=8 * 1024 * 1024) as consumer:
         partitions = [TopicPartition(args.topic, p)
-                      for p in consumer.partitions_for(args.topic) or []]
+                      for p in partitions_of(consumer, args.topic)]
         consumer.assign(partitions)
         consumer.seek_to_beginning(partitions)
         idle_deadline = time.monotonic() + 10

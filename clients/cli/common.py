@@ -12,7 +12,9 @@ port).
 
 :func:`client_properties` turns ``--producer-property`` / ``--consumer-property``
 ``KEY=VALUE`` pairs (Kafka's dotted names, ``linger.ms``, or ours, ``linger_ms``) into
-keyword arguments; values become int, float or bool when they read as one.
+keyword arguments; values become int, float or bool when they read as one. Given the
+client class, a key that is none of its settings is refused with one line naming the key
+as typed (Kafka's tools warn and ignore it; a typo here would silently change nothing).
 
 This module imports nothing from the project, so every command module may import it
 (``main`` imports the command modules; they never import ``main``).
@@ -20,6 +22,7 @@ This module imports nothing from the project, so every command module may import
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Sequence
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
@@ -30,14 +33,20 @@ class CliError(ValueError):
     """A user-facing failure: printed as one line, exit status 1."""
 
 
-def client_properties(pairs: Sequence[str], option: str) -> dict[str, object]:
-    """``["linger.ms=5", "acks=all"]`` -> ``{"linger_ms": 5, "acks": "all"}``."""
+def client_properties(pairs: Sequence[str], option: str,
+                      client: type | None = None) -> dict[str, object]:
+    """``["linger.ms=5", "acks=all"]`` -> ``{"linger_ms": 5, "acks": "all"}``; with
+    ``client``, only the keyword arguments its constructor takes."""
+    known = set(inspect.signature(client).parameters) if client is not None else None
     out: dict[str, object] = {}
     for pair in pairs:
         key, sep, text = pair.partition("=")
         if not sep or not key.strip():
             raise CliError(f"{option} takes KEY=VALUE, got {pair!r}")
-        out[key.strip().replace(".", "_").replace("-", "_")] = _typed(text.strip())
+        name = key.strip().replace(".", "_").replace("-", "_")
+        if known is not None and client is not None and name not in known:
+            raise CliError(f"{option}: unknown {client.__name__} setting {key.strip()!r}")
+        out[name] = _typed(text.strip())
     return out
 
 

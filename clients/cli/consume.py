@@ -90,7 +90,7 @@ def _topics(args: argparse.Namespace) -> list[str]:
     return topics
 
 
-def _partitions(consumer: Consumer, topic: str) -> list[int]:
+def partitions_of(consumer: Consumer, topic: str) -> list[int]:
     """The topic's partition ids; unknown topic -> CliError (after a short grace)."""
     deadline = time.monotonic() + _UNKNOWN_TOPIC_GRACE_S
     while True:
@@ -119,13 +119,13 @@ def cmd_consume(args: argparse.Namespace) -> int:
         "auto_offset_reset": "earliest" if args.from_beginning else "latest",
         "isolation_level": args.isolation_level,
     }  # fmt: skip
-    options.update(client_properties(args.consumer_property, "--consumer-property"))
+    options.update(client_properties(args.consumer_property, "--consumer-property", Consumer))
     try:
         consumer = Consumer(bootstrap_servers=args.bootstrap_server, **options)
     except TypeError as exc:  # a --consumer-property the consumer does not know
         raise CliError(f"--consumer-property: {exc}") from None
     with consumer:
-        partitions = {t: _partitions(consumer, t) for t in topics}
+        partitions = {t: partitions_of(consumer, t) for t in topics}
         if args.partition is not None and args.partition not in partitions[topics[0]]:
             n = len(partitions[topics[0]])
             raise CliError(f"unknown partition {topics[0]}-{args.partition}: the topic has "

@@ -4,7 +4,8 @@ is :mod:`clients.cli.consume`).
 Actions, as subcommands or Kafka's flags (:mod:`clients.cli.actions`), groups named
 positionally, by ``--group`` (repeatable) or ``--all-groups``:
 
-- ``list`` (``--state STATE``: only groups in that state);
+- ``list`` (``--state STATE[,STATE]``: only groups in those states, any case; an unknown
+  state name is an error);
 - ``describe``: offsets and lag (below), ``--members`` (one row per member with its
   partitions) or ``--state`` (coordinator, assignor, state, member count); a group the
   coordinator does not know (Dead, no members, no offsets) is the error
@@ -42,6 +43,8 @@ from clients.cli.common import CliError
 __all__ = ["add_parser"]
 
 
+# the classic protocol's group states (Kafka's ConsumerGroupState names)
+GROUP_STATES = ("PreparingRebalance", "CompletingRebalance", "Stable", "Dead", "Empty")
 ACTIONS: tuple[Action, ...] = (
     ("list", "list groups with their state", None, ""),
     ("describe", "offsets and lag (default), --members or --state", "GROUP", "the group"),
@@ -113,13 +116,26 @@ def _describe(admin: Any, group: str, args: argparse.Namespace) -> None:
     _print_table(table)
 
 
+def parse_states(text: str) -> list[str]:
+    """``--state stable,empty`` -> ``["Stable", "Empty"]`` (Kafka's tool: a comma list,
+    any case); a name that is no group state is an error, not an empty list."""
+    known = {s.lower(): s for s in GROUP_STATES}
+    out = []
+    for name in filter(None, (n.strip() for n in text.split(","))):
+        if name.lower() not in known:
+            raise CliError(f"--state: {name!r} is not a group state "
+                           f"({', '.join(GROUP_STATES)})")
+        out.append(known[name.lower()])
+    return out
+
+
 def cmd_groups(args: argparse.Namespace) -> int:
     from clients.admin import Admin
 
     action = action_of(args, "groups", ACTIONS)
     with Admin(args.bootstrap_server) as admin:
         if action == "list":
-            listings = admin.list_groups(states=[args.state] if args.state else None)
+            listings = admin.list_groups(states=parse_states(args.state) if args.state else None)
             print(f"{'GROUP':<30} {'STATE':<20} PROTOCOL-TYPE")
             for listing in listings:
                 print(f"{listing.group_id:<30} {listing.state:<20} "
@@ -138,7 +154,7 @@ def cmd_groups(args: argparse.Namespace) -> int:
                 if g not in failed:
                     print(f"Deleted group {g}.")
             if failed:
-                raise CliError("; ".join(f"group {g!r}: {e}" for g, e in failed.items()))
+                raise CliError("; ".join(str(e) for e in failed.values()))  # each names its group
         elif action == "delete-offsets":
             if not args.topic:
                 raise CliError("delete-offsets: name the partitions (--topic T[:P,...])")

@@ -52,6 +52,8 @@ def topic_of(args: argparse.Namespace) -> str:
 
 def producer_options(args: argparse.Namespace) -> dict[str, Any]:
     """The Producer's keyword arguments: the flags, then ``--producer-property``."""
+    from clients.producer.producer import Producer
+
     acks: int | str = args.acks if args.acks == "all" else int(args.acks)
     options: dict[str, Any] = {
         "acks": acks, "linger_ms": args.linger_ms, "transactional_id": args.transactional_id,
@@ -59,7 +61,7 @@ def producer_options(args: argparse.Namespace) -> dict[str, Any]:
         "request_timeout_ms": args.request_timeout_ms,
         "delivery_timeout_ms": args.delivery_timeout_ms,
     }  # fmt: skip
-    options.update(client_properties(args.producer_property, "--producer-property"))
+    options.update(client_properties(args.producer_property, "--producer-property", Producer))
     return options
 
 

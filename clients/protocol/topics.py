@@ -35,6 +35,10 @@ class TopicPartition(NamedTuple):
     topic: str
     partition: int
 
+    def __str__(self) -> str:
+        """Kafka's spelling in messages: ``orders-0``."""
+        return f"{self.topic}-{self.partition}"
+
 
 class InvalidTopicError(MiniKafkaError):
     code = ErrorCode.INVALID_TOPIC_EXCEPTION

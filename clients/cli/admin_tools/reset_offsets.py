@@ -87,7 +87,8 @@ def _partitions(admin: Any, args: argparse.Namespace,
 
 def plan(admin: Any, group: str, args: argparse.Namespace) -> dict[TopicPartition, int]:
     """The new offset of each chosen partition."""
-    chosen = [t for t in TARGETS if getattr(args, t) not in (None, False)]
+    chosen = [t for t in TARGETS  # `is`: --to-offset 0 and --shift-by 0 are chosen too
+              if getattr(args, t) is not None and getattr(args, t) is not False]
     if len(chosen) != 1:
         raise CliError("reset-offsets: give exactly one of --to-earliest, --to-latest, "
                        "--to-datetime, --to-offset, --shift-by")

@@ -58,7 +58,7 @@ from clients.spark.verify.pipeline import (
     verify_pipeline,
 )
 from clients.spark.verify.progress import reporting_progress
-from clients.spark.verify.session import VerifyError, verify_session
+from clients.spark.verify.session import VerifyError, failure_message, verify_session
 from clients.spark.verify.transactions import (
     TORN,
     TXN_LABELS,
@@ -430,7 +430,6 @@ def verify_ledgers(ledger_paths: list[str], *, bootstrap: str | None = None,
             return [run_verify(spark, path, bootstrap=bootstrap, sink=sink, examples=examples)
                     for path in ledger_paths]
     except (PySparkException, Py4JError) as exc:
-        lines = [line for line in str(exc).splitlines() if line.strip()]
-        raise VerifyError("Spark job failed: " + " | ".join(lines[:3])) from exc
+        raise VerifyError("Spark job failed: " + failure_message(str(exc))) from exc
     finally:
         spark.stop()

@@ -7,6 +7,10 @@ builds a session on any master with the ``minikafka`` data source registered, an
 console output (the JVM's and its Python workers') can go to a log file instead of the
 terminal.  Costs: one JVM start (seconds).  Not thread-safe: call from one thread; one
 session per process (Spark's rule).
+
+:func:`failure_message` turns a failed Spark job's exception text into the one line the
+CLI prints: Spark's error class and, for an error raised in our Python code (the data
+source, a UDF), that exception's own message instead of the first lines of its traceback.
 """
 
 from __future__ import annotations
@@ -31,6 +35,27 @@ JAVA_HELP = ("Spark needs a Java 17 runtime and 'java' is not on PATH (nor in JA
 
 class VerifyError(RuntimeError):
     """The verification job could not run (Java missing, Spark or source failure)."""
+
+
+def failure_message(text: str) -> str:
+    """``[ERROR_CLASS] what Spark says: the cause`` from a PySparkException's text.
+
+    Python tracebacks inside it end with ``module.ErrorType: message``: that message is
+    the cause (e.g. ``NETWORK_EXCEPTION: no broker reachable: ...``)."""
+    lines = [line.rstrip() for line in text.splitlines() if line.strip()]
+    if not lines:
+        return "no message"
+    head = lines[0].split("Traceback (most recent call last):")[0].rstrip(": ")
+    cause = ""
+    for line in lines[1:]:
+        if line.startswith("JVM stacktrace"):  # the Java side: not our cause
+            break
+        if line[:1].isspace():  # a traceback frame, its code, or the JVM's stack
+            continue
+        name, sep, message = line.partition(": ")
+        if sep and name.replace(".", "").replace("_", "").isalnum():
+            cause = message.strip()
+    return f"{head}: {cause}" if cause else " | ".join(lines[:3])
 
 
 def java_available() -> bool:
