@@ -16,11 +16,16 @@ fenced (``ProducerFencedError``, ``InvalidProducerEpochError``,
 
 kafka-python 3.0.12's ``commit_transaction``/``abort_transaction`` wait with no timeout
 (``TransactionalRequestResult.wait()``) and cannot be called again while one is under
-way, so each is run on a daemon thread and given :data:`CALL_TIMEOUT_S`: past it the call
-fails with a plain ``MiniKafkaError`` (not retried; a commit's outcome is then unknown to
-the workload, which restarts the producer) and the thread is left to end with the
-producer.  A constructor that cannot reach a broker (kafka-python bootstraps in
-``__init__``) raises ``MiniKafkaError`` too.
+way, so each is run on a daemon thread and given :data:`CALL_TIMEOUT_S` (30 s,
+kafka-python's request timeout): past it the call fails with a plain ``MiniKafkaError``
+(not retried; a commit's outcome is then unknown to the workload, which restarts the
+producer) and the thread is left to end with the producer.  This happens under faults:
+when the transaction coordinator was just killed, kafka-python's sender
+(``kafka/producer/sender.py`` ``_maybe_send_pending_request``) gets a connection
+error from ``await_ready`` with ``target_node`` already set, so the handler is neither
+sent nor retried and the commit never completes (a kafka-python bug; seen once per
+kill-coordinator run).  A constructor that cannot reach a broker (kafka-python
+bootstraps in ``__init__``) raises ``MiniKafkaError`` too.
 
 kafka-python is an optional dependency (the broker's compatibility tests use it): it is
 imported when a producer is made.  Costs: kafka-python's; one extra thread per commit or
@@ -39,7 +44,7 @@ from clients.producer.idempotence import ProducerFencedError
 from clients.protocol.errors import MiniKafkaError, RequestTimedOutError
 from clients.types import RecordMetadata
 
-CALL_TIMEOUT_S = 60.0
+CALL_TIMEOUT_S = 30.0
 FENCED = ("ProducerFencedError", "InvalidProducerEpochError",
           "TransactionCoordinatorFencedError")
 
@@ -122,9 +127,14 @@ class KafkaPythonTxnProducer:
         self._call("flush", timeout_s)
 
     def close(self, timeout_s: float | None = None) -> None:
-        """Close the producer (its sender thread ends; a fenced producer's errors are
-        ignored: nothing is left for it to do)."""
+        """Close the producer; its errors are ignored (nothing is left for it to do).
+        kafka-python 3.0.12's ``close`` flushes first and raises when that times out
+        (batches of partitions never added to the transaction cannot drain), before it
+        force-closes its sender: the sender thread would then spin forever, so it is
+        force-closed here (``_sender.force_close``, the call ``close`` would have made)."""
         try:
             self._producer.close(timeout=CALL_TIMEOUT_S if timeout_s is None else timeout_s)
-        except Exception:  # kafka-python raises what its last request failed with
-            return
+        except Exception:  # kafka-python raises what its flush or last request failed with
+            sender = getattr(self._producer, "_sender", None)
+            if sender is not None and sender.is_alive():
+                sender.force_close()
