@@ -17,7 +17,8 @@ OPERATION_NOT_ATTEMPTED), Read on the group of AddOffsetsToTxn
   ``verify_only`` asks :meth:`~broker.txn.coordinator.TransactionCoordinator.verify`
   (KIP-890 part 1), else the partitions are added.
 - AddOffsetsToTxn: adds partition ``partition_for(group_id)`` of ``__consumer_offsets``
-  (COORDINATOR_NOT_AVAILABLE while that topic does not exist).
+  (COORDINATOR_NOT_AVAILABLE while that topic does not exist; the request starts its
+  creation, as FindCoordinator for a group does).
 - EndTxn v0-4: transaction version 0; v5: transaction version 2 (KIP-890 part 2), the
   answer carries the producer id and the epoch bumped for the next transaction.
 - PRODUCER_FENCED goes to clients older than KIP-588 (InitProducerId below v4,
@@ -219,6 +220,11 @@ def handle_add_offsets_to_txn(core: HandlerCore, body: AddOffsetsToTxnRequest,
         registered = core.registry.get(OFFSETS_TOPIC)
         count = registered.num_partitions if registered is not None else 0
     if count == 0:
+        # Kafka adds the partition without the topic; here it must exist (the markers go
+        # to it), so it is created as FindCoordinator would: a producer that sends
+        # AddOffsetsToTxn before any FindCoordinator for a group (kafka-python does)
+        # would otherwise be answered COORDINATOR_NOT_AVAILABLE forever
+        core.groups.find_coordinator(group_id)
         answer(ErrorCode.COORDINATOR_NOT_AVAILABLE)
         return
     tp = TopicPartition(OFFSETS_TOPIC, partition_for(group_id, count))

@@ -6,7 +6,8 @@
         --faults kill-leader@2s,restart@4s,restart-controller@6s
     minikafka verify --data-dir ./data --ledger ./data/ledger-<run>.tsv --report report.json
     minikafka workload --data-dir ./data --topic txn --transactional --keys-per-producer 6 \
-        --faults kill-leader@2s,restart@4s,kill-coordinator@6s,restart@8s [--client confluent]
+        --faults kill-leader@2s,restart@4s,kill-coordinator@6s,restart@8s \
+        [--client confluent|kafka-python]
     minikafka workload --data-dir ./data --topic txn --transactional --pipeline-workers 2 \
         --faults crash-cluster@3s,kill-coordinator@12s,restart@14s
 
@@ -61,8 +62,9 @@ def add_parsers(sub: Any) -> None:
                           help="fraction of transactions whose producer is restarted "
                                "(fenced) inside them")
     workload.add_argument("--transaction-timeout-ms", type=int, default=20_000)
-    workload.add_argument("--client", choices=("minikafka", "confluent"), default="minikafka",
-                          help="the transactional producer: ours or confluent-kafka's")
+    workload.add_argument("--client", choices=("minikafka", "confluent", "kafka-python"),
+                          default="minikafka", help="the transactional producer: ours, "
+                          "confluent-kafka's or kafka-python's (no pipeline)")
     workload.add_argument("--pipeline-workers", type=int, default=0, metavar="K",
                           help="transactional: K consume-transform-produce workers copy "
                                "f(topic) to --pipeline-topic exactly once (0: none)")

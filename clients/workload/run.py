@@ -113,7 +113,7 @@ class WorkloadConfig:
     abort_ratio: float = 0.2
     restart_ratio: float = 0.02
     transaction_timeout_ms: int = 20_000
-    client: str = "minikafka"  # transactional: or "confluent" (clients.workload.confluent_txn)
+    client: str = "minikafka"  # transactional: or "confluent", "kafka-python" (CLIENTS)
     pipeline_workers: int = 0  # clients.workload.pipeline (0: no pipeline)
     pipeline_topic: str = ""  # default: "<topic>-out"
     pipeline_abort_ratio: float = 0.1
@@ -137,8 +137,10 @@ class WorkloadConfig:
         if self.transactional and not self.idempotence:
             raise ValueError("a transactional producer is idempotent (drop --no-idempotence)")
         if self.client not in CLIENTS or (self.client != "minikafka" and not self.transactional):
-            raise ValueError(f"client must be one of {', '.join(CLIENTS)}; confluent drives "
+            raise ValueError(f"client must be one of {', '.join(CLIENTS)}; the others drive "
                              "the transactional mode only")
+        if self.pipeline_workers and self.client == "kafka-python":
+            raise ValueError("the pipeline runs with the minikafka or confluent client")
         if self.max_txn_records < 1 or not 0 <= self.abort_ratio <= 1 \
                 or not 0 <= self.restart_ratio <= 1:
             raise ValueError("max_txn_records must be >= 1, abort and restart ratios in [0, 1]")

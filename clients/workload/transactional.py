@@ -13,7 +13,9 @@ old session tries to commit, which must fail (``fenced_commits_refused`` counts 
 commit that succeeds anyway is recorded as such and shows up in verify).
 
 The client is our :class:`~clients.producer.Producer`, or with ``client="confluent"``
-confluent-kafka's (:mod:`clients.workload.confluent_txn`), both behind :class:`TransactionalClient`.
+confluent-kafka's (:mod:`clients.workload.confluent_txn`), or with
+``client="kafka-python"`` kafka-python's (:mod:`clients.workload.kafka_python_txn`), all
+behind :class:`TransactionalClient` (:data:`CLIENTS`).
 
 Ledger (:mod:`clients.workload.ledger`, version 2): ``S`` before the sequences are sent
 (durable), ``B`` at begin, and once the outcome is known the ``A`` lines of a committed
@@ -52,6 +54,7 @@ from clients.producer.producer import Producer
 from clients.protocol.errors import MiniKafkaError, RequestTimedOutError
 from clients.types import RecordMetadata
 from clients.workload.confluent_txn import ConfluentTxnProducer
+from clients.workload.kafka_python_txn import KafkaPythonTxnProducer
 from clients.workload.ledger import LedgerWriter
 
 # tally(event, detail): event "sent" / "acked" / "failed" (detail: why) per record, or
@@ -60,7 +63,6 @@ from clients.workload.ledger import LedgerWriter
 Tally = Callable[[str, str], None]
 COMMIT_RETRIES = 3
 INIT_DEADLINE_S = 180.0
-CLIENTS = ("minikafka", "confluent")
 
 
 class SendFuture(Protocol):
@@ -70,8 +72,9 @@ class SendFuture(Protocol):
 
 
 class TransactionalClient(Protocol):
-    """The calls the loop makes: our Producer's, or confluent-kafka's through
-    :class:`~clients.workload.confluent_txn.ConfluentTxnProducer`."""
+    """The calls the loop makes: our Producer's, or confluent-kafka's / kafka-python's
+    through :class:`~clients.workload.confluent_txn.ConfluentTxnProducer` /
+    :class:`~clients.workload.kafka_python_txn.KafkaPythonTxnProducer`."""
 
     def init_transactions(self) -> None: ...
 
@@ -86,6 +89,15 @@ class TransactionalClient(Protocol):
     def abort_transaction(self) -> None: ...
 
     def close(self, timeout_s: float | None = None) -> None: ...
+
+
+# the transactional clients by --client name, each made like our Producer:
+# (bootstrap, transactional_id=..., transaction_timeout_ms=..., **producer options)
+CLIENTS: dict[str, Callable[..., TransactionalClient]] = {
+    "minikafka": Producer,
+    "confluent": ConfluentTxnProducer,
+    "kafka-python": KafkaPythonTxnProducer,
+}
 
 
 @dataclass
@@ -106,7 +118,7 @@ class TxnPlan:
     transaction_timeout_ms: int = 20_000
     interval_s: float = 0.0
     start: float = field(default_factory=time.monotonic)
-    client: str = "minikafka"  # or "confluent" (CLIENTS)
+    client: str = "minikafka"  # or "confluent", "kafka-python" (CLIENTS)
 
     @property
     def transactional_id(self) -> str:
@@ -118,10 +130,15 @@ def start_session(plan: TxnPlan, stop: threading.Event) -> TransactionalClient:
     until :data:`INIT_DEADLINE_S`)."""
     deadline = time.monotonic() + INIT_DEADLINE_S
     while True:
-        make = ConfluentTxnProducer if plan.client == "confluent" else Producer
-        client: TransactionalClient = make(plan.bootstrap, transactional_id=plan.transactional_id,
-                                   transaction_timeout_ms=plan.transaction_timeout_ms,
-                                   **plan.options)
+        try:  # kafka-python's producer connects when it is made: that can fail too
+            client = CLIENTS[plan.client](
+                plan.bootstrap, transactional_id=plan.transactional_id,
+                transaction_timeout_ms=plan.transaction_timeout_ms, **plan.options)
+        except MiniKafkaError:
+            if time.monotonic() > deadline or stop.is_set():
+                raise
+            stop.wait(0.5)
+            continue
         try:
             while True:
                 try:

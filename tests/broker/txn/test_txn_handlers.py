@@ -121,6 +121,23 @@ def test_commit_through_the_handlers(h: CoreHarness) -> None:
         assert partition.last_stable_offset == 1
 
 
+def test_add_offsets_creates_the_offsets_topic_it_needs(h: CoreHarness) -> None:
+    """kafka-python sends AddOffsetsToTxn before any FindCoordinator for a group: the
+    offsets topic is created then, not waited for forever."""
+    found = call1(h.core, ApiKey.FIND_COORDINATOR, {"key": "tx", "key_type": 1}, 3)
+    assert found["error_code"] == 0
+    h.tick(times=5)
+    pid = init(h)["producer_id"]
+    request = {"transactional_id": "tx", "producer_id": pid, "producer_epoch": 0,
+               "group_id": "g"}
+    assert h.core.partition_count(OFFSETS_TOPIC) == 0
+    first = call1(h.core, ApiKey.ADD_OFFSETS_TO_TXN, request, 3)
+    assert first["error_code"] == E.COORDINATOR_NOT_AVAILABLE
+    assert h.core.partition_count(OFFSETS_TOPIC) > 0
+    h.tick(times=5)
+    assert call1(h.core, ApiKey.ADD_OFFSETS_TO_TXN, request, 3)["error_code"] == 0
+
+
 def test_end_txn_v5_bumps_the_epoch_and_fences_a_stale_end(h: CoreHarness) -> None:
     ready(h)
     pid = init(h)["producer_id"]
