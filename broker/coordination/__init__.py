@@ -7,10 +7,11 @@
   them into the coordinator when it becomes their leader and unloading them when it
   stops, and the coordinator's writes; :class:`InternalTopicHost`, what it asks the
   broker core.
+- ``placement``: Kafka's placement hash, the partition of a group id or transactional
+  id (``partition_for``).
 
-May import what :mod:`broker.group` may import (and :mod:`broker.group.protocol`, for
-Kafka's placement hash).  Imported by :mod:`broker.group.offsets_topic` and
-:mod:`broker.txn.state_topic`; must not import them, ``broker.core``, the handlers, the
-server or the network processes.  Nothing is exported here: import from the defining
-module.
+May import what :mod:`broker.group` may import, but not :mod:`broker.group` itself.
+Imported by :mod:`broker.group` and :mod:`broker.txn`; must not import them,
+``broker.core``, the handlers, the server or the network processes.  Nothing is
+exported here: import from the defining module.
 """

@@ -14,7 +14,7 @@ this module does not import the core):
   ``min(spec RF, live brokers)``.  The caller answers COORDINATOR_NOT_AVAILABLE until
   the topic exists (the client retries).  Configs come from the spec (compacted).
 - **Placement**: the coordinator of a key is the leader of partition
-  ``abs(javaStringHash(key)) % partitions`` (:func:`~broker.group.protocol.partition_for`;
+  ``abs(javaStringHash(key)) % partitions`` (:func:`~broker.coordination.placement.partition_for`;
   the count is the topic's, not this broker's config); no leader ->
   COORDINATOR_NOT_AVAILABLE.
 - **Leadership** (:meth:`InternalTopic.on_partitions_changed`, called by the core after
@@ -51,8 +51,8 @@ from typing import Protocol
 
 from broker.async_client import ControllerChannel
 from broker.config import BrokerConfig
+from broker.coordination.placement import partition_for
 from broker.delayed import DelayedFetch, DelayedProduce, ProducePartitionStatus
-from broker.group.protocol import partition_for
 from broker.topic_registry import StandaloneTopic
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError

@@ -3,7 +3,7 @@ offsets partitions this broker leads, composed of rooms as Kafka's GroupCoordina
 GroupMetadataManager are.
 
 One per broker.  It serves the groups whose offsets-topic partition this broker leads
-(:func:`broker.group.protocol.partition_for`, Kafka's formula).  The adapter
+(:func:`broker.coordination.placement.partition_for`, Kafka's formula).  The adapter
 (:mod:`broker.group.offsets_topic`) tells it which partitions it owns: :meth:`begin_load`,
 :meth:`load_record` for every record of the partition (and :meth:`load_marker` for every
 transaction marker), :meth:`finish_load`, and :meth:`unload` when leadership is lost, and

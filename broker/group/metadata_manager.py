@@ -45,6 +45,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 
+from broker.coordination.placement import partition_for
 from broker.group.members import Group
 from broker.group.metadata import (
     GroupMetadataKey,
@@ -62,7 +63,6 @@ from broker.group.protocol import (
     OffsetsLog,
     TxnProducer,
     member_error,
-    partition_for,
 )
 from broker.group.state import GroupState
 from clients.protocol.errors import ErrorCode

@@ -2,9 +2,8 @@
 offsets-log interface (plain or transactional batches), the member check and the error
 answers of JoinGroup/SyncGroup.
 
-Placement: a group is stored in (and coordinated by the leader of) offsets partition
-``Utils.abs(javaStringHash(group_id)) % partitions``, Kafka's formula, so a group lands on
-the same partition number as in Kafka (:func:`partition_for`).
+Placement (where a group is stored and coordinated) is Kafka's formula, shared with the
+transaction coordinator: :func:`broker.coordination.placement.partition_for`.
 
 Write errors (:func:`store_error`, Kafka's mapping): NOT_LEADER_OR_FOLLOWER,
 KAFKA_STORAGE_ERROR, FENCED_LEADER_EPOCH -> NOT_COORDINATOR; UNKNOWN_TOPIC_OR_PARTITION,
@@ -20,7 +19,7 @@ A member's check (:func:`member_error`): FENCED_INSTANCE_ID when its static inst
 now another member, UNKNOWN_MEMBER_ID when it is not a member.  :func:`answer_parked`
 answers a member's parked JoinGroup and SyncGroup with an error (and forgets them).
 
-Costs: hashing O(len(group_id)); the rest O(1).  Pure but :func:`answer_parked` (it
+Costs: O(1).  Pure but :func:`answer_parked` (it
 changes the member it is given): call it from the thread that owns the group.
 """
 
@@ -85,21 +84,6 @@ class GroupCoordinatorConfig:
                    c.offset_metadata_max_bytes,
                    min(c.group_max_member_metadata_bytes, group_bytes), group_bytes,
                    c.group_coordinator_max_metadata_bytes)
-
-
-def java_string_hash(text: str) -> int:
-    """Java's ``String.hashCode`` (over UTF-16 code units), as a signed int32."""
-    data = text.encode("utf-16-be", "surrogatepass")
-    h = 0
-    for i in range(0, len(data), 2):
-        h = (31 * h + (data[i] << 8 | data[i + 1])) & 0xFFFFFFFF
-    return h - (1 << 32) if h >= 1 << 31 else h
-
-
-def partition_for(group_id: str, num_partitions: int) -> int:
-    """Kafka's choice: ``Utils.abs(groupId.hashCode) % partitions``."""
-    h = java_string_hash(group_id)
-    return (0 if h == -(1 << 31) else abs(h)) % num_partitions
 
 
 def store_error(code: ErrorCode) -> ErrorCode:

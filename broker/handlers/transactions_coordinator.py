@@ -32,7 +32,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
-from broker.group.protocol import partition_for
+from broker.coordination.placement import partition_for
 from broker.handlers.broker_view import HandlerCore
 from broker.handlers.common import Handler, RequestContext, serves
 from broker.handlers.partition_txns import is_broker_login

@@ -6,7 +6,7 @@ writes that come before every answer.
 Contract:
 
 - **Placement**: a transactional id lives in state partition
-  ``abs(javaStringHash(id)) % partitions`` (:func:`broker.group.protocol.partition_for`,
+  ``abs(javaStringHash(id)) % partitions`` (:func:`broker.coordination.placement.partition_for`,
   Kafka's formula); its coordinator is that partition's leader.  An empty id is
   INVALID_REQUEST; a partition not owned here NOT_COORDINATOR; one loading
   COORDINATOR_LOAD_IN_PROGRESS.
@@ -72,7 +72,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
-from broker.group.protocol import partition_for
+from broker.coordination.placement import partition_for
 from broker.txn.markers import MarkersDone, TxnMarker
 from broker.txn.records import TxnRecordError, decode_key, decode_value, encode_key, encode_value
 from broker.txn.state import (

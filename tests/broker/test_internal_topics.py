@@ -20,13 +20,13 @@ import pytest
 from confluent_kafka import KafkaError
 from confluent_kafka import Producer as CKProducer
 
+from broker.coordination.placement import partition_for
 from broker.group.metadata import (
     OffsetCommitKey,
     OffsetCommitValue,
     encode_offset_commit_key,
     encode_offset_commit_value,
 )
-from broker.group.protocol import partition_for
 from clients.admin import Admin
 from clients.consumer.consumer import Consumer
 from clients.protocol.api_keys import ApiKey

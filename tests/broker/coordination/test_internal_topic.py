@@ -11,7 +11,7 @@ from typing import Any, cast
 
 from broker.config import BrokerConfig
 from broker.coordination.internal_topic import InternalTopic, InternalTopicSpec
-from broker.group.protocol import partition_for
+from broker.coordination.placement import partition_for
 from clients.protocol.topics import TopicPartition
 from timer.clock import ManualClock
 from timer.system_timer import SystemTimer

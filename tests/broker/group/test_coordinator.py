@@ -7,8 +7,9 @@ from typing import Any
 
 import pytest
 
+from broker.coordination.placement import java_string_hash, partition_for
 from broker.group.coordinator import GroupCoordinator
-from broker.group.protocol import Done, GroupCoordinatorConfig, java_string_hash, partition_for
+from broker.group.protocol import Done, GroupCoordinatorConfig
 from broker.group.state import GroupState
 from clients.protocol.errors import ErrorCode
 from clients.protocol.topics import TopicPartition

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 
-from broker.group.protocol import partition_for
+from broker.coordination.placement import partition_for
 from broker.users import add_user
 from clients.admin import Admin
 from clients.protocol.api_keys import ApiKey

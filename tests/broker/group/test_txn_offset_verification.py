@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from broker.acls import Authorizer, edit_acls
-from broker.group.protocol import partition_for
+from broker.coordination.placement import partition_for
 from broker.handlers.common import RequestContext
 from broker.handlers.dispatch import HANDLERS
 from clients.protocol.api_keys import ApiKey

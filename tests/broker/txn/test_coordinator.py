@@ -345,7 +345,7 @@ def test_describe_and_list() -> None:
 @pytest.mark.parametrize("partitions", [1, 3])
 def test_placement_is_kafkas_hash(partitions: int) -> None:
     h = Harness(partitions=partitions)
-    from broker.group.protocol import partition_for
+    from broker.coordination.placement import partition_for
     assert h.coordinator.partition_for("my-txn") == partition_for("my-txn", partitions)
 
 

@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from broker.group.protocol import partition_for
+from broker.coordination.placement import partition_for
 from broker.handlers.common import RequestContext
 from broker.handlers.dispatch import HANDLERS
 from broker.txn.markers import MarkersDone, TxnMarker, request_body, response_results

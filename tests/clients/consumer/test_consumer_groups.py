@@ -13,8 +13,8 @@ from typing import Any
 
 import pytest
 
+from broker.coordination.placement import partition_for
 from broker.group.metadata import OffsetCommitKey, decode_key, decode_offset_commit_value
-from broker.group.protocol import partition_for
 from clients.admin import Admin
 from clients.cli.main import main as cli_main
 from clients.consumer.consumer import Consumer
