@@ -236,7 +236,9 @@ class ControllerState:
 
     def _take_replica_logs(self, broker_id: int, replica_logs: Sequence[ReplicaLog]) -> None:
         """Keep a broker's report; its logs that recovery cut are marked (a broker keeps
-        reporting a cut until its replica is back in an ISR with a leader)."""
+        reporting a cut until its replica is back in an ISR with a leader; a cut is
+        logged when first reported, not on every re-report)."""
+        known = {key for key, marked in self._recovery_cut.items() if broker_id in marked}
         for marked in self._recovery_cut.values():
             marked.discard(broker_id)
         self._report_wanted.discard(broker_id)
@@ -250,9 +252,10 @@ class ControllerState:
             logs[key] = r
             if r.recovery_cut:
                 self._recovery_cut.setdefault(key, set()).add(broker_id)
-                log.warning("broker %d: log recovery cut its replica of %s-%d (log end %d, "
-                            "epoch %d); it leads only if no replica holds more", broker_id,
-                            *key, r.log_end_offset, r.last_leader_epoch)
+                log.log(logging.DEBUG if key in known else logging.WARNING,
+                        "broker %d: log recovery cut its replica of %s-%d (log end %d, epoch "
+                        "%d); it leads only if no replica holds more", broker_id, *key,
+                        r.log_end_offset, r.last_leader_epoch)
         self._replica_logs[broker_id] = logs
 
     def _has_live_session(self, broker_id: int, fenced: bool) -> bool:

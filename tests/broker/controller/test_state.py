@@ -1058,3 +1058,22 @@ def test_each_fencing_election_and_restart_is_logged_once_at_info(
     decisions()
     assert c.alter(last, "t", [last, follower]).error == ErrorCode.NONE
     assert decisions() == []
+
+
+def test_a_recovery_cut_is_logged_when_first_reported_not_on_each_report_again(
+        caplog: pytest.LogCaptureFixture) -> None:
+    c = Cluster()
+    offline = _all_fenced(c)
+    last = offline.isr[0]
+    caplog.set_level(logging.DEBUG, "broker.controller.state")
+
+    def cut_lines() -> list[int]:
+        got = [r.levelno for r in caplog.records if "log recovery cut its replica" in
+               r.getMessage()]
+        caplog.clear()
+        return got
+
+    _back(c, last, 100, cut=True)
+    assert cut_lines() == [logging.WARNING]
+    _report_again(c, last, 100, cut=True)  # the fresh report the controller asks for
+    assert cut_lines() == [logging.DEBUG]
