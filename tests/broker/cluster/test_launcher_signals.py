@@ -28,8 +28,9 @@ pytestmark = pytest.mark.multiprocess
 
 @pytest.fixture
 def stranger() -> subprocess.Popen[bytes]:
-    """A process that is not the cluster's, standing at a PID the state file names."""
-    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    """A process that is not the cluster's, standing at a PID the state file names (it
+    blocks until a signal ends it)."""
+    proc = subprocess.Popen([sys.executable, "-c", "import signal; signal.pause()"])
     yield proc
     proc.kill()
     proc.wait(10)

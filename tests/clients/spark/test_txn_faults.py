@@ -60,7 +60,7 @@ def test_the_injector_kills_everything_then_restarts_controller_first() -> None:
 
 
 def test_sigkill_all_kills_every_process_of_the_state_file(tmp_path: Path) -> None:
-    procs = [subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    procs = [subprocess.Popen([sys.executable, "-c", "import signal; signal.pause()"])
              for _ in range(3)]
     try:
         (tmp_path / "cluster.json").write_text(json.dumps({
