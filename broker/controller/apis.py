@@ -310,18 +310,17 @@ class ControllerApis:
 
     async def list_reassignments(self, body: ListPartitionReassignmentsRequest,
                                  version: int) -> ListPartitionReassignmentsResponse:
-        """The partitions in flight (of those asked; null: all)."""
+        """The partitions in flight (of those asked; null: all), as their records say."""
         asked = (None if body["topics"] is None else
                  {(t["name"], p) for t in body["topics"] for p in t["partition_indexes"]})
         topics: dict[str, ListPartitionReassignmentsResponseTopic] = {}
-        for (name, index), flying in sorted(self.state.reassignments.in_flight.items()):
-            s = self.state.image.partition(name, index)
-            if s is None or (asked is not None and (name, index) not in asked):
+        for name, index, s in self.state.image.reassigning():
+            if asked is not None and (name, index) not in asked:
                 continue
             topics.setdefault(name, {"name": name, "partitions": []})["partitions"].append({
                 "partition_index": index, "replicas": list(s.replicas),
-                "adding_replicas": [b for b in flying.target if b not in flying.original],
-                "removing_replicas": [b for b in flying.original if b not in flying.target]})
+                "adding_replicas": list(s.adding_replicas),
+                "removing_replicas": list(s.removing_replicas)})
         return {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
                 "topics": list(topics.values())}
 

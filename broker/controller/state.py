@@ -126,7 +126,6 @@ from broker.metadata.records import (
     FenceBrokerRecord,
     MetadataRecord,
     MetadataRecordError,
-    PartitionRecord,
     ProducerIdsRecord,
     RegisterBrokerRecord,
     UnfenceBrokerRecord,
@@ -446,8 +445,7 @@ class ControllerState:
             return
         leader_epoch = s.leader_epoch + 1 if leader != s.leader else s.leader_epoch
         _log_change(topic, index, s, leader, leader_epoch, isr, why)
-        self._emit(PartitionRecord(topic, index, s.replicas, leader, leader_epoch, isr,
-                                   s.partition_epoch + 1, unclean))
+        self._emit(s.next_record(topic, index, leader, leader_epoch, isr, unclean))
         if leader == NO_LEADER:
             if s.leader != NO_LEADER:  # nothing is appended to it from here on
                 self._offline_since[(topic, index)] = self.image.last_applied_offset

@@ -99,10 +99,35 @@ class PartitionRegistration:
     isr: tuple[int, ...]
     partition_epoch: int
     unclean_elected: bool = False
+    # the reassignment in flight (Kafka's names; see broker.metadata.records)
+    adding_replicas: tuple[int, ...] = ()
+    removing_replicas: tuple[int, ...] = ()
 
     @property
     def preferred_leader(self) -> int:
         return self.replicas[0]
+
+    def next_record(self, topic: str, index: int, leader: int, leader_epoch: int,
+                    isr: tuple[int, ...], unclean_elected: bool) -> PartitionRecord:
+        """This partition's next record with a new leader and ISR: the replicas and the
+        reassignment in flight carried over, the partition epoch + 1."""
+        return PartitionRecord(topic, index, self.replicas, leader, leader_epoch, isr,
+                               self.partition_epoch + 1, unclean_elected,
+                               self.adding_replicas, self.removing_replicas)
+
+    @property
+    def is_reassigning(self) -> bool:
+        return bool(self.adding_replicas or self.removing_replicas)
+
+    @property
+    def target_replicas(self) -> tuple[int, ...]:
+        """Where a reassignment takes the partition (its replicas when none is in flight)."""
+        return tuple(b for b in self.replicas if b not in self.removing_replicas)
+
+    @property
+    def original_replicas(self) -> tuple[int, ...]:
+        """The replicas before the reassignment in flight (its replicas when none is)."""
+        return tuple(b for b in self.replicas if b not in self.adding_replicas)
 
 
 @dataclass(slots=True)
@@ -121,11 +146,13 @@ class TopicInfo:
 class MetadataImage:
     """Brokers and topics as of ``last_applied_offset`` (-1: nothing applied yet)."""
 
-    __slots__ = ("brokers", "last_applied_offset", "producer_ids", "topics")
+    __slots__ = ("_reassigning", "brokers", "last_applied_offset", "producer_ids", "topics")
 
     def __init__(self) -> None:
         self.brokers: dict[int, BrokerInfo] = {}
         self.topics: dict[str, TopicInfo] = {}
+        # (topic, index) of every partition with a reassignment in flight
+        self._reassigning: set[tuple[str, int]] = set()
         self.last_applied_offset = -1
         self.producer_ids: ProducerIdsRecord | None = None  # the last block handed out
 
@@ -188,6 +215,7 @@ class MetadataImage:
         elif isinstance(record, RemoveTopicRecord):
             if self.topics.pop(record.name, None) is None:
                 raise MetadataRecordError(f"remove_topic: no topic {record.name!r}")
+            self._reassigning = {k for k in self._reassigning if k[0] != record.name}
         elif isinstance(record, ProducerIdsRecord):
             if record.next_producer_id <= self.next_producer_id:
                 raise MetadataRecordError(
@@ -233,8 +261,13 @@ class MetadataImage:
                 )
         if grows:
             topic.num_partitions += 1
-        topic.partitions[r.partition] = PartitionRegistration(
-            r.replicas, r.leader, r.leader_epoch, r.isr, r.partition_epoch, r.unclean_elected)
+        s = topic.partitions[r.partition] = PartitionRegistration(
+            r.replicas, r.leader, r.leader_epoch, r.isr, r.partition_epoch, r.unclean_elected,
+            r.adding_replicas, r.removing_replicas)
+        if s.is_reassigning:
+            self._reassigning.add((r.topic, r.partition))
+        else:
+            self._reassigning.discard((r.topic, r.partition))
 
     # -- queries ----------------------------------------------------------------------
 
@@ -255,6 +288,12 @@ class MetadataImage:
             parts = self.topics[name].partitions
             for index in sorted(parts):
                 yield name, index, parts[index]
+
+    def reassigning(self) -> Iterator[tuple[str, int, PartitionRegistration]]:
+        """Every partition with a reassignment in flight, as :meth:`partitions` orders
+        them.  Cost: O(such partitions), kept by :meth:`apply`."""
+        for key in sorted(self._reassigning):
+            yield key[0], key[1], self.topics[key[0]].partitions[key[1]]
 
     def replicas_on(self, broker_id: int) -> Iterator[tuple[str, int, PartitionRegistration]]:
         """Partitions with a replica on ``broker_id`` (what that broker must host)."""
@@ -279,7 +318,8 @@ class MetadataImage:
             for index in sorted(t.partitions):
                 s = t.partitions[index]
                 out.append(PartitionRecord(name, index, s.replicas, s.leader, s.leader_epoch,
-                                           s.isr, s.partition_epoch, s.unclean_elected))
+                                           s.isr, s.partition_epoch, s.unclean_elected,
+                                           s.adding_replicas, s.removing_replicas))
         if self.producer_ids is not None:
             out.append(self.producer_ids)
         return out

