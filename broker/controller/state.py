@@ -64,7 +64,10 @@ Rules (Kafka KRaft's, simplified; see docs/replication.md):
   offline partition; unclean only where the topic allows it).
 - Partition reassignments (:attr:`ControllerState.reassignments`,
   :mod:`broker.controller.reassignments`): add the target replicas, then, once all are
-  in the ISR, drop the others (leadership to an in-sync, uncut target replica).
+  in the ISR, drop the others (leadership to an in-sync, uncut target replica).  The
+  reassignment in flight is in the partition's record (``adding_replicas`` /
+  ``removing_replicas``), which every other path here carries over
+  (:meth:`PartitionRegistration.next_record`), so it survives a restart.
 - Every leader change bumps ``leader_epoch``; every record of a partition bumps
   ``partition_epoch``.
 - **Logs**: every decision is logged once, when it is made: a registration, an

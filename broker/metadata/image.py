@@ -24,10 +24,14 @@ is a non-empty subset of the replicas and holds the leader (unless there is none
 partition record for a partition the topic does not have yet is accepted only while the
 topic is being created (below its ``num_partitions``) or, once all exist, for the next
 index (CreatePartitions: ``num_partitions`` grows by one); ``topic_configs`` names an
-existing topic and replaces its configs.
+existing topic and replaces its configs.  A partition record's ``adding_replicas`` /
+``removing_replicas`` (a reassignment in flight, :mod:`broker.controller.reassignments`)
+are kept in its :class:`PartitionRegistration`, and the image keeps the set of
+partitions that have one (:meth:`MetadataImage.reassigning`).
 
 
-Costs: apply O(replicas) per record; snapshot encode/decode O(image).
+Costs: apply O(replicas) per record (a ``remove_topic`` also O(partitions being
+reassigned)); snapshot encode/decode O(image).
 Thread-safety: a MetadataImage belongs to one thread (the controller's or the broker's
 event loop) and is mutated only by ``apply``.
 """

@@ -13,6 +13,7 @@ import msgpack
 import pytest
 
 from broker.controller.log import ControllerLog
+from broker.controller.results import TopicSpec
 from broker.controller.state import ControllerState
 from broker.metadata.image import MetadataImage
 from broker.metadata.records import (
@@ -119,3 +120,13 @@ def test_bad_adding_or_removing_lists_are_refused(adding: tuple[int, ...],
                                                   removing: tuple[int, ...]) -> None:
     with pytest.raises(MetadataRecordError):
         PartitionRecord("t", 0, (1, 2, 3), 1, 0, (1,), 0, False, adding, removing)
+
+
+def test_a_deleted_topic_leaves_nothing_in_flight() -> None:
+    c = cluster_with([1, 2])
+    reassign(c, [3, 4])
+    c.keep(c.state.delete_topics(["t"])[1])
+    assert c.state.reassignments.in_flight == {} and list(c.replayed().reassigning()) == []
+    c.keep(c.state.create_topics([TopicSpec("t", assignments={0: [1, 2]})])[1])
+    c.tick()
+    assert c.state.reassignments.in_flight == {} and c.part("t").replicas == (1, 2)
