@@ -297,17 +297,22 @@ class BrokerCore:
             raise TopicError(f"topic {name!r} already exists", ErrorCode.TOPIC_ALREADY_EXISTS)
         if num_partitions == -1:
             num_partitions = self.config.num_partitions
-        if not 1 <= num_partitions <= MAX_PARTITIONS_PER_TOPIC:
-            raise TopicError(
-                f"num_partitions must be in 1..{MAX_PARTITIONS_PER_TOPIC}, got {num_partitions}",
-                ErrorCode.INVALID_PARTITIONS,
-            )
+        if num_partitions < 1:
+            raise TopicError("Number of partitions was set to an invalid non-positive value.",
+                             ErrorCode.INVALID_PARTITIONS)
+        if num_partitions > MAX_PARTITIONS_PER_TOPIC:
+            raise TopicError(f"Number of partitions {num_partitions} is more than "
+                             f"{MAX_PARTITIONS_PER_TOPIC}.", ErrorCode.INVALID_PARTITIONS)
         if replication_factor == -1:
             replication_factor = self.config.default_replication_factor
+        if replication_factor < 1:
+            raise TopicError("Replication factor must be larger than 0, or -1 to use the "
+                             "default value.", ErrorCode.INVALID_REPLICATION_FACTOR)
         if replication_factor != 1:
             raise TopicError(
-                f"replication factor {replication_factor} is larger than the 1 available "
-                "broker (standalone broker)",
+                f"Unable to replicate the partition {replication_factor} time(s): The target "
+                f"replication factor of {replication_factor} cannot be reached because only "
+                "1 broker(s) are registered (a standalone broker).",
                 ErrorCode.INVALID_REPLICATION_FACTOR,
             )
         clean = self.configs.validate(configs)

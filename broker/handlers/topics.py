@@ -462,9 +462,11 @@ def _validate_new_partitions(core: HandlerCore, topic: CreatePartitionsRequestTo
     info = core.registry.get(name)
     if info is None:
         raise TopicError(f"unknown topic {name!r}", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    if count <= info.num_partitions:
-        raise TopicError(f"topic {name!r} has {info.num_partitions} partitions: the new "
-                         f"count must be larger, got {count}", ErrorCode.INVALID_PARTITIONS)
+    if count < info.num_partitions:
+        raise TopicError(f"Topic currently has {info.num_partitions} partitions, which is "
+                         f"higher than the requested {count}.", ErrorCode.INVALID_PARTITIONS)
+    if count == info.num_partitions:
+        raise TopicError(f"Topic already has {count} partitions.", ErrorCode.INVALID_PARTITIONS)
     if count > MAX_PARTITIONS_PER_TOPIC:
         raise TopicError(f"at most {MAX_PARTITIONS_PER_TOPIC} partitions, got {count}",
                          ErrorCode.INVALID_PARTITIONS)
