@@ -12,7 +12,8 @@ ISR is its live replicas, its leader the first of them, both epochs 0; the topic
 the topic record's offset.
 
 CreatePartitions (Kafka's rules): the topic must exist (UNKNOWN_TOPIC_OR_PARTITION), the
-new total must grow (INVALID_PARTITIONS, also above ``max_partitions_per_topic``); the new
+new total must grow (INVALID_PARTITIONS, also above ``max_partitions_per_topic``; Kafka's
+messages, :mod:`broker.metadata.topic_shape_checks`); the new
 partitions get the topic's replication factor, placed like CreateTopics' or as given
 (one replica list per new partition, each checked like a manual CreateTopics
 assignment, else INVALID_REPLICA_ASSIGNMENT); they are partition records for the next
@@ -74,7 +75,12 @@ from broker.metadata.topic_config_checks import (
     topic_config_key,
     unknown_config,
 )
-from clients.protocol.errors import ErrorCode, InvalidConfigError
+from broker.metadata.topic_shape_checks import (
+    partition_count_error,
+    partition_increase_error,
+    replication_factor_error,
+)
+from clients.protocol.errors import ErrorCode, InvalidConfigError, MiniKafkaError
 from clients.protocol.topics import topic_name_error
 
 
@@ -137,27 +143,14 @@ class ControllerTopics:
         n = self.config.num_partitions if spec.num_partitions == -1 else spec.num_partitions
         rf = (self.config.default_replication_factor if spec.replication_factor == -1
               else spec.replication_factor)
-        if n < 1:
-            raise Rejected(ErrorCode.INVALID_PARTITIONS,
-                           "Number of partitions was set to an invalid non-positive value.")
-        if n > self.config.max_partitions_per_topic:
-            raise Rejected(ErrorCode.INVALID_PARTITIONS, f"Number of partitions {n} is more "
-                           f"than max.partitions.per.topic "
-                           f"({self.config.max_partitions_per_topic}).")
+        _reject(partition_count_error(n, self.config.max_partitions_per_topic))
         return self._place(n, rf)
 
     def _place(self, n: int, rf: int) -> list[tuple[int, ...]]:
         """Kafka's rack-unaware assignment of ``n`` partitions: round-robin from a rotating
         start index, the followers shifted once per full round so replica pairs spread too."""
         live = self.image.unfenced_brokers()
-        if rf < 1:
-            raise Rejected(ErrorCode.INVALID_REPLICATION_FACTOR, "Replication factor must be "
-                           "larger than 0, or -1 to use the default value.")
-        if rf > len(live):
-            raise Rejected(ErrorCode.INVALID_REPLICATION_FACTOR,
-                           f"Unable to replicate the partition {rf} time(s): The target "
-                           f"replication factor of {rf} cannot be reached because only "
-                           f"{len(live)} broker(s) are registered and unfenced.")
+        _reject(replication_factor_error(rf, len(live)))
         count = len(live)
         start = self._next_start % count
         self._next_start += 1
@@ -241,16 +234,8 @@ class ControllerTopics:
             raise Rejected(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                             f"topic {spec.name!r} does not exist")
         current = info.num_partitions
-        if spec.count < current:
-            raise Rejected(ErrorCode.INVALID_PARTITIONS, f"Topic currently has {current} "
-                           f"partitions, which is higher than the requested {spec.count}.")
-        if spec.count == current:
-            raise Rejected(ErrorCode.INVALID_PARTITIONS,
-                           f"Topic already has {current} partitions.")
-        if spec.count > self.config.max_partitions_per_topic:
-            raise Rejected(ErrorCode.INVALID_PARTITIONS, f"Number of partitions {spec.count} "
-                           f"is more than max.partitions.per.topic "
-                           f"({self.config.max_partitions_per_topic}).")
+        _reject(partition_increase_error(current, spec.count,
+                                         self.config.max_partitions_per_topic))
         new = spec.count - current
         rf = info.replication_factor
         if spec.assignments is None:
@@ -332,6 +317,12 @@ class ControllerTopics:
             self._emit(RemoveTopicRecord(name))
             results.append(TopicResult(name, ErrorCode.NONE))
         return results
+
+
+def _reject(error: MiniKafkaError | None) -> None:
+    """Raise a shape check's error (:mod:`broker.metadata.topic_shape_checks`) as Rejected."""
+    if error is not None:
+        raise Rejected(error.code, error.message)
 
 
 def _apply_operations(current: Mapping[str, str], ops: Sequence[ConfigOp]) -> dict[str, str]:

@@ -8,13 +8,14 @@ loggers, client metrics, groups) is answered INVALID_REQUEST.
 **Topic configs** are the topic's overrides (the metadata image in controller mode, the
 topic registry standalone) over the broker's defaults.  They are described under Kafka's
 names (``retention.ms``, ``unclean.leader.election.enable``); requests may use Kafka's
-names or ours (``retention_ms``).  Only the settings we implement exist (the table in
-:data:`TOPIC_CONFIGS`); any other name is INVALID_CONFIG when set, and simply absent when
-described.  Each entry says where its value comes from (``config_source``): ``1``
-DYNAMIC_TOPIC_CONFIG (an override of the topic), ``4`` STATIC_BROKER_CONFIG (the
-broker's config file or flags set the default), ``5`` DEFAULT_CONFIG (the built-in
-default); with ``include_synonyms`` the chain of values in precedence order (the
-broker-level synonyms are named by our broker settings, ``segment.bytes``,
+names or ours (``retention_ms``); errors always name Kafka's key, in Kafka's words
+(:mod:`broker.metadata.topic_config_checks`).  Only the settings we implement exist (the
+table in :data:`TOPIC_CONFIGS`); any other name is INVALID_CONFIG ("Unknown topic config
+name: x") when set, and simply absent when described.  Each entry says where its value
+comes from (``config_source``): ``1`` DYNAMIC_TOPIC_CONFIG (an override of the topic),
+``4`` STATIC_BROKER_CONFIG (the broker's config file or flags set the default), ``5``
+DEFAULT_CONFIG (the built-in default); with ``include_synonyms`` the chain of values in
+precedence order (the broker-level synonyms are named by our broker settings, ``segment.bytes``,
 ``min.insync.replicas``, since those are what a broker's config file accepts).  Topic
 configs are never read-only nor sensitive.  ``flush.messages`` / ``flush.ms`` unset are
 reported as Kafka's "never" (``9223372036854775807``).
