@@ -53,6 +53,7 @@ from broker.config import BrokerConfig
 from broker.handlers.broker_view import HandlerCore
 from broker.handlers.common import Body, Handler, RequestContext, require, serves
 from broker.metadata.topic_config_checks import (
+    check_topic_configs,
     kafka_config_name,
     list_items,
     topic_config_key,
@@ -61,7 +62,7 @@ from broker.metadata.topic_config_checks import (
 from broker.replica.topic_configs import TopicError
 from broker.requests.respond import Respond
 from clients.protocol.api_keys import ApiKey
-from clients.protocol.errors import ErrorCode, MiniKafkaError
+from clients.protocol.errors import ErrorCode, InvalidConfigError, MiniKafkaError
 from clients.protocol.message_types import (
     AlterConfigsRequest,
     AlterConfigsRequestConfig,
@@ -393,6 +394,14 @@ def _same(a: str | None, b: str | None) -> bool:
         return a == b
 
 
+def _normalized(key: str, value: str | None) -> str | None:
+    """``value`` as the controller stores it (``" compact, compact"`` -> ``compact``)."""
+    try:
+        return check_topic_configs({key: value}).get(key, value)
+    except InvalidConfigError:
+        return value
+
+
 def _visible(core: HandlerCore, api: ApiKey, body: AlterRequest, answer: AlterConfigsResponse
              ) -> Callable[[], bool]:
     """Whether this broker's image shows what the controller accepted (topics only)."""
@@ -406,7 +415,7 @@ def _visible(core: HandlerCore, api: ApiKey, body: AlterRequest, answer: AlterCo
         for c in resource["configs"]:
             op, key = c.get("config_operation", SET), topic_config_key(c["name"])
             if op == SET:
-                expected.append((resource["resource_name"], key, c["value"]))
+                expected.append((resource["resource_name"], key, _normalized(key, c["value"])))
             elif op == DELETE and key not in ("min_insync_replicas", "unclean_leader_election"):
                 expected.append((resource["resource_name"], key, None))
 
