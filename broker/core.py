@@ -62,6 +62,7 @@ from broker.group.offsets_topic import OffsetsTopic
 from broker.handlers.broker_view import TxnMarkerListener, TxnVerifier
 from broker.metadata.image import MetadataImage
 from broker.metadata.replica_plan import log_of_other_topic, plan_replicas
+from broker.metadata.topic_shape_checks import partition_count_error, replication_factor_error
 from broker.metrics.topic_metrics import BrokerTopicMetrics
 from broker.producer_ids import ProducerIdAllocator, StandaloneProducerIdAllocator
 from broker.replica.damage_repair import DamageRepair
@@ -297,19 +298,12 @@ class BrokerCore:
             raise TopicError(f"topic {name!r} already exists", ErrorCode.TOPIC_ALREADY_EXISTS)
         if num_partitions == -1:
             num_partitions = self.config.num_partitions
-        if not 1 <= num_partitions <= MAX_PARTITIONS_PER_TOPIC:
-            raise TopicError(
-                f"num_partitions must be in 1..{MAX_PARTITIONS_PER_TOPIC}, got {num_partitions}",
-                ErrorCode.INVALID_PARTITIONS,
-            )
         if replication_factor == -1:
             replication_factor = self.config.default_replication_factor
-        if replication_factor != 1:
-            raise TopicError(
-                f"replication factor {replication_factor} is larger than the 1 available "
-                "broker (standalone broker)",
-                ErrorCode.INVALID_REPLICATION_FACTOR,
-            )
+        error = (partition_count_error(num_partitions, MAX_PARTITIONS_PER_TOPIC)
+                 or replication_factor_error(replication_factor, 1, "registered (standalone)"))
+        if error is not None:
+            raise TopicError(error.message, error.code)
         clean = self.configs.validate(configs)
         return StandaloneTopic(name, num_partitions, replication_factor, clean)
 

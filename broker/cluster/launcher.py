@@ -48,7 +48,6 @@ from __future__ import annotations
 
 import argparse
 import base64
-import json
 import os
 import random
 import signal
@@ -77,13 +76,8 @@ from broker.cluster.state import (
     layout_ports,
     override_settings,
 )
-from broker.cluster.status import (
-    broker_view,
-    fetch_cluster_view,
-    health_of,
-    print_status,
-    status_report,
-)
+from broker.cluster.status import broker_view, fetch_cluster_view
+from broker.cluster.status_commands import cmd_health, cmd_status
 from broker.users import USERS_FILE, add_user
 from clients.protocol.errors import InvalidConfigError, MiniKafkaError
 from storage.meta_properties import DataDirIdentityError, read_meta_properties
@@ -508,24 +502,6 @@ def cmd_add_user(args: argparse.Namespace) -> int:
     return 0
 
 
-def cmd_status(args: argparse.Namespace) -> int:
-    state = load_state(args.data_dir)
-    report = status_report(state)
-    health = health_of(report)
-    if args.json:
-        print(json.dumps({**report, "health": {"verdict": health.verdict,
-                                               "reasons": health.reasons}}, indent=2))
-    else:
-        print_status(report)
-    return health.exit_code
-
-
-def cmd_health(args: argparse.Namespace) -> int:
-    health = health_of(status_report(load_state(args.data_dir)))
-    print(health.line())
-    return health.exit_code
-
-
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="minikafka cluster",
                                      description="manage a local minikafka cluster")
@@ -554,7 +530,8 @@ def build_parser() -> argparse.ArgumentParser:
     status = command("status", "brokers, partitions, leaders, ISR, HW and LEO")
     status.add_argument("--json", action="store_true")
     status.set_defaults(func=cmd_status)
-    command("health", "one line: healthy (exit 0), degraded (1) or down (2), and why"
+    command("health", "one line: healthy (exit 0), degraded (1), down (2) or unknown "
+            "(3: no cluster there), and why"
             ).set_defaults(func=cmd_health)
     command("stop", "stop the cluster cleanly").set_defaults(func=cmd_stop)
     user = command("add-user", "add a client user (SCRAM), or change its password; the "

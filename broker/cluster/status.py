@@ -20,9 +20,12 @@ by ``cluster health``; both exit with its code) reads the same report: ``healthy
 full ISR; ``degraded`` (exit 1) naming what is wrong (a process stopped or paused, a
 fenced broker, under-replicated partitions, offline partitions, the controller
 unreachable while brokers run); ``down`` (exit 2) when no broker can serve (none runs, or
-every one the controller knows is fenced).  Costs: what :func:`status_report` costs (one
-Metadata round trip to the controller, one DescribeLogDirs per running broker, each
-bounded by ``STATUS_TIMEOUT_MS``), the verdict O(partitions).
+every one the controller knows is fenced); ``unknown`` (exit 3, given by the commands, not
+by :func:`health_of`) when there is no cluster to judge (no state file in the data dir, or
+a damaged one and no process running): Nagios' plugin codes.  Costs: what
+:func:`status_report` costs (one Metadata round trip to the controller, one
+DescribeLogDirs per running broker, each bounded by ``STATUS_TIMEOUT_MS``), the verdict
+O(partitions).
 """
 
 from __future__ import annotations
@@ -43,13 +46,13 @@ from clients.protocol.errors import MiniKafkaError
 from clients.protocol.scram import broker_password, broker_username
 
 STATUS_TIMEOUT_MS = 2_000
-HEALTHY, DEGRADED, DOWN = 0, 1, 2
-VERDICTS = {HEALTHY: "healthy", DEGRADED: "degraded", DOWN: "down"}
+HEALTHY, DEGRADED, DOWN, UNKNOWN = 0, 1, 2, 3  # Nagios' OK, WARNING, CRITICAL, UNKNOWN
+VERDICTS = {HEALTHY: "healthy", DEGRADED: "degraded", DOWN: "down", UNKNOWN: "unknown"}
 NAMED_PARTITIONS = 5  # a reason names at most this many partitions, then "..."
 
 
 class Health(NamedTuple):
-    """The cluster's verdict: its exit code (HEALTHY, DEGRADED, DOWN) and why."""
+    """The cluster's verdict: its exit code (HEALTHY, DEGRADED, DOWN, UNKNOWN) and why."""
 
     exit_code: int
     reasons: list[str]

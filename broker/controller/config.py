@@ -72,7 +72,7 @@ from __future__ import annotations
 
 import dataclasses
 import ssl
-from collections.abc import Iterable, Mapping
+from collections.abc import Mapping
 from dataclasses import dataclass, fields
 from pathlib import Path
 from typing import Any
@@ -85,6 +85,7 @@ from broker.config import (
     parse_properties,
 )
 from broker.login_failures import LoginFailureLimits
+from broker.metadata.topic_config_checks import TopicConfigPairs, check_topic_configs
 from broker.network.tls import server_context
 from clients.protocol.errors import InvalidConfigError
 
@@ -200,66 +201,18 @@ _DEFAULTS = {f.name: f.default for f in fields(ControllerConfig)}
 
 # ---------------------------------------------------------------- topic configs
 
-TOPIC_ONLY_CONFIGS = ("min_insync_replicas", "unclean_leader_election")
-_TOPIC_ALIASES = {"unclean_leader_election_enable": "unclean_leader_election"}
-# configs whose value is a comma-separated list (IncrementalAlterConfigs APPEND/SUBTRACT)
-TOPIC_LIST_CONFIGS = ("cleanup_policy",)
-
-TopicConfigs = Mapping[str, str | None] | Iterable[tuple[str, str | None]]
-
-
-def topic_config_key(raw_key: str) -> str:
-    """Our key of a topic config named ours (``retention_ms``) or Kafka's way
-    (``retention.ms``, ``unclean.leader.election.enable``)."""
-    key = str(raw_key).strip().replace(".", "_").replace("-", "_")
-    return _TOPIC_ALIASES.get(key, key)
-
-
-def is_topic_config(key: str) -> bool:
-    """Whether ``key`` (already :func:`topic_config_key`'d) names a topic config."""
-    from storage.config import LogConfig  # storage is below broker: allowed import
-
-    return key in TOPIC_ONLY_CONFIGS or key in LogConfig.__dataclass_fields__
-
-
-def validate_topic_configs(configs: TopicConfigs,
+def validate_topic_configs(configs: TopicConfigPairs,
                            defaults: ControllerConfig) -> dict[str, str]:
-    """Check a topic's config overrides (a map, or CreateTopics' ``(name, value)`` pairs);
-    return them normalized (snake_case keys, values stripped).
+    """Check a topic's config overrides (a map, or CreateTopics' ``(name, value)`` pairs)
+    with :func:`broker.metadata.topic_config_checks.check_topic_configs` (Kafka's names
+    and messages, InvalidConfigError); return them normalized under our keys.
 
-    Accepted keys: every :class:`storage.config.LogConfig` setting (ours or Kafka's dotted
-    names, validated by ``LogConfig.from_dict``), ``min_insync_replicas`` (>= 1) and
-    ``unclean_leader_election`` (``unclean.leader.election.enable`` too; true/false).
-    The result always holds those two, filled from the controller's defaults, so a broker
-    needs no controller config to know them.  A key given twice (after normalization), a
-    null value or anything else -> InvalidConfigError.
+    The result always holds ``min_insync_replicas`` and ``unclean_leader_election``,
+    filled from the controller's defaults, so a broker needs no controller config to know
+    them.
     """
-    from storage.config import LogConfig  # storage is below broker: allowed import
-
-    out: dict[str, str] = {}
-    pairs = configs.items() if isinstance(configs, Mapping) else configs
-    for raw_key, raw_value in pairs:
-        key = topic_config_key(raw_key)
-        if key in out:
-            raise InvalidConfigError(f"topic config {raw_key!r} given twice")
-        if not isinstance(raw_value, str):
-            raise InvalidConfigError(f"topic config {raw_key!r}: value must be a string, "
-                                     f"got {raw_value!r}")
-        out[key] = raw_value.strip()
-    log_settings = {k: v for k, v in out.items() if k not in TOPIC_ONLY_CONFIGS}
-    LogConfig.from_dict(log_settings)  # raises InvalidConfigError naming the key
-    min_isr = out.get("min_insync_replicas", str(defaults.min_insync_replicas))
-    try:
-        if int(min_isr, 10) < 1:
-            raise ValueError
-    except ValueError:
-        raise InvalidConfigError(
-            f"min_insync_replicas must be an integer >= 1, got {min_isr!r}") from None
-    out["min_insync_replicas"] = str(int(min_isr, 10))
-    unclean = out.get("unclean_leader_election",
-                      "true" if defaults.unclean_leader_election else "false").lower()
-    if unclean not in ("true", "false"):
-        raise InvalidConfigError(
-            f"unclean_leader_election must be true or false, got {unclean!r}")
-    out["unclean_leader_election"] = unclean
+    out = check_topic_configs(configs)
+    out.setdefault("min_insync_replicas", str(defaults.min_insync_replicas))
+    out.setdefault("unclean_leader_election",
+                   "true" if defaults.unclean_leader_election else "false")
     return out

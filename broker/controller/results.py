@@ -14,9 +14,9 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import TypeVar
 
-from broker.controller.config import TopicConfigs
 from broker.metadata.image import PartitionRegistration
 from broker.metadata.records import MetadataRecord
+from broker.metadata.topic_config_checks import TopicConfigPairs
 from clients.protocol.errors import ErrorCode
 
 T = TypeVar("T")
@@ -73,7 +73,7 @@ class TopicSpec:
     replication_factor: int = -1
     assignments: Mapping[int, Sequence[int]] = field(default_factory=dict)
     # a map, or CreateTopics' (name, value) pairs (duplicates and null values are refused)
-    configs: TopicConfigs = field(default_factory=dict)
+    configs: TopicConfigPairs = field(default_factory=dict)
 
 
 @dataclass(frozen=True, slots=True)

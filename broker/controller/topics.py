@@ -12,7 +12,8 @@ ISR is its live replicas, its leader the first of them, both epochs 0; the topic
 the topic record's offset.
 
 CreatePartitions (Kafka's rules): the topic must exist (UNKNOWN_TOPIC_OR_PARTITION), the
-new total must grow (INVALID_PARTITIONS, also above ``max_partitions_per_topic``); the new
+new total must grow (INVALID_PARTITIONS, also above ``max_partitions_per_topic``; Kafka's
+messages, :mod:`broker.metadata.topic_shape_checks`); the new
 partitions get the topic's replication factor, placed like CreateTopics' or as given
 (one replica list per new partition, each checked like a manual CreateTopics
 assignment, else INVALID_REPLICA_ASSIGNMENT); they are partition records for the next
@@ -45,13 +46,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Mapping, Sequence
 
-from broker.controller.config import (
-    TOPIC_LIST_CONFIGS,
-    ControllerConfig,
-    is_topic_config,
-    topic_config_key,
-    validate_topic_configs,
-)
+from broker.controller.config import ControllerConfig, validate_topic_configs
 from broker.controller.results import (
     ConfigOp,
     ConfigOperation,
@@ -72,7 +67,20 @@ from broker.metadata.records import (
     TopicConfigsRecord,
     TopicRecord,
 )
-from clients.protocol.errors import ErrorCode, InvalidConfigError
+from broker.metadata.topic_config_checks import (
+    LIST_CONFIGS,
+    is_topic_config,
+    kafka_config_name,
+    list_items,
+    topic_config_key,
+    unknown_config,
+)
+from broker.metadata.topic_shape_checks import (
+    partition_count_error,
+    partition_increase_error,
+    replication_factor_error,
+)
+from clients.protocol.errors import ErrorCode, InvalidConfigError, MiniKafkaError
 from clients.protocol.topics import topic_name_error
 
 
@@ -135,22 +143,14 @@ class ControllerTopics:
         n = self.config.num_partitions if spec.num_partitions == -1 else spec.num_partitions
         rf = (self.config.default_replication_factor if spec.replication_factor == -1
               else spec.replication_factor)
-        if not 1 <= n <= self.config.max_partitions_per_topic:
-            raise Rejected(ErrorCode.INVALID_PARTITIONS, f"num_partitions must be in 1.."
-                            f"{self.config.max_partitions_per_topic}, got {n}")
+        _reject(partition_count_error(n, self.config.max_partitions_per_topic))
         return self._place(n, rf)
 
     def _place(self, n: int, rf: int) -> list[tuple[int, ...]]:
         """Kafka's rack-unaware assignment of ``n`` partitions: round-robin from a rotating
         start index, the followers shifted once per full round so replica pairs spread too."""
         live = self.image.unfenced_brokers()
-        if rf < 1:
-            raise Rejected(ErrorCode.INVALID_REPLICATION_FACTOR,
-                            f"replication factor must be >= 1, got {rf}")
-        if rf > len(live):
-            raise Rejected(ErrorCode.INVALID_REPLICATION_FACTOR,
-                            f"replication factor {rf} is larger than the {len(live)} "
-                            "available brokers")
+        _reject(replication_factor_error(rf, len(live)))
         count = len(live)
         start = self._next_start % count
         self._next_start += 1
@@ -234,15 +234,8 @@ class ControllerTopics:
             raise Rejected(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
                             f"topic {spec.name!r} does not exist")
         current = info.num_partitions
-        if spec.count < current:
-            raise Rejected(ErrorCode.INVALID_PARTITIONS, f"topic {spec.name!r} has {current} "
-                            f"partitions, more than the requested {spec.count}")
-        if spec.count == current:
-            raise Rejected(ErrorCode.INVALID_PARTITIONS,
-                            f"topic {spec.name!r} already has {current} partitions")
-        if spec.count > self.config.max_partitions_per_topic:
-            raise Rejected(ErrorCode.INVALID_PARTITIONS, f"{spec.count} partitions is more "
-                            f"than {self.config.max_partitions_per_topic}")
+        _reject(partition_increase_error(current, spec.count,
+                                         self.config.max_partitions_per_topic))
         new = spec.count - current
         rf = info.replication_factor
         if spec.assignments is None:
@@ -294,10 +287,11 @@ class ControllerTopics:
         for c in resource.configs:
             key = topic_config_key(c.name)
             if key in seen:
-                raise Rejected(ErrorCode.INVALID_REQUEST, f"config {c.name!r} is named twice")
+                raise Rejected(ErrorCode.INVALID_REQUEST,
+                               f"config {kafka_config_name(key)} is named twice")
             seen.add(key)
             if not is_topic_config(key):
-                raise Rejected(ErrorCode.INVALID_CONFIG, f"unknown topic config {c.name!r}")
+                raise Rejected(ErrorCode.INVALID_CONFIG, unknown_config(c.name).message)
         if incremental:
             wanted = _apply_operations(info.configs, resource.configs)
         else:
@@ -325,6 +319,12 @@ class ControllerTopics:
         return results
 
 
+def _reject(error: MiniKafkaError | None) -> None:
+    """Raise a shape check's error (:mod:`broker.metadata.topic_shape_checks`) as Rejected."""
+    if error is not None:
+        raise Rejected(error.code, error.message)
+
+
 def _apply_operations(current: Mapping[str, str], ops: Sequence[ConfigOp]) -> dict[str, str]:
     """A topic's overrides after IncrementalAlterConfigs' operations (keys already checked
     known and distinct).  APPEND/SUBTRACT work on list configs only, starting from the
@@ -339,20 +339,21 @@ def _apply_operations(current: Mapping[str, str], ops: Sequence[ConfigOp]) -> di
             continue
         if op not in (ConfigOperation.SET, ConfigOperation.APPEND, ConfigOperation.SUBTRACT):
             raise Rejected(ErrorCode.INVALID_REQUEST,
-                            f"config {c.name!r}: unknown operation {op}")
+                            f"config {kafka_config_name(key)}: unknown operation {op}")
         if c.value is None and op != ConfigOperation.SUBTRACT:
             raise Rejected(ErrorCode.INVALID_REQUEST,
-                            f"config {c.name!r}: a null value is not supported")
+                            f"config {kafka_config_name(key)}: a null value is not "
+                            "supported")
         if op == ConfigOperation.SET:
             out[key] = c.value or ""
             continue
-        if key not in TOPIC_LIST_CONFIGS:
-            verb = "appended to" if op == ConfigOperation.APPEND else "subtracted from"
-            raise Rejected(ErrorCode.INVALID_CONFIG,
-                           f"config {c.name!r} is not a list: it cannot be {verb}")
+        if key not in LIST_CONFIGS:
+            verb = "append" if op == ConfigOperation.APPEND else "subtract"
+            raise Rejected(ErrorCode.INVALID_CONFIG, f"Config value {verb} is not allowed "
+                           f"for config key: {kafka_config_name(key)}")
         base = out[key] if key in out else str(getattr(LogConfig(), key))
-        items = [v.strip() for v in base.split(",") if v.strip()]
-        given = [v.strip() for v in (c.value or "").split(",") if v.strip()]
+        items = list_items(base)
+        given = list_items(c.value or "")
         if op == ConfigOperation.APPEND:
             items += [v for v in given if v not in items]
         else:

@@ -8,13 +8,14 @@ loggers, client metrics, groups) is answered INVALID_REQUEST.
 **Topic configs** are the topic's overrides (the metadata image in controller mode, the
 topic registry standalone) over the broker's defaults.  They are described under Kafka's
 names (``retention.ms``, ``unclean.leader.election.enable``); requests may use Kafka's
-names or ours (``retention_ms``).  Only the settings we implement exist (the table in
-:data:`TOPIC_CONFIGS`); any other name is INVALID_CONFIG when set, and simply absent when
-described.  Each entry says where its value comes from (``config_source``): ``1``
-DYNAMIC_TOPIC_CONFIG (an override of the topic), ``4`` STATIC_BROKER_CONFIG (the
-broker's config file or flags set the default), ``5`` DEFAULT_CONFIG (the built-in
-default); with ``include_synonyms`` the chain of values in precedence order (the
-broker-level synonyms are named by our broker settings, ``segment.bytes``,
+names or ours (``retention_ms``); errors always name Kafka's key, in Kafka's words
+(:mod:`broker.metadata.topic_config_checks`).  Only the settings we implement exist (the
+table in :data:`TOPIC_CONFIGS`); any other name is INVALID_CONFIG ("Unknown topic config
+name: x") when set, and simply absent when described.  Each entry says where its value
+comes from (``config_source``): ``1`` DYNAMIC_TOPIC_CONFIG (an override of the topic),
+``4`` STATIC_BROKER_CONFIG (the broker's config file or flags set the default), ``5``
+DEFAULT_CONFIG (the built-in default); with ``include_synonyms`` the chain of values in
+precedence order (the broker-level synonyms are named by our broker settings, ``segment.bytes``,
 ``min.insync.replicas``, since those are what a broker's config file accepts).  Topic
 configs are never read-only nor sensitive.  ``flush.messages`` / ``flush.ms`` unset are
 reported as Kafka's "never" (``9223372036854775807``).
@@ -51,10 +52,17 @@ from broker.acls import CLUSTER_RESOURCE
 from broker.config import BrokerConfig
 from broker.handlers.broker_view import HandlerCore
 from broker.handlers.common import Body, Handler, RequestContext, require, serves
-from broker.replica.topic_configs import TOPIC_CONFIG_ALIASES, TopicError
+from broker.metadata.topic_config_checks import (
+    check_topic_configs,
+    kafka_config_name,
+    list_items,
+    topic_config_key,
+    unknown_config,
+)
+from broker.replica.topic_configs import TopicError
 from broker.requests.respond import Respond
 from clients.protocol.api_keys import ApiKey
-from clients.protocol.errors import ErrorCode, MiniKafkaError
+from clients.protocol.errors import ErrorCode, InvalidConfigError, MiniKafkaError
 from clients.protocol.message_types import (
     AlterConfigsRequest,
     AlterConfigsRequestConfig,
@@ -151,12 +159,6 @@ _BUILT_IN = LogConfig()
 _BROKER_BUILT_IN = BrokerConfig()
 
 
-def config_key(name: str) -> str:
-    """Our key of a config name given as Kafka's (``retention.ms``) or ours."""
-    key = name.strip().replace(".", "_").replace("-", "_")
-    return TOPIC_CONFIG_ALIASES.get(key, key)
-
-
 def _text(value: object) -> str:
     if value is None:
         return LONG_MAX  # flush.messages / flush.ms: never
@@ -190,8 +192,8 @@ def topic_config_entries(core: HandlerCore, overrides: Mapping[str, str],
                          documentation: bool = False) -> list[DescribeConfigsResponseConfig]:
     """DescribeConfigs entries of a topic with ``overrides`` (our keys), in Kafka's names;
     ``keys`` (Kafka's names or ours) limits them, unknown keys are skipped."""
-    wanted = None if keys is None else {config_key(k) for k in keys}
-    clean = {config_key(k): v for k, v in overrides.items()}
+    wanted = None if keys is None else {topic_config_key(k) for k in keys}
+    clean = {topic_config_key(k): v for k, v in overrides.items()}
     out: list[DescribeConfigsResponseConfig] = []
     for d in TOPIC_CONFIGS:
         if wanted is not None and d.key not in wanted:
@@ -297,29 +299,27 @@ def _incremental(current: dict[str, str], configs: list[IncrementalAlterConfigsR
     """The overrides after IncrementalAlterConfigs' operations (our keys)."""
     out = dict(current)
     for c in configs:
-        key, op, value = config_key(c["name"]), c["config_operation"], c["value"]
+        key, op, value = topic_config_key(c["name"]), c["config_operation"], c["value"]
         if op not in (SET, DELETE, APPEND, SUBTRACT):
-            raise MiniKafkaError(f"config {c['name']!r}: unknown operation {op}",
+            raise MiniKafkaError(f"config {kafka_config_name(key)}: unknown operation {op}",
                                  ErrorCode.INVALID_REQUEST)
         if key not in BY_KEY:
-            raise MiniKafkaError(f"unknown topic config {c['name']!r}",
-                                 ErrorCode.INVALID_CONFIG)
+            raise unknown_config(c["name"])
         if op == DELETE:
             out.pop(key, None)
             continue
         if value is None and op != SUBTRACT:
-            raise MiniKafkaError(f"config {c['name']!r}: a null value is not supported",
-                                 ErrorCode.INVALID_REQUEST)
+            raise MiniKafkaError(f"config {kafka_config_name(key)}: a null value is not "
+                                 "supported", ErrorCode.INVALID_REQUEST)
         if op == SET and value is not None:  # (a null SET was refused above)
             out[key] = value
             continue
         if BY_KEY[key].type != LIST:
-            raise MiniKafkaError(f"config {c['name']!r} is not a list: it cannot be "
-                                 f"{'appended to' if op == APPEND else 'subtracted from'}",
+            raise MiniKafkaError(f"Config value {'append' if op == APPEND else 'subtract'} "
+                                 f"is not allowed for config key: {kafka_config_name(key)}",
                                  ErrorCode.INVALID_CONFIG)
-        items = [v.strip() for v in out.get(key, "").split(",") if v.strip()] \
-            if key in out else ["delete"]
-        given = [v.strip() for v in (value or "").split(",") if v.strip()]
+        items = list_items(out[key]) if key in out else ["delete"]
+        given = list_items(value or "")
         if op == APPEND:
             items += [v for v in given if v not in items]
         else:
@@ -330,19 +330,21 @@ def _incremental(current: dict[str, str], configs: list[IncrementalAlterConfigsR
 
 def _new_overrides(core: HandlerCore, api: ApiKey, name: str, configs: AlterConfigs
                    ) -> dict[str, str]:
-    names = [config_key(c["name"]) for c in configs]
-    if len(set(names)) != len(names):
-        raise MiniKafkaError("a config is named twice", ErrorCode.INVALID_REQUEST)
+    names = [topic_config_key(c["name"]) for c in configs]
+    twice = sorted({kafka_config_name(n) for n in names if names.count(n) > 1})
+    if twice:
+        raise MiniKafkaError(f"config {', '.join(twice)} is named twice",
+                             ErrorCode.INVALID_REQUEST)
     current = _topic_overrides(core, name)
     if api == ApiKey.ALTER_CONFIGS:
         nulls = [c["name"] for c in configs if c["value"] is None]
         if nulls:
             raise MiniKafkaError(f"null values are not supported: {nulls}",
                                  ErrorCode.INVALID_REQUEST)
-        unknown = [c["name"] for c in configs if config_key(c["name"]) not in BY_KEY]
+        unknown = [c["name"] for c in configs if topic_config_key(c["name"]) not in BY_KEY]
         if unknown:
-            raise MiniKafkaError(f"unknown topic configs {unknown}", ErrorCode.INVALID_CONFIG)
-        new = {config_key(c["name"]): c["value"] for c in configs
+            raise unknown_config(unknown[0])
+        new = {topic_config_key(c["name"]): c["value"] for c in configs
                if c["value"] is not None}  # (nulls were refused above)
     else:
         # (the configs of an IncrementalAlterConfigs request, by ``api``)
@@ -392,6 +394,14 @@ def _same(a: str | None, b: str | None) -> bool:
         return a == b
 
 
+def _normalized(key: str, value: str | None) -> str | None:
+    """``value`` as the controller stores it (``" compact, compact"`` -> ``compact``)."""
+    try:
+        return check_topic_configs({key: value}).get(key, value)
+    except InvalidConfigError:
+        return value
+
+
 def _visible(core: HandlerCore, api: ApiKey, body: AlterRequest, answer: AlterConfigsResponse
              ) -> Callable[[], bool]:
     """Whether this broker's image shows what the controller accepted (topics only)."""
@@ -403,12 +413,11 @@ def _visible(core: HandlerCore, api: ApiKey, body: AlterRequest, answer: AlterCo
                 TOPIC_RESOURCE, resource["resource_name"]) not in ok:
             continue
         for c in resource["configs"]:
-            op = c.get("config_operation", SET)
+            op, key = c.get("config_operation", SET), topic_config_key(c["name"])
             if op == SET:
-                expected.append((resource["resource_name"], config_key(c["name"]), c["value"]))
-            elif op == DELETE and config_key(c["name"]) not in (
-                    "min_insync_replicas", "unclean_leader_election"):
-                expected.append((resource["resource_name"], config_key(c["name"]), None))
+                expected.append((resource["resource_name"], key, _normalized(key, c["value"])))
+            elif op == DELETE and key not in ("min_insync_replicas", "unclean_leader_election"):
+                expected.append((resource["resource_name"], key, None))
 
     def visible() -> bool:
         image = core.image

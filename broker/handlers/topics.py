@@ -53,6 +53,7 @@ from broker.handlers.common import (
     serves,
 )
 from broker.handlers.configs import topic_config_entries
+from broker.metadata.topic_shape_checks import partition_increase_error
 from broker.replica.topic_configs import TopicError
 from broker.requests.respond import Respond, ResponseT
 from broker.topic_registry import MAX_PARTITIONS_PER_TOPIC
@@ -462,12 +463,9 @@ def _validate_new_partitions(core: HandlerCore, topic: CreatePartitionsRequestTo
     info = core.registry.get(name)
     if info is None:
         raise TopicError(f"unknown topic {name!r}", ErrorCode.UNKNOWN_TOPIC_OR_PARTITION)
-    if count <= info.num_partitions:
-        raise TopicError(f"topic {name!r} has {info.num_partitions} partitions: the new "
-                         f"count must be larger, got {count}", ErrorCode.INVALID_PARTITIONS)
-    if count > MAX_PARTITIONS_PER_TOPIC:
-        raise TopicError(f"at most {MAX_PARTITIONS_PER_TOPIC} partitions, got {count}",
-                         ErrorCode.INVALID_PARTITIONS)
+    error = partition_increase_error(info.num_partitions, count, MAX_PARTITIONS_PER_TOPIC)
+    if error is not None:
+        raise TopicError(error.message, error.code)
     assignments = topic["assignments"]
     if assignments is not None:
         if len(assignments) != count - info.num_partitions:

@@ -15,9 +15,15 @@
   broker's image;
 - :mod:`~broker.metadata.alter_partition` - ``AlterPartitionManager``, a leader's ISR
   proposals sent to the controller over the same connection and their answers handed
-  back.
+  back;
+- :mod:`~broker.metadata.topic_config_checks` - a topic's config overrides checked as
+  Kafka checks them, errors in Kafka's names and words (the controller's and a
+  standalone broker's one checker);
+- :mod:`~broker.metadata.topic_shape_checks` - partition counts and replication factors
+  checked the same way (INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR, Kafka's words).
 
-Imports: ``msgpack_form``, ``records`` and ``image`` are pure and use only ``clients.protocol`` and
+Imports: ``msgpack_form``, ``records``, ``image`` and the two ``topic_*_checks`` (one
+also uses :mod:`storage.config`) are pure and use only ``clients.protocol`` and
 ``clients.records`` (plus msgpack and crc32c), so the controller and the broker share
 them; ``follower`` and ``alter_partition`` (broker side only) also use
 :mod:`broker.async_client`, and

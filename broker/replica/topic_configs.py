@@ -22,6 +22,7 @@ from collections.abc import Callable, Mapping
 
 from broker.config import BrokerConfig
 from broker.metadata.image import MetadataImage
+from broker.metadata.topic_config_checks import check_topic_configs, topic_config_key
 from broker.topic_registry import TopicRegistry
 from clients.protocol.errors import ErrorCode, InvalidConfigError, MiniKafkaError
 from clients.protocol.topics import TopicPartition
@@ -33,8 +34,6 @@ log = logging.getLogger(__name__)
 # topic configs that are not log settings (the controller validates them)
 NON_LOG_CONFIGS = frozenset({"min_insync_replicas", "unclean_leader_election",
                              "replication_factor"})
-# Kafka's names whose snake_case form is not ours
-TOPIC_CONFIG_ALIASES = {"unclean_leader_election_enable": "unclean_leader_election"}
 
 
 class TopicError(MiniKafkaError):
@@ -86,41 +85,17 @@ class TopicConfigs:
     def validate(self, configs: Mapping[str, str]) -> dict[str, str]:
         """Check a topic's config overrides; return them normalized (snake_case keys).
 
-        Keys are our names (``retention_ms``) or Kafka's dotted ones (``retention.ms``,
-        ``unclean.leader.election.enable``); every :class:`LogConfig` setting,
-        ``min_insync_replicas`` (>= 1) and ``unclean_leader_election`` (true/false) are
-        accepted.  Anything else, or a bad value: :class:`TopicError` INVALID_CONFIG.
+        :func:`broker.metadata.topic_config_checks.check_topic_configs` does it (Kafka's
+        names or ours; errors in Kafka's words): anything else, or a bad value, is
+        :class:`TopicError` INVALID_CONFIG.  ``replication_factor`` (ours, in Metadata
+        answers) is dropped: not settable.
         """
-        clean: dict[str, str] = {}
-        for raw_key, value in configs.items():
-            key = str(raw_key).strip().replace(".", "_").replace("-", "_")
-            key = TOPIC_CONFIG_ALIASES.get(key, key)
-            if value is None:
-                raise TopicError(f"config {raw_key!r}: a null value is not supported",
-                                 ErrorCode.INVALID_CONFIG)
-            if key in clean:
-                raise TopicError(f"config {raw_key!r} given twice", ErrorCode.INVALID_CONFIG)
-            clean[key] = str(value).strip()
-        min_isr = clean.pop("min_insync_replicas", None)
-        unclean = clean.pop("unclean_leader_election", None)
-        clean.pop("replication_factor", None)  # ours, in Metadata answers: not settable
+        overrides = {k: v for k, v in configs.items()
+                     if topic_config_key(k) != "replication_factor"}  # ours, not settable
         try:
-            LogConfig.from_dict({**self._log_defaults(), **clean})
-            if min_isr is not None and int(min_isr) < 1:
-                raise InvalidConfigError("min_insync_replicas must be >= 1")
+            return check_topic_configs(overrides)
         except InvalidConfigError as exc:
             raise TopicError(exc.message, ErrorCode.INVALID_CONFIG) from None
-        except ValueError:
-            raise TopicError(f"min_insync_replicas must be an integer, got {min_isr!r}",
-                             ErrorCode.INVALID_CONFIG) from None
-        if min_isr is not None:
-            clean["min_insync_replicas"] = str(int(min_isr))
-        if unclean is not None:
-            if unclean.lower() not in ("true", "false"):
-                raise TopicError(f"unclean_leader_election must be true or false, got "
-                                 f"{unclean!r}", ErrorCode.INVALID_CONFIG)
-            clean["unclean_leader_election"] = unclean.lower()
-        return clean
 
     def apply(self, partitions: Mapping[TopicPartition, Partition]) -> None:
         """Give every hosted log, leader or follower, the config its topic has now: the

@@ -5,9 +5,11 @@ Contract: CreateTopics (configs as ``[{name, value}]``), DeleteTopics and
 CreatePartitions go to the controller (:meth:`~clients.admin.requests.AdminRequests.to_controller`:
 any broker if the controller is not a known broker; the broker forwards or answers
 NOT_CONTROLLER, which is retried once after a metadata refresh); arguments are checked
-before anything is sent (ValueError / TypeError).  ``list_topics`` and
-``describe_topics`` use Metadata without auto-creation.  Per-topic failures follow
-:func:`~clients.admin.requests.raise_first` (``{topic: error or None}``).
+before anything is sent (ValueError / TypeError), except a topic's partition count and
+replication factor, which the broker judges (INVALID_PARTITIONS,
+INVALID_REPLICATION_FACTOR, with Kafka's messages), as Kafka's AdminClient leaves them.
+``list_topics`` and ``describe_topics`` use Metadata without auto-creation.  Per-topic
+failures follow :func:`~clients.admin.requests.raise_first` (``{topic: error or None}``).
 
 Costs: one round trip per call (plus a metadata refresh before the first controller
 request).  Thread-safety: none (one caller thread, as the Admin).
@@ -55,15 +57,12 @@ class TopicAdmin:
         topics = list(new_topics)
         for t in topics:
             validate_topic_name(t.name)
-            if t.replica_assignments:
-                if t.num_partitions != -1 or t.replication_factor != -1:
-                    raise ValueError(f"{t.name}: with replica_assignments, num_partitions "
-                                     "and replication_factor must be -1")
-            else:
-                if t.num_partitions == 0 or t.num_partitions < -1:
-                    raise ValueError(f"{t.name}: num_partitions must be > 0 or -1")
-                if t.replication_factor == 0 or t.replication_factor < -1:
-                    raise ValueError(f"{t.name}: replication_factor must be > 0 or -1")
+            # a partition count or replication factor below 1 (but -1, the default) is
+            # the broker's to refuse: INVALID_PARTITIONS / INVALID_REPLICATION_FACTOR
+            if t.replica_assignments and (t.num_partitions != -1
+                                          or t.replication_factor != -1):
+                raise ValueError(f"{t.name}: with replica_assignments, num_partitions "
+                                 "and replication_factor must be -1")
             for name, value in (t.configs or {}).items():
                 check_config_pair(t.name, name, value)
         timeout = self._requests.timeout(timeout_ms)

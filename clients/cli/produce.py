@@ -11,8 +11,10 @@ argument or ``--topic``.  A line is split, in this order, into headers (``--pars
 passes any other producer setting (Kafka's dotted names or ours).
 
 Timeouts: ``--max-block-ms`` (default 5000) bounds the wait for the topic's metadata,
-so a stopped cluster fails within seconds with the connection error and an unknown
-topic with UNKNOWN_TOPIC_OR_PARTITION (the producer reports the real cause, see
+so an unknown topic fails within seconds with UNKNOWN_TOPIC_OR_PARTITION; when every
+bootstrap address refuses the connection (a stopped cluster) the command fails at once,
+before any wait, with NETWORK_EXCEPTION naming the refusal (:func:`refuse_fast`: one TCP
+connect per bootstrap address, closed at once) (the producer reports the real cause, see
 :mod:`clients.producer.producer`); ``--request-timeout-ms`` and
 ``--delivery-timeout-ms`` bound each request and each record.
 
@@ -24,11 +26,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import socket
 import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
 from clients.cli.common import CliError, client_properties
+from clients.network.cluster_metadata import parse_bootstrap
+from clients.protocol.errors import ErrorCode, MiniKafkaError
 
 if TYPE_CHECKING:
     from clients.producer.future import RecordFuture
@@ -65,6 +70,25 @@ def producer_options(args: argparse.Namespace) -> dict[str, Any]:
     return options
 
 
+def refuse_fast(bootstrap: str, max_block_ms: int) -> None:
+    """NETWORK_EXCEPTION at once when every bootstrap address refuses a TCP connection
+    (or its name does not resolve): nothing listens there, so waiting ``max_block_ms``
+    for metadata, as the producer does, cannot help (``topics`` and ``consume`` say the
+    same within a second).  An address that accepts, or does not answer within
+    ``max_block_ms``, leaves the producer's own wait and error in charge."""
+    causes: list[str] = []
+    for host, port in parse_bootstrap(bootstrap):
+        try:
+            with socket.create_connection((host, port), timeout=max_block_ms / 1000):
+                return
+        except (ConnectionRefusedError, socket.gaierror) as exc:
+            causes.append(f"cannot connect to {host}:{port}: {exc}")
+        except OSError:
+            return
+    raise MiniKafkaError(f"no broker reachable: {'; '.join(causes)}",
+                         ErrorCode.NETWORK_EXCEPTION)
+
+
 def cmd_produce(args: argparse.Namespace) -> int:
     """Lines from stdin, one record each.  With ``--transactional-id`` every record goes
     in one transaction committed at the end (or one per ``--transaction-size`` records);
@@ -76,6 +100,7 @@ def cmd_produce(args: argparse.Namespace) -> int:
     if size is not None and (args.transactional_id is None or size < 1):
         raise CliError("--transaction-size needs --transactional-id and must be >= 1")
     static_headers = [_header(h) for h in args.header]
+    refuse_fast(args.bootstrap_server, args.max_block_ms)
     try:
         producer = Producer(bootstrap_servers=args.bootstrap_server, **producer_options(args))
     except TypeError as exc:  # a --producer-property the producer does not know

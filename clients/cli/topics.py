@@ -6,8 +6,10 @@ Kafka's ``kafka-topics.sh`` is the model: each action is a subcommand
 :mod:`clients.cli.actions`.  Each action prints what it did (or the topics' partitions,
 leaders, replicas and ISR) and fails with one ``error: ...`` line, exit status 1.
 
-- ``create`` (``--partitions``, ``--replication-factor``, ``--config k=v``;
-  ``--if-not-exists``: a topic that exists is no error);
+- ``create`` (``--partitions``, ``--replication-factor``, ``--config k=v``, a list
+  value as ``k=a,b`` or kafka-configs.sh's ``k=[a,b]``; ``--if-not-exists``: a topic that
+  exists is no error); a bad count, factor or config is the broker's answer
+  (INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR, INVALID_CONFIG, Kafka's messages);
 - ``delete`` (``--if-exists``: a topic that does not exist is no error);
 - ``alter --partitions N`` (CreatePartitions: grows the topic to N partitions);
 - ``describe`` (one topic or all; ``--if-exists``: a missing topic prints nothing): a
@@ -51,7 +53,10 @@ def _parse_configs(pairs: Sequence[str]) -> dict[str, str]:
         if "=" not in pair:
             raise CliError(f"--config expects key=value, got {pair!r}")
         key, value = pair.split("=", 1)
-        out[key.strip()] = value.strip()
+        value = value.strip()
+        if value.startswith("[") and value.endswith("]"):
+            value = value[1:-1]  # kafka-configs.sh's list syntax, [a,b]: a,b on the wire
+        out[key.strip()] = value
     return out
 
 
@@ -127,8 +132,11 @@ def cmd_topics(args: argparse.Namespace) -> int:
             print(f"Deleted topic {name}.")
         else:  # alter
             name = named(args, "topic", "topic")
-            if args.partitions < 0:
+            if args.partitions == -1:
                 raise CliError("topics alter: give the new partition count (--partitions N)")
+            if args.partitions < 1:  # (the Admin refuses a count below 1 before sending)
+                raise MiniKafkaError("Number of partitions was set to an invalid "
+                                     "non-positive value.", ErrorCode.INVALID_PARTITIONS)
             try:
                 admin.create_partitions({name: args.partitions})
             except MiniKafkaError as exc:

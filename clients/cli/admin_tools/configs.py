@@ -16,11 +16,14 @@ default) and prints ``Completed updating config for topic T.``.  Config names ar
 Kafka's dotted ones (ours with ``_`` are accepted too).  What the broker refuses comes
 back as its error, e.g. INVALID_CONFIG for an unknown topic config, and INVALID_REQUEST
 for a broker config, since no broker setting can change while the broker runs (they
-are read-only in ``--describe``): one ``error: ...`` line, exit status 1.  Without a
-name, ``--describe`` covers every topic (or every broker).
+are read-only in ``--describe``): one ``error: ...`` line, exit status 1.  A broker id
+that is not in the cluster is refused the same way (``broker 9 is not in the cluster``),
+before any config request.  Without a name, ``--describe`` covers every topic (or every
+broker).
 
-Costs: one admin round trip per resource kind (broker resources: one per broker), plus
-Metadata to list the resources when no name is given.  Thread safety: one thread.
+Costs: one admin round trip per resource kind (broker resources: one per broker, plus
+DescribeCluster to check the id), plus Metadata to list the resources when no name is
+given.  Thread safety: one thread.
 """
 
 from __future__ import annotations
@@ -103,6 +106,18 @@ def _describe(admin: Any, kind: ConfigResourceType, name: str | None, all_: bool
             print(_line(e))
 
 
+def _check_broker(admin: Any, name: str) -> None:
+    """A broker resource names a broker of the cluster (its id), or the command fails
+    with one line naming the brokers there are (the request would go to no one)."""
+    ids = sorted(b.node_id for b in admin.describe_cluster().brokers)
+    if not name.strip().isdigit():
+        raise CliError(f"the entity name for brokers must be a broker id (an integer), got "
+                       f"{name!r}; the brokers are {', '.join(map(str, ids))}")
+    if int(name) not in ids:
+        raise CliError(f"broker {name} is not in the cluster: no such broker id (the "
+                       f"brokers are {', '.join(map(str, ids))})")
+
+
 def _alter(admin: Any, kind: ConfigResourceType, name: str, add: list[str],
            delete: list[str]) -> None:
     ops: list[AlterConfigOp] = []
@@ -127,6 +142,8 @@ def cmd_configs(args: argparse.Namespace) -> int:
     add = [i for text in args.add_config for i in split_config_list(text)]
     delete = [i for text in args.delete_config for i in split_config_list(text)]
     with Admin(args.bootstrap_server) as admin:
+        if kind == ConfigResourceType.BROKER and name:
+            _check_broker(admin, name)
         if args.describe:
             _describe(admin, kind, name, args.all)
         else:

@@ -5,9 +5,14 @@ tests/clients/cli/test_cli_kafka_verbs.py."""
 
 from __future__ import annotations
 
+from pathlib import Path
 from typing import Any
 
-from broker.cluster.status import DEGRADED, DOWN, HEALTHY, health_of
+import pytest
+
+from broker.cluster.launcher import main as cluster_main
+from broker.cluster.state import STATE_FILE
+from broker.cluster.status import DEGRADED, DOWN, HEALTHY, UNKNOWN, health_of
 
 
 def report(states: dict[str, str] | None = None, fenced: tuple[int, ...] = (),
@@ -52,3 +57,16 @@ def test_no_serving_broker_is_down() -> None:
     assert health_of(report(fenced=(0, 1, 2))).exit_code == DOWN
     nothing = health_of(report({**stopped, "controller": "stopped"}, error="unreachable"))
     assert nothing.exit_code == DOWN and nothing.verdict == "down"
+
+
+def test_no_cluster_in_the_data_dir_is_unknown_exit_3_not_degraded(
+        tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    """Nagios' codes: "nothing there to judge" is UNKNOWN (3), apart from degraded (1)
+    and down (2); status says the same."""
+    for command in ("health", "status"):
+        assert cluster_main([command, "--data-dir", str(tmp_path)]) == UNKNOWN == 3
+        out = capsys.readouterr().out
+        assert out.startswith(f"unknown: no cluster in {tmp_path}"), out
+    (tmp_path / STATE_FILE).write_text("{not json")  # damaged, and nothing running
+    assert cluster_main(["health", "--data-dir", str(tmp_path)]) == 3
+    assert "is damaged" in capsys.readouterr().out
