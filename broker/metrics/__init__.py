@@ -13,8 +13,7 @@
 - :mod:`~broker.metrics.controller_collector`: the controller's families;
 - :mod:`~broker.metrics.scrape_login`: who may scrape a broker that requires logins.
 
-Counting on the hot paths is plain int arithmetic in these objects (or in the shared
-table, for request times) (or a counter beside
-the state it counts: ISR changes, repairs, failed logins, elections); prometheus_client
-objects are built only when scraped.
+Counting on the hot paths is plain int arithmetic in these objects, in the shared table
+(request times), or in a counter beside the state it counts (ISR changes, repairs,
+failed logins, elections); prometheus_client objects are built only when scraped.
 """
