@@ -1,8 +1,10 @@
 """The shared table of request times: six phases per request from six instants, summed
-over the network processes' regions, rendered with Kafka's RequestMetrics names."""
+over the network processes' regions, rendered with Kafka's RequestMetrics names; the
+main process's instants on the channel's answer messages."""
 
 from __future__ import annotations
 
+import msgpack
 import pytest
 
 from broker.metrics.request_metrics import RequestTimesCollector
@@ -12,6 +14,14 @@ from broker.metrics.request_times import (
     PHASES,
     RequestTimesTable,
     pack_slots,
+)
+from broker.network.channel.codec import (
+    NO_RESPONSE,
+    RESPONSE,
+    ChannelProtocolError,
+    decode_message,
+    encode_no_response,
+    encode_response,
 )
 from clients.protocol.api_keys import ApiKey
 from tests.broker.metrics.test_counting import samples
@@ -70,3 +80,18 @@ def test_a_negative_gap_counts_as_zero() -> None:
         assert metadata[-1][1] == pytest.approx(1000.0)
     finally:
         table.close()
+
+
+def test_the_answer_carries_the_main_process_instants_or_nothing() -> None:
+    handle = (1, 4096, 7)
+    timing = (pack_slots(ApiKey.FETCH, FETCH_CONSUMER), 1.0, 1.5, 2.0)
+    assert decode_message(encode_response(5, handle, 10, 0, timing)) == (
+        RESPONSE, 5, handle, 10, 0, *timing)
+    assert decode_message(encode_no_response(5, timing)) == (NO_RESPONSE, 5, *timing)
+    assert decode_message(encode_no_response(5)) == (NO_RESPONSE, 5)  # not counted
+    for bad in ((RESPONSE, 5, handle, 10, 0, 1, 1.0, "x", 2.0),  # an instant not a float
+                (RESPONSE, 5, handle, 10, 0, 1.5, 1.0, 1.5, 2.0),  # slots not an int
+                (RESPONSE, 5, handle, 10, 0, 1, 1.0),  # part of it
+                (NO_RESPONSE, 5, 1, 1.0, 2.0)):
+        with pytest.raises(ChannelProtocolError):
+            decode_message(msgpack.packb(bad))
