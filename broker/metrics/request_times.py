@@ -49,8 +49,10 @@ region; the reader takes no lock: an aligned 8-byte store is not torn, and a scr
 that lands between a bucket's and a sum's update is off by one request for one scrape
 (the count is the buckets' sum, so it always matches the ``+Inf`` bucket).
 
-Costs: :meth:`RequestTimesWriter.record` is 6 bisects over 16 bounds and 12 word
-increments (24 for a Fetch, counted twice), about 1.5 us of the network process; memory
+Each phase is recorded in whole microseconds (truncated; the bucket bounds are whole
+microseconds too).  Costs: :meth:`RequestTimesWriter.record` is 6 bisects over 16 bounds
+and 12 word increments (24 for a Fetch, counted twice), about 1.5 us of the network
+process (about one msgpack encode and decode of the RESPONSE message); memory
 ``SLOTS x 6 x 18 x 8`` bytes (60 KB) per network process.  :meth:`RequestTimesTable.totals`
 reads the table once (O(processes x slots x 108) ints).  Thread-safety: one thread per
 process; process-safety as above.
@@ -82,6 +84,7 @@ _SUM = len(BUCKETS_MS) + 1
 _SLOT_WORDS = len(PHASES) * _PHASE_WORDS
 _REGION_WORDS = SLOTS * _SLOT_WORDS
 _WORD = 8
+_BUCKETS_US = tuple(round(bound * 1000) for bound in BUCKETS_MS)  # recorded in whole us
 
 
 def kafka_request_name(api_key: int) -> str:
@@ -183,13 +186,13 @@ class RequestTimesWriter:
         if not (0 <= api < _API_SLOTS and _NAMED[api] and extra in (0, FETCH_CONSUMER,
                                                                      FETCH_FOLLOWER)):
             return
-        words, bounds = self._words, BUCKETS_MS
-        times = (dequeued_at - read_at, local_at - dequeued_at, responded_at - local_at,
-                 answered_at - responded_at, sent_at - answered_at, sent_at - read_at)
+        words, bounds = self._words, _BUCKETS_US
+        gaps = [int(seconds * 1e6) if seconds > 0.0 else 0 for seconds in (
+            dequeued_at - read_at, local_at - dequeued_at, responded_at - local_at,
+            answered_at - responded_at, sent_at - answered_at, sent_at - read_at)]
         for slot in (api, extra) if extra else (api,):
             at = self._base + slot * _SLOT_WORDS
-            for seconds in times:
-                ms = seconds * 1000.0 if seconds > 0.0 else 0.0
-                words[at + bisect_left(bounds, ms)] += 1
-                words[at + _SUM] += int(ms * 1000.0)
+            for us in gaps:
+                words[at + bisect_left(bounds, us)] += 1
+                words[at + _SUM] += us
                 at += _PHASE_WORDS
