@@ -19,6 +19,10 @@ unsupported version or a body that violates the API's schema closes the connecti
 (Kafka does the same), after logging the precise reason; ApiVersions at an unsupported
 version is answered with UNSUPPORTED_VERSION at v0 so clients can negotiate.
 
+Request times: each answer carries the request's metric slots and three instants of
+this process (taken off the channel, the handler returned, answered) to the network
+process, which records every phase (:mod:`broker.metrics.request_times`).
+
 Logins come first (:class:`~broker.requests.logins.ConnectionLogins`: sessions, peer
 addresses, the internal listener's login deadlines, failed logins answered late and
 then closed).  Then per-request bounds (``max_metadata_topics``,
