@@ -19,6 +19,10 @@ unsupported version or a body that violates the API's schema closes the connecti
 (Kafka does the same), after logging the precise reason; ApiVersions at an unsupported
 version is answered with UNSUPPORTED_VERSION at v0 so clients can negotiate.
 
+Request times: each answer carries the request's metric slots and three instants of
+this process (taken off the channel, the handler returned, answered) to the network
+process, which records every phase (:mod:`broker.metrics.request_times`).
+
 Logins come first (:class:`~broker.requests.logins.ConnectionLogins`: sessions, peer
 addresses, the internal listener's login deadlines, failed logins answered late and
 then closed).  Then per-request bounds (``max_metadata_topics``,
@@ -65,7 +69,8 @@ from broker.metadata.alter_partition import AlterPartitionManager
 from broker.metadata.follower import MetadataFollower
 from broker.metrics.broker_collector import BrokerCollector
 from broker.metrics.endpoint import MetricsEndpoint
-from broker.metrics.request_metrics import FETCH_FOLLOWER, RequestMetrics, fetch_slot
+from broker.metrics.request_metrics import RequestTimesCollector
+from broker.metrics.request_times import FETCH_FOLLOWER, fetch_slot, pack_slots
 from broker.metrics.scrape_login import scrape_login
 from broker.network.channel.codec import CLOSED, PEER, REQUEST, is_internal_connection
 from broker.network.channel.main_side import MainChannelEndpoint
@@ -110,8 +115,6 @@ class BrokerServer:
         self.alter_partitions: AlterPartitionManager | None = None  # with the follower
         # finishes the record checks of Produce requests too large for the loop
         self.record_checks = RecordCheckThread(config.record_check_inline_bytes)
-        # counted per answered request (plain ints); scraped on metrics_port (broker.metrics)
-        self.request_metrics = RequestMetrics()
         self.metrics: MetricsEndpoint | None = None
 
     @property
@@ -183,7 +186,9 @@ class BrokerServer:
         core, pool, logins, config = self.core, self.pool, self.logins, self.config
         assert core is not None and pool is not None and logins is not None
         registry = CollectorRegistry(auto_describe=False)
-        registry.register(BrokerCollector(core, self.request_metrics, pool, logins.failures,
+        assert self.supervisor is not None
+        requests = RequestTimesCollector(self.supervisor.request_times)
+        registry.register(BrokerCollector(core, requests, pool, logins.failures,
                                           self.fetchers))
         self.metrics = MetricsEndpoint(
             registry, config.metrics_host, config.metrics_port, config.metrics_max_connections,
@@ -343,7 +348,7 @@ class BrokerServer:
                   keep_frame: Callable[[], Callable[[], None]] | None = None) -> None:
         core, logins, responses = self.core, self.logins, self.responses
         assert core is not None and logins is not None and responses is not None
-        started, measured = time.monotonic(), self.request_metrics
+        started = time.monotonic()  # the request times (broker.metrics.request_times)
         try:
             header = decode_request_header(frame)
         except MiniKafkaError as exc:
@@ -351,25 +356,31 @@ class BrokerServer:
             return
         if header.body_offset < 0 and header.api_key == ApiKey.API_VERSIONS:
             # Kafka's fallback: a v0 answer any client can read, naming our versions
+            now = time.monotonic()
             responses.send(endpoint, conn_id, ApiKey.API_VERSIONS, 0, header.correlation_id,
-                           unsupported_api_versions_answer())
-            measured.on_response(ApiKey.API_VERSIONS, started)
+                           unsupported_api_versions_answer(),
+                           timing=(ApiKey.API_VERSIONS, started, now, now))
             return
         api_key, version, correlation_id = header.api_key, header.api_version, \
             header.correlation_id
         responded = False
         fetch_from = -1  # a Fetch: counted again as FetchConsumer or FetchFollower
+        local_at = 0.0  # the handler returned without answering: the rest is remote time
+
+        def timing() -> tuple[int, float, float, float]:
+            now = time.monotonic()
+            return pack_slots(api_key, fetch_from), started, local_at or now, now
 
         def respond(body: dict[str, Any] | None) -> None:
             nonlocal responded
             responded = True
-            measured.on_response(api_key, started, fetch_from)
             if fetch_from >= 0 and body is not None:  # bytes out (broker.metrics)
                 core.topic_metrics.on_fetch_response(body, fetch_from == FETCH_FOLLOWER)
             if body is None:
-                endpoint.send_no_response(conn_id)
+                endpoint.send_no_response(conn_id, timing())
             else:
-                responses.send(endpoint, conn_id, api_key, version, correlation_id, body)
+                responses.send(endpoint, conn_id, api_key, version, correlation_id, body,
+                               timing=timing())
 
         # the login comes first: before it, no request is answered, over a bound or not
         if not logins.login_first(endpoint, conn_id, api_key):
@@ -391,6 +402,8 @@ class BrokerServer:
             return
         if request.api_key in (ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE):
             logins.authenticate(endpoint, conn_id, request, version, respond)
+            if not responded:  # a failed login is answered late
+                local_at = time.monotonic()
             return
         if api_key == ApiKey.FETCH:
             fetch_from = fetch_slot(request.body["replica_id"])
@@ -413,7 +426,11 @@ class BrokerServer:
         except Exception:
             log.exception("handler for %s failed", ApiKey(api_key).name)
             if not responded:
-                responses.send_error(endpoint, conn_id, api_key, version, correlation_id)
+                responses.send_error(endpoint, conn_id, api_key, version, correlation_id,
+                                     timing=timing())
+            return
+        if not responded:  # answered later: from a purgatory or the record-check thread
+            local_at = time.monotonic()
 
 
 def run_broker(config: BrokerConfig, on_ready: Callable[[BrokerServer], None] | None = None) -> int:

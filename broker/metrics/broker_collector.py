@@ -13,7 +13,8 @@ the process-global default one) and renders, each scrape, from the broker core
   committed);
 - purgatories (``kafka_server_delayedoperationpurgatory_purgatorysize{delayedOperation}``,
   ``Produce`` and ``Fetch``: watch-list entries, Kafka's PurgatorySize);
-- :class:`~broker.metrics.request_metrics.RequestMetrics`,
+- :class:`~broker.metrics.request_metrics.RequestTimesCollector` (every request's
+  phases, recorded by the network processes),
   :class:`~broker.metrics.topic_metrics.BrokerTopicMetrics`, the replica fetchers' bytes
   (``kafka_server_brokertopicmetrics_replicationbytesin_total``) and the consumer-group
   lag (:mod:`broker.metrics.group_lag`);
@@ -47,7 +48,7 @@ from broker.delayed import DelayedFetch, DelayedProduce
 from broker.group.offsets_topic import OffsetsTopic
 from broker.login_failures import LoginFailures
 from broker.metrics.group_lag import group_lag_families
-from broker.metrics.request_metrics import RequestMetrics
+from broker.metrics.request_metrics import RequestTimesCollector
 from broker.metrics.topic_metrics import BrokerTopicMetrics
 from broker.replica.damage_repair import DamageRepair
 from broker.replica.isr_proposals import IsrProposals
@@ -109,7 +110,7 @@ def _counter(name: str, doc: str, value: float) -> CounterMetricFamily:
 class BrokerCollector(Collector):
     """The broker's metric families, built per scrape; see the module docstring."""
 
-    def __init__(self, core: BrokerState, requests: RequestMetrics, pool: BufferPool,
+    def __init__(self, core: BrokerState, requests: RequestTimesCollector, pool: BufferPool,
                  login_failures: LoginFailures,
                  fetchers: ReplicaFetcherManager | None = None) -> None:
         """``fetchers``: the replica fetchers (controller mode; None standalone)."""

@@ -1,29 +1,31 @@
-"""Request counts and latencies per API, in plain ints: Kafka's ``RequestMetrics``.
+"""Request counts and latencies per API rendered as Kafka's ``RequestMetrics`` families.
 
-One :class:`RequestMetrics` per broker main process (and one in the controller).  The
-server calls :meth:`RequestMetrics.on_response` once per answered request (acks=0
-Produce and the SASL exchange included) with the monotonic time the request reached it;
-:meth:`collect` renders, on a scrape:
+Two sources, one rendering:
+
+- a broker: :class:`RequestTimesCollector` reads its network processes' shared table
+  (:mod:`broker.metrics.request_times`: every request, all of Kafka's phases, measured
+  from the frame's arrival in a network process to its answer's last byte);
+- the controller (one process, its own asyncio server): :class:`RequestMetrics`, plain
+  ints counted by its server, :meth:`RequestMetrics.on_response` once per answered
+  request with the monotonic time the request reached it (TotalTimeMs only).
+
+Families (``request`` is Kafka's API name, ``Produce``, ``ApiVersions``, ...; a Fetch is
+counted as ``Fetch`` and also as ``FetchConsumer`` or ``FetchFollower``, as Kafka does):
 
 - ``kafka_network_requestmetrics_requests_total{request}`` (a counter);
-- ``kafka_network_requestmetrics_totaltimems{request}`` (a histogram in ms, buckets
-  :data:`BUCKETS_MS`: ``_bucket{le}``, ``_sum``, ``_count``).
+- ``kafka_network_requestmetrics_<phase>{request}`` for each phase a source measures
+  (``totaltimems``; a broker also ``requestqueuetimems``, ``localtimems``,
+  ``remotetimems``, ``responsequeuetimems``, ``responsesendtimems``): histograms in
+  ms, buckets :data:`~broker.metrics.request_times.BUCKETS_MS` (``_bucket{le}``,
+  ``_sum``, ``_count``).
 
-``request`` is Kafka's API name (``Produce``, ``ApiVersions``, ...); a Fetch is counted
-as ``Fetch`` and also as ``FetchConsumer`` or ``FetchFollower`` (Kafka does the same).
+A request whose connection is closed unanswered (malformed, unknown API) is not counted,
+as in Kafka; nor, on a broker, one whose connection is gone before its answer is written.
 
-What the time covers: from the moment the main process takes the request off its channel
-(the frame is complete) to the moment the answer is handed to the network process - so
-the handler's time and any wait in a purgatory (acks=all, a Fetch's ``max_wait_ms``),
-but not the network process's reading of the frame, its wait in the channel, or the
-writing of the answer.  Kafka's TotalTimeMs covers those too; here they would need a
-timestamp carried through the channel, for a share of the time that is small next to
-the handler's and the purgatory's.  A request whose connection is closed unanswered
-(malformed, unknown API) is not counted, as in Kafka.
-
-Costs: :meth:`on_response` is one clock read, a bisect over 16 bounds and three list
-increments (about 1 us); memory is fixed (slots x buckets ints).  :meth:`collect` is
-O(APIs seen x buckets).  Not thread-safe: the event loop's thread calls both.
+Costs: :meth:`RequestMetrics.on_response` is one clock read, a bisect over 16 bounds and
+three list increments (about 1 us); memory is fixed (slots x buckets ints).  Rendering
+is O(APIs seen x phases x buckets), on a scrape.  Not thread-safe: the event loop's
+thread calls both.
 """
 
 from __future__ import annotations
@@ -35,44 +37,78 @@ from collections.abc import Iterator
 from prometheus_client.core import CounterMetricFamily, HistogramMetricFamily
 from prometheus_client.metrics_core import Metric
 
-from clients.protocol.api_keys import ApiKey
+from broker.metrics.request_times import BUCKETS_MS, PHASES, SLOTS, RequestTimesTable, slot_names
 
-# latency bucket bounds, ms (the last bucket, +Inf, is implicit)
-BUCKETS_MS = (0.25, 0.5, 1.0, 2.5, 5.0, 10.0, 25.0, 50.0, 100.0, 250.0, 500.0, 1000.0,
-              2500.0, 5000.0, 10000.0, 30000.0)
-_API_SLOTS = max(ApiKey) + 1
-FETCH_CONSUMER = _API_SLOTS  # extra slots: a Fetch counted again by who sent it
-FETCH_FOLLOWER = _API_SLOTS + 1
-_SLOTS = _API_SLOTS + 2
+_NAMES = slot_names()
+_LE = [str(b) for b in BUCKETS_MS] + ["+Inf"]
+_PREFIX = "kafka_network_requestmetrics_"
+_PHASE_DOCS = {  # "Time ...": the help of each family
+    "RequestQueueTimeMs": "from the frame's arrival in a network process to the main "
+                          "process taking it off the channel",
+    "LocalTimeMs": "in the handler, in the main process",
+    "RemoteTimeMs": "waiting in a purgatory (acks=all, a Fetch's max_wait_ms) or for "
+                    "the record-check thread",
+    "ResponseQueueTimeMs": "from the answer to its network process taking it (encoding, "
+                           "pool memory, the channel)",
+    "ResponseSendTimeMs": "to write the answer (sendfile included) until its last byte",
+    "TotalTimeMs": "from the frame's arrival in a network process to its answer's last "
+                   "byte",
+}
 
 
-def kafka_request_name(api_key: int) -> str:
-    """Kafka's name of an API (``API_VERSIONS`` -> ``ApiVersions``)."""
-    return "".join(part.capitalize() for part in ApiKey(api_key).name.split("_"))
+def _families(docs: dict[str, str]
+              ) -> tuple[CounterMetricFamily, list[HistogramMetricFamily]]:
+    """The requests counter and a histogram per phase of ``docs`` (phase -> help)."""
+    requests = CounterMetricFamily(_PREFIX + "requests", "Requests answered, per API "
+                                   "(Kafka's RequestsPerSec)", labels=["request"])
+    histograms = [HistogramMetricFamily(
+        _PREFIX + phase.lower(), f"Time {doc}, ms (Kafka's {phase})", labels=["request"])
+        for phase, doc in docs.items()]
+    return requests, histograms
 
 
-_NAMES = [kafka_request_name(k) if k in ApiKey._value2member_map_ else ""
-          for k in range(_API_SLOTS)] + ["FetchConsumer", "FetchFollower"]
+def _add(family: HistogramMetricFamily, name: str, counts: list[int], sum_ms: float) -> None:
+    cumulative, buckets = 0, []
+    for bound, n in zip(_LE, counts, strict=True):
+        cumulative += n
+        buckets.append((bound, cumulative))
+    family.add_metric([name], buckets, sum_ms)
 
 
-def fetch_slot(replica_id: int) -> int:
-    """The extra slot of a Fetch: from a follower (``replica_id >= 0``) or a consumer."""
-    return FETCH_FOLLOWER if replica_id >= 0 else FETCH_CONSUMER
+class RequestTimesCollector:
+    """A broker's request metrics, read from its network processes' table per scrape."""
+
+    def __init__(self, table: RequestTimesTable) -> None:
+        self.table = table
+
+    def collect(self) -> Iterator[Metric]:
+        requests, histograms = _families({phase: _PHASE_DOCS[phase] for phase in PHASES})
+        for slot, phases in enumerate(self.table.totals()):
+            if phases is None:
+                continue
+            name = _NAMES[slot]
+            requests.add_metric([name], sum(phases[-1][0]))  # TotalTimeMs' count
+            for family, (counts, sum_ms) in zip(histograms, phases, strict=True):
+                _add(family, name, counts, sum_ms)
+        yield requests
+        yield from histograms
 
 
 class RequestMetrics:
-    """Answered requests and their latency per API; see the module docstring."""
+    """Answered requests and their latency per API in one process; see the module
+    docstring."""
 
     def __init__(self) -> None:
-        self._counts = [0] * _SLOTS
-        self._sums_ms = [0.0] * _SLOTS
-        self._buckets = [[0] * (len(BUCKETS_MS) + 1) for _ in range(_SLOTS)]
+        self._counts = [0] * SLOTS
+        self._sums_ms = [0.0] * SLOTS
+        self._buckets = [[0] * (len(BUCKETS_MS) + 1) for _ in range(SLOTS)]
 
     def on_response(self, api_key: int, started_s: float, extra_slot: int = -1) -> None:
         """A request of ``api_key`` that reached the server at ``started_s``
         (``time.monotonic()``) is answered now; ``extra_slot`` counts it once more
-        (:func:`fetch_slot`).  Unknown API keys are ignored."""
-        if not 0 <= api_key < _API_SLOTS or not _NAMES[api_key]:
+        (:func:`~broker.metrics.request_times.fetch_slot`).  Unknown API keys are
+        ignored."""
+        if not 0 <= api_key < SLOTS - 2 or not _NAMES[api_key]:
             return
         elapsed_ms = (time.monotonic() - started_s) * 1000.0
         bucket = bisect.bisect_left(BUCKETS_MS, elapsed_ms)
@@ -88,24 +124,13 @@ class RequestMetrics:
         return self._counts[api_key]
 
     def collect(self) -> Iterator[Metric]:
-        requests = CounterMetricFamily(
-            "kafka_network_requestmetrics_requests", "Requests answered, per API "
-            "(Kafka's RequestsPerSec)", labels=["request"])
-        latency = HistogramMetricFamily(
-            "kafka_network_requestmetrics_totaltimems", "Time from the request reaching "
-            "the main process to its answer leaving it, ms (Kafka's TotalTimeMs; see "
-            "broker/metrics/request_metrics.py)", labels=["request"])
-        le = [str(b) for b in BUCKETS_MS] + ["+Inf"]
-        for slot in range(_SLOTS):
+        requests, (latency,) = _families({"TotalTimeMs": "from the request reaching the "
+                                          "process to its answer leaving it"})
+        for slot in range(SLOTS):
             count = self._counts[slot]
             if count == 0:
                 continue
-            name = _NAMES[slot]
-            requests.add_metric([name], count)
-            cumulative, buckets = 0, []
-            for bound, n in zip(le, self._buckets[slot], strict=True):
-                cumulative += n
-                buckets.append((bound, cumulative))
-            latency.add_metric([name], buckets, self._sums_ms[slot])
+            requests.add_metric([_NAMES[slot]], count)
+            _add(latency, _NAMES[slot], self._buckets[slot], self._sums_ms[slot])
         yield requests
         yield latency

@@ -46,9 +46,10 @@ Modules, one concept each:
   open-connection counts and the budget of partial request frames.
 
 Imports: ``clients.memory`` and ``clients.protocol`` (and ``broker.config`` for the
-supervisor); nothing else of the broker - handlers, the core and storage are the main
-process's business.  Costs: encode/decode of one message is one msgpack call (~1 us);
-one ``send``/``recv`` syscall per packet.  Thread-safety: an endpoint or a network
-process belongs to one thread (its event loop).  No public names are exported here:
-import from the defining module.
+supervisor, :mod:`broker.metrics.request_times` for the table of request times every
+network process records in); nothing else of the broker - handlers, the core and
+storage are the main process's business.  Costs: encode/decode of one message is one
+msgpack call (~1 us); one ``send``/``recv`` syscall per packet.  Thread-safety: an
+endpoint or a network process belongs to one thread (its event loop).  No public names
+are exported here: import from the defining module.
 """

@@ -23,7 +23,9 @@ four groups, each written by one party of :class:`~broker.network.process.Networ
   last event, for ``connections_max_idle_ms``), ``frame_deadline`` (when the frame being
   read must be complete, ``request_read_timeout_ms``; 0 when no frame is started) and
   ``parked`` (waiting for memory or queue room: not read; the read deadline keeps
-  running while it waits for memory, not while it waits for queue room).
+  running while it waits for memory, not while it waits for queue room), and the
+  request's instants for its times (:mod:`broker.metrics.request_times`): ``read_at``
+  (handed over), ``timing`` (the main process's, with the answer) and ``answered_at``.
 
 The reader and the writer raise :class:`CloseConnection` when a connection must be
 closed; only the loop closes connections.
@@ -63,6 +65,7 @@ class Connection:
 
     __slots__ = (
         "active_at",
+        "answered_at",
         "buffer",
         "chunks",
         "closed",
@@ -80,6 +83,7 @@ class Connection:
         "muted",
         "parked",
         "partial_slots",
+        "read_at",
         "region",
         "region_index",
         "region_left",
@@ -89,6 +93,7 @@ class Connection:
         "resp_sent",
         "resp_view",
         "sock",
+        "timing",
         "tls",
     )
 
@@ -122,3 +127,6 @@ class Connection:
         self.region_pos = 0
         self.region_left = 0
         self.inline_left = 0  # buffer bytes of the current [n] segment still to send
+        self.read_at = 0.0  # request times (broker.metrics.request_times): frame handed over
+        self.timing: tuple[Any, ...] = ()  # the answer's: the main process's, from RESPONSE
+        self.answered_at = 0.0  # the answer arrived

@@ -34,6 +34,7 @@ import os
 import socket
 
 from broker.config import parse_ip_overrides
+from broker.metrics.request_times import RequestTimesTable
 from broker.network.channel.codec import encode_ready
 from broker.network.channel.endpoint import ChannelEndpoint
 from broker.network.connection_shares import ConnectionShares
@@ -74,6 +75,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the shared table of connection counts (a memfd), inherited")
     p.add_argument("--shares-slots", type=int, default=0)
     p.add_argument("--accept-yield-ms", type=float, default=5.0)
+    p.add_argument("--request-times-fd", type=int, default=None,
+                   help="the shared table of request times (a memfd), inherited")
     p.add_argument("--ssl-certfile", default="", help="set: the port speaks TLS")
     p.add_argument("--ssl-keyfile", default="")
     p.add_argument("--ssl-cafile", default="")
@@ -125,6 +128,17 @@ def main(argv: list[str] | None = None) -> int:
                 if internal is not None:
                     internal.close()
                 return 2
+        request_times = None
+        if args.request_times_fd is not None:
+            try:
+                request_times = RequestTimesTable(args.request_times_fd,
+                                                  max(1, args.shares_slots))
+            except (OSError, ValueError) as exc:
+                log.error("no request-times table at fd %d: %s", args.request_times_fd, exc)
+                listener.close()
+                if internal is not None:
+                    internal.close()
+                return 2
         try:
             tls = (server_context(args.ssl_certfile, args.ssl_keyfile, args.ssl_cafile,
                                   args.ssl_client_auth) if args.ssl_certfile else None)
@@ -150,6 +164,8 @@ def main(argv: list[str] | None = None) -> int:
                 tls_context=tls,
                 internal_listener=internal,
                 max_internal_connections=args.max_internal_connections,
+                request_times=(None if request_times is None
+                               else request_times.writer(args.index)),
             )
         except InvalidConfigError as exc:
             listener.close()

@@ -16,7 +16,9 @@ The supervisor also creates the table the processes share
 connections evenly, and the budget of pool memory partial request frames may hold,
 ``max_partial_request_bytes`` for all of them), inherited the same way; a dead
 process's slot is retired (its partial frames and designation dropped) until its
-successor publishes its own.
+successor publishes its own.  And the table of request times the processes record in
+(:mod:`broker.metrics.request_times`, ``--request-times-fd``; the main process reads it
+on a scrape: :attr:`request_times`), kept across restarts so its counters never go back.
 
 ``poll()`` (call it periodically and whenever an endpoint reaches EOF) notices a dead
 process (``Popen.poll``), drains what it left in its channel, closes the old endpoint
@@ -47,6 +49,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from broker.config import BrokerConfig
+from broker.metrics.request_times import RequestTimesTable
 from broker.network.channel.codec import REQUEST, ChannelProtocolError
 from broker.network.channel.endpoint import ChannelEndpoint
 from broker.network.channel.main_side import MainChannelEndpoint
@@ -164,6 +167,7 @@ class NetworkProcessSupervisor:
         self._internal: socket.socket | None = None  # the internal listener, if any
         self._internal_port = config.internal_port
         self._shares: ConnectionShares | None = None  # created by start(), shared by all
+        self._request_times: RequestTimesTable | None = None  # likewise
         self.restarts = 0
 
     # start ---------------------------------------------------------------------------
@@ -186,6 +190,7 @@ class NetworkProcessSupervisor:
                 raise
             self._internal_port = self._internal.getsockname()[1]
         self._shares = ConnectionShares.create(self.config.num_network_processes)
+        self._request_times = RequestTimesTable.create(self.config.num_network_processes)
         try:
             for index in range(self.config.num_network_processes):
                 proc, endpoint = self._spawn(index)
@@ -212,9 +217,11 @@ class NetworkProcessSupervisor:
             "--index", str(index),
             "--shares-fd", str(self._shares_fd()),
             "--shares-slots", str(self.config.num_network_processes),
+            "--request-times-fd", str(self.request_times.fileno()),
             *self._extra,
         ]  # fmt: skip
-        fds = [theirs.fileno(), self._listening_fd(), self._shares_fd()]
+        fds = [theirs.fileno(), self._listening_fd(), self._shares_fd(),
+               self.request_times.fileno()]
         if self._internal is not None:
             argv += ["--internal-listener-fd", str(self._internal.fileno()),
                      "--max-internal-connections", str(cfg.max_internal_connections)]
@@ -272,6 +279,13 @@ class NetworkProcessSupervisor:
     def internal_port(self) -> int:
         """The internal listener's port (-1: the broker has none)."""
         return self._internal_port
+
+    @property
+    def request_times(self) -> RequestTimesTable:
+        """The request times every network process records (read it on a scrape)."""
+        if self._request_times is None:
+            raise RuntimeError("the request-times table is missing (start() first)")
+        return self._request_times
 
     @property
     def endpoints(self) -> list[MainChannelEndpoint]:
@@ -364,6 +378,9 @@ class NetworkProcessSupervisor:
         if self._shares is not None:
             self._shares.close()
             self._shares = None
+        if self._request_times is not None:
+            self._request_times.close()
+            self._request_times = None
         return codes
 
     def __enter__(self) -> NetworkProcessSupervisor:

@@ -31,6 +31,7 @@ from typing import Any
 import msgpack
 
 from broker.handlers.common import RegionRecords
+from broker.network.channel.codec import Timing
 from broker.network.channel.main_side import MainChannelEndpoint
 from broker.network.error_answer import error_answer
 from broker.requests.response_parking import ResponseParking
@@ -57,6 +58,7 @@ class _Response:
     parts: list[Any]
     blob: bytes
     inline_bytes: int
+    timing: Timing | tuple[()] = ()  # the main process's instants (request metrics)
 
 
 def close_connection(endpoint: MainChannelEndpoint, conn_id: int, why: object) -> None:
@@ -76,16 +78,19 @@ class ResponseSender:
         self._retry_timer: asyncio.TimerHandle | None = None
 
     def send(self, endpoint: MainChannelEndpoint, conn_id: int, api_key: int, version: int,
-             correlation_id: int, body: dict[str, Any], *, fallback: bool = True) -> None:
+             correlation_id: int, body: dict[str, Any], *, fallback: bool = True,
+             timing: Timing | tuple[()] = ()) -> None:
         """Encode ``body`` and hand it to the network process (parked when the pool has
         no room now).  An answer that cannot be encoded is replaced by the API's error
-        answer (``fallback``), or closes the connection."""
+        answer (``fallback``), or closes the connection.  ``timing`` goes with the
+        answer for the request metrics (:mod:`broker.network.channel.codec`)."""
         try:
             parts = encode_response(api_key, version, correlation_id, body)
         except MiniKafkaError:
             log.exception("cannot encode a %s v%d response", ApiKey(api_key).name, version)
             if fallback:  # a handler's bug: an error answer, the connection stays healthy
-                self.send_error(endpoint, conn_id, api_key, version, correlation_id)
+                self.send_error(endpoint, conn_id, api_key, version, correlation_id,
+                                timing=timing)
             else:
                 endpoint.send_close(conn_id)
             return
@@ -107,14 +112,15 @@ class ResponseSender:
             if run:
                 segments.append([run])
             blob = msgpack.packb(segments)
-        self._parking.offer(_Response(endpoint, conn_id, parts, blob, inline_bytes),
+        self._parking.offer(_Response(endpoint, conn_id, parts, blob, inline_bytes, timing),
                             self._try_deliver, self._give_up)
         if self._parking and self._retry_timer is None:
             self._retry_timer = asyncio.get_running_loop().call_later(
                 RESPONSE_RETRY_S, self._retry_parked)
 
     def send_error(self, endpoint: MainChannelEndpoint, conn_id: int, api_key: int,
-                   version: int, correlation_id: int) -> None:
+                   version: int, correlation_id: int, *,
+                   timing: Timing | tuple[()] = ()) -> None:
         """Answer UNKNOWN_SERVER_ERROR (Kafka's answer to a request the broker failed on)
         when the response has a request-level ``error_code`` at this version; otherwise
         there is no way to say it in the API's shape, and the connection is closed."""
@@ -124,7 +130,8 @@ class ResponseSender:
                         endpoint.index, conn_id, ApiKey(api_key).name, version)
             endpoint.send_close(conn_id)
             return
-        self.send(endpoint, conn_id, api_key, version, correlation_id, answer, fallback=False)
+        self.send(endpoint, conn_id, api_key, version, correlation_id, answer, fallback=False,
+                  timing=timing)
 
     def _try_deliver(self, response: _Response) -> bool:
         """Copy ``response`` into a pool buffer and hand it over; False when the pool has
@@ -149,7 +156,7 @@ class ResponseSender:
         handle = buffer.handle
         buffer.release()
         response.endpoint.send_response(response.conn_id, handle, response.inline_bytes,
-                                        len(response.blob))
+                                        len(response.blob), response.timing)
         return True
 
     def _give_up(self, response: _Response, why: str) -> None:

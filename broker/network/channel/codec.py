@@ -13,16 +13,22 @@ payloads (request frames, responses) live in buffers of the broker's shared-memo
 |            |                                                  | field) in ``handle[:frame_len]`` |
 | net → main | ``[2, conn_id]``                                 | CLOSED: a connection that sent a |
 |            |                                                  | request is gone                  |
-| main → net | ``[3, conn_id, handle, prefix_len, regions_len]``| RESPONSE: write ``prefix_len``   |
-|            |                                                  | bytes, then sendfile the msgpack |
+| main → net | ``[3, conn_id, handle, prefix_len, regions_len,``| RESPONSE: write ``prefix_len``   |
+|            | `` *timing]``                                    | bytes, then sendfile the msgpack |
 |            |                                                  | ``[[path, position, length],..]``|
 |            |                                                  | stored after them; free; unmute  |
-| main → net | ``[4, conn_id]``                                 | NO_RESPONSE (acks=0): unmute     |
+| main → net | ``[4, conn_id, *timing]``                        | NO_RESPONSE (acks=0): unmute     |
 | main → net | ``[5, conn_id]``                                 | CLOSE: close the connection      |
 | net → main | ``[6, conn_id, ip]``                             | PEER: the connection's peer      |
 |            |                                                  | address, sent once, before its   |
 |            |                                                  | first REQUEST (failed logins are |
 |            |                                                  | counted per address)             |
+
+``timing`` (optional: absent, the answer is not counted in the request metrics) is
+``slots, dequeued_at, local_at, responded_at``: the request's metric slots (an int,
+:func:`broker.metrics.request_times.pack_slots`) and the main process's three instants
+of it (``time.monotonic()`` floats); the network process records the request's times
+when the answer is out (:mod:`broker.metrics.request_times`).
 
 Connection ids say which listener accepted the connection: ids from
 :data:`INTERNAL_CONN_ID_BASE` up are the broker's internal listener (replication traffic
@@ -48,7 +54,7 @@ READY, REQUEST, CLOSED, RESPONSE, NO_RESPONSE, CLOSE, PEER = range(7)
 MAX_BATCH_MESSAGES = 256
 MAX_MESSAGE_BYTES = 64 * 1024  # one packet: a batch of MAX_BATCH_MESSAGES fits easily
 SOCKET_BUFFER_BYTES = 1 << 20  # asked for; the kernel caps it at net.core.[rw]mem_max
-_ARITY = (4, 4, 2, 5, 2, 2, 3)  # message length by type
+_ARITY = ((4,), (4,), (2,), (5, 9), (2, 6), (2,), (3,))  # message lengths by type
 MAX_PEER_CHARS = 64  # an IPv6 address with a zone id fits
 INTERNAL_CONN_ID_BASE = 1 << 48  # conn ids of the internal listener start here
 _NAMES = ("READY", "REQUEST", "CLOSED", "RESPONSE", "NO_RESPONSE", "CLOSE", "PEER")
@@ -88,16 +94,20 @@ def encode_closed(conn_id: int) -> bytes:
     return _packb((CLOSED, conn_id))  # type: ignore[no-any-return]
 
 
-def encode_response(conn_id: int, handle: Handle, prefix_len: int, regions_len: int) -> bytes:
-    return _packb((RESPONSE, conn_id, handle, prefix_len, regions_len))  # type: ignore[no-any-return]
+Timing = tuple[int, float, float, float]  # slots, dequeued_at, local_at, responded_at
+
+
+def encode_response(conn_id: int, handle: Handle, prefix_len: int, regions_len: int,
+                    timing: Timing | tuple[()] = ()) -> bytes:
+    return _packb((RESPONSE, conn_id, handle, prefix_len, regions_len, *timing))  # type: ignore[no-any-return]
 
 
 def encode_peer(conn_id: int, ip: str) -> bytes:
     return _packb((PEER, conn_id, ip))  # type: ignore[no-any-return]
 
 
-def encode_no_response(conn_id: int) -> bytes:
-    return _packb((NO_RESPONSE, conn_id))  # type: ignore[no-any-return]
+def encode_no_response(conn_id: int, timing: Timing | tuple[()] = ()) -> bytes:
+    return _packb((NO_RESPONSE, conn_id, *timing))  # type: ignore[no-any-return]
 
 
 def encode_close(conn_id: int) -> bytes:
@@ -106,6 +116,10 @@ def encode_close(conn_id: int) -> bytes:
 
 def _is_int(value: object) -> bool:
     return type(value) is int
+
+
+def _is_timing(msg: tuple[Any, ...], at: int) -> bool:
+    return _is_int(msg[at]) and all(type(v) is float for v in msg[at + 1:])
 
 
 def _is_handle(value: object) -> bool:
@@ -152,9 +166,10 @@ def _validate(msg: Any) -> Message:
     kind = msg[0]
     if not 0 <= kind < len(_ARITY):
         raise ChannelProtocolError(f"unknown channel message type {kind}")
-    if len(msg) != _ARITY[kind]:
+    if len(msg) not in _ARITY[kind]:
         raise ChannelProtocolError(
-            f"{_NAMES[kind]} message needs {_ARITY[kind]} fields, got {len(msg)}: {msg!r}"
+            f"{_NAMES[kind]} message needs {' or '.join(map(str, _ARITY[kind]))} fields, "
+            f"got {len(msg)}: {msg!r}"
         )
     if kind == REQUEST:
         ok = _is_int(msg[1]) and _is_handle(msg[2]) and _is_int(msg[3]) and msg[3] > 0
@@ -167,7 +182,10 @@ def _validate(msg: Any) -> Message:
             and msg[3] >= 0
             and msg[4] >= 0
             and msg[3] + msg[4] <= msg[2][1]
+            and (len(msg) == 5 or _is_timing(msg, 5))
         )
+    elif kind == NO_RESPONSE:
+        ok = _is_int(msg[1]) and (len(msg) == 2 or _is_timing(msg, 2))
     elif kind == PEER:
         ok = _is_int(msg[1]) and type(msg[2]) is str and len(msg[2]) <= MAX_PEER_CHARS
     elif kind == READY:

@@ -32,6 +32,7 @@ from broker.network.channel.codec import (
     RESPONSE,
     Handle,
     Message,
+    Timing,
     encode_packet,
 )
 from broker.network.channel.endpoint import ChannelEndpoint
@@ -102,17 +103,19 @@ class MainChannelEndpoint(ChannelEndpoint):
         return out
 
     def send_response(
-        self, conn_id: int, handle: Handle, prefix_len: int, regions_len: int = 0
+        self, conn_id: int, handle: Handle, prefix_len: int, regions_len: int = 0,
+        timing: Timing | tuple[()] = (),
     ) -> bool:
         """Hand a response buffer to the network process (which frees it). If the
-        channel is closed the buffer is freed here and False is returned."""
+        channel is closed the buffer is freed here and False is returned.  ``timing``:
+        the request's metric slots and the main process's instants (codec)."""
         if not (prefix_len >= 0 and regions_len >= 0 and prefix_len + regions_len <= handle[1]):
             raise ValueError(
                 f"prefix_len={prefix_len} + regions_len={regions_len} outside buffer "
                 f"of {handle[1]} bytes"
             )
         self._in_flight.discard(conn_id)
-        if self._post((RESPONSE, conn_id, handle, prefix_len, regions_len)):
+        if self._post((RESPONSE, conn_id, handle, prefix_len, regions_len, *timing)):
             if conn_id in self._responses:
                 self._responses[conn_id] = handle
             else:
@@ -121,9 +124,9 @@ class MainChannelEndpoint(ChannelEndpoint):
         self._free(handle)
         return False
 
-    def send_no_response(self, conn_id: int) -> bool:
+    def send_no_response(self, conn_id: int, timing: Timing | tuple[()] = ()) -> bool:
         self._in_flight.discard(conn_id)
-        return self._post((NO_RESPONSE, conn_id))
+        return self._post((NO_RESPONSE, conn_id, *timing))
 
     def send_close(self, conn_id: int) -> bool:
         self._in_flight.discard(conn_id)

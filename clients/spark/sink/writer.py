@@ -15,6 +15,26 @@ partitioner (key hash, or sticky for null keys); ``key`` / ``value`` as bytes (s
 UTF-8 encoded; null stays null); ``headers`` as (key, value) pairs; the record
 timestamp is the producer's (Spark's sink does not write the ``timestamp`` column).
 
+Save mode (a batch write must say ``.mode("append")``; Spark decides this, not the sink).
+Spark's Kafka sink takes ``ErrorIfExists`` (the default) and ``Append`` alike for a
+batch write and refuses ``Overwrite`` / ``Ignore`` (``KafkaSourceProvider.createRelation``:
+"Save mode ... not allowed for Kafka. Allowed save modes are Append and ErrorIfExists
+(default).").  A Python data source never sees the default mode: Spark 4.3.0's
+``DataFrameWriter.saveCommand`` (DataFrameWriter.scala:242, reached from ``save``) plans
+``Append`` / ``Overwrite`` for a V2 ``TableProvider`` (a Python data source is one,
+``PythonTableProvider``), and for ``ErrorIfExists`` / ``Ignore`` creates a table only
+through a provider with ``SupportsCatalogOptions``, which a Python data source cannot
+have; any other provider whose table supports batch writes gets
+``QueryCompilationErrors.writeWithSaveModeUnsupportedBySourceError``:
+``[UNSUPPORTED_DATA_SOURCE_SAVE_MODE] The data source "minikafka" cannot be written in the
+"ErrorIfExists" mode. Please use either the "Append" or "Overwrite" mode instead.
+SQLSTATE: 0A000`` - before ``DataSource.writer(schema, overwrite)`` is called (that API
+only hears ``overwrite``).  Listing the source in ``spark.sql.sources.useV1SourceList``
+does not help (the same error: there is no V1 writer to fall back to).  So the default
+mode cannot be accepted from here; ``overwrite`` is refused in
+:meth:`clients.spark.source.MiniKafkaDataSource.writer` with Spark's Kafka message, and
+``ignore`` is refused by Spark as above.
+
 The writer objects are built on the driver (``writer(schema, overwrite)`` checks the
 columns and options there, so a bad job fails before any task runs) and pickled to
 the executors, where ``write`` runs once per task with Arrow record batches.
@@ -129,8 +149,9 @@ def _bytes_column(batch: pa.RecordBatch, name: str) -> list[bytes | None]:
 
 class MiniKafkaBatchWriter(DataSourceArrowWriter):
     """``df.write.format("minikafka")``: each task sends its rows (see the module
-    docstring); Spark allows only ``mode("append")`` for Python data sources, and
-    ``overwrite`` is refused here as Spark's Kafka sink refuses it."""
+    docstring); Spark allows only ``mode("append")`` for a batch write to a Python data
+    source (module docstring: the save mode), and ``overwrite`` is refused as Spark's
+    Kafka sink refuses it."""
 
     def __init__(self, options: SinkOptions, columns: SinkColumns) -> None:
         self.options = options

@@ -13,11 +13,11 @@ from prometheus_client.registry import Collector, CollectorRegistry
 
 from broker.config import BrokerConfig
 from broker.controller.config import ControllerConfig
-from broker.metrics.request_metrics import (
+from broker.metrics.request_metrics import RequestMetrics
+from broker.metrics.request_times import (
     BUCKETS_MS,
     FETCH_CONSUMER,
     FETCH_FOLLOWER,
-    RequestMetrics,
     fetch_slot,
     kafka_request_name,
 )

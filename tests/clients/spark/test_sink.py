@@ -13,6 +13,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from pyspark.errors import AnalysisException
 from pyspark.sql import DataFrame, SparkSession
 from pyspark.sql import functions as F
 
@@ -162,12 +163,28 @@ def test_errors_as_spark(spark: SparkSession, cluster: LocalCluster) -> None:
         save(df.select(F.col("key").alias("value"), "topic"))
     with pytest.raises(Exception, match="Save mode Overwrite not allowed for Kafka"):
         save(df.select(F.col("key").alias("value")), mode="overwrite", topic="sink-err")
-    # Spark itself refuses a Python data source write in the default mode, before the
-    # sink is asked (Spark's Kafka sink allows it): a batch job needs mode("append")
-    with pytest.raises(Exception, match="UNSUPPORTED_DATA_SOURCE_SAVE_MODE"):
-        (df.select(F.col("key").alias("value")).write.format("minikafka")
-         .option("kafka.bootstrap.servers", cluster.bootstrap).option("topic", "sink-err")
-         .save())  # fmt: skip
+
+
+def test_the_default_save_mode_is_refused_by_spark_and_append_writes(
+    spark: SparkSession, cluster: LocalCluster
+) -> None:
+    """Spark refuses a batch write to any Python data source in the default mode
+    (ErrorIfExists) before the sink is asked - Spark's Kafka sink accepts it - so a batch
+    job needs ``.mode("append")`` (the code path: clients/spark/sink/writer.py)."""
+    new_topics(cluster.bootstrap, "sink-mode")
+    writer = (spark.createDataFrame([("m1",)], "value string").write.format("minikafka")
+              .option("kafka.bootstrap.servers", cluster.bootstrap)
+              .option("topic", "sink-mode"))  # fmt: skip
+    with pytest.raises(AnalysisException) as refused:
+        writer.save()
+    assert refused.value.getCondition() == "UNSUPPORTED_DATA_SOURCE_SAVE_MODE"
+    assert refused.value.getMessageParameters() == {"source": "minikafka",
+                                                    "createMode": '"ErrorIfExists"'}
+    assert ('The data source "minikafka" cannot be written in the "ErrorIfExists" mode. '
+            'Please use either the "Append" or "Overwrite" mode instead.'
+            ) in str(refused.value)  # fmt: skip
+    writer.mode("append").save()
+    assert [r.value for r in read_topic(cluster.bootstrap, "sink-mode", 1)] == [b"m1"]
 
 
 # ---------------------------------------------------------------- a Kafka job, ported
