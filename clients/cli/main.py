@@ -47,6 +47,9 @@ from clients.cli import (
 )
 from clients.cli.admin_tools import configs, delete_records, get_offsets, log_dirs
 from clients.cli.common import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP, CliError
+from clients.cli.connect.probe import check_access
+from clients.cli.connect.settings import add_options as add_settings_options
+from clients.cli.connect.settings import client_settings
 from clients.protocol.errors import MiniKafkaError
 
 DEFAULT_DATA_DIR = "./data"  # ``minikafka cluster``'s default
@@ -84,6 +87,7 @@ class _CommandParser(argparse.ArgumentParser):
             child: argparse.ArgumentParser = add_parser(name, conflict_handler="resolve", **kw)
             child.add_argument("--data-dir", dest="cluster_data_dir", metavar="DIR",
                                default=argparse.SUPPRESS, help=DATA_DIR_HELP)
+            add_settings_options(child, suppress=True)
             return child
 
         setattr(action, "add_parser", add_action_parser)  # noqa: B010 (a method replaced)
@@ -103,6 +107,7 @@ def build_parser() -> argparse.ArgumentParser:
                             f"${BOOTSTRAP_ENV}, else ./data's cluster, else {DEFAULT_BOOTSTRAP}")
         p.add_argument("--data-dir", dest="cluster_data_dir", default=None, metavar="DIR",
                        help=DATA_DIR_HELP)
+        add_settings_options(p)
         return p
 
     broker = sub.add_parser("broker", help="run a broker (python -m broker)", add_help=False)
@@ -153,8 +158,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if "cluster_data_dir" in args:
-            args.bootstrap_server = resolve_bootstrap(args.bootstrap_server,
+            args.client_settings = client_settings(args)
+            from_settings = args.client_settings.pop("bootstrap_servers", None)
+            args.bootstrap_server = resolve_bootstrap(args.bootstrap_server or from_settings,
                                                       args.cluster_data_dir)
+            check_access(args.bootstrap_server, args.client_settings)
         code = int(args.func(args))
         sys.stdout.flush()  # a closed pipe shows here, not at exit
         return code

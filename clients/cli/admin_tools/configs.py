@@ -30,6 +30,7 @@ from collections.abc import Callable
 from typing import Any
 
 from clients.cli.common import CliError
+from clients.cli.connect.settings import admin_settings
 from clients.types import (
     AlterConfigOp,
     AlterConfigOpType,
@@ -126,7 +127,7 @@ def cmd_configs(args: argparse.Namespace) -> int:
     kind, name = _resource(args)
     add = [i for text in args.add_config for i in split_config_list(text)]
     delete = [i for text in args.delete_config for i in split_config_list(text)]
-    with Admin(args.bootstrap_server) as admin:
+    with Admin(args.bootstrap_server, **admin_settings(args)) as admin:
         if args.describe:
             _describe(admin, kind, name, args.all)
         else:
