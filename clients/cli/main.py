@@ -6,10 +6,14 @@ it is not given, :func:`resolve_bootstrap` takes the brokers of the local cluste
 ``--data-dir`` (its ``cluster.json``, what ``minikafka cluster start`` writes), else
 ``$MINIKAFKA_BOOTSTRAP``, else the cluster in ``./data`` when that holds one, else
 127.0.0.1:9092; a client command's actions (``topics list``) take ``--data-dir`` after
-the action too (``_CommandParser``).  Server commands (``broker``, ``cluster``) run
-code from the ``broker`` package in a separate interpreter (``python -m broker ...``):
-the client package never imports the broker (DESIGN.md §2), so the CLI crosses that
-line as a process boundary.
+the action too (``_CommandParser``).  Client settings (TLS, SASL logins, tuning) come from
+``--command-config FILE`` and ``-X KEY=VALUE`` in Kafka's names
+(:mod:`clients.cli.connect.settings`; their ``bootstrap.servers`` counts as given, after
+``--bootstrap-server``), and one connection before the command runs says at once when
+a listener needs TLS or a login (:mod:`clients.cli.connect.probe`).  Server commands
+(``broker``, ``cluster``) run code from the ``broker`` package in a separate
+interpreter (``python -m broker ...``): the client package never imports the broker
+(DESIGN.md §2), so the CLI crosses that line as a process boundary.
 
 Every command has ``--help``; a failure prints one line ``error: ...`` to stderr and
 exits with status 1 (2 for usage errors, as argparse does).  Output piped into a
