@@ -13,8 +13,10 @@ with the command's table (``args.client_names``: :data:`~clients.config.kafka_na
 for admin commands, ``PRODUCER`` / ``CONSUMER`` for ``produce`` / ``consume``; our own
 keywords are accepted too, ``linger_ms``); a pair overrides the file, setting by setting.
 An unknown name or a bad value is a :class:`~clients.cli.common.CliError` naming the file
-or option and the setting, never a password.  ``bootstrap.servers`` from them is used
-when ``--bootstrap-server`` is not given (:func:`clients.cli.main.main`).
+or option and the setting, never a password; so is a SASL ``security.protocol``
+without ``sasl.mechanism`` (Kafka's default, GSSAPI, is not served) or credentials.
+``bootstrap.servers`` from them is used when ``--bootstrap-server`` is not given
+(:func:`clients.cli.main.main`).
 
 Costs: reading one small file.  Thread safety: called once per command, in one thread.
 """
@@ -59,7 +61,22 @@ def client_settings(args: argparse.Namespace) -> dict[str, object]:
     option = _PROPERTY_OPTION.get(names.client, "-X/--command-property")
     out.update(client_properties(getattr(args, "command_property", None) or [], option,
                                  names))
+    _check_login(out)
     return out
+
+
+def _check_login(settings: dict[str, object]) -> None:
+    """A SASL protocol without a mechanism or credentials, said in Kafka's names (the
+    client would say it in its keywords)."""
+    protocol = str(settings.get("security_protocol", "PLAINTEXT")).upper()
+    if not protocol.startswith("SASL_"):
+        return
+    if settings.get("sasl_mechanism") is None:
+        raise CliError(f"security.protocol={protocol} needs sasl.mechanism (SCRAM-SHA-256, "
+                       "SCRAM-SHA-512 or PLAIN; Kafka's default, GSSAPI, is not supported)")
+    if not settings.get("sasl_plain_username") or not settings.get("sasl_plain_password"):
+        raise CliError(f"security.protocol={protocol} needs sasl.username and sasl.password "
+                       "(or sasl.jaas.config)")
 
 
 def admin_settings(args: argparse.Namespace) -> dict[str, Any]:
