@@ -141,3 +141,18 @@ def test_bad_settings_are_one_line_naming_the_setting(cluster: LocalCluster,
     broken.write_text(config.read_text() + "sasl.password\n")
     line = one_line_error(cli("topics", "list", "--command-config", str(broken), *at))
     assert f"{broken}:8: 'sasl.password' has no '='" in line, line
+
+
+def test_a_tls_listener_without_logins_gets_the_tls_hint(
+        tmp_path: Path, certs: Certs) -> None:  # fmt: skip
+    with LocalCluster(tmp_path, 1, {"ssl_certfile": certs.server_cert,
+                                    "ssl_keyfile": certs.server_key,
+                                    "ssl_cafile": certs.ca}) as tls:
+        at = ["--bootstrap-server", tls.bootstrap]
+        line = one_line_error(cli("topics", "list", *at))
+        assert line == (f"error: the broker at {tls.bootstrap} requires TLS: pass "
+                        "--command-config FILE with security.protocol=SSL and "
+                        "ssl.ca.location"), line
+        listed = cli("topics", "list", *at, "-X", "security.protocol=SSL", "-X",
+                     f"ssl.ca.location={certs.ca}")
+        assert listed.returncode == 0, listed.stderr
