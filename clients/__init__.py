@@ -9,6 +9,7 @@ Rooms, from the bottom up (a room imports only rooms listed before it):
 - ``types.py``: plain value types of the client API (RecordMetadata, ConsumerRecord,
   OffsetAndMetadata, NewTopic, the Admin descriptions);
 - ``network/``: connections to brokers and the cluster metadata cache;
+- ``config/``: client settings as users write them (Kafka's names, properties files);
 - ``producer/``, ``consumer/``, ``admin/``: the three clients (the admin client decodes
   group assignments with :mod:`clients.consumer.group_protocol`);
 - ``spark/``: the PySpark data source, the verification workload and job;

@@ -7,7 +7,9 @@ per command (``topics``, ``produce``, ``consume``, ``bench``, ``demo``, ``groups
 :mod:`clients.cli.admin_tools`), ``record_format`` (how ``consume`` prints a record),
 ``common`` (``CliError``, ``DEFAULT_BOOTSTRAP``, ``client_properties``: what the command
 modules share, so none imports ``main``), ``actions`` (an action as a subcommand or as
-Kafka's ``--action`` flag), and ``__main__`` (``python -m clients.cli``).  The console
+Kafka's ``--action`` flag), ``connect`` (a client command's settings, ``--command-config``
+and ``-X``, and its first contact with the cluster), and ``__main__`` (``python -m
+clients.cli``).  The console
 script is ``minikafka = clients.cli.main:main``.
 
 May import any other room of ``clients``; never ``broker``, ``replication`` or

@@ -19,6 +19,8 @@ from collections.abc import Callable
 from concurrent.futures import Future
 from typing import TYPE_CHECKING, Any
 
+from clients.cli.connect.settings import admin_settings
+
 if TYPE_CHECKING:
     from clients.producer.future import RecordFuture
 
@@ -77,7 +79,8 @@ def _produce(args: argparse.Namespace) -> dict[str, Any]:
     started = time.monotonic()
     sent = 0
     with Producer(bootstrap_servers=args.bootstrap_server, acks=acks, max_block_ms=5000,
-                  batch_size=max(16384, args.batch_records * (args.record_size + 16))) as producer:
+                  batch_size=max(16384, args.batch_records * (args.record_size + 16)),
+                  **admin_settings(args)) as producer:
         futures: list[Future[Any] | RecordFuture] = []
         while sent < args.records:
             n = min(args.batch_records, args.records - sent)
@@ -104,7 +107,7 @@ def _consume(args: argparse.Namespace) -> dict[str, Any]:
     started = time.monotonic()
     received = 0
     with Consumer(bootstrap_servers=args.bootstrap_server, auto_offset_reset="earliest",
-                  max_partition_fetch_bytes=8 * 1024 * 1024) as consumer:
+                  max_partition_fetch_bytes=8 * 1024 * 1024, **admin_settings(args)) as consumer:
         partitions = [TopicPartition(args.topic, p)
                       for p in partitions_of(consumer, args.topic)]
         consumer.assign(partitions)

@@ -10,23 +10,28 @@ line ``error: ...`` and exits with status 1.
 data dir says otherwise (:func:`clients.cli.main.resolve_bootstrap`; Kafka's default
 port).
 
-:func:`client_properties` turns ``--producer-property`` / ``--consumer-property``
-``KEY=VALUE`` pairs (Kafka's dotted names, ``linger.ms``, or ours, ``linger_ms``) into
-keyword arguments; values become int, float or bool when they read as one. Given the
-client class, a key that is none of its settings is refused with one line naming the key
-as typed (Kafka's tools warn and ignore it; a typo here would silently change nothing).
+:func:`client_properties` turns ``KEY=VALUE`` pairs (``-X``, ``--producer-property``,
+``--consumer-property``) into a client's keyword arguments through Kafka's names
+(:mod:`clients.config.kafka_names`: ``linger.ms``, ``security.protocol``, ...; our own
+keywords, ``linger_ms``, are accepted too), each value converted as its setting says.
+A key that is none of the client's settings, or a bad value, is refused with one line
+naming the option and the key as typed (Kafka's tools warn and ignore it; a typo here
+would silently change nothing); a password is never shown.
 
-This module imports nothing from the project, so every command module may import it
-(``main`` imports the command modules; they never import ``main``).
+This module imports no command module (``main`` imports the command modules; they never
+import ``main``).
 """
 
 from __future__ import annotations
 
-import inspect
 from collections.abc import Sequence
+
+from clients.config.kafka_names import ADMIN, CONSUMER, PRODUCER, ClientNames
+from clients.protocol.errors import InvalidConfigError
 
 DEFAULT_BOOTSTRAP = "127.0.0.1:9092"
 BOOTSTRAP_ENV = "MINIKAFKA_BOOTSTRAP"
+_TABLES = {names.client: names for names in (ADMIN, PRODUCER, CONSUMER)}
 
 
 class CliError(ValueError):
@@ -34,28 +39,18 @@ class CliError(ValueError):
 
 
 def client_properties(pairs: Sequence[str], option: str,
-                      client: type | None = None) -> dict[str, object]:
-    """``["linger.ms=5", "acks=all"]`` -> ``{"linger_ms": 5, "acks": "all"}``; with
-    ``client``, only the keyword arguments its constructor takes."""
-    known = set(inspect.signature(client).parameters) if client is not None else None
-    out: dict[str, object] = {}
+                      client: ClientNames | type = ADMIN) -> dict[str, object]:
+    """``["linger.ms=5", "acks=all"]`` -> ``{"linger_ms": 5, "acks": "all"}`` for
+    ``client`` (its table, or its class: Admin, Producer or Consumer)."""
+    names = client if isinstance(client, ClientNames) else _TABLES[client.__name__]
+    given: dict[str, str] = {}
     for pair in pairs:
         key, sep, text = pair.partition("=")
         if not sep or not key.strip():
-            raise CliError(f"{option} takes KEY=VALUE, got {pair!r}")
-        name = key.strip().replace(".", "_").replace("-", "_")
-        if known is not None and client is not None and name not in known:
-            raise CliError(f"{option}: unknown {client.__name__} setting {key.strip()!r}")
-        out[name] = _typed(text.strip())
-    return out
-
-
-def _typed(text: str) -> object:
-    if text.lower() in ("true", "false"):
-        return text.lower() == "true"
-    for kind in (int, float):
-        try:
-            return kind(text)
-        except ValueError:
-            pass
-    return text
+            shown = repr(key.strip()) if key.strip() else "an empty key"
+            raise CliError(f"{option} takes KEY=VALUE, got {shown}")
+        given[key.strip()] = text
+    try:
+        return names.translate(given, our_names=True)
+    except InvalidConfigError as exc:
+        raise CliError(f"{option}: {exc.message}") from None

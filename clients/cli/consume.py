@@ -37,9 +37,11 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from clients.cli.common import CliError, client_properties
+from clients.cli.common import CliError
+from clients.cli.connect.settings import admin_settings
 from clients.cli.produce import topic_of
 from clients.cli.record_format import RecordPrinter
+from clients.config.kafka_names import CONSUMER
 from clients.protocol.topics import TopicPartition
 
 if TYPE_CHECKING:
@@ -82,7 +84,7 @@ def _topics(args: argparse.Namespace) -> list[str]:
             from None
     from clients.admin import Admin
 
-    with Admin(args.bootstrap_server) as admin:
+    with Admin(args.bootstrap_server, **admin_settings(args)) as admin:
         names = admin.list_topics()
     topics = sorted(t for t in names if pattern.fullmatch(t) and not t.startswith("__"))
     if not topics:
@@ -119,7 +121,7 @@ def cmd_consume(args: argparse.Namespace) -> int:
         "auto_offset_reset": "earliest" if args.from_beginning else "latest",
         "isolation_level": args.isolation_level,
     }  # fmt: skip
-    options.update(client_properties(args.consumer_property, "--consumer-property", Consumer))
+    options.update(args.client_settings)  # --consumer.config, --consumer-property
     try:
         consumer = Consumer(bootstrap_servers=args.bootstrap_server, **options)
     except TypeError as exc:  # a --consumer-property the consumer does not know
@@ -242,7 +244,9 @@ def add_parser(sub: Any, client: Callable[[str, str], argparse.ArgumentParser]) 
     consume.add_argument("--isolation-level", default="read_uncommitted",
                          choices=["read_uncommitted", "read_committed"],
                          help="read_committed: only records of committed transactions")
-    consume.add_argument("--consumer-property", action="append", default=[],
-                         metavar="KEY=VALUE", help="any consumer setting, e.g. "
-                         "fetch.max.wait.ms=100")
-    consume.set_defaults(func=cmd_consume, usage_error=consume.error)
+    consume.add_argument("--consumer-property", dest="command_property", action="append",
+                         default=[], metavar="KEY=VALUE", help="any consumer setting "
+                         "(Kafka's name), e.g. fetch.max.wait.ms=100")
+    consume.add_argument("--consumer.config", dest="command_config", default=None,
+                         metavar="FILE", help="consumer settings in a properties file")
+    consume.set_defaults(func=cmd_consume, usage_error=consume.error, client_names=CONSUMER)

@@ -39,6 +39,7 @@ from clients.cli.admin_tools.reset_offsets import (
     topic_partitions,
 )
 from clients.cli.common import CliError
+from clients.cli.connect.settings import admin_settings
 
 __all__ = ["add_parser"]
 
@@ -133,7 +134,7 @@ def cmd_groups(args: argparse.Namespace) -> int:
     from clients.admin import Admin
 
     action = action_of(args, "groups", ACTIONS)
-    with Admin(args.bootstrap_server) as admin:
+    with Admin(args.bootstrap_server, **admin_settings(args)) as admin:
         if action == "list":
             listings = admin.list_groups(states=parse_states(args.state) if args.state else None)
             print(f"{'GROUP':<30} {'STATE':<20} PROTOCOL-TYPE")

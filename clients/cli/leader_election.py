@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import Any
 
 from clients.cli.common import CliError
+from clients.cli.connect.settings import admin_settings
 from clients.protocol.errors import ErrorCode
 from clients.protocol.topics import TopicPartition
 
@@ -31,7 +32,8 @@ def cmd_leader_election(args: argparse.Namespace) -> int:
         raise CliError("give exactly one of --topic or --all-topic-partitions")
     if args.partition is not None and args.topic is None:
         raise CliError("--partition needs --topic")
-    with Admin(args.bootstrap_server, request_timeout_ms=args.timeout_ms) as admin:
+    with Admin(args.bootstrap_server, **{**admin_settings(args),
+                                             "request_timeout_ms": args.timeout_ms}) as admin:
         wanted: list[TopicPartition] | None = None
         if args.topic is not None:
             if args.partition is not None:

@@ -6,10 +6,14 @@ it is not given, :func:`resolve_bootstrap` takes the brokers of the local cluste
 ``--data-dir`` (its ``cluster.json``, what ``minikafka cluster start`` writes), else
 ``$MINIKAFKA_BOOTSTRAP``, else the cluster in ``./data`` when that holds one, else
 127.0.0.1:9092; a client command's actions (``topics list``) take ``--data-dir`` after
-the action too (``_CommandParser``).  Server commands (``broker``, ``cluster``) run
-code from the ``broker`` package in a separate interpreter (``python -m broker ...``):
-the client package never imports the broker (DESIGN.md §2), so the CLI crosses that
-line as a process boundary.
+the action too (``_CommandParser``).  Client settings (TLS, SASL logins, tuning) come from
+``--command-config FILE`` and ``-X KEY=VALUE`` in Kafka's names
+(:mod:`clients.cli.connect.settings`; their ``bootstrap.servers`` counts as given, after
+``--bootstrap-server``), and one connection before the command runs says at once when
+a listener needs TLS or a login (:mod:`clients.cli.connect.probe`).  Server commands
+(``broker``, ``cluster``) run code from the ``broker`` package in a separate
+interpreter (``python -m broker ...``): the client package never imports the broker
+(DESIGN.md §2), so the CLI crosses that line as a process boundary.
 
 Every command has ``--help``; a failure prints one line ``error: ...`` to stderr and
 exits with status 1 (2 for usage errors, as argparse does).  Output piped into a
@@ -47,6 +51,9 @@ from clients.cli import (
 )
 from clients.cli.admin_tools import configs, delete_records, get_offsets, log_dirs
 from clients.cli.common import BOOTSTRAP_ENV, DEFAULT_BOOTSTRAP, CliError
+from clients.cli.connect.probe import check_access
+from clients.cli.connect.settings import add_options as add_settings_options
+from clients.cli.connect.settings import client_settings
 from clients.protocol.errors import MiniKafkaError
 
 DEFAULT_DATA_DIR = "./data"  # ``minikafka cluster``'s default
@@ -84,6 +91,7 @@ class _CommandParser(argparse.ArgumentParser):
             child: argparse.ArgumentParser = add_parser(name, conflict_handler="resolve", **kw)
             child.add_argument("--data-dir", dest="cluster_data_dir", metavar="DIR",
                                default=argparse.SUPPRESS, help=DATA_DIR_HELP)
+            add_settings_options(child, suppress=True)
             return child
 
         setattr(action, "add_parser", add_action_parser)  # noqa: B010 (a method replaced)
@@ -103,6 +111,7 @@ def build_parser() -> argparse.ArgumentParser:
                             f"${BOOTSTRAP_ENV}, else ./data's cluster, else {DEFAULT_BOOTSTRAP}")
         p.add_argument("--data-dir", dest="cluster_data_dir", default=None, metavar="DIR",
                        help=DATA_DIR_HELP)
+        add_settings_options(p)
         return p
 
     broker = sub.add_parser("broker", help="run a broker (python -m broker)", add_help=False)
@@ -153,8 +162,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = parser.parse_args(argv)
     try:
         if "cluster_data_dir" in args:
-            args.bootstrap_server = resolve_bootstrap(args.bootstrap_server,
+            args.client_settings = client_settings(args)
+            from_settings = args.client_settings.pop("bootstrap_servers", None)
+            args.bootstrap_server = resolve_bootstrap(args.bootstrap_server or from_settings,
                                                       args.cluster_data_dir)
+            check_access(args.bootstrap_server, args.client_settings)
         code = int(args.func(args))
         sys.stdout.flush()  # a closed pipe shows here, not at exit
         return code

@@ -31,7 +31,8 @@ import sys
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from clients.cli.common import CliError, client_properties
+from clients.cli.common import CliError
+from clients.config.kafka_names import PRODUCER
 from clients.network.cluster_metadata import parse_bootstrap
 from clients.protocol.errors import ErrorCode, MiniKafkaError
 
@@ -56,9 +57,8 @@ def topic_of(args: argparse.Namespace) -> str:
 
 
 def producer_options(args: argparse.Namespace) -> dict[str, Any]:
-    """The Producer's keyword arguments: the flags, then ``--producer-property``."""
-    from clients.producer.producer import Producer
-
+    """The Producer's keyword arguments: the flags, then the client settings
+    (``--producer.config``, ``--producer-property``: :mod:`clients.cli.connect.settings`)."""
     acks: int | str = args.acks if args.acks == "all" else int(args.acks)
     options: dict[str, Any] = {
         "acks": acks, "linger_ms": args.linger_ms, "transactional_id": args.transactional_id,
@@ -66,7 +66,7 @@ def producer_options(args: argparse.Namespace) -> dict[str, Any]:
         "request_timeout_ms": args.request_timeout_ms,
         "delivery_timeout_ms": args.delivery_timeout_ms,
     }  # fmt: skip
-    options.update(client_properties(args.producer_property, "--producer-property", Producer))
+    options.update(getattr(args, "client_settings", {}))
     return options
 
 
@@ -194,10 +194,13 @@ def add_parser(sub: Any, client: Callable[[str, str], argparse.ArgumentParser]) 
     produce.add_argument("--request-timeout-ms", type=int, default=30_000)
     produce.add_argument("--delivery-timeout-ms", type=int, default=120_000,
                          help="give up on a record after this long")
-    produce.add_argument("--producer-property", action="append", default=[],
-                         metavar="KEY=VALUE", help="any producer setting, e.g. batch.size=65536")
+    produce.add_argument("--producer-property", dest="command_property", action="append",
+                         default=[], metavar="KEY=VALUE",
+                         help="any producer setting (Kafka's name), e.g. batch.size=65536")
+    produce.add_argument("--producer.config", dest="command_config", default=None,
+                         metavar="FILE", help="producer settings in a properties file")
     produce.add_argument("--transactional-id", default=None, metavar="ID",
                          help="produce in a transaction (all input, or see --transaction-size)")
     produce.add_argument("--transaction-size", type=int, default=None, metavar="N",
                          help="commit a transaction every N records")
-    produce.set_defaults(func=cmd_produce)
+    produce.set_defaults(func=cmd_produce, client_names=PRODUCER)

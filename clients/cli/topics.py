@@ -32,6 +32,7 @@ from typing import Any
 
 from clients.cli.actions import Action, action_of, add_actions, named
 from clients.cli.common import CliError
+from clients.cli.connect.settings import admin_settings
 from clients.protocol.errors import ErrorCode, MiniKafkaError
 from clients.types import ConfigEntry, ConfigResource, ConfigResourceType, PartitionInfo
 
@@ -103,7 +104,7 @@ def cmd_topics(args: argparse.Namespace) -> int:
     from clients.types import NewTopic
 
     action = action_of(args, "topics", ACTIONS)
-    with Admin(args.bootstrap_server) as admin:
+    with Admin(args.bootstrap_server, **admin_settings(args)) as admin:
         if action == "list":
             for name in sorted(admin.list_topics()):
                 print(name)

@@ -10,30 +10,25 @@ and ``kafka.group.id``, which :mod:`clients.spark.options` reads itself) and ret
 * Spark's refused keys are refused with Spark's message: ``auto.offset.reset``,
   ``key.deserializer``, ``value.deserializer``, ``enable.auto.commit``,
   ``interceptor.classes`` (the source manages offsets itself and hands out bytes).
-* Kafka's (Java) names and librdkafka's names for the same setting are accepted:
-  timeouts and fetch sizes, ``client.id``, ``security.protocol``, ``sasl.mechanism``,
-  ``sasl.jaas.config`` (a ``ScramLoginModule``/``PlainLoginModule`` line: its username
-  and password), ``sasl.username``/``sasl.password``, PEM trust and key stores
-  (``ssl.truststore.location`` with ``ssl.truststore.type=PEM``, or
-  ``ssl.ca.location``; ``ssl.keystore.location`` with ``ssl.keystore.type=PEM``, or
-  ``ssl.certificate.location`` + ``ssl.key.location``), ``ssl.key.password``,
-  ``ssl.endpoint.identification.algorithm`` (``""`` turns the host name check off).
+* The settings passed on (:data:`PASSED`: the connection and login settings, and
+  fetch and session tuning) are translated by the client's shared table,
+  :data:`clients.config.kafka_names.CONSUMER` (Kafka's and librdkafka's names,
+  ``sasl.jaas.config``, PEM stores, ...; its errors name the source option).
 * Any other ``kafka.*`` key is an error naming the supported ones (Kafka's consumer
   would only log "supplied but isn't a known config"; a setting silently dropped here
-  would be a security or tuning setting not applied).  JKS/PKCS12 stores are refused:
-  the client reads PEM files.
+  would be a security or tuning setting not applied).
 
 Costs: O(options).  Pure functions: thread-safe.
 """
 
 from __future__ import annotations
 
-import re
 from collections.abc import Mapping
 
+from clients.config.kafka_names import ADMIN, CONSUMER
 from clients.protocol.errors import InvalidConfigError
 
-__all__ = ["ADMIN_KEYWORDS", "FORBIDDEN", "consumer_settings"]
+__all__ = ["FORBIDDEN", "PASSED", "consumer_settings"]
 
 # Spark's KafkaSourceProvider refuses these with these messages (IllegalArgumentException)
 FORBIDDEN = {
@@ -57,39 +52,16 @@ FORBIDDEN = {
     "interceptor.classes": "Kafka option 'interceptor.classes' is not supported.",
 }  # fmt: skip
 
-_INT: dict[str, str] = {  # Kafka name -> Consumer keyword, for integer settings
-    "fetch.min.bytes": "fetch_min_bytes",
-    "fetch.max.wait.ms": "fetch_max_wait_ms", "fetch.max.bytes": "fetch_max_bytes",
-    "max.partition.fetch.bytes": "max_partition_fetch_bytes",
-    "max.poll.records": "max_poll_records", "request.timeout.ms": "request_timeout_ms",
-    "retry.backoff.ms": "retry_backoff_ms", "metadata.max.age.ms": "metadata_max_age_ms",
-    "session.timeout.ms": "session_timeout_ms",
-    "heartbeat.interval.ms": "heartbeat_interval_ms",
-    "max.poll.interval.ms": "max_poll_interval_ms",
-}  # fmt: skip
-_STR = {
-    "client.id": "client_id", "security.protocol": "security_protocol",
-    "sasl.mechanism": "sasl_mechanism", "sasl.mechanisms": "sasl_mechanism",
-    "sasl.username": "sasl_plain_username", "sasl.password": "sasl_plain_password",
-    "ssl.ca.location": "ssl_cafile", "ssl.certificate.location": "ssl_certfile",
-    "ssl.key.location": "ssl_keyfile", "ssl.key.password": "ssl_password",
-}  # fmt: skip
-_STORES = ("ssl.truststore.location", "ssl.truststore.type", "ssl.keystore.location",
-           "ssl.keystore.type")
-_OTHER = ("sasl.jaas.config", "ssl.endpoint.identification.algorithm", *_STORES)
-SUPPORTED = sorted({*_INT, *_STR, *_OTHER})
-
-# the keywords the admin client (topic listing for subscribePattern) shares
-ADMIN_KEYWORDS = frozenset({
-    "client_id", "request_timeout_ms", "security_protocol", "sasl_mechanism",
-    "sasl_plain_username", "sasl_plain_password", "ssl_cafile", "ssl_certfile",
-    "ssl_keyfile", "ssl_password", "ssl_check_hostname",
-})  # fmt: skip
-
-_JAAS = re.compile(
-    r"^\s*org\.apache\.kafka\.common\.security\.(?:scram\.Scram|plain\.Plain)LoginModule"
-    r"\s+required\s+(?P<args>.*?);?\s*$", re.S)
-_JAAS_ARG = re.compile(r'(\w+)\s*=\s*"((?:[^"\\]|\\.)*)"')
+# the consumer settings the source passes on (Kafka's names, clients.config.kafka_names):
+# the connection and login, and fetch and session tuning; the source assigns partitions
+# and manages offsets itself, so group and offset settings are not among them
+PASSED = (
+    *(n for n in ADMIN.names if n != "bootstrap.servers"),
+    "fetch.min.bytes", "fetch.max.wait.ms", "fetch.max.bytes", "max.partition.fetch.bytes",
+    "max.poll.records", "retry.backoff.ms", "metadata.max.age.ms", "session.timeout.ms",
+    "heartbeat.interval.ms", "max.poll.interval.ms",
+)  # fmt: skip
+SUPPORTED = sorted(PASSED)
 
 
 def consumer_settings(kafka_options: Mapping[str, str]) -> tuple[tuple[str, object], ...]:
@@ -100,57 +72,10 @@ def consumer_settings(kafka_options: Mapping[str, str]) -> tuple[tuple[str, obje
     for name in given:
         if name in FORBIDDEN:
             raise InvalidConfigError(FORBIDDEN[name])
-        if name not in _INT and name not in _STR and name not in _OTHER:
+        if name not in PASSED:
             raise InvalidConfigError(
                 f"Kafka option {name!r} (source option 'kafka.{name}') is not supported by "
                 f"the minikafka source; supported kafka.* options: {SUPPORTED}"
             )
-    out: dict[str, object] = {}
-    for name, value in given.items():
-        keyword = _INT.get(name)
-        if keyword:
-            try:
-                out[keyword] = int(value.strip())
-            except ValueError:
-                raise InvalidConfigError(
-                    f"option 'kafka.{name}' must be an integer, got {value!r}") from None
-        elif name in _STR:
-            out[_STR[name]] = value.strip()
-    if "sasl.jaas.config" in given:
-        out.update(_jaas(given["sasl.jaas.config"]))
-    if "ssl.endpoint.identification.algorithm" in given:
-        out["ssl_check_hostname"] = bool(given["ssl.endpoint.identification.algorithm"].strip())
-    out.update(_stores(given))
+    out = CONSUMER.translate(given, label=lambda name: f"option 'kafka.{name}'")
     return tuple(sorted(out.items()))
-
-
-def _jaas(config: str) -> dict[str, str]:
-    """Username and password from a SCRAM/PLAIN JAAS login module line."""
-    m = _JAAS.match(config)
-    args = dict(_JAAS_ARG.findall(m.group("args"))) if m else {}
-    if not m or "username" not in args or "password" not in args:
-        raise InvalidConfigError(
-            "option 'kafka.sasl.jaas.config' must be a ScramLoginModule (or PlainLoginModule) "
-            'line with username="..." and password="..."'
-        )
-    unescape = re.compile(r"\\(.)")
-    return {"sasl_plain_username": unescape.sub(r"\1", args["username"]),
-            "sasl_plain_password": unescape.sub(r"\1", args["password"])}  # fmt: skip
-
-
-def _stores(given: dict[str, str]) -> dict[str, str]:
-    out: dict[str, str] = {}
-    for kind, location, keywords in (
-        ("ssl.truststore.type", "ssl.truststore.location", ("ssl_cafile",)),
-        ("ssl.keystore.type", "ssl.keystore.location", ("ssl_certfile", "ssl_keyfile")),
-    ):
-        store_type = given.get(kind, "JKS" if location in given else "PEM").strip().upper()
-        if store_type != "PEM":
-            raise InvalidConfigError(
-                f"option 'kafka.{kind}' {store_type!r} is not supported: the minikafka client "
-                f"reads PEM files (set 'kafka.{kind}' to PEM, or use kafka.ssl.ca.location / "
-                "kafka.ssl.certificate.location / kafka.ssl.key.location)"
-            )
-        if location in given:
-            out.update(dict.fromkeys(keywords, given[location].strip()))
-    return out

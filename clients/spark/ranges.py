@@ -47,10 +47,10 @@ from dataclasses import dataclass
 from pyspark.sql.datasource import InputPartition
 
 from clients.admin import Admin
+from clients.config.kafka_names import ADMIN_KEYWORDS
 from clients.consumer.consumer import Consumer
 from clients.protocol.errors import ErrorCode, InvalidConfigError, MiniKafkaError
 from clients.protocol.topics import TopicPartition
-from clients.spark.consumer_params import ADMIN_KEYWORDS
 from clients.spark.options import EARLIEST, LATEST, OffsetSpec, SourceOptions, TimestampSpec
 
 __all__ = [

@@ -33,6 +33,7 @@ from collections.abc import Callable
 from typing import Any
 
 from clients.cli.common import CliError
+from clients.cli.connect.settings import admin_settings
 from clients.types import (
     AlterConfigOp,
     AlterConfigOpType,
@@ -141,7 +142,7 @@ def cmd_configs(args: argparse.Namespace) -> int:
     kind, name = _resource(args)
     add = [i for text in args.add_config for i in split_config_list(text)]
     delete = [i for text in args.delete_config for i in split_config_list(text)]
-    with Admin(args.bootstrap_server) as admin:
+    with Admin(args.bootstrap_server, **admin_settings(args)) as admin:
         if kind == ConfigResourceType.BROKER and name:
             _check_broker(admin, name)
         if args.describe:

@@ -20,6 +20,7 @@ import argparse
 from collections.abc import Callable
 from typing import Any
 
+from clients.cli.connect.settings import admin_settings
 from clients.protocol.topics import TopicPartition
 
 __all__ = ["add_parser"]
@@ -29,7 +30,7 @@ def cmd_delete_records(args: argparse.Namespace) -> int:
     from clients.admin import Admin
 
     tp = TopicPartition(args.topic, args.partition)
-    with Admin(args.bootstrap_server) as admin:
+    with Admin(args.bootstrap_server, **admin_settings(args)) as admin:
         low = admin.delete_records({tp: args.offset})[tp]
     print("Records delete operation completed:")
     print(f"partition: {tp.topic}-{tp.partition}\tlow_watermark: {low}")

@@ -18,6 +18,7 @@ from collections.abc import Callable
 from typing import Any
 
 from clients.cli.common import CliError
+from clients.cli.connect.settings import admin_settings
 from clients.protocol.errors import MiniKafkaError
 from clients.protocol.topics import TopicPartition
 
@@ -44,7 +45,7 @@ def cmd_get_offsets(args: argparse.Namespace) -> int:
     from clients.admin import Admin
 
     spec = _time(args.time)
-    with Admin(args.bootstrap_server) as admin:
+    with Admin(args.bootstrap_server, **admin_settings(args)) as admin:
         known = [p.partition for p in admin.describe_topics([args.topic])[args.topic].partitions]
         if args.partitions:
             try:

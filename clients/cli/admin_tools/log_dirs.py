@@ -22,6 +22,7 @@ from collections.abc import Callable
 from typing import Any
 
 from clients.cli.common import CliError
+from clients.cli.connect.settings import admin_settings
 from clients.protocol.errors import ErrorCode, MiniKafkaError
 
 __all__ = ["add_parser"]
@@ -46,7 +47,7 @@ def cmd_log_dirs(args: argparse.Namespace) -> int:
         raise CliError(f"--broker-list: {args.broker_list!r} is not a list of ids") from None
     topics = _ids(args.topic_list, "--topic-list")
     print("Querying brokers for log directories information")
-    with Admin(args.bootstrap_server) as admin:
+    with Admin(args.bootstrap_server, **admin_settings(args)) as admin:
         found = admin.describe_log_dirs(brokers, topics, raise_on_error=False)
     failed = sorted(b for b, d in found.items() if isinstance(d, MiniKafkaError))
     print("Received log directory information from brokers "
