@@ -11,7 +11,15 @@ everything).  Kafka's shapes at every served version, with these choices:
   UNKNOWN_TOPIC_ID (our topic ids are not Kafka's UUIDs: answers carry the zero UUID).
   ``allow_auto_topic_creation`` is ignored (no auto-creation: UNKNOWN_TOPIC_OR_PARTITION).
   ``controller_id`` is this broker (a live broker: our controller is not a broker clients
-  could talk to, Kafka's KRaft brokers answer the same way); ``cluster_id`` is
+  could talk to, Kafka's KRaft brokers answer the same way).  The broker list is the
+  image's unfenced brokers, and never empty: a broker serves clients as soon as it
+  listens, before its image has anything and while every broker is still fenced (a
+  whole-cluster restart), which Kafka's brokers never do (they open their listeners once
+  unfenced); it then lists itself alone, and named topics are LEADER_NOT_AVAILABLE
+  until its image has any record.  An empty list is a trap: librdkafka drops every
+  broker it knows (its bootstrap brokers too) on such an answer and stays without one
+  until ``metadata.recovery.rebootstrap.trigger.ms`` (5 minutes) passes, its
+  transactional calls and group blocked meanwhile.  ``cluster_id`` is
   the broker's ``cluster_id`` (the one its data dir's ``meta.properties`` holds).  Our
   extra ``configs`` (v9+, tagged) lists the topic's effective
   settings in our names plus ``replication_factor``.  Authorized operations are not
@@ -127,15 +135,31 @@ def _unknown_topic(name: str | None, topic_id: bytes, version: int) -> MetadataR
     return {"error_code": int(code), "name": name, "partitions": []}
 
 
+def _live_brokers(core: HandlerCore) -> list[tuple[int, str, int, str | None]]:
+    """(id, host, port, rack) of the image's unfenced brokers; this broker alone when
+    there are none (see the module docstring: never an empty list)."""
+    image = core.image
+    live = [(b.broker_id, b.host, b.port, b.rack) for _, b in sorted(image.brokers.items())
+            if not b.fenced] if image is not None else []
+    if not live:
+        host, port = core.config.advertised
+        live = [(core.config.node_id, host, port, None)]
+    return live
+
+
 def _metadata_from_image(core: HandlerCore, body: MetadataRequest,
                          version: int) -> MetadataResponse:
     image = core.image
     assert image is not None
+    empty = image.last_applied_offset < 0  # nothing fetched from the controller yet
     topics: list[MetadataResponseTopic] = []
     for name, topic_id in _requested(core, body, version, lambda: sorted(image.topics)):
         info = image.topics.get(name) if name is not None else None
         if info is None:
-            topics.append(_unknown_topic(name, topic_id, version))
+            unknown = _unknown_topic(name, topic_id, version)
+            if empty and name is not None:  # we know nothing yet
+                unknown["error_code"] = int(ErrorCode.LEADER_NOT_AVAILABLE)
+            topics.append(unknown)
             continue
         partitions: list[MetadataResponsePartition] = []
         for index, s in sorted(info.partitions.items()):
@@ -151,9 +175,8 @@ def _metadata_from_image(core: HandlerCore, body: MetadataRequest,
                                                        info.replication_factor)})
     return {
         "throttle_time_ms": 0,
-        "brokers": [{"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack,
-                     "fenced": b.fenced}
-                    for _, b in sorted(image.brokers.items()) if not b.fenced],
+        "brokers": [{"node_id": node, "host": host, "port": port, "rack": rack,
+                     "fenced": False} for node, host, port, rack in _live_brokers(core)],
         "cluster_id": core.config.cluster_id, "controller_id": core.config.node_id,
         "topics": topics,
     }
@@ -244,14 +267,9 @@ def handle_describe_cluster(core: HandlerCore, body: DescribeClusterRequest,
         answer.update({"error_code": int(code), "controller_id": -1,
                        "error_message": f"endpoint type {endpoint}: brokers answer for "
                                         f"brokers (1) only"})
-    elif core.image is not None:
-        answer["brokers"] = [{"broker_id": b.broker_id, "host": b.host, "port": b.port,
-                              "rack": b.rack}
-                             for _, b in sorted(core.image.brokers.items()) if not b.fenced]
     else:
-        host, port = core.config.advertised
-        answer["brokers"] = [{"broker_id": core.config.node_id, "host": host, "port": port,
-                              "rack": None}]
+        answer["brokers"] = [{"broker_id": node, "host": host, "port": port, "rack": rack}
+                             for node, host, port, rack in _live_brokers(core)]
     respond(answer)
 
 

@@ -11,17 +11,31 @@ errors become ours (:func:`clients.workload.confluent_txn.translate`).  Position
 ``Consumer.position`` (librdkafka moves them past the control batches it skips);
 partitions without a position yet are left out.
 
+The clients' ids are ``<transactional id>-producer`` / ``-consumer``.
+``MINIKAFKA_LIBRDKAFKA_DEBUG`` (e.g. ``cgrp,eos,protocol``), when set, is librdkafka's
+``debug`` for both clients of every session (its log goes to stderr): to see which
+request a stalled worker waits for.
+
 Costs: librdkafka's.  Thread safety: one session per worker thread.
 """
 
 from __future__ import annotations
 
 import contextlib
+import os
 from typing import Any
 
 from clients.protocol.errors import MiniKafkaError
 from clients.workload.confluent_txn import CALL_TIMEOUT_S, ConfluentTxnProducer, translate
 from clients.workload.pipeline_session import TAG_HEADER, SourceRecord
+
+DEBUG_ENV = "MINIKAFKA_LIBRDKAFKA_DEBUG"
+
+
+def debug_options() -> dict[str, str]:
+    """librdkafka's ``debug`` from :data:`DEBUG_ENV` (none when unset)."""
+    contexts = os.environ.get(DEBUG_ENV, "").strip()
+    return {"debug": contexts} if contexts else {}
 
 
 class ConfluentSession:
@@ -36,7 +50,8 @@ class ConfluentSession:
         self._producer = ConfluentTxnProducer(
             bootstrap, transactional_id=transactional_id,
             transaction_timeout_ms=transaction_timeout_ms,
-            client_id=producer_options.get("client_id", "workload"))
+            client_id=producer_options.get("client_id", f"{transactional_id}-producer"),
+            librdkafka_config=debug_options())
         self._consumer: Any = None
         try:
             self._producer.init_transactions()
@@ -44,7 +59,7 @@ class ConfluentSession:
                 "bootstrap.servers": bootstrap, "group.id": group_id,
                 "isolation.level": "read_committed", "enable.auto.commit": False,
                 "auto.offset.reset": "earliest", "session.timeout.ms": 6_000,
-                "client.id": f"{transactional_id}-consumer",
+                "client.id": f"{transactional_id}-consumer", **debug_options(),
             })  # fmt: skip
             self._consumer.subscribe([source_topic])
         except BaseException:

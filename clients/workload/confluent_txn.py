@@ -7,7 +7,8 @@ makes (``minikafka workload --transactional --client confluent``).
 ``init_transactions``, ``begin_transaction``, ``send`` (a ``concurrent.futures.Future``
 of a :class:`~clients.types.RecordMetadata`, resolved by librdkafka's delivery report),
 ``flush``, ``commit_transaction``, ``abort_transaction``, ``close``, and for the
-pipeline ``send_offsets_to_transaction`` and record headers.  librdkafka's
+pipeline ``send_offsets_to_transaction``, record headers and more librdkafka settings
+(``librdkafka_config``, e.g. ``debug``).  librdkafka's
 ``KafkaException`` becomes our errors so the workload's outcome rules apply unchanged:
 retriable -> :class:`~clients.protocol.errors.RequestTimedOutError` (the same call is
 retried), ``txn_requires_abort`` -> ``TransactionAbortableError``, fatal (fenced) ->
@@ -51,13 +52,15 @@ class ConfluentTxnProducer:
     """A confluent-kafka transactional producer with our producer's transactional calls."""
 
     def __init__(self, bootstrap: str, *, transactional_id: str, transaction_timeout_ms: int,
-                 client_id: str = "workload", **_options: Any) -> None:
+                 client_id: str = "workload", librdkafka_config: dict[str, str] | None = None,
+                 **_options: Any) -> None:
         from confluent_kafka import Producer as LibrdkafkaProducer
 
         self._producer = LibrdkafkaProducer({
             "bootstrap.servers": bootstrap, "transactional.id": transactional_id,
             "transaction.timeout.ms": transaction_timeout_ms, "enable.idempotence": True,
             "acks": "all", "linger.ms": 5, "client.id": client_id,
+            **(librdkafka_config or {}),
         })  # fmt: skip
 
     def _call(self, name: str, *args: Any) -> None:
