@@ -79,6 +79,11 @@ def test_topic_configs_are_named_kafkas_way(run: Run) -> None:
     assert run(*alter, "--add-config", "cleanup.policy=[compact, compact]")[0] == 0
     assert time.monotonic() - started < 3
     assert "cleanup.policy=compact" in run("topics", "describe", "--topic", "c")[1]
+    # both policies in Kafka's other order: stored and shown compact,delete, as fast
+    started = time.monotonic()
+    assert run(*alter, "--add-config", "cleanup.policy=[delete,compact]")[0] == 0
+    assert time.monotonic() - started < 3
+    assert "cleanup.policy=compact,delete" in run("topics", "describe", "--topic", "c")[1]
 
 
 def test_bad_partition_counts_and_replication_factors(run: Run) -> None:
