@@ -1,19 +1,25 @@
 """``cleanup.policy=compact,delete`` on the wire, against a real standalone broker:
 CreateTopics accepts it in either order, DescribeConfigs shows Kafka's ``compact,delete``,
 AlterConfigs and IncrementalAlterConfigs (APPEND / SUBTRACT) move a topic from compact to
-both and back, and DeleteRecords works on it (Kafka refuses it only without delete).
-The storage side: tests/storage/cleaner/test_compact_delete.py."""
+both and back, and DeleteRecords works on it (Kafka refuses it only without delete).  In process, a
+broker core applies both halves on its own jobs: retention (HW-bounded) deletes the old
+segments of produced records, the cleaner compacts the rest.  The storage side:
+tests/storage/cleaner/test_compact_delete.py."""
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
 from clients.admin import Admin
 from clients.producer.producer import Producer
+from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError
 from clients.protocol.topics import TopicPartition
+from clients.records.record import build_batch, decode_batch
 from clients.types import (
     AlterConfigOp,
     AlterConfigOpType,
@@ -21,9 +27,8 @@ from clients.types import (
     ConfigResourceType,
     NewTopic,
 )
+from tests.broker.handlers.wire import call1, core_at
 from tests.broker.processes import BrokerProcess
-
-pytestmark = pytest.mark.multiprocess
 
 
 @pytest.fixture(scope="module")
@@ -39,6 +44,7 @@ def policy(admin: Admin, topic: str) -> str | None:
     return found["cleanup.policy"].value
 
 
+@pytest.mark.multiprocess
 def test_create_describe_and_alter_between_compact_and_both(broker: BrokerProcess) -> None:
     with Admin(broker.bootstrap) as admin:
         assert admin.create_topics([NewTopic("both", 1, 1, {"cleanup.policy": "delete,compact"}),
@@ -63,6 +69,7 @@ def test_create_describe_and_alter_between_compact_and_both(broker: BrokerProces
         assert policy(admin, "c") == "compact"
 
 
+@pytest.mark.multiprocess
 def test_delete_records_needs_delete_in_the_policy(broker: BrokerProcess) -> None:
     with Admin(broker.bootstrap) as admin:
         admin.create_topics([NewTopic("dr-both", 1, 1, {"cleanup.policy": "compact,delete"}),
@@ -77,3 +84,46 @@ def test_delete_records_needs_delete_in_the_policy(broker: BrokerProcess) -> Non
         refused = answer[compact]
         assert isinstance(refused, MiniKafkaError), refused
         assert refused.code == ErrorCode.POLICY_VIOLATION
+
+
+def test_a_broker_core_applies_retention_and_compaction_to_one_topic(tmp_path: Path) -> None:
+    """Records stamped 1970 are past retention.ms by the log's wall clock; records stamped
+    now are not: retention deletes the old segments, the cleaner compacts the rest."""
+    now_ms = int(time.time() * 1000)
+    with core_at(tmp_path / "b") as h:
+        h.create("both", 1, cleanup_policy="delete,compact", retention_ms="3600000",
+                 segment_bytes="1024", min_cleanable_dirty_ratio="0")
+        log = h.core.partitions[TopicPartition("both", 0)].log
+        assert (log.config.cleanup_policy, log.config.compact, log.config.delete) == (
+            "compact,delete", True, True)
+
+        produced: list[tuple[int, bytes, bytes | None]] = []
+
+        def produce(key: bytes, value: bytes | None, ts: int) -> None:
+            answer = call1(h.core, ApiKey.PRODUCE, {"acks": 1, "timeout_ms": 1000, "topics": [
+                {"name": "both", "partitions": [
+                    {"index": 0, "records": build_batch([(key, value, ts, ())])}]}]})
+            part = answer["responses"][0]["partition_responses"][0]
+            assert part["error_code"] == 0, part
+            produced.append((part["base_offset"], key, value))
+
+        for i in range(20):  # old: four segments of 1024 bytes, and a part of a fifth
+            produce(b"old-%d" % (i % 3), b"x" * 100, 1000 + i)
+        first_new = log.log_end_offset
+        for i in range(20):
+            produce(b"new-%d" % (i % 3), b"y%d" % i, now_ms)
+        produce(b"new-0", None, now_ms)  # a tombstone, in the active segment
+        segments = len(log.segments)
+        assert h.core.run_retention() > 0  # the segments wholly older than retention.ms
+        assert log.segments[0].base_offset == log.log_start_offset <= first_new
+        assert 1 < len(log.segments) < segments and first_new < log.segments[1].base_offset
+        start, active = log.log_start_offset, log.active.base_offset
+        h.core.log_manager.clean_until_idle()
+        latest: dict[bytes, tuple[int, bytes, bytes | None]] = {}
+        for rec in produced:
+            if start <= rec[0] < active:
+                latest[rec[1]] = rec
+        expected = sorted(latest.values()) + [r for r in produced if r[0] >= active]
+        assert [(r.offset, r.key, r.value) for _, data in log.batches()
+                for r in decode_batch(data)] == expected
+        assert len(latest) < len([r for r in produced if start <= r[0] < active])  # cleaned
