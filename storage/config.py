@@ -131,13 +131,15 @@ class LogConfig:
 
     @property
     def compact(self) -> bool:
-        """True when the cleaner compacts this log ("compact" in the policy)."""
-        return "compact" in self.cleanup_policy.split(",")
+        """True when the cleaner compacts this log ("compact" in the policy).  (A substring
+        test: the normalized policy is ``delete``, ``compact`` or ``compact,delete``; the
+        produce path asks this per request.)"""
+        return "compact" in self.cleanup_policy
 
     @property
     def delete(self) -> bool:
         """True when time and size retention delete old segments ("delete" in the policy)."""
-        return "delete" in self.cleanup_policy.split(",")
+        return "delete" in self.cleanup_policy
 
     @classmethod
     def from_dict(cls, d: Mapping[str, str | int | float | None]) -> LogConfig:
