@@ -22,7 +22,9 @@ flush_messages         flush.messages       None           fsync after N message
 flush_ms               flush.ms             None           fsync when the oldest unflushed
                                                            append is older; None; >= 0
 max_message_bytes      max.message.bytes    1 MiB + 12     largest batch accepted; >= 61
-cleanup_policy         cleanup.policy       "delete"       "delete" | "compact"
+cleanup_policy         cleanup.policy       "delete"       "delete" | "compact" |
+                                                           "compact,delete" (both; given in
+                                                           either order, stored so)
 delete_retention_ms    delete.retention.ms  24 h           compacted topics: a tombstone is
                                                            kept this long after the cleaner
                                                            first processed it; >= 0
@@ -42,8 +44,12 @@ type                   type                                each batch with its c
                                                            window above does not apply)
 =====================  ===================  =============  =================================
 
-With ``cleanup_policy="compact"`` time and size retention do not apply (Kafka's rule for a
-compact-only topic); :mod:`storage.cleaner` keeps the latest record per key instead.
+The policy is a set, as in Kafka: :attr:`LogConfig.compact` ("compact" in it) makes
+:mod:`storage.cleaner` keep the latest record per key; :attr:`LogConfig.delete` ("delete"
+in it) makes time and size retention (:mod:`storage.log.segment_policy`) delete old
+segments.  ``"compact"`` alone is exempt from retention (Kafka's rule for a compact-only
+topic); ``"compact,delete"`` gets both, compaction of the dirty section and retention of
+whole old segments.  The field holds the normalized list (:func:`normalize_cleanup_policy`).
 
 An out-of-range value or an unknown key raises :class:`~clients.protocol.errors.InvalidConfigError`
 whose message names the key.  Immutable (frozen dataclass): safe to share between threads
@@ -63,7 +69,7 @@ MIN_SEGMENT_BYTES = 1024
 TIMESTAMP_TYPES = ("CreateTime", "LogAppendTime")
 MIN_SEGMENT_INDEX_BYTES = 96  # 12 offset-index entries / 8 time-index entries
 MIN_MESSAGE_BYTES = 61  # one batch header
-CLEANUP_POLICIES = ("delete", "compact")
+CLEANUP_POLICIES = ("delete", "compact")  # Kafka's order in its error message
 _NONE_WORDS = ("", "none", "null")
 
 
@@ -100,10 +106,8 @@ class LogConfig:
         if self.flush_ms is not None:
             _check_int("flush_ms", self.flush_ms, 0, None)
         _check_int("max_message_bytes", self.max_message_bytes, MIN_MESSAGE_BYTES, INT32_MAX)
-        if self.cleanup_policy not in CLEANUP_POLICIES:
-            raise InvalidConfigError(
-                f"cleanup_policy must be one of {CLEANUP_POLICIES}, got {self.cleanup_policy!r}"
-            )
+        # normalized in place (a frozen dataclass: the one sanctioned way to set a field)
+        object.__setattr__(self, "cleanup_policy", normalize_cleanup_policy(self.cleanup_policy))
         _check_int("delete_retention_ms", self.delete_retention_ms, 0, None)
         _check_int("min_compaction_lag_ms", self.min_compaction_lag_ms, 0, None)
         _check_int("message_timestamp_before_max_ms", self.message_timestamp_before_max_ms,
@@ -127,8 +131,15 @@ class LogConfig:
 
     @property
     def compact(self) -> bool:
-        """True for a compacted topic (the cleaner's business, exempt from retention)."""
-        return self.cleanup_policy == "compact"
+        """True when the cleaner compacts this log ("compact" in the policy).  (A substring
+        test: the normalized policy is ``delete``, ``compact`` or ``compact,delete``; the
+        produce path asks this per request.)"""
+        return "compact" in self.cleanup_policy
+
+    @property
+    def delete(self) -> bool:
+        """True when time and size retention delete old segments ("delete" in the policy)."""
+        return "delete" in self.cleanup_policy
 
     @classmethod
     def from_dict(cls, d: Mapping[str, str | int | float | None]) -> LogConfig:
@@ -156,6 +167,20 @@ class LogConfig:
                 raise InvalidConfigError(f"unknown log config key {raw_key!r}")
             merged[key] = value
         return LogConfig.from_dict(merged)
+
+
+def normalize_cleanup_policy(value: object) -> str:
+    """The policy list ``value`` (``"delete, compact"``, ``"compact,compact"``) as stored:
+    ``delete``, ``compact`` or ``compact,delete``; spaces around items ignored, an item
+    named twice kept once.  Empty, not a string or an unknown item:
+    :class:`InvalidConfigError`."""
+    if not isinstance(value, str):
+        raise InvalidConfigError(f"cleanup_policy must be a string, got {value!r}")
+    items = {item.strip() for item in value.split(",")} - {""}
+    if not items or not items <= set(CLEANUP_POLICIES):
+        raise InvalidConfigError(f"cleanup_policy must be a list of {CLEANUP_POLICIES}, "
+                                 f"got {value!r}")
+    return ",".join(sorted(items))
 
 
 def _parse(key: str, raw_key: object, value: object) -> object:

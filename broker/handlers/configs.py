@@ -117,7 +117,8 @@ class TopicConfigDef:
 
 TOPIC_CONFIGS: tuple[TopicConfigDef, ...] = (
     TopicConfigDef("cleanup.policy", "cleanup_policy", LIST, None,
-                   "delete (time and size retention) or compact (latest record per key)"),
+                   "delete (time and size retention), compact (latest record per key) or "
+                   "compact,delete (both)"),
     TopicConfigDef("delete.retention.ms", "delete_retention_ms", LONG, None,
                    "how long a tombstone of a compacted topic is kept"),
     TopicConfigDef("flush.messages", "flush_messages", LONG, "flush_messages",

@@ -2,8 +2,9 @@
 
 Per partition (errors per partition, Kafka's codes): an internal topic's records are not
 deleted by clients (INVALID_TOPIC_EXCEPTION, Kafka's rule), the partition must be led here
-(NOT_LEADER_OR_FOLLOWER; unknown: UNKNOWN_TOPIC_OR_PARTITION), its topic must not be
-compacted (POLICY_VIOLATION, as Kafka: a compacted log has no deletable prefix), and the
+(NOT_LEADER_OR_FOLLOWER; unknown: UNKNOWN_TOPIC_OR_PARTITION), its cleanup policy must
+include delete (a compact-only topic: POLICY_VIOLATION, Kafka's ``config.delete`` rule;
+``compact,delete`` is fine), and the
 offset must be in ``[0, high watermark]`` (-1 means the high watermark; otherwise
 OFFSET_OUT_OF_RANGE).  Records below the offset become unreadable at once (fetches below
 it get OFFSET_OUT_OF_RANGE, ListOffsets -2 answers it) and whole segments below it are
@@ -50,7 +51,7 @@ def _delete_before(core: HandlerCore, topic: str, index: int, offset: int) -> tu
     if not partition.is_leader:
         raise MiniKafkaError(f"broker {core.config.node_id} is not the leader of "
                              f"{topic}-{index}", ErrorCode.NOT_LEADER_OR_FOLLOWER)
-    if partition.log.config.compact:
+    if not partition.log.config.delete:
         raise MiniKafkaError(f"{topic} is compacted: its records cannot be deleted by offset",
                              ErrorCode.POLICY_VIOLATION)
     high_watermark = partition.high_watermark

@@ -18,10 +18,9 @@ handlers refuse those earlier with INVALID_REQUEST where Kafka does).
 List-valued configs (:data:`LIST_CONFIGS`: ``cleanup.policy``) take Kafka's wire syntax,
 ``a,b`` (spaces around items ignored, an item named twice kept once); the CLI's ``[a,b]``
 brackets are the tools' syntax and are removed by the CLI, not here.
-``cleanup.policy=compact,delete`` (Kafka: compaction plus time/size retention) is refused
-with a precise reason: our log cleaner and retention are exclusive (a compacted log is
-exempt from retention, :mod:`storage.log.segment_policy`), so the pair is not supported
-yet; ``compact`` or ``delete`` alone are.
+``cleanup.policy`` is ``delete``, ``compact`` or both (``compact,delete`` and
+``delete,compact`` mean the same, stored ``compact,delete``: compaction plus time/size
+retention, as in Kafka; :func:`storage.config.normalize_cleanup_policy`).
 
 Pure functions; costs: O(configs), one :class:`LogConfig` built per log config checked
 (microseconds).  Thread-safe (no state).
@@ -33,7 +32,7 @@ import dataclasses
 from collections.abc import Iterable, Mapping
 
 from clients.protocol.errors import InvalidConfigError
-from storage.config import CLEANUP_POLICIES, LogConfig
+from storage.config import CLEANUP_POLICIES, LogConfig, normalize_cleanup_policy
 
 # our keys of the topic configs that are not log settings
 TOPIC_ONLY_CONFIGS = ("min_insync_replicas", "unclean_leader_election")
@@ -137,12 +136,7 @@ def _check_cleanup_policy(value: str) -> str:
     if wrong:
         raise invalid_value("cleanup_policy", value,
                             f"String must be one of: {', '.join(CLEANUP_POLICIES)}")
-    if len(items) > 1:
-        raise invalid_value("cleanup_policy", value,
-                            "compact,delete (compaction with time and size retention) is "
-                            "not supported by minikafka yet: its cleaner and retention are "
-                            "exclusive; use compact or delete")
-    return items[0]
+    return normalize_cleanup_policy(value)
 
 
 def _reason(key: str, message: str) -> str:

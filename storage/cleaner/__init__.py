@@ -1,4 +1,5 @@
-"""Log compaction for ``cleanup_policy="compact"`` topics.
+"""Log compaction for topics whose ``cleanup_policy`` includes compact (``compact`` or
+``compact,delete``).
 
 :mod:`~storage.cleaner.cleaner` holds :class:`LogCleaner` (choosing a log, the bounded
 map and clean steps, the ``cleaner-offset-checkpoint``) and documents the algorithm;

@@ -1,4 +1,9 @@
-"""Log compaction for compacted topics (``cleanup_policy="compact"``): :class:`LogCleaner`.
+"""Log compaction for compacted topics: :class:`LogCleaner`.
+
+A log is the cleaner's when "compact" is in its ``cleanup_policy``
+(:attr:`~storage.config.LogConfig.compact`: ``compact``, or ``compact,delete`` whose time
+and size retention deletes old segments meanwhile; a pass whose segments retention
+deleted is aborted, see below, and the next pass starts from the new log start).
 
 A pass over one log (Kafka's algorithm, cut into bounded steps)
 --------------------------------------------------------------
@@ -63,8 +68,9 @@ Guarantees and choices:
   the aborted transactions is rebuilt from the log first (:func:`aborted_transactions`).
 * A corrupt batch (CRC, framing) or one with more keys than the whole map holds makes
   the log *uncleanable* until restart (:meth:`LogCleaner.uncleanable` says why); the log
-  itself is left as it was.  A truncation, deletion or reopen of the log under a pass
-  aborts the pass (its ``.cleaned`` file is removed).
+  itself is left as it was.  A truncation, deletion or reopen of the log, or retention
+  deleting a segment of the pass (``compact,delete``), under a pass aborts the pass (its
+  ``.cleaned`` file is removed).
 * Known gap: a truncation below the first dirty offset is not reported to the cleaner,
   so re-appended records there count as clean until a later pass re-reads them (they
   are kept, never lost; only compacted later).

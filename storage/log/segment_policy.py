@@ -15,9 +15,11 @@ state and changes nothing.
 * **Retention** (:meth:`SegmentPolicy.deletable_prefix`): a prefix of inactive segments
   goes while each is entirely below the log start offset or older than ``retention_ms``
   (by its largest timestamp); then, while the remaining bytes exceed ``retention_bytes``
-  by at least the oldest segment's size, that segment too.  A compacted log
-  (``cleanup_policy="compact"``) only loses segments below its log start offset (the
-  cleaner bounds its size).  The active segment is never deleted.
+  by at least the oldest segment's size, that segment too.  Time and size retention
+  apply when "delete" is in the log's ``cleanup_policy`` (:attr:`LogConfig.delete`:
+  ``delete`` or ``compact,delete``, whose cleaner compacts what retention keeps); a
+  compact-only log (``cleanup_policy="compact"``) only loses segments below its log
+  start offset (the cleaner bounds its size).  The active segment is never deleted.
 
 Costs: ``should_roll`` O(1); ``deletable_prefix`` O(segments).  Thread safety: immutable
 (the config is frozen); callable from any thread with segments it may read.
@@ -68,13 +70,13 @@ class SegmentPolicy:
 
         while k < len(segments) - 1:
             below_start = segments[k + 1].base_offset <= log_start_offset
-            expired = (not cfg.compact and cfg.retention_ms >= 0
+            expired = (cfg.delete and cfg.retention_ms >= 0
                        and now_ms - segments[k].largest_timestamp > cfg.retention_ms
                        and below_hw(k))
             if not (below_start or expired):
                 break
             k += 1
-        if cfg.retention_bytes >= 0 and not cfg.compact:
+        if cfg.retention_bytes >= 0 and cfg.delete:
             excess = sum(s.size for s in segments[k:]) - cfg.retention_bytes
             while k < len(segments) - 1 and excess >= segments[k].size and below_hw(k):
                 excess -= segments[k].size

@@ -49,8 +49,9 @@ def create_error(admin: Admin, topic: NewTopic) -> MiniKafkaError:
      "The target replication factor of 2 cannot be reached because only 1 broker(s)"),
     (NewTopic("c1", 1, 1, {"nosuch.config": "2"}), ErrorCode.INVALID_CONFIG,
      "Unknown topic config name: nosuch.config"),
-    (NewTopic("c2", 1, 1, {"cleanup.policy": "compact,delete"}), ErrorCode.INVALID_CONFIG,
-     "Invalid value compact,delete for configuration cleanup.policy: compact,delete"),
+    (NewTopic("c2", 1, 1, {"cleanup.policy": "compact,nope"}), ErrorCode.INVALID_CONFIG,
+     "Invalid value compact,nope for configuration cleanup.policy: String must be one of: "
+     "delete, compact"),
     (NewTopic("c3", 1, 1, {"retention_ms": "abc"}), ErrorCode.INVALID_CONFIG,
      "Invalid value abc for configuration retention.ms: expected an integer"),
 ])
@@ -75,8 +76,8 @@ def test_alter_configs_name_kafkas_keys(admin: Admin) -> None:
     cases = [
         ([AlterConfigOp("nosuch.config", "2", AlterConfigOpType.SET)],
          "Unknown topic config name: nosuch.config"),
-        ([AlterConfigOp("cleanup_policy", "compact,delete", AlterConfigOpType.SET)],
-         "Invalid value compact,delete for configuration cleanup.policy"),
+        ([AlterConfigOp("cleanup_policy", "delete,nope", AlterConfigOpType.SET)],
+         "Invalid value delete,nope for configuration cleanup.policy"),
         ([AlterConfigOp("retention.ms", "1", AlterConfigOpType.APPEND)],
          "Config value append is not allowed for config key: retention.ms"),
         ([AlterConfigOp("min.insync.replicas", "0", AlterConfigOpType.SET)],

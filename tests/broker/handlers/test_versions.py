@@ -496,10 +496,15 @@ def test_incremental_alter_configs_operations(h: CoreHarness, version: int) -> N
     assert h.core.configs.topic_configs("t") == {"min_insync_replicas": "1",
                                                  "segment_bytes": "2048"}
     assert h.core.partitions[("t", 1)].log.config.segment_bytes == 2048
-    # cleanup.policy is a list: delete (the default) - delete + compact = compact
+    # cleanup.policy is a list: delete (the default) + compact = compact,delete (both)
     assert alter(h, api, version, op("cleanup.policy", 3, "delete"),
                  )[0] == E.INVALID_CONFIG  # an empty policy is not valid
-    assert alter(h, api, version, op("cleanup.policy", 2, "compact"))[0] == E.INVALID_CONFIG
+    assert alter(h, api, version, op("cleanup.policy", 2, "compact"))[0] == 0
+    assert h.core.configs.topic_configs("t")["cleanup_policy"] == "compact,delete"
+    both = h.core.partitions[("t", 0)].log.config
+    assert both.compact and both.delete
+    assert alter(h, api, version, op("cleanup.policy", 3, "delete"))[0] == 0
+    assert h.core.configs.topic_configs("t")["cleanup_policy"] == "compact"
     assert alter(h, api, version, op("cleanup.policy", 0, "compact"))[0] == 0
     assert alter(h, api, version, op("retention.ms", 2, "5"))[0] == E.INVALID_CONFIG
     assert alter(h, api, version, op("retention.ms", 9, "5"))[0] == E.INVALID_REQUEST
@@ -529,6 +534,8 @@ def test_delete_records_moves_the_log_start(h: CoreHarness, version: int) -> Non
     for i in range(10):
         produce(h, "t", 0, (None, b"v%d" % i, i))
     h.create("compacted", 1, cleanup_policy="compact")
+    h.create("both", 1, cleanup_policy="compact,delete")
+    produce(h, "both", 0, (b"k", b"v", 0))
 
     def delete(topic: str, partition: int, offset: int) -> tuple[int, int]:
         answer = call1(h.core, ApiKey.DELETE_RECORDS, {"timeout_ms": 1000, "topics": [
@@ -544,6 +551,7 @@ def test_delete_records_moves_the_log_start(h: CoreHarness, version: int) -> Non
     assert delete("t", 1, 0) == (0, 0)
     assert delete("nope", 0, 0) == (E.UNKNOWN_TOPIC_OR_PARTITION, -1)
     assert delete("compacted", 0, 0) == (E.POLICY_VIOLATION, -1)
+    assert delete("both", 0, 1) == (0, 1)  # compact,delete: Kafka deletes (config.delete)
     earliest = call1(h.core, ApiKey.LIST_OFFSETS, {"topics": [
         {"name": "t", "partitions": [{"partition_index": 0, "timestamp": -2}]}]})
     assert earliest["topics"][0]["partitions"][0]["offset"] == 10

@@ -58,12 +58,13 @@ def test_bad_values_name_kafkas_key(configs: dict[str, str | None], message: str
     assert refused(configs) == message
 
 
-def test_compact_and_delete_together_is_refused_saying_why() -> None:
+def test_compact_and_delete_together_is_accepted_in_either_order_normalized() -> None:
     for value in ("compact,delete", "delete, compact", "compact,delete,compact"):
-        message = refused({"cleanup.policy": value})
-        assert message.startswith(f"Invalid value {value} for configuration cleanup.policy: "
-                                  "compact,delete (compaction with time and size retention) "
-                                  "is not supported by minikafka yet"), message
+        assert check_topic_configs({"cleanup.policy": value}) == {
+            "cleanup_policy": "compact,delete"}, value
+    message = refused({"cleanup.policy": "compact,nope"})
+    assert message == ("Invalid value compact,nope for configuration cleanup.policy: "
+                       "String must be one of: delete, compact"), message
 
 
 def test_values_are_normalized_under_our_keys() -> None:
