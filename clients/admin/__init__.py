@@ -198,6 +198,11 @@ class Admin:
         """Names of the topics the cluster knows, sorted."""
         return self._topics.list_topics(timeout_ms=timeout_ms)
 
+    def list_topic_ids(self, *, timeout_ms: int | None = None) -> dict[str, str | None]:
+        """Each topic's id (Kafka's base64 form; None when the broker has none: a
+        standalone broker), by name, sorted (Kafka's ``listTopics().listings()``)."""
+        return self._topics.list_topic_ids(timeout_ms=timeout_ms)
+
     def describe_topics(
         self, names: Iterable[str] | None = None, *, timeout_ms: int | None = None
     ) -> dict[str, TopicDescription]:

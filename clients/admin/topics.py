@@ -8,9 +8,10 @@ NOT_CONTROLLER, which is retried once after a metadata refresh); arguments are c
 before anything is sent (ValueError / TypeError).  ``list_topics`` and
 ``describe_topics`` use Metadata without auto-creation; a description carries the topic's
 id (Kafka's base64 form, None when the broker has none: a standalone broker, or a version
-below 10).  DeleteTopics names topics by name (every version) or, with
-``delete_topics_by_id``, by id (v6, else UNSUPPORTED_VERSION).  Per-topic failures follow
-:func:`~clients.admin.requests.raise_first` (``{topic: error or None}``).
+below 10; ``list_topic_ids`` lists them by name).  DeleteTopics names topics by name
+(every version) or, with ``delete_topics_by_id``, by id (v6, else UNSUPPORTED_VERSION).
+Per-topic failures follow :func:`~clients.admin.requests.raise_first` (``{topic: error
+or None}``).
 
 Costs: one round trip per call (plus a metadata refresh before the first controller
 request).  Thread-safety: none (one caller thread, as the Admin).
@@ -161,6 +162,13 @@ class TopicAdmin:
         return sorted(t["name"] for t in body["topics"]
                       if t["error_code"] == 0 and t["name"] is not None)
 
+    def list_topic_ids(self, *, timeout_ms: int | None = None) -> dict[str, str | None]:
+        body = self._requests.refresh_metadata(None, self._requests.timeout(timeout_ms),
+                                               allow_auto_topic_creation=False)
+        return {t["name"]: _topic_id_text(t.get("topic_id", ZERO_UUID))
+                for t in sorted(body["topics"], key=lambda t: t["name"] or "")
+                if t["error_code"] == 0 and t["name"] is not None}
+
     def describe_topics(
         self, names: Iterable[str] | None = None, *, timeout_ms: int | None = None
     ) -> dict[str, TopicDescription]:
@@ -181,9 +189,8 @@ class TopicAdmin:
                 for p in sorted(t["partitions"], key=lambda p: p["partition_index"])
             ]  # fmt: skip
             configs = {c["name"]: c["value"] for c in t["configs"]}
-            topic_id = t.get("topic_id", ZERO_UUID)
             out[name] = TopicDescription(name, parts, t["is_internal"], configs,
-                                         None if topic_id == ZERO_UUID else topic_id_str(topic_id))
+                                         _topic_id_text(t.get("topic_id", ZERO_UUID)))
         return out
 
     @staticmethod
@@ -204,3 +211,8 @@ class TopicAdmin:
                 )
             )
         return raise_first(out, raise_on_error)
+
+
+def _topic_id_text(topic_id: bytes) -> str | None:
+    """Kafka's text form of a topic id; None for the zero UUID (the broker has none)."""
+    return None if topic_id == ZERO_UUID else topic_id_str(topic_id)

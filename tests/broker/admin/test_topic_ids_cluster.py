@@ -42,6 +42,7 @@ def test_topic_ids_are_served_deleted_by_and_kept_across_restarts(
         topic_id, gone_id = described["ids"].topic_id, described["gone"].topic_id
         assert topic_id is not None and gone_id is not None and topic_id != gone_id
         assert topic_id != topic_id_str(bytes(16))
+        assert ours.list_topic_ids() == {"gone": gone_id, "ids": topic_id}
 
         theirs = AdminClient({"bootstrap.servers": cluster.bootstrap})
         assert _confluent_id(theirs, "ids") == topic_id
