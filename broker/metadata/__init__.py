@@ -15,7 +15,11 @@
   broker's image;
 - :mod:`~broker.metadata.alter_partition` - ``AlterPartitionManager``, a leader's ISR
   proposals sent to the controller over the same connection and their answers handed
-  back.
+  back;
+- :mod:`~broker.metadata.replica_plan` (pure) and :mod:`~broker.metadata.replica_dirs`
+  (its disk side, with :mod:`storage`) - which replicas a broker hosts, and the topic id
+  each replica directory's ``partition.metadata`` names (old files relabelled, another
+  topic's directory never adopted).
 
 Imports: ``msgpack_form``, ``records`` and ``image`` are pure and use only ``clients.protocol`` and
 ``clients.records`` (plus msgpack and crc32c), so the controller and the broker share
