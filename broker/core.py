@@ -61,7 +61,8 @@ from broker.delayed import DelayedFetch, DelayedProduce
 from broker.group.offsets_topic import OffsetsTopic
 from broker.handlers.broker_view import TxnMarkerListener, TxnVerifier
 from broker.metadata.image import MetadataImage
-from broker.metadata.replica_plan import log_of_other_topic, plan_replicas
+from broker.metadata.replica_dirs import open_replica_log, other_topic_on_disk, relabel, shown
+from broker.metadata.replica_plan import plan_replicas
 from broker.metadata.topic_shape_checks import partition_count_error, replication_factor_error
 from broker.metrics.topic_metrics import BrokerTopicMetrics
 from broker.producer_ids import ProducerIdAllocator, StandaloneProducerIdAllocator
@@ -73,14 +74,13 @@ from broker.topic_registry import MAX_PARTITIONS_PER_TOPIC, StandaloneTopic, Top
 from broker.txn.state_topic import TransactionStateTopic
 from broker.users import ScramUsers
 from clients.protocol.errors import ErrorCode
-from clients.protocol.topics import TopicPartition, topic_name_error
+from clients.protocol.topics import ZERO_UUID, TopicPartition, topic_name_error
 from replication.isr import AlterPartitionProposal
 from replication.partition import Partition
 from storage.cleaner.config import CleanerConfig
 from storage.log.log import Log
 from storage.log_manager import LogManager
 from storage.meta_properties import check_data_dir_identity
-from storage.partition_metadata import read_topic_id, write_topic_id
 from timer.clock import Clock
 from timer.purgatory import Purgatory
 from timer.system_timer import SystemTimer
@@ -155,6 +155,7 @@ class BrokerCore:
         # and every hosted log took its topic's config
         self.image_reconciled = False
         self.hosted_topic_ids: dict[str, int] = {}
+        self.hosted_topic_uuids: dict[str, bytes] = {}  # ids (Kafka's) of the hosted topics
         self.fetchers = link.fetchers if link is not None else None
         self.controller = link.controller if link is not None else None
         self._checkpointed_hws: dict[TopicPartition, int] = {}
@@ -402,7 +403,7 @@ class BrokerCore:
         for key, (topic_id, _) in plan.host.items():
             if key in self.partitions:
                 continue
-            self._log_for_topic_id(key, topic_id)
+            self._log_for_topic_id(key, topic_id, image.topics[key.topic].topic_uuid)
             opened += 1
             if opened % per_turn == 0:
                 await asyncio.sleep(0)
@@ -426,12 +427,16 @@ class BrokerCore:
         for key in plan.drop:
             self._drop_partition(key)
             woken.append(key)
+        uuids: dict[str, bytes] = {}
         for key, (topic_id, state) in plan.host.items():
             topic, index = key
             self.hosted_topic_ids[topic] = topic_id
+            uuids[topic] = topic_uuid = image.topics[topic].topic_uuid
             partition = self.partitions.get(key)
+            if partition is not None and self.hosted_topic_uuids.get(topic) != topic_uuid:
+                relabel(partition.log.dir, topic_id, topic_uuid)  # an old log was upgraded
             if partition is None:
-                log_ = self._log_for_topic_id(key, topic_id)
+                log_ = self._log_for_topic_id(key, topic_id, topic_uuid)
                 partition = Partition(topic, index, log_, local_broker_id=me)
                 partition.high_watermark = min(self._checkpointed_hws.get(key, 0),
                                                log_.log_end_offset)
@@ -456,6 +461,7 @@ class BrokerCore:
                     else:
                         self.fetchers.unfollow(key)
             woken.append(key)
+        self.hosted_topic_uuids = uuids
         self.configs.apply(self.partitions)
         self.image_reconciled = True
         for key in woken:
@@ -463,23 +469,11 @@ class BrokerCore:
         self.groups.on_partitions_changed()
         self.transactions.on_partitions_changed()
 
-    def _log_for_topic_id(self, key: TopicPartition, topic_id: int) -> Log:
-        """The log to host ``key`` of topic ``topic_id``: the one on disk when its
-        ``partition.metadata`` names that topic (or nothing: adopted), else - a topic of
-        the same name deleted while this broker was away - a new, empty one."""
-        log_ = self.log_manager.get_log(*key)
-        found = None if log_ is None else read_topic_id(log_.dir)
-        if log_ is not None and log_of_other_topic(found, topic_id):
-            log.warning("%s-%d: the log on disk belongs to topic id %d, deleted since; "
-                        "removing it, topic id %d starts empty", *key, found, topic_id)
-            self.log_manager.delete_log(*key)
-            log_ = None
-            if key in self.recovery.recovery_cuts:
-                self.recovery.forget([key])  # the cut log is gone
-        if log_ is None:
-            log_ = self.log_manager.create_log(*key)
-        if found != topic_id:
-            write_topic_id(log_.dir, topic_id)
+    def _log_for_topic_id(self, key: TopicPartition, topic_id: int, topic_uuid: bytes) -> Log:
+        """The log to host ``key`` (:func:`~broker.metadata.replica_dirs.open_replica_log`)."""
+        log_, replaced = open_replica_log(self.log_manager, key, topic_id, topic_uuid)
+        if replaced and key in self.recovery.recovery_cuts:
+            self.recovery.forget([key])  # the cut log is gone
         return log_
 
     def _drop_partition(self, key: TopicPartition) -> None:
@@ -494,10 +488,12 @@ class BrokerCore:
             self.fetchers.unfollow(key)
         partition.leader_id = -1  # parked produces fail with NOT_LEADER
         partition.abort_repair()
-        hosted, found = self.hosted_topic_ids.get(key[0]), read_topic_id(partition.log.dir)
-        if hosted is not None and found is not None and found != hosted:
-            log.error("%s-%d: not deleting %s: it belongs to topic id %d, not the hosted %d",
-                      *key, partition.log.dir, found, hosted)
+        hosted = self.hosted_topic_ids.get(key[0])
+        other = None if hosted is None else other_topic_on_disk(
+            partition.log.dir, hosted, self.hosted_topic_uuids.get(key[0], ZERO_UUID))
+        if other is not None:
+            log.error("%s-%d: not deleting %s: it belongs to topic %s, not the hosted %d",
+                      *key, partition.log.dir, shown(other), hosted)
             return
         self.log_manager.delete_log(*key)
         log.info("%s-%d: replica removed", *key)
@@ -506,4 +502,3 @@ class BrokerCore:
         """:class:`~broker.coordination.internal_topic.InternalTopicHost`'s question,
         answered by :meth:`TopicConfigs.min_insync_replicas`."""
         return self.configs.min_insync_replicas(topic)
-

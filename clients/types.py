@@ -223,6 +223,7 @@ class TopicDescription(NamedTuple):
     partitions: list[PartitionInfo]
     is_internal: bool = False
     configs: dict[str, str] = {}  # noqa: RUF012 - NamedTuple default, never mutated
+    topic_id: str | None = None  # Kafka's base64 form; None: the broker gave none
 
 
 class ClusterDescription(NamedTuple):

@@ -3,11 +3,18 @@
 A topic deleted and re-created under the same name while a broker was down leaves that
 broker a directory ``<topic>-<n>`` of the *old* topic; its name alone cannot tell.  As in
 Kafka (KIP-516), each partition directory of a broker in a cluster carries the id of its
-topic::
+topic, in Kafka's file format::
 
     <data_dir>/<topic>-<partition>/partition.metadata
         version: 0
-        topic_id: <the controller's topic id>
+        topic_id: <the topic's id: 16 bytes in URL-safe base64, no padding>
+
+Files written before topic ids were UUIDs hold our old content instead: ``topic_id:``
+followed by a decimal integer, the topic's incarnation (the metadata offset of its
+topic record).  :func:`read_topic_id` returns either form (bytes: a Kafka id; int: an
+old file); the broker compares it with the topic it is about to host
+(:func:`broker.metadata.replica_plan.log_of_other_topic`) and rewrites an old file with
+the topic's UUID once that topic has one (:func:`write_topic_id`).
 
 The broker writes it when it first hosts the partition and compares it before it adopts
 a directory for a topic (a different id: the old topic's log is removed, the new topic
@@ -17,7 +24,8 @@ a file that cannot be parsed is reported and adopted too - deleting on a guess c
 data.  Log recovery ignores the file (it is not a segment or an index).
 
 Costs: one small read per partition the broker starts hosting; one fsynced write (temp
-file, rename) the first time.  Thread-safety: the broker's main loop only.
+file, rename) the first time (and once more for an old file).  Thread-safety: the
+broker's main loop only.
 """
 
 from __future__ import annotations
@@ -25,6 +33,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
+from clients.protocol.topics import ZERO_UUID, parse_topic_id, topic_id_str
 from storage.file_io import atomic_write_text, read_small_file
 
 __all__ = ["PARTITION_METADATA", "read_topic_id", "write_topic_id"]
@@ -35,9 +44,10 @@ PARTITION_METADATA = "partition.metadata"
 _MAX_BYTES = 1024
 
 
-def read_topic_id(log_dir: Path) -> int | None:
-    """The topic id recorded in ``log_dir``; None when there is none (or it is damaged,
-    which is logged)."""
+def read_topic_id(log_dir: Path) -> bytes | int | None:
+    """The topic id recorded in ``log_dir``: 16 bytes (Kafka's form), an int (a file of
+    our old form: the topic's incarnation), or None when there is none (or it is
+    damaged, which is logged)."""
     path = log_dir / PARTITION_METADATA
     try:
         raw = read_small_file(path, _MAX_BYTES)
@@ -54,12 +64,20 @@ def read_topic_id(log_dir: Path) -> int | None:
                 fields[key.strip()] = value.strip()
         if len(raw) > _MAX_BYTES or fields.get("version") != "0":
             raise ValueError("not a version 0 partition.metadata")
-        return int(fields["topic_id"])
+        text = fields["topic_id"]
+        if text.isdigit() and len(text) < 22:  # an int64 has at most 19 digits
+            return int(text)
+        topic_id = parse_topic_id(text)
+        if topic_id == ZERO_UUID:
+            raise ValueError("the zero topic id")
+        return topic_id
     except (UnicodeDecodeError, ValueError, KeyError) as exc:
         log.warning("%s is damaged (%s); treating the directory as unlabelled", path, exc)
         return None
 
 
-def write_topic_id(log_dir: Path, topic_id: int) -> None:
-    """Record ``topic_id`` in ``log_dir`` (durably: temp file, fsync, rename)."""
-    atomic_write_text(log_dir / PARTITION_METADATA, f"version: 0\ntopic_id: {topic_id}\n")
+def write_topic_id(log_dir: Path, topic_id: bytes | int) -> None:
+    """Record ``topic_id`` (16 bytes; an int only for a topic of a log not yet upgraded
+    to topic ids) in ``log_dir`` (durably: temp file, fsync, rename)."""
+    text = topic_id_str(topic_id) if isinstance(topic_id, bytes) else str(topic_id)
+    atomic_write_text(log_dir / PARTITION_METADATA, f"version: 0\ntopic_id: {text}\n")

@@ -71,6 +71,7 @@ from clients.protocol.message_types import (
     CreateTopicsResponse,
     DeleteTopicsRequest,
     DeleteTopicsResponse,
+    DeleteTopicsResponseResponse,
     ElectLeadersRequest,
     ElectLeadersResponse,
     ElectLeadersResponseReplicaElectionResult,
@@ -91,8 +92,7 @@ from clients.protocol.message_types import (
     MetadataResponseTopic,
 )
 from clients.protocol.registry import APIS
-
-ZERO_UUID = bytes(16)
+from clients.protocol.topics import ZERO_UUID
 
 # (body, version) -> answer: the server's view, plain bodies of any API
 Handler = Callable[[dict[str, Any], int], Awaitable[dict[str, Any]]]
@@ -170,7 +170,8 @@ class ControllerApis:
             body["broker_id"], body["incarnation_id"].hex(), listener["host"],
             listener["port"], body["rack"], body["cluster_id"],
             [ReplicaLog(r["topic_name"], r["partition_index"], r["topic_id"],
-                        r["last_leader_epoch"], r["log_end_offset"], r["recovery_cut"])
+                        r["last_leader_epoch"], r["log_end_offset"], r["recovery_cut"],
+                        r["topic_uuid"])
              for r in body["replica_logs"]], internal)
         self.commit(records)
         return {"error_code": int(result.error), "error_message": result.message,
@@ -226,17 +227,27 @@ class ControllerApis:
         # configs stay null (Kafka: "not returned"): the forwarding broker fills them in
         # from its catalog of defaults, which the controller does not have
         return {"throttle_time_ms": 0, "topics": [
-            {"name": r.name, "error_code": int(r.error), "error_message": r.message,
-             "num_partitions": r.num_partitions, "replication_factor": r.replication_factor,
-             "configs": None} for r in results]}
+            {"name": r.name, "topic_id": r.topic_uuid, "error_code": int(r.error),
+             "error_message": r.message, "num_partitions": r.num_partitions,
+             "replication_factor": r.replication_factor, "configs": None} for r in results]}
 
     async def delete_topics(self, body: DeleteTopicsRequest,
                             version: int) -> DeleteTopicsResponse:
-        results, records = self.state.delete_topics(body["topic_names"])
+        entries: list[tuple[str | None, bytes]] = (
+            [(t["name"], t["topic_id"]) for t in body["topics"]] if version >= 6 else
+            [(n, ZERO_UUID) for n in body["topic_names"]])
+        both = [(n, i) for n, i in entries if n is not None and i != ZERO_UUID]
+        results, records = self.state.delete_topics(
+            [n if n is not None else i for n, i in entries if (n, i) not in both])
         self.commit(records)
-        return {"throttle_time_ms": 0, "responses": [
-            {"name": r.name, "error_code": int(r.error), "error_message": r.message}
-            for r in results]}
+        responses: list[DeleteTopicsResponseResponse] = [
+            {"name": r.name if r.error != ErrorCode.UNKNOWN_TOPIC_ID else None,
+             "topic_id": r.topic_uuid, "error_code": int(r.error),
+             "error_message": r.message} for r in results]
+        responses.extend({"name": n, "topic_id": i, "error_code": int(ErrorCode.INVALID_REQUEST),
+                          "error_message": "a topic is named by its name or by its id, not both"}
+                         for n, i in both)
+        return {"throttle_time_ms": 0, "responses": responses}
 
     async def create_partitions(self, body: CreatePartitionsRequest,
                                 version: int) -> CreatePartitionsResponse:

@@ -14,10 +14,12 @@ from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import TypeVar
 
-from broker.metadata.image import PartitionRegistration
+from broker.metadata.image import PartitionRegistration, TopicInfo
 from broker.metadata.records import MetadataRecord
+from broker.metadata.replica_plan import log_of_other_topic
 from broker.metadata.topic_config_checks import TopicConfigPairs
 from clients.protocol.errors import ErrorCode
+from clients.protocol.topics import ZERO_UUID
 
 T = TypeVar("T")
 Outcome = tuple[T, list[MetadataRecord]]
@@ -42,6 +44,18 @@ class ReplicaLog:
     last_leader_epoch: int = -1
     log_end_offset: int = 0
     recovery_cut: bool = False
+    topic_uuid: bytes = ZERO_UUID
+
+    @property
+    def recorded_topic_id(self) -> bytes | int | None:
+        """What the log's ``partition.metadata`` holds (storage.partition_metadata)."""
+        if self.topic_uuid != ZERO_UUID:
+            return self.topic_uuid
+        return self.topic_id if self.topic_id >= 0 else None
+
+    def of_another_topic(self, topic: TopicInfo) -> bool:
+        """The log belongs to a deleted topic of ``topic``'s name (re-created since)."""
+        return log_of_other_topic(self.recorded_topic_id, topic.topic_id, topic.topic_uuid)
 
 
 @dataclass(frozen=True, slots=True)
@@ -137,6 +151,7 @@ class TopicResult:
     message: str | None = None
     num_partitions: int = -1
     replication_factor: int = -1
+    topic_uuid: bytes = ZERO_UUID  # the topic's id (Kafka's format); zero: none or unknown
 
 
 class ElectionType(IntEnum):

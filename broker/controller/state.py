@@ -47,7 +47,9 @@ Rules (Kafka KRaft's, simplified; see docs/replication.md):
   replica is back in an ISR with a leader), so its live ISR members are asked for a
   fresh report (the heartbeat answer's ``report_replica_logs``) and lead only after it;
   the first :meth:`tick` runs that offline election, as nothing else may (every broker
-  heartbeats, none registers).
+  heartbeats, none registers).  It also upgrades a metadata log written before topic
+  ids: every topic without one gets its id in an ``assign_topic_id`` record
+  (:meth:`broker.controller.topics.ControllerTopics.assign_missing_topic_ids`).
 - A leader may resign with an AlterPartition whose new ISR is the current one without
   itself (non-empty): its scrubber found a damaged range, which it repairs as a
   follower; a leader is elected from that ISR as when a leader is fenced.
@@ -248,7 +250,7 @@ class ControllerState:
         logs: dict[tuple[str, int], ReplicaLog] = {}
         for r in replica_logs:
             topic = self.image.topics.get(r.topic)
-            if topic is None or (r.topic_id >= 0 and r.topic_id != topic.topic_id):
+            if topic is None or r.of_another_topic(topic):
                 continue  # a log of a deleted topic (or of an older one of that name)
             key = (r.topic, r.partition)
             logs[key] = r
@@ -321,11 +323,11 @@ class ControllerState:
 
     def tick(self) -> list[MetadataRecord]:
         """Fence expired sessions; run preferred-leader election when it is due.  The
-        first tick also runs the offline election (partitions the old controller left
-        offline; see the module docstring)."""
+        first tick also runs the offline election and gives old topics ids (module doc)."""
         if not self._ticked:
             self._ticked = True
             self._elect_offline("this controller started")
+            self._topics.assign_missing_topic_ids()
         now = self.clock.now_ms()
         timeout = self.config.broker_session_timeout_ms
         for broker_id in self.image.unfenced_brokers():
@@ -461,8 +463,8 @@ class ControllerState:
                       validate_only: bool = False) -> Outcome[list[TopicResult]]:
         return self._done(self._topics.create_topics(specs, validate_only))
 
-    def delete_topics(self, names: Sequence[str]) -> Outcome[list[TopicResult]]:
-        return self._done(self._topics.delete_topics(names))
+    def delete_topics(self, topics: Sequence[str | bytes]) -> Outcome[list[TopicResult]]:
+        return self._done(self._topics.delete_topics(topics))
 
     def create_partitions(self, specs: Sequence[PartitionsSpec],
                           validate_only: bool = False) -> Outcome[list[TopicResult]]:

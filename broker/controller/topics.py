@@ -44,6 +44,7 @@ is visible to the partition records that follow it) and returns them with the re
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable, Mapping, Sequence
 
 from broker.controller.config import ControllerConfig, validate_topic_configs
@@ -61,6 +62,7 @@ from broker.controller.results import (
 from broker.metadata.image import MetadataImage
 from broker.metadata.records import (
     METADATA_TOPIC,
+    AssignTopicIdRecord,
     MetadataRecord,
     PartitionRecord,
     RemoveTopicRecord,
@@ -81,7 +83,9 @@ from broker.metadata.topic_shape_checks import (
     replication_factor_error,
 )
 from clients.protocol.errors import ErrorCode, InvalidConfigError, MiniKafkaError
-from clients.protocol.topics import topic_name_error
+from clients.protocol.topics import ZERO_UUID, new_topic_id, topic_id_str, topic_name_error
+
+log = logging.getLogger(__name__)
 
 
 class ControllerTopics:
@@ -113,13 +117,13 @@ class ControllerTopics:
                 if names.count(spec.name) > 1:
                     raise Rejected(ErrorCode.INVALID_REQUEST,
                                     f"topic {spec.name!r} appears more than once in the request")
-                n, rf = self._create_topic(spec, validate_only)
-                results.append(TopicResult(spec.name, ErrorCode.NONE, None, n, rf))
+                n, rf, topic_uuid = self._create_topic(spec, validate_only)
+                results.append(TopicResult(spec.name, ErrorCode.NONE, None, n, rf, topic_uuid))
             except Rejected as e:
                 results.append(TopicResult(spec.name, e.code, e.message))
         return results
 
-    def _create_topic(self, spec: TopicSpec, validate_only: bool) -> tuple[int, int]:
+    def _create_topic(self, spec: TopicSpec, validate_only: bool) -> tuple[int, int, bytes]:
         reason = topic_name_error(spec.name)
         if reason is None and spec.name.startswith("__cluster"):
             reason = f"topic name {spec.name!r} is reserved ({METADATA_TOPIC})"
@@ -133,11 +137,30 @@ class ControllerTopics:
             raise Rejected(ErrorCode.INVALID_CONFIG, e.message) from None
         assignment = self._check_assignment(spec) if spec.assignments else self._assign(spec)
         if validate_only:
-            return len(assignment), len(assignment[0])
+            return len(assignment), len(assignment[0]), ZERO_UUID
         topic_id = self.image.last_applied_offset + 1
-        self._emit(TopicRecord(spec.name, topic_id, len(assignment), len(assignment[0]), configs))
+        topic_uuid = self._new_topic_uuid()
+        self._emit(TopicRecord(spec.name, topic_id, len(assignment), len(assignment[0]), configs,
+                               topic_uuid))
         self._emit_new_partitions(spec.name, topic_id, 0, assignment)
-        return len(assignment), len(assignment[0])
+        return len(assignment), len(assignment[0]), topic_uuid
+
+    def _new_topic_uuid(self) -> bytes:
+        """A random topic id no topic of the image has."""
+        while True:
+            topic_uuid = new_topic_id()
+            if self.image.topic_by_id(topic_uuid) is None:
+                return topic_uuid
+
+    def assign_missing_topic_ids(self) -> None:
+        """Upgrade a log written before topic ids: one ``assign_topic_id`` record per
+        topic without an id (see the module docstring)."""
+        for name in sorted(self.image.topics):
+            if self.image.topics[name].topic_uuid == ZERO_UUID:
+                topic_uuid = self._new_topic_uuid()
+                self._emit(AssignTopicIdRecord(name, topic_uuid))
+                log.info("topic %r created before topic ids: its id is %s", name,
+                         topic_id_str(topic_uuid))
 
     def _assign(self, spec: TopicSpec) -> list[tuple[int, ...]]:
         n = self.config.num_partitions if spec.num_partitions == -1 else spec.num_partitions
@@ -307,15 +330,25 @@ class ControllerTopics:
         if not validate_only and configs != info.configs:
             self._emit(TopicConfigsRecord(name, configs))
 
-    def delete_topics(self, names: Sequence[str]) -> list[TopicResult]:
+    def delete_topics(self, topics: Sequence[str | bytes]) -> list[TopicResult]:
+        """Delete each topic named (a str) or given by its id (16 bytes)."""
         results = []
-        for name in names:
-            if name not in self.image.topics:
-                results.append(TopicResult(name, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
-                                           f"topic {name!r} does not exist"))
-                continue
-            self._emit(RemoveTopicRecord(name))
-            results.append(TopicResult(name, ErrorCode.NONE))
+        for topic in topics:
+            if isinstance(topic, bytes):
+                info = self.image.topic_by_id(topic)
+                if info is None:
+                    results.append(TopicResult("", ErrorCode.UNKNOWN_TOPIC_ID,
+                                               f"no topic has id {topic_id_str(topic)}",
+                                               topic_uuid=topic))
+                    continue
+            else:
+                info = self.image.topics.get(topic)
+                if info is None:
+                    results.append(TopicResult(topic, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION,
+                                               f"topic {topic!r} does not exist"))
+                    continue
+            self._emit(RemoveTopicRecord(info.name))
+            results.append(TopicResult(info.name, ErrorCode.NONE, topic_uuid=info.topic_uuid))
         return results
 
 

@@ -7,8 +7,10 @@ cluster) and from the local topic registry when standalone (this broker leads
 everything).  Kafka's shapes at every served version, with these choices:
 
 - Metadata v0: an empty topic list means every topic (v1+: null means every topic, an
-  empty list none).  Topics are asked by name; a v12 request by topic id only gets
-  UNKNOWN_TOPIC_ID (our topic ids are not Kafka's UUIDs: answers carry the zero UUID).
+  empty list none).  Topics are asked by name or (v10+) by topic id (Kafka's UUIDs,
+  :mod:`clients.protocol.topics`); an unknown id gets UNKNOWN_TOPIC_ID, a known one
+  the topic with its name.  Answers carry each topic's id (the zero UUID for a topic of a
+  log not yet upgraded to topic ids, and on a standalone broker, which has none).
   ``allow_auto_topic_creation`` is ignored (no auto-creation: UNKNOWN_TOPIC_OR_PARTITION).
   ``controller_id`` is this broker (a live broker: our controller is not a broker clients
   could talk to, Kafka's KRaft brokers answer the same way).  The broker list is the
@@ -32,10 +34,16 @@ topic: invalid name, existing or unknown topic, bad partition count, replication
 assignment or config; a topic named twice in one request: INVALID_REQUEST); in controller
 mode they are forwarded to the controller at our highest version, as they came, and
 answered (in the client's version) once this broker's image shows the result or the
-request's ``timeout_ms`` passed.  CreateTopics' ``configs`` is Kafka's list of
-name/value pairs (a null value: INVALID_CONFIG); ``num_partitions`` /
-``replication_factor`` -1 take the broker's defaults; manual ``assignments`` (with both
--1, as Kafka requires) must name this broker only when standalone.  From v5 the answer
+request's ``timeout_ms`` passed.  CreateTopics v7 answers with the new topic's id.
+DeleteTopics v6 names each topic by name or by id (both: INVALID_REQUEST, as Kafka; an
+unknown id: UNKNOWN_TOPIC_ID, answered with a null name); ACLs and internal topics are
+checked on the name the broker's image gives the id (the controller resolves the id
+again, so a topic re-created meanwhile is not deleted by its predecessor's id); a
+standalone broker has no topic ids, so every id is unknown there.  CreateTopics'
+``configs`` is Kafka's list of name/value pairs (a null value: INVALID_CONFIG);
+``num_partitions`` / ``replication_factor`` -1 take the broker's defaults; manual
+``assignments`` (with both -1, as Kafka requires) must name this broker only when
+standalone.  From v5 the answer
 carries the topic's partitions, replication factor and configs (Kafka's names, see
 :mod:`broker.handlers.configs`).
 
@@ -89,12 +97,12 @@ from clients.protocol.message_types import (
 )
 from clients.protocol.topics import (
     INTERNAL_TOPICS,
+    ZERO_UUID,
     TopicPartition,
     internal_topic_refusal,
     topic_name_error,
 )
 
-ZERO_UUID = bytes(16)
 BROKERS_ENDPOINT, CONTROLLERS_ENDPOINT = 1, 2
 FIRST_NULLABLE_TOPIC_NAME = 12
 _pending: set[asyncio.Task[None]] = set()
@@ -154,10 +162,15 @@ def _metadata_from_image(core: HandlerCore, body: MetadataRequest,
     empty = image.last_applied_offset < 0  # nothing fetched from the controller yet
     topics: list[MetadataResponseTopic] = []
     for name, topic_id in _requested(core, body, version, lambda: sorted(image.topics)):
-        info = image.topics.get(name) if name is not None else None
-        if info is None:
+        asked_by_name = name is not None
+        if name is None:
+            info = image.topic_by_id(topic_id)
+            name = None if info is None else info.name
+        else:
+            info = image.topics.get(name)
+        if info is None or name is None:
             unknown = _unknown_topic(name, topic_id, version)
-            if empty and name is not None:  # we know nothing yet
+            if empty and asked_by_name:  # we know nothing yet
                 unknown["error_code"] = int(ErrorCode.LEADER_NOT_AVAILABLE)
             topics.append(unknown)
             continue
@@ -169,7 +182,7 @@ def _metadata_from_image(core: HandlerCore, body: MetadataRequest,
                 "leader_epoch": s.leader_epoch, "replica_nodes": list(s.replicas),
                 "isr_nodes": list(s.isr), "unclean_elected": s.unclean_elected,
                 "offline_replicas": [r for r in s.replicas if not image.is_alive(r)]})
-        topics.append({"error_code": 0, "name": name, "topic_id": ZERO_UUID,
+        topics.append({"error_code": 0, "name": name, "topic_id": info.topic_uuid,
                        "is_internal": name in INTERNAL_TOPICS, "partitions": partitions,
                        "configs": _topic_configs_extra(core, info.configs,
                                                        info.replication_factor)})
@@ -186,8 +199,10 @@ def _described_only(respond: Respond[MetadataResponse], body: MetadataRequest,
                     ctx: RequestContext) -> Respond[MetadataResponse]:
     """Metadata under ACLs (Kafka's rule): a topic the user may not Describe is left out
     of an all-topics answer and answered TOPIC_AUTHORIZATION_FAILED when named (whether
-    it exists or not: the answer does not tell)."""
+    it exists or not: the answer does not tell); one asked by id is answered with a null
+    name (the id does not reveal it)."""
     named = body.get("topics") is not None
+    by_id = {t["topic_id"] for t in body.get("topics") or () if t["name"] is None}
 
     def answer(response: MetadataResponse | None) -> None:
         if response is not None:
@@ -197,8 +212,11 @@ def _described_only(respond: Respond[MetadataResponse], body: MetadataRequest,
                 if name is None or ctx.allowed("Describe", "Topic", name):
                     topics.append(t)
                 elif named:
+                    asked_by_id = t.get("topic_id", ZERO_UUID) in by_id
                     topics.append({"error_code": int(ErrorCode.TOPIC_AUTHORIZATION_FAILED),
-                                   "name": name, "topic_id": ZERO_UUID,
+                                   "name": name if not asked_by_id else None
+                                   if ctx.version >= FIRST_NULLABLE_TOPIC_NAME else "",
+                                   "topic_id": t["topic_id"] if asked_by_id else ZERO_UUID,
                                    "is_internal": False, "partitions": []})
             response["topics"] = topics
         respond(response)
@@ -428,36 +446,66 @@ def handle_create_topics(core: HandlerCore, body: CreateTopicsRequest,
 # -- DeleteTopics ----------------------------------------------------------------------
 
 
+def _deletions(core: HandlerCore, body: DeleteTopicsRequest, version: int
+               ) -> tuple[list[tuple[str, bytes]], list[DeleteTopicsResponseResponse]]:
+    """The topics a DeleteTopics names, as ``(name, id asked)`` (the zero UUID when asked
+    by name; the name this broker's image gives an id), and the answers of the entries
+    that name both or an id this broker does not know."""
+    entries: list[tuple[str | None, bytes]] = (
+        [(t["name"], t["topic_id"]) for t in body["topics"]] if version >= 6 else
+        [(n, ZERO_UUID) for n in body["topic_names"]])
+    out: list[tuple[str, bytes]] = []
+    failed: list[DeleteTopicsResponseResponse] = []
+    for name, topic_id in entries:
+        if name is not None and topic_id != ZERO_UUID:
+            failed.append({"name": name, "topic_id": topic_id,
+                           "error_code": int(ErrorCode.INVALID_REQUEST),
+                           "error_message": "a topic is named by its name or by its id, "
+                                            "not both"})
+        elif name is not None:
+            out.append((name, ZERO_UUID))
+        elif (info := core.image.topic_by_id(topic_id) if core.image else None) is not None:
+            out.append((info.name, topic_id))
+        else:
+            failed.append({"name": None, "topic_id": topic_id,
+                           "error_code": int(ErrorCode.UNKNOWN_TOPIC_ID),
+                           "error_message": "unknown topic id"})
+    return out, failed
+
+
 def handle_delete_topics(core: HandlerCore, body: DeleteTopicsRequest,
                          respond: Respond[DeleteTopicsResponse], ctx: RequestContext) -> None:
-    names = body["topic_names"]
-    here = _answered_here(ctx, "Delete", names)
+    topics, failed_here = _deletions(core, body, ctx.version)
+    here = _answered_here(ctx, "Delete", [n for n, _ in topics])
+    asked = dict(topics)  # name -> id asked (zero: by name)
+    denied: dict[str, DeleteTopicsResponseResponse] = {
+        n: {"name": None if asked[n] != ZERO_UUID else n, "topic_id": asked[n],
+            **error_fields(e)} for n, e in here.items()}
     if core.controller_mode:
         forwarded: DeleteTopicsRequest = {
-            **body, "topic_names": [n for n in names if n not in here]}
-
-        denied: list[DeleteTopicsResponseResponse] = [
-            {"name": n, **error_fields(e)} for n, e in here.items()]
+            "timeout_ms": body["timeout_ms"], "topic_names": [],
+            "topics": [{"name": None if i != ZERO_UUID else n, "topic_id": i}
+                       for n, i in topics if n not in here]}
 
         def visible(answer: DeleteTopicsResponse) -> bool:
             return all(core.image is not None and n not in core.image.topics
                        for n in _ok_names(answer.get("responses", [])))
 
         def failed(exc: MiniKafkaError) -> DeleteTopicsResponse:
-            return {"responses": [{"name": n, **error_fields(exc)}
-                                  for n in forwarded["topic_names"]]}
+            return {"responses": [{**t, **error_fields(exc)} for t in forwarded["topics"]]}
 
         def finish(answer: DeleteTopicsResponse) -> DeleteTopicsResponse:
-            answer["responses"] = [*answer.get("responses", []), *denied]
+            answer["responses"] = [*answer.get("responses", []), *failed_here,
+                                   *denied.values()]
             return answer
 
         _forward(core, ApiKey.DELETE_TOPICS, forwarded, body["timeout_ms"], respond, visible,
                  failed, finish)
         return
-    results: list[DeleteTopicsResponseResponse] = []
-    for name in names:
-        if name in here:
-            results.append({"name": name, **error_fields(here[name])})
+    results = failed_here
+    for name, _ in topics:
+        if name in denied:
+            results.append(denied[name])
             continue
         try:
             reason = topic_name_error(name)

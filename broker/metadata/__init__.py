@@ -20,7 +20,11 @@
   Kafka checks them, errors in Kafka's names and words (the controller's and a
   standalone broker's one checker);
 - :mod:`~broker.metadata.topic_shape_checks` - partition counts and replication factors
-  checked the same way (INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR, Kafka's words).
+  checked the same way (INVALID_PARTITIONS, INVALID_REPLICATION_FACTOR, Kafka's words);
+- :mod:`~broker.metadata.replica_plan` (pure) and :mod:`~broker.metadata.replica_dirs`
+  (its disk side, with :mod:`storage`) - which replicas a broker hosts, and the topic id
+  each replica directory's ``partition.metadata`` names (old files relabelled, another
+  topic's directory never adopted).
 
 Imports: ``msgpack_form``, ``records``, ``image`` and the two ``topic_*_checks`` (one
 also uses :mod:`storage.config`) are pure and use only ``clients.protocol`` and

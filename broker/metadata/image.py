@@ -27,7 +27,10 @@ index (CreatePartitions: ``num_partitions`` grows by one); ``topic_configs`` nam
 existing topic and replaces its configs.  A partition record's ``adding_replicas`` /
 ``removing_replicas`` (a reassignment in flight, :mod:`broker.controller.reassignments`)
 are kept in its :class:`PartitionRegistration`, and the image keeps the set of
-partitions that have one (:meth:`MetadataImage.reassigning`).
+partitions that have one (:meth:`MetadataImage.reassigning`).  A topic's id
+(``topic_uuid``, Kafka's format) is unique among the topics, given by its topic record
+or, for a topic created before topic ids, once by an ``assign_topic_id`` record (a topic
+without one has the zero UUID).
 
 
 Costs: apply O(replicas) per record (a ``remove_topic`` also O(partitions being
@@ -47,6 +50,7 @@ from crc32c import crc32c
 
 from broker.metadata.records import (
     NO_LEADER,
+    AssignTopicIdRecord,
     FenceBrokerRecord,
     MetadataRecord,
     MetadataRecordError,
@@ -60,6 +64,7 @@ from broker.metadata.records import (
     record_from_map,
     record_to_map,
 )
+from clients.protocol.topics import ZERO_UUID
 
 _SNAPSHOT_MAGIC = b"MKMS"
 _SNAPSHOT_VERSION = 1
@@ -136,8 +141,10 @@ class PartitionRegistration:
 
 @dataclass(slots=True)
 class TopicInfo:
-    """A topic of the cluster: its id (the offset of its topic record), sizes, configs
-    and the registration of each partition."""
+    """A topic of the cluster: its incarnation (``topic_id``, the offset of its topic
+    record), sizes, configs, the registration of each partition, and its id in Kafka's
+    format (``topic_uuid``; the zero UUID until a log written before topic ids is
+    upgraded)."""
 
     name: str
     topic_id: int
@@ -145,18 +152,21 @@ class TopicInfo:
     replication_factor: int
     configs: dict[str, str]
     partitions: dict[int, PartitionRegistration] = field(default_factory=dict)
+    topic_uuid: bytes = ZERO_UUID
 
 
 class MetadataImage:
     """Brokers and topics as of ``last_applied_offset`` (-1: nothing applied yet)."""
 
-    __slots__ = ("_reassigning", "brokers", "last_applied_offset", "producer_ids", "topics")
+    __slots__ = ("_reassigning", "brokers", "last_applied_offset", "producer_ids",
+                 "topic_names_by_id", "topics")
 
     def __init__(self) -> None:
         self.brokers: dict[int, BrokerInfo] = {}
         self.topics: dict[str, TopicInfo] = {}
         # (topic, index) of every partition with a reassignment in flight
         self._reassigning: set[tuple[str, int]] = set()
+        self.topic_names_by_id: dict[bytes, str] = {}  # topic_uuid -> name (ids assigned)
         self.last_applied_offset = -1
         self.producer_ids: ProducerIdsRecord | None = None  # the last block handed out
 
@@ -208,18 +218,32 @@ class MetadataImage:
         elif isinstance(record, TopicRecord):
             if record.name in self.topics:
                 raise MetadataRecordError(f"topic {record.name!r} already exists")
+            self._check_new_uuid(record.topic_uuid)
             self.topics[record.name] = TopicInfo(record.name, record.topic_id,
                                                  record.num_partitions,
-                                                 record.replication_factor, dict(record.configs))
+                                                 record.replication_factor, dict(record.configs),
+                                                 topic_uuid=record.topic_uuid)
+            if record.topic_uuid != ZERO_UUID:
+                self.topic_names_by_id[record.topic_uuid] = record.name
+        elif isinstance(record, AssignTopicIdRecord):
+            topic = self.topics.get(record.name)
+            if topic is None or topic.topic_uuid != ZERO_UUID:
+                raise MetadataRecordError(f"assign_topic_id: no topic {record.name!r} without "
+                                          "an id")
+            self._check_new_uuid(record.topic_uuid)
+            topic.topic_uuid = record.topic_uuid
+            self.topic_names_by_id[record.topic_uuid] = record.name
         elif isinstance(record, TopicConfigsRecord):
             topic = self.topics.get(record.name)
             if topic is None:
                 raise MetadataRecordError(f"topic_configs: no topic {record.name!r}")
             topic.configs = dict(record.configs)
         elif isinstance(record, RemoveTopicRecord):
-            if self.topics.pop(record.name, None) is None:
+            removed = self.topics.pop(record.name, None)
+            if removed is None:
                 raise MetadataRecordError(f"remove_topic: no topic {record.name!r}")
             self._reassigning = {k for k in self._reassigning if k[0] != record.name}
+            self.topic_names_by_id.pop(removed.topic_uuid, None)
         elif isinstance(record, ProducerIdsRecord):
             if record.next_producer_id <= self.next_producer_id:
                 raise MetadataRecordError(
@@ -228,6 +252,11 @@ class MetadataImage:
             self.producer_ids = record
         else:
             raise MetadataRecordError(f"not a metadata record: {record!r}")
+
+    def _check_new_uuid(self, topic_uuid: bytes) -> None:
+        if topic_uuid != ZERO_UUID and topic_uuid in self.topic_names_by_id:
+            raise MetadataRecordError(f"topic id {topic_uuid.hex()} is topic "
+                                      f"{self.topic_names_by_id[topic_uuid]!r}'s")
 
     def _apply_partition(self, r: PartitionRecord) -> None:
         topic = self.topics.get(r.topic)
@@ -279,6 +308,11 @@ class MetadataImage:
         info = self.topics.get(topic)
         return None if info is None else info.partitions.get(partition)
 
+    def topic_by_id(self, topic_uuid: bytes) -> TopicInfo | None:
+        """The topic whose id is ``topic_uuid`` (never one for the zero UUID)."""
+        name = self.topic_names_by_id.get(topic_uuid)
+        return None if name is None else self.topics[name]
+
     def unfenced_brokers(self) -> list[int]:
         return sorted(b for b, info in self.brokers.items() if not info.fenced)
 
@@ -318,7 +352,7 @@ class MetadataImage:
         for name in sorted(self.topics):
             t = self.topics[name]
             out.append(TopicRecord(name, t.topic_id, t.num_partitions, t.replication_factor,
-                                   dict(t.configs)))
+                                   dict(t.configs), t.topic_uuid))
             for index in sorted(t.partitions):
                 s = t.partitions[index]
                 out.append(PartitionRecord(name, index, s.replicas, s.leader, s.leader_epoch,

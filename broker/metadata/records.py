@@ -29,7 +29,8 @@ Optional fields (absent in records written before they existed) are tagged field
 | `fence_broker`    | broker_id int32, broker_epoch int64                                      |
 | `unfence_broker`  | broker_id int32, broker_epoch int64                                      |
 | `topic`           | name string, topic_id int64, num_partitions int32,                       |
-|                   | replication_factor int16, configs map str->str [opt, default {}]         |
+|                   | replication_factor int16, configs map str->str [opt, default {}],       |
+|                   | topic_uuid bytes(16) [opt, default the zero UUID]                        |
 | `partition`       | topic string, partition int32, replicas []int32, leader int32            |
 |                   | (-1 = none), leader_epoch int32, isr []int32, partition_epoch int32,     |
 |                   | unclean_elected bool [opt, default false], adding_replicas []int32       |
@@ -37,6 +38,8 @@ Optional fields (absent in records written before they existed) are tagged field
 |                   | the reassignment in flight (Kafka's PartitionRecord fields; written only |
 |                   | when non-empty)                                                          |
 | `remove_topic`    | name string                                                              |
+| `assign_topic_id` | name string, topic_uuid bytes(16): the topic id of a topic created      |
+|                   | before topic ids existed (written once, by the upgrade below)            |
 | `topic_configs`   | name string, configs map str->str [opt, default {}]: the topic's        |
 |                   | complete new config overrides (IncrementalAlterConfigs / AlterConfigs),  |
 |                   | replacing the old                                                        |
@@ -45,8 +48,17 @@ Optional fields (absent in records written before they existed) are tagged field
 |                   | given before                                                             |
 
 Meaning: a registration always starts *fenced*; ``broker_epoch`` is the metadata offset
-of the registration record.  ``topic_id`` is the offset of the topic record (a topic
-deleted and created again gets a new id, so a broker can tell the two apart).  A
+of the registration record.  ``topic_id`` (int64, the name kept for the bytes on disk)
+is the offset of the topic record: the topic's *incarnation*, unique in the log (a topic
+deleted and created again gets a new one, so a broker can tell the two apart); the
+leader epochs of its partitions start there.  ``topic_uuid`` is the topic's id in
+Kafka's format (:mod:`clients.protocol.topics`: 16 random bytes drawn by the
+controller, never the zero UUID or Kafka's reserved metadata topic id), the id clients
+see and ``partition.metadata`` holds.  A log written before topic ids were UUIDs has
+topic records without it (the zero UUID: "no id yet"); the active controller upgrades
+such a log once, at its first tick, with one ``assign_topic_id`` record per topic that
+has none (:meth:`broker.controller.topics.ControllerTopics.assign_missing_topic_ids`),
+so the id is the same on every broker and after every restart.  A
 ``partition`` record carries the whole new state of one partition (not a delta); one for
 the partition right after the last of a topic whose partitions all exist adds that
 partition (CreatePartitions: the topic's ``num_partitions`` grows by one).  A
@@ -89,8 +101,19 @@ from broker.metadata.msgpack_form import (
     to_msgpack_map,
 )
 from clients.protocol.errors import InvalidRecordError
-from clients.protocol.schema import BOOL, INT16, INT32, INT64, STRING, UINT16, Array, Field, Struct
-from clients.protocol.topics import topic_name_error
+from clients.protocol.schema import (
+    BOOL,
+    BYTES,
+    INT16,
+    INT32,
+    INT64,
+    STRING,
+    UINT16,
+    Array,
+    Field,
+    Struct,
+)
+from clients.protocol.topics import METADATA_TOPIC_ID, ZERO_UUID, topic_name_error
 from clients.records.batch import iter_batches
 from clients.records.record import decode_batch
 
@@ -132,6 +155,13 @@ def _ids(name: str, value: tuple[int, ...]) -> None:
             _at_least(f"{name} entry", b, 0)
     if len(set(value)) != len(value):
         raise MetadataRecordError(f"{name} has duplicates: {list(value)}")
+
+
+def _topic_uuid(name: str, value: bytes, allow_zero: bool) -> None:
+    if len(value) != 16 or value == METADATA_TOPIC_ID or (value == ZERO_UUID
+                                                          and not allow_zero):
+        raise MetadataRecordError(f"{name} must be 16 bytes, not a reserved topic id, got "
+                                  f"{value!r}")
 
 
 def _check(record: MetadataRecord) -> None:
@@ -231,6 +261,7 @@ TOPIC = Struct(
     Field("num_partitions", INT32),
     Field("replication_factor", INT16),
     Field("configs", STRING_MAP, tag=0, tagged="0+"),
+    Field("topic_uuid", BYTES, tag=1, tagged="0+", default=ZERO_UUID),
     label="topic",
 )
 
@@ -244,11 +275,13 @@ class TopicRecord:
     num_partitions: int
     replication_factor: int
     configs: Mapping[str, str] = field(default_factory=dict)
+    topic_uuid: bytes = ZERO_UUID  # zero: a topic record written before topic ids
 
     def __post_init__(self) -> None:
         _check(self)
         _topic("name", self.name)
         _at_least("topic_id", self.topic_id, 0)
+        _topic_uuid("topic_uuid", self.topic_uuid, allow_zero=True)
         _at_least("num_partitions", self.num_partitions, 1)
         _at_least("replication_factor", self.replication_factor, 1)
 
@@ -324,6 +357,23 @@ class RemoveTopicRecord:
         _topic("name", self.name)
 
 
+ASSIGN_TOPIC_ID = Struct(Field("name", STRING), Field("topic_uuid", BYTES),
+                         label="assign_topic_id")
+
+
+@dataclass(frozen=True, slots=True)
+class AssignTopicIdRecord:
+    TYPE: ClassVar[str] = ASSIGN_TOPIC_ID.label
+    SCHEMA: ClassVar[Struct] = ASSIGN_TOPIC_ID
+    name: str
+    topic_uuid: bytes
+
+    def __post_init__(self) -> None:
+        _check(self)
+        _topic("name", self.name)
+        _topic_uuid("topic_uuid", self.topic_uuid, allow_zero=False)
+
+
 TOPIC_CONFIGS = Struct(Field("name", STRING), Field("configs", STRING_MAP, tag=0, tagged="0+"),
                        label="topic_configs")
 
@@ -362,11 +412,13 @@ class ProducerIdsRecord:
 MetadataRecord = (
     RegisterBrokerRecord | FenceBrokerRecord | UnfenceBrokerRecord | TopicRecord
     | PartitionRecord | RemoveTopicRecord | ProducerIdsRecord | TopicConfigsRecord
+    | AssignTopicIdRecord
 )
 RECORD_TYPES: dict[str, type[MetadataRecord]] = {
     cls.TYPE: cls
     for cls in (RegisterBrokerRecord, FenceBrokerRecord, UnfenceBrokerRecord, TopicRecord,
-                PartitionRecord, RemoveTopicRecord, ProducerIdsRecord, TopicConfigsRecord)
+                PartitionRecord, RemoveTopicRecord, ProducerIdsRecord, TopicConfigsRecord,
+                AssignTopicIdRecord)
 }
 
 
@@ -377,6 +429,8 @@ def record_to_map(record: MetadataRecord) -> dict[str, Any]:
     for name in _WRITTEN_WHEN_SET.get(record.TYPE, ()):
         if not out[name]:
             del out[name]
+    if isinstance(record, TopicRecord) and record.topic_uuid == ZERO_UUID:
+        del out["topic_uuid"]  # a topic without an id: the bytes written before ids existed
     return out
 
 

@@ -7,8 +7,9 @@ more.  So a broker registers with one entry per log on its disk, in the
 ``replica_logs`` tagged field of BrokerRegistration
 (:mod:`clients.protocol.messages.controller`)::
 
-    topic_name, topic_id (partition.metadata; -1 unknown), partition_index,
-    last_leader_epoch (of the last batch; -1 empty), log_end_offset, recovery_cut
+    topic_name, topic_id (partition.metadata of our old form; -1 unknown), partition_index,
+    last_leader_epoch (of the last batch; -1 empty), log_end_offset, recovery_cut,
+    topic_uuid (partition.metadata in Kafka's form; the zero UUID unknown)
 
 A log with a damaged range that recovery kept in place (``Segment.damage``, being repaired
 from another replica) is reported with its whole log end and ``recovery_cut`` set (the
@@ -33,7 +34,7 @@ from __future__ import annotations
 from collections.abc import Collection, Mapping
 from typing import Any
 
-from clients.protocol.topics import TopicPartition
+from clients.protocol.topics import ZERO_UUID, TopicPartition
 from storage.log.log import Log
 from storage.partition_metadata import read_topic_id
 
@@ -62,7 +63,8 @@ def replica_log_reports(logs: Mapping[TopicPartition, Log],
     for key, log in sorted(logs.items()):
         topic_id = read_topic_id(log.dir)
         out.append({"topic_name": key.topic, "partition_index": key.partition,
-                    "topic_id": -1 if topic_id is None else topic_id,
+                    "topic_id": topic_id if isinstance(topic_id, int) else -1,
+                    "topic_uuid": topic_id if isinstance(topic_id, bytes) else ZERO_UUID,
                     "last_leader_epoch": last_leader_epoch(log),
                     "log_end_offset": log.log_end_offset,
                     "recovery_cut": key in recovery_cuts})

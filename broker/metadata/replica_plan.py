@@ -9,9 +9,16 @@ deletes and drives the logs) and the simulation's brokers (``tests/sim/broker.py
   every partition the image assigns to this broker with its topic id and registration
   (what becomes its leader or follower state), in the image's order.
 * :func:`log_of_other_topic`: a log on disk whose ``partition.metadata`` names another
-  topic id than the one to host belongs to a deleted topic of the same name (the broker
+  topic than the one to host belongs to a deleted topic of the same name (the broker
   was away when it went): it is deleted before the topic is hosted, never adopted.  A log
-  without a topic id (written before ids were recorded) is adopted.
+  without a topic id (written before ids were recorded) is adopted.  The file names the
+  topic by its id (Kafka's UUID) or, written before topic ids were UUIDs, by its
+  incarnation (the int ``topic_id``, the offset of its topic record): each is compared
+  with the same form of the topic to host; a UUID file for a topic that has no UUID yet
+  cannot be told apart and is adopted.
+* :func:`partition_metadata_label`: what ``partition.metadata`` should hold for a topic
+  (its UUID once it has one, else its incarnation): a broker rewrites a file that holds
+  anything else once it knows the directory is that topic's (the upgrade of old files).
 
 Costs: O(hosted + partitions in the image).  Pure functions of their arguments: any
 thread.
@@ -23,9 +30,9 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from broker.metadata.image import MetadataImage, PartitionRegistration
-from clients.protocol.topics import TopicPartition
+from clients.protocol.topics import ZERO_UUID, TopicPartition
 
-__all__ = ["ReplicaPlan", "log_of_other_topic", "plan_replicas"]
+__all__ = ["ReplicaPlan", "log_of_other_topic", "partition_metadata_label", "plan_replicas"]
 
 
 @dataclass
@@ -50,6 +57,16 @@ def plan_replicas(image: MetadataImage, broker_id: int, hosted: Iterable[TopicPa
     return plan
 
 
-def log_of_other_topic(found_topic_id: int | None, topic_id: int) -> bool:
-    """The log's recorded topic id (None: none recorded) is another topic's."""
-    return found_topic_id is not None and found_topic_id != topic_id
+def log_of_other_topic(found_topic_id: bytes | int | None, topic_id: int,
+                       topic_uuid: bytes = ZERO_UUID) -> bool:
+    """The log's recorded topic id (None: none recorded; an int: an old file's
+    incarnation) is another topic's than the one of incarnation ``topic_id`` and id
+    ``topic_uuid`` (the zero UUID: none yet)."""
+    if isinstance(found_topic_id, int):
+        return found_topic_id != topic_id
+    return found_topic_id is not None and topic_uuid != ZERO_UUID and found_topic_id != topic_uuid
+
+
+def partition_metadata_label(topic_id: int, topic_uuid: bytes) -> bytes | int:
+    """What ``partition.metadata`` holds for the topic: its id, else its incarnation."""
+    return topic_uuid if topic_uuid != ZERO_UUID else topic_id

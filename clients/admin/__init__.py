@@ -165,6 +165,18 @@ class Admin:
         return self._topics.delete_topics(names, timeout_ms=timeout_ms,
                                           raise_on_error=raise_on_error)
 
+    def delete_topics_by_id(
+        self,
+        topic_ids: Iterable[str],
+        *,
+        timeout_ms: int | None = None,
+        raise_on_error: bool = True,
+    ) -> dict[str, MiniKafkaError | None]:
+        """Delete topics given by id (Kafka's base64 form, as ``describe_topics`` shows
+        it); the result is keyed by id (an unknown one: UnknownTopicIdError)."""
+        return self._topics.delete_topics_by_id(topic_ids, timeout_ms=timeout_ms,
+                                                raise_on_error=raise_on_error)
+
     def create_partitions(
         self,
         new_partitions: Mapping[str, NewPartitions | int],
@@ -185,6 +197,11 @@ class Admin:
     def list_topics(self, *, timeout_ms: int | None = None) -> list[str]:
         """Names of the topics the cluster knows, sorted."""
         return self._topics.list_topics(timeout_ms=timeout_ms)
+
+    def list_topic_ids(self, *, timeout_ms: int | None = None) -> dict[str, str | None]:
+        """Each topic's id (Kafka's base64 form; None when the broker has none: a
+        standalone broker), by name, sorted (Kafka's ``listTopics().listings()``)."""
+        return self._topics.list_topic_ids(timeout_ms=timeout_ms)
 
     def describe_topics(
         self, names: Iterable[str] | None = None, *, timeout_ms: int | None = None

@@ -8,8 +8,12 @@ NOT_CONTROLLER, which is retried once after a metadata refresh); arguments are c
 before anything is sent (ValueError / TypeError), except a topic's partition count and
 replication factor, which the broker judges (INVALID_PARTITIONS,
 INVALID_REPLICATION_FACTOR, with Kafka's messages), as Kafka's AdminClient leaves them.
-``list_topics`` and ``describe_topics`` use Metadata without auto-creation.  Per-topic
-failures follow :func:`~clients.admin.requests.raise_first` (``{topic: error or None}``).
+``list_topics`` and ``describe_topics`` use Metadata without auto-creation; a description
+carries the topic's id (Kafka's base64 form, None when the broker has none: a standalone
+broker, or a version below 10; ``list_topic_ids`` lists them by name).  DeleteTopics
+names topics by name (every version) or, with ``delete_topics_by_id``, by id (v6, else
+UNSUPPORTED_VERSION).  Per-topic failures follow
+:func:`~clients.admin.requests.raise_first` (``{topic: error or None}``).
 
 Costs: one round trip per call (plus a metadata refresh before the first controller
 request).  Thread-safety: none (one caller thread, as the Admin).
@@ -36,7 +40,7 @@ from clients.protocol.message_types import (
     DeleteTopicsResponse,
     DeleteTopicsResponseResponse,
 )
-from clients.protocol.topics import validate_topic_name
+from clients.protocol.topics import ZERO_UUID, parse_topic_id, topic_id_str, validate_topic_name
 from clients.types import NewPartitions, NewTopic, PartitionInfo, TopicDescription
 
 
@@ -91,10 +95,38 @@ class TopicAdmin:
     ) -> dict[str, MiniKafkaError | None]:
         topic_names = [validate_topic_name(n) for n in names]
         timeout = self._requests.timeout(timeout_ms)
-        body: DeleteTopicsRequest = {"topic_names": topic_names, "timeout_ms": timeout}
+        # topic_names up to v5, topics from v6: the codec writes the one of the version
+        body: DeleteTopicsRequest = {"topic_names": topic_names, "timeout_ms": timeout,
+                                     "topics": [{"name": n} for n in topic_names]}
         response = self._requests.to_controller(ApiKey.DELETE_TOPICS, body, timeout, "responses",
                                                 DeleteTopicsResponse)
         return self._results(response["responses"], "delete topic", raise_on_error)
+
+    def delete_topics_by_id(
+        self,
+        topic_ids: Iterable[str],
+        *,
+        timeout_ms: int | None = None,
+        raise_on_error: bool = True,
+    ) -> dict[str, MiniKafkaError | None]:
+        """Delete topics given by id (Kafka's base64 form); the result is keyed by id."""
+        ids = {text: parse_topic_id(text) for text in topic_ids}
+        timeout = self._requests.timeout(timeout_ms)
+        # below v6 the request carries no topic (topic_names is empty): nothing is deleted
+        body: DeleteTopicsRequest = {"topics": [{"name": None, "topic_id": i}
+                                                for i in ids.values()],
+                                     "topic_names": [], "timeout_ms": timeout}
+        response = self._requests.to_controller(ApiKey.DELETE_TOPICS, body, timeout, "responses",
+                                                DeleteTopicsResponse)
+        out: dict[str, MiniKafkaError | None] = {
+            text: error_for(ErrorCode.UNSUPPORTED_VERSION, "the broker does not delete "
+                            "topics by id (DeleteTopics v6)") for text in ids}
+        for r in response["responses"]:
+            text, code = topic_id_str(r.get("topic_id", ZERO_UUID)), r["error_code"]
+            if text in out:
+                out[text] = None if code == ErrorCode.NONE else error_for(
+                    code, f"delete topic id {text}: {r['error_message'] or ''}".rstrip(": "))
+        return raise_first(out, raise_on_error)
 
     def create_partitions(
         self,
@@ -129,6 +161,13 @@ class TopicAdmin:
         return sorted(t["name"] for t in body["topics"]
                       if t["error_code"] == 0 and t["name"] is not None)
 
+    def list_topic_ids(self, *, timeout_ms: int | None = None) -> dict[str, str | None]:
+        body = self._requests.refresh_metadata(None, self._requests.timeout(timeout_ms),
+                                               allow_auto_topic_creation=False)
+        return {t["name"]: _topic_id_text(t.get("topic_id", ZERO_UUID))
+                for t in sorted(body["topics"], key=lambda t: t["name"] or "")
+                if t["error_code"] == 0 and t["name"] is not None}
+
     def describe_topics(
         self, names: Iterable[str] | None = None, *, timeout_ms: int | None = None
     ) -> dict[str, TopicDescription]:
@@ -149,7 +188,8 @@ class TopicAdmin:
                 for p in sorted(t["partitions"], key=lambda p: p["partition_index"])
             ]  # fmt: skip
             configs = {c["name"]: c["value"] for c in t["configs"]}
-            out[name] = TopicDescription(name, parts, t["is_internal"], configs)
+            out[name] = TopicDescription(name, parts, t["is_internal"], configs,
+                                         _topic_id_text(t.get("topic_id", ZERO_UUID)))
         return out
 
     @staticmethod
@@ -162,7 +202,7 @@ class TopicAdmin:
         out: dict[str, MiniKafkaError | None] = {}
         for r in results:
             code = r["error_code"]
-            out[r["name"]] = (
+            out[r["name"] or ""] = (
                 None
                 if code == ErrorCode.NONE
                 else error_for(
@@ -170,3 +210,8 @@ class TopicAdmin:
                 )
             )
         return raise_first(out, raise_on_error)
+
+
+def _topic_id_text(topic_id: bytes) -> str | None:
+    """Kafka's text form of a topic id; None for the zero UUID (the broker has none)."""
+    return None if topic_id == ZERO_UUID else topic_id_str(topic_id)

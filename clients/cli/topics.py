@@ -13,8 +13,9 @@ leaders, replicas and ISR) and fails with one ``error: ...`` line, exit status 1
 - ``delete`` (``--if-exists``: a topic that does not exist is no error);
 - ``alter --partitions N`` (CreatePartitions: grows the topic to N partitions);
 - ``describe`` (one topic or all; ``--if-exists``: a missing topic prints nothing): a
-  header line per topic with its effective configs under Kafka's dotted names
-  (DescribeConfigs), then a line per partition;
+  header line per topic with its id (``TopicId:``, Kafka's base64 form, when the broker
+  has one) and its effective configs under Kafka's dotted names (DescribeConfigs), then
+  a line per partition;
   ``--under-replicated-partitions`` (ISR smaller than the replicas) and
   ``--unavailable-partitions`` (no leader, or a leader that is not a live broker) print
   only the matching partition lines, as Kafka does;
@@ -93,7 +94,8 @@ def _describe(admin: Any, args: argparse.Namespace) -> None:
         shown = ",".join(f"{k}={e.value}" for k, e in sorted(entries.items())
                          if e.value is not None)
         rf = len(desc.partitions[0].replicas) if desc.partitions else 0
-        print(f"Topic: {desc.name}\tPartitionCount: {len(desc.partitions)}\t"
+        topic_id = "" if desc.topic_id is None else f"TopicId: {desc.topic_id}\t"
+        print(f"Topic: {desc.name}\t{topic_id}PartitionCount: {len(desc.partitions)}\t"
               f"ReplicationFactor: {rf}\tConfigs: {shown}")
         for p in desc.partitions:
             print(_partition_line(p))

@@ -753,6 +753,7 @@ class CreateTopicsResponseTopic(TypedDict, total=False):
     """An element of CreateTopicsResponse.topics[]."""
 
     name: str
+    topic_id: bytes  # v7+
     error_code: int
     error_message: str | None
     topic_config_error_code: int  # v5+
@@ -768,17 +769,26 @@ class CreateTopicsResponse(TypedDict, total=False):
     topics: list[CreateTopicsResponseTopic]
 
 
+class DeleteTopicsRequestTopic(TypedDict, total=False):
+    """An element of DeleteTopicsRequest.topics[]."""
+
+    name: str | None  # v6+
+    topic_id: bytes  # v6+
+
+
 class DeleteTopicsRequest(TypedDict, total=False):
     """DeleteTopics request body."""
 
-    topic_names: list[str]
+    topics: list[DeleteTopicsRequestTopic]  # v6+
+    topic_names: list[str]  # v1-5
     timeout_ms: int
 
 
 class DeleteTopicsResponseResponse(TypedDict, total=False):
     """An element of DeleteTopicsResponse.responses[]."""
 
-    name: str
+    name: str | None
+    topic_id: bytes  # v6+
     error_code: int
     error_message: str | None  # v5+
 
@@ -1860,6 +1870,7 @@ class BrokerRegistrationRequestReplicaLog(TypedDict, total=False):
     last_leader_epoch: int
     log_end_offset: int
     recovery_cut: bool
+    topic_uuid: bytes
 
 
 class BrokerRegistrationRequest(TypedDict, total=False):

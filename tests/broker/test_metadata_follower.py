@@ -24,6 +24,7 @@ from broker.metadata.follower import MetadataFollower
 from broker.metadata.image import MetadataImage
 from broker.metadata.log_reader import MetadataLogReader
 from broker.metadata.records import (
+    AssignTopicIdRecord,
     MetadataRecord,
     PartitionRecord,
     RegisterBrokerRecord,
@@ -32,7 +33,7 @@ from broker.metadata.records import (
     UnfenceBrokerRecord,
     encode_record,
 )
-from clients.protocol.topics import TopicPartition
+from clients.protocol.topics import ZERO_UUID, TopicPartition
 from clients.records.record import build_batch
 from storage.partition_metadata import read_topic_id, write_topic_id
 from tests.replication.helpers import batch, values
@@ -147,3 +148,48 @@ def test_a_topic_of_many_partitions_opens_its_logs_a_few_per_event_loop_turn(
         partition = core.partitions[TopicPartition("many", i)]
         assert partition.is_leader and partition.leader_epoch == 3
         assert read_topic_id(partition.log.dir) == 3
+
+
+UUID_1, UUID_2 = bytes(range(1, 17)), bytes(range(2, 18))
+UPGRADED = [*LOG, AssignTopicIdRecord("t", UUID_2)]  # an old log, upgraded by the controller
+
+
+def test_an_old_partition_metadata_is_rewritten_with_the_id_the_log_gives_its_topic(
+        core: BrokerCore) -> None:
+    log_ = core.log_manager.create_log("t", 0)
+    log_.append_as_leader(batch(b"kept"), leader_epoch=0)
+    write_topic_id(log_.dir, 2)  # our old form: topic t of incarnation 2
+    replay(core, per_answer=100, records=UPGRADED)
+    partition = core.partitions[KEY]
+    assert values(partition.log) == [(0, b"kept")] and read_topic_id(partition.log.dir) == UUID_2
+
+
+def test_a_hosted_replica_is_relabelled_when_its_topic_gets_its_id(core: BrokerCore) -> None:
+    replay(core, per_answer=100)  # the broker hosts t before the controller upgrades
+    partition = core.partitions[KEY]
+    assert read_topic_id(partition.log.dir) == 2 and core.hosted_topic_uuids["t"] == ZERO_UUID
+    replay(core, per_answer=100, records=UPGRADED)
+    assert core.partitions[KEY] is partition and read_topic_id(partition.log.dir) == UUID_2
+
+
+def test_a_log_labelled_with_another_topic_id_is_replaced(core: BrokerCore) -> None:
+    records: list[MetadataRecord] = [
+        *LOG[:2], TopicRecord("t", 2, 1, 1, {}, UUID_2),
+        PartitionRecord("t", 0, (1,), 1, 2, (1,), 0)]
+    log_ = core.log_manager.create_log("t", 0)  # a deleted "t": its id is another
+    log_.append_as_leader(batch(b"old"), leader_epoch=0)
+    write_topic_id(log_.dir, UUID_1)
+    replay(core, per_answer=100, records=records)
+    partition = core.partitions[KEY]
+    assert values(partition.log) == [] and read_topic_id(partition.log.dir) == UUID_2
+
+
+def test_a_log_labelled_with_its_topics_id_is_kept(core: BrokerCore) -> None:
+    records: list[MetadataRecord] = [
+        *LOG[:2], TopicRecord("t", 2, 1, 1, {}, UUID_2),
+        PartitionRecord("t", 0, (1,), 1, 2, (1,), 0)]
+    log_ = core.log_manager.create_log("t", 0)
+    log_.append_as_leader(batch(b"kept"), leader_epoch=0)
+    write_topic_id(log_.dir, UUID_2)
+    replay(core, per_answer=100, records=records)
+    assert values(core.partitions[KEY].log) == [(0, b"kept")]

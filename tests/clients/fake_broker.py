@@ -479,7 +479,8 @@ class FakeCluster:
     def _delete_topics(self, body: dict[str, Any]) -> dict[str, Any]:
         out = []
         with self.cond:
-            for name in body["topic_names"]:
+            names = body.get("topic_names") or [t["name"] for t in body.get("topics", [])]
+            for name in names:
                 existed = self.topics.pop(name, None) is not None
                 self.topic_configs.pop(name, None)
                 code = 0 if existed else E.UNKNOWN_TOPIC_OR_PARTITION

@@ -117,6 +117,8 @@ BROKER_REGISTRATION = Api(
             Field("last_leader_epoch", INT32, default=-1),
             Field("log_end_offset", INT64),
             Field("recovery_cut", BOOL),
+            # from partition.metadata in Kafka's form (then topic_id is -1); zero: none
+            Field("topic_uuid", UUID, tag=0, tagged="0+"),
         )), "0+", tag=TAG_REPLICA_LOGS, tagged="0+"),
     ),
     response=Struct(

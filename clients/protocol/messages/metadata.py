@@ -1,10 +1,11 @@
 """Cluster and topic APIs: ApiVersions, Metadata, CreateTopics, DeleteTopics,
 CreatePartitions, DescribeCluster, DescribeLogDirs.
 
-Versions served: ApiVersions 0-3, Metadata 0-12, CreateTopics 2-6, DeleteTopics 1-5,
-CreatePartitions 0-3, DescribeCluster 0-1, DescribeLogDirs 1-4; none of them uses topic
-ids (CreateTopics v7 answers with topic ids, DeleteTopics v6 asks by topic id: our topic
-ids are not Kafka's UUIDs).
+Versions served: ApiVersions 0-3, Metadata 0-12, CreateTopics 2-7, DeleteTopics 1-6,
+CreatePartitions 0-3, DescribeCluster 0-1, DescribeLogDirs 1-4.  Topic ids (Kafka's
+UUIDs, :mod:`clients.protocol.topics`): Metadata v10+ answers with them (and v10+ may
+ask by them), CreateTopics v7 answers with them, DeleteTopics v6 names topics by name or
+by id.
 
 Layouts follow Kafka's protocol at the versions served (docs/compatibility.md).  Our own
 extras travel as tagged fields with tags from 1000 up (Kafka clients skip unknown tags),
@@ -134,9 +135,9 @@ METADATA = Api(
     ),
 )  # fmt: skip
 
-# v7+ answers with topic ids (not served: our topic ids are not UUIDs); v2 is Kafka 4's floor.
+# v7 answers with topic ids; v2 is Kafka 4's floor.
 CREATE_TOPICS = Api(
-    ApiKey.CREATE_TOPICS, "CreateTopics", "2-6", "5+",
+    ApiKey.CREATE_TOPICS, "CreateTopics", "2-7", "5+",
     request=Struct(
         Field("topics", Array(Struct(
             Field("name", STRING),
@@ -158,6 +159,7 @@ CREATE_TOPICS = Api(
         Field("throttle_time_ms", INT32, "2+"),
         Field("topics", Array(Struct(
             Field("name", STRING),
+            Field("topic_id", UUID, "7+"),
             Field("error_code", INT16),
             Field("error_message", STRING, "1+", nullable="0+"),
             Field("topic_config_error_code", INT16, "5+", tag=0, tagged="5+"),
@@ -174,17 +176,22 @@ CREATE_TOPICS = Api(
     ),
 )  # fmt: skip
 
-# v6 names topics by id (not served); v0 is gone from Kafka 4.
+# v6 names each topic by name or by id; v0 is gone from Kafka 4.
 DELETE_TOPICS = Api(
-    ApiKey.DELETE_TOPICS, "DeleteTopics", "1-5", "4+",
+    ApiKey.DELETE_TOPICS, "DeleteTopics", "1-6", "4+",
     request=Struct(
-        Field("topic_names", Array(STRING)),
+        Field("topics", Array(Struct(
+            Field("name", STRING, "6+", nullable="6+", default=None),
+            Field("topic_id", UUID, "6+"),
+        )), "6+"),
+        Field("topic_names", Array(STRING), "0-5"),
         Field("timeout_ms", INT32),
     ),
     response=Struct(
         Field("throttle_time_ms", INT32, "1+"),
         Field("responses", Array(Struct(
-            Field("name", STRING),
+            Field("name", STRING, nullable="6+"),
+            Field("topic_id", UUID, "6+"),
             Field("error_code", INT16),
             Field("error_message", STRING, "5+", nullable="5+", default=None),
         ))),

@@ -335,8 +335,10 @@ def test_create_topics_validate_only_and_assignments(h: CoreHarness) -> None:
 
 @pytest.mark.parametrize("version", versions(ApiKey.DELETE_TOPICS))
 def test_delete_topics_at_every_version(h: CoreHarness, version: int) -> None:
-    answer = call1(h.core, ApiKey.DELETE_TOPICS, {"topic_names": ["t", "nope", "bad name"],
-                                                  "timeout_ms": 1000}, version)
+    names = ["t", "nope", "bad name"]
+    body = ({"topics": [{"name": n} for n in names]} if version >= 6  # v6: names or ids
+            else {"topic_names": names})
+    answer = call1(h.core, ApiKey.DELETE_TOPICS, {**body, "timeout_ms": 1000}, version)
     assert [(r["name"], r["error_code"]) for r in answer["responses"]] == [
         ("t", 0), ("nope", E.UNKNOWN_TOPIC_OR_PARTITION), ("bad name", E.INVALID_TOPIC_EXCEPTION)]
     assert h.core.registry.get("t") is None
