@@ -31,7 +31,8 @@ every mode (never forwarded: each broker keeps its own overrides); the cluster-w
 defaults (name ``""``) are INVALID_REQUEST (not done yet), another broker's id too.
 
 **Alterations**: in controller mode AlterConfigs and IncrementalAlterConfigs are forwarded
-to the controller as they came (the controller validates and writes the config records)
+to the controller as they came, but for broker resources, answered here (the controller
+validates and writes the topic config records)
 and answered with its answer once this broker's image shows the new values (at most
 :data:`VISIBLE_WAIT_S`); standalone they are validated and applied here
 (``HandlerCore.set_topic_configs``).  AlterConfigs replaces the whole set of a topic's
