@@ -100,7 +100,7 @@ Bounds (every queue, pool and size is bounded):
 |                            |             | loop runs one step per log_cleaner_interval_ms) |
 | follower_replication_throt | 0 (off)     | bytes/s a follower fetches for its replicas     |
 | tled_rate                  |             | outside their ISR (a reassignment's new ones);  |
-|                            |             | Kafka's follower.replication.throttled.rate     |
+|                            |             | (static; dynamic per broker under Kafka's name) |
 | log_scrub_bytes_per_second | 8 MiB       | closed segments CRC-checked in the background   |
 |                            |             | (steps every log_scrub_interval_ms; 0 = off;    |
 |                            |             | log_scrub_round_pause_ms, 1 h, between rounds)  |
@@ -251,8 +251,8 @@ class BrokerConfig:
     replica_lag_time_max_ms: int = 10_000
     replica_fetch_max_bytes: int = 1 * MiB
     replica_fetch_wait_max_ms: int = 200
-    # Kafka's follower.replication.throttled.rate: bytes/s fetched for replicas outside
-    # their ISR (a reassignment's new replicas; replication.throttle); 0: no throttle
+    # static value of the dynamic follower.replication.throttled.rate (broker.dynamic_config):
+    # bytes/s fetched for replicas outside their ISR (replication.throttle); 0: none
     follower_replication_throttled_rate: int = 0
     broker_heartbeat_interval_ms: int = 500
     broker_session_timeout_ms: int = 3_000

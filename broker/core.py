@@ -58,6 +58,7 @@ from broker.async_client import ControllerChannel
 from broker.auth import read_cluster_secret
 from broker.config import BrokerConfig
 from broker.delayed import DelayedFetch, DelayedProduce
+from broker.dynamic_config.broker_configs import DynamicBrokerConfigs
 from broker.group.offsets_topic import OffsetsTopic
 from broker.handlers.broker_view import TxnMarkerListener, TxnVerifier
 from broker.metadata.image import MetadataImage
@@ -129,6 +130,8 @@ class BrokerCore:
         self.data_dir.mkdir(parents=True, exist_ok=True)
         check_data_dir_identity(self.data_dir, config.cluster_id, config.node_id)
         self.registry = TopicRegistry(self.data_dir)
+        # the broker configs an operator changes at run time (broker.dynamic_config)
+        self.dynamic_configs = DynamicBrokerConfigs(config, self.data_dir)
         # controller mode: set by the metadata follower
         self.image: MetadataImage | None = None
         self.configs = TopicConfigs(config, self.registry, lambda: self.image)

@@ -10,8 +10,9 @@ answers back (and, for damaged segments under repair, up to
 waits ``BACKOFF_S`` when the session asks for a backoff and after a lost
 connection or a top-level error, waits out the replication throttle when only throttled
 replicas have something to fetch (one bucket per broker, shared by its fetchers:
-``follower_replication_throttled_rate``, :mod:`replication.throttle`), and sleeps while
-it follows nothing.
+``follower_replication_throttled_rate``, :mod:`replication.throttle`; at most
+``THROTTLE_RECHECK_S`` at a time, so a rate changed at run time is taken at once), and
+sleeps while it follows nothing.
 
 Not thread-safe: one event loop.
 """
@@ -42,6 +43,7 @@ log = logging.getLogger(__name__)
 
 BACKOFF_S = 0.1
 REPAIR_REQUESTS_PER_ROUND = 16  # x replica_fetch_max_bytes of a damaged range per round
+THROTTLE_RECHECK_S = 0.5  # longest wait on the throttle before looking at its rate again
 
 
 class ReplicaFetcher:
@@ -120,8 +122,9 @@ class ReplicaFetcher:
         pending = self.session.fetch_request()
         if pending is None:
             delay_ms = self.session.throttle_delay_ms()
-            if delay_ms:  # only throttled replicas to fetch, and no tokens left
-                await asyncio.sleep(delay_ms / 1000)
+            if delay_ms:  # only throttled replicas to fetch, and no tokens left; a
+                # changed rate (a dynamic broker config) is seen within THROTTLE_RECHECK_S
+                await asyncio.sleep(min(delay_ms / 1000, THROTTLE_RECHECK_S))
             return
         body = await self.conn.request(
             pending.api_key, pending.body,

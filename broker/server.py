@@ -229,6 +229,10 @@ class BrokerServer:
     def _start_controller_link(self) -> None:
         core, controller = self.core, self.controller
         assert core is not None and controller is not None
+        if self.fetchers is not None:  # the throttle follows the dynamic rate, from now on
+            throttle, dynamic = self.fetchers.throttle, core.dynamic_configs
+            throttle.set_rate(dynamic.follower_replication_throttled_rate)
+            dynamic.listen(lambda: throttle.set_rate(dynamic.follower_replication_throttled_rate))
         self.follower = MetadataFollower(core, controller)
         self.alter_partitions = AlterPartitionManager(controller, self.follower, core.isr)
         self.follower.start()

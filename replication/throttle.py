@@ -12,6 +12,12 @@ replica's ``partition_max_bytes`` is capped at the tokens left (:meth:`max_bytes
 one answer overshoots the rate by at most one record batch (a fetch returns at least one
 whole batch).  Rate 0: no throttle.
 
+The rate changes at run time (:meth:`set_rate`: the dynamic broker config
+``follower.replication.throttled.rate``, :mod:`broker.dynamic_config.broker_configs`):
+the tokens earned so far are counted at the old rate, then capped at one second of the
+new one; a throttle switched on starts with a full second's worth, one switched off lets
+everything through at once.
+
 Sans-IO: time from the injected ``clock_ms``.  Costs: O(1) per call.  Thread-safety:
 none; the broker's event loop (one bucket shared by all its fetchers).
 """
@@ -38,6 +44,18 @@ class ReplicationThrottle:
     @property
     def enabled(self) -> bool:
         return self.rate > 0
+
+    def set_rate(self, rate_bytes_per_s: int) -> None:
+        """Take a new rate from now on (0: no throttle); see the module docstring."""
+        if rate_bytes_per_s < 0:
+            raise ValueError(f"rate_bytes_per_s must be >= 0, got {rate_bytes_per_s}")
+        if self.enabled:
+            self._refill()
+            self._tokens = min(self._tokens, float(rate_bytes_per_s))
+        else:
+            self._tokens = float(rate_bytes_per_s)
+            self._at_ms = self._clock_ms()
+        self.rate = rate_bytes_per_s
 
     def _refill(self) -> None:
         now = self._clock_ms()

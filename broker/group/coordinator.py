@@ -59,7 +59,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 
-from broker.group.members import Group
+from broker.group.members import CONSUMER_PROTOCOL_TYPE, Group
 from broker.group.membership import GroupMembership
 from broker.group.metadata_manager import GroupMetadataManager
 from broker.group.offsets import GroupOffsets
@@ -282,12 +282,14 @@ class GroupCoordinator:
         """OffsetDelete: ``respond(group error, {partition: error})``.
 
         The coordinator errors as for any group request; GROUP_ID_NOT_FOUND for a group
-        this coordinator does not have (or Dead); NON_EMPTY_GROUP while it has members
-        (Kafka deletes the offsets of topics the members do not subscribe to and answers
-        GROUP_SUBSCRIBED_TO_TOPIC for the others; we refuse the whole request).  Of an
-        Empty group, the committed offsets of ``partitions`` leave the cache at once and
-        tombstones are written; the answer waits for them (a failed write maps as
-        :func:`store_error` says).  A partition without an offset is no error."""
+        this coordinator does not have (or Dead).  Kafka's ``handleDeleteOffsets``: of a
+        group with members and protocol type ``consumer``, partitions of a topic the
+        members subscribe to (:meth:`Group.subscribed_topics`; every topic when that is
+        unknown) answer GROUP_SUBSCRIBED_TO_TOPIC and the others are deleted; a group of
+        another protocol type with members answers NON_EMPTY_GROUP.  The committed
+        offsets to delete leave the cache at once and tombstones are written; the answer
+        waits for them (a failed write maps as :func:`store_error` says).  A partition
+        without an offset is no error."""
         error = self.manager.coordinator_error(group_id)
         group = self.groups.get(group_id)
         if error is not None:
@@ -296,10 +298,16 @@ class GroupCoordinator:
         if group is None or group.is_(_S.DEAD):
             respond(ErrorCode.GROUP_ID_NOT_FOUND, {})
             return
+        subscribed: frozenset[str] | None = frozenset()
         if not group.is_(_S.EMPTY):
-            respond(ErrorCode.NON_EMPTY_GROUP, {})
-            return
-        results = {tp: ErrorCode.NONE for tp in partitions}
+            if group.protocol_type != CONSUMER_PROTOCOL_TYPE:
+                respond(ErrorCode.NON_EMPTY_GROUP, {})
+                return
+            subscribed = group.subscribed_topics()
+        results = {tp: ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
+                   if subscribed is None or tp.topic in subscribed else ErrorCode.NONE
+                   for tp in partitions}
+        partitions = [tp for tp in partitions if results[tp] == ErrorCode.NONE]
         gone = sorted({tp for tp in partitions if tp in group.offsets})
         for tp in gone:
             del group.offsets[tp]

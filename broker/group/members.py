@@ -14,6 +14,14 @@ Protocol selection (Kafka's vote): candidates are the protocols every member sup
 each member votes for the first candidate in its own preference list; the candidate
 with the most votes wins, ties broken by name so every coordinator picks the same.
 
+Subscriptions (:meth:`Group.subscribed_topics`, Kafka's ``computeSubscribedTopics``):
+of a group of protocol type ``consumer`` with members and a chosen protocol, the union
+of the topics in each member's metadata for that protocol, read as the version-0 prefix
+of ``ConsumerProtocolSubscription`` (int16 version, then ``topics [string]``: every
+version starts so); None when the group is of another type, has no members or no
+protocol yet, or a member's metadata does not decode (then the caller must assume every
+topic is subscribed, as Kafka does).
+
 Memory bounds: :meth:`GroupMember.footprint_bytes` is what a member holds that a client
 chose (its protocols' names and metadata, its ids, client id and host, its assignment);
 :attr:`Group.footprint_bytes` is the sum over the members, kept up to date by every change
@@ -22,6 +30,7 @@ coordinator bounds both (:mod:`broker.group.footprint`)
 so the leader's JoinGroup answer and the group's record always fit in one frame.
 
 Costs: selection O(members x protocols); ``all_joined`` O(members);
+``subscribed_topics`` O(the members' metadata bytes of the chosen protocol);
 ``has_pending_commit`` as :mod:`broker.group.txn_offsets` says; the rest O(1) (a
 member's footprint O(its protocols)).
 Not thread-safe: owned by the coordinator (the broker's event loop).
@@ -29,15 +38,24 @@ Not thread-safe: owned by the coordinator (the broker's event loop).
 
 from __future__ import annotations
 
+import struct
 from collections import Counter
 
 from broker.group.metadata import GroupMetadataValue, MemberMetadata, OffsetCommitValue
 from broker.group.state import GroupEvent, GroupState, next_state
 from broker.group.txn_offsets import PendingTxnOffsets
 from broker.requests.respond import Respond
+from clients.protocol import reference
 from clients.protocol.message_types import JoinGroupResponse, SyncGroupResponse
+from clients.protocol.schema import STRING, Array, Field, Struct
 from clients.protocol.topics import TopicPartition
 from timer.delayed_operation import DelayedOperation
+
+CONSUMER_PROTOCOL_TYPE = "consumer"  # the classic consumer protocol (Kafka's ConsumerProtocol)
+# what every ConsumerProtocolSubscription version starts with, after its int16 version
+_SUBSCRIPTION_TOPICS = Struct(Field("topics", Array(STRING)),
+                              label="ConsumerProtocolSubscription topics")
+_VERSION = struct.Struct(">h")
 
 
 class GroupMember:
@@ -223,6 +241,25 @@ class Group:
             return None
         votes = Counter(m.vote(candidates) for m in self.members.values())
         return min(votes, key=lambda name: (-votes[name], name))
+
+    def subscribed_topics(self) -> frozenset[str] | None:
+        """The topics the members subscribe to (see the module docstring); None when
+        unknown."""
+        if (self.protocol_type != CONSUMER_PROTOCOL_TYPE or not self.members
+                or self.protocol_name is None):
+            return None
+        topics: set[str] = set()
+        for member in self.members.values():
+            metadata = member.metadata_for(self.protocol_name)
+            if len(metadata) < _VERSION.size or _VERSION.unpack_from(metadata)[0] < 0:
+                return None
+            try:
+                body, _ = reference.decode(_SUBSCRIPTION_TOPICS, 0, False, metadata,
+                                           _VERSION.size)
+            except reference.FieldError:
+                return None
+            topics.update(body["topics"])
+        return frozenset(topics)
 
     def all_joined(self) -> bool:
         return not self.pending_members and all(

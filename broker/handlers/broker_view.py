@@ -35,6 +35,7 @@ from typing import Protocol
 from broker.async_client import ControllerChannel
 from broker.config import BrokerConfig
 from broker.delayed import DelayedFetch, DelayedProduce
+from broker.dynamic_config.broker_configs import DynamicBrokerConfigs
 from broker.metadata.image import MetadataImage
 from broker.metrics.topic_metrics import BrokerTopicMetrics
 from broker.producer_ids import ProducerIdAllocator
@@ -224,6 +225,9 @@ class HandlerCore(Protocol):
 
     @property
     def controller_mode(self) -> bool: ...
+
+    @property
+    def dynamic_configs(self) -> DynamicBrokerConfigs: ...
 
     @property
     def image(self) -> MetadataImage | None: ...

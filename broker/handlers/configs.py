@@ -21,12 +21,18 @@ configs are never read-only nor sensitive.  ``flush.messages`` / ``flush.ms`` un
 reported as Kafka's "never" (``9223372036854775807``).
 
 **Broker configs** (resource name: this broker's id; ``""``, the cluster-wide dynamic
-defaults, has none): every broker setting under its dotted name, read-only (no broker
-setting changes at run time), STATIC_BROKER_CONFIG when it differs from the built-in
-default, DEFAULT_CONFIG otherwise.  Altering a broker resource: INVALID_REQUEST.
+defaults, has none): every broker setting under its dotted name, STATIC_BROKER_CONFIG
+when it differs from the built-in default, DEFAULT_CONFIG otherwise; read-only except
+the dynamic ones (:mod:`broker.dynamic_config.broker_configs`:
+``follower.replication.throttled.rate``), whose value is this broker's override when it
+has one (``2`` DYNAMIC_BROKER_CONFIG; with ``include_synonyms`` the static value follows
+it).  Altering a broker resource changes only those, on this broker, at once and in
+every mode (never forwarded: each broker keeps its own overrides); the cluster-wide
+defaults (name ``""``) are INVALID_REQUEST (not done yet), another broker's id too.
 
 **Alterations**: in controller mode AlterConfigs and IncrementalAlterConfigs are forwarded
-to the controller as they came (the controller validates and writes the config records)
+to the controller as they came, but for broker resources, answered here (the controller
+validates and writes the topic config records)
 and answered with its answer once this broker's image shows the new values (at most
 :data:`VISIBLE_WAIT_S`); standalone they are validated and applied here
 (``HandlerCore.set_topic_configs``).  AlterConfigs replaces the whole set of a topic's
@@ -50,6 +56,11 @@ from typing import Any, cast
 
 from broker.acls import CLUSTER_RESOURCE
 from broker.config import BrokerConfig
+from broker.dynamic_config.broker_configs import (
+    DYNAMIC_BROKER_CONFIGS,
+    DynamicBrokerConfigs,
+    new_overrides,
+)
 from broker.handlers.broker_view import HandlerCore
 from broker.handlers.common import Body, Handler, RequestContext, require, serves
 from broker.metadata.topic_config_checks import (
@@ -87,6 +98,7 @@ BROKER_RESOURCE = 4
 
 # Kafka's DescribeConfigsResponse.ConfigSource
 DYNAMIC_TOPIC_CONFIG = 1
+DYNAMIC_BROKER_CONFIG = 2
 STATIC_BROKER_CONFIG = 4
 DEFAULT_CONFIG = 5
 
@@ -214,9 +226,11 @@ def topic_config_entries(core: HandlerCore, overrides: Mapping[str, str],
     return out
 
 
-def broker_config_entries(config: BrokerConfig, keys: list[str] | None = None, *,
+def broker_config_entries(config: BrokerConfig, dynamic: DynamicBrokerConfigs,
+                          keys: list[str] | None = None, *,
                           synonyms: bool = False) -> list[DescribeConfigsResponseConfig]:
-    """DescribeConfigs entries of a broker: every setting, read-only."""
+    """DescribeConfigs entries of a broker: every setting, read-only but the dynamic
+    ones (with this broker's override, if any, first)."""
     wanted = None if keys is None else {k.strip().replace(".", "_") for k in keys}
     out: list[DescribeConfigsResponseConfig] = []
     for f in fields(BrokerConfig):
@@ -229,10 +243,16 @@ def broker_config_entries(config: BrokerConfig, keys: list[str] | None = None, *
         kind = BOOLEAN if isinstance(value, bool) else INT if isinstance(value, int) \
             else STRING
         text = _text(value)
-        out.append({"name": name, "value": text, "read_only": True, "config_source": source,
-                    "is_sensitive": False, "config_type": kind, "documentation": None,
-                    "synonyms": [{"name": name, "value": text, "source": source}]
-                    if synonyms else []})
+        chain: list[DescribeConfigsResponseSynonym] = [
+            {"name": name, "value": text, "source": source}]
+        override = dynamic.overrides.get(name) if name in DYNAMIC_BROKER_CONFIGS else None
+        if override is not None:
+            text, source = override, DYNAMIC_BROKER_CONFIG
+            chain.insert(0, {"name": name, "value": text, "source": source})
+        out.append({"name": name, "value": text, "read_only": name not in DYNAMIC_BROKER_CONFIGS,
+                    "config_source": source, "is_sensitive": False,
+                    "config_type": LONG if name in DYNAMIC_BROKER_CONFIGS else kind,
+                    "documentation": None, "synonyms": chain if synonyms else []})
     return out
 
 
@@ -282,7 +302,8 @@ def handle_describe_configs(core: HandlerCore, body: DescribeConfigsRequest,
                 _check_broker_name(core, name)
                 if name:
                     result["configs"] = broker_config_entries(
-                        core.config, keys, synonyms=body["include_synonyms"])
+                        core.config, core.dynamic_configs, keys,
+                        synonyms=body["include_synonyms"])
             else:
                 raise MiniKafkaError(f"resource type {kind} is not supported (2 topic, "
                                      "4 broker)", ErrorCode.INVALID_REQUEST)
@@ -373,9 +394,7 @@ def _alter_locally(core: HandlerCore, api: ApiKey, body: AlterRequest) -> AlterC
                 if not body["validate_only"]:
                     core.set_topic_configs(name, new)
             elif kind == BROKER_RESOURCE:
-                _check_broker_name(core, name)
-                raise MiniKafkaError("broker configs are static (set in the config file or "
-                                     "with --override)", ErrorCode.INVALID_REQUEST)
+                _alter_broker(core, api, name, resource["configs"], body["validate_only"])
             else:
                 raise MiniKafkaError(f"resource type {kind} is not supported (2 topic, "
                                      "4 broker)", ErrorCode.INVALID_REQUEST)
@@ -383,6 +402,22 @@ def _alter_locally(core: HandlerCore, api: ApiKey, body: AlterRequest) -> AlterC
             result.update({"error_code": int(exc.code), "error_message": exc.message})
         responses.append(result)
     return {"throttle_time_ms": 0, "responses": responses}
+
+
+def _alter_broker(core: HandlerCore, api: ApiKey, name: str, configs: AlterConfigs,
+                  validate_only: bool) -> None:
+    """This broker's dynamic configs (see the module docstring)."""
+    _check_broker_name(core, name)
+    if not name:
+        raise MiniKafkaError("cluster-wide dynamic broker defaults (resource name '') are "
+                             "not supported yet: alter each broker by its id",
+                             ErrorCode.INVALID_REQUEST)
+    incremental = api == ApiKey.INCREMENTAL_ALTER_CONFIGS
+    new = new_overrides(core.dynamic_configs.overrides, [
+        (c["name"], cast(int, c.get("config_operation", SET)), c["value"]) for c in configs],
+        incremental)
+    if not validate_only:
+        core.dynamic_configs.alter(new)
 
 
 def _same(a: str | None, b: str | None) -> bool:
@@ -493,7 +528,25 @@ def _alter(core: HandlerCore, api: ApiKey, body: AlterRequest,
                 answer["responses"] = [*answer.get("responses", []), *denied]
             answer_all(answer)
 
-    if core.controller_mode and allowed:
+    brokers = [r for r in allowed if r["resource_type"] == BROKER_RESOURCE]
+    if core.controller_mode and len(brokers) < len(allowed):
+        if brokers:  # answered here, the rest by the controller
+            local = _alter_locally(core, api, cast(AlterRequest, {**body, "resources": brokers}))
+            body = cast(AlterRequest, {**body, "resources": [
+                r for r in allowed if r["resource_type"] != BROKER_RESOURCE]})
+            answer_forwarded = respond
+
+            order = {(r["resource_type"], r["resource_name"]): i
+                     for i, r in enumerate(allowed)}
+
+            def respond(answer: AlterConfigsResponse | None) -> None:
+                if answer is not None:  # in the request's order
+                    answer["responses"] = sorted(
+                        [*answer.get("responses", []), *local["responses"]],
+                        key=lambda r: order.get((r["resource_type"], r["resource_name"]),
+                                                len(order)))
+                answer_forwarded(answer)
+
         _forward_alter(core, api, body, respond)
     else:
         respond(_alter_locally(core, api, body))

@@ -12,9 +12,16 @@ its int or its name; config names and values must be str (a value may be None wh
 means "remove").  Per-resource failures follow
 :func:`~clients.admin.requests.raise_first`.
 
+A broker resource whose id is not in the cluster (after one metadata refresh) fails
+alone with BROKER_NOT_AVAILABLE ``broker 9 is not in the cluster (brokers: 0, 1, 2)``,
+and a broker that cannot be reached fails alone with its network error: Kafka's
+AdminClient also fails only that resource's future, but only when the call times out
+(its ``ConstantNodeIdProvider`` waits for the node to appear in the metadata); we
+answer at once.  A broker resource name that is not an integer is a ValueError.
+
 Costs: one round trip per broker resource plus one for the others (and a metadata
-refresh before the first broker resource).  Thread-safety: none (one caller thread,
-as the Admin).
+refresh before the first broker resource, and again when one names an unknown id).
+Thread-safety: none (one caller thread, as the Admin).
 """
 
 from __future__ import annotations
@@ -69,8 +76,10 @@ class ConfigAdmin:
                     "include_documentation": include_documentation}  # fmt: skip
 
         out: dict[ConfigResource, dict[str, ConfigEntry] | MiniKafkaError] = {}
-        for body in self._config_requests(ApiKey.DESCRIBE_CONFIGS, wanted, request, timeout,
-                                          DescribeConfigsResponse):
+        bodies, failed = self._config_requests(ApiKey.DESCRIBE_CONFIGS, wanted, request,
+                                               timeout, DescribeConfigsResponse)
+        out.update(failed)
+        for body in bodies:
             for r in body["results"]:
                 resource = ConfigResource(_resource_type(r["resource_type"]), r["resource_name"])
                 if r["error_code"] != ErrorCode.NONE:
@@ -154,31 +163,41 @@ class ConfigAdmin:
         request: Callable[[list[ConfigResource]], Mapping[str, object]],
         timeout_ms: int,
         answer: type[R],
-    ) -> list[R]:
-        """One request per broker resource (to that broker), one for all the others."""
+    ) -> tuple[list[R], dict[ConfigResource, MiniKafkaError]]:
+        """One request per broker resource (to that broker), one for all the others:
+        (the answers, the broker resources that failed without one)."""
         out = []
+        failed: dict[ConfigResource, MiniKafkaError] = {}
         others = [r for r in resources if r.type != ConfigResourceType.BROKER or not r.name]
         if others:
             out.append(self._requests.request(None, api, request(others), timeout_ms, answer))
         brokers = [r for r in resources if r.type == ConfigResourceType.BROKER and r.name]
-        if brokers and self._metadata.version == 0:
+        nodes = {r: _broker_id(r) for r in brokers}
+        if nodes and (self._metadata.version == 0 or any(
+                self._metadata.broker(n) is None for n in nodes.values())):
             self._requests.refresh_metadata([], timeout_ms)
-        for r in brokers:
+        for r, node in nodes.items():
+            if self._metadata.broker(node) is None:
+                known = ", ".join(str(b.node_id) for b in sorted(
+                    self._metadata.brokers(), key=lambda b: b.node_id))
+                failed[r] = error_for(ErrorCode.BROKER_NOT_AVAILABLE,
+                                      f"broker {node} is not in the cluster (brokers: {known})")
+                continue
             try:
-                node = int(r.name)
-            except ValueError:
-                raise ValueError(f"broker resource name must be a broker id, got "
-                                 f"{r.name!r}") from None
-            out.append(self._requests.request(node, api, request([r]), timeout_ms, answer))
-        return out
+                out.append(self._requests.request(node, api, request([r]), timeout_ms, answer))
+            except MiniKafkaError as exc:  # that broker alone: its resource fails
+                failed[r] = exc
+        return out, failed
 
     @staticmethod
     def _alter_results(
-        bodies: Sequence[AlterConfigsResponse | IncrementalAlterConfigsResponse],
+        answered: tuple[Sequence[AlterConfigsResponse | IncrementalAlterConfigsResponse],
+                        Mapping[ConfigResource, MiniKafkaError]],
         what: str,
         raise_on_error: bool,
     ) -> dict[ConfigResource, MiniKafkaError | None]:
-        out: dict[ConfigResource, MiniKafkaError | None] = {}
+        bodies, failed = answered
+        out: dict[ConfigResource, MiniKafkaError | None] = dict(failed)
         for body in bodies:
             for r in body["responses"]:
                 resource = ConfigResource(_resource_type(r["resource_type"]), r["resource_name"])
@@ -193,6 +212,13 @@ def _resource(r: ConfigResource | tuple[Any, str]) -> ConfigResource:
     if not isinstance(name, str):
         raise TypeError(f"config resource name must be a str, got {type(name).__name__}")
     return ConfigResource(_resource_type(kind), name)
+
+
+def _broker_id(r: ConfigResource) -> int:
+    try:
+        return int(r.name)
+    except ValueError:
+        raise ValueError(f"broker resource name must be a broker id, got {r.name!r}") from None
 
 
 def _resource_type(kind: ConfigResourceType | int | str) -> ConfigResourceType:

@@ -14,9 +14,12 @@ that error.  ``alter_group_offsets`` commits the given offsets for the group as 
 coordinator): the broker accepts it only while the group is Empty or does not exist
 (Kafka's rule; a group with members answers UNKNOWN_MEMBER_ID); offsets must be >= 0.
 ``delete_group_offsets`` sends OffsetDelete to the coordinator: a group-level error
-(GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP while the group has members, an authorization
-failure) is raised, coordinator errors retried as every group request is
-(:meth:`~clients.admin.groups.GroupAdmin.group_request`).
+(GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP while a group of a protocol type other than
+``consumer`` has members, an authorization failure) is raised, coordinator errors
+retried as every group request is
+(:meth:`~clients.admin.groups.GroupAdmin.group_request`); of a consumer group with
+members, partitions of a topic the members subscribe to answer GROUP_SUBSCRIBED_TO_TOPIC
+(its message says so) and the others are deleted (Kafka's rule).
 Per-partition failures follow :func:`~clients.admin.requests.raise_first`.
 
 Costs: a metadata refresh plus one round trip per leader (``list_offsets``); two round
@@ -173,8 +176,10 @@ class OffsetAdmin:
             for p in t["partitions"]:
                 tp = TopicPartition(t["name"], p["partition_index"])
                 code = p["error_code"]
+                why = (f": the group's members subscribe to topic {tp.topic!r}"
+                       if code == ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC else "")
                 out[tp] = None if code == ErrorCode.NONE else error_for(
-                    code, f"delete offset of {tp} for group {group_id!r}")
+                    code, f"delete offset of {tp} for group {group_id!r}{why}")
         return raise_first(out, raise_on_error)
 
 

@@ -11,8 +11,9 @@ positionally, by ``--group`` (repeatable) or ``--all-groups``:
   coordinator does not know (Dead, no members, no offsets) is the error
   ``GROUP_ID_NOT_FOUND ... not found``, exit 1;
 - ``delete`` (DeleteGroups: only groups without members);
-- ``delete-offsets --topic T[:P,...]`` (OffsetDelete: only while the group has no
-  members; NON_EMPTY_GROUP else, GROUP_ID_NOT_FOUND for an unknown group);
+- ``delete-offsets --topic T[:P,...]`` (OffsetDelete; of a group with members only the
+  offsets of topics they do not subscribe to, GROUP_SUBSCRIBED_TO_TOPIC for the others,
+  Kafka's rule; GROUP_ID_NOT_FOUND for an unknown group);
 - ``reset-offsets`` (:mod:`clients.cli.admin_tools.reset_offsets`).
 
 ``groups describe`` prints Kafka's kafka-consumer-groups columns::
@@ -50,7 +51,7 @@ ACTIONS: tuple[Action, ...] = (
     ("list", "list groups with their state", None, ""),
     ("describe", "offsets and lag (default), --members or --state", "GROUP", "the group"),
     ("delete", "delete empty groups and their offsets", "GROUP", "the group"),
-    ("delete-offsets", "delete an inactive group's committed offsets of --topic T[:P,...]",
+    ("delete-offsets", "delete a group's committed offsets of --topic T[:P,...]",
      "GROUP", "the group"),
     ("reset-offsets", "plan (--dry-run) or commit (--execute) new offsets of an inactive "
      "group", "GROUP", "the group"),

@@ -163,6 +163,36 @@ def test_describe_configs_of_topics_and_brokers(cluster2: FakeCluster) -> None:
             admin.describe_configs([("table", "t")])
 
 
+def test_a_broker_id_not_in_the_cluster_fails_its_resource_alone(cluster2: FakeCluster) -> None:
+    """Kafka's AdminClient fails only that resource's future (after its timeout); we say
+    why at once, after one metadata refresh, and the other resources are answered."""
+    with Admin(cluster2.bootstrap, request_timeout_ms=30_000) as admin:
+        admin.create_topics([NewTopic("t", 1, 1)])
+        topic = ConfigResource(ConfigResourceType.TOPIC, "t")
+        nine = ConfigResource(ConfigResourceType.BROKER, "9")
+        one = ConfigResource(ConfigResourceType.BROKER, "1")
+        admin.describe_configs([one])  # the metadata is known: an unknown id refreshes it
+        refreshes = cluster2.request_log.count((0, int(ApiKey.METADATA))) + \
+            cluster2.request_log.count((1, int(ApiKey.METADATA)))
+        result = admin.describe_configs([topic, nine, one], raise_on_error=False)
+        failed = result[nine]
+        assert isinstance(failed, MiniKafkaError)
+        assert failed.code == ErrorCode.BROKER_NOT_AVAILABLE
+        assert "broker 9 is not in the cluster (brokers: 0, 1)" in str(failed)
+        assert isinstance(result[topic], dict) and isinstance(result[one], dict)
+        assert cluster2.request_log.count((0, int(ApiKey.METADATA))) + \
+            cluster2.request_log.count((1, int(ApiKey.METADATA))) == refreshes + 1
+        assert not any(node == 9 for node, _ in cluster2.request_log)
+        with pytest.raises(MiniKafkaError, match="broker 9 is not in the cluster") as info:
+            admin.describe_configs([nine])
+        assert info.value.code == ErrorCode.BROKER_NOT_AVAILABLE
+        altered = admin.incremental_alter_configs(
+            {nine: [AlterConfigOp("log.cleaner.threads", "2")]}, raise_on_error=False)
+        assert altered[nine] is not None and altered[nine].code == ErrorCode.BROKER_NOT_AVAILABLE
+        with pytest.raises(ValueError, match="must be a broker id"):
+            admin.describe_configs([("broker", "nine")])
+
+
 def test_alter_configs_replaces_the_set_incremental_changes_it(cluster: FakeCluster) -> None:
     with Admin(cluster.bootstrap) as admin:
         admin.create_topics([NewTopic("t", 1, 1, {"retention.ms": "1000"})])

@@ -70,3 +70,27 @@ def test_only_replicas_outside_their_isr_are_held_back(tmp_path: Path) -> None:
     clock.now += session.throttle_delay_ms()
     again = session.fetch_request()
     assert again is not None and [t["name"] for t in again.body["topics"]] == ["t"]
+
+
+def test_a_new_rate_applies_from_now_without_a_restart() -> None:
+    """The dynamic ``follower.replication.throttled.rate``: lowered, raised, lifted (0)
+    and set again on a running throttle (injected clock)."""
+    clock = Clock()
+    t = ReplicationThrottle(1000, clock)
+    t.record(1000)
+    assert t.exceeded() and t.delay_ms() == 1
+    clock.now += 100  # 100 tokens earned at the old rate
+    t.set_rate(50)  # lowered: at most one second of the new rate is kept
+    assert t.rate == 50 and t.max_bytes(1 << 20) == 50
+    t.record(50)
+    assert t.exceeded() and t.delay_ms() == 20  # refills at 50 bytes/s now
+    t.set_rate(10_000)  # raised: refills at the new rate from now on
+    clock.now += 10
+    assert t.max_bytes(1 << 20) == 100
+    t.record(10**6)
+    assert t.exceeded()
+    t.set_rate(0)  # lifted: nothing is held back, whatever was fetched
+    assert not t.exceeded() and t.max_bytes(7) == 7 and t.delay_ms() == 0
+    clock.now += 5_000
+    t.set_rate(2000)  # switched on again: starts with a second's worth
+    assert not t.exceeded() and t.max_bytes(1 << 20) == 2000

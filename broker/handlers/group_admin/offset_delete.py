@@ -6,8 +6,10 @@ top-level GROUP_AUTHORIZATION_FAILED), Read on each topic (else that topic's par
 answer TOPIC_AUTHORIZATION_FAILED); a topic name that is not a valid name answers
 UNKNOWN_TOPIC_OR_PARTITION for its partitions.  The rest goes to
 :meth:`broker.group.coordinator.GroupCoordinator.delete_offsets` (coordinator errors,
-GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP at the top level; per partition the tombstone
-write's result), answered once the tombstones are written.
+GROUP_ID_NOT_FOUND, NON_EMPTY_GROUP for a non-consumer group with members at the top
+level; per partition GROUP_SUBSCRIBED_TO_TOPIC for a topic the members of a consumer
+group subscribe to, else the tombstone write's result), answered once the tombstones
+are written.
 
 Costs: O(partitions named) plus one append to the group's offsets partition.
 Thread-safety: the broker's event loop only.

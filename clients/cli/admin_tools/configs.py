@@ -3,9 +3,9 @@
 
 ``configs --describe --entity-type topics --entity-name T`` (``--topic T`` for short,
 ``--broker N`` for ``--entity-type brokers --entity-name N``) prints, as Kafka does, the
-configs set on the resource at run time (a topic's overrides; a broker has none, since
-no broker setting changes while it runs), or with ``--all`` every config with its value
-and source::
+configs set on the resource at run time (a topic's overrides; a broker's dynamic
+``follower.replication.throttled.rate``, the only broker config that changes while it
+runs), or with ``--all`` every config with its value and source::
 
     Dynamic configs for topic T are:
       retention.ms=60000 sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:retention.ms=60000}
@@ -15,8 +15,8 @@ IncrementalAlterConfigs (SET for each added, DELETE for each deleted: back to th
 default) and prints ``Completed updating config for topic T.``.  Config names are
 Kafka's dotted ones (ours with ``_`` are accepted too).  What the broker refuses comes
 back as its error, e.g. INVALID_CONFIG for an unknown topic config, and INVALID_REQUEST
-for a broker config, since no broker setting can change while the broker runs (they
-are read-only in ``--describe``): one ``error: ...`` line, exit status 1.  A broker id
+for a static broker config (read-only in ``--describe``; Kafka's "Cannot update these
+configs dynamically"): one ``error: ...`` line, exit status 1.  A broker id
 that is not in the cluster is refused the same way (``broker 9 is not in the cluster``),
 before any config request.  Without a name, ``--describe`` covers every topic (or every
 broker).

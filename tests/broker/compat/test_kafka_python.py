@@ -2,7 +2,8 @@
 
 KafkaProducer with acks 0/1/all, idempotence and every codec; KafkaConsumer with
 assign/seek and a group of two (split, commits, resume); KafkaAdminClient topics,
-configs and group offsets (list, OffsetDelete).  Records are checked with the client
+configs and group offsets (list, OffsetDelete on an inactive group and on one with an
+active member).  Records are checked with the client
 itself and with our own consumer.
 """
 
@@ -304,3 +305,38 @@ def test_admin_group_offsets_list_and_delete(cluster: LocalCluster) -> None:
             admin.delete_group_offsets("kp-nobody", [t0])
     finally:
         admin.close()
+
+
+def test_admin_delete_offsets_of_an_active_group(cluster: LocalCluster) -> None:
+    """OffsetDelete on a group with a member subscribed to one topic (Kafka's rule): that
+    topic's partitions answer GROUP_SUBSCRIBED_TO_TOPIC, another topic's offsets go."""
+    from clients.admin import Admin
+    from clients.consumer.consumer import Consumer
+    from clients.protocol.errors import ErrorCode
+    from clients.protocol.topics import TopicPartition as Ours
+
+    create(cluster, "kp-sub", 2)
+    create(cluster, "kp-unsub", 1)
+    with Admin(cluster.bootstrap) as ours:
+        ours.alter_group_offsets("kp-active", {Ours("kp-sub", 0): 0, Ours("kp-sub", 1): 0,
+                                               Ours("kp-unsub", 0): 0})
+        with Consumer(cluster.bootstrap, group_id="kp-active", enable_auto_commit=False,
+                      fetch_max_wait_ms=100) as member:
+            member.subscribe(["kp-sub"])
+            wait_until(lambda: bool(member.poll(timeout_ms=200) or member.assignment()), 30,
+                       "the member's assignment")
+            admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap)
+            try:
+                sub0, unsub0 = TopicPartition("kp-sub", 0), TopicPartition("kp-unsub", 0)
+                assert admin.delete_group_offsets("kp-active", [sub0, unsub0]) == {
+                    sub0: KafkaErrors.GroupSubscribedToTopicError,
+                    unsub0: KafkaErrors.NoError}
+            finally:
+                admin.close()
+            result = ours.delete_group_offsets("kp-active", [Ours("kp-sub", 1)],
+                                               raise_on_error=False)
+            refused = result[Ours("kp-sub", 1)]
+            assert refused is not None and refused.code == ErrorCode.GROUP_SUBSCRIBED_TO_TOPIC
+            assert "subscribe" in str(refused)
+            assert set(ours.list_group_offsets("kp-active")) == {Ours("kp-sub", 0),
+                                                                 Ours("kp-sub", 1)}
