@@ -8,12 +8,23 @@ from typing import Any
 
 import pytest
 
+from broker.config import BrokerConfig
+from broker.core import BrokerCore
 from broker.handlers.common import RequestContext
 from broker.handlers.fetch import handle_fetch
+from broker.metadata.records import (
+    PartitionRecord,
+    RegisterBrokerRecord,
+    TopicRecord,
+    UnfenceBrokerRecord,
+)
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode
 from clients.records.record import build_batch
 from tests.broker.handlers.wire import CoreHarness, call, call1, core_at
+from tests.broker.image_feed import ImageFeed
+from timer.clock import ManualClock
+from timer.system_timer import SystemTimer
 
 
 @pytest.fixture
@@ -106,3 +117,43 @@ def test_an_incremental_fetch_checks_the_acls_again(h: CoreHarness) -> None:
     other = RequestContext(12, "c", principal="mallory")
     handle_fetch(h.core, body(2, sid), answers.append, other)  # type: ignore[arg-type]
     assert answers[-1]["error_code"] == ErrorCode.FETCH_SESSION_ID_NOT_FOUND
+
+
+# -- a leader change under an incremental session (controller mode) -------------------
+
+
+@pytest.fixture
+def controlled(tmp_path: Path) -> Iterator[tuple[BrokerCore, ImageFeed]]:
+    clock = ManualClock()
+    config = BrokerConfig(node_id=1, data_dir=str(tmp_path / "b1"),
+                          controller_address="127.0.0.1:9")
+    core = BrokerCore(config, clock, SystemTimer(clock))
+    core.startup()
+    feed = ImageFeed(core)
+    feed.apply(RegisterBrokerRecord(1, 0, "a", "127.0.0.1", 9001),
+               RegisterBrokerRecord(2, 1, "b", "127.0.0.1", 9002),
+               UnfenceBrokerRecord(1, 0), UnfenceBrokerRecord(2, 1),
+               TopicRecord("t", 7, 2, 2),
+               PartitionRecord("t", 0, (1, 2), 1, 0, (1, 2), 0),
+               PartitionRecord("t", 1, (1, 2), 1, 0, (1, 2), 0))
+    try:
+        yield core, feed
+    finally:
+        core.shutdown()
+
+
+def test_an_incremental_fetch_after_a_leader_change_names_the_new_leader(
+        controlled: tuple[BrokerCore, ImageFeed]) -> None:
+    core, feed = controlled
+    sid = call1(core, ApiKey.FETCH, body(0, offsets={0: 0, 1: 0}))["session_id"]
+    assert sid != 0 and parts(call1(core, ApiKey.FETCH, body(1, sid))) == {}
+    feed.apply(PartitionRecord("t", 0, (1, 2), 2, 1, (1, 2), 1))  # broker 2 leads now
+    moved = parts(call1(core, ApiKey.FETCH, body(2, sid)))
+    assert sorted(moved) == [0] and moved[0]["error_code"] == ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert moved[0]["current_leader"] == {"leader_id": 2, "leader_epoch": 1}
+    # still failing: still sent (the error resets what the session last told)
+    assert sorted(parts(call1(core, ApiKey.FETCH, body(3, sid)))) == [0]
+    # the client moves 0 to the new leader's session: forgotten here, quiet again
+    assert parts(call1(core, ApiKey.FETCH, body(4, sid, forgotten=[0]))) == {}
+    session = core.fetch_sessions.get(sid)
+    assert session is not None and list(session.partitions) == [("t", 1)]
