@@ -106,12 +106,14 @@ class CachedPartition:
         once the error is gone.  (Kafka does not compare the last stable offset; we do,
         so a read_committed fetcher always learns it.)"""
         respond = record_bytes > 0
-        for name in ("high_watermark", "last_stable_offset", "log_start_offset"):
-            value = response.get(name, -1)
-            if getattr(self, name) != value:
-                respond = True
-                if update:
-                    setattr(self, name, value)
+        hw, lso = response.get("high_watermark", -1), response.get("last_stable_offset", -1)
+        log_start = response.get("log_start_offset", -1)
+        if (hw, lso, log_start) != (self.high_watermark, self.last_stable_offset,
+                                    self.log_start_offset):
+            respond = True
+            if update:
+                self.high_watermark, self.last_stable_offset = hw, lso
+                self.log_start_offset = log_start
         if response.get("error_code", 0) != 0:
             if update:
                 self.high_watermark = -1
