@@ -1,5 +1,6 @@
-"""kafka-python (3.0.x, KIP-227 sessions on by default) fetches with incremental fetch
-sessions from a 3-broker minikafka cluster, through a leader change (SIGKILL).
+"""kafka-python (3.0.x, KIP-227 sessions on by default) and our own consumer fetch with
+incremental fetch sessions from a 3-broker minikafka cluster; kafka-python through a
+leader change (SIGKILL).
 
 The client's ``FetchSessionHandler`` is watched, not changed: every session id and
 epoch it sends and whether it accepted each response (it rejects a full response that
@@ -17,6 +18,8 @@ import pytest
 from kafka import KafkaConsumer, KafkaProducer, TopicPartition
 from kafka.consumer.fetcher import FetchSessionHandler
 
+from clients.consumer.consumer import Consumer
+from clients.protocol.topics import TopicPartition as OurTopicPartition
 from tests.broker.cluster_harness import LocalCluster
 from tests.broker.compat.common import create, start_cluster
 from tests.broker.processes import wait_until
@@ -71,6 +74,34 @@ def produce(bootstrap: str, start: int, n: int) -> set[bytes]:
         return sent
     finally:
         producer.close(timeout=10)
+
+
+def test_our_consumer_fetches_in_incremental_sessions(cluster: LocalCluster) -> None:
+    topic = create(cluster, "ours-sessions", PARTITIONS)
+    sent = {f"o{i}".encode() for i in range(60)}
+    producer = KafkaProducer(bootstrap_servers=cluster.bootstrap, acks="all")
+    try:
+        for i, value in enumerate(sorted(sent)):
+            producer.send(topic, value=value, partition=i % PARTITIONS)
+        producer.flush(30)
+    finally:
+        producer.close(timeout=10)
+    got: list[bytes] = []
+    leaders = {int(cluster.partition(topic, p)["leader"]) for p in range(PARTITIONS)}
+    with Consumer(bootstrap_servers=cluster.bootstrap, auto_offset_reset="earliest",
+                  fetch_max_wait_ms=50) as consumer:
+        consumer.assign([OurTopicPartition(topic, p) for p in range(PARTITIONS)])
+        sessions = consumer._fetcher._sessions  # the fetcher's KIP-227 state per node
+
+        def done() -> bool:
+            for records in consumer.poll(timeout_ms=100).values():
+                got.extend(r.value for r in records if r.value is not None)
+            return sent <= set(got) and leaders <= set(sessions) and all(
+                sessions[n].incremental_fetches >= 2 and sessions[n].session_id != 0
+                for n in leaders)
+
+        wait_until(done, 60, f"every record, and incremental fetches to the leaders {leaders}", 0)
+    assert sorted(got) == sorted(sent)
 
 
 def test_incremental_sessions_through_a_leader_kill(cluster: LocalCluster,
