@@ -1,9 +1,10 @@
-"""Fetch sessions (KIP-227): what a follower's Fetch costs over many partitions of which
-few are active, with and without a session.
+"""Fetch sessions (KIP-227): what a follower's and a consumer's Fetch cost over many
+partitions of which few are active, with and without a session.
 
 In one process: a leader :class:`broker.core.BrokerCore` (controller mode, its metadata
 image written here) leads ``--partitions`` partitions of one topic (replicas 1, 2); a
-follower (broker 2, ``replica_id`` 2) fetches them all with our
+follower (broker 2, ``replica_id`` 2; ISR 1, 2) or a consumer (``replica_id`` -1; ISR 1
+alone, so the high watermark follows the leader's appends) fetches them all with our
 :class:`clients.protocol.fetch_session.handler.FetchSessionHandler`, enabled (a full
 fetch, then incremental ones) or not (every Fetch full and sessionless, epoch -1).
 Before each Fetch, one 100 B record is appended to each of ``--active`` partitions (the
@@ -59,7 +60,7 @@ TOPIC = "fs"
 VERSION = 12
 
 
-def leader(root: Path, partitions: int) -> BrokerCore:
+def leader(root: Path, partitions: int, isr: tuple[int, ...]) -> BrokerCore:
     clock = ManualClock(1_000_000)
     config = BrokerConfig(node_id=1, data_dir=str(root / "b1"),
                           controller_address="127.0.0.1:1", max_fetch_partitions=partitions)
@@ -71,15 +72,15 @@ def leader(root: Path, partitions: int) -> BrokerCore:
                RegisterBrokerRecord(2, 1, "b", "127.0.0.1", 9002),
                UnfenceBrokerRecord(1, 0), UnfenceBrokerRecord(2, 1),
                TopicRecord(TOPIC, 4, partitions, 2)]
-    records += [PartitionRecord(TOPIC, p, (1, 2), 1, 0, (1, 2), 0) for p in range(partitions)]
+    records += [PartitionRecord(TOPIC, p, (1, 2), 1, 0, isr, 0) for p in range(partitions)]
     for record in records:
         image.apply(record, image.last_applied_offset + 1)
     core.reconcile()
     return core
 
 
-def run(core: BrokerCore, sessions: bool, partitions: int, active: int, fetches: int,
-        warmup: int) -> dict[str, Any]:
+def run(core: BrokerCore, replica_id: int, sessions: bool, partitions: int, active: int,
+        fetches: int, warmup: int) -> dict[str, Any]:
     handler = FetchSessionHandler(enabled=sessions)
     offsets = {p: core.partitions[TopicPartition(TOPIC, p)].log_end_offset
                for p in range(partitions)}
@@ -95,8 +96,8 @@ def run(core: BrokerCore, sessions: bool, partitions: int, active: int, fetches:
                                "log_start_offset": 0, "partition_max_bytes": 1 << 20}
                   for p in range(partitions)}
         data = handler.build(wanted)
-        frame = encode_request_bytes(ApiKey.FETCH, VERSION, i, "replica-2", {
-            "replica_id": 2, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 8 << 20,
+        frame = encode_request_bytes(ApiKey.FETCH, VERSION, i, "bench", {
+            "replica_id": replica_id, "max_wait_ms": 0, "min_bytes": 0, "max_bytes": 8 << 20,
             "isolation_level": 0, **data.fields()})
         answers: list[Any] = []
         start = time.process_time()
@@ -129,31 +130,35 @@ def main() -> None:
     parser.add_argument("--warmup", type=int, default=5)
     args = parser.parse_args()
     results: dict[str, Any] = {}
-    for mode, sessions in (("sessionless", False), ("sessions", True)):
-        with tempfile.TemporaryDirectory() as root:
-            core = leader(Path(root), args.partitions)
-            try:
-                results[mode] = run(core, sessions, args.partitions, args.active,
-                                    args.fetches, args.warmup)
-            finally:
-                core.shutdown()
-    out = {"api": "Fetch v12, replica_id 2 (a follower), max_wait_ms 0, min_bytes 0",
+    for fetcher, replica_id, isr in (("follower", 2, (1, 2)), ("consumer", -1, (1,))):
+        for mode, sessions in (("sessionless", False), ("sessions", True)):
+            with tempfile.TemporaryDirectory() as root:
+                core = leader(Path(root), args.partitions, isr)
+                try:
+                    results[f"{fetcher} {mode}"] = run(
+                        core, replica_id, sessions, args.partitions, args.active,
+                        args.fetches, args.warmup)
+                finally:
+                    core.shutdown()
+    out = {"api": "Fetch v12, replica_id 2 (a follower) or -1 (a consumer), max_wait_ms 0, "
+                  "min_bytes 0",
            "settings": vars(args) | {"record_bytes": 100, "records_per_active_partition":
                                      "1 per fetch"},
            "machine": machine_info(), "medians": results}
     RESULTS.mkdir(exist_ok=True)
     (RESULTS / "fetch_sessions.json").write_text(json.dumps(out, indent=2) + "\n")
     print(json.dumps(out["medians"], indent=2))
-    drawn = plotting.figure(ncols=3, figsize=(11, 3.6))
+    drawn = plotting.figure(ncols=3, figsize=(13, 4))
     if drawn is not None:
         plt, fig, axes = drawn
         panels = (("request_bytes", "request bytes"), ("response_bytes", "response bytes"),
                   ("leader_cpu_us", "leader CPU per fetch (µs)"))
         for ax, (key, label) in zip(axes, panels, strict=True):
             modes = list(results)
-            ax.bar(modes, [results[m][key] for m in modes], color=["#999", "#37a"])
+            ax.bar(modes, [results[m][key] for m in modes], color=["#999", "#37a"] * 2)
             ax.set_title(label)
-        fig.suptitle(f"follower Fetch over {args.partitions} partitions, {args.active} "
+            ax.tick_params(axis="x", labelrotation=20, labelsize=8)
+        fig.suptitle(f"Fetch over {args.partitions} partitions, {args.active} "
                      f"active (medians of {args.fetches})")
         plotting.save(plt, fig, RESULTS / "fetch_sessions.png")
 
