@@ -42,6 +42,10 @@ Bounds (every queue, pool and size is bounded):
 |                            |             | network process (not counted in the client caps)|
 | max_metadata_topics        | 1000        | topics one Metadata request may name            |
 | max_fetch_partitions       | 1000        | partitions one Fetch request may name           |
+| max_incremental_fetch_     | 1000        | fetch sessions (KIP-227) kept; 0: none          |
+| session_cache_slots        |             |                                                 |
+| min_incremental_fetch_     | 120000      | ms before a fetch session may be evicted        |
+| session_eviction_ms        |             | (docs/compatibility.md, Fetch)                  |
 | max_produce_partitions     | 10000       | partition entries one Produce request may name  |
 |                            |             | (more: the connection is closed, unanswered)    |
 | max_batch_records          | 65536       | records one produced batch may hold (its header's|
@@ -215,7 +219,9 @@ class BrokerConfig:
     metrics_max_lag_series: int = 10_000  # group partitions with lag series
     request_read_timeout_ms: int = 30_000
     max_metadata_topics: int = 1_000
-    max_fetch_partitions: int = 1_000
+    max_fetch_partitions: int = 1_000  # also the partitions of one fetch session
+    max_incremental_fetch_session_cache_slots: int = 1_000  # Kafka's names and defaults
+    min_incremental_fetch_session_eviction_ms: int = 120_000
     max_produce_partitions: int = 10_000  # a topic's most partitions (MAX_PARTITIONS_PER_TOPIC)
     # the leader's record check of a Produce (storage/log/validator.py, docs/security.md)
     max_batch_records: int = 65_536
@@ -438,9 +444,11 @@ class BrokerConfig:
         if self.group_max_session_timeout_ms < self.group_min_session_timeout_ms:
             raise InvalidConfigError("group_max_session_timeout_ms must be >= "
                                      "group_min_session_timeout_ms")
-        if self.group_initial_rebalance_delay_ms < 0 or self.offset_metadata_max_bytes < 0:
-            raise InvalidConfigError("group_initial_rebalance_delay_ms and "
-                                     "offset_metadata_max_bytes must be >= 0")
+        if min(self.group_initial_rebalance_delay_ms, self.offset_metadata_max_bytes,
+               self.max_incremental_fetch_session_cache_slots,
+               self.min_incremental_fetch_session_eviction_ms) < 0:
+            raise InvalidConfigError("group_initial_rebalance_delay_ms, offset_metadata_max_"
+                                     "bytes and the fetch session settings must be >= 0")
         if not (self.group_max_member_metadata_bytes <= self.group_max_metadata_bytes
                 <= self.group_coordinator_max_metadata_bytes):
             raise InvalidConfigError(

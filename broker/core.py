@@ -59,6 +59,7 @@ from broker.auth import read_cluster_secret
 from broker.config import BrokerConfig
 from broker.delayed import DelayedFetch, DelayedProduce
 from broker.dynamic_config.broker_configs import DynamicBrokerConfigs
+from broker.fetch_sessions.cache import FetchSessionCache
 from broker.group.offsets_topic import OffsetsTopic
 from broker.handlers.broker_view import TxnMarkerListener, TxnVerifier
 from broker.metadata.image import MetadataImage
@@ -147,6 +148,7 @@ class BrokerCore:
         self.partitions: dict[TopicPartition, Partition] = {}
         self.produce_purgatory: Purgatory[DelayedProduce] = Purgatory("produce", timer)
         self.fetch_purgatory: Purgatory[DelayedFetch] = Purgatory("fetch", timer)
+        self.fetch_sessions = FetchSessionCache.for_broker(config, clock)  # KIP-227
         self.topic_metrics = BrokerTopicMetrics(config.metrics_max_topics)  # bytes in/out
         self.isr = IsrProposals(config.node_id, config.replica_lag_time_max_ms, clock,
                                 self.partitions, self.wake_partition,
@@ -169,9 +171,8 @@ class BrokerCore:
         # group coordinator and __consumer_offsets; asks this core (InternalTopicHost)
         self.groups = OffsetsTopic(config, clock, timer, self.partitions,
                                    self.produce_purgatory, self.fetch_purgatory, self)
-        # transaction hooks (issue 32; broker.handlers.broker_view): the coordinator's
-        # KIP-890 verifier and the marker listener of __consumer_offsets (None: not wired)
-        # transaction coordinator and __transaction_state (TransactionStateHost)
+        # transaction coordinator and __transaction_state (TransactionStateHost); hooks
+        # (issue 32): its KIP-890 verifier, the __consumer_offsets marker listener
         self.transactions = TransactionStateTopic(
             config, clock, timer, self.partitions, self.produce_purgatory,
             self.fetch_purgatory, self, self.producer_ids)

@@ -4,8 +4,9 @@ The adapter around :class:`replication.follower_fetch.FollowerFetchSession`, whi
 decides everything (truncation by leader epoch, fetching, parking, diverging epochs,
 OFFSET_OUT_OF_RANGE and the leader's log start, answers for replaced states or moved log
 ends): this task sends the session's requests over one authenticated connection to the
-leader (OffsetsForLeaderEpoch v4, Fetch v12, ListOffsets v7), one at a time, feeds the
-answers back (and, for damaged segments under repair, up to
+leader (OffsetsForLeaderEpoch v4, Fetch v12 in a KIP-227 fetch session that a failed
+request restarts in full, ListOffsets v7), one at a time, feeds the answers back
+(and, for damaged segments under repair, up to
 ``REPAIR_REQUESTS_PER_ROUND`` consumer Fetches of the range after each replica Fetch),
 waits ``BACKOFF_S`` when the session asks for a backoff and after a lost
 connection or a top-level error, waits out the replication throttle when only throttled
@@ -105,9 +106,11 @@ class ReplicaFetcher:
                 await self._repair()
             except MiniKafkaError as exc:
                 log.info("fetcher for leader %d: %s; retrying", self.leader_id, exc)
+                session.fetch_session.handle_error()  # a full fetch next (KIP-227)
                 await asyncio.sleep(BACKOFF_S)
             except Exception:
                 log.exception("fetcher for leader %d failed; retrying", self.leader_id)
+                session.fetch_session.handle_error()
                 await asyncio.sleep(BACKOFF_S)
 
     async def _truncate(self) -> None:

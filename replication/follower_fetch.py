@@ -6,9 +6,12 @@ A follower partition is added with the leader epoch it follows and starts *trunc
 truncating partition's latest epoch and :meth:`on_truncate_response` lets
 :meth:`Partition.truncate_on_leader_answer` cut the log (never below the HW), asking
 again until the decision is complete.  Then it is *fetching*:
-:meth:`fetch_request` builds one Fetch (v12, sessionless: ``session_epoch`` -1) with
-``replica_id`` = this broker and per partition ``current_leader_epoch``, its LEO as
-``fetch_offset``, its log start and, as Kafka's followers do, ``last_fetched_epoch``;
+:meth:`fetch_request` builds one Fetch (v12) with ``replica_id`` = this broker and per
+partition ``current_leader_epoch``, its LEO as ``fetch_offset``, its log start and, as
+Kafka's followers do, ``last_fetched_epoch``, in a fetch session (KIP-227,
+:mod:`clients.protocol.fetch_session.handler`: after the first full fetch only the
+partitions whose fields changed are sent, and a partition the answer leaves out had
+nothing new; a session error makes the next fetch full);
 :meth:`on_fetch_response` appends returned batches with
 :meth:`Partition.append_records_as_follower` (offsets and epochs kept, follower HW =
 min(leader HW, own LEO), log start raised to the leader's).
@@ -62,6 +65,11 @@ from typing import Any
 
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import CorruptRecordError, ErrorCode, error_for
+from clients.protocol.fetch_session.handler import (
+    SESSION_ERRORS,
+    FetchRequestData,
+    FetchSessionHandler,
+)
 from clients.protocol.offset_specs import EARLIEST_TIMESTAMP
 from clients.protocol.topics import TopicPartition
 from clients.records.batch import iter_batches
@@ -97,6 +105,7 @@ class PendingRequest:
     body: Body
     states: dict[TopicPartition, FetchState]
     sent: dict[TopicPartition, int] = field(default_factory=dict)
+    session: FetchRequestData | None = None  # a replica Fetch's session fields
     repair: bool = False  # a repair Fetch (:meth:`FollowerFetchSession.on_repair_response`)
 
 
@@ -122,6 +131,7 @@ class FollowerFetchSession:
         self.backoff = False
         # replicas outside their ISR fetch at most this fast (replication.throttle)
         self.throttle = throttle
+        self.fetch_session = FetchSessionHandler()  # KIP-227, with the leader
 
     def add(self, partition: Partition) -> None:
         key = TopicPartition(partition.topic, partition.index)
@@ -205,9 +215,9 @@ class FollowerFetchSession:
         if not fetching:
             return None
         sent = {k: s.partition.log_end_offset for k, s in fetching.items()}
-        topics: dict[str, list[Body]] = {}
+        wanted: dict[tuple[str, int], Body] = {}
         for key, s in fetching.items():
-            topics.setdefault(key.topic, []).append({
+            wanted[key] = {
                 "partition": key.partition, "current_leader_epoch": s.leader_epoch,
                 "fetch_offset": sent[key],
                 "last_fetched_epoch": s.partition.truncation_request_epoch,
@@ -215,17 +225,22 @@ class FollowerFetchSession:
                 "partition_max_bytes": (
                     self.throttle.max_bytes(self.replica_fetch_max_bytes)
                     if self.throttle is not None and self._throttled(s)
-                    else self.replica_fetch_max_bytes)})
+                    else self.replica_fetch_max_bytes)}
+        session = self.fetch_session.build(wanted)
         return PendingRequest(ApiKey.FETCH, {
             "replica_id": self.node_id, "max_wait_ms": self.replica_fetch_wait_max_ms,
             "min_bytes": 1, "max_bytes": self.replica_fetch_max_bytes * 8,
-            "isolation_level": 0, "session_id": 0, "session_epoch": -1,
-            "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()]},
-            fetching, sent)
+            "isolation_level": 0, **session.fields()}, fetching, sent, session)
 
     def on_fetch_response(self, pending: PendingRequest, body: Body) -> PendingRequest | None:
         """Apply a Fetch answer; returns the ListOffsets request to send for partitions
-        that got OFFSET_OUT_OF_RANGE (None when there are none)."""
+        that got OFFSET_OUT_OF_RANGE (None when there are none).  A fetch session error
+        answers nothing: the next fetch is full."""
+        if pending.session is not None and not self.fetch_session.handle_response(
+                pending.session, body) and body["error_code"] in SESSION_ERRORS:
+            log.info("fetch session with leader %d: error %d, fetching in full",
+                     self.leader_id, body["error_code"])
+            return None
         if body["error_code"]:
             raise error_for(body["error_code"], f"fetch from leader {self.leader_id}")
         out_of_range: list[TopicPartition] = []

@@ -2,9 +2,10 @@
 
 :class:`HandlerCore` is the broker as every handler sees it (read-only properties, so an
 implementation's attributes may be of narrower types): its config and clock, the hosted
-partitions with their purgatories, the metadata image (controller mode) or the standalone
-topics (:class:`TopicLookup`, :class:`broker.topic_registry.TopicRegistry`), and the rooms
-handlers ask things of, each behind a Protocol of its own:
+partitions with their purgatories and fetch sessions, the metadata image (controller
+mode) or the standalone topics (:class:`TopicLookup`,
+:class:`broker.topic_registry.TopicRegistry`), and the rooms handlers ask things of,
+each behind a Protocol of its own:
 :class:`GroupCoordinatorLookup` (:class:`broker.group.offsets_topic.OffsetsTopic`) and
 :class:`GroupCoordinatorView` (:class:`broker.group.coordinator.GroupCoordinator`),
 :class:`TransactionCoordinatorLookup` (:class:`broker.txn.state_topic.TransactionStateTopic`)
@@ -36,6 +37,7 @@ from broker.async_client import ControllerChannel
 from broker.config import BrokerConfig
 from broker.delayed import DelayedFetch, DelayedProduce
 from broker.dynamic_config.broker_configs import DynamicBrokerConfigs
+from broker.fetch_sessions.cache import FetchSessionCache
 from broker.metadata.image import MetadataImage
 from broker.metrics.topic_metrics import BrokerTopicMetrics
 from broker.producer_ids import ProducerIdAllocator
@@ -243,6 +245,9 @@ class HandlerCore(Protocol):
 
     @property
     def fetch_purgatory(self) -> Purgatory[DelayedFetch]: ...
+
+    @property
+    def fetch_sessions(self) -> FetchSessionCache: ...
 
     @property
     def log_manager(self) -> LogManager: ...

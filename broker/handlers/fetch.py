@@ -10,12 +10,14 @@ network process with ``sendfile``).
 
 Kafka's semantics, with these differences:
 
-- Fetch sessions (KIP-227) are not kept: a full fetch (``session_epoch`` 0 or -1) is
-  answered with ``session_id`` 0 (sessionless, as Kafka answers when its session cache
-  is full) and every requested partition; an incremental one (epoch > 0) gets
-  FETCH_SESSION_ID_NOT_FOUND, after which clients send full fetches.  ``forgotten_topics``
-  and ``rack_id`` are ignored; ``preferred_read_replica`` is always -1 (no fetching from
-  followers).
+- Fetch sessions (KIP-227, v7+, clients and followers alike): the request's
+  ``session_id`` / ``session_epoch`` pick a context (:mod:`broker.fetch_sessions.context`:
+  sessionless, full with a new session, incremental over the session's partitions, or
+  FETCH_SESSION_ID_NOT_FOUND / INVALID_FETCH_SESSION_EPOCH); the partitions read are the
+  context's, each checked against the ACLs on every request, and an incremental response
+  keeps only the partitions with news.  Sessions belong to the principal and replica id
+  that made them.  ``rack_id`` is ignored; ``preferred_read_replica`` is always -1 (no
+  fetching from followers).
 - ``isolation_level`` 1 (read_committed) reads up to the last stable offset
   (:attr:`replication.partition.Partition.last_stable_offset`: below the first open
   transaction, at most the HW) and lists in ``aborted_transactions`` the aborted
@@ -60,6 +62,7 @@ from typing import Any
 
 from broker.acls import CLUSTER_RESOURCE
 from broker.delayed import DelayedFetch
+from broker.fetch_sessions.context import ERROR, new_context
 from broker.handlers.broker_view import HandlerCore
 from broker.handlers.common import (
     EMPTY_RECORDS,
@@ -280,10 +283,13 @@ def handle_fetch(core: HandlerCore, body: FetchRequest, respond: Respond[FetchRe
     if body["replica_id"] >= 0 and not ctx.may_act_as_broker(body["replica_id"]):
         respond(_not_a_broker(body, body["replica_id"]))  # a client posing as a follower
         return
-    if body["session_epoch"] not in (0, -1):  # incremental: we keep no sessions
-        respond({"throttle_time_ms": 0, "session_id": 0, "responses": [],
-                 "error_code": int(ErrorCode.FETCH_SESSION_ID_NOT_FOUND)})
+    context = new_context(core.fetch_sessions, body, ctx.version,
+                          (ctx.principal, body["replica_id"]))
+    if context.kind == ERROR:
+        respond(context.finish({}))
         return
+    read = body.copy()  # what this fetch reads: the context's partitions
+    read["topics"] = context.topics
 
     def fail() -> None:
         respond({"throttle_time_ms": 0, "session_id": 0, "responses": [],
@@ -292,21 +298,22 @@ def handle_fetch(core: HandlerCore, body: FetchRequest, respond: Respond[FetchRe
     def first_read(result: FetchResult) -> None:
         response, total, errored = result
         max_wait_ms = min(max(body["max_wait_ms"], 0), core.config.max_fetch_wait_ms)
-        keys = [(t["name"], p["partition"]) for t in body["topics"] for p in t["partitions"]]
+        keys = [(t["name"], p["partition"]) for t in read["topics"] for p in t["partitions"]]
         if errored or total >= body["min_bytes"] or max_wait_ms == 0 or not keys:
-            respond(response)
+            respond(context.finish(response))
             return
         op = DelayedFetch(max_wait_ms, body["min_bytes"], available, complete)
         core.fetch_purgatory.try_complete_else_watch(op, keys)
 
     def available() -> int | None:
-        _, now_total, now_errored = _fetch_response_sizes(core, body)
+        _, now_total, now_errored = _fetch_response_sizes(core, read)
         return None if now_errored else now_total
 
     def complete() -> None:
-        run_in_slices(_fetch_steps(core, body, ctx), lambda result: respond(result[0]), fail)
+        run_in_slices(_fetch_steps(core, read, ctx),
+                      lambda result: respond(context.finish(result[0])), fail)
 
-    run_in_slices(_fetch_steps(core, body, ctx), first_read, fail)
+    run_in_slices(_fetch_steps(core, read, ctx), first_read, fail)
 
 
 def _not_a_broker(body: FetchRequest, replica_id: int) -> FetchResponse:

@@ -3,14 +3,16 @@ each partition, and decoding it into what ``poll`` / ``poll_bulk`` return.
 
 Fetch path: one Fetch request in flight per leader node (at the connection's highest
 common version, Fetch 4-12), for every assigned, unpaused partition led by it that has a
-known position and no unconsumed data.  Always a full, sessionless fetch (KIP-227's
-``session_id`` 0, ``session_epoch`` -1: the broker keeps no fetch session and answers
-for every partition asked), ``isolation_level`` 0 (read_uncommitted) or 1
-(read_committed: the broker answers up to the last stable offset, with the partition's
-``aborted_transactions``)::
+known position and no unconsumed data, in a fetch session with that node (KIP-227,
+:class:`clients.protocol.fetch_session.handler.FetchSessionHandler`: a full fetch first,
+then incremental ones naming only the partitions added or moved, the others in
+``forgotten_topics_data``; a partition the answer leaves out had nothing new; a session
+error, a failed request or a lost connection make the next fetch full),
+``isolation_level`` 0 (read_uncommitted) or 1 (read_committed: the broker answers up to
+the last stable offset, with the partition's ``aborted_transactions``)::
 
     {replica_id: -1, max_wait_ms, min_bytes, max_bytes, isolation_level: 0 | 1,
-     session_id: 0, session_epoch: -1,
+     session_id, session_epoch, forgotten_topics_data,
      topics: [{name, partitions: [{partition, fetch_offset, partition_max_bytes}]}]}
 
 Records come from ``responses[].partitions[].records``: whole batches (possibly a
@@ -60,9 +62,13 @@ from clients.protocol.errors import (
     OffsetOutOfRangeError,
     error_for,
 )
+from clients.protocol.fetch_session.handler import (
+    SESSION_ERRORS,
+    FetchRequestData,
+    FetchSessionHandler,
+)
 from clients.protocol.message_types import (
     FetchRequest,
-    FetchRequestPartition,
     FetchResponse,
     FetchResponsePartition,
 )
@@ -152,6 +158,7 @@ class Fetcher:
         self._net = net
         self._isolation = isolation
         self.in_flight: dict[int, InFlightRequest] = {}  # node -> in-flight Fetch
+        self._sessions: dict[int, FetchSessionHandler] = {}  # node -> KIP-227 session
         self._pending_error: MiniKafkaError | None = None
 
     def raise_pending(self) -> None:
@@ -163,7 +170,7 @@ class Fetcher:
     # ------------------------------------------------------------ fetch requests
     def send_fetches(self) -> None:
         settings = self._settings
-        by_node: dict[int, dict[str, list[FetchRequestPartition]]] = {}
+        by_node: dict[int, dict[tuple[str, int], dict[str, Any]]] = {}
         for tp, state in self._subscriptions.states.items():
             if state.position is None or state.fetched is not None or state.paused:
                 continue
@@ -173,30 +180,31 @@ class Fetcher:
                 continue
             if leader in self.in_flight:
                 continue
-            by_node.setdefault(leader, {}).setdefault(tp.topic, []).append({
+            by_node.setdefault(leader, {})[(tp.topic, tp.partition)] = {
                 "partition": tp.partition, "fetch_offset": state.position,
                 "partition_max_bytes": settings.max_partition_fetch_bytes,
-            })  # fmt: skip
-        for node, topics in by_node.items():
-            body: FetchRequest = {
+            }  # fmt: skip
+        for node, wanted in by_node.items():
+            session = self._sessions.setdefault(node, FetchSessionHandler())
+            data = session.build(wanted)
+            body = cast(FetchRequest, {
                 "replica_id": -1,
                 "max_wait_ms": settings.fetch_max_wait_ms,
                 "min_bytes": settings.fetch_min_bytes,
                 "max_bytes": settings.fetch_max_bytes,
                 "isolation_level": self._isolation,
-                "session_id": 0,  # sessionless full fetch (KIP-227's legacy mode)
-                "session_epoch": -1,
-                "topics": [{"name": t, "partitions": ps} for t, ps in topics.items()],
-            }
+                **data.fields(),
+            })  # fmt: skip
             try:
                 conn = self._net.get(node)
                 request = conn.send(
                     ApiKey.FETCH,
                     body,
-                    context=body,
+                    context=(data, wanted),
                     timeout_ms=settings.request_timeout_ms + settings.fetch_max_wait_ms,
                 )
             except MiniKafkaError:
+                session.handle_error()
                 self._metadata.request_update()
                 continue
             assert request is not None
@@ -208,11 +216,17 @@ class Fetcher:
             del self.in_flight[request.node_id]
         if request.api_key != ApiKey.FETCH:
             return
+        data, wanted = cast(tuple[FetchRequestData, dict[tuple[str, int], dict[str, Any]]],
+                            request.context)
+        session = self._sessions.setdefault(request.node_id, FetchSessionHandler())
         if response.error is not None or response.body is None:
+            session.handle_error()
             self._metadata.request_update()
             return
         body = cast(FetchResponse, response.body)
         code = body["error_code"]  # v7+: the request as a whole (0 before v7)
+        if not session.handle_response(data, body) and code in SESSION_ERRORS:
+            return  # the next fetch to this node is full
         if code != ErrorCode.NONE:
             error = error_for(code, f"fetch from node {request.node_id} failed")
             if error.retriable:
@@ -220,16 +234,13 @@ class Fetcher:
             else:
                 self._pending_error = error
             return
-        asked = {
-            (t["name"], p["partition"]): p["fetch_offset"]
-            for t in cast(FetchRequest, request.context)["topics"] for p in t["partitions"]
-        }  # fmt: skip
         states = self._subscriptions.states
         for t in body["responses"]:
             for p in t["partitions"]:
                 tp = TopicPartition(t["name"], p["partition_index"])
                 state = states.get(tp)
-                fetch_offset = asked.get(tp)
+                asked = wanted.get(tp)
+                fetch_offset = None if asked is None else asked["fetch_offset"]
                 if state is None or fetch_offset is None or state.position != fetch_offset:
                     continue  # unassigned or sought meanwhile: stale data
                 self._partition_result(tp, fetch_offset, p)

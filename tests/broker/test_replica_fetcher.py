@@ -158,7 +158,8 @@ def test_truncate_then_fetch_replicates_with_the_v12_fields(
     fetch = [body for api, body in link.sent if api == ApiKey.FETCH][-1]
     (p,) = fetch["topics"][0]["partitions"]
     assert (fetch["replica_id"], fetch["session_epoch"], p["partition"], p["fetch_offset"],
-            p["last_fetched_epoch"], p["current_leader_epoch"]) == (2, -1, 0, 3, 0, 0)
+            p["last_fetched_epoch"], p["current_leader_epoch"]) == (2, 1, 0, 3, 0, 0)
+    assert fetch["session_id"] != 0  # the second fetch: incremental in the leader's session
 
 
 def test_a_diverging_epoch_sends_the_follower_back_to_truncation(

@@ -678,8 +678,11 @@ class FakeCluster:
 
     def _fetch(self, node_id: int, body: dict[str, Any]) -> dict[str, Any]:
         deadline = time.monotonic() + body["max_wait_ms"] / 1000
-        if (body["session_id"], body["session_epoch"]) != (0, -1) or body["replica_id"] != -1:
-            raise MiniKafkaError("a consumer's Fetch must be sessionless (session 0, epoch "
+        # a full fetch (no session, or asking for one: KIP-227), answered sessionless
+        # (session_id 0, as Kafka when its cache is full), from replica -1
+        if (body["session_id"] != 0 or body["session_epoch"] not in (0, -1)
+                or body["replica_id"] != -1):
+            raise MiniKafkaError("a consumer's Fetch must be full (session 0, epoch 0 or "
                                  f"-1) from replica -1, got {body['session_id']}, "
                                  f"{body['session_epoch']}, {body['replica_id']}")
         with self.cond:

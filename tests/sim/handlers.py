@@ -31,6 +31,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 from broker.config import BrokerConfig
 from broker.delayed import DelayedFetch, DelayedProduce
+from broker.fetch_sessions.cache import FetchSessionCache
 from broker.handlers.broker_view import HandlerCore, TxnVerifier
 from broker.metadata.image import MetadataImage
 from broker.metrics.topic_metrics import BrokerTopicMetrics
@@ -96,6 +97,7 @@ class SimHandlerCore:
                                    replica_lag_time_max_ms=replica_lag_time_max_ms)
         self.image: MetadataImage | None = None
         self.fetch_purgatory: Purgatory[DelayedFetch] = Purgatory("fetch", broker.timer)
+        self.fetch_sessions = FetchSessionCache(0, 0, 1, clock)  # KIP-227: none kept
         self.isr = SimIsrProposals(broker, clock, replica_lag_time_max_ms)
         self.configs = SimTopicConfigs(broker)
         self.topic_metrics = BrokerTopicMetrics(max_topics=10)  # Produce counts into it

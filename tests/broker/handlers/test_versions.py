@@ -156,16 +156,16 @@ def test_fetch_at_both_ends(h: CoreHarness, version: int) -> None:
         assert part["preferred_read_replica"] == -1
 
 
-def test_fetch_sessions_are_refused_and_full_fetches_answer_every_partition(
+def test_full_fetches_answer_every_partition_and_unknown_sessions_are_refused(
         h: CoreHarness) -> None:
     body = fetch_body("t", 0)
     body["topics"][0]["partitions"].append({"partition": 1, "fetch_offset": 0,
                                            "partition_max_bytes": 1000})
     body["topics"].append({"name": "gone", "partitions": [
         {"partition": 0, "fetch_offset": 0, "partition_max_bytes": 1000}]})
-    for epoch in (0, -1):  # a full fetch, creating a session or not: sessionless answer
+    for epoch in (0, -1):  # a full fetch, creating a session (0) or not (-1)
         answer = call1(h.core, ApiKey.FETCH, {**body, "session_epoch": epoch})
-        assert answer["session_id"] == 0 and answer["error_code"] == 0
+        assert (answer["session_id"] != 0) == (epoch == 0) and answer["error_code"] == 0
         assert [(t["name"], [p["partition_index"] for p in t["partitions"]])
                 for t in answer["responses"]] == [("t", [0, 1]), ("gone", [0])]
     incremental = call1(h.core, ApiKey.FETCH, {**body, "session_id": 5, "session_epoch": 3})

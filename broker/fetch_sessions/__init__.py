@@ -1,0 +1,6 @@
+"""Fetch sessions (KIP-227): the leader's cache of what each fetcher fetches.
+
+:mod:`broker.fetch_sessions.cache` holds the sessions and Kafka's bounds and eviction;
+:mod:`broker.fetch_sessions.context` turns one Fetch request into what to read and
+filters its response (full, incremental, sessionless, error).
+"""

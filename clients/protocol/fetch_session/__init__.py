@@ -1,0 +1,1 @@
+"""The fetcher's side of fetch sessions (KIP-227): :mod:`.handler`."""
