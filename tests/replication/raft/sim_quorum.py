@@ -60,6 +60,7 @@ class SimSettings:
     max_delay_ms: int = 40
     max_tick_ms: int = 60
     crash_probability: float = 0.004
+    leader_crash_probability: float = 0.001  # the active leader, whoever it is
     restart_probability: float = 0.03
     partition_probability: float = 0.004
     heal_probability: float = 0.01
@@ -151,6 +152,9 @@ class QuorumSim:
         down = [i for i, n in self.nodes.items() if n is None]
         if live and rng.random() < s.crash_probability:
             self._crash(rng.choice(live))
+        leader = self.leader()
+        if leader is not None and rng.random() < s.leader_crash_probability:
+            self._crash(leader.node_id)
         if down and rng.random() < s.restart_probability:
             self._start(rng.choice(down))
         if rng.random() < s.partition_probability:
@@ -309,12 +313,14 @@ def disruption_check(seed: int, voters: int = 5,
     that kept its majority (no crashes, light loss).  Raises :class:`Violation`."""
     quiet = SimSettings(voters=voters, steps=0, drop_probability=0.01,
                         duplicate_probability=0.01, crash_probability=0.0,
-                        partition_probability=0.0, resign_probability=0.0)
+                        partition_probability=0.0, heal_probability=0.0,
+                        resign_probability=0.0)
     sim = QuorumSim(seed, quiet, replica_factory)
     while sim.leader() is None or sim.clock.now_ms() < 5000:
         sim.step()
     leader = sim.leader()
     assert leader is not None
+    epoch = leader.epoch
     lonely = sim.rng.choice([i for i in sim.ids if i != leader.node_id])
     sim.network.cut |= {(lonely, j) for j in sim.ids} | {(j, lonely) for j in sim.ids}
     until = sim.clock.now_ms() + 10_000
@@ -325,7 +331,8 @@ def disruption_check(seed: int, voters: int = 5,
     while sim.clock.now_ms() < until:
         sim.step()
         if leader.role is not QuorumRole.LEADER:
-            sim.fail(f"disruption: leader {leader.node_id} of epoch {leader.epoch} deposed "
+            sim.fail(f"disruption: leader {leader.node_id} of epoch {epoch} deposed (now "
+                     f"epoch {leader.epoch}) "
                      f"after voter {lonely} came back from a partition")
     return sim
 
