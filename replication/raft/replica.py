@@ -12,7 +12,10 @@ Roles follow :data:`replication.raft.quorum_state.TRANSITIONS`; votes follow
 :mod:`replication.raft.election`; the leader's bookkeeping is
 :class:`replication.raft.leader_state.LeaderState`.  Election timeouts are
 ``election_timeout_ms + rng.randrange(election_timeout_ms)`` from the injected
-``random.Random``.
+``random.Random``, plus ``rng.randrange(election_backoff_max_ms)`` when a (pre-)election
+starts; a Prospective that lost a live leader returns to it when its pre-vote times out
+(KIP-996) and a follower told NOT_LEADER_OR_FOLLOWER by its leader (restarted, Resigned)
+stops vouching for it.
 
 Contract:
 
@@ -387,6 +390,9 @@ class KRaftReplica:
             error = (ErrorCode.FENCED_LEADER_EPOCH if req.epoch < self.epoch
                      else ErrorCode.NOT_LEADER_OR_FOLLOWER)
             return [Send(source, QuorumFetchResponse(self.epoch, self.leader_id, error=error))]
+        if req.fetch_offset < 0:
+            return [Send(source, QuorumFetchResponse(self.epoch, self.leader_id,
+                                                     error=ErrorCode.INVALID_REQUEST))]
         if req.epoch > self.epoch or self._leader is None:
             return [Send(source, QuorumFetchResponse(self.epoch, self.leader_id,
                                                error=ErrorCode.UNKNOWN_LEADER_EPOCH))]

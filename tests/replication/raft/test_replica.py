@@ -198,6 +198,8 @@ def test_leader_answers_divergence_like_offsets_for_leader_epoch() -> None:
     assert resp.message.diverging == (0, 0)  # epoch 0 unknown: nothing below the first epoch
     (resp,) = leader.handle(other, QuorumFetchRequest(0, other, 0, -1))
     assert resp.message.error is ErrorCode.FENCED_LEADER_EPOCH
+    (resp,) = leader.handle(other, QuorumFetchRequest(1, other, -3, -1))
+    assert resp.message.error is ErrorCode.INVALID_REQUEST and not resp.message.entries
 
 
 def test_restarted_leader_comes_back_resigned() -> None:
