@@ -40,3 +40,10 @@ def test_sweep_keeps_every_invariant(voters: int, seeds: range) -> None:
 def test_a_returning_voter_never_disrupts_a_healthy_leader() -> None:
     for seed in range(10):
         disruption_check(seed)
+
+
+def test_a_seed_replays_exactly() -> None:
+    settings = replace(SimSettings(), voters=5, steps=1000)
+    first, second = run_seed(42, settings), run_seed(42, settings)
+    assert first.committed == second.committed and first.step_no == second.step_no
+    assert first.leaders == second.leaders and first.votes == second.votes
