@@ -1,0 +1,18 @@
+"""KRaft's quorum protocol as a pure, sans-IO replica (issue 34, foundation only).
+
+Kafka's Raft (KIP-595 election and Fetch-based replication, KIP-996 PreVote) for one
+replicated log: :mod:`.quorum_state` (roles as a transition table, the persisted election
+state and its store), :mod:`.messages` (the protocol), :mod:`.raft_log` (the log it
+replicates), :mod:`.election` (vote rules), :mod:`.leader_state` (the leader's view of
+the voters: HW, check quorum, fetch validation), :mod:`.config` (timeouts),
+:mod:`.state_file` (the fsync'd quorum-state file) and :mod:`.replica` (the state
+machine fed events that returns messages to send).
+
+It lives under ``replication`` because it is log replication by leader epoch: it reuses
+:mod:`replication.truncation` and :class:`replication.leader_epoch_cache.LeaderEpochCache`
+and, like the rest of ``replication``, imports nothing from ``broker``.
+
+**Not wired yet**: the controller does not use it (no network adapter, no
+``cluster start --controllers N``); snapshots / FetchSnapshot and voter-set changes are
+not implemented.  It is proven by a seeded simulation (``tests/replication/raft/``).
+"""

@@ -1,0 +1,459 @@
+"""KRaftReplica: one voter of a KRaft quorum as a pure state machine (sans-IO).
+
+Fed events, it returns the messages to send (:class:`replication.raft.messages.Send`):
+
+* :meth:`KRaftReplica.handle` - a message arrived from another voter;
+* :meth:`KRaftReplica.poll` - time passed (the injected :class:`timer.clock.Clock`):
+  election / fetch timeouts, check quorum, re-sends, the leader's flush;
+* :meth:`KRaftReplica.append` - the application appends entries (leader only);
+* :meth:`KRaftReplica.resign` - graceful shutdown of a leader (EndQuorumEpoch).
+
+Roles follow :data:`replication.raft.quorum_state.TRANSITIONS`; votes follow
+:mod:`replication.raft.election`; the leader's bookkeeping is
+:class:`replication.raft.leader_state.LeaderState`.  Election timeouts are
+``election_timeout_ms + rng.randrange(election_timeout_ms)`` from the injected
+``random.Random``, plus ``rng.randrange(election_backoff_max_ms)`` when a (pre-)election
+starts; a Prospective that lost a live leader returns to it when its pre-vote times out
+(KIP-996) and a follower told NOT_LEADER_OR_FOLLOWER by its leader (restarted, Resigned)
+stops vouching for it.
+
+Contract:
+
+* **Persist before answering**: every change of ``(epoch, voted_for, leader_id)`` goes
+  through :meth:`QuorumStateStore.write` (durable on return) before any message that
+  depends on it is built.
+* **Flush before reporting**: the log is flushed before its end offset is reported (a
+  Fetch, the leader's own count toward the high watermark); the application's appends
+  are flushed by the next :meth:`poll`.
+* **Only committed entries are exposed**: ``high_watermark`` counts entries committed by a
+  majority with an entry of the leader's epoch; it never moves back in one incarnation (it
+  is not persisted: after a restart it starts at 0 and is relearned from the leader).
+* A restarted leader comes back Resigned; a new leader first appends a LeaderChange entry
+  (payload :data:`LEADER_CHANGE`) of its epoch.
+
+**Not wired yet**: the controller does not run this; no network adapter exists.
+Snapshots (FetchSnapshot) and voter-set changes are not implemented.
+
+Costs: each event is O(voters + entries it moves); a Fetch answer copies at most
+``max_fetch_entries`` entries.  Not thread-safe: one driver owns it (an event loop, or the
+simulation).
+"""
+
+from __future__ import annotations
+
+import random
+from collections.abc import Sequence
+
+from clients.protocol.errors import ErrorCode
+from replication.raft.config import RaftConfig
+from replication.raft.election import VoteTally, grant_pre_vote, grant_vote, log_up_to_date
+from replication.raft.leader_state import LeaderState, diverging_epoch
+from replication.raft.messages import (
+    BeginQuorumEpochRequest,
+    BeginQuorumEpochResponse,
+    EndQuorumEpochRequest,
+    Entry,
+    QuorumFetchRequest,
+    QuorumFetchResponse,
+    RaftMessage,
+    Send,
+    VoteRequest,
+    VoteResponse,
+)
+from replication.raft.quorum_state import (
+    ElectionState,
+    QuorumEvent,
+    QuorumRole,
+    QuorumStateStore,
+    next_role,
+)
+from replication.raft.raft_log import RaftLog
+from replication.truncation import EpochEndOffset, decide_truncation
+from timer.clock import Clock
+
+__all__ = ["LEADER_CHANGE", "KRaftReplica"]
+
+LEADER_CHANGE = b"LeaderChange"
+_R = QuorumRole
+_E = QuorumEvent
+
+
+class KRaftReplica:
+    def __init__(self, node_id: int, voters: Sequence[int], log: RaftLog,
+                 store: QuorumStateStore, clock: Clock, rng: random.Random,
+                 config: RaftConfig | None = None) -> None:
+        if node_id not in voters:
+            raise ValueError(f"node {node_id} is not one of the voters {list(voters)}")
+        self.node_id = node_id
+        self.voters = tuple(sorted(set(voters)))
+        self.log = log
+        self.config = config or RaftConfig()
+        self._store = store
+        self._clock = clock
+        self._rng = rng
+        self._state = store.read() or ElectionState(0)
+        self.high_watermark = 0
+        self._leader: LeaderState | None = None
+        self._tally: VoteTally | None = None
+        self._deadline_ms = 0  # election / fetch timeout of the current role
+        self._retry_ms = 0  # next re-send (votes, BeginQuorumEpoch)
+        self._pending_fetch: QuorumFetchRequest | None = None
+        self._fetch_sent_ms = 0
+        self._next_fetch_ms = 0
+        self._leader_resigned = False  # our leader sent EndQuorumEpoch
+        self._begin_acked: set[int] = set()
+        self._retained_leader: int | None = None  # a prospective's last live leader
+        self._announce_resigned = self._state.leader_id == node_id
+        if self._state.leader_id == node_id:
+            self.role = _R.RESIGNED  # Kafka: a restarted leader does not lead again
+        elif self._state.leader_id is not None:
+            self.role = _R.FOLLOWER
+        else:
+            self.role = _R.UNATTACHED
+        self._reset_election_timer()
+        if self.role is _R.FOLLOWER:
+            self._deadline_ms = self._now() + self.config.fetch_timeout_ms
+
+    # -- read-only view --------------------------------------------------------------
+
+    @property
+    def epoch(self) -> int:
+        return self._state.epoch
+
+    @property
+    def leader_id(self) -> int | None:
+        return self._state.leader_id
+
+    @property
+    def voted_for(self) -> int | None:
+        return self._state.voted_for
+
+    def next_deadline_ms(self) -> int:
+        """When :meth:`poll` has something to do next, at the latest."""
+        if self.role is _R.LEADER:
+            if self.log.flushed_end_offset < self.log.end_offset:
+                return self._now()  # appends to flush
+            unacked = len(self._begin_acked) < len(self.voters) - 1
+            return min(self._deadline_ms, self._retry_ms) if unacked else self._deadline_ms
+        times = [self._deadline_ms]
+        if self.role in (_R.PROSPECTIVE, _R.CANDIDATE):
+            times.append(self._retry_ms)
+        if self.role is _R.FOLLOWER:
+            times.append(self._next_fetch_ms if self._pending_fetch is None
+                         else self._fetch_sent_ms + self.config.request_timeout_ms)
+        return min(times)
+
+    # -- events ----------------------------------------------------------------------
+
+    def append(self, payloads: Sequence[bytes]) -> int | None:
+        """Append as leader (flushed by the next poll); the last offset, or None."""
+        if self.role is not _R.LEADER or not payloads:
+            return None
+        self.log.append(Entry(self.epoch, p) for p in payloads)
+        return self.log.end_offset - 1
+
+    def resign(self) -> list[Send]:
+        """Graceful shutdown of a leader: hand over at once (EndQuorumEpoch)."""
+        if self.role is not _R.LEADER or self._leader is None:
+            return []
+        successors = self._leader.successors()
+        self._become_resigned()
+        return [Send(v, EndQuorumEpochRequest(self.epoch, self.node_id, successors))
+                for v in successors]
+
+    def poll(self) -> list[Send]:
+        now = self._now()
+        if self.role is _R.LEADER:
+            return self._poll_leader(now)
+        if now >= self._deadline_ms:
+            if self.role is _R.PROSPECTIVE and self._retained_leader is not None:
+                return self._become_follower(self.epoch, self._retained_leader)  # KIP-996
+            return self._become_prospective()
+        if self._announce_resigned:
+            self._announce_resigned = False
+            req = EndQuorumEpochRequest(self.epoch, self.node_id, ())
+            return [Send(v, req) for v in self.voters if v != self.node_id]
+        out: list[Send] = []
+        if self.role in (_R.PROSPECTIVE, _R.CANDIDATE) and now >= self._retry_ms:
+            out += self._request_votes()
+        if self.role is _R.FOLLOWER:
+            timed_out = (self._pending_fetch is not None
+                         and now - self._fetch_sent_ms >= self.config.request_timeout_ms)
+            if timed_out or (self._pending_fetch is None and now >= self._next_fetch_ms):
+                out += self._fetch()
+        return out
+
+    def handle(self, source: int, message: RaftMessage) -> list[Send]:
+        if source not in self.voters or source == self.node_id:
+            return []  # only voters take part (observers are not implemented)
+        match message:
+            case VoteRequest():
+                return self._on_vote_request(source, message)
+            case VoteResponse():
+                return self._on_vote_response(source, message)
+            case BeginQuorumEpochRequest():
+                return self._on_begin_epoch(source, message)
+            case BeginQuorumEpochResponse():
+                if message.epoch == self.epoch and self.role is _R.LEADER:
+                    self._begin_acked.add(source)
+                return self._observe_epoch(message.epoch, None)
+            case EndQuorumEpochRequest():
+                return self._on_end_epoch(message)
+            case QuorumFetchRequest():
+                return self._on_fetch_request(source, message)
+            case QuorumFetchResponse():
+                return self._on_fetch_response(source, message)
+
+    # -- election --------------------------------------------------------------------
+
+    def _on_vote_request(self, source: int, req: VoteRequest) -> list[Send]:
+        up_to_date = log_up_to_date(req.last_epoch, req.end_offset, self.log.last_epoch,
+                                    self.log.end_offset)
+        if req.pre_vote:
+            granted = grant_pre_vote(req.epoch, self.epoch, up_to_date, self._heard_from_leader())
+            return [Send(source, VoteResponse(self.epoch, granted, self._live_leader(), True))]
+        out: list[Send] = []
+        if req.epoch > self.epoch:
+            out += self._become_unattached(req.epoch)
+        granted = req.epoch == self.epoch and grant_vote(self.role, self.voted_for,
+                                                         req.candidate_id, up_to_date)
+        if granted:
+            self.role = next_role(self.role, _E.VOTE_CAST)
+            self._persist(ElectionState(self.epoch, req.candidate_id, None))
+            self._reset_election_timer()
+        return [*out, Send(source, VoteResponse(self.epoch, granted, self._live_leader(), False))]
+
+    def _live_leader(self) -> int | None:
+        """The leader we follow or are (not one remembered after losing contact)."""
+        if self.role is _R.LEADER or (self.role is _R.FOLLOWER and not self._leader_resigned):
+            return self.leader_id
+        return None
+
+    def _on_vote_response(self, source: int, resp: VoteResponse) -> list[Send]:
+        if resp.epoch > self.epoch:
+            return self._observe_epoch(resp.epoch, resp.leader_id)
+        if (resp.epoch == self.epoch and not resp.granted and resp.leader_id is not None
+                and resp.leader_id not in (self.node_id, self._retained_leader)
+                and self.role is _R.PROSPECTIVE):
+            return self._become_follower(resp.epoch, resp.leader_id)  # KIP-996: it lives
+        out = self._observe_epoch(resp.epoch, resp.leader_id)
+        if self.role is _R.FOLLOWER:
+            return out  # it named a leader of our epoch we did not know: no election now
+        if self._tally is None:
+            return []
+        if resp.pre_vote and self.role is _R.PROSPECTIVE:
+            self._tally.record(source, resp.granted)
+            return self._become_candidate() if self._tally.won else []
+        if not resp.pre_vote and self.role is _R.CANDIDATE and resp.epoch == self.epoch:
+            self._tally.record(source, resp.granted)
+            return self._become_leader() if self._tally.won else []
+        return []
+
+    def _heard_from_leader(self) -> bool:
+        if self.role is _R.LEADER:
+            return True
+        return self.role is _R.FOLLOWER and not self._leader_resigned
+
+    def _become_prospective(self) -> list[Send]:
+        following = self.role is _R.FOLLOWER and not self._leader_resigned
+        self._retained_leader = self.leader_id if following else None
+        self.role = next_role(self.role, _E.ELECTION_TIMEOUT)
+        self._leader = None
+        self._pending_fetch = None
+        self._tally = VoteTally(self.voters, self.node_id)
+        self._reset_election_timer(backoff=True)
+        if self._tally.won:
+            return self._become_candidate()
+        return self._request_votes()
+
+    def _become_candidate(self) -> list[Send]:
+        self.role = next_role(self.role, _E.PRE_VOTE_MAJORITY)
+        self._persist(ElectionState(self.epoch + 1, self.node_id, None))
+        self._tally = VoteTally(self.voters, self.node_id)
+        self._reset_election_timer(backoff=True)
+        if self._tally.won:
+            return self._become_leader()
+        return self._request_votes()
+
+    def _request_votes(self) -> list[Send]:
+        assert self._tally is not None
+        self._retry_ms = self._now() + self.config.request_timeout_ms
+        pre_vote = self.role is _R.PROSPECTIVE
+        req = VoteRequest(self.epoch + 1 if pre_vote else self.epoch, self.node_id,
+                          self.log.last_epoch, self.log.end_offset, pre_vote)
+        return [Send(v, req) for v in sorted(self._tally.unanswered())]
+
+    def _become_leader(self) -> list[Send]:
+        self.role = next_role(self.role, _E.VOTE_MAJORITY)
+        self._persist(ElectionState(self.epoch, self.node_id, self.node_id))
+        self._tally = None
+        now = self._now()
+        start = self.log.end_offset
+        self.log.append([Entry(self.epoch, LEADER_CHANGE)])
+        self.log.flush()
+        self._leader = LeaderState(self.node_id, self.voters, self.epoch, start,
+                                   self.high_watermark, now)
+        self._leader.update_local(self.log.flushed_end_offset, now)
+        self.high_watermark = self._leader.high_watermark
+        self._deadline_ms = now + self.config.fetch_timeout_ms + 1
+        self._begin_acked = set()
+        return self._begin_epoch(now)
+
+    def _begin_epoch(self, now: int) -> list[Send]:
+        self._retry_ms = now + self.config.request_timeout_ms
+        req = BeginQuorumEpochRequest(self.epoch, self.node_id)
+        return [Send(v, req) for v in self.voters
+                if v != self.node_id and v not in self._begin_acked]
+
+    def _become_resigned(self) -> None:
+        self.role = next_role(self.role, _E.RESIGN)
+        self._leader = None
+        self._reset_election_timer()
+
+    def _become_unattached(self, epoch: int) -> list[Send]:
+        self.role = next_role(self.role, _E.NEW_EPOCH)
+        self._persist(ElectionState(epoch, None, None))
+        self._leader = self._tally = self._pending_fetch = None
+        self._reset_election_timer()
+        return []
+
+    def _become_follower(self, epoch: int, leader_id: int) -> list[Send]:
+        self.role = next_role(self.role, _E.LEADER_KNOWN)
+        voted = self.voted_for if epoch == self.epoch else None
+        self._persist(ElectionState(epoch, voted, leader_id))
+        self._leader = self._tally = self._pending_fetch = None
+        self._leader_resigned = False
+        self._retained_leader = None
+        self._deadline_ms = self._now() + self.config.fetch_timeout_ms
+        return self._fetch()
+
+    def _observe_epoch(self, epoch: int, leader_id: int | None) -> list[Send]:
+        """Adopt a higher epoch (and its leader), or the leader of our epoch."""
+        known = leader_id is not None and leader_id != self.node_id
+        if epoch > self.epoch:
+            if known:
+                assert leader_id is not None
+                return self._become_follower(epoch, leader_id)
+            return self._become_unattached(epoch)
+        if (epoch == self.epoch and known and self.leader_id is None
+                and self.role not in (_R.LEADER, _R.RESIGNED)):
+            assert leader_id is not None
+            return self._become_follower(epoch, leader_id)
+        return []
+
+    def _on_begin_epoch(self, source: int, req: BeginQuorumEpochRequest) -> list[Send]:
+        out = self._observe_epoch(req.epoch, req.leader_id)
+        if req.epoch == self.epoch and self.leader_id == req.leader_id:
+            return [*out, Send(source, BeginQuorumEpochResponse(self.epoch))]
+        return [*out, Send(source, BeginQuorumEpochResponse(
+            self.epoch, ErrorCode.FENCED_LEADER_EPOCH))]
+
+    def _on_end_epoch(self, req: EndQuorumEpochRequest) -> list[Send]:
+        out = self._observe_epoch(req.epoch, None)
+        if (self.role is _R.FOLLOWER and req.epoch == self.epoch
+                and req.leader_id == self.leader_id):
+            self._leader_resigned = True
+            successors = req.preferred_successors
+            position = successors.index(self.node_id) if self.node_id in successors else None
+            if position is None:
+                self._reset_election_timer()
+            else:
+                self._deadline_ms = self._now() + min(
+                    self.config.election_backoff_max_ms,
+                    self.config.retry_backoff_ms * ((1 << position) - 1))
+        return out
+
+    def _reset_election_timer(self, backoff: bool = False) -> None:
+        timeout = self.config.election_timeout_ms
+        extra = self._rng.randrange(self.config.election_backoff_max_ms) if backoff else 0
+        self._deadline_ms = self._now() + timeout + self._rng.randrange(timeout) + extra
+        self._retry_ms = self._now()
+
+    # -- replication -----------------------------------------------------------------
+
+    def _poll_leader(self, now: int) -> list[Send]:
+        assert self._leader is not None
+        if self.log.flushed_end_offset < self.log.end_offset:
+            self.log.flush()
+        self._advance_leader(self._leader.update_local(self.log.flushed_end_offset, now))
+        self._deadline_ms = self._leader.quorum_deadline_ms(now, self.config.fetch_timeout_ms)
+        if now >= self._deadline_ms:
+            return self.resign()  # check quorum: no Fetch from a majority in the timeout
+        return self._begin_epoch(now) if now >= self._retry_ms else []
+
+    def _advance_leader(self, moved: bool) -> None:
+        if moved and self._leader is not None:
+            self.high_watermark = self._leader.high_watermark
+
+    def _on_fetch_request(self, source: int, req: QuorumFetchRequest) -> list[Send]:
+        if req.epoch < self.epoch or (req.epoch == self.epoch and self.role is not _R.LEADER):
+            error = (ErrorCode.FENCED_LEADER_EPOCH if req.epoch < self.epoch
+                     else ErrorCode.NOT_LEADER_OR_FOLLOWER)
+            return [Send(source, QuorumFetchResponse(self.epoch, self.leader_id, error=error))]
+        if req.fetch_offset < 0:
+            return [Send(source, QuorumFetchResponse(self.epoch, self.leader_id,
+                                                     error=ErrorCode.INVALID_REQUEST))]
+        if req.epoch > self.epoch or self._leader is None:
+            return [Send(source, QuorumFetchResponse(self.epoch, self.leader_id,
+                                               error=ErrorCode.UNKNOWN_LEADER_EPOCH))]
+        self._begin_acked.add(source)
+        diverging = diverging_epoch(self.log.epoch_cache, self.log.end_offset,
+                                    req.fetch_offset, req.last_fetched_epoch)
+        if diverging is not None:
+            self._leader.on_fetch(source, 0, self._now())  # alive, offset unknown
+            return [Send(source, QuorumFetchResponse(self.epoch, self.node_id, req.fetch_offset,
+                                               high_watermark=self.high_watermark,
+                                               diverging=diverging))]
+        self._advance_leader(self._leader.on_fetch(source, req.fetch_offset, self._now()))
+        entries = tuple(self.log.entries_from(req.fetch_offset, self.config.max_fetch_entries))
+        return [Send(source, QuorumFetchResponse(self.epoch, self.node_id, req.fetch_offset,
+                                                 entries, self.high_watermark))]
+
+    def _fetch(self) -> list[Send]:
+        if self.role is not _R.FOLLOWER or self.leader_id is None:
+            return []
+        self.log.flush()  # the fetch offset reports what we hold durably
+        self._pending_fetch = QuorumFetchRequest(self.epoch, self.node_id, self.log.end_offset,
+                                           self.log.last_epoch)
+        self._fetch_sent_ms = self._now()
+        return [Send(self.leader_id, self._pending_fetch)]
+
+    def _on_fetch_response(self, source: int, resp: QuorumFetchResponse) -> list[Send]:
+        out = self._observe_epoch(resp.epoch, resp.leader_id)
+        if out or self.role is not _R.FOLLOWER or source != self.leader_id:
+            return out
+        if resp.error is ErrorCode.NOT_LEADER_OR_FOLLOWER and resp.epoch == self.epoch:
+            self._leader_resigned = True  # our leader restarted and resigned
+        pending = self._pending_fetch
+        if (resp.error or resp.epoch != self.epoch or pending is None
+                or resp.base_offset != pending.fetch_offset
+                or self.log.end_offset != pending.fetch_offset
+                or self.log.last_epoch != pending.last_fetched_epoch):
+            return []  # an error, or a late or duplicated answer: the timer re-sends
+        self._pending_fetch = None
+        now = self._now()
+        if not self._leader_resigned:
+            self._deadline_ms = now + self.config.fetch_timeout_ms
+        if resp.diverging is not None:
+            decision = decide_truncation(EpochEndOffset(*resp.diverging), self.log.epoch_cache,
+                                         self.log.end_offset, 0, self.high_watermark)
+            self.log.truncate_to(decision.truncate_to)
+            return self._fetch()
+        self.log.append(resp.entries)
+        hw = min(resp.high_watermark, self.log.end_offset)
+        if hw > self.high_watermark:
+            self.high_watermark = hw
+        if resp.entries:
+            return self._fetch()
+        self._next_fetch_ms = now + self.config.fetch_interval_ms
+        return []
+
+    # -- persistence -----------------------------------------------------------------
+
+    def _persist(self, state: ElectionState) -> None:
+        if state != self._state:
+            self._store.write(state)  # durable on return: before any answer built on it
+            self._state = state
+
+    def _now(self) -> int:
+        return self._clock.now_ms()
