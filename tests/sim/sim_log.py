@@ -132,9 +132,10 @@ class SimLog(Log):
         self._read_appended(active, size)
         return info
 
-    def append_as_follower(self, batches: bytes | bytearray | memoryview) -> LogAppendInfo:
+    def append_as_follower(self, batches: bytes | bytearray | memoryview,
+                           checked: Sequence[Any] | None = None) -> LogAppendInfo:
         active, size = self.active, self.active.size
-        info = super().append_as_follower(batches)
+        info = super().append_as_follower(batches, checked)
         self._read_appended(active, size)
         return info
 
