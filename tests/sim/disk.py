@@ -28,7 +28,11 @@ entry instead of the segment's first byte), measured right after the code before
 the same machine: lossy 7,881 -> 5,932, torn_disk 2,493 -> 6,006, no_loss 8,743 ->
 6,189, rot 1,885 -> 4,977 steps/s (bench/sim.py's docstring): the former memory-log
 modes at 0.71-0.75 of their speed (what the storage code costs per append and read, in
-Python), the real-log ones 2.4-2.6x faster.
+Python), the real-log ones 2.4-2.6x faster.  Asked again when winning that speed back
+(2026-11-29 c): system time is about 7% of a ``--seeds 30`` run (2.4 of 36 CPU seconds),
+so a simulated file layer would still buy little; the Python around the files was the
+cost (header objects built per batch, walks repeated per read, append and open), and
+that is what went (bench/sim.py's docstring).
 
 Every random number comes from the cluster's seeded ``rng`` (a seed replays exactly).
 Costs: the disk reads segment files whole at crash, tear and rot time (segments are
