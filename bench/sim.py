@@ -74,6 +74,23 @@ ones 2.4-2.6x faster (tests/sim: 173 s before, 223 s after).  The real log costs
 the storage code costs per append and read (Python, index upkeep, a system call per
 write, fsync and msync on tmpfs); the memory log skipped all of that.
 
+Speed again (issue 31's last Done-when figure, 2026-11-29 c, branch w35-simspeed): the
+hot paths made cheaper with the real log kept in every mode (storage: the read's header
+walk, a follower append parsing each header once, the producer-state rebuild passing
+over batches without a producer id; tests/sim: the shadow without BatchHeader objects,
+agreement and controller checks skipped when their inputs did not change, one
+validator pass per segment after a restart).  Every seed runs exactly as before (the
+same events, stats, final RNG state and offsets: checked for seeds 0-29 of the three
+default modes and 0-2 of every other one).  Instructions per seed (valgrind, seed 0,
+2,500 steps, imports subtracted), the one figure the shared machine did not blur:
+no_loss 4.11 -> 3.02 G (1.36x), lossy 3.72 -> 2.68 G (1.39x), idempotent 2.56 -> 2.06
+G (1.24x), torn_disk 3.72 -> 2.69 G (1.38x); ``--seeds 30 --no-write`` alternated 3
+times with load averages of 5-10 on 2 cores: CPU seconds 42.8 -> 36.6 (medians), wall
+steps/s too noisy to compare (bench/results/rooms_before_after.json, key
+``simspeed_w35``).  What is left per step is spread out: the codec round trips of
+every request (tests/broker/handlers/wire.py), the metadata log replayed by every
+restarted broker, the purgatory re-checks of every tick, the handlers themselves.
+
 The sweep writes ``bench/results/sim.json`` (and ``sim.png`` with matplotlib): per
 mode the seeds run, violations (with each failing seed's first line and its replay
 command), steps, wall time, steps/s and seeds/s.  A replay prints the run's last

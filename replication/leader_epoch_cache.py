@@ -96,6 +96,10 @@ class LeaderEpochCache:
         self._checkpoint = checkpoint
         self._synced = True  # the checkpoint's last write was durable (or none was made)
         self._entries: list[EpochEntry] = []
+        # entries[:_checked] were found in order by check_invariants; the list changes
+        # only by appends and pops at its end (which lower this to what is left) or by a
+        # rewrite of its head (which resets it), so a check reads only the pairs since
+        self._checked = 0
         for epoch, start in entries:
             self._check_args(epoch, start)
             if self._entries and (epoch <= self._entries[-1].epoch
@@ -208,6 +212,7 @@ class LeaderEpochCache:
             if removed.epoch != epoch:
                 log.info("leader epoch %s removed: epoch %d starts at %d", removed, epoch,
                          start_offset)
+        self._checked = min(self._checked, len(self._entries))
         self._entries.append(EpochEntry(epoch, start_offset))
         self._flush()
         return True
@@ -246,6 +251,7 @@ class LeaderEpochCache:
         """Forget everything (the log was truncated fully)."""
         if self._entries:
             self._entries.clear()
+            self._checked = 0
             self._flush()
 
     def _truncate_end(self, end_offset: int) -> bool:
@@ -253,6 +259,7 @@ class LeaderEpochCache:
         while self._entries and self._entries[-1].start_offset >= end_offset:
             self._entries.pop()
             changed = True
+        self._checked = min(self._checked, len(self._entries))
         return changed
 
     def _truncate_start(self, start_offset: int) -> bool:
@@ -261,6 +268,7 @@ class LeaderEpochCache:
         if i < 0:
             return False
         changed = i > 0
+        self._checked = 0
         del self._entries[:i]
         if self._entries[0].start_offset < start_offset:
             self._entries[0] = EpochEntry(self._entries[0].epoch, start_offset)
@@ -290,10 +298,18 @@ class LeaderEpochCache:
     def check_invariants(self, log_start_offset: int | None = None,
                          log_end_offset: int | None = None) -> None:
         """Raise :class:`LeaderEpochCacheError` unless epochs increase, start offsets do
-        not decrease and (when given) every entry starts inside [log start, log end]."""
-        for prev, cur in zip(self._entries, self._entries[1:], strict=False):
+        not decrease and (when given) every entry starts inside [log start, log end].
+        Incremental: the order of the pairs a previous call found in order is not read
+        again (entries are immutable and the list only changes at its end or by a
+        rewrite that makes the next call read it all: ``_checked``), so a call after no
+        change is O(1)."""
+        entries = self._entries
+        n = len(entries)
+        for i in range(max(self._checked, 1), n):
+            prev, cur = entries[i - 1], entries[i]
             if cur.epoch <= prev.epoch or cur.start_offset < prev.start_offset:
                 raise LeaderEpochCacheError(f"entries out of order: {prev} then {cur}")
+        self._checked = n
         if self._entries and log_end_offset is not None \
                 and self._entries[-1].start_offset > log_end_offset:
             raise LeaderEpochCacheError(

@@ -122,6 +122,7 @@ class Partition:
         self.index = index
         self.log = log
         self.local_broker_id = local_broker_id
+        self._name = f"{topic}-{index}@{local_broker_id}"  # for invariant errors
         self.leader_id = NO_LEADER
         self.leader_epoch = -1
         self.partition_epoch = -1
@@ -497,8 +498,7 @@ class Partition:
         Pure: it reads the state and changes nothing (the epoch cache is trimmed to the
         log start lazily, by :meth:`sync_log_start`, so its first entry may start before
         the log start here)."""
-        name = f"{self.topic}-{self.index}@{self.local_broker_id}"
-        leo = self.log_end_offset
+        name, leo = self._name, self.log.log_end_offset
         if not 0 <= self.high_watermark <= leo:
             raise PartitionInvariantError(f"{name}: HW {self.high_watermark} outside [0, {leo}]")
         self.partition_log.check_invariants(name)

@@ -51,11 +51,11 @@ from __future__ import annotations
 from collections.abc import Sequence
 from pathlib import Path
 
-from clients.protocol.errors import CorruptRecordError, ErrorCode, MiniKafkaError
-from clients.records.batch import BatchHeader, iter_batches
+from clients.protocol.errors import ErrorCode, MiniKafkaError
+from clients.records.batch import BatchHeader
 from clients.records.control import ControlType, build_marker_batch
 from replication.append_origin import AppendOrigin
-from replication.leader_epoch_cache import LeaderEpochCache, LeaderEpochCacheError, epoch_changes
+from replication.leader_epoch_cache import LeaderEpochCache, LeaderEpochCacheError
 from replication.partition_errors import PartitionInvariantError
 from replication.producer_state import (
     CompletedTxn,
@@ -225,15 +225,19 @@ class PartitionLog:
                     state.last_stable_offset_after(txn)))
 
     def append_as_follower(self, batches: bytes | bytearray | memoryview) -> LogAppendInfo:
-        """Append batches copied from the leader (offsets and epochs kept)."""
-        self.leader_epoch_cache.assign_all(epoch_changes(batches))
+        """Append batches copied from the leader (offsets and epochs kept).  Each batch
+        header is parsed once: the log's check of the bytes (run first: invalid bytes
+        change nothing) gives the epochs, the append and the producer state their
+        fields."""
+        checked = self.log.follower_check(batches)
+        self.leader_epoch_cache.assign_all(_epoch_changes(checked))
         try:
-            info = self.log.append_as_follower(batches)
+            info = self.log.append_as_follower(batches, checked)
         except Exception:
             self.leader_epoch_cache.truncate_from_end(self.log.log_end_offset)
             raise
         self._index_aborted(self.producer_store.record_append(
-            _headers_or_none(batches), info, assigned=False, records=batches))
+            [BatchHeader(*i[7]) for i in checked], info, assigned=False, records=batches))
         return info
 
     def maybe_increment_log_start_offset(self, offset: int) -> None:
@@ -269,13 +273,15 @@ class PartitionLog:
         self.producer_store.rebuild(discard_snapshots=True)
 
 
-def _headers_or_none(batches: bytes | bytearray | memoryview) -> list[BatchHeader] | None:
-    """Headers of the request's batches, or None if they do not parse (the log's
-    validation then raises the precise error).  O(batches)."""
-    try:
-        return [h for _, h in iter_batches(batches, validate=False)]
-    except CorruptRecordError:
-        return None
+def _epoch_changes(checked: Sequence[BatchInfo]) -> list[tuple[int, int]]:
+    """``(epoch, base_offset)`` of the first batch and of each epoch change among the
+    checked batches (:func:`replication.leader_epoch_cache.epoch_changes`, from the
+    fields the check read)."""
+    changes: list[tuple[int, int]] = []
+    for _pos, _size, base, _lod, _ts, _count, epoch, _header in checked:
+        if not changes or changes[-1][0] != epoch:
+            changes.append((epoch, base))
+    return changes
 
 
 def _check_epochs(state: ProducerStateManager, headers: Sequence[BatchHeader]) -> Verdict:

@@ -148,7 +148,8 @@ class ProducerStateStore:
             start = self._snapshot_offset = self._durable_offset = offset
         if start == leo:
             return
-        for header, data in self._log.batches(start):
+        # (a batch without a producer id changes no producer's state: passed over)
+        for header, data in self._log.batches(start, producers_only=True):
             if not header.is_control:
                 state.update_from_batch(header, is_transactional=header.is_transactional)
             elif header.producer_id >= 0:

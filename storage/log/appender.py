@@ -118,10 +118,12 @@ class LogAppender:
         return self._append_parts(cuts, metas, counts, lambda lo, hi: iovs[2 * lo : 2 * hi],
                                   max_ts, off_max, changes)
 
-    def append_as_follower(self, view: memoryview) -> LogAppendInfo:
-        """Append replicated batches as they are (offsets and epochs kept)."""
-        infos = validate_append_batches(view, self.config.max_message_bytes,
-                                        require_records=False)
+    def append_as_follower(self, view: memoryview, checked: Sequence[BatchInfo] | None = None
+                           ) -> LogAppendInfo:
+        """Append replicated batches as they are (offsets and epochs kept); ``checked``:
+        their validation, already run (:meth:`~storage.log.log.Log.follower_check`)."""
+        infos = checked if checked is not None else validate_append_batches(
+            view, self.config.max_message_bytes, require_records=False)
         if not infos:
             return self._empty_append_info()
         expected = self._segments.log_end_offset

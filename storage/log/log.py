@@ -98,6 +98,7 @@ from storage.log.validator import (
     KeylessRecordError,
     LeaderCheck,
     LogAppendInfo,
+    validate_append_batches,
 )
 from storage.log_dirs import parse_log_dir_name
 from storage.records.scan import INT32_MAX
@@ -229,10 +230,12 @@ class Log:
         self._check_open()
         return self._reader.offset_for_timestamp(timestamp_ms)
 
-    def batches(self, start_offset: int | None = None) -> Iterator[tuple[BatchHeader, bytes]]:
-        """Every stored batch whose last offset is >= ``start_offset`` (tests, tools)."""
+    def batches(self, start_offset: int | None = None, *, producers_only: bool = False
+                ) -> Iterator[tuple[BatchHeader, bytes]]:
+        """Every stored batch whose last offset is >= ``start_offset`` (tests, tools);
+        ``producers_only``: those with a producer id (see :meth:`LogReader.batches`)."""
         self._check_open()
-        yield from self._reader.batches(start_offset)
+        yield from self._reader.batches(start_offset, producers_only=producers_only)
 
     def collect_aborted_transactions(self, start_offset: int, upper_bound_offset: int
                                      ) -> list[AbortedTxn]:
@@ -329,10 +332,21 @@ class Log:
         except MiniKafkaError:
             return
 
-    def append_as_follower(self, batches: bytes | bytearray | memoryview) -> LogAppendInfo:
-        """Append replicated batches as they are (offsets and epochs kept)."""
+    def follower_check(self, batches: bytes | bytearray | memoryview) -> list[BatchInfo]:
+        """What a follower append of ``batches`` checks (length, magic, CRC-32C, counts,
+        codec, ``max_message_bytes``; the records are the leader's business), run now:
+        the result may be handed to :meth:`append_as_follower` (``checked``) of the same
+        bytes, and its header fields read, instead of walking the batches again."""
         self._check_open()
-        return self._appender.append_as_follower(byte_view(batches))
+        return validate_append_batches(byte_view(batches), self.config.max_message_bytes,
+                                       require_records=False)
+
+    def append_as_follower(self, batches: bytes | bytearray | memoryview,
+                           checked: Sequence[BatchInfo] | None = None) -> LogAppendInfo:
+        """Append replicated batches as they are (offsets and epochs kept); ``checked``:
+        what :meth:`follower_check` answered for these same bytes (not done again)."""
+        self._check_open()
+        return self._appender.append_as_follower(byte_view(batches), checked)
 
     def _after_write(self, records: int, now_ms: int) -> None:
         """The flush policy after each write of an append (``flush_messages``,

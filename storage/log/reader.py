@@ -34,7 +34,8 @@ process closes the connection).
 Costs: read O(log segments) bisect + O(log index) + a walk of at most
 ~``index_interval_bytes`` of headers per touched segment; offset_for_timestamp
 O(segments) time-index lookups + one batch decode; batches from ``start``: one index
-lookup, then O(bytes from the index entry at or below it).
+lookup, then O(bytes from the index entry at or below it), a header object per batch
+returned (not per batch passed over).
 """
 
 from __future__ import annotations
@@ -45,10 +46,11 @@ from dataclasses import dataclass
 from typing import NamedTuple
 
 from clients.protocol.errors import OffsetOutOfRangeError
-from clients.records.batch import BatchHeader, iter_batches
+from clients.records.batch import LOG_OVERHEAD, BatchHeader
 from clients.records.record import decode_batch
 from storage.errors import StorageError
 from storage.log.segment_list import SegmentList
+from storage.records.walk import PRODUCER_ID_FIELD, header_fields
 from storage.segment import Segment
 
 __all__ = ["FetchDataInfo", "FileRegion", "LogReader", "TimestampAndOffset"]
@@ -153,7 +155,7 @@ class LogReader:
                 continue
             if batch.last_offset >= bound:
                 break
-            start, end = batch.position, seg.end_position(bound)
+            start, end = batch.position, seg.end_position(bound, batch.position)
             if end - start <= remaining:
                 regions.append(FileRegion(str(seg.log_path), start, end - start,
                                           *self._file_id(seg)))
@@ -200,11 +202,15 @@ class LogReader:
                         return TimestampAndOffset(rec.offset, rec.timestamp)
         return None
 
-    def batches(self, start_offset: int | None = None) -> Iterator[tuple[BatchHeader, bytes]]:
+    def batches(self, start_offset: int | None = None, *, producers_only: bool = False
+                ) -> Iterator[tuple[BatchHeader, bytes]]:
         """Every stored batch whose last offset is >= ``start_offset`` (default: the log
         start offset), read when the iteration reaches it (the broker's registration
         report, the producer-state rebuild, tests, tools).  A damaged tail
-        kept by recovery (``Segment.damage``) is skipped: only the batches before it."""
+        kept by recovery (``Segment.damage``) is skipped: only the batches before it.
+        ``producers_only``: only the batches with a producer id (>= 0), the others
+        passed over by their header fields (:mod:`storage.records.walk`; what the
+        producer-state rebuild replays)."""
         start = self._segments.log_start_offset if start_offset is None else start_offset
         for seg in list(self._segments.segments):
             if seg.next_offset <= start or not seg.trusted_size:
@@ -216,6 +222,7 @@ class LogReader:
             if first >= seg.trusted_size:
                 continue
             data = seg.read_bytes(first, seg.trusted_size - first)
-            for pos, header in iter_batches(data, validate=False):
-                if header.last_offset >= start:
-                    yield header, data[pos : pos + header.size_in_bytes]
+            for pos, fields in header_fields(data):
+                if fields[0] + fields[6] >= start and (
+                        not producers_only or fields[PRODUCER_ID_FIELD] >= 0):
+                    yield BatchHeader(*fields), data[pos : pos + fields[1] + LOG_OVERHEAD]

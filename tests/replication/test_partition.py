@@ -6,6 +6,9 @@ from pathlib import Path
 
 import pytest
 
+import clients.records.batch as batch_module
+import storage.log.validator
+import storage.segment
 from clients.protocol.errors import (
     CorruptRecordError,
     ErrorCode,
@@ -351,6 +354,33 @@ def test_invalid_follower_append_leaves_cache_consistent(tmp_path: Path) -> None
         b.append_records_as_follower(bytes(bad), 1)
     assert b.leader_epoch_cache.entries == ()
     b.check_invariants()
+
+
+def test_a_follower_append_parses_each_batch_header_once(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The log's check of the fetched bytes unpacks every header; the epoch cache, the
+    append and the producer state read its fields (issue 31: the follower parsed them
+    three times).  Counted by wrapping ``HEADER`` where the path could unpack it."""
+    b = make_partition(tmp_path, 2)
+    b.make_follower(1, 3, [1, 2])
+    data = b"".join(batch(b"v%d" % i, base_offset=i, epoch=2 + i // 2) for i in range(5))
+    unpacks = []
+    real = batch_module.HEADER
+
+    class Counting:
+        size = real.size
+
+        def unpack_from(self, buffer: bytes, offset: int = 0) -> tuple[int, ...]:
+            unpacks.append(offset)
+            return real.unpack_from(buffer, offset)
+
+    for module in (storage.log.validator, batch_module, storage.segment):
+        monkeypatch.setattr(module, "HEADER", Counting())
+    b.append_records_as_follower(data, 5)
+    assert len(unpacks) == 5
+    assert b.leader_epoch_cache.entries == (EpochEntry(2, 0), EpochEntry(3, 2),
+                                            EpochEntry(4, 4))
+    assert b.log_end_offset == 5
 
 
 def test_follower_behind_leader_log_start_restarts_there(tmp_path: Path) -> None:

@@ -555,7 +555,7 @@ class SimBroker:
         produce_check = self.produce_purgatory.check_and_complete
         fetch_check = self.handler_core.fetch_purgatory.check_and_complete
         for pid in self.partitions:  # wake_partition, inlined (it runs for every partition)
-            key = _key(pid)
+            key = _KEYS.get(pid) or _key(pid)
             produce_check(key)
             fetch_check(key)
         if self.txn is not None:

@@ -55,6 +55,7 @@ class SimController:
         self.config, self.clock = config, clock
         self.state = ControllerState(config, clock)
         self.log: list[MetadataRecord] = []  # the metadata log (record i at offset i)
+        self._encoded: list[bytes] = []  # record i's encoding (encode_record), made once
         self.restarts = 0
         self.broker_ids = list(broker_ids)
         self.partitions = partitions
@@ -82,8 +83,11 @@ class SimController:
         if offset > len(self.log):
             return {"error": int(ErrorCode.OFFSET_OUT_OF_RANGE), "records": b"",
                     "high_watermark": len(self.log)}
-        chunk = self.log[offset:offset + max_records]
-        data = build_batch([(None, encode_record(r), 0, ()) for r in chunk],
+        encoded = self._encoded
+        for record in self.log[len(encoded):]:
+            encoded.append(encode_record(record))
+        chunk = encoded[offset:offset + max_records]
+        data = build_batch([(None, value, 0, ()) for value in chunk],
                            base_offset=offset) if chunk else b""
         return {"error": 0, "records": data, "high_watermark": len(self.log)}
 

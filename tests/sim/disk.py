@@ -28,7 +28,11 @@ entry instead of the segment's first byte), measured right after the code before
 the same machine: lossy 7,881 -> 5,932, torn_disk 2,493 -> 6,006, no_loss 8,743 ->
 6,189, rot 1,885 -> 4,977 steps/s (bench/sim.py's docstring): the former memory-log
 modes at 0.71-0.75 of their speed (what the storage code costs per append and read, in
-Python), the real-log ones 2.4-2.6x faster.
+Python), the real-log ones 2.4-2.6x faster.  Asked again when winning that speed back
+(2026-11-29 c): system time is about 7% of a ``--seeds 30`` run (2.4 of 36 CPU seconds),
+so a simulated file layer would still buy little; the Python around the files was the
+cost (header objects built per batch, walks repeated per read, append and open), and
+that is what went (bench/sim.py's docstring).
 
 Every random number comes from the cluster's seeded ``rng`` (a seed replays exactly).
 Costs: the disk reads segment files whole at crash, tear and rot time (segments are
@@ -39,6 +43,7 @@ simulation.
 from __future__ import annotations
 
 import random
+from collections.abc import Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -47,6 +52,7 @@ from clients.protocol.topics import TopicPartition
 from clients.records.batch import LOG_OVERHEAD, BatchHeader, iter_batches
 from storage.checkpoint import LEADER_EPOCH_CHECKPOINT, LeaderEpochCheckpointFile
 from storage.config import LogConfig
+from storage.log.validator import validate_append_batches
 from storage.partition_metadata import read_topic_id, write_topic_id
 from storage.scrubber import DamagedRange, LogScrubber
 from tests.sim.controller import TOPIC
@@ -68,6 +74,7 @@ class SimDisk:
     def __init__(self, cluster: SimCluster, root: Path) -> None:
         self.c = cluster
         self.root = root
+        self._dirs: dict[tuple[int, int], Path] = {}  # (broker id, pid) -> log_dir
         flush = 1 if cluster.config.no_loss else None
         # with retention: small segments, three kept (the runs write tens of KiB)
         cfg = cluster.config
@@ -87,7 +94,10 @@ class SimDisk:
                else {}))
 
     def log_dir(self, broker: SimBroker, pid: int) -> Path:
-        return self.root / f"b{broker.id}" / f"t-{pid}"
+        found = self._dirs.get((broker.id, pid))
+        if found is None:  # (paths built once: a Path join costs microseconds)
+            found = self._dirs[(broker.id, pid)] = self.root / f"b{broker.id}" / f"t-{pid}"
+        return found
 
     def open_log(self, broker: SimBroker, pid: int) -> SimLog:
         old = broker.logs.get(pid)
@@ -117,12 +127,10 @@ class SimDisk:
                     expected = max(expected, later[0].base_offset if later
                                    else log.log_end_offset)
                     continue
-                for _, header in iter_batches(seg.log_path.read_bytes()):
-                    if header.last_offset < expected or (header.base_offset > expected
-                                                         and not self.c.compacting):
-                        raise InvalidRecordError(f"batch {header.base_offset}-"
-                                                 f"{header.last_offset} after offset {expected}")
-                    expected = header.last_offset + 1
+                for base, last in _batch_offsets(seg.log_path.read_bytes()):
+                    if last < expected or (base > expected and not self.c.compacting):
+                        raise InvalidRecordError(f"batch {base}-{last} after offset {expected}")
+                    expected = last + 1
         except (CorruptRecordError, InvalidRecordError) as exc:
             self.c.fail(f"b{broker.id} t-{pid} after recovery: {exc}")
         if expected != log.log_end_offset:
@@ -262,6 +270,22 @@ class SimDisk:
         log.delete_old_segments(high_watermark)  # the broker's retention (LogManager)
         return log.log_start_offset
 
+
+
+def _batch_offsets(data: bytes) -> Iterator[tuple[int, int]]:
+    """(base offset, last offset) of each batch of a segment file, every batch checked
+    (length, magic, CRC-32C, counts, codec): in one pass of the storage validator
+    (tuples, no header objects) when the whole file is valid; otherwise the codec's
+    checked walk, which yields the batches before the first bad one and raises there
+    (the caller reads them in order, so its own finding may come first)."""
+    try:
+        infos = validate_append_batches(memoryview(data), len(data) + 1, require_records=False)
+    except (CorruptRecordError, InvalidRecordError):
+        for _, header in iter_batches(data):
+            yield header.base_offset, header.last_offset
+        return
+    for _pos, _size, base, last_offset_delta, *_ in infos:
+        yield base, base + last_offset_delta
 
 
 def flippable(data: bytes, rng: random.Random) -> int | None:

@@ -17,6 +17,12 @@ behind the log's back (rot, a torn tail: :mod:`tests.sim.disk`) are read again w
 the shadow, invisible to :meth:`batch_at` and never in a digest's range, until their
 segments are deleted.
 
+What the shadow keeps of a batch is a :class:`StoredBatch` (base and last offset, CRC,
+partition leader epoch, size), read from the header's fields
+(:func:`storage.records.walk.header_fields`): building a
+:class:`~clients.records.batch.BatchHeader` (a frozen dataclass of 13 fields) cost more
+than the rest of the walk, and the shadow reads every batch at every open.
+
 Costs: an append reads back its own bytes and walks their headers; a truncation is a
 bisect; a swap or an open walks the log's files once.  Single-threaded, like the whole
 simulation.
@@ -27,15 +33,35 @@ from __future__ import annotations
 import bisect
 import zlib
 from collections.abc import Callable, Iterator, Sequence
-from typing import Any
+from typing import Any, NamedTuple
 
-from clients.protocol.errors import CorruptRecordError, InvalidRecordError
-from clients.records.batch import BatchHeader, iter_batches
+from clients.protocol.errors import CorruptRecordError
+from clients.records.batch import LOG_OVERHEAD
 from storage.log.log import Log
 from storage.log.validator import LogAppendInfo
+from storage.records.walk import header_fields
 from storage.segment import Segment
 
 _MOD = 1 << 64
+
+
+class StoredBatch(NamedTuple):
+    """What the checks read of one stored batch (its header's fields, as written)."""
+
+    base_offset: int
+    last_offset: int
+    crc: int
+    partition_leader_epoch: int
+    size_in_bytes: int
+
+
+def stored_batches(data: bytes | memoryview) -> Iterator[tuple[int, StoredBatch]]:
+    """``(position, batch)`` of each batch in ``data`` (consecutive batches from a batch
+    boundary), headers only, no CRC check; fails as ``iter_batches(data,
+    validate=False)`` does (:func:`storage.records.walk.header_fields`)."""
+    for pos, f in header_fields(data):
+        # base offset, last offset (+ delta), crc, partition leader epoch, size
+        yield pos, StoredBatch(f[0], f[0] + f[6], f[4], f[2], f[1] + LOG_OVERHEAD)
 
 
 class SimLog(Log):
@@ -43,12 +69,13 @@ class SimLog(Log):
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self.on_truncate: Callable[[SimLog, list[BatchHeader]], None] | None = None
+        self.on_truncate: Callable[[SimLog, list[StoredBatch]], None] | None = None
         self.restarts = 0  # truncate_fully_and_start_at calls (behind a leader's log start)
         self._bases: list[int] = []
-        self._headers: list[BatchHeader] = []
+        self._headers: list[StoredBatch] = []
         self._sums: list[int] = []  # sum of the batch hashes up to and including i
         self._sum_base = 0  # the sum before the first entry (retention deleted the rest)
+        self.version = 0  # moves whenever the shadow changes (the checks skip what did not)
         self.reindex()
 
     # -- the shadow --------------------------------------------------------------------
@@ -57,10 +84,11 @@ class SimLog(Log):
         """Read every stored batch again (after the open, a swap, or bytes changed on disk
         by the simulation)."""
         self._bases, self._headers, self._sums, self._sum_base = [], [], [], 0
+        self.version += 1
         for header, data in self._stored():
             self._add(header, data)
 
-    def _stored(self) -> Iterator[tuple[BatchHeader, memoryview]]:
+    def _stored(self) -> Iterator[tuple[StoredBatch, memoryview]]:
         """Every batch in the segment files, as ``Log.batches(0)``, except that a header
         made unreadable by rot ends its segment's walk instead of raising (the scrubber
         finds it; until then the replica is left out of the checks that read this)."""
@@ -68,12 +96,13 @@ class SimLog(Log):
             data = seg.read_bytes(0, seg.trusted_size)
             view = memoryview(data)  # a batch's bytes without a copy (only hashed)
             try:
-                for pos, header in iter_batches(data, validate=False):
+                for pos, header in stored_batches(data):
                     yield header, view[pos:pos + header.size_in_bytes]
-            except (CorruptRecordError, InvalidRecordError):
+            except CorruptRecordError:
                 continue
 
-    def _add(self, h: BatchHeader, data: bytes | memoryview) -> None:
+    def _add(self, h: StoredBatch, data: bytes | memoryview) -> None:
+        self.version += 1
         self._bases.append(h.base_offset)
         self._headers.append(h)
         one = (h.base_offset * 0x9E3779B97F4A7C15 + zlib.crc32(data) * 0xC2B2AE3D27D4EB4F) % _MOD
@@ -87,19 +116,20 @@ class SimLog(Log):
             start = size if seg is first else 0
             data = seg.read_bytes(start, seg.size - start)
             view = memoryview(data)
-            for pos, h in iter_batches(data, validate=False):
+            for pos, h in stored_batches(data):
                 self._add(h, view[pos:pos + h.size_in_bytes])
 
-    def _cut(self, offset: int) -> list[BatchHeader]:
+    def _cut(self, offset: int) -> list[StoredBatch]:
         """Drop the batches with last offset >= ``offset`` from the shadow; returns them."""
         n = bisect.bisect_left(self._bases, offset)
         if n and self._headers[n - 1].last_offset >= offset:
             n -= 1  # the batch holding the offset goes too
         removed = self._headers[n:]
         del self._bases[n:], self._headers[n:], self._sums[n:]
+        self.version += 1
         return removed
 
-    def batch_at(self, offset: int) -> BatchHeader | None:
+    def batch_at(self, offset: int) -> StoredBatch | None:
         """The header of the batch holding ``offset`` (None: none, or below the log start)."""
         i = bisect.bisect_right(self._bases, offset) - 1
         if offset >= self.log_start_offset and i >= 0 and self._headers[i].last_offset >= offset:
@@ -132,9 +162,10 @@ class SimLog(Log):
         self._read_appended(active, size)
         return info
 
-    def append_as_follower(self, batches: bytes | bytearray | memoryview) -> LogAppendInfo:
+    def append_as_follower(self, batches: bytes | bytearray | memoryview,
+                           checked: Sequence[Any] | None = None) -> LogAppendInfo:
         active, size = self.active, self.active.size
-        info = super().append_as_follower(batches)
+        info = super().append_as_follower(batches, checked)
         self._read_appended(active, size)
         return info
 
@@ -152,6 +183,7 @@ class SimLog(Log):
         self.restarts += 1
         removed = self._headers
         self._bases, self._headers, self._sums, self._sum_base = [], [], [], 0
+        self.version += 1
         if self.on_truncate is not None and removed:
             self.on_truncate(self, removed)
 
@@ -162,6 +194,7 @@ class SimLog(Log):
             if n:
                 self._sum_base = self._sums[n - 1]
             del self._bases[:n], self._headers[:n], self._sums[:n]
+            self.version += 1
         return deleted
 
     def replace_segments(self, old: list[Segment], new: Segment) -> None:

@@ -5,9 +5,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
+import pytest
+
 from clients.records.batch import iter_batches
 from clients.records.record import build_batch
 from storage.config import LogConfig
+from storage.errors import StorageError
 from storage.segment import Segment
 
 BASE = 500
@@ -69,6 +72,31 @@ def test_end_position_and_boundaries(tmp_path: Path) -> None:
     assert seg.boundary_at_or_before(size * 5 + 3, 0) == size * 5
     assert seg.boundary_at_or_before(size * 5, 0) == size * 5
     assert seg.boundary_at_or_before(size - 1, 0) == 0
+    seg.close()
+
+
+def test_find_batch_from_a_known_position_matches_the_indexed_walk(tmp_path: Path) -> None:
+    """``from_position`` (a boundary at or before the batch sought, e.g. where a read
+    starts) only shortens the walk: the same batch as from the index, max timestamp too."""
+    seg, layout = _filled(tmp_path)
+    for i, (pos, base, _size) in enumerate(layout):
+        for start_pos, _b, _s in layout[: i + 1]:
+            for offset in (base, base + 2):
+                assert seg.find_batch(offset, start_pos) == seg.find_batch(offset)
+                assert seg.find_batch(offset, start_pos).max_timestamp == 1000 + 10 * i
+        assert seg.end_position(base, layout[0][0]) == pos
+    assert seg.end_position(BASE + 90, layout[-1][0]) == seg.size
+    seg.close()
+
+
+def test_find_batch_raises_at_a_bad_header_it_reaches(tmp_path: Path) -> None:
+    seg, layout = _filled(tmp_path, batches=3)
+    with open(seg.log_path, "r+b") as f:
+        f.seek(layout[1][0] + 16)
+        f.write(b"\x07")  # batch 1's magic
+    assert seg.find_batch(BASE + 1) is not None  # batch 0: found before the damage
+    with pytest.raises(StorageError, match="no batch header"):
+        seg.find_batch(BASE + 4)
     seg.close()
 
 

@@ -45,13 +45,16 @@ def ends(api: int) -> list[int]:
     return [APIS[api].min_version, APIS[api].max_version]
 
 
+_LEAVES = frozenset({int, str, bytes, bool, float, type(None)})  # returned as they are
+
+
 def _materialize(value: Any) -> Any:
     if isinstance(value, RegionRecords):
         return b"".join(r.read_bytes() for r in value.regions)
-    if isinstance(value, dict):
-        return {k: _materialize(v) for k, v in value.items()}
+    if isinstance(value, dict):  # (a leaf is not walked into: most fields are leaves)
+        return {k: v if type(v) in _LEAVES else _materialize(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_materialize(v) for v in value]
+        return [v if type(v) in _LEAVES else _materialize(v) for v in value]
     return value
 
 

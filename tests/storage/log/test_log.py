@@ -106,6 +106,41 @@ def test_follower_append_keeps_offsets_and_reports_epoch_changes(tmp_path: Path)
     log.close()
 
 
+def test_a_follower_check_handed_to_the_append_is_not_run_again(tmp_path: Path) -> None:
+    """``follower_check`` reads the fields the append needs (epochs from them): the
+    append given its result writes the same log as one that checks itself, and a bad
+    request fails the check with the append's own error, before anything is written."""
+    log = open_log(tmp_path)
+    req = batch(2, base_offset=0, epoch=1) + batch(1, base_offset=2, epoch=3)
+    checked = log.follower_check(req)
+    assert [(base, epoch) for _p, _s, base, _l, _t, _c, epoch, _h in checked] == [(0, 1), (2, 3)]
+    info = log.append_as_follower(req, checked)
+    assert info.epoch_changes == ((1, 0), (3, 2)) and log.log_end_offset == 3
+    bad = bytearray(batch(1, base_offset=3, epoch=3))
+    bad[-1] ^= 1
+    with pytest.raises(CorruptRecordError, match="CRC"):
+        log.follower_check(bad)
+    with pytest.raises(CorruptRecordError, match="CRC"):
+        log.append_as_follower(bad)
+    assert log.log_end_offset == 3
+    log.close()
+
+
+def test_batches_with_producers_only_skip_the_others(tmp_path: Path) -> None:
+    log = open_log(tmp_path)
+    plain = build_batch([(None, b"a", 1, ())], base_offset=0)
+    idempotent = build_batch([(None, b"b", 1, ())], base_offset=1, producer_id=42,
+                             producer_epoch=0, base_sequence=0)
+    log.append_as_follower(plain + idempotent
+                           + build_batch([(None, b"c", 1, ())], base_offset=2))
+    assert [h.base_offset for h, _ in log.batches()] == [0, 1, 2]
+    found = list(log.batches(producers_only=True))
+    assert [(h.base_offset, h.producer_id) for h, _ in found] == [(1, 42)]
+    assert found[0][1] == idempotent
+    assert list(log.batches(2, producers_only=True)) == []
+    log.close()
+
+
 def test_follower_append_of_many_batches_keeps_segments_within_segment_bytes(
         tmp_path: Path) -> None:
     """A lagging follower fetches many batches in one response; its segments still keep
