@@ -22,6 +22,14 @@ Contract:
   partition has its marker, CompleteCommit/CompleteAbort is written (retried on the next
   :meth:`TransactionCoordinator.tick` if that write fails).  A coordinator fenced by the
   leaders gives up: the next coordinator finishes the transaction.
+- **Parking** (:mod:`broker.txn.parking`, when a timer is given): an AddPartitionsToTxn
+  or AddOffsetsToTxn that arrives while the id is in PrepareCommit/PrepareAbort, from the
+  producer the completing transaction will accept next (its id and epoch, or those a v5
+  EndTxn answered), is parked and run again from the start as soon as Complete* is
+  written (or the id is unloaded: NOT_COORDINATOR), instead of CONCURRENT_TRANSACTIONS
+  and a client backoff.  At most ``max_parked_add_partitions`` per coordinator, each for
+  ``parked_add_partitions_timeout_ms``; beyond either, CONCURRENT_TRANSACTIONS as in
+  Kafka.  InitProducerId and EndTxn are never parked (Kafka's answers).
 - **Loading** (:meth:`begin_load`, :meth:`load_record`, :meth:`finish_load`): the latest
   record per id wins, a tombstone removes it; after the load every id in PrepareCommit or
   PrepareAbort gets its markers sent again, then its Complete* written (a coordinator that
@@ -60,6 +68,9 @@ here:
   markers are still fenced by coordinator epoch and by epoch bumps from InitProducerId
   and timeouts.
 
+A parked request adds nothing to KAFKA-17754's exposure: it is checked against the state
+when it runs again, exactly as the client's own retry at that instant would be.
+
 Costs: a request O(its partitions + the transaction's partitions); :meth:`tick`
 O(cached ids); loading O(records).  Not thread-safe: the broker's event loop (or a test's
 thread) owns it.
@@ -74,6 +85,7 @@ from typing import Protocol
 
 from broker.coordination.placement import partition_for
 from broker.txn.markers import MarkersDone, TxnMarker
+from broker.txn.parking import ParkedAdds
 from broker.txn.records import TxnRecordError, decode_key, decode_value, encode_key, encode_value
 from broker.txn.state import (
     COMPLETED,
@@ -85,6 +97,7 @@ from broker.txn.state import (
     TransactionState,
     TxnError,
     TxnMetadata,
+    answered_producer,
     new_metadata,
     prepare_add_partitions,
     prepare_complete,
@@ -101,6 +114,7 @@ from clients.protocol.message_types import (
 )
 from clients.protocol.topics import TopicPartition
 from timer.clock import Clock
+from timer.purgatory import TimerLike
 
 log = logging.getLogger(__name__)
 
@@ -133,10 +147,18 @@ class MarkerChannel(Protocol):
 
 @dataclass(frozen=True)
 class TxnCoordinatorConfig:
-    """Kafka's transaction.max.timeout.ms and transactional.id.expiration.ms."""
+    """Kafka's transaction.max.timeout.ms and transactional.id.expiration.ms; the bounds
+    of the parked AddPartitionsToTxn/AddOffsetsToTxn (:mod:`broker.txn.parking`)."""
 
     transaction_max_timeout_ms: int = 900_000
     transactional_id_expiration_ms: int = 604_800_000
+    max_parked_add_partitions: int = 1_000  # per coordinator; beyond: CONCURRENT_TRANSACTIONS
+    parked_add_partitions_timeout_ms: int = 5_000  # then CONCURRENT_TRANSACTIONS
+
+    def __post_init__(self) -> None:
+        if self.max_parked_add_partitions < 0 or self.parked_add_partitions_timeout_ms <= 0:
+            raise ValueError("max_parked_add_partitions must be >= 0 and "
+                             "parked_add_partitions_timeout_ms > 0")
 
 
 def write_error(code: ErrorCode) -> ErrorCode:
@@ -168,7 +190,7 @@ class TransactionCoordinator:
 
     def __init__(self, config: TxnCoordinatorConfig, clock: Clock, log_: TxnLog,
                  producer_ids: ProducerIdSource, markers: MarkerChannel,
-                 num_partitions: int = 0) -> None:
+                 num_partitions: int = 0, timer: TimerLike | None = None) -> None:
         self.config = config
         self.clock = clock
         self.log = log_
@@ -178,6 +200,9 @@ class TransactionCoordinator:
         self.owned: dict[int, int] = {}  # partition -> coordinator epoch
         self.loading: dict[int, tuple[int, dict[str, TxnMetadata | None]]] = {}
         self.entries: dict[str, _Entry] = {}
+        # no timer: nothing is parked (CONCURRENT_TRANSACTIONS at once, Kafka's answer)
+        self.parked = None if timer is None else ParkedAdds(
+            timer, config.max_parked_add_partitions, config.parked_add_partitions_timeout_ms)
 
     # -- ownership -------------------------------------------------------------------
 
@@ -241,6 +266,12 @@ class TransactionCoordinator:
             del self.entries[tid]
         if gone:
             self.markers.cancel(gone)
+        for tid in gone:  # parked requests run again: NOT_COORDINATOR now
+            self._wake(tid)
+
+    def _wake(self, transactional_id: str) -> None:
+        if self.parked is not None:
+            self.parked.wake(transactional_id)
 
     # -- writes ----------------------------------------------------------------------
 
@@ -271,6 +302,7 @@ class TransactionCoordinator:
             if new.state is TransactionState.DEAD:
                 del self.entries[tid]
             then(ErrorCode.NONE)
+            self._wake(tid)  # a Complete* written: the parked AddPartitionsToTxn go on
 
         self.log.append(entry.partition, [(encode_key(tid), value)], written)
 
@@ -385,7 +417,15 @@ class TransactionCoordinator:
                        partitions: Iterable[TopicPartition], respond: Answer,
                        client_transaction_version: int = 0) -> None:
         """AddPartitionsToTxn v0-3 and AddOffsetsToTxn: ``respond(error)`` once the
-        partitions are stored in the Ongoing transaction."""
+        partitions are stored in the Ongoing transaction.  During the producer's previous
+        transaction's PrepareCommit/PrepareAbort, the request is parked and run again the
+        moment it completes (:mod:`broker.txn.parking`) instead of CONCURRENT_TRANSACTIONS
+        (still the answer when the bound or the timeout is reached)."""
+        if self._park(transactional_id, producer_id, producer_epoch, respond,
+                      lambda: self.add_partitions(transactional_id, producer_id,
+                                                  producer_epoch, partitions, respond,
+                                                  client_transaction_version)):
+            return
         try:
             entry = self._entry(transactional_id)
             new = prepare_add_partitions(entry.meta, producer_id, producer_epoch, partitions,
@@ -397,6 +437,29 @@ class TransactionCoordinator:
             respond(ErrorCode.NONE)
             return
         self._write(entry, new, respond)
+
+    def _completing(self, transactional_id: str) -> bool:
+        """Whether the id's transaction is in PrepareCommit/PrepareAbort (markers, then
+        Complete*, being written; its meta stays Prepare* until Complete* is written)."""
+        entry = self.entries.get(transactional_id)
+        return entry is not None and entry.meta.state in PREPARED
+
+    def _park(self, transactional_id: str, producer_id: int, producer_epoch: int,
+              respond: Answer, retry: Callable[[], None]) -> bool:
+        """Park the request of the producer the completing transaction will accept next
+        (the current id and epoch, or those a v5 EndTxn answered); True if parked."""
+        if self.parked is None or self.coordinator_error(transactional_id) is not None:
+            return False
+        entry = self.entries.get(transactional_id)
+        if entry is None or entry.meta.state not in PREPARED:
+            return False
+        meta = entry.meta
+        if (producer_id, producer_epoch) not in ((meta.producer_id, meta.producer_epoch),
+                                                 answered_producer(meta)):
+            return False
+        return self.parked.park(
+            transactional_id, lambda: not self._completing(transactional_id), retry,
+            lambda: respond(ErrorCode.CONCURRENT_TRANSACTIONS))
 
     def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
                partitions: Iterable[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
@@ -528,6 +591,11 @@ class TransactionCoordinator:
                   and now - meta.txn_last_update_timestamp_ms >= expiration):
                 log.info("transactional id %r expired; removing it", meta.transactional_id)
                 self._write(entry, prepare_dead(meta, now), lambda _code: None)
+
+    def shutdown(self) -> None:
+        """Drop the parked requests unanswered (the broker stops: their connections go)."""
+        if self.parked is not None:
+            self.parked.shutdown()
 
     def _abort_timed_out(self, entry: _Entry) -> None:
         try:

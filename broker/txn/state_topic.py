@@ -151,7 +151,7 @@ class TransactionStateTopic:
         self.coordinator = TransactionCoordinator(
             TxnCoordinatorConfig(config.transaction_max_timeout_ms,
                                  config.transactional_id_expiration_ms),
-            clock, self, _AllocatorIds(producer_ids), self.markers)
+            clock, self, _AllocatorIds(producer_ids), self.markers, timer=timer)
         spec = InternalTopicSpec(
             TRANSACTION_STATE_TOPIC, config.transaction_state_log_num_partitions,
             config.transaction_state_log_replication_factor, self._topic_configs,
@@ -278,6 +278,7 @@ class TransactionStateTopic:
         self.topic.shutdown()
         self.remote_verifier.close()
         self.markers.stop()
+        self.coordinator.shutdown()
 
 
 def load_batches(coordinator: TransactionCoordinator, partition: int,
