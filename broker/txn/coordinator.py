@@ -27,7 +27,11 @@ Contract:
   producer the completing transaction will accept next (its id and epoch, or those a v5
   EndTxn answered), is parked and run again from the start as soon as Complete* is
   written (or the id is unloaded: NOT_COORDINATOR), instead of CONCURRENT_TRANSACTIONS
-  and a client backoff.  At most ``max_parked_add_partitions`` per coordinator, each for
+  and a client backoff.  When the markers are written, the parked requests that pass
+  against the CompleteCommit/CompleteAbort metadata ride in the Complete* write: one
+  batch of two records, Complete* then the Ongoing they lead to (both valid transitions;
+  the load takes the last), answered once it is replicated; one replicated write fewer
+  per back-to-back transaction.  At most ``max_parked_add_partitions`` per coordinator, each for
   ``parked_add_partitions_timeout_ms``; beyond either, CONCURRENT_TRANSACTIONS as in
   Kafka.  InitProducerId and EndTxn are never parked (Kafka's answers).
 - **Loading** (:meth:`begin_load`, :meth:`load_record`, :meth:`finish_load`): the latest
@@ -84,8 +88,9 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from broker.coordination.placement import partition_for
+from broker.txn.listing import described, listed
 from broker.txn.markers import MarkersDone, TxnMarker
-from broker.txn.parking import ParkedAdds
+from broker.txn.parking import AddRequest, ParkedAdds, fold_parked, parkable
 from broker.txn.records import TxnRecordError, decode_key, decode_value, encode_key, encode_value
 from broker.txn.state import (
     COMPLETED,
@@ -93,11 +98,9 @@ from broker.txn.state import (
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
     PREPARED,
-    STATE_BY_NAME,
     TransactionState,
     TxnError,
     TxnMetadata,
-    answered_producer,
     new_metadata,
     prepare_add_partitions,
     prepare_complete,
@@ -279,12 +282,17 @@ class TransactionCoordinator:
         return (self.entries.get(entry.meta.transactional_id) is entry
                 and self.owned.get(entry.partition) == epoch)
 
-    def _write(self, entry: _Entry, new: TxnMetadata, then: Answer) -> None:
-        """Write ``new`` for ``entry``; the cache takes it once written; ``then(error)``."""
+    def _write(self, entry: _Entry, new: TxnMetadata, then: Answer,
+               before: TxnMetadata | None = None) -> None:
+        """Write ``new`` for ``entry`` (after ``before`` in the same batch, if given: a
+        step it passes through); the cache takes ``new`` once written; ``then(error)``."""
         epoch = self.owned[entry.partition]
         entry.pending = new
         tid = new.transactional_id
         value = None if new.state is TransactionState.DEAD else encode_value(new)
+        records = [(encode_key(tid), value)]
+        if before is not None:
+            records.insert(0, (encode_key(tid), encode_value(before)))
 
         def written(code: ErrorCode, _offset: int) -> None:
             if not self._is_current(entry, epoch):
@@ -304,7 +312,7 @@ class TransactionCoordinator:
             then(ErrorCode.NONE)
             self._wake(tid)  # a Complete* written: the parked AddPartitionsToTxn go on
 
-        self.log.append(entry.partition, [(encode_key(tid), value)], written)
+        self.log.append(entry.partition, records, written)
 
     def _send_markers(self, entry: _Entry) -> None:
         meta, epoch = entry.meta, self.owned[entry.partition]
@@ -323,13 +331,23 @@ class TransactionCoordinator:
         if entry.pending is not None or entry.meta.state not in PREPARED:
             return
         entry.complete_due = False
-        done = prepare_complete(entry.meta, self.clock.now_ms())
+        now = self.clock.now_ms()
+        done = prepare_complete(entry.meta, now)
+        new, folded = (done, []) if self.parked is None else fold_parked(
+            done, self.parked.waiting(done.transactional_id), now)
 
         def completed(code: ErrorCode) -> None:
             if code != ErrorCode.NONE and self.entries.get(done.transactional_id) is entry:
                 entry.complete_due = True  # retried by tick()
+            for request in folded:
+                request.respond(code)
 
-        self._write(entry, done, completed)
+        if not folded:
+            self._write(entry, done, completed)
+            return
+        assert self.parked is not None
+        self.parked.take(done.transactional_id, len(folded))
+        self._write(entry, new, completed, before=done)
 
     # -- requests --------------------------------------------------------------------
 
@@ -421,10 +439,9 @@ class TransactionCoordinator:
         transaction's PrepareCommit/PrepareAbort, the request is parked and run again the
         moment it completes (:mod:`broker.txn.parking`) instead of CONCURRENT_TRANSACTIONS
         (still the answer when the bound or the timeout is reached)."""
-        if self._park(transactional_id, producer_id, producer_epoch, respond,
-                      lambda: self.add_partitions(transactional_id, producer_id,
-                                                  producer_epoch, partitions, respond,
-                                                  client_transaction_version)):
+        partitions = frozenset(partitions)
+        if self._park(AddRequest(transactional_id, producer_id, producer_epoch, partitions,
+                                 client_transaction_version, respond)):
             return
         try:
             entry = self._entry(transactional_id)
@@ -438,28 +455,23 @@ class TransactionCoordinator:
             return
         self._write(entry, new, respond)
 
+    def _park(self, request: AddRequest) -> bool:
+        """Park the request if :func:`parkable` (True if parked)."""
+        tid = request.transactional_id
+        entry = self.entries.get(tid)
+        if (self.parked is None or entry is None or self.coordinator_error(tid) is not None
+                or not parkable(entry.meta, request)):
+            return False
+        return self.parked.park(request, lambda: not self._completing(tid), self._rerun)
+
     def _completing(self, transactional_id: str) -> bool:
-        """Whether the id's transaction is in PrepareCommit/PrepareAbort (markers, then
-        Complete*, being written; its meta stays Prepare* until Complete* is written)."""
-        entry = self.entries.get(transactional_id)
+        entry = self.entries.get(transactional_id)  # Prepare* until Complete* is stored
         return entry is not None and entry.meta.state in PREPARED
 
-    def _park(self, transactional_id: str, producer_id: int, producer_epoch: int,
-              respond: Answer, retry: Callable[[], None]) -> bool:
-        """Park the request of the producer the completing transaction will accept next
-        (the current id and epoch, or those a v5 EndTxn answered); True if parked."""
-        if self.parked is None or self.coordinator_error(transactional_id) is not None:
-            return False
-        entry = self.entries.get(transactional_id)
-        if entry is None or entry.meta.state not in PREPARED:
-            return False
-        meta = entry.meta
-        if (producer_id, producer_epoch) not in ((meta.producer_id, meta.producer_epoch),
-                                                 answered_producer(meta)):
-            return False
-        return self.parked.park(
-            transactional_id, lambda: not self._completing(transactional_id), retry,
-            lambda: respond(ErrorCode.CONCURRENT_TRANSACTIONS))
+    def _rerun(self, request: AddRequest) -> None:
+        self.add_partitions(request.transactional_id, request.producer_id,
+                            request.producer_epoch, request.partitions, request.respond,
+                            request.client_transaction_version)
 
     def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
                partitions: Iterable[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
@@ -523,52 +535,19 @@ class TransactionCoordinator:
 
         self._write(entry, new, written)
 
-    # -- describe and list -----------------------------------------------------------
+    # -- describe and list (broker/txn/listing.py) ------------------------------------
 
     def describe(self, transactional_id: str) -> DescribeTransactionsResponseTransactionState:
         code = self.coordinator_error(transactional_id)
         entry = self.entries.get(transactional_id) if code is None else None
-        if code is None and entry is None:
-            code = ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
-        if code is not None or entry is None:
-            return {"error_code": int(code or 0), "transactional_id": transactional_id,
-                    "transaction_state": "", "transaction_timeout_ms": 0,
-                    "transaction_start_time_ms": -1, "producer_id": -1,
-                    "producer_epoch": -1, "topics": []}
-        meta = entry.meta
-        by_topic: dict[str, list[int]] = {}
-        for tp in sorted(meta.partitions):
-            by_topic.setdefault(tp.topic, []).append(tp.partition)
-        return {"error_code": 0, "transactional_id": transactional_id,
-                "transaction_state": meta.state.display_name,
-                "transaction_timeout_ms": meta.transaction_timeout_ms,
-                "transaction_start_time_ms": meta.txn_start_timestamp_ms,
-                "producer_id": meta.producer_id, "producer_epoch": meta.producer_epoch,
-                "topics": [{"topic": t, "partitions": p} for t, p in by_topic.items()]}
+        return described(transactional_id, code, None if entry is None else entry.meta)
 
     def list_transactions(self, states: Sequence[str], producer_ids: Sequence[int],
                           duration_ms: int = -1
                           ) -> tuple[ErrorCode, list[ListTransactionsResponseTransactionState]]:
-        """Kafka's ListTransactions over the owned partitions: filters by state name,
-        producer id and (v1) open longer than ``duration_ms``; an unknown state name
-        matches nothing.  COORDINATOR_LOAD_IN_PROGRESS (with what is known) while a
-        partition loads."""
-        wanted = {STATE_BY_NAME.get(s) for s in states}
-        now = self.clock.now_ms()
-        found: list[ListTransactionsResponseTransactionState] = []
-        for tid, entry in sorted(self.entries.items()):
-            meta = entry.meta
-            if states and meta.state not in wanted:
-                continue
-            if producer_ids and meta.producer_id not in producer_ids:
-                continue
-            if duration_ms >= 0 and (meta.state is not TransactionState.ONGOING
-                                     or now - meta.txn_start_timestamp_ms < duration_ms):
-                continue
-            found.append({"transactional_id": tid, "producer_id": meta.producer_id,
-                          "transaction_state": meta.state.display_name})
-        code = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self.loading else ErrorCode.NONE
-        return code, found
+        """Kafka's ListTransactions over the owned partitions (:func:`listed`)."""
+        return listed((e.meta for e in self.entries.values()), states, producer_ids,
+                      duration_ms, self.clock.now_ms(), bool(self.loading))
 
     # -- timers ----------------------------------------------------------------------
 

@@ -9,11 +9,16 @@ client), so back-to-back transactions each wait one backoff (measured: ~20 of th
 of a one-record commit cycle, ``bench/transactions.py``).  Here the coordinator parks
 the request instead and runs it again the moment the transaction completes.
 
-Contract (:class:`ParkedAdds`, used by :class:`broker.txn.coordinator.TransactionCoordinator`):
+Contract (:class:`ParkedAdds` and the pure :func:`parkable`, :func:`fold_parked`, used by
+:class:`broker.txn.coordinator.TransactionCoordinator`):
 
-- **What is parked**: only a request of the producer that the completing transaction
-  will accept next (the coordinator decides, see ``TransactionCoordinator.add_partitions``):
-  any other (a fenced epoch, another producer id) is answered at once as before.
+- **What is parked** (:func:`parkable`): only a request of the producer that the
+  completing transaction will accept next (its id and epoch, or those a v5 EndTxn
+  answered); any other (a fenced epoch, another producer id) is answered at once as
+  before.
+- **Carried by the Complete* write** (:func:`fold_parked`): the parked requests that
+  pass against the CompleteCommit/CompleteAbort metadata, checked as if they ran once it
+  is stored, become one Ongoing record written in the same batch after it.
 - **Answered on completion**: :meth:`ParkedAdds.wake` (called by the coordinator after
   every state write of the id and when it unloads the id) completes each parked request
   of the id whose transaction is no longer completing by running the request again from
@@ -25,7 +30,10 @@ Contract (:class:`ParkedAdds`, used by :class:`broker.txn.coordinator.Transactio
   :meth:`park` returns False and the caller answers CONCURRENT_TRANSACTIONS, Kafka's
   answer); each waits at most ``timeout_ms`` (then ``give_up``: CONCURRENT_TRANSACTIONS,
   the client retries after its backoff, as it would have without parking).
-- ``retry``/``give_up`` run exactly once per parked request, whichever comes first.
+- ``retry``/``give_up`` run exactly once per parked request, whichever comes first,
+  unless the coordinator :meth:`ParkedAdds.take` s the request first: it then answers it
+  itself (the coordinator folds the parked requests into its Complete* write: one
+  ``__transaction_state`` batch holding CompleteCommit/CompleteAbort then Ongoing).
 
 Costs: :meth:`park` one timer add (O(1) amortised); :meth:`wake` O(requests parked for
 the id).  Not thread-safe: the broker's event loop (or a test's thread) owns it and the
@@ -35,23 +43,73 @@ timer it is given.
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import dataclass
 
+from broker.txn.state import (
+    PREPARED,
+    TxnError,
+    TxnMetadata,
+    answered_producer,
+    prepare_add_partitions,
+)
+from clients.protocol.errors import ErrorCode
+from clients.protocol.topics import TopicPartition
 from timer.delayed_operation import DelayedOperation
 from timer.purgatory import Purgatory, TimerLike
 
 
+@dataclass(frozen=True, slots=True)
+class AddRequest:
+    """One AddPartitionsToTxn/AddOffsetsToTxn as the coordinator received it."""
+
+    transactional_id: str
+    producer_id: int
+    producer_epoch: int
+    partitions: frozenset[TopicPartition]
+    client_transaction_version: int
+    respond: Callable[[ErrorCode], None]
+
+
+def parkable(meta: TxnMetadata, request: AddRequest) -> bool:
+    """Whether ``request`` may wait for ``meta``'s transaction to complete: it is in
+    PrepareCommit/PrepareAbort and the request comes from the producer it accepts next
+    (the current id and epoch, or those a v5 EndTxn answered)."""
+    return meta.state in PREPARED and (request.producer_id, request.producer_epoch) in (
+        (meta.producer_id, meta.producer_epoch), answered_producer(meta))
+
+
+def fold_parked(done: TxnMetadata, requests: list[AddRequest], now_ms: int
+                ) -> tuple[TxnMetadata, list[AddRequest]]:
+    """The parked requests the Complete* write of ``done`` can carry: the Ongoing
+    metadata they lead to from ``done`` (each checked exactly as if it ran once ``done``
+    is stored) and those requests, oldest first, up to the first that does not pass (it
+    runs again after the write, as without folding).  ``(done, [])``: nothing to carry."""
+    new, folded = done, []
+    for request in requests:
+        try:
+            moved = prepare_add_partitions(new, request.producer_id, request.producer_epoch,
+                                           request.partitions, now_ms,
+                                           request.client_transaction_version)
+        except TxnError:
+            break
+        new = new if moved is None else moved
+        folded.append(request)
+    return new, folded
+
+
 class DelayedAddPartitions(DelayedOperation):
-    """One parked AddPartitionsToTxn/AddOffsetsToTxn: ``retry`` once ``ready()`` holds,
-    ``give_up`` if it still does not when the operation completes (timeout)."""
+    """One parked request: ``retry(request)`` once ``ready()`` holds, CONCURRENT_TRANSACTIONS
+    if it still does not when the operation completes (timeout); neither once taken."""
 
-    __slots__ = ("_give_up", "_on_done", "_ready", "_retry")
+    __slots__ = ("_on_done", "_ready", "_retry", "request", "taken")
 
-    def __init__(self, timeout_ms: int, ready: Callable[[], bool], retry: Callable[[], None],
-                 give_up: Callable[[], None], on_done: Callable[[], None]) -> None:
+    def __init__(self, timeout_ms: int, request: AddRequest, ready: Callable[[], bool],
+                 retry: Callable[[AddRequest], None], on_done: Callable[[], None]) -> None:
         super().__init__(timeout_ms)
+        self.request = request
+        self.taken = False
         self._ready = ready
         self._retry = retry
-        self._give_up = give_up
         self._on_done = on_done
 
     def try_complete(self) -> bool:
@@ -59,10 +117,12 @@ class DelayedAddPartitions(DelayedOperation):
 
     def on_complete(self) -> None:
         self._on_done()
+        if self.taken:
+            return
         if self._ready():
-            self._retry()
+            self._retry(self.request)
         else:
-            self._give_up()
+            self.request.respond(ErrorCode.CONCURRENT_TRANSACTIONS)
 
     def on_expiration(self) -> None:
         pass
@@ -77,21 +137,39 @@ class ParkedAdds:
         self.purgatory: Purgatory[DelayedAddPartitions] = Purgatory("txn-add-partitions",
                                                                     timer)
         self.parked = 0  # requests parked and not yet completed
+        self._by_id: dict[str, list[DelayedAddPartitions]] = {}
 
-    def park(self, transactional_id: str, ready: Callable[[], bool],
-             retry: Callable[[], None], give_up: Callable[[], None]) -> bool:
-        """Park a request until ``ready()`` (then ``retry()``) or the timeout (then
-        ``give_up()``); False (nothing parked, nothing called) when the bound is reached."""
+    def park(self, request: AddRequest, ready: Callable[[], bool],
+             retry: Callable[[AddRequest], None]) -> bool:
+        """Park ``request`` until ``ready()`` (then ``retry(request)``) or the timeout
+        (then CONCURRENT_TRANSACTIONS); False (nothing parked) when the bound is reached."""
         if self.parked >= self.max_parked:
             return False
         self.parked += 1
+        tid = request.transactional_id
+        ops = self._by_id.setdefault(tid, [])
 
         def done() -> None:
             self.parked -= 1
+            ops.remove(op)
+            if not ops and self._by_id.get(tid) is ops:
+                del self._by_id[tid]
 
-        op = DelayedAddPartitions(self.timeout_ms, ready, retry, give_up, done)
-        self.purgatory.try_complete_else_watch(op, [transactional_id])
+        op = DelayedAddPartitions(self.timeout_ms, request, ready, retry, done)
+        ops.append(op)
+        self.purgatory.try_complete_else_watch(op, [tid])
         return True
+
+    def waiting(self, transactional_id: str) -> list[AddRequest]:
+        """The requests parked for the id, oldest first."""
+        return [op.request for op in self._by_id.get(transactional_id, ())]
+
+    def take(self, transactional_id: str, count: int) -> None:
+        """The coordinator answers the ``count`` oldest requests of the id itself: they
+        leave the purgatory without ``retry`` or a timeout answer."""
+        for op in list(self._by_id.get(transactional_id, ()))[:count]:
+            op.taken = True
+            op.force_complete()
 
     def wake(self, transactional_id: str) -> None:
         """The id's state changed: run the requests parked for it that may go on."""

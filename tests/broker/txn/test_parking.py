@@ -7,6 +7,7 @@ NOT_COORDINATOR; a parked request is checked again when it runs (KAFKA-17754).""
 from __future__ import annotations
 
 from broker.txn.coordinator import TransactionCoordinator, TxnCoordinatorConfig
+from broker.txn.records import decode_value
 from broker.txn.state import TransactionState
 from clients.protocol.errors import ErrorCode
 from clients.protocol.topics import TopicPartition
@@ -161,3 +162,42 @@ def test_a_parked_request_is_checked_again_when_it_runs() -> None:
     assert h.init() == (ErrorCode.CONCURRENT_TRANSACTIONS, -1, -1)  # fences the Ongoing
     h.markers.finish()
     assert h.add(pid, epoch, [TP0]) == ErrorCode.PRODUCER_FENCED  # the fenced producer
+
+
+def test_parked_requests_ride_in_the_complete_write() -> None:
+    """The Complete* write carries the parked requests: one batch, CompleteCommit then
+    Ongoing (each a valid transition), one replicated write fewer per transaction."""
+    h = ParkingHarness()
+    pid, epoch = h.committing(version=2)
+    first = h.add_async(pid, epoch, [TP1], version=2)
+    second = h.add_async(pid, epoch, [TP0], version=2)
+    h.log.auto = False
+    h.markers.finish()
+    assert len(h.log.in_flight) == 1  # one append
+    _, records, _ = h.log.in_flight[0]
+    states = [decode_value("tx", v).state for _, v in records]  # type: ignore[arg-type]
+    assert states == [S.COMPLETE_COMMIT, S.ONGOING]
+    assert first == second == []  # answered once written
+    h.log.complete_all()
+    assert first == second == [ErrorCode.NONE]
+    meta = h.coordinator.entries["tx"].meta
+    assert (meta.state, meta.partitions, meta.producer_epoch) == (
+        S.ONGOING, frozenset({TP0, TP1}), epoch)
+    assert h.log.in_flight == []  # nothing else written
+    assert h.coordinator.parked is not None and h.coordinator.parked.parked == 0
+    h.advance(TIMEOUT_MS)
+    assert first == second == [ErrorCode.NONE]  # no timeout answer after
+
+
+def test_a_failed_complete_write_answers_the_requests_it_carried() -> None:
+    h = ParkingHarness()
+    pid, epoch = h.committing()
+    answers = h.add_async(pid, epoch, [TP1])
+    h.log.fail_with = ErrorCode.NOT_ENOUGH_REPLICAS
+    h.markers.finish()
+    assert answers == [ErrorCode.COORDINATOR_NOT_AVAILABLE]  # retriable: the client retries
+    assert h.state() is S.PREPARE_COMMIT
+    h.log.fail_with = None
+    h.coordinator.tick()  # the Complete* write is retried
+    assert h.state() is S.COMPLETE_COMMIT
+    assert answers == [ErrorCode.COORDINATOR_NOT_AVAILABLE]
