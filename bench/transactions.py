@@ -44,6 +44,7 @@ the brokers do the rest.  Not thread-safe; one run at a time.
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import importlib.util
 import json
 import statistics
@@ -284,7 +285,7 @@ def _librdkafka_version() -> str | None:
         return None
     import confluent_kafka
 
-    return f"confluent-kafka {confluent_kafka.version()[0]}, librdkafka " \
+    return f"confluent-kafka {importlib.metadata.version('confluent-kafka')}, librdkafka " \
         f"{confluent_kafka.libversion()[0]} (linger.ms 5, defaults otherwise)"
 
 
