@@ -137,13 +137,14 @@ class ParkedAdds:
         self.purgatory: Purgatory[DelayedAddPartitions] = Purgatory("txn-add-partitions",
                                                                     timer)
         self.parked = 0  # requests parked and not yet completed
+        self.closed = False
         self._by_id: dict[str, list[DelayedAddPartitions]] = {}
 
     def park(self, request: AddRequest, ready: Callable[[], bool],
              retry: Callable[[AddRequest], None]) -> bool:
         """Park ``request`` until ``ready()`` (then ``retry(request)``) or the timeout
         (then CONCURRENT_TRANSACTIONS); False (nothing parked) when the bound is reached."""
-        if self.parked >= self.max_parked:
+        if self.closed or self.parked >= self.max_parked:
             return False
         self.parked += 1
         tid = request.transactional_id
@@ -177,4 +178,6 @@ class ParkedAdds:
             self.purgatory.check_and_complete(transactional_id)
 
     def shutdown(self) -> None:
+        """Drop the parked requests unanswered; park nothing from now on."""
+        self.closed = True
         self.purgatory.shutdown()

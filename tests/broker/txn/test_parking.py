@@ -201,3 +201,10 @@ def test_a_failed_complete_write_answers_the_requests_it_carried() -> None:
     h.coordinator.tick()  # the Complete* write is retried
     assert h.state() is S.COMPLETE_COMMIT
     assert answers == [ErrorCode.COORDINATOR_NOT_AVAILABLE]
+
+
+def test_after_shutdown_nothing_is_parked() -> None:
+    h = ParkingHarness()
+    pid, epoch = h.committing()
+    h.coordinator.shutdown()
+    assert h.add_async(pid, epoch, [TP1]) == [ErrorCode.CONCURRENT_TRANSACTIONS]
