@@ -11,6 +11,11 @@ unless named: ``linger_ms`` 5, ``batch_size`` 16384, 100 B values, no keys):
   partitions of a second topic (3 partitions added to each transaction).  Latency
   p50/p99 of that whole step over every transaction of every run; throughput = records
   committed / wall time of a run (median of ``--runs``);
+* **librdkafka commit** (if confluent-kafka is installed; ``--no-librdkafka`` skips it):
+  ``confluent_kafka.Producer({"transactional.id": ..., "linger.ms": 5})``:
+  ``begin_transaction()``, N x ``produce(topic, value, partition=...)``,
+  ``commit_transaction()`` (which flushes), the same N and transaction counts, one
+  partition;
 * **idempotent** (the same run, the same cluster): ``Producer()`` (idempotent by
   default) ``send()`` per record then ``flush()`` (records/s, median of ``--runs``), and
   ``send().result()`` one in flight with ``linger_ms=0`` (p50/p99): what a transaction
@@ -39,6 +44,8 @@ the brokers do the rest.  Not thread-safe; one run at a time.
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
+import importlib.util
 import json
 import statistics
 import sys
@@ -112,6 +119,45 @@ def commit_series(bootstrap: str, topic: str, partitions: int, runs: int,
                               "commit_p50_ms": p50, "commit_p99_ms": p99,
                               "records_per_s": rate,
                               "transactions_per_s": rate / size}
+    return out
+
+
+def librdkafka_commit_series(bootstrap: str, topic: str, runs: int,
+                             transactions: Callable[[int], int]) -> dict[str, Any]:
+    """:func:`commit_series` with confluent-kafka's transactional producer."""
+    import confluent_kafka
+
+    producer = confluent_kafka.Producer({"bootstrap.servers": bootstrap,
+                                         "transactional.id": f"bench-rdkafka-{topic}",
+                                         "linger.ms": 5})
+
+    def run(size: int, count: int) -> tuple[float, list[float]]:
+        samples = []
+        start = time.perf_counter()
+        for _ in range(count):
+            t0 = time.perf_counter()
+            producer.begin_transaction()
+            for _ in range(size):
+                producer.produce(topic, VALUE, partition=0)
+            producer.commit_transaction(60)
+            samples.append((time.perf_counter() - t0) * 1000)
+        return time.perf_counter() - start, samples
+
+    out: dict[str, Any] = {}
+    producer.init_transactions(60)
+    run(10, 5)  # warm-up
+    for size in SIZES:
+        seconds, samples = [], []
+        for _ in range(runs):
+            s, ms = run(size, transactions(size))
+            seconds.append(s)
+            samples.extend(ms)
+        p50, p99 = _quantiles(samples)
+        rate = statistics.median(transactions(size) * size / s for s in seconds)
+        out[str(size)] = {"transactions_per_run": transactions(size), "commit_p50_ms": p50,
+                          "commit_p99_ms": p99, "records_per_s": rate,
+                          "transactions_per_s": rate / size}
+    producer.flush(10)
     return out
 
 
@@ -224,7 +270,7 @@ def plot(path: Path, commit: dict[str, dict[str, Any]], idem_p50: float,
     left.set_yscale("log")
     left.set_xlabel("records per transaction (100 B, send() each)")
     left.set_ylabel("begin -> commit_transaction() returns, ms")
-    left.set_title("Producer(transactional_id), RF 3, acks=all")
+    left.set_title("transactional producers (ours, librdkafka), RF 3, acks=all")
     left.legend(fontsize=7)
     names = list(consume)
     right.barh(range(len(names)), [consume[n]["records_per_s"] for n in names])
@@ -232,6 +278,15 @@ def plot(path: Path, commit: dict[str, dict[str, Any]], idem_p50: float,
     right.set_xlabel("records returned per s (median run)")
     right.set_title("Consumer(isolation_level) over transactional data")
     return save(plt, fig, path)
+
+
+def _librdkafka_version() -> str | None:
+    if importlib.util.find_spec("confluent_kafka") is None:
+        return None
+    import confluent_kafka
+
+    return f"confluent-kafka {importlib.metadata.version('confluent-kafka')}, librdkafka " \
+        f"{confluent_kafka.libversion()[0]} (linger.ms 5, defaults otherwise)"
 
 
 def main() -> int:
@@ -242,6 +297,8 @@ def main() -> int:
     parser.add_argument("--consume-transactions", type=int, default=100,
                         help=f"transactions of {CONSUME_TXN_RECORDS} records per topic")
     parser.add_argument("--quick", action="store_true", help="a short smoke run")
+    parser.add_argument("--no-librdkafka", action="store_true",
+                        help="skip the confluent-kafka commit series")
     args = parser.parse_args()
     if args.quick:
         args.runs, args.idempotent_records = 1, 2000
@@ -254,11 +311,14 @@ def main() -> int:
     started = time.perf_counter()
     with tempfile.TemporaryDirectory(prefix="minikafka-bench-txn-") as root, \
             running_cluster(root) as state:
-        _create(state, {"txn-p1": 1, "txn-p3": 3, "idem": 1, "lat": 1,
+        _create(state, {"txn-p1": 1, "txn-p3": 3, "txn-rdkafka": 1, "idem": 1, "lat": 1,
                         "consume-committed": 1, "consume-half-aborted": 1})
         commit = {name: commit_series(state.bootstrap, topic, parts, args.runs, transactions)
                   for name, topic, parts in (("1 partition", "txn-p1", 1),
                                              ("3 partitions", "txn-p3", 3))}
+        if not args.no_librdkafka and importlib.util.find_spec("confluent_kafka"):
+            commit["librdkafka, 1 partition"] = librdkafka_commit_series(
+                state.bootstrap, "txn-rdkafka", args.runs, transactions)
         idem_rate = idempotent_rate(state.bootstrap, "idem", args.idempotent_records,
                                     args.runs)
         idem_p50, idem_p99 = _quantiles(idempotent_latency_ms(state.bootstrap, "lat",
@@ -277,7 +337,7 @@ def main() -> int:
                                  "idempotent_send_result_p50_ms": idem_p50,
                                  "idempotent_send_result_p99_ms": idem_p99}
     for name, series in commit.items():
-        key = name.replace(" ", "")
+        key = name.replace(" ", "").replace(",", "_")
         for size, s in series.items():
             figures[f"commit_{key}_{size}_p50_ms"] = s["commit_p50_ms"]
             figures[f"commit_{key}_{size}_p99_ms"] = s["commit_p99_ms"]
@@ -321,6 +381,7 @@ def main() -> int:
                    "transactions_per_run": {str(n): transactions(n) for n in SIZES},
                    "consume_transaction_records": CONSUME_TXN_RECORDS,
                    "producer": "defaults (linger_ms 5, batch_size 16384) unless named",
+                   "librdkafka": _librdkafka_version(),
                    "consumer": "defaults (max_poll_records 500, fetch_max_wait_ms 500)"},
         "machine": machine_info(), "wall_s": wall, "figures": figures,
         "commit": commit, "consume": consume, "committed_records": committed,

@@ -9,6 +9,9 @@ What lives here, from the bottom up:
   owned state partitions, every request (InitProducerId, AddPartitionsToTxn,
   AddOffsetsToTxn, EndTxn, Describe/ListTransactions, verify-only), writes before
   answers, loading and finishing what was in progress, timeouts and expiry;
+- ``parking``: AddPartitionsToTxn/AddOffsetsToTxn parked while the producer's previous
+  transaction completes (a purgatory), folded into its Complete* write;
+- ``listing``: Describe/ListTransactions answers from the metadata (pure);
 - ``markers``: the marker queue (pure) and its asyncio adapter that sends WriteTxnMarkers
   to the partition leaders;
 - ``state_topic``: :class:`TransactionStateTopic`, the coordinator's glue to the broker

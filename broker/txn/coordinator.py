@@ -22,6 +22,18 @@ Contract:
   partition has its marker, CompleteCommit/CompleteAbort is written (retried on the next
   :meth:`TransactionCoordinator.tick` if that write fails).  A coordinator fenced by the
   leaders gives up: the next coordinator finishes the transaction.
+- **Parking** (:mod:`broker.txn.parking`, when a timer is given): an AddPartitionsToTxn
+  or AddOffsetsToTxn that arrives while the id is in PrepareCommit/PrepareAbort, from the
+  producer the completing transaction will accept next (its id and epoch, or those a v5
+  EndTxn answered), is parked and run again from the start as soon as Complete* is
+  written (or the id is unloaded: NOT_COORDINATOR), instead of CONCURRENT_TRANSACTIONS
+  and a client backoff.  When the markers are written, the parked requests that pass
+  against the CompleteCommit/CompleteAbort metadata ride in the Complete* write: one
+  batch of two records, Complete* then the Ongoing they lead to (both valid transitions;
+  the load takes the last), answered once it is replicated; one replicated write fewer
+  per back-to-back transaction.  At most ``max_parked_add_partitions`` per coordinator, each for
+  ``parked_add_partitions_timeout_ms``; beyond either, CONCURRENT_TRANSACTIONS as in
+  Kafka.  InitProducerId and EndTxn are never parked (Kafka's answers).
 - **Loading** (:meth:`begin_load`, :meth:`load_record`, :meth:`finish_load`): the latest
   record per id wins, a tombstone removes it; after the load every id in PrepareCommit or
   PrepareAbort gets its markers sent again, then its Complete* written (a coordinator that
@@ -60,6 +72,9 @@ here:
   markers are still fenced by coordinator epoch and by epoch bumps from InitProducerId
   and timeouts.
 
+A parked request adds nothing to KAFKA-17754's exposure: it is checked against the state
+when it runs again, exactly as the client's own retry at that instant would be.
+
 Costs: a request O(its partitions + the transaction's partitions); :meth:`tick`
 O(cached ids); loading O(records).  Not thread-safe: the broker's event loop (or a test's
 thread) owns it.
@@ -73,7 +88,9 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from broker.coordination.placement import partition_for
+from broker.txn.listing import described, listed
 from broker.txn.markers import MarkersDone, TxnMarker
+from broker.txn.parking import AddRequest, ParkedAdds, fold_parked, parkable
 from broker.txn.records import TxnRecordError, decode_key, decode_value, encode_key, encode_value
 from broker.txn.state import (
     COMPLETED,
@@ -81,7 +98,6 @@ from broker.txn.state import (
     NO_PRODUCER_EPOCH,
     NO_PRODUCER_ID,
     PREPARED,
-    STATE_BY_NAME,
     TransactionState,
     TxnError,
     TxnMetadata,
@@ -101,6 +117,7 @@ from clients.protocol.message_types import (
 )
 from clients.protocol.topics import TopicPartition
 from timer.clock import Clock
+from timer.purgatory import TimerLike
 
 log = logging.getLogger(__name__)
 
@@ -133,10 +150,18 @@ class MarkerChannel(Protocol):
 
 @dataclass(frozen=True)
 class TxnCoordinatorConfig:
-    """Kafka's transaction.max.timeout.ms and transactional.id.expiration.ms."""
+    """Kafka's transaction.max.timeout.ms and transactional.id.expiration.ms; the bounds
+    of the parked AddPartitionsToTxn/AddOffsetsToTxn (:mod:`broker.txn.parking`)."""
 
     transaction_max_timeout_ms: int = 900_000
     transactional_id_expiration_ms: int = 604_800_000
+    max_parked_add_partitions: int = 1_000  # per coordinator; beyond: CONCURRENT_TRANSACTIONS
+    parked_add_partitions_timeout_ms: int = 5_000  # then CONCURRENT_TRANSACTIONS
+
+    def __post_init__(self) -> None:
+        if self.max_parked_add_partitions < 0 or self.parked_add_partitions_timeout_ms <= 0:
+            raise ValueError("max_parked_add_partitions must be >= 0 and "
+                             "parked_add_partitions_timeout_ms > 0")
 
 
 def write_error(code: ErrorCode) -> ErrorCode:
@@ -168,7 +193,7 @@ class TransactionCoordinator:
 
     def __init__(self, config: TxnCoordinatorConfig, clock: Clock, log_: TxnLog,
                  producer_ids: ProducerIdSource, markers: MarkerChannel,
-                 num_partitions: int = 0) -> None:
+                 num_partitions: int = 0, timer: TimerLike | None = None) -> None:
         self.config = config
         self.clock = clock
         self.log = log_
@@ -178,6 +203,9 @@ class TransactionCoordinator:
         self.owned: dict[int, int] = {}  # partition -> coordinator epoch
         self.loading: dict[int, tuple[int, dict[str, TxnMetadata | None]]] = {}
         self.entries: dict[str, _Entry] = {}
+        # no timer: nothing is parked (CONCURRENT_TRANSACTIONS at once, Kafka's answer)
+        self.parked = None if timer is None else ParkedAdds(
+            timer, config.max_parked_add_partitions, config.parked_add_partitions_timeout_ms)
 
     # -- ownership -------------------------------------------------------------------
 
@@ -241,6 +269,12 @@ class TransactionCoordinator:
             del self.entries[tid]
         if gone:
             self.markers.cancel(gone)
+        for tid in gone:  # parked requests run again: NOT_COORDINATOR now
+            self._wake(tid)
+
+    def _wake(self, transactional_id: str) -> None:
+        if self.parked is not None:
+            self.parked.wake(transactional_id)
 
     # -- writes ----------------------------------------------------------------------
 
@@ -248,12 +282,17 @@ class TransactionCoordinator:
         return (self.entries.get(entry.meta.transactional_id) is entry
                 and self.owned.get(entry.partition) == epoch)
 
-    def _write(self, entry: _Entry, new: TxnMetadata, then: Answer) -> None:
-        """Write ``new`` for ``entry``; the cache takes it once written; ``then(error)``."""
+    def _write(self, entry: _Entry, new: TxnMetadata, then: Answer,
+               before: TxnMetadata | None = None) -> None:
+        """Write ``new`` for ``entry`` (after ``before`` in the same batch, if given: a
+        step it passes through); the cache takes ``new`` once written; ``then(error)``."""
         epoch = self.owned[entry.partition]
         entry.pending = new
         tid = new.transactional_id
         value = None if new.state is TransactionState.DEAD else encode_value(new)
+        records = [(encode_key(tid), value)]
+        if before is not None:
+            records.insert(0, (encode_key(tid), encode_value(before)))
 
         def written(code: ErrorCode, _offset: int) -> None:
             if not self._is_current(entry, epoch):
@@ -271,8 +310,9 @@ class TransactionCoordinator:
             if new.state is TransactionState.DEAD:
                 del self.entries[tid]
             then(ErrorCode.NONE)
+            self._wake(tid)  # a Complete* written: the parked AddPartitionsToTxn go on
 
-        self.log.append(entry.partition, [(encode_key(tid), value)], written)
+        self.log.append(entry.partition, records, written)
 
     def _send_markers(self, entry: _Entry) -> None:
         meta, epoch = entry.meta, self.owned[entry.partition]
@@ -291,13 +331,23 @@ class TransactionCoordinator:
         if entry.pending is not None or entry.meta.state not in PREPARED:
             return
         entry.complete_due = False
-        done = prepare_complete(entry.meta, self.clock.now_ms())
+        now = self.clock.now_ms()
+        done = prepare_complete(entry.meta, now)
+        new, folded = (done, []) if self.parked is None else fold_parked(
+            done, self.parked.waiting(done.transactional_id), now)
 
         def completed(code: ErrorCode) -> None:
             if code != ErrorCode.NONE and self.entries.get(done.transactional_id) is entry:
                 entry.complete_due = True  # retried by tick()
+            for request in folded:
+                request.respond(code)
 
-        self._write(entry, done, completed)
+        if not folded:
+            self._write(entry, done, completed)
+            return
+        assert self.parked is not None
+        self.parked.take(done.transactional_id, len(folded))
+        self._write(entry, new, completed, before=done)
 
     # -- requests --------------------------------------------------------------------
 
@@ -385,7 +435,14 @@ class TransactionCoordinator:
                        partitions: Iterable[TopicPartition], respond: Answer,
                        client_transaction_version: int = 0) -> None:
         """AddPartitionsToTxn v0-3 and AddOffsetsToTxn: ``respond(error)`` once the
-        partitions are stored in the Ongoing transaction."""
+        partitions are stored in the Ongoing transaction.  During the producer's previous
+        transaction's PrepareCommit/PrepareAbort, the request is parked and run again the
+        moment it completes (:mod:`broker.txn.parking`) instead of CONCURRENT_TRANSACTIONS
+        (still the answer when the bound or the timeout is reached)."""
+        partitions = frozenset(partitions)
+        if self._park(AddRequest(transactional_id, producer_id, producer_epoch, partitions,
+                                 client_transaction_version, respond)):
+            return
         try:
             entry = self._entry(transactional_id)
             new = prepare_add_partitions(entry.meta, producer_id, producer_epoch, partitions,
@@ -397,6 +454,24 @@ class TransactionCoordinator:
             respond(ErrorCode.NONE)
             return
         self._write(entry, new, respond)
+
+    def _park(self, request: AddRequest) -> bool:
+        """Park the request if :func:`parkable` (True if parked)."""
+        tid = request.transactional_id
+        entry = self.entries.get(tid)
+        if (self.parked is None or entry is None or self.coordinator_error(tid) is not None
+                or not parkable(entry.meta, request)):
+            return False
+        return self.parked.park(request, lambda: not self._completing(tid), self._rerun)
+
+    def _completing(self, transactional_id: str) -> bool:
+        entry = self.entries.get(transactional_id)  # Prepare* until Complete* is stored
+        return entry is not None and entry.meta.state in PREPARED
+
+    def _rerun(self, request: AddRequest) -> None:
+        self.add_partitions(request.transactional_id, request.producer_id,
+                            request.producer_epoch, request.partitions, request.respond,
+                            request.client_transaction_version)
 
     def verify(self, transactional_id: str, producer_id: int, producer_epoch: int,
                partitions: Iterable[TopicPartition]) -> dict[TopicPartition, ErrorCode]:
@@ -460,52 +535,19 @@ class TransactionCoordinator:
 
         self._write(entry, new, written)
 
-    # -- describe and list -----------------------------------------------------------
+    # -- describe and list (broker/txn/listing.py) ------------------------------------
 
     def describe(self, transactional_id: str) -> DescribeTransactionsResponseTransactionState:
         code = self.coordinator_error(transactional_id)
         entry = self.entries.get(transactional_id) if code is None else None
-        if code is None and entry is None:
-            code = ErrorCode.TRANSACTIONAL_ID_NOT_FOUND
-        if code is not None or entry is None:
-            return {"error_code": int(code or 0), "transactional_id": transactional_id,
-                    "transaction_state": "", "transaction_timeout_ms": 0,
-                    "transaction_start_time_ms": -1, "producer_id": -1,
-                    "producer_epoch": -1, "topics": []}
-        meta = entry.meta
-        by_topic: dict[str, list[int]] = {}
-        for tp in sorted(meta.partitions):
-            by_topic.setdefault(tp.topic, []).append(tp.partition)
-        return {"error_code": 0, "transactional_id": transactional_id,
-                "transaction_state": meta.state.display_name,
-                "transaction_timeout_ms": meta.transaction_timeout_ms,
-                "transaction_start_time_ms": meta.txn_start_timestamp_ms,
-                "producer_id": meta.producer_id, "producer_epoch": meta.producer_epoch,
-                "topics": [{"topic": t, "partitions": p} for t, p in by_topic.items()]}
+        return described(transactional_id, code, None if entry is None else entry.meta)
 
     def list_transactions(self, states: Sequence[str], producer_ids: Sequence[int],
                           duration_ms: int = -1
                           ) -> tuple[ErrorCode, list[ListTransactionsResponseTransactionState]]:
-        """Kafka's ListTransactions over the owned partitions: filters by state name,
-        producer id and (v1) open longer than ``duration_ms``; an unknown state name
-        matches nothing.  COORDINATOR_LOAD_IN_PROGRESS (with what is known) while a
-        partition loads."""
-        wanted = {STATE_BY_NAME.get(s) for s in states}
-        now = self.clock.now_ms()
-        found: list[ListTransactionsResponseTransactionState] = []
-        for tid, entry in sorted(self.entries.items()):
-            meta = entry.meta
-            if states and meta.state not in wanted:
-                continue
-            if producer_ids and meta.producer_id not in producer_ids:
-                continue
-            if duration_ms >= 0 and (meta.state is not TransactionState.ONGOING
-                                     or now - meta.txn_start_timestamp_ms < duration_ms):
-                continue
-            found.append({"transactional_id": tid, "producer_id": meta.producer_id,
-                          "transaction_state": meta.state.display_name})
-        code = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if self.loading else ErrorCode.NONE
-        return code, found
+        """Kafka's ListTransactions over the owned partitions (:func:`listed`)."""
+        return listed((e.meta for e in self.entries.values()), states, producer_ids,
+                      duration_ms, self.clock.now_ms(), bool(self.loading))
 
     # -- timers ----------------------------------------------------------------------
 
@@ -528,6 +570,11 @@ class TransactionCoordinator:
                   and now - meta.txn_last_update_timestamp_ms >= expiration):
                 log.info("transactional id %r expired; removing it", meta.transactional_id)
                 self._write(entry, prepare_dead(meta, now), lambda _code: None)
+
+    def shutdown(self) -> None:
+        """Drop the parked requests unanswered (the broker stops: their connections go)."""
+        if self.parked is not None:
+            self.parked.shutdown()
 
     def _abort_timed_out(self, entry: _Entry) -> None:
         try:

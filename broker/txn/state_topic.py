@@ -25,6 +25,9 @@ placement, leadership, loading and unloading, acks=all writes) is the
 - **Timers**: :meth:`tick` every
   ``transaction_abort_timed_out_transaction_cleanup_interval_ms`` on the broker's timer
   (timeouts, expiry, retried Complete* writes).
+- **Parking**: the coordinator parks AddPartitionsToTxn/AddOffsetsToTxn during the
+  previous transaction's PrepareCommit/PrepareAbort on the broker's timer
+  (:mod:`broker.txn.parking`); :meth:`shutdown` drops them unanswered.
 - **Markers**: a :class:`~broker.txn.markers.MarkerSender` to each partition's leader
   (``host.leader_id``) at its replication endpoint, logged in as this broker.
 - **KIP-890 verification** (:meth:`verify`, the core's ``txn_verifier``): a leader's
@@ -151,7 +154,7 @@ class TransactionStateTopic:
         self.coordinator = TransactionCoordinator(
             TxnCoordinatorConfig(config.transaction_max_timeout_ms,
                                  config.transactional_id_expiration_ms),
-            clock, self, _AllocatorIds(producer_ids), self.markers)
+            clock, self, _AllocatorIds(producer_ids), self.markers, timer=timer)
         spec = InternalTopicSpec(
             TRANSACTION_STATE_TOPIC, config.transaction_state_log_num_partitions,
             config.transaction_state_log_replication_factor, self._topic_configs,
@@ -278,6 +281,7 @@ class TransactionStateTopic:
         self.topic.shutdown()
         self.remote_verifier.close()
         self.markers.stop()
+        self.coordinator.shutdown()
 
 
 def load_batches(coordinator: TransactionCoordinator, partition: int,
