@@ -5,8 +5,9 @@ answers.  Here its replica of topic ``t`` (topic id 2, with records) is on disk,
 log says: ``t`` created with id 1, deleted, re-created with id 2.  Reconciling after the
 first answer (id 1) and again after the second (id 2) dropped the live log; with
 reconcile deferred to the log's high watermark, and ``partition.metadata`` naming the
-topic id, the replica keeps its records.  No sockets: the follower's connection is a
-stand-in serving the log in answers of a few records each.
+topic id, the replica keeps its records.  The initial catch-up (the broker serves only
+then) needs the broker's own registration applied and the image acted on.  No sockets:
+the follower's connection is a stand-in serving the log in answers of a few records each.
 """
 
 from __future__ import annotations
@@ -83,6 +84,7 @@ def replay(core: BrokerCore, per_answer: int, records: list[MetadataRecord] = LO
     follower.core = core
     follower.metadata_conn = ChunkedMetadataLog(records, per_answer)  # type: ignore[assignment]
     follower.caught_up = asyncio.Event()
+    follower.broker_epoch = -1  # not registered: the initial catch-up is not tested here
     follower.reader = MetadataLogReader(core.image)
     turns = 0
 
@@ -193,3 +195,48 @@ def test_a_log_labelled_with_its_topics_id_is_kept(core: BrokerCore) -> None:
     write_topic_id(log_.dir, UUID_2)
     replay(core, per_answer=100, records=records)
     assert values(core.partitions[KEY].log) == [(0, b"kept")]
+
+
+def follow(core: BrokerCore, records: list[MetadataRecord], per_answer: int,
+           broker_epoch: int, steps: int) -> list[tuple[int, bool]]:
+    """``steps`` fetch steps of a follower registered at offset ``broker_epoch``: the
+    offset applied and whether it has caught up (``caught_up``) after each."""
+    follower = MetadataFollower.__new__(MetadataFollower)  # no connections, no tasks
+    follower.core = core
+    follower.metadata_conn = ChunkedMetadataLog(records, per_answer)  # type: ignore[assignment]
+    follower.caught_up = asyncio.Event()
+    follower.broker_epoch = broker_epoch
+    follower.reader = MetadataLogReader(core.image)
+    seen: list[tuple[int, bool]] = []
+
+    async def run() -> None:
+        assert core.image is not None
+        for _ in range(steps):
+            await follower.fetch_step()
+            caught_up = follower.caught_up.is_set()
+            if caught_up:  # the image it serves from was acted on
+                assert core.image_reconciled and KEY in core.partitions
+            seen.append((core.image.last_applied_offset, caught_up))
+
+    asyncio.run(run())
+    return seen
+
+
+def test_caught_up_once_the_registration_is_applied_and_the_image_acted_on(
+        core: BrokerCore) -> None:
+    # registered at offset 4; answers of 3 records: offset 5 holds the registration but
+    # is not the log's end (nothing acted on yet), offset 6 is
+    assert follow(core, LOG, per_answer=3, broker_epoch=4, steps=3) == [
+        (2, False), (5, False), (6, True)]
+
+
+def test_not_caught_up_at_a_high_watermark_below_the_registration(
+        core: BrokerCore) -> None:
+    # the controller answered the registration (offset 8) before this fetch saw it: at
+    # the log's end, but the image does not hold this broker yet
+    records = list(LOG)
+    assert follow(core, records, per_answer=100, broker_epoch=8, steps=2) == [
+        (6, False), (6, False)]
+    records += [RegisterBrokerRecord(2, 7, "b", "127.0.0.1", 9002),
+                RegisterBrokerRecord(1, 8, "a", "127.0.0.1", 9001)]
+    assert follow(core, records, per_answer=100, broker_epoch=8, steps=1) == [(8, True)]
