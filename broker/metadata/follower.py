@@ -11,8 +11,10 @@ Three asyncio loops on the broker's event loop (docs/replication.md):
   every heartbeat and AlterPartition.  A STALE_BROKER_EPOCH (or similar) answer to a
   heartbeat re-registers.
 - **heartbeats** every ``broker_heartbeat_interval_ms`` with the metadata offset applied
-  so far; ``want_shut_down`` during a controlled shutdown until the controller answers
-  ``should_shut_down`` (it has moved this broker's leaderships away).
+  so far, and one at once when the image first caught up (below: the controller
+  unfences the broker on it, a heartbeat interval sooner); ``want_shut_down`` during
+  a controlled shutdown until the controller answers ``should_shut_down`` (it has
+  moved this broker's leaderships away).
 - **metadata fetch**: a long-poll Fetch (our highest version, 12; sessionless) of
   ``__cluster_metadata``-0 from the controller at ``last_applied_offset + 1``; each
   answer goes to the sans-IO :class:`~broker.metadata.log_reader.MetadataLogReader`
@@ -107,6 +109,7 @@ class MetadataFollower:
         self.registered = asyncio.Event()
         # the image holds this broker's registration record and was acted on (docstring)
         self.caught_up = asyncio.Event()
+        self._heartbeat_now = asyncio.Event()  # caught up: report it without waiting
         self.unreachable_log = RateLimitedLog(log, MonotonicClock(),
                                               UNREACHABLE_LOG_INTERVAL_MS)
         self.reader = MetadataLogReader(core.image)  # the log's rules (sans-IO)
@@ -210,7 +213,9 @@ class MetadataFollower:
                                 error_for(body["error_code"], body["error_message"] or ""))
             except MiniKafkaError as exc:
                 self.unreachable_log.info("heartbeat", "heartbeat failed: %s", exc)
-            await asyncio.sleep(interval_s)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._heartbeat_now.wait(), interval_s)
+            self._heartbeat_now.clear()
 
     # -- metadata ------------------------------------------------------------------------
 
@@ -258,6 +263,7 @@ class MetadataFollower:
         if (not self.caught_up.is_set() and reader.at_high_watermark
                 and 0 <= self.broker_epoch <= self._applied_offset()):
             self.caught_up.set()
+            self._heartbeat_now.set()  # the controller unfences on this offset: say it now
             log.info("metadata caught up: applied to offset %d (registered at %d)",
                      self._applied_offset(), self.broker_epoch)
 

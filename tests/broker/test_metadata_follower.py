@@ -6,19 +6,22 @@ log says: ``t`` created with id 1, deleted, re-created with id 2.  Reconciling a
 first answer (id 1) and again after the second (id 2) dropped the live log; with
 reconcile deferred to the log's high watermark, and ``partition.metadata`` naming the
 topic id, the replica keeps its records.  The initial catch-up (the broker serves only
-then) needs the broker's own registration applied and the image acted on.  No sockets:
+then) needs the broker's own registration applied and the image acted on, and is
+reported to the controller at once.  No sockets:
 the follower's connection is a stand-in serving the log in answers of a few records each.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from broker.async_client import AsyncConnection
 from broker.config import BrokerConfig
 from broker.core import LOG_OPENS_PER_TURN, BrokerCore
 from broker.metadata.follower import MetadataFollower
@@ -34,6 +37,7 @@ from broker.metadata.records import (
     UnfenceBrokerRecord,
     encode_record,
 )
+from clients.protocol.api_keys import ApiKey
 from clients.protocol.topics import ZERO_UUID, TopicPartition
 from clients.records.record import build_batch
 from storage.partition_metadata import read_topic_id, write_topic_id
@@ -207,6 +211,7 @@ def follow(core: BrokerCore, records: list[MetadataRecord], per_answer: int,
     follower.caught_up = asyncio.Event()
     follower.broker_epoch = broker_epoch
     follower.reader = MetadataLogReader(core.image)
+    follower._heartbeat_now = asyncio.Event()
     seen: list[tuple[int, bool]] = []
 
     async def run() -> None:
@@ -240,3 +245,58 @@ def test_not_caught_up_at_a_high_watermark_below_the_registration(
     records += [RegisterBrokerRecord(2, 7, "b", "127.0.0.1", 9002),
                 RegisterBrokerRecord(1, 8, "a", "127.0.0.1", 9001)]
     assert follow(core, records, per_answer=100, broker_epoch=8, steps=1) == [(8, True)]
+
+
+class LongPolledLog(ChunkedMetadataLog):
+    """The metadata log as a long poll: an answer with nothing new waits a moment."""
+
+    async def request(self, api_key: int, body: dict[str, Any], **_: Any) -> dict[str, Any]:
+        answer = await super().request(api_key, body)
+        if not answer["responses"][0]["partitions"][0]["records"]:
+            await asyncio.sleep(0.05)
+        return answer
+
+    async def aclose(self) -> None:
+        pass
+
+
+class Controller:
+    """Registers broker 1 at offset 4; counts it caught up from a heartbeat at offset 4."""
+
+    def __init__(self) -> None:
+        self.heartbeat_offsets: list[int] = []
+        self.unfenced = asyncio.Event()
+
+    async def request(self, api_key: int, body: dict[str, Any], **_: Any) -> dict[str, Any]:
+        if api_key == ApiKey.BROKER_REGISTRATION:
+            return {"error_code": 0, "broker_epoch": 4}
+        offset = body["current_metadata_offset"]
+        self.heartbeat_offsets.append(offset)
+        if offset >= 4:
+            self.unfenced.set()
+        return {"error_code": 0, "is_fenced": offset < 4, "should_shut_down": False,
+                "report_replica_logs": False}
+
+
+def test_the_catch_up_is_reported_at_once_not_a_heartbeat_interval_later(
+        core: BrokerCore) -> None:
+    # the controller unfences a broker on the heartbeat that reports the catch-up: a
+    # minute between heartbeats would keep it fenced that long, serving all the while
+    core.config = dataclasses.replace(core.config, broker_heartbeat_interval_ms=60_000,
+                                      broker_session_timeout_ms=120_000)
+    controller = Controller()
+
+    async def run() -> None:
+        follower = MetadataFollower(core, AsyncConnection("127.0.0.1", 1,
+                                                          client_id="broker-1"))
+        follower.controller = controller  # type: ignore[assignment]
+        follower.metadata_conn = LongPolledLog(LOG, per_answer=100)  # type: ignore[assignment]
+        follower.start()
+        try:
+            await asyncio.wait_for(follower.caught_up.wait(), 10)
+            await asyncio.wait_for(controller.unfenced.wait(), 10)
+        finally:
+            await follower.stop()
+
+    asyncio.run(run())
+    assert controller.heartbeat_offsets[0] < 4 <= controller.heartbeat_offsets[-1]
