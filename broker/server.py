@@ -14,6 +14,17 @@ checkpoints, network-process supervision, ISR checks) on the same loop, starts a
 stops the controller link (the metadata follower's registration and heartbeats,
 AlterPartition requests, the replica fetchers) and shuts everything down in order.
 
+Start-up order (Kafka's BrokerServer.startup): the core opens its logs, the network
+processes start with both listeners bound but not listening (the ports are known, so
+the broker can register them), the controller link registers and follows the metadata
+log, and only once the image holds this broker's registration and was acted on
+(:attr:`~broker.metadata.follower.MetadataFollower.caught_up`) do both listeners listen
+(``NetworkProcessSupervisor.start_listening``), the "listening on" line is logged and
+``on_ready`` runs.  Until then a connect is refused (clients try their other bootstrap
+brokers); a controller that stays away keeps the broker waiting, never serving stale
+state.  A standalone broker listens at once.  docs/broker.md says why the internal
+listener waits too.
+
 Malformed requests: a frame whose header cannot be decoded, an unknown API key, an
 unsupported version or a body that violates the API's schema closes the connection
 (Kafka does the same), after logging the precise reason; ApiVersions at an unsupported
@@ -94,6 +105,8 @@ log = logging.getLogger(__name__)
 
 SUPERVISE_INTERVAL_S = 0.2
 CONTROLLED_SHUTDOWN_S = 5.0
+CATCH_UP_QUIET_S = 1.0  # still catching up after this long: said at INFO
+CATCH_UP_LOG_INTERVAL_S = 30.0  # and again this often while it lasts
 
 
 class BrokerServer:
@@ -140,7 +153,8 @@ class BrokerServer:
         self.record_checks.start(loop)
         try:
             self.supervisor = NetworkProcessSupervisor(self.config, self.pool)
-            self.supervisor.start()
+            # with a controller: bound, not listening, until the image caught up
+            self.supervisor.start(listening=not self.config.controller_address)
             if (self.config.port, self.config.internal_port) != (
                     self.supervisor.port, self.supervisor.internal_port):  # 0: kernel's choice
                 self.config = dataclasses.replace(self.config, port=self.supervisor.port,
@@ -155,13 +169,16 @@ class BrokerServer:
             self._schedule(loop)
             if self.config.metrics_port >= 0:
                 await self._start_metrics()
-            log.info("broker %d listening on %s:%d%s", self.config.node_id, self.config.host,
-                     self.port, "" if self.config.internal_port < 0 else
-                     f", internal listener on {self.config.internal_host or self.config.host}"
-                     f":{self.config.internal_port}")
-            if on_ready is not None:
-                on_ready(self)
-            await self._stop.wait()
+            if await self._caught_up():
+                self.supervisor.start_listening()
+                log.info("broker %d listening on %s:%d%s", self.config.node_id,
+                         self.config.host, self.port, "" if self.config.internal_port < 0 else
+                         f", internal listener on "
+                         f"{self.config.internal_host or self.config.host}"
+                         f":{self.config.internal_port}")
+                if on_ready is not None:
+                    on_ready(self)
+                await self._stop.wait()
             await self._stop_controller_link()
         finally:
             if self.metrics is not None:
@@ -180,6 +197,41 @@ class BrokerServer:
 
     def stop(self) -> None:
         self._stop.set()
+
+    async def _caught_up(self) -> bool:
+        """Kafka's start-up order (BrokerServer.startup): a broker with a controller
+        serves once its metadata image holds its own registration and was acted on
+        (:attr:`MetadataFollower.caught_up`); until then its listeners are bound and
+        not listening, so clients go to other bootstrap brokers instead of being
+        answered from an empty or stale image.  Waits as long as it takes (a controller
+        that is down: a line at INFO after ``CATCH_UP_QUIET_S``, then every
+        ``CATCH_UP_LOG_INTERVAL_S``); False when the broker is stopped first.
+        A standalone broker has nothing to catch up with."""
+        follower = self.follower
+        if follower is None:
+            return not self._stop.is_set()
+        caught_up = asyncio.ensure_future(follower.caught_up.wait())
+        stopped = asyncio.ensure_future(self._stop.wait())
+        started = time.monotonic()
+        timeout_s = CATCH_UP_QUIET_S
+        try:
+            while True:
+                await asyncio.wait({caught_up, stopped}, timeout=timeout_s,
+                                   return_when=asyncio.FIRST_COMPLETED)
+                if stopped.done():
+                    return False
+                if caught_up.done():
+                    if time.monotonic() - started >= CATCH_UP_QUIET_S:
+                        log.info("broker %d: metadata caught up after %.1f s; serving",
+                                 self.config.node_id, time.monotonic() - started)
+                    return True
+                log.info("broker %d: not serving clients yet (ports bound, not listening) "
+                         "until its metadata catches up: %s", self.config.node_id,
+                         follower.catch_up_status())
+                timeout_s = CATCH_UP_LOG_INTERVAL_S
+        finally:
+            caught_up.cancel()
+            stopped.cancel()
 
     async def _start_metrics(self) -> None:
         """The metrics port (broker.metrics.endpoint says why it lives here)."""
@@ -248,7 +300,8 @@ class BrokerServer:
         follower, fetchers, controller = self.follower, self.fetchers, self.controller
         if follower is None or fetchers is None or controller is None:
             return
-        await follower.controlled_shutdown(CONTROLLED_SHUTDOWN_S)
+        if follower.registered.is_set():  # else the controller has nothing to move
+            await follower.controlled_shutdown(CONTROLLED_SHUTDOWN_S)
         await fetchers.stop()
         await follower.stop()
         if self.alter_partitions is not None:

@@ -381,11 +381,14 @@ def cmd_start(args: argparse.Namespace) -> int:
     return 0
 
 
-def start_process(state: ClusterState, info: ProcessInfo, timeout_s: float) -> None:
+def start_process(state: ClusterState, info: ProcessInfo, timeout_s: float,
+                  wait: bool = True) -> None:
+    """Spawn ``info``'s process; ``wait``: until its port accepts (a broker: serving)."""
     Path(info.data_dir).mkdir(parents=True, exist_ok=True)
     spawn(info)
     state.save()
-    wait_for_port(info.port, info.pid, timeout_s, info.name)
+    if wait:
+        wait_for_port(info.port, info.pid, timeout_s, info.name)
 
 
 def wait_until_ready(state: ClusterState, timeout_s: float) -> None:
@@ -452,9 +455,11 @@ def cmd_signal(args: argparse.Namespace) -> int:
         print(f"killed {info.name} (pid {info.pid})")
     elif args.command == "restart":
         end_process(info, signal.SIGKILL, 10)
-        start_process(state, info, args.timeout_s)
+        # a broker listens once its metadata caught up: without a controller, not yet
+        alone = info is not state.controller and not is_ours(state.controller)
+        start_process(state, info, args.timeout_s, wait=not alone)
         if info is not state.controller:
-            if not is_ours(state.controller):  # it cannot register: do not wait for it
+            if alone:  # it cannot register: do not wait for it
                 raise ClusterError(
                     f"restarted {info.name} (pid {info.pid}), but the controller is not "
                     "running: the broker serves once it runs again "

@@ -11,8 +11,10 @@ Three asyncio loops on the broker's event loop (docs/replication.md):
   every heartbeat and AlterPartition.  A STALE_BROKER_EPOCH (or similar) answer to a
   heartbeat re-registers.
 - **heartbeats** every ``broker_heartbeat_interval_ms`` with the metadata offset applied
-  so far; ``want_shut_down`` during a controlled shutdown until the controller answers
-  ``should_shut_down`` (it has moved this broker's leaderships away).
+  so far, and one at once when the image first caught up (below: the controller
+  unfences the broker on it, a heartbeat interval sooner); ``want_shut_down`` during
+  a controlled shutdown until the controller answers ``should_shut_down`` (it has
+  moved this broker's leaderships away).
 - **metadata fetch**: a long-poll Fetch (our highest version, 12; sessionless) of
   ``__cluster_metadata``-0 from the controller at ``last_applied_offset + 1``; each
   answer goes to the sans-IO :class:`~broker.metadata.log_reader.MetadataLogReader`
@@ -21,8 +23,17 @@ Three asyncio loops on the broker's event loop (docs/replication.md):
   image only once it has reached the log's high watermark: a broker catching up over
   several answers never deletes or creates replicas from a partial image.
 
-Errors talking to the controller back off and retry; the broker keeps serving with the
-metadata it has (a fenced broker's partitions are led elsewhere by then).
+**Initial catch-up** (Kafka's ``initialCatchUpFuture``): :attr:`MetadataFollower.caught_up`
+is set once the image holds the record of this broker's registration (its offset is the
+broker epoch the registration answered, the offset the controller also unfences it at)
+and was acted on (reconciled at the log's high watermark).  The server enables its
+listeners only then (docs/broker.md): until then clients would be answered from an
+empty or stale image.  It stays set for the life of the process (a later
+re-registration does not stop serving, as in Kafka).
+
+Errors talking to the controller back off and retry (their log lines rate-limited);
+once serving, the broker keeps serving with the metadata it has (a fenced broker's
+partitions are led elsewhere by then).
 Not thread-safe: one event loop.
 """
 
@@ -35,6 +46,7 @@ import uuid
 from typing import TYPE_CHECKING, Any, Protocol
 
 from broker.async_client import AsyncConnection
+from broker.logs.rate_limit import RateLimitedLog
 from broker.metadata.log_reader import MetadataLogReader
 from broker.metadata.records import (
     INTERNAL_LISTENER,
@@ -46,6 +58,7 @@ from broker.metadata.records import (
 from broker.metadata.replica_logs import replica_log_reports
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError, error_for
+from timer.clock import MonotonicClock
 
 if TYPE_CHECKING:
     from broker.config import BrokerConfig
@@ -56,6 +69,7 @@ if TYPE_CHECKING:
 log = logging.getLogger(__name__)
 
 RETRY_BACKOFF_S = 0.1
+UNREACHABLE_LOG_INTERVAL_MS = 30_000  # a controller that stays away: a line this often
 METADATA_MAX_WAIT_MS = 500
 # Kafka's SecurityProtocol ids, by the name a listener of that protocol has
 SECURITY_PROTOCOLS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
@@ -93,7 +107,11 @@ class MetadataFollower:
         self.want_shut_down = False
         self.should_shut_down = asyncio.Event()
         self.registered = asyncio.Event()
+        # the image holds this broker's registration record and was acted on (docstring)
         self.caught_up = asyncio.Event()
+        self._heartbeat_now = asyncio.Event()  # caught up: report it without waiting
+        self.unreachable_log = RateLimitedLog(log, MonotonicClock(),
+                                              UNREACHABLE_LOG_INTERVAL_MS)
         self.reader = MetadataLogReader(core.image)  # the log's rules (sans-IO)
         core.image = self.reader.image
         self._tasks: list[asyncio.Task[None]] = []
@@ -160,7 +178,8 @@ class MetadataFollower:
                 log.warning("registration refused: %s",
                             error_for(body["error_code"], body["error_message"] or ""))
             except MiniKafkaError as exc:
-                log.info("controller unreachable for registration: %s", exc)
+                self.unreachable_log.info("register", "controller unreachable for "
+                                          "registration: %s", exc)
             await asyncio.sleep(RETRY_BACKOFF_S * 5)
 
     async def _heartbeat_loop(self) -> None:
@@ -193,8 +212,10 @@ class MetadataFollower:
                     log.warning("heartbeat refused: %s",
                                 error_for(body["error_code"], body["error_message"] or ""))
             except MiniKafkaError as exc:
-                log.info("heartbeat failed: %s", exc)
-            await asyncio.sleep(interval_s)
+                self.unreachable_log.info("heartbeat", "heartbeat failed: %s", exc)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._heartbeat_now.wait(), interval_s)
+            self._heartbeat_now.clear()
 
     # -- metadata ------------------------------------------------------------------------
 
@@ -204,7 +225,7 @@ class MetadataFollower:
             try:
                 await self.fetch_step()
             except MiniKafkaError as exc:
-                log.info("metadata fetch failed: %s", exc)
+                self.unreachable_log.info("fetch", "metadata fetch failed: %s", exc)
                 await asyncio.sleep(RETRY_BACKOFF_S)
             except Exception:
                 log.exception("applying metadata failed")
@@ -236,11 +257,23 @@ class MetadataFollower:
             raise error_for(part["error_code"],
                             f"metadata fetch of {METADATA_TOPIC}-{METADATA_PARTITION}")
         reconcile = reader.on_answer(part["records"], part["high_watermark"])
-        if reader.at_high_watermark:
-            self.caught_up.set()
         if reconcile:
             await self.core.prepare_logs()  # new logs first, a loop turn every few
             self.core.reconcile()
+        if (not self.caught_up.is_set() and reader.at_high_watermark
+                and 0 <= self.broker_epoch <= self._applied_offset()):
+            self.caught_up.set()
+            self._heartbeat_now.set()  # the controller unfences on this offset: say it now
+            log.info("metadata caught up: applied to offset %d (registered at %d)",
+                     self._applied_offset(), self.broker_epoch)
+
+    def catch_up_status(self) -> str:
+        """Why :attr:`caught_up` is not set yet (for the server's log)."""
+        where = f"{self.controller.host}:{self.controller.port}"
+        if not self.registered.is_set():
+            return f"not registered with the controller at {where} yet"
+        return (f"metadata image at offset {self._applied_offset()}, registered at offset "
+                f"{self.broker_epoch} (controller {where})")
 
     def _applied_offset(self) -> int:
         return self.reader.image.last_applied_offset

@@ -12,6 +12,10 @@ from 1 on the client listener, from
 main process knows the listener of every request).  It also turns a listener's epoll
 interest off while the channel to the main process is backlogged, and the client
 listener's while the process steps aside (the internal one never does).
+An acceptor made with ``listening=False`` (a broker still catching up with its metadata
+log: its sockets are bound, not listening yet) watches neither listener until
+:meth:`Acceptor.start_listening` (the main process's LISTEN): a socket that is not
+listening would wake epoll with EPOLLHUP forever.
 
 Contract: :meth:`Acceptor.accept` / :meth:`Acceptor.accept_internal` return the kept
 ``(socket, ip, conn_id)``; the loop makes them connections and calls
@@ -40,7 +44,7 @@ class Acceptor:
 
     def __init__(self, epoll: select.epoll, listener: socket.socket,
                  internal_listener: socket.socket | None, quotas: ConnectionQuotas, *,
-                 index: int) -> None:
+                 index: int, listening: bool = True) -> None:
         self.epoll = epoll
         self.listener = listener
         self.internal_listener = internal_listener
@@ -48,13 +52,25 @@ class Acceptor:
         self.index = index
         self.next_conn_id = 1
         self.next_internal_conn_id = INTERNAL_CONN_ID_BASE
+        self.listening = False  # the listeners are in epoll (start_listening)
         self._accepting = True
         self._accepting_internal = True
         listener.setblocking(False)
-        epoll.register(listener.fileno(), EPOLLIN)
         if internal_listener is not None:
             internal_listener.setblocking(False)
-            epoll.register(internal_listener.fileno(), EPOLLIN)
+        if listening:
+            self.start_listening()
+
+    def start_listening(self) -> None:
+        """Watch both listeners from now on (the main process made them listen).
+        Idempotent."""
+        if self.listening:
+            return
+        self.listening = True
+        self._accepting = self._accepting_internal = True
+        self.epoll.register(self.listener.fileno(), EPOLLIN)
+        if self.internal_listener is not None:
+            self.epoll.register(self.internal_listener.fileno(), EPOLLIN)
 
     def fds(self) -> tuple[int, int]:
         """The client listener's fd and the internal one's (-1 without it)."""
@@ -120,6 +136,8 @@ class Acceptor:
     def update_interest(self, backlogged: bool, now: float) -> None:
         """Listen while the channel is not ``backlogged`` (bounds the CLOSED/REQUEST
         backlog) and, on the client listener, while not stepping aside."""
+        if not self.listening:
+            return
         paused = self.quotas.paused(now)  # a pause that is over ends here
         accepting = not backlogged and not paused
         if accepting != self._accepting:

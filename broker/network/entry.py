@@ -5,8 +5,9 @@ is the ``--help`` description).  Run as ``python -m broker.network --listener-fd
 --pool-name NAME --channel-fd FD --max-request-bytes N --max-connections N --index I``
 plus optional limits (``--max-connections-per-ip``, ``--max-connections-per-ip-overrides``,
 ``--connections-max-idle-ms``, ``--request-read-timeout-ms``,
-``--max-partial-request-bytes``, and ``--internal-listener-fd``
-with ``--max-internal-connections`` for a broker with an internal listener; see
+``--max-partial-request-bytes``, ``--internal-listener-fd``
+with ``--max-internal-connections`` for a broker with an internal listener, and
+``--await-listen`` for a broker whose listeners do not listen yet; see
 :func:`build_parser`)
 (see :func:`main`); started and restarted by
 :class:`broker.network.supervisor.NetworkProcessSupervisor`.  :func:`main` attaches the
@@ -81,6 +82,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--ssl-keyfile", default="")
     p.add_argument("--ssl-cafile", default="")
     p.add_argument("--ssl-client-auth", default="none", choices=CLIENT_AUTH_MODES)
+    p.add_argument("--await-listen", action="store_true",
+                   help="accept on no listener until the main process sends LISTEN (the "
+                        "sockets are bound, not listening yet)")
     p.add_argument("--log-level", default="WARNING")
     return p
 
@@ -166,6 +170,7 @@ def main(argv: list[str] | None = None) -> int:
                 max_internal_connections=args.max_internal_connections,
                 request_times=(None if request_times is None
                                else request_times.writer(args.index)),
+                listening=not args.await_listen,
             )
         except InvalidConfigError as exc:
             listener.close()

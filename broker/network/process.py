@@ -36,7 +36,9 @@ that must go; the loop owns everything between them:
   connection's first REQUEST preceded by PEER, its address: the main process counts
   failed logins per address);
   RESPONSE/NO_RESPONSE/CLOSE handled as they arrive; the listener stops accepting while
-  the channel backlog reaches ``max_connections``;
+  the channel backlog reaches ``max_connections``; a process made with
+  ``listening=False`` accepts on neither listener until the main process sends LISTEN
+  (its broker serves once its metadata image caught up: docs/broker.md);
 - backpressure: at most ``max_queued_requests`` requests with the main process
   (``MainProcessChannel.in_flight``); a connection whose frame cannot go on (no queue
   room when it starts, or the reader finds no memory for its next bytes) is parked and
@@ -102,6 +104,7 @@ from broker.metrics.request_times import RequestTimesWriter
 from broker.network.acceptor import Acceptor
 from broker.network.channel.codec import (
     CLOSE,
+    LISTEN,
     NO_RESPONSE,
     RESPONSE,
     Handle,
@@ -161,6 +164,7 @@ class NetworkProcess:
         internal_listener: socket.socket | None = None,
         max_internal_connections: int = 100,
         request_times: RequestTimesWriter | None = None,
+        listening: bool = True,
     ) -> None:
         if max_connections_per_ip is None:
             max_connections_per_ip = max_connections
@@ -216,7 +220,8 @@ class NetworkProcess:
             max_connections_per_ip=max_connections_per_ip,
             per_ip_overrides=dict(max_connections_per_ip_overrides or {}),
             max_internal_connections=max_internal_connections,
-            accept_yield_s=max(accept_yield_ms, 0.1) / 1000.0), index=index)
+            accept_yield_s=max(accept_yield_ms, 0.1) / 1000.0), index=index,
+            listening=listening)
         self.retry_s = max(memory_retry_ms, 0.1) / 1000.0
         self.conns: dict[int, Connection] = {}  # by fd
         self.by_id: dict[int, Connection] = {}
@@ -459,10 +464,13 @@ class NetworkProcess:
 
     # channel ------------------------------------------------------------------------
     def _on_channel(self, ev: int) -> None:
-        """Act on what the main process sent: responses, NO_RESPONSE, CLOSE."""
+        """Act on what the main process sent: responses, NO_RESPONSE, CLOSE, LISTEN."""
         by_id = self.by_id
         for msg in self.main.receive(ev):
             kind = msg[0]
+            if kind == LISTEN:
+                self.acceptor.start_listening()
+                continue
             conn = by_id.get(msg[1])
             if kind == RESPONSE:
                 self._on_response(conn, msg[2], msg[3], msg[4], msg[5:])

@@ -11,6 +11,12 @@ cluster started on the same ports, cannot bind beside this one and steal its cli
 A broker with ``internal_port >= 0`` gets a second listening socket the same way
 (``internal_host:internal_port``, ``--internal-listener-fd``): the internal listener its
 followers fetch from (:attr:`internal_port`).
+``start(listening=False)`` binds both sockets without listening on them (a connect is
+refused, as by a broker that is not running) and starts the processes with
+``--await-listen``; :meth:`~NetworkProcessSupervisor.start_listening` makes the sockets
+listen and sends LISTEN to every process (a broker with a controller does that once its
+metadata image caught up: docs/broker.md).  The ports are known from ``start`` on (a
+broker registers them with its controller before it serves).
 The supervisor also creates the table the processes share
 (:mod:`~broker.network.connection_shares`: open-connection counts, to spread new
 connections evenly, and the budget of pool memory partial request frames may hold,
@@ -72,13 +78,30 @@ BIND_BUSY_RETRY_S = 2.0  # a port in use is tried again this long (open_listener
 def open_listener(host: str, port: int, backlog: int,
                   busy_retry_s: float = BIND_BUSY_RETRY_S) -> socket.socket:
     """A non-blocking listening socket, bound once here and inherited by every network
-    process (SO_REUSEADDR only: a port in TIME_WAIT is reused, a port in use is not).
+    process: :func:`bind_listener`, then :func:`listen_on`."""
+    sock = bind_listener(host, port, busy_retry_s)
+    try:
+        listen_on(sock, backlog, busy_retry_s)
+    except BaseException:
+        sock.close()
+        raise
+    return sock
+
+
+def bind_listener(host: str, port: int,
+                  busy_retry_s: float = BIND_BUSY_RETRY_S) -> socket.socket:
+    """A non-blocking socket bound to ``host:port``, not listening yet (a connection to
+    it is refused; SO_REUSEADDR only: a port in TIME_WAIT is reused, a port in use is
+    not).
 
     A port in use is tried again every 50 ms for ``busy_retry_s``: a restarted broker's
     port can be held for a moment as the local port of another process's outgoing
     connection (a peer's fetcher retrying against this dead broker got it as an
     ephemeral port; the connect fails at once and frees it).  Still in use after that:
-    the OSError (another process listens there)."""
+    the OSError (another process listens there).  While bound and not listening, the
+    port is no ephemeral port for anyone's connections, but another socket with
+    SO_REUSEADDR could still bind it (Linux allows that until one listens):
+    :func:`listen_on` then fails with EADDRINUSE."""
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     deadline = time.monotonic() + busy_retry_s
     while True:
@@ -86,7 +109,6 @@ def open_listener(host: str, port: int, backlog: int,
         try:
             sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
             sock.bind((host, port))
-            sock.listen(backlog)
             sock.setblocking(False)
             return sock
         except OSError as exc:
@@ -96,6 +118,21 @@ def open_listener(host: str, port: int, backlog: int,
         except BaseException:
             sock.close()
             raise
+        time.sleep(0.05)
+
+
+def listen_on(sock: socket.socket, backlog: int,
+              busy_retry_s: float = BIND_BUSY_RETRY_S) -> None:
+    """Make a bound socket listen; EADDRINUSE (another socket listens on its port) is
+    tried again every 50 ms for ``busy_retry_s``, then raised."""
+    deadline = time.monotonic() + busy_retry_s
+    while True:
+        try:
+            sock.listen(backlog)
+            return
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE or time.monotonic() >= deadline:
+                raise
         time.sleep(0.05)
 
 class NetworkProcessError(MiniKafkaError):
@@ -166,29 +203,38 @@ class NetworkProcessSupervisor:
         self._listener: socket.socket | None = None  # bound by start(), shared by all
         self._internal: socket.socket | None = None  # the internal listener, if any
         self._internal_port = config.internal_port
+        self._listening = False  # the listeners listen: start(), or start_listening()
         self._shares: ConnectionShares | None = None  # created by start(), shared by all
         self._request_times: RequestTimesTable | None = None  # likewise
         self.restarts = 0
 
     # start ---------------------------------------------------------------------------
-    def start(self) -> None:
-        """Bind the listener, start every network process and wait (blocking) until each
-        is ready; OSError if the port cannot be bound (e.g. another process holds it)."""
+    def start(self, listening: bool = True) -> None:
+        """Bind the listeners, start every network process and wait (blocking) until each
+        is ready; OSError if a port cannot be bound (e.g. another process holds it).
+        ``listening=False``: the sockets stay bound and not listening (a client's
+        connect is refused) and the processes accept nothing until
+        :meth:`start_listening`."""
         if self._procs:
             raise RuntimeError("network processes already started")
         cfg = self.config
-        self._listener = open_listener(cfg.host, cfg.port,
-                                       min(4096, max(128, cfg.max_connections)))
+        self._listener = bind_listener(cfg.host, cfg.port)
         self._port = self._listener.getsockname()[1]
         if cfg.internal_port >= 0:
             try:
-                self._internal = open_listener(cfg.internal_host or cfg.host,
-                                               cfg.internal_port, 128)
+                self._internal = bind_listener(cfg.internal_host or cfg.host,
+                                               cfg.internal_port)
             except BaseException:
                 self._listener.close()
                 self._listener = None
                 raise
             self._internal_port = self._internal.getsockname()[1]
+        if listening:
+            try:
+                self._listen()
+            except BaseException:
+                self.stop()
+                raise
         self._shares = ConnectionShares.create(self.config.num_network_processes)
         self._request_times = RequestTimesTable.create(self.config.num_network_processes)
         try:
@@ -200,6 +246,29 @@ class NetworkProcessSupervisor:
         except BaseException:
             self.stop()
             raise
+
+    def start_listening(self) -> None:
+        """Make both listeners listen and every network process accept on them (LISTEN);
+        processes restarted from now on accept at once.  OSError (EADDRINUSE) if another
+        socket took a port meanwhile (see :func:`bind_listener`).  Idempotent."""
+        if self._listening:
+            return
+        self._listen()
+        for endpoint in self._endpoints:
+            endpoint.send_listen()
+
+    def _listen(self) -> None:
+        if self._listener is None:
+            raise RuntimeError("the listener is not bound (start() first)")
+        listen_on(self._listener, min(4096, max(128, self.config.max_connections)))
+        if self._internal is not None:
+            listen_on(self._internal, 128)
+        self._listening = True
+
+    @property
+    def listening(self) -> bool:
+        """Whether the listeners listen (clients can connect)."""
+        return self._listening
 
     def _spawn(self, index: int) -> tuple[subprocess.Popen[bytes], MainChannelEndpoint]:
         cfg = self.config
@@ -220,6 +289,8 @@ class NetworkProcessSupervisor:
             "--request-times-fd", str(self.request_times.fileno()),
             *self._extra,
         ]  # fmt: skip
+        if not self._listening:  # LISTEN comes later (start_listening)
+            argv.append("--await-listen")
         fds = [theirs.fileno(), self._listening_fd(), self._shares_fd(),
                self.request_times.fileno()]
         if self._internal is not None:
@@ -369,6 +440,7 @@ class NetworkProcessSupervisor:
                 self.pool.reclaim_dead()
         codes = {p.pid: p.returncode for p in procs}
         self._procs, self._endpoints = [], []
+        self._listening = False
         if self._listener is not None:
             self._listener.close()
             self._listener = None

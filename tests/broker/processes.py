@@ -2,7 +2,9 @@
 
 :class:`ServerProcess` is the lifecycle shared by brokers and the controller.  A
 :class:`BrokerProcess` runs ``python -m broker start --port 0`` and reads the port
-from the "listening on" line.  ``stop()`` sends SIGTERM to the main process and waits;
+from the "listening on" line, which a broker prints once it serves (with a controller:
+once its metadata caught up; ``spawn()`` then ``wait_listening()`` for a test that
+starts it before its controller).  ``stop()`` sends SIGTERM to the main process and waits;
 ``kill()`` sends SIGKILL.  Either way every process of the broker (the network
 processes too, found with psutil before the main process goes) is stopped by PID, so a
 failing test leaves nothing running.
@@ -51,6 +53,7 @@ class ServerProcess:
         self.output: list[str] = []
         self._children: set[int] = set()
         self._reader = threading.Thread()
+        self._listening = threading.Event()  # the "listening on" line was read
 
     def command(self) -> list[str]:
         raise NotImplementedError
@@ -65,13 +68,20 @@ class ServerProcess:
         return self.proc.pid
 
     def start(self, timeout_s: float = 60.0) -> Self:
+        """Spawn and wait until it serves (its "listening on" line)."""
+        return self.spawn().wait_listening(timeout_s)
+
+    def spawn(self) -> Self:
+        """Start the process without waiting for it to serve (:meth:`wait_listening`).
+        A broker with a controller prints "listening on" only once its metadata caught
+        up; a test that starts it before its controller needs this."""
         cmd = self.command()
         for key, value in self.overrides.items():
             cmd += ["--override", f"{key}={value}"]
         env = dict(os.environ, PYTHONPATH=str(ROOT))
         self.proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                      text=True, env=env, cwd=ROOT)
-        found = threading.Event()
+        found = self._listening = threading.Event()
 
         def reader(proc: subprocess.Popen[str]) -> None:
             assert proc.stdout is not None
@@ -84,8 +94,14 @@ class ServerProcess:
 
         self._reader = threading.Thread(target=reader, args=(self.proc,), daemon=True)
         self._reader.start()
+        return self
+
+    def wait_listening(self, timeout_s: float = 60.0) -> Self:
+        """Wait for the "listening on" line (the process serves); on failure it is
+        killed and the test fails with its last output."""
+        assert self.proc is not None
         deadline = time.monotonic() + timeout_s
-        while not found.wait(0.05):
+        while not self._listening.wait(0.05):
             if self.proc.poll() is not None or time.monotonic() > deadline:
                 self.kill()
                 raise AssertionError(f"{self.name} did not start:\n"

@@ -5,19 +5,23 @@ answers.  Here its replica of topic ``t`` (topic id 2, with records) is on disk,
 log says: ``t`` created with id 1, deleted, re-created with id 2.  Reconciling after the
 first answer (id 1) and again after the second (id 2) dropped the live log; with
 reconcile deferred to the log's high watermark, and ``partition.metadata`` naming the
-topic id, the replica keeps its records.  No sockets: the follower's connection is a
-stand-in serving the log in answers of a few records each.
+topic id, the replica keeps its records.  The initial catch-up (the broker serves only
+then) needs the broker's own registration applied and the image acted on, and is
+reported to the controller at once.  No sockets:
+the follower's connection is a stand-in serving the log in answers of a few records each.
 """
 
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from broker.async_client import AsyncConnection
 from broker.config import BrokerConfig
 from broker.core import LOG_OPENS_PER_TURN, BrokerCore
 from broker.metadata.follower import MetadataFollower
@@ -33,6 +37,7 @@ from broker.metadata.records import (
     UnfenceBrokerRecord,
     encode_record,
 )
+from clients.protocol.api_keys import ApiKey
 from clients.protocol.topics import ZERO_UUID, TopicPartition
 from clients.records.record import build_batch
 from storage.partition_metadata import read_topic_id, write_topic_id
@@ -83,6 +88,7 @@ def replay(core: BrokerCore, per_answer: int, records: list[MetadataRecord] = LO
     follower.core = core
     follower.metadata_conn = ChunkedMetadataLog(records, per_answer)  # type: ignore[assignment]
     follower.caught_up = asyncio.Event()
+    follower.broker_epoch = -1  # not registered: the initial catch-up is not tested here
     follower.reader = MetadataLogReader(core.image)
     turns = 0
 
@@ -193,3 +199,104 @@ def test_a_log_labelled_with_its_topics_id_is_kept(core: BrokerCore) -> None:
     write_topic_id(log_.dir, UUID_2)
     replay(core, per_answer=100, records=records)
     assert values(core.partitions[KEY].log) == [(0, b"kept")]
+
+
+def follow(core: BrokerCore, records: list[MetadataRecord], per_answer: int,
+           broker_epoch: int, steps: int) -> list[tuple[int, bool]]:
+    """``steps`` fetch steps of a follower registered at offset ``broker_epoch``: the
+    offset applied and whether it has caught up (``caught_up``) after each."""
+    follower = MetadataFollower.__new__(MetadataFollower)  # no connections, no tasks
+    follower.core = core
+    follower.metadata_conn = ChunkedMetadataLog(records, per_answer)  # type: ignore[assignment]
+    follower.caught_up = asyncio.Event()
+    follower.broker_epoch = broker_epoch
+    follower.reader = MetadataLogReader(core.image)
+    follower._heartbeat_now = asyncio.Event()
+    seen: list[tuple[int, bool]] = []
+
+    async def run() -> None:
+        assert core.image is not None
+        for _ in range(steps):
+            await follower.fetch_step()
+            caught_up = follower.caught_up.is_set()
+            if caught_up:  # the image it serves from was acted on
+                assert core.image_reconciled and KEY in core.partitions
+            seen.append((core.image.last_applied_offset, caught_up))
+
+    asyncio.run(run())
+    return seen
+
+
+def test_caught_up_once_the_registration_is_applied_and_the_image_acted_on(
+        core: BrokerCore) -> None:
+    # registered at offset 4; answers of 3 records: offset 5 holds the registration but
+    # is not the log's end (nothing acted on yet), offset 6 is
+    assert follow(core, LOG, per_answer=3, broker_epoch=4, steps=3) == [
+        (2, False), (5, False), (6, True)]
+
+
+def test_not_caught_up_at_a_high_watermark_below_the_registration(
+        core: BrokerCore) -> None:
+    # the controller answered the registration (offset 8) before this fetch saw it: at
+    # the log's end, but the image does not hold this broker yet
+    records = list(LOG)
+    assert follow(core, records, per_answer=100, broker_epoch=8, steps=2) == [
+        (6, False), (6, False)]
+    records += [RegisterBrokerRecord(2, 7, "b", "127.0.0.1", 9002),
+                RegisterBrokerRecord(1, 8, "a", "127.0.0.1", 9001)]
+    assert follow(core, records, per_answer=100, broker_epoch=8, steps=1) == [(8, True)]
+
+
+class LongPolledLog(ChunkedMetadataLog):
+    """The metadata log as a long poll: an answer with nothing new waits a moment."""
+
+    async def request(self, api_key: int, body: dict[str, Any], **_: Any) -> dict[str, Any]:
+        answer = await super().request(api_key, body)
+        if not answer["responses"][0]["partitions"][0]["records"]:
+            await asyncio.sleep(0.05)
+        return answer
+
+    async def aclose(self) -> None:
+        pass
+
+
+class Controller:
+    """Registers broker 1 at offset 4; counts it caught up from a heartbeat at offset 4."""
+
+    def __init__(self) -> None:
+        self.heartbeat_offsets: list[int] = []
+        self.unfenced = asyncio.Event()
+
+    async def request(self, api_key: int, body: dict[str, Any], **_: Any) -> dict[str, Any]:
+        if api_key == ApiKey.BROKER_REGISTRATION:
+            return {"error_code": 0, "broker_epoch": 4}
+        offset = body["current_metadata_offset"]
+        self.heartbeat_offsets.append(offset)
+        if offset >= 4:
+            self.unfenced.set()
+        return {"error_code": 0, "is_fenced": offset < 4, "should_shut_down": False,
+                "report_replica_logs": False}
+
+
+def test_the_catch_up_is_reported_at_once_not_a_heartbeat_interval_later(
+        core: BrokerCore) -> None:
+    # the controller unfences a broker on the heartbeat that reports the catch-up: a
+    # minute between heartbeats would keep it fenced that long, serving all the while
+    core.config = dataclasses.replace(core.config, broker_heartbeat_interval_ms=60_000,
+                                      broker_session_timeout_ms=120_000)
+    controller = Controller()
+
+    async def run() -> None:
+        follower = MetadataFollower(core, AsyncConnection("127.0.0.1", 1,
+                                                          client_id="broker-1"))
+        follower.controller = controller  # type: ignore[assignment]
+        follower.metadata_conn = LongPolledLog(LOG, per_answer=100)  # type: ignore[assignment]
+        follower.start()
+        try:
+            await asyncio.wait_for(follower.caught_up.wait(), 10)
+            await asyncio.wait_for(controller.unfenced.wait(), 10)
+        finally:
+            await follower.stop()
+
+    asyncio.run(run())
+    assert controller.heartbeat_offsets[0] < 4 <= controller.heartbeat_offsets[-1]

@@ -23,6 +23,9 @@ payloads (request frames, responses) live in buffers of the broker's shared-memo
 |            |                                                  | address, sent once, before its   |
 |            |                                                  | first REQUEST (failed logins are |
 |            |                                                  | counted per address)             |
+| main → net | ``[7]``                                          | LISTEN: the listeners listen now |
+|            |                                                  | (the broker caught up with its   |
+|            |                                                  | metadata): accept on them        |
 
 ``timing`` (optional: absent, the answer is not counted in the request metrics) is
 ``slots, dequeued_at, local_at, responded_at``: the request's metric slots (an int,
@@ -50,14 +53,15 @@ import msgpack
 
 from clients.protocol.errors import MiniKafkaError, ProtocolError
 
-READY, REQUEST, CLOSED, RESPONSE, NO_RESPONSE, CLOSE, PEER = range(7)
+READY, REQUEST, CLOSED, RESPONSE, NO_RESPONSE, CLOSE, PEER, LISTEN = range(8)
 MAX_BATCH_MESSAGES = 256
 MAX_MESSAGE_BYTES = 64 * 1024  # one packet: a batch of MAX_BATCH_MESSAGES fits easily
 SOCKET_BUFFER_BYTES = 1 << 20  # asked for; the kernel caps it at net.core.[rw]mem_max
-_ARITY = ((4,), (4,), (2,), (5, 9), (2, 6), (2,), (3,))  # message lengths by type
+_ARITY = ((4,), (4,), (2,), (5, 9), (2, 6), (2,), (3,), (1,))  # message lengths by type
 MAX_PEER_CHARS = 64  # an IPv6 address with a zone id fits
 INTERNAL_CONN_ID_BASE = 1 << 48  # conn ids of the internal listener start here
-_NAMES = ("READY", "REQUEST", "CLOSED", "RESPONSE", "NO_RESPONSE", "CLOSE", "PEER")
+_NAMES = ("READY", "REQUEST", "CLOSED", "RESPONSE", "NO_RESPONSE", "CLOSE", "PEER",
+          "LISTEN")
 
 Handle = tuple[int, int, int]  # (slot, size, generation), e.g. a BufferHandle
 Message = tuple[Any, ...]
@@ -112,6 +116,10 @@ def encode_no_response(conn_id: int, timing: Timing | tuple[()] = ()) -> bytes:
 
 def encode_close(conn_id: int) -> bytes:
     return _packb((CLOSE, conn_id))  # type: ignore[no-any-return]
+
+
+def encode_listen() -> bytes:
+    return _packb((LISTEN,))  # type: ignore[no-any-return]
 
 
 def _is_int(value: object) -> bool:
@@ -190,6 +198,8 @@ def _validate(msg: Any) -> Message:
         ok = _is_int(msg[1]) and type(msg[2]) is str and len(msg[2]) <= MAX_PEER_CHARS
     elif kind == READY:
         ok = msg[1] == "ready" and _is_int(msg[2]) and 0 < msg[2] < 65536 and _is_int(msg[3])
+    elif kind == LISTEN:
+        ok = True
     else:
         ok = _is_int(msg[1])
     if not ok:

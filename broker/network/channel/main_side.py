@@ -26,6 +26,7 @@ from collections.abc import Iterable
 from broker.network.channel.codec import (
     CLOSE,
     CLOSED,
+    LISTEN,
     NO_RESPONSE,
     READY,
     REQUEST,
@@ -82,8 +83,9 @@ class MainChannelEndpoint(ChannelEndpoint):
         out: list[Message] = []
         claim = self.pool.claim
         for msg in super().recv_messages(max_messages):
-            kind, conn_id = msg[0], msg[1]
+            kind = msg[0]
             if kind == REQUEST:
+                conn_id = msg[1]
                 try:
                     claim(msg[2])
                 except StaleBufferHandleError as exc:
@@ -93,8 +95,8 @@ class MainChannelEndpoint(ChannelEndpoint):
                 self._in_flight.add(conn_id)
                 self._responses[conn_id] = None
             elif kind == CLOSED:
-                self._in_flight.discard(conn_id)
-                handle = self._responses.pop(conn_id, None)
+                self._in_flight.discard(msg[1])
+                handle = self._responses.pop(msg[1], None)
                 if handle is not None:
                     self._closed_responses.append(handle)
             elif kind == READY:
@@ -131,6 +133,10 @@ class MainChannelEndpoint(ChannelEndpoint):
     def send_close(self, conn_id: int) -> bool:
         self._in_flight.discard(conn_id)
         return self._post((CLOSE, conn_id))
+
+    def send_listen(self) -> bool:
+        """LISTEN: the listeners listen now; the network process accepts on them."""
+        return self._post((LISTEN,))
 
     def _post(self, message: Message) -> bool:
         """Batched when attached to a loop, sent at once otherwise."""
