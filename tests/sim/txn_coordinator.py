@@ -285,8 +285,11 @@ class SimTxnCoordinator:
         assert cluster.txn is not None
         self.service = cluster.txn.coordinators
         self.queue = MarkerQueue()
+        # with the broker's timer: AddPartitionsToTxn arriving while the previous
+        # transaction completes are parked (broker/txn/parking.py), as on a real broker
         self.coordinator = TransactionCoordinator(TxnCoordinatorConfig(), cluster.clock, self,
-                                                  self.service.ids, self)
+                                                  self.service.ids, self,
+                                                  timer=broker.timer)
         config = dataclasses.replace(broker.handler_core.config, offsets_commit_timeout_ms=(
             cluster.config.produce_timeout_ms))
         spec = InternalTopicSpec(TRANSACTION_STATE_TOPIC, 1, cluster.config.brokers,
