@@ -19,7 +19,8 @@ A batch with no records whose positions moved (past markers or aborted data) com
 transaction of offsets only, so the group's offsets reach A's end.  Failures follow the
 transactional producer's rules (:mod:`clients.workload.transactional`): a commit that
 times out is retried, any other failure aborts (outcome ``abort``; ``unknown`` when the
-commit failed and the abort too) and a session that cannot go on is replaced.
+commit failed and the abort too) and a session that cannot go on is replaced: one whose
+abort fails (a fenced producer, librdkafka's fatal errors) or whose rewind fails.
 
 The transform :func:`transform` is deterministic: B's value is
 ``mkp1|<A partition>|<A offset>|`` + A's value, so each committed A record has exactly
@@ -175,13 +176,15 @@ def run_worker(plan: PipelinePlan, worker: int, ledger: LedgerWriter, tally: Tal
                     _commit(session)
                     outcome, committed = "commit", positions
             except MiniKafkaError:
-                if outcome == "unknown":
-                    outcome = "abort" if _try(session.abort) else "unknown"
-                elif not _try(session.abort):
-                    outcome = "abort"  # never asked to commit: the next session aborts it
+                aborted = _try(session.abort)
+                # never asked to commit: aborted now or by the next session's init
+                unknown = outcome == "unknown" and not aborted
+                outcome = "unknown" if unknown else "abort"
                 ledger.pipeline(worker, session_no, txn, plan.sink_topic, len(records), outcome)
                 tally("txn", f"pipeline_{outcome}")
-                if outcome != "abort" or not _try(session.rewind):
+                # a producer that cannot abort (fenced, or a fatal error) cannot go on:
+                # the next session's init_transactions aborts what it left open
+                if not aborted or outcome != "abort" or not _try(session.rewind):
                     session, session_no, txn = _replace(plan, worker, session, session_no,
                                                         stop)
                 else:
