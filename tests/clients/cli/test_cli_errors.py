@@ -18,6 +18,7 @@ import pytest
 from clients.cli.main import main as cli_main
 from clients.cli.produce import refuse_fast
 from tests.broker.cluster_harness import LocalCluster
+from tests.clients.cli.cli_run import Run
 
 pytestmark = pytest.mark.multiprocess
 
@@ -26,24 +27,6 @@ pytestmark = pytest.mark.multiprocess
 def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
     with LocalCluster(tmp_path_factory.mktemp("cli-errors"), brokers=2) as c:
         yield c
-
-
-class Run:
-    """``minikafka ARGS`` in this process: exit code, stdout, stderr."""
-
-    def __init__(self, cluster: LocalCluster, capsys: pytest.CaptureFixture[str]) -> None:
-        self.cluster, self.capsys = cluster, capsys
-
-    def __call__(self, *args: str) -> tuple[int, str, str]:
-        self.capsys.readouterr()
-        code = cli_main([*args, "--bootstrap-server", self.cluster.bootstrap])
-        out = self.capsys.readouterr()
-        return code, out.out, out.err
-
-
-@pytest.fixture
-def run(cluster: LocalCluster, capsys: pytest.CaptureFixture[str]) -> Run:
-    return Run(cluster, capsys)
 
 
 def error_line(result: tuple[int, str, str]) -> str:

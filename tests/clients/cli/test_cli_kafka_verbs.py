@@ -15,13 +15,13 @@ import pytest
 
 from broker.cluster.launcher import main as cluster_main
 from clients.admin import Admin
-from clients.cli.main import main as cli_main
 from clients.consumer.consumer import Consumer
 from clients.producer.producer import Producer
 from clients.protocol.topics import TopicPartition
 from clients.types import NewTopic
 from tests.broker.cluster_harness import LocalCluster
 from tests.broker.processes import wait_until
+from tests.clients.cli.cli_run import Run
 
 pytestmark = pytest.mark.multiprocess
 
@@ -32,24 +32,6 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[LocalCluster]:
                                     "replica_lag_time_max_ms": 2000}
     with LocalCluster(tmp_path_factory.mktemp("verbs"), overrides=overrides) as c:
         yield c
-
-
-class Run:
-    """``minikafka ARGS`` in this process: exit code, stdout, stderr."""
-
-    def __init__(self, cluster: LocalCluster, capsys: pytest.CaptureFixture[str]) -> None:
-        self.cluster, self.capsys = cluster, capsys
-
-    def __call__(self, *args: str) -> tuple[int, str, str]:
-        self.capsys.readouterr()
-        code = cli_main([*args, "--bootstrap-server", self.cluster.bootstrap])
-        out = self.capsys.readouterr()
-        return code, out.out, out.err
-
-
-@pytest.fixture
-def run(cluster: LocalCluster, capsys: pytest.CaptureFixture[str]) -> Run:
-    return Run(cluster, capsys)
 
 
 def produce(cluster: LocalCluster, topic: str, partition: int, timestamps: list[int]) -> None:
