@@ -47,6 +47,7 @@ can always be stopped.
 from __future__ import annotations
 
 import argparse
+import atexit
 import base64
 import os
 import random
@@ -89,6 +90,16 @@ SOURCE_ROOT = str(Path(__file__).resolve().parents[2])  # the tree holding broke
 # Processes started by this interpreter (tests drive the launcher in-process): kept so
 # they can be reaped, and so Popen does not warn that they are still running.
 _CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
+
+
+@atexit.register
+def _reap_exited_children() -> None:
+    """At interpreter exit, collect the status of children something else killed (a
+    fault injector or a test signalling a PID from the state file): Popen warns
+    "subprocess N is still running" for any child never waited for, also a dead one.
+    A child still running is left alone (and warned about: a process someone leaked)."""
+    for child in list(_CHILDREN.values()):
+        child.poll()
 
 
 # -- processes ----------------------------------------------------------------------------

@@ -87,3 +87,24 @@ def test_a_restarted_broker_serves_when_restart_returns(tmp_path: Path) -> None:
             cluster.restart("1")
             # its own metadata: itself and the others (it listed [] or [0, 2] for ~1 s)
             assert broker_view(cluster.state, "1") == {0, 1, 2}
+
+
+def test_a_child_killed_by_someone_else_is_reaped_at_exit_without_a_warning(
+        tmp_path: Path) -> None:
+    # The suite printed "ResourceWarning: subprocess N is still running" at exit: a
+    # child the launcher spawned in-process and a fault (or test) SIGKILLed by PID was
+    # never waited for, and Popen warns for it at garbage collection.
+    script = (
+        "import os, signal, sys\n"
+        "from broker.cluster.launcher import spawn\n"
+        "from broker.cluster.state import ProcessInfo\n"
+        f"info = ProcessInfo('x', 0, {str(tmp_path)!r}, {str(tmp_path / 'x.log')!r},"
+        " [sys.executable, '-c', 'import signal; signal.pause()'])\n"
+        "spawn(info)\n"
+        "os.kill(info.pid, signal.SIGKILL)\n"
+        "os.waitid(os.P_PID, info.pid, os.WEXITED | os.WNOWAIT)\n")
+    done = subprocess.run([sys.executable, "-W", "always", "-c", script],
+                          capture_output=True, text=True, timeout=60,
+                          cwd=str(Path(__file__).resolve().parents[3]))
+    assert done.returncode == 0, done.stderr
+    assert "ResourceWarning" not in done.stderr, done.stderr
