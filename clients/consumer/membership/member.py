@@ -62,7 +62,7 @@ LEAVE_EPOCH = -1
 STATIC_LEAVE_EPOCH = -2
 
 
-class MemberState(Enum):
+class MembershipState(Enum):
     UNSUBSCRIBED = "unsubscribed"
     JOINING = "joining"
     RECONCILING = "reconciling"
@@ -75,9 +75,9 @@ class MemberState(Enum):
     FATAL = "fatal"
 
 
-MEMBER = frozenset({MemberState.JOINING, MemberState.RECONCILING,
-                    MemberState.ACKNOWLEDGING, MemberState.STABLE})
-HEARTBEATING = MEMBER | {MemberState.LEAVING}
+MEMBER = frozenset({MembershipState.JOINING, MembershipState.RECONCILING,
+                    MembershipState.ACKNOWLEDGING, MembershipState.STABLE})
+HEARTBEATING = MEMBER | {MembershipState.LEAVING}
 RETRIABLE = frozenset({ErrorCode.COORDINATOR_NOT_AVAILABLE, ErrorCode.NOT_COORDINATOR,
                        ErrorCode.COORDINATOR_LOAD_IN_PROGRESS})
 FENCING = frozenset({ErrorCode.FENCED_MEMBER_EPOCH, ErrorCode.UNKNOWN_MEMBER_ID})
@@ -130,7 +130,7 @@ class ConsumerMembership:
 
     def __init__(self, config: MembershipConfig) -> None:
         self.config = config
-        self.state = MemberState.UNSUBSCRIBED
+        self.state = MembershipState.UNSUBSCRIBED
         self.member_epoch = JOIN_EPOCH
         self.heartbeat_interval_ms = 0
         self.topics: tuple[str, ...] | None = None
@@ -151,8 +151,8 @@ class ConsumerMembership:
 
     # -- subscription and polls --------------------------------------------------------------
 
-    def _to(self, state: MemberState) -> None:
-        if self.state is MemberState.FATAL:
+    def _to(self, state: MembershipState) -> None:
+        if self.state is MembershipState.FATAL:
             raise IllegalMemberTransitionError(f"member is fatal: {self.fatal_error}")
         self.state = state
 
@@ -165,11 +165,11 @@ class ConsumerMembership:
         self.topics = tuple(sorted(set(topics))) if topics is not None else None
         self.pattern = pattern
         self._last_poll_ms = now_ms
-        if self.state is MemberState.UNSUBSCRIBED:
+        if self.state is MembershipState.UNSUBSCRIBED:
             self._join(now_ms)
 
     def _join(self, now_ms: int) -> None:
-        self._to(MemberState.JOINING)
+        self._to(MembershipState.JOINING)
         self.member_epoch = JOIN_EPOCH
         self.target = None
         self._sent = _Sent()
@@ -178,17 +178,17 @@ class ConsumerMembership:
     def poll(self, now_ms: int) -> None:
         """The application polled: the poll timer restarts; a stale member rejoins."""
         self._last_poll_ms = now_ms
-        if (self.state is MemberState.STALE and self._step is None and not self._in_flight
+        if (self.state is MembershipState.STALE and self._step is None and not self._in_flight
                 and not self._stale_leave_due):
             self._join(now_ms)
 
     def unsubscribe(self) -> None:
         """Leave: revoke what is owned (with a commit), then the leave heartbeat."""
-        if self.state in MEMBER or self.state is MemberState.FENCED:
-            self._to(MemberState.PREPARE_LEAVING)
+        if self.state in MEMBER or self.state is MembershipState.FENCED:
+            self._to(MembershipState.PREPARE_LEAVING)
             self._step = Step(StepKind.REVOKE_ALL, self.owned)
-        elif self.state is MemberState.STALE and not self._stale_leave_due:
-            self._to(MemberState.UNSUBSCRIBED)
+        elif self.state is MembershipState.STALE and not self._stale_leave_due:
+            self._to(MembershipState.UNSUBSCRIBED)
 
     # -- the consumer's steps ----------------------------------------------------------------
 
@@ -197,11 +197,11 @@ class ConsumerMembership:
         ``topic_names``: the topic ids the consumer's metadata knows."""
         if self._step is not None:
             return self._step
-        if self.state is MemberState.RECONCILING and self.target is not None:
+        if self.state is MembershipState.RECONCILING and self.target is not None:
             p = plan(self.owned, self.target, topic_names)
             if p.changes_nothing:
                 if not p.unresolved:
-                    self._to(MemberState.STABLE)
+                    self._to(MembershipState.STABLE)
                 return None
             self._step = Step(StepKind.RECONCILE, p.revoked, p.added)
             self._step_topic_ids = {name: tid for tid, name in topic_names.items()}
@@ -217,14 +217,14 @@ class ConsumerMembership:
                 self.owned_topic_ids[tp.topic] = self._step_topic_ids[tp.topic]
             kept = {tp.topic for tp in self.owned}
             self.owned_topic_ids = {n: t for n, t in self.owned_topic_ids.items() if n in kept}
-            self._to(MemberState.ACKNOWLEDGING)
+            self._to(MembershipState.ACKNOWLEDGING)
         else:
             self.owned = frozenset()
             self.owned_topic_ids = {}
-            if self.state is MemberState.FENCED:
+            if self.state is MembershipState.FENCED:
                 self._join(now_ms)
-            elif self.state is MemberState.PREPARE_LEAVING:
-                self._to(MemberState.LEAVING)
+            elif self.state is MembershipState.PREPARE_LEAVING:
+                self._to(MembershipState.LEAVING)
             elif not self._stale_leave_due and not self._in_flight:  # STALE, left
                 self._join(now_ms)
         self._next_heartbeat_ms = now_ms  # acknowledge / rejoin / leave at once
@@ -235,10 +235,10 @@ class ConsumerMembership:
         """Milliseconds until :meth:`heartbeat` has something to send (0: now); None
         while one is in flight, a step must run first, or the member sends nothing."""
         sends = self.state in HEARTBEATING or (
-            self.state is MemberState.STALE and self._stale_leave_due)
+            self.state is MembershipState.STALE and self._stale_leave_due)
         if self._in_flight or not sends:
             return None
-        if self._step is not None and self.state is not MemberState.STALE:
+        if self._step is not None and self.state is not MembershipState.STALE:
             return None  # the stale member's leave goes before its LOSE step runs
         return max(0, self._next_heartbeat_ms - now_ms)
 
@@ -247,7 +247,7 @@ class ConsumerMembership:
         if self.state in MEMBER and now_ms - self._last_poll_ms >= self.config.max_poll_interval_ms:
             # Stuck between polls: leave at once; the partitions are given up (lost: no
             # commit) by the LOSE step the next poll runs, then the member rejoins.
-            self._to(MemberState.STALE)
+            self._to(MembershipState.STALE)
             self._stale_leave_due = True
             self._step = Step(StepKind.LOSE, self.owned)
             self._next_heartbeat_ms = now_ms
@@ -255,8 +255,8 @@ class ConsumerMembership:
         if timeout is None or timeout > 0:
             return None
         self._in_flight = True
-        if self.state in (MemberState.LEAVING, MemberState.STALE):
-            static = self.config.instance_id is not None and self.state is MemberState.LEAVING
+        if self.state in (MembershipState.LEAVING, MembershipState.STALE):
+            static = self.config.instance_id is not None and self.state is MembershipState.LEAVING
             return self._leave_body(STATIC_LEAVE_EPOCH if static else LEAVE_EPOCH)
         return self._body()
 
@@ -303,8 +303,8 @@ class ConsumerMembership:
         self._sent, self._sending = _Sent(), None
         self.coordinator_lost = True
         self._stale_leave_due = False
-        if self.state is MemberState.LEAVING:
-            self._to(MemberState.UNSUBSCRIBED)
+        if self.state is MembershipState.LEAVING:
+            self._to(MembershipState.UNSUBSCRIBED)
         self._next_heartbeat_ms = now_ms + self.config.retry_backoff_ms
 
     def on_response(self, body: Mapping[str, Any], now_ms: int) -> None:
@@ -312,10 +312,10 @@ class ConsumerMembership:
         self._in_flight = False
         sending, self._sending = self._sending, None
         code = int(body["error_code"])
-        if self.state is MemberState.LEAVING:
-            self._to(MemberState.UNSUBSCRIBED)
+        if self.state is MembershipState.LEAVING:
+            self._to(MembershipState.UNSUBSCRIBED)
             return
-        if self.state is MemberState.STALE:
+        if self.state is MembershipState.STALE:
             self._stale_leave_due = False  # left; the next poll rejoins
             return
         if code in RETRIABLE:
@@ -324,13 +324,13 @@ class ConsumerMembership:
             self._next_heartbeat_ms = now_ms + self.config.retry_backoff_ms
             return
         if code in FENCING:
-            self._to(MemberState.FENCED)
+            self._to(MembershipState.FENCED)
             self.target = None
             self._step = Step(StepKind.LOSE, self.owned)
             return
         if code != ErrorCode.NONE:
             self.fatal_error = (code, str(body.get("error_message") or _error_name(code)))
-            self.state = MemberState.FATAL
+            self.state = MembershipState.FATAL
             return
         if sending is not None:
             self._sent = sending
@@ -342,9 +342,10 @@ class ConsumerMembership:
             self.target = TargetAssignment.from_response(
                 self.member_epoch, assignment["topic_partitions"])
             if self.state in MEMBER:
-                self._to(MemberState.RECONCILING)
-        elif self.state in (MemberState.JOINING, MemberState.ACKNOWLEDGING):
-            self._to(MemberState.STABLE if self._target_reached() else MemberState.RECONCILING)
+                self._to(MembershipState.RECONCILING)
+        elif self.state in (MembershipState.JOINING, MembershipState.ACKNOWLEDGING):
+            reached = self._target_reached()
+            self._to(MembershipState.STABLE if reached else MembershipState.RECONCILING)
 
     def _target_reached(self) -> bool:
         if self.target is None:

@@ -12,7 +12,7 @@ import pytest
 from clients.consumer.membership.member import (
     ConsumerMembership,
     MembershipConfig,
-    MemberState,
+    MembershipState,
     StepKind,
 )
 from clients.consumer.membership.reconciliation import TargetAssignment, plan
@@ -47,7 +47,7 @@ def stable(m: ConsumerMembership, assignment: dict[bytes, list[int]], now: int =
     ack = m.heartbeat(now)
     assert ack is not None
     m.on_response(answer(1), now)
-    assert m.state is MemberState.STABLE
+    assert m.state is MembershipState.STABLE
 
 
 def test_join_sends_every_field_then_reconciles_and_acknowledges_at_once() -> None:
@@ -60,20 +60,20 @@ def test_join_sends_every_field_then_reconciles_and_acknowledges_at_once() -> No
                     "server_assignor": "uniform", "topic_partitions": []}
     assert m.heartbeat(0) is None  # one in flight
     m.on_response(answer(3, {A: [1, 0]}), 10)
-    assert m.state is MemberState.RECONCILING and m.member_epoch == 3
+    assert m.state is MembershipState.RECONCILING and m.member_epoch == 3
     step = m.next_step(NAMES)
     assert step is not None and step.kind is StepKind.RECONCILE
     assert step.added == {TP("ta", 0), TP("ta", 1)} and not step.revoked
     assert m.heartbeat(10) is None  # the step runs first
     m.step_done(20)
-    assert m.state is MemberState.ACKNOWLEDGING and m.owned == {TP("ta", 0), TP("ta", 1)}
+    assert m.state is MembershipState.ACKNOWLEDGING and m.owned == {TP("ta", 0), TP("ta", 1)}
     ack = m.heartbeat(20)  # at once, not after the 3 s interval
     assert ack is not None and ack["member_epoch"] == 3
     assert ack["topic_partitions"] == [{"topic_id": A, "partitions": [0, 1]}]
     assert ack["subscribed_topic_names"] is None and ack["rebalance_timeout_ms"] == -1
     assert ack["server_assignor"] is None
     m.on_response(answer(3), 30)
-    assert m.state is MemberState.STABLE
+    assert m.state is MembershipState.STABLE
     assert m.timeout_ms(30) == 3000
     regular = m.heartbeat(3030)
     assert regular is not None and regular["topic_partitions"] is None
@@ -97,7 +97,7 @@ def test_a_topic_id_not_in_metadata_waits_and_is_assigned_once_known() -> None:
     stable(m, {A: [0]})
     m.on_response(answer(2, {A: [0], C: [5]}), 0)
     assert m.next_step(NAMES) is None  # nothing to do for now
-    assert m.state is MemberState.RECONCILING
+    assert m.state is MembershipState.RECONCILING
     step = m.next_step({**NAMES, C: "tc"})
     assert step is not None and step.added == {TP("tc", 5)} and not step.revoked
     m.step_done(1)
@@ -108,13 +108,13 @@ def test_fenced_member_loses_its_partitions_without_commit_and_rejoins_with_its_
     m = member()
     stable(m, {A: [0, 1]})
     m.on_response(answer(0, error=ErrorCode.FENCED_MEMBER_EPOCH), 5000)
-    assert m.state is MemberState.FENCED
+    assert m.state is MembershipState.FENCED
     step = m.next_step(NAMES)
     assert step is not None and step.kind is StepKind.LOSE
     assert step.revoked == {TP("ta", 0), TP("ta", 1)}
     assert m.heartbeat(5000) is None
     m.step_done(5001)
-    assert m.state is MemberState.JOINING and not m.owned
+    assert m.state is MembershipState.JOINING and not m.owned
     rejoin = m.heartbeat(5001)
     assert rejoin is not None and rejoin["member_epoch"] == 0 and rejoin["member_id"] == "m-1"
     assert rejoin["topic_partitions"] == [] and rejoin["subscribed_topic_names"] == ["ta", "tb"]
@@ -127,7 +127,7 @@ def test_coordinator_errors_retry_after_the_backoff_with_a_full_heartbeat(
     stable(m, {A: [0]})
     assert m.heartbeat(3000) is not None
     m.on_response(answer(1, error=error), 3000)
-    assert m.coordinator_lost and m.state is MemberState.STABLE
+    assert m.coordinator_lost and m.state is MembershipState.STABLE
     assert m.heartbeat(3099) is None
     again = m.heartbeat(3100)
     assert again is not None and again["subscribed_topic_names"] == ["ta", "tb"]
@@ -151,7 +151,7 @@ def test_other_errors_are_fatal() -> None:
     m.subscribe(0, topics=("ta",))
     m.heartbeat(0)
     m.on_response(answer(0, error=ErrorCode.GROUP_MAX_SIZE_REACHED), 1)
-    assert m.state is MemberState.FATAL
+    assert m.state is MembershipState.FATAL
     assert m.fatal_error is not None and m.fatal_error[0] == ErrorCode.GROUP_MAX_SIZE_REACHED
     assert m.heartbeat(10_000) is None
 
@@ -181,7 +181,7 @@ def test_leaving_revokes_with_a_commit_then_sends_the_leave_epoch(
     leave = m.heartbeat(10)
     assert leave is not None and leave["member_epoch"] == epoch
     m.on_response(answer(epoch), 11)
-    assert m.state is MemberState.UNSUBSCRIBED and not m.owned
+    assert m.state is MembershipState.UNSUBSCRIBED and not m.owned
 
 
 def test_a_member_that_stops_polling_leaves_and_rejoins_on_its_next_poll() -> None:
@@ -192,13 +192,13 @@ def test_a_member_that_stops_polling_leaves_and_rejoins_on_its_next_poll() -> No
     m.on_response(answer(1), 4000)
     leave = m.heartbeat(11_000)  # no poll since 1000: 10 s max poll interval passed
     assert leave is not None and leave["member_epoch"] == -1
-    assert m.state is MemberState.STALE
+    assert m.state is MembershipState.STALE
     m.on_response(answer(-1), 11_001)
     m.poll(20_000)
     step = m.next_step(NAMES)
     assert step is not None and step.kind is StepKind.LOSE and step.revoked == {TP("ta", 0)}
     m.step_done(20_000)
-    assert m.state is MemberState.JOINING
+    assert m.state is MembershipState.JOINING
     join = m.heartbeat(20_000)
     assert join is not None and join["member_epoch"] == 0
 
