@@ -73,6 +73,7 @@ class GroupListing(NamedTuple):
     protocol_type: str
     state: str
     coordinator: int = -1  # node id of the broker that answered
+    group_type: str = ""  # "classic" or "consumer" (KIP-848); "" from a broker below ListGroups v5
 
 
 class MemberDescription(NamedTuple):

@@ -280,12 +280,14 @@ class Admin:
 
     # ------------------------------------------------------------ groups
     def list_groups(
-        self, *, states: Iterable[str] | None = None, timeout_ms: int | None = None
+        self, *, states: Iterable[str] | None = None, types: Iterable[str] | None = None,
+        timeout_ms: int | None = None,
     ) -> list[GroupListing]:
         """Groups of every live broker (a broker that fails to answer is skipped);
         ``states`` keeps those in one of the states (Kafka's names: Stable, Empty,
-        PreparingRebalance, CompletingRebalance, Dead)."""
-        return self._groups.list_groups(states=states, timeout_ms=timeout_ms)
+        PreparingRebalance, CompletingRebalance, Dead), ``types`` those of one of the
+        group types (``classic``, ``consumer``: KIP-848; any case)."""
+        return self._groups.list_groups(states=states, types=types, timeout_ms=timeout_ms)
 
     def describe_groups(
         self, group_ids: Iterable[str], *, timeout_ms: int | None = None

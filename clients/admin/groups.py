@@ -56,12 +56,15 @@ class GroupAdmin:
         self._metadata = requests.metadata
 
     def list_groups(
-        self, *, states: Iterable[str] | None = None, timeout_ms: int | None = None
+        self, *, states: Iterable[str] | None = None, types: Iterable[str] | None = None,
+        timeout_ms: int | None = None,
     ) -> list[GroupListing]:
         timeout = self._requests.timeout(timeout_ms)
         wanted = None if states is None else sorted(set(states))
+        wanted_types = None if types is None else sorted({t.lower() for t in types})
         self._requests.refresh_metadata([], timeout)
-        request: ListGroupsRequest = {"states_filter": wanted or []}
+        request: ListGroupsRequest = {"states_filter": wanted or [],
+                                      "types_filter": wanted_types or []}
         out: dict[str, GroupListing] = {}
         for broker in self._metadata.brokers():
             try:
@@ -72,8 +75,11 @@ class GroupAdmin:
             for g in body["groups"]:
                 if wanted is not None and g["group_state"] not in wanted:
                     continue  # also drops groups of a broker below v4 (no state known)
+                group_type = g["group_type"].lower()
+                if wanted_types is not None and group_type not in wanted_types:
+                    continue  # also drops groups of a broker below v5 (no type known)
                 out[g["group_id"]] = GroupListing(g["group_id"], g["protocol_type"],
-                                                  g["group_state"], broker.node_id)
+                                                  g["group_state"], broker.node_id, group_type)
         return sorted(out.values())
 
     def describe_groups(

@@ -131,17 +131,31 @@ def parse_states(text: str) -> list[str]:
     return out
 
 
+GROUP_TYPES = ("classic", "consumer")
+
+
+def parse_types(text: str) -> list[str]:
+    """``--type classic,consumer`` (any case), checked against Kafka's group types."""
+    out = []
+    for name in filter(None, (n.strip().lower() for n in text.split(","))):
+        if name not in GROUP_TYPES:
+            raise CliError(f"--type: {name!r} is not a group type ({', '.join(GROUP_TYPES)})")
+        out.append(name)
+    return out
+
+
 def cmd_groups(args: argparse.Namespace) -> int:
     from clients.admin import Admin
 
     action = action_of(args, "groups", ACTIONS)
     with Admin(args.bootstrap_server, **admin_settings(args)) as admin:
         if action == "list":
-            listings = admin.list_groups(states=parse_states(args.state) if args.state else None)
-            print(f"{'GROUP':<30} {'STATE':<20} PROTOCOL-TYPE")
+            listings = admin.list_groups(states=parse_states(args.state) if args.state else None,
+                                         types=parse_types(args.type) if args.type else None)
+            print(f"{'GROUP':<30} {'STATE':<20} {'TYPE':<10} PROTOCOL-TYPE")
             for listing in listings:
                 print(f"{listing.group_id:<30} {listing.state:<20} "
-                      f"{listing.protocol_type or '-'}")
+                      f"{listing.group_type or '-':<10} {listing.protocol_type or '-'}")
             return 0
         groups = _groups(admin, args)
         if action == "describe":
@@ -186,6 +200,8 @@ def _options(p: argparse.ArgumentParser) -> None:
     p.add_argument("--state", nargs="?", const="", default=None, metavar="STATE",
                    help="describe: state and member count; list: only groups in STATE "
                         "(Stable, Empty, ...)")
+    p.add_argument("--type", default=None, metavar="TYPE[,TYPE]",
+                   help="list: only groups of these types (classic, consumer)")
     p.add_argument("--topic", action="append", default=[], metavar="TOPIC[:P,...]",
                    help="reset-offsets, delete-offsets: a topic, or some of its partitions")
     add_reset_options(p)

@@ -186,6 +186,14 @@ def test_groups_verbs(cluster: LocalCluster, run: Run) -> None:
             member.subscribe(["gt"])
             wait_until(lambda: bool(member.poll(timeout_ms=200) or member.assignment()), 30,
                        "the member's assignment")
+            code, out, _ = run("groups", "--list", "--type", "Classic")
+            listed = {r[0]: r[1:] for r in (line.split() for line in out.splitlines()[1:])}
+            assert code == 0 and out.split()[:4] == ["GROUP", "STATE", "TYPE", "PROTOCOL-TYPE"]
+            assert listed["busy"] == ["Stable", "classic", "consumer"]
+            code, out, _ = run("groups", "--list", "--type", "consumer")  # KIP-848 groups only
+            assert code == 0 and "busy" not in out
+            code, _, err = run("groups", "--list", "--type", "share")
+            assert code == 1 and "'share' is not a group type (classic, consumer)" in err
             code, out, _ = run("groups", "describe", "busy", "--members")
             rows = [line.split() for line in out.splitlines()]
             assert code == 0 and rows[0][:5] == ["GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID",
