@@ -128,6 +128,14 @@ class KRaftReplica:
     def voted_for(self) -> int | None:
         return self._state.voted_for
 
+    def voter_progress(self) -> dict[int, tuple[int, int]]:
+        """As leader: each voter's ``(end offset, last fetch ms)`` (the replica's clock;
+        DescribeQuorum); as anything else: ``{}`` (only the leader knows)."""
+        if self.role is not _R.LEADER or self._leader is None:
+            return {}
+        return {v: (self._leader.end_offset_of(v), self._leader.last_fetch_ms_of(v))
+                for v in self.voters}
+
     def next_deadline_ms(self) -> int:
         """When :meth:`poll` has something to do next, at the latest."""
         if self.role is _R.LEADER:
