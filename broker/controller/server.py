@@ -490,6 +490,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--host", default=None, help="listen address (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=None, help="listen port (0: any free)")
     parser.add_argument("--data-dir", default=None)
+    parser.add_argument("--node-id", type=int, default=None,
+                        help="this controller's id among the quorum's voters (default 1)")
+    parser.add_argument("--controller-quorum-voters", default=None, metavar="ID@HOST:PORT,...",
+                        help="the quorum's voters, Kafka's controller.quorum.voters form "
+                             "(default: this controller alone)")
     parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                         help="any controller config key, e.g. broker_session_timeout_ms=3000")
     parser.add_argument("--log-level", default="INFO")
@@ -502,7 +507,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         overrides: dict[str, object] = dict(parse_overrides(args.override))
-        for flag in ("host", "port", "data_dir"):
+        for flag in ("host", "port", "data_dir", "node_id", "controller_quorum_voters"):
             if getattr(args, flag) is not None:
                 overrides[flag] = getattr(args, flag)
         config = ControllerConfig.load(args.config, overrides)
