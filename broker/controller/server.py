@@ -43,6 +43,9 @@ anyone is served every API.  Served APIs, at the versions of
   ``unclean_elected``, topics with their ``configs`` (our tagged extras: flexible
   versions only, v9+); ``controller_id`` -1; topics asked by id only (v12) get
   UNKNOWN_TOPIC_ID; v0's empty list means every topic.
+- DescribeQuorum (v0-1): this controller as a quorum of one voter (``node_id``), leader
+  at epoch 0, high watermark = log end (the multi-voter quorum is not wired yet:
+  docs/quorum.md).
 - Fetch of ``__cluster_metadata`` partition 0 (record batches whose record values are
   metadata records; the high watermark and last stable offset are the log end, since
   everything is fsync'd before it is readable; log start 0).  Other partitions get
