@@ -2,7 +2,8 @@
 driven over real loopback sockets with Kafka's quorum requests (Vote v2,
 BeginQuorumEpoch v1, EndQuorumEpoch v1, Fetch v12).  A leader is elected, a proposal is
 committed on every voter, a stopped leader hands over and the survivors commit again;
-DescribeQuorum reports the leader's view; a request whose sender is not the logged-in
+DescribeQuorum reports the leader's view; a leader whose traffic is dropped (what SIGSTOP
+does) steps down and rejoins as a follower; a request whose sender is not the logged-in
 voter changes nothing.  Timeouts are shortened (RaftConfig) so the test takes ~1-2 s.
 """
 
@@ -40,6 +41,7 @@ class Voters:
         self.logs: dict[int, Log] = {}
         self.servers: dict[int, asyncio.Server] = {}
         self.changed = asyncio.Event()
+        self.cut_off: set[int] = set()  # voters whose traffic is dropped both ways
 
     async def start(self) -> None:
         for i in IDS:
@@ -63,8 +65,9 @@ class Voters:
                     size = int.from_bytes(await reader.readexactly(4), "big")
                     request = decode_request(await reader.readexactly(size))
                     driver = self.drivers.get(i)
-                    if driver is None or i not in self.servers:
-                        return
+                    if (driver is None or i not in self.servers or i in self.cut_off
+                            or request.client_id in {f"controller-{c}" for c in self.cut_off}):
+                        return  # the connection closes: the sender's request fails
                     body = (driver.describe() if request.api_key == ApiKey.DESCRIBE_QUORUM else
                             driver.handle_request(request.api_key, request.api_version,
                                                   request.body, None))
@@ -149,6 +152,39 @@ def test_a_request_not_from_the_logged_in_voter_changes_nothing(tmp_path: Path) 
             answer = driver.handle_request(api_key, 2, body, 2)  # logged in as voter 2
             assert answer["topics"][0]["partitions"][0]["vote_granted"]
             assert driver.replica.epoch == epoch + 5 and driver.replica.voted_for == 2
+        finally:
+            await voters.stop_all()
+
+    asyncio.run(scenario())
+
+
+def test_a_leader_cut_off_steps_down_and_rejoins_as_follower(tmp_path: Path) -> None:
+    """What SIGSTOP does to a leader, in one process: its traffic is dropped both ways.
+    The others elect a new leader after the fetch timeout and commit; the old leader
+    resigns by check quorum; healed, it follows the new leader (PreVote: it does not
+    depose it) and catches up."""
+    async def scenario() -> None:
+        voters = Voters(tmp_path)
+        await voters.start()
+        try:
+            await voters.until(lambda: voters.leader() is not None)
+            old = voters.leader()
+            assert old is not None
+            old_epoch = voters.drivers[old].replica.epoch
+            voters.cut_off.add(old)
+            await voters.until(lambda: any(
+                d.is_leader and d.replica.epoch > old_epoch for d in voters.drivers.values()), 5.0)
+            new = next(i for i, d in voters.drivers.items()
+                       if d.is_leader and d.replica.epoch > old_epoch)
+            await voters.until(lambda: not voters.drivers[old].is_leader, 5.0)
+            offset = voters.drivers[new].propose([b"while-cut-off"])
+            assert offset is not None
+            assert await voters.drivers[new].wait_committed(offset, 2000)
+            assert voters.drivers[old].replica.high_watermark <= offset
+            voters.cut_off.clear()
+            await voters.until(lambda: voters.drivers[old].replica.high_watermark > offset, 5.0)
+            assert voters.drivers[new].is_leader
+            assert voters.drivers[old].replica.leader_id == new
         finally:
             await voters.stop_all()
 
