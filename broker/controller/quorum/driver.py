@@ -272,4 +272,9 @@ class QuorumDriver:
         except (MiniKafkaError, OSError) as e:
             log.debug("quorum %s to voter %d failed: %s", api_key.name, voter, e)
             return None
-        return decode_response(api_key, answer, message)
+        try:
+            return decode_response(api_key, answer, message)
+        except (KeyError, TypeError, ValueError) as e:  # never let an answer end the task
+            log.warning("quorum %s answer of voter %d not understood: %r", api_key.name,
+                        voter, e)
+            return None

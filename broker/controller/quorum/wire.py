@@ -202,15 +202,19 @@ def decode_response(api_key: int, body: Body, request: RaftMessage) -> RaftMessa
         p = _the_partition(body, topics="responses", name="name")
         if p is None or not isinstance(request, QuorumFetchRequest):
             return None
-        error, leader = _error(p["error_code"]), p["current_leader"]
+        error, leader = _error(p["error_code"]), p.get("current_leader")
         if error is None or leader is None:
             return None
-        diverging = p["diverging_epoch"]
+        diverging = p.get("diverging_epoch")
         try:
-            entries = tuple(e for _o, e in batches_to_entries(
-                p["records"] or b"", request.fetch_offset)) if error is ErrorCode.NONE else ()
+            found = batches_to_entries(p.get("records") or b"", request.fetch_offset) \
+                if error is ErrorCode.NONE else []
         except MiniKafkaError:
             return None
+        if [o for o, _e in found] != list(range(request.fetch_offset,
+                                                request.fetch_offset + len(found))):
+            return None  # a gap: entries must follow the fetch offset one by one
+        entries = tuple(e for _o, e in found)
         return QuorumFetchResponse(
             leader["leader_epoch"], _leader(leader["leader_id"]), request.fetch_offset,
             entries, max(p["high_watermark"], 0),
