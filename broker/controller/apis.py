@@ -72,6 +72,11 @@ from clients.protocol.message_types import (
     DeleteTopicsRequest,
     DeleteTopicsResponse,
     DeleteTopicsResponseResponse,
+    DescribeQuorumRequest,
+    DescribeQuorumResponse,
+    DescribeQuorumResponseCurrentVoter,
+    DescribeQuorumResponsePartition,
+    DescribeQuorumResponseTopic,
     ElectLeadersRequest,
     ElectLeadersResponse,
     ElectLeadersResponseReplicaElectionResult,
@@ -136,6 +141,7 @@ class ControllerApis:
             ApiKey.LIST_PARTITION_REASSIGNMENTS: _serves(self.list_reassignments),
             ApiKey.METADATA: _serves(self.metadata),
             ApiKey.FETCH: _serves(self.fetch),
+            ApiKey.DESCRIBE_QUORUM: _serves(self.describe_quorum),
         }
 
     def commit(self, records: list[MetadataRecord]) -> None:
@@ -393,6 +399,31 @@ class ControllerApis:
             responses.setdefault(name, []).append(entry)
         return {"throttle_time_ms": 0, "error_code": 0, "session_id": 0,
                 "responses": [{"name": n, "partitions": ps} for n, ps in responses.items()]}
+
+    async def describe_quorum(self, body: DescribeQuorumRequest,
+                              version: int) -> DescribeQuorumResponse:
+        """The single controller as a quorum of one voter: itself, the leader (epoch 0),
+        every record committed (high watermark = log end).  Another partition than
+        ``__cluster_metadata``-0 gets UNKNOWN_TOPIC_OR_PARTITION (Kafka's answer)."""
+        leo = self.store.log_end_offset
+        me: DescribeQuorumResponseCurrentVoter = {
+            "replica_id": self.config.node_id, "log_end_offset": leo,
+            "last_fetch_timestamp": -1, "last_caught_up_timestamp": -1}
+        topics: list[DescribeQuorumResponseTopic] = []
+        for t in body["topics"]:
+            partitions: list[DescribeQuorumResponsePartition] = []
+            for p in t["partitions"]:
+                ours = (t["topic_name"], p["partition_index"]) == (METADATA_TOPIC,
+                                                                   METADATA_PARTITION)
+                partitions.append({
+                    "partition_index": p["partition_index"],
+                    "error_code": int(ErrorCode.NONE if ours
+                                      else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
+                    "leader_id": self.config.node_id if ours else -1,
+                    "leader_epoch": 0 if ours else -1, "high_watermark": leo if ours else -1,
+                    "current_voters": [me] if ours else [], "observers": []})
+            topics.append({"topic_name": t["topic_name"], "partitions": partitions})
+        return {"error_code": 0, "topics": topics}
 
     def _fetch_partition(self, name: str, p: FetchRequestPartition, budget: int
                          ) -> tuple[FetchResponsePartition, int]:

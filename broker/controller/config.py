@@ -8,6 +8,13 @@ Same syntax and precedence as :mod:`broker.config` (``key=value`` lines, ``#`` c
 |--------------------------------------|------------|---------------------------------------------|
 | host, port                           | 127.0.0.1, 9093 | listen address (port 0: kernel chooses)|
 | data_dir                             | ./data/controller | metadata log and snapshots           |
+| node_id                              | 1          | this controller's id in the quorum (>= 0)   |
+| controller_quorum_voters             | (none)     | Kafka's ``id@host:port,...``                |
+|                                      |            | (:mod:`broker.controller.quorum.voters`);   |
+|                                      |            | none, or only this node: a single voter.    |
+|                                      |            | Several voters are refused at start: the    |
+|                                      |            | quorum is not wired in the process yet      |
+|                                      |            | (docs/quorum.md)                            |
 | cluster_id                           | minikafka  | checked against meta.properties in data_dir;|
 |                                      |            | brokers registering with another id are     |
 |                                      |            | refused (INCONSISTENT_CLUSTER_ID)           |
@@ -84,6 +91,7 @@ from broker.config import (
     parse_ip_overrides,
     parse_properties,
 )
+from broker.controller.quorum.voters import parse_quorum_voters
 from broker.login_failures import LoginFailureLimits
 from broker.metadata.topic_config_checks import TopicConfigPairs, check_topic_configs
 from broker.network.tls import server_context
@@ -97,6 +105,8 @@ class ControllerConfig:
     host: str = "127.0.0.1"
     port: int = 9093
     data_dir: str = "./data/controller"
+    node_id: int = 1  # this controller's id among controller_quorum_voters
+    controller_quorum_voters: str = ""  # Kafka's "id@host:port,...": none = itself alone
     cluster_id: str = "minikafka"
     cluster_secret_file: str = ""  # brokers authenticate with it (broker.auth)
     broker_session_timeout_ms: int = 2_000
@@ -144,7 +154,7 @@ class ControllerConfig:
             value = getattr(self, f.name)
             if (isinstance(value, int) and not isinstance(value, bool)
                     and f.name not in ("port", "connection_failed_authentication_delay_ms",
-                                       "metrics_port")
+                                       "metrics_port", "node_id")
                     and value <= 0):
                 raise InvalidConfigError(f"{f.name} must be positive, got {value}")
         if not 0 <= self.port <= 65535:
@@ -167,9 +177,23 @@ class ControllerConfig:
         if self.max_request_bytes < 1024:
             raise InvalidConfigError("max_request_bytes must be at least 1024")
         check_cluster_id(self.cluster_id)
+        self._check_quorum()
         parse_ip_overrides(self.max_connections_per_ip_overrides)
         self.tls_context()  # a bad file or mode: InvalidConfigError naming it, at start
         return self
+
+    def _check_quorum(self) -> None:
+        if self.node_id < 0:
+            raise InvalidConfigError(f"node_id must be >= 0, got {self.node_id}")
+        voters = parse_quorum_voters(self.controller_quorum_voters)
+        if voters and self.node_id not in voters:
+            raise InvalidConfigError(f"node_id {self.node_id} is not one of the "
+                                     f"controller_quorum_voters {sorted(voters)}")
+        if len(voters) > 1:
+            raise InvalidConfigError(
+                f"controller_quorum_voters names {len(voters)} voters: the controller process "
+                "does not run the quorum yet (issue 34, docs/quorum.md); give one voter, "
+                "this node")
 
     def tls_context(self) -> ssl.SSLContext | None:
         """The port's TLS context (None: plaintext)."""

@@ -43,6 +43,9 @@ anyone is served every API.  Served APIs, at the versions of
   ``unclean_elected``, topics with their ``configs`` (our tagged extras: flexible
   versions only, v9+); ``controller_id`` -1; topics asked by id only (v12) get
   UNKNOWN_TOPIC_ID; v0's empty list means every topic.
+- DescribeQuorum (v0-1): this controller as a quorum of one voter (``node_id``), leader
+  at epoch 0, high watermark = log end (the multi-voter quorum is not wired yet:
+  docs/quorum.md).
 - Fetch of ``__cluster_metadata`` partition 0 (record batches whose record values are
   metadata records; the high watermark and last stable offset are the log end, since
   everything is fsync'd before it is readable; log start 0).  Other partitions get
@@ -490,6 +493,11 @@ def build_parser() -> argparse.ArgumentParser:
     parser.add_argument("--host", default=None, help="listen address (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=None, help="listen port (0: any free)")
     parser.add_argument("--data-dir", default=None)
+    parser.add_argument("--node-id", type=int, default=None,
+                        help="this controller's id among the quorum's voters (default 1)")
+    parser.add_argument("--controller-quorum-voters", default=None, metavar="ID@HOST:PORT,...",
+                        help="the quorum's voters, Kafka's controller.quorum.voters form "
+                             "(default: this controller alone)")
     parser.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                         help="any controller config key, e.g. broker_session_timeout_ms=3000")
     parser.add_argument("--log-level", default="INFO")
@@ -502,7 +510,7 @@ def main(argv: Sequence[str] | None = None) -> int:
                         format="%(asctime)s %(levelname)s %(name)s: %(message)s")
     try:
         overrides: dict[str, object] = dict(parse_overrides(args.override))
-        for flag in ("host", "port", "data_dir"):
+        for flag in ("host", "port", "data_dir", "node_id", "controller_quorum_voters"):
             if getattr(args, flag) is not None:
                 overrides[flag] = getattr(args, flag)
         config = ControllerConfig.load(args.config, overrides)

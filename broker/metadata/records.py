@@ -468,10 +468,14 @@ def decode_record(data: bytes | bytearray | memoryview) -> MetadataRecord:
 def decode_record_batches(data: bytes | bytearray | memoryview,
                           start_offset: int = 0) -> list[tuple[int, MetadataRecord]]:
     """``(offset, record)`` for every record at or after ``start_offset`` in the record
-    batches ``data`` (a metadata Fetch response's records, or a log read).  Batches are
-    CRC-checked; a bad batch or record raises (CorruptRecordError / MetadataRecordError)."""
+    batches ``data`` (a metadata Fetch response's records, or a log read); control
+    batches (the quorum's LeaderChange entries) hold no metadata record and are skipped.
+    Batches are CRC-checked; a bad batch or record raises (CorruptRecordError /
+    MetadataRecordError)."""
     out: list[tuple[int, MetadataRecord]] = []
-    for pos, _header in iter_batches(data):
+    for pos, header in iter_batches(data):
+        if header.is_control:
+            continue  # the quorum's LeaderChange entries (broker/controller/quorum)
         for rec in decode_batch(data, pos):
             if rec.offset < start_offset:
                 continue

@@ -54,6 +54,10 @@ class LeaderState:
     def end_offset_of(self, voter: int) -> int:
         return self._end_offsets[voter]
 
+    def last_fetch_ms_of(self, voter: int) -> int:
+        """When ``voter`` last fetched (the leader: its last poll), on the replica's clock."""
+        return self._last_fetch_ms[voter]
+
     def update_local(self, flushed_end_offset: int, now_ms: int) -> bool:
         """The leader's own durable end moved; True if the high watermark moved."""
         self._end_offsets[self.node_id] = flushed_end_offset

@@ -12,8 +12,8 @@ vote request, the leader's own count toward the high watermark).
 
 :class:`MemoryRaftLog` keeps the entries in a list and its durable copy as the list at the
 last flush (:meth:`MemoryRaftLog.durable_entries`): the simulation rebuilds a crashed
-voter from it, losing what was not flushed.  The controller's metadata log on disk is
-meant to implement the same protocol (not done yet).
+voter from it, losing what was not flushed.  The controller's metadata log on disk
+implements the same protocol (:mod:`broker.controller.quorum.file_raft_log`).
 
 Costs: append O(entries), truncate O(removed), flush O(entries since the last flush) here
 (an fsync in a file-backed log), ``entries_from`` O(returned).  Not thread-safe: owned by
