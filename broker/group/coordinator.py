@@ -62,8 +62,11 @@ from collections.abc import Callable, Sequence
 from broker.group.consumer.coordinator import ConsumerGroupConfig, ConsumerGroupCoordinator
 from broker.group.consumer.group import TopicsView
 from broker.group.consumer.protocol_views import described_members
+from broker.group.consumer.records import KEY_VERSIONS as CONSUMER_KEY_VERSIONS
+from broker.group.consumer.records import key_version
 from broker.group.members import CONSUMER_PROTOCOL_TYPE, Group
 from broker.group.membership import GroupMembership
+from broker.group.metadata import GroupRecordError
 from broker.group.metadata_manager import GroupMetadataManager
 from broker.group.offsets import GroupOffsets
 from broker.group.ownership import PartitionOwnership
@@ -133,7 +136,7 @@ class GroupCoordinator:
         self.offsets = GroupOffsets(config, clock, self.manager, self.sessions,
                                     partition_exists)
         self.consumer = ConsumerGroupCoordinator(consumer_config or ConsumerGroupConfig(),
-                                                 clock, timer, self.manager, topics)
+                                                 clock, timer, self.manager, log_, topics)
 
     @property
     def groups(self) -> dict[str, Group]:
@@ -181,9 +184,9 @@ class GroupCoordinator:
         self.membership.leave_group(body, respond)
 
     def consumer_group_heartbeat(self, body: ConsumerGroupHeartbeatRequest, version: int,
-                                 client_id: str = "", client_host: str = ""
-                                 ) -> ConsumerGroupHeartbeatResponse:
-        return self.consumer.heartbeat(body, version, client_id, client_host)
+                                 respond: Respond[ConsumerGroupHeartbeatResponse],
+                                 client_id: str = "", client_host: str = "") -> None:
+        self.consumer.heartbeat(body, version, respond, client_id, client_host)
 
     def consumer_group_describe(self, group_id: str) -> ConsumerGroupDescribeResponseGroup:
         return self.consumer.describe(group_id)
@@ -411,15 +414,26 @@ class GroupCoordinator:
     def begin_load(self, partition: int, leader_epoch: int) -> None:
         self.unload(partition)
         self.manager.begin_load(partition, leader_epoch)
+        self.consumer.begin_load(partition)
 
     def load_record(self, partition: int, key: bytes | None, value: bytes | None,
                     log_offset: int, txn_producer_id: int = -1) -> None:
+        """One record of a partition being loaded: a KIP-848 consumer group's record
+        (its key version, :mod:`broker.group.consumer.records`) goes to ``consumer``
+        (skipped and counted when it does not decode), any other to ``manager``."""
+        if key is not None and key_version(key) in CONSUMER_KEY_VERSIONS:
+            try:
+                self.consumer.load_record(partition, key, value)
+            except GroupRecordError as exc:
+                self.ownership.skip(partition, log_offset, str(exc))
+            return
         self.manager.load_record(partition, key, value, log_offset, txn_producer_id)
 
     def load_marker(self, partition: int, producer_id: int, committed: bool) -> None:
         self.manager.load_marker(partition, producer_id, committed)
 
     def finish_load(self, partition: int) -> None:
+        self.consumer.finish_load(partition)
         for group in self.manager.finish_load(partition):
             for member in group.members.values():
                 self.sessions.keep_alive(group, member)

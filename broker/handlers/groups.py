@@ -353,7 +353,7 @@ def handle_consumer_group_heartbeat(core: HandlerCore, body: ConsumerGroupHeartb
     if denied:
         respond(refused(TOPIC_DENIED, f"not authorized to Describe topics {denied}"))
         return
-    respond(core.groups.coordinator.consumer_group_heartbeat(body, ctx.version, ctx.client_id))
+    core.groups.coordinator.consumer_group_heartbeat(body, ctx.version, respond, ctx.client_id)
 
 
 def handle_consumer_group_describe(core: HandlerCore, body: ConsumerGroupDescribeRequest,

@@ -40,12 +40,15 @@ same id (``manager.groups``, created Empty when needed, written and loaded as be
 TxnOffsetCommit; ILLEGAL_GENERATION before v9); a commit without member (epoch < 0 and
 no member id) only while the group has no members.
 
-Not done (said plainly): the group's own records (ConsumerGroupMetadata, member
-metadata, target and current assignments) are not written to the offsets topic, so a
-new coordinator starts consumer groups empty (members get UNKNOWN_MEMBER_ID and rejoin
-at epoch 0; committed offsets survive, they are the classic records); static
-membership (``instance_id``) is recorded but gives no replacement semantics; the
-settings are Kafka's defaults (``ConsumerGroupConfig``), not yet broker settings.
+Persistence: every change is written to the group's offsets partition as Kafka's
+records (:mod:`~broker.group.consumer.records`) before the heartbeat is answered; a load
+rebuilds the groups (:meth:`begin_load`, :meth:`load_record`, :meth:`finish_load`) and
+their members' session timeouts start afresh, so a new coordinator keeps the members,
+their epochs and assignments.
+
+Not done (said plainly): static membership (``instance_id``) is recorded but gives no
+replacement semantics; the settings are Kafka's defaults (``ConsumerGroupConfig``), not
+yet broker settings.
 
 Costs: a heartbeat as :mod:`~broker.group.consumer.group` says, plus O(1) timer work;
 describe O(members x partitions); unload O(groups of the partition x members).  Not
@@ -68,9 +71,11 @@ from broker.group.consumer.group import (
     regex_error,
 )
 from broker.group.consumer.member import ConsumerGroupMember, ReconciliationState
+from broker.group.consumer.records import GroupLoader, GroupSnapshot, group_records
 from broker.group.metadata_manager import GroupMetadataManager
-from broker.group.protocol import Error
+from broker.group.protocol import Error, OffsetsLog, store_error
 from broker.group.state import GroupState
+from broker.requests.respond import Respond
 from clients.protocol.errors import ErrorCode
 from clients.protocol.message_types import (
     ConsumerGroupDescribeResponseAssignment,
@@ -134,13 +139,15 @@ class ConsumerGroupCoordinator:
     """The consumer groups of one coordinator; see the module docstring."""
 
     def __init__(self, config: ConsumerGroupConfig, clock: Clock, timer: TimerLike,
-                 manager: GroupMetadataManager,
+                 manager: GroupMetadataManager, log_: OffsetsLog,
                  topics: Callable[[], TopicsView] = dict) -> None:
         self.config = config
         self.clock = clock
         self.manager = manager
+        self.log = log_
         self.topics = topics
         self.groups: dict[str, ConsumerGroup] = {}
+        self.loading: dict[int, GroupLoader] = {}  # offsets partition -> its load
         self.timeouts: Purgatory[_MemberTimeout] = Purgatory("consumer-group", timer)
         self._ops: dict[tuple[str, str, str], _MemberTimeout] = {}
 
@@ -174,8 +181,41 @@ class ConsumerGroupCoordinator:
         return None
 
     def heartbeat(self, body: ConsumerGroupHeartbeatRequest, version: int,
-                  client_id: str = "", client_host: str = "") -> ConsumerGroupHeartbeatResponse:
-        """One ConsumerGroupHeartbeat (see the module docstring); answered at once."""
+                  respond: Respond[ConsumerGroupHeartbeatResponse],
+                  client_id: str = "", client_host: str = "") -> None:
+        """One ConsumerGroupHeartbeat (see the module docstring): applied at once and
+        answered once the records of what changed are written (acks=all); a failed write
+        answers its mapped error (:func:`~broker.group.protocol.store_error`; the change
+        stays applied in memory, unlike Kafka's rollback: a failed write means the
+        partition is being lost, and its groups with it)."""
+        group = self.groups.get(body["group_id"])
+        before = GroupSnapshot.of(group)
+        answer = self._heartbeat(body, version, client_id, client_host)
+        group = self.groups.get(body["group_id"])
+        records = [] if group is None else group_records(
+            group.group_id, before, GroupSnapshot.of(group), group.assignor_name)
+        if not records:
+            respond(answer)
+            return
+        assert group is not None
+
+        def written(code: ErrorCode, _offset: int) -> None:
+            mapped = store_error(code)
+            respond(answer if mapped == ErrorCode.NONE else _error(
+                mapped, f"write failed: {ErrorCode(code).name}", answer["member_id"]))
+
+        self.log.append(group.partition, records, written)
+
+    def _write(self, group: ConsumerGroup, before: GroupSnapshot,
+               after: GroupSnapshot | None = None) -> None:
+        """Write what changed since ``before`` (no answer waits for it)."""
+        records = group_records(group.group_id, before, after or GroupSnapshot.of(group),
+                                group.assignor_name)
+        if records:
+            self.log.append(group.partition, records, lambda code, offset: None)
+
+    def _heartbeat(self, body: ConsumerGroupHeartbeatRequest, version: int,
+                   client_id: str, client_host: str) -> ConsumerGroupHeartbeatResponse:
         group_id, epoch = body["group_id"], body["member_epoch"]
         member_id = body["member_id"]
         error = self._request_error(body, version) or self.manager.coordinator_error(group_id)
@@ -259,7 +299,9 @@ class ConsumerGroupCoordinator:
             return
         group = self.groups.get(op.group_id)
         if group is not None and op.member_id in group.members:
+            before = GroupSnapshot.of(group)
             self._remove(group, op.member_id, f"{op.kind} timeout expired")
+            self._write(group, before)
 
     def _remove(self, group: ConsumerGroup, member_id: str, why: str) -> None:
         for kind in ("session", "rebalance"):
@@ -344,13 +386,34 @@ class ConsumerGroupCoordinator:
             return None
         if group.members:
             return ErrorCode.NON_EMPTY_GROUP
+        self._write(group, GroupSnapshot.of(group), GroupSnapshot.of(None))
         del self.groups[group_id]
         return None
+
+    # -- load --------------------------------------------------------------------------
+
+    def begin_load(self, partition: int) -> None:
+        self.loading[partition] = GroupLoader(partition, self.config.max_size)
+
+    def load_record(self, partition: int, key: bytes, value: bytes | None) -> None:
+        """One consumer group record of a partition being loaded, in log order (raises
+        :class:`~broker.group.metadata.GroupRecordError` for one that does not decode)."""
+        self.loading[partition].apply(key, value)
+
+    def finish_load(self, partition: int) -> None:
+        """The partition's consumer groups enter the cache; every member's session
+        timeout starts now."""
+        loader = self.loading.pop(partition, None)
+        for group in loader.finish() if loader is not None else []:
+            self.groups[group.group_id] = group
+            for member in group.members.values():
+                self._restart_timeouts(group, member)
 
     # -- unload ------------------------------------------------------------------------
 
     def unload(self, partition: int) -> None:
         """Leadership of offsets ``partition`` was lost: its consumer groups are dropped."""
+        self.loading.pop(partition, None)
         for group in [g for g in self.groups.values() if g.partition == partition]:
             for member_id in list(group.members):
                 for kind in ("session", "rebalance"):

@@ -19,15 +19,18 @@ TOPICS = {"orders": (T, 4)}
 
 
 class Harness:
-    def __init__(self) -> None:
+    def __init__(self, log: MemoryLog | None = None) -> None:
         self.clock = ManualClock(1_000)
         self.timer = SystemTimer(self.clock)
+        self.log = log or MemoryLog()
         self.c = GroupCoordinator(
-            GroupCoordinatorConfig(max_size=4), self.clock, self.timer, MemoryLog(),
+            GroupCoordinatorConfig(max_size=4), self.clock, self.timer, self.log,
             num_partitions=1, topics=lambda: TOPICS,
             consumer_config=ConsumerGroupConfig(session_timeout_ms=3_000,
                                                 heartbeat_interval_ms=500, max_size=3))
         self.c.begin_load(0, 0)
+        for key, value, offset in self.log.records:
+            self.c.load_record(0, key, value, offset)
         self.c.finish_load(0)
 
     def advance(self, ms: int) -> None:
@@ -44,7 +47,9 @@ class Harness:
             "subscribed_topic_regex": None, "server_assignor": None,
             "topic_partitions": None if owned is None else [
                 {"topic_id": T, "partitions": sorted(owned)}], **extra}
-        return dict(self.c.consumer_group_heartbeat(body, version))  # type: ignore[arg-type]
+        box = Box()
+        self.c.consumer_group_heartbeat(body, version, box)  # type: ignore[arg-type]
+        return box.answer
 
     def commit(self, member_id: str, epoch: int, version: int = 9) -> ErrorCode:
         box = Box()
@@ -169,3 +174,33 @@ def test_classic_and_consumer_groups_side_by_side() -> None:
     assert types == {"g": "consumer", "k": "classic"}
     assert [g["group_id"] for g in h.c.list_groups([], ["Classic"])["groups"]] == ["k"]
     assert h.c.consumer_group_describe("k")["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND
+
+
+def test_a_new_coordinator_loads_members_epochs_and_assignments() -> None:
+    h = Harness()
+    h.hb("a", 0, [])
+    h.hb("b", 0, [])
+    a = h.hb("a", 1, [0, 1, 2, 3])
+    a = h.hb("a", 1, _parts(a))
+    h.hb("c", 0, [])
+    h.hb("c", -1)  # left: its records are tombstoned
+    before = h.c.consumer.groups["g"]
+    again = Harness(h.log)  # loads the same records
+    after = again.c.consumer.groups["g"]
+    assert (after.group_epoch, after.assignment_epoch, after.assignor_name) == \
+        (before.group_epoch, before.assignment_epoch, before.assignor_name)
+    assert after.target == before.target and after.owners == before.owners
+    assert {m: x.assignment for m, x in after.members.items()} == \
+        {m: x.assignment for m, x in before.members.items()}
+    assert set(after.members) == {"a", "b"}
+    assert after.members["a"].subscribed_topic_names == ("orders",)
+    # the members carry on at their epochs with the new coordinator
+    assert again.hb("a", a["member_epoch"], _parts(a))["error_code"] == 0
+    h.log.records.append((b"\x00\x05garbage", b"\x00\x00junk", len(h.log.records)))
+    assert set(Harness(h.log).c.consumer.groups["g"].members) == {"a", "b"}  # skipped
+
+
+def test_a_failed_write_answers_not_coordinator() -> None:
+    h = Harness()
+    h.log.fail_with = ErrorCode.NOT_LEADER_OR_FOLLOWER
+    assert h.hb("a", 0, [])["error_code"] == ErrorCode.NOT_COORDINATOR
