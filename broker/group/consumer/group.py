@@ -22,9 +22,10 @@ expression (v1), resolved here against the cluster's topics (internal topics nev
 match; a full match, as Kafka's RE2/J ``matches()``); see :func:`regex_error` for what
 Python's ``re`` accepts that RE2 does not.
 
-Costs: a heartbeat O(subscribed topics of the group + the member's partitions), plus
-O(cluster topics) per regular expression in the group, plus the assignor when the target
-is recomputed (once per group epoch).  Not thread-safe: owned by the coordinator.
+Costs: a heartbeat O(the topic names the group's members subscribe to + the member's
+partitions), plus O(cluster topics) per member subscribed by regular expression, plus
+the assignor when the target is recomputed (once per group epoch).  Not thread-safe:
+owned by the coordinator.
 """
 
 from __future__ import annotations
@@ -128,17 +129,15 @@ class ConsumerGroup:
 
     # -- subscriptions -----------------------------------------------------------------
 
-    def member_topics(self, member: ConsumerGroupMember, topics: TopicsView) -> set[TopicId]:
-        """The ids of the existing topics ``member`` subscribes to."""
-        ids = {topics[n][0] for n in member.subscribed_topic_names if n in topics}
+    def member_topics(self, member: ConsumerGroupMember,
+                      topics: TopicsView) -> dict[TopicId, int]:
+        """The existing topics ``member`` subscribes to: id -> partition count."""
+        found = dict(topics[n] for n in member.subscribed_topic_names if n in topics)
         if member.subscribed_topic_regex is not None:
             pattern = re.compile(member.subscribed_topic_regex)
-            ids.update(topic_id for name, (topic_id, _) in topics.items()
-                       if name not in INTERNAL_TOPICS and pattern.fullmatch(name))
-        return ids
-
-    def _subscriptions(self, topics: TopicsView) -> dict[str, set[TopicId]]:
-        return {m.member_id: self.member_topics(m, topics) for m in self.members.values()}
+            found.update(info for name, info in topics.items()
+                         if name not in INTERNAL_TOPICS and pattern.fullmatch(name))
+        return found
 
     # -- the heartbeat -----------------------------------------------------------------
 
@@ -163,9 +162,12 @@ class ConsumerGroup:
         if regex is not None and (regex or None) != member.subscribed_topic_regex:
             member.subscribed_topic_regex = regex or None  # "": no regular expression
             changed = True
-        subscriptions = self._subscriptions(topics)
-        subscribed = {t: n for name, (t, n) in topics.items()
-                      if any(t in s for s in subscriptions.values())}
+        subscribed: dict[TopicId, int] = {}
+        subscriptions: dict[str, set[TopicId]] = {}
+        for m in self.members.values():
+            found = self.member_topics(m, topics)
+            subscriptions[m.member_id] = set(found)
+            subscribed.update(found)
         if changed or subscribed != self.subscribed:
             self.group_epoch += 1
         if self.assignment_epoch < self.group_epoch:
