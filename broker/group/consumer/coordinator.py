@@ -21,8 +21,7 @@ ConsumerGroupHeartbeat, in Kafka's order of checks:
   offsets, becomes a consumer group, as Kafka converts it);
 - epoch 0 joins (v0 with an empty member id: the coordinator generates one; a member id
   already in the group rejoins: its old incarnation is removed first), up to
-  ``max_size`` members (GROUP_MAX_SIZE_REACHED); epoch -1 (or -2, a static member's
-  temporary leave, treated as a leave here) leaves; any other epoch needs the member
+  ``max_size`` members (GROUP_MAX_SIZE_REACHED); epoch -1 leaves; any other epoch needs the member
   (UNKNOWN_MEMBER_ID) at its epoch (FENCED_MEMBER_EPOCH; the previous epoch is accepted
   after a lost answer, :meth:`ConsumerGroup.epoch_error`);
 - then :meth:`ConsumerGroup.heartbeat` and the answer: the member id and epoch, the
@@ -46,9 +45,14 @@ rebuilds the groups (:meth:`begin_load`, :meth:`load_record`, :meth:`finish_load
 their members' session timeouts start afresh, so a new coordinator keeps the members,
 their epochs and assignments.
 
-Not done (said plainly): static membership (``instance_id``) is recorded but gives no
-replacement semantics; the settings are Kafka's defaults (``ConsumerGroupConfig``), not
-yet broker settings.
+Static members (``instance_id``, Kafka's rules): epoch -2 leaves for now, keeping the
+partitions (the session timeout still runs); a join with the same instance id under a
+new member id takes the old member's place, epoch and assignment without a rebalance,
+or gets UNRELEASED_INSTANCE_ID while the old one is active; a heartbeat naming an
+instance id another member holds gets FENCED_INSTANCE_ID.
+
+Not done (said plainly): the settings are Kafka's defaults (``ConsumerGroupConfig``),
+not yet broker settings.
 
 Costs: a heartbeat as :mod:`~broker.group.consumer.group` says, plus O(1) timer work;
 describe O(members x partitions); unload O(groups of the partition x members).  Not
@@ -64,6 +68,7 @@ from dataclasses import dataclass
 
 from broker.group.consumer.assignors import ASSIGNORS, UNIFORM, Assignment
 from broker.group.consumer.group import (
+    STATIC_LEFT_EPOCH,
     ConsumerGroup,
     TopicsView,
     assignment_topics,
@@ -228,11 +233,21 @@ class ConsumerGroupCoordinator:
         if error is not None:
             return _error(error[0], error[1], member_id or None)
         group = self.groups.get(group_id)
+        instance = body["instance_id"]
+        if group is not None and instance is not None and epoch != 0 \
+                and group.static_members.get(instance, member_id) != member_id:
+            return _error(ErrorCode.FENCED_INSTANCE_ID, f"instance id {instance!r} belongs "
+                          "to another member", member_id)
         if epoch in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH):
-            if group is None or member_id not in group.members:
+            leaving = group.members.get(member_id) if group is not None else None
+            if group is None or leaving is None:
                 return _error(ErrorCode.UNKNOWN_MEMBER_ID, f"member {member_id!r} is not "
                               f"in group {group_id!r}", member_id)
-            self._remove(group, member_id, "left")
+            if epoch == STATIC_LEAVE_EPOCH and leaving.instance_id is not None:
+                group.static_leave(leaving)  # its session timeout keeps running
+                self._cancel("rebalance", group_id, member_id)
+            else:
+                self._remove(group, member_id, "left")
             return {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
                     "member_id": member_id, "member_epoch": epoch,
                     "heartbeat_interval_ms": 0, "assignment": None}
@@ -244,10 +259,19 @@ class ConsumerGroupCoordinator:
                 member_id = str(uuid.uuid4())
             if member_id in group.members:
                 self._remove(group, member_id, "rejoined")
-            if len(group.members) >= self.config.max_size:
+            member = ConsumerGroupMember(member_id, client_id, client_host)
+            static = group.members.get(group.static_members.get(instance or "", ""))
+            if static is not None:  # a static member's instance id, under a new member id
+                if static.member_epoch != STATIC_LEFT_EPOCH:
+                    return _error(ErrorCode.UNRELEASED_INSTANCE_ID, f"instance id "
+                                  f"{instance!r} is still held by an active member",
+                                  member_id)
+                for kind in ("session", "rebalance"):
+                    self._cancel(kind, group_id, static.member_id)
+                group.replace_static(static, member)
+            elif len(group.members) >= self.config.max_size:
                 return _error(ErrorCode.GROUP_MAX_SIZE_REACHED, f"group {group_id!r} has "
                               f"{self.config.max_size} members", member_id)
-            member = ConsumerGroupMember(member_id, client_id, client_host)
         else:
             member_or_none = group.members.get(member_id) if group is not None else None
             if group is None or member_or_none is None:

@@ -56,6 +56,7 @@ MAX_REGEX_LENGTH = 1_000
 # look-around (both can take exponential time), atomic groups, conditionals
 _NOT_RE2 = re.compile(r"\\[1-9]|\(\?P=|\(\?<?[=!]|\(\?>|\(\?\(|[*+?}]\+")
 
+STATIC_LEFT_EPOCH = -2  # a static member's epoch while it is away (it keeps its partitions)
 EMPTY = "Empty"
 ASSIGNING = "Assigning"
 RECONCILING = "Reconciling"
@@ -94,6 +95,7 @@ class ConsumerGroup:
         self.members: dict[str, ConsumerGroupMember] = {}
         self.target: GroupAssignment = {}
         self.owners: dict[tuple[TopicId, int], str] = {}  # partition -> its member
+        self.static_members: dict[str, str] = {}  # instance id -> member id
         self.subscribed: dict[TopicId, int] = {}  # what the target was computed on
 
     def __repr__(self) -> str:
@@ -154,6 +156,8 @@ class ConsumerGroup:
                            ("server_assignor", body["server_assignor"])):
             if value is not None and getattr(member, key) != value:
                 setattr(member, key, value)
+        if member.instance_id is not None:
+            self.static_members[member.instance_id] = member.member_id
         names = body["subscribed_topic_names"]
         if names is not None and tuple(sorted(set(names))) != member.subscribed_topic_names:
             member.subscribed_topic_names = tuple(sorted(set(names)))
@@ -199,12 +203,44 @@ class ConsumerGroup:
         for tp in after.partitions():
             self.owners[tp] = member.member_id
 
+    def static_leave(self, member: ConsumerGroupMember) -> None:
+        """A static member leaves for now (epoch -2): it keeps its partitions (nobody
+        else gets them) until it is back or its session times out."""
+        current = member.assignment
+        member.assignment = MemberAssignment(STATIC_LEFT_EPOCH, current.member_epoch,
+                                             current.state, current.assigned,
+                                             current.revoking)
+
+    def replace_static(self, old: ConsumerGroupMember, new: ConsumerGroupMember) -> None:
+        """``new`` (a new member id) takes the place of the static member ``old`` that
+        left with epoch -2: its assignment, epoch and target; the group epoch stays."""
+        del self.members[old.member_id]
+        new.assignment = MemberAssignment(old.assignment.previous_member_epoch,
+                                          old.assignment.previous_member_epoch,
+                                          old.assignment.state, old.assignment.assigned,
+                                          old.assignment.revoking)
+        new.instance_id = old.instance_id
+        new.subscribed_topic_names = old.subscribed_topic_names
+        new.subscribed_topic_regex = old.subscribed_topic_regex
+        new.server_assignor = old.server_assignor
+        new.rack_id = old.rack_id
+        self.members[new.member_id] = new
+        if old.member_id in self.target:
+            self.target[new.member_id] = self.target.pop(old.member_id)
+        for tp in new.assignment.partitions():
+            self.owners[tp] = new.member_id
+        if new.instance_id is not None:
+            self.static_members[new.instance_id] = new.member_id
+
     def remove(self, member_id: str) -> ConsumerGroupMember | None:
         """A member left or was fenced: its partitions are released and the group epoch
         moves on (the target is recomputed at the next heartbeat)."""
         member = self.members.pop(member_id, None)
         if member is None:
             return None
+        if member.instance_id is not None \
+                and self.static_members.get(member.instance_id) == member_id:
+            del self.static_members[member.instance_id]
         for tp in member.assignment.partitions():
             if self.owners.get(tp) == member_id:
                 del self.owners[tp]

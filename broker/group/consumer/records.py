@@ -253,4 +253,6 @@ class GroupLoader:
         for group in self.groups.values():
             group.owners = {tp: m.member_id for m in group.members.values()
                             for tp in m.assignment.partitions()}
+            group.static_members = {m.instance_id: m.member_id for m in group.members.values()
+                                    if m.instance_id is not None}
         return list(self.groups.values())

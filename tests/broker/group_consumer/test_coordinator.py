@@ -204,3 +204,36 @@ def test_a_failed_write_answers_not_coordinator() -> None:
     h = Harness()
     h.log.fail_with = ErrorCode.NOT_LEADER_OR_FOLLOWER
     assert h.hb("a", 0, [])["error_code"] == ErrorCode.NOT_COORDINATOR
+
+
+def test_a_static_member_comes_back_under_a_new_id_without_a_rebalance() -> None:
+    h = Harness()
+    a = h.hb("a", 0, [], instance_id="i-a")
+    h.hb("b", 0, [])
+    a = h.hb("a", a["member_epoch"], [0, 1, 2, 3])
+    a = h.hb("a", a["member_epoch"], _parts(a))
+    held = h.c.consumer.groups["g"].members["a"].assignment
+    epoch = h.c.consumer.groups["g"].group_epoch
+    assert h.hb("a2", 0, [], instance_id="i-a")["error_code"] == \
+        ErrorCode.UNRELEASED_INSTANCE_ID  # a is still active
+    assert h.hb("b", 2, instance_id="i-a")["error_code"] == ErrorCode.FENCED_INSTANCE_ID
+    gone = h.hb("a", -2, instance_id="i-a")
+    assert gone["member_epoch"] == -2
+    group = h.c.consumer.groups["g"]
+    assert set(group.owners.values()) >= {"a"}  # it keeps its partitions meanwhile
+    back = h.hb("a2", 0, [], instance_id="i-a")
+    assert back["error_code"] == 0 and back["member_epoch"] == held.member_epoch
+    assert _parts(back) == {p for ps in held.assigned.values() for p in ps}
+    assert group.group_epoch == epoch and "a" not in group.members
+    assert set(Harness(h.log).c.consumer.groups["g"].static_members) == {"i-a"}
+
+
+def test_a_static_member_that_stays_away_is_fenced_by_its_session() -> None:
+    h = Harness()
+    h.hb("a", 0, [], instance_id="i-a")
+    b = h.hb("b", 0, [])
+    h.hb("a", -2, instance_id="i-a")
+    for _ in range(4):
+        h.advance(1_000)
+        b = h.hb("b", b["member_epoch"], _parts(b) or [])
+    assert set(h.c.consumer.groups["g"].members) == {"b"}
