@@ -9,6 +9,9 @@ each member currently owns: no partition is ever owned by two members at once.  
 offset a consumer saw committed is at most the group's final committed offset, which is
 the end of every partition (nothing consumed is lost, everything is consumed).  The time
 from each change to a Stable group owning all 12 partitions is printed, not asserted.
+
+And on three brokers: the coordinator's broker is killed; the new coordinator loads the
+group's records and the members carry on at their epochs with their partitions.
 """
 
 from __future__ import annotations
@@ -183,3 +186,69 @@ def test_confluent_group_protocol_consumer_rebalances(tmp_path: Path) -> None:
             assert o <= final[p], f"partition {p}: committed {o} then lost (final {final[p]})"
         assert workers[1].lines[-1:] == ["CLOSED"]  # the leaver closed cleanly
 
+
+
+def _describe_at(port: int) -> dict[str, Any] | None:
+    """The group as broker ``port`` describes it (None: it is not the coordinator, or
+    down)."""
+    try:
+        sock = connect(port, 5)
+    except OSError:
+        return None
+    try:
+        group: dict[str, Any] = call(sock, ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {
+            "group_ids": [GROUP], "include_authorized_operations": False})["groups"][0]
+    except (OSError, ValueError):
+        return None
+    finally:
+        sock.close()
+    return group if group["error_code"] == 0 else None
+
+
+def _owned(group: dict[str, Any]) -> dict[str, set[int]]:
+    return {m["member_id"]: {p for t in m["assignment"]["topic_partitions"]
+                             for p in t["partitions"]} for m in group["members"]}
+
+
+def test_members_keep_epochs_and_partitions_when_the_coordinator_moves(
+        tmp_path: Path) -> None:
+    """The group's records are loaded by the new coordinator: the members carry on (no
+    rejoin at epoch 0, which would start the group epoch again from 1: a third member
+    came and left first, so the epoch is past what two members joining afresh reach)
+    and no partition moves."""
+    workers: list[Worker] = []
+    with LocalCluster(tmp_path, 3) as cluster, Admin(cluster.bootstrap) as admin:
+        admin.create_topics([NewTopic(TOPIC, 6, 3)])
+        ports = {str(i): cluster.base_port + i for i in range(3)}
+        found: dict[str, Any] = {}
+
+        def stable(exclude: str = "", members: int = 2) -> bool:
+            for broker, port in ports.items():
+                group = None if broker == exclude else _describe_at(port)
+                if group is not None and group["group_state"] == "Stable" \
+                        and len(group["members"]) == members \
+                        and sum(map(len, _owned(group).values())) == 6:
+                    found.update(broker=broker, group=group)
+                    return True
+            return False
+
+        try:
+            workers += [Worker(cluster.bootstrap) for _ in range(3)]
+            wait_until(lambda: stable(members=3), 60, "a Stable group of 3", 0.2)
+            workers[2].proc.send_signal(signal.SIGTERM)
+            wait_until(stable, 60, "a Stable group of 2", 0.2)
+            coordinator, before = found["broker"], found["group"]
+            start = time.monotonic()
+            cluster.kill(coordinator)
+            wait_until(lambda: stable(exclude=coordinator), 60,
+                       "the group Stable at a new coordinator", 0.2)
+            after = found["group"]
+            print(f"\ncoordinator {coordinator} killed: the group is Stable at broker "
+                  f"{found['broker']} after {time.monotonic() - start:.1f} s (epoch "
+                  f"{before['group_epoch']} -> {after['group_epoch']})")
+        finally:
+            for w in workers:
+                w.stop()
+        assert before["group_epoch"] > 2  # 3 joined, 1 left
+        assert after["group_epoch"] >= before["group_epoch"]  # loaded, not started afresh
+        assert _owned(after) == _owned(before)  # same members, same partitions
