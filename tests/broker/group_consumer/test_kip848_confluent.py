@@ -28,8 +28,9 @@ from typing import Any
 import pytest
 
 pytest.importorskip("confluent_kafka")
-from confluent_kafka import Consumer, Producer
+from confluent_kafka import Consumer, ConsumerGroupType, Producer
 from confluent_kafka import TopicPartition as KafkaPartition
+from confluent_kafka.admin import AdminClient
 
 from clients.admin import Admin
 from clients.protocol.api_keys import ApiKey
@@ -149,6 +150,17 @@ def test_confluent_group_protocol_consumer_rebalances(tmp_path: Path) -> None:
             change("SIGKILL", 2, lambda: os.kill(workers[0].proc.pid, signal.SIGKILL), 90)
             change("add", 3, lambda: workers.append(Worker(cluster.bootstrap)), 60)
             change("leave", 2, lambda: workers[1].proc.send_signal(signal.SIGTERM), 60)
+            # confluent's admin sees the group's type (ListGroups v5) and its members
+            # (ConsumerGroupDescribe)
+            theirs = AdminClient({"bootstrap.servers": cluster.bootstrap})
+            listed = theirs.list_consumer_groups().result(30)
+            assert [(g.group_id, g.type) for g in listed.valid] == \
+                [(GROUP, ConsumerGroupType.CONSUMER)]
+            described = theirs.describe_consumer_groups([GROUP])[GROUP].result(30)
+            assert (described.type, described.partition_assignor) == \
+                (ConsumerGroupType.CONSUMER, "uniform")
+            assert sum(len(m.assignment.topic_partitions)
+                       for m in described.members) == PARTITIONS
             produce(600)
 
             latest = admin.list_offsets({TopicPartition(TOPIC, p): -1
