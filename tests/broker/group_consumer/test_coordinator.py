@@ -237,3 +237,21 @@ def test_a_static_member_that_stays_away_is_fenced_by_its_session() -> None:
         h.advance(1_000)
         b = h.hb("b", b["member_epoch"], _parts(b) or [])
     assert set(h.c.consumer.groups["g"].members) == {"b"}
+
+
+def test_a_transactional_commit_of_a_member_checks_its_epoch() -> None:
+    h = Harness()
+    a = h.hb("a", 0, [])
+
+    def txn_commit(member_id: str, epoch: int) -> ErrorCode:
+        box = Box()
+        h.c.commit_txn_offsets({
+            "transactional_id": "t", "group_id": "g", "producer_id": 1, "producer_epoch": 0,
+            "generation_id": epoch, "member_id": member_id, "group_instance_id": None,
+            "topics": [{"name": "orders", "partitions": [
+                {"partition_index": 0, "committed_offset": 3, "committed_leader_epoch": -1,
+                 "committed_metadata": ""}]}]}, box)
+        return ErrorCode(box.answer["topics"][0]["partitions"][0]["error_code"])
+
+    assert txn_commit("a", a["member_epoch"] + 1) == ErrorCode.STALE_MEMBER_EPOCH
+    assert txn_commit("zz", 1) == ErrorCode.UNKNOWN_MEMBER_ID
