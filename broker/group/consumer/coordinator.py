@@ -12,8 +12,9 @@ partition count)).
 ConsumerGroupHeartbeat, in Kafka's order of checks:
 
 - the request: an empty group id, a negative epoch other than -1 / -2 with no member
-  id, a first heartbeat (epoch 0) without a rebalance timeout or a subscription, or (v1)
-  without a member id -> INVALID_REQUEST; an unknown ``server_assignor`` ->
+  id, ids longer than ``max_id_length`` or more than ``max_subscribed_topics`` names
+  (our memory bounds), a first heartbeat (epoch 0) without a rebalance timeout or a
+  subscription, or (v1) without a member id -> INVALID_REQUEST; an unknown ``server_assignor`` ->
   UNSUPPORTED_ASSIGNOR; a regular expression RE2 would not accept ->
   INVALID_REGULAR_EXPRESSION (:func:`~broker.group.consumer.group.regex_error`);
 - the coordinator (NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS); a classic group of
@@ -107,6 +108,10 @@ class ConsumerGroupConfig:
     session_timeout_ms: int = 45_000
     heartbeat_interval_ms: int = 5_000
     max_size: int = 200
+    # ours (memory bounds of a member): topic names one member may subscribe to by name,
+    # and the length of its ids (member, instance and rack id)
+    max_subscribed_topics: int = 10_000
+    max_id_length: int = 255
 
 
 class _MemberTimeout(DelayedOperation):
@@ -166,8 +171,15 @@ class ConsumerGroupCoordinator:
             return ErrorCode.INVALID_REQUEST, f"MemberEpoch {epoch} is invalid"
         if not member_id and (epoch != 0 or version >= FIRST_CLIENT_MEMBER_ID_VERSION):
             return ErrorCode.INVALID_REQUEST, "MemberId can't be empty"
-        if len(member_id) > 255:
-            return ErrorCode.INVALID_REQUEST, "MemberId is longer than 255 characters"
+        limit = self.config.max_id_length
+        for name, value in (("MemberId", member_id), ("InstanceId", body["instance_id"]),
+                            ("RackId", body["rack_id"])):
+            if value is not None and len(value) > limit:
+                return ErrorCode.INVALID_REQUEST, f"{name} is longer than {limit} characters"
+        names = body["subscribed_topic_names"]
+        if names is not None and len(names) > self.config.max_subscribed_topics:
+            return ErrorCode.INVALID_REQUEST, f"more than {self.config.max_subscribed_topics} " \
+                "subscribed topic names"
         if epoch == 0:
             if body["rebalance_timeout_ms"] <= 0:
                 return ErrorCode.INVALID_REQUEST, "RebalanceTimeoutMs must be set when joining"

@@ -102,6 +102,9 @@ def test_request_checks_and_fencing() -> None:
     assert h.hb("x", 0, [], subscribed_topic_regex="(a)\\1")["error_code"] == \
         ErrorCode.INVALID_REGULAR_EXPRESSION
     assert h.hb("nobody", 3)["error_code"] == ErrorCode.UNKNOWN_MEMBER_ID
+    assert h.hb("x", 0, [], rack_id="r" * 256)["error_code"] == ErrorCode.INVALID_REQUEST
+    assert h.hb("x", 0, [], subscribed_topic_names=["t"] * 10_001)["error_code"] == \
+        ErrorCode.INVALID_REQUEST
     a = h.hb("a", 0, [])
     assert h.hb("a", a["member_epoch"] + 5)["error_code"] == ErrorCode.FENCED_MEMBER_EPOCH
     h.hb("b", 0, [])
