@@ -275,6 +275,11 @@ class BrokerCore:
         info = self.registry.get(topic)
         return info is not None and 0 <= index < info.num_partitions
 
+    def topic_ids(self) -> Mapping[str, tuple[bytes, int]]:
+        """The topics with an id (KIP-848 assignments name topics by id; controller
+        mode): :meth:`MetadataImage.topic_ids`."""
+        return {} if self.image is None else self.image.topic_ids()
+
     def leader_endpoint(self, topic: str, index: int) -> tuple[int, str, int] | None:
         """``(node_id, host, port)`` of the partition's leader; None when it has none or
         the leader is fenced.  Without a metadata image this broker leads everything."""

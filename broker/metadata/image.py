@@ -158,8 +158,8 @@ class TopicInfo:
 class MetadataImage:
     """Brokers and topics as of ``last_applied_offset`` (-1: nothing applied yet)."""
 
-    __slots__ = ("_reassigning", "brokers", "last_applied_offset", "producer_ids",
-                 "topic_names_by_id", "topics")
+    __slots__ = ("_reassigning", "_topic_ids", "brokers", "last_applied_offset",
+                 "producer_ids", "topic_names_by_id", "topics")
 
     def __init__(self) -> None:
         self.brokers: dict[int, BrokerInfo] = {}
@@ -169,6 +169,8 @@ class MetadataImage:
         self.topic_names_by_id: dict[bytes, str] = {}  # topic_uuid -> name (ids assigned)
         self.last_applied_offset = -1
         self.producer_ids: ProducerIdsRecord | None = None  # the last block handed out
+        # topic_ids()'s answer and the last_applied_offset it was built at
+        self._topic_ids: tuple[int, dict[str, tuple[bytes, int]]] | None = None
 
     @property
     def next_producer_id(self) -> int:
@@ -312,6 +314,16 @@ class MetadataImage:
         """The topic whose id is ``topic_uuid`` (never one for the zero UUID)."""
         name = self.topic_names_by_id.get(topic_uuid)
         return None if name is None else self.topics[name]
+
+    def topic_ids(self) -> dict[str, tuple[bytes, int]]:
+        """name -> (topic id, partition count) of the topics with an id: built once per
+        applied record (O(topics)), then the same dict (callers must not change it)."""
+        cached = self._topic_ids
+        if cached is None or cached[0] != self.last_applied_offset:
+            cached = self._topic_ids = (self.last_applied_offset, {
+                name: (info.topic_uuid, info.num_partitions)
+                for name, info in self.topics.items() if info.topic_uuid != ZERO_UUID})
+        return cached[1]
 
     def unfenced_brokers(self) -> list[int]:
         return sorted(b for b, info in self.brokers.items() if not info.fenced)

@@ -88,7 +88,7 @@ def test_list_describe_offsets_delete(fake: FakeGroupCluster) -> None:
     if not oldest:  # FindCoordinator v4 batches its keys; LeaveGroup v3+ names members
         assert (int(ApiKey.FIND_COORDINATOR), 4) in fake.version_log
         assert (int(ApiKey.LEAVE_GROUP), 5) in fake.version_log
-        assert (int(ApiKey.OFFSET_FETCH), 8) in fake.version_log
+        assert (int(ApiKey.OFFSET_FETCH), 9) in fake.version_log  # batched, the newest
     else:
         assert {v for k, v in fake.version_log if k == ApiKey.FIND_COORDINATOR} == {0}
         assert {v for k, v in fake.version_log if k == ApiKey.LEAVE_GROUP} == {0}
