@@ -1,7 +1,8 @@
 """Broker configuration: defaults that work on a laptop, a properties file, overrides.
 
-A config file uses Kafka's ``server.properties`` syntax: ``key=value`` lines, ``#``
-comments, keys either in our snake_case (``max_request_bytes``) or Kafka's dotted form
+A config file uses Kafka's ``server.properties`` syntax (Java's properties format, read
+by :func:`clients.config.properties.read_properties`: ``key=value`` lines, ``#``
+comments), keys either in our snake_case (``max_request_bytes``) or Kafka's dotted form
 (``socket.request.max.bytes`` is not mapped: only our names with ``.`` for ``_``, e.g.
 ``max.request.bytes``).  Precedence: defaults < file < explicit overrides (CLI flags).
 Every value is validated; a bad key or value raises :class:`InvalidConfigError` naming
@@ -120,6 +121,10 @@ Bounds (every queue, pool and size is bounded):
 |                            |             | at most a quarter of buffer_pool_bytes is used  |
 | group_coordinator_max_     | 64 MiB      | the same over every group this broker           |
 | metadata_bytes             |             | coordinates (GROUP_MAX_SIZE_REACHED)            |
+| group_consumer_max_size    | 200         | members of one KIP-848 consumer group (Kafka's  |
+|                            |             | group.consumer.max.size; session 45 s and       |
+|                            |             | heartbeat 5 s: group_consumer_session_timeout_ms|
+|                            |             | and group_consumer_heartbeat_interval_ms)       |
 
 Choices where Kafka's defaults do not fit a laptop: ``segment_bytes`` 64 MiB (Kafka 1 GiB),
 ``buffer_pool_bytes`` 128 MiB, and ``auto_create_topics_enable`` false so an unknown
@@ -137,6 +142,7 @@ from pathlib import Path
 from typing import Any
 
 from broker.login_failures import LoginFailureLimits
+from clients.config.properties import read_properties
 from clients.protocol.errors import InvalidConfigError
 
 MiB = 1024 * 1024
@@ -270,6 +276,9 @@ class BrokerConfig:
     group_max_member_metadata_bytes: int = 1 * MiB  # one member's protocols and ids
     group_max_metadata_bytes: int = 8 * MiB  # all members of a group, assignments too
     group_coordinator_max_metadata_bytes: int = 64 * MiB  # every group of this coordinator
+    group_consumer_session_timeout_ms: int = 45_000  # KIP-848 groups: the broker's setting
+    group_consumer_heartbeat_interval_ms: int = 5_000
+    group_consumer_max_size: int = 200
     offsets_topic_num_partitions: int = 5  # Kafka 50: a small default for a local cluster
     offsets_topic_replication_factor: int = 3  # capped at the live brokers on creation
     offsets_topic_segment_bytes: int = 100 * MiB
@@ -342,6 +351,8 @@ class BrokerConfig:
             "group_min_session_timeout_ms",
             "group_max_size",
             "group_max_member_metadata_bytes",
+            "group_consumer_heartbeat_interval_ms",
+            "group_consumer_max_size",
             "offsets_topic_num_partitions",
             "offsets_topic_replication_factor",
             "transaction_state_log_num_partitions",
@@ -441,6 +452,9 @@ class BrokerConfig:
             raise InvalidConfigError(
                 "broker_heartbeat_interval_ms must be below broker_session_timeout_ms"
             )
+        if self.group_consumer_heartbeat_interval_ms >= self.group_consumer_session_timeout_ms:
+            raise InvalidConfigError("group_consumer_heartbeat_interval_ms must be below "
+                                     "group_consumer_session_timeout_ms")
         if self.group_max_session_timeout_ms < self.group_min_session_timeout_ms:
             raise InvalidConfigError("group_max_session_timeout_ms must be >= "
                                      "group_min_session_timeout_ms")
@@ -495,7 +509,7 @@ class BrokerConfig:
     ) -> BrokerConfig:
         config = cls()
         if path is not None:
-            config = config.with_overrides(parse_properties(Path(path)), str(path))
+            config = config.with_overrides(read_properties(path), str(path))
         if overrides:
             config = config.with_overrides(overrides)
         return config.validate()
@@ -575,26 +589,4 @@ def parse_overrides(pairs: Sequence[str]) -> dict[str, str]:
             raise InvalidConfigError(f"--override expects key=value, got {pair!r}")
         key, value = pair.split("=", 1)
         out[key] = value
-    return out
-
-
-def parse_properties(path: Path) -> dict[str, str]:
-    """Parse a ``key=value`` file; errors name the file and line."""
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise InvalidConfigError(f"cannot read config file {path}: {exc.strerror}") from None
-    except UnicodeDecodeError:
-        raise InvalidConfigError(f"config file {path} is not utf-8 text") from None
-    out: dict[str, str] = {}
-    for number, line in enumerate(text.splitlines(), start=1):
-        stripped = line.strip()
-        if not stripped or stripped.startswith(("#", "!")):
-            continue
-        if "=" not in stripped:
-            raise InvalidConfigError(f"{path}:{number}: expected key=value, got {stripped!r}")
-        key, value = stripped.split("=", 1)
-        if not key.strip():
-            raise InvalidConfigError(f"{path}:{number}: empty key")
-        out[key.strip()] = value.strip()
     return out

@@ -89,12 +89,12 @@ from broker.config import (
     coerce_config,
     is_loopback,
     parse_ip_overrides,
-    parse_properties,
 )
 from broker.controller.quorum.voters import parse_quorum_voters
 from broker.login_failures import LoginFailureLimits
 from broker.metadata.topic_config_checks import TopicConfigPairs, check_topic_configs
 from broker.network.tls import server_context
+from clients.config.properties import read_properties
 from clients.protocol.errors import InvalidConfigError
 
 MiB = 1024 * 1024
@@ -214,7 +214,7 @@ class ControllerConfig:
              overrides: Mapping[str, Any] | None = None) -> ControllerConfig:
         config = cls()
         if path is not None:
-            config = config.with_overrides(parse_properties(Path(path)), str(path))
+            config = config.with_overrides(read_properties(path), str(path))
         if overrides:
             config = config.with_overrides(overrides)
         return config.validate()

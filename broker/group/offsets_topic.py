@@ -50,6 +50,7 @@ from collections.abc import Awaitable, Callable, Mapping, Sequence
 from broker.config import BrokerConfig
 from broker.coordination.internal_topic import InternalTopic, InternalTopicHost, InternalTopicSpec
 from broker.delayed import DelayedFetch, DelayedProduce
+from broker.group.consumer.coordinator import ConsumerGroupConfig
 from broker.group.coordinator import GroupCoordinator
 from broker.group.offsets import txn_commit_error
 from broker.group.protocol import (
@@ -104,9 +105,13 @@ class OffsetsTopic:
                  fetch_purgatory: Purgatory[DelayedFetch], host: InternalTopicHost) -> None:
         self.config = config
         self.partitions = partitions
+        consumer_config = ConsumerGroupConfig(config.group_consumer_session_timeout_ms,
+                                              config.group_consumer_heartbeat_interval_ms,
+                                              config.group_consumer_max_size)
         self.coordinator = GroupCoordinator(GroupCoordinatorConfig.from_broker(config), clock,
                                             timer, self, partition_exists=host.partition_exists,
-                                            topics=host.topic_ids)
+                                            topics=host.topic_ids,
+                                            consumer_config=consumer_config)
         spec = InternalTopicSpec(OFFSETS_TOPIC, config.offsets_topic_num_partitions,
                                  config.offsets_topic_replication_factor,
                                  self._topic_configs, "groups")
