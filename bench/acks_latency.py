@@ -132,6 +132,7 @@ def main() -> int:
     parser.add_argument("--before", default="/tmp/latency-base")
     parser.add_argument("--before-commit", default=None)
     parser.add_argument("--after", default=".")
+    parser.add_argument("--after-commit", default=None)
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--samples", type=int, default=2000)
     parser.add_argument("--out", default=str(RESULTS / "acks_latency.json"))
@@ -158,7 +159,7 @@ def main() -> int:
         "before": {"tree": args.before,
                    "commit": args.before_commit or _commit(args.before),
                    **_summary(sides["before"]), "runs": sides["before"]},
-        "after": {"tree": args.after, "commit": _commit(args.after),
+        "after": {"tree": args.after, "commit": args.after_commit or _commit(args.after),
                   **_summary(sides["after"]), "runs": sides["after"]},
         "machine": {"cpus": os.cpu_count(), "load_avg_end": list(os.getloadavg())},
     }

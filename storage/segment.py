@@ -145,8 +145,7 @@ class Segment:
         # the position in this segment's damage mark file (None: no mark; see above)
         self.damage_mark: int | None = None
         self.damage_mark_path = segment_file(directory, base_offset, DAMAGE_MARK_SUFFIX)
-        # the last batch appended through this object (None after a cut or a rescan)
-        self._tail: BatchPosition | None = None
+        self._tail: BatchPosition | None = None  # last batch appended (None: cut, rescan)
         self._opened_ms = now_ms
         self._index_interval_bytes = config.index_interval_bytes
         index_path = segment_file(directory, base_offset, ".index")
@@ -238,9 +237,8 @@ class Segment:
         """Recovery: the bytes from ``position`` (offset ``first_bad_offset``) on are
         damaged, but this segment stays whole and owns the offsets up to ``end_offset``
         (the next segment's base) until a repair rewrites it (module docstring)."""
-        self.damage = (position, first_bad_offset)
+        self.damage, self._tail = (position, first_bad_offset), None
         self.next_offset = end_offset
-        self._tail = None
 
     def write_damage_mark(self, position: int, first_bad_offset: int) -> None:
         """Record on disk that the bytes from ``position`` (offset ``first_bad_offset``)
@@ -280,8 +278,7 @@ class Segment:
         walk starts at it or at the offset index's entry, whichever is later)."""
         if offset >= self.next_offset:
             return None
-        tail = self._tail
-        if tail is not None and tail.base_offset <= offset <= tail.last_offset:
+        if (tail := self._tail) is not None and tail.base_offset <= offset <= tail.last_offset:
             return tail  # the batch last appended (a follower's or tailing reader's read)
         _, indexed = self.index.lookup(offset)
         return _walk_to(self, offset, indexed if indexed > from_position else from_position)
@@ -378,8 +375,7 @@ class Segment:
         file is truncated (the log's recovery records the cut durably first)."""
         scan = self._scan(min_offset, strict_from=strict_from, epochs=epochs,
                           next_segment_offset=next_segment_offset)
-        self.damage = None
-        self._tail = None
+        self.damage = self._tail = None
         keep = (scan.valid_bytes < self.size and next_segment_offset is not None
                 and scan.next_offset < keep_damaged_below)
         if scan.valid_bytes < self.size and not keep:
@@ -442,8 +438,7 @@ class Segment:
             position, first_dropped = self.damage
         else:
             return None
-        self.damage = None  # the cut is at or below where it started
-        self._tail = None
+        self.damage = self._tail = None  # the cut is at or below where it started
         if self.damage_mark is not None and position <= self.damage_mark:
             self.clear_damage_mark()
         os.ftruncate(self.fd, position)
