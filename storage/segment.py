@@ -19,8 +19,10 @@ splits across segments is one append in each).  A config change reaches a segmen
 through this object's descriptor for the bytes themselves: the log hands out
 ``(path, position, length)`` regions that other processes open and ``sendfile``.
 
-Costs: append O(batches) Python + one ``writev``; :meth:`find_batch` O(log entries) index
-search + a forward header walk of at most ~``index_interval_bytes``; :meth:`recover`
+Costs: append O(batches) Python + one ``writev``; :meth:`find_batch` O(1) for an offset in
+the batch last appended through this object (the read of a follower or a reader at the
+log end; forgotten by a cut or a rescan), else O(log entries) index search + a forward
+header walk of at most ~``index_interval_bytes``; :meth:`recover`
 O(bytes) (CRC) + O(batches); :meth:`load_clean` O(index entries) + a walk of the tail
 after the last index entry.
 
@@ -143,6 +145,7 @@ class Segment:
         # the position in this segment's damage mark file (None: no mark; see above)
         self.damage_mark: int | None = None
         self.damage_mark_path = segment_file(directory, base_offset, DAMAGE_MARK_SUFFIX)
+        self._tail: BatchPosition | None = None  # last batch appended (None: cut, rescan)
         self._opened_ms = now_ms
         self._index_interval_bytes = config.index_interval_bytes
         index_path = segment_file(directory, base_offset, ".index")
@@ -210,7 +213,9 @@ class Segment:
         self.offset_of_max_timestamp = off_max
         self.size = pos
         if batches:
-            self.next_offset = batches[-1][1] + 1
+            base, last, ts, size = batches[-1]
+            self.next_offset = last + 1
+            self._tail = BatchPosition(pos - size, base, last, size, ts)
         self.dirty = True
 
     def _write_all(self, iovs: Sequence[bytes | memoryview], total: int) -> None:
@@ -232,7 +237,7 @@ class Segment:
         """Recovery: the bytes from ``position`` (offset ``first_bad_offset``) on are
         damaged, but this segment stays whole and owns the offsets up to ``end_offset``
         (the next segment's base) until a repair rewrites it (module docstring)."""
-        self.damage = (position, first_bad_offset)
+        self.damage, self._tail = (position, first_bad_offset), None
         self.next_offset = end_offset
 
     def write_damage_mark(self, position: int, first_bad_offset: int) -> None:
@@ -273,6 +278,8 @@ class Segment:
         walk starts at it or at the offset index's entry, whichever is later)."""
         if offset >= self.next_offset:
             return None
+        if (tail := self._tail) is not None and tail.base_offset <= offset <= tail.last_offset:
+            return tail  # the batch last appended (a follower's or tailing reader's read)
         _, indexed = self.index.lookup(offset)
         return _walk_to(self, offset, indexed if indexed > from_position else from_position)
 
@@ -368,7 +375,7 @@ class Segment:
         file is truncated (the log's recovery records the cut durably first)."""
         scan = self._scan(min_offset, strict_from=strict_from, epochs=epochs,
                           next_segment_offset=next_segment_offset)
-        self.damage = None
+        self.damage = self._tail = None
         keep = (scan.valid_bytes < self.size and next_segment_offset is not None
                 and scan.next_offset < keep_damaged_below)
         if scan.valid_bytes < self.size and not keep:
@@ -431,7 +438,7 @@ class Segment:
             position, first_dropped = self.damage
         else:
             return None
-        self.damage = None  # the cut is at or below where it started
+        self.damage = self._tail = None  # the cut is at or below where it started
         if self.damage_mark is not None and position <= self.damage_mark:
             self.clear_damage_mark()
         os.ftruncate(self.fd, position)

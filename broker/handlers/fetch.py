@@ -341,6 +341,11 @@ def _fetch_response_sizes(core: HandlerCore, body: FetchRequest) -> tuple[None, 
     (FENCED_LEADER_EPOCH / UNKNOWN_LEADER_EPOCH), or cannot be read.  Never raises:
     this runs inside ``check_and_complete`` of whatever woke the partition (a
     producer's or follower's request), which must not fail because of this fetch.
+
+    A follower's partition below its LEO, with no damaged range marked on the leader,
+    counts as one byte without a read when one byte is all the fetch still needs (issue
+    36: a follower's parked fetch was read twice, here and at completion, on the acks=all
+    path of every append).
     """
     total = 0
     for topic in body["topics"]:
@@ -357,6 +362,12 @@ def _fetch_response_sizes(core: HandlerCore, body: FetchRequest) -> tuple[None, 
                      else partition.high_watermark)
             if request["fetch_offset"] >= upper:
                 continue
+            if (body["replica_id"] >= 0 and total + 1 >= body["min_bytes"]
+                    and not partition.damage.ranges):
+                # a follower reads up to the LEO and the batch holding LEO - 1 is in the
+                # log, so its read returns a batch or fails: enough, without reading it
+                # here (Kafka's DelayedFetch counts log positions and reads nothing)
+                return None, total + 1, False
             try:
                 data = _read(partition, request["fetch_offset"], request["partition_max_bytes"],
                              body["replica_id"] >= 0, True, committed)

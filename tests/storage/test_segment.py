@@ -141,3 +141,40 @@ def test_truncate_to_mid_batch_drops_whole_batch(tmp_path: Path) -> None:
     assert seg.index.last_position < seg.size
     assert seg.truncate_to(10**9) is None
     seg.close()
+
+
+def test_find_batch_in_the_last_appended_batch_walks_nothing(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A follower's (or a tailing reader's) read starts in the batch last appended: it is
+    found without a header walk, and forgotten by a cut and by a rescan."""
+    import storage.segment as segment_module
+
+    seg, layout = _filled(tmp_path)
+    real_walk = segment_module._walk_to
+    walks: list[int] = []
+
+    def counted(s: Segment, offset: int, pos: int) -> object:
+        walks.append(offset)
+        return real_walk(s, offset, pos)
+
+    monkeypatch.setattr(segment_module, "_walk_to", counted)
+    pos, base, size = layout[-1]
+    for offset in (base, base + 2):
+        found = seg.find_batch(offset)
+        assert found is not None and (found.position, found.base_offset, found.size) == (
+            pos, base, size)
+    assert walks == []
+    assert seg.find_batch(layout[-2][1]) is not None and walks == [layout[-2][1]]
+    # cut into the last batch: the offsets it held are gone, not served from memory
+    seg.truncate_to(base)
+    assert seg.find_batch(base) is None
+    # appended again at the same offsets, other bytes: the new batch is found
+    data = _batch(base, 3, ts=7, value_size=10)
+    seg.append([data], len(data), [(base, base + 2, 7, len(data))], now_ms=5)
+    found = seg.find_batch(base + 1)
+    assert found is not None and (found.position, found.size) == (pos, len(data))
+    seg.recover(BASE)
+    walks.clear()
+    found = seg.find_batch(base + 1)
+    assert walks == [base + 1] and found is not None and found.position == pos
+    seg.close()
