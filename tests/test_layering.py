@@ -5,8 +5,9 @@ Rules, each a test below:
 - **Direction.** ``timer`` imports no other project package; ``clients`` never imports
   ``broker``, ``replication`` or ``storage``; ``storage`` never imports ``replication``
   or ``broker``; ``replication`` never imports ``broker``.  Below ``clients``, only its
-  foundation subpackages (``clients.protocol``, ``clients.records``, ``clients.memory``)
-  may be used; ``broker.cluster`` (the local launcher and ``cluster status``, a client of
+  foundation subpackages (``clients.protocol``, ``clients.records``, ``clients.memory``,
+  and ``clients.config.properties``: Java's properties file format, which brokers'
+  ``server.properties`` and clients' ``--command-config`` files share) may be used; ``broker.cluster`` (the local launcher and ``cluster status``, a client of
   the brokers) may also use ``clients.network``.
 - **No cycles** between modules, directly or through a loop.  Every import counts,
   including imports inside functions and under ``TYPE_CHECKING``; a module importing its
@@ -52,7 +53,8 @@ FORBIDDEN = (
     ("storage", "replication"), ("storage", "broker"),
     ("replication", "broker"),
 )  # fmt: skip
-CLIENT_FOUNDATIONS = ("clients.protocol", "clients.records", "clients.memory")
+CLIENT_FOUNDATIONS = ("clients.protocol", "clients.records", "clients.memory",
+                      "clients.config.properties")
 COMPOSITION_ROOT = "broker.core"
 COMPOSITION_ROOMS = (COMPOSITION_ROOT, "broker.replica")
 WIRING = ("broker.server",)
