@@ -1717,6 +1717,259 @@ class AlterUserScramCredentialsResponse(TypedDict, total=False):
     results: list[AlterUserScramCredentialsResponseResult]
 
 
+class VoteRequestPartition(TypedDict, total=False):
+    """An element of VoteRequest.topics[].partitions[]."""
+
+    partition_index: int
+    replica_epoch: int
+    replica_id: int
+    replica_directory_id: bytes  # v1+
+    voter_directory_id: bytes  # v1+
+    last_offset_epoch: int
+    last_offset: int
+    pre_vote: bool  # v2+
+
+
+class VoteRequestTopic(TypedDict, total=False):
+    """An element of VoteRequest.topics[]."""
+
+    topic_name: str
+    partitions: list[VoteRequestPartition]
+
+
+class VoteRequest(TypedDict, total=False):
+    """Vote request body."""
+
+    cluster_id: str | None
+    voter_id: int  # v1+
+    topics: list[VoteRequestTopic]
+
+
+class VoteResponsePartition(TypedDict, total=False):
+    """An element of VoteResponse.topics[].partitions[]."""
+
+    partition_index: int
+    error_code: int
+    leader_id: int
+    leader_epoch: int
+    vote_granted: bool
+
+
+class VoteResponseTopic(TypedDict, total=False):
+    """An element of VoteResponse.topics[]."""
+
+    topic_name: str
+    partitions: list[VoteResponsePartition]
+
+
+class VoteResponseNodeEndpoint(TypedDict, total=False):
+    """An element of VoteResponse.node_endpoints[]."""
+
+    node_id: int
+    host: str
+    port: int
+
+
+class VoteResponse(TypedDict, total=False):
+    """Vote response body."""
+
+    error_code: int
+    topics: list[VoteResponseTopic]
+    node_endpoints: list[VoteResponseNodeEndpoint]  # v1+
+
+
+class BeginQuorumEpochRequestPartition(TypedDict, total=False):
+    """An element of BeginQuorumEpochRequest.topics[].partitions[]."""
+
+    partition_index: int
+    voter_directory_id: bytes  # v1+
+    leader_id: int
+    leader_epoch: int
+
+
+class BeginQuorumEpochRequestTopic(TypedDict, total=False):
+    """An element of BeginQuorumEpochRequest.topics[]."""
+
+    topic_name: str
+    partitions: list[BeginQuorumEpochRequestPartition]
+
+
+class BeginQuorumEpochRequestLeaderEndpoint(TypedDict, total=False):
+    """An element of BeginQuorumEpochRequest.leader_endpoints[]."""
+
+    name: str
+    host: str
+    port: int
+
+
+class BeginQuorumEpochRequest(TypedDict, total=False):
+    """BeginQuorumEpoch request body."""
+
+    cluster_id: str | None
+    voter_id: int  # v1+
+    topics: list[BeginQuorumEpochRequestTopic]
+    leader_endpoints: list[BeginQuorumEpochRequestLeaderEndpoint]  # v1+
+
+
+class BeginQuorumEpochResponsePartition(TypedDict, total=False):
+    """An element of BeginQuorumEpochResponse.topics[].partitions[]."""
+
+    partition_index: int
+    error_code: int
+    leader_id: int
+    leader_epoch: int
+
+
+class BeginQuorumEpochResponseTopic(TypedDict, total=False):
+    """An element of BeginQuorumEpochResponse.topics[]."""
+
+    topic_name: str
+    partitions: list[BeginQuorumEpochResponsePartition]
+
+
+class BeginQuorumEpochResponseNodeEndpoint(TypedDict, total=False):
+    """An element of BeginQuorumEpochResponse.node_endpoints[]."""
+
+    node_id: int
+    host: str
+    port: int
+
+
+class BeginQuorumEpochResponse(TypedDict, total=False):
+    """BeginQuorumEpoch response body."""
+
+    error_code: int
+    topics: list[BeginQuorumEpochResponseTopic]
+    node_endpoints: list[BeginQuorumEpochResponseNodeEndpoint]  # v1+
+
+
+class EndQuorumEpochRequestPreferredCandidate(TypedDict, total=False):
+    """An element of EndQuorumEpochRequest.topics[].partitions[].preferred_candidates[]."""
+
+    candidate_id: int
+    candidate_directory_id: bytes
+
+
+class EndQuorumEpochRequestPartition(TypedDict, total=False):
+    """An element of EndQuorumEpochRequest.topics[].partitions[]."""
+
+    partition_index: int
+    leader_id: int
+    leader_epoch: int
+    preferred_successors: list[int]  # v0-0
+    preferred_candidates: list[EndQuorumEpochRequestPreferredCandidate]  # v1+
+
+
+class EndQuorumEpochRequestTopic(TypedDict, total=False):
+    """An element of EndQuorumEpochRequest.topics[]."""
+
+    topic_name: str
+    partitions: list[EndQuorumEpochRequestPartition]
+
+
+class EndQuorumEpochRequestLeaderEndpoint(TypedDict, total=False):
+    """An element of EndQuorumEpochRequest.leader_endpoints[]."""
+
+    name: str
+    host: str
+    port: int
+
+
+class EndQuorumEpochRequest(TypedDict, total=False):
+    """EndQuorumEpoch request body."""
+
+    cluster_id: str | None
+    topics: list[EndQuorumEpochRequestTopic]
+    leader_endpoints: list[EndQuorumEpochRequestLeaderEndpoint]  # v1+
+
+
+class EndQuorumEpochResponsePartition(TypedDict, total=False):
+    """An element of EndQuorumEpochResponse.topics[].partitions[]."""
+
+    partition_index: int
+    error_code: int
+    leader_id: int
+    leader_epoch: int
+
+
+class EndQuorumEpochResponseTopic(TypedDict, total=False):
+    """An element of EndQuorumEpochResponse.topics[]."""
+
+    topic_name: str
+    partitions: list[EndQuorumEpochResponsePartition]
+
+
+class EndQuorumEpochResponseNodeEndpoint(TypedDict, total=False):
+    """An element of EndQuorumEpochResponse.node_endpoints[]."""
+
+    node_id: int
+    host: str
+    port: int
+
+
+class EndQuorumEpochResponse(TypedDict, total=False):
+    """EndQuorumEpoch response body."""
+
+    error_code: int
+    topics: list[EndQuorumEpochResponseTopic]
+    node_endpoints: list[EndQuorumEpochResponseNodeEndpoint]  # v1+
+
+
+class DescribeQuorumRequestPartition(TypedDict, total=False):
+    """An element of DescribeQuorumRequest.topics[].partitions[]."""
+
+    partition_index: int
+
+
+class DescribeQuorumRequestTopic(TypedDict, total=False):
+    """An element of DescribeQuorumRequest.topics[]."""
+
+    topic_name: str
+    partitions: list[DescribeQuorumRequestPartition]
+
+
+class DescribeQuorumRequest(TypedDict, total=False):
+    """DescribeQuorum request body."""
+
+    topics: list[DescribeQuorumRequestTopic]
+
+
+class DescribeQuorumResponseCurrentVoter(TypedDict, total=False):
+    """An element of DescribeQuorumResponse.topics[].partitions[].current_voters[]."""
+
+    replica_id: int
+    log_end_offset: int
+    last_fetch_timestamp: int  # v1+
+    last_caught_up_timestamp: int  # v1+
+
+
+class DescribeQuorumResponsePartition(TypedDict, total=False):
+    """An element of DescribeQuorumResponse.topics[].partitions[]."""
+
+    partition_index: int
+    error_code: int
+    leader_id: int
+    leader_epoch: int
+    high_watermark: int
+    current_voters: list[DescribeQuorumResponseCurrentVoter]
+    observers: list[DescribeQuorumResponseCurrentVoter]
+    high_watermark_update_time_ms: int  # v1+
+
+
+class DescribeQuorumResponseTopic(TypedDict, total=False):
+    """An element of DescribeQuorumResponse.topics[]."""
+
+    topic_name: str
+    partitions: list[DescribeQuorumResponsePartition]
+
+
+class DescribeQuorumResponse(TypedDict, total=False):
+    """DescribeQuorum response body."""
+
+    error_code: int
+    topics: list[DescribeQuorumResponseTopic]
+
+
 class AlterPartitionRequestPartition(TypedDict, total=False):
     """An element of AlterPartitionRequest.topics[].partitions[]."""
 

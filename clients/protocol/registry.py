@@ -17,6 +17,7 @@ from clients.protocol.messages import (
     groups,
     metadata,
     produce_fetch,
+    quorum,
     replicas,
     sasl,
     security,
@@ -26,7 +27,7 @@ from clients.protocol.messages import (
 APIS: dict[int, Api] = {
     api.key: api
     for module in (produce_fetch, metadata, groups, admin, sasl, controller, transactions,
-                   security, replicas)
+                   security, replicas, quorum)
     for api in vars(module).values()
     if isinstance(api, Api)
 }

@@ -1,16 +1,20 @@
 """The KRaft protocol between voters (KIP-595, KIP-996), as plain values.
 
+The wire bodies of the same messages (Kafka's Vote, BeginQuorumEpoch, EndQuorumEpoch,
+Fetch) are declared in :mod:`clients.protocol.messages.quorum`; these are the replica's
+own values, hence the ``Quorum`` prefix.
+
 Each request and response carries the sender's epoch; a receiver that sees a higher epoch
 moves to it (and to its leader when the message names one) before anything else.
 
 =========================  =====================  ===========================================
 message                    from -> to             fields besides ``epoch``
 =========================  =====================  ===========================================
-VoteRequest                prospective/candidate  candidate_id, last_epoch, end_offset, pre_vote
-VoteResponse               voter                  granted, leader_id, pre_vote, error
-BeginQuorumEpochRequest    new leader             leader_id
-BeginQuorumEpochResponse   voter                  error
-EndQuorumEpochRequest      resigning leader       leader_id, preferred_successors
+QuorumVoteRequest          prospective/candidate  candidate_id, last_epoch, end_offset, pre_vote
+QuorumVoteResponse         voter                  granted, leader_id, pre_vote, error
+QuorumBeginEpochRequest    new leader             leader_id
+QuorumBeginEpochResponse   voter                  error
+QuorumEndEpochRequest      resigning leader       leader_id, preferred_successors
 QuorumFetchRequest         follower               replica_id, fetch_offset, last_fetched_epoch
 QuorumFetchResponse        leader                 leader_id, base_offset, entries,
                                                   high_watermark, diverging, error
@@ -31,9 +35,18 @@ from dataclasses import dataclass
 
 from clients.protocol.errors import ErrorCode
 
-__all__ = ["BeginQuorumEpochRequest", "BeginQuorumEpochResponse", "EndQuorumEpochRequest",
-           "Entry", "QuorumFetchRequest", "QuorumFetchResponse", "RaftMessage", "Send",
-           "VoteRequest", "VoteResponse"]
+__all__ = [
+    "Entry",
+    "QuorumBeginEpochRequest",
+    "QuorumBeginEpochResponse",
+    "QuorumEndEpochRequest",
+    "QuorumFetchRequest",
+    "QuorumFetchResponse",
+    "QuorumVoteRequest",
+    "QuorumVoteResponse",
+    "RaftMessage",
+    "Send",
+]
 
 
 @dataclass(frozen=True, slots=True)
@@ -45,7 +58,7 @@ class Entry:
 
 
 @dataclass(frozen=True, slots=True)
-class VoteRequest:
+class QuorumVoteRequest:
     epoch: int
     candidate_id: int
     last_epoch: int
@@ -54,7 +67,7 @@ class VoteRequest:
 
 
 @dataclass(frozen=True, slots=True)
-class VoteResponse:
+class QuorumVoteResponse:
     epoch: int
     granted: bool
     leader_id: int | None
@@ -63,19 +76,19 @@ class VoteResponse:
 
 
 @dataclass(frozen=True, slots=True)
-class BeginQuorumEpochRequest:
+class QuorumBeginEpochRequest:
     epoch: int
     leader_id: int
 
 
 @dataclass(frozen=True, slots=True)
-class BeginQuorumEpochResponse:
+class QuorumBeginEpochResponse:
     epoch: int
     error: ErrorCode = ErrorCode.NONE
 
 
 @dataclass(frozen=True, slots=True)
-class EndQuorumEpochRequest:
+class QuorumEndEpochRequest:
     epoch: int
     leader_id: int
     preferred_successors: tuple[int, ...]
@@ -100,8 +113,9 @@ class QuorumFetchResponse:
     error: ErrorCode = ErrorCode.NONE
 
 
-RaftMessage = (VoteRequest | VoteResponse | BeginQuorumEpochRequest | BeginQuorumEpochResponse
-               | EndQuorumEpochRequest | QuorumFetchRequest | QuorumFetchResponse)
+RaftMessage = (QuorumVoteRequest | QuorumVoteResponse | QuorumBeginEpochRequest
+               | QuorumBeginEpochResponse | QuorumEndEpochRequest | QuorumFetchRequest
+               | QuorumFetchResponse)
 
 
 @dataclass(frozen=True, slots=True)

@@ -49,16 +49,16 @@ from replication.raft.config import RaftConfig
 from replication.raft.election import VoteTally, grant_pre_vote, grant_vote, log_up_to_date
 from replication.raft.leader_state import LeaderState, diverging_epoch
 from replication.raft.messages import (
-    BeginQuorumEpochRequest,
-    BeginQuorumEpochResponse,
-    EndQuorumEpochRequest,
     Entry,
+    QuorumBeginEpochRequest,
+    QuorumBeginEpochResponse,
+    QuorumEndEpochRequest,
     QuorumFetchRequest,
     QuorumFetchResponse,
+    QuorumVoteRequest,
+    QuorumVoteResponse,
     RaftMessage,
     Send,
-    VoteRequest,
-    VoteResponse,
 )
 from replication.raft.quorum_state import (
     ElectionState,
@@ -158,7 +158,7 @@ class KRaftReplica:
             return []
         successors = self._leader.successors()
         self._become_resigned()
-        return [Send(v, EndQuorumEpochRequest(self.epoch, self.node_id, successors))
+        return [Send(v, QuorumEndEpochRequest(self.epoch, self.node_id, successors))
                 for v in successors]
 
     def poll(self) -> list[Send]:
@@ -171,7 +171,7 @@ class KRaftReplica:
             return self._become_prospective()
         if self._announce_resigned:
             self._announce_resigned = False
-            req = EndQuorumEpochRequest(self.epoch, self.node_id, ())
+            req = QuorumEndEpochRequest(self.epoch, self.node_id, ())
             return [Send(v, req) for v in self.voters if v != self.node_id]
         out: list[Send] = []
         if self.role in (_R.PROSPECTIVE, _R.CANDIDATE) and now >= self._retry_ms:
@@ -187,17 +187,17 @@ class KRaftReplica:
         if source not in self.voters or source == self.node_id:
             return []  # only voters take part (observers are not implemented)
         match message:
-            case VoteRequest():
+            case QuorumVoteRequest():
                 return self._on_vote_request(source, message)
-            case VoteResponse():
+            case QuorumVoteResponse():
                 return self._on_vote_response(source, message)
-            case BeginQuorumEpochRequest():
+            case QuorumBeginEpochRequest():
                 return self._on_begin_epoch(source, message)
-            case BeginQuorumEpochResponse():
+            case QuorumBeginEpochResponse():
                 if message.epoch == self.epoch and self.role is _R.LEADER:
                     self._begin_acked.add(source)
                 return self._observe_epoch(message.epoch, None)
-            case EndQuorumEpochRequest():
+            case QuorumEndEpochRequest():
                 return self._on_end_epoch(message)
             case QuorumFetchRequest():
                 return self._on_fetch_request(source, message)
@@ -206,12 +206,13 @@ class KRaftReplica:
 
     # -- election --------------------------------------------------------------------
 
-    def _on_vote_request(self, source: int, req: VoteRequest) -> list[Send]:
+    def _on_vote_request(self, source: int, req: QuorumVoteRequest) -> list[Send]:
         up_to_date = log_up_to_date(req.last_epoch, req.end_offset, self.log.last_epoch,
                                     self.log.end_offset)
         if req.pre_vote:
             granted = grant_pre_vote(req.epoch, self.epoch, up_to_date, self._heard_from_leader())
-            return [Send(source, VoteResponse(self.epoch, granted, self._live_leader(), True))]
+            answer = QuorumVoteResponse(self.epoch, granted, self._live_leader(), True)
+            return [Send(source, answer)]
         out: list[Send] = []
         if req.epoch > self.epoch:
             out += self._become_unattached(req.epoch)
@@ -221,7 +222,8 @@ class KRaftReplica:
             self.role = next_role(self.role, _E.VOTE_CAST)
             self._persist(ElectionState(self.epoch, req.candidate_id, None))
             self._reset_election_timer()
-        return [*out, Send(source, VoteResponse(self.epoch, granted, self._live_leader(), False))]
+        answer = QuorumVoteResponse(self.epoch, granted, self._live_leader(), False)
+        return [*out, Send(source, answer)]
 
     def _live_leader(self) -> int | None:
         """The leader we follow or are (not one remembered after losing contact)."""
@@ -229,7 +231,7 @@ class KRaftReplica:
             return self.leader_id
         return None
 
-    def _on_vote_response(self, source: int, resp: VoteResponse) -> list[Send]:
+    def _on_vote_response(self, source: int, resp: QuorumVoteResponse) -> list[Send]:
         if resp.epoch > self.epoch:
             return self._observe_epoch(resp.epoch, resp.leader_id)
         if (resp.epoch == self.epoch and not resp.granted and resp.leader_id is not None
@@ -279,7 +281,7 @@ class KRaftReplica:
         assert self._tally is not None
         self._retry_ms = self._now() + self.config.request_timeout_ms
         pre_vote = self.role is _R.PROSPECTIVE
-        req = VoteRequest(self.epoch + 1 if pre_vote else self.epoch, self.node_id,
+        req = QuorumVoteRequest(self.epoch + 1 if pre_vote else self.epoch, self.node_id,
                           self.log.last_epoch, self.log.end_offset, pre_vote)
         return [Send(v, req) for v in sorted(self._tally.unanswered())]
 
@@ -301,7 +303,7 @@ class KRaftReplica:
 
     def _begin_epoch(self, now: int) -> list[Send]:
         self._retry_ms = now + self.config.request_timeout_ms
-        req = BeginQuorumEpochRequest(self.epoch, self.node_id)
+        req = QuorumBeginEpochRequest(self.epoch, self.node_id)
         return [Send(v, req) for v in self.voters
                 if v != self.node_id and v not in self._begin_acked]
 
@@ -341,14 +343,14 @@ class KRaftReplica:
             return self._become_follower(epoch, leader_id)
         return []
 
-    def _on_begin_epoch(self, source: int, req: BeginQuorumEpochRequest) -> list[Send]:
+    def _on_begin_epoch(self, source: int, req: QuorumBeginEpochRequest) -> list[Send]:
         out = self._observe_epoch(req.epoch, req.leader_id)
         if req.epoch == self.epoch and self.leader_id == req.leader_id:
-            return [*out, Send(source, BeginQuorumEpochResponse(self.epoch))]
-        return [*out, Send(source, BeginQuorumEpochResponse(
+            return [*out, Send(source, QuorumBeginEpochResponse(self.epoch))]
+        return [*out, Send(source, QuorumBeginEpochResponse(
             self.epoch, ErrorCode.FENCED_LEADER_EPOCH))]
 
-    def _on_end_epoch(self, req: EndQuorumEpochRequest) -> list[Send]:
+    def _on_end_epoch(self, req: QuorumEndEpochRequest) -> list[Send]:
         out = self._observe_epoch(req.epoch, None)
         if (self.role is _R.FOLLOWER and req.epoch == self.epoch
                 and req.leader_id == self.leader_id):

@@ -5,6 +5,8 @@ OffsetsForLeaderEpoch, InitProducerId), :mod:`.metadata` (ApiVersions, Metadata,
 administration, DescribeLogDirs), :mod:`.groups` (the group coordinator's APIs) and
 :mod:`.controller` (broker <-> controller APIs) and :mod:`.transactions` (the
 transaction coordinator's APIs, WriteTxnMarkers and the transaction admin APIs),
-:mod:`.security` (ACL and SCRAM user admin APIs) and :mod:`.replicas` (ElectLeaders).
+:mod:`.security` (ACL and SCRAM user admin APIs), :mod:`.replicas` (ElectLeaders) and
+:mod:`.quorum` (the KRaft quorum APIs between controllers: Vote, BeginQuorumEpoch,
+EndQuorumEpoch, DescribeQuorum).
 Imports only :mod:`clients.protocol`'s schema modules.
 """

@@ -39,7 +39,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from replication.raft.config import RaftConfig
-from replication.raft.messages import Entry, RaftMessage, Send, VoteResponse
+from replication.raft.messages import Entry, QuorumVoteResponse, RaftMessage, Send
 from replication.raft.quorum_state import QuorumRole
 from replication.raft.raft_log import MemoryRaftLog
 from replication.raft.replica import KRaftReplica
@@ -208,7 +208,7 @@ class QuorumSim:
                         f"--voters {self.settings.voters} --steps {self.settings.steps}")
 
     def _check_vote(self, voter: int, candidate: int, message: RaftMessage) -> None:
-        if isinstance(message, VoteResponse) and message.granted and not message.pre_vote:
+        if isinstance(message, QuorumVoteResponse) and message.granted and not message.pre_vote:
             before = self.votes.setdefault((voter, message.epoch), candidate)
             if before != candidate:
                 self.fail(f"double vote: voter {voter} voted for {before} and {candidate} "

@@ -16,8 +16,8 @@ from replication.raft.messages import (
     Entry,
     QuorumFetchRequest,
     QuorumFetchResponse,
-    VoteRequest,
-    VoteResponse,
+    QuorumVoteRequest,
+    QuorumVoteResponse,
 )
 from replication.raft.quorum_state import ElectionState, QuorumRole
 from replication.raft.raft_log import MemoryRaftLog
@@ -65,12 +65,13 @@ def test_a_single_voter_leads_at_once_and_commits_alone() -> None:
 def test_vote_is_persisted_before_the_answer_and_never_given_twice() -> None:
     store = ListStore()
     voter = KRaftReplica(1, [1, 2, 3], MemoryRaftLog(), store, ManualClock(0), random.Random(0))
-    out = voter.handle(2, VoteRequest(1, 2, -1, 0, pre_vote=False))
-    assert [s.message for s in out] == [VoteResponse(1, True, None, False)]
+    out = voter.handle(2, QuorumVoteRequest(1, 2, -1, 0, pre_vote=False))
+    assert [s.message for s in out] == [QuorumVoteResponse(1, True, None, False)]
     assert store.writes[-1] == ElectionState(1, voted_for=2)  # written by the time it answers
     again = KRaftReplica(1, [1, 2, 3], MemoryRaftLog(), store, ManualClock(0), random.Random(1))
-    assert again.handle(3, VoteRequest(1, 3, -1, 0, pre_vote=False))[0].message.granted is False
-    assert again.handle(2, VoteRequest(1, 2, -1, 0, pre_vote=False))[0].message.granted
+    refused = again.handle(3, QuorumVoteRequest(1, 3, -1, 0, pre_vote=False))
+    assert refused[0].message.granted is False
+    assert again.handle(2, QuorumVoteRequest(1, 2, -1, 0, pre_vote=False))[0].message.granted
 
 
 def test_a_store_that_fails_means_no_answer() -> None:
@@ -81,23 +82,23 @@ def test_a_store_that_fails_means_no_answer() -> None:
     voter = KRaftReplica(1, [1, 2, 3], MemoryRaftLog(), Broken(), ManualClock(0),
                          random.Random(0))
     with pytest.raises(OSError):
-        voter.handle(2, VoteRequest(1, 2, -1, 0, pre_vote=False))
+        voter.handle(2, QuorumVoteRequest(1, 2, -1, 0, pre_vote=False))
 
 
 def test_vote_refused_to_a_less_up_to_date_log() -> None:
     log = MemoryRaftLog([Entry(1, b"x"), Entry(2, b"y")])
     voter = KRaftReplica(1, [1, 2, 3], log, ListStore(), ManualClock(0), random.Random(0))
-    longer_but_older = VoteRequest(3, 2, last_epoch=1, end_offset=5, pre_vote=False)
+    longer_but_older = QuorumVoteRequest(3, 2, last_epoch=1, end_offset=5, pre_vote=False)
     assert voter.handle(2, longer_but_older)[0].message.granted is False
     assert voter.epoch == 3  # the higher epoch is adopted all the same
-    assert voter.handle(3, VoteRequest(3, 3, 2, 2, pre_vote=False))[0].message.granted
+    assert voter.handle(3, QuorumVoteRequest(3, 3, 2, 2, pre_vote=False))[0].message.granted
 
 
 def test_pre_vote_changes_nothing_and_is_refused_while_a_leader_is_heard() -> None:
     pump = elected()
     follower = next(n for n in pump.nodes.values() if n.role is R.FOLLOWER)
     writes = len(pump.stores[follower.node_id].writes)
-    req = VoteRequest(follower.epoch + 1, 3, 1, 10, pre_vote=True)
+    req = QuorumVoteRequest(follower.epoch + 1, 3, 1, 10, pre_vote=True)
     assert follower.handle(3 if follower.node_id != 3 else 2, req)[0].message.granted is False
     assert len(pump.stores[follower.node_id].writes) == writes and follower.epoch == 1
 
@@ -164,8 +165,8 @@ def test_new_leader_does_not_commit_an_old_epoch_entry_before_its_own() -> None:
     leader = KRaftReplica(1, [1, 2, 3], log, store, clock, random.Random(0), cfg)
     clock.advance(3000)
     leader.poll()  # prospective
-    leader.handle(2, VoteResponse(2, True, None, True))  # candidate, epoch 3
-    leader.handle(2, VoteResponse(3, True, None, False))
+    leader.handle(2, QuorumVoteResponse(2, True, None, True))  # candidate, epoch 3
+    leader.handle(2, QuorumVoteResponse(3, True, None, False))
     assert leader.role is R.LEADER and leader.log.end_offset == 3
     out = leader.handle(2, QuorumFetchRequest(3, 2, fetch_offset=2, last_fetched_epoch=1))
     assert leader.high_watermark == 0
@@ -212,5 +213,5 @@ def test_restarted_leader_comes_back_resigned() -> None:
 def test_messages_from_non_voters_are_ignored() -> None:
     voter = KRaftReplica(1, [1, 2, 3], MemoryRaftLog(), ListStore(), ManualClock(0),
                          random.Random(0))
-    assert voter.handle(9, VoteRequest(5, 9, 9, 9, pre_vote=False)) == []
+    assert voter.handle(9, QuorumVoteRequest(5, 9, 9, 9, pre_vote=False)) == []
     assert voter.epoch == 0

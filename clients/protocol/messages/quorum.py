@@ -1,0 +1,196 @@
+"""The KRaft quorum APIs between controllers (KIP-595, KIP-853, KIP-996): Vote (52),
+BeginQuorumEpoch (53), EndQuorumEpoch (54), DescribeQuorum (55).
+
+Voters send the first three to each other; DescribeQuorum is asked of any voter by brokers,
+voters and ``cluster status``.  Voter-to-voter replication is Fetch (v12+, of
+``__cluster_metadata`` partition 0, declared in :mod:`.produce_fetch`), as in KRaft.
+
+Layouts are Kafka's (apache/kafka ``clients/src/main/resources/common/message/*.json``),
+field names in snake_case; each message carries one topic (``__cluster_metadata``) and one
+partition (0), as Kafka's do.  Versions declared and served:
+
+=================  ========  ========  ==================================================
+API                served    flexible  what the versions add
+=================  ========  ========  ==================================================
+Vote               0-2       0+        v1 voter id and directory ids, leader endpoints
+                                       (tagged, response); v2 ``pre_vote`` (KIP-996)
+BeginQuorumEpoch   0-1       1+        v1 voter id, voter directory id, leader endpoints
+EndQuorumEpoch     0-1       1+        v1 ``preferred_candidates`` (with directory ids)
+                                       replace ``preferred_successors``, leader endpoints
+DescribeQuorum     0-1       0+        v1 per replica ``last_fetch_timestamp`` and
+                                       ``last_caught_up_timestamp``, tagged
+                                       ``high_watermark_update_time_ms``
+=================  ========  ========  ==================================================
+
+Our voters send Vote v2 (PreVote needs it), the others at v1.  DescribeQuorum v2 (KIP-853:
+directory ids, the nodes' listeners) is not served.  Endpoint ports are int32 as in
+Kafka's declarations of these messages.  No tagged extras of ours.
+
+Costs: declarations only; codecs compile on first use.  Thread/process safety: immutable.
+"""
+
+from __future__ import annotations
+
+from clients.protocol.api_keys import Api, ApiKey
+from clients.protocol.schema import BOOL, INT16, INT32, INT64, STRING, UUID, Array, Field, Struct
+
+
+def _node_endpoints(versions: str) -> Field:
+    """Kafka's tagged ``NodeEndpoints`` (tag 0) of the quorum responses: the leader's address."""
+    return Field("node_endpoints", Array(Struct(
+        Field("node_id", INT32),
+        Field("host", STRING),
+        Field("port", INT32),
+    )), versions, tag=0, tagged=versions)  # fmt: skip
+
+
+def _leader_endpoints(versions: str) -> Field:
+    """Kafka's ``LeaderEndpoints`` of BeginQuorumEpoch / EndQuorumEpoch requests."""
+    return Field("leader_endpoints", Array(Struct(
+        Field("name", STRING),
+        Field("host", STRING),
+        Field("port", INT32),
+    )), versions)  # fmt: skip
+
+
+def _cluster_id() -> Field:
+    return Field("cluster_id", STRING, nullable="0+", default=None)
+
+
+# Kafka's common struct of DescribeQuorum: one voter's (or observer's) progress.
+REPLICA_STATE = Struct(
+    Field("replica_id", INT32),
+    Field("log_end_offset", INT64, default=-1),  # -1: unknown
+    Field("last_fetch_timestamp", INT64, "1+", default=-1),  # leader's wall clock ms
+    Field("last_caught_up_timestamp", INT64, "1+", default=-1),
+    label="ReplicaState",
+)
+
+VOTE = Api(
+    ApiKey.VOTE, "Vote", "0-2", "0+",
+    request=Struct(
+        _cluster_id(),
+        Field("voter_id", INT32, "1+", default=-1),  # the receiving voter
+        Field("topics", Array(Struct(
+            Field("topic_name", STRING),
+            Field("partitions", Array(Struct(
+                Field("partition_index", INT32),
+                Field("replica_epoch", INT32),  # v0-1: CandidateEpoch
+                Field("replica_id", INT32),  # v0-1: CandidateId
+                Field("replica_directory_id", UUID, "1+"),
+                Field("voter_directory_id", UUID, "1+"),
+                Field("last_offset_epoch", INT32),
+                Field("last_offset", INT64),  # the sender's log end offset
+                Field("pre_vote", BOOL, "2+"),
+            ))),
+        ))),
+    ),
+    response=Struct(
+        Field("error_code", INT16),
+        Field("topics", Array(Struct(
+            Field("topic_name", STRING),
+            Field("partitions", Array(Struct(
+                Field("partition_index", INT32),
+                Field("error_code", INT16),
+                Field("leader_id", INT32, default=-1),
+                Field("leader_epoch", INT32, default=-1),
+                Field("vote_granted", BOOL),
+            ))),
+        ))),
+        _node_endpoints("1+"),
+    ),
+)  # fmt: skip
+
+BEGIN_QUORUM_EPOCH = Api(
+    ApiKey.BEGIN_QUORUM_EPOCH, "BeginQuorumEpoch", "0-1", "1+",
+    request=Struct(
+        _cluster_id(),
+        Field("voter_id", INT32, "1+", default=-1),  # the receiving voter
+        Field("topics", Array(Struct(
+            Field("topic_name", STRING),
+            Field("partitions", Array(Struct(
+                Field("partition_index", INT32),
+                Field("voter_directory_id", UUID, "1+"),
+                Field("leader_id", INT32),
+                Field("leader_epoch", INT32),
+            ))),
+        ))),
+        _leader_endpoints("1+"),
+    ),
+    response=Struct(
+        Field("error_code", INT16),
+        Field("topics", Array(Struct(
+            Field("topic_name", STRING),
+            Field("partitions", Array(Struct(
+                Field("partition_index", INT32),
+                Field("error_code", INT16),
+                Field("leader_id", INT32, default=-1),
+                Field("leader_epoch", INT32, default=-1),
+            ))),
+        ))),
+        _node_endpoints("1+"),
+    ),
+)  # fmt: skip
+
+END_QUORUM_EPOCH = Api(
+    ApiKey.END_QUORUM_EPOCH, "EndQuorumEpoch", "0-1", "1+",
+    request=Struct(
+        _cluster_id(),
+        Field("topics", Array(Struct(
+            Field("topic_name", STRING),
+            Field("partitions", Array(Struct(
+                Field("partition_index", INT32),
+                Field("leader_id", INT32),  # the resigning leader
+                Field("leader_epoch", INT32),
+                Field("preferred_successors", Array(INT32), "0"),
+                Field("preferred_candidates", Array(Struct(
+                    Field("candidate_id", INT32),
+                    Field("candidate_directory_id", UUID),
+                )), "1+"),
+            ))),
+        ))),
+        _leader_endpoints("1+"),
+    ),
+    response=Struct(
+        Field("error_code", INT16),
+        Field("topics", Array(Struct(
+            Field("topic_name", STRING),
+            Field("partitions", Array(Struct(
+                Field("partition_index", INT32),
+                Field("error_code", INT16),
+                Field("leader_id", INT32, default=-1),
+                Field("leader_epoch", INT32, default=-1),
+            ))),
+        ))),
+        _node_endpoints("1+"),
+    ),
+)  # fmt: skip
+
+DESCRIBE_QUORUM = Api(
+    ApiKey.DESCRIBE_QUORUM, "DescribeQuorum", "0-1", "0+",
+    request=Struct(
+        Field("topics", Array(Struct(
+            Field("topic_name", STRING),
+            Field("partitions", Array(Struct(
+                Field("partition_index", INT32),
+            ))),
+        ))),
+    ),
+    response=Struct(
+        Field("error_code", INT16),
+        Field("topics", Array(Struct(
+            Field("topic_name", STRING),
+            Field("partitions", Array(Struct(
+                Field("partition_index", INT32),
+                Field("error_code", INT16),
+                Field("leader_id", INT32, default=-1),
+                Field("leader_epoch", INT32, default=-1),
+                Field("high_watermark", INT64, default=-1),
+                Field("current_voters", Array(REPLICA_STATE)),
+                Field("observers", Array(REPLICA_STATE)),
+                Field("high_watermark_update_time_ms", INT64, "1+", tag=0, tagged="1+",
+                      default=-1),
+            ))),
+        ))),
+    ),
+)  # fmt: skip
