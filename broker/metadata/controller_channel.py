@@ -13,7 +13,9 @@ outcome:
   of every entry it lists (CreateTopics' topics, ...), or for the metadata Fetch
   NOT_LEADER_OR_FOLLOWER with its ``current_leader`` hint: the finder is told (and the
   hint), and the request goes to the next voter.  Nothing was done by the voter that
-  said so, so the resend is safe;
+  said so, so the resend is safe.  A refusal without a hint asks that voter
+  DescribeQuorum (``__cluster_metadata``-0; every voter answers it, docs/quorum.md) for
+  the leader and epoch it knows, so the resend goes straight to the leader;
 - a connection refused or lost, or no answer within the attempt's time: the voter is
   unreachable for the finder; the request goes to the next voter.  A request lost with
   its connection may have been acted on: a resend is answered as a repeat is (a topic
@@ -45,16 +47,21 @@ from broker.async_client import AsyncConnection, BrokerUnreachableError
 from broker.logs.rate_limit import RateLimitedLog
 from broker.metadata.controller_finder import ActiveControllerFinder
 from broker.metadata.quorum_voters import VoterAddress
+from broker.metadata.records import METADATA_PARTITION, METADATA_TOPIC
 from clients.protocol.api_keys import ApiKey
-from clients.protocol.errors import ErrorCode, RequestTimedOutError
+from clients.protocol.errors import ErrorCode, MiniKafkaError, RequestTimedOutError
 from timer.clock import Clock, MonotonicClock
 
-__all__ = ["ATTEMPT_TIMEOUT_MS", "ControllerQuorumChannel", "redirect_of"]
+__all__ = ["ATTEMPT_TIMEOUT_MS", "DESCRIBE_QUORUM_BODY", "ControllerQuorumChannel",
+           "quorum_leader_of", "redirect_of"]
 
 log = logging.getLogger(__name__)
 
 ATTEMPT_TIMEOUT_MS = 5_000  # one voter's share of a request's budget (several voters)
 REDIRECT_LOG_INTERVAL_MS = 10_000
+DESCRIBE_TIMEOUT_MS = 1_000  # the leader question after a refusal without a hint
+DESCRIBE_QUORUM_BODY = {"topics": [{"topic_name": METADATA_TOPIC, "partitions": [
+    {"partition_index": METADATA_PARTITION}]}]}
 
 
 def _all_not_controller(value: Any) -> bool:
@@ -82,6 +89,18 @@ def redirect_of(api_key: int, answer: Mapping[str, Any]) -> tuple[int | None, in
                             leader.get("leader_epoch", -1))
         return None
     return (None, -1) if _all_not_controller(answer) else None
+
+
+def quorum_leader_of(answer: Mapping[str, Any]) -> tuple[int | None, int]:
+    """``(leader_id or None, leader_epoch)`` of a DescribeQuorum answer (None, -1 when it
+    is refused or names no leader)."""
+    if answer.get("error_code"):
+        return None, -1
+    for topic in answer.get("topics") or ():
+        for part in topic.get("partitions") or ():
+            if part.get("error_code") == 0 and part.get("leader_id", -1) >= 0:
+                return part["leader_id"], part.get("leader_epoch", -1)
+    return None, -1
 
 
 class ControllerQuorumChannel:
@@ -161,6 +180,8 @@ class ControllerQuorumChannel:
                 return answer
             finder.on_not_controller(voter, *hint)
             last_answer, last_error = answer, None
+            if hint[0] is None and not single:
+                await self._ask_leader(voter, deadline_ms)
             self.redirects.info(("redirect", voter.voter_id),
                                 "controller voter %d at %s is not the active controller "
                                 "(leader hint %s, epoch %d)", voter.voter_id,
@@ -171,6 +192,18 @@ class ControllerQuorumChannel:
             raise last_error
         raise BrokerUnreachableError(f"no active controller among {self.address} within "
                                      f"{timeout_ms} ms")
+
+    async def _ask_leader(self, voter: VoterAddress, deadline_ms: int) -> None:
+        """DescribeQuorum to ``voter``: its leader and epoch become the finder's hint."""
+        timeout_ms = min(DESCRIBE_TIMEOUT_MS, deadline_ms - self.clock.now_ms())
+        if timeout_ms <= 0:
+            return
+        try:
+            answer = await self._connection(voter).request(
+                ApiKey.DESCRIBE_QUORUM, DESCRIBE_QUORUM_BODY, timeout_ms=timeout_ms)
+        except MiniKafkaError:
+            return  # the rotation goes on without a hint
+        self.finder.on_leader_hint(*quorum_leader_of(answer))
 
     def close(self) -> None:
         for conn in self._connections.values():

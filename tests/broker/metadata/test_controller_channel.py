@@ -52,12 +52,20 @@ class FakeVoter:
         self.hits = hits
         self.leading = False
         self.hint: tuple[int, int] = (-1, -1)  # current_leader of a refused Fetch
+        self.described: tuple[int, int] = (-1, -1)  # leader, epoch its DescribeQuorum says
         self.server: asyncio.Server | None = None
         self.port = 0
         self._writers: set[asyncio.StreamWriter] = set()
 
     def answer(self, api_key: int, body: dict[str, Any]) -> dict[str, Any]:
         self.hits.append((self.voter_id, api_key))
+        if api_key == ApiKey.DESCRIBE_QUORUM:
+            leader_id, epoch = self.described
+            return {"error_code": 0, "topics": [{"topic_name": "__cluster_metadata",
+                                                 "partitions": [{
+                "partition_index": 0, "error_code": 0, "leader_id": leader_id,
+                "leader_epoch": epoch, "high_watermark": 3, "current_voters": [],
+                "observers": [], "high_watermark_update_time_ms": -1}]}]}
         if api_key == ApiKey.FETCH:
             return fetch_answer(0) if self.leading else fetch_answer(
                 ErrorCode.NOT_LEADER_OR_FOLLOWER, *self.hint)
@@ -137,16 +145,30 @@ def test_the_channel_finds_the_leader_and_follows_a_leader_change() -> None:
         async with quorum(3) as (voters, channel, hits):
             voters[1].leading = True
             assert (await heartbeat(channel))["error_code"] == 0
-            assert hits == [(1, ApiKey.BROKER_HEARTBEAT), (2, ApiKey.BROKER_HEARTBEAT)]
+            assert hits == [(1, ApiKey.BROKER_HEARTBEAT), (1, ApiKey.DESCRIBE_QUORUM),
+                            (2, ApiKey.BROKER_HEARTBEAT)]  # 1 knows no leader: next
             hits.clear()
             assert (await heartbeat(channel))["error_code"] == 0
             assert hits == [(2, ApiKey.BROKER_HEARTBEAT)], "stays with the leader"
             hits.clear()
             voters[1].leading, voters[2].leading = False, True  # voter 3 won an election
             assert (await heartbeat(channel))["error_code"] == 0
-            assert [v for v, _ in hits] == [2, 3]
+            assert [v for v, api in hits if api == ApiKey.BROKER_HEARTBEAT] == [2, 3]
             assert channel.finder.leader_id == 3
             assert channel.address == f"127.0.0.1:{voters[2].port}"
+
+    asyncio.run(scenario())
+
+
+def test_a_refusal_without_hint_asks_describe_quorum_for_the_leader() -> None:
+    async def scenario() -> None:
+        async with quorum(3) as (voters, channel, hits):
+            voters[2].leading = True
+            voters[0].described = (3, 2)
+            assert (await heartbeat(channel))["error_code"] == 0
+            assert hits == [(1, ApiKey.BROKER_HEARTBEAT), (1, ApiKey.DESCRIBE_QUORUM),
+                            (3, ApiKey.BROKER_HEARTBEAT)], "voter 2 skipped: 1 named 3"
+            assert (channel.finder.leader_id, channel.finder.leader_epoch) == (3, 2)
 
     asyncio.run(scenario())
 
@@ -196,8 +218,9 @@ def test_no_leader_anywhere_returns_the_refusal_within_the_budget() -> None:
                 "broker_id": 1, "broker_epoch": 5, "current_metadata_offset": 4,
                 "want_fence": False, "want_shut_down": False}, timeout_ms=300)
             assert answer["error_code"] == ErrorCode.NOT_CONTROLLER
-            assert {v for v, _ in hits} == {1, 2, 3}
-            assert len(hits) <= 3 * 4, "rounds are bounded by the backoff"
+            heartbeats = [v for v, api in hits if api == ApiKey.BROKER_HEARTBEAT]
+            assert set(heartbeats) == {1, 2, 3}
+            assert len(heartbeats) <= 3 * 4, "rounds are bounded by the backoff"
 
     asyncio.run(scenario())
 
