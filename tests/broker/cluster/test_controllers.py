@@ -132,3 +132,29 @@ def test_no_voter_answering_is_reported_not_raised(tmp_path: Path,
     assert "error" in view and all(v["role"] == "-" for v in view["voters"])
     with pytest.raises(ClusterError, match="no active controller"):
         active_controller(state)
+
+
+def test_status_prints_the_quorum_and_a_stopped_voter_degrades(
+        capsys: pytest.CaptureFixture[str]) -> None:
+    from broker.cluster.status import DEGRADED, health_of, print_status
+
+    names = ["controller-1", "controller-2", "controller-3", "broker-0"]
+    report = {
+        "data_dir": "/d", "controller": "3001@127.0.0.1:1,...",
+        "processes": [{"name": n, "pid": 1, "port": 1, "internal_port": -1,
+                       "state": "stopped" if n == "controller-3" else "running"}
+                      for n in names],
+        "brokers": [{"node_id": 0, "fenced": False}], "partitions": [],
+        "quorum": {"leader_id": 3002, "leader_epoch": 7, "high_watermark": 40, "voters": [
+            {"name": "controller-1", "voter_id": 3001, "state": "running",
+             "role": "follower", "log_end_offset": 38, "lag": 4},
+            {"name": "controller-2", "voter_id": 3002, "state": "running",
+             "role": "leader", "log_end_offset": 42, "lag": 0},
+            {"name": "controller-3", "voter_id": 3003, "state": "stopped",
+             "role": "-", "log_end_offset": -1, "lag": -1}]}}
+    print_status(report)
+    out = capsys.readouterr().out
+    assert "controller quorum: leader 3002, epoch 7, high watermark 40" in out
+    assert "controller-2    3002  leader           42      0  running" in out
+    health = health_of(report)
+    assert health.exit_code == DEGRADED and "controller-3 stopped" in health.reasons
