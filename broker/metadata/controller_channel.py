@@ -147,20 +147,20 @@ class ControllerQuorumChannel:
                       api_version: int | None = None,
                       timeout_ms: int = 30_000) -> dict[str, Any]:
         finder = self.finder
-        single = len(finder.voters) == 1
+        single = len(finder.voters) == 1  # one attempt: nowhere else to go
         deadline_ms = self.clock.now_ms() + timeout_ms
         last_answer: dict[str, Any] | None = None
         last_error: Exception | None = None
-        while True:
+        while not (single and (last_answer is not None or last_error is not None)):
             remaining_ms = deadline_ms - self.clock.now_ms()
             voter = finder.target()
             if voter is None:  # a whole round failed: back off within the budget
                 wait_ms = finder.wait_ms()
-                if wait_ms >= remaining_ms or (single and (last_answer or last_error)):
+                if wait_ms >= remaining_ms:
                     break
                 await asyncio.sleep(wait_ms / 1000)
                 continue
-            if remaining_ms <= 0 or (single and (last_answer or last_error)):
+            if remaining_ms <= 0:
                 break
             attempt_ms = remaining_ms if single else min(remaining_ms,
                                                          self.attempt_timeout_ms)
