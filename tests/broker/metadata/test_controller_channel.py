@@ -53,6 +53,7 @@ class FakeVoter:
         self.leading = False
         self.hint: tuple[int, int] = (-1, -1)  # current_leader of a refused Fetch
         self.described: tuple[int, int] = (-1, -1)  # leader, epoch its DescribeQuorum says
+        self.silent = False  # reads requests, never answers (a SIGSTOPped process)
         self.server: asyncio.Server | None = None
         self.port = 0
         self._writers: set[asyncio.StreamWriter] = set()
@@ -78,6 +79,8 @@ class FakeVoter:
                 while True:
                     (size,) = struct.unpack(">i", await reader.readexactly(4))
                     request = decode_request(await reader.readexactly(size))
+                    if self.silent:
+                        continue
                     writer.write(encode_response_bytes(
                         request.api_key, request.api_version, request.correlation_id,
                         self.answer(request.api_key, request.body)))
@@ -100,8 +103,8 @@ class FakeVoter:
 
 
 @asynccontextmanager
-async def quorum(n: int) -> AsyncIterator[tuple[list[FakeVoter], ControllerQuorumChannel,
-                                                list[tuple[int, int]]]]:
+async def quorum(n: int, attempt_timeout_ms: int = 5_000) -> AsyncIterator[
+        tuple[list[FakeVoter], ControllerQuorumChannel, list[tuple[int, int]]]]:
     hits: list[tuple[int, int]] = []
     voters = [FakeVoter(i + 1, hits) for i in range(n)]
     for voter in voters:
@@ -110,7 +113,8 @@ async def quorum(n: int) -> AsyncIterator[tuple[list[FakeVoter], ControllerQuoru
     if n == 1:
         text = f"127.0.0.1:{voters[0].port}"  # the one-voter form
     channel = ControllerQuorumChannel(
-        ActiveControllerFinder(parse_quorum_voters(text), _real_clock()), client_id="t")
+        ActiveControllerFinder(parse_quorum_voters(text), _real_clock()), client_id="t",
+        attempt_timeout_ms=attempt_timeout_ms)
     try:
         yield voters, channel, hits
     finally:
@@ -207,6 +211,23 @@ def test_a_metadata_fetch_follows_the_current_leader_hint() -> None:
                 assert hits == [(3, ApiKey.BROKER_HEARTBEAT)], "the fork shares the finder"
             finally:
                 await fetches.aclose()
+
+    asyncio.run(scenario())
+
+
+def test_a_paused_leader_costs_one_attempt_then_the_next_voter_answers() -> None:
+    async def scenario() -> None:
+        async with quorum(3, attempt_timeout_ms=200) as (voters, channel, hits):
+            voters[0].leading = True
+            assert (await heartbeat(channel))["error_code"] == 0
+            voters[0].silent = True  # SIGSTOP: the connection stays, nothing answers
+            voters[1].leading = True
+            hits.clear()
+            started = asyncio.get_running_loop().time()
+            assert (await heartbeat(channel))["error_code"] == 0  # budget 5 s
+            assert asyncio.get_running_loop().time() - started < 2.0
+            assert hits == [(2, ApiKey.BROKER_HEARTBEAT)]
+            assert channel.finder.leader_id == 2
 
     asyncio.run(scenario())
 
