@@ -20,7 +20,8 @@ answer.  Per voter: its process state, role (``leader`` / ``follower`` / ``-``),
 leader epoch, log end offset and lag (the leader's log end minus the voter's).  A
 controller that does not serve DescribeQuorum (one before the quorum's wiring) leaves
 the roles unknown; status never fails on it.  :func:`active_controller` is the leader's
-process.
+process; :func:`controller_target` what ``cluster kill|pause|restart controller`` act on
+(the active voter) and ``resume controller`` (the one paused voter).
 
 Costs: one DescribeQuorum round trip per running voter (bounded by the status timeout).
 Thread-safety: a command-line process, one thread.
@@ -47,7 +48,7 @@ from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import MiniKafkaError
 
 __all__ = ["CONTROLLER_COUNTS", "active_controller", "controller_processes",
-           "describe_quorum", "voters_flag"]
+           "controller_target", "describe_quorum", "voters_flag"]
 
 CONTROLLER_COUNTS = (1, 3, 5)  # a quorum of 2 or 4 survives no more than one of 1 or 3
 
@@ -158,3 +159,19 @@ def active_controller(state: ClusterState) -> ProcessInfo:
         if voter["role"] == "leader":
             return state.controllers[voter["name"]]
     raise ClusterError(f"no active controller: {view.get('error') or 'no leader elected'}")
+
+
+def controller_target(state: ClusterState, command: str) -> ProcessInfo:
+    """What ``cluster COMMAND controller`` acts on: the one controller; of a quorum the
+    paused one for ``resume`` (it must be the only one paused), else the active one."""
+    if len(state.controllers) == 1:
+        return state.controller
+    if command == "resume":
+        paused = [c for c in state.controllers.values() if process_status(c.pid) == "paused"]
+        if len(paused) != 1:
+            raise ClusterError(f"{len(paused)} controllers paused "
+                               f"({', '.join(c.name for c in paused) or 'none'}): name "
+                               "the one to resume (controller-N)")
+        return paused[0]
+    return active_controller(state)
+

@@ -66,8 +66,8 @@ from broker.acls import ACL_FILE, edit_acls, parse_acls
 from broker.auth import write_cluster_secret
 from broker.cluster.controllers import (
     CONTROLLER_COUNTS,
-    active_controller,
     controller_processes,
+    controller_target,
     voters_flag,
 )
 from broker.cluster.rebuild import load_state
@@ -459,10 +459,8 @@ def cmd_stop(args: argparse.Namespace) -> int:
 
 def cmd_signal(args: argparse.Namespace) -> int:
     state = load_state(args.data_dir)
-    quorum = len(state.controllers) > 1
-    # 'controller' of a quorum: the active one (DescribeQuorum), e.g. to kill it
-    info = (active_controller(state) if quorum and args.target == CONTROLLER
-            else state.process(args.target))
+    info = (controller_target(state, args.command) if args.target == CONTROLLER
+             else state.process(args.target))  # 'controller' of a quorum: which one
     is_controller = info in state.controllers.values()
     if args.command == "kill":
         if not is_ours(info):  # killing it again is no error, but say what happened

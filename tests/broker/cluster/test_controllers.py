@@ -158,3 +158,25 @@ def test_status_prints_the_quorum_and_a_stopped_voter_degrades(
     assert "controller-2    3002  leader           42      0  running" in out
     health = health_of(report)
     assert health.exit_code == DEGRADED and "controller-3 stopped" in health.reasons
+
+
+def test_resume_controller_of_a_quorum_is_the_one_paused(tmp_path: Path) -> None:
+    import signal
+    import subprocess
+    import sys
+
+    from broker.cluster.controllers import controller_target
+
+    state = new_state(str(tmp_path), 1, BASE, [], controllers=3)
+    with pytest.raises(ClusterError, match="0 controllers paused"):
+        controller_target(state, "resume")
+    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        os.kill(sleeper.pid, signal.SIGSTOP)
+        state.controllers["controller-2"].pid = sleeper.pid
+        assert controller_target(state, "resume").name == "controller-2"
+    finally:
+        sleeper.kill()
+        sleeper.wait()
+    single = new_state(str(tmp_path / "one"), 1, BASE, [])
+    assert controller_target(single, "kill") is single.controller
