@@ -1953,7 +1953,6 @@ class DescribeQuorumResponsePartition(TypedDict, total=False):
     high_watermark: int
     current_voters: list[DescribeQuorumResponseCurrentVoter]
     observers: list[DescribeQuorumResponseCurrentVoter]
-    high_watermark_update_time_ms: int  # v1+
 
 
 class DescribeQuorumResponseTopic(TypedDict, total=False):

@@ -18,13 +18,14 @@ BeginQuorumEpoch   0-1       1+        v1 voter id, voter directory id, leader e
 EndQuorumEpoch     0-1       1+        v1 ``preferred_candidates`` (with directory ids)
                                        replace ``preferred_successors``, leader endpoints
 DescribeQuorum     0-1       0+        v1 per replica ``last_fetch_timestamp`` and
-                                       ``last_caught_up_timestamp``, tagged
-                                       ``high_watermark_update_time_ms``
+                                       ``last_caught_up_timestamp``
 =================  ========  ========  ==================================================
 
 Our voters send Vote v2 (PreVote needs it), the others at v1.  DescribeQuorum v2 (KIP-853:
-directory ids, the nodes' listeners) is not served.  Endpoint ports are int32 as in
-Kafka's declarations of these messages.  No tagged extras of ours.
+directory ids, the nodes' listeners) is not served.  Endpoint ports are uint16 (Kafka's
+current declarations; an earlier draft had int32).  DescribeQuorum is checked against
+kafka-python's copy of Kafka's schema (tests/clients/protocol/test_kafka_oracle.py); the
+other three are not in kafka-python.  No tagged extras of ours.
 
 Costs: declarations only; codecs compile on first use.  Thread/process safety: immutable.
 """
@@ -32,7 +33,18 @@ Costs: declarations only; codecs compile on first use.  Thread/process safety: i
 from __future__ import annotations
 
 from clients.protocol.api_keys import Api, ApiKey
-from clients.protocol.schema import BOOL, INT16, INT32, INT64, STRING, UUID, Array, Field, Struct
+from clients.protocol.schema import (
+    BOOL,
+    INT16,
+    INT32,
+    INT64,
+    STRING,
+    UINT16,
+    UUID,
+    Array,
+    Field,
+    Struct,
+)
 
 
 def _node_endpoints(versions: str) -> Field:
@@ -40,7 +52,7 @@ def _node_endpoints(versions: str) -> Field:
     return Field("node_endpoints", Array(Struct(
         Field("node_id", INT32),
         Field("host", STRING),
-        Field("port", INT32),
+        Field("port", UINT16),
     )), versions, tag=0, tagged=versions)  # fmt: skip
 
 
@@ -49,7 +61,7 @@ def _leader_endpoints(versions: str) -> Field:
     return Field("leader_endpoints", Array(Struct(
         Field("name", STRING),
         Field("host", STRING),
-        Field("port", INT32),
+        Field("port", UINT16),
     )), versions)  # fmt: skip
 
 
@@ -188,8 +200,6 @@ DESCRIBE_QUORUM = Api(
                 Field("high_watermark", INT64, default=-1),
                 Field("current_voters", Array(REPLICA_STATE)),
                 Field("observers", Array(REPLICA_STATE)),
-                Field("high_watermark_update_time_ms", INT64, "1+", tag=0, tagged="1+",
-                      default=-1),
             ))),
         ))),
     ),
