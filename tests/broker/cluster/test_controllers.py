@@ -86,7 +86,7 @@ def quorum_answer(leader_id: int, epoch: int, ends: dict[int, int]) -> dict[str,
         "current_voters": [{"replica_id": r, "log_end_offset": e,
                             "last_fetch_timestamp": -1, "last_caught_up_timestamp": -1}
                            for r, e in ends.items()],
-        "observers": [], "high_watermark_update_time_ms": -1}]}]}
+        "observers": []}]}]}
 
 
 def test_the_quorum_view_prefers_the_leaders_answer(tmp_path: Path,
@@ -165,7 +165,9 @@ def test_resume_controller_of_a_quorum_is_the_one_paused(tmp_path: Path) -> None
     import subprocess
     import sys
 
+    from broker.cluster.access import process_status
     from broker.cluster.controllers import controller_target
+    from tests.broker.processes import wait_until
 
     state = new_state(str(tmp_path), 1, BASE, [], controllers=3)
     with pytest.raises(ClusterError, match="0 controllers paused"):
@@ -173,6 +175,8 @@ def test_resume_controller_of_a_quorum_is_the_one_paused(tmp_path: Path) -> None
     sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
         os.kill(sleeper.pid, signal.SIGSTOP)
+        wait_until(lambda: process_status(sleeper.pid) == "paused", 10,
+                   "the SIGSTOP delivered", 0.01)
         state.controllers["controller-2"].pid = sleeper.pid
         assert controller_target(state, "resume").name == "controller-2"
     finally:

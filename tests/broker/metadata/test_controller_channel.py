@@ -66,7 +66,7 @@ class FakeVoter:
                                                  "partitions": [{
                 "partition_index": 0, "error_code": 0, "leader_id": leader_id,
                 "leader_epoch": epoch, "high_watermark": 3, "current_voters": [],
-                "observers": [], "high_watermark_update_time_ms": -1}]}]}
+                "observers": []}]}]}
         if api_key == ApiKey.FETCH:
             return fetch_answer(0) if self.leading else fetch_answer(
                 ErrorCode.NOT_LEADER_OR_FOLLOWER, *self.hint)
