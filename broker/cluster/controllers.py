@@ -1,5 +1,5 @@
 """The controllers of a local cluster: the voters of its controller quorum (issue 34,
-docs/quorum.md), how the launcher lays them out and how ``cluster status`` and the
+docs/quorum_brokers.md), how the launcher lays them out and how ``cluster status`` and the
 fault commands see them.
 
 Layout (:func:`controller_processes`): ``--controllers 1`` (the default) is the one

@@ -537,7 +537,7 @@ def build_parser() -> argparse.ArgumentParser:
     start.add_argument("--brokers", type=int, default=3)
     start.add_argument("--controllers", type=int, default=1, choices=CONTROLLER_COUNTS,
                        help="controller quorum voters on base+100.. (default 1: on one "
-                       "machine 3 guard against a lost process only; docs/quorum.md)")
+                       "machine 3 guard a process only; docs/quorum_brokers.md)")
     start.add_argument("--base-port", type=int, default=9092,
                        help="brokers listen on base..base+N-1, the controller on base+100; "
                             "0 picks a free range")

@@ -11,7 +11,7 @@ version) and read by every later command, ``cluster status`` and the tests' harn
      "controller": {...the first of "controllers", for readers of the one-controller file},
      "brokers": {"0": {"name": "broker-0", "port": 9092, ...}, ...}}
 
-The controllers are the voters of the controller quorum (issue 34, docs/quorum.md): one,
+The controllers are the voters of the controller quorum (issue 34, docs/quorum_brokers.md): one,
 named ``controller`` (the layout before quorums, unchanged), or ``controller-1`` ..
 ``controller-N`` with voter (node) ids ``3001`` .. ``3000+N``
 (:data:`VOTER_ID_BASE`: apart from the broker ids 0..99, since a voter's Fetch names

@@ -71,7 +71,7 @@ def fetch_cluster_view(state: ClusterState) -> dict[str, Any]:
     what status reports, and it must answer while brokers are down or not registered."""
     node = min((int(k) for k in state.brokers), default=0)
     controllers = list(state.controllers.values())
-    if len(controllers) > 1:  # the active controller first (a quorum: docs/quorum.md)
+    if len(controllers) > 1:  # the active one first (docs/quorum_brokers.md)
         leader = [state.controllers[v["name"]] for v in describe_quorum(state)["voters"]
                   if v["role"] == "leader"]
         controllers = leader + [c for c in controllers if c not in leader]

@@ -1,5 +1,5 @@
 """A broker's one channel to the controller quorum: each request goes to the active
-controller, found and followed across leader changes (issue 34; docs/quorum.md).
+controller, found and followed across leader changes (issue 34; docs/quorum_brokers.md).
 
 The thin asyncio adapter of :class:`~broker.metadata.controller_finder.ActiveControllerFinder`
 (the pure "which voter next" state machine): one :class:`~broker.async_client.AsyncConnection`

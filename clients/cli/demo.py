@@ -70,7 +70,7 @@ def add_parser(sub: Any) -> None:
     demo.add_argument("--controllers", type=int, default=1, choices=(1, 3, 5),
                       help="controller quorum voters (cluster start --controllers); with 3, "
                       "a schedule may kill the active one: kill-active-controller@6s,"
-                      "restart@8s (docs/quorum.md)")
+                      "restart@8s (docs/quorum_brokers.md)")
     demo.set_defaults(func=run_demo)
 
 
