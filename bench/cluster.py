@@ -77,8 +77,8 @@ TARGETS = {"produce_100b_records_per_s": 420_000, "produce_1024b_mb_per_s": 200.
 def process_cpu(state: ClusterState) -> dict[str, float]:
     """CPU seconds (user+system) per process: ``<node>/main``, ``<node>/network``, ..."""
     out: dict[str, float] = {}
-    groups = [("controller", state.controller.pid)] + [(k, b.pid)
-                                                      for k, b in state.brokers.items()]
+    groups = [(name, c.pid) for name, c in state.controllers.items()] + [
+        (k, b.pid) for k, b in state.brokers.items()]
     for name, pid in groups:
         try:
             proc = psutil.Process(pid)

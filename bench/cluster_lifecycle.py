@@ -34,7 +34,7 @@ def _cluster_pids(data_dir: str) -> list[int]:
         state = ClusterState.load(data_dir)
     except ClusterError:
         return []
-    return [i.pid for i in [*state.brokers.values(), state.controller] if i.pid]
+    return [i.pid for i in state.processes if i.pid]
 
 
 @contextlib.contextmanager

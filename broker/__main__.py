@@ -25,8 +25,13 @@ def build_parser() -> argparse.ArgumentParser:
     start.add_argument("--host", default=None, help="listen address (default 127.0.0.1)")
     start.add_argument("--port", type=int, default=None, help="listen port (default 9092)")
     start.add_argument("--data-dir", default=None)
-    start.add_argument("--controller", default=None, metavar="HOST:PORT",
-                       help="controller address (default: standalone broker)")
+    to_controller = start.add_mutually_exclusive_group()
+    to_controller.add_argument("--controller", default=None, metavar="HOST:PORT",
+                               help="controller address (default: standalone broker)")
+    to_controller.add_argument(
+        "--controller-quorum-voters", default=None, metavar="ID@HOST:PORT,...",
+        help="the controller quorum's voters (Kafka's controller.quorum.voters); the "
+        "broker follows the active one. --controller HOST:PORT is the one-voter form")
     start.add_argument("--num-network-processes", type=int, default=None)
     start.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                        help="any broker config key, e.g. --override segment_bytes=1048576")
@@ -48,6 +53,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     for flag, key in (("node_id", "node_id"), ("host", "host"), ("port", "port"),
                       ("data_dir", "data_dir"), ("controller", "controller_address"),
+                      ("controller_quorum_voters", "controller_address"),
                       ("num_network_processes", "num_network_processes")):
         value = getattr(args, flag)
         if value is not None:

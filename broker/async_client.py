@@ -57,7 +57,13 @@ _READ_BYTES = 256 * 1024
 class ControllerChannel(Protocol):
     """What the broker's parts ask of their connection to the controller (the core, the
     handlers that forward to it, the offsets topic creating itself): one request,
-    answered or failed within ``timeout_ms``.  :class:`AsyncConnection` implements it."""
+    answered or failed within ``timeout_ms``, and where it goes (``address``, for log
+    lines).  :class:`AsyncConnection` implements it, and
+    :class:`broker.metadata.controller_channel.ControllerQuorumChannel` (the active
+    controller of a quorum, the one brokers use)."""
+
+    @property
+    def address(self) -> str: ...
 
     async def request(self, api_key: int, body: dict[str, Any], *,
                       api_version: int | None = None,

@@ -185,7 +185,7 @@ class BrokerConfig:
     internal_port: int = -1
     max_internal_connections: int = 100
     data_dir: str = "./data/broker-0"
-    controller_address: str = ""  # "host:port"; empty = standalone broker (no controller)
+    controller_address: str = ""  # "host:port" or voters "id@host:port,..."; "": standalone
     cluster_id: str = "minikafka"  # checked in meta.properties and at registration
     cluster_secret_file: str = ""  # the cluster's secret: broker logins (broker.auth)
     sasl_users_file: str = ""  # client users' SCRAM credentials (broker.users)

@@ -68,7 +68,6 @@ from typing import Any
 
 from prometheus_client.registry import CollectorRegistry
 
-from broker.async_client import AsyncConnection
 from broker.auth import broker_login, read_cluster_secret, scram_decoy_key
 from broker.config import BrokerConfig
 from broker.core import BrokerCore, ControllerLink
@@ -77,7 +76,10 @@ from broker.handlers.common import RequestContext
 from broker.handlers.dispatch import HANDLERS, unsupported_api_versions_answer
 from broker.handlers.record_checks import RecordCheckThread
 from broker.metadata.alter_partition import AlterPartitionManager
+from broker.metadata.controller_channel import ControllerQuorumChannel
+from broker.metadata.controller_finder import ActiveControllerFinder
 from broker.metadata.follower import MetadataFollower
+from broker.metadata.quorum_voters import parse_quorum_voters
 from broker.metrics.broker_collector import BrokerCollector
 from broker.metrics.endpoint import MetricsEndpoint
 from broker.metrics.request_metrics import RequestTimesCollector
@@ -124,7 +126,8 @@ class BrokerServer:
         self.follower: MetadataFollower | None = None
         # controller mode: built before the core (_controller_link)
         self.fetchers: ReplicaFetcherManager | None = None
-        self.controller: AsyncConnection | None = None
+        self.controller: ControllerQuorumChannel | None = None
+        self.metadata_channel: ControllerQuorumChannel | None = None  # the long poll's
         self.alter_partitions: AlterPartitionManager | None = None  # with the follower
         # finishes the record checks of Produce requests too large for the loop
         self.record_checks = RecordCheckThread(config.record_check_inline_bytes)
@@ -256,7 +259,6 @@ class BrokerServer:
         """The core's controller-mode collaborators, built before it: they reach the core
         only through this server (``self.core``, ``self.follower``,
         ``self.alter_partitions``) once those exist."""
-        host, _, port = self.config.controller_address.rpartition(":")
         secret = read_cluster_secret(self.config.cluster_secret_file)
 
         def on_repaired(key: TopicPartition, segment_base_offset: int) -> None:
@@ -266,10 +268,15 @@ class BrokerServer:
         fetchers = ReplicaFetcherManager(self.config, secret, self.clock, on_repaired)
         self.fetchers = fetchers
         # a TLS cluster's controller speaks TLS too (the launcher gives it the same files)
-        controller = AsyncConnection(host or "127.0.0.1", int(port),
-                                     client_id=f"broker-{self.config.node_id}",
-                                     login=broker_login(secret, self.config.node_id),
-                                     ssl_context=fetchers.tls)
+        # one or more voters: requests go to the active one (broker.metadata.controller_channel)
+        # (real time, as the connections' deadlines: a test's manual broker clock
+        # does not hold up a backoff)
+        finder = ActiveControllerFinder(parse_quorum_voters(self.config.controller_address),
+                                        MonotonicClock())
+        controller = ControllerQuorumChannel(finder,
+                                             client_id=f"broker-{self.config.node_id}",
+                                             login=broker_login(secret, self.config.node_id),
+                                             ssl_context=fetchers.tls)
         self.controller = controller
         producer_ids = ControllerProducerIdAllocator(controller_block_source(
             controller, self.config.node_id,
@@ -285,7 +292,8 @@ class BrokerServer:
             throttle, dynamic = self.fetchers.throttle, core.dynamic_configs
             throttle.set_rate(dynamic.follower_replication_throttled_rate)
             dynamic.listen(lambda: throttle.set_rate(dynamic.follower_replication_throttled_rate))
-        self.follower = MetadataFollower(core, controller)
+        self.metadata_channel = controller.fork(controller.client_id + "-metadata")
+        self.follower = MetadataFollower(core, controller, self.metadata_channel)
         self.alter_partitions = AlterPartitionManager(controller, self.follower, core.isr)
         self.follower.start()
 
@@ -307,6 +315,8 @@ class BrokerServer:
         if self.alter_partitions is not None:
             self.alter_partitions.stop()
         await controller.aclose()
+        if self.metadata_channel is not None:
+            await self.metadata_channel.aclose()
 
     def _schedule(self, loop: asyncio.AbstractEventLoop) -> None:
         core = self.core

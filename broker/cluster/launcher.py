@@ -1,10 +1,11 @@
-"""``minikafka cluster``: a local cluster of one controller and N brokers on loopback.
+"""``minikafka cluster``: a local cluster of controllers and N brokers on loopback.
 
 Layout under ``--data-dir`` (default ``./data``)::
 
     cluster.json          ports, PIDs, command lines of every process (the state file,
                           :mod:`broker.cluster.state`)
     controller/           the controller's data dir;  controller.log  its output
+                          (a quorum: controller-1/ .., :mod:`broker.cluster.controllers`)
     broker-<id>/          each broker's data dir;     broker-<id>.log its output
 
 Client users: ``add-user NAME --password-stdin`` writes SCRAM credentials to
@@ -64,6 +65,12 @@ import psutil
 
 from broker.acls import ACL_FILE, edit_acls, parse_acls
 from broker.auth import write_cluster_secret
+from broker.cluster.controllers import (
+    CONTROLLER_COUNTS,
+    controller_processes,
+    controller_target,
+    voters_flag,
+)
 from broker.cluster.rebuild import load_state
 from broker.cluster.state import (
     CONTROLLER,
@@ -150,7 +157,8 @@ def ephemeral_port_range() -> tuple[int, int]:
     return low, high
 
 
-def free_base_port(brokers: int, attempts: int = 200, metrics: bool = False) -> int:
+def free_base_port(brokers: int, attempts: int = 200, metrics: bool = False,
+                   controllers: int = 1) -> int:
     """A base port whose whole layout (:func:`layout_ports`) is free now.
 
     The layout is chosen below the kernel's ephemeral range: a port in that range that
@@ -170,7 +178,7 @@ def free_base_port(brokers: int, attempts: int = 200, metrics: bool = False) -> 
     for _ in range(attempts):
         base = rng.randrange(*rng.choice(ranges))
         try:
-            for port in layout_ports(base, brokers, metrics):
+            for port in layout_ports(base, brokers, metrics, controllers):
                 with socket.socket() as s:
                     s.bind(("127.0.0.1", port))
         except OSError:
@@ -264,7 +272,8 @@ def existing_cluster_id(root: Path) -> str | None:
     """The id a cluster started in ``root`` before already wrote in its controller's
     data directory (a restart keeps it: the brokers' directories carry it too)."""
     try:
-        found = read_meta_properties(root / "controller")
+        found = (read_meta_properties(root / CONTROLLER)
+                 or read_meta_properties(root / f"{CONTROLLER}-1"))
     except DataDirIdentityError as exc:
         raise ClusterError(str(exc)) from None
     return found["cluster.id"] if found is not None else None
@@ -281,18 +290,18 @@ def controller_tls(broker_args: Sequence[str]) -> list[str]:
 
 
 def new_state(data_dir: str, brokers: int, base_port: int,
-              broker_args: Sequence[str],
-              controller_args: Sequence[str] = (), metrics: bool = False) -> ClusterState:
-    """``metrics``: each process gets a metrics port (``METRICS_PORT_OFFSET``)."""
+              broker_args: Sequence[str], controller_args: Sequence[str] = (),
+              metrics: bool = False, controllers: int = 1) -> ClusterState:
+    """``metrics``: each process gets a metrics port (``METRICS_PORT_OFFSET``);
+    ``controllers``: the quorum's voters (:mod:`broker.cluster.controllers`)."""
     if metrics and base_port + METRICS_PORT_OFFSET + CONTROLLER_PORT_OFFSET > 65535:
         raise ClusterError(f"--metrics needs ports up to base port + 400: {base_port} is "
                            "too high; choose a lower --base-port")
     root = Path(data_dir).resolve()
     root.mkdir(parents=True, exist_ok=True)
     if base_port == 0:
-        base_port = free_base_port(brokers, metrics=metrics)
+        base_port = free_base_port(brokers, metrics=metrics, controllers=controllers)
     metrics_base = base_port + METRICS_PORT_OFFSET if metrics else -1
-    controller_port = base_port + CONTROLLER_PORT_OFFSET
     secret_file = root / SECRET_FILE  # brokers log in with it (broker.auth); mode 600
     write_cluster_secret(secret_file)
     cluster_id = existing_cluster_id(root) or new_cluster_id()
@@ -300,20 +309,17 @@ def new_state(data_dir: str, brokers: int, base_port: int,
               "--override", f"cluster_id={cluster_id}"]
     users = ["--override", f"sasl_users_file={root / USERS_FILE}",
              "--override", f"acl_file={root / ACL_FILE}"]
-    controller = ProcessInfo(
-        CONTROLLER, controller_port, str(root / "controller"), str(root / "controller.log"),
-        [sys.executable, "-m", "broker.controller", "--port", str(controller_port),
-         "--data-dir", str(root / "controller"), *secret, *controller_tls(broker_args),
-         *_metrics_port(metrics_base, CONTROLLER_PORT_OFFSET), *controller_args])
-    state = ClusterState(str(root), base_port, controller)
+    state = ClusterState(str(root), base_port, controller_processes(
+        root, controllers, base_port, metrics_base,
+        [*secret, *controller_tls(broker_args), *controller_args]))
     for node in range(brokers):
         port = base_port + node
         state.brokers[str(node)] = ProcessInfo(
             f"broker-{node}", port, str(root / f"broker-{node}"),
             str(root / f"broker-{node}.log"),
             [sys.executable, "-m", "broker", "start", "--node-id", str(node), "--port",
-             str(port), "--data-dir", str(root / f"broker-{node}"), "--controller",
-             f"127.0.0.1:{controller_port}", "--log-level", "INFO", *secret, *users,
+             str(port), "--data-dir", str(root / f"broker-{node}"), *voters_flag(state),
+             "--log-level", "INFO", *secret, *users,
              "--override", f"internal_port={base_port + INTERNAL_PORT_OFFSET + node}",
              *_metrics_port(metrics_base, node), *broker_args])
     return state
@@ -322,12 +328,16 @@ def new_state(data_dir: str, brokers: int, base_port: int,
 MAX_BROKERS = CONTROLLER_PORT_OFFSET  # broker ports must stay below the controller's
 
 
-def check_start_args(data_dir: str, brokers: int, base_port: int) -> None:
+def check_start_args(data_dir: str, brokers: int, base_port: int,
+                     controllers: int = 1) -> None:
     """Refuse what cannot start, before anything is written: a broker count outside
-    1..MAX_BROKERS, ports beyond 65535, a data dir that is not (and cannot be made) a
-    writable directory."""
+    1..MAX_BROKERS, a controller count not 1, 3 or 5, ports beyond 65535, a data dir
+    that is not (and cannot be made) a writable directory."""
     if not 1 <= brokers <= MAX_BROKERS:
         raise ClusterError(f"--brokers must be 1-{MAX_BROKERS}, got {brokers}")
+    if controllers not in CONTROLLER_COUNTS:
+        raise ClusterError(f"--controllers must be one of {CONTROLLER_COUNTS}, got "
+                           f"{controllers}")
     highest = 65535 - INTERNAL_PORT_OFFSET - (brokers - 1)
     if base_port != 0 and not 1 <= base_port <= highest:
         raise ClusterError(f"--base-port must be 0 (a free range) or 1-{highest} (the "
@@ -352,11 +362,11 @@ def _metrics_port(metrics_base: int, offset: int) -> list[str]:
 
 
 def cmd_start(args: argparse.Namespace) -> int:
-    check_start_args(args.data_dir, args.brokers, args.base_port)
+    check_start_args(args.data_dir, args.brokers, args.base_port, args.controllers)
     path = Path(args.data_dir) / STATE_FILE
     if path.exists():
         old = ClusterState.load(args.data_dir)
-        alive = [i.name for i in [old.controller, *old.brokers.values()] if is_running(i.pid)]
+        alive = [i.name for i in old.processes if is_running(i.pid)]
         if alive:
             raise ClusterError(f"a cluster is already running in {args.data_dir} "
                                f"({', '.join(alive)}); stop it first")
@@ -367,27 +377,29 @@ def cmd_start(args: argparse.Namespace) -> int:
     launched: ClusterState | None = None  # once a process may have been spawned
     try:
         state = new_state(args.data_dir, args.brokers, args.base_port, broker_args,
-                          controller_args, args.metrics)
-        taken = [port for i in [state.controller, *state.brokers.values()]
+                          controller_args, args.metrics, args.controllers)
+        taken = [port for i in state.processes
                  for port in (i.port, i.internal_port, i.metrics_port)
                  if port > 0 and port_taken(port)]
         if taken:  # another cluster (or anything) listens there: its clients are not ours
             raise ClusterError(f"port(s) {', '.join(map(str, taken))} already in use by "
                                "another process; stop it or choose --base-port")
         launched = state
-        start_process(state, state.controller, args.timeout_s)
+        for info in state.controllers.values():  # a quorum elects once a majority runs
+            start_process(state, info, args.timeout_s)
         for info in state.brokers.values():
             start_process(state, info, args.timeout_s)
         wait_until_ready(state, args.timeout_s)
     except BaseException:
         if launched is not None:  # kill what started; keep the state file to find them
-            for info in [*launched.brokers.values(), launched.controller]:
+            for info in [*launched.brokers.values(), *launched.controllers.values()]:
                 end_process(info, signal.SIGKILL, 10)
             launched.save()
         if new_secret:  # a failed first start leaves no secret behind
             secret_file.unlink(missing_ok=True)
         raise
-    print(f"cluster ready: controller on {state.controller_address}, "
+    print(f"cluster ready: controller{'s' if len(state.controllers) > 1 else ''} on "
+          f"{state.controller_address}, "
           f"{len(state.brokers)} brokers on {state.bootstrap} (data in {state.data_dir})")
     return 0
 
@@ -408,7 +420,7 @@ def wait_until_ready(state: ClusterState, timeout_s: float) -> None:
     purpose, e.g. to restart the others one at a time) is not waited for."""
     deadline = time.monotonic() + timeout_s
     wanted = {int(k) for k, v in state.brokers.items() if is_running(v.pid)}
-    watched = [i for i in [state.controller, *state.brokers.values()] if is_running(i.pid)]
+    watched = [i for i in state.processes if is_running(i.pid)]
     last = "no answer"
     while time.monotonic() < deadline:
         dead = [i.name for i in watched if not is_running(i.pid)]
@@ -450,14 +462,17 @@ def cmd_stop(args: argparse.Namespace) -> int:
     state = load_state(args.data_dir)
     for info in state.brokers.values():
         end_process(info, signal.SIGTERM, args.timeout_s)
-    end_process(state.controller, signal.SIGTERM, args.timeout_s)
+    for info in state.controllers.values():
+        end_process(info, signal.SIGTERM, args.timeout_s)
     print("cluster stopped")
     return 0
 
 
 def cmd_signal(args: argparse.Namespace) -> int:
     state = load_state(args.data_dir)
-    info = state.process(args.target)
+    info = (controller_target(state, args.command) if args.target == CONTROLLER
+             else state.process(args.target))  # 'controller' of a quorum: which one
+    is_controller = info in state.controllers.values()
     if args.command == "kill":
         if not is_ours(info):  # killing it again is no error, but say what happened
             print(f"{info.name} was not running")
@@ -467,9 +482,9 @@ def cmd_signal(args: argparse.Namespace) -> int:
     elif args.command == "restart":
         end_process(info, signal.SIGKILL, 10)
         # a broker listens once its metadata caught up: without a controller, not yet
-        alone = info is not state.controller and not is_ours(state.controller)
+        alone = not is_controller and not any(map(is_ours, state.controllers.values()))
         start_process(state, info, args.timeout_s, wait=not alone)
-        if info is not state.controller:
+        if not is_controller:
             if alone:  # it cannot register: do not wait for it
                 raise ClusterError(
                     f"restarted {info.name} (pid {info.pid}), but the controller is not "
@@ -529,8 +544,11 @@ def build_parser() -> argparse.ArgumentParser:
         p.add_argument("--timeout-s", type=float, default=60.0)
         return p
 
-    start = command("start", "start a controller and N brokers, wait until ready")
+    start = command("start", "start the controllers and N brokers, wait until ready")
     start.add_argument("--brokers", type=int, default=3)
+    start.add_argument("--controllers", type=int, default=1, choices=CONTROLLER_COUNTS,
+                       help="controller quorum voters on base+100.. (default 1: on one "
+                       "machine 3 guard a process only; docs/quorum_brokers.md)")
     start.add_argument("--base-port", type=int, default=9092,
                        help="brokers listen on base..base+N-1, the controller on base+100; "
                             "0 picks a free range")
@@ -562,12 +580,13 @@ def build_parser() -> argparse.ArgumentParser:
     acl.add_argument("action", choices=("list", "add", "remove"))
     acl.add_argument("rule", nargs="*")
     acl.set_defaults(func=cmd_acl)
-    for name, text in (("kill", "SIGKILL a broker or the controller"),
+    for name, text in (("kill", "SIGKILL a broker or a controller"),
                        ("restart", "kill if alive, then start again"),
                        ("pause", "SIGSTOP a broker or the controller"),
                        ("resume", "SIGCONT a paused process")):
         p = command(name, text)
-        p.add_argument("target", metavar="ID", help="a broker id or 'controller'")
+        p.add_argument("target", metavar="ID", help="a broker id, 'controller' (of a "
+                       "quorum: the active one) or 'controller-N'")
         p.set_defaults(func=cmd_signal)
     return parser
 

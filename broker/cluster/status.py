@@ -30,22 +30,14 @@ O(partitions).
 
 from __future__ import annotations
 
-import contextlib
-import ssl
 from typing import Any, NamedTuple
 
-import psutil
-
-from broker.auth import read_cluster_secret
+from broker.cluster.access import operator_access, process_status, status_request
+from broker.cluster.controllers import describe_quorum
 from broker.cluster.state import ClusterState, ProcessInfo, override_settings
-from broker.network.tls import client_context
-from clients.network.connection import BrokerConnection
-from clients.network.sasl import SaslLogin
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import MiniKafkaError
-from clients.protocol.scram import broker_password, broker_username
 
-STATUS_TIMEOUT_MS = 2_000
 HEALTHY, DEGRADED, DOWN, UNKNOWN = 0, 1, 2, 3  # Nagios' OK, WARNING, CRITICAL, UNKNOWN
 VERDICTS = {HEALTHY: "healthy", DEGRADED: "degraded", DOWN: "down", UNKNOWN: "unknown"}
 NAMED_PARTITIONS = 5  # a reason names at most this many partitions, then "..."
@@ -65,55 +57,10 @@ class Health(NamedTuple):
         return f"{self.verdict}: {'; '.join(self.reasons)}"
 
 
-def process_status(pid: int) -> str:
-    """What the OS says of ``pid``: ``running``, ``paused`` (SIGSTOP) or ``stopped`` (no
-    such process, or a zombie)."""
-    try:
-        status = psutil.Process(pid).status() if pid > 0 else "stopped"
-    except psutil.NoSuchProcess:
-        return "stopped"
-    return {psutil.STATUS_STOPPED: "paused", psutil.STATUS_ZOMBIE: "stopped"}.get(status,
-                                                                                  "running")
-
-
-def _request(port: int, api: ApiKey, body: dict[str, Any],
-             timeout_ms: int = STATUS_TIMEOUT_MS, sasl: SaslLogin | None = None,
-             tls: ssl.SSLContext | None = None) -> dict[str, Any]:
-    conn = BrokerConnection("127.0.0.1", port, node_id=-1, client_id="cluster-status",
-                            request_timeout_ms=timeout_ms, connect_timeout_ms=timeout_ms,
-                            sasl=sasl, ssl_context=tls)
-    try:
-        return conn.request(api, body, timeout_ms=timeout_ms)
-    finally:
-        conn.close()
-
-
-def _access(node: int, info: ProcessInfo, login: bool) -> dict[str, Any]:
-    """How to reach a process as its operator: its TLS settings and, when ``login`` and
-    the process has a cluster secret, a login as ``broker-<node>`` derived from it (the
-    secret is the operator's key; both read from the process's command line)."""
-    overrides = override_settings(info.argv)
-    access: dict[str, Any] = {}
-    if overrides.get("ssl_certfile"):
-        with contextlib.suppress(MiniKafkaError):  # unreadable files: no offsets shown
-            access["tls"] = client_context(overrides.get("ssl_cafile", ""),
-                                           overrides["ssl_certfile"],
-                                           overrides.get("ssl_keyfile", ""))
-    secret_file = overrides.get("cluster_secret_file", "")
-    if login and secret_file:
-        try:
-            secret = read_cluster_secret(secret_file)
-        except MiniKafkaError:
-            return access
-        access["sasl"] = SaslLogin("SCRAM-SHA-256", broker_username(node),
-                                   broker_password(secret, node))
-    return access
-
-
 def _broker_access(node: int, info: ProcessInfo) -> dict[str, Any]:
     """Broker ``node``: its TLS settings, and a login as itself when clients must log in."""
     required = override_settings(info.argv).get("client_auth_required", "").lower() == "true"
-    return _access(node, info, required)
+    return operator_access(node, info, required)
 
 
 def fetch_cluster_view(state: ClusterState) -> dict[str, Any]:
@@ -123,16 +70,28 @@ def fetch_cluster_view(state: ClusterState) -> dict[str, Any]:
     own): the controller's view (fenced brokers, unclean elections, offline reasons) is
     what status reports, and it must answer while brokers are down or not registered."""
     node = min((int(k) for k in state.brokers), default=0)
-    return _request(state.controller.port, ApiKey.METADATA, {"topics": None},
-                    **_access(node, state.controller, login=True))
+    controllers = list(state.controllers.values())
+    if len(controllers) > 1:  # the active one first (docs/quorum_brokers.md)
+        leader = [state.controllers[v["name"]] for v in describe_quorum(state)["voters"]
+                  if v["role"] == "leader"]
+        controllers = leader + [c for c in controllers if c not in leader]
+    error: MiniKafkaError | None = None
+    for info in controllers:
+        try:
+            return status_request(info.port, ApiKey.METADATA, {"topics": None},
+                                  **operator_access(node, info, login=True))
+        except MiniKafkaError as exc:
+            error = error or exc
+    assert error is not None
+    raise error
 
 
 def broker_view(state: ClusterState, node: str) -> set[int]:
     """The unfenced brokers in broker ``node``'s own Metadata answer (its metadata image,
     not the controller's): a restarted broker serves once it lists itself and the others."""
     info = state.brokers[node]
-    answer = _request(info.port, ApiKey.METADATA, {"topics": []},
-                      **_broker_access(int(node), info))
+    answer = status_request(info.port, ApiKey.METADATA, {"topics": []},
+                            **_broker_access(int(node), info))
     return {b["node_id"] for b in answer["brokers"]}
 
 
@@ -140,10 +99,12 @@ def status_report(state: ClusterState) -> dict[str, Any]:
     processes = [{"name": info.name, "pid": info.pid, "port": info.port,
                   "internal_port": info.internal_port, "metrics_port": info.metrics_port,
                   "state": process_status(info.pid)}
-                 for info in [state.controller, *state.brokers.values()]]
+                 for info in state.processes]
     report: dict[str, Any] = {"data_dir": state.data_dir, "processes": processes,
                               "controller": state.controller_address, "brokers": [],
                               "partitions": []}
+    if len(state.controllers) > 1:
+        report["quorum"] = describe_quorum(state)
     try:
         view = fetch_cluster_view(state)
     except MiniKafkaError as exc:
@@ -156,8 +117,8 @@ def status_report(state: ClusterState) -> dict[str, Any]:
         if process_status(info.pid) != "running":
             continue
         try:
-            dirs = _request(info.port, ApiKey.DESCRIBE_LOG_DIRS, {"topics": None},
-                            **_broker_access(int(node), info))
+            dirs = status_request(info.port, ApiKey.DESCRIBE_LOG_DIRS, {"topics": None},
+                                  **_broker_access(int(node), info))
         except (MiniKafkaError, OSError):
             continue
         for result in dirs["results"]:
@@ -200,6 +161,15 @@ def _print_details(report: dict[str, Any]) -> None:
         internal = proc["internal_port"] if proc["internal_port"] > 0 else "-"
         print(f"{proc['name']:<12}{proc['pid']:>8}{proc['port']:>7}{internal:>9}  "
               f"{proc['state']}")
+    quorum = report.get("quorum")
+    if quorum is not None:
+        print(f"controller quorum: leader {quorum['leader_id']}, epoch "
+              f"{quorum['leader_epoch']}, high watermark {quorum['high_watermark']}"
+              + (f" ({quorum['error']})" if "error" in quorum else ""))
+        print(f"{'voter':<14}{'id':>6}  {'role':<10}{'log end':>9}{'lag':>7}  state")
+        for v in quorum["voters"]:
+            print(f"{v['name']:<14}{v['voter_id']:>6}  {v['role']:<10}"
+                  f"{v['log_end_offset']:>9}{v['lag']:>7}  {v['state']}")
     metrics = [f"{p['name']} :{p['metrics_port']}" for p in report["processes"]
                if p.get("metrics_port", -1) > 0]
     if metrics:
@@ -245,7 +215,7 @@ def health_of(report: dict[str, Any]) -> Health:
                if p["state"] != "running"]
     running = {p["name"] for p in report["processes"] if p["state"] == "running"}
     brokers_running = [p for p in report["processes"]
-                       if p["name"] != "controller" and p["name"] in running]
+                       if not p["name"].startswith("controller") and p["name"] in running]
     if "error" in report:
         reasons.append(report["error"])
         if not brokers_running:

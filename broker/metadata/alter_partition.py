@@ -25,7 +25,7 @@ import asyncio
 import logging
 from typing import Any, Protocol
 
-from broker.async_client import AsyncConnection
+from broker.async_client import ControllerChannel
 from broker.logs.rate_limit import RateLimitedLog
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import MiniKafkaError, error_for
@@ -55,7 +55,7 @@ class IsrAnswers(Protocol):
 class AlterPartitionManager:
     """Sends ISR proposals to the controller (see the module docstring)."""
 
-    def __init__(self, controller: AsyncConnection, body: AlterPartitionBody,
+    def __init__(self, controller: ControllerChannel, body: AlterPartitionBody,
                  answers: IsrAnswers, clock: Clock | None = None) -> None:
         self.controller = controller
         self.body = body

@@ -16,7 +16,7 @@ Three asyncio loops on the broker's event loop (docs/replication.md):
   a controlled shutdown until the controller answers ``should_shut_down`` (it has
   moved this broker's leaderships away).
 - **metadata fetch**: a long-poll Fetch (our highest version, 12; sessionless) of
-  ``__cluster_metadata``-0 from the controller at ``last_applied_offset + 1``; each
+  ``__cluster_metadata``-0 from the active controller at ``last_applied_offset + 1``; each
   answer goes to the sans-IO :class:`~broker.metadata.log_reader.MetadataLogReader`
   (its rules: records in order and contiguous, the image rebuilt from empty after
   OFFSET_OUT_OF_RANGE), and the broker's ``reconcile`` (:class:`ImageHost`) acts on the
@@ -31,9 +31,12 @@ listeners only then (docs/broker.md): until then clients would be answered from 
 empty or stale image.  It stays set for the life of the process (a later
 re-registration does not stop serving, as in Kafka).
 
-Errors talking to the controller back off and retry (their log lines rate-limited);
-once serving, the broker keeps serving with the metadata it has (a fenced broker's
-partitions are led elsewhere by then).
+The controller is a quorum of voters: every request goes through a
+:class:`~broker.metadata.controller_channel.ControllerQuorumChannel`, which finds the
+active one and follows leader changes (NOT_CONTROLLER, NOT_LEADER_OR_FOLLOWER with its
+``current_leader`` hint, a voter lost).  Errors talking to the controller back off and
+retry (their log lines rate-limited); once serving, the broker keeps serving with the
+metadata it has (a fenced broker's partitions are led elsewhere by then).
 Not thread-safe: one event loop.
 """
 
@@ -45,7 +48,7 @@ import logging
 import uuid
 from typing import TYPE_CHECKING, Any, Protocol
 
-from broker.async_client import AsyncConnection
+from broker.async_client import ControllerChannel
 from broker.logs.rate_limit import RateLimitedLog
 from broker.metadata.log_reader import MetadataLogReader
 from broker.metadata.records import (
@@ -92,15 +95,16 @@ class ImageHost(Protocol):
 
 
 class MetadataFollower:
-    def __init__(self, core: ImageHost, controller: AsyncConnection) -> None:
+    def __init__(self, core: ImageHost, controller: ControllerChannel,
+                 metadata_conn: ControllerChannel) -> None:
+        """``controller``: registration and heartbeats; ``metadata_conn``: the metadata
+        long poll.  The controller answers one connection's requests in order, so the
+        long poll gets a channel of its own (it never delays heartbeats); both follow the
+        same active controller (:meth:`ControllerQuorumChannel.fork
+        <broker.metadata.controller_channel.ControllerQuorumChannel.fork>`)."""
         self.core = core
         self.controller = controller
-        # The controller answers one connection's requests in order: the long poll gets
-        # a connection of its own so it never delays heartbeats.
-        self.metadata_conn = AsyncConnection(controller.host, controller.port,
-                                             client_id=controller.client_id + "-metadata",
-                                             login=controller.login,
-                                             ssl_context=controller.ssl_context)
+        self.metadata_conn = metadata_conn
         self.incarnation_id = uuid.uuid4().bytes
         self.broker_epoch = -1
         self.is_fenced = True
@@ -127,8 +131,7 @@ class MetadataFollower:
         for task in self._tasks:
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
-        self._tasks = []
-        await self.metadata_conn.aclose()
+        self._tasks = []  # the channels are closed by who made them (the server)
 
     async def controlled_shutdown(self, timeout_s: float) -> bool:
         """Ask the controller to move leadership away; True once it agreed."""
@@ -269,7 +272,7 @@ class MetadataFollower:
 
     def catch_up_status(self) -> str:
         """Why :attr:`caught_up` is not set yet (for the server's log)."""
-        where = f"{self.controller.host}:{self.controller.port}"
+        where = self.controller.address
         if not self.registered.is_set():
             return f"not registered with the controller at {where} yet"
         return (f"metadata image at offset {self._applied_offset()}, registered at offset "

@@ -67,6 +67,10 @@ def add_parser(sub: Any) -> None:
     demo.add_argument("--master", default="local[*]", help="Spark master for the verify job")
     demo.add_argument("--report", default=None, metavar="PATH", help="write the JSON report")
     demo.add_argument("--data-dir", default=None, help="default: a temporary directory")
+    demo.add_argument("--controllers", type=int, default=1, choices=(1, 3, 5),
+                      help="controller quorum voters (cluster start --controllers); with 3, "
+                      "a schedule may kill the active one: kill-active-controller@6s,"
+                      "restart@8s (docs/quorum_brokers.md)")
     demo.set_defaults(func=run_demo)
 
 
@@ -107,10 +111,10 @@ def cluster_command(*args: str) -> None:
 
 
 @contextmanager
-def running_cluster(data_dir: str, brokers: int = 3) -> Iterator[str]:
+def running_cluster(data_dir: str, brokers: int = 3, controllers: int = 1) -> Iterator[str]:
     try:
         cluster_command("start", "--data-dir", data_dir, "--brokers", str(brokers),
-                        "--base-port", "0")
+                        "--base-port", "0", "--controllers", str(controllers))
         # the launcher's state file (broker/cluster/state.py) names the ports it chose
         state = json.loads((Path(data_dir) / "cluster.json").read_text())
         yield ",".join(f"127.0.0.1:{b['port']}" for b in state["brokers"].values())
@@ -211,8 +215,9 @@ def run_demo(args: argparse.Namespace) -> int:
     run_id = new_run_id()
     started = time.monotonic()
     try:
-        print(f"starting a local cluster: 1 controller + 3 brokers (data in {data_dir})")
-        with running_cluster(data_dir) as bootstrap:
+        print(f"starting a local cluster: {args.controllers} controller"
+              f"{'s' if args.controllers > 1 else ''} + 3 brokers (data in {data_dir})")
+        with running_cluster(data_dir, controllers=args.controllers) as bootstrap:
             config = WorkloadConfig(
                 bootstrap=bootstrap, topic="demo", run_id=run_id, data_dir=data_dir,
                 ledger_path=str(default_ledger_path(data_dir, run_id)),

@@ -5,9 +5,15 @@ counted from the start of the workload with a unit (``2s``, ``1.5s``, ``800ms``)
 
     kill-leader[:P]     SIGKILL the current leader of partition P (default 0) of the topic
     pause-leader[:P]    SIGSTOP it
-    kill:T  restart:T  pause:T  resume:T      T = a broker id or "controller"
+    kill:T  restart:T  pause:T  resume:T      T = a broker id, "controller" or
+                        "controller-N" (a voter of a quorum, ``cluster start --controllers``)
     restart  resume     (no target) the process last killed / last paused by the schedule
     kill-controller  restart-controller       = kill:controller, restart:controller
+    kill-active-controller  pause-active-controller
+                        SIGKILL / SIGSTOP the active controller of the quorum (the one
+                        controller of a cluster without a quorum) as found when the event
+                        runs (the launcher asks the voters: DescribeQuorum); a later
+                        ``restart`` / ``resume`` acts on that voter
     kill-coordinator    SIGKILL the broker leading the most partitions of
                         __transaction_state (a transaction coordinator of ~1/3 or more of
                         the transactional ids on 3 brokers; ties: the lowest id)
@@ -17,7 +23,8 @@ counted from the start of the workload with a unit (``2s``, ``1.5s``, ``800ms``)
                         the brokers one by one through the launcher (the event ends when
                         every broker is registered again)
 
-    e.g.  kill-leader@2s,restart@4s,restart-controller@6s,pause:2@8s,resume:2@9s
+    e.g.  kill-leader@2s,restart@4s,restart-controller@6s,pause:2@8s,resume:2@9s,
+          kill-active-controller@10s,restart@12s
 
 Events run one at a time in time order (stable for equal times) on one thread; an
 event due while the previous one still runs (``restart`` waits until the broker is
@@ -64,11 +71,13 @@ CRASH = "crash"
 CLUSTER = "cluster"
 CRASH_DOWN_MS = 1_000
 CONTROLLER = "controller"
+ACTIVE_CONTROLLER = "active-controller"  # resolved by the launcher when the event runs
 COORDINATOR = "coordinator"
 LAST = "last"
 SOURCE_ROOT = str(Path(__file__).resolve().parents[2])
 _TIME = re.compile(r"^(\d+(?:\.\d+)?)(ms|s)$")
-_TARGET = re.compile(r"^(controller|\d{1,4})$")
+_TARGET = re.compile(r"^(controller(-\d)?|\d{1,4})$")
+_ACTED_ON = re.compile(r"^(?:killed|paused) (\S+) \(pid")  # the launcher's kill / pause line
 
 
 class FaultScheduleError(ValueError):
@@ -76,9 +85,10 @@ class FaultScheduleError(ValueError):
 
 
 class FaultEvent(NamedTuple):
-    """One fault.  ``target``: a broker id, ``"controller"``, ``"leader:P"`` (the
-    leader of partition P when the event runs) or ``"last"`` (the process the schedule
-    last killed, for restart, or last paused, for resume)."""
+    """One fault.  ``target``: a broker id, ``"controller"``, ``"controller-N"``,
+    ``"active-controller"``, ``"leader:P"`` (the leader of partition P when the event
+    runs) or ``"last"`` (the process the schedule last killed, for restart, or last
+    paused, for resume)."""
 
     at_ms: int
     action: str
@@ -93,6 +103,8 @@ class FaultEvent(NamedTuple):
             spec = self.action
         elif self.target == CONTROLLER and self.action in ("kill", "restart"):
             spec = f"{self.action}-controller"
+        elif self.target == ACTIVE_CONTROLLER:
+            spec = f"{self.action}-{ACTIVE_CONTROLLER}"
         elif self.target == COORDINATOR:
             spec = f"{self.action}-coordinator"
         elif self.action == CRASH:
@@ -125,6 +137,8 @@ def parse_action(text: str) -> tuple[str, str]:
             return action, f"leader:{int(arg) if arg else 0}"
     if name in ("kill-controller", "restart-controller") and not arg:
         return name.split("-")[0], CONTROLLER
+    if name in (f"kill-{ACTIVE_CONTROLLER}", f"pause-{ACTIVE_CONTROLLER}") and not arg:
+        return name.split("-")[0], ACTIVE_CONTROLLER
     if name == "kill-coordinator" and not arg:
         return "kill", COORDINATOR
     if name == f"{CRASH}-{CLUSTER}" and not arg:
@@ -136,12 +150,13 @@ def parse_action(text: str) -> tuple[str, str]:
             raise FaultScheduleError(f"{text!r}: {name} needs a target "
                                      f"({name}:ID, {name}:controller or {name}-leader)")
         if not _TARGET.match(arg):
-            raise FaultScheduleError(f"{text!r}: target must be a broker id or 'controller'")
-        return name, arg if arg == CONTROLLER else str(int(arg))
+            raise FaultScheduleError(f"{text!r}: target must be a broker id or 'controller' "
+                                     "(or 'controller-N', a voter of a quorum)")
+        return name, arg if arg.startswith(CONTROLLER) else str(int(arg))
     raise FaultScheduleError(
         f"unknown fault {text!r} (known: kill-leader[:P], pause-leader[:P], kill:T, "
         "restart[:T], pause:T, resume[:T], kill-controller, restart-controller, "
-        "kill-coordinator, crash-cluster)")
+        "kill-active-controller, pause-active-controller, kill-coordinator, crash-cluster)")
 
 
 def parse_schedule(text: str) -> list[FaultEvent]:
@@ -222,11 +237,13 @@ def bootstrap_from_data_dir(data_dir: str) -> str:
 
 
 def cluster_pids(data_dir: str) -> dict[str, int]:
-    """Target ("controller" or a broker id) -> pid, from the cluster's state file."""
+    """Target (a controller's name or a broker id) -> pid, from the cluster's state
+    file."""
     path = Path(data_dir) / "cluster.json"
     try:
         state = json.loads(path.read_text())
-        pids = {CONTROLLER: int(state["controller"]["pid"])}
+        controllers = state.get("controllers") or {CONTROLLER: state["controller"]}
+        pids = {name: int(c["pid"]) for name, c in controllers.items()}
         pids.update({str(k): int(b["pid"]) for k, b in state["brokers"].items()})
         return pids
     except (OSError, ValueError, KeyError, TypeError, AttributeError) as exc:
@@ -262,7 +279,7 @@ def sigkill_all(data_dir: str, timeout_s: float = 10.0) -> list[str]:
             time.sleep(0.02)
         else:
             raise RuntimeError(f"{target} (pid {proc.pid}) did not exit after SIGKILL")
-    return sorted(procs, key=lambda t: (t != CONTROLLER, t))
+    return sorted(procs, key=lambda t: (not t.startswith(CONTROLLER), t))
 
 
 def run_launcher(data_dir: str, action: str, target: str, timeout_s: float) -> str:
@@ -371,9 +388,14 @@ class FaultInjector:
                 target = self._last["kill" if event.action == "restart" else "pause"]
                 if not target:
                     return f"skipped: nothing to {event.action}"
+            elif target == ACTIVE_CONTROLLER:
+                target = CONTROLLER  # of a quorum the launcher takes the active one
             output = self._launcher(self.data_dir, event.action, target, self._timeout_s)
         except (RuntimeError, OSError, ValueError, MiniKafkaError) as exc:
             return f"failed: {exc}"
+        if event.target == ACTIVE_CONTROLLER:  # the voter it was, for restart / resume
+            acted_on = _ACTED_ON.match(output.splitlines()[-1] if output else "")
+            target = acted_on.group(1) if acted_on else target
         if event.action in ("kill", "pause"):
             self._down[target] = event.action
             self._last[event.action] = target
@@ -392,7 +414,7 @@ class FaultInjector:
             self._down[target] = "kill"
         time.sleep(self._crash_down_ms / 1000)  # all down together, also when stopping
         restarted, failed = [], []
-        for target in sorted(self._down, key=lambda t: (t != CONTROLLER, t)):
+        for target in sorted(self._down, key=lambda t: (not t.startswith(CONTROLLER), t)):
             try:
                 self._launcher(self.data_dir, "restart", target, self._timeout_s)
                 del self._down[target]

@@ -27,14 +27,16 @@ PORT_ATTEMPTS = 3
 class LocalCluster:
     def __init__(self, root: Path, brokers: int = 3, overrides: dict[str, object] | None = None,
                  controller_overrides: dict[str, object] | None = None,
-                 metrics: bool = False):
-        """``metrics``: ``cluster start --metrics`` (every process serves its metrics)."""
+                 metrics: bool = False, controllers: int = 1):
+        """``metrics``: ``cluster start --metrics`` (every process serves its metrics);
+        ``controllers``: ``cluster start --controllers`` (the quorum's voters)."""
         self.data_dir = str(root / "cluster")
         self.brokers = brokers
         self.overrides = dict(overrides or {})
         self.controller_overrides = dict(controller_overrides or {})
         self.metrics = metrics
-        self.base_port = free_base_port(brokers, metrics=metrics)
+        self.controllers = controllers
+        self.base_port = free_base_port(brokers, metrics=metrics, controllers=controllers)
 
     def _run(self, *args: str) -> None:
         code = main([*args, "--data-dir", self.data_dir])
@@ -48,6 +50,7 @@ class LocalCluster:
         extra += [a for k, v in self.controller_overrides.items()
                   for a in ("--controller-override", f"{k}={v}")]
         extra += ["--metrics"] if self.metrics else []
+        extra += ["--controllers", str(self.controllers)] if self.controllers != 1 else []
         for attempt in range(1, PORT_ATTEMPTS + 1):
             logs = sorted(Path(self.data_dir).glob("*.log"))
             sizes = {log: log.stat().st_size for log in logs}
@@ -58,7 +61,8 @@ class LocalCluster:
             except AssertionError:
                 if attempt == PORT_ATTEMPTS or not self._port_was_taken(sizes):
                     raise
-                self.base_port = free_base_port(self.brokers, metrics=self.metrics)
+                self.base_port = free_base_port(self.brokers, metrics=self.metrics,
+                                                controllers=self.controllers)
         raise AssertionError("unreachable")
 
     def _port_was_taken(self, sizes: dict[Path, int]) -> bool:
@@ -133,12 +137,12 @@ class LocalCluster:
         except Exception:
             return
         try:
-            for info in [*state.brokers.values(), state.controller]:
+            for info in state.processes:
                 if info.pid and psutil.pid_exists(info.pid):
                     os.kill(info.pid, signal.SIGCONT)
             main(["stop", "--data-dir", self.data_dir, "--timeout-s", "20"])
         finally:
-            for info in [*state.brokers.values(), state.controller]:
+            for info in state.processes:
                 try:
                     proc = psutil.Process(info.pid)
                     for p in [*proc.children(recursive=True), proc]:

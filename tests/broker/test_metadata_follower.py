@@ -21,7 +21,6 @@ from typing import Any
 
 import pytest
 
-from broker.async_client import AsyncConnection
 from broker.config import BrokerConfig
 from broker.core import LOG_OPENS_PER_TURN, BrokerCore
 from broker.metadata.follower import MetadataFollower
@@ -287,10 +286,8 @@ def test_the_catch_up_is_reported_at_once_not_a_heartbeat_interval_later(
     controller = Controller()
 
     async def run() -> None:
-        follower = MetadataFollower(core, AsyncConnection("127.0.0.1", 1,
-                                                          client_id="broker-1"))
-        follower.controller = controller  # type: ignore[assignment]
-        follower.metadata_conn = LongPolledLog(LOG, per_answer=100)  # type: ignore[assignment]
+        follower = MetadataFollower(core, controller,  # type: ignore[arg-type]
+                                    LongPolledLog(LOG, per_answer=100))
         follower.start()
         try:
             await asyncio.wait_for(follower.caught_up.wait(), 10)
