@@ -7,8 +7,9 @@ Rules, each a test below:
   or ``broker``; ``replication`` never imports ``broker``.  Below ``clients``, only its
   foundation subpackages (``clients.protocol``, ``clients.records``, ``clients.memory``,
   and ``clients.config.properties``: Java's properties file format, which brokers'
-  ``server.properties`` and clients' ``--command-config`` files share) may be used; ``broker.cluster`` (the local launcher and ``cluster status``, a client of
-  the brokers) may also use ``clients.network``.
+  ``server.properties`` and clients' ``--command-config`` files share) may be used;
+  ``broker.cluster`` (the local launcher and ``cluster status``, a client of the
+  brokers) may also use ``clients.network``.
 - **No cycles** between modules, directly or through a loop.  Every import counts,
   including imports inside functions and under ``TYPE_CHECKING``; a module importing its
   own package's ``__init__`` is not an edge.

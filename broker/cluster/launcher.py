@@ -38,7 +38,7 @@ by controlled shutdown, then the controller), and fault injection by broker id o
 same command line, return once the broker's own metadata lists every running broker;
 with the controller down it is started and the command fails at once), ``pause`` /
 ``resume`` (SIGSTOP / SIGCONT).  Only a process whose command line is the state file's is signalled
-(:func:`is_ours`: a stopped cluster's PIDs may belong to other processes by now); ``kill``
+(:func:`~broker.cluster.children.is_ours`: a stopped cluster's PIDs may belong to other processes by now); ``kill``
 of one not running says so and succeeds.  Every command but
 ``start`` reads ``cluster.json`` through :func:`broker.cluster.rebuild.load_state`: a
 damaged or missing file is rebuilt from the cluster's running processes, so a cluster
@@ -48,23 +48,20 @@ can always be stopped.
 from __future__ import annotations
 
 import argparse
-import atexit
 import base64
 import os
 import random
 import signal
 import socket
-import subprocess
 import sys
 import time
 import uuid
 from collections.abc import Sequence
 from pathlib import Path
 
-import psutil
-
 from broker.acls import ACL_FILE, edit_acls, parse_acls
 from broker.auth import write_cluster_secret
+from broker.cluster.children import end_process, is_ours, is_running, spawn
 from broker.cluster.controllers import (
     CONTROLLER_COUNTS,
     controller_processes,
@@ -91,56 +88,8 @@ from clients.protocol.errors import InvalidConfigError, MiniKafkaError
 from storage.meta_properties import DataDirIdentityError, read_meta_properties
 
 SECRET_FILE = "cluster.secret"  # the cluster's secret, mode 600 (broker.auth)
-SOURCE_ROOT = str(Path(__file__).resolve().parents[2])  # the tree holding broker/
 
 
-# Processes started by this interpreter (tests drive the launcher in-process): kept so
-# they can be reaped, and so Popen does not warn that they are still running.
-_CHILDREN: dict[int, subprocess.Popen[bytes]] = {}
-
-
-@atexit.register
-def _reap_exited_children() -> None:
-    """At interpreter exit, collect the status of children something else killed (a
-    fault injector or a test signalling a PID from the state file): Popen warns
-    "subprocess N is still running" for any child never waited for, also a dead one.
-    A child still running is left alone (and warned about: a process someone leaked)."""
-    for child in list(_CHILDREN.values()):
-        child.poll()
-
-
-# -- processes ----------------------------------------------------------------------------
-
-
-def is_running(pid: int) -> bool:
-    if pid <= 0:
-        return False
-    try:
-        return psutil.Process(pid).status() != psutil.STATUS_ZOMBIE
-    except psutil.NoSuchProcess:
-        return False
-
-
-def is_ours(info: ProcessInfo) -> bool:
-    """``info``'s process runs and is the one the launcher started (same command line),
-    not a later process that reuses a stale PID from the state file: only such a process
-    is signalled."""
-    if not is_running(info.pid):
-        return False
-    try:
-        return psutil.Process(info.pid).cmdline() == info.argv
-    except (psutil.NoSuchProcess, psutil.AccessDenied):
-        return False
-
-
-def spawn(info: ProcessInfo) -> None:
-    with open(info.log_file, "ab") as log:
-        env = dict(os.environ, PYTHONPATH=SOURCE_ROOT + os.pathsep + os.environ.get(
-            "PYTHONPATH", ""))
-        proc = subprocess.Popen(info.argv, stdout=log, stderr=subprocess.STDOUT,
-                                stdin=subprocess.DEVNULL, start_new_session=True, env=env)
-    info.pid = proc.pid
-    _CHILDREN[proc.pid] = proc  # reaped by end_process when this process stops it
 
 
 EPHEMERAL_PORT_RANGE_FILE = "/proc/sys/net/ipv4/ip_local_port_range"
@@ -211,53 +160,6 @@ def wait_for_port(port: int, pid: int, timeout_s: float, what: str) -> None:
     raise ClusterError(f"{what} did not listen on port {port} within {timeout_s:.0f} s")
 
 
-def _wait_gone(proc: psutil.Process, timeout_s: float) -> bool:
-    """Wait until ``proc`` has exited; a zombie counts as exited.
-
-    ``psutil.Process.wait`` cannot reap a process this process did not start, and a
-    zombie (its parent has not reaped it yet) would look alive until the timeout.
-    """
-    if proc.pid in _CHILDREN:
-        try:
-            _CHILDREN[proc.pid].wait(timeout_s)
-            return True
-        except subprocess.TimeoutExpired:
-            return False
-    deadline = time.monotonic() + timeout_s
-    while is_running(proc.pid):
-        if time.monotonic() >= deadline:
-            return False
-        time.sleep(0.02)  # polling another process's exit; nothing to wait on
-    return True
-
-
-def _reap(pid: int) -> None:
-    """Collect the exit status of a process this process started (no zombie left)."""
-    child = _CHILDREN.pop(pid, None)
-    if child is not None:
-        child.wait(10)
-
-
-def end_process(info: ProcessInfo, sig: signal.Signals, timeout_s: float) -> None:
-    if not is_ours(info):
-        _reap(info.pid)
-        return
-    proc = psutil.Process(info.pid)
-    children = proc.children(recursive=True)
-    if sig == signal.SIGTERM:
-        os.kill(info.pid, signal.SIGCONT)  # a paused process cannot shut down
-    os.kill(info.pid, sig)
-    if not _wait_gone(proc, timeout_s):
-        proc.kill()
-        if not _wait_gone(proc, 10):
-            raise RuntimeError(f"process {info.pid} did not exit after SIGKILL")
-    _reap(info.pid)
-    for child in children:
-        try:
-            if not _wait_gone(child, 5):
-                child.kill()
-        except psutil.NoSuchProcess:
-            pass
 
 
 # -- commands -----------------------------------------------------------------------------

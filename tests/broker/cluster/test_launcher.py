@@ -17,7 +17,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from broker.cluster.launcher import SOURCE_ROOT, is_running, new_state
+from broker.cluster.children import SOURCE_ROOT, is_running
+from broker.cluster.launcher import new_state
 from broker.cluster.state import override_settings
 from tests.broker.cluster_harness import LocalCluster
 

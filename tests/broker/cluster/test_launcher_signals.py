@@ -18,7 +18,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from broker.cluster.launcher import free_base_port, is_ours, main, new_state
+from broker.cluster.children import is_ours
+from broker.cluster.launcher import free_base_port, main, new_state
 from broker.cluster.state import ClusterState
 from broker.cluster.status import broker_view
 from tests.broker.cluster_harness import LocalCluster
@@ -96,7 +97,7 @@ def test_a_child_killed_by_someone_else_is_reaped_at_exit_without_a_warning(
     # never waited for, and Popen warns for it at garbage collection.
     script = (
         "import os, signal, sys\n"
-        "from broker.cluster.launcher import spawn\n"
+        "from broker.cluster.children import spawn\n"
         "from broker.cluster.state import ProcessInfo\n"
         f"info = ProcessInfo('x', 0, {str(tmp_path)!r}, {str(tmp_path / 'x.log')!r},"
         " [sys.executable, '-c', 'import signal; signal.pause()'])\n"
