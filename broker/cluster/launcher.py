@@ -37,12 +37,12 @@ by controlled shutdown, then the controller), and fault injection by broker id o
 ``controller``: ``kill`` (SIGKILL), ``restart`` (kill if alive, start again with the
 same command line, return once the broker's own metadata lists every running broker;
 with the controller down it is started and the command fails at once), ``pause`` /
-``resume`` (SIGSTOP / SIGCONT).  Only a process whose command line is the state file's is signalled
-(:func:`~broker.cluster.children.is_ours`: a stopped cluster's PIDs may belong to other processes by now); ``kill``
-of one not running says so and succeeds.  Every command but
-``start`` reads ``cluster.json`` through :func:`broker.cluster.rebuild.load_state`: a
-damaged or missing file is rebuilt from the cluster's running processes, so a cluster
-can always be stopped.
+``resume`` (SIGSTOP / SIGCONT).  Only a process whose command line is the state file's
+is signalled (:func:`~broker.cluster.children.is_ours`: a stopped cluster's PIDs may
+belong to other processes by now); ``kill`` of one not running says so and succeeds.
+Every command but ``start`` reads ``cluster.json`` through
+:func:`broker.cluster.rebuild.load_state`: a damaged or missing file is rebuilt from the
+cluster's running processes, so a cluster can always be stopped.
 """
 
 from __future__ import annotations

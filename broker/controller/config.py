@@ -90,7 +90,7 @@ from broker.config import (
     is_loopback,
     parse_ip_overrides,
 )
-from broker.controller.quorum.voters import parse_quorum_voters
+from broker.controller.quorum.voters import voter_map
 from broker.login_failures import LoginFailureLimits
 from broker.metadata.topic_config_checks import TopicConfigPairs, check_topic_configs
 from broker.network.tls import server_context
@@ -185,7 +185,7 @@ class ControllerConfig:
     def _check_quorum(self) -> None:
         if self.node_id < 0:
             raise InvalidConfigError(f"node_id must be >= 0, got {self.node_id}")
-        voters = parse_quorum_voters(self.controller_quorum_voters)
+        voters = voter_map(self.controller_quorum_voters)
         if voters and self.node_id not in voters:
             raise InvalidConfigError(f"node_id {self.node_id} is not one of the "
                                      f"controller_quorum_voters {sorted(voters)}")
