@@ -104,6 +104,7 @@ import argparse
 import contextlib
 import dataclasses
 import enum
+import gc
 import json
 import logging
 import multiprocessing
@@ -170,6 +171,9 @@ def parse_setting(text: str) -> tuple[str, Any]:
 def run_seeds(args: tuple[list[int], int, dict[str, Any]]) -> tuple[list[dict[str, Any]], int]:
     """One worker's share: (failures, steps run)."""
     seeds, steps, config = args
+    # what the imports made lives as long as the process: out of the collector's way
+    # (each full collection would walk it again; the seeds' own garbage is collected)
+    gc.freeze()
     logging.getLogger("broker").setLevel(logging.ERROR)  # the controller's election notes
     logging.getLogger("storage").setLevel(logging.CRITICAL)  # the scrubber's rot findings
     logging.getLogger("replication").setLevel(logging.ERROR)  # epoch checkpoint rebuilds

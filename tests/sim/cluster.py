@@ -407,7 +407,7 @@ class SimCluster:
 
     def step(self) -> None:
         self.steps += 1
-        self.now_ms += self.rng.randint(1, 4)
+        self.now_ms += 1 + self.rng._randbelow(4)  # rng.randint(1, 4) as it draws, cheaper
         self.clock.set(self.now_ms)
         if self.faults:
             self.injector.inject_faults()
