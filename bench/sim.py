@@ -174,6 +174,8 @@ def run_seeds(args: tuple[list[int], int, dict[str, Any]]) -> tuple[list[dict[st
     # what the imports made lives as long as the process: out of the collector's way
     # (each full collection would walk it again; the seeds' own garbage is collected)
     gc.freeze()
+    gc.set_threshold(10_000, *gc.get_threshold()[1:])  # (700: a young collection every
+    # few hundred objects kept alive for a while, ~1% of the instructions of a seed)
     logging.getLogger("broker").setLevel(logging.ERROR)  # the controller's election notes
     logging.getLogger("storage").setLevel(logging.CRITICAL)  # the scrubber's rot findings
     logging.getLogger("replication").setLevel(logging.ERROR)  # epoch checkpoint rebuilds

@@ -457,7 +457,7 @@ class SimCluster:
         self.planned_steps = steps
         for _ in range(steps):
             self.step()
-            await asyncio.sleep(0)
+            await _loop_turn()
         self.faults = False
         self.injector.outage = None  # its restarts not yet made are the healing's
         if self.controller_down_until_ms is not None:
@@ -472,7 +472,7 @@ class SimCluster:
             self.txn.stopping = True  # the open transaction ends; no new one
         for _ in range(self.config.heal_steps):
             self.step()
-            await asyncio.sleep(0)
+            await _loop_turn()
             if self.checks.converged() and (self.txn is None or self.txn.converged()):
                 break
         self.checks.check_final()
@@ -480,3 +480,15 @@ class SimCluster:
             self.txn.check_final()
         self.stats["log_restarts"] = sum(log.restarts
                                          for b in self.brokers.values() for log in b.logs.values())
+
+
+async def _loop_turn() -> None:
+    """One turn of the running loop for what the step left it: the callbacks it scheduled
+    (a Fetch's next slice, a task's wake-up) and the timers.  When there are none (most
+    steps: no task or callback of this run is waiting) the turn would run nothing but a
+    zero-timeout poll of the loop's own wake-up pipe, so it is skipped (the loop's
+    ``_ready`` and ``_scheduled`` are CPython's ``BaseEventLoop`` queues; the run is the
+    same either way, and a step costs less: no task switch, no system call)."""
+    loop = asyncio.get_running_loop()
+    if getattr(loop, "_ready", True) or getattr(loop, "_scheduled", True):
+        await asyncio.sleep(0)
