@@ -297,11 +297,11 @@ class SimCluster:
     def _answer_metadata_fetches(self) -> None:
         """Answer each parked metadata Fetch that has records to read, or whose wait is
         over (an empty answer with the high watermark)."""
-        log_end = len(self.controller.log)
-        for b, (incarnation, request_id, offset, deadline) in list(self.metadata_waiting.items()):
-            if offset >= log_end and self.now_ms < deadline:
-                continue
-            del self.metadata_waiting[b]
+        waiting, log_end, now = self.metadata_waiting, len(self.controller.log), self.now_ms
+        due = [b for b, (_, _, offset, deadline) in waiting.items()
+               if offset < log_end or now >= deadline]  # (most calls: none)
+        for b in due:
+            incarnation, request_id, offset, _ = waiting.pop(b)
             cfg = self.config
             partial = self.rng.random() < cfg.metadata_partial_probability
             answer = self.controller.metadata_answer(

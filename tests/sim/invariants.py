@@ -75,9 +75,9 @@ class InvariantChecker:
     def __init__(self, cluster: SimCluster) -> None:
         self.c = cluster
         self.decoded: dict[tuple[int, int, int, int], list[tuple[int, RecordId]]] = {}
-        # pid -> the replicas (broker id, log, shadow version) and bounds of the last
+        # pid -> the replicas (broker id, log, shadow version, HW, low bound) of the last
         # agreement check that passed (:meth:`check` skips an unchanged one)
-        self._agreed: dict[int, tuple[list[tuple[int, SimLog, int]], list[tuple[int, int]]]] = {}
+        self._agreed: dict[int, list[tuple[int, SimLog, int, int, int]]] = {}
         self._controller_checked: tuple[Any, ...] = ()
         self._compacting = cluster.compacting  # (the configuration's: fixed for the run)
         self._recreating = cluster.recreating
@@ -215,15 +215,18 @@ class InvariantChecker:
             if len(synced) < 2:
                 continue
             retained = self.c.retained_below[pid]
-            # each replica's HW, log start and log read once (nothing changes them here)
-            views = [(b, b.partitions[pid], b.logs[pid]) for b in synced]
-            bounds = [(p.high_watermark, max(p.log_start_offset, retained))
-                      for _, p, _ in views]
-            # the verdict is a function of the replicas' shadows and bounds: the same
-            # ones as at the last check of this partition agreed then and agree now
-            key = ([(b.id, log, log.version) for b, _, log in views], bounds)
+            # the verdict is a function of the replicas' shadows and bounds (each replica's
+            # log and its shadow's version, HW, log start): the same ones as at the last
+            # check of this partition agreed then and agree now
+            key: list[tuple[int, SimLog, int, int, int]] = []
+            for b in synced:
+                p, log = b.partitions[pid], b.logs[pid]
+                key.append((b.id, log, log.version, p.high_watermark,
+                            max(p.log_start_offset, retained)))
             if self._agreed.get(pid) == key:
                 continue
+            views = [(b, b.partitions[pid], b.logs[pid]) for b in synced]
+            bounds = [(hw, low) for _, _, _, hw, low in key]
             for i, (a, pa, la) in enumerate(views):
                 hwa, lowa = bounds[i]
                 for j in range(i + 1, len(views)):
