@@ -278,16 +278,14 @@ def records_well_formed(records: Buffer, p: int, end: int, count: int, base_offs
     layout = _probe(view, p, end)
     if layout is None:
         return False  # headers (or a malformed first record): the decoder's business
-    if count == 1 and layout.off[1] == 1 and view[p + layout.off[0]] == 0 \
-            and layout.ts[1] <= 9:
-        # one record (a producer that does not linger): what the run below proves of
-        # its one row, without numpy - the probe parsed it, so its timestamp varint is
-        # well formed, and its offset delta is 0 in the one canonical byte
-        reach = 1 << (7 * layout.ts[1] - 1)
+    (ts_col, ts_width), (off_col, off_width) = layout.ts, layout.off
+    if count == 1 and off_width == 1 and view[p + off_col] == 0 and ts_width <= 9:
+        # one record: what the run below proves of its row, without numpy (the probe parsed
+        # a well-formed timestamp varint; offset delta 0 is one canonical byte)
+        reach = 1 << (7 * ts_width - 1)
         if base_timestamp - reach < low or base_timestamp + reach > high:
-            delta, _ = decode_varint(view, p + layout.ts[0])
-            if not low <= base_timestamp + delta <= high:
-                return False
+            stamp = base_timestamp + decode_varint(view, p + ts_col)[0]
+            return low <= stamp <= high and p + layout.size == end
         return p + layout.size == end
     data: U8 = np.frombuffer(view, dtype=np.uint8, count=end)
     general = (data, view, p, end, 0, count, base_timestamp, low, high)
