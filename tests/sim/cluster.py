@@ -435,8 +435,9 @@ class SimCluster:
 
     def run(self, steps: int) -> None:
         """Run on an event loop: tasks the handlers start (a Produce waiting for its
-        KIP-890 verification) get one loop turn after every step; deterministic (no
-        real I/O or timers on that loop)."""
+        KIP-890 verification) and a Fetch's later slices get one loop turn after every
+        step that leaves them waiting (:func:`_loop_turn`); deterministic (no real I/O
+        or timers on that loop)."""
         try:
             asyncio.run(self._run(steps))
         finally:
