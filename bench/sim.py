@@ -107,7 +107,9 @@ subtracted): no_loss 3.09 -> 2.65 G (1.17x), lossy 2.75 -> 2.32 G (1.18x), idemp
 lossy (idempotent's 1.15x is reached).  Steps per CPU second (seeds 0-29, 3 rounds
 alternated, load 6-10): 5,545 -> 6,809 (1.23x), 5,671 -> 7,437 (1.31x), 7,898 -> 10,977
 (1.39x); CPU gains more than instructions: system calls went too (an epoll per step,
-partition.metadata at every registration).  What is left is spread thin: the codec round
+partition.metadata at every registration).  ``--seeds 30 --no-write``, best of 3 at load
+2-3: 6,396 / 6,168 / 9,081 -> 7,543 / 7,711 / 11,414 steps/s, 0.88 / 0.91 / 0.99 of the
+fake-log figures (8,546 / 8,472 / 11,482, quiet).  What is left is spread thin: the codec round
 trips, the handlers, the per-tick purgatory re-checks, every open's recovery and shadow.
 Fingerprints of seeds before and after a change: ``python3 -m bench.sim_fingerprints``.
 
