@@ -57,6 +57,7 @@ class DelayedProduce(DelayedOperation):
         self.respond = respond
 
     def try_complete(self) -> bool:
+        waiting = False
         for status in self.statuses:
             if not status.pending:
                 continue
@@ -71,7 +72,9 @@ class DelayedProduce(DelayedOperation):
                           f"ISR {partition.isr} below min_insync_replicas")
                 else:
                     status.pending = False
-        if any(s.pending for s in self.statuses):
+            else:
+                waiting = True  # (pending still: what any(s.pending ...) found after)
+        if waiting:
             return False
         return self.force_complete()
 

@@ -305,19 +305,20 @@ class LeaderEpochCache:
         change is O(1)."""
         entries = self._entries
         n = len(entries)
-        for i in range(max(self._checked, 1), n):
-            prev, cur = entries[i - 1], entries[i]
-            if cur.epoch <= prev.epoch or cur.start_offset < prev.start_offset:
-                raise LeaderEpochCacheError(f"entries out of order: {prev} then {cur}")
-        self._checked = n
-        if self._entries and log_end_offset is not None \
-                and self._entries[-1].start_offset > log_end_offset:
+        if self._checked != n:
+            for i in range(max(self._checked, 1), n):
+                prev, cur = entries[i - 1], entries[i]
+                if cur.epoch <= prev.epoch or cur.start_offset < prev.start_offset:
+                    raise LeaderEpochCacheError(f"entries out of order: {prev} then {cur}")
+            self._checked = n
+        if not n:
+            return
+        if log_end_offset is not None and entries[-1].start_offset > log_end_offset:
             raise LeaderEpochCacheError(
-                f"epoch {self._entries[-1]} starts past the log end offset {log_end_offset}")
-        if self._entries and log_start_offset is not None \
-                and self._entries[0].start_offset < log_start_offset:
+                f"epoch {entries[-1]} starts past the log end offset {log_end_offset}")
+        if log_start_offset is not None and entries[0].start_offset < log_start_offset:
             raise LeaderEpochCacheError(
-                f"epoch {self._entries[0]} starts before the log start offset {log_start_offset}")
+                f"epoch {entries[0]} starts before the log start offset {log_start_offset}")
 
     @staticmethod
     def _check_args(epoch: int, start_offset: int) -> None:

@@ -498,17 +498,16 @@ class Partition:
         Pure: it reads the state and changes nothing (the epoch cache is trimmed to the
         log start lazily, by :meth:`sync_log_start`, so its first entry may start before
         the log start here)."""
-        name, leo = self._name, self.log.log_end_offset
-        if not 0 <= self.high_watermark <= leo:
-            raise PartitionInvariantError(f"{name}: HW {self.high_watermark} outside [0, {leo}]")
-        self.partition_log.check_invariants(name)
-        if not self.is_leader:
+        name, leo, hw = self._name, self.log.log_end_offset, self._high_watermark
+        if not 0 <= hw <= leo:
+            raise PartitionInvariantError(f"{name}: HW {hw} outside [0, {leo}]")
+        self.partition_log.check_invariants(name, leo)
+        if self.leader_id != self.local_broker_id:  # (is_leader, read once)
             return
         self.leader_isr.check_invariants(name, leo)
-        if self.high_watermark < self._leader_hw_floor:
+        if hw < self._leader_hw_floor:
             raise PartitionInvariantError(
-                f"{name}: HW {self.high_watermark} fell below {self._leader_hw_floor} "
-                f"while leading")
+                f"{name}: HW {hw} fell below {self._leader_hw_floor} while leading")
         if self.leader_epoch_cache.latest_epoch != self.leader_epoch:
             raise PartitionInvariantError(
                 f"{name}: leading epoch {self.leader_epoch} but the epoch cache's latest is "

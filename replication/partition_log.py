@@ -246,11 +246,14 @@ class PartitionLog:
             self.log.maybe_increment_log_start_offset(min(offset, self.log.log_end_offset))
             self.sync_log_start()
 
-    def check_invariants(self, name: str) -> None:
+    def check_invariants(self, name: str, log_end_offset: int | None = None) -> None:
         """:class:`PartitionInvariantError` unless the log start is at most the LEO and the
-        epoch cache is consistent with the LEO.  Reads only (the cache is trimmed to the
-        log start lazily, so its first entry may start before the log start here)."""
-        leo, start = self.log.log_end_offset, self.log.log_start_offset
+        epoch cache is consistent with the LEO (``log_end_offset``: the log's, when the
+        caller read it already).  Reads only (the cache is trimmed to the log start
+        lazily, so its first entry may start before the log start here)."""
+        log = self.log
+        leo = log.log_end_offset if log_end_offset is None else log_end_offset
+        start = log.log_start_offset
         if start > leo:
             raise PartitionInvariantError(f"{name}: log start {start} > LEO {leo}")
         try:

@@ -259,23 +259,36 @@ def run_in_slices(steps: Generator[None, None, FetchResult],
         loop: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
     except RuntimeError:
         loop = None
+    _Slices(steps, done, fail, loop).step(True)
 
-    def step(first: bool) -> None:
+
+class _Slices:
+    """The run of :func:`run_in_slices`: a bound method schedules the next slice, so
+    nothing refers back to itself (a nested function that schedules itself would be a
+    reference cycle holding the whole fetch - its generator, the response, the file
+    regions - until the cyclic collector runs; this is freed at its last slice)."""
+
+    __slots__ = ("done", "fail", "loop", "steps")
+
+    def __init__(self, steps: Generator[None, None, FetchResult],
+                 done: Callable[[FetchResult], None], fail: Callable[[], None],
+                 loop: asyncio.AbstractEventLoop | None) -> None:
+        self.steps, self.done, self.fail, self.loop = steps, done, fail, loop
+
+    def step(self, first: bool) -> None:
         try:
             while True:
-                next(steps)
-                if loop is not None:
-                    loop.call_soon(step, False)
+                next(self.steps)
+                if self.loop is not None:
+                    self.loop.call_soon(self.step, False)
                     return
         except StopIteration as stop:
-            done(stop.value)
+            self.done(stop.value)
         except Exception:
             if first:
                 raise  # the dispatcher answers the error
             log.exception("fetch failed in a later slice")
-            fail()
-
-    step(True)
+            self.fail()
 
 
 def handle_fetch(core: HandlerCore, body: FetchRequest, respond: Respond[FetchResponse],

@@ -261,7 +261,8 @@ def records_well_formed(records: Buffer, p: int, end: int, count: int, base_offs
     every timestamp in ``timestamp_window`` (inclusive; None: the int64 range).
 
     False means "not proven", never "invalid": headers, more than 65,536 records, a
-    non-canonical varint or any mismatch; the caller then decodes.  Cost: runs of
+    non-canonical varint or any mismatch; the caller then decodes.  Cost: a batch of one
+    record takes one Python parse (no numpy past the probe's); runs of
     same-shaped records take one Python parse of their first record plus about a dozen
     numpy calls; records whose layouts vary take the general path
     (:func:`_general_well_formed`: one Python step per record to find it, then a few
@@ -274,10 +275,19 @@ def records_well_formed(records: Buffer, p: int, end: int, count: int, base_offs
     view = memoryview(records)
     if view.format != "B" or view.ndim != 1:
         view = view.cast("B")
-    data: U8 = np.frombuffer(view, dtype=np.uint8, count=end)
     layout = _probe(view, p, end)
     if layout is None:
         return False  # headers (or a malformed first record): the decoder's business
+    (ts_col, ts_width), (off_col, off_width) = layout.ts, layout.off
+    if count == 1 and off_width == 1 and view[p + off_col] == 0 and ts_width <= 9:
+        # one record: what the run below proves of its row, without numpy (the probe parsed
+        # a well-formed timestamp varint; offset delta 0 is one canonical byte)
+        reach = 1 << (7 * ts_width - 1)
+        if base_timestamp - reach < low or base_timestamp + reach > high:
+            stamp = base_timestamp + decode_varint(view, p + ts_col)[0]
+            return low <= stamp <= high and p + layout.size == end
+        return p + layout.size == end
+    data: U8 = np.frombuffer(view, dtype=np.uint8, count=end)
     general = (data, view, p, end, 0, count, base_timestamp, low, high)
     if count > 1:  # sizes that vary, told cheaply: the second record's length differs
         length, q = decode_varint32(view, p)  # the probe parsed it

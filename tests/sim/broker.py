@@ -298,7 +298,9 @@ class SimBroker:
                 found = self.c.disk.topic_id(self, pid)
                 if log_of_other_topic(found, topic_id):
                     self.replace_replica(pid, f"the log belongs to deleted topic id {found}")
-                self.c.disk.set_topic_id(self, pid, topic_id)
+                    found = None
+                if found != topic_id:  # (labelled already: the file stays as it is)
+                    self.c.disk.set_topic_id(self, pid, topic_id)
             self.hosted_topic_id = topic_id
             self.apply_partition_state(pid, state)
         if self.txn is not None:  # as BrokerCore: the state partitions led here load
@@ -534,11 +536,13 @@ class SimBroker:
             self.last_shrink_ms = now
         # no_loss: every append is flushed; lossy: a replica's occasional fsync
         flush_probability = None if cfg.no_loss else cfg.flush_probability
+        retention_probability, rng = cfg.retention_probability, self.c.rng
+        hw_checkpoint = self.hw_checkpoint
         for pid, p in self.partitions.items():
-            self.hw_checkpoint[pid] = p.high_watermark
-            if flush_probability is not None and self.c.rng.random() < flush_probability:
+            hw_checkpoint[pid] = p.high_watermark
+            if flush_probability is not None and rng.random() < flush_probability:
                 self.logs[pid].flush()
-            if cfg.retention_probability and self.c.rng.random() < cfg.retention_probability:
+            if retention_probability and rng.random() < retention_probability:
                 self.c.on_retention(self, pid)
             if p.is_leader:
                 if p.repair is not None or pid in self.pending_cuts:

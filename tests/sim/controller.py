@@ -56,6 +56,9 @@ class SimController:
         self.state = ControllerState(config, clock)
         self.log: list[MetadataRecord] = []  # the metadata log (record i at offset i)
         self._encoded: list[bytes] = []  # record i's encoding (encode_record), made once
+        # (first, end) -> the batch of records [first, end) as metadata_answer sends it
+        # (every restarted broker reads the log again from 0; at most 1,000 kept)
+        self._batches: dict[tuple[int, int], bytes] = {}
         self.restarts = 0
         self.broker_ids = list(broker_ids)
         self.partitions = partitions
@@ -86,9 +89,13 @@ class SimController:
         encoded = self._encoded
         for record in self.log[len(encoded):]:
             encoded.append(encode_record(record))
-        chunk = encoded[offset:offset + max_records]
-        data = build_batch([(None, value, 0, ()) for value in chunk],
-                           base_offset=offset) if chunk else b""
+        end = min(offset + max_records, len(encoded))
+        data = self._batches.get((offset, end), b"") if end > offset else b""
+        if not data and end > offset:  # (the log only grows: a range's batch never changes)
+            if len(self._batches) >= 1000:
+                self._batches.clear()
+            data = self._batches[(offset, end)] = build_batch(
+                [(None, value, 0, ()) for value in encoded[offset:end]], base_offset=offset)
         return {"error": 0, "records": data, "high_watermark": len(self.log)}
 
     # -- calls ---------------------------------------------------------------------------

@@ -45,7 +45,7 @@ from __future__ import annotations
 import random
 from collections.abc import Iterator
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from clients.protocol.errors import CorruptRecordError, InvalidRecordError
 from clients.protocol.topics import TopicPartition
@@ -75,6 +75,7 @@ class SimDisk:
         self.c = cluster
         self.root = root
         self._dirs: dict[tuple[int, int], Path] = {}  # (broker id, pid) -> log_dir
+        self._topic_ids: dict[tuple[int, int], Any] = {}  # (broker id, pid) -> topic_id()
         flush = 1 if cluster.config.no_loss else None
         # with retention: small segments, three kept (the runs write tens of KiB)
         cfg = cluster.config
@@ -138,12 +139,19 @@ class SimDisk:
                         f"log end offset {log.log_end_offset}")
 
     def topic_id(self, broker: SimBroker, pid: int) -> int | None:
-        return read_topic_id(self.log_dir(broker, pid))
+        """The replica's ``partition.metadata`` (read once after each write or delete:
+        only :meth:`set_topic_id` and :meth:`delete_log` change the file)."""
+        key = (broker.id, pid)
+        if key not in self._topic_ids:
+            self._topic_ids[key] = read_topic_id(self.log_dir(broker, pid))
+        return self._topic_ids[key]
 
     def set_topic_id(self, broker: SimBroker, pid: int, topic_id: int) -> None:
+        self._topic_ids.pop((broker.id, pid), None)
         write_topic_id(self.log_dir(broker, pid), topic_id)
 
     def delete_log(self, broker: SimBroker, pid: int) -> SimLog:
+        self._topic_ids.pop((broker.id, pid), None)
         broker.logs.pop(pid).delete()
         return self.open_log(broker, pid)
 

@@ -26,7 +26,7 @@ Costs: two codec round trips per request.  Single-threaded, like the simulation.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator, Mapping
 from typing import TYPE_CHECKING, Any, cast
 
 from broker.config import BrokerConfig
@@ -85,6 +85,33 @@ class SimTopicConfigs:
         return self.broker.c.config.min_insync_replicas
 
 
+class TopicPartitions(Mapping[TopicPartition, Partition]):
+    """The broker's partitions by :class:`TopicPartition` (what ``HandlerCore.partitions``
+    is), a view of ``SimBroker.partitions``: nothing copied per look-up (a parked Fetch
+    asks it at every wake-up)."""
+
+    def __init__(self, broker: SimBroker, topic: str) -> None:
+        self.broker = broker
+        self.topic = topic
+
+    def __getitem__(self, key: TopicPartition) -> Partition:
+        p = self.broker.partitions.get(key.partition) if key.topic == self.topic else None
+        if p is None:
+            raise KeyError(key)
+        return p
+
+    def get(self, key: TopicPartition, default: Any = None) -> Any:
+        if key.topic != self.topic:
+            return default
+        return self.broker.partitions.get(key.partition, default)
+
+    def __iter__(self) -> Iterator[TopicPartition]:
+        return iter([TopicPartition(self.topic, pid) for pid in self.broker.partitions])
+
+    def __len__(self) -> int:
+        return len(self.broker.partitions)
+
+
 class SimHandlerCore:
     """What the fetch handlers use of a :class:`HandlerCore`, over a simulated broker."""
 
@@ -106,10 +133,11 @@ class SimHandlerCore:
         # group coordinator to tell of markers
         self.txn_verifier: TxnVerifier | None = None
         self.txn_marker_listener = None
+        self._partitions = TopicPartitions(broker, topic)
 
     @property
-    def partitions(self) -> dict[TopicPartition, Partition]:
-        return {TopicPartition(self.topic, pid): p for pid, p in self.broker.partitions.items()}
+    def partitions(self) -> Mapping[TopicPartition, Partition]:
+        return self._partitions
 
     @property
     def produce_purgatory(self) -> Purgatory[DelayedProduce]:

@@ -75,10 +75,12 @@ class InvariantChecker:
     def __init__(self, cluster: SimCluster) -> None:
         self.c = cluster
         self.decoded: dict[tuple[int, int, int, int], list[tuple[int, RecordId]]] = {}
-        # pid -> the replicas (broker id, log, shadow version) and bounds of the last
+        # pid -> the replicas (broker id, log, shadow version, HW, low bound) of the last
         # agreement check that passed (:meth:`check` skips an unchanged one)
-        self._agreed: dict[int, tuple[list[tuple[int, SimLog, int]], list[tuple[int, int]]]] = {}
+        self._agreed: dict[int, list[tuple[int, SimLog, int, int, int]]] = {}
         self._controller_checked: tuple[Any, ...] = ()
+        self._compacting = cluster.compacting  # (the configuration's: fixed for the run)
+        self._recreating = cluster.recreating
 
     def check_acked_on(self, broker: SimBroker, pid: int, why: str) -> None:
         log = broker.logs[pid]
@@ -183,23 +185,26 @@ class InvariantChecker:
             except (AssertionError, MetadataRecordError) as exc:  # (what it raises)
                 self.c.fail(f"controller: {exc}")
             self._controller_checked = checked
-        live = [b for b in self.c.brokers.values() if b.alive]
-        for b in live:
-            for p in b.partitions.values():
-                try:
+        c = self.c
+        live = [b for b in c.brokers.values() if b.alive]
+        try:  # (one handler for the loop: the first failure fails the run)
+            for b in live:
+                for p in b.partitions.values():
                     p.check_invariants()
-                except AssertionError as exc:
-                    self.c.fail(str(exc))
-        if self.c.steps % SHADOW_CHECK_STEPS == 0:
+        except AssertionError as exc:
+            c.fail(str(exc))
+        if c.steps % SHADOW_CHECK_STEPS == 0:
             self.check_shadows(live)
-        if self.c.steps % 25 and (self.c.compacting or self.c.rotted):
+        compacting, rotted = self._compacting, c.rotted
+        if c.steps % 25 and (compacting or rotted):
             return  # records decoded, segments CRC-checked: every 25 steps
-        self.c.forget_repaired_rot()
-        compacting, rotted = self.c.compacting, self.c.rotted
-        if self.c.recreating:
-            live = [b for b in live if self.c.hosts_current_topic(b)]
-        for pid in self.c.partition_ids:
-            synced = self._synced([b for b in live if (b.id, pid) not in rotted], pid)
+        if rotted:
+            c.forget_repaired_rot()
+        if self._recreating:
+            live = [b for b in live if c.hosts_current_topic(b)]
+        for pid in c.partition_ids:
+            synced = self._synced([b for b in live if (b.id, pid) not in rotted]
+                                  if rotted else live, pid)
             if compacting:
                 self._check_compacted_agree(
                     pid, {b.id: self.records_of(b.logs[pid]) for b in synced},
@@ -210,15 +215,18 @@ class InvariantChecker:
             if len(synced) < 2:
                 continue
             retained = self.c.retained_below[pid]
-            # each replica's HW, log start and log read once (nothing changes them here)
-            views = [(b, b.partitions[pid], b.logs[pid]) for b in synced]
-            bounds = [(p.high_watermark, max(p.log_start_offset, retained))
-                      for _, p, _ in views]
-            # the verdict is a function of the replicas' shadows and bounds: the same
-            # ones as at the last check of this partition agreed then and agree now
-            key = ([(b.id, log, log.version) for b, _, log in views], bounds)
+            # the verdict is a function of the replicas' shadows and bounds (each replica's
+            # log and its shadow's version, HW, log start): the same ones as at the last
+            # check of this partition agreed then and agree now
+            key: list[tuple[int, SimLog, int, int, int]] = []
+            for b in synced:
+                p, log = b.partitions[pid], b.logs[pid]
+                key.append((b.id, log, log.version, p.high_watermark,
+                            max(p.log_start_offset, retained)))
             if self._agreed.get(pid) == key:
                 continue
+            views = [(b, b.partitions[pid], b.logs[pid]) for b in synced]
+            bounds = [(hw, low) for _, _, _, hw, low in key]
             for i, (a, pa, la) in enumerate(views):
                 hwa, lowa = bounds[i]
                 for j in range(i + 1, len(views)):

@@ -4,7 +4,7 @@
 the broker decodes from a client of that version: every field of the version, defaults
 for the rest), runs the handler, and returns the answers each encoded and decoded again
 at that version (what the client reads: fields the version lacks are gone).  Fetch
-answers' file regions are read into bytes first.
+answers' file regions are read into bytes as the frame is joined.
 
 :func:`core_at` builds a standalone core on a manual clock; :meth:`CoreHarness.tick`
 moves its time and runs what is due (the offsets-topic load, delayed operations).
@@ -26,7 +26,7 @@ from clients.protocol.codec import (
     decode_request,
     decode_response,
     encode_request_bytes,
-    encode_response_bytes,
+    encode_response,
 )
 from clients.protocol.registry import APIS
 from timer.clock import ManualClock
@@ -45,22 +45,21 @@ def ends(api: int) -> list[int]:
     return [APIS[api].min_version, APIS[api].max_version]
 
 
-_LEAVES = frozenset({int, str, bytes, bool, float, type(None)})  # returned as they are
+_BUFFERS = (bytes, bytearray, memoryview)
 
 
-def _materialize(value: Any) -> Any:
-    if isinstance(value, RegionRecords):
-        return b"".join(r.read_bytes() for r in value.regions)
-    if isinstance(value, dict):  # (a leaf is not walked into: most fields are leaves)
-        return {k: v if type(v) in _LEAVES else _materialize(v) for k, v in value.items()}
-    if isinstance(value, list):
-        return [v if type(v) in _LEAVES else _materialize(v) for v in value]
-    return value
+def _frame_bytes(part: Any) -> Any:
+    """One part of an encoded frame as bytes: a file region (``RegionRecords``, a Fetch
+    answer's records, a part of its own) read, as a broker's ``sendfile`` sends it."""
+    if type(part) in _BUFFERS:
+        return part
+    assert isinstance(part, RegionRecords), type(part)
+    return b"".join(r.read_bytes() for r in part.regions)
 
 
 def wire_answer(api: int, version: int, body: Body) -> Body:
     """``body`` as a client of ``version`` reads it."""
-    frame = encode_response_bytes(api, version, 7, _materialize(body))
+    frame = b"".join([_frame_bytes(p) for p in encode_response(api, version, 7, body)])
     return decode_response(memoryview(frame)[4:], api, version).body
 
 
