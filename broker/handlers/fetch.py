@@ -28,22 +28,17 @@ Kafka's semantics, with these differences:
   the leader or ends before ``fetch_offset``, the answer carries ``diverging_epoch``
   (the largest epoch <= the fetcher's and its end offset), no records, and a follower's
   fetch position is not recorded.
-- ``current_leader`` (v12, tagged) is filled on NOT_LEADER_OR_FOLLOWER and
-  FENCED_LEADER_EPOCH from the metadata image; v16+ answers the endpoints of those
-  leaders in ``node_endpoints`` (KIP-951).
-- Topic ids (v13+, KIP-516): resolved on every read
-  (:mod:`broker.fetch_sessions.topic_ids`: UNKNOWN_TOPIC_ID / INCONSISTENT_TOPIC_ID per
-  partition); sessions are keyed by id at v13+.
-- ``replica_state`` (v15+) gives ``replica_id``; ``replica_epoch`` and
-  ``replica_directory_id`` (v17) are not checked (one log dir).
+- ``current_leader`` (v12) on NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH from the
+  image, with those leaders' ``node_endpoints`` from v16 (KIP-951).  v13+ names topics
+  by id (:mod:`broker.fetch_sessions.topic_ids`); v15+ ``replica_state`` gives
+  ``replica_id``, its epoch and v17's ``replica_directory_id`` are not checked.
 - A negative ``max_bytes`` or ``partition_max_bytes``: INVALID_FETCH_SIZE per partition.
-- ListOffsets: -1 latest (the high watermark for consumers, the LSO for read_committed
-  ones, which also bounds their timestamp lookups; the log end offset for a replica id
-  >= 0, as Kafka), -2 earliest, -3 the record with the largest timestamp
-  (below the high watermark; served at every version), other negative timestamps
-  INVALID_REQUEST; a leader whose epoch's first offset is not committed yet answers
-  OFFSET_NOT_AVAILABLE; ``leader_epoch`` is the epoch of the batch found (the current
-  epoch for -1).
+- ListOffsets: -1 latest (consumers: the HW, read_committed: the LSO, which also bounds
+  timestamp lookups; a replica id >= 0: the log end, as Kafka), -2 earliest (and -4,
+  v8+: the log is all local), -3 the largest timestamp (below the HW; every version),
+  -5 (v9+) offset -1 (no tiered storage), other negative timestamps INVALID_REQUEST; a
+  leader whose epoch's first offset is not committed yet answers OFFSET_NOT_AVAILABLE;
+  ``leader_epoch`` is the epoch of the batch found (the current epoch for -1).
 - DescribeLogDirs: one log dir (the data directory) with Kafka's fields and our tagged
   extras per partition; ``total_bytes`` / ``usable_bytes`` from the file system.
 
@@ -106,7 +101,13 @@ from clients.protocol.message_types import (
     OffsetsForLeaderEpochResponsePartition,
     OffsetsForLeaderEpochResponseTopic,
 )
-from clients.protocol.offset_specs import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
+from clients.protocol.offset_specs import (
+    EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIERED_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+)
 from clients.protocol.topics import ZERO_UUID, TopicPartition
 from clients.records.record import decode_batch
 from replication.partition import Partition
@@ -299,11 +300,8 @@ def run_in_slices(steps: Generator[None, None, FetchResult],
 
 
 def replica_id_of(body: Mapping[str, Any], version: int) -> int:
-    """The fetcher's replica id (-1: a consumer): ``replica_id``, from v15 the tagged
-    ``replica_state``'s."""
-    if version < FIRST_REPLICA_STATE_VERSION:
-        return int(body["replica_id"])
-    state = body.get("replica_state")
+    """The fetcher's replica id (-1: a consumer); from v15 ``replica_state``'s."""
+    state = body.get("replica_state") if version >= FIRST_REPLICA_STATE_VERSION else body
     return -1 if state is None else int(state["replica_id"])
 
 
@@ -453,12 +451,16 @@ def _max_timestamp(partition: Partition, upper: int) -> tuple[int, int] | None:
 
 
 def _list_offset(partition: Partition, timestamp: int, replica_id: int,
-                 result: ListOffsetsResponsePartition, committed: bool = False) -> None:
+                 result: ListOffsetsResponsePartition, committed: bool = False,
+                 version: int = 7) -> None:
     consumer = replica_id == -1
     upper = ((partition.last_stable_offset if committed else partition.high_watermark)
              if consumer else partition.log_end_offset)
     epochs = partition.leader_epoch_cache
-    if timestamp == EARLIEST_TIMESTAMP:
+    if timestamp == LATEST_TIERED_TIMESTAMP and version >= 9:
+        return  # no tiered storage: offset -1 (Kafka's answer without remote storage)
+    if timestamp == EARLIEST_TIMESTAMP or (timestamp == EARLIEST_LOCAL_TIMESTAMP
+                                           and version >= 8):  # all of the log is local
         result["offset"] = partition.log_start_offset
         result["leader_epoch"] = epochs.epoch_for_offset(partition.log_start_offset)
         return
@@ -514,7 +516,7 @@ def handle_list_offsets(core: HandlerCore, body: ListOffsetsRequest,
                                              f"of {topic['name']}-{partition.index}",
                                              ErrorCode.NOT_LEADER_OR_FOLLOWER)
                 _list_offset(partition, request["timestamp"], body["replica_id"], result,
-                             body["isolation_level"] == READ_COMMITTED)
+                             body["isolation_level"] == READ_COMMITTED, ctx.version)
             except Exception as exc:  # (ListOffsets has no error_message field)
                 result["error_code"] = int(as_minikafka_error(exc).code)
             parts.append(result)

@@ -220,6 +220,7 @@ class ListOffsetsRequest(TypedDict, total=False):
     replica_id: int
     isolation_level: int  # v2+
     topics: list[ListOffsetsRequestTopic]
+    timeout_ms: int  # v10+
 
 
 class ListOffsetsResponsePartition(TypedDict, total=False):

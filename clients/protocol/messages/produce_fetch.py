@@ -156,7 +156,7 @@ FETCH = Api(
 )  # fmt: skip
 
 LIST_OFFSETS = Api(
-    ApiKey.LIST_OFFSETS, "ListOffsets", "1-7", "6+",
+    ApiKey.LIST_OFFSETS, "ListOffsets", "1-10", "6+",
     request=Struct(
         Field("replica_id", INT32, default=-1),
         Field("isolation_level", INT8, "2+"),
@@ -165,11 +165,13 @@ LIST_OFFSETS = Api(
             Field("partitions", Array(Struct(
                 Field("partition_index", INT32),
                 Field("current_leader_epoch", INT32, "4+", default=-1),
-                # -1 latest, -2 earliest, -3 max timestamp (v7+), else the first offset
-                # whose timestamp is at or after this one
+                # -1 latest, -2 earliest, -3 max timestamp (v7+), -4 earliest local (v8+),
+                # -5 latest tiered (v9+), else the first offset whose timestamp is at or
+                # after this one
                 Field("timestamp", INT64),
             ))),
         ))),
+        Field("timeout_ms", INT32, "10+"),  # for remote (tiered) lookups: none here
     ),
     response=Struct(
         Field("throttle_time_ms", INT32, "2+"),

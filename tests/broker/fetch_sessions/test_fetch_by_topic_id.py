@@ -199,3 +199,26 @@ def test_the_cache_evicts_a_stale_session_kept_by_id(tmp_path: Path) -> None:
         assert session is not None and list(session.partitions) == [(A, 1)]
     finally:
         core.shutdown()
+
+
+@pytest.mark.parametrize("version", [7, 8, 9, 10])
+def test_list_offsets_earliest_local_and_latest_tiered(
+        controlled: tuple[BrokerCore, ImageFeed], version: int) -> None:
+    core, _ = controlled
+    produce(core, 0, b"a")
+    produce(core, 0, b"b")
+    core.partitions[TopicPartition("t", 0)].partition_log.maybe_increment_log_start_offset(1)
+    answer = call1(core, ApiKey.LIST_OFFSETS, {
+        "replica_id": -1, "isolation_level": 0, "timeout_ms": 1000, "topics": [
+            {"name": "t", "partitions": [
+                {"partition_index": 0, "timestamp": -4},  # EARLIEST_LOCAL_TIMESTAMP
+                {"partition_index": 0, "timestamp": -5}]}]}, version)  # LATEST_TIERED
+    local, tiered = answer["topics"][0]["partitions"]
+    if version >= 8:  # the whole log is local: its start
+        assert (local["error_code"], local["offset"], local["leader_epoch"]) == (0, 1, 0)
+    else:
+        assert local["error_code"] == ErrorCode.INVALID_REQUEST
+    if version >= 9:  # no tiered storage: Kafka's answer without remote storage
+        assert (tiered["error_code"], tiered["offset"], tiered["timestamp"]) == (0, -1, -1)
+    else:
+        assert tiered["error_code"] == ErrorCode.INVALID_REQUEST
