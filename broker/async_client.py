@@ -41,6 +41,7 @@ from clients.protocol.errors import (
     MiniKafkaError,
     RequestTimedOutError,
 )
+from clients.protocol.fetch_session.handler import highest_fetch_version
 from clients.protocol.framing import DEFAULT_MAX_FRAME_BYTES
 from clients.protocol.registry import APIS
 from clients.protocol.request_channel import ClientResponse, ProtocolViolation, RequestChannel
@@ -235,9 +236,12 @@ class AsyncConnection:
                       api_version: int | None = None,
                       timeout_ms: int = 30_000) -> dict[str, Any]:
         """One round trip; ``api_version`` defaults to the highest we serve (the peers of
-        this client are our own brokers and controller, which serve the same)."""
+        this client are our own brokers and controller, which serve the same), for a
+        Fetch the highest its topics allow (v13+ only by topic id)."""
         if api_version is None:
             api_version = APIS[api_key].max_version
+            if api_key == ApiKey.FETCH:
+                api_version = highest_fetch_version(body, api_version)
         async with self._slots:
             writer = await self._ensure_connected()
             future = self._send(writer, api_key, api_version, body, timeout_ms)

@@ -97,7 +97,8 @@ LOG_OPENS_PER_TURN = 8
 class ReplicaFollowing(Protocol):
     """The replica fetchers (:class:`broker.replica_fetcher.ReplicaFetcherManager`)."""
 
-    def follow(self, partition: Partition, host: str, port: int) -> None: ...
+    def follow(self, partition: Partition, host: str, port: int,
+               topic_id: bytes = ZERO_UUID) -> None: ...
 
     def unfollow(self, key: TopicPartition) -> None: ...
 
@@ -466,7 +467,8 @@ class BrokerCore:
                 leader = image.brokers.get(state.leader)
                 if changed and self.fetchers is not None:
                     if leader is not None and state.leader >= 0:
-                        self.fetchers.follow(partition, *leader.replication_endpoint)
+                        self.fetchers.follow(partition, *leader.replication_endpoint,
+                                             topic_id=topic_uuid)
                     else:
                         self.fetchers.unfollow(key)
             woken.append(key)

@@ -4,8 +4,9 @@ The adapter around :class:`replication.follower_fetch.FollowerFetchSession`, whi
 decides everything (truncation by leader epoch, fetching, parking, diverging epochs,
 OFFSET_OUT_OF_RANGE and the leader's log start, answers for replaced states or moved log
 ends): this task sends the session's requests over one authenticated connection to the
-leader (OffsetsForLeaderEpoch v4, Fetch v12 in a KIP-227 fetch session that a failed
-request restarts in full, ListOffsets v7), one at a time, feeds the answers back
+leader (OffsetsForLeaderEpoch v4, Fetch v17 by topic id - v12 by name for a topic
+without one - in a KIP-227 fetch session that a failed request restarts in full,
+ListOffsets v7), one at a time, feeds the answers back
 (and, for damaged segments under repair, up to
 ``REPAIR_REQUESTS_PER_ROUND`` consumer Fetches of the range after each replica Fetch),
 waits ``BACKOFF_S`` when the session asks for a backoff and after a lost
@@ -31,7 +32,7 @@ from broker.async_client import AsyncConnection
 from broker.auth import broker_login
 from broker.network.tls import client_context
 from clients.protocol.errors import MiniKafkaError
-from clients.protocol.topics import TopicPartition
+from clients.protocol.topics import ZERO_UUID, TopicPartition
 from replication.follower_fetch import FetchState, FollowerFetchSession
 from replication.partition import Partition
 from replication.throttle import ReplicationThrottle
@@ -73,8 +74,8 @@ class ReplicaFetcher:
     def states(self) -> dict[TopicPartition, FetchState]:
         return self.session.states
 
-    def add(self, partition: Partition) -> None:
-        self.session.add(partition)
+    def add(self, partition: Partition, topic_id: bytes = ZERO_UUID) -> None:
+        self.session.add(partition, topic_id)
         self._wake.set()
         if self._task is None:
             self._task = asyncio.get_running_loop().create_task(self._run())
@@ -130,7 +131,7 @@ class ReplicaFetcher:
                 await asyncio.sleep(min(delay_ms / 1000, THROTTLE_RECHECK_S))
             return
         body = await self.conn.request(
-            pending.api_key, pending.body,
+            pending.api_key, pending.body, api_version=pending.api_version,
             timeout_ms=self.config.replica_fetch_wait_max_ms + 30_000)
         self.bytes_fetched += sum(len(p["records"] or b"") for t in body["responses"]
                                   for p in t["partitions"])
@@ -172,7 +173,10 @@ class ReplicaFetcherManager:
                                             clock.now_ms)
         self._retired_bytes = 0  # bytes_fetched of fetchers replaced or stopped
 
-    def follow(self, partition: Partition, host: str, port: int) -> None:
+    def follow(self, partition: Partition, host: str, port: int,
+               topic_id: bytes = ZERO_UUID) -> None:
+        """Fetch ``partition`` from its leader at ``host:port`` (by ``topic_id``, its
+        topic's id, unless zero)."""
         key = TopicPartition(partition.topic, partition.index)
         self.unfollow(key)
         leader = partition.leader_id
@@ -184,7 +188,7 @@ class ReplicaFetcherManager:
             fetcher = self.fetchers[leader] = ReplicaFetcher(
                 self.config, self.cluster_secret, self.clock, self.on_repaired, leader, host,
                 port, self.tls, self.throttle)
-        fetcher.add(partition)
+        fetcher.add(partition, topic_id)
         self._where[key] = leader
 
     def unfollow(self, key: TopicPartition) -> None:

@@ -74,6 +74,7 @@ from broker.core import BrokerCore, ControllerLink
 from broker.handlers.bounds import answer_over_bound
 from broker.handlers.common import RequestContext
 from broker.handlers.dispatch import HANDLERS, unsupported_api_versions_answer
+from broker.handlers.fetch import replica_id_of
 from broker.handlers.record_checks import RecordCheckThread
 from broker.metadata.alter_partition import AlterPartitionManager
 from broker.metadata.controller_channel import ControllerQuorumChannel
@@ -473,7 +474,7 @@ class BrokerServer:
                 local_at = time.monotonic()
             return
         if api_key == ApiKey.FETCH:
-            fetch_from = fetch_slot(request.body["replica_id"])
+            fetch_from = fetch_slot(replica_id_of(request.body, version))
         handler = HANDLERS.get(request.api_key)
         if handler is None:
             log.warning("closing connection %d.%d: API %s is not served by a broker",

@@ -6,12 +6,13 @@ A follower partition is added with the leader epoch it follows and starts *trunc
 truncating partition's latest epoch and :meth:`on_truncate_response` lets
 :meth:`Partition.truncate_on_leader_answer` cut the log (never below the HW), asking
 again until the decision is complete.  Then it is *fetching*:
-:meth:`fetch_request` builds one Fetch (v12) with ``replica_id`` = this broker and per
-partition ``current_leader_epoch``, its LEO as ``fetch_offset``, its log start and, as
-Kafka's followers do, ``last_fetched_epoch``, in a fetch session (KIP-227,
-:mod:`clients.protocol.fetch_session.handler`: after the first full fetch only the
-partitions whose fields changed are sent, and a partition the answer leaves out had
-nothing new; a session error makes the next fetch full);
+:meth:`fetch_request` builds one Fetch (v13+ by topic id when every fetched partition
+was added with its topic's id, else v12 by name) with ``replica_id`` = this broker (and
+``replica_state``, v15+) and per partition ``current_leader_epoch``, its LEO as
+``fetch_offset``, its log start and, as Kafka's followers do, ``last_fetched_epoch``,
+in a fetch session (KIP-227, :mod:`clients.protocol.fetch_session.handler`: after the
+first full fetch only the partitions whose fields changed are sent, and a partition the
+answer leaves out had nothing new; a session error makes the next fetch full);
 :meth:`on_fetch_response` appends returned batches with
 :meth:`Partition.append_records_as_follower` (offsets and epochs kept, follower HW =
 min(leader HW, own LEO), log start raised to the leader's).
@@ -23,7 +24,10 @@ range, a truncation) is dropped - it would leave a hole.
 
 Errors per partition: FENCED_LEADER_EPOCH *parks* it (dropped until new metadata adds it
 again); UNKNOWN_LEADER_EPOCH / NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION (the
-leader has not applied the same metadata yet) set :attr:`backoff`; a ``diverging_epoch``
+leader has not applied the same metadata yet) and, by id, UNKNOWN_TOPIC_ID /
+INCONSISTENT_TOPIC_ID (our topic id is not the leader's: a deleted topic's, or the
+leader's metadata is behind; nothing of another topic is ever appended) set
+:attr:`backoff`; a ``diverging_epoch``
 (the leader's log went another way after our last epoch) goes back to truncation;
 OFFSET_OUT_OF_RANGE makes :meth:`on_fetch_response` return a ListOffsets (earliest)
 request, as Kafka's follower does (an error entry carries no offsets), and
@@ -71,7 +75,7 @@ from clients.protocol.fetch_session.handler import (
     FetchSessionHandler,
 )
 from clients.protocol.offset_specs import EARLIEST_TIMESTAMP
-from clients.protocol.topics import TopicPartition
+from clients.protocol.topics import ZERO_UUID, TopicPartition
 from clients.records.batch import iter_batches
 from replication.partition import Partition
 from replication.throttle import ReplicationThrottle
@@ -94,6 +98,7 @@ class FetchState:
     partition: Partition
     leader_epoch: int
     truncating: bool = True
+    topic_id: bytes = ZERO_UUID  # the topic's id (Fetch by id, v13+); zero: by name
 
 
 @dataclass
@@ -106,6 +111,7 @@ class PendingRequest:
     states: dict[TopicPartition, FetchState]
     sent: dict[TopicPartition, int] = field(default_factory=dict)
     session: FetchRequestData | None = None  # a replica Fetch's session fields
+    api_version: int | None = None  # the highest version it may go at (None: any)
     repair: bool = False  # a repair Fetch (:meth:`FollowerFetchSession.on_repair_response`)
 
 
@@ -133,9 +139,11 @@ class FollowerFetchSession:
         self.throttle = throttle
         self.fetch_session = FetchSessionHandler()  # KIP-227, with the leader
 
-    def add(self, partition: Partition) -> None:
+    def add(self, partition: Partition, topic_id: bytes = ZERO_UUID) -> None:
+        """Follow ``partition`` (of the topic with id ``topic_id``: fetched by id when
+        every fetched topic has one)."""
         key = TopicPartition(partition.topic, partition.index)
-        self.states[key] = FetchState(partition, partition.leader_epoch)
+        self.states[key] = FetchState(partition, partition.leader_epoch, topic_id=topic_id)
 
     def remove(self, key: TopicPartition) -> None:
         self.states.pop(key, None)
@@ -226,11 +234,15 @@ class FollowerFetchSession:
                     self.throttle.max_bytes(self.replica_fetch_max_bytes)
                     if self.throttle is not None and self._throttled(s)
                     else self.replica_fetch_max_bytes)}
-        session = self.fetch_session.build(wanted)
-        return PendingRequest(ApiKey.FETCH, {
-            "replica_id": self.node_id, "max_wait_ms": self.replica_fetch_wait_max_ms,
-            "min_bytes": 1, "max_bytes": self.replica_fetch_max_bytes * 8,
-            "isolation_level": 0, **session.fields()}, fetching, sent, session)
+        session = self.fetch_session.build(
+            wanted, {key.topic: s.topic_id for key, s in fetching.items()})
+        body: Body = {"replica_id": self.node_id, "max_wait_ms": self.replica_fetch_wait_max_ms,
+                      "min_bytes": 1, "max_bytes": self.replica_fetch_max_bytes * 8,
+                      "isolation_level": 0, **session.fields()}
+        if session.names_by_id is not None:  # v15+ carries our id here (KIP-903)
+            body["replica_state"] = {"replica_id": self.node_id, "replica_epoch": -1}
+        return PendingRequest(ApiKey.FETCH, body, fetching, sent, session,
+                              api_version=session.max_version)
 
     def on_fetch_response(self, pending: PendingRequest, body: Body) -> PendingRequest | None:
         """Apply a Fetch answer; returns the ListOffsets request to send for partitions

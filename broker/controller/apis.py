@@ -99,6 +99,8 @@ from clients.protocol.message_types import (
 from clients.protocol.registry import APIS
 from clients.protocol.topics import ZERO_UUID
 
+# the metadata log is fetched by name (Fetch v13+, by topic id, is served by brokers)
+CONTROLLER_MAX_VERSIONS: dict[int, int] = {ApiKey.FETCH: 12}
 # (body, version) -> answer: the server's view, plain bodies of any API
 Handler = Callable[[dict[str, Any], int], Awaitable[dict[str, Any]]]
 _Request = TypeVar("_Request", bound=Mapping[str, object])
@@ -160,7 +162,8 @@ class ControllerApis:
         served = sorted({*self.handlers, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
         keys: list[ApiVersionsResponseApiKey] = [
             {"api_key": int(k), "min_version": APIS[k].min_version,
-             "max_version": APIS[k].max_version} for k in served]
+             "max_version": CONTROLLER_MAX_VERSIONS.get(k, APIS[k].max_version)}
+            for k in served]
         return {"error_code": 0, "api_keys": keys}
 
     async def register(self, body: BrokerRegistrationRequest,

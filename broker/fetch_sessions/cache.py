@@ -24,6 +24,10 @@ Contract (Kafka's):
   session becomes evictable when touched more than ``eviction_ms`` after its creation;
   a client (unprivileged) session is evictable by a privileged newcomer at any time.
   Otherwise the new fetch is served sessionless (session id 0).
+- A session is keyed by topic name (Fetch v7-12) or by topic id (v13+, KIP-516: the
+  partitions' ``topic`` is then the 16-byte id; ``uses_topic_ids``); one session never
+  mixes the two (:mod:`broker.fetch_sessions.context` answers an incremental fetch at the
+  other kind of version FETCH_SESSION_TOPIC_ID_ERROR, Kafka's rule).
 - A session holds at most ``max_session_partitions`` partitions (our bound; Kafka has
   none besides the request size): the cache holds at most
   ``max_slots * max_session_partitions`` cached partitions.
@@ -59,12 +63,15 @@ def next_epoch(epoch: int) -> int:
     return 1 if epoch == 2**31 - 1 else epoch + 1
 
 
+TopicKey = str | bytes  # a topic's name (Fetch v7-12) or its 16-byte id (v13+)
+
+
 @dataclass(slots=True)
 class CachedPartition:
     """One partition of a session: the fetcher's last request for it and the values the
     last response carried (-1 until a response carried them: always sent first)."""
 
-    topic: str
+    topic: TopicKey
     partition: int
     fetch_offset: int
     partition_max_bytes: int
@@ -76,7 +83,7 @@ class CachedPartition:
     log_start_offset: int = -1
 
     @classmethod
-    def of(cls, topic: str, request: FetchRequestPartition) -> CachedPartition:
+    def of(cls, topic: TopicKey, request: FetchRequestPartition) -> CachedPartition:
         part = cls(topic, request["partition"], request["fetch_offset"],
                    request["partition_max_bytes"])
         part.update_request(request)
@@ -123,7 +130,7 @@ class CachedPartition:
         return respond
 
 
-PartitionKey = tuple[str, int]
+PartitionKey = tuple[TopicKey, int]
 Owner = tuple[str | None, int]  # (principal, replica_id)
 
 
@@ -133,11 +140,13 @@ class FetchSession:
 
     __slots__ = ("cached_size", "creation_ms", "epoch", "evictable_by_all",
                  "evictable_by_privileged", "id", "last_used_ms", "owner", "partitions",
-                 "privileged")
+                 "privileged", "uses_topic_ids")
 
     def __init__(self, session_id: int, privileged: bool, owner: Owner,
-                 partitions: dict[PartitionKey, CachedPartition], now_ms: int) -> None:
+                 partitions: dict[PartitionKey, CachedPartition], now_ms: int,
+                 uses_topic_ids: bool = False) -> None:
         self.id = session_id
+        self.uses_topic_ids = uses_topic_ids  # keyed by topic id (Fetch v13+)
         self.privileged = privileged
         self.owner = owner
         self.partitions = partitions
@@ -156,7 +165,7 @@ class FetchSession:
         """Kafka's ``EvictableKey`` order: the least valuable session sorts first."""
         return (self.privileged, self.cached_size, self.id)
 
-    def update(self, added: list[tuple[str, FetchRequestPartition]],
+    def update(self, added: list[tuple[TopicKey, FetchRequestPartition]],
                forgotten: list[PartitionKey]) -> None:
         """Kafka's ``FetchSession.update``: add or update the partitions an incremental
         request names, then drop the forgotten ones (a partition both named and
@@ -211,7 +220,8 @@ class FetchSessionCache:
         return self._sessions.get(session_id)
 
     def maybe_create_session(self, privileged: bool, owner: Owner,
-                             partitions: dict[PartitionKey, CachedPartition]) -> int:
+                             partitions: dict[PartitionKey, CachedPartition],
+                             uses_topic_ids: bool = False) -> int:
         """A new session holding ``partitions``, evicting one if the cache is full and
         Kafka's rule allows; its id, or 0 (no session: the fetch is sessionless)."""
         if len(partitions) > self.max_session_partitions or self.max_slots == 0:
@@ -220,7 +230,8 @@ class FetchSessionCache:
         if len(self._sessions) >= self.max_slots and not self._try_evict(
                 privileged, len(partitions), now):
             return INVALID_SESSION_ID
-        session = FetchSession(self._new_id(), privileged, owner, partitions, now)
+        session = FetchSession(self._new_id(), privileged, owner, partitions, now,
+                               uses_topic_ids)
         session.cached_size = -1  # not yet counted: touch counts it
         self._sessions[session.id] = session
         self.touch(session)

@@ -16,6 +16,8 @@ request reads and how its response is built:
 | per-session partition bound)     |               |                      |                     |
 | epoch > 0, epoch differs         | error         | nothing              | INVALID_FETCH_      |
 |                                  |               |                      | SESSION_EPOCH (71)  |
+| epoch > 0, a session by topic id | error         | nothing              | FETCH_SESSION_TOPIC |
+| at v7-12, or by name at v13+     |               |                      | _ID_ERROR (106)     |
 
 A full fetch naming a ``session_id`` closes that session first (epoch 0 or -1, Kafka's
 rule).  An incremental request adds or updates the partitions it names and drops its
@@ -27,6 +29,12 @@ epoch); a partition that returned records moves to the end of the session's orde
 (Kafka's fairness rule under ``max_bytes``).  If the session changed between the
 request and its response (a parked fetch, evicted or re-used meanwhile) the response is
 INVALID_FETCH_SESSION_EPOCH, as in Kafka.
+
+Topics are keyed by name at v7-12 and by topic id at v13+ (KIP-516): the context's
+``topics`` then carry ``topic_id`` (and an empty ``name``: the handler resolves the names
+from the metadata image on every read, so an id the broker does not know is answered
+UNKNOWN_TOPIC_ID and stays in the session, as in Kafka); responses are matched to the
+session by the same key.
 
 Authorization is not the session's business: the handler checks every partition it
 reads on every request (incremental ones included), as Kafka does.
@@ -50,6 +58,7 @@ from broker.fetch_sessions.cache import (
     FetchSessionCache,
     Owner,
     PartitionKey,
+    TopicKey,
     next_epoch,
 )
 from clients.protocol.errors import ErrorCode
@@ -63,6 +72,12 @@ from clients.protocol.message_types import (
 
 SESSIONLESS, FULL, INCREMENTAL, ERROR = "sessionless", "full", "incremental", "error"
 FIRST_SESSION_VERSION = 7
+FIRST_TOPIC_ID_VERSION = 13  # Fetch names topics by id from here on (KIP-516)
+
+
+def topic_key(topic: FetchRequestTopic | FetchResponseResponse, by_id: bool) -> TopicKey:
+    """The key of a request's or response's topic entry: its id (v13+) or its name."""
+    return topic["topic_id"] if by_id else topic["name"]
 
 
 @dataclass(slots=True)
@@ -77,6 +92,7 @@ class FetchContext:
     privileged: bool = False
     owner: Owner = (None, -1)
     cache: FetchSessionCache | None = field(default=None, repr=False)
+    by_id: bool = False  # topics keyed by id (v13+)
 
     def finish(self, response: FetchResponse) -> FetchResponse:
         """The response to send for ``response`` (every read partition answered):
@@ -97,17 +113,19 @@ class FetchContext:
         assert self.cache is not None
         if response.get("error_code", 0) != 0:
             return INVALID_SESSION_ID
+        by_id = self.by_id
         parts: dict[PartitionKey, CachedPartition] = {}
         for topic in self.topics:
+            key = topic_key(topic, by_id)
             for request in topic["partitions"]:
-                parts[(topic["name"], request["partition"])] = CachedPartition.of(
-                    topic["name"], request)
+                parts[(key, request["partition"])] = CachedPartition.of(key, request)
         for topic_response in response["responses"]:
+            key = topic_key(topic_response, by_id)
             for p in topic_response["partitions"]:
-                cached = parts.get((topic_response["name"], p["partition_index"]))
+                cached = parts.get((key, p["partition_index"]))
                 if cached is not None:
                     cached.must_respond(p, 0, update=True)
-        return self.cache.maybe_create_session(self.privileged, self.owner, parts)
+        return self.cache.maybe_create_session(self.privileged, self.owner, parts, by_id)
 
     def _incremental(self, response: FetchResponse) -> FetchResponse:
         session = self.session
@@ -117,10 +135,10 @@ class FetchContext:
                     "error_code": int(ErrorCode.INVALID_FETCH_SESSION_EPOCH)}
         kept: list[FetchResponseResponse] = []
         for topic_response in response["responses"]:
-            name = topic_response["name"]
+            topic = topic_key(topic_response, self.by_id)
             parts = []
             for p in topic_response["partitions"]:
-                key = (name, p["partition_index"])
+                key = (topic, p["partition_index"])
                 cached = session.partitions.get(key)
                 records = p.get("records")
                 size = len(records) if records is not None else 0
@@ -130,28 +148,36 @@ class FetchContext:
                 if size > 0:  # fetched last next time (Kafka's fairness rule)
                     session.partitions[key] = session.partitions.pop(key)
             if parts:
-                kept.append({"name": name, "partitions": parts})
-        return {"throttle_time_ms": response.get("throttle_time_ms", 0),
-                "error_code": response.get("error_code", 0), "session_id": session.id,
-                "responses": kept}
+                kept.append({**topic_response, "partitions": parts})
+        answer: FetchResponse = {"throttle_time_ms": response.get("throttle_time_ms", 0),
+                                 "error_code": response.get("error_code", 0),
+                                 "session_id": session.id, "responses": kept}
+        if "node_endpoints" in response:
+            answer["node_endpoints"] = response["node_endpoints"]
+        return answer
 
 
-def _named(body: FetchRequest) -> list[tuple[str, FetchRequestPartition]]:
-    return [(t["name"], p) for t in body.get("topics", []) for p in t["partitions"]]
+def _named(body: FetchRequest, by_id: bool) -> list[tuple[TopicKey, FetchRequestPartition]]:
+    return [(topic_key(t, by_id), p) for t in body.get("topics", []) for p in t["partitions"]]
 
 
-def _forgotten(body: FetchRequest) -> list[PartitionKey]:
-    return [(t["name"], p) for t in body.get("forgotten_topics_data") or []
-            for p in t["partitions"]]
+def _forgotten(body: FetchRequest, by_id: bool) -> list[PartitionKey]:
+    return [(t["topic_id"] if by_id else t["name"], p)
+            for t in body.get("forgotten_topics_data") or [] for p in t["partitions"]]
 
 
-def session_topics(parts: Iterable[CachedPartition]) -> list[FetchRequestTopic]:
+def session_topics(parts: Iterable[CachedPartition], by_id: bool) -> list[FetchRequestTopic]:
     """The partitions as a request's ``topics`` (consecutive partitions of one topic
-    grouped; a topic may appear twice when the session's order interleaves)."""
+    grouped; a topic may appear twice when the session's order interleaves); by id
+    (``topic_id``, the name left for the handler to resolve) or by name."""
     topics: list[FetchRequestTopic] = []
+    last: TopicKey | None = None
     for part in parts:
-        if not topics or topics[-1]["name"] != part.topic:
-            topics.append({"name": part.topic, "partitions": []})
+        if last != part.topic:
+            last = part.topic
+            topics.append({"topic_id": part.topic, "name": "", "partitions": []}
+                          if isinstance(part.topic, bytes)
+                          else {"name": part.topic, "partitions": []})
         topics[-1]["partitions"].append(part.as_request())
     return topics
 
@@ -160,6 +186,7 @@ def new_context(cache: FetchSessionCache, body: FetchRequest, version: int,
                 owner: Owner) -> FetchContext:
     """Kafka's ``FetchManager.newContext`` for one request; see the module docstring."""
     privileged = owner[1] >= 0
+    by_id = version >= FIRST_TOPIC_ID_VERSION
     session_id = body.get("session_id", INVALID_SESSION_ID)
     epoch = body.get("session_epoch", FINAL_EPOCH)
     if version < FIRST_SESSION_VERSION:
@@ -171,13 +198,15 @@ def new_context(cache: FetchSessionCache, body: FetchRequest, version: int,
                 cache.remove(session_id)
         kind = SESSIONLESS if epoch == FINAL_EPOCH else FULL
         return FetchContext(kind, body["topics"], privileged=privileged, owner=owner,
-                            cache=cache)
+                            cache=cache, by_id=by_id)
     session = cache.get(session_id)
     if session is None or session.owner != owner:
         return FetchContext(ERROR, [], int(ErrorCode.FETCH_SESSION_ID_NOT_FOUND))
     if epoch != session.epoch:
         return FetchContext(ERROR, [], int(ErrorCode.INVALID_FETCH_SESSION_EPOCH))
-    session.update(_named(body), _forgotten(body))
+    if session.uses_topic_ids != by_id:  # names and ids never mix in a session
+        return FetchContext(ERROR, [], int(ErrorCode.FETCH_SESSION_TOPIC_ID_ERROR))
+    session.update(_named(body, by_id), _forgotten(body, by_id))
     if session.size > cache.max_session_partitions:  # our bound: the fetcher starts over
         cache.remove(session.id)
         return FetchContext(ERROR, [], int(ErrorCode.FETCH_SESSION_ID_NOT_FOUND))
@@ -186,6 +215,6 @@ def new_context(cache: FetchSessionCache, body: FetchRequest, version: int,
         return FetchContext(SESSIONLESS, [])
     cache.touch(session)
     session.epoch = next_epoch(session.epoch)
-    return FetchContext(INCREMENTAL, session_topics(session.partitions.values()),
+    return FetchContext(INCREMENTAL, session_topics(session.partitions.values(), by_id),
                         session=session, expected_epoch=session.epoch,
-                        privileged=privileged, owner=owner, cache=cache)
+                        privileged=privileged, owner=owner, cache=cache, by_id=by_id)

@@ -253,6 +253,9 @@ class HandlerCore(Protocol):
     def partitions(self) -> dict[TopicPartition, Partition]: ...
 
     @property
+    def hosted_topic_uuids(self) -> dict[str, bytes]: ...  # name -> id of the hosted log
+
+    @property
     def produce_purgatory(self) -> Purgatory[DelayedProduce]: ...
 
     @property

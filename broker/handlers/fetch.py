@@ -28,16 +28,17 @@ Kafka's semantics, with these differences:
   the leader or ends before ``fetch_offset``, the answer carries ``diverging_epoch``
   (the largest epoch <= the fetcher's and its end offset), no records, and a follower's
   fetch position is not recorded.
-- ``current_leader`` (v12, tagged) is filled on NOT_LEADER_OR_FOLLOWER and
-  FENCED_LEADER_EPOCH from the metadata image.
+- ``current_leader`` (v12) on NOT_LEADER_OR_FOLLOWER / FENCED_LEADER_EPOCH from the
+  image, with those leaders' ``node_endpoints`` from v16 (KIP-951).  v13+ names topics
+  by id (:mod:`broker.fetch_sessions.topic_ids`); v15+ ``replica_state`` gives
+  ``replica_id``, its epoch and v17's ``replica_directory_id`` are not checked.
 - A negative ``max_bytes`` or ``partition_max_bytes``: INVALID_FETCH_SIZE per partition.
-- ListOffsets: -1 latest (the high watermark for consumers, the LSO for read_committed
-  ones, which also bounds their timestamp lookups; the log end offset for a replica id
-  >= 0, as Kafka), -2 earliest, -3 the record with the largest timestamp
-  (below the high watermark; served at every version), other negative timestamps
-  INVALID_REQUEST; a leader whose epoch's first offset is not committed yet answers
-  OFFSET_NOT_AVAILABLE; ``leader_epoch`` is the epoch of the batch found (the current
-  epoch for -1).
+- ListOffsets: -1 latest (consumers: the HW, read_committed: the LSO, which also bounds
+  timestamp lookups; a replica id >= 0: the log end, as Kafka), -2 earliest (and -4,
+  v8+: the log is all local), -3 the largest timestamp (below the HW; every version),
+  -5 (v9+) offset -1 (no tiered storage), other negative timestamps INVALID_REQUEST; a
+  leader whose epoch's first offset is not committed yet answers OFFSET_NOT_AVAILABLE;
+  ``leader_epoch`` is the epoch of the batch found (the current epoch for -1).
 - DescribeLogDirs: one log dir (the data directory) with Kafka's fields and our tagged
   extras per partition; ``total_bytes`` / ``usable_bytes`` from the file system.
 
@@ -57,12 +58,13 @@ from __future__ import annotations
 import asyncio
 import logging
 import shutil
-from collections.abc import Callable, Generator
+from collections.abc import Callable, Generator, Mapping
 from typing import Any
 
 from broker.acls import CLUSTER_RESOURCE
 from broker.delayed import DelayedFetch
-from broker.fetch_sessions.context import ERROR, new_context
+from broker.fetch_sessions.context import ERROR, FIRST_TOPIC_ID_VERSION, new_context
+from broker.fetch_sessions.topic_ids import topic_name
 from broker.handlers.broker_view import HandlerCore
 from broker.handlers.common import (
     EMPTY_RECORDS,
@@ -74,6 +76,7 @@ from broker.handlers.common import (
     require,
     serves,
 )
+from broker.metadata.leader_hints import current_leader, leader_endpoints
 from broker.requests.respond import Respond
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError, OffsetOutOfRangeError
@@ -84,11 +87,11 @@ from clients.protocol.message_types import (
     DescribeLogDirsResponseResult,
     FetchRequest,
     FetchRequestPartition,
+    FetchRequestTopic,
     FetchResponse,
     FetchResponseDivergingEpoch,
     FetchResponsePartition,
     FetchResponseResponse,
-    LeaderIdAndEpoch,
     ListOffsetsRequest,
     ListOffsetsResponse,
     ListOffsetsResponsePartition,
@@ -98,8 +101,14 @@ from clients.protocol.message_types import (
     OffsetsForLeaderEpochResponsePartition,
     OffsetsForLeaderEpochResponseTopic,
 )
-from clients.protocol.offset_specs import EARLIEST_TIMESTAMP, LATEST_TIMESTAMP, MAX_TIMESTAMP
-from clients.protocol.topics import TopicPartition
+from clients.protocol.offset_specs import (
+    EARLIEST_LOCAL_TIMESTAMP,
+    EARLIEST_TIMESTAMP,
+    LATEST_TIERED_TIMESTAMP,
+    LATEST_TIMESTAMP,
+    MAX_TIMESTAMP,
+)
+from clients.protocol.topics import ZERO_UUID, TopicPartition
 from clients.records.record import decode_batch
 from replication.partition import Partition
 from storage.log.reader import FetchDataInfo
@@ -107,17 +116,18 @@ from storage.log.reader import FetchDataInfo
 log = logging.getLogger(__name__)
 
 READ_COMMITTED = 1
+FIRST_REPLICA_STATE_VERSION = 15  # Fetch carries the follower's id in replica_state (KIP-903)
 LEADER_HINT_ERRORS = (int(ErrorCode.NOT_LEADER_OR_FOLLOWER), int(ErrorCode.FENCED_LEADER_EPOCH))
 
 
-def current_leader(core: HandlerCore, topic: str, index: int) -> LeaderIdAndEpoch | None:
-    """Kafka's ``current_leader`` hint (KIP-951) from the image; None when unknown."""
-    if core.image is None:
-        return None
-    state = core.image.partition(topic, index)
-    if state is None:
-        return None
-    return {"leader_id": state.leader, "leader_epoch": state.leader_epoch}
+def _error_topic(topic: FetchRequestTopic, code: int) -> FetchResponseResponse:
+    """Every partition of ``topic`` answered ``code``, nothing read."""
+    return {"name": topic.get("name", ""), "topic_id": topic.get("topic_id", ZERO_UUID),
+            "partitions": [{"partition_index": p["partition"], "error_code": code,
+                            "high_watermark": -1, "last_stable_offset": -1,
+                            "log_start_offset": -1, "aborted_transactions": None,
+                            "preferred_read_replica": -1, "records": EMPTY_RECORDS}
+                           for p in topic["partitions"]]}
 
 
 # -- Fetch ---------------------------------------------------------------------------
@@ -188,7 +198,7 @@ def _read_partition(core: HandlerCore, name: str, request: FetchRequestPartition
     except Exception as exc:
         result.update(error_fields(as_minikafka_error(exc)))
         if result["error_code"] in LEADER_HINT_ERRORS:
-            result["current_leader"] = current_leader(core, name, index)
+            result["current_leader"] = current_leader(core.image, name, index)
         return result, None
     result["high_watermark"] = partition.high_watermark
     result["last_stable_offset"] = lso = partition.last_stable_offset
@@ -205,8 +215,8 @@ FetchResult = tuple[FetchResponse, int, bool]  # (response body, record bytes, a
 FETCH_SLICE_PARTITIONS = 100  # partitions read per event-loop turn (~1-2 ms)
 
 
-def _fetch_steps(core: HandlerCore, body: FetchRequest, ctx: RequestContext | None = None
-                 ) -> Generator[None, None, FetchResult]:
+def _fetch_steps(core: HandlerCore, body: FetchRequest, ctx: RequestContext | None = None,
+                 by_id: bool = False) -> Generator[None, None, FetchResult]:
     """Read every partition, yielding after each ``FETCH_SLICE_PARTITIONS`` (work split:
     :func:`run_in_slices` reads one slice per event-loop turn, so a Fetch of
     ``max_fetch_partitions`` partitions never holds the loop more than a slice's time).
@@ -223,6 +233,11 @@ def _fetch_steps(core: HandlerCore, body: FetchRequest, ctx: RequestContext | No
     responses: list[FetchResponseResponse] = []
     read = 0
     for topic in body["topics"]:
+        name, code = topic_name(core.image, core.hosted_topic_uuids, topic, by_id)
+        if code:
+            responses.append(_error_topic(topic, code))
+            errored = True
+            continue
         parts: list[FetchResponsePartition] = []
         for request in topic["partitions"]:
             read += 1
@@ -233,7 +248,7 @@ def _fetch_steps(core: HandlerCore, body: FetchRequest, ctx: RequestContext | No
                 limit = body["max_bytes"]
             elif limit >= 0:
                 limit = max(0, min(limit, remaining))
-            result, data = _read_partition(core, topic["name"], request, body["replica_id"],
+            result, data = _read_partition(core, name, request, body["replica_id"],
                                            limit, committed, min_one_batch=total == 0,
                                            ctx=ctx)
             if data is None:
@@ -244,9 +259,15 @@ def _fetch_steps(core: HandlerCore, body: FetchRequest, ctx: RequestContext | No
                 total += data.size_in_bytes
                 remaining = max(0, remaining - data.size_in_bytes)
             parts.append(result)
-        responses.append({"name": topic["name"], "partitions": parts})
-    return ({"throttle_time_ms": 0, "error_code": 0, "session_id": 0, "responses": responses},
-            total, errored)
+        responses.append({"name": name, "topic_id": topic["topic_id"], "partitions": parts}
+                         if by_id else {"name": name, "partitions": parts})
+    response: FetchResponse = {"throttle_time_ms": 0, "error_code": 0, "session_id": 0,
+                               "responses": responses}
+    if errored and by_id and core.image is not None:  # v16+ carries them (KIP-951)
+        response["node_endpoints"] = leader_endpoints(core.image, {
+            leader["leader_id"] for t in responses for p in t["partitions"]
+            if (leader := p.get("current_leader"))})
+    return response, total, errored
 
 
 def run_in_slices(steps: Generator[None, None, FetchResult],
@@ -291,8 +312,17 @@ class _Slices:
             self.fail()
 
 
+def replica_id_of(body: Mapping[str, Any], version: int) -> int:
+    """The fetcher's replica id (-1: a consumer); from v15 ``replica_state``'s."""
+    state = body.get("replica_state") if version >= FIRST_REPLICA_STATE_VERSION else body
+    return -1 if state is None else int(state["replica_id"])
+
+
 def handle_fetch(core: HandlerCore, body: FetchRequest, respond: Respond[FetchResponse],
                  ctx: RequestContext) -> None:
+    if ctx.version >= FIRST_REPLICA_STATE_VERSION:
+        body["replica_id"] = replica_id_of(body, ctx.version)
+    by_id = ctx.version >= FIRST_TOPIC_ID_VERSION
     if body["replica_id"] >= 0 and not ctx.may_act_as_broker(body["replica_id"]):
         respond(_not_a_broker(body, body["replica_id"]))  # a client posing as a follower
         return
@@ -311,7 +341,8 @@ def handle_fetch(core: HandlerCore, body: FetchRequest, respond: Respond[FetchRe
     def first_read(result: FetchResult) -> None:
         response, total, errored = result
         max_wait_ms = min(max(body["max_wait_ms"], 0), core.config.max_fetch_wait_ms)
-        keys = [(t["name"], p["partition"]) for t in read["topics"] for p in t["partitions"]]
+        keys = [(t["name"], p["partition_index"]) for t in response["responses"]
+                for p in t["partitions"]]
         if errored or total >= body["min_bytes"] or max_wait_ms == 0 or not keys:
             respond(context.finish(response))
             return
@@ -319,14 +350,14 @@ def handle_fetch(core: HandlerCore, body: FetchRequest, respond: Respond[FetchRe
         core.fetch_purgatory.try_complete_else_watch(op, keys)
 
     def available() -> int | None:
-        _, now_total, now_errored = _fetch_response_sizes(core, read)
+        _, now_total, now_errored = _fetch_response_sizes(core, read, by_id)
         return None if now_errored else now_total
 
     def complete() -> None:
-        run_in_slices(_fetch_steps(core, read, ctx),
+        run_in_slices(_fetch_steps(core, read, ctx, by_id),
                       lambda result: respond(context.finish(result[0])), fail)
 
-    run_in_slices(_fetch_steps(core, read, ctx), first_read, fail)
+    run_in_slices(_fetch_steps(core, read, ctx, by_id), first_read, fail)
 
 
 def _not_a_broker(body: FetchRequest, replica_id: int) -> FetchResponse:
@@ -335,16 +366,12 @@ def _not_a_broker(body: FetchRequest, replica_id: int) -> FetchResponse:
     code = int(ErrorCode.CLUSTER_AUTHORIZATION_FAILED)  # (a Fetch has no error_message)
     log.warning("refused a Fetch as replica %d from a connection not logged in as it",
                 replica_id)
-    return {"throttle_time_ms": 0, "session_id": 0, "error_code": code, "responses": [
-        {"name": t["name"], "partitions": [
-            {"partition_index": p["partition"], "error_code": code,
-             "high_watermark": -1, "last_stable_offset": -1, "log_start_offset": -1,
-             "aborted_transactions": None, "preferred_read_replica": -1,
-             "records": EMPTY_RECORDS} for p in t["partitions"]]}
-        for t in body["topics"]]}
+    return {"throttle_time_ms": 0, "session_id": 0, "error_code": code,
+            "responses": [_error_topic(t, code) for t in body["topics"]]}
 
 
-def _fetch_response_sizes(core: HandlerCore, body: FetchRequest) -> tuple[None, int, bool]:
+def _fetch_response_sizes(core: HandlerCore, body: FetchRequest,
+                          by_id: bool = False) -> tuple[None, int, bool]:
     """How many bytes a fetch would return now (no follower-state side effects).
 
     "Errored" (complete the parked fetch now; the fresh read at completion reports the
@@ -362,8 +389,11 @@ def _fetch_response_sizes(core: HandlerCore, body: FetchRequest) -> tuple[None, 
     """
     total = 0
     for topic in body["topics"]:
+        name, code = topic_name(core.image, core.hosted_topic_uuids, topic, by_id)
+        if code:
+            return None, 0, True
         for request in topic["partitions"]:
-            partition = core.partitions.get(TopicPartition(topic["name"], request["partition"]))
+            partition = core.partitions.get(TopicPartition(name, request["partition"]))
             if partition is None or not partition.is_leader:
                 return None, 0, True
             epoch = request["current_leader_epoch"]
@@ -445,12 +475,16 @@ def _max_timestamp(partition: Partition, upper: int) -> tuple[int, int] | None:
 
 
 def _list_offset(partition: Partition, timestamp: int, replica_id: int,
-                 result: ListOffsetsResponsePartition, committed: bool = False) -> None:
+                 result: ListOffsetsResponsePartition, committed: bool = False,
+                 version: int = 7) -> None:
     consumer = replica_id == -1
     upper = ((partition.last_stable_offset if committed else partition.high_watermark)
              if consumer else partition.log_end_offset)
     epochs = partition.leader_epoch_cache
-    if timestamp == EARLIEST_TIMESTAMP:
+    if timestamp == LATEST_TIERED_TIMESTAMP and version >= 9:
+        return  # no tiered storage: offset -1 (Kafka's answer without remote storage)
+    if timestamp == EARLIEST_TIMESTAMP or (timestamp == EARLIEST_LOCAL_TIMESTAMP
+                                           and version >= 8):  # all of the log is local
         result["offset"] = partition.log_start_offset
         result["leader_epoch"] = epochs.epoch_for_offset(partition.log_start_offset)
         return
@@ -506,7 +540,7 @@ def handle_list_offsets(core: HandlerCore, body: ListOffsetsRequest,
                                              f"of {topic['name']}-{partition.index}",
                                              ErrorCode.NOT_LEADER_OR_FOLLOWER)
                 _list_offset(partition, request["timestamp"], body["replica_id"], result,
-                             body["isolation_level"] == READ_COMMITTED)
+                             body["isolation_level"] == READ_COMMITTED, ctx.version)
             except Exception as exc:  # (ListOffsets has no error_message field)
                 result["error_code"] = int(as_minikafka_error(exc).code)
             parts.append(result)

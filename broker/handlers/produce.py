@@ -69,15 +69,16 @@ from broker.handlers.common import (
     require,
     serves,
 )
-from broker.handlers.fetch import LEADER_HINT_ERRORS, current_leader
+from broker.handlers.fetch import LEADER_HINT_ERRORS
 from broker.handlers.record_checks import CheckJob, CheckOutcome, run_checks
+from broker.metadata.leader_hints import current_leader, leader_endpoints
 from broker.requests.respond import Respond
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError
 from clients.protocol.message_types import (
+    NodeEndpoint,
     ProduceRequest,
     ProduceResponse,
-    ProduceResponseNodeEndpoint,
     ProduceResponsePartitionResponse,
     ProduceResponseResponse,
 )
@@ -97,14 +98,11 @@ from storage.log.validator import BatchInfo, CheckBudget
 
 
 def _node_endpoints(core: HandlerCore, responses: list[ProduceResponseResponse]
-                    ) -> list[ProduceResponseNodeEndpoint]:
+                    ) -> list[NodeEndpoint]:
     """The endpoints of the leaders named in ``current_leader`` hints."""
-    if core.image is None:
-        return []
-    leaders = {leader["leader_id"] for t in responses for p in t["partition_responses"]
-               if (leader := p.get("current_leader"))}
-    return [{"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack}
-            for n in sorted(leaders) if (b := core.image.brokers.get(n)) is not None]
+    return leader_endpoints(core.image, {leader["leader_id"] for t in responses
+                                         for p in t["partition_responses"]
+                                         if (leader := p.get("current_leader"))})
 
 
 log = logging.getLogger(__name__)
@@ -366,7 +364,7 @@ def _fail(core: HandlerCore, result: ProduceResponsePartitionResponse, name: str
     """Fill a partition's answer with ``exc`` (and a leader hint where it helps)."""
     result.update(error_fields(as_minikafka_error(exc)))
     if result["error_code"] in LEADER_HINT_ERRORS:
-        result["current_leader"] = current_leader(core, name, index)
+        result["current_leader"] = current_leader(core.image, name, index)
 
 
 PRODUCE_HANDLERS: dict[int, Handler] = {

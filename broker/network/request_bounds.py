@@ -14,10 +14,10 @@ request names more than its bound:
 | Produce  | partition entries over all topics (the same rule)   | ``max_produce_partitions``|
 
 The walk stops as soon as the bound is passed, so it costs O(bound) whatever the frame
-holds: Metadata reads one count; Fetch reads each topic's name length and partition
-count, skips fixed-size partition entries in classic versions (v4-11) and walks each
-entry's tagged fields in flexible ones (v12); Produce skips each entry's records by their
-length (and tagged fields from v9).  A frame too short or malformed for the
+holds: Metadata reads one count; Fetch reads each topic's name length (v13+: skips its
+16-byte id) and partition count, skips fixed-size partition entries in classic versions
+(v4-11) and walks each entry's tagged fields in flexible ones (v12+); Produce skips each
+entry's records by their length (and tagged fields from v9).  A frame too short or malformed for the
 walk is not judged here (``None``): the decoder then reports the precise error.
 
 What an over-bound request gets is the caller's choice (the broker: an answer naming no
@@ -113,15 +113,17 @@ def _fetch_partition_bytes(version: int) -> int:
 
 
 def _count_partitions(view: memoryview, pos: int, flexible: bool, stop_after: int,
-                      skip_entries: Callable[[int, int], int], what: str) -> int:
+                      skip_entries: Callable[[int, int], int], what: str,
+                      by_id: bool = False) -> int:
     """The topics array at ``pos``: partition entries over all topics (a topic naming none
     counts as one), stopping once past ``stop_after``; ``skip_entries(pos, n)`` is where a
-    topic's ``n`` entries (and, flexible, its tagged fields) end."""
+    topic's ``n`` entries (and, flexible, its tagged fields) end.  Topics are named by a
+    string, or (``by_id``) by a 16-byte topic id."""
     topics, pos = _array_length(view, pos, flexible)
     total = 0
     end = len(view)
     for _ in range(topics):
-        pos = _skip_string(view, pos, flexible)
+        pos = pos + 16 if by_id else _skip_string(view, pos, flexible)
         partitions, pos = _array_length(view, pos, flexible)
         total += max(partitions, 1)
         if total > stop_after:
@@ -133,11 +135,13 @@ def _count_partitions(view: memoryview, pos: int, flexible: bool, stop_after: in
 
 
 def fetch_partition_count(view: memoryview, pos: int, version: int, *, stop_after: int) -> int:
-    """Partitions a Fetch request (v4-12) names, a topic naming none counting as one; the
+    """Partitions a Fetch request (v4-17) names, a topic naming none counting as one; the
     walk stops once the count passes ``stop_after`` (the count returned is then larger
     than ``stop_after``, not exact)."""
     flexible = version >= _FLEXIBLE_FETCH
-    pos += 4 + 4 + 4 + 4 + 1  # replica_id, max_wait_ms, min_bytes, max_bytes, isolation_level
+    if version <= 14:
+        pos += 4  # replica_id (v15+: in the tagged replica_state, at the end)
+    pos += 4 + 4 + 4 + 1  # max_wait_ms, min_bytes, max_bytes, isolation_level
     if version >= 7:
         pos += 4 + 4  # session_id, session_epoch
     entry = _fetch_partition_bytes(version)
@@ -153,7 +157,8 @@ def fetch_partition_count(view: memoryview, pos: int, version: int, *, stop_afte
                 pos = _skip_tagged_fields(view, pos)
         return _skip_tagged_fields(view, pos)
 
-    return _count_partitions(view, pos, flexible, stop_after, skip, "Fetch")
+    return _count_partitions(view, pos, flexible, stop_after, skip, "Fetch",
+                             by_id=version >= 13)
 
 
 def produce_partition_count(view: memoryview, pos: int, version: int, *,

@@ -2,8 +2,10 @@
 each partition, and decoding it into what ``poll`` / ``poll_bulk`` return.
 
 Fetch path: one Fetch request in flight per leader node (at the connection's highest
-common version, Fetch 4-12), for every assigned, unpaused partition led by it that has a
-known position and no unconsumed data, in a fetch session with that node (KIP-227,
+common version, Fetch 4-17: by topic id, v13+, when the metadata gave every topic of the
+request an id, else by name at most v12, Kafka's rule), for every assigned, unpaused
+partition led by it that has a known position and no unconsumed data, in a fetch
+session with that node (KIP-227,
 :class:`clients.protocol.fetch_session.handler.FetchSessionHandler`: a full fetch first,
 then incremental ones naming only the partitions added or moved, the others in
 ``forgotten_topics_data``; a partition the answer leaves out had nothing new; a session
@@ -13,7 +15,8 @@ the last stable offset, with the partition's ``aborted_transactions``)::
 
     {replica_id: -1, max_wait_ms, min_bytes, max_bytes, isolation_level: 0 | 1,
      session_id, session_epoch, forgotten_topics_data,
-     topics: [{name, partitions: [{partition, fetch_offset, partition_max_bytes}]}]}
+     topics: [{name | topic_id, partitions: [{partition, fetch_offset,
+                                              partition_max_bytes}]}]}
 
 Records come from ``responses[].partitions[].records``: whole batches (possibly a
 partial batch at the end, which is ignored and fetched again).  A batch may start before
@@ -186,7 +189,8 @@ class Fetcher:
             }  # fmt: skip
         for node, wanted in by_node.items():
             session = self._sessions.setdefault(node, FetchSessionHandler())
-            data = session.build(wanted)
+            topics = {t for t, _ in wanted}
+            data = session.build(wanted, {t: self._metadata.topic_id(t) for t in topics})
             body = cast(FetchRequest, {
                 "replica_id": -1,
                 "max_wait_ms": settings.fetch_max_wait_ms,
@@ -200,6 +204,7 @@ class Fetcher:
                 request = conn.send(
                     ApiKey.FETCH,
                     body,
+                    api_version=min(conn.version_for(ApiKey.FETCH), data.max_version),
                     context=(data, wanted),
                     timeout_ms=settings.request_timeout_ms + settings.fetch_max_wait_ms,
                 )

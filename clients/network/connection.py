@@ -93,6 +93,7 @@ from clients.protocol.errors import (
     RequestTimedOutError,
     UnsupportedVersionError,
 )
+from clients.protocol.fetch_session.handler import highest_fetch_version
 from clients.protocol.framing import (
     DEFAULT_MAX_FRAME_BYTES,
     FrameTooLargeError,
@@ -343,6 +344,8 @@ class BrokerConnection:
             )
         if api_version is None:
             api_version = self.version_for(api_key)
+            if api_key == ApiKey.FETCH and not callable(body):  # v13+ only by topic id
+                api_version = highest_fetch_version(body, api_version)
         if callable(body):
             body = body(api_version)
         timeout = self.request_timeout_ms if timeout_ms is None else timeout_ms

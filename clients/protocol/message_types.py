@@ -75,8 +75,8 @@ class ProduceResponseResponse(TypedDict, total=False):
     partition_responses: list[ProduceResponsePartitionResponse]
 
 
-class ProduceResponseNodeEndpoint(TypedDict, total=False):
-    """An element of ProduceResponse.node_endpoints[]."""
+class NodeEndpoint(TypedDict, total=False):
+    """The NodeEndpoint struct (shared by every message using it)."""
 
     node_id: int
     host: str
@@ -89,7 +89,14 @@ class ProduceResponse(TypedDict, total=False):
 
     responses: list[ProduceResponseResponse]
     throttle_time_ms: int
-    node_endpoints: list[ProduceResponseNodeEndpoint]  # v10+
+    node_endpoints: list[NodeEndpoint]  # v10+
+
+
+class FetchRequestReplicaState(TypedDict, total=False):
+    """The value of FetchRequest.replica_state."""
+
+    replica_id: int
+    replica_epoch: int
 
 
 class FetchRequestPartition(TypedDict, total=False):
@@ -101,19 +108,22 @@ class FetchRequestPartition(TypedDict, total=False):
     last_fetched_epoch: int  # v12+
     log_start_offset: int  # v5+
     partition_max_bytes: int
+    replica_directory_id: bytes  # v17+
 
 
 class FetchRequestTopic(TypedDict, total=False):
     """An element of FetchRequest.topics[]."""
 
-    name: str
+    name: str  # v4-12
+    topic_id: bytes  # v13+
     partitions: list[FetchRequestPartition]
 
 
 class FetchRequestForgottenTopicsData(TypedDict, total=False):
     """An element of FetchRequest.forgotten_topics_data[]."""
 
-    name: str
+    name: str  # v7-12
+    topic_id: bytes  # v13+
     partitions: list[int]
 
 
@@ -121,7 +131,8 @@ class FetchRequest(TypedDict, total=False):
     """Fetch request body."""
 
     cluster_id: str | None  # v12+
-    replica_id: int
+    replica_id: int  # v4-14
+    replica_state: FetchRequestReplicaState | None  # v15+
     max_wait_ms: int
     min_bytes: int
     max_bytes: int
@@ -173,7 +184,8 @@ class FetchResponsePartition(TypedDict, total=False):
 class FetchResponseResponse(TypedDict, total=False):
     """An element of FetchResponse.responses[]."""
 
-    name: str
+    name: str  # v4-12
+    topic_id: bytes  # v13+
     partitions: list[FetchResponsePartition]
 
 
@@ -184,6 +196,7 @@ class FetchResponse(TypedDict, total=False):
     error_code: int  # v7+
     session_id: int  # v7+
     responses: list[FetchResponseResponse]
+    node_endpoints: list[NodeEndpoint]  # v16+
 
 
 class ListOffsetsRequestPartition(TypedDict, total=False):
@@ -207,6 +220,7 @@ class ListOffsetsRequest(TypedDict, total=False):
     replica_id: int
     isolation_level: int  # v2+
     topics: list[ListOffsetsRequestTopic]
+    timeout_ms: int  # v10+
 
 
 class ListOffsetsResponsePartition(TypedDict, total=False):

@@ -89,7 +89,8 @@ def _fetch_body(topic: str, offset: int, max_wait_ms: int) -> dict:
                 {"partition": 0, "fetch_offset": offset, "partition_max_bytes": 1 << 20}]}]}
 
 
-FETCH_VERSIONS = [APIS[ApiKey.FETCH].min_version, APIS[ApiKey.FETCH].max_version]
+# by name: v13+ names topics by id, which a standalone broker's topics do not have
+FETCH_VERSIONS = [APIS[ApiKey.FETCH].min_version, 12]
 
 
 @pytest.mark.parametrize("version", FETCH_VERSIONS)

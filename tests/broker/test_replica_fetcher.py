@@ -72,8 +72,8 @@ class Node:
 
 class LeaderLink:
     """Stands in for the fetcher's AsyncConnection: each request goes through the
-    leader's handler at our highest version; a parked fetch waits on the leader's
-    clock."""
+    leader's handler at the version asked (default: our highest the body allows); a
+    parked fetch waits on the leader's clock."""
 
     def __init__(self, leader: Node) -> None:
         self.leader = leader
@@ -82,7 +82,7 @@ class LeaderLink:
     async def request(self, api_key: int, body: dict[str, Any],
                       **options: Any) -> dict[str, Any]:
         self.sent.append((api_key, body))
-        answers = wire.call(self.leader.core, api_key, body)
+        answers = wire.call(self.leader.core, api_key, body, options.get("api_version"))
         for _ in range(1000):
             if answers:
                 break

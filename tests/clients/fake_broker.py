@@ -19,7 +19,8 @@ Served: ApiVersions, Metadata (with our ``configs`` extra), CreateTopics (config
 ``{name, value}``, v5+ answers with the resulting configs), DeleteTopics,
 CreatePartitions, DescribeCluster, DescribeConfigs / AlterConfigs /
 IncrementalAlterConfigs (topic configs of :data:`TOPIC_CONFIGS`, broker configs of
-:data:`BROKER_CONFIGS`; unknown names INVALID_CONFIG), Produce, Fetch (sessionless only:
+:data:`BROKER_CONFIGS`; unknown names INVALID_CONFIG), Produce, Fetch (by topic id from
+v13: Metadata answers :func:`fake_topic_id` of each name; sessionless only:
 session 0 epoch -1, else recorded as an error; min_bytes / max_wait honoured by waiting
 on the condition), ListOffsets (-1 latest, -2 earliest, -3 max timestamp, else the first
 offset at or after the timestamp, -1 when none), DeleteRecords, InitProducerId.  Produce
@@ -60,6 +61,7 @@ helpers (``batches``, ``records``), which copy under the lock.
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import socket
 import threading
 import time
@@ -96,6 +98,11 @@ BROKER_CONFIGS = {"num.partitions": "1", "default.replication.factor": "1",
                   "log.retention.hours": "168"}  # fmt: skip
 RESOURCE_TOPIC, RESOURCE_BROKER = 2, 4
 SOURCE_DYNAMIC_TOPIC, SOURCE_DYNAMIC_BROKER, SOURCE_DEFAULT = 1, 2, 5
+
+
+def fake_topic_id(name: str) -> bytes:
+    """The topic id Metadata answers for ``name`` (Fetch v13+ names topics by it)."""
+    return hashlib.md5(name.encode()).digest()
 
 
 @dataclass
@@ -391,7 +398,7 @@ class FakeCluster:
             ApiKey.DELETE_TOPICS: lambda: self._delete_topics(body),
             ApiKey.CREATE_PARTITIONS: lambda: self._create_partitions(body),
             ApiKey.PRODUCE: lambda: self._produce(node_id, body),
-            ApiKey.FETCH: lambda: self._fetch(node_id, body),
+            ApiKey.FETCH: lambda: self._fetch(node_id, body, version),
             ApiKey.LIST_OFFSETS: lambda: self._list_offsets(node_id, body),
             ApiKey.DELETE_RECORDS: lambda: self._delete_records(node_id, body),
             ApiKey.DESCRIBE_CONFIGS: lambda: self._describe_configs(body, version),
@@ -426,7 +433,7 @@ class FakeCluster:
                 configs = [{"name": k, "value": v}
                            for k, v in sorted(self.topic_configs.get(name, {}).items())]
                 topics.append({"error_code": 0, "name": name, "partitions": parts,
-                               "configs": configs})  # fmt: skip
+                               "configs": configs, "topic_id": fake_topic_id(name)})
             return {
                 "brokers": [
                     {"node_id": i, "host": "127.0.0.1", "port": self.port(i)}
@@ -676,7 +683,7 @@ class FakeCluster:
             return None
         return {"responses": responses}
 
-    def _fetch(self, node_id: int, body: dict[str, Any]) -> dict[str, Any]:
+    def _fetch(self, node_id: int, body: dict[str, Any], version: int) -> dict[str, Any]:
         deadline = time.monotonic() + body["max_wait_ms"] / 1000
         # a full fetch (no session, or asking for one: KIP-227), answered sessionless
         # (session_id 0, as Kafka when its cache is full), from replica -1
@@ -688,19 +695,22 @@ class FakeCluster:
         with self.cond:
             self.fetch_isolation_levels.append(body["isolation_level"])
             while True:
-                responses, total = self._fetch_once(node_id, body)
+                responses, total = self._fetch_once(node_id, body, version)
                 remaining = deadline - time.monotonic()
                 if total >= body["min_bytes"] or remaining <= 0 or self._stopping:
                     self.fetch_requests += 1
                     return {"responses": responses}
                 self.cond.wait(remaining)
 
-    def _fetch_once(self, node_id: int, body: dict[str, Any]) -> tuple[list[Any], int]:
+    def _fetch_once(self, node_id: int, body: dict[str, Any],
+                    version: int) -> tuple[list[Any], int]:
         out, total, budget = [], 0, body["max_bytes"]
+        by_id = {fake_topic_id(name): name for name in self.topics} if version >= 13 else {}
         for t in body["topics"]:
             results = []
+            name = by_id.get(t["topic_id"], "") if version >= 13 else t["name"]
             for p in t["partitions"]:
-                part, code = self._partition(node_id, t["name"], p["partition"])
+                part, code = self._partition(node_id, name, p["partition"])
                 records, hw = b"", -1
                 if part is not None:
                     hw = part.log_end_offset
@@ -725,7 +735,7 @@ class FakeCluster:
                                 "high_watermark": hw,
                                 "log_start_offset": part.log_start_offset if part else -1,
                                 "records": records})  # fmt: skip
-            out.append({"name": t["name"], "partitions": results})
+            out.append({"name": name, "topic_id": t.get("topic_id"), "partitions": results})
         return out, total
 
     def _list_offsets(self, node_id: int, body: dict[str, Any]) -> dict[str, Any]:

@@ -125,6 +125,7 @@ class SimHandlerCore:
         self.image: MetadataImage | None = None
         self.fetch_purgatory: Purgatory[DelayedFetch] = Purgatory("fetch", broker.timer)
         self.fetch_sessions = FetchSessionCache(0, 0, 1, clock)  # KIP-227: none kept
+        self.hosted_topic_uuids: dict[str, bytes] = {}  # no topic ids (image None)
         self.isr = SimIsrProposals(broker, clock, replica_lag_time_max_ms)
         self.configs = SimTopicConfigs(broker)
         self.topic_metrics = BrokerTopicMetrics(max_topics=10)  # Produce counts into it

@@ -5,8 +5,11 @@ offsets by time and check log divergence by leader epoch; idempotent producers g
 their producer id and epoch.  Layouts follow Kafka's protocol at the versions served
 (see docs/compatibility.md); field names are ours where the code already had them
 (``topics``/``partitions``/``name`` for Kafka's ``TopicData``/``PartitionData``/``Topic``),
-Kafka's in snake_case otherwise.  No version served here uses topic ids.  Our one extra:
-``error_message`` (tagged, flexible versions) in the InitProducerId response.
+Kafka's in snake_case otherwise.  Fetch v13+ names topics by id (``topic_id``, a 16-byte
+UUID) instead of ``name`` (KIP-516); v15+ carries the follower's id in the tagged
+``replica_state`` (KIP-903) instead of ``replica_id``; v16+ answers ``node_endpoints``
+(KIP-951); v17 adds the tagged ``replica_directory_id`` per partition (KIP-853).  Our one
+extra: ``error_message`` (tagged, flexible versions) in the InitProducerId response.
 
 Costs: declarations only; codecs compile on first use.  Thread/process safety: immutable.
 """
@@ -22,6 +25,7 @@ from clients.protocol.schema import (
     INT64,
     RECORDS,
     STRING,
+    UUID,
     Array,
     Field,
     Struct,
@@ -79,10 +83,15 @@ PRODUCE = Api(
 )  # fmt: skip
 
 FETCH = Api(
-    ApiKey.FETCH, "Fetch", "4-12", "12+",
+    ApiKey.FETCH, "Fetch", "4-17", "12+",
     request=Struct(
         Field("cluster_id", STRING, "12+", nullable="12+", tag=0, tagged="12+", default=None),
-        Field("replica_id", INT32, default=-1),
+        Field("replica_id", INT32, "0-14", default=-1),
+        Field("replica_state", Struct(
+            Field("replica_id", INT32, default=-1),
+            Field("replica_epoch", INT64, default=-1),  # the follower's broker epoch
+            label="ReplicaState",
+        ), "15+", tag=1, tagged="15+", default=None),
         Field("max_wait_ms", INT32),
         Field("min_bytes", INT32),
         Field("max_bytes", INT32, default=0x7FFFFFFF),
@@ -90,7 +99,8 @@ FETCH = Api(
         Field("session_id", INT32, "7+"),
         Field("session_epoch", INT32, "7+", default=-1),
         Field("topics", Array(Struct(
-            Field("name", STRING),
+            Field("name", STRING, "0-12"),
+            Field("topic_id", UUID, "13+"),
             Field("partitions", Array(Struct(
                 Field("partition", INT32),
                 Field("current_leader_epoch", INT32, "9+", default=-1),
@@ -98,10 +108,12 @@ FETCH = Api(
                 Field("last_fetched_epoch", INT32, "12+", default=-1),
                 Field("log_start_offset", INT64, "5+", default=-1),
                 Field("partition_max_bytes", INT32),
+                Field("replica_directory_id", UUID, "17+", tag=0, tagged="17+"),
             ))),
         ))),
         Field("forgotten_topics_data", Array(Struct(
-            Field("name", STRING),
+            Field("name", STRING, "7-12"),
+            Field("topic_id", UUID, "13+"),
             Field("partitions", Array(INT32)),
         )), "7+"),
         Field("rack_id", STRING, "11+"),
@@ -111,7 +123,8 @@ FETCH = Api(
         Field("error_code", INT16, "7+"),
         Field("session_id", INT32, "7+"),
         Field("responses", Array(Struct(
-            Field("name", STRING),
+            Field("name", STRING, "0-12"),
+            Field("topic_id", UUID, "13+"),
             Field("partitions", Array(Struct(
                 Field("partition_index", INT32),
                 Field("error_code", INT16),
@@ -138,11 +151,12 @@ FETCH = Api(
                 Field("records", RECORDS, nullable="0+"),
             ))),
         ))),
+        Field("node_endpoints", Array(NODE_ENDPOINT), "16+", tag=0, tagged="16+"),
     ),
 )  # fmt: skip
 
 LIST_OFFSETS = Api(
-    ApiKey.LIST_OFFSETS, "ListOffsets", "1-7", "6+",
+    ApiKey.LIST_OFFSETS, "ListOffsets", "1-10", "6+",
     request=Struct(
         Field("replica_id", INT32, default=-1),
         Field("isolation_level", INT8, "2+"),
@@ -151,11 +165,13 @@ LIST_OFFSETS = Api(
             Field("partitions", Array(Struct(
                 Field("partition_index", INT32),
                 Field("current_leader_epoch", INT32, "4+", default=-1),
-                # -1 latest, -2 earliest, -3 max timestamp (v7+), else the first offset
-                # whose timestamp is at or after this one
+                # -1 latest, -2 earliest, -3 max timestamp (v7+), -4 earliest local (v8+),
+                # -5 latest tiered (v9+), else the first offset whose timestamp is at or
+                # after this one
                 Field("timestamp", INT64),
             ))),
         ))),
+        Field("timeout_ms", INT32, "10+"),  # for remote (tiered) lookups: none here
     ),
     response=Struct(
         Field("throttle_time_ms", INT32, "2+"),

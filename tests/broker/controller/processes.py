@@ -19,6 +19,7 @@ from typing import Any
 from broker.metadata.records import METADATA_VERSION, METADATA_VERSION_FEATURE
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.codec import decode_response, encode_request
+from clients.protocol.fetch_session.handler import highest_fetch_version
 from clients.protocol.framing import read_frame, send_buffers
 from clients.protocol.registry import APIS
 from tests.broker.processes import ServerProcess
@@ -62,7 +63,10 @@ class ControllerClient:
     def request(self, api_key: ApiKey, body: dict[str, Any],
                 version: int | None = None) -> dict[str, Any] | None:
         correlation_id = next(self._ids)
-        version = APIS[api_key].max_version if version is None else version
+        if version is None:  # our highest (a Fetch by name: v12, the controller's highest)
+            version = APIS[api_key].max_version
+            if api_key == ApiKey.FETCH:
+                version = highest_fetch_version(body, version)
         send_buffers(self.sock, encode_request(api_key, version, correlation_id, "test", body))
         frame = read_frame(self.sock)
         if frame is None:

@@ -22,12 +22,14 @@ from broker.core import BrokerCore
 from broker.handlers.broker_view import HandlerCore
 from broker.handlers.common import RegionRecords, RequestContext
 from broker.handlers.dispatch import HANDLERS
+from clients.protocol.api_keys import ApiKey
 from clients.protocol.codec import (
     decode_request,
     decode_response,
     encode_request_bytes,
     encode_response,
 )
+from clients.protocol.fetch_session.handler import highest_fetch_version
 from clients.protocol.registry import APIS
 from timer.clock import ManualClock
 from timer.system_timer import SystemTimer
@@ -66,10 +68,14 @@ def wire_answer(api: int, version: int, body: Body) -> Body:
 def call(core: HandlerCore, api: int, body: Body, version: int | None = None,
          client_id: str = "wire-test",
          respond: Callable[[Body | None], None] | None = None) -> list[Body | None]:
-    """Run the handler at ``version`` (default: our highest); the list fills with the
-    answers, as the client reads them, whenever they come (and each goes to
-    ``respond`` too, when given)."""
-    version = APIS[api].max_version if version is None else version
+    """Run the handler at ``version`` (default: our highest; for a Fetch the highest its
+    topics allow: v13+ only by topic id); the list fills with the answers, as the
+    client reads them, whenever they come (and each goes to ``respond`` too, when
+    given)."""
+    if version is None:
+        version = APIS[api].max_version
+        if api == ApiKey.FETCH:
+            version = highest_fetch_version(body, version)
     frame = encode_request_bytes(api, version, 7, client_id, body)
     request = decode_request(memoryview(frame)[4:])
     answers: list[Body | None] = []

@@ -224,8 +224,9 @@ class FakeTxnCluster(FakeGroupCluster):
                     lso = min(lso, first)
         return lso
 
-    def _fetch_once(self, node_id: int, body: dict[str, Any]) -> tuple[list[Any], int]:
-        out, total = super()._fetch_once(node_id, body)
+    def _fetch_once(self, node_id: int, body: dict[str, Any],
+                    version: int) -> tuple[list[Any], int]:
+        out, total = super()._fetch_once(node_id, body, version)
         if body["isolation_level"] != 1:
             return out, total
         for t in out:
