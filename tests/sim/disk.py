@@ -137,10 +137,10 @@ class SimDisk:
             self.c.fail(f"b{broker.id} t-{pid} after recovery: batches end at {expected}, "
                         f"log end offset {log.log_end_offset}")
 
-    def topic_id(self, broker: SimBroker, pid: int) -> int | None:
+    def topic_id(self, broker: SimBroker, pid: int) -> bytes | int | None:
         return read_topic_id(self.log_dir(broker, pid))
 
-    def set_topic_id(self, broker: SimBroker, pid: int, topic_id: int) -> None:
+    def set_topic_id(self, broker: SimBroker, pid: int, topic_id: bytes | int) -> None:
         write_topic_id(self.log_dir(broker, pid), topic_id)
 
     def delete_log(self, broker: SimBroker, pid: int) -> SimLog:
