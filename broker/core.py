@@ -101,6 +101,8 @@ class ReplicaFollowing(Protocol):
 
     def unfollow(self, key: TopicPartition) -> None: ...
 
+    def following(self, key: TopicPartition) -> bool: ...
+
 
 @dataclass(frozen=True)
 class ControllerLink:
@@ -459,7 +461,12 @@ class BrokerCore:
                 if repair is not None:  # resigned to repair: cut, then fetch it again
                     self.repair.repair_follower(key, partition, *repair)
                 leader = image.brokers.get(state.leader)
-                if changed and self.fetchers is not None:
+                # a follower parked by FENCED_LEADER_EPOCH tries again on new metadata: the
+                # leader that fenced it may be a stale one of a deleted topic of this name
+                # in a higher epoch (epochs restart at 0), which has applied the delete since
+                parked = (self.fetchers is not None and leader is not None
+                          and state.leader >= 0 and not self.fetchers.following(key))
+                if (changed or parked) and self.fetchers is not None:
                     if leader is not None and state.leader >= 0:
                         self.fetchers.follow(partition, *leader.replication_endpoint)
                     else:

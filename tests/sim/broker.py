@@ -331,6 +331,9 @@ class SimBroker:
                 self.unfollow(pid)
                 if state.leader >= 0:
                     self.follow(p)
+            elif state.leader >= 0 and not self.following(pid):
+                # parked by a fenced answer: new metadata, try again (as BrokerCore)
+                self.follow(p)
         self.wake_partition(pid)
 
     def follow(self, p: Partition) -> None:
@@ -348,6 +351,12 @@ class SimBroker:
     def unfollow(self, pid: int) -> None:
         for session in self.sessions.values():
             session.remove(_key(pid))
+
+    def following(self, pid: int) -> bool:
+        """In its leader's session (truncating or fetching; not parked)."""
+        p = self.partitions.get(pid)
+        session = self.sessions.get(p.leader_id) if p is not None else None
+        return session is not None and _key(pid) in session.states
 
     def fetching(self, pid: int) -> bool:
         """Following its leader past truncation (a replica the agreement check covers)."""
