@@ -62,9 +62,9 @@ from broker.dynamic_config.broker_configs import DynamicBrokerConfigs
 from broker.fetch_sessions.cache import FetchSessionCache
 from broker.group.offsets_topic import OffsetsTopic
 from broker.handlers.broker_view import TxnMarkerListener, TxnVerifier
-from broker.metadata.image import MetadataImage
+from broker.metadata.image import MetadataImage, TopicInfo
 from broker.metadata.replica_dirs import open_replica_log, other_topic_on_disk, relabel, shown
-from broker.metadata.replica_plan import plan_replicas
+from broker.metadata.replica_plan import TopicLabel, partition_metadata_label, plan_replicas
 from broker.metadata.topic_shape_checks import partition_count_error, replication_factor_error
 from broker.metrics.topic_metrics import BrokerTopicMetrics
 from broker.producer_ids import ProducerIdAllocator, StandaloneProducerIdAllocator
@@ -76,7 +76,7 @@ from broker.topic_registry import MAX_PARTITIONS_PER_TOPIC, StandaloneTopic, Top
 from broker.txn.state_topic import TransactionStateTopic
 from broker.users import ScramUsers
 from clients.protocol.errors import ErrorCode
-from clients.protocol.topics import ZERO_UUID, TopicPartition, topic_name_error
+from clients.protocol.topics import TopicPartition, topic_name_error
 from replication.isr import AlterPartitionProposal
 from replication.partition import Partition
 from storage.cleaner.config import CleanerConfig
@@ -101,6 +101,8 @@ class ReplicaFollowing(Protocol):
                topic_id: bytes = ZERO_UUID) -> None: ...
 
     def unfollow(self, key: TopicPartition) -> None: ...
+
+    def following(self, key: TopicPartition) -> bool: ...
 
 
 @dataclass(frozen=True)
@@ -160,8 +162,9 @@ class BrokerCore:
         # set by the first reconcile: the image was complete (at the metadata log's HW)
         # and every hosted log took its topic's config
         self.image_reconciled = False
-        self.hosted_topic_ids: dict[str, int] = {}
-        self.hosted_topic_uuids: dict[str, bytes] = {}  # ids (Kafka's) of the hosted topics
+        # the id of each hosted topic (partition_metadata_label: its UUID, else, for a
+        # topic of a metadata log not upgraded yet, the offset of its topic record)
+        self.hosted_topic_ids: dict[str, TopicLabel] = {}
         self.fetchers = link.fetchers if link is not None else None
         self.controller = link.controller if link is not None else None
         self._checkpointed_hws: dict[TopicPartition, int] = {}
@@ -401,7 +404,7 @@ class BrokerCore:
         (file creations cost ~0.7 ms each on the 2-core test machine's disk); for a new
         topic of 200 partitions (RF 3, 3 brokers) the one synchronous reconcile held a
         broker's loop for ~1.8 s, next to a local cluster's 2 s heartbeat session.
-        Same decision as reconcile's (``_log_for_topic_id`` on the same image, which only
+        Same decision as reconcile's (``_log_for_topic`` on the same image, which only
         the metadata follower's task changes); replicas already hosted are left to it.
         """
         image = self.image
@@ -410,10 +413,10 @@ class BrokerCore:
         plan = plan_replicas(image, self.config.node_id, list(self.partitions),
                              self.hosted_topic_ids)
         opened = 0
-        for key, (topic_id, _) in plan.host.items():
+        for key, (topic, _) in plan.host.items():
             if key in self.partitions:
                 continue
-            self._log_for_topic_id(key, topic_id, image.topics[key.topic].topic_uuid)
+            self._log_for_topic(key, topic)
             opened += 1
             if opened % per_turn == 0:
                 await asyncio.sleep(0)
@@ -437,16 +440,15 @@ class BrokerCore:
         for key in plan.drop:
             self._drop_partition(key)
             woken.append(key)
-        uuids: dict[str, bytes] = {}
-        for key, (topic_id, state) in plan.host.items():
+        labels: dict[str, TopicLabel] = {}
+        for key, (info, state) in plan.host.items():
             topic, index = key
-            self.hosted_topic_ids[topic] = topic_id
-            uuids[topic] = topic_uuid = image.topics[topic].topic_uuid
+            labels[topic] = label = partition_metadata_label(info)
             partition = self.partitions.get(key)
-            if partition is not None and self.hosted_topic_uuids.get(topic) != topic_uuid:
-                relabel(partition.log.dir, topic_id, topic_uuid)  # an old log was upgraded
+            if partition is not None and self.hosted_topic_ids.get(topic) != label:
+                relabel(partition.log.dir, label)  # an old metadata log was upgraded
             if partition is None:
-                log_ = self._log_for_topic_id(key, topic_id, topic_uuid)
+                log_ = self._log_for_topic(key, info)
                 partition = Partition(topic, index, log_, local_broker_id=me)
                 partition.high_watermark = min(self._checkpointed_hws.get(key, 0),
                                                log_.log_end_offset)
@@ -465,14 +467,19 @@ class BrokerCore:
                 if repair is not None:  # resigned to repair: cut, then fetch it again
                     self.repair.repair_follower(key, partition, *repair)
                 leader = image.brokers.get(state.leader)
-                if changed and self.fetchers is not None:
+                # a follower parked by FENCED_LEADER_EPOCH tries again on new metadata: the
+                # leader that fenced it may be a stale one of a deleted topic of this name
+                # in a higher epoch (epochs restart at 0), which has applied the delete since
+                parked = (self.fetchers is not None and leader is not None
+                          and state.leader >= 0 and not self.fetchers.following(key))
+                if (changed or parked) and self.fetchers is not None:
                     if leader is not None and state.leader >= 0:
                         self.fetchers.follow(partition, *leader.replication_endpoint,
                                              topic_id=topic_uuid)
                     else:
                         self.fetchers.unfollow(key)
             woken.append(key)
-        self.hosted_topic_uuids = uuids
+        self.hosted_topic_ids = labels
         self.configs.apply(self.partitions)
         self.image_reconciled = True
         for key in woken:
@@ -480,9 +487,9 @@ class BrokerCore:
         self.groups.on_partitions_changed()
         self.transactions.on_partitions_changed()
 
-    def _log_for_topic_id(self, key: TopicPartition, topic_id: int, topic_uuid: bytes) -> Log:
+    def _log_for_topic(self, key: TopicPartition, topic: TopicInfo) -> Log:
         """The log to host ``key`` (:func:`~broker.metadata.replica_dirs.open_replica_log`)."""
-        log_, replaced = open_replica_log(self.log_manager, key, topic_id, topic_uuid)
+        log_, replaced = open_replica_log(self.log_manager, key, topic)
         if replaced and key in self.recovery.recovery_cuts:
             self.recovery.forget([key])  # the cut log is gone
         return log_
@@ -500,11 +507,10 @@ class BrokerCore:
         partition.leader_id = -1  # parked produces fail with NOT_LEADER
         partition.abort_repair()
         hosted = self.hosted_topic_ids.get(key[0])
-        other = None if hosted is None else other_topic_on_disk(
-            partition.log.dir, hosted, self.hosted_topic_uuids.get(key[0], ZERO_UUID))
+        other = None if hosted is None else other_topic_on_disk(partition.log.dir, hosted)
         if other is not None:
-            log.error("%s-%d: not deleting %s: it belongs to topic %s, not the hosted %d",
-                      *key, partition.log.dir, shown(other), hosted)
+            log.error("%s-%d: not deleting %s: it belongs to topic %s, not the hosted %s",
+                      *key, partition.log.dir, shown(other), shown(hosted))
             return
         self.log_manager.delete_log(*key)
         log.info("%s-%d: replica removed", *key)

@@ -191,6 +191,13 @@ class ReplicaFetcherManager:
         fetcher.add(partition, topic_id)
         self._where[key] = leader
 
+    def following(self, key: TopicPartition) -> bool:
+        """``key`` is in its leader's fetcher, truncating or fetching (not parked by a
+        FENCED_LEADER_EPOCH answer, not unfollowed)."""
+        leader = self._where.get(key)
+        fetcher = self.fetchers.get(leader) if leader is not None else None
+        return fetcher is not None and key in fetcher.states
+
     def unfollow(self, key: TopicPartition) -> None:
         leader = self._where.pop(key, None)
         if leader is not None and leader in self.fetchers:

@@ -10,9 +10,10 @@ topic, in Kafka's file format::
         topic_id: <the topic's id: 16 bytes in URL-safe base64, no padding>
 
 Files written before topic ids were UUIDs hold our old content instead: ``topic_id:``
-followed by a decimal integer, the topic's incarnation (the metadata offset of its
-topic record).  :func:`read_topic_id` returns either form (bytes: a Kafka id; int: an
-old file); the broker compares it with the topic it is about to host
+followed by a decimal integer, the metadata offset of its topic record (the topic's
+identity before topic ids; ``TopicInfo.created_offset`` now, used only to match these).
+:func:`read_topic_id` returns either form (bytes: a Kafka id; int: an old file); the
+broker compares it with the topic it is about to host
 (:func:`broker.metadata.replica_plan.log_of_other_topic`) and rewrites an old file with
 the topic's UUID once that topic has one (:func:`write_topic_id`).
 
@@ -46,8 +47,8 @@ _MAX_BYTES = 1024
 
 def read_topic_id(log_dir: Path) -> bytes | int | None:
     """The topic id recorded in ``log_dir``: 16 bytes (Kafka's form), an int (a file of
-    our old form: the topic's incarnation), or None when there is none (or it is
-    damaged, which is logged)."""
+    our old form: the offset of its topic's record), or None when there is none (or it
+    is damaged, which is logged)."""
     path = log_dir / PARTITION_METADATA
     try:
         raw = read_small_file(path, _MAX_BYTES)

@@ -16,7 +16,7 @@ from typing import TypeVar
 
 from broker.metadata.image import PartitionRegistration, TopicInfo
 from broker.metadata.records import MetadataRecord
-from broker.metadata.replica_plan import log_of_other_topic
+from broker.metadata.replica_plan import TopicLabel, log_of_other_topic
 from broker.metadata.topic_config_checks import TopicConfigPairs
 from clients.protocol.errors import ErrorCode
 from clients.protocol.topics import ZERO_UUID
@@ -40,22 +40,24 @@ class ReplicaLog:
 
     topic: str
     partition: int
-    topic_id: int = -1
+    # an old partition.metadata's int (the offset of its topic's record; -1: none), the
+    # BrokerRegistration field topic_id
+    created_offset: int = -1
     last_leader_epoch: int = -1
     log_end_offset: int = 0
     recovery_cut: bool = False
     topic_uuid: bytes = ZERO_UUID
 
     @property
-    def recorded_topic_id(self) -> bytes | int | None:
+    def recorded_topic_id(self) -> TopicLabel | None:
         """What the log's ``partition.metadata`` holds (storage.partition_metadata)."""
         if self.topic_uuid != ZERO_UUID:
             return self.topic_uuid
-        return self.topic_id if self.topic_id >= 0 else None
+        return self.created_offset if self.created_offset >= 0 else None
 
     def of_another_topic(self, topic: TopicInfo) -> bool:
         """The log belongs to a deleted topic of ``topic``'s name (re-created since)."""
-        return log_of_other_topic(self.recorded_topic_id, topic.topic_id, topic.topic_uuid)
+        return log_of_other_topic(self.recorded_topic_id, topic)
 
 
 @dataclass(frozen=True, slots=True)

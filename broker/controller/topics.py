@@ -8,8 +8,11 @@ from a start index that rotates per created topic (and per CreatePartitions entr
 followers shifted once per full round so replica pairs spread too.  Manual assignments
 must cover partitions ``0..n-1`` with distinct, registered replicas (at least one alive)
 of one length.  Names starting with ``__cluster`` are reserved.  A created partition's
-ISR is its live replicas, its leader the first of them, both epochs 0; the topic id is
-the topic record's offset.
+ISR is its live replicas, its leader the first of them, both epochs 0 (Kafka's: a
+re-created topic starts at leader epoch 0 again and is told from the deleted one by its
+topic id, a random UUID; the topic record still carries its own metadata offset in its
+int ``topic_id`` field, :attr:`~broker.metadata.image.TopicInfo.created_offset`, only
+for ``partition.metadata`` files written before topic ids were UUIDs).
 
 CreatePartitions (Kafka's rules): the topic must exist (UNKNOWN_TOPIC_OR_PARTITION), the
 new total must grow (INVALID_PARTITIONS, also above ``max_partitions_per_topic``; Kafka's
@@ -138,11 +141,11 @@ class ControllerTopics:
         assignment = self._check_assignment(spec) if spec.assignments else self._assign(spec)
         if validate_only:
             return len(assignment), len(assignment[0]), ZERO_UUID
-        topic_id = self.image.last_applied_offset + 1
+        created_offset = self.image.last_applied_offset + 1  # the record's own offset
         topic_uuid = self._new_topic_uuid()
-        self._emit(TopicRecord(spec.name, topic_id, len(assignment), len(assignment[0]), configs,
-                               topic_uuid))
-        self._emit_new_partitions(spec.name, topic_id, 0, assignment)
+        self._emit(TopicRecord(spec.name, created_offset, len(assignment), len(assignment[0]),
+                               configs, topic_uuid))
+        self._emit_new_partitions(spec.name, 0, assignment)
         return len(assignment), len(assignment[0]), topic_uuid
 
     def _new_topic_uuid(self) -> bytes:
@@ -218,21 +221,15 @@ class ControllerTopics:
         if not any(self.image.is_alive(b) for b in replicas):
             raise Rejected(bad, f"partition {p}: no replica of {list(replicas)} is alive")
 
-    def _emit_new_partitions(self, name: str, topic_id: int, first: int,
+    def _emit_new_partitions(self, name: str, first: int,
                              assignment: Sequence[tuple[int, ...]]) -> None:
         """Partition records of new partitions ``first..``: ISR the live replicas, the
-        first of them leads, partition epoch 0, leader epoch the topic's id.
-
-        Choice (Kafka starts at 0 and tells incarnations of a name apart by the topic id
-        in Fetch v13+, which this broker does not serve): the topic id is the metadata
-        offset of the TopicRecord, and every leader epoch bump takes a record, so any
-        epoch of a deleted topic of the same name is below it.  A broker that still
-        hosts the deleted topic (it was away when it went) fences the new topic's
-        followers and consumers (their epoch is newer than its own) and is fenced by
-        the new leaders, instead of serving or copying the deleted topic's records."""
+        first of them leads, leader and partition epoch 0 (Kafka's).  A broker that still
+        hosts a deleted topic of the same name tells it from this one by topic id
+        (:mod:`broker.metadata.replica_plan`), not by epoch."""
         for index, replicas in enumerate(assignment, first):
             isr = tuple(b for b in replicas if self.image.is_alive(b))
-            self._emit(PartitionRecord(name, index, replicas, isr[0], topic_id, isr, 0))
+            self._emit(PartitionRecord(name, index, replicas, isr[0], 0, isr, 0))
 
     # -- CreatePartitions -------------------------------------------------------------
 
@@ -271,7 +268,7 @@ class ControllerTopics:
             for index, replicas in enumerate(assignment, current):
                 self._check_replicas(index, replicas, rf)
         if not validate_only:
-            self._emit_new_partitions(spec.name, info.topic_id, current, assignment)
+            self._emit_new_partitions(spec.name, current, assignment)
 
     # -- AlterConfigs / IncrementalAlterConfigs ---------------------------------------
 

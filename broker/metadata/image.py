@@ -141,13 +141,15 @@ class PartitionRegistration:
 
 @dataclass(slots=True)
 class TopicInfo:
-    """A topic of the cluster: its incarnation (``topic_id``, the offset of its topic
-    record), sizes, configs, the registration of each partition, and its id in Kafka's
-    format (``topic_uuid``; the zero UUID until a log written before topic ids is
-    upgraded)."""
+    """A topic of the cluster: its id in Kafka's format (``topic_uuid``, what tells it
+    from a deleted topic of the same name; the zero UUID until a log written before
+    topic ids is upgraded), sizes, configs, the registration of each partition, and
+    ``created_offset``, the metadata offset of its topic record (the record's
+    ``topic_id`` field), used only to recognize ``partition.metadata`` files written
+    before topic ids were UUIDs (:mod:`broker.metadata.replica_plan`)."""
 
     name: str
-    topic_id: int
+    created_offset: int
     num_partitions: int
     replication_factor: int
     configs: dict[str, str]
@@ -363,7 +365,7 @@ class MetadataImage:
                 out.append(UnfenceBrokerRecord(b, info.broker_epoch))
         for name in sorted(self.topics):
             t = self.topics[name]
-            out.append(TopicRecord(name, t.topic_id, t.num_partitions, t.replication_factor,
+            out.append(TopicRecord(name, t.created_offset, t.num_partitions, t.replication_factor,
                                    dict(t.configs), t.topic_uuid))
             for index in sorted(t.partitions):
                 s = t.partitions[index]

@@ -48,10 +48,13 @@ Optional fields (absent in records written before they existed) are tagged field
 |                   | given before                                                             |
 
 Meaning: a registration always starts *fenced*; ``broker_epoch`` is the metadata offset
-of the registration record.  ``topic_id`` (int64, the name kept for the bytes on disk)
-is the offset of the topic record: the topic's *incarnation*, unique in the log (a topic
-deleted and created again gets a new one, so a broker can tell the two apart); the
-leader epochs of its partitions start there.  ``topic_uuid`` is the topic's id in
+of the registration record.  ``topic_id`` (int64, the name kept for the bytes on disk;
+:attr:`~broker.metadata.image.TopicInfo.created_offset` in the image) is the offset of
+the topic record.  It is no identity any more: only ``partition.metadata`` files written
+before topic ids were UUIDs hold it, and are matched by it once (the upgrade).  Leader
+epochs of a new topic's partitions start at 0 (Kafka's; topic records written before
+this started them at this offset, and those topics keep their epochs: they only grow).
+``topic_uuid`` is the topic's id, what tells a re-created topic from the deleted one, in
 Kafka's format (:mod:`clients.protocol.topics`: 16 random bytes drawn by the
 controller, never the zero UUID or Kafka's reserved metadata topic id), the id clients
 see and ``partition.metadata`` holds.  A log written before topic ids were UUIDs has

@@ -7,7 +7,8 @@ more.  So a broker registers with one entry per log on its disk, in the
 ``replica_logs`` tagged field of BrokerRegistration
 (:mod:`clients.protocol.messages.controller`)::
 
-    topic_name, topic_id (partition.metadata of our old form; -1 unknown), partition_index,
+    topic_name, topic_id (partition.metadata of our old form: the offset of its topic's
+    record, -1 unknown), partition_index,
     last_leader_epoch (of the last batch; -1 empty), log_end_offset, recovery_cut,
     topic_uuid (partition.metadata in Kafka's form; the zero UUID unknown)
 

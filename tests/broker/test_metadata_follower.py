@@ -37,7 +37,7 @@ from broker.metadata.records import (
     encode_record,
 )
 from clients.protocol.api_keys import ApiKey
-from clients.protocol.topics import ZERO_UUID, TopicPartition
+from clients.protocol.topics import TopicPartition
 from clients.records.record import build_batch
 from storage.partition_metadata import read_topic_id, write_topic_id
 from tests.replication.helpers import batch, values
@@ -172,7 +172,7 @@ def test_an_old_partition_metadata_is_rewritten_with_the_id_the_log_gives_its_to
 def test_a_hosted_replica_is_relabelled_when_its_topic_gets_its_id(core: BrokerCore) -> None:
     replay(core, per_answer=100)  # the broker hosts t before the controller upgrades
     partition = core.partitions[KEY]
-    assert read_topic_id(partition.log.dir) == 2 and core.hosted_topic_uuids["t"] == ZERO_UUID
+    assert read_topic_id(partition.log.dir) == 2 and core.hosted_topic_ids["t"] == 2
     replay(core, per_answer=100, records=UPGRADED)
     assert core.partitions[KEY] is partition and read_topic_id(partition.log.dir) == UUID_2
 

@@ -26,10 +26,15 @@ from broker.delayed import DelayedProduce
 from broker.metadata.image import PartitionRegistration
 from broker.metadata.log_reader import MetadataLogReader
 from broker.metadata.replica_logs import last_leader_epoch
-from broker.metadata.replica_plan import log_of_other_topic, plan_replicas
+from broker.metadata.replica_plan import (
+    TopicLabel,
+    log_of_other_topic,
+    partition_metadata_label,
+    plan_replicas,
+)
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError
-from clients.protocol.topics import TopicPartition
+from clients.protocol.topics import ZERO_UUID, TopicPartition
 from replication.damage import DamageAction, on_damage_found
 from replication.follower_fetch import FollowerFetchSession, PendingRequest
 from replication.partition import Partition
@@ -89,7 +94,7 @@ class SimBroker:
         self.repair_turn: dict[int, bool] = {}  # leader id -> the next request repairs
         self.pending_cuts: dict[int, int] = {}  # pid -> where a damaged leader cuts as follower
         self.cleaner: LogCleaner | None = None  # compaction: the process's log cleaner
-        self.hosted_topic_id: int | None = None  # the topic id its replicas belong to
+        self.hosted_topic_id: TopicLabel | None = None  # the topic its replicas belong to
         self.durable_epochs: dict[int, tuple[tuple[int, int], ...]] = {}  # at the last crash
         self.compacted_seen = 0
         self.txn: SimTxnCoordinator | None = None  # transactions: this process's coordinator
@@ -195,10 +200,11 @@ class SimBroker:
         its replica is back in an ISR with a leader, as BrokerCore's ``recovery_cuts``."""
         logs = []
         for pid, log in sorted(self.logs.items()):
-            topic_id = self.c.disk.topic_id(self, pid)
-            logs.append(ReplicaLog(TOPIC, pid, -1 if topic_id is None else topic_id,
+            found = self.c.disk.topic_id(self, pid)
+            logs.append(ReplicaLog(TOPIC, pid, found if isinstance(found, int) else -1,
                                    last_leader_epoch(log), log.log_end_offset,
-                                   pid in self.recovery_cuts))
+                                   pid in self.recovery_cuts,
+                                   found if isinstance(found, bytes) else ZERO_UUID))
         self.send(CONTROLLER, "register", {"incarnation": self.incarnation, "logs": logs})
 
     def crash(self) -> None:
@@ -292,11 +298,12 @@ class SimBroker:
         for key in plan.drop:
             self.replace_replica(key.partition, f"topic id {hosted} deleted")
         self.hosted_topic_id = None
-        for key, (topic_id, state) in plan.host.items():
+        for key, (topic, state) in plan.host.items():
             pid = key.partition
+            topic_id = partition_metadata_label(topic)
             if hosted != topic_id:  # not hosted by this process yet
                 found = self.c.disk.topic_id(self, pid)
-                if log_of_other_topic(found, topic_id):
+                if log_of_other_topic(found, topic):
                     self.replace_replica(pid, f"the log belongs to deleted topic id {found}")
                     found = None
                 if found != topic_id:  # (labelled already: the file stays as it is)
@@ -326,6 +333,9 @@ class SimBroker:
                 self.unfollow(pid)
                 if state.leader >= 0:
                     self.follow(p)
+            elif state.leader >= 0 and not self.following(pid):
+                # parked by a fenced answer: new metadata, try again (as BrokerCore)
+                self.follow(p)
         self.wake_partition(pid)
 
     def follow(self, p: Partition) -> None:
@@ -343,6 +353,12 @@ class SimBroker:
     def unfollow(self, pid: int) -> None:
         for session in self.sessions.values():
             session.remove(_key(pid))
+
+    def following(self, pid: int) -> bool:
+        """In its leader's session (truncating or fetching; not parked)."""
+        p = self.partitions.get(pid)
+        session = self.sessions.get(p.leader_id) if p is not None else None
+        return session is not None and _key(pid) in session.states
 
     def fetching(self, pid: int) -> bool:
         """Following its leader past truncation (a replica the agreement check covers)."""

@@ -96,7 +96,7 @@ class SimConfig:
     compaction_segment_ms: int = 40        # and rolled by time (records' CreateTime)
     compaction_step_bytes: int = 1024
     # per step, the chance that the operator deletes the topic (DeleteTopics through the
-    # real controller); it is created again (a new topic id, leader epochs from it) once
+    # real controller); it is created again (a new topic id, leader epochs from 0) once
     # every broker is up; a broker that was away comes back with the old topic's logs
     # and must delete them (its partition.metadata names the old id), and nobody may
     # serve or elect from them; the oracle starts over with the new topic; 0: never

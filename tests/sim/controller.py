@@ -34,6 +34,7 @@ from broker.controller.results import IsrChange, ReplicaLog, TopicSpec
 from broker.controller.state import ControllerState
 from broker.metadata.image import PartitionRegistration
 from broker.metadata.records import MetadataRecord, encode_record
+from broker.metadata.replica_plan import TopicLabel, partition_metadata_label
 from clients.protocol.errors import ErrorCode
 from clients.records.record import build_batch
 from timer.clock import ManualClock
@@ -148,9 +149,10 @@ class SimController:
         self.topic_created = False
         return self._note("delete topic", records)
 
-    def topic_id(self) -> int | None:
+    def topic_id(self) -> TopicLabel | None:
+        """The id of the topic (as brokers label what they host), None: none."""
         topic = self.state.image.topics.get(TOPIC)
-        return None if topic is None else topic.topic_id
+        return None if topic is None else partition_metadata_label(topic)
 
     def heartbeat(self, broker: int, broker_epoch: int, metadata_offset: int
                   ) -> tuple[ErrorCode, bool]:

@@ -138,7 +138,7 @@ class SimDisk:
             self.c.fail(f"b{broker.id} t-{pid} after recovery: batches end at {expected}, "
                         f"log end offset {log.log_end_offset}")
 
-    def topic_id(self, broker: SimBroker, pid: int) -> int | None:
+    def topic_id(self, broker: SimBroker, pid: int) -> bytes | int | None:
         """The replica's ``partition.metadata`` (read once after each write or delete:
         only :meth:`set_topic_id` and :meth:`delete_log` change the file)."""
         key = (broker.id, pid)
@@ -146,7 +146,7 @@ class SimDisk:
             self._topic_ids[key] = read_topic_id(self.log_dir(broker, pid))
         return self._topic_ids[key]
 
-    def set_topic_id(self, broker: SimBroker, pid: int, topic_id: int) -> None:
+    def set_topic_id(self, broker: SimBroker, pid: int, topic_id: bytes | int) -> None:
         self._topic_ids.pop((broker.id, pid), None)
         write_topic_id(self.log_dir(broker, pid), topic_id)
 

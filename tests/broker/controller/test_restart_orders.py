@@ -126,7 +126,7 @@ class Run:
         topic = self.state.image.topics.get("t")
         if topic is None:
             return ()
-        return (ReplicaLog("t", 0, topic.topic_id, b.place[0], b.place[1], b.cut),)
+        return (ReplicaLog("t", 0, topic.created_offset, b.place[0], b.place[1], b.cut),)
 
     def register(self, b: Broker) -> bool:
         result, records = self.state.register_broker(

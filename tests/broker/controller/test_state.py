@@ -32,6 +32,7 @@ from broker.metadata.records import (
     UnfenceBrokerRecord,
 )
 from clients.protocol.errors import ErrorCode
+from clients.protocol.topics import ZERO_UUID
 from timer.clock import ManualClock
 
 SESSION_MS = 2_000
@@ -294,7 +295,7 @@ def _all_fenced(c: Cluster) -> PartitionRegistration:
 
 def _back(c: Cluster, b: int, leo: int, epoch: int = 0, cut: bool = False) -> None:
     """Broker ``b`` restarts with its log of ``t-0`` ending at ``leo``."""
-    c.register(b, f"again-{b}", (ReplicaLog("t", 0, c.state.image.topics["t"].topic_id,
+    c.register(b, f"again-{b}", (ReplicaLog("t", 0, c.state.image.topics["t"].created_offset,
                                             epoch, leo, cut),))
     c.heartbeat(b)
 
@@ -359,7 +360,7 @@ def _report_again(c: Cluster, b: int, leo: int, cut: bool = False) -> None:
     """Broker ``b`` answers ``report_replica_logs``: the same incarnation registers."""
     result, records = c.state.register_broker(
         b, c.state.image.brokers[b].incarnation_id, "127.0.0.1", 9000 + b, replica_logs=(
-            ReplicaLog("t", 0, c.state.image.topics["t"].topic_id, 0, leo, cut),))
+            ReplicaLog("t", 0, c.state.image.topics["t"].created_offset, 0, leo, cut),))
     c.keep(records)
     assert result.error == ErrorCode.NONE and result.broker_epoch == c.epochs[b]
 
@@ -429,8 +430,9 @@ def test_a_report_of_a_recreated_topic_log_does_not_count() -> None:
     offline = _all_fenced(c)
     last = offline.isr[0]
     y, z = (b for b in offline.replicas if b != last)
-    stale_id = c.state.image.topics["t"].topic_id + 1000  # a log of another topic "t"
-    c.register(y, "again", (ReplicaLog("t", 0, stale_id, 9, 10_000),))
+    stale_id = bytes(range(1, 17))  # a log of another topic "t" (a deleted one)
+    assert stale_id != c.state.image.topics["t"].topic_uuid
+    c.register(y, "again", (ReplicaLog("t", 0, -1, 9, 10_000, topic_uuid=stale_id),))
     c.heartbeat(y)
     _back(c, z, 50)
     _back(c, last, 100, cut=True)
@@ -438,30 +440,28 @@ def test_a_report_of_a_recreated_topic_log_does_not_count() -> None:
     assert (led.leader, led.isr) == (last, (last,))  # y reported no log of this topic
 
 
-def test_a_recreated_topic_starts_its_leader_epochs_above_every_epoch_of_the_deleted_one(
-        ) -> None:
-    """A broker that missed the deletion still leads or follows the old topic in its
-    last epochs: every epoch of the new topic (and of partitions added to it later) is
-    higher, so it fences them, and they it, instead of exchanging the old records."""
+def test_a_recreated_topic_starts_its_leader_epochs_at_zero_under_a_new_id() -> None:
+    """Kafka's rule: a re-created topic's partitions (and partitions added to it later)
+    start at leader epoch 0 again; what tells it from the deleted one is its topic id."""
     c = Cluster()
     c.start(1, 2, 3)
     c.create("t", 2, 3)
-    first = c.state.image.topics["t"].topic_id
-    assert [c.part("t", i).leader_epoch for i in (0, 1)] == [first, first]
+    assert [c.part("t", i).leader_epoch for i in (0, 1)] == [0, 0]
     for _ in range(5):  # leadership moves: the old topic's epochs grow
         leader = c.part("t").leader
         c.alter(leader, "t", [b for b in c.part("t").isr if b != leader])
         c.keep(c.state.elect_preferred_leaders())
         c.alter(c.part("t").leader, "t", [1, 2, 3])
-    old_epoch = c.part("t").leader_epoch
-    assert old_epoch > first
+    assert c.part("t").leader_epoch > 0
+    old_id = c.state.image.topics["t"].topic_uuid
     (result,), records = c.state.delete_topics(["t"])
     c.keep(records)
     assert result.error == ErrorCode.NONE
     c.create("t", 1, 3)
-    assert c.part("t").leader_epoch > old_epoch
+    assert c.part("t").leader_epoch == 0
+    assert c.state.image.topics["t"].topic_uuid not in (old_id, ZERO_UUID)
     assert c.grow("t", 2).error == ErrorCode.NONE
-    assert c.part("t", 1).leader_epoch > old_epoch
+    assert c.part("t", 1).leader_epoch == 0
     assert c.replayed() == c.state.image
 
 
@@ -673,7 +673,7 @@ def test_create_topic_defaults_configs_assignments_duplicates_and_validate_only(
     configs = c.state.image.topics["t"].configs
     assert configs == {"retention_ms": "5", "min_insync_replicas": "2",
                        "unclean_leader_election": "false"}
-    assert c.state.image.topics["t"].topic_id == records[0].topic_id  # type: ignore[union-attr]
+    assert c.state.image.topics["t"].created_offset == records[0].topic_id  # type: ignore[union-attr]
     (again,), _ = c.state.create_topics([TopicSpec("t")])
     assert again.error == ErrorCode.TOPIC_ALREADY_EXISTS
     results, records = c.state.create_topics([TopicSpec("d"), TopicSpec("d")])
@@ -693,12 +693,13 @@ def test_delete_topics() -> None:
     c = Cluster()
     c.start(1)
     c.create("t", 2)
+    old_id = c.state.image.topics["t"].topic_uuid
     results, records = c.state.delete_topics(["t", "missing"])
     c.keep(records)
     assert [r.error for r in results] == [ErrorCode.NONE, ErrorCode.UNKNOWN_TOPIC_OR_PARTITION]
     assert "t" not in c.state.image.topics
     c.create("t", 1)  # a new incarnation of the name gets a new id
-    assert c.state.image.topics["t"].topic_id > 1
+    assert c.state.image.topics["t"].topic_uuid not in (old_id, ZERO_UUID)
 
 
 def test_replay_of_the_records_rebuilds_an_identical_image() -> None:
@@ -736,7 +737,7 @@ def test_create_partitions_adds_placed_partitions_and_replays() -> None:
         s = c.part("t", i)
         assert len(s.replicas) == 2 and len(set(s.replicas)) == 2
         assert (s.leader, s.isr, s.leader_epoch, s.partition_epoch) == (
-            s.replicas[0], s.replicas, topic.topic_id, 0)  # leader epochs from the topic id
+            s.replicas[0], s.replicas, 0, 0)  # leader epochs from 0 (Kafka's)
     assert {c.part("t", i).leader for i in range(2, 5)} == {1, 2, 3}  # spread
     assert all(c.part("t", i) == before[i] for i in range(2))  # old ones untouched
     # manual assignment: one replica list per new partition, a fenced replica not in the ISR
@@ -1004,7 +1005,7 @@ class ControllerMachine(RuleBasedStateMachine):
         for name, topic in image.topics.items():
             for index, s in topic.partitions.items():
                 if s.leader != NO_LEADER:
-                    key = (topic.topic_id, index, s.leader_epoch)
+                    key = (topic.topic_uuid, index, s.leader_epoch)
                     assert self.leaders.setdefault(key, s.leader) == s.leader, (name, key)
         assert self.c.replayed() == image
 

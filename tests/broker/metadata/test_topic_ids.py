@@ -11,7 +11,7 @@ import pytest
 from broker.controller.config import ControllerConfig
 from broker.controller.results import ReplicaLog, TopicSpec
 from broker.controller.state import ControllerState
-from broker.metadata.image import MetadataImage
+from broker.metadata.image import MetadataImage, TopicInfo
 from broker.metadata.records import (
     AssignTopicIdRecord,
     MetadataRecord,
@@ -154,7 +154,7 @@ def test_delete_by_id() -> None:
 
 def test_a_report_of_a_log_labelled_with_another_topics_id_does_not_count() -> None:
     assert ReplicaLog("t", 0, topic_uuid=A).recorded_topic_id == A
-    assert ReplicaLog("t", 0, topic_id=3).recorded_topic_id == 3
+    assert ReplicaLog("t", 0, created_offset=3).recorded_topic_id == 3
     assert ReplicaLog("t", 0).recorded_topic_id is None
 
 
@@ -175,8 +175,11 @@ def test_partition_metadata_is_kafkas_file_and_reads_our_old_one(tmp_path: Path)
 
 
 def test_a_directory_is_another_topics_when_its_id_differs_in_either_form() -> None:
-    assert log_of_other_topic(A, 5, B) and not log_of_other_topic(A, 5, A)
-    assert log_of_other_topic(4, 5, A) and not log_of_other_topic(5, 5, A)  # an old file
-    assert not log_of_other_topic(A, 5)  # the topic has no id yet: cannot tell, adopted
-    assert not log_of_other_topic(None, 5, A)
-    assert partition_metadata_label(5, A) == A and partition_metadata_label(5, ZERO_UUID) == 5
+    def topic(uuid: bytes = ZERO_UUID) -> TopicInfo:
+        return TopicInfo("t", 5, 1, 1, {}, topic_uuid=uuid)
+
+    assert log_of_other_topic(A, topic(B)) and not log_of_other_topic(A, topic(A))
+    assert log_of_other_topic(4, topic(A)) and not log_of_other_topic(5, topic(A))  # an old file
+    assert not log_of_other_topic(A, topic())  # the topic has no id yet: cannot tell, adopted
+    assert not log_of_other_topic(None, topic(A))
+    assert partition_metadata_label(topic(A)) == A and partition_metadata_label(topic()) == 5
