@@ -76,7 +76,7 @@ from broker.topic_registry import MAX_PARTITIONS_PER_TOPIC, StandaloneTopic, Top
 from broker.txn.state_topic import TransactionStateTopic
 from broker.users import ScramUsers
 from clients.protocol.errors import ErrorCode
-from clients.protocol.topics import TopicPartition, topic_name_error
+from clients.protocol.topics import ZERO_UUID, TopicPartition, topic_name_error
 from replication.isr import AlterPartitionProposal
 from replication.partition import Partition
 from storage.cleaner.config import CleanerConfig
@@ -162,9 +162,9 @@ class BrokerCore:
         # set by the first reconcile: the image was complete (at the metadata log's HW)
         # and every hosted log took its topic's config
         self.image_reconciled = False
-        # the id of each hosted topic (partition_metadata_label: its UUID, else, for a
-        # topic of a metadata log not upgraded yet, the offset of its topic record)
+        # each hosted topic's partition_metadata_label (its UUID, else its old int id)
         self.hosted_topic_ids: dict[str, TopicLabel] = {}
+        self.hosted_topic_uuids: dict[str, bytes] = {}  # those with ids (Fetch v13+ checks)
         self.fetchers = link.fetchers if link is not None else None
         self.controller = link.controller if link is not None else None
         self._checkpointed_hws: dict[TopicPartition, int] = {}
@@ -280,8 +280,7 @@ class BrokerCore:
         return info is not None and 0 <= index < info.num_partitions
 
     def topic_ids(self) -> Mapping[str, tuple[bytes, int]]:
-        """The topics with an id (KIP-848 assignments name topics by id; controller
-        mode): :meth:`MetadataImage.topic_ids`."""
+        """Topics with an id (KIP-848 assignments name them by id): the image's."""
         return {} if self.image is None else self.image.topic_ids()
 
     def leader_endpoint(self, topic: str, index: int) -> tuple[int, str, int] | None:
@@ -475,11 +474,12 @@ class BrokerCore:
                 if (changed or parked) and self.fetchers is not None:
                     if leader is not None and state.leader >= 0:
                         self.fetchers.follow(partition, *leader.replication_endpoint,
-                                             topic_id=topic_uuid)
+                                             topic_id=info.topic_uuid)
                     else:
                         self.fetchers.unfollow(key)
             woken.append(key)
         self.hosted_topic_ids = labels
+        self.hosted_topic_uuids = {n: t for n, t in labels.items() if isinstance(t, bytes)}
         self.configs.apply(self.partitions)
         self.image_reconciled = True
         for key in woken:
@@ -495,10 +495,9 @@ class BrokerCore:
         return log_
 
     def _drop_partition(self, key: TopicPartition) -> None:
-        """Stop hosting ``key`` and delete its log (unless its ``partition.metadata``
-        names another topic id than the one hosted: then it is left on disk and reported);
-        the caller wakes its parked operations (they answer NOT_LEADER_OR_FOLLOWER /
-        UNKNOWN_TOPIC_OR_PARTITION)."""
+        """Stop hosting ``key`` and delete its log (kept and reported if its
+        ``partition.metadata`` names another topic id than the one hosted); the caller wakes
+        its parked operations (NOT_LEADER_OR_FOLLOWER / UNKNOWN_TOPIC_OR_PARTITION)."""
         partition = self.partitions.pop(key)
         if key in self.recovery.recovery_cuts:
             self.recovery.forget([key])  # a later log of this name starts afresh

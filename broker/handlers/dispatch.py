@@ -34,6 +34,8 @@ from broker.handlers.configs import CONFIG_HANDLERS
 from broker.handlers.fetch import FETCH_HANDLERS
 from broker.handlers.group_admin.offset_delete import OFFSET_DELETE_HANDLERS
 from broker.handlers.groups import GROUP_HANDLERS
+from broker.handlers.log_queries.log_dirs import LOG_DIRS_HANDLERS
+from broker.handlers.log_queries.offsets import OFFSET_QUERY_HANDLERS
 from broker.handlers.partition_txns import PARTITION_TXN_HANDLERS
 from broker.handlers.produce import PRODUCE_HANDLERS
 from broker.handlers.producer_ids import PRODUCER_ID_HANDLERS
@@ -83,6 +85,8 @@ HANDLERS: dict[int, Handler] = {
     **RECORDS_HANDLERS,
     **PRODUCE_HANDLERS,
     **FETCH_HANDLERS,
+    **OFFSET_QUERY_HANDLERS,
+    **LOG_DIRS_HANDLERS,
     **GROUP_HANDLERS,
     **OFFSET_DELETE_HANDLERS,
     **PRODUCER_ID_HANDLERS,
