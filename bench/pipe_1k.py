@@ -22,11 +22,12 @@ per-round ratios after / before (a round's two sides run back to back, so they s
 machine's load more closely than runs minutes apart).  With ``--after`` the same code as
 ``--before`` the ratios show the noise floor on this machine.
 
-Writes ``bench/results/pipe_1k.json``.  Run: ``python3 -m bench.pipe_1k [--rounds 4]
-[--before DIR] [--after DIR]`` from this tree; costs about 30 s per side and round (the
-records: ``--records-1k`` 1 KiB and ``--records-100`` 100 B ones per measurement; the
-clusters' data live in temporary directories, removed by the child; their processes are
-stopped by PID, :func:`bench.cluster_lifecycle.running_cluster`).  One run at a time.
+Writes ``bench/results/pipe_1k.json`` (``--out``).  Run: ``python3 -m bench.pipe_1k
+[--rounds 4] [--before DIR] [--after DIR] [--only send:100,send_bulk:1024]`` from this
+tree; costs about 30 s per side and round (the records: ``--records-1k`` 1 KiB and
+``--records-100`` 100 B ones per measurement; the clusters' data live in temporary
+directories, removed by the child; their processes are stopped by PID,
+:func:`bench.cluster_lifecycle.running_cluster`).  One run at a time.
 """
 
 from __future__ import annotations
@@ -95,10 +96,11 @@ print("RESULT " + json.dumps(out))
 """
 
 
-def run_side(tree: Path, records_1k: int, records_100: int) -> dict[str, Any]:
-    """One cluster of ``tree``'s code, the four measurements; its rows."""
+def run_side(tree: Path, records_1k: int, records_100: int,
+             measurements: list[tuple[str, int]]) -> dict[str, Any]:
+    """One cluster of ``tree``'s code, the measurements in order; its rows."""
     env = dict(os.environ, PYTHONPATH=str(tree))
-    plan = json.dumps(MEASUREMENTS)
+    plan = json.dumps(measurements)
     proc = subprocess.run([sys.executable, "-c", CHILD, str(records_1k), str(records_100), plan],
                           cwd=tree, env=env, capture_output=True, text=True, timeout=900)
     for line in proc.stdout.splitlines():
@@ -117,10 +119,11 @@ def commit_of(tree: Path) -> str:
     return proc.stdout.strip() + ("+dirty" if dirty else "")
 
 
-def summarize(sides: dict[str, list[dict[str, Any]]]) -> dict[str, Any]:
+def summarize(sides: dict[str, list[dict[str, Any]]],
+              measurements: list[tuple[str, int]]) -> dict[str, Any]:
     """Medians per side and figure, and the median per-round ratio after / before."""
     summary: dict[str, Any] = {}
-    for api, size in MEASUREMENTS:
+    for api, size in measurements:
         key = f"{api}_{size}B"
         fig: dict[str, Any] = {}
         per_side: dict[str, list[dict[str, Any]]] = {}
@@ -154,13 +157,17 @@ def main() -> int:
     parser.add_argument("--records-1k", type=int, default=150_000)
     parser.add_argument("--records-100", type=int, default=400_000)
     parser.add_argument("--out", type=Path, default=RESULTS / "pipe_1k.json")
+    parser.add_argument("--only", default="",
+                        help="a subset, e.g. send:100,send_bulk:1024 (default: all four)")
     args = parser.parse_args()
+    measurements = [m for m in MEASUREMENTS if not args.only
+                    or f"{m[0]}:{m[1]}" in args.only.split(",")]
     trees = {"before": args.before.resolve(), "after": args.after.resolve()}
     sides: dict[str, list[dict[str, Any]]] = {"before": [], "after": []}
     for round_ in range(args.rounds):
         order = ("before", "after") if round_ % 2 == 0 else ("after", "before")
         for side in order:
-            result = run_side(trees[side], args.records_1k, args.records_100)
+            result = run_side(trees[side], args.records_1k, args.records_100, measurements)
             sides[side].append(result)
             print(side, round_, [round(r["mb_per_s"], 1) for r in result["rows"]], flush=True)
     result = {
@@ -173,7 +180,7 @@ def main() -> int:
         "rounds": args.rounds,
         "records": {"1024": args.records_1k, "100": args.records_100},
         "cpus": os.cpu_count(),
-        "summary": summarize(sides),
+        "summary": summarize(sides, measurements),
         "runs": sides,
     }
     args.out.parent.mkdir(exist_ok=True)
