@@ -131,7 +131,7 @@ class RequestLanes:
                 buffer, frame_len, _ = lane.waiting.popleft()
                 lane.mixed = (lane.mixed and unanswered > 0) or api != _PRODUCE
                 lane.kept += 1
-                if not self._run(endpoint, conn_id, buffer, frame_len,
+                if not self._run(endpoint, conn_id, lane, buffer, frame_len,
                                  answers.ticket(conn_id)):
                     lane.kept -= 1
         finally:
@@ -140,8 +140,8 @@ class RequestLanes:
                 and self._lanes.get(key) is lane):
             del self._lanes[key]
 
-    def _run(self, endpoint: MainChannelEndpoint, conn_id: int, buffer: Buffer,
-             frame_len: int, ticket: int) -> bool:
+    def _run(self, endpoint: MainChannelEndpoint, conn_id: int, lane: _Lane,
+             buffer: Buffer, frame_len: int, ticket: int) -> bool:
         """Dispatch one request; True when the handler kept its frame."""
         pool, frame, kept = self._pool, buffer.memory[:frame_len], False
 
@@ -151,7 +151,7 @@ class RequestLanes:
 
         def free_kept() -> None:
             free()
-            self._released(endpoint, conn_id)
+            self._released(endpoint, conn_id, lane)
 
         def keep_frame() -> Callable[[], None]:
             nonlocal kept
@@ -166,10 +166,9 @@ class RequestLanes:
         self.requests_handled += 1
         return kept
 
-    def _released(self, endpoint: MainChannelEndpoint, conn_id: int) -> None:
-        """A kept frame was freed (its Produce appended, or refused)."""
-        lane = self._lanes.get((endpoint.index, conn_id))
-        if lane is None:
-            return
+    def _released(self, endpoint: MainChannelEndpoint, conn_id: int, lane: _Lane) -> None:
+        """A kept frame of ``lane`` was freed (its Produce appended, or refused)."""
+        if self._lanes.get((endpoint.index, conn_id)) is not lane:
+            return  # the connection is gone (its id may be a new connection's now)
         lane.kept -= 1
         self._drain(endpoint, conn_id, lane)

@@ -125,3 +125,17 @@ def test_connections_do_not_wait_for_each_other_and_closing_frees_waiting_frames
     assert pool.freed == ["a", "c"]  # frames are freed once dispatched (not kept)
     lanes.closed(0, 1)
     assert pool.freed == ["a", "c", "b"]  # the waiting frame given back
+
+
+def test_a_kept_frame_finishing_after_its_connection_closed_does_not_touch_a_new_one() -> None:
+    endpoint, lanes, broker, pool = _setup(frozenset({"old"}))
+    _admit(lanes, endpoint, 1, ApiKey.PRODUCE, "old")
+    lanes.closed(0, 1)  # e.g. its network process died; the id comes back for a new one
+    endpoint.answers.forget(1)
+    _admit(lanes, endpoint, 1, ApiKey.METADATA, "new")
+    _admit(lanes, endpoint, 1, ApiKey.METADATA, "next")
+    assert broker.started == ["old", "new"]  # "next" waits for "new"'s answer
+    broker.done["old"]()  # the old frame freed late: the new lane's count stays right
+    assert "old" in pool.freed
+    _answer(endpoint, lanes, broker, "new")
+    assert broker.started == ["old", "new", "next"]
