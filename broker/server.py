@@ -86,13 +86,20 @@ from broker.metrics.endpoint import MetricsEndpoint
 from broker.metrics.request_metrics import RequestTimesCollector
 from broker.metrics.request_times import FETCH_FOLLOWER, fetch_slot, pack_slots
 from broker.metrics.scrape_login import scrape_login
-from broker.network.channel.codec import CLOSED, PEER, REQUEST, is_internal_connection
+from broker.network.channel.codec import (
+    CLOSED,
+    MAX_PIPELINED_REQUESTS,
+    PEER,
+    REQUEST,
+    is_internal_connection,
+)
 from broker.network.channel.main_side import MainChannelEndpoint
 from broker.network.request_bounds import check_request_bounds
 from broker.network.supervisor import NetworkProcessSupervisor
 from broker.producer_ids import ControllerProducerIdAllocator, controller_block_source
 from broker.replica_fetcher import ReplicaFetcherManager
 from broker.requests.logins import ConnectionLogins
+from broker.requests.pipeline import RequestLanes
 from broker.requests.responses import ResponseSender, close_connection
 from clients.memory.buffer_pool import BufferPool
 from clients.protocol.api_keys import ApiKey
@@ -121,7 +128,6 @@ class BrokerServer:
         self.core: BrokerCore | None = None
         self._stop = asyncio.Event()
         self._timers: list[asyncio.TimerHandle] = []
-        self.requests_handled = 0
         self.logins: ConnectionLogins | None = None  # with the core (its secret, users)
         self.responses: ResponseSender | None = None  # with the pool
         self.follower: MetadataFollower | None = None
@@ -132,6 +138,8 @@ class BrokerServer:
         self.alter_partitions: AlterPartitionManager | None = None  # with the follower
         # finishes the record checks of Produce requests too large for the loop
         self.record_checks = RecordCheckThread(config.record_check_inline_bytes)
+        # which pipelined requests of a connection start now (Produce after Produce)
+        self.lanes: RequestLanes | None = None  # with the pool
         self.metrics: MetricsEndpoint | None = None
 
     @property
@@ -154,9 +162,11 @@ class BrokerServer:
         self.pool = BufferPool.create(self.config.buffer_pool_bytes,
                                       self.config.buffer_poolable_bytes)
         self.responses = ResponseSender(self.pool)
+        self.lanes = RequestLanes(self.pool, self._dispatch)
         self.record_checks.start(loop)
         try:
-            self.supervisor = NetworkProcessSupervisor(self.config, self.pool)
+            self.supervisor = NetworkProcessSupervisor(  # answers kept in order: lanes
+                self.config, self.pool, max_pipelined_requests=MAX_PIPELINED_REQUESTS)
             # with a controller: bound, not listening, until the image caught up
             self.supervisor.start(listening=not self.config.controller_address)
             if (self.config.port, self.config.internal_port) != (
@@ -350,6 +360,9 @@ class BrokerServer:
         self._timers.append(loop.call_later(interval_s, run))
 
     def _attach(self, loop: asyncio.AbstractEventLoop, endpoint: MainChannelEndpoint) -> None:
+        lanes = self.lanes
+        assert lanes is not None
+        endpoint.on_answered = lambda conn_id: lanes.answered(endpoint, conn_id)
         endpoint.attach_loop(loop, lambda msgs: self._on_messages(endpoint, msgs),
                              self._supervise)
 
@@ -362,6 +375,8 @@ class BrokerServer:
                         "%d connections lost", restart.index, restart.old_pid,
                         restart.returncode, restart.new_pid, len(restart.lost_conn_ids))
             self._attach(loop, self.supervisor.endpoint(restart.index))
+            if self.lanes is not None:
+                self.lanes.endpoint_gone(restart.index)
             for conn_id in restart.lost_conn_ids:
                 self.logins.forget((restart.index, conn_id))
         self._close_late_logins()
@@ -377,43 +392,20 @@ class BrokerServer:
     # -- requests --------------------------------------------------------------------
 
     def _on_messages(self, endpoint: MainChannelEndpoint, messages: list[Any]) -> None:
-        logins = self.logins
-        assert logins is not None
+        logins, lanes = self.logins, self.lanes
+        assert logins is not None and lanes is not None
         for message in messages:
             if message[0] == REQUEST:
-                self._on_request(endpoint, message[1], message[2], message[3])
+                lanes.admit(endpoint, message[1], message[2], message[3])
             elif message[0] == PEER:
                 logins.on_peer((endpoint.index, message[1]), message[2])
             elif message[0] == CLOSED:  # (a late response is freed by the network side)
                 logins.forget((endpoint.index, message[1]))
-
-    def _on_request(self, endpoint: MainChannelEndpoint, conn_id: int,
-                    handle: tuple[int, int, int], frame_len: int) -> None:
-        assert self.pool is not None and self.core is not None
-        pool = self.pool
-        buffer = pool.attach_buffer(handle)
-        frame = buffer.memory[:frame_len]
-        kept = False
-
-        def free() -> None:
-            frame.release()
-            pool.deallocate(buffer)
-
-        def keep_frame() -> Callable[[], None]:
-            """The handler finishes later (a Produce checked off the loop): it frees."""
-            nonlocal kept
-            kept = True
-            return free
-
-        try:
-            self._dispatch(endpoint, conn_id, frame, keep_frame)
-        finally:
-            if not kept:
-                free()
-        self.requests_handled += 1
+                lanes.closed(endpoint.index, message[1])
 
     def _dispatch(self, endpoint: MainChannelEndpoint, conn_id: int, frame: memoryview,
-                  keep_frame: Callable[[], Callable[[], None]] | None = None) -> None:
+                  keep_frame: Callable[[], Callable[[], None]] | None = None,
+                  ticket: int | None = None) -> None:
         core, logins, responses = self.core, self.logins, self.responses
         assert core is not None and logins is not None and responses is not None
         started = time.monotonic()  # the request times (broker.metrics.request_times)
@@ -427,7 +419,7 @@ class BrokerServer:
             now = time.monotonic()
             responses.send(endpoint, conn_id, ApiKey.API_VERSIONS, 0, header.correlation_id,
                            unsupported_api_versions_answer(),
-                           timing=(ApiKey.API_VERSIONS, started, now, now))
+                           timing=(ApiKey.API_VERSIONS, started, now, now), ticket=ticket)
             return
         api_key, version, correlation_id = header.api_key, header.api_version, \
             header.correlation_id
@@ -445,10 +437,10 @@ class BrokerServer:
             if fetch_from >= 0 and body is not None:  # bytes out (broker.metrics)
                 core.topic_metrics.on_fetch_response(body, fetch_from == FETCH_FOLLOWER)
             if body is None:
-                endpoint.send_no_response(conn_id, timing())
+                endpoint.send_no_response(conn_id, timing(), ticket=ticket)
             else:
                 responses.send(endpoint, conn_id, api_key, version, correlation_id, body,
-                               timing=timing())
+                               timing=timing(), ticket=ticket)
 
         # the login comes first: before it, no request is answered, over a bound or not
         if not logins.login_first(endpoint, conn_id, api_key):
@@ -495,7 +487,7 @@ class BrokerServer:
             log.exception("handler for %s failed", ApiKey(api_key).name)
             if not responded:
                 responses.send_error(endpoint, conn_id, api_key, version, correlation_id,
-                                     timing=timing())
+                                     timing=timing(), ticket=ticket)
             return
         if not responded:  # answered later: from a purgatory or the record-check thread
             local_at = time.monotonic()

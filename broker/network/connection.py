@@ -16,16 +16,20 @@ four groups, each written by one party of :class:`~broker.network.process.Networ
 - ``sock``: the socket, or a :class:`~broker.network.tls.TlsTransport` over it (``tls``
   set) that reads and writes like one;
 - the channel's process side
-  (:class:`~broker.network.channel.process_side.MainProcessChannel`): ``muted`` (the
-  main process holds its request), ``known`` (the main process has seen it);
+  (:class:`~broker.network.channel.process_side.MainProcessChannel`): ``pending`` (its
+  requests the main process holds), ``muted`` (as many as the connection may have there:
+  no more is read), ``known`` (the main process has seen it);
 - the loop's (``NetworkProcess``): ``mask`` (epoll interest), ``closed``, ``ip`` (the
   peer address, for ``max_connections_per_ip``), ``active_at`` (monotonic time of the
   last event, for ``connections_max_idle_ms``), ``frame_deadline`` (when the frame being
   read must be complete, ``request_read_timeout_ms``; 0 when no frame is started) and
   ``parked`` (waiting for memory or queue room: not read; the read deadline keeps
-  running while it waits for memory, not while it waits for queue room), and the
-  request's instants for its times (:mod:`broker.metrics.request_times`): ``read_at``
-  (handed over), ``timing`` (the main process's, with the answer) and ``answered_at``.
+  running while it waits for memory, not while it waits for queue room), ``answers``
+  (answers that arrived while an earlier one is still being written, in request order,
+  at most one per pending request), and the request's instants for its times
+  (:mod:`broker.metrics.request_times`): ``read_ats`` (when each pending request was
+  handed over, oldest first), ``read_at``, ``timing`` (the main process's, with the
+  answer) and ``answered_at`` of the answer being written.
 
 The reader and the writer raise :class:`CloseConnection` when a connection must be
 closed; only the loop closes connections.
@@ -38,6 +42,7 @@ from __future__ import annotations
 
 import select
 import socket
+from collections import deque
 from typing import Any
 
 from broker.network.regions import OpenFile
@@ -66,6 +71,7 @@ class Connection:
     __slots__ = (
         "active_at",
         "answered_at",
+        "answers",
         "buffer",
         "chunks",
         "closed",
@@ -83,7 +89,9 @@ class Connection:
         "muted",
         "parked",
         "partial_slots",
+        "pending",
         "read_at",
+        "read_ats",
         "region",
         "region_index",
         "region_left",
@@ -114,7 +122,8 @@ class Connection:
         self.frame_len = 0  # 0: reading the length field
         self.filled = 0
         self.buffer: Buffer | None = None  # request being read (owned by this process)
-        self.muted = False  # a request is with the main process
+        self.pending = 0  # requests with the main process, not answered
+        self.muted = False  # pending reached the connection's bound: not read
         self.known = False  # the main process has seen this connection
         self.mask = EPOLLIN
         self.closed = False
@@ -127,6 +136,10 @@ class Connection:
         self.region_pos = 0
         self.region_left = 0
         self.inline_left = 0  # buffer bytes of the current [n] segment still to send
+        # answers queued behind the one being written: (handle or None for a
+        # NO_RESPONSE, prefix_len, regions_len, timing, answered_at, read_at)
+        self.answers: deque[tuple[Any, ...]] = deque()
+        self.read_ats: deque[float] = deque()  # pending requests: when handed over
         self.read_at = 0.0  # request times (broker.metrics.request_times): frame handed over
         self.timing: tuple[Any, ...] = ()  # the answer's: the main process's, from RESPONSE
         self.answered_at = 0.0  # the answer arrived

@@ -60,7 +60,7 @@ class ConnectionDeadlines:
             if conn.frame_deadline:
                 if now > conn.frame_deadline:
                     out.append((conn, "request read timeout"))
-            elif conn.active_at < idle_before and not conn.muted and not conn.parked:
+            elif conn.active_at < idle_before and not conn.pending and not conn.parked:
                 out.append((conn, "idle"))  # incl. a response the client does not read
             elif (conn.conn_id >= INTERNAL_CONN_ID_BASE and not conn.known
                   and conn.active_at < silent_before):

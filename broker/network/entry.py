@@ -67,6 +67,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--connections-max-idle-ms", type=int, default=600_000)
     p.add_argument("--request-read-timeout-ms", type=int, default=30_000)
     p.add_argument("--max-queued-requests", type=int, default=500)
+    # requests of one connection with the main process at once (1: Kafka's rule); the
+    # broker's main process passes MAX_PIPELINED_REQUESTS (it answers them in order)
+    p.add_argument("--max-pipelined-requests", type=int, default=1)
     p.add_argument("--max-partial-request-bytes", type=int, default=0,
                    help="0: auto (broker.network.connection_shares.partial_request_bytes)")
     p.add_argument("--request-headroom-bytes", type=int, default=0)
@@ -171,6 +174,7 @@ def main(argv: list[str] | None = None) -> int:
                 request_times=(None if request_times is None
                                else request_times.writer(args.index)),
                 listening=not args.await_listen,
+                max_pipelined_requests=args.max_pipelined_requests,
             )
         except InvalidConfigError as exc:
             listener.close()

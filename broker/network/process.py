@@ -12,9 +12,10 @@ parked connections' FIFOs).  They return to the loop after every step; the reade
 the writer raise :class:`~broker.network.connection.CloseConnection` for a connection
 that must go; the loop owns everything between them:
 
-- epoll interest of every connection (``mask``): read while no request is with the main
-  process, mute lazily (taken out of epoll only if data arrives meanwhile), EPOLLOUT
-  while a response is blocked;
+- epoll interest of every connection (``mask``): read while fewer than
+  ``max_pipelined_requests`` of its requests are with the main process, mute lazily
+  (taken out of epoll only if data arrives meanwhile), EPOLLOUT while a response is
+  blocked (no reading meanwhile);
 - accepting (the acceptor: at most ``max_connections``, and ``max_connections_per_ip`` from one
   address; extra ones are closed at once, as Kafka does); with ``shares`` (several
   network processes on one socket) a process holding more connections than the lightest
@@ -52,10 +53,15 @@ that must go; the loop owns everything between them:
   hold at most ``max_partial_request_bytes`` of the pool, broker-wide (see
   :mod:`~broker.network.request_reader` and :mod:`~broker.network.connection_shares`):
   stalled senders cannot hold the pool, and each is closed at its deadline;
-- pipelining: a connection is read one request at a time (muted while the main process
-  holds it), so what a client pipelines waits in the kernel's socket buffer - the unread
-  backlog per connection is bounded by ``SO_RCVBUF`` and TCP flow control, never by
-  memory of this process - and every request is answered, in order;
+- pipelining: a connection has at most ``max_pipelined_requests`` requests with the main
+  process (default 1, Kafka's rule: muted while the main process holds one; the broker
+  runs its network processes with :data:`~broker.network.channel.codec.
+  MAX_PIPELINED_REQUESTS`), so the rest of what a client pipelines waits in the kernel's
+  socket buffer - the unread backlog per connection is bounded by ``SO_RCVBUF`` and TCP
+  flow control, never by memory of this process.  The main process answers one
+  connection's requests in order; an answer arriving while an earlier one is still
+  being written waits in ``conn.answers`` (at most one per pending request) and is
+  written after it, so every request is answered, in order;
 - the internal listener (``internal_listener``, when the broker has one): connections
   other brokers open to fetch as followers.  They get ids from
   :data:`~broker.network.channel.codec.INTERNAL_CONN_ID_BASE` up (so the main process
@@ -165,6 +171,7 @@ class NetworkProcess:
         max_internal_connections: int = 100,
         request_times: RequestTimesWriter | None = None,
         listening: bool = True,
+        max_pipelined_requests: int = 1,
     ) -> None:
         if max_connections_per_ip is None:
             max_connections_per_ip = max_connections
@@ -176,6 +183,7 @@ class NetworkProcess:
             ("request_read_timeout_ms", request_read_timeout_ms),
             ("max_queued_requests", max_queued_requests),
             ("max_internal_connections", max_internal_connections),
+            ("max_pipelined_requests", max_pipelined_requests),
         ):
             if value <= 0:
                 raise InvalidConfigError(f"{name} must be positive, got {value}")
@@ -195,7 +203,8 @@ class NetworkProcess:
         self.epoll = select.epoll()
         self.main = MainProcessChannel(channel, index=index,
                                        max_queued_requests=max_queued_requests,
-                                       max_backlog=max_connections, free=self._free)
+                                       max_backlog=max_connections, free=self._free,
+                                       max_pipelined_requests=max_pipelined_requests)
         # the partial-frame budget lives in the table shared with the other network
         # processes; alone (no table given), in one of its own
         self._own_table = None if shares is not None else ConnectionShares.create(index + 1)
@@ -369,8 +378,8 @@ class NetworkProcess:
     def _read_socket(self, conn: Connection) -> None:
         if conn.frame_len == 0:
             try:
-                if not self.reader.read_length(conn):
-                    self._set_mask(conn, EPOLLIN)
+                if not self.reader.read_length(conn):  # (an answer being written: EPOLLOUT)
+                    self._set_mask(conn, EPOLLIN if conn.resp is None else EPOLLOUT)
                     self._track_deadline(conn)
                     return
             except CloseConnection as exc:
@@ -393,13 +402,12 @@ class NetworkProcess:
         if frame is NEED_MEMORY:
             self._park(conn, large=conn.frame_len > reader.poolable, for_memory=True)
             return False
-        if frame is NEED_DATA:
-            self._set_mask(conn, EPOLLIN)
+        if frame is NEED_DATA:  # (a pipelined connection read from a waiter FIFO)
+            self._set_mask(conn, EPOLLIN if conn.resp is None else EPOLLOUT)
             self._track_deadline(conn)
         else:
             assert isinstance(frame, tuple)
             conn.frame_deadline = 0.0
-            conn.read_at = self.now
             if not self.main.hand_over(conn, *frame, self.now):
                 self._close(conn, "channel full")
         return True
@@ -407,8 +415,8 @@ class NetworkProcess:
     def _park(self, conn: Connection, *, large: bool, for_memory: bool) -> None:
         """Stop reading ``conn`` until :meth:`_retry_waiters` finds room for it.  Parked
         for memory the read deadline keeps running (started now if it was not); for
-        queue room it is off."""
-        self._set_mask(conn, 0)
+        queue room it is off.  An answer being written keeps its EPOLLOUT."""
+        self._set_mask(conn, 0 if conn.resp is None else EPOLLOUT)
         if not conn.parked:
             if for_memory:
                 self._track_deadline(conn)
@@ -433,34 +441,43 @@ class NetworkProcess:
 
     # responses -----------------------------------------------------------------------
     def _on_response(
-        self, conn: Connection | None, handle: Handle, prefix_len: int, regions_len: int,
-        timing: tuple[Any, ...],
+        self, conn: Connection | None, handle: Handle | None, prefix_len: int,
+        regions_len: int, timing: tuple[Any, ...],
     ) -> None:
-        if conn is None or conn.resp is not None or not self._answered(conn):
-            if conn is not None and conn.resp is not None:
-                self._close(conn, "second response while one is being written")
-            self._free(handle)  # connection gone: nobody else will free it
+        """An answer (None: NO_RESPONSE) to ``conn``'s oldest request, queued in order."""
+        if conn is None or (read_at := self.main.answered(conn)) is None:
+            if conn is not None:
+                self._close(conn, "unexpected answer")
+            if handle is not None:
+                self._free(handle)  # connection gone: nobody else will free it
             return
-        try:
-            self.writer.start(conn, handle, prefix_len, regions_len)
-        except CloseConnection as exc:
-            self._close(conn, exc.reason)
-            return
-        conn.timing, conn.answered_at = timing, self.now
-        self._write(conn)
+        conn.answers.append((handle, prefix_len, regions_len, timing, self.now, read_at))
+        if conn.resp is None:
+            self._write(conn)
 
     def _write(self, conn: Connection) -> None:
-        try:
-            done = self.writer.write(conn)
-        except CloseConnection as exc:
-            self._close(conn, exc.reason)
-            return
-        if done:
+        """Write ``conn``'s answers in order until one blocks (EPOLLOUT) or none is left
+        (then it may read again); a NO_RESPONSE only has its times recorded."""
+        while conn.resp is not None or conn.answers:
+            try:
+                if conn.resp is None:
+                    (handle, prefix_len, regions_len, conn.timing, conn.answered_at,
+                     conn.read_at) = conn.answers.popleft()
+                    if handle is None:
+                        if conn.timing:
+                            self._record(conn, conn.answered_at)
+                        continue
+                    self.writer.start(conn, handle, prefix_len, regions_len)
+                done = self.writer.write(conn)
+            except CloseConnection as exc:
+                self._close(conn, exc.reason)
+                return
+            if not done:
+                self._set_mask(conn, EPOLLOUT)
+                return
             if conn.timing:
                 self._record(conn, time.monotonic())
-            self._unmute(conn)
-        else:
-            self._set_mask(conn, EPOLLOUT)
+        self._unmute(conn)
 
     # channel ------------------------------------------------------------------------
     def _on_channel(self, ev: int) -> None:
@@ -477,11 +494,7 @@ class NetworkProcess:
             elif conn is None:
                 continue
             elif kind == NO_RESPONSE:
-                if self._answered(conn):
-                    if len(msg) > 2:
-                        conn.timing, conn.answered_at = msg[2:], self.now
-                        self._record(conn, self.now)
-                    self._unmute(conn)
+                self._on_response(conn, None, 0, 0, msg[2:])
             elif kind == CLOSE:
                 self._close(conn, "closed by the main process")
             else:
@@ -495,16 +508,13 @@ class NetworkProcess:
                                       responded_at, conn.answered_at, sent_at)
         conn.timing = ()
 
-    def _answered(self, conn: Connection) -> bool:
-        if self.main.answered(conn):
-            return True
-        self._close(conn, "unexpected answer")
-        return False
-
     def _unmute(self, conn: Connection) -> None:
+        """The answers of ``conn`` that arrived are out: read it again if it may."""
         conn.active_at = self.now  # the idle clock starts when the answer is out
-        sock = conn.sock
-        if conn.mask == 0 or (isinstance(sock, TlsTransport) and sock.buffered_input):
+        if conn.muted or conn.parked:  # still at its bound, or waiting in a FIFO
+            self._set_mask(conn, 0)
+        elif conn.mask == 0 or (isinstance(conn.sock, TlsTransport)
+                                and conn.sock.buffered_input):
             self._read(conn)  # data arrived while muted: read it now, no epoll round trip
         elif conn.mask != EPOLLIN:
             self._set_mask(conn, EPOLLIN)

@@ -21,7 +21,8 @@ would hand the client garbage; the client sees a retriable network error, refres
 metadata and fetches again from the same offset.
 
 Contract: the writer owns the write half of a :class:`Connection` (``resp``,
-``resp_view``, ``resp_sent``, ``regions``, ``region*``), the response buffer from
+``resp_view``, ``resp_sent``, ``regions``, ``region*``; the loop queues answers in
+``answers`` and starts them one after the other), the response buffer from
 :meth:`~ResponseWriter.start` until it is written or :meth:`~ResponseWriter.drop` frees
 it (the loop closing the connection), and the :class:`FileCache` of segment descriptors
 (closed by :meth:`~ResponseWriter.close`).  It never touches epoll, the channel or the
@@ -163,11 +164,16 @@ class ResponseWriter:
             files.release(entry)
 
     def drop(self, conn: Connection) -> None:
-        """Free the response of a connection being closed and release its open file."""
+        """Free the response of a connection being closed (and the answers queued behind
+        it, ``conn.answers``) and release its open file."""
         if conn.resp is not None:
             conn.resp_view = None
             self._free(conn.resp)
             conn.resp = None
+        for answer in conn.answers:
+            if answer[0] is not None:
+                self._free(answer[0])
+        conn.answers.clear()
         if conn.region is not None:
             self.files.release(conn.region)
             conn.region = None

@@ -167,6 +167,7 @@ class NetworkProcessSupervisor:
         file_cache_size: int = 128,
         log_level: str = "WARNING",
         python: str = sys.executable,
+        max_pipelined_requests: int = 1,
     ) -> None:
         self.config = config
         self.pool = pool
@@ -187,6 +188,7 @@ class NetworkProcessSupervisor:
             "--request-headroom-bytes", str(self.request_headroom_bytes),
             "--memory-retry-ms", str(memory_retry_ms),
             "--file-cache-size", str(file_cache_size),
+            "--max-pipelined-requests", str(max_pipelined_requests),
             "--log-level", log_level,
         ]  # fmt: skip
         if config.ssl_certfile:

@@ -59,6 +59,7 @@ class _Response:
     blob: bytes
     inline_bytes: int
     timing: Timing | tuple[()] = ()  # the main process's instants (request metrics)
+    ticket: int | None = None  # its place among the connection's answers (AnswerOrder)
 
 
 def close_connection(endpoint: MainChannelEndpoint, conn_id: int, why: object) -> None:
@@ -79,18 +80,20 @@ class ResponseSender:
 
     def send(self, endpoint: MainChannelEndpoint, conn_id: int, api_key: int, version: int,
              correlation_id: int, body: dict[str, Any], *, fallback: bool = True,
-             timing: Timing | tuple[()] = ()) -> None:
+             timing: Timing | tuple[()] = (), ticket: int | None = None) -> None:
         """Encode ``body`` and hand it to the network process (parked when the pool has
         no room now).  An answer that cannot be encoded is replaced by the API's error
         answer (``fallback``), or closes the connection.  ``timing`` goes with the
-        answer for the request metrics (:mod:`broker.network.channel.codec`)."""
+        answer for the request metrics (:mod:`broker.network.channel.codec`); ``ticket``
+        its place among the connection's answers
+        (:class:`~broker.network.channel.answer_order.AnswerOrder`)."""
         try:
             parts = encode_response(api_key, version, correlation_id, body)
         except MiniKafkaError:
             log.exception("cannot encode a %s v%d response", ApiKey(api_key).name, version)
             if fallback:  # a handler's bug: an error answer, the connection stays healthy
                 self.send_error(endpoint, conn_id, api_key, version, correlation_id,
-                                timing=timing)
+                                timing=timing, ticket=ticket)
             else:
                 endpoint.send_close(conn_id)
             return
@@ -112,7 +115,8 @@ class ResponseSender:
             if run:
                 segments.append([run])
             blob = msgpack.packb(segments)
-        self._parking.offer(_Response(endpoint, conn_id, parts, blob, inline_bytes, timing),
+        self._parking.offer(_Response(endpoint, conn_id, parts, blob, inline_bytes, timing,
+                                      ticket),
                             self._try_deliver, self._give_up)
         if self._parking and self._retry_timer is None:
             self._retry_timer = asyncio.get_running_loop().call_later(
@@ -120,7 +124,7 @@ class ResponseSender:
 
     def send_error(self, endpoint: MainChannelEndpoint, conn_id: int, api_key: int,
                    version: int, correlation_id: int, *,
-                   timing: Timing | tuple[()] = ()) -> None:
+                   timing: Timing | tuple[()] = (), ticket: int | None = None) -> None:
         """Answer UNKNOWN_SERVER_ERROR (Kafka's answer to a request the broker failed on)
         when the response has a request-level ``error_code`` at this version; otherwise
         there is no way to say it in the API's shape, and the connection is closed."""
@@ -131,7 +135,7 @@ class ResponseSender:
             endpoint.send_close(conn_id)
             return
         self.send(endpoint, conn_id, api_key, version, correlation_id, answer, fallback=False,
-                  timing=timing)
+                  timing=timing, ticket=ticket)
 
     def _try_deliver(self, response: _Response) -> bool:
         """Copy ``response`` into a pool buffer and hand it over; False when the pool has
@@ -156,7 +160,8 @@ class ResponseSender:
         handle = buffer.handle
         buffer.release()
         response.endpoint.send_response(response.conn_id, handle, response.inline_bytes,
-                                        len(response.blob), response.timing)
+                                        len(response.blob), response.timing,
+                                        ticket=response.ticket)
         return True
 
     def _give_up(self, response: _Response, why: str) -> None:

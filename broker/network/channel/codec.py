@@ -59,6 +59,10 @@ MAX_MESSAGE_BYTES = 64 * 1024  # one packet: a batch of MAX_BATCH_MESSAGES fits 
 SOCKET_BUFFER_BYTES = 1 << 20  # asked for; the kernel caps it at net.core.[rw]mem_max
 _ARITY = ((4,), (4,), (2,), (5, 9), (2, 6), (2,), (3,), (1,))  # message lengths by type
 MAX_PEER_CHARS = 64  # an IPv6 address with a zone id fits
+# requests of one client connection the main process may hold at once (the broker's
+# network processes read that far ahead; answers go back in request order): the
+# producer's default max_in_flight_requests_per_connection
+MAX_PIPELINED_REQUESTS = 5
 INTERNAL_CONN_ID_BASE = 1 << 48  # conn ids of the internal listener start here
 _NAMES = ("READY", "REQUEST", "CLOSED", "RESPONSE", "NO_RESPONSE", "CLOSE", "PEER",
           "LISTEN")

@@ -9,11 +9,15 @@ CLOSE, returned to the loop, which acts on its connections) and reports connecti
 main process knew as CLOSED.  It sets ``gone`` when the main process is gone (channel
 EOF, a post refused) or sent a bad message: the loop then ends.
 
-Contract with the loop (:class:`~broker.network.process.NetworkProcess`): a connection
-whose request was handed over is ``muted`` until :meth:`MainProcessChannel.answered`
-(the loop closes it when that returns False: an answer to no request) or
-:meth:`MainProcessChannel.closed`; each handed-over request counts once in
-``in_flight`` until one of those.  A frame that cannot be posted is freed here.
+Contract with the loop (:class:`~broker.network.process.NetworkProcess`): each request
+handed over counts once in its connection's ``pending`` and in ``in_flight`` until
+:meth:`MainProcessChannel.answered` (the loop closes the connection when that returns
+False: an answer to no request) or :meth:`MainProcessChannel.closed`; a connection with
+``max_pipelined_requests`` pending is ``muted`` (the loop reads no more of it) until an
+answer comes.  With the default of 1 that is Kafka's rule (one request of a connection
+at a time); the broker passes :data:`~broker.network.channel.codec.MAX_PIPELINED_REQUESTS`
+and its main process keeps the answers of one connection in request order
+(:mod:`broker.requests.pipeline`).  A frame that cannot be posted is freed here.
 
 Costs: O(1) per message on top of :class:`~broker.network.channel.endpoint.
 ChannelEndpoint` (one batched ``send`` per loop iteration).  Thread-safety: none; the
@@ -51,8 +55,10 @@ class MainProcessChannel:
     """
 
     def __init__(self, endpoint: ChannelEndpoint, *, index: int, max_queued_requests: int,
-                 max_backlog: int, free: Callable[[Handle], None]) -> None:
+                 max_backlog: int, free: Callable[[Handle], None],
+                 max_pipelined_requests: int = 1) -> None:
         self.endpoint = endpoint
+        self.max_pipelined = max_pipelined_requests
         self.index = index
         self.max_queued_requests = max_queued_requests
         self.max_backlog = max_backlog
@@ -76,7 +82,8 @@ class MainProcessChannel:
     # requests out ---------------------------------------------------------------------
     def hand_over(self, conn: Connection, handle: Handle, frame_len: int, now: float) -> bool:
         """Post ``conn``'s frame (PEER first when the main process does not know it yet);
-        the connection is muted until answered.  False when the channel is full: the
+        the connection is muted once it has ``max_pipelined_requests`` pending, until
+        one is answered.  False when the channel is full: the
         frame is freed and the caller closes the connection.  A channel that is gone
         frees the frame and sets ``gone``."""
         endpoint = self.endpoint
@@ -96,17 +103,21 @@ class MainProcessChannel:
             self._free(handle)
             self.gone = True
             return True
-        conn.muted = conn.known = True
+        conn.known = True
+        conn.pending += 1
+        conn.read_ats.append(now)  # its request times (broker.metrics.request_times)
+        conn.muted = conn.pending >= self.max_pipelined
         self.in_flight += 1
         conn.active_at = now
         return True
 
     def closed(self, conn: Connection, *, notify: bool) -> None:
-        """``conn`` is closing: its request (if any) no longer counts, and the main
+        """``conn`` is closing: its requests (if any) no longer count, and the main
         process hears CLOSED if it knew the connection (and ``notify``)."""
-        if conn.muted:
-            conn.muted = False
-            self.in_flight -= 1
+        self.in_flight -= conn.pending
+        conn.pending = 0
+        conn.read_ats.clear()
+        conn.muted = False
         endpoint = self.endpoint
         if conn.known and notify and not endpoint.at_eof:
             try:
@@ -139,17 +150,18 @@ class MainProcessChannel:
             self.gone = True
         return messages
 
-    def answered(self, conn: Connection) -> bool:
-        """An answer (RESPONSE or NO_RESPONSE) for ``conn`` arrived: unmuted, no longer
-        counted.  False when ``conn`` had no request with the main process (the caller
-        closes it)."""
-        if not conn.muted:
+    def answered(self, conn: Connection) -> float | None:
+        """An answer (RESPONSE or NO_RESPONSE) for ``conn``'s oldest pending request
+        arrived: no longer counted, unmuted; when that request was handed over.  None
+        when ``conn`` had no request with the main process (the caller closes it)."""
+        if not conn.pending:
             log.error("network %d: answer for connection %d that has no request",
                       self.index, conn.conn_id)
-            return False
+            return None
+        conn.pending -= 1
         conn.muted = False
         self.in_flight -= 1
-        return True
+        return conn.read_ats.popleft()
 
     # the loop's epoll ------------------------------------------------------------------
     def update_interest(self, epoll: select.epoll) -> None:
