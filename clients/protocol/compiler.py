@@ -320,8 +320,19 @@ class _Compiler:
                 w.line(f"{target} = {lst}")
             w.depth -= 1
         elif isinstance(t, Struct):
+            if nullable:  # Kafka's nullable struct: an int8 marker, -1 null, 1 present
+                w.line(f"if pos >= {end}:")
+                w.line("    raise WireError('struct marker runs past the end')")
+                w.line("if buf[pos] >= 128:")
+                w.line("    pos += 1")
+                w.line(f"    {target} = None")
+                w.line("else:")
+                w.line("    pos += 1")
+                w.depth += 1
             d = self._decode_struct(w, t, end)
             w.line(f"{target} = {d}")
+            if nullable:
+                w.depth -= 1
         else:  # pragma: no cover - a declaration mistake
             raise TypeError(f"cannot compile type {t!r}")
 
@@ -405,7 +416,15 @@ class _Compiler:
             w.line(f"out += {pack}({x})")
             return
         if isinstance(t, Struct):
+            if nullable:  # Kafka's nullable struct: an int8 marker, -1 null, 1 present
+                w.line(f"if {x} is None:")
+                w.line("    out += b'\\xff'")
+                w.line("else:")
+                w.line("    out += b'\\x01'")
+                w.depth += 1
             self._encode_struct(w, t, x)
+            if nullable:
+                w.depth -= 1
             return
         w.line(f"if {x} is None:")
         w.depth += 1

@@ -370,6 +370,8 @@ class OffsetFetchRequestGroup(TypedDict, total=False):
     """An element of OffsetFetchRequest.groups[]."""
 
     group_id: str
+    member_id: str | None  # v9+
+    member_epoch: int  # v9+
     topics: list[OffsetFetchRequestGroupTopic] | None
 
 
@@ -1989,3 +1991,102 @@ class AllocateProducerIdsResponse(TypedDict, total=False):
     producer_id_start: int
     producer_id_len: int
     error_message: str | None
+
+
+class ConsumerGroupTopicPartitions(TypedDict, total=False):
+    """The ConsumerGroupTopicPartitions struct (shared by every message using it)."""
+
+    topic_id: bytes
+    partitions: list[int]
+
+
+class ConsumerGroupHeartbeatRequest(TypedDict, total=False):
+    """ConsumerGroupHeartbeat request body."""
+
+    group_id: str
+    member_id: str
+    member_epoch: int
+    instance_id: str | None
+    rack_id: str | None
+    rebalance_timeout_ms: int
+    subscribed_topic_names: list[str] | None
+    subscribed_topic_regex: str | None  # v1+
+    server_assignor: str | None
+    topic_partitions: list[ConsumerGroupTopicPartitions] | None
+
+
+class ConsumerGroupHeartbeatResponseAssignment(TypedDict, total=False):
+    """The value of ConsumerGroupHeartbeatResponse.assignment."""
+
+    topic_partitions: list[ConsumerGroupTopicPartitions]
+
+
+class ConsumerGroupHeartbeatResponse(TypedDict, total=False):
+    """ConsumerGroupHeartbeat response body."""
+
+    throttle_time_ms: int
+    error_code: int
+    error_message: str | None
+    member_id: str | None
+    member_epoch: int
+    heartbeat_interval_ms: int
+    assignment: ConsumerGroupHeartbeatResponseAssignment | None
+
+
+class ConsumerGroupDescribeRequest(TypedDict, total=False):
+    """ConsumerGroupDescribe request body."""
+
+    group_ids: list[str]
+    include_authorized_operations: bool
+
+
+class ConsumerGroupDescribeResponseTopicPartition(TypedDict, total=False):
+    """An element of
+    ConsumerGroupDescribeResponse.groups[].members[].assignment.topic_partitions[].
+    """
+
+    topic_id: bytes
+    topic_name: str
+    partitions: list[int]
+
+
+class ConsumerGroupDescribeResponseAssignment(TypedDict, total=False):
+    """The value of ConsumerGroupDescribeResponse.groups[].members[].assignment."""
+
+    topic_partitions: list[ConsumerGroupDescribeResponseTopicPartition]
+
+
+class ConsumerGroupDescribeResponseMember(TypedDict, total=False):
+    """An element of ConsumerGroupDescribeResponse.groups[].members[]."""
+
+    member_id: str
+    instance_id: str | None
+    rack_id: str | None
+    member_epoch: int
+    client_id: str
+    client_host: str
+    subscribed_topic_names: list[str]
+    subscribed_topic_regex: str | None
+    assignment: ConsumerGroupDescribeResponseAssignment
+    target_assignment: ConsumerGroupDescribeResponseAssignment
+
+
+class ConsumerGroupDescribeResponseGroup(TypedDict, total=False):
+    """An element of ConsumerGroupDescribeResponse.groups[]."""
+
+    error_code: int
+    error_message: str | None
+    group_id: str
+    group_state: str
+    group_epoch: int
+    assignment_epoch: int
+    assignor_name: str
+    members: list[ConsumerGroupDescribeResponseMember]
+    authorized_operations: int
+
+
+class ConsumerGroupDescribeResponse(TypedDict, total=False):
+    """ConsumerGroupDescribe response body."""
+
+    throttle_time_ms: int
+    groups: list[ConsumerGroupDescribeResponseGroup]

@@ -111,6 +111,13 @@ def _decode_value(t: Type, version: int, flexible: bool, nullable: bool, cur: _C
     if isinstance(t, Fixed):
         return _read_fixed(t, cur, end, path)
     if isinstance(t, Struct):
+        if nullable:  # Kafka's nullable struct: an int8 marker, -1 null, 1 present
+            if cur.pos + 1 > end:
+                raise _fail(path, f"struct marker runs past the end (at byte {cur.pos})")
+            marker = struct.unpack_from(">b", cur.buf, cur.pos)[0]
+            cur.pos += 1
+            if marker < 0:
+                return None
         return _decode_struct(t, version, flexible, cur, end, path)
     n = _read_length(flexible, _I16 if t is STRING else _I32, cur, end, path)
     if n < 0:
@@ -204,6 +211,10 @@ def _encode_value(t: Type, version: int, flexible: bool, nullable: bool, value: 
         out += struct.pack(">" + t.fmt, value)
         return
     if isinstance(t, Struct):
+        if nullable:  # Kafka's nullable struct: an int8 marker, -1 null, 1 present
+            out += b"\xff" if value is None else b"\x01"
+            if value is None:
+                return
         _encode_struct(t, version, flexible, value, out, path)
         return
     if value is None:

@@ -13,6 +13,7 @@ from __future__ import annotations
 from clients.protocol.api_keys import Api
 from clients.protocol.messages import (
     admin,
+    consumer_groups,
     controller,
     groups,
     metadata,
@@ -25,8 +26,8 @@ from clients.protocol.messages import (
 
 APIS: dict[int, Api] = {
     api.key: api
-    for module in (produce_fetch, metadata, groups, admin, sasl, controller, transactions,
-                   security, replicas)
+    for module in (produce_fetch, metadata, groups, consumer_groups, admin, sasl, controller,
+                   transactions, security, replicas)
     for api in vars(module).values()
     if isinstance(api, Api)
 }

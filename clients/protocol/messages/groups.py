@@ -3,14 +3,15 @@ OffsetCommit, OffsetFetch, ListGroups, DescribeGroups, DeleteGroups, OffsetDelet
 
 Versions served (first flexible version in brackets, Kafka's): FindCoordinator 0-4 (3+),
 JoinGroup 0-9 (6+), SyncGroup 0-5 (4+), Heartbeat 0-4 (4+), LeaveGroup 0-5 (4+),
-OffsetCommit 2-8 (8+), OffsetFetch 1-8 (6+), ListGroups 0-5 (3+), DescribeGroups 0-5 (5+),
+OffsetCommit 2-9 (8+), OffsetFetch 1-9 (6+), ListGroups 0-5 (3+), DescribeGroups 0-5 (5+),
 DeleteGroups 0-2 (2+), OffsetDelete 0 (never flexible, as in Kafka).  Kafka's layouts at
 those versions, including its version-dependent shapes: FindCoordinator v4 batches
 ``coordinator_keys`` / ``coordinators`` in place of ``key`` and the single answer;
 LeaveGroup v3 replaces ``member_id`` by ``members``; OffsetFetch v8 batches ``groups`` in
-place of ``group_id`` / ``topics``.  Not served: OffsetCommit v9 (the new consumer
-protocol's member epochs, KIP-848) and v10, OffsetFetch v9 (member epochs) and v10 (topic
-ids), DescribeGroups v6.  Field names are Kafka's in snake_case, except OffsetCommit's
+place of ``group_id`` / ``topics``; OffsetCommit v9's ``generation_id`` is a KIP-848
+member epoch and OffsetFetch v9 names the member (``member_id``, ``member_epoch``).
+Not served: OffsetCommit v10 and OffsetFetch v10 (topic ids), DescribeGroups v6.
+Field names are Kafka's in snake_case, except OffsetCommit's
 ``generation_id`` (Kafka: generation_id_or_member_epoch).
 
 Our extra, a tagged field with a tag from 1000 up and so only in flexible versions:
@@ -170,11 +171,11 @@ LEAVE_GROUP = Api(
     ),
 )  # fmt: skip
 
-# v9 is the same layout, but its generation_id is the member epoch of the new consumer
-# protocol (KIP-848, not served); v10 names topics by id.  v0-1 are gone from Kafka 4, so
-# commit_timestamp (v1 only) is not declared.
+# v9 is the same layout, but its generation_id is the member epoch of a consumer group
+# (KIP-848, broker.group.consumer); v10 names topics by id (not served).  v0-1 are gone
+# from Kafka 4, so commit_timestamp (v1 only) is not declared.
 OFFSET_COMMIT = Api(
-    ApiKey.OFFSET_COMMIT, "OffsetCommit", "2-8", "8+",
+    ApiKey.OFFSET_COMMIT, "OffsetCommit", "2-9", "8+",
     request=Struct(
         Field("group_id", STRING),
         # Kafka: generation_id_or_member_epoch; -1 with member_id "": a commit from outside
@@ -205,10 +206,10 @@ OFFSET_COMMIT = Api(
     ),
 )  # fmt: skip
 
-# v9 adds the new consumer protocol's member id and epoch (KIP-848, not served); v10 names
-# topics by id.  v0 is gone from Kafka 4.
+# v9 adds a consumer group's member id and epoch (KIP-848, checked when given); v10 names
+# topics by id (not served).  v0 is gone from Kafka 4.
 OFFSET_FETCH = Api(
-    ApiKey.OFFSET_FETCH, "OffsetFetch", "1-8", "6+",
+    ApiKey.OFFSET_FETCH, "OffsetFetch", "1-9", "6+",
     request=Struct(
         Field("group_id", STRING, "0-7"),
         # null (v2+): every partition the group has offsets for
@@ -218,6 +219,9 @@ OFFSET_FETCH = Api(
         )), "0-7", nullable="2-7"),
         Field("groups", Array(Struct(
             Field("group_id", STRING),
+            # v9: a consumer group's member (KIP-848); null / -1: not checked
+            Field("member_id", STRING, "9+", nullable="9+", default=None),
+            Field("member_epoch", INT32, "9+", default=-1),
             Field("topics", Array(Struct(
                 Field("name", STRING),
                 Field("partition_indexes", Array(INT32)),

@@ -1,0 +1,113 @@
+"""The KIP-848 consumer group state machine (broker.group.consumer.group and .member):
+epochs, target assignment, revocation before assignment, fencing, regex subscriptions."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from broker.group.consumer.group import ConsumerGroup, regex_error
+from broker.group.consumer.member import ConsumerGroupMember, MemberState
+from clients.protocol.message_types import ConsumerGroupHeartbeatRequest
+
+T = b"\x07" * 16
+TOPICS = {"orders": (T, 6), "__consumer_offsets": (b"\x09" * 16, 50)}
+
+
+def _hb(member_id: str, epoch: int, owned: dict[bytes, Any] | None = None,
+        names: list[str] | None = None, regex: str | None = None
+        ) -> ConsumerGroupHeartbeatRequest:
+    return {"group_id": "g", "member_id": member_id, "member_epoch": epoch,
+            "instance_id": None, "rack_id": None, "rebalance_timeout_ms": 1000,
+            "subscribed_topic_names": names, "subscribed_topic_regex": regex,
+            "server_assignor": None, "topic_partitions": None if owned is None else [
+                {"topic_id": t, "partitions": sorted(ps)} for t, ps in owned.items()]}
+
+
+def _join(group: ConsumerGroup, member_id: str) -> ConsumerGroupMember:
+    member = ConsumerGroupMember(member_id)
+    group.heartbeat(member, _hb(member_id, 0, {}, names=["orders"]), TOPICS)
+    return member
+
+
+def _owners_are_exclusive(group: ConsumerGroup) -> None:
+    seen: dict[tuple[bytes, int], str] = {}
+    for m in group.members.values():
+        for tp in m.assignment.partitions():
+            assert tp not in seen, f"{tp} owned by {seen[tp]} and {m.member_id}"
+            seen[tp] = m.member_id
+
+
+def test_first_member_gets_everything_at_epoch_1() -> None:
+    group = ConsumerGroup("g", 0, 200)
+    a = _join(group, "a")
+    assert (group.group_epoch, a.member_epoch, group.state) == (1, 1, "Stable")
+    assert a.assignment.assigned == {T: frozenset(range(6))}
+
+
+def test_a_second_member_waits_for_the_revocation() -> None:
+    group = ConsumerGroup("g", 0, 200)
+    a = _join(group, "a")
+    b = _join(group, "b")
+    assert group.group_epoch == 2 and b.member_epoch == 2
+    # a still owns everything: b gets nothing yet
+    assert b.assignment.state == MemberState.UNRELEASED_PARTITIONS
+    assert b.assignment.assigned == {}
+    _owners_are_exclusive(group)
+    # a heartbeats still owning all: it must revoke half, keeping epoch 1
+    group.heartbeat(a, _hb("a", 1, {T: range(6)}), TOPICS)
+    assert a.assignment.state == MemberState.UNREVOKED_PARTITIONS and a.member_epoch == 1
+    assert group.state == "Reconciling"
+    group.heartbeat(b, _hb("b", 2, {}), TOPICS)
+    assert b.assignment.assigned == {}  # still unreleased
+    kept = a.assignment.assigned[T]
+    group.heartbeat(a, _hb("a", 1, {T: kept}), TOPICS)  # revoked
+    assert a.member_epoch == 2 and a.assignment.state == MemberState.STABLE
+    group.heartbeat(b, _hb("b", 2, {}), TOPICS)
+    assert b.assignment.state == MemberState.STABLE
+    assert b.assignment.assigned[T] | kept == frozenset(range(6)) and len(kept) == 3
+    assert group.state == "Stable"
+    _owners_are_exclusive(group)
+
+
+def test_epochs_fence_but_tolerate_a_lost_answer() -> None:
+    group = ConsumerGroup("g", 0, 200)
+    a = _join(group, "a")
+    assert group.epoch_error(a, 2, None) is not None  # ahead
+    assert group.epoch_error(a, 1, None) is None
+    b = _join(group, "b")
+    group.heartbeat(a, _hb("a", 1, {T: range(6)}), TOPICS)
+    group.heartbeat(a, _hb("a", 1, {T: a.assignment.assigned[T]}), TOPICS)
+    assert a.member_epoch == 2
+    # the answer moving a to epoch 2 was lost: epoch 1 with a subset is accepted
+    assert group.epoch_error(a, 1, {T: a.assignment.assigned[T]}) is None
+    assert group.epoch_error(a, 1, {T: frozenset(range(6))}) is not None
+    assert group.epoch_error(a, 0, {}) is not None
+    del b
+
+
+def test_leaving_releases_partitions_and_bumps_the_epoch() -> None:
+    group = ConsumerGroup("g", 0, 200)
+    a = _join(group, "a")
+    b = _join(group, "b")
+    group.remove("a")
+    assert group.group_epoch == 3 and group.owners == {}
+    group.heartbeat(b, _hb("b", 2, {}), TOPICS)
+    assert b.assignment.assigned == {T: frozenset(range(6))} and b.member_epoch == 3
+    del a
+
+
+def test_regex_subscription_skips_internal_topics_and_non_re2() -> None:
+    group = ConsumerGroup("g", 0, 200)
+    member = ConsumerGroupMember("a")
+    group.heartbeat(member, _hb("a", 0, {}, regex=".*"), TOPICS)
+    assert member.assignment.assigned == {T: frozenset(range(6))}
+    assert regex_error("ord.*") is None
+    assert regex_error(r"(a)\1") is not None and regex_error("a(?=b)") is not None
+    assert regex_error("(") is not None and regex_error("a" * 2000) is not None
+
+
+def test_new_partitions_bump_the_group_epoch() -> None:
+    group = ConsumerGroup("g", 0, 200)
+    a = _join(group, "a")
+    group.heartbeat(a, _hb("a", 1), {"orders": (T, 8)})
+    assert group.group_epoch == 2 and a.assignment.assigned == {T: frozenset(range(8))}
