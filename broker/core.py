@@ -275,6 +275,14 @@ class BrokerCore:
         info = self.registry.get(topic)
         return info is not None and 0 <= index < info.num_partitions
 
+    def topic_ids(self) -> dict[str, tuple[bytes, int]]:
+        """name -> (topic id, partition count) of the topics with an id (controller
+        mode; KIP-848 assignments name topics by id).  O(topics)."""
+        image = self.image
+        return {} if image is None else {
+            name: (info.topic_uuid, info.num_partitions) for name, info in image.topics.items()
+            if info.topic_uuid != ZERO_UUID}
+
     def leader_endpoint(self, topic: str, index: int) -> tuple[int, str, int] | None:
         """``(node_id, host, port)`` of the partition's leader; None when it has none or
         the leader is fenced.  Without a metadata image this broker leads everything."""

@@ -93,6 +93,9 @@ class InternalTopicHost(Protocol):
 
     def partition_exists(self, topic: str, index: int) -> bool: ...
 
+    def topic_ids(self) -> Mapping[str, tuple[bytes, int]]:
+        """The cluster's topics with a topic id: name -> (id, partition count)."""
+
     def leader_endpoint(self, topic: str, index: int) -> tuple[int, str, int] | None: ...
 
     def live_broker_count(self) -> int | None: ...

@@ -59,18 +59,30 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 
+from broker.group.consumer.coordinator import ConsumerGroupConfig, ConsumerGroupCoordinator
+from broker.group.consumer.group import TopicsView
+from broker.group.consumer.protocol_views import described_members
 from broker.group.members import CONSUMER_PROTOCOL_TYPE, Group
 from broker.group.membership import GroupMembership
 from broker.group.metadata_manager import GroupMetadataManager
 from broker.group.offsets import GroupOffsets
 from broker.group.ownership import PartitionOwnership
-from broker.group.protocol import GroupCoordinatorConfig, OffsetsLog, answer_parked, store_error
+from broker.group.protocol import (
+    GroupCoordinatorConfig,
+    OffsetsLog,
+    answer_parked,
+    join_error,
+    store_error,
+)
 from broker.group.rebalance import Rebalancer
 from broker.group.sessions import DelayedHeartbeat, MemberSessions
 from broker.group.state import GroupEvent, GroupState
 from broker.requests.respond import Respond
 from clients.protocol.errors import ErrorCode
 from clients.protocol.message_types import (
+    ConsumerGroupDescribeResponseGroup,
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
     DescribeGroupsRequest,
     DescribeGroupsResponse,
     DescribeGroupsResponseGroup,
@@ -99,7 +111,8 @@ from timer.purgatory import TimerLike
 log = logging.getLogger(__name__)
 
 _S = GroupState
-CLASSIC = "classic"  # the only group type here (ListGroups' types filter)
+CLASSIC = "classic"  # ListGroups' group types: the classic protocol's groups
+CONSUMER = "consumer"  # and KIP-848's (broker.group.consumer)
 
 
 class GroupCoordinator:
@@ -108,8 +121,9 @@ class GroupCoordinator:
 
     def __init__(self, config: GroupCoordinatorConfig, clock: Clock, timer: TimerLike,
                  log_: OffsetsLog, num_partitions: int = 0,
-                 partition_exists: Callable[[str, int], bool] = lambda topic, index: True
-                 ) -> None:
+                 partition_exists: Callable[[str, int], bool] = lambda topic, index: True,
+                 topics: Callable[[], TopicsView] = dict,
+                 consumer_config: ConsumerGroupConfig | None = None) -> None:
         self.clock = clock
         self.manager = GroupMetadataManager(clock, log_, num_partitions)
         self.sessions = MemberSessions(timer, self._session_expired)
@@ -118,6 +132,8 @@ class GroupCoordinator:
                                           self.rebalancer)
         self.offsets = GroupOffsets(config, clock, self.manager, self.sessions,
                                     partition_exists)
+        self.consumer = ConsumerGroupCoordinator(consumer_config or ConsumerGroupConfig(),
+                                                 clock, timer, self.manager, topics)
 
     @property
     def groups(self) -> dict[str, Group]:
@@ -146,6 +162,10 @@ class GroupCoordinator:
     def join_group(self, body: JoinGroupRequest, respond: Respond[JoinGroupResponse],
                    client_id: str = "", client_host: str = "",
                    require_member_id: bool = True) -> None:
+        if self.consumer.is_consumer_group(body["group_id"]):
+            respond(join_error(body["member_id"], ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
+                               f"group {body['group_id']!r} is a consumer group (KIP-848)"))
+            return
         self.rebalancer.join_group(body, respond, client_id, client_host, require_member_id)
 
     def sync_group(self, body: SyncGroupRequest,
@@ -160,20 +180,59 @@ class GroupCoordinator:
                     respond: Respond[LeaveGroupResponse]) -> None:
         self.membership.leave_group(body, respond)
 
+    def consumer_group_heartbeat(self, body: ConsumerGroupHeartbeatRequest, version: int,
+                                 client_id: str = "", client_host: str = ""
+                                 ) -> ConsumerGroupHeartbeatResponse:
+        return self.consumer.heartbeat(body, version, client_id, client_host)
+
+    def consumer_group_describe(self, group_id: str) -> ConsumerGroupDescribeResponseGroup:
+        return self.consumer.describe(group_id)
+
     def commit_offsets(self, body: OffsetCommitRequest,
-                       respond: Respond[OffsetCommitResponse]) -> None:
+                       respond: Respond[OffsetCommitResponse], version: int = 9) -> None:
+        """OffsetCommit; to a consumer group (KIP-848) the generation is the member
+        epoch, checked by :meth:`ConsumerGroupCoordinator.commit_error` (its error is
+        every partition's), and the offsets are then written as the classic room's."""
+        if self.consumer.is_consumer_group(body["group_id"]):
+            error = self.consumer.commit_error(
+                body["group_id"], body["member_id"], body["generation_id"],
+                ErrorCode.STALE_MEMBER_EPOCH if version >= 9 else ErrorCode.ILLEGAL_GENERATION)
+            if error is not None:
+                respond({"topics": [{"name": t["name"], "partitions": [
+                    {"partition_index": p["partition_index"], "error_code": int(error[0]),
+                     "error_message": error[1]} for p in t["partitions"]]}
+                    for t in body["topics"]]})
+                return
+            body = {**body, "generation_id": -1, "member_id": "", "group_instance_id": None}
         self.offsets.commit_offsets(body, respond)
 
     def commit_txn_offsets(self, body: TxnOffsetCommitRequest,
                            respond: Respond[TxnOffsetCommitResponse],
                            guard: VerificationGuard | None = None,
                            verification_required: bool = False) -> None:
+        if self.consumer.is_consumer_group(body["group_id"]) and (
+                body.get("member_id") or body.get("generation_id", -1) >= 0):
+            error = self.consumer.commit_error(body["group_id"], body.get("member_id", ""),
+                                               body.get("generation_id", -1))
+            if error is not None:
+                respond({"throttle_time_ms": 0, "topics": [{"name": t["name"], "partitions": [
+                    {"partition_index": p["partition_index"], "error_code": int(error[0])}
+                    for p in t["partitions"]]} for t in body["topics"]]})
+                return
+            body = {**body, "generation_id": -1, "member_id": "", "group_instance_id": None}
         self.offsets.commit_txn_offsets(body, respond, guard, verification_required)
 
     def fetch_offsets(self, group_id: str,
                       wanted: Sequence[OffsetFetchRequestTopic] | None,
-                      require_stable: bool = False
+                      require_stable: bool = False, member_id: str | None = None,
+                      member_epoch: int = -1
                       ) -> tuple[ErrorCode, list[OffsetFetchResponseTopic]]:
+        """OffsetFetch of one group; ``member_id`` / ``member_epoch`` (v9) are checked
+        against a consumer group's member (:meth:`ConsumerGroupCoordinator.fetch_error`)."""
+        if self.manager.coordinator_error(group_id) is None:
+            error = self.consumer.fetch_error(group_id, member_id, member_epoch)
+            if error is not None:
+                return error[0], []
         return self.offsets.fetch_offsets(group_id, wanted, require_stable)
 
     def complete_txn(self, partition: int, producer_id: int, committed: bool) -> None:
@@ -186,17 +245,21 @@ class GroupCoordinator:
 
     def list_groups(self, states: list[str], types: list[str]) -> ListGroupsResponse:
         """ListGroups: the groups of this coordinator, filtered as Kafka does: by state
-        (case-insensitive; an unknown state matches nothing) and by type (every group
-        here is ``classic``); an empty filter matches everything."""
+        (case-insensitive; an unknown state matches nothing) and by type (``classic`` or
+        ``consumer``, KIP-848's, whose protocol type is ``consumer``); an empty filter
+        matches everything."""
         wanted = {s.lower() for s in states}
-        if types and CLASSIC not in {t.lower() for t in types}:
-            wanted_groups: list[Group] = []
-        else:
-            wanted_groups = [g for g in self.groups.values()
-                             if not wanted or g.state.value.lower() in wanted]
+        kinds = {t.lower() for t in types} or {CLASSIC, CONSUMER}
+        consumer = self.consumer.groups
         groups: list[ListGroupsResponseGroup] = [
             {"group_id": g.group_id, "protocol_type": g.protocol_type or "",
-             "group_state": g.state.value, "group_type": CLASSIC} for g in wanted_groups]
+             "group_state": g.state.value, "group_type": CLASSIC}
+            for g in self.groups.values() if CLASSIC in kinds and g.group_id not in consumer
+            and (not wanted or g.state.value.lower() in wanted)]
+        groups += [{"group_id": g.group_id, "protocol_type": CONSUMER_PROTOCOL_TYPE,
+                    "group_state": g.state, "group_type": CONSUMER}
+                   for g in consumer.values()
+                   if CONSUMER in kinds and (not wanted or g.state.lower() in wanted)]
         loading = self.ownership.is_loading
         code = ErrorCode.COORDINATOR_LOAD_IN_PROGRESS if loading else ErrorCode.NONE
         return {"error_code": int(code), "groups": sorted(groups, key=lambda g: g["group_id"])}
@@ -213,8 +276,14 @@ class GroupCoordinator:
             out.append(entry)
             error = self.manager.coordinator_error(group_id)
             group = self.groups.get(group_id)
+            consumer = self.consumer.groups.get(group_id)
             if error is not None:
                 entry.update({"error_code": int(error[0]), "error_message": error[1]})
+            elif consumer is not None:  # Kafka's asDescribedGroup of a consumer group
+                entry.update({"group_state": consumer.state,
+                              "protocol_type": CONSUMER_PROTOCOL_TYPE,
+                              "protocol_data": consumer.assignor_name,
+                              "members": described_members(consumer, self.consumer.topics())})
             elif group is not None:
                 stable = group.is_(_S.STABLE)
                 entry.update({
@@ -245,8 +314,14 @@ class GroupCoordinator:
                 continue
             error = self.manager.coordinator_error(group_id)
             group = self.groups.get(group_id)
+            was_consumer = self.consumer.is_consumer_group(group_id)
+            if error is None:
+                consumer_error = self.consumer.delete_error(group_id)
+                error = None if consumer_error is None else (consumer_error, "")
             if error is not None:
                 codes[group_id] = error[0]
+            elif was_consumer and group is None:
+                codes[group_id] = ErrorCode.NONE  # an empty consumer group without offsets
             elif group is None or group.is_(_S.DEAD):
                 codes[group_id] = ErrorCode.GROUP_ID_NOT_FOUND
             elif not group.is_(_S.EMPTY):
@@ -350,6 +425,7 @@ class GroupCoordinator:
                 self.sessions.keep_alive(group, member)
 
     def unload(self, partition: int) -> None:
+        self.consumer.unload(partition)
         for group in self.manager.unload(partition):
             self._end_group(group, ErrorCode.NOT_COORDINATOR)
 
@@ -373,3 +449,4 @@ class GroupCoordinator:
             self.unload(partition)
         self.rebalancer.shutdown()
         self.sessions.shutdown()
+        self.consumer.shutdown()

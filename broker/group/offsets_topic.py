@@ -105,7 +105,8 @@ class OffsetsTopic:
         self.config = config
         self.partitions = partitions
         self.coordinator = GroupCoordinator(GroupCoordinatorConfig.from_broker(config), clock,
-                                            timer, self, partition_exists=host.partition_exists)
+                                            timer, self, partition_exists=host.partition_exists,
+                                            topics=host.topic_ids)
         spec = InternalTopicSpec(OFFSETS_TOPIC, config.offsets_topic_num_partitions,
                                  config.offsets_topic_replication_factor,
                                  self._topic_configs, "groups")

@@ -44,6 +44,9 @@ from broker.producer_ids import ProducerIdAllocator
 from broker.topic_registry import StandaloneTopic
 from clients.protocol.errors import ErrorCode
 from clients.protocol.message_types import (
+    ConsumerGroupDescribeResponseGroup,
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
     DescribeGroupsRequest,
     DescribeGroupsResponse,
     DescribeTransactionsResponseTransactionState,
@@ -101,11 +104,19 @@ class GroupCoordinatorView(Protocol):
                     respond: Callable[[LeaveGroupResponse | None], None]) -> None: ...
 
     def commit_offsets(self, body: OffsetCommitRequest,
-                       respond: Callable[[OffsetCommitResponse | None], None]) -> None: ...
+                       respond: Callable[[OffsetCommitResponse | None], None],
+                       version: int = 9) -> None: ...
 
     def fetch_offsets(self, group_id: str, wanted: Sequence[OffsetFetchRequestTopic] | None,
-                      require_stable: bool = False
+                      require_stable: bool = False, member_id: str | None = None,
+                      member_epoch: int = -1
                       ) -> tuple[ErrorCode, list[OffsetFetchResponseTopic]]: ...
+
+    def consumer_group_heartbeat(self, body: ConsumerGroupHeartbeatRequest, version: int,
+                                 client_id: str = "", client_host: str = ""
+                                 ) -> ConsumerGroupHeartbeatResponse: ...
+
+    def consumer_group_describe(self, group_id: str) -> ConsumerGroupDescribeResponseGroup: ...
 
     def list_groups(self, states: list[str], types: list[str]) -> ListGroupsResponse: ...
 

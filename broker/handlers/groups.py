@@ -60,6 +60,11 @@ from broker.requests.respond import Respond
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode
 from clients.protocol.message_types import (
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
+    ConsumerGroupDescribeResponseGroup,
+    ConsumerGroupHeartbeatRequest,
+    ConsumerGroupHeartbeatResponse,
     DeleteGroupsRequest,
     DeleteGroupsResponse,
     DeleteGroupsResponseResult,
@@ -234,7 +239,7 @@ def handle_offset_commit(core: HandlerCore, body: OffsetCommitRequest,
                          respond: Respond[OffsetCommitResponse], ctx: RequestContext) -> None:
     authorized = _authorized_commit(ctx, body, respond)
     if authorized is not None:
-        core.groups.coordinator.commit_offsets(*authorized)
+        core.groups.coordinator.commit_offsets(*authorized, version=ctx.version)
 
 
 def handle_txn_offset_commit(core: HandlerCore, body: TxnOffsetCommitRequest,
@@ -269,17 +274,20 @@ def handle_offset_fetch(core: HandlerCore, body: OffsetFetchRequest,
     coordinator = core.groups.coordinator
     require_stable = bool(body.get("require_stable", False))
 
-    def fetch(group_id: str, wanted: Sequence[OffsetFetchRequestTopic] | None
+    def fetch(group_id: str, wanted: Sequence[OffsetFetchRequestTopic] | None,
+              member_id: str | None = None, member_epoch: int = -1
               ) -> tuple[int, list[OffsetFetchResponseTopic]]:
         if not _group_allowed(ctx, "Describe", group_id):
             return GROUP_DENIED, []
-        code, topics = coordinator.fetch_offsets(group_id, wanted, require_stable)
+        code, topics = coordinator.fetch_offsets(group_id, wanted, require_stable,
+                                                 member_id, member_epoch)
         return int(code), [t for t in topics if ctx.allowed("Describe", "Topic", t["name"])]
 
     if ctx.version >= FIRST_BATCHED_OFFSET_FETCH:
         groups: list[OffsetFetchResponseGroup] = []
         for group in body["groups"]:
-            code, topics = fetch(group["group_id"], group["topics"])
+            code, topics = fetch(group["group_id"], group["topics"], group["member_id"],
+                                 group["member_epoch"])
             groups.append({"group_id": group["group_id"], "error_code": code,
                            "topics": topics})
         respond({"throttle_time_ms": 0, "groups": groups})
@@ -326,6 +334,44 @@ def handle_delete_groups(core: HandlerCore, body: DeleteGroupsRequest,
     core.groups.coordinator.delete_groups([g for g in names if g not in denied], answer)
 
 
+def handle_consumer_group_heartbeat(core: HandlerCore, body: ConsumerGroupHeartbeatRequest,
+                                    respond: Respond[ConsumerGroupHeartbeatResponse],
+                                    ctx: RequestContext) -> None:
+    """ConsumerGroupHeartbeat (KIP-848): Read on the group, Describe on every topic the
+    member subscribes to by name (Kafka's checks; topics matched by a regular expression
+    are not filtered by the member's ACLs here)."""
+    def refused(code: int, message: str) -> ConsumerGroupHeartbeatResponse:
+        return {"throttle_time_ms": 0, "error_code": code, "error_message": message,
+                "member_id": None, "member_epoch": -1, "heartbeat_interval_ms": 0,
+                "assignment": None}
+
+    if not _group_allowed(ctx, "Read", body["group_id"]):
+        respond(refused(GROUP_DENIED, f"not authorized to Read group {body['group_id']!r}"))
+        return
+    denied = [t for t in body["subscribed_topic_names"] or ()
+              if not ctx.allowed("Describe", "Topic", t)]
+    if denied:
+        respond(refused(TOPIC_DENIED, f"not authorized to Describe topics {denied}"))
+        return
+    respond(core.groups.coordinator.consumer_group_heartbeat(body, ctx.version, ctx.client_id))
+
+
+def handle_consumer_group_describe(core: HandlerCore, body: ConsumerGroupDescribeRequest,
+                                   respond: Respond[ConsumerGroupDescribeResponse],
+                                   ctx: RequestContext) -> None:
+    """ConsumerGroupDescribe (KIP-848): Describe on each group."""
+    coordinator = core.groups.coordinator
+    groups: list[ConsumerGroupDescribeResponseGroup] = []
+    for group_id in body["group_ids"]:
+        if _group_allowed(ctx, "Describe", group_id):
+            groups.append(coordinator.consumer_group_describe(group_id))
+        else:
+            groups.append({"error_code": GROUP_DENIED, "error_message": None,
+                           "group_id": group_id, "group_state": "", "group_epoch": -1,
+                           "assignment_epoch": -1, "assignor_name": "", "members": []})
+    respond({"throttle_time_ms": 0, "groups": groups})
+
+
 GROUP_HANDLERS: dict[int, Handler] = {
     ApiKey.FIND_COORDINATOR: serves(handle_find_coordinator),
     ApiKey.JOIN_GROUP: serves(handle_join_group),
@@ -338,4 +384,6 @@ GROUP_HANDLERS: dict[int, Handler] = {
     ApiKey.LIST_GROUPS: serves(handle_list_groups),
     ApiKey.DESCRIBE_GROUPS: serves(handle_describe_groups),
     ApiKey.DELETE_GROUPS: serves(handle_delete_groups),
+    ApiKey.CONSUMER_GROUP_HEARTBEAT: serves(handle_consumer_group_heartbeat),
+    ApiKey.CONSUMER_GROUP_DESCRIBE: serves(handle_consumer_group_describe),
 }

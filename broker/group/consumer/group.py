@@ -42,7 +42,7 @@ from broker.group.consumer.assignors import (
 from broker.group.consumer.member import (
     ConsumerGroupMember,
     MemberAssignment,
-    MemberState,
+    ReconciliationState,
     reconcile,
 )
 from clients.protocol.message_types import ConsumerGroupHeartbeatRequest
@@ -106,7 +106,7 @@ class ConsumerGroup:
         if self.assignment_epoch < self.group_epoch:
             return ASSIGNING
         if any(m.member_epoch != self.assignment_epoch
-               or m.assignment.state != MemberState.STABLE for m in self.members.values()):
+               or m.assignment.state != ReconciliationState.STABLE for m in self.members.values()):
             return RECONCILING
         return STABLE
 
@@ -170,7 +170,7 @@ class ConsumerGroup:
             self.group_epoch += 1
         if self.assignment_epoch < self.group_epoch:
             self._compute_target(subscriptions, subscribed, member.server_assignor)
-        owned = _owned(body)
+        owned = owned_partitions(body)
         before = member.assignment
         after = reconcile(before, self.assignment_epoch,
                           self.target.get(member.member_id, {}),
@@ -211,7 +211,7 @@ class ConsumerGroup:
         return member
 
 
-def _owned(body: ConsumerGroupHeartbeatRequest) -> dict[TopicId, frozenset[int]] | None:
+def owned_partitions(body: ConsumerGroupHeartbeatRequest) -> dict[TopicId, frozenset[int]] | None:
     """The partitions the heartbeat says the member owns (None: not said)."""
     topics = body["topic_partitions"]
     if topics is None:

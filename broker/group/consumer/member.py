@@ -36,7 +36,7 @@ from enum import Enum
 from broker.group.consumer.assignors import Assignment, TopicId
 
 
-class MemberState(Enum):
+class ReconciliationState(Enum):
     STABLE = "stable"
     UNREVOKED_PARTITIONS = "unrevoked_partitions"
     UNRELEASED_PARTITIONS = "unreleased_partitions"
@@ -48,7 +48,7 @@ class MemberAssignment:
 
     member_epoch: int = 0
     previous_member_epoch: int = -1
-    state: MemberState = MemberState.STABLE
+    state: ReconciliationState = ReconciliationState.STABLE
     assigned: Assignment = field(default_factory=dict)
     revoking: Assignment = field(default_factory=dict)
 
@@ -84,11 +84,11 @@ def _next(current: MemberAssignment, target_epoch: int, target: Assignment,
                 assignable.setdefault(topic, set()).add(p)
     if revoke:
         return MemberAssignment(current.member_epoch, current.previous_member_epoch,
-                                MemberState.UNREVOKED_PARTITIONS, kept, revoke)
+                                ReconciliationState.UNREVOKED_PARTITIONS, kept, revoke)
     assigned = dict(kept)
     for topic, ps in assignable.items():
         assigned[topic] = assigned.get(topic, frozenset()) | ps
-    state = MemberState.UNRELEASED_PARTITIONS if unreleased else MemberState.STABLE
+    state = ReconciliationState.UNRELEASED_PARTITIONS if unreleased else ReconciliationState.STABLE
     return MemberAssignment(target_epoch, current.member_epoch, state, assigned, {})
 
 
@@ -99,11 +99,11 @@ def reconcile(current: MemberAssignment, target_epoch: int, target: Assignment,
     part of the target assignment of epoch ``target_epoch``; ``owned_elsewhere(topic,
     partition)``: whether another member still owns it; ``owned``: the partitions the
     heartbeat says the member owns (None: not said)."""
-    if current.state == MemberState.UNREVOKED_PARTITIONS:
+    if current.state == ReconciliationState.UNREVOKED_PARTITIONS:
         if _owns_any(owned, current.revoking):
             return current
         return _next(current, target_epoch, target, owned_elsewhere)
-    if current.state == MemberState.STABLE and current.member_epoch == target_epoch:
+    if current.state == ReconciliationState.STABLE and current.member_epoch == target_epoch:
         return current
     return _next(current, target_epoch, target, owned_elsewhere)
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from broker.group.consumer.group import ConsumerGroup, regex_error
-from broker.group.consumer.member import ConsumerGroupMember, MemberState
+from broker.group.consumer.member import ConsumerGroupMember, ReconciliationState
 from clients.protocol.message_types import ConsumerGroupHeartbeatRequest
 
 T = b"\x07" * 16
@@ -50,20 +50,20 @@ def test_a_second_member_waits_for_the_revocation() -> None:
     b = _join(group, "b")
     assert group.group_epoch == 2 and b.member_epoch == 2
     # a still owns everything: b gets nothing yet
-    assert b.assignment.state == MemberState.UNRELEASED_PARTITIONS
+    assert b.assignment.state == ReconciliationState.UNRELEASED_PARTITIONS
     assert b.assignment.assigned == {}
     _owners_are_exclusive(group)
     # a heartbeats still owning all: it must revoke half, keeping epoch 1
     group.heartbeat(a, _hb("a", 1, {T: range(6)}), TOPICS)
-    assert a.assignment.state == MemberState.UNREVOKED_PARTITIONS and a.member_epoch == 1
+    assert a.assignment.state == ReconciliationState.UNREVOKED_PARTITIONS and a.member_epoch == 1
     assert group.state == "Reconciling"
     group.heartbeat(b, _hb("b", 2, {}), TOPICS)
     assert b.assignment.assigned == {}  # still unreleased
     kept = a.assignment.assigned[T]
     group.heartbeat(a, _hb("a", 1, {T: kept}), TOPICS)  # revoked
-    assert a.member_epoch == 2 and a.assignment.state == MemberState.STABLE
+    assert a.member_epoch == 2 and a.assignment.state == ReconciliationState.STABLE
     group.heartbeat(b, _hb("b", 2, {}), TOPICS)
-    assert b.assignment.state == MemberState.STABLE
+    assert b.assignment.state == ReconciliationState.STABLE
     assert b.assignment.assigned[T] | kept == frozenset(range(6)) and len(kept) == 3
     assert group.state == "Stable"
     _owners_are_exclusive(group)
