@@ -16,6 +16,9 @@ partitions, so callers can tell "unknown yet" from "never asked".
 Time: seconds on the ``clock`` passed in (the owner's; the monotonic clock when none
 is), or the ``now`` a caller passes.
 
+Topic ids (Metadata v10+) are kept per topic (:meth:`ClusterMetadata.topic_id`; the
+zero UUID when unknown): the consumer fetches by id when every topic has one.
+
 Costs: an update is O(partitions in the response); lookups are O(1) dict reads.
 
 Thread safety: every method takes the instance lock, so user threads (``send`` waiting
@@ -31,7 +34,7 @@ from collections.abc import Callable, Iterable, Sequence
 
 from clients.protocol.errors import ErrorCode, InvalidConfigError
 from clients.protocol.message_types import MetadataResponse
-from clients.protocol.topics import TopicPartition
+from clients.protocol.topics import ZERO_UUID, TopicPartition
 from clients.types import BrokerNode, PartitionInfo
 
 __all__ = ["ClusterMetadata", "parse_bootstrap"]
@@ -72,6 +75,7 @@ class ClusterMetadata:
         self._brokers: dict[int, BrokerNode] = {}
         self._partitions: dict[str, dict[int, PartitionInfo]] = {}
         self._topic_errors: dict[str, ErrorCode] = {}
+        self._topic_ids: dict[str, bytes] = {}  # Metadata v10+ (the zero UUID: none)
         self._internal: set[str] = set()
         self._interest: set[str] = set()
         self._need_update = True
@@ -132,11 +136,13 @@ class ClusterMetadata:
         partitions: dict[str, dict[int, PartitionInfo]] = {}
         errors: dict[str, ErrorCode] = {}
         internal: set[str] = set()
+        ids: dict[str, bytes] = {}
         for t in body["topics"]:
             name = t["name"]
             if name is None:  # answered by topic id alone: we always ask by name
                 continue
             code = _code(t["error_code"])
+            ids[name] = t.get("topic_id", ZERO_UUID)
             if t.get("is_internal"):
                 internal.add(name)
             if code != ErrorCode.NONE:
@@ -162,8 +168,10 @@ class ClusterMetadata:
             for name, parts in partitions.items():
                 self._partitions[name] = parts
                 self._topic_errors.pop(name, None)
+                self._topic_ids[name] = ids[name]
             for name, code in errors.items():
                 self._partitions.pop(name, None)
+                self._topic_ids.pop(name, None)
                 self._topic_errors[name] = code
             self._internal = internal | (self._internal - set(partitions) - set(errors))
             self._need_update = any(
@@ -183,6 +191,7 @@ class ClusterMetadata:
         with self._cond:
             self._partitions.pop(topic, None)
             self._topic_errors.pop(topic, None)
+            self._topic_ids.pop(topic, None)
             self._interest.discard(topic)
 
     # ------------------------------------------------------------ lookups
@@ -197,6 +206,11 @@ class ClusterMetadata:
     def topics(self) -> list[str]:
         with self._cond:
             return sorted(self._partitions)
+
+    def topic_id(self, topic: str) -> bytes:
+        """The topic's id (Metadata v10+); the zero UUID when unknown or it has none."""
+        with self._cond:
+            return self._topic_ids.get(topic, ZERO_UUID)
 
     def is_internal(self, topic: str) -> bool:
         with self._cond:

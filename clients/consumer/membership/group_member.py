@@ -79,6 +79,7 @@ class ConsumerGroupMember:
         remote_assignor: str | None = None,
     ) -> None:
         self.config = config
+        self._net = net
         self._metadata = metadata
         self._positions = positions
         self._set_assignment = set_assignment
@@ -193,13 +194,27 @@ class ConsumerGroupMember:
             step = self.membership.next_step(self._topic_names())
             unresolved = (step is None and self.membership.state is MembershipState.RECONCILING)
         if unresolved:  # a target topic id the metadata does not know yet
-            self._metadata.request_update()
+            self._refresh_metadata()
         if step is None:
             return
         self._execute(step)
         with self.shared.lock:
             self.membership.step_done(self._now_ms())
         self.heartbeat.wake.set()  # acknowledge / rejoin / leave at once
+
+    def _refresh_metadata(self) -> None:
+        """Metadata for the subscription (rate-limited by the metadata's own backoff), so a
+        target's topic ids resolve; a failure waits for the next poll."""
+        self._metadata.request_update()
+        if not self._metadata.update_needed():
+            return
+        try:
+            self._net.refresh_metadata(self._metadata.topics_of_interest,
+                                       self.config.request_timeout_ms)
+        except MiniKafkaError as e:
+            if not e.retriable:
+                raise
+            log.warning("group %s: metadata refresh failed: %s", self.config.group_id, e)
 
     def _execute(self, step: Step) -> None:
         if step.kind is not StepKind.LOSE and step.revoked and self.config.enable_auto_commit:
