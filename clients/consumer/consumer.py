@@ -55,7 +55,8 @@ response frame, or of the decompressed bytes, joined once per poll when there ar
 several compressed batches).
 
 Groups: with ``group_id``, ``subscribe(topics, listener)`` joins the group and
-``poll`` drives rebalances (see :mod:`clients.consumer.coordinator`); after a rebalance
+``poll`` drives rebalances (``group_protocol`` "classic": :mod:`clients.consumer.coordinator`;
+"consumer": KIP-848, :mod:`clients.consumer.membership.group_member`); after a rebalance
 the position of a newly assigned partition is its committed offset, else
 ``auto_offset_reset``.  ``assign()`` with a ``group_id`` also starts from committed
 offsets and commits as a simple (generation -1) commit.  ``enable_auto_commit`` commits
@@ -94,9 +95,10 @@ import time
 from collections.abc import Callable, Iterable, Mapping, Sequence
 
 from clients.consumer.assignors import assignor_for
-from clients.consumer.coordinator import ConsumerCoordinator, RebalanceListener
+from clients.consumer.coordinator import RebalanceListener
 from clients.consumer.coordinator_channel import GroupConfig
 from clients.consumer.fetcher import CompletedFetch, Deserializer, Fetcher
+from clients.consumer.membership.group_member import GroupMembership, group_membership
 from clients.consumer.offset_committer import CommitCallback
 from clients.consumer.offset_fetcher import RESET_TIMESTAMPS, OffsetFetcher
 from clients.consumer.subscription_state import PositionState, SubscriptionState
@@ -150,6 +152,8 @@ class Consumer:
         max_poll_interval_ms: int = 300_000,
         rebalance_timeout_ms: int | None = None,  # default: max_poll_interval_ms (Kafka)
         partition_assignment_strategy: Sequence[str] = ("range",),
+        group_protocol: str = "classic",  # "consumer": KIP-848 (clients.consumer.membership)
+        group_remote_assignor: str | None = None,  # KIP-848: "uniform", "range"; None: broker's
         enable_auto_commit: bool = True,
         auto_commit_interval_ms: int = 5_000,
         isolation_level: str = "read_uncommitted",
@@ -206,7 +210,7 @@ class Consumer:
         self._offsets_fetcher = OffsetFetcher(self, self._subscriptions, self._metadata,
                                               self._net, isolation=isolation, clock=clock)
         self._closed = False
-        self._coordinator: ConsumerCoordinator | None = None
+        self._coordinator: GroupMembership | None = None
         if group_id is not None:
             config = GroupConfig(
                 group_id, [assignor_for(n) for n in partition_assignment_strategy],
@@ -215,10 +219,10 @@ class Consumer:
                 heartbeat_interval_ms, max_poll_interval_ms, enable_auto_commit,
                 auto_commit_interval_ms, request_timeout_ms, retry_backoff_ms,
             )  # fmt: skip
-            self._coordinator = ConsumerCoordinator(
-                config, self._net, self._metadata, client_id=self.client_id,
+            self._coordinator = group_membership(
+                group_protocol, config, self._net, self._metadata, client_id=self.client_id,
                 positions=self._subscriptions.positions, set_assignment=self._set_group_assignment,
-                clock=clock,
+                clock=clock, remote_assignor=group_remote_assignor,
             )  # fmt: skip
 
     # ------------------------------------------------------------ assignment & positions
@@ -398,7 +402,7 @@ class Consumer:
         return self._fetch_until(deadline)
 
     def _poll_group(
-        self, coordinator: ConsumerCoordinator, deadline: float
+        self, coordinator: GroupMembership, deadline: float
     ) -> list[tuple[TopicPartition, CompletedFetch]]:
         """Drive the group between fetch waits; no records while a rebalance runs."""
         while True:
@@ -438,7 +442,7 @@ class Consumer:
                 return []
 
     # ------------------------------------------------------------ groups
-    def _group(self) -> ConsumerCoordinator:
+    def _group(self) -> GroupMembership:
         self._check_open()
         if self._coordinator is None:
             raise InvalidConfigError("this needs a consumer group: pass group_id=...")
