@@ -217,13 +217,11 @@ class Consumer:
                 group_instance_id, session_timeout_ms,
                 max_poll_interval_ms if rebalance_timeout_ms is None else rebalance_timeout_ms,
                 heartbeat_interval_ms, max_poll_interval_ms, enable_auto_commit,
-                auto_commit_interval_ms, request_timeout_ms, retry_backoff_ms,
-            )  # fmt: skip
+                auto_commit_interval_ms, request_timeout_ms, retry_backoff_ms)
             self._coordinator = group_membership(
                 group_protocol, config, self._net, self._metadata, client_id=self.client_id,
                 positions=self._subscriptions.positions, set_assignment=self._set_group_assignment,
-                clock=clock, remote_assignor=group_remote_assignor,
-            )  # fmt: skip
+                clock=clock, remote_assignor=group_remote_assignor)
 
     # ------------------------------------------------------------ assignment & positions
     def assign(self, partitions: Iterable[TopicPartition]) -> None:

@@ -63,7 +63,7 @@ FETCHING_STATES = frozenset({MembershipState.STABLE, MembershipState.RECONCILING
                              MembershipState.ACKNOWLEDGING})
 
 
-class ConsumerGroupMember:
+class ConsumerProtocolMembership:
     """KIP-848 membership for one consumer (see the module docstring)."""
 
     def __init__(
@@ -294,7 +294,7 @@ class ConsumerGroupMember:
             self.channel.close()
 
 
-GroupMembership = ConsumerCoordinator | ConsumerGroupMember
+GroupMembership = ConsumerCoordinator | ConsumerProtocolMembership
 GROUP_PROTOCOLS = ("classic", "consumer")
 
 
@@ -313,7 +313,7 @@ def group_membership(
                                    positions=positions, set_assignment=set_assignment,
                                    clock=clock)
     if group_protocol == "consumer":
-        return ConsumerGroupMember(config, net, metadata, client_id=client_id,
+        return ConsumerProtocolMembership(config, net, metadata, client_id=client_id,
                                    positions=positions, set_assignment=set_assignment,
                                    clock=clock, remote_assignor=remote_assignor)
     raise InvalidConfigError(f"group_protocol must be one of {', '.join(GROUP_PROTOCOLS)}, "
