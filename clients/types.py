@@ -82,6 +82,7 @@ class MemberDescription(NamedTuple):
     client_id: str
     client_host: str
     assignment: tuple[TopicPartition, ...]  # decoded for protocol type "consumer"
+    member_epoch: int = -1  # KIP-848 consumer groups (-1: a classic group's member)
 
 
 class GroupDescription(NamedTuple):
@@ -91,6 +92,8 @@ class GroupDescription(NamedTuple):
     protocol: str  # the chosen assignor for consumer groups
     members: list[MemberDescription]
     coordinator: int
+    group_type: str = "classic"  # or "consumer" (KIP-848)
+    group_epoch: int = -1  # KIP-848 consumer groups
 
 
 class GroupOffset(NamedTuple):

@@ -34,8 +34,16 @@ from clients.consumer.group_requests import (
 )
 from clients.network.connection import Body
 from clients.protocol.api_keys import ApiKey
-from clients.protocol.errors import ErrorCode, MiniKafkaError, RequestTimedOutError, error_for
+from clients.protocol.errors import (
+    ErrorCode,
+    MiniKafkaError,
+    RequestTimedOutError,
+    UnsupportedVersionError,
+    error_for,
+)
 from clients.protocol.message_types import (
+    ConsumerGroupDescribeRequest,
+    ConsumerGroupDescribeResponse,
     DeleteGroupsRequest,
     DeleteGroupsResponse,
     DescribeGroupsRequest,
@@ -87,6 +95,10 @@ class GroupAdmin:
     ) -> dict[str, GroupDescription]:
         out = {}
         for group_id in group_ids:
+            consumer_group = self._describe_consumer_group(group_id, timeout_ms)
+            if consumer_group is not None:
+                out[group_id] = consumer_group
+                continue
             request: DescribeGroupsRequest = {"groups": [group_id]}
             node, _, body = self.group_request(
                 group_id, ApiKey.DESCRIBE_GROUPS, request, DescribeGroupsResponse,
@@ -101,6 +113,32 @@ class GroupAdmin:
             out[group_id] = GroupDescription(group_id, g["group_state"], g["protocol_type"],
                                              g["protocol_data"], members, node)
         return out
+
+    def _describe_consumer_group(self, group_id: str,
+                                 timeout_ms: int | None) -> GroupDescription | None:
+        """A KIP-848 consumer group by ConsumerGroupDescribe (member epochs included);
+        None for a classic or unknown group (GROUP_ID_NOT_FOUND) or a coordinator that
+        does not serve the API: DescribeGroups answers those."""
+        request: ConsumerGroupDescribeRequest = {"group_ids": [group_id],
+                                                 "include_authorized_operations": False}
+        try:
+            node, _, body = self.group_request(
+                group_id, ApiKey.CONSUMER_GROUP_DESCRIBE, request, ConsumerGroupDescribeResponse,
+                lambda b, v: _found_or_none(b["groups"][0]["error_code"] if b["groups"] else 0),
+                timeout_ms)
+        except UnsupportedVersionError:
+            return None
+        g = body["groups"][0]
+        if g["error_code"] == ErrorCode.GROUP_ID_NOT_FOUND:
+            return None
+        members = [
+            MemberDescription(m["member_id"], m["instance_id"], m["client_id"], m["client_host"],
+                              tuple(TopicPartition(t["topic_name"], p)
+                                    for t in m["assignment"]["topic_partitions"]
+                                    for p in sorted(t["partitions"])), m["member_epoch"])
+            for m in g["members"]]
+        return GroupDescription(group_id, g["group_state"], PROTOCOL_TYPE, g["assignor_name"],
+                                members, node, "consumer", g["group_epoch"])
 
     def delete_groups(
         self, group_ids: Iterable[str], *, timeout_ms: int | None = None,
@@ -180,6 +218,11 @@ class GroupAdmin:
 def _retriable_only(code: int) -> int:
     """A group answer's code for the retry loop: per-group verdicts are results."""
     return code if error_for(code).retriable else 0
+
+
+def _found_or_none(code: int) -> int:
+    """GROUP_ID_NOT_FOUND is an answer here (a classic group), not an error."""
+    return 0 if code == ErrorCode.GROUP_ID_NOT_FOUND else code
 
 
 def _assigned(protocol_type: str, data: bytes) -> tuple[TopicPartition, ...]:

@@ -86,18 +86,23 @@ def _describe(admin: Any, group: str, args: argparse.Namespace) -> None:
                       (group, str(desc.coordinator), desc.protocol or "-", desc.state,
                        str(len(desc.members)))])
         return
-    if args.members:
+    if args.members:  # a KIP-848 group's members also show their epoch
+        epochs = desc.group_type == "consumer"
         rows: list[tuple[str, ...]] = [
-            ("GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT")]
+            ("GROUP", "CONSUMER-ID", "HOST", "CLIENT-ID", "#PARTITIONS", "ASSIGNMENT")
+            + (("MEMBER-EPOCH",) if epochs else ())]
         rows += [(group, m.member_id, m.client_host or "-", m.client_id,
                   str(len(m.assignment)),
                   ",".join(f"{tp.topic}-{tp.partition}" for tp in m.assignment) or "-")
+                 + ((str(m.member_epoch),) if epochs else ())
                  for m in desc.members]  # fmt: skip
         _print_table(rows)
         return
     owner = {tp: m for m in desc.members for tp in m.assignment}
+    epoch = f"\tEpoch: {desc.group_epoch}" if desc.group_type == "consumer" else ""
     print(f"Group: {desc.group_id}\tState: {desc.state}\tProtocol: {desc.protocol or '-'}\t"
-          f"Coordinator: {desc.coordinator}\tMembers: {len(desc.members)}")
+          f"Coordinator: {desc.coordinator}\tMembers: {len(desc.members)}\t"
+          f"Type: {desc.group_type}{epoch}")
     for m in desc.members:
         parts = ",".join(f"{tp.topic}-{tp.partition}" for tp in m.assignment) or "-"
         print(f"Member: {m.member_id}\tInstance: {m.group_instance_id or '-'}\t"

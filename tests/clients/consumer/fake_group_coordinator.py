@@ -36,12 +36,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from clients.protocol.api_keys import ApiKey
-from clients.protocol.errors import MiniKafkaError
+from clients.protocol.errors import ErrorCode, MiniKafkaError
 from tests.clients.fake_broker import E, FakeCluster
 
 _GROUP_APIS = {ApiKey.FIND_COORDINATOR, ApiKey.JOIN_GROUP, ApiKey.SYNC_GROUP, ApiKey.HEARTBEAT,
                ApiKey.LEAVE_GROUP, ApiKey.OFFSET_COMMIT, ApiKey.OFFSET_FETCH,
-               ApiKey.LIST_GROUPS, ApiKey.DESCRIBE_GROUPS, ApiKey.DELETE_GROUPS}
+               ApiKey.LIST_GROUPS, ApiKey.DESCRIBE_GROUPS, ApiKey.DELETE_GROUPS,
+               ApiKey.CONSUMER_GROUP_DESCRIBE}
 
 
 @dataclass
@@ -90,6 +91,12 @@ class FakeGroupCluster(FakeCluster):
                 return self._list_groups(body)
             if api_key == ApiKey.DESCRIBE_GROUPS:
                 return self._describe_groups(body)
+            if api_key == ApiKey.CONSUMER_GROUP_DESCRIBE:  # its groups are all classic
+                return {"throttle_time_ms": 0, "groups": [
+                    {"error_code": int(ErrorCode.GROUP_ID_NOT_FOUND), "error_message": None,
+                     "group_id": g, "group_state": "", "group_epoch": -1,
+                     "assignment_epoch": -1, "assignor_name": "", "members": [],
+                     "authorized_operations": -2147483648} for g in body["group_ids"]]}
             if api_key == ApiKey.DELETE_GROUPS:
                 return self._delete_groups(body)
             if api_key == ApiKey.OFFSET_FETCH:

@@ -1,5 +1,7 @@
 """Our Consumer with ``group_protocol="consumer"`` (KIP-848) against a real broker: three
 members of one group on a 12-partition topic; one closes (leave heartbeat), one joins.
+The admin client and ``minikafka groups describe --members`` show the group's type and
+each member's epoch (ConsumerGroupDescribe).
 Each member publishes what it owns from its rebalance listener (so a revocation is
 visible before the member acknowledges it), and every publication is checked against
 the others': no partition is ever owned by two members at once.  Records produced
@@ -16,6 +18,7 @@ from pathlib import Path
 import pytest
 
 from clients.admin import Admin
+from clients.cli.main import main as cli_main
 from clients.consumer.consumer import Consumer
 from clients.consumer.membership.member import MembershipState
 from clients.producer.producer import Producer
@@ -108,7 +111,7 @@ def produce(bootstrap: str, first: int, count: int) -> None:
 
 
 def test_three_members_leave_and_join_without_sharing_a_partition(
-        cluster: LocalCluster) -> None:
+        cluster: LocalCluster, capsys: pytest.CaptureFixture[str]) -> None:
     owners = Owners()
     members = [Member(f"m{i}", cluster.bootstrap, owners) for i in range(3)]
     started = time.monotonic()
@@ -119,6 +122,17 @@ def test_three_members_leave_and_join_without_sharing_a_partition(
         wait_until(lambda: owners.cover() and all(m.stable() for m in members), 60,
                    "three members own every partition once")
         joined_s = time.monotonic() - started
+        with Admin(cluster.bootstrap) as admin:  # ConsumerGroupDescribe: member epochs
+            desc = admin.describe_groups([GROUP])[GROUP]
+        assert (desc.group_type, desc.state, len(desc.members)) == ("consumer", "Stable", 3)
+        assert all(0 < m.member_epoch <= desc.group_epoch for m in desc.members)
+        assert sorted(tp for m in desc.members for tp in m.assignment) == sorted(ALL)
+        capsys.readouterr()
+        assert cli_main(["groups", "describe", GROUP, "--members",
+                         "--bootstrap-server", cluster.bootstrap]) == 0
+        rows = [line.split() for line in capsys.readouterr().out.splitlines()]
+        assert rows[0][-1] == "MEMBER-EPOCH" and len(rows) == 4
+        assert {int(r[-1]) for r in rows[1:]} == {m.member_epoch for m in desc.members}
         leaving = members.pop(0)
         t0 = time.monotonic()
         leaving.finish()
