@@ -348,7 +348,8 @@ class SimBroker:
                 self.id, p.leader_id, cfg.fetch_max_bytes, cfg.replica_fetch_wait_max_ms,
                 truncation_policy=cfg.truncation_policy, on_repaired=self._on_repaired,
                 clock_ms=lambda: self.c.now_ms)
-        session.add(p)
+        hosted = self.hosted_topic_id  # fetched by id (v17) once the topic has a UUID
+        session.add(p, hosted if isinstance(hosted, bytes) else ZERO_UUID)
 
     def unfollow(self, pid: int) -> None:
         for session in self.sessions.values():

@@ -15,9 +15,10 @@ The producer's acks=all Produce goes through the real ``handle_produce`` the sam
 The handlers take a :class:`HandlerCore`; :class:`SimHandlerCore` is the part of it they
 use, over a simulated broker's partitions: ``partition_or_error``, ``wake_partition``
 (parked acks=all produces re-check), ``isr`` (``check_isr_of`` / ``maybe_expand_isr``: ISR
-proposals go to the simulated controller), ``config``, ``clock``, ``image`` (None: no
-``current_leader`` hints), ``configs.min_insync_replicas``, ``produce_purgatory`` (the
-broker's) and ``fetch_purgatory`` (a follower's Fetch with nothing new
+proposals go to the simulated controller), ``config``, ``clock``, ``image`` (the broker
+process's: topic ids for Fetch v13+, ``current_leader`` hints), ``hosted_topic_uuids``,
+``configs.min_insync_replicas``, ``produce_purgatory`` (the broker's) and
+``fetch_purgatory`` (a follower's Fetch with nothing new
 parks there for up to its ``max_wait_ms``; the simulated broker wakes it when the
 partition changes and its timer expires it).
 
@@ -122,10 +123,8 @@ class SimHandlerCore:
         self.topic = topic
         self.config = BrokerConfig(node_id=broker.id, fetch_max_bytes=fetch_max_bytes,
                                    replica_lag_time_max_ms=replica_lag_time_max_ms)
-        self.image: MetadataImage | None = None
         self.fetch_purgatory: Purgatory[DelayedFetch] = Purgatory("fetch", broker.timer)
         self.fetch_sessions = FetchSessionCache(0, 0, 1, clock)  # KIP-227: none kept
-        self.hosted_topic_uuids: dict[str, bytes] = {}  # no topic ids (image None)
         self.isr = SimIsrProposals(broker, clock, replica_lag_time_max_ms)
         self.configs = SimTopicConfigs(broker)
         self.topic_metrics = BrokerTopicMetrics(max_topics=10)  # Produce counts into it
@@ -135,6 +134,17 @@ class SimHandlerCore:
         self.txn_verifier: TxnVerifier | None = None
         self.txn_marker_listener = None
         self._partitions = TopicPartitions(broker, topic)
+
+    @property
+    def image(self) -> MetadataImage:
+        """The broker process's metadata image (topic ids for Fetch v13+, leader hints)."""
+        return self.broker.metadata.image
+
+    @property
+    def hosted_topic_uuids(self) -> dict[str, bytes]:
+        """The hosted topic's id (its partition.metadata), when it has a UUID."""
+        hosted = self.broker.hosted_topic_id
+        return {self.topic: hosted} if isinstance(hosted, bytes) else {}
 
     @property
     def partitions(self) -> Mapping[TopicPartition, Partition]:

@@ -244,25 +244,22 @@ def test_compaction_above_the_high_watermark_is_caught(tmp_path: Path,
 RECREATE = {"topic_recreate_probability": 0.002}
 
 
-# Fetch v12 names topics, not ids: a broker still leading the deleted topic in leader
-# epoch 0 (it has not applied the delete yet) is fetched from by a follower of the new
-# topic in epoch 0 and serves it the deleted topic's records.  Fetch v13+ by topic id
-# (UNKNOWN_TOPIC_ID for an id the leader does not host; helper fetch13's replica fetcher)
-# closes it; strict: when it passes, drop the mark.
+# 4807: with leader epochs from 0 and Fetch v12 by name, a broker still leading the
+# deleted topic in epoch 0 (it had not applied the delete yet) was fetched from by a
+# follower of the new topic in epoch 0 and served it the deleted topic's records.
+# Followers fetch by topic id (Fetch v17) since: the stale leader answers
+# UNKNOWN_TOPIC_ID / INCONSISTENT_TOPIC_ID (broker/fetch_sessions/topic_ids.py).
+RECREATE_BY_NAME_SEED = 4807
 # 5028: a broker still leading the deleted topic in a higher epoch than the new topic's
 # (epochs from 0) fenced a new follower (FENCED_LEADER_EPOCH parks it until new
 # metadata), and once it applied the delete no metadata of that partition changed: the
 # follower stayed parked.  A parked follower now tries again on any new metadata
 # (BrokerCore.reconcile, SimBroker.apply_partition_state).
 RECREATE_PARKED_SEED = 5028
-FETCH_BY_NAME_GAP = pytest.mark.xfail(
-    raises=SimFailure, strict=True,
-    reason="Fetch v12 by name: a stale leader of the deleted topic in the same epoch")
 
 
 @pytest.mark.parametrize(("seed", "idempotent"), [
-    *((s, False) for s in range(4800, 4807)),
-    pytest.param(4807, False, marks=FETCH_BY_NAME_GAP),
+    *((s, False) for s in range(4800, 4807)), (RECREATE_BY_NAME_SEED, False),
     *((s, False) for s in range(4808, 4810)), (RECREATE_PARKED_SEED, False),
     *((s, True) for s in range(4810, 4816))])
 def test_a_recreated_topic_never_serves_or_copies_the_deleted_ones_records(
