@@ -172,7 +172,7 @@ def test_resume_controller_of_a_quorum_is_the_one_paused(tmp_path: Path) -> None
     state = new_state(str(tmp_path), 1, BASE, [], controllers=3)
     with pytest.raises(ClusterError, match="0 controllers paused"):
         controller_target(state, "resume")
-    sleeper = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    sleeper = subprocess.Popen([sys.executable, "-c", "import signal; signal.pause()"])
     try:
         os.kill(sleeper.pid, signal.SIGSTOP)
         wait_until(lambda: process_status(sleeper.pid) == "paused", 10,
