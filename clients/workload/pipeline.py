@@ -32,8 +32,10 @@ ledger (:mod:`clients.workload.ledger`): worker, session, txn, B, records, outco
 group has consumed A to its end: every partition's committed offset at A's last stable
 offset once that equals the high watermark (the markers are written), or every worker
 idle (polling, and no records for ``idle_s``: a worker stuck in a call is not idle) and
-an offset committed on every partition with records (librdkafka may leave a partition's
-position before its trailing markers), at most ``drain_timeout_s``.
+no committed record between a partition's committed offset and that end (librdkafka may
+leave a partition's position before its trailing markers; a group that is rebalancing
+leaves every worker idle too, so idleness alone proves nothing), at most
+``drain_timeout_s``.  The run's summary says which of the two ended it (:class:`Drain`).
 
 Costs: per A record one send; per transaction 3-4 coordinator round trips and a
 buffered ledger line.  Thread safety: one thread per worker, sharing only the ledger
@@ -237,10 +239,10 @@ def _zombie_commit(old: PipelineSession, tally: Tally) -> str:
 
 def run_pipeline(plan: PipelinePlan, ledger: LedgerWriter, tally: Tally,
                  producers_done: threading.Event, stop: threading.Event,
-                 errors: list[BaseException]) -> bool:
+                 errors: list[BaseException]) -> Drain:
     """Run the workers until A is consumed to its end after ``producers_done`` (see the
-    module docstring) or ``stop``; whether the group caught up.  A worker's exception
-    is appended to ``errors``."""
+    module docstring) or ``stop``; whether the group caught up, and how.  A worker's
+    exception is appended to ``errors``."""
     done = threading.Event()
     states = [_WorkerState() for _ in range(plan.workers)]
 
@@ -255,41 +257,82 @@ def run_pipeline(plan: PipelinePlan, ledger: LedgerWriter, tally: Tally,
                                 daemon=True) for w in range(plan.workers)]
     for t in threads:
         t.start()
-    caught_up = False
+    drain = Drain(False, "stopped before the producers were done")
     try:
         while not (producers_done.wait(0.2) or stop.is_set() or done.is_set()):
             pass
-        deadline = time.monotonic() + plan.drain_timeout_s
+        started = time.monotonic()
+        deadline = started + plan.drain_timeout_s
+        drain = Drain(False, f"not caught up within {plan.drain_timeout_s:g} s")
         with Consumer(plan.bootstrap, group_id=plan.group_id, isolation_level="read_committed",
                       enable_auto_commit=False, client_id=f"{plan.group_id}-drain") as probe, \
                 Consumer(plan.bootstrap, enable_auto_commit=False,
-                         client_id=f"{plan.group_id}-high-watermarks") as plain:
+                         client_id=f"{plan.group_id}-high-watermarks") as plain, \
+                Consumer(plan.bootstrap, isolation_level="read_committed",
+                         enable_auto_commit=False, client_id=f"{plan.group_id}-scan") as scan:
             while not (stop.is_set() or done.is_set()) and time.monotonic() < deadline:
                 now = time.monotonic()
                 idle = all(s.idle(now, plan.idle_s) for s in states)
-                if _caught_up(probe, plain, plan.source_topic, strict=not idle):
-                    caught_up = True
+                how = _caught_up(probe, plain, scan, plan.source_topic, strict=not idle)
+                if how is not None:
+                    drain = Drain(True, f"{how} after {time.monotonic() - started:.1f} s")
                     break
                 stop.wait(0.5)
     finally:
         done.set()
         for t in threads:
             t.join(60)
-    return caught_up
+    return drain
 
 
-def _caught_up(probe: Consumer, plain: Consumer, topic: str, *, strict: bool) -> bool:
-    """A's markers are all written (LSO = high watermark) and the group's committed
-    offsets are at that end on every partition (``strict``), or at least present on
-    every partition that has records."""
+@dataclass(frozen=True)
+class Drain:
+    """How the drain ended: whether the group consumed A to its end, and how it knows."""
+
+    caught_up: bool
+    how: str
+
+
+def _caught_up(probe: Consumer, plain: Consumer, scan: Consumer, topic: str, *,
+               strict: bool) -> str | None:
+    """How we know the group consumed A to its end, or None: A's markers are all written
+    (LSO = high watermark) and the group's committed offsets are at that end on every
+    partition; or, with every worker idle (not ``strict``), a partition whose committed
+    offset stops short of the end (librdkafka may leave its position before trailing
+    markers) has no committed record left between the two (read by ``scan``)."""
     try:
         tps = [TopicPartition(topic, p) for p in sorted(probe.partitions_for(topic) or [])]
         stable = probe.end_offsets(tps)
         if not tps or stable != plain.end_offsets(tps):
-            return False
+            return None
         committed = probe.committed(tps)
+        offsets = {tp: (c.offset if (c := committed.get(tp)) is not None else None)
+                   for tp in tps}
+        short = {tp: o for tp, o in offsets.items() if o is None or o < stable[tp]}
+        if not short:
+            return "every partition's committed offset at its end"
+        if strict or any(not _nothing_left(scan, tp, start, stable[tp])
+                         for tp, start in short.items()):
+            return None
     except MiniKafkaError:
-        return False
-    if not strict:  # every worker idle: the group has committed on every partition with data
-        return all(committed.get(tp) is not None or stable[tp] == 0 for tp in tps)
-    return all((c := committed.get(tp)) is not None and c.offset >= stable[tp] for tp in tps)
+        return None
+    return "workers idle, no committed record past the group's offsets (" + ", ".join(
+        f"{tp.partition}: {start} of {stable[tp]}" for tp, start in short.items()) + ")"
+
+
+def _nothing_left(scan: Consumer, tp: TopicPartition, start: int | None, end: int,
+                  timeout_s: float = 10.0) -> bool:
+    """No record ``scan`` (read_committed) returns in [start, end) of ``tp`` (from the log
+    start when ``start`` is None): aborted data and markers only."""
+    scan.assign([tp])
+    if start is None:
+        scan.seek_to_beginning([tp])
+    else:
+        scan.seek(tp, start)
+    deadline = time.monotonic() + timeout_s
+    while scan.position(tp) < end:
+        if time.monotonic() > deadline:
+            return False
+        if any(r.offset < end for records in scan.poll(200).values() for r in records):
+            return False
+    return True

@@ -168,6 +168,7 @@ class WorkloadResult:
     transactions: Counter[str] = field(default_factory=Counter)  # outcome / event -> count
     pipeline_topic: str = ""
     pipeline_caught_up: bool | None = None  # None: no pipeline
+    pipeline_drain: str = ""  # how the pipeline's drain ended
 
     def summary_lines(self) -> list[str]:
         rate = self.acked / self.elapsed_s if self.elapsed_s > 0 else 0.0
@@ -183,6 +184,7 @@ class WorkloadResult:
                          f"({'consumed to the end' if self.pipeline_caught_up else 'NOT caught up'}"
                          "): " + ", ".join(f"{k[9:]} {n}" for k, n in sorted(
                              self.transactions.items()) if k.startswith("pipeline_")))
+            lines.append(f"  pipeline drain: {self.pipeline_drain}")
         for f in self.faults:
             when = "" if f.ran_at_ms < 0 else f" at {f.ran_at_ms / 1000:.1f} s"
             lines.append(f"  fault {f.event.describe()}{when}: {f.outcome}")
@@ -407,8 +409,8 @@ def _pipeline_thread(config: WorkloadConfig, ledger: LedgerWriter, counters: _Co
 
     def drive() -> None:
         try:
-            result.pipeline_caught_up = run_pipeline(plan, ledger, counters.tally,
-                                                     producers_done, stop, errors)
+            drain = run_pipeline(plan, ledger, counters.tally, producers_done, stop, errors)
+            result.pipeline_caught_up, result.pipeline_drain = drain.caught_up, drain.how
         except BaseException as exc:
             errors.append(exc)
             result.pipeline_caught_up = False
