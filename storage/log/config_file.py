@@ -16,18 +16,22 @@ Format: one JSON object, :meth:`LogConfig.to_dict` (field names, plain values)::
     <data_dir>/<topic>-<partition>/log.config
         {"segment_bytes": 100000, "index_interval_bytes": 8192, ...}
 
-Contract: :func:`write_log_config` replaces the file durably (temp file, fsync, rename,
-fsync of the directory); :class:`~storage.log.log.Log` calls it when it is created and
-when its config changes (:meth:`~storage.log.log.Log.update_config`).
+Contract: :func:`write_log_config` replaces the file (temp file, rename) without an
+fsync: a killed process loses nothing of it (the page cache outlives it), and after a
+power cut the file may be missing, empty, torn or the one before, which the reader
+refuses or takes as it is (only index density depends on it).  A config change reaches
+every partition of its topic at once on the broker's event loop, so two fsyncs per
+partition there would stall it.  :class:`~storage.log.log.Log` calls it when it is created
+and when its config changes (:meth:`~storage.log.log.Log.update_config`).
 :func:`read_log_config` returns the stored config, or None when there is none or it
 cannot be used (unreadable, not JSON, a key or value :meth:`LogConfig.from_dict`
 refuses: logged); the caller then opens with the config it has.  The file is advisory:
 it decides how densely rebuilt indexes are, never which bytes a log keeps.  Log recovery
 leaves it alone (not a segment or an index).
 
-Costs: one small read per log open that asks for it; two fsyncs per write, only at a
-log's creation and at a config change.  Thread-safety: one thread per log directory, as
-for the log itself.
+Costs: one small read per log open that asks for it; one small write and a rename, no
+fsync, at a log's creation and at each config change.  Thread-safety: one thread per log
+directory, as for the log itself.
 """
 
 from __future__ import annotations
@@ -38,7 +42,7 @@ from pathlib import Path
 
 from clients.protocol.errors import InvalidConfigError
 from storage.config import LogConfig
-from storage.file_io import atomic_write_text, read_small_file
+from storage.file_io import atomic_write_bytes, read_small_file
 
 __all__ = ["LOG_CONFIG_FILE", "read_log_config", "write_log_config"]
 
@@ -71,6 +75,7 @@ def read_log_config(log_dir: Path) -> LogConfig | None:
 
 
 def write_log_config(log_dir: Path, config: LogConfig) -> None:
-    """Store ``config`` in ``log_dir`` (durably: temp file, fsync, rename, fsync dir)."""
-    atomic_write_text(log_dir / LOG_CONFIG_FILE,
-                      json.dumps(config.to_dict(), sort_keys=True) + "\n")
+    """Store ``config`` in ``log_dir`` (temp file, rename; not fsync'd: see above)."""
+    atomic_write_bytes(log_dir / LOG_CONFIG_FILE,
+                       json.dumps(config.to_dict(), sort_keys=True).encode() + b"\n",
+                       durable=False)
