@@ -142,9 +142,9 @@ class BrokerCore:
         self.log_manager = LogManager(
             self.data_dir, self.configs.default_log_config(),
             config_for=self.configs.log_config_for,
-            cleaner_config=CleanerConfig(
-                dedupe_buffer_bytes=config.log_cleaner_dedupe_buffer_bytes,
-                step_bytes=config.log_cleaner_step_bytes),
+            prefer_stored_configs=self.controller_mode,  # no image yet at startup: see there
+            cleaner_config=CleanerConfig(dedupe_buffer_bytes=config.log_cleaner_dedupe_buffer_bytes,
+                                         step_bytes=config.log_cleaner_step_bytes),
             scrub_step_bytes=max(4096, config.log_scrub_bytes_per_second
                                  * config.log_scrub_interval_ms // 1000),
             scrub_round_pause_ms=config.log_scrub_round_pause_ms)
@@ -240,9 +240,9 @@ class BrokerCore:
         """Whether hosted logs have their topics' configs: standalone, from the registry
         loaded at startup; with a controller, once a complete metadata image was
         reconciled (the metadata follower installs an empty image before it has fetched
-        anything).  Until then logs are open with the broker's defaults, so retention and
-        compaction wait (a topic kept forever, or compacted, must not be cleaned by the
-        defaults)."""
+        anything).  Until then logs are open with the config stored beside them (maybe
+        older, storage/log/config_file.py) or the defaults, so retention and compaction
+        wait (a topic kept forever, or compacted, must not be cleaned by those)."""
         return not self.controller_mode or self.image_reconciled
 
     def run_retention(self) -> int:

@@ -16,7 +16,8 @@ Data directory layout (everything else is ignored and reported)::
                                          recovery cut, not yet back in an ISR (log end
                                          after the cut; written by the owner via
                                          write_recovery_cuts)
-      <topic>-<partition>/               one Log (segments, indexes, leader-epoch-checkpoint)
+      <topic>-<partition>/               one Log (segments, indexes, leader-epoch-checkpoint,
+                                         log.config: storage.log.config_file)
       <topic>-<partition>.<uuid>-delete/ a deleted log being removed (finished at startup)
 
 Checkpoint formats: see :mod:`storage.checkpoint`.  The names of log directories, the
@@ -117,12 +118,19 @@ class LogManager:
         cleaner_config: CleanerConfig | None = None,
         scrub_step_bytes: int = 1 << 20,
         scrub_round_pause_ms: int = 0,
+        prefer_stored_configs: bool = False,
     ) -> None:
+        """``prefer_stored_configs``: ``config_for`` does not know the topics' configs
+        when :meth:`startup` loads the logs (a broker in a cluster, before its first
+        metadata image), so each log opens and recovers with the config stored beside
+        it (:mod:`storage.log.config_file`) where there is one; the owner gives it its
+        topic's config later (:meth:`Log.update_config`)."""
         if not isinstance(load_threads, int) or not 1 <= load_threads <= MAX_LOAD_THREADS:
             raise ValueError(f"load_threads must be in [1, {MAX_LOAD_THREADS}], got {load_threads}")
         self.data_dir = Path(data_dir)
         self.default_config = default_config if default_config is not None else LogConfig()
         self._config_for = config_for
+        self._prefer_stored_configs = prefer_stored_configs
         self._clock_ms = clock_ms
         self.load_threads = load_threads
         self.schedule = schedule if schedule is not None else ManagerSchedule()
@@ -198,6 +206,7 @@ class LogManager:
                     log_start_offset=log_start_offsets.get(tp, 0),
                     had_clean_shutdown=clean,
                     clock_ms=self._clock_ms,
+                    prefer_stored_config=self._prefer_stored_configs,
                 )
             except Exception as exc:
                 exc.add_note(f"while loading partition log {path}")

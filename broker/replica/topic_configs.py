@@ -101,7 +101,8 @@ class TopicConfigs:
         """Give every hosted log, leader or follower, the config its topic has now: the
         one way a topic's settings reach its logs after they were opened (a config
         change, standalone or through the metadata image; every reconcile, so also the
-        first after a restart, when the logs were opened with the broker's defaults).
+        first after a restart, when the logs were opened with the config stored beside
+        them, storage/log/config_file.py, which may be older).
         :meth:`Log.update_config` reaches the segments too.  Logs created later take
         the same :meth:`log_config_for` (the LogManager's ``config_for``)."""
         wanted: dict[str, LogConfig] = {}

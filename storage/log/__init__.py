@@ -19,7 +19,9 @@ Modules, one concept each:
 * :mod:`~storage.log.recovery` (open-time load and repair), :mod:`~storage.log.validator`
   (the batch rules shared by appends and rescans), :mod:`~storage.log.invariants` (the
   structural check over a SegmentList), :mod:`~storage.log.txn_rebuild` (the segments'
-  ``.txnindex`` checked against the batches at open, rebuilt from the log).
+  ``.txnindex`` checked against the batches at open, rebuilt from the log),
+  :mod:`~storage.log.config_file` (``log.config``: the LogConfig the log was last given,
+  what it opens and recovers with when its owner does not know the config yet).
 
 Why this cut: the invariants that tie the segment list to its offsets (LEO = the active
 segment's end, log start within the segments, the recovery point at or below the LEO)
@@ -37,6 +39,7 @@ inside run one way: ``log`` imports the others; ``appender`` imports ``segment_l
 ``segment_policy`` and ``validator``; ``reader`` and ``invariants`` import
 ``segment_list``; ``segment_list`` and ``segment_policy`` import ``storage.segment``;
 ``validator`` and ``recovery`` import ``storage.records.scan``; ``recovery`` imports
-``txn_rebuild``, which imports ``storage.segment`` and ``storage.records.scan``.
+``txn_rebuild``, which imports ``storage.segment`` and ``storage.records.scan``;
+``config_file`` imports ``storage.config`` and ``storage.file_io``.
 Import names from their defining module; this ``__init__`` exports nothing.
 """

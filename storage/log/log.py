@@ -14,6 +14,8 @@ Directory layout (formats: :mod:`storage.segment`, :mod:`storage.index.offset_in
     00000000000000001200.timeindex  preallocated to segment_index_bytes, mmapped
     recovery-cut                    only while a cut by log recovery is unacknowledged
                                     (:mod:`storage.log.recovery`)
+    log.config                      the LogConfig the log was last given
+                                    (:mod:`storage.log.config_file`)
 
 :class:`Log` owns four collaborators and delegates to them explicitly: a
 :class:`~storage.log.segment_list.SegmentList` (the segments, the offsets and every edit of
@@ -74,6 +76,7 @@ O(segments) + the fsyncs; reads, edits and retention: see their modules.
 
 from __future__ import annotations
 
+import logging
 import shutil
 import time
 from collections.abc import Callable, Iterator, Sequence
@@ -86,6 +89,7 @@ from storage.config import LogConfig
 from storage.errors import StorageError
 from storage.index.txn_index import AbortedTxn
 from storage.log.appender import LogAppender, byte_view
+from storage.log.config_file import read_log_config, write_log_config
 from storage.log.invariants import check_log_invariants
 from storage.log.reader import FetchDataInfo, LogReader, TimestampAndOffset
 from storage.log.recovery import RecoveryReport, acknowledge_cut, load_segments
@@ -105,6 +109,8 @@ from storage.records.scan import INT32_MAX
 from storage.segment import Segment
 
 __all__ = ["Log", "wall_clock_ms"]
+
+log = logging.getLogger(__name__)
 
 _INT64_MAX, _INT64_MIN = 2**63 - 1, -(2**63)
 
@@ -155,15 +161,19 @@ class Log:
     @classmethod
     def open(cls, dir: str | Path, config: LogConfig, *, recovery_point: int = 0,
              log_start_offset: int = 0, had_clean_shutdown: bool = False,
-             clock_ms: Callable[[], int] = wall_clock_ms) -> Log:
+             clock_ms: Callable[[], int] = wall_clock_ms,
+             prefer_stored_config: bool = False) -> Log:
         """Open (creating if missing) and, after an unclean shutdown, recover the log.
 
         ``recovery_point`` and ``log_start_offset`` come from the owner's checkpoints;
-        what recovery did is in :attr:`recovery_report`.
+        what recovery did is in :attr:`recovery_report`.  ``prefer_stored_config``: the
+        owner does not know the log's config yet, so the one stored beside the log
+        (:mod:`storage.log.config_file`; a created log stores ``config``) wins.
         """
         directory = Path(dir)
         directory.mkdir(parents=True, exist_ok=True)
         now = clock_ms()
+        config = (read_log_config(directory) if prefer_stored_config else None) or config
 
         def open_segment(base: int) -> Segment:
             return Segment(directory, base, config, create=False, now_ms=now)
@@ -175,6 +185,7 @@ class Log:
         if created:
             loaded = [Segment(directory, max(log_start_offset, 0), config, create=True,
                               now_ms=now)]
+            write_log_config(directory, config)
         if had_clean_shutdown and report.segments_rescanned == 0:
             recovery_point = loaded[-1].next_offset  # else only a flush advances it (Kafka)
         segments = SegmentList(directory, config, loaded, log_start_offset=log_start_offset,
@@ -367,8 +378,14 @@ class Log:
         reaching a log opened with the broker's defaults): validation, later appends,
         rolls, flushes, retention and cleaning follow it, the active segment too (its
         index interval and preallocated index size); batches and index entries already
-        written stay as they are.  O(segments)."""
+        written stay as they are.  A change is stored beside the log
+        (:mod:`storage.log.config_file`; a failed write is only logged).  O(segments)."""
         self._check_open()
+        if config != self.config:
+            try:
+                write_log_config(self.dir, config)
+            except OSError as exc:
+                log.warning("%s: cannot store the log's config: %s", self.dir, exc)
         self.config = config
         self._segments.update_config(config)
         self._policy = SegmentPolicy(config)

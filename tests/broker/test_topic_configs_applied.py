@@ -19,6 +19,7 @@ is read by the controller's elections only (broker/controller), not by brokers.
 from __future__ import annotations
 
 import dataclasses
+import os
 from pathlib import Path
 from typing import Any
 
@@ -42,6 +43,7 @@ from storage.config import LogConfig
 from storage.index.offset_index import OffsetIndex
 from storage.index.time_index import TimeIndex
 from storage.log.log import Log, wall_clock_ms
+from storage.log_dirs import CLEAN_SHUTDOWN_MARKER
 from tests.broker.handlers.wire import call
 from tests.broker.image_feed import ImageFeed
 from timer.clock import ManualClock
@@ -178,8 +180,9 @@ def test_configs_reach_leader_and_follower_at_creation_on_change_and_back_to_def
 
 def test_configs_reach_leader_and_follower_after_a_restart(tmp_path: Path) -> None:
     """A restarted broker opens its logs before it has a metadata image, so with the
-    broker's defaults (and an active segment built from them); once the image arrives
-    the topic's configs hold again, the active segment's included."""
+    config stored beside each log (storage/log/config_file.py: the topic's as last
+    applied); once the image arrives the topic's configs hold again, the active
+    segment's included."""
     data = tmp_path / "b1"
     core = started(data)
     try:
@@ -190,9 +193,51 @@ def test_configs_reach_leader_and_follower_after_a_restart(tmp_path: Path) -> No
     core = started(data)
     try:
         opened = core.log_manager.get_log("t", 0)
-        assert opened is not None and opened.config == DEFAULTS  # no image yet
+        assert opened is not None and opened.config == expected(SECOND)  # no image yet
         created(core, SECOND)
         assert_applied(core, expected(SECOND), 2)
+    finally:
+        core.shutdown()
+
+
+def index_entries(batch_sizes: list[int], interval: int) -> int:
+    """Offset-index entries a segment of these batches has (storage/segment.py's rule:
+    the first batch, then the first after every ``interval`` bytes)."""
+    entries, since = 0, 0
+    for size in batch_sizes:
+        if since >= interval or not entries:
+            entries, since = entries + 1, 0
+        since += size
+    return entries
+
+
+def test_an_unclean_restart_rebuilds_indexes_with_the_topics_interval(tmp_path: Path) -> None:
+    """A broker killed (no clean shutdown) rescans its logs at the next start, before its
+    metadata image says what the topics' configs are: the rebuilt offset index has the
+    entries the topic's ``index.interval.bytes`` gives, not the broker default's (seen:
+    3 entries where 8192 gives 2 in tests/broker/test_topic_configs_cluster.py)."""
+    data = tmp_path / "b1"
+    topic = {"index.interval.bytes": "8192"}
+    core = started(data)
+    try:
+        created(core, topic)
+        log = core.partitions[LEADS].log
+        for value_bytes in (4000, 4000, 23000, 4000, 4000):  # the flake's batch shapes
+            log.append_as_leader(build_batch([(b"k", os.urandom(value_bytes),
+                                               wall_clock_ms(), ())]), 0)
+        sizes = [b.size for b in log.active.iter_batches(0)]
+        assert index_entries(sizes, 8192) != index_entries(sizes, DEFAULTS.index_interval_bytes)
+    finally:
+        core.shutdown()
+    (data / CLEAN_SHUTDOWN_MARKER).unlink()  # what a SIGKILL leaves: an unclean stop
+    core = started(data)
+    try:
+        opened = core.log_manager.get_log(*LEADS)
+        assert opened is not None and core.image is None  # before any metadata
+        assert opened.recovery_report.segments_rescanned == 1
+        assert opened.active.index.entries == index_entries(sizes, 8192)
+        created(core, topic)
+        assert_log_has(core.partitions[LEADS].log, expected(topic))
     finally:
         core.shutdown()
 

@@ -146,8 +146,10 @@ def test_topic_configs_hold_on_every_replica_from_creation_through_changes_and_r
         end = in_sync(cluster)
         assert check_segments(cluster, start + 1, end, 100000, 8192) > 3 * 3
 
-        # every broker restarted: its logs open with the broker's defaults and take the
-        # topic's configs from the metadata image (the active segment's index too)
+        # every broker restarted (SIGKILL): its logs recover with the config stored beside
+        # them (storage/log/config_file.py; the defaults rebuilt the rescanned active
+        # segment's index with 4096, the flake) and take the topic's configs from the
+        # metadata image (the active segment's index too)
         active = min(int(sorted(d.glob("*.log"))[-1].stem)
                      for d in replica_dirs(cluster).values())
         assert active > start  # created under the AlterConfigs' set
