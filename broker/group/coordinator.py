@@ -176,8 +176,10 @@ class GroupCoordinator:
     def join_group(self, body: JoinGroupRequest, respond: Respond[JoinGroupResponse],
                    client_id: str = "", client_host: str = "",
                    require_member_id: bool = True) -> None:
-        """JoinGroup; of a consumer group (KIP-848), served by ``classic_members``."""
-        if self._served_by_consumer_group(body["group_id"]):
+        """JoinGroup; of a consumer group (KIP-848), served by ``classic_members``
+        (an empty one becomes a classic group first if the migration policy allows)."""
+        if self._served_by_consumer_group(body["group_id"]) \
+                and not self.conversion.forget_empty(body["group_id"]):
             self.classic_members.join_group(body, respond, client_id, client_host,
                                             require_member_id)
             return

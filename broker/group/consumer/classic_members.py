@@ -14,11 +14,13 @@ only once its previous owner gave it up); the classic requests only carry it:
   which gave everything up before rejoining) are what it still holds.  A new member
   (empty member id: MEMBER_ID_REQUIRED with a generated one from JoinGroup v4; up to
   the group's ``max_size``) joins with epoch 0 as a ConsumerGroupHeartbeat would; a
-  known one is reconciled against its owned partitions.  Answered once the records are
-  written: generation = its member epoch, its first protocol's name, no leader (every
-  classic member is a follower: the group assigns).  A member id of a member speaking
-  KIP-848's protocol: UNKNOWN_MEMBER_ID; a session timeout outside the classic bounds:
-  INVALID_SESSION_TIMEOUT.
+  known one is reconciled against its owned partitions.  Memory: the classic room's
+  bounds on protocols (``max_member_metadata_bytes`` per member: INVALID_REQUEST;
+  ``max_metadata_bytes`` over the group's classic members: GROUP_MAX_SIZE_REACHED).
+  Answered once the records are written: generation = its member epoch, its first
+  protocol's name, no leader (every classic member is a follower: the group assigns).
+  A member id of a member speaking KIP-848's protocol: UNKNOWN_MEMBER_ID; a session
+  timeout outside the classic bounds: INVALID_SESSION_TIMEOUT.
 - **SyncGroup**: its current assignment, as ConsumerProtocolAssignment v0.
 - **Heartbeat**: restarts its session timeout (its own, from JoinGroup); answers
   REBALANCE_IN_PROGRESS when it must rejoin: its epoch is behind the group epoch, it must
@@ -158,6 +160,10 @@ class ClassicMembers:
             respond(join_error(member_id, ErrorCode.GROUP_MAX_SIZE_REACHED,
                                f"group {group_id!r} is full"))
             return
+        refused = self._too_large(group, member_id, protocols)
+        if refused is not None:
+            respond(join_error(member_id, *refused))
+            return
         before = GroupSnapshot.of(group)
         joining = member is None
         member = member or ConsumerGroupMember(member_id, client_id, client_host)
@@ -188,6 +194,23 @@ class ClassicMembers:
             respond(answer if code == ErrorCode.NONE else join_error(member_id, code))
 
         self.consumer.write(group, before, done=written)
+
+    def _too_large(self, group: ConsumerGroup, member_id: str,
+                   protocols: tuple[tuple[str, bytes], ...]) -> Error | None:
+        """The classic room's memory bounds on what classic members hold (their
+        protocols): one member's, and the group's."""
+        need = sum(len(name) + len(data) for name, data in protocols) + len(member_id)
+        if need > self.config.max_member_metadata_bytes:
+            return (ErrorCode.INVALID_REQUEST, f"the member's protocols take {need} bytes, "
+                    f"more than {self.config.max_member_metadata_bytes}")
+        held = sum(len(name) + len(data) + len(m.member_id) for m in group.members.values()
+                   if m.classic is not None and m.member_id != member_id
+                   for name, data in m.classic.protocols)
+        if held + need > self.config.max_metadata_bytes:
+            return (ErrorCode.GROUP_MAX_SIZE_REACHED, f"the classic members of group "
+                    f"{group.group_id!r} would hold more than {self.config.max_metadata_bytes} "
+                    "bytes of protocols")
+        return None
 
     # -- SyncGroup, Heartbeat ----------------------------------------------------------
 

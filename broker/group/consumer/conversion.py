@@ -19,6 +19,8 @@ metadata_manager.GroupMetadataManager`, the member sessions, the join room) and 
   in this order: the classic group's record (no members) and the consumer group's
   records, so a coordinator that loads the partition finds the consumer group (a
   consumer group's id wins over an Empty classic group's).
+- :meth:`forget_empty` before a JoinGroup naming an empty consumer group: it is
+  forgotten if the policy allows downgrades, and the classic room serves the join;
 - :meth:`maybe_downgrade` after a KIP-848 member left or was fenced: when
   :func:`~broker.group.consumer.migration.downgrade_due`, the consumer group's records
   get tombstones and leave the cache, the classic members become the members of the
@@ -100,6 +102,19 @@ class GroupConversion:
         group.clear_members()
         group.protocol_type = group.protocol_name = group.leader_id = None
         group.transition(GroupEvent.CONVERTED, self.clock.now_ms())
+
+    def forget_empty(self, group_id: str) -> bool:
+        """A classic JoinGroup names an empty consumer group: when the policy allows
+        downgrades it is forgotten (tombstones written; its offsets stay with the classic
+        group of that id) and the join is the classic room's (Kafka's
+        ``maybeDeleteEmptyConsumerGroup``).  Whether it was."""
+        group = self.consumer.groups.get(group_id)
+        if group is None or group.members \
+                or not self.consumer.config.migration_policy.downgrade_enabled:
+            return False
+        self.consumer.delete_error(group_id)
+        log.info("group %s: empty consumer group becomes a classic group", group_id)
+        return True
 
     def maybe_downgrade(self, group_id: str) -> None:
         group = self.consumer.groups.get(group_id)

@@ -341,3 +341,22 @@ def test_the_broker_setting_takes_kafkas_policies() -> None:
         pass
     else:
         raise AssertionError("an unknown policy was accepted")
+
+
+def test_classic_joins_into_a_consumer_group_are_bounded_and_an_empty_one_downgrades() -> None:
+    h = Harness()
+    h.hb("c", 0, [])
+    big = encode_subscription(Subscription(("orders",), user_data=b"x" * (1024 * 1024)))
+    assert h.join("", big).code == ErrorCode.INVALID_REQUEST  # over the member bound
+    joined = h.join("")  # a new classic member of the consumer group
+    assert joined.code == ErrorCode.NONE and joined.answer["leader"] == ""
+    member_id = joined.answer["member_id"]
+    assert h.c.consumer.groups["g"].members[member_id].classic is not None
+    box = Box()
+    h.c.leave_group({"group_id": "g", "members": [
+        {"member_id": member_id, "group_instance_id": None}]}, box)
+    assert box.answer["members"][0]["error_code"] == 0
+    assert h.hb("c", -1)["error_code"] == 0  # the group is empty now
+    assert h.c.consumer.is_consumer_group("g")
+    h.join("")  # a classic JoinGroup: the empty consumer group becomes a classic group
+    assert not h.c.consumer.is_consumer_group("g") and len(h.c.groups["g"].members) == 1
