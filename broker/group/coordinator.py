@@ -215,7 +215,7 @@ class GroupCoordinator:
                                  client_id: str = "", client_host: str = "") -> None:
         """ConsumerGroupHeartbeat; a first one naming a classic group with members may
         convert it first (``conversion``, Kafka's online upgrade)."""
-        self.conversion.maybe_upgrade(body)
+        self.conversion.maybe_upgrade(body, version)
         self.consumer.heartbeat(body, version, respond, client_id, client_host)
 
     def consumer_group_describe(self, group_id: str) -> ConsumerGroupDescribeResponseGroup:

@@ -9,8 +9,8 @@ with the classic rooms it touches (the group cache :class:`~broker.group.
 metadata_manager.GroupMetadataManager`, the member sessions, the join room) and the
 :class:`~broker.group.consumer.coordinator.ConsumerGroupCoordinator`, and called by it:
 
-- :meth:`maybe_upgrade` before a ConsumerGroupHeartbeat is served: a first heartbeat
-  (epoch 0) naming a classic group with members converts it when
+- :meth:`maybe_upgrade` before a ConsumerGroupHeartbeat is served: a well-formed first
+  heartbeat (epoch 0) naming a classic group with members converts it when
   :func:`~broker.group.consumer.migration.upgrade_refusal` finds nothing against it.
   The classic group's join phase and session timeouts are cancelled, members parked in
   JoinGroup/SyncGroup are answered REBALANCE_IN_PROGRESS (they rejoin, now served by the
@@ -67,13 +67,14 @@ class GroupConversion:
         self.rebalancer = rebalancer
         self.consumer = consumer
 
-    def maybe_upgrade(self, body: ConsumerGroupHeartbeatRequest) -> None:
+    def maybe_upgrade(self, body: ConsumerGroupHeartbeatRequest, version: int) -> None:
         group_id = body["group_id"]
         classic = self.manager.groups.get(group_id)
         if (body["member_epoch"] != 0 or classic is None or not classic.members
                 or self.consumer.is_consumer_group(group_id)
-                or self.manager.coordinator_error(group_id) is not None):
-            return
+                or self.manager.coordinator_error(group_id) is not None
+                or self.consumer.request_error(body, version) is not None):
+            return  # (a refused request converts nothing)
         config = self.consumer.config
         refusal = upgrade_refusal(config.migration_policy, classic, config.max_size)
         if refusal is None:

@@ -172,7 +172,9 @@ class ConsumerGroupCoordinator:
 
     # -- ConsumerGroupHeartbeat --------------------------------------------------------
 
-    def _request_error(self, body: ConsumerGroupHeartbeatRequest, version: int) -> Error | None:
+    def request_error(self, body: ConsumerGroupHeartbeatRequest, version: int) -> Error | None:
+        """Why the request itself is refused (None: it is well-formed); see the module
+        docstring."""
         epoch, member_id = body["member_epoch"], body["member_id"]
         if not body["group_id"]:
             return ErrorCode.INVALID_REQUEST, "GroupId can't be empty"
@@ -254,7 +256,7 @@ class ConsumerGroupCoordinator:
                    client_id: str, client_host: str) -> ConsumerGroupHeartbeatResponse:
         group_id, epoch = body["group_id"], body["member_epoch"]
         member_id = body["member_id"]
-        error = self._request_error(body, version) or self.manager.coordinator_error(group_id)
+        error = self.request_error(body, version) or self.manager.coordinator_error(group_id)
         if error is None:
             classic = self.manager.groups.get(group_id)
             if group_id not in self.groups and classic is not None \

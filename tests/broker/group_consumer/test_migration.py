@@ -292,6 +292,19 @@ def test_a_classic_join_into_the_consumer_group_needs_a_subscription() -> None:
     assert set(h.c.consumer.groups["g"].members) == {h.m("a"), "c"}
 
 
+def test_a_malformed_first_heartbeat_converts_nothing() -> None:
+    h = Harness()
+    h.classic_group()
+    box = Box()
+    h.c.consumer_group_heartbeat({  # type: ignore[typeddict-item]
+        "group_id": "g", "member_id": "c", "member_epoch": 0, "instance_id": None,
+        "rack_id": None, "rebalance_timeout_ms": -1, "subscribed_topic_names": ["orders"],
+        "subscribed_topic_regex": None, "server_assignor": None, "topic_partitions": []},
+        1, box)
+    assert box.code == ErrorCode.INVALID_REQUEST  # no rebalance timeout when joining
+    assert not h.c.consumer.is_consumer_group("g") and len(h.c.groups["g"].members) == 2
+
+
 def test_no_upgrade_when_the_policy_forbids_it() -> None:
     h = Harness(policy=MigrationPolicy.DOWNGRADE)
     h.classic_group()
