@@ -142,8 +142,11 @@ def test_a_consumer_protocol_member_upgrades_a_classic_group(
         capsys.readouterr()
         assert cli_main(["groups", "describe", GROUP, "--members",
                          "--bootstrap-server", cluster.bootstrap]) == 0
-        out = capsys.readouterr().out
-        assert len(out.strip().splitlines()) == 4, out  # a header and three members
+        rows = [line.split() for line in capsys.readouterr().out.splitlines()]
+        assert rows[0][-1] == "MEMBER-EPOCH" and len(rows) == 4, rows  # three members
+        assert cli_main(["groups", "describe", GROUP,
+                         "--bootstrap-server", cluster.bootstrap]) == 0
+        assert "Type: consumer" in capsys.readouterr().out
         produce(cluster.bootstrap, 300, 300)
         every = {str(i).encode() for i in range(600)}
         wait_until(lambda: every <= {v for m in members for v in m.values}, 60,
