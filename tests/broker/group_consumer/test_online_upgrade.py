@@ -7,7 +7,8 @@ partition ends up owned exactly once across the three (checked at every change, 
 each member's rebalance listener), the offsets committed by the classic group are kept,
 and DescribeGroups / ``minikafka groups describe`` show the group's type consumer.
 When the KIP-848 member closes, the group converts back: a classic group whose two
-members own every partition again."""
+members own every partition again.  And (slow, three brokers) a converted group survives
+the loss of its coordinator."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ import threading
 import time
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -22,10 +24,12 @@ from clients.admin import Admin
 from clients.cli.main import main as cli_main
 from clients.consumer.consumer import Consumer
 from clients.producer.producer import Producer
+from clients.protocol.api_keys import ApiKey
 from clients.protocol.topics import TopicPartition
 from clients.types import NewTopic
 from tests.broker.cluster_harness import LocalCluster
 from tests.broker.processes import wait_until
+from tests.broker.raw_kafka import call, connect
 
 pytestmark = pytest.mark.multiprocess
 
@@ -165,4 +169,70 @@ def test_a_consumer_protocol_member_upgrades_a_classic_group(
     finally:
         for m in members:
             m.finish()
+    assert owners.overlaps == []
+
+
+def _describe_at(port: int) -> dict[str, Any] | None:
+    """The group as broker ``port`` describes it (ConsumerGroupDescribe; None: it is not
+    the coordinator, or down)."""
+    try:
+        sock = connect(port, 5)
+    except OSError:
+        return None
+    try:
+        group: dict[str, Any] = call(sock, ApiKey.CONSUMER_GROUP_DESCRIBE, 0, {
+            "group_ids": [GROUP], "include_authorized_operations": False})["groups"][0]
+    except (OSError, ValueError):
+        return None
+    finally:
+        sock.close()
+    return group if group["error_code"] == 0 else None
+
+
+@pytest.mark.slow
+def test_a_converted_group_survives_its_coordinator(tmp_path: Path) -> None:
+    """Three brokers: the group is upgraded, then its coordinator's broker is killed; the
+    new coordinator loads the consumer group with its classic members (their records
+    carry their classic metadata) and every partition is owned exactly once again, by
+    the same three members."""
+    owners = Owners()
+    members: list[Member] = []
+    with LocalCluster(tmp_path, 3, overrides={
+            "group_initial_rebalance_delay_ms": 0,
+            "group_consumer_heartbeat_interval_ms": 500}) as cluster, \
+            Admin(cluster.bootstrap) as admin:
+        admin.create_topics([NewTopic(TOPIC, PARTITIONS, 3)])
+        ports = {str(i): cluster.base_port + i for i in range(3)}
+        found: dict[str, Any] = {}
+
+        def converged(exclude: str = "") -> bool:
+            for broker, port in ports.items():
+                group = None if broker == exclude else _describe_at(port)
+                if group is not None and group["group_state"] == "Stable" \
+                        and len(group["members"]) == 3:
+                    found.update(broker=broker, group=group)
+                    return owners.exactly_once({"classic0", "classic1", "kip848"})
+            return False
+
+        try:
+            members += [Member(f"classic{i}", cluster.bootstrap, owners, "classic")
+                        for i in range(2)]
+            for m in members:
+                m.start()
+            wait_until(lambda: owners.exactly_once({"classic0", "classic1"}), 60,
+                       "two classic members own every partition")
+            members.append(Member("kip848", cluster.bootstrap, owners, "consumer"))
+            members[-1].start()
+            wait_until(converged, 60, "the upgraded group Stable, partitions owned once", 0.2)
+            coordinator, before = found["broker"], found["group"]
+            cluster.kill(coordinator)
+            wait_until(lambda: converged(exclude=coordinator), 90,
+                       "the group Stable at a new coordinator", 0.2)
+            after = found["group"]
+        finally:
+            for m in members:
+                m.finish()
+    assert {m["member_id"] for m in after["members"]} == \
+        {m["member_id"] for m in before["members"]}  # loaded, classic members included
+    assert after["group_epoch"] >= before["group_epoch"]
     assert owners.overlaps == []
