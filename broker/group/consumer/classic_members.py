@@ -12,9 +12,9 @@ only once its previous owner gave it up); the classic requests only carry it:
   that do not decode, or a protocol type other than ``consumer``:
   INCONSISTENT_GROUP_PROTOCOL); its owned partitions (v1+; none for an eager member,
   which gave everything up before rejoining) are what it still holds.  A new member
-  (empty member id: MEMBER_ID_REQUIRED with a generated one from JoinGroup v4; up to
-  the group's ``max_size``) joins with epoch 0 as a ConsumerGroupHeartbeat would; a
-  known one is reconciled against its owned partitions.  Memory: the classic room's
+  (empty member id, not static: MEMBER_ID_REQUIRED with a generated one from JoinGroup
+  v4; up to the group's ``max_size``) joins with epoch 0 as a ConsumerGroupHeartbeat
+  would; a known one is reconciled against its owned partitions.  Memory: the classic room's
   bounds on protocols (``max_member_metadata_bytes`` per member: INVALID_REQUEST;
   ``max_metadata_bytes`` over the group's classic members: GROUP_MAX_SIZE_REACHED).
   Answered once the records are written: generation = its member epoch, its first
@@ -32,8 +32,11 @@ Member checks (SyncGroup, Heartbeat): UNKNOWN_MEMBER_ID, FENCED_INSTANCE_ID (a s
 instance held by another member), ILLEGAL_GENERATION (not its member epoch).  OffsetCommit
 by classic members is the consumer group's (:meth:`~broker.group.consumer.coordinator.
 ConsumerGroupCoordinator.commit_error`: the generation is the member epoch).
-Not done (said plainly): a static member rejoining under a new member id is not
-replaced as the classic room does (FENCED_INSTANCE_ID while the old id holds it).
+Static members (``group_instance_id``): a JoinGroup with an empty member id and the
+instance id of a classic member takes its place under a new member id (its epoch,
+assignment and target; no rebalance; the old id is then fenced: FENCED_INSTANCE_ID);
+naming a member id other than the instance's, or the instance of a member speaking
+KIP-848's protocol: FENCED_INSTANCE_ID.
 
 Every ``respond`` is called exactly once.  Costs: JoinGroup as a heartbeat of
 :mod:`~broker.group.consumer.group` plus O(metadata bytes); SyncGroup O(the member's
@@ -140,31 +143,38 @@ class ClassicMembers:
             respond(join_error(member_id, ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
                                f"group {group_id!r} is a consumer group: {exc}"))
             return
+        instance = body.get("group_instance_id")
         if not member_id:
-            member_id = f"{client_id or 'member'}-{uuid.uuid4()}"
-            if require_member_id:
+            member_id = f"{instance or client_id or 'member'}-{uuid.uuid4()}"
+            if require_member_id and instance is None:
                 respond(join_error(member_id, ErrorCode.MEMBER_ID_REQUIRED,
                                    "rejoin with the given member_id"))
                 return
         member = group.members.get(member_id)
-        instance = body.get("group_instance_id")
         if member is not None and member.classic is None:
             respond(join_error(member_id, ErrorCode.UNKNOWN_MEMBER_ID, f"{member_id!r} "
                                "speaks the consumer protocol (ConsumerGroupHeartbeat)"))
             return
-        if instance is not None and group.static_members.get(instance, member_id) != member_id:
+        held_by = group.members.get(group.static_members.get(instance or "", member_id))
+        replacing = held_by if held_by is not None and held_by.member_id != member_id \
+            else None
+        if replacing is not None and (replacing.classic is None or body["member_id"]):
             respond(join_error(member_id, ErrorCode.FENCED_INSTANCE_ID,
                                f"instance {instance!r} is held by another member"))
             return
-        if member is None and len(group.members) >= self.consumer.config.max_size:
+        if member is None and replacing is None \
+                and len(group.members) >= self.consumer.config.max_size:
             respond(join_error(member_id, ErrorCode.GROUP_MAX_SIZE_REACHED,
                                f"group {group_id!r} is full"))
             return
-        refused = self._too_large(group, member_id, protocols)
+        refused = self._too_large(group, {member_id, replacing.member_id if replacing
+                                          else member_id}, protocols)
         if refused is not None:
             respond(join_error(member_id, *refused))
             return
         before = GroupSnapshot.of(group)
+        if replacing is not None:  # the static member's place, no rebalance
+            member = self.consumer.rename_member(group, replacing, member_id)
         joining = member is None
         member = member or ConsumerGroupMember(member_id, client_id, client_host)
         member.classic = ClassicMemberMetadata(session_ms, protocols)
@@ -195,16 +205,17 @@ class ClassicMembers:
 
         self.consumer.write(group, before, done=written)
 
-    def _too_large(self, group: ConsumerGroup, member_id: str,
+    def _too_large(self, group: ConsumerGroup, member_ids: set[str],
                    protocols: tuple[tuple[str, bytes], ...]) -> Error | None:
         """The classic room's memory bounds on what classic members hold (their
-        protocols): one member's, and the group's."""
-        need = sum(len(name) + len(data) for name, data in protocols) + len(member_id)
+        protocols): one member's (the one joining, under ``member_ids``), and the
+        group's."""
+        need = sum(len(name) + len(data) for name, data in protocols) + max(map(len, member_ids))
         if need > self.config.max_member_metadata_bytes:
             return (ErrorCode.INVALID_REQUEST, f"the member's protocols take {need} bytes, "
                     f"more than {self.config.max_member_metadata_bytes}")
         held = sum(len(name) + len(data) + len(m.member_id) for m in group.members.values()
-                   if m.classic is not None and m.member_id != member_id
+                   if m.classic is not None and m.member_id not in member_ids
                    for name, data in m.classic.protocols)
         if held + need > self.config.max_metadata_bytes:
             return (ErrorCode.GROUP_MAX_SIZE_REACHED, f"the classic members of group "

@@ -364,6 +364,18 @@ class ConsumerGroupCoordinator:
             self.write(group, before)
             self.after_removal(group.group_id)
 
+    def rename_member(self, group: ConsumerGroup, old: ConsumerGroupMember,
+                      member_id: str) -> ConsumerGroupMember:
+        """A static classic member rejoined under ``member_id``: its timeouts move to the
+        new id (:meth:`ConsumerGroup.rename`)."""
+        for kind in ("session", "rebalance"):
+            self._cancel(kind, group.group_id, old.member_id)
+        member = group.rename(old, member_id)
+        self.restart_timeouts(group, member)
+        log.info("consumer group %s: static member %s is now %s", group.group_id,
+                 old.member_id, member_id)
+        return member
+
     def remove_member(self, group: ConsumerGroup, member_id: str, why: str) -> None:
         """The member leaves the group now (its timeouts are cancelled)."""
         for kind in ("session", "rebalance"):

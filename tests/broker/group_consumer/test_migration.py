@@ -69,11 +69,11 @@ class Harness:
         self.clock.advance(ms)
         self.timer.advance_clock()
 
-    def join(self, member_id: str, metadata: bytes = SUB) -> Box:
+    def join(self, member_id: str, metadata: bytes = SUB, instance: str | None = None) -> Box:
         box = Box()
         self.c.join_group({"group_id": "g", "session_timeout_ms": 10_000,
                            "rebalance_timeout_ms": 5_000, "member_id": self.m(member_id),
-                           "group_instance_id": None, "protocol_type": "consumer",
+                           "group_instance_id": instance, "protocol_type": "consumer",
                            "protocols": [{"name": "range", "metadata": metadata}]}, box,
                           require_member_id=False)
         return box
@@ -87,10 +87,12 @@ class Harness:
                                            for m, a in (assignments or {}).items()]}, box)
         return box
 
-    def heartbeat(self, member_id: str, generation: int) -> ErrorCode:
+    def heartbeat(self, member_id: str, generation: int,
+                  instance: str | None = None) -> ErrorCode:
         box = Box()
         self.c.heartbeat({"group_id": "g", "generation_id": generation,
-                          "member_id": self.m(member_id), "group_instance_id": None}, box)
+                          "member_id": self.m(member_id), "group_instance_id": instance},
+                         box)
         return box.code
 
     def hb(self, member_id: str, epoch: int, owned: Any = None) -> dict[str, Any]:
@@ -373,3 +375,27 @@ def test_classic_joins_into_a_consumer_group_are_bounded_and_an_empty_one_downgr
     assert h.c.consumer.is_consumer_group("g")
     h.join("")  # a classic JoinGroup: the empty consumer group becomes a classic group
     assert not h.c.consumer.is_consumer_group("g") and len(h.c.groups["g"].members) == 1
+
+
+def test_a_static_classic_member_takes_its_place_under_a_new_id() -> None:
+    h = Harness()
+    h.hb("c", 0, [])
+    first = h.join("", instance="inst")
+    assert first.code == ErrorCode.NONE
+    old_id, epoch = first.answer["member_id"], first.answer["generation_id"]
+    group = h.c.consumer.groups["g"]
+    old = group.members[old_id]
+    group_epoch = group.group_epoch
+    again = h.join("", instance="inst")  # restarted: an empty member id, same instance
+    assert again.code == ErrorCode.NONE and again.answer["member_id"] != old_id
+    new_id = again.answer["member_id"]
+    assert again.answer["generation_id"] == epoch and group.group_epoch == group_epoch
+    assert old_id not in group.members and group.static_members["inst"] == new_id
+    assert group.members[new_id].assignment.assigned == old.assignment.assigned
+    assert group.members[new_id].member_epoch == old.member_epoch
+    assert h.heartbeat(old_id, epoch, "inst") == ErrorCode.FENCED_INSTANCE_ID
+    assert h.heartbeat(new_id, epoch, "inst") == ErrorCode.NONE
+    assert h.join(old_id, instance="inst").code == ErrorCode.FENCED_INSTANCE_ID
+    assert h.join("", instance="c-instance").code == ErrorCode.NONE  # another instance
+    again_log = Harness(h.log)  # the records say the same
+    assert again_log.c.consumer.groups["g"].static_members["inst"] == new_id
