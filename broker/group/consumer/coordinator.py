@@ -42,8 +42,9 @@ Offsets: a consumer group's committed offsets live in the classic room's group o
 same id (``manager.groups``, created Empty when needed, written and loaded as before).
 :meth:`commit_error` / :meth:`fetch_error` are Kafka's member checks: an unknown member
 -> UNKNOWN_MEMBER_ID; another epoch -> STALE_MEMBER_EPOCH (OffsetCommit v9+ and
-TxnOffsetCommit; ILLEGAL_GENERATION before v9); a commit without member (epoch < 0 and
-no member id) only while the group has no members.
+TxnOffsetCommit; ILLEGAL_GENERATION before v9, and always for a member speaking the
+classic protocol); a commit without member (epoch < 0 and no member id) only while the
+group has no members.
 
 Persistence: every change is written to the group's offsets partition as Kafka's
 records (:mod:`~broker.group.consumer.records`) before the heartbeat is answered; a load
@@ -403,8 +404,9 @@ class ConsumerGroupCoordinator:
         member = group.members.get(member_id)
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID, f"member {member_id!r} is not in the group"
-        if epoch != member.member_epoch:
-            return stale, f"epoch {epoch} is not the member's {member.member_epoch}"
+        if epoch != member.member_epoch:  # a classic member: its generation (Kafka's)
+            code = stale if member.classic is None else ErrorCode.ILLEGAL_GENERATION
+            return code, f"epoch {epoch} is not the member's {member.member_epoch}"
         return None
 
     def fetch_error(self, group_id: str, member_id: str | None, epoch: int) -> Error | None:

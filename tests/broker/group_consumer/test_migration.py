@@ -108,14 +108,15 @@ class Harness:
         self.c.consumer_group_heartbeat(body, 1, box)  # type: ignore[arg-type]
         return box.answer
 
-    def commit(self, member_id: str, generation: int, offset: int) -> ErrorCode:
+    def commit(self, member_id: str, generation: int, offset: int,
+               version: int = 8) -> ErrorCode:
         box = Box()
         self.c.commit_offsets({"group_id": "g", "generation_id": generation,
                                "member_id": self.m(member_id), "group_instance_id": None,
                                "topics": [{"name": "orders", "partitions": [{
                                    "partition_index": 0, "committed_offset": offset,
                                    "committed_leader_epoch": -1,
-                                   "committed_metadata": ""}]}]}, box, 8)
+                                   "committed_metadata": ""}]}]}, box, version)
         return ErrorCode(box.answer["topics"][0]["partitions"][0]["error_code"])
 
     def classic_group(self) -> int:
@@ -248,6 +249,9 @@ def test_a_kip848_member_upgrades_a_classic_group_with_members() -> None:
     epoch_a = group.members[h.m("a")].member_epoch
     assert h.commit("a", epoch_a, 43) == ErrorCode.NONE
     assert h.commit("a", epoch_a - 1, 44) == ErrorCode.ILLEGAL_GENERATION
+    # OffsetCommit v9 too: a classic member's is a generation (c's an epoch)
+    assert h.commit("a", epoch_a - 1, 44, 9) == ErrorCode.ILLEGAL_GENERATION
+    assert h.commit("c", 0, 44, 9) == ErrorCode.STALE_MEMBER_EPOCH
     described = h.c.describe_groups({"groups": ["g"]})["groups"][0]
     assert described["protocol_type"] == "consumer" and len(described["members"]) == 3
 
