@@ -125,6 +125,8 @@ Bounds (every queue, pool and size is bounded):
 |                            |             | group.consumer.max.size; session 45 s and       |
 |                            |             | heartbeat 5 s: group_consumer_session_timeout_ms|
 |                            |             | and group_consumer_heartbeat_interval_ms)       |
+| group_consumer_migration_  | bidirec-    | classic <-> consumer group conversion: upgrade, |
+| policy                     | tional      | downgrade, disabled (broker/group/consumer/)    |
 
 Choices where Kafka's defaults do not fit a laptop: ``segment_bytes`` 64 MiB (Kafka 1 GiB),
 ``buffer_pool_bytes`` 128 MiB, and ``auto_create_topics_enable`` false so an unknown
@@ -147,6 +149,8 @@ from clients.protocol.errors import InvalidConfigError
 
 MiB = 1024 * 1024
 _CLUSTER_ID = re.compile(r"[A-Za-z0-9._-]{1,64}")
+# Kafka's group.consumer.migration.policy values (broker.group.consumer.migration)
+MIGRATION_POLICIES = ("bidirectional", "upgrade", "downgrade", "disabled")
 
 
 def is_loopback(host: str) -> bool:
@@ -279,6 +283,7 @@ class BrokerConfig:
     group_consumer_session_timeout_ms: int = 45_000  # KIP-848 groups: the broker's setting
     group_consumer_heartbeat_interval_ms: int = 5_000
     group_consumer_max_size: int = 200
+    group_consumer_migration_policy: str = "bidirectional"  # see broker.group.consumer
     offsets_topic_num_partitions: int = 5  # Kafka 50: a small default for a local cluster
     offsets_topic_replication_factor: int = 3  # capped at the live brokers on creation
     offsets_topic_segment_bytes: int = 100 * MiB
@@ -449,9 +454,11 @@ class BrokerConfig:
         if self.segment_bytes < 1024:
             raise InvalidConfigError(f"segment_bytes must be >= 1024, got {self.segment_bytes}")
         if self.broker_heartbeat_interval_ms >= self.broker_session_timeout_ms:
-            raise InvalidConfigError(
-                "broker_heartbeat_interval_ms must be below broker_session_timeout_ms"
-            )
+            raise InvalidConfigError("broker_heartbeat_interval_ms must be below "
+                                     "broker_session_timeout_ms")
+        if self.group_consumer_migration_policy not in MIGRATION_POLICIES:
+            raise InvalidConfigError(f"group_consumer_migration_policy must be one of "
+                                     f"{', '.join(MIGRATION_POLICIES)}")
         if self.group_consumer_heartbeat_interval_ms >= self.group_consumer_session_timeout_ms:
             raise InvalidConfigError("group_consumer_heartbeat_interval_ms must be below "
                                      "group_consumer_session_timeout_ms")

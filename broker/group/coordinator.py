@@ -27,7 +27,13 @@ only it) and owns its rooms, built at construction:
 - ``membership`` (:class:`~broker.group.membership.GroupMembership`): SyncGroup,
   Heartbeat, LeaveGroup, session expiry;
 - ``offsets`` (:class:`~broker.group.offsets.GroupOffsets`): OffsetCommit,
-  TxnOffsetCommit, OffsetFetch.
+  TxnOffsetCommit, OffsetFetch;
+- ``consumer`` (:class:`~broker.group.consumer.coordinator.ConsumerGroupCoordinator`):
+  KIP-848 consumer groups; ``classic_members`` (:class:`~broker.group.consumer.
+  classic_members.ClassicMembers`): the classic requests of a consumer group's members
+  (JoinGroup, SyncGroup, Heartbeat, LeaveGroup of a consumer group's id go there);
+  ``conversion`` (:class:`~broker.group.consumer.conversion.GroupConversion`): a classic
+  group converts when a KIP-848 member joins it, and back when the last one leaves.
 
 Itself it answers ListGroups, DescribeGroups, DeleteGroups and OffsetDelete (over the
 cache), and does
@@ -59,6 +65,8 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Sequence
 
+from broker.group.consumer.classic_members import ClassicMembers
+from broker.group.consumer.conversion import GroupConversion
 from broker.group.consumer.coordinator import ConsumerGroupConfig, ConsumerGroupCoordinator
 from broker.group.consumer.group import TopicsView
 from broker.group.consumer.protocol_views import described_members
@@ -74,7 +82,6 @@ from broker.group.protocol import (
     GroupCoordinatorConfig,
     OffsetsLog,
     answer_parked,
-    join_error,
     store_error,
 )
 from broker.group.rebalance import Rebalancer
@@ -135,8 +142,12 @@ class GroupCoordinator:
                                           self.rebalancer)
         self.offsets = GroupOffsets(config, clock, self.manager, self.sessions,
                                     partition_exists)
-        self.consumer = ConsumerGroupCoordinator(consumer_config or ConsumerGroupConfig(),
-                                                 clock, timer, self.manager, log_, topics)
+        self.consumer = ConsumerGroupCoordinator(
+            consumer_config or ConsumerGroupConfig(), clock, timer, self.manager, log_, topics,
+            after_removal=lambda group_id: self.conversion.maybe_downgrade(group_id))
+        self.conversion = GroupConversion(clock, self.manager, self.sessions, self.rebalancer,
+                                          self.consumer)
+        self.classic_members = ClassicMembers(config, self.consumer)
 
     @property
     def groups(self) -> dict[str, Group]:
@@ -165,27 +176,46 @@ class GroupCoordinator:
     def join_group(self, body: JoinGroupRequest, respond: Respond[JoinGroupResponse],
                    client_id: str = "", client_host: str = "",
                    require_member_id: bool = True) -> None:
-        if self.consumer.is_consumer_group(body["group_id"]):
-            respond(join_error(body["member_id"], ErrorCode.INCONSISTENT_GROUP_PROTOCOL,
-                               f"group {body['group_id']!r} is a consumer group (KIP-848)"))
+        """JoinGroup; of a consumer group (KIP-848), served by ``classic_members``
+        (an empty one becomes a classic group first if the migration policy allows)."""
+        if self._served_by_consumer_group(body["group_id"]) \
+                and not self.conversion.forget_empty(body["group_id"]):
+            self.classic_members.join_group(body, respond, client_id, client_host,
+                                            require_member_id)
             return
         self.rebalancer.join_group(body, respond, client_id, client_host, require_member_id)
 
+    def _served_by_consumer_group(self, group_id: str) -> bool:
+        return self.consumer.is_consumer_group(group_id) \
+            and self.manager.coordinator_error(group_id) is None
+
     def sync_group(self, body: SyncGroupRequest,
                    respond: Respond[SyncGroupResponse]) -> None:
+        if self._served_by_consumer_group(body["group_id"]):
+            self.classic_members.sync_group(body, respond)
+            return
         self.membership.sync_group(body, respond)
 
     def heartbeat(self, body: HeartbeatRequest,
                   respond: Respond[HeartbeatResponse]) -> None:
+        if self._served_by_consumer_group(body["group_id"]):
+            self.classic_members.heartbeat(body, respond)
+            return
         self.membership.heartbeat(body, respond)
 
     def leave_group(self, body: LeaveGroupRequest,
                     respond: Respond[LeaveGroupResponse]) -> None:
+        if self._served_by_consumer_group(body["group_id"]):
+            self.classic_members.leave_group(body, respond)
+            return
         self.membership.leave_group(body, respond)
 
     def consumer_group_heartbeat(self, body: ConsumerGroupHeartbeatRequest, version: int,
                                  respond: Respond[ConsumerGroupHeartbeatResponse],
                                  client_id: str = "", client_host: str = "") -> None:
+        """ConsumerGroupHeartbeat; a first one naming a classic group with members may
+        convert it first (``conversion``, Kafka's online upgrade)."""
+        self.conversion.maybe_upgrade(body, version)
         self.consumer.heartbeat(body, version, respond, client_id, client_host)
 
     def consumer_group_describe(self, group_id: str) -> ConsumerGroupDescribeResponseGroup:

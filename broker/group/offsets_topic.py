@@ -51,6 +51,7 @@ from broker.config import BrokerConfig
 from broker.coordination.internal_topic import InternalTopic, InternalTopicHost, InternalTopicSpec
 from broker.delayed import DelayedFetch, DelayedProduce
 from broker.group.consumer.coordinator import ConsumerGroupConfig
+from broker.group.consumer.migration import MigrationPolicy
 from broker.group.coordinator import GroupCoordinator
 from broker.group.offsets import txn_commit_error
 from broker.group.protocol import (
@@ -105,9 +106,10 @@ class OffsetsTopic:
                  fetch_purgatory: Purgatory[DelayedFetch], host: InternalTopicHost) -> None:
         self.config = config
         self.partitions = partitions
-        consumer_config = ConsumerGroupConfig(config.group_consumer_session_timeout_ms,
-                                              config.group_consumer_heartbeat_interval_ms,
-                                              config.group_consumer_max_size)
+        consumer_config = ConsumerGroupConfig(
+            config.group_consumer_session_timeout_ms,
+            config.group_consumer_heartbeat_interval_ms, config.group_consumer_max_size,
+            migration_policy=MigrationPolicy(config.group_consumer_migration_policy))
         self.coordinator = GroupCoordinator(GroupCoordinatorConfig.from_broker(config), clock,
                                             timer, self, partition_exists=host.partition_exists,
                                             topics=host.topic_ids,

@@ -22,11 +22,15 @@ Events and the state each leads to (:data:`TRANSITIONS`; a pair not in the table
 | PreparingRebalance    | ALL_MEMBERS_GONE    | Empty                 |
 | CompletingRebalance   | ASSIGNMENT_SYNCED   | Stable                |
 | Empty, Preparing..., Completing..., Stable | UNLOAD | Dead              |
+| Empty, Preparing..., Completing..., Stable | CONVERTED | Empty          |
 
 REBALANCE covers every reason to start a join phase (a member joined, left, died or
 changed its protocols; the leader rejoined).  A REBALANCE while already preparing is
-not a transition: the caller just waits for the parked join.  A loaded group starts in
-Stable (members known) or Empty; that is construction, not a transition.
+not a transition: the caller just waits for the parked join.  CONVERTED: the members
+moved into a KIP-848 consumer group of the same id (:mod:`broker.group.consumer.
+conversion`); the classic group stays, Empty, holding the committed offsets.  A loaded
+group starts in Stable (members known) or Empty; that is construction, not a
+transition.
 
 Costs: :func:`next_state` is one dict lookup, O(1).  Pure and immutable: safe to use
 from any thread or process.
@@ -53,6 +57,7 @@ class GroupEvent(Enum):
     ALL_MEMBERS_GONE = "all_members_gone"  # the join phase ended with no member
     ASSIGNMENT_SYNCED = "assignment_synced"  # the leader's assignment is stored
     UNLOAD = "unload"  # the coordinator stops serving the group
+    CONVERTED = "converted"  # the members moved into a KIP-848 consumer group
 
 
 _S = GroupState
@@ -69,6 +74,10 @@ TRANSITIONS: dict[tuple[GroupState, GroupEvent], GroupState] = {
     (_S.PREPARING_REBALANCE, _E.UNLOAD): _S.DEAD,
     (_S.COMPLETING_REBALANCE, _E.UNLOAD): _S.DEAD,
     (_S.STABLE, _E.UNLOAD): _S.DEAD,
+    (_S.EMPTY, _E.CONVERTED): _S.EMPTY,
+    (_S.PREPARING_REBALANCE, _E.CONVERTED): _S.EMPTY,
+    (_S.COMPLETING_REBALANCE, _E.CONVERTED): _S.EMPTY,
+    (_S.STABLE, _E.CONVERTED): _S.EMPTY,
 }
 """(state, event) -> next state; every other pair is illegal."""
 

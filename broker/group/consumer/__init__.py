@@ -14,7 +14,16 @@ from the bottom up:
 - ``coordinator``: :class:`ConsumerGroupCoordinator`, the adapter the group coordinator
   hands ConsumerGroupHeartbeat, ConsumerGroupDescribe and the member checks of
   OffsetCommit/OffsetFetch to; member session and rebalance timeouts as delayed
-  operations on the broker's timer.
+  operations on the broker's timer;
+- ``classic_protocol``: classic members' ConsumerProtocolSubscription/Assignment bytes
+  read as topic ids (pure); ``protocol_views``: a consumer group as DescribeGroups shows
+  it (pure);
+- ``migration``: the migration policy, and converting a classic group to a consumer
+  group and back as pure decisions and functions;
+- ``classic_members``: :class:`ClassicMembers`, JoinGroup/SyncGroup/Heartbeat/LeaveGroup
+  of classic members served by a consumer group;
+- ``conversion``: :class:`GroupConversion`, the upgrade and downgrade in the
+  coordinator (timers, parked requests, records).
 
 May import what :mod:`broker.group` may, and :mod:`broker.group`'s own modules (the
 coordinator's errors, the ownership of the offsets partitions).  Nothing is exported

@@ -18,8 +18,10 @@ ConsumerGroupHeartbeat, in Kafka's order of checks:
   UNSUPPORTED_ASSIGNOR; a regular expression RE2 would not accept ->
   INVALID_REGULAR_EXPRESSION (:func:`~broker.group.consumer.group.regex_error`);
 - the coordinator (NOT_COORDINATOR / COORDINATOR_LOAD_IN_PROGRESS); a classic group of
-  that id with members -> GROUP_ID_NOT_FOUND (an empty classic group, one holding only
-  offsets, becomes a consumer group, as Kafka converts it);
+  that id with members -> GROUP_ID_NOT_FOUND, unless it was converted just before (the
+  group coordinator asks :mod:`~broker.group.consumer.conversion` first: Kafka's online
+  upgrade, ``migration_policy``); an empty classic group, one holding only offsets,
+  becomes a consumer group;
 - epoch 0 joins (v0 with an empty member id: the coordinator generates one; a member id
   already in the group rejoins: its old incarnation is removed first), up to
   ``max_size`` members (GROUP_MAX_SIZE_REACHED); epoch -1 leaves; any other epoch needs the member
@@ -29,16 +31,20 @@ ConsumerGroupHeartbeat, in Kafka's order of checks:
   heartbeat interval, and the assignment when it changed (null otherwise).
 
 Liveness: every accepted heartbeat restarts the member's session timeout
-(``session_timeout_ms``); a member that must revoke partitions gets its rebalance
-timeout (its own ``rebalance_timeout_ms``) to do so.  Either expiring removes (fences)
-the member: its partitions are released and the group epoch moves on.
+(``session_timeout_ms``; a member speaking the classic protocol, served by
+:mod:`~broker.group.consumer.classic_members`, has its own from its JoinGroup); a
+member that must revoke partitions gets its rebalance timeout (its own
+``rebalance_timeout_ms``) to do so.  Either expiring removes (fences) the member: its
+partitions are released and the group epoch moves on.  After a member left or was
+fenced, ``after_removal(group_id)`` is called (the group coordinator's downgrade check).
 
 Offsets: a consumer group's committed offsets live in the classic room's group of the
 same id (``manager.groups``, created Empty when needed, written and loaded as before).
 :meth:`commit_error` / :meth:`fetch_error` are Kafka's member checks: an unknown member
 -> UNKNOWN_MEMBER_ID; another epoch -> STALE_MEMBER_EPOCH (OffsetCommit v9+ and
-TxnOffsetCommit; ILLEGAL_GENERATION before v9); a commit without member (epoch < 0 and
-no member id) only while the group has no members.
+TxnOffsetCommit; ILLEGAL_GENERATION before v9, and always for a member speaking the
+classic protocol); a commit without member (epoch < 0 and no member id) only while the
+group has no members.
 
 Persistence: every change is written to the group's offsets partition as Kafka's
 records (:mod:`~broker.group.consumer.records`) before the heartbeat is answered; a load
@@ -77,6 +83,7 @@ from broker.group.consumer.group import (
     regex_error,
 )
 from broker.group.consumer.member import ConsumerGroupMember, ReconciliationState
+from broker.group.consumer.migration import MigrationPolicy
 from broker.group.consumer.records import GroupLoader, GroupSnapshot, group_records
 from broker.group.metadata_manager import GroupMetadataManager
 from broker.group.protocol import Error, OffsetsLog, store_error
@@ -112,6 +119,7 @@ class ConsumerGroupConfig:
     # and the length of its ids (member, instance and rack id)
     max_subscribed_topics: int = 10_000
     max_id_length: int = 255
+    migration_policy: MigrationPolicy = MigrationPolicy.BIDIRECTIONAL
 
 
 class _MemberTimeout(DelayedOperation):
@@ -150,8 +158,10 @@ class ConsumerGroupCoordinator:
 
     def __init__(self, config: ConsumerGroupConfig, clock: Clock, timer: TimerLike,
                  manager: GroupMetadataManager, log_: OffsetsLog,
-                 topics: Callable[[], TopicsView] = dict) -> None:
+                 topics: Callable[[], TopicsView] = dict,
+                 after_removal: Callable[[str], None] = lambda group_id: None) -> None:
         self.config = config
+        self.after_removal = after_removal  # a member left or was fenced: may downgrade
         self.clock = clock
         self.manager = manager
         self.log = log_
@@ -163,7 +173,9 @@ class ConsumerGroupCoordinator:
 
     # -- ConsumerGroupHeartbeat --------------------------------------------------------
 
-    def _request_error(self, body: ConsumerGroupHeartbeatRequest, version: int) -> Error | None:
+    def request_error(self, body: ConsumerGroupHeartbeatRequest, version: int) -> Error | None:
+        """Why the request itself is refused (None: it is well-formed); see the module
+        docstring."""
         epoch, member_id = body["member_epoch"], body["member_id"]
         if not body["group_id"]:
             return ErrorCode.INVALID_REQUEST, "GroupId can't be empty"
@@ -209,33 +221,43 @@ class ConsumerGroupCoordinator:
         before = GroupSnapshot.of(group)
         answer = self._heartbeat(body, version, client_id, client_host)
         group = self.groups.get(body["group_id"])
-        records = [] if group is None else group_records(
-            group.group_id, before, GroupSnapshot.of(group), group.assignor_name)
-        if not records:
+
+        def written(code: ErrorCode) -> None:
+            respond(answer if code == ErrorCode.NONE else _error(
+                code, f"write failed: {code.name}", answer["member_id"]))
+
+        if group is None:
             respond(answer)
             return
-        assert group is not None
+        self.write(group, before, done=written)
+        if body["member_epoch"] in (LEAVE_EPOCH, STATIC_LEAVE_EPOCH) \
+                and answer["error_code"] == ErrorCode.NONE:
+            self.after_removal(group.group_id)
 
-        def written(code: ErrorCode, _offset: int) -> None:
-            mapped = store_error(code)
-            respond(answer if mapped == ErrorCode.NONE else _error(
-                mapped, f"write failed: {ErrorCode(code).name}", answer["member_id"]))
-
-        self.log.append(group.partition, records, written)
-
-    def _write(self, group: ConsumerGroup, before: GroupSnapshot,
-               after: GroupSnapshot | None = None) -> None:
-        """Write what changed since ``before`` (no answer waits for it)."""
+    def write(self, group: ConsumerGroup, before: GroupSnapshot,
+              after: GroupSnapshot | None = None,
+              done: Callable[[ErrorCode], None] | None = None) -> None:
+        """Write what changed since ``before``; ``done`` (if any) gets the write's error
+        mapped by :func:`~broker.group.protocol.store_error` once it is committed (at
+        once when nothing changed)."""
         records = group_records(group.group_id, before, after or GroupSnapshot.of(group),
                                 group.assignor_name)
-        if records:
-            self.log.append(group.partition, records, lambda code, offset: None)
+        if not records:
+            if done is not None:
+                done(ErrorCode.NONE)
+            return
+
+        def written(code: ErrorCode, _offset: int) -> None:
+            if done is not None:
+                done(store_error(code))
+
+        self.log.append(group.partition, records, written)
 
     def _heartbeat(self, body: ConsumerGroupHeartbeatRequest, version: int,
                    client_id: str, client_host: str) -> ConsumerGroupHeartbeatResponse:
         group_id, epoch = body["group_id"], body["member_epoch"]
         member_id = body["member_id"]
-        error = self._request_error(body, version) or self.manager.coordinator_error(group_id)
+        error = self.request_error(body, version) or self.manager.coordinator_error(group_id)
         if error is None:
             classic = self.manager.groups.get(group_id)
             if group_id not in self.groups and classic is not None \
@@ -259,7 +281,7 @@ class ConsumerGroupCoordinator:
                 group.static_leave(leaving)  # its session timeout keeps running
                 self._cancel("rebalance", group_id, member_id)
             else:
-                self._remove(group, member_id, "left")
+                self.remove_member(group, member_id, "left")
             return {"throttle_time_ms": 0, "error_code": 0, "error_message": None,
                     "member_id": member_id, "member_epoch": epoch,
                     "heartbeat_interval_ms": 0, "assignment": None}
@@ -270,7 +292,7 @@ class ConsumerGroupCoordinator:
             if not member_id:
                 member_id = str(uuid.uuid4())
             if member_id in group.members:
-                self._remove(group, member_id, "rejoined")
+                self.remove_member(group, member_id, "rejoined")
             member = ConsumerGroupMember(member_id, client_id, client_host)
             static = group.members.get(group.static_members.get(instance or "", ""))
             if static is not None:  # a static member's instance id, under a new member id
@@ -294,7 +316,7 @@ class ConsumerGroupCoordinator:
             if fenced is not None:
                 return _error(ErrorCode.FENCED_MEMBER_EPOCH, fenced, member_id)
         send = group.heartbeat(member, body, self.topics())
-        self._restart_timeouts(group, member)
+        self.restart_timeouts(group, member)
         answer: ConsumerGroupHeartbeatResponse = {
             "throttle_time_ms": 0, "error_code": 0, "error_message": None,
             "member_id": member_id, "member_epoch": member.member_epoch,
@@ -319,9 +341,12 @@ class ConsumerGroupCoordinator:
             op.satisfied = True
             self.timeouts.check_and_complete((kind, group_id, member_id))
 
-    def _restart_timeouts(self, group: ConsumerGroup, member: ConsumerGroupMember) -> None:
-        self._schedule("session", group.group_id, member.member_id,
-                       self.config.session_timeout_ms)
+    def restart_timeouts(self, group: ConsumerGroup, member: ConsumerGroupMember) -> None:
+        """The member was heard from: its session timeout (a classic member's own, from
+        its JoinGroup) starts again; its rebalance timeout runs while it must revoke."""
+        session_ms = self.config.session_timeout_ms if member.classic is None \
+            else member.classic.session_timeout_ms
+        self._schedule("session", group.group_id, member.member_id, session_ms)
         revoking = member.assignment.state == ReconciliationState.UNREVOKED_PARTITIONS
         key = ("rebalance", group.group_id, member.member_id)
         if revoking and key not in self._ops:
@@ -336,10 +361,24 @@ class ConsumerGroupCoordinator:
         group = self.groups.get(op.group_id)
         if group is not None and op.member_id in group.members:
             before = GroupSnapshot.of(group)
-            self._remove(group, op.member_id, f"{op.kind} timeout expired")
-            self._write(group, before)
+            self.remove_member(group, op.member_id, f"{op.kind} timeout expired")
+            self.write(group, before)
+            self.after_removal(group.group_id)
 
-    def _remove(self, group: ConsumerGroup, member_id: str, why: str) -> None:
+    def rename_member(self, group: ConsumerGroup, old: ConsumerGroupMember,
+                      member_id: str) -> ConsumerGroupMember:
+        """A static classic member rejoined under ``member_id``: its timeouts move to the
+        new id (:meth:`ConsumerGroup.rename`)."""
+        for kind in ("session", "rebalance"):
+            self._cancel(kind, group.group_id, old.member_id)
+        member = group.rename(old, member_id)
+        self.restart_timeouts(group, member)
+        log.info("consumer group %s: static member %s is now %s", group.group_id,
+                 old.member_id, member_id)
+        return member
+
+    def remove_member(self, group: ConsumerGroup, member_id: str, why: str) -> None:
+        """The member leaves the group now (its timeouts are cancelled)."""
         for kind in ("session", "rebalance"):
             self._cancel(kind, group.group_id, member_id)
         group.remove(member_id)
@@ -365,8 +404,9 @@ class ConsumerGroupCoordinator:
         member = group.members.get(member_id)
         if member is None:
             return ErrorCode.UNKNOWN_MEMBER_ID, f"member {member_id!r} is not in the group"
-        if epoch != member.member_epoch:
-            return stale, f"epoch {epoch} is not the member's {member.member_epoch}"
+        if epoch != member.member_epoch:  # a classic member: its generation (Kafka's)
+            code = stale if member.classic is None else ErrorCode.ILLEGAL_GENERATION
+            return code, f"epoch {epoch} is not the member's {member.member_epoch}"
         return None
 
     def fetch_error(self, group_id: str, member_id: str | None, epoch: int) -> Error | None:
@@ -422,9 +462,28 @@ class ConsumerGroupCoordinator:
             return None
         if group.members:
             return ErrorCode.NON_EMPTY_GROUP
-        self._write(group, GroupSnapshot.of(group), GroupSnapshot.of(None))
+        self.write(group, GroupSnapshot.of(group), GroupSnapshot.of(None))
         del self.groups[group_id]
         return None
+
+    # -- conversion (broker.group.consumer.conversion) ---------------------------------
+
+    def adopt(self, group: ConsumerGroup) -> None:
+        """A classic group converted: ``group`` joins the cache, its records are
+        written (no answer waits for them) and its members' session timeouts start."""
+        self.groups[group.group_id] = group
+        self.write(group, GroupSnapshot.of(None))
+        for member in group.members.values():
+            self.restart_timeouts(group, member)
+
+    def drop(self, group: ConsumerGroup) -> None:
+        """The group converts back to a classic group: it leaves the cache, its
+        members' timeouts are cancelled and its records get tombstones."""
+        for member_id in list(group.members):
+            for kind in ("session", "rebalance"):
+                self._cancel(kind, group.group_id, member_id)
+        self.write(group, GroupSnapshot.of(group), GroupSnapshot.of(None))
+        del self.groups[group.group_id]
 
     # -- load --------------------------------------------------------------------------
 
@@ -443,7 +502,7 @@ class ConsumerGroupCoordinator:
         for group in loader.finish() if loader is not None else []:
             self.groups[group.group_id] = group
             for member in group.members.values():
-                self._restart_timeouts(group, member)
+                self.restart_timeouts(group, member)
 
     # -- unload ------------------------------------------------------------------------
 

@@ -30,6 +30,7 @@ owned by the coordinator.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Mapping
 
@@ -231,6 +232,20 @@ class ConsumerGroup:
             self.owners[tp] = new.member_id
         if new.instance_id is not None:
             self.static_members[new.instance_id] = new.member_id
+
+    def rename(self, old: ConsumerGroupMember, member_id: str) -> ConsumerGroupMember:
+        """A static member speaking the classic protocol rejoined under a new member id:
+        the same member (epoch, assignment, target, partitions) under ``member_id``; the
+        group epoch stays (no rebalance)."""
+        del self.members[old.member_id]
+        member = self.members[member_id] = dataclasses.replace(old, member_id=member_id)
+        if old.member_id in self.target:
+            self.target[member_id] = self.target.pop(old.member_id)
+        for tp in member.assignment.partitions():
+            self.owners[tp] = member_id
+        if member.instance_id is not None:
+            self.static_members[member.instance_id] = member_id
+        return member
 
     def remove(self, member_id: str) -> ConsumerGroupMember | None:
         """A member left or was fenced: its partitions are released and the group epoch

@@ -2,7 +2,8 @@
 ``ConsumerGroupMember`` and ``CurrentAssignmentBuilder``).
 
 A member holds what its heartbeats said (ids, rack, client, rebalance timeout,
-subscription: topic names and/or a regular expression, preferred server assignor) and
+subscription: topic names and/or a regular expression, preferred server assignor; for a
+member that speaks the classic protocol, :class:`ClassicMemberMetadata`) and
 its assignment state (:class:`MemberAssignment`, immutable): its epoch and the one
 before, its reconciliation state, the partitions assigned to it and those it must
 revoke first.
@@ -108,9 +109,21 @@ def reconcile(current: MemberAssignment, target_epoch: int, target: Assignment,
     return _next(current, target_epoch, target, owned_elsewhere)
 
 
+@dataclass(frozen=True)
+class ClassicMemberMetadata:
+    """What a member that speaks the classic protocol (JoinGroup/SyncGroup/Heartbeat)
+    inside a consumer group said in its last JoinGroup (Kafka's ``ClassicMemberMetadata``):
+    its session timeout and its protocols (name, ConsumerProtocolSubscription bytes), in
+    its order of preference."""
+
+    session_timeout_ms: int
+    protocols: tuple[tuple[str, bytes], ...]
+
+
 @dataclass
 class ConsumerGroupMember:
-    """One member: what its heartbeats said and its :class:`MemberAssignment`."""
+    """One member: what its heartbeats said and its :class:`MemberAssignment`;
+    ``classic``: set for a member that speaks the classic protocol (None: KIP-848's)."""
 
     member_id: str
     client_id: str = ""
@@ -122,6 +135,7 @@ class ConsumerGroupMember:
     subscribed_topic_regex: str | None = None
     server_assignor: str | None = None
     assignment: MemberAssignment = field(default_factory=MemberAssignment)
+    classic: ClassicMemberMetadata | None = None
 
     @property
     def member_epoch(self) -> int:

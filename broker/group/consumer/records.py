@@ -11,7 +11,9 @@ Keys (key version: Kafka's record, the key's fields) and values (fields):
 - 3 ConsumerGroupMetadata ``[group_id]``: ``[group_epoch]``;
 - 5 ConsumerGroupMemberMetadata ``[group_id, member_id]``: ``[instance_id/nil,
   rack_id/nil, client_id, client_host, [subscribed topic names], regex/nil,
-  server_assignor/nil, rebalance_timeout_ms]``;
+  server_assignor/nil, rebalance_timeout_ms(, classic)]``, ``classic`` only for a
+  member speaking the classic protocol: ``[session_timeout_ms, [[protocol name, metadata
+  (bin)], ...]]`` (Kafka's ClassicMemberMetadata; absent in records written before it);
 - 6 ConsumerGroupTargetAssignmentMetadata ``[group_id]``: ``[assignment_epoch,
   assignor name]``;
 - 7 ConsumerGroupTargetAssignmentMember ``[group_id, member_id]``: ``[assignment]``;
@@ -44,6 +46,7 @@ import msgpack
 from broker.group.consumer.assignors import Assignment, TopicId
 from broker.group.consumer.group import ConsumerGroup
 from broker.group.consumer.member import (
+    ClassicMemberMetadata,
     ConsumerGroupMember,
     MemberAssignment,
     ReconciliationState,
@@ -114,9 +117,25 @@ def _key(version: int, group_id: str, member_id: str | None = None) -> bytes:
 
 
 def member_metadata_value(m: ConsumerGroupMember) -> bytes:
-    return _pack(VALUE_VERSION, [m.instance_id, m.rack_id, m.client_id, m.client_host,
-                                 list(m.subscribed_topic_names), m.subscribed_topic_regex,
-                                 m.server_assignor, m.rebalance_timeout_ms])
+    fields: list[Any] = [m.instance_id, m.rack_id, m.client_id, m.client_host,
+                         list(m.subscribed_topic_names), m.subscribed_topic_regex,
+                         m.server_assignor, m.rebalance_timeout_ms]
+    if m.classic is not None:
+        fields.append([m.classic.session_timeout_ms,
+                       [[name, data] for name, data in m.classic.protocols]])
+    return _pack(VALUE_VERSION, fields)
+
+
+def _read_classic(fields: list[Any], what: str) -> ClassicMemberMetadata | None:
+    value = fields[8] if len(fields) > 8 else None
+    if value is None:
+        return None
+    if not (isinstance(value, list) and len(value) == 2 and isinstance(value[0], int)
+            and isinstance(value[1], list) and all(
+                isinstance(p, list) and len(p) == 2 and isinstance(p[0], str)
+                and isinstance(p[1], bytes) for p in value[1])):
+        raise GroupRecordError(f"{what}: bad classic member metadata {value!r:.60}")
+    return ClassicMemberMetadata(value[0], tuple((p[0], p[1]) for p in value[1]))
 
 
 def current_assignment_value(a: MemberAssignment) -> bytes:
@@ -222,6 +241,7 @@ class GroupLoader:
             m.subscribed_topic_regex = _field(f, 5, (str, type(None)), what)
             m.server_assignor = _field(f, 6, (str, type(None)), what)
             m.rebalance_timeout_ms = _field(f, 7, (int,), what)
+            m.classic = _read_classic(f, what)
             group.members[member_id] = m
         elif version == CURRENT_ASSIGNMENT:
             m = group.members.get(member_id) or ConsumerGroupMember(member_id)
