@@ -108,6 +108,7 @@ from prometheus_client.registry import CollectorRegistry
 
 from broker.auth import (
     SaslSession,
+    broker_login,
     broker_request_refusal,
     needs_login,
     read_cluster_secret,
@@ -117,8 +118,11 @@ from broker.config import parse_ip_overrides, parse_overrides
 from broker.controller.apis import ControllerApis, FatalControllerError
 from broker.controller.config import ControllerConfig
 from broker.controller.log import ControllerLog
+from broker.controller.quorum.metadata_quorum import MetadataQuorum, NotCommittedError
+from broker.controller.quorum.voters import voter_map
 from broker.controller.state import ControllerState
 from broker.login_failures import LoginFailureLimits, LoginFailures
+from broker.metadata.image import MetadataImage
 from broker.metrics.controller_collector import ControllerCollector
 from broker.metrics.endpoint import MetricsEndpoint
 from broker.metrics.request_metrics import RequestMetrics
@@ -134,6 +138,7 @@ from clients.protocol.errors import (
 from clients.protocol.framing import frame_length_of
 from clients.protocol.registry import APIS
 from clients.protocol.scram import broker_id_of
+from replication.raft.config import RaftConfig
 from storage.meta_properties import check_data_dir_identity
 from timer.clock import Clock, MonotonicClock
 
@@ -152,6 +157,15 @@ def _refusal_answer(api_key: int, version: int, reason: str) -> dict[str, Any]:
     if any(f.name == "error_message" for f in APIS[api_key].response.fields_at(version)):
         answer["error_message"] = reason
     return answer
+
+
+QUORUM_APIS = frozenset({ApiKey.VOTE, ApiKey.BEGIN_QUORUM_EPOCH, ApiKey.END_QUORUM_EPOCH})
+
+
+def _is_quorum_request(api_key: int, body: dict[str, Any], voters: Sequence[int]) -> bool:
+    """A request of another voter: Vote, BeginQuorumEpoch, EndQuorumEpoch, or a Fetch
+    whose ``replica_id`` is a voter's (brokers' ids never are one)."""
+    return api_key in QUORUM_APIS or (api_key == ApiKey.FETCH and body["replica_id"] in voters)
 
 
 def _is_broker_request(api_key: int, body: dict[str, Any]) -> bool:
@@ -191,9 +205,26 @@ class ControllerServer:
         self.login_failures = LoginFailures(LoginFailureLimits.of(config), self.clock)
         self._delaying = 0  # connections waiting to be told their login failed
         check_data_dir_identity(config.data_dir, config.cluster_id)
-        self.store = ControllerLog(
-            config.data_dir, snapshot_interval_records=config.metadata_snapshot_interval_records,
-            max_batch_records=config.metadata_max_batch_records)
+        voters = voter_map(config.controller_quorum_voters)
+        # one voter (or none named): the single controller and its fsync'd log, as before
+        self.store: ControllerLog | None = None
+        self.quorum: MetadataQuorum | None = None
+        if len(voters) > 1:
+            self.quorum = MetadataQuorum(
+                config.data_dir, config.node_id, voters, self.clock,
+                raft_config=RaftConfig(election_timeout_ms=config.quorum_election_timeout_ms,
+                                       fetch_timeout_ms=config.quorum_fetch_timeout_ms),
+                commit_timeout_ms=config.quorum_commit_timeout_ms,
+                # voters log in to each other with the cluster secret's derived login
+                login=broker_login(self.cluster_secret, config.node_id),
+                require_login=bool(self.cluster_secret), cluster_id=config.cluster_id,
+                max_batch_records=config.metadata_max_batch_records,
+                on_image=self._on_quorum_image, on_committed=self._on_quorum_commit)
+        else:
+            self.store = ControllerLog(
+                config.data_dir,
+                snapshot_interval_records=config.metadata_snapshot_interval_records,
+                max_batch_records=config.metadata_max_batch_records)
         self.apis: ControllerApis | None = None  # once the metadata log is open
         self.port = config.port
         self._stop = asyncio.Event()
@@ -212,12 +243,29 @@ class ControllerServer:
 
     # -- lifecycle ----------------------------------------------------------------------
 
+    def _on_quorum_image(self, image: MetadataImage, active: bool) -> None:
+        """The quorum became active (``image``: the committed one) or stopped being so
+        (``image``: rebuilt from the committed log): a fresh state over it, as a
+        controller that just started (broker sessions start anew)."""
+        if self.apis is not None:
+            self.apis.state = ControllerState(self.config, self.clock, image)
+
+    def _on_quorum_commit(self) -> None:
+        if self.apis is not None:
+            self.apis.wake_fetches()
+
     async def serve(self, on_ready: Callable[[ControllerServer], None] | None = None) -> int:
-        image = self.store.open()
-        log.info("metadata log open: %d records, snapshot %s", image.last_applied_offset + 1,
-                 self.store.snapshot_loaded)
+        if self.quorum is not None:
+            self.quorum.open()
+            image = self.quorum.image  # empty: committed entries are applied as learned
+        else:
+            assert self.store is not None
+            image = self.store.open()
+            log.info("metadata log open: %d records, snapshot %s",
+                     image.last_applied_offset + 1, self.store.snapshot_loaded)
         apis = self.apis = ControllerApis(
-            self.config, ControllerState(self.config, self.clock, image), self.store, self._fail)
+            self.config, ControllerState(self.config, self.clock, image), self.store,
+            self._fail, self.quorum)
         loop = asyncio.get_running_loop()
         tls = self.config.tls_context()
         server = await asyncio.start_server(
@@ -229,6 +277,8 @@ class ControllerServer:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, self._stop.set)
             ticker = asyncio.create_task(self._tick_loop(apis))
+            if self.quorum is not None:
+                self.quorum.start()
             if self.config.metrics_port >= 0:
                 await self._start_metrics()
             if on_ready is not None:
@@ -236,6 +286,8 @@ class ControllerServer:
             await self._stop.wait()
             ticker.cancel()
         finally:
+            if self.quorum is not None:
+                await self.quorum.stop()  # an active leader hands over (EndQuorumEpoch)
             if self.metrics is not None:
                 await self.metrics.stop()
             server.close()
@@ -244,7 +296,10 @@ class ControllerServer:
             await asyncio.gather(*self._connections, return_exceptions=True)
             with contextlib.suppress(Exception):
                 await server.wait_closed()
-            self.store.close()
+            if self.quorum is not None:
+                self.quorum.close()
+            if self.store is not None:
+                self.store.close()
         if self._fatal is not None:
             log.critical("controller stopped: %s", self._fatal)
             return 1
@@ -270,7 +325,10 @@ class ControllerServer:
         interval_s = self.config.controller_tick_interval_ms / 1000
         while True:
             await asyncio.sleep(interval_s)
-            apis.commit(apis.state.tick())
+            if not apis.active:
+                continue  # a quorum's voter that is not the active controller
+            with contextlib.suppress(NotCommittedError):  # the next tick tries again
+                await apis.commit(apis.state.tick())
 
     # -- connections --------------------------------------------------------------------
 
@@ -425,6 +483,19 @@ class ControllerServer:
                                   request.correlation_id,
                                   _refusal_answer(request.api_key, request.api_version, refusal))
                 return True
+        quorum = apis.quorum
+        if quorum is not None and _is_quorum_request(request.api_key, request.body,
+                                                     list(quorum.voters)):
+            if peer.probation:
+                raise ProtocolError("a quorum request on a place reserved for brokers")
+            # with a secret only a login of the cluster reaches here (needs_login); the
+            # driver checks the sender is the voter it logged in as
+            voter = broker_id_of(peer.principal) if self.cluster_secret else None
+            body = quorum.driver.handle_request(request.api_key, request.api_version,
+                                                request.body, voter)
+            await self._write(writer, request.api_key, request.api_version,
+                              request.correlation_id, body)
+            return True
         handler = apis.handlers.get(request.api_key)
         if handler is None:
             raise ProtocolError(f"the controller does not serve {APIS[request.api_key].name}")
