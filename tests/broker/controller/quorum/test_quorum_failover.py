@@ -10,16 +10,23 @@ Quorum timeouts are shortened (election 300 ms, fetch 1 s) so the test takes sec
 
 from __future__ import annotations
 
+import asyncio
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from broker.async_client import AsyncConnection
+from broker.auth import broker_login, read_cluster_secret
 from broker.cluster.controllers import active_controller, describe_quorum
+from broker.controller.quorum.wire import encode_request
 from clients.admin import Admin
 from clients.producer.producer import Producer
+from clients.protocol.errors import ErrorCode
 from clients.types import NewTopic
+from replication.raft.messages import QuorumVoteRequest
 from tests.broker.cluster_harness import LocalCluster
+from tests.broker.controller.processes import ControllerClient
 from tests.broker.processes import wait_until
 
 pytestmark = [pytest.mark.multiprocess, pytest.mark.slow]
@@ -84,3 +91,41 @@ def test_sigkill_of_the_active_controller_elects_another_that_serves(tmp_path: P
                     and ends.get(first.name) == ends.get(second.name))
 
         wait_until(caught_up, 20, f"{first.name} caught up")
+
+
+async def _vote_as(port: int, login: tuple[str, bytes], candidate: int, epoch: int
+                   ) -> dict[str, Any]:
+    encoded = encode_request(QuorumVoteRequest(epoch, candidate, 99, 10**6, False),
+                             3001, "minikafka")
+    assert encoded is not None
+    conn = AsyncConnection("127.0.0.1", port, client_id="test", login=login)
+    try:
+        return await conn.request(encoded[0], encoded[1], api_version=2, timeout_ms=10_000)
+    finally:
+        conn.close()
+
+
+def test_quorum_requests_need_the_voters_own_login(tmp_path: Path) -> None:
+    """An unauthenticated socket's Vote closes it; a broker's login cannot vote as a
+    voter (CLUSTER_AUTHORIZATION_FAILED); neither moves the quorum's epoch."""
+    with LocalCluster(tmp_path, 1, FAST, controller_overrides=QUORUM, controllers=3) as cluster:
+        wait_until(lambda: quorum_view(cluster).get("leader_id", -1) >= 3001, 20, "a leader")
+        epoch = quorum_view(cluster)["leader_epoch"]
+        target = cluster.state.controllers["controller-1"]
+        encoded = encode_request(QuorumVoteRequest(epoch + 5, 3002, 99, 10**6, False), 3001,
+                                 "minikafka")
+        assert encoded is not None
+        client = ControllerClient(target.port)
+        try:
+            assert client.request(encoded[0], encoded[1], version=2) is None  # closed
+        finally:
+            client.close()
+        secret = read_cluster_secret(str(Path(cluster.data_dir) / "cluster.secret"))
+        broker = broker_login(secret, 0)
+        assert broker is not None
+        answer = asyncio.run(_vote_as(target.port, broker, 3002, epoch + 5))
+        assert answer["topics"][0]["partitions"][0]["error_code"] == \
+            ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        view = quorum_view(cluster)
+        assert view["leader_epoch"] == epoch and all(
+            v["role"] in ("leader", "follower") for v in view["voters"])
