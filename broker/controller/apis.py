@@ -2,9 +2,14 @@
 controller, turned into a call on :class:`~broker.controller.state.ControllerState` and
 its result into the API's answer (Kafka's ``ControllerApis``).
 
-Contract: every mutation follows one path with no ``await`` inside: state method ->
-records -> :meth:`ControllerApis.commit` (``ControllerLog.append``, fsync) -> wake
-waiting fetches -> answer.  If the append fails the image is ahead of the disk:
+Contract: every mutation follows one path with no ``await`` before its records are
+written: state method -> records -> :meth:`ControllerApis.commit` (``ControllerLog.append``,
+fsync) -> wake waiting fetches -> answer.  With a quorum
+(:class:`~broker.controller.quorum.metadata_quorum.MetadataQuorum`) ``commit`` proposes
+the records at once and awaits their commit; the state APIs then answer only on the
+active controller (else NOT_CONTROLLER in the API's shape, REQUEST_TIMED_OUT for a
+change not committed in ``quorum_commit_timeout_ms``), and the metadata Fetch reads up
+to the quorum's high watermark.  If the append fails the image is ahead of the disk:
 ``commit`` calls ``on_fatal`` and raises :class:`FatalControllerError`.  Who may call
 which API (logins, probation, bounds) is the connection's business
 (:mod:`broker.controller.server`); the answers' shapes are listed there.

@@ -43,9 +43,13 @@ anyone is served every API.  Served APIs, at the versions of
   ``unclean_elected``, topics with their ``configs`` (our tagged extras: flexible
   versions only, v9+); ``controller_id`` -1; topics asked by id only (v12) get
   UNKNOWN_TOPIC_ID; v0's empty list means every topic.
-- DescribeQuorum (v0-1): this controller as a quorum of one voter (``node_id``), leader
-  at epoch 0, high watermark = log end (the multi-voter quorum is not wired yet:
-  docs/quorum.md).
+- DescribeQuorum (v0-1): the single controller as a quorum of one voter (``node_id``),
+  leader at epoch 0, high watermark = log end; a voter of a quorum (several
+  ``controller_quorum_voters``) answers its view (:mod:`broker.controller.quorum.driver`).
+- A quorum's voter serves the others Vote, BeginQuorumEpoch, EndQuorumEpoch and a Fetch
+  with a voter's ``replica_id`` (:meth:`QuorumDriver.handle_request`; with a secret, as
+  the voter logged in with the secret's derived login); the rest is as
+  :mod:`broker.controller.apis` says (NOT_CONTROLLER off the active controller).
 - Fetch of ``__cluster_metadata`` partition 0 (record batches whose record values are
   metadata records; the high watermark and last stable offset are the log end, since
   everything is fsync'd before it is readable; log start 0).  Other partitions get
@@ -85,9 +89,11 @@ after the login check, so only to a logged-in broker when there is a secret.
 
 The handlers live in :class:`~broker.controller.apis.ControllerApis`; this module is the
 connection side (places, logins, bounds, framing).  Every mutation follows one path with
-no ``await`` inside: core method -> records -> ``ControllerLog.append`` (fsync) -> wake
-waiting fetches -> answer.  If the append
-fails the image is ahead of the disk, so the process logs the error and exits 1.
+no ``await`` before the records are written: core method -> records ->
+``ControllerLog.append`` (fsync) -> wake waiting fetches -> answer; in a quorum: core
+method -> records -> proposed to the replica -> (await) committed by a majority ->
+answer.  If the append fails the image is ahead of the disk, so the process logs the
+error and exits 1.
 
 Not thread-safe: one event loop owns everything.
 """
@@ -108,7 +114,6 @@ from prometheus_client.registry import CollectorRegistry
 
 from broker.auth import (
     SaslSession,
-    broker_login,
     broker_request_refusal,
     needs_login,
     read_cluster_secret,
@@ -118,8 +123,7 @@ from broker.config import parse_ip_overrides, parse_overrides
 from broker.controller.apis import ControllerApis, FatalControllerError
 from broker.controller.config import ControllerConfig
 from broker.controller.log import ControllerLog
-from broker.controller.quorum.metadata_quorum import MetadataQuorum, NotCommittedError
-from broker.controller.quorum.voters import voter_map
+from broker.controller.quorum.metadata_quorum import NotCommittedError, controller_quorum
 from broker.controller.state import ControllerState
 from broker.login_failures import LoginFailureLimits, LoginFailures
 from broker.metadata.image import MetadataImage
@@ -138,7 +142,6 @@ from clients.protocol.errors import (
 from clients.protocol.framing import frame_length_of
 from clients.protocol.registry import APIS
 from clients.protocol.scram import broker_id_of
-from replication.raft.config import RaftConfig
 from storage.meta_properties import check_data_dir_identity
 from timer.clock import Clock, MonotonicClock
 
@@ -205,22 +208,11 @@ class ControllerServer:
         self.login_failures = LoginFailures(LoginFailureLimits.of(config), self.clock)
         self._delaying = 0  # connections waiting to be told their login failed
         check_data_dir_identity(config.data_dir, config.cluster_id)
-        voters = voter_map(config.controller_quorum_voters)
         # one voter (or none named): the single controller and its fsync'd log, as before
         self.store: ControllerLog | None = None
-        self.quorum: MetadataQuorum | None = None
-        if len(voters) > 1:
-            self.quorum = MetadataQuorum(
-                config.data_dir, config.node_id, voters, self.clock,
-                raft_config=RaftConfig(election_timeout_ms=config.quorum_election_timeout_ms,
-                                       fetch_timeout_ms=config.quorum_fetch_timeout_ms),
-                commit_timeout_ms=config.quorum_commit_timeout_ms,
-                # voters log in to each other with the cluster secret's derived login
-                login=broker_login(self.cluster_secret, config.node_id),
-                require_login=bool(self.cluster_secret), cluster_id=config.cluster_id,
-                max_batch_records=config.metadata_max_batch_records,
-                on_image=self._on_quorum_image, on_committed=self._on_quorum_commit)
-        else:
+        self.quorum = controller_quorum(config, self.clock, self.cluster_secret,
+                                        self._on_quorum_image, self._on_quorum_commit)
+        if self.quorum is None:
             self.store = ControllerLog(
                 config.data_dir,
                 snapshot_interval_records=config.metadata_snapshot_interval_records,

@@ -28,6 +28,8 @@ log through this object instead of :class:`~broker.controller.log.ControllerLog`
   metadata fetches, which :meth:`read_committed` serves up to the high watermark, in
   whole batches).
 
+:func:`controller_quorum` builds it from the controller's config (None for one voter).
+
 Errors: :meth:`commit` raises :class:`NotCommittedError` (NOT_CONTROLLER if this voter
 is no longer the active controller, REQUEST_TIMED_OUT if the quorum did not commit within
 ``commit_timeout_ms``: the records may still commit later, as with Kafka's controller).
@@ -45,9 +47,12 @@ import random
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
+from broker.auth import broker_login
+from broker.controller.config import ControllerConfig
 from broker.controller.log import check_damage_is_only_a_torn_tail
 from broker.controller.quorum.driver import QuorumDriver
 from broker.controller.quorum.file_raft_log import RAFT_LOG_CONFIG, FileRaftLog
+from broker.controller.quorum.voters import voter_map
 from broker.metadata.image import MetadataImage
 from broker.metadata.records import (
     METADATA_PARTITION,
@@ -65,7 +70,7 @@ from storage.lock import DataDirLock
 from storage.log.log import Log
 from timer.clock import Clock
 
-__all__ = ["MetadataQuorum", "NotCommittedError"]
+__all__ = ["MetadataQuorum", "NotCommittedError", "controller_quorum"]
 
 log = logging.getLogger(__name__)
 
@@ -247,3 +252,23 @@ class MetadataQuorum:
                     image.advance_to(offset)
                 else:
                     image.apply(decode_record(entry.payload), offset)
+
+
+def controller_quorum(config: ControllerConfig, clock: Clock, cluster_secret: str,
+                      on_image: Callable[[MetadataImage, bool], None],
+                      on_committed: Callable[[], None]) -> MetadataQuorum | None:
+    """The quorum of a controller configured with several voters (None: one voter or
+    none named, the single controller).  With a cluster secret voters log in to each
+    other with its derived login for their voter id and require it of each other."""
+    voters = voter_map(config.controller_quorum_voters)
+    if len(voters) <= 1:
+        return None
+    return MetadataQuorum(
+        config.data_dir, config.node_id, voters, clock,
+        raft_config=RaftConfig(election_timeout_ms=config.quorum_election_timeout_ms,
+                               fetch_timeout_ms=config.quorum_fetch_timeout_ms),
+        commit_timeout_ms=config.quorum_commit_timeout_ms,
+        login=broker_login(cluster_secret, config.node_id),
+        require_login=bool(cluster_secret), cluster_id=config.cluster_id,
+        max_batch_records=config.metadata_max_batch_records,
+        on_image=on_image, on_committed=on_committed)
