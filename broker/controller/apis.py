@@ -447,7 +447,8 @@ class ControllerApis:
         ours = [p for name, p in wanted
                 if name == METADATA_TOPIC and p["partition"] == METADATA_PARTITION]
         wait_ms = min(max(body["max_wait_ms"], 0), self.config.max_fetch_wait_ms)
-        if ours and wait_ms > 0 and len(ours) == len(wanted) and all(
+        # (a voter that is not the active controller answers at once: NOT_LEADER_OR_FOLLOWER)
+        if ours and wait_ms > 0 and self.active and len(ours) == len(wanted) and all(
                 p["fetch_offset"] == self._readable_end() for p in ours):
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.appended.wait(), wait_ms / 1000)

@@ -241,6 +241,7 @@ class ControllerServer:
         controller that just started (broker sessions start anew)."""
         if self.apis is not None:
             self.apis.state = ControllerState(self.config, self.clock, image)
+            self.apis.wake_fetches()  # fetches waiting on a former leader: answered now
 
     def _on_quorum_commit(self) -> None:
         if self.apis is not None:

@@ -162,7 +162,8 @@ class MetadataQuorum:
         self.driver.start()
 
     async def stop(self) -> None:
-        """Hand leadership over (EndQuorumEpoch) and stop the driver."""
+        """Hand leadership over (EndQuorumEpoch) and stop the driver; no longer active."""
+        self.active = False
         if self._driver is not None:
             await self._driver.stop()
 
