@@ -48,7 +48,7 @@ anyone is served every API.  Served APIs, at the versions of
   ``controller_quorum_voters``) answers its view (:mod:`broker.controller.quorum.driver`).
 - A quorum's voter serves the others Vote, BeginQuorumEpoch, EndQuorumEpoch and a Fetch
   with a voter's ``replica_id`` (:meth:`QuorumDriver.handle_request`; with a secret, as
-  the voter logged in with the secret's derived login); the rest is as
+  the voter logged in as ``controller-<id>``, :func:`~broker.auth.controller_login`); the rest is as
   :mod:`broker.controller.apis` says (NOT_CONTROLLER off the active controller).
 - Fetch of ``__cluster_metadata`` partition 0 (record batches whose record values are
   metadata records; the high watermark and last stable offset are the log end, since
@@ -115,6 +115,7 @@ from prometheus_client.registry import CollectorRegistry
 from broker.auth import (
     SaslSession,
     broker_request_refusal,
+    is_internal,
     needs_login,
     read_cluster_secret,
     scram_decoy_key,
@@ -141,7 +142,7 @@ from clients.protocol.errors import (
 )
 from clients.protocol.framing import frame_length_of
 from clients.protocol.registry import APIS
-from clients.protocol.scram import broker_id_of
+from clients.protocol.scram import controller_id_of
 from storage.meta_properties import check_data_dir_identity
 from timer.clock import Clock, MonotonicClock
 
@@ -456,7 +457,7 @@ class ControllerServer:
             body = (session.handshake(request.body, request.api_version)
                     if request.api_key == ApiKey.SASL_HANDSHAKE
                     else session.authenticate(request.body))
-            if broker_id_of(session.principal) is not None:
+            if is_internal(session.principal):  # a broker, or another voter
                 peer.probation = False  # an authenticated broker keeps its reserved place
                 peer.login_by = None
             failed = session.failed and not had_failed
@@ -483,7 +484,7 @@ class ControllerServer:
                 raise ProtocolError("a quorum request on a place reserved for brokers")
             # with a secret only a login of the cluster reaches here (needs_login); the
             # driver checks the sender is the voter it logged in as
-            voter = broker_id_of(peer.principal) if self.cluster_secret else None
+            voter = controller_id_of(peer.principal) if self.cluster_secret else None
             body = quorum.driver.handle_request(request.api_key, request.api_version,
                                                 request.body, voter)
             await self._write(writer, request.api_key, request.api_version,

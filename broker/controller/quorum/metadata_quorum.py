@@ -47,7 +47,7 @@ import random
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 
-from broker.auth import broker_login
+from broker.auth import controller_login
 from broker.controller.config import ControllerConfig
 from broker.controller.log import check_damage_is_only_a_torn_tail
 from broker.controller.quorum.driver import QuorumDriver
@@ -260,7 +260,7 @@ def controller_quorum(config: ControllerConfig, clock: Clock, cluster_secret: st
                       on_committed: Callable[[], None]) -> MetadataQuorum | None:
     """The quorum of a controller configured with several voters (None: one voter or
     none named, the single controller).  With a cluster secret voters log in to each
-    other with its derived login for their voter id and require it of each other."""
+    other as ``controller-<id>`` (:func:`broker.auth.controller_login`) and require it."""
     voters = voter_map(config.controller_quorum_voters)
     if len(voters) <= 1:
         return None
@@ -269,7 +269,7 @@ def controller_quorum(config: ControllerConfig, clock: Clock, cluster_secret: st
         raft_config=RaftConfig(election_timeout_ms=config.quorum_election_timeout_ms,
                                fetch_timeout_ms=config.quorum_fetch_timeout_ms),
         commit_timeout_ms=config.quorum_commit_timeout_ms,
-        login=broker_login(cluster_secret, config.node_id),
+        login=controller_login(cluster_secret, config.node_id),
         require_login=bool(cluster_secret), cluster_id=config.cluster_id,
         max_batch_records=config.metadata_max_batch_records,
         on_image=on_image, on_committed=on_committed)

@@ -17,16 +17,17 @@ from typing import Any
 import pytest
 
 from broker.async_client import AsyncConnection
-from broker.auth import broker_login, read_cluster_secret
+from broker.auth import broker_login, controller_login, read_cluster_secret
 from broker.cluster.controllers import active_controller, describe_quorum
 from broker.controller.quorum.wire import encode_request
 from clients.admin import Admin
 from clients.producer.producer import Producer
+from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode
 from clients.types import NewTopic
 from replication.raft.messages import QuorumVoteRequest
 from tests.broker.cluster_harness import LocalCluster
-from tests.broker.controller.processes import ControllerClient
+from tests.broker.controller.processes import FEATURES, ControllerClient, incarnation
 from tests.broker.processes import wait_until
 
 pytestmark = [pytest.mark.multiprocess, pytest.mark.slow]
@@ -93,21 +94,30 @@ def test_sigkill_of_the_active_controller_elects_another_that_serves(tmp_path: P
         wait_until(caught_up, 20, f"{first.name} caught up")
 
 
-async def _vote_as(port: int, login: tuple[str, bytes], candidate: int, epoch: int
-                   ) -> dict[str, Any]:
-    encoded = encode_request(QuorumVoteRequest(epoch, candidate, 99, 10**6, False),
-                             3001, "minikafka")
-    assert encoded is not None
+async def _send_as(port: int, login: tuple[str, bytes], api_key: int, body: dict[str, Any],
+                   version: int) -> dict[str, Any]:
     conn = AsyncConnection("127.0.0.1", port, client_id="test", login=login)
     try:
-        return await conn.request(encoded[0], encoded[1], api_version=2, timeout_ms=10_000)
+        return await conn.request(api_key, body, api_version=version, timeout_ms=10_000)
     finally:
         conn.close()
 
 
+def _vote_error(port: int, login: tuple[str, bytes] | None, candidate: int, epoch: int) -> int:
+    """The error of a Vote for ``candidate`` sent on a connection logged in as ``login``:
+    the answer's own, else its partition's."""
+    assert login is not None
+    encoded = encode_request(QuorumVoteRequest(epoch, candidate, 99, 10**6, False), 3001,
+                             "minikafka")
+    assert encoded is not None
+    answer = asyncio.run(_send_as(port, login, encoded[0], encoded[1], 2))
+    return int(answer["error_code"]) or int(answer["topics"][0]["partitions"][0]["error_code"])
+
+
 def test_quorum_requests_need_the_voters_own_login(tmp_path: Path) -> None:
-    """An unauthenticated socket's Vote closes it; a broker's login cannot vote as a
-    voter (CLUSTER_AUTHORIZATION_FAILED); neither moves the quorum's epoch."""
+    """An unauthenticated socket's Vote closes it; a broker's login cannot vote, nor a
+    voter's login vote for another voter; a voter's login cannot act as a broker; none of
+    it moves the quorum's epoch."""
     with LocalCluster(tmp_path, 1, FAST, controller_overrides=QUORUM, controllers=3) as cluster:
         wait_until(lambda: quorum_view(cluster).get("leader_id", -1) >= 3001, 20, "a leader")
         epoch = quorum_view(cluster)["leader_epoch"]
@@ -121,11 +131,18 @@ def test_quorum_requests_need_the_voters_own_login(tmp_path: Path) -> None:
         finally:
             client.close()
         secret = read_cluster_secret(str(Path(cluster.data_dir) / "cluster.secret"))
-        broker = broker_login(secret, 0)
-        assert broker is not None
-        answer = asyncio.run(_vote_as(target.port, broker, 3002, epoch + 5))
-        assert answer["topics"][0]["partitions"][0]["error_code"] == \
-            ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        denied = ErrorCode.CLUSTER_AUTHORIZATION_FAILED
+        assert _vote_error(target.port, broker_login(secret, 0), 3002, epoch + 5) == denied
+        assert _vote_error(target.port, controller_login(secret, 3003), 3002,
+                           epoch + 5) == denied
+        registration = asyncio.run(_send_as(
+            target.port, controller_login(secret, 3002) or ("", b""),
+            ApiKey.BROKER_REGISTRATION, {
+                "broker_id": 3002, "cluster_id": "minikafka",
+                "incarnation_id": incarnation("voter"), "listeners": [
+                    {"name": "PLAINTEXT", "host": "127.0.0.1", "port": 9,
+                     "security_protocol": 0}], "features": FEATURES}, 0))
+        assert registration["error_code"] == denied
         view = quorum_view(cluster)
         assert view["leader_epoch"] == epoch and all(
             v["role"] in ("leader", "follower") for v in view["voters"])
