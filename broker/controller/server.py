@@ -212,7 +212,8 @@ class ControllerServer:
         # one voter (or none named): the single controller and its fsync'd log, as before
         self.store: ControllerLog | None = None
         self.quorum = controller_quorum(config, self.clock, self.cluster_secret,
-                                        self._on_quorum_image, self._on_quorum_commit)
+                                        self._on_quorum_image, self._on_quorum_commit,
+                                        self._fail)
         if self.quorum is None:
             self.store = ControllerLog(
                 config.data_dir,

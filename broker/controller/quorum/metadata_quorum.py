@@ -93,7 +93,8 @@ class MetadataQuorum:
                  login: tuple[str, bytes] | None, require_login: bool, cluster_id: str,
                  max_batch_records: int,
                  on_image: Callable[[MetadataImage, bool], None],
-                 on_committed: Callable[[], None]) -> None:
+                 on_committed: Callable[[], None],
+                 on_fatal: Callable[[BaseException], None]) -> None:
         self.data_dir = Path(data_dir)
         self.node_id = node_id
         self.voters = dict(voters)
@@ -106,6 +107,7 @@ class MetadataQuorum:
         self._max_batch_records = max_batch_records
         self._on_image = on_image
         self._on_committed = on_committed
+        self._on_fatal = on_fatal
         self._lock = DataDirLock(self.data_dir)
         self._log: Log | None = None
         self._driver: QuorumDriver | None = None
@@ -214,7 +216,16 @@ class MetadataQuorum:
     # -- following the replica ----------------------------------------------------------
 
     def _on_change(self) -> None:
-        """After every event that moved the high watermark, the role or the epoch."""
+        """After every event that moved the high watermark, the role or the epoch.  A
+        committed entry that cannot be applied stops the process (``on_fatal``): serving
+        on without it would answer from metadata the quorum does not hold."""
+        try:
+            self._follow()
+        except Exception as e:
+            log.critical("metadata quorum: cannot apply the committed log: %r", e)
+            self._on_fatal(e)
+
+    def _follow(self) -> None:
         replica = self.replica
         leading = replica.role is QuorumRole.LEADER
         if self.active and not (leading and replica.epoch == self._active_epoch):
@@ -257,7 +268,8 @@ class MetadataQuorum:
 
 def controller_quorum(config: ControllerConfig, clock: Clock, cluster_secret: str,
                       on_image: Callable[[MetadataImage, bool], None],
-                      on_committed: Callable[[], None]) -> MetadataQuorum | None:
+                      on_committed: Callable[[], None],
+                      on_fatal: Callable[[BaseException], None]) -> MetadataQuorum | None:
     """The quorum of a controller configured with several voters (None: one voter or
     none named, the single controller).  With a cluster secret voters log in to each
     other as ``controller-<id>`` (:func:`broker.auth.controller_login`) and require it."""
@@ -272,4 +284,4 @@ def controller_quorum(config: ControllerConfig, clock: Clock, cluster_secret: st
         login=controller_login(cluster_secret, config.node_id),
         require_login=bool(cluster_secret), cluster_id=config.cluster_id,
         max_batch_records=config.metadata_max_batch_records,
-        on_image=on_image, on_committed=on_committed)
+        on_image=on_image, on_committed=on_committed, on_fatal=on_fatal)

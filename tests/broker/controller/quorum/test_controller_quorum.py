@@ -142,3 +142,32 @@ def test_only_the_active_controller_serves_and_answers_once_committed(tmp_path: 
             await asyncio.gather(*tasks.values(), return_exceptions=True)
 
     asyncio.run(scenario())
+
+
+def test_a_committed_entry_that_cannot_be_applied_stops_the_voter(tmp_path: Path) -> None:
+    """Followers that cannot apply a committed entry (here bytes that are no metadata
+    record, proposed on the leader behind its state's back) stop with exit code 1
+    instead of serving metadata the quorum does not hold."""
+    async def scenario() -> None:
+        ports = dict(zip(IDS, _free_ports(3), strict=True))
+        voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in ports.items())
+        servers = {i: ControllerServer(ControllerConfig.load(None, {
+            "node_id": i, "controller_quorum_voters": voters, "port": ports[i],
+            "data_dir": str(tmp_path / str(i)), **QUORUM})) for i in IDS}
+        tasks = {i: asyncio.create_task(s.serve()) for i, s in servers.items()}
+        try:
+            await _until(lambda: any(s.quorum and s.quorum.active for s in servers.values()),
+                         "an active controller")
+            leader = next(i for i, s in servers.items() if s.quorum and s.quorum.active)
+            quorum = servers[leader].quorum
+            assert quorum is not None
+            quorum.driver.propose([b"not a metadata record"])
+            followers = [tasks[i] for i in IDS if i != leader]
+            done, _ = await asyncio.wait(followers, timeout=10)
+            assert len(done) == 2 and all(t.result() == 1 for t in done)
+        finally:
+            for s in servers.values():
+                s.stop()
+            await asyncio.gather(*tasks.values(), return_exceptions=True)
+
+    asyncio.run(scenario())
