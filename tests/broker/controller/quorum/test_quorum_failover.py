@@ -2,7 +2,8 @@
 with its cluster secret: voters log in to each other): the active controller is
 SIGKILLed; a new one is elected and serves (a topic created afterwards, a killed broker
 fenced), a producer with acks=all keeps getting acknowledgements, and the killed voter
-restarts and catches up with the leader's log.
+restarts and catches up with the leader's log; then the active controller is SIGSTOPped:
+another is elected and serves, and the resumed one follows and catches up.
 
 Processes are started and stopped by :class:`LocalCluster` (by PID, also on failure).
 Quorum timeouts are shortened (election 300 ms, fetch 1 s) so the test takes seconds.
@@ -82,16 +83,29 @@ def test_sigkill_of_the_active_controller_elects_another_that_serves(tmp_path: P
 
         # the killed voter restarts as a follower and catches up with the leader's log
         cluster.restart(first.name)
+        wait_until(lambda: caught_up(cluster, first.name), 20, f"{first.name} caught up")
 
-        def caught_up() -> bool:
-            view = quorum_view(cluster)
-            ends = {v["name"]: v["log_end_offset"] for v in view["voters"]}
-            roles = {v["name"]: v["role"] for v in view["voters"]}
-            return (roles.get(first.name) == "follower"
-                    and ends.get(first.name) == view.get("high_watermark")
-                    and ends.get(first.name) == ends.get(second.name))
+        # SIGSTOP of the active controller: the others elect a leader that serves; resumed,
+        # the old one steps down (its fetch timeout), drops anything uncommitted, follows
+        cluster.pause(second.name)
+        wait_until(lambda: any(v["role"] == "leader" and v["name"] != second.name
+                               for v in quorum_view(cluster)["voters"]), 20,
+                   "a leader while the active controller is paused")
+        with Admin(cluster.bootstrap) as admin:
+            admin.create_topics([NewTopic("while-paused", 1, 2)])
+        assert produce(cluster.bootstrap, "before", b"e") == 3
+        cluster.resume(second.name)
+        wait_until(lambda: caught_up(cluster, second.name), 20, f"{second.name} caught up")
 
-        wait_until(caught_up, 20, f"{first.name} caught up")
+
+def caught_up(cluster: LocalCluster, name: str) -> bool:
+    """``name`` follows the leader with the leader's log end, at the high watermark."""
+    view = quorum_view(cluster)
+    ends = {v["name"]: v["log_end_offset"] for v in view["voters"]}
+    roles = {v["name"]: v["role"] for v in view["voters"]}
+    leader = [n for n, r in roles.items() if r == "leader"]
+    return (roles.get(name) == "follower" and len(leader) == 1
+            and ends.get(name) == view.get("high_watermark") == ends.get(leader[0]))
 
 
 async def _send_as(port: int, login: tuple[str, bytes], api_key: int, body: dict[str, Any],
