@@ -467,25 +467,30 @@ class ControllerApis:
         controller: a quorum of one voter, itself, the leader (epoch 0), every record
         committed (high watermark = log end).  Another partition than
         ``__cluster_metadata``-0 gets UNKNOWN_TOPIC_OR_PARTITION (Kafka's answer)."""
-        if self.quorum is not None:
-            return cast(DescribeQuorumResponse, self.quorum.driver.describe())
         leo = self._readable_end()
         me: DescribeQuorumResponseCurrentVoter = {
             "replica_id": self.config.node_id, "log_end_offset": leo,
             "last_fetch_timestamp": -1, "last_caught_up_timestamp": -1}
+        view: DescribeQuorumResponsePartition = {
+            "partition_index": METADATA_PARTITION, "error_code": 0,
+            "leader_id": self.config.node_id, "leader_epoch": 0, "high_watermark": leo,
+            "current_voters": [me], "observers": []}
+        if self.quorum is not None:
+            described = cast(DescribeQuorumResponse, self.quorum.driver.describe())
+            view = described["topics"][0]["partitions"][0]
         topics: list[DescribeQuorumResponseTopic] = []
         for t in body["topics"]:
             partitions: list[DescribeQuorumResponsePartition] = []
             for p in t["partitions"]:
-                ours = (t["topic_name"], p["partition_index"]) == (METADATA_TOPIC,
-                                                                   METADATA_PARTITION)
+                if (t["topic_name"], p["partition_index"]) == (METADATA_TOPIC,
+                                                               METADATA_PARTITION):
+                    partitions.append(view)
+                    continue
                 partitions.append({
                     "partition_index": p["partition_index"],
-                    "error_code": int(ErrorCode.NONE if ours
-                                      else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
-                    "leader_id": self.config.node_id if ours else -1,
-                    "leader_epoch": 0 if ours else -1, "high_watermark": leo if ours else -1,
-                    "current_voters": [me] if ours else [], "observers": []})
+                    "error_code": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), "leader_id": -1,
+                    "leader_epoch": -1, "high_watermark": -1, "current_voters": [],
+                    "observers": []})
             topics.append({"topic_name": t["topic_name"], "partitions": partitions})
         return {"error_code": 0, "topics": topics}
 

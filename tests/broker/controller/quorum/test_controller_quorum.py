@@ -1,7 +1,8 @@
 """Three real ControllerServers (several ``controller_quorum_voters``) in one event loop
 over loopback sockets, no cluster secret, short quorum timeouts: one becomes the active
 controller; the others answer the state APIs NOT_CONTROLLER in the API's shape and a
-metadata Fetch NOT_LEADER_OR_FOLLOWER at once (no long poll); a CreateTopics on the
+metadata Fetch NOT_LEADER_OR_FOLLOWER at once (no long poll) and DescribeQuorum with the
+leader (another partition: UNKNOWN_TOPIC_OR_PARTITION); a CreateTopics on the
 active one is answered once committed and every voter's committed image gets the topic;
 brokers read up to the high watermark; a stopped active controller hands over and the
 next one serves with the same metadata.  (The real-process SIGKILL test:
@@ -78,6 +79,13 @@ def test_only_the_active_controller_serves_and_answers_once_committed(tmp_path: 
             follower = next(i for i in IDS if i != leader)
             refused = await conns[follower].request(ApiKey.CREATE_TOPICS, _create_topic("t"))
             assert [t["error_code"] for t in refused["topics"]] == [ErrorCode.NOT_CONTROLLER]
+            described = await conns[follower].request(ApiKey.DESCRIBE_QUORUM, {"topics": [
+                {"topic_name": "__cluster_metadata", "partitions": [{"partition_index": 0}]},
+                {"topic_name": "other", "partitions": [{"partition_index": 0}]}]})
+            ours, other = (t["partitions"][0] for t in described["topics"])
+            assert (ours["error_code"], ours["leader_id"]) == (0, leader)
+            assert sorted(v["replica_id"] for v in ours["current_voters"]) == IDS
+            assert other["error_code"] == ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
             beat = await conns[follower].request(ApiKey.BROKER_HEARTBEAT, {
                 "broker_id": 0, "broker_epoch": 1, "current_metadata_offset": 0,
                 "want_fence": False, "want_shut_down": False})
