@@ -478,21 +478,7 @@ class ControllerApis:
         if self.quorum is not None:
             described = cast(DescribeQuorumResponse, self.quorum.driver.describe())
             view = described["topics"][0]["partitions"][0]
-        topics: list[DescribeQuorumResponseTopic] = []
-        for t in body["topics"]:
-            partitions: list[DescribeQuorumResponsePartition] = []
-            for p in t["partitions"]:
-                if (t["topic_name"], p["partition_index"]) == (METADATA_TOPIC,
-                                                               METADATA_PARTITION):
-                    partitions.append(view)
-                    continue
-                partitions.append({
-                    "partition_index": p["partition_index"],
-                    "error_code": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), "leader_id": -1,
-                    "leader_epoch": -1, "high_watermark": -1, "current_voters": [],
-                    "observers": []})
-            topics.append({"topic_name": t["topic_name"], "partitions": partitions})
-        return {"error_code": 0, "topics": topics}
+        return _describe_quorum_answer(body, view)
 
     def _readable_end(self) -> int:
         """The end of what brokers may read: the log end (single controller, everything
@@ -532,6 +518,26 @@ class ControllerApis:
             entry.update({"error_code": int(error), "high_watermark": -1,
                           "last_stable_offset": -1, "log_start_offset": -1})
         return entry, len(records)
+
+
+def _describe_quorum_answer(body: DescribeQuorumRequest, view: DescribeQuorumResponsePartition
+                            ) -> DescribeQuorumResponse:
+    """``view`` for every asked ``__cluster_metadata``-0, UNKNOWN_TOPIC_OR_PARTITION for
+    any other partition (Kafka's answer)."""
+    topics: list[DescribeQuorumResponseTopic] = []
+    for t in body["topics"]:
+        partitions: list[DescribeQuorumResponsePartition] = []
+        for p in t["partitions"]:
+            if (t["topic_name"], p["partition_index"]) == (METADATA_TOPIC, METADATA_PARTITION):
+                partitions.append(view)
+                continue
+            partitions.append({
+                "partition_index": p["partition_index"],
+                "error_code": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), "leader_id": -1,
+                "leader_epoch": -1, "high_watermark": -1, "current_voters": [],
+                "observers": []})
+        topics.append({"topic_name": t["topic_name"], "partitions": partitions})
+    return {"error_code": 0, "topics": topics}
 
 
 def _registration_error(body: BrokerRegistrationRequest) -> tuple[ErrorCode, str] | None:
