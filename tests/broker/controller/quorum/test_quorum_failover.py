@@ -24,7 +24,7 @@ from broker.controller.quorum.wire import encode_request
 from clients.admin import Admin
 from clients.producer.producer import Producer
 from clients.protocol.api_keys import ApiKey
-from clients.protocol.errors import ErrorCode
+from clients.protocol.errors import ErrorCode, MiniKafkaError
 from clients.types import NewTopic
 from replication.raft.messages import QuorumVoteRequest
 from tests.broker.cluster_harness import LocalCluster
@@ -68,8 +68,8 @@ def test_sigkill_of_the_active_controller_elects_another_that_serves(tmp_path: P
         assert second.name != first.name
 
         # the new active controller commits and answers: a topic created after the failover
-        with Admin(cluster.bootstrap) as admin:
-            admin.create_topics([NewTopic("after", 1, 3, {"min_insync_replicas": "2"})])
+        create_when_brokers_are_back(cluster, NewTopic("after", 1, 3,
+                                                       {"min_insync_replicas": "2"}))
         cluster.wait_partition("after", 0, lambda p: p["leader"] is not None
                                and p["leader"] >= 0, "the new topic has a leader")
         assert produce(cluster.bootstrap, "before", b"b") == 1
@@ -91,11 +91,28 @@ def test_sigkill_of_the_active_controller_elects_another_that_serves(tmp_path: P
         wait_until(lambda: any(v["role"] == "leader" and v["name"] != second.name
                                for v in quorum_view(cluster)["voters"]), 20,
                    "a leader while the active controller is paused")
-        with Admin(cluster.bootstrap) as admin:
-            admin.create_topics([NewTopic("while-paused", 1, 2)])
+        create_when_brokers_are_back(cluster, NewTopic("while-paused", 1, 2))
         assert produce(cluster.bootstrap, "before", b"e") == 3
         cluster.resume(second.name)
         wait_until(lambda: caught_up(cluster, second.name), 20, f"{second.name} caught up")
+
+
+def create_when_brokers_are_back(cluster: LocalCluster, topic: NewTopic) -> None:
+    """Create ``topic``, retried while the new active controller has too few unfenced
+    brokers: it starts every broker's session anew, and brokers still waiting on the
+    paused or killed one may be fenced meanwhile (unfenced again once they heartbeat)."""
+    def created() -> bool:
+        try:
+            with Admin(cluster.bootstrap) as admin:
+                admin.create_topics([topic])
+            return True
+        except MiniKafkaError as e:
+            if "TOPIC_ALREADY_EXISTS" in str(e):
+                return True  # an earlier attempt committed it
+            assert "INVALID_REPLICATION_FACTOR" in str(e), e
+            return False
+
+    wait_until(created, 30, f"topic {topic.name} created", 0.2)
 
 
 def caught_up(cluster: LocalCluster, name: str) -> bool:
