@@ -39,10 +39,11 @@ def _cluster_pids(data_dir: str) -> list[int]:
 
 @contextlib.contextmanager
 def running_cluster(root: str, brokers: int = 3, overrides: dict[str, object] | None = None,
-                    controller_overrides: dict[str, object] | None = None
-                    ) -> Iterator[ClusterState]:
-    """Start a controller and ``brokers`` brokers under ``root`` (``overrides``: broker
-    config, ``controller_overrides``: the controller's); stop them all after.
+                    controller_overrides: dict[str, object] | None = None,
+                    controllers: int = 1) -> Iterator[ClusterState]:
+    """Start ``controllers`` controllers (``cluster start --controllers``) and ``brokers``
+    brokers under ``root`` (``overrides``: broker config, ``controller_overrides``: the
+    controllers'); stop them all after.
 
     Clean stop first (``cluster stop``), then SIGKILL by PID (and children) of anything
     still alive that the state file named at start or names at the end (a broker
@@ -56,7 +57,8 @@ def running_cluster(root: str, brokers: int = 3, overrides: dict[str, object] | 
     seen: set[int] = set()
     try:
         code = cluster_cli.main(["start", "--data-dir", data_dir, "--brokers", str(brokers),
-                                 "--base-port", "0", *extra])
+                                 "--base-port", "0", "--controllers", str(controllers),
+                                 *extra])
         seen.update(_cluster_pids(data_dir))
         if code != 0:
             raise RuntimeError("cluster start failed (see the logs under " + data_dir + ")")

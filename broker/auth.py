@@ -14,6 +14,11 @@ Fetch / OffsetsForLeaderEpoch with     ``broker-<replica_id>``, and that broker 
 ``replica_id >= 0``                    replica of the partition (leader; else the
                                        request is answered CLUSTER_AUTHORIZATION_FAILED
                                        and no follower state moves)
+Vote, BeginQuorumEpoch,                ``controller-<id>`` (a controller quorum's voter,
+EndQuorumEpoch, a Fetch with a         :func:`controller_login`), the voter the request
+voter's ``replica_id``                 names as its sender (controller; checked by
+                                       ``QuorumDriver.handle_request``); a voter's login
+                                       gets these and DescribeQuorum only
 =====================================  =================================================
 
 The controller serves nothing else to anyone but a broker: before a login a connection
@@ -84,7 +89,10 @@ from clients.protocol.scram import (
     broker_id_of,
     broker_password,
     broker_username,
+    controller_id_of,
+    controller_username,
     decoy_credential,
+    internal_password,
     parse_plain_token,
     password_matches,
 )
@@ -97,6 +105,17 @@ _PROCESS_DECOY_KEY = os.urandom(_DECOY_KEY_BYTES)  # without a secret or a data 
 # controller APIs only brokers send; their body names the sending broker's id
 BROKER_ID_APIS = {ApiKey.BROKER_REGISTRATION, ApiKey.BROKER_HEARTBEAT,
                   ApiKey.ALTER_PARTITION, ApiKey.ALLOCATE_PRODUCER_IDS}
+# what a controller quorum's voter (``controller-<id>``) sends another voter; the quorum
+# requests are for voters only (the driver checks the sender is the logged-in voter)
+VOTER_APIS = frozenset({ApiKey.VOTE, ApiKey.BEGIN_QUORUM_EPOCH, ApiKey.END_QUORUM_EPOCH,
+                        ApiKey.FETCH, ApiKey.DESCRIBE_QUORUM})
+QUORUM_ONLY_APIS = frozenset({ApiKey.VOTE, ApiKey.BEGIN_QUORUM_EPOCH, ApiKey.END_QUORUM_EPOCH})
+
+
+def is_internal(user: str | None) -> bool:
+    """A name of the cluster's own nodes (``broker-<id>``, ``controller-<id>``): derived
+    from the secret, never counted or locked out."""
+    return broker_id_of(user) is not None or controller_id_of(user) is not None
 
 
 def read_cluster_secret(path: str) -> str:
@@ -131,6 +150,13 @@ def write_cluster_secret(path: Path) -> None:
 def broker_login(secret: str, broker_id: int) -> tuple[str, bytes] | None:
     """What broker ``broker_id`` logs in with (None without a secret: no login)."""
     return (broker_username(broker_id), broker_password(secret, broker_id)) if secret else None
+
+
+def controller_login(secret: str, voter_id: int) -> tuple[str, bytes] | None:
+    """What controller voter ``voter_id`` logs in to the other voters with (None without a
+    secret: no login)."""
+    name = controller_username(voter_id)
+    return (name, internal_password(secret, name)) if secret else None
 
 
 def scram_decoy_key(secret: str, data_dir: Path | None) -> bytes:
@@ -213,7 +239,7 @@ class SaslSession:
         return [BROKER_MECHANISM] if self.secret else []
 
     def _credential(self, mechanism: str, user: str) -> ScramCredential | None:
-        if broker_id_of(user) is not None:  # brokers: derived from the secret, if any
+        if is_internal(user):  # brokers and voters: derived from the secret, if any
             return _broker_credential(self.secret, mechanism, user) if self.secret else None
         return self.users.credential(mechanism, user) if self.users is not None else None
 
@@ -238,7 +264,7 @@ class SaslSession:
     def _refusal(self, user: str | None) -> str | None:
         """Why this login must fail whatever its password (a lockout), or None; brokers'
         names are never locked out (see the module docstring)."""
-        if self.failures is None or broker_id_of(user) is not None:
+        if self.failures is None or is_internal(user):
             return None
         return self.failures.refusal(user, self.address)
 
@@ -250,7 +276,7 @@ class SaslSession:
         self.locked_out = locked_out
         self.scram = None
         self.mechanism = None
-        if self.failures is not None and broker_id_of(user) is None and not locked_out:
+        if self.failures is not None and not is_internal(user) and not locked_out:
             self.failures.record(user, self.address)
         return {"error_code": int(ErrorCode.SASL_AUTHENTICATION_FAILED),
                 "error_message": why, "auth_bytes": b""}
@@ -264,7 +290,7 @@ class SaslSession:
         try:
             user, password = parse_plain_token(token)
             refusal = self._refusal(user)
-            credential = (None if broker_id_of(user) is not None or self.users is None
+            credential = (None if is_internal(user) or self.users is None
                           else self.users.credential(BROKER_MECHANISM, user))
             # an unknown user costs the same PBKDF2 as a known one: no timing tell
             decoy = decoy_credential(self.decoy_key, BROKER_MECHANISM, user)
@@ -315,7 +341,12 @@ def broker_request_refusal(principal: str | None, api_key: int, body: dict[str, 
     cluster's brokers, and the broker-id APIs for the broker they name."""
     if api_key in BEFORE_LOGIN_APIS:
         return None
+    if controller_id_of(principal) is not None:
+        return None if api_key in VOTER_APIS else (
+            f"{ApiKey(api_key).name} on the controller is for the cluster's brokers")
     who = broker_id_of(principal)
+    if api_key in QUORUM_ONLY_APIS:
+        return f"{ApiKey(api_key).name} is for the controller quorum's voters"
     if who is None:
         return f"{ApiKey(api_key).name} on the controller is for the cluster's brokers"
     if api_key in BROKER_ID_APIS and body["broker_id"] != who:

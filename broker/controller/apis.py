@@ -2,9 +2,14 @@
 controller, turned into a call on :class:`~broker.controller.state.ControllerState` and
 its result into the API's answer (Kafka's ``ControllerApis``).
 
-Contract: every mutation follows one path with no ``await`` inside: state method ->
-records -> :meth:`ControllerApis.commit` (``ControllerLog.append``, fsync) -> wake
-waiting fetches -> answer.  If the append fails the image is ahead of the disk:
+Contract: every mutation follows one path with no ``await`` before its records are
+written: state method -> records -> :meth:`ControllerApis.commit` (``ControllerLog.append``,
+fsync) -> wake waiting fetches -> answer.  With a quorum
+(:class:`~broker.controller.quorum.metadata_quorum.MetadataQuorum`) ``commit`` proposes
+the records at once and awaits their commit; the state APIs then answer only on the
+active controller (else NOT_CONTROLLER in the API's shape, REQUEST_TIMED_OUT for a
+change not committed in ``quorum_commit_timeout_ms``), and the metadata Fetch reads up
+to the quorum's high watermark.  If the append fails the image is ahead of the disk:
 ``commit`` calls ``on_fatal`` and raises :class:`FatalControllerError`.  Who may call
 which API (logins, probation, bounds) is the connection's business
 (:mod:`broker.controller.server`); the answers' shapes are listed there.
@@ -25,6 +30,8 @@ from typing import Any, TypeVar, cast
 
 from broker.controller.config import ControllerConfig
 from broker.controller.log import ControllerLog
+from broker.controller.not_controller import not_controller_answer
+from broker.controller.quorum.metadata_quorum import MetadataQuorum, NotCommittedError
 from broker.controller.results import (
     ConfigOp,
     ConfigOperation,
@@ -101,6 +108,13 @@ from clients.protocol.topics import ZERO_UUID
 
 # the metadata log is fetched by name (Fetch v13+, by topic id, is served by brokers)
 CONTROLLER_MAX_VERSIONS: dict[int, int] = {ApiKey.FETCH: 12}
+# served by the active controller only (a quorum's other voters: NOT_CONTROLLER)
+ACTIVE_ONLY_APIS = frozenset({
+    ApiKey.BROKER_REGISTRATION, ApiKey.BROKER_HEARTBEAT, ApiKey.ALTER_PARTITION,
+    ApiKey.ALLOCATE_PRODUCER_IDS, ApiKey.CREATE_TOPICS, ApiKey.DELETE_TOPICS,
+    ApiKey.CREATE_PARTITIONS, ApiKey.INCREMENTAL_ALTER_CONFIGS, ApiKey.ALTER_CONFIGS,
+    ApiKey.ELECT_LEADERS, ApiKey.ALTER_PARTITION_REASSIGNMENTS,
+    ApiKey.LIST_PARTITION_REASSIGNMENTS})
 # (body, version) -> answer: the server's view, plain bodies of any API
 Handler = Callable[[dict[str, Any], int], Awaitable[dict[str, Any]]]
 _Request = TypeVar("_Request", bound=Mapping[str, object])
@@ -118,13 +132,18 @@ class FatalControllerError(Exception):
 
 
 class ControllerApis:
-    """The handlers of the APIs the controller serves, over one state and its log."""
+    """The handlers of the APIs the controller serves, over one state and its log: the
+    single controller's ``store``, or a voter's ``quorum`` (exactly one of them)."""
 
-    def __init__(self, config: ControllerConfig, state: ControllerState, store: ControllerLog,
-                 on_fatal: Callable[[BaseException], None]) -> None:
+    def __init__(self, config: ControllerConfig, state: ControllerState,
+                 store: ControllerLog | None, on_fatal: Callable[[BaseException], None],
+                 quorum: MetadataQuorum | None = None) -> None:
+        if (store is None) == (quorum is None):
+            raise ValueError("a controller has a ControllerLog or a MetadataQuorum")
         self.config = config
         self.state = state
         self.store = store
+        self.quorum = quorum
         self._on_fatal = on_fatal
         self.appended = asyncio.Event()  # set (and replaced) on every append
         self.handlers: dict[int, Handler] = {
@@ -145,18 +164,54 @@ class ControllerApis:
             ApiKey.FETCH: _serves(self.fetch),
             ApiKey.DESCRIBE_QUORUM: _serves(self.describe_quorum),
         }
+        if quorum is not None:
+            for key in ACTIVE_ONLY_APIS:
+                self.handlers[key] = self._active_only(key, self.handlers[key])
 
-    def commit(self, records: list[MetadataRecord]) -> None:
-        """Append (fsync) ``records`` and wake waiting fetches; a failed append is fatal."""
+    @property
+    def active(self) -> bool:
+        """This process may change the metadata (single controller, or the quorum's
+        active controller)."""
+        return self.quorum is None or self.quorum.active
+
+    def _active_only(self, api_key: int, handler: Handler) -> Handler:
+        """``handler`` on the active controller; NOT_CONTROLLER elsewhere, and when the
+        change was not committed (REQUEST_TIMED_OUT if still active)."""
+        async def guarded(body: dict[str, Any], version: int) -> dict[str, Any]:
+            if not self.active:
+                return not_controller_answer(api_key, version, body, ErrorCode.NOT_CONTROLLER,
+                                             "not the active controller")
+            try:
+                return await handler(body, version)
+            except NotCommittedError as e:
+                return not_controller_answer(api_key, version, body, e.code, e.message)
+        return guarded
+
+    def wake_fetches(self) -> None:
+        """Records became readable: answer the metadata fetches waiting at the end."""
+        self.appended.set()
+        self.appended = asyncio.Event()
+
+    async def commit(self, records: list[MetadataRecord]) -> None:
+        """Make ``records`` (already applied to the state's image) durable before the
+        caller answers: the single controller appends (fsync) and wakes waiting fetches
+        without suspending; a quorum's active controller proposes them at once (before
+        any other request runs) and returns when a majority has them
+        (:class:`NotCommittedError` otherwise).  A failed append is fatal."""
         if not records:
             return
         try:
+            if self.quorum is not None:
+                await self.quorum.commit(records, self.state.image)
+                return
+            assert self.store is not None
             self.store.append(records, self.state.image)
+        except (NotCommittedError, FatalControllerError):
+            raise
         except Exception as e:
             self._on_fatal(e)
             raise FatalControllerError(f"cannot write the metadata log: {e}") from e
-        self.appended.set()
-        self.appended = asyncio.Event()
+        self.wake_fetches()
 
     async def api_versions(self, body: ApiVersionsRequest, version: int) -> ApiVersionsResponse:
         served = sorted({*self.handlers, ApiKey.SASL_HANDSHAKE, ApiKey.SASL_AUTHENTICATE})
@@ -182,7 +237,7 @@ class ControllerApis:
                         r["last_leader_epoch"], r["log_end_offset"], r["recovery_cut"],
                         r["topic_uuid"])
              for r in body["replica_logs"]], internal)
-        self.commit(records)
+        await self.commit(records)
         return {"error_code": int(result.error), "error_message": result.message,
                 "broker_epoch": result.broker_epoch}
 
@@ -191,7 +246,7 @@ class ControllerApis:
         result, records = self.state.heartbeat(
             body["broker_id"], body["broker_epoch"], body["current_metadata_offset"],
             body["want_fence"], body["want_shut_down"])
-        self.commit(records)
+        await self.commit(records)
         return {"error_code": int(result.error), "error_message": result.message,
                 "is_caught_up": result.is_caught_up, "is_fenced": result.is_fenced,
                 "should_shut_down": result.should_shut_down,
@@ -204,7 +259,7 @@ class ControllerApis:
                    for t in body["topics"] for p in t["partitions"]]
         (error, results), records = self.state.alter_partition(
             body["broker_id"], body["broker_epoch"], changes)
-        self.commit(records)
+        await self.commit(records)
         by_topic: dict[str, list[AlterPartitionResponsePartition]] = {}
         for r in results:
             s = r.state
@@ -220,7 +275,7 @@ class ControllerApis:
                                     version: int) -> AllocateProducerIdsResponse:
         result, records = self.state.allocate_producer_ids(body["broker_id"],
                                                           body["broker_epoch"])
-        self.commit(records)  # fsync'd before the block is handed out
+        await self.commit(records)  # fsync'd before the block is handed out
         return {"error_code": int(result.error), "error_message": result.message,
                 "producer_id_start": result.producer_id_start,
                 "producer_id_len": result.producer_id_len}
@@ -232,7 +287,7 @@ class ControllerApis:
                            [(c["name"], c["value"]) for c in t["configs"]])
                  for t in body["topics"]]
         results, records = self.state.create_topics(specs, body["validate_only"])
-        self.commit(records)
+        await self.commit(records)
         # configs stay null (Kafka: "not returned"): the forwarding broker fills them in
         # from its catalog of defaults, which the controller does not have
         return {"throttle_time_ms": 0, "topics": [
@@ -248,7 +303,7 @@ class ControllerApis:
         both = [(n, i) for n, i in entries if n is not None and i != ZERO_UUID]
         results, records = self.state.delete_topics(
             [n if n is not None else i for n, i in entries if (n, i) not in both])
-        self.commit(records)
+        await self.commit(records)
         responses: list[DeleteTopicsResponseResponse] = [
             {"name": r.name if r.error != ErrorCode.UNKNOWN_TOPIC_ID else None,
              "topic_id": r.topic_uuid, "error_code": int(r.error),
@@ -264,7 +319,7 @@ class ControllerApis:
                                 else [a["broker_ids"] for a in t["assignments"]])
                  for t in body["topics"]]
         results, records = self.state.create_partitions(specs, body["validate_only"])
-        self.commit(records)
+        await self.commit(records)
         return {"throttle_time_ms": 0, "results": [
             {"name": r.name, "error_code": int(r.error), "error_message": r.message}
             for r in results]}
@@ -274,20 +329,22 @@ class ControllerApis:
         resources = [ResourceChange(r["resource_type"], r["resource_name"], [
             ConfigOp(c["name"], c["config_operation"], c["value"]) for c in r["configs"]])
             for r in body["resources"]]
-        return self._alter_configs_answer(resources, body["validate_only"], incremental=True)
+        return await self._alter_configs_answer(resources, body["validate_only"],
+                                                incremental=True)
 
     async def alter_configs(self, body: AlterConfigsRequest,
                             version: int) -> AlterConfigsResponse:
         resources = [ResourceChange(r["resource_type"], r["resource_name"], [
             ConfigOp(c["name"], ConfigOperation.SET, c["value"]) for c in r["configs"]])
             for r in body["resources"]]
-        return self._alter_configs_answer(resources, body["validate_only"], incremental=False)
+        return await self._alter_configs_answer(resources, body["validate_only"],
+                                                incremental=False)
 
-    def _alter_configs_answer(self, resources: list[ResourceChange], validate_only: bool,
+    async def _alter_configs_answer(self, resources: list[ResourceChange], validate_only: bool,
                               incremental: bool) -> AlterConfigsResponse:
         """(IncrementalAlterConfigs' response has the same fields)"""
         results, records = self.state.alter_configs(resources, validate_only, incremental)
-        self.commit(records)
+        await self.commit(records)
         return {"throttle_time_ms": 0, "responses": [
             {"error_code": int(r.error), "error_message": r.message,
              "resource_type": r.resource_type, "resource_name": r.name} for r in results]}
@@ -303,7 +360,7 @@ class ControllerApis:
             (t["topic"], p) for t in asked for p in t["partitions"]))
         results, records = self.state.elect_leaders(ElectionType(body["election_type"]),
                                                     wanted)
-        self.commit(records)
+        await self.commit(records)
         by_topic: dict[str, ElectLeadersResponseReplicaElectionResult] = {}
         for r in results:
             by_topic.setdefault(r.topic, {"topic": r.topic, "partition_result": []})[
@@ -319,7 +376,7 @@ class ControllerApis:
         results, records = self.state.alter_reassignments([
             (t["name"], p["partition_index"], p["replicas"])
             for t in body["topics"] for p in t["partitions"]])
-        self.commit(records)
+        await self.commit(records)
         by_topic: dict[str, AlterPartitionReassignmentsResponseResponse] = {}
         for r in results:
             by_topic.setdefault(r.topic, {"name": r.topic, "partitions": []})[
@@ -390,8 +447,9 @@ class ControllerApis:
         ours = [p for name, p in wanted
                 if name == METADATA_TOPIC and p["partition"] == METADATA_PARTITION]
         wait_ms = min(max(body["max_wait_ms"], 0), self.config.max_fetch_wait_ms)
-        if ours and wait_ms > 0 and len(ours) == len(wanted) and all(
-                p["fetch_offset"] == self.store.log_end_offset for p in ours):
+        # (a voter that is not the active controller answers at once: NOT_LEADER_OR_FOLLOWER)
+        if ours and wait_ms > 0 and self.active and len(ours) == len(wanted) and all(
+                p["fetch_offset"] == self._readable_end() for p in ours):
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self.appended.wait(), wait_ms / 1000)
         budget = max(body["max_bytes"], 0)
@@ -405,33 +463,42 @@ class ControllerApis:
 
     async def describe_quorum(self, body: DescribeQuorumRequest,
                               version: int) -> DescribeQuorumResponse:
-        """The single controller as a quorum of one voter: itself, the leader (epoch 0),
-        every record committed (high watermark = log end).  Another partition than
+        """A quorum's voter: its view (:meth:`QuorumDriver.describe`).  The single
+        controller: a quorum of one voter, itself, the leader (epoch 0), every record
+        committed (high watermark = log end).  Another partition than
         ``__cluster_metadata``-0 gets UNKNOWN_TOPIC_OR_PARTITION (Kafka's answer)."""
-        leo = self.store.log_end_offset
+        leo = self._readable_end()
         me: DescribeQuorumResponseCurrentVoter = {
             "replica_id": self.config.node_id, "log_end_offset": leo,
             "last_fetch_timestamp": -1, "last_caught_up_timestamp": -1}
-        topics: list[DescribeQuorumResponseTopic] = []
-        for t in body["topics"]:
-            partitions: list[DescribeQuorumResponsePartition] = []
-            for p in t["partitions"]:
-                ours = (t["topic_name"], p["partition_index"]) == (METADATA_TOPIC,
-                                                                   METADATA_PARTITION)
-                partitions.append({
-                    "partition_index": p["partition_index"],
-                    "error_code": int(ErrorCode.NONE if ours
-                                      else ErrorCode.UNKNOWN_TOPIC_OR_PARTITION),
-                    "leader_id": self.config.node_id if ours else -1,
-                    "leader_epoch": 0 if ours else -1, "high_watermark": leo if ours else -1,
-                    "current_voters": [me] if ours else [], "observers": []})
-            topics.append({"topic_name": t["topic_name"], "partitions": partitions})
-        return {"error_code": 0, "topics": topics}
+        view: DescribeQuorumResponsePartition = {
+            "partition_index": METADATA_PARTITION, "error_code": 0,
+            "leader_id": self.config.node_id, "leader_epoch": 0, "high_watermark": leo,
+            "current_voters": [me], "observers": []}
+        if self.quorum is not None:
+            described = cast(DescribeQuorumResponse, self.quorum.driver.describe())
+            view = described["topics"][0]["partitions"][0]
+        return _describe_quorum_answer(body, view)
+
+    def _readable_end(self) -> int:
+        """The end of what brokers may read: the log end (single controller, everything
+        fsync'd) or the quorum's high watermark."""
+        if self.quorum is not None:
+            return self.quorum.high_watermark
+        assert self.store is not None
+        return self.store.log_end_offset
+
+    def _read(self, offset: int, max_bytes: int) -> bytes:
+        if self.quorum is not None:
+            return self.quorum.read_committed(offset, max_bytes)
+        assert self.store is not None
+        return self.store.read(offset, max_bytes)
 
     def _fetch_partition(self, name: str, p: FetchRequestPartition, budget: int
                          ) -> tuple[FetchResponsePartition, int]:
-        """The partition's answer and the bytes of records in it."""
-        leo = self.store.log_end_offset
+        """The partition's answer and the bytes of records in it (a quorum's voter that
+        is not the active controller: NOT_LEADER_OR_FOLLOWER)."""
+        leo = self._readable_end()
         records = b""
         entry: FetchResponsePartition = {"partition_index": p["partition"], "error_code": 0,
                                          "high_watermark": leo, "last_stable_offset": leo,
@@ -439,16 +506,38 @@ class ControllerApis:
         error = None
         if name != METADATA_TOPIC or p["partition"] != METADATA_PARTITION:
             error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
+        elif not self.active:
+            error = ErrorCode.NOT_LEADER_OR_FOLLOWER
         elif not 0 <= p["fetch_offset"] <= leo:
             error = ErrorCode.OFFSET_OUT_OF_RANGE
         elif p["fetch_offset"] < leo:
-            records = self.store.read(p["fetch_offset"],
+            records = self._read(p["fetch_offset"],
                                       min(budget, max(p["partition_max_bytes"], 0)))
         entry["records"] = records
         if error is not None:  # Kafka's error entry: no offsets
             entry.update({"error_code": int(error), "high_watermark": -1,
                           "last_stable_offset": -1, "log_start_offset": -1})
         return entry, len(records)
+
+
+def _describe_quorum_answer(body: DescribeQuorumRequest, view: DescribeQuorumResponsePartition
+                            ) -> DescribeQuorumResponse:
+    """``view`` for every asked ``__cluster_metadata``-0, UNKNOWN_TOPIC_OR_PARTITION for
+    any other partition (Kafka's answer)."""
+    topics: list[DescribeQuorumResponseTopic] = []
+    for t in body["topics"]:
+        partitions: list[DescribeQuorumResponsePartition] = []
+        for p in t["partitions"]:
+            if (t["topic_name"], p["partition_index"]) == (METADATA_TOPIC, METADATA_PARTITION):
+                partitions.append(view)
+                continue
+            partitions.append({
+                "partition_index": p["partition_index"],
+                "error_code": int(ErrorCode.UNKNOWN_TOPIC_OR_PARTITION), "leader_id": -1,
+                "leader_epoch": -1, "high_watermark": -1, "current_voters": [],
+                "observers": []})
+        topics.append({"topic_name": t["topic_name"], "partitions": partitions})
+    return {"error_code": 0, "topics": topics}
 
 
 def _registration_error(body: BrokerRegistrationRequest) -> tuple[ErrorCode, str] | None:

@@ -12,9 +12,15 @@ Same syntax and precedence as :mod:`broker.config` (``key=value`` lines, ``#`` c
 | controller_quorum_voters             | (none)     | Kafka's ``id@host:port,...``                |
 |                                      |            | (:mod:`broker.controller.quorum.voters`);   |
 |                                      |            | none, or only this node: a single voter.    |
-|                                      |            | Several voters are refused at start: the    |
-|                                      |            | quorum is not wired in the process yet      |
-|                                      |            | (docs/quorum.md)                            |
+|                                      |            | Several: the process runs the KRaft quorum  |
+|                                      |            | (:mod:`~.quorum.metadata_quorum`,           |
+|                                      |            | docs/quorum.md)                             |
+| quorum_election_timeout_ms           | 1000       | Kafka's; randomized to [t, 2t)              |
+| quorum_fetch_timeout_ms              | 2000       | Kafka's; follower: leader lost; leader:     |
+|                                      |            | check quorum                                |
+| quorum_commit_timeout_ms             | 5000       | a change not committed within it is         |
+|                                      |            | answered REQUEST_TIMED_OUT (NOT_CONTROLLER  |
+|                                      |            | if this voter lost leadership first)        |
 | cluster_id                           | minikafka  | checked against meta.properties in data_dir;|
 |                                      |            | brokers registering with another id are     |
 |                                      |            | refused (INCONSISTENT_CLUSTER_ID)           |
@@ -107,6 +113,9 @@ class ControllerConfig:
     data_dir: str = "./data/controller"
     node_id: int = 1  # this controller's id among controller_quorum_voters
     controller_quorum_voters: str = ""  # Kafka's "id@host:port,...": none = itself alone
+    quorum_election_timeout_ms: int = 1_000
+    quorum_fetch_timeout_ms: int = 2_000
+    quorum_commit_timeout_ms: int = 5_000
     cluster_id: str = "minikafka"
     cluster_secret_file: str = ""  # brokers authenticate with it (broker.auth)
     broker_session_timeout_ms: int = 2_000
@@ -189,11 +198,6 @@ class ControllerConfig:
         if voters and self.node_id not in voters:
             raise InvalidConfigError(f"node_id {self.node_id} is not one of the "
                                      f"controller_quorum_voters {sorted(voters)}")
-        if len(voters) > 1:
-            raise InvalidConfigError(
-                f"controller_quorum_voters names {len(voters)} voters: the controller process "
-                "does not run the quorum yet (issue 34, docs/quorum.md); give one voter, "
-                "this node")
 
     def tls_context(self) -> ssl.SSLContext | None:
         """The port's TLS context (None: plaintext)."""

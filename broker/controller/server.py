@@ -43,9 +43,13 @@ anyone is served every API.  Served APIs, at the versions of
   ``unclean_elected``, topics with their ``configs`` (our tagged extras: flexible
   versions only, v9+); ``controller_id`` -1; topics asked by id only (v12) get
   UNKNOWN_TOPIC_ID; v0's empty list means every topic.
-- DescribeQuorum (v0-1): this controller as a quorum of one voter (``node_id``), leader
-  at epoch 0, high watermark = log end (the multi-voter quorum is not wired yet:
-  docs/quorum.md).
+- DescribeQuorum (v0-1): the single controller as a quorum of one voter (``node_id``),
+  leader at epoch 0, high watermark = log end; a voter of a quorum (several
+  ``controller_quorum_voters``) answers its view (:mod:`broker.controller.quorum.driver`).
+- A quorum's voter serves the others Vote, BeginQuorumEpoch, EndQuorumEpoch and a Fetch
+  with a voter's ``replica_id`` (:meth:`QuorumDriver.handle_request`; with a secret, as
+  the voter logged in as ``controller-<id>``, :func:`~broker.auth.controller_login`); the rest is as
+  :mod:`broker.controller.apis` says (NOT_CONTROLLER off the active controller).
 - Fetch of ``__cluster_metadata`` partition 0 (record batches whose record values are
   metadata records; the high watermark and last stable offset are the log end, since
   everything is fsync'd before it is readable; log start 0).  Other partitions get
@@ -85,9 +89,11 @@ after the login check, so only to a logged-in broker when there is a secret.
 
 The handlers live in :class:`~broker.controller.apis.ControllerApis`; this module is the
 connection side (places, logins, bounds, framing).  Every mutation follows one path with
-no ``await`` inside: core method -> records -> ``ControllerLog.append`` (fsync) -> wake
-waiting fetches -> answer.  If the append
-fails the image is ahead of the disk, so the process logs the error and exits 1.
+no ``await`` before the records are written: core method -> records ->
+``ControllerLog.append`` (fsync) -> wake waiting fetches -> answer; in a quorum: core
+method -> records -> proposed to the replica -> (await) committed by a majority ->
+answer.  If the append fails the image is ahead of the disk, so the process logs the
+error and exits 1.
 
 Not thread-safe: one event loop owns everything.
 """
@@ -109,6 +115,7 @@ from prometheus_client.registry import CollectorRegistry
 from broker.auth import (
     SaslSession,
     broker_request_refusal,
+    is_internal,
     needs_login,
     read_cluster_secret,
     scram_decoy_key,
@@ -117,8 +124,10 @@ from broker.config import parse_ip_overrides, parse_overrides
 from broker.controller.apis import ControllerApis, FatalControllerError
 from broker.controller.config import ControllerConfig
 from broker.controller.log import ControllerLog
+from broker.controller.quorum.metadata_quorum import NotCommittedError, controller_quorum
 from broker.controller.state import ControllerState
 from broker.login_failures import LoginFailureLimits, LoginFailures
+from broker.metadata.image import MetadataImage
 from broker.metrics.controller_collector import ControllerCollector
 from broker.metrics.endpoint import MetricsEndpoint
 from broker.metrics.request_metrics import RequestMetrics
@@ -133,7 +142,7 @@ from clients.protocol.errors import (
 )
 from clients.protocol.framing import frame_length_of
 from clients.protocol.registry import APIS
-from clients.protocol.scram import broker_id_of
+from clients.protocol.scram import controller_id_of
 from storage.meta_properties import check_data_dir_identity
 from timer.clock import Clock, MonotonicClock
 
@@ -152,6 +161,15 @@ def _refusal_answer(api_key: int, version: int, reason: str) -> dict[str, Any]:
     if any(f.name == "error_message" for f in APIS[api_key].response.fields_at(version)):
         answer["error_message"] = reason
     return answer
+
+
+QUORUM_APIS = frozenset({ApiKey.VOTE, ApiKey.BEGIN_QUORUM_EPOCH, ApiKey.END_QUORUM_EPOCH})
+
+
+def _is_quorum_request(api_key: int, body: dict[str, Any], voters: Sequence[int]) -> bool:
+    """A request of another voter: Vote, BeginQuorumEpoch, EndQuorumEpoch, or a Fetch
+    whose ``replica_id`` is a voter's (brokers' ids never are one)."""
+    return api_key in QUORUM_APIS or (api_key == ApiKey.FETCH and body["replica_id"] in voters)
 
 
 def _is_broker_request(api_key: int, body: dict[str, Any]) -> bool:
@@ -191,9 +209,16 @@ class ControllerServer:
         self.login_failures = LoginFailures(LoginFailureLimits.of(config), self.clock)
         self._delaying = 0  # connections waiting to be told their login failed
         check_data_dir_identity(config.data_dir, config.cluster_id)
-        self.store = ControllerLog(
-            config.data_dir, snapshot_interval_records=config.metadata_snapshot_interval_records,
-            max_batch_records=config.metadata_max_batch_records)
+        # one voter (or none named): the single controller and its fsync'd log, as before
+        self.store: ControllerLog | None = None
+        self.quorum = controller_quorum(config, self.clock, self.cluster_secret,
+                                        self._on_quorum_image, self._on_quorum_commit,
+                                        self._fail)
+        if self.quorum is None:
+            self.store = ControllerLog(
+                config.data_dir,
+                snapshot_interval_records=config.metadata_snapshot_interval_records,
+                max_batch_records=config.metadata_max_batch_records)
         self.apis: ControllerApis | None = None  # once the metadata log is open
         self.port = config.port
         self._stop = asyncio.Event()
@@ -212,12 +237,30 @@ class ControllerServer:
 
     # -- lifecycle ----------------------------------------------------------------------
 
+    def _on_quorum_image(self, image: MetadataImage, active: bool) -> None:
+        """The quorum became active (``image``: the committed one) or stopped being so
+        (``image``: rebuilt from the committed log): a fresh state over it, as a
+        controller that just started (broker sessions start anew)."""
+        if self.apis is not None:
+            self.apis.state = ControllerState(self.config, self.clock, image)
+            self.apis.wake_fetches()  # fetches waiting on a former leader: answered now
+
+    def _on_quorum_commit(self) -> None:
+        if self.apis is not None:
+            self.apis.wake_fetches()
+
     async def serve(self, on_ready: Callable[[ControllerServer], None] | None = None) -> int:
-        image = self.store.open()
-        log.info("metadata log open: %d records, snapshot %s", image.last_applied_offset + 1,
-                 self.store.snapshot_loaded)
+        if self.quorum is not None:
+            self.quorum.open()
+            image = self.quorum.image  # empty: committed entries are applied as learned
+        else:
+            assert self.store is not None
+            image = self.store.open()
+            log.info("metadata log open: %d records, snapshot %s",
+                     image.last_applied_offset + 1, self.store.snapshot_loaded)
         apis = self.apis = ControllerApis(
-            self.config, ControllerState(self.config, self.clock, image), self.store, self._fail)
+            self.config, ControllerState(self.config, self.clock, image), self.store,
+            self._fail, self.quorum)
         loop = asyncio.get_running_loop()
         tls = self.config.tls_context()
         server = await asyncio.start_server(
@@ -229,6 +272,8 @@ class ControllerServer:
             for sig in (signal.SIGTERM, signal.SIGINT):
                 loop.add_signal_handler(sig, self._stop.set)
             ticker = asyncio.create_task(self._tick_loop(apis))
+            if self.quorum is not None:
+                self.quorum.start()
             if self.config.metrics_port >= 0:
                 await self._start_metrics()
             if on_ready is not None:
@@ -236,6 +281,8 @@ class ControllerServer:
             await self._stop.wait()
             ticker.cancel()
         finally:
+            if self.quorum is not None:
+                await self.quorum.stop()  # an active leader hands over (EndQuorumEpoch)
             if self.metrics is not None:
                 await self.metrics.stop()
             server.close()
@@ -244,7 +291,10 @@ class ControllerServer:
             await asyncio.gather(*self._connections, return_exceptions=True)
             with contextlib.suppress(Exception):
                 await server.wait_closed()
-            self.store.close()
+            if self.quorum is not None:
+                self.quorum.close()
+            if self.store is not None:
+                self.store.close()
         if self._fatal is not None:
             log.critical("controller stopped: %s", self._fatal)
             return 1
@@ -270,7 +320,10 @@ class ControllerServer:
         interval_s = self.config.controller_tick_interval_ms / 1000
         while True:
             await asyncio.sleep(interval_s)
-            apis.commit(apis.state.tick())
+            if not apis.active:
+                continue  # a quorum's voter that is not the active controller
+            with contextlib.suppress(NotCommittedError):  # the next tick tries again
+                await apis.commit(apis.state.tick())
 
     # -- connections --------------------------------------------------------------------
 
@@ -405,7 +458,7 @@ class ControllerServer:
             body = (session.handshake(request.body, request.api_version)
                     if request.api_key == ApiKey.SASL_HANDSHAKE
                     else session.authenticate(request.body))
-            if broker_id_of(session.principal) is not None:
+            if is_internal(session.principal):  # a broker, or another voter
                 peer.probation = False  # an authenticated broker keeps its reserved place
                 peer.login_by = None
             failed = session.failed and not had_failed
@@ -425,6 +478,19 @@ class ControllerServer:
                                   request.correlation_id,
                                   _refusal_answer(request.api_key, request.api_version, refusal))
                 return True
+        quorum = apis.quorum
+        if quorum is not None and _is_quorum_request(request.api_key, request.body,
+                                                     list(quorum.voters)):
+            if peer.probation:
+                raise ProtocolError("a quorum request on a place reserved for brokers")
+            # with a secret only a login of the cluster reaches here (needs_login); the
+            # driver checks the sender is the voter it logged in as
+            voter = controller_id_of(peer.principal) if self.cluster_secret else None
+            body = quorum.driver.handle_request(request.api_key, request.api_version,
+                                                request.body, voter)
+            await self._write(writer, request.api_key, request.api_version,
+                              request.correlation_id, body)
+            return True
         handler = apis.handlers.get(request.api_key)
         if handler is None:
             raise ProtocolError(f"the controller does not serve {APIS[request.api_key].name}")

@@ -191,6 +191,15 @@ class MetadataImage:
         self._apply(record)
         self.last_applied_offset = offset
 
+    def advance_to(self, offset: int) -> None:
+        """Count the log entry at ``offset`` (> ``last_applied_offset``) as applied: a
+        quorum control record (LeaderChange) takes an offset and holds no metadata."""
+        if type(offset) is not int or offset <= self.last_applied_offset:
+            raise MetadataRecordError(
+                f"entry offset {offset!r} is not after the last applied offset "
+                f"{self.last_applied_offset}")
+        self.last_applied_offset = offset
+
     def _apply(self, record: MetadataRecord) -> None:
         if isinstance(record, PartitionRecord):
             self._apply_partition(record)

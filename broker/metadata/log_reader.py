@@ -13,7 +13,9 @@ Rules:
 
 - Records are applied in offset order; those below :attr:`fetch_offset` (a batch that
   starts earlier) are skipped.  The first new record must be at :attr:`fetch_offset`
-  and each next one at the offset after it: an answer with a gap is refused whole
+  and each next one at the offset after it (a control record of the controller
+  quorum, LeaderChange, takes its offset and is counted as applied:
+  :meth:`~broker.metadata.image.MetadataImage.advance_to`): an answer with a gap is refused whole
   (:class:`~broker.metadata.records.MetadataRecordError`, nothing applied), as is one
   with a bad batch or record (CRC, msgpack, fields).
 - The image may be acted on (:meth:`on_answer` returns True: the owner reconciles its
@@ -32,7 +34,7 @@ Not thread-safe: one owner (the broker's event loop, or the simulation).
 from __future__ import annotations
 
 from broker.metadata.image import MetadataImage
-from broker.metadata.records import MetadataRecordError, decode_record_batches
+from broker.metadata.records import MetadataRecordError, decode_log_entries
 
 __all__ = ["MetadataLogReader"]
 
@@ -54,14 +56,17 @@ class MetadataLogReader:
                   high_watermark: int) -> bool:
         """Apply one Fetch answer's records; True when the owner should reconcile now."""
         start = self.fetch_offset
-        decoded = decode_record_batches(records or b"", start)
+        decoded = decode_log_entries(records or b"", start)
         for expected, (offset, _record) in enumerate(decoded, start):
             if offset != expected:
                 raise MetadataRecordError(
                     f"metadata records are not contiguous: offset {offset} where "
                     f"{expected} was next; nothing of this answer applied")
         for offset, record in decoded:
-            self.image.apply(record, offset)
+            if record is None:  # a quorum control record: an offset, no metadata
+                self.image.advance_to(offset)
+            else:
+                self.image.apply(record, offset)
         self._unreconciled |= bool(decoded)
         self.at_high_watermark = self.fetch_offset >= high_watermark
         if self._unreconciled and self.at_high_watermark:

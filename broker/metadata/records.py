@@ -475,12 +475,25 @@ def decode_record_batches(data: bytes | bytearray | memoryview,
     batches (the quorum's LeaderChange entries) hold no metadata record and are skipped.
     Batches are CRC-checked; a bad batch or record raises (CorruptRecordError /
     MetadataRecordError)."""
-    out: list[tuple[int, MetadataRecord]] = []
+    return [(o, r) for o, r in decode_log_entries(data, start_offset) if r is not None]
+
+
+def decode_log_entries(data: bytes | bytearray | memoryview,
+                       start_offset: int = 0) -> list[tuple[int, MetadataRecord | None]]:
+    """``(offset, record)`` for every log entry at or after ``start_offset``, with
+    ``None`` for a control record (the quorum's LeaderChange: it takes an offset and
+    holds no metadata record, so a reader advances past it,
+    :meth:`~broker.metadata.image.MetadataImage.advance_to`).  Same checks as
+    :func:`decode_record_batches`."""
+    out: list[tuple[int, MetadataRecord | None]] = []
     for pos, header in iter_batches(data):
-        if header.is_control:
-            continue  # the quorum's LeaderChange entries (broker/controller/quorum)
+        if header.next_offset <= start_offset:
+            continue
         for rec in decode_batch(data, pos):
             if rec.offset < start_offset:
+                continue
+            if header.is_control:
+                out.append((rec.offset, None))  # broker/controller/quorum/entry_batches.py
                 continue
             if rec.value is None:
                 raise MetadataRecordError(f"metadata record at offset {rec.offset} has no value")

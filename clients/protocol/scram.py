@@ -29,7 +29,9 @@ Broker credentials (:func:`broker_credential`): a cluster's nodes share one secr
 (``cluster_secret`` in every node's config, written by ``minikafka cluster start``);
 broker ``N`` logs in as ``broker-N`` with password HMAC-SHA256(secret, "broker-N"), so an
 authenticated session is bound to one broker id and a node that knows the secret can
-check any broker's proof.
+check any broker's proof.  Controller voter ``V`` of a quorum logs in to the other voters
+the same way as ``controller-V`` (:func:`controller_id_of`): a principal of its own, which
+the controller serves only the quorum's requests.
 
 Costs: PBKDF2 with ``iterations`` rounds per login on the client (4096 by default:
 about 2 ms with hashlib's C implementation); the server runs none for stored users and
@@ -52,6 +54,7 @@ MECHANISMS = {"SCRAM-SHA-256": "sha256", "SCRAM-SHA-512": "sha512"}
 DEFAULT_ITERATIONS = 4096
 SALT_BYTES = 16  # of every salt this module makes: users', brokers' and decoys'
 BROKER_PREFIX = "broker-"
+CONTROLLER_PREFIX = "controller-"  # a controller quorum's voter
 # the decoy key of a ScramServer not given one: stable for this process's life only
 _PROCESS_DECOY_KEY = os.urandom(32)
 
@@ -134,21 +137,31 @@ def broker_username(broker_id: int) -> str:
 
 def broker_password(cluster_secret: str, broker_id: int) -> bytes:
     """Broker ``broker_id``'s password, derived from the cluster's secret."""
-    return hmac.digest(cluster_secret.encode(), broker_username(broker_id).encode(), "sha256")
+    return internal_password(cluster_secret, broker_username(broker_id))
+
+
+def controller_username(voter_id: int) -> str:
+    return f"{CONTROLLER_PREFIX}{voter_id}"
+
+
+def internal_password(cluster_secret: str, username: str) -> bytes:
+    """The password of a cluster's own node (``broker-N``, ``controller-N``): HMAC-SHA256
+    of its name with the cluster's secret."""
+    return hmac.digest(cluster_secret.encode(), username.encode(), "sha256")
 
 
 def broker_credential(cluster_secret: str, mechanism: str, username: str
                       ) -> ScramCredential | None:
-    """The credential of ``username`` if it names a broker (``broker-<id>``), else None.
+    """The credential of ``username`` if it names a broker (``broker-<id>``) or a
+    controller voter (``controller-<id>``), else None.
 
     The salt is derived too (HMAC of the secret), so every node computes the same
     credential without storing anything."""
-    if not username.startswith(BROKER_PREFIX) or not username[len(BROKER_PREFIX):].isdigit():
+    if broker_id_of(username) is None and controller_id_of(username) is None:
         return None
-    broker_id = int(username[len(BROKER_PREFIX):])
     salt = hmac.digest(cluster_secret.encode(), f"salt:{username}".encode(),
                        "sha256")[:SALT_BYTES]
-    return make_credential(mechanism, broker_password(cluster_secret, broker_id), salt)
+    return make_credential(mechanism, internal_password(cluster_secret, username), salt)
 
 
 def decoy_credential(key: bytes, mechanism: str, username: str,
@@ -171,10 +184,19 @@ def decoy_credential(key: bytes, mechanism: str, username: str,
 
 def broker_id_of(principal: str | None) -> int | None:
     """The broker id an authenticated principal stands for, or None for anyone else."""
-    if principal is None or not principal.startswith(BROKER_PREFIX):
+    return _node_id_of(principal, BROKER_PREFIX)
+
+
+def controller_id_of(principal: str | None) -> int | None:
+    """The controller voter id an authenticated principal stands for, or None."""
+    return _node_id_of(principal, CONTROLLER_PREFIX)
+
+
+def _node_id_of(principal: str | None, prefix: str) -> int | None:
+    if principal is None or not principal.startswith(prefix):
         return None
-    rest = principal[len(BROKER_PREFIX):]
-    return int(rest) if rest.isdigit() else None
+    rest = principal[len(prefix):]
+    return int(rest) if rest.isdigit() and rest.isascii() else None
 
 
 def _attributes(message: bytes, what: str) -> dict[str, str]:

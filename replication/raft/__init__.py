@@ -12,7 +12,8 @@ It lives under ``replication`` because it is log replication by leader epoch: it
 :mod:`replication.truncation` and :class:`replication.leader_epoch_cache.LeaderEpochCache`
 and, like the rest of ``replication``, imports nothing from ``broker``.
 
-**Not wired yet**: the controller does not use it (no network adapter, no
-``cluster start --controllers N``); snapshots / FetchSnapshot and voter-set changes are
-not implemented.  It is proven by a seeded simulation (``tests/replication/raft/``).
+A controller started with several voters runs it
+(:mod:`broker.controller.quorum.metadata_quorum`); snapshots / FetchSnapshot and
+voter-set changes are not implemented.  It is proven by a seeded simulation
+(``tests/replication/raft/``) and a real-process failover test (docs/quorum.md).
 """

@@ -31,10 +31,11 @@ Contract:
 * A restarted leader comes back Resigned; a new leader first appends a LeaderChange entry
   (payload :data:`LEADER_CHANGE`) of its epoch.
 
-**Not wired yet**: the controller process does not run this; its network driver
+A controller process with several voters runs it over its network driver
 (:mod:`broker.controller.quorum.driver`) and its log on files
-(:mod:`broker.controller.quorum.file_raft_log`) exist and are tested (docs/quorum.md).
-Snapshots (FetchSnapshot) and voter-set changes are not implemented.
+(:mod:`broker.controller.quorum.file_raft_log`), through
+:mod:`broker.controller.quorum.metadata_quorum` (docs/quorum.md).  Snapshots
+(FetchSnapshot) and voter-set changes are not implemented.
 
 Costs: each event is O(voters + entries it moves); a Fetch answer copies at most
 ``max_fetch_entries`` entries.  Not thread-safe: one driver owns it (an event loop, or the

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from broker.controller.quorum.entry_batches import entries_to_batches
 from broker.metadata.log_reader import MetadataLogReader
 from broker.metadata.records import (
     MetadataRecord,
@@ -14,6 +15,8 @@ from broker.metadata.records import (
     encode_record,
 )
 from clients.records.record import build_batch
+from replication.raft.messages import Entry
+from replication.raft.replica import LEADER_CHANGE
 
 LOG: list[MetadataRecord] = [
     RegisterBrokerRecord(1, 0, "a", "127.0.0.1", 9001), UnfenceBrokerRecord(1, 0),
@@ -55,3 +58,17 @@ def test_out_of_range_rebuilds_a_new_image_acted_on_when_complete() -> None:
     assert reader.on_answer(answer(0, 2), high_watermark=4) is False
     assert reader.on_answer(answer(2, 4), high_watermark=4) is True
     assert set(reader.image.topics) == {"t", "u"}
+
+
+def test_a_quorum_leader_change_control_record_takes_its_offset() -> None:
+    """A controller quorum's log holds LeaderChange control records between metadata
+    records: the reader counts them (the next record is contiguous) and reaches the HW."""
+    control = entries_to_batches(2, [Entry(1, LEADER_CHANGE)], 0)
+    reader = MetadataLogReader()
+    assert reader.on_answer(answer(0, 2) + control + answer(2, 4, base=3),
+                            high_watermark=5) is True
+    assert reader.fetch_offset == 5 and set(reader.image.topics) == {"t", "u"}
+    assert reader.on_answer(control, high_watermark=5) is False  # already applied: skipped
+    at_end = MetadataLogReader()
+    assert at_end.on_answer(answer(0, 2) + control, high_watermark=3) is True
+    assert at_end.fetch_offset == 3 and at_end.at_high_watermark

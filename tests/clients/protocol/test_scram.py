@@ -16,7 +16,10 @@ from clients.protocol.scram import (
     broker_credential,
     broker_id_of,
     broker_password,
+    controller_id_of,
+    controller_username,
     decoy_credential,
+    internal_password,
     make_credential,
     parse_plain_token,
     password_matches,
@@ -129,6 +132,26 @@ def test_broker_credentials_bind_one_broker_id() -> None:
             server.final(client.final(server.first(client.first())))
     assert broker_credential(secret, "SCRAM-SHA-256", "alice") is None
     assert broker_id_of("alice") is None and broker_id_of(None) is None
+
+
+def test_a_controller_voter_has_a_login_of_its_own() -> None:
+    """``controller-<id>``: derived from the secret like a broker's, a different principal
+    (never a broker id), and a broker's password does not log in as it."""
+    secret = "a" * 64
+    name = controller_username(3001)
+    for password, ok in ((internal_password(secret, name), True),
+                         (broker_password(secret, 3001), False)):
+        server = ScramServer("SCRAM-SHA-256",
+                             lambda u: broker_credential(secret, "SCRAM-SHA-256", u))
+        client = ScramClient("SCRAM-SHA-256", name, password)
+        if ok:
+            client.verify(server.final(client.final(server.first(client.first()))))
+        else:
+            with pytest.raises(ScramError):
+                server.final(client.final(server.first(client.first())))
+    assert (controller_id_of(name), broker_id_of(name)) == (3001, None)
+    assert controller_id_of("broker-1") is None and controller_id_of("controller-x") is None
+    assert broker_id_of("broker-\u0663") is None  # only ASCII digits name a node
 
 
 def test_plain_messages_and_passwords_checked_against_stored_scram_keys() -> None:

@@ -1,0 +1,287 @@
+"""MetadataQuorum: the controller's metadata log replicated by the KRaft quorum, and the
+metadata image that only committed records build.
+
+A controller started with several voters (``controller_quorum_voters``) keeps its metadata
+log through this object instead of :class:`~broker.controller.log.ControllerLog`:
+
+* **Files**: ``<data_dir>/.lock`` (one process per directory), the raft log
+  ``<data_dir>/__cluster_metadata-0/`` (:class:`~.file_raft_log.FileRaftLog`, checked for
+  damage like the single controller's, :func:`~broker.controller.log.
+  check_damage_is_only_a_torn_tail`) and ``<data_dir>/quorum-state``
+  (:class:`~replication.raft.state_file.QuorumStateFile`: epoch, voted-for, leader,
+  fsync'd before any answer that depends on it).  No snapshots are written in quorum
+  mode (the whole log is replayed; see docs/quorum.md).
+* **Committed image**: :attr:`image` holds exactly the entries below the replica's high
+  watermark, applied in order (a LeaderChange control entry advances its offset,
+  :meth:`MetadataImage.advance_to`).  A restarted voter starts from an empty image and
+  applies as it relearns the high watermark (it is not persisted).
+* **Active controller**: the leader becomes *active* once its own LeaderChange entry is
+  committed and applied (high watermark = log end): :attr:`active` turns True and
+  ``on_image(image, True)`` is called; from then on the caller's state builds records on
+  :attr:`image` *speculatively* (applied at the offsets the log will give them) and
+  :meth:`commit` appends them through the replica and returns only once the high
+  watermark is past them.  When the voter stops being the leader, the speculative image
+  is dropped: a new image is rebuilt from the log up to the high watermark and
+  ``on_image(image, False)`` is called (Kafka's controller reverts to its last committed
+  state the same way).
+* ``on_committed()`` is called whenever the high watermark moved (wake the brokers'
+  metadata fetches, which :meth:`read_committed` serves up to the high watermark, in
+  whole batches).
+
+:func:`controller_quorum` builds it from the controller's config (None for one voter).
+
+Errors: :meth:`commit` raises :class:`NotCommittedError` (NOT_CONTROLLER if this voter
+is no longer the active controller, REQUEST_TIMED_OUT if the quorum did not commit within
+``commit_timeout_ms``: the records may still commit later, as with Kafka's controller).
+
+Costs: a commit is one append (no fsync of its own: the replica's next poll flushes once
+for every proposal pending), then the wait for a majority's Fetch; applying is O(records);
+losing leadership replays the log up to the high watermark (the metadata log is small).
+Not thread-safe: one event loop (the controller's).
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+
+from broker.auth import controller_login
+from broker.controller.config import ControllerConfig
+from broker.controller.log import check_damage_is_only_a_torn_tail
+from broker.controller.quorum.driver import QuorumDriver
+from broker.controller.quorum.file_raft_log import RAFT_LOG_CONFIG, FileRaftLog
+from broker.controller.quorum.voters import voter_map
+from broker.metadata.image import MetadataImage
+from broker.metadata.records import (
+    METADATA_PARTITION,
+    METADATA_TOPIC,
+    MetadataRecord,
+    decode_record,
+    encode_record,
+)
+from clients.protocol.errors import ErrorCode, MiniKafkaError
+from replication.raft.config import RaftConfig
+from replication.raft.quorum_state import QuorumRole
+from replication.raft.replica import LEADER_CHANGE, KRaftReplica
+from replication.raft.state_file import QuorumStateFile
+from storage.lock import DataDirLock
+from storage.log.log import Log
+from timer.clock import Clock
+
+__all__ = ["MetadataQuorum", "NotCommittedError", "controller_quorum"]
+
+log = logging.getLogger(__name__)
+
+_APPLY_CHUNK = 1000  # entries read from the log per step while applying
+
+
+class NotCommittedError(MiniKafkaError):
+    """Records of the active controller were not committed: ``code`` is NOT_CONTROLLER
+    (leadership lost) or REQUEST_TIMED_OUT."""
+
+    def __init__(self, code: ErrorCode, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+
+
+class MetadataQuorum:
+    def __init__(self, data_dir: str | Path, node_id: int,
+                 voters: Mapping[int, tuple[str, int]], clock: Clock, *,
+                 raft_config: RaftConfig, commit_timeout_ms: int,
+                 login: tuple[str, bytes] | None, require_login: bool, cluster_id: str,
+                 max_batch_records: int,
+                 on_image: Callable[[MetadataImage, bool], None],
+                 on_committed: Callable[[], None],
+                 on_fatal: Callable[[BaseException], None]) -> None:
+        self.data_dir = Path(data_dir)
+        self.node_id = node_id
+        self.voters = dict(voters)
+        self._clock = clock
+        self._raft_config = raft_config
+        self._commit_timeout_ms = commit_timeout_ms
+        self._login = login
+        self._require_login = require_login
+        self._cluster_id = cluster_id
+        self._max_batch_records = max_batch_records
+        self._on_image = on_image
+        self._on_committed = on_committed
+        self._on_fatal = on_fatal
+        self._lock = DataDirLock(self.data_dir)
+        self._log: Log | None = None
+        self._driver: QuorumDriver | None = None
+        self.image = MetadataImage()
+        self.active = False
+        self._active_epoch = -1
+        self._committed_end = 0  # the high watermark last seen
+
+    @property
+    def driver(self) -> QuorumDriver:
+        if self._driver is None:
+            raise RuntimeError("the metadata quorum is not open")
+        return self._driver
+
+    @property
+    def replica(self) -> KRaftReplica:
+        return self.driver.replica
+
+    @property
+    def high_watermark(self) -> int:
+        return self.replica.high_watermark
+
+    # -- lifecycle ---------------------------------------------------------------------
+
+    def open(self) -> None:
+        """Lock the directory, recover the log, build the replica and its driver."""
+        self.data_dir.mkdir(parents=True, exist_ok=True)
+        self._lock.acquire()
+        directory = self.data_dir / f"{METADATA_TOPIC}-{METADATA_PARTITION}"
+        try:
+            check_damage_is_only_a_torn_tail(directory)
+            self._log = Log.open(directory, RAFT_LOG_CONFIG, recovery_point=0)
+            raft_log = FileRaftLog(self._log, max_batch_records=self._max_batch_records)
+            replica = KRaftReplica(self.node_id, list(self.voters), raft_log,
+                                   QuorumStateFile(self.data_dir), self._clock,
+                                   random.Random(), self._raft_config)
+        except BaseException:
+            self.close()
+            raise
+        report = self._log.recovery_report
+        if report.truncated_bytes:
+            log.warning("metadata log: cut a torn tail of %d bytes at offset %s (%s)",
+                        report.truncated_bytes, report.truncated_at_offset,
+                        "; ".join(report.problems))
+        peers = {v: a for v, a in self.voters.items() if v != self.node_id}
+        self._driver = QuorumDriver(replica, peers, clock=self._clock, login=self._login,
+                                    require_login=self._require_login,
+                                    cluster_id=self._cluster_id, on_change=self._on_change)
+        log.info("metadata quorum: voter %d of %s, epoch %d, role %s, log end %d",
+                 self.node_id, sorted(self.voters), replica.epoch, replica.role.name,
+                 raft_log.end_offset)
+
+    def start(self) -> None:
+        self.driver.start()
+
+    async def stop(self) -> None:
+        """Hand leadership over (EndQuorumEpoch) and stop the driver; no longer active."""
+        self.active = False
+        if self._driver is not None:
+            await self._driver.stop()
+
+    def close(self) -> None:
+        if self._log is not None:
+            self._log.close()
+            self._log = None
+        self._lock.release()
+
+    # -- the active controller's side -------------------------------------------------
+
+    async def commit(self, records: Sequence[MetadataRecord], image: MetadataImage) -> None:
+        """Append ``records`` (already applied to ``image`` at the offsets the log gives
+        them) through the leader and return once they are committed; else raise
+        :class:`NotCommittedError`."""
+        if not records:
+            return
+        if not self.active or image is not self.image:
+            raise NotCommittedError(ErrorCode.NOT_CONTROLLER,
+                                    f"controller {self.node_id} is not the active controller")
+        last = self.driver.propose([encode_record(r) for r in records])
+        if last != image.last_applied_offset:
+            # the image and the log disagree: a bug; stepping down rebuilds the image
+            raise RuntimeError(f"{len(records)} records appended up to offset {last} but "
+                               f"the image is at offset {image.last_applied_offset}")
+        if not await self.driver.wait_committed(last, self._commit_timeout_ms):
+            still = self.active and image is self.image
+            raise NotCommittedError(
+                ErrorCode.REQUEST_TIMED_OUT if still else ErrorCode.NOT_CONTROLLER,
+                f"metadata records up to offset {last} not committed "
+                + (f"within {self._commit_timeout_ms} ms" if still else
+                   "before the controller lost its leadership"))
+
+    def read_committed(self, offset: int, max_bytes: int) -> bytes:
+        """Whole batches from the one holding ``offset``, every entry of them below the
+        high watermark (at least one batch if any fits that, then up to ``max_bytes``)."""
+        assert self._log is not None
+        end = self.high_watermark
+        out: list[bytes] = []
+        size = 0
+        for header, data in self._log.batches(offset):
+            if header.next_offset > end or (out and size + len(data) > max_bytes):
+                break
+            out.append(bytes(data))
+            size += len(data)
+        return b"".join(out)
+
+    # -- following the replica ----------------------------------------------------------
+
+    def _on_change(self) -> None:
+        """After every event that moved the high watermark, the role or the epoch.  A
+        committed entry that cannot be applied stops the process (``on_fatal``): serving
+        on without it would answer from metadata the quorum does not hold."""
+        try:
+            self._follow()
+        except Exception as e:
+            log.critical("metadata quorum: cannot apply the committed log: %r", e)
+            self._on_fatal(e)
+
+    def _follow(self) -> None:
+        replica = self.replica
+        leading = replica.role is QuorumRole.LEADER
+        if self.active and not (leading and replica.epoch == self._active_epoch):
+            log.info("metadata quorum: no longer the active controller (epoch %d, role %s, "
+                     "leader %s): back to the committed image", replica.epoch,
+                     replica.role.name, replica.leader_id)
+            self.active = False
+            self.image = MetadataImage()
+            self._apply_committed()
+            self._on_image(self.image, False)
+        elif not self.active:
+            self._apply_committed()
+            if (leading and replica.high_watermark == replica.log.end_offset
+                    and self.image.last_applied_offset + 1 == replica.high_watermark):
+                self.active = True
+                self._active_epoch = replica.epoch
+                log.info("metadata quorum: active controller at epoch %d (offset %d)",
+                         replica.epoch, replica.high_watermark)
+                self._on_image(self.image, True)
+        if replica.high_watermark != self._committed_end:
+            self._committed_end = replica.high_watermark
+            self._on_committed()
+
+    def _apply_committed(self) -> None:
+        """Apply the log's entries from the image's end up to the high watermark."""
+        replica, image = self.replica, self.image
+        end = replica.high_watermark
+        while image.last_applied_offset + 1 < end:
+            start = image.last_applied_offset + 1
+            entries = replica.log.entries_from(start, min(_APPLY_CHUNK, end - start))
+            if not entries:
+                raise RuntimeError(f"the log has no entry at offset {start} below the high "
+                                   f"watermark {end}")
+            for offset, entry in enumerate(entries, start):
+                if entry.payload == LEADER_CHANGE:
+                    image.advance_to(offset)
+                else:
+                    image.apply(decode_record(entry.payload), offset)
+
+
+def controller_quorum(config: ControllerConfig, clock: Clock, cluster_secret: str,
+                      on_image: Callable[[MetadataImage, bool], None],
+                      on_committed: Callable[[], None],
+                      on_fatal: Callable[[BaseException], None]) -> MetadataQuorum | None:
+    """The quorum of a controller configured with several voters (None: one voter or
+    none named, the single controller).  With a cluster secret voters log in to each
+    other as ``controller-<id>`` (:func:`broker.auth.controller_login`) and require it."""
+    voters = voter_map(config.controller_quorum_voters)
+    if len(voters) <= 1:
+        return None
+    return MetadataQuorum(
+        config.data_dir, config.node_id, voters, clock,
+        raft_config=RaftConfig(election_timeout_ms=config.quorum_election_timeout_ms,
+                               fetch_timeout_ms=config.quorum_fetch_timeout_ms),
+        commit_timeout_ms=config.quorum_commit_timeout_ms,
+        login=controller_login(cluster_secret, config.node_id),
+        require_login=bool(cluster_secret), cluster_id=config.cluster_id,
+        max_batch_records=config.metadata_max_batch_records,
+        on_image=on_image, on_committed=on_committed, on_fatal=on_fatal)
