@@ -27,8 +27,10 @@ ConsumerGroupHeartbeat, in Kafka's order of checks:
   ``max_size`` members (GROUP_MAX_SIZE_REACHED); epoch -1 leaves; any other epoch needs the member
   (UNKNOWN_MEMBER_ID) at its epoch (FENCED_MEMBER_EPOCH; the previous epoch is accepted
   after a lost answer, :meth:`ConsumerGroup.epoch_error`);
-- then :meth:`ConsumerGroup.heartbeat` and the answer: the member id and epoch, the
-  heartbeat interval, and the assignment when it changed (null otherwise).
+- then :meth:`ConsumerGroup.heartbeat` (with the principal's Describe check the handler
+  passes: a regular expression resolves only to topics it allows) and the answer: the
+  member id and epoch, the heartbeat interval, and the assignment when it changed (null
+  otherwise).
 
 Liveness: every accepted heartbeat restarts the member's session timeout
 (``session_timeout_ms``; a member speaking the classic protocol, served by
