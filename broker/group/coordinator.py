@@ -69,6 +69,7 @@ from broker.group.consumer.classic_members import ClassicMembers
 from broker.group.consumer.conversion import GroupConversion
 from broker.group.consumer.coordinator import ConsumerGroupConfig, ConsumerGroupCoordinator
 from broker.group.consumer.group import TopicsView
+from broker.group.consumer.member import TopicVisibility, every_topic
 from broker.group.consumer.protocol_views import described_members
 from broker.group.consumer.records import KEY_VERSIONS as CONSUMER_KEY_VERSIONS
 from broker.group.consumer.records import key_version
@@ -212,11 +213,13 @@ class GroupCoordinator:
 
     def consumer_group_heartbeat(self, body: ConsumerGroupHeartbeatRequest, version: int,
                                  respond: Respond[ConsumerGroupHeartbeatResponse],
-                                 client_id: str = "", client_host: str = "") -> None:
-        """ConsumerGroupHeartbeat; a first one naming a classic group with members may
+                                 client_id: str = "", client_host: str = "",
+                                 may_describe: TopicVisibility = every_topic) -> None:
+        """ConsumerGroupHeartbeat of a member whose principal may Describe the topics
+        ``may_describe`` says; a first one naming a classic group with members may
         convert it first (``conversion``, Kafka's online upgrade)."""
         self.conversion.maybe_upgrade(body, version)
-        self.consumer.heartbeat(body, version, respond, client_id, client_host)
+        self.consumer.heartbeat(body, version, respond, client_id, client_host, may_describe)
 
     def consumer_group_describe(self, group_id: str) -> ConsumerGroupDescribeResponseGroup:
         return self.consumer.describe(group_id)

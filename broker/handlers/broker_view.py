@@ -115,7 +115,8 @@ class GroupCoordinatorView(Protocol):
     def consumer_group_heartbeat(self, body: ConsumerGroupHeartbeatRequest, version: int,
                                  respond: Callable[[ConsumerGroupHeartbeatResponse | None],
                                                    None],
-                                 client_id: str = "", client_host: str = "") -> None: ...
+                                 client_id: str = "", client_host: str = "",
+                                 may_describe: Callable[[str], bool] = ...) -> None: ...
 
     def consumer_group_describe(self, group_id: str) -> ConsumerGroupDescribeResponseGroup: ...
 

@@ -51,7 +51,7 @@ event loop.
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any, TypeVar
 
 from broker.handlers.broker_view import HandlerCore
@@ -338,8 +338,9 @@ def handle_consumer_group_heartbeat(core: HandlerCore, body: ConsumerGroupHeartb
                                     respond: Respond[ConsumerGroupHeartbeatResponse],
                                     ctx: RequestContext) -> None:
     """ConsumerGroupHeartbeat (KIP-848): Read on the group, Describe on every topic the
-    member subscribes to by name (Kafka's checks; topics matched by a regular expression
-    are not filtered by the member's ACLs here)."""
+    member subscribes to by name (Kafka's checks); its regular expression resolves only
+    to the topics the principal may Describe (the coordinator keeps
+    :func:`_describable_topics` for that, Kafka's ``TopicRegexResolver``)."""
     def refused(code: int, message: str) -> ConsumerGroupHeartbeatResponse:
         return {"throttle_time_ms": 0, "error_code": code, "error_message": message,
                 "member_id": None, "member_epoch": -1, "heartbeat_interval_ms": 0,
@@ -353,7 +354,21 @@ def handle_consumer_group_heartbeat(core: HandlerCore, body: ConsumerGroupHeartb
     if denied:
         respond(refused(TOPIC_DENIED, f"not authorized to Describe topics {denied}"))
         return
-    core.groups.coordinator.consumer_group_heartbeat(body, ctx.version, respond, ctx.client_id)
+    core.groups.coordinator.consumer_group_heartbeat(
+        body, ctx.version, respond, ctx.client_id, may_describe=_describable_topics(ctx))
+
+
+def _every_topic(name: str) -> bool:
+    return True
+
+
+def _describable_topics(ctx: RequestContext) -> Callable[[str], bool]:
+    """Whether the request's principal may Describe a topic (by name).  The coordinator
+    keeps it past the request (a member's regular expression is resolved with it at its
+    group's later heartbeats), so it holds the authorizer and principal, not ``ctx``."""
+    if ctx.authorizer is None:
+        return _every_topic
+    return functools.partial(ctx.authorizer.allowed, ctx.principal, "Describe", "Topic")
 
 
 def handle_consumer_group_describe(core: HandlerCore, body: ConsumerGroupDescribeRequest,

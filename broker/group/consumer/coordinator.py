@@ -27,8 +27,10 @@ ConsumerGroupHeartbeat, in Kafka's order of checks:
   ``max_size`` members (GROUP_MAX_SIZE_REACHED); epoch -1 leaves; any other epoch needs the member
   (UNKNOWN_MEMBER_ID) at its epoch (FENCED_MEMBER_EPOCH; the previous epoch is accepted
   after a lost answer, :meth:`ConsumerGroup.epoch_error`);
-- then :meth:`ConsumerGroup.heartbeat` and the answer: the member id and epoch, the
-  heartbeat interval, and the assignment when it changed (null otherwise).
+- then :meth:`ConsumerGroup.heartbeat` (with the principal's Describe check the handler
+  passes: a regular expression resolves only to topics it allows) and the answer: the
+  member id and epoch, the heartbeat interval, and the assignment when it changed (null
+  otherwise).
 
 Liveness: every accepted heartbeat restarts the member's session timeout
 (``session_timeout_ms``; a member speaking the classic protocol, served by
@@ -82,7 +84,12 @@ from broker.group.consumer.group import (
     owned_partitions,
     regex_error,
 )
-from broker.group.consumer.member import ConsumerGroupMember, ReconciliationState
+from broker.group.consumer.member import (
+    ConsumerGroupMember,
+    ReconciliationState,
+    TopicVisibility,
+    every_topic,
+)
 from broker.group.consumer.migration import MigrationPolicy
 from broker.group.consumer.records import GroupLoader, GroupSnapshot, group_records
 from broker.group.metadata_manager import GroupMetadataManager
@@ -211,15 +218,18 @@ class ConsumerGroupCoordinator:
 
     def heartbeat(self, body: ConsumerGroupHeartbeatRequest, version: int,
                   respond: Respond[ConsumerGroupHeartbeatResponse],
-                  client_id: str = "", client_host: str = "") -> None:
-        """One ConsumerGroupHeartbeat (see the module docstring): applied at once and
+                  client_id: str = "", client_host: str = "",
+                  may_describe: TopicVisibility = every_topic) -> None:
+        """One ConsumerGroupHeartbeat (see the module docstring) of a member whose
+        principal may Describe the topics ``may_describe`` says (its regular expression
+        resolves to those only, :mod:`~broker.group.consumer.group`): applied at once and
         answered once the records of what changed are written (acks=all); a failed write
         answers its mapped error (:func:`~broker.group.protocol.store_error`; the change
         stays applied in memory, unlike Kafka's rollback: a failed write means the
         partition is being lost, and its groups with it)."""
         group = self.groups.get(body["group_id"])
         before = GroupSnapshot.of(group)
-        answer = self._heartbeat(body, version, client_id, client_host)
+        answer = self._heartbeat(body, version, client_id, client_host, may_describe)
         group = self.groups.get(body["group_id"])
 
         def written(code: ErrorCode) -> None:
@@ -254,7 +264,8 @@ class ConsumerGroupCoordinator:
         self.log.append(group.partition, records, written)
 
     def _heartbeat(self, body: ConsumerGroupHeartbeatRequest, version: int,
-                   client_id: str, client_host: str) -> ConsumerGroupHeartbeatResponse:
+                   client_id: str, client_host: str,
+                   may_describe: TopicVisibility) -> ConsumerGroupHeartbeatResponse:
         group_id, epoch = body["group_id"], body["member_epoch"]
         member_id = body["member_id"]
         error = self.request_error(body, version) or self.manager.coordinator_error(group_id)
@@ -315,7 +326,7 @@ class ConsumerGroupCoordinator:
             fenced = group.epoch_error(member, epoch, owned_partitions(body))
             if fenced is not None:
                 return _error(ErrorCode.FENCED_MEMBER_EPOCH, fenced, member_id)
-        send = group.heartbeat(member, body, self.topics())
+        send = group.heartbeat(member, body, self.topics(), may_describe)
         self.restart_timeouts(group, member)
         answer: ConsumerGroupHeartbeatResponse = {
             "throttle_time_ms": 0, "error_code": 0, "error_message": None,

@@ -3,11 +3,12 @@ transition (Kafka's ``ConsumerGroup`` and the heartbeat path of ``GroupMetadataM
 
 :class:`ConsumerGroup` holds the members (:class:`~broker.group.consumer.member.
 ConsumerGroupMember`), the **group epoch** (bumped when a member joins, leaves or is
-fenced, changes its subscription, or when the subscribed topics' partitions change),
-the **target assignment** and its epoch (recomputed by the assignor when the group
-epoch is ahead of it), the owner of every partition a member holds (assigned or being
-revoked: no partition has two owners, see :mod:`~broker.group.consumer.member`), and the
-subscribed topics' partition counts the target was computed on.
+fenced, changes its subscription or resolves it to other topics (new topics, changed
+ACLs), or when the subscribed topics' partitions change), the **target assignment** and
+its epoch (recomputed by the assignor when the group epoch is ahead of it), the owner
+of every partition a member holds (assigned or being revoked: no partition has two
+owners, see :mod:`~broker.group.consumer.member`), and the subscribed topics' partition
+counts and each member's topics the target was computed on.
 
 State (Kafka's names): ``Empty`` (no members), ``Assigning`` (the target is older than
 the group epoch), ``Reconciling`` (a member is not at the target epoch or not stable),
@@ -22,10 +23,23 @@ expression (v1), resolved here against the cluster's topics (internal topics nev
 match; a full match, as Kafka's RE2/J ``matches()``); see :func:`regex_error` for what
 Python's ``re`` accepts that RE2 does not.
 
+Authorization (Kafka 4's ``TopicRegexResolver``): a regular expression resolves only
+to topics the member's principal may Describe (:func:`regex_topics`), so a member never
+learns the name of a topic it may not see through its assignment.  Every heartbeat
+brings the member's :data:`~broker.group.consumer.member.TopicVisibility` (the ACL
+check of its principal; the handler checks named topics itself and refuses the
+heartbeat with TOPIC_AUTHORIZATION_FAILED), kept on the member in memory and used
+whenever the group's subscriptions are resolved, so ACL changes apply at the group's
+next heartbeat.  It is not written to the log: after a coordinator load, until its next
+heartbeat, a member's regular expression resolves only to the topics it already holds
+or is targeted (names it was shown before), never to a new one.  We chose that over
+"nothing" (which would revoke and reassign every regex member's partitions after each
+coordinator move) and over "everything" (the hole this closes).
+
 Costs: a heartbeat O(the topic names the group's members subscribe to + the member's
-partitions), plus O(cluster topics) per member subscribed by regular expression, plus
-the assignor when the target is recomputed (once per group epoch).  Not thread-safe:
-owned by the coordinator.
+partitions), plus O(cluster topics) per member subscribed by regular expression (and
+one ACL check, O(the principal's rules), per matching topic), plus the assignor when the
+target is recomputed (once per group epoch).  Not thread-safe: owned by the coordinator.
 """
 
 from __future__ import annotations
@@ -45,6 +59,8 @@ from broker.group.consumer.member import (
     ConsumerGroupMember,
     MemberAssignment,
     ReconciliationState,
+    TopicVisibility,
+    every_topic,
     reconcile,
 )
 from clients.protocol.message_types import ConsumerGroupHeartbeatRequest
@@ -83,6 +99,16 @@ def regex_error(pattern: str) -> str | None:
     return None
 
 
+def regex_topics(pattern: str, topics: TopicsView,
+                 may_describe: TopicVisibility) -> dict[TopicId, int]:
+    """The topics ``pattern`` (accepted by :func:`regex_error`) fully matches that the
+    principal may Describe, internal topics never: id -> partition count.  Pure."""
+    compiled = re.compile(pattern)
+    return dict(info for name, info in topics.items()
+                if name not in INTERNAL_TOPICS and compiled.fullmatch(name)
+                and may_describe(name))
+
+
 class ConsumerGroup:
     """One consumer group; see the module docstring."""
 
@@ -98,6 +124,7 @@ class ConsumerGroup:
         self.owners: dict[tuple[TopicId, int], str] = {}  # partition -> its member
         self.static_members: dict[str, str] = {}  # instance id -> member id
         self.subscribed: dict[TopicId, int] = {}  # what the target was computed on
+        self.subscriptions: dict[str, set[TopicId]] = {}  # and each member's part of it
 
     def __repr__(self) -> str:
         return (f"ConsumerGroup({self.group_id!r} {self.state} epoch={self.group_epoch} "
@@ -134,22 +161,33 @@ class ConsumerGroup:
 
     def member_topics(self, member: ConsumerGroupMember,
                       topics: TopicsView) -> dict[TopicId, int]:
-        """The existing topics ``member`` subscribes to: id -> partition count."""
+        """The existing topics ``member`` subscribes to: id -> partition count (its
+        regular expression resolved with its ``may_describe``; not known since a load:
+        only the topics it holds or is targeted, see the module docstring)."""
         found = dict(topics[n] for n in member.subscribed_topic_names if n in topics)
         if member.subscribed_topic_regex is not None:
-            pattern = re.compile(member.subscribed_topic_regex)
-            found.update(info for name, info in topics.items()
-                         if name not in INTERNAL_TOPICS and pattern.fullmatch(name))
+            found.update(regex_topics(member.subscribed_topic_regex, topics,
+                                      member.may_describe or self._shown(member, topics)))
         return found
+
+    def _shown(self, member: ConsumerGroupMember, topics: TopicsView) -> TopicVisibility:
+        """The topics ``member`` holds or is targeted: what it may see by regular
+        expression until a heartbeat brings its principal's ACL check again."""
+        held = {t for parts in (member.assignment.assigned, member.assignment.revoking,
+                                self.target.get(member.member_id, {}))
+                for t, ps in parts.items() if ps}
+        return lambda name: topics[name][0] in held
 
     # -- the heartbeat -----------------------------------------------------------------
 
     def heartbeat(self, member: ConsumerGroupMember, body: ConsumerGroupHeartbeatRequest,
-                  topics: TopicsView) -> bool:
-        """Apply an accepted heartbeat of ``member`` (new: not in the group yet); returns
-        whether its assignment goes into the answer."""
+                  topics: TopicsView, may_describe: TopicVisibility = every_topic) -> bool:
+        """Apply an accepted heartbeat of ``member`` (new: not in the group yet) whose
+        principal may Describe the topics ``may_describe`` says; returns whether its
+        assignment goes into the answer."""
         changed = member.member_id not in self.members
         self.members[member.member_id] = member
+        member.may_describe = may_describe
         if body["rebalance_timeout_ms"] > 0:
             member.rebalance_timeout_ms = body["rebalance_timeout_ms"]
         for key, value in (("instance_id", body["instance_id"]),
@@ -173,7 +211,9 @@ class ConsumerGroup:
             found = self.member_topics(m, topics)
             subscriptions[m.member_id] = set(found)
             subscribed.update(found)
-        if changed or subscribed != self.subscribed:
+        # a member may resolve differently with the union unchanged (its ACLs changed)
+        moved = any(self.subscriptions.get(m, s) != s for m, s in subscriptions.items())
+        if changed or moved or subscribed != self.subscribed:
             self.group_epoch += 1
         if self.assignment_epoch < self.group_epoch:
             self._compute_target(subscriptions, subscribed, member.server_assignor)
@@ -194,6 +234,7 @@ class ConsumerGroup:
             self.assignor_name = preferred
         self.target = ASSIGNORS[self.assignor_name](subscriptions, subscribed, self.target)
         self.subscribed = subscribed
+        self.subscriptions = subscriptions
         self.assignment_epoch = self.group_epoch
 
     def _set_assignment(self, member: ConsumerGroupMember, after: MemberAssignment) -> None:
@@ -260,6 +301,7 @@ class ConsumerGroup:
             if self.owners.get(tp) == member_id:
                 del self.owners[tp]
         self.target.pop(member_id, None)
+        self.subscriptions.pop(member_id, None)
         self.group_epoch += 1
         return member
 

@@ -3,7 +3,9 @@
 
 A member holds what its heartbeats said (ids, rack, client, rebalance timeout,
 subscription: topic names and/or a regular expression, preferred server assignor; for a
-member that speaks the classic protocol, :class:`ClassicMemberMetadata`) and
+member that speaks the classic protocol, :class:`ClassicMemberMetadata`), which topics
+its principal may Describe (:data:`TopicVisibility`, from its last heartbeat: in memory
+only, see :meth:`~broker.group.consumer.group.ConsumerGroup.member_topics`) and
 its assignment state (:class:`MemberAssignment`, immutable): its epoch and the one
 before, its reconciliation state, the partitions assigned to it and those it must
 revoke first.
@@ -35,6 +37,15 @@ from dataclasses import dataclass, field
 from enum import Enum
 
 from broker.group.consumer.assignors import Assignment, TopicId
+
+# whether a member's principal may Describe a topic (by name): the ACL check its regular
+# expression is resolved with; kept past the request, so it holds no request state
+TopicVisibility = Callable[[str], bool]
+
+
+def every_topic(name: str) -> bool:
+    """The :data:`TopicVisibility` of a broker without an authorizer."""
+    return True
 
 
 class ReconciliationState(Enum):
@@ -123,7 +134,9 @@ class ClassicMemberMetadata:
 @dataclass
 class ConsumerGroupMember:
     """One member: what its heartbeats said and its :class:`MemberAssignment`;
-    ``classic``: set for a member that speaks the classic protocol (None: KIP-848's)."""
+    ``classic``: set for a member that speaks the classic protocol (None: KIP-848's);
+    ``may_describe``: the topics its principal may Describe, set by every heartbeat and
+    never written to the log (None: not heard from since the group was loaded)."""
 
     member_id: str
     client_id: str = ""
@@ -136,6 +149,7 @@ class ConsumerGroupMember:
     server_assignor: str | None = None
     assignment: MemberAssignment = field(default_factory=MemberAssignment)
     classic: ClassicMemberMetadata | None = None
+    may_describe: TopicVisibility | None = field(default=None, compare=False, repr=False)
 
     @property
     def member_epoch(self) -> int:

@@ -1,6 +1,8 @@
 """ACLs of the KIP-848 APIs (broker/handlers/groups.py): ConsumerGroupHeartbeat needs
 Read on the group and Describe on each topic named, ConsumerGroupDescribe Describe on
-the group, as Kafka; refused before the coordinator is reached."""
+the group, as Kafka; refused before the coordinator is reached.  An accepted heartbeat
+hands the coordinator the principal's Describe check (its regular expression resolves
+only to the topics that allows)."""
 
 from __future__ import annotations
 
@@ -50,3 +52,19 @@ def test_describe_needs_describe_on_the_group(tmp_path: Path) -> None:
         answers.append, _ctx(tmp_path))
     assert [g["error_code"] for g in answers[0]["groups"]] == \
         [ErrorCode.GROUP_AUTHORIZATION_FAILED]
+
+
+def test_heartbeat_hands_the_coordinator_the_principals_describe_check(
+        tmp_path: Path) -> None:
+    seen: list[Any] = []
+    core: Any = SimpleNamespace(groups=SimpleNamespace(coordinator=SimpleNamespace(
+        consumer_group_heartbeat=lambda *args, **kwargs: seen.append(kwargs["may_describe"]))))
+    ctx = _ctx(tmp_path, ["User:alice", "Allow", "Read", "Group", "g"],
+               ["User:alice", "Allow", "Read", "Topic", "pub-*"])
+    HANDLERS[ApiKey.CONSUMER_GROUP_HEARTBEAT](core, {
+        "group_id": "g", "member_id": "m", "member_epoch": 0, "instance_id": None,
+        "rack_id": None, "rebalance_timeout_ms": 1000, "subscribed_topic_names": None,
+        "subscribed_topic_regex": ".*", "server_assignor": None, "topic_partitions": []},
+        lambda answer: None, ctx)
+    (may_describe,) = seen
+    assert may_describe("pub-a") and not may_describe("secret")

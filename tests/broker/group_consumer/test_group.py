@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from broker.group.consumer.group import ConsumerGroup, regex_error
+from broker.group.consumer.group import ConsumerGroup, regex_error, regex_topics
 from broker.group.consumer.member import ConsumerGroupMember, ReconciliationState
 from clients.protocol.message_types import ConsumerGroupHeartbeatRequest
 
@@ -111,3 +111,41 @@ def test_new_partitions_bump_the_group_epoch() -> None:
     a = _join(group, "a")
     group.heartbeat(a, _hb("a", 1), {"orders": (T, 8)})
     assert group.group_epoch == 2 and a.assignment.assigned == {T: frozenset(range(8))}
+
+
+PUB, SECRET = b"\x01" * 16, b"\x02" * 16
+ACL_TOPICS = {"pub-a": (PUB, 2), "secret": (SECRET, 3)}
+
+
+def _public(name: str) -> bool:
+    return name.startswith("pub-")
+
+
+def test_regex_resolves_only_to_topics_the_member_may_describe() -> None:
+    assert regex_topics(".*", ACL_TOPICS, _public) == {PUB: 2}
+    group = ConsumerGroup("g", 0, 200)
+    alice = ConsumerGroupMember("alice")
+    group.heartbeat(alice, _hb("alice", 0, {}, regex=".*"), ACL_TOPICS, _public)
+    assert alice.assignment.assigned == {PUB: frozenset(range(2))}
+    assert SECRET not in group.target["alice"] and SECRET not in group.subscribed
+    # an admin in the same group sees both; alice still never gets `secret`
+    admin = ConsumerGroupMember("admin")
+    group.heartbeat(admin, _hb("admin", 0, {}, regex=".*"), ACL_TOPICS)
+    assert SECRET in group.target["admin"] and SECRET not in group.target["alice"]
+    # alice loses Describe on pub-*: her next heartbeat resolves to nothing
+    group.heartbeat(alice, _hb("alice", alice.member_epoch, None), ACL_TOPICS, lambda n: False)
+    assert group.member_topics(alice, ACL_TOPICS) == {} and not group.target["alice"]
+    assert alice.assignment.revoking == {PUB: frozenset(range(2))}  # pub-a goes to admin
+    assert group.target["admin"] == {PUB: frozenset(range(2)), SECRET: frozenset(range(3))}
+
+
+def test_after_a_load_a_regex_member_sees_only_what_it_holds_until_it_heartbeats() -> None:
+    group = ConsumerGroup("g", 0, 200)
+    alice = ConsumerGroupMember("alice")
+    group.heartbeat(alice, _hb("alice", 0, {}, regex=".*"), ACL_TOPICS, _public)
+    alice.may_describe = None  # as a coordinator load leaves her: her principal unknown
+    more = {**ACL_TOPICS, "pub-b": (b"\x03" * 16, 1)}
+    # held topics stay (no rebalance after a load), nothing new is shown
+    assert group.member_topics(alice, more) == {PUB: 2}
+    group.heartbeat(alice, _hb("alice", alice.member_epoch, None), more, _public)
+    assert group.member_topics(alice, more) == {PUB: 2, b"\x03" * 16: 1}
