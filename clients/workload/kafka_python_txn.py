@@ -8,24 +8,33 @@ our :class:`~clients.producer.Producer`: ``init_transactions``, ``begin_transact
 resolved by kafka-python's callbacks), ``flush``, ``commit_transaction``,
 ``abort_transaction`` and ``close``.  kafka-python's errors become ours so the
 workload's outcome rules apply unchanged (:func:`translate`): ``KafkaTimeoutError`` ->
-:class:`~clients.protocol.errors.RequestTimedOutError` (only ``init_transactions`` may be
-retried after it: kafka-python documents that the retry waits for the same request),
+:class:`~clients.protocol.errors.RequestTimedOutError` (except from ``init_transactions``,
+whose timeout is a plain ``MiniKafkaError``: see below),
 fenced (``ProducerFencedError``, ``InvalidProducerEpochError``,
 ``TransactionCoordinatorFencedError``) -> ``ProducerFencedError``, anything else ->
 ``MiniKafkaError``.
 
 kafka-python 3.0.12's ``commit_transaction``/``abort_transaction`` wait with no timeout
 (``TransactionalRequestResult.wait()``) and cannot be called again while one is under
-way, so each is run on a daemon thread and given :data:`CALL_TIMEOUT_S` (30 s,
-kafka-python's request timeout): past it the call fails with a plain ``MiniKafkaError``
-(not retried; a commit's outcome is then unknown to the workload, which restarts the
-producer) and the thread is left to end with the producer.  This happens under faults:
-when the transaction coordinator was just killed, kafka-python's sender
-(``kafka/producer/sender.py`` ``_maybe_send_pending_request``) gets a connection
-error from ``await_ready`` with ``target_node`` already set, so the handler is neither
-sent nor retried and the commit never completes (a kafka-python bug; seen once per
-kill-coordinator run).  A constructor that cannot reach a broker (kafka-python
-bootstraps in ``__init__``) raises ``MiniKafkaError`` too.
+way, so each is run on a daemon thread and given :data:`CALL_TIMEOUT_S`: past it the call
+fails with a plain ``MiniKafkaError`` (not retried; a commit's outcome is then unknown to
+the workload, which restarts the producer) and the thread is left to end with the
+producer.  This happens under faults: when the transaction coordinator was just killed,
+kafka-python's sender (``kafka/producer/sender.py`` ``_maybe_send_pending_request``)
+gets a connection error from ``await_ready`` with ``target_node`` already set, so the
+handler is neither sent nor retried and the request never completes (a kafka-python bug;
+seen about once per kill-coordinator run).  The same loss hits ``init_transactions``'s
+InitProducerId: kafka-python's documented retry after its ``KafkaTimeoutError`` "waits for
+the prior request", which was lost, so it would wait until the workload's
+``INIT_DEADLINE_S`` (180 s: this made the faulted kafka-python test take ~190 s).  A
+timed-out ``init_transactions`` therefore fails with a plain ``MiniKafkaError``: the
+workload closes this producer and makes a new one, whose InitProducerId is sent afresh.
+:data:`CALL_TIMEOUT_S` (also ``max_block_ms``) is 10 s, not kafka-python's 60 s: the
+workload runs against a local cluster where a killed coordinator is replaced in ~2-4 s
+(``broker_session_timeout_ms`` 2 s) and a healthy commit takes milliseconds, so a call
+still waiting after 10 s has lost its request, and each such loss costs 10 s, not 30.
+A constructor that cannot reach a broker (kafka-python bootstraps in ``__init__``)
+raises ``MiniKafkaError`` too.
 
 kafka-python is an optional dependency (the broker's compatibility tests use it): it is
 imported when a producer is made.  Costs: kafka-python's; one extra thread per commit or
@@ -44,7 +53,7 @@ from clients.producer.idempotence import ProducerFencedError
 from clients.protocol.errors import MiniKafkaError, RequestTimedOutError
 from clients.types import RecordMetadata
 
-CALL_TIMEOUT_S = 30.0
+CALL_TIMEOUT_S = 10.0
 FENCED = ("ProducerFencedError", "InvalidProducerEpochError",
           "TransactionCoordinatorFencedError")
 
@@ -104,7 +113,13 @@ class KafkaPythonTxnProducer:
             raise translate(exc) from exc
 
     def init_transactions(self) -> None:
-        self._call("init_transactions")  # bounded by max_block_ms
+        """Bounded by ``max_block_ms``; a timeout is not retryable here (its request may
+        be lost: see the module docstring), so it is a plain ``MiniKafkaError``."""
+        try:
+            self._call("init_transactions")
+        except RequestTimedOutError as exc:
+            raise MiniKafkaError(f"{exc} (not retried on this producer: its "
+                                 "InitProducerId may be lost)") from exc
 
     def begin_transaction(self) -> None:
         self._call("begin_transaction")

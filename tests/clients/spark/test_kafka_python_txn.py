@@ -11,6 +11,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 from pyspark.sql import SparkSession
@@ -21,6 +22,7 @@ from clients.spark.verify.job import run_verify
 from clients.workload.kafka_python_txn import call_with_deadline, translate
 from clients.workload.ledger import scan_ledger
 from clients.workload.run import WorkloadConfig
+from clients.workload.transactional import TxnPlan, start_session
 from tests.broker.cluster_harness import LocalCluster
 from tests.broker.processes import ROOT
 from tests.clients.spark.test_end_to_end import LauncherCluster
@@ -53,6 +55,44 @@ def test_a_call_past_its_deadline_fails_and_its_error_is_translated() -> None:
 
     with pytest.raises(ProducerFencedError):
         call_with_deadline(fenced, 5.0, "abort")
+
+
+class _LosingKafkaProducer:
+    """kafka-python's producer as the killed-coordinator bug leaves it: the first one's
+    InitProducerId is lost, so its ``init_transactions`` times out, and calling it again
+    would wait for the lost request (until the workload's 180 s deadline: here it fails
+    the test at once); later ones initialise."""
+
+    made: ClassVar[list[_LosingKafkaProducer]] = []
+
+    def __init__(self, **config: object) -> None:
+        self.lost, self.closed, self.inits = not self.made, False, 0
+        self.made.append(self)
+
+    def init_transactions(self) -> None:
+        self.inits += 1
+        assert self.inits == 1, "init_transactions retried on the producer that lost it"
+        if self.lost:
+            raise kafka_errors.KafkaTimeoutError("Timeout expired while initializing")
+
+    def close(self, timeout: float | None = None) -> None:
+        self.closed = True
+
+
+def test_an_init_that_timed_out_is_retried_on_a_new_kafka_python_producer(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Retrying ``init_transactions`` on the same kafka-python producer would wait until
+    the workload's 180 s init deadline: the session is made again instead."""
+    kafka = pytest.importorskip("kafka")
+    monkeypatch.setattr(kafka, "KafkaProducer", _LosingKafkaProducer)
+    monkeypatch.setattr(_LosingKafkaProducer, "made", [])
+    plan = TxnPlan(bootstrap="x:1", topic="t", run_id="r", producer=0, count=1, options={},
+                   message=lambda s: ("k", b"v"), announce_every=1, client="kafka-python")
+    stop = threading.Event()
+    stop.wait = lambda timeout=None: False  # type: ignore[method-assign]  # no back-off
+    client = start_session(plan, stop)
+    first, second = _LosingKafkaProducer.made
+    assert first.closed and client._producer is second  # type: ignore[attr-defined]
 
 
 def test_the_pipeline_is_not_offered_with_kafka_python() -> None:
