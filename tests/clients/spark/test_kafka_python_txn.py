@@ -19,7 +19,13 @@ from pyspark.sql import SparkSession
 from clients.producer.idempotence import ProducerFencedError
 from clients.protocol.errors import MiniKafkaError, RequestTimedOutError
 from clients.spark.verify.job import run_verify
-from clients.workload.kafka_python_txn import call_with_deadline, translate
+from clients.workload import kafka_python_txn
+from clients.workload.kafka_python_txn import (
+    CallAbandonedError,
+    KafkaPythonTxnProducer,
+    call_with_deadline,
+    translate,
+)
 from clients.workload.ledger import scan_ledger
 from clients.workload.run import WorkloadConfig
 from clients.workload.transactional import TxnPlan, start_session
@@ -93,6 +99,41 @@ def test_an_init_that_timed_out_is_retried_on_a_new_kafka_python_producer(
     client = start_session(plan, stop)
     first, second = _LosingKafkaProducer.made
     assert first.closed and client._producer is second  # type: ignore[attr-defined]
+
+
+class _HangingKafkaProducer:
+    """A kafka-python producer whose commit's EndTxn was lost: the commit never returns."""
+
+    def __init__(self, **config: object) -> None:
+        self.release, self.aborts = threading.Event(), 0
+        self.close_timeouts: list[float | None] = []
+
+    def commit_transaction(self) -> None:
+        self.release.wait()
+
+    def abort_transaction(self) -> None:
+        self.aborts += 1
+
+    def close(self, timeout: float | None = None) -> None:
+        self.close_timeouts.append(timeout)
+
+
+def test_after_an_abandoned_commit_abort_fails_at_once_and_close_does_not_wait(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    kafka = pytest.importorskip("kafka")
+    monkeypatch.setattr(kafka, "KafkaProducer", _HangingKafkaProducer)
+    monkeypatch.setattr(kafka_python_txn, "CALL_TIMEOUT_S", 0.05)
+    client = KafkaPythonTxnProducer("x:1", transactional_id="t", transaction_timeout_ms=1)
+    hanging = client._producer
+    try:
+        with pytest.raises(CallAbandonedError, match="commit did not finish"):
+            client.commit_transaction()
+        with pytest.raises(MiniKafkaError, match="commit did not finish"):
+            client.abort_transaction()
+        client.close(5.0)
+    finally:
+        hanging.release.set()
+    assert hanging.aborts == 0 and hanging.close_timeouts == [0]
 
 
 def test_the_pipeline_is_not_offered_with_kafka_python() -> None:
