@@ -11,6 +11,7 @@ import sys
 import threading
 from collections.abc import Iterator
 from pathlib import Path
+from typing import ClassVar
 
 import pytest
 from pyspark.sql import SparkSession
@@ -18,9 +19,16 @@ from pyspark.sql import SparkSession
 from clients.producer.idempotence import ProducerFencedError
 from clients.protocol.errors import MiniKafkaError, RequestTimedOutError
 from clients.spark.verify.job import run_verify
-from clients.workload.kafka_python_txn import call_with_deadline, translate
+from clients.workload import kafka_python_txn
+from clients.workload.kafka_python_txn import (
+    CallAbandonedError,
+    KafkaPythonTxnProducer,
+    call_with_deadline,
+    translate,
+)
 from clients.workload.ledger import scan_ledger
 from clients.workload.run import WorkloadConfig
+from clients.workload.transactional import TxnPlan, start_session
 from tests.broker.cluster_harness import LocalCluster
 from tests.broker.processes import ROOT
 from tests.clients.spark.test_end_to_end import LauncherCluster
@@ -53,6 +61,79 @@ def test_a_call_past_its_deadline_fails_and_its_error_is_translated() -> None:
 
     with pytest.raises(ProducerFencedError):
         call_with_deadline(fenced, 5.0, "abort")
+
+
+class _LosingKafkaProducer:
+    """kafka-python's producer as the killed-coordinator bug leaves it: the first one's
+    InitProducerId is lost, so its ``init_transactions`` times out, and calling it again
+    would wait for the lost request (until the workload's 180 s deadline: here it fails
+    the test at once); later ones initialise."""
+
+    made: ClassVar[list[_LosingKafkaProducer]] = []
+
+    def __init__(self, **config: object) -> None:
+        self.lost, self.closed, self.inits = not self.made, False, 0
+        self.made.append(self)
+
+    def init_transactions(self) -> None:
+        self.inits += 1
+        assert self.inits == 1, "init_transactions retried on the producer that lost it"
+        if self.lost:
+            raise kafka_errors.KafkaTimeoutError("Timeout expired while initializing")
+
+    def close(self, timeout: float | None = None) -> None:
+        self.closed = True
+
+
+def test_an_init_that_timed_out_is_retried_on_a_new_kafka_python_producer(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Retrying ``init_transactions`` on the same kafka-python producer would wait until
+    the workload's 180 s init deadline: the session is made again instead."""
+    kafka = pytest.importorskip("kafka")
+    monkeypatch.setattr(kafka, "KafkaProducer", _LosingKafkaProducer)
+    monkeypatch.setattr(_LosingKafkaProducer, "made", [])
+    plan = TxnPlan(bootstrap="x:1", topic="t", run_id="r", producer=0, count=1, options={},
+                   message=lambda s: ("k", b"v"), announce_every=1, client="kafka-python")
+    stop = threading.Event()
+    stop.wait = lambda timeout=None: False  # type: ignore[method-assign]  # no back-off
+    client = start_session(plan, stop)
+    first, second = _LosingKafkaProducer.made
+    assert first.closed and client._producer is second  # type: ignore[attr-defined]
+
+
+class _HangingKafkaProducer:
+    """A kafka-python producer whose commit's EndTxn was lost: the commit never returns."""
+
+    def __init__(self, **config: object) -> None:
+        self.release, self.aborts = threading.Event(), 0
+        self.close_timeouts: list[float | None] = []
+
+    def commit_transaction(self) -> None:
+        self.release.wait()
+
+    def abort_transaction(self) -> None:
+        self.aborts += 1
+
+    def close(self, timeout: float | None = None) -> None:
+        self.close_timeouts.append(timeout)
+
+
+def test_after_an_abandoned_commit_abort_fails_at_once_and_close_does_not_wait(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    kafka = pytest.importorskip("kafka")
+    monkeypatch.setattr(kafka, "KafkaProducer", _HangingKafkaProducer)
+    monkeypatch.setattr(kafka_python_txn, "CALL_TIMEOUT_S", 0.05)
+    client = KafkaPythonTxnProducer("x:1", transactional_id="t", transaction_timeout_ms=1)
+    hanging = client._producer
+    try:
+        with pytest.raises(CallAbandonedError, match="commit did not finish"):
+            client.commit_transaction()
+        with pytest.raises(MiniKafkaError, match="commit did not finish"):
+            client.abort_transaction()
+        client.close(5.0)
+    finally:
+        hanging.release.set()
+    assert hanging.aborts == 0 and hanging.close_timeouts == [0]
 
 
 def test_the_pipeline_is_not_offered_with_kafka_python() -> None:
