@@ -11,12 +11,16 @@ errors become ours (:func:`clients.workload.confluent_txn.translate`).  Position
 ``Consumer.position`` (librdkafka moves them past the control batches it skips) of the
 partitions that delivered a record since they were last assigned (or sought); the others
 are left out.  librdkafka keeps a partition's position across a revoke and a later
-re-assignment until a record is delivered again: while another member owned it and
-committed further, that stale position is lower than the group's committed offset, and
-committing it (an offsets-only transaction of a worker that got the partition back)
-moves the group's offset *back*, so the next reader of it (a rewind after an abort, a
-new owner) processes those records again: duplicates in B.  ``on_assign`` / ``on_revoke``
-/ ``on_lost`` therefore forget the partitions they name until their next record.
+re-assignment until a record is delivered again.  Committing such a stale position (the
+worker commits every assigned partition's, also in an offsets-only transaction) breaks
+exactly-once both ways: below the group's committed offset (another member owned the
+partition meanwhile and committed further) it moves the offset *back*, and the next
+reader (a rewind after an abort, a new owner) processes those records again:
+duplicates in B; above it (records read in a transaction that aborted while the
+partition was away, so the rewind did not seek it) it skips them: lost.  Both were seen
+(a crash test printed stale 1293 against committed 1290).  ``on_assign`` /
+``on_revoke`` / ``on_lost`` therefore forget the partitions they name until their next
+record.
 
 The clients' ids are ``<transactional id>-producer`` / ``-consumer``.
 ``MINIKAFKA_LIBRDKAFKA_DEBUG`` (e.g. ``cgrp,eos,protocol``), when set, is librdkafka's
