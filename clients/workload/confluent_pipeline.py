@@ -8,8 +8,19 @@ PipelineSession` with ``confluent_kafka.Consumer`` (``group.id``,
 ConfluentTxnProducer` (``send_offsets_to_transaction`` with the consumer's
 ``consumer_group_metadata()``, as Kafka's exactly-once examples do).  librdkafka's
 errors become ours (:func:`clients.workload.confluent_txn.translate`).  Positions are
-``Consumer.position`` (librdkafka moves them past the control batches it skips);
-partitions without a position yet are left out.
+``Consumer.position`` (librdkafka moves them past the control batches it skips) of the
+partitions that delivered a record since they were last assigned (or sought); the others
+are left out.  librdkafka keeps a partition's position across a revoke and a later
+re-assignment until a record is delivered again.  Committing such a stale position (the
+worker commits every assigned partition's, also in an offsets-only transaction) breaks
+exactly-once both ways: below the group's committed offset (another member owned the
+partition meanwhile and committed further) it moves the offset *back*, and the next
+reader (a rewind after an abort, a new owner) processes those records again:
+duplicates in B; above it (records read in a transaction that aborted while the
+partition was away, so the rewind did not seek it) it skips them: lost.  Both were seen
+(a crash test printed stale 1293 against committed 1290).  ``on_assign`` /
+``on_revoke`` / ``on_lost`` therefore forget the partitions they name until their next
+record.
 
 The clients' ids are ``<transactional id>-producer`` / ``-consumer``.
 ``MINIKAFKA_LIBRDKAFKA_DEBUG`` (e.g. ``cgrp,eos,protocol``), when set, is librdkafka's
@@ -47,6 +58,9 @@ class ConfluentSession:
         from confluent_kafka import Consumer
 
         self.source_topic = source_topic
+        # partitions that delivered a record since their last assignment or seek: only
+        # their positions are this session's (see the module docstring)
+        self._live: set[int] = set()
         self._producer = ConfluentTxnProducer(
             bootstrap, transactional_id=transactional_id,
             transaction_timeout_ms=transaction_timeout_ms,
@@ -61,10 +75,16 @@ class ConfluentSession:
                 "auto.offset.reset": "earliest", "session.timeout.ms": 6_000,
                 "client.id": f"{transactional_id}-consumer", **debug_options(),
             })  # fmt: skip
-            self._consumer.subscribe([source_topic])
+            self._consumer.subscribe([source_topic], on_assign=self._forget,
+                                     on_revoke=self._forget, on_lost=self._forget)
         except BaseException:
             self.close()
             raise
+
+    def _forget(self, _consumer: Any, partitions: list[Any]) -> None:
+        """A rebalance callback (run inside ``consume``; confluent-kafka then assigns or
+        unassigns itself): these partitions' positions are stale until a record."""
+        self._live.difference_update(tp.partition for tp in partitions)
 
     def _consumer_call(self, name: str, *args: Any) -> Any:
         from confluent_kafka import KafkaException
@@ -83,6 +103,7 @@ class ConfluentSession:
             if m.error() is not None:
                 continue  # partition EOF and transient errors: librdkafka retries
             out.append(SourceRecord(m.partition(), m.offset(), m.key(), m.value()))
+            self._live.add(m.partition())
         return out
 
     def positions(self) -> dict[int, int]:
@@ -90,7 +111,7 @@ class ConfluentSession:
         if not assigned:
             return {}
         return {tp.partition: tp.offset for tp in self._consumer_call("position", assigned)
-                if tp.offset >= 0}
+                if tp.offset >= 0 and tp.partition in self._live}
 
     def begin(self) -> None:
         self._producer.begin_transaction()
@@ -122,6 +143,7 @@ class ConfluentSession:
             if tp.offset < 0:
                 tp.offset = OFFSET_BEGINNING
             self._consumer_call("seek", tp)
+            self._live.discard(tp.partition)
 
     def crash(self) -> None:
         if self._consumer is not None:

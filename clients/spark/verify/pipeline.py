@@ -15,7 +15,9 @@ check               definition                                                ki
 ==================  ========================================================  =====
 pipeline lost       an expected value (a committed A record's f) not in B     fail
 pipeline            a value in B more often than expected; counted as         fail
-duplicated          values and as extra copies
+duplicated          values and as extra copies; each example lists every
+                    copy's B partition, offset, transaction tag and that
+                    transaction's ledger outcome (commit / abort / unknown)
 pipeline phantom    a value in B that is no committed A record's f            fail
 pipeline aborted    a B record written by a pipeline transaction that the     fail
 read                ledger says aborted (its ``mk-txn`` header)
@@ -111,18 +113,27 @@ def pipeline_check_frames(a: DataFrame, b: DataFrame, f: Transform,
     from pyspark.sql import functions as F
 
     expected = f(a).groupBy("value").agg(F.count(F.lit(1)).alias("expected"))
-    position = F.struct("partition", "offset")
+    tagged = "tag" in b.columns
+    # where each copy is: B partition and offset, and the writing transaction's tag
+    position = F.struct("partition", "offset", *(["tag"] if tagged else []))
     got = b.groupBy("value").agg(F.count(F.lit(1)).alias("copies"),
                                  F.sort_array(F.collect_list(position)).alias("at"))
     values = expected.join(got, "value", "full_outer")
     shown = F.substring(F.col("value").cast("string"), 1, 80).alias("value_prefix")
+    duplicated = values.where("copies > expected").select(shown, "copies", "at")
+    if txns is not None and tagged:  # each copy's transaction and its ledger outcome
+        outcomes = txns.select("tag", "outcome")
+        copies = (duplicated.select("value_prefix", "copies", F.explode("at").alias("copy"))
+                  .select("value_prefix", "copies", "copy.*").join(outcomes, "tag", "left"))
+        duplicated = copies.groupBy("value_prefix", "copies").agg(F.sort_array(F.collect_list(
+            F.struct("partition", "offset", "tag", "outcome"))).alias("at"))
     frames = {
         "values": values,
         "pipeline_lost": values.where("copies IS NULL").select(shown, "expected"),
-        "pipeline_duplicated": values.where("copies > expected").select(shown, "copies", "at"),
+        "pipeline_duplicated": duplicated,
         "pipeline_phantom": values.where("expected IS NULL").select(shown, "copies", "at"),
     }
-    if txns is not None and "tag" in b.columns:
+    if txns is not None and tagged:
         visible = b.groupBy("tag").agg(F.count(F.lit(1)).alias("visible"))
         per_txn = (txns.join(visible, "tag", "left")
                    .select("*", F.coalesce(F.col("visible"), F.lit(0)).alias("seen"))

@@ -103,3 +103,9 @@ def test_an_aborted_transactions_output_is_an_aborted_read(spark: SparkSession,
     # the aborted copies repeat what w0-s1-t0 committed: duplicates as well
     assert violations(counts) == {"pipeline_aborted_read": 2, "pipeline_duplicated": 2}
     assert {e["tag"] for e in examples["pipeline_aborted_read"]} == {"w0-s0-t1"}
+    # each duplicated value names its copies' transactions and their ledger outcomes
+    copies = {e["value_prefix"]: sorted((c["tag"], c["outcome"]) for c in e["at"])
+              for e in examples["pipeline_duplicated"]}
+    assert copies == {transform(p, o, v).decode(): [("w0-s0-t1", "abort"),
+                                                     ("w0-s1-t0", "commit")]
+                      for p, o, v in A[3:5]}
