@@ -2,7 +2,8 @@
 
 Setup per controller count N (1 or 3): a local cluster of N controllers
 (``cluster start --controllers N``, Kafka's quorum timeouts: election 1 s randomized to
-[1 s, 2 s), fetch 2 s) and 3 brokers, with default settings otherwise.  Every
+[1 s, 2 s), fetch 2 s; or with ``N:local`` in ``--controllers`` a local cluster's
+tuning: election 500 ms, fetch 1 s) and 3 brokers, with default settings otherwise.  Every
 measurement is a CreateTopics (one partition, replication factor 1) sent by our
 ``clients.admin.Admin`` to a broker, which forwards it to the active controller; its
 answer comes once the topic's record is committed (N = 1: fsync'd; N = 3: on a majority).
@@ -89,9 +90,27 @@ def _summary(values: list[float]) -> dict[str, float]:
             "min_s": round(ordered[0], 3), "max_s": round(ordered[-1], 3)}
 
 
-def measure(controllers: int, runs: int, commits: int) -> dict[str, Any]:
+KAFKA_TIMEOUTS = {"quorum_election_timeout_ms": 1_000, "quorum_fetch_timeout_ms": 2_000}
+LOCAL_TIMEOUTS = {"quorum_election_timeout_ms": 500, "quorum_fetch_timeout_ms": 1_000}
+
+
+def parse_setups(spec: str) -> list[tuple[int, dict[str, int]]]:
+    """``1,3,3:local`` -> (controllers, quorum timeouts) per setup: Kafka's defaults, or
+    ``:local`` (election 500 ms, fetch 1 s: a local cluster's tuning)."""
+    setups = []
+    for item in spec.split(","):
+        count, _, tuning = item.partition(":")
+        if tuning not in ("", "local"):
+            raise ValueError(f"unknown quorum tuning {tuning!r} (only 'local')")
+        setups.append((int(count), LOCAL_TIMEOUTS if tuning else KAFKA_TIMEOUTS))
+    return setups
+
+
+def measure(controllers: int, runs: int, commits: int,
+            timeouts: dict[str, int] = KAFKA_TIMEOUTS) -> dict[str, Any]:
     with tempfile.TemporaryDirectory(prefix="bench-ctl-failover-") as root, \
-            running_cluster(root, brokers=3, controllers=controllers) as started:
+            running_cluster(root, brokers=3, controllers=controllers,
+                            controller_overrides=dict(timeouts)) as started:
         data_dir = started.data_dir
         with Admin(started.bootstrap, request_timeout_ms=ATTEMPT_TIMEOUT_MS) as admin:
             _wait(lambda: _quorum_healthy(data_dir), "a healthy quorum")
@@ -117,7 +136,8 @@ def measure(controllers: int, runs: int, commits: int) -> dict[str, Any]:
                       file=sys.stderr, flush=True)
                 if controllers > 1:
                     cluster_cli.main(["restart", victim.name, "--data-dir", data_dir])
-    return {"controllers": controllers, "commit": _summary(commit_s),
+    return {"controllers": controllers, "quorum_timeouts": timeouts,
+            "commit": _summary(commit_s),
             "commit_runs_s": [round(x, 4) for x in commit_s],
             "failover": _summary(failover_s), "failover_runs_s": [round(x, 3) for x in failover_s]}
 
@@ -126,10 +146,12 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m bench.controller_failover")
     parser.add_argument("--runs", type=int, default=20)
     parser.add_argument("--commits", type=int, default=50)
-    parser.add_argument("--controllers", default="1,3")
+    parser.add_argument("--controllers", default="1,3",
+                        help="setups, e.g. 1,3,3:local (':local': election 500 ms, fetch 1 s)")
     parser.add_argument("--out", default=str(RESULTS))
     args = parser.parse_args(argv)
-    results = [measure(int(n), args.runs, args.commits) for n in args.controllers.split(",")]
+    results = [measure(n, args.runs, args.commits, timeouts)
+               for n, timeouts in parse_setups(args.controllers)]
     report = {
         "bench": "controller_failover",
         "api": "clients.admin.Admin.create_topics (CreateTopics v7 to a broker, forwarded to "
@@ -137,7 +159,8 @@ def main(argv: list[str] | None = None) -> int:
                "(broker.cluster.controllers.active_controller)",
         "input": {"brokers": 3, "topic": "1 partition, replication factor 1 per request",
                   "runs": args.runs, "commits": args.commits,
-                  "quorum": "Kafka's defaults: election 1000 ms ([1 s, 2 s)), fetch 2000 ms",
+                  "quorum": "per result (quorum_timeouts): Kafka's defaults election 1000 ms "
+                            "(randomized to [1 s, 2 s)), fetch 2000 ms; ':local' 500 / 1000 ms",
                   "one_controller": "restarted at once after the SIGKILL (cluster restart)",
                   "three_controllers": "the killed voter stays down until the run ends"},
         "figures": "failover = SIGKILL -> first CreateTopics answered without error; "
@@ -147,7 +170,8 @@ def main(argv: list[str] | None = None) -> int:
     }
     Path(args.out).write_text(json.dumps(report, indent=2) + "\n")
     for r in results:
-        print(f"controllers={r['controllers']}: commit median {r['commit']['median_s']} s, "
+        print(f"controllers={r['controllers']} {r['quorum_timeouts']}: "
+              f"commit median {r['commit']['median_s']} s, "
               f"failover median {r['failover']['median_s']} s p90 {r['failover']['p90_s']} s")
     return 0
 
