@@ -54,7 +54,10 @@ uses the numpy decoder (no per-record Python; values are memoryview slices of th
 response frame, or of the decompressed bytes, joined once per poll when there are
 several compressed batches).
 
-Groups: with ``group_id``, ``subscribe(topics, listener)`` joins the group and
+Groups: with ``group_id``, ``subscribe(topics, listener)`` joins the group (KIP-848 also
+``subscribe(pattern=...)``: a ``str`` or flag-less ``re.Pattern`` the broker resolves,
+RE2 syntax, to the topics it fully matches and the member may Describe, topics created
+later included; the classic protocol refuses it: not done) and
 ``poll`` drives rebalances (``group_protocol`` "classic": :mod:`clients.consumer.coordinator`;
 "consumer": KIP-848, :mod:`clients.consumer.membership.group_member`); after a rebalance
 the position of a newly assigned partition is its committed offset, else
@@ -98,7 +101,7 @@ from clients.consumer.assignors import assignor_for
 from clients.consumer.coordinator import RebalanceListener
 from clients.consumer.coordinator_channel import GroupConfig
 from clients.consumer.fetcher import CompletedFetch, Deserializer, Fetcher
-from clients.consumer.membership.group_member import GroupMembership, group_membership
+from clients.consumer.membership.group_member import GroupMembership, Pattern, group_membership
 from clients.consumer.offset_committer import CommitCallback
 from clients.consumer.offset_fetcher import RESET_TIMESTAMPS, OffsetFetcher
 from clients.consumer.subscription_state import PositionState, SubscriptionState
@@ -227,7 +230,7 @@ class Consumer:
     def assign(self, partitions: Iterable[TopicPartition]) -> None:
         """Replace the assignment; positions of partitions kept stay as they were."""
         self._check_open()
-        if self.subscription():
+        if self._coordinator is not None and self._coordinator.subscribed:
             raise MiniKafkaError("assign() after subscribe(): unsubscribe() first",
                                  ErrorCode.INVALID_REQUEST)
         new = [TopicPartition(*tp) for tp in partitions]
@@ -393,7 +396,7 @@ class Consumer:
         self._check_open()
         deadline = self._deadline(timeout_ms)
         if self._coordinator is not None and (self._subscriptions.states
-                                              or self.subscription()):
+                                              or self._coordinator.subscribed):
             return self._poll_group(self._coordinator, deadline)
         if not self._subscriptions.states:
             raise MiniKafkaError("poll with no assigned partitions", ErrorCode.INVALID_REQUEST)
@@ -449,16 +452,15 @@ class Consumer:
     def group_metadata(self) -> ConsumerGroupMetadata:  # Kafka's groupMetadata() (module doc)
         return self._group().group_metadata()
 
-    def subscribe(self, topics: Iterable[str], listener: RebalanceListener | None = None) -> None:
-        """Join the group for ``topics``; ``listener.on_partitions_revoked/assigned(set)``
-        run inside ``poll``.  Replaces an earlier subscription (not mixable with assign)."""
+    def subscribe(self, topics: Iterable[str] = (), listener: RebalanceListener | None = None,
+                  *, pattern: Pattern | None = None) -> None:
+        """Join the group for ``topics`` or ``pattern`` (module docstring); the listener
+        runs inside ``poll``.  Replaces an earlier subscription (not mixable with assign)."""
         group = self._group()
-        if isinstance(topics, str):
-            topics = [topics]
-        if self._subscriptions.states and not group.subscription:
+        if self._subscriptions.states and not group.subscribed:
             raise MiniKafkaError("subscribe() after assign(): assign([]) first",
                                  ErrorCode.INVALID_REQUEST)
-        group.subscribe(topics, listener)
+        group.subscribe([topics] if isinstance(topics, str) else topics, listener, pattern)
 
     def unsubscribe(self) -> None:
         """Revoke the assignment (listener called) and leave the group."""
@@ -466,6 +468,7 @@ class Consumer:
         self._subscriptions.clear()
 
     def subscription(self) -> set[str]:
+        """The subscribed topics (with a pattern: those assigned, as Kafka's)."""
         return set(self._coordinator.subscription) if self._coordinator is not None else set()
 
     def commit(self, offsets: Mapping[TopicPartition, OffsetAndMetadata | int] | None = None,

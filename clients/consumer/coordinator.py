@@ -51,6 +51,7 @@ shares only :class:`~clients.consumer.coordinator_channel.GroupShared` (behind i
 from __future__ import annotations
 
 import logging
+import re
 from collections.abc import Callable, Iterable
 from typing import Protocol, cast
 
@@ -78,7 +79,7 @@ from clients.consumer.offset_committer import (
 from clients.network.cluster_metadata import ClusterMetadata
 from clients.network.node_connections import NodeConnections
 from clients.protocol.api_keys import ApiKey
-from clients.protocol.errors import ErrorCode, MiniKafkaError, error_for
+from clients.protocol.errors import ErrorCode, InvalidConfigError, MiniKafkaError, error_for
 from clients.protocol.message_types import (
     JoinGroupRequest,
     JoinGroupResponse,
@@ -155,7 +156,10 @@ class ConsumerCoordinator:
         self._next_auto_commit = clock() + config.auto_commit_interval_ms / 1000
 
     # ------------------------------------------------------------ subscription
-    def subscribe(self, topics: Iterable[str], listener: RebalanceListener | None) -> None:
+    def subscribe(self, topics: Iterable[str], listener: RebalanceListener | None,
+                  pattern: str | re.Pattern[str] | None = None) -> None:
+        if pattern is not None:  # not done: Kafka's classic consumer matches client-side
+            raise InvalidConfigError("subscribe(pattern=...) needs group_protocol='consumer'")
         names = tuple(sorted(set(topics)))
         if not names or not all(isinstance(t, str) and t for t in names):
             raise ValueError(f"subscribe needs non-empty topic names, got {names!r}")
@@ -172,6 +176,10 @@ class ConsumerCoordinator:
             self._revoke(set(self.owned))
             self.maybe_leave_group("unsubscribe")
         self.subscription = ()
+
+    @property
+    def subscribed(self) -> bool:
+        return bool(self.subscription)
 
     @property
     def generation(self) -> tuple[int, str]:

@@ -25,6 +25,13 @@ Records are fetched for the partitions owned meanwhile (the protocol never gives
 partition to a member before its previous owner revoked it).  Topic ids of the target
 assignment are resolved by the consumer's metadata (Metadata v10+); the topics of the
 subscription are added to it, so a target naming them resolves after one refresh.
+A pattern subscription (``subscribe(pattern=...)``, a ``str`` or flag-less
+``re.Pattern``) goes as ``subscribed_topic_regex`` and the broker resolves it (RE2
+syntax; it refuses the rest with INVALID_REGULAR_EXPRESSION, raised from poll as a
+fatal error, as Kafka's); the member does not know the matched names, so a target
+topic id it cannot resolve refreshes the metadata of every topic.  Names and a pattern
+are mutually exclusive until ``unsubscribe`` (Kafka's rule); ``subscription`` is then
+the topics of the partitions owned.
 ``group_instance_id`` makes the member static.  Server-side assignor: the broker's
 default unless ``group_remote_assignor`` names one (``uniform``, ``range``).
 
@@ -36,6 +43,7 @@ guards the state machine).
 from __future__ import annotations
 
 import logging
+import re
 import uuid
 from collections.abc import Callable, Iterable
 
@@ -52,7 +60,7 @@ from clients.consumer.membership.member import (
 from clients.consumer.offset_committer import CommitCallback, OffsetCommitter
 from clients.network.cluster_metadata import ClusterMetadata
 from clients.network.node_connections import NodeConnections
-from clients.protocol.errors import InvalidConfigError, MiniKafkaError
+from clients.protocol.errors import ErrorCode, InvalidConfigError, MiniKafkaError
 from clients.protocol.request_channel import ClientResponse
 from clients.protocol.topics import ZERO_UUID, TopicPartition
 from clients.types import ConsumerGroupMetadata, OffsetAndMetadata
@@ -90,7 +98,7 @@ class ConsumerProtocolMembership:
             request_timeout_ms=config.request_timeout_ms,
             retry_backoff_ms=config.retry_backoff_ms, max_in_flight=config.max_in_flight,
             on_response=self._on_response, clock=clock)
-        self.offsets = OffsetCommitter(self.channel, in_group=lambda: bool(self.subscription),
+        self.offsets = OffsetCommitter(self.channel, in_group=lambda: self.subscribed,
                                        instance_id=config.group_instance_id)
         self.membership = ConsumerMembership(MembershipConfig(
             config.group_id, str(uuid.uuid4()),
@@ -102,7 +110,8 @@ class ConsumerProtocolMembership:
             self.shared, self.membership, client_id=client_id, sasl=net.sasl,
             ssl_context=net.ssl_context, request_timeout_ms=config.request_timeout_ms,
             clock=clock)
-        self.subscription: tuple[str, ...] = ()
+        self.topics: tuple[str, ...] = ()
+        self.pattern: str | None = None  # subscribed_topic_regex, resolved by the broker
         self.listener: RebalanceListener | None = None
         self.owned: set[TopicPartition] = set()
         self.rebalances = 0  # reconciliations completed (stats, tests)
@@ -112,23 +121,49 @@ class ConsumerProtocolMembership:
         return int(self._clock() * 1000)
 
     # ------------------------------------------------------------ subscription
-    def subscribe(self, topics: Iterable[str], listener: RebalanceListener | None) -> None:
+    def subscribe(self, topics: Iterable[str], listener: RebalanceListener | None,
+                  pattern: Pattern | None = None) -> None:
+        """Join for topic names, or for ``pattern`` (a regular expression the broker
+        resolves, ``subscribed_topic_regex``; ``topics`` then empty)."""
         names = tuple(sorted(set(topics)))
-        if not names or not all(isinstance(t, str) and t for t in names):
+        pattern = pattern_string(pattern)
+        if pattern is not None:
+            if names:
+                raise ValueError("subscribe to topic names or to a pattern, not both")
+            if not isinstance(pattern, str) or not pattern:
+                raise ValueError(f"subscribe needs a non-empty pattern, got {pattern!r}")
+        elif not names or not all(isinstance(t, str) and t for t in names):
             raise ValueError(f"subscribe needs non-empty topic names, got {names!r}")
+        if self.subscribed and (self.pattern is None) != (pattern is None):
+            raise MiniKafkaError("subscribe: topic names and a pattern are mutually exclusive "
+                                 "(Kafka's rule): unsubscribe() first", ErrorCode.INVALID_REQUEST)
         self.listener = listener
         self._metadata.add_topics(names)
-        self.subscription = names
+        self.topics, self.pattern = names, pattern
         with self.shared.lock:
-            self.membership.subscribe(self._now_ms(), topics=names)
+            if pattern is not None:
+                self.membership.subscribe(self._now_ms(), pattern=pattern)
+            else:
+                self.membership.subscribe(self._now_ms(), topics=names)
         self.heartbeat.start()
         self.heartbeat.wake.set()
 
     def unsubscribe(self) -> None:
         """Revoke everything (with an auto commit), leave the group, forget the subscription."""
-        if self.subscription:
+        if self.subscribed:
             self._leave(self._clock() + self.config.request_timeout_ms / 1000)
-        self.subscription = ()
+        self.topics, self.pattern = (), None
+
+    @property
+    def subscribed(self) -> bool:
+        return bool(self.topics) or self.pattern is not None
+
+    @property
+    def subscription(self) -> tuple[str, ...]:
+        """The topic names; with a pattern, those of the partitions owned (Kafka's)."""
+        if self.pattern is None:
+            return self.topics
+        return tuple(sorted({tp.topic for tp in self.owned}))
 
     def group_metadata(self) -> ConsumerGroupMetadata:
         """What a transactional producer's TxnOffsetCommit carries: the member epoch as
@@ -154,7 +189,7 @@ class ConsumerProtocolMembership:
         self._raise_fatal()
         self.channel.drain(0)
         self.offsets.run_callbacks()
-        if not self.subscription:
+        if not self.subscribed:
             return True
         if self.channel.ensure(deadline) is None:
             return False
@@ -204,13 +239,14 @@ class ConsumerProtocolMembership:
 
     def _refresh_metadata(self) -> None:
         """Metadata for the subscription (rate-limited by the metadata's own backoff), so a
-        target's topic ids resolve; a failure waits for the next poll."""
+        target's topic ids resolve; with a pattern, every topic's (the broker matched
+        them; we do not know their names); a failure waits for the next poll."""
         self._metadata.request_update()
         if not self._metadata.update_needed():
             return
+        topics = None if self.pattern is not None else self._metadata.topics_of_interest
         try:
-            self._net.refresh_metadata(self._metadata.topics_of_interest,
-                                       self.config.request_timeout_ms)
+            self._net.refresh_metadata(topics, self.config.request_timeout_ms)
         except MiniKafkaError as e:
             if not e.retriable:
                 raise
@@ -287,11 +323,24 @@ class ConsumerProtocolMembership:
             if self.offsets.in_flight:
                 self.channel.drain(min(timeout_ms, self.config.request_timeout_ms))
             self.offsets.run_callbacks()
-            if self.subscription:
+            if self.subscribed:
                 self._leave(self._clock() + min(timeout_ms, self.config.request_timeout_ms) / 1000)
         finally:
             self.heartbeat.stop()
             self.channel.close()
+
+
+Pattern = str | re.Pattern[str]
+
+
+def pattern_string(pattern: Pattern | None) -> str | None:
+    """A subscription pattern as the string the broker takes (``re`` flags have no RE2
+    equivalent on the wire: refused; RE2 takes inline ones such as ``(?i)``)."""
+    if isinstance(pattern, re.Pattern):
+        if pattern.flags & ~re.UNICODE:
+            raise ValueError("a subscription pattern takes no flags (RE2 syntax: (?i)...)")
+        return pattern.pattern
+    return pattern
 
 
 GroupMembership = ConsumerCoordinator | ConsumerProtocolMembership
