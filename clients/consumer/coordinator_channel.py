@@ -101,6 +101,7 @@ class GroupShared:
     coordinator: tuple[int, str, int] | None = None  # node id, host, port
     generation_id: int = -1
     member_id: str = ""
+    incarnation: int = 0  # KIP-848: the member's (re)joins (clients.consumer.stale_epoch)
     rejoin_needed: bool = True
     last_poll: float = 0.0
     fatal: MiniKafkaError | None = None  # raised by the next poll

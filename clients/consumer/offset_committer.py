@@ -15,8 +15,13 @@ Errors, per partition: NOT_COORDINATOR / COORDINATOR_NOT_AVAILABLE / transport e
 forget the coordinator and are retried (sync commit, fetch) until the deadline;
 COORDINATOR_LOAD_IN_PROGRESS is retried; REBALANCE_IN_PROGRESS, ILLEGAL_GENERATION and
 UNKNOWN_MEMBER_ID raise :class:`CommitFailedError` and request a rejoin (the member id is
-dropped for UNKNOWN_MEMBER_ID); anything else raises its error.  Async commits are never
-retried (a later commit supersedes them); their callbacks run in the poll thread via
+dropped for UNKNOWN_MEMBER_ID); STALE_MEMBER_EPOCH (a KIP-848 member whose heartbeat has
+not brought its new epoch yet) is retried at the member's new epoch, sync and async
+(auto commits too), and fails with :class:`CommitFailedError` if the member was fenced
+or rejoined meanwhile or the deadline passed (:mod:`clients.consumer.stale_epoch`;
+async ones wait in the poll thread, at most ``max_in_flight`` of them); anything else
+raises its error.  Async commits are otherwise never retried (a later commit supersedes
+them); their callbacks run in the poll thread via
 :meth:`OffsetCommitter.run_callbacks`.  Outstanding async commits are bounded by the
 coordinator connection's ``max_in_flight``: beyond it ``commit_async`` waits for a
 response.
@@ -31,6 +36,7 @@ from typing import cast
 
 from clients.consumer.coordinator_channel import CoordinatorChannel
 from clients.consumer.group_requests import offset_fetch_request, read_offset_fetch
+from clients.consumer.stale_epoch import MemberEpoch, StaleAction, StaleCommits, after_stale_epoch
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError, RequestTimedOutError, error_for
 from clients.protocol.message_types import (
@@ -46,6 +52,7 @@ __all__ = ["CommitCallback", "CommitFailedError", "OffsetCommitter"]
 
 Offsets = dict[TopicPartition, OffsetAndMetadata]
 CommitCallback = Callable[[Offsets, MiniKafkaError | None], None]
+AsyncCommit = tuple[Offsets, CommitCallback | None]
 COORDINATOR_GONE = frozenset({ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE,
                               ErrorCode.NETWORK_EXCEPTION, ErrorCode.REQUEST_TIMED_OUT})
 REJOIN = frozenset({ErrorCode.REBALANCE_IN_PROGRESS, ErrorCode.ILLEGAL_GENERATION,
@@ -64,16 +71,26 @@ class OffsetCommitter:
         self.group_id = channel.group_id
         self._in_group = in_group
         self._instance_id = instance_id
-        self._pending: dict[int, tuple[Offsets, CommitCallback | None]] = {}
+        # async commits in flight: correlation id -> (commit, epoch sent with, deadline)
+        self._pending: dict[int, tuple[AsyncCommit, MemberEpoch, float]] = {}
+        self._stale: StaleCommits[AsyncCommit] = StaleCommits(channel.max_in_flight)
         self._completed: list[tuple[CommitCallback | None, Offsets, MiniKafkaError | None]] = []
 
     # ------------------------------------------------------------ commit
-    def _body(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]) -> OffsetCommitRequest:
+    def _member_epoch(self) -> MemberEpoch:
+        shared = self.channel.shared
+        with shared.lock:
+            member = self._in_group() and shared.generation_id >= 0
+            return MemberEpoch(shared.generation_id if member else -1, shared.incarnation)
+
+    def _body(self, offsets: Mapping[TopicPartition, OffsetAndMetadata]
+              ) -> tuple[OffsetCommitRequest, MemberEpoch]:
         shared = self.channel.shared
         with shared.lock:
             member = self._in_group() and shared.generation_id >= 0
             generation = shared.generation_id if member else -1
             member_id = shared.member_id if member else ""
+            sent = MemberEpoch(generation, shared.incarnation)
         by_topic: dict[str, list[OffsetCommitRequestPartition]] = {}
         for tp, om in sorted(offsets.items()):
             by_topic.setdefault(tp.topic, []).append({
@@ -82,19 +99,27 @@ class OffsetCommitter:
             })  # fmt: skip
         return {"group_id": self.group_id, "generation_id": generation, "member_id": member_id,
                 "group_instance_id": self._instance_id if member else None,
-                "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}
+                "topics": [{"name": t, "partitions": ps} for t, ps in by_topic.items()]}, sent
 
     def commit_sync(self, offsets: Mapping[TopicPartition, OffsetAndMetadata],
                     deadline: float) -> None:
         """Commit and wait, retrying coordinator errors until ``deadline``."""
         while offsets:
-            response = self.channel.request(ApiKey.OFFSET_COMMIT, self._body(offsets), deadline)
+            body, sent = self._body(offsets)
+            response = self.channel.request(ApiKey.OFFSET_COMMIT, body, deadline)
             if response is None:
                 raise RequestTimedOutError(f"commit of {len(offsets)} offsets for group "
                                            f"{self.group_id!r} did not finish in time")
             error = self._error(response)
             if error is None:
                 return
+            if error.code == ErrorCode.STALE_MEMBER_EPOCH:
+                while (action := after_stale_epoch(sent, self._member_epoch())) \
+                        is StaleAction.WAIT and self.channel.clock() < deadline:
+                    self.channel.backoff(deadline)  # the heartbeat brings the new epoch
+                if action is StaleAction.RETRY:
+                    continue
+                raise _stale_failed(error, action)
             if not error.retriable:
                 raise error
             self.channel.backoff(deadline)
@@ -110,27 +135,47 @@ class OffsetCommitter:
             channel.drain(channel.remaining_ms(deadline))  # bounded pipe: wait for one
             if channel.clock() >= deadline:
                 break
-        request = None
+        request = sent = None
         if conn is not None and channel.conn is conn and conn.can_send:
-            request = channel.send(ApiKey.OFFSET_COMMIT, self._body(offsets),
-                                   channel.request_timeout_ms)
-        if request is None:
+            body, sent = self._body(offsets)
+            request = channel.send(ApiKey.OFFSET_COMMIT, body, channel.request_timeout_ms)
+        if request is None or sent is None:
             error = RequestTimedOutError(f"no coordinator reachable for group {self.group_id!r}")
             self._completed.append((callback, offsets, error))
             return
-        self._pending[request.correlation_id] = (offsets, callback)
+        self._pending[request.correlation_id] = ((offsets, callback), sent, deadline)
 
     def on_response(self, response: ClientResponse) -> bool:
-        """Take an async commit's response (True if it was one)."""
+        """Take an async commit's response (True if it was one); one answered
+        STALE_MEMBER_EPOCH waits for :meth:`run_callbacks` to retry or fail it."""
         if response.request.api_key != ApiKey.OFFSET_COMMIT:
             return False
         entry = self._pending.pop(response.request.correlation_id, None)
         if entry is None:
             return False
-        self._completed.append((entry[1], entry[0], self._error(response)))
+        (offsets, callback), sent, deadline = entry
+        error = self._error(response)
+        if error is not None and error.code == ErrorCode.STALE_MEMBER_EPOCH:
+            evicted = self._stale.add((offsets, callback), sent, deadline)
+            if evicted is not None:
+                self._completed.append((evicted[1], evicted[0], error))
+            return True
+        self._completed.append((callback, offsets, error))
         return True
 
     def run_callbacks(self) -> None:
+        """Retry the async commits whose member epoch moved on (or fail them), then
+        run the callbacks of those completed."""
+        if self._stale:
+            retry, failed = self._stale.due(self._member_epoch(), self.channel.clock())
+            for offsets, callback in failed:
+                stale = CommitFailedError(f"commit of {len(offsets)} offsets for group "
+                                          f"{self.group_id!r}: the member epoch is stale and "
+                                          "the member was fenced or the deadline passed",
+                                          ErrorCode.STALE_MEMBER_EPOCH)
+                self._completed.append((callback, offsets, stale))
+            for offsets, callback in retry:
+                self.commit_async(offsets, callback)
         done, self._completed = self._completed, []
         for callback, offsets, error in done:
             if callback is not None:
@@ -138,7 +183,8 @@ class OffsetCommitter:
 
     @property
     def in_flight(self) -> int:
-        return len(self._pending)
+        """Async commits not completed yet (sent, or waiting for a new member epoch)."""
+        return len(self._pending) + len(self._stale)
 
     def _error(self, response: ClientResponse) -> MiniKafkaError | None:
         if response.error is not None:
@@ -193,3 +239,10 @@ class OffsetCommitter:
                 self.channel.dead(error.message)
             self.channel.backoff(deadline)
         return {}
+
+
+def _stale_failed(error: MiniKafkaError, action: StaleAction) -> CommitFailedError:
+    """A sync commit answered STALE_MEMBER_EPOCH that is not retried: fenced or timed out."""
+    why = "the member was fenced or rejoined" if action is StaleAction.FAIL else \
+        "no new member epoch before the deadline"
+    return CommitFailedError(f"{error.message} ({why})", ErrorCode.STALE_MEMBER_EPOCH)

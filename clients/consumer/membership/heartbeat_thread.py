@@ -7,7 +7,9 @@ lock) for the next heartbeat, sends it to the coordinator the poll thread discov
 poll thread runs the revoke / assign / lose steps).  After each answer it publishes the
 membership for the poll thread's commits: ``GroupShared.generation_id`` is the member
 epoch (OffsetCommit v9 carries it as ``generation_id``), ``member_id`` the member's id,
-and a fatal error as ``GroupShared.fatal`` (raised by the next poll).  When the state
+``incarnation`` its count of (re)joins (a commit answered STALE_MEMBER_EPOCH is retried
+only by the same membership, :mod:`clients.consumer.stale_epoch`), and a fatal error as
+``GroupShared.fatal`` (raised by the next poll).  When the state
 machine says the coordinator is lost (NOT_COORDINATOR, COORDINATOR_NOT_AVAILABLE, no
 answer) the thread forgets it; the poll thread finds it again.
 
@@ -135,6 +137,7 @@ class MembershipHeartbeat:
                 s.coordinator = None
         s.member_id = m.config.member_id
         s.generation_id = m.member_epoch if m.member_epoch > 0 else -1
+        s.incarnation = m.incarnation
         if m.state is MembershipState.FATAL and m.fatal_error is not None and s.fatal is None:
             code, message = m.fatal_error
             s.fatal = error_for(code, f"group {m.config.group_id!r}: {message}")

@@ -120,6 +120,18 @@ def test_fenced_member_loses_its_partitions_without_commit_and_rejoins_with_its_
     assert rejoin["topic_partitions"] == [] and rejoin["subscribed_topic_names"] == ["ta", "tb"]
 
 
+def test_a_rejoin_is_a_new_incarnation_so_stale_commits_of_the_old_one_fail() -> None:
+    m = member()
+    stable(m, {A: [0]})
+    assert (m.member_epoch, m.incarnation) == (1, 1)
+    m.on_response(answer(2), 3000)  # a new epoch: the same membership
+    assert m.incarnation == 1
+    m.on_response(answer(0, error=ErrorCode.FENCED_MEMBER_EPOCH), 6000)
+    m.next_step(NAMES)
+    m.step_done(6001)
+    assert m.incarnation == 2
+
+
 @pytest.mark.parametrize("error", [ErrorCode.NOT_COORDINATOR, ErrorCode.COORDINATOR_NOT_AVAILABLE])
 def test_coordinator_errors_retry_after_the_backoff_with_a_full_heartbeat(
         error: ErrorCode) -> None:
