@@ -35,7 +35,8 @@ Membership state machine (driven from the consumer's ``poll`` thread)::
   and the member rejoins at once (the second round hands them over).  While a rebalance
   runs ``poll`` returns no records (simpler than Kafka, which keeps fetching).
 - **Heartbeats**: :mod:`clients.consumer.heartbeat` (own thread, own connection).
-- **Commits**: :mod:`clients.consumer.offset_committer`; auto commit every
+- **Commits**: :mod:`clients.consumer.offset_committer`; auto commit
+  (:mod:`clients.consumer.auto_commit`, shared with KIP-848) every
   ``auto_commit_interval_ms`` (async, from ``poll``), before a rebalance and on close
   (sync).  ``close`` then revokes and sends LeaveGroup (dynamic members only: a static
   member (``group_instance_id``) keeps its slot until its session times out, so a quick
@@ -55,6 +56,7 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Protocol, cast
 
+from clients.consumer.auto_commit import AutoCommit
 from clients.consumer.coordinator_channel import (
     CoordinatorChannel,
     GroupConfig,
@@ -122,7 +124,6 @@ class ConsumerCoordinator:
         self.config = config
         self._net = net
         self._metadata = metadata
-        self._positions = positions
         self._set_assignment = set_assignment
         self._clock = clock
         self.shared = GroupShared(last_poll=clock())
@@ -134,6 +135,10 @@ class ConsumerCoordinator:
         )  # fmt: skip
         self.offsets = OffsetCommitter(self.channel, in_group=lambda: bool(self.subscription),
                                        instance_id=config.group_instance_id)
+        self.auto_commit = AutoCommit(
+            self.offsets, positions, enabled=config.enable_auto_commit,
+            interval_ms=config.auto_commit_interval_ms,
+            request_timeout_ms=config.request_timeout_ms, clock=clock)
         self.group_leader = GroupLeader(config, net, metadata)
         self.heartbeat = HeartbeatThread(
             self.shared, group_id=config.group_id, group_instance_id=config.group_instance_id,
@@ -153,7 +158,6 @@ class ConsumerCoordinator:
         self.owned: set[TopicPartition] = set()
         self.leader = False
         self.rebalances = 0  # completed generations (stats, tests)
-        self._next_auto_commit = clock() + config.auto_commit_interval_ms / 1000
 
     # ------------------------------------------------------------ subscription
     def subscribe(self, topics: Iterable[str], listener: RebalanceListener | None,
@@ -217,16 +221,14 @@ class ConsumerCoordinator:
                 self.request_rejoin()
             stable = self._ensure_active_group(deadline)
         if stable:
-            self._maybe_auto_commit()
+            self.auto_commit.maybe_commit_async()
         self.offsets.run_callbacks()
         return stable
 
     def time_to_next_poll_ms(self) -> float:
         """How long the consumer may wait for fetches before calling :meth:`poll` again."""
         wait = float(self.config.retry_backoff_ms)  # notice heartbeat-thread news soon
-        if self.config.enable_auto_commit:
-            wait = min(wait, (self._next_auto_commit - self._clock()) * 1000)
-        return max(0.0, wait)
+        return max(0.0, min(wait, self.auto_commit.time_to_next_ms()))
 
     def _raise_fatal(self) -> None:
         with self.shared.lock:
@@ -287,7 +289,7 @@ class ConsumerCoordinator:
 
     def _on_join_prepare(self) -> None:
         if self.config.enable_auto_commit and self.owned:
-            self._auto_commit_sync("before rebalance")
+            self.auto_commit.commit_sync("before rebalance")
         if self.config.protocol == "eager":
             self._revoke(set(self.owned))
         else:  # cooperative: only what left the subscription
@@ -426,21 +428,6 @@ class ConsumerCoordinator:
                         deadline: float) -> dict[TopicPartition, OffsetAndMetadata | None]:
         return self.offsets.fetch_committed(partitions, deadline)
 
-    def _maybe_auto_commit(self) -> None:
-        if not self.config.enable_auto_commit or self._clock() < self._next_auto_commit:
-            return
-        self._next_auto_commit = self._clock() + self.config.auto_commit_interval_ms / 1000
-        offsets = {tp: OffsetAndMetadata(pos) for tp, pos in self._positions().items()}
-        if offsets:
-            self.offsets.commit_async(offsets, _log_failed_auto_commit)
-
-    def _auto_commit_sync(self, why: str) -> None:
-        offsets = {tp: OffsetAndMetadata(pos) for tp, pos in self._positions().items()}
-        try:
-            self.offsets.commit_sync(offsets, self._clock() + self.config.request_timeout_ms / 1000)
-        except MiniKafkaError as e:
-            log.warning("group %s: auto commit %s failed: %s", self.config.group_id, why, e)
-
     # ------------------------------------------------------------ leaving
     def maybe_leave_group(self, why: str) -> None:
         """LeaveGroup for a dynamic member (static members keep their slot)."""
@@ -469,7 +456,7 @@ class ConsumerCoordinator:
         """Auto commit (sync), revoke, leave the group, stop the heartbeat thread."""
         try:
             if self.config.enable_auto_commit and (self.owned or not self.subscription):
-                self._auto_commit_sync("on close")
+                self.auto_commit.commit_sync("on close")
             if self.offsets.in_flight:
                 self.channel.drain(min(timeout_ms, self.config.request_timeout_ms))
             self.offsets.run_callbacks()
@@ -479,9 +466,3 @@ class ConsumerCoordinator:
         finally:
             self.heartbeat.stop()
             self.channel.close()
-
-
-def _log_failed_auto_commit(offsets: dict[TopicPartition, OffsetAndMetadata],
-                            error: MiniKafkaError | None) -> None:
-    if error is not None:
-        log.warning("auto commit of %d offsets failed: %s", len(offsets), error)

@@ -6,8 +6,9 @@ Parts: the pure member state machine (:mod:`clients.consumer.membership.member`)
 heartbeat thread (:mod:`clients.consumer.membership.heartbeat_thread`), and the classic
 protocol's coordinator discovery and commit channel
 (:class:`~clients.consumer.coordinator_channel.CoordinatorChannel`,
-:class:`~clients.consumer.offset_committer.OffsetCommitter`; OffsetCommit carries the
-member epoch as its generation, which is what v9 means by it).
+:class:`~clients.consumer.offset_committer.OffsetCommitter` with
+:class:`~clients.consumer.auto_commit.AutoCommit`, shared with the classic protocol;
+OffsetCommit carries the member epoch as its generation, which is what v9 means by it).
 
 ``poll`` (the consumer's thread): restarts the poll timer, finds the coordinator when
 none is known, and runs the step the state machine hands out, in Kafka's order:
@@ -47,6 +48,7 @@ import re
 import uuid
 from collections.abc import Callable, Iterable
 
+from clients.consumer.auto_commit import AutoCommit
 from clients.consumer.coordinator import ConsumerCoordinator, RebalanceListener
 from clients.consumer.coordinator_channel import CoordinatorChannel, GroupConfig, GroupShared
 from clients.consumer.membership.heartbeat_thread import MembershipHeartbeat
@@ -89,7 +91,6 @@ class ConsumerProtocolMembership:
         self.config = config
         self._net = net
         self._metadata = metadata
-        self._positions = positions
         self._set_assignment = set_assignment
         self._clock = clock
         self.shared = GroupShared(last_poll=clock())
@@ -100,6 +101,10 @@ class ConsumerProtocolMembership:
             on_response=self._on_response, clock=clock)
         self.offsets = OffsetCommitter(self.channel, in_group=lambda: self.subscribed,
                                        instance_id=config.group_instance_id)
+        self.auto_commit = AutoCommit(
+            self.offsets, positions, enabled=config.enable_auto_commit,
+            interval_ms=config.auto_commit_interval_ms,
+            request_timeout_ms=config.request_timeout_ms, clock=clock)
         self.membership = ConsumerMembership(MembershipConfig(
             config.group_id, str(uuid.uuid4()),
             rebalance_timeout_ms=config.rebalance_timeout_ms,
@@ -115,7 +120,6 @@ class ConsumerProtocolMembership:
         self.listener: RebalanceListener | None = None
         self.owned: set[TopicPartition] = set()
         self.rebalances = 0  # reconciliations completed (stats, tests)
-        self._next_auto_commit = clock() + config.auto_commit_interval_ms / 1000
 
     def _now_ms(self) -> int:
         return int(self._clock() * 1000)
@@ -197,15 +201,13 @@ class ConsumerProtocolMembership:
         with self.shared.lock:
             fetching = self.membership.state in FETCHING_STATES
         if fetching:
-            self._maybe_auto_commit()
+            self.auto_commit.maybe_commit_async()
         self.offsets.run_callbacks()
         return fetching
 
     def time_to_next_poll_ms(self) -> float:
         wait = float(self.config.retry_backoff_ms)
-        if self.config.enable_auto_commit:
-            wait = min(wait, (self._next_auto_commit - self._clock()) * 1000)
-        return max(0.0, wait)
+        return max(0.0, min(wait, self.auto_commit.time_to_next_ms()))
 
     def _raise_fatal(self) -> None:
         with self.shared.lock:
@@ -253,8 +255,8 @@ class ConsumerProtocolMembership:
             log.warning("group %s: metadata refresh failed: %s", self.config.group_id, e)
 
     def _execute(self, step: Step) -> None:
-        if step.kind is not StepKind.LOSE and step.revoked and self.config.enable_auto_commit:
-            self._auto_commit_sync(step.revoked, "before revoking")
+        if step.kind is not StepKind.LOSE and step.revoked:
+            self.auto_commit.commit_sync("before revoking", step.revoked)
         if step.revoked:
             if self.listener is not None:
                 self.listener.on_partitions_revoked(set(step.revoked))
@@ -282,25 +284,6 @@ class ConsumerProtocolMembership:
     def fetch_committed(self, partitions: Iterable[TopicPartition],
                         deadline: float) -> dict[TopicPartition, OffsetAndMetadata | None]:
         return self.offsets.fetch_committed(partitions, deadline)
-
-    def _maybe_auto_commit(self) -> None:
-        if not self.config.enable_auto_commit or self._clock() < self._next_auto_commit:
-            return
-        self._next_auto_commit = self._clock() + self.config.auto_commit_interval_ms / 1000
-        offsets = {tp: OffsetAndMetadata(pos) for tp, pos in self._positions().items()}
-        if offsets:
-            self.offsets.commit_async(offsets, None)
-
-    def _auto_commit_sync(self, partitions: Iterable[TopicPartition], why: str) -> None:
-        wanted = set(partitions)
-        offsets = {tp: OffsetAndMetadata(pos) for tp, pos in self._positions().items()
-                   if tp in wanted}
-        if not offsets:
-            return
-        try:
-            self.offsets.commit_sync(offsets, self._clock() + self.config.request_timeout_ms / 1000)
-        except MiniKafkaError as e:
-            log.warning("group %s: auto commit %s failed: %s", self.config.group_id, why, e)
 
     # ------------------------------------------------------------ leaving
     def _leave(self, deadline: float) -> None:
