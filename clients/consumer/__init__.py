@@ -7,7 +7,9 @@ fetched batches it hands out under each isolation level) and its offset
 look-ups (``offset_fetcher``: ListOffsets); for groups, the member side of the classic
 group protocol (``coordinator``), the leader's assignment (``group_leader``), its link
 to the group coordinator and the group settings (``coordinator_channel``), the heartbeat
-thread (``heartbeat``), offset commits (``offset_committer``), the group API bodies
+thread (``heartbeat``), offset commits (``offset_committer``; ``auto_commit`` for both
+protocols; ``stale_epoch``: KIP-848 commits answered STALE_MEMBER_EPOCH), the KIP-848
+member (``membership``), the group API bodies
 whose shape depends on the version (``group_requests``), the subscription/assignment
 bytes (``group_protocol``, Kafka's ConsumerProtocol) and the partition assignors
 (``assignors``).
