@@ -32,7 +32,8 @@ Same syntax and precedence as :mod:`broker.config` (``key=value`` lines, ``#`` c
 | controller_tick_interval_ms          | 100        | how often sessions are checked              |
 | leader_imbalance_check_interval_ms   | 30000      | preferred-leader election period            |
 | auto_leader_rebalance_enable         | true       | run preferred-leader elections at all       |
-| metadata_snapshot_interval_records   | 1000       | records between two snapshots               |
+| metadata_snapshot_interval_records   | 1000       | records between two snapshots (also each    |
+|                                      |            | quorum voter's, docs/quorum.md)             |
 | metadata_max_batch_records           | 1000       | records per metadata log batch              |
 | num_partitions                       | 1          | CreateTopics num_partitions = -1            |
 | default_replication_factor           | 1          | CreateTopics replication_factor = -1        |

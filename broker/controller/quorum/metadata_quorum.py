@@ -9,19 +9,25 @@ log through this object instead of :class:`~broker.controller.log.ControllerLog`
   damage like the single controller's, :func:`~broker.controller.log.
   check_damage_is_only_a_torn_tail`) and ``<data_dir>/quorum-state``
   (:class:`~replication.raft.state_file.QuorumStateFile`: epoch, voted-for, leader,
-  fsync'd before any answer that depends on it).  No snapshots are written in quorum
-  mode (the whole log is replayed; see docs/quorum.md).
+  fsync'd before any answer that depends on it).
+* **Snapshots** (:class:`~.snapshots.QuorumSnapshots`, KIP-630's
+  ``<end_offset>-<epoch>.checkpoint`` beside the log): once ``snapshot_interval_records``
+  entries were committed and applied since the last one, the committed image is written
+  (fsync'd) - by the active controller only when its image holds nothing uncommitted (it
+  is built speculatively).  At open the newest valid snapshot is loaded and only the log
+  after it is applied; the log is not cut at its head (no FetchSnapshot yet).
 * **Committed image**: :attr:`image` holds exactly the entries below the replica's high
   watermark, applied in order (a LeaderChange control entry advances its offset,
-  :meth:`MetadataImage.advance_to`).  A restarted voter starts from an empty image and
-  applies as it relearns the high watermark (it is not persisted).
+  :meth:`MetadataImage.advance_to`).  A restarted voter starts from its newest valid
+  snapshot (committed when written; else an empty image) and applies as it relearns the
+  high watermark (it is not persisted).
 * **Active controller**: the leader becomes *active* once its own LeaderChange entry is
   committed and applied (high watermark = log end): :attr:`active` turns True and
   ``on_image(image, True)`` is called; from then on the caller's state builds records on
   :attr:`image` *speculatively* (applied at the offsets the log will give them) and
   :meth:`commit` appends them through the replica and returns only once the high
   watermark is past them.  When the voter stops being the leader, the speculative image
-  is dropped: a new image is rebuilt from the log up to the high watermark and
+  is dropped: a new image is rebuilt (newest snapshot + the log) up to the high watermark and
   ``on_image(image, False)`` is called (Kafka's controller reverts to its last committed
   state the same way).
 * ``on_committed()`` is called whenever the high watermark moved (wake the brokers'
@@ -36,7 +42,8 @@ is no longer the active controller, REQUEST_TIMED_OUT if the quorum did not comm
 
 Costs: a commit is one append (no fsync of its own: the replica's next poll flushes once
 for every proposal pending), then the wait for a majority's Fetch; applying is O(records);
-losing leadership replays the log up to the high watermark (the metadata log is small).
+a snapshot O(image) + two fsyncs every ``snapshot_interval_records`` entries, on the event
+loop; losing leadership loads the newest snapshot and replays the log after it.
 Not thread-safe: one event loop (the controller's).
 """
 
@@ -52,6 +59,7 @@ from broker.controller.config import ControllerConfig
 from broker.controller.log import check_damage_is_only_a_torn_tail
 from broker.controller.quorum.driver import QuorumDriver
 from broker.controller.quorum.file_raft_log import RAFT_LOG_CONFIG, FileRaftLog
+from broker.controller.quorum.snapshots import QuorumSnapshots, SnapshotId
 from broker.controller.quorum.voters import voter_map
 from broker.metadata.image import MetadataImage
 from broker.metadata.records import (
@@ -91,7 +99,7 @@ class MetadataQuorum:
                  voters: Mapping[int, tuple[str, int]], clock: Clock, *,
                  raft_config: RaftConfig, commit_timeout_ms: int,
                  login: tuple[str, bytes] | None, require_login: bool, cluster_id: str,
-                 max_batch_records: int,
+                 max_batch_records: int, snapshot_interval_records: int,
                  on_image: Callable[[MetadataImage, bool], None],
                  on_committed: Callable[[], None],
                  on_fatal: Callable[[BaseException], None]) -> None:
@@ -105,6 +113,13 @@ class MetadataQuorum:
         self._require_login = require_login
         self._cluster_id = cluster_id
         self._max_batch_records = max_batch_records
+        if snapshot_interval_records < 1:
+            raise ValueError("snapshot_interval_records must be >= 1")
+        self.snapshot_interval_records = snapshot_interval_records
+        self.snapshots = QuorumSnapshots(
+            self.data_dir / f"{METADATA_TOPIC}-{METADATA_PARTITION}")
+        self.snapshot_loaded: SnapshotId | None = None  # at open
+        self._last_snapshot_end = 0  # end offset of the newest snapshot (0: none)
         self._on_image = on_image
         self._on_committed = on_committed
         self._on_fatal = on_fatal
@@ -147,6 +162,13 @@ class MetadataQuorum:
         except BaseException:
             self.close()
             raise
+        loaded = self.snapshots.load_latest(raft_log.end_offset,
+                                            raft_log.epoch_cache.epoch_for_offset)
+        if loaded is not None:
+            self.snapshot_loaded, self.image = loaded
+            self._last_snapshot_end = self.snapshot_loaded.end_offset
+            log.info("metadata quorum: loaded snapshot %s (the log after it is replayed "
+                     "as the high watermark is relearned)", self.snapshot_loaded)
         report = self._log.recovery_report
         if report.truncated_bytes:
             log.warning("metadata log: cut a torn tail of %d bytes at offset %s (%s)",
@@ -233,7 +255,7 @@ class MetadataQuorum:
                      "leader %s): back to the committed image", replica.epoch,
                      replica.role.name, replica.leader_id)
             self.active = False
-            self.image = MetadataImage()
+            self.image = self._newest_snapshot_image()
             self._apply_committed()
             self._on_image(self.image, False)
         elif not self.active:
@@ -247,7 +269,28 @@ class MetadataQuorum:
                 self._on_image(self.image, True)
         if replica.high_watermark != self._committed_end:
             self._committed_end = replica.high_watermark
+            self._maybe_snapshot()
             self._on_committed()
+
+    def _maybe_snapshot(self) -> None:
+        """Write a snapshot of the committed image once ``snapshot_interval_records``
+        entries were applied since the last one (the active controller's image only when
+        it holds nothing uncommitted)."""
+        replica, image = self.replica, self.image
+        end = image.last_applied_offset + 1
+        if end > replica.high_watermark or end - self._last_snapshot_end < \
+                self.snapshot_interval_records:
+            return
+        written = self.snapshots.write(image, replica.log.epoch_cache.epoch_for_offset(end - 1))
+        self._last_snapshot_end = written.end_offset
+        log.info("metadata quorum: wrote snapshot %s", written)
+
+    def _newest_snapshot_image(self) -> MetadataImage:
+        """The newest valid snapshot's image not past the high watermark, else empty."""
+        log_ = self.replica.log
+        loaded = self.snapshots.load_latest(min(self.replica.high_watermark, log_.end_offset),
+                                            log_.epoch_cache.epoch_for_offset)
+        return MetadataImage() if loaded is None else loaded[1]
 
     def _apply_committed(self) -> None:
         """Apply the log's entries from the image's end up to the high watermark."""
@@ -284,4 +327,5 @@ def controller_quorum(config: ControllerConfig, clock: Clock, cluster_secret: st
         login=controller_login(cluster_secret, config.node_id),
         require_login=bool(cluster_secret), cluster_id=config.cluster_id,
         max_batch_records=config.metadata_max_batch_records,
+        snapshot_interval_records=config.metadata_snapshot_interval_records,
         on_image=on_image, on_committed=on_committed, on_fatal=on_fatal)
