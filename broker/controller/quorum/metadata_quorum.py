@@ -14,8 +14,12 @@ log through this object instead of :class:`~broker.controller.log.ControllerLog`
   ``<end_offset>-<epoch>.checkpoint`` beside the log): once ``snapshot_interval_records``
   entries were committed and applied since the last one, the committed image is written
   (fsync'd) - by the active controller only when its image holds nothing uncommitted (it
-  is built speculatively).  At open the newest valid snapshot is loaded and only the log
-  after it is applied; the log is not cut at its head (no FetchSnapshot yet).
+  is built speculatively).  With ``cut_log_at_snapshot`` the log's entries below it are
+  then dropped (:meth:`FileRaftLog.advance_start_offset`): a voter behind the log start
+  catches up by FetchSnapshot, served from these files.  At open the newest valid
+  snapshot is loaded (the log continues it: :meth:`FileRaftLog.start_at_snapshot`) and
+  only the log after it is applied.  A snapshot installed by FetchSnapshot replaces the
+  image (``on_image(image, False)``).
 * **Committed image**: :attr:`image` holds exactly the entries below the replica's high
   watermark, applied in order (a LeaderChange control entry advances its offset,
   :meth:`MetadataImage.advance_to`).  A restarted voter starts from its newest valid
@@ -56,10 +60,10 @@ from pathlib import Path
 
 from broker.auth import controller_login
 from broker.controller.config import ControllerConfig
-from broker.controller.log import check_damage_is_only_a_torn_tail
+from broker.controller.log import MetadataLogDamagedError, check_damage_is_only_a_torn_tail
 from broker.controller.quorum.driver import QuorumDriver
 from broker.controller.quorum.file_raft_log import RAFT_LOG_CONFIG, FileRaftLog
-from broker.controller.quorum.snapshots import QuorumSnapshots, SnapshotId
+from broker.controller.quorum.snapshots import QuorumSnapshots
 from broker.controller.quorum.voters import voter_map
 from broker.metadata.image import MetadataImage
 from broker.metadata.records import (
@@ -71,6 +75,7 @@ from broker.metadata.records import (
 )
 from clients.protocol.errors import ErrorCode, MiniKafkaError
 from replication.raft.config import RaftConfig
+from replication.raft.messages import OffsetAndEpoch
 from replication.raft.quorum_state import QuorumRole
 from replication.raft.replica import LEADER_CHANGE, KRaftReplica
 from replication.raft.state_file import QuorumStateFile
@@ -100,6 +105,7 @@ class MetadataQuorum:
                  raft_config: RaftConfig, commit_timeout_ms: int,
                  login: tuple[str, bytes] | None, require_login: bool, cluster_id: str,
                  max_batch_records: int, snapshot_interval_records: int,
+                 cut_log_at_snapshot: bool,
                  on_image: Callable[[MetadataImage, bool], None],
                  on_committed: Callable[[], None],
                  on_fatal: Callable[[BaseException], None]) -> None:
@@ -116,15 +122,17 @@ class MetadataQuorum:
         if snapshot_interval_records < 1:
             raise ValueError("snapshot_interval_records must be >= 1")
         self.snapshot_interval_records = snapshot_interval_records
+        self.cut_log_at_snapshot = cut_log_at_snapshot
         self.snapshots = QuorumSnapshots(
             self.data_dir / f"{METADATA_TOPIC}-{METADATA_PARTITION}")
-        self.snapshot_loaded: SnapshotId | None = None  # at open
+        self.snapshot_loaded: OffsetAndEpoch | None = None  # at open
         self._last_snapshot_end = 0  # end offset of the newest snapshot (0: none)
         self._on_image = on_image
         self._on_committed = on_committed
         self._on_fatal = on_fatal
         self._lock = DataDirLock(self.data_dir)
         self._log: Log | None = None
+        self._raft_log: FileRaftLog | None = None
         self._driver: QuorumDriver | None = None
         self.image = MetadataImage()
         self.active = False
@@ -145,6 +153,12 @@ class MetadataQuorum:
     def high_watermark(self) -> int:
         return self.replica.high_watermark
 
+    @property
+    def log_start_offset(self) -> int:
+        """Where the log starts (past 0 once cut at a snapshot: brokers' fetches below it
+        are OFFSET_OUT_OF_RANGE)."""
+        return self.replica.log.start_offset
+
     # -- lifecycle ---------------------------------------------------------------------
 
     def open(self) -> None:
@@ -155,15 +169,21 @@ class MetadataQuorum:
         try:
             check_damage_is_only_a_torn_tail(directory)
             self._log = Log.open(directory, RAFT_LOG_CONFIG, recovery_point=0)
-            raft_log = FileRaftLog(self._log, max_batch_records=self._max_batch_records)
+            raft_log = self._raft_log = FileRaftLog(self._log,
+                                                    max_batch_records=self._max_batch_records)
+            loaded = self.snapshots.load_latest(raft_log.start_offset, raft_log.end_offset,
+                                                raft_log.epoch_cache.epoch_for_offset)
+            try:
+                raft_log.start_at_snapshot(None if loaded is None else loaded[0])
+            except ValueError as e:
+                raise MetadataLogDamagedError(f"{directory}: {e}; restore {self.data_dir} "
+                                              "from a backup (nothing was changed)") from None
             replica = KRaftReplica(self.node_id, list(self.voters), raft_log,
                                    QuorumStateFile(self.data_dir), self._clock,
-                                   random.Random(), self._raft_config)
+                                   random.Random(), self._raft_config, self.snapshots)
         except BaseException:
             self.close()
             raise
-        loaded = self.snapshots.load_latest(raft_log.end_offset,
-                                            raft_log.epoch_cache.epoch_for_offset)
         if loaded is not None:
             self.snapshot_loaded, self.image = loaded
             self._last_snapshot_end = self.snapshot_loaded.end_offset
@@ -225,6 +245,8 @@ class MetadataQuorum:
         """Whole batches from the one holding ``offset``, every entry of them below the
         high watermark (at least one batch if any fits that, then up to ``max_bytes``)."""
         assert self._log is not None
+        if offset < self._log.log_start_offset:
+            return b""  # cut below the log start (the caller answers OFFSET_OUT_OF_RANGE)
         end = self.high_watermark
         out: list[bytes] = []
         size = 0
@@ -259,6 +281,12 @@ class MetadataQuorum:
             self._apply_committed()
             self._on_image(self.image, False)
         elif not self.active:
+            if self.image.last_applied_offset + 1 < replica.log.start_offset:
+                self.image = self._newest_snapshot_image()  # installed by FetchSnapshot
+                self._last_snapshot_end = self.image.last_applied_offset + 1
+                log.info("metadata quorum: image replaced by the snapshot up to offset %d",
+                         self.image.last_applied_offset)
+                self._on_image(self.image, False)
             self._apply_committed()
             if (leading and replica.high_watermark == replica.log.end_offset
                     and self.image.last_applied_offset + 1 == replica.high_watermark):
@@ -283,13 +311,19 @@ class MetadataQuorum:
             return
         written = self.snapshots.write(image, replica.log.epoch_cache.epoch_for_offset(end - 1))
         self._last_snapshot_end = written.end_offset
-        log.info("metadata quorum: wrote snapshot %s", written)
+        if self.cut_log_at_snapshot and self._raft_log is not None:
+            self._raft_log.advance_start_offset(written.end_offset, written.epoch)
+        log.info("metadata quorum: wrote snapshot %s%s", written,
+                 " (log cut below it)" if self.cut_log_at_snapshot else "")
 
     def _newest_snapshot_image(self) -> MetadataImage:
         """The newest valid snapshot's image not past the high watermark, else empty."""
         log_ = self.replica.log
-        loaded = self.snapshots.load_latest(min(self.replica.high_watermark, log_.end_offset),
+        loaded = self.snapshots.load_latest(log_.start_offset, min(self.replica.high_watermark,
+                                                                   log_.end_offset),
                                             log_.epoch_cache.epoch_for_offset)
+        if loaded is None and log_.start_offset > 0:
+            raise RuntimeError(f"no valid snapshot reaches the log start {log_.start_offset}")
         return MetadataImage() if loaded is None else loaded[1]
 
     def _apply_committed(self) -> None:
@@ -328,4 +362,5 @@ def controller_quorum(config: ControllerConfig, clock: Clock, cluster_secret: st
         require_login=bool(cluster_secret), cluster_id=config.cluster_id,
         max_batch_records=config.metadata_max_batch_records,
         snapshot_interval_records=config.metadata_snapshot_interval_records,
+        cut_log_at_snapshot=config.quorum_cut_log_at_snapshot,
         on_image=on_image, on_committed=on_committed, on_fatal=on_fatal)

@@ -1,4 +1,5 @@
-"""The KRaft quorum APIs (Vote, BeginQuorumEpoch, EndQuorumEpoch, DescribeQuorum):
+"""The KRaft quorum APIs (Vote, BeginQuorumEpoch, EndQuorumEpoch, DescribeQuorum,
+FetchSnapshot):
 kafka-python ships no schema for them, so the oracle test does not cover them.  Here:
 every served version round-trips through our codec, and hand-computed bytes pin Kafka's
 field order and types (Vote v2 with PreVote; BeginQuorumEpoch v0, not flexible).
@@ -24,7 +25,7 @@ from clients.protocol.schema import Array, Struct
 from tests.clients.protocol.wire_values import random_body
 
 QUORUM_APIS = (ApiKey.VOTE, ApiKey.BEGIN_QUORUM_EPOCH, ApiKey.END_QUORUM_EPOCH,
-               ApiKey.DESCRIBE_QUORUM)
+               ApiKey.DESCRIBE_QUORUM, ApiKey.FETCH_SNAPSHOT)
 CASES = [
     pytest.param(key, version, id=f"{APIS[key].name}-v{version}")
     for key in QUORUM_APIS
