@@ -12,15 +12,18 @@ Rules (KIP-595, KIP-630):
 * A Fetch answer counts only if it answers the pending Fetch (same base offset, and the
   log still ends there with the same last epoch) and carries no error; a FetchSnapshot
   answer only if it answers the pending FetchSnapshot (same snapshot, same position).
-* ``diverging``: truncate by the epoch protocol (:func:`replication.truncation.decide_truncation`;
-  never below the log start) and fetch again.  Entries: append; the high watermark
+* ``diverging``: truncate by the epoch protocol
+  (:func:`replication.truncation.decide_truncation`; never below the log start) and
+  fetch again.  Entries: append; the high watermark
   becomes ``min(leader's, log end)`` if that is higher; fetch again at once while entries
   come.
-* ``snapshot_id`` (the fetch offset is below the leader's log start): fetch that
-  snapshot in chunks (:class:`~replication.raft.snapshot_fetch.SnapshotFetch`), install
-  it through the :class:`~replication.raft.snapshot_store.SnapshotStore` (which checks
-  and keeps it durably), reset the log to start empty at its end offset, move the high
-  watermark there (a snapshot is committed) and fetch the log after it.  A snapshot
+* ``snapshot_id`` (the leader's log cannot validate ours any more:
+  :func:`~replication.raft.snapshot_fetch.needs_snapshot`): fetch that snapshot in
+  chunks (:class:`~replication.raft.snapshot_fetch.SnapshotFetch`), install it through
+  the :class:`~replication.raft.snapshot_store.SnapshotStore` (which checks and keeps it
+  durably), reset the log to start empty at its end offset (what we held past it
+  diverged from the leader, or is in the snapshot: nothing committed is lost), move the
+  high watermark there (a snapshot is committed) and fetch the log after it.  A snapshot
   that fails (an error answer, too big, refused by the store) is dropped and the next
   Fetch - after ``fetch_interval_ms``, not in a loop - names the leader's newest one.
 
@@ -102,9 +105,9 @@ class FollowerFetch:
         if isinstance(resp, QuorumFetchSnapshotResponse):
             return self._on_snapshot_chunk(resp, high_watermark, now_ms)
         if resp.snapshot_id is not None:
-            if self.snapshots is None or resp.snapshot_id.end_offset <= self.log.end_offset:
+            if self.snapshots is None or resp.snapshot_id.end_offset < high_watermark:
                 self.next_ms = now_ms + self.config.fetch_interval_ms
-                return high_watermark, False  # not below the leader's start: ask later
+                return high_watermark, False  # cannot be ours (we hold more committed)
             self.snapshot = SnapshotFetch(resp.snapshot_id, self.config.max_snapshot_bytes)
             return high_watermark, True
         if resp.diverging is not None:
@@ -129,7 +132,7 @@ class FollowerFetch:
         self.snapshot = None
         snapshot_id = fetch.snapshot_id
         if (state is SnapshotFetchState.DONE and self.snapshots is not None
-                and snapshot_id.end_offset > self.log.end_offset
+                and snapshot_id.end_offset >= high_watermark
                 and self.snapshots.install(snapshot_id, bytes(fetch.data))):
             self.log.reset_to_snapshot(snapshot_id)
             return max(high_watermark, snapshot_id.end_offset), True

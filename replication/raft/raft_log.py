@@ -8,7 +8,8 @@ entries) maps epochs to start offsets and answers the divergence question of Fet
 (``end_offset_for``); after a snapshot its first epoch starts at the log start, and a log
 reset to a snapshot has that snapshot's epoch as its ``last_epoch`` while it is empty.
 
-Snapshots: :meth:`RaftLog.advance_start_offset` drops the entries below an offset the
+Snapshots: ``start_snapshot`` is the id of the snapshot the log starts at (None while it
+starts at 0); :meth:`RaftLog.advance_start_offset` drops the entries below an offset the
 application snapshotted (committed: never below it again); :meth:`RaftLog.reset_to_snapshot`
 (a follower installed a fetched snapshot) drops every entry and restarts the log empty at
 the snapshot's end offset, durable on return.  Neither is ever asked below the log
@@ -43,6 +44,9 @@ __all__ = ["MemoryRaftLog", "RaftLog"]
 class RaftLog(Protocol):
     @property
     def start_offset(self) -> int: ...
+
+    @property
+    def start_snapshot(self) -> OffsetAndEpoch | None: ...
 
     @property
     def end_offset(self) -> int: ...
@@ -89,6 +93,11 @@ class MemoryRaftLog:
     @property
     def start_offset(self) -> int:
         return self._start
+
+    @property
+    def start_snapshot(self) -> OffsetAndEpoch | None:
+        """The snapshot the log starts at (None: it starts at 0)."""
+        return self._snapshot
 
     @property
     def end_offset(self) -> int:

@@ -40,8 +40,10 @@ not implemented.
 Snapshots (KIP-630; the application writes them and raises the log start, the replica
 serves and installs them through its :class:`~replication.raft.snapshot_store.SnapshotStore`):
 
-* A leader answers a Fetch below its log start with its newest snapshot's id instead of
-  entries; it serves FetchSnapshot in chunks of at most ``max_fetch_snapshot_bytes``
+* A leader answers a Fetch its log can no longer validate (:func:`~replication.raft.
+  snapshot_fetch.needs_snapshot`: below its log start, or a last epoch older than the
+  snapshot its log starts at) with its newest snapshot's id instead of entries; it
+  serves FetchSnapshot in chunks of at most ``max_fetch_snapshot_bytes``
   (SNAPSHOT_NOT_FOUND for a snapshot it no longer holds, POSITION_OUT_OF_RANGE past its
   size); both count as the follower's Fetch for check quorum.
 * A follower's fetching (Fetch, FetchSnapshot, installing a snapshot and restarting its
@@ -85,7 +87,11 @@ from replication.raft.quorum_state import (
     next_role,
 )
 from replication.raft.raft_log import RaftLog
-from replication.raft.snapshot_fetch import serve_snapshot_chunk, snapshot_reaching
+from replication.raft.snapshot_fetch import (
+    needs_snapshot,
+    serve_snapshot_chunk,
+    snapshot_reaching,
+)
 from replication.raft.snapshot_store import SnapshotStore
 from timer.clock import Clock
 
@@ -425,13 +431,13 @@ class KRaftReplica:
             return [Send(source, QuorumFetchResponse(self.epoch, self.leader_id,
                                                error=ErrorCode.UNKNOWN_LEADER_EPOCH))]
         self._begin_acked.add(source)
-        if req.fetch_offset < self.log.start_offset:  # KIP-630: fetch our snapshot
+        diverging = diverging_epoch(self.log.epoch_cache, self.log.end_offset,
+                                    req.fetch_offset, req.last_fetched_epoch)
+        if needs_snapshot(self.log.start_snapshot, req.fetch_offset, req.last_fetched_epoch):
             self._leader.on_fetch(source, 0, self._now())  # alive, offset unknown
             return [Send(source, QuorumFetchResponse(
                 self.epoch, self.node_id, req.fetch_offset, high_watermark=self.high_watermark,
                 snapshot_id=snapshot_reaching(self._snapshots, self.log.start_offset)))]
-        diverging = diverging_epoch(self.log.epoch_cache, self.log.end_offset,
-                                    req.fetch_offset, req.last_fetched_epoch)
         if diverging is not None:
             self._leader.on_fetch(source, 0, self._now())  # alive, offset unknown
             return [Send(source, QuorumFetchResponse(self.epoch, self.node_id, req.fetch_offset,

@@ -2,10 +2,10 @@
 of a snapshot (:func:`serve_snapshot_chunk`) and a follower's progress through one
 snapshot (:class:`SnapshotFetch`).
 
-A leader names its newest snapshot to a follower below its log start
-(:func:`snapshot_reaching`) and answers ``max_bytes`` of the snapshot from the request's
-position, with the snapshot's size; SNAPSHOT_NOT_FOUND when its store no longer holds
-that snapshot, POSITION_OUT_OF_RANGE for a position past the size.
+A leader names its newest snapshot (:func:`snapshot_reaching`) to a follower its log can
+no longer validate (:func:`needs_snapshot`) and answers ``max_bytes`` of the snapshot
+from the request's position, with the snapshot's size; SNAPSHOT_NOT_FOUND when its store
+no longer holds that snapshot, POSITION_OUT_OF_RANGE for a position past the size.
 
 A follower's :class:`SnapshotFetch` asks from the bytes it holds (one request in flight:
 :attr:`SnapshotFetch.pending`), appends each answer that continues exactly there, and is
@@ -30,7 +30,20 @@ from replication.raft.messages import (
 )
 from replication.raft.snapshot_store import SnapshotStore
 
-__all__ = ["SnapshotFetch", "SnapshotFetchState", "serve_snapshot_chunk", "snapshot_reaching"]
+__all__ = ["SnapshotFetch", "SnapshotFetchState", "needs_snapshot", "serve_snapshot_chunk",
+           "snapshot_reaching"]
+
+
+def needs_snapshot(start: OffsetAndEpoch | None, fetch_offset: int,
+                   last_fetched_epoch: int) -> bool:
+    """Kafka's rule (``KafkaRaftLog.validateOffsetAndEpoch``) for a leader whose log starts
+    at the snapshot ``start`` (None: at 0): the follower must fetch a snapshot when its
+    fetch offset is below the log start, at it with another epoch, or its last epoch is
+    older than the snapshot's (where it diverges is no longer in the leader's log: the
+    epoch cache only knows epochs from the log start)."""
+    return start is not None and (
+        fetch_offset < start.end_offset or last_fetched_epoch < start.epoch
+        or (fetch_offset == start.end_offset and last_fetched_epoch != start.epoch))
 
 
 def snapshot_reaching(store: SnapshotStore | None, log_start_offset: int) -> OffsetAndEpoch:

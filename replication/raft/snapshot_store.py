@@ -17,8 +17,9 @@ Contract:
   application decodes it) and keeps it durably before returning True; False when the
   bytes are not a valid snapshot of that id (nothing is kept).
 
-:class:`MemorySnapshotStore` keeps them in a dict (the simulation's stores survive a
-crash whole: writes are durable on return) and checks with an optional ``validate``.
+:class:`MemorySnapshotStore` keeps them in a dict (``contents``: one the owner passes in
+and keeps across a crash, as the simulation's disk does: writes are durable on return)
+and checks with an optional ``validate``.
 
 Costs: O(bytes) per read and install here; a file store fsyncs on install.  Not
 thread-safe: one owner (the replica's driver).
@@ -47,8 +48,9 @@ class SnapshotStore(Protocol):
 class MemorySnapshotStore:
     """Snapshots in a dict; ``validate(snapshot_id, data)`` decides what install keeps."""
 
-    def __init__(self, validate: Callable[[OffsetAndEpoch, bytes], bool] | None = None) -> None:
-        self._snapshots: dict[OffsetAndEpoch, bytes] = {}
+    def __init__(self, validate: Callable[[OffsetAndEpoch, bytes], bool] | None = None,
+                 contents: dict[OffsetAndEpoch, bytes] | None = None) -> None:
+        self._snapshots = {} if contents is None else contents
         self._validate = validate
 
     def latest_id(self) -> OffsetAndEpoch | None:

@@ -80,6 +80,11 @@ class FileRaftLog:
     def start_offset(self) -> int:
         return self._log.log_start_offset
 
+    @property
+    def start_snapshot(self) -> OffsetAndEpoch | None:
+        """The snapshot the log starts at (None: it starts at 0)."""
+        return self._snapshot
+
     def start_at_snapshot(self, snapshot_id: OffsetAndEpoch | None) -> None:
         """At open: the log continues ``snapshot_id`` (the newest valid snapshot), or
         starts at 0 (None).  A snapshot past the log end resets the log to it."""

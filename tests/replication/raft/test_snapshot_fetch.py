@@ -24,6 +24,7 @@ from replication.raft.messages import (
 from replication.raft.quorum_state import QuorumRole
 from replication.raft.raft_log import MemoryRaftLog
 from replication.raft.replica import KRaftReplica
+from replication.raft.snapshot_fetch import needs_snapshot
 from replication.raft.snapshot_store import MemorySnapshotStore
 from tests.replication.raft.pump import Pump
 
@@ -172,3 +173,17 @@ def test_memory_log_start_offset_and_reset() -> None:
     assert log.durable_snapshot() == OffsetAndEpoch(9, 4) and log.durable_entries() == ()
     log.append([Entry(5, b"d")])
     assert log.epoch_cache.end_offset_for(4, log.end_offset) == (4, 9)
+
+
+@pytest.mark.parametrize("fetch_offset, last_epoch, snapshot", [
+    (8, 3, True),  # below the log start
+    (9, 3, False),  # exactly at the snapshot: valid
+    (9, 2, True),  # at the start with another epoch
+    (12, 1, True),  # an epoch older than the snapshot's: where it diverges is gone
+    (12, 3, False),  # the leader's cache answers (a diverging epoch or entries)
+])
+def test_which_fetches_the_leader_answers_with_its_snapshot(
+        fetch_offset: int, last_epoch: int, snapshot: bool) -> None:
+    start = OffsetAndEpoch(9, 3)
+    assert needs_snapshot(start, fetch_offset, last_epoch) is snapshot
+    assert not needs_snapshot(None, fetch_offset, last_epoch)  # a log starting at 0
