@@ -14,11 +14,13 @@ log through this object instead of :class:`~broker.controller.log.ControllerLog`
   ``<end_offset>-<epoch>.checkpoint`` beside the log): once ``snapshot_interval_records``
   entries were committed and applied since the last one, the committed image is written
   (fsync'd) - by the active controller only when its image holds nothing uncommitted (it
-  is built speculatively).  With ``cut_log_at_snapshot`` the log's entries below it are
-  then dropped (:meth:`FileRaftLog.advance_start_offset`): a voter behind the log start
-  catches up by FetchSnapshot, served from these files.  At open the newest valid
-  snapshot is loaded (the log continues it: :meth:`FileRaftLog.start_at_snapshot`) and
-  only the log after it is applied.  A snapshot installed by FetchSnapshot replaces the
+  is built speculatively).  With ``cut_log_at_snapshot`` the log's entries below the
+  *previous* snapshot are then dropped (:meth:`FileRaftLog.advance_start_offset`: the log
+  keeps one interval before the newest snapshot, so a broker or voter a little behind
+  still reads entries): a voter behind the log start catches up by FetchSnapshot, served
+  from these files.  At open the newest valid snapshot is loaded and only the log after
+  it is applied (the log continues the snapshot at its start:
+  :meth:`FileRaftLog.start_at_snapshot`).  A snapshot installed by FetchSnapshot replaces the
   image (``on_image(image, False)``).
 * **Committed image**: :attr:`image` holds exactly the entries below the replica's high
   watermark, applied in order (a LeaderChange control entry advances its offset,
@@ -174,7 +176,7 @@ class MetadataQuorum:
             loaded = self.snapshots.load_latest(raft_log.start_offset, raft_log.end_offset,
                                                 raft_log.epoch_cache.epoch_for_offset)
             try:
-                raft_log.start_at_snapshot(None if loaded is None else loaded[0])
+                raft_log.start_at_snapshot(self._start_snapshot(raft_log, loaded))
             except ValueError as e:
                 raise MetadataLogDamagedError(f"{directory}: {e}; restore {self.data_dir} "
                                               "from a backup (nothing was changed)") from None
@@ -201,6 +203,20 @@ class MetadataQuorum:
         log.info("metadata quorum: voter %d of %s, epoch %d, role %s, log end %d",
                  self.node_id, sorted(self.voters), replica.epoch, replica.role.name,
                  raft_log.end_offset)
+
+    def _start_snapshot(self, raft_log: FileRaftLog,
+                        loaded: tuple[OffsetAndEpoch, MetadataImage] | None
+                        ) -> OffsetAndEpoch | None:
+        """The snapshot the log continues at open: the newest valid one if it ends past
+        the log (installed, the log not reset yet); else, for a log cut at its head, the
+        snapshot ending exactly there (the log keeps an interval before the newest one),
+        or the newest valid one; a log starting at 0 continues none."""
+        if loaded is not None and loaded[0].end_offset > raft_log.end_offset:
+            return loaded[0]
+        if raft_log.start_offset == 0:
+            return None
+        at_start = [i for i, _p in self.snapshots.list() if i.end_offset == raft_log.start_offset]
+        return at_start[0] if at_start else (None if loaded is None else loaded[0])
 
     def start(self) -> None:
         self.driver.start()
@@ -311,10 +327,14 @@ class MetadataQuorum:
             return
         written = self.snapshots.write(image, replica.log.epoch_cache.epoch_for_offset(end - 1))
         self._last_snapshot_end = written.end_offset
-        if self.cut_log_at_snapshot and self._raft_log is not None:
-            self._raft_log.advance_start_offset(written.end_offset, written.epoch)
+        older = self.snapshots.list()[0][0]  # the older of the two kept (or this one)
+        cut = (self.cut_log_at_snapshot and self._raft_log is not None
+               and self._raft_log.start_offset < older.end_offset < written.end_offset)
+        if cut:
+            assert self._raft_log is not None
+            self._raft_log.advance_start_offset(older.end_offset, older.epoch)
         log.info("metadata quorum: wrote snapshot %s%s", written,
-                 " (log cut below it)" if self.cut_log_at_snapshot else "")
+                 f" (log cut below the previous one, {older})" if cut else "")
 
     def _newest_snapshot_image(self) -> MetadataImage:
         """The newest valid snapshot's image not past the high watermark, else empty."""
