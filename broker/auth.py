@@ -108,8 +108,9 @@ BROKER_ID_APIS = {ApiKey.BROKER_REGISTRATION, ApiKey.BROKER_HEARTBEAT,
 # what a controller quorum's voter (``controller-<id>``) sends another voter; the quorum
 # requests are for voters only (the driver checks the sender is the logged-in voter)
 VOTER_APIS = frozenset({ApiKey.VOTE, ApiKey.BEGIN_QUORUM_EPOCH, ApiKey.END_QUORUM_EPOCH,
-                        ApiKey.FETCH, ApiKey.DESCRIBE_QUORUM})
-QUORUM_ONLY_APIS = frozenset({ApiKey.VOTE, ApiKey.BEGIN_QUORUM_EPOCH, ApiKey.END_QUORUM_EPOCH})
+                        ApiKey.FETCH_SNAPSHOT, ApiKey.FETCH, ApiKey.DESCRIBE_QUORUM})
+QUORUM_ONLY_APIS = frozenset({ApiKey.VOTE, ApiKey.BEGIN_QUORUM_EPOCH, ApiKey.END_QUORUM_EPOCH,
+                              ApiKey.FETCH_SNAPSHOT})
 
 
 def is_internal(user: str | None) -> bool:

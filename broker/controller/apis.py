@@ -499,16 +499,17 @@ class ControllerApis:
         """The partition's answer and the bytes of records in it (a quorum's voter that
         is not the active controller: NOT_LEADER_OR_FOLLOWER)."""
         leo = self._readable_end()
+        start = self.quorum.log_start_offset if self.quorum is not None else 0
         records = b""
         entry: FetchResponsePartition = {"partition_index": p["partition"], "error_code": 0,
                                          "high_watermark": leo, "last_stable_offset": leo,
-                                         "log_start_offset": 0}
+                                         "log_start_offset": start}
         error = None
         if name != METADATA_TOPIC or p["partition"] != METADATA_PARTITION:
             error = ErrorCode.UNKNOWN_TOPIC_OR_PARTITION
         elif not self.active:
             error = ErrorCode.NOT_LEADER_OR_FOLLOWER
-        elif not 0 <= p["fetch_offset"] <= leo:
+        elif not start <= p["fetch_offset"] <= leo:  # below: cut at a quorum snapshot
             error = ErrorCode.OFFSET_OUT_OF_RANGE
         elif p["fetch_offset"] < leo:
             records = self._read(p["fetch_offset"],

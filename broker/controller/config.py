@@ -21,6 +21,9 @@ Same syntax and precedence as :mod:`broker.config` (``key=value`` lines, ``#`` c
 | quorum_commit_timeout_ms             | 5000       | a change not committed within it is         |
 |                                      |            | answered REQUEST_TIMED_OUT (NOT_CONTROLLER  |
 |                                      |            | if this voter lost leadership first)        |
+| quorum_cut_log_at_snapshot           | false      | a voter drops its log below each snapshot   |
+|                                      |            | (a voter behind: FetchSnapshot).  Off:      |
+|                                      |            | brokers cannot read a cut log yet           |
 | cluster_id                           | minikafka  | checked against meta.properties in data_dir;|
 |                                      |            | brokers registering with another id are     |
 |                                      |            | refused (INCONSISTENT_CLUSTER_ID)           |
@@ -32,7 +35,8 @@ Same syntax and precedence as :mod:`broker.config` (``key=value`` lines, ``#`` c
 | controller_tick_interval_ms          | 100        | how often sessions are checked              |
 | leader_imbalance_check_interval_ms   | 30000      | preferred-leader election period            |
 | auto_leader_rebalance_enable         | true       | run preferred-leader elections at all       |
-| metadata_snapshot_interval_records   | 1000       | records between two snapshots               |
+| metadata_snapshot_interval_records   | 1000       | records between two snapshots (also each    |
+|                                      |            | quorum voter's, docs/quorum.md)             |
 | metadata_max_batch_records           | 1000       | records per metadata log batch              |
 | num_partitions                       | 1          | CreateTopics num_partitions = -1            |
 | default_replication_factor           | 1          | CreateTopics replication_factor = -1        |
@@ -116,6 +120,7 @@ class ControllerConfig:
     quorum_election_timeout_ms: int = 1_000
     quorum_fetch_timeout_ms: int = 2_000
     quorum_commit_timeout_ms: int = 5_000
+    quorum_cut_log_at_snapshot: bool = False  # brokers cannot read a cut log yet
     cluster_id: str = "minikafka"
     cluster_secret_file: str = ""  # brokers authenticate with it (broker.auth)
     broker_session_timeout_ms: int = 2_000

@@ -46,9 +46,10 @@ anyone is served every API.  Served APIs, at the versions of
 - DescribeQuorum (v0-1): the single controller as a quorum of one voter (``node_id``),
   leader at epoch 0, high watermark = log end; a voter of a quorum (several
   ``controller_quorum_voters``) answers its view (:mod:`broker.controller.quorum.driver`).
-- A quorum's voter serves the others Vote, BeginQuorumEpoch, EndQuorumEpoch and a Fetch
-  with a voter's ``replica_id`` (:meth:`QuorumDriver.handle_request`; with a secret, as
-  the voter logged in as ``controller-<id>``, :func:`~broker.auth.controller_login`); the rest is as
+- A quorum's voter serves the others Vote, BeginQuorumEpoch, EndQuorumEpoch,
+  FetchSnapshot (v0) and a Fetch with a voter's ``replica_id``
+  (:meth:`QuorumDriver.handle_request`; with a secret, as the voter logged in as
+  ``controller-<id>``, :func:`~broker.auth.controller_login`); the rest is as
   :mod:`broker.controller.apis` says (NOT_CONTROLLER off the active controller).
 - Fetch of ``__cluster_metadata`` partition 0 (record batches whose record values are
   metadata records; the high watermark and last stable offset are the log end, since
@@ -163,12 +164,13 @@ def _refusal_answer(api_key: int, version: int, reason: str) -> dict[str, Any]:
     return answer
 
 
-QUORUM_APIS = frozenset({ApiKey.VOTE, ApiKey.BEGIN_QUORUM_EPOCH, ApiKey.END_QUORUM_EPOCH})
+QUORUM_APIS = frozenset({ApiKey.VOTE, ApiKey.BEGIN_QUORUM_EPOCH, ApiKey.END_QUORUM_EPOCH,
+                         ApiKey.FETCH_SNAPSHOT})
 
 
 def _is_quorum_request(api_key: int, body: dict[str, Any], voters: Sequence[int]) -> bool:
-    """A request of another voter: Vote, BeginQuorumEpoch, EndQuorumEpoch, or a Fetch
-    whose ``replica_id`` is a voter's (brokers' ids never are one)."""
+    """A request of another voter: Vote, BeginQuorumEpoch, EndQuorumEpoch, FetchSnapshot,
+    or a Fetch whose ``replica_id`` is a voter's (brokers' ids never are one)."""
     return api_key in QUORUM_APIS or (api_key == ApiKey.FETCH and body["replica_id"] in voters)
 
 

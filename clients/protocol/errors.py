@@ -99,6 +99,8 @@ class ErrorCode(IntEnum):
     UNACCEPTABLE_CREDENTIAL = 93
     INCONSISTENT_VOTER_SET = 94  # a quorum request from a node that is not a voter
     INVALID_UPDATE_VERSION = 95
+    SNAPSHOT_NOT_FOUND = 98  # FetchSnapshot: the leader no longer has that snapshot
+    POSITION_OUT_OF_RANGE = 99  # FetchSnapshot: a position past the snapshot's size
     UNKNOWN_TOPIC_ID = 100
     DUPLICATE_BROKER_REGISTRATION = 101
     INCONSISTENT_TOPIC_ID = 103

@@ -151,8 +151,8 @@ class FetchResponseDivergingEpoch(TypedDict, total=False):
     end_offset: int
 
 
-class FetchResponseSnapshotId(TypedDict, total=False):
-    """The value of FetchResponse.responses[].partitions[].snapshot_id."""
+class SnapshotId(TypedDict, total=False):
+    """The SnapshotId struct (shared by every message using it)."""
 
     end_offset: int
     epoch: int
@@ -175,7 +175,7 @@ class FetchResponsePartition(TypedDict, total=False):
     log_start_offset: int  # v5+
     diverging_epoch: FetchResponseDivergingEpoch | None  # v12+
     current_leader: LeaderIdAndEpoch | None  # v12+
-    snapshot_id: FetchResponseSnapshotId | None  # v12+
+    snapshot_id: SnapshotId | None  # v12+
     aborted_transactions: list[FetchResponseAbortedTransaction] | None
     preferred_read_replica: int  # v11+
     records: Records | None
@@ -2034,6 +2034,58 @@ class AlterPartitionResponse(TypedDict, total=False):
     throttle_time_ms: int
     error_code: int
     topics: list[AlterPartitionResponseTopic]
+
+
+class FetchSnapshotRequestPartition(TypedDict, total=False):
+    """An element of FetchSnapshotRequest.topics[].partitions[]."""
+
+    partition: int
+    current_leader_epoch: int
+    snapshot_id: SnapshotId | None
+    position: int
+
+
+class FetchSnapshotRequestTopic(TypedDict, total=False):
+    """An element of FetchSnapshotRequest.topics[]."""
+
+    name: str
+    partitions: list[FetchSnapshotRequestPartition]
+
+
+class FetchSnapshotRequest(TypedDict, total=False):
+    """FetchSnapshot request body."""
+
+    cluster_id: str | None
+    replica_id: int
+    max_bytes: int
+    topics: list[FetchSnapshotRequestTopic]
+
+
+class FetchSnapshotResponsePartition(TypedDict, total=False):
+    """An element of FetchSnapshotResponse.topics[].partitions[]."""
+
+    index: int
+    error_code: int
+    snapshot_id: SnapshotId | None
+    current_leader: LeaderIdAndEpoch | None
+    size: int
+    position: int
+    unaligned_records: Records | None
+
+
+class FetchSnapshotResponseTopic(TypedDict, total=False):
+    """An element of FetchSnapshotResponse.topics[]."""
+
+    name: str
+    partitions: list[FetchSnapshotResponsePartition]
+
+
+class FetchSnapshotResponse(TypedDict, total=False):
+    """FetchSnapshot response body."""
+
+    throttle_time_ms: int
+    error_code: int
+    topics: list[FetchSnapshotResponseTopic]
 
 
 class DescribeClusterRequest(TypedDict, total=False):

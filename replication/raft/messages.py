@@ -17,14 +17,20 @@ QuorumBeginEpochResponse   voter                  error
 QuorumEndEpochRequest      resigning leader       leader_id, preferred_successors
 QuorumFetchRequest         follower               replica_id, fetch_offset, last_fetched_epoch
 QuorumFetchResponse        leader                 leader_id, base_offset, entries,
-                                                  high_watermark, diverging, error
+                                                  high_watermark, diverging, error,
+                                                  snapshot_id
+QuorumFetchSnapshotRequest follower               replica_id, snapshot_id, position
+QuorumFetchSnapshotResponse leader                leader_id, snapshot_id, position, size,
+                                                  data, error
 =========================  =====================  ===========================================
 
 A PreVote's ``epoch`` is the epoch the prospective would stand in (its own + 1) without
 having bumped anything.  ``diverging`` is ``(epoch, end_offset)``: the follower's log
 diverges from the leader's; it truncates (:mod:`replication.truncation`) and fetches again.
-Errors are Kafka's codes (:class:`clients.protocol.errors.ErrorCode`).  Snapshots
-(FetchSnapshot) are not part of this version.
+``snapshot_id`` (KIP-630): the follower's fetch offset is below the leader's log start;
+it fetches that snapshot in chunks (``position``: bytes already received; ``size``: the
+whole snapshot) with FetchSnapshot, installs it and fetches the log after it.
+Errors are Kafka's codes (:class:`clients.protocol.errors.ErrorCode`).
 
 Costs: constructing one is O(fields).  Frozen values: safe to share between threads.
 """
@@ -37,11 +43,14 @@ from clients.protocol.errors import ErrorCode
 
 __all__ = [
     "Entry",
+    "OffsetAndEpoch",
     "QuorumBeginEpochRequest",
     "QuorumBeginEpochResponse",
     "QuorumEndEpochRequest",
     "QuorumFetchRequest",
     "QuorumFetchResponse",
+    "QuorumFetchSnapshotRequest",
+    "QuorumFetchSnapshotResponse",
     "QuorumVoteRequest",
     "QuorumVoteResponse",
     "RaftMessage",
@@ -55,6 +64,16 @@ class Entry:
 
     epoch: int
     payload: bytes
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class OffsetAndEpoch:
+    """KIP-630's snapshot id (Kafka's ``OffsetAndEpoch``; ``SnapshotId`` on the wire): the
+    snapshot holds the state after every entry below ``end_offset``; ``epoch`` is the
+    epoch of the entry at ``end_offset - 1``."""
+
+    end_offset: int
+    epoch: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -111,11 +130,32 @@ class QuorumFetchResponse:
     high_watermark: int = 0
     diverging: tuple[int, int] | None = None
     error: ErrorCode = ErrorCode.NONE
+    snapshot_id: OffsetAndEpoch | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class QuorumFetchSnapshotRequest:
+    epoch: int
+    replica_id: int
+    snapshot_id: OffsetAndEpoch
+    position: int
+
+
+@dataclass(frozen=True, slots=True)
+class QuorumFetchSnapshotResponse:
+    epoch: int
+    leader_id: int | None
+    snapshot_id: OffsetAndEpoch
+    position: int = 0
+    size: int = 0
+    data: bytes = b""
+    error: ErrorCode = ErrorCode.NONE
 
 
 RaftMessage = (QuorumVoteRequest | QuorumVoteResponse | QuorumBeginEpochRequest
                | QuorumBeginEpochResponse | QuorumEndEpochRequest | QuorumFetchRequest
-               | QuorumFetchResponse)
+               | QuorumFetchResponse | QuorumFetchSnapshotRequest
+               | QuorumFetchSnapshotResponse)
 
 
 @dataclass(frozen=True, slots=True)

@@ -34,8 +34,21 @@ Contract:
 A controller process with several voters runs it over its network driver
 (:mod:`broker.controller.quorum.driver`) and its log on files
 (:mod:`broker.controller.quorum.file_raft_log`), through
-:mod:`broker.controller.quorum.metadata_quorum` (docs/quorum.md).  Snapshots
-(FetchSnapshot) and voter-set changes are not implemented.
+:mod:`broker.controller.quorum.metadata_quorum` (docs/quorum.md).  Voter-set changes are
+not implemented.
+
+Snapshots (KIP-630; the application writes them and raises the log start, the replica
+serves and installs them through its :class:`~replication.raft.snapshot_store.SnapshotStore`):
+
+* A leader answers a Fetch its log can no longer validate (:func:`~replication.raft.
+  snapshot_fetch.needs_snapshot`: below its log start, or a last epoch older than the
+  snapshot its log starts at) with its newest snapshot's id instead of entries; it
+  serves FetchSnapshot in chunks of at most ``max_fetch_snapshot_bytes``
+  (SNAPSHOT_NOT_FOUND for a snapshot it no longer holds, POSITION_OUT_OF_RANGE past its
+  size); both count as the follower's Fetch for check quorum.
+* A follower's fetching (Fetch, FetchSnapshot, installing a snapshot and restarting its
+  log after it) is :class:`~replication.raft.follower_fetch.FollowerFetch`.
+* The high watermark starts at the log start (entries below it are committed).
 
 Costs: each event is O(voters + entries it moves); a Fetch answer copies at most
 ``max_fetch_entries`` entries.  Not thread-safe: one driver owns it (an event loop, or the
@@ -50,6 +63,7 @@ from collections.abc import Sequence
 from clients.protocol.errors import ErrorCode
 from replication.raft.config import RaftConfig
 from replication.raft.election import VoteTally, grant_pre_vote, grant_vote, log_up_to_date
+from replication.raft.follower_fetch import FetchAnswer, FollowerFetch, is_resigned_answer
 from replication.raft.leader_state import LeaderState, diverging_epoch
 from replication.raft.messages import (
     Entry,
@@ -58,6 +72,8 @@ from replication.raft.messages import (
     QuorumEndEpochRequest,
     QuorumFetchRequest,
     QuorumFetchResponse,
+    QuorumFetchSnapshotRequest,
+    QuorumFetchSnapshotResponse,
     QuorumVoteRequest,
     QuorumVoteResponse,
     RaftMessage,
@@ -71,7 +87,12 @@ from replication.raft.quorum_state import (
     next_role,
 )
 from replication.raft.raft_log import RaftLog
-from replication.truncation import EpochEndOffset, decide_truncation
+from replication.raft.snapshot_fetch import (
+    needs_snapshot,
+    serve_snapshot_chunk,
+    snapshot_reaching,
+)
+from replication.raft.snapshot_store import SnapshotStore
 from timer.clock import Clock
 
 __all__ = ["LEADER_CHANGE", "KRaftReplica"]
@@ -84,7 +105,8 @@ _E = QuorumEvent
 class KRaftReplica:
     def __init__(self, node_id: int, voters: Sequence[int], log: RaftLog,
                  store: QuorumStateStore, clock: Clock, rng: random.Random,
-                 config: RaftConfig | None = None) -> None:
+                 config: RaftConfig | None = None,
+                 snapshots: SnapshotStore | None = None) -> None:
         if node_id not in voters:
             raise ValueError(f"node {node_id} is not one of the voters {list(voters)}")
         self.node_id = node_id
@@ -94,15 +116,14 @@ class KRaftReplica:
         self._store = store
         self._clock = clock
         self._rng = rng
+        self._snapshots = snapshots
         self._state = store.read() or ElectionState(0)
-        self.high_watermark = 0
+        self.high_watermark = log.start_offset  # below it: committed (a snapshot)
         self._leader: LeaderState | None = None
         self._tally: VoteTally | None = None
         self._deadline_ms = 0  # election / fetch timeout of the current role
         self._retry_ms = 0  # next re-send (votes, BeginQuorumEpoch)
-        self._pending_fetch: QuorumFetchRequest | None = None
-        self._fetch_sent_ms = 0
-        self._next_fetch_ms = 0
+        self._fetcher = FollowerFetch(node_id, log, self.config, snapshots)
         self._leader_resigned = False  # our leader sent EndQuorumEpoch
         self._begin_acked: set[int] = set()
         self._retained_leader: int | None = None  # a prospective's last live leader
@@ -150,8 +171,7 @@ class KRaftReplica:
         if self.role in (_R.PROSPECTIVE, _R.CANDIDATE):
             times.append(self._retry_ms)
         if self.role is _R.FOLLOWER:
-            times.append(self._next_fetch_ms if self._pending_fetch is None
-                         else self._fetch_sent_ms + self.config.request_timeout_ms)
+            times.append(self._fetcher.deadline_ms())
         return min(times)
 
     # -- events ----------------------------------------------------------------------
@@ -187,11 +207,8 @@ class KRaftReplica:
         out: list[Send] = []
         if self.role in (_R.PROSPECTIVE, _R.CANDIDATE) and now >= self._retry_ms:
             out += self._request_votes()
-        if self.role is _R.FOLLOWER:
-            timed_out = (self._pending_fetch is not None
-                         and now - self._fetch_sent_ms >= self.config.request_timeout_ms)
-            if timed_out or (self._pending_fetch is None and now >= self._next_fetch_ms):
-                out += self._fetch()
+        if self.role is _R.FOLLOWER and self._fetcher.due(now):
+            out += self._fetch()
         return out
 
     def handle(self, source: int, message: RaftMessage) -> list[Send]:
@@ -212,8 +229,10 @@ class KRaftReplica:
                 return self._on_end_epoch(message)
             case QuorumFetchRequest():
                 return self._on_fetch_request(source, message)
-            case QuorumFetchResponse():
-                return self._on_fetch_response(source, message)
+            case QuorumFetchSnapshotRequest():
+                return self._on_fetch_snapshot_request(source, message)
+            case QuorumFetchResponse() | QuorumFetchSnapshotResponse():
+                return self._on_fetch_answer(source, message)
 
     # -- election --------------------------------------------------------------------
 
@@ -272,7 +291,7 @@ class KRaftReplica:
         self._retained_leader = self.leader_id if following else None
         self.role = next_role(self.role, _E.ELECTION_TIMEOUT)
         self._leader = None
-        self._pending_fetch = None
+        self._fetcher.reset()
         self._tally = VoteTally(self.voters, self.node_id)
         self._reset_election_timer(backoff=True)
         if self._tally.won:
@@ -326,7 +345,8 @@ class KRaftReplica:
     def _become_unattached(self, epoch: int) -> list[Send]:
         self.role = next_role(self.role, _E.NEW_EPOCH)
         self._persist(ElectionState(epoch, None, None))
-        self._leader = self._tally = self._pending_fetch = None
+        self._leader = self._tally = None
+        self._fetcher.reset()
         self._reset_election_timer()
         return []
 
@@ -334,7 +354,8 @@ class KRaftReplica:
         self.role = next_role(self.role, _E.LEADER_KNOWN)
         voted = self.voted_for if epoch == self.epoch else None
         self._persist(ElectionState(epoch, voted, leader_id))
-        self._leader = self._tally = self._pending_fetch = None
+        self._leader = self._tally = None
+        self._fetcher.reset()
         self._leader_resigned = False
         self._retained_leader = None
         self._deadline_ms = self._now() + self.config.fetch_timeout_ms
@@ -412,6 +433,11 @@ class KRaftReplica:
         self._begin_acked.add(source)
         diverging = diverging_epoch(self.log.epoch_cache, self.log.end_offset,
                                     req.fetch_offset, req.last_fetched_epoch)
+        if needs_snapshot(self.log.start_snapshot, req.fetch_offset, req.last_fetched_epoch):
+            self._leader.on_fetch(source, 0, self._now())  # alive, offset unknown
+            return [Send(source, QuorumFetchResponse(
+                self.epoch, self.node_id, req.fetch_offset, high_watermark=self.high_watermark,
+                snapshot_id=snapshot_reaching(self._snapshots, self.log.start_offset)))]
         if diverging is not None:
             self._leader.on_fetch(source, 0, self._now())  # alive, offset unknown
             return [Send(source, QuorumFetchResponse(self.epoch, self.node_id, req.fetch_offset,
@@ -422,44 +448,38 @@ class KRaftReplica:
         return [Send(source, QuorumFetchResponse(self.epoch, self.node_id, req.fetch_offset,
                                                  entries, self.high_watermark))]
 
+    def _on_fetch_snapshot_request(self, source: int, req: QuorumFetchSnapshotRequest
+                                   ) -> list[Send]:
+        error, size, data = ErrorCode.UNKNOWN_LEADER_EPOCH, 0, b""
+        if req.epoch < self.epoch or (req.epoch == self.epoch and self.role is not _R.LEADER):
+            error = (ErrorCode.FENCED_LEADER_EPOCH if req.epoch < self.epoch
+                     else ErrorCode.NOT_LEADER_OR_FOLLOWER)
+        elif req.epoch == self.epoch and self._leader is not None:
+            self._leader.on_fetch(source, 0, self._now())  # alive (check quorum)
+            error, size, data = serve_snapshot_chunk(self._snapshots, req.snapshot_id,
+                                                     req.position,
+                                                     self.config.max_fetch_snapshot_bytes)
+        return [Send(source, QuorumFetchSnapshotResponse(
+            self.epoch, self.leader_id, req.snapshot_id, req.position, size, data, error))]
+
     def _fetch(self) -> list[Send]:
         if self.role is not _R.FOLLOWER or self.leader_id is None:
             return []
-        self.log.flush()  # the fetch offset reports what we hold durably
-        self._pending_fetch = QuorumFetchRequest(self.epoch, self.node_id, self.log.end_offset,
-                                           self.log.last_epoch)
-        self._fetch_sent_ms = self._now()
-        return [Send(self.leader_id, self._pending_fetch)]
+        return [Send(self.leader_id, self._fetcher.request(self.epoch, self._now()))]
 
-    def _on_fetch_response(self, source: int, resp: QuorumFetchResponse) -> list[Send]:
+    def _on_fetch_answer(self, source: int, resp: FetchAnswer) -> list[Send]:
         out = self._observe_epoch(resp.epoch, resp.leader_id)
         if out or self.role is not _R.FOLLOWER or source != self.leader_id:
             return out
-        if resp.error is ErrorCode.NOT_LEADER_OR_FOLLOWER and resp.epoch == self.epoch:
+        if is_resigned_answer(resp, self.epoch):
             self._leader_resigned = True  # our leader restarted and resigned
-        pending = self._pending_fetch
-        if (resp.error or resp.epoch != self.epoch or pending is None
-                or resp.base_offset != pending.fetch_offset
-                or self.log.end_offset != pending.fetch_offset
-                or self.log.last_epoch != pending.last_fetched_epoch):
+        if resp.epoch != self.epoch or not self._fetcher.answers_pending(resp):
             return []  # an error, or a late or duplicated answer: the timer re-sends
-        self._pending_fetch = None
         now = self._now()
         if not self._leader_resigned:
             self._deadline_ms = now + self.config.fetch_timeout_ms
-        if resp.diverging is not None:
-            decision = decide_truncation(EpochEndOffset(*resp.diverging), self.log.epoch_cache,
-                                         self.log.end_offset, 0, self.high_watermark)
-            self.log.truncate_to(decision.truncate_to)
-            return self._fetch()
-        self.log.append(resp.entries)
-        hw = min(resp.high_watermark, self.log.end_offset)
-        if hw > self.high_watermark:
-            self.high_watermark = hw
-        if resp.entries:
-            return self._fetch()
-        self._next_fetch_ms = now + self.config.fetch_interval_ms
-        return []
+        self.high_watermark, again = self._fetcher.on_answer(resp, self.high_watermark, now)
+        return self._fetch() if again else []
 
     # -- persistence -----------------------------------------------------------------
 

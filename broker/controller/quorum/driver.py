@@ -6,17 +6,18 @@ What it does:
 * **Timer**: one task polls the replica at its :meth:`~KRaftReplica.next_deadline_ms`
   (or sooner when an event woke it) and sends what the poll returns.
 * **Outgoing**: every request the replica returns (Vote, BeginQuorumEpoch, EndQuorumEpoch,
-  Fetch) goes to that voter's outbox; one sender task per voter sends them one at a time
-  over an :class:`~broker.async_client.AsyncConnection` (logged in with ``login``: the
+  Fetch, FetchSnapshot) goes to that voter's outbox; one sender task per voter sends them
+  one at a time over an :class:`~broker.async_client.AsyncConnection` (logged in with ``login``: the
   voter's SCRAM credentials derived from the cluster secret), each with the replica's
   ``request_timeout_ms``, and feeds the decoded answer to :meth:`KRaftReplica.handle`.  A
   failed or timed-out request is dropped: the replica's timers send it again.  An outbox
   holds at most ``max_queued`` messages (the oldest is dropped past it: Raft tolerates
   lost messages).
 * **Incoming**: :meth:`handle_request` is called by the server for Vote,
-  BeginQuorumEpoch, EndQuorumEpoch and a voter's Fetch of ``__cluster_metadata``-0; it
-  feeds the replica and returns the answer body synchronously (no ``await``: requests and
-  timer events are applied to the replica one at a time).  With ``require_login``, a
+  BeginQuorumEpoch, EndQuorumEpoch, FetchSnapshot and a voter's Fetch of
+  ``__cluster_metadata``-0; it feeds the replica and returns the answer body
+  synchronously (no ``await``: requests and timer events are applied to the replica one
+  at a time).  With ``require_login``, a
   request whose sender id is not the voter the connection logged in as is answered
   CLUSTER_AUTHORIZATION_FAILED and changes nothing (nothing from an unauthenticated
   socket changes quorum state).

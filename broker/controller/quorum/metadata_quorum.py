@@ -9,19 +9,31 @@ log through this object instead of :class:`~broker.controller.log.ControllerLog`
   damage like the single controller's, :func:`~broker.controller.log.
   check_damage_is_only_a_torn_tail`) and ``<data_dir>/quorum-state``
   (:class:`~replication.raft.state_file.QuorumStateFile`: epoch, voted-for, leader,
-  fsync'd before any answer that depends on it).  No snapshots are written in quorum
-  mode (the whole log is replayed; see docs/quorum.md).
+  fsync'd before any answer that depends on it).
+* **Snapshots** (:class:`~.snapshots.QuorumSnapshots`, KIP-630's
+  ``<end_offset>-<epoch>.checkpoint`` beside the log): once ``snapshot_interval_records``
+  entries were committed and applied since the last one, the committed image is written
+  (fsync'd) - by the active controller only when its image holds nothing uncommitted (it
+  is built speculatively).  With ``cut_log_at_snapshot`` the log's entries below the
+  *previous* snapshot are then dropped (:meth:`FileRaftLog.advance_start_offset`: the log
+  keeps one interval before the newest snapshot, so a broker or voter a little behind
+  still reads entries): a voter behind the log start catches up by FetchSnapshot, served
+  from these files.  At open the newest valid snapshot is loaded and only the log after
+  it is applied (the log continues the snapshot at its start:
+  :meth:`FileRaftLog.start_at_snapshot`).  A snapshot installed by FetchSnapshot replaces the
+  image (``on_image(image, False)``).
 * **Committed image**: :attr:`image` holds exactly the entries below the replica's high
   watermark, applied in order (a LeaderChange control entry advances its offset,
-  :meth:`MetadataImage.advance_to`).  A restarted voter starts from an empty image and
-  applies as it relearns the high watermark (it is not persisted).
+  :meth:`MetadataImage.advance_to`).  A restarted voter starts from its newest valid
+  snapshot (committed when written; else an empty image) and applies as it relearns the
+  high watermark (it is not persisted).
 * **Active controller**: the leader becomes *active* once its own LeaderChange entry is
   committed and applied (high watermark = log end): :attr:`active` turns True and
   ``on_image(image, True)`` is called; from then on the caller's state builds records on
   :attr:`image` *speculatively* (applied at the offsets the log will give them) and
   :meth:`commit` appends them through the replica and returns only once the high
   watermark is past them.  When the voter stops being the leader, the speculative image
-  is dropped: a new image is rebuilt from the log up to the high watermark and
+  is dropped: a new image is rebuilt (newest snapshot + the log) up to the high watermark and
   ``on_image(image, False)`` is called (Kafka's controller reverts to its last committed
   state the same way).
 * ``on_committed()`` is called whenever the high watermark moved (wake the brokers'
@@ -36,7 +48,8 @@ is no longer the active controller, REQUEST_TIMED_OUT if the quorum did not comm
 
 Costs: a commit is one append (no fsync of its own: the replica's next poll flushes once
 for every proposal pending), then the wait for a majority's Fetch; applying is O(records);
-losing leadership replays the log up to the high watermark (the metadata log is small).
+a snapshot O(image) + two fsyncs every ``snapshot_interval_records`` entries, on the event
+loop; losing leadership loads the newest snapshot and replays the log after it.
 Not thread-safe: one event loop (the controller's).
 """
 
@@ -49,9 +62,10 @@ from pathlib import Path
 
 from broker.auth import controller_login
 from broker.controller.config import ControllerConfig
-from broker.controller.log import check_damage_is_only_a_torn_tail
+from broker.controller.log import MetadataLogDamagedError, check_damage_is_only_a_torn_tail
 from broker.controller.quorum.driver import QuorumDriver
 from broker.controller.quorum.file_raft_log import RAFT_LOG_CONFIG, FileRaftLog
+from broker.controller.quorum.snapshots import QuorumSnapshots
 from broker.controller.quorum.voters import voter_map
 from broker.metadata.image import MetadataImage
 from broker.metadata.records import (
@@ -63,6 +77,7 @@ from broker.metadata.records import (
 )
 from clients.protocol.errors import ErrorCode, MiniKafkaError
 from replication.raft.config import RaftConfig
+from replication.raft.messages import OffsetAndEpoch
 from replication.raft.quorum_state import QuorumRole
 from replication.raft.replica import LEADER_CHANGE, KRaftReplica
 from replication.raft.state_file import QuorumStateFile
@@ -91,7 +106,8 @@ class MetadataQuorum:
                  voters: Mapping[int, tuple[str, int]], clock: Clock, *,
                  raft_config: RaftConfig, commit_timeout_ms: int,
                  login: tuple[str, bytes] | None, require_login: bool, cluster_id: str,
-                 max_batch_records: int,
+                 max_batch_records: int, snapshot_interval_records: int,
+                 cut_log_at_snapshot: bool,
                  on_image: Callable[[MetadataImage, bool], None],
                  on_committed: Callable[[], None],
                  on_fatal: Callable[[BaseException], None]) -> None:
@@ -105,11 +121,20 @@ class MetadataQuorum:
         self._require_login = require_login
         self._cluster_id = cluster_id
         self._max_batch_records = max_batch_records
+        if snapshot_interval_records < 1:
+            raise ValueError("snapshot_interval_records must be >= 1")
+        self.snapshot_interval_records = snapshot_interval_records
+        self.cut_log_at_snapshot = cut_log_at_snapshot
+        self.snapshots = QuorumSnapshots(
+            self.data_dir / f"{METADATA_TOPIC}-{METADATA_PARTITION}")
+        self.snapshot_loaded: OffsetAndEpoch | None = None  # at open
+        self._last_snapshot_end = 0  # end offset of the newest snapshot (0: none)
         self._on_image = on_image
         self._on_committed = on_committed
         self._on_fatal = on_fatal
         self._lock = DataDirLock(self.data_dir)
         self._log: Log | None = None
+        self._raft_log: FileRaftLog | None = None
         self._driver: QuorumDriver | None = None
         self.image = MetadataImage()
         self.active = False
@@ -130,6 +155,12 @@ class MetadataQuorum:
     def high_watermark(self) -> int:
         return self.replica.high_watermark
 
+    @property
+    def log_start_offset(self) -> int:
+        """Where the log starts (past 0 once cut at a snapshot: brokers' fetches below it
+        are OFFSET_OUT_OF_RANGE)."""
+        return self.replica.log.start_offset
+
     # -- lifecycle ---------------------------------------------------------------------
 
     def open(self) -> None:
@@ -140,13 +171,26 @@ class MetadataQuorum:
         try:
             check_damage_is_only_a_torn_tail(directory)
             self._log = Log.open(directory, RAFT_LOG_CONFIG, recovery_point=0)
-            raft_log = FileRaftLog(self._log, max_batch_records=self._max_batch_records)
+            raft_log = self._raft_log = FileRaftLog(self._log,
+                                                    max_batch_records=self._max_batch_records)
+            loaded = self.snapshots.load_latest(raft_log.start_offset, raft_log.end_offset,
+                                                raft_log.epoch_cache.epoch_for_offset)
+            try:
+                raft_log.start_at_snapshot(self._start_snapshot(raft_log, loaded))
+            except ValueError as e:
+                raise MetadataLogDamagedError(f"{directory}: {e}; restore {self.data_dir} "
+                                              "from a backup (nothing was changed)") from None
             replica = KRaftReplica(self.node_id, list(self.voters), raft_log,
                                    QuorumStateFile(self.data_dir), self._clock,
-                                   random.Random(), self._raft_config)
+                                   random.Random(), self._raft_config, self.snapshots)
         except BaseException:
             self.close()
             raise
+        if loaded is not None:
+            self.snapshot_loaded, self.image = loaded
+            self._last_snapshot_end = self.snapshot_loaded.end_offset
+            log.info("metadata quorum: loaded snapshot %s (the log after it is replayed "
+                     "as the high watermark is relearned)", self.snapshot_loaded)
         report = self._log.recovery_report
         if report.truncated_bytes:
             log.warning("metadata log: cut a torn tail of %d bytes at offset %s (%s)",
@@ -159,6 +203,20 @@ class MetadataQuorum:
         log.info("metadata quorum: voter %d of %s, epoch %d, role %s, log end %d",
                  self.node_id, sorted(self.voters), replica.epoch, replica.role.name,
                  raft_log.end_offset)
+
+    def _start_snapshot(self, raft_log: FileRaftLog,
+                        loaded: tuple[OffsetAndEpoch, MetadataImage] | None
+                        ) -> OffsetAndEpoch | None:
+        """The snapshot the log continues at open: the newest valid one if it ends past
+        the log (installed, the log not reset yet); else, for a log cut at its head, the
+        snapshot ending exactly there (the log keeps an interval before the newest one),
+        or the newest valid one; a log starting at 0 continues none."""
+        if loaded is not None and loaded[0].end_offset > raft_log.end_offset:
+            return loaded[0]
+        if raft_log.start_offset == 0:
+            return None
+        at_start = [i for i, _p in self.snapshots.list() if i.end_offset == raft_log.start_offset]
+        return at_start[0] if at_start else (None if loaded is None else loaded[0])
 
     def start(self) -> None:
         self.driver.start()
@@ -203,6 +261,8 @@ class MetadataQuorum:
         """Whole batches from the one holding ``offset``, every entry of them below the
         high watermark (at least one batch if any fits that, then up to ``max_bytes``)."""
         assert self._log is not None
+        if offset < self._log.log_start_offset:
+            return b""  # cut below the log start (the caller answers OFFSET_OUT_OF_RANGE)
         end = self.high_watermark
         out: list[bytes] = []
         size = 0
@@ -233,10 +293,16 @@ class MetadataQuorum:
                      "leader %s): back to the committed image", replica.epoch,
                      replica.role.name, replica.leader_id)
             self.active = False
-            self.image = MetadataImage()
+            self.image = self._newest_snapshot_image()
             self._apply_committed()
             self._on_image(self.image, False)
         elif not self.active:
+            if self.image.last_applied_offset + 1 < replica.log.start_offset:
+                self.image = self._newest_snapshot_image()  # installed by FetchSnapshot
+                self._last_snapshot_end = self.image.last_applied_offset + 1
+                log.info("metadata quorum: image replaced by the snapshot up to offset %d",
+                         self.image.last_applied_offset)
+                self._on_image(self.image, False)
             self._apply_committed()
             if (leading and replica.high_watermark == replica.log.end_offset
                     and self.image.last_applied_offset + 1 == replica.high_watermark):
@@ -247,7 +313,38 @@ class MetadataQuorum:
                 self._on_image(self.image, True)
         if replica.high_watermark != self._committed_end:
             self._committed_end = replica.high_watermark
+            self._maybe_snapshot()
             self._on_committed()
+
+    def _maybe_snapshot(self) -> None:
+        """Write a snapshot of the committed image once ``snapshot_interval_records``
+        entries were applied since the last one (the active controller's image only when
+        it holds nothing uncommitted)."""
+        replica, image = self.replica, self.image
+        end = image.last_applied_offset + 1
+        if end > replica.high_watermark or end - self._last_snapshot_end < \
+                self.snapshot_interval_records:
+            return
+        written = self.snapshots.write(image, replica.log.epoch_cache.epoch_for_offset(end - 1))
+        self._last_snapshot_end = written.end_offset
+        older = self.snapshots.list()[0][0]  # the older of the two kept (or this one)
+        cut = (self.cut_log_at_snapshot and self._raft_log is not None
+               and self._raft_log.start_offset < older.end_offset < written.end_offset)
+        if cut:
+            assert self._raft_log is not None
+            self._raft_log.advance_start_offset(older.end_offset, older.epoch)
+        log.info("metadata quorum: wrote snapshot %s%s", written,
+                 f" (log cut below the previous one, {older})" if cut else "")
+
+    def _newest_snapshot_image(self) -> MetadataImage:
+        """The newest valid snapshot's image not past the high watermark, else empty."""
+        log_ = self.replica.log
+        loaded = self.snapshots.load_latest(log_.start_offset, min(self.replica.high_watermark,
+                                                                   log_.end_offset),
+                                            log_.epoch_cache.epoch_for_offset)
+        if loaded is None and log_.start_offset > 0:
+            raise RuntimeError(f"no valid snapshot reaches the log start {log_.start_offset}")
+        return MetadataImage() if loaded is None else loaded[1]
 
     def _apply_committed(self) -> None:
         """Apply the log's entries from the image's end up to the high watermark."""
@@ -284,4 +381,6 @@ def controller_quorum(config: ControllerConfig, clock: Clock, cluster_secret: st
         login=controller_login(cluster_secret, config.node_id),
         require_login=bool(cluster_secret), cluster_id=config.cluster_id,
         max_batch_records=config.metadata_max_batch_records,
+        snapshot_interval_records=config.metadata_snapshot_interval_records,
+        cut_log_at_snapshot=config.quorum_cut_log_at_snapshot,
         on_image=on_image, on_committed=on_committed, on_fatal=on_fatal)

@@ -1,6 +1,6 @@
 """The replica's messages (:mod:`replication.raft.messages`) as Kafka's quorum requests
-and responses, and back: Vote v2, BeginQuorumEpoch v1, EndQuorumEpoch v1
-(:mod:`clients.protocol.messages.quorum`) and Fetch v12 of ``__cluster_metadata``-0.
+and responses, and back: Vote v2, BeginQuorumEpoch v1, EndQuorumEpoch v1, FetchSnapshot
+v0 (:mod:`clients.protocol.messages.quorum`) and Fetch v12 of ``__cluster_metadata``-0.
 
 ==========================  ============================================================
 replica message             on the wire
@@ -20,7 +20,12 @@ QuorumFetchRequest          Fetch v12: ``replica_id``, ``current_leader_epoch`` 
 QuorumFetchResponse         Fetch response: ``records`` (:mod:`.entry_batches`, based at
                             the request's ``fetch_offset``), ``high_watermark``,
                             ``diverging_epoch``, ``current_leader`` {id, epoch},
-                            ``error_code``
+                            ``snapshot_id`` {end_offset, epoch}, ``error_code``
+QuorumFetchSnapshotRequest  FetchSnapshot v0: ``replica_id``, ``current_leader_epoch``,
+                            ``snapshot_id``, ``position``; ``max_bytes`` 16 MiB (the
+                            leader's chunk bound is its own)
+QuorumFetchSnapshotResponse its response: ``snapshot_id``, ``current_leader``, ``size``,
+                            ``position``, ``unaligned_records`` (the chunk), ``error_code``
 ==========================  ============================================================
 
 Decoding is strict: a request or response that does not name exactly
@@ -40,11 +45,14 @@ from broker.metadata.records import METADATA_PARTITION, METADATA_TOPIC
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.errors import ErrorCode, MiniKafkaError
 from replication.raft.messages import (
+    OffsetAndEpoch,
     QuorumBeginEpochRequest,
     QuorumBeginEpochResponse,
     QuorumEndEpochRequest,
     QuorumFetchRequest,
     QuorumFetchResponse,
+    QuorumFetchSnapshotRequest,
+    QuorumFetchSnapshotResponse,
     QuorumVoteRequest,
     QuorumVoteResponse,
     RaftMessage,
@@ -55,7 +63,7 @@ __all__ = ["FETCH_VERSION", "QUORUM_VERSIONS", "decode_request", "decode_respons
 
 FETCH_VERSION = 12
 QUORUM_VERSIONS = {ApiKey.VOTE: 2, ApiKey.BEGIN_QUORUM_EPOCH: 1, ApiKey.END_QUORUM_EPOCH: 1,
-                   ApiKey.FETCH: FETCH_VERSION}
+                   ApiKey.FETCH: FETCH_VERSION, ApiKey.FETCH_SNAPSHOT: 0}
 _MAX_FETCH_BYTES = 16 * 1024 * 1024
 
 Body = dict[str, Any]
@@ -86,6 +94,16 @@ def _error(code: int) -> ErrorCode | None:
 
 def _leader(leader_id: int) -> int | None:
     return None if leader_id < 0 else leader_id
+
+
+def _snapshot_id(value: Body | None) -> OffsetAndEpoch | None:
+    if value is None or value["end_offset"] < 0 or value["epoch"] < 0:
+        return None
+    return OffsetAndEpoch(value["end_offset"], value["epoch"])
+
+
+def _snapshot_body(snapshot_id: OffsetAndEpoch) -> Body:
+    return {"end_offset": snapshot_id.end_offset, "epoch": snapshot_id.epoch}
 
 
 # -- requests ----------------------------------------------------------------------------
@@ -122,6 +140,15 @@ def encode_request(message: RaftMessage, destination: int,
                     "fetch_offset": message.fetch_offset,
                     "last_fetched_epoch": message.last_fetched_epoch,
                     "partition_max_bytes": _MAX_FETCH_BYTES}]}]}
+        case QuorumFetchSnapshotRequest():
+            return ApiKey.FETCH_SNAPSHOT, {
+                "cluster_id": cluster_id, "replica_id": message.replica_id,
+                "max_bytes": _MAX_FETCH_BYTES, "topics": [{
+                    "name": METADATA_TOPIC, "partitions": [{
+                        "partition": METADATA_PARTITION,
+                        "current_leader_epoch": message.epoch,
+                        "snapshot_id": _snapshot_body(message.snapshot_id),
+                        "position": message.position}]}]}
     return None
 
 
@@ -135,6 +162,13 @@ def decode_request(api_key: int, version: int, body: Body) -> tuple[int, RaftMes
         return body["replica_id"], QuorumFetchRequest(
             p["current_leader_epoch"], body["replica_id"], p["fetch_offset"],
             p["last_fetched_epoch"])
+    if api_key == ApiKey.FETCH_SNAPSHOT:
+        p = _the_partition(body, name="name", index="partition")
+        snapshot_id = None if p is None else _snapshot_id(p["snapshot_id"])
+        if p is None or snapshot_id is None or body["replica_id"] < 0 or p["position"] < 0:
+            return None
+        return body["replica_id"], QuorumFetchSnapshotRequest(
+            p["current_leader_epoch"], body["replica_id"], snapshot_id, p["position"])
     p = _the_partition(body)
     if p is None:
         return None
@@ -166,6 +200,13 @@ def partition_answer(api_key: int, error: ErrorCode, epoch: int,
                 "high_watermark": -1, "current_leader": {"leader_id": leader,
                                                          "leader_epoch": epoch},
                 "records": None}]}]}
+    if api_key == ApiKey.FETCH_SNAPSHOT:
+        return {"throttle_time_ms": 0, "error_code": 0, "topics": [{
+            "name": METADATA_TOPIC, "partitions": [{
+                "index": METADATA_PARTITION, "error_code": int(error),
+                "snapshot_id": {"end_offset": -1, "epoch": -1},
+                "current_leader": {"leader_id": leader, "leader_epoch": epoch},
+                "size": 0, "position": 0, "unaligned_records": b""}]}]}
     return {"error_code": 0, "topics": _one({
         "partition_index": METADATA_PARTITION, "error_code": int(error), "leader_id": leader,
         "leader_epoch": epoch})}
@@ -191,6 +232,15 @@ def encode_response(message: RaftMessage, now_ms: int) -> Body | None:
             if message.diverging is not None:
                 p["diverging_epoch"] = {"epoch": message.diverging[0],
                                         "end_offset": message.diverging[1]}
+            if message.snapshot_id is not None:
+                p["snapshot_id"] = _snapshot_body(message.snapshot_id)
+            return body
+        case QuorumFetchSnapshotResponse():
+            body = partition_answer(ApiKey.FETCH_SNAPSHOT, message.error, message.epoch,
+                                    message.leader_id)
+            body["topics"][0]["partitions"][0].update({
+                "snapshot_id": _snapshot_body(message.snapshot_id), "size": message.size,
+                "position": message.position, "unaligned_records": message.data})
             return body
     return None
 
@@ -220,7 +270,22 @@ def decode_response(api_key: int, body: Body, request: RaftMessage) -> RaftMessa
             entries, max(p["high_watermark"], 0),
             (diverging["epoch"], diverging["end_offset"])
             if diverging is not None and diverging["epoch"] >= 0 else None,
-            error)
+            error, _snapshot_id(p.get("snapshot_id")))
+    if api_key == ApiKey.FETCH_SNAPSHOT:
+        p = _the_partition(body, name="name", index="index")
+        if p is None or not isinstance(request, QuorumFetchSnapshotRequest):
+            return None
+        error, leader = _error(p["error_code"]), p.get("current_leader")
+        if error is None or leader is None:
+            return None
+        snapshot_id = _snapshot_id(p["snapshot_id"])
+        if error is ErrorCode.NONE and (snapshot_id != request.snapshot_id
+                                        or p["position"] != request.position):
+            return None  # not the chunk asked for
+        return QuorumFetchSnapshotResponse(
+            leader["leader_epoch"], _leader(leader["leader_id"]), request.snapshot_id,
+            p["position"] if error is ErrorCode.NONE else request.position,
+            max(p["size"], 0), bytes(p["unaligned_records"] or b""), error)
     p = _the_partition(body)
     error = _error(body["error_code"]) if p is None else _error(p["error_code"])
     if p is None or error is None:

@@ -37,6 +37,13 @@ LEADER_ID_AND_EPOCH = Struct(
     label="LeaderIdAndEpoch",
 )
 
+# KIP-630's snapshot id (Fetch's answer to a follower below the log start; FetchSnapshot)
+SNAPSHOT_ID = Struct(
+    Field("end_offset", INT64, default=-1),
+    Field("epoch", INT32, default=-1),
+    label="SnapshotId",
+)
+
 NODE_ENDPOINT = Struct(
     Field("node_id", INT32),
     Field("host", STRING),
@@ -138,11 +145,7 @@ FETCH = Api(
                 ), "12+", tag=0, tagged="12+", default=None),
                 Field("current_leader", LEADER_ID_AND_EPOCH, "12+", tag=1, tagged="12+",
                       default=None),
-                Field("snapshot_id", Struct(
-                    Field("end_offset", INT64, default=-1),
-                    Field("epoch", INT32, default=-1),
-                    label="SnapshotId",
-                ), "12+", tag=2, tagged="12+", default=None),
+                Field("snapshot_id", SNAPSHOT_ID, "12+", tag=2, tagged="12+", default=None),
                 Field("aborted_transactions", Array(Struct(
                     Field("producer_id", INT64),
                     Field("first_offset", INT64),

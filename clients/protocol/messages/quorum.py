@@ -1,5 +1,5 @@
-"""The KRaft quorum APIs between controllers (KIP-595, KIP-853, KIP-996): Vote (52),
-BeginQuorumEpoch (53), EndQuorumEpoch (54), DescribeQuorum (55).
+"""The KRaft quorum APIs between controllers (KIP-595, KIP-630, KIP-853, KIP-996): Vote
+(52), BeginQuorumEpoch (53), EndQuorumEpoch (54), DescribeQuorum (55), FetchSnapshot (59).
 
 Voters send the first three to each other; DescribeQuorum is asked of any voter by brokers,
 voters and ``cluster status``.  Voter-to-voter replication is Fetch (v12+, of
@@ -19,13 +19,16 @@ EndQuorumEpoch     0-1       1+        v1 ``preferred_candidates`` (with directo
                                        replace ``preferred_successors``, leader endpoints
 DescribeQuorum     0-1       0+        v1 per replica ``last_fetch_timestamp`` and
                                        ``last_caught_up_timestamp``
+FetchSnapshot      0         0+        (v1: replica directory id, leader endpoints; not
+                                       served)
 =================  ========  ========  ==================================================
 
-Our voters send Vote v2 (PreVote needs it), the others at v1.  DescribeQuorum v2 (KIP-853:
-directory ids, the nodes' listeners) is not served.  Endpoint ports are uint16 (Kafka's
-current declarations; an earlier draft had int32).  DescribeQuorum is checked against
-kafka-python's copy of Kafka's schema (tests/clients/protocol/test_kafka_oracle.py); the
-other three are not in kafka-python.  No tagged extras of ours.
+Our voters send Vote v2 (PreVote needs it), FetchSnapshot v0, the others at v1.
+DescribeQuorum v2 (KIP-853: directory ids, the nodes' listeners) is not served.
+Endpoint ports are uint16 (Kafka's current declarations; an earlier draft had int32).
+DescribeQuorum is checked against kafka-python's copy of Kafka's schema
+(tests/clients/protocol/test_kafka_oracle.py); the others are not in kafka-python.  No
+tagged extras of ours.
 
 Costs: declarations only; codecs compile on first use.  Thread/process safety: immutable.
 """
@@ -33,11 +36,13 @@ Costs: declarations only; codecs compile on first use.  Thread/process safety: i
 from __future__ import annotations
 
 from clients.protocol.api_keys import Api, ApiKey
+from clients.protocol.messages.produce_fetch import LEADER_ID_AND_EPOCH, SNAPSHOT_ID
 from clients.protocol.schema import (
     BOOL,
     INT16,
     INT32,
     INT64,
+    RECORDS,
     STRING,
     UINT16,
     UUID,
@@ -200,6 +205,41 @@ DESCRIBE_QUORUM = Api(
                 Field("high_watermark", INT64, default=-1),
                 Field("current_voters", Array(REPLICA_STATE)),
                 Field("observers", Array(REPLICA_STATE)),
+            ))),
+        ))),
+    ),
+)  # fmt: skip
+
+FETCH_SNAPSHOT = Api(
+    ApiKey.FETCH_SNAPSHOT, "FetchSnapshot", "0", "0+",
+    request=Struct(
+        Field("cluster_id", STRING, nullable="0+", tag=0, tagged="0+", default=None),
+        Field("replica_id", INT32, default=-1),  # the fetching voter
+        Field("max_bytes", INT32, default=0x7FFFFFFF),
+        Field("topics", Array(Struct(
+            Field("name", STRING),
+            Field("partitions", Array(Struct(
+                Field("partition", INT32),
+                Field("current_leader_epoch", INT32),
+                Field("snapshot_id", SNAPSHOT_ID, default=None),
+                Field("position", INT64),  # bytes of the snapshot already fetched
+            ))),
+        ))),
+    ),
+    response=Struct(
+        Field("throttle_time_ms", INT32),
+        Field("error_code", INT16),
+        Field("topics", Array(Struct(
+            Field("name", STRING),
+            Field("partitions", Array(Struct(
+                Field("index", INT32),
+                Field("error_code", INT16),
+                Field("snapshot_id", SNAPSHOT_ID, default=None),
+                Field("current_leader", LEADER_ID_AND_EPOCH, tag=0, tagged="0+",
+                      default=None),
+                Field("size", INT64),  # the snapshot's total size in bytes
+                Field("position", INT64),  # where ``unaligned_records`` starts
+                Field("unaligned_records", RECORDS),
             ))),
         ))),
     ),

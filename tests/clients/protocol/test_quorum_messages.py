@@ -1,4 +1,5 @@
-"""The KRaft quorum APIs (Vote, BeginQuorumEpoch, EndQuorumEpoch, DescribeQuorum):
+"""The KRaft quorum APIs (Vote, BeginQuorumEpoch, EndQuorumEpoch, DescribeQuorum,
+FetchSnapshot):
 kafka-python ships no schema for them, so the oracle test does not cover them.  Here:
 every served version round-trips through our codec, and hand-computed bytes pin Kafka's
 field order and types (Vote v2 with PreVote; BeginQuorumEpoch v0, not flexible).
@@ -24,7 +25,7 @@ from clients.protocol.schema import Array, Struct
 from tests.clients.protocol.wire_values import random_body
 
 QUORUM_APIS = (ApiKey.VOTE, ApiKey.BEGIN_QUORUM_EPOCH, ApiKey.END_QUORUM_EPOCH,
-               ApiKey.DESCRIBE_QUORUM)
+               ApiKey.DESCRIBE_QUORUM, ApiKey.FETCH_SNAPSHOT)
 CASES = [
     pytest.param(key, version, id=f"{APIS[key].name}-v{version}")
     for key in QUORUM_APIS
@@ -88,3 +89,33 @@ def test_begin_quorum_epoch_v0_is_not_flexible() -> None:
                 + struct.pack(">i", 1) + struct.pack(">h", 1) + b"t"
                 + struct.pack(">i", 1) + struct.pack(">iii", 0, 3, 5))
     assert frame == struct.pack(">i", len(expected)) + expected
+
+
+def test_fetch_snapshot_v0_bytes() -> None:
+    """Kafka's FetchSnapshotRequest v0 (flexible): replica id, max bytes, topics >
+    partitions > (partition, current leader epoch, SnapshotId {end offset, epoch},
+    position); ClusterId is tagged (absent when null); the response's chunk is records."""
+    frame = encode_request_bytes(ApiKey.FETCH_SNAPSHOT, 0, 9, "c", {
+        "cluster_id": None, "replica_id": 3002, "max_bytes": 1000, "topics": [{
+            "name": "__cluster_metadata", "partitions": [{
+                "partition": 0, "current_leader_epoch": 5,
+                "snapshot_id": {"end_offset": 40, "epoch": 8}, "position": 1024}]}]})
+    expected = (struct.pack(">hhih", 59, 0, 9, 1) + b"c" + b"\x00"  # header v2
+                + struct.pack(">ii", 3002, 1000)
+                + b"\x02" + b"\x13__cluster_metadata"  # 1 topic
+                + b"\x02" + struct.pack(">ii", 0, 5)  # 1 partition: index, leader epoch
+                + struct.pack(">qi", 40, 8) + b"\x00"  # snapshot id + its tagged fields
+                + struct.pack(">q", 1024)  # position
+                + b"\x00" + b"\x00" + b"\x00")  # tagged fields: partition, topic, body
+    assert frame == struct.pack(">i", len(expected)) + expected
+    answer = encode_response_bytes(ApiKey.FETCH_SNAPSHOT, 0, 9, {
+        "throttle_time_ms": 0, "error_code": 0, "topics": [{"name": "m", "partitions": [{
+            "index": 0, "error_code": 0, "snapshot_id": {"end_offset": 40, "epoch": 8},
+            "current_leader": None, "size": 3, "position": 0,
+            "unaligned_records": b"abc"}]}]})
+    expected = (struct.pack(">i", 9) + b"\x00"  # response header v1
+                + struct.pack(">ih", 0, 0) + b"\x02" + b"\x02m"
+                + b"\x02" + struct.pack(">ih", 0, 0) + struct.pack(">qi", 40, 8) + b"\x00"
+                + struct.pack(">qq", 3, 0) + b"\x04abc"  # size, position, records
+                + b"\x00" + b"\x00" + b"\x00")
+    assert answer == struct.pack(">i", len(expected)) + expected

@@ -5,7 +5,10 @@ random delay (so reordered), drops some, duplicates some, and cuts directed link
 (asymmetric partitions).  A message to a crashed incarnation is dropped.
 
 :class:`SimDisk` is what a voter keeps across a crash: the quorum-state written through a
-store and the log's durable entries (``MemoryRaftLog.durable_entries``: what was flushed).
+store, the log's durable entries (``MemoryRaftLog.durable_entries``: what was flushed)
+and the snapshot they start after (``durable_snapshot``), and the voter's snapshots
+(``snapshots``, the contents of a ``MemorySnapshotStore``: durable on return; a
+snapshot's state is the committed payloads joined by newlines).
 :class:`SimStore` is a correct store (durable on return); :class:`LazyStore` is the
 broken one of the breakage tests: the new state becomes durable only at the *next* write,
 i.e. the vote is persisted after the answer left.
@@ -17,7 +20,7 @@ import heapq
 import random
 from dataclasses import dataclass, field
 
-from replication.raft.messages import Entry, RaftMessage
+from replication.raft.messages import Entry, OffsetAndEpoch, RaftMessage
 from replication.raft.quorum_state import ElectionState
 
 
@@ -25,7 +28,14 @@ from replication.raft.quorum_state import ElectionState
 class SimDisk:
     state: ElectionState | None = None
     log: tuple[Entry, ...] = ()
+    log_snapshot: OffsetAndEpoch | None = None  # the durable log starts at its end
     pending_state: ElectionState | None = None  # LazyStore: not yet durable
+    snapshots: dict[OffsetAndEpoch, bytes] = field(default_factory=dict)
+
+
+def snapshot_payloads(data: bytes) -> list[bytes]:
+    """The committed payloads a simulated snapshot holds, in offset order."""
+    return data.split(b"\n")
 
 
 class SimStore:

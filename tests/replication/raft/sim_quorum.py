@@ -21,11 +21,15 @@ starts with ``seed=<n>``; replay with ``python3 -m tests.replication.raft.sim_qu
   (the HW is not persisted: a restarted voter relearns it);
 * every voter's applied prefix (entries applied up to its HW) is a prefix of the committed
   log;
+* with ``snapshot_probability`` (KIP-630): voters snapshot their committed state and cut
+  their logs; a snapshot installed by FetchSnapshot holds exactly the committed payloads
+  below its end, and what a voter applies from it (its HW jumps to the snapshot's end)
+  is checked like entries;
 * liveness (at the end): with every voter up and the network healed and reliable, a
   leader is elected and a new append commits within ``settle_ms``.
 
 Not modelled: clock jumps or skew between voters (one clock), torn writes inside one
-event (a crash falls between events), snapshots.
+event (a crash falls between events).
 """
 
 from __future__ import annotations
@@ -39,11 +43,24 @@ from collections.abc import Callable
 from dataclasses import dataclass, replace
 
 from replication.raft.config import RaftConfig
-from replication.raft.messages import Entry, QuorumVoteResponse, RaftMessage, Send
+from replication.raft.messages import (
+    Entry,
+    OffsetAndEpoch,
+    QuorumVoteResponse,
+    RaftMessage,
+    Send,
+)
 from replication.raft.quorum_state import QuorumRole
 from replication.raft.raft_log import MemoryRaftLog
 from replication.raft.replica import KRaftReplica
-from tests.replication.raft.sim_io import LazyStore, SimDisk, SimNetwork, SimStore
+from replication.raft.snapshot_store import MemorySnapshotStore
+from tests.replication.raft.sim_io import (
+    LazyStore,
+    SimDisk,
+    SimNetwork,
+    SimStore,
+    snapshot_payloads,
+)
 from timer.clock import ManualClock
 
 
@@ -69,13 +86,14 @@ class SimSettings:
     lazy_store: bool = False  # BROKEN on purpose: the vote is durable after the answer
     settle_ms: int = 30_000
     max_fetch_entries: int = 3  # small, so old and new epochs commit in separate steps
+    snapshot_probability: float = 0.0  # a live voter snapshots its HW and cuts its log
 
 
 class SimLog(MemoryRaftLog):
     """The real in-memory log, recording how low it was truncated (for the checks)."""
 
-    def __init__(self, entries: tuple[Entry, ...]) -> None:
-        super().__init__(entries)
+    def __init__(self, entries: tuple[Entry, ...], snapshot: OffsetAndEpoch | None) -> None:
+        super().__init__(entries, snapshot)
         self.lowest_truncation: int | None = None
 
     def truncate_to(self, offset: int) -> None:
@@ -110,10 +128,12 @@ class QuorumSim:
         self.committed: list[Entry] = []
         self.commit_epochs: list[int] = []  # the epoch of the leader that committed each
         self.leaders: dict[int, int] = {}  # epoch -> leader
+        self.snapshot_stores: dict[int, MemorySnapshotStore] = {}
         self.votes: dict[tuple[int, int], int] = {}  # (voter, epoch) -> candidate
         self.appended = 0
         self.step_no = 0
-        self.stats = {"crashes": 0, "truncations": 0, "partitions": 0}
+        self.stats = {"crashes": 0, "truncations": 0, "partitions": 0, "snapshots": 0,
+                      "installs": 0}
         for i in self.ids:
             self._start(i)
 
@@ -121,19 +141,23 @@ class QuorumSim:
 
     def _start(self, node: int) -> None:
         disk = self.disks[node]
-        self._check_restart_log(node, disk.log)
+        start = disk.log_snapshot.end_offset if disk.log_snapshot is not None else 0
+        self._check_restart_log(node, disk.log, start)
         store = LazyStore(disk) if self.settings.lazy_store else SimStore(disk)
         self.incarnation[node] += 1
         self.hw_seen[node] = 0
         self.applied[node] = []
         self.leader_checked.pop(node, None)
-        self.nodes[node] = self.factory(node, self.ids, SimLog(disk.log), store, self.clock,
-                                        random.Random(self.rng.random()), self.config)
+        self.snapshot_stores[node] = MemorySnapshotStore(self._check_installed, disk.snapshots)
+        self.nodes[node] = self.factory(node, self.ids, SimLog(disk.log, disk.log_snapshot),
+                                        store, self.clock, random.Random(self.rng.random()),
+                                        self.config, snapshots=self.snapshot_stores[node])
 
     def _crash(self, node: int) -> None:
         replica = self.nodes[node]
         assert replica is not None and isinstance(replica.log, SimLog)
         self.disks[node].log = replica.log.durable_entries()
+        self.disks[node].log_snapshot = replica.log.durable_snapshot()
         if self.settings.lazy_store:
             LazyStore.crash(self.disks[node])
         self.last_hw[node] = replica.high_watermark
@@ -169,6 +193,8 @@ class QuorumSim:
                             self.network.cut.add((b, a))
         if self.network.cut and rng.random() < s.heal_probability:
             self.network.cut.clear()
+        if s.snapshot_probability and live and rng.random() < s.snapshot_probability:
+            self._snapshot(rng.choice(live))
         for i, n in self.nodes.items():
             if n is not None and n.role is QuorumRole.LEADER:
                 if rng.random() < s.append_probability:
@@ -176,6 +202,38 @@ class QuorumSim:
                     n.append([f"v{self.appended}".encode() for _ in range(rng.randint(1, 3))])
                 if rng.random() < s.resign_probability:
                     self._send(i, n.resign())
+
+    def _snapshot(self, node: int) -> None:
+        """The voter's application snapshots its committed state and cuts its log."""
+        replica = self.nodes[node]
+        if replica is None or replica.high_watermark <= replica.log.start_offset:
+            return
+        log, hw = replica.log, replica.high_watermark
+        assert isinstance(log, SimLog)
+        payloads = self._payloads_below(node, log.start_offset)
+        payloads += [log.entry_at(o).payload for o in range(log.start_offset, hw)]
+        snapshot_id = OffsetAndEpoch(hw, log.epoch_cache.epoch_for_offset(hw - 1))
+        self.snapshot_stores[node].write(snapshot_id, b"\n".join(payloads))
+        log.advance_start_offset(hw)
+        self.stats["snapshots"] += 1
+
+    def _payloads_below(self, node: int, end: int) -> list[bytes]:
+        """The payloads below ``end`` from the voter's snapshot ending there."""
+        if end == 0:
+            return []
+        found = [d for i, d in self.disks[node].snapshots.items() if i.end_offset == end]
+        if not found:
+            self.fail(f"voter {node}: no snapshot ends at its log start {end}")
+        return snapshot_payloads(found[0])
+
+    def _check_installed(self, snapshot_id: OffsetAndEpoch, data: bytes) -> bool:
+        """A snapshot a follower installs holds exactly the committed payloads."""
+        payloads = snapshot_payloads(data)
+        committed = [e.payload for e in self.committed[:snapshot_id.end_offset]]
+        if len(payloads) != snapshot_id.end_offset or payloads != committed:
+            self.fail(f"installed snapshot {snapshot_id} is not the committed state")
+        self.stats["installs"] += 1
+        return True
 
     def step(self, faults: bool = True) -> None:
         self.step_no += 1
@@ -205,7 +263,8 @@ class QuorumSim:
         raise Violation(f"seed={self.seed} voters={self.settings.voters} step={self.step_no} "
                         f"t={self.clock.now_ms()}ms: {what}\nreplay: python3 -m "
                         f"tests.replication.raft.sim_quorum --seed {self.seed} "
-                        f"--voters {self.settings.voters} --steps {self.settings.steps}")
+                        f"--voters {self.settings.voters} --steps {self.settings.steps}"
+                        f" --snapshots {self.settings.snapshot_probability}")
 
     def _check_vote(self, voter: int, candidate: int, message: RaftMessage) -> None:
         if isinstance(message, QuorumVoteResponse) and message.granted and not message.pre_vote:
@@ -214,11 +273,11 @@ class QuorumSim:
                 self.fail(f"double vote: voter {voter} voted for {before} and {candidate} "
                           f"in epoch {message.epoch}")
 
-    def _check_restart_log(self, node: int, log: tuple[Entry, ...]) -> None:
-        for o in range(min(len(log), self.last_hw[node], len(self.committed))):
-            if log[o] != self.committed[o]:
-                self.fail(f"committed entry changed: voter {node} restarts with {log[o]} at "
-                          f"offset {o}, committed {self.committed[o]}")
+    def _check_restart_log(self, node: int, log: tuple[Entry, ...], start: int) -> None:
+        for o in range(start, min(start + len(log), self.last_hw[node], len(self.committed))):
+            if log[o - start] != self.committed[o]:
+                self.fail(f"committed entry changed: voter {node} restarts with "
+                          f"{log[o - start]} at offset {o}, committed {self.committed[o]}")
 
     def check(self) -> None:
         for i, n in self.nodes.items():
@@ -241,7 +300,12 @@ class QuorumSim:
             log.lowest_truncation = None
             if hw > log.end_offset:
                 self.fail(f"voter {i} HW {hw} past its log end {log.end_offset}")
-            for o in range(self.hw_seen[i], hw):
+            below = self._payloads_below(i, log.start_offset) \
+                if self.hw_seen[i] < log.start_offset else []
+            for o in range(self.hw_seen[i], min(hw, log.start_offset)):  # from a snapshot
+                if o >= len(self.committed) or below[o] != self.committed[o].payload:
+                    self.fail(f"voter {i}'s snapshot has {below[o]!r} at {o}, not committed")
+            for o in range(max(self.hw_seen[i], log.start_offset), hw):
                 entry = log.entry_at(o)
                 if o < len(self.committed):
                     if entry != self.committed[o]:
@@ -253,7 +317,7 @@ class QuorumSim:
             self.hw_seen[i] = hw
             applied = self.applied[i]
             for o in range(len(applied), hw):
-                applied.append(log.entry_at(o).payload)
+                applied.append(below[o] if o < log.start_offset else log.entry_at(o).payload)
                 if applied[o] != self.committed[o].payload:
                     self.fail(f"voter {i} applied {applied[o]!r} at {o}, committed "
                               f"{self.committed[o].payload!r}")
@@ -348,8 +412,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=1000, help="seeds 0..N-1")
     parser.add_argument("--voters", type=int, default=3)
     parser.add_argument("--steps", type=int, default=2000)
+    parser.add_argument("--snapshots", type=float, default=0.0,
+                        help="probability per step that a voter snapshots and cuts its log")
     args = parser.parse_args(argv)
-    settings = replace(SimSettings(), voters=args.voters, steps=args.steps)
+    settings = replace(SimSettings(), voters=args.voters, steps=args.steps,
+                       snapshot_probability=args.snapshots)
     seeds = [args.seed] if args.seed is not None else range(args.seeds)
     started, failures = time.monotonic(), 0
     for seed in seeds:

@@ -16,7 +16,7 @@ import pytest
 from broker.controller.quorum.entry_batches import batches_to_entries, entries_to_batches
 from broker.controller.quorum.file_raft_log import RAFT_LOG_CONFIG, FileRaftLog
 from broker.metadata.records import FenceBrokerRecord, decode_record_batches, encode_record
-from replication.raft.messages import Entry, RaftMessage
+from replication.raft.messages import Entry, OffsetAndEpoch, RaftMessage
 from replication.raft.quorum_state import QuorumRole
 from replication.raft.raft_log import MemoryRaftLog
 from replication.raft.replica import LEADER_CHANGE, KRaftReplica
@@ -145,3 +145,72 @@ def test_three_replicas_on_files_elect_and_commit(tmp_path: Path) -> None:
                for i in ids)
     state = QuorumStateFile(tmp_path / str(leader.node_id)).read()
     assert state is not None and state.leader_id == leader.node_id
+
+
+def _same_from_start(file_log: FileRaftLog, memory: MemoryRaftLog) -> None:
+    assert (file_log.start_offset, file_log.end_offset) == (memory.start_offset,
+                                                            memory.end_offset)
+    assert file_log.last_epoch == memory.last_epoch
+    assert file_log.start_snapshot == memory.start_snapshot
+    assert list(file_log.entries_from(file_log.start_offset, 10_000)) == \
+        list(memory.entries_from(memory.start_offset, 10_000))
+    assert file_log.epoch_cache.entries == memory.epoch_cache.entries
+
+
+@pytest.mark.parametrize("seed", range(4))
+def test_log_start_operations_match_the_reference_log(tmp_path: Path, seed: int) -> None:
+    """Appends, truncations (never below the start), advancing the start (a snapshot)
+    and resets to a fetched snapshot give the same log as MemoryRaftLog; reopened, the
+    log continues its snapshot (start_at_snapshot) with the same entries and epochs."""
+    rng = random.Random(seed)
+    log, file_log = _open(tmp_path)
+    memory = MemoryRaftLog()
+    epoch = 0
+    for _ in range(120):
+        op = rng.random()
+        if op < 0.5:
+            epoch += rng.random() < 0.3
+            batch = [Entry(epoch, rng.randbytes(rng.randrange(1, 9)))
+                     for _ in range(rng.randrange(1, 5))]
+            file_log.append(batch)
+            memory.append(batch)
+        elif op < 0.65 and memory.end_offset > memory.start_offset:
+            cut = rng.randrange(memory.start_offset, memory.end_offset + 1)
+            file_log.truncate_to(cut)
+            memory.truncate_to(cut)
+        elif op < 0.8 and memory.end_offset > memory.start_offset:
+            start = rng.randrange(memory.start_offset + 1, memory.end_offset + 1)
+            file_log.advance_start_offset(start)
+            memory.advance_start_offset(start)
+        elif op < 0.85:
+            epoch += 1
+            snapshot = OffsetAndEpoch(memory.end_offset + rng.randrange(1, 9), epoch)
+            file_log.reset_to_snapshot(snapshot)
+            memory.reset_to_snapshot(snapshot)
+        else:
+            file_log.flush()
+            memory.flush()
+        _same_from_start(file_log, memory)
+        with pytest.raises(ValueError):
+            file_log.truncate_to(memory.start_offset - 1) if memory.start_offset else \
+                file_log.truncate_to(-1)
+    file_log.flush()
+    memory.flush()
+    log.close()
+    reopened_log, reopened = _open(tmp_path)
+    reopened.start_at_snapshot(memory.start_snapshot)
+    _same_from_start(reopened, memory)
+    reopened_log.close()
+
+
+def test_a_log_cut_at_its_head_without_a_snapshot_is_refused(tmp_path: Path) -> None:
+    log, file_log = _open(tmp_path)
+    file_log.reset_to_snapshot(OffsetAndEpoch(10, 2))
+    file_log.append([Entry(3, b"a")])
+    file_log.flush()
+    log.close()
+    log, reopened = _open(tmp_path)
+    assert reopened.start_offset == 10
+    with pytest.raises(ValueError, match="no valid snapshot reaches it"):
+        reopened.start_at_snapshot(None)
+    log.close()

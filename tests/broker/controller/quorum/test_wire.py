@@ -27,11 +27,14 @@ from clients.protocol.codec import (
 from clients.protocol.errors import ErrorCode
 from replication.raft.messages import (
     Entry,
+    OffsetAndEpoch,
     QuorumBeginEpochRequest,
     QuorumBeginEpochResponse,
     QuorumEndEpochRequest,
     QuorumFetchRequest,
     QuorumFetchResponse,
+    QuorumFetchSnapshotRequest,
+    QuorumFetchSnapshotResponse,
     QuorumVoteRequest,
     QuorumVoteResponse,
     RaftMessage,
@@ -44,6 +47,7 @@ REQUESTS: list[RaftMessage] = [
     QuorumBeginEpochRequest(9, 3),
     QuorumEndEpochRequest(9, 3, (1, 2)),
     QuorumFetchRequest(9, 1, 17, 8),
+    QuorumFetchSnapshotRequest(9, 1, OffsetAndEpoch(40, 8), 1024),
 ]
 
 
@@ -70,6 +74,13 @@ ANSWERS: list[tuple[RaftMessage, RaftMessage]] = [
     (QuorumFetchRequest(9, 1, 17, 8), QuorumFetchResponse(9, 3, 17, (), 12, (7, 15))),
     (QuorumFetchRequest(9, 1, 17, 8),
      QuorumFetchResponse(10, None, 17, error=ErrorCode.NOT_LEADER_OR_FOLLOWER)),
+    (QuorumFetchRequest(9, 1, 3, 2),
+     QuorumFetchResponse(9, 3, 3, (), 44, snapshot_id=OffsetAndEpoch(40, 8))),
+    (QuorumFetchSnapshotRequest(9, 1, OffsetAndEpoch(40, 8), 4),
+     QuorumFetchSnapshotResponse(9, 3, OffsetAndEpoch(40, 8), 4, 10, b"snapsh")),
+    (QuorumFetchSnapshotRequest(9, 1, OffsetAndEpoch(40, 8), 4),
+     QuorumFetchSnapshotResponse(9, 3, OffsetAndEpoch(40, 8), 4,
+                                 error=ErrorCode.SNAPSHOT_NOT_FOUND)),
 ]
 
 
@@ -97,3 +108,19 @@ def test_a_fetch_answer_with_a_gap_or_another_partition_decodes_to_nothing() -> 
     body["responses"][0]["name"] = "other"
     assert decode_response(ApiKey.FETCH, body, request) is None
     assert decode_request(ApiKey.VOTE, 2, {"topics": []}) is None
+
+
+def test_a_fetch_snapshot_that_is_malformed_or_not_the_chunk_asked_decodes_to_nothing() -> None:
+    request = QuorumFetchSnapshotRequest(9, 1, OffsetAndEpoch(40, 8), 4)
+    encoded = encode_request(request, 3, None)
+    assert encoded is not None
+    api_key, body = encoded
+    for key, value in (("position", -1), ("snapshot_id", {"end_offset": -1, "epoch": 8})):
+        bad = {**body["topics"][0]["partitions"][0], key: value}
+        broken = {**body, "topics": [{**body["topics"][0], "partitions": [bad]}]}
+        assert decode_request(api_key, 0, broken) is None  # the driver: INVALID_REQUEST
+    answer = encode_response(QuorumFetchSnapshotResponse(
+        9, 3, OffsetAndEpoch(40, 8), 4, 10, b"snapsh"), 0)
+    assert answer is not None
+    answer["topics"][0]["partitions"][0]["position"] = 0  # another chunk than asked
+    assert decode_response(api_key, answer, request) is None
