@@ -26,7 +26,10 @@ from clients.protocol.errors import ErrorCode
 from tests.broker.controller.processes import FEATURES, incarnation
 
 IDS = [3001, 3002, 3003]
-QUORUM = {"quorum_election_timeout_ms": 150, "quorum_fetch_timeout_ms": 500}
+# short enough for quick elections, long enough that a loaded 2-core machine (the whole
+# suite, or other work beside it) does not stall a follower past the fetch timeout: an
+# election in the middle of a test answers its requests NOT_CONTROLLER
+QUORUM = {"quorum_election_timeout_ms": 300, "quorum_fetch_timeout_ms": 1500}
 
 
 def _free_ports(n: int) -> list[int]:
