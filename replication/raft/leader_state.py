@@ -64,9 +64,15 @@ class LeaderState:
         self._last_fetch_ms[self.node_id] = now_ms
         return self._maybe_advance()
 
-    def on_fetch(self, voter: int, fetch_offset: int, now_ms: int) -> bool:
-        """A valid Fetch from ``voter``; True if the high watermark moved."""
-        if voter not in self._end_offsets:
+    def on_fetch(self, voter: int, fetch_offset: int, now_ms: int,
+                 observer: bool = False) -> bool:
+        """A valid Fetch from ``voter``; True if the high watermark moved.  An
+        ``observer`` (a voter catching up from a new directory, its disk lost) is never
+        counted (HW majority, check quorum) and what it acknowledged before is forgotten."""
+        if voter not in self._end_offsets or voter == self.node_id:
+            return False
+        if observer:
+            self._end_offsets[voter] = 0
             return False
         self._last_fetch_ms[voter] = now_ms
         self._end_offsets[voter] = max(self._end_offsets[voter], fetch_offset)

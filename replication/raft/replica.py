@@ -30,6 +30,16 @@ Contract:
   is not persisted: after a restart it starts at 0 and is relearned from the leader).
 * A restarted leader comes back Resigned; a new leader first appends a LeaderChange entry
   (payload :data:`LEADER_CHANGE`) of its epoch.
+* **Observer** (``observer=True``: a voter whose directory is new, its disk lost; the
+  caller decides, :mod:`broker.controller.quorum.voter_directory`): it grants no vote
+  or pre-vote and never stands (its pre-votes only find the leader); its Fetch says so
+  and the leader neither counts it toward the high watermark or check quorum nor
+  remembers what it acknowledged before.  At the leader's log end with nothing
+  uncommitted, the leader appends a LeaderChange entry; the observer turns voter
+  (:attr:`observer` False, the caller persists it) once the high watermark it learns is
+  past the offset where it reached the log end: an entry committed by a majority without
+  it after it caught up, so its log holds every committed entry.  Not covered: a vote the
+  lost disk had cast in an epoch above the one it rejoins in is forgotten (docs/quorum.md).
 
 A controller process with several voters runs it over its network driver
 (:mod:`broker.controller.quorum.driver`) and its log on files
@@ -71,6 +81,7 @@ from replication.raft.quorum_state import (
     next_role,
 )
 from replication.raft.raft_log import RaftLog
+from replication.raft.rejoin import RejoinMark
 from replication.truncation import EpochEndOffset, decide_truncation
 from timer.clock import Clock
 
@@ -84,7 +95,7 @@ _E = QuorumEvent
 class KRaftReplica:
     def __init__(self, node_id: int, voters: Sequence[int], log: RaftLog,
                  store: QuorumStateStore, clock: Clock, rng: random.Random,
-                 config: RaftConfig | None = None) -> None:
+                 config: RaftConfig | None = None, observer: bool = False) -> None:
         if node_id not in voters:
             raise ValueError(f"node {node_id} is not one of the voters {list(voters)}")
         self.node_id = node_id
@@ -107,6 +118,8 @@ class KRaftReplica:
         self._begin_acked: set[int] = set()
         self._retained_leader: int | None = None  # a prospective's last live leader
         self._announce_resigned = self._state.leader_id == node_id
+        self.observer = observer  # a voter whose directory is new: see "Observer" above
+        self._rejoin = RejoinMark()
         if self._state.leader_id == node_id:
             self.role = _R.RESIGNED  # Kafka: a restarted leader does not lead again
         elif self._state.leader_id is not None:
@@ -221,14 +234,15 @@ class KRaftReplica:
         up_to_date = log_up_to_date(req.last_epoch, req.end_offset, self.log.last_epoch,
                                     self.log.end_offset)
         if req.pre_vote:
-            granted = grant_pre_vote(req.epoch, self.epoch, up_to_date, self._heard_from_leader())
+            granted = not self.observer and grant_pre_vote(
+                req.epoch, self.epoch, up_to_date, self._heard_from_leader())
             answer = QuorumVoteResponse(self.epoch, granted, self._live_leader(), True)
             return [Send(source, answer)]
         out: list[Send] = []
         if req.epoch > self.epoch:
             out += self._become_unattached(req.epoch)
-        granted = req.epoch == self.epoch and grant_vote(self.role, self.voted_for,
-                                                         req.candidate_id, up_to_date)
+        granted = (not self.observer and req.epoch == self.epoch
+                   and grant_vote(self.role, self.voted_for, req.candidate_id, up_to_date))
         if granted:
             self.role = next_role(self.role, _E.VOTE_CAST)
             self._persist(ElectionState(self.epoch, req.candidate_id, None))
@@ -256,7 +270,8 @@ class KRaftReplica:
             return []
         if resp.pre_vote and self.role is _R.PROSPECTIVE:
             self._tally.record(source, resp.granted)
-            return self._become_candidate() if self._tally.won else []
+            won = self._tally.won and not self.observer  # an observer only seeks the leader
+            return self._become_candidate() if won else []
         if not resp.pre_vote and self.role is _R.CANDIDATE and resp.epoch == self.epoch:
             self._tally.record(source, resp.granted)
             return self._become_leader() if self._tally.won else []
@@ -275,7 +290,7 @@ class KRaftReplica:
         self._pending_fetch = None
         self._tally = VoteTally(self.voters, self.node_id)
         self._reset_election_timer(backoff=True)
-        if self._tally.won:
+        if self._tally.won and not self.observer:
             return self._become_candidate()
         return self._request_votes()
 
@@ -413,12 +428,15 @@ class KRaftReplica:
         diverging = diverging_epoch(self.log.epoch_cache, self.log.end_offset,
                                     req.fetch_offset, req.last_fetched_epoch)
         if diverging is not None:
-            self._leader.on_fetch(source, 0, self._now())  # alive, offset unknown
+            self._leader.on_fetch(source, 0, self._now(), req.observer)  # offset unknown
             return [Send(source, QuorumFetchResponse(self.epoch, self.node_id, req.fetch_offset,
                                                high_watermark=self.high_watermark,
                                                diverging=diverging))]
-        self._advance_leader(self._leader.on_fetch(source, req.fetch_offset, self._now()))
+        self._advance_leader(self._leader.on_fetch(source, req.fetch_offset, self._now(),
+                                                   req.observer))
         entries = tuple(self.log.entries_from(req.fetch_offset, self.config.max_fetch_entries))
+        if req.observer and req.fetch_offset == self.log.end_offset == self.high_watermark:
+            self.log.append([Entry(self.epoch, LEADER_CHANGE)])  # its commit lets it vote
         return [Send(source, QuorumFetchResponse(self.epoch, self.node_id, req.fetch_offset,
                                                  entries, self.high_watermark))]
 
@@ -427,7 +445,7 @@ class KRaftReplica:
             return []
         self.log.flush()  # the fetch offset reports what we hold durably
         self._pending_fetch = QuorumFetchRequest(self.epoch, self.node_id, self.log.end_offset,
-                                           self.log.last_epoch)
+                                                 self.log.last_epoch, self.observer)
         self._fetch_sent_ms = self._now()
         return [Send(self.leader_id, self._pending_fetch)]
 
@@ -456,6 +474,9 @@ class KRaftReplica:
         hw = min(resp.high_watermark, self.log.end_offset)
         if hw > self.high_watermark:
             self.high_watermark = hw
+        if self.observer and self._rejoin.caught_up(self.epoch, bool(resp.entries),
+                                                    self.log.end_offset, self.high_watermark):
+            self.observer = False
         if resp.entries:
             return self._fetch()
         self._next_fetch_ms = now + self.config.fetch_interval_ms

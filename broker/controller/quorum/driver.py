@@ -98,7 +98,8 @@ class QuorumDriver:
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = False
         self._waiters: list[tuple[int, int, asyncio.Future[bool]]] = []
-        self._seen = (replica.high_watermark, replica.role, replica.epoch, replica.leader_id)
+        self._seen = (replica.high_watermark, replica.role, replica.epoch, replica.leader_id,
+                      replica.observer)
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -233,7 +234,8 @@ class QuorumDriver:
 
     def _after_event(self) -> None:
         replica = self.replica
-        seen = (replica.high_watermark, replica.role, replica.epoch, replica.leader_id)
+        seen = (replica.high_watermark, replica.role, replica.epoch, replica.leader_id,
+                replica.observer)
         if seen == self._seen:
             return
         self._seen = seen

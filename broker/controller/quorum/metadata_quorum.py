@@ -9,8 +9,10 @@ log through this object instead of :class:`~broker.controller.log.ControllerLog`
   damage like the single controller's, :func:`~broker.controller.log.
   check_damage_is_only_a_torn_tail`) and ``<data_dir>/quorum-state``
   (:class:`~replication.raft.state_file.QuorumStateFile`: epoch, voted-for, leader,
-  fsync'd before any answer that depends on it).  No snapshots are written in quorum
-  mode (the whole log is replayed; see docs/quorum.md).
+  fsync'd before any answer that depends on it), ``<data_dir>/quorum-directory.properties``
+  (:mod:`~.voter_directory`: a new directory nobody formatted is a lost disk, its
+  replica an observer until caught up; recorded a voter before its next event).  No
+  snapshots are written in quorum mode (the whole log is replayed; see docs/quorum.md).
 * **Committed image**: :attr:`image` holds exactly the entries below the replica's high
   watermark, applied in order (a LeaderChange control entry advances its offset,
   :meth:`MetadataImage.advance_to`).  A restarted voter starts from an empty image and
@@ -52,6 +54,11 @@ from broker.controller.config import ControllerConfig
 from broker.controller.log import check_damage_is_only_a_torn_tail
 from broker.controller.quorum.driver import QuorumDriver
 from broker.controller.quorum.file_raft_log import RAFT_LOG_CONFIG, FileRaftLog
+from broker.controller.quorum.voter_directory import (
+    VoterDirectory,
+    open_voter_directory,
+    record_caught_up,
+)
 from broker.controller.quorum.voters import voter_map
 from broker.metadata.image import MetadataImage
 from broker.metadata.records import (
@@ -65,7 +72,7 @@ from clients.protocol.errors import ErrorCode, MiniKafkaError
 from replication.raft.config import RaftConfig
 from replication.raft.quorum_state import QuorumRole
 from replication.raft.replica import LEADER_CHANGE, KRaftReplica
-from replication.raft.state_file import QuorumStateFile
+from replication.raft.state_file import QUORUM_STATE_FILE, QuorumStateFile
 from storage.lock import DataDirLock
 from storage.log.log import Log
 from timer.clock import Clock
@@ -111,6 +118,7 @@ class MetadataQuorum:
         self._lock = DataDirLock(self.data_dir)
         self._log: Log | None = None
         self._driver: QuorumDriver | None = None
+        self._directory: VoterDirectory | None = None
         self.image = MetadataImage()
         self.active = False
         self._active_epoch = -1
@@ -141,9 +149,12 @@ class MetadataQuorum:
             check_damage_is_only_a_torn_tail(directory)
             self._log = Log.open(directory, RAFT_LOG_CONFIG, recovery_point=0)
             raft_log = FileRaftLog(self._log, max_batch_records=self._max_batch_records)
+            has_data = raft_log.end_offset > 0 or (self.data_dir / QUORUM_STATE_FILE).exists()
+            self._directory = open_voter_directory(self.data_dir, has_data)
             replica = KRaftReplica(self.node_id, list(self.voters), raft_log,
                                    QuorumStateFile(self.data_dir), self._clock,
-                                   random.Random(), self._raft_config)
+                                   random.Random(), self._raft_config,
+                                   observer=self._directory.observer)
         except BaseException:
             self.close()
             raise
@@ -156,9 +167,10 @@ class MetadataQuorum:
         self._driver = QuorumDriver(replica, peers, clock=self._clock, login=self._login,
                                     require_login=self._require_login,
                                     cluster_id=self._cluster_id, on_change=self._on_change)
-        log.info("metadata quorum: voter %d of %s, epoch %d, role %s, log end %d",
+        log.info("metadata quorum: voter %d of %s, epoch %d, role %s, log end %d%s",
                  self.node_id, sorted(self.voters), replica.epoch, replica.role.name,
-                 raft_log.end_offset)
+                 raft_log.end_offset, ": a new directory (lost disk?), an observer until "
+                 "caught up" if replica.observer else "")
 
     def start(self) -> None:
         self.driver.start()
@@ -227,6 +239,10 @@ class MetadataQuorum:
 
     def _follow(self) -> None:
         replica = self.replica
+        if self._directory is not None and self._directory.observer and not replica.observer:
+            self._directory = record_caught_up(self.data_dir, self._directory)
+            log.info("metadata quorum: caught up as an observer (log end %d): a voter again",
+                     replica.log.end_offset)
         leading = replica.role is QuorumRole.LEADER
         if self.active and not (leading and replica.epoch == self._active_epoch):
             log.info("metadata quorum: no longer the active controller (epoch %d, role %s, "

@@ -44,6 +44,7 @@ REQUESTS: list[RaftMessage] = [
     QuorumBeginEpochRequest(9, 3),
     QuorumEndEpochRequest(9, 3, (1, 2)),
     QuorumFetchRequest(9, 1, 17, 8),
+    QuorumFetchRequest(9, 1, 17, 8, observer=True),
 ]
 
 
