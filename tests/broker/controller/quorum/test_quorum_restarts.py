@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import shutil
+import time
 from pathlib import Path
 
 import pytest
@@ -120,3 +121,26 @@ def test_two_voters_restarted_at_once_lose_no_committed_record(tmp_path: Path) -
         for name in cluster.state.controllers:
             wait_until(lambda n=name: leader_name(cluster) == n or caught_up(cluster, n),
                        20, f"{name} at the leader's log end")
+
+
+def test_brokers_stay_unfenced_across_a_sigstop_of_the_active_controller(
+        tmp_path: Path) -> None:
+    """The new active controller starts every broker's session (2 s) at its activation;
+    the brokers' heartbeats give the paused one a third of their session (1 s) and reach
+    the new one in time: no broker fenced, no partition offline."""
+    with LocalCluster(tmp_path, 3, controller_overrides=QUORUM, controllers=3) as cluster:
+        first = active_controller(cluster.state).name
+        cluster.pause(first)  # SIGSTOP
+        others = [n for n in cluster.state.controllers if n != first]
+
+        def activated() -> list[str]:
+            return [n for n in others if log_lines(cluster, n, "active controller at epoch")]
+
+        wait_until(lambda: len(activated()) == 1, 20, "a new active controller")
+        (second,) = activated()
+        deadline = time.monotonic() + 3.5  # the session (2 s) and a heartbeat round past it
+        while time.monotonic() < deadline:  # an observation window: nothing may happen
+            assert log_lines(cluster, second, "fenced: session expired") == 0
+            time.sleep(0.1)
+        assert not any(b["fenced"] for b in cluster.report()["brokers"])
+        cluster.resume(first)
