@@ -6,6 +6,11 @@ controller is meant to run, unchanged) over :class:`tests.replication.raft.sim_i
 (``timer.clock.ManualClock``) and a :class:`SimDisk` per voter: a crash keeps only the
 quorum state written through the store and the log's flushed entries; restarts build a
 new replica from them.  A client appends to whoever leads; leaders sometimes resign.
+With ``wipe_probability`` a restart may be on a wiped disk (empty log, no quorum state;
+at most a minority of voters observers at once): the voter comes back an observer
+(``KRaftReplica(observer=True)``), recorded a voter again once its replica says so, as
+:mod:`broker.controller.quorum.metadata_quorum` does.  The vote check then also covers
+the votes a wiped disk forgot (docs/quorum.md, "not covered").
 
 Invariants, checked after every step (a violation raises :class:`Violation` whose message
 starts with ``seed=<n>``; replay with ``python3 -m tests.replication.raft.sim_quorum
@@ -22,7 +27,8 @@ starts with ``seed=<n>``; replay with ``python3 -m tests.replication.raft.sim_qu
 * every voter's applied prefix (entries applied up to its HW) is a prefix of the committed
   log;
 * liveness (at the end): with every voter up and the network healed and reliable, a
-  leader is elected and a new append commits within ``settle_ms``.
+  leader is elected and a new append commits within ``settle_ms``, and every observer
+  has become a voter again.
 
 Not modelled: clock jumps or skew between voters (one clock), torn writes inside one
 event (a crash falls between events), snapshots.
@@ -68,6 +74,10 @@ class SimSettings:
     resign_probability: float = 0.002
     lazy_store: bool = False  # BROKEN on purpose: the vote is durable after the answer
     settle_ms: int = 30_000
+    # a restart on a wiped disk (at most a minority of voters observers at once): the
+    # voter comes back an observer until caught up, as the controller starts it
+    wipe_probability: float = 0.0
+    trust_wiped: bool = False  # BROKEN on purpose: a wiped voter restarts as a voter
     max_fetch_entries: int = 3  # small, so old and new epochs commit in separate steps
 
 
@@ -113,7 +123,9 @@ class QuorumSim:
         self.votes: dict[tuple[int, int], int] = {}  # (voter, epoch) -> candidate
         self.appended = 0
         self.step_no = 0
-        self.stats = {"crashes": 0, "truncations": 0, "partitions": 0}
+        self.stats = {"crashes": 0, "truncations": 0, "partitions": 0, "wipes": 0,
+                      "rejoins": 0}
+        self.observer_dir = dict.fromkeys(self.ids, False)  # quorum-directory "observer"
         for i in self.ids:
             self._start(i)
 
@@ -127,8 +139,17 @@ class QuorumSim:
         self.hw_seen[node] = 0
         self.applied[node] = []
         self.leader_checked.pop(node, None)
+        extra = {"observer": True} if self.observer_dir[node] else {}
         self.nodes[node] = self.factory(node, self.ids, SimLog(disk.log), store, self.clock,
-                                        random.Random(self.rng.random()), self.config)
+                                        random.Random(self.rng.random()), self.config,
+                                        **extra)
+
+    def _wipe(self, node: int) -> None:
+        """The disk of a down voter is lost: it restarts empty, an observer."""
+        self.disks[node] = SimDisk()
+        self.last_hw[node] = 0
+        self.observer_dir[node] = not self.settings.trust_wiped
+        self.stats["wipes"] += 1
 
     def _crash(self, node: int) -> None:
         replica = self.nodes[node]
@@ -156,7 +177,12 @@ class QuorumSim:
         if leader is not None and rng.random() < s.leader_crash_probability:
             self._crash(leader.node_id)
         if down and rng.random() < s.restart_probability:
-            self._start(rng.choice(down))
+            node = rng.choice(down)
+            observers = sum(self.observer_dir.values())
+            if (s.wipe_probability and rng.random() < s.wipe_probability
+                    and observers < (len(self.ids) - 1) // 2):
+                self._wipe(node)
+            self._start(node)
         if rng.random() < s.partition_probability:
             side = set(rng.sample(self.ids, rng.randint(1, len(self.ids) // 2 + 1)))
             both = rng.random() < 0.7  # else asymmetric: only messages out of `side` cut
@@ -197,6 +223,10 @@ class QuorumSim:
             replica = self.nodes[i]
             if replica is not None and replica.next_deadline_ms() <= now:
                 self._send(i, replica.poll())
+        for i, replica in self.nodes.items():  # the controller records it before more events
+            if replica is not None and self.observer_dir[i] and not replica.observer:
+                self.observer_dir[i] = False
+                self.stats["rejoins"] += 1
         self.check()
 
     # -- invariants ------------------------------------------------------------------
@@ -295,8 +325,9 @@ class QuorumSim:
                 marker = leader.epoch
                 target = leader.append([b"settle"])
                 assert target is not None
-            if all(n is not None and n.high_watermark > target for n in self.nodes.values()):
-                return
+            if all(n is not None and n.high_watermark > target and not n.observer
+                   for n in self.nodes.values()):
+                return  # committed everywhere, and a wiped voter a voter again
         self.fail(f"no progress within {self.settings.settle_ms} ms of a healed, reliable "
                   f"network: leader={self.leader() and self.leader().node_id}")  # type: ignore[union-attr]
 
