@@ -191,7 +191,8 @@ class QuorumDriver:
             api_key, ErrorCode.NONE, replica.epoch, replica.leader_id)
 
     def describe(self) -> Body:
-        """The DescribeQuorum answer (v0-1) of this voter's view."""
+        """The DescribeQuorum answer (v0-1) of this voter's view; a voter that is an
+        observer (its disk was lost, not caught up yet) lists itself in ``observers``."""
         replica = self.replica
         progress = replica.voter_progress()
         now_ms, wall_ms = self._clock.now_ms(), self._wall_clock_ms()
@@ -206,7 +207,10 @@ class QuorumDriver:
             "partition_index": METADATA_PARTITION, "error_code": 0,
             "leader_id": -1 if replica.leader_id is None else replica.leader_id,
             "leader_epoch": replica.epoch, "high_watermark": replica.high_watermark,
-            "current_voters": voters, "observers": []}]}]}
+            "current_voters": voters, "observers": [
+                {"replica_id": replica.node_id, "log_end_offset": replica.log.end_offset,
+                 "last_fetch_timestamp": -1, "last_caught_up_timestamp": -1}
+            ] if replica.observer else []}]}]}
 
     # -- the loop --------------------------------------------------------------------
 

@@ -45,6 +45,10 @@ def log_lines(cluster: LocalCluster, name: str, text: str) -> int:
     return sum(text in line for line in path.read_text(errors="replace").splitlines())
 
 
+def role_of(cluster: LocalCluster, name: str) -> str:
+    return next((v["role"] for v in quorum_view(cluster)["voters"] if v["name"] == name), "")
+
+
 def directory_state(cluster: LocalCluster, name: str) -> str:
     path = Path(cluster.state.controllers[name].data_dir) / VOTER_DIRECTORY_FILE
     if not path.exists():
@@ -77,6 +81,7 @@ def test_a_wiped_voter_neither_votes_nor_counts_until_caught_up(tmp_path: Path) 
         c_dir.mkdir()
         cluster.restart(c)
         wait_until(lambda: directory_state(cluster, c) == "observer", 20, f"{c} an observer")
+        wait_until(lambda: role_of(cluster, c) == "observer", 20, f"status: {c} an observer")
         # a's only live peer is an observer: a is not kept leader by it (check quorum)
         wait_until(lambda: log_lines(cluster, a, "role RESIGNED") == 1, 20, f"{a} resigned")
         state = json.loads((c_dir / "quorum-state").read_text()) \
