@@ -115,6 +115,7 @@ class KRaftReplica:
         self._fetch_sent_ms = 0
         self._next_fetch_ms = 0
         self._leader_resigned = False  # our leader sent EndQuorumEpoch
+        self._fetched_from_leader = False  # as its follower (pre-votes refused only then)
         self._begin_acked: set[int] = set()
         self._retained_leader: int | None = None  # a prospective's last live leader
         self._announce_resigned = self._state.leader_id == node_id
@@ -277,10 +278,9 @@ class KRaftReplica:
             return self._become_leader() if self._tally.won else []
         return []
 
-    def _heard_from_leader(self) -> bool:
-        if self.role is _R.LEADER:
-            return True
-        return self.role is _R.FOLLOWER and not self._leader_resigned
+    def _heard_from_leader(self) -> bool:  # Kafka: a follower that never fetched grants
+        return self.role is _R.LEADER or (self.role is _R.FOLLOWER and self._fetched_from_leader
+                                          and not self._leader_resigned)
 
     def _become_prospective(self) -> list[Send]:
         following = self.role is _R.FOLLOWER and not self._leader_resigned
@@ -350,7 +350,7 @@ class KRaftReplica:
         voted = self.voted_for if epoch == self.epoch else None
         self._persist(ElectionState(epoch, voted, leader_id))
         self._leader = self._tally = self._pending_fetch = None
-        self._leader_resigned = False
+        self._leader_resigned = self._fetched_from_leader = False
         self._retained_leader = None
         self._deadline_ms = self._now() + self.config.fetch_timeout_ms
         return self._fetch()
@@ -462,6 +462,7 @@ class KRaftReplica:
                 or self.log.last_epoch != pending.last_fetched_epoch):
             return []  # an error, or a late or duplicated answer: the timer re-sends
         self._pending_fetch = None
+        self._fetched_from_leader = True
         now = self._now()
         if not self._leader_resigned:
             self._deadline_ms = now + self.config.fetch_timeout_ms
