@@ -5,8 +5,9 @@ replicated log: :mod:`.quorum_state` (roles as a transition table, the persisted
 state and its store), :mod:`.messages` (the protocol), :mod:`.raft_log` (the log it
 replicates), :mod:`.election` (vote rules), :mod:`.leader_state` (the leader's view of
 the voters: HW, check quorum, fetch validation), :mod:`.config` (timeouts),
-:mod:`.state_file` (the fsync'd quorum-state file) and :mod:`.replica` (the state
-machine fed events that returns messages to send).
+:mod:`.state_file` (the fsync'd quorum-state file), :mod:`.rejoin` (when a voter whose
+disk was lost, an observer, may vote again) and :mod:`.replica` (the state machine fed
+events that returns messages to send).
 
 It lives under ``replication`` because it is log replication by leader epoch: it reuses
 :mod:`replication.truncation` and :class:`replication.leader_epoch_cache.LeaderEpochCache`
