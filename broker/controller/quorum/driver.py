@@ -23,8 +23,8 @@ What it does:
 * **Commit**: :meth:`propose` appends payloads as leader (flushed by the next poll, which
   it triggers); :meth:`wait_committed` waits, bounded, until the high watermark passes an
   offset in the same epoch; ``on_change`` is called after every event that moved the
-  high watermark, the role or the epoch (the controller applies committed records and
-  follows leadership there).
+  high watermark, the role, the epoch or the log end (the controller applies committed
+  records, follows leadership and takes the leader's own LeaderChange entries there).
 * :meth:`describe` answers DescribeQuorum from the replica's view (per-voter progress
   only on the leader; timestamps converted to the wall clock).
 
@@ -99,7 +99,7 @@ class QuorumDriver:
         self._stopping = False
         self._waiters: list[tuple[int, int, asyncio.Future[bool]]] = []
         self._seen = (replica.high_watermark, replica.role, replica.epoch, replica.leader_id,
-                      replica.observer)
+                      replica.observer, replica.log.end_offset)
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -239,7 +239,7 @@ class QuorumDriver:
     def _after_event(self) -> None:
         replica = self.replica
         seen = (replica.high_watermark, replica.role, replica.epoch, replica.leader_id,
-                replica.observer)
+                replica.observer, replica.log.end_offset)
         if seen == self._seen:
             return
         self._seen = seen

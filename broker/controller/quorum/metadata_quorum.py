@@ -20,8 +20,9 @@ log through this object instead of :class:`~broker.controller.log.ControllerLog`
 * **Active controller**: the leader becomes *active* once its own LeaderChange entry is
   committed and applied (high watermark = log end): :attr:`active` turns True and
   ``on_image(image, True)`` is called; from then on the caller's state builds records on
-  :attr:`image` *speculatively* (applied at the offsets the log will give them) and
-  :meth:`commit` appends them through the replica and returns only once the high
+  :attr:`image` *speculatively* (applied at the offsets the log will give them; a
+  LeaderChange entry the replica appends itself, for an observer's rejoining, takes its
+  offset at once) and :meth:`commit` appends them through the replica and returns only once the high
   watermark is past them.  When the voter stops being the leader, the speculative image
   is dropped: a new image is rebuilt from the log up to the high watermark and
   ``on_image(image, False)`` is called (Kafka's controller reverts to its last committed
@@ -252,7 +253,9 @@ class MetadataQuorum:
             self.image = MetadataImage()
             self._apply_committed()
             self._on_image(self.image, False)
-        elif not self.active:
+        elif self.active:
+            self._take_leader_entries()
+        else:
             self._apply_committed()
             if (leading and replica.high_watermark == replica.log.end_offset
                     and self.image.last_applied_offset + 1 == replica.high_watermark):
@@ -264,6 +267,20 @@ class MetadataQuorum:
         if replica.high_watermark != self._committed_end:
             self._committed_end = replica.high_watermark
             self._on_committed()
+
+    def _take_leader_entries(self) -> None:
+        """The leader appended LeaderChange entries of its own (one per observer that
+        rejoins, :mod:`replication.raft.rejoin`): the speculative image takes their
+        offsets, so the next records are applied where the log puts them."""
+        replica, image = self.replica, self.image
+        start = image.last_applied_offset + 1
+        count = replica.log.end_offset - start
+        if count <= 0:
+            return
+        for offset, entry in enumerate(replica.log.entries_from(start, count), start):
+            if entry.payload != LEADER_CHANGE:
+                return  # not the replica's: the next commit finds the image and log apart
+            image.advance_to(offset)
 
     def _apply_committed(self) -> None:
         """Apply the log's entries from the image's end up to the high watermark."""

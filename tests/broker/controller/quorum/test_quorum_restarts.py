@@ -95,12 +95,17 @@ def test_a_wiped_voter_neither_votes_nor_counts_until_caught_up(tmp_path: Path) 
         assert log_lines(cluster, b, "active controller at epoch") == 0
         wait_until(lambda: directory_state(cluster, c) == "voter" and caught_up(cluster, c),
                    20, f"{c} caught up and a voter again")
+        # a commits on after the LeaderChange entry it appended for c's rejoining
+        create_when_brokers_are_back(cluster, NewTopic("t2", 1, 1))
+        assert log_lines(cluster, a, "controller stopped") == 0
+        assert log_lines(cluster, a, "no longer the active controller") == 1
 
         # the leader that held t1 is lost: b and c elect one that has it
         cluster.kill(a)
         wait_until(lambda: leader_name(cluster) in (b, c), 20, "a leader among b and c")
-        wait_until(lambda: exists_on_the_active_controller(cluster, "t1"), 30,
-                   "t1 on the new active controller")
+        for topic in ("t1", "t2"):
+            wait_until(lambda t=topic: exists_on_the_active_controller(cluster, t), 30,
+                       f"{topic} on the new active controller")
 
 
 def test_two_voters_restarted_at_once_lose_no_committed_record(tmp_path: Path) -> None:
