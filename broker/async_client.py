@@ -58,7 +58,8 @@ _READ_BYTES = 256 * 1024
 class ControllerChannel(Protocol):
     """What the broker's parts ask of their connection to the controller (the core, the
     handlers that forward to it, the offsets topic creating itself): one request,
-    answered or failed within ``timeout_ms``, and where it goes (``address``, for log
+    answered or failed within ``timeout_ms`` (each voter tried within
+    ``attempt_timeout_ms`` when given), and where it goes (``address``, for log
     lines).  :class:`AsyncConnection` implements it, and
     :class:`broker.metadata.controller_channel.ControllerQuorumChannel` (the active
     controller of a quorum, the one brokers use)."""
@@ -67,8 +68,8 @@ class ControllerChannel(Protocol):
     def address(self) -> str: ...
 
     async def request(self, api_key: int, body: dict[str, Any], *,
-                      api_version: int | None = None,
-                      timeout_ms: int = 30_000) -> dict[str, Any]: ...
+                      api_version: int | None = None, timeout_ms: int = 30_000,
+                      attempt_timeout_ms: int | None = None) -> dict[str, Any]: ...
 
 class BrokerUnreachableError(MiniKafkaError):
     code = ErrorCode.NETWORK_EXCEPTION
@@ -233,11 +234,12 @@ class AsyncConnection:
             self._writer = None
 
     async def request(self, api_key: int, body: dict[str, Any], *,
-                      api_version: int | None = None,
-                      timeout_ms: int = 30_000) -> dict[str, Any]:
-        """One round trip; ``api_version`` defaults to the highest we serve (the peers of
-        this client are our own brokers and controller, which serve the same), for a
-        Fetch the highest its topics allow (v13+ only by topic id)."""
+                      api_version: int | None = None, timeout_ms: int = 30_000,
+                      attempt_timeout_ms: int | None = None) -> dict[str, Any]:
+        """One round trip (one attempt: ``attempt_timeout_ms`` is for a channel to a
+        quorum, :class:`ControllerChannel`); ``api_version`` defaults to the highest we
+        serve (the peers of this client are our own brokers and controller, which serve
+        the same), for a Fetch the highest its topics allow (v13+ only by topic id)."""
         if api_version is None:
             api_version = APIS[api_key].max_version
             if api_key == ApiKey.FETCH:

@@ -16,7 +16,8 @@ The quorum's view (:func:`describe_quorum`): DescribeQuorum (``__cluster_metadat
 to each running voter, logged in as the cluster's brokers log in (a controller of a
 cluster with a secret serves nothing else); the answer of the voter that names itself
 leader is preferred (the leader knows every voter's log end offset), else the first
-answer.  Per voter: its process state, role (``leader`` / ``follower`` / ``-``), the
+answer.  Per voter: its process state, role (``leader`` / ``follower`` / ``observer``:
+a voter whose disk was lost, as its own answer says / ``-``), the
 leader epoch, log end offset and lag (the leader's log end minus the voter's).  A
 controller that does not serve DescribeQuorum (one before the quorum's wiring) leaves
 the roles unknown; status never fails on it.  :func:`active_controller` is the leader's
@@ -138,6 +139,9 @@ def describe_quorum(state: ClusterState) -> dict[str, Any]:
         role = "-"
         if chosen is not None and running == "running":
             role = "leader" if _is_leader(state, info, leader_id) else "follower"
+            own = answers.get(name) or {}
+            if any(o.get("replica_id") == vid for o in own.get("observers") or ()):
+                role = "observer"  # its disk was lost: not a voter until caught up
         voters.append({"name": name, "voter_id": vid, "state": running, "role": role,
                        "log_end_offset": end,
                        "lag": leader_end - end if end >= 0 and leader_end >= 0 else -1})

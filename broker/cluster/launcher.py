@@ -83,6 +83,7 @@ from broker.cluster.state import (
 )
 from broker.cluster.status import broker_view, fetch_cluster_view
 from broker.cluster.status_commands import cmd_health, cmd_status
+from broker.controller.quorum.voter_directory import format_new_quorum
 from broker.users import USERS_FILE, add_user
 from clients.protocol.errors import InvalidConfigError, MiniKafkaError
 from storage.meta_properties import DataDirIdentityError, read_meta_properties
@@ -286,6 +287,9 @@ def cmd_start(args: argparse.Namespace) -> int:
         if taken:  # another cluster (or anything) listens there: its clients are not ours
             raise ClusterError(f"port(s) {', '.join(map(str, taken))} already in use by "
                                "another process; stop it or choose --base-port")
+        # a quorum being created: its voters' new directories are formatted (a new
+        # directory nobody formatted is a voter's lost disk: an observer until caught up)
+        format_new_quorum([info.data_dir for info in state.controllers.values()])
         launched = state
         for info in state.controllers.values():  # a quorum elects once a majority runs
             start_process(state, info, args.timeout_s)

@@ -23,7 +23,8 @@ outcome:
 - any other answer: that voter is the controller; the answer is returned.
 
 Bounds: the request's ``timeout_ms`` is the whole budget; one attempt gets at most
-``attempt_timeout_ms`` of it (a paused controller costs that, not the whole budget);
+``attempt_timeout_ms`` of it (a paused controller costs that, not the whole budget; a
+request may ask for a smaller share: the broker's heartbeat does);
 between failed rounds the finder's backoff (50 ms doubling to 1 s) is slept, never past
 the deadline.  Out of budget: the last "not me" answer is returned (the caller reads its
 error code) or the last error raised (retriable, as before).  With one voter (the
@@ -144,9 +145,12 @@ class ControllerQuorumChannel:
         return conn
 
     async def request(self, api_key: int, body: dict[str, Any], *,
-                      api_version: int | None = None,
-                      timeout_ms: int = 30_000) -> dict[str, Any]:
+                      api_version: int | None = None, timeout_ms: int = 30_000,
+                      attempt_timeout_ms: int | None = None) -> dict[str, Any]:
+        """``attempt_timeout_ms``: one voter's share for this request (None: the
+        channel's); a heartbeat gives a silent (paused) voter less than its session."""
         finder = self.finder
+        attempt_limit_ms = attempt_timeout_ms or self.attempt_timeout_ms
         single = len(finder.voters) == 1  # one attempt: nowhere else to go
         deadline_ms = self.clock.now_ms() + timeout_ms
         last_answer: dict[str, Any] | None = None
@@ -162,8 +166,7 @@ class ControllerQuorumChannel:
                 continue
             if remaining_ms <= 0:
                 break
-            attempt_ms = remaining_ms if single else min(remaining_ms,
-                                                         self.attempt_timeout_ms)
+            attempt_ms = remaining_ms if single else min(remaining_ms, attempt_limit_ms)
             try:
                 answer = await self._connection(voter).request(
                     api_key, body, api_version=api_version, timeout_ms=attempt_ms)

@@ -14,7 +14,10 @@ Three asyncio loops on the broker's event loop (docs/replication.md):
   so far, and one at once when the image first caught up (below: the controller
   unfences the broker on it, a heartbeat interval sooner); ``want_shut_down`` during
   a controlled shutdown until the controller answers ``should_shut_down`` (it has
-  moved this broker's leaderships away).
+  moved this broker's leaderships away).  Each voter gets at most a third of the
+  session timeout of a heartbeat's budget (:func:`heartbeat_attempt_timeout_ms`): a
+  paused (SIGSTOPped) active controller must not hold the heartbeats until a newly
+  elected one has fenced the broker (its sessions start at its activation).
 - **metadata fetch**: a long-poll Fetch (our highest version, 12; sessionless) of
   ``__cluster_metadata``-0 from the active controller at ``last_applied_offset + 1``; each
   answer goes to the sans-IO :class:`~broker.metadata.log_reader.MetadataLogReader`
@@ -76,6 +79,12 @@ UNREACHABLE_LOG_INTERVAL_MS = 30_000  # a controller that stays away: a line thi
 METADATA_MAX_WAIT_MS = 500
 # Kafka's SecurityProtocol ids, by the name a listener of that protocol has
 SECURITY_PROTOCOLS = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
+
+
+def heartbeat_attempt_timeout_ms(config: BrokerConfig) -> int:
+    """One voter's share of a heartbeat: a third of the session timeout, at least the
+    heartbeat interval (3 s / 500 ms: 1 s), so a silent voter costs a third of it."""
+    return max(config.broker_heartbeat_interval_ms, config.broker_session_timeout_ms // 3)
 
 
 class ImageHost(Protocol):
@@ -195,7 +204,8 @@ class MetadataFollower:
                     "broker_id": config.node_id, "broker_epoch": self.broker_epoch,
                     "current_metadata_offset": self._applied_offset(),
                     "want_fence": False, "want_shut_down": self.want_shut_down},
-                    timeout_ms=max(1000, config.broker_session_timeout_ms))
+                    timeout_ms=max(1000, config.broker_session_timeout_ms),
+                    attempt_timeout_ms=heartbeat_attempt_timeout_ms(config))
                 if body["error_code"] == 0:
                     self.is_fenced = body["is_fenced"]
                     if body["should_shut_down"]:

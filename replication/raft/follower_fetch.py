@@ -8,7 +8,8 @@ Rules (KIP-595, KIP-630):
 * One request in flight (:attr:`FollowerFetch.pending`); an unanswered one is due again
   after ``request_timeout_ms``, a caught-up follower's next Fetch after
   ``fetch_interval_ms``.  Before a Fetch the log is flushed: the fetch offset reports
-  what the follower holds durably.
+  what the follower holds durably.  The Fetch carries the replica's ``observer`` flag (a
+  voter whose disk was lost: the leader does not count it).
 * A Fetch answer counts only if it answers the pending Fetch (same base offset, and the
   log still ends there with the same last epoch) and carries no error; a FetchSnapshot
   answer only if it answers the pending FetchSnapshot (same snapshot, same position).
@@ -26,12 +27,18 @@ Rules (KIP-595, KIP-630):
   high watermark there (a snapshot is committed) and fetch the log after it.  A snapshot
   that fails (an error answer, too big, refused by the store) is dropped and the next
   Fetch - after ``fetch_interval_ms``, not in a loop - names the leader's newest one.
+* :meth:`FollowerFetch.on_answer` returns a :class:`FetchOutcome`: the new high
+  watermark, whether to fetch again now, and how many entries a Fetch answer appended
+  (None for a diverging, snapshot or FetchSnapshot answer) - what the replica's rejoin
+  check (:mod:`replication.raft.rejoin`) needs.
 
 Costs: O(entries of an answer) per Fetch answer (an append), O(chunk) per FetchSnapshot
 answer, O(snapshot) to install it.  Not thread-safe: owned by the replica.
 """
 
 from __future__ import annotations
+
+from typing import NamedTuple
 
 from clients.protocol.errors import ErrorCode
 from replication.raft.config import RaftConfig
@@ -46,9 +53,15 @@ from replication.raft.snapshot_fetch import SnapshotFetch, SnapshotFetchState
 from replication.raft.snapshot_store import SnapshotStore
 from replication.truncation import EpochEndOffset, decide_truncation
 
-__all__ = ["FetchAnswer", "FollowerFetch", "is_resigned_answer"]
+__all__ = ["FetchAnswer", "FetchOutcome", "FollowerFetch", "is_resigned_answer"]
 
 FetchAnswer = QuorumFetchResponse | QuorumFetchSnapshotResponse
+
+
+class FetchOutcome(NamedTuple):
+    high_watermark: int
+    again: bool  # fetch again now
+    entries: int | None = None  # appended by a Fetch answer; None: not an entries answer
 
 
 class FollowerFetch:
@@ -74,7 +87,8 @@ class FollowerFetch:
     def due(self, now_ms: int) -> bool:
         return now_ms >= self.deadline_ms()
 
-    def request(self, epoch: int, now_ms: int) -> QuorumFetchRequest | QuorumFetchSnapshotRequest:
+    def request(self, epoch: int, now_ms: int, observer: bool = False
+                ) -> QuorumFetchRequest | QuorumFetchSnapshotRequest:
         """The next request to the leader (it becomes the pending one)."""
         self.sent_ms = now_ms
         if self.snapshot is not None:
@@ -82,7 +96,7 @@ class FollowerFetch:
             return self.pending
         self.log.flush()  # the fetch offset reports what we hold durably
         self.pending = QuorumFetchRequest(epoch, self.node_id, self.log.end_offset,
-                                          self.log.last_epoch)
+                                          self.log.last_epoch, observer)
         return self.pending
 
     def answers_pending(self, resp: FetchAnswer) -> bool:
@@ -99,45 +113,45 @@ class FollowerFetch:
                 and self.log.last_epoch == pending.last_fetched_epoch)
 
     def on_answer(self, resp: FetchAnswer, high_watermark: int, now_ms: int
-                  ) -> tuple[int, bool]:
-        """Apply the pending request's answer: ``(high watermark, fetch again now)``."""
+                  ) -> FetchOutcome:
+        """Apply the pending request's answer."""
         self.pending = None
         if isinstance(resp, QuorumFetchSnapshotResponse):
             return self._on_snapshot_chunk(resp, high_watermark, now_ms)
         if resp.snapshot_id is not None:
             if self.snapshots is None or resp.snapshot_id.end_offset < high_watermark:
                 self.next_ms = now_ms + self.config.fetch_interval_ms
-                return high_watermark, False  # cannot be ours (we hold more committed)
+                return FetchOutcome(high_watermark, False)  # we hold more committed
             self.snapshot = SnapshotFetch(resp.snapshot_id, self.config.max_snapshot_bytes)
-            return high_watermark, True
+            return FetchOutcome(high_watermark, True)
         if resp.diverging is not None:
             decision = decide_truncation(EpochEndOffset(*resp.diverging), self.log.epoch_cache,
                                          self.log.end_offset, self.log.start_offset,
                                          high_watermark)
             self.log.truncate_to(decision.truncate_to)
-            return high_watermark, True
+            return FetchOutcome(high_watermark, True)
         self.log.append(resp.entries)
         high_watermark = max(high_watermark, min(resp.high_watermark, self.log.end_offset))
         if not resp.entries:
             self.next_ms = now_ms + self.config.fetch_interval_ms
-        return high_watermark, bool(resp.entries)
+        return FetchOutcome(high_watermark, bool(resp.entries), len(resp.entries))
 
     def _on_snapshot_chunk(self, resp: QuorumFetchSnapshotResponse, high_watermark: int,
-                           now_ms: int) -> tuple[int, bool]:
+                           now_ms: int) -> FetchOutcome:
         fetch = self.snapshot
         assert fetch is not None  # answers_pending checked it
         state = fetch.accept(resp)
         if state is SnapshotFetchState.MORE:
-            return high_watermark, True
+            return FetchOutcome(high_watermark, True)
         self.snapshot = None
         snapshot_id = fetch.snapshot_id
         if (state is SnapshotFetchState.DONE and self.snapshots is not None
                 and snapshot_id.end_offset >= high_watermark
                 and self.snapshots.install(snapshot_id, bytes(fetch.data))):
             self.log.reset_to_snapshot(snapshot_id)
-            return max(high_watermark, snapshot_id.end_offset), True
+            return FetchOutcome(max(high_watermark, snapshot_id.end_offset), True)
         self.next_ms = now_ms + self.config.fetch_interval_ms
-        return high_watermark, False
+        return FetchOutcome(high_watermark, False)
 
 
 def is_resigned_answer(resp: FetchAnswer, epoch: int) -> bool:

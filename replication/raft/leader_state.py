@@ -50,6 +50,7 @@ class LeaderState:
         self._end_offsets = {v: 0 for v in voters}
         self._last_fetch_ms = dict.fromkeys(self._end_offsets, now_ms)  # a grace period
         self._majority = majority_of(len(self._end_offsets))
+        self._observers: set[int] = set()  # voters whose last Fetch said observer
 
     def end_offset_of(self, voter: int) -> int:
         return self._end_offsets[voter]
@@ -58,16 +59,30 @@ class LeaderState:
         """When ``voter`` last fetched (the leader: its last poll), on the replica's clock."""
         return self._last_fetch_ms[voter]
 
+    def on_fetch_snapshot(self, voter: int, now_ms: int) -> None:
+        """A valid FetchSnapshot from ``voter``: alive for check quorum, unless its last
+        Fetch said it is an observer (FetchSnapshot does not say)."""
+        if voter in self._last_fetch_ms and voter not in self._observers:
+            self._last_fetch_ms[voter] = now_ms
+
     def update_local(self, flushed_end_offset: int, now_ms: int) -> bool:
         """The leader's own durable end moved; True if the high watermark moved."""
         self._end_offsets[self.node_id] = flushed_end_offset
         self._last_fetch_ms[self.node_id] = now_ms
         return self._maybe_advance()
 
-    def on_fetch(self, voter: int, fetch_offset: int, now_ms: int) -> bool:
-        """A valid Fetch from ``voter``; True if the high watermark moved."""
-        if voter not in self._end_offsets:
+    def on_fetch(self, voter: int, fetch_offset: int, now_ms: int,
+                 observer: bool = False) -> bool:
+        """A valid Fetch from ``voter``; True if the high watermark moved.  An
+        ``observer`` (a voter catching up from a new directory, its disk lost) is never
+        counted (HW majority, check quorum) and what it acknowledged before is forgotten."""
+        if voter not in self._end_offsets or voter == self.node_id:
             return False
+        if observer:
+            self._observers.add(voter)
+            self._end_offsets[voter] = 0
+            return False
+        self._observers.discard(voter)
         self._last_fetch_ms[voter] = now_ms
         self._end_offsets[voter] = max(self._end_offsets[voter], fetch_offset)
         return self._maybe_advance()

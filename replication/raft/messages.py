@@ -119,6 +119,7 @@ class QuorumFetchRequest:
     replica_id: int
     fetch_offset: int
     last_fetched_epoch: int
+    observer: bool = False  # a voter from a new directory catching up (not counted)
 
 
 @dataclass(frozen=True, slots=True)

@@ -30,6 +30,16 @@ Contract:
   is not persisted: after a restart it starts at 0 and is relearned from the leader).
 * A restarted leader comes back Resigned; a new leader first appends a LeaderChange entry
   (payload :data:`LEADER_CHANGE`) of its epoch.
+* **Observer** (``observer=True``: a voter whose directory is new, its disk lost; the
+  caller decides, :mod:`broker.controller.quorum.voter_directory`): it grants no vote
+  or pre-vote and never stands (its pre-votes only find the leader); its Fetch says so
+  and the leader neither counts it toward the high watermark or check quorum nor
+  remembers what it acknowledged before.  At the leader's log end with nothing
+  uncommitted, the leader appends a LeaderChange entry; the observer turns voter
+  (:attr:`observer` False, the caller persists it) once the high watermark it learns is
+  past the offset where it reached the log end: an entry committed by a majority without
+  it after it caught up, so its log holds every committed entry.  Not covered: a vote the
+  lost disk had cast in an epoch above the one it rejoins in is forgotten (docs/quorum.md).
 
 A controller process with several voters runs it over its network driver
 (:mod:`broker.controller.quorum.driver`) and its log on files
@@ -87,6 +97,7 @@ from replication.raft.quorum_state import (
     next_role,
 )
 from replication.raft.raft_log import RaftLog
+from replication.raft.rejoin import RejoinMark
 from replication.raft.snapshot_fetch import (
     needs_snapshot,
     serve_snapshot_chunk,
@@ -106,7 +117,7 @@ class KRaftReplica:
     def __init__(self, node_id: int, voters: Sequence[int], log: RaftLog,
                  store: QuorumStateStore, clock: Clock, rng: random.Random,
                  config: RaftConfig | None = None,
-                 snapshots: SnapshotStore | None = None) -> None:
+                 snapshots: SnapshotStore | None = None, observer: bool = False) -> None:
         if node_id not in voters:
             raise ValueError(f"node {node_id} is not one of the voters {list(voters)}")
         self.node_id = node_id
@@ -125,9 +136,12 @@ class KRaftReplica:
         self._retry_ms = 0  # next re-send (votes, BeginQuorumEpoch)
         self._fetcher = FollowerFetch(node_id, log, self.config, snapshots)
         self._leader_resigned = False  # our leader sent EndQuorumEpoch
+        self._fetched_from_leader = False  # as its follower (pre-votes refused only then)
         self._begin_acked: set[int] = set()
         self._retained_leader: int | None = None  # a prospective's last live leader
         self._announce_resigned = self._state.leader_id == node_id
+        self.observer = observer  # a voter whose directory is new: see "Observer" above
+        self._rejoin = RejoinMark()
         if self._state.leader_id == node_id:
             self.role = _R.RESIGNED  # Kafka: a restarted leader does not lead again
         elif self._state.leader_id is not None:
@@ -240,14 +254,15 @@ class KRaftReplica:
         up_to_date = log_up_to_date(req.last_epoch, req.end_offset, self.log.last_epoch,
                                     self.log.end_offset)
         if req.pre_vote:
-            granted = grant_pre_vote(req.epoch, self.epoch, up_to_date, self._heard_from_leader())
+            granted = not self.observer and grant_pre_vote(
+                req.epoch, self.epoch, up_to_date, self._heard_from_leader())
             answer = QuorumVoteResponse(self.epoch, granted, self._live_leader(), True)
             return [Send(source, answer)]
         out: list[Send] = []
         if req.epoch > self.epoch:
             out += self._become_unattached(req.epoch)
-        granted = req.epoch == self.epoch and grant_vote(self.role, self.voted_for,
-                                                         req.candidate_id, up_to_date)
+        granted = (not self.observer and req.epoch == self.epoch
+                   and grant_vote(self.role, self.voted_for, req.candidate_id, up_to_date))
         if granted:
             self.role = next_role(self.role, _E.VOTE_CAST)
             self._persist(ElectionState(self.epoch, req.candidate_id, None))
@@ -275,16 +290,16 @@ class KRaftReplica:
             return []
         if resp.pre_vote and self.role is _R.PROSPECTIVE:
             self._tally.record(source, resp.granted)
-            return self._become_candidate() if self._tally.won else []
+            won = self._tally.won and not self.observer  # an observer only seeks the leader
+            return self._become_candidate() if won else []
         if not resp.pre_vote and self.role is _R.CANDIDATE and resp.epoch == self.epoch:
             self._tally.record(source, resp.granted)
             return self._become_leader() if self._tally.won else []
         return []
 
-    def _heard_from_leader(self) -> bool:
-        if self.role is _R.LEADER:
-            return True
-        return self.role is _R.FOLLOWER and not self._leader_resigned
+    def _heard_from_leader(self) -> bool:  # Kafka: a follower that never fetched grants
+        return self.role is _R.LEADER or (self.role is _R.FOLLOWER and self._fetched_from_leader
+                                          and not self._leader_resigned)
 
     def _become_prospective(self) -> list[Send]:
         following = self.role is _R.FOLLOWER and not self._leader_resigned
@@ -294,7 +309,7 @@ class KRaftReplica:
         self._fetcher.reset()
         self._tally = VoteTally(self.voters, self.node_id)
         self._reset_election_timer(backoff=True)
-        if self._tally.won:
+        if self._tally.won and not self.observer:
             return self._become_candidate()
         return self._request_votes()
 
@@ -356,7 +371,7 @@ class KRaftReplica:
         self._persist(ElectionState(epoch, voted, leader_id))
         self._leader = self._tally = None
         self._fetcher.reset()
-        self._leader_resigned = False
+        self._leader_resigned = self._fetched_from_leader = False
         self._retained_leader = None
         self._deadline_ms = self._now() + self.config.fetch_timeout_ms
         return self._fetch()
@@ -434,17 +449,20 @@ class KRaftReplica:
         diverging = diverging_epoch(self.log.epoch_cache, self.log.end_offset,
                                     req.fetch_offset, req.last_fetched_epoch)
         if needs_snapshot(self.log.start_snapshot, req.fetch_offset, req.last_fetched_epoch):
-            self._leader.on_fetch(source, 0, self._now())  # alive, offset unknown
+            self._leader.on_fetch(source, 0, self._now(), req.observer)  # offset unknown
             return [Send(source, QuorumFetchResponse(
                 self.epoch, self.node_id, req.fetch_offset, high_watermark=self.high_watermark,
                 snapshot_id=snapshot_reaching(self._snapshots, self.log.start_offset)))]
         if diverging is not None:
-            self._leader.on_fetch(source, 0, self._now())  # alive, offset unknown
+            self._leader.on_fetch(source, 0, self._now(), req.observer)  # offset unknown
             return [Send(source, QuorumFetchResponse(self.epoch, self.node_id, req.fetch_offset,
                                                high_watermark=self.high_watermark,
                                                diverging=diverging))]
-        self._advance_leader(self._leader.on_fetch(source, req.fetch_offset, self._now()))
+        self._advance_leader(self._leader.on_fetch(source, req.fetch_offset, self._now(),
+                                                   req.observer))
         entries = tuple(self.log.entries_from(req.fetch_offset, self.config.max_fetch_entries))
+        if req.observer and req.fetch_offset == self.log.end_offset == self.high_watermark:
+            self.log.append([Entry(self.epoch, LEADER_CHANGE)])  # its commit lets it vote
         return [Send(source, QuorumFetchResponse(self.epoch, self.node_id, req.fetch_offset,
                                                  entries, self.high_watermark))]
 
@@ -455,7 +473,7 @@ class KRaftReplica:
             error = (ErrorCode.FENCED_LEADER_EPOCH if req.epoch < self.epoch
                      else ErrorCode.NOT_LEADER_OR_FOLLOWER)
         elif req.epoch == self.epoch and self._leader is not None:
-            self._leader.on_fetch(source, 0, self._now())  # alive (check quorum)
+            self._leader.on_fetch_snapshot(source, self._now())  # alive (check quorum)
             error, size, data = serve_snapshot_chunk(self._snapshots, req.snapshot_id,
                                                      req.position,
                                                      self.config.max_fetch_snapshot_bytes)
@@ -465,7 +483,7 @@ class KRaftReplica:
     def _fetch(self) -> list[Send]:
         if self.role is not _R.FOLLOWER or self.leader_id is None:
             return []
-        return [Send(self.leader_id, self._fetcher.request(self.epoch, self._now()))]
+        return [Send(self.leader_id, self._fetcher.request(self.epoch, self._now(), self.observer))]
 
     def _on_fetch_answer(self, source: int, resp: FetchAnswer) -> list[Send]:
         out = self._observe_epoch(resp.epoch, resp.leader_id)
@@ -475,11 +493,16 @@ class KRaftReplica:
             self._leader_resigned = True  # our leader restarted and resigned
         if resp.epoch != self.epoch or not self._fetcher.answers_pending(resp):
             return []  # an error, or a late or duplicated answer: the timer re-sends
+        self._fetched_from_leader = True
         now = self._now()
         if not self._leader_resigned:
             self._deadline_ms = now + self.config.fetch_timeout_ms
-        self.high_watermark, again = self._fetcher.on_answer(resp, self.high_watermark, now)
-        return self._fetch() if again else []
+        got = self._fetcher.on_answer(resp, self.high_watermark, now)
+        self.high_watermark = got.high_watermark
+        if self.observer and got.entries is not None and self._rejoin.caught_up(
+                self.epoch, got.entries > 0, self.log.end_offset, self.high_watermark):
+            self.observer = False
+        return self._fetch() if got.again else []
 
     # -- persistence -----------------------------------------------------------------
 

@@ -24,8 +24,8 @@ What it does:
 * **Commit**: :meth:`propose` appends payloads as leader (flushed by the next poll, which
   it triggers); :meth:`wait_committed` waits, bounded, until the high watermark passes an
   offset in the same epoch; ``on_change`` is called after every event that moved the
-  high watermark, the role or the epoch (the controller applies committed records and
-  follows leadership there).
+  high watermark, the role, the epoch or the log end (the controller applies committed
+  records, follows leadership and takes the leader's own LeaderChange entries there).
 * :meth:`describe` answers DescribeQuorum from the replica's view (per-voter progress
   only on the leader; timestamps converted to the wall clock).
 
@@ -99,7 +99,8 @@ class QuorumDriver:
         self._tasks: list[asyncio.Task[None]] = []
         self._stopping = False
         self._waiters: list[tuple[int, int, asyncio.Future[bool]]] = []
-        self._seen = (replica.high_watermark, replica.role, replica.epoch, replica.leader_id)
+        self._seen = (replica.high_watermark, replica.role, replica.epoch, replica.leader_id,
+                      replica.observer, replica.log.end_offset)
 
     # -- lifecycle ---------------------------------------------------------------------
 
@@ -191,7 +192,8 @@ class QuorumDriver:
             api_key, ErrorCode.NONE, replica.epoch, replica.leader_id)
 
     def describe(self) -> Body:
-        """The DescribeQuorum answer (v0-1) of this voter's view."""
+        """The DescribeQuorum answer (v0-1) of this voter's view; a voter that is an
+        observer (its disk was lost, not caught up yet) lists itself in ``observers``."""
         replica = self.replica
         progress = replica.voter_progress()
         now_ms, wall_ms = self._clock.now_ms(), self._wall_clock_ms()
@@ -206,7 +208,10 @@ class QuorumDriver:
             "partition_index": METADATA_PARTITION, "error_code": 0,
             "leader_id": -1 if replica.leader_id is None else replica.leader_id,
             "leader_epoch": replica.epoch, "high_watermark": replica.high_watermark,
-            "current_voters": voters, "observers": []}]}]}
+            "current_voters": voters, "observers": [
+                {"replica_id": replica.node_id, "log_end_offset": replica.log.end_offset,
+                 "last_fetch_timestamp": -1, "last_caught_up_timestamp": -1}
+            ] if replica.observer else []}]}]}
 
     # -- the loop --------------------------------------------------------------------
 
@@ -234,7 +239,8 @@ class QuorumDriver:
 
     def _after_event(self) -> None:
         replica = self.replica
-        seen = (replica.high_watermark, replica.role, replica.epoch, replica.leader_id)
+        seen = (replica.high_watermark, replica.role, replica.epoch, replica.leader_id,
+                replica.observer, replica.log.end_offset)
         if seen == self._seen:
             return
         self._seen = seen

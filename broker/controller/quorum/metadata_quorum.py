@@ -9,7 +9,9 @@ log through this object instead of :class:`~broker.controller.log.ControllerLog`
   damage like the single controller's, :func:`~broker.controller.log.
   check_damage_is_only_a_torn_tail`) and ``<data_dir>/quorum-state``
   (:class:`~replication.raft.state_file.QuorumStateFile`: epoch, voted-for, leader,
-  fsync'd before any answer that depends on it).
+  fsync'd before any answer that depends on it), ``<data_dir>/quorum-directory.properties``
+  (:mod:`~.voter_directory`: a new directory nobody formatted is a lost disk, its
+  replica an observer until caught up; recorded a voter before its next event).
 * **Snapshots** (:class:`~.snapshots.QuorumSnapshots`, KIP-630's
   ``<end_offset>-<epoch>.checkpoint`` beside the log): once ``snapshot_interval_records``
   entries were committed and applied since the last one, the committed image is written
@@ -30,8 +32,9 @@ log through this object instead of :class:`~broker.controller.log.ControllerLog`
 * **Active controller**: the leader becomes *active* once its own LeaderChange entry is
   committed and applied (high watermark = log end): :attr:`active` turns True and
   ``on_image(image, True)`` is called; from then on the caller's state builds records on
-  :attr:`image` *speculatively* (applied at the offsets the log will give them) and
-  :meth:`commit` appends them through the replica and returns only once the high
+  :attr:`image` *speculatively* (applied at the offsets the log will give them; a
+  LeaderChange entry the replica appends itself, for an observer's rejoining, takes its
+  offset at once) and :meth:`commit` appends them through the replica and returns only once the high
   watermark is past them.  When the voter stops being the leader, the speculative image
   is dropped: a new image is rebuilt (newest snapshot + the log) up to the high watermark and
   ``on_image(image, False)`` is called (Kafka's controller reverts to its last committed
@@ -66,6 +69,11 @@ from broker.controller.log import MetadataLogDamagedError, check_damage_is_only_
 from broker.controller.quorum.driver import QuorumDriver
 from broker.controller.quorum.file_raft_log import RAFT_LOG_CONFIG, FileRaftLog
 from broker.controller.quorum.snapshots import QuorumSnapshots
+from broker.controller.quorum.voter_directory import (
+    VoterDirectory,
+    open_voter_directory,
+    record_caught_up,
+)
 from broker.controller.quorum.voters import voter_map
 from broker.metadata.image import MetadataImage
 from broker.metadata.records import (
@@ -80,7 +88,7 @@ from replication.raft.config import RaftConfig
 from replication.raft.messages import OffsetAndEpoch
 from replication.raft.quorum_state import QuorumRole
 from replication.raft.replica import LEADER_CHANGE, KRaftReplica
-from replication.raft.state_file import QuorumStateFile
+from replication.raft.state_file import QUORUM_STATE_FILE, QuorumStateFile
 from storage.lock import DataDirLock
 from storage.log.log import Log
 from timer.clock import Clock
@@ -136,6 +144,7 @@ class MetadataQuorum:
         self._log: Log | None = None
         self._raft_log: FileRaftLog | None = None
         self._driver: QuorumDriver | None = None
+        self._directory: VoterDirectory | None = None
         self.image = MetadataImage()
         self.active = False
         self._active_epoch = -1
@@ -173,6 +182,8 @@ class MetadataQuorum:
             self._log = Log.open(directory, RAFT_LOG_CONFIG, recovery_point=0)
             raft_log = self._raft_log = FileRaftLog(self._log,
                                                     max_batch_records=self._max_batch_records)
+            has_data = raft_log.end_offset > 0 or (self.data_dir / QUORUM_STATE_FILE).exists()
+            self._directory = open_voter_directory(self.data_dir, has_data)
             loaded = self.snapshots.load_latest(raft_log.start_offset, raft_log.end_offset,
                                                 raft_log.epoch_cache.epoch_for_offset)
             try:
@@ -182,7 +193,8 @@ class MetadataQuorum:
                                               "from a backup (nothing was changed)") from None
             replica = KRaftReplica(self.node_id, list(self.voters), raft_log,
                                    QuorumStateFile(self.data_dir), self._clock,
-                                   random.Random(), self._raft_config, self.snapshots)
+                                   random.Random(), self._raft_config, self.snapshots,
+                                   observer=self._directory.observer)
         except BaseException:
             self.close()
             raise
@@ -200,9 +212,10 @@ class MetadataQuorum:
         self._driver = QuorumDriver(replica, peers, clock=self._clock, login=self._login,
                                     require_login=self._require_login,
                                     cluster_id=self._cluster_id, on_change=self._on_change)
-        log.info("metadata quorum: voter %d of %s, epoch %d, role %s, log end %d",
+        log.info("metadata quorum: voter %d of %s, epoch %d, role %s, log end %d%s",
                  self.node_id, sorted(self.voters), replica.epoch, replica.role.name,
-                 raft_log.end_offset)
+                 raft_log.end_offset, ": a new directory (lost disk?), an observer until "
+                 "caught up" if replica.observer else "")
 
     def _start_snapshot(self, raft_log: FileRaftLog,
                         loaded: tuple[OffsetAndEpoch, MetadataImage] | None
@@ -287,6 +300,10 @@ class MetadataQuorum:
 
     def _follow(self) -> None:
         replica = self.replica
+        if self._directory is not None and self._directory.observer and not replica.observer:
+            self._directory = record_caught_up(self.data_dir, self._directory)
+            log.info("metadata quorum: caught up as an observer (log end %d): a voter again",
+                     replica.log.end_offset)
         leading = replica.role is QuorumRole.LEADER
         if self.active and not (leading and replica.epoch == self._active_epoch):
             log.info("metadata quorum: no longer the active controller (epoch %d, role %s, "
@@ -296,7 +313,9 @@ class MetadataQuorum:
             self.image = self._newest_snapshot_image()
             self._apply_committed()
             self._on_image(self.image, False)
-        elif not self.active:
+        elif self.active:
+            self._take_leader_entries()
+        else:
             if self.image.last_applied_offset + 1 < replica.log.start_offset:
                 self.image = self._newest_snapshot_image()  # installed by FetchSnapshot
                 self._last_snapshot_end = self.image.last_applied_offset + 1
@@ -345,6 +364,20 @@ class MetadataQuorum:
         if loaded is None and log_.start_offset > 0:
             raise RuntimeError(f"no valid snapshot reaches the log start {log_.start_offset}")
         return MetadataImage() if loaded is None else loaded[1]
+
+    def _take_leader_entries(self) -> None:
+        """The leader appended LeaderChange entries of its own (one per observer that
+        rejoins, :mod:`replication.raft.rejoin`): the speculative image takes their
+        offsets, so the next records are applied where the log puts them."""
+        replica, image = self.replica, self.image
+        start = image.last_applied_offset + 1
+        count = replica.log.end_offset - start
+        if count <= 0:
+            return
+        for offset, entry in enumerate(replica.log.entries_from(start, count), start):
+            if entry.payload != LEADER_CHANGE:
+                return  # not the replica's: the next commit finds the image and log apart
+            image.advance_to(offset)
 
     def _apply_committed(self) -> None:
         """Apply the log's entries from the image's end up to the high watermark."""

@@ -16,7 +16,10 @@ QuorumEndEpochRequest       EndQuorumEpoch: ``leader_id``, ``leader_epoch``,
                             ``preferred_candidates`` (directory ids zero); the answer is
                             built by the driver (the replica answers nothing)
 QuorumFetchRequest          Fetch v12: ``replica_id``, ``current_leader_epoch`` = epoch,
-                            ``fetch_offset``, ``last_fetched_epoch``; ``max_wait_ms`` 0
+                            ``fetch_offset``, ``last_fetched_epoch``; ``max_wait_ms`` 0;
+                            ``observer``: ``rack_id`` = :data:`OBSERVER_RACK_ID` (a
+                            minikafka convention on v12; Kafka's v17 carries a
+                            ``replica_directory_id`` the leader checks instead)
 QuorumFetchResponse         Fetch response: ``records`` (:mod:`.entry_batches`, based at
                             the request's ``fetch_offset``), ``high_watermark``,
                             ``diverging_epoch``, ``current_leader`` {id, epoch},
@@ -58,13 +61,14 @@ from replication.raft.messages import (
     RaftMessage,
 )
 
-__all__ = ["FETCH_VERSION", "QUORUM_VERSIONS", "decode_request", "decode_response",
-           "encode_request", "encode_response", "partition_answer"]
+__all__ = ["FETCH_VERSION", "OBSERVER_RACK_ID", "QUORUM_VERSIONS", "decode_request",
+           "decode_response", "encode_request", "encode_response", "partition_answer"]
 
 FETCH_VERSION = 12
 QUORUM_VERSIONS = {ApiKey.VOTE: 2, ApiKey.BEGIN_QUORUM_EPOCH: 1, ApiKey.END_QUORUM_EPOCH: 1,
                    ApiKey.FETCH: FETCH_VERSION, ApiKey.FETCH_SNAPSHOT: 0}
 _MAX_FETCH_BYTES = 16 * 1024 * 1024
+OBSERVER_RACK_ID = "kraft-observer"  # a voter from a new directory, catching up
 
 Body = dict[str, Any]
 
@@ -135,6 +139,7 @@ def encode_request(message: RaftMessage, destination: int,
             return ApiKey.FETCH, {
                 "cluster_id": cluster_id, "replica_id": message.replica_id, "max_wait_ms": 0,
                 "min_bytes": 0, "max_bytes": _MAX_FETCH_BYTES, "session_id": 0,
+                "rack_id": OBSERVER_RACK_ID if message.observer else "",
                 "session_epoch": -1, "topics": [{"name": METADATA_TOPIC, "partitions": [{
                     "partition": METADATA_PARTITION, "current_leader_epoch": message.epoch,
                     "fetch_offset": message.fetch_offset,
@@ -161,7 +166,7 @@ def decode_request(api_key: int, version: int, body: Body) -> tuple[int, RaftMes
             return None
         return body["replica_id"], QuorumFetchRequest(
             p["current_leader_epoch"], body["replica_id"], p["fetch_offset"],
-            p["last_fetched_epoch"])
+            p["last_fetched_epoch"], body.get("rack_id") == OBSERVER_RACK_ID)
     if api_key == ApiKey.FETCH_SNAPSHOT:
         p = _the_partition(body, name="name", index="partition")
         snapshot_id = None if p is None else _snapshot_id(p["snapshot_id"])

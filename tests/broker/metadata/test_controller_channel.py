@@ -17,8 +17,10 @@ from typing import Any
 import pytest
 
 from broker.async_client import BrokerUnreachableError
+from broker.config import BrokerConfig
 from broker.metadata.controller_channel import ControllerQuorumChannel, redirect_of
 from broker.metadata.controller_finder import ActiveControllerFinder
+from broker.metadata.follower import heartbeat_attempt_timeout_ms
 from broker.metadata.quorum_voters import parse_quorum_voters
 from clients.protocol.api_keys import ApiKey
 from clients.protocol.codec import decode_request, encode_response_bytes
@@ -230,6 +232,37 @@ def test_a_paused_leader_costs_one_attempt_then_the_next_voter_answers() -> None
             assert channel.finder.leader_id == 2
 
     asyncio.run(scenario())
+
+
+def test_a_request_may_give_each_voter_a_smaller_share_than_the_channel() -> None:
+    """The broker's heartbeat: a paused leader costs the request's share (200 ms), not
+    the channel's (5 s), so the heartbeat reaches the new leader within the session."""
+    async def scenario() -> None:
+        async with quorum(3) as (voters, channel, hits):  # the channel's share: 5 s
+            voters[0].leading = True
+            assert (await heartbeat(channel))["error_code"] == 0
+            voters[0].silent = True
+            voters[1].leading = True
+            hits.clear()
+            started = asyncio.get_running_loop().time()
+            answer = await channel.request(ApiKey.BROKER_HEARTBEAT, {
+                "broker_id": 1, "broker_epoch": 5, "current_metadata_offset": 4,
+                "want_fence": False, "want_shut_down": False}, timeout_ms=3_000,
+                attempt_timeout_ms=200)
+            assert answer["error_code"] == 0
+            assert asyncio.get_running_loop().time() - started < 1.5
+            assert hits == [(2, ApiKey.BROKER_HEARTBEAT)]
+
+    asyncio.run(scenario())
+
+
+def test_heartbeat_share_is_a_third_of_the_session() -> None:
+    config = BrokerConfig.load(None, {"broker_session_timeout_ms": 3000,
+                                      "broker_heartbeat_interval_ms": 500})
+    assert heartbeat_attempt_timeout_ms(config) == 1000
+    slow = BrokerConfig.load(None, {"broker_session_timeout_ms": 1200,
+                                    "broker_heartbeat_interval_ms": 500})
+    assert heartbeat_attempt_timeout_ms(slow) == 500
 
 
 def test_no_leader_anywhere_returns_the_refusal_within_the_budget() -> None:

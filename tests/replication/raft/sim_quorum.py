@@ -6,6 +6,11 @@ controller is meant to run, unchanged) over :class:`tests.replication.raft.sim_i
 (``timer.clock.ManualClock``) and a :class:`SimDisk` per voter: a crash keeps only the
 quorum state written through the store and the log's flushed entries; restarts build a
 new replica from them.  A client appends to whoever leads; leaders sometimes resign.
+With ``wipe_probability`` a restart may be on a wiped disk (empty log, no quorum state;
+at most a minority of voters observers at once): the voter comes back an observer
+(``KRaftReplica(observer=True)``), recorded a voter again once its replica says so, as
+:mod:`broker.controller.quorum.metadata_quorum` does.  The vote check then also covers
+the votes a wiped disk forgot (docs/quorum.md, "not covered").
 
 Invariants, checked after every step (a violation raises :class:`Violation` whose message
 starts with ``seed=<n>``; replay with ``python3 -m tests.replication.raft.sim_quorum
@@ -26,7 +31,8 @@ starts with ``seed=<n>``; replay with ``python3 -m tests.replication.raft.sim_qu
   below its end, and what a voter applies from it (its HW jumps to the snapshot's end)
   is checked like entries;
 * liveness (at the end): with every voter up and the network healed and reliable, a
-  leader is elected and a new append commits within ``settle_ms``.
+  leader is elected and a new append commits within ``settle_ms``, and every observer
+  has become a voter again.
 
 Not modelled: clock jumps or skew between voters (one clock), torn writes inside one
 event (a crash falls between events).
@@ -85,6 +91,10 @@ class SimSettings:
     resign_probability: float = 0.002
     lazy_store: bool = False  # BROKEN on purpose: the vote is durable after the answer
     settle_ms: int = 30_000
+    # a restart on a wiped disk (at most a minority of voters observers at once): the
+    # voter comes back an observer until caught up, as the controller starts it
+    wipe_probability: float = 0.0
+    trust_wiped: bool = False  # BROKEN on purpose: a wiped voter restarts as a voter
     max_fetch_entries: int = 3  # small, so old and new epochs commit in separate steps
     snapshot_probability: float = 0.0  # a live voter snapshots its HW and cuts its log
 
@@ -133,7 +143,8 @@ class QuorumSim:
         self.appended = 0
         self.step_no = 0
         self.stats = {"crashes": 0, "truncations": 0, "partitions": 0, "snapshots": 0,
-                      "installs": 0}
+                      "installs": 0, "wipes": 0, "rejoins": 0}
+        self.observer_dir = dict.fromkeys(self.ids, False)  # quorum-directory "observer"
         for i in self.ids:
             self._start(i)
 
@@ -149,9 +160,18 @@ class QuorumSim:
         self.applied[node] = []
         self.leader_checked.pop(node, None)
         self.snapshot_stores[node] = MemorySnapshotStore(self._check_installed, disk.snapshots)
+        extra = {"observer": True} if self.observer_dir[node] else {}
         self.nodes[node] = self.factory(node, self.ids, SimLog(disk.log, disk.log_snapshot),
                                         store, self.clock, random.Random(self.rng.random()),
-                                        self.config, snapshots=self.snapshot_stores[node])
+                                        self.config, snapshots=self.snapshot_stores[node],
+                                        **extra)
+
+    def _wipe(self, node: int) -> None:
+        """The disk of a down voter is lost: it restarts empty, an observer."""
+        self.disks[node] = SimDisk()
+        self.last_hw[node] = 0
+        self.observer_dir[node] = not self.settings.trust_wiped
+        self.stats["wipes"] += 1
 
     def _crash(self, node: int) -> None:
         replica = self.nodes[node]
@@ -180,7 +200,12 @@ class QuorumSim:
         if leader is not None and rng.random() < s.leader_crash_probability:
             self._crash(leader.node_id)
         if down and rng.random() < s.restart_probability:
-            self._start(rng.choice(down))
+            node = rng.choice(down)
+            observers = sum(self.observer_dir.values())
+            if (s.wipe_probability and rng.random() < s.wipe_probability
+                    and observers < (len(self.ids) - 1) // 2):
+                self._wipe(node)
+            self._start(node)
         if rng.random() < s.partition_probability:
             side = set(rng.sample(self.ids, rng.randint(1, len(self.ids) // 2 + 1)))
             both = rng.random() < 0.7  # else asymmetric: only messages out of `side` cut
@@ -255,6 +280,10 @@ class QuorumSim:
             replica = self.nodes[i]
             if replica is not None and replica.next_deadline_ms() <= now:
                 self._send(i, replica.poll())
+        for i, replica in self.nodes.items():  # the controller records it before more events
+            if replica is not None and self.observer_dir[i] and not replica.observer:
+                self.observer_dir[i] = False
+                self.stats["rejoins"] += 1
         self.check()
 
     # -- invariants ------------------------------------------------------------------
@@ -264,7 +293,8 @@ class QuorumSim:
                         f"t={self.clock.now_ms()}ms: {what}\nreplay: python3 -m "
                         f"tests.replication.raft.sim_quorum --seed {self.seed} "
                         f"--voters {self.settings.voters} --steps {self.settings.steps}"
-                        f" --snapshots {self.settings.snapshot_probability}")
+                        f" --snapshots {self.settings.snapshot_probability}"
+                        f" --wipes {self.settings.wipe_probability}")
 
     def _check_vote(self, voter: int, candidate: int, message: RaftMessage) -> None:
         if isinstance(message, QuorumVoteResponse) and message.granted and not message.pre_vote:
@@ -359,8 +389,9 @@ class QuorumSim:
                 marker = leader.epoch
                 target = leader.append([b"settle"])
                 assert target is not None
-            if all(n is not None and n.high_watermark > target for n in self.nodes.values()):
-                return
+            if all(n is not None and n.high_watermark > target and not n.observer
+                   for n in self.nodes.values()):
+                return  # committed everywhere, and a wiped voter a voter again
         self.fail(f"no progress within {self.settings.settle_ms} ms of a healed, reliable "
                   f"network: leader={self.leader() and self.leader().node_id}")  # type: ignore[union-attr]
 
@@ -414,9 +445,11 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--steps", type=int, default=2000)
     parser.add_argument("--snapshots", type=float, default=0.0,
                         help="probability per step that a voter snapshots and cuts its log")
+    parser.add_argument("--wipes", type=float, default=0.0,
+                        help="probability that a restart is on a wiped disk (an observer)")
     args = parser.parse_args(argv)
     settings = replace(SimSettings(), voters=args.voters, steps=args.steps,
-                       snapshot_probability=args.snapshots)
+                       snapshot_probability=args.snapshots, wipe_probability=args.wipes)
     seeds = [args.seed] if args.seed is not None else range(args.seeds)
     started, failures = time.monotonic(), 0
     for seed in seeds:

@@ -12,7 +12,10 @@ that fires; the same seed and settings with the correct code keep every invarian
   from a later leader); with the default settings 0 of 100 seeds found it;
 * PreVote off (a timed-out voter stands at once): seed 0 of :func:`disruption_check`
   (every seed tried, 0-2, with 3 and 5 voters): "disruption" (a leader that kept its
-  majority is deposed by a voter returning from a partition).
+  majority is deposed by a voter returning from a partition);
+* a wiped voter trusted as a voter (``trust_wiped``: it votes and counts at once): seed 1
+  of a search over 0-5 (5 voters, wipe probability 0.5 per restart; also 5; with 3
+  voters 41 of 50 seeds): "leader ... misses committed entries".
 """
 
 from __future__ import annotations
@@ -73,3 +76,12 @@ def test_without_pre_vote_a_returning_voter_deposes_the_leader() -> None:
     disruption_check(0)
     with pytest.raises(Violation, match=r"seed=0 .*disruption: leader \d of epoch \d+ deposed"):
         disruption_check(0, replica_factory=NoPreVote)
+
+
+WIPES = replace(SimSettings(), voters=5, wipe_probability=0.5)
+
+
+def test_a_wiped_voter_trusted_as_a_voter_loses_committed_entries() -> None:
+    run_seed(1, WIPES)  # it comes back an observer: fine
+    with pytest.raises(Violation, match=r"seed=1 .*leader \d of epoch \d+ misses committed"):
+        run_seed(1, replace(WIPES, trust_wiped=True))

@@ -14,6 +14,7 @@ from clients.protocol.errors import ErrorCode
 from replication.raft.config import RaftConfig
 from replication.raft.messages import (
     Entry,
+    QuorumBeginEpochRequest,
     QuorumFetchRequest,
     QuorumFetchResponse,
     QuorumVoteRequest,
@@ -215,3 +216,17 @@ def test_messages_from_non_voters_are_ignored() -> None:
                          random.Random(0))
     assert voter.handle(9, QuorumVoteRequest(5, 9, 9, 9, pre_vote=False)) == []
     assert voter.epoch == 0
+
+
+def test_pre_vote_refused_only_once_the_follower_has_fetched_from_its_leader() -> None:
+    # Kafka's FollowerState: a follower that has not fetched from its leader yet (a dead
+    # leader it was told of, or returned to after a failed pre-vote) does not vouch for
+    # it; two survivors of a killed leader could otherwise refuse each other forever
+    voter = KRaftReplica(1, [1, 2, 3], MemoryRaftLog(), ListStore(), ManualClock(0),
+                         random.Random(0))
+    voter.handle(2, QuorumBeginEpochRequest(1, 2))
+    assert voter.role is R.FOLLOWER and voter.leader_id == 2
+    ask = QuorumVoteRequest(2, 3, 1, 5, pre_vote=True)
+    assert voter.handle(3, ask)[0].message.granted
+    voter.handle(2, QuorumFetchResponse(1, 2, 0, (Entry(1, LEADER_CHANGE),), 1))
+    assert not voter.handle(3, ask)[0].message.granted  # it hears from its leader now

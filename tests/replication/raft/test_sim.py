@@ -2,7 +2,8 @@
 
 The real KRaftReplica, 3 and 5 voters, seeded faults (crashes losing unflushed writes,
 restarts, drops, duplicates, reordering, symmetric and asymmetric partitions, graceful
-resignations) with every invariant checked after every step, then liveness after healing.
+resignations; with wiped disks: a voter restarted empty, an observer until caught up)
+with every invariant checked after every step, then liveness after healing.
 More seeds: ``python3 -m tests.replication.raft.sim_quorum --seeds 10000 --voters 5``.
 With snapshots (KIP-630): voters snapshot their committed state and cut their logs, and
 followers behind (or diverging below) the leader's log start catch up by FetchSnapshot.
@@ -60,6 +61,20 @@ def test_sweep_with_snapshots_keeps_every_invariant(voters: int, probability: fl
     # snapshots were written and followers really caught up through FetchSnapshot
     n = len(seeds)
     assert totals["snapshots"] > 10 * n and totals["installs"] > 2 * n, totals
+
+
+@pytest.mark.parametrize("voters,seeds", [(3, range(20_000, 20_050)),
+                                           (5, range(30_000, 30_050))])
+def test_sweep_with_wiped_disks_keeps_every_invariant(voters: int, seeds: range) -> None:
+    """Half the restarts on a wiped disk (a minority of observers at once): the voter
+    comes back an observer; every invariant holds and each one rejoins by the end."""
+    settings = replace(SimSettings(), voters=voters, steps=STEPS, wipe_probability=0.5)
+    wipes = rejoins = 0
+    for seed in seeds:
+        sim = run_seed(seed, settings)
+        wipes, rejoins = wipes + sim.stats["wipes"], rejoins + sim.stats["rejoins"]
+        assert not any(sim.observer_dir.values())  # settle: every observer rejoined
+    assert wipes > len(seeds) / 2 and rejoins > len(seeds) / 2  # (re-wiped: one rejoin)
 
 
 def test_a_returning_voter_never_disrupts_a_healthy_leader() -> None:

@@ -19,6 +19,7 @@ from typing import Any
 
 from broker.async_client import AsyncConnection
 from broker.controller.config import ControllerConfig
+from broker.controller.quorum.voter_directory import format_new_quorum
 from broker.controller.server import ControllerServer
 from broker.metadata.records import decode_record_batches
 from clients.protocol.api_keys import ApiKey
@@ -68,6 +69,7 @@ def test_only_the_active_controller_serves_and_answers_once_committed(tmp_path: 
     async def scenario() -> None:
         ports = dict(zip(IDS, _free_ports(3), strict=True))
         voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in ports.items())
+        assert format_new_quorum([tmp_path / str(i) for i in IDS])  # as cluster start does
         servers = {i: ControllerServer(ControllerConfig.load(None, {
             "node_id": i, "controller_quorum_voters": voters, "port": ports[i],
             "data_dir": str(tmp_path / str(i)), **QUORUM})) for i in IDS}
@@ -162,6 +164,7 @@ def test_a_committed_entry_that_cannot_be_applied_stops_the_voter(tmp_path: Path
     async def scenario() -> None:
         ports = dict(zip(IDS, _free_ports(3), strict=True))
         voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in ports.items())
+        assert format_new_quorum([tmp_path / str(i) for i in IDS])  # as cluster start does
         servers = {i: ControllerServer(ControllerConfig.load(None, {
             "node_id": i, "controller_quorum_voters": voters, "port": ports[i],
             "data_dir": str(tmp_path / str(i)), **QUORUM})) for i in IDS}

@@ -17,6 +17,7 @@ import pytest
 from broker.async_client import AsyncConnection
 from broker.controller.config import ControllerConfig
 from broker.controller.quorum.snapshots import QuorumSnapshots, snapshot_file_name
+from broker.controller.quorum.voter_directory import format_new_quorum
 from broker.controller.server import ControllerServer
 from broker.metadata.image import MetadataImage
 from clients.protocol.api_keys import ApiKey
@@ -109,6 +110,7 @@ def test_install_keeps_only_a_valid_snapshot_and_serves_it_in_chunks(
 def test_voters_snapshot_and_restart_from_their_newest_snapshot(tmp_path: Path) -> None:
     ports = dict(zip(IDS, _free_ports(3), strict=True))
     voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in ports.items())
+    assert format_new_quorum([tmp_path / str(i) for i in IDS])  # as cluster start does
 
     def server(i: int) -> ControllerServer:
         return ControllerServer(ControllerConfig.load(None, {
@@ -193,6 +195,7 @@ def test_a_voter_behind_the_log_start_catches_up_by_fetch_snapshot(tmp_path: Pat
     and every voter ends with the same committed image, byte for byte."""
     ports = dict(zip(IDS, _free_ports(3), strict=True))
     voters = ",".join(f"{i}@127.0.0.1:{p}" for i, p in ports.items())
+    assert format_new_quorum([tmp_path / str(i) for i in IDS])  # as cluster start does
 
     def server(i: int) -> ControllerServer:
         return ControllerServer(ControllerConfig.load(None, {

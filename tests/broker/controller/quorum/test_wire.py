@@ -47,6 +47,7 @@ REQUESTS: list[RaftMessage] = [
     QuorumBeginEpochRequest(9, 3),
     QuorumEndEpochRequest(9, 3, (1, 2)),
     QuorumFetchRequest(9, 1, 17, 8),
+    QuorumFetchRequest(9, 1, 17, 8, observer=True),
     QuorumFetchSnapshotRequest(9, 1, OffsetAndEpoch(40, 8), 1024),
 ]
 
