@@ -2,7 +2,8 @@
 answers a Fetch below its log start with its snapshot id, FetchSnapshot in chunks, a
 follower that installs the snapshot, restarts its log after it and catches up; and the
 refusals (a snapshot gone from the leader, a position past its size, one the follower's
-store refuses, one too big).  Synchronous pump, injected clock.
+store refuses, one too big); a voter whose disk was lost (an observer) catching up
+by snapshot and rejoining.  Synchronous pump, injected clock.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ import pytest
 
 from clients.protocol.errors import ErrorCode
 from replication.raft.config import RaftConfig
+from replication.raft.leader_state import LeaderState
 from replication.raft.messages import (
     Entry,
     OffsetAndEpoch,
@@ -26,7 +28,7 @@ from replication.raft.raft_log import MemoryRaftLog
 from replication.raft.replica import KRaftReplica
 from replication.raft.snapshot_fetch import needs_snapshot
 from replication.raft.snapshot_store import MemorySnapshotStore
-from tests.replication.raft.pump import Pump
+from tests.replication.raft.pump import ListStore, Pump
 
 
 def state_of(log: MemoryRaftLog, below: int) -> bytes:
@@ -187,3 +189,36 @@ def test_which_fetches_the_leader_answers_with_its_snapshot(
     start = OffsetAndEpoch(9, 3)
     assert needs_snapshot(start, fetch_offset, last_epoch) is snapshot
     assert not needs_snapshot(None, fetch_offset, last_epoch)  # a log starting at 0
+
+
+def test_a_wiped_voter_below_the_log_start_catches_up_by_snapshot_then_rejoins() -> None:
+    """An observer (disk lost) behind a cut log: FetchSnapshot, then Fetch; its rejoin
+    marker is committed without it and it turns voter (docs/quorum.md)."""
+    pump, leader_id, wiped = _snapshot_while_one_is_down(RaftConfig())
+    leader = pump.nodes[leader_id]
+    snapshot_id = pump.snapshot(leader_id)
+    pump.logs[wiped], pump.stores[wiped] = MemoryRaftLog(), ListStore()
+    store = pump.snapshot_stores[wiped] = MemorySnapshotStore(pump._validate)
+    node = pump.nodes[wiped] = KRaftReplica(wiped, pump.ids, pump.logs[wiped],
+                                            pump.stores[wiped], pump.clock, random.Random(7),
+                                            pump.config, snapshots=store, observer=True)
+    pump.stopped.discard(wiped)
+    pump.advance(3000)
+    assert store.latest_id() == snapshot_id and node.log.start_offset == 21
+    assert not node.observer  # the leader's marker after its catch-up committed
+    assert node.log.entries_from(21, 10) == leader.log.entries_from(21, 10)
+    assert leader.high_watermark == leader.log.end_offset == 22  # one LeaderChange marker
+    assert [s for s in pump.stores[wiped].writes if s.voted_for is not None] == []
+
+
+def test_an_observers_fetch_snapshot_does_not_count_for_check_quorum() -> None:
+    leader = LeaderState(1, [1, 2, 3], epoch=4, epoch_start_offset=0, high_watermark=0,
+                         now_ms=0)
+    leader.on_fetch(2, 0, 10, observer=True)
+    leader.on_fetch(3, 0, 10)
+    leader.on_fetch_snapshot(2, 500)  # FetchSnapshot carries no observer flag
+    leader.on_fetch_snapshot(3, 500)
+    assert (leader.last_fetch_ms_of(2), leader.last_fetch_ms_of(3)) == (0, 500)
+    leader.on_fetch(2, 0, 600)  # a voter again
+    leader.on_fetch_snapshot(2, 700)
+    assert leader.last_fetch_ms_of(2) == 700
