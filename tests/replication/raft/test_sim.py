@@ -77,6 +77,23 @@ def test_sweep_with_wiped_disks_keeps_every_invariant(voters: int, seeds: range)
     assert wipes > len(seeds) / 2 and rejoins > len(seeds) / 2  # (re-wiped: one rejoin)
 
 
+@pytest.mark.parametrize("voters,probability,seeds", [(3, 0.02, range(40_000, 40_050)),
+                                                      (5, 0.05, range(50_000, 50_030))])
+def test_sweep_with_snapshots_and_wiped_disks_keeps_every_invariant(
+        voters: int, probability: float, seeds: range) -> None:
+    """Both at once: a wiped voter may be behind the leader's log start and catch up by
+    FetchSnapshot before it rejoins."""
+    settings = replace(SimSettings(), voters=voters, steps=STEPS,
+                       snapshot_probability=probability, wipe_probability=0.5)
+    totals = {"installs": 0, "wipes": 0, "rejoins": 0}
+    for seed in seeds:
+        sim = run_seed(seed, settings)
+        for key in totals:
+            totals[key] += sim.stats[key]
+        assert not any(sim.observer_dir.values())  # settle: every observer rejoined
+    assert min(totals.values()) > len(seeds) / 2, totals
+
+
 def test_a_returning_voter_never_disrupts_a_healthy_leader() -> None:
     for seed in range(10):
         disruption_check(seed)
