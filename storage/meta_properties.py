@@ -25,6 +25,7 @@ data-directory lock of :mod:`storage.lock` keeps a second process out).
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 from clients.protocol.errors import ErrorCode, MiniKafkaError
@@ -58,16 +59,29 @@ class InconsistentClusterIdError(DataDirIdentityError):
 def read_meta_properties(data_dir: str | Path) -> dict[str, str] | None:
     """The file's ``key=value`` pairs; None when there is no file.  Raises
     :class:`DataDirIdentityError` for a file that is not a small properties file."""
-    path = Path(data_dir) / META_PROPERTIES
+
+    def check(pairs: dict[str, str]) -> None:
+        if pairs.get("version") != _VERSION or not pairs.get("cluster.id"):
+            raise ValueError(f"expected version={_VERSION} and a cluster.id")
+
+    return read_identity_file(Path(data_dir) / META_PROPERTIES, check)
+
+
+def read_identity_file(path: Path, check: Callable[[dict[str, str]], None],
+                       max_bytes: int = _MAX_BYTES) -> dict[str, str] | None:
+    """A small ``key=value`` identity file's pairs (``#`` comments and blank lines
+    skipped); None when there is none.  ``check`` raises ValueError for pairs that are not
+    what the file must hold.  Raises :class:`DataDirIdentityError` for an unreadable,
+    oversized, undecodable, malformed or refused file (never rewritten here)."""
     try:
-        raw = read_small_file(path, _MAX_BYTES)
+        raw = read_small_file(path, max_bytes)
     except OSError as exc:
         raise DataDirIdentityError(f"cannot read {path}: {exc}") from None
     if raw is None:
         return None
     try:
-        if len(raw) > _MAX_BYTES:
-            raise ValueError(f"larger than {_MAX_BYTES} bytes")
+        if len(raw) > max_bytes:
+            raise ValueError(f"larger than {max_bytes} bytes")
         pairs: dict[str, str] = {}
         for number, line in enumerate(raw.decode("utf-8").splitlines(), 1):
             line = line.strip()
@@ -77,8 +91,7 @@ def read_meta_properties(data_dir: str | Path) -> dict[str, str] | None:
             if not sep or not key.strip():
                 raise ValueError(f"line {number} is not key=value")
             pairs[key.strip()] = value.strip()
-        if pairs.get("version") != _VERSION or not pairs.get("cluster.id"):
-            raise ValueError(f"expected version={_VERSION} and a cluster.id")
+        check(pairs)
     except (UnicodeDecodeError, ValueError) as exc:
         raise DataDirIdentityError(
             f"{path} is damaged ({exc}); restore it or move the directory away") from None

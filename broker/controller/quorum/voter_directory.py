@@ -31,7 +31,9 @@ restarts it as an observer again, which is safe).  The directory id is written b
 yet sent (Kafka's Fetch v17 / Vote v1 carry it; our Fetch v12 marks an observer by its
 ``rack_id``, :mod:`broker.controller.quorum.wire`).
 
-Errors: a file that cannot be parsed raises :class:`DataDirIdentityError` (never
+Errors: a file that cannot be parsed raises
+:class:`~storage.meta_properties.DataDirIdentityError` (read by
+:func:`~storage.meta_properties.read_identity_file`, as ``meta.properties``; never
 rewritten: the operator decides).  Costs: one small read at start, one fsync'd write
 (temp, rename, directory fsync) when the state changes.  Start-up and the controller's
 event loop only; one process per directory (the data-dir lock).
@@ -46,8 +48,8 @@ from pathlib import Path
 
 from broker.metadata.records import METADATA_PARTITION, METADATA_TOPIC
 from replication.raft.state_file import QUORUM_STATE_FILE
-from storage.file_io import atomic_write_text, read_small_file
-from storage.meta_properties import DataDirIdentityError
+from storage.file_io import atomic_write_text
+from storage.meta_properties import read_identity_file
 
 __all__ = ["VOTER_DIRECTORY_FILE", "VoterDirectory", "format_new_quorum", "format_voter_directory",
            "is_new_voter_directory", "open_voter_directory", "record_caught_up"]
@@ -69,26 +71,16 @@ def _path(data_dir: str | Path) -> Path:
 
 
 def _read(data_dir: str | Path) -> VoterDirectory | None:
-    path = _path(data_dir)
-    try:
-        raw = read_small_file(path, _MAX_BYTES)
-    except OSError as exc:
-        raise DataDirIdentityError(f"cannot read {path}: {exc}") from None
-    if raw is None:
-        return None
-    try:
-        if len(raw) > _MAX_BYTES:
-            raise ValueError(f"larger than {_MAX_BYTES} bytes")
-        pairs = dict(line.split("=", 1) for line in raw.decode("utf-8").splitlines()
-                     if line.strip() and not line.startswith("#"))
-        state, directory_id = pairs.get("state"), pairs.get("directory.id", "")
-        if pairs.get("version") != _VERSION or state not in _STATES or len(
+    def check(pairs: dict[str, str]) -> None:
+        directory_id = pairs.get("directory.id", "")
+        if pairs.get("version") != _VERSION or pairs.get("state") not in _STATES or len(
                 bytes.fromhex(directory_id)) != 16:
             raise ValueError("expected version=1, a 16-byte directory.id and a state")
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise DataDirIdentityError(
-            f"{path} is damaged ({exc}); restore it or move the directory away") from None
-    return VoterDirectory(directory_id, state == "observer")
+
+    pairs = read_identity_file(_path(data_dir), check, _MAX_BYTES)
+    if pairs is None:
+        return None
+    return VoterDirectory(pairs["directory.id"], pairs["state"] == "observer")
 
 
 def _write(data_dir: str | Path, directory: VoterDirectory) -> VoterDirectory:
